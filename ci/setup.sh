@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs what the project needs on a Debian 12 machine that has only Rust:
+# system packages (clang-19, lld-19, llvm-19-dev, qemu-user, cross gcc, mingw, wine),
+# rustup targets, and a wine prefix with the bcryptprimitives.dll stand-in.
+# Idempotent and fast when everything is present (a few dpkg/rustup queries).
+# Without root it installs nothing and prints the exact command to run.
+set -euo pipefail
+
+PACKAGES=(
+  clang-19 lld-19 llvm-19 llvm-19-dev libpolly-19-dev libzstd-dev zlib1g-dev
+  qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  mingw-w64 wine wine64
+)
+RUST_TARGETS=(
+  aarch64-unknown-linux-gnu x86_64-pc-windows-gnu
+  x86_64-apple-darwin aarch64-apple-darwin aarch64-pc-windows-msvc x86_64-pc-windows-msvc
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  cmd="apt-get update && apt-get install -y --no-install-recommends ${missing[*]}"
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "setup: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  else
+    echo "setup: missing system packages: ${missing[*]}" >&2
+    echo "setup: run as root:  sudo sh -c '$cmd'" >&2
+    exit 1
+  fi
+fi
+
+installed_targets=$(rustup target list --installed)
+want=()
+for t in "${RUST_TARGETS[@]}"; do
+  grep -qx "$t" <<<"$installed_targets" || want+=("$t")
+done
+if ((${#want[@]})); then
+  echo "setup: rustup target add ${want[*]}" >&2
+  rustup target add "${want[@]}" >&2
+fi
+
+# Wine 8 lacks bcryptprimitives.dll!ProcessPrng, which Rust std >= 1.78 imports (exit 53).
+# Build a stand-in with mingw and put it into the prefix; nothing is downloaded.
+export WINEPREFIX="${WINEPREFIX:-$HOME/.wine-cpjit}"
+export WINEDEBUG=-all
+dll="$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll"
+if [[ ! -f "$WINEPREFIX/system.reg" || ! -f "$dll" ]]; then
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  echo "setup: creating wine prefix $WINEPREFIX" >&2
+  if ! wineboot -i >"${TMPDIR:-/tmp}/cpjit-wineboot.log" 2>&1; then
+    echo "setup: wineboot -i failed for $WINEPREFIX; see ${TMPDIR:-/tmp}/cpjit-wineboot.log" >&2
+    exit 1
+  fi
+  wineserver -w
+  tmp=$(mktemp -d)
+  x86_64-w64-mingw32-gcc -O2 -shared -o "$tmp/bcryptprimitives.dll" \
+    "$here/wine/bcryptprimitives.c" -ladvapi32
+  mkdir -p "$(dirname "$dll")"
+  cp "$tmp/bcryptprimitives.dll" "$dll"
+  rm -rf "$tmp"
+fi
+echo "setup: ok" >&2

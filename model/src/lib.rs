@@ -1,0 +1,442 @@
+//! The normalized stencil model, shared by the toolchain (which produces it from object
+//! files) and the runtime (which copies and patches it into executable memory).
+//!
+//! A *stencil* is the machine code of one template function plus the data it reads, with
+//! *holes*: places whose bytes are filled in when the stencil is instantiated. Each hole has
+//! an encoding ([`HoleKind`], decided by the relocation type it came from) and a value
+//! ([`HoleValue`], decided by the symbol it referred to).
+//!
+//! Architecture invariant: this crate has no dependencies and no `unsafe`. The generated
+//! stencil crates contain nothing but `static` items of these types, so they build anywhere
+//! without LLVM, clang or an object-file reader. All types borrow their storage (`'a`), so a
+//! generated crate uses `Stencil<'static>` while the toolchain builds views over its own
+//! buffers.
+#![no_std]
+#![forbid(unsafe_code)]
+
+use core::fmt;
+
+/// Which byte image of the stencil a hole (or a relocation) lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Section {
+    /// The stencil's machine code (mapped read + execute).
+    Code,
+    /// The stencil's data: read-only data, writable data and zero-fill, concatenated
+    /// (mapped read + write, never execute).
+    Data,
+}
+
+impl Section {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Section::Code => "code",
+            Section::Data => "data",
+        }
+    }
+}
+
+/// How a hole's bytes encode its value: one variant per instruction/data encoding.
+///
+/// The object readers map every raw relocation type of every supported format to exactly
+/// one of these (one table per format); the runtime has one patch function per variant.
+/// In the formulas, `S + A` is the resolved value plus addend, `P` the address of the hole,
+/// `G` the address of the GOT slot that holds `S`, and `Page(x) = x & !0xfff`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HoleKind {
+    /// 8 bytes, little endian: `S + A`. (`R_X86_64_64`, `R_AARCH64_ABS64`,
+    /// `*_RELOC_UNSIGNED` length 3, `IMAGE_REL_*_ADDR64`.)
+    Abs64,
+    /// x86-64 RIP-relative 32-bit operand of a data access (`lea`, `mov`, ...): `S + A - P`,
+    /// signed 32 bits. (`R_X86_64_PC32`, `X86_64_RELOC_SIGNED*`, `IMAGE_REL_AMD64_REL32*`
+    /// on a memory operand.)
+    X86Pc32,
+    /// x86-64 `call`/`jmp`/`jcc` rel32: `S + A - P`, signed 32 bits; out of range goes
+    /// through a veneer. (`R_X86_64_PLT32`, `X86_64_RELOC_BRANCH`, `IMAGE_REL_AMD64_REL32`
+    /// after `E8`/`E9`/`0F 8x`.)
+    X86Branch32,
+    /// x86-64 RIP-relative reference to a GOT slot, in an instruction that must not be
+    /// rewritten: `G + A - P`. (`R_X86_64_GOTPCREL`, `X86_64_RELOC_GOT`, `IMAGE_REL_AMD64_REL32`
+    /// against `__imp_` in a non-`mov`, non-`call`/`jmp` instruction.)
+    X86GotPc32,
+    /// x86-64 RIP-relative GOT reference in `mov reg, [rip+G]`, `call [rip+G]` or
+    /// `jmp [rip+G]`: `G + A - P`, which the runtime may relax to `lea reg, [rip+S]` or a
+    /// direct `call`/`jmp` when `S` is in range. (`R_X86_64_GOTPCRELX`,
+    /// `R_X86_64_REX_GOTPCRELX`, `X86_64_RELOC_GOT_LOAD`, COFF `REL32` against `__imp_`.)
+    X86GotPc32Relaxable,
+    /// AArch64 `b`/`bl` imm26: `(S + A - P) >> 2`, ±128 MiB; out of range goes through a
+    /// veneer. (`R_AARCH64_CALL26`/`JUMP26`, `ARM64_RELOC_BRANCH26`, `IMAGE_REL_ARM64_BRANCH26`.)
+    Aarch64Branch26,
+    /// AArch64 `b.cond`/`cbz`/`cbnz` imm19: `(S + A - P) >> 2`, ±1 MiB.
+    /// (`R_AARCH64_CONDBR19`, `IMAGE_REL_ARM64_BRANCH19`.)
+    Aarch64Branch19,
+    /// AArch64 `tbz`/`tbnz` imm14: `(S + A - P) >> 2`, ±32 KiB. (`R_AARCH64_TSTBR14`,
+    /// `IMAGE_REL_ARM64_BRANCH14`.)
+    Aarch64Branch14,
+    /// AArch64 `adrp` immhi:immlo: `Page(S + A) - Page(P)`, ±4 GiB.
+    /// (`R_AARCH64_ADR_PREL_PG_HI21`, `ARM64_RELOC_PAGE21`, `IMAGE_REL_ARM64_PAGEBASE_REL21`.)
+    Aarch64AdrPage21,
+    /// AArch64 `adrp` of a GOT slot: `Page(G + A) - Page(P)`.
+    /// (`R_AARCH64_ADR_GOT_PAGE`, `ARM64_RELOC_GOT_LOAD_PAGE21`, COFF `PAGEBASE_REL21`
+    /// against `__imp_`.)
+    Aarch64AdrGotPage21,
+    /// AArch64 `add` imm12: `(S + A) & 0xfff`. (`R_AARCH64_ADD_ABS_LO12_NC`,
+    /// `ARM64_RELOC_PAGEOFF12` on `add`, `IMAGE_REL_ARM64_PAGEOFFSET_12A`.)
+    Aarch64AddLo12,
+    /// AArch64 `ldr`/`str` imm12 scaled by the access size (1, 2, 4, 8 or 16 bytes):
+    /// `((S + A) & 0xfff) >> log2(size)`; the low bits must be zero.
+    /// (`R_AARCH64_LDST{8,16,32,64,128}_ABS_LO12_NC`, `ARM64_RELOC_PAGEOFF12` on a load or
+    /// store, `IMAGE_REL_ARM64_PAGEOFFSET_12L`.)
+    Aarch64LdSt8Lo12,
+    Aarch64LdSt16Lo12,
+    Aarch64LdSt32Lo12,
+    Aarch64LdSt64Lo12,
+    Aarch64LdSt128Lo12,
+    /// AArch64 `ldr xN` of a GOT slot: `((G + A) & 0xfff) >> 3`.
+    /// (`R_AARCH64_LD64_GOT_LO12_NC`, `ARM64_RELOC_GOT_LOAD_PAGEOFF12`, COFF `PAGEOFFSET_12L`
+    /// against `__imp_`.)
+    Aarch64Ld64GotLo12,
+    /// AArch64 `movz`/`movk` imm16 with bits 0..16, 16..32, 32..48, 48..64 of `S + A`.
+    /// (`R_AARCH64_MOVW_UABS_G0_NC`, `G1_NC`, `G2_NC`, `G3`.)
+    Aarch64MovwG0,
+    Aarch64MovwG1,
+    Aarch64MovwG2,
+    Aarch64MovwG3,
+}
+
+impl HoleKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [HoleKind; 21] = [
+        HoleKind::Abs64,
+        HoleKind::X86Pc32,
+        HoleKind::X86Branch32,
+        HoleKind::X86GotPc32,
+        HoleKind::X86GotPc32Relaxable,
+        HoleKind::Aarch64Branch26,
+        HoleKind::Aarch64Branch19,
+        HoleKind::Aarch64Branch14,
+        HoleKind::Aarch64AdrPage21,
+        HoleKind::Aarch64AdrGotPage21,
+        HoleKind::Aarch64AddLo12,
+        HoleKind::Aarch64LdSt8Lo12,
+        HoleKind::Aarch64LdSt16Lo12,
+        HoleKind::Aarch64LdSt32Lo12,
+        HoleKind::Aarch64LdSt64Lo12,
+        HoleKind::Aarch64LdSt128Lo12,
+        HoleKind::Aarch64Ld64GotLo12,
+        HoleKind::Aarch64MovwG0,
+        HoleKind::Aarch64MovwG1,
+        HoleKind::Aarch64MovwG2,
+        HoleKind::Aarch64MovwG3,
+    ];
+
+    /// The variant's name as written in generated code and text dumps.
+    pub const fn name(self) -> &'static str {
+        match self {
+            HoleKind::Abs64 => "Abs64",
+            HoleKind::X86Pc32 => "X86Pc32",
+            HoleKind::X86Branch32 => "X86Branch32",
+            HoleKind::X86GotPc32 => "X86GotPc32",
+            HoleKind::X86GotPc32Relaxable => "X86GotPc32Relaxable",
+            HoleKind::Aarch64Branch26 => "Aarch64Branch26",
+            HoleKind::Aarch64Branch19 => "Aarch64Branch19",
+            HoleKind::Aarch64Branch14 => "Aarch64Branch14",
+            HoleKind::Aarch64AdrPage21 => "Aarch64AdrPage21",
+            HoleKind::Aarch64AdrGotPage21 => "Aarch64AdrGotPage21",
+            HoleKind::Aarch64AddLo12 => "Aarch64AddLo12",
+            HoleKind::Aarch64LdSt8Lo12 => "Aarch64LdSt8Lo12",
+            HoleKind::Aarch64LdSt16Lo12 => "Aarch64LdSt16Lo12",
+            HoleKind::Aarch64LdSt32Lo12 => "Aarch64LdSt32Lo12",
+            HoleKind::Aarch64LdSt64Lo12 => "Aarch64LdSt64Lo12",
+            HoleKind::Aarch64LdSt128Lo12 => "Aarch64LdSt128Lo12",
+            HoleKind::Aarch64Ld64GotLo12 => "Aarch64Ld64GotLo12",
+            HoleKind::Aarch64MovwG0 => "Aarch64MovwG0",
+            HoleKind::Aarch64MovwG1 => "Aarch64MovwG1",
+            HoleKind::Aarch64MovwG2 => "Aarch64MovwG2",
+            HoleKind::Aarch64MovwG3 => "Aarch64MovwG3",
+        }
+    }
+
+    /// Parses a name produced by [`HoleKind::name`].
+    pub fn from_name(name: &str) -> Option<HoleKind> {
+        HoleKind::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    /// How many bytes at the hole's offset the patch reads and writes.
+    pub const fn width(self) -> usize {
+        match self {
+            HoleKind::Abs64 => 8,
+            _ => 4,
+        }
+    }
+
+    /// The hole addresses a GOT slot holding its value rather than the value itself.
+    pub const fn uses_got(self) -> bool {
+        matches!(
+            self,
+            HoleKind::X86GotPc32
+                | HoleKind::X86GotPc32Relaxable
+                | HoleKind::Aarch64AdrGotPage21
+                | HoleKind::Aarch64Ld64GotLo12
+        )
+    }
+
+    /// A direct branch whose out-of-range target may be reached through a veneer.
+    pub const fn is_branch(self) -> bool {
+        matches!(
+            self,
+            HoleKind::X86Branch32
+                | HoleKind::Aarch64Branch26
+                | HoleKind::Aarch64Branch19
+                | HoleKind::Aarch64Branch14
+        )
+    }
+
+    /// The architecture whose instructions this kind patches (`None` for plain data).
+    pub const fn arch(self) -> Option<Arch> {
+        match self {
+            HoleKind::Abs64 => None,
+            HoleKind::X86Pc32
+            | HoleKind::X86Branch32
+            | HoleKind::X86GotPc32
+            | HoleKind::X86GotPc32Relaxable => Some(Arch::X86_64),
+            _ => Some(Arch::Aarch64),
+        }
+    }
+}
+
+impl fmt::Display for HoleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a hole is filled with when a stencil is instantiated in a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HoleValue {
+    /// The address of the next instance in the trace (`_JIT_CONTINUE`).
+    Continue,
+    /// The code address of a jump target, by index into [`Stencil::targets`]
+    /// (e.g. `_JIT_JUMP_TARGET`); the caller names an instance or an address for each.
+    Target(u16),
+    /// A 64-bit operand, by index into [`Stencil::operands`] (e.g. `_JIT_OPERAND0`).
+    Operand(u16),
+    /// The address of this instance's own code (references to its own code sections).
+    Code,
+    /// The address of this instance's own data (references to its own data sections).
+    Data,
+    /// An external symbol, by index into [`StencilSet::symbols`], resolved through the
+    /// caller's symbol table (helper functions, globals).
+    Symbol(u16),
+}
+
+impl fmt::Display for HoleValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HoleValue::Continue => f.write_str("continue"),
+            HoleValue::Target(i) => write!(f, "target[{i}]"),
+            HoleValue::Operand(i) => write!(f, "operand[{i}]"),
+            HoleValue::Code => f.write_str("code"),
+            HoleValue::Data => f.write_str("data"),
+            HoleValue::Symbol(i) => write!(f, "symbol[{i}]"),
+        }
+    }
+}
+
+/// One hole: where, how it is encoded, what fills it, and the constant added to the value.
+///
+/// For GOT kinds ([`HoleKind::uses_got`]) the instruction addresses a GOT slot that holds
+/// `value` (without the addend), and `addend` is added to the slot's address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Hole {
+    pub section: Section,
+    pub offset: u32,
+    pub kind: HoleKind,
+    pub value: HoleValue,
+    pub addend: i64,
+}
+
+/// The machine code and data of one template function, with its holes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stencil<'a> {
+    /// The template function's name (e.g. `op_LOAD_CONST`), without any object-format
+    /// symbol prefix.
+    pub name: &'a str,
+    /// Code bytes. A trailing jump to the continuation has been removed, so execution falls
+    /// through to the next instance.
+    pub code: &'a [u8],
+    /// Required alignment of the code in bytes (a power of two).
+    pub code_align: u32,
+    /// Data bytes (read-only data, writable data and zero-fill, laid out in that order).
+    pub data: &'a [u8],
+    /// Required alignment of the data in bytes (a power of two).
+    pub data_align: u32,
+    /// Holes, sorted by (section, offset).
+    pub holes: &'a [Hole],
+    /// Operand names (hole symbol without prefix, e.g. `OPERAND0`), sorted; a
+    /// [`HoleValue::Operand`] indexes this list and the caller passes values in this order.
+    pub operands: &'a [&'a str],
+    /// Jump-target names (e.g. `JUMP_TARGET`), sorted; a [`HoleValue::Target`] indexes this
+    /// list.
+    pub targets: &'a [&'a str],
+    /// Indices into [`StencilSet::symbols`] of the external symbols this stencil needs, sorted.
+    pub symbols: &'a [u16],
+}
+
+impl<'a> Stencil<'a> {
+    /// Index of the operand called `name`, if the stencil has it.
+    pub fn operand_index(&self, name: &str) -> Option<usize> {
+        self.operands.iter().position(|o| *o == name)
+    }
+
+    /// Index of the jump target called `name`, if the stencil has it.
+    pub fn target_index(&self, name: &str) -> Option<usize> {
+        self.targets.iter().position(|t| *t == name)
+    }
+
+    /// Holes in the code section.
+    pub fn code_holes(&self) -> impl Iterator<Item = &'a Hole> {
+        self.holes.iter().filter(|h| h.section == Section::Code)
+    }
+
+    /// Holes in the data section.
+    pub fn data_holes(&self) -> impl Iterator<Item = &'a Hole> {
+        self.holes.iter().filter(|h| h.section == Section::Data)
+    }
+}
+
+/// Instruction-set architecture of a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+impl Arch {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64",
+            Arch::Aarch64 => "aarch64",
+        }
+    }
+}
+
+/// Object-file format the stencils were read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectFormat {
+    Elf,
+    MachO,
+    Coff,
+}
+
+impl ObjectFormat {
+    pub const fn name(self) -> &'static str {
+        match self {
+            ObjectFormat::Elf => "elf",
+            ObjectFormat::MachO => "macho",
+            ObjectFormat::Coff => "coff",
+        }
+    }
+}
+
+/// Calling convention of the entry shim and of the external helpers the stencils call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Abi {
+    /// x86-64 System V (Linux, macOS).
+    SysV64,
+    /// x86-64 Microsoft (Windows).
+    Win64,
+    /// AArch64 procedure-call standard (Linux; Apple and Windows reserve `x18` on top).
+    Aapcs64,
+}
+
+/// All stencils of one template set compiled for one target: what a generated stencil
+/// crate exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StencilSet<'a> {
+    /// The target triple, e.g. `aarch64-apple-darwin`.
+    pub target: &'a str,
+    pub arch: Arch,
+    pub format: ObjectFormat,
+    pub abi: Abi,
+    /// The bytes of one no-op instruction, used to pad code to its alignment.
+    pub nop: &'a [u8],
+    /// The C-ABI entry stencil through which native code enters a trace (its
+    /// [`HoleValue::Continue`] is the first instance), by index into `stencils`.
+    pub shim: Option<u16>,
+    /// Stencils, sorted by name.
+    pub stencils: &'a [Stencil<'a>],
+    /// External symbol names referenced by any stencil, sorted.
+    pub symbols: &'a [&'a str],
+    /// Hex SHA-256 over everything the set was generated from.
+    pub digest: &'a str,
+}
+
+impl<'a> StencilSet<'a> {
+    /// The stencil called `name` (binary search: stencils are sorted by name).
+    pub fn get(&self, name: &str) -> Option<&'a Stencil<'a>> {
+        self.index_of(name).map(|i| &self.stencils[i])
+    }
+
+    /// Index of the stencil called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.stencils.binary_search_by(|s| s.name.cmp(name)).ok()
+    }
+
+    /// The entry shim stencil, if the set has one.
+    pub fn shim(&self) -> Option<&'a Stencil<'a>> {
+        self.shim.map(|i| &self.stencils[i as usize])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kind_names_round_trip_and_are_unique() {
+        for (i, k) in HoleKind::ALL.iter().enumerate() {
+            assert_eq!(HoleKind::from_name(k.name()), Some(*k));
+            for other in &HoleKind::ALL[i + 1..] {
+                assert_ne!(k.name(), other.name());
+            }
+        }
+    }
+
+    #[test]
+    fn got_kinds_are_not_branches() {
+        for k in HoleKind::ALL {
+            assert!(!(k.uses_got() && k.is_branch()), "{k}");
+        }
+    }
+
+    #[test]
+    fn set_lookup_is_by_name() {
+        const A: Stencil<'static> = Stencil {
+            name: "a",
+            code: &[0x90],
+            code_align: 1,
+            data: &[],
+            data_align: 1,
+            holes: &[],
+            operands: &[],
+            targets: &[],
+            symbols: &[],
+        };
+        let b = Stencil { name: "b", ..A };
+        let stencils = [A, b];
+        let set = StencilSet {
+            target: "x86_64-unknown-linux-gnu",
+            arch: Arch::X86_64,
+            format: ObjectFormat::Elf,
+            abi: Abi::SysV64,
+            nop: &[0x90],
+            shim: Some(0),
+            stencils: &stencils,
+            symbols: &[],
+            digest: "",
+        };
+        assert_eq!(set.index_of("b"), Some(1));
+        assert!(set.get("c").is_none());
+        assert_eq!(set.shim().unwrap().name, "a");
+    }
+}

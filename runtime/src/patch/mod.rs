@@ -1,0 +1,1 @@
+//! Pure patch functions, one per hole encoding (in progress).

@@ -1,0 +1,43 @@
+/* cpjit.h: conventions shared by every stencil of a template set.
+ *
+ * A stencil is a `preserve_none` function with the signature `cpjit_op`. Its holes are
+ * extern symbols with the `_JIT_` prefix:
+ *   - `_JIT_CONTINUE`            the next instance in the trace (musttail call);
+ *   - `_JIT_<NAME>_TARGET`       a jump target named by the caller (musttail call);
+ *   - any other `_JIT_<NAME>`    a 64-bit operand, read as the *address* of an extern.
+ * Any other undefined symbol is an external helper resolved by the runtime's caller.
+ *
+ * Operands are read through CPJIT_OPERAND(NAME). On Windows the toolchain passes
+ * -DCPJIT_DLLIMPORT_HOLES so that the address is loaded from an `__imp_` slot (a GOT slot the
+ * runtime fills with the 64-bit value) instead of a 32-bit PC-relative `lea`.
+ */
+#ifndef CPJIT_H
+#define CPJIT_H
+
+#include <stdint.h>
+
+#if defined(CPJIT_DLLIMPORT_HOLES)
+#define CPJIT_HOLE extern __declspec(dllimport)
+#else
+#define CPJIT_HOLE extern
+#endif
+
+#define CPJIT_CC __attribute__((preserve_none))
+#define CPJIT_MUSTTAIL __attribute__((musttail))
+
+struct cpjit_frame;
+
+/* Every op: the frame pointer and the value-stack pointer; returns an exit status. */
+typedef CPJIT_CC int64_t cpjit_op(struct cpjit_frame *frame, uint64_t *sp);
+
+/* Declares operand NAME (symbol _JIT_NAME); use CPJIT_OPERAND(NAME) to read it. */
+#define CPJIT_DECLARE_OPERAND(NAME) CPJIT_HOLE char _JIT_##NAME
+#define CPJIT_OPERAND(NAME) ((uint64_t)(uintptr_t)&_JIT_##NAME)
+
+/* Continuations and jump targets are functions of type cpjit_op. */
+extern cpjit_op _JIT_CONTINUE;
+#define CPJIT_DECLARE_TARGET(NAME) extern cpjit_op _JIT_##NAME##_TARGET
+#define CPJIT_CONTINUE(frame, sp) CPJIT_MUSTTAIL return _JIT_CONTINUE((frame), (sp))
+#define CPJIT_JUMP(NAME, frame, sp) CPJIT_MUSTTAIL return _JIT_##NAME##_TARGET((frame), (sp))
+
+#endif /* CPJIT_H */

@@ -1,0 +1,1 @@
+//! Object-file readers (in progress).

@@ -1,0 +1,1 @@
+//! Owned stencils produced by the readers (in progress).

@@ -1,0 +1,54 @@
+//! `cargo xtask`: the project's task runner (the cargo-xtask convention).
+//!
+//! Architecture invariant: xtask is thin and compiles without LLVM, clang or any heavy
+//! dependency. The LLVM-linked stencil toolchain is a separate binary
+//! (`cpjit-toolchain`) that xtask builds and runs after checking the system set-up.
+
+mod build_stencils;
+mod ci;
+mod matrix;
+mod setup;
+mod util;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [options]
+
+tasks:
+  build-stencils [--target T]... [--all] [--templates DIR] [--out DIR] [--check] [--json FILE] [-j N]
+                      compile the template set into one stencil crate per target
+  stencils show [--target T] [NAME]
+                      disassemble stencils with their holes annotated
+  test-matrix [--target T]... [--json]
+                      run every target's tests with that target's stencils
+  ci                  the full test suite (what .ci/run runs)
+  setup               install or check system packages, rustup targets and the wine prefix
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some((task, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = match task.as_str() {
+        "build-stencils" => build_stencils::build_stencils(rest),
+        "stencils" => build_stencils::stencils(rest),
+        "test-matrix" => matrix::run(rest),
+        "ci" => ci::run(rest),
+        "setup" => setup::ensure(),
+        "-h" | "--help" | "help" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        other => Err(format!("unknown task `{other}`\n{USAGE}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
