@@ -280,6 +280,10 @@ pub struct Stencil<'a> {
     pub targets: &'a [&'a str],
     /// Indices into [`StencilSet::symbols`] of the external symbols this stencil needs, sorted.
     pub symbols: &'a [u16],
+    /// Execution can run off the end of `code` into whatever is placed next: the stencil's
+    /// trailing jump to its continuation was removed. The last instance of a trace must not
+    /// fall through unless the trace is given a continuation.
+    pub falls_through: bool,
 }
 
 impl<'a> Stencil<'a> {
@@ -421,6 +425,7 @@ mod tests {
             operands: &[],
             targets: &[],
             symbols: &[],
+            falls_through: false,
         };
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];

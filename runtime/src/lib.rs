@@ -3,7 +3,56 @@
 //!
 //! Architecture invariant: depends on nothing heavy (no LLVM, clang or object-file reader);
 //! it only needs `cpjit-model` and the OS's memory API.
+//!
+//! # Using it
+//!
+//! A [`Jit`] holds one [`StencilSet`](cpjit_model::StencilSet) and the caller's symbol
+//! table. A trace is a sequence of stencil instances; each gets its operand values and jump
+//! targets. The entry shim (`templates/shim.c`) goes first: it is a normal C function that
+//! calls the first op with the ops' calling convention, which Rust cannot do itself.
+//!
+//! ```no_run
+//! use cpjit_runtime::{Jit, Target};
+//! # fn demo(set: &cpjit_runtime::model::StencilSet<'_>, helper_address: u64) -> Result<(), cpjit_runtime::Error> {
+//! let jit = Jit::new(set, |symbol| match symbol {
+//!     "my_helper" => Some(helper_address),
+//!     _ => None,
+//! })?;
+//! let mut trace = jit.trace();
+//! let entry = trace.push_shim()?;
+//! let top = trace.push_named("op_load_const", &[42], &[])?;
+//! trace.push_named("op_dec_jump_nz", &[], &[Target::Instance(top)])?;
+//! trace.push_named("op_return", &[], &[])?;
+//! let trace = trace.finish()?;
+//! let mut stack = [0u64; 16];
+//! // SAFETY: the trace was built from the set's ops, which expect a frame and a stack.
+//! let status = unsafe { trace.entry_fn(entry)(std::ptr::null_mut(), stack.as_mut_ptr()) };
+//! # let _ = status; Ok(()) }
+//! ```
+//!
+//! # Memory
+//!
+//! Pages are never writable and executable at once (the `memory` module documents the
+//! dual mapping per OS); code and data of many traces share arena chunks
+//! ([`Jit::memory_stats`]); chunks are placed near the helpers so that calls are direct,
+//! and a branch that cannot reach its destination goes through a veneer. Every patch checks
+//! its range in release builds: a value that does not fit is an [`Error`], never a
+//! silently wrong instruction.
 
+mod arena;
+mod error;
+mod icache;
+mod jit;
+mod memory;
 pub mod patch;
+mod stitch;
+mod trace;
 
+#[cfg(test)]
+mod stitch_tests;
+
+pub use arena::MemoryStats;
 pub use cpjit_model as model;
+pub use error::Error;
+pub use jit::{Jit, JitOptions};
+pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBuilder};

@@ -1,1 +1,117 @@
-//! Pure patch functions, one per hole encoding (in progress).
+//! Pure patch functions, one per hole encoding ([`HoleKind`]), operating on byte slices.
+//!
+//! [`patch`] writes a hole's final value into a copied stencil; [`in_range`] tells the
+//! assembler beforehand whether a value fits the encoding, so that it can route an
+//! out-of-range branch through a veneer ([`x86_64_veneer`], [`aarch64_veneer`]) or an
+//! out-of-range address through a GOT slot. The relaxations ([`relax_x86_got_load`],
+//! [`relax_x86_got_load_constant`], [`relax_aarch64_got_pair`]) turn a GOT load into a direct
+//! address or constant when the value allows it, removing a memory load.
+//!
+//! Conventions shared by every function here:
+//! - `place` is the run-time address of `code[offset]`; `value` is the final target: `S + A`
+//!   for non-GOT kinds, `G + A` (GOT slot address plus addend) for GOT kinds. Biases such as
+//!   x86's `-4` (and `REL32_n`/`SIGNED_n`) are already folded into the addend.
+//! - PC-relative distances are computed modulo 2^64 (as the CPU computes addresses).
+//! - Nothing panics on any input: the slice may be short, the bytes may be anything. Every
+//!   check (bounds, instruction class, range, alignment) runs in release builds, and a
+//!   failure is an error naming kind, offset, place and value; the assembler adds the
+//!   stencil name. Nothing is written unless every check passes.
+//! - Every field is cleared before it is written, so a hole can be re-patched with another
+//!   value (and implicit addends left in the bytes by COFF/Mach-O objects are overwritten).
+//!
+//! The encodings follow the ELF psABIs for x86-64 and AArch64 and lld's implementation of
+//! them; the tests compare every function byte for byte with what llvm-mc-19 and the lld
+//! linkers produce for the same relocation (`runtime/tests/fixtures/patch/`).
+
+mod aarch64;
+mod aarch64_relax;
+mod data;
+mod error;
+mod veneer;
+mod x86_64;
+
+pub use aarch64_relax::relax_aarch64_got_pair;
+pub use error::{PatchError, PrecedingBytes, Problem};
+pub use veneer::{aarch64_veneer, x86_64_veneer, VENEER_SIZE};
+pub use x86_64::{relax_x86_got_load, relax_x86_got_load_constant};
+
+use cpjit_model::HoleKind;
+
+/// Writes `value` into the hole of encoding `kind` at `code[offset..offset + kind.width()]`,
+/// whose run-time address is `place`, preserving every other instruction bit.
+///
+/// Fails, writing nothing, if the hole (or the opcode bytes it depends on) is outside
+/// `code`, if the instruction there is not the class `kind` patches, or if `value` is out of
+/// range or misaligned for the encoding.
+pub fn patch(
+    kind: HoleKind,
+    code: &mut [u8],
+    offset: usize,
+    place: u64,
+    value: u64,
+) -> Result<(), PatchError> {
+    let result = match kind {
+        HoleKind::Abs64 => data::patch_abs64(code, offset, value),
+        HoleKind::X86Pc32
+        | HoleKind::X86Branch32
+        | HoleKind::X86GotPc32
+        | HoleKind::X86GotPc32Relaxable => x86_64::patch(kind, code, offset, place, value),
+        HoleKind::Aarch64Branch26
+        | HoleKind::Aarch64Branch19
+        | HoleKind::Aarch64Branch14
+        | HoleKind::Aarch64AdrPage21
+        | HoleKind::Aarch64AdrGotPage21
+        | HoleKind::Aarch64AddLo12
+        | HoleKind::Aarch64LdSt8Lo12
+        | HoleKind::Aarch64LdSt16Lo12
+        | HoleKind::Aarch64LdSt32Lo12
+        | HoleKind::Aarch64LdSt64Lo12
+        | HoleKind::Aarch64LdSt128Lo12
+        | HoleKind::Aarch64Ld64GotLo12
+        | HoleKind::Aarch64MovwG0
+        | HoleKind::Aarch64MovwG1
+        | HoleKind::Aarch64MovwG2
+        | HoleKind::Aarch64MovwG3 => aarch64::patch(kind, code, offset, place, value),
+    };
+    result.map_err(|problem| PatchError {
+        kind,
+        offset,
+        place,
+        value,
+        problem,
+    })
+}
+
+/// Whether `value` can be encoded by a hole of kind `kind` at address `place` (range and
+/// alignment only; the instruction is not looked at). For GOT kinds this is the range of
+/// the GOT slot address. The assembler uses it to decide on a veneer or GOT slot before
+/// patching; [`patch`] repeats the check.
+pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
+    match kind {
+        HoleKind::Abs64 => true,
+        HoleKind::X86Pc32
+        | HoleKind::X86Branch32
+        | HoleKind::X86GotPc32
+        | HoleKind::X86GotPc32Relaxable => x86_64::rel32(place, value).is_ok(),
+        _ => aarch64::field(kind, place, value).is_ok(),
+    }
+}
+
+/// `code[offset..offset + N]`, or the out-of-bounds problem.
+fn bytes<const N: usize>(code: &[u8], offset: usize) -> Result<[u8; N], Problem> {
+    let end = offset.checked_add(N);
+    match end.and_then(|end| code.get(offset..end)) {
+        // The slice has exactly N bytes, so the conversion cannot fail.
+        Some(slice) => Ok(slice.try_into().unwrap_or([0; N])),
+        None => Err(Problem::OutOfBounds {
+            start: offset,
+            end: end.unwrap_or(usize::MAX),
+            len: code.len(),
+        }),
+    }
+}
+
+/// Writes `value` at `code[offset..]`; the caller has checked the bounds with [`bytes`].
+fn put<const N: usize>(code: &mut [u8], offset: usize, value: [u8; N]) {
+    code[offset..offset + N].copy_from_slice(&value);
+}

@@ -1,0 +1,332 @@
+//! The arena: code and data of many traces share chunks of mapped memory.
+//!
+//! Each chunk is one [`Region`] (code part + adjacent data part) with a first-fit free list
+//! per part; freed blocks coalesce with their neighbours and are reused. A trace takes its
+//! code block and its data block from the *same* chunk, so its data and GOT are always
+//! within RIP-relative / `adrp` reach of its code. New chunks are mapped near the hint
+//! address when more space is needed, up to a configured limit.
+
+use crate::memory::{granularity, Region};
+use crate::Error;
+use std::sync::Mutex;
+
+/// Blocks are multiples of this many bytes and aligned to it (at least).
+pub(crate) const GRANULE: usize = 16;
+
+/// Where a trace's code and data live.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub chunk: usize,
+    pub code_offset: usize,
+    pub code_len: usize,
+    pub data_offset: usize,
+    pub data_len: usize,
+    /// Addresses: RX view of the code, RW view of the code, data.
+    pub code_rx: usize,
+    pub code_rw: usize,
+    pub data: usize,
+}
+
+/// Bytes mapped and used by an arena, for [`Jit::memory_stats`](crate::Jit::memory_stats).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes mapped for code (RX views) and data (RW), in all chunks.
+    pub code_mapped: usize,
+    pub data_mapped: usize,
+    /// Bytes in live blocks (trace code with veneers; trace data with GOT), rounded up to
+    /// the 16-byte granule.
+    pub code_used: usize,
+    pub data_used: usize,
+    /// Chunks mapped and traces alive.
+    pub chunks: usize,
+    pub traces: usize,
+}
+
+impl MemoryStats {
+    pub fn mapped(&self) -> usize {
+        self.code_mapped + self.data_mapped
+    }
+    pub fn used(&self) -> usize {
+        self.code_used + self.data_used
+    }
+}
+
+pub(crate) struct Arena {
+    inner: Mutex<Inner>,
+    near: Option<(u64, u64)>,
+    chunk_bytes: usize,
+    limit: usize,
+}
+
+struct Inner {
+    chunks: Vec<Chunk>,
+    stats: MemoryStats,
+}
+
+struct Chunk {
+    region: Region,
+    code_free: FreeList,
+    data_free: FreeList,
+}
+
+impl Arena {
+    /// `near`: (address, reach) to place chunks close to; `chunk_bytes`: size of each part
+    /// of a normal chunk; `limit`: most bytes (code + data) ever mapped.
+    pub fn new(near: Option<(u64, u64)>, chunk_bytes: usize, limit: usize) -> Arena {
+        Arena {
+            inner: Mutex::new(Inner {
+                chunks: Vec::new(),
+                stats: MemoryStats::default(),
+            }),
+            near,
+            chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
+            limit,
+        }
+    }
+
+    pub fn stats(&self) -> MemoryStats {
+        self.lock().stats
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the free lists half-updated (each
+        // update is a single Vec operation), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A code block of `code_len` bytes aligned to `code_align` and a data block of
+    /// `data_len` bytes aligned to `data_align`, in the same chunk.
+    pub fn alloc(
+        &self,
+        code_len: usize,
+        code_align: usize,
+        data_len: usize,
+        data_align: usize,
+    ) -> Result<Block, Error> {
+        let code_len = round_up(code_len.max(1), GRANULE);
+        let data_len = round_up(data_len, GRANULE);
+        let code_align = code_align.max(GRANULE);
+        let data_align = data_align.max(GRANULE);
+        let mut inner = self.lock();
+        for (index, chunk) in inner.chunks.iter_mut().enumerate() {
+            if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
+                return Ok(inner.account(block));
+            }
+        }
+        // Map a new chunk big enough for this request (alignment slack included).
+        let g = granularity();
+        let code_part = round_up(code_len + code_align, g).max(self.chunk_bytes);
+        let data_part = round_up(data_len + data_align, g).max(self.chunk_bytes);
+        let mapped = inner.stats.mapped();
+        if mapped + code_part + data_part > self.limit {
+            return Err(Error::OutOfMemory {
+                requested: code_part + data_part,
+                mapped,
+                limit: self.limit,
+            });
+        }
+        let region = Region::map(code_part, data_part, self.near).map_err(Error::Map)?;
+        let mut chunk = Chunk {
+            code_free: FreeList::new(region.code_len),
+            data_free: FreeList::new(region.data_len),
+            region,
+        };
+        let index = inner.chunks.len();
+        let block = chunk.take(index, code_len, code_align, data_len, data_align);
+        inner.stats.chunks += 1;
+        inner.stats.code_mapped += chunk.region.code_len;
+        inner.stats.data_mapped += chunk.region.data_len;
+        inner.chunks.push(chunk);
+        match block {
+            Some(block) => Ok(inner.account(block)),
+            None => unreachable!("a fresh chunk is sized for the request"),
+        }
+    }
+
+    /// Returns the code bytes past `new_code_len` (rounded up to the granule) to the arena.
+    pub fn shrink_code(&self, block: &mut Block, new_code_len: usize) {
+        let new_len = round_up(new_code_len.max(1), GRANULE);
+        if new_len >= block.code_len {
+            return;
+        }
+        let mut inner = self.lock();
+        let freed = block.code_len - new_len;
+        inner.chunks[block.chunk]
+            .code_free
+            .free(block.code_offset + new_len, freed);
+        inner.stats.code_used -= freed;
+        block.code_len = new_len;
+    }
+
+    pub fn free(&self, block: &Block) {
+        let mut inner = self.lock();
+        let chunk = &mut inner.chunks[block.chunk];
+        chunk.region.retire_code(block.code_offset, block.code_len);
+        chunk.code_free.free(block.code_offset, block.code_len);
+        if block.data_len != 0 {
+            chunk.data_free.free(block.data_offset, block.data_len);
+        }
+        inner.stats.code_used -= block.code_len;
+        inner.stats.data_used -= block.data_len;
+        inner.stats.traces -= 1;
+    }
+}
+
+impl Inner {
+    fn account(&mut self, block: Block) -> Block {
+        self.stats.code_used += block.code_len;
+        self.stats.data_used += block.data_len;
+        self.stats.traces += 1;
+        block
+    }
+}
+
+impl Chunk {
+    fn take(
+        &mut self,
+        index: usize,
+        code_len: usize,
+        code_align: usize,
+        data_len: usize,
+        data_align: usize,
+    ) -> Option<Block> {
+        // Alignment is of the run-time address, so align relative to the part's start
+        // (parts start page-aligned, and alignments beyond a page are not supported).
+        let code_offset = self.code_free.alloc(code_len, code_align)?;
+        let data_offset = if data_len == 0 {
+            0
+        } else {
+            match self.data_free.alloc(data_len, data_align) {
+                Some(offset) => offset,
+                None => {
+                    self.code_free.free(code_offset, code_len);
+                    return None;
+                }
+            }
+        };
+        Some(Block {
+            chunk: index,
+            code_offset,
+            code_len,
+            data_offset,
+            data_len,
+            code_rx: self.region.code_rx + code_offset,
+            code_rw: self.region.code_rw + code_offset,
+            data: self.region.data + data_offset,
+        })
+    }
+}
+
+/// Free ranges `(start, len)` of one part, sorted by start, never adjacent (coalesced).
+struct FreeList {
+    ranges: Vec<(usize, usize)>,
+}
+
+impl FreeList {
+    fn new(len: usize) -> FreeList {
+        FreeList {
+            ranges: vec![(0, len)],
+        }
+    }
+
+    /// First fit: the lowest free range that holds `len` bytes at an `align`ed offset.
+    fn alloc(&mut self, len: usize, align: usize) -> Option<usize> {
+        let (i, start) = self
+            .ranges
+            .iter()
+            .enumerate()
+            .find_map(|(i, &(start, size))| {
+                let aligned = round_up(start, align);
+                (aligned + len <= start + size).then_some((i, aligned))
+            })?;
+        let (range_start, range_len) = self.ranges[i];
+        let range_end = range_start + range_len;
+        let before = (range_start, start - range_start);
+        let after = (start + len, range_end - (start + len));
+        match (before.1 != 0, after.1 != 0) {
+            (false, false) => {
+                self.ranges.remove(i);
+            }
+            (true, false) => self.ranges[i] = before,
+            (false, true) => self.ranges[i] = after,
+            (true, true) => {
+                self.ranges[i] = before;
+                self.ranges.insert(i + 1, after);
+            }
+        }
+        Some(start)
+    }
+
+    fn free(&mut self, start: usize, len: usize) {
+        let i = self.ranges.partition_point(|&(s, _)| s < start);
+        let merges_prev = i > 0 && {
+            let (s, l) = self.ranges[i - 1];
+            debug_assert!(s + l <= start, "double free at {start:#x}");
+            s + l == start
+        };
+        let merges_next = i < self.ranges.len() && {
+            debug_assert!(start + len <= self.ranges[i].0, "double free at {start:#x}");
+            start + len == self.ranges[i].0
+        };
+        match (merges_prev, merges_next) {
+            (true, true) => {
+                let next_len = self.ranges[i].1;
+                self.ranges[i - 1].1 += len + next_len;
+                self.ranges.remove(i);
+            }
+            (true, false) => self.ranges[i - 1].1 += len,
+            (false, true) => {
+                self.ranges[i].0 = start;
+                self.ranges[i].1 += len;
+            }
+            (false, false) => self.ranges.insert(i, (start, len)),
+        }
+    }
+}
+
+pub(crate) fn round_up(x: usize, align: usize) -> usize {
+    (x + align - 1) & !(align - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_list_first_fit_splits_and_coalesces() {
+        let mut f = FreeList::new(256);
+        assert_eq!(f.alloc(16, 16), Some(0));
+        assert_eq!(f.alloc(32, 64), Some(64));
+        assert_eq!(f.ranges, vec![(16, 48), (96, 160)]);
+        assert_eq!(f.alloc(48, 16), Some(16));
+        assert_eq!(f.alloc(512, 16), None);
+        f.free(16, 48);
+        f.free(0, 16);
+        f.free(64, 32);
+        assert_eq!(f.ranges, vec![(0, 256)]);
+    }
+
+    #[test]
+    fn arena_reuses_freed_blocks_and_respects_its_limit() {
+        let g = granularity();
+        let arena = Arena::new(None, g, 4 * g);
+        let a = arena.alloc(100, 16, 40, 8).unwrap();
+        let b = arena.alloc(100, 16, 0, 8).unwrap();
+        assert_eq!((a.code_len, a.data_len, b.data_len), (112, 48, 0));
+        assert_eq!(b.code_offset, 112);
+        arena.free(&a);
+        let c = arena.alloc(50, 16, 8, 8).unwrap();
+        assert_eq!((c.code_offset, c.data_offset), (0, 0));
+        let s = arena.stats();
+        assert_eq!(
+            (s.chunks, s.traces, s.code_used, s.data_used),
+            (1, 2, 176, 16)
+        );
+        // A request that does not fit the first chunk maps a bigger one, within the limit.
+        let big = arena.alloc(g + 1, 16, 0, 8);
+        assert!(matches!(big, Err(Error::OutOfMemory { .. })), "{big:?}");
+        arena.free(&b);
+        arena.free(&c);
+        assert_eq!(arena.stats().used(), 0);
+    }
+}

@@ -1,0 +1,176 @@
+//! The runtime's error type: every bad request and every failure names what was wrong and
+//! where (stencil, instance, hole, symbol).
+
+use crate::patch::PatchError;
+use cpjit_model::Hole;
+use std::fmt;
+use std::io;
+
+/// Why a [`Jit`](crate::Jit) could not be created or a trace could not be built.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The stencil set was compiled for another architecture than this process runs on.
+    WrongArch { target: String, host: &'static str },
+    /// The stencil set itself is malformed (checked once, by [`Jit::new`](crate::Jit::new)).
+    InvalidStencil { stencil: String, reason: String },
+    /// `push` with a stencil index past the end of the set.
+    UnknownStencilIndex { index: usize, count: usize },
+    /// `push_named` with a name the set does not have.
+    UnknownStencilName { name: String },
+    /// `push` with the wrong number of operand values.
+    OperandCount {
+        stencil: String,
+        expected: usize,
+        got: usize,
+    },
+    /// `push` with the wrong number of jump targets.
+    TargetCount {
+        stencil: String,
+        expected: usize,
+        got: usize,
+    },
+    /// A target names an instance that the trace does not have.
+    MissingInstance {
+        stencil: String,
+        instance: usize,
+        target: usize,
+        count: usize,
+    },
+    /// The caller's symbol table does not know a symbol that an instance needs.
+    UnknownSymbol {
+        symbol: String,
+        stencil: String,
+        instance: usize,
+    },
+    /// The last instance continues to a next instance, and no continuation was given
+    /// ([`TraceBuilder::continue_at`](crate::TraceBuilder::continue_at)).
+    TraceEndsWithContinue { stencil: String, instance: usize },
+    /// `push_shim` with a set that has no entry shim.
+    NoShim { target: String },
+    /// `finish` on a trace without instances.
+    EmptyTrace,
+    /// The trace's code or data would exceed 4 GiB.
+    TraceTooLarge { code_bytes: u64, data_bytes: u64 },
+    /// Mapping more memory would exceed [`JitOptions::reserve_bytes`](crate::JitOptions).
+    OutOfMemory {
+        requested: usize,
+        mapped: usize,
+        limit: usize,
+    },
+    /// The operating system refused to map memory.
+    Map(io::Error),
+    /// A hole's value cannot be encoded (out of range, wrong instruction, ...).
+    Patch {
+        stencil: String,
+        instance: usize,
+        hole: Hole,
+        source: PatchError,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::WrongArch { target, host } => write!(
+                f,
+                "stencil set for target `{target}` cannot run on this {host} process"
+            ),
+            Error::InvalidStencil { stencil, reason } => {
+                write!(f, "invalid stencil `{stencil}`: {reason}")
+            }
+            Error::UnknownStencilIndex { index, count } => {
+                write!(
+                    f,
+                    "unknown stencil index {index} (the set has {count} stencils)"
+                )
+            }
+            Error::UnknownStencilName { name } => write!(f, "unknown stencil `{name}`"),
+            Error::OperandCount {
+                stencil,
+                expected,
+                got,
+            } => write!(
+                f,
+                "stencil `{stencil}` takes {expected} operand(s), {got} given"
+            ),
+            Error::TargetCount {
+                stencil,
+                expected,
+                got,
+            } => write!(
+                f,
+                "stencil `{stencil}` takes {expected} jump target(s), {got} given"
+            ),
+            Error::MissingInstance {
+                stencil,
+                instance,
+                target,
+                count,
+            } => write!(
+                f,
+                "instance {instance} (`{stencil}`) jumps to instance {target}, \
+                 but the trace has {count} instances"
+            ),
+            Error::UnknownSymbol {
+                symbol,
+                stencil,
+                instance,
+            } => write!(
+                f,
+                "unknown symbol `{symbol}` needed by instance {instance} (`{stencil}`)"
+            ),
+            Error::TraceEndsWithContinue { stencil, instance } => write!(
+                f,
+                "trace ends with an instance that continues: instance {instance} (`{stencil}`) \
+                 falls through or has a continue hole, and no continuation was given"
+            ),
+            Error::NoShim { target } => {
+                write!(f, "the stencil set for `{target}` has no entry shim")
+            }
+            Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
+            Error::TraceTooLarge {
+                code_bytes,
+                data_bytes,
+            } => write!(
+                f,
+                "trace too large: {code_bytes} bytes of code, {data_bytes} bytes of data \
+                 (at most 4 GiB each)"
+            ),
+            Error::OutOfMemory {
+                requested,
+                mapped,
+                limit,
+            } => write!(
+                f,
+                "out of JIT memory: {requested} more bytes needed, {mapped} of {limit} \
+                 reserved bytes already mapped"
+            ),
+            Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::Patch {
+                stencil,
+                instance,
+                hole,
+                source,
+            } => write!(
+                f,
+                "instance {instance} (`{stencil}`): {} hole at {}+{:#x} = {}{:+}: {source}",
+                hole.kind,
+                hole.section.name(),
+                hole.offset,
+                hole.value,
+                hole.addend
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Map(e) => Some(e),
+            Error::Patch { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

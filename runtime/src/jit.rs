@@ -1,0 +1,223 @@
+//! [`Jit`]: one stencil set, the caller's symbol table, and the arena its traces live in.
+
+use crate::arena::{Arena, MemoryStats};
+use crate::icache::{FlushIcache, Hardware};
+use crate::trace::TraceBuilder;
+use crate::Error;
+use cpjit_model::{Arch, HoleValue, Section, Stencil, StencilSet};
+use std::sync::{Arc, OnceLock};
+
+/// How a [`Jit`] maps its memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JitOptions {
+    /// Place code near this address (within ±2 GiB on x86-64, ±128 MiB on AArch64, when
+    /// free) so that calls to helpers there are direct rather than through veneers.
+    /// `None`: near this crate's own code, i.e. usually near the helpers in the same binary.
+    pub near: Option<u64>,
+    /// The most bytes (code + data) the arena may ever map; beyond it `finish` fails with
+    /// [`Error::OutOfMemory`].
+    pub reserve_bytes: usize,
+    /// Size of the code part and of the data part of each arena chunk (rounded up to the
+    /// page size). A trace larger than a chunk gets a chunk of its own.
+    pub chunk_bytes: usize,
+}
+
+impl Default for JitOptions {
+    fn default() -> JitOptions {
+        JitOptions {
+            near: None,
+            reserve_bytes: 256 << 20,
+            chunk_bytes: 1 << 20,
+        }
+    }
+}
+
+type Resolver<'s> = Box<dyn Fn(&str) -> Option<u64> + Send + Sync + 's>;
+
+/// Stitches traces from one stencil set. `Send + Sync`: traces may be built from several
+/// threads at once.
+pub struct Jit<'s> {
+    pub(crate) set: &'s StencilSet<'s>,
+    resolve: Resolver<'s>,
+    /// Resolved lazily, once, by index into `set.symbols` (`None`: unknown to the caller).
+    symbols: Box<[OnceLock<Option<u64>>]>,
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) flusher: Arc<dyn FlushIcache>,
+}
+
+impl<'s> Jit<'s> {
+    /// A JIT for `set` with default options; `resolve` maps external symbol names (helper
+    /// functions, globals) to addresses and is asked at most once per symbol, when a trace
+    /// first needs it.
+    pub fn new(
+        set: &'s StencilSet<'s>,
+        resolve: impl Fn(&str) -> Option<u64> + Send + Sync + 's,
+    ) -> Result<Jit<'s>, Error> {
+        Jit::with_options(set, resolve, JitOptions::default())
+    }
+
+    /// A JIT for `set` with explicit [`JitOptions`].
+    pub fn with_options(
+        set: &'s StencilSet<'s>,
+        resolve: impl Fn(&str) -> Option<u64> + Send + Sync + 's,
+        options: JitOptions,
+    ) -> Result<Jit<'s>, Error> {
+        Jit::with_flusher(set, Box::new(resolve), options, Arc::new(Hardware))
+    }
+
+    pub(crate) fn with_flusher(
+        set: &'s StencilSet<'s>,
+        resolve: Resolver<'s>,
+        options: JitOptions,
+        flusher: Arc<dyn FlushIcache>,
+    ) -> Result<Jit<'s>, Error> {
+        validate(set)?;
+        let near = options
+            .near
+            .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
+        let reach = match set.arch {
+            Arch::X86_64 => (1 << 31) - (64 << 20),
+            Arch::Aarch64 => 128 << 20,
+        };
+        Ok(Jit {
+            set,
+            resolve,
+            symbols: set.symbols.iter().map(|_| OnceLock::new()).collect(),
+            arena: Arc::new(Arena::new(
+                Some((near, reach)),
+                options.chunk_bytes,
+                options.reserve_bytes,
+            )),
+            flusher,
+        })
+    }
+
+    /// The stencil set traces are built from.
+    pub fn stencil_set(&self) -> &'s StencilSet<'s> {
+        self.set
+    }
+
+    /// Starts a new trace.
+    pub fn trace(&self) -> TraceBuilder<'_, 's> {
+        TraceBuilder::new(self)
+    }
+
+    /// Bytes mapped and used by all live traces.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.arena.stats()
+    }
+
+    /// The address of external symbol `index`, asking the resolver the first time.
+    pub(crate) fn symbol(&self, index: u16) -> Option<u64> {
+        let i = index as usize;
+        *self.symbols[i].get_or_init(|| (self.resolve)(self.set.symbols[i]))
+    }
+}
+
+const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
+    Arch::Aarch64
+} else {
+    Arch::X86_64
+};
+
+/// Checks once what the stitcher then relies on without re-checking per hole: the set is
+/// for this architecture, and every hole lies inside its section and refers to an operand,
+/// target or symbol that exists.
+fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
+    if set.arch != HOST_ARCH || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+        return Err(Error::WrongArch {
+            target: set.target.to_string(),
+            host: std::env::consts::ARCH,
+        });
+    }
+    let invalid = |stencil: &Stencil<'_>, reason: String| Error::InvalidStencil {
+        stencil: stencil.name.to_string(),
+        reason,
+    };
+    if set.nop.is_empty() {
+        return Err(Error::InvalidStencil {
+            stencil: "(set)".into(),
+            reason: format!("target `{}` has an empty nop", set.target),
+        });
+    }
+    if let Some(shim) = set.shim {
+        if shim as usize >= set.stencils.len() {
+            return Err(Error::InvalidStencil {
+                stencil: "(set)".into(),
+                reason: format!(
+                    "shim index {shim} is past the {} stencils",
+                    set.stencils.len()
+                ),
+            });
+        }
+    }
+    for s in set.stencils {
+        for (what, align) in [("code", s.code_align), ("data", s.data_align)] {
+            if !align.is_power_of_two() || align > 4096 {
+                return Err(invalid(
+                    s,
+                    format!("{what} alignment {align} is not a power of two ≤ 4096"),
+                ));
+            }
+        }
+        if s.code.len() > u32::MAX as usize / 2 || s.data.len() > u32::MAX as usize / 2 {
+            return Err(invalid(s, "code or data larger than 2 GiB".into()));
+        }
+        for h in s.holes {
+            let len = match h.section {
+                Section::Code => s.code.len(),
+                Section::Data => s.data.len(),
+            };
+            if h.offset as usize + h.kind.width() > len {
+                return Err(invalid(
+                    s,
+                    format!(
+                        "{} hole at {}+{:#x} extends past the section's {len} bytes",
+                        h.kind,
+                        h.section.name(),
+                        h.offset
+                    ),
+                ));
+            }
+            if h.kind.arch().is_some_and(|a| a != set.arch) {
+                return Err(invalid(
+                    s,
+                    format!(
+                        "{} hole at {}+{:#x} does not belong to {}",
+                        h.kind,
+                        h.section.name(),
+                        h.offset,
+                        set.arch.name()
+                    ),
+                ));
+            }
+            let (index, count) = match h.value {
+                HoleValue::Operand(i) => (i as usize, s.operands.len()),
+                HoleValue::Target(i) => (i as usize, s.targets.len()),
+                HoleValue::Symbol(i) => (i as usize, set.symbols.len()),
+                HoleValue::Continue | HoleValue::Code | HoleValue::Data => (0, 1),
+            };
+            if index >= count {
+                return Err(invalid(
+                    s,
+                    format!(
+                        "hole at {}+{:#x} refers to {} but there are only {count}",
+                        h.section.name(),
+                        h.offset,
+                        h.value
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl std::fmt::Debug for Jit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jit")
+            .field("target", &self.set.target)
+            .field("memory", &self.memory_stats())
+            .finish_non_exhaustive()
+    }
+}

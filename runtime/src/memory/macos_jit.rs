@@ -1,0 +1,106 @@
+//! macOS arm64: one `MAP_JIT` mapping, made writable per thread with
+//! `pthread_jit_write_protect_np(0)` and executable again with `(1)`.
+//!
+//! Apple silicon enforces this per thread in hardware: while a thread has write access it
+//! cannot execute the region, and all other threads keep RX access, so traces keep running
+//! while another thread writes. Hardened-runtime binaries need the
+//! `com.apple.security.cs.allow-jit` entitlement for `MAP_JIT`. Data is a separate,
+//! ordinary RW mapping placed right after the code.
+
+use super::{Region, WriteWindow};
+use std::io;
+
+pub(crate) struct Mapping;
+
+pub(crate) fn granularity() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 {
+        page as usize
+    } else {
+        16384
+    }
+}
+
+pub(crate) fn open_write_window() -> WriteWindow {
+    // SAFETY: toggles this thread's view of MAP_JIT regions only.
+    unsafe { libc::pthread_jit_write_protect_np(0) };
+    WriteWindow::new()
+}
+
+pub(crate) fn close_write_window() {
+    // SAFETY: as above.
+    unsafe { libc::pthread_jit_write_protect_np(1) };
+}
+
+fn os_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
+    map(code_len, data_len, at)
+}
+
+pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Region> {
+    map(code_len, data_len, 0)?
+        .ok_or_else(|| io::Error::other("data could not be mapped within ±2 GiB of the code"))
+}
+
+/// `Ok(None)` when the data could not be placed within reach of the code.
+fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Region>> {
+    // SAFETY: fresh mappings; on failure everything mapped so far is unmapped.
+    unsafe {
+        let code = libc::mmap(
+            hint as *mut libc::c_void,
+            code_len,
+            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
+            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_JIT,
+            -1,
+            0,
+        );
+        if code == libc::MAP_FAILED {
+            return Err(os_error("mmap (MAP_JIT code)"));
+        }
+        let want = code as usize + code_len;
+        let data = libc::mmap(
+            want as *mut libc::c_void,
+            data_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANON,
+            -1,
+            0,
+        );
+        if data == libc::MAP_FAILED {
+            let e = os_error("mmap (data)");
+            libc::munmap(code, code_len);
+            return Err(e);
+        }
+        if (data as usize).abs_diff(code as usize) > (1 << 31) - code_len - data_len {
+            libc::munmap(data, data_len);
+            libc::munmap(code, code_len);
+            return Ok(None);
+        }
+        Ok(Some(Region {
+            code_rx: code as usize,
+            code_rw: code as usize,
+            code_len,
+            data: data as usize,
+            data_len,
+            mapping: Mapping,
+        }))
+    }
+}
+
+pub(crate) fn unmap(region: &mut Region) {
+    let _ = &region.mapping;
+    // SAFETY: the region owns both ranges.
+    unsafe {
+        libc::munmap(region.code_rx as *mut libc::c_void, region.code_len);
+        libc::munmap(region.data as *mut libc::c_void, region.data_len);
+    }
+}
+
+/// Nothing to do: no emulator caches translations of this platform's code (see
+/// `unix_dual::retire_code`).
+pub(crate) fn retire_code(_region: &Region, _offset: usize, _len: usize) {}

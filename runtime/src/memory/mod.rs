@@ -1,0 +1,191 @@
+//! Executable memory that is never writable and executable at the same time.
+//!
+//! A [`Region`] is one arena chunk: a *code* part and a *data* part, mapped next to each other
+//! so that code can reach its data and GOT with RIP-relative (±2 GiB) and `adrp` (±4 GiB)
+//! addressing.
+//!
+//! Why dual mapping: other threads may be executing earlier traces on the very page a new
+//! trace is being written to, so flipping a page between RW and RX (`mprotect`) is not an
+//! option, and a page that is W and X at once is what W^X forbids. Instead the code part is
+//! one shared memory object mapped twice: an **RX view** (the addresses that execute) and an
+//! **RW view** somewhere else (the addresses that are written). No view is ever W+X.
+//!
+//! - Linux: `memfd_create` + two `mmap`s ([`unix_dual`]).
+//! - macOS x86_64: `shm_open` (unlinked at once) + two `mmap`s ([`unix_dual`]).
+//! - macOS arm64: the kernel refuses executable shared mappings for hardened processes, so
+//!   Apple's model is used instead: one `MAP_JIT` mapping whose write permission is toggled
+//!   *per thread* by `pthread_jit_write_protect_np`; a thread that writes cannot execute
+//!   the region meanwhile, other threads keep executing it ([`macos_jit`]). A hardened
+//!   runtime needs the `com.apple.security.cs.allow-jit` entitlement.
+//! - Windows: a pagefile-backed section (`CreateFileMappingW`) mapped twice with
+//!   `MapViewOfFileEx` (`FILE_MAP_READ | FILE_MAP_EXECUTE` and `FILE_MAP_WRITE`)
+//!   ([`windows`]); this also works under wine 8.
+//!
+//! The data part (stencil data and per-trace GOT) is plain private RW memory, never X.
+
+#[cfg(all(target_os = "macos", target_arch = "aarch64"))]
+mod macos_jit;
+#[cfg(all(target_os = "macos", target_arch = "aarch64"))]
+use macos_jit as imp;
+
+#[cfg(all(unix, not(all(target_os = "macos", target_arch = "aarch64"))))]
+mod unix_dual;
+#[cfg(all(unix, not(all(target_os = "macos", target_arch = "aarch64"))))]
+use unix_dual as imp;
+
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows as imp;
+
+use std::io;
+
+/// One chunk of JIT memory: a dual-mapped code part and an adjacent RW data part.
+pub(crate) struct Region {
+    /// Start of the executable (RX) view of the code part.
+    pub code_rx: usize,
+    /// Start of the writable (RW) view of the same code bytes (equal to `code_rx` on macOS
+    /// arm64, where writing goes through [`WriteWindow`]).
+    pub code_rw: usize,
+    pub code_len: usize,
+    /// Start of the data part (RW, never X).
+    pub data: usize,
+    pub data_len: usize,
+    mapping: imp::Mapping,
+}
+
+// SAFETY: the region is a set of raw mappings owned by this value; which bytes may be
+// accessed when is coordinated by the arena (disjoint blocks per trace).
+unsafe impl Send for Region {}
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Maps a chunk with `code_len` bytes of code and `data_len` bytes of data (both
+    /// multiples of [`granularity`]), preferably within `near.1` bytes of address `near.0`.
+    pub fn map(code_len: usize, data_len: usize, near: Option<(u64, u64)>) -> io::Result<Region> {
+        let total = code_len + data_len;
+        if let Some((hint, reach)) = near {
+            for candidate in placement_candidates(hint, reach, total) {
+                if let Some(region) = imp::map_at(code_len, data_len, candidate)? {
+                    if within(hint, reach, region.code_rx, total) {
+                        return Ok(region);
+                    }
+                    drop(region);
+                }
+            }
+        }
+        imp::map_anywhere(code_len, data_len)
+    }
+}
+
+/// Opens code parts for writing through their RW views on this thread until the window is
+/// dropped (a no-op except on macOS arm64).
+pub(crate) fn write_window() -> WriteWindow {
+    imp::open_write_window()
+}
+
+impl Region {
+    /// Called when code at `offset..offset + len` of the code part is freed, so that an
+    /// emulator forgets its translations of it (a no-op except on aarch64 Linux).
+    pub fn retire_code(&self, offset: usize, len: usize) {
+        imp::retire_code(self, offset, len);
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        imp::unmap(self);
+    }
+}
+
+/// While alive, the current thread may write through [`Region::code_rw`].
+pub(crate) struct WriteWindow {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl WriteWindow {
+    #[allow(dead_code)] // Only some platforms need to do anything.
+    fn new() -> WriteWindow {
+        WriteWindow {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for WriteWindow {
+    fn drop(&mut self) {
+        imp::close_write_window();
+    }
+}
+
+/// The size multiple in which regions are mapped (page size; 64 KiB on Windows).
+pub(crate) fn granularity() -> usize {
+    imp::granularity()
+}
+
+/// `true` when `[start, start + len)` lies entirely within `reach` bytes of `hint`.
+fn within(hint: u64, reach: u64, start: usize, len: usize) -> bool {
+    let lo = start as u64;
+    let hi = lo + len as u64;
+    hint.abs_diff(lo) <= reach && hint.abs_diff(hi) <= reach
+}
+
+/// Start addresses to try, nearest first: just below and just above `hint`, then at
+/// doubling distances, as long as the whole region stays within `reach`. Below comes
+/// first because a process's heap usually grows upwards from just above its binary.
+fn placement_candidates(hint: u64, reach: u64, total: usize) -> impl Iterator<Item = usize> {
+    const ALIGN: u64 = 1 << 21;
+    const FIRST_GAP: u64 = 16 << 20;
+    let total = total as u64;
+    let mut gap = FIRST_GAP;
+    let mut out = Vec::new();
+    while gap + total <= reach {
+        if let Some(below) = hint.checked_sub(gap + total) {
+            out.push(below & !(ALIGN - 1));
+        }
+        if let Some(above) = hint.checked_add(gap + ALIGN - 1) {
+            if above < (1 << 47) {
+                out.push(above & !(ALIGN - 1));
+            }
+        }
+        gap *= 2;
+    }
+    out.into_iter().filter(|&a| a != 0).map(|a| a as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_stay_within_reach_and_start_near() {
+        let hint = 0x5555_0000_0000u64;
+        let reach = 128 << 20;
+        let c: Vec<usize> = placement_candidates(hint, reach, 2 << 20).collect();
+        assert!(!c.is_empty());
+        for a in &c {
+            assert!(within(hint, reach + (2 << 21), *a, 2 << 20), "{a:#x}");
+        }
+        assert!(hint.abs_diff(c[0] as u64) <= (18 << 20) + (2 << 21));
+    }
+
+    #[test]
+    fn mapping_is_near_the_hint_and_data_follows_code() {
+        let g = granularity();
+        let hint = candidates_stay_within_reach_and_start_near as *const () as usize as u64;
+        let r = Region::map(g, g, Some((hint, 1 << 31))).unwrap();
+        assert!(
+            within(hint, 1 << 31, r.code_rx, 2 * g),
+            "{:#x} vs {hint:#x}",
+            r.code_rx
+        );
+        assert!(within(r.code_rx as u64, 1 << 31, r.data, r.data_len));
+        // Writes through the RW view are seen through the RX view.
+        {
+            let _w = write_window();
+            unsafe { *(r.code_rw as *mut u8).add(5) = 0xa5 };
+        }
+        assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
+        unsafe { *(r.data as *mut u64) = 7 };
+    }
+}

@@ -1,0 +1,262 @@
+//! Building a trace ([`TraceBuilder`]) and the finished, executable result ([`Trace`]).
+
+use crate::arena::{Arena, Block};
+use crate::jit::Jit;
+use crate::{stitch, Error};
+use std::ffi::c_void;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// An instance in a trace: its position, in push order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct InstanceId(pub(crate) u32);
+
+impl InstanceId {
+    /// The id of the instance pushed `index`-th (0-based), e.g. for a forward jump to an
+    /// instance not pushed yet.
+    pub fn from_index(index: usize) -> InstanceId {
+        InstanceId(index.min(u32::MAX as usize) as u32)
+    }
+
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a jump target (or the last instance's continuation) goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// An instance of the same trace.
+    Instance(InstanceId),
+    /// Any code address outside the trace (another trace, a native function).
+    Address(u64),
+}
+
+/// One pushed instance: its stencil and where its operands and targets start in the
+/// builder's flat vectors (their counts are the stencil's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Instance {
+    pub stencil: u32,
+    pub operands: u32,
+    pub targets: u32,
+}
+
+/// Collects stencil instances; [`finish`](TraceBuilder::finish) copies, lays out and
+/// patches them into executable memory.
+pub struct TraceBuilder<'j, 's> {
+    pub(crate) jit: &'j Jit<'s>,
+    pub(crate) instances: Vec<Instance>,
+    pub(crate) operands: Vec<u64>,
+    pub(crate) targets: Vec<Target>,
+    pub(crate) continuation: Option<Target>,
+}
+
+impl<'j, 's> TraceBuilder<'j, 's> {
+    pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
+        TraceBuilder {
+            jit,
+            instances: Vec::new(),
+            operands: Vec::new(),
+            targets: Vec::new(),
+            continuation: None,
+        }
+    }
+
+    /// Appends an instance of stencil `stencil` (index into the set's stencils) with one
+    /// value per stencil operand and one target per stencil jump target, in the order of
+    /// [`Stencil::operands`](cpjit_model::Stencil::operands) and
+    /// [`Stencil::targets`](cpjit_model::Stencil::targets).
+    pub fn push(
+        &mut self,
+        stencil: usize,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        let set = self.jit.set;
+        let s = set
+            .stencils
+            .get(stencil)
+            .ok_or(Error::UnknownStencilIndex {
+                index: stencil,
+                count: set.stencils.len(),
+            })?;
+        if operands.len() != s.operands.len() {
+            return Err(Error::OperandCount {
+                stencil: s.name.to_string(),
+                expected: s.operands.len(),
+                got: operands.len(),
+            });
+        }
+        if targets.len() != s.targets.len() {
+            return Err(Error::TargetCount {
+                stencil: s.name.to_string(),
+                expected: s.targets.len(),
+                got: targets.len(),
+            });
+        }
+        let id = InstanceId(self.instances.len() as u32);
+        self.instances.push(Instance {
+            stencil: stencil as u32,
+            operands: self.operands.len() as u32,
+            targets: self.targets.len() as u32,
+        });
+        self.operands.extend_from_slice(operands);
+        self.targets.extend_from_slice(targets);
+        Ok(id)
+    }
+
+    /// [`push`](TraceBuilder::push) by stencil name.
+    pub fn push_named(
+        &mut self,
+        name: &str,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        let index = self
+            .jit
+            .set
+            .index_of(name)
+            .ok_or_else(|| Error::UnknownStencilName {
+                name: name.to_string(),
+            })?;
+        self.push(index, operands, targets)
+    }
+
+    /// Appends the set's C-ABI entry shim; call the finished trace through
+    /// [`Trace::entry_fn`] of the returned id.
+    pub fn push_shim(&mut self) -> Result<InstanceId, Error> {
+        let set = self.jit.set;
+        let shim = set.shim.ok_or_else(|| Error::NoShim {
+            target: set.target.to_string(),
+        })?;
+        self.push(shim as usize, &[], &[])
+    }
+
+    /// Where the last instance continues, if it has a continue hole (otherwise finishing
+    /// fails with [`Error::TraceEndsWithContinue`]).
+    pub fn continue_at(&mut self, target: Target) -> &mut Self {
+        self.continuation = Some(target);
+        self
+    }
+
+    /// Number of instances pushed so far (the index the next one gets).
+    pub fn len(&self) -> usize {
+        self.instances.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instances.is_empty()
+    }
+
+    /// Lays out, copies and patches the instances into executable memory.
+    pub fn finish(self) -> Result<Trace, Error> {
+        stitch::finish(&self)
+    }
+}
+
+/// The C-ABI signature of the entry shim (`int64_t cpjit_entry(struct cpjit_frame *,
+/// uint64_t *sp)`).
+pub type EntryFn = unsafe extern "C" fn(frame: *mut c_void, sp: *mut u64) -> i64;
+
+/// An executable trace. Dropping it returns its memory to the arena: no thread may be
+/// executing it then.
+pub struct Trace {
+    pub(crate) arena: Arc<Arena>,
+    pub(crate) block: Block,
+    /// Bytes of code actually used: instances, padding, veneers.
+    pub(crate) code_len: usize,
+    pub(crate) data_len: usize,
+    pub(crate) instance_offsets: Vec<u32>,
+    pub(crate) veneers: usize,
+    pub(crate) got_slots: usize,
+    /// Byte that fills freed code (a trapping instruction).
+    pub(crate) trap: u8,
+}
+
+impl Trace {
+    /// The executable address of instance `id`.
+    ///
+    /// # Panics
+    /// If `id` does not belong to this trace (an id from another builder).
+    pub fn entry(&self, id: InstanceId) -> *const u8 {
+        match self.instance_offsets.get(id.index()) {
+            Some(&offset) => (self.block.code_rx + offset as usize) as *const u8,
+            None => panic!(
+                "instance {} is not in this trace ({} instances)",
+                id.index(),
+                self.instance_offsets.len()
+            ),
+        }
+    }
+
+    /// Instance `id` (which must be an instance of the set's entry shim) as a C function.
+    pub fn entry_fn(&self, id: InstanceId) -> EntryFn {
+        // SAFETY: a code address; calling it is unsafe and requires that `id` is the shim.
+        unsafe { std::mem::transmute::<*const u8, EntryFn>(self.entry(id)) }
+    }
+
+    /// The trace's machine code as executed (instances, padding, veneers).
+    pub fn code_bytes(&self) -> &[u8] {
+        // SAFETY: the RX view is readable and nothing writes this block while `self` lives.
+        unsafe { std::slice::from_raw_parts(self.block.code_rx as *const u8, self.code_len) }
+    }
+
+    /// Executable addresses of the code.
+    pub fn code_range(&self) -> Range<usize> {
+        self.block.code_rx..self.block.code_rx + self.code_len
+    }
+
+    /// Addresses of the trace's data (instance data, then GOT slots).
+    pub fn data_range(&self) -> Range<usize> {
+        self.block.data..self.block.data + self.data_len
+    }
+
+    /// Offset of each instance's code from the start of the trace, in push order.
+    pub fn instance_offsets(&self) -> &[u32] {
+        &self.instance_offsets
+    }
+
+    /// Veneers placed for out-of-range branches.
+    pub fn veneers(&self) -> usize {
+        self.veneers
+    }
+
+    /// GOT slots in the trace's data.
+    pub fn got_slots(&self) -> usize {
+        self.got_slots
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        // Fill the freed code with traps so that a stale pointer into it faults instead of
+        // running whatever is stitched there next.
+        let window = crate::memory::write_window();
+        // SAFETY: the block's RW view is ours until freed below.
+        unsafe {
+            std::ptr::write_bytes(
+                self.block.code_rw as *mut u8,
+                self.trap,
+                self.block.code_len,
+            )
+        };
+        drop(window);
+        self.arena.free(&self.block);
+    }
+}
+
+// SAFETY: a Trace only holds addresses of memory it owns exclusively until dropped.
+unsafe impl Send for Trace {}
+unsafe impl Sync for Trace {}
+
+impl std::fmt::Debug for Trace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trace")
+            .field("code", &format_args!("{:#x?}", self.code_range()))
+            .field("data", &format_args!("{:#x?}", self.data_range()))
+            .field("instances", &self.instance_offsets.len())
+            .field("veneers", &self.veneers)
+            .field("got_slots", &self.got_slots)
+            .finish()
+    }
+}

@@ -1,0 +1,61 @@
+//! Shared by the runtime's integration tests: the hand-written stencil set for the host
+//! (bytes assembled by llvm-mc-19, see `tests/stencils/gen.py`), the helpers its stencils
+//! call, and a way to run a trace.
+#![allow(dead_code)]
+
+#[cfg(all(target_arch = "x86_64", not(windows)))]
+#[path = "stencils_x86_64_sysv.rs"]
+mod stencils;
+#[cfg(all(target_arch = "x86_64", windows))]
+#[path = "stencils_x86_64_win64.rs"]
+mod stencils;
+#[cfg(target_arch = "aarch64")]
+#[path = "stencils_aarch64.rs"]
+mod stencils;
+
+use cpjit_runtime::model::StencilSet;
+use cpjit_runtime::{InstanceId, Trace};
+
+pub static SET: &StencilSet<'static> = &stencils::SET;
+
+/// The frame the test ops work on (through x20 / r12).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Frame {
+    pub acc: i64,
+    pub counter: i64,
+    pub data: i64,
+    pub helper_calls: i64,
+    pub nonzero: i64,
+}
+
+/// Called by `op_call_helper` and `op_call_got`: counts the call, returns 1000.
+pub extern "C" fn cpjit_test_helper(frame: *mut Frame) -> i64 {
+    // SAFETY: the ops pass the frame pointer they were entered with.
+    unsafe { (*frame).helper_calls += 1 };
+    1000
+}
+
+/// Reached by `op_exit_to` with a tail jump: the trace returns twice the accumulator.
+pub extern "C" fn cpjit_test_exit(frame: *mut Frame) -> i64 {
+    // SAFETY: as above.
+    unsafe { (*frame).acc * 2 }
+}
+
+pub fn resolve(name: &str) -> Option<u64> {
+    match name {
+        "cpjit_test_helper" => Some(cpjit_test_helper as *const () as usize as u64),
+        _ => None,
+    }
+}
+
+pub fn exit_address() -> u64 {
+    cpjit_test_exit as *const () as usize as u64
+}
+
+/// Calls the trace through its shim instance.
+pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
+    let mut stack = [0u64; 8];
+    // SAFETY: every test trace starts with the shim and is built from the host's ops.
+    unsafe { trace.entry_fn(shim)(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
+}

@@ -1,0 +1,236 @@
+//! Every bad request is an error (never a panic) that names what was wrong.
+
+mod common;
+use common::{resolve, SET};
+use cpjit_runtime::model::{Arch, HoleValue, Stencil, StencilSet};
+use cpjit_runtime::{Error, InstanceId, Jit, JitOptions, Target};
+
+fn leak<T>(value: T) -> &'static T {
+    Box::leak(Box::new(value))
+}
+
+/// The test set with `edit` applied to a copy of stencil `name`.
+fn edited_set(
+    name: &str,
+    edit: impl FnOnce(&mut Stencil<'static>),
+) -> &'static StencilSet<'static> {
+    let mut stencils = SET.stencils.to_vec();
+    let i = SET.index_of(name).unwrap();
+    edit(&mut stencils[i]);
+    leak(StencilSet {
+        stencils: Box::leak(stencils.into_boxed_slice()),
+        ..*SET
+    })
+}
+
+fn message(e: Error) -> String {
+    let text = e.to_string();
+    assert!(!text.is_empty());
+    text
+}
+
+#[test]
+fn bad_pushes_are_rejected() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let e = t.push(SET.stencils.len(), &[], &[]).unwrap_err();
+    assert!(matches!(e, Error::UnknownStencilIndex { .. }), "{e:?}");
+    let e = t.push_named("op_nonexistent", &[], &[]).unwrap_err();
+    assert!(message(e).contains("`op_nonexistent`"));
+    let e = t.push_named("op_add_got", &[1], &[]).unwrap_err();
+    assert!(message(e).contains("`op_add_got` takes 2 operand(s), 1 given"));
+    let e = t.push_named("op_dec_jump_nz", &[], &[]).unwrap_err();
+    assert!(message(e).contains("`op_dec_jump_nz` takes 1 jump target(s), 0 given"));
+    assert!(t.is_empty(), "rejected pushes add nothing");
+    assert!(matches!(t.finish().unwrap_err(), Error::EmptyTrace));
+}
+
+#[test]
+fn a_jump_to_a_missing_instance_is_an_error() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named(
+        "op_dec_jump_nz",
+        &[],
+        &[Target::Instance(InstanceId::from_index(7))],
+    )
+    .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let text = message(t.finish().unwrap_err());
+    assert!(
+        text.contains("instance 1 (`op_dec_jump_nz`) jumps to instance 7"),
+        "{text}"
+    );
+    assert_eq!(jit.memory_stats().used(), 0, "nothing allocated");
+}
+
+#[test]
+fn symbols_are_resolved_lazily_and_unknown_ones_are_named() {
+    // Nothing resolves: traces that call no helper still work.
+    let jit = Jit::new(SET, |_| None).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_load_got", &[1], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    t.finish().unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_call_helper", &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let text = message(t.finish().unwrap_err());
+    assert!(
+        text.contains("unknown symbol `cpjit_test_helper` needed by instance 1 (`op_call_helper`)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_resolver_is_asked_once_per_symbol() {
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let jit = Jit::new(SET, |name| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        resolve(name)
+    })
+    .unwrap();
+    for _ in 0..3 {
+        let mut t = jit.trace();
+        t.push_shim().unwrap();
+        t.push_named("op_call_helper", &[], &[]).unwrap();
+        t.push_named("op_call_got", &[], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        t.finish().unwrap();
+    }
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
+
+#[test]
+fn a_trace_must_not_end_with_an_instance_that_continues() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    let text = message(t.finish().unwrap_err());
+    assert!(
+        text.contains("trace ends with an instance that continues: instance 0 (`cpjit_entry`)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_trace_must_not_end_with_an_instance_that_falls_through() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_add_got", &[1, 2], &[]).unwrap();
+    let text = message(t.finish().unwrap_err());
+    assert!(
+        text.contains("instance 1 (`op_add_got`) falls through"),
+        "{text}"
+    );
+    // Given a continuation, the same trace is fine.
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    let add = t.push_named("op_add_got", &[1, 2], &[]).unwrap();
+    t.continue_at(Target::Instance(add));
+    t.finish().unwrap();
+}
+
+#[test]
+fn running_out_of_reserved_memory_is_an_error() {
+    let options = JitOptions {
+        reserve_bytes: 64 << 10,
+        chunk_bytes: 16 << 10,
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let mut traces = Vec::new();
+    let e = loop {
+        let mut t = jit.trace();
+        t.push_shim().unwrap();
+        for _ in 0..100 {
+            t.push_named("op_add_got", &[1, 2], &[]).unwrap();
+        }
+        t.push_named("op_return", &[], &[]).unwrap();
+        match t.finish() {
+            Ok(trace) => traces.push(trace),
+            Err(e) => break e,
+        }
+        assert!(traces.len() < 1000, "the limit was not enforced");
+    };
+    let text = message(e);
+    assert!(text.starts_with("out of JIT memory"), "{text}");
+    assert!(jit.memory_stats().mapped() <= 64 << 10);
+}
+
+#[test]
+fn a_set_for_another_architecture_is_rejected() {
+    let other = match SET.arch {
+        Arch::X86_64 => Arch::Aarch64,
+        Arch::Aarch64 => Arch::X86_64,
+    };
+    let set = leak(StencilSet {
+        arch: other,
+        target: "elsewhere",
+        ..*SET
+    });
+    let text = message(Jit::new(set, resolve).err().unwrap());
+    assert!(text.contains("`elsewhere`"), "{text}");
+}
+
+#[test]
+fn malformed_stencils_are_rejected_up_front() {
+    let set = edited_set("op_load_got", |s| {
+        let mut holes = s.holes.to_vec();
+        holes[0].offset = s.code.len() as u32;
+        s.holes = Box::leak(holes.into_boxed_slice());
+    });
+    let text = message(Jit::new(set, resolve).err().unwrap());
+    assert!(
+        text.contains("invalid stencil `op_load_got`") && text.contains("extends past"),
+        "{text}"
+    );
+
+    let set = edited_set("op_load_got", |s| {
+        let mut holes = s.holes.to_vec();
+        holes[0].value = HoleValue::Operand(3);
+        s.holes = Box::leak(holes.into_boxed_slice());
+    });
+    let text = message(Jit::new(set, resolve).err().unwrap());
+    assert!(text.contains("operand[3]"), "{text}");
+
+    let no_shim = leak(StencilSet { shim: None, ..*SET });
+    let jit = Jit::new(no_shim, resolve).unwrap();
+    assert!(matches!(jit.trace().push_shim(), Err(Error::NoShim { .. })));
+}
+
+/// A PC-relative data reference cannot reach an operand 64 TiB away: the patch error
+/// names the stencil, instance, hole and value, and the trace's memory is returned.
+#[test]
+fn an_unencodable_value_is_a_patch_error() {
+    let set = edited_set("op_load_data_abs", |s| {
+        let mut holes: Vec<_> = s.code_holes().copied().collect();
+        for h in &mut holes {
+            h.value = HoleValue::Operand(0);
+        }
+        s.holes = Box::leak(holes.into_boxed_slice());
+        s.data = &[];
+    });
+    let jit = Jit::new(set, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_load_data_abs", &[0x4000_0000_0000], &[])
+        .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let e = t.finish().unwrap_err();
+    assert!(std::error::Error::source(&e).is_some());
+    let text = message(e);
+    assert!(
+        text.contains("instance 1 (`op_load_data_abs`)") && text.contains("operand[0]"),
+        "{text}"
+    );
+    assert_eq!(
+        jit.memory_stats().used(),
+        0,
+        "the failed trace's memory was returned"
+    );
+}

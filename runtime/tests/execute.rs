@@ -1,0 +1,225 @@
+//! Runs traces of the hand-written stencils natively (x86-64 System V / Microsoft x64) or
+//! under qemu-aarch64, and checks every way a hole gets its value.
+
+mod common;
+use common::{exit_address, resolve, run, Frame, SET};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
+
+const VALUES: [u64; 7] = [
+    0,
+    5,
+    0x7fff_ffff,
+    0x8000_0000,
+    u64::MAX,
+    0xffff_ffff_8000_0000,
+    0x1234_5678_9abc_def0,
+];
+
+fn load_and_return(jit: &Jit<'_>, op: &str, value: u64) -> (Trace, InstanceId) {
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named(op, &[value], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    (t.finish().unwrap(), shim)
+}
+
+#[test]
+fn operands_reach_the_code_through_got_abs64_and_data() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    for op in ["op_load_got", "op_load_abs", "op_load_data_abs"] {
+        for v in VALUES {
+            let (trace, shim) = load_and_return(&jit, op, v);
+            assert_eq!(
+                run(&trace, shim, &mut Frame::default()) as u64,
+                v,
+                "{op} {v:#x}"
+            );
+        }
+    }
+}
+
+#[test]
+fn got_slots_are_deduplicated_per_trace() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[1], &[]).unwrap();
+    t.push_named("op_add_got", &[5, 5], &[]).unwrap();
+    t.push_named("op_add_got", &[5, 7], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    assert_eq!(trace.got_slots(), 3, "slots for 1, 5 and 7");
+    assert_eq!(trace.data_range().len(), 3 * 8);
+    assert_eq!(run(&trace, shim, &mut Frame::default()), 1 + 10 + 12);
+}
+
+#[test]
+fn helpers_are_called_directly_and_through_the_got() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[7], &[]).unwrap();
+    t.push_named("op_call_helper", &[], &[]).unwrap();
+    t.push_named("op_call_got", &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    let mut frame = Frame::default();
+    assert_eq!(run(&trace, shim, &mut frame), 2007);
+    assert_eq!(frame.helper_calls, 2);
+    // The arena sits near this binary, so the helper is in direct reach: no veneer, and on
+    // x86-64 `call [rip+G]` was relaxed to `addr32 call` (67 e8).
+    assert_eq!(trace.veneers(), 0);
+    if cfg!(target_arch = "x86_64") {
+        assert!(trace.code_bytes().windows(2).any(|w| w == [0x67, 0xe8]));
+    }
+}
+
+#[test]
+fn jump_targets_make_loops() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[0], &[]).unwrap();
+    let body = t.push_named("op_add_got", &[3, 4], &[]).unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[Target::Instance(body)])
+        .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    let mut frame = Frame {
+        counter: 5,
+        ..Frame::default()
+    };
+    assert_eq!(run(&trace, shim, &mut frame), 35);
+    assert_eq!(frame.counter, 0);
+}
+
+#[test]
+fn each_instance_has_its_own_data() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let build = || {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_data_counter", &[], &[]).unwrap();
+        t.push_named("op_data_counter", &[], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        (t.finish().unwrap(), shim)
+    };
+    let (a, shim_a) = build();
+    let mut frame = Frame::default();
+    run(&a, shim_a, &mut frame);
+    assert_eq!(
+        frame.data, 101,
+        "the second instance counts in its own copy"
+    );
+    run(&a, shim_a, &mut frame);
+    assert_eq!(frame.data, 102, "data is writable and persists across runs");
+    let (b, shim_b) = build();
+    run(&b, shim_b, &mut frame);
+    assert_eq!(
+        frame.data, 101,
+        "a new trace starts from the stencil's initial data"
+    );
+}
+
+#[test]
+fn conditional_continue_and_fall_through_chain() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    for v in [0u64, 9] {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_load_got", &[v], &[]).unwrap();
+        t.push_named("op_skip_if_zero", &[], &[]).unwrap();
+        t.push_named("op_skip_if_zero", &[], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        let trace = t.finish().unwrap();
+        let mut frame = Frame::default();
+        assert_eq!(run(&trace, shim, &mut frame) as u64, v);
+        assert_eq!(frame.nonzero, if v == 0 { 0 } else { 2 });
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn test_bit_branches_continue() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    for (v, expected) in [(4u64, 4i64), (5, 6)] {
+        let (trace, shim) = load_and_return_with(&jit, v, "op_skip_if_even");
+        assert_eq!(run(&trace, shim, &mut Frame::default()), expected);
+    }
+}
+
+#[cfg(target_arch = "aarch64")]
+fn load_and_return_with(jit: &Jit<'_>, v: u64, op: &str) -> (Trace, InstanceId) {
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[v], &[]).unwrap();
+    t.push_named(op, &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    (t.finish().unwrap(), shim)
+}
+
+#[test]
+fn a_target_address_leaves_the_trace() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[21], &[]).unwrap();
+    t.push_named("op_exit_to", &[], &[Target::Address(exit_address())])
+        .unwrap();
+    let trace = t.finish().unwrap();
+    assert_eq!(run(&trace, shim, &mut Frame::default()), 42);
+}
+
+#[test]
+fn the_last_instance_continues_where_the_caller_says() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    let ret = t.push_named("op_return", &[], &[]).unwrap();
+    let tail = t.finish().unwrap();
+    for v in [0u64, 3] {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_load_got", &[v], &[]).unwrap();
+        t.push_named("op_skip_if_zero", &[], &[]).unwrap();
+        t.continue_at(Target::Address(tail.entry(ret) as u64));
+        let trace = t.finish().unwrap();
+        let mut frame = Frame::default();
+        // Both the taken `je CONTINUE` and the fall-through reach the other trace's return.
+        assert_eq!(run(&trace, shim, &mut frame) as u64, v);
+        assert_eq!(frame.nonzero, (v != 0) as i64);
+    }
+}
+
+/// Placing the arena 80 TiB away from this binary forces every call to a helper and every
+/// jump to a native address through a veneer (and keeps `call [rip+G]` unrelaxed).
+#[test]
+fn far_placement_uses_veneers() {
+    let options = JitOptions {
+        near: Some(0x5000_0000_0000),
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[4], &[]).unwrap();
+    t.push_named("op_call_helper", &[], &[]).unwrap();
+    t.push_named("op_call_helper", &[], &[]).unwrap();
+    t.push_named("op_call_got", &[], &[]).unwrap();
+    t.push_named("op_exit_to", &[], &[Target::Address(exit_address())])
+        .unwrap();
+    let trace = t.finish().unwrap();
+    let distance = (trace.code_range().start as u64).abs_diff(exit_address());
+    assert!(
+        distance > 1 << 32,
+        "arena not placed far away: {distance:#x}"
+    );
+    assert_eq!(
+        trace.veneers(),
+        2,
+        "one veneer per distinct destination: helper and exit"
+    );
+    let mut frame = Frame::default();
+    assert_eq!(run(&trace, shim, &mut frame), 2 * 3004);
+    assert_eq!(frame.helper_calls, 3);
+}

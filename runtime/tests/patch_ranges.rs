@@ -1,0 +1,384 @@
+//! Range, alignment, instruction-class and bounds checks of every hole kind: values just
+//! inside and just outside both ends of each encoding, and the error each failure reports.
+
+use cpjit_runtime::model::HoleKind;
+use cpjit_runtime::patch::{
+    in_range, patch, relax_aarch64_got_pair, relax_x86_got_load, relax_x86_got_load_constant,
+    PatchError, Problem,
+};
+
+const PLACE: u64 = 0x7f12_3456_7000;
+
+/// A minimal instance of the instruction each kind patches, and the hole's offset in it.
+fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
+    let word = |w: u32| (w.to_le_bytes().to_vec(), 0);
+    match kind {
+        HoleKind::Abs64 => (vec![0; 8], 0),
+        HoleKind::X86Pc32 | HoleKind::X86GotPc32 => (vec![0x48, 0x8d, 0x05, 0, 0, 0, 0], 3),
+        HoleKind::X86GotPc32Relaxable => (vec![0x48, 0x8b, 0x05, 0, 0, 0, 0], 3),
+        HoleKind::X86Branch32 => (vec![0xe8, 0, 0, 0, 0], 1),
+        HoleKind::Aarch64Branch26 => word(0x9400_0000), // bl
+        HoleKind::Aarch64Branch19 => word(0x5400_0001), // b.ne
+        HoleKind::Aarch64Branch14 => word(0x3600_0005), // tbz w5, #0
+        HoleKind::Aarch64AdrPage21 => word(0x9000_0000), // adrp x0
+        HoleKind::Aarch64AdrGotPage21 => word(0x9000_0008), // adrp x8
+        HoleKind::Aarch64AddLo12 => word(0x9100_0000),  // add x0, x0, #0
+        HoleKind::Aarch64LdSt8Lo12 => word(0x3940_0001), // ldrb w1, [x0]
+        HoleKind::Aarch64LdSt16Lo12 => word(0x7900_0001), // strh w1, [x0]
+        HoleKind::Aarch64LdSt32Lo12 => word(0xb940_0001), // ldr w1, [x0]
+        HoleKind::Aarch64LdSt64Lo12 => word(0xf940_0001), // ldr x1, [x0]
+        HoleKind::Aarch64LdSt128Lo12 => word(0x3dc0_0001), // ldr q1, [x0]
+        HoleKind::Aarch64Ld64GotLo12 => word(0xf940_0108), // ldr x8, [x8]
+        HoleKind::Aarch64MovwG0 => word(0xf280_0009),   // movk x9, #0
+        HoleKind::Aarch64MovwG1 => word(0xf2a0_0009),   // movk x9, #0, lsl #16
+        HoleKind::Aarch64MovwG2 => word(0xf2c0_0009),   // movk x9, #0, lsl #32
+        HoleKind::Aarch64MovwG3 => word(0xd2e0_0009),   // movz x9, #0, lsl #48
+    }
+}
+
+/// Patches a fresh sample; on error, checks that nothing was written and that `in_range`
+/// agrees on range/alignment failures.
+fn try_patch(kind: HoleKind, value: u64) -> Result<Vec<u8>, Problem> {
+    let (mut code, offset) = sample(kind);
+    let before = code.clone();
+    let place = PLACE + offset as u64;
+    let result = patch(kind, &mut code, offset, place, value);
+    match result {
+        Ok(()) => {
+            assert!(in_range(kind, place, value), "{kind} {value:#x}");
+            Ok(code)
+        }
+        Err(e) => {
+            assert_eq!(
+                code, before,
+                "{kind}: an error must leave the bytes untouched"
+            );
+            assert_eq!(
+                (e.kind, e.offset, e.place, e.value),
+                (kind, offset, place, value)
+            );
+            if matches!(
+                e.problem,
+                Problem::OutOfRange { .. } | Problem::Misaligned { .. }
+            ) {
+                assert!(!in_range(kind, place, value), "{kind} {value:#x}");
+            }
+            assert!(!e.to_string().is_empty());
+            Err(e.problem)
+        }
+    }
+}
+
+fn out_of_range(min: i64, max: i64, actual: i64) -> Result<Vec<u8>, Problem> {
+    Err(Problem::OutOfRange { min, max, actual })
+}
+
+/// PC-relative kinds: (kind, min, max, alignment) of `value - place`.
+const PC_RELATIVE: [(HoleKind, i64, i64, i64); 7] = [
+    (HoleKind::X86Pc32, -(1 << 31), (1 << 31) - 1, 1),
+    (HoleKind::X86Branch32, -(1 << 31), (1 << 31) - 1, 1),
+    (HoleKind::X86GotPc32, -(1 << 31), (1 << 31) - 1, 1),
+    (HoleKind::X86GotPc32Relaxable, -(1 << 31), (1 << 31) - 1, 1),
+    (HoleKind::Aarch64Branch26, -(1 << 27), (1 << 27) - 4, 4),
+    (HoleKind::Aarch64Branch19, -(1 << 20), (1 << 20) - 4, 4),
+    (HoleKind::Aarch64Branch14, -(1 << 15), (1 << 15) - 4, 4),
+];
+
+#[test]
+fn pc_relative_kinds_accept_both_ends_and_reject_one_step_beyond() {
+    for (kind, min, max, align) in PC_RELATIVE {
+        let offset = sample(kind).1 as u64;
+        let at = |d: i64| (PLACE + offset).wrapping_add(d as u64);
+        assert!(try_patch(kind, at(min)).is_ok(), "{kind} min");
+        assert!(try_patch(kind, at(max)).is_ok(), "{kind} max");
+        assert!(try_patch(kind, at(0)).is_ok(), "{kind} 0");
+        assert_eq!(
+            try_patch(kind, at(min - align)),
+            out_of_range(min, max, min - align)
+        );
+        assert_eq!(
+            try_patch(kind, at(max + align)),
+            out_of_range(min, max, max + align)
+        );
+        // Far beyond in both directions, including across the top of the address space.
+        assert!(try_patch(kind, at(i64::MAX)).is_err(), "{kind}");
+        assert!(try_patch(kind, at(i64::MIN)).is_err(), "{kind}");
+        if align > 1 {
+            for d in [1, 2, 3, max - 1, min + 2] {
+                assert_eq!(
+                    try_patch(kind, at(d)),
+                    Err(Problem::Misaligned { align: 4 })
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn branch_ends_encode_the_extreme_immediates() {
+    // bl to PLACE + max: imm26 = 0x1ffffff; to PLACE + min: imm26 = 0x2000000.
+    let kind = HoleKind::Aarch64Branch26;
+    let max = try_patch(kind, PLACE + (1 << 27) - 4).unwrap();
+    assert_eq!(max, 0x95ff_ffffu32.to_le_bytes());
+    let min = try_patch(kind, PLACE - (1 << 27)).unwrap();
+    assert_eq!(min, 0x9600_0000u32.to_le_bytes());
+    let x86 = try_patch(HoleKind::X86Branch32, PLACE + 1 - (1 << 31)).unwrap();
+    assert_eq!(x86, [0xe8, 0x00, 0x00, 0x00, 0x80]);
+}
+
+#[test]
+fn adrp_reaches_four_gib_of_pages_either_way() {
+    for kind in [HoleKind::Aarch64AdrPage21, HoleKind::Aarch64AdrGotPage21] {
+        let (min, max) = (-(1i64 << 32), (1i64 << 32) - 0x1000);
+        // Only the page counts: any offset within the last reachable page is fine.
+        assert!(try_patch(kind, PLACE + max as u64 + 0xfff).is_ok());
+        assert!(try_patch(kind, PLACE - (1 << 32)).is_ok());
+        assert_eq!(
+            try_patch(kind, PLACE + max as u64 + 0x1000),
+            out_of_range(min, max, max + 0x1000)
+        );
+        assert_eq!(
+            try_patch(kind, PLACE - (1 << 32) - 1),
+            out_of_range(min, max, min - 0x1000)
+        );
+        let top = try_patch(kind, PLACE + max as u64).unwrap();
+        // immlo = 3, immhi = 0x3ffff: page delta 0xfffff.
+        assert_eq!(
+            u32::from_le_bytes(top[..4].try_into().unwrap()) & 0x60ff_ffe0,
+            0x607f_ffe0
+        );
+    }
+}
+
+#[test]
+fn scaled_loads_and_stores_need_aligned_addresses() {
+    let sizes = [
+        (HoleKind::Aarch64LdSt8Lo12, 1),
+        (HoleKind::Aarch64LdSt16Lo12, 2),
+        (HoleKind::Aarch64LdSt32Lo12, 4),
+        (HoleKind::Aarch64LdSt64Lo12, 8),
+        (HoleKind::Aarch64LdSt128Lo12, 16),
+        (HoleKind::Aarch64Ld64GotLo12, 8),
+    ];
+    for (kind, size) in sizes {
+        let base = 0x1234_5000u64;
+        let code = try_patch(kind, base + 0x1000 - size).unwrap();
+        let imm12 = u32::from_le_bytes(code[..4].try_into().unwrap()) >> 10 & 0xfff;
+        assert_eq!(u64::from(imm12), (0x1000 - size) / size, "{kind}");
+        for misaligned in 1..size {
+            assert_eq!(
+                try_patch(kind, base + misaligned),
+                Err(Problem::Misaligned { align: size }),
+                "{kind}"
+            );
+        }
+    }
+}
+
+#[test]
+fn absolute_kinds_take_every_value() {
+    for kind in [
+        HoleKind::Abs64,
+        HoleKind::Aarch64AddLo12,
+        HoleKind::Aarch64MovwG0,
+        HoleKind::Aarch64MovwG1,
+        HoleKind::Aarch64MovwG2,
+        HoleKind::Aarch64MovwG3,
+    ] {
+        for value in [0, 1, 0xfff, 0x8000_0000_0000_0000, u64::MAX] {
+            assert!(try_patch(kind, value).is_ok(), "{kind} {value:#x}");
+        }
+    }
+    assert_eq!(
+        try_patch(HoleKind::Abs64, 0x0102_0304_0506_0708).unwrap(),
+        [8, 7, 6, 5, 4, 3, 2, 1]
+    );
+}
+
+#[test]
+fn every_kind_rejects_the_wrong_instruction() {
+    let nop = 0xd503_201fu32.to_le_bytes();
+    for kind in HoleKind::ALL {
+        let (mut code, offset) = match kind.arch() {
+            None => continue,
+            Some(cpjit_runtime::model::Arch::X86_64) => (vec![0x90, 0x90, 0x90, 0, 0, 0, 0], 3),
+            Some(cpjit_runtime::model::Arch::Aarch64) => (nop.to_vec(), 0),
+        };
+        let err = patch(kind, &mut code, offset, PLACE, PLACE).unwrap_err();
+        assert!(
+            matches!(
+                err.problem,
+                Problem::UnexpectedInstruction { .. } | Problem::UnexpectedBytes { .. }
+            ),
+            "{kind}: {err}"
+        );
+    }
+}
+
+#[test]
+fn instruction_classes_are_told_apart() {
+    let rejects = |kind: HoleKind, word: u32| {
+        let mut code = word.to_le_bytes();
+        patch(kind, &mut code, 0, PLACE, PLACE).is_err()
+    };
+    // Loads/stores must match the relocation's access size.
+    assert!(rejects(HoleKind::Aarch64LdSt64Lo12, 0xb940_0001)); // ldr w1 (4 bytes)
+    assert!(rejects(HoleKind::Aarch64LdSt32Lo12, 0x3dc0_0001)); // ldr q1 (16 bytes)
+    assert!(rejects(HoleKind::Aarch64LdSt128Lo12, 0xfd40_0001)); // ldr d1 (8 bytes)
+    assert!(rejects(HoleKind::Aarch64Ld64GotLo12, 0xfd40_0001)); // ldr d1: not an x load
+    assert!(!rejects(HoleKind::Aarch64LdSt64Lo12, 0xfd40_0001)); // ldr d1 is 8 bytes
+                                                                 // movz/movk with the wrong shift, movn, and a 32-bit move with a 64-bit shift.
+    assert!(rejects(HoleKind::Aarch64MovwG0, 0xf2a0_0009)); // lsl #16
+    assert!(rejects(HoleKind::Aarch64MovwG1, 0x92a0_0009)); // movn
+    assert!(rejects(HoleKind::Aarch64MovwG2, 0x72c0_0009)); // 32-bit, hw = 2
+                                                            // add with `lsl #12`; adr (not adrp); b.cond is not b; cbz is not tbz.
+    assert!(rejects(HoleKind::Aarch64AddLo12, 0x9140_0000));
+    assert!(rejects(HoleKind::Aarch64AdrPage21, 0x1000_0000));
+    assert!(rejects(HoleKind::Aarch64Branch26, 0x5400_0001));
+    assert!(rejects(HoleKind::Aarch64Branch14, 0xb400_0003));
+    // x86: jcc needs its 0f escape; a non-RIP-relative ModRM is not a PC32 operand.
+    let mut jcc = [0x90, 0x85, 0, 0, 0, 0];
+    assert!(patch(HoleKind::X86Branch32, &mut jcc, 2, PLACE, PLACE).is_err());
+    let mut mov = [0x48, 0x8b, 0x45, 0, 0, 0, 0]; // mov rax, [rbp + disp8]
+    assert!(patch(HoleKind::X86Pc32, &mut mov, 3, PLACE, PLACE).is_err());
+    assert!(patch(HoleKind::X86GotPc32Relaxable, &mut mov, 3, PLACE, PLACE).is_err());
+}
+
+#[test]
+fn short_slices_and_huge_offsets_are_out_of_bounds() {
+    for kind in HoleKind::ALL {
+        let (code, offset) = sample(kind);
+        for cut in 0..code.len() {
+            let mut short = code[..cut].to_vec();
+            let err = patch(kind, &mut short, offset, PLACE, PLACE).unwrap_err();
+            assert!(
+                matches!(
+                    err.problem,
+                    Problem::OutOfBounds { .. } | Problem::UnexpectedBytes { .. }
+                ),
+                "{kind}: {err}"
+            );
+            assert_eq!(short, code[..cut], "{kind}");
+        }
+        let mut full = code.clone();
+        let err = patch(kind, &mut full, usize::MAX - 2, PLACE, PLACE).unwrap_err();
+        assert!(
+            matches!(err.problem, Problem::OutOfBounds { .. }),
+            "{kind}: {err}"
+        );
+    }
+}
+
+#[test]
+fn errors_name_kind_offset_value_and_range() {
+    let mut code = 0x9400_0000u32.to_le_bytes();
+    let err: PatchError = patch(
+        HoleKind::Aarch64Branch26,
+        &mut code,
+        0,
+        0x1000,
+        0x7f00_0000_1000,
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    for needle in [
+        "Aarch64Branch26",
+        "offset 0x0",
+        "0x7f0000001000",
+        "0x1000",
+        "±128 MiB",
+    ] {
+        assert!(text.contains(needle), "{text:?} lacks {needle:?}");
+    }
+    let mut x86 = [0x90, 0x90, 0, 0, 0, 0];
+    let text = patch(HoleKind::X86Branch32, &mut x86, 2, 0, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("[90 90]") && text.contains("e8/e9"),
+        "{text:?}"
+    );
+    let mut short = [0u8; 3];
+    let text = patch(HoleKind::Abs64, &mut short, 1, 0, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("0x1..0x9") && text.contains("0x3 bytes long"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn x86_got_relaxation_falls_back_when_out_of_range() {
+    let mov = [0x48, 0x8b, 0x05, 0, 0, 0, 0];
+    let call = [0xff, 0x15, 0, 0, 0, 0];
+    let jmp = [0xff, 0x25, 0, 0, 0, 0];
+    let max = i32::MAX as u64;
+    for (form, bias) in [(&mov[..], 0), (&call[..], 0), (&jmp[..], 1)] {
+        let offset = form.len() - 4;
+        let place = PLACE + offset as u64;
+        let mut code = form.to_vec();
+        // The jmp moves one byte earlier, so its reach ends one byte sooner.
+        assert_eq!(
+            relax_x86_got_load(&mut code, offset, place, place + max + 1 - bias),
+            Ok(false)
+        );
+        assert_eq!(code, form);
+        let min = place.wrapping_sub(1 << 31).wrapping_sub(bias);
+        assert_eq!(
+            relax_x86_got_load(&mut code, offset, place, min - 1),
+            Ok(false)
+        );
+        assert_eq!(code, form);
+        assert_eq!(
+            relax_x86_got_load(&mut code, offset, place, place + max - bias),
+            Ok(true)
+        );
+        assert_ne!(code, form);
+        let mut code = form.to_vec();
+        assert_eq!(relax_x86_got_load(&mut code, offset, place, min), Ok(true));
+    }
+    let mut lea = [0x48, 0x8d, 0x05, 0, 0, 0, 0];
+    assert!(relax_x86_got_load(&mut lea, 3, PLACE, PLACE).is_err());
+    assert!(relax_x86_got_load_constant(&mut lea, 3, 1).is_err());
+    // A mov without REX.W loads 32 bits: not turned into a 64-bit immediate.
+    let mut movl = [0x90, 0x8b, 0x05, 0, 0, 0, 0];
+    assert_eq!(relax_x86_got_load_constant(&mut movl, 3, 1), Ok(false));
+}
+
+#[test]
+fn aarch64_got_pair_relaxation_checks_registers_and_range() {
+    let pair = |adrp_reg: u32, ldr_rt: u32, ldr_rn: u32| {
+        let mut v = (0x9000_0000 | adrp_reg).to_le_bytes().to_vec();
+        v.extend((0xf940_0000 | ldr_rn << 5 | ldr_rt).to_le_bytes());
+        v
+    };
+    let far = PLACE + (1 << 32); // page out of reach; above 2^32
+    let near = PLACE + (1 << 32) - 0x1000;
+    let mut code = pair(3, 3, 3);
+    assert_eq!(
+        relax_aarch64_got_pair(&mut code, 0, 4, PLACE, far),
+        Ok(false)
+    );
+    assert_eq!(code, pair(3, 3, 3));
+    let below = PLACE - (1 << 32) - 1;
+    assert_eq!(
+        relax_aarch64_got_pair(&mut code, 0, 4, PLACE, below),
+        Ok(false)
+    );
+    assert_eq!(
+        relax_aarch64_got_pair(&mut code, 0, 4, PLACE, near),
+        Ok(true)
+    );
+    for (a, t, n) in [(3, 4, 3), (3, 3, 4), (31, 31, 31)] {
+        let mut code = pair(a, t, n);
+        assert_eq!(relax_aarch64_got_pair(&mut code, 0, 4, PLACE, 1), Ok(false));
+    }
+    let mut code = pair(3, 3, 3);
+    code.swap(3, 7); // neither is its class any more
+    assert!(relax_aarch64_got_pair(&mut code, 0, 4, PLACE, 1).is_err());
+    let mut code = pair(3, 3, 3);
+    assert!(relax_aarch64_got_pair(&mut code, 0, 2, PLACE, 1).is_err());
+    assert!(relax_aarch64_got_pair(&mut code, 0, 8, PLACE, 1).is_err());
+    assert_eq!(code, pair(3, 3, 3));
+}

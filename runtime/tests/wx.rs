@@ -1,0 +1,85 @@
+//! No page of the process is ever writable and executable at once, and data pages are not
+//! executable: checked in `/proc/self/maps` after every state change (Linux only; qemu-user
+//! emulates the file for the guest).
+#![cfg(target_os = "linux")]
+
+mod common;
+use common::{resolve, run, Frame, SET};
+use cpjit_runtime::{Jit, JitOptions};
+
+/// (start, end, permissions) of every mapping.
+fn maps() -> Vec<(usize, usize, String)> {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut fields = line.split_whitespace();
+            let range = fields.next().unwrap();
+            let perms = fields.next().unwrap().to_string();
+            let (a, b) = range.split_once('-').unwrap();
+            (
+                usize::from_str_radix(a, 16).unwrap(),
+                usize::from_str_radix(b, 16).unwrap(),
+                perms,
+            )
+        })
+        .collect()
+}
+
+fn perms_at(maps: &[(usize, usize, String)], address: usize) -> &str {
+    maps.iter()
+        .find(|(a, b, _)| (*a..*b).contains(&address))
+        .map(|(_, _, p)| p.as_str())
+        .unwrap_or_else(|| panic!("{address:#x} is not mapped"))
+}
+
+fn assert_no_wx(when: &str) {
+    for (a, b, p) in maps() {
+        assert!(
+            !(p.contains('w') && p.contains('x')),
+            "{when}: {a:#x}-{b:#x} is {p}"
+        );
+    }
+}
+
+#[test]
+fn no_page_is_ever_writable_and_executable() {
+    assert_no_wx("at start");
+    // Small chunks, so that the test also sees the arena grow.
+    let options = JitOptions {
+        chunk_bytes: 4096,
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    assert_no_wx("after Jit::new");
+    let mut traces = Vec::new();
+    for i in 0..120u64 {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_load_got", &[i], &[]).unwrap();
+        t.push_named("op_data_counter", &[], &[]).unwrap();
+        t.push_named("op_add_got", &[i, 1], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        let trace = t.finish().unwrap();
+        assert_no_wx("after finish");
+        let m = maps();
+        let code = perms_at(&m, trace.code_range().start);
+        assert!(code.starts_with("r-x"), "code mapped {code}");
+        let data = perms_at(&m, trace.data_range().start);
+        assert!(data.starts_with("rw-"), "data mapped {data}");
+        assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, 2 * i + 1);
+        assert_no_wx("after running");
+        traces.push(trace);
+    }
+    assert!(
+        jit.memory_stats().chunks > 1,
+        "the arena grew: {:?}",
+        jit.memory_stats()
+    );
+    while let Some(trace) = traces.pop() {
+        drop(trace);
+        assert_no_wx("after free");
+    }
+    drop(jit);
+    assert_no_wx("after dropping the Jit");
+}
