@@ -1,8 +1,31 @@
 //! The stencil toolchain: C templates → LLVM IR (clang-19) → validated objects (LLVM
 //! in-process) → normalized stencils (object readers) → one generated crate per target.
 //!
+//! Code map: `manifest`/`target` (inputs) → `clang` → `llvm` + `validate` → `object`
+//! (readers, `stencil::StencilBuf`) → `pipeline` (one unit × target, with `cache`) → `set`
+//! (one target's set) → `writer` (generated crate) / `check` / `listing`; `driver` and
+//! `cli` are the commands.
+//!
 //! Architecture invariant: only this crate links LLVM and goblin; its output (the generated
 //! crates) depends on `cpjit-model` alone.
 
+pub mod error;
+
+pub mod cache;
+pub mod check;
+pub mod clang;
+pub mod cli;
+pub mod digest;
+pub mod disasm;
+pub mod driver;
+pub mod glob;
+pub mod listing;
+pub mod llvm;
+pub mod manifest;
 pub mod object;
+pub mod pipeline;
+pub mod set;
 pub mod stencil;
+pub mod target;
+pub mod validate;
+pub mod writer;

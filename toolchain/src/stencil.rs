@@ -1,1 +1,218 @@
-//! Owned stencils produced by the readers (in progress).
+//! [`StencilBuf`]: an owned stencil as the object readers produce it, with its stable text
+//! form (golden tests, `stencils show`) and JSON form (`--json`).
+//!
+//! Holes index the stencil's *own* sorted `operands`, `targets` and `symbols`; the pipeline
+//! remaps [`HoleValue::Symbol`] to set-wide indices when it builds a
+//! [`cpjit_model::StencilSet`].
+
+use std::fmt::Write as _;
+
+use cpjit_model::{Hole, HoleValue, Section};
+use serde::ser::{Serialize, SerializeStruct, Serializer};
+
+/// One stencil: code, data and holes, everything sorted and deterministic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StencilBuf {
+    /// Template function name without any object-format prefix.
+    pub name: String,
+    pub code: Vec<u8>,
+    /// Required code alignment in bytes (a power of two).
+    pub code_align: u32,
+    /// Read-only data, writable data and zero-fill (as zero bytes), in that order.
+    pub data: Vec<u8>,
+    /// Required data alignment in bytes (a power of two).
+    pub data_align: u32,
+    /// Sorted by (section, offset).
+    pub holes: Vec<Hole>,
+    /// Operand names (hole symbol without prefix), sorted; `HoleValue::Operand(i)` indexes this.
+    pub operands: Vec<String>,
+    /// Jump-target names (with the target suffix, e.g. `JUMP_TARGET`), sorted.
+    pub targets: Vec<String>,
+    /// External symbols, sorted; `HoleValue::Symbol(i)` indexes this (stencil-local).
+    pub symbols: Vec<String>,
+    /// The trailing jump to the continuation was removed: execution falls through to the
+    /// next instance, which must start at `code.len()`.
+    pub elided_continue: bool,
+}
+
+impl StencilBuf {
+    /// A hole's value as text: `continue`, `code`, `data`, `operand:NAME`, `target:NAME`,
+    /// `symbol:NAME` (names resolved through this stencil's lists).
+    pub fn value_text(&self, value: HoleValue) -> String {
+        let name = |list: &[String], i: u16| {
+            list.get(i as usize)
+                .cloned()
+                .unwrap_or_else(|| format!("<bad index {i}>"))
+        };
+        match value {
+            HoleValue::Continue => "continue".to_string(),
+            HoleValue::Code => "code".to_string(),
+            HoleValue::Data => "data".to_string(),
+            HoleValue::Operand(i) => format!("operand:{}", name(&self.operands, i)),
+            HoleValue::Target(i) => format!("target:{}", name(&self.targets, i)),
+            HoleValue::Symbol(i) => format!("symbol:{}", name(&self.symbols, i)),
+        }
+    }
+
+    /// One hole as text, e.g. `code+0x1c Aarch64Branch26 continue +0`.
+    pub fn hole_text(&self, hole: &Hole) -> String {
+        format!(
+            "{}+{:#x} {} {} {:+}",
+            hole.section.name(),
+            hole.offset,
+            hole.kind,
+            self.value_text(hole.value),
+            hole.addend
+        )
+    }
+
+    /// The stable text form compared by the golden tests. Changing it changes every
+    /// expectation file, so only extend it deliberately.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "stencil {}", self.name);
+        let elided = if self.elided_continue {
+            ", trailing jump to continuation elided"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "code: {} bytes, align {}{elided}",
+            self.code.len(),
+            self.code_align
+        );
+        hex_lines(&mut out, &self.code);
+        let _ = writeln!(
+            out,
+            "data: {} bytes, align {}",
+            self.data.len(),
+            self.data_align
+        );
+        hex_lines(&mut out, &self.data);
+        let _ = writeln!(out, "holes: {}", self.holes.len());
+        for hole in &self.holes {
+            let _ = writeln!(out, "  {}", self.hole_text(hole));
+        }
+        let _ = writeln!(out, "operands: {}", self.operands.join(" "));
+        let _ = writeln!(out, "targets: {}", self.targets.join(" "));
+        let _ = writeln!(out, "symbols: {}", self.symbols.join(" "));
+        out
+    }
+}
+
+/// `  0010: 48 8b 05 ...`, 16 bytes a line.
+fn hex_lines(out: &mut String, bytes: &[u8]) {
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        let _ = write!(out, "  {:04x}:", i * 16);
+        for b in chunk {
+            let _ = write!(out, " {b:02x}");
+        }
+        out.push('\n');
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
+/// JSON view of a hole: names instead of indices so a diff of two targets is readable.
+struct HoleJson<'a> {
+    stencil: &'a StencilBuf,
+    hole: &'a Hole,
+}
+
+impl Serialize for HoleJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Hole", 5)?;
+        st.serialize_field(
+            "section",
+            match self.hole.section {
+                Section::Code => "code",
+                Section::Data => "data",
+            },
+        )?;
+        st.serialize_field("offset", &self.hole.offset)?;
+        st.serialize_field("kind", self.hole.kind.name())?;
+        st.serialize_field("value", &self.stencil.value_text(self.hole.value))?;
+        st.serialize_field("addend", &self.hole.addend)?;
+        st.end()
+    }
+}
+
+impl Serialize for StencilBuf {
+    /// Code and data as lowercase hex strings; holes with their values by name.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let holes: Vec<HoleJson<'_>> = self
+            .holes
+            .iter()
+            .map(|hole| HoleJson {
+                stencil: self,
+                hole,
+            })
+            .collect();
+        let mut st = s.serialize_struct("Stencil", 10)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("code", &hex(&self.code))?;
+        st.serialize_field("code_align", &self.code_align)?;
+        st.serialize_field("data", &hex(&self.data))?;
+        st.serialize_field("data_align", &self.data_align)?;
+        st.serialize_field("holes", &holes)?;
+        st.serialize_field("operands", &self.operands)?;
+        st.serialize_field("targets", &self.targets)?;
+        st.serialize_field("symbols", &self.symbols)?;
+        st.serialize_field("elided_continue", &self.elided_continue)?;
+        st.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpjit_model::HoleKind;
+
+    fn sample() -> StencilBuf {
+        StencilBuf {
+            name: "op_x".into(),
+            code: (0u8..18).collect(),
+            code_align: 4,
+            data: vec![1, 2],
+            data_align: 8,
+            holes: vec![Hole {
+                section: Section::Code,
+                offset: 0x1c,
+                kind: HoleKind::Aarch64Branch26,
+                value: HoleValue::Operand(0),
+                addend: -4,
+            }],
+            operands: vec!["OPERAND0".into()],
+            targets: vec![],
+            symbols: vec!["helper".into()],
+            elided_continue: true,
+        }
+    }
+
+    #[test]
+    fn text_form_lists_bytes_holes_and_names() {
+        let text = sample().to_text();
+        assert!(text.contains("code: 18 bytes, align 4, trailing jump to continuation elided\n"));
+        assert!(text
+            .contains("  0000: 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f\n  0010: 10 11\n"));
+        assert!(text.contains("  code+0x1c Aarch64Branch26 operand:OPERAND0 -4\n"));
+        assert!(text.contains("symbols: helper\n"));
+    }
+
+    #[test]
+    fn json_uses_hex_and_names() {
+        let json = serde_json::to_value(sample()).unwrap();
+        assert_eq!(json["code"].as_str().unwrap().len(), 36);
+        assert_eq!(json["holes"][0]["value"], "operand:OPERAND0");
+        assert_eq!(json["holes"][0]["kind"], "Aarch64Branch26");
+        assert_eq!(json["elided_continue"], true);
+    }
+}

@@ -1,0 +1,125 @@
+/* vm_abi.h: the C ABI shared by the reference VM's ops, its host interpreters and Rust.
+ *
+ * Declared once here; vm/src/abi.rs mirrors every type with #[repr(C)] and checks sizes and
+ * offsets at compile time, as the _Static_asserts below do on the C side.
+ *
+ * Values are NaN-boxed 64-bit words:
+ *   - a float is any word whose top 16 bits are below VM_TAG_INT (IEEE f64 as is; the only
+ *     NaNs the VM can produce are quiet NaNs with a zero payload top, 0x7ff8... or 0xfff8...,
+ *     so no float ever collides with a tag);
+ *   - otherwise the top 16 bits are the tag and the low 48 bits the payload:
+ *     int (48-bit two's complement), bool (0/1), None, list (pointer to struct vm_list).
+ * Ints are 48-bit: a result outside [VM_INT_MIN, VM_INT_MAX] raises OverflowError, so a
+ * result is never wrong.
+ */
+#ifndef VM_ABI_H
+#define VM_ABI_H
+
+#include <stdint.h>
+
+#define VM_TAG_SHIFT 48
+#define VM_TAG_INT 0xFFF9u
+#define VM_TAG_BOOL 0xFFFAu
+#define VM_TAG_NONE 0xFFFBu
+#define VM_TAG_LIST 0xFFFCu
+#define VM_PAYLOAD_MASK 0x0000FFFFFFFFFFFFull
+#define VM_INT_MIN (-(((int64_t)1) << 47))
+#define VM_INT_MAX ((((int64_t)1) << 47) - 1)
+
+#define VM_NONE (((uint64_t)VM_TAG_NONE) << VM_TAG_SHIFT)
+#define VM_FALSE (((uint64_t)VM_TAG_BOOL) << VM_TAG_SHIFT)
+#define VM_TRUE (VM_FALSE | 1u)
+
+/* Type codes, as recorded by the trace recorder and used in error messages. */
+#define VM_TYPE_FLOAT 0
+#define VM_TYPE_INT 1
+#define VM_TYPE_BOOL 2
+#define VM_TYPE_NONE 3
+#define VM_TYPE_LIST 4
+
+/* Exit statuses: what an interpreter or a trace returns to Rust. */
+#define VM_EXIT_RETURN 0         /* the function returned; frame->ret holds the value */
+#define VM_EXIT_ERROR 1          /* an error is pending (frame->error_*) */
+#define VM_EXIT_HOT_LOOP 2       /* a back-edge counter hit the threshold; aux = its pc */
+#define VM_EXIT_ENTER_EXECUTOR 3 /* ENTER_EXECUTOR reached; aux = executor index */
+#define VM_EXIT_SIDE 4           /* a trace left at frame->pc; aux = exit index */
+#define VM_EXIT_RECORDED 5       /* the recorder stopped before frame->pc */
+#define VM_EXIT_RECORD_FULL 6    /* the recorder's buffer is full; resume at frame->pc */
+
+/* Error codes (frame->error_code). */
+#define VM_ERR_NONE 0
+#define VM_ERR_TYPE 1          /* unsupported operand types: error_a/error_b are the operands */
+#define VM_ERR_ZERO_DIVISION 2 /* division or modulo by zero */
+#define VM_ERR_OVERFLOW 3      /* int result outside the 48-bit range */
+#define VM_ERR_INDEX 4         /* list index out of range: error_a index, error_b length */
+#define VM_ERR_VALUE 5         /* e.g. int(nan), negative list size, sqrt of a negative */
+#define VM_ERR_PROPAGATED 6    /* a callee failed; the error is already recorded by Rust */
+#define VM_ERR_INTERNAL 7      /* an op that cannot occur here (a guard in bytecode) */
+
+/* A list object; created and grown only by Rust helpers (vm_list_*). */
+struct vm_list {
+  int64_t len;
+  int64_t cap;
+  uint64_t *items;
+};
+
+/* One instruction: a bytecode in a code object or a micro-op in a trace. `target` is a
+ * bytecode index (jumps in bytecode) or a trace index (jumps and exits in a trace). */
+struct vm_inst {
+  uint32_t op;
+  uint32_t target;
+  uint64_t arg0;
+  uint64_t arg1;
+};
+
+/* One recorded bytecode: its index and the types of the top three stack slots before it ran. */
+struct vm_record {
+  int64_t pc;
+  uint8_t types[3]; /* types[0] = top of stack */
+  uint8_t pad[5];
+};
+
+/* The VM frame, passed to every op. Locals, then the value stack, follow the header. */
+struct cpjit_frame {
+  void *vm;                   /* the Rust VM running this frame (opaque to C) */
+  int64_t pc;                 /* resume pc when leaving an interpreter or trace */
+  uint64_t *sp;               /* value-stack pointer when leaving */
+  int64_t aux;                /* exit index / back-edge pc / executor index */
+  int64_t error_code;         /* VM_ERR_* */
+  uint64_t error_a, error_b;  /* error details (see VM_ERR_*) */
+  uint64_t ret;               /* return value of the function or of the last call */
+  int64_t backedge_threshold; /* JUMP_BACKWARD reports VM_EXIT_HOT_LOOP at this count */
+  int64_t nlocals;
+  uint64_t *globals;          /* the program's global variables */
+  uint64_t locals[];          /* nlocals locals, then the value stack */
+};
+
+#define VM_FRAME_HEADER_BYTES 88
+
+_Static_assert(sizeof(struct vm_list) == 24, "vm_list size");
+_Static_assert(sizeof(struct vm_inst) == 24, "vm_inst size");
+_Static_assert(sizeof(struct vm_record) == 16, "vm_record size");
+_Static_assert(sizeof(struct cpjit_frame) == VM_FRAME_HEADER_BYTES, "frame header size");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, pc) == 8, "frame.pc");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, sp) == 16, "frame.sp");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, aux) == 24, "frame.aux");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, error_code) == 32, "frame.error_code");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, ret) == 56, "frame.ret");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, backedge_threshold) == 64,
+               "frame.backedge_threshold");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, globals) == 80, "frame.globals");
+_Static_assert(__builtin_offsetof(struct cpjit_frame, locals) == 88, "frame.locals");
+
+/* Helpers implemented in Rust (vm/src/helpers.rs). Only vm_call can fail: it returns 1 when
+ * the callee raised (the error is recorded), 2 when executors were invalidated meanwhile, else
+ * 0. vm_global_store returns 1 when the store invalidated executors. */
+int64_t vm_global_store(struct cpjit_frame *frame, uint64_t index, uint64_t value);
+int64_t vm_call(struct cpjit_frame *frame, uint64_t *args, uint64_t func, uint64_t argc);
+void vm_print(struct cpjit_frame *frame, uint64_t *values, uint64_t count);
+uint64_t vm_list_new(struct cpjit_frame *frame, int64_t len, uint64_t fill);
+uint64_t vm_list_from(struct cpjit_frame *frame, uint64_t *values, uint64_t count);
+void vm_list_append(struct vm_list *list, uint64_t value);
+double vm_float_floordiv(double a, double b);
+double vm_float_mod(double a, double b);
+
+#endif /* VM_ABI_H */

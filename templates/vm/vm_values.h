@@ -1,0 +1,271 @@
+/* vm_values.h: value semantics shared by every op (boxing, arithmetic, comparison, truth).
+ *
+ * Each rule is written once here as an always-inline function returning a VM_ERR_* code
+ * (0 = success); the ops in ops.def combine them. Nothing here may compile to a call of a
+ * libc or libm function: stencils may only call the vm_* helpers.
+ */
+#ifndef VM_VALUES_H
+#define VM_VALUES_H
+
+#include "vm_abi.h"
+
+#define VM_INLINE static inline __attribute__((always_inline))
+
+#if defined(__clang__)
+#define VM_SQRT(x) __builtin_elementwise_sqrt(x)
+#else
+#define VM_SQRT(x) __builtin_sqrt(x) /* host build passes -fno-math-errno */
+#endif
+
+VM_INLINE uint64_t vm_tag(uint64_t v) { return v >> VM_TAG_SHIFT; }
+VM_INLINE int vm_is_int(uint64_t v) { return vm_tag(v) == VM_TAG_INT; }
+VM_INLINE int vm_is_float(uint64_t v) { return vm_tag(v) < VM_TAG_INT; }
+VM_INLINE int vm_is_list(uint64_t v) { return vm_tag(v) == VM_TAG_LIST; }
+
+VM_INLINE uint8_t vm_type_of(uint64_t v) {
+  switch (vm_tag(v)) {
+  case VM_TAG_INT: return VM_TYPE_INT;
+  case VM_TAG_BOOL: return VM_TYPE_BOOL;
+  case VM_TAG_NONE: return VM_TYPE_NONE;
+  case VM_TAG_LIST: return VM_TYPE_LIST;
+  default: return VM_TYPE_FLOAT;
+  }
+}
+
+VM_INLINE int64_t vm_int_of(uint64_t v) { return ((int64_t)(v << 16)) >> 16; }
+VM_INLINE uint64_t vm_box_int(int64_t i) {
+  return ((uint64_t)i & VM_PAYLOAD_MASK) | ((uint64_t)VM_TAG_INT << VM_TAG_SHIFT);
+}
+VM_INLINE int vm_int_fits(int64_t i) { return i >= VM_INT_MIN && i <= VM_INT_MAX; }
+
+VM_INLINE double vm_float_of(uint64_t v) {
+  union { uint64_t u; double d; } c;
+  c.u = v;
+  return c.d;
+}
+VM_INLINE uint64_t vm_box_float(double d) {
+  union { uint64_t u; double d; } c;
+  c.d = d;
+  return c.u;
+}
+VM_INLINE uint64_t vm_box_bool(int b) { return b ? VM_TRUE : VM_FALSE; }
+VM_INLINE struct vm_list *vm_list_of(uint64_t v) {
+  return (struct vm_list *)(uintptr_t)(v & VM_PAYLOAD_MASK);
+}
+
+/* Python truthiness. */
+VM_INLINE int vm_truthy(uint64_t v) {
+  if (v == VM_TRUE) return 1;
+  if (v == VM_FALSE || v == VM_NONE) return 0;
+  if (vm_is_int(v)) return vm_int_of(v) != 0;
+  if (vm_is_list(v)) return vm_list_of(v)->len != 0;
+  return vm_float_of(v) != 0.0; /* NaN is true, as in Python */
+}
+
+/* As in Python, bools are the ints 0 and 1 in arithmetic, comparisons and indexing. */
+VM_INLINE uint64_t vm_unbool(uint64_t v) {
+  return vm_tag(v) == VM_TAG_BOOL ? vm_box_int((int64_t)(v & 1)) : v;
+}
+
+/* A number as a double (ints are 48-bit, so exact). Returns 0 if v is not a number. */
+VM_INLINE int vm_as_double(uint64_t v, double *out) {
+  if (vm_is_float(v)) { *out = vm_float_of(v); return 1; }
+  if (vm_is_int(v)) { *out = (double)vm_int_of(v); return 1; }
+  return 0;
+}
+
+/* ---- int arithmetic (both operands ints) ---- */
+VM_INLINE int vm_int_add(uint64_t a, uint64_t b, uint64_t *r) {
+  int64_t s = vm_int_of(a) + vm_int_of(b);
+  if (!vm_int_fits(s)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int(s);
+  return 0;
+}
+VM_INLINE int vm_int_sub(uint64_t a, uint64_t b, uint64_t *r) {
+  int64_t s = vm_int_of(a) - vm_int_of(b);
+  if (!vm_int_fits(s)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int(s);
+  return 0;
+}
+VM_INLINE int vm_int_mul(uint64_t a, uint64_t b, uint64_t *r) {
+  int64_t p;
+  if (__builtin_mul_overflow(vm_int_of(a), vm_int_of(b), &p) || !vm_int_fits(p))
+    return VM_ERR_OVERFLOW;
+  *r = vm_box_int(p);
+  return 0;
+}
+/* Python floor division and modulo: the remainder has the divisor's sign. */
+VM_INLINE int vm_int_floordiv(uint64_t a, uint64_t b, uint64_t *r) {
+  int64_t x = vm_int_of(a), y = vm_int_of(b);
+  if (y == 0) return VM_ERR_ZERO_DIVISION;
+  int64_t q = x / y;
+  if ((x % y != 0) && ((x < 0) != (y < 0))) q -= 1;
+  if (!vm_int_fits(q)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int(q);
+  return 0;
+}
+VM_INLINE int vm_int_mod(uint64_t a, uint64_t b, uint64_t *r) {
+  int64_t x = vm_int_of(a), y = vm_int_of(b);
+  if (y == 0) return VM_ERR_ZERO_DIVISION;
+  int64_t m = x % y;
+  if (m != 0 && ((m < 0) != (y < 0))) m += y;
+  *r = vm_box_int(m);
+  return 0;
+}
+
+/* ---- float arithmetic (both operands floats) ---- */
+VM_INLINE int vm_float_add(uint64_t a, uint64_t b, uint64_t *r) {
+  *r = vm_box_float(vm_float_of(a) + vm_float_of(b));
+  return 0;
+}
+VM_INLINE int vm_float_sub(uint64_t a, uint64_t b, uint64_t *r) {
+  *r = vm_box_float(vm_float_of(a) - vm_float_of(b));
+  return 0;
+}
+VM_INLINE int vm_float_mul(uint64_t a, uint64_t b, uint64_t *r) {
+  *r = vm_box_float(vm_float_of(a) * vm_float_of(b));
+  return 0;
+}
+VM_INLINE int vm_float_div(uint64_t a, uint64_t b, uint64_t *r) {
+  if (vm_float_of(b) == 0.0) return VM_ERR_ZERO_DIVISION;
+  *r = vm_box_float(vm_float_of(a) / vm_float_of(b));
+  return 0;
+}
+
+/* ---- generic arithmetic: int op int stays int, any float makes a float ---- */
+#define VM_GENERIC_ARITH(NAME)                                                  \
+  VM_INLINE int vm_##NAME(uint64_t a, uint64_t b, uint64_t *r) {                \
+    a = vm_unbool(a);                                                           \
+    b = vm_unbool(b);                                                           \
+    if (vm_is_int(a) && vm_is_int(b)) return vm_int_##NAME(a, b, r);            \
+    double x, y;                                                                \
+    if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;       \
+    return vm_float_##NAME(vm_box_float(x), vm_box_float(y), r);                \
+  }
+VM_GENERIC_ARITH(add)
+VM_GENERIC_ARITH(sub)
+VM_GENERIC_ARITH(mul)
+
+/* True division always gives a float. */
+VM_INLINE int vm_div(uint64_t a, uint64_t b, uint64_t *r) {
+  a = vm_unbool(a);
+  b = vm_unbool(b);
+  double x, y;
+  if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
+  return vm_float_div(vm_box_float(x), vm_box_float(y), r);
+}
+VM_INLINE int vm_floordiv(uint64_t a, uint64_t b, uint64_t *r) {
+  a = vm_unbool(a);
+  b = vm_unbool(b);
+  if (vm_is_int(a) && vm_is_int(b)) return vm_int_floordiv(a, b, r);
+  double x, y;
+  if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
+  if (y == 0.0) return VM_ERR_ZERO_DIVISION;
+  *r = vm_box_float(vm_float_floordiv(x, y));
+  return 0;
+}
+VM_INLINE int vm_mod(uint64_t a, uint64_t b, uint64_t *r) {
+  a = vm_unbool(a);
+  b = vm_unbool(b);
+  if (vm_is_int(a) && vm_is_int(b)) return vm_int_mod(a, b, r);
+  double x, y;
+  if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
+  if (y == 0.0) return VM_ERR_ZERO_DIVISION;
+  *r = vm_box_float(vm_float_mod(x, y));
+  return 0;
+}
+VM_INLINE int vm_neg(uint64_t a, uint64_t *r) {
+  a = vm_unbool(a);
+  if (vm_is_int(a)) {
+    int64_t n = -vm_int_of(a);
+    if (!vm_int_fits(n)) return VM_ERR_OVERFLOW;
+    *r = vm_box_int(n);
+    return 0;
+  }
+  if (vm_is_float(a)) { *r = vm_box_float(-vm_float_of(a)); return 0; }
+  return VM_ERR_TYPE;
+}
+
+/* ---- comparisons: numbers by value (NaN unordered), other values by identity ---- */
+#define VM_CMP_LT(x, y) ((x) < (y))
+#define VM_CMP_LE(x, y) ((x) <= (y))
+#define VM_CMP_GT(x, y) ((x) > (y))
+#define VM_CMP_GE(x, y) ((x) >= (y))
+#define VM_CMP_EQ(x, y) ((x) == (y))
+#define VM_CMP_NE(x, y) ((x) != (y))
+#define VM_COMPARE(NAME, CMP, ORDERED)                                          \
+  VM_INLINE int vm_int_##NAME(uint64_t a, uint64_t b, uint64_t *r) {            \
+    *r = vm_box_bool(CMP(vm_int_of(a), vm_int_of(b)));                          \
+    return 0;                                                                   \
+  }                                                                             \
+  VM_INLINE int vm_float_##NAME(uint64_t a, uint64_t b, uint64_t *r) {          \
+    *r = vm_box_bool(CMP(vm_float_of(a), vm_float_of(b)));                      \
+    return 0;                                                                   \
+  }                                                                             \
+  VM_INLINE int vm_##NAME(uint64_t a, uint64_t b, uint64_t *r) {                \
+    if (vm_is_int(a) && vm_is_int(b)) return vm_int_##NAME(a, b, r);            \
+    double x, y;                                                                \
+    if (vm_as_double(vm_unbool(a), &x) && vm_as_double(vm_unbool(b), &y)) {     \
+      *r = vm_box_bool(CMP(x, y));                                              \
+      return 0;                                                                 \
+    }                                                                           \
+    if (ORDERED) return VM_ERR_TYPE;                                            \
+    *r = vm_box_bool(CMP(a, b));                                                \
+    return 0;                                                                   \
+  }
+VM_COMPARE(lt, VM_CMP_LT, 1)
+VM_COMPARE(le, VM_CMP_LE, 1)
+VM_COMPARE(gt, VM_CMP_GT, 1)
+VM_COMPARE(ge, VM_CMP_GE, 1)
+VM_COMPARE(eq, VM_CMP_EQ, 0)
+VM_COMPARE(ne, VM_CMP_NE, 0)
+
+/* ---- conversions ---- */
+VM_INLINE int vm_to_float(uint64_t a, uint64_t *r) {
+  a = vm_unbool(a);
+  double x;
+  if (!vm_as_double(a, &x)) return VM_ERR_TYPE;
+  *r = vm_box_float(x);
+  return 0;
+}
+/* int(x): truncation toward zero; NaN is a ValueError, infinities and big values overflow. */
+VM_INLINE int vm_to_int(uint64_t a, uint64_t *r) {
+  a = vm_unbool(a);
+  if (vm_is_int(a)) { *r = a; return 0; }
+  if (!vm_is_float(a)) return VM_ERR_TYPE;
+  double x = vm_float_of(a);
+  if (x != x) return VM_ERR_VALUE;
+  if (!(x > -140737488355329.0 && x < 140737488355328.0)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int((int64_t)x);
+  return 0;
+}
+VM_INLINE int vm_sqrt(uint64_t a, uint64_t *r) {
+  a = vm_unbool(a);
+  double x;
+  if (!vm_as_double(a, &x)) return VM_ERR_TYPE;
+  if (x < 0.0) return VM_ERR_VALUE;
+  *r = vm_box_float(VM_SQRT(x));
+  return 0;
+}
+
+/* ---- lists ---- */
+/* Python indexing: -len <= i < len. Stores the element's address in *slot. */
+VM_INLINE int vm_list_slot(uint64_t list, uint64_t index, uint64_t **slot) {
+  index = vm_unbool(index);
+  if (!vm_is_list(list) || !vm_is_int(index)) return VM_ERR_TYPE;
+  struct vm_list *l = vm_list_of(list);
+  int64_t i = vm_int_of(index);
+  if (i < 0) i += l->len;
+  if (i < 0 || i >= l->len) return VM_ERR_INDEX;
+  *slot = &l->items[i];
+  return 0;
+}
+VM_INLINE int vm_len(uint64_t list, uint64_t *r) {
+  if (!vm_is_list(list)) return VM_ERR_TYPE;
+  *r = vm_box_int(vm_list_of(list)->len);
+  return 0;
+}
+/* Upper bound on the size of a list created by NEWLIST (protects the host from a typo). */
+#define VM_LIST_MAX_LEN 100000000
+
+#endif /* VM_VALUES_H */

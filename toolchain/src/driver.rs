@@ -1,0 +1,298 @@
+//! The `build-stencils` and `stencils show` commands: load the set and the targets, skip
+//! targets whose committed crate already has the current inputs digest, run the pipeline,
+//! build each target's set, then write, check or dump it.
+
+use crate::cache::Cache;
+use crate::check;
+use crate::clang;
+use crate::digest;
+use crate::error::{Error, Result};
+use crate::listing;
+use crate::llvm;
+use crate::manifest::Manifest;
+use crate::pipeline::{Job, Pipeline};
+use crate::set::{self, BuiltSet};
+use crate::target::Target;
+use crate::writer;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Options shared by both commands.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Template-set directory (holds `manifest.toml`).
+    pub templates: PathBuf,
+    /// Directory of target files.
+    pub targets_dir: PathBuf,
+    /// Targets to build (triples); empty means all.
+    pub only: Vec<String>,
+    pub jobs: usize,
+    pub cache: Cache,
+}
+
+/// `build-stencils`-specific options.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    pub common: Options,
+    /// Where the crates go: `<out>/<triple>/`.
+    pub out: PathBuf,
+    /// The `cpjit-model` crate directory (the generated Cargo.toml points at it).
+    pub model_dir: PathBuf,
+    pub check: bool,
+    pub json: Option<PathBuf>,
+    /// Regenerate even when the committed digest matches.
+    pub force: bool,
+}
+
+/// What `build-stencils` did, per target: its summary line.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub lines: Vec<String>,
+    /// Targets that were (re)generated (not skipped as up to date).
+    pub built: Vec<String>,
+}
+
+struct Loaded {
+    manifest: Manifest,
+    targets: Vec<Target>,
+    clang_version: String,
+    llvm_version: String,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+fn load(opts: &Options) -> Result<Loaded> {
+    let manifest = Manifest::load(&opts.templates)?;
+    let all = Target::load_all(&opts.targets_dir)?;
+    let manifest_file = opts.templates.join("manifest.toml");
+    for triple in manifest.targets.keys() {
+        if !all.iter().any(|t| t.triple == *triple) {
+            return Err(Error(format!(
+                "{}: key `target.{triple}`: no such target (target files are in {})",
+                manifest_file.display(),
+                opts.targets_dir.display()
+            )));
+        }
+    }
+    let mut targets = Vec::new();
+    for want in &opts.only {
+        match all.iter().find(|t| t.triple == *want) {
+            Some(t) if !targets.iter().any(|x: &Target| x.triple == *want) => {
+                targets.push(t.clone())
+            }
+            Some(_) => {}
+            None => {
+                let known: Vec<&str> = all.iter().map(|t| t.triple.as_str()).collect();
+                return Err(Error(format!(
+                    "unknown target `{want}` (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    if targets.is_empty() {
+        targets = all;
+    }
+    targets.sort_by(|a, b| a.triple.cmp(&b.triple));
+    let clang_version = clang::version()?;
+    let llvm_version = llvm::version()?;
+    let files = digest::template_files(&manifest)?;
+    Ok(Loaded {
+        manifest,
+        targets,
+        clang_version,
+        llvm_version,
+        files,
+    })
+}
+
+/// Compiles `targets` and builds their sets.
+fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<BuiltSet>> {
+    let units = l.manifest.translation_units()?;
+    let jobs: Vec<Job> = targets
+        .iter()
+        .flat_map(|t| {
+            units.iter().map(move |u| Job {
+                target: t,
+                unit: u.clone(),
+            })
+        })
+        .collect();
+    let pipeline = Pipeline {
+        manifest: &l.manifest,
+        clang_version: &l.clang_version,
+        llvm_version: &l.llvm_version,
+        cache: &opts.cache,
+    };
+    let mut outputs = pipeline.run_all(&jobs, opts.jobs)?.into_iter();
+    let mut sets = Vec::new();
+    let mut errors = Vec::new();
+    for t in targets {
+        let mine: Vec<_> = outputs.by_ref().take(units.len()).collect();
+        let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
+        match set::build(&l.manifest, t, mine, digest) {
+            Ok(s) => sets.push(s),
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(sets)
+    } else {
+        Err(Error::many(errors))
+    }
+}
+
+/// The summary line of a built set.
+pub fn summary(set: &BuiltSet) -> String {
+    format!(
+        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s",
+        set.target.triple,
+        set.stencils.len(),
+        writer::thousands(set.code_bytes()),
+        writer::thousands(set.data_bytes()),
+        writer::thousands(set.hole_count()),
+        set.seconds
+    )
+}
+
+/// `build-stencils`.
+pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
+    let start = Instant::now();
+    let l = load(&opts.common)?;
+    let mut report = Report::default();
+    let mut todo: Vec<&Target> = Vec::new();
+    for t in &l.targets {
+        let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
+        let crate_dir = opts.out.join(&t.triple);
+        let committed = std::fs::read_to_string(crate_dir.join("src/lib.rs")).ok();
+        let fresh = committed.as_deref().and_then(writer::header_digest) == Some(digest.as_str())
+            && crate_dir.join("Cargo.toml").is_file();
+        if fresh && !opts.check && !opts.force && opts.json.is_none() {
+            let counts = committed
+                .as_deref()
+                .and_then(|c| c.lines().nth(3))
+                .and_then(|l| l.split("): ").nth(1));
+            report.lines.push(format!(
+                "{}: up to date ({})",
+                t.triple,
+                counts.unwrap_or("digest matches").trim_end_matches('.')
+            ));
+        } else {
+            todo.push(t);
+        }
+    }
+    if todo.is_empty() {
+        return Ok(report);
+    }
+    let sets = build_sets(&l, &todo, &opts.common)?;
+    let mut stale = Vec::new();
+    for set in &sets {
+        let crate_dir = opts.out.join(&set.target.triple);
+        let model_path = writer::relative_path(&absolute(&crate_dir)?, &absolute(&opts.model_dir)?);
+        let files = writer::generate(set, &model_path)?;
+        for (rel, content) in &files.files {
+            let path = crate_dir.join(rel);
+            let committed = std::fs::read_to_string(&path).ok();
+            if opts.check {
+                if let Some(d) = check::describe_difference(
+                    &path.display().to_string(),
+                    committed.as_deref(),
+                    content,
+                ) {
+                    stale.push(format!("{}: {d}", set.target.triple));
+                }
+            } else if committed.as_deref() != Some(content.as_str()) {
+                // Unchanged files are not rewritten, so cargo does not rebuild their crate.
+                std::fs::create_dir_all(path.parent().expect("crate files live in a directory"))
+                    .and_then(|_| std::fs::write(&path, content))
+                    .map_err(|e| Error(format!("cannot write {}: {e}", path.display())))?;
+            }
+        }
+        report.lines.push(summary(set));
+        report.built.push(set.target.triple.clone());
+    }
+    if let Some(path) = &opts.json {
+        write_json(path, &sets)?;
+    }
+    report.lines.push(format!(
+        "total: {} target(s) in {:.2} s",
+        sets.len(),
+        start.elapsed().as_secs_f64()
+    ));
+    if !stale.is_empty() {
+        return Err(Error(format!(
+            "{}\n{} stale file(s); run `cargo xtask build-stencils` and commit the result",
+            stale.join("\n"),
+            stale.len()
+        )));
+    }
+    Ok(report)
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    std::path::absolute(p).map_err(|e| Error(format!("{}: {e}", p.display())))
+}
+
+fn write_json(path: &Path, sets: &[BuiltSet]) -> Result<()> {
+    let mut targets = serde_json::Map::new();
+    for set in sets {
+        let value = serde_json::json!({
+            "target": set.target.triple,
+            "arch": set.target.arch.name(),
+            "format": set.target.format.name(),
+            "set": set.set_name,
+            "digest": set.digest,
+            "shim": set.shim.map(|i| set.stencils[i as usize].name.clone()),
+            "symbols": set.symbols,
+            "stencils": set.stencils,
+        });
+        targets.insert(set.target.triple.clone(), value);
+    }
+    let mut text = serde_json::to_string_pretty(&serde_json::Value::Object(targets))
+        .map_err(|e| Error(format!("cannot serialise JSON: {e}")))?;
+    text.push('\n');
+    std::fs::write(path, text).map_err(|e| Error(format!("cannot write {}: {e}", path.display())))
+}
+
+/// `stencils show`: listings of the stencils called `name` (a glob; all when `None`).
+pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
+    let l = load(opts)?;
+    let targets: Vec<&Target> = l.targets.iter().collect();
+    let sets = build_sets(&l, &targets, opts)?;
+    let mut out = String::new();
+    let mut found = false;
+    for set in &sets {
+        for (s, template) in set.stencils.iter().zip(&set.templates) {
+            if name.is_some_and(|n| !crate::glob::matches(n, &s.name)) {
+                continue;
+            }
+            found = true;
+            out.push_str(&format!(
+                "{} {} ({template}): {} B code (align {}), {} B data (align {}), {}{}\n",
+                set.target.triple,
+                s.name,
+                s.code.len(),
+                s.code_align,
+                s.data.len(),
+                s.data_align,
+                writer::plural(s.holes.len(), "hole"),
+                if s.elided_continue {
+                    ", continuation jump elided"
+                } else {
+                    ""
+                }
+            ));
+            for line in listing::lines(&set.target.triple, s)? {
+                out.push_str("  ");
+                out.push_str(&line);
+                out.push('\n');
+            }
+            out.push('\n');
+        }
+    }
+    if !found {
+        if let Some(n) = name {
+            return Err(Error(format!("no stencil matches `{n}`")));
+        }
+    }
+    Ok(out)
+}

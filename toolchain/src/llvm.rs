@@ -1,0 +1,119 @@
+//! In-process LLVM (inkwell, LLVM 19): target initialisation, bitcode parsing and object
+//! emission into memory. The target machine gets the target file's code and relocation
+//! models explicitly, because it ignores the IR's `"Code Model"` module flag.
+
+use crate::error::{Error, Result};
+use crate::target::Target;
+use inkwell::context::Context;
+use inkwell::memory_buffer::MemoryBuffer;
+use inkwell::module::Module;
+use inkwell::targets::{FileType, InitializationConfig, Target as LlvmTarget, TargetTriple};
+use inkwell::OptimizationLevel;
+use std::sync::Once;
+
+/// Initialises the X86 and AArch64 back ends, including their disassemblers (once).
+pub fn initialize() {
+    static INIT: Once = Once::new();
+    INIT.call_once(|| {
+        let config = InitializationConfig {
+            asm_parser: true,
+            asm_printer: true,
+            base: true,
+            disassembler: true,
+            info: true,
+            machine_code: true,
+        };
+        LlvmTarget::initialize_x86(&config);
+        LlvmTarget::initialize_aarch64(&config);
+    });
+}
+
+/// `"LLVM 19.1.7"`: the linked LLVM's version (part of the digest and the object cache key).
+pub fn version() -> Result<String> {
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    // SAFETY: plain out-parameters.
+    unsafe { inkwell::llvm_sys::core::LLVMGetVersion(&mut major, &mut minor, &mut patch) };
+    if major != 19 {
+        return Err(Error(format!(
+            "the toolchain is linked against LLVM {major}.{minor}.{patch}, but LLVM 19 is required \
+             (set LLVM_SYS_191_PREFIX=/usr/lib/llvm-19 and rebuild)"
+        )));
+    }
+    Ok(format!("LLVM {major}.{minor}.{patch}"))
+}
+
+/// Parses bitcode into a module of `context`.
+pub fn parse_bitcode<'ctx>(
+    context: &'ctx Context,
+    bitcode: &[u8],
+    name: &str,
+) -> Result<Module<'ctx>> {
+    let buffer = MemoryBuffer::create_from_memory_range_copy(bitcode, name);
+    Module::parse_bitcode_from_buffer(&buffer, context).map_err(|e| {
+        Error(format!(
+            "cannot parse the bitcode clang produced: {}",
+            e.to_string_lossy()
+        ))
+    })
+}
+
+/// The code generator's optimisation level for a set of clang flags (the last `-O` wins,
+/// as in clang: `-O0` → none, `-O1` → less, `-O2`/`-Os`/`-Oz` → default, `-O3` → aggressive).
+pub fn opt_level(flags: &[String]) -> OptimizationLevel {
+    let last = flags
+        .iter()
+        .rev()
+        .find(|f| f.starts_with("-O"))
+        .map(String::as_str);
+    match last {
+        None | Some("-O0") => OptimizationLevel::None,
+        Some("-O1") => OptimizationLevel::Less,
+        Some("-O3") | Some("-Ofast") => OptimizationLevel::Aggressive,
+        Some(_) => OptimizationLevel::Default,
+    }
+}
+
+/// A short, stable description of the target machine settings (part of the object cache key).
+pub fn machine_key(target: &Target, level: OptimizationLevel) -> String {
+    format!(
+        "{} code_model={} reloc_model={} opt={level:?}",
+        target.triple, target.code_model, target.reloc_model
+    )
+}
+
+/// Emits `module` as an object file for `target`, into memory.
+pub fn emit_object(module: &Module, target: &Target, level: OptimizationLevel) -> Result<Vec<u8>> {
+    let triple = TargetTriple::create(&target.triple);
+    let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| {
+        Error(format!(
+            "LLVM has no back end for `{}`: {}",
+            target.triple,
+            e.to_string_lossy()
+        ))
+    })?;
+    // CPU and features come from each function's "target-cpu"/"target-features" attributes.
+    let machine = llvm_target
+        .create_target_machine(
+            &triple,
+            "",
+            "",
+            level,
+            target.llvm_reloc_mode(),
+            target.llvm_code_model(),
+        )
+        .ok_or_else(|| {
+            Error(format!(
+                "LLVM cannot create a target machine for `{}`",
+                target.triple
+            ))
+        })?;
+    let buffer = machine
+        .write_to_memory_buffer(module, FileType::Object)
+        .map_err(|e| {
+            Error(format!(
+                "LLVM code generation failed: {}",
+                e.to_string_lossy()
+            ))
+        })?;
+    Ok(buffer.as_slice().to_vec())
+}

@@ -1,0 +1,242 @@
+//! The template-set manifest (`manifest.toml`, format documented in `templates/README.md`):
+//! which C sources make up the set, how they are compiled, how stencils are named, and which
+//! external symbols stencils may reference. Unknown keys are errors naming file and key.
+
+use crate::error::{Error, Result};
+use crate::glob;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// How a set's stencils are found in each translation unit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Naming {
+    /// One stencil per defined function whose name matches the glob (e.g. `op_*`).
+    Functions(String),
+    /// One stencil per translation unit: the function with this name (e.g. `_JIT_ENTRY`),
+    /// renamed after the file stem.
+    TranslationUnitEntry(String),
+}
+
+/// A parsed, checked manifest with its directory resolved.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The directory holding `manifest.toml`; sources and include dirs are relative to it.
+    pub root: PathBuf,
+    /// The manifest's own bytes (part of the inputs digest).
+    pub bytes: Vec<u8>,
+    pub name: String,
+    pub sources: Vec<String>,
+    pub include_dirs: Vec<String>,
+    pub defines: Vec<String>,
+    pub cflags: Vec<String>,
+    pub hole_prefix: String,
+    pub naming: Naming,
+    pub shim: Option<String>,
+    pub target_suffix: String,
+    pub allowed_symbols: Vec<String>,
+    pub targets: BTreeMap<String, TargetFlags>,
+}
+
+/// `[target.<triple>]`: per-target flag changes.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFlags {
+    /// Appended after the set's and the target file's flags.
+    #[serde(default)]
+    pub cflags: Vec<String>,
+    /// Removed (exact match) from the set's and the target file's flags first.
+    #[serde(default)]
+    pub remove_cflags: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawManifest {
+    name: String,
+    sources: Vec<String>,
+    #[serde(default)]
+    include_dirs: Vec<String>,
+    #[serde(default)]
+    defines: Vec<String>,
+    #[serde(default)]
+    cflags: Vec<String>,
+    #[serde(default = "default_hole_prefix")]
+    hole_prefix: String,
+    #[serde(default)]
+    allowed_symbols: Vec<String>,
+    stencils: RawStencils,
+    #[serde(default)]
+    target: BTreeMap<String, TargetFlags>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStencils {
+    functions: Option<String>,
+    translation_unit_entry: Option<String>,
+    shim: Option<String>,
+    #[serde(default = "default_target_suffix")]
+    target_suffix: String,
+}
+
+fn default_hole_prefix() -> String {
+    "_JIT_".into()
+}
+
+fn default_target_suffix() -> String {
+    "_TARGET".into()
+}
+
+impl Manifest {
+    /// Reads `<dir>/manifest.toml`.
+    pub fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join("manifest.toml");
+        let bytes = std::fs::read(&path).map_err(|e| {
+            Error(format!(
+                "{}: cannot read template-set manifest: {e}",
+                path.display()
+            ))
+        })?;
+        let root = dir
+            .canonicalize()
+            .map_err(|e| Error(format!("{}: {e}", dir.display())))?;
+        Manifest::parse(&path.display().to_string(), root, bytes)
+    }
+
+    /// Parses manifest text; `file` names it in errors.
+    pub fn parse(file: &str, root: PathBuf, bytes: Vec<u8>) -> Result<Manifest> {
+        let text =
+            std::str::from_utf8(&bytes).map_err(|e| Error(format!("{file}: not UTF-8: {e}")))?;
+        let raw: RawManifest = toml::from_str(text)
+            .map_err(|e| Error(format!("{file}: {}", e.to_string().trim_end())))?;
+        let naming = match (raw.stencils.functions, raw.stencils.translation_unit_entry) {
+            (Some(f), None) => Naming::Functions(f),
+            (None, Some(e)) => Naming::TranslationUnitEntry(e),
+            _ => {
+                return Err(Error(format!(
+                    "{file}: [stencils] needs exactly one of `functions` (a glob such as \"op_*\") \
+                     and `translation_unit_entry` (a symbol such as \"_JIT_ENTRY\")"
+                )))
+            }
+        };
+        if raw.hole_prefix.is_empty() {
+            return Err(Error(format!(
+                "{file}: key `hole_prefix` must not be empty"
+            )));
+        }
+        if raw.sources.is_empty() {
+            return Err(Error(format!("{file}: key `sources` lists no patterns")));
+        }
+        for d in &raw.defines {
+            if d.is_empty() || d.starts_with('-') {
+                return Err(Error(format!(
+                    "{file}: key `defines`: `{d}` must be NAME or NAME=VALUE (without -D)"
+                )));
+            }
+        }
+        Ok(Manifest {
+            root,
+            bytes,
+            name: raw.name,
+            sources: raw.sources,
+            include_dirs: raw.include_dirs,
+            defines: raw.defines,
+            cflags: raw.cflags,
+            hole_prefix: raw.hole_prefix,
+            naming,
+            shim: raw.stencils.shim,
+            target_suffix: raw.stencils.target_suffix,
+            allowed_symbols: raw.allowed_symbols,
+            targets: raw.target,
+        })
+    }
+
+    /// The translation units: every file matched by `sources`, relative to the root, sorted
+    /// and deduplicated. Patterns that match nothing are fine (a set may be growing).
+    pub fn translation_units(&self) -> Result<Vec<PathBuf>> {
+        let mut all = Vec::new();
+        for pattern in &self.sources {
+            all.extend(glob::expand(&self.root, pattern)?);
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
+
+    /// Whether `name` is a stencil of this set (matches the naming rule or is the shim).
+    pub fn is_stencil_symbol(&self, name: &str) -> bool {
+        if self.shim.as_deref() == Some(name) {
+            return true;
+        }
+        match &self.naming {
+            Naming::Functions(pattern) => glob::matches(pattern, name),
+            Naming::TranslationUnitEntry(entry) => name == entry,
+        }
+    }
+
+    /// Whether stencils may reference the external symbol `name`.
+    pub fn is_allowed_symbol(&self, name: &str) -> bool {
+        glob::any_matches(&self.allowed_symbols, name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest> {
+        Manifest::parse(
+            "sets/x/manifest.toml",
+            PathBuf::from("/x"),
+            text.as_bytes().to_vec(),
+        )
+    }
+
+    const MINIMAL: &str = "name = \"t\"\nsources = [\"*.c\"]\n[stencils]\nfunctions = \"op_*\"\n";
+
+    #[test]
+    fn defaults() {
+        let m = parse(MINIMAL).unwrap();
+        assert_eq!(m.hole_prefix, "_JIT_");
+        assert_eq!(m.target_suffix, "_TARGET");
+        assert_eq!(m.naming, Naming::Functions("op_*".into()));
+        assert!(m.is_stencil_symbol("op_add"));
+        assert!(!m.is_stencil_symbol("helper"));
+    }
+
+    #[test]
+    fn unknown_top_level_key_names_file_and_key() {
+        let err = parse(&format!("optimise = true\n{MINIMAL}")).unwrap_err();
+        assert!(err.0.contains("sets/x/manifest.toml"), "{err}");
+        assert!(err.0.contains("optimise"), "{err}");
+    }
+
+    #[test]
+    fn unknown_target_key_names_file_and_key() {
+        let err = parse(&format!(
+            "{MINIMAL}[target.x86_64-unknown-linux-gnu]\nflags = []\n"
+        ))
+        .unwrap_err();
+        assert!(
+            err.0.contains("sets/x/manifest.toml") && err.0.contains("flags"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn naming_needs_exactly_one_rule() {
+        let both = MINIMAL.replace(
+            "[stencils]\n",
+            "[stencils]\ntranslation_unit_entry = \"_JIT_ENTRY\"\n",
+        );
+        let err = parse(&both).unwrap_err();
+        assert!(err.0.contains("exactly one"), "{err}");
+    }
+
+    #[test]
+    fn defines_without_dash_d() {
+        let err = parse(&format!("defines = [\"-DX\"]\n{MINIMAL}")).unwrap_err();
+        assert!(err.0.contains("defines") && err.0.contains("-DX"), "{err}");
+    }
+}

@@ -1,0 +1,627 @@
+//! [`ParsedObject`] → stencils: the format-independent half of object reading.
+//!
+//! For each selected function: its code range, then (transitively, through relocations) the
+//! local functions it calls and the data sections it or they reference. Layout rules:
+//!
+//! * Code: the stencil's function at offset 0; local helpers it references (static functions
+//!   the compiler did not inline) are appended in discovery order, each at its section's
+//!   alignment, padded with the architecture's `nop`. References to any of them become
+//!   [`HoleValue::Code`] holes with the helper's offset in the addend.
+//! * Data: every referenced data section, whole: read-only sections, then writable, then
+//!   zero-fill (as zero bytes), each group in section order, each at its alignment.
+//!   References become [`HoleValue::Data`] holes with the offset in the addend.
+//! * Externals: `<prefix>CONTINUE` → continue, `<prefix><X><suffix>` → jump target
+//!   `<X><suffix>`, other `<prefix><X>` → operand `<X>`, anything else → external symbol
+//!   (stack-protector and TLS helpers are rejected).
+//! * The immediate fields of every hole are zeroed, so the bytes do not depend on addends.
+//! * Elision: when the stencil has no helpers and its last instruction is a jump to the
+//!   continuation (x86 `E9 rel32` with addend −4, AArch64 `b` with addend 0), the jump is
+//!   removed. Trailing padding is dropped first, but only where it is provably padding:
+//!   for symbol-delimited ranges (no recorded size), the bytes after that `jmp` must all be
+//!   `nop`/`int3` forms; on AArch64, trailing `nop` words.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section};
+
+use super::aarch64;
+use super::error::{ObjectError, ObjectErrorKind};
+use super::parsed::{ParsedObject, ParsedReloc, RelocTarget, SectionKind};
+use super::x86;
+use super::ReadOptions;
+use crate::stencil::StencilBuf;
+
+/// Names whose presence means the stencil was compiled with a stack protector.
+const STACK_PROTECTOR_SYMBOLS: &[&str] = &[
+    "__stack_chk_guard",
+    "__stack_chk_fail",
+    "__stack_chk_fail_local",
+    "__security_cookie",
+    "__security_check_cookie",
+];
+
+/// Runtime helpers of thread-local storage models.
+const TLS_SYMBOLS: &[&str] = &[
+    "__tls_get_addr",
+    "_tls_index",
+    "_tls_array",
+    "__tlv_bootstrap",
+];
+
+/// Builds every selected stencil, sorted by name.
+pub fn assemble(obj: &ParsedObject, opts: &ReadOptions) -> Result<Vec<StencilBuf>, ObjectError> {
+    let mut chosen: BTreeMap<&str, usize> = BTreeMap::new();
+    for (index, symbol) in obj.symbols.iter().enumerate() {
+        let Some(def) = symbol.definition else {
+            continue;
+        };
+        let is_code = obj
+            .sections
+            .get(def.section)
+            .is_some_and(|s| s.kind == SectionKind::Code);
+        if !is_code || !def.starts_range || !(opts.select)(&symbol.name) {
+            continue;
+        }
+        if chosen.insert(&symbol.name, index).is_some() {
+            return Err(ObjectError::corrupt("function defined twice").symbol(&symbol.name));
+        }
+    }
+    chosen
+        .into_iter()
+        .map(|(name, index)| build(obj, opts, index).map_err(|e| e.stencil(name)))
+        .collect()
+}
+
+/// A function copied into the stencil's code.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    section: usize,
+    start: u64,
+    end: u64,
+    /// Offset in the stencil's code.
+    at: u64,
+}
+
+/// What a relocation target is, relative to this object.
+#[derive(Clone, Copy, Debug)]
+enum Place {
+    External(usize),
+    /// A function by (section, start) and the offset within it.
+    Function(usize, u64, u64),
+    /// A data section and the offset within it.
+    Data(usize, u64),
+}
+
+/// A hole before name indices are assigned: (section, offset, kind, value, addend); the
+/// value is `Ok` for externals (named) and `Err` for code/data (already final).
+type RawHole = (Section, u64, HoleKind, Result<External, HoleValue>, i64);
+
+/// An external value, before indices are assigned.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum External {
+    Continue,
+    Target(String),
+    Operand(String),
+    Symbol(String),
+}
+
+fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<StencilBuf, ObjectError> {
+    let name = &obj.symbols[symbol].name;
+    let (section, start, end, exact) = obj
+        .function_range(symbol)
+        .ok_or_else(|| ObjectError::corrupt("function extends past its section").symbol(name))?;
+
+    // Discover helpers and data (breadth-first, in relocation order: deterministic).
+    let mut pieces = vec![Piece {
+        section,
+        start,
+        end,
+        at: 0,
+    }];
+    let mut data_sections: BTreeSet<usize> = BTreeSet::new();
+    let mut queue: VecDeque<(bool, usize)> = VecDeque::from([(true, 0)]);
+    while let Some((is_piece, index)) = queue.pop_front() {
+        let (sec, lo, hi) = if is_piece {
+            let p = pieces[index];
+            check_unrelocated_locals(obj, p.section, symbol)?;
+            (p.section, p.start, p.end)
+        } else {
+            (index, 0, obj.sections[index].bytes.len() as u64)
+        };
+        for r in relocs_in(obj, sec, lo, hi) {
+            match place(obj, r).map_err(|e| reloc_context(e, obj, sec, r))? {
+                Place::External(_) => {}
+                Place::Function(fsec, fstart, _) => {
+                    if !pieces
+                        .iter()
+                        .any(|p| p.section == fsec && p.start == fstart)
+                    {
+                        let (_, s, e, _) = function_at(obj, fsec, fstart).ok_or_else(|| {
+                            reloc_context(ObjectError::corrupt("bad function"), obj, sec, r)
+                        })?;
+                        pieces.push(Piece {
+                            section: fsec,
+                            start: s,
+                            end: e,
+                            at: 0,
+                        });
+                        queue.push_back((true, pieces.len() - 1));
+                    }
+                }
+                Place::Data(dsec, _) => {
+                    if data_sections.insert(dsec) {
+                        queue.push_back((false, dsec));
+                    }
+                }
+            }
+        }
+    }
+
+    // Code layout.
+    let mut code = Vec::new();
+    let mut code_align = 1u32;
+    for piece in &mut pieces {
+        let s = &obj.sections[piece.section];
+        code_align = code_align.max(s.align);
+        pad_code(&mut code, s.align, opts.arch)?;
+        piece.at = code.len() as u64;
+        code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]);
+    }
+
+    // Data layout: read-only, writable, zero-fill; section order within each.
+    let mut ordered: Vec<usize> = data_sections.iter().copied().collect();
+    ordered.sort_by_key(|&i| (obj.sections[i].kind, i));
+    let mut data = Vec::new();
+    let mut data_align = 1u32;
+    let mut data_at: BTreeMap<usize, u64> = BTreeMap::new();
+    for &i in &ordered {
+        let s = &obj.sections[i];
+        data_align = data_align.max(s.align);
+        while data.len() as u64 % u64::from(s.align) != 0 {
+            data.push(0);
+        }
+        data_at.insert(i, data.len() as u64);
+        data.extend_from_slice(&s.bytes);
+    }
+
+    // Holes.
+    let mut raw: Vec<RawHole> = vec![];
+    let mut emit =
+        |location: Section, at: u64, sec: usize, r: &ParsedReloc| -> Result<(), ObjectError> {
+            let fail = |e: ObjectError| reloc_context(e, obj, sec, r);
+            let kind = r.kind.clone()?;
+            if kind.arch().is_some_and(|a| a != opts.arch) {
+                return Err(fail(ObjectError::corrupt(format!(
+                    "{kind} on {}",
+                    opts.arch.name()
+                ))));
+            }
+            if location == Section::Data && kind != HoleKind::Abs64 {
+                return Err(fail(ObjectError::new(
+                    ObjectErrorKind::Unsupported,
+                    format!("only 64-bit absolute relocations may be in data, not {kind}"),
+                )));
+            }
+            let local_got = |what: &str| {
+                fail(ObjectError::new(
+                    ObjectErrorKind::Unsupported,
+                    format!(
+                        "GOT reference to {what} defined in the object: declare it `static` \
+                     (or hidden) so it is addressed directly"
+                    ),
+                ))
+            };
+            let (value, addend) = match place(obj, r).map_err(fail)? {
+                Place::External(i) => (
+                    Ok(external(&obj.symbols[i].name, opts).map_err(fail)?),
+                    r.addend,
+                ),
+                Place::Function(fsec, fstart, offset) => {
+                    if kind.uses_got() {
+                        return Err(local_got("a function"));
+                    }
+                    let piece = pieces
+                        .iter()
+                        .find(|p| p.section == fsec && p.start == fstart);
+                    let at = piece.map(|p| p.at).unwrap_or(0);
+                    (
+                        Err(HoleValue::Code),
+                        offset_addend(at + offset, r.addend).map_err(fail)?,
+                    )
+                }
+                Place::Data(dsec, offset) => {
+                    if kind.uses_got() {
+                        return Err(local_got("data"));
+                    }
+                    let base = data_at.get(&dsec).copied().ok_or_else(|| {
+                        fail(ObjectError::corrupt(format!(
+                            "internal: data section {dsec} not laid out"
+                        )))
+                    })?;
+                    (
+                        Err(HoleValue::Data),
+                        offset_addend(base + offset, r.addend).map_err(fail)?,
+                    )
+                }
+            };
+            raw.push((location, at, kind, value, addend));
+            Ok(())
+        };
+    for piece in &pieces {
+        for r in relocs_in(obj, piece.section, piece.start, piece.end) {
+            let width = emit_width(r);
+            if r.offset + width > piece.end {
+                return Err(reloc_context(
+                    ObjectError::corrupt("relocation crosses the end of the function"),
+                    obj,
+                    piece.section,
+                    r,
+                ));
+            }
+            emit(
+                Section::Code,
+                piece.at + (r.offset - piece.start),
+                piece.section,
+                r,
+            )?;
+        }
+    }
+    for &i in &ordered {
+        let len = obj.sections[i].bytes.len() as u64;
+        for r in &obj.sections[i].relocs {
+            if r.offset.saturating_add(emit_width(r)) > len {
+                return Err(reloc_context(
+                    ObjectError::truncated("relocation past the section end"),
+                    obj,
+                    i,
+                    r,
+                ));
+            }
+            emit(Section::Data, data_at[&i] + r.offset, i, r)?;
+        }
+    }
+
+    // Zero each hole's field (validating the instruction form on AArch64).
+    for (location, at, kind, _, _) in &raw {
+        let bytes = if *location == Section::Code {
+            &mut code
+        } else {
+            &mut data
+        };
+        clear_field(bytes, *at, *kind).map_err(|e| e.offset(*at).relocation(kind.name()))?;
+    }
+
+    // Names → indices.
+    let mut operands = BTreeSet::new();
+    let mut targets = BTreeSet::new();
+    let mut symbols = BTreeSet::new();
+    for (_, _, _, value, _) in &raw {
+        match value {
+            Ok(External::Operand(n)) => operands.insert(n.clone()),
+            Ok(External::Target(n)) => targets.insert(n.clone()),
+            Ok(External::Symbol(n)) => symbols.insert(n.clone()),
+            _ => false,
+        };
+    }
+    let index = |set: &BTreeSet<String>, n: &str| -> Result<u16, ObjectError> {
+        let i = set.iter().position(|x| x == n).unwrap_or(0);
+        u16::try_from(i)
+            .map_err(|_| ObjectError::new(ObjectErrorKind::Unsupported, "more than 65536 names"))
+    };
+    let mut holes = Vec::with_capacity(raw.len());
+    for (location, at, kind, value, addend) in &raw {
+        let value = match value {
+            Err(v) => *v,
+            Ok(External::Continue) => HoleValue::Continue,
+            Ok(External::Operand(n)) => HoleValue::Operand(index(&operands, n)?),
+            Ok(External::Target(n)) => HoleValue::Target(index(&targets, n)?),
+            Ok(External::Symbol(n)) => HoleValue::Symbol(index(&symbols, n)?),
+        };
+        let offset =
+            u32::try_from(*at).map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))?;
+        holes.push(Hole {
+            section: *location,
+            offset,
+            kind: *kind,
+            value,
+            addend: *addend,
+        });
+    }
+    holes.sort_by_key(|h| (h.section, h.offset));
+    if let Some(w) = holes
+        .windows(2)
+        .find(|w| w[0].section == w[1].section && w[0].offset == w[1].offset)
+    {
+        return Err(ObjectError::corrupt("two relocations at the same place")
+            .offset(u64::from(w[1].offset)));
+    }
+
+    let elided_continue =
+        pieces.len() == 1 && elide_continue(&mut code, &mut holes, opts.arch, exact);
+    Ok(StencilBuf {
+        name: obj.symbols[symbol].name.clone(),
+        code,
+        code_align,
+        data,
+        data_align,
+        holes,
+        operands: operands.into_iter().collect(),
+        targets: targets.into_iter().collect(),
+        symbols: symbols.into_iter().collect(),
+        elided_continue,
+    })
+}
+
+/// `offset + addend` as a hole addend, or an error if it does not fit.
+fn offset_addend(offset: u64, addend: i64) -> Result<i64, ObjectError> {
+    i64::try_from(offset)
+        .ok()
+        .and_then(|o| o.checked_add(addend))
+        .ok_or_else(|| ObjectError::corrupt(format!("addend {addend:#x} out of range")))
+}
+
+/// Bytes a relocation covers: its kind's width, or 4 for a kind that failed to map (the
+/// error is reported when the hole is emitted).
+fn emit_width(r: &ParsedReloc) -> u64 {
+    r.kind.as_ref().map(|k| k.width() as u64).unwrap_or(4)
+}
+
+fn relocs_in(
+    obj: &ParsedObject,
+    section: usize,
+    lo: u64,
+    hi: u64,
+) -> impl Iterator<Item = &ParsedReloc> {
+    obj.sections[section]
+        .relocs
+        .iter()
+        .filter(move |r| r.offset >= lo && r.offset < hi)
+}
+
+fn reloc_context(
+    e: ObjectError,
+    obj: &ParsedObject,
+    section: usize,
+    r: &ParsedReloc,
+) -> ObjectError {
+    let symbol = match r.target {
+        RelocTarget::Symbol(i) | RelocTarget::Absolute(i) => {
+            obj.symbols.get(i).map(|s| s.name.as_str())
+        }
+        RelocTarget::Section(i) => obj.sections.get(i).map(|s| s.name.as_str()),
+    };
+    let e = e
+        .section(&obj.sections[section].name)
+        .offset(r.offset)
+        .relocation(&r.type_name);
+    match symbol {
+        Some(s) => e.symbol(s),
+        None => e,
+    }
+}
+
+/// Rejects a function whose section also holds a local function the assembler may have
+/// called without a relocation (ELF without `-ffunction-sections`).
+fn check_unrelocated_locals(
+    obj: &ParsedObject,
+    section: usize,
+    stencil: usize,
+) -> Result<(), ObjectError> {
+    for &local in &obj.unrelocated_locals {
+        let sym = &obj.symbols[local];
+        if local != stencil && sym.definition.is_some_and(|d| d.section == section) {
+            return Err(ObjectError::new(
+                ObjectErrorKind::Unsupported,
+                format!(
+                    "local function `{}` shares this section with other functions; the assembler \
+                     resolves calls to it without relocations, so they cannot be followed: compile \
+                     with -ffunction-sections",
+                    sym.name
+                ),
+            )
+            .section(&obj.sections[section].name));
+        }
+    }
+    Ok(())
+}
+
+/// The function (by range) that starts at or contains `offset` in `section`.
+fn function_at(obj: &ParsedObject, section: usize, offset: u64) -> Option<(usize, u64, u64, bool)> {
+    (0..obj.symbols.len())
+        .filter(|&i| {
+            obj.symbols[i]
+                .definition
+                .is_some_and(|d| d.section == section && d.starts_range)
+        })
+        .filter_map(|i| obj.function_range(i))
+        .filter(|&(_, s, e, _)| s <= offset && (offset < e || s == offset))
+        .max_by_key(|&(_, s, e, _)| (s, std::cmp::Reverse(e)))
+}
+
+fn place(obj: &ParsedObject, r: &ParsedReloc) -> Result<Place, ObjectError> {
+    let (section, offset, by_section_symbol) = match r.target {
+        RelocTarget::Symbol(i) => match obj.symbols.get(i).and_then(|s| s.definition) {
+            None => return Ok(Place::External(i)),
+            Some(d) => (d.section, d.offset, false),
+        },
+        RelocTarget::Section(s) => (s, 0, true),
+        RelocTarget::Absolute(_) => {
+            return Err(ObjectError::new(
+                ObjectErrorKind::MissingSymbol,
+                "relocation against an absolute symbol: the value has no place in a stencil",
+            ))
+        }
+    };
+    let s = obj
+        .sections
+        .get(section)
+        .ok_or_else(|| ObjectError::corrupt("bad section index"))?;
+    if s.kind != SectionKind::Code {
+        return Ok(Place::Data(section, offset));
+    }
+    if by_section_symbol {
+        let functions = obj
+            .symbols
+            .iter()
+            .filter(|x| {
+                x.definition
+                    .is_some_and(|d| d.section == section && d.starts_range)
+            })
+            .count();
+        if functions != 1 {
+            return Err(ObjectError::new(
+                ObjectErrorKind::Unsupported,
+                "section-relative reference into a code section with several functions: \
+                 compile with -ffunction-sections",
+            ));
+        }
+    }
+    let (_, start, _, _) = function_at(obj, section, offset).ok_or_else(|| {
+        ObjectError::new(
+            ObjectErrorKind::MissingSymbol,
+            "reference into code outside any function",
+        )
+    })?;
+    Ok(Place::Function(section, start, offset - start))
+}
+
+fn external(name: &str, opts: &ReadOptions) -> Result<External, ObjectError> {
+    if let Some(rest) = name.strip_prefix(opts.hole_prefix) {
+        return Ok(if rest == "CONTINUE" {
+            External::Continue
+        } else if rest.is_empty() {
+            return Err(ObjectError::new(
+                ObjectErrorKind::MissingSymbol,
+                "hole symbol without a name",
+            ));
+        } else if !opts.target_suffix.is_empty()
+            && rest.len() > opts.target_suffix.len()
+            && rest.ends_with(opts.target_suffix)
+        {
+            External::Target(rest.to_string())
+        } else {
+            External::Operand(rest.to_string())
+        });
+    }
+    if STACK_PROTECTOR_SYMBOLS.contains(&name) {
+        return Err(ObjectError::new(
+            ObjectErrorKind::StackProtector,
+            "stack-protector symbol: the runtime has no canary; compile with -fno-stack-protector",
+        ));
+    }
+    if TLS_SYMBOLS.contains(&name) {
+        return Err(ObjectError::new(
+            ObjectErrorKind::ThreadLocal,
+            "thread-local storage helper: stencils cannot have thread-locals",
+        ));
+    }
+    Ok(External::Symbol(name.to_string()))
+}
+
+/// Pads `code` with the architecture's `nop` to a multiple of `align`.
+fn pad_code(code: &mut Vec<u8>, align: u32, arch: Arch) -> Result<(), ObjectError> {
+    let gap = code.len().next_multiple_of(align as usize) - code.len();
+    match arch {
+        Arch::X86_64 => code.resize(code.len() + gap, 0x90),
+        Arch::Aarch64 if gap % 4 == 0 => {
+            for _ in 0..gap / 4 {
+                code.extend_from_slice(&aarch64::NOP.to_le_bytes());
+            }
+        }
+        Arch::Aarch64 => {
+            return Err(ObjectError::corrupt(
+                "AArch64 function size is not a multiple of 4",
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Zeroes the field a hole of `kind` at `at` fills in, checking the instruction's form.
+fn clear_field(bytes: &mut [u8], at: u64, kind: HoleKind) -> Result<(), ObjectError> {
+    let at = at as usize;
+    let width = kind.width();
+    let field = bytes
+        .get_mut(at..at + width)
+        .ok_or_else(|| ObjectError::truncated("hole past the end of the bytes"))?;
+    if kind.arch() != Some(Arch::Aarch64) {
+        field.fill(0);
+        return Ok(());
+    }
+    let insn = u32::from_le_bytes([field[0], field[1], field[2], field[3]]);
+    let ok = match kind {
+        HoleKind::Aarch64Branch26 => aarch64::is_b_or_bl(insn),
+        HoleKind::Aarch64Branch19 => {
+            insn & 0xff00_0010 == 0x5400_0000 || insn & 0x7e00_0000 == 0x3400_0000
+        }
+        HoleKind::Aarch64Branch14 => insn & 0x7e00_0000 == 0x3600_0000,
+        HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => aarch64::is_adrp(insn),
+        HoleKind::Aarch64AddLo12 => aarch64::is_add_immediate(insn),
+        HoleKind::Aarch64Ld64GotLo12 => aarch64::is_ldr64_unsigned(insn),
+        HoleKind::Aarch64MovwG0
+        | HoleKind::Aarch64MovwG1
+        | HoleKind::Aarch64MovwG2
+        | HoleKind::Aarch64MovwG3 => insn & 0x1f80_0000 == 0x1280_0000,
+        ldst => aarch64::ldst_scale(insn).map(aarch64::ldst_kind) == Some(ldst),
+    };
+    if !ok {
+        return Err(ObjectError::new(
+            ObjectErrorKind::UnexpectedInstruction,
+            format!("instruction {insn:#010x} does not have the form {kind} patches"),
+        ));
+    }
+    field.copy_from_slice(&(insn & !aarch64::field_mask(kind)).to_le_bytes());
+    Ok(())
+}
+
+/// Removes a trailing jump to the continuation (see the module docs); true if removed.
+/// Also drops provable padding after a final x86 `jmp rel32` to anything.
+fn elide_continue(code: &mut Vec<u8>, holes: &mut Vec<Hole>, arch: Arch, exact: bool) -> bool {
+    let is_continue_jump = |h: &Hole, kind: HoleKind, addend: i64| {
+        h.section == Section::Code
+            && h.kind == kind
+            && h.value == HoleValue::Continue
+            && h.addend == addend
+    };
+    let last_code_hole = holes.iter().rposition(|h| h.section == Section::Code);
+    let Some(last) = last_code_hole else {
+        return false;
+    };
+    let hole = holes[last];
+    let at = hole.offset as usize;
+    let cut = match arch {
+        Arch::X86_64 => {
+            let is_jmp = at >= 1 && code[at - 1] == 0xe9 && hole.kind == HoleKind::X86Branch32;
+            let tail = code.get(at + 4..).unwrap_or(&[]);
+            // After a final `jmp rel32` the instruction boundary is known, so padding that
+            // follows it can be proven to be padding and dropped, whatever the jump's target.
+            if is_jmp && !exact && !tail.is_empty() && x86::is_padding(tail) {
+                code.truncate(at + 4);
+            }
+            if !(is_jmp
+                && is_continue_jump(&hole, HoleKind::X86Branch32, -4)
+                && code.len() == at + 4)
+            {
+                return false;
+            }
+            at - 1
+        }
+        Arch::Aarch64 => {
+            let mut end = code.len();
+            while !exact
+                && end >= at + 8
+                && aarch64::read_insn(code, end as u64 - 4) == Some(aarch64::NOP)
+            {
+                end -= 4;
+            }
+            let is_b = aarch64::read_insn(code, at as u64).is_some_and(aarch64::is_b);
+            if !(is_continue_jump(&hole, HoleKind::Aarch64Branch26, 0) && is_b && at + 4 == end) {
+                return false;
+            }
+            at
+        }
+    };
+    code.truncate(cut);
+    holes.remove(last);
+    true
+}

@@ -1,0 +1,231 @@
+//! Building one target's stencil set from the per-unit outputs: naming (one stencil per
+//! function, or one per unit named after its file stem), sorting, duplicate detection, the
+//! set-wide symbol list, the shim, and the checks that nothing was dropped or left unelided.
+
+use crate::error::Error;
+use crate::manifest::{Manifest, Naming};
+use crate::pipeline::UnitOutput;
+use crate::stencil::StencilBuf;
+use crate::target::Target;
+use cpjit_model::HoleValue;
+use std::collections::BTreeMap;
+
+/// One target's stencils, ready to be written.
+#[derive(Debug)]
+pub struct BuiltSet {
+    pub target: Target,
+    pub set_name: String,
+    /// Sorted by name. Holes' symbol indices are still per stencil (into `StencilBuf::symbols`);
+    /// [`BuiltSet::symbol_index`] maps them to set-wide indices.
+    pub stencils: Vec<StencilBuf>,
+    /// The template each stencil came from (same order as `stencils`).
+    pub templates: Vec<String>,
+    /// External symbols of all stencils, sorted.
+    pub symbols: Vec<String>,
+    pub shim: Option<u16>,
+    pub digest: String,
+    /// Sum of the job times of this target (seconds).
+    pub seconds: f64,
+}
+
+impl BuiltSet {
+    /// The set-wide index of stencil-local symbol `local` of `stencil`.
+    pub fn symbol_index(&self, stencil: &StencilBuf, local: u16) -> u16 {
+        let name = &stencil.symbols[local as usize];
+        self.symbols
+            .binary_search(name)
+            .expect("every stencil symbol is in the set") as u16
+    }
+
+    /// A hole value with set-wide symbol indices.
+    pub fn set_value(&self, stencil: &StencilBuf, value: HoleValue) -> HoleValue {
+        match value {
+            HoleValue::Symbol(i) => HoleValue::Symbol(self.symbol_index(stencil, i)),
+            other => other,
+        }
+    }
+
+    pub fn code_bytes(&self) -> usize {
+        self.stencils.iter().map(|s| s.code.len()).sum()
+    }
+
+    pub fn data_bytes(&self) -> usize {
+        self.stencils.iter().map(|s| s.data.len()).sum()
+    }
+
+    pub fn hole_count(&self) -> usize {
+        self.stencils.iter().map(|s| s.holes.len()).sum()
+    }
+}
+
+/// Assembles the set of `target` from its units' outputs (in unit order).
+pub fn build(
+    manifest: &Manifest,
+    target: &Target,
+    units: Vec<UnitOutput>,
+    digest: String,
+) -> Result<BuiltSet, Vec<Error>> {
+    let t = &target.triple;
+    let mut errors = Vec::new();
+    let mut by_name: BTreeMap<String, (StencilBuf, String)> = BTreeMap::new();
+    let mut seconds = 0.0;
+    for unit in units {
+        seconds += unit.seconds;
+        let template = unit.template;
+        // Nothing silently dropped: every stencil function validated in the IR must have
+        // been read from the object, and nothing else.
+        let read: Vec<&str> = unit.stencils.iter().map(|s| s.name.as_str()).collect();
+        for name in &unit.facts.stencils {
+            if !read.contains(&name.as_str()) {
+                errors.push(Error(format!(
+                    "{t}: {template}: stencil `{name}` is defined in the IR but the object reader returned no stencil for it"
+                )));
+            }
+        }
+        for mut stencil in unit.stencils {
+            if !unit.facts.stencils.contains(&stencil.name) {
+                errors.push(Error(format!(
+                    "{t}: {template}: the object reader returned `{}`, which is not a stencil function of the IR",
+                    stencil.name
+                )));
+                continue;
+            }
+            check_stencil(
+                manifest,
+                t,
+                &template,
+                &stencil,
+                &unit.facts.continues,
+                &mut errors,
+            );
+            if let Naming::TranslationUnitEntry(entry) = &manifest.naming {
+                if stencil.name == *entry {
+                    stencil.name = file_stem(&template);
+                }
+            }
+            if !is_identifier(&stencil.name) {
+                errors.push(Error(format!(
+                    "{t}: {template}: stencil name `{}` is not a C/Rust identifier",
+                    stencil.name
+                )));
+                continue;
+            }
+            if let Some((_, first)) = by_name.get(&stencil.name) {
+                errors.push(Error(format!(
+                    "{t}: duplicate stencil `{}` in {first} and {template}",
+                    stencil.name
+                )));
+                continue;
+            }
+            by_name.insert(stencil.name.clone(), (stencil, template.clone()));
+        }
+    }
+    let mut symbols: Vec<String> = by_name
+        .values()
+        .flat_map(|(s, _)| s.symbols.iter().cloned())
+        .collect();
+    symbols.sort();
+    symbols.dedup();
+    if symbols.len() > u16::MAX as usize || by_name.len() > u16::MAX as usize {
+        errors.push(Error(format!("{t}: more than 65535 stencils or symbols")));
+    }
+    let (stencils, templates): (Vec<StencilBuf>, Vec<String>) = by_name.into_values().unzip();
+    let shim = match &manifest.shim {
+        None => None,
+        Some(name) => match stencils.iter().position(|s| s.name == *name) {
+            Some(i) => Some(i as u16),
+            None => {
+                errors.push(Error(format!(
+                    "{t}: the shim `{name}` named in [stencils] is not defined by any template"
+                )));
+                None
+            }
+        },
+    };
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok(BuiltSet {
+        target: target.clone(),
+        set_name: manifest.name.clone(),
+        stencils,
+        templates,
+        symbols,
+        shim,
+        digest,
+        seconds,
+    })
+}
+
+/// Per-stencil invariants that the object reader's output must satisfy.
+fn check_stencil(
+    manifest: &Manifest,
+    t: &str,
+    template: &str,
+    s: &StencilBuf,
+    continues: &std::collections::BTreeSet<String>,
+    errors: &mut Vec<Error>,
+) {
+    let at = format!("{t}: {template}: stencil `{}`", s.name);
+    for symbol in &s.symbols {
+        if !manifest.is_allowed_symbol(symbol) {
+            errors.push(Error(format!(
+                "{at}: the object references `{symbol}`, which is not in allowed_symbols \
+                 (a library call the compiler introduced?)"
+            )));
+        }
+    }
+    // The continuation jump must not be left as the last instruction: the next instance
+    // follows directly, so the jump is dead weight (and the runtime relies on elision).
+    let code_len = s.code.len() as u64;
+    if let Some(h) = s.holes.iter().find(|h| {
+        h.section == cpjit_model::Section::Code
+            && h.kind.is_branch()
+            && h.value == HoleValue::Continue
+            && u64::from(h.offset) + 4 == code_len
+    }) {
+        errors.push(Error(format!(
+            "{at}: the trailing jump to the continuation at code offset {:#x} ({}) was not elided",
+            h.offset, h.kind
+        )));
+    }
+    if s.elided_continue && !continues.contains(&s.name) {
+        errors.push(Error(format!(
+            "{at}: the reader elided a continuation jump, but the IR has no musttail call to {}CONTINUE",
+            manifest.hole_prefix
+        )));
+    }
+    if !s.code_align.is_power_of_two() || !s.data_align.is_power_of_two() {
+        errors.push(Error(format!(
+            "{at}: alignment code {} / data {} is not a power of two",
+            s.code_align, s.data_align
+        )));
+    }
+}
+
+fn file_stem(template: &str) -> String {
+    let base = template.rsplit('/').next().unwrap_or(template);
+    base.split('.').next().unwrap_or(base).to_string()
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_and_stems() {
+        assert!(is_identifier("op_add2"));
+        assert!(is_identifier("_x"));
+        assert!(!is_identifier("2op"));
+        assert!(!is_identifier("op-add"));
+        assert!(!is_identifier(""));
+        assert_eq!(file_stem("vm/add.c"), "add");
+    }
+}
