@@ -1,6 +1,12 @@
 //! The patch functions against an independent implementation: for every relocation in the
-//! fixtures (`fixtures/patch/`, made by `gen.sh` with llvm-mc-19 and ld.lld-19), patching the
-//! assembler's unrelocated bytes must give exactly the linker's bytes.
+//! fixtures (`fixtures/patch/`, made by `gen.sh` with llvm-mc-19 and ld.lld-19, lld-link-19,
+//! ld64.lld-19), patching the assembler's unrelocated bytes must give exactly the linker's
+//! bytes. The COFF and Mach-O fixtures list raw relocations: the test folds their implicit
+//! addends out of the bytes and clears the fields first (`fixtures/patch/fold.rs`), as the
+//! toolchain's object readers do, so the runtime only ever sees explicit addends.
+
+#[path = "fixtures/patch/fold.rs"]
+mod fold;
 
 use cpjit_runtime::model::HoleKind;
 use cpjit_runtime::patch::{
@@ -27,7 +33,7 @@ macro_rules! case {
     };
 }
 
-fn cases() -> [Case; 6] {
+fn cases() -> [Case; 10] {
     [
         case!("elf_x86_64"),
         case!("elf_x86_64_relax"),
@@ -35,6 +41,10 @@ fn cases() -> [Case; 6] {
         case!("elf_aarch64"),
         case!("elf_aarch64_relax"),
         case!("a64_const"),
+        case!("coff_x86_64"),
+        case!("coff_aarch64"),
+        case!("macho_x86_64"),
+        case!("macho_aarch64"),
     ]
 }
 
@@ -59,44 +69,138 @@ fn flag(field: &str) -> bool {
     }
 }
 
-fn parse(holes: &str) -> Vec<Op> {
+/// A relocation line of a COFF or Mach-O fixture (see `gen.sh`).
+struct RawReloc<'a> {
+    rtype: &'a str,
+    offset: usize,
+    place: u64,
+    symbol: &'a str,
+    /// Where `symbol` is (the GOT slot for GOT relocations), or the `ARM64_RELOC_ADDEND`
+    /// payload.
+    address: u64,
+    relaxed: bool,
+}
+
+/// The operations of `case` and the bytes they start from: the unrelocated bytes, with the
+/// field of every raw relocation cleared after its implicit addend was folded out.
+fn ops(case: &Case) -> (Vec<u8>, Vec<Op>) {
+    let mut start = case.orig.to_vec();
     let mut ops = Vec::new();
-    for line in holes
+    let mut addend = None; // a pending ARM64_RELOC_ADDEND: (offset, payload)
+    let mut relaxed_adrp = None; // a relaxed GOT_LOAD_PAGE21 awaiting its PAGEOFF12
+    for line in case
+        .holes
         .lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
     {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let op = match f.as_slice() {
-            ["patch", kind, off, place, value] => Op::Patch(
-                HoleKind::from_name(kind).unwrap_or_else(|| panic!("kind {kind}")),
-                num(off) as usize,
-                num(place),
-                num(value),
+        let Some(raw) = raw_reloc(line) else {
+            ops.push(parse_line(line));
+            continue;
+        };
+        if raw.rtype == "ARM64_RELOC_ADDEND" {
+            addend = Some((raw.offset, raw.address as i64));
+            continue;
+        }
+        let explicit = match addend.take() {
+            Some((at, payload)) if at == raw.offset => payload,
+            Some((at, _)) => panic!(
+                "{}: ARM64_RELOC_ADDEND at {at:#x} not followed by its pair",
+                case.name
             ),
-            ["relax-x86-got", off, place, value, expected] => {
-                Op::RelaxX86Got(num(off) as usize, num(place), num(value), flag(expected))
+            None => 0,
+        };
+        let folded = fold::fold(raw.rtype, case.orig, raw.offset, raw.symbol, explicit);
+        fold::clear_field(folded.kind, &mut start, raw.offset);
+        let value = raw.address.wrapping_add(folded.addend as u64);
+        let op = match (raw.relaxed, folded.kind) {
+            (false, kind) => Op::Patch(kind, raw.offset, raw.place, value),
+            (true, HoleKind::X86GotPc32Relaxable) => {
+                Op::RelaxX86Got(raw.offset, raw.place, value, true)
             }
-            ["relax-x86-const", off, constant, expected] => {
-                Op::RelaxX86Const(num(off) as usize, num(constant), flag(expected))
+            (true, HoleKind::Aarch64AdrGotPage21) => {
+                assert_eq!(
+                    folded.addend, 0,
+                    "{}: relaxed GOT load with an addend",
+                    case.name
+                );
+                relaxed_adrp = Some((raw.symbol, raw.offset, raw.place));
+                continue;
             }
-            ["relax-a64-got", adrp, ldr, place, slot, expected] => Op::RelaxA64Got(
-                num(adrp) as usize,
-                num(ldr) as usize,
-                num(place),
-                num(slot),
-                flag(expected),
+            (true, HoleKind::Aarch64Ld64GotLo12) => {
+                let Some((symbol, adrp, place)) = relaxed_adrp.take() else {
+                    panic!(
+                        "{}: relaxed GOT_LOAD_PAGEOFF12 at {:#x} without its PAGE21",
+                        case.name, raw.offset
+                    )
+                };
+                assert_eq!(
+                    symbol, raw.symbol,
+                    "{}: relaxed GOT pair of two symbols",
+                    case.name
+                );
+                Op::RelaxA64Got(adrp, raw.offset, place, value, true)
+            }
+            (true, kind) => panic!(
+                "{}: {kind} at {:#x} cannot be relaxed",
+                case.name, raw.offset
             ),
-            _ => panic!("bad line {line:?}"),
         };
         ops.push(op);
     }
-    ops
+    assert!(
+        addend.is_none() && relaxed_adrp.is_none(),
+        "{}: unpaired relocation at the end",
+        case.name
+    );
+    (start, ops)
 }
 
-/// Applies every operation of `case` to its unrelocated bytes; returns the patched kinds.
-fn apply(case: &Case, code: &mut [u8], scramble_first: bool) -> BTreeSet<HoleKind> {
+fn raw_reloc(line: &str) -> Option<RawReloc<'_>> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    match f.as_slice() {
+        [tag @ ("reloc" | "reloc-relaxed"), rtype, off, place, symbol, address] => Some(RawReloc {
+            rtype,
+            offset: num(off) as usize,
+            place: num(place),
+            symbol,
+            address: num(address),
+            relaxed: *tag == "reloc-relaxed",
+        }),
+        _ => None,
+    }
+}
+
+/// An operation line of an ELF or relaxation fixture.
+fn parse_line(line: &str) -> Op {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    match f.as_slice() {
+        ["patch", kind, off, place, value] => Op::Patch(
+            HoleKind::from_name(kind).unwrap_or_else(|| panic!("kind {kind}")),
+            num(off) as usize,
+            num(place),
+            num(value),
+        ),
+        ["relax-x86-got", off, place, value, expected] => {
+            Op::RelaxX86Got(num(off) as usize, num(place), num(value), flag(expected))
+        }
+        ["relax-x86-const", off, constant, expected] => {
+            Op::RelaxX86Const(num(off) as usize, num(constant), flag(expected))
+        }
+        ["relax-a64-got", adrp, ldr, place, slot, expected] => Op::RelaxA64Got(
+            num(adrp) as usize,
+            num(ldr) as usize,
+            num(place),
+            num(slot),
+            flag(expected),
+        ),
+        _ => panic!("bad line {line:?}"),
+    }
+}
+
+/// Applies `ops` of `case` to `code`; returns the patched kinds.
+fn apply(case: &Case, ops: Vec<Op>, code: &mut [u8], scramble_first: bool) -> BTreeSet<HoleKind> {
     let mut kinds = BTreeSet::new();
-    for op in parse(case.holes) {
+    for op in ops {
         match op {
             Op::Patch(kind, off, place, value) => {
                 if scramble_first {
@@ -142,8 +246,8 @@ fn apply(case: &Case, code: &mut [u8], scramble_first: bool) -> BTreeSet<HoleKin
 
 fn check_case(case: &Case, scramble_first: bool) -> BTreeSet<HoleKind> {
     assert_eq!(case.orig.len(), case.linked.len(), "{}", case.name);
-    let mut code = case.orig.to_vec();
-    let kinds = apply(case, &mut code, scramble_first);
+    let (mut code, ops) = ops(case);
+    let kinds = apply(case, ops, &mut code, scramble_first);
     if code != case.linked {
         let first = code.iter().zip(case.linked).position(|(a, b)| a != b);
         panic!(
@@ -180,7 +284,7 @@ fn fixtures_cover_every_hole_kind() {
 
 #[test]
 fn fixtures_cover_every_relaxation_outcome() {
-    let ops: Vec<Op> = cases().iter().flat_map(|c| parse(c.holes)).collect();
+    let ops: Vec<Op> = cases().iter().flat_map(|c| ops(c).1).collect();
     for expected in [true, false] {
         assert!(ops
             .iter()
@@ -203,4 +307,85 @@ fn veneers_equal_the_assemblers() {
         aarch64_veneer(target),
         *include_bytes!("fixtures/patch/veneer_aarch64.bin")
     );
+}
+
+#[test]
+fn foreign_fixtures_cover_every_relocation_type() {
+    let types: BTreeSet<&str> = cases()
+        .iter()
+        .flat_map(|c| c.holes.lines().filter_map(raw_reloc).map(|r| r.rtype))
+        .collect();
+    let expected = [
+        "IMAGE_REL_AMD64_REL32",
+        "IMAGE_REL_AMD64_REL32_1",
+        "IMAGE_REL_AMD64_REL32_2",
+        "IMAGE_REL_AMD64_REL32_3",
+        "IMAGE_REL_AMD64_REL32_4",
+        "IMAGE_REL_AMD64_REL32_5",
+        "IMAGE_REL_AMD64_ADDR64",
+        "IMAGE_REL_ARM64_BRANCH26",
+        "IMAGE_REL_ARM64_BRANCH19",
+        "IMAGE_REL_ARM64_BRANCH14",
+        "IMAGE_REL_ARM64_PAGEBASE_REL21",
+        "IMAGE_REL_ARM64_PAGEOFFSET_12A",
+        "IMAGE_REL_ARM64_PAGEOFFSET_12L",
+        "IMAGE_REL_ARM64_ADDR64",
+        "X86_64_RELOC_BRANCH",
+        "X86_64_RELOC_SIGNED",
+        "X86_64_RELOC_SIGNED_1",
+        "X86_64_RELOC_SIGNED_2",
+        "X86_64_RELOC_SIGNED_4",
+        "X86_64_RELOC_GOT_LOAD",
+        "X86_64_RELOC_GOT",
+        "X86_64_RELOC_UNSIGNED",
+        "ARM64_RELOC_BRANCH26",
+        "ARM64_RELOC_PAGE21",
+        "ARM64_RELOC_PAGEOFF12",
+        "ARM64_RELOC_GOT_LOAD_PAGE21",
+        "ARM64_RELOC_GOT_LOAD_PAGEOFF12",
+        "ARM64_RELOC_UNSIGNED",
+        "ARM64_RELOC_ADDEND",
+    ];
+    let missing: Vec<&str> = expected
+        .into_iter()
+        .filter(|t| !types.contains(t))
+        .collect();
+    assert!(missing.is_empty(), "no fixture for {missing:?}");
+}
+
+/// Each COFF/Mach-O case alone must cover the hole kinds its format produces for its
+/// architecture, so that a regenerated fixture cannot silently lose one.
+#[test]
+fn foreign_fixtures_cover_their_kinds() {
+    use HoleKind::*;
+    let x86 = [Abs64, X86Pc32, X86Branch32, X86GotPc32, X86GotPc32Relaxable];
+    let a64_branches = [Aarch64Branch26, Aarch64Branch19, Aarch64Branch14];
+    let a64_data = [
+        Abs64,
+        Aarch64AdrPage21,
+        Aarch64AdrGotPage21,
+        Aarch64AddLo12,
+        Aarch64LdSt8Lo12,
+        Aarch64LdSt16Lo12,
+        Aarch64LdSt32Lo12,
+        Aarch64LdSt64Lo12,
+        Aarch64LdSt128Lo12,
+        Aarch64Ld64GotLo12,
+    ];
+    for case in cases() {
+        let expected: Vec<HoleKind> = match case.name {
+            "coff_x86_64" | "macho_x86_64" => x86.to_vec(),
+            "coff_aarch64" => [&a64_branches[..], &a64_data[..]].concat(),
+            // Mach-O ARM64 has no BRANCH19/BRANCH14 relocations.
+            "macho_aarch64" => [&[Aarch64Branch26][..], &a64_data[..]].concat(),
+            _ => continue,
+        };
+        let kinds = check_case(&case, false);
+        let missing: Vec<&HoleKind> = expected.iter().filter(|k| !kinds.contains(k)).collect();
+        assert!(
+            missing.is_empty(),
+            "{}: no hole of kind {missing:?}",
+            case.name
+        );
+    }
 }
