@@ -262,20 +262,39 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let mut r = resolved.iter();
     for (i, inst) in b.instances.iter().enumerate() {
         let s = &set.stencils[inst.stencil as usize];
-        for h in s.holes {
+        let mut holes = s.holes.iter().peekable();
+        while let Some(h) = holes.next() {
             let value = *r.next().expect("one resolved value per hole");
             let base = match h.section {
                 Section::Code => trace.instance_offsets[i] as usize,
                 Section::Data => data_offsets[i] as usize,
             };
+            let error = |hole: &Hole, source| Error::Patch {
+                stencil: s.name.to_string(),
+                instance: i,
+                hole: *hole,
+                source,
+            };
+            if let Some(ldr) = holes.next_if(|next| is_adjacent_got_pair(h, next)) {
+                let ldr_value = *r.next().expect("one resolved value per hole");
+                debug_assert_eq!(ldr_value, value);
+                if patcher
+                    .relax_got_pair(base + h.offset as usize, value)
+                    .map_err(|source| error(h, source))?
+                {
+                    continue;
+                }
+                patcher
+                    .patch(base + h.offset as usize, h, value)
+                    .map_err(|source| error(h, source))?;
+                patcher
+                    .patch(base + ldr.offset as usize, ldr, value)
+                    .map_err(|source| error(ldr, source))?;
+                continue;
+            }
             patcher
                 .patch(base + h.offset as usize, h, value)
-                .map_err(|source| Error::Patch {
-                    stencil: s.name.to_string(),
-                    instance: i,
-                    hole: *h,
-                    source,
-                })?;
+                .map_err(|source| error(h, source))?;
         }
     }
     if let Some(tail) = tail {
@@ -361,6 +380,21 @@ fn copy_instances(
     Ok(())
 }
 
+/// An AArch64 GOT load of one value, `adrp xN, G` immediately followed by its
+/// `ldr xN, [xN, lo12(G)]`, with no addend. Only adjacent pairs are relaxed: then nothing
+/// can read the page address in between, and the `ldr` overwrites it, so rewriting the
+/// pair cannot change what any other instruction sees.
+fn is_adjacent_got_pair(adrp: &Hole, ldr: &Hole) -> bool {
+    adrp.section == Section::Code
+        && ldr.section == Section::Code
+        && adrp.kind == HoleKind::Aarch64AdrGotPage21
+        && ldr.kind == HoleKind::Aarch64Ld64GotLo12
+        && ldr.offset == adrp.offset + 4
+        && adrp.value == ldr.value
+        && adrp.addend == 0
+        && ldr.addend == 0
+}
+
 fn round_up64(x: u64, align: u64) -> u64 {
     (x + align - 1) & !(align - 1)
 }
@@ -383,6 +417,18 @@ struct Patcher<'a> {
 }
 
 impl Patcher<'_> {
+    /// Tries to turn the GOT load pair at `offset` (`adrp`, then `ldr` at `offset + 4`)
+    /// into code that materializes `value` directly (`movz`/`movk` or `adrp` + `add`).
+    fn relax_got_pair(
+        &mut self,
+        offset: usize,
+        value: Resolved,
+    ) -> Result<bool, patch::PatchError> {
+        let place = self.placed.code + offset as u64;
+        let target = self.placed.address(value);
+        patch::relax_aarch64_got_pair(self.code, offset, offset + 4, place, target)
+    }
+
     /// Patches `hole` (at `offset` into the trace's code or data) with `value`.
     fn patch(
         &mut self,

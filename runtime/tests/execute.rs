@@ -223,3 +223,39 @@ fn far_placement_uses_veneers() {
     assert_eq!(run(&trace, shim, &mut frame), 2 * 3004);
     assert_eq!(frame.helper_calls, 3);
 }
+
+/// An adjacent `adrp` + `ldr` GOT load of an operand is rewritten into instructions that
+/// materialize the value (no memory load); a value that cannot be materialized that way
+/// keeps the GOT load. Both must compute the same result.
+#[cfg(target_arch = "aarch64")]
+#[test]
+fn adjacent_got_pairs_are_relaxed_to_immediates() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let word = |trace: &Trace, at: usize| {
+        u32::from_le_bytes(trace.code_bytes()[at..at + 4].try_into().unwrap())
+    };
+    for (v, first, second) in [
+        (5u64, 0xd280_00a8, 0xd503_201f),        // movz x8, #5; nop
+        (0x1234_5678, 0xd28a_cf08, 0xf2a2_4688), // movz x8, #0x5678; movk x8, #0x1234, lsl #16
+    ] {
+        let (trace, shim) = load_and_return_with(&jit, v, "op_return");
+        let at = trace.instance_offsets()[1] as usize;
+        assert_eq!(
+            (word(&trace, at), word(&trace, at + 4)),
+            (first, second),
+            "{v:#x}"
+        );
+        assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, v);
+    }
+    // Far from the code and wider than 32 bits: stays a GOT load (adrp + ldr).
+    let v = 0x8000_0000_0000_0001u64;
+    let (trace, shim) = load_and_return_with(&jit, v, "op_return");
+    let at = trace.instance_offsets()[1] as usize;
+    assert_eq!(word(&trace, at) & 0x9f00_0000, 0x9000_0000, "adrp");
+    assert_eq!(
+        word(&trace, at + 4) & 0xffc0_0000,
+        0xf940_0000,
+        "ldr x, [x, #imm]"
+    );
+    assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, v);
+}
