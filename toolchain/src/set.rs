@@ -98,6 +98,11 @@ pub fn build(
                 &unit.facts.continues,
                 &mut errors,
             );
+            // Instances are packed at the target's instruction alignment: a function's
+            // section alignment (16 on x86-64) is a layout preference for called
+            // functions, but instances fall through into each other, so padding to it
+            // would execute nops between every pair of instances.
+            stencil.code_align = target.code_align;
             if let Naming::TranslationUnitEntry(entry) = &manifest.naming {
                 if stencil.name == *entry {
                     stencil.name = file_stem(&template);

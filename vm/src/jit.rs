@@ -1,0 +1,180 @@
+//! JIT mode: compiles a projected trace with the copy-and-patch runtime. The entry shim
+//! comes first; then one stencil instance per micro-op, in trace order, so that micro-op `i`
+//! is instance `i + 1` and jump/exit targets map directly onto instances.
+//!
+//! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
+//! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
+//! `aarch64-apple-darwin` stencils in a Linux aarch64 process.
+
+use crate::abi::Frame;
+use crate::ops;
+use crate::trace::Trace;
+use cpjit_model::StencilSet;
+use cpjit_runtime::{EntryFn, InstanceId, Jit, Target};
+use std::fmt::Write as _;
+
+/// The stencil sets linked into this binary (those whose ABI this process has).
+pub fn available_sets() -> Vec<&'static StencilSet<'static>> {
+    crate::stencil_sets::linked()
+}
+
+/// The set for `triple`, if linked.
+pub fn set_for(triple: &str) -> Option<&'static StencilSet<'static>> {
+    available_sets().into_iter().find(|s| s.target == triple)
+}
+
+/// A copy-and-patch compiler of traces for one stencil set.
+pub struct Backend {
+    jit: Jit<'static>,
+    set: &'static StencilSet<'static>,
+    /// Stencil index of each op (by op id), if the set has it.
+    stencils: Vec<Option<usize>>,
+}
+
+impl Backend {
+    /// The set named by `CPJIT_STENCILS`, else the host's.
+    pub fn host() -> Result<Backend, String> {
+        let set = match std::env::var("CPJIT_STENCILS") {
+            Ok(triple) => set_for(&triple).ok_or_else(|| {
+                format!(
+                    "CPJIT_STENCILS={triple}: no such stencil set in this binary (linked: {})",
+                    linked_names()
+                )
+            })?,
+            Err(_) => crate::stencil_sets::host().ok_or_else(|| {
+                format!(
+                    "no stencil set for this host (linked: {}); run `cargo xtask build-stencils`",
+                    linked_names()
+                )
+            })?,
+        };
+        Backend::new(set)
+    }
+
+    pub fn new(set: &'static StencilSet<'static>) -> Result<Backend, String> {
+        let jit = Jit::new(set, resolve).map_err(|e| format!("stencil set {}: {e}", set.target))?;
+        let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
+        Ok(Backend { jit, set, stencils })
+    }
+
+    pub fn set(&self) -> &'static StencilSet<'static> {
+        self.set
+    }
+
+    /// Stitches `trace` into executable code.
+    pub fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let mut b = self.jit.trace();
+        let shim = b.push_shim().map_err(|e| e.to_string())?;
+        let instance =
+            |uop_index: u32| Target::Instance(InstanceId::from_index(uop_index as usize + 1));
+        let mut names = Vec::with_capacity(trace.uops.len());
+        for (i, u) in trace.uops.iter().enumerate() {
+            let info = ops::info(u.op);
+            let index = self.stencils[u.op as usize].ok_or_else(|| {
+                format!(
+                    "stencil set {} has no stencil {} (micro-op {i})",
+                    self.set.target, info.stencil
+                )
+            })?;
+            let stencil = &self.set.stencils[index];
+            let operands = stencil
+                .operands
+                .iter()
+                .map(|name| match *name {
+                    "ARG0" => Ok(u.arg0),
+                    "ARG1" => Ok(u.arg1),
+                    other => Err(format!(
+                        "stencil {} has an unknown operand {other}",
+                        stencil.name
+                    )),
+                })
+                .collect::<Result<Vec<u64>, String>>()?;
+            let targets = stencil
+                .targets
+                .iter()
+                .map(|name| match *name {
+                    "JUMP_TARGET" | "EXIT_TARGET" => Ok(instance(u.target)),
+                    other => Err(format!(
+                        "stencil {} has an unknown jump target {other}",
+                        stencil.name
+                    )),
+                })
+                .collect::<Result<Vec<Target>, String>>()?;
+            b.push(index, &operands, &targets)
+                .map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
+            names.push(info.name);
+        }
+        let compiled = b.finish().map_err(|e| e.to_string())?;
+        let entry = compiled.entry_fn(shim);
+        Ok(CompiledTrace {
+            entry,
+            names,
+            trace: compiled,
+        })
+    }
+}
+
+fn linked_names() -> String {
+    let names: Vec<&str> = available_sets().iter().map(|s| s.target).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Helper addresses for the stencils' external symbols.
+fn resolve(name: &str) -> Option<u64> {
+    crate::helpers::symbols()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, a)| a as u64)
+}
+
+/// A trace in executable memory.
+pub struct CompiledTrace {
+    entry: EntryFn,
+    names: Vec<&'static str>,
+    trace: cpjit_runtime::Trace,
+}
+
+impl CompiledTrace {
+    /// Runs the trace on `frame` from its first micro-op.
+    ///
+    /// # Safety
+    /// `frame` must be a live frame of the function the trace was built for, with `sp` its
+    /// value-stack pointer.
+    pub unsafe fn run(&self, frame: *mut Frame, sp: *mut u64) -> i64 {
+        (self.entry)(frame as *mut core::ffi::c_void, sp)
+    }
+
+    /// The address of the first micro-op (after the entry shim), where links jump to.
+    pub fn body_address(&self) -> u64 {
+        self.trace.entry(InstanceId::from_index(1)) as u64
+    }
+
+    pub fn code_bytes(&self) -> usize {
+        self.trace.code_bytes().len()
+    }
+
+    /// Machine code of each instance, in hex, with its micro-op's name.
+    pub fn listing(&self) -> String {
+        let code = self.trace.code_bytes();
+        let offsets = self.trace.instance_offsets();
+        let mut s = format!("  machine code: {} bytes\n", code.len());
+        for (i, &start) in offsets.iter().enumerate() {
+            let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
+            let name = if i == 0 {
+                "cpjit_entry"
+            } else {
+                self.names[i - 1]
+            };
+            write!(s, "  {start:6x}  {name:<24}").unwrap();
+            for b in &code[start as usize..end.max(start as usize)] {
+                write!(s, " {b:02x}").unwrap();
+            }
+            s.push('\n');
+        }
+        s
+    }
+}

@@ -1,0 +1,92 @@
+//! `cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]`: runs a program of
+//! the reference VM and prints its output (statistics and trace listings go to stderr).
+
+use cpjit_vm::{Config, Mode, Vm};
+use std::process::ExitCode;
+use std::time::Instant;
+
+const USAGE: &str = "usage: cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
+                   [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
+  CPJIT_STENCILS=<triple> picks the stencil set for jit mode (default: the host's)";
+
+fn main() -> ExitCode {
+    match run(std::env::args().skip(1).collect()) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cpjit-vm: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn number<T: std::str::FromStr>(flag: &str, v: Option<&String>) -> Result<T, String> {
+    v.and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("{flag} needs a number\n{USAGE}"))
+}
+
+fn run(args: Vec<String>) -> Result<ExitCode, String> {
+    if args.first().map(String::as_str) != Some("run") {
+        return Err(USAGE.into());
+    }
+    let mut file = None;
+    let mut config = Config {
+        print_live: true,
+        ..Config::default()
+    };
+    let mut stats = false;
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--mode" => {
+                let m = it.next().ok_or(USAGE)?;
+                config.mode =
+                    Mode::parse(m).ok_or_else(|| format!("unknown mode `{m}`\n{USAGE}"))?;
+            }
+            "--stats" => stats = true,
+            "--dump-trace" => config.dump_traces = true,
+            "--backedge-threshold" => config.backedge_threshold = number(a, it.next())?,
+            "--call-threshold" => config.call_threshold = number(a, it.next())?,
+            "--side-exit-threshold" => config.side_exit_threshold = number(a, it.next())?,
+            f if !f.starts_with('-') && file.is_none() => file = Some(f.to_string()),
+            other => return Err(format!("unexpected argument `{other}`\n{USAGE}")),
+        }
+    }
+    let file = file.ok_or(USAGE)?;
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{file}: {e}"))?;
+    let program = cpjit_vm::parse(&text).map_err(|e| format!("{file}:{e}"))?;
+    let vm = Vm::new(program, config.clone())?;
+    let t0 = Instant::now();
+    let result = vm.run();
+    let elapsed = t0.elapsed();
+    if config.dump_traces {
+        eprint!("{}", vm.trace_dump());
+    }
+    if stats {
+        let s = vm.stats();
+        eprintln!(
+            "mode: {:?}, run time: {:.3} ms",
+            config.mode,
+            elapsed.as_secs_f64() * 1e3
+        );
+        eprintln!(
+            "traces compiled: {} (loop {}, entry {}, side {}), compile failures: {}, recordings abandoned: {}",
+            s.traces, s.loop_traces, s.entry_traces, s.side_traces, s.compile_failures, s.recordings_abandoned
+        );
+        eprintln!(
+            "micro-ops stitched: {}, side exits taken: {}, executor runs: {}, invalidations: {}",
+            s.uops, s.side_exits, s.executor_runs, s.invalidations
+        );
+        eprintln!(
+            "compile time: {:.3} ms, code bytes: {}",
+            s.compile_time.as_secs_f64() * 1e3,
+            s.code_bytes
+        );
+    }
+    match result {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            eprintln!("{file}: {e}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}

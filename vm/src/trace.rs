@@ -1,0 +1,563 @@
+//! The trace projector: turns the bytecodes recorded for one path (with the operand types
+//! seen) into a straight line of type-specialised micro-ops with guards, like CPython's
+//! tier-2 optimizer. Every micro-op that can leave the trace gets an exit stub
+//! (`EXIT_TRACE pc`) that resumes the interpreter at the bytecode it came from, with the
+//! frame exactly as the interpreter would have it there.
+//!
+//! The projector tracks an abstract type for each stack slot and local, so a value is guarded
+//! once and specialised ops (`ADD_INT`, `LT_FLOAT_GUARD_TRUE`, `GETITEM_LIST_INT`, ...) follow
+//! without further checks; a guard on a value loaded from a local refines the local too.
+
+use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
+use crate::ops::{self, op};
+use crate::parser::Function;
+use crate::value::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How a recorded path ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// The path came back to its start: jump to the first micro-op.
+    JumpTop,
+    /// Leave the trace and resume the interpreter at this bytecode.
+    Exit(u32),
+    /// The last recorded bytecode is a `RETURN`.
+    Return,
+}
+
+/// A projected trace: micro-ops, then one exit stub per distinct resume point.
+#[derive(Clone, Debug)]
+pub struct Trace {
+    pub uops: Vec<Inst>,
+    /// Number of micro-ops before the exit stubs.
+    pub body_len: usize,
+    /// Resume pc of each exit, by exit index. Every `EXIT_TRACE` (the stubs from `body_len`
+    /// on, and a final one in the body) has operand `pc << 32 | index` and, once attached,
+    /// the address of its link slot in `arg1`.
+    pub exit_pcs: Vec<u32>,
+    /// The exit taken at the end of the path (`End::Exit`), if any.
+    pub end_exit: Option<usize>,
+    /// Globals whose current values were folded into the trace.
+    pub deps: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ty {
+    Unknown,
+    Int,
+    Float,
+    Bool,
+    List,
+}
+
+fn ty_of(v: Value) -> Ty {
+    match v.type_code() {
+        TYPE_INT => Ty::Int,
+        TYPE_FLOAT => Ty::Float,
+        TYPE_LIST => Ty::List,
+        crate::abi::TYPE_BOOL => Ty::Bool,
+        _ => Ty::Unknown,
+    }
+}
+
+fn recorded(t: u8) -> Ty {
+    match t {
+        TYPE_INT => Ty::Int,
+        TYPE_FLOAT => Ty::Float,
+        TYPE_LIST => Ty::List,
+        _ => Ty::Unknown,
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    ty: Ty,
+    /// The local this value was loaded from, while that local still holds it.
+    local: Option<u64>,
+}
+
+struct Projector<'a> {
+    func: &'a Function,
+    uops: Vec<Inst>,
+    /// Index in `uops` of each micro-op whose target is an exit, with the exit's pc.
+    exit_uses: Vec<(usize, u32)>,
+    stack: Vec<Slot>,
+    locals: Vec<Ty>,
+}
+
+impl Projector<'_> {
+    fn emit(&mut self, id: u32, arg0: u64, arg1: u64) {
+        self.uops.push(Inst {
+            op: id,
+            target: 0,
+            arg0,
+            arg1,
+        });
+    }
+
+    /// Emits a micro-op that leaves the trace at bytecode `pc` when it cannot go on.
+    fn emit_exiting(&mut self, id: u32, arg0: u64, arg1: u64, pc: u32) {
+        self.exit_uses.push((self.uops.len(), pc));
+        self.emit(id, arg0, arg1);
+    }
+
+    fn pop(&mut self) -> Slot {
+        self.stack.pop().unwrap_or(Slot {
+            ty: Ty::Unknown,
+            local: None,
+        })
+    }
+
+    fn push(&mut self, ty: Ty) {
+        self.stack.push(Slot { ty, local: None });
+    }
+
+    /// The slot `depth` below the top (0 = top), growing the known stack downwards if the
+    /// trace started with values already on it.
+    fn slot(&mut self, depth: usize) -> &mut Slot {
+        while self.stack.len() <= depth {
+            self.stack.insert(
+                0,
+                Slot {
+                    ty: Ty::Unknown,
+                    local: None,
+                },
+            );
+        }
+        let n = self.stack.len();
+        &mut self.stack[n - 1 - depth]
+    }
+
+    fn refine(&mut self, depth: usize, ty: Ty) {
+        let slot = self.slot(depth);
+        slot.ty = ty;
+        if let Some(l) = slot.local {
+            self.locals[l as usize] = ty;
+        }
+    }
+
+    /// Guards that the slots have the given types (depth 0 = top), unless already known.
+    fn guard(&mut self, pc: u32, wanted: &[(usize, Ty)]) {
+        let mut missing: Vec<(usize, Ty)> = wanted
+            .iter()
+            .copied()
+            .filter(|&(d, ty)| self.slot(d).ty != ty)
+            .collect();
+        missing.sort_by_key(|&(d, _)| d);
+        if missing == [(1, Ty::Int), (2, Ty::List)] {
+            self.emit_exiting(op::GUARD_INT_NOS_LIST_3RD, 0, 0, pc);
+        } else if missing == [(0, Ty::Int), (1, Ty::Int)] {
+            self.emit_exiting(op::GUARD_INT_BOTH, 0, 0, pc);
+        } else if missing == [(0, Ty::Float), (1, Ty::Float)] {
+            self.emit_exiting(op::GUARD_FLOAT_BOTH, 0, 0, pc);
+        } else {
+            for &(d, ty) in &missing {
+                let id = match (d, ty) {
+                    (0, Ty::Int) => op::GUARD_INT_TOS,
+                    (1, Ty::Int) => op::GUARD_INT_NOS,
+                    (0, Ty::Float) => op::GUARD_FLOAT_TOS,
+                    (1, Ty::Float) => op::GUARD_FLOAT_NOS,
+                    (1, Ty::List) => op::GUARD_LIST_NOS,
+                    (2, Ty::List) => op::GUARD_LIST_3RD,
+                    _ => unreachable!("no guard for {ty:?} at depth {d}"),
+                };
+                self.emit_exiting(id, 0, 0, pc);
+            }
+        }
+        for &(d, ty) in wanted {
+            self.refine(d, ty);
+        }
+    }
+
+    fn store_local(&mut self, l: u64, ty: Ty) {
+        self.locals[l as usize] = ty;
+        for s in &mut self.stack {
+            if s.local == Some(l) {
+                s.local = None;
+            }
+        }
+    }
+}
+
+/// The int and float micro-ops specialising a binary bytecode, and whether it compares.
+fn specialisations(bytecode: u32) -> Option<(Option<u32>, Option<u32>, bool)> {
+    Some(match bytecode {
+        op::ADD => (Some(op::ADD_INT), Some(op::ADD_FLOAT), false),
+        op::SUB => (Some(op::SUB_INT), Some(op::SUB_FLOAT), false),
+        op::MUL => (Some(op::MUL_INT), Some(op::MUL_FLOAT), false),
+        op::DIV => (None, Some(op::DIV_FLOAT), false),
+        op::FLOORDIV => (Some(op::FLOORDIV_INT), None, false),
+        op::MOD => (Some(op::MOD_INT), None, false),
+        op::LT => (Some(op::LT_INT), Some(op::LT_FLOAT), true),
+        op::LE => (Some(op::LE_INT), Some(op::LE_FLOAT), true),
+        op::GT => (Some(op::GT_INT), Some(op::GT_FLOAT), true),
+        op::GE => (Some(op::GE_INT), Some(op::GE_FLOAT), true),
+        op::EQ => (Some(op::EQ_INT), Some(op::EQ_FLOAT), true),
+        op::NE => (Some(op::NE_INT), Some(op::NE_FLOAT), true),
+        _ => return None,
+    })
+}
+
+/// A comparison fused with the branch after it: (op if the branch goes on when true, op if
+/// it goes on when false).
+fn fused_compare_branch(specialised: u32) -> Option<(u32, u32)> {
+    Some(match specialised {
+        op::LT_INT => (op::LT_INT_GUARD_TRUE, op::LT_INT_GUARD_FALSE),
+        op::LE_INT => (op::LE_INT_GUARD_TRUE, op::LE_INT_GUARD_FALSE),
+        op::GT_INT => (op::GT_INT_GUARD_TRUE, op::GT_INT_GUARD_FALSE),
+        op::GE_INT => (op::GE_INT_GUARD_TRUE, op::GE_INT_GUARD_FALSE),
+        op::EQ_INT => (op::EQ_INT_GUARD_TRUE, op::EQ_INT_GUARD_FALSE),
+        op::NE_INT => (op::NE_INT_GUARD_TRUE, op::NE_INT_GUARD_FALSE),
+        op::LT_FLOAT => (op::LT_FLOAT_GUARD_TRUE, op::LT_FLOAT_GUARD_FALSE),
+        op::GT_FLOAT => (op::GT_FLOAT_GUARD_TRUE, op::GT_FLOAT_GUARD_FALSE),
+        _ => return None,
+    })
+}
+
+/// The `EXIT_TRACE` operand for resume pc `pc` and exit index `exit`: `pc << 32 |
+/// executor << 16 | exit`, where the executor's index is filled in when it is attached.
+fn exit_operand(pc: u32, exit: usize) -> u64 {
+    assert!(exit <= 0xffff, "more than 65536 exits in one trace");
+    ((pc as u64) << 32) | exit as u64
+}
+
+/// Projects the recorded path `records` of `func` (bytecode `code`) into a trace.
+/// `globals` are the current global values (folded into the trace unless the trace stores
+/// them).
+pub fn project(
+    func: &Function,
+    code: &[Inst],
+    records: &[Record],
+    end: End,
+    globals: &[u64],
+) -> Result<Trace, String> {
+    if records.is_empty() {
+        return Err("empty recording".into());
+    }
+    let mut p = Projector {
+        func,
+        uops: Vec::new(),
+        exit_uses: Vec::new(),
+        stack: Vec::new(),
+        locals: vec![Ty::Unknown; func.locals.len()],
+    };
+    let stored_globals: Vec<u64> = records
+        .iter()
+        .filter(|r| code[r.pc as usize].op == op::STORE_GLOBAL)
+        .map(|r| code[r.pc as usize].arg0)
+        .collect();
+    let mut deps = Vec::new();
+    let next_pc = |i: usize| -> Option<u32> {
+        match records.get(i + 1) {
+            Some(r) => Some(r.pc as u32),
+            None => match end {
+                End::Exit(pc) => Some(pc),
+                End::JumpTop => Some(records[0].pc as u32),
+                End::Return => None,
+            },
+        }
+    };
+    let mut i = 0;
+    while i < records.len() {
+        let rec = records[i];
+        let pc = rec.pc as u32;
+        let inst = code[pc as usize];
+        let types = rec.types;
+        match inst.op {
+            op::NOP | op::JUMP => {}
+            op::JUMP_BACKWARD | op::ENTER_EXECUTOR => {
+                if i + 1 != records.len() {
+                    return Err(format!("back-edge at pc {pc} in the middle of a recording"));
+                }
+            }
+            op::CONST => {
+                p.emit(op::CONST, inst.arg0, 0);
+                p.push(ty_of(Value(inst.arg0)));
+            }
+            op::LOAD => {
+                // `i = i + c` with an int constant: one micro-op updating the local in place.
+                let pattern = records.get(i + 1..i + 4).is_some_and(|rs| {
+                    let c = code[pc as usize + 1];
+                    rs.iter()
+                        .enumerate()
+                        .all(|(k, r)| r.pc as u32 == pc + 1 + k as u32)
+                        && c.op == op::CONST
+                        && Value(c.arg0).as_int().is_some()
+                        && code[pc as usize + 2].op == op::ADD
+                        && code[pc as usize + 3].op == op::STORE
+                        && code[pc as usize + 3].arg0 == inst.arg0
+                        && rs[1].types[1] == TYPE_INT
+                });
+                if pattern {
+                    p.emit_exiting(
+                        op::INCREMENT_LOCAL_INT,
+                        inst.arg0,
+                        code[pc as usize + 1].arg0,
+                        pc,
+                    );
+                    p.store_local(inst.arg0, Ty::Int);
+                    i += 4;
+                    continue;
+                }
+                // `load list; load index; getitem` on a list and an int: one micro-op.
+                let item = records.get(i + 1..i + 3).is_some_and(|rs| {
+                    rs[0].pc as u32 == pc + 1
+                        && rs[1].pc as u32 == pc + 2
+                        && code[pc as usize + 1].op == op::LOAD
+                        && code[pc as usize + 2].op == op::GETITEM
+                        && rs[1].types[1] == TYPE_LIST
+                        && rs[1].types[0] == TYPE_INT
+                });
+                if item {
+                    let index = code[pc as usize + 1].arg0;
+                    p.emit_exiting(op::GETITEM_LOCALS, inst.arg0, index, pc);
+                    p.locals[inst.arg0 as usize] = Ty::List;
+                    p.locals[index as usize] = Ty::Int;
+                    p.push(Ty::Unknown);
+                    i += 3;
+                    continue;
+                }
+                p.emit(op::LOAD, inst.arg0, 0);
+                let ty = p.locals[inst.arg0 as usize];
+                p.stack.push(Slot {
+                    ty,
+                    local: Some(inst.arg0),
+                });
+            }
+            op::STORE => {
+                p.emit(op::STORE, inst.arg0, 0);
+                let s = p.pop();
+                p.store_local(inst.arg0, s.ty);
+            }
+            op::LOAD_GLOBAL => {
+                if stored_globals.contains(&inst.arg0) {
+                    p.emit(op::LOAD_GLOBAL, inst.arg0, 0);
+                    p.push(Ty::Unknown);
+                } else {
+                    let v = globals[inst.arg0 as usize];
+                    p.emit(op::CONST, v, 0);
+                    p.push(ty_of(Value(v)));
+                    if !deps.contains(&inst.arg0) {
+                        deps.push(inst.arg0);
+                    }
+                }
+            }
+            op::STORE_GLOBAL => {
+                p.emit_exiting(op::STORE_GLOBAL, inst.arg0, 0, pc);
+                p.pop();
+            }
+            op::POP => {
+                p.emit(op::POP, 0, 0);
+                p.pop();
+            }
+            op::DUP => {
+                p.emit(op::DUP, 0, 0);
+                let top = *p.slot(0);
+                p.stack.push(top);
+            }
+            op::SWAP => {
+                p.emit(op::SWAP, 0, 0);
+                let (a, b) = (p.pop(), p.pop());
+                p.stack.push(a);
+                p.stack.push(b);
+            }
+            op::JUMP_IF_FALSE | op::JUMP_IF_TRUE => {
+                let taken = next_pc(i) == Some(inst.target);
+                let truthy = taken == (inst.op == op::JUMP_IF_TRUE);
+                let other = if taken { pc + 1 } else { inst.target };
+                let guard = if truthy {
+                    op::GUARD_TRUE
+                } else {
+                    op::GUARD_FALSE
+                };
+                p.emit_exiting(guard, 0, 0, other);
+                p.pop();
+            }
+            op::CALL => {
+                // Leaves after the call if the callee invalidated executors.
+                p.emit_exiting(op::CALL, inst.arg0, inst.arg1, pc + 1);
+                for _ in 0..inst.arg1 {
+                    p.pop();
+                }
+                p.push(Ty::Unknown);
+            }
+            op::RETURN => {
+                p.emit(op::RETURN, 0, 0);
+                if i + 1 != records.len() {
+                    return Err(format!("RETURN at pc {pc} in the middle of a recording"));
+                }
+            }
+            op::GETITEM if types[1] == TYPE_LIST && types[0] == TYPE_INT => {
+                p.guard(pc, &[(1, Ty::List), (0, Ty::Int)]);
+                p.emit_exiting(op::GETITEM_LIST_INT, 0, 0, pc);
+                p.pop();
+                p.pop();
+                p.push(Ty::Unknown);
+            }
+            op::SETITEM if types[2] == TYPE_LIST && types[1] == TYPE_INT => {
+                p.guard(pc, &[(2, Ty::List), (1, Ty::Int)]);
+                p.emit_exiting(op::SETITEM_LIST_INT, 0, 0, pc);
+                for _ in 0..3 {
+                    p.pop();
+                }
+            }
+            bytecode => {
+                let info = ops::info(bytecode);
+                if !info.bytecode {
+                    return Err(format!(
+                        "micro-op {} recorded as a bytecode at pc {pc}",
+                        info.name
+                    ));
+                }
+                let args = [inst.arg0, inst.arg1];
+                let specialised = specialisations(bytecode).and_then(|(int_op, float_op, cmp)| {
+                    match (recorded(types[1]), recorded(types[0])) {
+                        (Ty::Int, Ty::Int) => int_op.map(|o| (o, Ty::Int, cmp)),
+                        (Ty::Float, Ty::Float) => float_op.map(|o| (o, Ty::Float, cmp)),
+                        _ => None,
+                    }
+                });
+                if let Some((uop, ty, cmp)) = specialised {
+                    p.guard(pc, &[(1, ty), (0, ty)]);
+                    p.pop();
+                    p.pop();
+                    // Fuse a comparison with the conditional jump after it.
+                    let branch = records.get(i + 1).map(|r| code[r.pc as usize]);
+                    let fused = fused_compare_branch(uop).filter(|_| {
+                        cmp && records[i + 1].pc as u32 == pc + 1
+                            && matches!(
+                                branch.map(|b| b.op),
+                                Some(op::JUMP_IF_FALSE | op::JUMP_IF_TRUE)
+                            )
+                    });
+                    if let (Some((on_true, on_false)), Some(b)) = (fused, branch) {
+                        let taken = next_pc(i + 1) == Some(b.target);
+                        let truthy = taken == (b.op == op::JUMP_IF_TRUE);
+                        let other = if taken { pc + 2 } else { b.target };
+                        p.emit_exiting(if truthy { on_true } else { on_false }, 0, 0, other);
+                        i += 2;
+                        continue;
+                    }
+                    p.emit_exiting(uop, 0, 0, pc);
+                    p.push(if cmp { Ty::Bool } else { ty });
+                } else {
+                    // The generic op; if it would raise, the trace leaves and the interpreter
+                    // raises at this bytecode.
+                    if info.exits {
+                        p.emit_exiting(bytecode, args[0], args[1], pc);
+                    } else {
+                        p.emit(bytecode, args[0], args[1]);
+                    }
+                    for _ in 0..info.pop.count(args) {
+                        p.pop();
+                    }
+                    let result = match bytecode {
+                        op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => Ty::Bool,
+                        op::DIV | op::FLOAT | op::SQRT => Ty::Float,
+                        op::INT | op::LEN => Ty::Int,
+                        op::NEWLIST | op::BUILD_LIST => Ty::List,
+                        _ => Ty::Unknown,
+                    };
+                    for _ in 0..info.push.count(args) {
+                        p.push(result);
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    let mut end_exit = None;
+    match end {
+        End::JumpTop => p.emit(op::JUMP_TOP, 0, 0),
+        End::Exit(pc) => {
+            end_exit = Some(p.uops.len());
+            p.emit(op::EXIT_TRACE, pc as u64, 0);
+        }
+        End::Return => {
+            if code[records.last().unwrap().pc as usize].op != op::RETURN {
+                return Err("recording ended without RETURN".into());
+            }
+        }
+    }
+    // Exit stubs, one per distinct resume pc, after the body.
+    let body_len = p.uops.len();
+    let mut exits: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut exit_pcs = Vec::new();
+    for &(_, pc) in &p.exit_uses {
+        exits.entry(pc).or_insert_with(|| {
+            exit_pcs.push(pc);
+            exit_pcs.len() - 1
+        });
+    }
+    for &(at, pc) in &p.exit_uses {
+        p.uops[at].target = (body_len + exits[&pc]) as u32;
+    }
+    for (e, &pc) in exit_pcs.iter().enumerate() {
+        p.uops.push(Inst {
+            op: op::EXIT_TRACE,
+            target: 0,
+            arg0: exit_operand(pc, e),
+            arg1: 0,
+        });
+    }
+    // The end of the path is an exit of its own (not shared with guards): it may be linked
+    // to a trace that starts where it goes.
+    let end_exit = end_exit.map(|at| {
+        let pc = p.uops[at].arg0 as u32;
+        exit_pcs.push(pc);
+        p.uops[at].arg0 = exit_operand(pc, exit_pcs.len() - 1);
+        exit_pcs.len() - 1
+    });
+    let _ = p.func;
+    Ok(Trace {
+        uops: p.uops,
+        body_len,
+        exit_pcs,
+        end_exit,
+        deps,
+    })
+}
+
+impl Trace {
+    /// A listing of the micro-ops, one per line, with operands, targets and exits.
+    pub fn dump(&self, func: &Function) -> String {
+        let mut s = String::new();
+        for (i, u) in self.uops.iter().enumerate() {
+            let info = ops::info(u.op);
+            if i == self.body_len {
+                s.push_str("  -- exits --\n");
+            }
+            write!(s, "  {i:4}  {:<24}", info.name).unwrap();
+            for (k, kind) in info.operands.iter().enumerate() {
+                let a = if k == 0 { u.arg0 } else { u.arg1 };
+                match kind {
+                    ops::OperandKind::Local => write!(
+                        s,
+                        " {}",
+                        func.locals.get(a as usize).map_or("?", |l| l.as_str())
+                    )
+                    .unwrap(),
+                    ops::OperandKind::Const => {
+                        let mut v = String::new();
+                        crate::value::format_value(&mut v, Value(a));
+                        write!(s, " {v}").unwrap();
+                    }
+                    ops::OperandKind::Pc => write!(s, " pc={a}").unwrap(),
+                    ops::OperandKind::Exit => {
+                        write!(s, " pc={} exit={}", a >> 32, a & 0xffff).unwrap()
+                    }
+                    ops::OperandKind::Link => {}
+                    _ => write!(s, " {a}").unwrap(),
+                }
+            }
+            if info.jumps {
+                write!(s, " -> {}", u.target).unwrap();
+            } else if info.exits && i < self.body_len {
+                write!(s, " exit-> {}", u.target).unwrap();
+            }
+            s.push('\n');
+        }
+        s
+    }
+}

@@ -1,0 +1,299 @@
+//! Tier-up: recording hot paths, attaching executors to functions, linking their exits,
+//! and invalidating them when a folded global changes.
+
+use super::*;
+
+impl Vm {
+    /// A back-edge became hot: trace its loop. Returns `Some(v)` if the function returned
+    /// `v` while the loop was being recorded.
+    pub(super) fn on_hot_loop(&self, f: usize, frame: *mut Frame) -> Result<Option<u64>, ()> {
+        let st = &self.funcs[f];
+        // SAFETY: live frame.
+        let (head, backedge) = unsafe { ((*frame).pc as u32, (*frame).aux as u32) };
+        let mut inst = st.get(backedge as usize);
+        inst.arg1 = 0; // restart the counter (back-off if nothing gets installed)
+        st.set(backedge as usize, inst);
+        if st.jit_failed.get() {
+            return Ok(None);
+        }
+        let kind = ExecutorKind::Loop {
+            head,
+            backedge,
+            original: inst,
+        };
+        self.record_and_install(f, frame, head as i64, kind)
+    }
+
+    /// Records from the frame's pc until `stop_pc` (or a return, another loop, or the length
+    /// limit), builds a trace and attaches it. Returns `Some(v)` if the function returned `v`
+    /// while recording.
+    pub(super) fn record_and_install(
+        &self,
+        f: usize,
+        frame: *mut Frame,
+        stop_pc: i64,
+        kind: ExecutorKind,
+    ) -> Result<Option<u64>, ()> {
+        let st = &self.funcs[f];
+        let mut records = vec![Record::default(); self.config.max_trace_len];
+        let mut len = 0i64;
+        let mut heads = vec![0u8; self.program.functions[f].code.len()];
+        for &pc in st.loop_heads.borrow().keys() {
+            heads[pc as usize] = 1;
+        }
+        // SAFETY: live frame; `records` has `max_trace_len` entries.
+        let status = unsafe {
+            vm_record(
+                frame,
+                (*frame).sp,
+                st.code_ptr(),
+                records.as_mut_ptr(),
+                records.len() as i64,
+                &mut len,
+                stop_pc,
+                heads.as_ptr(),
+            )
+        };
+        records.truncate(len as usize);
+        let end_pc = unsafe { (*frame).pc } as u32;
+        let (end, returned) = match status {
+            EXIT_RETURN => (End::Return, Some(unsafe { (*frame).ret })),
+            EXIT_ERROR => return self.raise(f, frame),
+            EXIT_RECORDED
+                if matches!(kind, ExecutorKind::Loop { .. }) && end_pc as i64 == stop_pc =>
+            {
+                (End::JumpTop, None)
+            }
+            EXIT_RECORDED | EXIT_RECORD_FULL => (End::Exit(end_pc), None),
+            other => panic!("vm_record returned unknown status {other}"),
+        };
+        // A loop trace must close, or end where another loop's executor starts (it links
+        // there). Otherwise the recording is dropped and the back-edge backs off
+        // exponentially before it is traced again.
+        let closes = match (kind, end) {
+            (ExecutorKind::Loop { .. }, End::Exit(pc)) => heads[pc as usize] != 0,
+            (ExecutorKind::Loop { .. }, End::Return) => false,
+            _ => true,
+        };
+        if !closes || records.is_empty() {
+            self.stats.borrow_mut().recordings_abandoned += 1;
+            if let ExecutorKind::Loop { backedge, .. } = kind {
+                let mut backoff = st.backoff.borrow_mut();
+                let n = backoff.entry(backedge).or_insert(0);
+                *n = (*n + 1).min(16);
+                let mut inst = st.get(backedge as usize);
+                if inst.op == op::JUMP_BACKWARD {
+                    // Counts up from a negative value (the counter is compared as i64).
+                    inst.arg1 = (-(self.config.backedge_threshold << *n)) as u64;
+                    st.set(backedge as usize, inst);
+                }
+            }
+            return Ok(returned);
+        }
+        self.install(f, kind, stop_pc, &records, end);
+        Ok(returned)
+    }
+
+    pub(super) fn install(
+        &self,
+        f: usize,
+        kind: ExecutorKind,
+        stop_pc: i64,
+        records: &[Record],
+        end: End,
+    ) {
+        let st = &self.funcs[f];
+        let func = &self.program.functions[f];
+        let code = st.code();
+        let mut trace = match trace::project(func, &code, records, end, &self.global_values()) {
+            Ok(t) => t,
+            Err(_) => {
+                self.stats.borrow_mut().recordings_abandoned += 1;
+                return;
+            }
+        };
+        // Link slots live as long as the executor (never moved: boxed).
+        let links: Box<[Cell<u64>]> = trace.exit_pcs.iter().map(|_| Cell::new(0)).collect();
+        let index = st.executors.borrow().len();
+        if index > 0xffff {
+            // Exits name their executor in 16 bits.
+            self.stats.borrow_mut().recordings_abandoned += 1;
+            return;
+        }
+        for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
+            u.arg1 = &links[(u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
+            u.arg0 |= (index as u64) << 16;
+        }
+        st.compiles.set(st.compiles.get() + 1);
+        let compiled = if self.config.fail_compiles {
+            Err("compile failure injected by the test configuration".to_string())
+        } else {
+            match &self.jit {
+                Some(backend) => {
+                    let t0 = Instant::now();
+                    let r = backend.compile(&trace);
+                    self.stats.borrow_mut().compile_time += t0.elapsed();
+                    r.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        let compiled = match compiled {
+            Ok(c) => c,
+            Err(_) => {
+                // Seed 000's PY_JIT_FAILED: never try this function again.
+                st.jit_failed.set(true);
+                self.stats.borrow_mut().compile_failures += 1;
+                for (pc, inst) in code.iter().enumerate() {
+                    if inst.op == op::JUMP_BACKWARD {
+                        st.set(
+                            pc,
+                            Inst {
+                                op: op::JUMP,
+                                ..*inst
+                            },
+                        );
+                    }
+                }
+                return;
+            }
+        };
+        {
+            let mut s = self.stats.borrow_mut();
+            s.traces += 1;
+            s.uops += trace.uops.len() as u64;
+            s.code_bytes += compiled.as_ref().map_or(0, |c| c.code_bytes() as u64);
+            match kind {
+                ExecutorKind::Loop { .. } => s.loop_traces += 1,
+                ExecutorKind::Entry => s.entry_traces += 1,
+                ExecutorKind::Side { .. } => s.side_traces += 1,
+            }
+        }
+        if self.config.dump_traces {
+            let mut d = self.trace_dump.borrow_mut();
+            d.push_str(&format!(
+                "trace {index} of function {} ({kind:?}):\n",
+                func.name
+            ));
+            d.push_str(&trace.dump(func));
+            if let Some(c) = &compiled {
+                d.push_str(&c.listing());
+            }
+        }
+        for &g in &trace.deps {
+            self.global_deps
+                .borrow_mut()
+                .entry(g)
+                .or_default()
+                .push((f, index));
+        }
+        let stop_pc = match kind {
+            ExecutorKind::Loop { head, .. } => head as i64,
+            _ => stop_pc,
+        };
+        let exits = trace
+            .exit_pcs
+            .iter()
+            .map(|_| ExitState::default())
+            .collect();
+        let depth = match kind {
+            ExecutorKind::Side { parent, .. } => st.executors.borrow()[parent].depth + 1,
+            _ => 0,
+        };
+        st.executors.borrow_mut().push(Rc::new(Executor {
+            kind,
+            depth,
+            links,
+            linked_from: RefCell::new(Vec::new()),
+            stop_pc,
+            trace,
+            exits,
+            compiled,
+            valid: Cell::new(true),
+        }));
+        match kind {
+            ExecutorKind::Loop { head, backedge, .. } => {
+                st.loop_heads.borrow_mut().insert(head, index);
+                st.set(
+                    backedge as usize,
+                    Inst {
+                        op: op::ENTER_EXECUTOR,
+                        target: head,
+                        arg0: index as u64,
+                        arg1: head as u64,
+                    },
+                );
+            }
+            ExecutorKind::Entry => st.entry.set(Some(index)),
+            ExecutorKind::Side { parent, exit } => {
+                st.executors.borrow()[parent].exits[exit]
+                    .side
+                    .set(Some(index));
+                self.link(f, parent, exit, index);
+            }
+        }
+    }
+
+    /// Makes exit `exit` of executor `from` continue in executor `to`: compiled code jumps
+    /// there directly from now on.
+    pub(super) fn link(&self, f: usize, from: usize, exit: usize, to: usize) {
+        let executors = self.funcs[f].executors.borrow();
+        let (src, dst) = (&executors[from], &executors[to]);
+        if src.links[exit].get() != 0 || !dst.valid.get() {
+            return;
+        }
+        if let (Some(_), Some(target)) = (&src.compiled, &dst.compiled) {
+            src.links[exit].set(target.body_address());
+            dst.linked_from.borrow_mut().push((from, exit));
+        }
+    }
+
+    /// Stores a global; invalidates the executors that folded it. Returns whether any were.
+    pub(crate) fn store_global(&self, index: usize, value: u64) -> bool {
+        // SAFETY: as in `global_values`.
+        unsafe { *self.globals[index].get() = value };
+        let deps = self.global_deps.borrow_mut().remove(&(index as u64));
+        let mut any = false;
+        for (f, e) in deps.unwrap_or_default() {
+            any |= self.invalidate(f, e);
+        }
+        any
+    }
+
+    /// Detaches executor `e` of function `f` so that it is never entered again (it may be
+    /// running: it leaves at once, and its memory lives as long as the function state).
+    pub fn invalidate(&self, f: usize, e: usize) -> bool {
+        let st = &self.funcs[f];
+        let exec = st.executors.borrow()[e].clone();
+        if !exec.valid.replace(false) {
+            return false;
+        }
+        match exec.kind {
+            ExecutorKind::Loop {
+                head,
+                backedge,
+                original,
+            } => {
+                st.loop_heads.borrow_mut().remove(&head);
+                st.set(
+                    backedge as usize,
+                    Inst {
+                        arg1: 0,
+                        ..original
+                    },
+                );
+            }
+            ExecutorKind::Entry => st.entry.set(None),
+            ExecutorKind::Side { parent, exit } => {
+                st.executors.borrow()[parent].exits[exit].side.set(None);
+            }
+        }
+        let executors = st.executors.borrow();
+        for &(from, exit) in exec.linked_from.borrow().iter() {
+            executors[from].links[exit].set(0);
+        }
+        self.epoch.set(self.epoch.get() + 1);
+        self.stats.borrow_mut().invalidations += 1;
+        true
+    }
+}

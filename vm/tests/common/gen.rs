@@ -1,0 +1,257 @@
+//! A seeded random program generator for differential testing: loops long enough to tier
+//! up, branches, ints near the overflow limits, floats with NaN, infinities and -0.0, lists
+//! (with indices that go out of range), calls, globals that change (invalidating traces),
+//! and locals whose type changes mid-loop (so guards fail inside traces).
+
+use std::fmt::Write as _;
+
+/// xorshift64*: small, deterministic, good enough for test cases.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+    pub fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+const SCALARS: usize = 5;
+const INT_MAX: i64 = (1 << 47) - 1;
+
+struct Gen {
+    rng: Rng,
+    out: String,
+    labels: usize,
+    /// Nesting of loops (only two levels).
+    loop_depth: usize,
+}
+
+impl Gen {
+    fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("L{}", self.labels)
+    }
+
+    fn line(&mut self, s: &str) {
+        self.out.push_str("  ");
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    fn constant(&mut self) -> String {
+        let r = &mut self.rng;
+        match r.below(40) {
+            0..=17 => format!("{}", r.below(21) as i64 - 10),
+            18 => format!("{}", INT_MAX - r.below(4) as i64),
+            19 => format!("{}", -INT_MAX - 1 + r.below(4) as i64),
+            20 => format!("{}", (r.below(1 << 24) as i64) << 20),
+            21..=28 => r
+                .pick(&[
+                    "0.0", "-0.0", "1.5", "-2.25", "0.1", "3.0", "1e300", "-7.5e-3",
+                ])
+                .into(),
+            29 => r.pick(&["nan", "inf", "-inf"]).into(),
+            30 => r.pick(&["true", "false", "none"]).into(),
+            _ => format!("{}", r.below(1000)),
+        }
+    }
+
+    fn operand(&mut self) {
+        let s = match self.rng.below(10) {
+            0..=4 => format!("load v{}", self.rng.below(SCALARS as u64)),
+            5 | 6 => "load k".to_string(),
+            7 | 8 => format!("load_global G{}", self.rng.below(2)),
+            _ => format!("const {}", self.constant()),
+        };
+        self.line(&s);
+    }
+
+    fn expr(&mut self, depth: u32) {
+        if depth == 0 || self.rng.chance(35) {
+            self.operand();
+            return;
+        }
+        if self.rng.chance(15) {
+            self.expr(depth - 1);
+            let op = self.rng.pick(&["neg", "not", "float", "int", "sqrt"]);
+            self.line(op);
+            return;
+        }
+        self.expr(depth - 1);
+        self.expr(depth - 1);
+        let op = self.rng.pick(&[
+            "add", "add", "sub", "sub", "mul", "div", "floordiv", "mod", "lt", "le", "gt", "ge",
+            "eq", "ne",
+        ]);
+        self.line(op);
+    }
+
+    fn index(&mut self) {
+        match self.rng.below(10) {
+            0 => self.line("load k"),
+            1 | 2 => {
+                let c = format!("const {}", self.rng.below(12) as i64 - 6);
+                self.line(&c)
+            }
+            _ => {
+                self.line("load k");
+                let c = format!("const {}", 1 + self.rng.below(6));
+                self.line(&c);
+                self.line("mod");
+            }
+        }
+    }
+
+    /// A statement (stack-neutral).
+    fn statement(&mut self, depth: u32) {
+        let v = self.rng.below(SCALARS as u64);
+        match self.rng.below(12) {
+            0..=3 => {
+                self.expr(2);
+                self.line(&format!("store v{v}"));
+            }
+            4 if depth > 0 => {
+                let (els, end) = (self.label(), self.label());
+                self.expr(2);
+                self.line(&format!("jump_if_false {els}"));
+                self.statements(depth - 1, 2);
+                self.line(&format!("jump {end}"));
+                self.out.push_str(&format!("{els}:\n"));
+                self.statements(depth - 1, 2);
+                self.out.push_str(&format!("{end}:\n"));
+            }
+            5 => {
+                // A type change after the loop has been traced: a guard fails mid-trace.
+                let skip = self.label();
+                let at = 3 + self.rng.below(40);
+                self.line(&format!("load k; const {at}; eq; jump_if_false {skip}"));
+                let c = self.constant();
+                self.line(&format!("const {c}; store v{v}"));
+                self.out.push_str(&format!("{skip}:\n"));
+            }
+            6 => {
+                self.line("load lst");
+                self.index();
+                self.expr(1);
+                self.line("setitem");
+            }
+            7 => {
+                self.line("load lst");
+                self.index();
+                self.line(&format!("getitem; store v{v}"));
+            }
+            8 => {
+                let skip = self.label();
+                self.line(&format!(
+                    "load k; const 13; mod; const 0; eq; jump_if_false {skip}"
+                ));
+                let w = self.rng.below(SCALARS as u64);
+                self.line(&format!("load v{v}; load v{w}; load k; print 3"));
+                self.out.push_str(&format!("{skip}:\n"));
+            }
+            9 => {
+                self.expr(1);
+                self.expr(1);
+                self.line(&format!("call f; store v{v}"));
+            }
+            10 => {
+                // Changing a global invalidates traces that folded it.
+                let skip = self.label();
+                let at = 2 + self.rng.below(60);
+                self.line(&format!("load k; const {at}; eq; jump_if_false {skip}"));
+                self.expr(1);
+                let g = self.rng.below(2);
+                self.line(&format!("store_global G{g}"));
+                self.out.push_str(&format!("{skip}:\n"));
+            }
+            _ if self.loop_depth < 2 && depth > 0 => {
+                let n = 2 + self.rng.below(20);
+                self.counted_loop("j", n, depth - 1)
+            }
+            _ => {
+                let skip = self.label();
+                self.line(&format!("load k; const 4; lt; jump_if_false {skip}"));
+                self.line("load lst");
+                self.expr(1);
+                self.line("append");
+                self.out.push_str(&format!("{skip}:\n"));
+            }
+        }
+    }
+
+    fn statements(&mut self, depth: u32, max: u64) {
+        for _ in 0..1 + self.rng.below(max) {
+            self.statement(depth);
+        }
+    }
+
+    fn counted_loop(&mut self, var: &str, n: u64, depth: u32) {
+        let (head, done) = (self.label(), self.label());
+        self.loop_depth += 1;
+        self.line(&format!("const 0; store {var}"));
+        self.out.push_str(&format!("{head}:\n"));
+        self.line(&format!("load {var}; const {n}; lt; jump_if_false {done}"));
+        self.statements(depth, 4);
+        self.line(&format!("load {var}; const 1; add; store {var}"));
+        self.line(&format!("jump {head}"));
+        self.out.push_str(&format!("{done}:\n"));
+        self.loop_depth -= 1;
+    }
+}
+
+/// The program for `seed`.
+pub fn program(seed: u64) -> String {
+    let mut g = Gen {
+        rng: Rng::new(seed),
+        out: String::new(),
+        labels: 0,
+        loop_depth: 0,
+    };
+    let _ = writeln!(g.out, "# generated, seed {seed}");
+    for i in 0..2 {
+        let c = g.constant();
+        let _ = writeln!(g.out, "global G{i} {c}");
+    }
+    // f(a, b): a small expression over its parameters.
+    g.out.push_str("func f(a, b)\n  locals k v0 v1 v2 v3 v4\n  load a; store v0; load b; store v1; const 1; store k\n");
+    g.expr(2);
+    g.line("return");
+    g.out
+        .push_str("end\nfunc main()\n  locals k j lst v0 v1 v2 v3 v4\n");
+    for v in 0..SCALARS {
+        let c = g.constant();
+        g.line(&format!("const {c}; store v{v}"));
+    }
+    let n = 6 + g.rng.below(4);
+    g.line(&format!("const {n}; const 0; newlist; store lst"));
+    let iterations = 10 + g.rng.below(120);
+    g.loop_depth = 1;
+    let (head, done) = (g.label(), g.label());
+    g.line("const 0; store k");
+    g.out.push_str(&format!("{head}:\n"));
+    g.line(&format!(
+        "load k; const {iterations}; lt; jump_if_false {done}"
+    ));
+    g.statements(2, 6);
+    g.line("load k; const 1; add; store k");
+    g.line(&format!("jump {head}"));
+    g.out.push_str(&format!("{done}:\n"));
+    g.line("load v0; load v1; load v2; load v3; load v4; load lst; print 6");
+    g.line("const none; return");
+    g.out.push_str("end\n");
+    g.out
+}

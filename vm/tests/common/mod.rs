@@ -1,0 +1,39 @@
+//! Shared test support: running a program in a mode and rendering its observable result
+//! (printed output, then `error: ...` if it failed), and the random program generator.
+#![allow(dead_code)]
+
+pub mod gen;
+
+use cpjit_vm::{Config, Mode, Vm};
+
+/// Output of `text` in `mode`, with a final `error: ...` line if it failed.
+pub fn run(text: &str, config: Config) -> String {
+    let program = cpjit_vm::parse(text).unwrap_or_else(|e| panic!("parse error {e} in\n{text}"));
+    let vm = Vm::new(program, config).unwrap_or_else(|e| panic!("cannot create the VM: {e}"));
+    let result = vm.run();
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    out
+}
+
+pub fn config(mode: Mode) -> Config {
+    Config {
+        mode,
+        ..Config::default()
+    }
+}
+
+/// Aggressive tier-up, so that short programs get traces, side traces and linked exits.
+pub fn eager(mode: Mode) -> Config {
+    Config {
+        mode,
+        backedge_threshold: 4,
+        call_threshold: 3,
+        side_exit_threshold: 2,
+        ..Config::default()
+    }
+}
+
+pub const MODES: [Mode; 3] = [Mode::Interp, Mode::Uops, Mode::Jit];
