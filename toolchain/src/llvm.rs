@@ -76,8 +76,11 @@ pub fn opt_level(flags: &[String]) -> OptimizationLevel {
 /// A short, stable description of the target machine settings (part of the object cache key).
 pub fn machine_key(target: &Target, level: OptimizationLevel) -> String {
     format!(
-        "{} code_model={} reloc_model={} opt={level:?}",
-        target.triple, target.code_model, target.reloc_model
+        "{} code_model={} reloc_model={} opt={level:?} {}",
+        target.triple,
+        target.code_model,
+        target.reloc_model,
+        crate::layout::VERSION
     )
 }
 

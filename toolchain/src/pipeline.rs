@@ -7,6 +7,7 @@ use crate::cache::{self, Cache, DepEntry};
 use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
+use crate::layout;
 use crate::llvm;
 use crate::manifest::Manifest;
 use crate::object::{self, ReadOptions};
@@ -113,6 +114,8 @@ impl Pipeline<'_> {
             template: &template,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
+        // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
+        layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
 
         let level = llvm::opt_level(&flags);
         let obj_key = cache::key(&[

@@ -4,6 +4,7 @@
 //! dependency. The LLVM-linked stencil toolchain is a separate binary
 //! (`cpjit-toolchain`) that xtask builds and runs after checking the system set-up.
 
+mod bench;
 mod build_stencils;
 mod ci;
 mod matrix;
@@ -22,6 +23,9 @@ tasks:
                       disassemble stencils with their holes annotated
   test-matrix [--target T]... [--json]
                       run every target's tests with that target's stencils
+  bench [--quick] [--report] [--only GROUPS]
+                      benchmarks: toolchain, stitching, memory, LLVM peer, examples;
+                      --report rewrites BENCHMARKS.md and bench/report/*.svg
   ci                  the full test suite (what .ci/run runs)
   setup               install or check system packages, rustup targets and the wine prefix
 ";
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
         "build-stencils" => build_stencils::build_stencils(rest),
         "stencils" => build_stencils::stencils(rest),
         "test-matrix" => matrix::run(rest),
+        "bench" => bench::run(rest),
         "ci" => ci::run(rest),
         "setup" => setup::ensure(),
         "-h" | "--help" | "help" => {

@@ -1,0 +1,163 @@
+//! `cpjit-bench`: the benchmarks behind `cargo xtask bench` (a benchmark, never a test: it
+//! asserts correctness of what it runs, never timing).
+//!
+//! Groups: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
+//! (the copy-and-patch runtime), `peer` (the same traces through LLVM -O0/-O2 as a JIT) and
+//! `exec` (the VM's example programs in every mode). Results go to
+//! `bench/report/results.json` and stdout as markdown; `--report` also rewrites
+//! `BENCHMARKS.md` and the plot.
+//!
+//! Not measured yet: the run time of LLVM-compiled *VM* traces. It needs a VM hook that
+//! installs an externally compiled trace (an entry `extern "C" fn(*mut Frame, *mut u64) ->
+//! i64` plus its body address for links) in place of the copy-and-patch one, e.g. a
+//! `Config` field holding a compile callback `Fn(&Trace) -> Result<CompiledTrace, String>`.
+
+mod copy_patch;
+mod exec;
+mod harness;
+mod peer;
+mod peer_bench;
+mod peer_vm;
+mod plot;
+mod report;
+mod results;
+mod stitch;
+mod synth;
+mod toolchain;
+mod workload;
+
+use cpjit_runtime::JitOptions;
+use results::Results;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain PATH]
+
+  --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
+  --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
+  --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec
+  --toolchain PATH  the cpjit-toolchain binary (default: next to this executable)
+";
+
+const GROUPS: [&str; 5] = ["toolchain", "stitch", "memory", "peer", "exec"];
+
+struct Options {
+    quick: bool,
+    report: bool,
+    groups: Vec<String>,
+    toolchain: PathBuf,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        quick: false,
+        report: false,
+        groups: GROUPS.iter().map(|g| g.to_string()).collect(),
+        toolchain: std::env::current_exe()
+            .map_err(|e| format!("cannot find this executable: {e}"))?
+            .with_file_name(format!("cpjit-toolchain{}", std::env::consts::EXE_SUFFIX)),
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => o.quick = true,
+            "--report" => o.report = true,
+            "--only" => {
+                let v = it.next().ok_or("`--only` needs a value")?;
+                o.groups = v.split(',').map(String::from).collect();
+                if let Some(bad) = o.groups.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                    return Err(format!(
+                        "unknown group `{bad}` (groups: {})",
+                        GROUPS.join(", ")
+                    ));
+                }
+            }
+            "--toolchain" => {
+                o.toolchain = PathBuf::from(it.next().ok_or("`--toolchain` needs a value")?)
+            }
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unexpected argument `{other}`\n{USAGE}")),
+        }
+    }
+    Ok(o)
+}
+
+/// The workspace root (the parent of `bench/`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("bench/ is inside the workspace")
+        .to_path_buf()
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    let root = root();
+    let mut r = Results {
+        machine: report::machine(),
+        command: format!(
+            "cargo xtask bench{}{}",
+            if o.quick { " --quick" } else { "" },
+            if o.report { " --report" } else { "" }
+        ),
+        ..Results::default()
+    };
+    let on = |g: &str| o.groups.iter().any(|x| x == g);
+    let sizes = [10, 100, 1000];
+    if on("toolchain") {
+        eprintln!("bench: toolchain ...");
+        r.toolchain = toolchain::run(&root, &o.toolchain, o.quick)?;
+    }
+    if on("stitch") {
+        eprintln!("bench: stitching ...");
+        r.stitch = stitch::stitching(&sizes, o.quick)?;
+    }
+    if on("memory") {
+        eprintln!("bench: memory ...");
+        let small = JitOptions {
+            chunk_bytes: 64 << 10,
+            ..JitOptions::default()
+        };
+        r.memory = vec![
+            stitch::memory("tiny traces", 1000, 3, JitOptions::default())?,
+            stitch::memory("tiny traces, 64 KiB chunks", 1000, 3, small)?,
+            stitch::memory("large traces", 100, 1000, JitOptions::default())?,
+        ];
+    }
+    if on("peer") {
+        eprintln!("bench: LLVM peer ...");
+        r.peer = peer_bench::run(&root, &sizes, o.quick)?;
+        eprintln!("bench: LLVM peer on the examples' traces ...");
+        r.peer.extend(peer_vm::run(&root, o.quick)?);
+    }
+    if on("exec") {
+        eprintln!("bench: examples ...");
+        r.exec = exec::run(&root, o.quick)?;
+    }
+    let out_dir = root.join("bench/report");
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let json = out_dir.join("results.json");
+    let text = serde_json::to_string_pretty(&r).map_err(|e| format!("results.json: {e}"))?;
+    std::fs::write(&json, text + "\n").map_err(|e| format!("{}: {e}", json.display()))?;
+    print!("{}", r.markdown());
+    eprintln!("bench: wrote {}", json.display());
+    if o.report {
+        let plots = plot::write_all(&r, &out_dir)?;
+        let md = root.join("BENCHMARKS.md");
+        std::fs::write(&md, report::benchmarks_md(&r, &plots))
+            .map_err(|e| format!("{}: {e}", md.display()))?;
+        eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match parse(&args).and_then(|o| run(&o)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cpjit-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! BENCHMARKS.md: the machine, the command, the headline ratios against the issue's targets,
+//! the tables and the plots, all from one run. Hand-written analysis lives in
+//! `bench/report/notes.md` and is included verbatim, so regenerating keeps it.
+
+use crate::results::Results;
+use std::fmt::Write as _;
+use std::process::Command;
+
+/// Facts about this machine and the tools, as (key, value) pairs.
+pub fn machine() -> Vec<(String, String)> {
+    let first_line = |program: &str, args: &[&str]| -> String {
+        Command::new(program)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.lines().next().map(|l| l.trim().to_string()))
+            .unwrap_or_else(|| format!("unknown (`{program}` did not run)"))
+    };
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    vec![
+        ("CPU".into(), cpu_model),
+        ("cores (nproc)".into(), cores.to_string()),
+        ("kernel".into(), first_line("uname", &["-sr"])),
+        ("rustc".into(), first_line("rustc", &["--version"])),
+        (
+            "clang".into(),
+            first_line(&cpjit_toolchain::clang::clang_program(), &["--version"]),
+        ),
+        (
+            "LLVM (linked)".into(),
+            cpjit_toolchain::llvm::version().unwrap_or_else(|e| e.to_string()),
+        ),
+    ]
+}
+
+/// Loop-heavy examples for the `jit` ≥ 3× `interp` target.
+const LOOP_HEAVY: [&str; 6] = ["sum", "fib", "nested", "mandelbrot", "nbody", "sieve"];
+
+fn verdict(met: bool) -> &'static str {
+    if met {
+        "met"
+    } else {
+        "**missed**"
+    }
+}
+
+/// The issue's targets with this run's figures.
+fn targets(r: &Results) -> String {
+    let mut out = String::new();
+    // jit vs interp
+    let speedups: Vec<(String, f64)> = LOOP_HEAVY
+        .iter()
+        .filter_map(|name| {
+            let t = |mode: &str| {
+                r.exec
+                    .iter()
+                    .find(|e| e.example == *name && e.mode == mode)
+                    .map(|e| e.run.median_ns)
+            };
+            Some((name.to_string(), t("interp")? / t("jit")?))
+        })
+        .collect();
+    if !speedups.is_empty() {
+        let all = speedups.iter().all(|(_, s)| *s >= 3.0);
+        let list: Vec<String> = speedups
+            .iter()
+            .map(|(n, s)| format!("{n} {s:.2}×"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| `jit` ≥ 3× faster than `interp` on loop-heavy examples | {} | {} |",
+            list.join(", "),
+            verdict(all)
+        );
+    }
+    // compile ratio and run time vs LLVM -O0, on the counting loop
+    let find = |backend: &str| {
+        r.peer
+            .iter()
+            .find(|p| p.run.is_some() && p.backend == backend)
+    };
+    if let (Some(cp), Some(o0)) = (find("copy-and-patch"), find("LLVM -O0")) {
+        let ratio = o0.compile.median_ns / cp.compile.median_ns;
+        let _ = writeln!(
+            out,
+            "| copy-and-patch compiles ≥ 50× faster than LLVM -O0 ({}) | {ratio:.0}× | {} |",
+            cp.trace,
+            verdict(ratio >= 50.0)
+        );
+        let (a, b) = (
+            cp.run.as_ref().expect("filtered").median_ns,
+            o0.run.as_ref().expect("filtered").median_ns,
+        );
+        let _ = writeln!(
+            out,
+            "| copy-and-patch run time no worse than LLVM -O0 | {a:.2} vs {b:.2} ns/round ({:.2}×) | {} |",
+            b / a,
+            verdict(a <= b * 1.02)
+        );
+    }
+    if let Some(m) = r
+        .memory
+        .iter()
+        .find(|m| m.traces == 1000 && m.chunk_bytes == 1 << 20)
+    {
+        let mapped = m.mapped_bytes as f64 / m.used_bytes as f64;
+        let touched = m.touched_bytes as f64 / m.used_bytes as f64;
+        let _ = writeln!(
+            out,
+            "| bytes mapped ≤ 1.1 × bytes used, 1,000 tiny traces | mapped/used {mapped:.2} (address space reserved in 1 MiB chunks); pages touched/used {touched:.2} | {} |",
+            verdict(mapped <= 1.1)
+        );
+    }
+    if let Some(n) = r.toolchain.iter().find(|t| t.case.starts_with("no-op")) {
+        let _ = writeln!(
+            out,
+            "| no-op stencil rebuild < 0.3 s | {:.3} s | {} |",
+            n.wall.median_ns / 1e9,
+            verdict(n.wall.median_ns < 0.3e9)
+        );
+    }
+    if let Some(c) = r
+        .toolchain
+        .iter()
+        .find(|t| t.case.starts_with("clean build, default"))
+    {
+        let _ = writeln!(
+            out,
+            "| clean stencil build, all {} targets, 2 cores (report) | {:.2} s, {} stencils, CPU use {:.0} % | – |",
+            c.targets,
+            c.wall.median_ns / 1e9,
+            c.stencils,
+            100.0 * c.cpu_use()
+        );
+    }
+    if out.is_empty() {
+        return out;
+    }
+    format!("| target | this run | verdict |\n|---|---|---|\n{out}")
+}
+
+/// The whole BENCHMARKS.md.
+pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
+    let mut out = String::from(
+        "# Benchmarks\n\n\
+         Generated by `cargo xtask bench --report` (crate `bench/`, package `cpjit-bench`); the raw \
+         figures are in [`bench/report/results.json`](bench/report/results.json). Times are medians \
+         of several runs after warm-up (range = min – max). This is a benchmark, not a test: \
+         nothing asserts on timing; every run's *result* is checked (examples against their \
+         expected output, LLVM-compiled traces against copy-and-patch's exit status and helper \
+         checksum).\n\n",
+    );
+    let _ = writeln!(out, "## Machine\n");
+    for (k, v) in &r.machine {
+        let _ = writeln!(out, "- {k}: {v}");
+    }
+    let _ = writeln!(out, "\nCommand: `{}`\n", r.command);
+    let t = targets(r);
+    if !t.is_empty() {
+        let _ = writeln!(out, "## Targets (issue 6)\n\n{t}");
+    }
+    if let Ok(notes) = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("report/notes.md"),
+    ) {
+        let _ = writeln!(out, "{}\n", notes.trim_end());
+    }
+    if !plots.is_empty() {
+        let _ = writeln!(out, "## Plots\n");
+        for (file, caption) in plots {
+            let _ = writeln!(out, "![{caption}](bench/report/{file})\n\n*{caption}.*\n");
+        }
+    }
+    let _ = writeln!(out, "## Tables\n");
+    out.push_str(&r.markdown());
+    let _ = writeln!(out, "\n## How each figure is measured\n\n{METHOD}");
+    out
+}
+
+const METHOD: &str = "\
+- **Toolchain**: the release `cpjit-toolchain` binary as a child process, output and cache in a \
+temporary directory. *Clean*: fresh cache (`CPJIT_STENCIL_CACHE`), `--force`. *No-op*: the \
+same command again (inputs digest matches). *Touch one op*: a copy of `templates/` built once, \
+then `op_test_push` edited before each timed build (its translation unit is recompiled for every \
+target). *Synthetic*: generated sets of 50/150/300 ops (operands, branches, a side exit, helper \
+calls; 25 ops per file). CPU = user + system time of the toolchain and its clang children \
+(`getrusage(RUSAGE_CHILDREN)`); CPU use 200 % = both cores busy.
+- **Stitching**: `cpjit-runtime` building straight traces of the test stencils \
+(`templates/testing/holes.c`; every hole kind of the x86-64 ELF set): `push` each instance, \
+`finish` (copy, patch, GOT, write through the RW view, icache flush; the RX view already \
+exists, so making code executable is amortised over the chunk). Traces are dropped outside the \
+timed region. *New Jit*: a fresh `Jit` whose first trace maps and faults in a chunk.
+- **Memory**: live traces; *used* = the arena's live blocks, *mapped* = its chunks (1 MiB code + \
+1 MiB data each, reserved up front), *pages touched* = distinct pages overlapped by the traces' \
+code and data, *resident* = of those, resident by `mincore`.
+- **Peer**: the same trace description compiled three ways. Copy-and-patch as above. LLVM: \
+the IR clang-19 produced for the stencils (same flags as the stencil build, via \
+`cpjit_toolchain::clang`) split into one module per stencil ahead of time; per trace, each \
+instance's module is cloned, its holes replaced (operands → `inttoptr` constants, \
+`_JIT_CONTINUE`/targets → the other instances' functions), linked into one module and compiled \
+in-process by MCJIT (inkwell `ExecutionEngine`, which also relocates and loads the code). \
+-O0: no IR passes, code generator at -O0. -O2: `default<O2>` pipeline, code generator at -O2. \
+Compile time = trace description → callable entry. Run time: the counting loop, per round.
+- **Execution**: every `examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
+included), output checked against `examples/*.expected`.
+";

@@ -1,0 +1,342 @@
+//! The benchmark results: one row type per table, serialised to `bench/report/results.json`
+//! and rendered as markdown tables.
+
+use crate::harness::{human_ns, Sample};
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Debug, Default, Serialize)]
+pub struct Results {
+    pub machine: Vec<(String, String)>,
+    pub command: String,
+    pub toolchain: Vec<ToolchainRow>,
+    pub stitch: Vec<StitchRow>,
+    pub memory: Vec<MemoryRow>,
+    pub peer: Vec<PeerRow>,
+    pub exec: Vec<ExecRow>,
+    /// Groups that could not run, with the reason.
+    pub skipped: Vec<(String, String)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ToolchainRow {
+    pub case: String,
+    pub targets: usize,
+    /// Stencils built (all targets), or 0 for a no-op.
+    pub stencils: usize,
+    pub wall: Sample,
+    /// Median user + system time of the toolchain and its clang children, ns.
+    pub cpu_ns: f64,
+}
+
+impl ToolchainRow {
+    pub fn cpu_use(&self) -> f64 {
+        self.cpu_ns / self.wall.median_ns
+    }
+    pub fn ms_per_stencil(&self) -> Option<f64> {
+        (self.stencils > 0 && self.case.starts_with("clean"))
+            .then(|| self.wall.median_ms() / self.stencils as f64)
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct StitchRow {
+    pub case: String,
+    pub instances: usize,
+    pub code_bytes: usize,
+    /// Per trace.
+    pub sample: Sample,
+}
+
+impl StitchRow {
+    pub fn new(case: &str, instances: usize, code_bytes: usize, sample: Sample) -> StitchRow {
+        StitchRow {
+            case: case.into(),
+            instances,
+            code_bytes,
+            sample,
+        }
+    }
+    pub fn ns_per_instance(&self) -> f64 {
+        self.sample.median_ns / self.instances as f64
+    }
+    pub fn mb_per_s(&self) -> f64 {
+        self.code_bytes as f64 / self.sample.median_ns * 1e3
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryRow {
+    pub case: String,
+    pub traces: usize,
+    pub instances_per_trace: usize,
+    pub chunk_bytes: usize,
+    /// Sum of the traces' code and data ranges.
+    pub real_bytes: usize,
+    /// The arena's live blocks (granule-rounded).
+    pub used_bytes: usize,
+    /// The arena's mapped chunks (reserved address space, code RX view + data).
+    pub mapped_bytes: usize,
+    /// Pages overlapped by live traces' code and data.
+    pub touched_bytes: usize,
+    /// Of those, resident according to `mincore`.
+    pub resident_bytes: usize,
+    pub chunks: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PeerRow {
+    pub trace: String,
+    pub backend: String,
+    pub instances: usize,
+    pub compile: Sample,
+    /// Run time per loop round (counting loop) or per program run (VM examples).
+    pub run: Option<Sample>,
+    pub run_unit: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ExecRow {
+    pub example: String,
+    pub mode: String,
+    pub run: Sample,
+    pub traces: u64,
+    pub uops: u64,
+    pub compile_ns: f64,
+    pub code_bytes: u64,
+}
+
+fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let _ = writeln!(
+        out,
+        "|{}",
+        header
+            .iter()
+            .enumerate()
+            .map(|(i, _)| if i == 0 { "---|" } else { "---:|" })
+            .collect::<String>()
+    );
+    for r in rows {
+        let _ = writeln!(out, "| {} |", r.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn range(s: &Sample) -> String {
+    format!("{} – {}", human_ns(s.min_ns), human_ns(s.max_ns))
+}
+
+fn kib(b: usize) -> String {
+    format!("{:.1} KiB", b as f64 / 1024.0)
+}
+
+/// Renders one table.
+type Render = fn(&Results, &mut String);
+
+impl Results {
+    pub fn toolchain_md(&self, out: &mut String) {
+        table(
+            out,
+            &[
+                "case",
+                "targets",
+                "stencils",
+                "wall (median)",
+                "range",
+                "ms/stencil",
+                "CPU (user+sys)",
+                "CPU use",
+            ],
+            self.toolchain
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.case.clone(),
+                        r.targets.to_string(),
+                        r.stencils.to_string(),
+                        human_ns(r.wall.median_ns),
+                        range(&r.wall),
+                        r.ms_per_stencil().map_or("–".into(), |m| format!("{m:.2}")),
+                        human_ns(r.cpu_ns),
+                        format!("{:.0} %", 100.0 * r.cpu_use()),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    pub fn stitch_md(&self, out: &mut String) {
+        table(
+            out,
+            &[
+                "case",
+                "instances",
+                "code bytes",
+                "per trace (median)",
+                "range",
+                "ns/instance",
+                "MB/s of code",
+            ],
+            self.stitch
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.case.clone(),
+                        r.instances.to_string(),
+                        r.code_bytes.to_string(),
+                        human_ns(r.sample.median_ns),
+                        range(&r.sample),
+                        format!("{:.1}", r.ns_per_instance()),
+                        format!("{:.0}", r.mb_per_s()),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    pub fn memory_md(&self, out: &mut String) {
+        table(
+            out,
+            &[
+                "case",
+                "traces × instances",
+                "chunk",
+                "real",
+                "used",
+                "mapped",
+                "mapped/used",
+                "pages touched",
+                "resident",
+                "touched/used",
+            ],
+            self.memory
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.case.clone(),
+                        format!("{} × {}", r.traces, r.instances_per_trace),
+                        kib(r.chunk_bytes),
+                        kib(r.real_bytes),
+                        kib(r.used_bytes),
+                        kib(r.mapped_bytes),
+                        format!("{:.2}", r.mapped_bytes as f64 / r.used_bytes as f64),
+                        kib(r.touched_bytes),
+                        kib(r.resident_bytes),
+                        format!("{:.2}", r.touched_bytes as f64 / r.used_bytes as f64),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    pub fn peer_md(&self, out: &mut String) {
+        table(
+            out,
+            &[
+                "trace",
+                "backend",
+                "instances",
+                "compile (median)",
+                "compile range",
+                "vs copy-and-patch",
+                "run (median)",
+                "run unit",
+            ],
+            self.peer
+                .iter()
+                .map(|r| {
+                    let cp = self
+                        .peer
+                        .iter()
+                        .find(|c| c.trace == r.trace && c.backend == "copy-and-patch");
+                    vec![
+                        r.trace.clone(),
+                        r.backend.clone(),
+                        r.instances.to_string(),
+                        human_ns(r.compile.median_ns),
+                        range(&r.compile),
+                        cp.map_or("–".into(), |c| {
+                            format!("{:.0}×", r.compile.median_ns / c.compile.median_ns)
+                        }),
+                        r.run.as_ref().map_or("–".into(), |s| human_ns(s.median_ns)),
+                        r.run_unit.clone(),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    pub fn exec_md(&self, out: &mut String) {
+        table(
+            out,
+            &[
+                "example",
+                "mode",
+                "run (median)",
+                "range",
+                "vs interp",
+                "traces",
+                "micro-ops",
+                "compile",
+                "code bytes",
+            ],
+            self.exec
+                .iter()
+                .map(|r| {
+                    let interp = self
+                        .exec
+                        .iter()
+                        .find(|c| c.example == r.example && c.mode == "interp");
+                    vec![
+                        r.example.clone(),
+                        r.mode.clone(),
+                        human_ns(r.run.median_ns),
+                        range(&r.run),
+                        interp.map_or("–".into(), |i| {
+                            format!("{:.2}×", i.run.median_ns / r.run.median_ns)
+                        }),
+                        r.traces.to_string(),
+                        r.uops.to_string(),
+                        human_ns(r.compile_ns),
+                        r.code_bytes.to_string(),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    /// All tables, each under a heading.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        let sections: [(&str, bool, Render); 5] = [
+            (
+                "Toolchain",
+                !self.toolchain.is_empty(),
+                Results::toolchain_md,
+            ),
+            ("Stitching", !self.stitch.is_empty(), Results::stitch_md),
+            ("Memory", !self.memory.is_empty(), Results::memory_md),
+            (
+                "Peer: copy-and-patch vs LLVM as a JIT",
+                !self.peer.is_empty(),
+                Results::peer_md,
+            ),
+            (
+                "Execution of the examples",
+                !self.exec.is_empty(),
+                Results::exec_md,
+            ),
+        ];
+        for (title, present, render) in sections {
+            if present {
+                let _ = writeln!(out, "### {title}\n");
+                render(self, &mut out);
+            }
+        }
+        for (group, why) in &self.skipped {
+            let _ = writeln!(out, "- skipped `{group}`: {why}");
+        }
+        out
+    }
+}

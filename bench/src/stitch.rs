@@ -1,0 +1,172 @@
+//! Stitching and memory benches of the copy-and-patch runtime.
+//!
+//! Stitching: straight traces of 10, 100 and 1,000 instances, from `push` to a callable
+//! trace (copy, patch, write through the RW view, icache flush); the arena's chunk is
+//! already mapped (amortised), and a separate row times a fresh `Jit` whose first trace maps
+//! its chunk. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes mapped (whole
+//! arena chunks, reserved up front) and bytes of the pages the traces actually touch.
+
+use crate::copy_patch;
+use crate::harness::{measure, Sample};
+use crate::results::{MemoryRow, StitchRow};
+use crate::workload::{straight, TraceSpec};
+use cpjit_runtime::{Jit, JitOptions, Trace};
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+/// Stitching speed for each size in `sizes`.
+pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String> {
+    let jit = copy_patch::jit()?;
+    let mut rows = Vec::new();
+    for &n in sizes {
+        let spec = straight(n);
+        let code_bytes = copy_patch::compile(&jit, &spec)?.code_bytes().len();
+        // About 2 ms of work per timed run.
+        let batch = (200_000 / n).clamp(1, 2_000);
+        let runs = if quick { 5 } else { 21 };
+        let sample = time_batches(&jit, &spec, batch, runs)?;
+        rows.push(StitchRow::new("warm arena", n, code_bytes, sample));
+    }
+    // Cold: a new JIT each time, so its first trace maps (and faults in) a chunk.
+    let n = *sizes.last().unwrap_or(&100);
+    let spec = straight(n);
+    let mut code_bytes = 0;
+    let mut failure = None;
+    let sample = measure(1, if quick { 3 } else { 11 }, || {
+        let jit = match copy_patch::jit() {
+            Ok(j) => j,
+            Err(e) => {
+                failure = Some(e);
+                return 0;
+            }
+        };
+        match copy_patch::compile(&jit, &spec) {
+            Ok(t) => {
+                code_bytes = t.code_bytes().len();
+                code_bytes
+            }
+            Err(e) => {
+                failure = Some(e);
+                0
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    rows.push(StitchRow::new(
+        "new Jit (maps its chunk)",
+        n,
+        code_bytes,
+        sample,
+    ));
+    Ok(rows)
+}
+
+/// Times `runs` batches of `batch` compiles; traces are dropped after the clock stops.
+fn time_batches(
+    jit: &Jit<'_>,
+    spec: &TraceSpec,
+    batch: usize,
+    runs: usize,
+) -> Result<Sample, String> {
+    let mut keep: Vec<Trace> = Vec::with_capacity(batch);
+    for _ in 0..batch.min(50) {
+        keep.push(copy_patch::compile(jit, spec)?);
+    }
+    keep.clear();
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        for _ in 0..batch {
+            keep.push(copy_patch::compile(jit, spec)?);
+        }
+        times.push(start.elapsed().as_nanos() as f64 / batch as f64);
+        keep.clear();
+    }
+    Ok(Sample::from_times(times, batch))
+}
+
+/// Memory use of `count` live traces of `instances` instances each, with `options`.
+pub fn memory(
+    case: &str,
+    count: usize,
+    instances: usize,
+    options: JitOptions,
+) -> Result<MemoryRow, String> {
+    let jit = Jit::with_options(&copy_patch::SET, crate::workload::resolve, options)
+        .map_err(|e| format!("cpjit-runtime: {e}"))?;
+    let spec = straight(instances);
+    let traces = (0..count)
+        .map(|_| copy_patch::compile(&jit, &spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    // Run every trace (so their code pages are really used) and check they agree.
+    let expected = copy_patch::run(&traces[0], &spec);
+    for (i, t) in traces.iter().enumerate() {
+        let status = copy_patch::run(t, &spec);
+        if status != expected {
+            return Err(format!(
+                "{case}: trace {i} returned {status}, trace 0 {expected}"
+            ));
+        }
+    }
+    let stats = jit.memory_stats();
+    let real: usize = traces
+        .iter()
+        .map(|t| t.code_range().len() + t.data_range().len())
+        .sum();
+    let page = page_size();
+    let mut pages = BTreeSet::new();
+    for t in &traces {
+        for r in [t.code_range(), t.data_range()] {
+            if r.is_empty() {
+                continue;
+            }
+            for p in (r.start / page)..=((r.end - 1) / page) {
+                pages.insert(p);
+            }
+        }
+    }
+    let resident = resident_pages(&pages, page)?;
+    Ok(MemoryRow {
+        case: case.into(),
+        traces: count,
+        instances_per_trace: instances,
+        chunk_bytes: options.chunk_bytes,
+        real_bytes: real,
+        used_bytes: stats.used(),
+        mapped_bytes: stats.mapped(),
+        touched_bytes: pages.len() * page,
+        resident_bytes: resident * page,
+        chunks: stats.chunks,
+    })
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// How many of `pages` (page numbers) are resident, by `mincore`.
+fn resident_pages(pages: &BTreeSet<usize>, page: usize) -> Result<usize, String> {
+    let mut resident = 0;
+    for &p in pages {
+        let mut vec = [0u8; 1];
+        // SAFETY: one page of an address range this process has mapped (a live trace's).
+        let rc = unsafe { libc::mincore((p * page) as *mut libc::c_void, page, vec.as_mut_ptr()) };
+        if rc != 0 {
+            return Err(format!(
+                "mincore({:#x}): {}",
+                p * page,
+                std::io::Error::last_os_error()
+            ));
+        }
+        resident += (vec[0] & 1) as usize;
+    }
+    Ok(resident)
+}

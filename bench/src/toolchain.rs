@@ -1,0 +1,268 @@
+//! Toolchain benches: the `cpjit-toolchain` binary run as a child process, as
+//! `cargo xtask build-stencils` runs it, with its own cache and output directories under a
+//! temporary directory (the workspace's `stencils/` and cache are never touched).
+//!
+//! CPU use is the children's user + system time (`getrusage(RUSAGE_CHILDREN)`, which
+//! includes the clang processes the toolchain waited for) over wall time; 200 % is both
+//! cores busy.
+
+use crate::harness::Sample;
+use crate::results::ToolchainRow;
+use crate::synth;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// Runs every toolchain case.
+pub fn run(root: &Path, bin: &Path, quick: bool) -> Result<Vec<ToolchainRow>, String> {
+    if !bin.is_file() {
+        return Err(format!(
+            "no toolchain binary at {} (build it with `cargo build --release -p cpjit-toolchain`; \
+             `cargo xtask bench` does)",
+            bin.display()
+        ));
+    }
+    let tmp = TempDir::new("toolchain")?;
+    let targets = std::fs::read_dir(root.join("targets"))
+        .map_err(|e| format!("{}/targets: {e}", root.display()))?
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "toml"))
+        })
+        .count();
+    let tc = Toolchain { bin, root };
+    let runs = if quick { 1 } else { 3 };
+    let mut rows = Vec::new();
+
+    // Clean build: a fresh cache each run, --force.
+    let out = tmp.path.join("out");
+    let templates = root.join("templates");
+    let cache = |name: String| tmp.path.join(name);
+    let clean = repeat(runs, |k| {
+        tc.build(
+            &templates,
+            &out,
+            &cache(format!("cache-clean-{k}")),
+            &["--force"],
+        )
+    })?;
+    rows.push(row("clean build, default set", targets, clean));
+
+    // No-op: the output is current, the digest matches.
+    let warm_cache = cache(format!("cache-clean-{}", runs - 1));
+    tc.build(&templates, &out, &warm_cache, &[])?;
+    let noop = repeat(if quick { 3 } else { 7 }, |_| {
+        tc.build(&templates, &out, &warm_cache, &[])
+    })?;
+    rows.push(row("no-op rebuild (digest matches)", targets, noop));
+
+    // Touch one op: a copy of the set, built once (warm cache), then op_test_push edited.
+    let copy = tmp.path.join("templates");
+    copy_dir(&templates, &copy)?;
+    let touched_out = tmp.path.join("out-touched");
+    tc.build(&copy, &touched_out, &warm_cache, &[])?;
+    let holes = copy.join("testing/holes.c");
+    let original =
+        std::fs::read_to_string(&holes).map_err(|e| format!("{}: {e}", holes.display()))?;
+    const PUSH: &str = "sp[0] = CPJIT_OPERAND(OPERAND0);\n  sp += 1;";
+    if !original.contains(PUSH) {
+        return Err(format!(
+            "{}: op_test_push no longer contains `{PUSH}`; update the touch-one-op bench",
+            holes.display()
+        ));
+    }
+    let touched = repeat(runs, |k| {
+        let edited = original.replacen(
+            PUSH,
+            &format!("sp[0] = CPJIT_OPERAND(OPERAND0) + {};\n  sp += 1;", k + 1),
+            1,
+        );
+        std::fs::write(&holes, edited).map_err(|e| format!("{}: {e}", holes.display()))?;
+        tc.build(&copy, &touched_out, &warm_cache, &[])
+    })?;
+    rows.push(row(
+        "touch one op (op_test_push in holes.c)",
+        targets,
+        touched,
+    ));
+
+    // Scaling: synthetic sets, clean builds.
+    for n in [50, 150, 300] {
+        let set = tmp.path.join(format!("synth-{n}"));
+        synth::write_set(&set, &templates, n)?;
+        let out = tmp.path.join(format!("out-synth-{n}"));
+        let built = repeat(runs, |k| {
+            tc.build(
+                &set,
+                &out,
+                &cache(format!("cache-synth-{n}-{k}")),
+                &["--force"],
+            )
+        })?;
+        let per_target = built.stencils / targets.max(1);
+        if per_target != n + 1 {
+            return Err(format!(
+                "synthetic set of {n} ops: the toolchain reported {per_target} stencils per target, \
+                 expected {} (ops + shim)",
+                n + 1
+            ));
+        }
+        rows.push(row(
+            &format!("clean build, {n} synthetic ops"),
+            targets,
+            built,
+        ));
+    }
+    Ok(rows)
+}
+
+fn row(case: &str, targets: usize, m: Measured) -> ToolchainRow {
+    ToolchainRow {
+        case: case.into(),
+        targets,
+        stencils: m.stencils,
+        wall: m.wall,
+        cpu_ns: m.cpu_ns,
+    }
+}
+
+/// Wall time, CPU time and stencils built over several runs.
+struct Measured {
+    wall: Sample,
+    cpu_ns: f64,
+    stencils: usize,
+}
+
+fn repeat(
+    runs: usize,
+    mut f: impl FnMut(usize) -> Result<Run, String>,
+) -> Result<Measured, String> {
+    let runs: Vec<Run> = (0..runs.max(1)).map(&mut f).collect::<Result<_, _>>()?;
+    let stencils = runs[0].stencils;
+    let mut cpu: Vec<f64> = runs.iter().map(|r| r.cpu_ns).collect();
+    cpu.sort_by(f64::total_cmp);
+    Ok(Measured {
+        wall: Sample::from_times(runs.iter().map(|r| r.wall_ns).collect(), 1),
+        cpu_ns: cpu[cpu.len() / 2],
+        stencils,
+    })
+}
+
+struct Run {
+    wall_ns: f64,
+    cpu_ns: f64,
+    /// Stencils built (lines `<triple>: N stencils, ...`; up-to-date targets count 0).
+    stencils: usize,
+}
+
+struct Toolchain<'a> {
+    bin: &'a Path,
+    root: &'a Path,
+}
+
+impl Toolchain<'_> {
+    fn build(
+        &self,
+        templates: &Path,
+        out: &Path,
+        cache: &Path,
+        extra: &[&str],
+    ) -> Result<Run, String> {
+        let mut cmd = Command::new(self.bin);
+        cmd.current_dir(self.root)
+            .env("CPJIT_STENCIL_CACHE", cache)
+            .arg("build-stencils")
+            .arg("--templates")
+            .arg(templates)
+            .arg("--out")
+            .arg(out)
+            .args(extra);
+        let before = children_cpu_ns();
+        let start = Instant::now();
+        let output = cmd
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.bin.display()))?;
+        let wall_ns = start.elapsed().as_nanos() as f64;
+        let cpu_ns = children_cpu_ns() - before;
+        if !output.status.success() {
+            return Err(format!(
+                "{cmd:?} failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim_end()
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        Ok(Run {
+            wall_ns,
+            cpu_ns,
+            stencils: stencils_built(&stdout),
+        })
+    }
+}
+
+/// Sums `N` over the toolchain's `<triple>: N stencils, ...` lines (not `up to date` ones).
+pub fn stencils_built(stdout: &str) -> usize {
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(_, rest)| rest))
+        .filter_map(|rest| rest.split_once(" stencils,").map(|(n, _)| n))
+        .filter_map(|n| n.replace(',', "").parse::<usize>().ok())
+        .sum()
+}
+
+/// User + system time of all waited-for children so far, ns.
+fn children_cpu_ns() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for entry in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))? {
+        let entry = entry.map_err(|e| format!("{}: {e}", from.display()))?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if src.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(|e| format!("{}: {e}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// A directory under the system temp dir, removed when dropped.
+pub struct TempDir {
+    pub path: PathBuf,
+}
+
+impl TempDir {
+    pub fn new(what: &str) -> Result<TempDir, String> {
+        let path = std::env::temp_dir().join(format!("cpjit-bench-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(TempDir { path })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_built_stencils_not_up_to_date_ones() {
+        let out = "aarch64-apple-darwin: up to date (102 stencils, 6,004 B code)\n\
+                   x86_64-unknown-linux-gnu: 1,102 stencils, 7,408 B code, 176 B data, 1.45 s\n\
+                   x86_64-apple-darwin: 51 stencils, 7,832 B code\n\
+                   total: 2 target(s) in 5.05 s\n";
+        assert_eq!(stencils_built(out), 1153);
+    }
+}
