@@ -3,8 +3,15 @@
 //! Each chunk is one [`Region`] (code part + adjacent data part) with a first-fit free list
 //! per part; freed blocks coalesce with their neighbours and are reused. A trace takes its
 //! code block and its data block from the *same* chunk, so its data and GOT are always
-//! within RIP-relative / `adrp` reach of its code. New chunks are mapped near the hint
-//! address when more space is needed, up to a configured limit.
+//! within RIP-relative / `adrp` reach of its code. New chunks are reserved near the hint
+//! address when more space is needed, up to a configured limit on reserved bytes.
+//!
+//! A chunk only *reserves* its address space; the arena *commits* (makes accessible, see
+//! [`Region::commit`]) the page-rounded high-water mark of the blocks it has handed out in
+//! each part, growing it when a block ends past it. First fit keeps that mark low: freed
+//! space below it is reused before anything past it. So for traces that are never freed,
+//! mapped memory exceeds used memory only by alignment padding, the unused tail of the
+//! last (not yet shrunk) code block, and less than one page per part per chunk.
 
 use crate::memory::{granularity, Region};
 use crate::Error;
@@ -27,25 +34,41 @@ pub(crate) struct Block {
     pub data: usize,
 }
 
-/// Bytes mapped and used by an arena, for [`Jit::memory_stats`](crate::Jit::memory_stats).
+/// Bytes reserved, mapped and used by an arena, for
+/// [`Jit::memory_stats`](crate::Jit::memory_stats). For each part, code and data:
+/// `used <= mapped <= reserved`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemoryStats {
-    /// Bytes mapped for code (RX views) and data (RW), in all chunks.
+    /// Address space reserved for the code and data parts of all chunks: inaccessible
+    /// until committed, costing no memory. [`JitOptions::reserve_bytes`] limits the total.
+    ///
+    /// [`JitOptions::reserve_bytes`]: crate::JitOptions::reserve_bytes
+    pub code_reserved: usize,
+    pub data_reserved: usize,
+    /// Bytes mapped accessible (committed) for code and data, in all chunks: each chunk's
+    /// page-rounded high-water mark per part. Code bytes count once although they are
+    /// mapped twice (RX view and RW view of the same memory).
     pub code_mapped: usize,
     pub data_mapped: usize,
     /// Bytes in live blocks (trace code with veneers; trace data with GOT), rounded up to
     /// the 16-byte granule.
     pub code_used: usize,
     pub data_used: usize,
-    /// Chunks mapped and traces alive.
+    /// Chunks reserved and traces alive.
     pub chunks: usize,
     pub traces: usize,
 }
 
 impl MemoryStats {
+    /// Address space reserved, code + data.
+    pub fn reserved(&self) -> usize {
+        self.code_reserved + self.data_reserved
+    }
+    /// Bytes mapped accessible (committed), code + data.
     pub fn mapped(&self) -> usize {
         self.code_mapped + self.data_mapped
     }
+    /// Bytes in live blocks, code + data.
     pub fn used(&self) -> usize {
         self.code_used + self.data_used
     }
@@ -71,7 +94,7 @@ struct Chunk {
 
 impl Arena {
     /// `near`: (address, reach) to place chunks close to; `chunk_bytes`: size of each part
-    /// of a normal chunk; `limit`: most bytes (code + data) ever mapped.
+    /// of a normal chunk; `limit`: most bytes (code + data) ever reserved.
     pub fn new(near: Option<(u64, u64)>, chunk_bytes: usize, limit: usize) -> Arena {
         Arena {
             inner: Mutex::new(Inner {
@@ -108,20 +131,21 @@ impl Arena {
         let code_align = code_align.max(GRANULE);
         let data_align = data_align.max(GRANULE);
         let mut inner = self.lock();
-        for (index, chunk) in inner.chunks.iter_mut().enumerate() {
-            if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
-                return Ok(inner.account(block));
+        for index in 0..inner.chunks.len() {
+            let taken = inner.chunks[index].take(index, code_len, code_align, data_len, data_align);
+            if let Some(block) = taken {
+                return inner.commit(block);
             }
         }
-        // Map a new chunk big enough for this request (alignment slack included).
+        // Reserve a new chunk big enough for this request (alignment slack included).
         let g = granularity();
         let code_part = round_up(code_len + code_align, g).max(self.chunk_bytes);
         let data_part = round_up(data_len + data_align, g).max(self.chunk_bytes);
-        let mapped = inner.stats.mapped();
-        if mapped + code_part + data_part > self.limit {
+        let reserved = inner.stats.reserved();
+        if reserved + code_part + data_part > self.limit {
             return Err(Error::OutOfMemory {
                 requested: code_part + data_part,
-                mapped,
+                reserved,
                 limit: self.limit,
             });
         }
@@ -134,11 +158,11 @@ impl Arena {
         let index = inner.chunks.len();
         let block = chunk.take(index, code_len, code_align, data_len, data_align);
         inner.stats.chunks += 1;
-        inner.stats.code_mapped += chunk.region.code_len;
-        inner.stats.data_mapped += chunk.region.data_len;
+        inner.stats.code_reserved += chunk.region.code_len;
+        inner.stats.data_reserved += chunk.region.data_len;
         inner.chunks.push(chunk);
         match block {
-            Some(block) => Ok(inner.account(block)),
+            Some(block) => inner.commit(block),
             None => unreachable!("a fresh chunk is sized for the request"),
         }
     }
@@ -173,11 +197,32 @@ impl Arena {
 }
 
 impl Inner {
-    fn account(&mut self, block: Block) -> Block {
+    /// Commits the chunk's parts up to the end of `block` and counts the block as used; on
+    /// failure the block goes back to the free lists (and whatever was committed before the
+    /// failure stays committed and counted).
+    fn commit(&mut self, block: Block) -> Result<Block, Error> {
+        let chunk = &mut self.chunks[block.chunk];
+        let region = &mut chunk.region;
+        let before = (region.code_committed, region.data_committed);
+        let data_end = if block.data_len == 0 {
+            0
+        } else {
+            block.data_offset + block.data_len
+        };
+        let result = region.commit(block.code_offset + block.code_len, data_end);
+        self.stats.code_mapped += region.code_committed - before.0;
+        self.stats.data_mapped += region.data_committed - before.1;
+        if let Err(e) = result {
+            chunk.code_free.free(block.code_offset, block.code_len);
+            if block.data_len != 0 {
+                chunk.data_free.free(block.data_offset, block.data_len);
+            }
+            return Err(Error::Map(e));
+        }
         self.stats.code_used += block.code_len;
         self.stats.data_used += block.data_len;
         self.stats.traces += 1;
-        block
+        Ok(block)
     }
 }
 
@@ -322,11 +367,64 @@ mod tests {
             (s.chunks, s.traces, s.code_used, s.data_used),
             (1, 2, 176, 16)
         );
+        let page = crate::memory::page_size();
+        assert_eq!((s.code_reserved, s.data_reserved), (g, g));
+        assert_eq!((s.code_mapped, s.data_mapped), (page, page));
         // A request that does not fit the first chunk maps a bigger one, within the limit.
         let big = arena.alloc(g + 1, 16, 0, 8);
         assert!(matches!(big, Err(Error::OutOfMemory { .. })), "{big:?}");
         arena.free(&b);
         arena.free(&c);
+        assert_eq!(arena.stats().used(), 0);
+    }
+
+    #[test]
+    fn commits_follow_the_high_water_mark_and_survive_frees() {
+        let page = crate::memory::page_size();
+        let arena = Arena::new(None, 64 * page, 1 << 30);
+        let mut blocks = Vec::new();
+        // Blocks of a third of a page: the mapped prefix grows page by page, never more
+        // than one page ahead of the last block's end.
+        let len = page / 3 / GRANULE * GRANULE;
+        for i in 0..100 {
+            let b = arena.alloc(len, 16, len, 16).unwrap();
+            let s = arena.stats();
+            let end = (i + 1) * len;
+            for (mapped, reserved) in [
+                (s.code_mapped, s.code_reserved),
+                (s.data_mapped, s.data_reserved),
+            ] {
+                assert_eq!(mapped, round_up(end, page), "block {i}");
+                assert_eq!(reserved, 64 * page);
+            }
+            // Every committed byte of both blocks is usable.
+            unsafe {
+                std::ptr::write_bytes(b.code_rw as *mut u8, 0xc3, b.code_len);
+                std::ptr::write_bytes(b.data as *mut u8, 0x11, b.data_len);
+            }
+            blocks.push(b);
+        }
+        let mapped = arena.stats().mapped();
+        // Freeing does not decommit, and freed space is reused without committing more.
+        for b in blocks.drain(..50) {
+            arena.free(&b);
+        }
+        assert_eq!(arena.stats().mapped(), mapped);
+        for _ in 0..50 {
+            blocks.push(arena.alloc(len, 16, len, 16).unwrap());
+        }
+        let s = arena.stats();
+        assert_eq!((s.mapped(), s.traces, s.chunks), (mapped, 100, 1));
+        // Shrinking a block returns its tail for reuse below the mark.
+        let mut big = arena.alloc(3 * page, 16, 0, 8).unwrap();
+        let mark = arena.stats().code_mapped;
+        arena.shrink_code(&mut big, 16);
+        let next = arena.alloc(16, 16, 0, 8).unwrap();
+        assert_eq!(next.code_offset, big.code_offset + 16);
+        assert_eq!(arena.stats().code_mapped, mark);
+        for b in blocks.iter().chain([&big, &next]) {
+            arena.free(b);
+        }
         assert_eq!(arena.stats().used(), 0);
     }
 }

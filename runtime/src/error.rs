@@ -52,10 +52,11 @@ pub enum Error {
     EmptyTrace,
     /// The trace's code or data would exceed 4 GiB.
     TraceTooLarge { code_bytes: u64, data_bytes: u64 },
-    /// Mapping more memory would exceed [`JitOptions::reserve_bytes`](crate::JitOptions).
+    /// Reserving another arena chunk would exceed
+    /// [`JitOptions::reserve_bytes`](crate::JitOptions).
     OutOfMemory {
         requested: usize,
-        mapped: usize,
+        reserved: usize,
         limit: usize,
     },
     /// The operating system refused to map memory.
@@ -139,12 +140,13 @@ impl fmt::Display for Error {
             ),
             Error::OutOfMemory {
                 requested,
-                mapped,
+                reserved,
                 limit,
             } => write!(
                 f,
-                "out of JIT memory: {requested} more bytes needed, {mapped} of {limit} \
-                 reserved bytes already mapped"
+                "out of JIT memory: a chunk of {requested} more bytes is needed, and \
+                 {reserved} of the {limit} bytes allowed (JitOptions::reserve_bytes) are \
+                 already reserved"
             ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
             Error::Patch {

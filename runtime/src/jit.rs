@@ -14,7 +14,8 @@ pub struct JitOptions {
     /// free) so that calls to helpers there are direct rather than through veneers.
     /// `None`: near this crate's own code, i.e. usually near the helpers in the same binary.
     pub near: Option<u64>,
-    /// The most bytes (code + data) the arena may ever map; beyond it `finish` fails with
+    /// The most address space (code + data) the arena may reserve; chunks are committed
+    /// (made accessible) only as far as traces use them. Beyond it `finish` fails with
     /// [`Error::OutOfMemory`].
     pub reserve_bytes: usize,
     /// Size of the code part and of the data part of each arena chunk (rounded up to the

@@ -83,3 +83,35 @@ fn no_page_is_ever_writable_and_executable() {
     drop(jit);
     assert_no_wx("after dropping the Jit");
 }
+
+#[test]
+fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[7], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    assert_eq!(run(&trace, shim, &mut Frame::default()), 7);
+    let m = maps();
+    let code = trace.code_range();
+    let data = trace.data_range();
+    assert!(perms_at(&m, code.start).starts_with("r-x"));
+    assert!(perms_at(&m, data.start).starts_with("rw-"));
+    // The rest of the 1 MiB code and data parts is reserved but not accessible.
+    let code_next = (code.end - 1) / page * page + page;
+    let data_next = (data.end - 1) / page * page + page;
+    for (what, address) in [("code", code_next), ("data", data_next)] {
+        let p = perms_at(&m, address);
+        assert!(
+            p.starts_with("---"),
+            "{what} past the committed page is {p}"
+        );
+    }
+    let stats = jit.memory_stats();
+    assert_eq!((stats.code_mapped, stats.data_mapped), (page, page));
+    assert_eq!(stats.reserved(), 2 << 20);
+    assert_no_wx("with one trace");
+}

@@ -4,8 +4,13 @@
 //! Apple silicon enforces this per thread in hardware: while a thread has write access it
 //! cannot execute the region, and all other threads keep RX access, so traces keep running
 //! while another thread writes. Hardened-runtime binaries need the
-//! `com.apple.security.cs.allow-jit` entitlement for `MAP_JIT`. Data is a separate,
-//! ordinary RW mapping placed right after the code.
+//! `com.apple.security.cs.allow-jit` entitlement for `MAP_JIT`. Data is a separate
+//! reservation placed right after the code.
+//!
+//! Committing: the `MAP_JIT` region must be mapped RWX whole when created (its permissions
+//! cannot be added later), but its pages cost nothing until touched and the arena touches
+//! only its high-water mark, so committing code is bookkeeping only. Data is reserved
+//! `PROT_NONE` and committed by mapping fresh RW pages over it.
 
 use super::{Region, WriteWindow};
 use std::io;
@@ -20,6 +25,10 @@ pub(crate) fn granularity() -> usize {
     } else {
         16384
     }
+}
+
+pub(crate) fn page_size() -> usize {
+    granularity()
 }
 
 pub(crate) fn open_write_window() -> WriteWindow {
@@ -66,8 +75,8 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
         let data = libc::mmap(
             want as *mut libc::c_void,
             data_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANON,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_NORESERVE,
             -1,
             0,
         );
@@ -87,9 +96,35 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
             code_len,
             data: data as usize,
             data_len,
+            code_committed: 0,
+            data_committed: 0,
             mapping: Mapping,
         }))
     }
+}
+
+/// Nothing to map: the `MAP_JIT` region is whole (see the module docs).
+pub(crate) fn commit_code(_region: &Region, _from: usize, _to: usize) -> io::Result<()> {
+    Ok(())
+}
+
+/// Commits data bytes `from..to` (page-aligned): fresh private RW pages, never X.
+pub(crate) fn commit_data(region: &Region, from: usize, to: usize) -> io::Result<()> {
+    // SAFETY: replaces part of the data reservation this region owns, past every byte in use.
+    let at = unsafe {
+        libc::mmap(
+            (region.data + from) as *mut libc::c_void,
+            to - from,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(os_error("mmap (commit data)"));
+    }
+    Ok(())
 }
 
 pub(crate) fn unmap(region: &mut Region) {

@@ -22,6 +22,27 @@
 //!   ([`windows`]); this also works under wine 8.
 //!
 //! The data part (stencil data and per-trace GOT) is plain private RW memory, never X.
+//!
+//! **Reserve, then commit on demand.** [`Region::map`] only *reserves* address space for
+//! both parts (inaccessible, costing no memory): a chunk must be reserved whole up front so
+//! that code and data stay adjacent and within reach of each other. [`Region::commit`] then
+//! makes a page-rounded prefix of each part accessible (committed) as the arena hands out
+//! blocks further into it; the committed prefix only grows, and freed blocks inside it are
+//! reused. So the memory really mapped follows the arena's high-water mark, not the chunk
+//! size. Per platform, committing code means:
+//!
+//! - Linux: grow the memfd (`ftruncate`) and map the new file range over the `PROT_NONE`
+//!   reservations of both views (`MAP_FIXED`: RW into the RW view, R+X into the RX view).
+//! - macOS x86_64: the same with the `shm_open` object, which is sized once when created
+//!   (macOS refuses to resize it) and is backed only as pages are touched.
+//! - macOS arm64: the `MAP_JIT` region is mapped whole (its pages cost nothing until
+//!   touched) and the committed prefix is the arena's page-rounded high-water mark.
+//! - Windows: the section is created `SEC_RESERVE`; the new range is committed with
+//!   `VirtualAlloc(MEM_COMMIT)` through the RW view (`PAGE_READWRITE`) and the RX view
+//!   (`PAGE_EXECUTE_READ`), so each view keeps its own, never W+X, protection.
+//!
+//! Committing data maps fresh private RW pages over the data reservation
+//! (`VirtualAlloc(MEM_COMMIT)` on Windows).
 
 #[cfg(all(target_os = "macos", target_arch = "aarch64"))]
 mod macos_jit;
@@ -47,10 +68,16 @@ pub(crate) struct Region {
     /// Start of the writable (RW) view of the same code bytes (equal to `code_rx` on macOS
     /// arm64, where writing goes through [`WriteWindow`]).
     pub code_rw: usize,
+    /// Bytes reserved for the code part.
     pub code_len: usize,
     /// Start of the data part (RW, never X).
     pub data: usize,
+    /// Bytes reserved for each part (multiples of [`granularity`]).
     pub data_len: usize,
+    /// Bytes at the start of the code part and of the data part that are committed
+    /// (accessible), multiples of [`page_size`] (or the part's whole length).
+    pub code_committed: usize,
+    pub data_committed: usize,
     mapping: imp::Mapping,
 }
 
@@ -60,8 +87,9 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Maps a chunk with `code_len` bytes of code and `data_len` bytes of data (both
+    /// Reserves a chunk with `code_len` bytes of code and `data_len` bytes of data (both
     /// multiples of [`granularity`]), preferably within `near.1` bytes of address `near.0`.
+    /// Nothing is committed yet: see [`Region::commit`].
     pub fn map(code_len: usize, data_len: usize, near: Option<(u64, u64)>) -> io::Result<Region> {
         let total = code_len + data_len;
         if let Some((hint, reach)) = near {
@@ -85,6 +113,29 @@ pub(crate) fn write_window() -> WriteWindow {
 }
 
 impl Region {
+    /// Commits whole pages so that at least the first `code_end` bytes of the code part and
+    /// the first `data_end` bytes of the data part are accessible. The committed prefixes
+    /// only grow; on an error they stay as they were, except that the code part may be
+    /// committed and the data part not (callers read both fields afterwards).
+    pub fn commit(&mut self, code_end: usize, data_end: usize) -> io::Result<()> {
+        assert!(
+            code_end <= self.code_len && data_end <= self.data_len,
+            "commit past the reservation"
+        );
+        let page = page_size();
+        let code_to = round_up(code_end, page).min(self.code_len);
+        if code_to > self.code_committed {
+            imp::commit_code(self, self.code_committed, code_to)?;
+            self.code_committed = code_to;
+        }
+        let data_to = round_up(data_end, page).min(self.data_len);
+        if data_to > self.data_committed {
+            imp::commit_data(self, self.data_committed, data_to)?;
+            self.data_committed = data_to;
+        }
+        Ok(())
+    }
+
     /// Called when code at `offset..offset + len` of the code part is freed, so that an
     /// emulator forgets its translations of it (a no-op except on aarch64 Linux).
     pub fn retire_code(&self, offset: usize, len: usize) {
@@ -121,6 +172,15 @@ impl Drop for WriteWindow {
 /// The size multiple in which regions are mapped (page size; 64 KiB on Windows).
 pub(crate) fn granularity() -> usize {
     imp::granularity()
+}
+
+/// The size multiple in which reserved memory is committed (the page size).
+pub(crate) fn page_size() -> usize {
+    imp::page_size()
+}
+
+fn round_up(x: usize, align: usize) -> usize {
+    x.div_ceil(align) * align
 }
 
 /// `true` when `[start, start + len)` lies entirely within `reach` bytes of `hint`.
@@ -173,9 +233,17 @@ mod tests {
     fn mapping_is_near_the_hint_and_data_follows_code() {
         let g = granularity();
         let hint = candidates_stay_within_reach_and_start_near as *const () as usize as u64;
-        let r = Region::map(g, g, Some((hint, 1 << 31))).unwrap();
+        let mut r = Region::map(4 * g, 4 * g, Some((hint, 1 << 31))).unwrap();
+        assert_eq!(
+            (r.code_committed, r.data_committed),
+            (0, 0),
+            "only reserved"
+        );
+        r.commit(6, 8).unwrap();
+        let page = page_size();
+        assert_eq!((r.code_committed, r.data_committed), (page, page));
         assert!(
-            within(hint, 1 << 31, r.code_rx, 2 * g),
+            within(hint, 1 << 31, r.code_rx, 8 * g),
             "{:#x} vs {hint:#x}",
             r.code_rx
         );
@@ -187,5 +255,16 @@ mod tests {
         }
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
         unsafe { *(r.data as *mut u64) = 7 };
+        // Growing keeps what was written and commits whole pages, up to the reservation.
+        r.commit(4 * g, page + 1).unwrap();
+        assert_eq!((r.code_committed, r.data_committed), (4 * g, 2 * page));
+        assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
+        assert_eq!(unsafe { *(r.data as *const u64) }, 7);
+        unsafe { *((r.code_rw + 4 * g - 1) as *mut u8) = 0x5a };
+        assert_eq!(unsafe { *((r.code_rx + 4 * g - 1) as *const u8) }, 0x5a);
+        unsafe { *((r.data + 2 * page - 1) as *mut u8) = 0x5a };
+        // Committing less than is committed changes nothing.
+        r.commit(1, 0).unwrap();
+        assert_eq!((r.code_committed, r.data_committed), (4 * g, 2 * page));
     }
 }

@@ -1,17 +1,18 @@
 //! Dual mapping on Linux (`memfd_create`) and macOS x86_64 (`shm_open`, unlinked at once).
 //!
-//! The chunk's address range is first reserved `PROT_NONE`, then the RX view of the shared
-//! object and the private RW data are mapped over it with `MAP_FIXED` (safe: the range is
-//! ours), which keeps code and data adjacent. The RW view of the code goes wherever the
-//! kernel puts it; its address never needs to be reachable from code.
+//! The chunk's address range (code then data) and the RW view of the code are reserved
+//! `PROT_NONE` (`MAP_NORESERVE`: no memory, no commit charge). Committing maps the new part
+//! of the shared object over both code reservations, and fresh private RW pages over the
+//! data reservation, with `MAP_FIXED` (safe: the ranges are ours), which keeps code and data
+//! adjacent. The RW view goes wherever the kernel puts it; its address never needs to be
+//! reachable from code.
 
 use super::{Region, WriteWindow};
 use std::io;
-use std::ptr;
 
 pub(crate) struct Mapping {
-    rw_len: usize,
-    /// The shared memory object, kept open to remap retired code (see `retire_code`).
+    /// The shared memory object behind both code views, kept open to commit more of it and
+    /// to remap retired code (see `retire_code`).
     fd: libc::c_int,
 }
 
@@ -23,6 +24,10 @@ pub(crate) fn granularity() -> usize {
     } else {
         4096
     }
+}
+
+pub(crate) fn page_size() -> usize {
+    granularity()
 }
 
 pub(crate) fn open_write_window() -> WriteWindow {
@@ -39,9 +44,10 @@ pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Regio
     map(code_len, data_len, 0)
 }
 
-/// An anonymous shared memory object of `len` bytes, as an owned file descriptor.
+/// An anonymous shared memory object for a code part of `len` bytes, as an owned file
+/// descriptor. It starts empty and grows as code is committed (`grow_object`).
 #[cfg(target_os = "linux")]
-fn shared_object(len: usize) -> io::Result<libc::c_int> {
+fn shared_object(_len: usize) -> io::Result<libc::c_int> {
     // SAFETY: a NUL-terminated name and valid flags.
     let fd = unsafe {
         libc::syscall(
@@ -53,10 +59,22 @@ fn shared_object(len: usize) -> io::Result<libc::c_int> {
     if fd < 0 {
         return Err(os_error("memfd_create"));
     }
-    truncate(fd, len)
+    Ok(fd)
 }
 
-/// An anonymous shared memory object of `len` bytes, as an owned file descriptor.
+/// Makes the object `len` bytes long, so that its new pages can be mapped.
+#[cfg(target_os = "linux")]
+fn grow_object(fd: libc::c_int, len: usize) -> io::Result<()> {
+    // SAFETY: fd is a valid descriptor we own; growing only appends zero pages.
+    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
+        return Err(os_error("ftruncate (commit code)"));
+    }
+    Ok(())
+}
+
+/// An anonymous shared memory object of `len` bytes, as an owned file descriptor. macOS
+/// lets a POSIX shared memory object be sized only once, so it is sized for the whole code
+/// part here; its pages are backed only once touched.
 #[cfg(not(target_os = "linux"))]
 fn shared_object(len: usize) -> io::Result<libc::c_int> {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +99,13 @@ fn shared_object(len: usize) -> io::Result<libc::c_int> {
     Err(os_error("shm_open"))
 }
 
+/// Nothing to do: the object was sized for the whole part when created.
+#[cfg(not(target_os = "linux"))]
+fn grow_object(_fd: libc::c_int, _len: usize) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
 fn truncate(fd: libc::c_int, len: usize) -> io::Result<libc::c_int> {
     // SAFETY: fd is a valid descriptor we own.
     if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
@@ -96,79 +121,130 @@ fn os_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
-    let total = code_len + data_len;
-    let fd = shared_object(code_len)?;
-    // SAFETY: every mmap below either maps fresh memory or replaces part of the
-    // reservation made here; on any failure everything mapped so far is unmapped.
-    unsafe {
-        let base = libc::mmap(
+/// An inaccessible reservation of `len` bytes at `hint` (or anywhere when 0).
+fn reserve(hint: usize, len: usize, what: &str) -> io::Result<*mut libc::c_void> {
+    // SAFETY: a fresh anonymous mapping; MAP_FIXED is not used, so nothing is replaced.
+    let at = unsafe {
+        libc::mmap(
             hint as *mut libc::c_void,
-            total,
+            len,
             libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_NORESERVE,
             -1,
             0,
-        );
-        if base == libc::MAP_FAILED {
-            let e = os_error("mmap (reserve)");
-            libc::close(fd);
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(os_error(what));
+    }
+    Ok(at)
+}
+
+fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
+    let total = code_len + data_len;
+    let fd = shared_object(code_len)?;
+    let base = match reserve(hint, total, "mmap (reserve code and data)") {
+        Ok(base) => base,
+        Err(e) => {
+            // SAFETY: fd is ours and not used elsewhere.
+            unsafe { libc::close(fd) };
             return Err(e);
         }
-        let fail = |what: &str, rw: *mut libc::c_void| {
-            let e = os_error(what);
-            libc::munmap(base, total);
-            if !rw.is_null() {
-                libc::munmap(rw, code_len);
+    };
+    let rw = match reserve(0, code_len, "mmap (reserve code, RW view)") {
+        Ok(rw) => rw,
+        Err(e) => {
+            // SAFETY: the reservation and fd are ours and not used elsewhere.
+            unsafe {
+                libc::munmap(base, total);
+                libc::close(fd);
             }
-            libc::close(fd);
-            e
-        };
-        let rw = libc::mmap(
-            ptr::null_mut(),
-            code_len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            fd,
-            0,
-        );
-        if rw == libc::MAP_FAILED {
-            return Err(fail("mmap (code, RW view)", ptr::null_mut()));
+            return Err(e);
         }
-        let rx = libc::mmap(
-            base,
-            code_len,
-            libc::PROT_READ | libc::PROT_EXEC,
+    };
+    Ok(Region {
+        code_rx: base as usize,
+        code_rw: rw as usize,
+        code_len,
+        data: base as usize + code_len,
+        data_len,
+        code_committed: 0,
+        data_committed: 0,
+        mapping: Mapping { fd },
+    })
+}
+
+/// Maps `fd`'s bytes `from..to` at `view + from` with `prot` (the range is part of one of
+/// the region's own views).
+fn map_object(
+    view: usize,
+    from: usize,
+    to: usize,
+    prot: libc::c_int,
+    fd: libc::c_int,
+    what: &str,
+) -> io::Result<()> {
+    // SAFETY: replaces part of a reservation or view this region owns; no live trace uses
+    // bytes past the committed prefix.
+    let at = unsafe {
+        libc::mmap(
+            (view + from) as *mut libc::c_void,
+            to - from,
+            prot,
             libc::MAP_SHARED | libc::MAP_FIXED,
             fd,
-            0,
-        );
-        if rx == libc::MAP_FAILED {
-            return Err(fail("mmap (code, RX view)", rw));
-        }
-        let data = libc::mmap(
-            (base as usize + code_len) as *mut libc::c_void,
-            data_len,
+            from as libc::off_t,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(os_error(what));
+    }
+    Ok(())
+}
+
+/// Commits code bytes `from..to` (page-aligned): grows the object, then maps the new range
+/// into the RW view and into the RX view. If a step fails, a later commit of the same
+/// range redoes every step (each is idempotent), so nothing is half-usable.
+pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result<()> {
+    let fd = region.mapping.fd;
+    grow_object(fd, to)?;
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    map_object(
+        region.code_rw,
+        from,
+        to,
+        rw,
+        fd,
+        "mmap (commit code, RW view)",
+    )?;
+    let rx = libc::PROT_READ | libc::PROT_EXEC;
+    map_object(
+        region.code_rx,
+        from,
+        to,
+        rx,
+        fd,
+        "mmap (commit code, RX view)",
+    )
+}
+
+/// Commits data bytes `from..to` (page-aligned): fresh private RW pages, never X.
+pub(crate) fn commit_data(region: &Region, from: usize, to: usize) -> io::Result<()> {
+    // SAFETY: replaces part of the data reservation this region owns, past every byte in use.
+    let at = unsafe {
+        libc::mmap(
+            (region.data + from) as *mut libc::c_void,
+            to - from,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED,
             -1,
             0,
-        );
-        if data == libc::MAP_FAILED {
-            return Err(fail("mmap (data)", rw));
-        }
-        Ok(Region {
-            code_rx: base as usize,
-            code_rw: rw as usize,
-            code_len,
-            data: data as usize,
-            data_len,
-            mapping: Mapping {
-                rw_len: code_len,
-                fd,
-            },
-        })
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(os_error("mmap (commit data)"));
     }
+    Ok(())
 }
 
 pub(crate) fn unmap(region: &mut Region) {
@@ -178,7 +254,7 @@ pub(crate) fn unmap(region: &mut Region) {
             region.code_rx as *mut libc::c_void,
             region.code_len + region.data_len,
         );
-        libc::munmap(region.code_rw as *mut libc::c_void, region.mapping.rw_len);
+        libc::munmap(region.code_rw as *mut libc::c_void, region.code_len);
         libc::close(region.mapping.fd);
     }
 }
@@ -196,7 +272,11 @@ pub(crate) fn unmap(region: &mut Region) {
 pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
     let page = granularity();
     let start = offset & !(page - 1);
-    let end = ((offset + len + page - 1) & !(page - 1)).min(region.code_len);
+    // Freed blocks lie in the committed prefix; past it there is nothing to remap.
+    let end = ((offset + len + page - 1) & !(page - 1)).min(region.code_committed);
+    if end <= start {
+        return;
+    }
     // SAFETY: replaces part of our own RX view with the same file pages and protection.
     unsafe {
         libc::mmap(
