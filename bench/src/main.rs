@@ -7,16 +7,16 @@
 //! `bench/report/results.json` and stdout as markdown; `--report` also rewrites
 //! `BENCHMARKS.md` and the plot.
 //!
-//! Not measured yet: the run time of LLVM-compiled *VM* traces. It needs a VM hook that
-//! installs an externally compiled trace (an entry `extern "C" fn(*mut Frame, *mut u64) ->
-//! i64` plus its body address for links) in place of the copy-and-patch one, e.g. a
-//! `Config` field holding a compile callback `Fn(&Trace) -> Result<CompiledTrace, String>`.
+//! The peer group also runs every example program with LLVM -O0/-O2 as the VM's trace
+//! compiler (`cpjit_vm::Config::compiler`, see [`peer_compiler`]), next to copy-and-patch
+//! and the interpreter.
 
 mod copy_patch;
 mod exec;
 mod harness;
 mod peer;
 mod peer_bench;
+mod peer_compiler;
 mod peer_vm;
 mod plot;
 mod report;

@@ -150,7 +150,7 @@ fn row(
         trace: name,
         backend: backend.into(),
         instances: spec.instances.len(),
-        compile,
+        compile: Some(compile),
         run,
         run_unit: unit.into(),
     }

@@ -14,7 +14,13 @@ const BACKENDS: [(&str, RGBColor); 3] = [
 /// Writes every plot the results allow into `dir`; returns (file name, caption) pairs.
 pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<(String, String)>, String> {
     let mut written = Vec::new();
-    let loops: Vec<_> = r.peer.iter().filter(|p| p.run.is_some()).collect();
+    // The counting loop's rows (the examples' rows have run times per program, not per round).
+    let loops: Vec<_> = r
+        .peer
+        .iter()
+        .filter(|p| p.trace.starts_with("counting loop") && p.run.is_some())
+        .filter(|p| p.compile.is_some())
+        .collect();
     if !loops.is_empty() {
         let file = "compile-vs-run.svg";
         let points: Vec<(String, RGBColor, f64, f64)> = loops
@@ -22,7 +28,8 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<(String, String)>, Strin
             .map(|p| {
                 let colour = colour(&p.backend);
                 let run = p.run.as_ref().expect("filtered").median_ns;
-                (p.backend.clone(), colour, p.compile.median_ns / 1e3, run)
+                let compile = p.compile.as_ref().expect("filtered").median_ns;
+                (p.backend.clone(), colour, compile / 1e3, run)
             })
             .collect();
         compile_vs_run(&dir.join(file), &loops[0].trace, &points)
@@ -38,7 +45,7 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<(String, String)>, Strin
     let straight: Vec<_> = r
         .peer
         .iter()
-        .filter(|p| p.trace.starts_with("straight-"))
+        .filter(|p| p.trace.starts_with("straight-") && p.compile.is_some())
         .collect();
     if !straight.is_empty() {
         let file = "compile-time-by-length.svg";
@@ -102,7 +109,10 @@ fn compile_by_length(path: &Path, rows: &[&crate::results::PeerRow]) -> DrawResu
     let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let x = bounds(rows.iter().map(|p| p.instances as f64));
-    let y = bounds(rows.iter().map(|p| p.compile.median_ns / 1e3));
+    let y = bounds(
+        rows.iter()
+            .filter_map(|p| Some(p.compile.as_ref()?.median_ns / 1e3)),
+    );
     let mut chart = ChartBuilder::on(&root)
         .caption("Compile time by trace length", ("sans-serif", 18))
         .margin(16)
@@ -118,7 +128,7 @@ fn compile_by_length(path: &Path, rows: &[&crate::results::PeerRow]) -> DrawResu
         let mut pts: Vec<(f64, f64)> = rows
             .iter()
             .filter(|p| p.backend == backend)
-            .map(|p| (p.instances as f64, p.compile.median_ns / 1e3))
+            .filter_map(|p| Some((p.instances as f64, p.compile.as_ref()?.median_ns / 1e3)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         chart.draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))?;

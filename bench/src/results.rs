@@ -75,7 +75,7 @@ pub struct MemoryRow {
     pub real_bytes: usize,
     /// The arena's live blocks (granule-rounded).
     pub used_bytes: usize,
-    /// The arena's mapped chunks (reserved address space, code RX view + data).
+    /// Bytes the arena has committed (made accessible), code counted once + data.
     pub mapped_bytes: usize,
     /// Pages overlapped by live traces' code and data.
     pub touched_bytes: usize,
@@ -89,7 +89,8 @@ pub struct PeerRow {
     pub trace: String,
     pub backend: String,
     pub instances: usize,
-    pub compile: Sample,
+    /// `None` for the interpreter (VM examples), which compiles nothing.
+    pub compile: Option<Sample>,
     /// Run time per loop round (counting loop) or per program run (VM examples).
     pub run: Option<Sample>,
     pub run_unit: String,
@@ -231,6 +232,12 @@ impl Results {
     }
 
     pub fn peer_md(&self, out: &mut String) {
+        let find = |r: &PeerRow, backend: &str| {
+            self.peer
+                .iter()
+                .find(|c| c.trace == r.trace && c.backend == backend)
+        };
+        let dash = || "–".to_string();
         table(
             out,
             &[
@@ -239,27 +246,38 @@ impl Results {
                 "instances",
                 "compile (median)",
                 "compile range",
-                "vs copy-and-patch",
+                "compile ÷ copy-and-patch",
                 "run (median)",
+                "run range",
+                "run ÷ copy-and-patch",
+                "speed-up vs interpreter",
                 "run unit",
             ],
             self.peer
                 .iter()
                 .map(|r| {
-                    let cp = self
-                        .peer
-                        .iter()
-                        .find(|c| c.trace == r.trace && c.backend == "copy-and-patch");
+                    let cp = find(r, "copy-and-patch");
+                    let interp = find(r, "interpreter");
+                    let ratio = |a: Option<&Sample>, b: Option<&Sample>, digits: usize| {
+                        a.zip(b).map_or_else(dash, |(a, b)| {
+                            format!("{:.*}×", digits, a.median_ns / b.median_ns)
+                        })
+                    };
+                    let cp_compile = cp.and_then(|c| c.compile.as_ref());
+                    let cp_run = cp.and_then(|c| c.run.as_ref());
                     vec![
                         r.trace.clone(),
                         r.backend.clone(),
                         r.instances.to_string(),
-                        human_ns(r.compile.median_ns),
-                        range(&r.compile),
-                        cp.map_or("–".into(), |c| {
-                            format!("{:.0}×", r.compile.median_ns / c.compile.median_ns)
-                        }),
-                        r.run.as_ref().map_or("–".into(), |s| human_ns(s.median_ns)),
+                        r.compile
+                            .as_ref()
+                            .map_or_else(dash, |s| human_ns(s.median_ns)),
+                        r.compile.as_ref().map_or_else(dash, range),
+                        ratio(r.compile.as_ref(), cp_compile, 0),
+                        r.run.as_ref().map_or_else(dash, |s| human_ns(s.median_ns)),
+                        r.run.as_ref().map_or_else(dash, range),
+                        ratio(r.run.as_ref(), cp_run, 2),
+                        ratio(interp.and_then(|i| i.run.as_ref()), r.run.as_ref(), 2),
                         r.run_unit.clone(),
                     ]
                 })
@@ -338,5 +356,54 @@ impl Results {
             let _ = writeln!(out, "- skipped `{group}`: {why}");
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ns: f64) -> Sample {
+        Sample::from_times(vec![ns], 1)
+    }
+
+    fn row(backend: &str, compile: Option<f64>, run: f64) -> PeerRow {
+        PeerRow {
+            trace: "examples/sum.vm: 1 trace(s)".into(),
+            backend: backend.into(),
+            instances: 16,
+            compile: compile.map(sample),
+            run: Some(sample(run)),
+            run_unit: "per program run, compile excluded".into(),
+        }
+    }
+
+    #[test]
+    fn peer_table_relates_run_times_to_copy_and_patch_and_the_interpreter() {
+        let r = Results {
+            peer: vec![
+                row("interpreter", None, 80e6),
+                row("copy-and-patch", Some(2e3), 8e6),
+                row("LLVM -O0", Some(2e6), 16e6),
+            ],
+            ..Results::default()
+        };
+        let mut out = String::new();
+        r.peer_md(&mut out);
+        let lines: Vec<&str> = out.trim_end().lines().collect();
+        assert_eq!(lines.len(), 5, "{out}");
+        // The interpreter compiles nothing; it is 10× slower than copy-and-patch.
+        assert!(
+            lines[2].contains("| interpreter | 16 | – | – | – | 80.00 ms |")
+                && lines[2].contains("| 10.00× | 1.00× |"),
+            "{}",
+            lines[2]
+        );
+        // LLVM -O0: 1000× the compile time, 2× the run time, 5× faster than the interpreter.
+        assert!(
+            lines[4].contains("| 1000× | 16.00 ms |") && lines[4].contains("| 2.00× | 5.00× |"),
+            "{}",
+            lines[4]
+        );
     }
 }

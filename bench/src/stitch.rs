@@ -2,9 +2,9 @@
 //!
 //! Stitching: straight traces of 10, 100 and 1,000 instances, from `push` to a callable
 //! trace (copy, patch, write through the RW view, icache flush); the arena's chunk is
-//! already mapped (amortised), and a separate row times a fresh `Jit` whose first trace maps
-//! its chunk. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes mapped (whole
-//! arena chunks, reserved up front) and bytes of the pages the traces actually touch.
+//! already reserved (amortised), and a separate row times a fresh `Jit` whose first trace
+//! reserves its chunk. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes
+//! mapped (pages the arena has committed) and bytes of the pages the traces actually touch.
 
 use crate::copy_patch;
 use crate::harness::{measure, Sample};

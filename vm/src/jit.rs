@@ -5,13 +5,39 @@
 //! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
 //! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
 //! `aarch64-apple-darwin` stencils in a Linux aarch64 process.
+//!
+//! Another compiler can take copy-and-patch's place ([`TraceCompiler`], installed with
+//! [`crate::Config::compiler`]), e.g. the benchmark's LLVM JIT of the same stencil IR. Its
+//! code must keep the stitched code's contract: entered through the C-ABI shim
+//! `int64_t (*)(struct cpjit_frame *, uint64_t *)`, leaving with the same exit statuses and
+//! frame fields, and reachable from other traces' link slots at a body address that takes
+//! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
 use crate::abi::Frame;
 use crate::ops;
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
-use cpjit_runtime::{EntryFn, InstanceId, Jit, Target};
+pub use cpjit_runtime::EntryFn;
+use cpjit_runtime::{InstanceId, Jit, Target};
+use std::any::Any;
 use std::fmt::Write as _;
+
+/// A compiler of traces: copy-and-patch ([`Backend`]) or one provided from outside the VM
+/// (set [`crate::Config::compiler`]).
+pub trait TraceCompiler {
+    /// What the compiler is, for listings and errors (e.g. `"copy-and-patch"`).
+    fn name(&self) -> &str;
+
+    /// Compiles `trace` (its `EXIT_TRACE` operands already name the executor's link slots).
+    /// An error makes the VM stop tracing the function, as a failed copy-and-patch would.
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String>;
+}
+
+impl std::fmt::Debug for dyn TraceCompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TraceCompiler({})", self.name())
+    }
+}
 
 /// The stencil sets linked into this binary (those whose ABI this process has).
 pub fn available_sets() -> Vec<&'static StencilSet<'static>> {
@@ -109,8 +135,18 @@ impl Backend {
         Ok(CompiledTrace {
             entry,
             names,
-            trace: compiled,
+            code: Code::Stitched(compiled),
         })
+    }
+}
+
+impl TraceCompiler for Backend {
+    fn name(&self) -> &str {
+        "copy-and-patch"
+    }
+
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        Backend::compile(self, trace)
     }
 }
 
@@ -134,11 +170,58 @@ fn resolve(name: &str) -> Option<u64> {
 /// A trace in executable memory.
 pub struct CompiledTrace {
     entry: EntryFn,
+    /// Micro-op names, for listings (stitched traces only).
     names: Vec<&'static str>,
-    trace: cpjit_runtime::Trace,
+    code: Code,
+}
+
+/// Where a compiled trace's code lives.
+enum Code {
+    /// Stitched by copy-and-patch; the arena block is freed with it.
+    Stitched(cpjit_runtime::Trace),
+    /// Compiled by another [`TraceCompiler`]; `owner` keeps the code mapped.
+    External {
+        body_address: u64,
+        code_bytes: usize,
+        compiler: String,
+        _owner: Box<dyn Any>,
+    },
 }
 
 impl CompiledTrace {
+    /// A trace compiled outside the VM, from its entry points and whatever keeps its code
+    /// alive (`owner` is dropped with the trace, after the VM stopped using it).
+    ///
+    /// `compiler` names it in listings; `code_bytes` is its size as far as known (0 if not).
+    ///
+    /// # Safety
+    /// - `entry` must be the trace's C-ABI shim: called with a live frame and its value-stack
+    ///   pointer, it runs the trace's micro-ops from the first one and returns an exit status
+    ///   (`EXIT_SIDE`, `EXIT_RETURN`, `EXIT_ERROR`) with the frame fields set exactly as the
+    ///   ops of `templates/vm/ops.def` set them.
+    /// - `body_address` must be the first micro-op's code, callable with the ops' calling
+    ///   convention (`CPJIT_CC`, arguments `frame`, `sp`): other traces' `EXIT_TRACE` tail-call
+    ///   it through their link slots.
+    /// - The code must stay executable, unchanged, for as long as `owner` lives.
+    pub unsafe fn from_external(
+        compiler: &str,
+        entry: EntryFn,
+        body_address: u64,
+        code_bytes: usize,
+        owner: Box<dyn Any>,
+    ) -> CompiledTrace {
+        CompiledTrace {
+            entry,
+            names: Vec::new(),
+            code: Code::External {
+                body_address,
+                code_bytes,
+                compiler: compiler.to_string(),
+                _owner: owner,
+            },
+        }
+    }
+
     /// Runs the trace on `frame` from its first micro-op.
     ///
     /// # Safety
@@ -148,19 +231,45 @@ impl CompiledTrace {
         (self.entry)(frame as *mut core::ffi::c_void, sp)
     }
 
+    /// The C-ABI entry shim (what [`CompiledTrace::run`] calls).
+    pub fn entry(&self) -> EntryFn {
+        self.entry
+    }
+
     /// The address of the first micro-op (after the entry shim), where links jump to.
     pub fn body_address(&self) -> u64 {
-        self.trace.entry(InstanceId::from_index(1)) as u64
+        match &self.code {
+            Code::Stitched(trace) => trace.entry(InstanceId::from_index(1)) as u64,
+            Code::External { body_address, .. } => *body_address,
+        }
     }
 
     pub fn code_bytes(&self) -> usize {
-        self.trace.code_bytes().len()
+        match &self.code {
+            Code::Stitched(trace) => trace.code_bytes().len(),
+            Code::External { code_bytes, .. } => *code_bytes,
+        }
     }
 
-    /// Machine code of each instance, in hex, with its micro-op's name.
+    /// Machine code of each instance, in hex, with its micro-op's name (for an external
+    /// compiler's trace: its name, size and addresses; its code has no instance boundaries).
     pub fn listing(&self) -> String {
-        let code = self.trace.code_bytes();
-        let offsets = self.trace.instance_offsets();
+        let trace = match &self.code {
+            Code::Stitched(trace) => trace,
+            Code::External {
+                body_address,
+                code_bytes,
+                compiler,
+                ..
+            } => {
+                return format!(
+                    "  machine code: {code_bytes} bytes by {compiler}, entry {:#x}, body {body_address:#x}\n",
+                    self.entry as usize
+                )
+            }
+        };
+        let code = trace.code_bytes();
+        let offsets = trace.instance_offsets();
         let mut s = format!("  machine code: {} bytes\n", code.len());
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);

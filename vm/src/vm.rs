@@ -3,13 +3,13 @@
 //! Every function starts in the bytecode interpreter (`vm_interp`). A `JUMP_BACKWARD` counts
 //! its executions; at `backedge_threshold` the interpreter returns `HOT_LOOP`, the VM records
 //! one iteration of the loop (`vm_record`), projects it into a trace ([`crate::trace`]) and,
-//! in `jit` mode, compiles it with the copy-and-patch runtime ([`crate::jit`]). The executor
-//! hangs off the function; the back-edge becomes `ENTER_EXECUTOR`, which hands control to
-//! the trace. A function called `call_threshold` times gets an executor for its entry too.
-//! A trace that leaves through an exit resumes the interpreter at that exit's bytecode; an
-//! exit taken `side_exit_threshold` times gets its own trace. A compile that fails marks the
-//! function so that it is never retried. Storing a global invalidates executors that folded
-//! its value.
+//! in `jit` mode, compiles it with the copy-and-patch runtime ([`crate::jit`]) or the
+//! compiler given in [`Config::compiler`]. The executor hangs off the function; the
+//! back-edge becomes `ENTER_EXECUTOR`, which hands control to the trace. A function called
+//! `call_threshold` times gets an executor for its entry too. A trace that leaves through an
+//! exit resumes the interpreter at that exit's bytecode; an exit taken `side_exit_threshold`
+//! times gets its own trace. A compile that fails marks the function so that it is never
+//! retried. Storing a global invalidates executors that folded its value.
 //!
 //! Traces are linked: when an exit has a side trace, or the end of a path reaches a loop head
 //! that has an executor, the exit's link slot gets that trace's address and compiled code
@@ -19,6 +19,7 @@
 
 use crate::abi::*;
 use crate::helpers::{make_list, ListObject};
+use crate::jit::TraceCompiler;
 use crate::ops::op;
 use crate::parser::Program;
 use crate::trace::{self, End, Trace};
@@ -78,6 +79,12 @@ pub struct Config {
     pub dump_traces: bool,
     /// Testing: make every compile fail, as if the JIT rejected the trace.
     pub fail_compiles: bool,
+    /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
+    /// stencils (`None`, the default); ignored in the other modes and by
+    /// [`Vm::with_stencils`]. Its code must keep the stitched code's contract (see
+    /// [`crate::jit::CompiledTrace::from_external`]); exits, links and resumption then work
+    /// as with copy-and-patch.
+    pub compiler: Option<Rc<dyn TraceCompiler>>,
 }
 
 impl Default for Config {
@@ -92,6 +99,7 @@ impl Default for Config {
             print_live: false,
             dump_traces: false,
             fail_compiles: false,
+            compiler: None,
         }
     }
 }
@@ -236,14 +244,16 @@ pub struct Vm {
     trace_dump: RefCell<String>,
     /// Memory of returned frames, reused by later calls.
     frame_pool: RefCell<Vec<Vec<u64>>>,
-    jit: Option<crate::jit::Backend>,
+    /// The compiler of traces in `jit` mode.
+    jit: Option<Rc<dyn TraceCompiler>>,
 }
 
 impl Vm {
-    /// A VM for `program`; in `jit` mode with the host's stencils.
+    /// A VM for `program`; in `jit` mode with `config.compiler`, else the host's stencils.
     pub fn new(program: Program, config: Config) -> Result<Vm, String> {
-        let jit = match config.mode {
-            Mode::Jit => Some(crate::jit::Backend::host()?),
+        let jit: Option<Rc<dyn TraceCompiler>> = match (config.mode, &config.compiler) {
+            (Mode::Jit, Some(compiler)) => Some(compiler.clone()),
+            (Mode::Jit, None) => Some(Rc::new(crate::jit::Backend::host()?)),
             _ => None,
         };
         Ok(Vm::with_backend(program, config, jit))
@@ -257,10 +267,10 @@ impl Vm {
     ) -> Result<Vm, String> {
         config.mode = Mode::Jit;
         let backend = crate::jit::Backend::new(set)?;
-        Ok(Vm::with_backend(program, config, Some(backend)))
+        Ok(Vm::with_backend(program, config, Some(Rc::new(backend))))
     }
 
-    fn with_backend(program: Program, config: Config, jit: Option<crate::jit::Backend>) -> Vm {
+    fn with_backend(program: Program, config: Config, jit: Option<Rc<dyn TraceCompiler>>) -> Vm {
         let funcs = program
             .functions
             .iter()

@@ -21,8 +21,8 @@ tasks:
                       compile the template set into one stencil crate per target
   stencils show [--target T] [NAME]
                       disassemble stencils with their holes annotated
-  test-matrix [--target T]... [--json]
-                      run every target's tests with that target's stencils
+  test-matrix [--target T]... [--suite S]... [--native] [--no-check] [--self-test] [--json]
+                      run every target's tests with that target's stencils (ci/matrix.toml)
   bench [--quick] [--report] [--only GROUPS]
                       benchmarks: toolchain, stitching, memory, LLVM peer, examples;
                       --report rewrites BENCHMARKS.md and bench/report/*.svg

@@ -37,9 +37,22 @@ impl Level {
 pub struct Compiled<'ctx> {
     _engine: ExecutionEngine<'ctx>,
     entry: cpjit_runtime::EntryFn,
+    /// Instance 1's code, if kept callable ([`compile_with_body`]).
+    body: Option<u64>,
 }
 
 impl Compiled<'_> {
+    /// The shim, `int64_t cpjit_entry(struct cpjit_frame *, uint64_t *)`.
+    pub fn entry(&self) -> cpjit_runtime::EntryFn {
+        self.entry
+    }
+
+    /// Instance 1 (the first after the shim), with the ops' calling convention; `None`
+    /// unless compiled by [`compile_with_body`].
+    pub fn body(&self) -> Option<u64> {
+        self.body
+    }
+
     /// Runs the trace from its shim; returns the exit status.
     pub fn run(&self, spec: &TraceSpec) -> i64 {
         let mut stack = vec![0u64; spec.stack_slots];
@@ -57,7 +70,37 @@ pub fn compile<'ctx>(
     level: Level,
     resolve: fn(&str) -> Option<u64>,
 ) -> Result<Compiled<'ctx>, String> {
+    compile_lowered(context, library, spec, level, resolve, false)
+}
+
+/// As [`compile`], and keeps instance 1 an external function whose address
+/// [`Compiled::body`] gives: the VM's other traces jump there through their link slots, so
+/// -O2 must not inline it away into the shim.
+pub fn compile_with_body<'ctx>(
+    context: &'ctx Context,
+    library: &Library<'ctx>,
+    spec: &TraceSpec,
+    level: Level,
+    resolve: fn(&str) -> Option<u64>,
+) -> Result<Compiled<'ctx>, String> {
+    compile_lowered(context, library, spec, level, resolve, true)
+}
+
+fn compile_lowered<'ctx>(
+    context: &'ctx Context,
+    library: &Library<'ctx>,
+    spec: &TraceSpec,
+    level: Level,
+    resolve: fn(&str) -> Option<u64>,
+    keep_body: bool,
+) -> Result<Compiled<'ctx>, String> {
     let module = lower::lower(context, library, spec)?;
+    if keep_body {
+        let body = module
+            .get_function(&lower::instance_name(1))
+            .ok_or_else(|| format!("{}: the trace has no instance after its shim", spec.name))?;
+        body.set_linkage(inkwell::module::Linkage::External);
+    }
     if level == Level::O2 {
         module
             .run_passes(
@@ -95,9 +138,18 @@ pub fn compile<'ctx>(
         .map_err(|e| format!("{}: no entry after code generation: {e:?}", spec.name))?;
     // SAFETY: instance 0 is the shim, `int64_t cpjit_entry(struct cpjit_frame *, uint64_t *)`.
     let entry = unsafe { std::mem::transmute::<usize, cpjit_runtime::EntryFn>(address) };
+    let body = if keep_body {
+        let address = engine
+            .get_function_address(&lower::instance_name(1))
+            .map_err(|e| format!("{}: no body after code generation: {e:?}", spec.name))?;
+        Some(address as u64)
+    } else {
+        None
+    };
     Ok(Compiled {
         _engine: engine,
         entry,
+        body,
     })
 }
 
