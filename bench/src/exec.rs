@@ -15,24 +15,10 @@ pub const MODES: [(Mode, &str); 3] = [
 ];
 
 pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
-    let dir = root.join("examples");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_suffix(".vm")
-                .map(String::from)
-        })
-        .collect();
-    names.sort();
     let runs = if quick { 1 } else { 7 };
     let mut rows = Vec::new();
-    for name in &names {
-        let text = read(&dir.join(format!("{name}.vm")))?;
-        let expected = read(&dir.join(format!("{name}.expected")))?;
-        let program = cpjit_vm::parse(&text).map_err(|e| format!("examples/{name}.vm: {e}"))?;
+    for example in crate::examples::load(&root.join("examples"))? {
+        let (name, program, expected) = (&example.name, &example.program, &example.expected);
         for (mode, mode_name) in MODES {
             let mut times = Vec::new();
             let mut stats = None;
@@ -50,7 +36,7 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
                 if let Err(e) = result {
                     out.push_str(&format!("error: {e}\n"));
                 }
-                if out != expected {
+                if out != *expected {
                     return Err(format!(
                         "examples/{name}.vm in {mode_name} mode printed\n{out}\nexpected\n{expected}"
                     ));
@@ -71,8 +57,4 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
         }
     }
     Ok(rows)
-}
-
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }

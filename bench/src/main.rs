@@ -12,6 +12,7 @@
 //! and the interpreter.
 
 mod copy_patch;
+mod examples;
 mod exec;
 mod harness;
 mod peer;

@@ -9,56 +9,20 @@
 //!   and every LLVM run must build the same number of traces as copy-and-patch without a
 //!   failed compile.
 
+use crate::examples::{self, Example};
 use crate::harness::{measure, Sample};
 use crate::peer::{self, library, Level};
 use crate::peer_compiler::{resolve, vm_trace_spec, LlvmTraceCompiler};
 use crate::results::PeerRow;
 use crate::workload::TraceSpec;
 use cpjit_vm::jit::TraceCompiler;
-use cpjit_vm::{ops, Config, Mode, Program, Stats, Vm};
+use cpjit_vm::{ops, Config, Mode, Stats, Vm};
 use inkwell::context::Context;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
 
 const RUN_UNIT: &str = "per program run, compile excluded";
-
-/// One example program.
-struct Example {
-    name: String,
-    program: Program,
-    expected: String,
-}
-
-fn examples(dir: &Path) -> Result<Vec<Example>, String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_suffix(".vm")
-                .map(String::from)
-        })
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| {
-            let read = |ext: &str| {
-                let path = dir.join(format!("{name}.{ext}"));
-                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
-            };
-            let program =
-                cpjit_vm::parse(&read("vm")?).map_err(|e| format!("examples/{name}.vm: {e}"))?;
-            Ok(Example {
-                expected: read("expected")?,
-                program,
-                name,
-            })
-        })
-        .collect()
-}
 
 /// Runs `ex` once from a fresh VM; returns its statistics and the time outside compiles
 /// (ns). Fails on wrong output.
@@ -124,7 +88,7 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
     let set = cpjit_vm::jit::set_for(library::TRIPLE)
         .ok_or_else(|| format!("the VM has no {} stencil set linked", library::TRIPLE))?;
     let backend = cpjit_vm::jit::Backend::new(set)?;
-    let examples = examples(&root.join("examples"))?;
+    let examples = examples::load(&root.join("examples"))?;
     let ir = library::template_bitcode(
         &root.join("templates"),
         &root.join("targets"),

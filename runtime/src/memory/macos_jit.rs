@@ -12,6 +12,8 @@
 //! only its high-water mark, so committing code is bookkeeping only. Data is reserved
 //! `PROT_NONE` and committed by mapping fresh RW pages over it.
 
+pub(crate) use super::unix_common::commit_data;
+use super::unix_common::os_error;
 use super::{Region, WriteWindow};
 use std::io;
 
@@ -40,11 +42,6 @@ pub(crate) fn open_write_window() -> WriteWindow {
 pub(crate) fn close_write_window() {
     // SAFETY: as above.
     unsafe { libc::pthread_jit_write_protect_np(1) };
-}
-
-fn os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
 pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
@@ -105,25 +102,6 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
 
 /// Nothing to map: the `MAP_JIT` region is whole (see the module docs).
 pub(crate) fn commit_code(_region: &Region, _from: usize, _to: usize) -> io::Result<()> {
-    Ok(())
-}
-
-/// Commits data bytes `from..to` (page-aligned): fresh private RW pages, never X.
-pub(crate) fn commit_data(region: &Region, from: usize, to: usize) -> io::Result<()> {
-    // SAFETY: replaces part of the data reservation this region owns, past every byte in use.
-    let at = unsafe {
-        libc::mmap(
-            (region.data + from) as *mut libc::c_void,
-            to - from,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED,
-            -1,
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        return Err(os_error("mmap (commit data)"));
-    }
     Ok(())
 }
 

@@ -46,6 +46,8 @@
 
 #[cfg(all(target_os = "macos", target_arch = "aarch64"))]
 mod macos_jit;
+#[cfg(unix)]
+mod unix_common;
 #[cfg(all(target_os = "macos", target_arch = "aarch64"))]
 use macos_jit as imp;
 

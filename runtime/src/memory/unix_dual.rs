@@ -7,6 +7,8 @@
 //! adjacent. The RW view goes wherever the kernel puts it; its address never needs to be
 //! reachable from code.
 
+pub(crate) use super::unix_common::commit_data;
+use super::unix_common::os_error;
 use super::{Region, WriteWindow};
 use std::io;
 
@@ -116,11 +118,6 @@ fn truncate(fd: libc::c_int, len: usize) -> io::Result<libc::c_int> {
     Ok(fd)
 }
 
-fn os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
 /// An inaccessible reservation of `len` bytes at `hint` (or anywhere when 0).
 fn reserve(hint: usize, len: usize, what: &str) -> io::Result<*mut libc::c_void> {
     // SAFETY: a fresh anonymous mapping; MAP_FIXED is not used, so nothing is replaced.
@@ -226,25 +223,6 @@ pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result
         fd,
         "mmap (commit code, RX view)",
     )
-}
-
-/// Commits data bytes `from..to` (page-aligned): fresh private RW pages, never X.
-pub(crate) fn commit_data(region: &Region, from: usize, to: usize) -> io::Result<()> {
-    // SAFETY: replaces part of the data reservation this region owns, past every byte in use.
-    let at = unsafe {
-        libc::mmap(
-            (region.data + from) as *mut libc::c_void,
-            to - from,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED,
-            -1,
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        return Err(os_error("mmap (commit data)"));
-    }
-    Ok(())
 }
 
 pub(crate) fn unmap(region: &mut Region) {
