@@ -58,11 +58,18 @@ pub enum HoleKind {
     /// rewritten: `G + A - P`. (`R_X86_64_GOTPCREL`, `X86_64_RELOC_GOT`, `IMAGE_REL_AMD64_REL32`
     /// against `__imp_` in a non-`mov`, non-`call`/`jmp` instruction.)
     X86GotPc32,
-    /// x86-64 RIP-relative GOT reference in `mov reg, [rip+G]`, `call [rip+G]` or
-    /// `jmp [rip+G]`: `G + A - P`, which the runtime may relax to `lea reg, [rip+S]` or a
-    /// direct `call`/`jmp` when `S` is in range. (`R_X86_64_GOTPCRELX`,
-    /// `R_X86_64_REX_GOTPCRELX`, `X86_64_RELOC_GOT_LOAD`, COFF `REL32` against `__imp_`.)
+    /// x86-64 RIP-relative GOT reference that the runtime may rewrite: `G + A - P`, or, when
+    /// `S` allows it, `mov reg, [rip+G]` → `lea reg, [rip+S]` and `call`/`jmp [rip+G]` → a
+    /// direct `call`/`jmp`; any other instruction keeps loading through the slot. Whether
+    /// a REX prefix precedes the opcode is unknown, so nothing that needs one is rewritten.
+    /// (`R_X86_64_GOTPCRELX`, COFF `REL32` against `__imp_` in `mov`/`call`/`jmp`.)
     X86GotPc32Relaxable,
+    /// As [`HoleKind::X86GotPc32Relaxable`], and the byte before the opcode is the
+    /// instruction's REX prefix, as the relocation type says: with `REX.W`, `mov`, `test`
+    /// and the ALU operations (`add`, `or`, `adc`, `sbb`, `and`, `sub`, `xor`, `cmp`) of the
+    /// slot's value may also become their `imm32` forms. (`R_X86_64_REX_GOTPCRELX`,
+    /// `X86_64_RELOC_GOT_LOAD`, which is only emitted on `movq`.)
+    X86RexGotPc32Relaxable,
     /// AArch64 `b`/`bl` imm26: `(S + A - P) >> 2`, ±128 MiB; out of range goes through a
     /// veneer. (`R_AARCH64_CALL26`/`JUMP26`, `ARM64_RELOC_BRANCH26`, `IMAGE_REL_ARM64_BRANCH26`.)
     Aarch64Branch26,
@@ -105,12 +112,13 @@ pub enum HoleKind {
 
 impl HoleKind {
     /// Every kind, in declaration order.
-    pub const ALL: [HoleKind; 21] = [
+    pub const ALL: [HoleKind; 22] = [
         HoleKind::Abs64,
         HoleKind::X86Pc32,
         HoleKind::X86Branch32,
         HoleKind::X86GotPc32,
         HoleKind::X86GotPc32Relaxable,
+        HoleKind::X86RexGotPc32Relaxable,
         HoleKind::Aarch64Branch26,
         HoleKind::Aarch64Branch19,
         HoleKind::Aarch64Branch14,
@@ -137,6 +145,7 @@ impl HoleKind {
             HoleKind::X86Branch32 => "X86Branch32",
             HoleKind::X86GotPc32 => "X86GotPc32",
             HoleKind::X86GotPc32Relaxable => "X86GotPc32Relaxable",
+            HoleKind::X86RexGotPc32Relaxable => "X86RexGotPc32Relaxable",
             HoleKind::Aarch64Branch26 => "Aarch64Branch26",
             HoleKind::Aarch64Branch19 => "Aarch64Branch19",
             HoleKind::Aarch64Branch14 => "Aarch64Branch14",
@@ -175,8 +184,17 @@ impl HoleKind {
             self,
             HoleKind::X86GotPc32
                 | HoleKind::X86GotPc32Relaxable
+                | HoleKind::X86RexGotPc32Relaxable
                 | HoleKind::Aarch64AdrGotPage21
                 | HoleKind::Aarch64Ld64GotLo12
+        )
+    }
+
+    /// An x86-64 GOT reference the runtime may relax into a direct or immediate form.
+    pub const fn is_relaxable_x86_got(self) -> bool {
+        matches!(
+            self,
+            HoleKind::X86GotPc32Relaxable | HoleKind::X86RexGotPc32Relaxable
         )
     }
 
@@ -198,7 +216,8 @@ impl HoleKind {
             HoleKind::X86Pc32
             | HoleKind::X86Branch32
             | HoleKind::X86GotPc32
-            | HoleKind::X86GotPc32Relaxable => Some(Arch::X86_64),
+            | HoleKind::X86GotPc32Relaxable
+            | HoleKind::X86RexGotPc32Relaxable => Some(Arch::X86_64),
             _ => Some(Arch::Aarch64),
         }
     }

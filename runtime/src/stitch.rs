@@ -444,9 +444,9 @@ impl Patcher<'_> {
         let addend = hole.addend as u64;
         let target = self.placed.address(value);
         if hole.kind.uses_got() {
-            if hole.kind == HoleKind::X86GotPc32Relaxable && hole.addend == -4 {
+            if hole.kind.is_relaxable_x86_got() && hole.addend == -4 {
                 if let Resolved::Constant(c) = value {
-                    if patch::relax_x86_got_load_constant(buf, offset, c)? {
+                    if patch::relax_x86_got_load_constant(hole.kind, buf, offset, c)? {
                         return Ok(());
                     }
                 }

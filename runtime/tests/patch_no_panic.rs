@@ -138,7 +138,12 @@ fn random_inputs_never_panic_and_errors_never_write() {
             Ok(false) | Err(_) => assert_eq!(code, before),
         }
         let mut code = before.clone();
-        match relax_x86_got_load_constant(&mut code, offset, value) {
+        match relax_x86_got_load_constant(
+            HoleKind::X86RexGotPc32Relaxable,
+            &mut code,
+            offset,
+            value,
+        ) {
             Ok(true) => {
                 successes[2] += 1;
                 only_changed(&before, &code, around, "relax_x86_got_load_constant")

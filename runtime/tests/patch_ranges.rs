@@ -15,7 +15,9 @@ fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
     match kind {
         HoleKind::Abs64 => (vec![0; 8], 0),
         HoleKind::X86Pc32 | HoleKind::X86GotPc32 => (vec![0x48, 0x8d, 0x05, 0, 0, 0, 0], 3),
-        HoleKind::X86GotPc32Relaxable => (vec![0x48, 0x8b, 0x05, 0, 0, 0, 0], 3),
+        HoleKind::X86GotPc32Relaxable | HoleKind::X86RexGotPc32Relaxable => {
+            (vec![0x48, 0x8b, 0x05, 0, 0, 0, 0], 3)
+        }
         HoleKind::X86Branch32 => (vec![0xe8, 0, 0, 0, 0], 1),
         HoleKind::Aarch64Branch26 => word(0x9400_0000), // bl
         HoleKind::Aarch64Branch19 => word(0x5400_0001), // b.ne
@@ -74,11 +76,17 @@ fn out_of_range(min: i64, max: i64, actual: i64) -> Result<Vec<u8>, Problem> {
 }
 
 /// PC-relative kinds: (kind, min, max, alignment) of `value - place`.
-const PC_RELATIVE: [(HoleKind, i64, i64, i64); 7] = [
+const PC_RELATIVE: [(HoleKind, i64, i64, i64); 8] = [
     (HoleKind::X86Pc32, -(1 << 31), (1 << 31) - 1, 1),
     (HoleKind::X86Branch32, -(1 << 31), (1 << 31) - 1, 1),
     (HoleKind::X86GotPc32, -(1 << 31), (1 << 31) - 1, 1),
     (HoleKind::X86GotPc32Relaxable, -(1 << 31), (1 << 31) - 1, 1),
+    (
+        HoleKind::X86RexGotPc32Relaxable,
+        -(1 << 31),
+        (1 << 31) - 1,
+        1,
+    ),
     (HoleKind::Aarch64Branch26, -(1 << 27), (1 << 27) - 4, 4),
     (HoleKind::Aarch64Branch19, -(1 << 20), (1 << 20) - 4, 4),
     (HoleKind::Aarch64Branch14, -(1 << 15), (1 << 15) - 4, 4),
@@ -338,12 +346,46 @@ fn x86_got_relaxation_falls_back_when_out_of_range() {
         let mut code = form.to_vec();
         assert_eq!(relax_x86_got_load(&mut code, offset, place, min), Ok(true));
     }
-    let mut lea = [0x48, 0x8d, 0x05, 0, 0, 0, 0];
-    assert!(relax_x86_got_load(&mut lea, 3, PLACE, PLACE).is_err());
-    assert!(relax_x86_got_load_constant(&mut lea, 3, 1).is_err());
+    // Any other RIP-relative instruction keeps loading through the slot (issue 16: `add r13,
+    // [rip+G]` = 4c 03 2d is patched, not rejected); a non-RIP-relative one is an error.
+    use HoleKind::{X86GotPc32Relaxable as Got, X86RexGotPc32Relaxable as RexGot};
+    for kind in [Got, RexGot] {
+        let mut imul = [0x48, 0x0f, 0xaf, 0x05, 0, 0, 0, 0]; // imul rax, [rip+G]
+        let rex = kind == RexGot;
+        assert_eq!(relax_x86_got_load(&mut imul, 4, PLACE, PLACE), Ok(false));
+        // The byte before imul's 0f af is not a REX prefix, so a REX kind rejects it.
+        assert_eq!(
+            relax_x86_got_load_constant(kind, &mut imul, 4, 1).is_err(),
+            rex
+        );
+        assert_eq!(patch(kind, &mut imul, 4, PLACE, PLACE).is_err(), rex);
+        let mut add = [0x4c, 0x03, 0x2d, 0, 0, 0, 0];
+        assert_eq!(relax_x86_got_load(&mut add, 3, PLACE, PLACE), Ok(false));
+        assert_eq!(relax_x86_got_load_constant(kind, &mut add, 3, 7), Ok(rex));
+        let mut add = [0x4c, 0x03, 0x2d, 0, 0, 0, 0];
+        assert_eq!(patch(kind, &mut add, 3, PLACE, PLACE + 0x10), Ok(()));
+        assert_eq!(add, [0x4c, 0x03, 0x2d, 0x10, 0, 0, 0]);
+        let mut not_rip = [0x48, 0x03, 0x45, 0, 0, 0, 0]; // add rax, [rbp + disp8]
+        assert!(relax_x86_got_load(&mut not_rip, 3, PLACE, PLACE).is_err());
+        assert!(relax_x86_got_load_constant(kind, &mut not_rip, 3, 1).is_err());
+    }
     // A mov without REX.W loads 32 bits: not turned into a 64-bit immediate.
-    let mut movl = [0x90, 0x8b, 0x05, 0, 0, 0, 0];
-    assert_eq!(relax_x86_got_load_constant(&mut movl, 3, 1), Ok(false));
+    let mut movl = [0x40, 0x8b, 0x05, 0, 0, 0, 0];
+    assert_eq!(
+        relax_x86_got_load_constant(RexGot, &mut movl, 3, 1),
+        Ok(false)
+    );
+    // Issue 15: `add al, 0x4c; mov eax, [rip+G]`. The 4c is the add's immediate, and a
+    // GOTPCRELX relocation promises no REX prefix: the bytes stay as they are.
+    let before = [0x04, 0x4c, 0x8b, 0x05, 0, 0, 0, 0];
+    let mut code = before;
+    assert_eq!(relax_x86_got_load_constant(Got, &mut code, 4, 1), Ok(false));
+    assert_eq!(code, before);
+    // Not an x86 GOT kind at all: nothing to relax.
+    assert_eq!(
+        relax_x86_got_load_constant(HoleKind::X86Pc32, &mut code, 4, 1),
+        Ok(false)
+    );
 }
 
 #[test]

@@ -176,7 +176,7 @@ fn hole_fields_are_zeroed() {
                         Some(Arch::Aarch64) => {
                             let insn = u32::from_le_bytes(field.try_into().unwrap());
                             assert_eq!(
-                                insn & cpjit_toolchain::object::aarch64::field_mask(h.kind),
+                                insn & cpjit_isa::aarch64::field_mask(h.kind),
                                 0,
                                 "{triple} {} {}",
                                 s.name,

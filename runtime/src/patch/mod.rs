@@ -19,20 +19,23 @@
 //! - Every field is cleared before it is written, so a hole can be re-patched with another
 //!   value (and implicit addends left in the bytes by COFF/Mach-O objects are overwritten).
 //!
-//! The encodings follow the ELF psABIs for x86-64 and AArch64 and lld's implementation of
-//! them; the tests compare every function byte for byte with what llvm-mc-19 and the lld
+//! Instruction knowledge (classes, fields, relaxed forms, veneers) comes from `cpjit-isa`,
+//! which the toolchain shares; this module adds ranges, bounds and errors. The encodings
+//! follow the ELF psABIs for x86-64 and AArch64 and lld's implementation of them; the tests
+//! compare every function byte for byte with what llvm-mc-19 and the lld
 //! linkers produce for the same relocation (`runtime/tests/fixtures/patch/`).
 
 mod aarch64;
 mod aarch64_relax;
 mod data;
 mod error;
-mod veneer;
 mod x86_64;
 
 pub use aarch64_relax::relax_aarch64_got_pair;
+pub use cpjit_isa::aarch64::veneer as aarch64_veneer;
+pub use cpjit_isa::x86_64::veneer as x86_64_veneer;
+pub use cpjit_isa::VENEER_SIZE;
 pub use error::{PatchError, PrecedingBytes, Problem};
-pub use veneer::{aarch64_veneer, x86_64_veneer, VENEER_SIZE};
 pub use x86_64::{relax_x86_got_load, relax_x86_got_load_constant};
 
 use cpjit_model::HoleKind;
@@ -55,7 +58,8 @@ pub fn patch(
         HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable => x86_64::patch(kind, code, offset, place, value),
+        | HoleKind::X86GotPc32Relaxable
+        | HoleKind::X86RexGotPc32Relaxable => x86_64::patch(kind, code, offset, place, value),
         HoleKind::Aarch64Branch26
         | HoleKind::Aarch64Branch19
         | HoleKind::Aarch64Branch14
@@ -92,7 +96,8 @@ pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
         HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable => x86_64::rel32(place, value).is_ok(),
+        | HoleKind::X86GotPc32Relaxable
+        | HoleKind::X86RexGotPc32Relaxable => x86_64::rel32(place, value).is_ok(),
         _ => aarch64::field(kind, place, value).is_ok(),
     }
 }

@@ -1,11 +1,13 @@
 //! x86-64 holes: 32-bit PC-relative displacements (data operands, branches, GOT slots), and
-//! the relaxations of GOT loads into direct addresses or immediates (lld's `relaxGot` and
-//! `relaxGotNoPic` in `lld/ELF/Arch/X86_64.cpp`).
+//! the relaxations of GOT references into direct addresses or immediates.
 //!
 //! A rel32 field holds no other bits, so the instruction checks look at the bytes *before*
-//! the hole: the opcode or RIP-relative ModRM byte that makes the hole what its kind says.
+//! the hole (`cpjit_isa::x86_64` decodes them): the opcode or RIP-relative ModRM byte that
+//! makes the hole what its kind says, and for [`HoleKind::X86RexGotPc32Relaxable`] the REX
+//! prefix its relocation type promises.
 
 use super::{bytes, put, PatchError, PrecedingBytes, Problem};
+use cpjit_isa::x86_64 as isa;
 use cpjit_model::HoleKind;
 
 /// Checks the bytes before `code[offset]` and writes `value - place` as a signed rel32.
@@ -18,14 +20,28 @@ pub(super) fn patch(
 ) -> Result<(), Problem> {
     bytes::<4>(code, offset)?;
     match kind {
-        HoleKind::X86Pc32 | HoleKind::X86GotPc32 => check_rip_relative(code, offset)?,
-        HoleKind::X86Branch32 => check_branch(code, offset)?,
-        HoleKind::X86GotPc32Relaxable => {
-            got_form(code, offset)?;
+        HoleKind::X86Pc32 | HoleKind::X86GotPc32 => {
+            if !isa::is_rip_relative_field(code, offset) {
+                return Err(unexpected(
+                    code,
+                    offset,
+                    "a RIP-relative ModRM byte (mod=00, r/m=101)",
+                ));
+            }
         }
-        _ => {
-            return Err(unexpected(code, offset, "an x86-64 instruction"));
+        HoleKind::X86Branch32 => {
+            if !isa::is_branch_rel32(code, offset) {
+                return Err(unexpected(
+                    code,
+                    offset,
+                    "call/jmp rel32 (e8/e9) or jcc rel32 (0f 8x)",
+                ));
+            }
         }
+        HoleKind::X86GotPc32Relaxable | HoleKind::X86RexGotPc32Relaxable => {
+            got_site(kind, code, offset)?;
+        }
+        _ => return Err(unexpected(code, offset, "an x86-64 instruction")),
     }
     let rel = rel32(place, value)?;
     put(code, offset, rel.to_le_bytes());
@@ -34,11 +50,10 @@ pub(super) fn patch(
 
 /// `value - place` as a signed 32-bit displacement.
 pub(super) fn rel32(place: u64, value: u64) -> Result<i32, Problem> {
-    let distance = value.wrapping_sub(place) as i64;
-    i32::try_from(distance).map_err(|_| Problem::OutOfRange {
+    cpjit_isa::rel32(place, value).ok_or(Problem::OutOfRange {
         min: i32::MIN.into(),
         max: i32::MAX.into(),
-        actual: distance,
+        actual: value.wrapping_sub(place) as i64,
     })
 }
 
@@ -49,155 +64,82 @@ fn unexpected(code: &[u8], offset: usize, expected: &'static str) -> Problem {
     }
 }
 
-/// The byte before the hole at `offset`, if any.
-fn before(code: &[u8], offset: usize, back: usize) -> Option<u8> {
-    offset.checked_sub(back).and_then(|i| code.get(i)).copied()
+/// The decoded GOT reference of a relaxable hole; whether a REX prefix exists comes from
+/// the kind (that is, from the relocation type), never from the bytes.
+fn got_site(kind: HoleKind, code: &[u8], offset: usize) -> Result<isa::GotSite, Problem> {
+    let has_rex = kind == HoleKind::X86RexGotPc32Relaxable;
+    isa::decode_got_site(code, offset, has_rex)
+        .map_err(|expected| unexpected(code, offset, expected))
 }
 
-/// ModRM with mod = 00 and r/m = 101: `[rip + disp32]` in 64-bit mode.
-fn is_rip_relative_modrm(b: u8) -> bool {
-    b & 0xc7 == 0x05
-}
-
-/// A RIP-relative memory operand ends in ModRM + disp32 (no SIB byte exists for it), so the
-/// byte before the hole is its ModRM. An immediate may follow the displacement (the
-/// addend then folds in its size), which does not change where the ModRM is.
-fn check_rip_relative(code: &[u8], offset: usize) -> Result<(), Problem> {
-    match before(code, offset, 1) {
-        Some(modrm) if is_rip_relative_modrm(modrm) => Ok(()),
-        _ => Err(unexpected(
-            code,
-            offset,
-            "a RIP-relative ModRM byte (mod=00, r/m=101)",
-        )),
-    }
-}
-
-/// `call rel32` (E8), `jmp rel32` (E9) or `jcc rel32` (0F 80..8F).
-fn check_branch(code: &[u8], offset: usize) -> Result<(), Problem> {
-    let opcode = before(code, offset, 1);
-    let escape = before(code, offset, 2);
-    match (escape, opcode) {
-        (_, Some(0xe8 | 0xe9)) => Ok(()),
-        (Some(0x0f), Some(0x80..=0x8f)) => Ok(()),
-        _ => Err(unexpected(
-            code,
-            offset,
-            "call/jmp rel32 (e8/e9) or jcc rel32 (0f 8x)",
-        )),
-    }
-}
-
-/// The instruction forms a relaxable GOT hole may sit in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum GotForm {
-    /// `mov r, [rip + G]`: `[REX] 8B modrm`.
-    Mov,
-    /// `call [rip + G]`: `FF 15`.
-    Call,
-    /// `jmp [rip + G]`: `FF 25`.
-    Jmp,
-}
-
-fn got_form(code: &[u8], offset: usize) -> Result<GotForm, Problem> {
-    match (before(code, offset, 2), before(code, offset, 1)) {
-        (Some(0x8b), Some(modrm)) if is_rip_relative_modrm(modrm) => Ok(GotForm::Mov),
-        (Some(0xff), Some(0x15)) => Ok(GotForm::Call),
-        (Some(0xff), Some(0x25)) => Ok(GotForm::Jmp),
-        _ => Err(unexpected(
-            code,
-            offset,
-            "mov r, [rip+G] (8b), call [rip+G] (ff 15) or jmp [rip+G] (ff 25)",
-        )),
-    }
-}
-
-/// Relaxes the GOT load of an [`HoleKind::X86GotPc32Relaxable`] hole into a direct
-/// reference to `direct_value` (`S + A`), as lld does for a non-preemptible symbol:
+/// Relaxes the GOT reference of a relaxable hole ([`HoleKind::is_relaxable_x86_got`]) into a
+/// direct reference to `direct_value` (`S + A`), as lld does for a non-preemptible symbol:
 /// - `mov r, [rip + G]` (`8B`) → `lea r, [rip + S]` (`8D`);
 /// - `call [rip + G]` (`FF 15`) → `addr32 call S` (`67 E8`): one instruction, same length;
 /// - `jmp [rip + G]` (`FF 25`) → `jmp S` (`E9`, one byte earlier) + `nop`.
 ///
-/// Returns `Ok(false)`, bytes untouched, if the displacement does not fit 32 bits; the
-/// caller then patches the GOT form with [`super::patch`]. The addend must be the usual
-/// `-4` (the displacement ends the instruction), as lld requires; other addends address
-/// part of the slot and must not be relaxed. Errors if the bytes are not one of the forms.
+/// Returns `Ok(false)`, bytes untouched, for any other instruction with a RIP-relative
+/// operand (`add`, `cmp`, `test`, ...: they keep loading through the slot, or take an
+/// immediate with [`relax_x86_got_load_constant`]) and if the displacement does not fit 32
+/// bits; the caller then patches the GOT form with [`super::patch`]. The addend must be the
+/// usual `-4` (the displacement ends the instruction), as lld requires; other addends
+/// address part of the slot and must not be relaxed. Errors if the bytes before the hole
+/// are not a RIP-relative operand.
 pub fn relax_x86_got_load(
     code: &mut [u8],
     offset: usize,
     place: u64,
     direct_value: u64,
 ) -> Result<bool, PatchError> {
+    let kind = HoleKind::X86GotPc32Relaxable;
     let error = |problem| PatchError {
-        kind: HoleKind::X86GotPc32Relaxable,
+        kind,
         offset,
         place,
         value: direct_value,
         problem,
     };
     bytes::<4>(code, offset).map_err(error)?;
-    let form = got_form(code, offset).map_err(error)?;
-    // The `jmp` moves one byte earlier, so its displacement grows by one.
-    let bias = if form == GotForm::Jmp { 1 } else { 0 };
-    let Ok(rel) = rel32(place, direct_value.wrapping_add(bias)) else {
-        return Ok(false);
-    };
-    match form {
-        GotForm::Mov => {
-            code[offset - 2] = 0x8d;
-            put(code, offset, rel.to_le_bytes());
-        }
-        GotForm::Call => {
-            code[offset - 2] = 0x67;
-            code[offset - 1] = 0xe8;
-            put(code, offset, rel.to_le_bytes());
-        }
-        GotForm::Jmp => {
-            code[offset - 2] = 0xe9;
-            put(code, offset - 1, rel.to_le_bytes());
-            code[offset + 3] = 0x90;
-        }
-    }
-    Ok(true)
+    // None of the direct forms depends on a REX prefix.
+    let site = got_site(kind, code, offset).map_err(error)?;
+    Ok(isa::relax_got_to_direct(
+        code,
+        offset,
+        site,
+        place,
+        direct_value,
+    ))
 }
 
-/// Relaxes `mov r64, [rip + G]` whose slot holds `constant` into `mov r64, imm32`
-/// (`REX.W C7 /0`, the register moved from ModRM.reg to ModRM.rm and REX.R to REX.B; same
-/// 7 bytes) when `constant` fits a sign-extended 32-bit immediate: one memory load less.
+/// Relaxes the 64-bit use of a GOT slot holding `constant` at a hole of `kind` into the
+/// instruction's `imm32` form when `constant` fits a sign-extended 32-bit immediate: `mov`
+/// (`REX.W C7 /0`), `test` (`REX.W F7 /0`) and the ALU operations `add`, `or`, `adc`,
+/// `sbb`, `and`, `sub`, `xor`, `cmp` (`REX.W 81 /op`), same length, one memory load less.
 ///
-/// `Ok(false)`, bytes untouched, for a constant that does not fit, for `call`/`jmp`, and for
-/// a `mov` without `REX.W` (a 32-bit load). The byte before the opcode is taken as the REX
-/// prefix when it is `0x48..=0x4f`: the hole kind does not record whether the instruction
-/// has one (ELF's `REX_GOTPCRELX` does), and compilers load GOT slots with 64-bit moves,
-/// which always carry `REX.W`. Errors (with `place` 0, which the relaxation
-/// does not need) if the bytes are not a relaxable GOT form.
+/// Only a [`HoleKind::X86RexGotPc32Relaxable`] hole can be rewritten: its relocation type
+/// (`R_X86_64_REX_GOTPCRELX`, `X86_64_RELOC_GOT_LOAD`) says that the byte before the opcode
+/// is the REX prefix the rewrite edits; for any other kind (where that byte may end the
+/// previous instruction, as in `add al, 0x4c; mov eax, [rip + G]` = `04 4c 8b 05 …`),
+/// for a prefix without `REX.W`, other instructions and constants that do not fit, it
+/// returns `Ok(false)` with the bytes untouched. Errors (with `place` 0, which the
+/// relaxation does not need) if the bytes do not match the kind.
 pub fn relax_x86_got_load_constant(
+    kind: HoleKind,
     code: &mut [u8],
     offset: usize,
     constant: u64,
 ) -> Result<bool, PatchError> {
+    if !kind.is_relaxable_x86_got() {
+        return Ok(false);
+    }
     let error = |problem| PatchError {
-        kind: HoleKind::X86GotPc32Relaxable,
+        kind,
         offset,
         place: 0,
         value: constant,
         problem,
     };
     bytes::<4>(code, offset).map_err(error)?;
-    if got_form(code, offset).map_err(error)? != GotForm::Mov {
-        return Ok(false);
-    }
-    let Ok(imm) = i32::try_from(constant as i64) else {
-        return Ok(false);
-    };
-    let rex = match before(code, offset, 3) {
-        Some(rex) if rex & 0xf8 == 0x48 => rex,
-        _ => return Ok(false),
-    };
-    let modrm = code[offset - 1];
-    code[offset - 3] = (rex & !0x04) | (rex & 0x04) >> 2;
-    code[offset - 2] = 0xc7;
-    code[offset - 1] = 0xc0 | (modrm >> 3 & 7);
-    put(code, offset, imm.to_le_bytes());
-    Ok(true)
+    let site = got_site(kind, code, offset).map_err(error)?;
+    Ok(isa::relax_got_to_immediate(code, offset, site, constant))
 }

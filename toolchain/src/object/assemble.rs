@@ -22,12 +22,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+use cpjit_isa::{aarch64, continuation_jump, x86_64};
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section};
 
-use super::aarch64;
 use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{ParsedObject, ParsedReloc, RelocTarget, SectionKind};
-use super::x86;
 use super::ReadOptions;
 use crate::stencil::StencilBuf;
 
@@ -522,7 +521,7 @@ fn external(name: &str, opts: &ReadOptions) -> Result<External, ObjectError> {
 fn pad_code(code: &mut Vec<u8>, align: u32, arch: Arch) -> Result<(), ObjectError> {
     let gap = code.len().next_multiple_of(align as usize) - code.len();
     match arch {
-        Arch::X86_64 => code.resize(code.len() + gap, 0x90),
+        Arch::X86_64 => code.resize(code.len() + gap, x86_64::NOP),
         Arch::Aarch64 if gap % 4 == 0 => {
             for _ in 0..gap / 4 {
                 code.extend_from_slice(&aarch64::NOP.to_le_bytes());
@@ -549,79 +548,55 @@ fn clear_field(bytes: &mut [u8], at: u64, kind: HoleKind) -> Result<(), ObjectEr
         return Ok(());
     }
     let insn = u32::from_le_bytes([field[0], field[1], field[2], field[3]]);
-    let ok = match kind {
-        HoleKind::Aarch64Branch26 => aarch64::is_b_or_bl(insn),
-        HoleKind::Aarch64Branch19 => {
-            insn & 0xff00_0010 == 0x5400_0000 || insn & 0x7e00_0000 == 0x3400_0000
-        }
-        HoleKind::Aarch64Branch14 => insn & 0x7e00_0000 == 0x3600_0000,
-        HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => aarch64::is_adrp(insn),
-        HoleKind::Aarch64AddLo12 => aarch64::is_add_immediate(insn),
-        HoleKind::Aarch64Ld64GotLo12 => aarch64::is_ldr64_unsigned(insn),
-        HoleKind::Aarch64MovwG0
-        | HoleKind::Aarch64MovwG1
-        | HoleKind::Aarch64MovwG2
-        | HoleKind::Aarch64MovwG3 => insn & 0x1f80_0000 == 0x1280_0000,
-        ldst => aarch64::ldst_scale(insn).map(aarch64::ldst_kind) == Some(ldst),
-    };
-    if !ok {
+    if let Err(expected) = aarch64::check_class(kind, insn) {
         return Err(ObjectError::new(
             ObjectErrorKind::UnexpectedInstruction,
-            format!("instruction {insn:#010x} does not have the form {kind} patches"),
+            format!("instruction {insn:#010x} is not {expected}, the form {kind} patches"),
         ));
     }
-    field.copy_from_slice(&(insn & !aarch64::field_mask(kind)).to_le_bytes());
+    field.copy_from_slice(&aarch64::insert(kind, insn, 0).to_le_bytes());
     Ok(())
 }
 
 /// Removes a trailing jump to the continuation (see the module docs); true if removed.
-/// Also drops provable padding after a final x86 `jmp rel32` to anything.
+/// Also drops provable padding after a final x86 `jmp rel32` to anything. The jump is the
+/// one `cpjit_isa::continuation_jump` describes (the one the runtime puts back), with its
+/// field already cleared.
 fn elide_continue(code: &mut Vec<u8>, holes: &mut Vec<Hole>, arch: Arch, exact: bool) -> bool {
-    let is_continue_jump = |h: &Hole, kind: HoleKind, addend: i64| {
-        h.section == Section::Code
-            && h.kind == kind
-            && h.value == HoleValue::Continue
-            && h.addend == addend
-    };
+    let jump = continuation_jump(arch);
     let last_code_hole = holes.iter().rposition(|h| h.section == Section::Code);
     let Some(last) = last_code_hole else {
         return false;
     };
     let hole = holes[last];
-    let at = hole.offset as usize;
-    let cut = match arch {
-        Arch::X86_64 => {
-            let is_jmp = at >= 1 && code[at - 1] == 0xe9 && hole.kind == HoleKind::X86Branch32;
-            let tail = code.get(at + 4..).unwrap_or(&[]);
-            // After a final `jmp rel32` the instruction boundary is known, so padding that
-            // follows it can be proven to be padding and dropped, whatever the jump's target.
-            if is_jmp && !exact && !tail.is_empty() && x86::is_padding(tail) {
-                code.truncate(at + 4);
-            }
-            if !(is_jmp
-                && is_continue_jump(&hole, HoleKind::X86Branch32, -4)
-                && code.len() == at + 4)
-            {
-                return false;
-            }
-            at - 1
-        }
+    let field = hole.offset as usize;
+    let Some(start) = field.checked_sub(jump.field_offset) else {
+        return false;
+    };
+    let end = start + jump.bytes.len();
+    let is_jump = hole.kind == jump.kind && code.get(start..end) == Some(jump.bytes);
+    let tail = code.get(end..).unwrap_or(&[]);
+    // After a final jump the instruction boundary is known, so what follows it can be
+    // proven to be padding and dropped, whatever the jump's target (x86 `nop` forms and
+    // `int3`; AArch64 `nop` words).
+    let padding = match arch {
+        Arch::X86_64 => x86_64::is_padding(tail),
         Arch::Aarch64 => {
-            let mut end = code.len();
-            while !exact
-                && end >= at + 8
-                && aarch64::read_insn(code, end as u64 - 4) == Some(aarch64::NOP)
-            {
-                end -= 4;
-            }
-            let is_b = aarch64::read_insn(code, at as u64).is_some_and(aarch64::is_b);
-            if !(is_continue_jump(&hole, HoleKind::Aarch64Branch26, 0) && is_b && at + 4 == end) {
-                return false;
-            }
-            at
+            tail.len() % 4 == 0
+                && tail
+                    .chunks_exact(4)
+                    .all(|w| w == aarch64::NOP.to_le_bytes())
         }
     };
-    code.truncate(cut);
+    let to_continuation = hole.value == HoleValue::Continue && hole.addend == jump.addend;
+    // AArch64 drops its padding only with the jump itself, as it always has.
+    if is_jump && !exact && padding && (arch == Arch::X86_64 || to_continuation) {
+        code.truncate(end);
+    }
+    if !(is_jump && to_continuation && code.len() == end) {
+        return false;
+    }
+    code.truncate(start);
     holes.remove(last);
     true
 }

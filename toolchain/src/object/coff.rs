@@ -19,12 +19,12 @@
 use cpjit_model::{Arch, HoleKind};
 use goblin::pe::{section_table as st, symbol as sym, Coff};
 
-use super::aarch64;
 use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{
     Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget, SectionKind,
 };
-use super::x86::{classify_rel32, Rel32Form};
+use cpjit_isa::aarch64;
+use cpjit_isa::x86_64::{classify_rel32, Rel32Form};
 
 const MACHINE_X86_64: u16 = 0x8664;
 const MACHINE_ARM64: u16 = 0xaa64;
@@ -501,12 +501,12 @@ fn map_kind(
         }
         Mapping::PageOffsetLoadStore => {
             let insn = insn()?;
-            let Some(scale) = aarch64::ldst_scale(insn) else {
+            let Some(scale) = aarch64::ldst_log2_size(insn) else {
                 return unexpected("is not on a load or store");
             };
             let kind = if !dllimport {
                 aarch64::ldst_kind(scale)
-            } else if aarch64::is_ldr64_unsigned(insn) {
+            } else if aarch64::is_ldr_x(insn) {
                 HoleKind::Aarch64Ld64GotLo12
             } else {
                 return unexpected("loads an `__imp_` slot with something other than a 64-bit ldr");

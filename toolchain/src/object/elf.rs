@@ -20,7 +20,7 @@ use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{
     Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget, SectionKind,
 };
-use super::x86::{classify_rel32, Rel32Form};
+use cpjit_isa::x86_64::{classify_rel32, Rel32Form};
 
 const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
 const SHT_X86_64_UNWIND: u32 = 0x7000_0001;
@@ -48,7 +48,7 @@ fn relocation(arch: Arch, r_type: u32) -> Option<(&'static str, Mapping)> {
         (Arch::X86_64, 4) => ("R_X86_64_PLT32", X86Branch),
         (Arch::X86_64, 9) => ("R_X86_64_GOTPCREL", Kind(X86GotPc32)),
         (Arch::X86_64, 41) => ("R_X86_64_GOTPCRELX", Kind(X86GotPc32Relaxable)),
-        (Arch::X86_64, 42) => ("R_X86_64_REX_GOTPCRELX", Kind(X86GotPc32Relaxable)),
+        (Arch::X86_64, 42) => ("R_X86_64_REX_GOTPCRELX", Kind(X86RexGotPc32Relaxable)),
         (Arch::X86_64, 10) => ("R_X86_64_32", Absolute32),
         (Arch::X86_64, 11) => ("R_X86_64_32S", Absolute32),
         (Arch::X86_64, 16) => ("R_X86_64_DTPMOD64", ThreadLocal),

@@ -23,12 +23,12 @@
 use cpjit_model::{Arch, HoleKind};
 use goblin::mach::MachO;
 
-use super::aarch64;
 use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{
     Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget, SectionKind,
 };
-use super::x86::{classify_rel32, Rel32Form};
+use cpjit_isa::aarch64;
+use cpjit_isa::x86_64::{classify_rel32, Rel32Form};
 
 const CPU_TYPE_X86_64: u32 = 0x0100_0007;
 const CPU_TYPE_ARM64: u32 = 0x0100_000c;
@@ -58,7 +58,7 @@ fn relocation(arch: Arch, typ: u8) -> Option<(&'static str, Mapping)> {
         (Arch::X86_64, 0) => ("X86_64_RELOC_UNSIGNED", Unsigned),
         (Arch::X86_64, 1) => ("X86_64_RELOC_SIGNED", X86Pc(None)),
         (Arch::X86_64, 2) => ("X86_64_RELOC_BRANCH", X86Pc(Some(X86Branch32))),
-        (Arch::X86_64, 3) => ("X86_64_RELOC_GOT_LOAD", X86Pc(Some(X86GotPc32Relaxable))),
+        (Arch::X86_64, 3) => ("X86_64_RELOC_GOT_LOAD", X86Pc(Some(X86RexGotPc32Relaxable))),
         (Arch::X86_64, 4) => ("X86_64_RELOC_GOT", X86Pc(Some(X86GotPc32))),
         (Arch::X86_64, 5) => (
             "X86_64_RELOC_SUBTRACTOR",
@@ -543,7 +543,7 @@ fn map_kind(
         )),
         Mapping::Arm64(kind) => {
             let insn = aarch64::read_insn(bytes, offset).ok_or_else(past_end)?;
-            if kind == HoleKind::Aarch64Ld64GotLo12 && !aarch64::is_ldr64_unsigned(insn) {
+            if kind == HoleKind::Aarch64Ld64GotLo12 && !aarch64::is_ldr_x(insn) {
                 return unexpected("is not on a 64-bit ldr");
             }
             Ok((kind, explicit_addend.unwrap_or(0)))

@@ -14,14 +14,12 @@
 // boxing it would only complicate every `?`.
 #![allow(clippy::result_large_err)]
 
-pub mod aarch64;
 mod assemble;
 pub mod coff;
 pub mod elf;
 mod error;
 pub mod macho;
 pub mod parsed;
-pub mod x86;
 
 use cpjit_model::{Arch, ObjectFormat};
 

@@ -1,0 +1,192 @@
+//! Operands and external symbols in every instruction position (`templates/testing/
+//! positions.c`): ALU, compare, store address, call and jump. Each op runs on every stencil
+//! set this process can execute (narrowed by `CPJIT_STENCILS`), with operand values on both
+//! sides of every immediate and displacement limit, against its Rust reference. On x86-64
+//! the ALU and compare ops put the hole in `add`/`xor`/`sub`/`and`/`cmp`/`test`/`or r,
+//! [rip+G]`, which the runtime relaxes to `imm32` forms or patches as loads through GOT
+//! slots (issue 16: these were rejected at `finish()`).
+
+use cpjit_conformance::select;
+use cpjit_model::StencilSet;
+use cpjit_runtime::{Jit, Trace};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+fn all_sets() -> [&'static StencilSet<'static>; 6] {
+    [
+        &cpjit_stencils_x86_64_unknown_linux_gnu::SET,
+        &cpjit_stencils_x86_64_apple_darwin::SET,
+        &cpjit_stencils_x86_64_pc_windows_msvc::SET,
+        &cpjit_stencils_aarch64_unknown_linux_gnu::SET,
+        &cpjit_stencils_aarch64_apple_darwin::SET,
+        &cpjit_stencils_aarch64_pc_windows_msvc::SET,
+    ]
+}
+
+/// Operand values around every limit: 16 and 32 bits, signed `imm32`, ±2 GiB, 64 bits.
+const VALUES: [u64; 9] = [
+    0,
+    1,
+    0xffff,
+    0x7fff_ffff,
+    0x8000_0000,
+    0xffff_ffff,
+    0xffff_ffff_8000_0000,
+    u64::MAX,
+    0x0123_4567_89ab_cdef,
+];
+
+/// `cpjit_test_cell`: the data symbol the symbol ops read and write.
+static CELL: [AtomicI64; 4] = [const { AtomicI64::new(0) }; 4];
+
+extern "C" fn mul_add(a: i64, b: i64, c: i64) -> i64 {
+    cpjit_conformance::program::mul_add(a, b, c)
+}
+
+fn cell_address() -> u64 {
+    CELL.as_ptr() as usize as u64
+}
+
+/// A trace `[shim, op_test_exit]`: the exit instance is the destination of the jump ops.
+fn destination(set: &'static StencilSet<'static>) -> (Jit<'static>, Trace, u64) {
+    let jit = Jit::new(set, |_| None).expect("jit");
+    let mut b = jit.trace();
+    b.push_shim().expect("shim");
+    let exit = b.push_named("op_test_exit", &[], &[]).expect("exit");
+    let trace = b.finish().expect("finish");
+    let address = trace.entry(exit) as usize as u64;
+    (jit, trace, address)
+}
+
+/// Runs `[shim, push each of stack, op(operands), exit]` and returns the exit status.
+fn run(jit: &Jit<'_>, stack: &[u64], op: &str, operands: &[u64]) -> Result<u64, String> {
+    let target = jit.stencil_set().target;
+    let mut b = jit.trace();
+    let shim = b.push_shim().map_err(|e| e.to_string())?;
+    for &v in stack {
+        b.push_named("op_test_push", &[v], &[])
+            .map_err(|e| e.to_string())?;
+    }
+    b.push_named(op, operands, &[])
+        .map_err(|e| format!("{target}: push {op}: {e}"))?;
+    if !op.ends_with("_jump") {
+        b.push_named("op_test_exit", &[], &[])
+            .map_err(|e| e.to_string())?;
+    }
+    let trace = b
+        .finish()
+        .map_err(|e| format!("{target}: {op} with operands {operands:#x?}: finish: {e}"))?;
+    let mut memory = vec![0u64; 64];
+    let mut frame = [0u64; 4];
+    // SAFETY: a trace of test ops that uses at most `stack.len()` values of `memory`, and
+    // whose operands (addresses of `mul_add`, a live stack slot, the jump destination) are
+    // what the ops expect; instance `shim` is the entry shim.
+    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    Ok(exit as u64)
+}
+
+fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
+    let target = set.target;
+    let (_dest_jit, _dest_trace, dest) = destination(set);
+    let jit = Jit::new(set, move |name| match name {
+        "cpjit_test_mul_add" => Some(mul_add as *const () as usize as u64),
+        "cpjit_test_cell" => Some(cell_address()),
+        "cpjit_test_jump_dest" => Some(dest),
+        _ => None,
+    })
+    .map_err(|e| format!("{target}: {e}"))?;
+    let mut checks = 0;
+    let mut expect = |what: String, got: u64, want: u64| {
+        checks += 1;
+        if got == want {
+            Ok(())
+        } else {
+            Err(format!("{target}: {what}: got {got:#x}, want {want:#x}"))
+        }
+    };
+    let rotations = VALUES.len();
+    for (i, &top) in VALUES.iter().enumerate() {
+        // Four distinct operands per run, rotated so each value meets each position.
+        let o: Vec<u64> = (0..4).map(|k| VALUES[(i + k) % rotations]).collect();
+        let x = top.wrapping_mul(3);
+
+        let alu = (((x.wrapping_add(o[0]).wrapping_mul(5) ^ o[1])
+            .wrapping_mul(7)
+            .wrapping_sub(o[2])
+            .wrapping_mul(9))
+            & o[3])
+            .wrapping_mul(11);
+        let got = run(&jit, &[top], "op_test_operand_alu", &o)?;
+        expect(format!("operand_alu top {top:#x} {o:#x?}"), got, alu)?;
+
+        // Equality needs an operand equal to top * 3 as well.
+        for o0 in [o[0], x] {
+            let ops = [o0, o[1], o[2], o[3]];
+            let cmp = u64::from(x == o0)
+                | u64::from(x < o[1]) << 1
+                | u64::from(x & o[2] != 0) << 2
+                | (x | o[3]) << 3;
+            let got = run(&jit, &[top], "op_test_operand_compare", &ops)?;
+            expect(format!("operand_compare top {top:#x} {ops:#x?}"), got, cmp)?;
+        }
+
+        let slot = AtomicU64::new(0);
+        let address = slot.as_ptr() as usize as u64;
+        let got = run(&jit, &[top], "op_test_operand_store", &[address])?;
+        expect(format!("operand_store top {top:#x} (exit)"), got, top)?;
+        expect(
+            format!("operand_store top {top:#x}"),
+            slot.load(Ordering::SeqCst),
+            x,
+        )?;
+
+        let (a, b, c) = (top, o[1], o[2]);
+        let helper = mul_add as *const () as usize as u64;
+        let got = run(&jit, &[a, b, c], "op_test_operand_call", &[helper])?;
+        let want = mul_add(a as i64, b as i64, c as i64) as u64;
+        expect(format!("operand_call {a:#x} {b:#x} {c:#x}"), got, want)?;
+
+        let got = run(&jit, &[top], "op_test_operand_jump", &[dest])?;
+        expect(format!("operand_jump top {top:#x}"), got, x)?;
+
+        let cell = cell_address();
+        let got = run(&jit, &[top], "op_test_symbol_alu", &[])?;
+        let want = x.wrapping_add(cell).wrapping_mul(5);
+        expect(format!("symbol_alu top {top:#x}"), got, want)?;
+
+        // 3 * 0xaaaa_aaaa_aaaa_aaab = 1 (mod 2^64): this top makes top * 3 the cell's address.
+        let equal = cell.wrapping_mul(0xaaaa_aaaa_aaaa_aaab);
+        for t in [top, equal] {
+            let want = if t.wrapping_mul(3) == cell { 7 } else { 9 };
+            let got = run(&jit, &[t], "op_test_symbol_compare", &[])?;
+            expect(format!("symbol_compare top {t:#x}"), got, want)?;
+        }
+
+        CELL[0].store(o[3] as i64, Ordering::SeqCst);
+        let got = run(&jit, &[top], "op_test_symbol_store", &[])?;
+        expect(format!("symbol_store top {top:#x} (exit)"), got, top)?;
+        let stored = CELL[1].load(Ordering::SeqCst) as u64;
+        expect(
+            format!("symbol_store top {top:#x}"),
+            stored,
+            x.wrapping_add(o[3]),
+        )?;
+
+        let got = run(&jit, &[top], "op_test_symbol_jump", &[])?;
+        expect(format!("symbol_jump top {top:#x}"), got, x)?;
+    }
+    Ok(checks)
+}
+
+#[test]
+fn operands_and_symbols_work_in_every_instruction_position() {
+    let sets = select::selected(&all_sets());
+    assert!(!sets.is_empty(), "no stencil set this process can execute");
+    let mut failures = Vec::new();
+    for set in &sets {
+        match check(set) {
+            Ok(n) => eprintln!("{}: {n} position checks passed", set.target),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
