@@ -6,21 +6,13 @@
 //! [rip+G]`, which the runtime relaxes to `imm32` forms or patches as loads through GOT
 //! slots (issue 16: these were rejected at `finish()`).
 
+mod common;
+
+use common::all_sets;
 use cpjit_conformance::select;
 use cpjit_model::StencilSet;
 use cpjit_runtime::{Jit, Trace};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-
-fn all_sets() -> [&'static StencilSet<'static>; 6] {
-    [
-        &cpjit_stencils_x86_64_unknown_linux_gnu::SET,
-        &cpjit_stencils_x86_64_apple_darwin::SET,
-        &cpjit_stencils_x86_64_pc_windows_msvc::SET,
-        &cpjit_stencils_aarch64_unknown_linux_gnu::SET,
-        &cpjit_stencils_aarch64_apple_darwin::SET,
-        &cpjit_stencils_aarch64_pc_windows_msvc::SET,
-    ]
-}
 
 /// Operand values around every limit: 16 and 32 bits, signed `imm32`, ±2 GiB, 64 bits.
 const VALUES: [u64; 9] = [

@@ -2,22 +2,14 @@
 //! (narrowed by `CPJIT_STENCILS`, corrupted by `CPJIT_BREAK`; see `select`) and compares
 //! every run with the Rust reference.
 
+mod common;
+
+use common::all_sets;
 use cpjit_conformance::exec::{self, Compiled};
 use cpjit_conformance::program::{self, Instr, Op, Program, Reference, TABLE};
 use cpjit_conformance::select;
 use cpjit_model::{HoleKind, HoleValue, StencilSet};
 use std::collections::BTreeSet;
-
-fn all_sets() -> [&'static StencilSet<'static>; 6] {
-    [
-        &cpjit_stencils_x86_64_unknown_linux_gnu::SET,
-        &cpjit_stencils_x86_64_apple_darwin::SET,
-        &cpjit_stencils_x86_64_pc_windows_msvc::SET,
-        &cpjit_stencils_aarch64_unknown_linux_gnu::SET,
-        &cpjit_stencils_aarch64_apple_darwin::SET,
-        &cpjit_stencils_aarch64_pc_windows_msvc::SET,
-    ]
-}
 
 fn sets() -> Vec<&'static StencilSet<'static>> {
     select::selected(&all_sets())
