@@ -308,10 +308,18 @@ fn expected_kinds(target: &str) -> &'static [HoleKind] {
     use HoleKind::*;
     match target {
         // ELF's REX_GOTPCRELX promises the REX prefix; Mach-O's GOT_LOAD (only on `movq`)
-        // too, and its other GOT uses (`add`, `cmp`, ...) are GOT; COFF says neither.
+        // too, and its other GOT uses (`add`, `cmp`, ...) are plain GOT. COFF says neither:
+        // the toolchain marks the `__imp_` loads whose disassembly shows a REX prefix, and
+        // `call [rip+__imp_]` stays without.
         "x86_64-unknown-linux-gnu" => &[X86Pc32, X86Branch32, X86RexGotPc32Relaxable],
         "x86_64-apple-darwin" => &[X86Pc32, X86Branch32, X86GotPc32, X86RexGotPc32Relaxable],
-        "x86_64-pc-windows-msvc" => &[X86Pc32, X86Branch32, X86GotPc32, X86GotPc32Relaxable],
+        "x86_64-pc-windows-msvc" => &[
+            X86Pc32,
+            X86Branch32,
+            X86GotPc32,
+            X86GotPc32Relaxable,
+            X86RexGotPc32Relaxable,
+        ],
         "aarch64-unknown-linux-gnu" | "aarch64-apple-darwin" | "aarch64-pc-windows-msvc" => &[
             Aarch64Branch26,
             Aarch64AdrPage21,

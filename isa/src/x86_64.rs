@@ -194,6 +194,19 @@ pub fn decode_got_site(code: &[u8], offset: usize, has_rex: bool) -> Result<GotS
     Ok(GotSite { usage, modrm, rex })
 }
 
+/// Whether the instruction that starts at `instruction_start` and holds the rel32 field at
+/// `field_offset` has a REX prefix just before its one-byte opcode (`REX op ModRM disp32`),
+/// for formats whose relocation type does not say (COFF `REL32`). The instruction start must
+/// come from a decoder that walked the code from a known boundary (the function start):
+/// then a byte `40..4F` at `field_offset - 3` inside the instruction can only be its REX
+/// prefix, since in 64-bit mode nothing else before a ModRM byte takes those values.
+pub fn has_rex_prefix(code: &[u8], field_offset: usize, instruction_start: usize) -> bool {
+    let Some(rex_at) = field_offset.checked_sub(3) else {
+        return false;
+    };
+    instruction_start <= rex_at && matches!(code.get(rex_at), Some(0x40..=0x4f))
+}
+
 /// Rewrites the GOT reference `site` at `offset` (run-time address `place`) into a direct
 /// reference to `direct` (`S + A`, with the usual `A = -4`), as lld does for a symbol that
 /// is not preemptible:
@@ -380,6 +393,19 @@ mod tests {
             decode_got_site(&add_r13, 4, true).is_err(),
             "field past the end"
         );
+    }
+
+    #[test]
+    fn rex_prefixes_are_read_from_instruction_boundaries() {
+        // add al, 0x4c; mov eax, [rip+G]: the mov starts at 2, the 4c is the add's.
+        let code = [0x04, 0x4c, 0x8b, 0x05, 0, 0, 0, 0];
+        assert!(!has_rex_prefix(&code, 4, 2));
+        // The same bytes as one instruction from 1 (were the add not there): a REX prefix.
+        assert!(has_rex_prefix(&code, 4, 1));
+        // operand-size prefix, then REX: 66 48 8b 05.
+        assert!(has_rex_prefix(&[0x66, 0x48, 0x8b, 0x05, 0, 0, 0, 0], 4, 0));
+        assert!(!has_rex_prefix(&[0x48, 0x0f, 0xaf, 0x05, 0, 0, 0, 0], 4, 0)); // imul
+        assert!(!has_rex_prefix(&[0x8b, 0x05, 0, 0, 0, 0], 2, 0));
     }
 
     #[test]

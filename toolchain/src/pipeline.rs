@@ -7,6 +7,7 @@ use crate::cache::{self, Cache, DepEntry};
 use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
+use crate::instructions;
 use crate::layout;
 use crate::llvm;
 use crate::manifest::Manifest;
@@ -145,8 +146,9 @@ impl Pipeline<'_> {
             target_suffix: &manifest.target_suffix,
             select: &select,
         };
-        let stencils =
+        let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
+        instructions::mark_rex_prefixes(&target.triple, &mut stencils)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
