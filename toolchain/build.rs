@@ -1,4 +1,4 @@
-//! Hashes the toolchain's own sources and the stencil model into
+//! Hashes the toolchain's own sources, the stencil model and the ISA module into
 //! `CPJIT_TOOLCHAIN_SOURCE_HASH`, which is part of every generated crate's inputs digest:
 //! a toolchain change may change the output, so it makes committed crates stale.
 
@@ -21,7 +21,11 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
 
 fn main() {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let roots = [manifest_dir.join("src"), manifest_dir.join("../model/src")];
+    let roots = [
+        manifest_dir.join("src"),
+        manifest_dir.join("../model/src"),
+        manifest_dir.join("../isa/src"),
+    ];
     let mut files = Vec::new();
     for root in &roots {
         println!("cargo:rerun-if-changed={}", root.display());

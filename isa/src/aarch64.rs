@@ -183,21 +183,16 @@ pub const fn field_mask(kind: HoleKind) -> u32 {
 /// Clears the field of `kind` in `insn` and inserts `field` (right-aligned: the branch
 /// offset in words, the page count, the scaled imm12, the imm16).
 pub const fn insert(kind: HoleKind, insn: u32, field: u32) -> u32 {
+    let mask = field_mask(kind);
     let placed = match kind {
-        HoleKind::Aarch64Branch26 => field,
+        // immlo in bits 29..31, immhi in bits 5..24.
         HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => {
             (field & 3) << 29 | (field >> 2 & 0x7_ffff) << 5
         }
-        HoleKind::Aarch64AddLo12
-        | HoleKind::Aarch64LdSt8Lo12
-        | HoleKind::Aarch64LdSt16Lo12
-        | HoleKind::Aarch64LdSt32Lo12
-        | HoleKind::Aarch64LdSt64Lo12
-        | HoleKind::Aarch64LdSt128Lo12
-        | HoleKind::Aarch64Ld64GotLo12 => field << 10,
-        _ => field << 5,
+        // Every other field is contiguous and starts at its mask's lowest bit (an empty
+        // mask, 32 trailing zeros, takes nothing).
+        _ => field << (mask.trailing_zeros() % 32),
     };
-    let mask = field_mask(kind);
     (insn & !mask) | (placed & mask)
 }
 

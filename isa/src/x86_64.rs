@@ -227,10 +227,7 @@ pub fn relax_got_to_direct(
     let Some(rel) = crate::rel32(place, direct.wrapping_add(bias)) else {
         return false;
     };
-    let Some(window) = offset
-        .checked_sub(2)
-        .and_then(|start| code.get_mut(start..offset + 4))
-    else {
+    let Some(window) = instruction_bytes(code, offset, 2) else {
         return false;
     };
     let rel = rel.to_le_bytes();
@@ -282,10 +279,7 @@ pub fn relax_got_to_immediate(
     let Ok(imm) = i32::try_from(constant as i64) else {
         return false;
     };
-    let Some(window) = offset
-        .checked_sub(3)
-        .and_then(|start| code.get_mut(start..offset + 4))
-    else {
+    let Some(window) = instruction_bytes(code, offset, 3) else {
         return false;
     };
     let reg = site.modrm >> 3 & 7;
@@ -294,6 +288,13 @@ pub fn relax_got_to_immediate(
     window[2] = 0xc0 | digit << 3 | reg;
     window[3..].copy_from_slice(&imm.to_le_bytes());
     true
+}
+
+/// `code[offset - before .. offset + 4]`: an instruction's bytes up to the end of its rel32
+/// field at `offset`, if they lie within `code`.
+fn instruction_bytes(code: &mut [u8], offset: usize, before: usize) -> Option<&mut [u8]> {
+    let start = offset.checked_sub(before)?;
+    code.get_mut(start..offset.checked_add(4)?)
 }
 
 /// A veneer reaching any 64-bit address: `jmp [rip + 0]` (`FF 25 00 00 00 00`), the 8-byte
