@@ -54,21 +54,23 @@ pub enum HoleKind {
     /// through a veneer. (`R_X86_64_PLT32`, `X86_64_RELOC_BRANCH`, `IMAGE_REL_AMD64_REL32`
     /// after `E8`/`E9`/`0F 8x`.)
     X86Branch32,
-    /// x86-64 RIP-relative reference to a GOT slot, in an instruction that must not be
-    /// rewritten: `G + A - P`. (`R_X86_64_GOTPCREL`, `X86_64_RELOC_GOT`, `IMAGE_REL_AMD64_REL32`
-    /// against `__imp_` in a non-`mov`, non-`call`/`jmp` instruction.)
+    /// x86-64 RIP-relative reference to a GOT slot, in an instruction that is not rewritten:
+    /// `G + A - P`. (`R_X86_64_GOTPCREL`, `X86_64_RELOC_GOT`, `IMAGE_REL_AMD64_REL32` against
+    /// `__imp_`, where the instruction has no rewrite.)
     X86GotPc32,
     /// x86-64 RIP-relative GOT reference that the runtime may rewrite: `G + A - P`, or, when
     /// `S` allows it, `mov reg, [rip+G]` → `lea reg, [rip+S]` and `call`/`jmp [rip+G]` → a
-    /// direct `call`/`jmp`; any other instruction keeps loading through the slot. Whether
-    /// a REX prefix precedes the opcode is unknown, so nothing that needs one is rewritten.
-    /// (`R_X86_64_GOTPCRELX`, COFF `REL32` against `__imp_` in `mov`/`call`/`jmp`.)
+    /// direct `call`/`jmp`; any other instruction keeps loading through the slot. No REX
+    /// prefix is known to precede the opcode, so nothing that needs one is rewritten.
+    /// (`R_X86_64_GOTPCRELX`; COFF `REL32` against `__imp_` and Mach-O `GOT` on a `mov`,
+    /// `call` or `jmp` without REX prefix, decided by the toolchain from the disassembly.)
     X86GotPc32Relaxable,
     /// As [`HoleKind::X86GotPc32Relaxable`], and the byte before the opcode is the
-    /// instruction's REX prefix, as the relocation type says: with `REX.W`, `mov`, `test`
-    /// and the ALU operations (`add`, `or`, `adc`, `sbb`, `and`, `sub`, `xor`, `cmp`) of the
-    /// slot's value may also become their `imm32` forms. (`R_X86_64_REX_GOTPCRELX`,
-    /// `X86_64_RELOC_GOT_LOAD`, which is only emitted on `movq`.)
+    /// instruction's REX prefix: with `REX.W`, `mov`, `test` and the ALU operations (`add`,
+    /// `or`, `adc`, `sbb`, `and`, `sub`, `xor`, `cmp`) of the slot's value may also become
+    /// their `imm32` forms. (`R_X86_64_REX_GOTPCRELX`, `X86_64_RELOC_GOT_LOAD`, which is only
+    /// emitted on `movq`; COFF `REL32` against `__imp_` and Mach-O `GOT` on such a use with a
+    /// REX prefix, decided by the toolchain from the disassembly.)
     X86RexGotPc32Relaxable,
     /// AArch64 `b`/`bl` imm26: `(S + A - P) >> 2`, ±128 MiB; out of range goes through a
     /// veneer. (`R_AARCH64_CALL26`/`JUMP26`, `ARM64_RELOC_BRANCH26`, `IMAGE_REL_ARM64_BRANCH26`.)

@@ -148,7 +148,7 @@ impl Pipeline<'_> {
         };
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
-        instructions::mark_rex_prefixes(&target.triple, &mut stencils)?;
+        instructions::mark_relaxable_got_uses(&target.triple, &mut stencils)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
