@@ -4,7 +4,8 @@
 //! sides of every immediate and displacement limit, against its Rust reference. On x86-64
 //! the ALU and compare ops put the hole in `add`/`xor`/`sub`/`and`/`cmp`/`test`/`or r,
 //! [rip+G]`, which the runtime relaxes to `imm32` forms or patches as loads through GOT
-//! slots (issue 16: these were rejected at `finish()`).
+//! slots (issue 16: these were rejected at `finish()`); small operands must come out as
+//! immediates on every x86-64 set (ELF, Mach-O and COFF alike).
 
 mod common;
 
@@ -51,6 +52,16 @@ fn destination(set: &'static StencilSet<'static>) -> (Jit<'static>, Trace, u64) 
 
 /// Runs `[shim, push each of stack, op(operands), exit]` and returns the exit status.
 fn run(jit: &Jit<'_>, stack: &[u64], op: &str, operands: &[u64]) -> Result<u64, String> {
+    run_trace(jit, stack, op, operands).map(|(exit, _)| exit)
+}
+
+/// [`run`], also returning the finished trace.
+fn run_trace(
+    jit: &Jit<'_>,
+    stack: &[u64],
+    op: &str,
+    operands: &[u64],
+) -> Result<(u64, Trace), String> {
     let target = jit.stencil_set().target;
     let mut b = jit.trace();
     let shim = b.push_shim().map_err(|e| e.to_string())?;
@@ -73,7 +84,29 @@ fn run(jit: &Jit<'_>, stack: &[u64], op: &str, operands: &[u64]) -> Result<u64, 
     // whose operands (addresses of `mul_add`, a live stack slot, the jump destination) are
     // what the ops expect; instance `shim` is the entry shim.
     let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    Ok(exit as u64)
+    Ok((exit as u64, trace))
+}
+
+/// On x86-64, small operands of `op_test_operand_alu` must reach the code as immediates:
+/// each of `add`, `xor`, `sub`, `and r64, [rip+G]` relaxed to `REX.W 81 /digit imm32`.
+fn check_alu_relaxed(jit: &Jit<'_>) -> Result<(), String> {
+    let operands = [0x1111, 0x2222, 0x3333, 0x4444];
+    let (_, trace) = run_trace(jit, &[5], "op_test_operand_alu", &operands)?;
+    let code = trace.code_bytes();
+    // The `/digit` of `81`: add 0, xor 6, sub 5, and 4.
+    for (value, digit) in operands.into_iter().zip([0u8, 6, 5, 4]) {
+        let imm = (value as u32).to_le_bytes();
+        let found = code.windows(7).any(|w| {
+            w[0] & 0xf8 == 0x48 && w[1] == 0x81 && w[2] >> 3 == 0x18 | digit && w[3..] == imm
+        });
+        if !found {
+            return Err(format!(
+                "{}: operand {value:#x} of op_test_operand_alu was not relaxed to `81 /{digit} imm32`",
+                jit.stencil_set().target
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
@@ -86,6 +119,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         _ => None,
     })
     .map_err(|e| format!("{target}: {e}"))?;
+    if set.arch == cpjit_model::Arch::X86_64 {
+        check_alu_relaxed(&jit)?;
+    }
     let mut checks = 0;
     let mut expect = |what: String, got: u64, want: u64| {
         checks += 1;
