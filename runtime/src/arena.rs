@@ -107,6 +107,11 @@ impl Arena {
         }
     }
 
+    /// The size of each part of a normal chunk.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+
     pub fn stats(&self) -> MemoryStats {
         self.lock().stats
     }
@@ -167,19 +172,31 @@ impl Arena {
         }
     }
 
-    /// Returns the code bytes past `new_code_len` (rounded up to the granule) to the arena.
-    pub fn shrink_code(&self, block: &mut Block, new_code_len: usize) {
-        let new_len = round_up(new_code_len.max(1), GRANULE);
-        if new_len >= block.code_len {
+    /// Returns the code bytes past `code_len` and the data bytes past `data_len` (each
+    /// rounded up to the granule) to the arena.
+    pub fn shrink(&self, block: &mut Block, code_len: usize, data_len: usize) {
+        let code_len = round_up(code_len.max(1), GRANULE);
+        let data_len = round_up(data_len, GRANULE);
+        if code_len >= block.code_len && data_len >= block.data_len {
             return;
         }
         let mut inner = self.lock();
-        let freed = block.code_len - new_len;
-        inner.chunks[block.chunk]
-            .code_free
-            .free(block.code_offset + new_len, freed);
-        inner.stats.code_used -= freed;
-        block.code_len = new_len;
+        if code_len < block.code_len {
+            let freed = block.code_len - code_len;
+            inner.chunks[block.chunk]
+                .code_free
+                .free(block.code_offset + code_len, freed);
+            inner.stats.code_used -= freed;
+            block.code_len = code_len;
+        }
+        if data_len < block.data_len {
+            let freed = block.data_len - data_len;
+            inner.chunks[block.chunk]
+                .data_free
+                .free(block.data_offset + data_len, freed);
+            inner.stats.data_used -= freed;
+            block.data_len = data_len;
+        }
     }
 
     pub fn free(&self, block: &Block) {
@@ -416,11 +433,13 @@ mod tests {
         let s = arena.stats();
         assert_eq!((s.mapped(), s.traces, s.chunks), (mapped, 100, 1));
         // Shrinking a block returns its tail for reuse below the mark.
-        let mut big = arena.alloc(3 * page, 16, 0, 8).unwrap();
+        let mut big = arena.alloc(3 * page, 16, 64, 8).unwrap();
         let mark = arena.stats().code_mapped;
-        arena.shrink_code(&mut big, 16);
-        let next = arena.alloc(16, 16, 0, 8).unwrap();
+        arena.shrink(&mut big, 16, 16);
+        assert_eq!((big.code_len, big.data_len), (16, 16));
+        let next = arena.alloc(16, 16, 16, 8).unwrap();
         assert_eq!(next.code_offset, big.code_offset + 16);
+        assert_eq!(next.data_offset, big.data_offset + 16);
         assert_eq!(arena.stats().code_mapped, mark);
         for b in blocks.iter().chain([&big, &next]) {
             arena.free(b);

@@ -2,9 +2,11 @@
 
 use crate::arena::{Arena, MemoryStats};
 use crate::icache::{FlushIcache, Hardware};
+use crate::program::{self, ArchFacts, Program};
 use crate::trace::TraceBuilder;
 use crate::Error;
 use cpjit_model::{Arch, HoleValue, Section, Stencil, StencilSet};
+
 use std::sync::{Arc, OnceLock};
 
 /// How a [`Jit`] maps its memory.
@@ -44,6 +46,9 @@ pub struct Jit<'s> {
     symbols: Box<[OnceLock<Option<u64>>]>,
     pub(crate) arena: Arc<Arena>,
     pub(crate) flusher: Arc<dyn FlushIcache>,
+    /// Each stencil's patch program, by stencil index (see [`Program`]).
+    pub(crate) programs: Box<[Program]>,
+    pub(crate) facts: ArchFacts,
 }
 
 impl<'s> Jit<'s> {
@@ -76,10 +81,8 @@ impl<'s> Jit<'s> {
         let near = options
             .near
             .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
-        let reach = match set.arch {
-            Arch::X86_64 => (1 << 31) - (64 << 20),
-            Arch::Aarch64 => 128 << 20,
-        };
+        let facts = ArchFacts::of(set.arch);
+        let reach = facts.reach;
         Ok(Jit {
             set,
             resolve,
@@ -90,6 +93,8 @@ impl<'s> Jit<'s> {
                 options.reserve_bytes,
             )),
             flusher,
+            programs: program::compile(set),
+            facts,
         })
     }
 

@@ -45,6 +45,8 @@ mod icache;
 mod jit;
 mod memory;
 pub mod patch;
+mod program;
+mod slots;
 mod stitch;
 mod trace;
 

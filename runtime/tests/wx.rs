@@ -92,9 +92,11 @@ fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();
     t.push_named("op_load_got", &[7], &[]).unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
     t.push_named("op_return", &[], &[]).unwrap();
     let trace = t.finish().unwrap();
     assert_eq!(run(&trace, shim, &mut Frame::default()), 7);
+    assert!(!trace.data_range().is_empty());
     let m = maps();
     let code = trace.code_range();
     let data = trace.data_range();
