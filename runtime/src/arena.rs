@@ -13,7 +13,7 @@
 //! mapped memory exceeds used memory only by alignment padding, the unused tail of the
 //! last (not yet shrunk) code block, and less than one page per part per chunk.
 
-use crate::memory::{granularity, Region};
+use crate::memory::{granularity, CodeSource, CodeWriter, Region};
 use crate::Error;
 use std::sync::Mutex;
 
@@ -28,10 +28,20 @@ pub(crate) struct Block {
     pub code_len: usize,
     pub data_offset: usize,
     pub data_len: usize,
-    /// Addresses: RX view of the code, RW view of the code, data.
+    /// Addresses: RX view of the code, data.
     pub code_rx: usize,
-    pub code_rw: usize,
     pub data: usize,
+    /// How to open a writable view of the code (see [`Block::code_writer`]).
+    pub source: CodeSource,
+}
+
+impl Block {
+    /// A writable view of the block's first `len` code bytes, until dropped: the only way
+    /// code is written (no writable view of code exists otherwise).
+    pub fn code_writer(&self, len: usize) -> std::io::Result<CodeWriter> {
+        debug_assert!(len <= self.code_len);
+        self.source.open(self.code_offset, len)
+    }
 }
 
 /// Bytes reserved, mapped and used by an arena, for
@@ -273,8 +283,8 @@ impl Chunk {
             data_offset,
             data_len,
             code_rx: self.region.code_rx + code_offset,
-            code_rw: self.region.code_rw + code_offset,
             data: self.region.data + data_offset,
+            source: self.region.code_source(),
         })
     }
 }
@@ -415,8 +425,8 @@ mod tests {
                 assert_eq!(reserved, 64 * page);
             }
             // Every committed byte of both blocks is usable.
+            b.code_writer(b.code_len).unwrap().bytes().fill(0xc3);
             unsafe {
-                std::ptr::write_bytes(b.code_rw as *mut u8, 0xc3, b.code_len);
                 std::ptr::write_bytes(b.data as *mut u8, 0x11, b.data_len);
             }
             blocks.push(b);

@@ -18,7 +18,6 @@
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
-use crate::memory::write_window;
 use crate::patch::{self, PatchError, VENEER_SIZE};
 use crate::program::{Action, Bound, Program, Source, Step};
 use crate::slots::SlotTable;
@@ -216,7 +215,7 @@ fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
 }
 
 /// Stage 3: copies each instance's code and data to its place and runs its patch program,
-/// through the RW view of the code.
+/// through a writable window onto the code that exists only during this stage.
 fn write(
     b: &TraceBuilder<'_, '_>,
     layout: &Layout,
@@ -225,11 +224,14 @@ fn write(
 ) -> Result<(), Error> {
     let jit = b.jit;
     let set = jit.set;
-    let window = write_window();
-    // SAFETY: the arena gave this trace exclusive use of both blocks, which are at least
-    // `code_len` / `data_len` bytes long and mapped RW at these addresses.
-    let code =
-        unsafe { std::slice::from_raw_parts_mut(trace.block.code_rw as *mut u8, trace.code_len) };
+    // The only writable view of this code, gone when `writer` is dropped below.
+    let mut writer = trace
+        .block
+        .code_writer(trace.code_len)
+        .map_err(Error::Map)?;
+    let code = writer.bytes();
+    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
+    // `data_len` bytes long and mapped RW.
     let data =
         unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
     // Past the instances (and tail jump): traps, later partly overwritten by veneers.
@@ -302,7 +304,7 @@ fn write(
             source,
         })?;
     }
-    drop(window);
+    drop(writer);
     Ok(())
 }
 

@@ -242,17 +242,11 @@ impl Trace {
 impl Drop for Trace {
     fn drop(&mut self) {
         // Fill the freed code with traps so that a stale pointer into it faults instead of
-        // running whatever is stitched there next.
-        let window = crate::memory::write_window();
-        // SAFETY: the block's RW view is ours until freed below.
-        unsafe {
-            std::ptr::write_bytes(
-                self.block.code_rw as *mut u8,
-                self.trap,
-                self.block.code_len,
-            )
-        };
-        drop(window);
+        // running whatever is stitched there next. If no window can be mapped (out of
+        // memory), the bytes stay until the next trace overwrites them.
+        if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
+            writer.bytes().fill(self.trap);
+        }
         self.arena.free(&self.block);
     }
 }
