@@ -140,9 +140,12 @@ fn no_writable_view_of_code_remains_after_finish_or_drop() {
         t.push_named("op_return", &[], &[]).unwrap();
         let trace = t.finish().unwrap();
         let views = code_object_mappings();
-        assert!(!views.is_empty(), "the code is mapped executable");
         assert!(
-            views.iter().all(|p| p.starts_with("r-x")),
+            views.iter().any(|p| p.starts_with("r-x")),
+            "the code is mapped executable: {views:?}"
+        );
+        assert!(
+            views.iter().all(|p| !p.contains('w')),
             "after finish, the code object is mapped {views:?}"
         );
         assert_eq!(run(&trace, shim, &mut Frame::default()), 1000 + i as i64);
@@ -152,7 +155,7 @@ fn no_writable_view_of_code_remains_after_finish_or_drop() {
     traces.truncate(5);
     let views = code_object_mappings();
     assert!(
-        views.iter().all(|p| p.starts_with("r-x")),
+        views.iter().all(|p| !p.contains('w')),
         "after drop: {views:?}"
     );
 }
