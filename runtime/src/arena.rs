@@ -425,7 +425,9 @@ mod tests {
                 assert_eq!(reserved, 64 * page);
             }
             // Every committed byte of both blocks is usable.
-            b.code_writer(b.code_len).unwrap().bytes().fill(0xc3);
+            let mut writer = b.code_writer(b.code_len).unwrap();
+            writer.bytes().fill(0xc3);
+            writer.publish().unwrap();
             unsafe {
                 std::ptr::write_bytes(b.data as *mut u8, 0x11, b.data_len);
             }

@@ -224,7 +224,7 @@ fn write(
 ) -> Result<(), Error> {
     let jit = b.jit;
     let set = jit.set;
-    // The only writable view of this code, gone when `writer` is dropped below.
+    // The only writable view of this code, gone once `writer` is published below.
     let mut writer = trace
         .block
         .code_writer(trace.code_len)
@@ -304,8 +304,7 @@ fn write(
             source,
         })?;
     }
-    drop(writer);
-    Ok(())
+    writer.publish().map_err(Error::Map)
 }
 
 /// Stage 4: returns unused veneer and GOT space to the arena and makes the code visible to

@@ -246,6 +246,7 @@ impl Drop for Trace {
         // memory), the bytes stay until the next trace overwrites them.
         if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
             writer.bytes().fill(self.trap);
+            let _ = writer.publish();
         }
         self.arena.free(&self.block);
     }

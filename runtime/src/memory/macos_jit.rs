@@ -41,6 +41,13 @@ pub(crate) fn handle(_mapping: &Mapping) -> Handle {}
 /// This thread's write access to `MAP_JIT` memory, revoked on drop.
 pub(crate) struct Window;
 
+impl Window {
+    /// Nothing to do: the bytes were written in place.
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Drop for Window {
     fn drop(&mut self) {
         // SAFETY: toggles this thread's view of MAP_JIT regions only.

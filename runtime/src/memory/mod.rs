@@ -8,15 +8,18 @@
 //! trace is being written to, so flipping a page between RW and RX (`mprotect`) is not an
 //! option, and a page that is W and X at once is what W^X forbids. Instead the code part is
 //! one shared memory object mapped as an **RX view** (the addresses that execute) for the
-//! chunk's life, and as a **writable window** somewhere else only while code is written
-//! ([`CodeWriter`]: while a trace is finished, and while a freed trace is overwritten with
-//! traps). No view is ever W+X, and no writable view of published code outlives the call
-//! that writes it, so a stray write elsewhere in the process cannot find an alias of live
-//! code to change it through.
+//! chunk's life, and written only through a [`CodeWriter`] while a trace is finished (or a
+//! freed trace is overwritten with traps): a `pwrite` on Linux, a short-lived writable
+//! window elsewhere. No view is ever W+X, and no writable view of published code outlives
+//! the call that writes it, so a stray write elsewhere in the process cannot find an alias
+//! of live code to change it through.
 //!
-//! - Linux: `memfd_create`; the RX view and each window are `mmap`s of it, the window
-//!   unmapped when the writer is dropped ([`unix_dual`]).
-//! - macOS x86_64: the same with `shm_open` (unlinked at once) ([`unix_dual`]).
+//! - Linux: `memfd_create`, mapped R+X. There is no writable view at all: a trace is
+//!   assembled in a private buffer and written to the memfd with one `pwrite`, which the
+//!   RX view then shows ([`unix_dual`]).
+//! - macOS x86_64: `shm_open` (unlinked at once), mapped R+X, and written through a window
+//!   (an RW `mmap` of the object's pages being written, unmapped when the writer is
+//!   dropped: macOS shared memory objects cannot be `pwrite`n) ([`unix_dual`]).
 //! - macOS arm64: the kernel refuses executable shared mappings for hardened processes, so
 //!   Apple's model is used instead: one `MAP_JIT` mapping whose write permission is toggled
 //!   *per thread* by `pthread_jit_write_protect_np`; a thread that writes cannot execute
@@ -135,8 +138,9 @@ impl CodeSource {
     }
 }
 
-/// A writable view of some code bytes; the view is gone (unmapped, or on macOS arm64 this
-/// thread's write access revoked) when this is dropped.
+/// A writable view of some code bytes, published by [`CodeWriter::publish`]; the view is
+/// gone (a private buffer freed, a window unmapped, or on macOS arm64 this thread's write
+/// access revoked) when this is dropped.
 pub(crate) struct CodeWriter {
     start: usize,
     len: usize,
@@ -146,11 +150,18 @@ pub(crate) struct CodeWriter {
 }
 
 impl CodeWriter {
-    /// The bytes, through the writable view.
+    /// The bytes, through the writable view (on Linux a private buffer whose initial
+    /// contents are unspecified: every byte must be written).
     pub fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: `start..start + len` is mapped writable while `self` lives, and the opener
-        // guaranteed exclusive use of those code bytes.
+        // SAFETY: `start..start + len` is writable while `self` lives (a buffer or window it
+        // owns), and the opener guaranteed exclusive use of those code bytes.
         unsafe { std::slice::from_raw_parts_mut(self.start as *mut u8, self.len) }
+    }
+
+    /// Makes what was written the code's content (on Linux: one `pwrite` to the code
+    /// object; elsewhere the bytes are already in place), then closes the view.
+    pub fn publish(mut self) -> io::Result<()> {
+        self._window.publish()
     }
 }
 
@@ -279,7 +290,9 @@ mod tests {
         );
         assert!(within(r.code_rx as u64, 1 << 31, r.data, r.data_len));
         // Writes through a window are seen through the RX view.
-        r.code_source().open(5, 1).unwrap().bytes()[0] = 0xa5;
+        let mut w = r.code_source().open(5, 1).unwrap();
+        w.bytes()[0] = 0xa5;
+        w.publish().unwrap();
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
         unsafe { *(r.data as *mut u64) = 7 };
         // Growing keeps what was written and commits whole pages, up to the reservation.
@@ -289,7 +302,7 @@ mod tests {
         assert_eq!(unsafe { *(r.data as *const u64) }, 7);
         let mut w = r.code_source().open(4 * g - 3, 3).unwrap();
         w.bytes().copy_from_slice(&[1, 2, 0x5a]);
-        drop(w);
+        w.publish().unwrap();
         assert_eq!(unsafe { *((r.code_rx + 4 * g - 1) as *const u8) }, 0x5a);
         unsafe { *((r.data + 2 * page - 1) as *mut u8) = 0x5a };
         // Committing less than is committed changes nothing.

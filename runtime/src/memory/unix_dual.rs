@@ -3,10 +3,11 @@
 //! The chunk's address range (code then data) is reserved `PROT_NONE` (`MAP_NORESERVE`: no
 //! memory, no commit charge). Committing maps the new part of the shared object R+X over the
 //! code reservation, and fresh private RW pages over the data reservation, with `MAP_FIXED`
-//! (safe: the ranges are ours), which keeps code and data adjacent. Code is written through
-//! a window: the object's pages for the bytes written, mapped RW wherever the kernel puts
-//! them (`MAP_POPULATE`: one call instead of a fault per page) and unmapped when the writer
-//! is dropped, so no writable alias of the code outlives the write.
+//! (safe: the ranges are ours), which keeps code and data adjacent. No writable alias of
+//! the code outlives a write: on Linux code is assembled in a private buffer and written
+//! to the memfd with `pwrite` (no writable mapping of code ever exists); on macOS x86_64
+//! through a window, the object's pages for the bytes written mapped RW wherever the
+//! kernel puts them and unmapped when the writer is dropped.
 
 pub(crate) use super::unix_common::commit_data;
 use super::unix_common::os_error;
@@ -33,19 +34,103 @@ pub(crate) fn page_size() -> usize {
     granularity()
 }
 
-/// The shared memory object's descriptor, for opening windows.
+/// The shared memory object's descriptor, for writing code.
 pub(crate) type Handle = libc::c_int;
 
 pub(crate) fn handle(mapping: &Mapping) -> Handle {
     mapping.fd
 }
 
-/// A writable mapping of some of the object's pages, unmapped on drop.
+/// Linux: a private buffer for code bytes `offset..offset + len`, written to the memfd by
+/// `publish`. No writable mapping of the code exists at any time.
+#[cfg(target_os = "linux")]
+pub(crate) struct Window {
+    fd: libc::c_int,
+    offset: usize,
+    buffer: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// One buffer per thread, reused from trace to trace.
+    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+#[cfg(target_os = "linux")]
+impl Window {
+    /// Writes the buffer to the object (the pages the RX view maps).
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        let mut done = 0;
+        while done < self.buffer.len() {
+            let rest = &self.buffer[done..];
+            // SAFETY: a valid buffer and a descriptor we own; the range was committed.
+            let n = unsafe {
+                libc::pwrite(
+                    self.fd,
+                    rest.as_ptr() as *const libc::c_void,
+                    rest.len(),
+                    (self.offset + done) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
+            }
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwrite (code) wrote nothing",
+                ));
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Window {
+    fn drop(&mut self) {
+        BUFFER.set(std::mem::take(&mut self.buffer));
+    }
+}
+
+/// Linux: a buffer for code bytes `offset..offset + len`; returns it and its address.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_window(
+    _code_rx: usize,
+    fd: Handle,
+    offset: usize,
+    len: usize,
+) -> io::Result<(Window, usize)> {
+    let mut buffer = BUFFER.take();
+    // Not cleared first: callers write every byte, and stale code bytes are not secret.
+    buffer.resize(len, 0);
+    buffer.truncate(len);
+    let start = buffer.as_mut_ptr() as usize;
+    Ok((Window { fd, offset, buffer }, start))
+}
+
+/// macOS x86_64: a writable mapping of some of the object's pages, unmapped on drop (POSIX
+/// shared memory objects cannot be written with `pwrite` there).
+#[cfg(not(target_os = "linux"))]
 pub(crate) struct Window {
     base: usize,
     len: usize,
 }
 
+#[cfg(not(target_os = "linux"))]
+impl Window {
+    /// Nothing to do: the bytes were written through the mapping.
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
 impl Drop for Window {
     fn drop(&mut self) {
         // SAFETY: our own mapping, made by `open_window`; nothing refers to it any more.
@@ -53,8 +138,9 @@ impl Drop for Window {
     }
 }
 
-/// Maps the pages holding code bytes `offset..offset + len` writable; returns the window
-/// and the address of byte `offset` in it.
+/// macOS x86_64: maps the pages holding code bytes `offset..offset + len` writable; returns
+/// the window and the address of byte `offset` in it.
+#[cfg(not(target_os = "linux"))]
 pub(crate) fn open_window(
     _code_rx: usize,
     fd: Handle,
@@ -70,7 +156,7 @@ pub(crate) fn open_window(
             std::ptr::null_mut(),
             end - first,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | POPULATE,
+            libc::MAP_SHARED,
             fd,
             first as libc::off_t,
         )
@@ -87,11 +173,6 @@ pub(crate) fn open_window(
         base + (offset - first),
     ))
 }
-
-#[cfg(target_os = "linux")]
-const POPULATE: libc::c_int = libc::MAP_POPULATE;
-#[cfg(not(target_os = "linux"))]
-const POPULATE: libc::c_int = 0;
 
 pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
     map(code_len, data_len, at).map(Some)
