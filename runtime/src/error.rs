@@ -71,6 +71,12 @@ pub enum Error {
     },
     /// The operating system refused to map memory.
     Map(io::Error),
+    /// A debugging or profiling output (perf map, jitdump) could not be written.
+    Debug {
+        what: &'static str,
+        path: String,
+        source: io::Error,
+    },
     /// A hole's value cannot be encoded (out of range, wrong instruction, ...).
     Patch {
         stencil: String,
@@ -174,6 +180,7 @@ impl fmt::Display for Error {
                  already reserved"
             ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
             Error::Patch {
                 stencil,
                 instance,
@@ -196,6 +203,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Map(e) => Some(e),
+            Error::Debug { source, .. } => Some(source),
             Error::Patch { source, .. } => Some(source),
             _ => None,
         }

@@ -23,6 +23,18 @@ pub struct JitOptions {
     /// Size of the code part and of the data part of each arena chunk (rounded up to the
     /// page size). A trace larger than a chunk gets a chunk of its own.
     pub chunk_bytes: usize,
+    /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
+    /// [`debug::perf`](crate::debug::perf)). Off by default.
+    pub perf_map: bool,
+    /// Write every trace's code to the jitdump file `jit-<pid>.dump` for `perf inject
+    /// --jit` (Linux). Off by default.
+    pub jitdump: bool,
+    /// Register every trace with GDB's JIT interface ([`debug::gdb`](crate::debug::gdb)).
+    /// Off by default.
+    pub gdb: bool,
+    /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
+    /// default.
+    pub listing: bool,
 }
 
 impl Default for JitOptions {
@@ -31,6 +43,10 @@ impl Default for JitOptions {
             near: None,
             reserve_bytes: 256 << 20,
             chunk_bytes: 1 << 20,
+            perf_map: false,
+            jitdump: false,
+            gdb: false,
+            listing: false,
         }
     }
 }
@@ -49,6 +65,7 @@ pub struct Jit<'s> {
     /// Each stencil's patch program, by stencil index (see [`Program`]).
     pub(crate) programs: Box<[Program]>,
     pub(crate) facts: ArchFacts,
+    pub(crate) debug: crate::debug::Options,
 }
 
 impl<'s> Jit<'s> {
@@ -95,6 +112,7 @@ impl<'s> Jit<'s> {
             flusher,
             programs: program::compile(set),
             facts,
+            debug: crate::debug::Options::open(&options)?,
         })
     }
 

@@ -40,6 +40,7 @@
 //! silently wrong instruction.
 
 mod arena;
+pub mod debug;
 mod error;
 mod icache;
 mod jit;

@@ -45,7 +45,9 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
         scratch.veneers.reset();
         let mut trace = allocate(b.jit, &layout)?;
         write(b, &layout, &mut trace, scratch)?;
-        Ok(publish(b.jit, trace, &layout, scratch))
+        let mut trace = publish(b.jit, trace, &layout, scratch);
+        trace.debug = crate::debug::register(b, &trace)?;
+        Ok(trace)
     })
 }
 
@@ -210,6 +212,7 @@ fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
         code_len: code_size,
         data_len: data_size,
         trap: jit.facts.trap,
+        debug: None,
         block,
     })
 }

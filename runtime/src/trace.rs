@@ -183,6 +183,8 @@ pub struct Trace {
     pub(crate) got_slots: usize,
     /// Byte that fills freed code (a trapping instruction).
     pub(crate) trap: u8,
+    /// Registrations with debuggers and profilers, if any option asked for them.
+    pub(crate) debug: Option<Box<crate::debug::TraceDebug>>,
 }
 
 impl Trace {
@@ -241,9 +243,10 @@ impl Trace {
 
 impl Drop for Trace {
     fn drop(&mut self) {
-        // Fill the freed code with traps so that a stale pointer into it faults instead of
-        // running whatever is stitched there next. If no window can be mapped (out of
-        // memory), the bytes stay until the next trace overwrites them.
+        self.debug = None; // unregistered before the code is trapped and reused
+                           // Fill the freed code with traps so that a stale pointer into it faults instead of
+                           // running whatever is stitched there next. If no window can be mapped (out of
+                           // memory), the bytes stay until the next trace overwrites them.
         if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
             writer.bytes().fill(self.trap);
             let _ = writer.publish();

@@ -1,0 +1,285 @@
+//! The GDB JIT interface: each registered trace becomes a small in-memory ELF object (its
+//! code as `.text` at the trace's address, one function symbol per instance) linked into
+//! `__jit_debug_descriptor`'s list, and `__jit_debug_register_code` is called, where GDB
+//! keeps a breakpoint, to make it read the object. Dropping the [`Registration`] unlinks
+//! it the same way. All list changes happen under one process-wide mutex, as the protocol
+//! requires (the descriptor is a single global that GDB reads while the process is
+//! stopped in `__jit_debug_register_code`).
+//!
+//! GDB finds the two symbols by name in the executable's symbol table: a stripped binary
+//! cannot be debugged this way. LLDB reads the same interface (set
+//! `plugin.jit-loader.gdb.enable on` on macOS, where it is off by default); it accepts ELF
+//! objects, so the same object would do for an aarch64/x86-64 Mach-O process, but this has
+//! only been tested with GDB on Linux. Windows debuggers do not read this interface: they
+//! need the code's unwind data registered with `RtlAddGrowableFunctionTable` (and WinDbg
+//! has no JIT symbol interface; ETW events are the profiler route there).
+
+use super::CodeSymbol;
+use crate::trace::Trace;
+use cpjit_model::Arch;
+use std::ptr::{addr_of_mut, null_mut};
+use std::sync::Mutex;
+
+#[repr(C)]
+struct JitCodeEntry {
+    next: *mut JitCodeEntry,
+    prev: *mut JitCodeEntry,
+    symfile_addr: *const u8,
+    symfile_size: u64,
+}
+
+/// The descriptor GDB reads (layout fixed by GDB's documentation, "JIT Interface").
+#[repr(C)]
+pub struct JitDescriptor {
+    version: u32,
+    action_flag: u32,
+    relevant_entry: *mut JitCodeEntry,
+    first_entry: *mut JitCodeEntry,
+}
+
+const JIT_REGISTER_FN: u32 = 1;
+const JIT_UNREGISTER_FN: u32 = 2;
+
+/// Read by GDB; changed only under [`LOCK`].
+#[no_mangle]
+#[used]
+pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
+    version: 1,
+    action_flag: 0,
+    relevant_entry: null_mut(),
+    first_entry: null_mut(),
+};
+
+/// GDB puts a breakpoint here and reads the descriptor when it is hit. It must not be
+/// inlined or folded into another empty function, hence the (empty) assembly.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn __jit_debug_register_code() {
+    // SAFETY: an empty instruction sequence.
+    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) };
+}
+
+static LOCK: Mutex<()> = Mutex::new(());
+
+/// A trace's entry in GDB's list; dropping it unregisters the trace.
+pub(crate) struct Registration {
+    entry: *mut JitCodeEntry,
+    /// The ELF object the entry points into (kept alive, never moved).
+    _object: Box<[u8]>,
+}
+
+// SAFETY: the entry is only touched under LOCK.
+unsafe impl Send for Registration {}
+unsafe impl Sync for Registration {}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("object_bytes", &self._object.len())
+            .finish()
+    }
+}
+
+pub(crate) fn register(arch: Arch, trace: &Trace, symbols: &[CodeSymbol]) -> Registration {
+    let range = trace.code_range();
+    let object =
+        elf_object(arch, range.start as u64, trace.code_bytes(), symbols).into_boxed_slice();
+    let entry = Box::into_raw(Box::new(JitCodeEntry {
+        next: null_mut(),
+        prev: null_mut(),
+        symfile_addr: object.as_ptr(),
+        symfile_size: object.len() as u64,
+    }));
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: the descriptor and the entries in its list are only changed under LOCK.
+    unsafe {
+        let d = addr_of_mut!(__jit_debug_descriptor);
+        (*entry).next = (*d).first_entry;
+        if !(*d).first_entry.is_null() {
+            (*(*d).first_entry).prev = entry;
+        }
+        (*d).first_entry = entry;
+        (*d).relevant_entry = entry;
+        (*d).action_flag = JIT_REGISTER_FN;
+    }
+    __jit_debug_register_code();
+    Registration {
+        entry,
+        _object: object,
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: as in `register`; `entry` is in the list until here.
+        unsafe {
+            let d = addr_of_mut!(__jit_debug_descriptor);
+            let e = self.entry;
+            if (*e).prev.is_null() {
+                (*d).first_entry = (*e).next;
+            } else {
+                (*(*e).prev).next = (*e).next;
+            }
+            if !(*e).next.is_null() {
+                (*(*e).next).prev = (*e).prev;
+            }
+            (*d).relevant_entry = e;
+            (*d).action_flag = JIT_UNREGISTER_FN;
+            __jit_debug_register_code();
+            (*d).relevant_entry = null_mut();
+            (*d).action_flag = 0;
+            drop(Box::from_raw(e));
+        }
+    }
+}
+
+/// Number of trace objects currently registered (for tests).
+pub fn registered_objects() -> usize {
+    let _guard = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let mut n = 0;
+    // SAFETY: the list is only changed under LOCK.
+    unsafe {
+        let mut e = (*addr_of_mut!(__jit_debug_descriptor)).first_entry;
+        while !e.is_null() {
+            n += 1;
+            e = (*e).next;
+        }
+    }
+    n
+}
+
+/// ELF constants used by [`elf_object`].
+const SHT_PROGBITS: u32 = 1;
+const SHT_SYMTAB: u32 = 2;
+const SHT_STRTAB: u32 = 3;
+const SHF_ALLOC: u64 = 2;
+const SHF_EXECINSTR: u64 = 4;
+const STB_GLOBAL: u8 = 1;
+const STT_FUNC: u8 = 2;
+const ELF_HEADER: usize = 64;
+const SECTION_HEADER: usize = 64;
+const SYMBOL: usize = 24;
+
+/// A relocatable ELF64 little-endian object whose `.text` holds `code` at address `base`
+/// (sections of a JIT object carry their run-time addresses, as GDB expects) with one
+/// global function symbol per entry of `symbols` (absolute addresses inside `.text`).
+///
+/// Sections: null, `.text`, `.symtab`, `.strtab`, `.shstrtab`.
+pub(crate) fn elf_object(arch: Arch, base: u64, code: &[u8], symbols: &[CodeSymbol]) -> Vec<u8> {
+    let machine: u16 = match arch {
+        Arch::X86_64 => 62,
+        Arch::Aarch64 => 183,
+    };
+    let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
+    let (text_name, symtab_name, strtab_name, shstrtab_name) = (1u32, 7u32, 15u32, 23u32);
+    let mut strtab = vec![0u8];
+    let mut symtab = vec![0u8; SYMBOL]; // the null symbol
+    for s in symbols {
+        let name = strtab.len() as u32;
+        strtab.extend_from_slice(s.name.as_bytes());
+        strtab.push(0);
+        symtab.extend_from_slice(&name.to_le_bytes());
+        symtab.push((STB_GLOBAL << 4) | STT_FUNC);
+        symtab.push(0);
+        symtab.extend_from_slice(&1u16.to_le_bytes()); // .text
+        symtab.extend_from_slice(&s.start.to_le_bytes());
+        symtab.extend_from_slice(&s.size.to_le_bytes());
+    }
+    // Layout: header, .text, .symtab (8-aligned), .strtab, .shstrtab, section headers.
+    let text_at = ELF_HEADER;
+    let symtab_at = (text_at + code.len()).next_multiple_of(8);
+    let strtab_at = symtab_at + symtab.len();
+    let shstrtab_at = strtab_at + strtab.len();
+    let sections_at = (shstrtab_at + shstrtab.len()).next_multiple_of(8);
+    let mut o = Vec::with_capacity(sections_at + 5 * SECTION_HEADER);
+    o.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+    o.extend_from_slice(&[0; 8]);
+    o.extend_from_slice(&1u16.to_le_bytes()); // ET_REL
+    o.extend_from_slice(&machine.to_le_bytes());
+    o.extend_from_slice(&1u32.to_le_bytes()); // EV_CURRENT
+    o.extend_from_slice(&0u64.to_le_bytes()); // entry
+    o.extend_from_slice(&0u64.to_le_bytes()); // phoff
+    o.extend_from_slice(&(sections_at as u64).to_le_bytes());
+    o.extend_from_slice(&0u32.to_le_bytes()); // flags
+    for half in [ELF_HEADER, 0, 0, SECTION_HEADER, 5, 4] {
+        o.extend_from_slice(&(half as u16).to_le_bytes());
+    }
+    o.extend_from_slice(code);
+    o.resize(symtab_at, 0);
+    o.extend_from_slice(&symtab);
+    o.extend_from_slice(&strtab);
+    o.extend_from_slice(shstrtab);
+    o.resize(sections_at, 0);
+    let mut section = |name: u32,
+                       kind: u32,
+                       flags: u64,
+                       addr: u64,
+                       at: usize,
+                       size: usize,
+                       link: u32,
+                       info: u32,
+                       align: u64,
+                       entsize: u64| {
+        o.extend_from_slice(&name.to_le_bytes());
+        o.extend_from_slice(&kind.to_le_bytes());
+        o.extend_from_slice(&flags.to_le_bytes());
+        o.extend_from_slice(&addr.to_le_bytes());
+        o.extend_from_slice(&(at as u64).to_le_bytes());
+        o.extend_from_slice(&(size as u64).to_le_bytes());
+        o.extend_from_slice(&link.to_le_bytes());
+        o.extend_from_slice(&info.to_le_bytes());
+        o.extend_from_slice(&align.to_le_bytes());
+        o.extend_from_slice(&entsize.to_le_bytes());
+    };
+    section(0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    section(
+        text_name,
+        SHT_PROGBITS,
+        SHF_ALLOC | SHF_EXECINSTR,
+        base,
+        text_at,
+        code.len(),
+        0,
+        0,
+        16,
+        0,
+    );
+    section(
+        symtab_name,
+        SHT_SYMTAB,
+        0,
+        0,
+        symtab_at,
+        symtab.len(),
+        3,
+        1,
+        8,
+        SYMBOL as u64,
+    );
+    section(
+        strtab_name,
+        SHT_STRTAB,
+        0,
+        0,
+        strtab_at,
+        strtab.len(),
+        0,
+        0,
+        1,
+        0,
+    );
+    section(
+        shstrtab_name,
+        SHT_STRTAB,
+        0,
+        0,
+        shstrtab_at,
+        shstrtab.len(),
+        0,
+        0,
+        1,
+        0,
+    );
+    o
+}

@@ -1,0 +1,157 @@
+//! Making stitched code visible to profilers and debuggers, each behind a [`JitOptions`]
+//! field and off by default (a disabled option costs one branch per trace):
+//!
+//! - [`perf`]: the perf map (`/tmp/perf-<pid>.map`, read by `perf report` and `samply`)
+//!   and the jitdump file (`jit-<pid>.dump`, code bytes included, for `perf inject --jit`);
+//! - [`gdb`]: the GDB JIT interface (`__jit_debug_register_code`), one in-memory ELF
+//!   object per trace with a symbol per instance, unregistered when the trace is dropped;
+//! - [`listing`]: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
+//!   names and every hole's value.
+//!
+//! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
+//! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to
+//! the trace's continuation and `trace<N>:veneers` for its veneers.
+//!
+//! [`JitOptions`]: crate::JitOptions
+
+pub mod gdb;
+mod listing;
+pub mod perf;
+
+use crate::jit::{Jit, JitOptions};
+use crate::patch::VENEER_SIZE;
+use crate::trace::{Trace, TraceBuilder};
+use crate::Error;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which facilities a [`Jit`] feeds (copied from its [`JitOptions`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Options {
+    pub perf_map: bool,
+    pub jitdump: bool,
+    pub gdb: bool,
+    pub listing: bool,
+}
+
+impl Options {
+    /// The options of `o`, after opening the process-wide output files they need, so that
+    /// a path or platform problem is reported by `Jit::with_options`, not by a later trace.
+    pub(crate) fn open(o: &JitOptions) -> Result<Options, Error> {
+        let options = Options {
+            perf_map: o.perf_map,
+            jitdump: o.jitdump,
+            gdb: o.gdb,
+            listing: o.listing,
+        };
+        if options.perf_map {
+            perf::open_map()?;
+        }
+        if options.jitdump {
+            perf::open_jitdump()?;
+        }
+        Ok(options)
+    }
+
+    fn any(&self) -> bool {
+        self.perf_map || self.jitdump || self.gdb || self.listing
+    }
+}
+
+/// What a trace keeps for the facilities it was registered with.
+#[derive(Debug)]
+pub(crate) struct TraceDebug {
+    pub id: u64,
+    pub listing: Option<String>,
+    /// Unregisters the trace from GDB when dropped (never read otherwise).
+    #[allow(dead_code)]
+    pub gdb: Option<gdb::Registration>,
+}
+
+/// A named piece of a trace's code, at its executable address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CodeSymbol {
+    pub name: String,
+    pub start: u64,
+    pub size: u64,
+}
+
+static NEXT_TRACE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The hook of the publish stage: registers the just-finished `trace` (built by `b`) with
+/// every facility the JIT's options enable. `Ok(None)` when all are off.
+pub(crate) fn register(
+    b: &TraceBuilder<'_, '_>,
+    trace: &Trace,
+) -> Result<Option<Box<TraceDebug>>, Error> {
+    let options = b.jit.debug;
+    if !options.any() {
+        return Ok(None);
+    }
+    let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
+    let symbols = code_symbols(b.jit, b, trace, id);
+    if options.perf_map {
+        perf::write_map(&symbols)?;
+    }
+    if options.jitdump {
+        perf::write_jitdump(&symbols)?;
+    }
+    let gdb = options
+        .gdb
+        .then(|| gdb::register(b.jit.set.arch, trace, &symbols));
+    let listing = options.listing.then(|| listing::listing(b, trace, id));
+    Ok(Some(Box::new(TraceDebug { id, listing, gdb })))
+}
+
+/// One symbol per instance (its stencil's bytes, without the alignment padding before the
+/// next one), then the tail jump and the veneers if the trace has them.
+fn code_symbols(
+    jit: &Jit<'_>,
+    b: &TraceBuilder<'_, '_>,
+    trace: &Trace,
+    id: u64,
+) -> Vec<CodeSymbol> {
+    let set = jit.set;
+    let base = trace.code_range().start as u64;
+    let mut symbols = Vec::with_capacity(b.instances.len() + 2);
+    let mut end = 0u64;
+    for (inst, &offset) in b.instances.iter().zip(trace.instance_offsets()) {
+        let s = &set.stencils[inst.stencil as usize];
+        symbols.push(CodeSymbol {
+            name: format!("trace{id}:{}", s.name),
+            start: base + offset as u64,
+            size: s.code.len() as u64,
+        });
+        end = offset as u64 + s.code.len() as u64;
+    }
+    if b.continuation.is_some() {
+        let size = jit.facts.tail_jump.len() as u64;
+        symbols.push(CodeSymbol {
+            name: format!("trace{id}:tail"),
+            start: base + end,
+            size,
+        });
+    }
+    if trace.veneers() > 0 {
+        let size = (trace.veneers() * VENEER_SIZE) as u64;
+        symbols.push(CodeSymbol {
+            name: format!("trace{id}:veneers"),
+            start: trace.code_range().end as u64 - size,
+            size,
+        });
+    }
+    symbols
+}
+
+impl Trace {
+    /// The process-wide number this trace's symbols carry (`trace<N>:…`), if its JIT has
+    /// any debugging or profiling option on.
+    pub fn debug_id(&self) -> Option<u64> {
+        self.debug.as_ref().map(|d| d.id)
+    }
+
+    /// The stitched code with instance boundaries, stencil names and each hole's value (see
+    /// the `listing` module), if the JIT was created with [`JitOptions::listing`].
+    pub fn listing(&self) -> Option<&str> {
+        self.debug.as_ref()?.listing.as_deref()
+    }
+}
