@@ -163,7 +163,7 @@ const SYMBOL: usize = 24;
 
 /// A relocatable ELF64 little-endian object whose `.text` holds `code` at address `base`
 /// (sections of a JIT object carry their run-time addresses, as GDB expects) with one
-/// global function symbol per entry of `symbols` (absolute addresses inside `.text`).
+/// global function symbol per entry of `symbols` (at absolute addresses inside `.text`).
 ///
 /// Sections: null, `.text`, `.symtab`, `.strtab`, `.shstrtab`.
 pub(crate) fn elf_object(arch: Arch, base: u64, code: &[u8], symbols: &[CodeSymbol]) -> Vec<u8> {
@@ -183,7 +183,8 @@ pub(crate) fn elf_object(arch: Arch, base: u64, code: &[u8], symbols: &[CodeSymb
         symtab.push((STB_GLOBAL << 4) | STT_FUNC);
         symtab.push(0);
         symtab.extend_from_slice(&1u16.to_le_bytes()); // .text
-        symtab.extend_from_slice(&s.start.to_le_bytes());
+                                                       // In a relocatable object a symbol's value is its offset in its section.
+        symtab.extend_from_slice(&(s.start - base).to_le_bytes());
         symtab.extend_from_slice(&s.size.to_le_bytes());
     }
     // Layout: header, .text, .symtab (8-aligned), .strtab, .shstrtab, section headers.
