@@ -98,10 +98,10 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
                 Section::Code => "code",
                 Section::Data => "data",
             };
-            let addend = if h.addend == 0 {
-                String::new()
-            } else {
-                format!(" {:+#x}", h.addend)
+            let addend = match h.addend {
+                0 => String::new(),
+                a if a < 0 => format!(", addend -{:#x}", a.unsigned_abs()),
+                a => format!(", addend +{a:#x}"),
             };
             let _ = writeln!(
                 out,
