@@ -28,20 +28,34 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
         let (trace, stencil) = name.split_once(':').expect("trace<N>:<name>");
         assert!(trace.starts_with("trace"), "{line}");
         if let Some(s) = set.get(stencil) {
-            assert_eq!(usize::from_str_radix(size, 16).unwrap(), s.code.len(), "{line}");
+            assert_eq!(
+                usize::from_str_radix(size, 16).unwrap(),
+                s.code.len(),
+                "{line}"
+            );
             instances += 1;
         } else {
             assert!(stencil == "tail" || stencil == "veneers", "{line}");
         }
     }
-    assert!(map.contains(":cpjit_entry\n") && map.contains(":op_CALL\n"), "{map}");
+    assert!(
+        map.contains(":cpjit_entry\n") && map.contains(":op_CALL\n"),
+        "{map}"
+    );
     assert!(instances > 10, "{map}");
 }
 
 #[test]
 fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
     let out = Command::new("gdb")
-        .args(["-batch", "-nx", "-ex", "break vm_call", "-ex", "ignore 1 300"])
+        .args([
+            "-batch",
+            "-nx",
+            "-ex",
+            "break vm_call",
+            "-ex",
+            "ignore 1 300",
+        ])
         .args(["-ex", "run", "-ex", "bt 4", "-ex", "kill", "--args", VM])
         .args(["run", "../examples/calls.vm", "--gdb"])
         .output()

@@ -17,6 +17,7 @@
 use super::CodeSymbol;
 use crate::trace::Trace;
 use cpjit_model::Arch;
+use std::io::Write as _;
 use std::ptr::{addr_of_mut, null_mut};
 use std::sync::Mutex;
 
@@ -80,7 +81,7 @@ impl std::fmt::Debug for Registration {
     }
 }
 
-pub(crate) fn register(arch: Arch, trace: &Trace, symbols: &[CodeSymbol]) -> Registration {
+pub(crate) fn register(arch: Arch, trace: &Trace, symbols: &[CodeSymbol<'_>]) -> Registration {
     let range = trace.code_range();
     let object =
         elf_object(arch, range.start as u64, trace.code_bytes(), symbols).into_boxed_slice();
@@ -166,7 +167,12 @@ const SYMBOL: usize = 24;
 /// global function symbol per entry of `symbols` (at absolute addresses inside `.text`).
 ///
 /// Sections: null, `.text`, `.symtab`, `.strtab`, `.shstrtab`.
-pub(crate) fn elf_object(arch: Arch, base: u64, code: &[u8], symbols: &[CodeSymbol]) -> Vec<u8> {
+pub(crate) fn elf_object(
+    arch: Arch,
+    base: u64,
+    code: &[u8],
+    symbols: &[CodeSymbol<'_>],
+) -> Vec<u8> {
     let machine: u16 = match arch {
         Arch::X86_64 => 62,
         Arch::Aarch64 => 183,
@@ -177,7 +183,7 @@ pub(crate) fn elf_object(arch: Arch, base: u64, code: &[u8], symbols: &[CodeSymb
     let mut symtab = vec![0u8; SYMBOL]; // the null symbol
     for s in symbols {
         let name = strtab.len() as u32;
-        strtab.extend_from_slice(s.name.as_bytes());
+        let _ = write!(strtab, "{s}");
         strtab.push(0);
         symtab.extend_from_slice(&name.to_le_bytes());
         symtab.push((STB_GLOBAL << 4) | STT_FUNC);

@@ -141,8 +141,11 @@ fn hex(out: &mut String, base: u64, at: usize, bytes: &[u8]) {
     for (k, line) in bytes.chunks(16).enumerate() {
         let offset = at + 16 * k;
         let _ = write!(out, "  {:#014x} +{offset:05x} ", base + offset as u64);
-        for byte in line {
-            let _ = write!(out, " {byte:02x}");
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        for &byte in line {
+            out.push(' ');
+            out.push(HEX[(byte >> 4) as usize] as char);
+            out.push(HEX[(byte & 15) as usize] as char);
         }
         out.push('\n');
     }

@@ -67,12 +67,21 @@ pub(crate) struct TraceDebug {
     pub gdb: Option<gdb::Registration>,
 }
 
-/// A named piece of a trace's code, at its executable address.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct CodeSymbol {
-    pub name: String,
+/// A named piece of a trace's code, at its executable address: `trace<trace>:<what>`
+/// (formatted only when written, so that no name is allocated per instance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CodeSymbol<'a> {
+    pub trace: u64,
+    /// The stencil's name, `tail` or `veneers`.
+    pub what: &'a str,
     pub start: u64,
     pub size: u64,
+}
+
+impl std::fmt::Display for CodeSymbol<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "trace{}:{}", self.trace, self.what)
+    }
 }
 
 static NEXT_TRACE_ID: AtomicU64 = AtomicU64::new(1);
@@ -104,12 +113,12 @@ pub(crate) fn register(
 
 /// One symbol per instance (its stencil's bytes, without the alignment padding before the
 /// next one), then the tail jump and the veneers if the trace has them.
-fn code_symbols(
-    jit: &Jit<'_>,
-    b: &TraceBuilder<'_, '_>,
+fn code_symbols<'s>(
+    jit: &Jit<'s>,
+    b: &TraceBuilder<'_, 's>,
     trace: &Trace,
     id: u64,
-) -> Vec<CodeSymbol> {
+) -> Vec<CodeSymbol<'s>> {
     let set = jit.set;
     let base = trace.code_range().start as u64;
     let mut symbols = Vec::with_capacity(b.instances.len() + 2);
@@ -117,7 +126,8 @@ fn code_symbols(
     for (inst, &offset) in b.instances.iter().zip(trace.instance_offsets()) {
         let s = &set.stencils[inst.stencil as usize];
         symbols.push(CodeSymbol {
-            name: format!("trace{id}:{}", s.name),
+            trace: id,
+            what: s.name,
             start: base + offset as u64,
             size: s.code.len() as u64,
         });
@@ -126,7 +136,8 @@ fn code_symbols(
     if b.continuation.is_some() {
         let size = jit.facts.tail_jump.len() as u64;
         symbols.push(CodeSymbol {
-            name: format!("trace{id}:tail"),
+            trace: id,
+            what: "tail",
             start: base + end,
             size,
         });
@@ -134,7 +145,8 @@ fn code_symbols(
     if trace.veneers() > 0 {
         let size = (trace.veneers() * VENEER_SIZE) as u64;
         symbols.push(CodeSymbol {
-            name: format!("trace{id}:veneers"),
+            trace: id,
+            what: "veneers",
             start: trace.code_range().end as u64 - size,
             size,
         });

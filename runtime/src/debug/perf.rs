@@ -59,16 +59,16 @@ pub(crate) fn open_map() -> Result<(), Error> {
 }
 
 /// The perf map lines of `symbols`.
-pub(crate) fn map_lines(symbols: &[CodeSymbol]) -> String {
+pub(crate) fn map_lines(symbols: &[CodeSymbol<'_>]) -> String {
     use std::fmt::Write as _;
     let mut text = String::with_capacity(symbols.len() * 40);
     for s in symbols {
-        let _ = writeln!(text, "{:x} {:x} {}", s.start, s.size, s.name);
+        let _ = writeln!(text, "{:x} {:x} {s}", s.start, s.size);
     }
     text
 }
 
-pub(crate) fn write_map(symbols: &[CodeSymbol]) -> Result<(), Error> {
+pub(crate) fn write_map(symbols: &[CodeSymbol<'_>]) -> Result<(), Error> {
     let text = map_lines(symbols);
     let mut map = PERF_MAP.lock().unwrap_or_else(|e| e.into_inner());
     let file = map.as_mut().expect("perf map opened by Jit::with_options");
@@ -153,29 +153,29 @@ fn jitdump_header(machine: u32, timestamp: u64) -> Vec<u8> {
     h
 }
 
-pub(crate) fn write_jitdump(symbols: &[CodeSymbol]) -> Result<(), Error> {
+pub(crate) fn write_jitdump(symbols: &[CodeSymbol<'_>]) -> Result<(), Error> {
     let timestamp = now_ns();
     let tid = thread_id();
     let mut dump = JITDUMP.lock().unwrap_or_else(|e| e.into_inner());
     let dump = dump.as_mut().expect("jitdump opened by Jit::with_options");
     let mut records = Vec::new();
     for s in symbols {
-        let name = s.name.as_bytes();
-        let total = JIT_CODE_LOAD_FIXED + name.len() + 1 + s.size as usize;
+        let at = records.len();
         records.extend_from_slice(&JIT_CODE_LOAD.to_ne_bytes());
-        records.extend_from_slice(&(total as u32).to_ne_bytes());
+        records.extend_from_slice(&0u32.to_ne_bytes()); // total size, filled in below
         records.extend_from_slice(&timestamp.to_ne_bytes());
         records.extend_from_slice(&std::process::id().to_ne_bytes());
         records.extend_from_slice(&tid.to_ne_bytes());
         for v in [s.start, s.start, s.size, dump.next_index] {
             records.extend_from_slice(&v.to_ne_bytes());
         }
-        records.extend_from_slice(name);
-        records.push(0);
+        let _ = write!(records, "{s}\0");
         // SAFETY: the symbol lies in the trace's code, which is mapped readable and not
         // written while the trace is being registered.
         let code = unsafe { std::slice::from_raw_parts(s.start as *const u8, s.size as usize) };
         records.extend_from_slice(code);
+        let total = (records.len() - at) as u32;
+        records[at + 4..at + 8].copy_from_slice(&total.to_ne_bytes());
         dump.next_index += 1;
     }
     dump.file
