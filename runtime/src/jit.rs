@@ -35,6 +35,10 @@ pub struct JitOptions {
     /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
     /// default.
     pub listing: bool,
+    /// Register unwind information for every trace (x86-64 Linux), built from these frame
+    /// layouts, one per stencil of the set ([`debug::unwind`](crate::debug::unwind)), so
+    /// that debuggers and `std::backtrace` walk through JIT code. Off (`None`) by default.
+    pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,
 }
 
 impl Default for JitOptions {
@@ -47,6 +51,7 @@ impl Default for JitOptions {
             jitdump: false,
             gdb: false,
             listing: false,
+            unwind: None,
         }
     }
 }
@@ -112,7 +117,7 @@ impl<'s> Jit<'s> {
             flusher,
             programs: program::compile(set),
             facts,
-            debug: crate::debug::Options::open(&options)?,
+            debug: crate::debug::Options::open(&options, set)?,
         })
     }
 

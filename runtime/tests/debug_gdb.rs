@@ -8,15 +8,20 @@
 ))]
 
 mod common;
+#[cfg(target_arch = "x86_64")]
+mod debug_frames;
 use common::{Frame, SET};
 use cpjit_runtime::debug::gdb;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
 use std::process::Command;
 
 /// The helper the trace calls; GDB stops here.
+///
+/// # Safety
+/// `frame` must point to a live [`Frame`].
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn cpjit_debug_test_helper(frame: *mut Frame) -> i64 {
+pub unsafe extern "C" fn cpjit_debug_test_helper(frame: *mut Frame) -> i64 {
     // SAFETY: the ops pass the frame they were entered with.
     unsafe { (*frame).helper_calls += 1 };
     std::hint::black_box(1000)
@@ -26,9 +31,12 @@ fn resolve(name: &str) -> Option<u64> {
     (name == "cpjit_test_helper").then_some(cpjit_debug_test_helper as *const () as usize as u64)
 }
 
+/// GDB registration, with unwind information where the runtime has it (x86-64).
 fn with_gdb() -> JitOptions {
     JitOptions {
         gdb: true,
+        #[cfg(target_arch = "x86_64")]
+        unwind: Some(debug_frames::FRAMES),
         ..JitOptions::default()
     }
 }
@@ -70,7 +78,8 @@ fn child_under_gdb() {
     drop(trace);
     // Stops GDB a second time, after the trace was unregistered.
     let mut frame = Frame::default();
-    cpjit_debug_test_helper(&mut frame);
+    // SAFETY: a live frame.
+    unsafe { cpjit_debug_test_helper(&mut frame) };
 }
 
 fn gdb_session(commands: &[&str]) -> String {
@@ -124,6 +133,21 @@ fn gdb_backtrace_names_the_stencil_of_the_calling_instance() {
         caller.contains("trace") && caller.contains(":op_call_helper"),
         "frame #1 should be the op_call_helper instance:\n{out}"
     );
+    if cfg!(target_arch = "x86_64") {
+        // With the trace's .eh_frame in its object, GDB walks on: the shim, then the Rust
+        // function that entered the trace and the test that called it.
+        let shim = bt.get(2).copied().unwrap_or_default();
+        assert!(
+            shim.contains(":cpjit_entry ()"),
+            "frame #2 should be the shim:\n{out}"
+        );
+        let caller = bt.get(3).copied().unwrap_or_default();
+        assert!(
+            caller.contains("cpjit_debug_test_enter"),
+            "frame #3 should be the Rust caller:\n{out}"
+        );
+        assert!(bt.iter().any(|l| l.contains("child_under_gdb")), "{out}");
+    }
     assert!(
         out.lines()
             .any(|l| l.starts_with("trace") && l.contains(":op_call_helper + ")),

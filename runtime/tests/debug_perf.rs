@@ -64,8 +64,10 @@ const NAMES: [&str; 5] = [
 fn perf_map_lines_are_the_instances_addresses_and_sizes() {
     let jit = Jit::with_options(SET, resolve, options()).unwrap();
     let trace = sample(&jit);
-    let mut frame = Frame::default();
-    frame.counter = 3;
+    let mut frame = Frame {
+        counter: 3,
+        ..Frame::default()
+    };
     run(&trace, cpjit_runtime::InstanceId::from_index(0), &mut frame);
     assert_eq!(frame.helper_calls, 3, "the registered trace still runs");
 

@@ -81,10 +81,17 @@ impl std::fmt::Debug for Registration {
     }
 }
 
-pub(crate) fn register(arch: Arch, trace: &Trace, symbols: &[CodeSymbol<'_>]) -> Registration {
+/// Registers `trace` with its `symbols` and, if given, its unwind information (an
+/// `.eh_frame` section with absolute addresses).
+pub(crate) fn register(
+    arch: Arch,
+    trace: &Trace,
+    symbols: &[CodeSymbol<'_>],
+    eh_frame: Option<&[u8]>,
+) -> Registration {
     let range = trace.code_range();
-    let object =
-        elf_object(arch, range.start as u64, trace.code_bytes(), symbols).into_boxed_slice();
+    let code = trace.code_bytes();
+    let object = elf_object(arch, range.start as u64, code, symbols, eh_frame).into_boxed_slice();
     let entry = Box::into_raw(Box::new(JitCodeEntry {
         next: null_mut(),
         prev: null_mut(),
@@ -162,23 +169,55 @@ const ELF_HEADER: usize = 64;
 const SECTION_HEADER: usize = 64;
 const SYMBOL: usize = 24;
 
+/// One section header's fields (ELF64).
+#[derive(Default)]
+struct SectionHeader {
+    name: u32,
+    kind: u32,
+    flags: u64,
+    addr: u64,
+    offset: usize,
+    size: usize,
+    link: u32,
+    info: u32,
+    align: u64,
+    entsize: u64,
+}
+
+impl SectionHeader {
+    fn write(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.name.to_le_bytes());
+        o.extend_from_slice(&self.kind.to_le_bytes());
+        o.extend_from_slice(&self.flags.to_le_bytes());
+        o.extend_from_slice(&self.addr.to_le_bytes());
+        o.extend_from_slice(&(self.offset as u64).to_le_bytes());
+        o.extend_from_slice(&(self.size as u64).to_le_bytes());
+        o.extend_from_slice(&self.link.to_le_bytes());
+        o.extend_from_slice(&self.info.to_le_bytes());
+        o.extend_from_slice(&self.align.to_le_bytes());
+        o.extend_from_slice(&self.entsize.to_le_bytes());
+    }
+}
+
 /// A relocatable ELF64 little-endian object whose `.text` holds `code` at address `base`
 /// (sections of a JIT object carry their run-time addresses, as GDB expects) with one
 /// global function symbol per entry of `symbols` (at absolute addresses inside `.text`).
 ///
-/// Sections: null, `.text`, `.symtab`, `.strtab`, `.shstrtab`.
+/// Sections: null, `.text`, `.symtab`, `.strtab`, `.shstrtab`, and `.eh_frame` if given
+/// (GDB unwinds with it; its addresses are absolute, so where it lies does not matter).
 pub(crate) fn elf_object(
     arch: Arch,
     base: u64,
     code: &[u8],
     symbols: &[CodeSymbol<'_>],
+    eh_frame: Option<&[u8]>,
 ) -> Vec<u8> {
     let machine: u16 = match arch {
         Arch::X86_64 => 62,
         Arch::Aarch64 => 183,
     };
-    let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0";
-    let (text_name, symtab_name, strtab_name, shstrtab_name) = (1u32, 7u32, 15u32, 23u32);
+    let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.eh_frame\0";
+    let eh_frame = eh_frame.unwrap_or_default();
     let mut strtab = vec![0u8];
     let mut symtab = vec![0u8; SYMBOL]; // the null symbol
     for s in symbols {
@@ -193,13 +232,68 @@ pub(crate) fn elf_object(
         symtab.extend_from_slice(&(s.start - base).to_le_bytes());
         symtab.extend_from_slice(&s.size.to_le_bytes());
     }
-    // Layout: header, .text, .symtab (8-aligned), .strtab, .shstrtab, section headers.
-    let text_at = ELF_HEADER;
-    let symtab_at = (text_at + code.len()).next_multiple_of(8);
-    let strtab_at = symtab_at + symtab.len();
-    let shstrtab_at = strtab_at + strtab.len();
-    let sections_at = (shstrtab_at + shstrtab.len()).next_multiple_of(8);
-    let mut o = Vec::with_capacity(sections_at + 5 * SECTION_HEADER);
+    // Layout: header, .text, .symtab (8-aligned), .strtab, .shstrtab, .eh_frame
+    // (8-aligned), section headers.
+    let text = SectionHeader {
+        name: 1,
+        kind: SHT_PROGBITS,
+        flags: SHF_ALLOC | SHF_EXECINSTR,
+        addr: base,
+        offset: ELF_HEADER,
+        size: code.len(),
+        align: 16,
+        ..SectionHeader::default()
+    };
+    let symtab_header = SectionHeader {
+        name: 7,
+        kind: SHT_SYMTAB,
+        offset: (text.offset + code.len()).next_multiple_of(8),
+        size: symtab.len(),
+        link: 3,
+        info: 1,
+        align: 8,
+        entsize: SYMBOL as u64,
+        ..SectionHeader::default()
+    };
+    let strtab_header = SectionHeader {
+        name: 15,
+        kind: SHT_STRTAB,
+        offset: symtab_header.offset + symtab.len(),
+        size: strtab.len(),
+        align: 1,
+        ..SectionHeader::default()
+    };
+    let shstrtab_header = SectionHeader {
+        name: 23,
+        kind: SHT_STRTAB,
+        offset: strtab_header.offset + strtab.len(),
+        size: shstrtab.len(),
+        align: 1,
+        ..SectionHeader::default()
+    };
+    let eh_frame_header = SectionHeader {
+        name: 33,
+        kind: SHT_PROGBITS,
+        flags: SHF_ALLOC,
+        addr: eh_frame.as_ptr() as u64,
+        offset: (shstrtab_header.offset + shstrtab.len()).next_multiple_of(8),
+        size: eh_frame.len(),
+        align: 8,
+        ..SectionHeader::default()
+    };
+    let headers_at = (eh_frame_header.offset + eh_frame.len()).next_multiple_of(8);
+    let mut headers = vec![
+        SectionHeader::default(),
+        text,
+        symtab_header,
+        strtab_header,
+        shstrtab_header,
+    ];
+    if !eh_frame.is_empty() {
+        headers.push(eh_frame_header);
+    }
+
+    let mut o = Vec::with_capacity(headers_at + headers.len() * SECTION_HEADER);
     o.extend_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
     o.extend_from_slice(&[0; 8]);
     o.extend_from_slice(&1u16.to_le_bytes()); // ET_REL
@@ -207,86 +301,21 @@ pub(crate) fn elf_object(
     o.extend_from_slice(&1u32.to_le_bytes()); // EV_CURRENT
     o.extend_from_slice(&0u64.to_le_bytes()); // entry
     o.extend_from_slice(&0u64.to_le_bytes()); // phoff
-    o.extend_from_slice(&(sections_at as u64).to_le_bytes());
+    o.extend_from_slice(&(headers_at as u64).to_le_bytes());
     o.extend_from_slice(&0u32.to_le_bytes()); // flags
-    for half in [ELF_HEADER, 0, 0, SECTION_HEADER, 5, 4] {
+    for half in [ELF_HEADER, 0, 0, SECTION_HEADER, headers.len(), 4] {
         o.extend_from_slice(&(half as u16).to_le_bytes());
     }
-    o.extend_from_slice(code);
-    o.resize(symtab_at, 0);
-    o.extend_from_slice(&symtab);
-    o.extend_from_slice(&strtab);
-    o.extend_from_slice(shstrtab);
-    o.resize(sections_at, 0);
-    let mut section = |name: u32,
-                       kind: u32,
-                       flags: u64,
-                       addr: u64,
-                       at: usize,
-                       size: usize,
-                       link: u32,
-                       info: u32,
-                       align: u64,
-                       entsize: u64| {
-        o.extend_from_slice(&name.to_le_bytes());
-        o.extend_from_slice(&kind.to_le_bytes());
-        o.extend_from_slice(&flags.to_le_bytes());
-        o.extend_from_slice(&addr.to_le_bytes());
-        o.extend_from_slice(&(at as u64).to_le_bytes());
-        o.extend_from_slice(&(size as u64).to_le_bytes());
-        o.extend_from_slice(&link.to_le_bytes());
-        o.extend_from_slice(&info.to_le_bytes());
-        o.extend_from_slice(&align.to_le_bytes());
-        o.extend_from_slice(&entsize.to_le_bytes());
-    };
-    section(0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    section(
-        text_name,
-        SHT_PROGBITS,
-        SHF_ALLOC | SHF_EXECINSTR,
-        base,
-        text_at,
-        code.len(),
-        0,
-        0,
-        16,
-        0,
-    );
-    section(
-        symtab_name,
-        SHT_SYMTAB,
-        0,
-        0,
-        symtab_at,
-        symtab.len(),
-        3,
-        1,
-        8,
-        SYMBOL as u64,
-    );
-    section(
-        strtab_name,
-        SHT_STRTAB,
-        0,
-        0,
-        strtab_at,
-        strtab.len(),
-        0,
-        0,
-        1,
-        0,
-    );
-    section(
-        shstrtab_name,
-        SHT_STRTAB,
-        0,
-        0,
-        shstrtab_at,
-        shstrtab.len(),
-        0,
-        0,
-        1,
-        0,
-    );
+    for (h, bytes) in headers[1..]
+        .iter()
+        .zip([code, &symtab, &strtab, shstrtab, eh_frame])
+    {
+        o.resize(h.offset, 0);
+        o.extend_from_slice(bytes);
+    }
+    o.resize(headers_at, 0);
+    for h in &headers {
+        h.write(&mut o);
+    }
     o
 }

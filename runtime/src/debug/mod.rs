@@ -17,31 +17,39 @@
 pub mod gdb;
 mod listing;
 pub mod perf;
+pub mod unwind;
 
 use crate::jit::{Jit, JitOptions};
 use crate::patch::VENEER_SIZE;
 use crate::trace::{Trace, TraceBuilder};
 use crate::Error;
+use cpjit_model::StencilSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Which facilities a [`Jit`] feeds (copied from its [`JitOptions`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Which facilities a [`Jit`] feeds (from its [`JitOptions`]).
+#[derive(Debug, Default)]
 pub(crate) struct Options {
     pub perf_map: bool,
     pub jitdump: bool,
     pub gdb: bool,
     pub listing: bool,
+    /// Each stencil's CFA program, by stencil index, if unwind info is registered.
+    pub unwind: Option<Box<[Box<[u8]>]>>,
 }
 
 impl Options {
     /// The options of `o`, after opening the process-wide output files they need, so that
     /// a path or platform problem is reported by `Jit::with_options`, not by a later trace.
-    pub(crate) fn open(o: &JitOptions) -> Result<Options, Error> {
+    pub(crate) fn open(o: &JitOptions, set: &StencilSet<'_>) -> Result<Options, Error> {
         let options = Options {
             perf_map: o.perf_map,
             jitdump: o.jitdump,
             gdb: o.gdb,
             listing: o.listing,
+            unwind: o
+                .unwind
+                .map(|frames| unwind::compile(set, frames))
+                .transpose()?,
         };
         if options.perf_map {
             perf::open_map()?;
@@ -53,7 +61,7 @@ impl Options {
     }
 
     fn any(&self) -> bool {
-        self.perf_map || self.jitdump || self.gdb || self.listing
+        self.perf_map || self.jitdump || self.gdb || self.listing || self.unwind.is_some()
     }
 }
 
@@ -65,6 +73,10 @@ pub(crate) struct TraceDebug {
     /// Unregisters the trace from GDB when dropped (never read otherwise).
     #[allow(dead_code)]
     pub gdb: Option<gdb::Registration>,
+    /// Deregisters the trace's unwind information when dropped (after GDB's object,
+    /// which shows the same bytes).
+    #[allow(dead_code)]
+    pub unwind: Option<unwind::Registration>,
 }
 
 /// A named piece of a trace's code, at its executable address: `trace<trace>:<what>`
@@ -92,7 +104,7 @@ pub(crate) fn register(
     b: &TraceBuilder<'_, '_>,
     trace: &Trace,
 ) -> Result<Option<Box<TraceDebug>>, Error> {
-    let options = b.jit.debug;
+    let options = &b.jit.debug;
     if !options.any() {
         return Ok(None);
     }
@@ -104,11 +116,50 @@ pub(crate) fn register(
     if options.jitdump {
         perf::write_jitdump(&symbols)?;
     }
-    let gdb = options
-        .gdb
-        .then(|| gdb::register(b.jit.set.arch, trace, &symbols));
+    let unwind = options
+        .unwind
+        .as_ref()
+        .map(|programs| unwind::Registration::new(eh_frame(b, &symbols, programs)));
+    let gdb = options.gdb.then(|| {
+        let eh_frame = unwind.as_ref().map(|u| u.bytes());
+        gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
+    });
     let listing = options.listing.then(|| listing::listing(b, trace, id));
-    Ok(Some(Box::new(TraceDebug { id, listing, gdb })))
+    Ok(Some(Box::new(TraceDebug {
+        id,
+        listing,
+        gdb,
+        unwind,
+    })))
+}
+
+/// The trace's `.eh_frame`: each instance with its stencil's CFA program, covering the
+/// padding after it (run at depth 0); the tail jump and veneers at depth 0.
+fn eh_frame(
+    b: &TraceBuilder<'_, '_>,
+    symbols: &[CodeSymbol<'_>],
+    programs: &[Box<[u8]>],
+) -> Vec<u8> {
+    let n = b.instances.len();
+    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len());
+    for (i, inst) in b.instances.iter().enumerate() {
+        let start = symbols[i].start;
+        let end = match symbols.get(i + 1) {
+            Some(next) if i + 1 < n => next.start,
+            _ => start + symbols[i].size,
+        };
+        ranges.push(unwind::Range {
+            start,
+            len: end - start,
+            program: &programs[inst.stencil as usize],
+        });
+    }
+    ranges.extend(symbols[n..].iter().map(|s| unwind::Range {
+        start: s.start,
+        len: s.size,
+        program: &[],
+    }));
+    unwind::eh_frame(&ranges)
 }
 
 /// One symbol per instance (its stencil's bytes, without the alignment padding before the
