@@ -1,7 +1,7 @@
 //! What each debugging/profiling option costs when stitching, measured rather than
 //! asserted: ns per stencil instance for `push` + `finish` of a 100-instance trace of the
 //! hand-written test stencils, with every option off, then each one on (and all on).
-//! Modes alternate within each round (off, perf map, jitdump, gdb, listing, all, off, …) so
+//! Modes alternate within each round (off, perf map, jitdump, gdb, listing, unwind, all, …) so
 //! that a change of machine load moves all of them; the report gives median (min–max).
 //!
 //! `cargo bench -p cpjit-runtime --bench debug_cost [-- ROUNDS]`. Linux only (the perf
@@ -11,6 +11,9 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[cfg(target_arch = "x86_64")]
+#[path = "../tests/debug_frames/mod.rs"]
+mod debug_frames;
 
 use cpjit_runtime::debug::perf;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
@@ -47,7 +50,11 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(15);
     let off = JitOptions::default();
-    let modes: [(&str, JitOptions); 6] = [
+    #[cfg(target_arch = "x86_64")]
+    let frames = Some(debug_frames::FRAMES);
+    #[cfg(not(target_arch = "x86_64"))]
+    let frames = None;
+    let modes: [(&str, JitOptions); 7] = [
         ("off", off),
         (
             "perf_map",
@@ -72,12 +79,20 @@ fn main() {
             },
         ),
         (
+            "unwind",
+            JitOptions {
+                unwind: frames,
+                ..off
+            },
+        ),
+        (
             "all",
             JitOptions {
                 perf_map: true,
                 jitdump: true,
                 gdb: true,
                 listing: true,
+                unwind: frames,
                 ..off
             },
         ),
