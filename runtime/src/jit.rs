@@ -35,7 +35,7 @@ pub struct JitOptions {
     /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
     /// default.
     pub listing: bool,
-    /// Register unwind information for every trace (x86-64 Linux), built from these frame
+    /// Register unwind information for every trace (Linux), built from these frame
     /// layouts, one per stencil of the set ([`debug::unwind`](crate::debug::unwind)), so
     /// that debuggers and `std::backtrace` walk through JIT code. Off (`None`) by default.
     pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,

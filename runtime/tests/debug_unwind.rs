@@ -1,9 +1,12 @@
-//! Unwinding through stitched code (x86-64 Linux): with `JitOptions::unwind`, a backtrace
+//! Unwinding through stitched code (Linux, x86-64 natively and AArch64 under qemu): with `JitOptions::unwind`, a backtrace
 //! taken in a helper called from a trace reaches the Rust frames that entered the trace,
 //! and a panic in such a helper unwinds through the trace to `catch_unwind` with the
 //! caller's callee-saved registers intact. Without it, the backtrace stops in the trace.
 //! The test stencils' frame layouts are checked against llvm-mc-19's decoding.
-#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 
 mod common;
 mod debug_frames;
@@ -123,12 +126,12 @@ fn frame_layouts_match_the_stencils_instructions() {
     for s in SET.stencils {
         let hex: Vec<String> = s.code.iter().map(|b| format!("0x{b:02x}")).collect();
         let out = std::process::Command::new("llvm-mc-19")
-            .args([
-                "--disassemble",
-                "-triple=x86_64",
-                "--output-asm-variant=1",
-                "--show-encoding",
-            ])
+            .args(["--disassemble", "--show-encoding", "--print-imm-hex"])
+            .args(if cfg!(target_arch = "x86_64") {
+                ["-triple=x86_64", "--output-asm-variant=1"]
+            } else {
+                ["-triple=aarch64", "--output-asm-variant=0"]
+            })
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -145,18 +148,28 @@ fn frame_layouts_match_the_stencils_instructions() {
         let (mut at, mut depth) = (0u32, 0u32);
         let mut steps = Vec::new();
         for line in text.lines().filter(|l| l.contains("encoding:")) {
-            let (asm, enc) = line.split_once("# encoding: [").unwrap();
+            let (asm, enc) = line.split_once("encoding: [").unwrap();
+            let asm = asm.trim_end().trim_end_matches(['#', '/']);
             let len = enc.split(']').next().unwrap().split(',').count() as u32;
             let words: Vec<&str> = asm
                 .split([' ', '\t', ','])
                 .filter(|w| !w.is_empty())
                 .collect();
             let new_depth = match words.as_slice() {
+                // x86-64
                 ["push", _] => depth + 8,
                 ["pop", _] => depth - 8,
                 ["sub", "rsp", n] => depth + parse(n),
                 ["add", "rsp", n] => depth - parse(n),
                 [_, "rsp", ..] => panic!("{}: unmodelled stack-pointer write `{asm}`", s.name),
+                // AArch64: pre-indexed stores and post-indexed loads on sp
+                ["stp" | "str", .., "[sp", n] if n.ends_with("]!") => {
+                    depth + parse(&n[1..n.len() - 2].replace('-', ""))
+                }
+                ["ldp" | "ldr", .., "[sp]", n] => depth - parse(&n[1..]),
+                ["sub", "sp", "sp", n] => depth + parse(&n[1..]),
+                ["add", "sp", "sp", n] => depth - parse(&n[1..]),
+                [_, "sp", ..] => panic!("{}: unmodelled stack-pointer write `{asm}`", s.name),
                 _ => depth,
             };
             at += len;

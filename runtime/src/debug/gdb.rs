@@ -1,7 +1,7 @@
 //! The GDB JIT interface: each registered trace becomes a small in-memory ELF object (its
 //! code as `.text` at the trace's address, one function symbol per instance) linked into
 //! `__jit_debug_descriptor`'s list, and `__jit_debug_register_code` is called, where GDB
-//! keeps a breakpoint, to make it read the object. Dropping the [`Registration`] unlinks
+//! keeps a breakpoint, to make it read the object. Dropping the `Registration` unlinks
 //! it the same way. All list changes happen under one process-wide mutex, as the protocol
 //! requires (the descriptor is a single global that GDB reads while the process is
 //! stopped in `__jit_debug_register_code`).

@@ -5,8 +5,10 @@
 //!   and the jitdump file (`jit-<pid>.dump`, code bytes included, for `perf inject --jit`);
 //! - [`gdb`]: the GDB JIT interface (`__jit_debug_register_code`), one in-memory ELF
 //!   object per trace with a symbol per instance, unregistered when the trace is dropped;
-//! - [`listing`]: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
-//!   names and every hole's value.
+//! - `listing`: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
+//!   names and every hole's value;
+//! - [`unwind`]: DWARF unwind information per instance, registered with the unwinder and
+//!   given to GDB, from per-stencil frame layouts.
 //!
 //! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
 //! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to

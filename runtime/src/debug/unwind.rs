@@ -1,37 +1,35 @@
-//! Unwind information for stitched code (x86-64 Linux): one DWARF CIE and one FDE per
-//! instance, registered with the platform unwinder (`__register_frame`, libgcc's, which
-//! Rust's std uses for backtraces and panics) and put into the GDB object's `.eh_frame`,
-//! so that a debugger or `std::backtrace::Backtrace` walks from a helper through the
-//! trace to the Rust code that entered it.
+//! Unwind information for stitched code (Linux, x86-64 and AArch64): one DWARF CIE and one
+//! FDE per instance, registered with the platform unwinder (`__register_frame`, libgcc's,
+//! which Rust's std uses for backtraces and panics) and put into the GDB object's
+//! `.eh_frame`, so that a debugger or `std::backtrace::Backtrace` walks from a helper
+//! through the trace to the Rust code that entered it, and a panic unwinds through it.
 //!
 //! # The frame model
 //!
-//! Ops are entered with the stack pointer at the return address into the entry shim (the
-//! shim called the first op; ops jump to each other) and leave it there; the shim is an
-//! ordinary function called from native code. So every instance, shim included, has
-//! `CFA = rsp + 8 + depth(pc)` with the return address at `CFA - 8`, where `depth` is what
-//! the instance itself has pushed at `pc`. An op's caller is thus the shim (at its return
-//! address), and the shim's caller is the Rust code. `rbp` is never written by ops (the
-//! `preserve_none` convention keeps it) and stays the caller's.
+//! Ops are entered with the stack pointer where the shim's call left it (x86-64: at the
+//! return address into the shim; AArch64: the return address is in `x30`), jump to each
+//! other, and leave the stack pointer there; the shim is an ordinary function called from
+//! native code. So every instance, shim included, has `CFA = sp + entry + depth(pc)`
+//! (`entry` = 8 on x86-64, 0 on AArch64), where `depth` is what the instance itself has
+//! pushed at `pc`; the return address is at `CFA - 8` (x86-64) or in `x30` unless saved.
+//! An op's caller is thus the shim (at its return address), and the shim's caller is the
+//! Rust code. `rbp` (x86-64) is never written by `preserve_none` ops and stays the caller's.
 //!
-//! `depth` comes from each stencil's [`StencilFrame`], given by the caller in
-//! [`JitOptions::unwind`](crate::JitOptions::unwind): the runtime does not decode
-//! instructions. (The toolchain, which disassembles every stencil, is where these should
-//! be computed and emitted into the generated crates.) Padding, the tail jump and veneers
-//! run at depth 0.
-//!
-//! Registers the shim saves are not described: unwinding yields the right frames (CFA,
-//! return address, `rbp`), but a debugger shows stale values of `rbx`, `r12`–`r15` in the
-//! frames above the trace.
+//! `depth` and the register saves come from each stencil's [`StencilFrame`], given by the
+//! caller in [`JitOptions::unwind`](crate::JitOptions::unwind): the runtime does not decode
+//! instructions. The toolchain, which disassembles every stencil (or could keep the
+//! templates' own CFI), is where these should be computed and emitted into the generated
+//! crates. Padding, the tail jump and veneers run at depth 0.
 //!
 //! # Other platforms
 //!
-//! AArch64 needs a second rule per step (where `x30` is saved, since the return address
-//! is in a register at op entry); macOS's libunwind `__register_frame` takes one FDE per
-//! call rather than a section; Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries
-//! per instance registered with `RtlAddGrowableFunctionTable` (and removed with
-//! `RtlDeleteGrowableFunctionTable`) — the same depths, encoded as `UWOP_ALLOC_SMALL`/
-//! `UWOP_PUSH_NONVOL` codes. None of these are implemented yet: the option is refused there.
+//! macOS's libunwind `__register_frame` takes one FDE per call rather than a section (and
+//! LLDB reads the GDB object). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries per
+//! instance registered with `RtlAddGrowableFunctionTable` (removed with
+//! `RtlDeleteGrowableFunctionTable`) — the same depths and saves, encoded as
+//! `UWOP_ALLOC_SMALL`/`UWOP_PUSH_NONVOL` codes, which must describe a prologue at the start
+//! of the function, so ops that push mid-body need one function entry per depth range.
+//! Neither is implemented: the option is refused there.
 
 use crate::Error;
 use cpjit_model::StencilSet;
@@ -44,17 +42,44 @@ pub struct FrameStep {
     pub depth: u32,
 }
 
+/// A register the stencil saved for its caller (the shim's callee-saved registers, and on
+/// AArch64 the link register `x30` holding the return address): for code offsets in
+/// `from..to` its caller's value is at `depth` bytes below the entry stack pointer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Save {
+    /// DWARF register number (x86-64: rbx 3, r12–r15 12–15; AArch64: x0–x30 0–30).
+    pub register: u8,
+    pub depth: u32,
+    pub from: u32,
+    pub to: u32,
+}
+
 /// How one stencil moves the stack pointer: its steps, by increasing offset (depth 0
-/// before the first), and the registers it saves for its caller (the shim's callee-saved
-/// registers), each as `(DWARF register number, depth)`: saved at `depth` below the
-/// entry stack pointer, valid while the stencil's depth is at least that (a push/pop
-/// pair). Without them, unwinding finds the right frames, but a panic caught above the
-/// trace would resume with the trace's values in those registers.
+/// before the first), and the registers it saves. Without the saves, unwinding finds the
+/// right frames on x86-64, but a panic caught above the trace would resume with the
+/// trace's values in those registers (and on AArch64 the return address is lost once an
+/// op has called a helper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StencilFrame<'a> {
     pub stencil: &'a str,
     pub steps: &'a [FrameStep],
-    pub saves: &'a [(u8, u32)],
+    pub saves: &'a [Save],
+}
+
+/// The host's unwind facts: the stack pointer's and the return address's DWARF numbers,
+/// and where the CFA is relative to the stack pointer at entry (x86-64: above the pushed
+/// return address; AArch64: the return address is in `x30`).
+#[cfg(target_arch = "aarch64")]
+mod host {
+    pub const SP: u8 = 31;
+    pub const RA: u8 = 30;
+    pub const ENTRY_CFA: u32 = 0;
+}
+#[cfg(not(target_arch = "aarch64"))]
+mod host {
+    pub const SP: u8 = 7;
+    pub const RA: u8 = 16;
+    pub const ENTRY_CFA: u32 = 8;
 }
 
 const DW_CFA_ADVANCE_LOC: u8 = 0x40;
@@ -65,8 +90,6 @@ const DW_CFA_DEF_CFA: u8 = 0x0c;
 const DW_CFA_DEF_CFA_OFFSET: u8 = 0x0e;
 const DW_CFA_OFFSET: u8 = 0x80;
 const DW_CFA_RESTORE: u8 = 0xc0;
-const X86_64_RSP: u8 = 7;
-const X86_64_RA: u8 = 16;
 
 /// Each stencil's CFA program (by stencil index), checked against the set.
 pub(crate) fn compile(
@@ -77,9 +100,12 @@ pub(crate) fn compile(
         stencil: "(unwind frames)".into(),
         reason,
     };
-    if !cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+    if !cfg!(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )) {
         return Err(unsupported(format!(
-            "unwind registration is implemented for x86-64 Linux only, not {}-{}",
+            "unwind registration is implemented for Linux on x86-64 and AArch64, not {}-{}",
             std::env::consts::ARCH,
             std::env::consts::OS
         )));
@@ -94,54 +120,7 @@ pub(crate) fn compile(
             stencil: s.name.to_string(),
             reason: format!("frame layout: {reason}"),
         };
-        if let Some(&(reg, depth)) = f.saves.iter().find(|&&(reg, depth)| {
-            reg >= 64 || reg == X86_64_RSP || reg == X86_64_RA || depth == 0 || depth % 8 != 0
-        }) {
-            return Err(invalid(format!(
-                "save of DWARF register {reg} at depth {depth}: not a general register saved at a positive multiple of 8"
-            )));
-        }
-        let mut program = Vec::new();
-        let mut at = 0u32;
-        let mut depth = 0u32;
-        for (k, step) in f.steps.iter().enumerate() {
-            if (k > 0 && step.offset <= at) || step.offset as usize >= s.code.len() {
-                return Err(invalid(format!(
-                    "step {k} at offset {:#x} is not after the previous one and inside the {} code bytes",
-                    step.offset,
-                    s.code.len()
-                )));
-            }
-            if step.depth % 8 != 0 {
-                return Err(invalid(format!(
-                    "step {k} has depth {}, not a multiple of 8",
-                    step.depth
-                )));
-            }
-            advance(&mut program, step.offset - at);
-            program.push(DW_CFA_DEF_CFA_OFFSET);
-            uleb(&mut program, 8 + step.depth as u64);
-            for &(reg, saved_at) in f.saves {
-                match (saved_at <= depth, saved_at <= step.depth) {
-                    (false, true) => {
-                        program.push(DW_CFA_OFFSET | reg);
-                        uleb(&mut program, (8 + saved_at as u64) / 8);
-                    }
-                    (true, false) => program.push(DW_CFA_RESTORE | reg),
-                    _ => {}
-                }
-            }
-            at = step.offset;
-            depth = step.depth;
-        }
-        if let Some(last) = f.steps.last() {
-            if last.depth != 0 && s.falls_through {
-                return Err(invalid(format!(
-                    "ends at depth {} but falls through to the next instance (depth 0)",
-                    last.depth
-                )));
-            }
-        }
+        let program = cfa_program(f, s.code.len() as u32, s.falls_through).map_err(invalid)?;
         programs[index] = Some(program.into_boxed_slice());
     }
     programs
@@ -154,6 +133,66 @@ pub(crate) fn compile(
             })
         })
         .collect()
+}
+
+/// The CFA program of one stencil: at each offset where the depth changes or a save
+/// starts or ends, in offset order.
+fn cfa_program(f: &StencilFrame<'_>, len: u32, falls_through: bool) -> Result<Vec<u8>, String> {
+    let mut at = 0u32;
+    for (k, step) in f.steps.iter().enumerate() {
+        if (k > 0 && step.offset <= at) || step.offset >= len || step.depth % 8 != 0 {
+            return Err(format!(
+                "step {k} (offset {:#x}, depth {}) is not after the previous one, inside the {len} code bytes, at a multiple of 8",
+                step.offset, step.depth
+            ));
+        }
+        at = step.offset;
+    }
+    if falls_through && f.steps.last().is_some_and(|s| s.depth != 0) {
+        return Err(
+            "ends below its entry stack pointer but falls through to the next instance".into(),
+        );
+    }
+    for save in f.saves {
+        let r = save.register;
+        if r >= 64
+            || r == host::SP
+            || (r == host::RA && host::ENTRY_CFA != 0)
+            || save.depth == 0
+            || save.depth % 8 != 0
+            || save.from >= save.to
+            || save.to > len
+        {
+            return Err(format!(
+                "save of DWARF register {r} at depth {} for {:#x}..{:#x}: not a general register saved at a positive multiple of 8 for a range inside the code",
+                save.depth, save.from, save.to
+            ));
+        }
+    }
+    // Events by offset: depth changes, then save starts/ends at the same offset.
+    let mut offsets: Vec<u32> = f.steps.iter().map(|s| s.offset).collect();
+    offsets.extend(f.saves.iter().flat_map(|s| [s.from, s.to]));
+    offsets.sort_unstable();
+    offsets.dedup();
+    let mut program = Vec::new();
+    let mut at = 0u32;
+    for offset in offsets.into_iter().filter(|&o| o < len) {
+        advance(&mut program, offset - at);
+        at = offset;
+        if let Some(step) = f.steps.iter().find(|s| s.offset == offset) {
+            program.push(DW_CFA_DEF_CFA_OFFSET);
+            uleb(&mut program, (host::ENTRY_CFA + step.depth) as u64);
+        }
+        for save in f.saves {
+            if save.from == offset {
+                program.push(DW_CFA_OFFSET | save.register);
+                uleb(&mut program, ((host::ENTRY_CFA + save.depth) / 8) as u64);
+            } else if save.to == offset {
+                program.push(DW_CFA_RESTORE | save.register);
+            }
+        }
+    }
+    Ok(program)
 }
 
 fn advance(program: &mut Vec<u8>, delta: u32) {
@@ -191,14 +230,19 @@ pub(crate) struct Range<'p> {
     pub program: &'p [u8],
 }
 
-/// An `.eh_frame` section: one CIE (`CFA = rsp + 8`, return address at `CFA - 8`,
-/// absolute 8-byte addresses), one FDE per range, and the zero terminator.
+/// An `.eh_frame` section: one CIE (x86-64: `CFA = rsp + 8`, return address at `CFA - 8`;
+/// AArch64: `CFA = sp`, return address in `x30`; absolute 8-byte addresses), one FDE per
+/// range, and the zero terminator.
 pub(crate) fn eh_frame(ranges: &[Range<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + ranges.len() * 40);
     // CIE: length, id 0, version 1, "zR", code align 1, data align -8, RA register,
     // augmentation data (FDE pointer encoding: absolute), initial instructions.
-    let mut cie = vec![0, 0, 0, 0, 1, b'z', b'R', 0, 1, 0x78, X86_64_RA, 1, 0x00];
-    cie.extend_from_slice(&[DW_CFA_DEF_CFA, X86_64_RSP, 8, DW_CFA_OFFSET | X86_64_RA, 1]);
+    let mut cie = vec![0, 0, 0, 0, 1, b'z', b'R', 0, 1, 0x78, host::RA, 1, 0x00];
+    cie.extend_from_slice(&[DW_CFA_DEF_CFA, host::SP, host::ENTRY_CFA as u8]);
+    if host::ENTRY_CFA != 0 {
+        // x86-64: the return address was pushed by the call.
+        cie.extend_from_slice(&[DW_CFA_OFFSET | host::RA, 1]);
+    }
     entry(&mut out, &cie);
     for r in ranges {
         let mut fde = Vec::with_capacity(24 + r.program.len());
@@ -222,7 +266,10 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
     out.resize(out.len() + len - body.len(), 0);
 }
 
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 extern "C" {
     fn __register_frame(begin: *const u8);
     fn __deregister_frame(begin: *const u8);
@@ -238,7 +285,10 @@ impl Registration {
         let section = section.into_boxed_slice();
         // SAFETY: a well-formed, terminated .eh_frame that lives (unmoved) until
         // deregistered in `drop`.
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
         unsafe {
             __register_frame(section.as_ptr())
         };
@@ -253,7 +303,10 @@ impl Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         // SAFETY: registered in `new` with this pointer.
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
         unsafe {
             __deregister_frame(self.section.as_ptr())
         };
