@@ -41,7 +41,7 @@ pub struct JitDescriptor {
 const JIT_REGISTER_FN: u32 = 1;
 const JIT_UNREGISTER_FN: u32 = 2;
 
-/// Read by GDB; changed only under [`LOCK`].
+/// Read by GDB; changed only under `LOCK`.
 #[no_mangle]
 #[used]
 pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
