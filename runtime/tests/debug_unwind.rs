@@ -192,3 +192,62 @@ fn parse(n: &str) -> u32 {
         None => n.parse().unwrap(),
     }
 }
+
+#[test]
+fn bad_frame_layouts_are_refused_naming_the_stencil() {
+    use cpjit_runtime::debug::unwind::{FrameStep, StencilFrame};
+    let try_frames = |frames: &'static [StencilFrame<'static>]| {
+        let options = JitOptions {
+            unwind: Some(frames),
+            ..JitOptions::default()
+        };
+        Jit::with_options(SET, common::resolve, options)
+            .err()
+            .expect("refused")
+            .to_string()
+    };
+    // A stencil without a layout.
+    let missing: &'static [StencilFrame<'static>] = Box::leak(
+        FRAMES
+            .iter()
+            .filter(|f| f.stencil != "op_return")
+            .copied()
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let e = try_frames(missing);
+    assert!(
+        e.contains("op_return") && e.contains("no frame layout"),
+        "{e}"
+    );
+    // A step past the stencil's code, and an op left below its entry stack pointer.
+    for (steps, what) in [
+        (
+            &[FrameStep {
+                offset: 0x1000,
+                depth: 8,
+            }][..],
+            "inside the",
+        ),
+        (
+            &[FrameStep {
+                offset: 1,
+                depth: 8,
+            }][..],
+            "falls through",
+        ),
+    ] {
+        let bad: &'static [StencilFrame<'static>] = Box::leak(
+            FRAMES
+                .iter()
+                .map(|f| match f.stencil {
+                    "op_load_got" => StencilFrame { steps, ..*f },
+                    _ => *f,
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let e = try_frames(bad);
+        assert!(e.contains("op_load_got") && e.contains(what), "{e}");
+    }
+}
