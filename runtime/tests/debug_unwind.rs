@@ -202,8 +202,7 @@ fn bad_frame_layouts_are_refused_naming_the_stencil() {
             ..JitOptions::default()
         };
         Jit::with_options(SET, common::resolve, options)
-            .err()
-            .expect("refused")
+            .expect_err("refused")
             .to_string()
     };
     // A stencil without a layout.
