@@ -81,6 +81,9 @@ pub struct Config {
     pub perf_map: bool,
     /// Copy-and-patch traces are registered with GDB's JIT interface (`run --gdb`).
     pub gdb: bool,
+    /// Copy-and-patch traces go to the jitdump file `jit-<pid>.dump` for `perf inject
+    /// --jit` (`run --jitdump`).
+    pub jitdump: bool,
     /// Testing: make every compile fail, as if the JIT rejected the trace.
     pub fail_compiles: bool,
     /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
@@ -99,6 +102,7 @@ impl Config {
             listing: self.dump_traces,
             perf_map: self.perf_map,
             gdb: self.gdb,
+            jitdump: self.jitdump,
             ..cpjit_runtime::JitOptions::default()
         }
     }
@@ -117,6 +121,7 @@ impl Default for Config {
             dump_traces: false,
             perf_map: false,
             gdb: false,
+            jitdump: false,
             fail_compiles: false,
             compiler: None,
         }

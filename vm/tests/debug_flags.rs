@@ -71,3 +71,64 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
         "frame #1 should be an op_CALL instance:\n{text}"
     );
 }
+
+/// `perf record` → `perf inject --jit` → `perf report` attributes samples in stitched code
+/// to `trace<N>:<stencil>` (through the jitdump file). Skipped, saying so, where `perf`
+/// cannot record (not installed, or no permission for a software clock event).
+#[test]
+fn perf_inject_names_stitched_code_by_stencil() {
+    let dir = std::env::temp_dir().join(format!("cpjit-perf-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("perf.data");
+    let record = Command::new("perf")
+        .args(["record", "-k", "mono", "-e", "cpu-clock", "-o"])
+        .arg(&data)
+        .args(["--", VM, "run", "../examples/mandelbrot.vm", "--jitdump"])
+        .env("HOME", &dir) // perf inject writes its jitted-*.so files under $HOME/.debug
+        .env("TMPDIR", &dir) // where the VM writes jit-<pid>.dump
+        .output();
+    match record {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            eprintln!(
+                "skipped: perf record failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no perf ({e})");
+            return;
+        }
+    }
+    let injected = dir.join("perf.jit.data");
+    let inject = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(&injected)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        inject.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inject.stderr)
+    );
+    let report = Command::new("perf")
+        .args(["report", "--stdio", "--sort", "symbol", "-i"])
+        .arg(&injected)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    let stencil_lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("[.] trace") && l.contains(":op_"))
+        .count();
+    assert!(
+        stencil_lines >= 3,
+        "samples in stitched code should be named trace<N>:op_…:\n{text}"
+    );
+}
