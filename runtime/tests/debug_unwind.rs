@@ -250,3 +250,25 @@ fn bad_frame_layouts_are_refused_naming_the_stencil() {
         assert!(e.contains("op_load_got") && e.contains(what), "{e}");
     }
 }
+
+#[test]
+fn unwind_registrations_from_several_threads_come_and_go() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let jit = jit(capturing_helper as *const () as usize, true);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let t = helper_trace(&jit, "op_call_got");
+                    drop(t);
+                }
+            });
+        }
+    });
+    // After 400 registrations and deregistrations (whose code ranges were reused), a
+    // backtrace through a fresh trace still finds its frames and its caller.
+    let trace = helper_trace(&jit, "op_call_helper");
+    assert_eq!(unwind_test_enter(&trace), 1005);
+    let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
+    assert!(bt.contains("unwind_test_enter"), "{bt}");
+}
