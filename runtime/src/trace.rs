@@ -243,10 +243,11 @@ impl Trace {
 
 impl Drop for Trace {
     fn drop(&mut self) {
-        self.debug = None; // unregistered before the code is trapped and reused
-                           // Fill the freed code with traps so that a stale pointer into it faults instead of
-                           // running whatever is stitched there next. If no window can be mapped (out of
-                           // memory), the bytes stay until the next trace overwrites them.
+        // Unregistered from debuggers and profilers before the code is trapped and reused.
+        self.debug = None;
+        // Fill the freed code with traps so that a stale pointer into it faults instead of
+        // running whatever is stitched there next. If no window can be mapped (out of
+        // memory), the bytes stay until the next trace overwrites them.
         if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
             writer.bytes().fill(self.trap);
             let _ = writer.publish();

@@ -227,8 +227,9 @@ pub(crate) fn elf_object(
         symtab.extend_from_slice(&name.to_le_bytes());
         symtab.push((STB_GLOBAL << 4) | STT_FUNC);
         symtab.push(0);
-        symtab.extend_from_slice(&1u16.to_le_bytes()); // .text
-                                                       // In a relocatable object a symbol's value is its offset in its section.
+        // Section .text (1); in a relocatable object a symbol's value is its offset in
+        // its section.
+        symtab.extend_from_slice(&1u16.to_le_bytes());
         symtab.extend_from_slice(&(s.start - base).to_le_bytes());
         symtab.extend_from_slice(&s.size.to_le_bytes());
     }
