@@ -9,7 +9,7 @@ set -euo pipefail
 PACKAGES=(
   clang-19 lld-19 llvm-19 llvm-19-dev libpolly-19-dev libzstd-dev zlib1g-dev
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-  mingw-w64 wine wine64
+  mingw-w64 wine wine64 gdb
 )
 RUST_TARGETS=(
   aarch64-unknown-linux-gnu x86_64-pc-windows-gnu

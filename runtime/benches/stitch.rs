@@ -1,75 +1,244 @@
-//! Stitching speed: nanoseconds per stencil instance for traces of 10, 100 and 1,000
-//! instances of the hand-written test stencils, and patches per second. A plain timing
-//! loop (no harness): `cargo bench -p cpjit-runtime --bench stitch`.
+//! Stitching speed, measured rather than asserted: nanoseconds per stencil instance for
+//! `push` + `finish` of straight traces (10, 100, 1,000 and 10,000 instances) with a warm
+//! arena, next to a plain `memcpy` of the same number of code bytes timed in the same
+//! rounds. Modes alternate run by run (stitch, memcpy, stitch, memcpy …) so that a change of
+//! machine load moves both; the report gives median and min–max per mode and the median
+//! ratio of the pairs. Traces are dropped after the clock stops.
+//!
+//! `cargo bench -p cpjit-runtime --bench stitch [-- ROUNDS [INSTANCES]]` (one size only when
+//! `INSTANCES` is given, e.g. under `valgrind --tool=callgrind`).
+//!
+//! On x86_64 Linux it stitches the generated stencil set's test ops
+//! (`templates/testing/holes.c`) in the bench's own `straight` recipe (`bench/src/
+//! workload.rs`), so that figures compare with `cargo xtask bench --only stitch`; elsewhere
+//! the runtime's hand-written test stencils.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
 
-use common::{resolve, SET};
-use cpjit_runtime::{Jit, Target};
+use cpjit_runtime::model::StencilSet;
+use cpjit_runtime::{InstanceId, Jit, Target, Trace};
 use std::hint::black_box;
 use std::time::Instant;
 
-/// A trace of `n` instances mixing GOT operands, a helper call, data and a loop branch.
-fn build(jit: &Jit<'_>, n: usize) -> cpjit_runtime::Trace {
-    let mut t = jit.trace();
-    t.push_shim().unwrap();
-    let top = t.push_named("op_load_got", &[1], &[]).unwrap();
-    while t.len() < n - 1 {
-        let i = t.len() as u64;
-        match i % 4 {
-            0 => t.push_named("op_add_got", &[i, i + 1], &[]).unwrap(),
-            1 => t.push_named("op_call_helper", &[], &[]).unwrap(),
-            2 => t.push_named("op_data_counter", &[], &[]).unwrap(),
-            _ => t
-                .push_named("op_dec_jump_nz", &[], &[Target::Instance(top)])
-                .unwrap(),
-        };
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[allow(unused_attributes, dead_code, clippy::all)]
+#[path = "../../stencils/x86_64-unknown-linux-gnu/src/lib.rs"]
+mod generated;
+
+/// One pushed instance: stencil index, operands, jump targets (instance indices).
+struct Step {
+    stencil: usize,
+    operands: Vec<u64>,
+    targets: Vec<Target>,
+}
+
+/// The workload: a stencil set, its symbols and a recipe for a straight trace of `n`.
+struct Workload {
+    set: &'static StencilSet<'static>,
+    resolve: fn(&str) -> Option<u64>,
+    straight: fn(&StencilSet<'_>, usize) -> Vec<Step>,
+}
+
+fn step(set: &StencilSet<'_>, name: &str, operands: &[u64], targets: &[usize]) -> Step {
+    Step {
+        stencil: set
+            .index_of(name)
+            .unwrap_or_else(|| panic!("no stencil {name}")),
+        operands: operands.to_vec(),
+        targets: targets
+            .iter()
+            .map(|&t| Target::Instance(InstanceId::from_index(t)))
+            .collect(),
     }
-    t.push_named("op_return", &[], &[]).unwrap();
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod workload {
+    use super::*;
+
+    extern "C" fn cpjit_test_mul_add(a: i64, b: i64, c: i64) -> i64 {
+        a.wrapping_mul(b).wrapping_add(c)
+    }
+
+    fn resolve(name: &str) -> Option<u64> {
+        (name == "cpjit_test_mul_add").then_some(cpjit_test_mul_add as *const () as u64)
+    }
+
+    /// `bench/src/workload.rs::straight`, as stencil indices.
+    fn straight(set: &StencilSet<'_>, n: usize) -> Vec<Step> {
+        let mut v = vec![
+            step(set, "cpjit_entry", &[], &[]),
+            step(set, "op_test_push", &[0], &[]),
+        ];
+        let mut k = 0u64;
+        while v.len() < n - 1 {
+            let room = n - 1 - v.len();
+            let at = v.len();
+            let group = match k % 3 {
+                0 => vec![
+                    step(set, "op_test_push2", &[k, k + 1], &[]),
+                    step(set, "op_test_add", &[], &[]),
+                    step(set, "op_test_table", &[], &[]),
+                    step(set, "op_test_counter", &[], &[]),
+                    step(set, "op_test_pop", &[], &[]),
+                ],
+                1 => vec![
+                    step(set, "op_test_push2", &[2, 3], &[]),
+                    step(set, "op_test_push", &[k], &[]),
+                    step(set, "op_test_helper", &[], &[]),
+                    step(set, "op_test_addr_addend", &[], &[]),
+                    step(set, "op_test_add", &[], &[]),
+                    step(set, "op_test_pop", &[], &[]),
+                ],
+                _ => vec![
+                    step(set, "op_test_push", &[2], &[]),
+                    step(set, "op_test_dec_jump_nz", &[], &[at + 2]),
+                    step(set, "op_test_pop", &[], &[]),
+                ],
+            };
+            if group.len() <= room {
+                v.extend(group);
+            } else {
+                v.extend((0..room).map(|i| step(set, "op_test_push", &[i as u64], &[])));
+            }
+            k += 1;
+        }
+        v.push(step(set, "op_test_exit", &[], &[]));
+        v
+    }
+
+    pub(super) fn get() -> Workload {
+        Workload {
+            set: &generated::SET,
+            resolve,
+            straight,
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod workload {
+    use super::*;
+
+    /// GOT operands, a helper call, data and a loop branch, from the hand-written set.
+    fn straight(set: &StencilSet<'_>, n: usize) -> Vec<Step> {
+        let mut v = vec![
+            step(set, "cpjit_entry", &[], &[]),
+            step(set, "op_load_got", &[1], &[]),
+        ];
+        while v.len() < n - 1 {
+            let i = v.len() as u64;
+            v.push(match i % 4 {
+                0 => step(set, "op_add_got", &[i, i + 1], &[]),
+                1 => step(set, "op_call_helper", &[], &[]),
+                2 => step(set, "op_data_counter", &[], &[]),
+                _ => step(set, "op_dec_jump_nz", &[], &[1]),
+            });
+        }
+        v.push(step(set, "op_return", &[], &[]));
+        v
+    }
+
+    pub(super) fn get() -> Workload {
+        Workload {
+            set: common::SET,
+            resolve: common::resolve,
+            straight,
+        }
+    }
+}
+
+fn stitch(jit: &Jit<'_>, steps: &[Step]) -> Trace {
+    let mut t = jit.trace();
+    for s in steps {
+        t.push(s.stencil, &s.operands, &s.targets).unwrap();
+    }
     t.finish().unwrap()
 }
 
+/// Copies each instance's stencil code back to back: the copy step alone.
+fn copy_pieces(pieces: &[&[u8]], out: &mut [u8]) {
+    let mut at = 0;
+    for p in pieces {
+        out[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+}
+
+/// Median, min and max of `xs` (sorted in place).
+fn summary(xs: &mut [f64]) -> (f64, f64, f64) {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
+}
+
 fn main() {
-    let jit = Jit::new(SET, resolve).unwrap();
-    for n in [10usize, 100, 1000] {
-        let holes: usize = {
-            let trace = build(&jit, n);
-            // Count holes of the instances actually pushed (same recipe as `build`).
-            let _ = black_box(trace.code_bytes().len());
-            let mut count = 0;
-            for name in ["cpjit_entry", "op_load_got"] {
-                count += SET.get(name).unwrap().holes.len();
-            }
-            for i in 2..n - 1 {
-                let name = [
-                    "op_add_got",
-                    "op_call_helper",
-                    "op_data_counter",
-                    "op_dec_jump_nz",
-                ][i % 4];
-                count += SET.get(name).unwrap().holes.len();
-            }
-            count
-        };
-        let rounds = (200_000 / n).max(20);
-        // Warm up the arena (so that timing excludes mapping the first chunk).
-        for _ in 0..10 {
-            black_box(build(&jit, n));
+    let numbers: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let rounds = numbers.first().copied().unwrap_or(21);
+    let sizes: Vec<usize> = match numbers.get(1) {
+        Some(&n) => vec![n],
+        None => vec![10, 100, 1_000, 10_000],
+    };
+    let w = workload::get();
+    let jit = Jit::new(w.set, w.resolve).unwrap();
+    println!(
+        "{} stencils of {}; {rounds} alternating rounds; ns per instance: median (min–max)",
+        w.set.stencils.len(),
+        w.set.target
+    );
+    for n in sizes {
+        let steps = (w.straight)(w.set, n);
+        let code_bytes = stitch(&jit, &steps).code_bytes().len();
+        // About 2 ms of work per timed batch.
+        let batch = (200_000 / n).clamp(1, 2_000);
+        let mut keep: Vec<Trace> = Vec::with_capacity(batch);
+        let source = vec![0x90u8; code_bytes];
+        let mut sink = vec![0u8; code_bytes];
+        for _ in 0..batch.min(50) {
+            keep.push(stitch(&jit, &steps));
         }
-        let start = Instant::now();
+        keep.clear();
+        let pieces: Vec<&[u8]> = steps
+            .iter()
+            .map(|s| w.set.stencils[s.stencil].code)
+            .collect();
+        let (mut stitch_ns, mut copy_ns, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+        let mut pieces_ns = Vec::new();
         for _ in 0..rounds {
-            black_box(build(&jit, n));
+            let start = Instant::now();
+            for _ in 0..batch {
+                keep.push(stitch(&jit, &steps));
+            }
+            let s = start.elapsed().as_nanos() as f64 / (batch * n) as f64;
+            keep.clear();
+            let start = Instant::now();
+            for _ in 0..batch {
+                sink.copy_from_slice(black_box(&source));
+                black_box(&mut sink);
+            }
+            let c = start.elapsed().as_nanos() as f64 / (batch * n) as f64;
+            let start = Instant::now();
+            for _ in 0..batch {
+                copy_pieces(black_box(&pieces), &mut sink);
+                black_box(&mut sink);
+            }
+            pieces_ns.push(start.elapsed().as_nanos() as f64 / (batch * n) as f64);
+            stitch_ns.push(s);
+            copy_ns.push(c);
+            ratio.push(s / c);
         }
-        let elapsed = start.elapsed().as_nanos() as f64;
-        let per_instance = elapsed / (rounds * n) as f64;
-        let patches_per_second = (rounds * holes) as f64 / (elapsed / 1e9);
+        let (s, s_lo, s_hi) = summary(&mut stitch_ns);
+        let (c, c_lo, c_hi) = summary(&mut copy_ns);
+        let (p, p_lo, p_hi) = summary(&mut pieces_ns);
+        let (r, _, _) = summary(&mut ratio);
         println!(
-            "{n:>5} instances: {per_instance:7.1} ns/instance (push + finish + drop), \
-             {:.1} M holes patched/s",
-            patches_per_second / 1e6
+            "{n:>6} instances ({code_bytes:>6} B code): stitch {s:6.1} ({s_lo:.1}–{s_hi:.1}), \
+             one memcpy {c:5.2} ({c_lo:.2}–{c_hi:.2}), stitch/memcpy {r:5.1}×, \
+             memcpy per instance {p:5.2} ({p_lo:.2}–{p_hi:.2})"
         );
     }
-    let stats = jit.memory_stats();
-    println!("arena after the run: {stats:?}");
+    println!("arena after the run: {:?}", jit.memory_stats());
 }

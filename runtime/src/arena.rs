@@ -13,7 +13,7 @@
 //! mapped memory exceeds used memory only by alignment padding, the unused tail of the
 //! last (not yet shrunk) code block, and less than one page per part per chunk.
 
-use crate::memory::{granularity, Region};
+use crate::memory::{granularity, CodeSource, CodeWriter, Region};
 use crate::Error;
 use std::sync::Mutex;
 
@@ -28,10 +28,20 @@ pub(crate) struct Block {
     pub code_len: usize,
     pub data_offset: usize,
     pub data_len: usize,
-    /// Addresses: RX view of the code, RW view of the code, data.
+    /// Addresses: RX view of the code, data.
     pub code_rx: usize,
-    pub code_rw: usize,
     pub data: usize,
+    /// How to open a writable view of the code (see [`Block::code_writer`]).
+    pub source: CodeSource,
+}
+
+impl Block {
+    /// A writable view of the block's first `len` code bytes, until dropped: the only way
+    /// code is written (no writable view of code exists otherwise).
+    pub fn code_writer(&self, len: usize) -> std::io::Result<CodeWriter> {
+        debug_assert!(len <= self.code_len);
+        self.source.open(self.code_offset, len)
+    }
 }
 
 /// Bytes reserved, mapped and used by an arena, for
@@ -107,6 +117,11 @@ impl Arena {
         }
     }
 
+    /// The size of each part of a normal chunk.
+    pub fn chunk_bytes(&self) -> usize {
+        self.chunk_bytes
+    }
+
     pub fn stats(&self) -> MemoryStats {
         self.lock().stats
     }
@@ -167,19 +182,31 @@ impl Arena {
         }
     }
 
-    /// Returns the code bytes past `new_code_len` (rounded up to the granule) to the arena.
-    pub fn shrink_code(&self, block: &mut Block, new_code_len: usize) {
-        let new_len = round_up(new_code_len.max(1), GRANULE);
-        if new_len >= block.code_len {
+    /// Returns the code bytes past `code_len` and the data bytes past `data_len` (each
+    /// rounded up to the granule) to the arena.
+    pub fn shrink(&self, block: &mut Block, code_len: usize, data_len: usize) {
+        let code_len = round_up(code_len.max(1), GRANULE);
+        let data_len = round_up(data_len, GRANULE);
+        if code_len >= block.code_len && data_len >= block.data_len {
             return;
         }
         let mut inner = self.lock();
-        let freed = block.code_len - new_len;
-        inner.chunks[block.chunk]
-            .code_free
-            .free(block.code_offset + new_len, freed);
-        inner.stats.code_used -= freed;
-        block.code_len = new_len;
+        if code_len < block.code_len {
+            let freed = block.code_len - code_len;
+            inner.chunks[block.chunk]
+                .code_free
+                .free(block.code_offset + code_len, freed);
+            inner.stats.code_used -= freed;
+            block.code_len = code_len;
+        }
+        if data_len < block.data_len {
+            let freed = block.data_len - data_len;
+            inner.chunks[block.chunk]
+                .data_free
+                .free(block.data_offset + data_len, freed);
+            inner.stats.data_used -= freed;
+            block.data_len = data_len;
+        }
     }
 
     pub fn free(&self, block: &Block) {
@@ -256,8 +283,8 @@ impl Chunk {
             data_offset,
             data_len,
             code_rx: self.region.code_rx + code_offset,
-            code_rw: self.region.code_rw + code_offset,
             data: self.region.data + data_offset,
+            source: self.region.code_source(),
         })
     }
 }
@@ -398,8 +425,10 @@ mod tests {
                 assert_eq!(reserved, 64 * page);
             }
             // Every committed byte of both blocks is usable.
+            let mut writer = b.code_writer(b.code_len).unwrap();
+            writer.bytes().fill(0xc3);
+            writer.publish().unwrap();
             unsafe {
-                std::ptr::write_bytes(b.code_rw as *mut u8, 0xc3, b.code_len);
                 std::ptr::write_bytes(b.data as *mut u8, 0x11, b.data_len);
             }
             blocks.push(b);
@@ -416,11 +445,13 @@ mod tests {
         let s = arena.stats();
         assert_eq!((s.mapped(), s.traces, s.chunks), (mapped, 100, 1));
         // Shrinking a block returns its tail for reuse below the mark.
-        let mut big = arena.alloc(3 * page, 16, 0, 8).unwrap();
+        let mut big = arena.alloc(3 * page, 16, 64, 8).unwrap();
         let mark = arena.stats().code_mapped;
-        arena.shrink_code(&mut big, 16);
-        let next = arena.alloc(16, 16, 0, 8).unwrap();
+        arena.shrink(&mut big, 16, 16);
+        assert_eq!((big.code_len, big.data_len), (16, 16));
+        let next = arena.alloc(16, 16, 16, 8).unwrap();
         assert_eq!(next.code_offset, big.code_offset + 16);
+        assert_eq!(next.data_offset, big.data_offset + 16);
         assert_eq!(arena.stats().code_mapped, mark);
         for b in blocks.iter().chain([&big, &next]) {
             arena.free(b);

@@ -48,6 +48,16 @@ pub enum Error {
     TraceEndsWithContinue { stencil: String, instance: usize },
     /// `push_shim` with a set that has no entry shim.
     NoShim { target: String },
+    /// The entry shim pushed after other instances: it can only be a trace's first
+    /// instance (it is entered from native code, never reached from another op).
+    ShimNotFirst { stencil: String, instance: usize },
+    /// A jump target (or the continuation) names the entry shim, which is never a jump
+    /// target: it sets up a native frame.
+    ShimAsTarget {
+        shim: String,
+        stencil: String,
+        instance: usize,
+    },
     /// `finish` on a trace without instances.
     EmptyTrace,
     /// The trace's code or data would exceed 4 GiB.
@@ -61,6 +71,12 @@ pub enum Error {
     },
     /// The operating system refused to map memory.
     Map(io::Error),
+    /// A debugging or profiling output (perf map, jitdump) could not be written.
+    Debug {
+        what: &'static str,
+        path: String,
+        source: io::Error,
+    },
     /// A hole's value cannot be encoded (out of range, wrong instruction, ...).
     Patch {
         stencil: String,
@@ -129,6 +145,21 @@ impl fmt::Display for Error {
             Error::NoShim { target } => {
                 write!(f, "the stencil set for `{target}` has no entry shim")
             }
+            Error::ShimNotFirst { stencil, instance } => write!(
+                f,
+                "the entry shim `{stencil}` pushed as instance {instance}: it can only be \
+                 instance 0, the trace's entry from native code"
+            ),
+            Error::ShimAsTarget {
+                shim,
+                stencil,
+                instance,
+            } => write!(
+                f,
+                "instance {instance} (`{stencil}`) jumps to the entry shim `{shim}` \
+                 (instance 0): the shim is only an entry from native code, jump to the \
+                 instance after it instead"
+            ),
             Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
             Error::TraceTooLarge {
                 code_bytes,
@@ -149,6 +180,7 @@ impl fmt::Display for Error {
                  already reserved"
             ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
             Error::Patch {
                 stencil,
                 instance,
@@ -171,6 +203,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Map(e) => Some(e),
+            Error::Debug { source, .. } => Some(source),
             Error::Patch { source, .. } => Some(source),
             _ => None,
         }

@@ -2,9 +2,11 @@
 
 use crate::arena::{Arena, MemoryStats};
 use crate::icache::{FlushIcache, Hardware};
+use crate::program::{self, ArchFacts, Program};
 use crate::trace::TraceBuilder;
 use crate::Error;
 use cpjit_model::{Arch, HoleValue, Section, Stencil, StencilSet};
+
 use std::sync::{Arc, OnceLock};
 
 /// How a [`Jit`] maps its memory.
@@ -21,6 +23,22 @@ pub struct JitOptions {
     /// Size of the code part and of the data part of each arena chunk (rounded up to the
     /// page size). A trace larger than a chunk gets a chunk of its own.
     pub chunk_bytes: usize,
+    /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
+    /// [`debug::perf`](crate::debug::perf)). Off by default.
+    pub perf_map: bool,
+    /// Write every trace's code to the jitdump file `jit-<pid>.dump` for `perf inject
+    /// --jit` (Linux). Off by default.
+    pub jitdump: bool,
+    /// Register every trace with GDB's JIT interface ([`debug::gdb`](crate::debug::gdb)).
+    /// Off by default.
+    pub gdb: bool,
+    /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
+    /// default.
+    pub listing: bool,
+    /// Register unwind information for every trace (Linux), built from these frame
+    /// layouts, one per stencil of the set ([`debug::unwind`](crate::debug::unwind)), so
+    /// that debuggers and `std::backtrace` walk through JIT code. Off (`None`) by default.
+    pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,
 }
 
 impl Default for JitOptions {
@@ -29,6 +47,11 @@ impl Default for JitOptions {
             near: None,
             reserve_bytes: 256 << 20,
             chunk_bytes: 1 << 20,
+            perf_map: false,
+            jitdump: false,
+            gdb: false,
+            listing: false,
+            unwind: None,
         }
     }
 }
@@ -44,6 +67,10 @@ pub struct Jit<'s> {
     symbols: Box<[OnceLock<Option<u64>>]>,
     pub(crate) arena: Arc<Arena>,
     pub(crate) flusher: Arc<dyn FlushIcache>,
+    /// Each stencil's patch program, by stencil index (see [`Program`]).
+    pub(crate) programs: Box<[Program]>,
+    pub(crate) facts: ArchFacts,
+    pub(crate) debug: crate::debug::Options,
 }
 
 impl<'s> Jit<'s> {
@@ -76,10 +103,8 @@ impl<'s> Jit<'s> {
         let near = options
             .near
             .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
-        let reach = match set.arch {
-            Arch::X86_64 => (1 << 31) - (64 << 20),
-            Arch::Aarch64 => 128 << 20,
-        };
+        let facts = ArchFacts::of(set.arch);
+        let reach = facts.reach;
         Ok(Jit {
             set,
             resolve,
@@ -90,6 +115,9 @@ impl<'s> Jit<'s> {
                 options.reserve_bytes,
             )),
             flusher,
+            programs: program::compile(set),
+            facts,
+            debug: crate::debug::Options::open(&options, set)?,
         })
     }
 

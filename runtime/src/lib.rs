@@ -40,11 +40,14 @@
 //! silently wrong instruction.
 
 mod arena;
+pub mod debug;
 mod error;
 mod icache;
 mod jit;
 mod memory;
 pub mod patch;
+mod program;
+mod slots;
 mod stitch;
 mod trace;
 

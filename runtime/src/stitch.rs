@@ -1,48 +1,577 @@
-//! Finishing a trace: layout, GOT and veneer planning, copying, patching, icache flush.
+//! Finishing a trace, in four named stages: [`layout`], [`allocate`], [`write`] (copy and
+//! patch) and [`publish`].
 //!
-//! Layout: `[instance code...][veneers]` in a code block, `[instance data...][GOT slots]`
-//! in a data block of the same arena chunk. Instances follow each other back to back (the
-//! toolchain removed each stencil's trailing jump to its continuation), padded with nops
-//! to each stencil's code alignment.
+//! Layout: `[instance code...][tail jump][veneers]` in a code block, `[instance data...]
+//! [GOT slots]` in a data block of the same arena chunk. Instances follow each other back
+//! to back (the toolchain removed each stencil's trailing jump to its continuation), padded
+//! with nops to each stencil's code alignment.
 //!
-//! Values are resolved once per hole, before any memory is taken, into [`Resolved`]: a
-//! constant, or an offset into the trace's code or data. That form does not depend on
-//! where the trace lands, so GOT slots and veneer destinations can be deduplicated and
-//! counted first (sort + dedup, no hashing), the blocks allocated at their final size, and
-//! then every hole patched in one pass. Veneer space is reserved for every distinct
-//! external branch destination; the space of veneers not needed (because the destination
-//! turned out to be in range) is returned to the arena.
+//! Everything that is the same for every instance of a stencil was worked out once, in
+//! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] lists its holes with where
+//! their values come from and how they are written. So `finish` makes one pass to lay out
+//! the instances (their offsets are needed first, for forward jumps), takes the blocks from
+//! the arena at an upper bound of GOT slots and veneers, then makes one pass that copies
+//! each instance and runs its program, and finally returns the unused GOT and veneer space.
+//! GOT slots and veneers are deduplicated by value in a [`SlotTable`] (O(1) per hole, no
+//! allocation per trace). Every patch checks range, alignment and instruction bytes, in
+//! release builds too.
 
 use crate::arena::{round_up, GRANULE};
-use crate::memory::write_window;
-use crate::patch::{self, VENEER_SIZE};
-use crate::trace::{Target, Trace, TraceBuilder};
+use crate::jit::Jit;
+use crate::patch::{self, PatchError, VENEER_SIZE};
+use crate::program::{Action, Bound, Program, Source, Step};
+use crate::slots::SlotTable;
+use crate::trace::{Instance, Target, Trace, TraceBuilder};
 use crate::Error;
-use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil};
+use cpjit_model::{Hole, HoleKind, Section};
+use std::cell::RefCell;
 
-/// A hole's value, independent of where the trace is placed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Resolved {
-    Constant(u64),
-    /// Offset into the trace's code.
-    Code(u64),
-    /// Offset into the trace's data.
-    Data(u64),
+/// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
+/// the trace's own offset table.
+#[derive(Default)]
+struct Scratch {
+    got: SlotTable,
+    veneers: SlotTable,
 }
 
-/// Where the trace landed.
-struct Placed {
-    code: u64,
-    data: u64,
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-impl Placed {
-    fn address(&self, r: Resolved) -> u64 {
-        match r {
-            Resolved::Constant(v) => v,
-            Resolved::Code(offset) => self.code.wrapping_add(offset),
-            Resolved::Data(offset) => self.data.wrapping_add(offset),
+pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
+    SCRATCH.with_borrow_mut(|scratch| {
+        let layout = layout(b, scratch)?;
+        scratch.got.reset();
+        scratch.veneers.reset();
+        let mut trace = allocate(b.jit, &layout)?;
+        write(b, &layout, &mut trace, scratch)?;
+        let mut trace = publish(b.jit, trace, &layout, scratch);
+        trace.debug = crate::debug::register(b, &trace)?;
+        Ok(trace)
+    })
+}
+
+/// Where everything goes, before any memory is taken.
+struct Layout {
+    instance_offsets: Vec<u32>,
+    /// Bytes of instance code (with padding) and of the tail jump, if any.
+    code_len: usize,
+    /// Bytes of instance data (with padding).
+    data_len: usize,
+    code_align: usize,
+    data_align: usize,
+    /// At most this many GOT slots and veneers are needed.
+    got_bound: u32,
+    veneer_bound: u32,
+    /// The jump to the continuation, appended after the last instance.
+    tail: Option<Hole>,
+}
+
+impl Layout {
+    fn veneer_base(&self) -> usize {
+        round_up(self.code_len, GRANULE)
+    }
+    fn got_base(&self) -> usize {
+        round_up(self.data_len, 8)
+    }
+}
+
+/// Stage 1: each instance's code offset, the trace's sizes and its GOT and veneer bounds
+/// (values already known, operands and symbols, are counted once each).
+fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Error> {
+    let jit = b.jit;
+    let set = jit.set;
+    let n = b.instances.len();
+    let Some(last) = b.instances.last() else {
+        return Err(Error::EmptyTrace);
+    };
+    // The last instance must end the trace (return, or jump elsewhere) unless the caller
+    // said where the trace continues: running off its end would execute the trap filler.
+    let last = &set.stencils[last.stencil as usize];
+    if last.falls_through && b.continuation.is_none() {
+        return Err(Error::TraceEndsWithContinue {
+            stencil: last.name.to_string(),
+            instance: n - 1,
+        });
+    }
+    let mut instance_offsets = Vec::with_capacity(n);
+    let (mut code_len, mut data_len) = (0u64, 0u64);
+    let (mut code_align, mut data_align) = (1u32, 8u32);
+    let (mut got_bound, mut veneer_bound) = (0u64, 0u64);
+    let mut internal = 0u64;
+    scratch.got.reset();
+    scratch.veneers.reset();
+    let last_instance = &b.instances[n - 1];
+    for inst in &b.instances {
+        let s = &set.stencils[inst.stencil as usize];
+        let p: &Program = &jit.programs[inst.stencil as usize];
+        code_align = code_align.max(p.code_align);
+        code_len = round_up64(code_len, p.code_align as u64);
+        instance_offsets.push(code_len as u32);
+        code_len += s.code.len() as u64;
+        if !s.data.is_empty() {
+            data_align = data_align.max(p.data_align);
+            data_len = round_up64(data_len, p.data_align as u64) + s.data.len() as u64;
         }
+        for need in p.needs.iter() {
+            let step = &p.steps[need.step as usize];
+            let counts = match need.bound {
+                Bound::Never => false,
+                Bound::Always => true,
+                Bound::OperandAbove { operand, signed32 } => {
+                    let v = b.operands[inst.operands as usize + operand as usize];
+                    if signed32 {
+                        i32::try_from(v as i64).is_err()
+                    } else {
+                        v > u32::MAX as u64
+                    }
+                }
+                Bound::Target(t) => matches!(
+                    b.targets[inst.targets as usize + t as usize],
+                    Target::Address(_)
+                ),
+                Bound::Continue => {
+                    std::ptr::eq(inst, last_instance)
+                        && matches!(b.continuation, Some(Target::Address(_)))
+                }
+                Bound::Internal => {
+                    internal += 1;
+                    false
+                }
+            };
+            if !counts {
+                continue;
+            }
+            // Constants known now are deduplicated now, as `write` will.
+            let known = match step.source {
+                Source::Operand(k) => Some(b.operands[inst.operands as usize + k as usize]),
+                Source::Symbol(sym) => jit.symbol(sym),
+                _ => None,
+            };
+            let (table, bound) = if need.got {
+                (&mut scratch.got, &mut got_bound)
+            } else {
+                (&mut scratch.veneers, &mut veneer_bound)
+            };
+            *bound += match known {
+                Some(v) if !need.got => {
+                    let destination = v
+                        .wrapping_add(step.addend as u64)
+                        .wrapping_add(branch_bias(step.kind));
+                    table.slot(destination).1 as u64
+                }
+                Some(v) => table.slot(v).1 as u64,
+                None => 1,
+            };
+        }
+        // Checked per instance so that offsets never wrap (each stencil is < 2 GiB).
+        if code_len > u32::MAX as u64 / 2 || data_len > u32::MAX as u64 / 2 {
+            return Err(Error::TraceTooLarge {
+                code_bytes: code_len,
+                data_bytes: data_len,
+            });
+        }
+    }
+    // The toolchain removed the last instance's trailing jump; if the trace continues
+    // somewhere, put a jump there back (for a fall-through and for its continue holes).
+    let tail = b.continuation.map(|_| {
+        let hole = jit.facts.tail_hole(code_len as u32);
+        code_len += jit.facts.tail_jump.len() as u64;
+        veneer_bound += 1;
+        hole
+    });
+    if code_len + data_len > 1 << 28 || jit.arena.chunk_bytes() > 1 << 28 {
+        got_bound += internal;
+    }
+    Ok(Layout {
+        instance_offsets,
+        code_len: code_len as usize,
+        data_len: data_len as usize,
+        code_align: code_align as usize,
+        data_align: data_align as usize,
+        got_bound: got_bound.min(u32::MAX as u64 / 16) as u32,
+        veneer_bound: veneer_bound.min(u32::MAX as u64 / 16) as u32,
+        tail,
+    })
+}
+
+/// Stage 2: code and data blocks at their largest possible size (every possible veneer and
+/// GOT slot); [`publish`] returns what was not used.
+fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
+    let code_size = layout.veneer_base() + layout.veneer_bound as usize * VENEER_SIZE;
+    let data_size = layout.got_base() + layout.got_bound as usize * 8;
+    let block = jit
+        .arena
+        .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
+    // From here on, dropping the trace (on an error) returns the memory.
+    Ok(Trace {
+        arena: jit.arena.clone(),
+        instance_offsets: Vec::new(),
+        veneers: 0,
+        got_slots: 0,
+        code_len: code_size,
+        data_len: data_size,
+        trap: jit.facts.trap,
+        debug: None,
+        block,
+    })
+}
+
+/// Stage 3: copies each instance's code and data to its place and runs its patch program,
+/// through a writable window onto the code that exists only during this stage.
+fn write(
+    b: &TraceBuilder<'_, '_>,
+    layout: &Layout,
+    trace: &mut Trace,
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    let jit = b.jit;
+    let set = jit.set;
+    // The only writable view of this code, gone once `writer` is published below.
+    let mut writer = trace
+        .block
+        .code_writer(trace.code_len)
+        .map_err(Error::Map)?;
+    let code = writer.bytes();
+    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
+    // `data_len` bytes long and mapped RW.
+    let data =
+        unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
+    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
+    code[layout.code_len..].fill(jit.facts.trap);
+    let mut w = Writer {
+        b,
+        offsets: &layout.instance_offsets,
+        code_base: trace.block.code_rx as u64,
+        data_base: trace.block.data as u64,
+        code,
+        data,
+        got: &mut scratch.got,
+        got_base: layout.got_base(),
+        veneers: &mut scratch.veneers,
+        veneer_base: layout.veneer_base(),
+        veneer: jit.facts.veneer,
+    };
+    let nop = set.nop;
+    let (mut code_end, mut data_end) = (0usize, 0usize);
+    for (i, inst) in b.instances.iter().enumerate() {
+        let s = &set.stencils[inst.stencil as usize];
+        let at = layout.instance_offsets[i] as usize;
+        if at != code_end {
+            pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
+                Error::InvalidStencil {
+                    stencil: s.name.to_string(),
+                    reason,
+                }
+            })?;
+        }
+        copy_small(&mut w.code[at..at + s.code.len()], s.code);
+        code_end = at + s.code.len();
+        let data_at = if s.data.is_empty() {
+            data_end
+        } else {
+            let data_at = round_up(data_end, s.data_align as usize);
+            w.data[data_end..data_at].fill(0);
+            copy_small(&mut w.data[data_at..data_at + s.data.len()], s.data);
+            data_end = data_at + s.data.len();
+            data_at
+        };
+        let program = &jit.programs[inst.stencil as usize];
+        for step in program.steps.iter() {
+            w.run(i, inst, step, at, data_at)
+                .map_err(|e| e.error(b, i))?;
+        }
+    }
+    w.data[data_end..layout.got_base()].fill(0);
+    if let (Some(tail), Some(target)) = (layout.tail, b.continuation) {
+        let at = tail.offset as usize - jit.facts.tail_hole_offset as usize;
+        w.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
+        let n = b.instances.len();
+        let (value, outside) = w.target(n - 1, target).map_err(|e| e.error(b, n - 1))?;
+        let place = w.code_base + tail.offset as u64;
+        w.branch(
+            tail.kind,
+            tail.offset as usize,
+            place,
+            value,
+            tail.addend,
+            outside,
+        )
+        .map_err(|source| Error::Patch {
+            stencil: format!(
+                "{} (the jump to the trace's continuation)",
+                set.stencils[b.instances[n - 1].stencil as usize].name
+            ),
+            instance: n - 1,
+            hole: tail,
+            source,
+        })?;
+    }
+    writer.publish().map_err(Error::Map)
+}
+
+/// Stage 4: returns unused veneer and GOT space to the arena and makes the code visible to
+/// instruction fetch.
+fn publish(jit: &Jit<'_>, mut trace: Trace, layout: &Layout, scratch: &Scratch) -> Trace {
+    let veneers = scratch.veneers.len();
+    trace.veneers = veneers;
+    trace.code_len = if veneers == 0 {
+        layout.code_len
+    } else {
+        layout.veneer_base() + veneers * VENEER_SIZE
+    };
+    trace.got_slots = scratch.got.len();
+    trace.data_len = layout.got_base() + 8 * trace.got_slots;
+    if trace.got_slots == 0 && layout.data_len == 0 {
+        trace.data_len = 0;
+    }
+    jit.arena
+        .shrink(&mut trace.block, trace.code_len, trace.data_len);
+    trace.instance_offsets = layout.instance_offsets.clone();
+    jit.flusher.flush(trace.block.code_rx, trace.code_len);
+    trace
+}
+
+/// Why a step failed, before the stencil name is attached.
+enum StepError {
+    Patch { hole: u16, source: PatchError },
+    Other(Error),
+}
+
+impl StepError {
+    fn error(self, b: &TraceBuilder<'_, '_>, instance: usize) -> Error {
+        let s = &b.jit.set.stencils[b.instances[instance].stencil as usize];
+        match self {
+            StepError::Patch { hole, source } => Error::Patch {
+                stencil: s.name.to_string(),
+                instance,
+                hole: s.holes[hole as usize],
+                source,
+            },
+            StepError::Other(e) => e,
+        }
+    }
+}
+
+/// The trace's memory during [`write`], and the values instances refer to.
+struct Writer<'a, 'j, 's> {
+    b: &'a TraceBuilder<'j, 's>,
+    offsets: &'a [u32],
+    /// Run-time addresses of the trace's code (RX view) and data.
+    code_base: u64,
+    data_base: u64,
+    code: &'a mut [u8],
+    data: &'a mut [u8],
+    got: &'a mut SlotTable,
+    got_base: usize,
+    veneers: &'a mut SlotTable,
+    veneer_base: usize,
+    veneer: fn(u64) -> [u8; VENEER_SIZE],
+}
+
+impl Writer<'_, '_, '_> {
+    /// Runs one step of instance `i` (code at `code_at`, data at `data_at`).
+    fn run(
+        &mut self,
+        i: usize,
+        inst: &Instance,
+        step: &Step,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(), StepError> {
+        let (value, outside) = self.value(i, inst, step.source, code_at, data_at)?;
+        let (offset, base) = match step.section {
+            Section::Code => (code_at + step.offset as usize, self.code_base),
+            Section::Data => (data_at + step.offset as usize, self.data_base),
+        };
+        let place = base + offset as u64;
+        let failed = |source| StepError::Patch {
+            hole: step.hole,
+            source,
+        };
+        let addend = step.addend as u64;
+        match step.action {
+            Action::Plain => patch::patch(
+                step.kind,
+                self.section(step.section),
+                offset,
+                place,
+                value.wrapping_add(addend),
+            )
+            .map_err(failed),
+            Action::Branch => self
+                .branch(step.kind, offset, place, value, step.addend, outside)
+                .map_err(failed),
+            Action::Got => self.through_got(step, offset, place, value).map_err(failed),
+            Action::RelaxableGot => {
+                let buf = self.section(step.section);
+                if outside
+                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value).map_err(failed)?
+                {
+                    return Ok(());
+                }
+                if patch::relax_x86_got_load(buf, offset, place, value.wrapping_add(addend))
+                    .map_err(failed)?
+                {
+                    return Ok(());
+                }
+                self.through_got(step, offset, place, value).map_err(failed)
+            }
+            Action::GotPair {
+                ldr_hole,
+                ldr_offset,
+            } => {
+                let ldr = code_at + ldr_offset as usize;
+                if patch::relax_aarch64_got_pair(self.code, offset, ldr, place, value)
+                    .map_err(failed)?
+                {
+                    return Ok(());
+                }
+                self.through_got(step, offset, place, value)
+                    .map_err(failed)?;
+                let ldr_step = Step {
+                    kind: HoleKind::Aarch64Ld64GotLo12,
+                    ..*step
+                };
+                let ldr_place = self.code_base + ldr as u64;
+                self.through_got(&ldr_step, ldr, ldr_place, value)
+                    .map_err(|source| StepError::Patch {
+                        hole: ldr_hole,
+                        source,
+                    })
+            }
+        }
+    }
+
+    fn section(&mut self, section: Section) -> &mut [u8] {
+        match section {
+            Section::Code => self.code,
+            Section::Data => self.data,
+        }
+    }
+
+    /// The value of `source` for instance `i`, and whether it lies outside the trace.
+    fn value(
+        &self,
+        i: usize,
+        inst: &Instance,
+        source: Source,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(u64, bool), StepError> {
+        let b = self.b;
+        Ok(match source {
+            Source::Operand(k) => (b.operands[inst.operands as usize + k as usize], true),
+            Source::Target(k) => self.target(i, b.targets[inst.targets as usize + k as usize])?,
+            Source::Continue => match self.offsets.get(i + 1) {
+                Some(&next) => (self.code_base + next as u64, false),
+                None => match b.continuation {
+                    Some(t) => self.target(i, t)?,
+                    None => {
+                        let s = &b.jit.set.stencils[inst.stencil as usize];
+                        return Err(StepError::Other(Error::TraceEndsWithContinue {
+                            stencil: s.name.to_string(),
+                            instance: i,
+                        }));
+                    }
+                },
+            },
+            Source::Code => (self.code_base + code_at as u64, false),
+            Source::Data => (self.data_base + data_at as u64, false),
+            Source::Symbol(sym) => match b.jit.symbol(sym) {
+                Some(address) => (address, true),
+                None => {
+                    let set = b.jit.set;
+                    return Err(StepError::Other(Error::UnknownSymbol {
+                        symbol: set.symbols[sym as usize].to_string(),
+                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
+                        instance: i,
+                    }));
+                }
+            },
+        })
+    }
+
+    /// The address of jump target `t` of instance `i`, and whether it is outside the trace.
+    /// The entry shim is not a jump target: it sets up a native call frame.
+    fn target(&self, i: usize, t: Target) -> Result<(u64, bool), StepError> {
+        let b = self.b;
+        match t {
+            Target::Address(a) => Ok((a, true)),
+            Target::Instance(id) => match self.offsets.get(id.index()) {
+                Some(_) if b.is_shim(id.index()) => {
+                    let set = b.jit.set;
+                    Err(StepError::Other(Error::ShimAsTarget {
+                        shim: set.stencils[b.instances[id.index()].stencil as usize]
+                            .name
+                            .to_string(),
+                        stencil: set.stencils[b.instances[i].stencil as usize]
+                            .name
+                            .to_string(),
+                        instance: i,
+                    }))
+                }
+                Some(&offset) => Ok((self.code_base + offset as u64, false)),
+                None => Err(StepError::Other(Error::MissingInstance {
+                    stencil: b.jit.set.stencils[b.instances[i].stencil as usize]
+                        .name
+                        .to_string(),
+                    instance: i,
+                    target: id.index(),
+                    count: self.offsets.len(),
+                })),
+            },
+        }
+    }
+
+    /// Patches a direct branch to `value + addend`, through a veneer when the destination
+    /// is outside the trace and out of the branch's range.
+    fn branch(
+        &mut self,
+        kind: HoleKind,
+        offset: usize,
+        place: u64,
+        value: u64,
+        addend: i64,
+        outside: bool,
+    ) -> Result<(), PatchError> {
+        let target = value.wrapping_add(addend as u64);
+        if !outside || patch::in_range(kind, place, target) {
+            return patch::patch(kind, self.code, offset, place, target);
+        }
+        let bias = branch_bias(kind);
+        let destination = target.wrapping_add(bias);
+        let (slot, new) = self.veneers.slot(destination);
+        let at = self.veneer_base + slot as usize * VENEER_SIZE;
+        if new {
+            self.code[at..at + VENEER_SIZE].copy_from_slice(&(self.veneer)(destination));
+        }
+        let veneer = self.code_base + at as u64;
+        patch::patch(kind, self.code, offset, place, veneer.wrapping_sub(bias))
+    }
+
+    /// Patches a GOT-form hole to load `value` from a GOT slot.
+    fn through_got(
+        &mut self,
+        step: &Step,
+        offset: usize,
+        place: u64,
+        value: u64,
+    ) -> Result<(), PatchError> {
+        let (slot, new) = self.got.slot(value);
+        let at = self.got_base + 8 * slot as usize;
+        if new {
+            self.data[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let got = self.data_base + at as u64;
+        let buf = self.section(step.section);
+        patch::patch(
+            step.kind,
+            buf,
+            offset,
+            place,
+            got.wrapping_add(step.addend as u64),
+        )
     }
 }
 
@@ -55,442 +584,38 @@ fn branch_bias(kind: HoleKind) -> u64 {
     }
 }
 
-pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
-    let jit = b.jit;
-    let set = jit.set;
-    let n = b.instances.len();
-    if n == 0 {
-        return Err(Error::EmptyTrace);
+/// Fills alignment padding with whole nops.
+fn pad_with_nops(padding: &mut [u8], nop: &[u8]) -> Result<(), String> {
+    if padding.len() % nop.len() != 0 {
+        return Err(format!(
+            "{} bytes of alignment padding before it are not a multiple of the {}-byte nop",
+            padding.len(),
+            nop.len()
+        ));
     }
-    let stencil_of = |i: usize| -> &Stencil<'_> { &set.stencils[b.instances[i].stencil as usize] };
-
-    // 1. Layout.
-    let mut instance_offsets = Vec::with_capacity(n);
-    let mut data_offsets = Vec::with_capacity(n);
-    let (mut code_len, mut data_len) = (0u64, 0u64);
-    let (mut code_align, mut data_align) = (1u64, 8u64);
-    let mut holes = 0;
-    for i in 0..n {
-        let s = stencil_of(i);
-        code_align = code_align.max(s.code_align as u64);
-        code_len = round_up64(code_len, s.code_align as u64);
-        instance_offsets.push(code_len as u32);
-        code_len += s.code.len() as u64;
-        if !s.data.is_empty() {
-            data_align = data_align.max(s.data_align as u64);
-            data_len = round_up64(data_len, s.data_align as u64);
-        }
-        data_offsets.push(data_len as u32);
-        data_len += s.data.len() as u64;
-        holes += s.holes.len();
-        if code_len > u32::MAX as u64 / 2 || data_len > u32::MAX as u64 / 2 {
-            return Err(Error::TraceTooLarge {
-                code_bytes: code_len,
-                data_bytes: data_len,
-            });
-        }
+    for chunk in padding.chunks_exact_mut(nop.len()) {
+        chunk.copy_from_slice(nop);
     }
-
-    // The last instance must end the trace (return, or jump elsewhere) unless the caller
-    // said where the trace continues: running off its end would execute the trap filler.
-    let last = stencil_of(n - 1);
-    if last.falls_through && b.continuation.is_none() {
-        return Err(Error::TraceEndsWithContinue {
-            stencil: last.name.to_string(),
-            instance: n - 1,
-        });
-    }
-
-    // The toolchain removed the last instance's trailing jump; if the trace continues
-    // somewhere, put a jump there back (for a fall-through and for its continue holes).
-    let tail = b.continuation.map(|_| {
-        let (kind, addend, len) = match set.arch {
-            Arch::X86_64 => (HoleKind::X86Branch32, -4, 5),
-            Arch::Aarch64 => (HoleKind::Aarch64Branch26, 0, 4),
-        };
-        let hole = Hole {
-            section: Section::Code,
-            offset: code_len as u32 + len - 4,
-            kind,
-            value: HoleValue::Continue,
-            addend,
-        };
-        code_len += len as u64;
-        hole
-    });
-
-    // 2. Resolve every hole; collect GOT slots and external branch destinations.
-    let resolve_target = |i: usize, t: Target| -> Result<Resolved, Error> {
-        match t {
-            Target::Address(a) => Ok(Resolved::Constant(a)),
-            Target::Instance(id) => match instance_offsets.get(id.index()) {
-                Some(&offset) => Ok(Resolved::Code(offset as u64)),
-                None => Err(Error::MissingInstance {
-                    stencil: stencil_of(i).name.to_string(),
-                    instance: i,
-                    target: id.index(),
-                    count: n,
-                }),
-            },
-        }
-    };
-    let mut resolved = Vec::with_capacity(holes);
-    let mut got_keys = Vec::new();
-    let mut veneer_destinations = Vec::new();
-    for (i, inst) in b.instances.iter().enumerate() {
-        let s = stencil_of(i);
-        for h in s.holes {
-            let r = match h.value {
-                HoleValue::Continue if i + 1 < n => Resolved::Code(instance_offsets[i + 1] as u64),
-                HoleValue::Continue => match b.continuation {
-                    Some(t) => resolve_target(i, t)?,
-                    None => {
-                        return Err(Error::TraceEndsWithContinue {
-                            stencil: s.name.to_string(),
-                            instance: i,
-                        })
-                    }
-                },
-                HoleValue::Target(t) => {
-                    resolve_target(i, b.targets[inst.targets as usize + t as usize])?
-                }
-                HoleValue::Operand(o) => {
-                    Resolved::Constant(b.operands[inst.operands as usize + o as usize])
-                }
-                HoleValue::Code => Resolved::Code(instance_offsets[i] as u64),
-                HoleValue::Data => Resolved::Data(data_offsets[i] as u64),
-                HoleValue::Symbol(sym) => match jit.symbol(sym) {
-                    Some(address) => Resolved::Constant(address),
-                    None => {
-                        return Err(Error::UnknownSymbol {
-                            symbol: set.symbols[sym as usize].to_string(),
-                            stencil: s.name.to_string(),
-                            instance: i,
-                        })
-                    }
-                },
-            };
-            if h.kind.uses_got() {
-                got_keys.push(r);
-            } else if let (true, Resolved::Constant(v)) = (h.kind.is_branch(), r) {
-                veneer_destinations.push(
-                    v.wrapping_add(h.addend as u64)
-                        .wrapping_add(branch_bias(h.kind)),
-                );
-            }
-            resolved.push(r);
-        }
-    }
-    if let (Some(tail), Some(t)) = (tail, b.continuation) {
-        let r = resolve_target(n - 1, t)?;
-        if let Resolved::Constant(v) = r {
-            veneer_destinations.push(
-                v.wrapping_add(tail.addend as u64)
-                    .wrapping_add(branch_bias(tail.kind)),
-            );
-        }
-        resolved.push(r);
-    }
-    got_keys.sort_unstable();
-    got_keys.dedup();
-    veneer_destinations.sort_unstable();
-    veneer_destinations.dedup();
-
-    // 3. Allocate. Veneers start 16-aligned (AArch64 veneers hold an 8-byte literal).
-    let veneer_base = round_up(code_len as usize, GRANULE);
-    let code_size = veneer_base + veneer_destinations.len() * VENEER_SIZE;
-    let got_base = round_up(data_len as usize, 8);
-    let data_size = got_base + got_keys.len() * 8;
-    let block = jit.arena.alloc(
-        code_size,
-        code_align as usize,
-        data_size,
-        data_align as usize,
-    )?;
-    let trap = match set.arch {
-        Arch::X86_64 => 0xcc,  // int3
-        Arch::Aarch64 => 0x00, // udf #0
-    };
-    // From here on, dropping `trace` on an error returns the memory.
-    let mut trace = Trace {
-        arena: jit.arena.clone(),
-        instance_offsets,
-        veneers: 0,
-        got_slots: got_keys.len(),
-        code_len: code_size,
-        data_len: data_size,
-        trap,
-        block,
-    };
-    let placed = Placed {
-        code: trace.block.code_rx as u64,
-        data: trace.block.data as u64,
-    };
-
-    // 4. Copy, then patch, through the RW views.
-    let window = write_window();
-    // SAFETY: the arena gave this trace exclusive use of both blocks, which are at least
-    // `code_size` / `data_size` bytes long and mapped RW at these addresses.
-    let code = unsafe { std::slice::from_raw_parts_mut(trace.block.code_rw as *mut u8, code_size) };
-    let data = unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, data_size) };
-    copy_instances(
-        b,
-        &trace.instance_offsets,
-        &data_offsets,
-        code,
-        data,
-        set.nop,
-        trap,
-    )?;
-    for (k, key) in got_keys.iter().enumerate() {
-        let at = got_base + 8 * k;
-        data[at..at + 8].copy_from_slice(&placed.address(*key).to_le_bytes());
-    }
-
-    let mut patcher = Patcher {
-        arch: set.arch,
-        placed,
-        got_keys: &got_keys,
-        got_base,
-        veneer_destinations: &veneer_destinations,
-        veneer_slot: vec![u32::MAX; veneer_destinations.len()],
-        veneer_base,
-        veneers_used: 0,
-        code,
-        data,
-    };
-    let mut r = resolved.iter();
-    for (i, inst) in b.instances.iter().enumerate() {
-        let s = &set.stencils[inst.stencil as usize];
-        let mut holes = s.holes.iter().peekable();
-        while let Some(h) = holes.next() {
-            let value = *r.next().expect("one resolved value per hole");
-            let base = match h.section {
-                Section::Code => trace.instance_offsets[i] as usize,
-                Section::Data => data_offsets[i] as usize,
-            };
-            let error = |hole: &Hole, source| Error::Patch {
-                stencil: s.name.to_string(),
-                instance: i,
-                hole: *hole,
-                source,
-            };
-            if let Some(ldr) = holes.next_if(|next| is_adjacent_got_pair(h, next)) {
-                let ldr_value = *r.next().expect("one resolved value per hole");
-                debug_assert_eq!(ldr_value, value);
-                if patcher
-                    .relax_got_pair(base + h.offset as usize, value)
-                    .map_err(|source| error(h, source))?
-                {
-                    continue;
-                }
-                patcher
-                    .patch(base + h.offset as usize, h, value)
-                    .map_err(|source| error(h, source))?;
-                patcher
-                    .patch(base + ldr.offset as usize, ldr, value)
-                    .map_err(|source| error(ldr, source))?;
-                continue;
-            }
-            patcher
-                .patch(base + h.offset as usize, h, value)
-                .map_err(|source| error(h, source))?;
-        }
-    }
-    if let Some(tail) = tail {
-        let value = *r.next().expect("the tail jump's resolved value");
-        patcher
-            .patch(tail.offset as usize, &tail, value)
-            .map_err(|source| Error::Patch {
-                stencil: format!(
-                    "{} (the jump to the trace's continuation)",
-                    stencil_of(n - 1).name
-                ),
-                instance: n - 1,
-                hole: tail,
-                source,
-            })?;
-    }
-    let veneers_used = patcher.veneers_used;
-    drop(window);
-
-    // 5. Return unused veneer space, make the code visible to instruction fetch.
-    trace.veneers = veneers_used;
-    trace.code_len = if veneers_used == 0 {
-        code_len as usize
-    } else {
-        veneer_base + veneers_used * VENEER_SIZE
-    };
-    jit.arena.shrink_code(&mut trace.block, trace.code_len);
-    jit.flusher.flush(trace.block.code_rx, trace.code_len);
-    Ok(trace)
-}
-
-/// Copies each instance's code and data to its offset; fills alignment padding with nops
-/// (code) or zeros (data), and everything after the last instance with traps.
-fn copy_instances(
-    b: &TraceBuilder<'_, '_>,
-    code_offsets: &[u32],
-    data_offsets: &[u32],
-    code: &mut [u8],
-    data: &mut [u8],
-    nop: &[u8],
-    trap: u8,
-) -> Result<(), Error> {
-    let set = b.jit.set;
-    let (mut code_end, mut data_end) = (0usize, 0usize);
-    for (i, inst) in b.instances.iter().enumerate() {
-        let s = &set.stencils[inst.stencil as usize];
-        let at = code_offsets[i] as usize;
-        let padding = &mut code[code_end..at];
-        if padding.len() % nop.len() != 0 {
-            return Err(Error::InvalidStencil {
-                stencil: s.name.to_string(),
-                reason: format!(
-                    "{} bytes of alignment padding before it are not a multiple of the {}-byte nop",
-                    padding.len(),
-                    nop.len()
-                ),
-            });
-        }
-        for chunk in padding.chunks_exact_mut(nop.len()) {
-            chunk.copy_from_slice(nop);
-        }
-        code[at..at + s.code.len()].copy_from_slice(s.code);
-        code_end = at + s.code.len();
-        let at = data_offsets[i] as usize;
-        data[data_end..at].fill(0);
-        data[at..at + s.data.len()].copy_from_slice(s.data);
-        data_end = at + s.data.len();
-    }
-    // The tail jump, if any, is patched like any branch hole.
-    match (b.continuation, b.jit.set.arch) {
-        (Some(_), Arch::X86_64) => {
-            code[code_end..code_end + 5].copy_from_slice(&[0xe9, 0, 0, 0, 0]);
-            code_end += 5;
-        }
-        (Some(_), Arch::Aarch64) => {
-            code[code_end..code_end + 4].copy_from_slice(&0x1400_0000u32.to_le_bytes()); // b .
-            code_end += 4;
-        }
-        (None, _) => {}
-    }
-    code[code_end..].fill(trap);
-    data[data_end..].fill(0);
     Ok(())
 }
 
-/// An AArch64 GOT load of one value, `adrp xN, G` immediately followed by its
-/// `ldr xN, [xN, lo12(G)]`, with no addend. Only adjacent pairs are relaxed: then nothing
-/// can read the page address in between, and the `ldr` overwrites it, so rewriting the
-/// pair cannot change what any other instruction sees.
-fn is_adjacent_got_pair(adrp: &Hole, ldr: &Hole) -> bool {
-    adrp.section == Section::Code
-        && ldr.section == Section::Code
-        && adrp.kind == HoleKind::Aarch64AdrGotPage21
-        && ldr.kind == HoleKind::Aarch64Ld64GotLo12
-        && ldr.offset == adrp.offset + 4
-        && adrp.value == ldr.value
-        && adrp.addend == 0
-        && ldr.addend == 0
+/// `dst.copy_from_slice(src)`, inline for the short lengths most stencils have: two
+/// overlapping fixed-size moves instead of a call to `memcpy`.
+#[inline]
+fn copy_small(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    assert_eq!(dst.len(), n);
+    if (16..=32).contains(&n) {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..].copy_from_slice(&src[n - 16..]);
+    } else if (8..16).contains(&n) {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+    } else {
+        dst.copy_from_slice(src);
+    }
 }
 
 fn round_up64(x: u64, align: u64) -> u64 {
     (x + align - 1) & !(align - 1)
-}
-
-/// Patches holes once the trace is placed: GOT forms (relaxed where possible), direct
-/// branches (through a veneer when out of range), everything else as is.
-struct Patcher<'a> {
-    arch: Arch,
-    placed: Placed,
-    got_keys: &'a [Resolved],
-    got_base: usize,
-    veneer_destinations: &'a [u64],
-    /// Per destination: index of its veneer once placed (`u32::MAX`: none yet). Veneers are
-    /// placed in order of first need, so the used ones are contiguous.
-    veneer_slot: Vec<u32>,
-    veneer_base: usize,
-    veneers_used: usize,
-    code: &'a mut [u8],
-    data: &'a mut [u8],
-}
-
-impl Patcher<'_> {
-    /// Tries to turn the GOT load pair at `offset` (`adrp`, then `ldr` at `offset + 4`)
-    /// into code that materializes `value` directly (`movz`/`movk` or `adrp` + `add`).
-    fn relax_got_pair(
-        &mut self,
-        offset: usize,
-        value: Resolved,
-    ) -> Result<bool, patch::PatchError> {
-        let place = self.placed.code + offset as u64;
-        let target = self.placed.address(value);
-        patch::relax_aarch64_got_pair(self.code, offset, offset + 4, place, target)
-    }
-
-    /// Patches `hole` (at `offset` into the trace's code or data) with `value`.
-    fn patch(
-        &mut self,
-        offset: usize,
-        hole: &Hole,
-        value: Resolved,
-    ) -> Result<(), patch::PatchError> {
-        let (buf, base) = match hole.section {
-            Section::Code => (&mut *self.code, self.placed.code),
-            Section::Data => (&mut *self.data, self.placed.data),
-        };
-        let place = base + offset as u64;
-        let addend = hole.addend as u64;
-        let target = self.placed.address(value);
-        if hole.kind.uses_got() {
-            if hole.kind.is_relaxable_x86_got() && hole.addend == -4 {
-                if let Resolved::Constant(c) = value {
-                    if patch::relax_x86_got_load_constant(hole.kind, buf, offset, c)? {
-                        return Ok(());
-                    }
-                }
-                if patch::relax_x86_got_load(buf, offset, place, target.wrapping_add(addend))? {
-                    return Ok(());
-                }
-            }
-            let slot = self
-                .got_keys
-                .binary_search(&value)
-                .expect("every GOT key was collected");
-            let got = self.placed.data + (self.got_base + 8 * slot) as u64;
-            return patch::patch(hole.kind, buf, offset, place, got.wrapping_add(addend));
-        }
-        let value_plus_addend = target.wrapping_add(addend);
-        let external = matches!(value, Resolved::Constant(_));
-        if !hole.kind.is_branch()
-            || !external
-            || patch::in_range(hole.kind, place, value_plus_addend)
-        {
-            return patch::patch(hole.kind, buf, offset, place, value_plus_addend);
-        }
-        let bias = branch_bias(hole.kind);
-        let destination = value_plus_addend.wrapping_add(bias);
-        let d = self
-            .veneer_destinations
-            .binary_search(&destination)
-            .expect("every destination was collected");
-        if self.veneer_slot[d] == u32::MAX {
-            self.veneer_slot[d] = self.veneers_used as u32;
-            let at = self.veneer_base + self.veneers_used * VENEER_SIZE;
-            let bytes = match self.arch {
-                Arch::X86_64 => patch::x86_64_veneer(destination),
-                Arch::Aarch64 => patch::aarch64_veneer(destination),
-            };
-            self.code[at..at + VENEER_SIZE].copy_from_slice(&bytes);
-            self.veneers_used += 1;
-        }
-        let veneer = self.placed.code
-            + (self.veneer_base + self.veneer_slot[d] as usize * VENEER_SIZE) as u64;
-        let buf = match hole.section {
-            Section::Code => &mut *self.code,
-            Section::Data => &mut *self.data,
-        };
-        patch::patch(hole.kind, buf, offset, place, veneer.wrapping_sub(bias))
-    }
 }

@@ -95,6 +95,12 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             });
         }
         let id = InstanceId(self.instances.len() as u32);
+        if set.shim == Some(stencil as u16) && id.0 != 0 {
+            return Err(Error::ShimNotFirst {
+                stencil: s.name.to_string(),
+                instance: id.index(),
+            });
+        }
         self.instances.push(Instance {
             stencil: stencil as u32,
             operands: self.operands.len() as u32,
@@ -123,7 +129,8 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     }
 
     /// Appends the set's C-ABI entry shim; call the finished trace through
-    /// [`Trace::entry_fn`] of the returned id.
+    /// [`Trace::entry_fn`] of the returned id. The shim can only be the first instance
+    /// and is never a jump target: it is entered from native code, with a native frame.
     pub fn push_shim(&mut self) -> Result<InstanceId, Error> {
         let set = self.jit.set;
         let shim = set.shim.ok_or_else(|| Error::NoShim {
@@ -146,6 +153,11 @@ impl<'j, 's> TraceBuilder<'j, 's> {
 
     pub fn is_empty(&self) -> bool {
         self.instances.is_empty()
+    }
+
+    /// Whether instance `index` is the entry shim (which can only be instance 0).
+    pub(crate) fn is_shim(&self, index: usize) -> bool {
+        index == 0 && self.jit.set.shim.map(u32::from) == self.instances.first().map(|i| i.stencil)
     }
 
     /// Lays out, copies and patches the instances into executable memory.
@@ -171,6 +183,8 @@ pub struct Trace {
     pub(crate) got_slots: usize,
     /// Byte that fills freed code (a trapping instruction).
     pub(crate) trap: u8,
+    /// Registrations with debuggers and profilers, if any option asked for them.
+    pub(crate) debug: Option<Box<crate::debug::TraceDebug>>,
 }
 
 impl Trace {
@@ -229,18 +243,15 @@ impl Trace {
 
 impl Drop for Trace {
     fn drop(&mut self) {
+        // Unregistered from debuggers and profilers before the code is trapped and reused.
+        self.debug = None;
         // Fill the freed code with traps so that a stale pointer into it faults instead of
-        // running whatever is stitched there next.
-        let window = crate::memory::write_window();
-        // SAFETY: the block's RW view is ours until freed below.
-        unsafe {
-            std::ptr::write_bytes(
-                self.block.code_rw as *mut u8,
-                self.trap,
-                self.block.code_len,
-            )
-        };
-        drop(window);
+        // running whatever is stitched there next. If no window can be mapped (out of
+        // memory), the bytes stay until the next trace overwrites them.
+        if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
+            writer.bytes().fill(self.trap);
+            let _ = writer.publish();
+        }
         self.arena.free(&self.block);
     }
 }

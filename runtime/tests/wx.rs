@@ -92,9 +92,11 @@ fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();
     t.push_named("op_load_got", &[7], &[]).unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
     t.push_named("op_return", &[], &[]).unwrap();
     let trace = t.finish().unwrap();
     assert_eq!(run(&trace, shim, &mut Frame::default()), 7);
+    assert!(!trace.data_range().is_empty());
     let m = maps();
     let code = trace.code_range();
     let data = trace.data_range();
@@ -114,4 +116,46 @@ fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
     assert_eq!((stats.code_mapped, stats.data_mapped), (page, page));
     assert_eq!(stats.reserved(), 2 << 20);
     assert_no_wx("with one trace");
+}
+
+/// Permissions of every mapping of the JIT's code object (the memfd named `cpjit-code`).
+fn code_object_mappings() -> Vec<String> {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains("memfd:cpjit-code"))
+        .map(|line| line.split_whitespace().nth(1).unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn no_writable_view_of_code_remains_after_finish_or_drop() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut traces = Vec::new();
+    for i in 0..20u64 {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_load_got", &[i], &[]).unwrap();
+        t.push_named("op_call_helper", &[], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        let trace = t.finish().unwrap();
+        let views = code_object_mappings();
+        assert!(
+            views.iter().any(|p| p.starts_with("r-x")),
+            "the code is mapped executable: {views:?}"
+        );
+        assert!(
+            views.iter().all(|p| !p.contains('w')),
+            "after finish, the code object is mapped {views:?}"
+        );
+        assert_eq!(run(&trace, shim, &mut Frame::default()), 1000 + i as i64);
+        traces.push(trace);
+    }
+    // Dropping a trace writes traps over its code, through a window that is gone after.
+    traces.truncate(5);
+    let views = code_object_mappings();
+    assert!(
+        views.iter().all(|p| !p.contains('w')),
+        "after drop: {views:?}"
+    );
 }

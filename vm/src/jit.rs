@@ -18,7 +18,7 @@ use crate::ops;
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
-use cpjit_runtime::{InstanceId, Jit, Target};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Target};
 use std::any::Any;
 use std::fmt::Write as _;
 
@@ -60,6 +60,11 @@ pub struct Backend {
 impl Backend {
     /// The set named by `CPJIT_STENCILS`, else the host's.
     pub fn host() -> Result<Backend, String> {
+        Backend::host_with(JitOptions::default())
+    }
+
+    /// [`Backend::host`] with explicit runtime options (perf map, GDB, listings).
+    pub fn host_with(options: JitOptions) -> Result<Backend, String> {
         let set = match std::env::var("CPJIT_STENCILS") {
             Ok(triple) => set_for(&triple).ok_or_else(|| {
                 format!(
@@ -74,11 +79,20 @@ impl Backend {
                 )
             })?,
         };
-        Backend::new(set)
+        Backend::with_options(set, options)
     }
 
     pub fn new(set: &'static StencilSet<'static>) -> Result<Backend, String> {
-        let jit = Jit::new(set, resolve).map_err(|e| format!("stencil set {}: {e}", set.target))?;
+        Backend::with_options(set, JitOptions::default())
+    }
+
+    /// A backend for `set` whose runtime has `options`.
+    pub fn with_options(
+        set: &'static StencilSet<'static>,
+        options: JitOptions,
+    ) -> Result<Backend, String> {
+        let jit = Jit::with_options(set, resolve, options)
+            .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
         Ok(Backend { jit, set, stencils })
     }
@@ -251,8 +265,10 @@ impl CompiledTrace {
         }
     }
 
-    /// Machine code of each instance, in hex, with its micro-op's name (for an external
-    /// compiler's trace: its name, size and addresses; its code has no instance boundaries).
+    /// The runtime's listing of the stitched code ([`cpjit_runtime::Trace::listing`]:
+    /// instance boundaries, stencil names, every hole's value) when the backend keeps
+    /// listings; else the machine code of each instance, in hex, with its micro-op's name
+    /// (for an external compiler's trace: its name, size and addresses).
     pub fn listing(&self) -> String {
         let trace = match &self.code {
             Code::Stitched(trace) => trace,
@@ -268,6 +284,21 @@ impl CompiledTrace {
                 )
             }
         };
+        if let Some(listing) = trace.listing() {
+            let mut s = String::with_capacity(listing.len() + 64 * self.names.len());
+            write!(
+                s,
+                "  machine code: {} bytes; micro-ops by instance:",
+                trace.code_bytes().len()
+            )
+            .unwrap();
+            for (i, name) in self.names.iter().enumerate() {
+                write!(s, " [{}] {name}", i + 1).unwrap();
+            }
+            s.push('\n');
+            s.push_str(listing);
+            return s;
+        }
         let code = trace.code_bytes();
         let offsets = trace.instance_offsets();
         let mut s = format!("  machine code: {} bytes\n", code.len());

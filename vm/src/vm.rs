@@ -77,6 +77,13 @@ pub struct Config {
     pub print_live: bool,
     /// Keep a listing of every compiled trace (see [`Vm::trace_dump`]).
     pub dump_traces: bool,
+    /// Copy-and-patch traces go to the perf map `/tmp/perf-<pid>.map` (`run --perf-map`).
+    pub perf_map: bool,
+    /// Copy-and-patch traces are registered with GDB's JIT interface (`run --gdb`).
+    pub gdb: bool,
+    /// Copy-and-patch traces go to the jitdump file `jit-<pid>.dump` for `perf inject
+    /// --jit` (`run --jitdump`).
+    pub jitdump: bool,
     /// Testing: make every compile fail, as if the JIT rejected the trace.
     pub fail_compiles: bool,
     /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
@@ -85,6 +92,20 @@ pub struct Config {
     /// [`crate::jit::CompiledTrace::from_external`]); exits, links and resumption then work
     /// as with copy-and-patch.
     pub compiler: Option<Rc<dyn TraceCompiler>>,
+}
+
+impl Config {
+    /// The runtime options the copy-and-patch backend gets: listings for `dump_traces`,
+    /// the perf map and GDB registration on request.
+    pub fn jit_options(&self) -> cpjit_runtime::JitOptions {
+        cpjit_runtime::JitOptions {
+            listing: self.dump_traces,
+            perf_map: self.perf_map,
+            gdb: self.gdb,
+            jitdump: self.jitdump,
+            ..cpjit_runtime::JitOptions::default()
+        }
+    }
 }
 
 impl Default for Config {
@@ -98,6 +119,9 @@ impl Default for Config {
             max_depth: 256,
             print_live: false,
             dump_traces: false,
+            perf_map: false,
+            gdb: false,
+            jitdump: false,
             fail_compiles: false,
             compiler: None,
         }
@@ -253,7 +277,9 @@ impl Vm {
     pub fn new(program: Program, config: Config) -> Result<Vm, String> {
         let jit: Option<Rc<dyn TraceCompiler>> = match (config.mode, &config.compiler) {
             (Mode::Jit, Some(compiler)) => Some(compiler.clone()),
-            (Mode::Jit, None) => Some(Rc::new(crate::jit::Backend::host()?)),
+            (Mode::Jit, None) => Some(Rc::new(crate::jit::Backend::host_with(
+                config.jit_options(),
+            )?)),
             _ => None,
         };
         Ok(Vm::with_backend(program, config, jit))
@@ -266,7 +292,7 @@ impl Vm {
         set: &'static cpjit_model::StencilSet<'static>,
     ) -> Result<Vm, String> {
         config.mode = Mode::Jit;
-        let backend = crate::jit::Backend::new(set)?;
+        let backend = crate::jit::Backend::with_options(set, config.jit_options())?;
         Ok(Vm::with_backend(program, config, Some(Rc::new(backend))))
     }
 

@@ -14,7 +14,7 @@
 
 pub(crate) use super::unix_common::commit_data;
 use super::unix_common::os_error;
-use super::{Region, WriteWindow};
+use super::Region;
 use std::io;
 
 pub(crate) struct Mapping;
@@ -33,15 +33,39 @@ pub(crate) fn page_size() -> usize {
     granularity()
 }
 
-pub(crate) fn open_write_window() -> WriteWindow {
-    // SAFETY: toggles this thread's view of MAP_JIT regions only.
-    unsafe { libc::pthread_jit_write_protect_np(0) };
-    WriteWindow::new()
+/// Nothing: the code is written in place once this thread may write `MAP_JIT` memory.
+pub(crate) type Handle = ();
+
+pub(crate) fn handle(_mapping: &Mapping) -> Handle {}
+
+/// This thread's write access to `MAP_JIT` memory, revoked on drop.
+pub(crate) struct Window;
+
+impl Window {
+    /// Nothing to do: the bytes were written in place.
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
-pub(crate) fn close_write_window() {
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: toggles this thread's view of MAP_JIT regions only.
+        unsafe { libc::pthread_jit_write_protect_np(1) };
+    }
+}
+
+/// Gives this thread write access (and takes its execute access) to `MAP_JIT` memory;
+/// code byte `offset` is written at its executable address.
+pub(crate) fn open_window(
+    code_rx: usize,
+    _handle: Handle,
+    offset: usize,
+    _len: usize,
+) -> io::Result<(Window, usize)> {
     // SAFETY: as above.
-    unsafe { libc::pthread_jit_write_protect_np(1) };
+    unsafe { libc::pthread_jit_write_protect_np(0) };
+    Ok((Window, code_rx + offset))
 }
 
 pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
@@ -89,7 +113,6 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
         }
         Ok(Some(Region {
             code_rx: code as usize,
-            code_rw: code as usize,
             code_len,
             data: data as usize,
             data_len,

@@ -7,19 +7,28 @@
 //! Why dual mapping: other threads may be executing earlier traces on the very page a new
 //! trace is being written to, so flipping a page between RW and RX (`mprotect`) is not an
 //! option, and a page that is W and X at once is what W^X forbids. Instead the code part is
-//! one shared memory object mapped twice: an **RX view** (the addresses that execute) and an
-//! **RW view** somewhere else (the addresses that are written). No view is ever W+X.
+//! one shared memory object mapped as an **RX view** (the addresses that execute) for the
+//! chunk's life, and written only through a [`CodeWriter`] while a trace is finished (or a
+//! freed trace is overwritten with traps): a `pwrite` on Linux, a short-lived writable
+//! window elsewhere. No view is ever W+X, and no writable view of published code outlives
+//! the call that writes it, so a stray write elsewhere in the process cannot find an alias
+//! of live code to change it through.
 //!
-//! - Linux: `memfd_create` + two `mmap`s ([`unix_dual`]).
-//! - macOS x86_64: `shm_open` (unlinked at once) + two `mmap`s ([`unix_dual`]).
+//! - Linux: `memfd_create`, mapped R+X. There is no writable view at all: a trace is
+//!   assembled in a private buffer and written to the memfd with one `pwrite`, which the
+//!   RX view then shows ([`unix_dual`]).
+//! - macOS x86_64: `shm_open` (unlinked at once), mapped R+X, and written through a window
+//!   (an RW `mmap` of the object's pages being written, unmapped when the writer is
+//!   dropped: macOS shared memory objects cannot be `pwrite`n) ([`unix_dual`]).
 //! - macOS arm64: the kernel refuses executable shared mappings for hardened processes, so
 //!   Apple's model is used instead: one `MAP_JIT` mapping whose write permission is toggled
 //!   *per thread* by `pthread_jit_write_protect_np`; a thread that writes cannot execute
 //!   the region meanwhile, other threads keep executing it ([`macos_jit`]). A hardened
 //!   runtime needs the `com.apple.security.cs.allow-jit` entitlement.
-//! - Windows: a pagefile-backed section (`CreateFileMappingW`) mapped twice with
-//!   `MapViewOfFileEx` (`FILE_MAP_READ | FILE_MAP_EXECUTE` and `FILE_MAP_WRITE`)
-//!   ([`windows`]); this also works under wine 8.
+//! - Windows: a pagefile-backed section (`CreateFileMappingW`) mapped with `MapViewOfFileEx`
+//!   (`FILE_MAP_READ | FILE_MAP_EXECUTE`) for the chunk's life, and with `MapViewOfFile`
+//!   (`FILE_MAP_WRITE`) for each window, unmapped after ([`windows`]); this also works under
+//!   wine 8.
 //!
 //! The data part (stencil data and per-trace GOT) is plain private RW memory, never X.
 //!
@@ -31,15 +40,16 @@
 //! reused. So the memory really mapped follows the arena's high-water mark, not the chunk
 //! size. Per platform, committing code means:
 //!
-//! - Linux: grow the memfd (`ftruncate`) and map the new file range over the `PROT_NONE`
-//!   reservations of both views (`MAP_FIXED`: RW into the RW view, R+X into the RX view).
+//! - Linux: grow the memfd (`ftruncate`) and map the new file range R+X over the
+//!   `PROT_NONE` reservation of the RX view (`MAP_FIXED`).
 //! - macOS x86_64: the same with the `shm_open` object, which is sized once when created
 //!   (macOS refuses to resize it) and is backed only as pages are touched.
 //! - macOS arm64: the `MAP_JIT` region is mapped whole (its pages cost nothing until
 //!   touched) and the committed prefix is the arena's page-rounded high-water mark.
 //! - Windows: the section is created `SEC_RESERVE`; the new range is committed with
-//!   `VirtualAlloc(MEM_COMMIT)` through the RW view (`PAGE_READWRITE`) and the RX view
-//!   (`PAGE_EXECUTE_READ`), so each view keeps its own, never W+X, protection.
+//!   `VirtualAlloc(MEM_COMMIT)` through the RX view (`PAGE_EXECUTE_READ`); a window commits
+//!   its range again through itself (`PAGE_READWRITE`), so each view keeps its own, never
+//!   W+X, protection.
 //!
 //! Committing data maps fresh private RW pages over the data reservation
 //! (`VirtualAlloc(MEM_COMMIT)` on Windows).
@@ -63,13 +73,11 @@ use windows as imp;
 
 use std::io;
 
-/// One chunk of JIT memory: a dual-mapped code part and an adjacent RW data part.
+/// One chunk of JIT memory: a code part (executable view, written through short-lived
+/// windows) and an adjacent RW data part.
 pub(crate) struct Region {
     /// Start of the executable (RX) view of the code part.
     pub code_rx: usize,
-    /// Start of the writable (RW) view of the same code bytes (equal to `code_rx` on macOS
-    /// arm64, where writing goes through [`WriteWindow`]).
-    pub code_rw: usize,
     /// Bytes reserved for the code part.
     pub code_len: usize,
     /// Start of the data part (RW, never X).
@@ -108,10 +116,53 @@ impl Region {
     }
 }
 
-/// Opens code parts for writing through their RW views on this thread until the window is
-/// dropped (a no-op except on macOS arm64).
-pub(crate) fn write_window() -> WriteWindow {
-    imp::open_write_window()
+/// What it takes to open a [`CodeWriter`] on a region's code without holding the region:
+/// copied into each block, so that writers are opened outside the arena's lock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CodeSource {
+    code_rx: usize,
+    handle: imp::Handle,
+}
+
+impl CodeSource {
+    /// A writable view of code bytes `offset..offset + len` of the region, until dropped.
+    /// The region must outlive the writer, and nothing else may write those bytes meanwhile.
+    pub fn open(&self, offset: usize, len: usize) -> io::Result<CodeWriter> {
+        let (window, start) = imp::open_window(self.code_rx, self.handle, offset, len)?;
+        Ok(CodeWriter {
+            start,
+            len,
+            _window: window,
+            _not_send: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A writable view of some code bytes, published by [`CodeWriter::publish`]; the view is
+/// gone (a private buffer freed, a window unmapped, or on macOS arm64 this thread's write
+/// access revoked) when this is dropped.
+pub(crate) struct CodeWriter {
+    start: usize,
+    len: usize,
+    _window: imp::Window,
+    /// macOS arm64 toggles write access per thread: close on the thread that opened.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl CodeWriter {
+    /// The bytes, through the writable view (on Linux a private buffer whose initial
+    /// contents are unspecified: every byte must be written).
+    pub fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: `start..start + len` is writable while `self` lives (a buffer or window it
+        // owns), and the opener guaranteed exclusive use of those code bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.start as *mut u8, self.len) }
+    }
+
+    /// Makes what was written the code's content (on Linux: one `pwrite` to the code
+    /// object; elsewhere the bytes are already in place), then closes the view.
+    pub fn publish(mut self) -> io::Result<()> {
+        self._window.publish()
+    }
 }
 
 impl Region {
@@ -138,6 +189,14 @@ impl Region {
         Ok(())
     }
 
+    /// How to open writers on this region's code.
+    pub fn code_source(&self) -> CodeSource {
+        CodeSource {
+            code_rx: self.code_rx,
+            handle: imp::handle(&self.mapping),
+        }
+    }
+
     /// Called when code at `offset..offset + len` of the code part is freed, so that an
     /// emulator forgets its translations of it (a no-op except on aarch64 Linux).
     pub fn retire_code(&self, offset: usize, len: usize) {
@@ -148,26 +207,6 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         imp::unmap(self);
-    }
-}
-
-/// While alive, the current thread may write through [`Region::code_rw`].
-pub(crate) struct WriteWindow {
-    _not_send: std::marker::PhantomData<*const ()>,
-}
-
-impl WriteWindow {
-    #[allow(dead_code)] // Only some platforms need to do anything.
-    fn new() -> WriteWindow {
-        WriteWindow {
-            _not_send: std::marker::PhantomData,
-        }
-    }
-}
-
-impl Drop for WriteWindow {
-    fn drop(&mut self) {
-        imp::close_write_window();
     }
 }
 
@@ -250,11 +289,10 @@ mod tests {
             r.code_rx
         );
         assert!(within(r.code_rx as u64, 1 << 31, r.data, r.data_len));
-        // Writes through the RW view are seen through the RX view.
-        {
-            let _w = write_window();
-            unsafe { *(r.code_rw as *mut u8).add(5) = 0xa5 };
-        }
+        // Writes through a window are seen through the RX view.
+        let mut w = r.code_source().open(5, 1).unwrap();
+        w.bytes()[0] = 0xa5;
+        w.publish().unwrap();
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
         unsafe { *(r.data as *mut u64) = 7 };
         // Growing keeps what was written and commits whole pages, up to the reservation.
@@ -262,7 +300,9 @@ mod tests {
         assert_eq!((r.code_committed, r.data_committed), (4 * g, 2 * page));
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
         assert_eq!(unsafe { *(r.data as *const u64) }, 7);
-        unsafe { *((r.code_rw + 4 * g - 1) as *mut u8) = 0x5a };
+        let mut w = r.code_source().open(4 * g - 3, 3).unwrap();
+        w.bytes().copy_from_slice(&[1, 2, 0x5a]);
+        w.publish().unwrap();
         assert_eq!(unsafe { *((r.code_rx + 4 * g - 1) as *const u8) }, 0x5a);
         unsafe { *((r.data + 2 * page - 1) as *mut u8) = 0x5a };
         // Committing less than is committed changes nothing.

@@ -1,15 +1,17 @@
 //! Dual mapping on Linux (`memfd_create`) and macOS x86_64 (`shm_open`, unlinked at once).
 //!
-//! The chunk's address range (code then data) and the RW view of the code are reserved
-//! `PROT_NONE` (`MAP_NORESERVE`: no memory, no commit charge). Committing maps the new part
-//! of the shared object over both code reservations, and fresh private RW pages over the
-//! data reservation, with `MAP_FIXED` (safe: the ranges are ours), which keeps code and data
-//! adjacent. The RW view goes wherever the kernel puts it; its address never needs to be
-//! reachable from code.
+//! The chunk's address range (code then data) is reserved `PROT_NONE` (`MAP_NORESERVE`: no
+//! memory, no commit charge). Committing maps the new part of the shared object R+X over the
+//! code reservation, and fresh private RW pages over the data reservation, with `MAP_FIXED`
+//! (safe: the ranges are ours), which keeps code and data adjacent. No writable alias of
+//! the code outlives a write: on Linux code is assembled in a private buffer and written
+//! to the memfd with `pwrite` (no writable mapping of code ever exists); on macOS x86_64
+//! through a window, the object's pages for the bytes written mapped RW wherever the
+//! kernel puts them and unmapped when the writer is dropped.
 
 pub(crate) use super::unix_common::commit_data;
 use super::unix_common::os_error;
-use super::{Region, WriteWindow};
+use super::Region;
 use std::io;
 
 pub(crate) struct Mapping {
@@ -32,11 +34,145 @@ pub(crate) fn page_size() -> usize {
     granularity()
 }
 
-pub(crate) fn open_write_window() -> WriteWindow {
-    WriteWindow::new()
+/// The shared memory object's descriptor, for writing code.
+pub(crate) type Handle = libc::c_int;
+
+pub(crate) fn handle(mapping: &Mapping) -> Handle {
+    mapping.fd
 }
 
-pub(crate) fn close_write_window() {}
+/// Linux: a private buffer for code bytes `offset..offset + len`, written to the memfd by
+/// `publish`. No writable mapping of the code exists at any time.
+#[cfg(target_os = "linux")]
+pub(crate) struct Window {
+    fd: libc::c_int,
+    offset: usize,
+    buffer: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// One buffer per thread, reused from trace to trace.
+    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+#[cfg(target_os = "linux")]
+impl Window {
+    /// Writes the buffer to the object (the pages the RX view maps).
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        let mut done = 0;
+        while done < self.buffer.len() {
+            let rest = &self.buffer[done..];
+            // SAFETY: a valid buffer and a descriptor we own; the range was committed.
+            let n = unsafe {
+                libc::pwrite(
+                    self.fd,
+                    rest.as_ptr() as *const libc::c_void,
+                    rest.len(),
+                    (self.offset + done) as libc::off_t,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
+            }
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "pwrite (code) wrote nothing",
+                ));
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Window {
+    fn drop(&mut self) {
+        BUFFER.set(std::mem::take(&mut self.buffer));
+    }
+}
+
+/// Linux: a buffer for code bytes `offset..offset + len`; returns it and its address.
+#[cfg(target_os = "linux")]
+pub(crate) fn open_window(
+    _code_rx: usize,
+    fd: Handle,
+    offset: usize,
+    len: usize,
+) -> io::Result<(Window, usize)> {
+    let mut buffer = BUFFER.take();
+    // Not cleared first: callers write every byte, and stale code bytes are not secret.
+    buffer.resize(len, 0);
+    buffer.truncate(len);
+    let start = buffer.as_mut_ptr() as usize;
+    Ok((Window { fd, offset, buffer }, start))
+}
+
+/// macOS x86_64: a writable mapping of some of the object's pages, unmapped on drop (POSIX
+/// shared memory objects cannot be written with `pwrite` there).
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct Window {
+    base: usize,
+    len: usize,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Window {
+    /// Nothing to do: the bytes were written through the mapping.
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, made by `open_window`; nothing refers to it any more.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// macOS x86_64: maps the pages holding code bytes `offset..offset + len` writable; returns
+/// the window and the address of byte `offset` in it.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn open_window(
+    _code_rx: usize,
+    fd: Handle,
+    offset: usize,
+    len: usize,
+) -> io::Result<(Window, usize)> {
+    let page = granularity();
+    let first = offset & !(page - 1);
+    let end = (offset + len.max(1)).div_ceil(page) * page;
+    // SAFETY: a fresh shared mapping of committed pages of our object, placed by the kernel.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            end - first,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            first as libc::off_t,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return Err(os_error("mmap (code write window)"));
+    }
+    let base = at as usize;
+    Ok((
+        Window {
+            base,
+            len: end - first,
+        },
+        base + (offset - first),
+    ))
+}
 
 pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
     map(code_len, data_len, at).map(Some)
@@ -148,20 +284,8 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
             return Err(e);
         }
     };
-    let rw = match reserve(0, code_len, "mmap (reserve code, RW view)") {
-        Ok(rw) => rw,
-        Err(e) => {
-            // SAFETY: the reservation and fd are ours and not used elsewhere.
-            unsafe {
-                libc::munmap(base, total);
-                libc::close(fd);
-            }
-            return Err(e);
-        }
-    };
     Ok(Region {
         code_rx: base as usize,
-        code_rw: rw as usize,
         code_len,
         data: base as usize + code_len,
         data_len,
@@ -171,8 +295,8 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
     })
 }
 
-/// Maps `fd`'s bytes `from..to` at `view + from` with `prot` (the range is part of one of
-/// the region's own views).
+/// Maps `fd`'s bytes `from..to` at `view + from` with `prot` (the range is part of the
+/// region's RX view).
 fn map_object(
     view: usize,
     from: usize,
@@ -200,20 +324,11 @@ fn map_object(
 }
 
 /// Commits code bytes `from..to` (page-aligned): grows the object, then maps the new range
-/// into the RW view and into the RX view. If a step fails, a later commit of the same
-/// range redoes every step (each is idempotent), so nothing is half-usable.
+/// into the RX view. If a step fails, a later commit of the same range redoes every step
+/// (each is idempotent), so nothing is half-usable.
 pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result<()> {
     let fd = region.mapping.fd;
     grow_object(fd, to)?;
-    let rw = libc::PROT_READ | libc::PROT_WRITE;
-    map_object(
-        region.code_rw,
-        from,
-        to,
-        rw,
-        fd,
-        "mmap (commit code, RW view)",
-    )?;
     let rx = libc::PROT_READ | libc::PROT_EXEC;
     map_object(
         region.code_rx,
@@ -232,7 +347,6 @@ pub(crate) fn unmap(region: &mut Region) {
             region.code_rx as *mut libc::c_void,
             region.code_len + region.data_len,
         );
-        libc::munmap(region.code_rw as *mut libc::c_void, region.code_len);
         libc::close(region.mapping.fd);
     }
 }
@@ -242,7 +356,7 @@ pub(crate) fn unmap(region: &mut Region) {
 /// threads, which at most take a minor fault).
 ///
 /// Needed only under emulation: qemu-user caches translated code per guest address and
-/// drops it only when the range is unmapped or remapped; writes through the RW alias are
+/// drops it only when the range is unmapped or remapped; writes through a window are
 /// invisible to it, so a freed block reused for new code would run the old translation.
 /// Hardware needs nothing beyond the icache flush, so this runs where aarch64 Linux is
 /// tested under qemu, once per freed trace.

@@ -1,16 +1,17 @@
-//! Windows: a pagefile-backed `SEC_RESERVE` section mapped twice, an RX view
-//! (`FILE_MAP_READ | FILE_MAP_EXECUTE`) and an RW view (`FILE_MAP_WRITE`); data is reserved
-//! with `VirtualAlloc(MEM_RESERVE)` right after the RX view. Nothing is committed up front:
+//! Windows: a pagefile-backed `SEC_RESERVE` section mapped as an RX view
+//! (`FILE_MAP_READ | FILE_MAP_EXECUTE`) for the chunk's life; data is reserved with
+//! `VirtualAlloc(MEM_RESERVE)` right after the RX view. Nothing is committed up front:
 //! `commit_code` commits the section's new pages with `VirtualAlloc(MEM_COMMIT)` through
-//! the RW view (`PAGE_READWRITE`) and then through the RX view (`PAGE_EXECUTE_READ`):
-//! committing section pages through a view is how `SEC_RESERVE` sections are meant to be
-//! used, recommitting committed pages succeeds, and wine tracks each view's pages
-//! separately, so both views are committed explicitly; and
-//! `commit_data` commits data pages `PAGE_READWRITE`. No page is ever W+X, and no
-//! `VirtualProtect` (which would briefly make pages other threads execute non-executable)
-//! is needed. Verified under wine 8.
+//! the RX view (`PAGE_EXECUTE_READ`), which is how `SEC_RESERVE` sections are meant to be
+//! used; `commit_data` commits data pages `PAGE_READWRITE`. Code is written through a
+//! window: a `FILE_MAP_WRITE` view of the section's range (from the 64 KiB boundary below
+//! it), its pages committed again through it (`PAGE_READWRITE`: recommitting succeeds, and
+//! wine tracks each view's pages separately), unmapped when the writer is dropped. No page
+//! is ever W+X, no writable view outlives a write, and no `VirtualProtect` (which would
+//! briefly make pages other threads execute non-executable) is needed. Verified under
+//! wine 8.
 
-use super::{Region, WriteWindow};
+use super::Region;
 use std::io;
 use std::ptr;
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
@@ -45,11 +46,73 @@ pub(crate) fn page_size() -> usize {
     (system_info().dwPageSize as usize).max(4096)
 }
 
-pub(crate) fn open_write_window() -> WriteWindow {
-    WriteWindow::new()
+/// The section, as an address-sized integer (a `HANDLE` is a pointer, not `Send`).
+pub(crate) type Handle = usize;
+
+pub(crate) fn handle(mapping: &Mapping) -> Handle {
+    mapping.section as usize
 }
 
-pub(crate) fn close_write_window() {}
+/// A `FILE_MAP_WRITE` view of part of the section, unmapped on drop.
+pub(crate) struct Window {
+    base: usize,
+}
+
+impl Window {
+    /// Nothing to do: the bytes were written through the view.
+    pub(crate) fn publish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: our own view, made by `open_window`; nothing refers to it any more.
+        unsafe {
+            UnmapViewOfFile(MEMORY_MAPPED_VIEW_ADDRESS {
+                Value: self.base as *mut _,
+            })
+        };
+    }
+}
+
+/// Maps the section's bytes from the allocation-granularity boundary at or below `offset`
+/// to `offset + len` writable, and commits `offset..offset + len` through the view; returns
+/// the window and the address of byte `offset` in it.
+pub(crate) fn open_window(
+    _code_rx: usize,
+    section: Handle,
+    offset: usize,
+    len: usize,
+) -> io::Result<(Window, usize)> {
+    let first = offset & !(granularity() - 1);
+    let end = offset + len.max(1);
+    // SAFETY: a fresh view of our own section; released on every path by `Window`.
+    let view = unsafe {
+        MapViewOfFile(
+            section as HANDLE,
+            FILE_MAP_WRITE,
+            (first as u64 >> 32) as u32,
+            first as u32,
+            end - first,
+        )
+    };
+    if view.Value.is_null() {
+        return Err(os_error("MapViewOfFile (code write window)"));
+    }
+    let window = Window {
+        base: view.Value as usize,
+    };
+    let start = window.base + (offset - first);
+    commit(
+        start,
+        0,
+        len.max(1),
+        PAGE_READWRITE,
+        "VirtualAlloc (commit code, write window)",
+    )?;
+    Ok((window, start))
+}
 
 fn os_error(what: &str) -> io::Error {
     let e = io::Error::last_os_error();
@@ -109,17 +172,8 @@ fn map(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>
             CloseHandle(section);
             return Ok(None);
         }
-        let rw = MapViewOfFile(section, FILE_MAP_WRITE, 0, 0, code_len);
-        if rw.Value.is_null() {
-            let e = os_error("MapViewOfFile (code, RW view)");
-            VirtualFree(data, 0, MEM_RELEASE);
-            UnmapViewOfFile(rx);
-            CloseHandle(section);
-            return Err(e);
-        }
         Ok(Some(Region {
             code_rx: rx.Value as usize,
-            code_rw: rw.Value as usize,
             code_len,
             data: data as usize,
             data_len,
@@ -146,11 +200,9 @@ fn commit(
     Ok(())
 }
 
-/// Commits code bytes `from..to`: through the RW view first, then the RX view (see the
-/// module docs). Recommitting committed pages succeeds, so a failed commit can be retried.
+/// Commits code bytes `from..to` through the RX view (see the module docs). Recommitting
+/// committed pages succeeds, so a failed commit can be retried.
 pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result<()> {
-    let rw = "VirtualAlloc (commit code, RW view)";
-    commit(region.code_rw, from, to, PAGE_READWRITE, rw)?;
     let rx = "VirtualAlloc (commit code, RX view)";
     commit(region.code_rx, from, to, PAGE_EXECUTE_READ, rx)
 }
@@ -171,9 +223,6 @@ pub(crate) fn unmap(region: &mut Region) {
     unsafe {
         UnmapViewOfFile(MEMORY_MAPPED_VIEW_ADDRESS {
             Value: region.code_rx as *mut _,
-        });
-        UnmapViewOfFile(MEMORY_MAPPED_VIEW_ADDRESS {
-            Value: region.code_rw as *mut _,
         });
         VirtualFree(region.data as *mut _, 0, MEM_RELEASE);
         CloseHandle(region.mapping.section);

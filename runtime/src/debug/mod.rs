@@ -1,0 +1,222 @@
+//! Making stitched code visible to profilers and debuggers, each behind a [`JitOptions`]
+//! field and off by default (a disabled option costs one branch per trace):
+//!
+//! - [`perf`]: the perf map (`/tmp/perf-<pid>.map`, read by `perf report` and `samply`)
+//!   and the jitdump file (`jit-<pid>.dump`, code bytes included, for `perf inject --jit`);
+//! - [`gdb`]: the GDB JIT interface (`__jit_debug_register_code`), one in-memory ELF
+//!   object per trace with a symbol per instance, unregistered when the trace is dropped;
+//! - `listing`: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
+//!   names and every hole's value;
+//! - [`unwind`]: DWARF unwind information per instance, registered with the unwinder and
+//!   given to GDB, from per-stencil frame layouts.
+//!
+//! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
+//! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to
+//! the trace's continuation and `trace<N>:veneers` for its veneers.
+//!
+//! [`JitOptions`]: crate::JitOptions
+
+pub mod gdb;
+mod listing;
+pub mod perf;
+pub mod unwind;
+
+use crate::jit::{Jit, JitOptions};
+use crate::patch::VENEER_SIZE;
+use crate::trace::{Trace, TraceBuilder};
+use crate::Error;
+use cpjit_model::StencilSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Which facilities a [`Jit`] feeds (from its [`JitOptions`]).
+#[derive(Debug, Default)]
+pub(crate) struct Options {
+    pub perf_map: bool,
+    pub jitdump: bool,
+    pub gdb: bool,
+    pub listing: bool,
+    /// Each stencil's CFA program, by stencil index, if unwind info is registered.
+    pub unwind: Option<Box<[Box<[u8]>]>>,
+}
+
+impl Options {
+    /// The options of `o`, after opening the process-wide output files they need, so that
+    /// a path or platform problem is reported by `Jit::with_options`, not by a later trace.
+    pub(crate) fn open(o: &JitOptions, set: &StencilSet<'_>) -> Result<Options, Error> {
+        let options = Options {
+            perf_map: o.perf_map,
+            jitdump: o.jitdump,
+            gdb: o.gdb,
+            listing: o.listing,
+            unwind: o
+                .unwind
+                .map(|frames| unwind::compile(set, frames))
+                .transpose()?,
+        };
+        if options.perf_map {
+            perf::open_map()?;
+        }
+        if options.jitdump {
+            perf::open_jitdump()?;
+        }
+        Ok(options)
+    }
+
+    fn any(&self) -> bool {
+        self.perf_map || self.jitdump || self.gdb || self.listing || self.unwind.is_some()
+    }
+}
+
+/// What a trace keeps for the facilities it was registered with.
+#[derive(Debug)]
+pub(crate) struct TraceDebug {
+    pub id: u64,
+    pub listing: Option<String>,
+    /// Unregisters the trace from GDB when dropped (never read otherwise).
+    #[allow(dead_code)]
+    pub gdb: Option<gdb::Registration>,
+    /// Deregisters the trace's unwind information when dropped (after GDB's object,
+    /// which shows the same bytes).
+    #[allow(dead_code)]
+    pub unwind: Option<unwind::Registration>,
+}
+
+/// A named piece of a trace's code, at its executable address: `trace<trace>:<what>`
+/// (formatted only when written, so that no name is allocated per instance).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CodeSymbol<'a> {
+    pub trace: u64,
+    /// The stencil's name, `tail` or `veneers`.
+    pub what: &'a str,
+    pub start: u64,
+    pub size: u64,
+}
+
+impl std::fmt::Display for CodeSymbol<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "trace{}:{}", self.trace, self.what)
+    }
+}
+
+static NEXT_TRACE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The hook of the publish stage: registers the just-finished `trace` (built by `b`) with
+/// every facility the JIT's options enable. `Ok(None)` when all are off.
+pub(crate) fn register(
+    b: &TraceBuilder<'_, '_>,
+    trace: &Trace,
+) -> Result<Option<Box<TraceDebug>>, Error> {
+    let options = &b.jit.debug;
+    if !options.any() {
+        return Ok(None);
+    }
+    let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
+    let symbols = code_symbols(b.jit, b, trace, id);
+    if options.perf_map {
+        perf::write_map(&symbols)?;
+    }
+    if options.jitdump {
+        perf::write_jitdump(&symbols)?;
+    }
+    let unwind = options
+        .unwind
+        .as_ref()
+        .map(|programs| unwind::Registration::new(eh_frame(b, &symbols, programs)));
+    let gdb = options.gdb.then(|| {
+        let eh_frame = unwind.as_ref().map(|u| u.bytes());
+        gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
+    });
+    let listing = options.listing.then(|| listing::listing(b, trace, id));
+    Ok(Some(Box::new(TraceDebug {
+        id,
+        listing,
+        gdb,
+        unwind,
+    })))
+}
+
+/// The trace's `.eh_frame`: each instance with its stencil's CFA program, covering the
+/// padding after it (run at depth 0); the tail jump and veneers at depth 0.
+fn eh_frame(
+    b: &TraceBuilder<'_, '_>,
+    symbols: &[CodeSymbol<'_>],
+    programs: &[Box<[u8]>],
+) -> Vec<u8> {
+    let n = b.instances.len();
+    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len());
+    for (i, inst) in b.instances.iter().enumerate() {
+        let start = symbols[i].start;
+        let end = match symbols.get(i + 1) {
+            Some(next) if i + 1 < n => next.start,
+            _ => start + symbols[i].size,
+        };
+        ranges.push(unwind::Range {
+            start,
+            len: end - start,
+            program: &programs[inst.stencil as usize],
+        });
+    }
+    ranges.extend(symbols[n..].iter().map(|s| unwind::Range {
+        start: s.start,
+        len: s.size,
+        program: &[],
+    }));
+    unwind::eh_frame(&ranges)
+}
+
+/// One symbol per instance (its stencil's bytes, without the alignment padding before the
+/// next one), then the tail jump and the veneers if the trace has them.
+fn code_symbols<'s>(
+    jit: &Jit<'s>,
+    b: &TraceBuilder<'_, 's>,
+    trace: &Trace,
+    id: u64,
+) -> Vec<CodeSymbol<'s>> {
+    let set = jit.set;
+    let base = trace.code_range().start as u64;
+    let mut symbols = Vec::with_capacity(b.instances.len() + 2);
+    let mut end = 0u64;
+    for (inst, &offset) in b.instances.iter().zip(trace.instance_offsets()) {
+        let s = &set.stencils[inst.stencil as usize];
+        symbols.push(CodeSymbol {
+            trace: id,
+            what: s.name,
+            start: base + offset as u64,
+            size: s.code.len() as u64,
+        });
+        end = offset as u64 + s.code.len() as u64;
+    }
+    if b.continuation.is_some() {
+        let size = jit.facts.tail_jump.len() as u64;
+        symbols.push(CodeSymbol {
+            trace: id,
+            what: "tail",
+            start: base + end,
+            size,
+        });
+    }
+    if trace.veneers() > 0 {
+        let size = (trace.veneers() * VENEER_SIZE) as u64;
+        symbols.push(CodeSymbol {
+            trace: id,
+            what: "veneers",
+            start: trace.code_range().end as u64 - size,
+            size,
+        });
+    }
+    symbols
+}
+
+impl Trace {
+    /// The process-wide number this trace's symbols carry (`trace<N>:…`), if its JIT has
+    /// any debugging or profiling option on.
+    pub fn debug_id(&self) -> Option<u64> {
+        self.debug.as_ref().map(|d| d.id)
+    }
+
+    /// The stitched code with instance boundaries, stencil names and each hole's value (see
+    /// the `listing` module), if the JIT was created with [`JitOptions::listing`].
+    pub fn listing(&self) -> Option<&str> {
+        self.debug.as_ref()?.listing.as_deref()
+    }
+}

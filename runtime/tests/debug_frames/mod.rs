@@ -1,0 +1,102 @@
+//! Frame layouts of the hand-written test stencils (`tests/stencils/*.s`; offsets from the
+//! listings in `common/stencils_*.rs`), for the unwind tests. `debug_unwind.rs` checks the
+//! depths against llvm-mc-19's decoding of the stencils' bytes.
+#![allow(dead_code)]
+
+use cpjit_runtime::debug::unwind::{FrameStep, Save, StencilFrame};
+
+const fn step(offset: u32, depth: u32) -> FrameStep {
+    FrameStep { offset, depth }
+}
+
+const fn save(register: u8, depth: u32, from: u32, to: u32) -> Save {
+    Save {
+        register,
+        depth,
+        from,
+        to,
+    }
+}
+
+/// A stencil that never moves the stack pointer nor saves a register.
+const fn flat(stencil: &'static str) -> StencilFrame<'static> {
+    StencilFrame {
+        stencil,
+        steps: &[],
+        saves: &[],
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub static FRAMES: &[StencilFrame<'static>] = &[
+    StencilFrame {
+        stencil: "cpjit_entry",
+        // push r12; push r13; push rax; mov; mov; call; pop rcx; pop r13; pop r12; ret
+        steps: &[
+            step(0x2, 8),
+            step(0x4, 16),
+            step(0x5, 24),
+            step(0x11, 16),
+            step(0x13, 8),
+            step(0x15, 0),
+        ],
+        saves: &[save(12, 8, 0x2, 0x15), save(13, 16, 0x4, 0x13)],
+    },
+    StencilFrame {
+        stencil: "op_call_helper",
+        // sub rsp, 8; mov rdi, r12; call; add rsp, 8; add [r12], rax
+        steps: &[step(0x4, 8), step(0x10, 0)],
+        saves: &[],
+    },
+    StencilFrame {
+        stencil: "op_call_got",
+        steps: &[step(0x4, 8), step(0x11, 0)],
+        saves: &[],
+    },
+    flat("op_add_got"),
+    flat("op_data_counter"),
+    flat("op_dec_jump_nz"),
+    flat("op_exit_to"),
+    flat("op_load_abs"),
+    flat("op_load_data_abs"),
+    flat("op_load_got"),
+    flat("op_return"),
+    flat("op_skip_if_zero"),
+];
+
+#[cfg(target_arch = "aarch64")]
+pub static FRAMES: &[StencilFrame<'static>] = &[
+    StencilFrame {
+        stencil: "cpjit_entry",
+        // stp x29, x30, [sp, #-32]!; mov x29, sp; stp x20, x21, [sp, #16]; mov; mov; bl;
+        // ldp x20, x21, [sp, #16]; ldp x29, x30, [sp], #32; ret
+        steps: &[step(0x4, 32), step(0x20, 0)],
+        saves: &[
+            save(29, 32, 0x4, 0x20),
+            save(30, 24, 0x4, 0x20),
+            save(20, 16, 0xc, 0x1c),
+            save(21, 8, 0xc, 0x1c),
+        ],
+    },
+    StencilFrame {
+        stencil: "op_call_got",
+        // stp x29, x30, [sp, #-16]!; mov; adrp; ldr; blr x16; ldp x29, x30, [sp], #16; ...
+        steps: &[step(0x4, 16), step(0x18, 0)],
+        saves: &[save(29, 16, 0x4, 0x18), save(30, 8, 0x4, 0x18)],
+    },
+    StencilFrame {
+        stencil: "op_call_helper",
+        steps: &[step(0x4, 16), step(0x10, 0)],
+        saves: &[save(29, 16, 0x4, 0x10), save(30, 8, 0x4, 0x10)],
+    },
+    flat("op_add_got"),
+    flat("op_data_counter"),
+    flat("op_dec_jump_nz"),
+    flat("op_exit_to"),
+    flat("op_load_abs"),
+    flat("op_load_data_abs"),
+    flat("op_load_got"),
+    flat("op_return"),
+    flat("op_skip_if_even"),
+    flat("op_skip_if_zero"),
+];

@@ -1,0 +1,274 @@
+//! Unwinding through stitched code (Linux, x86-64 natively and AArch64 under qemu): with `JitOptions::unwind`, a backtrace
+//! taken in a helper called from a trace reaches the Rust frames that entered the trace,
+//! and a panic in such a helper unwinds through the trace to `catch_unwind` with the
+//! caller's callee-saved registers intact. Without it, the backtrace stops in the trace.
+//! The test stencils' frame layouts are checked against llvm-mc-19's decoding.
+#![cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+
+mod common;
+mod debug_frames;
+use common::{Frame, SET};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
+use debug_frames::FRAMES;
+use std::sync::Mutex;
+
+static CAPTURED: Mutex<String> = Mutex::new(String::new());
+
+extern "C" fn capturing_helper(frame: *mut Frame) -> i64 {
+    let bt = std::backtrace::Backtrace::force_capture().to_string();
+    *CAPTURED.lock().unwrap() = bt;
+    // SAFETY: the ops pass the frame they were entered with.
+    unsafe { (*frame).helper_calls += 1 };
+    1000
+}
+
+extern "C-unwind" fn panicking_helper(_frame: *mut Frame) -> i64 {
+    panic!("helper panics inside JIT code");
+}
+
+fn jit(helper: usize, unwind: bool) -> Jit<'static> {
+    let options = JitOptions {
+        unwind: unwind.then_some(FRAMES),
+        ..JitOptions::default()
+    };
+    Jit::with_options(
+        SET,
+        move |name| (name == "cpjit_test_helper").then_some(helper as u64),
+        options,
+    )
+    .unwrap()
+}
+
+fn helper_trace(jit: &Jit<'_>, op: &str) -> Trace {
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_load_got", &[5], &[]).unwrap();
+    t.push_named(op, &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    t.finish().unwrap()
+}
+
+type UnwindingEntry = unsafe extern "C-unwind" fn(*mut std::ffi::c_void, *mut u64) -> i64;
+
+#[inline(never)]
+fn unwind_test_enter(trace: &Trace) -> i64 {
+    let mut frame = Frame::default();
+    let mut stack = [0u64; 8];
+    // SAFETY: the shim is a C function; the helpers it may reach unwind ("C-unwind").
+    let entry: UnwindingEntry =
+        unsafe { std::mem::transmute(trace.entry_fn(InstanceId::from_index(0))) };
+    // SAFETY: the trace starts with the shim and is built from the host's ops.
+    let r = unsafe { entry(&mut frame as *mut Frame as *mut _, stack.as_mut_ptr()) };
+    std::hint::black_box(r)
+}
+
+#[test]
+fn a_backtrace_in_a_helper_walks_through_the_trace_to_its_caller() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for op in ["op_call_helper", "op_call_got"] {
+        for unwind in [true, false] {
+            let jit = jit(capturing_helper as *const () as usize, unwind);
+            let trace = helper_trace(&jit, op);
+            assert_eq!(unwind_test_enter(&trace), 1005);
+            let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
+            assert!(bt.contains("capturing_helper"), "{bt}");
+            let through = bt.contains("unwind_test_enter")
+                && bt.contains("a_backtrace_in_a_helper_walks_through_the_trace_to_its_caller");
+            assert_eq!(
+                through,
+                unwind,
+                "{op}, unwind info {}: the backtrace should {}reach the trace's caller:\n{bt}",
+                if unwind { "registered" } else { "absent" },
+                if unwind { "" } else { "not " }
+            );
+        }
+    }
+}
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[test]
+fn a_panic_in_a_helper_unwinds_through_the_trace_to_catch_unwind() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let jit = jit(panicking_helper as *const () as usize, true);
+    let trace = helper_trace(&jit, "op_call_helper");
+    // Values the compiler keeps in callee-saved registers across the call: the unwinder
+    // must restore the ones the shim saved.
+    let live: [u64; 6] = std::hint::black_box([11, 22, 33, 44, 55, 66]);
+    let (a, b, c, d, e, f) = (live[0], live[1], live[2], live[3], live[4], live[5]);
+    let caught =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unwind_test_enter(&trace)));
+    let message = caught.expect_err("the helper panicked");
+    assert_eq!(
+        message.downcast_ref::<&str>(),
+        Some(&"helper panics inside JIT code")
+    );
+    assert_eq!(
+        std::hint::black_box([a, b, c, d, e, f]),
+        [11, 22, 33, 44, 55, 66]
+    );
+    // The JIT still works after the unwind.
+    drop(trace);
+    let jit = self::jit(capturing_helper as *const () as usize, true);
+    assert_eq!(
+        unwind_test_enter(&helper_trace(&jit, "op_call_helper")),
+        1005
+    );
+}
+
+/// Depth after each instruction, from llvm-mc's decoding: the frame layouts above are
+/// what the stencils' bytes do.
+#[test]
+fn frame_layouts_match_the_stencils_instructions() {
+    for s in SET.stencils {
+        let hex: Vec<String> = s.code.iter().map(|b| format!("0x{b:02x}")).collect();
+        let out = std::process::Command::new("llvm-mc-19")
+            .args(["--disassemble", "--show-encoding", "--print-imm-hex"])
+            .args(if cfg!(target_arch = "x86_64") {
+                ["-triple=x86_64", "--output-asm-variant=1"]
+            } else {
+                ["-triple=aarch64", "--output-asm-variant=0"]
+            })
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(hex.join(" ").as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("llvm-mc-19 is installed");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let (mut at, mut depth) = (0u32, 0u32);
+        let mut steps = Vec::new();
+        for line in text.lines().filter(|l| l.contains("encoding:")) {
+            let (asm, enc) = line.split_once("encoding: [").unwrap();
+            let asm = asm.trim_end().trim_end_matches(['#', '/']);
+            let len = enc.split(']').next().unwrap().split(',').count() as u32;
+            let words: Vec<&str> = asm
+                .split([' ', '\t', ','])
+                .filter(|w| !w.is_empty())
+                .collect();
+            let new_depth = match words.as_slice() {
+                // x86-64
+                ["push", _] => depth + 8,
+                ["pop", _] => depth - 8,
+                ["sub", "rsp", n] => depth + parse(n),
+                ["add", "rsp", n] => depth - parse(n),
+                [_, "rsp", ..] => panic!("{}: unmodelled stack-pointer write `{asm}`", s.name),
+                // AArch64: pre-indexed stores and post-indexed loads on sp
+                ["stp" | "str", .., "[sp", n] if n.ends_with("]!") => {
+                    depth + parse(&n[1..n.len() - 2].replace('-', ""))
+                }
+                ["ldp" | "ldr", .., "[sp]", n] => depth - parse(&n[1..]),
+                ["sub", "sp", "sp", n] => depth + parse(&n[1..]),
+                ["add", "sp", "sp", n] => depth - parse(&n[1..]),
+                [_, "sp", ..] => panic!("{}: unmodelled stack-pointer write `{asm}`", s.name),
+                _ => depth,
+            };
+            at += len;
+            if new_depth != depth {
+                steps.push((at, new_depth));
+                depth = new_depth;
+            }
+        }
+        assert_eq!(at as usize, s.code.len(), "{}: decoded every byte", s.name);
+        let frame = FRAMES.iter().find(|f| f.stencil == s.name).expect(s.name);
+        let declared: Vec<(u32, u32)> =
+            frame.steps.iter().map(|st| (st.offset, st.depth)).collect();
+        assert_eq!(declared, steps, "{}", s.name);
+    }
+}
+
+fn parse(n: &str) -> u32 {
+    match n.strip_prefix("0x") {
+        Some(h) => u32::from_str_radix(h, 16).unwrap(),
+        None => n.parse().unwrap(),
+    }
+}
+
+#[test]
+fn bad_frame_layouts_are_refused_naming_the_stencil() {
+    use cpjit_runtime::debug::unwind::{FrameStep, StencilFrame};
+    let try_frames = |frames: &'static [StencilFrame<'static>]| {
+        let options = JitOptions {
+            unwind: Some(frames),
+            ..JitOptions::default()
+        };
+        Jit::with_options(SET, common::resolve, options)
+            .expect_err("refused")
+            .to_string()
+    };
+    // A stencil without a layout.
+    let missing: &'static [StencilFrame<'static>] = Box::leak(
+        FRAMES
+            .iter()
+            .filter(|f| f.stencil != "op_return")
+            .copied()
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let e = try_frames(missing);
+    assert!(
+        e.contains("op_return") && e.contains("no frame layout"),
+        "{e}"
+    );
+    // A step past the stencil's code, and an op left below its entry stack pointer.
+    for (steps, what) in [
+        (
+            &[FrameStep {
+                offset: 0x1000,
+                depth: 8,
+            }][..],
+            "inside the",
+        ),
+        (
+            &[FrameStep {
+                offset: 1,
+                depth: 8,
+            }][..],
+            "falls through",
+        ),
+    ] {
+        let bad: &'static [StencilFrame<'static>] = Box::leak(
+            FRAMES
+                .iter()
+                .map(|f| match f.stencil {
+                    "op_load_got" => StencilFrame { steps, ..*f },
+                    _ => *f,
+                })
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let e = try_frames(bad);
+        assert!(e.contains("op_load_got") && e.contains(what), "{e}");
+    }
+}
+
+#[test]
+fn unwind_registrations_from_several_threads_come_and_go() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let jit = jit(capturing_helper as *const () as usize, true);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..100 {
+                    let t = helper_trace(&jit, "op_call_got");
+                    drop(t);
+                }
+            });
+        }
+    });
+    // After 400 registrations and deregistrations (whose code ranges were reused), a
+    // backtrace through a fresh trace still finds its frames and its caller.
+    let trace = helper_trace(&jit, "op_call_helper");
+    assert_eq!(unwind_test_enter(&trace), 1005);
+    let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
+    assert!(bt.contains("unwind_test_enter"), "{bt}");
+}

@@ -1,0 +1,134 @@
+//! `cpjit-vm run --perf-map` and `--gdb`: the perf map of a real run names every instance
+//! with its stencil's exact size, and GDB's backtrace from a helper called by a trace names
+//! the calling stencil.
+#![cfg(all(target_os = "linux", target_arch = "x86_64"))]
+
+use std::process::Command;
+
+const VM: &str = env!("CARGO_BIN_EXE_cpjit-vm");
+
+#[test]
+fn perf_map_names_every_instance_with_its_stencils_size() {
+    let child = Command::new(VM)
+        .args(["run", "../examples/calls.vm", "--perf-map"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let path = format!("/tmp/perf-{pid}.map");
+    let map = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let set = cpjit_vm::jit::set_for("x86_64-unknown-linux-gnu").expect("host set linked");
+    let mut instances = 0;
+    for line in map.lines() {
+        let mut f = line.split(' ');
+        let (_start, size, name) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap());
+        let (trace, stencil) = name.split_once(':').expect("trace<N>:<name>");
+        assert!(trace.starts_with("trace"), "{line}");
+        if let Some(s) = set.get(stencil) {
+            assert_eq!(
+                usize::from_str_radix(size, 16).unwrap(),
+                s.code.len(),
+                "{line}"
+            );
+            instances += 1;
+        } else {
+            assert!(stencil == "tail" || stencil == "veneers", "{line}");
+        }
+    }
+    assert!(
+        map.contains(":cpjit_entry\n") && map.contains(":op_CALL\n"),
+        "{map}"
+    );
+    assert!(instances > 10, "{map}");
+}
+
+#[test]
+fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
+    let out = Command::new("gdb")
+        .args([
+            "-batch",
+            "-nx",
+            "-ex",
+            "break vm_call",
+            "-ex",
+            "ignore 1 300",
+        ])
+        .args(["-ex", "run", "-ex", "bt 4", "-ex", "kill", "--args", VM])
+        .args(["run", "../examples/calls.vm", "--gdb"])
+        .output()
+        .expect("gdb must be installed (ci/setup.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert!(
+        frames.first().is_some_and(|f| f.contains("vm_call")),
+        "{text}"
+    );
+    assert!(
+        frames.get(1).is_some_and(|f| f.contains(":op_CALL ()")),
+        "frame #1 should be an op_CALL instance:\n{text}"
+    );
+}
+
+/// `perf record` → `perf inject --jit` → `perf report` attributes samples in stitched code
+/// to `trace<N>:<stencil>` (through the jitdump file). Skipped, saying so, where `perf`
+/// cannot record (not installed, or no permission for a software clock event).
+#[test]
+fn perf_inject_names_stitched_code_by_stencil() {
+    let dir = std::env::temp_dir().join(format!("cpjit-perf-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = dir.join("perf.data");
+    let record = Command::new("perf")
+        .args(["record", "-k", "mono", "-e", "cpu-clock", "-o"])
+        .arg(&data)
+        .args(["--", VM, "run", "../examples/mandelbrot.vm", "--jitdump"])
+        .env("HOME", &dir) // perf inject writes its jitted-*.so files under $HOME/.debug
+        .env("TMPDIR", &dir) // where the VM writes jit-<pid>.dump
+        .output();
+    match record {
+        Ok(out) if out.status.success() => {}
+        Ok(out) => {
+            eprintln!(
+                "skipped: perf record failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return;
+        }
+        Err(e) => {
+            eprintln!("skipped: no perf ({e})");
+            return;
+        }
+    }
+    let injected = dir.join("perf.jit.data");
+    let inject = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&data)
+        .arg("-o")
+        .arg(&injected)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        inject.status.success(),
+        "{}",
+        String::from_utf8_lossy(&inject.stderr)
+    );
+    let report = Command::new("perf")
+        .args(["report", "--stdio", "--sort", "symbol", "-i"])
+        .arg(&injected)
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+    let stencil_lines = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("[.] trace") && l.contains(":op_"))
+        .count();
+    assert!(
+        stencil_lines >= 3,
+        "samples in stitched code should be named trace<N>:op_…:\n{text}"
+    );
+}
