@@ -101,15 +101,14 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
     scratch.veneers.reset();
     let last_instance = &b.instances[n - 1];
     for inst in &b.instances {
-        let s = &set.stencils[inst.stencil as usize];
         let p: &Program = &jit.programs[inst.stencil as usize];
         code_align = code_align.max(p.code_align);
         code_len = round_up64(code_len, p.code_align as u64);
         instance_offsets.push(code_len as u32);
-        code_len += s.code.len() as u64;
-        if !s.data.is_empty() {
+        code_len += p.code_len as u64;
+        if p.data_len != 0 {
             data_align = data_align.max(p.data_align);
-            data_len = round_up64(data_len, p.data_align as u64) + s.data.len() as u64;
+            data_len = round_up64(data_len, p.data_align as u64) + p.data_len as u64;
         }
         for need in p.needs.iter() {
             let step = &p.steps[need.step as usize];
