@@ -56,8 +56,7 @@ pub struct MemoryStats {
     pub code_reserved: usize,
     pub data_reserved: usize,
     /// Bytes mapped accessible (committed) for code and data, in all chunks: each chunk's
-    /// page-rounded high-water mark per part. Code bytes count once although they are
-    /// mapped twice (RX view and RW view of the same memory).
+    /// page-rounded high-water mark per part.
     pub code_mapped: usize,
     pub data_mapped: usize,
     /// Bytes in live blocks (trace code with veneers; trace data with GOT), rounded up to
