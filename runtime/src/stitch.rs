@@ -45,7 +45,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
         scratch.veneers.reset();
         let mut trace = allocate(b.jit, &layout)?;
         write(b, &layout, &mut trace, scratch)?;
-        Ok(publish(b.jit, trace, &layout, scratch))
+        Ok(publish(b.jit, trace, layout, scratch))
     })
 }
 
@@ -308,7 +308,7 @@ fn write(
 
 /// Stage 4: returns unused veneer and GOT space to the arena and makes the code visible to
 /// instruction fetch.
-fn publish(jit: &Jit<'_>, mut trace: Trace, layout: &Layout, scratch: &Scratch) -> Trace {
+fn publish(jit: &Jit<'_>, mut trace: Trace, layout: Layout, scratch: &Scratch) -> Trace {
     let veneers = scratch.veneers.len();
     trace.veneers = veneers;
     trace.code_len = if veneers == 0 {
@@ -318,12 +318,9 @@ fn publish(jit: &Jit<'_>, mut trace: Trace, layout: &Layout, scratch: &Scratch) 
     };
     trace.got_slots = scratch.got.len();
     trace.data_len = layout.got_base() + 8 * trace.got_slots;
-    if trace.got_slots == 0 && layout.data_len == 0 {
-        trace.data_len = 0;
-    }
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = layout.instance_offsets.clone();
+    trace.instance_offsets = layout.instance_offsets;
     jit.flusher.flush(trace.block.code_rx, trace.code_len);
     trace
 }
