@@ -56,8 +56,7 @@ pub struct MemoryStats {
     pub code_reserved: usize,
     pub data_reserved: usize,
     /// Bytes mapped accessible (committed) for code and data, in all chunks: each chunk's
-    /// page-rounded high-water mark per part. Code bytes count once although they are
-    /// mapped twice (RX view and RW view of the same memory).
+    /// page-rounded high-water mark per part.
     pub code_mapped: usize,
     pub data_mapped: usize,
     /// Bytes in live blocks (trace code with veneers; trace data with GOT), rounded up to
@@ -191,21 +190,19 @@ impl Arena {
             return;
         }
         let mut inner = self.lock();
-        if code_len < block.code_len {
-            let freed = block.code_len - code_len;
-            inner.chunks[block.chunk]
-                .code_free
-                .free(block.code_offset + code_len, freed);
-            inner.stats.code_used -= freed;
-            block.code_len = code_len;
-        }
-        if data_len < block.data_len {
-            let freed = block.data_len - data_len;
-            inner.chunks[block.chunk]
-                .data_free
-                .free(block.data_offset + data_len, freed);
-            inner.stats.data_used -= freed;
-            block.data_len = data_len;
+        let Inner { chunks, stats } = &mut *inner;
+        let chunk = &mut chunks[block.chunk];
+        let code = (block.code_offset, &mut block.code_len, code_len);
+        let data = (block.data_offset, &mut block.data_len, data_len);
+        for ((offset, len, new_len), free, used) in [
+            (code, &mut chunk.code_free, &mut stats.code_used),
+            (data, &mut chunk.data_free, &mut stats.data_used),
+        ] {
+            if new_len < *len {
+                free.free(offset + new_len, *len - new_len);
+                *used -= *len - new_len;
+                *len = new_len;
+            }
         }
     }
 

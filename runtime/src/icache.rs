@@ -1,8 +1,8 @@
 //! Instruction-cache coherence after code is written.
 //!
-//! AArch64 has separate, non-coherent instruction and data caches: bytes written through
-//! the RW view must be cleaned to the point of unification and the stale instructions
-//! invalidated before the RX view executes them. x86-64 keeps the caches coherent in
+//! AArch64 has separate, non-coherent instruction and data caches: code bytes written (by
+//! `pwrite` or through a writable view) must be cleaned to the point of unification and the
+//! stale instructions invalidated before the RX view executes them. x86-64 keeps the caches coherent in
 //! hardware (a new trace is only reachable after `finish` returns, which orders the writes).
 //!
 //! qemu-user does not model the instruction cache, so a missing flush goes unnoticed when

@@ -32,8 +32,9 @@
 //!
 //! # Memory
 //!
-//! Pages are never writable and executable at once (the `memory` module documents the
-//! dual mapping per OS); code and data of many traces share arena chunks
+//! Pages are never writable and executable at once, and no writable view of published code
+//! remains after `finish` (the `memory` module documents how code is written per OS); code
+//! and data of many traces share arena chunks
 //! ([`Jit::memory_stats`]); chunks are placed near the helpers so that calls are direct,
 //! and a branch that cannot reach its destination goes through a veneer. Every patch checks
 //! its range in release builds: a value that does not fit is an [`Error`], never a

@@ -97,6 +97,10 @@ pub(crate) struct Program {
     pub steps: Box<[Step]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
+    /// The stencil's code and data sizes and alignments (copied here so that laying out a
+    /// trace reads one table).
+    pub code_len: u32,
+    pub data_len: u32,
     pub code_align: u32,
     pub data_align: u32,
 }
@@ -159,6 +163,8 @@ impl Program {
         Program {
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
+            code_len: stencil.code.len() as u32,
+            data_len: stencil.data.len() as u32,
             code_align: stencil.code_align,
             data_align: stencil.data_align,
         }

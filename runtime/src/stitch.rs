@@ -45,7 +45,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
         scratch.veneers.reset();
         let mut trace = allocate(b.jit, &layout)?;
         write(b, &layout, &mut trace, scratch)?;
-        let mut trace = publish(b.jit, trace, &layout, scratch);
+        let mut trace = publish(b.jit, trace, layout, scratch);
         trace.debug = crate::debug::register(b, &trace)?;
         Ok(trace)
     })
@@ -103,15 +103,14 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
     scratch.veneers.reset();
     let last_instance = &b.instances[n - 1];
     for inst in &b.instances {
-        let s = &set.stencils[inst.stencil as usize];
         let p: &Program = &jit.programs[inst.stencil as usize];
         code_align = code_align.max(p.code_align);
         code_len = round_up64(code_len, p.code_align as u64);
         instance_offsets.push(code_len as u32);
-        code_len += s.code.len() as u64;
-        if !s.data.is_empty() {
+        code_len += p.code_len as u64;
+        if p.data_len != 0 {
             data_align = data_align.max(p.data_align);
-            data_len = round_up64(data_len, p.data_align as u64) + s.data.len() as u64;
+            data_len = round_up64(data_len, p.data_align as u64) + p.data_len as u64;
         }
         for need in p.needs.iter() {
             let step = &p.steps[need.step as usize];
@@ -312,7 +311,7 @@ fn write(
 
 /// Stage 4: returns unused veneer and GOT space to the arena and makes the code visible to
 /// instruction fetch.
-fn publish(jit: &Jit<'_>, mut trace: Trace, layout: &Layout, scratch: &Scratch) -> Trace {
+fn publish(jit: &Jit<'_>, mut trace: Trace, layout: Layout, scratch: &Scratch) -> Trace {
     let veneers = scratch.veneers.len();
     trace.veneers = veneers;
     trace.code_len = if veneers == 0 {
@@ -322,12 +321,9 @@ fn publish(jit: &Jit<'_>, mut trace: Trace, layout: &Layout, scratch: &Scratch) 
     };
     trace.got_slots = scratch.got.len();
     trace.data_len = layout.got_base() + 8 * trace.got_slots;
-    if trace.got_slots == 0 && layout.data_len == 0 {
-        trace.data_len = 0;
-    }
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = layout.instance_offsets.clone();
+    trace.instance_offsets = layout.instance_offsets;
     jit.flusher.flush(trace.block.code_rx, trace.code_len);
     trace
 }

@@ -106,8 +106,14 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             operands: self.operands.len() as u32,
             targets: self.targets.len() as u32,
         });
-        self.operands.extend_from_slice(operands);
-        self.targets.extend_from_slice(targets);
+        // Element by element: stencils take a few operands and targets, and a `memcpy`
+        // call per push would cost more than the copy.
+        for &o in operands {
+            self.operands.push(o);
+        }
+        for &t in targets {
+            self.targets.push(t);
+        }
         Ok(id)
     }
 

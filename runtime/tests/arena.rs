@@ -217,6 +217,8 @@ fn windows_pages_past_the_high_water_mark_are_only_reserved() {
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();
     t.push_named("op_load_got", &[9], &[]).unwrap();
+    // Data of its own (the operand is relaxed into an immediate, so it has no GOT slot).
+    t.push_named("op_data_counter", &[], &[]).unwrap();
     t.push_named("op_return", &[], &[]).unwrap();
     let trace = t.finish().unwrap();
     assert_eq!(run(&trace, shim, &mut Frame::default()), 9);

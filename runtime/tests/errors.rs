@@ -234,3 +234,119 @@ fn an_unencodable_value_is_a_patch_error() {
         "the failed trace's memory was returned"
     );
 }
+
+/// Range checks are not debug assertions: the matrix runs this test binary built in
+/// release mode (ci/matrix.toml), where a PC-relative reference to an address out of its
+/// field's reach must still be an error naming the stencil, not a wrapped displacement.
+#[test]
+fn an_address_out_of_a_holes_reach_is_an_error_in_release_builds_too() {
+    use cpjit_runtime::model::{Hole, HoleKind, Section};
+    use cpjit_runtime::patch::Problem;
+    // `lea rax, [rip + X]; ret` / `adrp x0, X; ret`: a data reference, never veneered.
+    let (code, kind, offset, addend): (&'static [u8], _, _, _) = match SET.arch {
+        Arch::X86_64 => (
+            &[0x48, 0x8d, 0x05, 0, 0, 0, 0, 0xc3],
+            HoleKind::X86Pc32,
+            3,
+            -4,
+        ),
+        Arch::Aarch64 => (
+            &[0x00, 0x00, 0x00, 0x90, 0xc0, 0x03, 0x5f, 0xd6],
+            HoleKind::Aarch64AdrPage21,
+            0,
+            0,
+        ),
+    };
+    let hole = Hole {
+        section: Section::Code,
+        offset,
+        kind,
+        value: HoleValue::Operand(0),
+        addend,
+    };
+    let set = edited_set("op_return", |s| {
+        s.code = code;
+        s.holes = leak([hole]);
+        s.operands = &["FAR"];
+        s.falls_through = false;
+    });
+    let jit = Jit::new(set, resolve).unwrap();
+    // 2^44 bytes away from this code: beyond ±2 GiB (rel32) and ±4 GiB (adrp).
+    let here = an_address_out_of_a_holes_reach_is_an_error_in_release_builds_too as *const ();
+    let far = (here as usize as u64) ^ (1 << 44);
+    let mut t = jit.trace();
+    t.push_named("op_return", &[far], &[]).unwrap();
+    match t.finish() {
+        Err(Error::Patch {
+            stencil,
+            instance: 0,
+            hole: h,
+            source,
+        }) => {
+            assert_eq!((stencil.as_str(), h), ("op_return", hole));
+            assert!(
+                matches!(source.problem, Problem::OutOfRange { .. }),
+                "{source}"
+            );
+        }
+        other => panic!(
+            "expected a range error (debug assertions {}), got {other:?}",
+            cfg!(debug_assertions)
+        ),
+    }
+}
+
+/// The entry shim sets up a native frame for the ops: it can only be a trace's first
+/// instance, and never the destination of a jump or of the trace's continuation.
+#[test]
+fn the_entry_shim_is_only_an_entry() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let shim_name = SET.shim().unwrap().name;
+
+    let mut t = jit.trace();
+    t.push_named("op_load_got", &[1], &[]).unwrap();
+    match t.push_shim() {
+        Err(e @ Error::ShimNotFirst { .. }) => {
+            let text = message(e);
+            assert!(
+                text.contains(shim_name) && text.contains("instance 1"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let by_index = t.push(SET.shim.unwrap() as usize, &[], &[]);
+    assert!(matches!(
+        by_index,
+        Err(Error::ShimNotFirst { instance: 1, .. })
+    ));
+
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[Target::Instance(shim)])
+        .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    match t.finish() {
+        Err(e @ Error::ShimAsTarget { instance: 1, .. }) => {
+            let text = message(e);
+            assert!(
+                text.contains(shim_name) && text.contains("op_dec_jump_nz"),
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
+    t.continue_at(Target::Instance(shim));
+    match t.finish() {
+        Err(Error::ShimAsTarget {
+            stencil,
+            instance: 1,
+            ..
+        }) => assert_eq!(stencil, "op_data_counter"),
+        other => panic!("{other:?}"),
+    }
+}

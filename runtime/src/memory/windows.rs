@@ -18,8 +18,8 @@ use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
 use windows_sys::Win32::System::Memory::{
     CreateFileMappingW, MapViewOfFile, MapViewOfFileEx, UnmapViewOfFile, VirtualAlloc, VirtualFree,
     FILE_MAP_EXECUTE, FILE_MAP_READ, FILE_MAP_WRITE, MEMORY_MAPPED_VIEW_ADDRESS, MEM_COMMIT,
-    MEM_RELEASE, MEM_RESERVE, PAGE_EXECUTE_READ, PAGE_EXECUTE_READWRITE, PAGE_PROTECTION_FLAGS,
-    PAGE_READWRITE, SEC_RESERVE,
+    MEM_RELEASE, MEM_RESERVE, PAGE_EXECUTE_READ, PAGE_EXECUTE_READWRITE, PAGE_NOACCESS,
+    PAGE_PROTECTION_FLAGS, PAGE_READWRITE, SEC_RESERVE,
 };
 use windows_sys::Win32::System::SystemInformation::{GetSystemInfo, SYSTEM_INFO};
 
@@ -127,9 +127,31 @@ pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Regio
     if let Some(region) = map(code_len, data_len, 0)? {
         return Ok(region);
     }
+    // The view landed where its data cannot follow (something is mapped right after it):
+    // find a range free for both, then map there. Another thread may take the range in
+    // between, so try a few times.
+    for _ in 0..16 {
+        let at = free_range(code_len + data_len)?;
+        if let Some(region) = map(code_len, data_len, at)? {
+            return Ok(region);
+        }
+    }
     Err(io::Error::other(
         "no address range free for code followed by its data",
     ))
+}
+
+/// The start of an address range of `len` bytes that is free now (reserved and released).
+fn free_range(len: usize) -> io::Result<usize> {
+    // SAFETY: a fresh reservation, released at once; only its address is kept.
+    unsafe {
+        let at = VirtualAlloc(ptr::null(), len, MEM_RESERVE, PAGE_NOACCESS);
+        if at.is_null() {
+            return Err(os_error("VirtualAlloc (find a free range)"));
+        }
+        VirtualFree(at, 0, MEM_RELEASE);
+        Ok(at as usize)
+    }
 }
 
 /// `Ok(None)` when the address range at `at` (or after the RX view) is not free.
