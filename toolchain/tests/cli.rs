@@ -44,20 +44,26 @@ fn outside_project(dir: &Path) {
     ok(cpjit(dir, &["header", "--out", "tmpl/inc"]));
 }
 
-#[test]
-fn relative_paths_are_the_callers() {
-    let dir = tempfile::tempdir().unwrap();
-    outside_project(dir.path());
-    let args = [
+/// `build-stencils` of the project's `tmpl/` into `gen/`, relative paths only.
+fn build_args<'a>(target: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "build-stencils",
         "--templates",
         "tmpl",
         "--out",
         "gen",
         "--target",
-        "x86_64-unknown-linux-gnu",
-        "--no-cache",
     ];
+    args.push(target);
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn relative_paths_are_the_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    outside_project(dir.path());
+    let args = build_args("x86_64-unknown-linux-gnu", &["--no-cache"]);
     let text = ok(cpjit(dir.path(), &args));
     assert!(
         text.contains("x86_64-unknown-linux-gnu: 2 stencils"),
@@ -70,7 +76,7 @@ fn relative_paths_are_the_callers() {
         "without --model-path the dependency is by version only:\n{cargo}"
     );
     // --check from the same directory finds the same crates fresh.
-    let mut check = args.to_vec();
+    let mut check = args.clone();
     check.push("--check");
     ok(cpjit(dir.path(), &check));
     // From a subdirectory, the same relative paths name nothing: an error naming the path.
@@ -86,17 +92,7 @@ fn model_path_is_relative_to_the_caller_and_recorded_with_the_version() {
     let dir = tempfile::tempdir().unwrap();
     outside_project(dir.path());
     std::fs::create_dir(dir.path().join("model")).unwrap();
-    let args = [
-        "build-stencils",
-        "--templates",
-        "tmpl",
-        "--out",
-        "gen",
-        "--model-path",
-        "model",
-        "--target",
-        "aarch64-unknown-linux-gnu",
-    ];
+    let args = build_args("aarch64-unknown-linux-gnu", &["--model-path", "model"]);
     ok(cpjit(dir.path(), &args));
     let cargo =
         std::fs::read_to_string(dir.path().join("gen/aarch64-unknown-linux-gnu/Cargo.toml"))

@@ -1,6 +1,6 @@
 //! Runs Brainfuck programs with the JIT and the reference interpreter and compares their
 //! output and exit status: hand-written programs for each op and loop shape, the programs in
-//! `programs/`, and seeded random programs whose loops always terminate.
+//! `programs/`, and seeded random programs (`fastrand`) whose loops always terminate.
 
 use bf_jit::{interpret, parse, Compiler, Outcome, Status};
 
@@ -102,38 +102,22 @@ fn programs_directory() {
     assert!(ran >= 2, "programs/ holds {ran} programs");
 }
 
-/// A tiny deterministic generator (xorshift64*), so failures reproduce from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// Random straight-line code and loops at relative offset >= 0 with net movement 0. A loop
 /// is `[>` body `<-]`: its body never touches the loop's own cell, so it runs at most 255
 /// times.
-fn random_block(rng: &mut Rng, depth: u32, out: &mut String) {
+fn random_block(rng: &mut fastrand::Rng, depth: u32, out: &mut String) {
     let mut offset = 0i64;
-    for _ in 0..rng.below(12) {
-        match rng.below(8) {
-            0 | 1 => out.push_str(&"+".repeat(rng.below(20) as usize)),
-            2 => out.push_str(&"-".repeat(rng.below(20) as usize)),
+    for _ in 0..rng.u64(..12) {
+        match rng.u64(..8) {
+            0 | 1 => out.push_str(&"+".repeat(rng.usize(..20))),
+            2 => out.push_str(&"-".repeat(rng.usize(..20))),
             3 => {
-                let n = rng.below(4) as i64;
+                let n = rng.i64(0..4);
                 out.push_str(&">".repeat(n as usize));
                 offset += n;
             }
             4 if offset > 0 => {
-                let n = rng.below(offset as u64 + 1) as i64;
+                let n = rng.i64(0..=offset);
                 out.push_str(&"<".repeat(n as usize));
                 offset -= n;
             }
@@ -154,10 +138,10 @@ fn random_block(rng: &mut Rng, depth: u32, out: &mut String) {
 fn random_programs_agree_with_the_interpreter() {
     let compiler = Compiler::new().unwrap();
     for seed in 1..=300u64 {
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = fastrand::Rng::with_seed(seed);
         let mut source = String::new();
         random_block(&mut rng, 2, &mut source);
-        let input: Vec<u8> = (0..rng.below(8)).map(|_| rng.next() as u8).collect();
+        let input: Vec<u8> = (0..rng.usize(..8)).map(|_| rng.u8(..)).collect();
         let ops = parse(source.as_bytes()).unwrap();
         let jit = compiler.compile(&ops).unwrap().run(&input);
         assert_eq!(
