@@ -41,8 +41,9 @@ pub fn header_digest(lib_rs: &str) -> Option<&str> {
 }
 
 /// The generated crate's dependency on `cpjit-model`: always by this toolchain's version
-/// (the model it wrote the tables for), plus a path when a local checkout is used.
-fn model_dependency(model_path: Option<&str>) -> String {
+/// (the model it wrote the tables for), plus a path when a local checkout is used. Every
+/// generated Cargo.toml that depends on the model uses this line.
+pub fn model_dependency(model_path: Option<&str>) -> String {
     let version = env!("CARGO_PKG_VERSION");
     match model_path {
         Some(path) => format!("cpjit-model = {{ version = \"{version}\", path = \"{path}\" }}\n"),
