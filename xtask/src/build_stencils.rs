@@ -12,6 +12,7 @@
 
 use crate::util::{cargo, root, run};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 pub fn build_stencils(args: &[String]) -> Result<(), String> {
     toolchain(&["build-stencils"], args)
@@ -49,9 +50,27 @@ fn toolchain(command: &[&str], args: &[String]) -> Result<(), String> {
     }
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    run(&mut toolchain_command(
+        &root,
+        &caller,
+        notice.is_none(),
+        command,
+        args,
+    ))
+}
+
+/// `cargo run` of the toolchain in the caller's directory, with the kit's paths first and
+/// the caller's arguments after them (so that theirs win); quiet unless it first builds.
+fn toolchain_command(
+    root: &Path,
+    caller: &Path,
+    quiet: bool,
+    command: &[&str],
+    args: &[String],
+) -> Command {
     let mut cmd = cargo();
-    cmd.current_dir(&caller).arg("run");
-    if notice.is_none() {
+    cmd.current_dir(caller).arg("run");
+    if quiet {
         cmd.arg("--quiet");
     }
     cmd.arg("--manifest-path")
@@ -66,12 +85,67 @@ fn toolchain(command: &[&str], args: &[String]) -> Result<(), String> {
             .arg("--model-path")
             .arg(root.join("model"));
     }
-    run(cmd.args(args))
+    cmd.args(args);
+    cmd
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_in_the_callers_directory_with_the_kits_paths_as_overridable_defaults() {
+        let args = ["--templates".to_string(), "mine".to_string()];
+        let cmd = toolchain_command(
+            Path::new("/kit"),
+            Path::new("/home/me/proj"),
+            true,
+            &["build-stencils"],
+            &args,
+        );
+        assert_eq!(cmd.get_current_dir(), Some(Path::new("/home/me/proj")));
+        let argv: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let tail = argv.iter().position(|a| a == "--").unwrap();
+        assert_eq!(
+            argv[tail + 1..],
+            [
+                "build-stencils",
+                "--templates",
+                "/kit/templates",
+                "--out",
+                "/kit/stencils",
+                "--model-path",
+                "/kit/model",
+                "--templates",
+                "mine"
+            ]
+        );
+        assert!(argv.contains(&"--quiet".to_string()));
+        let show = toolchain_command(
+            Path::new("/kit"),
+            Path::new("/x"),
+            false,
+            &["stencils", "show"],
+            &[],
+        );
+        let argv: Vec<_> = show
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !argv.contains(&"--quiet".to_string()),
+            "the first build shows cargo's progress"
+        );
+        assert!(argv.ends_with(&[
+            "stencils".into(),
+            "show".into(),
+            "--templates".into(),
+            "/kit/templates".into()
+        ]));
+    }
 
     #[test]
     fn first_build_prints_what_it_is_doing() {
