@@ -38,7 +38,7 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
   --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
   --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec
-  --toolchain PATH  the cpjit-toolchain binary (default: next to this executable)
+  --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
 ";
 
 const GROUPS: [&str; 5] = ["toolchain", "stitch", "memory", "peer", "exec"];
@@ -57,7 +57,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         groups: GROUPS.iter().map(|g| g.to_string()).collect(),
         toolchain: std::env::current_exe()
             .map_err(|e| format!("cannot find this executable: {e}"))?
-            .with_file_name(format!("cpjit-toolchain{}", std::env::consts::EXE_SUFFIX)),
+            .with_file_name(format!("cpjit{}", std::env::consts::EXE_SUFFIX)),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {

@@ -36,8 +36,9 @@ pub struct BuildOptions {
     pub common: Options,
     /// Where the crates go: `<out>/<triple>/`.
     pub out: PathBuf,
-    /// The `cpjit-model` crate directory (the generated Cargo.toml points at it).
-    pub model_dir: PathBuf,
+    /// A local `cpjit-model` crate directory the generated Cargo.toml points at (with the
+    /// version); `None`: depend on the published version only.
+    pub model_dir: Option<PathBuf>,
     pub check: bool,
     pub json: Option<PathBuf>,
     /// Regenerate even when the committed digest matches.
@@ -187,8 +188,14 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let mut stale = Vec::new();
     for set in &sets {
         let crate_dir = opts.out.join(&set.target.triple);
-        let model_path = writer::relative_path(&absolute(&crate_dir)?, &absolute(&opts.model_dir)?);
-        let files = writer::generate(set, &model_path)?;
+        let model_path = match &opts.model_dir {
+            Some(dir) => Some(writer::relative_path(
+                &absolute(&crate_dir)?,
+                &absolute(dir)?,
+            )),
+            None => None,
+        };
+        let files = writer::generate(set, model_path.as_deref())?;
         for (rel, content) in &files.files {
             let path = crate_dir.join(rel);
             let committed = std::fs::read_to_string(&path).ok();

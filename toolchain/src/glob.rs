@@ -1,32 +1,42 @@
-//! Minimal glob matching for manifest patterns: `*` matches any run of characters (within
-//! one path component when matching paths), `?` exactly one; everything else is literal.
-//! Used for source globs (`vm/*.c`), stencil function patterns (`op_*`) and allowed symbols.
+//! Glob matching for manifest patterns, on the `globset` crate: source globs (`vm/*.c`,
+//! `ops/**/*.c`), stencil function patterns (`op_*`) and allowed symbols (`my_*`).
+//!
+//! Names are matched whole, with `*` matching any run of characters; paths are matched with
+//! `*` and `?` staying within one path component and `**` crossing components. `[abc]` and
+//! `{a,b}` work as in `globset`; `check` reports a malformed pattern when the manifest is
+//! read, so matching itself never fails.
 
 use crate::error::{Error, Result};
+use globset::{Glob, GlobBuilder, GlobMatcher};
 use std::path::{Path, PathBuf};
 
+/// A name pattern compiled once; `*` and `?` match any character.
+fn name_matcher(pattern: &str) -> std::result::Result<GlobMatcher, globset::Error> {
+    Glob::new(pattern).map(|g| g.compile_matcher())
+}
+
+/// A path pattern compiled once; `*` and `?` never match `/`.
+fn path_matcher(pattern: &str) -> std::result::Result<GlobMatcher, globset::Error> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+}
+
+/// Checks that `pattern` is a well-formed glob; the error names `what` (a manifest key)
+/// and the pattern.
+pub fn check(what: &str, pattern: &str) -> Result<()> {
+    name_matcher(pattern).map(|_| ()).map_err(|e| {
+        Error(format!(
+            "{what}: pattern `{pattern}` is not a valid glob: {e}"
+        ))
+    })
+}
+
 /// Whether `text` matches `pattern` (`*` and `?` match any character, including `/`).
+/// A malformed pattern matches nothing (manifests are checked with `check` when read).
 pub fn matches(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    // Iterative wildcard matching with single backtrack point (linear for one `*` run).
-    let (mut pi, mut ti) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ti));
-            pi += 1;
-        } else if let Some((sp, st)) = star {
-            pi = sp + 1;
-            ti = st + 1;
-            star = Some((sp, st + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
+    name_matcher(pattern).is_ok_and(|m| m.is_match(text))
 }
 
 /// Whether any of `patterns` matches `text`.
@@ -34,9 +44,10 @@ pub fn any_matches(patterns: &[String], text: &str) -> bool {
     patterns.iter().any(|p| matches(p, text))
 }
 
-/// Expands a relative path pattern (`testing/*.c`) against `root`, component by component,
-/// returning the matching regular files as paths relative to `root`, sorted. A pattern that
-/// matches nothing yields an empty list. `..` and absolute patterns are rejected.
+/// Expands a relative path pattern (`testing/*.c`) against `root`, returning the matching
+/// regular files as paths relative to `root`, sorted. Hidden entries (editor swap files,
+/// `.gitkeep`) are never sources. A pattern that matches nothing yields an empty list;
+/// `..`, `.` and absolute patterns are rejected.
 pub fn expand(root: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
     let components: Vec<&str> = pattern.split('/').filter(|c| !c.is_empty()).collect();
     if pattern.starts_with('/') || components.iter().any(|c| *c == ".." || *c == ".") {
@@ -44,49 +55,71 @@ pub fn expand(root: &Path, pattern: &str) -> Result<Vec<PathBuf>> {
             "source pattern `{pattern}` must be relative to the manifest and must not contain `.` or `..`"
         )));
     }
-    let mut current = vec![PathBuf::new()];
-    for (i, component) in components.iter().enumerate() {
-        let last = i + 1 == components.len();
-        let mut next = Vec::new();
-        for dir in &current {
-            let wild = component.contains(['*', '?']);
-            if !wild {
-                let candidate = dir.join(component);
-                if is_kind(&root.join(&candidate), last) {
-                    next.push(candidate);
-                }
-                continue;
-            }
-            let abs = root.join(dir);
-            let Ok(entries) = std::fs::read_dir(&abs) else {
-                continue;
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| Error(format!("{}: {e}", abs.display())))?;
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else { continue };
-                // Hidden files (editor swap files, `.gitkeep`) are never sources.
-                if name.starts_with('.') || !matches(component, name) {
-                    continue;
-                }
-                let candidate = dir.join(name);
-                if is_kind(&root.join(&candidate), last) {
-                    next.push(candidate);
-                }
-            }
-        }
-        current = next;
+    let matcher = path_matcher(&components.join("/")).map_err(|e| {
+        Error(format!(
+            "source pattern `{pattern}` is not a valid glob: {e}"
+        ))
+    })?;
+    // Walk only below the literal prefix (`vm/` in `vm/*.c`) and, without `**`, no deeper
+    // than the pattern has components.
+    let wild = |c: &str| c.contains(['*', '?', '[', '{']);
+    let prefix: PathBuf = components.iter().take_while(|c| !wild(c)).collect();
+    let max_depth = if components.iter().any(|c| c.contains("**")) {
+        usize::MAX
+    } else {
+        components.len()
+    };
+    let mut found = Vec::new();
+    let start = root.join(&prefix);
+    if start.is_file() {
+        found.push(prefix);
+    } else if start.is_dir() {
+        let depth = prefix.components().count();
+        walk(root, &prefix, depth, max_depth, &matcher, &mut found)?;
     }
-    current.sort();
-    Ok(current)
+    found.sort();
+    Ok(found)
 }
 
-fn is_kind(path: &Path, want_file: bool) -> bool {
-    if want_file {
-        path.is_file()
-    } else {
-        path.is_dir()
+/// Collects the files under `root/dir` (at path depth `depth`) whose `/`-separated path
+/// relative to `root` matches.
+fn walk(
+    root: &Path,
+    dir: &Path,
+    depth: usize,
+    max_depth: usize,
+    matcher: &GlobMatcher,
+    found: &mut Vec<PathBuf>,
+) -> Result<()> {
+    if depth >= max_depth {
+        return Ok(());
     }
+    let abs = root.join(dir);
+    let entries = std::fs::read_dir(&abs).map_err(|e| Error(format!("{}: {e}", abs.display())))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error(format!("{}: {e}", abs.display())))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with('.') {
+            continue;
+        }
+        let rel = dir.join(name);
+        let path = root.join(&rel);
+        if path.is_dir() {
+            walk(root, &rel, depth + 1, max_depth, matcher, found)?;
+        } else if path.is_file() && matcher.is_match(slashed(&rel)) {
+            found.push(rel);
+        }
+    }
+    Ok(())
+}
+
+/// `rel` with `/` separators on every host, as manifest patterns are written.
+fn slashed(rel: &Path) -> String {
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 #[cfg(test)]
@@ -106,11 +139,50 @@ mod tests {
         assert!(!matches("*a*b", "xxaxxbxx"));
         assert!(matches("exact", "exact"));
         assert!(!matches("exact", "exactly"));
+        assert!(matches("op_{add,sub}", "op_sub"));
+    }
+
+    #[test]
+    fn malformed_patterns_are_reported_and_match_nothing() {
+        let err = check("allowed_symbols", "op_[").unwrap_err();
+        assert!(
+            err.0.contains("allowed_symbols") && err.0.contains("op_["),
+            "{err}"
+        );
+        assert!(!matches("op_[", "op_["));
+        assert!(check("functions", "op_*").is_ok());
     }
 
     #[test]
     fn expand_rejects_parent_dirs() {
         let err = expand(Path::new("."), "../x/*.c").unwrap_err();
         assert!(err.0.contains("../x/*.c"), "{err}");
+    }
+
+    #[test]
+    fn expand_stays_within_components_unless_double_star() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "a.c",
+            "b.h",
+            "ops/x.c",
+            "ops/deep/y.c",
+            "ops/.swp.c",
+            ".hidden.c",
+        ] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        let rel = |v: Vec<PathBuf>| -> Vec<String> { v.iter().map(|p| slashed(p)).collect() };
+        assert_eq!(rel(expand(dir.path(), "*.c").unwrap()), ["a.c"]);
+        assert_eq!(rel(expand(dir.path(), "ops/*.c").unwrap()), ["ops/x.c"]);
+        assert_eq!(
+            rel(expand(dir.path(), "ops/**/*.c").unwrap()),
+            ["ops/deep/y.c", "ops/x.c"]
+        );
+        assert_eq!(rel(expand(dir.path(), "a.c").unwrap()), ["a.c"]);
+        assert!(expand(dir.path(), "missing/*.c").unwrap().is_empty());
+        assert!(expand(dir.path(), "nothing.c").unwrap().is_empty());
     }
 }

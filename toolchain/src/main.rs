@@ -1,37 +1,42 @@
-//! `cpjit-toolchain`: the LLVM-linked binary behind `cargo xtask build-stencils` and
-//! `cargo xtask stencils show` (see `cli::USAGE`).
+//! `cpjit`: the LLVM-linked stencil toolchain, behind `cargo xtask build-stencils` and
+//! `cargo xtask stencils show`, installable with `cargo install --path toolchain`.
+//! Usage: `cpjit --help` (the text comes from `cli::Cli`).
 
-use cpjit_toolchain::cli::{self, Command};
+use clap::Parser;
+use cpjit_toolchain::cli::{Cli, Command, StencilsCommand};
 use cpjit_toolchain::driver;
-use std::path::Path;
+use cpjit_toolchain::error::{Error, Result};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    // The workspace root: the parent of this crate's directory.
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("toolchain/ is inside the workspace");
-    let result = match cli::parse(&args, root) {
-        Ok(Command::Help) => {
-            print!("{}", cli::USAGE);
-            Ok(())
-        }
-        Ok(Command::Build(opts)) => driver::build_stencils(&opts).map(|report| {
-            for line in report.lines {
-                println!("{line}");
-            }
-        }),
-        Ok(Command::Show(opts, name)) => {
-            driver::show(&opts, name.as_deref()).map(|text| print!("{text}"))
-        }
-        Err(e) => Err(e),
-    };
-    match result {
+    let cli = Cli::parse();
+    match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn run(command: Command) -> Result<()> {
+    // Relative paths are the caller's: resolved against the directory `cpjit` runs in.
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
+    match command {
+        Command::BuildStencils(args) => {
+            let report = driver::build_stencils(&args.options(&cwd))?;
+            for line in report.lines {
+                println!("{line}");
+            }
+        }
+        Command::Stencils(StencilsCommand::Show(args)) => {
+            print!(
+                "{}",
+                driver::show(&args.common.options(&cwd), args.name.as_deref())?
+            );
+        }
+        Command::Header(args) => println!("{}", args.run(&cwd)?),
+    }
+    Ok(())
 }

@@ -120,6 +120,12 @@ impl Manifest {
                 )))
             }
         };
+        if let Naming::Functions(pattern) = &naming {
+            glob::check(&format!("{file}: key `stencils.functions`"), pattern)?;
+        }
+        for pattern in &raw.allowed_symbols {
+            glob::check(&format!("{file}: key `allowed_symbols`"), pattern)?;
+        }
         if raw.hole_prefix.is_empty() {
             return Err(Error(format!(
                 "{file}: key `hole_prefix` must not be empty"

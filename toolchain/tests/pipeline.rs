@@ -23,7 +23,7 @@ fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> Build
             cache,
         },
         out: out.to_path_buf(),
-        model_dir: workspace().join("model"),
+        model_dir: Some(workspace().join("model")),
         check: false,
         json: None,
         force: false,
