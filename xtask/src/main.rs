@@ -7,6 +7,7 @@
 mod bench;
 mod build_stencils;
 mod ci;
+mod fuzz;
 mod matrix;
 mod setup;
 mod util;
@@ -26,9 +27,30 @@ tasks:
   bench [--quick] [--report] [--only GROUPS]
                       benchmarks: toolchain, stitching, memory, LLVM peer, examples;
                       --report rewrites BENCHMARKS.md and bench/report/*.svg
+  fuzz [--seconds N] [TARGET]...
+                      run the fuzz targets of fuzz/ (nightly + cargo-fuzz, installed on demand)
   ci                  the full test suite (what .ci/run runs)
   setup               install or check system packages, rustup targets and the wine prefix
 ";
+
+/// `fuzz [--seconds N] [TARGET]...`
+fn fuzz_args(args: &[String]) -> Result<(u64, Vec<String>), String> {
+    let mut seconds = 60;
+    let mut targets = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seconds" => {
+                let v = it.next().ok_or("--seconds needs a number")?;
+                seconds = v
+                    .parse()
+                    .map_err(|_| format!("--seconds: `{v}` is not a whole number"))?;
+            }
+            t => targets.push(t.to_string()),
+        }
+    }
+    Ok((seconds, targets))
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,6 +64,7 @@ fn main() -> ExitCode {
         "test-matrix" => matrix::run(rest),
         "bench" => bench::run(rest),
         "ci" => ci::run(rest),
+        "fuzz" => fuzz_args(rest).and_then(|(s, t)| fuzz::run(s, &t)),
         "setup" => setup::ensure(),
         "-h" | "--help" | "help" => {
             print!("{USAGE}");

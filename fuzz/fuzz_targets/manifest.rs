@@ -1,0 +1,7 @@
+//! Fuzzes the template-set manifest and target-file parsers: any bytes give a parsed value or
+//! an error naming the file, never a panic. Seeds: `templates/manifest.toml`, `targets/*.toml`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|bytes: &[u8]| cpjit_fuzz::parse_manifest_and_target(bytes));

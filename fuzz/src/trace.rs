@@ -1,0 +1,604 @@
+//! The trace-API fuzz target and its checker.
+//!
+//! [`run`] turns fuzz bytes into a trace of the host's generated stencil set (stencils,
+//! operands at the edges of every immediate form, jump targets inside and far outside the
+//! trace, helpers near and far) and finishes it. [`check`] then verifies the stitched bytes
+//! without using any of the runtime's patch code: it recomputes every hole's value from the
+//! trace description and *decodes* what the runtime wrote (the displacement, the direct
+//! form a GOT load was relaxed to, the veneer a branch goes through, the GOT slot's
+//! content), and compares every byte outside the holes with the stencil.
+//!
+//! Only x86-64 hosts build the target (the set is the host's own, so that a finished trace
+//! is a trace this process could run); the checker decodes x86-64 encodings.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::sync::OnceLock;
+
+use cpjit_model::{Hole, HoleKind, HoleValue, Stencil, StencilSet};
+use cpjit_runtime::{InstanceId, Jit, Target, Trace};
+
+static SET: &StencilSet<'static> = &cpjit_stencils_x86_64_unknown_linux_gnu::SET;
+
+/// Where a symbol of the set resolves: even indices near this binary's code (direct calls
+/// and relaxed GOT loads), odd ones far away (veneers and GOT slots).
+fn symbol_address(index: usize) -> u64 {
+    if index % 2 == 0 {
+        (run as *const () as usize as u64).wrapping_add(0x40 * index as u64)
+    } else {
+        0x7e00_0000_0000 + 0x1000 * index as u64
+    }
+}
+
+fn jit() -> &'static Jit<'static> {
+    static JIT: OnceLock<Jit<'static>> = OnceLock::new();
+    JIT.get_or_init(|| {
+        Jit::new(SET, |name| {
+            SET.symbols
+                .iter()
+                .position(|s| *s == name)
+                .map(symbol_address)
+        })
+        .expect("the host's stencil set is accepted")
+    })
+}
+
+/// Reads the fuzz input; runs out into zeros.
+struct Input<'a>(&'a [u8]);
+
+impl Input<'_> {
+    fn byte(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((b, rest)) => {
+                self.0 = rest;
+                *b
+            }
+            None => 0,
+        }
+    }
+
+    fn u64(&mut self) -> u64 {
+        (0..8).fold(0, |v, i| v | (self.byte() as u64) << (8 * i))
+    }
+
+    /// An operand, biased towards the edges of 8-, 16-, 32- and 64-bit immediates.
+    fn operand(&mut self) -> u64 {
+        const EDGES: [u64; 12] = [
+            0,
+            1,
+            0x7f,
+            0xff,
+            0x7fff,
+            0xffff,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0xffff_ffff_8000_0000,
+            u64::MAX,
+        ];
+        match self.byte() % 4 {
+            0 => EDGES[self.byte() as usize % EDGES.len()],
+            1 => self.byte() as u64,
+            _ => self.u64(),
+        }
+    }
+
+    /// A jump target: an instance of the trace (possibly not pushed) or an address.
+    fn target(&mut self, planned: usize) -> Target {
+        match self.byte() % 4 {
+            0 | 1 => Target::Instance(InstanceId::from_index(
+                self.byte() as usize % planned.max(1),
+            )),
+            2 => Target::Address(
+                (run as *const () as usize as u64).wrapping_add(self.byte() as u64 * 64),
+            ),
+            _ => Target::Address(self.u64()),
+        }
+    }
+}
+
+/// One accepted push: what the checker needs to recompute the instance's holes.
+#[derive(Debug)]
+pub struct Planned {
+    pub stencil: usize,
+    pub operands: Vec<u64>,
+    pub targets: Vec<Target>,
+}
+
+/// The fuzz target's body.
+pub fn run(bytes: &[u8]) -> Outcome {
+    let jit = jit();
+    let mut input = Input(bytes);
+    let count = 1 + input.byte() as usize % 32;
+    let mut builder = jit.trace();
+    let mut plan = Vec::new();
+    for _ in 0..count {
+        let stencil = (input.byte() as usize) % SET.stencils.len();
+        let s = &SET.stencils[stencil];
+        let operands: Vec<u64> = s.operands.iter().map(|_| input.operand()).collect();
+        let targets: Vec<Target> = s.targets.iter().map(|_| input.target(count)).collect();
+        if builder.push(stencil, &operands, &targets).is_ok() {
+            plan.push(Planned {
+                stencil,
+                operands,
+                targets,
+            });
+        }
+    }
+    let continuation = (input.byte() % 2 == 1).then(|| input.target(plan.len()));
+    if let Some(c) = continuation {
+        builder.continue_at(c);
+    }
+    // Errors (out-of-range targets, a trace ending in a continue hole, ...) are fine; an
+    // accepted trace must be exactly right.
+    match builder.finish() {
+        Ok(trace) => {
+            if let Err(e) = check(SET, &plan, continuation, &trace, symbol_address) {
+                panic!("stitched trace is wrong: {e}\nplan: {plan:#x?}\ncontinuation: {continuation:x?}");
+            }
+            Outcome::Checked
+        }
+        Err(_) => Outcome::Rejected,
+    }
+}
+
+/// What became of one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// `finish` accepted the trace and the checker verified it.
+    Checked,
+    /// `finish` refused the trace with an error.
+    Rejected,
+}
+
+/// Verifies a finished trace against its description, byte by byte.
+pub fn check(
+    set: &StencilSet<'_>,
+    plan: &[Planned],
+    continuation: Option<Target>,
+    trace: &Trace,
+    symbol: impl Fn(usize) -> u64,
+) -> Result<(), String> {
+    let offsets = trace.instance_offsets();
+    if offsets.len() != plan.len() {
+        return Err(format!(
+            "{} instances pushed, {} laid out",
+            plan.len(),
+            offsets.len()
+        ));
+    }
+    let code = Memory {
+        start: trace.code_range().start as u64,
+        bytes: trace.code_bytes(),
+    };
+    let data_range = trace.data_range();
+    // SAFETY: the trace's data block is mapped readable for as long as `trace` lives.
+    let data = Memory {
+        start: data_range.start as u64,
+        bytes: unsafe {
+            std::slice::from_raw_parts(data_range.start as *const u8, data_range.len())
+        },
+    };
+    let entry = |i: usize| code.start + offsets[i] as u64;
+    let address_of = |t: Target| match t {
+        Target::Instance(id) => (id.index() < plan.len()).then(|| entry(id.index())),
+        Target::Address(a) => Some(a),
+    };
+    for (i, p) in plan.iter().enumerate() {
+        let s = &set.stencils[p.stencil];
+        let base = entry(i);
+        let next = if i + 1 < plan.len() {
+            Some(entry(i + 1))
+        } else {
+            continuation.and_then(address_of)
+        };
+        let instance = Instance {
+            index: i,
+            stencil: s,
+            base,
+            next,
+            operands: &p.operands,
+            targets: p.targets.iter().map(|t| address_of(*t)).collect(),
+            symbol: &symbol,
+        };
+        instance.check(&code, &data)?;
+        check_fall_through(&instance, &code, set.nop, i + 1 == plan.len())?;
+    }
+    Ok(())
+}
+
+/// A readable byte range at a known address.
+struct Memory<'a> {
+    start: u64,
+    bytes: &'a [u8],
+}
+
+impl Memory<'_> {
+    fn get(&self, address: u64, len: usize) -> Option<&[u8]> {
+        let from = usize::try_from(address.checked_sub(self.start)?).ok()?;
+        self.bytes.get(from..from.checked_add(len)?)
+    }
+
+    fn u64_at(&self, address: u64) -> Option<u64> {
+        self.get(address, 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+    }
+}
+
+struct Instance<'p, F> {
+    index: usize,
+    stencil: &'p Stencil<'p>,
+    base: u64,
+    /// Where the instance's continuation goes (`None`: nowhere was given).
+    next: Option<u64>,
+    operands: &'p [u64],
+    targets: Vec<Option<u64>>,
+    symbol: &'p F,
+}
+
+impl<F: Fn(usize) -> u64> Instance<'_, F> {
+    fn fail(&self, what: String) -> String {
+        format!(
+            "instance {} ({}) at {:#x}: {what}",
+            self.index, self.stencil.name, self.base
+        )
+    }
+
+    /// The value `S` of a hole; `data` is this instance's data address once known.
+    fn value(&self, hole: &Hole, data: Option<u64>) -> Result<Option<u64>, String> {
+        Ok(match hole.value {
+            HoleValue::Continue => Some(self.next.ok_or_else(|| {
+                self.fail("accepted with a continue hole and no continuation".into())
+            })?),
+            HoleValue::Target(k) => Some(self.targets[k as usize].ok_or_else(|| {
+                self.fail(format!("accepted with target[{k}] outside the trace"))
+            })?),
+            HoleValue::Operand(k) => Some(self.operands[k as usize]),
+            HoleValue::Code => Some(self.base),
+            HoleValue::Data => data,
+            HoleValue::Symbol(k) => Some((self.symbol)(k as usize)),
+        })
+    }
+
+    fn check(&self, code: &Memory, data: &Memory) -> Result<(), String> {
+        let s = self.stencil;
+        let copied = code
+            .get(self.base, s.code.len())
+            .ok_or_else(|| self.fail("code outside the trace".into()))?;
+        // Bytes the holes (and the instructions of relaxed GOT loads) may change.
+        let mut patched = vec![false; s.code.len()];
+        let mut data_base: Option<u64> = None;
+        for hole in s.code_holes() {
+            let o = hole.offset as usize;
+            let window = if hole.kind == HoleKind::X86GotPc32Relaxable {
+                o.saturating_sub(3)..o + hole.kind.width()
+            } else {
+                o..o + hole.kind.width()
+            };
+            for b in &mut patched[window] {
+                *b = true;
+            }
+            let place = self.base + hole.offset as u64;
+            if hole.value == HoleValue::Data {
+                // The data address is not part of the API: solve it from the first hole
+                // that uses it and require every other hole to agree.
+                let found = decode_target(hole, s.code, copied, place, code, data)
+                    .map_err(|e| self.fail(format!("hole at +{o:#x} ({}): {e}", hole.kind)))?;
+                match data_base {
+                    None => data_base = Some(found),
+                    Some(d) if d == found => {}
+                    Some(d) => {
+                        return Err(self.fail(format!(
+                            "data hole at +{o:#x} points at {found:#x}, another at {d:#x}"
+                        )))
+                    }
+                }
+                continue;
+            }
+            let value = self
+                .value(hole, None)?
+                .expect("only data holes are unknown");
+            let found = decode_target(hole, s.code, copied, place, code, data)
+                .map_err(|e| self.fail(format!("hole at +{o:#x} ({}): {e}", hole.kind)))?;
+            if found != value {
+                return Err(self.fail(format!(
+                    "hole at +{o:#x} ({} {}) reaches {found:#x}, expected {value:#x}",
+                    hole.kind, hole.value
+                )));
+            }
+        }
+        for (o, (want, got)) in s.code.iter().zip(copied).enumerate() {
+            if !patched[o] && want != got {
+                return Err(self.fail(format!(
+                    "byte +{o:#x} outside any hole is {got:#04x}, the stencil has {want:#04x}"
+                )));
+            }
+        }
+        if s.data.is_empty() {
+            return Ok(());
+        }
+        let Some(d) = data_base else {
+            // No code hole addresses the data, so there is no way to find it (and no
+            // instruction can read it).
+            return Ok(());
+        };
+        self.check_data(d, data)
+    }
+
+    fn check_data(&self, d: u64, data: &Memory) -> Result<(), String> {
+        let s = self.stencil;
+        let copied = data
+            .get(d, s.data.len())
+            .ok_or_else(|| self.fail(format!("data at {d:#x} is outside the trace's data")))?;
+        if d % s.data_align.max(1) as u64 != 0 {
+            return Err(self.fail(format!("data at {d:#x} is not aligned to {}", s.data_align)));
+        }
+        let mut patched = vec![false; s.data.len()];
+        for hole in s.data_holes() {
+            let o = hole.offset as usize;
+            if hole.kind != HoleKind::Abs64 {
+                return Err(self.fail(format!("data hole of kind {}", hole.kind)));
+            }
+            patched[o..o + 8].iter_mut().for_each(|b| *b = true);
+            let want = self
+                .value(hole, Some(d))?
+                .expect("data address known")
+                .wrapping_add(hole.addend as u64);
+            let got = u64::from_le_bytes(copied[o..o + 8].try_into().unwrap());
+            if got != want {
+                return Err(self.fail(format!(
+                    "data hole at +{o:#x} holds {got:#x}, expected {want:#x}"
+                )));
+            }
+        }
+        for (o, (want, got)) in s.data.iter().zip(copied).enumerate() {
+            if !patched[o] && want != got {
+                return Err(self.fail(format!(
+                    "data byte +{o:#x} is {got:#04x}, expected {want:#04x}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Decodes where the patched hole leads, as the CPU would see it: the value `S` that the
+/// instruction (or data word) now refers to, through a GOT slot or a veneer where one was
+/// used. `original` is the stencil's code, `copied` the instance's bytes in the trace.
+fn decode_target(
+    hole: &Hole,
+    original: &[u8],
+    copied: &[u8],
+    place: u64,
+    code: &Memory,
+    data: &Memory,
+) -> Result<u64, String> {
+    let o = hole.offset as usize;
+    let a = hole.addend as u64;
+    let field = |at: usize| -> Result<i64, String> {
+        copied
+            .get(at..at + 4)
+            .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as i64)
+            .ok_or_else(|| "hole runs past the code".to_string())
+    };
+    // The relocation's own formula, inverted: the field holds `S + A - P` (or `G + A - P`).
+    let pc_relative =
+        || -> Result<u64, String> { Ok(place.wrapping_add(field(o)? as u64).wrapping_sub(a)) };
+    let slot = |g: u64| -> Result<u64, String> {
+        data.u64_at(g)
+            .ok_or_else(|| format!("GOT slot {g:#x} is outside the trace's data"))
+    };
+    match hole.kind {
+        HoleKind::Abs64 => copied
+            .get(o..o + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().unwrap()).wrapping_sub(a))
+            .ok_or_else(|| "hole runs past the code".to_string()),
+        HoleKind::X86Pc32 => pc_relative(),
+        HoleKind::X86Branch32 => {
+            let to = pc_relative()?;
+            Ok(through_veneer(to, code).unwrap_or(to))
+        }
+        HoleKind::X86GotPc32 => slot(pc_relative()?),
+        HoleKind::X86GotPc32Relaxable => decode_got_load(original, copied, o, place, a, data),
+        other => Err(format!("{other} is not an x86-64 hole")),
+    }
+}
+
+/// A branch into one of the trace's veneers (`jmp [rip+0]; .quad target`) continues at
+/// `target`.
+fn through_veneer(to: u64, code: &Memory) -> Option<u64> {
+    let v = code.get(to, 14)?;
+    (v[..6] == [0xff, 0x25, 0, 0, 0, 0]).then(|| u64::from_le_bytes(v[6..14].try_into().unwrap()))
+}
+
+/// A `mov r, [rip+G]`, `call [rip+G]` or `jmp [rip+G]` of a GOT slot, as left or as relaxed.
+fn decode_got_load(
+    original: &[u8],
+    copied: &[u8],
+    o: usize,
+    place: u64,
+    a: u64,
+    data: &Memory,
+) -> Result<u64, String> {
+    let before =
+        |bytes: &[u8], back: usize| o.checked_sub(back).and_then(|i| bytes.get(i).copied());
+    let disp = |at: usize| -> Option<u64> {
+        copied
+            .get(at..at + 4)
+            .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as i64 as u64)
+    };
+    let (op, modrm) = (before(original, 2), before(original, 1));
+    let (new_op, new_modrm) = (before(copied, 2), before(copied, 1));
+    if (new_op, new_modrm) == (op, modrm) {
+        // Unrelaxed: the field addresses the slot.
+        let g = place.wrapping_add(disp(o).ok_or("short")?).wrapping_sub(a);
+        return data
+            .u64_at(g)
+            .ok_or_else(|| format!("GOT slot {g:#x} is outside the trace's data"));
+    }
+    // A relaxed form is only right if the field was the instruction's last four bytes.
+    if a != (-4i64) as u64 {
+        return Err(format!("relaxed although the addend is {}", a as i64));
+    }
+    let end = place + 4;
+    match (op, modrm, new_op, new_modrm) {
+        // mov r, [rip+G] -> lea r, [rip+S]: same register, same REX.
+        (Some(0x8b), Some(m), Some(0x8d), Some(n)) if m == n => {
+            Ok(end.wrapping_add(disp(o).ok_or("short")?))
+        }
+        // mov r, [rip+G] -> mov r/m, imm32 (c7 /0, register form).
+        (Some(0x8b), Some(m), Some(0xc7), Some(n)) => {
+            decode_mov_imm(original, copied, o, m, n).map_err(str::to_string)
+        }
+        // call [rip+G] -> addr32 call rel32.
+        (Some(0xff), Some(0x15), Some(0x67), Some(0xe8)) => {
+            Ok(end.wrapping_add(disp(o).ok_or("short")?))
+        }
+        // jmp [rip+G] -> jmp rel32; nop.
+        (Some(0xff), Some(0x25), Some(0xe9), _) => {
+            if copied.get(o + 3) != Some(&0x90) {
+                return Err("relaxed jmp is not followed by a nop".into());
+            }
+            Ok((place + 3).wrapping_add(disp(o - 1).ok_or("short")?))
+        }
+        _ => Err(format!(
+            "instruction bytes {op:02x?} {modrm:02x?} became {new_op:02x?} {new_modrm:02x?}"
+        )),
+    }
+}
+
+/// `mov r, [rip+G]` relaxed to `mov r, imm32`: the destination register and operand size
+/// must be kept, and the loaded value is the immediate extended as the CPU does.
+fn decode_mov_imm(
+    original: &[u8],
+    copied: &[u8],
+    o: usize,
+    modrm: u8,
+    new_modrm: u8,
+) -> Result<u64, &'static str> {
+    if new_modrm & 0xf8 != 0xc0 {
+        return Err("relaxed mov imm32 is not the register form c7 /0");
+    }
+    let rex = |bytes: &[u8]| {
+        o.checked_sub(3)
+            .and_then(|i| bytes.get(i).copied())
+            .filter(|b| b & 0xf0 == 0x40)
+            .unwrap_or(0)
+    };
+    let (old_rex, new_rex) = (rex(original), rex(copied));
+    let old_reg = ((modrm >> 3) & 7) | (old_rex & 0x4) << 1;
+    let new_reg = (new_modrm & 7) | (new_rex & 0x1) << 3;
+    if old_reg != new_reg {
+        return Err("relaxed mov imm32 writes another register");
+    }
+    if old_rex & 0x8 != new_rex & 0x8 {
+        return Err("relaxed mov imm32 changed the operand size");
+    }
+    let imm = i32::from_le_bytes(copied[o..o + 4].try_into().unwrap());
+    Ok(if new_rex & 0x8 != 0 {
+        imm as i64 as u64
+    } else {
+        imm as u32 as u64
+    })
+}
+
+/// A falling-through instance must be followed by the next instance (nops allowed in
+/// between) or, when it is the last, by a jump to the continuation.
+fn check_fall_through<F: Fn(usize) -> u64>(
+    instance: &Instance<'_, F>,
+    code: &Memory,
+    nop: &[u8],
+    last: bool,
+) -> Result<(), String> {
+    if !instance.stencil.falls_through {
+        return Ok(());
+    }
+    let end = instance.base + instance.stencil.code.len() as u64;
+    let Some(next) = instance.next else {
+        return Err(instance.fail("falls through with no continuation".into()));
+    };
+    if !last {
+        let gap = code
+            .get(end, next.wrapping_sub(end) as usize)
+            .ok_or_else(|| instance.fail("next instance is not after this one".into()))?;
+        if nop.is_empty() || gap.chunks(nop.len()).any(|c| c != nop) {
+            return Err(instance.fail(format!("falls through into non-nop bytes {gap:02x?}")));
+        }
+        return Ok(());
+    }
+    // The appended continuation jump: `jmp rel32`, possibly through a veneer.
+    let jmp = code
+        .get(end, 5)
+        .ok_or_else(|| instance.fail("no continuation jump after the last instance".into()))?;
+    if jmp[0] != 0xe9 {
+        return Err(instance.fail(format!("continuation jump is {jmp:02x?}")));
+    }
+    let to =
+        (end + 5).wrapping_add(i32::from_le_bytes(jmp[1..5].try_into().unwrap()) as i64 as u64);
+    let to = through_veneer(to, code).unwrap_or(to);
+    if to != next {
+        return Err(instance.fail(format!(
+            "continuation jump reaches {to:#x}, expected {next:#x}"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// xorshift bytes: deterministic pseudo-random fuzz inputs.
+    fn inputs(count: usize) -> impl Iterator<Item = Vec<u8>> {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        (0..count).map(move |_| {
+            (0..256)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state as u8
+                })
+                .collect()
+        })
+    }
+
+    /// The target over a thousand inputs: a good share of traces is accepted and checked
+    /// (a generator whose traces are all rejected would fuzz nothing).
+    #[test]
+    fn random_traces_are_accepted_and_check_clean() {
+        let accepted = inputs(1000).filter(|b| run(b) == Outcome::Checked).count();
+        eprintln!("{accepted} of 1000 traces accepted and checked");
+        assert!(
+            accepted >= 100,
+            "only {accepted} of 1000 traces were accepted"
+        );
+    }
+
+    /// The checker is not vacuous: the same trace with one operand or target described
+    /// differently is reported, naming the instance and hole.
+    #[test]
+    fn checker_rejects_a_wrong_description() {
+        let jit = jit();
+        let (index, s) = SET
+            .stencils
+            .iter()
+            .enumerate()
+            .find(|(_, s)| !s.operands.is_empty() && s.targets.is_empty() && !s.falls_through)
+            .expect("a stencil with an operand that does not fall through");
+        let operands = vec![0x1234_5678_9abc_def0; s.operands.len()];
+        let mut builder = jit.trace();
+        builder.push(index, &operands, &[]).unwrap();
+        let trace = builder.finish().unwrap();
+        let mut plan = vec![Planned {
+            stencil: index,
+            operands,
+            targets: vec![],
+        }];
+        check(SET, &plan, None, &trace, symbol_address).unwrap();
+        plan[0].operands[0] ^= 1;
+        let err = check(SET, &plan, None, &trace, symbol_address).unwrap_err();
+        assert!(err.contains(s.name) && err.contains("operand[0]"), "{err}");
+    }
+}
