@@ -252,7 +252,7 @@ fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
             "{err}"
         );
         assert!(
-            err.contains("mov x18, #0x1") && err.contains("reserved register x18"),
+            err.contains("str x18, [x21") && err.contains("reserved register x18"),
             "{err}"
         );
     }
@@ -307,4 +307,114 @@ fn unknown_target_and_bad_target_files_are_named() {
         err.contains(&bad_path.display().to_string()) && err.contains("alignment"),
         "{err}"
     );
+}
+
+#[test]
+fn inline_assembly_is_rejected_naming_the_stencil() {
+    for target in ["x86_64-unknown-linux-gnu", "aarch64-apple-darwin"] {
+        let err = build_error("inline_asm", target);
+        assert!(
+            err.contains(&format!(
+                "{target}: op.c: stencil `op_asm_ret`: inline assembly"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("op_fine"), "{err}");
+    }
+}
+
+#[test]
+fn writable_statics_are_rejected_and_instance_data_is_explicit() {
+    let err = build_error("statics", "x86_64-unknown-linux-gnu");
+    assert!(
+        err.contains("stencil `op_count_hits`: writable static `hits`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `op_local_static`: writable static `op_local_static.last`"),
+        "{err}"
+    );
+    assert!(err.contains("CPJIT_INSTANCE_DATA"), "{err}");
+    assert!(
+        !err.contains("op_instance") && !err.contains("`table`"),
+        "marked per-instance data and const tables are accepted: {err}"
+    );
+}
+
+#[test]
+fn calling_convention_and_signature_are_checked_against_the_abi() {
+    let err = build_error("abi", "x86_64-pc-windows-msvc");
+    assert!(
+        err.contains("stencil `op_no_cc`: calling convention is the C calling convention but the set's ABI requires preserve_none"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `op_three_args`: signature is `i32 (ptr, ptr, i64)` but the set's ABI requires `i64 (ptr, ptr)`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `entry`: calling convention is preserve_none but the set's ABI requires the C calling convention"),
+        "{err}"
+    );
+    assert!(!err.contains("op_fine"), "{err}");
+}
+
+#[test]
+fn an_op_over_the_ir_budget_is_rejected_before_code_generation() {
+    let err = build_error("big_op", "aarch64-unknown-linux-gnu");
+    assert!(
+        err.contains("stencil `op_huge`: ")
+            && err.contains(
+                "IR instructions (helpers included) exceed the limit [limits] ir_instructions = 40"
+            ),
+        "{err}"
+    );
+    assert!(!err.contains("op_small"), "{err}");
+}
+
+#[test]
+fn missing_sources_and_unmatched_globs_are_errors() {
+    let err = build_error("missing_source", "x86_64-unknown-linux-gnu");
+    assert!(err.contains("`gone.c` does not exist"), "{err}");
+    assert!(
+        err.contains("the glob `extra/*.c` matches no file") && err.contains("allow_empty"),
+        "{err}"
+    );
+}
+
+/// A copy of test set `name` in a temporary directory, with `extra` prepended to its
+/// manifest and the include directory made absolute.
+fn set_copy(name: &str, extra: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(set(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let manifest = dir.path().join("manifest.toml");
+    let include = workspace().join("templates/include");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "../../../../templates/include",
+        &include.display().to_string(),
+    );
+    std::fs::write(&manifest, format!("{extra}{text}")).unwrap();
+    dir
+}
+
+#[test]
+fn a_set_without_stencils_is_an_error_unless_allow_empty() {
+    let err = build_error("empty", "x86_64-unknown-linux-gnu");
+    assert!(
+        err.contains("x86_64-unknown-linux-gnu: the set `empty` defines no stencils (no function matches `op_*` in 1 translation unit(s))")
+            && err.contains("allow_empty = true"),
+        "{err}"
+    );
+    let allowed = set_copy("empty", "allow_empty = true\n");
+    let out = tempfile::tempdir().unwrap();
+    driver::build_stencils(&options(
+        allowed.path().to_path_buf(),
+        &["x86_64-unknown-linux-gnu"],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .expect("allow_empty accepts an empty set");
 }
