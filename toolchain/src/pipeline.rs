@@ -95,8 +95,36 @@ impl Pipeline<'_> {
         }
     }
 
-    /// One translation unit for one target.
+    /// One translation unit for one target. A failure of anything that came from the cache
+    /// (parsing, validation, object reading) makes those entries misses: they are removed
+    /// and the unit is rebuilt once without reading the cache.
     pub fn run(&self, target: &Target, unit: &std::path::Path) -> Result<UnitOutput> {
+        let mut attempt = Attempt::new(true);
+        match self.attempt(target, unit, &mut attempt) {
+            Ok(output) => {
+                attempt.store(self.cache);
+                Ok(output)
+            }
+            Err(error) if !attempt.read.is_empty() => {
+                for (kind, key) in &attempt.read {
+                    self.cache.reject(kind, key, &error.0);
+                }
+                let mut fresh = Attempt::new(false);
+                let output = self.attempt(target, unit, &mut fresh)?;
+                fresh.store(self.cache);
+                Ok(output)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The stages of [`Pipeline::run`]; cache entries are only recorded in `attempt`.
+    fn attempt(
+        &self,
+        target: &Target,
+        unit: &std::path::Path,
+        attempt: &mut Attempt,
+    ) -> Result<UnitOutput> {
         let start = Instant::now();
         let template = unit
             .components()
@@ -105,7 +133,7 @@ impl Pipeline<'_> {
             .join("/");
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
         let flags = clang::compile_flags(self.manifest, target);
-        let bitcode = self.bitcode(unit, &flags).map_err(at)?;
+        let bitcode = self.bitcode(unit, &flags, attempt).map_err(at)?;
 
         let context = Context::create();
         let module = llvm::parse_bitcode(&context, &bitcode, &template).map_err(at)?;
@@ -124,11 +152,11 @@ impl Pipeline<'_> {
             llvm::machine_key(target, level).as_bytes(),
             &bitcode,
         ]);
-        let object_bytes = match self.cache.get("obj", &obj_key) {
+        let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
             Some(bytes) => bytes,
             None => {
                 let bytes = llvm::emit_object(&module, target, level).map_err(at)?;
-                self.cache.put("obj", &obj_key, &bytes);
+                attempt.put("obj", &obj_key, &bytes);
                 bytes
             }
         };
@@ -144,6 +172,7 @@ impl Pipeline<'_> {
             hole_prefix: &manifest.hole_prefix,
             target_suffix: &manifest.target_suffix,
             select: &select,
+            limits: &manifest.limits,
         };
         let stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
@@ -158,7 +187,12 @@ impl Pipeline<'_> {
 
     /// Bitcode for `unit`: from the cache when its preprocessed text is known (directly, by
     /// the unit's and its headers' contents, or by running `clang -E`), else compiled.
-    fn bitcode(&self, unit: &std::path::Path, flags: &[String]) -> Result<Vec<u8>> {
+    fn bitcode(
+        &self,
+        unit: &std::path::Path,
+        flags: &[String],
+        attempt: &mut Attempt,
+    ) -> Result<Vec<u8>> {
         let path = self.manifest.root.join(unit);
         let source = std::fs::read(&path)
             .map_err(|e| Error(format!("cannot read {}: {e}", path.display())))?;
@@ -178,25 +212,27 @@ impl Pipeline<'_> {
                 pp_hash.as_bytes(),
             ])
         };
-        if let Some(entry) = self
-            .cache
-            .get("dep", &dep_key)
-            .and_then(|b| DepEntry::decode(&b))
-        {
-            if entry.is_fresh() {
-                if let Some(bitcode) = self.cache.get("bc", &bc_key(&entry.preprocessed)) {
-                    return Ok(bitcode);
+        if let Some(bytes) = attempt.get(self.cache, "dep", &dep_key) {
+            match DepEntry::decode(&bytes) {
+                Some(entry) if entry.is_fresh() => {
+                    if let Some(bitcode) =
+                        attempt.get(self.cache, "bc", &bc_key(&entry.preprocessed))
+                    {
+                        return Ok(bitcode);
+                    }
                 }
+                Some(_) => {}
+                None => self.cache.reject("dep", &dep_key, "not a dependency list"),
             }
         }
         let preprocessed = clang::preprocess(flags, &path)?;
         let pp_hash = cache::key(&[&preprocessed]);
         let key = bc_key(&pp_hash);
-        let bitcode = match self.cache.get("bc", &key) {
+        let bitcode = match attempt.get(self.cache, "bc", &key) {
             Some(b) => b,
             None => {
                 let b = clang::compile_bitcode(flags, &preprocessed)?;
-                self.cache.put("bc", &key, &b);
+                attempt.put("bc", &key, &b);
                 b
             }
         };
@@ -208,16 +244,50 @@ impl Pipeline<'_> {
                 Err(_) => return Ok(bitcode),
             }
         }
-        self.cache.put(
-            "dep",
-            &dep_key,
-            &DepEntry {
-                preprocessed: pp_hash,
-                files,
-            }
-            .encode(),
-        );
+        let entry = DepEntry {
+            preprocessed: pp_hash,
+            files,
+        };
+        attempt.put("dep", &dep_key, &entry.encode());
         Ok(bitcode)
+    }
+}
+
+/// The cache traffic of one attempt at a unit: entries read (rejected together if the
+/// attempt fails) and entries to store (only once the whole unit has passed).
+struct Attempt {
+    use_cache: bool,
+    read: Vec<(&'static str, String)>,
+    pending: Vec<(&'static str, String, Vec<u8>)>,
+}
+
+impl Attempt {
+    fn new(use_cache: bool) -> Attempt {
+        Attempt {
+            use_cache,
+            read: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+        if !self.use_cache {
+            return None;
+        }
+        let value = cache.get(kind, key)?;
+        self.read.push((kind, key.to_string()));
+        Some(value)
+    }
+
+    fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
+        self.pending.push((kind, key.to_string(), value.to_vec()));
+    }
+
+    /// Stores the pending entries (the unit passed every check).
+    fn store(self, cache: &Cache) {
+        for (kind, key, value) in self.pending {
+            cache.put(kind, &key, &value);
+        }
     }
 }
 

@@ -418,3 +418,24 @@ fn a_set_without_stencils_is_an_error_unless_allow_empty() {
     ))
     .expect("allow_empty accepts an empty set");
 }
+
+#[test]
+fn a_32_mib_static_array_hits_the_named_data_limit_not_a_corrupt_object() {
+    for target in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-apple-darwin",
+        "x86_64-pc-windows-msvc",
+    ] {
+        let err = build_error("big_data", target);
+        assert!(
+            err.contains("limit exceeded") && err.contains("op_histogram"),
+            "{target}: {err}"
+        );
+        assert!(
+            err.contains("33554432 B of data")
+                && err.contains("[limits] data_bytes = 1048576 in manifest.toml"),
+            "{target}: {err}"
+        );
+        assert!(!err.contains("corrupt"), "{target}: {err}");
+    }
+}
