@@ -4,6 +4,7 @@
 
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver::{self, BuildOptions, Options};
+use cpjit_toolchain::writer::Sidecar;
 use std::path::{Path, PathBuf};
 
 fn workspace() -> PathBuf {
@@ -103,9 +104,13 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     let (ta, tb) = (read_tree(a.path()), read_tree(b.path()));
     let ta: Vec<_> = ta
         .into_iter()
-        .filter(|(p, _)| p.extension().is_none_or(|e| e != "json"))
+        .filter(|(p, _)| p != Path::new("stencils.json"))
         .collect();
-    assert_eq!(ta.len(), 12);
+    assert_eq!(
+        ta.len(),
+        18,
+        "Cargo.toml, src/lib.rs and stencil-set.json per target"
+    );
     for ((pa, ba), (pb, bb)) in ta.iter().zip(&tb) {
         assert_eq!(pa, pb);
         assert!(ba == bb, "{} differs between runs", pa.display());
@@ -131,6 +136,22 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     assert_eq!(json.as_object().unwrap().len(), 6);
+    let sidecar = Sidecar::read(&a.path().join("x86_64-unknown-linux-gnu")).unwrap();
+    assert_eq!(sidecar.triple, "x86_64-unknown-linux-gnu");
+    assert_eq!(sidecar.template_set, "default");
+    assert!(lib.contains(&format!("//! Inputs digest: {}\n", sidecar.inputs_digest)));
+    assert_eq!(
+        sidecar.files["src/lib.rs"],
+        cpjit_toolchain::writer::sha256_tag(lib.as_bytes())
+    );
+    assert_eq!(
+        sidecar.counts.stencils,
+        lib.matches(": Stencil<'static> = Stencil {").count()
+    );
+    assert_eq!(
+        sidecar.counts.elided_jumps,
+        lib.matches("falls_through: true").count()
+    );
     assert_eq!(json["aarch64-apple-darwin"]["shim"], "cpjit_entry");
 }
 
@@ -438,4 +459,61 @@ fn a_32_mib_static_array_hits_the_named_data_limit_not_a_corrupt_object() {
         );
         assert!(!err.contains("corrupt"), "{target}: {err}");
     }
+}
+
+#[test]
+fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
+    let out = tempfile::tempdir().unwrap();
+    let target = "aarch64-unknown-linux-gnu";
+    let opts = options(set("per_unit"), &[target], out.path(), shared_cache());
+    driver::build_stencils(&opts).unwrap();
+    let crate_dir = out.path().join(target);
+    let lib = crate_dir.join("src/lib.rs");
+    let cargo = crate_dir.join("Cargo.toml");
+    let (good_lib, good_cargo) = (std::fs::read(&lib).unwrap(), std::fs::read(&cargo).unwrap());
+
+    // A torn lib.rs (the header, with its digest, intact).
+    std::fs::write(&lib, &good_lib[..good_lib.len() / 2]).unwrap();
+    let mut check = opts.clone();
+    check.check = true;
+    let err = driver::build_stencils(&check).unwrap_err().0;
+    let fix = format!(
+        "to fix: run `cargo xtask build-stencils --templates {} --out {} --target {target}`",
+        set("per_unit").display(),
+        out.path().display()
+    );
+    assert!(err.contains("stale") && err.contains(&fix), "{err}");
+    let report = driver::build_stencils(&opts).unwrap();
+    assert_eq!(report.built, [target], "{:?}", report.lines);
+    assert_eq!(std::fs::read(&lib).unwrap(), good_lib);
+    driver::build_stencils(&check).expect("the plain run repaired the crate");
+
+    // A hand-edited Cargo.toml, and a deleted sidecar.
+    std::fs::write(&cargo, b"[package]\n").unwrap();
+    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    assert_eq!(std::fs::read(&cargo).unwrap(), good_cargo);
+    std::fs::remove_file(crate_dir.join("stencil-set.json")).unwrap();
+    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    let again = driver::build_stencils(&opts).unwrap();
+    assert!(again.built.is_empty(), "{:?}", again.lines);
+    assert_eq!(
+        again.lines,
+        [format!(
+            "{target}: up to date (2 stencils, 12 B code, 0 B data, 0 holes)"
+        )]
+    );
+}
+
+#[test]
+fn check_advice_for_the_default_layout_is_the_plain_command() {
+    let opts = options(
+        workspace().join("templates"),
+        &[],
+        &workspace().join("stencils"),
+        Cache::disabled(),
+    );
+    assert_eq!(
+        driver::fix_command(&opts, &["x86_64-unknown-linux-gnu"]),
+        "run `cargo xtask build-stencils --target x86_64-unknown-linux-gnu`"
+    );
 }
