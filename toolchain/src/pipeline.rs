@@ -144,6 +144,8 @@ impl Pipeline<'_> {
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
+        // Static helpers must be followable (part of `machine_key`).
+        llvm::function_sections(&module, target);
 
         let level = llvm::opt_level(&flags);
         let obj_key = cache::key(&[

@@ -517,3 +517,38 @@ fn check_advice_for_the_default_layout_is_the_plain_command() {
         "run `cargo xtask build-stencils --target x86_64-unknown-linux-gnu`"
     );
 }
+
+#[test]
+fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("stencils.json");
+    let mut opts = options(set("static_helpers"), &[], out.path(), Cache::disabled());
+    opts.json = Some(json.clone());
+    driver::build_stencils(&opts).unwrap_or_else(|e| panic!("{e}"));
+    let all: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    for (target, set) in all.as_object().unwrap() {
+        let stencil = |name: &str| {
+            set["stencils"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .unwrap_or_else(|| panic!("{target}: no {name}"))
+                .clone()
+        };
+        let code_holes = |s: &serde_json::Value, section: &str| {
+            s["holes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|h| h["section"] == section && h["value"] == "code")
+                .count()
+        };
+        // The table's four entries point at helpers copied into the stencil's code.
+        let apply = stencil("op_apply");
+        assert_eq!(code_holes(&apply, "data"), 4, "{target}: {apply}");
+        // Both helpers' addresses are taken in code.
+        let pick = stencil("op_pick");
+        assert!(code_holes(&pick, "code") >= 2, "{target}: {pick}");
+    }
+}
