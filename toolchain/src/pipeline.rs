@@ -55,29 +55,24 @@ impl Pipeline<'_> {
             .num_threads(threads.max(1))
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
-        let progress = std::io::stderr().is_terminal();
+        let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now());
         let done = AtomicUsize::new(0);
         let results: Vec<Result<UnitOutput>> = pool.install(|| {
             jobs.par_iter()
                 .map(|job| {
                     let r = self.run(job.target, &job.unit);
                     let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if progress {
+                    let what = format!("{} {}", job.target.triple, job.unit.display());
+                    if let Some(line) = progress.line(n, jobs.len(), &what) {
                         let mut err = std::io::stderr().lock();
-                        let _ = write!(
-                            err,
-                            "\r\x1b[K[{n}/{}] {} {}",
-                            jobs.len(),
-                            job.target.triple,
-                            job.unit.display()
-                        );
+                        let _ = write!(err, "{line}");
                         let _ = err.flush();
                     }
                     r
                 })
                 .collect()
         });
-        if progress {
+        if progress.shown() {
             eprint!("\r\x1b[K");
         }
         let mut outputs = Vec::new();
@@ -293,6 +288,42 @@ impl Attempt {
     }
 }
 
+/// Progress lines on a terminal, once a build has run for [`Progress::DELAY`]: short
+/// (cached) builds stay quiet, long ones say what they are doing.
+struct Progress {
+    enabled: bool,
+    start: Instant,
+    shown: std::sync::atomic::AtomicBool,
+}
+
+impl Progress {
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn new(enabled: bool, start: Instant) -> Progress {
+        Progress {
+            enabled,
+            start,
+            shown: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The line to print after job `n` of `total` (`what`) finished, if any.
+    fn line(&self, n: usize, total: usize, what: &str) -> Option<String> {
+        if !self.enabled || self.start.elapsed() < Self::DELAY {
+            return None;
+        }
+        self.shown.store(true, Ordering::Relaxed);
+        Some(format!(
+            "\r\x1b[K[{n}/{total}, {:.0} s] {what}",
+            self.start.elapsed().as_secs_f64()
+        ))
+    }
+
+    fn shown(&self) -> bool {
+        self.shown.load(Ordering::Relaxed)
+    }
+}
+
 /// Rejects any instruction that reads or writes a register the target reserves (x18 on
 /// Apple and Windows AArch64, where the OS may change it at any time).
 pub fn check_reserved_registers(
@@ -346,6 +377,22 @@ mod tests {
             .join("../targets")
             .join(format!("{triple}.toml"));
         Target::load(&path).unwrap()
+    }
+
+    #[test]
+    fn progress_only_on_a_terminal_and_after_a_second() {
+        let now = Instant::now();
+        assert_eq!(Progress::new(true, now).line(1, 4, "t a.c"), None);
+        let earlier = now.checked_sub(std::time::Duration::from_secs(2)).unwrap();
+        assert_eq!(Progress::new(false, earlier).line(1, 4, "t a.c"), None);
+        let p = Progress::new(true, earlier);
+        let line = p.line(3, 4, "x86_64-unknown-linux-gnu vm/ops.c").unwrap();
+        assert!(
+            line.starts_with("\r\x1b[K[3/4, ")
+                && line.ends_with("s] x86_64-unknown-linux-gnu vm/ops.c"),
+            "{line:?}"
+        );
+        assert!(p.shown());
     }
 
     #[test]
