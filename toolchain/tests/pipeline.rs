@@ -406,6 +406,11 @@ fn missing_sources_and_unmatched_globs_are_errors() {
 /// A copy of test set `name` in a temporary directory, with `extra` prepended to its
 /// manifest and the include directory made absolute.
 fn set_copy(name: &str, extra: &str) -> tempfile::TempDir {
+    set_copy_with(name, extra, "")
+}
+
+/// [`set_copy`] with `tail` appended to the manifest too (e.g. a `[limits]` table).
+fn set_copy_with(name: &str, extra: &str, tail: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(set(name)).unwrap() {
         let path = entry.unwrap().path();
@@ -417,7 +422,7 @@ fn set_copy(name: &str, extra: &str) -> tempfile::TempDir {
         "../../../../templates/include",
         &include.display().to_string(),
     );
-    std::fs::write(&manifest, format!("{extra}{text}")).unwrap();
+    std::fs::write(&manifest, format!("{extra}{text}{tail}")).unwrap();
     dir
 }
 
@@ -551,4 +556,50 @@ fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
         let pick = stencil("op_pick");
         assert!(code_holes(&pick, "code") >= 2, "{target}: {pick}");
     }
+}
+
+#[test]
+fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
+    let templates = set_copy_with("big_data", "", "\n[limits]\ndata_bytes = 40000000\n");
+    let out = tempfile::tempdir().unwrap();
+    let target = "x86_64-unknown-linux-gnu";
+    driver::build_stencils(&options(
+        templates.path().to_path_buf(),
+        &[target],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let crate_dir = out.path().join(target);
+    let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.len() < 64 * 1024,
+        "32 MiB of zero-fill is not spelled out ({} B)",
+        lib.len()
+    );
+    assert!(
+        lib.contains("data: &zero_extended::<33554432>(&[]),"),
+        "{lib}"
+    );
+    assert_eq!(
+        Sidecar::read(&crate_dir).unwrap().counts.data_bytes,
+        32 << 20
+    );
+    // The generated crate compiles, and its data has the full length.
+    std::fs::create_dir_all(crate_dir.join("tests")).unwrap();
+    std::fs::write(
+        crate_dir.join("tests/len.rs"),
+        "#[test]\nfn len() { assert_eq!(cpjit_stencils_x86_64_unknown_linux_gnu::SET.stencils[0].data.len(), 32 << 20); }\n",
+    )
+    .unwrap();
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["test", "--offline", "--quiet", "--manifest-path"])
+        .arg(crate_dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", out.path().join("target"))
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the generated crate builds and its data is 32 MiB"
+    );
 }
