@@ -3,33 +3,21 @@
 //! never a permanent error (issue 15, items 1 and 2).
 
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver::{self, BuildOptions, Options};
+use cpjit_toolchain::driver;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+mod common;
 
 const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 fn build(cache: &Path, out: &Path) -> String {
-    let opts = BuildOptions {
-        common: Options {
-            templates: workspace().join("templates"),
-            targets_dir: workspace().join("targets"),
-            only: vec![TARGET.into()],
-            jobs: 2,
-            cache: Cache::new(cache.to_path_buf()),
-        },
-        out: out.to_path_buf(),
-        model_dir: workspace().join("model"),
-        check: false,
-        json: None,
-        force: true,
-    };
+    let mut opts = common::options(
+        common::workspace().join("templates"),
+        &[TARGET],
+        out,
+        Cache::new(cache.to_path_buf()),
+    );
+    opts.force = true;
     driver::build_stencils(&opts).unwrap_or_else(|e| panic!("{e}"));
     std::fs::read_to_string(out.join(TARGET).join("src/lib.rs")).unwrap()
 }

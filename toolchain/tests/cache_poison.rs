@@ -2,31 +2,20 @@
 //! runs afterwards (issue 15, item 2). Its own test binary: it sets `CPJIT_CLANG`.
 
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver::{self, BuildOptions, Options};
-use std::path::{Path, PathBuf};
+use cpjit_toolchain::driver::{self, BuildOptions};
+use std::path::Path;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+mod common;
 
 fn options(cache: &Path, out: &Path) -> BuildOptions {
-    BuildOptions {
-        common: Options {
-            templates: Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sets/per_unit"),
-            targets_dir: workspace().join("targets"),
-            only: vec!["x86_64-unknown-linux-gnu".into()],
-            jobs: 1,
-            cache: Cache::new(cache.to_path_buf()),
-        },
-        out: out.to_path_buf(),
-        model_dir: workspace().join("model"),
-        check: false,
-        json: None,
-        force: true,
-    }
+    let mut opts = common::options(
+        common::set("per_unit"),
+        &["x86_64-unknown-linux-gnu"],
+        out,
+        Cache::new(cache.to_path_buf()),
+    );
+    opts.force = true;
+    opts
 }
 
 #[test]

@@ -3,39 +3,12 @@
 //! validation error class, using the small sets in `tests/sets/`.
 
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver::{self, BuildOptions, Options};
+use cpjit_toolchain::driver;
 use cpjit_toolchain::writer::Sidecar;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> BuildOptions {
-    BuildOptions {
-        common: Options {
-            templates,
-            targets_dir: workspace().join("targets"),
-            only: only.iter().map(|s| s.to_string()).collect(),
-            jobs: 2,
-            cache,
-        },
-        out: out.to_path_buf(),
-        model_dir: workspace().join("model"),
-        check: false,
-        json: None,
-        force: false,
-    }
-}
-
-fn set(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sets")
-        .join(name)
-}
+mod common;
+use common::{options, set, workspace};
 
 fn shared_cache() -> Cache {
     Cache::new(Cache::default_dir(&workspace()))
