@@ -42,8 +42,15 @@ pub struct Manifest {
     pub limits: Limits,
 }
 
+impl Limits {
+    /// `clang_seconds` as a duration.
+    pub fn clang_time(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.clang_seconds)
+    }
+}
+
 /// `[limits]`: the per-stencil budgets, each named in the error that enforces it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// IR instructions per stencil (helpers included), checked before code generation,
@@ -52,6 +59,9 @@ pub struct Limits {
     /// Bytes of data per stencil (read-only, writable and zero-fill together): every
     /// instance copies them, so a large static array multiplies with the trace length.
     pub data_bytes: usize,
+    /// Wall-clock seconds per clang run (one translation unit for one target): clang's
+    /// optimiser runs before `ir_instructions` can be checked and is superlinear too.
+    pub clang_seconds: f64,
 }
 
 impl Default for Limits {
@@ -59,6 +69,7 @@ impl Default for Limits {
         Limits {
             ir_instructions: 20_000,
             data_bytes: 1 << 20,
+            clang_seconds: 300.0,
         }
     }
 }
@@ -152,6 +163,11 @@ impl Manifest {
         if raw.hole_prefix.is_empty() {
             return Err(Error(format!(
                 "{file}: key `hole_prefix` must not be empty"
+            )));
+        }
+        if !(raw.limits.clang_seconds > 0.0 && raw.limits.clang_seconds <= 1e9) {
+            return Err(Error(format!(
+                "{file}: key `limits.clang_seconds` must be a positive number of seconds"
             )));
         }
         if raw.sources.is_empty() {

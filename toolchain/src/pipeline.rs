@@ -222,13 +222,14 @@ impl Pipeline<'_> {
                 None => self.cache.reject("dep", &dep_key, "not a dependency list"),
             }
         }
-        let preprocessed = clang::preprocess(flags, &path)?;
+        let limit = self.manifest.limits.clang_time();
+        let preprocessed = clang::preprocess(flags, &path, limit)?;
         let pp_hash = cache::key(&[&preprocessed]);
         let key = bc_key(&pp_hash);
         let bitcode = match attempt.get(self.cache, "bc", &key) {
             Some(b) => b,
             None => {
-                let b = clang::compile_bitcode(flags, &preprocessed)?;
+                let b = clang::compile_bitcode(flags, &preprocessed, limit)?;
                 attempt.put("bc", &key, &b);
                 b
             }
