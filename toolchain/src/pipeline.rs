@@ -18,7 +18,7 @@ use inkwell::context::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Everything the jobs share.
@@ -55,22 +55,35 @@ impl Pipeline<'_> {
             .num_threads(threads.max(1))
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
-        let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now());
-        let done = AtomicUsize::new(0);
-        let results: Vec<Result<UnitOutput>> = pool.install(|| {
-            jobs.par_iter()
-                .map(|job| {
-                    let r = self.run(job.target, &job.unit);
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    let what = format!("{} {}", job.target.triple, job.unit.display());
-                    if let Some(line) = progress.line(n, jobs.len(), &what) {
+        let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
+        let finished = AtomicBool::new(false);
+        let results: Vec<Result<UnitOutput>> = std::thread::scope(|scope| {
+            // The ticker: a status line every 250 ms once the build has run for a second, so
+            // a single slow unit is visible too.
+            let ticker = scope.spawn(|| {
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(250));
+                    if let Some(line) = progress.status() {
                         let mut err = std::io::stderr().lock();
                         let _ = write!(err, "{line}");
                         let _ = err.flush();
                     }
-                    r
-                })
-                .collect()
+                }
+            });
+            let results = pool.install(|| {
+                jobs.par_iter()
+                    .map(|job| {
+                        let what = format!("{} {}", job.target.triple, job.unit.display());
+                        progress.begin(&what);
+                        let r = self.run(job.target, &job.unit);
+                        progress.end(&what);
+                        r
+                    })
+                    .collect()
+            });
+            finished.store(true, Ordering::Relaxed);
+            ticker.thread().unpark();
+            results
         });
         if progress.shown() {
             eprint!("\r\x1b[K");
@@ -289,33 +302,63 @@ impl Attempt {
     }
 }
 
-/// Progress lines on a terminal, once a build has run for [`Progress::DELAY`]: short
-/// (cached) builds stay quiet, long ones say what they are doing.
+/// A status line on a terminal, once a build has run for [`Progress::DELAY`]: short (cached)
+/// builds stay quiet, long ones say how far they are and what is being compiled.
 struct Progress {
     enabled: bool,
     start: Instant,
-    shown: std::sync::atomic::AtomicBool,
+    total: usize,
+    done: AtomicUsize,
+    /// Jobs in flight, by description (`<triple> <unit>`), in start order.
+    running: std::sync::Mutex<Vec<String>>,
+    shown: AtomicBool,
 }
 
 impl Progress {
     const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
-    fn new(enabled: bool, start: Instant) -> Progress {
+    fn new(enabled: bool, start: Instant, total: usize) -> Progress {
         Progress {
             enabled,
             start,
-            shown: std::sync::atomic::AtomicBool::new(false),
+            total,
+            done: AtomicUsize::new(0),
+            running: std::sync::Mutex::new(Vec::new()),
+            shown: AtomicBool::new(false),
         }
     }
 
-    /// The line to print after job `n` of `total` (`what`) finished, if any.
-    fn line(&self, n: usize, total: usize, what: &str) -> Option<String> {
+    fn begin(&self, what: &str) {
+        self.running
+            .lock()
+            .expect("no panics while held")
+            .push(what.to_string());
+    }
+
+    fn end(&self, what: &str) {
+        self.running
+            .lock()
+            .expect("no panics while held")
+            .retain(|w| w != what);
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The status line to print now, if any.
+    fn status(&self) -> Option<String> {
         if !self.enabled || self.start.elapsed() < Self::DELAY {
             return None;
         }
+        let running = self.running.lock().expect("no panics while held");
+        let current = match running.as_slice() {
+            [] => String::new(),
+            [one] => format!(" compiling {one}"),
+            [first, rest @ ..] => format!(" compiling {first} (+{} more)", rest.len()),
+        };
         self.shown.store(true, Ordering::Relaxed);
         Some(format!(
-            "\r\x1b[K[{n}/{total}, {:.0} s] {what}",
+            "\r\x1b[K[{}/{} done, {:.0} s]{current}",
+            self.done.load(Ordering::Relaxed),
+            self.total,
             self.start.elapsed().as_secs_f64()
         ))
     }
@@ -383,14 +426,24 @@ mod tests {
     #[test]
     fn progress_only_on_a_terminal_and_after_a_second() {
         let now = Instant::now();
-        assert_eq!(Progress::new(true, now).line(1, 4, "t a.c"), None);
+        let quiet = Progress::new(true, now, 4);
+        quiet.begin("t a.c");
+        assert_eq!(quiet.status(), None, "not within the first second");
         let earlier = now.checked_sub(std::time::Duration::from_secs(2)).unwrap();
-        assert_eq!(Progress::new(false, earlier).line(1, 4, "t a.c"), None);
-        let p = Progress::new(true, earlier);
-        let line = p.line(3, 4, "x86_64-unknown-linux-gnu vm/ops.c").unwrap();
+        assert_eq!(
+            Progress::new(false, earlier, 4).status(),
+            None,
+            "not without a tty"
+        );
+        let p = Progress::new(true, earlier, 4);
+        p.begin("x86_64-unknown-linux-gnu vm/ops.c");
+        p.begin("x86_64-unknown-linux-gnu shim.c");
+        p.end("x86_64-unknown-linux-gnu shim.c");
+        p.begin("aarch64-apple-darwin shim.c");
+        let line = p.status().unwrap();
         assert!(
-            line.starts_with("\r\x1b[K[3/4, ")
-                && line.ends_with("s] x86_64-unknown-linux-gnu vm/ops.c"),
+            line.starts_with("\r\x1b[K[1/4 done, ")
+                && line.ends_with("s] compiling x86_64-unknown-linux-gnu vm/ops.c (+1 more)"),
             "{line:?}"
         );
         assert!(p.shown());
