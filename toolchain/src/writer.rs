@@ -316,7 +316,7 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
     bytes_field(o, "code", &s.code);
     let _ = writeln!(o, "        code_align: {},", s.code_align);
     match long_zero_tail(&s.data) {
-        Some(head) if head == 0 => {
+        Some(0) => {
             let _ = writeln!(o, "        data: &zero_extended::<{}>(&[]),", s.data.len());
         }
         Some(head) => {
