@@ -2,7 +2,7 @@
 //! and compiling preprocessed C to LLVM bitcode in memory (stdin → stdout, no temp files).
 
 use crate::error::{Error, Result};
-use crate::manifest::Manifest;
+use crate::manifest::{Limits, Manifest};
 use crate::target::Target;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -87,8 +87,13 @@ pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
 }
 
 /// `clang -E`: the preprocessed text of `source` (with line markers, which name every
-/// included file and so feed the cache's dependency list). At most `limit` of wall time.
-pub fn preprocess(flags: &[String], source: &Path, limit: Duration) -> Result<Vec<u8>> {
+/// included file and so feed the cache's dependency list), within the default time limit.
+pub fn preprocess(flags: &[String], source: &Path) -> Result<Vec<u8>> {
+    preprocess_within(flags, source, Limits::default().clang_time())
+}
+
+/// [`preprocess`] in at most `limit` of wall time.
+pub fn preprocess_within(flags: &[String], source: &Path, limit: Duration) -> Result<Vec<u8>> {
     let mut args: Vec<String> = flags.to_vec();
     args.extend([
         "-E".into(),
@@ -99,10 +104,19 @@ pub fn preprocess(flags: &[String], source: &Path, limit: Duration) -> Result<Ve
     run(&clang_program(), &args, None, limit)
 }
 
-/// Compiles preprocessed C (from stdin) to LLVM bitcode (captured stdout), in at most
-/// `limit` of wall time (clang's optimiser, like the code generator, is superlinear in the
-/// size of a function).
-pub fn compile_bitcode(flags: &[String], preprocessed: &[u8], limit: Duration) -> Result<Vec<u8>> {
+/// Compiles preprocessed C (from stdin) to LLVM bitcode (captured stdout), within the
+/// default time limit.
+pub fn compile_bitcode(flags: &[String], preprocessed: &[u8]) -> Result<Vec<u8>> {
+    compile_bitcode_within(flags, preprocessed, Limits::default().clang_time())
+}
+
+/// [`compile_bitcode`] in at most `limit` of wall time (clang's optimiser, like the code
+/// generator, is superlinear in the size of a function).
+pub fn compile_bitcode_within(
+    flags: &[String],
+    preprocessed: &[u8],
+    limit: Duration,
+) -> Result<Vec<u8>> {
     let mut args: Vec<String> = flags.to_vec();
     args.extend(
         [

@@ -236,13 +236,13 @@ impl Pipeline<'_> {
             }
         }
         let limit = self.manifest.limits.clang_time();
-        let preprocessed = clang::preprocess(flags, &path, limit)?;
+        let preprocessed = clang::preprocess_within(flags, &path, limit)?;
         let pp_hash = cache::key(&[&preprocessed]);
         let key = bc_key(&pp_hash);
         let bitcode = match attempt.get(self.cache, "bc", &key) {
             Some(b) => b,
             None => {
-                let b = clang::compile_bitcode(flags, &preprocessed, limit)?;
+                let b = clang::compile_bitcode_within(flags, &preprocessed, limit)?;
                 attempt.put("bc", &key, &b);
                 b
             }
