@@ -15,6 +15,7 @@ use cpjit_toolchain::object::{read_stencils, ReadOptions};
 /// that the header's machine matches, so both paths are worth reaching).
 pub fn read_object(format: ObjectFormat, bytes: &[u8]) {
     let select = |f: &str| f.starts_with("op_") || f == "cpjit_entry" || f == "_JIT_ENTRY";
+    let limits = cpjit_toolchain::manifest::Limits::default();
     for arch in [Arch::X86_64, Arch::Aarch64] {
         let opts = ReadOptions {
             target: "fuzz-target",
@@ -24,6 +25,7 @@ pub fn read_object(format: ObjectFormat, bytes: &[u8]) {
             hole_prefix: "_JIT_",
             target_suffix: "_TARGET",
             select: &select,
+            limits: &limits,
         };
         let _ = read_stencils(bytes, &opts);
     }

@@ -119,9 +119,7 @@ impl Program {
                     ldr_hole: (i + 1) as u16,
                     ldr_offset: ldr.offset,
                 },
-                _ if h.kind.is_relaxable_x86_got() && h.addend == -4 => {
-                    Action::RelaxableGot
-                }
+                _ if h.kind.is_relaxable_x86_got() && h.addend == -4 => Action::RelaxableGot,
                 _ if h.kind.uses_got() => Action::Got,
                 _ if h.kind.is_branch() => Action::Branch,
                 _ => Action::Plain,

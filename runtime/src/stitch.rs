@@ -402,7 +402,8 @@ impl Writer<'_, '_, '_> {
             Action::RelaxableGot => {
                 let buf = self.section(step.section);
                 if outside
-                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value).map_err(failed)?
+                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
+                        .map_err(failed)?
                 {
                     return Ok(());
                 }

@@ -23,6 +23,13 @@
 #endif
 
 #define CPJIT_CC __attribute__((preserve_none))
+
+/* Marks a writable static as deliberate per-instance data: every instance of every stencil
+ * that references it gets its own private copy, initialised from the template. Writable
+ * statics without this mark are rejected by the toolchain (naming the op and the variable),
+ * because that private copy is rarely what C's `static` is meant to say. Shared state
+ * belongs behind the frame pointer. Usage: `static CPJIT_INSTANCE_DATA int64_t counter;` */
+#define CPJIT_INSTANCE_DATA __attribute__((annotate("cpjit.instance_data")))
 #define CPJIT_MUSTTAIL __attribute__((musttail))
 
 struct cpjit_frame;

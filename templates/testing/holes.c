@@ -60,7 +60,7 @@ CPJIT_CC int64_t op_test_table(struct cpjit_frame *frame, uint64_t *sp) {
 }
 
 /* counter += top; replace top by counter (writable static data, per instance) */
-static int64_t counter;
+static CPJIT_INSTANCE_DATA int64_t counter;
 
 CPJIT_CC int64_t op_test_counter(struct cpjit_frame *frame, uint64_t *sp) {
   counter += (int64_t)sp[-1];
@@ -70,7 +70,7 @@ CPJIT_CC int64_t op_test_counter(struct cpjit_frame *frame, uint64_t *sp) {
 
 /* slots[2] = top; push *(&slots[0] + 2) + ((char *)&slots[3] - (char *)&slots[1])
  * (references to a symbol plus an addend; the pushed value is top + 16) */
-static int64_t slots[4];
+static CPJIT_INSTANCE_DATA int64_t slots[4];
 
 CPJIT_CC int64_t op_test_addr_addend(struct cpjit_frame *frame, uint64_t *sp) {
   /* volatile keeps the compiler from folding the store and reload into one value. */

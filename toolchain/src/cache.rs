@@ -7,11 +7,24 @@
 //! - `bc-<key>`: key = clang version + flags + preprocessed text; value = LLVM bitcode;
 //! - `obj-<key>`: key = LLVM version + target machine settings + bitcode; value = object.
 //!
-//! Entries are written to a temporary name and renamed, so concurrent builds never see a
-//! partial file. A corrupt or unreadable entry is a miss, never an error.
+//! Every entry is `MAGIC`, a SHA-256 checksum over the tool version and the content, then
+//! the content. A read verifies the checksum; an entry that fails it (a flipped byte, a
+//! truncated or empty file, another tool version), or whose content later fails parsing or
+//! validation ([`Cache::reject`]), is a miss: removed, rebuilt and replaced, with a one-line
+//! notice on stderr. Entries are written to a unique temporary file, synced and renamed, so
+//! concurrent builds never see a partial file; the pipeline stores an entry only after the
+//! output that came from it has passed validation, so a compiler that exits 0 with garbage
+//! never poisons the cache.
 
 use sha2::{Digest, Sha256};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The first bytes of every entry (the number is the entry format's version).
+const MAGIC: &[u8; 8] = b"cpjitc1\n";
+/// The tool version the checksum covers: entries of another toolchain version are misses.
+const TOOL_VERSION: &str = concat!("cpjit-toolchain ", env!("CARGO_PKG_VERSION"));
 
 #[derive(Debug, Clone)]
 pub struct Cache {
@@ -32,6 +45,42 @@ pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The checksum stored in front of `content`.
+fn checksum(content: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update((TOOL_VERSION.len() as u64).to_le_bytes());
+    h.update(TOOL_VERSION.as_bytes());
+    h.update(content);
+    h.finalize().into()
+}
+
+/// An entry's bytes on disk.
+fn encode_entry(content: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + 32 + content.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&checksum(content));
+    out.extend_from_slice(content);
+    out
+}
+
+/// The content of an entry's bytes, or why they fail verification.
+fn decode_entry(bytes: &[u8]) -> Result<&[u8], &'static str> {
+    let rest = bytes
+        .strip_prefix(MAGIC.as_slice())
+        .ok_or("no entry header (truncated, empty or foreign file)")?;
+    if rest.len() < 32 {
+        return Err("truncated checksum");
+    }
+    let (sum, content) = rest.split_at(32);
+    if sum != checksum(content) {
+        return Err("checksum mismatch (corrupt content or another tool version)");
+    }
+    Ok(content)
+}
+
+/// Distinguishes the temporary files of concurrent writers in one process.
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
 impl Cache {
     /// A cache in `dir` (created on first write).
     pub fn new(dir: PathBuf) -> Cache {
@@ -41,6 +90,11 @@ impl Cache {
     /// A cache that never hits and stores nothing.
     pub fn disabled() -> Cache {
         Cache { dir: None }
+    }
+
+    /// The directory, if the cache is enabled.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
     }
 
     /// The default location: `$CPJIT_STENCIL_CACHE`, else `cpjit-stencil-cache/` in the
@@ -58,18 +112,56 @@ impl Cache {
         target_dir.join("cpjit-stencil-cache")
     }
 
-    pub fn get(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
-        let dir = self.dir.as_ref()?;
-        std::fs::read(dir.join(format!("{kind}-{key}"))).ok()
+    fn path(&self, kind: &str, key: &str) -> Option<PathBuf> {
+        Some(self.dir.as_ref()?.join(format!("{kind}-{key}")))
     }
 
+    /// The verified content of entry `kind-key`; `None` on a miss. An entry that fails
+    /// verification is removed, with a notice.
+    pub fn get(&self, kind: &str, key: &str) -> Option<Vec<u8>> {
+        let path = self.path(kind, key)?;
+        let bytes = std::fs::read(&path).ok()?;
+        match decode_entry(&bytes) {
+            Ok(content) => Some(content.to_vec()),
+            Err(why) => {
+                self.reject(kind, key, why);
+                None
+            }
+        }
+    }
+
+    /// Removes entry `kind-key`, whose content failed verification, parsing or validation,
+    /// with a one-line notice: the caller rebuilds it, and stores the result if it passes.
+    pub fn reject(&self, kind: &str, key: &str, why: &str) {
+        let Some(path) = self.path(kind, key) else {
+            return;
+        };
+        let why = why.lines().next().unwrap_or_default();
+        eprintln!(
+            "notice: cache entry {} is invalid ({why}); rebuilding and replacing it",
+            path.display()
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Stores `value` as entry `kind-key` (temporary file, fsync, rename).
     pub fn put(&self, kind: &str, key: &str, value: &[u8]) {
-        let Some(dir) = &self.dir else { return };
+        let (Some(dir), Some(path)) = (&self.dir, self.path(kind, key)) else {
+            return;
+        };
         // A cache that cannot be written only costs time; the build itself must not fail.
         let _ = std::fs::create_dir_all(dir);
-        let tmp = dir.join(format!(".{kind}-{key}.{}.tmp", std::process::id()));
-        if std::fs::write(&tmp, value).is_ok() {
-            let _ = std::fs::rename(&tmp, dir.join(format!("{kind}-{key}")));
+        let tmp = dir.join(format!(
+            ".{kind}-{key}.{}.{}.tmp",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = std::fs::File::create(&tmp).and_then(|mut f| {
+            f.write_all(&encode_entry(value))?;
+            f.sync_all()
+        });
+        if written.is_err() || std::fs::rename(&tmp, &path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
         }
     }
 }
@@ -133,5 +225,49 @@ mod tests {
         assert_eq!(d.preprocessed, "aa");
         assert_eq!(d.files, [("/a b/c.h".to_string(), "ff".to_string())]);
         assert!(!d.is_fresh());
+    }
+
+    #[test]
+    fn entries_are_verified_and_bad_ones_are_misses_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::new(dir.path().to_path_buf());
+        let key = key(&[b"k"]);
+        assert_eq!(cache.get("obj", &key), None);
+        cache.put("obj", &key, b"object bytes");
+        assert_eq!(
+            cache.get("obj", &key).as_deref(),
+            Some(&b"object bytes"[..])
+        );
+        let path = dir.path().join(format!("obj-{key}"));
+        let good = std::fs::read(&path).unwrap();
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let corruptions: [&[u8]; 4] = [&flipped, &good[..good.len() - 3], &good[..10], b""];
+        for bad in corruptions {
+            std::fs::write(&path, bad).unwrap();
+            assert_eq!(cache.get("obj", &key), None, "{bad:?} must be a miss");
+            assert!(!path.exists(), "a bad entry is removed");
+        }
+        cache.put("obj", &key, b"object bytes");
+        cache.reject("obj", &key, "cannot read the object\nsecond line");
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "no temporary files are left behind"
+        );
+    }
+
+    #[test]
+    fn another_tool_version_is_a_miss() {
+        let mut bytes = encode_entry(b"x");
+        let at = MAGIC.len();
+        let mut h = Sha256::new();
+        h.update(3u64.to_le_bytes());
+        h.update(b"old");
+        h.update(b"x");
+        bytes[at..at + 32].copy_from_slice(&h.finalize());
+        assert!(decode_entry(&bytes).is_err());
+        assert_eq!(decode_entry(&encode_entry(b"x")), Ok(&b"x"[..]));
     }
 }

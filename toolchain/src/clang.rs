@@ -2,9 +2,10 @@
 //! and compiling preprocessed C to LLVM bitcode in memory (stdin → stdout, no temp files).
 
 use crate::error::{Error, Result};
-use crate::manifest::Manifest;
+use crate::manifest::{Limits, Manifest};
 use crate::target::Target;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// The clang executable; `CPJIT_CLANG` overrides it (tests use this to simulate a missing one).
 pub fn clang_program() -> String {
@@ -86,8 +87,13 @@ pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
 }
 
 /// `clang -E`: the preprocessed text of `source` (with line markers, which name every
-/// included file and so feed the cache's dependency list).
+/// included file and so feed the cache's dependency list), within the default time limit.
 pub fn preprocess(flags: &[String], source: &Path) -> Result<Vec<u8>> {
+    preprocess_within(flags, source, Limits::default().clang_time())
+}
+
+/// [`preprocess`] in at most `limit` of wall time.
+pub fn preprocess_within(flags: &[String], source: &Path, limit: Duration) -> Result<Vec<u8>> {
     let mut args: Vec<String> = flags.to_vec();
     args.extend([
         "-E".into(),
@@ -95,11 +101,22 @@ pub fn preprocess(flags: &[String], source: &Path) -> Result<Vec<u8>> {
         "-o".into(),
         "-".into(),
     ]);
-    run(&args, None)
+    run(&clang_program(), &args, None, limit)
 }
 
-/// Compiles preprocessed C (from stdin) to LLVM bitcode (captured stdout).
+/// Compiles preprocessed C (from stdin) to LLVM bitcode (captured stdout), within the
+/// default time limit.
 pub fn compile_bitcode(flags: &[String], preprocessed: &[u8]) -> Result<Vec<u8>> {
+    compile_bitcode_within(flags, preprocessed, Limits::default().clang_time())
+}
+
+/// [`compile_bitcode`] in at most `limit` of wall time (clang's optimiser, like the code
+/// generator, is superlinear in the size of a function).
+pub fn compile_bitcode_within(
+    flags: &[String],
+    preprocessed: &[u8],
+    limit: Duration,
+) -> Result<Vec<u8>> {
     let mut args: Vec<String> = flags.to_vec();
     args.extend(
         [
@@ -114,21 +131,38 @@ pub fn compile_bitcode(flags: &[String], preprocessed: &[u8]) -> Result<Vec<u8>>
         ]
         .map(String::from),
     );
-    run(&args, Some(preprocessed))
+    run(&clang_program(), &args, Some(preprocessed), limit)
 }
 
-fn run(args: &[String], stdin: Option<&[u8]>) -> Result<Vec<u8>> {
-    let program = clang_program();
-    let mut expr = duct::cmd(&program, args)
+/// Runs `program` with `args` (and `stdin`), killing it once it has run for `limit`.
+fn run(program: &str, args: &[String], stdin: Option<&[u8]>, limit: Duration) -> Result<Vec<u8>> {
+    let mut expr = duct::cmd(program, args)
         .stdout_capture()
         .stderr_capture()
         .unchecked();
     if let Some(input) = stdin {
         expr = expr.stdin_bytes(input.to_vec());
     }
-    let out = expr
-        .run()
-        .map_err(|e| Error(format!("cannot run `{program}` ({e}); {INSTALL_HINT}")))?;
+    let cannot_run =
+        |e: std::io::Error| Error(format!("cannot run `{program}` ({e}); {INSTALL_HINT}"));
+    let handle = expr.start().map_err(cannot_run)?;
+    let start = Instant::now();
+    while handle.try_wait().map_err(cannot_run)?.is_none() {
+        if start.elapsed() >= limit {
+            let _ = handle.kill();
+            let _ = handle.wait();
+            return Err(Error(format!(
+                "`{program}` ran longer than the limit [limits] clang_seconds = {} in \
+                 manifest.toml and was stopped; split the unit's large functions or raise the limit",
+                limit.as_secs_f64()
+            )));
+        }
+        // Short polls for the usual sub-second compilations, longer ones for slow units.
+        std::thread::sleep(
+            (start.elapsed() / 16).clamp(Duration::from_millis(1), Duration::from_millis(50)),
+        );
+    }
+    let out = handle.into_output().map_err(cannot_run)?;
     if !out.status.success() {
         return Err(Error(format!(
             "clang failed ({}):\n{}",
@@ -179,6 +213,21 @@ mod tests {
     #[test]
     fn clang_19_is_found() {
         assert!(version().unwrap().contains("clang version 19."));
+    }
+
+    #[test]
+    fn a_compiler_over_its_time_limit_is_stopped_and_the_limit_named() {
+        let start = Instant::now();
+        let err = run("sleep", &["20".into()], None, Duration::from_millis(200))
+            .unwrap_err()
+            .0;
+        assert!(start.elapsed() < Duration::from_secs(10), "stopped early");
+        assert!(
+            err.contains("`sleep` ran longer than the limit [limits] clang_seconds = 0.2"),
+            "{err}"
+        );
+        let out = run("echo", &["hi".into()], None, Duration::from_secs(60)).unwrap();
+        assert_eq!(out, b"hi\n");
     }
 
     #[test]

@@ -164,21 +164,22 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     for t in &l.targets {
         let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
         let crate_dir = opts.out.join(&t.triple);
-        let committed = std::fs::read_to_string(crate_dir.join("src/lib.rs")).ok();
-        let fresh = committed.as_deref().and_then(writer::header_digest) == Some(digest.as_str())
-            && crate_dir.join("Cargo.toml").is_file();
-        if fresh && !opts.check && !opts.force && opts.json.is_none() {
-            let counts = committed
-                .as_deref()
-                .and_then(|c| c.lines().nth(3))
-                .and_then(|l| l.split("): ").nth(1));
-            report.lines.push(format!(
-                "{}: up to date ({})",
-                t.triple,
-                counts.unwrap_or("digest matches").trim_end_matches('.')
-            ));
-        } else {
-            todo.push(t);
+        // Fresh means: the sidecar records this inputs digest and the full-content digest of
+        // every generated file still matches (a torn or edited file is rebuilt).
+        let fresh = writer::Sidecar::read(&crate_dir).filter(|s| s.is_fresh(&crate_dir, &digest));
+        match fresh {
+            Some(sidecar) if !opts.check && !opts.force && opts.json.is_none() => {
+                let c = sidecar.counts;
+                report.lines.push(format!(
+                    "{}: up to date ({} stencils, {} B code, {} B data, {} holes)",
+                    t.triple,
+                    c.stencils,
+                    writer::thousands(c.code_bytes),
+                    writer::thousands(c.data_bytes),
+                    writer::thousands(c.holes)
+                ));
+            }
+            _ => todo.push(t),
         }
     }
     if todo.is_empty() {
@@ -209,9 +210,8 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
                 }
             } else if committed.as_deref() != Some(content.as_str()) {
                 // Unchanged files are not rewritten, so cargo does not rebuild their crate.
-                std::fs::create_dir_all(path.parent().expect("crate files live in a directory"))
-                    .and_then(|_| std::fs::write(&path, content))
-                    .map_err(|e| Error(format!("cannot write {}: {e}", path.display())))?;
+                // The sidecar is last in `files`: it only vouches for files already in place.
+                writer::write_atomic(&path, content.as_bytes())?;
             }
         }
         report.lines.push(summary(set));
@@ -226,13 +226,41 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         start.elapsed().as_secs_f64()
     ));
     if !stale.is_empty() {
+        let triples: Vec<&str> = sets
+            .iter()
+            .map(|s| s.target.triple.as_str())
+            .filter(|t| stale.iter().any(|line| line.starts_with(&format!("{t}: "))))
+            .collect();
         return Err(Error(format!(
-            "{}\n{} stale file(s); run `cargo xtask build-stencils` and commit the result",
+            "{}\n{} stale file(s); to fix: {} (then commit the result)",
             stale.join("\n"),
-            stale.len()
+            stale.len(),
+            fix_command(opts, &triples)
         )));
     }
     Ok(report)
+}
+
+/// The command that regenerates the stale targets of a `--check` run: the same set and
+/// output directory, without `--check` (a plain run rebuilds whatever its sidecar does not
+/// vouch for). Default paths (`templates/`, `stencils/` beside `targets/`) are left out.
+pub fn fix_command(opts: &BuildOptions, triples: &[&str]) -> String {
+    let root = opts.common.targets_dir.parent().map(Path::to_path_buf);
+    let is_default = |path: &Path, name: &str| {
+        root.as_ref()
+            .is_some_and(|r| absolute(path).ok() == absolute(&r.join(name)).ok())
+    };
+    let mut command = String::from("cargo xtask build-stencils");
+    if !is_default(&opts.common.templates, "templates") {
+        command.push_str(&format!(" --templates {}", opts.common.templates.display()));
+    }
+    if !is_default(&opts.out, "stencils") {
+        command.push_str(&format!(" --out {}", opts.out.display()));
+    }
+    for t in triples {
+        command.push_str(&format!(" --target {t}"));
+    }
+    format!("run `{command}`")
 }
 
 fn absolute(p: &Path) -> Result<PathBuf> {
@@ -257,7 +285,7 @@ fn write_json(path: &Path, sets: &[BuiltSet]) -> Result<()> {
     let mut text = serde_json::to_string_pretty(&serde_json::Value::Object(targets))
         .map_err(|e| Error(format!("cannot serialise JSON: {e}")))?;
     text.push('\n');
-    std::fs::write(path, text).map_err(|e| Error(format!("cannot write {}: {e}", path.display())))
+    writer::write_atomic(path, text.as_bytes())
 }
 
 /// `stencils show`: listings of the stencils called `name` (a glob; all when `None`).

@@ -42,7 +42,9 @@ pub fn lines(triple: &str, stencil: &StencilBuf) -> Result<Vec<String>> {
             stencil.data.len(),
             stencil.data_align
         ));
-        for (i, chunk) in stencil.data.chunks(16).enumerate() {
+        // A long zero-fill tail is summarised, as the writer does not spell it out either.
+        let shown = crate::writer::long_zero_tail(&stencil.data).unwrap_or(stencil.data.len());
+        for (i, chunk) in stencil.data[..shown].chunks(16).enumerate() {
             let start = (i * 16) as u32;
             let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
             let mut line = format!("{start:04x}  {}", hex.join(" "));
@@ -57,6 +59,12 @@ pub fn lines(triple: &str, stencil: &StencilBuf) -> Result<Vec<String>> {
                 }
             }
             out.push(line);
+        }
+        if shown < stencil.data.len() {
+            out.push(format!(
+                "{shown:04x}  ({} zero bytes)",
+                stencil.data.len() - shown
+            ));
         }
     }
     Ok(out)

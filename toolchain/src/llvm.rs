@@ -76,12 +76,37 @@ pub fn opt_level(flags: &[String]) -> OptimizationLevel {
 /// A short, stable description of the target machine settings (part of the object cache key).
 pub fn machine_key(target: &Target, level: OptimizationLevel) -> String {
     format!(
-        "{} code_model={} reloc_model={} opt={level:?} {}",
+        "{} code_model={} reloc_model={} opt={level:?} {} {FUNCTION_SECTIONS_VERSION}",
         target.triple,
         target.code_model,
         target.reloc_model,
         crate::layout::VERSION
     )
+}
+
+/// Version of [`function_sections`] (part of the object cache key).
+const FUNCTION_SECTIONS_VERSION: &str = "function-sections 1";
+
+/// Gives every defined function without an explicit section its own ELF section
+/// `.text.<name>`, as clang's `-ffunction-sections` does. That flag only reaches clang's own
+/// code generator; this toolchain emits objects in-process, so the equivalent is applied to
+/// the module. Without it, the assembler resolves calls between functions of one `.text`
+/// without relocations, and static helpers (called directly or through a table of function
+/// pointers) could not be followed into the stencil. COFF and Mach-O keep a relocation for
+/// every such call (COMDAT sections, `subsections_via_symbols`), so they need nothing.
+pub fn function_sections(module: &Module, target: &Target) {
+    if target.format != cpjit_model::ObjectFormat::Elf {
+        return;
+    }
+    let mut f = module.get_first_function();
+    while let Some(function) = f {
+        let is_defined = function.count_basic_blocks() > 0;
+        if is_defined && function.get_section().is_none() {
+            let name = function.get_name().to_string_lossy().into_owned();
+            function.set_section(Some(&format!(".text.{name}")));
+        }
+        f = function.get_next_function();
+    }
 }
 
 /// Emits `module` as an object file for `target`, into memory.

@@ -36,6 +36,42 @@ pub struct Manifest {
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
     pub targets: BTreeMap<String, TargetFlags>,
+    /// Whether a set that defines no stencils, or a `sources` glob that matches nothing, is
+    /// accepted (`allow_empty = true`); by default both are errors.
+    pub allow_empty: bool,
+    pub limits: Limits,
+}
+
+impl Limits {
+    /// `clang_seconds` as a duration.
+    pub fn clang_time(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.clang_seconds)
+    }
+}
+
+/// `[limits]`: the per-stencil budgets, each named in the error that enforces it.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// IR instructions per stencil (helpers included), checked before code generation,
+    /// whose time grows superlinearly with function size (12,000 C statements take ~9 s).
+    pub ir_instructions: usize,
+    /// Bytes of data per stencil (read-only, writable and zero-fill together): every
+    /// instance copies them, so a large static array multiplies with the trace length.
+    pub data_bytes: usize,
+    /// Wall-clock seconds per clang run (one translation unit for one target): clang's
+    /// optimiser runs before `ir_instructions` can be checked and is superlinear too.
+    pub clang_seconds: f64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            ir_instructions: 20_000,
+            data_bytes: 1 << 20,
+            clang_seconds: 300.0,
+        }
+    }
 }
 
 /// `[target.<triple>]`: per-target flag changes.
@@ -68,6 +104,10 @@ struct RawManifest {
     stencils: RawStencils,
     #[serde(default)]
     target: BTreeMap<String, TargetFlags>,
+    #[serde(default)]
+    allow_empty: bool,
+    #[serde(default)]
+    limits: Limits,
 }
 
 #[derive(Deserialize)]
@@ -131,6 +171,11 @@ impl Manifest {
                 "{file}: key `hole_prefix` must not be empty"
             )));
         }
+        if !(raw.limits.clang_seconds > 0.0 && raw.limits.clang_seconds <= 1e9) {
+            return Err(Error(format!(
+                "{file}: key `limits.clang_seconds` must be a positive number of seconds"
+            )));
+        }
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -155,15 +200,39 @@ impl Manifest {
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
+            allow_empty: raw.allow_empty,
+            limits: raw.limits,
         })
     }
 
     /// The translation units: every file matched by `sources`, relative to the root, sorted
-    /// and deduplicated. Patterns that match nothing are fine (a set may be growing).
+    /// and deduplicated. A named file that does not exist is an error; so is a glob that
+    /// matches nothing, unless the manifest says `allow_empty = true` (a growing set).
     pub fn translation_units(&self) -> Result<Vec<PathBuf>> {
+        let manifest_file = self.root.join("manifest.toml");
         let mut all = Vec::new();
+        let mut errors = Vec::new();
         for pattern in &self.sources {
-            all.extend(glob::expand(&self.root, pattern)?);
+            let matched = glob::expand(&self.root, pattern)?;
+            let is_glob = pattern.contains(['*', '?', '[', '{']);
+            if matched.is_empty() && !is_glob {
+                errors.push(Error(format!(
+                    "{}: key `sources`: `{pattern}` does not exist (in {})",
+                    manifest_file.display(),
+                    self.root.display()
+                )));
+            } else if matched.is_empty() && !self.allow_empty {
+                errors.push(Error(format!(
+                    "{}: key `sources`: the glob `{pattern}` matches no file (in {}); fix the \
+                     pattern, or set `allow_empty = true` if the set may be empty",
+                    manifest_file.display(),
+                    self.root.display()
+                )));
+            }
+            all.extend(matched);
+        }
+        if !errors.is_empty() {
+            return Err(Error::many(errors));
         }
         all.sort();
         all.dedup();
@@ -238,6 +307,46 @@ mod tests {
         );
         let err = parse(&both).unwrap_err();
         assert!(err.0.contains("exactly one"), "{err}");
+    }
+
+    #[test]
+    fn limits_and_allow_empty() {
+        let m = parse(MINIMAL).unwrap();
+        assert_eq!(m.limits, Limits::default());
+        assert!(!m.allow_empty);
+        let m = parse(&format!(
+            "allow_empty = true\n{MINIMAL}[limits]\nir_instructions = 5\n"
+        ))
+        .unwrap();
+        assert!(m.allow_empty);
+        assert_eq!(m.limits.ir_instructions, 5);
+        assert_eq!(m.limits.data_bytes, Limits::default().data_bytes);
+        let err = parse(&format!("{MINIMAL}[limits]\ntime = 5\n")).unwrap_err();
+        assert!(err.0.contains("time"), "{err}");
+    }
+
+    #[test]
+    fn missing_sources_and_empty_globs() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.c"), "").unwrap();
+        let at = |text: &str| {
+            Manifest::parse("m.toml", dir.path().to_path_buf(), text.as_bytes().to_vec()).unwrap()
+        };
+        let m = at("name = \"t\"\nsources = [\"a.c\", \"missing.c\", \"none/*.c\"]\n[stencils]\nfunctions = \"op_*\"\n");
+        let err = m.translation_units().unwrap_err().0;
+        assert!(err.contains("`missing.c` does not exist"), "{err}");
+        assert!(
+            err.contains("`none/*.c` matches no file") && err.contains("allow_empty"),
+            "{err}"
+        );
+        let m = at("name = \"t\"\nallow_empty = true\nsources = [\"a.c\", \"none/*.c\"]\n[stencils]\nfunctions = \"op_*\"\n");
+        assert_eq!(m.translation_units().unwrap(), [PathBuf::from("a.c")]);
+        let m = at("name = \"t\"\nallow_empty = true\nsources = [\"missing.c\"]\n[stencils]\nfunctions = \"op_*\"\n");
+        assert!(m
+            .translation_units()
+            .unwrap_err()
+            .0
+            .contains("does not exist"));
     }
 
     #[test]

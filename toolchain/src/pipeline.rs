@@ -19,7 +19,7 @@ use inkwell::context::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Everything the jobs share.
@@ -56,29 +56,37 @@ impl Pipeline<'_> {
             .num_threads(threads.max(1))
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
-        let progress = std::io::stderr().is_terminal();
-        let done = AtomicUsize::new(0);
-        let results: Vec<Result<UnitOutput>> = pool.install(|| {
-            jobs.par_iter()
-                .map(|job| {
-                    let r = self.run(job.target, &job.unit);
-                    let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if progress {
+        let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
+        let finished = AtomicBool::new(false);
+        let results: Vec<Result<UnitOutput>> = std::thread::scope(|scope| {
+            // The ticker: a status line every 250 ms once the build has run for a second, so
+            // a single slow unit is visible too.
+            let ticker = scope.spawn(|| {
+                while !finished.load(Ordering::Relaxed) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(250));
+                    if let Some(line) = progress.status() {
                         let mut err = std::io::stderr().lock();
-                        let _ = write!(
-                            err,
-                            "\r\x1b[K[{n}/{}] {} {}",
-                            jobs.len(),
-                            job.target.triple,
-                            job.unit.display()
-                        );
+                        let _ = write!(err, "{line}");
                         let _ = err.flush();
                     }
-                    r
-                })
-                .collect()
+                }
+            });
+            let results = pool.install(|| {
+                jobs.par_iter()
+                    .map(|job| {
+                        let what = format!("{} {}", job.target.triple, job.unit.display());
+                        progress.begin(&what);
+                        let r = self.run(job.target, &job.unit);
+                        progress.end(&what);
+                        r
+                    })
+                    .collect()
+            });
+            finished.store(true, Ordering::Relaxed);
+            ticker.thread().unpark();
+            results
         });
-        if progress {
+        if progress.shown() {
             eprint!("\r\x1b[K");
         }
         let mut outputs = Vec::new();
@@ -96,8 +104,36 @@ impl Pipeline<'_> {
         }
     }
 
-    /// One translation unit for one target.
+    /// One translation unit for one target. A failure of anything that came from the cache
+    /// (parsing, validation, object reading) makes those entries misses: they are removed
+    /// and the unit is rebuilt once without reading the cache.
     pub fn run(&self, target: &Target, unit: &std::path::Path) -> Result<UnitOutput> {
+        let mut attempt = Attempt::new(true);
+        match self.attempt(target, unit, &mut attempt) {
+            Ok(output) => {
+                attempt.store(self.cache);
+                Ok(output)
+            }
+            Err(error) if !attempt.read.is_empty() => {
+                for (kind, key) in &attempt.read {
+                    self.cache.reject(kind, key, &error.0);
+                }
+                let mut fresh = Attempt::new(false);
+                let output = self.attempt(target, unit, &mut fresh)?;
+                fresh.store(self.cache);
+                Ok(output)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The stages of [`Pipeline::run`]; cache entries are only recorded in `attempt`.
+    fn attempt(
+        &self,
+        target: &Target,
+        unit: &std::path::Path,
+        attempt: &mut Attempt,
+    ) -> Result<UnitOutput> {
         let start = Instant::now();
         let template = unit
             .components()
@@ -106,7 +142,7 @@ impl Pipeline<'_> {
             .join("/");
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
         let flags = clang::compile_flags(self.manifest, target);
-        let bitcode = self.bitcode(unit, &flags).map_err(at)?;
+        let bitcode = self.bitcode(unit, &flags, attempt).map_err(at)?;
 
         let context = Context::create();
         let module = llvm::parse_bitcode(&context, &bitcode, &template).map_err(at)?;
@@ -117,6 +153,8 @@ impl Pipeline<'_> {
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
+        // Static helpers must be followable (part of `machine_key`).
+        llvm::function_sections(&module, target);
 
         let level = llvm::opt_level(&flags);
         let obj_key = cache::key(&[
@@ -125,11 +163,11 @@ impl Pipeline<'_> {
             llvm::machine_key(target, level).as_bytes(),
             &bitcode,
         ]);
-        let object_bytes = match self.cache.get("obj", &obj_key) {
+        let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
             Some(bytes) => bytes,
             None => {
                 let bytes = llvm::emit_object(&module, target, level).map_err(at)?;
-                self.cache.put("obj", &obj_key, &bytes);
+                attempt.put("obj", &obj_key, &bytes);
                 bytes
             }
         };
@@ -145,6 +183,7 @@ impl Pipeline<'_> {
             hole_prefix: &manifest.hole_prefix,
             target_suffix: &manifest.target_suffix,
             select: &select,
+            limits: &manifest.limits,
         };
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
@@ -160,7 +199,12 @@ impl Pipeline<'_> {
 
     /// Bitcode for `unit`: from the cache when its preprocessed text is known (directly, by
     /// the unit's and its headers' contents, or by running `clang -E`), else compiled.
-    fn bitcode(&self, unit: &std::path::Path, flags: &[String]) -> Result<Vec<u8>> {
+    fn bitcode(
+        &self,
+        unit: &std::path::Path,
+        flags: &[String],
+        attempt: &mut Attempt,
+    ) -> Result<Vec<u8>> {
         let path = self.manifest.root.join(unit);
         let source = std::fs::read(&path)
             .map_err(|e| Error(format!("cannot read {}: {e}", path.display())))?;
@@ -180,25 +224,28 @@ impl Pipeline<'_> {
                 pp_hash.as_bytes(),
             ])
         };
-        if let Some(entry) = self
-            .cache
-            .get("dep", &dep_key)
-            .and_then(|b| DepEntry::decode(&b))
-        {
-            if entry.is_fresh() {
-                if let Some(bitcode) = self.cache.get("bc", &bc_key(&entry.preprocessed)) {
-                    return Ok(bitcode);
+        if let Some(bytes) = attempt.get(self.cache, "dep", &dep_key) {
+            match DepEntry::decode(&bytes) {
+                Some(entry) if entry.is_fresh() => {
+                    if let Some(bitcode) =
+                        attempt.get(self.cache, "bc", &bc_key(&entry.preprocessed))
+                    {
+                        return Ok(bitcode);
+                    }
                 }
+                Some(_) => {}
+                None => self.cache.reject("dep", &dep_key, "not a dependency list"),
             }
         }
-        let preprocessed = clang::preprocess(flags, &path)?;
+        let limit = self.manifest.limits.clang_time();
+        let preprocessed = clang::preprocess_within(flags, &path, limit)?;
         let pp_hash = cache::key(&[&preprocessed]);
         let key = bc_key(&pp_hash);
-        let bitcode = match self.cache.get("bc", &key) {
+        let bitcode = match attempt.get(self.cache, "bc", &key) {
             Some(b) => b,
             None => {
-                let b = clang::compile_bitcode(flags, &preprocessed)?;
-                self.cache.put("bc", &key, &b);
+                let b = clang::compile_bitcode_within(flags, &preprocessed, limit)?;
+                attempt.put("bc", &key, &b);
                 b
             }
         };
@@ -210,16 +257,116 @@ impl Pipeline<'_> {
                 Err(_) => return Ok(bitcode),
             }
         }
-        self.cache.put(
-            "dep",
-            &dep_key,
-            &DepEntry {
-                preprocessed: pp_hash,
-                files,
-            }
-            .encode(),
-        );
+        let entry = DepEntry {
+            preprocessed: pp_hash,
+            files,
+        };
+        attempt.put("dep", &dep_key, &entry.encode());
         Ok(bitcode)
+    }
+}
+
+/// The cache traffic of one attempt at a unit: entries read (rejected together if the
+/// attempt fails) and entries to store (only once the whole unit has passed).
+struct Attempt {
+    use_cache: bool,
+    read: Vec<(&'static str, String)>,
+    pending: Vec<(&'static str, String, Vec<u8>)>,
+}
+
+impl Attempt {
+    fn new(use_cache: bool) -> Attempt {
+        Attempt {
+            use_cache,
+            read: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+        if !self.use_cache {
+            return None;
+        }
+        let value = cache.get(kind, key)?;
+        self.read.push((kind, key.to_string()));
+        Some(value)
+    }
+
+    fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
+        self.pending.push((kind, key.to_string(), value.to_vec()));
+    }
+
+    /// Stores the pending entries (the unit passed every check).
+    fn store(self, cache: &Cache) {
+        for (kind, key, value) in self.pending {
+            cache.put(kind, &key, &value);
+        }
+    }
+}
+
+/// A status line on a terminal, once a build has run for [`Progress::DELAY`]: short (cached)
+/// builds stay quiet, long ones say how far they are and what is being compiled.
+struct Progress {
+    enabled: bool,
+    start: Instant,
+    total: usize,
+    done: AtomicUsize,
+    /// Jobs in flight, by description (`<triple> <unit>`), in start order.
+    running: std::sync::Mutex<Vec<String>>,
+    shown: AtomicBool,
+}
+
+impl Progress {
+    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+    fn new(enabled: bool, start: Instant, total: usize) -> Progress {
+        Progress {
+            enabled,
+            start,
+            total,
+            done: AtomicUsize::new(0),
+            running: std::sync::Mutex::new(Vec::new()),
+            shown: AtomicBool::new(false),
+        }
+    }
+
+    fn begin(&self, what: &str) {
+        self.running
+            .lock()
+            .expect("no panics while held")
+            .push(what.to_string());
+    }
+
+    fn end(&self, what: &str) {
+        self.running
+            .lock()
+            .expect("no panics while held")
+            .retain(|w| w != what);
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The status line to print now, if any.
+    fn status(&self) -> Option<String> {
+        if !self.enabled || self.start.elapsed() < Self::DELAY {
+            return None;
+        }
+        let running = self.running.lock().expect("no panics while held");
+        let current = match running.as_slice() {
+            [] => String::new(),
+            [one] => format!(" compiling {one}"),
+            [first, rest @ ..] => format!(" compiling {first} (+{} more)", rest.len()),
+        };
+        self.shown.store(true, Ordering::Relaxed);
+        Some(format!(
+            "\r\x1b[K[{}/{} done, {:.0} s]{current}",
+            self.done.load(Ordering::Relaxed),
+            self.total,
+            self.start.elapsed().as_secs_f64()
+        ))
+    }
+
+    fn shown(&self) -> bool {
+        self.shown.load(Ordering::Relaxed)
     }
 }
 
@@ -276,6 +423,32 @@ mod tests {
             .join("../targets")
             .join(format!("{triple}.toml"));
         Target::load(&path).unwrap()
+    }
+
+    #[test]
+    fn progress_only_on_a_terminal_and_after_a_second() {
+        let now = Instant::now();
+        let quiet = Progress::new(true, now, 4);
+        quiet.begin("t a.c");
+        assert_eq!(quiet.status(), None, "not within the first second");
+        let earlier = now.checked_sub(std::time::Duration::from_secs(2)).unwrap();
+        assert_eq!(
+            Progress::new(false, earlier, 4).status(),
+            None,
+            "not without a tty"
+        );
+        let p = Progress::new(true, earlier, 4);
+        p.begin("x86_64-unknown-linux-gnu vm/ops.c");
+        p.begin("x86_64-unknown-linux-gnu shim.c");
+        p.end("x86_64-unknown-linux-gnu shim.c");
+        p.begin("aarch64-apple-darwin shim.c");
+        let line = p.status().unwrap();
+        assert!(
+            line.starts_with("\r\x1b[K[1/4 done, ")
+                && line.ends_with("s] compiling x86_64-unknown-linux-gnu vm/ops.c (+1 more)"),
+            "{line:?}"
+        );
+        assert!(p.shown());
     }
 
     #[test]

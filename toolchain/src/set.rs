@@ -69,6 +69,7 @@ pub fn build(
     let mut errors = Vec::new();
     let mut by_name: BTreeMap<String, (StencilBuf, String)> = BTreeMap::new();
     let mut seconds = 0.0;
+    let unit_count = units.len();
     for unit in units {
         seconds += unit.seconds;
         let template = unit.template;
@@ -124,6 +125,17 @@ pub fn build(
             }
             by_name.insert(stencil.name.clone(), (stencil, template.clone()));
         }
+    }
+    if by_name.is_empty() && errors.is_empty() && !manifest.allow_empty {
+        let rule = match &manifest.naming {
+            Naming::Functions(glob) => format!("no function matches `{glob}`"),
+            Naming::TranslationUnitEntry(entry) => format!("no unit defines `{entry}`"),
+        };
+        errors.push(Error(format!(
+            "{t}: the set `{}` defines no stencils ({rule} in {} translation unit(s)); fix \
+             `sources` or `[stencils]` in manifest.toml, or set `allow_empty = true`",
+            manifest.name, unit_count
+        )));
     }
     let mut symbols: Vec<String> = by_name
         .values()

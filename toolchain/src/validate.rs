@@ -5,8 +5,17 @@
 //!   any other path ends in `ret` (back through the shim) or `unreachable`;
 //! - no exception-handling control flow (`invoke`, `callbr`, `resume`, ...);
 //! - no thread-local globals, no stack-protector attributes;
+//! - no inline assembly (call-site `asm(...)` or module-level `asm`): its bytes never pass
+//!   through the checks below, so a stray `ret` or clobbered register would go unnoticed;
+//! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
+//!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
+//! - no writable global data unless the template asks for per-instance data explicitly
+//!   (`CPJIT_INSTANCE_DATA`): every instance gets a private copy of the data it references,
+//!   so a plain writable `static` would silently be neither shared nor per op;
 //! - every referenced symbol is a hole, defined in the same module, or allowed by the
-//!   manifest's `allowed_symbols`.
+//!   manifest's `allowed_symbols`;
+//! - the size budget: at most `[limits] ir_instructions` IR instructions per stencil
+//!   (helpers included), checked before code generation, whose time grows superlinearly.
 //!
 //! Errors name the target, template, stencil and offending instruction or symbol. The walk
 //! uses llvm-sys directly because inkwell does not expose constant-expression operands.
@@ -14,8 +23,8 @@
 use crate::error::Error;
 use crate::manifest::Manifest;
 use inkwell::llvm_sys::core::*;
-use inkwell::llvm_sys::prelude::LLVMValueRef;
-use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind};
+use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::CStr;
@@ -28,6 +37,15 @@ pub struct IrFacts {
     /// Names of the stencil functions defined in the module.
     pub stencils: BTreeSet<String>,
 }
+
+/// The annotation `CPJIT_INSTANCE_DATA` (cpjit.h) puts on a global: deliberate
+/// per-instance writable data.
+pub const INSTANCE_DATA_ANNOTATION: &str = "cpjit.instance_data";
+
+/// LLVM's `CallingConv::PreserveNone` (llvm/IR/CallingConv.h; not in llvm-sys's enum).
+const PRESERVE_NONE_CC: u32 = 21;
+/// LLVM's `CallingConv::C`.
+const C_CC: u32 = 0;
 
 /// Where errors happened: `"<target>: <template>"`.
 pub struct Site<'a> {
@@ -44,22 +62,41 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         facts: IrFacts::default(),
         stencil: String::new(),
         visited: HashSet::new(),
+        instance_data: HashSet::new(),
+        instructions: 0,
     };
     let module_ref = module.as_mut_ptr();
     // SAFETY: every pointer below comes from this live module and is only read.
     unsafe {
+        v.instance_data = annotated_globals(module_ref, INSTANCE_DATA_ANNOTATION);
         let mut f = LLVMGetFirstFunction(module_ref);
         while !f.is_null() {
             if LLVMIsDeclaration(f) == 0 {
                 let name = value_name(f);
                 if manifest.is_stencil_symbol(&name) {
+                    let is_shim = manifest.shim.as_deref() == Some(name.as_str());
                     v.stencil = name.clone();
                     v.facts.stencils.insert(name.clone());
                     v.visited.clear();
-                    v.function(f, manifest.shim.as_deref() == Some(name.as_str()));
+                    v.instructions = 0;
+                    v.signature(f, is_shim);
+                    v.function(f, is_shim);
+                    v.size_budget();
                 }
             }
             f = LLVMGetNextFunction(f);
+        }
+        let mut asm_len = 0usize;
+        let asm = LLVMGetModuleInlineAsm(module_ref, &mut asm_len);
+        if !asm.is_null() && asm_len > 0 {
+            let text =
+                String::from_utf8_lossy(std::slice::from_raw_parts(asm.cast::<u8>(), asm_len));
+            v.stencil = String::from("(module)");
+            v.error(format!(
+                "module-level inline assembly `{}` (stencils must be plain C: the toolchain cannot \
+                 check assembly it did not generate)",
+                shorten(text.trim())
+            ));
         }
         let mut g = LLVMGetFirstGlobal(module_ref);
         while !g.is_null() {
@@ -88,6 +125,10 @@ struct Validator<'a> {
     stencil: String,
     /// Functions and globals already walked for the current stencil.
     visited: HashSet<usize>,
+    /// Globals marked `CPJIT_INSTANCE_DATA`.
+    instance_data: HashSet<usize>,
+    /// IR instructions of the current stencil and the helpers it reaches.
+    instructions: usize,
 }
 
 impl Validator<'_> {
@@ -98,6 +139,56 @@ impl Validator<'_> {
         );
         if !self.errors.iter().any(|e| e.0 == msg) {
             self.errors.push(Error(msg));
+        }
+    }
+
+    /// Checks the stencil's calling convention and signature against the set's ABI.
+    unsafe fn signature(&mut self, f: LLVMValueRef, is_shim: bool) {
+        let (want_cc, want_cc_name) = if is_shim {
+            (
+                C_CC,
+                "the C calling convention (the entry shim is called from native code)",
+            )
+        } else {
+            (PRESERVE_NONE_CC, "preserve_none (declare it with CPJIT_CC)")
+        };
+        let cc = LLVMGetFunctionCallConv(f);
+        if cc != want_cc {
+            self.error(format!(
+                "calling convention is {} but the set's ABI requires {want_cc_name}",
+                calling_convention_name(cc)
+            ));
+        }
+        let ty = LLVMGlobalGetValueType(f);
+        let found = function_type_text(ty);
+        let ret = LLVMGetReturnType(ty);
+        let ret_ok = LLVMGetTypeKind(ret) == LLVMTypeKind::LLVMIntegerTypeKind
+            && LLVMGetIntTypeWidth(ret) == 64;
+        let count = LLVMCountParamTypes(ty) as usize;
+        let mut params = vec![std::ptr::null_mut(); count];
+        LLVMGetParamTypes(ty, params.as_mut_ptr());
+        let params_ok = count == 2
+            && params
+                .iter()
+                .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind);
+        if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
+            self.error(format!(
+                "signature is `{found}` but the set's ABI requires `i64 (ptr, ptr)`, i.e. \
+                 `int64_t op(struct cpjit_frame *frame, uint64_t *sp)` (cpjit.h's cpjit_op)"
+            ));
+        }
+    }
+
+    /// Rejects a stencil over the manifest's IR instruction budget (before code generation,
+    /// whose scheduling time grows superlinearly with function size).
+    fn size_budget(&mut self) {
+        let limit = self.manifest.limits.ir_instructions;
+        if self.instructions > limit {
+            self.error(format!(
+                "{} IR instructions (helpers included) exceed the limit [limits] ir_instructions = {limit} \
+                 in manifest.toml; split the op or raise the limit",
+                self.instructions
+            ));
         }
     }
 
@@ -120,6 +211,7 @@ impl Validator<'_> {
         while !bb.is_null() {
             let mut inst = LLVMGetFirstInstruction(bb);
             while !inst.is_null() {
+                self.instructions += 1;
                 self.instruction(inst, exempt);
                 inst = LLVMGetNextInstruction(inst);
             }
@@ -153,8 +245,16 @@ impl Validator<'_> {
 
     unsafe fn call(&mut self, inst: LLVMValueRef, exempt: bool) {
         let callee = LLVMGetCalledValue(inst);
+        if !callee.is_null() && !LLVMIsAInlineAsm(callee).is_null() {
+            self.error(format!(
+                "inline assembly is not allowed in stencils (the toolchain cannot check code it \
+                 did not generate: a `ret`, a jump or a reserved register would go unnoticed): `{}`",
+                print(inst)
+            ));
+            return;
+        }
         if callee.is_null() || LLVMIsAFunction(callee).is_null() {
-            return; // Indirect call or inline asm: no symbol involved.
+            return; // Indirect call: no symbol involved.
         }
         let name = value_name(callee);
         let prefix = &self.manifest.hole_prefix;
@@ -222,6 +322,15 @@ impl Validator<'_> {
                 self.function(g, false);
             }
         } else if !LLVMIsAGlobalVariable(g).is_null() && self.visited.insert(g as usize) {
+            if LLVMIsGlobalConstant(g) == 0 && !self.instance_data.contains(&(g as usize)) {
+                self.error(format!(
+                    "writable static `{name}`: every instance of a stencil gets a private copy of \
+                     the data it references, so it is shared neither between instances nor between \
+                     ops; make it `const`, keep shared state behind the frame pointer, or declare \
+                     it CPJIT_INSTANCE_DATA for deliberate per-instance data: `{}`",
+                    print(user)
+                ));
+            }
             let init = LLVMGetInitializer(g);
             if !init.is_null() {
                 self.value(init, user);
@@ -244,8 +353,74 @@ unsafe fn print(v: LLVMValueRef) -> String {
     let raw = LLVMPrintValueToString(v);
     let text = CStr::from_ptr(raw).to_string_lossy().trim().to_string();
     LLVMDisposeMessage(raw);
+    shorten(&text)
+}
+
+/// A type as LLVM prints it (`i64 (ptr, ptr)`).
+unsafe fn function_type_text(ty: LLVMTypeRef) -> String {
+    let raw = LLVMPrintTypeToString(ty);
+    let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
+    LLVMDisposeMessage(raw);
+    text
+}
+
+fn shorten(text: &str) -> String {
     match text.char_indices().nth(160) {
         Some((i, _)) => format!("{}...", &text[..i]),
-        None => text,
+        None => text.to_string(),
     }
+}
+
+fn calling_convention_name(cc: u32) -> String {
+    match cc {
+        C_CC => "the C calling convention".into(),
+        PRESERVE_NONE_CC => "preserve_none".into(),
+        8 => "fastcc".into(),
+        9 => "coldcc".into(),
+        14 => "preserve_most".into(),
+        15 => "preserve_all".into(),
+        64 => "x86_stdcallcc".into(),
+        78 => "x86_64_sysvcc".into(),
+        79 => "win64cc".into(),
+        other => format!("LLVM calling convention {other}"),
+    }
+}
+
+/// The globals that `__attribute__((annotate(annotation)))` marks, from the module's
+/// `llvm.global.annotations` table (entries `{ ptr global, ptr string, ... }`).
+unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
+    if table.is_null() {
+        return out;
+    }
+    let init = LLVMGetInitializer(table);
+    if init.is_null() {
+        return out;
+    }
+    for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
+        let entry = LLVMGetOperand(init, i);
+        if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
+            continue;
+        }
+        let global = LLVMGetOperand(entry, 0);
+        let text_var = LLVMGetOperand(entry, 1);
+        if global.is_null() || text_var.is_null() || LLVMIsAGlobalVariable(text_var).is_null() {
+            continue;
+        }
+        let text = LLVMGetInitializer(text_var);
+        if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
+            continue;
+        }
+        let mut len = 0usize;
+        let ptr = LLVMGetAsString(text, &mut len);
+        if ptr.is_null() {
+            continue;
+        }
+        let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+        if bytes.strip_suffix(b"\0").unwrap_or(bytes) == annotation.as_bytes() {
+            out.insert(global as usize);
+        }
+    }
+    out
 }

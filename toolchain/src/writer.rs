@@ -2,14 +2,26 @@
 //! this writer alone (never by rustfmt, whose output varies between versions): the output is
 //! byte-identical across runs and machines. Every item carries `#[rustfmt::skip]`, so
 //! `cargo fmt --check` leaves the generated tables alone.
+//!
+//! Beside them goes the sidecar `stencil-set.json` ([`Sidecar`]): the inputs digest, the
+//! SHA-256 of every other generated file and the set's counts, as typed data for tools (the
+//! driver's freshness test, xtask, the bench), so nothing scrapes the generated Rust. Files
+//! are written atomically ([`write_atomic`]), the sidecar last: a torn or edited crate no
+//! longer matches its sidecar and is rebuilt by a plain run.
 
 use crate::error::{Error, Result};
 use crate::listing;
 use crate::set::BuiltSet;
 use crate::stencil::StencilBuf;
 use cpjit_model::{Abi, Arch, HoleValue, ObjectFormat, Section};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
+
+/// The sidecar's file name in each crate directory.
+pub const SIDECAR: &str = "stencil-set.json";
 
 /// The files of one generated crate, relative to its directory, in a fixed order.
 pub struct CrateFiles {
@@ -23,13 +35,122 @@ pub fn package_name(triple: &str) -> String {
 
 /// Generates the crate for `set`; `model_path` is the path from the crate directory to a
 /// local `cpjit-model` crate (`../../model` for the kit's own set), `None` to depend on the
-/// published version only.
+/// published version only. The sidecar comes last.
 pub fn generate(set: &BuiltSet, model_path: Option<&str>) -> Result<CrateFiles> {
     let cargo = cargo_toml(set, model_path);
     let lib = lib_rs(set)?;
-    Ok(CrateFiles {
-        files: vec![("Cargo.toml".into(), cargo), ("src/lib.rs".into(), lib)],
-    })
+    let mut files = vec![("Cargo.toml".into(), cargo), ("src/lib.rs".into(), lib)];
+    let sidecar = Sidecar::describe(set, &files).to_json()?;
+    files.push((SIDECAR.into(), sidecar));
+    Ok(CrateFiles { files })
+}
+
+/// `stencils/<triple>/stencil-set.json`: what a generated crate is, as typed data. Fields
+/// are declared in sorted order and maps are `BTreeMap`s, so the JSON's keys are sorted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sidecar {
+    pub counts: Counts,
+    /// Every other generated file (path relative to the crate, `/`-separated) →
+    /// `sha256:<hex>` of its whole content.
+    pub files: BTreeMap<String, String>,
+    /// The sidecar format's version (1).
+    pub format: u32,
+    /// `sha256:<hex>` over everything the crate is generated from (see `digest`).
+    pub inputs_digest: String,
+    pub template_set: String,
+    pub triple: String,
+}
+
+/// The set's totals (what `build-stencils` prints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Counts {
+    pub code_bytes: usize,
+    pub data_bytes: usize,
+    /// Stencils whose trailing continuation jump was removed (they fall through).
+    pub elided_jumps: usize,
+    pub holes: usize,
+    pub stencils: usize,
+}
+
+/// `sha256:<hex>` of `bytes`.
+pub fn sha256_tag(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("sha256:{}", crate::cache::hex(&sha2::Sha256::digest(bytes)))
+}
+
+impl Sidecar {
+    /// The sidecar of `set` whose other generated files are `files`.
+    pub fn describe(set: &BuiltSet, files: &[(String, String)]) -> Sidecar {
+        Sidecar {
+            counts: Counts {
+                code_bytes: set.code_bytes(),
+                data_bytes: set.data_bytes(),
+                elided_jumps: set.stencils.iter().filter(|s| s.elided_continue).count(),
+                holes: set.hole_count(),
+                stencils: set.stencils.len(),
+            },
+            files: files
+                .iter()
+                .map(|(name, content)| (name.clone(), sha256_tag(content.as_bytes())))
+                .collect(),
+            format: 1,
+            inputs_digest: format!("sha256:{}", set.digest),
+            template_set: set.set_name.clone(),
+            triple: set.target.triple.clone(),
+        }
+    }
+
+    /// Pretty-printed JSON with a trailing newline (deterministic).
+    pub fn to_json(&self) -> Result<String> {
+        let mut text = serde_json::to_string_pretty(self)
+            .map_err(|e| Error(format!("cannot serialise the sidecar: {e}")))?;
+        text.push('\n');
+        Ok(text)
+    }
+
+    /// The sidecar of the crate in `crate_dir`, if it exists and parses.
+    pub fn read(crate_dir: &Path) -> Option<Sidecar> {
+        let bytes = std::fs::read(crate_dir.join(SIDECAR)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Whether the crate in `crate_dir` is exactly what this sidecar describes for inputs
+    /// `digest`: same inputs digest, and every listed file present with the recorded
+    /// content digest (so a torn, truncated or hand-edited file is stale).
+    pub fn is_fresh(&self, crate_dir: &Path, digest: &str) -> bool {
+        self.format == 1
+            && self.inputs_digest == format!("sha256:{digest}")
+            && self.files.contains_key("src/lib.rs")
+            && self.files.contains_key("Cargo.toml")
+            && self.files.iter().all(|(name, tag)| {
+                std::fs::read(crate_dir.join(name)).is_ok_and(|b| sha256_tag(&b) == *tag)
+            })
+    }
+}
+
+/// Writes `content` to `path` atomically: a temporary file in the same directory, synced,
+/// renamed over `path`, then the directory synced so the rename itself is durable.
+pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
+    let fail = |e: std::io::Error| Error(format!("cannot write {}: {e}", path.display()));
+    let dir = path.parent().expect("generated files live in a directory");
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    let name = path.file_name().expect("a file name").to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(content)?;
+        f.sync_all()
+    });
+    if let Err(e) = written.and_then(|_| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(fail(e));
+    }
+    // Directories cannot be opened for syncing on every platform; where they can, do.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// The digest recorded in the header of an existing `src/lib.rs`, if any.
@@ -146,12 +267,45 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     o.push_str("};\n\n");
 
     o.push_str("/// The stencils, one constant each (listings show code with its holes).\n#[rustfmt::skip]\nmod def {\n    use cpjit_model::*;\n");
+    if set
+        .stencils
+        .iter()
+        .any(|s| long_zero_tail(&s.data).is_some())
+    {
+        o.push_str(ZERO_EXTENDED_FN);
+    }
     for (s, template) in set.stencils.iter().zip(&set.templates) {
         o.push('\n');
         stencil_item(&mut o, set, s, template)?;
     }
     o.push_str("}\n");
     Ok(o)
+}
+
+/// Zero tails at least this long are not spelled out byte by byte (zero-fill sections):
+/// the generated text stays proportional to the object, not to its `.bss`.
+const LONG_ZERO_TAIL: usize = 256;
+
+/// The const fn that rebuilds data with a long zero tail (emitted only when needed, so sets
+/// without one are unchanged).
+const ZERO_EXTENDED_FN: &str = "
+    /// `head` followed by zeros, `N` bytes in all: data whose long zero-fill tail is not
+    /// spelled out.
+    const fn zero_extended<const N: usize>(head: &[u8]) -> [u8; N] {
+        let mut out = [0u8; N];
+        let mut i = 0;
+        while i < head.len() {
+            out[i] = head[i];
+            i += 1;
+        }
+        out
+    }
+";
+
+/// The length of the part of `data` before a zero tail of at least [`LONG_ZERO_TAIL`].
+pub(crate) fn long_zero_tail(data: &[u8]) -> Option<usize> {
+    let head = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    (data.len() - head >= LONG_ZERO_TAIL).then_some(head)
 }
 
 fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) -> Result<()> {
@@ -174,7 +328,19 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
     let _ = writeln!(o, "        name: \"{}\",", s.name);
     bytes_field(o, "code", &s.code);
     let _ = writeln!(o, "        code_align: {},", s.code_align);
-    bytes_field(o, "data", &s.data);
+    match long_zero_tail(&s.data) {
+        Some(0) => {
+            let _ = writeln!(o, "        data: &zero_extended::<{}>(&[]),", s.data.len());
+        }
+        Some(head) => {
+            let _ = writeln!(o, "        data: &zero_extended::<{}>(&[", s.data.len());
+            for chunk in s.data[..head].chunks(16) {
+                let _ = writeln!(o, "            {},", byte_list(chunk));
+            }
+            o.push_str("        ]),\n");
+        }
+        None => bytes_field(o, "data", &s.data),
+    }
     let _ = writeln!(o, "        data_align: {},", s.data_align);
     if s.holes.is_empty() {
         o.push_str("        holes: &[],\n");
@@ -338,6 +504,57 @@ mod tests {
         assert_eq!(ident("match").unwrap(), "r#match");
         assert!(ident("self").is_err());
         assert!(ident("a-b").is_err());
+    }
+
+    #[test]
+    fn long_zero_tails_are_not_spelled_out() {
+        assert_eq!(long_zero_tail(&[1; 300]), None);
+        assert_eq!(long_zero_tail(&[0; 255]), None);
+        assert_eq!(long_zero_tail(&[0; 256]), Some(0));
+        let mut data = vec![7, 0, 9];
+        data.resize(3 + 1000, 0);
+        assert_eq!(long_zero_tail(&data), Some(3));
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("src/lib.rs");
+        write_atomic(&path, b"one").unwrap();
+        write_atomic(&path, b"two").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two");
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("src")).unwrap().count(),
+            1
+        );
+    }
+
+    #[test]
+    fn sidecar_json_has_sorted_keys_and_a_trailing_newline() {
+        let sidecar = Sidecar {
+            counts: Counts {
+                code_bytes: 7468,
+                data_bytes: 176,
+                elided_jumps: 90,
+                holes: 158,
+                stencils: 105,
+            },
+            files: [("src/lib.rs", "sha256:bb"), ("Cargo.toml", "sha256:aa")]
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .into_iter()
+                .collect(),
+            format: 1,
+            inputs_digest: "sha256:cc".into(),
+            template_set: "default".into(),
+            triple: "x86_64-unknown-linux-gnu".into(),
+        };
+        let text = sidecar.to_json().unwrap();
+        assert_eq!(
+            text,
+            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"x86_64-unknown-linux-gnu\"\n}\n"
+        );
+        let back: Sidecar = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, sidecar);
     }
 
     #[test]

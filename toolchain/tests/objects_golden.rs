@@ -52,6 +52,7 @@ fn render(triple: &str, name: &str, bytes: &[u8]) -> String {
         hole_prefix: "_JIT_",
         target_suffix: "_TARGET",
         select: &select,
+        limits: &cpjit_toolchain::manifest::Limits::default(),
     };
     match read_stencils(bytes, &opts) {
         Ok(stencils) => {

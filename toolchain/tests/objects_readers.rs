@@ -59,6 +59,7 @@ fn read(triple: &str, bytes: &[u8]) -> Result<Vec<StencilBuf>, ObjectError> {
         hole_prefix: "_JIT_",
         target_suffix: "_TARGET",
         select: &select,
+        limits: &cpjit_toolchain::manifest::Limits::default(),
     };
     read_stencils(bytes, &opts)
 }

@@ -3,38 +3,12 @@
 //! validation error class, using the small sets in `tests/sets/`.
 
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver::{self, BuildOptions, Options};
+use cpjit_toolchain::driver;
+use cpjit_toolchain::writer::Sidecar;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> BuildOptions {
-    BuildOptions {
-        common: Options {
-            templates,
-            targets_dir: workspace().join("targets"),
-            only: only.iter().map(|s| s.to_string()).collect(),
-            jobs: 2,
-            cache,
-        },
-        out: out.to_path_buf(),
-        model_dir: Some(workspace().join("model")),
-        check: false,
-        json: None,
-        force: false,
-    }
-}
-
-fn set(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/sets")
-        .join(name)
-}
+mod common;
+use common::{options, set, workspace};
 
 fn shared_cache() -> Cache {
     Cache::new(Cache::default_dir(&workspace()))
@@ -103,9 +77,13 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     let (ta, tb) = (read_tree(a.path()), read_tree(b.path()));
     let ta: Vec<_> = ta
         .into_iter()
-        .filter(|(p, _)| p.extension().is_none_or(|e| e != "json"))
+        .filter(|(p, _)| p != Path::new("stencils.json"))
         .collect();
-    assert_eq!(ta.len(), 12);
+    assert_eq!(
+        ta.len(),
+        18,
+        "Cargo.toml, src/lib.rs and stencil-set.json per target"
+    );
     for ((pa, ba), (pb, bb)) in ta.iter().zip(&tb) {
         assert_eq!(pa, pb);
         assert!(ba == bb, "{} differs between runs", pa.display());
@@ -131,6 +109,22 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     assert_eq!(json.as_object().unwrap().len(), 6);
+    let sidecar = Sidecar::read(&a.path().join("x86_64-unknown-linux-gnu")).unwrap();
+    assert_eq!(sidecar.triple, "x86_64-unknown-linux-gnu");
+    assert_eq!(sidecar.template_set, "default");
+    assert!(lib.contains(&format!("//! Inputs digest: {}\n", sidecar.inputs_digest)));
+    assert_eq!(
+        sidecar.files["src/lib.rs"],
+        cpjit_toolchain::writer::sha256_tag(lib.as_bytes())
+    );
+    assert_eq!(
+        sidecar.counts.stencils,
+        lib.matches(": Stencil<'static> = Stencil {").count()
+    );
+    assert_eq!(
+        sidecar.counts.elided_jumps,
+        lib.matches("falls_through: true").count()
+    );
     assert_eq!(json["aarch64-apple-darwin"]["shim"], "cpjit_entry");
 }
 
@@ -252,7 +246,7 @@ fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
             "{err}"
         );
         assert!(
-            err.contains("mov x18, #0x1") && err.contains("reserved register x18"),
+            err.contains("str x18, [x21") && err.contains("reserved register x18"),
             "{err}"
         );
     }
@@ -306,5 +300,279 @@ fn unknown_target_and_bad_target_files_are_named() {
     assert!(
         err.contains(&bad_path.display().to_string()) && err.contains("alignment"),
         "{err}"
+    );
+}
+
+#[test]
+fn inline_assembly_is_rejected_naming_the_stencil() {
+    for target in ["x86_64-unknown-linux-gnu", "aarch64-apple-darwin"] {
+        let err = build_error("inline_asm", target);
+        assert!(
+            err.contains(&format!(
+                "{target}: op.c: stencil `op_asm_ret`: inline assembly"
+            )),
+            "{err}"
+        );
+        assert!(!err.contains("op_fine"), "{err}");
+    }
+}
+
+#[test]
+fn writable_statics_are_rejected_and_instance_data_is_explicit() {
+    let err = build_error("statics", "x86_64-unknown-linux-gnu");
+    assert!(
+        err.contains("stencil `op_count_hits`: writable static `hits`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `op_local_static`: writable static `op_local_static.last`"),
+        "{err}"
+    );
+    assert!(err.contains("CPJIT_INSTANCE_DATA"), "{err}");
+    assert!(
+        !err.contains("op_instance") && !err.contains("`table`"),
+        "marked per-instance data and const tables are accepted: {err}"
+    );
+}
+
+#[test]
+fn calling_convention_and_signature_are_checked_against_the_abi() {
+    let err = build_error("abi", "x86_64-pc-windows-msvc");
+    assert!(
+        err.contains("stencil `op_no_cc`: calling convention is the C calling convention but the set's ABI requires preserve_none"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `op_three_args`: signature is `i32 (ptr, ptr, i64)` but the set's ABI requires `i64 (ptr, ptr)`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("stencil `entry`: calling convention is preserve_none but the set's ABI requires the C calling convention"),
+        "{err}"
+    );
+    assert!(!err.contains("op_fine"), "{err}");
+}
+
+#[test]
+fn an_op_over_the_ir_budget_is_rejected_before_code_generation() {
+    let err = build_error("big_op", "aarch64-unknown-linux-gnu");
+    assert!(
+        err.contains("stencil `op_huge`: ")
+            && err.contains(
+                "IR instructions (helpers included) exceed the limit [limits] ir_instructions = 40"
+            ),
+        "{err}"
+    );
+    assert!(!err.contains("op_small"), "{err}");
+}
+
+#[test]
+fn missing_sources_and_unmatched_globs_are_errors() {
+    let err = build_error("missing_source", "x86_64-unknown-linux-gnu");
+    assert!(err.contains("`gone.c` does not exist"), "{err}");
+    assert!(
+        err.contains("the glob `extra/*.c` matches no file") && err.contains("allow_empty"),
+        "{err}"
+    );
+}
+
+/// A copy of test set `name` in a temporary directory, with `extra` prepended to its
+/// manifest and the include directory made absolute.
+fn set_copy(name: &str, extra: &str) -> tempfile::TempDir {
+    set_copy_with(name, extra, "")
+}
+
+/// [`set_copy`] with `tail` appended to the manifest too (e.g. a `[limits]` table).
+fn set_copy_with(name: &str, extra: &str, tail: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(set(name)).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let manifest = dir.path().join("manifest.toml");
+    let include = workspace().join("templates/include");
+    let text = std::fs::read_to_string(&manifest).unwrap().replace(
+        "../../../../templates/include",
+        &include.display().to_string(),
+    );
+    std::fs::write(&manifest, format!("{extra}{text}{tail}")).unwrap();
+    dir
+}
+
+#[test]
+fn a_set_without_stencils_is_an_error_unless_allow_empty() {
+    let err = build_error("empty", "x86_64-unknown-linux-gnu");
+    assert!(
+        err.contains("x86_64-unknown-linux-gnu: the set `empty` defines no stencils (no function matches `op_*` in 1 translation unit(s))")
+            && err.contains("allow_empty = true"),
+        "{err}"
+    );
+    let allowed = set_copy("empty", "allow_empty = true\n");
+    let out = tempfile::tempdir().unwrap();
+    driver::build_stencils(&options(
+        allowed.path().to_path_buf(),
+        &["x86_64-unknown-linux-gnu"],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .expect("allow_empty accepts an empty set");
+}
+
+#[test]
+fn a_32_mib_static_array_hits_the_named_data_limit_not_a_corrupt_object() {
+    for target in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-apple-darwin",
+        "x86_64-pc-windows-msvc",
+    ] {
+        let err = build_error("big_data", target);
+        assert!(
+            err.contains("limit exceeded") && err.contains("op_histogram"),
+            "{target}: {err}"
+        );
+        assert!(
+            err.contains("33554432 B of data")
+                && err.contains("[limits] data_bytes = 1048576 in manifest.toml"),
+            "{target}: {err}"
+        );
+        assert!(!err.contains("corrupt"), "{target}: {err}");
+    }
+}
+
+#[test]
+fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
+    let out = tempfile::tempdir().unwrap();
+    let target = "aarch64-unknown-linux-gnu";
+    let opts = options(set("per_unit"), &[target], out.path(), shared_cache());
+    driver::build_stencils(&opts).unwrap();
+    let crate_dir = out.path().join(target);
+    let lib = crate_dir.join("src/lib.rs");
+    let cargo = crate_dir.join("Cargo.toml");
+    let (good_lib, good_cargo) = (std::fs::read(&lib).unwrap(), std::fs::read(&cargo).unwrap());
+
+    // A torn lib.rs (the header, with its digest, intact).
+    std::fs::write(&lib, &good_lib[..good_lib.len() / 2]).unwrap();
+    let mut check = opts.clone();
+    check.check = true;
+    let err = driver::build_stencils(&check).unwrap_err().0;
+    let fix = format!(
+        "to fix: run `cargo xtask build-stencils --templates {} --out {} --target {target}`",
+        set("per_unit").display(),
+        out.path().display()
+    );
+    assert!(err.contains("stale") && err.contains(&fix), "{err}");
+    let report = driver::build_stencils(&opts).unwrap();
+    assert_eq!(report.built, [target], "{:?}", report.lines);
+    assert_eq!(std::fs::read(&lib).unwrap(), good_lib);
+    driver::build_stencils(&check).expect("the plain run repaired the crate");
+
+    // A hand-edited Cargo.toml, and a deleted sidecar.
+    std::fs::write(&cargo, b"[package]\n").unwrap();
+    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    assert_eq!(std::fs::read(&cargo).unwrap(), good_cargo);
+    std::fs::remove_file(crate_dir.join("stencil-set.json")).unwrap();
+    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    let again = driver::build_stencils(&opts).unwrap();
+    assert!(again.built.is_empty(), "{:?}", again.lines);
+    assert_eq!(
+        again.lines,
+        [format!(
+            "{target}: up to date (2 stencils, 12 B code, 0 B data, 0 holes)"
+        )]
+    );
+}
+
+#[test]
+fn check_advice_for_the_default_layout_is_the_plain_command() {
+    let opts = options(
+        workspace().join("templates"),
+        &[],
+        &workspace().join("stencils"),
+        Cache::disabled(),
+    );
+    assert_eq!(
+        driver::fix_command(&opts, &["x86_64-unknown-linux-gnu"]),
+        "run `cargo xtask build-stencils --target x86_64-unknown-linux-gnu`"
+    );
+}
+
+#[test]
+fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("stencils.json");
+    let mut opts = options(set("static_helpers"), &[], out.path(), Cache::disabled());
+    opts.json = Some(json.clone());
+    driver::build_stencils(&opts).unwrap_or_else(|e| panic!("{e}"));
+    let all: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
+    for (target, set) in all.as_object().unwrap() {
+        let stencil = |name: &str| {
+            set["stencils"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .unwrap_or_else(|| panic!("{target}: no {name}"))
+                .clone()
+        };
+        let code_holes = |s: &serde_json::Value, section: &str| {
+            s["holes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|h| h["section"] == section && h["value"] == "code")
+                .count()
+        };
+        // The table's four entries point at helpers copied into the stencil's code.
+        let apply = stencil("op_apply");
+        assert_eq!(code_holes(&apply, "data"), 4, "{target}: {apply}");
+        // Both helpers' addresses are taken in code.
+        let pick = stencil("op_pick");
+        assert!(code_holes(&pick, "code") >= 2, "{target}: {pick}");
+    }
+}
+
+#[test]
+fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
+    let templates = set_copy_with("big_data", "", "\n[limits]\ndata_bytes = 40000000\n");
+    let out = tempfile::tempdir().unwrap();
+    let target = "x86_64-unknown-linux-gnu";
+    driver::build_stencils(&options(
+        templates.path().to_path_buf(),
+        &[target],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let crate_dir = out.path().join(target);
+    let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.len() < 64 * 1024,
+        "32 MiB of zero-fill is not spelled out ({} B)",
+        lib.len()
+    );
+    assert!(
+        lib.contains("data: &zero_extended::<33554432>(&[]),"),
+        "{lib}"
+    );
+    assert_eq!(
+        Sidecar::read(&crate_dir).unwrap().counts.data_bytes,
+        32 << 20
+    );
+    // The generated crate compiles, and its data has the full length.
+    std::fs::create_dir_all(crate_dir.join("tests")).unwrap();
+    std::fs::write(
+        crate_dir.join("tests/len.rs"),
+        "#[test]\nfn len() { assert_eq!(cpjit_stencils_x86_64_unknown_linux_gnu::SET.stencils[0].data.len(), 32 << 20); }\n",
+    )
+    .unwrap();
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["test", "--offline", "--quiet", "--manifest-path"])
+        .arg(crate_dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", out.path().join("target"))
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "the generated crate builds and its data is 32 MiB"
     );
 }

@@ -41,7 +41,52 @@ pub struct JitDescriptor {
 const JIT_REGISTER_FN: u32 = 1;
 const JIT_UNREGISTER_FN: u32 = 2;
 
+// The two symbols GDB looks up by name. On Linux they are *weak* definitions, so that a
+// process which also links LLVM (whose GDB listener defines the same two symbols, for the
+// same protocol) links without a duplicate and both JITs share LLVM's copies. Rust has no
+// stable weak linkage, hence the assembly; `ret` is the same mnemonic on both
+// architectures.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+std::arch::global_asm!(
+    ".pushsection .data.__jit_debug_descriptor,\"aw\"",
+    ".weak __jit_debug_descriptor",
+    ".type __jit_debug_descriptor, %object",
+    ".balign 8",
+    "__jit_debug_descriptor:",
+    ".long 1", // version
+    ".long 0", // action_flag
+    ".quad 0", // relevant_entry
+    ".quad 0", // first_entry
+    ".size __jit_debug_descriptor, 24",
+    ".popsection",
+    ".pushsection .text.__jit_debug_register_code,\"ax\"",
+    ".weak __jit_debug_register_code",
+    ".type __jit_debug_register_code, %function",
+    "__jit_debug_register_code:",
+    "ret",
+    ".size __jit_debug_register_code, . - __jit_debug_register_code",
+    ".popsection",
+);
+
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+extern "C" {
+    /// Read by GDB; changed only under `LOCK`.
+    static mut __jit_debug_descriptor: JitDescriptor;
+    /// GDB puts a breakpoint here and reads the descriptor when it is hit.
+    fn __jit_debug_register_code();
+}
+
 /// Read by GDB; changed only under `LOCK`.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[no_mangle]
 #[used]
 pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
@@ -53,6 +98,10 @@ pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
 
 /// GDB puts a breakpoint here and reads the descriptor when it is hit. It must not be
 /// inlined or folded into another empty function, hence the (empty) assembly.
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn __jit_debug_register_code() {
@@ -110,7 +159,8 @@ pub(crate) fn register(
         (*d).relevant_entry = entry;
         (*d).action_flag = JIT_REGISTER_FN;
     }
-    __jit_debug_register_code();
+    // SAFETY: an empty function (ours or LLVM's) that GDB breaks in.
+    unsafe { __jit_debug_register_code() };
     Registration {
         entry,
         _object: object,

@@ -125,7 +125,7 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             check_unrelocated_locals(obj, p.section, symbol)?;
             (p.section, p.start, p.end)
         } else {
-            (index, 0, obj.sections[index].bytes.len() as u64)
+            (index, 0, obj.sections[index].size)
         };
         for r in relocs_in(obj, sec, lo, hi) {
             match place(obj, r).map_err(|e| reloc_context(e, obj, sec, r))? {
@@ -173,6 +173,19 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
     let mut data = Vec::new();
     let mut data_align = 1u32;
     let mut data_at: BTreeMap<usize, u64> = BTreeMap::new();
+    let data_size = ordered.iter().fold(0u64, |at, &i| {
+        let s = &obj.sections[i];
+        at.next_multiple_of(u64::from(s.align))
+            .saturating_add(s.size)
+    });
+    if data_size > opts.limits.data_bytes as u64 {
+        return Err(data_limit_error(
+            obj,
+            &ordered,
+            data_size,
+            opts.limits.data_bytes,
+        ));
+    }
     for &i in &ordered {
         let s = &obj.sections[i];
         data_align = data_align.max(s.align);
@@ -180,7 +193,11 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             data.push(0);
         }
         data_at.insert(i, data.len() as u64);
-        data.extend_from_slice(&s.bytes);
+        if s.kind == SectionKind::ZeroFill {
+            data.resize(data.len() + s.size as usize, 0);
+        } else {
+            data.extend_from_slice(&s.bytes);
+        }
     }
 
     // Holes.
@@ -266,7 +283,7 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         }
     }
     for &i in &ordered {
-        let len = obj.sections[i].bytes.len() as u64;
+        let len = obj.sections[i].size;
         for r in &obj.sections[i].relocs {
             if r.offset.saturating_add(emit_width(r)) > len {
                 return Err(reloc_context(
@@ -397,6 +414,30 @@ fn reloc_context(
         Some(s) => e.symbol(s),
         None => e,
     }
+}
+
+/// The stencil's data (every section it references, each instance a private copy) is over
+/// the manifest's `[limits] data_bytes`: name the limit and the largest section.
+fn data_limit_error(
+    obj: &ParsedObject,
+    sections: &[usize],
+    size: u64,
+    limit: usize,
+) -> ObjectError {
+    let largest = sections
+        .iter()
+        .map(|&i| &obj.sections[i])
+        .max_by_key(|s| s.size)
+        .expect("over the limit means at least one section");
+    ObjectError::new(
+        ObjectErrorKind::LimitExceeded,
+        format!(
+            "{size} B of data (every instance gets a copy) exceed the limit [limits] data_bytes \
+             = {limit} in manifest.toml; largest section {} ({} B); keep large tables outside \
+             the stencil (a helper or a pointer in the frame) or raise the limit",
+            largest.name, largest.size
+        ),
+    )
 }
 
 /// Rejects a function whose section also holds a local function the assembler may have

@@ -133,13 +133,8 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
         };
         let size = section.size_of_raw_data as usize;
         let data = if kind == SectionKind::ZeroFill {
-            if size > bytes.len().saturating_mul(64).max(1 << 24) {
-                return Err(
-                    ObjectError::corrupt(format!("implausible zero-fill size {size:#x}"))
-                        .section(&name),
-                );
-            }
-            vec![0; size]
+            // No bytes: the size is recorded, zeros are laid out per stencil under a limit.
+            Vec::new()
         } else {
             let start = section.pointer_to_raw_data as usize;
             bytes
@@ -167,6 +162,7 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             kind,
             align,
             bytes: data,
+            size: size as u64,
             relocs: vec![],
         });
     }

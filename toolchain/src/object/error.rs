@@ -27,6 +27,8 @@ pub enum ObjectErrorKind {
     MissingSymbol,
     /// An instruction at a relocation does not have the form its relocation type implies.
     UnexpectedInstruction,
+    /// A named, configurable limit of the manifest (`[limits]`) was exceeded.
+    LimitExceeded,
     /// A construct the stencil model cannot express (e.g. a GOT reference to a symbol
     /// defined in the object).
     Unsupported,
@@ -45,6 +47,7 @@ impl ObjectErrorKind {
             ObjectErrorKind::MissingSymbol => "missing symbol",
             ObjectErrorKind::UnexpectedInstruction => "unexpected instruction",
             ObjectErrorKind::Unsupported => "unsupported construct",
+            ObjectErrorKind::LimitExceeded => "limit exceeded",
         }
     }
 }

@@ -41,6 +41,8 @@ pub struct ReadOptions<'a> {
     pub target_suffix: &'a str,
     /// Which defined functions are stencils (name without the format's C prefix).
     pub select: &'a dyn Fn(&str) -> bool,
+    /// The manifest's per-stencil limits (data size).
+    pub limits: &'a crate::manifest::Limits,
 }
 
 /// Reads one object file and returns its selected stencils, sorted by name.

@@ -31,8 +31,11 @@ pub struct ParsedSection {
     pub kind: SectionKind,
     /// Alignment in bytes (a power of two, at least 1).
     pub align: u32,
-    /// Contents; zero bytes of the section's size for [`SectionKind::ZeroFill`].
+    /// Contents; empty for [`SectionKind::ZeroFill`], whose zeros are only laid out (under
+    /// the data limit) for the stencils that reference it, never for the whole object.
     pub bytes: Vec<u8>,
+    /// Size in bytes (`bytes.len()` except for zero-fill).
+    pub size: u64,
     /// Relocations in this section, sorted by offset.
     pub relocs: Vec<ParsedReloc>,
 }
@@ -100,7 +103,7 @@ impl ParsedObject {
     /// next symbol, in which case alignment padding may follow the last instruction.
     pub fn function_range(&self, index: usize) -> Option<(usize, u64, u64, bool)> {
         let def = self.symbols.get(index)?.definition?;
-        let section_len = self.sections.get(def.section)?.bytes.len() as u64;
+        let section_len = self.sections.get(def.section)?.size;
         let end = match def.size {
             Some(size) if size > 0 => def.offset.checked_add(size)?,
             _ => self

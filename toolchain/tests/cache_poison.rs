@@ -1,0 +1,64 @@
+//! A clang that exits 0 with garbage must not poison the cache for the real clang that
+//! runs afterwards (issue 15, item 2). Its own test binary: it sets `CPJIT_CLANG`.
+
+use cpjit_toolchain::cache::Cache;
+use cpjit_toolchain::driver::{self, BuildOptions};
+use std::path::Path;
+
+mod common;
+
+fn options(cache: &Path, out: &Path) -> BuildOptions {
+    let mut opts = common::options(
+        common::set("per_unit"),
+        &["x86_64-unknown-linux-gnu"],
+        out,
+        Cache::new(cache.to_path_buf()),
+    );
+    opts.force = true;
+    opts
+}
+
+#[test]
+fn garbage_from_a_clang_that_exits_0_is_never_cached() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("clang-garbage");
+    // The real clang for everything except bitcode generation, which "succeeds" with junk.
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = -emit-llvm ]; then\n    cat >/dev/null\n    printf 'BC\\300\\336garbage'\n    exit 0\n  fi\ndone\nexec clang-19 \"$@\"\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = dir.path().join("cache");
+    let out = dir.path().join("out");
+
+    std::env::set_var("CPJIT_CLANG", &fake);
+    let err = driver::build_stencils(&options(&cache, &out))
+        .expect_err("garbage bitcode is an error")
+        .0;
+    assert!(
+        err.contains("cannot parse the bitcode clang produced"),
+        "{err}"
+    );
+    let stored: Vec<String> = std::fs::read_dir(&cache)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        stored
+            .iter()
+            .all(|n| !n.starts_with("bc-") && !n.starts_with("dep-")),
+        "nothing from the bad compiler was stored: {stored:?}"
+    );
+
+    std::env::remove_var("CPJIT_CLANG");
+    driver::build_stencils(&options(&cache, &out)).expect("the real clang builds the set");
+    let stored = std::fs::read_dir(&cache).unwrap().count();
+    assert!(
+        stored >= 4,
+        "the good results are cached ({stored} entries)"
+    );
+}

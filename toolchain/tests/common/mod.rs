@@ -1,0 +1,38 @@
+//! Shared by the integration tests: the workspace, test sets and build options.
+#![allow(dead_code)]
+
+use cpjit_toolchain::cache::Cache;
+use cpjit_toolchain::driver::{BuildOptions, Options};
+use std::path::{Path, PathBuf};
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Test set `name` (in `tests/sets/`).
+pub fn set(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/sets")
+        .join(name)
+}
+
+/// `build-stencils` of `templates` for `only` (all targets when empty) into `out`.
+pub fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> BuildOptions {
+    BuildOptions {
+        common: Options {
+            templates,
+            targets_dir: workspace().join("targets"),
+            only: only.iter().map(|s| s.to_string()).collect(),
+            jobs: 2,
+            cache,
+        },
+        out: out.to_path_buf(),
+        model_dir: Some(workspace().join("model")),
+        check: false,
+        json: None,
+        force: false,
+    }
+}
