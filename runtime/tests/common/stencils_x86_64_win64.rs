@@ -252,7 +252,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         holes: &[Hole {
             section: Section::Code,
             offset: 0x3,
-            kind: HoleKind::X86GotPc32Relaxable,
+            kind: HoleKind::X86RexGotPc32Relaxable,
             value: HoleValue::Operand(0),
             addend: -4,
         }],

@@ -20,7 +20,7 @@ KINDS = {
     "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
     "R_X86_64_PC32": "X86Pc32", "R_X86_64_PLT32": "X86Branch32",
     "R_X86_64_GOTPCREL": "X86GotPc32", "R_X86_64_GOTPCRELX": "X86GotPc32Relaxable",
-    "R_X86_64_REX_GOTPCRELX": "X86GotPc32Relaxable",
+    "R_X86_64_REX_GOTPCRELX": "X86RexGotPc32Relaxable",
     "R_AARCH64_CALL26": "Aarch64Branch26", "R_AARCH64_JUMP26": "Aarch64Branch26",
     "R_AARCH64_CONDBR19": "Aarch64Branch19", "R_AARCH64_TSTBR14": "Aarch64Branch14",
     "R_AARCH64_ADR_PREL_PG_HI21": "Aarch64AdrPage21", "R_AARCH64_ADR_GOT_PAGE": "Aarch64AdrGotPage21",
@@ -71,7 +71,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
             for section, (offset, rtype, sym, addend) in raw:
                 kind = KINDS[rtype]
                 buf = code if section == "Code" else data
-                if kind == "X86GotPc32Relaxable" and not (buf[offset - 2] == 0x8B or buf[offset - 2:offset] in (b"\xff\x15", b"\xff\x25")):
+                if kind in ("X86GotPc32Relaxable", "X86RexGotPc32Relaxable") and not (buf[offset - 2] == 0x8B or buf[offset - 2:offset] in (b"\xff\x15", b"\xff\x25")):
                     kind = "X86GotPc32"  # e.g. `add r, [rip+G]`: only mov/call/jmp are relaxable
                 if addend >= 1 << 63:
                     addend -= 1 << 64
