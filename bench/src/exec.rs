@@ -1,12 +1,14 @@
 //! Execution of every example program (`examples/*.vm`) in `interp`, `uops` and `jit` mode.
 //! A run is the whole program from a fresh VM (parse excluded; tier-up, tracing and
 //! compilation included); every run's output is checked against `examples/<name>.expected`.
+//! The three modes of an example are timed alternately, run by run.
 
-use crate::harness::Sample;
+use crate::examples::Example;
+use crate::harness::{alternate, time, Timed};
 use crate::results::ExecRow;
-use cpjit_vm::{Config, Mode, Vm};
+use cpjit_vm::{Config, Mode, Stats, Vm};
+use std::cell::Cell;
 use std::path::Path;
-use std::time::Instant;
 
 pub const MODES: [(Mode, &str); 3] = [
     (Mode::Interp, "interp"),
@@ -18,37 +20,30 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
     let runs = if quick { 1 } else { 7 };
     let mut rows = Vec::new();
     for example in crate::examples::load(&root.join("examples"))? {
-        let (name, program, expected) = (&example.name, &example.program, &example.expected);
-        for (mode, mode_name) in MODES {
-            let mut times = Vec::new();
-            let mut stats = None;
-            for _ in 0..=runs {
-                let config = Config {
-                    mode,
-                    ..Config::default()
-                };
-                let vm = Vm::new(program.clone(), config)
-                    .map_err(|e| format!("examples/{name}.vm: cannot create the VM: {e}"))?;
-                let start = Instant::now();
-                let result = vm.run();
-                times.push(start.elapsed().as_nanos() as f64);
-                let mut out = vm.output();
-                if let Err(e) = result {
-                    out.push_str(&format!("error: {e}\n"));
-                }
-                if out != *expected {
-                    return Err(format!(
-                        "examples/{name}.vm in {mode_name} mode printed\n{out}\nexpected\n{expected}"
-                    ));
-                }
-                stats = Some(vm.stats());
-            }
-            times.remove(0); // the warm-up run
-            let stats = stats.expect("at least one run");
+        let name = &example.name;
+        // The modes alternate run by run (one warm-up round first); each op keeps the
+        // statistics of its last run.
+        let stats: Vec<Cell<Option<Stats>>> = MODES.iter().map(|_| Cell::new(None)).collect();
+        let mut ops: Vec<Timed> = MODES
+            .iter()
+            .zip(&stats)
+            .map(|(&(mode, mode_name), stats)| {
+                let example = &example;
+                Timed::new(1, runs, move || {
+                    let (s, t) = run_once(example, mode, mode_name)?;
+                    stats.set(Some(s));
+                    Ok(t)
+                })
+            })
+            .collect();
+        let rounds = alternate(&mut ops)?;
+        drop(ops);
+        for (i, ((_, mode_name), stats)) in MODES.iter().zip(stats).enumerate() {
+            let stats = stats.into_inner().expect("at least one run");
             rows.push(ExecRow {
                 example: name.clone(),
-                mode: mode_name.into(),
-                run: Sample::from_times(times, 1),
+                mode: (*mode_name).into(),
+                run: rounds.sample(i, 1),
                 traces: stats.traces,
                 uops: stats.uops,
                 compile_ns: stats.compile_time.as_nanos() as f64,
@@ -57,4 +52,26 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
         }
     }
     Ok(rows)
+}
+
+/// The whole program once from a fresh VM in `mode` (parse excluded); checks its output.
+fn run_once(example: &Example, mode: Mode, mode_name: &str) -> Result<(Stats, f64), String> {
+    let (name, expected) = (&example.name, &example.expected);
+    let config = Config {
+        mode,
+        ..Config::default()
+    };
+    let vm = Vm::new(example.program.clone(), config)
+        .map_err(|e| format!("examples/{name}.vm: cannot create the VM: {e}"))?;
+    let (result, t) = time(|| vm.run());
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    if out != *expected {
+        return Err(format!(
+            "examples/{name}.vm in {mode_name} mode printed\n{out}\nexpected\n{expected}"
+        ));
+    }
+    Ok((vm.stats(), t))
 }

@@ -1,12 +1,17 @@
 //! A small measurement harness: warm-up runs, then N timed runs; reports the median and the
 //! range in nanoseconds. (Short operations are timed in batches by their benches, with
 //! [`Sample::from_times`].)
+//!
+//! Operations that are compared with each other (backends, modes, sizes) are timed with
+//! [`alternate`]: round by round, each operation once per round (A, B, C, A, B, C …), so a
+//! change of machine load hits all of them alike; [`ratios`] then relates two operations
+//! run by run, from the same rounds.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Timing of one measured operation, in nanoseconds per operation.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Sample {
     /// Timed runs (each run may cover `batch` operations).
     pub runs: usize,
@@ -61,6 +66,82 @@ pub fn measure<T>(warmup: usize, runs: usize, mut op: impl FnMut() -> T) -> Samp
     Sample::from_times(times, 1)
 }
 
+/// Runs `op` once and returns its value and its time in ns (the value is dropped by the
+/// caller, after the clock stopped).
+pub fn time<T>(op: impl FnOnce() -> T) -> (T, f64) {
+    let start = Instant::now();
+    let value = op();
+    (value, start.elapsed().as_nanos() as f64)
+}
+
+/// One operation timed by [`alternate`]: it times itself and returns ns per operation (so it
+/// can batch, and drop its results after the clock stops).
+pub struct Timed<'a> {
+    /// Untimed runs first (in the first rounds, alternated like the timed ones).
+    pub warmup: usize,
+    /// Timed runs: the operation takes part in the first `runs` timed rounds only (an
+    /// expensive one may run fewer times than the rest).
+    pub runs: usize,
+    pub op: Box<dyn FnMut() -> Result<f64, String> + 'a>,
+}
+
+impl<'a> Timed<'a> {
+    pub fn new(
+        warmup: usize,
+        runs: usize,
+        op: impl FnMut() -> Result<f64, String> + 'a,
+    ) -> Timed<'a> {
+        Timed {
+            warmup,
+            runs: runs.max(1),
+            op: Box::new(op),
+        }
+    }
+}
+
+/// Times of each operation of [`alternate`], by round (`None` where it sat out).
+pub struct Rounds(pub Vec<Vec<Option<f64>>>);
+
+impl Rounds {
+    /// Operation `i`'s sample.
+    pub fn sample(&self, i: usize, batch: usize) -> Sample {
+        Sample::from_times(self.0[i].iter().flatten().copied().collect(), batch)
+    }
+}
+
+/// Runs `ops` alternately: warm-up rounds, then timed rounds, each op once per round in order.
+/// Stops at the first error.
+pub fn alternate(ops: &mut [Timed<'_>]) -> Result<Rounds, String> {
+    let warmup = ops.iter().map(|o| o.warmup).max().unwrap_or(0);
+    for round in 0..warmup {
+        for o in ops.iter_mut().filter(|o| round < o.warmup) {
+            (o.op)()?;
+        }
+    }
+    let rounds = ops.iter().map(|o| o.runs).max().unwrap_or(0);
+    let mut times = vec![Vec::with_capacity(rounds); ops.len()];
+    for round in 0..rounds {
+        for (o, t) in ops.iter_mut().zip(&mut times) {
+            t.push(if round < o.runs {
+                Some((o.op)()?)
+            } else {
+                None
+            });
+        }
+    }
+    Ok(Rounds(times))
+}
+
+/// `a / b` run by run, over the rounds where both ran.
+pub fn ratios(rounds: &Rounds, a: usize, b: usize) -> Option<Sample> {
+    let r: Vec<f64> = rounds.0[a]
+        .iter()
+        .zip(&rounds.0[b])
+        .filter_map(|(x, y)| Some(x.as_ref()? / y.as_ref()?))
+        .collect();
+    (!r.is_empty()).then(|| Sample::from_times(r, 1))
+}
+
 /// Formats nanoseconds with a unit that keeps 3–4 significant digits.
 pub fn human_ns(ns: f64) -> String {
     if ns >= 1e9 {
@@ -97,6 +178,35 @@ mod tests {
         let mut calls = 0;
         let s = measure(2, 5, || calls += 1);
         assert_eq!((calls, s.runs), (7, 5));
+    }
+
+    #[test]
+    fn alternate_interleaves_rounds_and_relates_runs_pairwise() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut ops = vec![
+            Timed::new(1, 3, || {
+                log.borrow_mut().push('a');
+                Ok(10.0)
+            }),
+            Timed::new(0, 2, || {
+                log.borrow_mut().push('b');
+                Ok(5.0)
+            }),
+        ];
+        let rounds = alternate(&mut ops).unwrap();
+        drop(ops);
+        // One warm-up of a, then rounds a b, a b, a (b only runs twice).
+        assert_eq!(log.into_inner().iter().collect::<String>(), "aababa");
+        assert_eq!(rounds.0[1], [Some(5.0), Some(5.0), None]);
+        let r = ratios(&rounds, 0, 1).unwrap();
+        assert_eq!((r.runs, r.median_ns), (2, 2.0));
+        assert_eq!(rounds.sample(0, 1).runs, 3);
+    }
+
+    #[test]
+    fn alternate_stops_at_the_first_error() {
+        let mut ops = vec![Timed::new(0, 3, || Err("broken".to_string()))];
+        assert_eq!(alternate(&mut ops).err().unwrap(), "broken");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! asserts correctness of what it runs, never timing).
 //!
 //! Groups: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
-//! (the copy-and-patch runtime), `peer` (the same traces through LLVM -O0/-O2 as a JIT) and
+//! (the copy-and-patch runtime), `peer` (the same traces through LLVM -O0/-O2 and Cranelift
+//! as JITs, [`cranelift`]) and
 //! `exec` (the VM's example programs in every mode). Results go to
 //! `bench/report/results.json` and stdout as markdown; `--report` also rewrites
 //! `BENCHMARKS.md` and the plot.
@@ -12,6 +13,7 @@
 //! and the interpreter.
 
 mod copy_patch;
+mod cranelift;
 mod examples;
 mod exec;
 mod harness;
@@ -97,21 +99,30 @@ fn run(o: &Options) -> Result<(), String> {
     let mut r = Results {
         machine: report::machine(),
         command: format!(
-            "cargo xtask bench{}{}",
+            "cargo xtask bench{}{}{}",
             if o.quick { " --quick" } else { "" },
-            if o.report { " --report" } else { "" }
+            if o.report { " --report" } else { "" },
+            if o.groups.len() < GROUPS.len() {
+                format!(" --only {}", o.groups.join(","))
+            } else {
+                String::new()
+            }
         ),
         ..Results::default()
     };
     let on = |g: &str| o.groups.iter().any(|x| x == g);
-    let sizes = [10, 100, 1000];
+    let sizes: &[usize] = if o.quick {
+        &[10, 100, 1000]
+    } else {
+        &[10, 100, 1000, 10_000]
+    };
     if on("toolchain") {
         eprintln!("bench: toolchain ...");
         r.toolchain = toolchain::run(&root, &o.toolchain, o.quick)?;
     }
     if on("stitch") {
         eprintln!("bench: stitching ...");
-        r.stitch = stitch::stitching(&sizes, o.quick)?;
+        r.stitch = stitch::stitching(sizes, o.quick)?;
     }
     if on("memory") {
         eprintln!("bench: memory ...");
@@ -126,8 +137,8 @@ fn run(o: &Options) -> Result<(), String> {
         ];
     }
     if on("peer") {
-        eprintln!("bench: LLVM peer ...");
-        r.peer = peer_bench::run(&root, &sizes, o.quick)?;
+        eprintln!("bench: LLVM and Cranelift peers ...");
+        r.peer = peer_bench::run(&root, sizes, o.quick, &mut r.skipped)?;
         eprintln!("bench: LLVM peer on the examples' traces ...");
         r.peer.extend(peer_vm::run(&root, o.quick)?);
     }
@@ -138,6 +149,7 @@ fn run(o: &Options) -> Result<(), String> {
     let out_dir = root.join("bench/report");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = out_dir.join("results.json");
+    carry_over(&mut r, &json, &on)?;
     let text = serde_json::to_string_pretty(&r).map_err(|e| format!("results.json: {e}"))?;
     std::fs::write(&json, text + "\n").map_err(|e| format!("{}: {e}", json.display()))?;
     print!("{}", r.markdown());
@@ -152,6 +164,52 @@ fn run(o: &Options) -> Result<(), String> {
     Ok(())
 }
 
+/// Groups not run this time keep the figures of the previous `results.json` (if any), so a
+/// partial run (`--only`) updates the report instead of emptying the other tables; each
+/// carried-over group is listed with the command that measured it.
+fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Result<(), String> {
+    if GROUPS.iter().all(|g| ran(g)) {
+        return Ok(());
+    }
+    let Ok(text) = std::fs::read_to_string(json) else {
+        return Ok(()); // no earlier run
+    };
+    let old: Results =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
+    let earlier = |group: &str| {
+        old.carried_over
+            .iter()
+            .find(|(g, _)| g == group)
+            .map_or(old.command.clone(), |(_, c)| c.clone())
+    };
+    let mut carried = Vec::new();
+    let mut take = |group: &str, present: bool| {
+        if !ran(group) && present {
+            carried.push((group.to_string(), earlier(group)));
+            true
+        } else {
+            false
+        }
+    };
+    if take("toolchain", !old.toolchain.is_empty()) {
+        r.toolchain = old.toolchain;
+    }
+    if take("stitch", !old.stitch.is_empty()) {
+        r.stitch = old.stitch;
+    }
+    if take("memory", !old.memory.is_empty()) {
+        r.memory = old.memory;
+    }
+    if take("peer", !old.peer.is_empty()) {
+        r.peer = old.peer;
+    }
+    if take("exec", !old.exec.is_empty()) {
+        r.exec = old.exec;
+    }
+    r.carried_over = carried;
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match parse(&args).and_then(|o| run(&o)) {
@@ -160,5 +218,63 @@ fn main() -> ExitCode {
             eprintln!("cpjit-bench: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::ExecRow;
+
+    fn exec_row(example: &str) -> ExecRow {
+        ExecRow {
+            example: example.into(),
+            mode: "jit".into(),
+            run: harness::Sample::from_times(vec![1.0], 1),
+            traces: 1,
+            uops: 2,
+            compile_ns: 3.0,
+            code_bytes: 4,
+        }
+    }
+
+    #[test]
+    fn the_committed_results_parse() {
+        let text = std::fs::read_to_string(root().join("bench/report/results.json")).unwrap();
+        serde_json::from_str::<Results>(&text).unwrap();
+    }
+
+    #[test]
+    fn a_partial_run_carries_the_other_groups_over_with_their_command() {
+        let dir = std::env::temp_dir().join(format!("cpjit-bench-carry-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join("results.json");
+        // An earlier partial run that itself carried `exec` over from a full run.
+        let old = Results {
+            command: "cargo xtask bench --only exec".into(),
+            exec: vec![exec_row("sum")],
+            carried_over: vec![("memory".into(), "cargo xtask bench".into())],
+            ..Results::default()
+        };
+        std::fs::write(&json, serde_json::to_string(&old).unwrap()).unwrap();
+        let mut r = Results {
+            command: "cargo xtask bench --only peer".into(),
+            ..Results::default()
+        };
+        carry_over(&mut r, &json, &|g: &str| g == "peer").unwrap();
+        assert_eq!(r.exec.len(), 1);
+        // Only groups with figures are carried over, each with the command that measured it.
+        assert_eq!(
+            r.carried_over,
+            [(
+                "exec".to_string(),
+                "cargo xtask bench --only exec".to_string()
+            )]
+        );
+        // A full run carries nothing over.
+        let mut full = Results::default();
+        carry_over(&mut full, &json, &|_: &str| true).unwrap();
+        assert!(full.carried_over.is_empty() && full.exec.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,16 +1,21 @@
-//! The side-by-side bench: the same traces compiled by copy-and-patch, LLVM -O0 and
-//! LLVM -O2; compile time for straight traces of 10/100/1,000 instances, compile and run
-//! time for the counting loop. Every backend's run is checked against copy-and-patch's
-//! (exit status and helper checksum).
+//! The side-by-side bench: the same traces compiled by copy-and-patch, LLVM -O0/-O2 and
+//! Cranelift (memory and SSA translations, `opt_level` none and speed); compile time for
+//! straight traces of 10 to 10,000 instances, compile and run time for the counting loop.
+//! Every backend's run is checked against copy-and-patch's (exit status and helper
+//! checksum) before it is timed.
+//!
+//! All backends of one trace are timed alternately, round by round ([`alternate`]), and
+//! each row carries its ratio to copy-and-patch computed run by run from the same rounds.
 
 use crate::copy_patch;
-use crate::harness::{measure, Sample};
+use crate::cranelift::{Compiler, Variant};
+use crate::harness::{alternate, ratios, time, Rounds, Timed};
 use crate::peer::{self, library, Level};
 use crate::results::PeerRow;
 use crate::workload::{self, counting_loop, straight, TraceSpec, LOOP_BODY_INSTANCES};
+use cpjit_runtime::Jit;
 use inkwell::context::Context;
 use std::path::Path;
-use std::time::Instant;
 
 /// The test stencils the synthetic traces use.
 const STENCILS: &[&str] = &[
@@ -27,95 +32,252 @@ const STENCILS: &[&str] = &[
     "op_test_exit",
 ];
 
-pub fn run(root: &Path, sizes: &[usize], quick: bool) -> Result<Vec<PeerRow>, String> {
+/// Every backend of the peer bench, with its reusable state.
+struct Backends<'ctx> {
+    jit: Jit<'static>,
+    context: &'ctx Context,
+    lib: library::Library<'ctx>,
+    cranelift: Vec<Compiler>,
+    /// Timed runs of the cheap backends (the expensive ones run fewer, see [`llvm_runs`]).
+    runs: usize,
+}
+
+/// One result row's backend name and opt level.
+type Name = (&'static str, Option<&'static str>);
+
+const COPY_AND_PATCH: Name = ("copy-and-patch", None);
+
+fn cranelift_name(v: Variant) -> Name {
+    (v.backend(), Some(v.opt_level()))
+}
+
+/// Runs the peer bench on straight traces of `sizes` and the counting loop; backends left out
+/// of a trace (too slow to measure) are added to `skipped` with the reason.
+pub fn run(
+    root: &Path,
+    sizes: &[usize],
+    quick: bool,
+    skipped: &mut Vec<(String, String)>,
+) -> Result<Vec<PeerRow>, String> {
     let ir = library::template_bitcode(
         &root.join("templates"),
         &root.join("targets"),
         &["shim.c", "testing/holes.c"],
     )?;
     let context = Context::create();
-    let lib = library::Library::new(&context, &ir, STENCILS)?;
-    let jit = copy_patch::jit()?;
-    let runs = if quick { 3 } else { 7 };
+    let mut b = Backends {
+        jit: copy_patch::jit()?,
+        context: &context,
+        lib: library::Library::new(&context, &ir, STENCILS)?,
+        cranelift: Variant::ALL
+            .into_iter()
+            .map(|v| Compiler::new(v, workload::resolve))
+            .collect::<Result<_, _>>()?,
+        runs: if quick { 3 } else { 11 },
+    };
     let mut rows = Vec::new();
-
     for &n in sizes {
-        let spec = straight(n);
-        let cp = measure(2, runs * 3, || copy_patch::compile(&jit, &spec));
-        let cp_trace = copy_patch::compile(&jit, &spec)?;
-        workload::take_checksum();
-        let expected = (copy_patch::run(&cp_trace, &spec), workload::take_checksum());
-        rows.push(row(&spec, "copy-and-patch", cp, None, ""));
-        for level in [Level::O0, Level::O2] {
-            // The largest -O2 compile takes seconds: fewer runs.
-            let level_runs = if n >= 1000 && level == Level::O2 {
-                runs.min(3)
-            } else {
-                runs
-            };
-            let mut failure = None;
-            let sample = measure(1, level_runs, || {
-                peer::compile(&context, &lib, &spec, level, workload::resolve)
-                    .map_err(|e| failure = Some(e))
-                    .ok()
-            });
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            let compiled = peer::compile(&context, &lib, &spec, level, workload::resolve)?;
-            let got = (compiled.run(&spec), workload::take_checksum());
-            check(&spec, level.name(), expected, got)?;
-            rows.push(row(&spec, level.name(), sample, None, ""));
+        eprintln!("bench:   straight-{n} ...");
+        if llvm_levels(n).is_empty() {
+            skipped.push((
+                format!("peer: LLVM -O0 and -O2 on straight-{n}"),
+                format!(
+                    "one compile takes minutes (the cost grows faster than linearly: about \
+                     1–2 s at -O0 and 12 s at -O2 for {LLVM_LIMIT} instances, 176 s at -O0 \
+                     for 10,000 in one run)"
+                ),
+            ));
         }
+        rows.extend(compile_rows(&mut b, &straight(n), None)?);
     }
-
-    // The counting loop: compile and run.
+    eprintln!("bench:   counting loop ...");
     let rounds: u64 = if quick { 200_000 } else { 2_000_000 };
-    let spec = counting_loop(rounds);
-    let per_round = |ns: f64| ns / rounds as f64;
-    let cp_compile = measure(2, runs * 3, || copy_patch::compile(&jit, &spec));
-    let cp_trace = copy_patch::compile(&jit, &spec)?;
-    let cp_run = time_runs(runs, || copy_patch::run(&cp_trace, &spec), per_round);
-    workload::take_checksum();
-    let expected = (copy_patch::run(&cp_trace, &spec), workload::take_checksum());
-    rows.push(row(
-        &spec,
-        "copy-and-patch",
-        cp_compile,
-        Some(cp_run),
-        "ns/round",
-    ));
-    for level in [Level::O0, Level::O2] {
-        let mut failure = None;
-        let compile = measure(1, runs, || {
-            peer::compile(&context, &lib, &spec, level, workload::resolve)
-                .map_err(|e| failure = Some(e))
-                .ok()
-        });
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let compiled = peer::compile(&context, &lib, &spec, level, workload::resolve)?;
-        let run = time_runs(runs, || compiled.run(&spec), per_round);
-        workload::take_checksum();
-        let got = (compiled.run(&spec), workload::take_checksum());
-        check(&spec, level.name(), expected, got)?;
-        rows.push(row(&spec, level.name(), compile, Some(run), "ns/round"));
-    }
+    rows.extend(loop_rows(&mut b, &counting_loop(rounds), rounds)?);
     Ok(rows)
 }
 
-/// Times `runs` runs after one warm-up, scaled by `scale`.
-fn time_runs(runs: usize, mut f: impl FnMut() -> i64, scale: impl Fn(f64) -> f64) -> Sample {
-    std::hint::black_box(f());
-    let times = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            std::hint::black_box(f());
-            scale(start.elapsed().as_nanos() as f64)
+/// The longest trace LLVM compiles here: its cost grows faster than linearly in the trace
+/// length (linking one module per instance; -O2 also inlines every instance into its
+/// successor), so longer traces would take minutes per compile.
+const LLVM_LIMIT: usize = 1000;
+
+/// The LLVM levels measured on `n` instances.
+fn llvm_levels(n: usize) -> Vec<Level> {
+    if n <= LLVM_LIMIT {
+        vec![Level::O0, Level::O2]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Warm-ups and timed runs of LLVM at `level` on `n` instances: its largest compiles take
+/// seconds, so fewer runs.
+fn llvm_runs(level: Level, n: usize, runs: usize) -> (usize, usize) {
+    match (level, n) {
+        (_, n) if n < 1000 => (1, runs),
+        (Level::O0, _) => (1, runs),
+        (Level::O2, _) => (0, runs.min(3)),
+    }
+}
+
+/// Compiles per timed run of copy-and-patch and Cranelift (about 0.5 ms or more per run on
+/// short traces), so that the clock's resolution and the loop do not matter.
+fn batches(n: usize) -> (usize, usize) {
+    ((2000 / n).clamp(1, 100), (200 / n).clamp(1, 10))
+}
+
+/// (status, checksum) of one run.
+fn outcome(run: impl FnOnce() -> i64) -> (i64, u64) {
+    workload::take_checksum();
+    let status = run();
+    (status, workload::take_checksum())
+}
+
+/// Compiles `spec` once with every backend and checks each run against copy-and-patch's.
+fn check_all(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<(), String> {
+    let cp = copy_patch::compile(&b.jit, spec)?;
+    let expected = outcome(|| copy_patch::run(&cp, spec));
+    for level in llvm_levels(spec.instances.len()) {
+        let compiled = peer::compile(b.context, &b.lib, spec, level, workload::resolve)?;
+        check(spec, level.name(), expected, outcome(|| compiled.run(spec)))?;
+    }
+    for c in &mut b.cranelift {
+        let compiled = c.compile(spec)?;
+        // SAFETY: `c` is not recycled before `compiled` is dropped (below).
+        let got = outcome(|| unsafe { compiled.run(spec) });
+        drop(compiled);
+        // SAFETY: no trace of `c` is used after this.
+        unsafe { c.recycle() };
+        let name = format!("{} ({})", c.variant().backend(), c.variant().opt_level());
+        check(spec, &name, expected, got)?;
+    }
+    Ok(())
+}
+
+/// The alternated compile-time rounds of every backend on `spec`; the names of the
+/// operations, in order (copy-and-patch first), and their batch sizes.
+fn time_compiles(
+    b: &mut Backends<'_>,
+    spec: &TraceSpec,
+) -> Result<(Rounds, Vec<(Name, usize)>), String> {
+    let n = spec.instances.len();
+    let (cp_batch, cl_batch) = batches(n);
+    let runs = b.runs;
+    let (jit, context, lib) = (&b.jit, b.context, &b.lib);
+    let mut names = vec![(COPY_AND_PATCH, cp_batch)];
+    let levels = llvm_levels(n);
+    let mut ops = vec![Timed::new(2, runs, move || {
+        let (traces, t) = time(|| {
+            (0..cp_batch)
+                .map(|_| copy_patch::compile(jit, spec))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        traces?;
+        Ok(t / cp_batch as f64)
+    })];
+    for level in levels {
+        let (warmup, level_runs) = llvm_runs(level, n, runs);
+        names.push(((level.name(), None), 1));
+        ops.push(Timed::new(warmup, level_runs, move || {
+            let (compiled, t) =
+                time(|| peer::compile(context, lib, spec, level, workload::resolve));
+            compiled?;
+            Ok(t)
+        }));
+    }
+    for c in &mut b.cranelift {
+        names.push((cranelift_name(c.variant()), cl_batch));
+        ops.push(Timed::new(2, runs, move || {
+            let (compiled, t) = time(|| {
+                (0..cl_batch)
+                    .map(|_| c.compile(spec))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            drop(compiled?);
+            // SAFETY: the traces were just dropped; nothing else of `c` runs.
+            unsafe { c.recycle() };
+            Ok(t / cl_batch as f64)
+        }));
+    }
+    let rounds = alternate(&mut ops)?;
+    Ok((rounds, names))
+}
+
+/// Rows of a compile-only trace (`run`: run-time rounds of the same backends, in the same
+/// order, with their unit).
+fn compile_rows(
+    b: &mut Backends<'_>,
+    spec: &TraceSpec,
+    run: Option<(&Rounds, &str)>,
+) -> Result<Vec<PeerRow>, String> {
+    check_all(b, spec)?;
+    let (rounds, names) = time_compiles(b, spec)?;
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, &(name, batch))| PeerRow {
+            trace: trace_name(spec),
+            backend: name.0.into(),
+            opt_level: name.1.map(String::from),
+            instances: spec.instances.len(),
+            compile: Some(rounds.sample(i, batch)),
+            compile_ratio: ratios(&rounds, i, 0),
+            run: run.map(|(r, _)| r.sample(i, 1)),
+            run_ratio: run.and_then(|(r, _)| ratios(r, i, 0)),
+            run_unit: run.map_or("", |(_, unit)| unit).into(),
         })
-        .collect();
-    Sample::from_times(times, 1)
+        .collect())
+}
+
+/// The counting loop: run times (alternated, per round of the loop), then compile times.
+fn loop_rows(
+    b: &mut Backends<'_>,
+    spec: &TraceSpec,
+    iterations: u64,
+) -> Result<Vec<PeerRow>, String> {
+    check_all(b, spec)?;
+    let per_round = |ns: f64| ns / iterations as f64;
+    let runs = b.runs;
+    let cp = copy_patch::compile(&b.jit, spec)?;
+    let llvm = [Level::O0, Level::O2]
+        .into_iter()
+        .map(|level| peer::compile(b.context, &b.lib, spec, level, workload::resolve))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cranelift = b
+        .cranelift
+        .iter_mut()
+        .map(|c| c.compile(spec))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ops = vec![Timed::new(1, runs, || {
+        Ok(per_round(time(|| copy_patch::run(&cp, spec)).1))
+    })];
+    for compiled in &llvm {
+        ops.push(Timed::new(1, runs, move || {
+            Ok(per_round(time(|| compiled.run(spec)).1))
+        }));
+    }
+    for compiled in &cranelift {
+        ops.push(Timed::new(1, runs, move || {
+            // SAFETY: the compilers are recycled only after `cranelift` is dropped.
+            Ok(per_round(time(|| unsafe { compiled.run(spec) }).1))
+        }));
+    }
+    let run_rounds = alternate(&mut ops)?;
+    drop(ops);
+    drop(cranelift);
+    for c in &mut b.cranelift {
+        // SAFETY: the traces above were dropped.
+        unsafe { c.recycle() };
+    }
+    compile_rows(b, spec, Some((&run_rounds, "ns/round")))
+}
+
+fn trace_name(spec: &TraceSpec) -> String {
+    if spec.name == "counting-loop" {
+        format!("counting loop ({} instances/round)", LOOP_BODY_INSTANCES)
+    } else {
+        spec.name.clone()
+    }
 }
 
 fn check(
@@ -131,27 +293,5 @@ fn check(
             "{}: {backend} computed (status, checksum) {got:?}, copy-and-patch {expected:?}",
             spec.name
         ))
-    }
-}
-
-fn row(
-    spec: &TraceSpec,
-    backend: &str,
-    compile: Sample,
-    run: Option<Sample>,
-    unit: &str,
-) -> PeerRow {
-    let name = if spec.name == "counting-loop" {
-        format!("counting loop ({} instances/round)", LOOP_BODY_INSTANCES)
-    } else {
-        spec.name.clone()
-    };
-    PeerRow {
-        trace: name,
-        backend: backend.into(),
-        instances: spec.instances.len(),
-        compile: Some(compile),
-        run,
-        run_unit: unit.into(),
     }
 }

@@ -8,16 +8,20 @@
 //!   exits, helpers) only. Every run's output is checked against `examples/<name>.expected`,
 //!   and every LLVM run must build the same number of traces as copy-and-patch without a
 //!   failed compile.
+//!
+//! Backends are timed alternately, run by run (compile: copy-and-patch, -O0, -O2; run: the
+//! interpreter, copy-and-patch, -O0, -O2), and ratios to copy-and-patch are per run.
 
 use crate::examples::{self, Example};
-use crate::harness::{measure, Sample};
-use crate::peer::{self, library, Level};
+use crate::harness::{alternate, ratios, time, Rounds, Timed};
+use crate::peer::{self, library, library::Library, Level};
 use crate::peer_compiler::{resolve, vm_trace_spec, LlvmTraceCompiler};
 use crate::results::PeerRow;
 use crate::workload::TraceSpec;
 use cpjit_vm::jit::TraceCompiler;
 use cpjit_vm::{ops, Config, Mode, Stats, Vm};
 use inkwell::context::Context;
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Instant;
@@ -45,20 +49,6 @@ fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, f64),
     let stats = vm.stats();
     let run = wall.saturating_sub(stats.compile_time).as_nanos() as f64;
     Ok((stats, run))
-}
-
-/// One warm-up run, then `runs` timed ones.
-fn run_sample(
-    ex: &Example,
-    runs: usize,
-    backend: &str,
-    config: impl Fn() -> Config,
-) -> Result<(Stats, Sample), String> {
-    let (stats, _) = run_once(ex, config(), backend)?;
-    let times = (0..runs.max(1))
-        .map(|_| run_once(ex, config(), backend).map(|(_, t)| t))
-        .collect::<Result<Vec<f64>, String>>()?;
-    Ok((stats, Sample::from_times(times, 1)))
 }
 
 /// The traces a `jit` run of `ex` built, from its executors.
@@ -120,85 +110,126 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
             .collect();
         let instances = traces.iter().map(|t| t.uops.len() + 1).sum();
         let label = format!("examples/{}.vm: {} trace(s)", ex.name, traces.len());
-        let row = |backend: &str, compile: Option<Sample>, run: Sample| PeerRow {
-            trace: label.clone(),
-            backend: backend.into(),
-            instances,
-            compile,
-            run: Some(run),
-            run_unit: RUN_UNIT.into(),
-        };
+        let compile = compile_rounds(&backend, context, &lib, &traces, &specs, runs, &label)?;
+        let run = run_rounds(ex, set, context, &lib, runs)?;
+        // Rounds: compile [copy-and-patch, -O0, -O2]; run [interpreter, copy-and-patch,
+        // -O0, -O2].
+        let names = ["interpreter", "copy-and-patch", "LLVM -O0", "LLVM -O2"];
+        for (i, name) in names.into_iter().enumerate() {
+            let c = i.checked_sub(1);
+            rows.push(PeerRow {
+                trace: label.clone(),
+                backend: name.into(),
+                opt_level: None,
+                instances,
+                compile: c.map(|c| compile.sample(c, 1)),
+                run: Some(run.sample(i, 1)),
+                run_unit: RUN_UNIT.into(),
+                compile_ratio: c.filter(|&c| c > 0).and_then(|c| ratios(&compile, c, 0)),
+                run_ratio: (i > 1).then(|| ratios(&run, i, 1)).flatten(),
+            });
+        }
+    }
+    Ok(rows)
+}
 
-        let mut failure = None;
-        let cp_compile = measure(2, runs * 3, || {
+/// Compile time of an example's traces, alternated: copy-and-patch (the VM's own backend),
+/// LLVM -O0, LLVM -O2.
+fn compile_rounds(
+    backend: &cpjit_vm::jit::Backend,
+    context: &'static Context,
+    lib: &Library<'static>,
+    traces: &[cpjit_vm::trace::Trace],
+    specs: &[TraceSpec],
+    runs: usize,
+    label: &str,
+) -> Result<Rounds, String> {
+    let mut ops = vec![Timed::new(2, runs * 3, || {
+        let (compiled, t) = time(|| {
             traces
                 .iter()
                 .map(|t| backend.compile(t))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| failure = Some(format!("{label}: copy-and-patch: {e}")))
-                .ok()
         });
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        let (_, interp) = run_sample(ex, runs, "the interpreter", || Config {
-            mode: Mode::Interp,
-            ..Config::default()
-        })?;
-        rows.push(row("interpreter", None, interp));
-        let (cp_stats, cp_run) = run_sample(ex, runs, "copy-and-patch", || Config {
-            mode: Mode::Jit,
-            compiler: Some(Rc::new(
-                cpjit_vm::jit::Backend::new(set).expect("made above"),
-            )),
-            ..Config::default()
-        })?;
-        if cp_stats.compile_failures != 0 {
-            return Err(format!(
-                "examples/{}.vm: copy-and-patch failed {} compile(s) inside the VM",
-                ex.name, cp_stats.compile_failures
-            ));
-        }
-        rows.push(row("copy-and-patch", Some(cp_compile), cp_run));
-
-        for level in [Level::O0, Level::O2] {
-            let compile = measure(0, runs, || {
+        compiled.map_err(|e| format!("{label}: copy-and-patch: {e}"))?;
+        Ok(t)
+    })];
+    for level in [Level::O0, Level::O2] {
+        ops.push(Timed::new(0, runs, move || {
+            let (compiled, t) = time(|| {
                 specs
                     .iter()
-                    .map(|s| peer::compile(context, &lib, s, level, resolve))
+                    .map(|s| peer::compile(context, lib, s, level, resolve))
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| failure = Some(e))
-                    .ok()
             });
-            if let Some(e) = failure {
-                return Err(e);
-            }
-            let last = std::cell::RefCell::new(None);
-            let (stats, run) = run_sample(ex, runs, level.name(), || {
-                let compiler = Rc::new(LlvmTraceCompiler::new(context, lib.clone(), level));
-                *last.borrow_mut() = Some(compiler.clone());
-                Config {
-                    mode: Mode::Jit,
-                    compiler: Some(compiler as Rc<dyn TraceCompiler>),
+            compiled?;
+            Ok(t)
+        }));
+    }
+    alternate(&mut ops)
+}
+
+/// Run time of the whole program, alternated: the interpreter, then `jit` mode with
+/// copy-and-patch, LLVM -O0 and LLVM -O2 as the trace compiler. Checks that every backend
+/// built as many traces as copy-and-patch, without a failed compile.
+fn run_rounds(
+    ex: &Example,
+    set: &'static cpjit_runtime::model::StencilSet<'static>,
+    context: &'static Context,
+    lib: &Rc<Library<'static>>,
+    runs: usize,
+) -> Result<Rounds, String> {
+    let stats: Vec<Cell<Option<Stats>>> = (0..4).map(|_| Cell::new(None)).collect();
+    let errors: Vec<RefCell<Option<String>>> = (0..4).map(|_| RefCell::new(None)).collect();
+    let names = ["the interpreter", "copy-and-patch", "LLVM -O0", "LLVM -O2"];
+    let mut ops: Vec<Timed> = (0..4)
+        .map(|i| {
+            let (stats, error) = (&stats[i], &errors[i]);
+            Timed::new(1, runs, move || {
+                let level = if i == 2 { Level::O0 } else { Level::O2 };
+                let llvm =
+                    (i >= 2).then(|| Rc::new(LlvmTraceCompiler::new(context, lib.clone(), level)));
+                let compiler: Option<Rc<dyn TraceCompiler>> = match i {
+                    0 => None,
+                    1 => Some(Rc::new(cpjit_vm::jit::Backend::new(set)?)),
+                    _ => llvm.clone().map(|c| c as Rc<dyn TraceCompiler>),
+                };
+                let config = Config {
+                    mode: if i == 0 { Mode::Interp } else { Mode::Jit },
+                    compiler,
                     ..Config::default()
+                };
+                let (s, t) = run_once(ex, config, names[i])?;
+                if let Some(e) = llvm.and_then(|l| l.error()) {
+                    *error.borrow_mut() = Some(e);
                 }
-            })?;
-            let compiler = last.borrow_mut().take().expect("at least one run");
-            if let Some(e) = compiler.error() {
-                return Err(format!("examples/{}.vm: {e}", ex.name));
-            }
-            if (stats.traces, stats.compile_failures) != (cp_stats.traces, 0) {
-                return Err(format!(
-                    "examples/{}.vm with {}: {} trace(s), {} failed compile(s); copy-and-patch built {}",
-                    ex.name,
-                    level.name(),
-                    stats.traces,
-                    stats.compile_failures,
-                    cp_stats.traces
-                ));
-            }
-            rows.push(row(level.name(), Some(compile), run));
+                stats.set(Some(s));
+                Ok(t)
+            })
+        })
+        .collect();
+    let rounds = alternate(&mut ops)?;
+    drop(ops);
+    let stats: Vec<Stats> = stats
+        .into_iter()
+        .map(|s| s.into_inner().expect("at least one run"))
+        .collect();
+    if stats[1].compile_failures != 0 {
+        return Err(format!(
+            "examples/{}.vm: copy-and-patch failed {} compile(s) inside the VM",
+            ex.name, stats[1].compile_failures
+        ));
+    }
+    for i in 2..4 {
+        if let Some(e) = errors[i].borrow().as_ref() {
+            return Err(format!("examples/{}.vm: {e}", ex.name));
+        }
+        if (stats[i].traces, stats[i].compile_failures) != (stats[1].traces, 0) {
+            return Err(format!(
+                "examples/{}.vm with {}: {} trace(s), {} failed compile(s); copy-and-patch built {}",
+                ex.name, names[i], stats[i].traces, stats[i].compile_failures, stats[1].traces
+            ));
         }
     }
-    Ok(rows)
+    Ok(rounds)
 }

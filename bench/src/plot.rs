@@ -1,14 +1,20 @@
 //! The plots of BENCHMARKS.md (SVG, `plotters`): compile time vs run time per backend for
-//! the counting loop, and compile time vs trace length per backend; both log–log.
+//! the counting loop, and compile time vs trace length per backend (copy-and-patch, LLVM and
+//! the Cranelift variants); both log–log.
 
 use crate::results::Results;
 use plotters::prelude::*;
 use std::path::Path;
 
-const BACKENDS: [(&str, RGBColor); 3] = [
+/// Every backend label ([`crate::results::PeerRow::label`]) with its colour.
+const BACKENDS: [(&str, RGBColor); 7] = [
     ("copy-and-patch", RGBColor(0x1b, 0x9e, 0x77)),
     ("LLVM -O0", RGBColor(0xd9, 0x5f, 0x02)),
     ("LLVM -O2", RGBColor(0x75, 0x70, 0xb3)),
+    ("cranelift-mem (none)", RGBColor(0xe7, 0x29, 0x8a)),
+    ("cranelift-mem (speed)", RGBColor(0x66, 0xa6, 0x1e)),
+    ("cranelift-ssa (none)", RGBColor(0xe6, 0xab, 0x02)),
+    ("cranelift-ssa (speed)", RGBColor(0xa6, 0x76, 0x1d)),
 ];
 
 /// Writes every plot the results allow into `dir`; returns (file name, caption) pairs.
@@ -26,10 +32,10 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<(String, String)>, Strin
         let points: Vec<(String, RGBColor, f64, f64)> = loops
             .iter()
             .map(|p| {
-                let colour = colour(&p.backend);
+                let colour = colour(&p.label());
                 let run = p.run.as_ref().expect("filtered").median_ns;
                 let compile = p.compile.as_ref().expect("filtered").median_ns;
-                (p.backend.clone(), colour, compile / 1e3, run)
+                (p.label(), colour, compile / 1e3, run)
             })
             .collect();
         compile_vs_run(&dir.join(file), &loops[0].trace, &points)
@@ -52,7 +58,8 @@ pub fn write_all(r: &Results, dir: &Path) -> Result<Vec<(String, String)>, Strin
         compile_by_length(&dir.join(file), &straight).map_err(|e| format!("{file}: {e}"))?;
         written.push((
             file.to_string(),
-            "Compile time vs trace length per backend (log–log)".to_string(),
+            "Compile time vs trace length (10 → 10,000 instances) per backend (log–log)"
+                .to_string(),
         ));
     }
     Ok(written)
@@ -125,9 +132,12 @@ fn compile_by_length(path: &Path, rows: &[&crate::results::PeerRow]) -> DrawResu
         .y_desc("compile time (µs, log)")
         .draw()?;
     for (backend, colour) in BACKENDS {
+        if !rows.iter().any(|p| p.label() == backend) {
+            continue;
+        }
         let mut pts: Vec<(f64, f64)> = rows
             .iter()
-            .filter(|p| p.backend == backend)
+            .filter(|p| p.label() == backend)
             .filter_map(|p| Some((p.instances as f64, p.compile.as_ref()?.median_ns / 1e3)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));

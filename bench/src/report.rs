@@ -112,6 +112,28 @@ fn targets(r: &Results) -> String {
         );
     }
     examples_vs_o0(r, &mut out);
+    versus_cranelift(r, &mut out);
+    if let Some(s) = r
+        .stitch
+        .iter()
+        .find(|s| s.case == "warm arena" && s.instances == 1000)
+    {
+        let per = |ns: f64| ns / s.instances as f64;
+        let memcpy = s.ratio_to_memcpy.as_ref().map_or(String::new(), |m| {
+            format!(
+                "; {:.1}× a memcpy of the same bytes (per run, median)",
+                m.median_ns
+            )
+        });
+        let _ = writeln!(
+            out,
+            "| stitching ≤ 30 ns per instance, 1,000 instances, warm arena | {:.1} ns ({:.1} – {:.1}){memcpy} | {} |",
+            per(s.sample.median_ns),
+            per(s.sample.min_ns),
+            per(s.sample.max_ns),
+            verdict(per(s.sample.median_ns) <= 30.0)
+        );
+    }
     if let Some(m) = r
         .memory
         .iter()
@@ -203,6 +225,35 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
     }
 }
 
+/// Copy-and-patch against every Cranelift variant on every synthetic trace: the smallest
+/// per-run compile-time ratio (median of the runs) must be ≥ 100×.
+fn versus_cranelift(r: &Results, out: &mut String) {
+    let ratios: Vec<(String, String, f64)> = r
+        .peer
+        .iter()
+        .filter(|p| p.backend.starts_with("cranelift"))
+        .filter_map(|p| {
+            Some((
+                p.trace.clone(),
+                p.label(),
+                p.compile_ratio.as_ref()?.median_ns,
+            ))
+        })
+        .collect();
+    let Some((trace, label, worst)) = ratios.iter().min_by(|a, b| a.2.total_cmp(&b.2)).cloned()
+    else {
+        return;
+    };
+    let traces: std::collections::BTreeSet<&str> = ratios.iter().map(|r| r.0.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "| copy-and-patch compiles ≥ 100× faster than every Cranelift variant on every trace ({} traces × {} variants) | smallest: {worst:.0}× ({label}, {trace}) | {} |",
+        traces.len(),
+        ratios.len() / traces.len().max(1),
+        verdict(worst >= 100.0)
+    );
+}
+
 /// The whole BENCHMARKS.md.
 pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
     let mut out = String::from(
@@ -211,8 +262,10 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
          figures are in [`bench/report/results.json`](bench/report/results.json). Times are medians \
          of several runs after warm-up (range = min – max). This is a benchmark, not a test: \
          nothing asserts on timing; every run's *result* is checked (examples against their \
-         expected output, LLVM-compiled traces against copy-and-patch's exit status and helper \
-         checksum).\n\n",
+         expected output, LLVM- and Cranelift-compiled traces against copy-and-patch's exit status \
+         and helper checksum). Backends, modes and sizes that are compared are timed \
+         alternately, round by round (A, B, C, A, B, C …), and ratios are computed run by run \
+         from the same round.\n\n",
     );
     let _ = writeln!(out, "## Machine\n");
     for (k, v) in &r.machine {
@@ -221,7 +274,7 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
     let _ = writeln!(out, "\nCommand: `{}`\n", r.command);
     let t = targets(r);
     if !t.is_empty() {
-        let _ = writeln!(out, "## Targets (issue 6)\n\n{t}");
+        let _ = writeln!(out, "## Targets (issues 6 and 9)\n\n{t}");
     }
     if let Ok(notes) = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("report/notes.md"),
@@ -252,19 +305,30 @@ calls; 25 ops per file). CPU = user + system time of the toolchain and its clang
 (`templates/testing/holes.c`; every hole kind of the x86-64 ELF set): `push` each instance, \
 `finish` (copy, patch, GOT, write through the RW view, icache flush; the RX view already \
 exists, so making code executable is amortised over the chunk). Traces are dropped outside the \
-timed region. *New Jit*: a fresh `Jit` whose first trace reserves, commits and faults in a chunk.
+timed region. *New Jit*: a fresh `Jit` whose first trace reserves, commits and faults in a chunk. \
+*memcpy of the code*: `copy_from_slice` of the trace's code bytes into one cache-warm buffer, \
+timed in the same rounds as stitching (the floor of any stitcher; the ratio survives machine \
+load).
 - **Memory**: live traces; *used* = the arena's live blocks, *mapped* = the pages its chunks have \
 committed (each chunk reserves 1 MiB code + 1 MiB data of address space and commits up to \
 its high-water mark), *pages touched* = distinct pages overlapped by the traces' \
 code and data, *resident* = of those, resident by `mincore`.
-- **Peer**: the same trace description compiled three ways. Copy-and-patch as above. LLVM: \
+- **Peer**: the same trace description compiled by every backend, all backends of a trace \
+timed alternately round by round (ratios to copy-and-patch are per run, from the same round). Copy-and-patch as above. LLVM: \
 the IR clang-19 produced for the stencils (same flags as the stencil build, via \
 `cpjit_toolchain::clang`) split into one module per stencil ahead of time; per trace, each \
 instance's module is cloned, its holes replaced (operands → `inttoptr` constants, \
 `_JIT_CONTINUE`/targets → the other instances' functions), linked into one module and compiled \
 in-process by MCJIT (inkwell `ExecutionEngine`, which also relocates and loads the code). \
 -O0: no IR passes, code generator at -O0. -O2: `default<O2>` pipeline, code generator at -O2. \
-Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `examples/*.expected`; *interpreter* = the same in `interp` mode.
+Cranelift 0.135 (`cranelift-jit`, native ISA, verifier off): the test ops lowered by hand \
+(`bench/src/cranelift.rs`; Cranelift cannot read the templates' C), one function per trace, \
+blocks only at jump targets and after branches; *cranelift-mem* keeps the value stack in \
+memory behind an `sp` variable like the stencils, *cranelift-ssa* makes each stack slot a \
+frontend variable (SSA values, block parameters at merges); `opt_level` none and speed. One \
+`JITModule` per variant, freed outside the clock after each timed run. The VM examples have \
+no Cranelift lowering (their ops exist only as templates), so they are not compiled by \
+Cranelift. Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `examples/*.expected`; *interpreter* = the same in `interp` mode.
 - **Execution**: every `examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
 included), output checked against `examples/*.expected`.
 ";

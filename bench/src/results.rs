@@ -2,10 +2,10 @@
 //! and rendered as markdown tables.
 
 use crate::harness::{human_ns, Sample};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Results {
     pub machine: Vec<(String, String)>,
     pub command: String,
@@ -16,9 +16,13 @@ pub struct Results {
     pub exec: Vec<ExecRow>,
     /// Groups that could not run, with the reason.
     pub skipped: Vec<(String, String)>,
+    /// Groups not run this time (`--only`) whose figures come from the previous
+    /// `results.json`, with the command that measured them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub carried_over: Vec<(String, String)>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ToolchainRow {
     pub case: String,
     pub targets: usize,
@@ -39,13 +43,19 @@ impl ToolchainRow {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct StitchRow {
     pub case: String,
     pub instances: usize,
     pub code_bytes: usize,
     /// Per trace.
     pub sample: Sample,
+    /// A `memcpy` of the trace's code bytes, timed in the same rounds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memcpy: Option<Sample>,
+    /// Stitching ÷ that `memcpy`, run by run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio_to_memcpy: Option<Sample>,
 }
 
 impl StitchRow {
@@ -55,6 +65,8 @@ impl StitchRow {
             instances,
             code_bytes,
             sample,
+            memcpy: None,
+            ratio_to_memcpy: None,
         }
     }
     pub fn ns_per_instance(&self) -> f64 {
@@ -65,7 +77,7 @@ impl StitchRow {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct MemoryRow {
     pub case: String,
     pub traces: usize,
@@ -84,19 +96,39 @@ pub struct MemoryRow {
     pub chunks: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PeerRow {
     pub trace: String,
     pub backend: String,
+    /// The backend's optimisation setting where `backend` does not name it (Cranelift's
+    /// `opt_level`: `none` or `speed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub opt_level: Option<String>,
     pub instances: usize,
     /// `None` for the interpreter (VM examples), which compiles nothing.
     pub compile: Option<Sample>,
     /// Run time per loop round (counting loop) or per program run (VM examples).
     pub run: Option<Sample>,
     pub run_unit: String,
+    /// Compile time ÷ copy-and-patch's, run by run (alternated rounds), where measured so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile_ratio: Option<Sample>,
+    /// Run time ÷ copy-and-patch's, run by run, where measured so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_ratio: Option<Sample>,
 }
 
-#[derive(Debug, Serialize)]
+impl PeerRow {
+    /// The backend with its opt level, e.g. `cranelift-ssa (speed)`.
+    pub fn label(&self) -> String {
+        match &self.opt_level {
+            Some(o) => format!("{} ({o})", self.backend),
+            None => self.backend.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct ExecRow {
     pub example: String,
     pub mode: String,
@@ -126,6 +158,20 @@ fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
 
 fn range(s: &Sample) -> String {
     format!("{} – {}", human_ns(s.min_ns), human_ns(s.max_ns))
+}
+
+/// A per-run ratio: `median× (min – max)`, with fewer decimals for large ratios.
+fn ratio_range(s: &Sample) -> String {
+    let f = |x: f64| {
+        if x >= 100.0 {
+            format!("{x:.0}")
+        } else if x >= 10.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.2}")
+        }
+    };
+    format!("{}× ({} – {})", f(s.median_ns), f(s.min_ns), f(s.max_ns))
 }
 
 fn kib(b: usize) -> String {
@@ -178,6 +224,8 @@ impl Results {
                 "range",
                 "ns/instance",
                 "MB/s of code",
+                "memcpy of the code",
+                "÷ memcpy (per run: median, min – max)",
             ],
             self.stitch
                 .iter()
@@ -190,6 +238,10 @@ impl Results {
                         range(&r.sample),
                         format!("{:.1}", r.ns_per_instance()),
                         format!("{:.0}", r.mb_per_s()),
+                        r.memcpy
+                            .as_ref()
+                            .map_or("–".into(), |m| human_ns(m.median_ns)),
+                        r.ratio_to_memcpy.as_ref().map_or("–".into(), ratio_range),
                     ]
                 })
                 .collect(),
@@ -258,7 +310,15 @@ impl Results {
                 .map(|r| {
                     let cp = find(r, "copy-and-patch");
                     let interp = find(r, "interpreter");
-                    let ratio = |a: Option<&Sample>, b: Option<&Sample>, digits: usize| {
+                    // Per-run ratios from alternated rounds where measured so, else the
+                    // ratio of the medians.
+                    let ratio = |per_run: Option<&Sample>,
+                                 a: Option<&Sample>,
+                                 b: Option<&Sample>,
+                                 digits: usize| {
+                        if let Some(s) = per_run {
+                            return ratio_range(s);
+                        }
                         a.zip(b).map_or_else(dash, |(a, b)| {
                             format!("{:.*}×", digits, a.median_ns / b.median_ns)
                         })
@@ -267,18 +327,49 @@ impl Results {
                     let cp_run = cp.and_then(|c| c.run.as_ref());
                     vec![
                         r.trace.clone(),
-                        r.backend.clone(),
+                        r.label(),
                         r.instances.to_string(),
                         r.compile
                             .as_ref()
                             .map_or_else(dash, |s| human_ns(s.median_ns)),
                         r.compile.as_ref().map_or_else(dash, range),
-                        ratio(r.compile.as_ref(), cp_compile, 0),
+                        ratio(r.compile_ratio.as_ref(), r.compile.as_ref(), cp_compile, 0),
                         r.run.as_ref().map_or_else(dash, |s| human_ns(s.median_ns)),
                         r.run.as_ref().map_or_else(dash, range),
-                        ratio(r.run.as_ref(), cp_run, 2),
-                        ratio(interp.and_then(|i| i.run.as_ref()), r.run.as_ref(), 2),
+                        ratio(r.run_ratio.as_ref(), r.run.as_ref(), cp_run, 2),
+                        ratio(None, interp.and_then(|i| i.run.as_ref()), r.run.as_ref(), 2),
                         r.run_unit.clone(),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    /// Compile time per stencil instance of the synthetic traces (straight traces and the
+    /// counting loop), every backend, with the per-run ratio to copy-and-patch.
+    pub fn compile_per_instance_md(&self, out: &mut String) {
+        let synthetic = |r: &&PeerRow| !r.trace.starts_with("examples/") && r.compile.is_some();
+        table(
+            out,
+            &[
+                "trace",
+                "backend",
+                "ns/instance (median)",
+                "range",
+                "÷ copy-and-patch (per run: median, min – max)",
+            ],
+            self.peer
+                .iter()
+                .filter(synthetic)
+                .map(|r| {
+                    let s = r.compile.as_ref().expect("filtered");
+                    let per = |ns: f64| format!("{:.1}", ns / r.instances as f64);
+                    vec![
+                        r.trace.clone(),
+                        r.label(),
+                        per(s.median_ns),
+                        format!("{} – {}", per(s.min_ns), per(s.max_ns)),
+                        r.compile_ratio.as_ref().map_or("–".into(), ratio_range),
                     ]
                 })
                 .collect(),
@@ -327,7 +418,7 @@ impl Results {
     /// All tables, each under a heading.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let sections: [(&str, bool, Render); 5] = [
+        let sections: [(&str, bool, Render); 6] = [
             (
                 "Toolchain",
                 !self.toolchain.is_empty(),
@@ -336,9 +427,14 @@ impl Results {
             ("Stitching", !self.stitch.is_empty(), Results::stitch_md),
             ("Memory", !self.memory.is_empty(), Results::memory_md),
             (
-                "Peer: copy-and-patch vs LLVM as a JIT",
+                "Peer: copy-and-patch vs LLVM and Cranelift as a JIT",
                 !self.peer.is_empty(),
                 Results::peer_md,
+            ),
+            (
+                "Peer: compile time per instance",
+                self.peer.iter().any(|r| r.compile_ratio.is_some()),
+                Results::compile_per_instance_md,
             ),
             (
                 "Execution of the examples",
@@ -354,6 +450,12 @@ impl Results {
         }
         for (group, why) in &self.skipped {
             let _ = writeln!(out, "- skipped `{group}`: {why}");
+        }
+        for (group, command) in &self.carried_over {
+            let _ = writeln!(
+                out,
+                "- `{group}`: not run this time; figures carried over from an earlier `{command}`"
+            );
         }
         out
     }
@@ -371,10 +473,13 @@ mod tests {
         PeerRow {
             trace: "examples/sum.vm: 1 trace(s)".into(),
             backend: backend.into(),
+            opt_level: None,
             instances: 16,
             compile: compile.map(sample),
             run: Some(sample(run)),
             run_unit: "per program run, compile excluded".into(),
+            compile_ratio: None,
+            run_ratio: None,
         }
     }
 

@@ -1,31 +1,71 @@
 //! Stitching and memory benches of the copy-and-patch runtime.
 //!
-//! Stitching: straight traces of 10, 100 and 1,000 instances, from `push` to a callable
+//! Stitching: straight traces of 10 to 10,000 instances, from `push` to a callable
 //! trace (copy, patch, write through the RW view, icache flush); the arena's chunk is
 //! already reserved (amortised), and a separate row times a fresh `Jit` whose first trace
-//! reserves its chunk. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes
+//! reserves its chunk. Each size alternates with a `memcpy` of the same code bytes into one
+//! (cache-warm) buffer, the floor of any stitcher, so the ratio to it holds on a loaded
+//! machine too. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes
 //! mapped (pages the arena has committed) and bytes of the pages the traces actually touch.
 
 use crate::copy_patch;
-use crate::harness::{measure, Sample};
+use crate::harness::{alternate, measure, ratios, time, Timed};
 use crate::results::{MemoryRow, StitchRow};
-use crate::workload::{straight, TraceSpec};
+use crate::workload::straight;
 use cpjit_runtime::{Jit, JitOptions, Trace};
 use std::collections::BTreeSet;
-use std::time::Instant;
 
-/// Stitching speed for each size in `sizes`.
+/// Stitching speed for each size in `sizes`, with a `memcpy` of the same code bytes as the
+/// floor: all sizes and their copies are timed alternately, round by round.
 pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String> {
     let jit = copy_patch::jit()?;
-    let mut rows = Vec::new();
+    let runs = if quick { 5 } else { 21 };
+    let mut cases = Vec::new();
     for &n in sizes {
         let spec = straight(n);
-        let code_bytes = copy_patch::compile(&jit, &spec)?.code_bytes().len();
+        let code = copy_patch::compile(&jit, &spec)?.code_bytes().to_vec();
         // About 2 ms of work per timed run.
         let batch = (200_000 / n).clamp(1, 2_000);
-        let runs = if quick { 5 } else { 21 };
-        let sample = time_batches(&jit, &spec, batch, runs)?;
-        rows.push(StitchRow::new("warm arena", n, code_bytes, sample));
+        cases.push((spec, code, batch));
+    }
+    let mut ops = Vec::new();
+    for (spec, code, batch) in &cases {
+        let (jit, batch) = (&jit, *batch);
+        let mut keep: Vec<Trace> = Vec::with_capacity(batch);
+        ops.push(Timed::new(1, runs, move || {
+            keep.clear();
+            let (done, t) = time(|| -> Result<(), String> {
+                for _ in 0..batch {
+                    keep.push(copy_patch::compile(jit, spec)?);
+                }
+                Ok(())
+            });
+            done?;
+            Ok(t / batch as f64)
+        }));
+        let mut copy = vec![0u8; code.len()];
+        ops.push(Timed::new(1, runs, move || {
+            let (_, t) = time(|| {
+                for _ in 0..batch {
+                    std::hint::black_box(&mut copy).copy_from_slice(std::hint::black_box(code));
+                }
+            });
+            Ok(t / batch as f64)
+        }));
+    }
+    let rounds = alternate(&mut ops)?;
+    drop(ops);
+    let mut rows = Vec::new();
+    for (i, (spec, code, batch)) in cases.iter().enumerate() {
+        let mut row = StitchRow::new(
+            "warm arena",
+            spec.instances.len(),
+            code.len(),
+            rounds.sample(2 * i, *batch),
+        );
+        row.memcpy = Some(rounds.sample(2 * i + 1, *batch));
+        row.ratio_to_memcpy = ratios(&rounds, 2 * i, 2 * i + 1);
+        rows.push(row);
     }
     // Cold: a new JIT each time, so its first trace maps (and faults in) a chunk.
     let n = *sizes.last().unwrap_or(&100);
@@ -61,30 +101,6 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
         sample,
     ));
     Ok(rows)
-}
-
-/// Times `runs` batches of `batch` compiles; traces are dropped after the clock stops.
-fn time_batches(
-    jit: &Jit<'_>,
-    spec: &TraceSpec,
-    batch: usize,
-    runs: usize,
-) -> Result<Sample, String> {
-    let mut keep: Vec<Trace> = Vec::with_capacity(batch);
-    for _ in 0..batch.min(50) {
-        keep.push(copy_patch::compile(jit, spec)?);
-    }
-    keep.clear();
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let start = Instant::now();
-        for _ in 0..batch {
-            keep.push(copy_patch::compile(jit, spec)?);
-        }
-        times.push(start.elapsed().as_nanos() as f64 / batch as f64);
-        keep.clear();
-    }
-    Ok(Sample::from_times(times, batch))
 }
 
 /// Memory use of `count` live traces of `instances` instances each, with `options`.
