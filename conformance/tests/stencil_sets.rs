@@ -239,7 +239,7 @@ fn far_code_reaches_the_helper_through_veneers() {
     let helper = exec::resolve("cpjit_test_mul_add").unwrap();
     for set in sets() {
         let reach: u64 = match set.arch {
-            cpjit_model::Arch::X86_64 => 1 << 31,
+            cpjit_model::Arch::X86_64 | cpjit_model::Arch::Riscv64 => 1 << 31,
             cpjit_model::Arch::Aarch64 => 128 << 20,
         };
         // Far beyond a direct branch's reach, in the lower half of every 47/48-bit space.

@@ -77,7 +77,8 @@ impl<'s> Jit<'s> {
             .near
             .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
         let reach = match set.arch {
-            Arch::X86_64 => (1 << 31) - (64 << 20),
+            // rel32 and RISC-V's auipc pair both reach ±2 GiB.
+            Arch::X86_64 | Arch::Riscv64 => (1 << 31) - (64 << 20),
             Arch::Aarch64 => 128 << 20,
         };
         Ok(Jit {
@@ -117,6 +118,8 @@ impl<'s> Jit<'s> {
 
 const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
     Arch::Aarch64
+} else if cfg!(target_arch = "riscv64") {
+    Arch::Riscv64
 } else {
     Arch::X86_64
 };

@@ -15,7 +15,7 @@
 
 use crate::arena::{round_up, GRANULE};
 use crate::memory::write_window;
-use crate::patch::{self, VENEER_SIZE};
+use crate::patch;
 use crate::trace::{Target, Trace, TraceBuilder};
 use crate::Error;
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil};
@@ -104,18 +104,15 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     // The toolchain removed the last instance's trailing jump; if the trace continues
     // somewhere, put a jump there back (for a fall-through and for its continue holes).
     let tail = b.continuation.map(|_| {
-        let (kind, addend, len) = match set.arch {
-            Arch::X86_64 => (HoleKind::X86Branch32, -4, 5),
-            Arch::Aarch64 => (HoleKind::Aarch64Branch26, 0, 4),
-        };
+        let jump = cpjit_isa::continuation_jump(set.arch);
         let hole = Hole {
             section: Section::Code,
-            offset: code_len as u32 + len - 4,
-            kind,
+            offset: code_len as u32 + jump.field_offset as u32,
+            kind: jump.kind,
             value: HoleValue::Continue,
-            addend,
+            addend: jump.addend,
         };
-        code_len += len as u64;
+        code_len += jump.bytes.len() as u64;
         hole
     });
 
@@ -198,7 +195,8 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
 
     // 3. Allocate. Veneers start 16-aligned (AArch64 veneers hold an 8-byte literal).
     let veneer_base = round_up(code_len as usize, GRANULE);
-    let code_size = veneer_base + veneer_destinations.len() * VENEER_SIZE;
+    let veneer_size = patch::veneer_size(set.arch);
+    let code_size = veneer_base + veneer_destinations.len() * veneer_size;
     let got_base = round_up(data_len as usize, 8);
     let data_size = got_base + got_keys.len() * 8;
     let block = jit.arena.alloc(
@@ -210,6 +208,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let trap = match set.arch {
         Arch::X86_64 => 0xcc,  // int3
         Arch::Aarch64 => 0x00, // udf #0
+        Arch::Riscv64 => 0x00, // c.unimp / an illegal all-zero word
     };
     // From here on, dropping `trace` on an error returns the memory.
     let mut trace = Trace {
@@ -319,7 +318,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     trace.code_len = if veneers_used == 0 {
         code_len as usize
     } else {
-        veneer_base + veneers_used * VENEER_SIZE
+        veneer_base + veneers_used * veneer_size
     };
     jit.arena.shrink_code(&mut trace.block, trace.code_len);
     jit.flusher.flush(trace.block.code_rx, trace.code_len);
@@ -364,16 +363,10 @@ fn copy_instances(
         data_end = at + s.data.len();
     }
     // The tail jump, if any, is patched like any branch hole.
-    match (b.continuation, b.jit.set.arch) {
-        (Some(_), Arch::X86_64) => {
-            code[code_end..code_end + 5].copy_from_slice(&[0xe9, 0, 0, 0, 0]);
-            code_end += 5;
-        }
-        (Some(_), Arch::Aarch64) => {
-            code[code_end..code_end + 4].copy_from_slice(&0x1400_0000u32.to_le_bytes()); // b .
-            code_end += 4;
-        }
-        (None, _) => {}
+    if b.continuation.is_some() {
+        let jump = cpjit_isa::continuation_jump(b.jit.set.arch).bytes;
+        code[code_end..code_end + jump.len()].copy_from_slice(jump);
+        code_end += jump.len();
     }
     code[code_end..].fill(trap);
     data[data_end..].fill(0);
@@ -477,16 +470,30 @@ impl Patcher<'_> {
             .expect("every destination was collected");
         if self.veneer_slot[d] == u32::MAX {
             self.veneer_slot[d] = self.veneers_used as u32;
-            let at = self.veneer_base + self.veneers_used * VENEER_SIZE;
-            let bytes = match self.arch {
-                Arch::X86_64 => patch::x86_64_veneer(destination),
-                Arch::Aarch64 => patch::aarch64_veneer(destination),
+            let at = self.veneer_base + self.veneers_used * patch::veneer_size(self.arch);
+            let x86;
+            let a64;
+            let rv;
+            let bytes: &[u8] = match self.arch {
+                Arch::X86_64 => {
+                    x86 = patch::x86_64_veneer(destination);
+                    &x86
+                }
+                Arch::Aarch64 => {
+                    a64 = patch::aarch64_veneer(destination);
+                    &a64
+                }
+                Arch::Riscv64 => {
+                    rv = patch::riscv64_veneer(destination);
+                    &rv
+                }
             };
-            self.code[at..at + VENEER_SIZE].copy_from_slice(&bytes);
+            self.code[at..at + bytes.len()].copy_from_slice(bytes);
             self.veneers_used += 1;
         }
         let veneer = self.placed.code
-            + (self.veneer_base + self.veneer_slot[d] as usize * VENEER_SIZE) as u64;
+            + (self.veneer_base + self.veneer_slot[d] as usize * patch::veneer_size(self.arch))
+                as u64;
         let buf = match hole.section {
             Section::Code => &mut *self.code,
             Section::Data => &mut *self.data,

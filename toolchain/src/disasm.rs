@@ -15,7 +15,7 @@ pub struct Instruction {
 }
 
 /// Disassembles `code` for `triple`. Bytes that do not decode become a `.byte` line
-/// (one byte for x86, four for AArch64), so a listing always covers every byte.
+/// (one byte for x86, four for AArch64, two for RISC-V), so a listing always covers every byte.
 pub fn disassemble(triple: &str, code: &[u8]) -> Result<Vec<Instruction>> {
     crate::llvm::initialize();
     let c_triple = CString::new(triple).map_err(|_| Error(format!("bad triple `{triple}`")))?;
@@ -27,7 +27,13 @@ pub fn disassemble(triple: &str, code: &[u8]) -> Result<Vec<Instruction>> {
             return Err(Error(format!("LLVM has no disassembler for `{triple}`")));
         }
         LLVMSetDisasmOptions(dc, LLVMDisassembler_Option_PrintImmHex);
-        let step_on_failure = if triple.starts_with("aarch64") { 4 } else { 1 };
+        let step_on_failure = if triple.starts_with("aarch64") {
+            4
+        } else if triple.starts_with("riscv") {
+            2
+        } else {
+            1
+        };
         let mut out = Vec::new();
         let mut offset = 0usize;
         let mut text = [0 as std::ffi::c_char; 256];

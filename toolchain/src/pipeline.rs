@@ -148,7 +148,7 @@ impl Pipeline<'_> {
         };
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
-        instructions::mark_relaxable_got_uses(&target.triple, &mut stencils)?;
+        instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
@@ -236,7 +236,7 @@ pub fn check_reserved_registers(
     }
     let mut errors = Vec::new();
     for s in stencils {
-        for inst in disasm::disassemble(&target.triple, &s.code)? {
+        for inst in disasm::disassemble(target.llvm_triple(), &s.code)? {
             if let Some(reg) = names.iter().find(|r| disasm::uses_register(&inst.text, r)) {
                 errors.push(Error(format!(
                     "{}: {template}: stencil `{}`: code offset {:#x}: `{}` uses the reserved register {reg}",
