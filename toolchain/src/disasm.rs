@@ -22,7 +22,22 @@ pub fn disassemble(triple: &str, code: &[u8]) -> Result<Vec<Instruction>> {
     // SAFETY: the context is created, used on this thread only and disposed below; the
     // buffers passed to LLVM outlive each call.
     unsafe {
-        let dc = LLVMCreateDisasm(c_triple.as_ptr(), std::ptr::null_mut(), 0, None, None);
+        // LLVM's RISC-V disassembler decodes only the base ISA unless told the extensions:
+        // every standard one a riscv64 target may compile for (G and C), so no stencil
+        // instruction is left undecoded (and unchecked for reserved registers).
+        let dc = if triple.starts_with("riscv") {
+            LLVMCreateDisasmCPUFeatures(
+                c_triple.as_ptr(),
+                c"generic-rv64".as_ptr(),
+                c"+m,+a,+f,+d,+c,+zicsr,+zifencei".as_ptr(),
+                std::ptr::null_mut(),
+                0,
+                None,
+                None,
+            )
+        } else {
+            LLVMCreateDisasm(c_triple.as_ptr(), std::ptr::null_mut(), 0, None, None)
+        };
         if dc.is_null() {
             return Err(Error(format!("LLVM has no disassembler for `{triple}`")));
         }

@@ -302,4 +302,20 @@ mod tests {
         )
         .unwrap();
     }
+
+    #[test]
+    fn riscv_stencils_may_not_touch_gp_or_tp() {
+        let riscv = target("riscv64gc-unknown-linux-gnu");
+        // c.mv a1, a2 ; mv a0, tp ; ret — the compressed move must decode too.
+        let code = [0xb2, 0x85, 0x13, 0x05, 0x02, 0x00, 0x82, 0x80];
+        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&code)]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "riscv64gc-unknown-linux-gnu: t.c: stencil `op_x`: code offset 0x2: `mv a0, tp` uses the reserved register tp"
+        );
+        // c.addi gp, 1: compressed, gp.
+        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&[0x85, 0x01])]).unwrap_err();
+        assert!(err.0.contains("reserved register"), "{}", err.0);
+        check_reserved_registers(&riscv, "t.c", &[stencil(&code[..2])]).unwrap();
+    }
 }
