@@ -128,7 +128,13 @@ const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
 /// for this architecture, and every hole lies inside its section and refers to an operand,
 /// target or symbol that exists.
 fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
-    if set.arch != HOST_ARCH || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+    if set.arch != HOST_ARCH
+        || !cfg!(any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        ))
+    {
         return Err(Error::WrongArch {
             target: set.target.to_string(),
             host: std::env::consts::ARCH,
