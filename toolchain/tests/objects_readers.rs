@@ -12,13 +12,14 @@ use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, Section};
 use cpjit_toolchain::object::{read_stencils, ObjectError, ObjectErrorKind, ReadOptions};
 use cpjit_toolchain::stencil::StencilBuf;
 
-const TRIPLES: [&str; 6] = [
+const TRIPLES: [&str; 7] = [
     "x86_64-unknown-linux-gnu",
     "aarch64-unknown-linux-gnu",
     "x86_64-apple-darwin",
     "aarch64-apple-darwin",
     "x86_64-pc-windows-msvc",
     "aarch64-pc-windows-msvc",
+    "riscv64gc-unknown-linux-gnu",
 ];
 
 fn fixture_path(triple: &str, name: &str) -> PathBuf {
@@ -35,6 +36,8 @@ fn fixture(triple: &str, name: &str) -> Vec<u8> {
 fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
     let arch = if triple.starts_with("x86_64") {
         Arch::X86_64
+    } else if triple.starts_with("riscv64") {
+        Arch::Riscv64
     } else {
         Arch::Aarch64
     };
@@ -86,6 +89,16 @@ fn data_target(hole: &cpjit_model::Hole) -> i64 {
         HoleKind::X86Pc32 => hole.addend + 4,
         _ => hole.addend,
     }
+}
+
+/// A RISC-V lo12 hole: its addend also holds the distance back to its `auipc`, so it is
+/// checked against its HI20 (`riscv_lo12_holes_carry_their_hi20_value_and_distance`), and
+/// the HI20 stands for the pair in the data-target checks.
+fn is_riscv_lo12(hole: &&cpjit_model::Hole) -> bool {
+    matches!(
+        hole.kind,
+        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I
+    )
 }
 
 #[test]
@@ -149,9 +162,15 @@ fn trailing_continuation_jump_is_elided_on_every_triple() {
             mix.holes.iter().any(|h| h.value == HoleValue::Continue),
             "{triple}"
         );
-        // The shim calls its continuation (not a tail call): never elided.
         let shim = read(triple, &fixture(triple, "shim")).unwrap();
         assert_eq!(shim.len(), 1);
+        if triple.starts_with("riscv64") {
+            // RISC-V stencils use the C convention (no preserve_none), so the shim's call
+            // is a plain tail call: elided, the shim is empty and falls into the first op.
+            assert!(shim[0].elided_continue && shim[0].code.is_empty());
+            continue;
+        }
+        // The shim calls its continuation (not a tail call): never elided.
         assert!(!shim[0].elided_continue);
         assert!(shim[0]
             .holes
@@ -173,6 +192,12 @@ fn hole_fields_are_zeroed() {
                     };
                     let field = &bytes[h.offset as usize..h.offset as usize + h.kind.width()];
                     match h.kind.arch() {
+                        Some(Arch::Riscv64) => {
+                            // Clearing the fields again must change nothing.
+                            let mut cleared = field.to_vec();
+                            cpjit_isa::riscv64::clear_fields(h.kind, &mut cleared).unwrap();
+                            assert_eq!(cleared, field, "{triple} {} {}", s.name, s.hole_text(h));
+                        }
                         Some(Arch::Aarch64) => {
                             let insn = u32::from_le_bytes(field.try_into().unwrap());
                             assert_eq!(
@@ -210,6 +235,7 @@ fn addends_point_at_the_referenced_data() {
             .holes
             .iter()
             .filter(|h| h.section == Section::Code && h.value == HoleValue::Data)
+            .filter(|h| !is_riscv_lo12(h))
             .map(data_target)
             .collect();
         code_targets.sort();
@@ -282,6 +308,7 @@ fn zero_fill_is_laid_out_after_initialized_data() {
             .holes
             .iter()
             .filter(|h| h.value == HoleValue::Data)
+            .filter(|h| !is_riscv_lo12(h))
             .map(data_target)
             .collect();
         offsets.sort();
@@ -515,8 +542,55 @@ fn unsupported_section_is_named() {
 }
 
 #[test]
+fn riscv_lo12_holes_carry_their_hi20_value_and_distance() {
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let mut pairs = 0;
+    for s in ops(triple) {
+        for lo in s.holes.iter().filter(|h| {
+            matches!(
+                h.kind,
+                HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I
+            )
+        }) {
+            let hi_kind = if lo.kind == HoleKind::RiscvGotLo12I {
+                HoleKind::RiscvGotHi20
+            } else {
+                HoleKind::RiscvPcrelHi20
+            };
+            // value - place at the lo12 equals value - place at its auipc.
+            let paired = s.holes.iter().any(|hi| {
+                hi.kind == hi_kind
+                    && hi.value == lo.value
+                    && hi.offset < lo.offset
+                    && lo.addend - hi.addend == i64::from(lo.offset - hi.offset)
+            });
+            assert!(paired, "{}: {lo:?} has no matching HI20", s.name);
+            pairs += 1;
+        }
+    }
+    assert!(pairs >= 4, "only {pairs} lo12 holes in the RISC-V ops");
+}
+
+#[test]
+fn riscv_relaxation_and_absolute_addresses_are_rejected() {
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let e = error_of(triple, &fixture(triple, "relax"));
+    assert_eq!(e.kind, ObjectErrorKind::Unsupported);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_RELAX"));
+    assert!(e.to_string().contains("-mno-relax"), "{e}");
+    let e = error_of(triple, &fixture(triple, "absolute32"));
+    assert_eq!(e.kind, ObjectErrorKind::UnknownRelocation);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_HI20"));
+    assert!(e.to_string().contains("-fpic"), "{e}");
+}
+
+#[test]
 fn elf_local_helper_in_a_shared_section_is_rejected() {
-    for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+    for triple in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-unknown-linux-gnu",
+        "riscv64gc-unknown-linux-gnu",
+    ] {
         let e = error_of(triple, &fixture(triple, "ops_shared_text"));
         assert_eq!(e.kind, ObjectErrorKind::Unsupported);
         assert!(

@@ -369,6 +369,14 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
                     .offset(r.r_offset)
                     .relocation(&type_name)
             };
+            // A relaxation marker (which names no symbol) means the whole object expects a
+            // linker to rewrite its code: refuse it outright rather than per stencil.
+            if let Some((_, Mapping::RiscvRelaxation)) = relocation(arch, r.r_type) {
+                let kind = map_kind(arch, r.r_type, &[], r.r_offset);
+                return Err(context(kind.err().unwrap_or_else(|| {
+                    ObjectError::new(ObjectErrorKind::Unsupported, "relaxation marker")
+                })));
+            }
             let Some(target) = targets.get(r.r_sym).copied().flatten() else {
                 return Err(context(ObjectError::new(
                     ObjectErrorKind::MissingSymbol,
@@ -493,7 +501,7 @@ fn map_kind(arch: Arch, r_type: u32, section: &[u8], offset: u64) -> Result<Hole
             ObjectErrorKind::UnknownRelocation,
             format!(
                 "{name} holds a 32-bit absolute address, which cannot reach stencil memory: \
-                 compile with -fpic (or -mcmodel=medium/large/medany)"
+                 compile with -fpic (or -mcmodel=medium/large)"
             ),
         )),
     }
