@@ -137,7 +137,7 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
         "no absolute paths in generated code"
     );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
-    assert_eq!(json.as_object().unwrap().len(), 6);
+    assert_eq!(json.as_object().unwrap().len(), targets.len());
     assert_eq!(json["aarch64-apple-darwin"]["shim"], "cpjit_entry");
 }
 
