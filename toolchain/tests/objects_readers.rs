@@ -754,3 +754,44 @@ fn many_random_byte_flips_never_panic() {
         }
     }
 }
+
+/// The file offsets of the `Elf64_Rela` entries of `bytes` whose type is `r_type`.
+fn elf_relas_of_type(bytes: &[u8], r_type: u32) -> Vec<usize> {
+    let elf = goblin::elf::Elf::parse(bytes).unwrap();
+    let mut out = vec![];
+    for s in elf.section_headers.iter() {
+        if s.sh_type == goblin::elf::section_header::SHT_RELA {
+            for i in 0..(s.sh_size / 24) as usize {
+                let at = s.sh_offset as usize + 24 * i;
+                let info = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+                if info as u32 == r_type {
+                    out.push(at);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn riscv_lo12_must_name_a_hi20_label_without_addend() {
+    const PCREL_LO12_I: u32 = 24;
+    const PCREL_HI20: u32 = 23;
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let original = fixture(triple, "ops");
+    // An addend on the LO12 (the HI20 carries it): an error naming the relocation.
+    let mut bytes = original.clone();
+    let at = elf_relas_of_type(&bytes, PCREL_LO12_I)[0];
+    bytes[at + 16..at + 24].copy_from_slice(&4i64.to_le_bytes());
+    let e = error_of(triple, &bytes);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_PCREL_LO12_I"));
+    assert!(e.to_string().contains("addend 4 on a PCREL_LO12"), "{e}");
+    // The auipc's own relocation turned into a PCREL_LO12_I: it names the data symbol, not
+    // an auipc label, and says so (never patched as if it were paired).
+    let mut bytes = original;
+    let at = elf_relas_of_type(&bytes, PCREL_HI20)[0];
+    bytes[at + 8..at + 12].copy_from_slice(&PCREL_LO12_I.to_le_bytes());
+    let e = error_of(triple, &bytes);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_PCREL_LO12_I"));
+    assert!(e.to_string().contains("must name an auipc label"), "{e}");
+}
