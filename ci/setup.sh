@@ -9,10 +9,11 @@ set -euo pipefail
 PACKAGES=(
   clang-19 lld-19 llvm-19 llvm-19-dev libpolly-19-dev libzstd-dev zlib1g-dev
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+  gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
   mingw-w64 wine wine64 gdb
 )
 RUST_TARGETS=(
-  aarch64-unknown-linux-gnu x86_64-pc-windows-gnu
+  aarch64-unknown-linux-gnu riscv64gc-unknown-linux-gnu x86_64-pc-windows-gnu
   x86_64-apple-darwin aarch64-apple-darwin aarch64-pc-windows-msvc x86_64-pc-windows-msvc
 )
 

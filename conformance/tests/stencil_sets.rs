@@ -145,7 +145,7 @@ fn cpjit_stencils_selects_exactly_the_named_set() {
 #[test]
 fn selection_errors_instead_of_testing_nothing() {
     let all = all_sets();
-    let e = select::select(&all, Some("riscv64gc-unknown-linux-gnu"), None).unwrap_err();
+    let e = select::select(&all, Some("mips64-unknown-linux-gnuabi64"), None).unwrap_err();
     assert!(e.contains("no such stencil set"), "{e}");
     let foreign = all
         .iter()
@@ -239,7 +239,7 @@ fn far_code_reaches_the_helper_through_veneers() {
     let helper = exec::resolve("cpjit_test_mul_add").unwrap();
     for set in sets() {
         let reach: u64 = match set.arch {
-            cpjit_model::Arch::X86_64 => 1 << 31,
+            cpjit_model::Arch::X86_64 | cpjit_model::Arch::Riscv64 => 1 << 31,
             cpjit_model::Arch::Aarch64 => 128 << 20,
         };
         // Far beyond a direct branch's reach, in the lower half of every 47/48-bit space.
@@ -326,6 +326,16 @@ fn expected_kinds(target: &str) -> &'static [HoleKind] {
             Aarch64AddLo12,
             Aarch64LdSt64Lo12,
             Aarch64Ld64GotLo12,
+        ],
+        // Calls and continuations are auipc+jalr pairs; operands and helpers come through
+        // the GOT, the ops' own data PC-relative, stored to through an S-type lo12.
+        "riscv64gc-unknown-linux-gnu" => &[
+            RiscvCall,
+            RiscvPcrelHi20,
+            RiscvPcrelLo12I,
+            RiscvPcrelLo12S,
+            RiscvGotHi20,
+            RiscvGotLo12I,
         ],
         other => panic!("no pinned hole kinds for {other}"),
     }

@@ -134,7 +134,15 @@ pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
         | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable => (false, "an AArch64 instruction"),
+        | HoleKind::X86RexGotPc32Relaxable
+        | HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvPcrelLo12I
+        | HoleKind::RiscvPcrelLo12S
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvGotLo12I
+        | HoleKind::RiscvJal
+        | HoleKind::RiscvBranch => (false, "an AArch64 instruction"),
     };
     if ok {
         Ok(())
@@ -176,7 +184,15 @@ pub const fn field_mask(kind: HoleKind) -> u32 {
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
         | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable => 0,
+        | HoleKind::X86RexGotPc32Relaxable
+        | HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvPcrelLo12I
+        | HoleKind::RiscvPcrelLo12S
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvGotLo12I
+        | HoleKind::RiscvJal
+        | HoleKind::RiscvBranch => 0,
     }
 }
 

@@ -7,6 +7,8 @@
 //!   veneer.
 //! - [`aarch64`]: instruction classes and immediate fields of every AArch64 hole kind,
 //!   implicit addends, the GOT-pair relaxation, `b`, `nop`, the veneer.
+//! - [`riscv64`]: the RISC-V instruction formats and immediate fields, the hi20/lo12 split,
+//!   the `auipc`+`jr` tail, `nop`, the veneer.
 //! - [`continuation_jump`]: the jump to the next instance that the toolchain removes from a
 //!   stencil's end and the runtime puts back after a trace's last instance.
 //!
@@ -18,13 +20,22 @@
 #![forbid(unsafe_code)]
 
 pub mod aarch64;
+pub mod riscv64;
 pub mod x86_64;
 
 use cpjit_model::{Arch, HoleKind};
 
-/// Size in bytes of a veneer on either architecture ([`x86_64::veneer`],
-/// [`aarch64::veneer`]).
+/// Size in bytes of a veneer on x86-64 and AArch64 ([`x86_64::veneer`],
+/// [`aarch64::veneer`]); see [`veneer_size`] for every architecture.
 pub const VENEER_SIZE: usize = 16;
+
+/// Size in bytes of a veneer on `arch` (RISC-V needs three instructions before its literal).
+pub const fn veneer_size(arch: Arch) -> usize {
+    match arch {
+        Arch::X86_64 | Arch::Aarch64 => VENEER_SIZE,
+        Arch::Riscv64 => riscv64::VENEER_SIZE,
+    }
+}
 
 /// The unconditional jump to the continuation as a stencil ends with it (field zeroed) and
 /// as the runtime re-creates it after a continued trace's last instance.
@@ -40,7 +51,8 @@ pub struct ContinuationJump {
     pub addend: i64,
 }
 
-/// The continuation jump of `arch`: `jmp rel32` on x86-64, `b imm26` on AArch64.
+/// The continuation jump of `arch`: `jmp rel32` on x86-64, `b imm26` on AArch64, `auipc t1`
+/// + `jr t1` (clang's `musttail` sequence, one `R_RISCV_CALL_PLT`) on RISC-V.
 pub const fn continuation_jump(arch: Arch) -> ContinuationJump {
     match arch {
         Arch::X86_64 => ContinuationJump {
@@ -52,6 +64,12 @@ pub const fn continuation_jump(arch: Arch) -> ContinuationJump {
         Arch::Aarch64 => ContinuationJump {
             bytes: &aarch64::B_ZERO,
             kind: HoleKind::Aarch64Branch26,
+            field_offset: 0,
+            addend: 0,
+        },
+        Arch::Riscv64 => ContinuationJump {
+            bytes: &riscv64::TAIL_ZERO,
+            kind: HoleKind::RiscvCall,
             field_offset: 0,
             addend: 0,
         },

@@ -110,11 +110,39 @@ pub enum HoleKind {
     Aarch64MovwG1,
     Aarch64MovwG2,
     Aarch64MovwG3,
+    /// RISC-V `auipc rd` + `jalr rs1=rd` pair (8 bytes): `S + A - P` split into hi20 and
+    /// lo12, ±2 GiB; out of range goes through a veneer. (`R_RISCV_CALL_PLT`,
+    /// `R_RISCV_CALL`.)
+    RiscvCall,
+    /// RISC-V `auipc` hi20 of `S + A - P`, rounded so that the paired lo12 (signed) adds
+    /// back: `(S + A - P + 0x800) >> 12`, ±2 GiB. (`R_RISCV_PCREL_HI20`.)
+    RiscvPcrelHi20,
+    /// RISC-V I-type imm12 (`addi`, loads, `jalr`) paired with a [`HoleKind::RiscvPcrelHi20`]:
+    /// the low 12 bits of `S + A - P`, where the toolchain gives this hole the HI20's value
+    /// and folds the distance from the `auipc` to this instruction into `A`, so `S + A - P`
+    /// is the HI20's distance. (`R_RISCV_PCREL_LO12_I`, which names the `auipc`'s label.)
+    RiscvPcrelLo12I,
+    /// As [`HoleKind::RiscvPcrelLo12I`] in an S-type (store) immediate.
+    /// (`R_RISCV_PCREL_LO12_S`.)
+    RiscvPcrelLo12S,
+    /// RISC-V `auipc` hi20 of a GOT slot: `(G + A - P + 0x800) >> 12`.
+    /// (`R_RISCV_GOT_HI20`.)
+    RiscvGotHi20,
+    /// RISC-V I-type imm12 (`ld`) paired with a [`HoleKind::RiscvGotHi20`]: the low 12 bits
+    /// of `G + A - P`, the pair's distance folded into `A` as for
+    /// [`HoleKind::RiscvPcrelLo12I`]. (`R_RISCV_PCREL_LO12_I` naming a `GOT_HI20`'s label.)
+    RiscvGotLo12I,
+    /// RISC-V `jal` imm20: `S + A - P`, even, ±1 MiB; out of range goes through a veneer.
+    /// (`R_RISCV_JAL`.)
+    RiscvJal,
+    /// RISC-V `beq`/`bne`/`blt`/`bge`/`bltu`/`bgeu` imm12: `S + A - P`, even, ±4 KiB.
+    /// (`R_RISCV_BRANCH`.)
+    RiscvBranch,
 }
 
 impl HoleKind {
     /// Every kind, in declaration order.
-    pub const ALL: [HoleKind; 22] = [
+    pub const ALL: [HoleKind; 30] = [
         HoleKind::Abs64,
         HoleKind::X86Pc32,
         HoleKind::X86Branch32,
@@ -137,6 +165,14 @@ impl HoleKind {
         HoleKind::Aarch64MovwG1,
         HoleKind::Aarch64MovwG2,
         HoleKind::Aarch64MovwG3,
+        HoleKind::RiscvCall,
+        HoleKind::RiscvPcrelHi20,
+        HoleKind::RiscvPcrelLo12I,
+        HoleKind::RiscvPcrelLo12S,
+        HoleKind::RiscvGotHi20,
+        HoleKind::RiscvGotLo12I,
+        HoleKind::RiscvJal,
+        HoleKind::RiscvBranch,
     ];
 
     /// The variant's name as written in generated code and text dumps.
@@ -164,6 +200,14 @@ impl HoleKind {
             HoleKind::Aarch64MovwG1 => "Aarch64MovwG1",
             HoleKind::Aarch64MovwG2 => "Aarch64MovwG2",
             HoleKind::Aarch64MovwG3 => "Aarch64MovwG3",
+            HoleKind::RiscvCall => "RiscvCall",
+            HoleKind::RiscvPcrelHi20 => "RiscvPcrelHi20",
+            HoleKind::RiscvPcrelLo12I => "RiscvPcrelLo12I",
+            HoleKind::RiscvPcrelLo12S => "RiscvPcrelLo12S",
+            HoleKind::RiscvGotHi20 => "RiscvGotHi20",
+            HoleKind::RiscvGotLo12I => "RiscvGotLo12I",
+            HoleKind::RiscvJal => "RiscvJal",
+            HoleKind::RiscvBranch => "RiscvBranch",
         }
     }
 
@@ -175,7 +219,7 @@ impl HoleKind {
     /// How many bytes at the hole's offset the patch reads and writes.
     pub const fn width(self) -> usize {
         match self {
-            HoleKind::Abs64 => 8,
+            HoleKind::Abs64 | HoleKind::RiscvCall => 8,
             _ => 4,
         }
     }
@@ -189,6 +233,8 @@ impl HoleKind {
                 | HoleKind::X86RexGotPc32Relaxable
                 | HoleKind::Aarch64AdrGotPage21
                 | HoleKind::Aarch64Ld64GotLo12
+                | HoleKind::RiscvGotHi20
+                | HoleKind::RiscvGotLo12I
         )
     }
 
@@ -208,6 +254,9 @@ impl HoleKind {
                 | HoleKind::Aarch64Branch26
                 | HoleKind::Aarch64Branch19
                 | HoleKind::Aarch64Branch14
+                | HoleKind::RiscvCall
+                | HoleKind::RiscvJal
+                | HoleKind::RiscvBranch
         )
     }
 
@@ -220,6 +269,14 @@ impl HoleKind {
             | HoleKind::X86GotPc32
             | HoleKind::X86GotPc32Relaxable
             | HoleKind::X86RexGotPc32Relaxable => Some(Arch::X86_64),
+            HoleKind::RiscvCall
+            | HoleKind::RiscvPcrelHi20
+            | HoleKind::RiscvPcrelLo12I
+            | HoleKind::RiscvPcrelLo12S
+            | HoleKind::RiscvGotHi20
+            | HoleKind::RiscvGotLo12I
+            | HoleKind::RiscvJal
+            | HoleKind::RiscvBranch => Some(Arch::Riscv64),
             _ => Some(Arch::Aarch64),
         }
     }
@@ -334,6 +391,8 @@ impl<'a> Stencil<'a> {
 pub enum Arch {
     X86_64,
     Aarch64,
+    /// RV64GC.
+    Riscv64,
 }
 
 impl Arch {
@@ -341,6 +400,7 @@ impl Arch {
         match self {
             Arch::X86_64 => "x86_64",
             Arch::Aarch64 => "aarch64",
+            Arch::Riscv64 => "riscv64",
         }
     }
 }
@@ -372,6 +432,8 @@ pub enum Abi {
     Win64,
     /// AArch64 procedure-call standard (Linux; Apple and Windows reserve `x18` on top).
     Aapcs64,
+    /// RISC-V LP64D (Linux): `gp` and `tp` belong to the process, never to a stencil.
+    Lp64d,
 }
 
 /// All stencils of one template set compiled for one target: what a generated stencil

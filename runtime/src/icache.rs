@@ -2,7 +2,8 @@
 //!
 //! AArch64 has separate, non-coherent instruction and data caches: code bytes written (by
 //! `pwrite` or through a writable view) must be cleaned to the point of unification and the
-//! stale instructions invalidated before the RX view executes them. x86-64 keeps the caches coherent in
+//! stale instructions invalidated before the RX view executes them. RISC-V needs `fence.i` on every hart that
+//! may run the code (the `riscv_flush_icache` system call on Linux). x86-64 keeps the caches coherent in
 //! hardware (a new trace is only reachable after `finish` returns, which orders the writes).
 //!
 //! qemu-user does not model the instruction cache, so a missing flush goes unnoticed when
@@ -77,6 +78,21 @@ fn flush_icache(start: usize, len: usize) {
     use windows_sys::Win32::System::Threading::GetCurrentProcess;
     // SAFETY: `start..start + len` is mapped code of this process.
     unsafe { FlushInstructionCache(GetCurrentProcess(), start as *const _, len) };
+}
+
+/// RISC-V Linux: `fence.i` only orders the calling hart's own fetches, and the thread may
+/// migrate (or another thread run the trace) on another hart, so ask the kernel
+/// (`riscv_flush_icache`, flags 0: every hart of the process).
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+fn flush_icache(start: usize, len: usize) {
+    const SYS_RISCV_FLUSH_ICACHE: libc::c_long = 259;
+    // SAFETY: the syscall only synchronizes instruction fetch; the range is mapped code.
+    let r = unsafe { libc::syscall(SYS_RISCV_FLUSH_ICACHE, start, start + len, 0usize) };
+    if r != 0 {
+        // Cannot happen for a valid range and zero flags; keep at least this hart coherent.
+        // SAFETY: `fence.i` has no operands and no memory effects beyond fetch ordering.
+        unsafe { std::arch::asm!("fence.i", options(nostack)) };
+    }
 }
 
 #[cfg(all(target_arch = "x86_64", not(windows)))]

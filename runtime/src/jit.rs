@@ -145,6 +145,8 @@ impl<'s> Jit<'s> {
 
 const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
     Arch::Aarch64
+} else if cfg!(target_arch = "riscv64") {
+    Arch::Riscv64
 } else {
     Arch::X86_64
 };
@@ -153,7 +155,13 @@ const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
 /// for this architecture, and every hole lies inside its section and refers to an operand,
 /// target or symbol that exists.
 fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
-    if set.arch != HOST_ARCH || !cfg!(any(target_arch = "x86_64", target_arch = "aarch64")) {
+    if set.arch != HOST_ARCH
+        || !cfg!(any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        ))
+    {
         return Err(Error::WrongArch {
             target: set.target.to_string(),
             host: std::env::consts::ARCH,

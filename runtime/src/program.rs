@@ -8,7 +8,7 @@
 //! veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no `match`
 //! on the architecture.
 
-use crate::patch::{self, VENEER_SIZE};
+use crate::patch;
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 
 /// Where a hole's value comes from, per instance.
@@ -240,37 +240,47 @@ pub(crate) struct ArchFacts {
     pub tail_kind: HoleKind,
     pub tail_hole_offset: u32,
     pub tail_addend: i64,
-    /// A veneer jumping to an address.
-    pub veneer: fn(u64) -> [u8; VENEER_SIZE],
+    /// Size of one veneer, and how to write one that jumps to an address.
+    pub veneer_size: usize,
+    pub write_veneer: fn(&mut [u8], u64),
     /// How far (bytes) a direct branch reaches; used to place chunks near the helpers.
     pub reach: u64,
 }
 
-/// The continuation jumps, as the ISA crate (the one owner of encodings) defines them.
-const X86_JUMP: cpjit_isa::ContinuationJump = cpjit_isa::continuation_jump(Arch::X86_64);
-const A64_JUMP: cpjit_isa::ContinuationJump = cpjit_isa::continuation_jump(Arch::Aarch64);
-
 impl ArchFacts {
     pub fn of(arch: Arch) -> ArchFacts {
-        match arch {
-            Arch::X86_64 => ArchFacts {
-                trap: 0xcc,
-                tail_jump: X86_JUMP.bytes,
-                tail_kind: X86_JUMP.kind,
-                tail_hole_offset: X86_JUMP.field_offset as u32,
-                tail_addend: X86_JUMP.addend,
-                veneer: patch::x86_64_veneer,
-                reach: (1 << 31) - (64 << 20),
-            },
-            Arch::Aarch64 => ArchFacts {
-                trap: 0x00,
-                tail_jump: A64_JUMP.bytes,
-                tail_kind: A64_JUMP.kind,
-                tail_hole_offset: A64_JUMP.field_offset as u32,
-                tail_addend: A64_JUMP.addend,
-                veneer: patch::aarch64_veneer,
-                reach: 128 << 20,
-            },
+        // The continuation jump and veneers come from the ISA crate, the one owner of
+        // encodings; a trap byte and a branch reach are all that is left per architecture.
+        let jump = cpjit_isa::continuation_jump(arch);
+        let (trap, write_veneer, reach): (u8, fn(&mut [u8], u64), u64) = match arch {
+            // int3; rel32 reaches ±2 GiB (less a margin for the trace itself).
+            Arch::X86_64 => (
+                0xcc,
+                |out, to| out.copy_from_slice(&patch::x86_64_veneer(to)),
+                (1 << 31) - (64 << 20),
+            ),
+            // udf #0; b/bl reach ±128 MiB.
+            Arch::Aarch64 => (
+                0x00,
+                |out, to| out.copy_from_slice(&patch::aarch64_veneer(to)),
+                128 << 20,
+            ),
+            // An all-zero word is illegal; auipc pairs reach ±2 GiB.
+            Arch::Riscv64 => (
+                0x00,
+                |out, to| out.copy_from_slice(&patch::riscv64_veneer(to)),
+                (1 << 31) - (64 << 20),
+            ),
+        };
+        ArchFacts {
+            trap,
+            tail_jump: jump.bytes,
+            tail_kind: jump.kind,
+            tail_hole_offset: jump.field_offset as u32,
+            tail_addend: jump.addend,
+            veneer_size: cpjit_isa::veneer_size(arch),
+            write_veneer,
+            reach,
         }
     }
 

@@ -18,7 +18,7 @@
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
-use crate::patch::{self, PatchError, VENEER_SIZE};
+use crate::patch::{self, PatchError};
 use crate::program::{Action, Bound, Program, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, TraceBuilder};
@@ -197,7 +197,7 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
 /// GOT slot); [`publish`] returns what was not used.
 fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
-    let code_size = layout.veneer_base() + layout.veneer_bound as usize * VENEER_SIZE;
+    let code_size = layout.veneer_base() + layout.veneer_bound as usize * jit.facts.veneer_size;
     let data_size = layout.got_base() + layout.got_bound as usize * 8;
     let block = jit
         .arena
@@ -249,7 +249,8 @@ fn write(
         got_base: layout.got_base(),
         veneers: &mut scratch.veneers,
         veneer_base: layout.veneer_base(),
-        veneer: jit.facts.veneer,
+        veneer_size: jit.facts.veneer_size,
+        write_veneer: jit.facts.write_veneer,
     };
     let nop = set.nop;
     let (mut code_end, mut data_end) = (0usize, 0usize);
@@ -317,7 +318,7 @@ fn publish(jit: &Jit<'_>, mut trace: Trace, layout: Layout, scratch: &Scratch) -
     trace.code_len = if veneers == 0 {
         layout.code_len
     } else {
-        layout.veneer_base() + veneers * VENEER_SIZE
+        layout.veneer_base() + veneers * jit.facts.veneer_size
     };
     trace.got_slots = scratch.got.len();
     trace.data_len = layout.got_base() + 8 * trace.got_slots;
@@ -362,7 +363,8 @@ struct Writer<'a, 'j, 's> {
     got_base: usize,
     veneers: &'a mut SlotTable,
     veneer_base: usize,
-    veneer: fn(u64) -> [u8; VENEER_SIZE],
+    veneer_size: usize,
+    write_veneer: fn(&mut [u8], u64),
 }
 
 impl Writer<'_, '_, '_> {
@@ -539,9 +541,9 @@ impl Writer<'_, '_, '_> {
         let bias = branch_bias(kind);
         let destination = target.wrapping_add(bias);
         let (slot, new) = self.veneers.slot(destination);
-        let at = self.veneer_base + slot as usize * VENEER_SIZE;
+        let at = self.veneer_base + slot as usize * self.veneer_size;
         if new {
-            self.code[at..at + VENEER_SIZE].copy_from_slice(&(self.veneer)(destination));
+            (self.write_veneer)(&mut self.code[at..at + self.veneer_size], destination);
         }
         let veneer = self.code_base + at as u64;
         patch::patch(kind, self.code, offset, place, veneer.wrapping_sub(bias))

@@ -57,6 +57,24 @@ mod host {
     pub const RET: &[u8] = &[0x1f, 0x20, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6];
 }
 
+#[cfg(target_arch = "riscv64")]
+mod host {
+    use super::*;
+    pub const ARCH: Arch = Arch::Riscv64;
+    pub const NOP: &[u8] = &[0x13, 0x00, 0x00, 0x00];
+    /// `auipc ra, 0; jalr ra, 0(ra)` (`call far`)
+    pub const CALL: &[u8] = &[0x97, 0x00, 0x00, 0x00, 0xe7, 0x80, 0x00, 0x00];
+    pub const CALL_HOLE: Hole = Hole {
+        section: Section::Code,
+        offset: 0,
+        kind: HoleKind::RiscvCall,
+        value: HoleValue::Symbol(0),
+        addend: 0,
+    };
+    /// `nop; ret`
+    pub const RET: &[u8] = &[0x13, 0x00, 0x00, 0x00, 0x67, 0x80, 0x00, 0x00];
+}
+
 static HOLES: [Hole; 1] = [host::CALL_HOLE];
 static STENCILS: [Stencil<'static>; 2] = [
     Stencil {
@@ -114,7 +132,7 @@ fn flush_covers_exactly_the_written_code_including_veneers() {
     let trace = t.finish().unwrap();
     assert_eq!(trace.veneers(), 1);
     let code_len = host::CALL.len().next_multiple_of(4) + host::RET.len(); // call, pad, ret
-    let expected_len = code_len.next_multiple_of(16) + 16;
+    let expected_len = code_len.next_multiple_of(16) + crate::patch::veneer_size(host::ARCH);
     assert_eq!(trace.code_range().len(), expected_len);
     assert_eq!(
         *recorder.ranges.lock().unwrap(),

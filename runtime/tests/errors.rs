@@ -166,7 +166,7 @@ fn running_out_of_reserved_memory_is_an_error() {
 fn a_set_for_another_architecture_is_rejected() {
     let other = match SET.arch {
         Arch::X86_64 => Arch::Aarch64,
-        Arch::Aarch64 => Arch::X86_64,
+        Arch::Aarch64 | Arch::Riscv64 => Arch::X86_64,
     };
     let set = leak(StencilSet {
         arch: other,
@@ -256,6 +256,13 @@ fn an_address_out_of_a_holes_reach_is_an_error_in_release_builds_too() {
             0,
             0,
         ),
+        // `auipc a0, %pcrel_hi(X); ret`
+        Arch::Riscv64 => (
+            &[0x17, 0x05, 0x00, 0x00, 0x82, 0x80],
+            HoleKind::RiscvPcrelHi20,
+            0,
+            0,
+        ),
     };
     let hole = Hole {
         section: Section::Code,
@@ -271,7 +278,7 @@ fn an_address_out_of_a_holes_reach_is_an_error_in_release_builds_too() {
         s.falls_through = false;
     });
     let jit = Jit::new(set, resolve).unwrap();
-    // 2^44 bytes away from this code: beyond ±2 GiB (rel32) and ±4 GiB (adrp).
+    // 2^44 bytes away from this code: beyond ±2 GiB (rel32, auipc) and ±4 GiB (adrp).
     let here = an_address_out_of_a_holes_reach_is_an_error_in_release_builds_too as *const ();
     let far = (here as usize as u64) ^ (1 << 44);
     let mut t = jit.trace();

@@ -1,6 +1,6 @@
 //! The patch functions against an independent implementation: for every relocation in the
-//! fixtures (`fixtures/patch/`, made by `gen.sh` with llvm-mc-19 and ld.lld-19, lld-link-19,
-//! ld64.lld-19), patching the assembler's unrelocated bytes must give exactly the linker's
+//! fixtures (`fixtures/patch/`, made by `gen.sh` with llvm-mc-19 and ld.lld-19 (x86-64,
+//! AArch64, RISC-V), lld-link-19, ld64.lld-19), patching the assembler's unrelocated bytes must give exactly the linker's
 //! bytes. The COFF and Mach-O fixtures list raw relocations: the test folds their implicit
 //! addends out of the bytes and clears the fields first (`fixtures/patch/fold.rs`), as the
 //! toolchain's object readers do, so the runtime only ever sees explicit addends.
@@ -11,7 +11,7 @@ mod fold;
 use cpjit_runtime::model::HoleKind;
 use cpjit_runtime::patch::{
     aarch64_veneer, in_range, patch, relax_aarch64_got_pair, relax_x86_got_load,
-    relax_x86_got_load_constant, x86_64_veneer,
+    relax_x86_got_load_constant, riscv64_veneer, x86_64_veneer,
 };
 use std::collections::BTreeSet;
 
@@ -33,7 +33,7 @@ macro_rules! case {
     };
 }
 
-fn cases() -> [Case; 10] {
+fn cases() -> [Case; 11] {
     [
         case!("elf_x86_64"),
         case!("elf_x86_64_relax"),
@@ -41,6 +41,7 @@ fn cases() -> [Case; 10] {
         case!("elf_aarch64"),
         case!("elf_aarch64_relax"),
         case!("a64_const"),
+        case!("elf_riscv64"),
         case!("coff_x86_64"),
         case!("coff_aarch64"),
         case!("macho_x86_64"),
@@ -309,6 +310,10 @@ fn veneers_equal_the_assemblers() {
     assert_eq!(
         aarch64_veneer(target),
         *include_bytes!("fixtures/patch/veneer_aarch64.bin")
+    );
+    assert_eq!(
+        riscv64_veneer(target),
+        *include_bytes!("fixtures/patch/veneer_riscv64.bin")
     );
 }
 

@@ -35,6 +35,14 @@ fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
         HoleKind::Aarch64MovwG1 => word(0xf2a0_0009),   // movk x9, #0, lsl #16
         HoleKind::Aarch64MovwG2 => word(0xf2c0_0009),   // movk x9, #0, lsl #32
         HoleKind::Aarch64MovwG3 => word(0xd2e0_0009),   // movz x9, #0, lsl #48
+        HoleKind::RiscvCall => ([0x97, 0, 0, 0, 0xe7, 0x80, 0, 0].to_vec(), 0), // auipc ra; jalr ra
+        HoleKind::RiscvPcrelHi20 => word(0x0000_0517),  // auipc a0, 0
+        HoleKind::RiscvPcrelLo12I => word(0x0005_0513), // addi a0, a0, 0
+        HoleKind::RiscvPcrelLo12S => word(0x00b5_3023), // sd a1, 0(a0)
+        HoleKind::RiscvGotHi20 => word(0x0000_0597),    // auipc a1, 0
+        HoleKind::RiscvGotLo12I => word(0x0005_b583),   // ld a1, 0(a1)
+        HoleKind::RiscvJal => word(0x0000_00ef),        // jal ra, 0
+        HoleKind::RiscvBranch => word(0x00b5_0063),     // beq a0, a1, 0
     }
 }
 
@@ -120,6 +128,80 @@ fn pc_relative_kinds_accept_both_ends_and_reject_one_step_beyond() {
             }
         }
     }
+}
+
+/// RISC-V PC-relative kinds: (kind, min, max, alignment) of `value - place`.
+const RISCV_PC_RELATIVE: [(HoleKind, i64, i64, i64); 5] = [
+    (
+        HoleKind::RiscvCall,
+        -(1 << 31) - 0x800,
+        (1 << 31) - 0x801,
+        1,
+    ),
+    (
+        HoleKind::RiscvPcrelHi20,
+        -(1 << 31) - 0x800,
+        (1 << 31) - 0x801,
+        1,
+    ),
+    (
+        HoleKind::RiscvGotHi20,
+        -(1 << 31) - 0x800,
+        (1 << 31) - 0x801,
+        1,
+    ),
+    (HoleKind::RiscvJal, -(1 << 20), (1 << 20) - 2, 2),
+    (HoleKind::RiscvBranch, -(1 << 12), (1 << 12) - 2, 2),
+];
+
+#[test]
+fn riscv_kinds_accept_both_ends_and_reject_one_step_beyond() {
+    for (kind, min, max, align) in RISCV_PC_RELATIVE {
+        let at = |d: i64| PLACE.wrapping_add(d as u64);
+        assert!(try_patch(kind, at(min)).is_ok(), "{kind} min");
+        assert!(try_patch(kind, at(max)).is_ok(), "{kind} max");
+        assert_eq!(
+            try_patch(kind, at(min - align)),
+            out_of_range(min, max, min - align)
+        );
+        assert_eq!(
+            try_patch(kind, at(max + align)),
+            out_of_range(min, max, max + align)
+        );
+        assert!(try_patch(kind, at(i64::MAX)).is_err(), "{kind}");
+        assert!(try_patch(kind, at(i64::MIN)).is_err(), "{kind}");
+        if align > 1 {
+            assert_eq!(
+                try_patch(kind, at(1)),
+                Err(Problem::Misaligned { align: 2 })
+            );
+        }
+    }
+    // The lo12 halves carry no range of their own (their HI20 does).
+    for kind in [
+        HoleKind::RiscvPcrelLo12I,
+        HoleKind::RiscvPcrelLo12S,
+        HoleKind::RiscvGotLo12I,
+    ] {
+        for value in [0, 1, 0xfff, 0x8000_0000_0000_0000, u64::MAX] {
+            assert!(try_patch(kind, value).is_ok(), "{kind} {value:#x}");
+        }
+    }
+}
+
+#[test]
+fn riscv_call_pairs_must_go_through_the_auipc_register() {
+    // auipc ra; jalr ra, 0(t1): the jalr does not use the auipc's result.
+    let mut code = [0x97, 0, 0, 0, 0xe7, 0x00, 0x03, 0];
+    let err = patch(HoleKind::RiscvCall, &mut code, 0, PLACE, PLACE + 8).unwrap_err();
+    assert!(
+        matches!(err.problem, Problem::UnexpectedInstruction { .. }),
+        "{err}"
+    );
+    // The extreme call: hi20 0x7ffff, lo12 0x7ff.
+    let max = try_patch(HoleKind::RiscvCall, PLACE + (1 << 31) - 0x801).unwrap();
+    assert_eq!(max[..4], 0x7fff_f097u32.to_le_bytes());
+    assert_eq!(max[4..], 0x7ff0_80e7u32.to_le_bytes());
 }
 
 #[test]
@@ -211,6 +293,8 @@ fn every_kind_rejects_the_wrong_instruction() {
             None => continue,
             Some(cpjit_runtime::model::Arch::X86_64) => (vec![0x90, 0x90, 0x90, 0, 0, 0, 0], 3),
             Some(cpjit_runtime::model::Arch::Aarch64) => (nop.to_vec(), 0),
+            // An AArch64 `nop` word has RISC-V major opcode 0x1f: none of the patched forms.
+            Some(cpjit_runtime::model::Arch::Riscv64) => ([nop, nop].concat(), 0),
         };
         let err = patch(kind, &mut code, offset, PLACE, PLACE).unwrap_err();
         assert!(

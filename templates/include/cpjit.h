@@ -1,6 +1,7 @@
 /* cpjit.h: conventions shared by every stencil of a template set.
  *
- * A stencil is a `preserve_none` function with the signature `cpjit_op`. Its holes are
+ * A stencil is a `preserve_none` function (the standard convention on RISC-V) with the
+ * signature `cpjit_op`. Its holes are
  * extern symbols with the `_JIT_` prefix:
  *   - `_JIT_CONTINUE`            the next instance in the trace (musttail call);
  *   - `_JIT_<NAME>_TARGET`       a jump target named by the caller (musttail call);
@@ -22,7 +23,13 @@
 #define CPJIT_HOLE extern
 #endif
 
+/* clang-19 has no preserve_none for RISC-V (it warns and ignores the attribute): there the
+ * stencils use the standard convention, which musttail supports as well. */
+#if defined(__riscv)
+#define CPJIT_CC
+#else
 #define CPJIT_CC __attribute__((preserve_none))
+#endif
 
 /* Marks a writable static as deliberate per-instance data: every instance of every stencil
  * that references it gets its own private copy, initialised from the template. Writable

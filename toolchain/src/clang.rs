@@ -70,7 +70,7 @@ pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
         .get(&target.triple)
         .cloned()
         .unwrap_or_default();
-    let mut flags = vec![format!("--target={}", target.triple)];
+    let mut flags = vec![format!("--target={}", target.llvm_triple())];
     flags.extend(MANDATORY_FLAGS.iter().map(|s| s.to_string()));
     flags.push(format!("-ffile-prefix-map={}=.", manifest.root.display()));
     let removed = |f: &String| per_target.remove_cflags.contains(f);

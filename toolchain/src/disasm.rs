@@ -15,19 +15,40 @@ pub struct Instruction {
 }
 
 /// Disassembles `code` for `triple`. Bytes that do not decode become a `.byte` line
-/// (one byte for x86, four for AArch64), so a listing always covers every byte.
+/// (one byte for x86, four for AArch64, two for RISC-V), so a listing always covers every byte.
 pub fn disassemble(triple: &str, code: &[u8]) -> Result<Vec<Instruction>> {
     crate::llvm::initialize();
     let c_triple = CString::new(triple).map_err(|_| Error(format!("bad triple `{triple}`")))?;
     // SAFETY: the context is created, used on this thread only and disposed below; the
     // buffers passed to LLVM outlive each call.
     unsafe {
-        let dc = LLVMCreateDisasm(c_triple.as_ptr(), std::ptr::null_mut(), 0, None, None);
+        // LLVM's RISC-V disassembler decodes only the base ISA unless told the extensions:
+        // every standard one a riscv64 target may compile for (G and C), so no stencil
+        // instruction is left undecoded (and unchecked for reserved registers).
+        let dc = if triple.starts_with("riscv") {
+            LLVMCreateDisasmCPUFeatures(
+                c_triple.as_ptr(),
+                c"generic-rv64".as_ptr(),
+                c"+m,+a,+f,+d,+c,+zicsr,+zifencei".as_ptr(),
+                std::ptr::null_mut(),
+                0,
+                None,
+                None,
+            )
+        } else {
+            LLVMCreateDisasm(c_triple.as_ptr(), std::ptr::null_mut(), 0, None, None)
+        };
         if dc.is_null() {
             return Err(Error(format!("LLVM has no disassembler for `{triple}`")));
         }
         LLVMSetDisasmOptions(dc, LLVMDisassembler_Option_PrintImmHex);
-        let step_on_failure = if triple.starts_with("aarch64") { 4 } else { 1 };
+        let step_on_failure = if triple.starts_with("aarch64") {
+            4
+        } else if triple.starts_with("riscv") {
+            2
+        } else {
+            1
+        };
         let mut out = Vec::new();
         let mut offset = 0usize;
         let mut text = [0 as std::ffi::c_char; 256];

@@ -316,7 +316,7 @@ pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
                     ""
                 }
             ));
-            for line in listing::lines(&set.target.triple, s)? {
+            for line in listing::lines(set.target.llvm_triple(), s)? {
                 out.push_str("  ");
                 out.push_str(&line);
                 out.push('\n');

@@ -11,7 +11,7 @@ use inkwell::targets::{FileType, InitializationConfig, Target as LlvmTarget, Tar
 use inkwell::OptimizationLevel;
 use std::sync::Once;
 
-/// Initialises the X86 and AArch64 back ends, including their disassemblers (once).
+/// Initialises the X86, AArch64 and RISC-V back ends, including their disassemblers (once).
 pub fn initialize() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
@@ -25,6 +25,7 @@ pub fn initialize() {
         };
         LlvmTarget::initialize_x86(&config);
         LlvmTarget::initialize_aarch64(&config);
+        LlvmTarget::initialize_riscv(&config);
     });
 }
 
@@ -111,7 +112,7 @@ pub fn function_sections(module: &Module, target: &Target) {
 
 /// Emits `module` as an object file for `target`, into memory.
 pub fn emit_object(module: &Module, target: &Target, level: OptimizationLevel) -> Result<Vec<u8>> {
-    let triple = TargetTriple::create(&target.triple);
+    let triple = TargetTriple::create(target.llvm_triple());
     let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| {
         Error(format!(
             "LLVM has no back end for `{}`: {}",

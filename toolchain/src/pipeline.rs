@@ -149,6 +149,7 @@ impl Pipeline<'_> {
         let site = Site {
             target: &target.triple,
             template: &template,
+            op_cc: target.op_calling_convention,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
@@ -187,7 +188,7 @@ impl Pipeline<'_> {
         };
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
-        instructions::mark_relaxable_got_uses(&target.triple, &mut stencils)?;
+        instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
@@ -383,7 +384,7 @@ pub fn check_reserved_registers(
     }
     let mut errors = Vec::new();
     for s in stencils {
-        for inst in disasm::disassemble(&target.triple, &s.code)? {
+        for inst in disasm::disassemble(target.llvm_triple(), &s.code)? {
             if let Some(reg) = names.iter().find(|r| disasm::uses_register(&inst.text, r)) {
                 errors.push(Error(format!(
                     "{}: {template}: stencil `{}`: code offset {:#x}: `{}` uses the reserved register {reg}",
@@ -474,5 +475,21 @@ mod tests {
             &[stencil(&code[..4])],
         )
         .unwrap();
+    }
+
+    #[test]
+    fn riscv_stencils_may_not_touch_gp_or_tp() {
+        let riscv = target("riscv64gc-unknown-linux-gnu");
+        // c.mv a1, a2 ; mv a0, tp ; ret — the compressed move must decode too.
+        let code = [0xb2, 0x85, 0x13, 0x05, 0x02, 0x00, 0x82, 0x80];
+        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&code)]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "riscv64gc-unknown-linux-gnu: t.c: stencil `op_x`: code offset 0x2: `mv a0, tp` uses the reserved register tp"
+        );
+        // c.addi gp, 1: compressed, gp.
+        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&[0x85, 0x01])]).unwrap_err();
+        assert!(err.0.contains("reserved register"), "{}", err.0);
+        check_reserved_registers(&riscv, "t.c", &[stencil(&code[..2])]).unwrap();
     }
 }

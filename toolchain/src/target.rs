@@ -23,6 +23,10 @@ pub struct Target {
     pub code_align: u32,
     /// Registers stencils must never touch (e.g. `x18` on Apple and Windows AArch64).
     pub reserved_registers: Vec<String>,
+    /// See [`Target::llvm_triple`].
+    pub llvm_triple: Option<String>,
+    /// The calling convention every op (all stencils but the entry shim) must have.
+    pub op_calling_convention: OpCallingConvention,
     /// The file's bytes (part of the inputs digest).
     pub bytes: Vec<u8>,
 }
@@ -42,9 +46,25 @@ struct RawTarget {
     code_align: u32,
     #[serde(default)]
     reserved_registers: Vec<String>,
+    /// The triple clang and LLVM know the target by, when it differs from the Rust-style
+    /// name (`riscv64gc-…` is `riscv64-…` to LLVM; the ISA extensions go in `cflags`).
+    llvm_triple: Option<String>,
+    /// `preserve_none` (the default) or `c` where clang has no `preserve_none` for the
+    /// architecture (RISC-V in clang-19); must agree with `CPJIT_CC` in cpjit.h.
+    #[serde(default)]
+    op_calling_convention: Option<String>,
     /// Owned by the test matrix (`cargo xtask test-matrix`).
     #[allow(dead_code)]
     test: Option<toml::Table>,
+}
+
+/// The calling convention of a target's ops (the stencils that tail-call each other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpCallingConvention {
+    /// clang's `preserve_none`: every register is an argument or scratch register.
+    PreserveNone,
+    /// The platform's C convention (with `musttail`), where clang has no `preserve_none`.
+    C,
 }
 
 impl Target {
@@ -116,7 +136,8 @@ impl Target {
         let arch = match raw.arch.as_str() {
             "x86_64" => Arch::X86_64,
             "aarch64" => Arch::Aarch64,
-            v => return Err(bad("arch", v, "x86_64 or aarch64")),
+            "riscv64" => Arch::Riscv64,
+            v => return Err(bad("arch", v, "x86_64, aarch64 or riscv64")),
         };
         let format = match raw.format.as_str() {
             "elf" => ObjectFormat::Elf,
@@ -128,7 +149,8 @@ impl Target {
             "sysv64" => Abi::SysV64,
             "win64" => Abi::Win64,
             "aapcs64" => Abi::Aapcs64,
-            v => return Err(bad("abi", v, "sysv64, win64 or aapcs64")),
+            "lp64d" => Abi::Lp64d,
+            v => return Err(bad("abi", v, "sysv64, win64, aapcs64 or lp64d")),
         };
         parse_code_model(&raw.code_model).ok_or_else(|| {
             bad(
@@ -168,6 +190,13 @@ impl Target {
                     "an AArch64 general register such as x18",
                 ));
             }
+            if arch == Arch::Riscv64 && riscv_register_names(r).is_none() {
+                return Err(bad(
+                    "reserved_registers",
+                    r,
+                    "a RISC-V general register such as gp, tp or x3",
+                ));
+            }
             if arch == Arch::X86_64 {
                 return Err(bad(
                     "reserved_registers",
@@ -187,6 +216,12 @@ impl Target {
             nop,
             code_align: raw.code_align,
             reserved_registers: raw.reserved_registers,
+            llvm_triple: raw.llvm_triple,
+            op_calling_convention: match raw.op_calling_convention.as_deref() {
+                None | Some("preserve_none") => OpCallingConvention::PreserveNone,
+                Some("c") => OpCallingConvention::C,
+                Some(v) => return Err(bad("op_calling_convention", v, "preserve_none or c")),
+            },
             bytes,
         })
     }
@@ -203,12 +238,22 @@ impl Target {
     pub fn reserved_register_names(&self) -> Vec<String> {
         let mut names = Vec::new();
         for r in &self.reserved_registers {
-            if let Some(n) = aarch64_register_number(r) {
+            if self.arch == Arch::Riscv64 {
+                if let Some((numeric, abi)) = riscv_register_names(r) {
+                    names.push(numeric);
+                    names.push(abi.to_string());
+                }
+            } else if let Some(n) = aarch64_register_number(r) {
                 names.push(format!("x{n}"));
                 names.push(format!("w{n}"));
             }
         }
         names
+    }
+
+    /// The triple to give clang (`--target`), LLVM's code generator and its disassembler.
+    pub fn llvm_triple(&self) -> &str {
+        self.llvm_triple.as_deref().unwrap_or(&self.triple)
     }
 }
 
@@ -238,6 +283,23 @@ fn aarch64_register_number(r: &str) -> Option<u32> {
         .parse()
         .ok()?;
     (n <= 30).then_some(n)
+}
+
+/// RISC-V ABI register names, by number (`x0`..`x31`).
+const RISCV_ABI_NAMES: [&str; 32] = [
+    "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3", "a4",
+    "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4",
+    "t5", "t6",
+];
+
+/// `("x3", "gp")` for either `x3` or `gp`: both spellings, as the disassembler may print
+/// either.
+fn riscv_register_names(r: &str) -> Option<(String, &'static str)> {
+    let n = match r.strip_prefix('x').and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) if n < 32 => n,
+        _ => RISCV_ABI_NAMES.iter().position(|name| *name == r)?,
+    };
+    Some((format!("x{n}"), RISCV_ABI_NAMES[n]))
 }
 
 fn parse_hex(s: &str) -> Option<Vec<u8>> {

@@ -47,10 +47,14 @@ const PRESERVE_NONE_CC: u32 = 21;
 /// LLVM's `CallingConv::C`.
 const C_CC: u32 = 0;
 
+use crate::target::OpCallingConvention;
+
 /// Where errors happened: `"<target>: <template>"`.
 pub struct Site<'a> {
     pub target: &'a str,
     pub template: &'a str,
+    /// The calling convention the target's ops must have (`targets/<triple>.toml`).
+    pub op_cc: crate::target::OpCallingConvention,
 }
 
 /// Checks every stencil function of `module`; returns all errors found.
@@ -150,7 +154,15 @@ impl Validator<'_> {
                 "the C calling convention (the entry shim is called from native code)",
             )
         } else {
-            (PRESERVE_NONE_CC, "preserve_none (declare it with CPJIT_CC)")
+            match self.site.op_cc {
+                OpCallingConvention::PreserveNone => {
+                    (PRESERVE_NONE_CC, "preserve_none (declare it with CPJIT_CC)")
+                }
+                OpCallingConvention::C => (
+                    C_CC,
+                    "the C calling convention (this target has no preserve_none; declare it with CPJIT_CC)",
+                ),
+            }
         };
         let cc = LLVMGetFunctionCallConv(f);
         if cc != want_cc {

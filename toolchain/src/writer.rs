@@ -317,7 +317,7 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
         s.data.len(),
         plural(s.holes.len(), "hole")
     );
-    for line in listing::lines(&set.target.triple, s)? {
+    for line in listing::lines(set.target.llvm_triple(), s)? {
         let _ = writeln!(o, "    // {line}");
     }
     let _ = writeln!(
@@ -437,6 +437,7 @@ fn arch_variant(a: Arch) -> &'static str {
     match a {
         Arch::X86_64 => "X86_64",
         Arch::Aarch64 => "Aarch64",
+        Arch::Riscv64 => "Riscv64",
     }
 }
 
@@ -453,6 +454,7 @@ fn abi_variant(a: Abi) -> &'static str {
         Abi::SysV64 => "SysV64",
         Abi::Win64 => "Win64",
         Abi::Aapcs64 => "Aapcs64",
+        Abi::Lp64d => "Lp64d",
     }
 }
 

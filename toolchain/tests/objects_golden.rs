@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use cpjit_model::{Arch, ObjectFormat};
 use cpjit_toolchain::object::{read_stencils, ReadOptions};
 
-const TRIPLES: [&str; 6] = [
+const TRIPLES: [&str; 7] = [
     "x86_64-unknown-linux-gnu",
     "aarch64-unknown-linux-gnu",
     "x86_64-apple-darwin",
     "aarch64-apple-darwin",
     "x86_64-pc-windows-msvc",
     "aarch64-pc-windows-msvc",
+    "riscv64gc-unknown-linux-gnu",
 ];
 
 fn golden_dir() -> PathBuf {
@@ -27,6 +28,8 @@ fn golden_dir() -> PathBuf {
 fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
     let arch = if triple.starts_with("x86_64") {
         Arch::X86_64
+    } else if triple.starts_with("riscv64") {
+        Arch::Riscv64
     } else {
         Arch::Aarch64
     };

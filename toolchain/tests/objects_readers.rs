@@ -12,13 +12,14 @@ use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, Section};
 use cpjit_toolchain::object::{read_stencils, ObjectError, ObjectErrorKind, ReadOptions};
 use cpjit_toolchain::stencil::StencilBuf;
 
-const TRIPLES: [&str; 6] = [
+const TRIPLES: [&str; 7] = [
     "x86_64-unknown-linux-gnu",
     "aarch64-unknown-linux-gnu",
     "x86_64-apple-darwin",
     "aarch64-apple-darwin",
     "x86_64-pc-windows-msvc",
     "aarch64-pc-windows-msvc",
+    "riscv64gc-unknown-linux-gnu",
 ];
 
 fn fixture_path(triple: &str, name: &str) -> PathBuf {
@@ -35,6 +36,8 @@ fn fixture(triple: &str, name: &str) -> Vec<u8> {
 fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
     let arch = if triple.starts_with("x86_64") {
         Arch::X86_64
+    } else if triple.starts_with("riscv64") {
+        Arch::Riscv64
     } else {
         Arch::Aarch64
     };
@@ -87,6 +90,16 @@ fn data_target(hole: &cpjit_model::Hole) -> i64 {
         HoleKind::X86Pc32 => hole.addend + 4,
         _ => hole.addend,
     }
+}
+
+/// A RISC-V lo12 hole: its addend also holds the distance back to its `auipc`, so it is
+/// checked against its HI20 (`riscv_lo12_holes_carry_their_hi20_value_and_distance`), and
+/// the HI20 stands for the pair in the data-target checks.
+fn is_riscv_lo12(hole: &&cpjit_model::Hole) -> bool {
+    matches!(
+        hole.kind,
+        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I
+    )
 }
 
 #[test]
@@ -150,9 +163,15 @@ fn trailing_continuation_jump_is_elided_on_every_triple() {
             mix.holes.iter().any(|h| h.value == HoleValue::Continue),
             "{triple}"
         );
-        // The shim calls its continuation (not a tail call): never elided.
         let shim = read(triple, &fixture(triple, "shim")).unwrap();
         assert_eq!(shim.len(), 1);
+        if triple.starts_with("riscv64") {
+            // RISC-V stencils use the C convention (no preserve_none), so the shim's call
+            // is a plain tail call: elided, the shim is empty and falls into the first op.
+            assert!(shim[0].elided_continue && shim[0].code.is_empty());
+            continue;
+        }
+        // The shim calls its continuation (not a tail call): never elided.
         assert!(!shim[0].elided_continue);
         assert!(shim[0]
             .holes
@@ -174,6 +193,12 @@ fn hole_fields_are_zeroed() {
                     };
                     let field = &bytes[h.offset as usize..h.offset as usize + h.kind.width()];
                     match h.kind.arch() {
+                        Some(Arch::Riscv64) => {
+                            // Clearing the fields again must change nothing.
+                            let mut cleared = field.to_vec();
+                            cpjit_isa::riscv64::clear_fields(h.kind, &mut cleared).unwrap();
+                            assert_eq!(cleared, field, "{triple} {} {}", s.name, s.hole_text(h));
+                        }
                         Some(Arch::Aarch64) => {
                             let insn = u32::from_le_bytes(field.try_into().unwrap());
                             assert_eq!(
@@ -211,6 +236,7 @@ fn addends_point_at_the_referenced_data() {
             .holes
             .iter()
             .filter(|h| h.section == Section::Code && h.value == HoleValue::Data)
+            .filter(|h| !is_riscv_lo12(h))
             .map(data_target)
             .collect();
         code_targets.sort();
@@ -283,6 +309,7 @@ fn zero_fill_is_laid_out_after_initialized_data() {
             .holes
             .iter()
             .filter(|h| h.value == HoleValue::Data)
+            .filter(|h| !is_riscv_lo12(h))
             .map(data_target)
             .collect();
         offsets.sort();
@@ -516,8 +543,55 @@ fn unsupported_section_is_named() {
 }
 
 #[test]
+fn riscv_lo12_holes_carry_their_hi20_value_and_distance() {
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let mut pairs = 0;
+    for s in ops(triple) {
+        for lo in s.holes.iter().filter(|h| {
+            matches!(
+                h.kind,
+                HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I
+            )
+        }) {
+            let hi_kind = if lo.kind == HoleKind::RiscvGotLo12I {
+                HoleKind::RiscvGotHi20
+            } else {
+                HoleKind::RiscvPcrelHi20
+            };
+            // value - place at the lo12 equals value - place at its auipc.
+            let paired = s.holes.iter().any(|hi| {
+                hi.kind == hi_kind
+                    && hi.value == lo.value
+                    && hi.offset < lo.offset
+                    && lo.addend - hi.addend == i64::from(lo.offset - hi.offset)
+            });
+            assert!(paired, "{}: {lo:?} has no matching HI20", s.name);
+            pairs += 1;
+        }
+    }
+    assert!(pairs >= 4, "only {pairs} lo12 holes in the RISC-V ops");
+}
+
+#[test]
+fn riscv_relaxation_and_absolute_addresses_are_rejected() {
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let e = error_of(triple, &fixture(triple, "relax"));
+    assert_eq!(e.kind, ObjectErrorKind::Unsupported);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_RELAX"));
+    assert!(e.to_string().contains("-mno-relax"), "{e}");
+    let e = error_of(triple, &fixture(triple, "absolute32"));
+    assert_eq!(e.kind, ObjectErrorKind::UnknownRelocation);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_HI20"));
+    assert!(e.to_string().contains("-fpic"), "{e}");
+}
+
+#[test]
 fn elf_local_helper_in_a_shared_section_is_rejected() {
-    for triple in ["x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu"] {
+    for triple in [
+        "x86_64-unknown-linux-gnu",
+        "aarch64-unknown-linux-gnu",
+        "riscv64gc-unknown-linux-gnu",
+    ] {
         let e = error_of(triple, &fixture(triple, "ops_shared_text"));
         assert_eq!(e.kind, ObjectErrorKind::Unsupported);
         assert!(
@@ -680,4 +754,45 @@ fn many_random_byte_flips_never_panic() {
             let _ = read(triple, &bytes);
         }
     }
+}
+
+/// The file offsets of the `Elf64_Rela` entries of `bytes` whose type is `r_type`.
+fn elf_relas_of_type(bytes: &[u8], r_type: u32) -> Vec<usize> {
+    let elf = goblin::elf::Elf::parse(bytes).unwrap();
+    let mut out = vec![];
+    for s in elf.section_headers.iter() {
+        if s.sh_type == goblin::elf::section_header::SHT_RELA {
+            for i in 0..(s.sh_size / 24) as usize {
+                let at = s.sh_offset as usize + 24 * i;
+                let info = u64::from_le_bytes(bytes[at + 8..at + 16].try_into().unwrap());
+                if info as u32 == r_type {
+                    out.push(at);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn riscv_lo12_must_name_a_hi20_label_without_addend() {
+    const PCREL_LO12_I: u32 = 24;
+    const PCREL_HI20: u32 = 23;
+    let triple = "riscv64gc-unknown-linux-gnu";
+    let original = fixture(triple, "ops");
+    // An addend on the LO12 (the HI20 carries it): an error naming the relocation.
+    let mut bytes = original.clone();
+    let at = elf_relas_of_type(&bytes, PCREL_LO12_I)[0];
+    bytes[at + 16..at + 24].copy_from_slice(&4i64.to_le_bytes());
+    let e = error_of(triple, &bytes);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_PCREL_LO12_I"));
+    assert!(e.to_string().contains("addend 4 on a PCREL_LO12"), "{e}");
+    // The auipc's own relocation turned into a PCREL_LO12_I: it names the data symbol, not
+    // an auipc label, and says so (never patched as if it were paired).
+    let mut bytes = original;
+    let at = elf_relas_of_type(&bytes, PCREL_HI20)[0];
+    bytes[at + 8..at + 12].copy_from_slice(&PCREL_LO12_I.to_le_bytes());
+    let e = error_of(triple, &bytes);
+    assert_eq!(e.relocation.as_deref(), Some("R_RISCV_PCREL_LO12_I"));
+    assert!(e.to_string().contains("must name an auipc label"), "{e}");
 }

@@ -265,6 +265,7 @@ pub(crate) fn elf_object(
     let machine: u16 = match arch {
         Arch::X86_64 => 62,
         Arch::Aarch64 => 183,
+        Arch::Riscv64 => 243, // EM_RISCV
     };
     let shstrtab = b"\0.text\0.symtab\0.strtab\0.shstrtab\0.eh_frame\0";
     let eh_frame = eh_frame.unwrap_or_default();

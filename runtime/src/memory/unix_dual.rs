@@ -358,9 +358,12 @@ pub(crate) fn unmap(region: &mut Region) {
 /// Needed only under emulation: qemu-user caches translated code per guest address and
 /// drops it only when the range is unmapped or remapped; writes through a window are
 /// invisible to it, so a freed block reused for new code would run the old translation.
-/// Hardware needs nothing beyond the icache flush, so this runs where aarch64 Linux is
-/// tested under qemu, once per freed trace.
-#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+/// Hardware needs nothing beyond the icache flush, so this runs where aarch64 and riscv64
+/// Linux are tested under qemu (whose `riscv_flush_icache` is a no-op), once per freed trace.
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "aarch64", target_arch = "riscv64")
+))]
 pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
     let page = granularity();
     let start = offset & !(page - 1);
@@ -382,5 +385,8 @@ pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_arch = "aarch64")))]
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "aarch64", target_arch = "riscv64")
+)))]
 pub(crate) fn retire_code(_region: &Region, _offset: usize, _len: usize) {}

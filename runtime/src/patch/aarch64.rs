@@ -51,7 +51,15 @@ pub(super) fn field(kind: HoleKind, place: u64, value: u64) -> Result<u32, Probl
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
         | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable => Err(Problem::UnexpectedInstruction {
+        | HoleKind::X86RexGotPc32Relaxable
+        | HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvPcrelLo12I
+        | HoleKind::RiscvPcrelLo12S
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvGotLo12I
+        | HoleKind::RiscvJal
+        | HoleKind::RiscvBranch => Err(Problem::UnexpectedInstruction {
             found: 0,
             expected: "an AArch64 hole kind",
         }),

@@ -2,7 +2,8 @@
 //!
 //! [`patch`] writes a hole's final value into a copied stencil; [`in_range`] tells the
 //! assembler beforehand whether a value fits the encoding, so that it can route an
-//! out-of-range branch through a veneer ([`x86_64_veneer`], [`aarch64_veneer`]) or an
+//! out-of-range branch through a veneer ([`x86_64_veneer`], [`aarch64_veneer`],
+//! [`riscv64_veneer`]) or an
 //! out-of-range address through a GOT slot. The relaxations ([`relax_x86_got_load`],
 //! [`relax_x86_got_load_constant`], [`relax_aarch64_got_pair`]) turn a GOT load into a direct
 //! address or constant when the value allows it, removing a memory load.
@@ -21,7 +22,7 @@
 //!
 //! Instruction knowledge (classes, fields, relaxed forms, veneers) comes from `cpjit-isa`,
 //! which the toolchain shares; this module adds ranges, bounds and errors. The encodings
-//! follow the ELF psABIs for x86-64 and AArch64 and lld's implementation of them; the tests
+//! follow the ELF psABIs for x86-64, AArch64 and RISC-V and lld's implementation of them; the tests
 //! compare every function byte for byte with what llvm-mc-19 and the lld
 //! linkers produce for the same relocation (`runtime/tests/fixtures/patch/`).
 
@@ -29,12 +30,14 @@ mod aarch64;
 mod aarch64_relax;
 mod data;
 mod error;
+mod riscv64;
 mod x86_64;
 
 pub use aarch64_relax::relax_aarch64_got_pair;
 pub use cpjit_isa::aarch64::veneer as aarch64_veneer;
+pub use cpjit_isa::riscv64::veneer as riscv64_veneer;
 pub use cpjit_isa::x86_64::veneer as x86_64_veneer;
-pub use cpjit_isa::VENEER_SIZE;
+pub use cpjit_isa::{veneer_size, VENEER_SIZE};
 pub use error::{PatchError, PrecedingBytes, Problem};
 pub use x86_64::{relax_x86_got_load, relax_x86_got_load_constant};
 
@@ -76,6 +79,14 @@ pub fn patch(
         | HoleKind::Aarch64MovwG1
         | HoleKind::Aarch64MovwG2
         | HoleKind::Aarch64MovwG3 => aarch64::patch(kind, code, offset, place, value),
+        HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvPcrelLo12I
+        | HoleKind::RiscvPcrelLo12S
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvGotLo12I
+        | HoleKind::RiscvJal
+        | HoleKind::RiscvBranch => riscv64::patch(kind, code, offset, place, value),
     };
     result.map_err(|problem| PatchError {
         kind,
@@ -98,6 +109,14 @@ pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
         | HoleKind::X86GotPc32
         | HoleKind::X86GotPc32Relaxable
         | HoleKind::X86RexGotPc32Relaxable => x86_64::rel32(place, value).is_ok(),
+        HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvPcrelLo12I
+        | HoleKind::RiscvPcrelLo12S
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvGotLo12I
+        | HoleKind::RiscvJal
+        | HoleKind::RiscvBranch => riscv64::in_range(kind, place, value),
         _ => aarch64::field(kind, place, value).is_ok(),
     }
 }

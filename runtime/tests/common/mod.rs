@@ -12,13 +12,16 @@ mod stencils;
 #[cfg(target_arch = "aarch64")]
 #[path = "stencils_aarch64.rs"]
 mod stencils;
+#[cfg(target_arch = "riscv64")]
+#[path = "stencils_riscv64.rs"]
+mod stencils;
 
 use cpjit_runtime::model::StencilSet;
 use cpjit_runtime::{InstanceId, Trace};
 
 pub static SET: &StencilSet<'static> = &stencils::SET;
 
-/// The frame the test ops work on (through x20 / r12).
+/// The frame the test ops work on (through x20 / r12 / s2).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Frame {

@@ -15,6 +15,7 @@ SETS = [
     ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "x86_64-unknown-linux-gnu", "X86_64", "Elf", "SysV64", [0x90]),
     ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "x86_64-pc-windows-msvc", "X86_64", "Elf", "Win64", [0x90]),
     ("aarch64.s", "aarch64-linux-gnu", "aarch64", "aarch64-unknown-linux-gnu", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5]),
+    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "riscv64gc-unknown-linux-gnu", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00]),
 ]
 KINDS = {
     "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
@@ -28,6 +29,10 @@ KINDS = {
     "R_AARCH64_LD64_GOT_LO12_NC": "Aarch64Ld64GotLo12",
     "R_AARCH64_MOVW_UABS_G0_NC": "Aarch64MovwG0", "R_AARCH64_MOVW_UABS_G1_NC": "Aarch64MovwG1",
     "R_AARCH64_MOVW_UABS_G2_NC": "Aarch64MovwG2", "R_AARCH64_MOVW_UABS_G3": "Aarch64MovwG3",
+    "R_RISCV_64": "Abs64", "R_RISCV_CALL_PLT": "RiscvCall", "R_RISCV_JAL": "RiscvJal",
+    "R_RISCV_BRANCH": "RiscvBranch", "R_RISCV_PCREL_HI20": "RiscvPcrelHi20",
+    "R_RISCV_GOT_HI20": "RiscvGotHi20", "R_RISCV_PCREL_LO12_I": "RiscvPcrelLo12I",
+    "R_RISCV_PCREL_LO12_S": "RiscvPcrelLo12S",
 }
 
 
@@ -54,6 +59,13 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
             m = re.match(r"\s*0x([0-9A-F]+) (\S+) (\S+) 0x([0-9A-F]+)", line)
             if m and current is not None:
                 current.append((int(m.group(1), 16), m.group(2), m.group(3), int(m.group(4), 16)))
+        # Locally defined labels: name -> (section, offset). RISC-V PCREL_LO12 relocations
+        # name their auipc's label; PC-relative references to local data name its label.
+        local = {}
+        for line in run("llvm-objdump-19", "-t", obj).splitlines():
+            m = re.match(r"([0-9a-f]{16}) l\s+\S*\s+(\.\S+)\s+[0-9a-f]+ (\S+)$", line)
+            if m and m.group(3) != m.group(2):
+                local[m.group(3)] = (m.group(2), int(m.group(1), 16))
         sections = re.findall(r"\.text\.(\w+)", run("llvm-readobj-19", "-S", obj))
         names = sorted(set(sections))
         disasm = run("llvm-objdump-19", "-d", "--no-show-raw-insn", "-M", "intel", obj) if arch == "X86_64" else run("llvm-objdump-19", "-d", "--no-show-raw-insn", obj)
@@ -65,7 +77,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
             raw = [("Code", r) for r in relocs.get(f".text.{name}", [])] + [("Data", r) for r in relocs.get(f".data.{name}", [])]
             operands = sorted({s for _, (_, _, s, _) in raw if re.fullmatch(r"OPERAND\d+", s)})
             targets = sorted({s for _, (_, _, s, _) in raw if s.endswith("_TARGET")})
-            symbols = sorted({s for _, (_, _, s, _) in raw if s not in operands and s not in targets and s != "CONTINUE" and not s.startswith(".")})
+            symbols = sorted({s for _, (_, _, s, _) in raw if s not in operands and s not in targets and s != "CONTINUE" and not s.startswith(".") and s not in local})
             all_symbols |= set(symbols)
             holes = []
             for section, (offset, rtype, sym, addend) in raw:
@@ -75,7 +87,19 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
                     kind = "X86GotPc32"  # e.g. `add r, [rip+G]`: only mov/call/jmp are relaxable
                 if addend >= 1 << 63:
                     addend -= 1 << 64
-                if sym == "CONTINUE":
+                if kind in ("RiscvPcrelLo12I", "RiscvPcrelLo12S"):
+                    # The HI20 at the label gives kind (GOT or not), value and addend; the
+                    # distance from it to here is folded in, as the toolchain does.
+                    label = local[sym][1]
+                    hi = next(h for h in holes if h[0] == section and h[1] == label)
+                    if hi[2] == "RiscvGotHi20":
+                        kind = "RiscvGotLo12I"
+                    holes.append((section, offset, kind, hi[3], hi[4] + offset - label))
+                    continue
+                if sym in local and local[sym][0].startswith(".data."):
+                    value = "Data"
+                    addend += local[sym][1]
+                elif sym == "CONTINUE":
                     value = "Continue"
                 elif sym in targets:
                     value = f"Target({targets.index(sym)})"
@@ -106,7 +130,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
             out.append("    Stencil {")
             out.append(f"        name: {name!r},".replace("'", '"'))
             out.append(f"        code: {bytes_lit(code)},")
-            out.append(f"        code_align: {4 if arch == 'Aarch64' else 1},")
+            out.append(f"        code_align: {4 if arch in ('Aarch64', 'Riscv64') else 1},")
             out.append(f"        data: {bytes_lit(data)},")
             out.append("        data_align: 8,")
             out.append("        holes: &[" + "".join(f"\n            {h}," for h in hole_src) + ("\n        ],"if hole_src else "],"))
@@ -114,7 +138,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
             out.append("        targets: &[" + ", ".join(f'"{t}"' for t in targets) + "],")
             out.append("        symbols: &[" + ", ".join(str(all_symbols.index(s)) for s in symbols) + "],")
             last = dis.strip().splitlines()[-1].split()[1] if dis.strip() else ""
-            out.append(f"        falls_through: {'false' if last in ('ret', 'jmp', 'b', 'br') else 'true'},")
+            out.append(f"        falls_through: {'false' if last in ('ret', 'jmp', 'b', 'br', 'jr') else 'true'},")
             out.append("    },")
         out.append("];")
         out.append("")

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use cpjit_isa::{aarch64, continuation_jump, x86_64};
+use cpjit_isa::{aarch64, continuation_jump, riscv64, x86_64};
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section};
 
 use super::error::{ObjectError, ObjectErrorKind};
@@ -573,6 +573,19 @@ fn pad_code(code: &mut Vec<u8>, align: u32, arch: Arch) -> Result<(), ObjectErro
                 "AArch64 function size is not a multiple of 4",
             ))
         }
+        Arch::Riscv64 if gap % 2 == 0 => {
+            if gap % 4 == 2 {
+                code.extend_from_slice(&riscv64::C_NOP.to_le_bytes());
+            }
+            for _ in 0..gap / 4 {
+                code.extend_from_slice(&riscv64::NOP.to_le_bytes());
+            }
+        }
+        Arch::Riscv64 => {
+            return Err(ObjectError::corrupt(
+                "RISC-V function size is not a multiple of 2",
+            ))
+        }
     }
     Ok(())
 }
@@ -584,6 +597,14 @@ fn clear_field(bytes: &mut [u8], at: u64, kind: HoleKind) -> Result<(), ObjectEr
     let field = bytes
         .get_mut(at..at + width)
         .ok_or_else(|| ObjectError::truncated("hole past the end of the bytes"))?;
+    if kind.arch() == Some(Arch::Riscv64) {
+        return riscv64::clear_fields(kind, field).map_err(|expected| {
+            ObjectError::new(
+                ObjectErrorKind::UnexpectedInstruction,
+                format!("instruction is not {expected}, the form {kind} patches"),
+            )
+        });
+    }
     if kind.arch() != Some(Arch::Aarch64) {
         field.fill(0);
         return Ok(());
@@ -628,6 +649,7 @@ fn elide_continue(code: &mut Vec<u8>, holes: &mut Vec<Hole>, arch: Arch, exact: 
                     .chunks_exact(4)
                     .all(|w| w == aarch64::NOP.to_le_bytes())
         }
+        Arch::Riscv64 => riscv64::is_padding(tail),
     };
     let to_continuation = hole.value == HoleValue::Continue && hole.addend == jump.addend;
     // AArch64 drops its padding only with the jump itself, as it always has.

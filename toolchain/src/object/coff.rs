@@ -98,6 +98,11 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     let expected = match arch {
         Arch::X86_64 => MACHINE_X86_64,
         Arch::Aarch64 => MACHINE_ARM64,
+        Arch::Riscv64 => {
+            return Err(ObjectError::corrupt(
+                "no COFF objects for riscv64: RISC-V targets are ELF",
+            ))
+        }
     };
     if machine != expected {
         return Err(ObjectError::corrupt(format!(

@@ -1,4 +1,4 @@
-//! ELF relocatable objects (x86-64 and AArch64 Linux) → [`ParsedObject`].
+//! ELF relocatable objects (x86-64, AArch64 and RISC-V Linux) → [`ParsedObject`].
 //!
 //! Kept: allocated `SHT_PROGBITS` (executable → code, writable → data, else read-only) and
 //! `SHT_NOBITS` (zero-fill). Ignored, because they never reach run time: `SHT_NULL`,
@@ -36,6 +36,11 @@ enum Mapping {
     ThreadLocal,
     /// A 32-bit absolute address: cannot hold a 64-bit address.
     Absolute32,
+    /// RISC-V linker-relaxation markers: the code was built expecting a linker to shrink
+    /// it, which a stencil never gets.
+    RiscvRelaxation,
+    /// RISC-V compressed branches and jumps (`c.beqz`, `c.bnez`, `c.j`) to a symbol.
+    RiscvCompressed,
 }
 
 /// The relocation table: raw type → (name, mapping). `None`: unknown type.
@@ -82,8 +87,124 @@ fn relocation(arch: Arch, r_type: u32) -> Option<(&'static str, Mapping)> {
         // The whole TLS block of the AArch64 ELF ABI (TLSGD_*, TLSLD_*, TLSIE_*, TLSLE_*,
         // TLSDESC_*).
         (Arch::Aarch64, 512..=573) => ("R_AARCH64_TLS*", ThreadLocal),
+        (Arch::Riscv64, _) => return riscv_relocation(r_type),
         _ => return None,
     })
+}
+
+/// The RISC-V part of the table (RISC-V ELF psABI, "Relocations"). A `PCREL_LO12_*` is
+/// mapped to the direct lo12 kind here and paired with the HI20 it names afterwards
+/// ([`pair_riscv_lo12`]).
+fn riscv_relocation(r_type: u32) -> Option<(&'static str, Mapping)> {
+    use HoleKind::*;
+    use Mapping::*;
+    Some(match r_type {
+        1 => ("R_RISCV_32", Absolute32),
+        2 => ("R_RISCV_64", Kind(Abs64)),
+        6..=11 => ("R_RISCV_TLS_*", ThreadLocal),
+        16 => ("R_RISCV_BRANCH", Kind(RiscvBranch)),
+        17 => ("R_RISCV_JAL", Kind(RiscvJal)),
+        18 => ("R_RISCV_CALL", Kind(RiscvCall)),
+        19 => ("R_RISCV_CALL_PLT", Kind(RiscvCall)),
+        20 => ("R_RISCV_GOT_HI20", Kind(RiscvGotHi20)),
+        21 => ("R_RISCV_TLS_GOT_HI20", ThreadLocal),
+        22 => ("R_RISCV_TLS_GD_HI20", ThreadLocal),
+        23 => ("R_RISCV_PCREL_HI20", Kind(RiscvPcrelHi20)),
+        24 => ("R_RISCV_PCREL_LO12_I", Kind(RiscvPcrelLo12I)),
+        25 => ("R_RISCV_PCREL_LO12_S", Kind(RiscvPcrelLo12S)),
+        26 => ("R_RISCV_HI20", Absolute32),
+        27 => ("R_RISCV_LO12_I", Absolute32),
+        28 => ("R_RISCV_LO12_S", Absolute32),
+        29..=32 => ("R_RISCV_TPREL_*", ThreadLocal),
+        43 => ("R_RISCV_ALIGN", RiscvRelaxation),
+        44 => ("R_RISCV_RVC_BRANCH", RiscvCompressed),
+        45 => ("R_RISCV_RVC_JUMP", RiscvCompressed),
+        51 => ("R_RISCV_RELAX", RiscvRelaxation),
+        62..=65 => ("R_RISCV_TLSDESC_*", ThreadLocal),
+        _ => return None,
+    })
+}
+
+/// Resolves every `R_RISCV_PCREL_LO12_*` of one section against its HI20. The LO12 names
+/// the label of the `auipc` (whose own relocation, `PCREL_HI20` or `GOT_HI20`, holds the
+/// real symbol and addend), and its low bits are those of the *`auipc`'s* distance. So the
+/// hole takes the HI20's target, the GOT kind if the HI20 is a GOT reference, and the
+/// HI20's addend plus the distance from the `auipc` to itself, which turns `S + A - P` at
+/// the LO12's place back into the HI20's `S + A - P`.
+fn pair_riscv_lo12(obj: &mut ParsedObject, section: usize) {
+    let relocs = &obj.sections[section].relocs;
+    let mut resolved = Vec::new();
+    for (i, lo) in relocs.iter().enumerate() {
+        let s_form = match lo.kind {
+            Ok(HoleKind::RiscvPcrelLo12I) => false,
+            Ok(HoleKind::RiscvPcrelLo12S) => true,
+            _ => continue,
+        };
+        let fail = |message: String| {
+            Err(
+                ObjectError::new(ObjectErrorKind::UnexpectedInstruction, message)
+                    .section(&obj.sections[section].name)
+                    .offset(lo.offset)
+                    .relocation(&lo.type_name),
+            )
+        };
+        let label = match lo.target {
+            RelocTarget::Symbol(s) => obj.symbols[s].definition.map(|d| (d, &obj.symbols[s].name)),
+            _ => None,
+        };
+        let paired = match label {
+            _ if lo.addend != 0 => fail(format!(
+                "addend {} on a PCREL_LO12 (it names the auipc's label; the HI20 carries the                  addend)",
+                lo.addend
+            )),
+            Some((d, name)) if d.section == section => {
+                let is_hi20 = |k: &Result<HoleKind, ObjectError>| {
+                    matches!(k, Ok(HoleKind::RiscvPcrelHi20 | HoleKind::RiscvGotHi20))
+                };
+                let at_label = relocs.iter().filter(|hi| hi.offset == d.offset);
+                let mut candidates = at_label.clone().filter(|hi| is_hi20(&hi.kind));
+                match candidates.next().or_else(|| at_label.clone().next()) {
+                    Some(hi) => match (&hi.kind, s_form) {
+                        (Ok(HoleKind::RiscvPcrelHi20), false) => {
+                            Ok((HoleKind::RiscvPcrelLo12I, hi))
+                        }
+                        (Ok(HoleKind::RiscvPcrelHi20), true) => Ok((HoleKind::RiscvPcrelLo12S, hi)),
+                        (Ok(HoleKind::RiscvGotHi20), false) => Ok((HoleKind::RiscvGotLo12I, hi)),
+                        (Ok(HoleKind::RiscvGotHi20), true) => {
+                            fail(format!("store through the GOT slot address named by {name}"))
+                        }
+                        _ => fail(format!(
+                            "label {name} is on a {}, not a PCREL_HI20 or GOT_HI20",
+                            hi.type_name
+                        )),
+                    },
+                    None => fail(format!(
+                        "label {name} (offset {:#x}) has no PCREL_HI20 or GOT_HI20",
+                        d.offset
+                    )),
+                }
+            }
+            _ => fail("a PCREL_LO12 must name an auipc label in the same section".into()),
+        };
+        resolved.push((
+            i,
+            paired.map(|(kind, hi)| {
+                let delta = lo.offset.wrapping_sub(hi.offset) as i64;
+                (kind, hi.target, hi.addend.wrapping_add(delta))
+            }),
+        ));
+    }
+    let relocs = &mut obj.sections[section].relocs;
+    for (i, pairing) in resolved {
+        match pairing {
+            Ok((kind, target, addend)) => {
+                relocs[i].kind = Ok(kind);
+                relocs[i].target = target;
+                relocs[i].addend = addend;
+            }
+            Err(e) => relocs[i].kind = Err(e),
+        }
+    }
 }
 
 fn raw_type_name(machine: u16, r_type: u32) -> String {
@@ -99,6 +220,7 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     let expected = match arch {
         Arch::X86_64 => header::EM_X86_64,
         Arch::Aarch64 => header::EM_AARCH64,
+        Arch::Riscv64 => header::EM_RISCV,
     };
     if machine != expected || elf.header.e_type != header::ET_REL || !elf.is_64 {
         return Err(ObjectError::corrupt(format!(
@@ -243,6 +365,14 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
                     .offset(r.r_offset)
                     .relocation(&type_name)
             };
+            // A relaxation marker (which names no symbol) means the whole object expects a
+            // linker to rewrite its code: refuse it outright rather than per stencil.
+            if let Some((_, Mapping::RiscvRelaxation)) = relocation(arch, r.r_type) {
+                let kind = map_kind(arch, r.r_type, &[], r.r_offset);
+                return Err(context(kind.err().unwrap_or_else(|| {
+                    ObjectError::new(ObjectErrorKind::Unsupported, "relaxation marker")
+                })));
+            }
             let Some(target) = targets.get(r.r_sym).copied().flatten() else {
                 return Err(context(ObjectError::new(
                     ObjectErrorKind::MissingSymbol,
@@ -268,6 +398,9 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
         }
         obj.sections[section].relocs.extend(parsed);
         obj.sections[section].relocs.sort_by_key(|r| r.offset);
+        if arch == Arch::Riscv64 {
+            pair_riscv_lo12(&mut obj, section);
+        }
     }
     Ok(obj)
 }
@@ -345,6 +478,20 @@ fn map_kind(arch: Arch, r_type: u32, section: &[u8], offset: u64) -> Result<Hole
         Mapping::ThreadLocal => Err(ObjectError::new(
             ObjectErrorKind::ThreadLocal,
             "thread-local access: stencils cannot have thread-locals",
+        )),
+        Mapping::RiscvRelaxation => Err(ObjectError::new(
+            ObjectErrorKind::Unsupported,
+            format!(
+                "{name}: linker-relaxation marker; a stencil is never relaxed by a linker, \
+                 compile with -mno-relax"
+            ),
+        )),
+        Mapping::RiscvCompressed => Err(ObjectError::new(
+            ObjectErrorKind::Unsupported,
+            format!(
+                "{name}: compressed branch or jump to a symbol (±256 B/±2 KiB cannot reach \
+                 other code); the RISC-V stencils use the full-size forms"
+            ),
         )),
         Mapping::Absolute32 => Err(ObjectError::new(
             ObjectErrorKind::UnknownRelocation,

@@ -113,6 +113,11 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     let expected = match arch {
         Arch::X86_64 => CPU_TYPE_X86_64,
         Arch::Aarch64 => CPU_TYPE_ARM64,
+        Arch::Riscv64 => {
+            return Err(ObjectError::corrupt(
+                "no Mach-O objects for riscv64: RISC-V targets are ELF",
+            ))
+        }
     };
     if macho.header.cputype != expected
         || macho.header.filetype != MH_OBJECT

@@ -14,6 +14,7 @@ target_flags() {
   case "$1" in
     x86_64-unknown-linux-gnu) echo "-fpic" ;;
     aarch64-unknown-linux-gnu) echo "-fpic -mno-outline-atomics" ;;
+    riscv64gc-unknown-linux-gnu) echo "-march=rv64gc -mabi=lp64d -fpic -mno-relax -mcmodel=medany" ;;
     *-apple-darwin) echo "" ;;
     *-pc-windows-msvc) echo "-DCPJIT_DLLIMPORT_HOLES" ;;
   esac
@@ -24,13 +25,16 @@ compile() {
   triple=$1 name=$2 src=$3
   shift 3
   mkdir -p "$here/obj/$triple"
+  # clang knows riscv64gc-… as riscv64-… (the target file's `llvm_triple`).
+  clang_triple=$(echo "$triple" | sed 's/^riscv64gc-/riscv64-/')
   # shellcheck disable=SC2046,SC2086
-  $clang --target="$triple" $common $(target_flags "$triple") "$@" \
+  $clang --target="$clang_triple" $common $(target_flags "$triple") "$@" \
     -o "$here/obj/$triple/$name.o" "$src"
 }
 
 for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin \
-         aarch64-apple-darwin x86_64-pc-windows-msvc aarch64-pc-windows-msvc; do
+         aarch64-apple-darwin x86_64-pc-windows-msvc aarch64-pc-windows-msvc \
+         riscv64gc-unknown-linux-gnu; do
   case "$t" in
     # ELF needs one section per function: the assembler resolves calls to a local helper
     # in the same section without a relocation (see ops_shared_text below).
@@ -50,8 +54,12 @@ for t in x86_64-pc-windows-msvc aarch64-pc-windows-msvc; do
   compile "$t" ops_function_sections "$here/src/ops.c" -ffunction-sections -fdata-sections
 done
 # ELF with one shared .text: rejected, because of the local helper `mix`.
-for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu; do
+for t in x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu riscv64gc-unknown-linux-gnu; do
   compile "$t" ops_shared_text "$here/src/ops.c"
 done
+# RISC-V with linker relaxation: R_RISCV_RELAX/ALIGN markers, which the reader must reject.
+compile riscv64gc-unknown-linux-gnu relax "$here/src/ops.c" -ffunction-sections -mrelax
+# RISC-V without PIC in the medlow model: absolute HI20/LO12, which the reader must reject.
+compile riscv64gc-unknown-linux-gnu absolute32 "$here/src/absolute32.c" -fno-pic -mcmodel=medlow
 # The small non-PIC model: R_X86_64_32S, which the reader must reject.
 compile x86_64-unknown-linux-gnu absolute32 "$here/src/absolute32.c" -fno-pic -mcmodel=small

@@ -1,0 +1,99 @@
+//! RISC-V instruction holes: the `auipc`+`jalr` call pair, `auipc` hi20 (direct and GOT),
+//! the paired I- and S-type lo12, `jal` and conditional branches.
+//!
+//! Each kind has a range function (what [`super::in_range`] checks); instruction classes
+//! and field insertion are `cpjit_isa::riscv64`'s. Relocation semantics: the RISC-V ELF
+//! psABI, as lld implements them in `lld/ELF/Arch/RISCV.cpp`. A lo12 hole carries its
+//! HI20's value, with the distance from the `auipc` to itself folded into the addend by
+//! the toolchain, so `value - place` is the HI20's distance and both halves add back to it.
+
+use super::{bytes, put, Problem};
+use cpjit_isa::riscv64 as isa;
+use cpjit_model::HoleKind;
+
+/// Checks the instruction(s) at `code[offset]` and writes the field for `value` into them.
+pub(super) fn patch(
+    kind: HoleKind,
+    code: &mut [u8],
+    offset: usize,
+    place: u64,
+    value: u64,
+) -> Result<(), Problem> {
+    let unexpected = |found, expected| Problem::UnexpectedInstruction { found, expected };
+    if kind == HoleKind::RiscvCall {
+        let pair = bytes::<8>(code, offset)?;
+        let auipc = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+        let jalr = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
+        if !isa::is_call_pair(auipc, jalr) {
+            let found = if isa::is_auipc(auipc) { jalr } else { auipc };
+            return Err(unexpected(found, "auipc rX followed by jalr through rX"));
+        }
+        let (hi20, lo12) = split(place, value)?;
+        put(code, offset, isa::insert_u(auipc, hi20).to_le_bytes());
+        put(code, offset + 4, isa::insert_i(jalr, lo12).to_le_bytes());
+        return Ok(());
+    }
+    let insn = u32::from_le_bytes(bytes::<4>(code, offset)?);
+    isa::check_class(kind, insn).map_err(|expected| unexpected(insn, expected))?;
+    let patched = match kind {
+        HoleKind::RiscvPcrelHi20 | HoleKind::RiscvGotHi20 => {
+            isa::insert_u(insn, split(place, value)?.0)
+        }
+        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvGotLo12I => {
+            isa::insert_i(insn, lo12(place, value))
+        }
+        HoleKind::RiscvPcrelLo12S => isa::insert_s(insn, lo12(place, value)),
+        HoleKind::RiscvJal => isa::insert_j(insn, branch(place, value, 21)?),
+        HoleKind::RiscvBranch => isa::insert_b(insn, branch(place, value, 13)?),
+        // `super::patch` routes only RISC-V kinds here.
+        _ => return Err(unexpected(insn, "a RISC-V hole kind")),
+    };
+    put(code, offset, patched.to_le_bytes());
+    Ok(())
+}
+
+/// Whether `value` fits a hole of `kind` at `place` (range and alignment only).
+pub(super) fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
+    match kind {
+        HoleKind::RiscvCall | HoleKind::RiscvPcrelHi20 | HoleKind::RiscvGotHi20 => {
+            split(place, value).is_ok()
+        }
+        // The paired HI20 carries the range; the low bits always fit.
+        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I => true,
+        HoleKind::RiscvJal => branch(place, value, 21).is_ok(),
+        HoleKind::RiscvBranch => branch(place, value, 13).is_ok(),
+        _ => false,
+    }
+}
+
+/// `value - place` as `(hi20, lo12)`, within ±2 GiB (the `auipc` reach).
+fn split(place: u64, value: u64) -> Result<(u32, u32), Problem> {
+    let distance = value.wrapping_sub(place) as i64;
+    isa::split_hi20_lo12(distance).ok_or(Problem::OutOfRange {
+        min: i32::MIN as i64 - 0x800,
+        max: i32::MAX as i64 - 0x800,
+        actual: distance,
+    })
+}
+
+/// The low 12 bits of `value - place` (the HI20's rounding makes them a signed offset).
+fn lo12(place: u64, value: u64) -> u32 {
+    value.wrapping_sub(place) as u32 & 0xfff
+}
+
+/// `value - place` as an even offset in a signed `bits`-bit field (`jal`: 21, branches: 13).
+fn branch(place: u64, value: u64, bits: u32) -> Result<i32, Problem> {
+    let distance = value.wrapping_sub(place) as i64;
+    if distance & 1 != 0 {
+        return Err(Problem::Misaligned { align: 2 });
+    }
+    let (min, max) = (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 2);
+    if distance < min || distance > max {
+        return Err(Problem::OutOfRange {
+            min,
+            max,
+            actual: distance,
+        });
+    }
+    Ok(distance as i32)
+}
