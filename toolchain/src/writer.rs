@@ -115,6 +115,11 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     let _ = writeln!(o, "    arch: Arch::{},", arch_variant(t.arch));
     let _ = writeln!(o, "    format: ObjectFormat::{},", format_variant(t.format));
     let _ = writeln!(o, "    abi: Abi::{},", abi_variant(t.abi));
+    let _ = writeln!(
+        o,
+        "    reserved_registers: &[{}],",
+        string_list(&t.reserved_registers)
+    );
     let _ = writeln!(o, "    nop: &[{}],", byte_list(&t.nop));
     match set.shim {
         Some(i) => _ = writeln!(o, "    shim: Some({i}),"),
