@@ -28,7 +28,8 @@ pub fn archive(
     let dir = path.parent().expect("archives live in a directory");
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let mut cmd = cargo();
-    cmd.args(["nextest", "archive", "--archive-file"]).arg(&path);
+    cmd.args(["nextest", "archive", "--archive-file"])
+        .arg(&path);
     if release {
         cmd.arg("--release");
     }
