@@ -18,7 +18,12 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Tasks of the cpjit workspace", version)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Tasks of the cpjit workspace",
+    version
+)]
 struct Cli {
     #[command(subcommand)]
     task: Task,

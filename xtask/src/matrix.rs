@@ -130,13 +130,12 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
             ));
         }
     }
-    let suites: Vec<(&String, &str)> = matrix
+    let suites: Vec<(&String, &config::Suite)> = matrix
         .suites
         .iter()
         .filter(|(name, _)| opts.suites.is_empty() || opts.suites.contains(name))
-        .map(|(name, s)| (name, s.package.as_str()))
         .collect();
-    let packages: Vec<String> = suites.iter().map(|(_, p)| p.to_string()).collect();
+    let packages: Vec<String> = suites.iter().map(|(_, s)| s.package.clone()).collect();
     let mut report = Report::default();
 
     // One archive per Rust target, shared by every row that runs it.
@@ -156,11 +155,20 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
         report.builds.push((target.to_string(), t.elapsed()));
     }
 
+    // Suites that ignore CPJIT_STENCILS run in the first row of each Rust target only.
+    let mut ran_stencil_free: Vec<&str> = Vec::new();
     for row in &rows {
+        let first_of_target = !ran_stencil_free.contains(&row.rust_target.as_str());
+        ran_stencil_free.push(&row.rust_target);
+        let row_suites: Vec<(&String, &str)> = suites
+            .iter()
+            .filter(|(_, s)| s.reads_stencils || first_of_target)
+            .map(|(name, s)| (*name, s.package.as_str()))
+            .collect();
         let result = run_row(
             &root,
             row,
-            &suites,
+            &row_suites,
             &archives[row.rust_target.as_str()],
             extra_env,
         );

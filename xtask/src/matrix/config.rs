@@ -12,6 +12,15 @@ use std::path::Path;
 #[serde(deny_unknown_fields)]
 pub struct Suite {
     pub package: String,
+    /// Whether the suite's tests depend on `CPJIT_STENCILS`. One that does not gives the
+    /// same result in every row of a Rust target, so it runs once per Rust target (in the
+    /// first of its rows).
+    #[serde(default = "yes")]
+    pub reads_stencils: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One row: a target's stencils executed by a process of `rust_target`.
@@ -228,6 +237,7 @@ env = { N = "10" }
     fn minimal_matrix_parses() {
         let m = Matrix::new("m.toml", MINIMAL, &[]).unwrap();
         assert_eq!(m.suites["a"].package, "p");
+        assert!(m.suites["a"].reads_stencils);
         assert_eq!(m.long[0].args, ["--run-ignored", "only"]);
         assert!(m.long[0].release && !m.release);
         assert_eq!(m.long[0].env["N"], "10");
