@@ -155,14 +155,12 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
         report.builds.push((target.to_string(), t.elapsed()));
     }
 
-    // Suites that ignore CPJIT_STENCILS run in the first row of each Rust target only.
-    let mut ran_stencil_free: Vec<&str> = Vec::new();
+    let stencil_free_row = stencil_free_rows(&rows);
     for row in &rows {
-        let first_of_target = !ran_stencil_free.contains(&row.rust_target.as_str());
-        ran_stencil_free.push(&row.rust_target);
+        let runs_stencil_free = stencil_free_row[row.rust_target.as_str()] == row.triple;
         let row_suites: Vec<(&String, &str)> = suites
             .iter()
-            .filter(|(_, s)| s.reads_stencils || first_of_target)
+            .filter(|(_, s)| s.reads_stencils || runs_stencil_free)
             .map(|(name, s)| (*name, s.package.as_str()))
             .collect();
         let result = run_row(
@@ -189,6 +187,19 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// For each Rust target, the row that runs the suites ignoring `CPJIT_STENCILS`: the row
+/// of the Rust target's own stencils when selected, else its first row.
+fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
+    let mut chosen: BTreeMap<&str, &str> = BTreeMap::new();
+    for row in rows.iter().rev() {
+        let current = chosen.get(row.rust_target.as_str());
+        if current.is_none_or(|t| *t != row.rust_target) {
+            chosen.insert(&row.rust_target, &row.triple);
+        }
+    }
+    chosen
 }
 
 /// The host's target triple (`rustc -vV`).
@@ -462,6 +473,26 @@ mod tests {
     }
 
     use nextest::TestCase;
+
+    #[test]
+    fn stencil_free_suites_run_once_per_rust_target_preferably_in_its_own_row() {
+        let row = |triple: &str, rust_target: &str| Row {
+            triple: triple.into(),
+            execution: Execution::HostAbi,
+            rust_target: rust_target.into(),
+        };
+        let rows = [
+            row("a-other", "a-own"),
+            row("a-own", "a-own"),
+            row("b-x", "b-y"),
+            row("b-z", "b-y"),
+        ];
+        let chosen = stencil_free_rows(&rows);
+        assert_eq!(chosen["a-own"], "a-own");
+        assert_eq!(chosen["b-y"], "b-x");
+        assert_eq!(chosen.len(), 2);
+        assert_eq!(stencil_free_rows(&rows[..1])["a-own"], "a-other");
+    }
 
     fn case(binary: &str, outcome: Outcome) -> TestCase {
         TestCase {

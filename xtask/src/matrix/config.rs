@@ -14,7 +14,7 @@ pub struct Suite {
     pub package: String,
     /// Whether the suite's tests depend on `CPJIT_STENCILS`. One that does not gives the
     /// same result in every row of a Rust target, so it runs once per Rust target (in the
-    /// first of its rows).
+    /// row of that target's own stencils when selected, else in its first row).
     #[serde(default = "yes")]
     pub reads_stencils: bool,
 }
