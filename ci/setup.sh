@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a Debian 12 machine that has only Rust:
 # system packages (clang-19, lld-19, llvm-19-dev, qemu-user, cross gcc, mingw, wine),
-# rustup targets, and a wine prefix with the bcryptprimitives.dll stand-in.
+# cargo-nextest, and a wine prefix with the bcryptprimitives.dll stand-in.
 # Idempotent and fast when everything is present (a few dpkg/rustup queries).
 # Without root it installs nothing and prints the exact command to run.
 set -euo pipefail
@@ -11,10 +11,6 @@ PACKAGES=(
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
   mingw-w64 wine wine64 gdb
-)
-RUST_TARGETS=(
-  aarch64-unknown-linux-gnu riscv64gc-unknown-linux-gnu x86_64-pc-windows-gnu
-  x86_64-apple-darwin aarch64-apple-darwin aarch64-pc-windows-msvc x86_64-pc-windows-msvc
 )
 
 missing=()
@@ -37,14 +33,13 @@ if ((${#missing[@]})); then
   fi
 fi
 
-installed_targets=$(rustup target list --installed)
-want=()
-for t in "${RUST_TARGETS[@]}"; do
-  grep -qx "$t" <<<"$installed_targets" || want+=("$t")
-done
-if ((${#want[@]})); then
-  echo "setup: rustup target add ${want[*]}" >&2
-  rustup target add "${want[@]}" >&2
+# The rustup targets (each target file's Rust targets) are added by `cargo xtask setup`,
+# which reads targets/*.toml.
+
+# The test matrix and `cargo xtask ci` run tests with cargo-nextest (a crates.io package).
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "setup: cargo install cargo-nextest --locked" >&2
+  cargo install cargo-nextest --locked >&2
 fi
 
 # Wine 8 lacks bcryptprimitives.dll!ProcessPrng, which Rust std >= 1.78 imports (exit 53).

@@ -1,9 +1,10 @@
-//! Which stencil sets this process runs: those compatible with it (same architecture and
-//! calling convention, and `x18` left alone where the OS reserves it), narrowed by
-//! `CPJIT_STENCILS=<triple>` (how a matrix row picks its set). `CPJIT_BREAK=<triple>`
-//! replaces that set by a deliberately corrupted copy, to prove that its row fails.
+//! Which stencil sets this process runs: those the one host rule
+//! ([`Host::runs_set`]: same architecture and calling convention, and every register the
+//! OS reserves left alone) lets it run, narrowed by `CPJIT_STENCILS=<triple>` (how a matrix
+//! row picks its set). `CPJIT_BREAK=<triple>` replaces that set by a deliberately corrupted
+//! copy, to prove that its row fails.
 
-use cpjit_model::{Abi, Arch, Hole, HoleValue, Stencil, StencilSet};
+use cpjit_model::{Hole, HoleValue, Host, Stencil, StencilSet};
 
 /// Environment variable naming the one stencil set to run.
 pub const SELECT_VAR: &str = "CPJIT_STENCILS";
@@ -12,26 +13,7 @@ pub const BREAK_VAR: &str = "CPJIT_BREAK";
 
 /// Can this process execute `set`'s machine code?
 pub fn compatible(set: &StencilSet<'_>) -> bool {
-    let (arch, abi) = if cfg!(target_arch = "x86_64") {
-        (
-            Arch::X86_64,
-            if cfg!(windows) {
-                Abi::Win64
-            } else {
-                Abi::SysV64
-            },
-        )
-    } else if cfg!(target_arch = "aarch64") {
-        (Arch::Aarch64, Abi::Aapcs64)
-    } else {
-        return false;
-    };
-    // Apple and Windows use x18 themselves: only stencils built for an OS that reserves it
-    // may run there. Linux does not, so every AArch64 set runs in a Linux process.
-    let x18_reserved_here =
-        cfg!(target_arch = "aarch64") && (cfg!(target_vendor = "apple") || cfg!(windows));
-    let set_leaves_x18 = set.target.contains("-apple-") || set.target.contains("-windows-");
-    set.arch == arch && set.abi == abi && (!x18_reserved_here || set_leaves_x18)
+    Host::current().is_some_and(|h| h.runs_set(set))
 }
 
 /// The sets to run out of `all`, per [`SELECT_VAR`] and [`BREAK_VAR`] from the environment.

@@ -16,6 +16,9 @@
 
 use core::fmt;
 
+mod host;
+pub use host::{Host, Os};
+
 /// Which byte image of the stencil a hole (or a relocation) lives in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Section {
@@ -396,12 +399,28 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// Every architecture, in declaration order.
+    pub const ALL: [Arch; 3] = [Arch::X86_64, Arch::Aarch64, Arch::Riscv64];
+
+    /// The name used in target files, which is also Rust's `target_arch`.
     pub const fn name(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64",
             Arch::Aarch64 => "aarch64",
             Arch::Riscv64 => "riscv64",
         }
+    }
+
+    /// The architecture of a triple's first component: its [`name`](Arch::name), or for
+    /// RISC-V the name followed by ISA extension letters (`riscv64gc`).
+    pub fn from_triple_component(component: &str) -> Option<Arch> {
+        Arch::ALL.into_iter().find(|a| {
+            component == a.name()
+                || (*a == Arch::Riscv64
+                    && component
+                        .strip_prefix(a.name())
+                        .is_some_and(|ext| ext.bytes().all(|b| b.is_ascii_lowercase())))
+        })
     }
 }
 
@@ -436,15 +455,34 @@ pub enum Abi {
     Lp64d,
 }
 
+impl Abi {
+    /// Every ABI, in declaration order.
+    pub const ALL: [Abi; 4] = [Abi::SysV64, Abi::Win64, Abi::Aapcs64, Abi::Lp64d];
+
+    /// The name used in target files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Abi::SysV64 => "sysv64",
+            Abi::Win64 => "win64",
+            Abi::Aapcs64 => "aapcs64",
+            Abi::Lp64d => "lp64d",
+        }
+    }
+}
+
 /// All stencils of one template set compiled for one target: what a generated stencil
 /// crate exports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StencilSet<'a> {
-    /// The target triple, e.g. `aarch64-apple-darwin`.
+    /// The target triple: the stem of its `targets/<triple>.toml`.
     pub target: &'a str,
     pub arch: Arch,
     pub format: ObjectFormat,
     pub abi: Abi,
+    /// Registers the stencils never touch because the target OS reserves them (e.g. `x18`
+    /// on Apple and Windows AArch64), as the target file lists them. A process whose OS
+    /// reserves a register runs only sets that leave it alone ([`Host::runs_set`]).
+    pub reserved_registers: &'a [&'a str],
     /// The bytes of one no-op instruction, used to pad code to its alignment.
     pub nop: &'a [u8],
     /// The C-ABI entry stencil through which native code enters a trace (its
@@ -513,10 +551,11 @@ mod tests {
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];
         let set = StencilSet {
-            target: "x86_64-unknown-linux-gnu",
+            target: "test-target",
             arch: Arch::X86_64,
             format: ObjectFormat::Elf,
             abi: Abi::SysV64,
+            reserved_registers: &[],
             nop: &[0x90],
             shim: Some(0),
             stencils: &stencils,

@@ -10,8 +10,14 @@ use std::io;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
-    /// The stencil set was compiled for another architecture than this process runs on.
-    WrongArch { target: String, host: &'static str },
+    /// This process cannot run the stencil set: another architecture, calling convention,
+    /// or a register the process's OS reserves that the stencils may use. `who` names the
+    /// processes that can.
+    HostCannotRun {
+        target: String,
+        host: String,
+        who: String,
+    },
     /// The stencil set itself is malformed (checked once, by [`Jit::new`](crate::Jit::new)).
     InvalidStencil { stencil: String, reason: String },
     /// `push` with a stencil index past the end of the set.
@@ -89,9 +95,9 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::WrongArch { target, host } => write!(
+            Error::HostCannotRun { target, host, who } => write!(
                 f,
-                "stencil set for target `{target}` cannot run on this {host} process"
+                "stencil set for target `{target}` cannot run in this {host} process ({who})"
             ),
             Error::InvalidStencil { stencil, reason } => {
                 write!(f, "invalid stencil `{stencil}`: {reason}")

@@ -5,8 +5,7 @@ use crate::icache::{FlushIcache, Hardware};
 use crate::program::{self, ArchFacts, Program};
 use crate::trace::TraceBuilder;
 use crate::Error;
-use cpjit_model::{Arch, HoleValue, Section, Stencil, StencilSet};
-
+use cpjit_model::{HoleValue, Host, Section, Stencil, StencilSet};
 use std::sync::{Arc, OnceLock};
 
 /// How a [`Jit`] maps its memory.
@@ -143,28 +142,17 @@ impl<'s> Jit<'s> {
     }
 }
 
-const HOST_ARCH: Arch = if cfg!(target_arch = "aarch64") {
-    Arch::Aarch64
-} else if cfg!(target_arch = "riscv64") {
-    Arch::Riscv64
-} else {
-    Arch::X86_64
-};
-
-/// Checks once what the stitcher then relies on without re-checking per hole: the set is
-/// for this architecture, and every hole lies inside its section and refers to an operand,
-/// target or symbol that exists.
+/// Checks once what the stitcher then relies on without re-checking per hole: this process
+/// can run the set (the one host rule, [`Host::runs_set`]: architecture, calling convention
+/// and the registers its OS reserves), and every hole lies inside its section and refers to
+/// an operand, target or symbol that exists.
 fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
-    if set.arch != HOST_ARCH
-        || !cfg!(any(
-            target_arch = "x86_64",
-            target_arch = "aarch64",
-            target_arch = "riscv64"
-        ))
-    {
-        return Err(Error::WrongArch {
+    let host = Host::current();
+    if !host.is_some_and(|h| h.runs_set(set)) {
+        return Err(Error::HostCannotRun {
             target: set.target.to_string(),
-            host: std::env::consts::ARCH,
+            host: host.map_or_else(|| std::env::consts::ARCH.to_string(), |h| h.to_string()),
+            who: Host::who_runs(set.arch, set.abi, set.reserved_registers).to_string(),
         });
     }
     let invalid = |stencil: &Stencil<'_>, reason: String| Error::InvalidStencil {

@@ -5,7 +5,7 @@
 use crate::icache::{FlushIcache, Hardware};
 use crate::{Jit, JitOptions};
 use cpjit_model::{
-    Abi, Arch, Hole, HoleKind, HoleValue, ObjectFormat, Section, Stencil, StencilSet,
+    Abi, Arch, Hole, HoleKind, HoleValue, Host, ObjectFormat, Section, Stencil, StencilSet,
 };
 use std::sync::{Arc, Mutex};
 
@@ -106,7 +106,12 @@ static SET: StencilSet<'static> = StencilSet {
     target: "host",
     arch: host::ARCH,
     format: ObjectFormat::Elf,
-    abi: Abi::SysV64,
+    // Whatever this process is: the set must pass `Jit::new`'s host check.
+    abi: match Host::current() {
+        Some(h) => h.abi(),
+        None => Abi::SysV64,
+    },
+    reserved_registers: &["x18"],
     nop: host::NOP,
     shim: None,
     stencils: &STENCILS,

@@ -182,11 +182,19 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             _ => todo.push(t),
         }
     }
+    // The facade lists every target, whichever were asked for.
+    let all_targets = Target::load_all(&opts.common.targets_dir)?;
+    let mut stale = crate::facade::write_or_check(
+        &opts.out,
+        &l.manifest.name,
+        &all_targets,
+        opts.model_dir.as_deref(),
+        opts.check,
+    )?;
     if todo.is_empty() {
         return Ok(report);
     }
     let sets = build_sets(&l, &todo, &opts.common)?;
-    let mut stale = Vec::new();
     for set in &sets {
         let crate_dir = opts.out.join(&set.target.triple);
         let model_path = match &opts.model_dir {

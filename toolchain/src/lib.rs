@@ -3,8 +3,8 @@
 //!
 //! Code map: `manifest`/`target` (inputs) → `clang` → `llvm` + `validate` → `object`
 //! (readers, `stencil::StencilBuf`) → `pipeline` (one unit × target, with `cache`) → `set`
-//! (one target's set) → `writer` (generated crate) / `check` / `listing`; `driver` and
-//! `cli` are the commands.
+//! (one target's set) → `writer` (generated crate) / `check` / `listing`; `facade` (the
+//! generated crate listing every set); `driver` and `cli` are the commands.
 //!
 //! Architecture invariant: only this crate links LLVM and goblin; its output (the generated
 //! crates) depends on `cpjit-model` alone.
@@ -18,6 +18,7 @@ pub mod cli;
 pub mod digest;
 pub mod disasm;
 pub mod driver;
+pub mod facade;
 pub mod glob;
 pub mod instructions;
 pub mod layout;

@@ -1,6 +1,6 @@
-//! `cargo xtask bench [--report] [--quick] [--only GROUPS]`: builds the release
+//! `cargo xtask bench [ARGS]`: builds the release
 //! `cpjit-toolchain` (whose binary the toolchain bench runs) and runs the `cpjit-bench`
-//! binary, which links LLVM and so is never part of xtask itself.
+//! binary with ARGS (it owns their syntax); it links LLVM and so is never part of xtask.
 
 use crate::util::{cargo, run as run_cmd};
 

@@ -1,17 +1,16 @@
 //! `cargo xtask ci`: the whole test suite, as run by `.ci/run`.
 //!
 //! Steps: set-up (`ci/setup.sh`), `cargo fmt --check`, `build-stencils --check`, the native
-//! `cargo test --workspace`, the long runs of `ci/matrix.toml` (`[[long]]`), the test
-//! matrix with its compile-only checks, and the matrix self-test. Later steps still run
-//! when one fails (except the set-up, which everything needs). The last line is
-//! `N passed, M failed`: tests counted from libtest output, plus one per step that has no
-//! tests of its own (formatting, stencil check, compile-only checks, self-test) or that
-//! failed without a failing test (a build error).
+//! workspace tests on nextest and the doctests, the long runs of `ci/matrix.toml`
+//! (`[[long]]`), the test matrix with its compile-only checks, and the matrix self-test.
+//! Later steps still run when one fails (except the set-up, which everything needs). The
+//! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
+//! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
+//! checks, self-test) or that failed without a failing test (a build error).
 
 use crate::matrix::{self, Counts, Matrix};
 use crate::util::{cargo, root};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 struct Step {
@@ -21,10 +20,7 @@ struct Step {
     seconds: f64,
 }
 
-pub fn run(args: &[String]) -> Result<(), String> {
-    if let Some(a) = args.first() {
-        return Err(format!("ci takes no options (got `{a}`)"));
-    }
+pub fn run() -> Result<(), String> {
     let start = Instant::now();
     let mut steps: Vec<Step> = Vec::new();
 
@@ -51,22 +47,25 @@ pub fn run(args: &[String]) -> Result<(), String> {
         t,
     ));
 
-    steps.push(cargo_test(
-        "cargo test --workspace",
-        cargo().args(["test", "--workspace"]),
+    steps.push(nextest_step(
+        "cargo nextest run --workspace",
+        cargo().args(["nextest", "run", "--workspace"]),
     ));
+    let t = Instant::now();
+    let doc = crate::util::run(cargo().args(["test", "--workspace", "--doc"]));
+    steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
 
     let definition = Matrix::load(&root())?;
     for long in &definition.long {
         let mut cmd = cargo();
-        cmd.arg("test");
+        cmd.args(["nextest", "run"]);
         if long.release {
             cmd.arg("--release");
         }
-        cmd.args(["-p", &long.package, "--"])
+        cmd.args(["-p", &long.package])
             .args(&long.args)
             .envs(&long.env);
-        steps.push(cargo_test(&format!("long: {}", long.name), &mut cmd));
+        steps.push(nextest_step(&format!("long: {}", long.name), &mut cmd));
     }
 
     let t = Instant::now();
@@ -116,33 +115,39 @@ fn plain(name: &str, ok: bool, started: Instant) -> Step {
     }
 }
 
-/// Runs a `cargo test` command, echoing its output and counting libtest results.
-fn cargo_test(name: &str, cmd: &mut Command) -> Step {
+/// Runs a `cargo nextest run` command with the `matrix` profile, its output going to the
+/// terminal, and counts the tests of its JUnit report.
+fn nextest_step(name: &str, cmd: &mut Command) -> Step {
     eprintln!("ci: {name}");
     let start = Instant::now();
-    let mut text = String::new();
-    let status = cmd.stdout(Stdio::piped()).spawn().and_then(|mut child| {
-        let out = child.stdout.take().expect("piped");
-        for line in BufReader::new(out).lines() {
-            let line = line?;
-            println!("{line}");
-            text.push_str(&line);
-            text.push('\n');
-        }
-        child.wait()
-    });
-    let summary = matrix::parse_libtest(&text);
-    let ok = match status {
-        Ok(s) => s.success() && summary.counts.failed == 0,
+    let report = matrix::junit_path(&root());
+    let _ = std::fs::remove_file(&report);
+    let status = cmd
+        .args(["--profile", matrix::PROFILE, "--no-fail-fast"])
+        .status();
+    let mut counts = Counts::default();
+    let mut ok = match status {
+        Ok(s) => s.success(),
         Err(e) => {
             eprintln!("ci: cannot run {cmd:?}: {e}");
             false
         }
     };
+    match std::fs::read_to_string(&report).map(|xml| matrix::parse_junit(&xml)) {
+        Ok(Ok(cases)) => cases.iter().for_each(|c| counts.add_case(c.outcome)),
+        Ok(Err(e)) => {
+            eprintln!("ci: {name}: {}: {e}", report.display());
+            ok = false;
+        }
+        Err(e) => {
+            eprintln!("ci: {name}: no JUnit report {}: {e}", report.display());
+            ok = false;
+        }
+    }
     Step {
         name: name.to_string(),
-        counts: summary.counts,
-        ok,
+        counts,
+        ok: ok && counts.failed == 0,
         seconds: start.elapsed().as_secs_f64(),
     }
 }

@@ -208,13 +208,17 @@ mod tests {
     /// The list here and the `[[bin]]`s of fuzz/Cargo.toml are the same targets.
     #[test]
     fn targets_match_fuzz_manifest() {
-        let manifest = fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
-        let declared: Vec<&str> = manifest
-            .lines()
-            .filter_map(|l| l.strip_prefix("name = \""))
-            .filter_map(|l| l.strip_suffix('"'))
-            .filter(|n| *n != "cpjit-fuzz")
-            .collect();
+        #[derive(serde::Deserialize)]
+        struct Manifest {
+            bin: Vec<Bin>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Bin {
+            name: String,
+        }
+        let text = fs::read_to_string(root().join("fuzz/Cargo.toml")).unwrap();
+        let manifest: Manifest = toml::from_str(&text).unwrap();
+        let declared: Vec<&str> = manifest.bin.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(declared, TARGETS);
     }
 }

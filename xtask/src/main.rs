@@ -1,8 +1,9 @@
 //! `cargo xtask`: the project's task runner (the cargo-xtask convention).
 //!
-//! Architecture invariant: xtask is thin and compiles without LLVM, clang or any heavy
-//! dependency. The LLVM-linked stencil toolchain is a separate binary
-//! (`cpjit-toolchain`) that xtask builds and runs after checking the system set-up.
+//! Architecture invariant: xtask is thin and builds in seconds on light, well-kept crates
+//! (clap, serde, toml, serde_json, quick-xml) and `cpjit-model`; it never links LLVM. The
+//! LLVM-linked stencil toolchain and the bench are separate binaries that xtask builds and
+//! runs after checking the system set-up; their arguments are theirs to parse.
 
 mod bench;
 mod build_stencils;
@@ -10,67 +11,76 @@ mod ci;
 mod fuzz;
 mod matrix;
 mod setup;
+mod sidecar;
+mod targets;
 mod util;
 
+use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
-const USAGE: &str = "\
-usage: cargo xtask <task> [options]
+#[derive(Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Tasks of the cpjit workspace",
+    version
+)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
 
-tasks:
-  build-stencils [--target T]... [--all] [--templates DIR] [--out DIR] [--check] [--json FILE] [-j N]
-                      compile the template set into one stencil crate per target
-  stencils show [--target T] [NAME]
-                      disassemble stencils with their holes annotated
-  test-matrix [--target T]... [--suite S]... [--native] [--no-check] [--self-test] [--json]
-                      run every target's tests with that target's stencils (ci/matrix.toml)
-  bench [--quick] [--report] [--only GROUPS]
-                      benchmarks: toolchain, stitching, memory, LLVM peer, examples;
-                      --report rewrites BENCHMARKS.md and bench/report/*.svg
-  fuzz [--seconds N] [TARGET]...
-                      run the fuzz targets of fuzz/ (nightly + cargo-fuzz, installed on demand)
-  ci                  the full test suite (what .ci/run runs)
-  setup               install or check system packages, rustup targets and the wine prefix
-";
+#[derive(Subcommand)]
+enum Task {
+    /// Compile the template set into one stencil crate per target (arguments go to the
+    /// toolchain; `cargo xtask build-stencils --help` lists them).
+    #[command(disable_help_flag = true)]
+    BuildStencils(Passthrough),
+    /// Disassemble stencils with their holes annotated (arguments go to the toolchain).
+    #[command(disable_help_flag = true)]
+    Stencils(Passthrough),
+    /// Run every target's tests with that target's stencils (rows: targets/*.toml).
+    TestMatrix(matrix::Options),
+    /// Benchmarks (arguments go to the cpjit-bench binary).
+    #[command(disable_help_flag = true)]
+    Bench(Passthrough),
+    /// Run the fuzz targets of fuzz/ for a bounded time each (nightly and cargo-fuzz are
+    /// installed on demand).
+    Fuzz(FuzzOptions),
+    /// The full test suite (what .ci/run runs); ends with `N passed, M failed`.
+    Ci,
+    /// Install or check system packages, rustup targets, cargo-nextest and the wine prefix.
+    Setup,
+}
 
-/// `fuzz [--seconds N] [TARGET]...`
-fn fuzz_args(args: &[String]) -> Result<(u64, Vec<String>), String> {
-    let mut seconds = 60;
-    let mut targets = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--seconds" => {
-                let v = it.next().ok_or("--seconds needs a number")?;
-                seconds = v
-                    .parse()
-                    .map_err(|_| format!("--seconds: `{v}` is not a whole number"))?;
-            }
-            t => targets.push(t.to_string()),
-        }
-    }
-    Ok((seconds, targets))
+/// `cargo xtask fuzz`.
+#[derive(clap::Args)]
+struct FuzzOptions {
+    /// Seconds each target runs.
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+    /// Targets to run (default: all).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(fuzz::TARGETS))]
+    targets: Vec<String>,
+}
+
+/// Arguments handed unparsed to another binary, which owns their syntax and usage text.
+#[derive(clap::Args)]
+struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some((task, rest)) = args.split_first() else {
-        eprint!("{USAGE}");
-        return ExitCode::from(2);
-    };
-    let result = match task.as_str() {
-        "build-stencils" => build_stencils::build_stencils(rest),
-        "stencils" => build_stencils::stencils(rest),
-        "test-matrix" => matrix::run(rest),
-        "bench" => bench::run(rest),
-        "ci" => ci::run(rest),
-        "fuzz" => fuzz_args(rest).and_then(|(s, t)| fuzz::run(s, &t)),
-        "setup" => setup::ensure(),
-        "-h" | "--help" | "help" => {
-            print!("{USAGE}");
-            Ok(())
-        }
-        other => Err(format!("unknown task `{other}`\n{USAGE}")),
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::BuildStencils(p) => build_stencils::build_stencils(&p.args),
+        Task::Stencils(p) => build_stencils::stencils(&p.args),
+        Task::TestMatrix(o) => matrix::run(&o),
+        Task::Bench(p) => bench::run(&p.args),
+        Task::Fuzz(o) => fuzz::run(o.seconds, &o.targets),
+        Task::Ci => ci::run(),
+        Task::Setup => setup::ensure(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -78,5 +88,59 @@ fn main() -> ExitCode {
             eprintln!("xtask: error: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn toolchain_arguments_pass_through_untouched() {
+        let cli = Cli::try_parse_from(["xtask", "build-stencils", "--check", "--help", "-j", "2"])
+            .unwrap();
+        let Task::BuildStencils(p) = cli.task else {
+            panic!("not build-stencils")
+        };
+        assert_eq!(p.args, ["--check", "--help", "-j", "2"]);
+    }
+
+    #[test]
+    fn matrix_options_parse_and_unknown_flags_are_errors() {
+        let cli = Cli::try_parse_from([
+            "xtask",
+            "test-matrix",
+            "--target",
+            "a",
+            "--suite",
+            "vm",
+            "--json",
+            "--native",
+        ])
+        .unwrap();
+        let Task::TestMatrix(o) = cli.task else {
+            panic!("not test-matrix")
+        };
+        assert_eq!(o.targets, ["a"]);
+        assert_eq!(o.suites, ["vm"]);
+        assert!(o.json && o.native && !o.self_test);
+        assert!(Cli::try_parse_from(["xtask", "test-matrix", "--frob"]).is_err());
+        assert!(Cli::try_parse_from(["xtask", "test-matrix", "--target"]).is_err());
+        assert!(Cli::try_parse_from(["xtask", "ci", "--x"]).is_err());
+        let cli = Cli::try_parse_from(["xtask", "fuzz", "--seconds", "5", "trace"]).unwrap();
+        let Task::Fuzz(f) = cli.task else {
+            panic!("not fuzz")
+        };
+        assert_eq!(
+            (f.seconds, f.targets.as_slice()),
+            (5, ["trace".to_string()].as_slice())
+        );
+        assert!(Cli::try_parse_from(["xtask", "fuzz", "nonesuch"]).is_err());
     }
 }

@@ -1,85 +1,58 @@
-//! `cargo xtask test-matrix`: runs each target's suites with that target's stencils, as
-//! defined by `ci/matrix.toml`, and prints one result row per target.
+//! `cargo xtask test-matrix`: runs each target's suites with that target's stencils and
+//! prints one result row per target. The rows are the target files (`targets/*.toml`);
+//! `ci/matrix.toml` holds the rest (suites, build profile, checks, long runs, self-test).
 //!
-//! Test binaries are built once per Rust target (`cargo test --no-run`), then each row runs
-//! them with `CPJIT_STENCILS=<triple>` through the Rust target's runner (qemu, wine).
+//! Each Rust target's test binaries are built once as a nextest archive; each row runs the
+//! archive with `CPJIT_STENCILS=<triple>` through the Rust target's cargo runner (qemu,
+//! wine) and reads the results from nextest's JUnit report.
 
-mod binaries;
 mod config;
-mod json;
-mod libtest;
+mod nextest;
 mod report;
-mod toml;
 
 pub use config::Matrix;
-pub use libtest::{parse as parse_libtest, Counts};
-pub use report::Report;
+pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
+pub use report::{Counts, Report};
 
-use binaries::TestBinary;
-use config::{Execution, Row};
+use crate::targets::Execution;
+use config::Row;
+use cpjit_model::{Arch, Host, Os};
 use report::{CheckResult, RowResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Instant;
 
-const USAGE: &str = "\
-usage: cargo xtask test-matrix [--target T]... [--suite S]... [--native] [--no-check]
-                               [--self-test] [--json]
-  --target T   run only the row of stencil target T (repeatable)
-  --suite S    run only suite S of ci/matrix.toml (repeatable)
-  --native     run on this host without emulators: the rows whose stencils or Rust target
-               are the host's own (what the native GitHub runners do)
-  --no-check   skip the compile-only `cargo check` targets
-  --self-test  break the stencils of [self_test].break (CPJIT_BREAK) and check that exactly
-               that row fails
-  --json       print the result as JSON on stdout (progress goes to stderr)";
-
-#[derive(Clone, Debug, Default)]
+/// Options of `cargo xtask test-matrix`.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct Options {
+    /// Run only the row of stencil target T (repeatable).
+    #[arg(long = "target", value_name = "T")]
     pub targets: Vec<String>,
+    /// Run only suite S of ci/matrix.toml (repeatable).
+    #[arg(long = "suite", value_name = "S")]
     pub suites: Vec<String>,
+    /// Run on this host without emulators: the rows whose stencils this host's own
+    /// processes can run (what the native GitHub runners do).
+    #[arg(long)]
     pub native: bool,
+    /// Skip the compile-only `cargo check` targets.
+    #[arg(long)]
     pub no_check: bool,
+    /// Break one row's stencils (CPJIT_BREAK; the first host-abi row, or --target) and
+    /// check that exactly that row fails.
+    #[arg(long)]
     pub self_test: bool,
+    /// Print the result as JSON on stdout (progress goes to stderr).
+    #[arg(long)]
     pub json: bool,
 }
 
-impl Options {
-    pub fn parse(args: &[String]) -> Result<Options, String> {
-        let mut o = Options::default();
-        let mut it = args.iter();
-        while let Some(a) = it.next() {
-            match a.as_str() {
-                "--target" => o
-                    .targets
-                    .push(it.next().ok_or("--target needs a value")?.clone()),
-                "--suite" => o
-                    .suites
-                    .push(it.next().ok_or("--suite needs a value")?.clone()),
-                "--native" => o.native = true,
-                "--no-check" => o.no_check = true,
-                "--self-test" => o.self_test = true,
-                "--json" => o.json = true,
-                "-h" | "--help" => return Err(USAGE.into()),
-                other => return Err(format!("unknown option `{other}`\n{USAGE}")),
-            }
-        }
-        Ok(o)
-    }
-}
-
-pub fn run(args: &[String]) -> Result<(), String> {
-    let opts = Options::parse(args)?;
+pub fn run(opts: &Options) -> Result<(), String> {
     if opts.self_test {
-        return self_test(&opts);
+        return self_test(opts);
     }
-    let report = run_matrix(&opts, &BTreeMap::new())?;
-    if opts.json {
-        print!("{}", report.json());
-    } else {
-        print!("{}", report.table());
-    }
+    let report = run_matrix(opts, &BTreeMap::new())?;
+    print_report(&report, opts.json)?;
     if report.passed() {
         Ok(())
     } else {
@@ -87,14 +60,22 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
 }
 
-/// Runs the matrix with `CPJIT_BREAK=<break row>` and checks that exactly that row fails.
+fn print_report(report: &Report, json: bool) -> Result<(), String> {
+    if json {
+        println!("{}", report.json()?);
+    } else {
+        print!("{}", report.table());
+    }
+    Ok(())
+}
+
+/// Runs the matrix with `CPJIT_BREAK=<broken row>` and checks that exactly that row fails.
 pub fn self_test(opts: &Options) -> Result<(), String> {
     let matrix = Matrix::load(&crate::util::root())?;
-    let broken = opts
-        .targets
-        .first()
-        .cloned()
-        .unwrap_or_else(|| matrix.self_test_break.clone());
+    let broken = match opts.targets.first() {
+        Some(t) => t.clone(),
+        None => matrix.self_test_row()?.triple.clone(),
+    };
     let mut o = opts.clone();
     o.targets.clear();
     o.no_check = true;
@@ -104,11 +85,7 @@ pub fn self_test(opts: &Options) -> Result<(), String> {
     eprintln!("self-test: breaking {broken} (CPJIT_BREAK); expecting exactly that row to fail");
     let env = BTreeMap::from([("CPJIT_BREAK".to_string(), broken.clone())]);
     let report = run_matrix(&o, &env)?;
-    if opts.json {
-        print!("{}", report.json());
-    } else {
-        print!("{}", report.table());
-    }
+    print_report(&report, opts.json)?;
     check_self_test(&report, &broken)
 }
 
@@ -138,12 +115,12 @@ fn check_self_test(report: &Report, broken: &str) -> Result<(), String> {
     }
 }
 
-/// Builds and runs the selected rows; `extra_env` goes to every test binary.
+/// Builds and runs the selected rows; `extra_env` goes to every test.
 pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Result<Report, String> {
     let start = Instant::now();
     let root = crate::util::root();
     let matrix = Matrix::load(&root)?;
-    let host = binaries::host_triple()?;
+    let host = host_triple()?;
     let rows = select_rows(&matrix, opts, &host)?;
     for s in &opts.suites {
         if !matrix.suites.contains_key(s) {
@@ -153,42 +130,44 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
             ));
         }
     }
-    let workspace = binaries::workspace_packages()?;
+    let suites: Vec<(&String, &config::Suite)> = matrix
+        .suites
+        .iter()
+        .filter(|(name, _)| opts.suites.is_empty() || opts.suites.contains(name))
+        .collect();
+    let packages: Vec<String> = suites.iter().map(|(_, s)| s.package.clone()).collect();
     let mut report = Report::default();
 
-    // One build per Rust target, covering the suites of every row that uses it.
-    let mut wanted: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    // One archive per Rust target, shared by every row that runs it.
+    let mut archives: BTreeMap<&str, Result<PathBuf, String>> = BTreeMap::new();
     for row in &rows {
-        let packages = wanted.entry(row.rust_target.as_str()).or_default();
-        for s in row_suites(row, opts) {
-            let p = &matrix.suites[s].package;
-            if !packages.contains(p) {
-                packages.push(p.clone());
-            }
+        let target = row.rust_target.as_str();
+        if archives.contains_key(target) {
+            continue;
         }
-    }
-    let mut built: BTreeMap<&str, Result<Vec<TestBinary>, String>> = BTreeMap::new();
-    for (target, packages) in &wanted {
         eprintln!(
-            "matrix: building test binaries for {target} ({})",
+            "matrix: building the test archive for {target} ({})",
             packages.join(", ")
         );
         let t = Instant::now();
-        built.insert(
-            target,
-            binaries::build(target, &host, matrix.release, packages, &workspace),
-        );
+        let built = nextest::archive(&root, target, &host, matrix.release, &packages);
+        archives.insert(target, built);
         report.builds.push((target.to_string(), t.elapsed()));
     }
 
+    let stencil_free_row = stencil_free_rows(&rows);
     for row in &rows {
+        let runs_stencil_free = stencil_free_row[row.rust_target.as_str()] == row.triple;
+        let row_suites: Vec<(&String, &str)> = suites
+            .iter()
+            .filter(|(_, s)| s.reads_stencils || runs_stencil_free)
+            .map(|(name, s)| (*name, s.package.as_str()))
+            .collect();
         let result = run_row(
             &root,
-            &matrix,
             row,
-            opts,
-            &host,
-            &built[row.rust_target.as_str()],
+            &row_suites,
+            &archives[row.rust_target.as_str()],
             extra_env,
         );
         eprintln!(
@@ -210,20 +189,47 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     Ok(report)
 }
 
-/// The rows to run. With `--native`, a row runs when its stencils or its Rust target are
-/// the host's, and then with the host as Rust target and no runner.
+/// For each Rust target, the row that runs the suites ignoring `CPJIT_STENCILS`: the row
+/// of the Rust target's own stencils when selected, else its first row.
+fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
+    let mut chosen: BTreeMap<&str, &str> = BTreeMap::new();
+    for row in rows.iter().rev() {
+        let current = chosen.get(row.rust_target.as_str());
+        if current.is_none_or(|t| *t != row.rust_target) {
+            chosen.insert(&row.rust_target, &row.triple);
+        }
+    }
+    chosen
+}
+
+/// The host's target triple (`rustc -vV`).
+pub fn host_triple() -> Result<String, String> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = std::process::Command::new(&rustc)
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", rustc.to_string_lossy()))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .ok_or_else(|| "`rustc -vV` printed no host line".to_string())
+}
+
+/// The rows to run. With `--native`, every row whose stencils a process of the host's own
+/// target can run ([`Host::runs`]), executed by that process; otherwise the rows as the
+/// target files define them, which need an x86_64 Linux host with qemu and wine.
 fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, String> {
+    let known = || {
+        matrix
+            .rows
+            .iter()
+            .map(|r| r.triple.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     for t in &opts.targets {
         if matrix.row(t).is_none() {
-            return Err(format!(
-                "no row for target `{t}` in ci/matrix.toml (rows: {})",
-                matrix
-                    .rows
-                    .iter()
-                    .map(|r| r.triple.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            return Err(format!("no target `{t}` (targets/*.toml has: {})", known()));
         }
     }
     let mut rows: Vec<Row> = matrix
@@ -232,8 +238,17 @@ fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, 
         .filter(|r| opts.targets.is_empty() || opts.targets.contains(&r.triple))
         .cloned()
         .collect();
+    let this = Host::of_triple(host)
+        .ok_or_else(|| format!("no stencils are built for this host's architecture ({host})"))?;
     if opts.native {
-        rows.retain(|r| r.triple == host || r.rust_target == host);
+        let root = crate::util::root();
+        let facts = crate::targets::load_all(&root.join("targets"))?;
+        rows.retain(|r| {
+            facts.iter().any(|f| {
+                let reserved: Vec<&str> = f.reserved_registers.iter().map(String::as_str).collect();
+                f.triple == r.triple && this.runs(f.arch, f.abi, &reserved)
+            })
+        });
         for r in &mut rows {
             r.execution = if r.triple == host {
                 Execution::Native
@@ -242,197 +257,115 @@ fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, 
             };
             r.rust_target = host.to_string();
         }
-        if rows.is_empty() {
+        if !rows.iter().any(|r| r.triple == host) {
             return Err(format!(
-                "--native: no row of ci/matrix.toml runs on host {host}"
+                "--native: host {host} has no target file, or --target left out its row \
+                 (targets/*.toml has: {})",
+                known()
             ));
         }
-    } else if host != "x86_64-unknown-linux-gnu" {
+    } else if this
+        != (Host {
+            arch: Arch::X86_64,
+            os: Os::Linux,
+        })
+    {
         return Err(format!(
-            "the emulated matrix needs an x86_64-unknown-linux-gnu host (this is {host}); \
-             use --native"
+            "the emulated matrix needs an x86_64 Linux host (this is {host}); use --native"
         ));
     }
     Ok(rows)
 }
 
-fn row_suites<'r>(row: &'r Row, opts: &'r Options) -> impl Iterator<Item = &'r String> {
-    row.suites
-        .iter()
-        .filter(move |s| opts.suites.is_empty() || opts.suites.contains(s))
-}
-
 fn run_row(
     root: &Path,
-    matrix: &Matrix,
     row: &Row,
-    opts: &Options,
-    host: &str,
-    built: &Result<Vec<TestBinary>, String>,
+    suites: &[(&String, &str)],
+    archive: &Result<PathBuf, String>,
     extra_env: &BTreeMap<String, String>,
 ) -> RowResult {
-    let runner = if row.rust_target == host {
-        Vec::new()
-    } else {
-        matrix
-            .runners
-            .get(&row.rust_target)
-            .cloned()
-            .unwrap_or_default()
-    };
     let mut result = RowResult {
         triple: row.triple.clone(),
-        executed: describe(row, &runner),
+        executed: describe(row),
         ..Default::default()
     };
     match stencil_count(root, &row.triple) {
-        Ok(n) => result.stencils = Some(n),
+        Ok(n) => result.stencils = n,
         Err(e) => result.problems.push(e),
     }
-    let binaries = match built {
-        Ok(b) => b,
+    let archive = match archive {
+        Ok(a) => a,
         Err(e) => {
             result.problems.push(e.clone());
             return result;
         }
     };
     let start = Instant::now();
-    for suite_name in row_suites(row, opts) {
-        let suite = &matrix.suites[suite_name];
-        let mut suite_counts = Counts::default();
-        let suite_binaries: Vec<&TestBinary> = binaries
-            .iter()
-            .filter(|b| b.package == suite.package)
-            .collect();
-        if suite_binaries.is_empty() {
-            result.problems.push(format!(
-                "suite {suite_name}: {} has no test binaries",
-                suite.package
-            ));
-            continue;
-        }
-        for bin in suite_binaries {
-            let mut cmd = runner_command(root, &runner, &bin.path);
-            cmd.args(&suite.args)
-                .current_dir(&bin.manifest_dir)
-                .env("CARGO_MANIFEST_DIR", &bin.manifest_dir)
-                .env("CPJIT_STENCILS", &row.triple)
-                .envs(&row.env)
-                .envs(extra_env);
-            let started = Instant::now();
-            let outcome = run_binary(&mut cmd);
-            if let Ok((summary, status, _)) = &outcome {
-                eprintln!(
-                    "matrix: {} {suite_name}/{}: {} passed, {} failed, {:.1}s ({status})",
-                    row.triple,
-                    bin.name,
-                    summary.counts.passed,
-                    summary.counts.failed,
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            match outcome {
-                Ok((summary, status, output)) => {
-                    suite_counts.add(summary.counts);
-                    let what = format!("suite {suite_name}: {} ({})", bin.name, bin.path.display());
-                    if !summary.complete {
-                        result
-                            .problems
-                            .push(format!("{what}: no libtest result ({status})"));
-                    } else if !summary.failed_names.is_empty() || summary.counts.failed > 0 {
-                        result.problems.push(format!(
-                            "{what}: failed tests: {}",
-                            summary.failed_names.join(", ")
-                        ));
-                    } else if !status.success() {
-                        result
-                            .problems
-                            .push(format!("{what}: exited with {status}"));
-                    }
-                    if !status.success() || !summary.complete {
-                        eprintln!(
-                            "--- {} {what} ({status}), last lines:\n{}",
-                            row.triple,
-                            tail(&output, 40)
-                        );
-                    }
-                }
-                Err(e) => result.problems.push(format!("suite {suite_name}: {e}")),
-            }
-        }
-        if suite_counts.run == 0 {
-            result
-                .problems
-                .push(format!("suite {suite_name}: no tests ran"));
-        }
-        result.counts.add(suite_counts);
+    let mut env = extra_env.clone();
+    env.insert("CPJIT_STENCILS".into(), row.triple.clone());
+    let packages: Vec<&str> = suites.iter().map(|(_, p)| *p).collect();
+    match nextest::run_archive(root, archive, &packages, &env) {
+        Ok(outcome) => judge(&mut result, suites, &outcome),
+        Err(e) => result.problems.push(e),
     }
     result.time = start.elapsed();
     result
 }
 
-fn describe(row: &Row, runner: &[String]) -> String {
-    let how = match row.execution {
-        Execution::Native => return "native".into(),
-        e => e.name(),
+/// Turns one nextest run into the row's counts and problems: any failed or crashed test,
+/// a failing exit without a report, and a suite that ran no tests fail the row.
+fn judge(result: &mut RowResult, suites: &[(&String, &str)], outcome: &nextest::RunOutcome) {
+    let Some(cases) = &outcome.cases else {
+        result.problems.push(format!(
+            "nextest wrote no JUnit report ({}); last lines:\n{}",
+            outcome.status,
+            tail(&outcome.log, 30)
+        ));
+        return;
     };
-    let via = runner
-        .first()
-        .map(|r| {
-            let name = Path::new(r)
-                .file_name()
-                .map_or(r.clone(), |n| n.to_string_lossy().into_owned());
-            format!(" ({})", name.trim_start_matches("run-"))
-        })
-        .unwrap_or_default();
-    format!("{how}: {}{via}", row.rust_target)
-}
-
-fn runner_command(root: &Path, runner: &[String], exe: &Path) -> Command {
-    match runner.split_first() {
-        None => Command::new(exe),
-        Some((program, args)) => {
-            // Like cargo: a runner path with a slash is relative to the workspace root.
-            let program: PathBuf = if program.contains('/') {
-                root.join(program)
-            } else {
-                program.into()
-            };
-            let mut cmd = Command::new(program);
-            cmd.args(args).arg(exe);
-            cmd
+    for (name, package) in suites {
+        let mut counts = Counts::default();
+        for c in cases.iter().filter(|c| c.package() == *package) {
+            counts.add_case(c.outcome);
         }
+        if counts.run == 0 {
+            result
+                .problems
+                .push(format!("suite {name}: no tests ran ({package})"));
+        }
+        result.counts.add(counts);
+    }
+    let failed: Vec<String> = cases
+        .iter()
+        .filter(|c| c.outcome == Outcome::Failed)
+        .map(|c| format!("{}::{}", c.binary, c.name))
+        .collect();
+    if !failed.is_empty() {
+        result
+            .problems
+            .push(format!("failed tests: {}", failed.join(", ")));
+    } else if !outcome.status.success() {
+        result.problems.push(format!(
+            "nextest exited with {} without a failed test; last lines:\n{}",
+            outcome.status,
+            tail(&outcome.log, 30)
+        ));
+    }
+    if !outcome.status.success() {
+        eprintln!(
+            "--- {} ({}), last lines of nextest:\n{}",
+            result.triple,
+            outcome.status,
+            tail(&outcome.log, 40)
+        );
     }
 }
 
-/// Runs one test binary with its output in temporary files, not pipes: wine leaves helper
-/// processes behind that inherit the output handles and would hold a pipe open for
-/// seconds after the test binary exited.
-fn run_binary(
-    cmd: &mut Command,
-) -> Result<(libtest::Summary, std::process::ExitStatus, String), String> {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let base = std::env::temp_dir().join(format!("cpjit-matrix-{}-{n}", std::process::id()));
-    let (out_path, err_path) = (base.with_extension("out"), base.with_extension("err"));
-    let create = |p: &Path| {
-        std::fs::File::create(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
-    };
-    let status = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(create(&out_path)?)
-        .stderr(create(&err_path)?)
-        .status()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"));
-    let read = |p: &Path| {
-        let bytes = std::fs::read(p).unwrap_or_default();
-        let _ = std::fs::remove_file(p);
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    let (stdout, stderr) = (read(&out_path), read(&err_path));
-    let status = status?;
-    let all = format!("{stdout}{stderr}");
-    Ok((libtest::parse(&stdout), status, all))
+fn describe(row: &Row) -> String {
+    match row.execution {
+        Execution::Native => "native".into(),
+        e => format!("{}: {}", e.name(), row.rust_target),
+    }
 }
 
 fn tail(text: &str, n: usize) -> String {
@@ -461,30 +394,27 @@ fn check(target: &str, packages: &[String]) -> CheckResult {
     }
 }
 
-/// Number of stencils in the generated crate `stencils/<triple>/`: the entries of its
-/// `pub mod stencil` index module.
-pub fn stencil_count(root: &Path, triple: &str) -> Result<usize, String> {
-    let path = root.join("stencils").join(triple).join("src/lib.rs");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "stencil crate missing ({}: {e}); run cargo xtask build-stencils",
-            path.display()
-        )
-    })?;
-    count_stencils(&text)
-        .ok_or_else(|| format!("{}: no `pub mod stencil` index found", path.display()))
-}
-
-fn count_stencils(lib_rs: &str) -> Option<usize> {
-    let start = lib_rs.find("pub mod stencil {")?;
-    let body = &lib_rs[start..];
-    let end = body.find("\n}").unwrap_or(body.len());
-    Some(
-        body[..end]
-            .lines()
-            .filter(|l| l.trim_start().starts_with("pub const "))
-            .count(),
-    )
+/// Stencils in the generated crate `stencils/<triple>/`, from its typed sidecar. A missing
+/// crate fails the row; a crate without a sidecar (written by toolchains before the
+/// sidecar existed) runs with its count unknown, and says so.
+pub fn stencil_count(root: &Path, triple: &str) -> Result<Option<u64>, String> {
+    let dir = root.join("stencils").join(triple);
+    for file in ["Cargo.toml", "src/lib.rs"] {
+        if !dir.join(file).is_file() {
+            return Err(format!(
+                "stencil crate missing ({} has no {file}); run cargo xtask build-stencils",
+                dir.display()
+            ));
+        }
+    }
+    if !dir.join(crate::sidecar::FILE).exists() {
+        eprintln!(
+            "matrix: {triple}: no {} yet; stencil count unknown",
+            crate::sidecar::FILE
+        );
+        return Ok(None);
+    }
+    crate::sidecar::Sidecar::load(&dir, triple).map(|s| Some(s.counts.stencils))
 }
 
 #[cfg(test)]
@@ -492,73 +422,133 @@ mod tests {
     use super::*;
 
     #[test]
-    fn options_parse_and_reject_unknown_flags() {
-        let args: Vec<String> = ["--target", "a", "--suite", "vm", "--json", "--native"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let o = Options::parse(&args).unwrap();
-        assert_eq!(o.targets, ["a"]);
-        assert_eq!(o.suites, ["vm"]);
-        assert!(o.json && o.native && !o.self_test);
-        assert!(Options::parse(&["--frob".to_string()])
-            .unwrap_err()
-            .contains("unknown option `--frob`"));
-        assert!(Options::parse(&["--target".to_string()]).is_err());
-    }
-
-    #[test]
-    fn native_selection_uses_the_host_as_rust_target() {
+    fn native_selection_follows_the_host_rule() {
         let m = Matrix::load(&crate::util::root()).unwrap();
         let native = Options {
             native: true,
             ..Default::default()
         };
-        let rows = select_rows(&m, &native, "aarch64-unknown-linux-gnu").unwrap();
-        let names: Vec<&str> = rows.iter().map(|r| r.triple.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "aarch64-unknown-linux-gnu",
-                "aarch64-apple-darwin",
-                "aarch64-pc-windows-msvc"
-            ]
-        );
-        assert_eq!(rows[0].execution, Execution::Native);
-        assert_eq!(rows[1].execution, Execution::HostAbi);
-        let rows = select_rows(&m, &native, "x86_64-pc-windows-msvc").unwrap();
-        assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].rust_target, "x86_64-pc-windows-msvc");
-        let rows = select_rows(&m, &native, "aarch64-apple-darwin").unwrap();
-        assert_eq!(rows.len(), 1);
-        assert!(select_rows(&m, &Options::default(), "aarch64-apple-darwin").is_err());
+        let facts = crate::targets::load_all(&crate::util::root().join("targets")).unwrap();
+        // The Linux processes of the native and qemu rows.
+        let hosts: Vec<&str> = facts
+            .iter()
+            .filter(|f| matches!(f.test.execution, Execution::Native | Execution::Qemu))
+            .map(|f| f.test.rust_target.as_str())
+            .collect();
+        assert_eq!(hosts.len(), 2);
+        for host in hosts {
+            let rows = select_rows(&m, &native, host).unwrap();
+            let this = Host::of_triple(host).unwrap();
+            for f in &facts {
+                let reserved: Vec<&str> = f.reserved_registers.iter().map(String::as_str).collect();
+                let selected = rows.iter().any(|r| r.triple == f.triple);
+                assert_eq!(
+                    selected,
+                    this.runs(f.arch, f.abi, &reserved),
+                    "{host} {}",
+                    f.triple
+                );
+            }
+            for r in &rows {
+                assert_eq!(r.rust_target, host);
+                let want = if r.triple == host {
+                    Execution::Native
+                } else {
+                    Execution::HostAbi
+                };
+                assert_eq!(r.execution, want);
+            }
+        }
+        assert!(select_rows(&m, &Options::default(), "aarch64-apple-ios").is_err());
+        assert!(select_rows(&m, &native, "x86_64-unknown-netbsd")
+            .unwrap_err()
+            .contains("has no target file"));
         let bad = Options {
             targets: vec!["riscv64".into()],
             ..Default::default()
         };
-        assert!(select_rows(&m, &bad, "x86_64-unknown-linux-gnu")
+        assert!(select_rows(&m, &bad, "x86_64-unknown-linux-musl")
             .unwrap_err()
-            .contains("no row"));
+            .contains("no target `riscv64`"));
+    }
+
+    use nextest::TestCase;
+
+    #[test]
+    fn stencil_free_suites_run_once_per_rust_target_preferably_in_its_own_row() {
+        let row = |triple: &str, rust_target: &str| Row {
+            triple: triple.into(),
+            execution: Execution::HostAbi,
+            rust_target: rust_target.into(),
+        };
+        let rows = [
+            row("a-other", "a-own"),
+            row("a-own", "a-own"),
+            row("b-x", "b-y"),
+            row("b-z", "b-y"),
+        ];
+        let chosen = stencil_free_rows(&rows);
+        assert_eq!(chosen["a-own"], "a-own");
+        assert_eq!(chosen["b-y"], "b-x");
+        assert_eq!(chosen.len(), 2);
+        assert_eq!(stencil_free_rows(&rows[..1])["a-own"], "a-other");
+    }
+
+    fn case(binary: &str, outcome: Outcome) -> TestCase {
+        TestCase {
+            binary: binary.into(),
+            name: "t".into(),
+            outcome,
+        }
+    }
+
+    fn outcome(code: i32, cases: Option<Vec<TestCase>>) -> nextest::RunOutcome {
+        use std::os::unix::process::ExitStatusExt;
+        nextest::RunOutcome {
+            status: std::process::ExitStatus::from_raw(code << 8),
+            cases,
+            log: "log".into(),
+        }
     }
 
     #[test]
-    fn describes_how_rows_execute() {
-        let m = Matrix::load(&crate::util::root()).unwrap();
-        let runner = |r: &Row| m.runners.get(&r.rust_target).cloned().unwrap_or_default();
-        let d: Vec<String> = m.rows.iter().map(|r| describe(r, &runner(r))).collect();
-        assert_eq!(d[0], "native");
-        assert_eq!(d[1], "qemu: aarch64-unknown-linux-gnu (aarch64)");
-        assert_eq!(d[2], "wine: x86_64-pc-windows-gnu (wine)");
-        assert_eq!(d[3], "host-abi: x86_64-unknown-linux-gnu");
-        assert_eq!(d[4], "host-abi: aarch64-unknown-linux-gnu (aarch64)");
-    }
-
-    #[test]
-    fn stencil_index_is_counted() {
-        let lib = "pub static SET: X = X;\npub mod stencil {\n    pub const op_a: usize = 0;\n    \
-                   pub const op_b: usize = 1;\n}\npub const OTHER: u8 = 0;\n";
-        assert_eq!(count_stencils(lib), Some(2));
-        assert_eq!(count_stencils("pub static SET: X = X;\n"), None);
+    fn a_row_fails_on_failed_tests_missing_reports_and_empty_suites() {
+        let (a, b) = ("a".to_string(), "b".to_string());
+        let suites = [(&a, "pa"), (&b, "pb")];
+        let judged = |o: nextest::RunOutcome| {
+            let mut r = RowResult::default();
+            judge(&mut r, &suites, &o);
+            r
+        };
+        let ok = judged(outcome(
+            0,
+            Some(vec![
+                case("pa", Outcome::Passed),
+                case("pb::it", Outcome::Passed),
+            ]),
+        ));
+        assert!(ok.passed() && ok.counts.run == 2, "{:?}", ok.problems);
+        let failed = judged(outcome(
+            100,
+            Some(vec![
+                case("pa", Outcome::Failed),
+                case("pb", Outcome::Passed),
+            ]),
+        ));
+        assert_eq!(failed.counts.failed, 1);
+        assert!(failed.problems[0].contains("failed tests: pa::t"));
+        let crashed = judged(outcome(101, None));
+        assert!(crashed.problems[0].contains("no JUnit report"));
+        let empty = judged(outcome(0, Some(vec![case("pa", Outcome::Passed)])));
+        assert!(empty.problems[0].contains("suite b: no tests ran"));
+        let status_only = judged(outcome(
+            1,
+            Some(vec![
+                case("pa", Outcome::Passed),
+                case("pb", Outcome::Passed),
+            ]),
+        ));
+        assert!(status_only.problems[0].contains("without a failed test"));
     }
 
     #[test]

@@ -1,11 +1,48 @@
 //! `cargo xtask setup`: runs `ci/setup.sh`, which installs (as root) or names (otherwise)
-//! the missing system packages, rustup targets and the wine prefix. Idempotent and fast
-//! when everything is present.
+//! the missing system packages, cargo-nextest and the wine prefix, then adds the rustup
+//! targets the target files name (each `[test]` table's `rust_target` and
+//! `check_target`). Idempotent and fast when everything is present.
 
 use crate::util::{root, run};
+use std::collections::BTreeSet;
 use std::process::Command;
 
 pub fn ensure() -> Result<(), String> {
     run(Command::new("bash").arg(root().join("ci/setup.sh")))
-        .map_err(|e| format!("set-up incomplete: {e}"))
+        .map_err(|e| format!("set-up incomplete: {e}"))?;
+    rustup_targets()
+}
+
+/// The Rust targets the matrix builds or checks for.
+pub fn wanted_rust_targets() -> Result<BTreeSet<String>, String> {
+    let targets = crate::targets::load_all(&root().join("targets"))?;
+    Ok(targets
+        .into_iter()
+        .flat_map(|t| [Some(t.test.rust_target), t.test.check_target])
+        .flatten()
+        .collect())
+}
+
+fn rustup_targets() -> Result<(), String> {
+    let out = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map_err(|e| format!("cannot run rustup: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("rustup target list --installed: {}", out.status));
+    }
+    let installed = String::from_utf8_lossy(&out.stdout);
+    let installed: BTreeSet<&str> = installed.lines().map(str::trim).collect();
+    let missing: Vec<String> = wanted_rust_targets()?
+        .into_iter()
+        .filter(|t| !installed.contains(t.as_str()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("setup: rustup target add {}", missing.join(" "));
+    run(Command::new("rustup")
+        .args(["target", "add"])
+        .args(&missing))
+    .map_err(|e| format!("set-up incomplete: {e}"))
 }

@@ -306,6 +306,7 @@ pub static SET: StencilSet<'static> = StencilSet {
     arch: Arch::X86_64,
     format: ObjectFormat::Elf,
     abi: Abi::Win64,
+    reserved_registers: &[],
     nop: &[0x90],
     shim: Some(0),
     stencils: &STENCILS,

@@ -1,363 +1,162 @@
-//! The matrix definition, read from `ci/matrix.toml` and checked against the `[test]`
-//! sections of `targets/<triple>.toml`.
+//! The matrix definition: the non-target facts of `ci/matrix.toml` (suites, build profile,
+//! compile-only packages, long runs, self-test) and one row per target file of
+//! `targets/`, derived from its `[test]` table.
 
-use super::toml::{self, Table, Value};
+use crate::targets::{self, Execution, TargetFacts};
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// How a row's stencils meet a real process (see `ci/matrix.toml`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Execution {
-    Native,
-    Qemu,
-    Wine,
-    HostAbi,
-}
-
-impl Execution {
-    pub fn parse(s: &str) -> Option<Execution> {
-        Some(match s {
-            "native" => Execution::Native,
-            "qemu" => Execution::Qemu,
-            "wine" => Execution::Wine,
-            "host-abi" => Execution::HostAbi,
-            _ => return None,
-        })
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Execution::Native => "native",
-            Execution::Qemu => "qemu",
-            Execution::Wine => "wine",
-            Execution::HostAbi => "host-abi",
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq)]
+/// A test suite: the test binaries of one workspace package.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Suite {
-    pub name: String,
     pub package: String,
-    pub args: Vec<String>,
+    /// Whether the suite's tests depend on `CPJIT_STENCILS`. One that does not gives the
+    /// same result in every row of a Rust target, so it runs once per Rust target (in the
+    /// row of that target's own stencils when selected, else in its first row).
+    #[serde(default = "yes")]
+    pub reads_stencils: bool,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+fn yes() -> bool {
+    true
+}
+
+/// One row: a target's stencils executed by a process of `rust_target`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Row {
     /// The stencils' target triple (the `CPJIT_STENCILS` value).
     pub triple: String,
     pub execution: Execution,
     /// The Rust target whose test binaries execute the stencils.
     pub rust_target: String,
-    /// Names of entries in [`Matrix::suites`].
-    pub suites: Vec<String>,
-    /// Extra environment for the row's test binaries.
-    pub env: BTreeMap<String, String>,
 }
 
-/// A slower native test run of `cargo xtask ci`, outside the matrix rows (e.g. the VM's
-/// full differential suite): `cargo test [--release] -p <package> -- <args>` with `env`.
-#[derive(Clone, Debug, PartialEq)]
+/// A slower native test run of `cargo xtask ci`, outside the rows (e.g. the VM's full
+/// differential suite): `cargo nextest run [--release] -p <package> <args>` with `env`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LongRun {
     pub name: String,
     pub package: String,
+    #[serde(default)]
     pub release: bool,
+    #[serde(default)]
     pub args: Vec<String>,
+    #[serde(default)]
     pub env: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    Dev,
+    Release,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Build {
+    profile: Profile,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Check {
+    packages: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SelfTest {
+    suites: Vec<String>,
+}
+
+/// `ci/matrix.toml` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MatrixFile {
+    build: Build,
+    suites: BTreeMap<String, Suite>,
+    check: Check,
+    #[serde(default)]
+    long: Vec<LongRun>,
+    self_test: SelfTest,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Matrix {
     pub suites: BTreeMap<String, Suite>,
-    /// Command prefix (relative to the repo root for paths with a slash) per Rust target.
-    pub runners: BTreeMap<String, Vec<String>>,
+    /// One per target file, sorted by triple.
     pub rows: Vec<Row>,
     pub check_packages: Vec<String>,
+    /// The `check_target`s of the target files, sorted and deduplicated.
     pub check_targets: Vec<String>,
-    pub self_test_break: String,
     pub self_test_suites: Vec<String>,
     pub long: Vec<LongRun>,
-    /// Build the test binaries with `--release` (`[build] profile = "release"`).
+    /// Build the test binaries with `--release`.
     pub release: bool,
 }
 
 impl Matrix {
+    /// Reads `ci/matrix.toml` and `targets/*.toml` under `root`.
     pub fn load(root: &Path) -> Result<Matrix, String> {
         let path = root.join("ci/matrix.toml");
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let matrix = Matrix::parse("ci/matrix.toml", &text)?;
-        for row in &matrix.rows {
-            let file = format!("targets/{}.toml", row.triple);
-            match std::fs::read_to_string(root.join(&file)) {
-                Ok(text) => matrix.check_target_file(row, &file, &text)?,
-                Err(e) => {
-                    return Err(format!(
-                        "ci/matrix.toml: row {}: cannot read {file}: {e}",
-                        row.triple
-                    ))
-                }
-            }
-        }
-        Ok(matrix)
+        let targets = targets::load_all(&root.join("targets"))?;
+        Matrix::new("ci/matrix.toml", &text, &targets)
     }
 
-    pub fn parse(file: &str, text: &str) -> Result<Matrix, String> {
-        let root = toml::parse(file, text)?;
-        let ctx = |what: &str| format!("{file}: {what}");
-
-        let mut suites = BTreeMap::new();
-        for (name, v) in table(&root, "suites", &ctx("top level"))? {
-            let where_ = ctx(&format!("[suites.{name}]"));
-            let t = as_table(v, &where_)?;
-            known_keys(t, &["package", "args"], &where_)?;
-            suites.insert(
-                name.clone(),
-                Suite {
-                    name: name.clone(),
-                    package: string(t, "package", &where_)?,
-                    args: strings_or_empty(t, "args", &where_)?,
-                },
-            );
+    /// The matrix of `text` (the contents of `file`) over `targets`.
+    pub fn new(file: &str, text: &str, targets: &[TargetFacts]) -> Result<Matrix, String> {
+        let raw: MatrixFile =
+            toml::from_str(text).map_err(|e| format!("{file}: {}", e.to_string().trim_end()))?;
+        if raw.suites.is_empty() {
+            return Err(format!("{file}: no [suites]"));
         }
-
-        let mut runners = BTreeMap::new();
-        for (target, v) in table(&root, "runners", &ctx("top level"))? {
-            let cmd = as_strings(v, &ctx(&format!("[runners] {target}")))?;
-            if cmd.is_empty() {
-                return Err(ctx(&format!("[runners] {target}: empty command")));
-            }
-            runners.insert(target.clone(), cmd);
-        }
-
-        let Some(Value::Array(raw_rows)) = root.get("row") else {
-            return Err(ctx("no [[row]] entries"));
-        };
-        let mut rows = Vec::new();
-        for (i, v) in raw_rows.iter().enumerate() {
-            let where_ = ctx(&format!("[[row]] #{}", i + 1));
-            let t = as_table(v, &where_)?;
-            known_keys(
-                t,
-                &["triple", "execution", "rust_target", "suites", "env"],
-                &where_,
-            )?;
-            let triple = string(t, "triple", &where_)?;
-            let where_ = ctx(&format!("row {triple}"));
-            let execution_name = string(t, "execution", &where_)?;
-            let execution = Execution::parse(&execution_name).ok_or_else(|| {
-                format!(
-                    "{where_}: unknown execution `{execution_name}` (native, qemu, wine, host-abi)"
-                )
-            })?;
-            let row_suites = strings_or_empty(t, "suites", &where_)?;
-            if row_suites.is_empty() {
-                return Err(format!("{where_}: no suites"));
-            }
-            for s in &row_suites {
-                if !suites.contains_key(s) {
-                    return Err(format!("{where_}: unknown suite `{s}`"));
-                }
-            }
-            let env = env_table(t, &where_)?;
-            if rows.iter().any(|r: &Row| r.triple == triple) {
-                return Err(format!("{where_}: duplicate row"));
-            }
-            rows.push(Row {
-                triple,
-                execution,
-                rust_target: string(t, "rust_target", &where_)?,
-                suites: row_suites,
-                env,
-            });
-        }
-
-        let check_where = ctx("[check]");
-        let check = as_table(
-            root.get("check").ok_or_else(|| ctx("missing [check]"))?,
-            &check_where,
-        )?;
-        known_keys(check, &["packages", "targets"], &check_where)?;
-        let self_where = ctx("[self_test]");
-        let self_test = as_table(
-            root.get("self_test")
-                .ok_or_else(|| ctx("missing [self_test]"))?,
-            &self_where,
-        )?;
-        known_keys(self_test, &["break", "suites"], &self_where)?;
-        let mut long = Vec::new();
-        if let Some(v) = root.get("long") {
-            let Value::Array(items) = v else {
-                return Err(ctx("long must be an array of tables ([[long]])"));
-            };
-            for (i, v) in items.iter().enumerate() {
-                let where_ = ctx(&format!("[[long]] #{}", i + 1));
-                let t = as_table(v, &where_)?;
-                known_keys(t, &["name", "package", "release", "args", "env"], &where_)?;
-                long.push(LongRun {
-                    name: string(t, "name", &where_)?,
-                    package: string(t, "package", &where_)?,
-                    release: match t.get("release") {
-                        None => false,
-                        Some(Value::Boolean(b)) => *b,
-                        Some(_) => return Err(format!("{where_}: release must be a boolean")),
-                    },
-                    args: strings_or_empty(t, "args", &where_)?,
-                    env: env_table(t, &where_)?,
-                });
+        for s in &raw.self_test.suites {
+            if !raw.suites.contains_key(s) {
+                return Err(format!("{file}: [self_test] suites: unknown suite `{s}`"));
             }
         }
-        let release = match root.get("build") {
-            None => false,
-            Some(v) => {
-                let where_ = ctx("[build]");
-                let t = as_table(v, &where_)?;
-                known_keys(t, &["profile"], &where_)?;
-                match string(t, "profile", &where_)?.as_str() {
-                    "dev" => false,
-                    "release" => true,
-                    other => {
-                        return Err(format!(
-                            "{where_}: profile `{other}` is not `dev` or `release`"
-                        ))
-                    }
-                }
-            }
-        };
-        let matrix = Matrix {
-            release,
-            long,
-            suites,
-            runners,
+        let rows = targets
+            .iter()
+            .map(|t| Row {
+                triple: t.triple.clone(),
+                execution: t.test.execution,
+                rust_target: t.test.rust_target.clone(),
+            })
+            .collect();
+        let mut check_targets: Vec<String> = targets
+            .iter()
+            .filter_map(|t| t.test.check_target.clone())
+            .collect();
+        check_targets.sort();
+        check_targets.dedup();
+        Ok(Matrix {
+            suites: raw.suites,
             rows,
-            check_packages: strings_or_empty(check, "packages", &check_where)?,
-            check_targets: strings_or_empty(check, "targets", &check_where)?,
-            self_test_break: string(self_test, "break", &self_where)?,
-            self_test_suites: strings_or_empty(self_test, "suites", &self_where)?,
-        };
-        if matrix.row(&matrix.self_test_break).is_none() {
-            return Err(format!(
-                "{self_where}: break = `{}` is not a row",
-                matrix.self_test_break
-            ));
-        }
-        for s in &matrix.self_test_suites {
-            if !matrix.suites.contains_key(s) {
-                return Err(format!("{self_where}: unknown suite `{s}`"));
-            }
-        }
-        Ok(matrix)
+            check_packages: raw.check.packages,
+            check_targets,
+            self_test_suites: raw.self_test.suites,
+            long: raw.long,
+            release: raw.build.profile == Profile::Release,
+        })
     }
 
     pub fn row(&self, triple: &str) -> Option<&Row> {
         self.rows.iter().find(|r| r.triple == triple)
     }
 
-    /// The `[test]` section of `targets/<triple>.toml` must agree with the row, and its
-    /// `check_target` (if any) must be checked by `[check]`.
-    fn check_target_file(&self, row: &Row, file: &str, text: &str) -> Result<(), String> {
-        let t = toml::parse(file, text)?;
-        let Some(Value::Table(test)) = t.get("test") else {
-            return Ok(());
-        };
-        let mismatch = |key: &str, theirs: &str, ours: &str| {
-            format!(
-                "ci/matrix.toml: row {}: {key} = `{ours}` but {file} [test] says `{theirs}`",
-                row.triple
-            )
-        };
-        if let Some(Value::String(e)) = test.get("execution") {
-            if e != row.execution.name() {
-                return Err(mismatch("execution", e, row.execution.name()));
-            }
-        }
-        if let Some(Value::String(r)) = test.get("rust_target") {
-            if *r != row.rust_target {
-                return Err(mismatch("rust_target", r, &row.rust_target));
-            }
-        }
-        if let Some(Value::String(c)) = test.get("check_target") {
-            if !self.check_targets.contains(c) {
-                return Err(format!(
-                    "ci/matrix.toml: [check] targets lacks `{c}`, the check_target of {file}"
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-fn env_table(t: &Table, where_: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut env = BTreeMap::new();
-    if let Some(v) = t.get("env") {
-        for (k, v) in as_table(v, &format!("{where_}: env"))? {
-            let Value::String(s) = v else {
-                return Err(format!("{where_}: env.{k} must be a string"));
-            };
-            env.insert(k.clone(), s.clone());
-        }
-    }
-    Ok(env)
-}
-
-fn table<'t>(root: &'t Table, key: &str, where_: &str) -> Result<&'t Table, String> {
-    match root.get(key) {
-        Some(v) => as_table(v, &format!("{where_}: {key}")),
-        None => Err(format!("{where_}: missing [{key}]")),
-    }
-}
-
-fn as_table<'t>(v: &'t Value, where_: &str) -> Result<&'t Table, String> {
-    match v {
-        Value::Table(t) => Ok(t),
-        other => Err(format!(
-            "{where_}: expected a table, found a {}",
-            other.type_name()
-        )),
-    }
-}
-
-fn known_keys(t: &Table, known: &[&str], where_: &str) -> Result<(), String> {
-    match t.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "{where_}: unknown key `{k}` (expected one of: {})",
-            known.join(", ")
-        )),
-        None => Ok(()),
-    }
-}
-
-fn string(t: &Table, key: &str, where_: &str) -> Result<String, String> {
-    match t.get(key) {
-        Some(Value::String(s)) => Ok(s.clone()),
-        Some(other) => Err(format!(
-            "{where_}: {key} must be a string, not a {}",
-            other.type_name()
-        )),
-        None => Err(format!("{where_}: missing {key}")),
-    }
-}
-
-fn as_strings(v: &Value, where_: &str) -> Result<Vec<String>, String> {
-    let Value::Array(items) = v else {
-        return Err(format!("{where_}: expected an array of strings"));
-    };
-    items
-        .iter()
-        .map(|i| match i {
-            Value::String(s) => Ok(s.clone()),
-            other => Err(format!(
-                "{where_}: expected strings, found a {}",
-                other.type_name()
-            )),
-        })
-        .collect()
-}
-
-fn strings_or_empty(t: &Table, key: &str, where_: &str) -> Result<Vec<String>, String> {
-    match t.get(key) {
-        Some(v) => as_strings(v, &format!("{where_}: {key}")),
-        None => Ok(Vec::new()),
+    /// The row `--self-test` breaks by default: the first host-abi row, whose stencils
+    /// meet a process of another OS (the case most likely to pass by accident).
+    pub fn self_test_row(&self) -> Result<&Row, String> {
+        self.rows
+            .iter()
+            .find(|r| r.execution == Execution::HostAbi)
+            .ok_or_else(|| "self-test: no host-abi row to break; pass --target".to_string())
     }
 }
 
@@ -366,99 +165,100 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_committed_matrix_is_valid_and_matches_the_target_files() {
+    fn the_committed_matrix_has_one_row_per_target_file() {
         let root = crate::util::root();
         let m = Matrix::load(&root).unwrap();
-        assert_eq!(m.rows.len(), 6);
+        let files = std::fs::read_dir(root.join("targets")).unwrap().count();
+        assert_eq!(m.rows.len(), files);
         for row in &m.rows {
-            assert!(root.join(format!("targets/{}.toml", row.triple)).exists());
-            if row.execution == Execution::Native || row.execution == Execution::Qemu {
+            if matches!(row.execution, Execution::Native | Execution::Qemu) {
                 assert_eq!(row.triple, row.rust_target);
             }
         }
-        assert!(m.row(&m.self_test_break).is_some());
+        assert!(m.self_test_row().is_ok());
+        assert!(!m.check_targets.is_empty());
+    }
+
+    /// Adding a target is adding one file: a throwaway x86-64 FreeBSD target beside copies
+    /// of the real files becomes a row, executed by a Linux process (host ABI).
+    #[test]
+    fn a_seventh_target_file_is_a_matrix_row() {
+        let root = crate::util::root();
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(root.join("targets")).unwrap() {
+            let path = entry.unwrap().path();
+            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+        }
+        let real = targets::load_all(&root.join("targets")).unwrap();
+        // Executed by the process that runs the x86-64 native row.
+        let linux = real
+            .iter()
+            .find(|t| t.test.execution == Execution::Native && t.arch == cpjit_model::Arch::X86_64)
+            .unwrap();
+        std::fs::write(
+            dir.path().join("x86_64-unknown-freebsd.toml"),
+            format!(
+                "triple = \"x86_64-unknown-freebsd\"\narch = \"x86_64\"\nformat = \"elf\"\n\
+                 abi = \"sysv64\"\n[test]\nexecution = \"host-abi\"\nrust_target = \"{}\"\n",
+                linux.test.rust_target
+            ),
+        )
+        .unwrap();
+        let targets = targets::load_all(dir.path()).unwrap();
+        assert_eq!(targets.len(), real.len() + 1);
+        let text = std::fs::read_to_string(root.join("ci/matrix.toml")).unwrap();
+        let m = Matrix::new("ci/matrix.toml", &text, &targets).unwrap();
+        let row = m
+            .row("x86_64-unknown-freebsd")
+            .expect("a row for the new target");
+        assert_eq!(row.execution, Execution::HostAbi);
+        assert_eq!(row.rust_target, linux.test.rust_target);
+        assert_eq!(m.rows.len(), real.len() + 1);
     }
 
     const MINIMAL: &str = r#"
+[build]
+profile = "dev"
 [suites.a]
 package = "p"
-[runners]
-[[row]]
-triple = "t"
-execution = "native"
-rust_target = "t"
-suites = ["a"]
 [check]
-targets = []
+packages = ["p"]
 [self_test]
-break = "t"
+suites = ["a"]
 [[long]]
 name = "full"
 package = "p"
 release = true
-args = ["--ignored"]
+args = ["--run-ignored", "only"]
 env = { N = "10" }
 "#;
 
     #[test]
     fn minimal_matrix_parses() {
-        let m = Matrix::parse("m.toml", MINIMAL).unwrap();
-        assert_eq!(m.rows[0].suites, ["a"]);
+        let m = Matrix::new("m.toml", MINIMAL, &[]).unwrap();
         assert_eq!(m.suites["a"].package, "p");
-        assert_eq!(m.long[0].args, ["--ignored"]);
-        assert!(m.long[0].release);
+        assert!(m.suites["a"].reads_stencils);
+        assert_eq!(m.long[0].args, ["--run-ignored", "only"]);
+        assert!(m.long[0].release && !m.release);
         assert_eq!(m.long[0].env["N"], "10");
-        assert!(!m.release);
-        let release = format!("{MINIMAL}[build]\nprofile = \"release\"\n");
-        assert!(Matrix::parse("m.toml", &release).unwrap().release);
-        let bad = format!("{MINIMAL}[build]\nprofile = \"fast\"\n");
-        assert!(Matrix::parse("m.toml", &bad)
-            .unwrap_err()
-            .contains("profile `fast`"));
+        let bad = MINIMAL.replace("\"dev\"", "\"fast\"");
+        let e = Matrix::new("m.toml", &bad, &[]).unwrap_err();
+        assert!(e.contains("fast"), "{e}");
     }
 
     #[test]
-    fn errors_name_the_row_and_key() {
+    fn errors_name_the_file_and_key() {
         let bad = MINIMAL.replace("suites = [\"a\"]", "suites = [\"b\"]");
-        let e = Matrix::parse("m.toml", &bad).unwrap_err();
+        let e = Matrix::new("m.toml", &bad, &[]).unwrap_err();
         assert!(
-            e.contains("row t") && e.contains("unknown suite `b`"),
+            e.contains("m.toml") && e.contains("unknown suite `b`"),
             "{e}"
         );
-        let bad = MINIMAL.replace("\"native\"", "\"docker\"");
-        let e = Matrix::parse("m.toml", &bad).unwrap_err();
-        assert!(e.contains("unknown execution `docker`"), "{e}");
-        let bad = MINIMAL.replace("break = \"t\"", "break = \"u\"");
-        assert!(Matrix::parse("m.toml", &bad)
-            .unwrap_err()
-            .contains("not a row"));
-        let bad = MINIMAL.replace("package = \"p\"", "package = \"p\"\npackages = 1");
-        assert!(Matrix::parse("m.toml", &bad)
-            .unwrap_err()
-            .contains("unknown key `packages`"));
-    }
-
-    #[test]
-    fn disagreeing_target_file_is_an_error() {
-        let m = Matrix::parse("m.toml", MINIMAL).unwrap();
-        let e = m
-            .check_target_file(
-                &m.rows[0],
-                "targets/t.toml",
-                "[test]\nexecution = \"qemu\"\n",
-            )
-            .unwrap_err();
-        assert!(
-            e.contains("execution = `native`") && e.contains("says `qemu`"),
-            "{e}"
-        );
-        let e = m
-            .check_target_file(
-                &m.rows[0],
-                "targets/t.toml",
-                "[test]\ncheck_target = \"z\"\n",
-            )
-            .unwrap_err();
-        assert!(e.contains("lacks `z`"), "{e}");
+        let bad = MINIMAL.replace("package = \"p\"\n[check]", "packages = 1\n[check]");
+        let e = Matrix::new("m.toml", &bad, &[]).unwrap_err();
+        assert!(e.contains("packages"), "{e}");
+        // Rows are not written here any more: a [[row]] is an unknown key.
+        let e = Matrix::new("m.toml", &format!("{MINIMAL}[[row]]\n"), &[]).unwrap_err();
+        assert!(e.contains("row"), "{e}");
     }
 }

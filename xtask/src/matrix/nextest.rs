@@ -1,0 +1,242 @@
+//! The matrix on cargo-nextest: each Rust target's test binaries are built once into a
+//! nextest archive; each row runs the archive with its environment (`CPJIT_STENCILS`)
+//! through the Rust target's cargo runner (qemu, wine), and its results are read from the
+//! JUnit report of the `matrix` profile (`.config/nextest.toml`).
+
+use crate::util::cargo;
+use quick_xml::events::{BytesStart, Event};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+/// The nextest profile whose JUnit report the matrix reads.
+pub const PROFILE: &str = "matrix";
+
+/// Builds the test binaries of `packages` for `rust_target` into an archive and returns its
+/// path. The host's binaries are built without `--target`, so that they share artifacts
+/// with the native runs of `cargo xtask ci`.
+pub fn archive(
+    root: &Path,
+    rust_target: &str,
+    host: &str,
+    release: bool,
+    packages: &[String],
+) -> Result<PathBuf, String> {
+    let path = root
+        .join("target/nextest-archives")
+        .join(format!("{rust_target}.tar.zst"));
+    let dir = path.parent().expect("archives live in a directory");
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut cmd = cargo();
+    cmd.args(["nextest", "archive", "--archive-file"])
+        .arg(&path);
+    if release {
+        cmd.arg("--release");
+    }
+    if rust_target != host {
+        cmd.args(["--target", rust_target]);
+    }
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    crate::util::run(&mut cmd)
+        .map_err(|e| format!("building the nextest archive for {rust_target}: {e}"))?;
+    Ok(path)
+}
+
+/// What one `cargo nextest run` reported.
+#[derive(Debug)]
+pub struct RunOutcome {
+    pub status: ExitStatus,
+    /// `None`: nextest wrote no JUnit report (it failed before running tests, e.g. a test
+    /// binary crashed while listing its tests).
+    pub cases: Option<Vec<TestCase>>,
+    /// nextest's stderr (its progress and failing tests' output).
+    pub log: String,
+}
+
+/// Runs the tests of `packages` from `archive` with `env` in the environment.
+pub fn run_archive(
+    root: &Path,
+    archive: &Path,
+    packages: &[&str],
+    env: &BTreeMap<String, String>,
+) -> Result<RunOutcome, String> {
+    let report = junit_path(root);
+    let _ = std::fs::remove_file(&report);
+    let filter = packages
+        .iter()
+        .map(|p| format!("package(={p})"))
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let mut cmd = cargo();
+    cmd.args(["nextest", "run", "--profile", PROFILE, "--archive-file"])
+        .arg(archive)
+        .arg("--workspace-remap")
+        .arg(root)
+        // A suite without tests is reported per suite by the caller, which names it.
+        .args(["--no-fail-fast", "--no-tests", "pass", "--color", "never"])
+        .args(["-E", &filter])
+        .envs(env);
+    // The log goes to a file, not a pipe: wine leaves helper processes behind that inherit
+    // the output handles and would hold a pipe open for seconds after the tests ended.
+    let log_path = root.join("target/nextest").join(PROFILE).join("run.log");
+    std::fs::create_dir_all(log_path.parent().expect("has a parent"))
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let log_file = std::fs::File::create(&log_path)
+        .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .status()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let log = String::from_utf8_lossy(&std::fs::read(&log_path).unwrap_or_default()).into_owned();
+    let cases = match std::fs::read_to_string(&report) {
+        Ok(xml) => Some(parse_junit(&xml).map_err(|e| format!("{}: {e}", report.display()))?),
+        Err(_) => None,
+    };
+    Ok(RunOutcome { status, cases, log })
+}
+
+/// Where the `matrix` profile writes its JUnit report.
+pub fn junit_path(root: &Path) -> PathBuf {
+    root.join("target/nextest").join(PROFILE).join("junit.xml")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Passed,
+    /// Failed, crashed, timed out or leaked (any `<failure>` or `<error>`).
+    Failed,
+    Skipped,
+}
+
+/// One `<testcase>` of a JUnit report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestCase {
+    /// nextest's binary id, e.g. `cpjit-runtime` or `cpjit-runtime::patch_fixtures`.
+    pub binary: String,
+    pub name: String,
+    pub outcome: Outcome,
+}
+
+impl TestCase {
+    /// The package the test binary belongs to.
+    pub fn package(&self) -> &str {
+        self.binary.split("::").next().unwrap_or(&self.binary)
+    }
+}
+
+/// The test cases of a nextest JUnit report.
+pub fn parse_junit(xml: &str) -> Result<Vec<TestCase>, String> {
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let mut cases = Vec::new();
+    let mut open: Option<TestCase> = None;
+    loop {
+        let event = reader
+            .read_event()
+            .map_err(|e| format!("invalid XML at byte {}: {e}", reader.buffer_position()))?;
+        match &event {
+            Event::Start(e) | Event::Empty(e) if e.name().as_ref() == b"testcase" => {
+                let case = TestCase {
+                    binary: attribute(e, "classname")?,
+                    name: attribute(e, "name")?,
+                    outcome: Outcome::Passed,
+                };
+                // `<testcase .../>` has no children: it passed.
+                if matches!(event, Event::Start(_)) {
+                    open = Some(case);
+                } else {
+                    cases.push(case);
+                }
+            }
+            Event::Start(e) | Event::Empty(e) => {
+                if let Some(case) = &mut open {
+                    match e.name().as_ref() {
+                        b"failure" | b"error" => case.outcome = Outcome::Failed,
+                        b"skipped" if case.outcome == Outcome::Passed => {
+                            case.outcome = Outcome::Skipped
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Event::End(e) if e.name().as_ref() == b"testcase" => {
+                cases.extend(open.take());
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if open.is_some() {
+        return Err("unterminated <testcase>".into());
+    }
+    Ok(cases)
+}
+
+fn attribute(e: &BytesStart<'_>, key: &str) -> Result<String, String> {
+    let tag = String::from_utf8_lossy(e.name().as_ref()).into_owned();
+    let attr = e
+        .try_get_attribute(key)
+        .map_err(|err| format!("<{tag}>: {err}"))?
+        .ok_or_else(|| format!("<{tag}> without `{key}`"))?;
+    attr.unescape_value()
+        .map(|v| v.into_owned())
+        .map_err(|err| format!("<{tag}> {key}: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nextest-run" tests="4" failures="1" errors="1" uuid="x" timestamp="t" time="1.0">
+    <testsuite name="cpjit-runtime" tests="2" disabled="0" errors="0" failures="1">
+        <testcase name="arena::tests::reuse" classname="cpjit-runtime" timestamp="t" time="0.1">
+        </testcase>
+        <testcase name="patch::tests::a &amp; b" classname="cpjit-runtime" timestamp="t" time="0.1">
+            <failure type="test failure">thread panicked</failure>
+            <system-out>output</system-out>
+        </testcase>
+    </testsuite>
+    <testsuite name="cpjit-vm::examples" tests="2" disabled="0" errors="1" failures="0">
+        <testcase name="fib" classname="cpjit-vm::examples" timestamp="t" time="0.1"/>
+        <testcase name="crash" classname="cpjit-vm::examples" timestamp="t" time="0.1">
+            <error type="SIGSEGV" message="test aborted"/>
+        </testcase>
+    </testsuite>
+</testsuites>
+"#;
+
+    #[test]
+    fn junit_cases_with_their_outcome_and_package() {
+        let cases = parse_junit(REPORT).unwrap();
+        let got: Vec<(&str, &str, Outcome)> = cases
+            .iter()
+            .map(|c| (c.package(), c.name.as_str(), c.outcome))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("cpjit-runtime", "arena::tests::reuse", Outcome::Passed),
+                ("cpjit-runtime", "patch::tests::a & b", Outcome::Failed),
+                ("cpjit-vm", "fib", Outcome::Passed),
+                ("cpjit-vm", "crash", Outcome::Failed),
+            ]
+        );
+    }
+
+    #[test]
+    fn broken_reports_are_errors() {
+        assert!(
+            parse_junit("<testsuites><testcase name=\"a\" classname=\"b\">")
+                .unwrap_err()
+                .contains("unterminated")
+        );
+        assert!(parse_junit("<testcase classname=\"b\"/>")
+            .unwrap_err()
+            .contains("without `name`"));
+        assert_eq!(parse_junit("<testsuites/>").unwrap(), []);
+    }
+}

@@ -1,0 +1,265 @@
+//! Tidy checks on the whole tree, run by `cargo test -p xtask` (so by `cargo xtask ci`):
+//!
+//! - a target triple (the name of a file in `targets/`) is written only in `targets/`, the
+//!   generated crates, fixtures and docs: everything else derives it from the target files;
+//! - every Rust module starts with a `//!` doc saying what it is;
+//! - every path the code map of `ARCHITECTURE.md` names exists.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+/// The files git tracks or would track (untracked but not ignored), relative to the root.
+fn files() -> Vec<String> {
+    let out = Command::new("git")
+        .args(["ls-files", "--cached", "--others", "--exclude-standard"])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files runs");
+    assert!(out.status.success(), "git ls-files failed");
+    let mut files: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|f| root().join(f).is_file())
+        .map(str::to_string)
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The target triples: the stems of `targets/*.toml`.
+fn triples() -> Vec<String> {
+    let mut triples: Vec<String> = std::fs::read_dir(root().join("targets"))
+        .expect("targets/ exists")
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            (path.extension()? == "toml").then(|| path.file_stem()?.to_str().map(String::from))?
+        })
+        .collect();
+    triples.sort();
+    assert!(!triples.is_empty());
+    triples
+}
+
+/// Places that must hold triples: the target files, generated crates and their facade,
+/// fixtures and golden files (bytes from real tools for real targets), and prose.
+fn may_name_triples(file: &str) -> bool {
+    file.starts_with("targets/")
+        // Cargo's per-Rust-target settings (linker, runner) are keyed by the Rust target,
+        // which for the native rows is also a stencil triple; the runners say which.
+        || file == ".cargo/config.toml"
+        || file.starts_with("qemu/")
+        || file.starts_with("stencils/")
+        || file.contains("/tests/fixtures/")
+        || file.contains("/tests/golden/")
+        || file.ends_with(".md")
+}
+
+/// Files of other modules that still name triples, to be fixed after the merge of issue 12
+/// (each entry: the file and why it is allowed for now). Shrink it; never grow it.
+const TRIPLE_ALLOW_LIST: &[(&str, &str)] = &[
+    // bench (h-bench): should take its set from the facade (`cpjit_stencils::native()`) and
+    // the peer's triple from the host, not name the x86-64 Linux crate.
+    ("bench/Cargo.toml", "depends on one stencil crate by name"),
+    ("bench/src/copy_patch.rs", "doc names the set it stitches"),
+    ("bench/src/peer/library.rs", "the peer's compile triple"),
+    ("bench/src/peer/mod.rs", "the peer's compile triple"),
+    ("bench/src/toolchain.rs", "times named targets"),
+    // runtime's fixture generator (bytes for real targets).
+    (
+        "runtime/tests/stencils/gen.py",
+        "writes fixtures for named targets",
+    ),
+    // toolchain (h-build): unit tests and docs that name real targets; tests could take
+    // them from targets/*.toml (by format/arch) instead.
+    (
+        "toolchain/src/disasm.rs",
+        "unit tests disassemble for named targets",
+    ),
+    ("toolchain/src/error.rs", "doc example"),
+    ("toolchain/src/layout.rs", "unit tests for named targets"),
+    (
+        "toolchain/src/manifest.rs",
+        "unit test of a [target.<triple>] key",
+    ),
+    ("toolchain/src/pipeline.rs", "unit tests for named targets"),
+    (
+        "toolchain/src/target.rs",
+        "unit tests parse a copy of a target file",
+    ),
+    (
+        "toolchain/tests/objects_golden.rs",
+        "golden files per target",
+    ),
+    (
+        "toolchain/tests/objects_readers.rs",
+        "reader tests per object format",
+    ),
+    ("toolchain/tests/pipeline.rs", "pipeline tests per target"),
+    // vm (owner of vm/src/jit.rs): doc example of CPJIT_STENCILS.
+    ("vm/src/jit.rs", "doc example"),
+];
+
+#[test]
+fn triples_are_written_only_where_they_must_be() {
+    let triples = triples();
+    let mut hits = Vec::new();
+    for file in files() {
+        if may_name_triples(&file) || TRIPLE_ALLOW_LIST.iter().any(|(f, _)| *f == file) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(root().join(&file)) else {
+            continue; // binary
+        };
+        if is_generated(&text) {
+            continue;
+        }
+        for (n, line) in text.lines().enumerate() {
+            for t in &triples {
+                if contains_word(line, t) {
+                    hits.push(format!("{file}:{}: {t}", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "target triples outside targets/ (derive them from the target files instead):\n{}",
+        hits.join("\n")
+    );
+    for (file, _) in TRIPLE_ALLOW_LIST {
+        assert!(
+            root().join(file).exists(),
+            "allow-list names a missing file {file}"
+        );
+    }
+}
+
+/// Output of a generator, marked `@generated` on its first line (like the runtime's
+/// hand-assembled test stencils): the generator is what is checked.
+fn is_generated(text: &str) -> bool {
+    text.lines()
+        .next()
+        .is_some_and(|l| l.contains("@generated"))
+}
+
+/// `needle` in `line`, not as part of a longer name (`a-b-c` is not in `a-b-c-d`, nor in
+/// `x_a-b-c`).
+fn contains_word(line: &str, needle: &str) -> bool {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    line.match_indices(needle).any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let after = line[i + needle.len()..].chars().next();
+        !before.is_some_and(is_name) && !after.is_some_and(is_name)
+    })
+}
+
+#[test]
+fn every_rust_module_has_a_doc() {
+    let missing: Vec<String> = files()
+        .into_iter()
+        .filter(|f| f.ends_with(".rs"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(root().join(f)).unwrap_or_default();
+            // Output of a generator (which documents it) is exempt.
+            let generated = text
+                .lines()
+                .next()
+                .is_some_and(|l| l.contains("@generated"));
+            !generated && !starts_with_module_doc(&text)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "Rust modules without a `//!` doc before their first item:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// A `//!` line comes before the first line of code (blank lines, plain comments and inner
+/// attributes may precede it).
+fn starts_with_module_doc(text: &str) -> bool {
+    for line in text.lines().map(str::trim_start) {
+        if line.starts_with("//!") {
+            return true;
+        }
+        if !(line.is_empty() || line.starts_with("//") || line.starts_with("#![")) {
+            return false;
+        }
+    }
+    false
+}
+
+#[test]
+fn the_code_map_names_existing_paths() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let map = text
+        .split("## Code map")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Code map`");
+    let map = map.split("\n## ").next().unwrap_or(map);
+    let mut paths = Vec::new();
+    for line in map.lines() {
+        let Some(cell) = line.strip_prefix("| `") else {
+            continue;
+        };
+        let path = cell.split('`').next().unwrap_or("");
+        paths.push(path.to_string());
+    }
+    assert!(paths.len() >= 10, "code map too short: {paths:?}");
+    let missing: Vec<&String> = paths.iter().filter(|p| !exists(&root(), p)).collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md's code map names paths that do not exist: {missing:?}"
+    );
+}
+
+/// Does `pattern` (a path whose segments may hold one `<placeholder>`) name something under
+/// `dir`?
+fn exists(dir: &Path, pattern: &str) -> bool {
+    let pattern = pattern.trim_end_matches('/');
+    let (first, rest) = match pattern.split_once('/') {
+        Some((f, r)) => (f, Some(r)),
+        None => (pattern, None),
+    };
+    let candidates: Vec<PathBuf> = match first.split_once('<') {
+        None => vec![dir.join(first)],
+        Some((prefix, tail)) => {
+            let suffix = tail.split_once('>').map_or("", |(_, s)| s);
+            std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok())
+                        .map(|e| e.path())
+                        .filter(|p| {
+                            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                            name.starts_with(prefix) && name.ends_with(suffix)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    };
+    candidates.iter().any(|c| match rest {
+        None => c.exists(),
+        Some(r) => c.is_dir() && exists(c, r),
+    })
+}
+
+#[test]
+fn the_checks_themselves_work() {
+    assert!(contains_word("run \"a-b-c\" now", "a-b-c"));
+    assert!(!contains_word("a-b-c-d", "a-b-c"));
+    assert!(!contains_word("x_a-b-c", "a-b-c"));
+    assert!(starts_with_module_doc("// SPDX\n\n//! Doc.\nfn f() {}"));
+    assert!(!starts_with_module_doc("use x;\n//! late\n"));
+    assert!(exists(&root(), "targets/<triple>.toml"));
+    assert!(exists(&root(), "xtask/"));
+    assert!(!exists(&root(), "nowhere/<x>.rs"));
+}
