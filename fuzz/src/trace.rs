@@ -18,7 +18,10 @@ use std::sync::OnceLock;
 use cpjit_model::{Hole, HoleKind, HoleValue, Stencil, StencilSet};
 use cpjit_runtime::{InstanceId, Jit, Target, Trace};
 
-static SET: &StencilSet<'static> = &cpjit_stencils_x86_64_unknown_linux_gnu::SET;
+/// The set this process runs natively (the facade picks it by the one host rule).
+fn set() -> &'static StencilSet<'static> {
+    cpjit_stencils::native().expect("a stencil set for this host")
+}
 
 /// Where a symbol of the set resolves: even indices near this binary's code (direct calls
 /// and relaxed GOT loads), odd ones far away (veneers and GOT slots).
@@ -33,8 +36,8 @@ fn symbol_address(index: usize) -> u64 {
 fn jit() -> &'static Jit<'static> {
     static JIT: OnceLock<Jit<'static>> = OnceLock::new();
     JIT.get_or_init(|| {
-        Jit::new(SET, |name| {
-            SET.symbols
+        Jit::new(set(), |name| {
+            set().symbols
                 .iter()
                 .position(|s| *s == name)
                 .map(symbol_address)
@@ -114,8 +117,8 @@ pub fn run(bytes: &[u8]) -> Outcome {
     let mut builder = jit.trace();
     let mut plan = Vec::new();
     for _ in 0..count {
-        let stencil = (input.byte() as usize) % SET.stencils.len();
-        let s = &SET.stencils[stencil];
+        let stencil = (input.byte() as usize) % set().stencils.len();
+        let s = &set().stencils[stencil];
         let operands: Vec<u64> = s.operands.iter().map(|_| input.operand()).collect();
         let targets: Vec<Target> = s.targets.iter().map(|_| input.target(count)).collect();
         if builder.push(stencil, &operands, &targets).is_ok() {
@@ -134,7 +137,7 @@ pub fn run(bytes: &[u8]) -> Outcome {
     // accepted trace must be exactly right.
     match builder.finish() {
         Ok(trace) => {
-            if let Err(e) = check(SET, &plan, continuation, &trace, symbol_address) {
+            if let Err(e) = check(set(), &plan, continuation, &trace, symbol_address) {
                 panic!("stitched trace is wrong: {e}\nplan: {plan:#x?}\ncontinuation: {continuation:x?}");
             }
             Outcome::Checked
@@ -581,7 +584,7 @@ mod tests {
     #[test]
     fn checker_rejects_a_wrong_description() {
         let jit = jit();
-        let (index, s) = SET
+        let (index, s) = set()
             .stencils
             .iter()
             .enumerate()
@@ -596,9 +599,9 @@ mod tests {
             operands,
             targets: vec![],
         }];
-        check(SET, &plan, None, &trace, symbol_address).unwrap();
+        check(set(), &plan, None, &trace, symbol_address).unwrap();
         plan[0].operands[0] ^= 1;
-        let err = check(SET, &plan, None, &trace, symbol_address).unwrap_err();
+        let err = check(set(), &plan, None, &trace, symbol_address).unwrap_err();
         assert!(err.contains(s.name) && err.contains("operand[0]"), "{err}");
     }
 }

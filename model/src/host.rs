@@ -189,7 +189,7 @@ mod tests {
         assert_eq!(h("x86_64-pc-windows-gnu"), host(Arch::X86_64, Os::Windows));
         assert_eq!(h("aarch64-apple-ios"), host(Arch::Aarch64, Os::Apple));
         assert_eq!(
-            h("riscv64gc-unknown-linux-gnu"),
+            h("riscv64gc-unknown-linux-musl"),
             host(Arch::Riscv64, Os::Linux)
         );
         assert_eq!(
@@ -198,11 +198,11 @@ mod tests {
         );
         assert_eq!(Host::of_triple("mips64-unknown-linux-gnuabi64"), None);
         assert_eq!(
-            Host::of_triple("riscv64-unknown-linux-gnu"),
+            Host::of_triple("riscv64-unknown-linux-musl"),
             Some(host(Arch::Riscv64, Os::Linux))
         );
         assert_eq!(
-            Host::of_triple("riscv64gc-unknown-linux-gnu"),
+            Host::of_triple("riscv64gc-unknown-linux-musl"),
             Some(host(Arch::Riscv64, Os::Linux))
         );
         assert_eq!(Host::of_triple("x86_64"), None);

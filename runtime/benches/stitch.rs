@@ -21,11 +21,6 @@ use cpjit_runtime::{InstanceId, Jit, Target, Trace};
 use std::hint::black_box;
 use std::time::Instant;
 
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-#[allow(unused_attributes, dead_code, clippy::all)]
-#[path = "../../stencils/x86_64-unknown-linux-gnu/src/lib.rs"]
-mod generated;
-
 /// One pushed instance: stencil index, operands, jump targets (instance indices).
 struct Step {
     stencil: usize,
@@ -110,7 +105,7 @@ mod workload {
 
     pub(super) fn get() -> Workload {
         Workload {
-            set: &generated::SET,
+            set: cpjit_stencils::native().expect("a stencil set for this host"),
             resolve,
             straight,
         }

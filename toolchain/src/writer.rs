@@ -564,12 +564,12 @@ mod tests {
             format: 1,
             inputs_digest: "sha256:cc".into(),
             template_set: "default".into(),
-            triple: "x86_64-unknown-linux-gnu".into(),
+            triple: "some-target".into(),
         };
         let text = sidecar.to_json().unwrap();
         assert_eq!(
             text,
-            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"x86_64-unknown-linux-gnu\"\n}\n"
+            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"some-target\"\n}\n"
         );
         let back: Sidecar = serde_json::from_str(&text).unwrap();
         assert_eq!(back, sidecar);

@@ -8,18 +8,17 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-const TARGET: &str = "x86_64-unknown-linux-gnu";
-
 fn build(cache: &Path, out: &Path) -> String {
+    let target = common::first_target();
     let mut opts = common::options(
         common::workspace().join("templates"),
-        &[TARGET],
+        &[&target],
         out,
         Cache::new(cache.to_path_buf()),
     );
     opts.force = true;
     driver::build_stencils(&opts).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::read_to_string(out.join(TARGET).join("src/lib.rs")).unwrap()
+    std::fs::read_to_string(out.join(&target).join("src/lib.rs")).unwrap()
 }
 
 fn entries(cache: &Path) -> Vec<PathBuf> {

@@ -8,9 +8,10 @@ use std::path::Path;
 mod common;
 
 fn options(cache: &Path, out: &Path) -> BuildOptions {
+    let target = common::first_target();
     let mut opts = common::options(
         common::set("per_unit"),
-        &["x86_64-unknown-linux-gnu"],
+        &[&target],
         out,
         Cache::new(cache.to_path_buf()),
     );

@@ -44,6 +44,11 @@ pub fn available_sets() -> Vec<&'static StencilSet<'static>> {
     crate::stencil_sets::linked()
 }
 
+/// The set this process runs natively (what [`Backend::host`] uses without `CPJIT_STENCILS`).
+pub fn host_set() -> Option<&'static StencilSet<'static>> {
+    crate::stencil_sets::host()
+}
+
 /// The set for `triple`, if linked.
 pub fn set_for(triple: &str) -> Option<&'static StencilSet<'static>> {
     available_sets().into_iter().find(|s| s.target == triple)

@@ -20,7 +20,7 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
     let path = format!("/tmp/perf-{pid}.map");
     let map = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
-    let set = cpjit_vm::jit::set_for("x86_64-unknown-linux-gnu").expect("host set linked");
+    let set = cpjit_vm::jit::host_set().expect("host set linked");
     let mut instances = 0;
     for line in map.lines() {
         let mut f = line.split(' ');

@@ -435,7 +435,7 @@ mod tests {
             .filter(|f| matches!(f.test.execution, Execution::Native | Execution::Qemu))
             .map(|f| f.test.rust_target.as_str())
             .collect();
-        assert_eq!(hosts.len(), 2);
+        assert!(hosts.len() >= 2, "{hosts:?}");
         for host in hosts {
             let rows = select_rows(&m, &native, host).unwrap();
             let this = Host::of_triple(host).unwrap();

@@ -12,6 +12,17 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// A target to build for: the first target file (tests that only need some target take it
+/// from `targets/`, the one place triples are written).
+pub fn first_target() -> String {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .next()
+        .expect("a target file")
+        .triple
+}
+
 /// Test set `name` (in `tests/sets/`).
 pub fn set(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
