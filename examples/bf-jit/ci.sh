@@ -16,7 +16,7 @@ if [[ -z "${CPJIT:-}" ]]; then
 fi
 
 # The crates an outside project depends on must package (and build from the package).
-cargo package --quiet --manifest-path "$kit/Cargo.toml" -p cpjit-model -p cpjit-runtime --allow-dirty
+cargo package --quiet --manifest-path "$kit/Cargo.toml" -p cpjit-model -p cpjit-isa -p cpjit-runtime --allow-dirty
 
 targets=(--target x86_64-unknown-linux-gnu --target aarch64-unknown-linux-gnu)
 "$CPJIT" header --out templates/include

@@ -37,7 +37,8 @@ fn jit() -> &'static Jit<'static> {
     static JIT: OnceLock<Jit<'static>> = OnceLock::new();
     JIT.get_or_init(|| {
         Jit::new(set(), |name| {
-            set().symbols
+            set()
+                .symbols
                 .iter()
                 .position(|s| *s == name)
                 .map(symbol_address)
@@ -274,8 +275,13 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
         let mut data_base: Option<u64> = None;
         for hole in s.code_holes() {
             let o = hole.offset as usize;
-            let window = if hole.kind == HoleKind::X86GotPc32Relaxable {
+            // A relaxed GOT load rewrites its opcode and ModRM byte, and the REX prefix only
+            // where the relocation says there is one: for the plain kind the byte before the
+            // opcode belongs to another instruction and must stay as it is.
+            let window = if hole.kind == HoleKind::X86RexGotPc32Relaxable {
                 o.saturating_sub(3)..o + hole.kind.width()
+            } else if hole.kind == HoleKind::X86GotPc32Relaxable {
+                o.saturating_sub(2)..o + hole.kind.width()
             } else {
                 o..o + hole.kind.width()
             };
@@ -403,7 +409,12 @@ fn decode_target(
             Ok(through_veneer(to, code).unwrap_or(to))
         }
         HoleKind::X86GotPc32 => slot(pc_relative()?),
-        HoleKind::X86GotPc32Relaxable => decode_got_load(original, copied, o, place, a, data),
+        HoleKind::X86GotPc32Relaxable => {
+            decode_got_load(original, copied, o, place, a, data, false)
+        }
+        HoleKind::X86RexGotPc32Relaxable => {
+            decode_got_load(original, copied, o, place, a, data, true)
+        }
         other => Err(format!("{other} is not an x86-64 hole")),
     }
 }
@@ -415,7 +426,9 @@ fn through_veneer(to: u64, code: &Memory) -> Option<u64> {
     (v[..6] == [0xff, 0x25, 0, 0, 0, 0]).then(|| u64::from_le_bytes(v[6..14].try_into().unwrap()))
 }
 
-/// A `mov r, [rip+G]`, `call [rip+G]` or `jmp [rip+G]` of a GOT slot, as left or as relaxed.
+/// An instruction using a GOT slot (`mov r, [rip+G]`, `call/jmp [rip+G]`, `test`, the ALU
+/// operations), as left or as relaxed. `rex`: the relocation says a REX prefix precedes the
+/// opcode.
 fn decode_got_load(
     original: &[u8],
     copied: &[u8],
@@ -423,6 +436,7 @@ fn decode_got_load(
     place: u64,
     a: u64,
     data: &Memory,
+    rex: bool,
 ) -> Result<u64, String> {
     let before =
         |bytes: &[u8], back: usize| o.checked_sub(back).and_then(|i| bytes.get(i).copied());
@@ -450,9 +464,12 @@ fn decode_got_load(
         (Some(0x8b), Some(m), Some(0x8d), Some(n)) if m == n => {
             Ok(end.wrapping_add(disp(o).ok_or("short")?))
         }
-        // mov r, [rip+G] -> mov r/m, imm32 (c7 /0, register form).
-        (Some(0x8b), Some(m), Some(0xc7), Some(n)) => {
-            decode_mov_imm(original, copied, o, m, n).map_err(str::to_string)
+        // mov/test/ALU r, [rip+G] -> the same operation on the register with an imm32.
+        (Some(op), Some(m), Some(new), Some(n))
+            if immediate_form(op).is_some_and(|f| f.0 == new) =>
+        {
+            let digit = immediate_form(op).unwrap().1;
+            decode_register_immediate(original, copied, o, m, n, digit, rex).map_err(str::to_string)
         }
         // call [rip+G] -> addr32 call rel32.
         (Some(0xff), Some(0x15), Some(0x67), Some(0xe8)) => {
@@ -471,38 +488,55 @@ fn decode_got_load(
     }
 }
 
-/// `mov r, [rip+G]` relaxed to `mov r, imm32`: the destination register and operand size
-/// must be kept, and the loaded value is the immediate extended as the CPU does.
-fn decode_mov_imm(
+/// The opcode and `/digit` of the register-immediate form of a RIP-relative `op r, [rip+G]`
+/// (Intel SDM): `mov` (8B) is `C7 /0`, `test` (85) is `F7 /0`, and the ALU operations
+/// `03 0B 13 1B 23 2B 33 3B` are `81 /0`..`81 /7`.
+fn immediate_form(opcode: u8) -> Option<(u8, u8)> {
+    match opcode {
+        0x8b => Some((0xc7, 0)),
+        0x85 => Some((0xf7, 0)),
+        op if op & 0xc7 == 0x03 => Some((0x81, op >> 3 & 7)),
+        _ => None,
+    }
+}
+
+/// `op r, [rip+G]` relaxed to `op r, imm32`: the register, the operation and the operand
+/// size must be kept, and the operand is the immediate extended as the CPU does.
+fn decode_register_immediate(
     original: &[u8],
     copied: &[u8],
     o: usize,
     modrm: u8,
     new_modrm: u8,
+    digit: u8,
+    has_rex: bool,
 ) -> Result<u64, &'static str> {
-    if new_modrm & 0xf8 != 0xc0 {
-        return Err("relaxed mov imm32 is not the register form c7 /0");
+    if new_modrm & 0xf8 != 0xc0 | digit << 3 {
+        return Err("relaxed instruction is not the register form of its operation");
     }
     let rex = |bytes: &[u8]| {
         o.checked_sub(3)
             .and_then(|i| bytes.get(i).copied())
-            .filter(|b| b & 0xf0 == 0x40)
+            .filter(|b| has_rex && b & 0xf0 == 0x40)
             .unwrap_or(0)
     };
     let (old_rex, new_rex) = (rex(original), rex(copied));
     let old_reg = ((modrm >> 3) & 7) | (old_rex & 0x4) << 1;
     let new_reg = (new_modrm & 7) | (new_rex & 0x1) << 3;
     if old_reg != new_reg {
-        return Err("relaxed mov imm32 writes another register");
+        return Err("relaxed instruction uses another register");
     }
     if old_rex & 0x8 != new_rex & 0x8 {
-        return Err("relaxed mov imm32 changed the operand size");
+        return Err("relaxed instruction changed the operand size");
     }
     let imm = i32::from_le_bytes(copied[o..o + 4].try_into().unwrap());
     Ok(if new_rex & 0x8 != 0 {
         imm as i64 as u64
-    } else {
+    } else if original.get(o - 2) == Some(&0x8b) {
+        // A 32-bit `mov` zero-extends into the full register.
         imm as u32 as u64
+    } else {
+        return Err("a 32-bit operation relaxed to an immediate");
     })
 }
 

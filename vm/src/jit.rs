@@ -44,9 +44,23 @@ pub fn available_sets() -> Vec<&'static StencilSet<'static>> {
     crate::stencil_sets::linked()
 }
 
-/// The set this process runs natively (what [`Backend::host`] uses without `CPJIT_STENCILS`).
-pub fn host_set() -> Option<&'static StencilSet<'static>> {
-    crate::stencil_sets::host()
+/// The set [`Backend::host`] stitches: the one `CPJIT_STENCILS` names (the test matrix sets
+/// it per row), else the host's own.
+pub fn selected_set() -> Result<&'static StencilSet<'static>, String> {
+    match std::env::var("CPJIT_STENCILS") {
+        Ok(triple) => set_for(&triple).ok_or_else(|| {
+            format!(
+                "CPJIT_STENCILS={triple}: no such stencil set in this binary (linked: {})",
+                linked_names()
+            )
+        }),
+        Err(_) => crate::stencil_sets::host().ok_or_else(|| {
+            format!(
+                "no stencil set for this host (linked: {}); run `cargo xtask build-stencils`",
+                linked_names()
+            )
+        }),
+    }
 }
 
 /// The set for `triple`, if linked.
@@ -70,21 +84,7 @@ impl Backend {
 
     /// [`Backend::host`] with explicit runtime options (perf map, GDB, listings).
     pub fn host_with(options: JitOptions) -> Result<Backend, String> {
-        let set = match std::env::var("CPJIT_STENCILS") {
-            Ok(triple) => set_for(&triple).ok_or_else(|| {
-                format!(
-                    "CPJIT_STENCILS={triple}: no such stencil set in this binary (linked: {})",
-                    linked_names()
-                )
-            })?,
-            Err(_) => crate::stencil_sets::host().ok_or_else(|| {
-                format!(
-                    "no stencil set for this host (linked: {}); run `cargo xtask build-stencils`",
-                    linked_names()
-                )
-            })?,
-        };
-        Backend::with_options(set, options)
+        Backend::with_options(selected_set()?, options)
     }
 
     pub fn new(set: &'static StencilSet<'static>) -> Result<Backend, String> {

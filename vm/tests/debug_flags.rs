@@ -20,7 +20,8 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
     let path = format!("/tmp/perf-{pid}.map");
     let map = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
-    let set = cpjit_vm::jit::host_set().expect("host set linked");
+    // The set the VM child stitched (it inherits CPJIT_STENCILS from the matrix row).
+    let set = cpjit_vm::jit::selected_set().unwrap();
     let mut instances = 0;
     for line in map.lines() {
         let mut f = line.split(' ');

@@ -104,9 +104,10 @@ pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
 )))]
 #[no_mangle]
 #[inline(never)]
-pub extern "C" fn __jit_debug_register_code() {
-    // SAFETY: an empty instruction sequence.
-    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) };
+pub unsafe extern "C" fn __jit_debug_register_code() {
+    // SAFETY: an empty instruction sequence. (The function is `unsafe` only to match the
+    // Linux declaration, an external function.)
+    std::arch::asm!("", options(nomem, nostack, preserves_flags));
 }
 
 static LOCK: Mutex<()> = Mutex::new(());

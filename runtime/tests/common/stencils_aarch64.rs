@@ -427,7 +427,6 @@ pub static SET: StencilSet<'static> = StencilSet {
     arch: Arch::Aarch64,
     format: ObjectFormat::Elf,
     abi: Abi::Aapcs64,
-    // The hand-written stencils never touch x18, so Apple and Windows processes run them too.
     reserved_registers: &["x18"],
     nop: &[0x1f, 0x20, 0x03, 0xd5],
     shim: Some(0),

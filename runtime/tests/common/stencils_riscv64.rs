@@ -402,6 +402,7 @@ pub static SET: StencilSet<'static> = StencilSet {
     arch: Arch::Riscv64,
     format: ObjectFormat::Elf,
     abi: Abi::Lp64d,
+    reserved_registers: &["gp", "tp"],
     nop: &[0x13, 0x00, 0x00, 0x00],
     shim: Some(0),
     stencils: &STENCILS,

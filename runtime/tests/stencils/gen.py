@@ -11,11 +11,13 @@ import os, re, subprocess, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "common")
 SETS = [
-    # (source, llvm-mc triple, set name, target, arch, format, abi, nop)
-    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "x86_64-unknown-linux-gnu", "X86_64", "Elf", "SysV64", [0x90]),
-    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "x86_64-pc-windows-msvc", "X86_64", "Elf", "Win64", [0x90]),
-    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "aarch64-unknown-linux-gnu", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5]),
-    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "riscv64gc-unknown-linux-gnu", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00]),
+    # (source, llvm-mc triple, set name, target, arch, format, abi, nop, reserved registers)
+    # The hand-written stencils never touch x18 (so every AArch64 host may run them) nor gp
+    # and tp (which every RISC-V host reserves).
+    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "x86_64-unknown-linux-gnu", "X86_64", "Elf", "SysV64", [0x90], []),
+    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "x86_64-pc-windows-msvc", "X86_64", "Elf", "Win64", [0x90], []),
+    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "aarch64-unknown-linux-gnu", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
+    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "riscv64gc-unknown-linux-gnu", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
 ]
 KINDS = {
     "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
@@ -46,7 +48,7 @@ def section_bytes(obj, name, tmp):
     return open(path, "rb").read()
 
 
-def generate(source, triple, set_name, target, arch, fmt, abi, nop):
+def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "ops.o")
         run("llvm-mc-19", f"-triple={triple}", "-filetype=obj", os.path.join(HERE, source), "-o", obj)
@@ -147,6 +149,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop):
         out.append(f"    arch: Arch::{arch},")
         out.append(f"    format: ObjectFormat::{fmt},")
         out.append(f"    abi: Abi::{abi},")
+        out.append("    reserved_registers: &[" + ", ".join(f'"{r}"' for r in reserved) + "],")
         out.append(f"    nop: {bytes_lit(nop)},")
         out.append(f"    shim: Some({names.index('cpjit_entry')}),")
         out.append("    stencils: &STENCILS,")
