@@ -111,7 +111,11 @@ static SET: StencilSet<'static> = StencilSet {
         Some(h) => h.abi(),
         None => Abi::SysV64,
     },
-    reserved_registers: &["x18"],
+    // The stencils touch no register any OS reserves.
+    reserved_registers: match Host::current() {
+        Some(h) => h.reserved_registers(),
+        None => &[],
+    },
     nop: host::NOP,
     shim: None,
     stencils: &STENCILS,

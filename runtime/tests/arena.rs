@@ -83,7 +83,10 @@ fn a_thousand_tiny_traces_share_pages() {
             "{s:?}: {part} mapped above {bound}"
         );
     }
-    assert_eq!(s.data_used, 0, "no GOT slot for a relaxed operand: {s:?}");
+    // RISC-V's GOT loads (auipc + ld) are not relaxed: there the operand keeps its slot.
+    if !cfg!(target_arch = "riscv64") {
+        assert_eq!(s.data_used, 0, "no GOT slot for a relaxed operand: {s:?}");
+    }
     assert_eq!((s.reserved(), s.chunks), (stats.reserved(), 1));
     for (trace, shim) in &again {
         assert_eq!(run(trace, *shim, &mut Frame::default()), 3);

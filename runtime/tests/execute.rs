@@ -49,8 +49,13 @@ fn got_slots_are_deduplicated_per_trace() {
     t.push_named("op_return", &[], &[]).unwrap();
     let trace = t.finish().unwrap();
     // Small constants become immediates where the instruction allows it (every load on
-    // AArch64, `mov` loads on x86-64): at most the two values the x86 `add`s load.
-    assert!(trace.got_slots() <= 2, "{trace:?}");
+    // AArch64, `mov` loads on x86-64): at most the two values the x86 `add`s load. RISC-V's
+    // GOT loads (auipc + ld) are not relaxed: one slot per distinct value (1, 5, 7).
+    if cfg!(target_arch = "riscv64") {
+        assert_eq!(trace.got_slots(), 3, "{trace:?}");
+    } else {
+        assert!(trace.got_slots() <= 2, "{trace:?}");
+    }
     assert_eq!(trace.data_range().len(), trace.got_slots() * 8);
     assert_eq!(run(&trace, shim, &mut Frame::default()), 1 + 10 + 12);
 
