@@ -16,7 +16,9 @@
 
 use core::fmt;
 
+mod frame;
 mod host;
+pub use frame::{FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame};
 pub use host::{Host, Os};
 
 /// Which byte image of the stencil a hole (or a relocation) lives in.

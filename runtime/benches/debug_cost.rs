@@ -1,6 +1,7 @@
 //! What each debugging/profiling option costs when stitching, measured rather than
 //! asserted: ns per stencil instance for `push` + `finish` of a 100-instance trace of the
-//! hand-written test stencils, with every option off, then each one on (and all on).
+//! host's generated set (its testing ops; unwinding with the set's derived `FRAMES`), with
+//! every option off, then each one on (and all on).
 //! Modes alternate within each round (off, perf map, jitdump, gdb, listing, unwind, all, …) so
 //! that a change of machine load moves all of them; the report gives median (min–max).
 //!
@@ -9,12 +10,6 @@
 //! both removed at the end). GDB is not attached, so `gdb` measures building and linking
 //! each trace's ELF object, not GDB reading it.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[cfg(target_arch = "x86_64")]
-#[path = "../tests/debug_frames/mod.rs"]
-mod debug_frames;
-
 use cpjit_runtime::debug::perf;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
 use std::time::Instant;
@@ -22,23 +17,31 @@ use std::time::Instant;
 const INSTANCES: usize = 100;
 const BATCH: usize = 200;
 
+extern "C" fn mul_add(a: i64, b: i64, c: i64) -> i64 {
+    a.wrapping_mul(b).wrapping_add(c)
+}
+
+fn resolve(name: &str) -> Option<u64> {
+    (name == "cpjit_test_mul_add").then_some(mul_add as *const () as usize as u64)
+}
+
 fn build(jit: &Jit<'_>) -> Trace {
     let mut t = jit.trace();
     t.push_shim().unwrap();
-    t.push_named("op_load_got", &[1], &[]).unwrap();
+    t.push_named("op_test_push2", &[1, 2], &[]).unwrap();
     for i in 2..INSTANCES - 1 {
         match i % 3 {
-            0 => t.push_named("op_add_got", &[i as u64, 3], &[]),
-            1 => t.push_named("op_call_helper", &[], &[]),
+            0 => t.push_named("op_test_push", &[i as u64], &[]),
+            1 => t.push_named("op_test_helper", &[], &[]),
             _ => t.push_named(
-                "op_dec_jump_nz",
+                "op_test_dec_jump_nz",
                 &[],
                 &[Target::Instance(InstanceId::from_index(1))],
             ),
         }
         .unwrap();
     }
-    t.push_named("op_return", &[], &[]).unwrap();
+    t.push_named("op_test_exit", &[], &[]).unwrap();
     t.finish().unwrap()
 }
 
@@ -50,10 +53,8 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(15);
     let off = JitOptions::default();
-    #[cfg(target_arch = "x86_64")]
-    let frames = Some(debug_frames::FRAMES);
-    #[cfg(not(target_arch = "x86_64"))]
-    let frames = None;
+    let set = cpjit_stencils::native().expect("a generated set for this host");
+    let frames = cpjit_stencils::frames(set);
     let modes: [(&str, JitOptions); 7] = [
         ("off", off),
         (
@@ -99,7 +100,7 @@ fn main() {
     ];
     let jits: Vec<Jit<'_>> = modes
         .iter()
-        .map(|(_, o)| Jit::with_options(common::SET, common::resolve, *o).unwrap())
+        .map(|(_, o)| Jit::with_options(set, resolve, *o).unwrap())
         .collect();
     let mut samples = vec![Vec::new(); modes.len()];
     for round in 0..=rounds {
@@ -118,7 +119,7 @@ fn main() {
     }
     println!(
         "{} ({}), {INSTANCES}-instance traces, {BATCH} per sample, {rounds} alternating rounds; ns per instance: median (min–max)",
-        common::SET.target,
+        set.target,
         std::env::consts::ARCH
     );
     for ((name, _), xs) in modes.iter().zip(&mut samples) {

@@ -34,9 +34,10 @@ pub struct JitOptions {
     /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
     /// default.
     pub listing: bool,
-    /// Register unwind information for every trace (Linux), built from these frame
-    /// layouts, one per stencil of the set ([`debug::unwind`](crate::debug::unwind)), so
-    /// that debuggers and `std::backtrace` walk through JIT code. Off (`None`) by default.
+    /// Register unwind information for every trace (Linux; macOS untested), built from
+    /// these frame layouts, one per stencil of the set: a generated crate's `FRAMES`
+    /// ([`debug::unwind`](crate::debug::unwind)), so that debuggers, `std::backtrace` and
+    /// panics walk through JIT code. Off (`None`) by default.
     pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,
 }
 

@@ -34,7 +34,7 @@ fn with_gdb() -> JitOptions {
     JitOptions {
         gdb: true,
         #[cfg(target_arch = "x86_64")]
-        unwind: Some(debug_frames::FRAMES),
+        unwind: Some(debug_frames::frames()),
         ..JitOptions::default()
     }
 }

@@ -72,6 +72,10 @@ pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
         .unwrap_or_default();
     let mut flags = vec![format!("--target={}", target.llvm_triple())];
     flags.extend(MANDATORY_FLAGS.iter().map(|s| s.to_string()));
+    if target.format == cpjit_model::ObjectFormat::Elf {
+        // `.eh_frame` is where `frame` reads the stencils' frame layouts from.
+        flags.push("-fasynchronous-unwind-tables".into());
+    }
     flags.push(format!("-ffile-prefix-map={}=.", manifest.root.display()));
     let removed = |f: &String| per_target.remove_cflags.contains(f);
     flags.extend(target.cflags.iter().filter(|f| !removed(f)).cloned());

@@ -68,7 +68,7 @@ fn lib_rs(set_name: &str, targets: &[&Target]) -> String {
          //! built for a process like this one.\n\
          #![no_std]\n\
          \n\
-         use cpjit_model::{{Abi, Arch, Host, ObjectFormat, StencilSet}};\n\
+         use cpjit_model::{{Abi, Arch, Host, ObjectFormat, StencilFrame, StencilSet}};\n\
          \n\
          /// A target of the template set, as its target file describes it.\n\
          #[derive(Clone, Copy, Debug, PartialEq, Eq)]\n\
@@ -138,7 +138,24 @@ fn lib_rs(set_name: &str, targets: &[&Target]) -> String {
         "pub fn get(triple: &str) -> Option<&'static StencilSet<'static>> {\n",
         "    ALL.iter().copied().find(|s| s.target == triple)\n",
         "}\n",
+        "\n",
+        "/// The frame layouts of `set`'s stencils (its crate's `FRAMES`, for\n",
+        "/// `JitOptions::unwind`), if `set` is one of [`all`].\n",
+        "pub fn frames(set: &StencilSet<'_>) -> Option<&'static [StencilFrame<'static>]> {\n",
+        "    ALL.iter()\n",
+        "        .position(|s| s.target == set.target)\n",
+        "        .map(|i| FRAMES[i])\n",
+        "}\n",
     ));
+    o.push_str("\n/// Each set's frame layouts, in the order of [`ALL`].\n#[rustfmt::skip]\nstatic FRAMES: &[&[StencilFrame<'static>]] = &[\n");
+    for t in targets {
+        let _ = writeln!(
+            o,
+            "    {}::FRAMES,",
+            writer::package_name(&t.triple).replace('-', "_")
+        );
+    }
+    o.push_str("];\n");
     o
 }
 

@@ -104,6 +104,8 @@ mod tests {
             targets: vec![],
             symbols: vec![],
             elided_continue: false,
+            pieces: vec![],
+            frame: None,
         }];
         mark_relaxable_got_uses("x86_64-pc-windows-msvc", &mut stencils).unwrap();
         let kinds: Vec<HoleKind> = stencils[0].holes.iter().map(|h| h.kind).collect();

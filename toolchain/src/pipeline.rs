@@ -1,7 +1,7 @@
 //! The build pipeline for one (translation unit, target) pair, and the parallel driver over
 //! all pairs: `clang -E` (skipped on a direct-mode cache hit) → `clang` to bitcode (cached
 //! by preprocessed text) → inkwell parse + validation → object emission (cached by bitcode)
-//! → object reader → reserved-register check.
+//! → object reader → frame layouts (`frame`) → reserved-register check.
 
 use crate::cache::{self, Cache, DepEntry};
 use crate::clang;
@@ -189,6 +189,7 @@ impl Pipeline<'_> {
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
         instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
+        crate::frame::derive(target, &object_bytes, &mut stencils).map_err(at)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
@@ -416,6 +417,8 @@ mod tests {
             targets: vec![],
             symbols: vec![],
             elided_continue: false,
+            pieces: vec![],
+            frame: None,
         }
     }
 

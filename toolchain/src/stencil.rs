@@ -33,6 +33,20 @@ pub struct StencilBuf {
     /// The trailing jump to the continuation was removed: execution falls through to the
     /// next instance, which must start at `code.len()`.
     pub elided_continue: bool,
+    /// Where each function of the object that makes up the code was copied (the template
+    /// function first, then the static helpers it calls), for [`crate::frame`].
+    pub pieces: Vec<CodePiece>,
+    /// The frame layout (`None` until [`crate::frame::derive`] has run).
+    pub frame: Option<crate::frame::DerivedFrame>,
+}
+
+/// Bytes `start..end` of the object section `section` (by name), copied to code offset `at`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodePiece {
+    pub section: String,
+    pub start: u64,
+    pub end: u64,
+    pub at: u64,
 }
 
 impl StencilBuf {
@@ -194,6 +208,8 @@ mod tests {
             targets: vec![],
             symbols: vec!["helper".into()],
             elided_continue: true,
+            pieces: vec![],
+            frame: None,
         }
     }
 

@@ -281,6 +281,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     o.push_str("    ],\n");
     let _ = writeln!(o, "    digest: \"{}\",", set.digest);
     o.push_str("};\n\n");
+    crate::frame::write_frames(&mut o, &set.stencils);
 
     o.push_str("/// The stencils, one constant each (listings show code with its holes).\n#[rustfmt::skip]\nmod def {\n    use cpjit_model::*;\n");
     if set

@@ -35,8 +35,9 @@ pub(crate) struct Options {
     pub jitdump: bool,
     pub gdb: bool,
     pub listing: bool,
-    /// Each stencil's CFA program, by stencil index, if unwind info is registered.
-    pub unwind: Option<Box<[Box<[u8]>]>>,
+    /// Each stencil's FDE programs (or why it has none), by stencil index, if unwind info
+    /// is registered.
+    pub unwind: Option<Box<[unwind::StencilPrograms]>>,
 }
 
 impl Options {
@@ -118,10 +119,10 @@ pub(crate) fn register(
     if options.jitdump {
         perf::write_jitdump(&symbols)?;
     }
-    let unwind = options
-        .unwind
-        .as_ref()
-        .map(|programs| unwind::Registration::new(eh_frame(b, &symbols, programs)));
+    let unwind = match &options.unwind {
+        Some(programs) => Some(unwind::Registration::new(eh_frame(b, &symbols, programs)?)),
+        None => None,
+    };
     let gdb = options.gdb.then(|| {
         let eh_frame = unwind.as_ref().map(|u| u.bytes());
         gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
@@ -135,33 +136,49 @@ pub(crate) fn register(
     })))
 }
 
-/// The trace's `.eh_frame`: each instance with its stencil's CFA program, covering the
-/// padding after it (run at depth 0); the tail jump and veneers at depth 0.
+/// The trace's `.eh_frame`: one FDE per function of each instance's stencil, one for the
+/// padding after an instance (run in the entry state), and for the tail jump and veneers.
+/// An error if a stencil of the trace has no frame layout.
 fn eh_frame(
     b: &TraceBuilder<'_, '_>,
     symbols: &[CodeSymbol<'_>],
-    programs: &[Box<[u8]>],
-) -> Vec<u8> {
+    programs: &[unwind::StencilPrograms],
+) -> Result<Vec<u8>, Error> {
     let n = b.instances.len();
-    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len());
+    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len() + 1);
     for (i, inst) in b.instances.iter().enumerate() {
         let start = symbols[i].start;
-        let end = match symbols.get(i + 1) {
+        let functions =
+            programs[inst.stencil as usize]
+                .as_ref()
+                .map_err(|why| Error::InvalidStencil {
+                    stencil: symbols[i].what.to_string(),
+                    reason: format!("no unwind information for this stencil: {why}"),
+                })?;
+        ranges.extend(functions.iter().map(|f| unwind::Range {
+            start: start + u64::from(f.start),
+            len: u64::from(f.end - f.start),
+            program: &f.program,
+        }));
+        let code_end = start + symbols[i].size;
+        let next = match symbols.get(i + 1) {
             Some(next) if i + 1 < n => next.start,
-            _ => start + symbols[i].size,
+            _ => code_end,
         };
-        ranges.push(unwind::Range {
-            start,
-            len: end - start,
-            program: &programs[inst.stencil as usize],
-        });
+        if next > code_end {
+            ranges.push(unwind::Range {
+                start: code_end,
+                len: next - code_end,
+                program: &[],
+            });
+        }
     }
     ranges.extend(symbols[n..].iter().map(|s| unwind::Range {
         start: s.start,
         len: s.size,
         program: &[],
     }));
-    unwind::eh_frame(&ranges)
+    Ok(unwind::eh_frame(&ranges))
 }
 
 /// One symbol per instance (its stencil's bytes, without the alignment padding before the

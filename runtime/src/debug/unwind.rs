@@ -1,127 +1,151 @@
-//! Unwind information for stitched code (Linux, x86-64 and AArch64): one DWARF CIE and one
-//! FDE per instance, registered with the platform unwinder (`__register_frame`, libgcc's,
-//! which Rust's std uses for backtraces and panics) and put into the GDB object's
-//! `.eh_frame`, so that a debugger or `std::backtrace::Backtrace` walks from a helper
-//! through the trace to the Rust code that entered it, and a panic unwinds through it.
+//! Unwind information for stitched code: one DWARF CIE and, per instance, one FDE per
+//! function of its stencil, registered with the platform unwinder (`__register_frame`,
+//! libgcc's on Linux, which Rust's std uses for backtraces and panics; libunwind's on
+//! macOS, one FDE per call) and put into the GDB object's `.eh_frame`, so that a debugger
+//! or `std::backtrace::Backtrace` walks from a helper through the trace to the Rust code
+//! that entered it, and a panic unwinds through it.
 //!
-//! # The frame model
+//! # Where the frames come from
 //!
-//! Ops are entered with the stack pointer where the shim's call left it (x86-64: at the
-//! return address into the shim; AArch64: the return address is in `x30`), jump to each
-//! other, and leave the stack pointer there; the shim is an ordinary function called from
-//! native code. So every instance, shim included, has `CFA = sp + entry + depth(pc)`
-//! (`entry` = 8 on x86-64, 0 on AArch64), where `depth` is what the instance itself has
-//! pushed at `pc`; the return address is at `CFA - 8` (x86-64) or in `x30` unless saved.
-//! An op's caller is thus the shim (at its return address), and the shim's caller is the
-//! Rust code. `rbp` (x86-64) is never written by `preserve_none` ops and stays the caller's.
+//! Each stencil's [`StencilFrame`] is the compiler's own call-frame information, read by the
+//! toolchain from the object's `.eh_frame` and emitted as the generated crate's `FRAMES`
+//! (see `cpjit_model::FrameLayout`): the runtime only re-encodes those rows per instance;
+//! it decodes no instruction. Ops are entered by a jump with the stack pointer where the
+//! shim's call left it, so an op's rows say "called from the shim"; the shim is an ordinary
+//! function. The padding after an instance, the tail jump and the veneers run in that
+//! entry state (the CIE's initial rule: x86-64 `CFA = rsp + 8`, AArch64 and RISC-V
+//! `CFA = sp`).
 //!
-//! `depth` and the register saves come from each stencil's [`StencilFrame`], given by the
-//! caller in [`JitOptions::unwind`](crate::JitOptions::unwind): the runtime does not decode
-//! instructions. The toolchain, which disassembles every stencil (or could keep the
-//! templates' own CFI), is where these should be computed and emitted into the generated
-//! crates. Padding, the tail jump and veneers run at depth 0.
+//! A stencil whose layout is `FrameLayout::Unknown` (all stencils of Mach-O and COFF sets,
+//! whose objects are built without unwind tables) may be in the set, but finishing a trace
+//! that uses it is an error naming the stencil and the reason. On RISC-V, LLVM 19 describes
+//! prologues but not epilogues, so the rows are exact at calls (backtraces, panics) but not
+//! on the few instructions between an epilogue and the jump that leaves the stencil.
 //!
 //! # Other platforms
 //!
-//! macOS's libunwind `__register_frame` takes one FDE per call rather than a section (and
-//! LLDB reads the GDB object). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries per
-//! instance registered with `RtlAddGrowableFunctionTable` (removed with
-//! `RtlDeleteGrowableFunctionTable`) — the same depths and saves, encoded as
-//! `UWOP_ALLOC_SMALL`/`UWOP_PUSH_NONVOL` codes, which must describe a prologue at the start
-//! of the function, so ops that push mid-body need one function entry per depth range.
-//! Neither is implemented: the option is refused there.
+//! macOS: per-FDE registration is implemented (compile-checked for both Apple targets; not
+//! run here). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries registered with
+//! `RtlAddGrowableFunctionTable`, from `.pdata`/`.xdata` the toolchain does not read yet:
+//! the option is refused there.
 
 use crate::Error;
 use cpjit_model::StencilSet;
-
-/// From code offset `offset` on (until the next step), the stencil has pushed `depth` bytes
-/// below the stack pointer it was entered with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameStep {
-    pub offset: u32,
-    pub depth: u32,
-}
-
-/// A register the stencil saved for its caller (the shim's callee-saved registers, and on
-/// AArch64 the link register `x30` holding the return address): for code offsets in
-/// `from..to` its caller's value is at `depth` bytes below the entry stack pointer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Save {
-    /// DWARF register number (x86-64: rbx 3, r12–r15 12–15; AArch64: x0–x30 0–30).
-    pub register: u8,
-    pub depth: u32,
-    pub from: u32,
-    pub to: u32,
-}
-
-/// How one stencil moves the stack pointer: its steps, by increasing offset (depth 0
-/// before the first), and the registers it saves. Without the saves, unwinding finds the
-/// right frames on x86-64, but a panic caught above the trace would resume with the
-/// trace's values in those registers (and on AArch64 the return address is lost once an
-/// op has called a helper).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StencilFrame<'a> {
-    pub stencil: &'a str,
-    pub steps: &'a [FrameStep],
-    pub saves: &'a [Save],
-}
+pub use cpjit_model::{FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame};
 
 /// The host's unwind facts: the stack pointer's and the return address's DWARF numbers,
 /// and where the CFA is relative to the stack pointer at entry (x86-64: above the pushed
-/// return address; AArch64: the return address is in `x30`).
+/// return address; AArch64, RISC-V: the return address is in a register).
 #[cfg(target_arch = "aarch64")]
 mod host {
     pub const SP: u8 = 31;
     pub const RA: u8 = 30;
     pub const ENTRY_CFA: u32 = 0;
 }
-#[cfg(not(target_arch = "aarch64"))]
+#[cfg(target_arch = "riscv64")]
+mod host {
+    pub const SP: u8 = 2;
+    pub const RA: u8 = 1;
+    pub const ENTRY_CFA: u32 = 0;
+}
+#[cfg(not(any(target_arch = "aarch64", target_arch = "riscv64")))]
 mod host {
     pub const SP: u8 = 7;
     pub const RA: u8 = 16;
     pub const ENTRY_CFA: u32 = 8;
 }
 
+/// The platforms whose unwinder takes our `.eh_frame` (see [`Registration`]).
+const SUPPORTED: bool = cfg!(any(
+    all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    ),
+    all(
+        target_os = "macos",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )
+));
+
 const DW_CFA_ADVANCE_LOC: u8 = 0x40;
 const DW_CFA_ADVANCE_LOC1: u8 = 0x02;
 const DW_CFA_ADVANCE_LOC2: u8 = 0x03;
 const DW_CFA_ADVANCE_LOC4: u8 = 0x04;
+const DW_CFA_OFFSET_EXTENDED: u8 = 0x05;
+const DW_CFA_RESTORE_EXTENDED: u8 = 0x06;
 const DW_CFA_DEF_CFA: u8 = 0x0c;
 const DW_CFA_DEF_CFA_OFFSET: u8 = 0x0e;
 const DW_CFA_OFFSET: u8 = 0x80;
 const DW_CFA_RESTORE: u8 = 0xc0;
 
-/// Each stencil's CFA program (by stencil index), checked against the set.
+/// One function of a stencil: its code range (stencil offsets) and CFA program.
+#[derive(Debug)]
+pub(crate) struct FunctionProgram {
+    pub start: u32,
+    pub end: u32,
+    pub program: Box<[u8]>,
+}
+
+/// A stencil's FDE programs, or why it has none.
+pub(crate) type StencilPrograms = Result<Box<[FunctionProgram]>, String>;
+
+/// Each stencil's FDE programs (by stencil index), checked against the set.
 pub(crate) fn compile(
     set: &StencilSet<'_>,
     frames: &[StencilFrame<'_>],
-) -> Result<Box<[Box<[u8]>]>, Error> {
+) -> Result<Box<[StencilPrograms]>, Error> {
     let unsupported = |reason: String| Error::InvalidStencil {
         stencil: "(unwind frames)".into(),
         reason,
     };
-    if !cfg!(all(
-        target_os = "linux",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )) {
+    if !SUPPORTED {
         return Err(unsupported(format!(
-            "unwind registration is implemented for Linux on x86-64 and AArch64, not {}-{}",
+            "unwind registration is implemented for Linux (x86-64, AArch64, RISC-V) and macOS, not {}-{}",
             std::env::consts::ARCH,
             std::env::consts::OS
         )));
     }
-    let mut programs: Vec<Option<Box<[u8]>>> = vec![None; set.stencils.len()];
-    for f in frames {
-        let index = set
-            .index_of(f.stencil)
-            .ok_or_else(|| unsupported(format!("stencil `{}` is not in the set", f.stencil)))?;
-        let s = &set.stencils[index];
-        let invalid = |reason: String| Error::InvalidStencil {
-            stencil: s.name.to_string(),
-            reason: format!("frame layout: {reason}"),
+    let mut programs: Vec<Option<StencilPrograms>> = Vec::new();
+    programs.resize_with(set.stencils.len(), || None);
+    for (k, f) in frames.iter().enumerate() {
+        // Generated `FRAMES` are in set order; other lists are looked up by name.
+        let index = match set.stencils.get(k) {
+            Some(s) if s.name == f.stencil => k,
+            _ => set
+                .index_of(f.stencil)
+                .ok_or_else(|| unsupported(format!("stencil `{}` is not in the set", f.stencil)))?,
         };
-        let program = cfa_program(f, s.code.len() as u32, s.falls_through).map_err(invalid)?;
-        programs[index] = Some(program.into_boxed_slice());
+        let s = &set.stencils[index];
+        let compiled = match f.layout {
+            FrameLayout::Unknown(why) => Err(why.to_string()),
+            FrameLayout::Functions(functions) => Ok(functions
+                .iter()
+                .map(|func| {
+                    function_program(func, s.code.len() as u32).map_err(|reason| {
+                        Error::InvalidStencil {
+                            stencil: s.name.to_string(),
+                            reason: format!(
+                                "frame layout, function at {:#x}..{:#x}: {reason}",
+                                func.start, func.end
+                            ),
+                        }
+                    })
+                })
+                .collect::<Result<Box<[_]>, Error>>()?),
+        };
+        if let Ok(list) = &compiled {
+            if list.windows(2).any(|w| w[1].start < w[0].end) {
+                return Err(Error::InvalidStencil {
+                    stencil: s.name.to_string(),
+                    reason: "frame layout: functions overlap or are not in code order".into(),
+                });
+            }
+        }
+        programs[index] = Some(compiled);
     }
     programs
         .into_iter()
@@ -135,64 +159,86 @@ pub(crate) fn compile(
         .collect()
 }
 
-/// The CFA program of one stencil: at each offset where the depth changes or a save
-/// starts or ends, in offset order.
-fn cfa_program(f: &StencilFrame<'_>, len: u32, falls_through: bool) -> Result<Vec<u8>, String> {
-    let mut at = 0u32;
-    for (k, step) in f.steps.iter().enumerate() {
-        if (k > 0 && step.offset <= at) || step.offset >= len || step.depth % 8 != 0 {
+/// The CFA program of one function (offsets relative to its start): at each offset where
+/// the CFA rule changes or a save starts or ends, in offset order.
+fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, String> {
+    if f.start >= f.end || f.end > len {
+        return Err(format!("not a range inside the {len} code bytes"));
+    }
+    if f.rows.first().map(|r| r.offset) != Some(f.start) {
+        return Err("the first row is not at the function's start".into());
+    }
+    let mut at = f.start;
+    for (k, row) in f.rows.iter().enumerate() {
+        if (k > 0 && row.offset <= at) || row.offset >= f.end {
             return Err(format!(
-                "step {k} (offset {:#x}, depth {}) is not after the previous one, inside the {len} code bytes, at a multiple of 8",
-                step.offset, step.depth
+                "row {k} (offset {:#x}) is not after the previous one and inside the function",
+                row.offset
             ));
         }
-        at = step.offset;
-    }
-    if falls_through && f.steps.last().is_some_and(|s| s.depth != 0) {
-        return Err(
-            "ends below its entry stack pointer but falls through to the next instance".into(),
-        );
+        at = row.offset;
     }
     for save in f.saves {
-        let r = save.register;
-        if r >= 64
-            || r == host::SP
-            || (r == host::RA && host::ENTRY_CFA != 0)
-            || save.depth == 0
-            || save.depth % 8 != 0
+        if save.register == host::SP
+            || save.cfa_offset == 0
+            || save.cfa_offset % 8 != 0
             || save.from >= save.to
-            || save.to > len
+            || save.from < f.start
+            || save.to > f.end
         {
             return Err(format!(
-                "save of DWARF register {r} at depth {} for {:#x}..{:#x}: not a general register saved at a positive multiple of 8 for a range inside the code",
-                save.depth, save.from, save.to
+                "save of DWARF register {} at CFA-{} for {:#x}..{:#x}: not a register saved at a positive multiple of 8 below the CFA for a range inside the function",
+                save.register, save.cfa_offset, save.from, save.to
             ));
         }
     }
-    // Events by offset: depth changes, then save starts/ends at the same offset.
-    let mut offsets: Vec<u32> = f.steps.iter().map(|s| s.offset).collect();
+    let mut offsets: Vec<u32> = f.rows.iter().map(|r| r.offset).collect();
     offsets.extend(f.saves.iter().flat_map(|s| [s.from, s.to]));
     offsets.sort_unstable();
     offsets.dedup();
     let mut program = Vec::new();
-    let mut at = 0u32;
-    for offset in offsets.into_iter().filter(|&o| o < len) {
+    let mut at = f.start;
+    let mut cfa_register = host::SP;
+    for offset in offsets.into_iter().filter(|&o| o < f.end) {
         advance(&mut program, offset - at);
         at = offset;
-        if let Some(step) = f.steps.iter().find(|s| s.offset == offset) {
-            program.push(DW_CFA_DEF_CFA_OFFSET);
-            uleb(&mut program, (host::ENTRY_CFA + step.depth) as u64);
+        if let Some(row) = f.rows.iter().find(|r| r.offset == offset) {
+            if row.cfa_register == cfa_register {
+                program.push(DW_CFA_DEF_CFA_OFFSET);
+            } else {
+                program.push(DW_CFA_DEF_CFA);
+                uleb(&mut program, u64::from(row.cfa_register));
+                cfa_register = row.cfa_register;
+            }
+            uleb(&mut program, u64::from(row.cfa_offset));
         }
         for save in f.saves {
-            if save.from == offset {
-                program.push(DW_CFA_OFFSET | save.register);
-                uleb(&mut program, ((host::ENTRY_CFA + save.depth) / 8) as u64);
-            } else if save.to == offset {
-                program.push(DW_CFA_RESTORE | save.register);
+            let r = save.register;
+            if save.to == offset {
+                if r < 64 {
+                    program.push(DW_CFA_RESTORE | r);
+                } else {
+                    program.push(DW_CFA_RESTORE_EXTENDED);
+                    uleb(&mut program, u64::from(r));
+                }
             }
         }
+        for save in f.saves.iter().filter(|s| s.from == offset) {
+            let r = save.register;
+            if r < 64 {
+                program.push(DW_CFA_OFFSET | r);
+            } else {
+                program.push(DW_CFA_OFFSET_EXTENDED);
+                uleb(&mut program, u64::from(r));
+            }
+            uleb(&mut program, u64::from(save.cfa_offset / 8));
+        }
     }
-    Ok(program)
+    Ok(FunctionProgram {
+        start: f.start,
+        end: f.end,
+        program: program.into_boxed_slice(),
+    })
 }
 
 fn advance(program: &mut Vec<u8>, delta: u32) {
@@ -266,9 +312,19 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
     out.resize(out.len() + len - body.len(), 0);
 }
 
-#[cfg(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
+#[cfg(any(
+    all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    ),
+    all(
+        target_os = "macos",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )
 ))]
 extern "C" {
     fn __register_frame(begin: *const u8);
@@ -283,15 +339,28 @@ pub(crate) struct Registration {
 impl Registration {
     pub(crate) fn new(section: Vec<u8>) -> Registration {
         let section = section.into_boxed_slice();
-        // SAFETY: a well-formed, terminated .eh_frame that lives (unmoved) until
-        // deregistered in `drop`.
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        unsafe {
-            __register_frame(section.as_ptr())
-        };
+        for entry in registered_entries(&section) {
+            // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section; macOS:
+            // each FDE) that lives, unmoved, until deregistered in `drop`.
+            #[cfg(any(
+                all(
+                    target_os = "linux",
+                    any(
+                        target_arch = "x86_64",
+                        target_arch = "aarch64",
+                        target_arch = "riscv64"
+                    )
+                ),
+                all(
+                    target_os = "macos",
+                    any(target_arch = "x86_64", target_arch = "aarch64")
+                )
+            ))]
+            unsafe {
+                __register_frame(section.as_ptr().add(entry))
+            };
+            let _ = entry;
+        }
         Registration { section }
     }
 
@@ -300,16 +369,55 @@ impl Registration {
     }
 }
 
+/// The offsets `__register_frame` is called with: libgcc (Linux) takes the whole section
+/// (offset 0) and walks it; libunwind (macOS) takes one FDE per call.
+fn registered_entries(section: &[u8]) -> Vec<usize> {
+    if !cfg!(target_os = "macos") {
+        return vec![0];
+    }
+    fde_offsets(section)
+}
+
+/// The offset of every FDE (entries after the CIE at 0) of a section built by [`eh_frame`].
+fn fde_offsets(section: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 4 <= section.len() {
+        let len = u32::from_le_bytes(section[at..at + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        if at > 0 {
+            out.push(at);
+        }
+        at += 4 + len;
+    }
+    out
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
-        // SAFETY: registered in `new` with this pointer.
-        #[cfg(all(
-            target_os = "linux",
-            any(target_arch = "x86_64", target_arch = "aarch64")
-        ))]
-        unsafe {
-            __deregister_frame(self.section.as_ptr())
-        };
+        for entry in registered_entries(&self.section) {
+            // SAFETY: registered in `new` with this pointer.
+            #[cfg(any(
+                all(
+                    target_os = "linux",
+                    any(
+                        target_arch = "x86_64",
+                        target_arch = "aarch64",
+                        target_arch = "riscv64"
+                    )
+                ),
+                all(
+                    target_os = "macos",
+                    any(target_arch = "x86_64", target_arch = "aarch64")
+                )
+            ))]
+            unsafe {
+                __deregister_frame(self.section.as_ptr().add(entry))
+            };
+            let _ = entry;
+        }
     }
 }
 

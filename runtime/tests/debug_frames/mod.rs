@@ -1,9 +1,85 @@
 //! Frame layouts of the hand-written test stencils (`tests/stencils/*.s`; offsets from the
-//! listings in `common/stencils_*.rs`), for the unwind tests. `debug_unwind.rs` checks the
-//! depths against llvm-mc-19's decoding of the stencils' bytes.
+//! listings in `common/stencils_*.rs`), as depths below the entry stack pointer, for the
+//! tests that use the hand-written set (the generated sets carry their own `FRAMES`).
+//! `debug_unwind.rs` checks the depths against llvm-mc-19's decoding of the stencils' bytes;
+//! [`frames`] turns them into the model's rows.
 #![allow(dead_code)]
 
-use cpjit_runtime::debug::unwind::{FrameStep, Save, StencilFrame};
+use cpjit_runtime::debug::unwind::{FrameFunction, FrameLayout, FrameRow, FrameSave};
+
+/// From code offset `offset` on, the stencil has pushed `depth` bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameStep {
+    pub offset: u32,
+    pub depth: u32,
+}
+
+/// A register saved at `depth` below the entry stack pointer for offsets `from..to`.
+#[derive(Clone, Copy, Debug)]
+pub struct Save {
+    pub register: u8,
+    pub depth: u32,
+    pub from: u32,
+    pub to: u32,
+}
+
+/// One stencil's steps and saves.
+#[derive(Clone, Copy, Debug)]
+pub struct StencilFrame<'a> {
+    pub stencil: &'a str,
+    pub steps: &'a [FrameStep],
+    pub saves: &'a [Save],
+}
+
+/// The CFA at entry, above the stack pointer (x86-64: the return address the shim's call
+/// pushed) and the stack pointer's DWARF number.
+const ENTRY_CFA: u32 = if cfg!(target_arch = "x86_64") { 8 } else { 0 };
+const SP: u8 = if cfg!(target_arch = "x86_64") { 7 } else { 31 };
+
+fn leak<T>(v: Vec<T>) -> &'static [T] {
+    v.leak()
+}
+
+/// [`FRAMES`] as the model's frame layouts, for `JitOptions::unwind` with the test set.
+pub fn frames() -> &'static [cpjit_runtime::debug::unwind::StencilFrame<'static>] {
+    let list: Vec<_> = FRAMES
+        .iter()
+        .map(|f| {
+            let len = super::common::SET.get(f.stencil).unwrap().code.len() as u32;
+            let mut rows = vec![FrameRow {
+                offset: 0,
+                cfa_register: SP,
+                cfa_offset: ENTRY_CFA,
+            }];
+            rows.extend(f.steps.iter().map(|s| FrameRow {
+                offset: s.offset,
+                cfa_register: SP,
+                cfa_offset: ENTRY_CFA + s.depth,
+            }));
+            let saves: Vec<FrameSave> = f
+                .saves
+                .iter()
+                .map(|s| FrameSave {
+                    register: s.register,
+                    cfa_offset: ENTRY_CFA + s.depth,
+                    from: s.from,
+                    to: s.to,
+                })
+                .collect();
+            let function = FrameFunction {
+                start: 0,
+                end: len,
+                rows: leak(rows),
+                saves: leak(saves),
+            };
+            cpjit_runtime::debug::unwind::StencilFrame {
+                stencil: f.stencil,
+                layout: FrameLayout::Functions(leak(vec![function])),
+            }
+        })
+        .collect();
+    leak(list)
+}
 
 const fn step(offset: u32, depth: u32) -> FrameStep {
     FrameStep { offset, depth }

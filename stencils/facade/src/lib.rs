@@ -5,7 +5,7 @@
 //! built for a process like this one.
 #![no_std]
 
-use cpjit_model::{Abi, Arch, Host, ObjectFormat, StencilSet};
+use cpjit_model::{Abi, Arch, Host, ObjectFormat, StencilFrame, StencilSet};
 
 /// A target of the template set, as its target file describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,3 +67,23 @@ pub fn native() -> Option<&'static StencilSet<'static>> {
 pub fn get(triple: &str) -> Option<&'static StencilSet<'static>> {
     ALL.iter().copied().find(|s| s.target == triple)
 }
+
+/// The frame layouts of `set`'s stencils (its crate's `FRAMES`, for
+/// `JitOptions::unwind`), if `set` is one of [`all`].
+pub fn frames(set: &StencilSet<'_>) -> Option<&'static [StencilFrame<'static>]> {
+    ALL.iter()
+        .position(|s| s.target == set.target)
+        .map(|i| FRAMES[i])
+}
+
+/// Each set's frame layouts, in the order of [`ALL`].
+#[rustfmt::skip]
+static FRAMES: &[&[StencilFrame<'static>]] = &[
+    cpjit_stencils_aarch64_apple_darwin::FRAMES,
+    cpjit_stencils_aarch64_pc_windows_msvc::FRAMES,
+    cpjit_stencils_aarch64_unknown_linux_gnu::FRAMES,
+    cpjit_stencils_riscv64gc_unknown_linux_gnu::FRAMES,
+    cpjit_stencils_x86_64_apple_darwin::FRAMES,
+    cpjit_stencils_x86_64_pc_windows_msvc::FRAMES,
+    cpjit_stencils_x86_64_unknown_linux_gnu::FRAMES,
+];

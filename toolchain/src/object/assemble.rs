@@ -28,7 +28,7 @@ use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section};
 use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{ParsedObject, ParsedReloc, RelocTarget, SectionKind};
 use super::ReadOptions;
-use crate::stencil::StencilBuf;
+use crate::stencil::{CodePiece, StencilBuf};
 
 /// Names whose presence means the stencil was compiled with a stack protector.
 const STACK_PROTECTOR_SYMBOLS: &[&str] = &[
@@ -354,7 +354,18 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
 
     let elided_continue =
         pieces.len() == 1 && elide_continue(&mut code, &mut holes, opts.arch, exact);
+    let pieces = pieces
+        .iter()
+        .map(|p| CodePiece {
+            section: obj.sections[p.section].name.clone(),
+            start: p.start,
+            end: p.end,
+            at: p.at,
+        })
+        .collect();
     Ok(StencilBuf {
+        pieces,
+        frame: None,
         name: obj.symbols[symbol].name.clone(),
         code,
         code_align,

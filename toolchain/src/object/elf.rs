@@ -4,9 +4,10 @@
 //! `SHT_NOBITS` (zero-fill). Ignored, because they never reach run time: `SHT_NULL`,
 //! `SHT_SYMTAB`, `SHT_STRTAB`, `SHT_GROUP` (COMDAT bookkeeping), `SHT_NOTE` (`.note*`),
 //! `SHT_LLVM_ADDRSIG`, and non-allocated sections (`.comment`, `.note.GNU-stack`, debug
-//! info); the `SHT_RELA` sections are read for the sections they apply to. Everything else
-//! is an error: TLS (`SHF_TLS`), `.init_array`-style arrays, `.eh_frame` / unwind tables,
-//! `SHT_REL` and unknown types.
+//! info), `.eh_frame` (call-frame information, which `crate::frame` reads into frame
+//! layouts); the `SHT_RELA` sections are read for the sections they apply to. Everything
+//! else is an error: TLS (`SHF_TLS`), `.init_array`-style arrays, `SHT_REL` and unknown
+//! types.
 //!
 //! Addends are explicit (RELA). `STT_FUNC` symbols start functions, with `st_size` as the
 //! exact extent. Because the assembler resolves calls between functions of one section
@@ -430,13 +431,10 @@ fn classify_section(
         | SHT_LLVM_ADDRSIG
         | sh::SHT_RELA => Ok(None),
         sh::SHT_REL => unsupported("SHT_REL (implicit addends) is not produced for x86-64/AArch64"),
-        SHT_X86_64_UNWIND => {
-            unsupported("unwind tables: compile with -fno-asynchronous-unwind-tables")
-        }
+        // Call-frame information: read separately by the toolchain's `frame` module.
+        SHT_X86_64_UNWIND => Ok(None),
         _ if !alloc => Ok(None), // .comment, .note.GNU-stack, debug info
-        _ if name == ".eh_frame" => {
-            unsupported("unwind tables: compile with -fno-asynchronous-unwind-tables")
-        }
+        _ if name == ".eh_frame" => Ok(None),
         sh::SHT_PROGBITS => Ok(Some(if shdr.sh_flags & u64::from(sh::SHF_EXECINSTR) != 0 {
             SectionKind::Code
         } else if shdr.sh_flags & u64::from(sh::SHF_WRITE) != 0 {

@@ -1,0 +1,698 @@
+//! Frame layouts from the compiler's own call-frame information: the ELF object's
+//! `.eh_frame` (its CIEs and FDEs, the pc-begin relocations that say which function each
+//! FDE describes) is interpreted row by row, and each function copied into a stencil (the
+//! [`CodePiece`]s the object reader recorded) gets its rows and register saves at stencil
+//! code offsets. Nothing is decoded from instructions and nothing is guessed: a function
+//! without an FDE, or an FDE whose program rows cannot express (a CFA expression, a save
+//! above the CFA, a vendor opcode), leaves the stencil's layout
+//! [`DerivedFrame::Unknown`] with the reason, naming target, stencil and code offset; the
+//! runtime refuses to register unwind information for a trace that uses it. A malformed
+//! `.eh_frame` is an error.
+//!
+//! Mach-O (`__compact_unwind`, which is not exact at every instruction) and COFF
+//! (`.pdata`/`.xdata`) objects are compiled without unwind tables; their stencils' layouts
+//! are `Unknown`.
+
+use crate::error::{Error, Result};
+use crate::stencil::{CodePiece, StencilBuf};
+use crate::target::Target;
+use cpjit_model::{Arch, FrameRow, FrameSave, ObjectFormat};
+use goblin::elf::Elf;
+use std::collections::BTreeMap;
+
+/// A stencil's frame layout, owned (the generated crate's [`cpjit_model::FrameLayout`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DerivedFrame {
+    Functions(Vec<DerivedFunction>),
+    Unknown(String),
+}
+
+/// One function of a stencil's code ([`cpjit_model::FrameFunction`], owned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedFunction {
+    pub start: u32,
+    pub end: u32,
+    pub rows: Vec<FrameRow>,
+    pub saves: Vec<FrameSave>,
+}
+
+/// Sets every stencil's [`StencilBuf::frame`] from `object` (the bytes it was read from).
+pub fn derive(target: &Target, object: &[u8], stencils: &mut [StencilBuf]) -> Result<()> {
+    if target.format != ObjectFormat::Elf {
+        let reason = format!(
+            "{}: frame layouts are read from ELF `.eh_frame` only; {:?} objects are built without unwind tables",
+            target.triple, target.format
+        );
+        for s in stencils {
+            s.frame = Some(DerivedFrame::Unknown(reason.clone()));
+        }
+        return Ok(());
+    }
+    let at = |e: String| Error(format!(".eh_frame: {e}"));
+    let fdes = read_eh_frame(object, target.arch).map_err(at)?;
+    for s in stencils {
+        s.frame = Some(stencil_frame(&target.triple, s, &fdes));
+    }
+    Ok(())
+}
+
+/// What one FDE says about one function: where it is (section name, offset, length) and its
+/// rows relative to the function start, or why rows cannot express it.
+#[derive(Debug)]
+struct Fde {
+    section: String,
+    begin: u64,
+    len: u64,
+    rows: std::result::Result<Rows, (u64, String)>,
+}
+
+/// Rows and saves relative to the function start.
+#[derive(Debug, Default)]
+struct Rows {
+    rows: Vec<FrameRow>,
+    saves: Vec<FrameSave>,
+}
+
+fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
+    let len = s.code.len() as u64;
+    let mut functions = Vec::with_capacity(s.pieces.len());
+    for piece in &s.pieces {
+        let unknown = |offset: u64, why: &str| {
+            DerivedFrame::Unknown(format!(
+                "{triple}: stencil `{}`, code offset {offset:#x} (`{}`+{:#x}): {why}",
+                s.name,
+                piece.section,
+                offset - piece.at + piece.start
+            ))
+        };
+        let Some(fde) = fdes
+            .iter()
+            .find(|f| f.section == piece.section && f.begin == piece.start)
+        else {
+            return unknown(piece.at, "the function has no FDE in .eh_frame");
+        };
+        if fde.len < piece.end - piece.start {
+            return unknown(piece.at, "the FDE is shorter than the function");
+        }
+        let rows = match &fde.rows {
+            Ok(rows) => rows,
+            Err((loc, why)) => return unknown(piece.at + loc, why),
+        };
+        let function = place(piece, rows, len);
+        // A function emptied by the removal of the continuation jump (a shim that only
+        // jumps) has nothing to describe.
+        if function.start < function.end {
+            functions.push(function);
+        }
+    }
+    DerivedFrame::Functions(functions)
+}
+
+/// A function's rows at stencil offsets, cut at the end of the stencil's code (whose
+/// trailing continuation jump may have been removed).
+fn place(piece: &CodePiece, rows: &Rows, code_len: u64) -> DerivedFunction {
+    let start = piece.at as u32;
+    let end = (piece.at + piece.end - piece.start).min(code_len) as u32;
+    let placed_rows = rows
+        .rows
+        .iter()
+        .map(|r| FrameRow {
+            offset: r.offset + start,
+            ..*r
+        })
+        .filter(|r| r.offset < end)
+        .collect();
+    let saves = rows
+        .saves
+        .iter()
+        .map(|v| FrameSave {
+            from: v.from + start,
+            to: (v.to + start).min(end),
+            ..*v
+        })
+        .filter(|v| v.from < v.to)
+        .collect();
+    DerivedFunction {
+        start,
+        end,
+        rows: placed_rows,
+        saves,
+    }
+}
+
+/// A CIE's facts that its FDEs use.
+#[derive(Clone, Debug)]
+struct Cie {
+    code_align: u64,
+    data_align: i64,
+    /// `DW_EH_PE_*` encoding of the FDE's pc-begin and range.
+    pointer_encoding: u8,
+    augmentation_data: bool,
+    initial: Vec<u8>,
+}
+
+/// The pc-relative 32-bit relocation of an FDE's pc-begin field, per architecture.
+fn pc_begin_relocation(arch: Arch) -> u32 {
+    match arch {
+        Arch::X86_64 => 2,    // R_X86_64_PC32
+        Arch::Aarch64 => 261, // R_AARCH64_PREL32
+        Arch::Riscv64 => 57,  // R_RISCV_32_PCREL
+    }
+}
+
+/// Every FDE of the object's `.eh_frame` (none if it has no such section).
+fn read_eh_frame(object: &[u8], arch: Arch) -> std::result::Result<Vec<Fde>, String> {
+    let elf = Elf::parse(object).map_err(|e| format!("not an ELF object: {e}"))?;
+    let name_of = |index: usize| {
+        elf.section_headers
+            .get(index)
+            .and_then(|h| elf.shdr_strtab.get_at(h.sh_name))
+            .unwrap_or("")
+    };
+    let Some(eh) = (0..elf.section_headers.len()).find(|&i| name_of(i) == ".eh_frame") else {
+        return Ok(vec![]);
+    };
+    let header = &elf.section_headers[eh];
+    let bytes = usize::try_from(header.sh_offset)
+        .ok()
+        .and_then(|o| object.get(o..o.checked_add(header.sh_size as usize)?))
+        .ok_or("section past the end of the object")?;
+    // Relocations of .eh_frame: offset → (type, symbol's section, symbol value + addend).
+    // RISC-V label differences (ADD/SUB, SET/SUB pairs within one function's section) are
+    // applied to a copy of the section instead.
+    let mut bytes = bytes.to_vec();
+    let mut differences: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut relocs: BTreeMap<u64, (u32, usize, i64)> = BTreeMap::new();
+    for (rela_index, section) in &elf.shdr_relocs {
+        if elf.section_headers[*rela_index].sh_info as usize != eh {
+            continue;
+        }
+        for r in section.iter() {
+            let sym = elf
+                .syms
+                .get(r.r_sym)
+                .ok_or_else(|| format!("relocation at {:#x}: bad symbol", r.r_offset))?;
+            let value = (sym.st_value as i64).wrapping_add(r.r_addend.unwrap_or(0));
+            if arch == Arch::Riscv64 && riscv_difference(&mut bytes, &r, value)? {
+                // Both halves of a difference must name the same section.
+                let first = *differences.entry(r.r_offset).or_insert(sym.st_shndx);
+                if first != sym.st_shndx {
+                    return Err(format!(
+                        "label difference at {:#x} across sections",
+                        r.r_offset
+                    ));
+                }
+                continue;
+            }
+            relocs.insert(r.r_offset, (r.r_type, sym.st_shndx, value));
+        }
+    }
+    let bytes = &bytes[..];
+    let mut cies: BTreeMap<u64, Cie> = BTreeMap::new();
+    let mut fdes = Vec::new();
+    let mut used_relocs = 0usize;
+    let mut at = 0u64;
+    while (at as usize) < bytes.len() {
+        let mut r = Reader::new(bytes, at as usize);
+        let len = r.u32()? as u64;
+        if len == 0 {
+            break;
+        }
+        if len == 0xffff_ffff {
+            return Err(format!("entry at {at:#x}: 64-bit DWARF length"));
+        }
+        let end = (at + 4 + len) as usize;
+        if end > bytes.len() {
+            return Err(format!(
+                "entry at {at:#x}: length {len} past the section end"
+            ));
+        }
+        let id_at = at + 4;
+        let id = r.u32()?;
+        let mut body = Reader::new(&bytes[..end], r.at);
+        if id == 0 {
+            cies.insert(
+                at,
+                read_cie(&mut body).map_err(|e| format!("CIE at {at:#x}: {e}"))?,
+            );
+        } else {
+            let cie_at = id_at
+                .checked_sub(u64::from(id))
+                .ok_or(format!("FDE at {at:#x}: CIE pointer before the section"))?;
+            let cie = cies
+                .get(&cie_at)
+                .ok_or(format!("FDE at {at:#x}: no CIE at {cie_at:#x}"))?;
+            if cie.pointer_encoding != 0x1b {
+                return Err(format!(
+                    "FDE at {at:#x}: pointer encoding {:#x}, not pc-relative sdata4 (0x1b)",
+                    cie.pointer_encoding
+                ));
+            }
+            let field = body.at as u64;
+            let (kind, section, value) = relocs
+                .get(&field)
+                .copied()
+                .ok_or(format!("FDE at {at:#x}: pc-begin has no relocation"))?;
+            if kind != pc_begin_relocation(arch) {
+                return Err(format!(
+                    "FDE at {at:#x}: pc-begin relocation type {kind}, not the pc-relative 32-bit one"
+                ));
+            }
+            used_relocs += 1;
+            let _placeholder = body.u32()?; // pc-begin, relocated
+            if relocs.range(field + 1..end as u64).next().is_some() {
+                return Err(format!(
+                    "FDE at {at:#x}: relocation inside the FDE after pc-begin (range or program)"
+                ));
+            }
+            let range = u64::from(body.u32()?);
+            if cie.augmentation_data {
+                let n = body.uleb()?;
+                body.skip(n as usize)?;
+            }
+            let program = &bytes[body.at..end];
+            let begin =
+                u64::try_from(value).map_err(|_| format!("FDE at {at:#x}: negative pc-begin"))?;
+            fdes.push(Fde {
+                section: name_of(section).to_string(),
+                begin,
+                len: range,
+                rows: run_program(cie, program, range),
+            });
+        }
+        at = end as u64;
+    }
+    if used_relocs != relocs.len() {
+        return Err(format!(
+            "{} relocations outside FDE pc-begin fields",
+            relocs.len() - used_relocs
+        ));
+    }
+    Ok(fdes)
+}
+
+/// Applies a RISC-V label-difference relocation (`R_RISCV_ADD32`/`SUB32`, `SET6`/`SUB6`,
+/// `SET8`/`SUB8`, `SET16`/`SUB16`, `SET32`) at its offset; `Ok(false)` for other types.
+fn riscv_difference(
+    bytes: &mut [u8],
+    r: &goblin::elf::Reloc,
+    value: i64,
+) -> std::result::Result<bool, String> {
+    let at = r.r_offset as usize;
+    let field = |n: usize| {
+        format!(
+            "relocation type {} at {at:#x} past the section ({n} bytes)",
+            r.r_type
+        )
+    };
+    let v = value as u64;
+    match r.r_type {
+        35 | 39 | 56 => {
+            let b = bytes.get_mut(at..at + 4).ok_or_else(|| field(4))?;
+            let old = u32::from_le_bytes(b.try_into().unwrap());
+            let new = match r.r_type {
+                35 => old.wrapping_add(v as u32),
+                39 => old.wrapping_sub(v as u32),
+                _ => v as u32,
+            };
+            b.copy_from_slice(&new.to_le_bytes());
+        }
+        55 | 38 => {
+            let b = bytes.get_mut(at..at + 2).ok_or_else(|| field(2))?;
+            let old = u16::from_le_bytes(b.try_into().unwrap());
+            let new = if r.r_type == 55 {
+                v as u16
+            } else {
+                old.wrapping_sub(v as u16)
+            };
+            b.copy_from_slice(&new.to_le_bytes());
+        }
+        54 | 37 => {
+            let b = bytes.get_mut(at).ok_or_else(|| field(1))?;
+            *b = if r.r_type == 54 {
+                v as u8
+            } else {
+                b.wrapping_sub(v as u8)
+            };
+        }
+        53 | 52 => {
+            let b = bytes.get_mut(at).ok_or_else(|| field(1))?;
+            let low = if r.r_type == 53 {
+                v as u8
+            } else {
+                (*b & 0x3f).wrapping_sub(v as u8)
+            };
+            *b = (*b & 0xc0) | (low & 0x3f);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+fn read_cie(r: &mut Reader<'_>) -> std::result::Result<Cie, String> {
+    let version = r.u8()?;
+    if version != 1 && version != 3 {
+        return Err(format!("version {version}"));
+    }
+    let mut augmentation = Vec::new();
+    loop {
+        match r.u8()? {
+            0 => break,
+            c => augmentation.push(c),
+        }
+    }
+    let code_align = r.uleb()?;
+    let data_align = r.sleb()?;
+    let _return_address = if version == 1 {
+        u64::from(r.u8()?)
+    } else {
+        r.uleb()?
+    };
+    let mut pointer_encoding = 0;
+    let augmentation_data = augmentation.first() == Some(&b'z');
+    if augmentation_data {
+        let n = r.uleb()? as usize;
+        let data_end = r.at + n;
+        for &c in &augmentation[1..] {
+            match c {
+                b'R' => pointer_encoding = r.u8()?,
+                other => {
+                    return Err(format!(
+                        "augmentation `{}` (personality, LSDA, signal frame) is not expected in a stencil",
+                        other as char
+                    ))
+                }
+            }
+        }
+        r.at = data_end;
+    } else if !augmentation.is_empty() {
+        return Err(format!(
+            "augmentation `{}`",
+            String::from_utf8_lossy(&augmentation)
+        ));
+    }
+    Ok(Cie {
+        code_align,
+        data_align,
+        pointer_encoding,
+        augmentation_data,
+        initial: r.rest().to_vec(),
+    })
+}
+
+/// The CFA rule and the saved registers (register → offset from the CFA) at one location.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct State {
+    cfa_register: u8,
+    cfa_offset: i64,
+    saved: BTreeMap<u8, i64>,
+}
+
+/// Runs the CIE's initial instructions and the FDE's program over a function of `len`
+/// bytes, into rows; `Err((location, why))` for what rows cannot express.
+fn run_program(cie: &Cie, program: &[u8], len: u64) -> std::result::Result<Rows, (u64, String)> {
+    let mut state = State::default();
+    let mut loc = 0u64;
+    let mut history: Vec<(u64, State)> = Vec::new();
+    let initial = execute(cie, &cie.initial, &mut state, &mut loc, None, &mut history)
+        .map_err(|why| (0, format!("CIE initial instructions: {why}")))?;
+    history.clear();
+    loc = 0;
+    execute(
+        cie,
+        program,
+        &mut state,
+        &mut loc,
+        Some(&initial),
+        &mut history,
+    )
+    .map_err(|why| (loc, why))?;
+    history.push((loc, state));
+    // The state in force at each location, later entries for one location winning.
+    let mut by_loc: Vec<(u64, State)> = Vec::new();
+    for (l, s) in history {
+        match by_loc.last_mut() {
+            Some((last, st)) if *last == l => *st = s,
+            _ => by_loc.push((l, s)),
+        }
+    }
+    let mut rows = Rows::default();
+    let mut open: BTreeMap<u8, (i64, u64)> = BTreeMap::new();
+    let close = |rows: &mut Rows, register: u8, offset: i64, from: u64, to: u64| {
+        if from < to {
+            rows.saves.push(FrameSave {
+                register,
+                cfa_offset: (-offset) as u32,
+                from: from as u32,
+                to: to as u32,
+            });
+        }
+    };
+    let mut previous: Option<(u8, i64)> = None;
+    for (l, s) in &by_loc {
+        let l = (*l).min(len);
+        if u32::try_from(s.cfa_offset).is_err() {
+            return Err((
+                l,
+                format!("CFA offset {} is not a 32-bit unsigned value", s.cfa_offset),
+            ));
+        }
+        if previous != Some((s.cfa_register, s.cfa_offset)) && l < len {
+            rows.rows.push(FrameRow {
+                offset: l as u32,
+                cfa_register: s.cfa_register,
+                cfa_offset: s.cfa_offset as u32,
+            });
+            previous = Some((s.cfa_register, s.cfa_offset));
+        }
+        for (&reg, &(offset, from)) in open.clone().iter() {
+            if s.saved.get(&reg) != Some(&offset) {
+                close(&mut rows, reg, offset, from, l);
+                open.remove(&reg);
+            }
+        }
+        for (&reg, &offset) in &s.saved {
+            if !open.contains_key(&reg) {
+                if offset >= 0 || -offset > i64::from(u32::MAX) {
+                    return Err((
+                        l,
+                        format!("register {reg} saved at CFA{offset:+}, not below the CFA"),
+                    ));
+                }
+                open.insert(reg, (offset, l));
+            }
+        }
+    }
+    for (reg, (offset, from)) in open {
+        close(&mut rows, reg, offset, from, len);
+    }
+    rows.saves.sort_by_key(|v| (v.from, v.register));
+    Ok(rows)
+}
+
+const DW_CFA_ADVANCE_LOC: u8 = 0x40;
+const DW_CFA_OFFSET: u8 = 0x80;
+const DW_CFA_RESTORE: u8 = 0xc0;
+
+/// Executes call-frame instructions, recording the state before every advance in `history`.
+/// `initial` is the CIE's state (for `DW_CFA_restore`), `None` while running the CIE.
+fn execute(
+    cie: &Cie,
+    program: &[u8],
+    state: &mut State,
+    loc: &mut u64,
+    initial: Option<&State>,
+    history: &mut Vec<(u64, State)>,
+) -> std::result::Result<State, String> {
+    let mut r = Reader::new(program, 0);
+    let mut remembered: Vec<State> = Vec::new();
+    let register = |v: u64| u8::try_from(v).map_err(|_| format!("register {v}"));
+    let restore = |state: &mut State, reg: u8| {
+        match initial.and_then(|i| i.saved.get(&reg)) {
+            Some(&o) => state.saved.insert(reg, o),
+            None => state.saved.remove(&reg),
+        };
+    };
+    while r.at < program.len() {
+        let op = r.u8()?;
+        let mut advance = |delta: u64, state: &State| {
+            history.push((*loc, state.clone()));
+            *loc += delta * cie.code_align;
+        };
+        match (op & 0xc0, op & 0x3f) {
+            (DW_CFA_ADVANCE_LOC, delta) => advance(u64::from(delta), state),
+            (DW_CFA_OFFSET, reg) => {
+                let n = r.uleb()? as i64;
+                state.saved.insert(reg, n * cie.data_align);
+            }
+            (DW_CFA_RESTORE, reg) => restore(state, reg),
+            _ => match op {
+                0x00 => {}                                    // nop
+                0x02 => advance(u64::from(r.u8()?), state),   // advance_loc1
+                0x03 => advance(u64::from(r.u16()?), state),  // advance_loc2
+                0x04 => advance(u64::from(r.u32()?), state),  // advance_loc4
+                0x05 => {
+                    // offset_extended
+                    let reg = register(r.uleb()?)?;
+                    let n = r.uleb()? as i64;
+                    state.saved.insert(reg, n * cie.data_align);
+                }
+                0x06 => restore(state, register(r.uleb()?)?), // restore_extended
+                0x07 | 0x08 => {
+                    // undefined, same_value: the caller's value is not in memory here
+                    let reg = register(r.uleb()?)?;
+                    state.saved.remove(&reg);
+                }
+                0x0a => remembered.push(state.clone()), // remember_state
+                0x0b => {
+                    // restore_state: the CFA rule and saves, not the location
+                    *state = remembered.pop().ok_or("restore_state without remember_state")?;
+                }
+                0x0c => {
+                    // def_cfa
+                    state.cfa_register = register(r.uleb()?)?;
+                    state.cfa_offset = r.uleb()? as i64;
+                }
+                0x0d => state.cfa_register = register(r.uleb()?)?, // def_cfa_register
+                0x0e => state.cfa_offset = r.uleb()? as i64,       // def_cfa_offset
+                other => {
+                    return Err(format!(
+                        "call-frame instruction {other:#04x} (an expression, a signed or                          register rule, or a vendor extension) has no frame-row equivalent"
+                    ))
+                }
+            },
+        }
+    }
+    Ok(state.clone())
+}
+
+/// A little-endian cursor over `.eh_frame` bytes.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(bytes: &'a [u8], at: usize) -> Reader<'a> {
+        Reader { bytes, at }
+    }
+
+    fn take(&mut self, n: usize) -> std::result::Result<&'a [u8], String> {
+        let s = self
+            .bytes
+            .get(self.at..self.at + n)
+            .ok_or_else(|| format!("truncated at {:#x}", self.at))?;
+        self.at += n;
+        Ok(s)
+    }
+
+    fn skip(&mut self, n: usize) -> std::result::Result<(), String> {
+        self.take(n).map(|_| ())
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        &self.bytes[self.at.min(self.bytes.len())..]
+    }
+
+    fn u8(&mut self) -> std::result::Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> std::result::Result<u16, String> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()))
+    }
+
+    fn u32(&mut self) -> std::result::Result<u32, String> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+
+    fn uleb(&mut self) -> std::result::Result<u64, String> {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let b = self.u8()?;
+            if shift < 64 {
+                v |= u64::from(b & 0x7f) << shift;
+            }
+            shift += 7;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+    }
+
+    fn sleb(&mut self) -> std::result::Result<i64, String> {
+        let (mut v, mut shift) = (0i64, 0);
+        loop {
+            let b = self.u8()?;
+            if shift < 64 {
+                v |= i64::from(b & 0x7f) << shift;
+            }
+            shift += 7;
+            if b & 0x80 == 0 {
+                if shift < 64 && b & 0x40 != 0 {
+                    v |= -1 << shift;
+                }
+                return Ok(v);
+            }
+        }
+    }
+}
+
+/// Writes the generated crate's `FRAMES`: one [`cpjit_model::StencilFrame`] per stencil, in
+/// `SET` order, one line each.
+pub fn write_frames(o: &mut String, stencils: &[StencilBuf]) {
+    use std::fmt::Write as _;
+    o.push_str(
+        "/// The frame layout of each stencil of [`SET`], in the same order (from the \
+         compiler's call-frame information; `JitOptions::unwind`).\n#[rustfmt::skip]\n\
+         pub static FRAMES: &[StencilFrame<'static>] = &[\n",
+    );
+    for s in stencils {
+        let layout = match &s.frame {
+            Some(DerivedFrame::Functions(functions)) => {
+                let mut f = String::from("FrameLayout::Functions(&[");
+                for (i, func) in functions.iter().enumerate() {
+                    let sep = if i > 0 { ", " } else { "" };
+                    let rows: Vec<String> = func
+                        .rows
+                        .iter()
+                        .map(|r| {
+                            format!(
+                                "FrameRow {{ offset: {}, cfa_register: {}, cfa_offset: {} }}",
+                                r.offset, r.cfa_register, r.cfa_offset
+                            )
+                        })
+                        .collect();
+                    let saves: Vec<String> = func
+                        .saves
+                        .iter()
+                        .map(|v| {
+                            format!(
+                                "FrameSave {{ register: {}, cfa_offset: {}, from: {}, to: {} }}",
+                                v.register, v.cfa_offset, v.from, v.to
+                            )
+                        })
+                        .collect();
+                    let _ = write!(
+                        f,
+                        "{sep}FrameFunction {{ start: {}, end: {}, rows: &[{}], saves: &[{}] }}",
+                        func.start,
+                        func.end,
+                        rows.join(", "),
+                        saves.join(", ")
+                    );
+                }
+                f.push_str("])");
+                f
+            }
+            Some(DerivedFrame::Unknown(why)) => format!("FrameLayout::Unknown({why:?})"),
+            None => "FrameLayout::Unknown(\"not derived\")".into(),
+        };
+        let _ = writeln!(
+            o,
+            "    StencilFrame {{ stencil: {:?}, layout: {layout} }},",
+            s.name
+        );
+    }
+    o.push_str("];\n\n");
+}
