@@ -96,6 +96,22 @@ impl Backend {
         set: &'static StencilSet<'static>,
         options: JitOptions,
     ) -> Result<Backend, String> {
+        // Unwind information needs every stencil's layout: refuse up front rather than
+        // have every trace fail to compile (and silently stay interpreted).
+        let unknown = options
+            .unwind
+            .into_iter()
+            .flatten()
+            .find_map(|f| match f.layout {
+                cpjit_model::FrameLayout::Unknown(why) => Some((f.stencil, why)),
+                cpjit_model::FrameLayout::Functions(_) => None,
+            });
+        if let Some((stencil, why)) = unknown {
+            return Err(format!(
+                "stencil set {}: unwind information needs frame layouts, and `{stencil}` has none: {why}",
+                set.target
+            ));
+        }
         let jit = Jit::with_options(set, resolve, options)
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();

@@ -1,17 +1,18 @@
 //! `cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace] [--perf-map]
-//! [--jitdump] [--gdb]`:
+//! [--jitdump] [--gdb] [--unwind]`:
 //! runs a program of the reference VM and prints its output (statistics and trace listings
 //! go to stderr). `--perf-map` appends each trace's instances to `/tmp/perf-<pid>.map` for
 //! `perf report`/`samply`, `--jitdump` writes `jit-<pid>.dump` for `perf inject --jit`;
 //! `--gdb` registers each trace with GDB's JIT interface so that
-//! backtraces name the stencils (see examples/README.md).
+//! backtraces name the stencils, and `--unwind` registers unwind information from the stencil
+//! set's frame layouts so that they walk through the traces (see examples/README.md).
 
 use cpjit_vm::{Config, Mode, Vm};
 use std::process::ExitCode;
 use std::time::Instant;
 
 const USAGE: &str = "usage: cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
-                   [--perf-map] [--jitdump] [--gdb]
+                   [--perf-map] [--jitdump] [--gdb] [--unwind]
                    [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
   CPJIT_STENCILS=<triple> picks the stencil set for jit mode (default: the host's)";
 
@@ -52,6 +53,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             "--dump-trace" => config.dump_traces = true,
             "--perf-map" => config.perf_map = true,
             "--gdb" => config.gdb = true,
+            "--unwind" => config.unwind = true,
             "--jitdump" => config.jitdump = true,
             "--backedge-threshold" => config.backedge_threshold = number(a, it.next())?,
             "--call-threshold" => config.call_threshold = number(a, it.next())?,

@@ -81,6 +81,10 @@ pub struct Config {
     pub perf_map: bool,
     /// Copy-and-patch traces are registered with GDB's JIT interface (`run --gdb`).
     pub gdb: bool,
+    /// Copy-and-patch traces get unwind information from the stencil set's frame layouts
+    /// (`run --unwind`), so that GDB, `perf --call-graph dwarf`, backtraces and panics walk
+    /// through them; an error for a set without layouts (Mach-O, COFF).
+    pub unwind: bool,
     /// Copy-and-patch traces go to the jitdump file `jit-<pid>.dump` for `perf inject
     /// --jit` (`run --jitdump`).
     pub jitdump: bool,
@@ -95,14 +99,20 @@ pub struct Config {
 }
 
 impl Config {
-    /// The runtime options the copy-and-patch backend gets: listings for `dump_traces`,
-    /// the perf map and GDB registration on request.
-    pub fn jit_options(&self) -> cpjit_runtime::JitOptions {
+    /// The runtime options the copy-and-patch backend gets for `set`: listings for
+    /// `dump_traces`, the perf map, GDB registration and unwind information (the set's
+    /// generated `FRAMES`) on request.
+    pub fn jit_options(&self, set: &cpjit_model::StencilSet<'_>) -> cpjit_runtime::JitOptions {
         cpjit_runtime::JitOptions {
             listing: self.dump_traces,
             perf_map: self.perf_map,
             gdb: self.gdb,
             jitdump: self.jitdump,
+            unwind: if self.unwind {
+                cpjit_stencils::frames(set)
+            } else {
+                None
+            },
             ..cpjit_runtime::JitOptions::default()
         }
     }
@@ -121,6 +131,7 @@ impl Default for Config {
             dump_traces: false,
             perf_map: false,
             gdb: false,
+            unwind: false,
             jitdump: false,
             fail_compiles: false,
             compiler: None,
@@ -277,9 +288,13 @@ impl Vm {
     pub fn new(program: Program, config: Config) -> Result<Vm, String> {
         let jit: Option<Rc<dyn TraceCompiler>> = match (config.mode, &config.compiler) {
             (Mode::Jit, Some(compiler)) => Some(compiler.clone()),
-            (Mode::Jit, None) => Some(Rc::new(crate::jit::Backend::host_with(
-                config.jit_options(),
-            )?)),
+            (Mode::Jit, None) => {
+                let set = crate::jit::selected_set()?;
+                Some(Rc::new(crate::jit::Backend::with_options(
+                    set,
+                    config.jit_options(set),
+                )?))
+            }
             _ => None,
         };
         Ok(Vm::with_backend(program, config, jit))
@@ -292,7 +307,7 @@ impl Vm {
         set: &'static cpjit_model::StencilSet<'static>,
     ) -> Result<Vm, String> {
         config.mode = Mode::Jit;
-        let backend = crate::jit::Backend::with_options(set, config.jit_options())?;
+        let backend = crate::jit::Backend::with_options(set, config.jit_options(set))?;
         Ok(Vm::with_backend(program, config, Some(Rc::new(backend))))
     }
 

@@ -73,6 +73,71 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
     );
 }
 
+/// With `--unwind` as well, GDB walks from the helper through the trace (op, then the
+/// shim) to the Rust code that entered it, using the `.eh_frame` built from the set's
+/// generated frame layouts; without it, the walk is lost after the op.
+#[test]
+fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
+    // The set the VM child stitches (CPJIT_STENCILS of the matrix row): only ELF sets have
+    // frame layouts (the others are refused, see below).
+    let set = cpjit_vm::jit::selected_set().unwrap();
+    if set.format != cpjit_model::ObjectFormat::Elf {
+        eprintln!("skipped: {} has no frame layouts", set.target);
+        return;
+    }
+    for unwind in [true, false] {
+        let mut args = vec!["run", "../examples/calls.vm", "--gdb"];
+        if unwind {
+            args.push("--unwind");
+        }
+        let out = Command::new("gdb")
+            .args([
+                "-batch",
+                "-nx",
+                "-ex",
+                "break vm_call",
+                "-ex",
+                "ignore 1 300",
+            ])
+            .args(["-ex", "run", "-ex", "bt 8", "-ex", "kill", "--args", VM])
+            .args(&args)
+            .output()
+            .expect("gdb must be installed (ci/setup.sh installs it)");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+        assert!(
+            frames.get(1).is_some_and(|f| f.contains(":op_CALL ()")),
+            "{text}"
+        );
+        let reached = frames.get(2).is_some_and(|f| f.contains(":cpjit_entry ()"))
+            && frames
+                .get(3)
+                .is_some_and(|f| f.contains("cpjit_vm::jit::CompiledTrace::run"));
+        assert_eq!(
+            reached,
+            unwind,
+            "unwind {unwind}: frames #2 and #3 should {}be the shim and CompiledTrace::run:\n{text}",
+            if unwind { "" } else { "not " }
+        );
+    }
+}
+
+/// `--unwind` with a set that has no frame layouts is refused when the VM starts.
+#[test]
+fn unwind_with_a_set_without_layouts_is_refused() {
+    let Some(set) = cpjit_stencils::runnable().find(|s| s.format != cpjit_model::ObjectFormat::Elf)
+    else {
+        return;
+    };
+    let out = Command::new(VM)
+        .args(["run", "../examples/calls.vm", "--unwind"])
+        .env("CPJIT_STENCILS", set.target)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("has none"), "{err}");
+}
+
 /// `perf record` → `perf inject --jit` → `perf report` attributes samples in stitched code
 /// to `trace<N>:<stencil>` (through the jitdump file). Skipped, saying so, where `perf`
 /// cannot record (not installed, or no permission for a software clock event).
