@@ -696,3 +696,202 @@ pub fn write_frames(o: &mut String, stencils: &[StencilBuf]) {
     }
     o.push_str("];\n\n");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// x86-64's CIE as LLVM writes it: `CFA = rsp + 8`, return address at `CFA - 8`.
+    fn x86_cie() -> Cie {
+        Cie {
+            code_align: 1,
+            data_align: -8,
+            pointer_encoding: 0x1b,
+            augmentation_data: true,
+            initial: vec![0x0c, 7, 8, 0x80 | 16, 1],
+        }
+    }
+
+    fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
+        FrameRow {
+            offset,
+            cfa_register,
+            cfa_offset,
+        }
+    }
+
+    fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
+        FrameSave {
+            register,
+            cfa_offset,
+            from,
+            to,
+        }
+    }
+
+    #[test]
+    fn a_program_with_an_early_epilogue_becomes_rows_and_saves() {
+        // push rbx (1 byte); ...; an epilogue at 10 (pop rbx), a jump out at 11, and the
+        // other path at 12 back in the pushed state (remember/restore), until 20.
+        let program = [
+            0x41, // advance 1
+            0x0e,
+            16, // def_cfa_offset 16
+            0x80 | 3,
+            2,    // rbx at CFA-16
+            0x49, // advance 9 (to 10)
+            0x0a, // remember_state
+            0x0e,
+            8,        // def_cfa_offset 8
+            0xc0 | 3, // restore rbx
+            0x42,     // advance 2 (to 12)
+            0x0b,     // restore_state
+            0x00,     // nop
+        ];
+        let rows = run_program(&x86_cie(), &program, 20).unwrap();
+        assert_eq!(
+            rows.rows,
+            [row(0, 7, 8), row(1, 7, 16), row(10, 7, 8), row(12, 7, 16)]
+        );
+        assert_eq!(
+            rows.saves,
+            [save(16, 8, 0, 20), save(3, 16, 1, 10), save(3, 16, 12, 20)]
+        );
+    }
+
+    #[test]
+    fn what_rows_cannot_express_is_reported_at_its_offset() {
+        // advance 4, then DW_CFA_def_cfa_expression.
+        let e = run_program(&x86_cie(), &[0x44, 0x0f, 1, 0x77], 8).unwrap_err();
+        assert_eq!(e.0, 4);
+        assert!(e.1.contains("0x0f"), "{}", e.1);
+        // A register "saved" above the CFA.
+        let e = run_program(&x86_cie(), &[0x42, 0x05, 3, 0x7f], 8);
+        assert!(
+            e.is_ok(),
+            "offset_extended with a factored offset is a save"
+        );
+        let mut cie = x86_cie();
+        cie.data_align = 8;
+        cie.initial.truncate(3); // only the CFA rule
+        let e = run_program(&cie, &[0x42, 0x80 | 3, 1], 8).unwrap_err();
+        assert_eq!(e.0, 2);
+        assert!(e.1.contains("not below the CFA"), "{}", e.1);
+    }
+
+    #[test]
+    fn riscv_label_differences_are_applied_in_place() {
+        let reloc = |r_type, r_offset| goblin::elf::Reloc {
+            r_offset,
+            r_addend: Some(0),
+            r_sym: 0,
+            r_type,
+        };
+        let mut bytes = vec![0u8; 8];
+        bytes[4] = 0x40; // DW_CFA_advance_loc with a zero delta
+        assert!(riscv_difference(&mut bytes, &reloc(35, 0), 0x30).unwrap()); // ADD32
+        assert!(riscv_difference(&mut bytes, &reloc(39, 0), 0x10).unwrap()); // SUB32
+        assert!(riscv_difference(&mut bytes, &reloc(53, 4), 0x2a).unwrap()); // SET6
+        assert!(riscv_difference(&mut bytes, &reloc(52, 4), 0x28).unwrap()); // SUB6
+        assert!(!riscv_difference(&mut bytes, &reloc(57, 0), 1).unwrap()); // 32_PCREL
+        assert_eq!(u32::from_le_bytes(bytes[..4].try_into().unwrap()), 0x20);
+        assert_eq!(bytes[4], 0x42);
+    }
+
+    /// An object assembled by llvm-mc-19 from CFI directives: each function's FDE lands on
+    /// the stencil's pieces at their code offsets; an FDE with an expression makes the
+    /// stencil's layout `Unknown`, naming target, stencil and offset.
+    #[test]
+    fn fdes_of_an_assembled_object_land_on_the_stencils_pieces() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        let target = Target::load_all(&dir)
+            .unwrap()
+            .into_iter()
+            .find(|t| t.arch == Arch::X86_64 && t.format == ObjectFormat::Elf)
+            .unwrap();
+        let source = "
+            .section .text.f,\"ax\",@progbits
+            f:
+            .cfi_startproc
+            push %rbx
+            .cfi_def_cfa_offset 16
+            .cfi_offset %rbx, -16
+            call g
+            pop %rbx
+            .cfi_def_cfa_offset 8
+            ret
+            .cfi_endproc
+            .section .text.g,\"ax\",@progbits
+            g:
+            .cfi_startproc
+            nop
+            .cfi_escape 0x0f, 0x01, 0x77
+            ret
+            .cfi_endproc
+        ";
+        let out = std::process::Command::new("llvm-mc-19")
+            .args(["-triple=x86_64", "-filetype=obj", "-o", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(source.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("llvm-mc-19 is installed");
+        assert!(out.status.success());
+        let piece = |section: &str, len: u64, at: u64| CodePiece {
+            section: section.into(),
+            start: 0,
+            end: len,
+            at,
+        };
+        let stencil = |name: &str, pieces: Vec<CodePiece>, len: usize| StencilBuf {
+            name: name.into(),
+            code: vec![0x90; len],
+            code_align: 1,
+            data: vec![],
+            data_align: 1,
+            holes: vec![],
+            operands: vec![],
+            targets: vec![],
+            symbols: vec![],
+            elided_continue: false,
+            pieces,
+            frame: None,
+        };
+        // f: push(1) call(5) pop(1) ret(1) = 8 bytes; g at 8 after it.
+        let mut stencils = [
+            stencil("f_alone", vec![piece(".text.f", 8, 0)], 8),
+            stencil(
+                "f_and_g",
+                vec![piece(".text.f", 8, 0), piece(".text.g", 2, 8)],
+                10,
+            ),
+        ];
+        derive(&target, &out.stdout, &mut stencils).unwrap();
+        let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
+            panic!("{:?}", stencils[0].frame)
+        };
+        assert_eq!(
+            f,
+            [DerivedFunction {
+                start: 0,
+                end: 8,
+                rows: vec![row(0, 7, 8), row(1, 7, 16), row(7, 7, 8)],
+                saves: vec![save(16, 8, 0, 8), save(3, 16, 1, 8)],
+            }]
+        );
+        let Some(DerivedFrame::Unknown(why)) = &stencils[1].frame else {
+            panic!("{:?}", stencils[1].frame)
+        };
+        assert!(
+            why.contains(&target.triple)
+                && why.contains("f_and_g")
+                && why.contains("code offset 0x9")
+                && why.contains("0x0f"),
+            "{why}"
+        );
+    }
+}
