@@ -312,6 +312,8 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
     out.resize(out.len() + len - body.len(), 0);
 }
 
+/// The unwinder's registration calls where [`SUPPORTED`]; nothing elsewhere (where
+/// [`compile`] refuses the option, so no registration is ever made).
 #[cfg(any(
     all(
         target_os = "linux",
@@ -326,9 +328,44 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
         any(target_arch = "x86_64", target_arch = "aarch64")
     )
 ))]
-extern "C" {
-    fn __register_frame(begin: *const u8);
-    fn __deregister_frame(begin: *const u8);
+mod platform {
+    extern "C" {
+        fn __register_frame(begin: *const u8);
+        fn __deregister_frame(begin: *const u8);
+    }
+
+    /// # Safety
+    /// `entry` is a well-formed, terminated `.eh_frame` (Linux) or FDE (macOS) that stays
+    /// in place until [`deregister`]ed.
+    pub unsafe fn register(entry: *const u8) {
+        // SAFETY: as required of the caller.
+        unsafe { __register_frame(entry) }
+    }
+
+    /// # Safety
+    /// `entry` was [`register`]ed.
+    pub unsafe fn deregister(entry: *const u8) {
+        // SAFETY: as required of the caller.
+        unsafe { __deregister_frame(entry) }
+    }
+}
+#[cfg(not(any(
+    all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    ),
+    all(
+        target_os = "macos",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )
+)))]
+mod platform {
+    pub unsafe fn register(_entry: *const u8) {}
+    pub unsafe fn deregister(_entry: *const u8) {}
 }
 
 /// A trace's `.eh_frame`, registered with the unwinder until dropped.
@@ -342,24 +379,7 @@ impl Registration {
         for entry in registered_entries(&section) {
             // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section; macOS:
             // each FDE) that lives, unmoved, until deregistered in `drop`.
-            #[cfg(any(
-                all(
-                    target_os = "linux",
-                    any(
-                        target_arch = "x86_64",
-                        target_arch = "aarch64",
-                        target_arch = "riscv64"
-                    )
-                ),
-                all(
-                    target_os = "macos",
-                    any(target_arch = "x86_64", target_arch = "aarch64")
-                )
-            ))]
-            unsafe {
-                __register_frame(section.as_ptr().add(entry))
-            };
-            let _ = entry;
+            unsafe { platform::register(section.as_ptr().add(entry)) };
         }
         Registration { section }
     }
@@ -399,24 +419,7 @@ impl Drop for Registration {
     fn drop(&mut self) {
         for entry in registered_entries(&self.section) {
             // SAFETY: registered in `new` with this pointer.
-            #[cfg(any(
-                all(
-                    target_os = "linux",
-                    any(
-                        target_arch = "x86_64",
-                        target_arch = "aarch64",
-                        target_arch = "riscv64"
-                    )
-                ),
-                all(
-                    target_os = "macos",
-                    any(target_arch = "x86_64", target_arch = "aarch64")
-                )
-            ))]
-            unsafe {
-                __deregister_frame(self.section.as_ptr().add(entry))
-            };
-            let _ = entry;
+            unsafe { platform::deregister(self.section.as_ptr().add(entry)) };
         }
     }
 }
