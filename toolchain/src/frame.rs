@@ -177,36 +177,8 @@ fn read_eh_frame(object: &[u8], arch: Arch) -> std::result::Result<Vec<Fde>, Str
         .ok()
         .and_then(|o| object.get(o..o.checked_add(header.sh_size as usize)?))
         .ok_or("section past the end of the object")?;
-    // Relocations of .eh_frame: offset → (type, symbol's section, symbol value + addend).
-    // RISC-V label differences (ADD/SUB, SET/SUB pairs within one function's section) are
-    // applied to a copy of the section instead.
     let mut bytes = bytes.to_vec();
-    let mut differences: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut relocs: BTreeMap<u64, (u32, usize, i64)> = BTreeMap::new();
-    for (rela_index, section) in &elf.shdr_relocs {
-        if elf.section_headers[*rela_index].sh_info as usize != eh {
-            continue;
-        }
-        for r in section.iter() {
-            let sym = elf
-                .syms
-                .get(r.r_sym)
-                .ok_or_else(|| format!("relocation at {:#x}: bad symbol", r.r_offset))?;
-            let value = (sym.st_value as i64).wrapping_add(r.r_addend.unwrap_or(0));
-            if arch == Arch::Riscv64 && riscv_difference(&mut bytes, &r, value)? {
-                // Both halves of a difference must name the same section.
-                let first = *differences.entry(r.r_offset).or_insert(sym.st_shndx);
-                if first != sym.st_shndx {
-                    return Err(format!(
-                        "label difference at {:#x} across sections",
-                        r.r_offset
-                    ));
-                }
-                continue;
-            }
-            relocs.insert(r.r_offset, (r.r_type, sym.st_shndx, value));
-        }
-    }
+    let relocs = relocations(&elf, eh, arch, &mut bytes)?;
     let bytes = &bytes[..];
     let mut cies: BTreeMap<u64, Cie> = BTreeMap::new();
     let mut fdes = Vec::new();
@@ -289,6 +261,49 @@ fn read_eh_frame(object: &[u8], arch: Arch) -> std::result::Result<Vec<Fde>, Str
         ));
     }
     Ok(fdes)
+}
+
+/// The relocations of section `eh` (`.eh_frame`): offset → (type, the symbol's section, the
+/// symbol's value + addend). RISC-V label differences (ADD/SUB and SET/SUB pairs within one
+/// function's section) are applied to `bytes`, a copy of the section, instead.
+fn relocations(
+    elf: &Elf<'_>,
+    eh: usize,
+    arch: Arch,
+    bytes: &mut [u8],
+) -> std::result::Result<BTreeMap<u64, (u32, usize, i64)>, String> {
+    let mut differences: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut relocs = BTreeMap::new();
+    for (rela_index, section) in &elf.shdr_relocs {
+        if elf.section_headers[*rela_index].sh_info as usize != eh {
+            continue;
+        }
+        for r in section.iter() {
+            let sym = elf
+                .syms
+                .get(r.r_sym)
+                .ok_or_else(|| format!("relocation at {:#x}: bad symbol", r.r_offset))?;
+            let value = (sym.st_value as i64).wrapping_add(r.r_addend.unwrap_or(0));
+            if arch == Arch::Riscv64 && riscv_difference(bytes, &r, value)? {
+                // Both halves of a difference must name the same section.
+                let first = *differences.entry(r.r_offset).or_insert(sym.st_shndx);
+                if first != sym.st_shndx {
+                    return Err(format!(
+                        "label difference at {:#x} across sections",
+                        r.r_offset
+                    ));
+                }
+                continue;
+            }
+            if relocs
+                .insert(r.r_offset, (r.r_type, sym.st_shndx, value))
+                .is_some()
+            {
+                return Err(format!("two relocations at {:#x}", r.r_offset));
+            }
+        }
+    }
+    Ok(relocs)
 }
 
 /// Applies a RISC-V label-difference relocation (`R_RISCV_ADD32`/`SUB32`, `SET6`/`SUB6`,
