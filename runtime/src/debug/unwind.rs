@@ -27,7 +27,12 @@
 //! macOS: per-FDE registration is implemented (compile-checked for both Apple targets; not
 //! run here). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries registered with
 //! `RtlAddGrowableFunctionTable`, from `.pdata`/`.xdata` the toolchain does not read yet:
-//! the option is refused there.
+//! the option is refused there. Wine (8.0) does honour such tables: a hand-written function
+//! (`sub rsp, 40; call helper; add rsp, 40; ret`) with a one-code `UNWIND_INFO` registered by
+//! `RtlAddFunctionTable` lets a `std::backtrace` taken in the helper reach `main`, which it
+//! does not without the registration; so the x86_64-pc-windows-msvc matrix row can test it
+//! once the layouts exist. The frame rows map onto x64 unwind codes one row range at a time
+//! (`UWOP_ALLOC_*` + `UWOP_SAVE_NONVOL` with a zero-length prologue per range).
 
 use crate::Error;
 use cpjit_model::StencilSet;
