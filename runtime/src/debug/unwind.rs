@@ -30,7 +30,7 @@
 //! the option is refused there. Wine (8.0) does honour such tables: a hand-written function
 //! (`sub rsp, 40; call helper; add rsp, 40; ret`) with a one-code `UNWIND_INFO` registered by
 //! `RtlAddFunctionTable` lets a `std::backtrace` taken in the helper reach `main`, which it
-//! does not without the registration; so the x86_64-pc-windows-msvc matrix row can test it
+//! does not without the registration; so the Windows x86-64 matrix row can test it
 //! once the layouts exist. The frame rows map onto x64 unwind codes one row range at a time
 //! (`UWOP_ALLOC_*` + `UWOP_SAVE_NONVOL` with a zero-length prologue per range).
 
