@@ -23,20 +23,21 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     let mut cases = Vec::new();
     for &n in sizes {
         let spec = straight(n);
-        let code = copy_patch::compile(&jit, &spec)?.code_bytes().to_vec();
+        let plan = copy_patch::plan(&jit, &spec)?;
+        let code = copy_patch::stitch(&jit, &plan)?.code_bytes().to_vec();
         // About 2 ms of work per timed run.
         let batch = (200_000 / n).clamp(1, 2_000);
-        cases.push((spec, code, batch));
+        cases.push((spec, plan, code, batch));
     }
     let mut ops = Vec::new();
-    for (spec, code, batch) in &cases {
+    for (_, plan, code, batch) in &cases {
         let (jit, batch) = (&jit, *batch);
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         ops.push(Timed::new(1, runs, move || {
             keep.clear();
             let (done, t) = time(|| -> Result<(), String> {
                 for _ in 0..batch {
-                    keep.push(copy_patch::compile(jit, spec)?);
+                    keep.push(copy_patch::stitch(jit, plan)?);
                 }
                 Ok(())
             });
@@ -56,7 +57,7 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     let rounds = alternate(&mut ops)?;
     drop(ops);
     let mut rows = Vec::new();
-    for (i, (spec, code, batch)) in cases.iter().enumerate() {
+    for (i, (spec, _, code, batch)) in cases.iter().enumerate() {
         let mut row = StitchRow::new(
             "warm arena",
             spec.instances.len(),
@@ -70,6 +71,8 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     // Cold: a new JIT each time, so its first trace maps (and faults in) a chunk.
     let n = *sizes.last().unwrap_or(&100);
     let spec = straight(n);
+    // The same stencil set (`SET`) behind every `Jit`, so one plan serves them all.
+    let plan = copy_patch::plan(&jit, &spec)?;
     let mut code_bytes = 0;
     let mut failure = None;
     let sample = measure(1, if quick { 3 } else { 11 }, || {
@@ -80,7 +83,7 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
                 return 0;
             }
         };
-        match copy_patch::compile(&jit, &spec) {
+        match copy_patch::stitch(&jit, &plan) {
             Ok(t) => {
                 code_bytes = t.code_bytes().len();
                 code_bytes
