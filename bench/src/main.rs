@@ -164,12 +164,18 @@ fn run(o: &Options) -> Result<(), String> {
     print!("{}", r.markdown());
     eprintln!("bench: wrote {}", json.display());
     if o.report {
-        let plots = plot::write_all(&r, &out_dir)?;
-        let md = root.join("BENCHMARKS.md");
-        std::fs::write(&md, report::benchmarks_md(&r, &plots))
-            .map_err(|e| format!("{}: {e}", md.display()))?;
-        eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
+        write_report(&root, &out_dir, &r)?;
     }
+    Ok(())
+}
+
+/// BENCHMARKS.md and the plots, from `r`.
+fn write_report(root: &Path, out_dir: &Path, r: &Results) -> Result<(), String> {
+    let plots = plot::write_all(r, out_dir)?;
+    let md = root.join("BENCHMARKS.md");
+    std::fs::write(&md, report::benchmarks_md(r, &plots))
+        .map_err(|e| format!("{}: {e}", md.display()))?;
+    eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
     Ok(())
 }
 
@@ -179,12 +185,7 @@ fn render(root: &Path) -> Result<(), String> {
     let json = out_dir.join("results.json");
     let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
     let r: Results = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
-    let plots = plot::write_all(&r, &out_dir)?;
-    let md = root.join("BENCHMARKS.md");
-    std::fs::write(&md, report::benchmarks_md(&r, &plots))
-        .map_err(|e| format!("{}: {e}", md.display()))?;
-    eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
-    Ok(())
+    write_report(root, &out_dir, &r)
 }
 
 /// Groups not run this time keep the figures of the previous `results.json` (if any), so a
