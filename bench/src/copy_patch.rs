@@ -1,5 +1,13 @@
 //! The copy-and-patch backend for [`TraceSpec`]s: stitches the x86_64-unknown-linux-gnu
 //! test stencils with `cpjit-runtime`.
+//!
+//! A spec names stencils, operands and targets by string so that every backend can match
+//! them to its own input. A JIT author's bytecode carries opcodes instead, mapped to
+//! stencil indices once; so a spec is first resolved into a [`Plan`] (stencil indices,
+//! operands and targets in each stencil's order, in flat vectors), once per spec, and the
+//! timed [`stitch`] only pushes the plan's instances and finishes the trace: what
+//! compiling costs a JIT built on the kit, with no name lookups or allocations per
+//! instance.
 
 use crate::workload::TraceSpec;
 use cpjit_runtime::{InstanceId, Jit, Target, Trace};
@@ -12,48 +20,91 @@ pub fn jit() -> Result<Jit<'static>, String> {
     Jit::new(&SET, crate::workload::resolve).map_err(|e| format!("cpjit-runtime: {e}"))
 }
 
-/// Stitches `spec` into executable memory (push every instance, then `finish`: copy, patch,
-/// make executable, flush).
-pub fn compile(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Trace, String> {
-    let mut b = jit.trace();
-    for (i, x) in spec.instances.iter().enumerate() {
-        let at = || format!("{}: instance {i} ({})", spec.name, x.stencil);
-        if i == 0 {
-            b.push_shim().map_err(|e| format!("{}: {e}", at()))?;
-            continue;
-        }
-        let stencil = jit
-            .stencil_set()
-            .get(x.stencil)
-            .ok_or_else(|| format!("{}: the stencil set has no such stencil", at()))?;
-        let operands = stencil
-            .operands
-            .iter()
-            .map(|name| {
-                x.operands
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|&(_, v)| v)
-                    .ok_or_else(|| format!("{}: no value for operand {name}", at()))
-            })
-            .collect::<Result<Vec<u64>, String>>()?;
-        let targets = stencil
-            .targets
-            .iter()
-            .map(|name| {
-                x.targets
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|&(_, t)| Target::Instance(InstanceId::from_index(t)))
-                    .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))
-            })
-            .collect::<Result<Vec<Target>, String>>()?;
-        b.push_named(x.stencil, &operands, &targets)
-            .map_err(|e| format!("{}: {e}", at()))?;
-    }
-    b.finish().map_err(|e| format!("{}: {e}", spec.name))
+/// A [`TraceSpec`] resolved against a JIT's stencil set: what a bytecode-to-stencil
+/// translator has at hand when it compiles.
+pub struct Plan {
+    name: String,
+    /// Per instance: stencil index and the ends of its operands and targets in the flat
+    /// vectors (each instance's start there is the previous instance's end).
+    instances: Vec<Planned>,
+    operands: Vec<u64>,
+    targets: Vec<Target>,
 }
 
+struct Planned {
+    stencil: usize,
+    operands_end: u32,
+    targets_end: u32,
+}
+
+/// Resolves `spec` against `jit`'s stencil set: stencil indices, operand values and jump
+/// targets in the order each stencil declares them (instance 0 must be the entry shim).
+pub fn plan(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Plan, String> {
+    let set = jit.stencil_set();
+    let mut plan = Plan {
+        name: spec.name.clone(),
+        instances: Vec::with_capacity(spec.instances.len()),
+        operands: Vec::new(),
+        targets: Vec::new(),
+    };
+    for (i, x) in spec.instances.iter().enumerate() {
+        let at = || format!("{}: instance {i} ({})", spec.name, x.stencil);
+        let stencil = set
+            .index_of(x.stencil)
+            .ok_or_else(|| format!("{}: the stencil set has no such stencil", at()))?;
+        if i == 0 && set.shim != Some(stencil as u16) {
+            return Err(format!("{}: a trace starts with the entry shim", at()));
+        }
+        let s = &set.stencils[stencil];
+        for name in s.operands {
+            let value = x
+                .operands
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, v)| v)
+                .ok_or_else(|| format!("{}: no value for operand {name}", at()))?;
+            plan.operands.push(value);
+        }
+        for name in s.targets {
+            let target = x
+                .targets
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, t)| Target::Instance(InstanceId::from_index(t)))
+                .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))?;
+            plan.targets.push(target);
+        }
+        plan.instances.push(Planned {
+            stencil,
+            operands_end: plan.operands.len() as u32,
+            targets_end: plan.targets.len() as u32,
+        });
+    }
+    Ok(plan)
+}
+
+/// Stitches a planned trace into executable memory: push every instance, then `finish`
+/// (copy, patch, write the code, flush).
+pub fn stitch(jit: &Jit<'_>, plan: &Plan) -> Result<Trace, String> {
+    let mut b = jit.trace();
+    let (mut operands, mut targets) = (0, 0);
+    for (i, x) in plan.instances.iter().enumerate() {
+        let (o, t) = (x.operands_end as usize, x.targets_end as usize);
+        b.push(
+            x.stencil,
+            &plan.operands[operands..o],
+            &plan.targets[targets..t],
+        )
+        .map_err(|e| format!("{}: instance {i}: {e}", plan.name))?;
+        (operands, targets) = (o, t);
+    }
+    b.finish().map_err(|e| format!("{}: {e}", plan.name))
+}
+
+/// [`plan`] then [`stitch`], for callers that compile a spec once.
+pub fn compile(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Trace, String> {
+    stitch(jit, &plan(jit, spec)?)
+}
 /// Runs a trace compiled from `spec` from its shim; returns the exit status.
 pub fn run(trace: &Trace, spec: &TraceSpec) -> i64 {
     let mut stack = vec![0u64; spec.stack_slots];

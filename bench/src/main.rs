@@ -36,9 +36,12 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain PATH]
+       cpjit-bench --render
 
   --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
+  --render          measure nothing: rewrite BENCHMARKS.md and the plots from the figures in
+                    bench/report/results.json (after editing bench/report/notes.md)
   --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec
   --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
 ";
@@ -48,6 +51,7 @@ const GROUPS: [&str; 5] = ["toolchain", "stitch", "memory", "peer", "exec"];
 struct Options {
     quick: bool,
     report: bool,
+    render: bool,
     groups: Vec<String>,
     toolchain: PathBuf,
 }
@@ -56,6 +60,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut o = Options {
         quick: false,
         report: false,
+        render: false,
         groups: GROUPS.iter().map(|g| g.to_string()).collect(),
         toolchain: std::env::current_exe()
             .map_err(|e| format!("cannot find this executable: {e}"))?
@@ -66,6 +71,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--quick" => o.quick = true,
             "--report" => o.report = true,
+            "--render" => o.render = true,
             "--only" => {
                 let v = it.next().ok_or("`--only` needs a value")?;
                 o.groups = v.split(',').map(String::from).collect();
@@ -96,6 +102,9 @@ fn root() -> PathBuf {
 
 fn run(o: &Options) -> Result<(), String> {
     let root = root();
+    if o.render {
+        return render(&root);
+    }
     let mut r = Results {
         machine: report::machine(),
         command: format!(
@@ -155,13 +164,28 @@ fn run(o: &Options) -> Result<(), String> {
     print!("{}", r.markdown());
     eprintln!("bench: wrote {}", json.display());
     if o.report {
-        let plots = plot::write_all(&r, &out_dir)?;
-        let md = root.join("BENCHMARKS.md");
-        std::fs::write(&md, report::benchmarks_md(&r, &plots))
-            .map_err(|e| format!("{}: {e}", md.display()))?;
-        eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
+        write_report(&root, &out_dir, &r)?;
     }
     Ok(())
+}
+
+/// BENCHMARKS.md and the plots, from `r`.
+fn write_report(root: &Path, out_dir: &Path, r: &Results) -> Result<(), String> {
+    let plots = plot::write_all(r, out_dir)?;
+    let md = root.join("BENCHMARKS.md");
+    std::fs::write(&md, report::benchmarks_md(r, &plots))
+        .map_err(|e| format!("{}: {e}", md.display()))?;
+    eprintln!("bench: wrote {} and {} plot(s)", md.display(), plots.len());
+    Ok(())
+}
+
+/// `--render`: BENCHMARKS.md and the plots from the last `results.json`, unchanged.
+fn render(root: &Path) -> Result<(), String> {
+    let out_dir = root.join("bench/report");
+    let json = out_dir.join("results.json");
+    let text = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+    let r: Results = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
+    write_report(root, &out_dir, &r)
 }
 
 /// Groups not run this time keep the figures of the previous `results.json` (if any), so a

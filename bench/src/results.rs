@@ -56,6 +56,10 @@ pub struct StitchRow {
     /// Stitching ÷ that `memcpy`, run by run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ratio_to_memcpy: Option<Sample>,
+    /// The same runs' CPU time of the stitching thread, per trace: wall time less the time
+    /// the thread was not running (on a loaded machine it waits for a core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_cpu: Option<Sample>,
 }
 
 impl StitchRow {
@@ -67,6 +71,7 @@ impl StitchRow {
             sample,
             memcpy: None,
             ratio_to_memcpy: None,
+            thread_cpu: None,
         }
     }
     pub fn ns_per_instance(&self) -> f64 {
@@ -226,6 +231,7 @@ impl Results {
                 "MB/s of code",
                 "memcpy of the code",
                 "÷ memcpy (per run: median, min – max)",
+                "thread CPU ns/instance (median, min – max)",
             ],
             self.stitch
                 .iter()
@@ -242,6 +248,15 @@ impl Results {
                             .as_ref()
                             .map_or("–".into(), |m| human_ns(m.median_ns)),
                         r.ratio_to_memcpy.as_ref().map_or("–".into(), ratio_range),
+                        r.thread_cpu.as_ref().map_or("–".into(), |c| {
+                            let per = |ns: f64| ns / r.instances as f64;
+                            format!(
+                                "{:.1} ({:.1} – {:.1})",
+                                per(c.median_ns),
+                                per(c.min_ns),
+                                per(c.max_ns)
+                            )
+                        }),
                     ]
                 })
                 .collect(),

@@ -1,18 +1,22 @@
 //! Stitching and memory benches of the copy-and-patch runtime.
 //!
 //! Stitching: straight traces of 10 to 10,000 instances, from `push` to a callable
-//! trace (copy, patch, write through the RW view, icache flush); the arena's chunk is
+//! trace (copy, patch, publish the code with one `pwrite` to the chunk's memfd, icache
+//! flush), pushed from a [`copy_patch::Plan`]; the arena's chunk is
 //! already reserved (amortised), and a separate row times a fresh `Jit` whose first trace
 //! reserves its chunk. Each size alternates with a `memcpy` of the same code bytes into one
 //! (cache-warm) buffer, the floor of any stitcher, so the ratio to it holds on a loaded
-//! machine too. Memory: 1,000 tiny and 100 large live traces; bytes used, bytes
+//! machine too. Two floor rows, timed in the same rounds, show what publishing a trace costs
+//! the kernel at least (a null system call, and a `pwrite` of the smallest trace's code to a
+//! memfd, which is how the runtime publishes code on Linux). Memory: 1,000 tiny and 100 large live traces; bytes used, bytes
 //! mapped (pages the arena has committed) and bytes of the pages the traces actually touch.
 
 use crate::copy_patch;
-use crate::harness::{alternate, measure, ratios, time, Timed};
+use crate::harness::{alternate, measure, ratios, time, Sample, Timed};
 use crate::results::{MemoryRow, StitchRow};
 use crate::workload::straight;
 use cpjit_runtime::{Jit, JitOptions, Trace};
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 /// Stitching speed for each size in `sizes`, with a `memcpy` of the same code bytes as the
@@ -23,23 +27,35 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     let mut cases = Vec::new();
     for &n in sizes {
         let spec = straight(n);
-        let code = copy_patch::compile(&jit, &spec)?.code_bytes().to_vec();
+        let plan = copy_patch::plan(&jit, &spec)?;
+        let code = copy_patch::stitch(&jit, &plan)?.code_bytes().to_vec();
         // About 2 ms of work per timed run.
         let batch = (200_000 / n).clamp(1, 2_000);
-        cases.push((spec, code, batch));
+        cases.push((spec, plan, code, batch));
     }
+    // The per-trace floor of publishing code without a writable view of it (Linux): one
+    // kernel entry, measured as a null system call and as the `pwrite` the runtime makes,
+    // of the smallest trace's code, to a memfd of its own.
+    let floor_bytes = cases.first().map_or(0, |c| c.2.len());
+    let floor = KernelFloor::new(floor_bytes)?;
+    let floor_batch = 200;
+    // Each stitching run also records its thread CPU time here (warm-up run first).
+    let cpu: Vec<RefCell<Vec<f64>>> = cases.iter().map(|_| RefCell::default()).collect();
     let mut ops = Vec::new();
-    for (spec, code, batch) in &cases {
+    for ((_, plan, code, batch), cpu) in cases.iter().zip(&cpu) {
         let (jit, batch) = (&jit, *batch);
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         ops.push(Timed::new(1, runs, move || {
             keep.clear();
+            let cpu_start = thread_cpu_ns();
             let (done, t) = time(|| -> Result<(), String> {
                 for _ in 0..batch {
-                    keep.push(copy_patch::compile(jit, spec)?);
+                    keep.push(copy_patch::stitch(jit, plan)?);
                 }
                 Ok(())
             });
+            cpu.borrow_mut()
+                .push((thread_cpu_ns() - cpu_start) / batch as f64);
             done?;
             Ok(t / batch as f64)
         }));
@@ -53,10 +69,23 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
             Ok(t / batch as f64)
         }));
     }
+    ops.push(Timed::new(1, runs, || {
+        let (_, t) = time(|| {
+            for _ in 0..floor_batch {
+                floor.null_syscall();
+            }
+        });
+        Ok(t / floor_batch as f64)
+    }));
+    ops.push(Timed::new(1, runs, || {
+        let (done, t) = time(|| (0..floor_batch).try_for_each(|_| floor.pwrite()));
+        done?;
+        Ok(t / floor_batch as f64)
+    }));
     let rounds = alternate(&mut ops)?;
     drop(ops);
     let mut rows = Vec::new();
-    for (i, (spec, code, batch)) in cases.iter().enumerate() {
+    for (i, (spec, _, code, batch)) in cases.iter().enumerate() {
         let mut row = StitchRow::new(
             "warm arena",
             spec.instances.len(),
@@ -65,11 +94,30 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
         );
         row.memcpy = Some(rounds.sample(2 * i + 1, *batch));
         row.ratio_to_memcpy = ratios(&rounds, 2 * i, 2 * i + 1);
+        // Without the warm-up run.
+        let cpu = cpu[i].take();
+        row.thread_cpu = (cpu.len() > 1).then(|| Sample::from_times(cpu[1..].to_vec(), *batch));
         rows.push(row);
     }
+    let first = 2 * cases.len();
+    let n0 = cases.first().map_or(0, |c| c.0.instances.len());
+    rows.push(StitchRow::new(
+        "floor: one system call (getppid)",
+        n0,
+        0,
+        rounds.sample(first, floor_batch),
+    ));
+    rows.push(StitchRow::new(
+        "floor: pwrite of the smallest trace's code to a memfd",
+        n0,
+        floor_bytes,
+        rounds.sample(first + 1, floor_batch),
+    ));
     // Cold: a new JIT each time, so its first trace maps (and faults in) a chunk.
     let n = *sizes.last().unwrap_or(&100);
     let spec = straight(n);
+    // The same stencil set (`SET`) behind every `Jit`, so one plan serves them all.
+    let plan = copy_patch::plan(&jit, &spec)?;
     let mut code_bytes = 0;
     let mut failure = None;
     let sample = measure(1, if quick { 3 } else { 11 }, || {
@@ -80,7 +128,7 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
                 return 0;
             }
         };
-        match copy_patch::compile(&jit, &spec) {
+        match copy_patch::stitch(&jit, &plan) {
             Ok(t) => {
                 code_bytes = t.code_bytes().len();
                 code_bytes
@@ -185,4 +233,65 @@ fn resident_pages(pages: &BTreeSet<usize>, page: usize) -> Result<usize, String>
         resident += (vec[0] & 1) as usize;
     }
     Ok(resident)
+}
+
+/// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time it
+/// does not grow while the thread waits for a core on a loaded machine.
+fn thread_cpu_ns() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+}
+
+/// A memfd and a buffer of code-sized bytes: what one `finish` costs the kernel at least.
+struct KernelFloor {
+    fd: libc::c_int,
+    bytes: Vec<u8>,
+}
+
+impl KernelFloor {
+    fn new(len: usize) -> Result<KernelFloor, String> {
+        // SAFETY: a NUL-terminated name and valid flags.
+        let fd = unsafe { libc::memfd_create(c"cpjit-bench-floor".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(format!("memfd_create: {}", std::io::Error::last_os_error()));
+        }
+        let floor = KernelFloor {
+            fd,
+            bytes: vec![0xcc; len.max(1)],
+        };
+        // The page exists before timing, as a warm arena's pages do.
+        floor.pwrite()?;
+        Ok(floor)
+    }
+
+    fn null_syscall(&self) {
+        // SAFETY: getppid has no preconditions.
+        std::hint::black_box(unsafe { libc::getppid() });
+    }
+
+    fn pwrite(&self) -> Result<(), String> {
+        let b = &self.bytes;
+        // SAFETY: a valid buffer and our own descriptor.
+        let n = unsafe { libc::pwrite(self.fd, b.as_ptr() as *const libc::c_void, b.len(), 0) };
+        if n != b.len() as isize {
+            return Err(format!(
+                "pwrite to a memfd: {n} of {} bytes ({})",
+                b.len(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for KernelFloor {
+    fn drop(&mut self) {
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(self.fd) };
+    }
 }

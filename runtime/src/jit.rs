@@ -189,6 +189,17 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
         if s.code.len() > u32::MAX as usize / 2 || s.data.len() > u32::MAX as usize / 2 {
             return Err(invalid(s, "code or data larger than 2 GiB".into()));
         }
+        if s.operands.len() > u16::MAX as usize || s.targets.len() > u16::MAX as usize {
+            return Err(invalid(
+                s,
+                format!(
+                    "{} operands and {} jump targets: at most {} of each",
+                    s.operands.len(),
+                    s.targets.len(),
+                    u16::MAX
+                ),
+            ));
+        }
         for h in s.holes {
             let len = match h.section {
                 Section::Code => s.code.len(),

@@ -103,12 +103,17 @@ pub(crate) struct Program {
     pub data_len: u32,
     pub code_align: u32,
     pub data_align: u32,
+    /// Operands and jump targets an instance takes, and whether the stencil is the set's
+    /// entry shim (checked by `push`).
+    pub operands: u16,
+    pub targets: u16,
+    pub shim: bool,
 }
 
 impl Program {
     /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
     /// lies inside its section and refers to an operand, target or symbol that exists).
-    pub fn new(stencil: &Stencil<'_>) -> Program {
+    pub fn new(stencil: &Stencil<'_>, shim: bool) -> Program {
         let mut steps = Vec::with_capacity(stencil.holes.len());
         let mut needs = Vec::new();
         let mut i = 0;
@@ -165,13 +170,20 @@ impl Program {
             data_len: stencil.data.len() as u32,
             code_align: stencil.code_align,
             data_align: stencil.data_align,
+            operands: stencil.operands.len() as u16,
+            targets: stencil.targets.len() as u16,
+            shim,
         }
     }
 }
 
 /// The programs of every stencil of `set`, by stencil index.
 pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
-    set.stencils.iter().map(Program::new).collect()
+    set.stencils
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Program::new(s, set.shim == Some(i as u16)))
+        .collect()
 }
 
 fn source(value: HoleValue) -> Source {
@@ -332,7 +344,7 @@ mod tests {
             symbols: &[],
             falls_through: true,
         };
-        let p = Program::new(&stencil);
+        let p = Program::new(&stencil, false);
         let actions: Vec<Action> = p.steps.iter().map(|s| s.action).collect();
         assert_eq!(
             actions,

@@ -51,13 +51,32 @@ pub struct TraceBuilder<'j, 's> {
     pub(crate) continuation: Option<Target>,
 }
 
+/// The vectors of a finished or dropped builder, kept per thread for the next builder:
+/// a JIT stitching trace after trace then pushes into memory it already has, without
+/// growing (reallocating and copying) three vectors per trace.
+#[derive(Default)]
+struct Spare {
+    instances: Vec<Instance>,
+    operands: Vec<u64>,
+    targets: Vec<Target>,
+}
+
+thread_local! {
+    static SPARE: std::cell::Cell<Spare> = std::cell::Cell::new(Spare::default());
+}
+
+/// Vectors larger than this many elements are freed rather than kept (a huge trace should
+/// not pin its memory for the thread's life).
+const SPARE_LIMIT: usize = 1 << 20;
+
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
+        let spare = SPARE.take();
         TraceBuilder {
             jit,
-            instances: Vec::new(),
-            operands: Vec::new(),
-            targets: Vec::new(),
+            instances: spare.instances,
+            operands: spare.operands,
+            targets: spare.targets,
             continuation: None,
         }
     }
@@ -66,40 +85,22 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// value per stencil operand and one target per stencil jump target, in the order of
     /// [`Stencil::operands`](cpjit_model::Stencil::operands) and
     /// [`Stencil::targets`](cpjit_model::Stencil::targets).
+    #[inline]
     pub fn push(
         &mut self,
         stencil: usize,
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        let set = self.jit.set;
-        let s = set
-            .stencils
-            .get(stencil)
-            .ok_or(Error::UnknownStencilIndex {
-                index: stencil,
-                count: set.stencils.len(),
-            })?;
-        if operands.len() != s.operands.len() {
-            return Err(Error::OperandCount {
-                stencil: s.name.to_string(),
-                expected: s.operands.len(),
-                got: operands.len(),
-            });
-        }
-        if targets.len() != s.targets.len() {
-            return Err(Error::TargetCount {
-                stencil: s.name.to_string(),
-                expected: s.targets.len(),
-                got: targets.len(),
-            });
-        }
+        // Counts and the shim flag come from the stencil's program (one table row); the
+        // error is worked out off the hot path.
         let id = InstanceId(self.instances.len() as u32);
-        if set.shim == Some(stencil as u16) && id.0 != 0 {
-            return Err(Error::ShimNotFirst {
-                stencil: s.name.to_string(),
-                instance: id.index(),
-            });
+        match self.jit.programs.get(stencil) {
+            Some(p)
+                if operands.len() == p.operands as usize
+                    && targets.len() == p.targets as usize
+                    && !(p.shim && id.0 != 0) => {}
+            _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
         }
         self.instances.push(Instance {
             stencil: stencil as u32,
@@ -115,6 +116,36 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             self.targets.push(t);
         }
         Ok(id)
+    }
+
+    /// Why [`push`](TraceBuilder::push) refused an instance.
+    #[cold]
+    fn push_error(&self, stencil: usize, operands: usize, targets: usize) -> Error {
+        let set = self.jit.set;
+        let Some(s) = set.stencils.get(stencil) else {
+            return Error::UnknownStencilIndex {
+                index: stencil,
+                count: set.stencils.len(),
+            };
+        };
+        if operands != s.operands.len() {
+            return Error::OperandCount {
+                stencil: s.name.to_string(),
+                expected: s.operands.len(),
+                got: operands,
+            };
+        }
+        if targets != s.targets.len() {
+            return Error::TargetCount {
+                stencil: s.name.to_string(),
+                expected: s.targets.len(),
+                got: targets,
+            };
+        }
+        Error::ShimNotFirst {
+            stencil: s.name.to_string(),
+            instance: self.instances.len(),
+        }
     }
 
     /// [`push`](TraceBuilder::push) by stencil name.
@@ -169,6 +200,31 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// Lays out, copies and patches the instances into executable memory.
     pub fn finish(self) -> Result<Trace, Error> {
         stitch::finish(&self)
+    }
+}
+
+impl Drop for TraceBuilder<'_, '_> {
+    fn drop(&mut self) {
+        let mut spare = Spare {
+            instances: std::mem::take(&mut self.instances),
+            operands: std::mem::take(&mut self.operands),
+            targets: std::mem::take(&mut self.targets),
+        };
+        if spare.instances.capacity() > SPARE_LIMIT
+            || spare.operands.capacity() > SPARE_LIMIT
+            || spare.targets.capacity() > SPARE_LIMIT
+        {
+            return;
+        }
+        spare.instances.clear();
+        spare.operands.clear();
+        spare.targets.clear();
+        // A builder dropped while another is alive on this thread: keep the larger set.
+        let other = SPARE.take();
+        if other.instances.capacity() > spare.instances.capacity() {
+            spare = other;
+        }
+        SPARE.set(spare);
     }
 }
 

@@ -282,3 +282,38 @@ fn adjacent_got_pairs_are_relaxed_to_immediates() {
     );
     assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, v);
 }
+
+/// Builders reuse the vectors of earlier builders on the same thread (finished, dropped
+/// unfinished, or failed): each new builder starts empty, and traces built after others
+/// compute the same as the first.
+#[test]
+fn a_builder_starts_empty_whatever_the_previous_one_left() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let (first, shim) = load_and_return(&jit, "op_load_got", 41);
+    // Left unfinished, with operands and a target pushed.
+    let mut abandoned = jit.trace();
+    abandoned.push_shim().unwrap();
+    let body = abandoned.push_named("op_add_got", &[1, 2], &[]).unwrap();
+    abandoned
+        .push_named("op_dec_jump_nz", &[], &[Target::Instance(body)])
+        .unwrap();
+    drop(abandoned);
+    // Failed: a wrong operand count is refused and changes nothing.
+    let mut failed = jit.trace();
+    failed.push_shim().unwrap();
+    assert!(failed.push_named("op_load_got", &[1, 2], &[]).is_err());
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed.finish().is_err(),
+        "ends in the shim, which continues"
+    );
+    for round in 0..3 {
+        let t = jit.trace();
+        assert!(t.is_empty(), "round {round}");
+        drop(t);
+        let (again, shim2) = load_and_return(&jit, "op_load_got", 41);
+        assert_eq!(again.instance_offsets(), first.instance_offsets());
+        assert_eq!(run(&again, shim2, &mut Frame::default()), 41);
+    }
+    assert_eq!(run(&first, shim, &mut Frame::default()), 41);
+}
