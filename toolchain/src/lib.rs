@@ -25,6 +25,7 @@ pub mod layout;
 pub mod listing;
 pub mod llvm;
 pub mod manifest;
+pub mod narrow;
 pub mod object;
 pub mod pipeline;
 pub mod set;

@@ -11,6 +11,7 @@ use crate::instructions;
 use crate::layout;
 use crate::llvm;
 use crate::manifest::Manifest;
+use crate::narrow;
 use crate::object::{self, ReadOptions};
 use crate::stencil::StencilBuf;
 use crate::target::Target;
@@ -156,12 +157,15 @@ impl Pipeline<'_> {
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
         // Static helpers must be followable (part of `machine_key`).
         llvm::function_sections(&module, target);
+        // Narrow operands become immediates where the format allows (part of the key).
+        let narrow = narrow::declare_ranges(&module, &self.manifest.hole_prefix, target);
 
         let level = llvm::opt_level(&flags);
         let obj_key = cache::key(&[
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, level).as_bytes(),
+            narrow::CACHE_TAG,
             &bitcode,
         ]);
         let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
@@ -189,6 +193,7 @@ impl Pipeline<'_> {
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
         instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
+        narrow::add_checks(&mut stencils, &narrow, target, &template)?;
         check_reserved_registers(target, &template, &stencils)?;
         Ok(UnitOutput {
             template,
