@@ -19,6 +19,7 @@ pub mod digest;
 pub mod disasm;
 pub mod driver;
 pub mod facade;
+pub mod family;
 pub mod glob;
 pub mod instructions;
 pub mod layout;

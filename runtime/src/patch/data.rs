@@ -26,8 +26,15 @@ pub(super) fn patch_x86_abs32(code: &mut [u8], offset: usize, value: u64) -> Res
     Ok(())
 }
 
-/// Checks a narrow operand against its declared `range`; writes nothing.
-pub(super) fn check_operand(range: OperandRange, value: u64) -> Result<(), Problem> {
+/// Checks a narrow operand against its declared `range`; writes nothing (the hole is
+/// empty, but `offset` must still lie within `code`).
+pub(super) fn check_operand(
+    code: &[u8],
+    offset: usize,
+    range: OperandRange,
+    value: u64,
+) -> Result<(), Problem> {
+    bytes::<0>(code, offset)?;
     if range.contains(value) {
         Ok(())
     } else {

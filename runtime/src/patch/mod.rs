@@ -64,9 +64,9 @@ pub fn patch(
         | HoleKind::OperandU16
         | HoleKind::OperandS16
         | HoleKind::OperandU32
-        | HoleKind::OperandS32 => kind
-            .operand_check()
-            .map_or(Ok(()), |range| data::check_operand(range, value)),
+        | HoleKind::OperandS32 => kind.operand_check().map_or(Ok(()), |range| {
+            data::check_operand(code, offset, range, value)
+        }),
         HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
