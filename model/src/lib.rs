@@ -650,6 +650,65 @@ impl<'a> StencilSet<'a> {
     }
 }
 
+/// A stencil family: stencils compiled from one template, per element of a list and/or per
+/// combination of variant-parameter values (`[[family]]` in the manifest). A generated
+/// crate with families exports them as `FAMILIES`, with index constants in `mod family`,
+/// so a runtime user finds "the variant of op X for state (i, o)" by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Family<'a> {
+    pub name: &'a str,
+    /// The list's elements, in list order (empty when the family has no list).
+    pub elements: &'a [&'a str],
+    /// The variant parameters, sorted by name.
+    pub params: &'a [FamilyParam<'a>],
+    /// The stencil index (into [`StencilSet::stencils`]) of every combination, row-major:
+    /// element first, then each parameter's value index in `params` order;
+    /// [`Family::NONE`] where the manifest skipped the combination.
+    pub stencils: &'a [u16],
+}
+
+/// One variant parameter of a [`Family`]: its name (the macro it is passed in) and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FamilyParam<'a> {
+    pub name: &'a str,
+    pub values: &'a [&'a str],
+}
+
+impl<'a> Family<'a> {
+    /// The entry of a skipped combination in [`Family::stencils`].
+    pub const NONE: u16 = u16::MAX;
+
+    /// The stencil index of `element` (0 for a family without a list) with value index
+    /// `values[k]` of parameter `k`; `None` if skipped or out of range.
+    pub fn stencil(&self, element: usize, values: &[usize]) -> Option<usize> {
+        if values.len() != self.params.len() || element >= self.elements.len().max(1) {
+            return None;
+        }
+        let mut at = element;
+        for (p, &v) in self.params.iter().zip(values) {
+            if v >= p.values.len() {
+                return None;
+            }
+            at = at * p.values.len() + v;
+        }
+        match self.stencils.get(at) {
+            Some(&i) if i != Family::NONE => Some(i as usize),
+            _ => None,
+        }
+    }
+
+    /// Index of the list element called `name`.
+    pub fn element_index(&self, name: &str) -> Option<usize> {
+        self.elements.iter().position(|e| *e == name)
+    }
+
+    /// Index of parameter `param`'s value written `value` (e.g. `"2"`).
+    pub fn value_index(&self, param: &str, value: &str) -> Option<usize> {
+        let p = self.params.iter().find(|p| p.name == param)?;
+        p.values.iter().position(|v| *v == value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -675,6 +734,40 @@ mod tests {
         }
         assert!(OperandRange::S8.contains(-1i64 as u64));
         assert!(!OperandRange::U8.contains(-1i64 as u64));
+    }
+
+    #[test]
+    fn family_lookup_is_row_major_and_skips_none() {
+        let f = Family {
+            name: "push",
+            elements: &["A", "B"],
+            params: &[
+                FamilyParam {
+                    name: "IN",
+                    values: &["0", "1", "2"],
+                },
+                FamilyParam {
+                    name: "OUT",
+                    values: &["0", "1"],
+                },
+            ],
+            stencils: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, Family::NONE],
+        };
+        assert_eq!(f.stencil(0, &[0, 1]), Some(1));
+        assert_eq!(f.stencil(1, &[1, 0]), Some(8));
+        assert_eq!(f.stencil(1, &[2, 1]), None);
+        assert_eq!(f.stencil(2, &[0, 0]), None);
+        assert_eq!(f.stencil(0, &[3, 0]), None);
+        assert_eq!(f.stencil(0, &[0]), None);
+        assert_eq!(f.element_index("B"), Some(1));
+        assert_eq!(f.value_index("OUT", "1"), Some(1));
+        let no_list = Family {
+            elements: &[],
+            stencils: &[7; 6],
+            ..f
+        };
+        assert_eq!(no_list.stencil(0, &[2, 1]), Some(7));
+        assert_eq!(no_list.stencil(1, &[0, 0]), None);
     }
 
     #[test]

@@ -12,6 +12,8 @@
 
 use crate::error::{Error, Result};
 use crate::set::is_identifier;
+use crate::stencil::StencilBuf;
+use crate::validate::IrFacts;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -351,6 +353,34 @@ impl Family {
             stencils,
         })
     }
+}
+
+/// Renames the one stencil of a member's unit after the member (in the stencils and the
+/// IR facts alike); a unit with no stencil function or several is an error.
+pub fn rename_member(
+    member: &Member,
+    stencils: &mut [StencilBuf],
+    facts: &mut IrFacts,
+    triple: &str,
+    template: &str,
+) -> Result<()> {
+    let [stencil] = stencils else {
+        let names: Vec<&str> = stencils.iter().map(|s| s.name.as_str()).collect();
+        return Err(Error(format!(
+            "{triple}: {template}: a family template must define exactly one stencil \
+             function, found {} ({})",
+            names.len(),
+            names.join(", ")
+        )));
+    };
+    let old = std::mem::replace(&mut stencil.name, member.stencil.clone());
+    if facts.stencils.remove(&old) {
+        facts.stencils.insert(member.stencil.clone());
+    }
+    if facts.continues.remove(&old) {
+        facts.continues.insert(member.stencil.clone());
+    }
+    Ok(())
 }
 
 /// Every combination of value indices, the last parameter fastest.
