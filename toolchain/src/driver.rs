@@ -200,6 +200,7 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         &all_targets,
         opts.model_dir.as_deref(),
         opts.check,
+        !l.manifest.families.is_empty(),
     )?;
     if todo.is_empty() {
         return Ok(report);
