@@ -308,6 +308,29 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
             let value = self
                 .value(hole, None)?
                 .expect("only data holes are unknown");
+            // A narrow operand's range check writes nothing: the value must be in range.
+            if let Some(range) = hole.kind.operand_check() {
+                if !range.contains(value) {
+                    return Err(self.fail(format!(
+                        "accepted operand {value:#x} outside its declared range {}",
+                        range.name()
+                    )));
+                }
+                continue;
+            }
+            // An absolute imm32/disp32 holds the low 32 bits of `S + A`.
+            if hole.kind == HoleKind::X86Abs32 {
+                let want = value.wrapping_add(hole.addend as u64) as u32;
+                let got = copied
+                    .get(o..o + 4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()));
+                if got != Some(want) {
+                    return Err(self.fail(format!(
+                        "imm32 hole at +{o:#x} holds {got:x?}, expected {want:#x}"
+                    )));
+                }
+                continue;
+            }
             let found = decode_target(hole, s.code, copied, place, code, data)
                 .map_err(|e| self.fail(format!("hole at +{o:#x} ({}): {e}", hole.kind)))?;
             if found != value {

@@ -142,6 +142,13 @@ pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
+        | HoleKind::X86Abs32
+        | HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32
         | HoleKind::RiscvBranch => (false, "an AArch64 instruction"),
     };
     if ok {
@@ -192,6 +199,13 @@ pub const fn field_mask(kind: HoleKind) -> u32 {
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
+        | HoleKind::X86Abs32
+        | HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32
         | HoleKind::RiscvBranch => 0,
     }
 }

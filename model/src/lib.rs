@@ -143,11 +143,33 @@ pub enum HoleKind {
     /// RISC-V `beq`/`bne`/`blt`/`bge`/`bltu`/`bgeu` imm12: `S + A - P`, even, ±4 KiB.
     /// (`R_RISCV_BRANCH`.)
     RiscvBranch,
+    /// x86-64 absolute 32-bit immediate or displacement (4 bytes, little endian): the low 32
+    /// bits of `S + A`, which must lie in `[-2^31, 2^32)`; the instruction zero-extends
+    /// (`R_X86_64_32`) or sign-extends (`R_X86_64_32S`) it as the compiler chose from the
+    /// operand's declared range, which its `Operand*` check hole enforces exactly. Only
+    /// narrow operands (see `cpjit.h`) get this kind. (`R_X86_64_32`, `R_X86_64_32S`,
+    /// `IMAGE_REL_AMD64_ADDR32`.)
+    X86Abs32,
+    /// Patches nothing: the operand must be an unsigned 8-bit value (`0..=255`), the range
+    /// the template declared for it (`CPJIT_DECLARE_NARROW(NAME, u8)`). Added by the
+    /// toolchain once per narrow operand at code offset 0, so the value is checked whatever
+    /// instructions the compiler used it in (an immediate, a relaxed GOT load, ...).
+    OperandU8,
+    /// As [`HoleKind::OperandU8`] for `s8`: `-128..=127` (as a two's complement `u64`).
+    OperandS8,
+    /// As [`HoleKind::OperandU8`] for `u16`: `0..=65535`.
+    OperandU16,
+    /// As [`HoleKind::OperandU8`] for `s16`: `-32768..=32767`.
+    OperandS16,
+    /// As [`HoleKind::OperandU8`] for `u32`: `0..=2^32-1`.
+    OperandU32,
+    /// As [`HoleKind::OperandU8`] for `s32`: `-2^31..=2^31-1`.
+    OperandS32,
 }
 
 impl HoleKind {
     /// Every kind, in declaration order.
-    pub const ALL: [HoleKind; 30] = [
+    pub const ALL: [HoleKind; 37] = [
         HoleKind::Abs64,
         HoleKind::X86Pc32,
         HoleKind::X86Branch32,
@@ -178,6 +200,13 @@ impl HoleKind {
         HoleKind::RiscvGotLo12I,
         HoleKind::RiscvJal,
         HoleKind::RiscvBranch,
+        HoleKind::X86Abs32,
+        HoleKind::OperandU8,
+        HoleKind::OperandS8,
+        HoleKind::OperandU16,
+        HoleKind::OperandS16,
+        HoleKind::OperandU32,
+        HoleKind::OperandS32,
     ];
 
     /// The variant's name as written in generated code and text dumps.
@@ -213,6 +242,13 @@ impl HoleKind {
             HoleKind::RiscvGotLo12I => "RiscvGotLo12I",
             HoleKind::RiscvJal => "RiscvJal",
             HoleKind::RiscvBranch => "RiscvBranch",
+            HoleKind::X86Abs32 => "X86Abs32",
+            HoleKind::OperandU8 => "OperandU8",
+            HoleKind::OperandS8 => "OperandS8",
+            HoleKind::OperandU16 => "OperandU16",
+            HoleKind::OperandS16 => "OperandS16",
+            HoleKind::OperandU32 => "OperandU32",
+            HoleKind::OperandS32 => "OperandS32",
         }
     }
 
@@ -225,6 +261,12 @@ impl HoleKind {
     pub const fn width(self) -> usize {
         match self {
             HoleKind::Abs64 | HoleKind::RiscvCall => 8,
+            HoleKind::OperandU8
+            | HoleKind::OperandS8
+            | HoleKind::OperandU16
+            | HoleKind::OperandS16
+            | HoleKind::OperandU32
+            | HoleKind::OperandS32 => 0,
             _ => 4,
         }
     }
@@ -268,8 +310,15 @@ impl HoleKind {
     /// The architecture whose instructions this kind patches (`None` for plain data).
     pub const fn arch(self) -> Option<Arch> {
         match self {
-            HoleKind::Abs64 => None,
-            HoleKind::X86Pc32
+            HoleKind::Abs64
+            | HoleKind::OperandU8
+            | HoleKind::OperandS8
+            | HoleKind::OperandU16
+            | HoleKind::OperandS16
+            | HoleKind::OperandU32
+            | HoleKind::OperandS32 => None,
+            HoleKind::X86Abs32
+            | HoleKind::X86Pc32
             | HoleKind::X86Branch32
             | HoleKind::X86GotPc32
             | HoleKind::X86GotPc32Relaxable
@@ -283,6 +332,94 @@ impl HoleKind {
             | HoleKind::RiscvJal
             | HoleKind::RiscvBranch => Some(Arch::Riscv64),
             _ => Some(Arch::Aarch64),
+        }
+    }
+}
+
+/// The value range a template declared for a narrow operand (`CPJIT_DECLARE_NARROW`):
+/// the compiler may use the operand as an immediate of that width, so the runtime refuses
+/// any other value when it patches (through the operand's [`HoleKind::operand_check`] hole).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OperandRange {
+    U8,
+    S8,
+    U16,
+    S16,
+    U32,
+    S32,
+}
+
+impl OperandRange {
+    /// Every range, in declaration order.
+    pub const ALL: [OperandRange; 6] = [
+        OperandRange::U8,
+        OperandRange::S8,
+        OperandRange::U16,
+        OperandRange::S16,
+        OperandRange::U32,
+        OperandRange::S32,
+    ];
+
+    /// The name used in `cpjit.h` (`CPJIT_DECLARE_NARROW(NAME, u16)`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OperandRange::U8 => "u8",
+            OperandRange::S8 => "s8",
+            OperandRange::U16 => "u16",
+            OperandRange::S16 => "s16",
+            OperandRange::U32 => "u32",
+            OperandRange::S32 => "s32",
+        }
+    }
+
+    /// Parses a name produced by [`OperandRange::name`].
+    pub fn from_name(name: &str) -> Option<OperandRange> {
+        OperandRange::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// The smallest and largest value, as signed 64-bit numbers.
+    pub const fn bounds(self) -> (i64, i64) {
+        match self {
+            OperandRange::U8 => (0, u8::MAX as i64),
+            OperandRange::S8 => (i8::MIN as i64, i8::MAX as i64),
+            OperandRange::U16 => (0, u16::MAX as i64),
+            OperandRange::S16 => (i16::MIN as i64, i16::MAX as i64),
+            OperandRange::U32 => (0, u32::MAX as i64),
+            OperandRange::S32 => (i32::MIN as i64, i32::MAX as i64),
+        }
+    }
+
+    /// Whether `value` (a two's complement `u64`, as operands are passed) is in the range.
+    pub const fn contains(self, value: u64) -> bool {
+        let (lo, hi) = self.bounds();
+        let v = value as i64;
+        lo <= v && v <= hi
+    }
+
+    /// The check hole kind of an operand declared with this range.
+    pub const fn check_kind(self) -> HoleKind {
+        match self {
+            OperandRange::U8 => HoleKind::OperandU8,
+            OperandRange::S8 => HoleKind::OperandS8,
+            OperandRange::U16 => HoleKind::OperandU16,
+            OperandRange::S16 => HoleKind::OperandS16,
+            OperandRange::U32 => HoleKind::OperandU32,
+            OperandRange::S32 => HoleKind::OperandS32,
+        }
+    }
+}
+
+impl HoleKind {
+    /// The declared range a check hole enforces (`None` for every other kind).
+    pub const fn operand_check(self) -> Option<OperandRange> {
+        match self {
+            HoleKind::OperandU8 => Some(OperandRange::U8),
+            HoleKind::OperandS8 => Some(OperandRange::S8),
+            HoleKind::OperandU16 => Some(OperandRange::U16),
+            HoleKind::OperandS16 => Some(OperandRange::S16),
+            HoleKind::OperandU32 => Some(OperandRange::U32),
+            HoleKind::OperandS32 => Some(OperandRange::S32),
+            _ => None,
         }
     }
 }
@@ -515,6 +652,65 @@ impl<'a> StencilSet<'a> {
     }
 }
 
+/// A stencil family: stencils compiled from one template, per element of a list and/or per
+/// combination of variant-parameter values (`[[family]]` in the manifest). A generated
+/// crate with families exports them as `FAMILIES`, with index constants in `mod family`,
+/// so a runtime user finds "the variant of op X for state (i, o)" by index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Family<'a> {
+    pub name: &'a str,
+    /// The list's elements, in list order (empty when the family has no list).
+    pub elements: &'a [&'a str],
+    /// The variant parameters, sorted by name.
+    pub params: &'a [FamilyParam<'a>],
+    /// The stencil index (into [`StencilSet::stencils`]) of every combination, row-major:
+    /// element first, then each parameter's value index in `params` order;
+    /// [`Family::NONE`] where the manifest skipped the combination.
+    pub stencils: &'a [u16],
+}
+
+/// One variant parameter of a [`Family`]: its name (the macro it is passed in) and values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FamilyParam<'a> {
+    pub name: &'a str,
+    pub values: &'a [&'a str],
+}
+
+impl<'a> Family<'a> {
+    /// The entry of a skipped combination in [`Family::stencils`].
+    pub const NONE: u16 = u16::MAX;
+
+    /// The stencil index of `element` (0 for a family without a list) with value index
+    /// `values[k]` of parameter `k`; `None` if skipped or out of range.
+    pub fn stencil(&self, element: usize, values: &[usize]) -> Option<usize> {
+        if values.len() != self.params.len() || element >= self.elements.len().max(1) {
+            return None;
+        }
+        let mut at = element;
+        for (p, &v) in self.params.iter().zip(values) {
+            if v >= p.values.len() {
+                return None;
+            }
+            at = at * p.values.len() + v;
+        }
+        match self.stencils.get(at) {
+            Some(&i) if i != Family::NONE => Some(i as usize),
+            _ => None,
+        }
+    }
+
+    /// Index of the list element called `name`.
+    pub fn element_index(&self, name: &str) -> Option<usize> {
+        self.elements.iter().position(|e| *e == name)
+    }
+
+    /// Index of parameter `param`'s value written `value` (e.g. `"2"`).
+    pub fn value_index(&self, param: &str, value: &str) -> Option<usize> {
+        let p = self.params.iter().find(|p| p.name == param)?;
+        p.values.iter().position(|v| *v == value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -527,6 +723,53 @@ mod tests {
                 assert_ne!(k.name(), other.name());
             }
         }
+    }
+
+    #[test]
+    fn operand_ranges_map_to_their_check_kinds_and_bounds() {
+        for r in OperandRange::ALL {
+            assert_eq!(r.check_kind().operand_check(), Some(r));
+            assert_eq!(OperandRange::from_name(r.name()), Some(r));
+            let (lo, hi) = r.bounds();
+            assert!(r.contains(lo as u64) && r.contains(hi as u64));
+            assert!(!r.contains((lo - 1) as u64) && !r.contains((hi + 1) as u64));
+        }
+        assert!(OperandRange::S8.contains(-1i64 as u64));
+        assert!(!OperandRange::U8.contains(-1i64 as u64));
+    }
+
+    #[test]
+    fn family_lookup_is_row_major_and_skips_none() {
+        let f = Family {
+            name: "push",
+            elements: &["A", "B"],
+            params: &[
+                FamilyParam {
+                    name: "IN",
+                    values: &["0", "1", "2"],
+                },
+                FamilyParam {
+                    name: "OUT",
+                    values: &["0", "1"],
+                },
+            ],
+            stencils: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, Family::NONE],
+        };
+        assert_eq!(f.stencil(0, &[0, 1]), Some(1));
+        assert_eq!(f.stencil(1, &[1, 0]), Some(8));
+        assert_eq!(f.stencil(1, &[2, 1]), None);
+        assert_eq!(f.stencil(2, &[0, 0]), None);
+        assert_eq!(f.stencil(0, &[3, 0]), None);
+        assert_eq!(f.stencil(0, &[0]), None);
+        assert_eq!(f.element_index("B"), Some(1));
+        assert_eq!(f.value_index("OUT", "1"), Some(1));
+        let no_list = Family {
+            elements: &[],
+            stencils: &[7; 6],
+            ..f
+        };
+        assert_eq!(no_list.stencil(0, &[2, 1]), Some(7));
+        assert_eq!(no_list.stencil(1, &[0, 0]), None);
     }
 
     #[test]

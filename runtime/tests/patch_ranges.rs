@@ -19,6 +19,14 @@ fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
             (vec![0x48, 0x8b, 0x05, 0, 0, 0, 0], 3)
         }
         HoleKind::X86Branch32 => (vec![0xe8, 0, 0, 0, 0], 1),
+        HoleKind::X86Abs32 => (vec![0xb9, 0, 0, 0, 0], 1), // mov ecx, imm32
+        // Check holes patch nothing: empty at the end of any code.
+        HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32 => (vec![0x90], 1),
         HoleKind::Aarch64Branch26 => word(0x9400_0000), // bl
         HoleKind::Aarch64Branch19 => word(0x5400_0001), // b.ne
         HoleKind::Aarch64Branch14 => word(0x3600_0005), // tbz w5, #0
@@ -286,11 +294,62 @@ fn absolute_kinds_take_every_value() {
 }
 
 #[test]
+fn x86_abs32_takes_both_32_bit_ranges_and_rejects_one_beyond() {
+    let k = HoleKind::X86Abs32;
+    for (value, bytes) in [
+        (0u64, [0xb9, 0, 0, 0, 0]),
+        (u32::MAX as u64, [0xb9, 0xff, 0xff, 0xff, 0xff]),
+        (i32::MIN as i64 as u64, [0xb9, 0, 0, 0, 0x80]),
+        (-1i64 as u64, [0xb9, 0xff, 0xff, 0xff, 0xff]),
+    ] {
+        assert_eq!(try_patch(k, value).unwrap(), bytes, "{value:#x}");
+    }
+    for value in [1u64 << 32, (i32::MIN as i64 - 1) as u64, u64::MAX / 2] {
+        let err = try_patch(k, value).unwrap_err();
+        assert_eq!(
+            err,
+            Problem::ValueOutOfRange {
+                min: i32::MIN as i64,
+                max: u32::MAX as i64
+            },
+            "{value:#x}"
+        );
+    }
+}
+
+#[test]
+fn operand_checks_accept_their_declared_range_only_and_write_nothing() {
+    use cpjit_runtime::model::OperandRange;
+    for range in OperandRange::ALL {
+        let kind = range.check_kind();
+        let (lo, hi) = range.bounds();
+        for v in [lo, hi, 0] {
+            assert_eq!(try_patch(kind, v as u64).unwrap(), [0x90], "{kind} {v}");
+            assert!(
+                patch(kind, &mut [0x90], 2, PLACE, v as u64).is_err(),
+                "past the end"
+            );
+        }
+        for v in [lo - 1, hi + 1] {
+            let err = patch(kind, &mut [0x90], 0, PLACE, v as u64).unwrap_err();
+            assert_eq!(err.problem, Problem::ValueOutOfRange { min: lo, max: hi });
+            let text = err.to_string();
+            assert!(
+                text.contains(range.name()) && text.contains(&v.to_string()),
+                "{text}"
+            );
+        }
+    }
+}
+
+#[test]
 fn every_kind_rejects_the_wrong_instruction() {
     let nop = 0xd503_201fu32.to_le_bytes();
     for kind in HoleKind::ALL {
         let (mut code, offset) = match kind.arch() {
+            // An absolute immediate or displacement ends many instruction forms: no class.
             None => continue,
+            Some(_) if kind == HoleKind::X86Abs32 => continue,
             Some(cpjit_runtime::model::Arch::X86_64) => (vec![0x90, 0x90, 0x90, 0, 0, 0, 0], 3),
             Some(cpjit_runtime::model::Arch::Aarch64) => (nop.to_vec(), 0),
             // An AArch64 `nop` word has RISC-V major opcode 0x1f: none of the patched forms.

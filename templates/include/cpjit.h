@@ -48,6 +48,32 @@ typedef CPJIT_CC int64_t cpjit_op(struct cpjit_frame *frame, uint64_t *sp);
 #define CPJIT_DECLARE_OPERAND(NAME) CPJIT_HOLE char _JIT_##NAME
 #define CPJIT_OPERAND(NAME) ((uint64_t)(uintptr_t)&_JIT_##NAME)
 
+/* Narrow operands: NAME holds a value of a declared range RANGE, one of u8, s8, u16, s16,
+ * u32, s32 (symbol _JIT_NAME, passed like any operand as a 64-bit value; signed values in
+ * two's complement). The compiler may then use it as an immediate: on x86-64 ELF and COFF
+ * the toolchain tells LLVM the symbol is an absolute value in that range, so it is folded
+ * into instructions (imm32/disp32, hole kind X86Abs32); elsewhere it is a GOT load the
+ * runtime relaxes into an immediate when it can (AArch64 movz/movk, Mach-O x86-64 mov imm32).
+ * On every target the runtime refuses a value outside the range when it patches (the
+ * stencil gets an Operand<RANGE> check hole). The declaration is an opaque struct type the
+ * toolchain recognises by name; never dllimport on x86-64 (an absolute value has no
+ * `__imp_` slot), always on Windows AArch64 (no absolute form, like 64-bit operands). */
+#if defined(CPJIT_DLLIMPORT_HOLES) && !defined(__x86_64__)
+#define CPJIT_NARROW_HOLE extern __declspec(dllimport)
+#else
+#define CPJIT_NARROW_HOLE extern
+#endif
+typedef uint8_t cpjit_narrow_u8;
+typedef int8_t cpjit_narrow_s8;
+typedef uint16_t cpjit_narrow_u16;
+typedef int16_t cpjit_narrow_s16;
+typedef uint32_t cpjit_narrow_u32;
+typedef int32_t cpjit_narrow_s32;
+#define CPJIT_DECLARE_NARROW(NAME, RANGE) \
+  CPJIT_NARROW_HOLE const struct cpjit_narrow_##RANGE _JIT_##NAME
+/* The operand's value, of the C type of RANGE (uint16_t for u16, int8_t for s8, ...). */
+#define CPJIT_NARROW(NAME, RANGE) ((cpjit_narrow_##RANGE)(intptr_t)&_JIT_##NAME)
+
 /* Continuations and jump targets are functions of type cpjit_op. */
 extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_DECLARE_TARGET(NAME) extern cpjit_op _JIT_##NAME##_TARGET

@@ -7,6 +7,7 @@ use crate::check;
 use crate::clang;
 use crate::digest;
 use crate::error::{Error, Result};
+use crate::family;
 use crate::listing;
 use crate::llvm;
 use crate::manifest::Manifest;
@@ -109,13 +110,20 @@ fn load(opts: &Options) -> Result<Loaded> {
 /// Compiles `targets` and builds their sets.
 fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<BuiltSet>> {
     let units = l.manifest.translation_units()?;
+    let members = family::all_members(&l.manifest.families, &l.manifest.root)?;
     let jobs: Vec<Job> = targets
         .iter()
         .flat_map(|t| {
-            units.iter().map(move |u| Job {
+            let plain = units.iter().map(move |u| Job {
                 target: t,
                 unit: u.clone(),
-            })
+                member: None,
+            });
+            plain.chain(members.iter().map(move |m| Job {
+                target: t,
+                unit: m.source.clone(),
+                member: Some(m),
+            }))
         })
         .collect();
     let pipeline = Pipeline {
@@ -128,9 +136,11 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
     let mut sets = Vec::new();
     let mut errors = Vec::new();
     for t in targets {
-        let mine: Vec<_> = outputs.by_ref().take(units.len()).collect();
+        let mine: Vec<_> = outputs.by_ref().take(units.len() + members.len()).collect();
         let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
-        match set::build(&l.manifest, t, mine, digest) {
+        match set::build(&l.manifest, t, mine, digest)
+            .and_then(|s| set::with_families(s, &l.manifest, &members))
+        {
             Ok(s) => sets.push(s),
             Err(e) => errors.extend(e),
         }
@@ -190,6 +200,7 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         &all_targets,
         opts.model_dir.as_deref(),
         opts.check,
+        !l.manifest.families.is_empty(),
     )?;
     if todo.is_empty() {
         return Ok(report);

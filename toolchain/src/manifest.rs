@@ -3,6 +3,7 @@
 //! external symbols stencils may reference. Unknown keys are errors naming file and key.
 
 use crate::error::{Error, Result};
+use crate::family::{Family, RawFamily};
 use crate::glob;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -40,6 +41,8 @@ pub struct Manifest {
     /// accepted (`allow_empty = true`); by default both are errors.
     pub allow_empty: bool,
     pub limits: Limits,
+    /// `[[family]]`: templates compiled into many stencils (see `family`).
+    pub families: Vec<Family>,
 }
 
 impl Limits {
@@ -108,6 +111,8 @@ struct RawManifest {
     allow_empty: bool,
     #[serde(default)]
     limits: Limits,
+    #[serde(default)]
+    family: Vec<RawFamily>,
 }
 
 #[derive(Deserialize)]
@@ -186,6 +191,17 @@ impl Manifest {
                 )));
             }
         }
+        let mut families: Vec<Family> = Vec::new();
+        for (i, raw) in raw.family.into_iter().enumerate() {
+            let family = Family::check(file, i, raw)?;
+            if families.iter().any(|f| f.name == family.name) {
+                return Err(Error(format!(
+                    "{file}: two [[family]] entries are named `{}`",
+                    family.name
+                )));
+            }
+            families.push(family);
+        }
         Ok(Manifest {
             root,
             bytes,
@@ -202,6 +218,7 @@ impl Manifest {
             targets: raw.target,
             allow_empty: raw.allow_empty,
             limits: raw.limits,
+            families,
         })
     }
 

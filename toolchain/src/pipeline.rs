@@ -7,10 +7,12 @@ use crate::cache::{self, Cache, DepEntry};
 use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
+use crate::family::{self, Member};
 use crate::instructions;
 use crate::layout;
 use crate::llvm;
 use crate::manifest::Manifest;
+use crate::narrow;
 use crate::object::{self, ReadOptions};
 use crate::stencil::StencilBuf;
 use crate::target::Target;
@@ -41,10 +43,12 @@ pub struct UnitOutput {
     pub seconds: f64,
 }
 
-/// What to compile: a target and a translation unit (relative to the manifest).
+/// What to compile: a target and a translation unit (relative to the manifest), or one
+/// member of a stencil family (its template with the member's defines, renamed).
 pub struct Job<'a> {
     pub target: &'a Target,
     pub unit: PathBuf,
+    pub member: Option<&'a Member>,
 }
 
 impl Pipeline<'_> {
@@ -76,7 +80,7 @@ impl Pipeline<'_> {
                     .map(|job| {
                         let what = format!("{} {}", job.target.triple, job.unit.display());
                         progress.begin(&what);
-                        let r = self.run(job.target, &job.unit);
+                        let r = self.run_job(job);
                         progress.end(&what);
                         r
                     })
@@ -108,8 +112,18 @@ impl Pipeline<'_> {
     /// (parsing, validation, object reading) makes those entries misses: they are removed
     /// and the unit is rebuilt once without reading the cache.
     pub fn run(&self, target: &Target, unit: &std::path::Path) -> Result<UnitOutput> {
+        self.run_job(&Job {
+            target,
+            unit: unit.to_path_buf(),
+            member: None,
+        })
+    }
+
+    /// [`Pipeline::run`] for any job (a family member too).
+    pub fn run_job(&self, job: &Job) -> Result<UnitOutput> {
+        let (target, unit) = (job.target, job.unit.as_path());
         let mut attempt = Attempt::new(true);
-        match self.attempt(target, unit, &mut attempt) {
+        match self.attempt(target, unit, job.member, &mut attempt) {
             Ok(output) => {
                 attempt.store(self.cache);
                 Ok(output)
@@ -119,7 +133,7 @@ impl Pipeline<'_> {
                     self.cache.reject(kind, key, &error.0);
                 }
                 let mut fresh = Attempt::new(false);
-                let output = self.attempt(target, unit, &mut fresh)?;
+                let output = self.attempt(target, unit, job.member, &mut fresh)?;
                 fresh.store(self.cache);
                 Ok(output)
             }
@@ -132,6 +146,7 @@ impl Pipeline<'_> {
         &self,
         target: &Target,
         unit: &std::path::Path,
+        member: Option<&Member>,
         attempt: &mut Attempt,
     ) -> Result<UnitOutput> {
         let start = Instant::now();
@@ -140,8 +155,16 @@ impl Pipeline<'_> {
             .map(|c| c.as_os_str().to_string_lossy())
             .collect::<Vec<_>>()
             .join("/");
+        // Errors of a family member name the member's stencil beside the template.
+        let template = match member {
+            Some(m) => format!("{template} (family member {})", m.stencil),
+            None => template,
+        };
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
-        let flags = clang::compile_flags(self.manifest, target);
+        let mut flags = clang::compile_flags(self.manifest, target);
+        if let Some(m) = member {
+            flags.extend(m.defines.iter().map(|d| format!("-D{d}")));
+        }
         let bitcode = self.bitcode(unit, &flags, attempt).map_err(at)?;
 
         let context = Context::create();
@@ -156,12 +179,15 @@ impl Pipeline<'_> {
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
         // Static helpers must be followable (part of `machine_key`).
         llvm::function_sections(&module, target);
+        // Narrow operands become immediates where the format allows (part of the key).
+        let narrow = narrow::declare_ranges(&module, &self.manifest.hole_prefix, target);
 
         let level = llvm::opt_level(&flags);
         let obj_key = cache::key(&[
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, level).as_bytes(),
+            narrow::CACHE_TAG,
             &bitcode,
         ]);
         let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
@@ -190,7 +216,12 @@ impl Pipeline<'_> {
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
         instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
         crate::frame::derive(target, &object_bytes, &mut stencils).map_err(at)?;
+        narrow::add_checks(&mut stencils, &narrow, target, &template)?;
         check_reserved_registers(target, &template, &stencils)?;
+        let mut facts = facts;
+        if let Some(m) = member {
+            family::rename_member(m, &mut stencils, &mut facts, &target.triple, &template)?;
+        }
         Ok(UnitOutput {
             template,
             stencils,

@@ -3,6 +3,7 @@
 //! set-wide symbol list, the shim, and the checks that nothing was dropped or left unelided.
 
 use crate::error::Error;
+use crate::family;
 use crate::manifest::{Manifest, Naming};
 use crate::pipeline::UnitOutput;
 use crate::stencil::StencilBuf;
@@ -26,6 +27,9 @@ pub struct BuiltSet {
     pub digest: String,
     /// Sum of the job times of this target (seconds).
     pub seconds: f64,
+    /// The manifest's stencil families as tables of stencil indices (empty without
+    /// `[[family]]`, and then the generated crate is what it was before families existed).
+    pub families: Vec<family::Table>,
 }
 
 impl BuiltSet {
@@ -171,7 +175,36 @@ pub fn build(
         shim,
         digest,
         seconds,
+        families: Vec::new(),
     })
+}
+
+/// Adds the tables of the manifest's families to `set`, whose stencils include every
+/// family member (`members`, from `family::all_members`).
+pub fn with_families(
+    mut set: BuiltSet,
+    manifest: &Manifest,
+    members: &[family::Member],
+) -> Result<BuiltSet, Vec<Error>> {
+    let mut errors = Vec::new();
+    for (i, f) in manifest.families.iter().enumerate() {
+        let mine: Vec<&family::Member> = members.iter().filter(|m| m.family == i).collect();
+        let index_of = |name: &str| {
+            set.stencils
+                .binary_search_by(|s| s.name.as_str().cmp(name))
+                .ok()
+                .map(|i| i as u16)
+        };
+        match f.table(&mine, &manifest.root, index_of) {
+            Ok(t) => set.families.push(t),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(errors)
+    }
 }
 
 /// Per-stencil invariants that the object reader's output must satisfy.

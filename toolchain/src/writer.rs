@@ -283,6 +283,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     o.push_str("};\n\n");
     crate::frame::write_frames(&mut o, &set.stencils);
 
+    families(&mut o, set)?;
     o.push_str("/// The stencils, one constant each (listings show code with its holes).\n#[rustfmt::skip]\nmod def {\n    use cpjit_model::*;\n");
     if set
         .stencils
@@ -302,6 +303,59 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
 /// Zero tails at least this long are not spelled out byte by byte (zero-fill sections):
 /// the generated text stays proportional to the object, not to its `.bss`.
 const LONG_ZERO_TAIL: usize = 256;
+
+/// The family tables (`FAMILIES`, `mod family`), written only when the set has families,
+/// so a set without them generates exactly what it did before families existed.
+fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
+    if set.families.is_empty() {
+        return Ok(());
+    }
+    let list = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| string_literal(i))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    o.push_str("/// Index of each stencil family in [`FAMILIES`], by name.\n#[rustfmt::skip]\npub mod family {\n");
+    for (i, f) in set.families.iter().enumerate() {
+        let _ = writeln!(o, "    pub const {}: usize = {i};", ident(&f.name)?);
+    }
+    o.push_str("}\n\n");
+    let _ = writeln!(
+        o,
+        "/// The stencil families: stencil indices by element and parameter values.\n#[rustfmt::skip]\npub static FAMILIES: [Family<'static>; {}] = [",
+        set.families.len()
+    );
+    for f in &set.families {
+        let _ = writeln!(
+            o,
+            "    Family {{\n        name: {},",
+            string_literal(&f.name)
+        );
+        let _ = writeln!(o, "        elements: &[{}],", list(&f.elements));
+        o.push_str("        params: &[\n");
+        for (name, values) in &f.params {
+            let _ = writeln!(
+                o,
+                "            FamilyParam {{ name: {}, values: &[{}] }},",
+                string_literal(name),
+                list(values)
+            );
+        }
+        o.push_str("        ],\n        stencils: &[\n");
+        for row in f.stencils.chunks(16) {
+            let cells: Vec<String> = row
+                .iter()
+                .map(|s| s.map_or("Family::NONE".to_string(), |i| i.to_string()))
+                .collect();
+            let _ = writeln!(o, "            {},", cells.join(", "));
+        }
+        o.push_str("        ],\n    },\n");
+    }
+    o.push_str("];\n\n");
+    Ok(())
+}
 
 /// The const fn that rebuilds data with a long zero tail (emitted only when needed, so sets
 /// without one are unchanged).

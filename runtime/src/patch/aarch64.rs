@@ -47,6 +47,13 @@ pub(super) fn field(kind: HoleKind, place: u64, value: u64) -> Result<u32, Probl
         HoleKind::Aarch64MovwG3 => Ok((value >> 48) as u32 & 0xffff),
         // Not AArch64 instruction kinds; `super::patch` never routes them here.
         HoleKind::Abs64
+        | HoleKind::X86Abs32
+        | HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32
         | HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32

@@ -22,6 +22,9 @@ pub enum Problem {
     /// The encoded distance does not fit the field. `actual` is in bytes: `value - place`,
     /// or `Page(value) - Page(place)` for `adrp`; `min..=max` is what the field can hold.
     OutOfRange { min: i64, max: i64, actual: i64 },
+    /// The absolute value (an immediate, or a narrow operand checked against the range its
+    /// template declared) is outside `min..=max`, read as a signed 64-bit number.
+    ValueOutOfRange { min: i64, max: i64 },
     /// The encoded quantity is not a multiple of `align` bytes: the branch distance for
     /// branches, the address for scaled loads/stores.
     Misaligned { align: u64 },
@@ -108,6 +111,19 @@ impl fmt::Display for PatchError {
                     Span(min, max)
                 )
             }
+            Problem::ValueOutOfRange { min, max } => match kind.operand_check() {
+                Some(range) => write!(
+                    f,
+                    "operand value {} does not fit the range the template declared for it \
+                     ({}: {}..={})",
+                    value as i64, range.name(), min, max
+                ),
+                None => write!(
+                    f,
+                    "value {} ({value:#x}) does not fit the immediate ({}..={}, place {place:#x})",
+                    value as i64, min, max
+                ),
+            },
             Problem::Misaligned { align } if kind.is_branch() => write!(
                 f,
                 "branch from {place:#x} to {value:#x} spans {} bytes, not a multiple of {align}",

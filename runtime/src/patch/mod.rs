@@ -58,6 +58,15 @@ pub fn patch(
 ) -> Result<(), PatchError> {
     let result = match kind {
         HoleKind::Abs64 => data::patch_abs64(code, offset, value),
+        HoleKind::X86Abs32 => data::patch_x86_abs32(code, offset, value),
+        HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32 => kind.operand_check().map_or(Ok(()), |range| {
+            data::check_operand(code, offset, range, value)
+        }),
         HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32
@@ -104,6 +113,13 @@ pub fn patch(
 pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
     match kind {
         HoleKind::Abs64 => true,
+        HoleKind::X86Abs32 => (i32::MIN as i64..=u32::MAX as i64).contains(&(value as i64)),
+        HoleKind::OperandU8
+        | HoleKind::OperandS8
+        | HoleKind::OperandU16
+        | HoleKind::OperandS16
+        | HoleKind::OperandU32
+        | HoleKind::OperandS32 => kind.operand_check().is_some_and(|r| r.contains(value)),
         HoleKind::X86Pc32
         | HoleKind::X86Branch32
         | HoleKind::X86GotPc32

@@ -87,3 +87,23 @@ static FRAMES: &[&[StencilFrame<'static>]] = &[
     cpjit_stencils_x86_64_pc_windows_msvc::FRAMES,
     cpjit_stencils_x86_64_unknown_linux_gnu::FRAMES,
 ];
+
+/// Every set's stencil families, in the order of [`ALL`].
+#[rustfmt::skip]
+static FAMILIES: &[&[cpjit_model::Family<'static>]] = &[
+    &cpjit_stencils_aarch64_apple_darwin::FAMILIES,
+    &cpjit_stencils_aarch64_pc_windows_msvc::FAMILIES,
+    &cpjit_stencils_aarch64_unknown_linux_gnu::FAMILIES,
+    &cpjit_stencils_riscv64gc_unknown_linux_gnu::FAMILIES,
+    &cpjit_stencils_x86_64_apple_darwin::FAMILIES,
+    &cpjit_stencils_x86_64_pc_windows_msvc::FAMILIES,
+    &cpjit_stencils_x86_64_unknown_linux_gnu::FAMILIES,
+];
+
+/// The stencil families of `set` (one of [`all`]), as the manifest declares them:
+/// `families(set)[i].stencil(element, &values)` is a stencil index of `set`.
+pub fn families(set: &StencilSet<'_>) -> &'static [cpjit_model::Family<'static>] {
+    ALL.iter()
+        .position(|s| s.target == set.target)
+        .map_or(&[], |i| FAMILIES[i])
+}

@@ -260,6 +260,19 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
                     )
                 }
             };
+            // A 32-bit absolute field holds a narrow operand's value (`narrow.rs` checks it
+            // was declared narrow); an address of code, data or a helper never fits in one.
+            if kind == HoleKind::X86Abs32 && !matches!(value, Ok(External::Operand(_))) {
+                return Err(fail(ObjectError::new(
+                    ObjectErrorKind::UnknownRelocation,
+                    format!(
+                        "{} holds a 32-bit absolute address, which cannot reach stencil \
+                         memory (only an operand declared with CPJIT_DECLARE_NARROW may use \
+                         one): compile with -fpic (or -mcmodel=medium/large)",
+                        r.type_name
+                    ),
+                )));
+            }
             raw.push((location, at, kind, value, addend));
             Ok(())
         };

@@ -46,6 +46,9 @@ enum Mapping {
     SectionRelative,
     /// 32-bit absolute or image-relative addresses: cannot hold a 64-bit address.
     Absolute32,
+    /// x86-64 `ADDR32` in code: an absolute 32-bit immediate or displacement, emitted only
+    /// for narrow operands (the toolchain checks the symbol); implicit addend in the bytes.
+    X86Abs32,
 }
 
 /// The relocation table: raw type → (name, mapping). `None`: unknown type.
@@ -54,7 +57,7 @@ fn relocation(arch: Arch, typ: u16) -> Option<(&'static str, Mapping)> {
     Some(match (arch, typ) {
         (Arch::X86_64, 0x0) => ("IMAGE_REL_AMD64_ABSOLUTE", Ignore),
         (Arch::X86_64, 0x1) => ("IMAGE_REL_AMD64_ADDR64", Addr64),
-        (Arch::X86_64, 0x2) => ("IMAGE_REL_AMD64_ADDR32", Absolute32),
+        (Arch::X86_64, 0x2) => ("IMAGE_REL_AMD64_ADDR32", X86Abs32),
         (Arch::X86_64, 0x3) => ("IMAGE_REL_AMD64_ADDR32NB", Absolute32),
         (Arch::X86_64, 0x4) => ("IMAGE_REL_AMD64_REL32", Rel32(0)),
         (Arch::X86_64, 0x5) => ("IMAGE_REL_AMD64_REL32_1", Rel32(1)),
@@ -455,6 +458,7 @@ fn map_kind(
             let inline = i64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
             Ok((no_import(HoleKind::Abs64)?, inline))
         }
+        Mapping::X86Abs32 => Ok((no_import(HoleKind::X86Abs32)?, inline32()?)),
         Mapping::Rel32(extra) => {
             let addend = inline32()? - 4 - extra;
             let form = classify_rel32(bytes, offset);

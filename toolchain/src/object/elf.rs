@@ -55,8 +55,9 @@ fn relocation(arch: Arch, r_type: u32) -> Option<(&'static str, Mapping)> {
         (Arch::X86_64, 9) => ("R_X86_64_GOTPCREL", Kind(X86GotPc32)),
         (Arch::X86_64, 41) => ("R_X86_64_GOTPCRELX", Kind(X86GotPc32Relaxable)),
         (Arch::X86_64, 42) => ("R_X86_64_REX_GOTPCRELX", Kind(X86RexGotPc32Relaxable)),
-        (Arch::X86_64, 10) => ("R_X86_64_32", Absolute32),
-        (Arch::X86_64, 11) => ("R_X86_64_32S", Absolute32),
+        // Only narrow operands may use these (checked by the toolchain's `narrow` stage).
+        (Arch::X86_64, 10) => ("R_X86_64_32", Kind(X86Abs32)),
+        (Arch::X86_64, 11) => ("R_X86_64_32S", Kind(X86Abs32)),
         (Arch::X86_64, 16) => ("R_X86_64_DTPMOD64", ThreadLocal),
         (Arch::X86_64, 17) => ("R_X86_64_DTPOFF64", ThreadLocal),
         (Arch::X86_64, 18) => ("R_X86_64_TPOFF64", ThreadLocal),

@@ -1,0 +1,164 @@
+//! Narrow operands (`templates/testing/narrow.c`, `CPJIT_DECLARE_NARROW`): each op runs on
+//! every stencil set this process can execute (narrowed by `CPJIT_STENCILS`) with values at
+//! both edges of its declared range, which must compute what the C cast says, and with the
+//! value one past each edge, which `finish` must refuse naming the operand's range. On
+//! x86-64 ELF and COFF the operand must reach the code as a 32-bit immediate (no GOT slot,
+//! no 64-bit load).
+
+mod common;
+
+use common::all_sets;
+use cpjit_conformance::select;
+use cpjit_model::{Arch, ObjectFormat, OperandRange, StencilSet};
+use cpjit_runtime::Jit;
+
+/// Runs `[shim, push top, op(operands), exit]`; the exit status is the new top.
+fn run(jit: &Jit<'_>, top: u64, op: &str, operands: &[u64]) -> Result<u64, String> {
+    let target = jit.stencil_set().target;
+    let mut b = jit.trace();
+    let shim = b.push_shim().map_err(|e| e.to_string())?;
+    b.push_named("op_test_push", &[top], &[])
+        .map_err(|e| e.to_string())?;
+    b.push_named(op, operands, &[])
+        .map_err(|e| format!("{target}: push {op}: {e}"))?;
+    b.push_named("op_test_exit", &[], &[])
+        .map_err(|e| e.to_string())?;
+    let trace = b.finish().map_err(|e| e.to_string())?;
+    let mut memory = vec![0u64; 8];
+    let mut frame = [0u64; 4];
+    // SAFETY: a trace of test ops using one value of `memory`; instance `shim` is the shim.
+    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    Ok(exit as u64)
+}
+
+/// The value of `v` after the op's C cast to the range's type, sign- or zero-extended.
+fn cast(range: OperandRange, v: u64) -> u64 {
+    match range {
+        OperandRange::U8 => v as u8 as u64,
+        OperandRange::S8 => v as i8 as i64 as u64,
+        OperandRange::U16 => v as u16 as u64,
+        OperandRange::S16 => v as i16 as i64 as u64,
+        OperandRange::U32 => v as u32 as u64,
+        OperandRange::S32 => v as i32 as i64 as u64,
+    }
+}
+
+/// x86-64 ELF and COFF: the narrow op's code holds the value as an `imm32` and has no GOT
+/// slot (the toolchain told LLVM the operand is an absolute value).
+fn check_immediate(jit: &Jit<'_>, range: OperandRange) -> Result<(), String> {
+    let set = jit.stencil_set();
+    let op = format!("op_test_narrow_{}", range.name());
+    let stencil = set
+        .get(&op)
+        .ok_or_else(|| format!("{}: no {op}", set.target))?;
+    let uses_got = stencil.holes.iter().any(|h| h.kind.uses_got());
+    let abs32 = stencil
+        .holes
+        .iter()
+        .any(|h| h.kind == cpjit_model::HoleKind::X86Abs32);
+    if uses_got || !abs32 {
+        return Err(format!(
+            "{}: {op} should read its operand as an X86Abs32 immediate, holes: {:?}",
+            set.target, stencil.holes
+        ));
+    }
+    let value = 0x5a_u64;
+    let mut b = jit.trace();
+    b.push_shim().map_err(|e| e.to_string())?;
+    b.push_named(&op, &[value], &[])
+        .map_err(|e| e.to_string())?;
+    b.push_named("op_test_exit", &[], &[])
+        .map_err(|e| e.to_string())?;
+    let trace = b.finish().map_err(|e| e.to_string())?;
+    let imm = (value as u32).to_le_bytes();
+    if !trace.code_bytes().windows(4).any(|w| w == imm) {
+        return Err(format!(
+            "{}: {op}: imm32 {value:#x} not in the code",
+            set.target
+        ));
+    }
+    Ok(())
+}
+
+fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
+    let target = set.target;
+    let jit = Jit::new(set, |_| None).map_err(|e| format!("{target}: {e}"))?;
+    let mut checks = 0;
+    let immediates = set.arch == Arch::X86_64 && set.format != ObjectFormat::MachO;
+    for range in OperandRange::ALL {
+        if immediates {
+            check_immediate(&jit, range)?;
+        }
+        let op = format!("op_test_narrow_{}", range.name());
+        let (lo, hi) = range.bounds();
+        for top in [0u64, 7, u64::MAX] {
+            for v in [lo, lo + 1, 0, hi - 1, hi] {
+                let v = v as u64;
+                let got = run(&jit, top, &op, &[v])?;
+                let want = top.wrapping_mul(3).wrapping_add(cast(range, v));
+                checks += 1;
+                if got != want {
+                    return Err(format!(
+                        "{target}: {op} top {top:#x} operand {}: got {got:#x}, want {want:#x}",
+                        v as i64
+                    ));
+                }
+            }
+        }
+        for past in [lo - 1, hi + 1] {
+            checks += 1;
+            match run(&jit, 1, &op, &[past as u64]) {
+                Ok(got) => {
+                    return Err(format!(
+                        "{target}: {op} accepted {past}, outside {}, and returned {got:#x}",
+                        range.name()
+                    ))
+                }
+                Err(e) if e.contains(range.name()) && e.contains("declared") => {}
+                Err(e) => {
+                    return Err(format!(
+                        "{target}: {op} refused {past} without naming the range: {e}"
+                    ))
+                }
+            }
+        }
+    }
+    // Two narrow operands and a 64-bit one in one op (operands in name order).
+    let mixed = set
+        .get("op_test_narrow_mixed")
+        .ok_or("no op_test_narrow_mixed")?;
+    let order: Vec<&str> = mixed.operands.to_vec();
+    if order != ["IMM_S8", "IMM_U16", "OPERAND0"] {
+        return Err(format!("{target}: op_test_narrow_mixed operands {order:?}"));
+    }
+    for (s8, u16, o) in [(-128i64, 0xffffu64, u64::MAX), (127, 0, 0x1234_5678_9abc)] {
+        let got = run(&jit, 9, "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
+        let want = (9 ^ u16).wrapping_mul(s8 as u64).wrapping_add(o);
+        checks += 1;
+        if got != want {
+            return Err(format!(
+                "{target}: op_test_narrow_mixed: got {got:#x}, want {want:#x}"
+            ));
+        }
+    }
+    if run(&jit, 9, "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
+        return Err(format!(
+            "{target}: op_test_narrow_mixed accepted u16 0x10000"
+        ));
+    }
+    Ok(checks)
+}
+
+#[test]
+fn narrow_operands_compute_at_their_range_edges_and_refuse_one_past() {
+    let sets = select::selected(&all_sets());
+    assert!(!sets.is_empty(), "no stencil set this process can execute");
+    let mut failures = Vec::new();
+    for set in &sets {
+        match check(set) {
+            Ok(n) => eprintln!("{}: {n} narrow-operand checks passed", set.target),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -1,0 +1,506 @@
+//! Stencil families: one template compiled into many stencils (`[[family]]` in the
+//! manifest, format in `templates/README.md`).
+//!
+//! A family compiles its `source` once per *member*: per element of a list (inline `list`
+//! or one per line of `list_file`, passed as `-D<list_define>=<element>`, the way CPython
+//! compiles its template once per micro-op) and/or per combination of declared variant
+//! parameters (`[family.params] CACHED_IN = "0..=3"`, passed as `-DCACHED_IN=<value>`),
+//! minus the combinations `skip` names. Each member's unit must define exactly one stencil
+//! function, which is renamed by the `stencil` rule (`"op_add_{elem}_{CACHED_IN}"`). The
+//! generated crate exposes the family as a table indexed by element and parameter values
+//! (`cpjit_model::Family`), so a runtime user finds a variant without formatting names.
+
+use crate::error::{Error, Result};
+use crate::set::is_identifier;
+use crate::stencil::StencilBuf;
+use crate::validate::IrFacts;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// `[[family]]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFamily {
+    name: String,
+    source: String,
+    stencil: String,
+    #[serde(default)]
+    list: Option<Vec<String>>,
+    #[serde(default)]
+    list_file: Option<String>,
+    #[serde(default)]
+    list_define: Option<String>,
+    #[serde(default)]
+    defines: Vec<String>,
+    #[serde(default)]
+    params: BTreeMap<String, ParamValues>,
+    #[serde(default)]
+    skip: Vec<BTreeMap<String, toml::Value>>,
+}
+
+/// A parameter's values: a list (`[0, 1, 2]`, `["a", "b"]`) or an integer range
+/// (`"0..3"`, `"0..=3"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+enum ParamValues {
+    List(Vec<toml::Value>),
+    Range(String),
+}
+
+/// Where a family's list of elements comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Elements {
+    /// No list: one member per parameter combination.
+    None,
+    Inline(Vec<String>),
+    /// A file relative to the manifest: one element per line, `#` comments and blank lines
+    /// ignored.
+    File(String),
+}
+
+/// A checked family declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    pub name: String,
+    /// The template, relative to the manifest.
+    pub source: String,
+    /// The naming rule: `{elem}` and `{PARAM}` placeholders.
+    pub stencil: String,
+    pub elements: Elements,
+    /// The macro an element is passed in (`-D<list_define>=<element>`).
+    pub list_define: Option<String>,
+    /// Defines of every member.
+    pub defines: Vec<String>,
+    /// Parameters (sorted by name) and their values, in declaration order.
+    pub params: Vec<(String, Vec<String>)>,
+    /// Combinations to leave out: each a partial assignment of parameter values (and
+    /// optionally `elem`); a member matching every key of one entry is skipped.
+    pub skip: Vec<BTreeMap<String, String>>,
+}
+
+/// One stencil of a family: what to compile and what to call it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// Index of the family in the manifest.
+    pub family: usize,
+    pub source: PathBuf,
+    /// The stencil's name after the naming rule.
+    pub stencil: String,
+    /// `NAME=VALUE` defines of this member (without `-D`).
+    pub defines: Vec<String>,
+    /// Index into the family's elements (0 when it has none), then one value index per
+    /// parameter: the member's place in the family's table.
+    pub coords: Vec<usize>,
+}
+
+/// A family's table in a built set: the stencil index of every (element, values...)
+/// combination, row-major, `None` where skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub name: String,
+    pub elements: Vec<String>,
+    pub params: Vec<(String, Vec<String>)>,
+    pub stencils: Vec<Option<u16>>,
+}
+
+fn value_text(v: &toml::Value) -> Option<String> {
+    match v {
+        toml::Value::String(s) => Some(s.clone()),
+        toml::Value::Integer(i) => Some(i.to_string()),
+        toml::Value::Boolean(b) => Some(u8::from(*b).to_string()),
+        _ => None,
+    }
+}
+
+/// `"a..b"` or `"a..=b"` as its integers.
+fn range_values(text: &str) -> Option<Vec<String>> {
+    let (lo, hi, inclusive) = match text.split_once("..=") {
+        Some((lo, hi)) => (lo, hi, true),
+        None => {
+            let (lo, hi) = text.split_once("..")?;
+            (lo, hi, false)
+        }
+    };
+    let lo: i64 = lo.trim().parse().ok()?;
+    let hi: i64 = hi.trim().parse().ok()?;
+    let hi = if inclusive { hi } else { hi - 1 };
+    (lo <= hi && hi - lo < 4096).then(|| (lo..=hi).map(|v| v.to_string()).collect())
+}
+
+fn is_macro_name(name: &str) -> bool {
+    is_identifier(name)
+}
+
+impl Family {
+    /// Checks one `[[family]]`; `file` and the family's position name it in errors.
+    pub fn check(file: &str, index: usize, raw: RawFamily) -> Result<Family> {
+        let at = format!("{file}: [[family]] #{} (`{}`)", index + 1, raw.name);
+        let fail = |what: String| Err(Error(format!("{at}: {what}")));
+        if !is_identifier(&raw.name) {
+            return fail("`name` must be a C/Rust identifier".into());
+        }
+        let elements = match (raw.list, raw.list_file) {
+            (Some(_), Some(_)) => return fail("give `list` or `list_file`, not both".into()),
+            (Some(list), None) => Elements::Inline(list),
+            (None, Some(file)) => Elements::File(file),
+            (None, None) => Elements::None,
+        };
+        if let Elements::Inline(list) = &elements {
+            if let Some(bad) = list.iter().find(|e| !is_identifier(e)) {
+                return fail(format!("list element `{bad}` is not an identifier"));
+            }
+        }
+        match (&elements, &raw.list_define) {
+            (Elements::None, Some(_)) => {
+                return fail("`list_define` without `list` or `list_file`".into())
+            }
+            (Elements::Inline(_) | Elements::File(_), None) => {
+                return fail(
+                    "a list needs `list_define` (the macro each element is passed in)".into(),
+                )
+            }
+            (_, Some(d)) if !is_macro_name(d) => {
+                return fail(format!("`list_define` `{d}` is not a macro name"))
+            }
+            _ => {}
+        }
+        let mut params = Vec::new();
+        for (name, values) in raw.params {
+            if !is_macro_name(&name) || name == "elem" {
+                return fail(format!(
+                    "parameter `{name}` is not a macro name (or is `elem`)"
+                ));
+            }
+            let values = match values {
+                ParamValues::List(list) => list.iter().map(value_text).collect::<Option<Vec<_>>>(),
+                ParamValues::Range(text) => range_values(&text),
+            };
+            match values {
+                Some(v) if !v.is_empty() => params.push((name, v)),
+                _ => {
+                    return fail(format!(
+                        "parameter `{name}` needs a non-empty list of integers or strings, or \
+                         a range such as \"0..=3\""
+                    ))
+                }
+            }
+        }
+        if elements == Elements::None && params.is_empty() {
+            return fail("a family needs a list, parameters, or both".into());
+        }
+        // The naming rule must tell every member apart: every dimension appears in it.
+        if elements != Elements::None && !raw.stencil.contains("{elem}") {
+            return fail(format!("`stencil` `{}` does not use {{elem}}", raw.stencil));
+        }
+        for (name, _) in &params {
+            if !raw.stencil.contains(&format!("{{{name}}}")) {
+                return fail(format!(
+                    "`stencil` `{}` does not use {{{name}}}",
+                    raw.stencil
+                ));
+            }
+        }
+        let mut skip = Vec::new();
+        for entry in raw.skip {
+            let mut checked = BTreeMap::new();
+            for (key, value) in entry {
+                let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
+                let Some(text) = value_text(&value).filter(|_| known) else {
+                    return fail(format!(
+                        "`skip` entry key `{key}` is not `elem` or a parameter, or its value \
+                         is not an integer or string"
+                    ));
+                };
+                checked.insert(key, text);
+            }
+            skip.push(checked);
+        }
+        for d in &raw.defines {
+            if d.is_empty() || d.starts_with('-') {
+                return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
+            }
+        }
+        Ok(Family {
+            name: raw.name,
+            source: raw.source,
+            stencil: raw.stencil,
+            elements,
+            list_define: raw.list_define,
+            defines: raw.defines,
+            params,
+            skip,
+        })
+    }
+
+    /// The elements, reading `list_file` relative to `root`.
+    pub fn element_list(&self, root: &Path) -> Result<Vec<String>> {
+        match &self.elements {
+            Elements::None => Ok(Vec::new()),
+            Elements::Inline(list) => Ok(list.clone()),
+            Elements::File(file) => {
+                let path = root.join(file);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Error(format!(
+                        "family `{}`: cannot read list_file {}: {e}",
+                        self.name,
+                        path.display()
+                    ))
+                })?;
+                let mut out = Vec::new();
+                for (n, line) in text.lines().enumerate() {
+                    let line = line.split('#').next().unwrap_or("").trim();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    if !is_identifier(line) {
+                        return Err(Error(format!(
+                            "{}:{}: family `{}`: element `{line}` is not an identifier",
+                            path.display(),
+                            n + 1,
+                            self.name
+                        )));
+                    }
+                    out.push(line.to_string());
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Every member, in table order (element, then parameters by name, each in value
+    /// order), skipped combinations left out.
+    pub fn members(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
+        let elements = self.element_list(root)?;
+        let rows: Vec<Option<&str>> = if elements.is_empty() {
+            vec![None]
+        } else {
+            elements.iter().map(|e| Some(e.as_str())).collect()
+        };
+        let mut members = Vec::new();
+        for (e, element) in rows.iter().enumerate() {
+            for combo in combinations(&self.params) {
+                let skipped = self.skip.iter().any(|entry| {
+                    entry.iter().all(|(key, value)| match key.as_str() {
+                        "elem" => *element == Some(value.as_str()),
+                        _ => self
+                            .params
+                            .iter()
+                            .zip(&combo)
+                            .any(|((p, values), &i)| p == key && values[i] == *value),
+                    })
+                });
+                if skipped {
+                    continue;
+                }
+                let mut name = self.stencil.clone();
+                let mut defines = self.defines.clone();
+                if let (Some(element), Some(define)) = (element, &self.list_define) {
+                    name = name.replace("{elem}", element);
+                    defines.push(format!("{define}={element}"));
+                }
+                for ((p, values), &i) in self.params.iter().zip(&combo) {
+                    name = name.replace(&format!("{{{p}}}"), &values[i]);
+                    defines.push(format!("{p}={}", values[i]));
+                }
+                if !is_identifier(&name) {
+                    return Err(Error(format!(
+                        "family `{}`: the naming rule `{}` gives `{name}`, not an identifier",
+                        self.name, self.stencil
+                    )));
+                }
+                let mut coords = vec![e];
+                coords.extend(&combo);
+                members.push(Member {
+                    family: index,
+                    source: PathBuf::from(&self.source),
+                    stencil: name,
+                    defines,
+                    coords,
+                });
+            }
+        }
+        Ok(members)
+    }
+
+    /// The table of this family given the stencil index of each member's name.
+    pub fn table(
+        &self,
+        members: &[&Member],
+        root: &Path,
+        index_of: impl Fn(&str) -> Option<u16>,
+    ) -> Result<Table> {
+        let elements = self.element_list(root)?;
+        let rows = elements.len().max(1);
+        let size = rows * self.params.iter().map(|(_, v)| v.len()).product::<usize>();
+        let mut stencils = vec![None; size];
+        for m in members {
+            let mut at = 0;
+            for (axis, &c) in m.coords.iter().enumerate() {
+                let len = if axis == 0 {
+                    rows
+                } else {
+                    self.params[axis - 1].1.len()
+                };
+                at = at * len + c;
+            }
+            stencils[at] = index_of(&m.stencil);
+        }
+        Ok(Table {
+            name: self.name.clone(),
+            elements,
+            params: self.params.clone(),
+            stencils,
+        })
+    }
+}
+
+/// Renames the one stencil of a member's unit after the member (in the stencils and the
+/// IR facts alike); a unit with no stencil function or several is an error.
+pub fn rename_member(
+    member: &Member,
+    stencils: &mut [StencilBuf],
+    facts: &mut IrFacts,
+    triple: &str,
+    template: &str,
+) -> Result<()> {
+    let [stencil] = stencils else {
+        let names: Vec<&str> = stencils.iter().map(|s| s.name.as_str()).collect();
+        return Err(Error(format!(
+            "{triple}: {template}: a family template must define exactly one stencil \
+             function, found {} ({})",
+            names.len(),
+            names.join(", ")
+        )));
+    };
+    let old = std::mem::replace(&mut stencil.name, member.stencil.clone());
+    if facts.stencils.remove(&old) {
+        facts.stencils.insert(member.stencil.clone());
+    }
+    if facts.continues.remove(&old) {
+        facts.continues.insert(member.stencil.clone());
+    }
+    Ok(())
+}
+
+/// Every combination of value indices, the last parameter fastest.
+fn combinations(params: &[(String, Vec<String>)]) -> Vec<Vec<usize>> {
+    let mut out = vec![Vec::new()];
+    for (_, values) in params {
+        out = out
+            .into_iter()
+            .flat_map(|prefix| {
+                (0..values.len()).map(move |i| {
+                    let mut c = prefix.clone();
+                    c.push(i);
+                    c
+                })
+            })
+            .collect();
+    }
+    out
+}
+
+/// Every member of every family of a manifest, in manifest order.
+pub fn all_members(families: &[Family], root: &Path) -> Result<Vec<Member>> {
+    let mut all = Vec::new();
+    let mut errors = Vec::new();
+    for (i, f) in families.iter().enumerate() {
+        match f.members(i, root) {
+            Ok(m) => all.extend(m),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(all)
+    } else {
+        Err(Error::many(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn family(text: &str) -> Result<Family> {
+        #[derive(Deserialize)]
+        struct One {
+            family: RawFamily,
+        }
+        let raw: One = toml::from_str(text).map_err(|e| Error(e.to_string()))?;
+        Family::check("m.toml", 0, raw.family)
+    }
+
+    const BASE: &str = "[family]\nname = \"push\"\nsource = \"f.c\"\n";
+
+    #[test]
+    fn list_times_params_minus_skips_in_table_order() {
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"A\", \"B\"]\n\
+             list_define = \"OP\"\nskip = [{{ IN = 1, OUT = 0 }}, {{ elem = \"B\", IN = 0 }}]\n\
+             [family.params]\nOUT = [0, 1]\nIN = \"0..2\"\n"
+        ))
+        .unwrap();
+        let members = f.members(0, Path::new("/")).unwrap();
+        let names: Vec<&str> = members.iter().map(|m| m.stencil.as_str()).collect();
+        assert_eq!(names, ["op_A_0_0", "op_A_0_1", "op_A_1_1", "op_B_1_1"]);
+        assert_eq!(members[2].defines, ["OP=A", "IN=1", "OUT=1"]);
+        assert_eq!(members[3].coords, [1, 1, 1]);
+        let refs: Vec<&Member> = members.iter().collect();
+        let t = f
+            .table(&refs, Path::new("/"), |n| {
+                names.iter().position(|m| *m == n).map(|i| i as u16 + 10)
+            })
+            .unwrap();
+        assert_eq!(
+            t.stencils,
+            [
+                Some(10),
+                Some(11),
+                None,
+                Some(12),
+                None,
+                None,
+                None,
+                Some(13)
+            ]
+        );
+    }
+
+    #[test]
+    fn list_file_and_errors_name_the_family() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ops.txt"), "# ops\nADD\n\nSUB # minus\n").unwrap();
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{elem}}\"\nlist_file = \"ops.txt\"\nlist_define = \"OP\"\n"
+        ))
+        .unwrap();
+        let names: Vec<String> = f
+            .members(0, dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|m| m.stencil)
+            .collect();
+        assert_eq!(names, ["op_ADD", "op_SUB"]);
+        for (text, says) in [
+            (
+                "stencil = \"op_x\"\nlist = [\"A\"]\nlist_define = \"OP\"\n",
+                "{elem}",
+            ),
+            ("stencil = \"op_{elem}\"\nlist = [\"A\"]\n", "list_define"),
+            (
+                "stencil = \"op_{IN}\"\n[family.params]\nIN = \"3..1\"\n",
+                "range",
+            ),
+            ("stencil = \"op\"\n[family.params]\nIN = [0]\n", "{IN}"),
+            (
+                "stencil = \"op_{IN}\"\nskip = [{ OUT = 1 }]\n[family.params]\nIN = [0]\n",
+                "OUT",
+            ),
+            ("stencil = \"op\"\n", "needs a list"),
+        ] {
+            let err = family(&format!("{BASE}{text}")).unwrap_err().0;
+            assert!(err.contains("`push`") && err.contains(says), "{err}");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! Narrow operands: operands a template declares small (`CPJIT_DECLARE_NARROW(NAME, u16)`
+//! in `cpjit.h`), which the compiler may encode as immediates instead of loading 64 bits.
+//!
+//! The declaration gives the hole symbol an opaque struct type named after its range
+//! (`struct cpjit_narrow_u16`), which survives into the IR. Two stages use it:
+//! - [`declare_ranges`], on the IR before code generation, finds those symbols and, where
+//!   the object format can express a 32-bit absolute value in 64-bit code (x86-64 ELF and
+//!   COFF), marks them `!absolute_symbol` with their range: LLVM then folds them into
+//!   instructions as `imm32`/`disp32` (`R_X86_64_32`/`32S`, `IMAGE_REL_AMD64_ADDR32`, hole
+//!   kind `X86Abs32`) instead of GOT loads. Elsewhere the operand stays a GOT load, which
+//!   the runtime relaxes into an immediate when the value allows (AArch64 `movz`/`movk`,
+//!   x86-64 Mach-O `mov r, imm32`).
+//! - [`add_checks`], on the stencils read from the object, adds one check hole
+//!   (`HoleKind::Operand*`, code offset 0, width 0) per narrow operand of each stencil, so
+//!   the runtime refuses a value outside the declared range on every target, whatever
+//!   instructions the compiler used; and refuses a 32-bit absolute hole against anything
+//!   but a narrow operand (an address would not fit).
+
+use crate::error::{Error, Result};
+use crate::stencil::StencilBuf;
+use crate::target::Target;
+use cpjit_model::{Arch, Hole, HoleKind, HoleValue, ObjectFormat, OperandRange, Section};
+use inkwell::llvm_sys::core::*;
+use inkwell::llvm_sys::prelude::LLVMMetadataRef;
+use inkwell::module::Module;
+use inkwell::types::AnyTypeEnum;
+use inkwell::values::AsValueRef;
+use std::collections::BTreeMap;
+
+/// Part of the object cache key: bump when what [`declare_ranges`] does to the IR changes.
+pub const CACHE_TAG: &[u8] = b"narrow-2";
+
+/// The struct tag that declares a narrow operand of `range` (`cpjit_narrow_u16`).
+fn struct_name(range: OperandRange) -> String {
+    format!("struct.cpjit_narrow_{}", range.name())
+}
+
+/// Whether the target's object format has a 32-bit absolute relocation usable in 64-bit
+/// code, so that narrow operands can be immediates chosen by the compiler. Mach-O x86-64
+/// has none ("32-bit absolute addressing is not supported in 64-bit mode"); AArch64 and
+/// RISC-V reach symbols page- or PC-relatively in the small code model.
+fn absolute_immediates(target: &Target) -> bool {
+    target.arch == Arch::X86_64 && target.format != ObjectFormat::MachO
+}
+
+/// Narrow operands declared in `module` (operand name without prefix → range); on targets
+/// with absolute immediates their hole symbols are marked `!absolute_symbol` with the range.
+pub fn declare_ranges(
+    module: &Module,
+    hole_prefix: &str,
+    target: &Target,
+) -> BTreeMap<String, OperandRange> {
+    let mut ranges = BTreeMap::new();
+    let mark = absolute_immediates(target);
+    for global in module.get_globals() {
+        let name = global.get_name().to_string_lossy().into_owned();
+        let Some(operand) = name.strip_prefix(hole_prefix) else {
+            continue;
+        };
+        let AnyTypeEnum::StructType(ty) = global.get_value_type() else {
+            continue;
+        };
+        let Some(ty_name) = ty.get_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        let Some(range) = OperandRange::ALL
+            .into_iter()
+            .find(|r| struct_name(*r) == ty_name)
+        else {
+            continue;
+        };
+        ranges.insert(operand.to_string(), range);
+        if mark {
+            mark_absolute(module, global.as_value_ref(), range);
+        }
+    }
+    ranges
+}
+
+/// Attaches `!absolute_symbol !{i64 lo, i64 hi+1}` (a half-open range) to `global`.
+///
+/// Unsigned ranges are given as they are. A signed operand is given as `[0, 2^32)`: the
+/// symbol's value is then its low 32 bits (what an `X86Abs32` hole writes), and the cast
+/// in `CPJIT_NARROW` to the signed C type sign-extends them. LLVM materializes a wrapping
+/// (negative) range only with a 10-byte `movabs`, so this keeps the 5-byte `mov r32, imm32`.
+fn mark_absolute(
+    module: &Module,
+    global: inkwell::llvm_sys::prelude::LLVMValueRef,
+    range: OperandRange,
+) {
+    let (lo, hi) = match range.bounds() {
+        (0, hi) => (0, hi),
+        _ => (0, u32::MAX as i64),
+    };
+    // SAFETY: `global` is a global of `module`, whose context outlives this call; the
+    // constants and metadata are created in that same context.
+    unsafe {
+        let context = LLVMGetModuleContext(module.as_mut_ptr());
+        let i64_type = LLVMInt64TypeInContext(context);
+        let bound = |v: i64| LLVMValueAsMetadata(LLVMConstInt(i64_type, v as u64, 1));
+        let mut operands: [LLVMMetadataRef; 2] = [bound(lo), bound(hi.wrapping_add(1))];
+        let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), operands.len());
+        let kind_name = "absolute_symbol";
+        let kind =
+            LLVMGetMDKindIDInContext(context, kind_name.as_ptr().cast(), kind_name.len() as u32);
+        LLVMGlobalSetMetadata(global, kind, node);
+    }
+}
+
+/// Adds the check hole of every narrow operand to each stencil and refuses `X86Abs32`
+/// holes whose value is not a narrow operand. `template` names the unit in errors.
+pub fn add_checks(
+    stencils: &mut [StencilBuf],
+    ranges: &BTreeMap<String, OperandRange>,
+    target: &Target,
+    template: &str,
+) -> Result<()> {
+    let mut errors = Vec::new();
+    for stencil in stencils.iter_mut() {
+        for hole in &stencil.holes {
+            if hole.kind != HoleKind::X86Abs32 {
+                continue;
+            }
+            let narrow = match hole.value {
+                HoleValue::Operand(i) => stencil
+                    .operands
+                    .get(i as usize)
+                    .is_some_and(|o| ranges.contains_key(o)),
+                _ => false,
+            };
+            if !narrow {
+                errors.push(Error(format!(
+                    "{}: {template}: stencil `{}`: {} hole at {}+{:#x} refers to {}, which is \
+                     not a narrow operand: a 32-bit absolute value cannot hold an address \
+                     (declare the operand with CPJIT_DECLARE_NARROW, or keep -fpic)",
+                    target.triple,
+                    stencil.name,
+                    hole.kind,
+                    hole.section.name(),
+                    hole.offset,
+                    stencil.value_text(hole.value)
+                )));
+            }
+        }
+        let checks: Vec<Hole> = stencil
+            .operands
+            .iter()
+            .enumerate()
+            .filter_map(|(i, name)| {
+                ranges.get(name).map(|range| Hole {
+                    section: Section::Code,
+                    offset: 0,
+                    kind: range.check_kind(),
+                    value: HoleValue::Operand(i as u16),
+                    addend: 0,
+                })
+            })
+            .collect();
+        // First: (code, 0) is the smallest position, and a hole pair that starts at offset 0
+        // (an AArch64 `adrp` + `ldr`) stays adjacent, as the runtime's relaxation needs.
+        stencil.holes.splice(0..0, checks);
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::many(errors))
+    }
+}
