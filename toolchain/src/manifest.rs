@@ -30,6 +30,10 @@ pub struct Manifest {
     pub include_dirs: Vec<String>,
     pub defines: Vec<String>,
     pub cflags: Vec<String>,
+    /// A header (relative to the root) precompiled once per target and loaded before every
+    /// unit (`clang -include-pch`), so that headers all units share are parsed once per
+    /// target instead of once per unit. Every unit must be able to start with it.
+    pub precompiled_header: Option<String>,
     pub hole_prefix: String,
     pub naming: Naming,
     pub shim: Option<String>,
@@ -97,6 +101,8 @@ struct RawManifest {
     defines: Vec<String>,
     #[serde(default)]
     cflags: Vec<String>,
+    #[serde(default)]
+    precompiled_header: Option<String>,
     #[serde(default = "default_hole_prefix")]
     hole_prefix: String,
     #[serde(default)]
@@ -176,6 +182,14 @@ impl Manifest {
                 "{file}: key `limits.clang_seconds` must be a positive number of seconds"
             )));
         }
+        if let Some(header) = &raw.precompiled_header {
+            if header.is_empty() || Path::new(header).is_absolute() {
+                return Err(Error(format!(
+                    "{file}: key `precompiled_header`: `{header}` must be a header path relative \
+                     to the manifest's directory"
+                )));
+            }
+        }
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -194,6 +208,7 @@ impl Manifest {
             include_dirs: raw.include_dirs,
             defines: raw.defines,
             cflags: raw.cflags,
+            precompiled_header: raw.precompiled_header,
             hole_prefix: raw.hole_prefix,
             naming,
             shim: raw.stencils.shim,
@@ -347,6 +362,20 @@ mod tests {
             .unwrap_err()
             .0
             .contains("does not exist"));
+    }
+
+    #[test]
+    fn precompiled_header_is_a_relative_path() {
+        assert_eq!(parse(MINIMAL).unwrap().precompiled_header, None);
+        let m = parse(&format!(
+            "precompiled_header = \"include/big.h\"\n{MINIMAL}"
+        ))
+        .unwrap();
+        assert_eq!(m.precompiled_header.as_deref(), Some("include/big.h"));
+        for bad in ["", "/abs/big.h"] {
+            let err = parse(&format!("precompiled_header = \"{bad}\"\n{MINIMAL}")).unwrap_err();
+            assert!(err.0.contains("precompiled_header"), "{err}");
+        }
     }
 
     #[test]
