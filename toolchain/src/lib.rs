@@ -27,6 +27,7 @@ pub mod llvm;
 pub mod manifest;
 pub mod object;
 pub mod pipeline;
+pub mod scale_set;
 pub mod set;
 pub mod stencil;
 pub mod target;

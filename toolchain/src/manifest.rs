@@ -36,7 +36,13 @@ pub struct Manifest {
     pub precompiled_header: Option<String>,
     pub hole_prefix: String,
     pub naming: Naming,
+    /// The entry shim: a function name (`functions` naming) or, in a set with one function
+    /// per unit, the stencil name, i.e. the unit's file stem (`shim = "shim"` for `shim.c`).
     pub shim: Option<String>,
+    /// How many pointer arguments every op and the shim take (`[stencils] parameters`,
+    /// default 2: `int64_t op(struct cpjit_frame *frame, uint64_t *sp)`); e.g. 3 for
+    /// `(frame, stack pointer, thread state)`.
+    pub parameters: usize,
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
     pub targets: BTreeMap<String, TargetFlags>,
@@ -122,12 +128,18 @@ struct RawStencils {
     functions: Option<String>,
     translation_unit_entry: Option<String>,
     shim: Option<String>,
+    #[serde(default = "default_parameters")]
+    parameters: usize,
     #[serde(default = "default_target_suffix")]
     target_suffix: String,
 }
 
 fn default_hole_prefix() -> String {
     "_JIT_".into()
+}
+
+fn default_parameters() -> usize {
+    2
 }
 
 fn default_target_suffix() -> String {
@@ -190,6 +202,13 @@ impl Manifest {
                 )));
             }
         }
+        if !(1..=6).contains(&raw.stencils.parameters) {
+            return Err(Error(format!(
+                "{file}: key `stencils.parameters` is {} but must be 1 to 6 (pointer arguments \
+                 passed in registers on every target)",
+                raw.stencils.parameters
+            )));
+        }
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -212,6 +231,7 @@ impl Manifest {
             hole_prefix: raw.hole_prefix,
             naming,
             shim: raw.stencils.shim,
+            parameters: raw.stencils.parameters,
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
@@ -256,13 +276,37 @@ impl Manifest {
 
     /// Whether `name` is a stencil of this set (matches the naming rule or is the shim).
     pub fn is_stencil_symbol(&self, name: &str) -> bool {
-        if self.shim.as_deref() == Some(name) {
-            return true;
-        }
         match &self.naming {
-            Naming::Functions(pattern) => glob::matches(pattern, name),
+            Naming::Functions(pattern) => {
+                self.shim.as_deref() == Some(name) || glob::matches(pattern, name)
+            }
             Naming::TranslationUnitEntry(entry) => name == entry,
         }
+    }
+
+    /// The name of the stencil that function `name` of unit `template` becomes (the unit's
+    /// file stem in a set with one function per unit): what errors call it.
+    pub fn stencil_name(&self, name: &str, template: &str) -> String {
+        match &self.naming {
+            Naming::TranslationUnitEntry(entry) if name == entry => {
+                let base = template.rsplit('/').next().unwrap_or(template);
+                base.split('.').next().unwrap_or(base).to_string()
+            }
+            _ => name.to_string(),
+        }
+    }
+
+    /// Whether function `name` of unit `template` is the entry shim.
+    pub fn is_shim(&self, name: &str, template: &str) -> bool {
+        self.is_stencil_symbol(name)
+            && self.shim.as_deref() == Some(self.stencil_name(name, template).as_str())
+    }
+
+    /// Whether `name` is a hole that jumps to another instance: the continuation
+    /// (`<prefix>CONTINUE`) or a jump target (`<prefix><NAME><target_suffix>`).
+    pub fn is_jump_hole(&self, name: &str) -> bool {
+        name.strip_prefix(self.hole_prefix.as_str())
+            .is_some_and(|rest| rest == "CONTINUE" || rest.ends_with(self.target_suffix.as_str()))
     }
 
     /// Whether stencils may reference the external symbol `name`.
@@ -376,6 +420,21 @@ mod tests {
             let err = parse(&format!("precompiled_header = \"{bad}\"\n{MINIMAL}")).unwrap_err();
             assert!(err.0.contains("precompiled_header"), "{err}");
         }
+    }
+
+    #[test]
+    fn one_function_per_unit_sets_select_the_shim_by_unit() {
+        let m = parse("name = \"t\"\nsources = [\"*.c\"]\n[stencils]\ntranslation_unit_entry = \"_JIT_ENTRY\"\nshim = \"shim\"\nparameters = 3\n").unwrap();
+        assert_eq!(m.parameters, 3);
+        assert!(m.is_shim("_JIT_ENTRY", "shim.c"));
+        assert!(!m.is_shim("_JIT_ENTRY", "ops/op_add.c"), "not every unit");
+        assert!(!m.is_stencil_symbol("shim"));
+        assert_eq!(m.stencil_name("_JIT_ENTRY", "ops/op_add.c"), "op_add");
+        assert_eq!(m.stencil_name("helper", "ops/op_add.c"), "helper");
+        let m = parse(MINIMAL).unwrap();
+        assert_eq!(m.parameters, 2);
+        let err = parse(&format!("{MINIMAL}parameters = 0\n")).unwrap_err();
+        assert!(err.0.contains("stencils.parameters"), "{err}");
     }
 
     #[test]

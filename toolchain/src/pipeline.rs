@@ -178,6 +178,8 @@ impl Pipeline<'_> {
             op_cc: target.op_calling_convention,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
+        // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
+        layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
         // Static helpers must be followable (part of `machine_key`).
