@@ -212,3 +212,58 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+#[test]
+fn the_precompiled_header_is_reused_when_touched_and_rebuilt_when_changed() {
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    let triple = first_target();
+    let out = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let mut opts = options(
+        set.path().to_path_buf(),
+        &[&triple],
+        out.path(),
+        Cache::new(cache.path().to_path_buf()),
+    );
+    opts.force = true;
+    driver::build_stencils(&opts).unwrap();
+    let pchs = || {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("pch-")
+            })
+            .count()
+    };
+    assert_eq!(pchs(), 1);
+    // Same content, new modification time: clang's own PCH check would refuse the cached
+    // header ("has been modified since the precompiled header was built"); the content key
+    // keeps it.
+    let header = set.path().join("include/scale.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&header, &text).unwrap();
+    driver::build_stencils(&opts).unwrap();
+    assert_eq!(pchs(), 1, "reused");
+    let digest = || {
+        Sidecar::read(&out.path().join(&triple))
+            .unwrap()
+            .inputs_digest
+    };
+    let before = digest();
+    // Inside the include guard: the unit's own `#include` after the PCH must be a no-op.
+    let changed = text.replace(
+        "#endif /* SCALE_H */",
+        "static inline int added(void) { return 1; }\n#endif /* SCALE_H */",
+    );
+    assert_ne!(changed, text);
+    std::fs::write(&header, changed).unwrap();
+    driver::build_stencils(&opts).unwrap();
+    assert_eq!(pchs(), 2, "rebuilt for the new content");
+    assert_ne!(digest(), before);
+}
