@@ -2,6 +2,11 @@
 //! `cargo xtask build-stencils` runs it, with its own cache and output directories under a
 //! temporary directory (the workspace's `stencils/` and cache are never touched).
 //!
+//! The large-header case builds the generated CPython-style set
+//! (`cpjit_toolchain::scale_set`: 300 ops sharing a header of over 20,000 lines) for one
+//! target, alternately with the naive method, one `clang-19 -c` per unit producing an
+//! object (two at a time, as the toolchain runs two jobs), and times its no-op check.
+//!
 //! CPU use is the children's user + system time (`getrusage(RUSAGE_CHILDREN)`, which
 //! includes the clang processes the toolchain waited for) over wall time; 200 % is both
 //! cores busy.
@@ -86,6 +91,8 @@ pub fn run(root: &Path, bin: &Path, quick: bool) -> Result<Vec<ToolchainRow>, St
         touched,
     ));
 
+    rows.extend(large_header_set(&tc, &tmp.path, quick)?);
+
     // Scaling: synthetic sets, clean builds.
     for n in [50, 150, 300] {
         let set = tmp.path.join(format!("synth-{n}"));
@@ -114,6 +121,111 @@ pub fn run(root: &Path, bin: &Path, quick: bool) -> Result<Vec<ToolchainRow>, St
         ));
     }
     Ok(rows)
+}
+
+/// The large-header set for the first target file: cpjit (clean, fresh cache) and one clang
+/// per unit, alternated (A B A B ...), then cpjit's no-op check.
+fn large_header_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<ToolchainRow>, String> {
+    use cpjit_toolchain::scale_set::ScaleSet;
+    let size = ScaleSet {
+        ops: 300,
+        header_lines: 20_000,
+    };
+    let set = tmp.join("scale");
+    size.write(&set)
+        .map_err(|e| format!("{}: {e}", set.display()))?;
+    let target = cpjit_toolchain::target::Target::load_all(&tc.root.join("targets"))
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .ok_or("no target files")?;
+    let manifest = cpjit_toolchain::manifest::Manifest::load(&set).map_err(|e| e.to_string())?;
+    let flags = cpjit_toolchain::clang::compile_flags(&manifest, &target);
+    let units = manifest.translation_units().map_err(|e| e.to_string())?;
+    let out = tmp.join("out-scale");
+    let objects = tmp.join("objects-scale");
+    let only = ["--force", "--target", target.triple.as_str()];
+    let runs = if quick { 1 } else { 3 };
+    let (mut ours, mut naive) = (Vec::new(), Vec::new());
+    for k in 0..runs {
+        ours.push(tc.build(&set, &out, &tmp.join(format!("cache-scale-{k}")), &only)?);
+        naive.push(clang_per_unit(&manifest.root, &units, &flags, &objects)?);
+    }
+    let warm = tmp.join(format!("cache-scale-{}", runs - 1));
+    let noop_args = ["--target", target.triple.as_str()];
+    tc.build(&set, &out, &warm, &noop_args)?;
+    let noop = repeat(if quick { 3 } else { 7 }, |_| {
+        tc.build(&set, &out, &warm, &noop_args)
+    })?;
+    let label = format!(
+        "{} ops, {}-line header, 1 target",
+        size.ops,
+        size.header_lines / 1000 * 1000
+    );
+    let mut ours_it = ours.into_iter();
+    let mut naive_it = naive.into_iter();
+    Ok(vec![
+        row(
+            &format!("clean build, large-header set ({label}), cpjit"),
+            1,
+            repeat(runs, |_| ours_it.next().ok_or_else(String::new))?,
+        ),
+        row(
+            &format!("clean build, large-header set ({label}), one clang-19 -c per unit"),
+            1,
+            repeat(runs, |_| naive_it.next().ok_or_else(String::new))?,
+        ),
+        row("no-op rebuild, large-header set (1 target)", 1, noop),
+    ])
+}
+
+/// The naive method: one `clang-19 -c` per unit (the toolchain's flags), two at a time.
+fn clang_per_unit(
+    root: &Path,
+    units: &[PathBuf],
+    flags: &[String],
+    objects: &Path,
+) -> Result<Run, String> {
+    let _ = std::fs::remove_dir_all(objects);
+    std::fs::create_dir_all(objects).map_err(|e| format!("{}: {e}", objects.display()))?;
+    let before = children_cpu_ns();
+    let start = Instant::now();
+    let mut pending = units.iter().enumerate();
+    let mut running: Vec<std::process::Child> = Vec::new();
+    loop {
+        while running.len() < 2 {
+            let Some((i, unit)) = pending.next() else {
+                break;
+            };
+            let child = Command::new("clang-19")
+                .args(flags)
+                .arg("-c")
+                .arg(root.join(unit))
+                .arg("-o")
+                .arg(objects.join(format!("{i}.o")))
+                .spawn()
+                .map_err(|e| format!("cannot run clang-19: {e}"))?;
+            running.push(child);
+        }
+        if running.is_empty() {
+            break;
+        }
+        let status = running
+            .remove(0)
+            .wait()
+            .map_err(|e| format!("clang-19: {e}"))?;
+        if !status.success() {
+            return Err(format!(
+                "clang-19 failed on a unit of {} ({status})",
+                root.display()
+            ));
+        }
+    }
+    Ok(Run {
+        wall_ns: start.elapsed().as_nanos() as f64,
+        cpu_ns: children_cpu_ns() - before,
+        stencils: units.len(),
+    })
 }
 
 fn row(case: &str, targets: usize, m: Measured) -> ToolchainRow {

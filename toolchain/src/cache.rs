@@ -1,10 +1,12 @@
 //! The content-addressed build cache (under the cargo target directory,
 //! `cpjit-stencil-cache/`). Three kinds of entries, each a file named by a SHA-256 key:
 //!
-//! - `dep-<key>`: "direct mode" (as in ccache): key = clang version + flags + translation
-//!   unit bytes; value = the preprocessed-text hash and the hash of every included file, so
-//!   an unchanged unit needs no `clang -E` spawn at all;
-//! - `bc-<key>`: key = clang version + flags + preprocessed text; value = LLVM bitcode;
+//! - `dep2-<key>`: key = clang version + flags + precompiled-header key + the unit's path;
+//!   value = every file clang reported reading for the unit (its `-MD` dependency list) with
+//!   each file's content hash, so an unchanged unit needs no clang spawn at all;
+//! - `bc2-<key>`: key = clang version + flags + precompiled-header key + those (file, hash)
+//!   pairs; value = LLVM bitcode;
+//! - `pchdep-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;
 //! - `obj-<key>`: key = LLVM version + target machine settings + bitcode; value = object.
 //!
 //! Every entry is `MAGIC`, a SHA-256 checksum over the tool version and the content, then
@@ -166,15 +168,15 @@ impl Cache {
     }
 }
 
-/// A direct-mode entry: the preprocessed hash and the (file, content hash) of each include.
+/// A dependency entry: every file clang read for a unit (from its dependency file), with
+/// the content hash each had when the unit was compiled.
 pub struct DepEntry {
-    pub preprocessed: String,
     pub files: Vec<(String, String)>,
 }
 
 impl DepEntry {
     pub fn encode(&self) -> Vec<u8> {
-        let mut s = format!("{}\n", self.preprocessed);
+        let mut s = String::new();
         for (file, hash) in &self.files {
             s.push_str(&format!("{hash} {file}\n"));
         }
@@ -183,25 +185,49 @@ impl DepEntry {
 
     pub fn decode(bytes: &[u8]) -> Option<DepEntry> {
         let text = std::str::from_utf8(bytes).ok()?;
-        let mut lines = text.lines();
-        let preprocessed = lines.next()?.to_string();
-        let files = lines
+        let files = text
+            .lines()
             .map(|l| {
                 l.split_once(' ')
+                    .filter(|(h, f)| h.len() == 64 && !f.is_empty())
                     .map(|(h, f)| (f.to_string(), h.to_string()))
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(DepEntry {
-            preprocessed,
-            files,
-        })
+        (!files.is_empty()).then_some(DepEntry { files })
     }
 
     /// Whether every recorded file still has the recorded content.
-    pub fn is_fresh(&self) -> bool {
+    pub fn is_fresh(&self, hashes: &FileHashes) -> bool {
         self.files
             .iter()
-            .all(|(file, hash)| std::fs::read(file).is_ok_and(|bytes| key(&[&bytes]) == *hash))
+            .all(|(file, hash)| hashes.hash(Path::new(file)).as_deref() == Some(hash.as_str()))
+    }
+}
+
+/// Content hashes of files, each file read and hashed at most once per build: every unit of
+/// a large set lists the same headers, which are then hashed once, not once per unit.
+#[derive(Debug, Default)]
+pub struct FileHashes {
+    known: std::sync::Mutex<std::collections::HashMap<PathBuf, Option<String>>>,
+}
+
+impl FileHashes {
+    /// The hash of `path`'s content; `None` if it cannot be read.
+    pub fn hash(&self, path: &Path) -> Option<String> {
+        if let Some(known) = self.lock().get(path) {
+            return known.clone();
+        }
+        let hash = std::fs::read(path).ok().map(|bytes| key(&[&bytes]));
+        self.lock().insert(path.to_path_buf(), hash.clone());
+        hash
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<PathBuf, Option<String>>> {
+        self.known
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -217,14 +243,22 @@ mod tests {
 
     #[test]
     fn dep_entry_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a b.h");
+        std::fs::write(&file, "int x;").unwrap();
+        let name = file.display().to_string();
         let e = DepEntry {
-            preprocessed: "aa".into(),
-            files: vec![("/a b/c.h".into(), "ff".into())],
+            files: vec![(name.clone(), key(&[b"int x;"]))],
         };
         let d = DepEntry::decode(&e.encode()).unwrap();
-        assert_eq!(d.preprocessed, "aa");
-        assert_eq!(d.files, [("/a b/c.h".to_string(), "ff".to_string())]);
-        assert!(!d.is_fresh());
+        assert_eq!(d.files, e.files);
+        assert!(d.is_fresh(&FileHashes::default()));
+        std::fs::write(&file, "int y;").unwrap();
+        assert!(!d.is_fresh(&FileHashes::default()), "changed content");
+        std::fs::remove_file(&file).unwrap();
+        assert!(!d.is_fresh(&FileHashes::default()), "removed file");
+        assert!(DepEntry::decode(b"").is_none());
+        assert!(DepEntry::decode(b"ff /a.h\n").is_none(), "not a hash");
     }
 
     #[test]

@@ -1,10 +1,16 @@
-//! Driving `clang-19` (through `duct`): version check, the mandatory flags, preprocessing
-//! and compiling preprocessed C to LLVM bitcode in memory (stdin → stdout, no temp files).
+//! Driving `clang-19` (through `duct`): version check, the mandatory flags, compiling a
+//! source file to LLVM bitcode (stdout) together with the list of files clang read (its
+//! `-MD` dependency file), building a precompiled header, and (for the bench's peers)
+//! preprocessing and compiling preprocessed C.
+//!
+//! Stencil sources are compiled as they are written, never as preprocessed text: clang's
+//! warnings then see macros as macros (`if (EQ(a, b))` with `#define EQ(a, b) ((a) == (b))`
+//! is not `-Wparentheses-equality`), and each unit is parsed once, not twice.
 
 use crate::error::{Error, Result};
 use crate::manifest::{Limits, Manifest};
 use crate::target::Target;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The clang executable; `CPJIT_CLANG` overrides it (tests use this to simulate a missing one).
@@ -138,6 +144,150 @@ pub fn compile_bitcode_within(
     run(&clang_program(), &args, Some(preprocessed), limit)
 }
 
+/// What compiling one source file produced: its bitcode and every file clang read for it
+/// (the source, its headers, and the headers behind a precompiled header), as absolute
+/// paths in clang's order.
+#[derive(Debug)]
+pub struct Compiled {
+    pub bitcode: Vec<u8>,
+    pub inputs: Vec<PathBuf>,
+}
+
+/// Compiles `source` to LLVM bitcode with `flags`, after the precompiled header `pch` if
+/// given, in at most `limit` of wall time; the inputs come from clang's dependency file.
+pub fn compile_source_within(
+    flags: &[String],
+    source: &Path,
+    pch: Option<&Path>,
+    limit: Duration,
+) -> Result<Compiled> {
+    let scratch = scratch_dir()?;
+    let depfile = scratch.path().join("unit.d");
+    let mut args: Vec<String> = flags.to_vec();
+    if let Some(pch) = pch {
+        args.extend(pch_use_flags(pch));
+    }
+    args.extend(["-emit-llvm".into(), "-c".into()]);
+    args.extend(depfile_flags(&depfile));
+    args.extend([source.display().to_string(), "-o".into(), "-".into()]);
+    let bitcode = run(&clang_program(), &args, None, limit)?;
+    let inputs = read_depfile(&depfile, source)?;
+    Ok(Compiled { bitcode, inputs })
+}
+
+/// Precompiles `header` (as C) with `flags` into `out`; returns the files clang read.
+pub fn precompile_header_within(
+    flags: &[String],
+    header: &Path,
+    out: &Path,
+    limit: Duration,
+) -> Result<Vec<PathBuf>> {
+    let scratch = scratch_dir()?;
+    let depfile = scratch.path().join("header.d");
+    let mut args: Vec<String> = flags.to_vec();
+    args.extend(["-x".into(), "c-header".into()]);
+    args.extend(depfile_flags(&depfile));
+    args.extend([
+        header.display().to_string(),
+        "-o".into(),
+        out.display().to_string(),
+    ]);
+    run(&clang_program(), &args, None, limit)?;
+    read_depfile(&depfile, header)
+}
+
+/// The flags that make clang start a unit with the precompiled header `pch`. Clang's own
+/// validation (header modification times) is off: the toolchain keys each PCH by the
+/// content of every file it was built from, so a touched but unchanged header keeps it,
+/// and a changed one never reaches clang with the old PCH.
+pub fn pch_use_flags(pch: &Path) -> [String; 4] {
+    [
+        "-include-pch".into(),
+        pch.display().to_string(),
+        "-Xclang".into(),
+        "-fno-validate-pch".into(),
+    ]
+}
+
+fn depfile_flags(depfile: &Path) -> [String; 3] {
+    ["-MD".into(), "-MF".into(), depfile.display().to_string()]
+}
+
+fn scratch_dir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("cpjit-clang-")
+        .tempdir()
+        .map_err(|e| Error(format!("cannot create a temporary directory: {e}")))
+}
+
+/// Reads the dependency file clang wrote for `source`.
+fn read_depfile(depfile: &Path, source: &Path) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(depfile).map_err(|e| {
+        Error(format!(
+            "clang wrote no dependency file for {} ({}: {e})",
+            source.display(),
+            depfile.display()
+        ))
+    })?;
+    parse_depfile(&text).map_err(|why| {
+        Error(format!(
+            "cannot read clang's dependency file for {}: {why}",
+            source.display()
+        ))
+    })
+}
+
+/// The prerequisites of a make-syntax dependency file (`out: a.c b.h \` continued lines,
+/// `\ ` for a space in a name, `$$` for `$`), deduplicated in first-seen order.
+pub fn parse_depfile(text: &str) -> std::result::Result<Vec<PathBuf>, String> {
+    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+    let mut names: Vec<String> = Vec::new();
+    let mut rules = 0;
+    for line in joined.lines().filter(|l| !l.trim().is_empty()) {
+        rules += 1;
+        let colon = find_rule_colon(line).ok_or_else(|| format!("no `target:` in `{line}`"))?;
+        let mut current = String::new();
+        let mut chars = line[colon + 1..].chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if matches!(chars.peek(), Some(' ' | '#')) => {
+                    current.push(chars.next().expect("peeked"));
+                }
+                '$' if chars.peek() == Some(&'$') => {
+                    chars.next();
+                    current.push('$');
+                }
+                c if c.is_whitespace() => {
+                    if !current.is_empty() {
+                        names.push(std::mem::take(&mut current));
+                    }
+                }
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            names.push(current);
+        }
+    }
+    if rules == 0 {
+        return Err("it is empty".into());
+    }
+    let mut seen = std::collections::HashSet::new();
+    Ok(names
+        .into_iter()
+        .filter(|n| seen.insert(n.clone()))
+        .map(PathBuf::from)
+        .collect())
+}
+
+/// The colon ending a rule's target: the first `:` followed by whitespace or the end (a
+/// Windows drive letter `C:\` is part of a name).
+fn find_rule_colon(line: &str) -> Option<usize> {
+    let bytes = line.as_bytes();
+    (0..bytes.len())
+        .find(|&i| bytes[i] == b':' && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()))
+}
+
 /// Runs `program` with `args` (and `stdin`), killing it once it has run for `limit`.
 fn run(program: &str, args: &[String], stdin: Option<&[u8]>, limit: Duration) -> Result<Vec<u8>> {
     let mut expr = duct::cmd(program, args)
@@ -232,6 +382,61 @@ mod tests {
         );
         let out = run("echo", &["hi".into()], None, Duration::from_secs(60)).unwrap();
         assert_eq!(out, b"hi\n");
+    }
+
+    #[test]
+    fn dependency_files_are_parsed_with_continuations_and_escapes() {
+        let text = "/o/x.bc: /t/a.c /t/inc/big.h \\\n  /t/my\\ dir/b.h /t/$$c.h \\\n  /t/a.c\n";
+        assert_eq!(
+            parse_depfile(text).unwrap(),
+            ["/t/a.c", "/t/inc/big.h", "/t/my dir/b.h", "/t/$c.h"].map(PathBuf::from)
+        );
+        let windows = "C:\\o\\x.bc: C:\\t\\a.c\n";
+        assert_eq!(
+            parse_depfile(windows).unwrap(),
+            [PathBuf::from("C:\\t\\a.c")]
+        );
+        assert!(parse_depfile("").unwrap_err().contains("empty"));
+        assert!(parse_depfile("no rule here\n")
+            .unwrap_err()
+            .contains("target:"));
+    }
+
+    #[test]
+    fn a_compiled_source_reports_what_it_read_and_a_pch_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let inc = dir.path().join("inc");
+        std::fs::create_dir(&inc).unwrap();
+        std::fs::write(
+            inc.join("big.h"),
+            "#ifndef BIG_H\n#define BIG_H\n#define EQ(a, b) ((a) == (b))\nstatic inline int same(int a, int b) { if (EQ(a, b)) return 1; return 0; }\n#endif\n",
+        )
+        .unwrap();
+        let unit = dir.path().join("u.c");
+        std::fs::write(
+            &unit,
+            "#include \"big.h\"\nint f(int x) { return same(x, 3); }\n",
+        )
+        .unwrap();
+        let flags: Vec<String> = vec!["-O2".into(), format!("-I{}", inc.display())];
+        let limit = Duration::from_secs(120);
+        let plain = compile_source_within(&flags, &unit, None, limit).unwrap();
+        assert_eq!(&plain.bitcode[..4], b"BC\xc0\xde");
+        assert_eq!(plain.inputs, [unit.clone(), inc.join("big.h")]);
+        let pch = dir.path().join("big.pch");
+        let read = precompile_header_within(&flags, &inc.join("big.h"), &pch, limit).unwrap();
+        assert_eq!(read, [inc.join("big.h")]);
+        let with = compile_source_within(&flags, &unit, Some(&pch), limit).unwrap();
+        assert_eq!(&with.bitcode[..4], b"BC\xc0\xde");
+        assert!(
+            with.inputs.contains(&inc.join("big.h")),
+            "{:?}",
+            with.inputs
+        );
+        let err = compile_source_within(&flags, &dir.path().join("missing.c"), None, limit)
+            .unwrap_err()
+            .0;
+        assert!(err.contains("missing.c"), "{err}");
     }
 
     #[test]

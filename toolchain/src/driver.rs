@@ -131,6 +131,7 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
         clang_version: &l.clang_version,
         llvm_version: &l.llvm_version,
         cache: &opts.cache,
+        hashes: Default::default(),
     };
     let mut outputs = pipeline.run_all(&jobs, opts.jobs)?.into_iter();
     let mut sets = Vec::new();

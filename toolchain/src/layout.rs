@@ -23,7 +23,45 @@ const LIKELY: u64 = 2000;
 const UNLIKELY: u64 = 1;
 
 /// Part of the object cache key: bump when the transformation changes.
-pub const VERSION: &str = "layout=favour-continuation-v3";
+pub const VERSION: &str = "layout=favour-continuation-v3,direct-hole-calls-v1";
+
+/// Makes calls to jump holes (continuation, jump targets) direct calls again under `-fno-plt`, which marks every declared
+/// function `nonlazybind` so that calls go through the GOT (`jmp *GOT(%rip)`): a hole is
+/// patched in the stencil, never resolved by a dynamic linker, and a continuation jump
+/// through a GOT slot could not be elided (the next instance would no longer fall
+/// through). Returns how many declarations changed.
+pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -> usize {
+    let kind_name = "nonlazybind";
+    let mut changed = 0;
+    // SAFETY: the functions of a live module; the attribute name outlives the calls.
+    unsafe {
+        let kind = LLVMGetEnumAttributeKindForName(kind_name.as_ptr().cast(), kind_name.len());
+        // Data-declared jump holes called through their address: with `RtLibUseGOT` (set by
+        // -fno-plt) the x86-64 back end calls any non-function callee through the GOT
+        // unless it is known to be local, which hidden visibility says.
+        let no_plt = !LLVMGetModuleFlag(module.as_mut_ptr(), c"RtLibUseGOT".as_ptr(), 11).is_null();
+        let mut g = LLVMGetFirstGlobal(module.as_mut_ptr());
+        while no_plt && !g.is_null() {
+            if LLVMIsDeclaration(g) != 0 && is_jump_hole(&name_of(g)) && is_callee(g) {
+                LLVMSetVisibility(g, inkwell::llvm_sys::LLVMVisibility::LLVMHiddenVisibility);
+                changed += 1;
+            }
+            g = LLVMGetNextGlobal(g);
+        }
+        for f in module.get_functions() {
+            let f = f.as_value_ref();
+            if LLVMIsDeclaration(f) == 0 || !is_jump_hole(&name_of(f)) {
+                continue;
+            }
+            let index = inkwell::llvm_sys::LLVMAttributeFunctionIndex;
+            if !LLVMGetEnumAttributeAtIndex(f, index, kind).is_null() {
+                LLVMRemoveEnumAttributeAtIndex(f, index, kind);
+                changed += 1;
+            }
+        }
+    }
+    changed
+}
 
 /// Adds branch weights in every function defined in `module`; returns how many branches
 /// were weighted.
@@ -65,6 +103,19 @@ fn uses_frame_pointer(function: LLVMValueRef) -> bool {
         let value = std::slice::from_raw_parts(value.cast::<u8>(), len as usize);
         value != b"none"
     }
+}
+
+/// Whether some call instruction calls `global` (rather than only taking its address).
+unsafe fn is_callee(global: LLVMValueRef) -> bool {
+    let mut using = LLVMGetFirstUse(global);
+    while !using.is_null() {
+        let user = LLVMGetUser(using);
+        if !LLVMIsACallInst(user).is_null() && LLVMGetCalledValue(user) == global {
+            return true;
+        }
+        using = LLVMGetNextUse(using);
+    }
+    false
 }
 
 unsafe fn name_of(value: LLVMValueRef) -> String {
@@ -243,6 +294,30 @@ b:
             &text[start..end],
             &text[text.find("\n!").unwrap_or(0)..]
         )
+    }
+
+    #[test]
+    fn no_plt_declarations_of_holes_become_direct() {
+        let ir = IR.replace(
+            "declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr)",
+            "declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr) #0\ndeclare i64 @helper(ptr) #0\nattributes #0 = { nonlazybind }",
+        );
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let jump = |name: &str| name == "_JIT_CONTINUE";
+        assert_eq!(direct_hole_calls(&module, jump), 1);
+        let text = module.print_to_string().to_string();
+        let line = |name: &str| text.lines().find(|l| l.contains(name)).unwrap().to_string();
+        assert!(
+            !line("declare preserve_nonecc i64 @_JIT_CONTINUE").contains('#'),
+            "{text}"
+        );
+        assert!(
+            line("declare i64 @helper").contains('#'),
+            "helpers keep -fno-plt: {text}"
+        );
+        assert_eq!(direct_hole_calls(&module, jump), 0);
     }
 
     #[test]

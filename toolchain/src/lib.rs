@@ -30,6 +30,7 @@ pub mod manifest;
 pub mod narrow;
 pub mod object;
 pub mod pipeline;
+pub mod scale_set;
 pub mod set;
 pub mod stencil;
 pub mod target;

@@ -31,9 +31,19 @@ pub struct Manifest {
     pub include_dirs: Vec<String>,
     pub defines: Vec<String>,
     pub cflags: Vec<String>,
+    /// A header (relative to the root) precompiled once per target and loaded before every
+    /// unit (`clang -include-pch`), so that headers all units share are parsed once per
+    /// target instead of once per unit. Every unit must be able to start with it.
+    pub precompiled_header: Option<String>,
     pub hole_prefix: String,
     pub naming: Naming,
+    /// The entry shim: a function name (`functions` naming) or, in a set with one function
+    /// per unit, the stencil name, i.e. the unit's file stem (`shim = "shim"` for `shim.c`).
     pub shim: Option<String>,
+    /// How many pointer arguments every op and the shim take (`[stencils] parameters`,
+    /// default 2: `int64_t op(struct cpjit_frame *frame, uint64_t *sp)`); e.g. 3 for
+    /// `(frame, stack pointer, thread state)`.
+    pub parameters: usize,
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
     pub targets: BTreeMap<String, TargetFlags>,
@@ -100,6 +110,8 @@ struct RawManifest {
     defines: Vec<String>,
     #[serde(default)]
     cflags: Vec<String>,
+    #[serde(default)]
+    precompiled_header: Option<String>,
     #[serde(default = "default_hole_prefix")]
     hole_prefix: String,
     #[serde(default)]
@@ -121,12 +133,18 @@ struct RawStencils {
     functions: Option<String>,
     translation_unit_entry: Option<String>,
     shim: Option<String>,
+    #[serde(default = "default_parameters")]
+    parameters: usize,
     #[serde(default = "default_target_suffix")]
     target_suffix: String,
 }
 
 fn default_hole_prefix() -> String {
     "_JIT_".into()
+}
+
+fn default_parameters() -> usize {
+    2
 }
 
 fn default_target_suffix() -> String {
@@ -181,6 +199,21 @@ impl Manifest {
                 "{file}: key `limits.clang_seconds` must be a positive number of seconds"
             )));
         }
+        if let Some(header) = &raw.precompiled_header {
+            if header.is_empty() || Path::new(header).is_absolute() {
+                return Err(Error(format!(
+                    "{file}: key `precompiled_header`: `{header}` must be a header path relative \
+                     to the manifest's directory"
+                )));
+            }
+        }
+        if !(1..=6).contains(&raw.stencils.parameters) {
+            return Err(Error(format!(
+                "{file}: key `stencils.parameters` is {} but must be 1 to 6 (pointer arguments \
+                 passed in registers on every target)",
+                raw.stencils.parameters
+            )));
+        }
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -210,9 +243,11 @@ impl Manifest {
             include_dirs: raw.include_dirs,
             defines: raw.defines,
             cflags: raw.cflags,
+            precompiled_header: raw.precompiled_header,
             hole_prefix: raw.hole_prefix,
             naming,
             shim: raw.stencils.shim,
+            parameters: raw.stencils.parameters,
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
@@ -258,13 +293,37 @@ impl Manifest {
 
     /// Whether `name` is a stencil of this set (matches the naming rule or is the shim).
     pub fn is_stencil_symbol(&self, name: &str) -> bool {
-        if self.shim.as_deref() == Some(name) {
-            return true;
-        }
         match &self.naming {
-            Naming::Functions(pattern) => glob::matches(pattern, name),
+            Naming::Functions(pattern) => {
+                self.shim.as_deref() == Some(name) || glob::matches(pattern, name)
+            }
             Naming::TranslationUnitEntry(entry) => name == entry,
         }
+    }
+
+    /// The name of the stencil that function `name` of unit `template` becomes (the unit's
+    /// file stem in a set with one function per unit): what errors call it.
+    pub fn stencil_name(&self, name: &str, template: &str) -> String {
+        match &self.naming {
+            Naming::TranslationUnitEntry(entry) if name == entry => {
+                let base = template.rsplit('/').next().unwrap_or(template);
+                base.split('.').next().unwrap_or(base).to_string()
+            }
+            _ => name.to_string(),
+        }
+    }
+
+    /// Whether function `name` of unit `template` is the entry shim.
+    pub fn is_shim(&self, name: &str, template: &str) -> bool {
+        self.is_stencil_symbol(name)
+            && self.shim.as_deref() == Some(self.stencil_name(name, template).as_str())
+    }
+
+    /// Whether `name` is a hole that jumps to another instance: the continuation
+    /// (`<prefix>CONTINUE`) or a jump target (`<prefix><NAME><target_suffix>`).
+    pub fn is_jump_hole(&self, name: &str) -> bool {
+        name.strip_prefix(self.hole_prefix.as_str())
+            .is_some_and(|rest| rest == "CONTINUE" || rest.ends_with(self.target_suffix.as_str()))
     }
 
     /// Whether stencils may reference the external symbol `name`.
@@ -364,6 +423,35 @@ mod tests {
             .unwrap_err()
             .0
             .contains("does not exist"));
+    }
+
+    #[test]
+    fn precompiled_header_is_a_relative_path() {
+        assert_eq!(parse(MINIMAL).unwrap().precompiled_header, None);
+        let m = parse(&format!(
+            "precompiled_header = \"include/big.h\"\n{MINIMAL}"
+        ))
+        .unwrap();
+        assert_eq!(m.precompiled_header.as_deref(), Some("include/big.h"));
+        for bad in ["", "/abs/big.h"] {
+            let err = parse(&format!("precompiled_header = \"{bad}\"\n{MINIMAL}")).unwrap_err();
+            assert!(err.0.contains("precompiled_header"), "{err}");
+        }
+    }
+
+    #[test]
+    fn one_function_per_unit_sets_select_the_shim_by_unit() {
+        let m = parse("name = \"t\"\nsources = [\"*.c\"]\n[stencils]\ntranslation_unit_entry = \"_JIT_ENTRY\"\nshim = \"shim\"\nparameters = 3\n").unwrap();
+        assert_eq!(m.parameters, 3);
+        assert!(m.is_shim("_JIT_ENTRY", "shim.c"));
+        assert!(!m.is_shim("_JIT_ENTRY", "ops/op_add.c"), "not every unit");
+        assert!(!m.is_stencil_symbol("shim"));
+        assert_eq!(m.stencil_name("_JIT_ENTRY", "ops/op_add.c"), "op_add");
+        assert_eq!(m.stencil_name("helper", "ops/op_add.c"), "helper");
+        let m = parse(MINIMAL).unwrap();
+        assert_eq!(m.parameters, 2);
+        let err = parse(&format!("{MINIMAL}parameters = 0\n")).unwrap_err();
+        assert!(err.0.contains("stencils.parameters"), "{err}");
     }
 
     #[test]

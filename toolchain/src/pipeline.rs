@@ -1,9 +1,11 @@
 //! The build pipeline for one (translation unit, target) pair, and the parallel driver over
-//! all pairs: `clang -E` (skipped on a direct-mode cache hit) → `clang` to bitcode (cached
-//! by preprocessed text) → inkwell parse + validation → object emission (cached by bitcode)
-//! → object reader → frame layouts (`frame`) → reserved-register check.
+//! all pairs: the set's precompiled header, once per target (cached by the content of the
+//! files it was built from) → `clang` to bitcode with `-MD` (cached by the content of every
+//! file the dependency list names, so an unchanged unit spawns no clang at all) → inkwell
+//! parse + validation → object emission (cached by bitcode) → object reader → frame
+//! layouts (`frame`) → reserved-register check.
 
-use crate::cache::{self, Cache, DepEntry};
+use crate::cache::{self, Cache, DepEntry, FileHashes};
 use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
@@ -30,6 +32,22 @@ pub struct Pipeline<'a> {
     pub clang_version: &'a str,
     pub llvm_version: &'a str,
     pub cache: &'a Cache,
+    /// Content hashes of the files units read, each hashed once per build.
+    pub hashes: FileHashes,
+}
+
+/// A target's precompiled header, ready to use: the file clang loads and the key that
+/// names its content (part of every unit's cache keys).
+pub struct PreparedPch {
+    pub path: PathBuf,
+    pub key: String,
+}
+
+/// The precompiled headers of one build, by target triple, in a directory that lives as
+/// long as the build.
+struct Pchs {
+    _dir: Option<tempfile::TempDir>,
+    by_target: std::collections::HashMap<String, PreparedPch>,
 }
 
 /// The result of one (translation unit, target) job.
@@ -60,6 +78,7 @@ impl Pipeline<'_> {
             .num_threads(threads.max(1))
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
+        let pchs = pool.install(|| self.prepare_pchs(jobs))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
         let finished = AtomicBool::new(false);
         let results: Vec<Result<UnitOutput>> = std::thread::scope(|scope| {
@@ -80,7 +99,8 @@ impl Pipeline<'_> {
                     .map(|job| {
                         let what = format!("{} {}", job.target.triple, job.unit.display());
                         progress.begin(&what);
-                        let r = self.run_job(job);
+                        let pch = pchs.by_target.get(&job.target.triple);
+                        let r = self.run_job(job, pch);
                         progress.end(&what);
                         r
                     })
@@ -111,19 +131,27 @@ impl Pipeline<'_> {
     /// One translation unit for one target. A failure of anything that came from the cache
     /// (parsing, validation, object reading) makes those entries misses: they are removed
     /// and the unit is rebuilt once without reading the cache.
-    pub fn run(&self, target: &Target, unit: &std::path::Path) -> Result<UnitOutput> {
-        self.run_job(&Job {
-            target,
-            unit: unit.to_path_buf(),
-            member: None,
-        })
+    pub fn run(
+        &self,
+        target: &Target,
+        unit: &std::path::Path,
+        pch: Option<&PreparedPch>,
+    ) -> Result<UnitOutput> {
+        self.run_job(
+            &Job {
+                target,
+                unit: unit.to_path_buf(),
+                member: None,
+            },
+            pch,
+        )
     }
 
     /// [`Pipeline::run`] for any job (a family member too).
-    pub fn run_job(&self, job: &Job) -> Result<UnitOutput> {
+    pub fn run_job(&self, job: &Job, pch: Option<&PreparedPch>) -> Result<UnitOutput> {
         let (target, unit) = (job.target, job.unit.as_path());
         let mut attempt = Attempt::new(true);
-        match self.attempt(target, unit, job.member, &mut attempt) {
+        match self.attempt(target, unit, job.member, pch, &mut attempt) {
             Ok(output) => {
                 attempt.store(self.cache);
                 Ok(output)
@@ -133,7 +161,7 @@ impl Pipeline<'_> {
                     self.cache.reject(kind, key, &error.0);
                 }
                 let mut fresh = Attempt::new(false);
-                let output = self.attempt(target, unit, job.member, &mut fresh)?;
+                let output = self.attempt(target, unit, job.member, pch, &mut fresh)?;
                 fresh.store(self.cache);
                 Ok(output)
             }
@@ -147,6 +175,7 @@ impl Pipeline<'_> {
         target: &Target,
         unit: &std::path::Path,
         member: Option<&Member>,
+        pch: Option<&PreparedPch>,
         attempt: &mut Attempt,
     ) -> Result<UnitOutput> {
         let start = Instant::now();
@@ -165,7 +194,7 @@ impl Pipeline<'_> {
         if let Some(m) = member {
             flags.extend(m.defines.iter().map(|d| format!("-D{d}")));
         }
-        let bitcode = self.bitcode(unit, &flags, attempt).map_err(at)?;
+        let bitcode = self.bitcode(unit, &flags, pch, attempt).map_err(at)?;
 
         let context = Context::create();
         let module = llvm::parse_bitcode(&context, &bitcode, &template).map_err(at)?;
@@ -175,6 +204,8 @@ impl Pipeline<'_> {
             op_cc: target.op_calling_convention,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
+        // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
+        layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
         layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
         // Static helpers must be followable (part of `machine_key`).
@@ -230,72 +261,165 @@ impl Pipeline<'_> {
         })
     }
 
-    /// Bitcode for `unit`: from the cache when its preprocessed text is known (directly, by
-    /// the unit's and its headers' contents, or by running `clang -E`), else compiled.
+    /// Bitcode for `unit`: from the cache when every file its last compilation read still
+    /// has the content it had then, else compiled (and its dependency list recorded).
     fn bitcode(
         &self,
         unit: &std::path::Path,
         flags: &[String],
+        pch: Option<&PreparedPch>,
         attempt: &mut Attempt,
     ) -> Result<Vec<u8>> {
         let path = self.manifest.root.join(unit);
-        let source = std::fs::read(&path)
-            .map_err(|e| Error(format!("cannot read {}: {e}", path.display())))?;
         let flag_bytes = flags.join("\0");
+        let pch_key = pch.map_or("", |p| p.key.as_str());
         let dep_key = cache::key(&[
-            b"dep",
+            b"dep2",
             self.clang_version.as_bytes(),
             flag_bytes.as_bytes(),
+            pch_key.as_bytes(),
             path.to_string_lossy().as_bytes(),
-            &source,
         ]);
-        let bc_key = |pp_hash: &str| {
+        let bc_key = |entry: &DepEntry| {
             cache::key(&[
-                b"bc",
+                b"bc2",
                 self.clang_version.as_bytes(),
                 flag_bytes.as_bytes(),
-                pp_hash.as_bytes(),
+                pch_key.as_bytes(),
+                &entry.encode(),
             ])
         };
-        if let Some(bytes) = attempt.get(self.cache, "dep", &dep_key) {
+        if let Some(bytes) = attempt.get(self.cache, "dep2", &dep_key) {
             match DepEntry::decode(&bytes) {
-                Some(entry) if entry.is_fresh() => {
-                    if let Some(bitcode) =
-                        attempt.get(self.cache, "bc", &bc_key(&entry.preprocessed))
-                    {
+                Some(entry) if entry.is_fresh(&self.hashes) => {
+                    if let Some(bitcode) = attempt.get(self.cache, "bc2", &bc_key(&entry)) {
                         return Ok(bitcode);
                     }
                 }
                 Some(_) => {}
-                None => self.cache.reject("dep", &dep_key, "not a dependency list"),
+                None => self.cache.reject("dep2", &dep_key, "not a dependency list"),
             }
         }
         let limit = self.manifest.limits.clang_time();
-        let preprocessed = clang::preprocess_within(flags, &path, limit)?;
-        let pp_hash = cache::key(&[&preprocessed]);
-        let key = bc_key(&pp_hash);
-        let bitcode = match attempt.get(self.cache, "bc", &key) {
-            Some(b) => b,
-            None => {
-                let b = clang::compile_bitcode_within(flags, &preprocessed, limit)?;
-                attempt.put("bc", &key, &b);
-                b
-            }
+        let compiled =
+            clang::compile_source_within(flags, &path, pch.map(|p| p.path.as_path()), limit)?;
+        // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
+        // on, so the bitcode is used but not stored.
+        if let Some(entry) = self.dep_entry(&compiled.inputs) {
+            attempt.put("bc2", &bc_key(&entry), &compiled.bitcode);
+            attempt.put("dep2", &dep_key, &entry.encode());
+        }
+        Ok(compiled.bitcode)
+    }
+
+    /// The dependency entry of `inputs` (each with its content hash), if all are readable.
+    fn dep_entry(&self, inputs: &[PathBuf]) -> Option<DepEntry> {
+        let files = inputs
+            .iter()
+            .map(|file| Some((file.display().to_string(), self.hashes.hash(file)?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(DepEntry { files })
+    }
+
+    /// The precompiled header of every target among `jobs`, if the set has one.
+    fn prepare_pchs(&self, jobs: &[Job]) -> Result<Pchs> {
+        let Some(header) = &self.manifest.precompiled_header else {
+            return Ok(Pchs {
+                _dir: None,
+                by_target: Default::default(),
+            });
         };
-        let mut files = Vec::new();
-        for file in clang::included_files(&preprocessed) {
-            match std::fs::read(&file) {
-                Ok(bytes) => files.push((file, cache::key(&[&bytes]))),
-                // A marker that is not a readable file: no direct-mode entry, preprocess each time.
-                Err(_) => return Ok(bitcode),
+        let dir = tempfile::Builder::new()
+            .prefix("cpjit-pch-")
+            .tempdir()
+            .map_err(|e| Error(format!("cannot create a temporary directory: {e}")))?;
+        let mut targets: Vec<&Target> = jobs.iter().map(|j| j.target).collect();
+        targets.sort_by(|a, b| a.triple.cmp(&b.triple));
+        targets.dedup_by(|a, b| a.triple == b.triple);
+        let prepared: Vec<Result<(String, PreparedPch)>> = targets
+            .par_iter()
+            .map(|t| {
+                let out = dir.path().join(format!("{}.pch", t.triple));
+                let pch = self.pch(t, header, out).map_err(|e| {
+                    e.context(format!(
+                        "{}: precompiled_header `{header}` (manifest.toml)",
+                        t.triple
+                    ))
+                })?;
+                Ok((t.triple.clone(), pch))
+            })
+            .collect();
+        let mut by_target = std::collections::HashMap::new();
+        let mut errors = Vec::new();
+        for p in prepared {
+            match p {
+                Ok((triple, pch)) => {
+                    by_target.insert(triple, pch);
+                }
+                Err(e) => errors.push(e),
             }
         }
-        let entry = DepEntry {
-            preprocessed: pp_hash,
-            files,
+        if !errors.is_empty() {
+            return Err(Error::many(errors));
+        }
+        Ok(Pchs {
+            _dir: Some(dir),
+            by_target,
+        })
+    }
+
+    /// One target's precompiled header, written to `out`: from the cache when every file
+    /// it was built from is unchanged, else built (and cached).
+    fn pch(&self, target: &Target, header: &str, out: PathBuf) -> Result<PreparedPch> {
+        let path = self.manifest.root.join(header);
+        if !path.is_file() {
+            return Err(Error(format!("{} is not a file", path.display())));
+        }
+        let flags = clang::compile_flags(self.manifest, target);
+        let dep_key = cache::key(&[
+            b"pchdep",
+            self.clang_version.as_bytes(),
+            flags.join("\0").as_bytes(),
+            path.to_string_lossy().as_bytes(),
+        ]);
+        let pch_key = |entry: &DepEntry| cache::key(&[dep_key.as_bytes(), &entry.encode()]);
+        let write = |bytes: &[u8]| {
+            std::fs::write(&out, bytes)
+                .map_err(|e| Error(format!("cannot write {}: {e}", out.display())))
         };
-        attempt.put("dep", &dep_key, &entry.encode());
-        Ok(bitcode)
+        if let Some(entry) = self
+            .cache
+            .get("pchdep", &dep_key)
+            .and_then(|b| DepEntry::decode(&b))
+            .filter(|e| e.is_fresh(&self.hashes))
+        {
+            let key = pch_key(&entry);
+            if let Some(bytes) = self.cache.get("pch", &key) {
+                write(&bytes)?;
+                return Ok(PreparedPch { path: out, key });
+            }
+        }
+        let inputs = clang::precompile_header_within(
+            &flags,
+            &path,
+            &out,
+            self.manifest.limits.clang_time(),
+        )?;
+        let Some(entry) = self.dep_entry(&inputs) else {
+            // An input vanished while clang ran: usable once, keyed so that it is never reused.
+            return Ok(PreparedPch {
+                path: out,
+                key: cache::key(&[b"uncached", dep_key.as_bytes()]),
+            });
+        };
+        let key = pch_key(&entry);
+        // Clang's output is checked by clang when it loads the header; a PCH that fails
+        // there fails its units, which are then rebuilt without the cache (see `run`).
+        if let Ok(bytes) = std::fs::read(&out) {
+            self.cache.put("pch", &key, &bytes);
+            self.cache.put("pchdep", &dep_key, &entry.encode());
+        }
+        Ok(PreparedPch { path: out, key })
     }
 }
 

@@ -1,6 +1,7 @@
 //! Validation of the LLVM IR of each stencil before code generation:
 //!
-//! - a call to a hole symbol (`_JIT_CONTINUE`, `_JIT_<NAME>_TARGET`) must be a `musttail`
+//! - a call to a hole symbol (`_JIT_CONTINUE`, `_JIT_<NAME>_TARGET`), declared as a function
+//!   or as data called through its address, must be a `musttail`
 //!   call, so it compiles to a jump (the entry shim is exempt: it calls its continuation);
 //!   any other path ends in `ret` (back through the shim) or `unreachable`;
 //! - no exception-handling control flow (`invoke`, `callbr`, `resume`, ...);
@@ -65,6 +66,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         errors: Vec::new(),
         facts: IrFacts::default(),
         stencil: String::new(),
+        display: String::new(),
         visited: HashSet::new(),
         instance_data: HashSet::new(),
         instructions: 0,
@@ -78,8 +80,9 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
             if LLVMIsDeclaration(f) == 0 {
                 let name = value_name(f);
                 if manifest.is_stencil_symbol(&name) {
-                    let is_shim = manifest.shim.as_deref() == Some(name.as_str());
+                    let is_shim = manifest.is_shim(&name, site.template);
                     v.stencil = name.clone();
+                    v.display = manifest.stencil_name(&name, site.template);
                     v.facts.stencils.insert(name.clone());
                     v.visited.clear();
                     v.instructions = 0;
@@ -95,7 +98,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         if !asm.is_null() && asm_len > 0 {
             let text =
                 String::from_utf8_lossy(std::slice::from_raw_parts(asm.cast::<u8>(), asm_len));
-            v.stencil = String::from("(module)");
+            v.display = String::from("(module)");
             v.error(format!(
                 "module-level inline assembly `{}` (stencils must be plain C: the toolchain cannot \
                  check assembly it did not generate)",
@@ -106,7 +109,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         while !g.is_null() {
             if LLVMIsThreadLocal(g) != 0 {
                 let name = value_name(g);
-                v.stencil = String::from("(module)");
+                v.display = String::from("(module)");
                 v.error(format!(
                     "thread-local global `{name}` (stencils cannot use thread-local storage)"
                 ));
@@ -127,6 +130,8 @@ struct Validator<'a> {
     errors: Vec<Error>,
     facts: IrFacts,
     stencil: String,
+    /// What errors call the current stencil (its unit's name in a one-function-per-unit set).
+    display: String,
     /// Functions and globals already walked for the current stencil.
     visited: HashSet<usize>,
     /// Globals marked `CPJIT_INSTANCE_DATA`.
@@ -139,7 +144,7 @@ impl Validator<'_> {
     fn error(&mut self, what: String) {
         let msg = format!(
             "{}: {}: stencil `{}`: {what}",
-            self.site.target, self.site.template, self.stencil
+            self.site.target, self.site.template, self.display
         );
         if !self.errors.iter().any(|e| e.0 == msg) {
             self.errors.push(Error(msg));
@@ -179,14 +184,20 @@ impl Validator<'_> {
         let count = LLVMCountParamTypes(ty) as usize;
         let mut params = vec![std::ptr::null_mut(); count];
         LLVMGetParamTypes(ty, params.as_mut_ptr());
-        let params_ok = count == 2
+        let want = self.manifest.parameters;
+        let params_ok = count == want
             && params
                 .iter()
                 .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind);
         if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
+            let wanted = vec!["ptr"; want].join(", ");
             self.error(format!(
-                "signature is `{found}` but the set's ABI requires `i64 (ptr, ptr)`, i.e. \
-                 `int64_t op(struct cpjit_frame *frame, uint64_t *sp)` (cpjit.h's cpjit_op)"
+                "signature is `{found}` but the set's ABI requires `i64 ({wanted})`{}",
+                if want == 2 {
+                    ", i.e. `int64_t op(struct cpjit_frame *frame, uint64_t *sp)` (cpjit.h's cpjit_op)"
+                } else {
+                    " ([stencils] parameters in manifest.toml)"
+                }
             ));
         }
     }
@@ -265,13 +276,23 @@ impl Validator<'_> {
             ));
             return;
         }
-        if callee.is_null() || LLVMIsAFunction(callee).is_null() {
+        // A hole is recognised by its symbol, whatever its declaration: a function
+        // (`extern cpjit_op _JIT_CONTINUE`) or data reached through its address
+        // (`extern void _JIT_CONTINUE;` ... `((op *)&_JIT_CONTINUE)(...)`), whose callee in
+        // IR is a global variable.
+        if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
             return; // Indirect call: no symbol involved.
         }
         let name = value_name(callee);
         let prefix = &self.manifest.hole_prefix;
         if !name.starts_with(prefix.as_str()) {
             return; // Checked as a symbol reference with the other operands.
+        }
+        // Data holes other than the continuation and jump targets are operands: calling
+        // one calls the address the runtime patches in (e.g. a helper), not another
+        // instance.
+        if LLVMIsAFunction(callee).is_null() && !self.manifest.is_jump_hole(&name) {
+            return;
         }
         if name[prefix.len()..] == *"CONTINUE" {
             self.facts.continues.insert(self.stencil.clone());

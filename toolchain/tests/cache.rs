@@ -47,10 +47,10 @@ fn corrupt_truncated_and_empty_entries_are_rebuilt_and_replaced() {
         .any(|(p, _)| p.to_string_lossy().contains("obj-")));
     assert!(good
         .iter()
-        .any(|(p, _)| p.to_string_lossy().contains("bc-")));
+        .any(|(p, _)| p.to_string_lossy().contains("bc2-")));
     assert!(good
         .iter()
-        .any(|(p, _)| p.to_string_lossy().contains("dep-")));
+        .any(|(p, _)| p.to_string_lossy().contains("dep2-")));
 
     type Damage = fn(&[u8]) -> Vec<u8>;
     let damages: [(&str, Damage); 4] = [

@@ -23,10 +23,11 @@ fn options(cache: &Path, out: &Path) -> BuildOptions {
 fn garbage_from_a_clang_that_exits_0_is_never_cached() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("clang-garbage");
-    // The real clang for everything except bitcode generation, which "succeeds" with junk.
+    // The real clang for everything; bitcode generation (which writes the dependency file)
+    // then "succeeds" with junk instead of its output.
     std::fs::write(
         &fake,
-        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = -emit-llvm ]; then\n    cat >/dev/null\n    printf 'BC\\300\\336garbage'\n    exit 0\n  fi\ndone\nexec clang-19 \"$@\"\n",
+        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = -emit-llvm ]; then\n    clang-19 \"$@\" >/dev/null || exit 1\n    printf 'BC\\300\\336garbage'\n    exit 0\n  fi\ndone\nexec clang-19 \"$@\"\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -51,7 +52,7 @@ fn garbage_from_a_clang_that_exits_0_is_never_cached() {
     assert!(
         stored
             .iter()
-            .all(|n| !n.starts_with("bc-") && !n.starts_with("dep-")),
+            .all(|n| !n.starts_with("bc2-") && !n.starts_with("dep2-")),
         "nothing from the bad compiler was stored: {stored:?}"
     );
 

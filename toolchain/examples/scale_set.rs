@@ -1,0 +1,27 @@
+//! Writes the generated CPython-style scale set (`cpjit_toolchain::scale_set`):
+//! `cargo run -p cpjit-toolchain --example scale_set -- DIR [OPS [HEADER_LINES]]`
+//! (defaults: 300 ops, a 20,000-line header, the bench's full size).
+
+use cpjit_toolchain::scale_set::ScaleSet;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: scale_set DIR [OPS [HEADER_LINES]]";
+    let dir = args.first().expect(usage);
+    let number = |i: usize, default: usize| {
+        args.get(i).map_or(default, |s| {
+            s.parse().unwrap_or_else(|_| panic!("{usage}: `{s}`"))
+        })
+    };
+    let set = ScaleSet {
+        ops: number(1, 300),
+        header_lines: number(2, 20_000),
+    };
+    set.write(std::path::Path::new(dir))
+        .unwrap_or_else(|e| panic!("cannot write {dir}: {e}"));
+    println!(
+        "{dir}: {} ops, {} object kinds in include/scale.h",
+        set.ops,
+        set.kinds()
+    );
+}

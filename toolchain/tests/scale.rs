@@ -1,0 +1,269 @@
+//! The generated CPython-style set (`cpjit_toolchain::scale_set`): one `_JIT_ENTRY` per unit,
+//! a shared large header behind a precompiled header, holes declared as data and tail-called
+//! through their addresses, three-argument ops and shim — on every target.
+
+mod common;
+
+use common::*;
+use cpjit_toolchain::cache::Cache;
+use cpjit_toolchain::driver;
+use cpjit_toolchain::scale_set::{op_name, ScaleSet};
+use cpjit_toolchain::target::Target;
+use cpjit_toolchain::writer::Sidecar;
+use std::path::Path;
+
+const SMALL: ScaleSet = ScaleSet {
+    ops: 6,
+    header_lines: 1_500,
+};
+
+fn triples() -> Vec<String> {
+    Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .map(|t| t.triple)
+        .collect()
+}
+
+fn lib_rs(out: &Path, triple: &str) -> String {
+    std::fs::read_to_string(out.join(triple).join("src/lib.rs")).unwrap()
+}
+
+#[test]
+fn the_small_scale_set_builds_for_every_target_with_every_continuation_elided() {
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = options(
+        set.path().to_path_buf(),
+        &[],
+        out.path(),
+        Cache::new(cache.path().to_path_buf()),
+    );
+    driver::build_stencils(&opts).unwrap();
+    for triple in triples() {
+        let sidecar = Sidecar::read(&out.path().join(&triple)).unwrap();
+        assert_eq!(sidecar.counts.stencils, SMALL.ops + 1, "{triple}");
+        // Every op ends in its continuation through `&_JIT_CONTINUE`: recognised as a hole
+        // call, so the reader may elide it (an elided jump without a recognised musttail
+        // call is an error); where the layout pass runs (x86-64 ELF and COFF) every op's.
+        let layout_runs = triple.starts_with("x86_64") && !triple.contains("apple");
+        if layout_runs {
+            assert_eq!(sidecar.counts.elided_jumps, SMALL.ops, "{triple}");
+        }
+        let lib = lib_rs(out.path(), &triple);
+        for k in 0..SMALL.ops {
+            assert!(
+                lib.contains(&format!("pub const {}: usize", op_name(k))),
+                "{triple}: {lib}"
+            );
+        }
+        assert!(lib.contains("pub const shim: usize"), "{triple}");
+        assert!(
+            !lib.contains("shim: None"),
+            "the shim is selected by its unit: {triple}"
+        );
+    }
+    // Unchanged inputs: up to date without compiling.
+    let report = driver::build_stencils(&opts).unwrap();
+    assert!(report.built.is_empty(), "{:?}", report.lines);
+}
+
+/// Runs the `cpjit` binary on `set` for `triple`; returns (success, stderr).
+fn cpjit(set: &Path, triple: &str) -> (bool, String) {
+    let out = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let result = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"))
+        .args(["build-stencils", "--templates"])
+        .arg(set)
+        .arg("--targets-dir")
+        .arg(workspace().join("targets"))
+        .arg("--out")
+        .arg(out.path())
+        .args(["--target", triple])
+        .env("CPJIT_STENCIL_CACHE", cache.path())
+        .output()
+        .unwrap();
+    (
+        result.status.success(),
+        String::from_utf8_lossy(&result.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn warnings_are_those_of_the_sources_not_of_preprocessed_text() {
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    let triple = first_target();
+    let (ok, stderr) = cpjit(set.path(), &triple);
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // The same op compiled as preprocessed text warns: the test can fail.
+    let unit = set.path().join("ops/op_0001.c");
+    let include = format!("-I{}", set.path().join("include").display());
+    let pp = std::process::Command::new("clang-19")
+        .args(["-E", "-O2", &include])
+        .arg(&unit)
+        .output()
+        .unwrap();
+    let mut child = std::process::Command::new("clang-19")
+        .args(["-x", "cpp-output", "-O2", "-fsyntax-only", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(&pp.stdout).unwrap();
+    let warned = child.wait_with_output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&warned.stderr).contains("-Wparentheses-equality"),
+        "preprocessed text no longer warns; the check above proves nothing"
+    );
+}
+
+#[test]
+fn a_non_tail_call_to_a_data_declared_continuation_is_an_error_naming_the_unit() {
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    let unit = set.path().join("ops/op_0003.c");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let bad = text.replace(
+        "  TAIL_CALL(_JIT_CONTINUE);",
+        "  int64_t r = ((jit_func *)&_JIT_CONTINUE)(frame, sp, ts);\n  return r + 1;",
+    );
+    assert_ne!(bad, text);
+    std::fs::write(&unit, bad).unwrap();
+    for triple in triples() {
+        let out = tempfile::tempdir().unwrap();
+        let opts = options(
+            set.path().to_path_buf(),
+            &[&triple],
+            out.path(),
+            Cache::disabled(),
+        );
+        let err = driver::build_stencils(&opts).unwrap_err().0;
+        assert!(
+            err.contains(&format!("{triple}: ops/op_0003.c: stencil `op_0003`"))
+                && err.contains("without musttail")
+                && err.contains("_JIT_CONTINUE"),
+            "{triple}: {err}"
+        );
+        assert!(!err.contains("op_0002"), "{err}");
+    }
+}
+
+#[test]
+fn no_plt_keeps_continuation_elision_on_x86_64() {
+    let triple = triples()
+        .into_iter()
+        .find(|t| t.starts_with("x86_64") && t.contains("linux"))
+        .unwrap();
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    // The default set's continuations are functions, which -fno-plt marks nonlazybind.
+    for (templates, manifest_extra) in [
+        (set.path().to_path_buf(), "cflags = [\"-O2\", \"-fno-plt\"]"),
+        (
+            workspace().join("templates"),
+            "cflags = [\"-O2\", \"-fno-plt\"]",
+        ),
+    ] {
+        let copy = tempfile::tempdir().unwrap();
+        copy_dir(&templates, copy.path());
+        let manifest = copy.path().join("manifest.toml");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let edited = text.replace("cflags = [\"-O2\"]", manifest_extra);
+        assert_ne!(edited, text);
+        std::fs::write(&manifest, edited).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let build = |dir: &Path, out: &Path| {
+            driver::build_stencils(&options(
+                dir.to_path_buf(),
+                &[&triple],
+                out,
+                Cache::disabled(),
+            ))
+            .unwrap();
+            Sidecar::read(&out.join(&triple))
+                .unwrap()
+                .counts
+                .elided_jumps
+        };
+        let with = build(copy.path(), out.path());
+        let plain_out = tempfile::tempdir().unwrap();
+        let without = build(&templates, plain_out.path());
+        assert!(
+            with > 0 && with == without,
+            "-fno-plt: {with} elided, without: {without}"
+        );
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if path.is_dir() {
+            copy_dir(&path, &to.join(entry.file_name()));
+        } else {
+            std::fs::copy(&path, to.join(entry.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_precompiled_header_is_reused_when_touched_and_rebuilt_when_changed() {
+    let set = tempfile::tempdir().unwrap();
+    SMALL.write(set.path()).unwrap();
+    let triple = first_target();
+    let out = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let mut opts = options(
+        set.path().to_path_buf(),
+        &[&triple],
+        out.path(),
+        Cache::new(cache.path().to_path_buf()),
+    );
+    opts.force = true;
+    driver::build_stencils(&opts).unwrap();
+    let pchs = || {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("pch-")
+            })
+            .count()
+    };
+    assert_eq!(pchs(), 1);
+    // Same content, new modification time: clang's own PCH check would refuse the cached
+    // header ("has been modified since the precompiled header was built"); the content key
+    // keeps it.
+    let header = set.path().join("include/scale.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(&header, &text).unwrap();
+    driver::build_stencils(&opts).unwrap();
+    assert_eq!(pchs(), 1, "reused");
+    let digest = || {
+        Sidecar::read(&out.path().join(&triple))
+            .unwrap()
+            .inputs_digest
+    };
+    let before = digest();
+    // Inside the include guard: the unit's own `#include` after the PCH must be a no-op.
+    let changed = text.replace(
+        "#endif /* SCALE_H */",
+        "static inline int added(void) { return 1; }\n#endif /* SCALE_H */",
+    );
+    assert_ne!(changed, text);
+    std::fs::write(&header, changed).unwrap();
+    driver::build_stencils(&opts).unwrap();
+    assert_eq!(pchs(), 2, "rebuilt for the new content");
+    assert_ne!(digest(), before);
+}
