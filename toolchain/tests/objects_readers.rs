@@ -80,7 +80,7 @@ fn stencil<'a>(stencils: &'a [StencilBuf], name: &str) -> &'a StencilBuf {
 
 fn data_u64(s: &StencilBuf, offset: i64) -> u64 {
     let o = usize::try_from(offset).unwrap();
-    u64::from_le_bytes(s.data[o..o + 8].try_into().unwrap())
+    u64::from_le_bytes(s.init_data[o..o + 8].try_into().unwrap())
 }
 
 /// The data offset a code hole refers to: PC-relative x86 addends carry the −4 bias of the
@@ -189,7 +189,7 @@ fn hole_fields_are_zeroed() {
                     let bytes = if h.section == Section::Code {
                         &s.code
                     } else {
-                        &s.data
+                        &s.init_data
                     };
                     let field = &bytes[h.offset as usize..h.offset as usize + h.kind.width()];
                     match h.kind.arch() {
@@ -325,7 +325,12 @@ fn zero_fill_is_laid_out_after_initialized_data() {
             counters > scratch,
             "{triple}: zero-fill after writable data"
         );
-        assert!(count.data[counters as usize..].iter().all(|&b| b == 0));
+        // The zero-fill is described, not stored: the initialized bytes end before it.
+        assert_eq!(count.zero_fill.len(), 1, "{triple}: {:?}", count.zero_fill);
+        let z = &count.zero_fill[0];
+        assert_eq!((z.offset, z.size), (counters as u64, 32), "{triple}");
+        assert!(count.init_data.len() as u64 <= z.offset, "{triple}");
+        assert_eq!(count.data_len, z.offset + z.size, "{triple}");
     }
 }
 

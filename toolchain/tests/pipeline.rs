@@ -551,7 +551,11 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
         lib.len()
     );
     assert!(
-        lib.contains("data: &zero_extended::<33554432>(&[]),"),
+        lib.contains("        init_data: &[],\n        data_len: 33554432,\n"),
+        "{lib}"
+    );
+    assert!(
+        lib.contains("ZeroFill { name: \"op.c:") && lib.contains("size: 33554432"),
         "{lib}"
     );
     assert_eq!(
@@ -562,7 +566,10 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
     std::fs::create_dir_all(crate_dir.join("tests")).unwrap();
     std::fs::write(
         crate_dir.join("tests/len.rs"),
-        "#[test]\nfn len() { assert_eq!(cpjit_stencils_x86_64_unknown_linux_gnu::SET.stencils[0].data.len(), 32 << 20); }\n",
+        format!(
+            "#[test]\nfn len() {{ let set = &cpjit_stencils_{}::SET; assert_eq!(set.stencils[0].data_len, 32 << 20); assert_eq!(set.zero_fill[0].size, 32 << 20); assert!(set.stencils[0].init_data.is_empty()); }}\n",
+            target.replace('-', "_")
+        ),
     )
     .unwrap();
     let status = std::process::Command::new(env!("CARGO"))
@@ -575,4 +582,45 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
         status.success(),
         "the generated crate builds and its data is 32 MiB"
     );
+}
+
+/// Zero-fill is described once per set, however many stencils hold it: three ops of one unit
+/// share a 512 KiB array, and on every target the crate has one table entry that the three
+/// stencils reference (per-instance semantics: each instance still gets 512 KiB of zeros).
+#[test]
+fn zero_fill_is_described_once_per_set_and_referenced_by_each_stencil() {
+    let out = tempfile::tempdir().unwrap();
+    driver::build_stencils(&options(
+        set("shared_zero_fill"),
+        &[],
+        out.path(),
+        shared_cache(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    for target in common::all_targets() {
+        let crate_dir = out.path().join(&target);
+        let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+        assert!(lib.len() < 64 * 1024, "{target}: {} B", lib.len());
+        let entries: Vec<&str> = lib.lines().filter(|l| l.contains("ZeroFill {")).collect();
+        assert_eq!(entries.len(), 1, "{target}: {entries:?}");
+        assert!(
+            entries[0].contains("name: \"op.c:") && entries[0].contains("size: 524288"),
+            "{target}: {}",
+            entries[0]
+        );
+        let uses = lib
+            .lines()
+            .filter(|l| l.contains("zero_fill: &[ZeroFillUse { section: 0, offset: 0x0 }],"))
+            .count();
+        assert_eq!(
+            uses, 3,
+            "{target}: every op references the one entry\n{lib}"
+        );
+        assert!(!lib.contains("zero_extended"), "{target}");
+        assert_eq!(
+            Sidecar::read(&crate_dir).unwrap().counts.data_bytes,
+            3 * 524288,
+            "{target}: data per instance, counted per stencil"
+        );
+    }
 }

@@ -47,3 +47,25 @@ pub fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> B
         force: false,
     }
 }
+
+/// The triple of the target file with architecture `arch` and object format `format` (the
+/// first in name order), so tests name what they need ("AArch64 Mach-O") instead of a
+/// triple. Panics naming the pair if no target file has it.
+pub fn target(arch: cpjit_model::Arch, format: cpjit_model::ObjectFormat) -> String {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .find(|t| t.arch == arch && t.format == format)
+        .unwrap_or_else(|| panic!("no target file for {} {}", arch.name(), format.name()))
+        .triple
+}
+
+/// Every (architecture, format) pair of the target files: one target per object reader
+/// and instruction set.
+pub fn all_targets() -> Vec<String> {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .map(|t| t.triple)
+        .collect()
+}
