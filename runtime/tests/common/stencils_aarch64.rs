@@ -449,7 +449,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "aarch64-unknown-linux-gnu",
+    target: "hand-written-aarch64",
     arch: Arch::Aarch64,
     format: ObjectFormat::Elf,
     abi: Abi::Aapcs64,

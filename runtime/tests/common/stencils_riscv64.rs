@@ -424,7 +424,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "riscv64gc-unknown-linux-gnu",
+    target: "hand-written-riscv64",
     arch: Arch::Riscv64,
     format: ObjectFormat::Elf,
     abi: Abi::Lp64d,

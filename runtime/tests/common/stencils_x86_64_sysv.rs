@@ -326,7 +326,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "x86_64-unknown-linux-gnu",
+    target: "hand-written-x86_64-sysv",
     arch: Arch::X86_64,
     format: ObjectFormat::Elf,
     abi: Abi::SysV64,

@@ -326,7 +326,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "x86_64-pc-windows-msvc",
+    target: "hand-written-x86_64-win64",
     arch: Arch::X86_64,
     format: ObjectFormat::Elf,
     abi: Abi::Win64,

@@ -11,13 +11,14 @@ import os, re, subprocess, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "common")
 SETS = [
-    # (source, llvm-mc triple, set name, target, arch, format, abi, nop, reserved registers)
+    # (source, llvm-mc triple, set name, target label, arch, format, abi, nop, reserved registers)
+    # The label is not a kit target: these sets are hand-written ELF stencils per ABI.
     # The hand-written stencils never touch x18 (so every AArch64 host may run them) nor gp
     # and tp (which every RISC-V host reserves).
-    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "x86_64-unknown-linux-gnu", "X86_64", "Elf", "SysV64", [0x90], []),
-    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "x86_64-pc-windows-msvc", "X86_64", "Elf", "Win64", [0x90], []),
-    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "aarch64-unknown-linux-gnu", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
-    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "riscv64gc-unknown-linux-gnu", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
+    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "hand-written-x86_64-sysv", "X86_64", "Elf", "SysV64", [0x90], []),
+    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "hand-written-x86_64-win64", "X86_64", "Elf", "Win64", [0x90], []),
+    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "hand-written-aarch64", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
+    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "hand-written-riscv64", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
 ]
 KINDS = {
     "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",

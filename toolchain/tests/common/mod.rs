@@ -69,3 +69,25 @@ pub fn all_targets() -> Vec<String> {
         .map(|t| t.triple)
         .collect()
 }
+
+/// Architecture and object format of `triple`, read from its target file.
+pub fn arch_and_format(triple: &str) -> (cpjit_model::Arch, cpjit_model::ObjectFormat) {
+    let t = cpjit_toolchain::target::Target::load(
+        &workspace().join("targets").join(format!("{triple}.toml")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (t.arch, t.format)
+}
+
+/// The triples that have committed object fixtures (`tests/golden/obj/<triple>/`), sorted;
+/// each must have a target file.
+pub fn fixture_triples() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/obj");
+    let mut triples: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    triples.sort();
+    assert!(!triples.is_empty(), "no fixtures in {}", dir.display());
+    triples
+}
