@@ -650,6 +650,23 @@ mod tests {
         }
     }
 
+    /// An x86-64 ELF set of `stencils` without a shim.
+    fn test_set<'a>(stencils: &'a [Stencil<'a>], zero_fill: &'a [ZeroFill<'a>]) -> StencilSet<'a> {
+        StencilSet {
+            target: "test-target",
+            arch: Arch::X86_64,
+            format: ObjectFormat::Elf,
+            abi: Abi::SysV64,
+            reserved_registers: &[],
+            nop: &[0x90],
+            shim: None,
+            stencils,
+            symbols: &[],
+            zero_fill,
+            digest: "",
+        }
+    }
+
     #[test]
     fn set_lookup_is_by_name() {
         const A: Stencil<'static> = Stencil {
@@ -669,17 +686,8 @@ mod tests {
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];
         let set = StencilSet {
-            target: "test-target",
-            arch: Arch::X86_64,
-            format: ObjectFormat::Elf,
-            abi: Abi::SysV64,
-            reserved_registers: &[],
-            nop: &[0x90],
             shim: Some(0),
-            stencils: &stencils,
-            symbols: &[],
-            zero_fill: &[],
-            digest: "",
+            ..test_set(&stencils, &[])
         };
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
@@ -711,19 +719,7 @@ mod tests {
             falls_through: false,
         };
         let stencils = [S];
-        let set = StencilSet {
-            target: "test-target",
-            arch: Arch::X86_64,
-            format: ObjectFormat::Elf,
-            abi: Abi::SysV64,
-            reserved_registers: &[],
-            nop: &[0x90],
-            shim: None,
-            stencils: &stencils,
-            symbols: &[],
-            zero_fill: &ZERO_FILL,
-            digest: "",
-        };
+        let set = test_set(&stencils, &ZERO_FILL);
         assert_eq!(S.check_data(&set), Ok(()));
         let mut dst = [0xaau8; 24];
         S.write_data(&mut dst);

@@ -117,17 +117,20 @@ fn jump_targets_make_loops() {
     assert_eq!(frame.counter, 0);
 }
 
+/// A trace of two `op_data_counter` instances, then `op_return`.
+fn two_counters(jit: &Jit<'_>) -> (Trace, InstanceId) {
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    (t.finish().unwrap(), shim)
+}
+
 #[test]
 fn each_instance_has_its_own_data() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let build = || {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        (t.finish().unwrap(), shim)
-    };
+    let build = || two_counters(&jit);
     let (a, shim_a) = build();
     let mut frame = Frame::default();
     run(&a, shim_a, &mut frame);
@@ -171,14 +174,7 @@ fn zero_fill_is_written_as_zeros_in_every_instance() {
         ..*SET
     }));
     let jit = Jit::new(set, resolve).unwrap();
-    let build = || {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        (t.finish().unwrap(), shim)
-    };
+    let build = || two_counters(&jit);
     let instance_data = 2 * (8 + ZERO_FILL as usize);
     let (dirty, _) = build();
     let range = dirty.data_range();
