@@ -650,23 +650,6 @@ mod tests {
         }
     }
 
-    /// An x86-64 ELF set of `stencils` without a shim.
-    fn test_set<'a>(stencils: &'a [Stencil<'a>], zero_fill: &'a [ZeroFill<'a>]) -> StencilSet<'a> {
-        StencilSet {
-            target: "test-target",
-            arch: Arch::X86_64,
-            format: ObjectFormat::Elf,
-            abi: Abi::SysV64,
-            reserved_registers: &[],
-            nop: &[0x90],
-            shim: None,
-            stencils,
-            symbols: &[],
-            zero_fill,
-            digest: "",
-        }
-    }
-
     #[test]
     fn set_lookup_is_by_name() {
         const A: Stencil<'static> = Stencil {
@@ -686,8 +669,17 @@ mod tests {
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];
         let set = StencilSet {
+            target: "test-target",
+            arch: Arch::X86_64,
+            format: ObjectFormat::Elf,
+            abi: Abi::SysV64,
+            reserved_registers: &[],
+            nop: &[0x90],
             shim: Some(0),
-            ..test_set(&stencils, &[])
+            stencils: &stencils,
+            symbols: &[],
+            zero_fill: &[],
+            digest: "",
         };
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
@@ -719,7 +711,19 @@ mod tests {
             falls_through: false,
         };
         let stencils = [S];
-        let set = test_set(&stencils, &ZERO_FILL);
+        let set = StencilSet {
+            target: "test-target",
+            arch: Arch::X86_64,
+            format: ObjectFormat::Elf,
+            abi: Abi::SysV64,
+            reserved_registers: &[],
+            nop: &[0x90],
+            shim: None,
+            stencils: &stencils,
+            symbols: &[],
+            zero_fill: &ZERO_FILL,
+            digest: "",
+        };
         assert_eq!(S.check_data(&set), Ok(()));
         let mut dst = [0xaau8; 24];
         S.write_data(&mut dst);
