@@ -1,5 +1,5 @@
-//! The copy-and-patch backend for [`TraceSpec`]s: stitches the x86_64-unknown-linux-gnu
-//! test stencils with `cpjit-runtime`.
+//! The copy-and-patch backend for [`TraceSpec`]s: stitches the stencil set built for this
+//! process (the facade's `native`) with `cpjit-runtime`.
 //!
 //! A spec names stencils, operands and targets by string so that every backend can match
 //! them to its own input. A JIT author's bytecode carries opcodes instead, mapped to
@@ -10,14 +10,17 @@
 //! instance.
 
 use crate::workload::TraceSpec;
+use cpjit_runtime::model::StencilSet;
 use cpjit_runtime::{InstanceId, Jit, Target, Trace};
 
-/// The generated stencil set the benches stitch.
-pub use cpjit_stencils_x86_64_unknown_linux_gnu::SET;
+/// The generated stencil set the benches stitch: the one built for a process like this one.
+pub fn set() -> &'static StencilSet<'static> {
+    cpjit_stencils::native().expect("the facade has a stencil set for this process")
+}
 
-/// A JIT over [`SET`] with the workload's helpers.
+/// A JIT over [`set`] with the workload's helpers.
 pub fn jit() -> Result<Jit<'static>, String> {
-    Jit::new(&SET, crate::workload::resolve).map_err(|e| format!("cpjit-runtime: {e}"))
+    Jit::new(set(), crate::workload::resolve).map_err(|e| format!("cpjit-runtime: {e}"))
 }
 
 /// A [`TraceSpec`] resolved against a JIT's stencil set: what a bytecode-to-stencil

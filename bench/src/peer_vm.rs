@@ -75,8 +75,8 @@ fn traces_of(ex: &Example) -> Result<Vec<cpjit_vm::trace::Trace>, String> {
 }
 
 pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
-    let set = cpjit_vm::jit::set_for(library::TRIPLE)
-        .ok_or_else(|| format!("the VM has no {} stencil set linked", library::TRIPLE))?;
+    let set = cpjit_vm::jit::set_for(library::triple())
+        .ok_or_else(|| format!("the VM has no {} stencil set linked", library::triple()))?;
     let backend = cpjit_vm::jit::Backend::new(set)?;
     let examples = examples::load(&root.join("examples"))?;
     let ir = library::template_bitcode(

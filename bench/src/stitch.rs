@@ -158,7 +158,7 @@ pub fn memory(
     instances: usize,
     options: JitOptions,
 ) -> Result<MemoryRow, String> {
-    let jit = Jit::with_options(&copy_patch::SET, crate::workload::resolve, options)
+    let jit = Jit::with_options(copy_patch::set(), crate::workload::resolve, options)
         .map_err(|e| format!("cpjit-runtime: {e}"))?;
     let spec = straight(instances);
     let traces = (0..count)

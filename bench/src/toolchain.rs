@@ -371,9 +371,9 @@ mod tests {
 
     #[test]
     fn counts_built_stencils_not_up_to_date_ones() {
-        let out = "aarch64-apple-darwin: up to date (102 stencils, 6,004 B code)\n\
-                   x86_64-unknown-linux-gnu: 1,102 stencils, 7,408 B code, 176 B data, 1.45 s\n\
-                   x86_64-apple-darwin: 51 stencils, 7,832 B code\n\
+        let out = "target-a: up to date (102 stencils, 6,004 B code)\n\
+                   target-b: 1,102 stencils, 7,408 B code, 176 B data, 1.45 s\n\
+                   target-c: 51 stencils, 7,832 B code\n\
                    total: 2 target(s) in 5.05 s\n";
         assert_eq!(stencils_built(out), 1153);
     }

@@ -347,7 +347,7 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
                 )));
             }
         }
-        if s.data.is_empty() {
+        if s.data_len == 0 {
             return Ok(());
         }
         let Some(d) = data_base else {
@@ -361,12 +361,12 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
     fn check_data(&self, d: u64, data: &Memory) -> Result<(), String> {
         let s = self.stencil;
         let copied = data
-            .get(d, s.data.len())
+            .get(d, s.data_len as usize)
             .ok_or_else(|| self.fail(format!("data at {d:#x} is outside the trace's data")))?;
         if d % s.data_align.max(1) as u64 != 0 {
             return Err(self.fail(format!("data at {d:#x} is not aligned to {}", s.data_align)));
         }
-        let mut patched = vec![false; s.data.len()];
+        let mut patched = vec![false; s.data_len as usize];
         for hole in s.data_holes() {
             let o = hole.offset as usize;
             if hole.kind != HoleKind::Abs64 {
@@ -384,7 +384,9 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
                 )));
             }
         }
-        for (o, (want, got)) in s.data.iter().zip(copied).enumerate() {
+        // The initialized bytes, then zeros (zero-fill is written, not stored).
+        let expected = s.init_data.iter().copied().chain(std::iter::repeat(0));
+        for (o, (want, &got)) in expected.zip(copied).enumerate() {
             if !patched[o] && want != got {
                 return Err(self.fail(format!(
                     "data byte +{o:#x} is {got:#04x}, expected {want:#04x}"

@@ -486,10 +486,18 @@ pub struct Stencil<'a> {
     pub code: &'a [u8],
     /// Required alignment of the code in bytes (a power of two).
     pub code_align: u32,
-    /// Data bytes (read-only data, writable data and zero-fill, laid out in that order).
-    pub data: &'a [u8],
+    /// The initialized part of the stencil's data: read-only data, then writable data.
+    /// Zero-fill follows it (see [`Stencil::zero_fill`]); every instance gets `data_len`
+    /// bytes, these first and zeros after them ([`Stencil::write_data`]).
+    pub init_data: &'a [u8],
+    /// Bytes of data per instance: `init_data`, then zeros up to this length (the
+    /// zero-fill sections and the padding that aligns them).
+    pub data_len: u32,
     /// Required alignment of the data in bytes (a power of two).
     pub data_align: u32,
+    /// The zero-fill sections this stencil's data holds, each described once in
+    /// [`StencilSet::zero_fill`], sorted by offset; all lie in `init_data.len()..data_len`.
+    pub zero_fill: &'a [ZeroFillUse],
     /// Holes, sorted by (section, offset).
     pub holes: &'a [Hole],
     /// Operand names (hole symbol without prefix, e.g. `OPERAND0`), sorted; a
@@ -525,6 +533,112 @@ impl<'a> Stencil<'a> {
     /// Holes in the data section.
     pub fn data_holes(&self) -> impl Iterator<Item = &'a Hole> {
         self.holes.iter().filter(|h| h.section == Section::Data)
+    }
+
+    /// Writes one instance's data into `dst` (exactly `data_len` bytes): the initialized
+    /// bytes, then zeros. Zero-fill is written, never copied from a stored image, so a large
+    /// `.bss` costs its size only in the instances that hold it.
+    ///
+    /// # Panics
+    /// If `dst.len() != data_len` or `init_data` is longer than `data_len` (a set that
+    /// [`Stencil::check_data`] rejects).
+    pub fn write_data(&self, dst: &mut [u8]) {
+        assert_eq!(
+            dst.len(),
+            self.data_len as usize,
+            "instance data of {}",
+            self.name
+        );
+        let (init, zeros) = dst.split_at_mut(self.init_data.len());
+        init.copy_from_slice(self.init_data);
+        zeros.fill(0);
+    }
+
+    /// Checks the data description against `set`'s zero-fill table: the initialized bytes
+    /// fit in `data_len`, and every zero-fill use names a section of the set and lies, in
+    /// order and without overlap, between the initialized bytes and `data_len`.
+    pub fn check_data(&self, set: &StencilSet<'_>) -> Result<(), DataError> {
+        let len = u64::from(self.data_len);
+        if self.init_data.len() as u64 > len {
+            return Err(DataError::InitLongerThanData {
+                init: self.init_data.len() as u64,
+                len,
+            });
+        }
+        let mut end = self.init_data.len() as u64;
+        for (i, z) in self.zero_fill.iter().enumerate() {
+            let section =
+                set.zero_fill
+                    .get(z.section as usize)
+                    .ok_or(DataError::UnknownZeroFill {
+                        use_index: i,
+                        section: z.section,
+                    })?;
+            let start = u64::from(z.offset);
+            let align = u64::from(section.align.max(1));
+            if start < end || start % align != 0 || start + u64::from(section.size) > len {
+                return Err(DataError::ZeroFillOutOfPlace {
+                    use_index: i,
+                    section: z.section,
+                });
+            }
+            end = start + u64::from(section.size);
+        }
+        Ok(())
+    }
+}
+
+/// A zero-initialized section (`.bss`, `__bss`, `__common`, COFF uninitialized data) of a
+/// set's objects, described once per set: stencils whose data holds it refer to it by
+/// index ([`ZeroFillUse`]) instead of carrying its zeros.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ZeroFill<'a> {
+    /// `<template>:<section>`, e.g. `testing/holes.c:.bss.counter`.
+    pub name: &'a str,
+    /// Size in bytes.
+    pub size: u32,
+    /// Alignment in bytes (a power of two).
+    pub align: u32,
+}
+
+/// Where one stencil's instance data holds a zero-fill section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ZeroFillUse {
+    /// Index into [`StencilSet::zero_fill`].
+    pub section: u16,
+    /// Offset of the section in the stencil's data.
+    pub offset: u32,
+}
+
+/// Why a stencil's data description is inconsistent ([`Stencil::check_data`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataError {
+    /// More initialized bytes than the data length.
+    InitLongerThanData { init: u64, len: u64 },
+    /// A zero-fill use names a section the set does not describe.
+    UnknownZeroFill { use_index: usize, section: u16 },
+    /// A zero-fill use overlaps the initialized bytes or the previous use, is misaligned, or
+    /// runs past the data length.
+    ZeroFillOutOfPlace { use_index: usize, section: u16 },
+}
+
+impl fmt::Display for DataError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataError::InitLongerThanData { init, len } => write!(
+                f,
+                "{init} bytes of initialized data exceed the data length {len}"
+            ),
+            DataError::UnknownZeroFill { use_index, section } => write!(
+                f,
+                "zero-fill use {use_index} names section {section}, which the set does not describe"
+            ),
+            DataError::ZeroFillOutOfPlace { use_index, section } => write!(
+                f,
+                "zero-fill use {use_index} (section {section}) overlaps the initialized data or \
+                 the previous use, is misaligned, or runs past the data length"
+            ),
+        }
     }
 }
 
@@ -631,6 +745,8 @@ pub struct StencilSet<'a> {
     pub stencils: &'a [Stencil<'a>],
     /// External symbol names referenced by any stencil, sorted.
     pub symbols: &'a [&'a str],
+    /// Every zero-fill section any stencil's data holds, once, sorted by name.
+    pub zero_fill: &'a [ZeroFill<'a>],
     /// Hex SHA-256 over everything the set was generated from.
     pub digest: &'a str,
 }
@@ -785,8 +901,10 @@ mod tests {
             name: "a",
             code: &[0x90],
             code_align: 1,
-            data: &[],
+            init_data: &[],
+            data_len: 0,
             data_align: 1,
+            zero_fill: &[],
             holes: &[],
             operands: &[],
             targets: &[],
@@ -805,10 +923,75 @@ mod tests {
             shim: Some(0),
             stencils: &stencils,
             symbols: &[],
+            zero_fill: &[],
             digest: "",
         };
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
         assert_eq!(set.shim().unwrap().name, "a");
+    }
+
+    #[test]
+    fn instance_data_is_initialized_bytes_then_zeros_described_once_per_set() {
+        const ZERO_FILL: [ZeroFill<'static>; 1] = [ZeroFill {
+            name: "a.c:.bss",
+            size: 16,
+            align: 8,
+        }];
+        const S: Stencil<'static> = Stencil {
+            name: "s",
+            code: &[0x90],
+            code_align: 1,
+            init_data: &[1, 2, 3],
+            data_len: 24,
+            data_align: 8,
+            zero_fill: &[ZeroFillUse {
+                section: 0,
+                offset: 8,
+            }],
+            holes: &[],
+            operands: &[],
+            targets: &[],
+            symbols: &[],
+            falls_through: false,
+        };
+        let stencils = [S];
+        let set = StencilSet {
+            target: "test-target",
+            arch: Arch::X86_64,
+            format: ObjectFormat::Elf,
+            abi: Abi::SysV64,
+            reserved_registers: &[],
+            nop: &[0x90],
+            shim: None,
+            stencils: &stencils,
+            symbols: &[],
+            zero_fill: &ZERO_FILL,
+            digest: "",
+        };
+        assert_eq!(S.check_data(&set), Ok(()));
+        let mut dst = [0xaau8; 24];
+        S.write_data(&mut dst);
+        assert_eq!(dst[..3], [1, 2, 3]);
+        assert!(dst[3..].iter().all(|&b| b == 0), "{dst:?}");
+
+        // Overlapping the initialized bytes, misaligned, past the end, unknown section.
+        for (offset, section) in [(0, 0), (4, 0), (16, 0), (8, 1)] {
+            let uses = [ZeroFillUse { section, offset }];
+            let misplaced = Stencil {
+                zero_fill: &uses,
+                ..S
+            };
+            assert!(misplaced.check_data(&set).is_err(), "{offset} {section}");
+        }
+        let short = Stencil {
+            data_len: 2,
+            zero_fill: &[],
+            ..S
+        };
+        assert_eq!(
+            short.check_data(&set),
+            Err(DataError::InitLongerThanData { init: 3, len: 2 })
+        );
     }
 }

@@ -186,7 +186,7 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
                 ));
             }
         }
-        if s.code.len() > u32::MAX as usize / 2 || s.data.len() > u32::MAX as usize / 2 {
+        if s.code.len() > u32::MAX as usize / 2 || s.data_len > u32::MAX / 2 {
             return Err(invalid(s, "code or data larger than 2 GiB".into()));
         }
         if s.operands.len() > u16::MAX as usize || s.targets.len() > u16::MAX as usize {
@@ -200,10 +200,12 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
                 ),
             ));
         }
+        s.check_data(set)
+            .map_err(|e| invalid(s, format!("data: {e}")))?;
         for h in s.holes {
             let len = match h.section {
                 Section::Code => s.code.len(),
-                Section::Data => s.data.len(),
+                Section::Data => s.data_len as usize,
             };
             if h.offset as usize + h.kind.width() > len {
                 return Err(invalid(

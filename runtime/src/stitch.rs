@@ -23,7 +23,7 @@ use crate::program::{Action, Bound, Program, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, TraceBuilder};
 use crate::Error;
-use cpjit_model::{Hole, HoleKind, Section};
+use cpjit_model::{Hole, HoleKind, Section, Stencil};
 use std::cell::RefCell;
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
@@ -267,13 +267,13 @@ fn write(
         }
         copy_small(&mut w.code[at..at + s.code.len()], s.code);
         code_end = at + s.code.len();
-        let data_at = if s.data.is_empty() {
+        let data_at = if s.data_len == 0 {
             data_end
         } else {
             let data_at = round_up(data_end, s.data_align as usize);
             w.data[data_end..data_at].fill(0);
-            copy_small(&mut w.data[data_at..data_at + s.data.len()], s.data);
-            data_end = data_at + s.data.len();
+            data_end = data_at + s.data_len as usize;
+            write_instance_data(s, &mut w.data[data_at..data_end]);
             data_at
         };
         let program = &jit.programs[inst.stencil as usize];
@@ -620,6 +620,15 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 
 fn round_up64(x: u64, align: u64) -> u64 {
     (x + align - 1) & !(align - 1)
+}
+
+/// One instance's data: the stencil's initialized bytes, then its zero-fill written as zeros
+/// (zero-fill is described once per set, never stored; `dst` is `data_len` bytes).
+#[inline]
+fn write_instance_data(s: &Stencil<'_>, dst: &mut [u8]) {
+    let (init, zeros) = dst.split_at_mut(s.init_data.len());
+    copy_small(init, s.init_data);
+    zeros.fill(0);
 }
 
 #[cfg(test)]

@@ -213,7 +213,8 @@ fn an_unencodable_value_is_a_patch_error() {
             h.value = HoleValue::Operand(0);
         }
         s.holes = Box::leak(holes.into_boxed_slice());
-        s.data = &[];
+        s.init_data = &[];
+        s.data_len = 0;
     });
     let jit = Jit::new(set, resolve).unwrap();
     let mut t = jit.trace();

@@ -3,6 +3,7 @@
 
 mod common;
 use common::{exit_address, resolve, run, Frame, SET};
+use cpjit_runtime::model::{StencilSet, ZeroFill, ZeroFillUse};
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
 
 const VALUES: [u64; 7] = [
@@ -116,17 +117,20 @@ fn jump_targets_make_loops() {
     assert_eq!(frame.counter, 0);
 }
 
+/// A trace of two `op_data_counter` instances, then `op_return`.
+fn two_counters(jit: &Jit<'_>) -> (Trace, InstanceId) {
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
+    t.push_named("op_data_counter", &[], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    (t.finish().unwrap(), shim)
+}
+
 #[test]
 fn each_instance_has_its_own_data() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let build = || {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        (t.finish().unwrap(), shim)
-    };
+    let build = || two_counters(&jit);
     let (a, shim_a) = build();
     let mut frame = Frame::default();
     run(&a, shim_a, &mut frame);
@@ -141,6 +145,84 @@ fn each_instance_has_its_own_data() {
     assert_eq!(
         frame.data, 101,
         "a new trace starts from the stencil's initial data"
+    );
+}
+
+/// Zero-fill is described once in the set and written as zeros per instance: a stencil whose
+/// data holds a 4 KiB zero-fill section gets it zeroed in every instance, also in memory a
+/// dropped trace left dirty, and its initialized bytes keep working.
+#[test]
+fn zero_fill_is_written_as_zeros_in_every_instance() {
+    const ZERO_FILL: u32 = 4096;
+    static TABLE: [ZeroFill<'static>; 1] = [ZeroFill {
+        name: "test.s:.bss.op_data_counter",
+        size: ZERO_FILL,
+        align: 8,
+    }];
+    static USES: [ZeroFillUse; 1] = [ZeroFillUse {
+        section: 0,
+        offset: 8,
+    }];
+    let mut stencils = SET.stencils.to_vec();
+    let counter = SET.index_of("op_data_counter").unwrap();
+    assert_eq!(stencils[counter].init_data.len(), 8);
+    stencils[counter].data_len = 8 + ZERO_FILL;
+    stencils[counter].zero_fill = &USES;
+    let set: &'static StencilSet<'static> = Box::leak(Box::new(StencilSet {
+        stencils: Box::leak(stencils.into_boxed_slice()),
+        zero_fill: &TABLE,
+        ..*SET
+    }));
+    let jit = Jit::new(set, resolve).unwrap();
+    let build = || two_counters(&jit);
+    let instance_data = 2 * (8 + ZERO_FILL as usize);
+    let (dirty, _) = build();
+    let range = dirty.data_range();
+    assert!(range.len() >= instance_data, "{range:?}");
+    // SAFETY: the trace's data is mapped read-write and no code of it runs.
+    unsafe { std::ptr::write_bytes(range.start as *mut u8, 0xa5, range.len()) };
+    drop(dirty);
+
+    let (trace, shim) = build();
+    assert_eq!(
+        trace.data_range().start,
+        range.start,
+        "the arena reuses the dirty block, so the test sees written zeros"
+    );
+    let mut frame = Frame::default();
+    run(&trace, shim, &mut frame);
+    assert_eq!(frame.data, 101, "each instance counts in its own copy");
+    // SAFETY: as above; the trace is not running.
+    let data =
+        unsafe { std::slice::from_raw_parts(trace.data_range().start as *const u8, instance_data) };
+    for (i, instance) in data.chunks(8 + ZERO_FILL as usize).enumerate() {
+        assert_eq!(instance[..8], 101u64.to_le_bytes(), "instance {i}");
+        assert!(
+            instance[8..].iter().all(|&b| b == 0),
+            "instance {i}: zero-fill not zero"
+        );
+    }
+}
+
+/// A zero-fill use that the set's table does not describe is refused by `Jit::new`.
+#[test]
+fn an_undescribed_zero_fill_section_is_rejected() {
+    static USES: [ZeroFillUse; 1] = [ZeroFillUse {
+        section: 0,
+        offset: 8,
+    }];
+    let mut stencils = SET.stencils.to_vec();
+    let counter = SET.index_of("op_data_counter").unwrap();
+    stencils[counter].data_len = 16;
+    stencils[counter].zero_fill = &USES;
+    let set: &'static StencilSet<'static> = Box::leak(Box::new(StencilSet {
+        stencils: Box::leak(stencils.into_boxed_slice()),
+        ..*SET
+    }));
+    let text = Jit::new(set, resolve).err().unwrap().to_string();
+    assert!(
+        text.contains("op_data_counter") && text.contains("zero-fill"),
+        "{text}"
     );
 }
 

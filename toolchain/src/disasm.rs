@@ -92,15 +92,18 @@ pub fn uses_register(text: &str, reg: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::test_target;
+    use cpjit_model::{Arch, ObjectFormat};
 
     #[test]
     fn decodes_x86_and_aarch64() {
-        let x86 = disassemble("x86_64-unknown-linux-gnu", &[0x48, 0x89, 0xc8, 0xc3]).unwrap();
+        let x86 = test_target(Arch::X86_64, ObjectFormat::Elf);
+        let x86 = disassemble(x86.llvm_triple(), &[0x48, 0x89, 0xc8, 0xc3]).unwrap();
         assert_eq!(x86.len(), 2);
         assert_eq!((x86[1].offset, x86[1].text.as_str()), (3, "retq"));
         // mov x18, #1 ; ret
         let a64 = disassemble(
-            "aarch64-apple-darwin",
+            test_target(Arch::Aarch64, ObjectFormat::MachO).llvm_triple(),
             &[0x32, 0x00, 0x80, 0xd2, 0xc0, 0x03, 0x5f, 0xd6],
         )
         .unwrap();
@@ -111,7 +114,8 @@ mod tests {
 
     #[test]
     fn undecodable_bytes_are_listed() {
-        let out = disassemble("aarch64-unknown-linux-gnu", &[0, 0, 0, 0]).unwrap();
+        let a64 = test_target(Arch::Aarch64, ObjectFormat::Elf);
+        let out = disassemble(a64.llvm_triple(), &[0, 0, 0, 0]).unwrap();
         assert_eq!(out[0].len, 4);
         assert!(
             out[0].text.starts_with(".byte") || out[0].text.starts_with("udf"),

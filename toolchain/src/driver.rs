@@ -327,7 +327,7 @@ pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
                 s.name,
                 s.code.len(),
                 s.code_align,
-                s.data.len(),
+                s.data_len,
                 s.data_align,
                 writer::plural(s.holes.len(), "hole"),
                 if s.elided_continue {

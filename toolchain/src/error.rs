@@ -26,7 +26,7 @@ impl Error {
         )
     }
 
-    /// Prefixes the message with a context (`"x86_64-unknown-linux-gnu: vm/add.c"`).
+    /// Prefixes the message with a context (`"<triple>: vm/add.c"`).
     pub fn context(self, ctx: impl fmt::Display) -> Error {
         Error(format!("{ctx}: {}", self.0))
     }

@@ -60,7 +60,7 @@ fn relaxable_kind(code: &[u8], field: usize, start: usize, kind: HoleKind) -> Ho
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cpjit_model::HoleValue;
+    use cpjit_model::{Arch, HoleValue, ObjectFormat};
 
     fn hole(offset: u32, kind: HoleKind) -> Hole {
         Hole {
@@ -97,8 +97,10 @@ mod tests {
             name: "op_x".into(),
             code,
             code_align: 1,
-            data: vec![],
+            init_data: vec![],
+            data_len: 0,
             data_align: 1,
+            zero_fill: vec![],
             holes: holes.iter().map(|&(at, kind)| hole(at, kind)).collect(),
             operands: vec!["X".into()],
             targets: vec![],
@@ -107,7 +109,8 @@ mod tests {
             pieces: vec![],
             frame: None,
         }];
-        mark_relaxable_got_uses("x86_64-pc-windows-msvc", &mut stencils).unwrap();
+        let coff = crate::target::test_target(Arch::X86_64, ObjectFormat::Coff);
+        mark_relaxable_got_uses(coff.llvm_triple(), &mut stencils).unwrap();
         let kinds: Vec<HoleKind> = stencils[0].holes.iter().map(|h| h.kind).collect();
         // The `mov eax` after `add al, 0x4c` has no REX prefix: its 4c is the add's.
         assert_eq!(kinds, [Relax, RexRelax, Relax, RexRelax, Got, Relax]);

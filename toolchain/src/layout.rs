@@ -233,8 +233,12 @@ mod tests {
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
 
-    const IR: &str = r#"
-target triple = "x86_64-unknown-linux-gnu"
+    use crate::target::test_target;
+    use cpjit_model::{Arch, ObjectFormat};
+
+    /// A module for `TRIPLE` (replaced by a target file's LLVM triple).
+    const IR_FOR: &str = r#"
+target triple = "TRIPLE"
 
 declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr)
 declare preserve_nonecc i64 @_JIT_EXIT_TARGET(ptr, ptr)
@@ -280,9 +284,17 @@ b:
 !0 = !{!"branch_weights", i32 5, i32 6}
 "#;
 
+    /// The test module for an x86-64 target.
+    fn ir() -> String {
+        IR_FOR.replace(
+            "TRIPLE",
+            test_target(Arch::X86_64, ObjectFormat::Elf).llvm_triple(),
+        )
+    }
+
     fn printed(name: &str) -> String {
         let context = Context::create();
-        let buffer = MemoryBuffer::create_from_memory_range_copy(IR.as_bytes(), "t.ll");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir().as_bytes(), "t.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
         assert_eq!(favour_continuation(&module, "_JIT_CONTINUE"), 1);
         module.verify().unwrap();
@@ -298,7 +310,7 @@ b:
 
     #[test]
     fn no_plt_declarations_of_holes_become_direct() {
-        let ir = IR.replace(
+        let ir = ir().replace(
             "declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr)",
             "declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr) #0\ndeclare i64 @helper(ptr) #0\nattributes #0 = { nonlazybind }",
         );
@@ -339,11 +351,14 @@ b:
     #[test]
     fn other_architectures_and_frame_pointers_are_left_alone() {
         let context = Context::create();
-        let aarch64 = IR.replace("x86_64-unknown-linux-gnu", "aarch64-unknown-linux-gnu");
+        let aarch64 = IR_FOR.replace(
+            "TRIPLE",
+            test_target(Arch::Aarch64, ObjectFormat::Elf).llvm_triple(),
+        );
         let buffer = MemoryBuffer::create_from_memory_range_copy(aarch64.as_bytes(), "a.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
         assert_eq!(favour_continuation(&module, "_JIT_CONTINUE"), 0);
-        let fp = IR.replace(
+        let fp = ir().replace(
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) {",
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) #0 {",
         ) + "attributes #0 = { \"frame-pointer\"=\"all\" }\n";

@@ -36,15 +36,12 @@ pub fn lines(triple: &str, stencil: &StencilBuf) -> Result<Vec<String>> {
         }
         out.push(line.trim_end().to_string());
     }
-    if !stencil.data.is_empty() {
+    if stencil.data_len != 0 {
         out.push(format!(
             "data ({} B, align {}):",
-            stencil.data.len(),
-            stencil.data_align
+            stencil.data_len, stencil.data_align
         ));
-        // A long zero-fill tail is summarised, as the writer does not spell it out either.
-        let shown = crate::writer::long_zero_tail(&stencil.data).unwrap_or(stencil.data.len());
-        for (i, chunk) in stencil.data[..shown].chunks(16).enumerate() {
+        for (i, chunk) in stencil.init_data.chunks(16).enumerate() {
             let start = (i * 16) as u32;
             let hex: Vec<String> = chunk.iter().map(|b| format!("{b:02x}")).collect();
             let mut line = format!("{start:04x}  {}", hex.join(" "));
@@ -60,10 +57,11 @@ pub fn lines(triple: &str, stencil: &StencilBuf) -> Result<Vec<String>> {
             }
             out.push(line);
         }
-        if shown < stencil.data.len() {
+        // Zero-fill is described, not stored: one line per section.
+        for z in &stencil.zero_fill {
             out.push(format!(
-                "{shown:04x}  ({} zero bytes)",
-                stencil.data.len() - shown
+                "{:04x}  ({} zero bytes: {})",
+                z.offset, z.size, z.section
             ));
         }
     }

@@ -559,14 +559,17 @@ pub fn check_reserved_registers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpjit_model::{Arch, ObjectFormat};
 
     fn stencil(code: &[u8]) -> StencilBuf {
         StencilBuf {
             name: "op_x".into(),
             code: code.to_vec(),
             code_align: 4,
-            data: vec![],
+            init_data: vec![],
+            data_len: 0,
             data_align: 1,
+            zero_fill: vec![],
             holes: vec![],
             operands: vec![],
             targets: vec![],
@@ -577,11 +580,8 @@ mod tests {
         }
     }
 
-    fn target(triple: &str) -> Target {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../targets")
-            .join(format!("{triple}.toml"));
-        Target::load(&path).unwrap()
+    fn target(arch: Arch, format: ObjectFormat) -> Target {
+        crate::target::test_target(arch, format)
     }
 
     #[test]
@@ -597,14 +597,14 @@ mod tests {
             "not without a tty"
         );
         let p = Progress::new(true, earlier, 4);
-        p.begin("x86_64-unknown-linux-gnu vm/ops.c");
-        p.begin("x86_64-unknown-linux-gnu shim.c");
-        p.end("x86_64-unknown-linux-gnu shim.c");
-        p.begin("aarch64-apple-darwin shim.c");
+        p.begin("target-a vm/ops.c");
+        p.begin("target-a shim.c");
+        p.end("target-a shim.c");
+        p.begin("target-b shim.c");
         let line = p.status().unwrap();
         assert!(
             line.starts_with("\r\x1b[K[1/4 done, ")
-                && line.ends_with("s] compiling x86_64-unknown-linux-gnu vm/ops.c (+1 more)"),
+                && line.ends_with("s] compiling target-a vm/ops.c (+1 more)"),
             "{line:?}"
         );
         assert!(p.shown());
@@ -614,21 +614,23 @@ mod tests {
     fn reserved_register_use_names_target_stencil_offset_and_instruction() {
         // nop; mov w18, #1
         let code = [0x1f, 0x20, 0x03, 0xd5, 0x32, 0x00, 0x80, 0x52];
-        let err =
-            check_reserved_registers(&target("aarch64-apple-darwin"), "t.c", &[stencil(&code)])
-                .unwrap_err();
+        let apple = target(Arch::Aarch64, ObjectFormat::MachO);
+        let err = check_reserved_registers(&apple, "t.c", &[stencil(&code)]).unwrap_err();
         assert_eq!(
             err.0,
-            "aarch64-apple-darwin: t.c: stencil `op_x`: code offset 0x4: `mov w18, #0x1` uses the reserved register w18"
+            format!(
+                "{}: t.c: stencil `op_x`: code offset 0x4: `mov w18, #0x1` uses the reserved register w18",
+                apple.triple
+            )
         );
         check_reserved_registers(
-            &target("aarch64-unknown-linux-gnu"),
+            &target(Arch::Aarch64, ObjectFormat::Elf),
             "t.c",
             &[stencil(&code)],
         )
         .unwrap();
         check_reserved_registers(
-            &target("aarch64-pc-windows-msvc"),
+            &target(Arch::Aarch64, ObjectFormat::Coff),
             "t.c",
             &[stencil(&code[..4])],
         )
@@ -637,13 +639,16 @@ mod tests {
 
     #[test]
     fn riscv_stencils_may_not_touch_gp_or_tp() {
-        let riscv = target("riscv64gc-unknown-linux-gnu");
+        let riscv = target(Arch::Riscv64, ObjectFormat::Elf);
         // c.mv a1, a2 ; mv a0, tp ; ret — the compressed move must decode too.
         let code = [0xb2, 0x85, 0x13, 0x05, 0x02, 0x00, 0x82, 0x80];
         let err = check_reserved_registers(&riscv, "t.c", &[stencil(&code)]).unwrap_err();
         assert_eq!(
             err.0,
-            "riscv64gc-unknown-linux-gnu: t.c: stencil `op_x`: code offset 0x2: `mv a0, tp` uses the reserved register tp"
+            format!(
+                "{}: t.c: stencil `op_x`: code offset 0x2: `mv a0, tp` uses the reserved register tp",
+                riscv.triple
+            )
         );
         // c.addi gp, 1: compressed, gp.
         let err = check_reserved_registers(&riscv, "t.c", &[stencil(&[0x85, 0x01])]).unwrap_err();

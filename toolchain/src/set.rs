@@ -23,6 +23,8 @@ pub struct BuiltSet {
     pub templates: Vec<String>,
     /// External symbols of all stencils, sorted.
     pub symbols: Vec<String>,
+    /// Every zero-fill section a stencil's data holds, once, sorted by name.
+    pub zero_fill: Vec<SetZeroFill>,
     pub shim: Option<u16>,
     pub digest: String,
     /// Sum of the job times of this target (seconds).
@@ -32,7 +34,29 @@ pub struct BuiltSet {
     pub families: Vec<family::Table>,
 }
 
+/// A zero-fill section described once for the whole set ([`cpjit_model::ZeroFill`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SetZeroFill {
+    /// `<template>:<section>`: sections of one unit are shared by its stencils.
+    pub name: String,
+    pub size: u64,
+    pub align: u32,
+}
+
+/// The set-wide name of zero-fill section `section` of `template`'s object.
+pub fn zero_fill_name(template: &str, section: &str) -> String {
+    format!("{template}:{section}")
+}
+
 impl BuiltSet {
+    /// The set-wide index of the zero-fill section `section` of `template`'s object.
+    pub fn zero_fill_index(&self, template: &str, section: &str) -> u16 {
+        let name = zero_fill_name(template, section);
+        self.zero_fill
+            .binary_search_by(|z| z.name.cmp(&name))
+            .expect("every stencil's zero-fill is in the set") as u16
+    }
+
     /// The set-wide index of stencil-local symbol `local` of `stencil`.
     pub fn symbol_index(&self, stencil: &StencilBuf, local: u16) -> u16 {
         let name = &stencil.symbols[local as usize];
@@ -53,8 +77,9 @@ impl BuiltSet {
         self.stencils.iter().map(|s| s.code.len()).sum()
     }
 
+    /// Data bytes of one instance of every stencil (zero-fill included).
     pub fn data_bytes(&self) -> usize {
-        self.stencils.iter().map(|s| s.data.len()).sum()
+        self.stencils.iter().map(|s| s.data_len as usize).sum()
     }
 
     pub fn hole_count(&self) -> usize {
@@ -151,6 +176,7 @@ pub fn build(
         errors.push(Error(format!("{t}: more than 65535 stencils or symbols")));
     }
     let (stencils, templates): (Vec<StencilBuf>, Vec<String>) = by_name.into_values().unzip();
+    let zero_fill = describe_zero_fill(t, &stencils, &templates, &mut errors);
     let shim = match &manifest.shim {
         None => None,
         Some(name) => match stencils.iter().position(|s| s.name == *name) {
@@ -172,6 +198,7 @@ pub fn build(
         stencils,
         templates,
         symbols,
+        zero_fill,
         shim,
         digest,
         seconds,
@@ -205,6 +232,37 @@ pub fn with_families(
     } else {
         Err(errors)
     }
+}
+
+/// The set's zero-fill table: each section of each unit once, however many of the unit's
+/// stencils hold it. Checks what the model stores in 16 and 32 bits.
+fn describe_zero_fill(
+    t: &str,
+    stencils: &[StencilBuf],
+    templates: &[String],
+    errors: &mut Vec<Error>,
+) -> Vec<SetZeroFill> {
+    let mut table: BTreeMap<String, SetZeroFill> = BTreeMap::new();
+    for (s, template) in stencils.iter().zip(templates) {
+        if s.data_len > u64::from(u32::MAX) {
+            errors.push(Error(format!(
+                "{t}: {template}: stencil `{}`: {} B of data per instance exceed 4 GiB",
+                s.name, s.data_len
+            )));
+        }
+        for z in &s.zero_fill {
+            let name = zero_fill_name(template, &z.section);
+            table.entry(name.clone()).or_insert(SetZeroFill {
+                name,
+                size: z.size,
+                align: z.align,
+            });
+        }
+    }
+    if table.len() > u16::MAX as usize {
+        errors.push(Error(format!("{t}: more than 65535 zero-fill sections")));
+    }
+    table.into_values().collect()
 }
 
 /// Per-stencil invariants that the object reader's output must satisfy.

@@ -18,10 +18,15 @@ pub struct StencilBuf {
     pub code: Vec<u8>,
     /// Required code alignment in bytes (a power of two).
     pub code_align: u32,
-    /// Read-only data, writable data and zero-fill (as zero bytes), in that order.
-    pub data: Vec<u8>,
+    /// The initialized data: read-only data, then writable data.
+    pub init_data: Vec<u8>,
+    /// Bytes of data per instance: `init_data`, then the zero-fill sections (with the
+    /// padding that aligns them), which are described in `zero_fill`, never stored as zeros.
+    pub data_len: u64,
     /// Required data alignment in bytes (a power of two).
     pub data_align: u32,
+    /// The zero-fill sections of the stencil's data, by offset.
+    pub zero_fill: Vec<ZeroFillBuf>,
     /// Sorted by (section, offset).
     pub holes: Vec<Hole>,
     /// Operand names (hole symbol without prefix), sorted; `HoleValue::Operand(i)` indexes this.
@@ -47,6 +52,18 @@ pub struct CodePiece {
     pub start: u64,
     pub end: u64,
     pub at: u64,
+}
+
+/// A zero-fill section held by a stencil's data: the object's section (by name) and where
+/// it lies in the data. The set describes each section once ([`cpjit_model::ZeroFill`]).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ZeroFillBuf {
+    /// The object section's name (`.bss`, `.bss.counter`, `__DATA,__bss`, ...).
+    pub section: String,
+    pub size: u64,
+    pub align: u32,
+    /// Offset in the stencil's data.
+    pub offset: u64,
 }
 
 impl StencilBuf {
@@ -100,10 +117,16 @@ impl StencilBuf {
         let _ = writeln!(
             out,
             "data: {} bytes, align {}",
-            self.data.len(),
-            self.data_align
+            self.data_len, self.data_align
         );
-        hex_lines(&mut out, &self.data);
+        hex_lines(&mut out, &self.init_data);
+        for z in &self.zero_fill {
+            let _ = writeln!(
+                out,
+                "  {:04x}: zero-fill {}, {} bytes, align {}",
+                z.offset, z.section, z.size, z.align
+            );
+        }
         let _ = writeln!(out, "holes: {}", self.holes.len());
         for hole in &self.holes {
             let _ = writeln!(out, "  {}", self.hole_text(hole));
@@ -170,12 +193,14 @@ impl Serialize for StencilBuf {
                 hole,
             })
             .collect();
-        let mut st = s.serialize_struct("Stencil", 10)?;
+        let mut st = s.serialize_struct("Stencil", 12)?;
         st.serialize_field("name", &self.name)?;
         st.serialize_field("code", &hex(&self.code))?;
         st.serialize_field("code_align", &self.code_align)?;
-        st.serialize_field("data", &hex(&self.data))?;
+        st.serialize_field("data", &hex(&self.init_data))?;
+        st.serialize_field("data_len", &self.data_len)?;
         st.serialize_field("data_align", &self.data_align)?;
+        st.serialize_field("zero_fill", &self.zero_fill)?;
         st.serialize_field("holes", &holes)?;
         st.serialize_field("operands", &self.operands)?;
         st.serialize_field("targets", &self.targets)?;
@@ -195,8 +220,10 @@ mod tests {
             name: "op_x".into(),
             code: (0u8..18).collect(),
             code_align: 4,
-            data: vec![1, 2],
+            init_data: vec![1, 2],
+            data_len: 2,
             data_align: 8,
+            zero_fill: vec![],
             holes: vec![Hole {
                 section: Section::Code,
                 offset: 0x1c,

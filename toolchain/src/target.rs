@@ -312,12 +312,23 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// (Unit tests) The kit's target file with architecture `arch` and object format `format`,
+/// so tests say what kind of target they need instead of naming a triple.
+#[cfg(test)]
+pub(crate) fn test_target(arch: Arch, format: ObjectFormat) -> Target {
+    Target::load_all(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets"))
+        .unwrap()
+        .into_iter()
+        .find(|t| t.arch == arch && t.format == format)
+        .unwrap_or_else(|| panic!("no target file for {} {}", arch.name(), format.name()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const GOOD: &str = r#"
-triple = "aarch64-apple-darwin"
+triple = "aarch64-example-os"
 arch = "aarch64"
 format = "macho"
 abi = "aapcs64"
@@ -333,8 +344,8 @@ execution = "host-abi"
 
     fn parse(text: &str) -> Result<Target> {
         Target::parse(
-            "targets/aarch64-apple-darwin.toml",
-            "aarch64-apple-darwin",
+            "targets/aarch64-example-os.toml",
+            "aarch64-example-os",
             text.as_bytes().to_vec(),
         )
     }
@@ -350,7 +361,7 @@ execution = "host-abi"
     fn unknown_key_names_file_and_key() {
         let err = parse(&GOOD.replace("code_align", "codealign = 4\ncode_align")).unwrap_err();
         assert!(
-            err.0.contains("targets/aarch64-apple-darwin.toml") && err.0.contains("codealign"),
+            err.0.contains("targets/aarch64-example-os.toml") && err.0.contains("codealign"),
             "{err}"
         );
     }

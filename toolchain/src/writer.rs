@@ -279,19 +279,27 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
         let _ = writeln!(o, "        {},", string_literal(sym));
     }
     o.push_str("    ],\n");
+    if set.zero_fill.is_empty() {
+        o.push_str("    zero_fill: &[],\n");
+    } else {
+        o.push_str("    zero_fill: &[\n");
+        for z in &set.zero_fill {
+            let _ = writeln!(
+                o,
+                "        ZeroFill {{ name: {}, size: {}, align: {} }},",
+                string_literal(&z.name),
+                z.size,
+                z.align
+            );
+        }
+        o.push_str("    ],\n");
+    }
     let _ = writeln!(o, "    digest: \"{}\",", set.digest);
     o.push_str("};\n\n");
     crate::frame::write_frames(&mut o, &set.stencils);
 
     families(&mut o, set)?;
     o.push_str("/// The stencils, one constant each (listings show code with its holes).\n#[rustfmt::skip]\nmod def {\n    use cpjit_model::*;\n");
-    if set
-        .stencils
-        .iter()
-        .any(|s| long_zero_tail(&s.data).is_some())
-    {
-        o.push_str(ZERO_EXTENDED_FN);
-    }
     for (s, template) in set.stencils.iter().zip(&set.templates) {
         o.push('\n');
         stencil_item(&mut o, set, s, template)?;
@@ -299,10 +307,6 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     o.push_str("}\n");
     Ok(o)
 }
-
-/// Zero tails at least this long are not spelled out byte by byte (zero-fill sections):
-/// the generated text stays proportional to the object, not to its `.bss`.
-const LONG_ZERO_TAIL: usize = 256;
 
 /// The family tables (`FAMILIES`, `mod family`), written only when the set has families,
 /// so a set without them generates exactly what it did before families existed.
@@ -357,35 +361,13 @@ fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
     Ok(())
 }
 
-/// The const fn that rebuilds data with a long zero tail (emitted only when needed, so sets
-/// without one are unchanged).
-const ZERO_EXTENDED_FN: &str = "
-    /// `head` followed by zeros, `N` bytes in all: data whose long zero-fill tail is not
-    /// spelled out.
-    const fn zero_extended<const N: usize>(head: &[u8]) -> [u8; N] {
-        let mut out = [0u8; N];
-        let mut i = 0;
-        while i < head.len() {
-            out[i] = head[i];
-            i += 1;
-        }
-        out
-    }
-";
-
-/// The length of the part of `data` before a zero tail of at least [`LONG_ZERO_TAIL`].
-pub(crate) fn long_zero_tail(data: &[u8]) -> Option<usize> {
-    let head = data.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
-    (data.len() - head >= LONG_ZERO_TAIL).then_some(head)
-}
-
 fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) -> Result<()> {
     let _ = writeln!(
         o,
         "    // ---- {} ({template}): {} B code, {} B data, {} ----",
         s.name,
         s.code.len(),
-        s.data.len(),
+        s.data_len,
         plural(s.holes.len(), "hole")
     );
     for line in listing::lines(set.target.llvm_triple(), s)? {
@@ -399,20 +381,25 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
     let _ = writeln!(o, "        name: \"{}\",", s.name);
     bytes_field(o, "code", &s.code);
     let _ = writeln!(o, "        code_align: {},", s.code_align);
-    match long_zero_tail(&s.data) {
-        Some(0) => {
-            let _ = writeln!(o, "        data: &zero_extended::<{}>(&[]),", s.data.len());
-        }
-        Some(head) => {
-            let _ = writeln!(o, "        data: &zero_extended::<{}>(&[", s.data.len());
-            for chunk in s.data[..head].chunks(16) {
-                let _ = writeln!(o, "            {},", byte_list(chunk));
-            }
-            o.push_str("        ]),\n");
-        }
-        None => bytes_field(o, "data", &s.data),
-    }
+    bytes_field(o, "init_data", &s.init_data);
+    let _ = writeln!(o, "        data_len: {},", s.data_len);
     let _ = writeln!(o, "        data_align: {},", s.data_align);
+    if s.zero_fill.is_empty() {
+        o.push_str("        zero_fill: &[],\n");
+    } else {
+        let uses: Vec<String> = s
+            .zero_fill
+            .iter()
+            .map(|z| {
+                format!(
+                    "ZeroFillUse {{ section: {}, offset: {:#x} }}",
+                    set.zero_fill_index(template, &z.section),
+                    z.offset
+                )
+            })
+            .collect();
+        let _ = writeln!(o, "        zero_fill: &[{}],", uses.join(", "));
+    }
     if s.holes.is_empty() {
         o.push_str("        holes: &[],\n");
     } else {
@@ -577,16 +564,6 @@ mod tests {
         assert_eq!(ident("match").unwrap(), "r#match");
         assert!(ident("self").is_err());
         assert!(ident("a-b").is_err());
-    }
-
-    #[test]
-    fn long_zero_tails_are_not_spelled_out() {
-        assert_eq!(long_zero_tail(&[1; 300]), None);
-        assert_eq!(long_zero_tail(&[0; 255]), None);
-        assert_eq!(long_zero_tail(&[0; 256]), Some(0));
-        let mut data = vec![7, 0, 9];
-        data.resize(3 + 1000, 0);
-        assert_eq!(long_zero_tail(&data), Some(3));
     }
 
     #[test]

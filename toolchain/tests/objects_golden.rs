@@ -11,36 +11,21 @@ use std::path::{Path, PathBuf};
 use cpjit_model::{Arch, ObjectFormat};
 use cpjit_toolchain::object::{read_stencils, ReadOptions};
 
-const TRIPLES: [&str; 7] = [
-    "x86_64-unknown-linux-gnu",
-    "aarch64-unknown-linux-gnu",
-    "x86_64-apple-darwin",
-    "aarch64-apple-darwin",
-    "x86_64-pc-windows-msvc",
-    "aarch64-pc-windows-msvc",
-    "riscv64gc-unknown-linux-gnu",
-];
+mod common;
+
+/// The triples of the committed fixtures: one directory per target under
+/// `tests/golden/obj/` (fixtures are where triples are written).
+fn fixture_triples() -> Vec<String> {
+    common::fixture_triples()
+}
+
+/// Architecture and object format of `triple`, from its target file.
+fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
+    common::arch_and_format(triple)
+}
 
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
-}
-
-fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
-    let arch = if triple.starts_with("x86_64") {
-        Arch::X86_64
-    } else if triple.starts_with("riscv64") {
-        Arch::Riscv64
-    } else {
-        Arch::Aarch64
-    };
-    let format = if triple.contains("linux") {
-        ObjectFormat::Elf
-    } else if triple.contains("apple") {
-        ObjectFormat::MachO
-    } else {
-        ObjectFormat::Coff
-    };
-    (arch, format)
 }
 
 /// The text the expectation files hold: every stencil's `to_text()`, or the error.
@@ -71,7 +56,7 @@ fn golden_objects_match_expectations() {
     let bless = std::env::var_os("BLESS").is_some();
     let mut failures = vec![];
     let mut checked = 0;
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let obj_dir = golden_dir().join("obj").join(triple);
         let mut objects: Vec<PathBuf> = fs::read_dir(&obj_dir)
             .unwrap_or_else(|e| panic!("{}: {e}", obj_dir.display()))

@@ -12,15 +12,23 @@ use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, Section};
 use cpjit_toolchain::object::{read_stencils, ObjectError, ObjectErrorKind, ReadOptions};
 use cpjit_toolchain::stencil::StencilBuf;
 
-const TRIPLES: [&str; 7] = [
-    "x86_64-unknown-linux-gnu",
-    "aarch64-unknown-linux-gnu",
-    "x86_64-apple-darwin",
-    "aarch64-apple-darwin",
-    "x86_64-pc-windows-msvc",
-    "aarch64-pc-windows-msvc",
-    "riscv64gc-unknown-linux-gnu",
-];
+mod common;
+
+/// The triples of the committed fixtures: one directory per target under
+/// `tests/golden/obj/` (fixtures are where triples are written).
+fn fixture_triples() -> Vec<String> {
+    common::fixture_triples()
+}
+
+/// The triple of the target file with `arch` and `format`.
+fn t(arch: Arch, format: ObjectFormat) -> String {
+    common::target(arch, format)
+}
+
+/// Architecture and object format of `triple`, from its target file.
+fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
+    common::arch_and_format(triple)
+}
 
 fn fixture_path(triple: &str, name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,24 +39,6 @@ fn fixture_path(triple: &str, name: &str) -> PathBuf {
 
 fn fixture(triple: &str, name: &str) -> Vec<u8> {
     fs::read(fixture_path(triple, name)).unwrap()
-}
-
-fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
-    let arch = if triple.starts_with("x86_64") {
-        Arch::X86_64
-    } else if triple.starts_with("riscv64") {
-        Arch::Riscv64
-    } else {
-        Arch::Aarch64
-    };
-    let format = if triple.contains("linux") {
-        ObjectFormat::Elf
-    } else if triple.contains("apple") {
-        ObjectFormat::MachO
-    } else {
-        ObjectFormat::Coff
-    };
-    (arch, format)
 }
 
 fn read(triple: &str, bytes: &[u8]) -> Result<Vec<StencilBuf>, ObjectError> {
@@ -80,7 +70,7 @@ fn stencil<'a>(stencils: &'a [StencilBuf], name: &str) -> &'a StencilBuf {
 
 fn data_u64(s: &StencilBuf, offset: i64) -> u64 {
     let o = usize::try_from(offset).unwrap();
-    u64::from_le_bytes(s.data[o..o + 8].try_into().unwrap())
+    u64::from_le_bytes(s.init_data[o..o + 8].try_into().unwrap())
 }
 
 /// The data offset a code hole refers to: PC-relative x86 addends carry the −4 bias of the
@@ -104,7 +94,7 @@ fn is_riscv_lo12(hole: &&cpjit_model::Hole) -> bool {
 
 #[test]
 fn every_triple_reads_all_ops_with_sorted_names() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         let names: Vec<&str> = stencils.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
@@ -133,7 +123,7 @@ fn every_triple_reads_all_ops_with_sorted_names() {
 
 #[test]
 fn trailing_continuation_jump_is_elided_on_every_triple() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         for name in [
             "op_load_const",
@@ -182,14 +172,14 @@ fn trailing_continuation_jump_is_elided_on_every_triple() {
 
 #[test]
 fn hole_fields_are_zeroed() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         for name in ["ops", "shim"] {
             for s in read(triple, &fixture(triple, name)).unwrap() {
                 for h in &s.holes {
                     let bytes = if h.section == Section::Code {
                         &s.code
                     } else {
-                        &s.data
+                        &s.init_data
                     };
                     let field = &bytes[h.offset as usize..h.offset as usize + h.kind.width()];
                     match h.kind.arch() {
@@ -227,7 +217,7 @@ fn hole_fields_are_zeroed() {
 /// ADDEND-pair (Mach-O arm64) addends by their meaning.
 #[test]
 fn addends_point_at_the_referenced_data() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         let s = stencil(&stencils, "op_addr_addend");
         // Code refers to two places: &scratch[2] (the value 3) and pointers[] (whose first
@@ -280,7 +270,7 @@ fn addends_point_at_the_referenced_data() {
 
 #[test]
 fn macho_arm64_addend_pairs_are_applied() {
-    let s = ops("aarch64-apple-darwin");
+    let s = ops(&t(Arch::Aarch64, ObjectFormat::MachO));
     let addr = stencil(&s, "op_addr_addend");
     let page = addr
         .holes
@@ -301,7 +291,7 @@ fn macho_arm64_addend_pairs_are_applied() {
 
 #[test]
 fn zero_fill_is_laid_out_after_initialized_data() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         let count = stencil(&stencils, "op_count");
         // counters (zero-fill, 32 bytes) and scratch (writable, {1, 2, 3, 4}).
@@ -325,20 +315,25 @@ fn zero_fill_is_laid_out_after_initialized_data() {
             counters > scratch,
             "{triple}: zero-fill after writable data"
         );
-        assert!(count.data[counters as usize..].iter().all(|&b| b == 0));
+        // The zero-fill is described, not stored: the initialized bytes end before it.
+        assert_eq!(count.zero_fill.len(), 1, "{triple}: {:?}", count.zero_fill);
+        let z = &count.zero_fill[0];
+        assert_eq!((z.offset, z.size), (counters as u64, 32), "{triple}");
+        assert!(count.init_data.len() as u64 <= z.offset, "{triple}");
+        assert_eq!(count.data_len, z.offset + z.size, "{triple}");
     }
 }
 
 #[test]
 fn dllimport_operands_use_got_holes() {
-    let x64 = ops("x86_64-pc-windows-msvc");
+    let x64 = ops(&t(Arch::X86_64, ObjectFormat::Coff));
     let load = stencil(&x64, "op_load_const");
     assert_eq!(load.operands, ["OPERAND0"]);
     assert_eq!(load.holes[0].kind, HoleKind::X86GotPc32Relaxable);
     assert_eq!(load.holes[0].value, HoleValue::Operand(0));
     assert_eq!(load.holes[0].addend, -4);
 
-    let a64 = ops("aarch64-pc-windows-msvc");
+    let a64 = ops(&t(Arch::Aarch64, ObjectFormat::Coff));
     let load = stencil(&a64, "op_load_const");
     let kinds: Vec<HoleKind> = load.holes.iter().map(|h| h.kind).collect();
     assert_eq!(
@@ -357,7 +352,10 @@ fn dllimport_operands_use_got_holes() {
 
 #[test]
 fn coff_comdat_sections_give_the_same_code() {
-    for triple in ["x86_64-pc-windows-msvc", "aarch64-pc-windows-msvc"] {
+    for triple in [
+        &t(Arch::X86_64, ObjectFormat::Coff),
+        &t(Arch::Aarch64, ObjectFormat::Coff),
+    ] {
         let single = ops(triple);
         let comdat = read(triple, &fixture(triple, "ops_function_sections")).unwrap();
         assert_eq!(single.len(), comdat.len());
@@ -383,7 +381,7 @@ fn coff_comdat_sections_give_the_same_code() {
 
 #[test]
 fn macho_text_is_split_by_symbols_and_padding_after_a_jump_is_dropped() {
-    let stencils = ops("x86_64-apple-darwin");
+    let stencils = ops(&t(Arch::X86_64, ObjectFormat::MachO));
     // op_jump_nz ends `pop %rbp; jmp _JIT_CONTINUE; nop` in the object: the nop is padding
     // before the next symbol, the jump is elided, and the code ends with `pop %rbp`.
     let jump = stencil(&stencils, "op_jump_nz");
@@ -399,7 +397,7 @@ fn macho_text_is_split_by_symbols_and_padding_after_a_jump_is_dropped() {
         let expected = if s.name == "op_mix" { 2 } else { 1 };
         assert_eq!(prologues, expected, "{}", s.name);
     }
-    let arm = ops("aarch64-apple-darwin");
+    let arm = ops(&t(Arch::Aarch64, ObjectFormat::MachO));
     assert!(
         stencil(&arm, "op_return").code.len() <= 8,
         "ends at the next symbol"
@@ -408,7 +406,7 @@ fn macho_text_is_split_by_symbols_and_padding_after_a_jump_is_dropped() {
 
 #[test]
 fn local_helpers_are_copied_after_the_function() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         let mix = stencil(&stencils, "op_mix");
         let call = mix
@@ -435,7 +433,7 @@ fn local_helpers_are_copied_after_the_function() {
 
 #[test]
 fn jump_targets_and_operands_are_named() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let stencils = ops(triple);
         let jump = stencil(&stencils, "op_jump_nz");
         assert_eq!(jump.targets, ["JUMP_TARGET"], "{triple}");
@@ -459,15 +457,15 @@ fn error_of(triple: &str, bytes: &[u8]) -> ObjectError {
 #[test]
 fn unknown_relocation_is_an_error_with_a_hint() {
     let e = error_of(
-        "x86_64-unknown-linux-gnu",
-        &fixture("x86_64-unknown-linux-gnu", "absolute32"),
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &fixture(&t(Arch::X86_64, ObjectFormat::Elf), "absolute32"),
     );
     assert_eq!(e.kind, ObjectErrorKind::UnknownRelocation);
     assert_eq!(e.relocation.as_deref(), Some("R_X86_64_32S"));
     assert_eq!(e.stencil.as_deref(), Some("op_table32"));
     let text = e.to_string();
     for part in [
-        "x86_64-unknown-linux-gnu",
+        &t(Arch::X86_64, ObjectFormat::Elf),
         "test.c",
         "op_table32",
         ".text",
@@ -479,7 +477,7 @@ fn unknown_relocation_is_an_error_with_a_hint() {
     }
 
     // A raw type outside every table: patch the first relocation of the x86-64 ELF object.
-    let mut bytes = fixture("x86_64-unknown-linux-gnu", "ops");
+    let mut bytes = fixture(&t(Arch::X86_64, ObjectFormat::Elf), "ops");
     let elf = goblin::elf::Elf::parse(&bytes).unwrap();
     let rela = elf
         .section_headers
@@ -489,7 +487,7 @@ fn unknown_relocation_is_an_error_with_a_hint() {
     let at = rela.sh_offset as usize + 8; // r_info; the type is its low 32 bits
     drop(elf);
     bytes[at..at + 4].copy_from_slice(&200u32.to_le_bytes());
-    let e = error_of("x86_64-unknown-linux-gnu", &bytes);
+    let e = error_of(&t(Arch::X86_64, ObjectFormat::Elf), &bytes);
     assert_eq!(e.kind, ObjectErrorKind::UnknownRelocation);
     assert_eq!(e.relocation.as_deref(), Some("#200"));
     assert!(e.symbol.is_some() && e.offset.is_some() && e.section.is_some());
@@ -497,7 +495,7 @@ fn unknown_relocation_is_an_error_with_a_hint() {
 
 #[test]
 fn thread_locals_are_rejected_on_every_triple() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let e = error_of(triple, &fixture(triple, "tls"));
         assert_eq!(e.kind, ObjectErrorKind::ThreadLocal, "{triple}: {e}");
         assert!(e.section.is_some(), "{e}");
@@ -506,7 +504,7 @@ fn thread_locals_are_rejected_on_every_triple() {
 
 #[test]
 fn stack_protector_is_rejected_on_every_triple() {
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let e = error_of(triple, &fixture(triple, "stack_protector"));
         assert_eq!(e.kind, ObjectErrorKind::StackProtector, "{triple}: {e}");
         assert_eq!(e.stencil.as_deref(), Some("op_buffer"));
@@ -517,7 +515,7 @@ fn stack_protector_is_rejected_on_every_triple() {
 #[test]
 fn unsupported_section_is_named() {
     // Turn the x86-64 ELF `.rodata.*` section into an SHT_INIT_ARRAY.
-    let mut bytes = fixture("x86_64-unknown-linux-gnu", "ops");
+    let mut bytes = fixture(&t(Arch::X86_64, ObjectFormat::Elf), "ops");
     let elf = goblin::elf::Elf::parse(&bytes).unwrap();
     let (index, _) = elf
         .section_headers
@@ -532,7 +530,7 @@ fn unsupported_section_is_named() {
     let at = elf.header.e_shoff as usize + index * elf.header.e_shentsize as usize + 4; // sh_type
     drop(elf);
     bytes[at..at + 4].copy_from_slice(&goblin::elf::section_header::SHT_INIT_ARRAY.to_le_bytes());
-    let e = error_of("x86_64-unknown-linux-gnu", &bytes);
+    let e = error_of(&t(Arch::X86_64, ObjectFormat::Elf), &bytes);
     assert_eq!(e.kind, ObjectErrorKind::UnsupportedSection);
     assert!(
         e.section
@@ -544,7 +542,7 @@ fn unsupported_section_is_named() {
 
 #[test]
 fn riscv_lo12_holes_carry_their_hi20_value_and_distance() {
-    let triple = "riscv64gc-unknown-linux-gnu";
+    let triple = &t(Arch::Riscv64, ObjectFormat::Elf);
     let mut pairs = 0;
     for s in ops(triple) {
         for lo in s.holes.iter().filter(|h| {
@@ -574,7 +572,7 @@ fn riscv_lo12_holes_carry_their_hi20_value_and_distance() {
 
 #[test]
 fn riscv_relaxation_and_absolute_addresses_are_rejected() {
-    let triple = "riscv64gc-unknown-linux-gnu";
+    let triple = &t(Arch::Riscv64, ObjectFormat::Elf);
     let e = error_of(triple, &fixture(triple, "relax"));
     assert_eq!(e.kind, ObjectErrorKind::Unsupported);
     assert_eq!(e.relocation.as_deref(), Some("R_RISCV_RELAX"));
@@ -588,9 +586,9 @@ fn riscv_relaxation_and_absolute_addresses_are_rejected() {
 #[test]
 fn elf_local_helper_in_a_shared_section_is_rejected() {
     for triple in [
-        "x86_64-unknown-linux-gnu",
-        "aarch64-unknown-linux-gnu",
-        "riscv64gc-unknown-linux-gnu",
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &t(Arch::Aarch64, ObjectFormat::Elf),
+        &t(Arch::Riscv64, ObjectFormat::Elf),
     ] {
         let e = error_of(triple, &fixture(triple, "ops_shared_text"));
         assert_eq!(e.kind, ObjectErrorKind::Unsupported);
@@ -616,7 +614,7 @@ fn macho_text_relocations(bytes: &[u8]) -> (usize, usize) {
 
 #[test]
 fn dangling_addend_is_rejected() {
-    let mut bytes = fixture("aarch64-apple-darwin", "ops");
+    let mut bytes = fixture(&t(Arch::Aarch64, ObjectFormat::MachO), "ops");
     let (start, count) = macho_text_relocations(&bytes);
     let info = |b: &[u8], i: usize| {
         u32::from_le_bytes(b[start + i * 8 + 4..start + i * 8 + 8].try_into().unwrap())
@@ -628,51 +626,51 @@ fn dangling_addend_is_rejected() {
     let next = start + (addend + 1) * 8 + 4;
     let patched = (info(&bytes, addend + 1) & 0x0fff_ffff) | (5 << 28);
     bytes[next..next + 4].copy_from_slice(&patched.to_le_bytes());
-    let e = error_of("aarch64-apple-darwin", &bytes);
+    let e = error_of(&t(Arch::Aarch64, ObjectFormat::MachO), &bytes);
     assert_eq!(e.kind, ObjectErrorKind::DanglingAddend, "{e}");
     assert_eq!(e.section.as_deref(), Some("__TEXT,__text"));
 
     // An ADDEND as the very last record.
-    let mut bytes = fixture("aarch64-apple-darwin", "ops");
+    let mut bytes = fixture(&t(Arch::Aarch64, ObjectFormat::MachO), "ops");
     let last = start + (count - 1) * 8 + 4;
     let patched = (info(&bytes, count - 1) & 0x0fff_ffff) | (10 << 28);
     bytes[last..last + 4].copy_from_slice(&patched.to_le_bytes());
     assert_eq!(
-        error_of("aarch64-apple-darwin", &bytes).kind,
+        error_of(&t(Arch::Aarch64, ObjectFormat::MachO), &bytes).kind,
         ObjectErrorKind::DanglingAddend
     );
 }
 
 #[test]
 fn bad_symbol_index_is_a_missing_symbol() {
-    let mut bytes = fixture("x86_64-pc-windows-msvc", "ops");
+    let mut bytes = fixture(&t(Arch::X86_64, ObjectFormat::Coff), "ops");
     let coff = goblin::pe::Coff::parse(&bytes).unwrap();
     let at = coff.sections[0].pointer_to_relocations as usize + 4;
     drop(coff);
     bytes[at..at + 4].copy_from_slice(&0x00ff_ffffu32.to_le_bytes());
-    let e = error_of("x86_64-pc-windows-msvc", &bytes);
+    let e = error_of(&t(Arch::X86_64, ObjectFormat::Coff), &bytes);
     assert_eq!(e.kind, ObjectErrorKind::MissingSymbol, "{e}");
     assert_eq!(e.offset, Some(3));
 }
 
 #[test]
 fn wrong_format_or_architecture_is_corrupt() {
-    let elf = fixture("x86_64-unknown-linux-gnu", "ops");
+    let elf = fixture(&t(Arch::X86_64, ObjectFormat::Elf), "ops");
     assert!(matches!(
-        error_of("aarch64-unknown-linux-gnu", &elf).kind,
+        error_of(&t(Arch::Aarch64, ObjectFormat::Elf), &elf).kind,
         ObjectErrorKind::Corrupt
     ));
     assert!(matches!(
-        error_of("x86_64-apple-darwin", &elf).kind,
+        error_of(&t(Arch::X86_64, ObjectFormat::MachO), &elf).kind,
         ObjectErrorKind::Corrupt | ObjectErrorKind::Truncated
     ));
-    assert!(read("x86_64-pc-windows-msvc", &elf).is_err());
-    assert!(read("x86_64-pc-windows-msvc", &[]).is_err());
+    assert!(read(&t(Arch::X86_64, ObjectFormat::Coff), &elf).is_err());
+    assert!(read(&t(Arch::X86_64, ObjectFormat::Coff), &[]).is_err());
 }
 
-fn all_fixtures() -> Vec<(&'static str, Vec<u8>)> {
+fn all_fixtures() -> Vec<(String, Vec<u8>)> {
     let mut out = vec![];
-    for triple in TRIPLES {
+    for triple in &fixture_triples() {
         let dir = fixture_path(triple, "ops").parent().unwrap().to_path_buf();
         let mut paths: Vec<PathBuf> = fs::read_dir(dir)
             .unwrap()
@@ -680,7 +678,7 @@ fn all_fixtures() -> Vec<(&'static str, Vec<u8>)> {
             .collect();
         paths.sort();
         for p in paths {
-            out.push((triple, fs::read(p).unwrap()));
+            out.push((triple.clone(), fs::read(p).unwrap()));
         }
     }
     out
@@ -688,7 +686,7 @@ fn all_fixtures() -> Vec<(&'static str, Vec<u8>)> {
 
 #[test]
 fn every_truncation_is_an_error_not_a_panic() {
-    for (triple, bytes) in all_fixtures() {
+    for (triple, bytes) in &all_fixtures() {
         for len in 0..bytes.len() {
             // Ok is possible only if nothing the readers use lies past `len`.
             let _ = read(triple, &bytes[..len]);
@@ -717,7 +715,7 @@ fn random_byte_flips_never_panic() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut errors = 0;
     let mut total = 0;
-    for (triple, original) in all_fixtures() {
+    for (triple, original) in &all_fixtures() {
         for _ in 0..300 {
             let mut bytes = original.clone();
             for _ in 0..1 + rng.next() % 4 {
@@ -744,7 +742,7 @@ fn many_random_byte_flips_never_panic() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3000);
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-    for (triple, original) in all_fixtures() {
+    for (triple, original) in &all_fixtures() {
         for _ in 0..rounds {
             let mut bytes = original.clone();
             for _ in 0..1 + rng.next() % 8 {
@@ -778,7 +776,7 @@ fn elf_relas_of_type(bytes: &[u8], r_type: u32) -> Vec<usize> {
 fn riscv_lo12_must_name_a_hi20_label_without_addend() {
     const PCREL_LO12_I: u32 = 24;
     const PCREL_HI20: u32 = 23;
-    let triple = "riscv64gc-unknown-linux-gnu";
+    let triple = &t(Arch::Riscv64, ObjectFormat::Elf);
     let original = fixture(triple, "ops");
     // An addend on the LO12 (the HI20 carries it): an error naming the relocation.
     let mut bytes = original.clone();

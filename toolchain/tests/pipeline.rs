@@ -9,6 +9,12 @@ use std::path::{Path, PathBuf};
 
 mod common;
 use common::{options, set, workspace};
+use cpjit_model::{Arch, ObjectFormat};
+
+/// The triple of the target file with `arch` and `format`.
+fn t(arch: Arch, format: ObjectFormat) -> String {
+    common::target(arch, format)
+}
 
 fn shared_cache() -> Cache {
     Cache::new(Cache::default_dir(&workspace()))
@@ -90,7 +96,9 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     }
     let lib = String::from_utf8(
         ta.iter()
-            .find(|(p, _)| p.ends_with("x86_64-unknown-linux-gnu/src/lib.rs"))
+            .find(|(p, _)| {
+                p.ends_with(format!("{}/src/lib.rs", t(Arch::X86_64, ObjectFormat::Elf)))
+            })
             .unwrap()
             .1
             .clone(),
@@ -109,8 +117,8 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     assert_eq!(json.as_object().unwrap().len(), targets.len());
-    let sidecar = Sidecar::read(&a.path().join("x86_64-unknown-linux-gnu")).unwrap();
-    assert_eq!(sidecar.triple, "x86_64-unknown-linux-gnu");
+    let sidecar = Sidecar::read(&a.path().join(&t(Arch::X86_64, ObjectFormat::Elf))).unwrap();
+    assert_eq!(sidecar.triple, t(Arch::X86_64, ObjectFormat::Elf));
     assert_eq!(sidecar.template_set, "default");
     assert!(lib.contains(&format!("//! Inputs digest: {}\n", sidecar.inputs_digest)));
     assert_eq!(
@@ -125,13 +133,16 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
         sidecar.counts.elided_jumps,
         lib.matches("falls_through: true").count()
     );
-    assert_eq!(json["aarch64-apple-darwin"]["shim"], "cpjit_entry");
+    assert_eq!(
+        json[&t(Arch::Aarch64, ObjectFormat::MachO)]["shim"],
+        "cpjit_entry"
+    );
 }
 
 #[test]
 fn check_detects_a_stale_crate_and_up_to_date_crates_are_skipped() {
     let out = tempfile::tempdir().unwrap();
-    let target = "x86_64-unknown-linux-gnu";
+    let target = &t(Arch::X86_64, ObjectFormat::Elf);
     let opts = options(
         workspace().join("templates"),
         &[target],
@@ -179,13 +190,17 @@ fn one_stencil_per_translation_unit_is_named_after_the_file() {
     let out = tempfile::tempdir().unwrap();
     let opts = options(
         set("per_unit"),
-        &["aarch64-unknown-linux-gnu"],
+        &[&t(Arch::Aarch64, ObjectFormat::Elf)],
         out.path(),
         Cache::disabled(),
     );
     driver::build_stencils(&opts).unwrap();
-    let lib =
-        std::fs::read_to_string(out.path().join("aarch64-unknown-linux-gnu/src/lib.rs")).unwrap();
+    let lib = std::fs::read_to_string(
+        out.path()
+            .join(t(Arch::Aarch64, ObjectFormat::Elf))
+            .join("src/lib.rs"),
+    )
+    .unwrap();
     assert!(
         lib.contains("pub const drop: usize = 0;\n    pub const push7: usize = 1;"),
         "{lib}"
@@ -195,9 +210,10 @@ fn one_stencil_per_translation_unit_is_named_after_the_file() {
 
 #[test]
 fn missing_musttail_names_the_stencil() {
-    let err = build_error("no_musttail", "x86_64-unknown-linux-gnu");
+    let target = t(Arch::X86_64, ObjectFormat::Elf);
+    let err = build_error("no_musttail", &target);
     assert!(
-        err.contains("x86_64-unknown-linux-gnu: op.c: stencil `op_plain_call`"),
+        err.contains(&format!("{target}: op.c: stencil `op_plain_call`")),
         "{err}"
     );
     assert!(
@@ -209,7 +225,7 @@ fn missing_musttail_names_the_stencil() {
 
 #[test]
 fn thread_local_is_rejected() {
-    let err = build_error("thread_local", "aarch64-unknown-linux-gnu");
+    let err = build_error("thread_local", &t(Arch::Aarch64, ObjectFormat::Elf));
     assert!(
         err.contains("stencil `op_tls`") && err.contains("thread-local global `tls_counter`"),
         "{err}"
@@ -218,7 +234,7 @@ fn thread_local_is_rejected() {
 
 #[test]
 fn stack_protector_is_rejected() {
-    let err = build_error("stack_protector", "x86_64-unknown-linux-gnu");
+    let err = build_error("stack_protector", &t(Arch::X86_64, ObjectFormat::Elf));
     assert!(
         err.contains("stencil `op_guarded`") && err.contains("stack-protector attribute `sspreq`"),
         "{err}"
@@ -227,7 +243,7 @@ fn stack_protector_is_rejected() {
 
 #[test]
 fn disallowed_symbol_is_rejected() {
-    let err = build_error("bad_symbol", "x86_64-unknown-linux-gnu");
+    let err = build_error("bad_symbol", &t(Arch::X86_64, ObjectFormat::Elf));
     assert!(
         err.contains("stencil `op_reads_global`") && err.contains("references `forbidden_global`"),
         "{err}"
@@ -237,7 +253,10 @@ fn disallowed_symbol_is_rejected() {
 
 #[test]
 fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
-    for target in ["aarch64-apple-darwin", "aarch64-pc-windows-msvc"] {
+    for target in [
+        &t(Arch::Aarch64, ObjectFormat::MachO),
+        &t(Arch::Aarch64, ObjectFormat::Coff),
+    ] {
         let err = build_error("reserved_x18", target);
         assert!(
             err.contains(&format!(
@@ -253,7 +272,7 @@ fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
     let out = tempfile::tempdir().unwrap();
     driver::build_stencils(&options(
         set("reserved_x18"),
-        &["aarch64-unknown-linux-gnu"],
+        &[&t(Arch::Aarch64, ObjectFormat::Elf)],
         out.path(),
         Cache::disabled(),
     ))
@@ -262,7 +281,7 @@ fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
 
 #[test]
 fn duplicate_stencil_names_are_rejected() {
-    let err = build_error("duplicate", "x86_64-unknown-linux-gnu");
+    let err = build_error("duplicate", &t(Arch::X86_64, ObjectFormat::Elf));
     assert!(
         err.contains("duplicate stencil `op_twice` in a.c and b.c"),
         "{err}"
@@ -286,9 +305,9 @@ fn unknown_target_and_bad_target_files_are_named() {
     );
 
     let targets = tempfile::tempdir().unwrap();
-    let good =
-        std::fs::read_to_string(workspace().join("targets/x86_64-unknown-linux-gnu.toml")).unwrap();
-    let bad_path = targets.path().join("x86_64-unknown-linux-gnu.toml");
+    let file = format!("{}.toml", common::first_target());
+    let good = std::fs::read_to_string(workspace().join("targets").join(&file)).unwrap();
+    let bad_path = targets.path().join(&file);
     std::fs::write(
         &bad_path,
         good.replace("code_align", "alignment = 1\ncode_align"),
@@ -305,7 +324,10 @@ fn unknown_target_and_bad_target_files_are_named() {
 
 #[test]
 fn inline_assembly_is_rejected_naming_the_stencil() {
-    for target in ["x86_64-unknown-linux-gnu", "aarch64-apple-darwin"] {
+    for target in [
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &t(Arch::Aarch64, ObjectFormat::MachO),
+    ] {
         let err = build_error("inline_asm", target);
         assert!(
             err.contains(&format!(
@@ -319,7 +341,7 @@ fn inline_assembly_is_rejected_naming_the_stencil() {
 
 #[test]
 fn writable_statics_are_rejected_and_instance_data_is_explicit() {
-    let err = build_error("statics", "x86_64-unknown-linux-gnu");
+    let err = build_error("statics", &t(Arch::X86_64, ObjectFormat::Elf));
     assert!(
         err.contains("stencil `op_count_hits`: writable static `hits`"),
         "{err}"
@@ -337,7 +359,7 @@ fn writable_statics_are_rejected_and_instance_data_is_explicit() {
 
 #[test]
 fn calling_convention_and_signature_are_checked_against_the_abi() {
-    let err = build_error("abi", "x86_64-pc-windows-msvc");
+    let err = build_error("abi", &t(Arch::X86_64, ObjectFormat::Coff));
     assert!(
         err.contains("stencil `op_no_cc`: calling convention is the C calling convention but the set's ABI requires preserve_none"),
         "{err}"
@@ -355,7 +377,7 @@ fn calling_convention_and_signature_are_checked_against_the_abi() {
 
 #[test]
 fn an_op_over_the_ir_budget_is_rejected_before_code_generation() {
-    let err = build_error("big_op", "aarch64-unknown-linux-gnu");
+    let err = build_error("big_op", &t(Arch::Aarch64, ObjectFormat::Elf));
     assert!(
         err.contains("stencil `op_huge`: ")
             && err.contains(
@@ -368,7 +390,7 @@ fn an_op_over_the_ir_budget_is_rejected_before_code_generation() {
 
 #[test]
 fn missing_sources_and_unmatched_globs_are_errors() {
-    let err = build_error("missing_source", "x86_64-unknown-linux-gnu");
+    let err = build_error("missing_source", &t(Arch::X86_64, ObjectFormat::Elf));
     assert!(err.contains("`gone.c` does not exist"), "{err}");
     assert!(
         err.contains("the glob `extra/*.c` matches no file") && err.contains("allow_empty"),
@@ -401,9 +423,10 @@ fn set_copy_with(name: &str, extra: &str, tail: &str) -> tempfile::TempDir {
 
 #[test]
 fn a_set_without_stencils_is_an_error_unless_allow_empty() {
-    let err = build_error("empty", "x86_64-unknown-linux-gnu");
+    let target = t(Arch::X86_64, ObjectFormat::Elf);
+    let err = build_error("empty", &target);
     assert!(
-        err.contains("x86_64-unknown-linux-gnu: the set `empty` defines no stencils (no function matches `op_*` in 1 translation unit(s))")
+        err.contains(&format!("{target}: the set `empty` defines no stencils (no function matches `op_*` in 1 translation unit(s))"))
             && err.contains("allow_empty = true"),
         "{err}"
     );
@@ -411,7 +434,7 @@ fn a_set_without_stencils_is_an_error_unless_allow_empty() {
     let out = tempfile::tempdir().unwrap();
     driver::build_stencils(&options(
         allowed.path().to_path_buf(),
-        &["x86_64-unknown-linux-gnu"],
+        &[&t(Arch::X86_64, ObjectFormat::Elf)],
         out.path(),
         Cache::disabled(),
     ))
@@ -421,9 +444,9 @@ fn a_set_without_stencils_is_an_error_unless_allow_empty() {
 #[test]
 fn a_32_mib_static_array_hits_the_named_data_limit_not_a_corrupt_object() {
     for target in [
-        "x86_64-unknown-linux-gnu",
-        "aarch64-apple-darwin",
-        "x86_64-pc-windows-msvc",
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &t(Arch::Aarch64, ObjectFormat::MachO),
+        &t(Arch::X86_64, ObjectFormat::Coff),
     ] {
         let err = build_error("big_data", target);
         assert!(
@@ -442,7 +465,7 @@ fn a_32_mib_static_array_hits_the_named_data_limit_not_a_corrupt_object() {
 #[test]
 fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
     let out = tempfile::tempdir().unwrap();
-    let target = "aarch64-unknown-linux-gnu";
+    let target = &t(Arch::Aarch64, ObjectFormat::Elf);
     let opts = options(set("per_unit"), &[target], out.path(), shared_cache());
     driver::build_stencils(&opts).unwrap();
     let crate_dir = out.path().join(target);
@@ -462,16 +485,22 @@ fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
     );
     assert!(err.contains("stale") && err.contains(&fix), "{err}");
     let report = driver::build_stencils(&opts).unwrap();
-    assert_eq!(report.built, [target], "{:?}", report.lines);
+    assert_eq!(report.built, [target.as_str()], "{:?}", report.lines);
     assert_eq!(std::fs::read(&lib).unwrap(), good_lib);
     driver::build_stencils(&check).expect("the plain run repaired the crate");
 
     // A hand-edited Cargo.toml, and a deleted sidecar.
     std::fs::write(&cargo, b"[package]\n").unwrap();
-    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    assert_eq!(
+        driver::build_stencils(&opts).unwrap().built,
+        [target.as_str()]
+    );
     assert_eq!(std::fs::read(&cargo).unwrap(), good_cargo);
     std::fs::remove_file(crate_dir.join("stencil-set.json")).unwrap();
-    assert_eq!(driver::build_stencils(&opts).unwrap().built, [target]);
+    assert_eq!(
+        driver::build_stencils(&opts).unwrap().built,
+        [target.as_str()]
+    );
     let again = driver::build_stencils(&opts).unwrap();
     assert!(again.built.is_empty(), "{:?}", again.lines);
     assert_eq!(
@@ -491,8 +520,11 @@ fn check_advice_for_the_default_layout_is_the_plain_command() {
         Cache::disabled(),
     );
     assert_eq!(
-        driver::fix_command(&opts, &["x86_64-unknown-linux-gnu"]),
-        "run `cargo xtask build-stencils --target x86_64-unknown-linux-gnu`"
+        driver::fix_command(&opts, &[&t(Arch::X86_64, ObjectFormat::Elf)]),
+        format!(
+            "run `cargo xtask build-stencils --target {}`",
+            t(Arch::X86_64, ObjectFormat::Elf)
+        )
     );
 }
 
@@ -535,7 +567,7 @@ fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
 fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
     let templates = set_copy_with("big_data", "", "\n[limits]\ndata_bytes = 40000000\n");
     let out = tempfile::tempdir().unwrap();
-    let target = "x86_64-unknown-linux-gnu";
+    let target = &t(Arch::X86_64, ObjectFormat::Elf);
     driver::build_stencils(&options(
         templates.path().to_path_buf(),
         &[target],
@@ -551,7 +583,11 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
         lib.len()
     );
     assert!(
-        lib.contains("data: &zero_extended::<33554432>(&[]),"),
+        lib.contains("        init_data: &[],\n        data_len: 33554432,\n"),
+        "{lib}"
+    );
+    assert!(
+        lib.contains("ZeroFill { name: \"op.c:") && lib.contains("size: 33554432"),
         "{lib}"
     );
     assert_eq!(
@@ -562,7 +598,10 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
     std::fs::create_dir_all(crate_dir.join("tests")).unwrap();
     std::fs::write(
         crate_dir.join("tests/len.rs"),
-        "#[test]\nfn len() { assert_eq!(cpjit_stencils_x86_64_unknown_linux_gnu::SET.stencils[0].data.len(), 32 << 20); }\n",
+        format!(
+            "#[test]\nfn len() {{ let set = &cpjit_stencils_{}::SET; assert_eq!(set.stencils[0].data_len, 32 << 20); assert_eq!(set.zero_fill[0].size, 32 << 20); assert!(set.stencils[0].init_data.is_empty()); }}\n",
+            target.replace('-', "_")
+        ),
     )
     .unwrap();
     let status = std::process::Command::new(env!("CARGO"))
@@ -575,4 +614,45 @@ fn zero_fill_within_a_raised_limit_builds_a_crate_proportional_to_the_object() {
         status.success(),
         "the generated crate builds and its data is 32 MiB"
     );
+}
+
+/// Zero-fill is described once per set, however many stencils hold it: three ops of one unit
+/// share a 512 KiB array, and on every target the crate has one table entry that the three
+/// stencils reference (per-instance semantics: each instance still gets 512 KiB of zeros).
+#[test]
+fn zero_fill_is_described_once_per_set_and_referenced_by_each_stencil() {
+    let out = tempfile::tempdir().unwrap();
+    driver::build_stencils(&options(
+        set("shared_zero_fill"),
+        &[],
+        out.path(),
+        shared_cache(),
+    ))
+    .unwrap_or_else(|e| panic!("{e}"));
+    for target in common::all_targets() {
+        let crate_dir = out.path().join(&target);
+        let lib = std::fs::read_to_string(crate_dir.join("src/lib.rs")).unwrap();
+        assert!(lib.len() < 64 * 1024, "{target}: {} B", lib.len());
+        let entries: Vec<&str> = lib.lines().filter(|l| l.contains("ZeroFill {")).collect();
+        assert_eq!(entries.len(), 1, "{target}: {entries:?}");
+        assert!(
+            entries[0].contains("name: \"op.c:") && entries[0].contains("size: 524288"),
+            "{target}: {}",
+            entries[0]
+        );
+        let uses = lib
+            .lines()
+            .filter(|l| l.contains("zero_fill: &[ZeroFillUse { section: 0, offset: 0x0 }],"))
+            .count();
+        assert_eq!(
+            uses, 3,
+            "{target}: every op references the one entry\n{lib}"
+        );
+        assert!(!lib.contains("zero_extended"), "{target}");
+        assert_eq!(
+            Sidecar::read(&crate_dir).unwrap().counts.data_bytes,
+            3 * 524288,
+            "{target}: data per instance, counted per stencil"
+        );
+    }
 }

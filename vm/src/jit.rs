@@ -4,7 +4,7 @@
 //!
 //! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
 //! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
-//! `aarch64-apple-darwin` stencils in a Linux aarch64 process.
+//! the Apple AArch64 stencils in a Linux aarch64 process.
 //!
 //! Another compiler can take copy-and-patch's place ([`TraceCompiler`], installed with
 //! [`crate::Config::compiler`]), e.g. the benchmark's LLVM JIT of the same stencil IR. Its

@@ -65,61 +65,12 @@ fn may_name_triples(file: &str) -> bool {
         || file.ends_with(".md")
 }
 
-/// Files of other modules that still name triples, to be fixed after the merge of issue 12
-/// (each entry: the file and why it is allowed for now). Shrink it; never grow it.
-const TRIPLE_ALLOW_LIST: &[(&str, &str)] = &[
-    // bench (h-bench): should take its set from the facade (`cpjit_stencils::native()`) and
-    // the peer's triple from the host, not name the x86-64 Linux crate.
-    ("bench/Cargo.toml", "depends on one stencil crate by name"),
-    ("bench/src/copy_patch.rs", "doc names the set it stitches"),
-    ("bench/src/peer/library.rs", "the peer's compile triple"),
-    ("bench/src/peer/mod.rs", "the peer's compile triple"),
-    ("bench/src/toolchain.rs", "times named targets"),
-    // runtime's fixture generator (bytes for real targets).
-    (
-        "runtime/tests/stencils/gen.py",
-        "writes fixtures for named targets",
-    ),
-    // toolchain (h-build): unit tests and docs that name real targets; tests could take
-    // them from targets/*.toml (by format/arch) instead.
-    (
-        "toolchain/src/disasm.rs",
-        "unit tests disassemble for named targets",
-    ),
-    ("toolchain/src/error.rs", "doc example"),
-    (
-        "toolchain/src/instructions.rs",
-        "unit test disassembles for a real COFF x86-64 target",
-    ),
-    ("toolchain/src/layout.rs", "unit tests for named targets"),
-    (
-        "toolchain/src/manifest.rs",
-        "unit test of a [target.<triple>] key",
-    ),
-    ("toolchain/src/pipeline.rs", "unit tests for named targets"),
-    (
-        "toolchain/src/target.rs",
-        "unit tests parse a copy of a target file",
-    ),
-    (
-        "toolchain/tests/objects_golden.rs",
-        "golden files per target",
-    ),
-    (
-        "toolchain/tests/objects_readers.rs",
-        "reader tests per object format",
-    ),
-    ("toolchain/tests/pipeline.rs", "pipeline tests per target"),
-    // vm (owner of vm/src/jit.rs): doc example of CPJIT_STENCILS.
-    ("vm/src/jit.rs", "doc example"),
-];
-
 #[test]
 fn triples_are_written_only_where_they_must_be() {
     let triples = triples();
     let mut hits = Vec::new();
     for file in files() {
-        if may_name_triples(&file) || TRIPLE_ALLOW_LIST.iter().any(|(f, _)| *f == file) {
+        if may_name_triples(&file) {
             continue;
         }
         let Ok(text) = std::fs::read_to_string(root().join(&file)) else {
@@ -141,12 +92,6 @@ fn triples_are_written_only_where_they_must_be() {
         "target triples outside targets/ (derive them from the target files instead):\n{}",
         hits.join("\n")
     );
-    for (file, _) in TRIPLE_ALLOW_LIST {
-        assert!(
-            root().join(file).exists(),
-            "allow-list names a missing file {file}"
-        );
-    }
 }
 
 /// Output of a generator, marked `@generated` on its first line (like the runtime's

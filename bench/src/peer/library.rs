@@ -18,8 +18,11 @@ use inkwell::OptimizationLevel;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// The host triple the peer compiles for (the copy-and-patch side uses its stencils).
-pub const TRIPLE: &str = "x86_64-unknown-linux-gnu";
+/// The triple the peer compiles for: the target of the set copy-and-patch stitches
+/// (the one built for this process).
+pub fn triple() -> &'static str {
+    crate::copy_patch::set().target
+}
 
 /// One module per stencil name, all in one context.
 pub struct Library<'ctx> {
@@ -38,7 +41,7 @@ pub struct TemplateIr {
 }
 
 /// Compiles `units` (paths relative to `templates`) to bitcode with the stencil build's
-/// flags for [`TRIPLE`].
+/// flags for [`triple`].
 pub fn template_bitcode(
     templates: &Path,
     targets: &Path,
@@ -46,7 +49,7 @@ pub fn template_bitcode(
 ) -> Result<TemplateIr, String> {
     let manifest = Manifest::load(templates).map_err(|e| e.to_string())?;
     let target =
-        Target::load(&targets.join(format!("{TRIPLE}.toml"))).map_err(|e| e.to_string())?;
+        Target::load(&targets.join(format!("{}.toml", triple()))).map_err(|e| e.to_string())?;
     let flags = clang::compile_flags(&manifest, &target);
     let units = units
         .iter()
@@ -131,7 +134,7 @@ impl<'ctx> Library<'ctx> {
 
 /// A target machine for the host with the JIT's settings.
 pub fn host_machine() -> Result<TargetMachine, String> {
-    let triple = inkwell::targets::TargetTriple::create(TRIPLE);
+    let triple = inkwell::targets::TargetTriple::create(self::triple());
     let target = LlvmTarget::from_triple(&triple).map_err(|e| e.to_string())?;
     target
         .create_target_machine(
@@ -142,5 +145,5 @@ pub fn host_machine() -> Result<TargetMachine, String> {
             RelocMode::Default,
             CodeModel::JITDefault,
         )
-        .ok_or_else(|| format!("LLVM cannot create a target machine for {TRIPLE}"))
+        .ok_or_else(|| format!("LLVM cannot create a target machine for {}", self::triple()))
 }

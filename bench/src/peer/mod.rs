@@ -161,8 +161,9 @@ mod tests {
     use crate::workload::Instance;
     use inkwell::memory_buffer::MemoryBuffer;
 
+    /// Template IR for `TRIPLE` (replaced by the peer's triple).
     const TEMPLATES: &str = r#"
-target triple = "x86_64-unknown-linux-gnu"
+target triple = "TRIPLE"
 
 @_JIT_OPERAND0 = external global i8
 declare preserve_nonecc i64 @_JIT_CONTINUE(ptr, ptr)
@@ -198,7 +199,10 @@ define preserve_nonecc i64 @op_test_exit(ptr %f, ptr %sp) {
 "#;
 
     fn library(context: &Context) -> Library<'_> {
-        let buffer = MemoryBuffer::create_from_memory_range_copy(TEMPLATES.as_bytes(), "t.ll");
+        let buffer = MemoryBuffer::create_from_memory_range_copy(
+            TEMPLATES.replace("TRIPLE", library::triple()).as_bytes(),
+            "t.ll",
+        );
         let unit = context.create_module_from_ir(buffer).unwrap();
         let ir = library::TemplateIr {
             hole_prefix: "_JIT_".into(),

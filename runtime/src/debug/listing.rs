@@ -44,11 +44,11 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             let _ = writeln!(out, "  padding");
             hex(&mut out, base, end, &code[end..at]);
         }
-        let data_at = if s.data.is_empty() {
+        let data_at = if s.data_len == 0 {
             data_end
         } else {
             let d = round_up(data_end, s.data_align as usize);
-            data_end = d + s.data.len();
+            data_end = d + s.data_len as usize;
             d
         };
         let _ = writeln!(
@@ -57,7 +57,7 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             s.name,
             base + at as u64,
             s.code.len(),
-            if s.data.is_empty() {
+            if s.data_len == 0 {
                 String::new()
             } else {
                 format!(", data at {:#x}", data_base + data_at as u64)

@@ -19,8 +19,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0xfd, 0x7b, 0xc2, 0xa8, 0xc0, 0x03, 0x5f, 0xd6,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x14,
@@ -49,8 +51,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x89, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -103,8 +107,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x08, 0x01, 0x00, 0x8b, 0x88, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -140,8 +146,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0xc1, 0xa8, 0x88, 0x02, 0x40, 0xf9, 0x08, 0x01, 0x00, 0x8b, 0x88, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x8,
@@ -167,8 +175,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0x91, 0x09, 0x01, 0x00, 0xf9, 0x89, 0x0a, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        init_data: &[0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        data_len: 8,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -201,8 +211,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0x54,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0xc,
@@ -221,8 +233,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         name: "op_exit_to",
         code: &[0xe0, 0x03, 0x14, 0xaa, 0x00, 0x00, 0x00, 0x14],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x4,
@@ -247,8 +261,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x80, 0xf2, 0x88, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -293,8 +309,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x08, 0x00, 0x00, 0x90, 0x08, 0x01, 0x40, 0xf9, 0x88, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        init_data: &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        data_len: 8,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -332,8 +350,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x08, 0x00, 0x00, 0x90, 0x08, 0x01, 0x40, 0xf9, 0x88, 0x02, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -361,8 +381,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         name: "op_return",
         code: &[0x80, 0x02, 0x40, 0xf9, 0xc0, 0x03, 0x5f, 0xd6],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[],
         operands: &[],
         targets: &[],
@@ -380,8 +402,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x4,
@@ -406,8 +430,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0x91, 0x89, 0x12, 0x00, 0xf9,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x4,
@@ -423,7 +449,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "aarch64-unknown-linux-gnu",
+    target: "hand-written-aarch64",
     arch: Arch::Aarch64,
     format: ObjectFormat::Elf,
     abi: Abi::Aapcs64,
@@ -432,5 +458,6 @@ pub static SET: StencilSet<'static> = StencilSet {
     shim: Some(0),
     stencils: &STENCILS,
     symbols: &["cpjit_test_helper"],
+    zero_fill: &[],
     digest: "",
 };

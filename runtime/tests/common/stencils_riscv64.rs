@@ -24,8 +24,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x81, 0x00, 0x13, 0x01, 0x01, 0x02, 0x67, 0x80, 0x00, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x18,
@@ -47,8 +49,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x33, 0x03, 0x73, 0x00, 0x23, 0x30, 0x69, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -96,8 +100,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x59, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -137,8 +143,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x83, 0x32, 0x09, 0x00, 0xb3, 0x82, 0xa2, 0x00, 0x23, 0x30, 0x59, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0xc,
@@ -158,8 +166,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x62, 0x00, 0x23, 0x38, 0x69, 0x00,
         ],
         code_align: 4,
-        data: &[0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        init_data: &[0x64, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        data_len: 8,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -199,8 +209,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x02, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0xc,
@@ -222,8 +234,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x13, 0x05, 0x09, 0x00, 0x17, 0x03, 0x00, 0x00, 0x67, 0x00, 0x03, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x4,
@@ -249,8 +263,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x23, 0x30, 0x59, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x10,
@@ -269,8 +285,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x97, 0x02, 0x00, 0x00, 0x83, 0xb2, 0x02, 0x00, 0x23, 0x30, 0x59, 0x00,
         ],
         code_align: 4,
-        data: &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        init_data: &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+        data_len: 8,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -305,8 +323,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x97, 0x02, 0x00, 0x00, 0x83, 0xb2, 0x02, 0x00, 0x23, 0x30, 0x59, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[
             Hole {
                 section: Section::Code,
@@ -334,8 +354,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         name: "op_return",
         code: &[0x03, 0x35, 0x09, 0x00, 0x67, 0x80, 0x00, 0x00],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[],
         operands: &[],
         targets: &[],
@@ -355,8 +377,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x00, 0x00, 0x93, 0x82, 0x12, 0x00, 0x23, 0x30, 0x59, 0x00,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0xc,
@@ -381,8 +405,10 @@ pub static STENCILS: [Stencil<'static>; 13] = [
             0x13, 0x00, 0x23, 0x30, 0x69, 0x02,
         ],
         code_align: 4,
-        data: &[],
+        init_data: &[],
+        data_len: 0,
         data_align: 8,
+        zero_fill: &[],
         holes: &[Hole {
             section: Section::Code,
             offset: 0x4,
@@ -398,7 +424,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
 ];
 
 pub static SET: StencilSet<'static> = StencilSet {
-    target: "riscv64gc-unknown-linux-gnu",
+    target: "hand-written-riscv64",
     arch: Arch::Riscv64,
     format: ObjectFormat::Elf,
     abi: Abi::Lp64d,
@@ -407,5 +433,6 @@ pub static SET: StencilSet<'static> = StencilSet {
     shim: Some(0),
     stencils: &STENCILS,
     symbols: &["cpjit_test_helper"],
+    zero_fill: &[],
     digest: "",
 };

@@ -11,13 +11,14 @@ import os, re, subprocess, tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "common")
 SETS = [
-    # (source, llvm-mc triple, set name, target, arch, format, abi, nop, reserved registers)
+    # (source, llvm-mc triple, set name, target label, arch, format, abi, nop, reserved registers)
+    # The label is not a kit target: these sets are hand-written ELF stencils per ABI.
     # The hand-written stencils never touch x18 (so every AArch64 host may run them) nor gp
     # and tp (which every RISC-V host reserves).
-    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "x86_64-unknown-linux-gnu", "X86_64", "Elf", "SysV64", [0x90], []),
-    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "x86_64-pc-windows-msvc", "X86_64", "Elf", "Win64", [0x90], []),
-    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "aarch64-unknown-linux-gnu", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
-    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "riscv64gc-unknown-linux-gnu", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
+    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "hand-written-x86_64-sysv", "X86_64", "Elf", "SysV64", [0x90], []),
+    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "hand-written-x86_64-win64", "X86_64", "Elf", "Win64", [0x90], []),
+    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "hand-written-aarch64", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
+    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "hand-written-riscv64", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
 ]
 KINDS = {
     "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
@@ -133,8 +134,10 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
             out.append(f"        name: {name!r},".replace("'", '"'))
             out.append(f"        code: {bytes_lit(code)},")
             out.append(f"        code_align: {4 if arch in ('Aarch64', 'Riscv64') else 1},")
-            out.append(f"        data: {bytes_lit(data)},")
+            out.append(f"        init_data: {bytes_lit(data)},")
+            out.append(f"        data_len: {len(data)},")
             out.append("        data_align: 8,")
+            out.append("        zero_fill: &[],")
             out.append("        holes: &[" + "".join(f"\n            {h}," for h in hole_src) + ("\n        ],"if hole_src else "],"))
             out.append("        operands: &[" + ", ".join(f'"{o}"' for o in operands) + "],")
             out.append("        targets: &[" + ", ".join(f'"{t}"' for t in targets) + "],")
@@ -154,6 +157,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
         out.append(f"    shim: Some({names.index('cpjit_entry')}),")
         out.append("    stencils: &STENCILS,")
         out.append("    symbols: &[" + ", ".join(f'"{s}"' for s in all_symbols) + "],")
+        out.append("    zero_fill: &[],")
         out.append('    digest: "",')
         out.append("};")
         with open(os.path.join(OUT, f"stencils_{set_name}.rs"), "w") as f:

@@ -28,7 +28,7 @@ use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section};
 use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{ParsedObject, ParsedReloc, RelocTarget, SectionKind};
 use super::ReadOptions;
-use crate::stencil::{CodePiece, StencilBuf};
+use crate::stencil::{CodePiece, StencilBuf, ZeroFillBuf};
 
 /// Names whose presence means the stencil was compiled with a stack protector.
 const STACK_PROTECTOR_SYMBOLS: &[&str] = &[
@@ -186,18 +186,27 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             opts.limits.data_bytes,
         ));
     }
+    // Zero-fill comes last (kind order), so the initialized bytes are a prefix; zero-fill
+    // sections are only described (name, size, offset), never materialized as zeros.
+    let mut data_len = 0u64;
+    let mut zero_fill = Vec::new();
     for &i in &ordered {
         let s = &obj.sections[i];
         data_align = data_align.max(s.align);
-        while data.len() as u64 % u64::from(s.align) != 0 {
-            data.push(0);
-        }
-        data_at.insert(i, data.len() as u64);
+        let at = data_len.next_multiple_of(u64::from(s.align));
+        data_at.insert(i, at);
         if s.kind == SectionKind::ZeroFill {
-            data.resize(data.len() + s.size as usize, 0);
+            zero_fill.push(ZeroFillBuf {
+                section: s.name.clone(),
+                size: s.size,
+                align: s.align,
+                offset: at,
+            });
         } else {
+            data.resize(at as usize, 0);
             data.extend_from_slice(&s.bytes);
         }
+        data_len = at + s.size;
     }
 
     // Holes.
@@ -297,6 +306,16 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
     }
     for &i in &ordered {
         let len = obj.sections[i].size;
+        if let (SectionKind::ZeroFill, Some(r)) =
+            (obj.sections[i].kind, obj.sections[i].relocs.first())
+        {
+            return Err(reloc_context(
+                ObjectError::corrupt("relocation in a zero-fill section, which has no bytes"),
+                obj,
+                i,
+                r,
+            ));
+        }
         for r in &obj.sections[i].relocs {
             if r.offset.saturating_add(emit_width(r)) > len {
                 return Err(reloc_context(
@@ -382,8 +401,10 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         name: obj.symbols[symbol].name.clone(),
         code,
         code_align,
-        data,
+        init_data: data,
+        data_len,
         data_align,
+        zero_fill,
         holes,
         operands: operands.into_iter().collect(),
         targets: targets.into_iter().collect(),

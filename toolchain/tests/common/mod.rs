@@ -47,3 +47,47 @@ pub fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> B
         force: false,
     }
 }
+
+/// The triple of the target file with architecture `arch` and object format `format` (the
+/// first in name order), so tests name what they need ("AArch64 Mach-O") instead of a
+/// triple. Panics naming the pair if no target file has it.
+pub fn target(arch: cpjit_model::Arch, format: cpjit_model::ObjectFormat) -> String {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .find(|t| t.arch == arch && t.format == format)
+        .unwrap_or_else(|| panic!("no target file for {} {}", arch.name(), format.name()))
+        .triple
+}
+
+/// Every (architecture, format) pair of the target files: one target per object reader
+/// and instruction set.
+pub fn all_targets() -> Vec<String> {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .map(|t| t.triple)
+        .collect()
+}
+
+/// Architecture and object format of `triple`, read from its target file.
+pub fn arch_and_format(triple: &str) -> (cpjit_model::Arch, cpjit_model::ObjectFormat) {
+    let t = cpjit_toolchain::target::Target::load(
+        &workspace().join("targets").join(format!("{triple}.toml")),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    (t.arch, t.format)
+}
+
+/// The triples that have committed object fixtures (`tests/golden/obj/<triple>/`), sorted;
+/// each must have a target file.
+pub fn fixture_triples() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/obj");
+    let mut triples: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    triples.sort();
+    assert!(!triples.is_empty(), "no fixtures in {}", dir.display());
+    triples
+}
