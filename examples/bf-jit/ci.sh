@@ -16,7 +16,19 @@ if [[ -z "${CPJIT:-}" ]]; then
 fi
 
 # The crates an outside project depends on must package (and build from the package).
-cargo package --quiet --manifest-path "$kit/Cargo.toml" -p cpjit-model -p cpjit-isa -p cpjit-runtime --allow-dirty
+# Cargo verifies them through a temporary registry under the target directory, and both its
+# unpacked copies ($CARGO_HOME/registry/src/<hash of that registry's path>/) and its build
+# artifacts are keyed by name and version only: in a reused target directory a second run
+# after the kit's sources changed (same version) would verify the stale copy. So the
+# packages are built in a target directory of their own, and their unpacked copies, a cache
+# of our own packages, are removed afterwards.
+package_target=$(mktemp -d)
+forget_packages() {
+  rm -rf "$package_target" "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cpjit-{model,isa,runtime}-[0-9]*
+}
+trap forget_packages EXIT
+CARGO_TARGET_DIR="$package_target" cargo package --quiet --manifest-path "$kit/Cargo.toml" \
+  -p cpjit-model -p cpjit-isa -p cpjit-runtime --allow-dirty
 
 targets=(--target x86_64-unknown-linux-gnu --target aarch64-unknown-linux-gnu)
 "$CPJIT" header --out templates/include
