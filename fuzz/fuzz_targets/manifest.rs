@@ -4,4 +4,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|bytes: &[u8]| cpjit_fuzz::parse_manifest_and_target(bytes));
+fuzz_target!(|bytes: &[u8]| cpjit_fuzz_harness::parse_manifest_and_target(bytes));

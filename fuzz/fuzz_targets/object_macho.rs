@@ -5,4 +5,4 @@
 use cpjit_model::ObjectFormat;
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|bytes: &[u8]| cpjit_fuzz::read_object(ObjectFormat::MachO, bytes));
+fuzz_target!(|bytes: &[u8]| cpjit_fuzz_harness::read_object(ObjectFormat::MachO, bytes));

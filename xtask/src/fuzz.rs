@@ -7,21 +7,22 @@
 //! `fuzz/corpus/<target>/` (ignored by git) and is seeded on every run from committed files:
 //! the golden object fixtures sorted by their format's magic, the manifest and target files.
 //! A crash leaves its input in `fuzz/artifacts/<target>/` and fails the task.
+//!
+//! The targets' bodies live in `fuzz-harness/`, whose workspace tests replay the same seeds
+//! on stable; that replay, not a nightly campaign, is what `cargo xtask ci` runs.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::util::root;
 
-/// Every fuzz target of `fuzz/Cargo.toml`, in the order they run.
-pub const TARGETS: [&str; 5] = [
-    "object_elf",
-    "object_coff",
-    "object_macho",
-    "manifest",
-    "trace",
-];
+/// The target list and seed selection, shared with the harness's replay tests (a std-only
+/// file: xtask must not depend on the LLVM-linked toolchain the harness needs).
+#[path = "../../fuzz-harness/src/seeds.rs"]
+mod seeds;
+
+pub use seeds::TARGETS;
 
 /// Runs each of `targets` (all when empty) for `seconds`, after building them once.
 pub fn run(seconds: u64, targets: &[String]) -> Result<(), String> {
@@ -126,60 +127,15 @@ fn ensure_tools() -> Result<(), String> {
     Ok(())
 }
 
-/// Which object format a file is, by its magic (the golden fixtures' folder names are
-/// target triples, which only `targets/` may spell out).
-fn object_format(bytes: &[u8]) -> Option<&'static str> {
-    match bytes.get(..4)? {
-        [0x7f, b'E', b'L', b'F'] => Some("object_elf"),
-        [0xcf, 0xfa, 0xed, 0xfe] => Some("object_macho"),
-        // COFF: the machine field (x86-64 0x8664, arm64 0xaa64).
-        [0x64, 0x86, ..] | [0x64, 0xaa, ..] => Some("object_coff"),
-        _ => None,
-    }
-}
-
 /// Fills `dir` with the committed seed inputs of `target`.
 fn write_seeds(root: &Path, target: &str, dir: &Path) -> Result<(), String> {
     let _ = fs::remove_dir_all(dir);
     fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut seeds: Vec<PathBuf> = Vec::new();
-    match target {
-        "manifest" => {
-            seeds.push(root.join("templates/manifest.toml"));
-            seeds.extend(files(&root.join("targets"))?);
-        }
-        "trace" => {}
-        object => {
-            for triple_dir in files(&root.join("toolchain/tests/golden/obj"))? {
-                for file in files(&triple_dir)? {
-                    let bytes = fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-                    if object_format(&bytes) == Some(object) {
-                        seeds.push(file);
-                    }
-                }
-            }
-            if seeds.is_empty() {
-                return Err(format!("no seed objects found for {object}"));
-            }
-        }
-    }
-    for (i, seed) in seeds.iter().enumerate() {
+    for (i, seed) in seeds::seed_files(root, target)?.iter().enumerate() {
         let to = dir.join(format!("seed-{i:03}"));
         fs::copy(seed, &to).map_err(|e| format!("{} -> {}: {e}", seed.display(), to.display()))?;
     }
     Ok(())
-}
-
-fn files(dir: &Path) -> Result<Vec<PathBuf>, String> {
-    let mut out: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .map(|e| {
-            e.map(|e| e.path())
-                .map_err(|e| format!("{}: {e}", dir.display()))
-        })
-        .collect::<Result<_, _>>()?;
-    out.sort();
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -192,10 +148,10 @@ mod tests {
     fn golden_objects_are_sorted_by_magic() {
         let root = root();
         let mut per_format = std::collections::BTreeMap::<&str, usize>::new();
-        for triple_dir in files(&root.join("toolchain/tests/golden/obj")).unwrap() {
-            for file in files(&triple_dir).unwrap() {
+        for triple_dir in seeds::files(&root.join("toolchain/tests/golden/obj")).unwrap() {
+            for file in seeds::files(&triple_dir).unwrap() {
                 let bytes = fs::read(&file).unwrap();
-                let format = object_format(&bytes)
+                let format = seeds::object_target(&bytes)
                     .unwrap_or_else(|| panic!("{}: unknown object magic", file.display()));
                 *per_format.entry(format).or_default() += 1;
             }
@@ -205,7 +161,8 @@ mod tests {
         }
     }
 
-    /// The list here and the `[[bin]]`s of fuzz/Cargo.toml are the same targets.
+    /// The list here and the `[[bin]]`s of fuzz/Cargo.toml are the same targets, and each
+    /// target only wraps the harness (whose replay tests are what CI runs).
     #[test]
     fn targets_match_fuzz_manifest() {
         #[derive(serde::Deserialize)]
@@ -220,5 +177,14 @@ mod tests {
         let manifest: Manifest = toml::from_str(&text).unwrap();
         let declared: Vec<&str> = manifest.bin.iter().map(|b| b.name.as_str()).collect();
         assert_eq!(declared, TARGETS);
+        for target in TARGETS {
+            let source = root().join(format!("fuzz/fuzz_targets/{target}.rs"));
+            let text = fs::read_to_string(&source).unwrap();
+            assert!(
+                text.contains("cpjit_fuzz_harness::"),
+                "{} does not call fuzz-harness",
+                source.display()
+            );
+        }
     }
 }

@@ -1,9 +1,16 @@
-//! Shared code of the fuzz targets in `fuzz_targets/`: the entry points each target calls,
-//! and [`trace`], the trace-API target with its independent checker.
+//! The bodies of the fuzz targets in `fuzz/fuzz_targets/`: the entry points each target
+//! calls, [`trace`] (the trace-API target with its independent checker) and [`seeds`] (the
+//! committed inputs that seed each target).
 //!
 //! Every entry point takes arbitrary bytes and must return normally: a parse or read error is
 //! an expected outcome, a panic (or a sanitizer report) is a finding.
+//!
+//! The crate is a workspace member built on stable, so the workspace tests replay the seeds
+//! and deterministic mutations of them through these same entry points
+//! (`tests/replay.rs`); `cargo xtask fuzz` runs the coverage-guided campaigns (nightly,
+//! sanitizers) from `fuzz/`, which only wraps these functions.
 
+pub mod seeds;
 pub mod trace;
 
 use std::path::PathBuf;
