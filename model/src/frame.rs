@@ -61,3 +61,13 @@ pub struct StencilFrame<'a> {
     pub stencil: &'a str,
     pub layout: FrameLayout<'a>,
 }
+
+/// The DWARF number (the numbering [`FrameRow`] and [`FrameSave`] use) of each x64 Windows
+/// unwind-code register number (`UNWIND_CODE` op info, `UNWIND_INFO` frame register:
+/// rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), so that the toolchain's `.pdata`
+/// reader and the runtime's `UNWIND_INFO` writer agree on one table.
+pub const X64_UNWIND_DWARF_REGISTERS: [u8; 16] =
+    [0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15];
+
+/// The DWARF number of x64 register `xmm0` (`xmm<n>` is this plus `n`).
+pub const X64_DWARF_XMM0: u8 = 17;

@@ -9,9 +9,13 @@
 //! runtime refuses to register unwind information for a trace that uses it. A malformed
 //! `.eh_frame` is an error.
 //!
-//! Mach-O (`__compact_unwind`, which is not exact at every instruction) and COFF
-//! (`.pdata`/`.xdata`) objects are compiled without unwind tables; their stencils' layouts
-//! are `Unknown`.
+//! x64 COFF objects carry `.pdata`/`.xdata` instead ([`pdata`]): prologue unwind codes,
+//! replayed into the same rows; a function without a `.pdata` entry is, by the Windows x64
+//! ABI, a leaf that neither moves `rsp` nor saves a register. Mach-O and ARM64 COFF objects
+//! are compiled without unwind tables and their stencils' layouts are `Unknown`, with the
+//! reason (see [`derive`]).
+
+mod pdata;
 
 use crate::error::{Error, Result};
 use crate::stencil::{CodePiece, StencilBuf};
@@ -36,22 +40,57 @@ pub struct DerivedFunction {
     pub saves: Vec<FrameSave>,
 }
 
+/// Whether [`derive`] reads `target`'s unwind tables, so that its objects must be compiled
+/// with them: ELF `.eh_frame` and x64 COFF `.pdata`/`.xdata`.
+pub fn reads_unwind_tables(target: &Target) -> bool {
+    match target.format {
+        ObjectFormat::Elf => true,
+        ObjectFormat::Coff => target.arch == Arch::X86_64,
+        ObjectFormat::MachO => false,
+    }
+}
+
+/// What a function without an entry in the unwind tables is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// Unknown (ELF: every function has an FDE when tables are on).
+    Unknown,
+    /// A leaf in the entry state throughout (the Windows x64 ABI's rule for functions
+    /// without `.pdata`).
+    Leaf,
+}
+
 /// Sets every stencil's [`StencilBuf::frame`] from `object` (the bytes it was read from).
 pub fn derive(target: &Target, object: &[u8], stencils: &mut [StencilBuf]) -> Result<()> {
-    if target.format != ObjectFormat::Elf {
-        let reason = format!(
-            "{}: frame layouts are read from ELF `.eh_frame` only; {:?} objects are built without unwind tables",
-            target.triple, target.format
-        );
-        for s in stencils {
-            s.frame = Some(DerivedFrame::Unknown(reason.clone()));
+    let (fdes, missing) = match (target.format, target.arch) {
+        (ObjectFormat::Elf, arch) => (
+            read_eh_frame(object, arch).map_err(|e| Error(format!(".eh_frame: {e}")))?,
+            Missing::Unknown,
+        ),
+        (ObjectFormat::Coff, Arch::X86_64) => (
+            pdata::read(object).map_err(|e| Error(format!("{}: {e}", target.triple)))?,
+            Missing::Leaf,
+        ),
+        (format, arch) => {
+            let reason = match format {
+                ObjectFormat::Coff => format!(
+                    "{}: frame layouts are not read from {} COFF objects: ARM64 `.xdata` unwind codes are not decoded (Windows ARM64 unwinding cannot be run here: this target's stencils execute in a Linux host process), so they are built without unwind tables",
+                    target.triple,
+                    arch.name()
+                ),
+                _ => format!(
+                    "{}: frame layouts are not read from Mach-O objects: `__compact_unwind` is exact only at calls and reading `__eh_frame` (`-femit-dwarf-unwind=always`) is not implemented, so they are built without unwind tables",
+                    target.triple
+                ),
+            };
+            for s in stencils {
+                s.frame = Some(DerivedFrame::Unknown(reason.clone()));
+            }
+            return Ok(());
         }
-        return Ok(());
-    }
-    let at = |e: String| Error(format!(".eh_frame: {e}"));
-    let fdes = read_eh_frame(object, target.arch).map_err(at)?;
+    };
     for s in stencils {
-        s.frame = Some(stencil_frame(&target.triple, s, &fdes));
+        s.frame = Some(stencil_frame(&target.triple, s, &fdes, missing));
     }
     Ok(())
 }
@@ -73,7 +112,7 @@ struct Rows {
     saves: Vec<FrameSave>,
 }
 
-fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
+fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -> DerivedFrame {
     let len = s.code.len() as u64;
     let mut functions = Vec::with_capacity(s.pieces.len());
     for piece in &s.pieces {
@@ -85,20 +124,33 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
                 offset - piece.at + piece.start
             ))
         };
-        let Some(fde) = fdes
+        let leaf;
+        let fde = match fdes
             .iter()
             .find(|f| f.section == piece.section && f.begin == piece.start)
-        else {
-            return unknown(piece.at, "the function has no FDE in .eh_frame");
+        {
+            Some(fde) => fde,
+            None if missing == Missing::Leaf => {
+                leaf = leaf_fde(piece);
+                &leaf
+            }
+            None => return unknown(piece.at, "the function has no FDE in .eh_frame"),
         };
-        if fde.len < piece.end - piece.start {
-            return unknown(piece.at, "the FDE is shorter than the function");
-        }
+        // COFF symbols have no size, so a COFF piece runs to the next symbol and includes
+        // the alignment padding after the function; its `.pdata` entry ends at the
+        // function's last instruction. ELF pieces are exactly the function (`st_size`).
+        let function_len = match missing {
+            Missing::Leaf => fde.len.min(piece.end - piece.start),
+            Missing::Unknown if fde.len < piece.end - piece.start => {
+                return unknown(piece.at, "the FDE is shorter than the function")
+            }
+            Missing::Unknown => piece.end - piece.start,
+        };
         let rows = match &fde.rows {
             Ok(rows) => rows,
             Err((loc, why)) => return unknown(piece.at + loc, why),
         };
-        let function = place(piece, rows, len);
+        let function = place(piece, function_len, rows, len);
         // A function emptied by the removal of the continuation jump (a shim that only
         // jumps) has nothing to describe.
         if function.start < function.end {
@@ -108,11 +160,35 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
     DerivedFrame::Functions(functions)
 }
 
+/// A leaf function's description: the entry state (x64: `CFA = rsp + 8`, return address
+/// at `CFA - 8`) throughout.
+fn leaf_fde(piece: &CodePiece) -> Fde {
+    let len = piece.end - piece.start;
+    Fde {
+        section: piece.section.clone(),
+        begin: piece.start,
+        len,
+        rows: Ok(Rows {
+            rows: vec![FrameRow {
+                offset: 0,
+                cfa_register: 7,
+                cfa_offset: 8,
+            }],
+            saves: vec![FrameSave {
+                register: 16,
+                cfa_offset: 8,
+                from: 0,
+                to: len as u32,
+            }],
+        }),
+    }
+}
+
 /// A function's rows at stencil offsets, cut at the end of the stencil's code (whose
 /// trailing continuation jump may have been removed).
-fn place(piece: &CodePiece, rows: &Rows, code_len: u64) -> DerivedFunction {
+fn place(piece: &CodePiece, function_len: u64, rows: &Rows, code_len: u64) -> DerivedFunction {
     let start = piece.at as u32;
-    let end = (piece.at + piece.end - piece.start).min(code_len) as u32;
+    let end = (piece.at + function_len).min(code_len) as u32;
     let placed_rows = rows
         .rows
         .iter()

@@ -20,6 +20,7 @@ pub mod gdb;
 mod listing;
 pub mod perf;
 pub mod unwind;
+mod win64;
 
 use crate::jit::{Jit, JitOptions};
 use crate::patch::VENEER_SIZE;
@@ -120,11 +121,13 @@ pub(crate) fn register(
         perf::write_jitdump(&symbols)?;
     }
     let unwind = match &options.unwind {
-        Some(programs) => Some(unwind::Registration::new(eh_frame(b, &symbols, programs)?)),
+        Some(programs) => Some(unwind::Registration::new(&unwind_ranges(
+            b, &symbols, programs,
+        )?)?),
         None => None,
     };
     let gdb = options.gdb.then(|| {
-        let eh_frame = unwind.as_ref().map(|u| u.bytes());
+        let eh_frame = unwind.as_ref().and_then(|u| u.eh_frame());
         gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
     });
     let listing = options.listing.then(|| listing::listing(b, trace, id));
@@ -136,16 +139,16 @@ pub(crate) fn register(
     })))
 }
 
-/// The trace's `.eh_frame`: one FDE per function of each instance's stencil, one for the
+/// The trace's unwind ranges: one per function of each instance's stencil, one for the
 /// padding after an instance (run in the entry state), and for the tail jump and veneers.
 /// An error if a stencil of the trace has no frame layout.
-fn eh_frame(
+fn unwind_ranges<'p>(
     b: &TraceBuilder<'_, '_>,
     symbols: &[CodeSymbol<'_>],
-    programs: &[unwind::StencilPrograms],
-) -> Result<Vec<u8>, Error> {
+    programs: &'p [unwind::StencilPrograms],
+) -> Result<Vec<unwind::Range<'p>>, Error> {
     let n = b.instances.len();
-    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len() + 1);
+    let mut ranges: Vec<unwind::Range<'p>> = Vec::with_capacity(symbols.len() + 1);
     for (i, inst) in b.instances.iter().enumerate() {
         let start = symbols[i].start;
         let functions =
@@ -178,7 +181,7 @@ fn eh_frame(
         len: s.size,
         program: &[],
     }));
-    Ok(unwind::eh_frame(&ranges))
+    Ok(ranges)
 }
 
 /// One symbol per instance (its stencil's bytes, without the alignment padding before the

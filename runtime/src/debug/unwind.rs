@@ -16,23 +16,27 @@
 //! entry state (the CIE's initial rule: x86-64 `CFA = rsp + 8`, AArch64 and RISC-V
 //! `CFA = sp`).
 //!
-//! A stencil whose layout is `FrameLayout::Unknown` (all stencils of Mach-O and COFF sets,
-//! whose objects are built without unwind tables) may be in the set, but finishing a trace
-//! that uses it is an error naming the stencil and the reason. On RISC-V, LLVM 19 describes
-//! prologues but not epilogues, so the rows are exact at calls (backtraces, panics) but not
-//! on the few instructions between an epilogue and the jump that leaves the stencil.
+//! A stencil whose layout is `FrameLayout::Unknown` (all stencils of Mach-O and ARM64 COFF
+//! sets, whose objects are built without unwind tables) may be in the set, but finishing a
+//! trace that uses it is an error naming the stencil and the reason. On RISC-V, LLVM 19
+//! describes prologues but not epilogues, so the rows are exact at calls (backtraces,
+//! panics) but not on the few instructions between an epilogue and the jump that leaves
+//! the stencil.
+//!
+//! # Windows x64
+//!
+//! The x64 COFF set's layouts come from its `.pdata`/`.xdata`; the runtime re-encodes each
+//! stencil function's rows as an `UNWIND_INFO` once (see `win64`), and per trace registers
+//! a table of `RUNTIME_FUNCTION`s with `RtlAddFunctionTable`, deleted when the trace is
+//! dropped. Tested under wine in the x86_64-pc-windows-msvc row
+//! (`tests/debug_unwind_generated.rs`). There is no `.eh_frame` on Windows, so GDB's
+//! object gets none.
 //!
 //! # Other platforms
 //!
 //! macOS: per-FDE registration is implemented (compile-checked for both Apple targets; not
-//! run here). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries registered with
-//! `RtlAddGrowableFunctionTable`, from `.pdata`/`.xdata` the toolchain does not read yet:
-//! the option is refused there. Wine (8.0) does honour such tables: a hand-written function
-//! (`sub rsp, 40; call helper; add rsp, 40; ret`) with a one-code `UNWIND_INFO` registered by
-//! `RtlAddFunctionTable` lets a `std::backtrace` taken in the helper reach `main`, which it
-//! does not without the registration; so the Windows x86-64 matrix row can test it
-//! once the layouts exist. The frame rows map onto x64 unwind codes one row range at a time
-//! (`UWOP_ALLOC_*` + `UWOP_SAVE_NONVOL` with a zero-length prologue per range).
+//! run here), but the Apple sets have no layouts yet. Windows ARM64: not implemented (no
+//! layouts, and `compile` refuses the option).
 
 use crate::Error;
 use cpjit_model::StencilSet;
@@ -54,6 +58,7 @@ mod host {
     pub const ENTRY_CFA: u32 = 0;
 }
 #[cfg(not(any(target_arch = "aarch64", target_arch = "riscv64")))]
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // RA, ENTRY_CFA: DWARF only
 mod host {
     pub const SP: u8 = 7;
     pub const RA: u8 = 16;
@@ -73,7 +78,8 @@ const SUPPORTED: bool = cfg!(any(
     all(
         target_os = "macos",
         any(target_arch = "x86_64", target_arch = "aarch64")
-    )
+    ),
+    all(windows, target_arch = "x86_64")
 ));
 
 const DW_CFA_ADVANCE_LOC: u8 = 0x40;
@@ -87,7 +93,8 @@ const DW_CFA_DEF_CFA_OFFSET: u8 = 0x0e;
 const DW_CFA_OFFSET: u8 = 0x80;
 const DW_CFA_RESTORE: u8 = 0xc0;
 
-/// One function of a stencil: its code range (stencil offsets) and CFA program.
+/// One function of a stencil: its code range (stencil offsets) and its unwind program in
+/// the platform's encoding (a DWARF CFA program; on Windows x64 an `UNWIND_INFO`).
 #[derive(Debug)]
 pub(crate) struct FunctionProgram {
     pub start: u32,
@@ -109,7 +116,7 @@ pub(crate) fn compile(
     };
     if !SUPPORTED {
         return Err(unsupported(format!(
-            "unwind registration is implemented for Linux (x86-64, AArch64, RISC-V) and macOS, not {}-{}",
+            "unwind registration is implemented for Linux (x86-64, AArch64, RISC-V), macOS and x86-64 Windows, not {}-{}",
             std::env::consts::ARCH,
             std::env::consts::OS
         )));
@@ -197,6 +204,20 @@ fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, 
             ));
         }
     }
+    let program = if cfg!(all(windows, target_arch = "x86_64")) {
+        super::win64::unwind_info(f)?
+    } else {
+        dwarf_program(f)
+    };
+    Ok(FunctionProgram {
+        start: f.start,
+        end: f.end,
+        program: program.into_boxed_slice(),
+    })
+}
+
+/// The DWARF CFA program of a checked function (offsets relative to its start).
+fn dwarf_program(f: &FrameFunction<'_>) -> Vec<u8> {
     let mut offsets: Vec<u32> = f.rows.iter().map(|r| r.offset).collect();
     offsets.extend(f.saves.iter().flat_map(|s| [s.from, s.to]));
     offsets.sort_unstable();
@@ -239,11 +260,7 @@ fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, 
             uleb(&mut program, u64::from(save.cfa_offset / 8));
         }
     }
-    Ok(FunctionProgram {
-        start: f.start,
-        end: f.end,
-        program: program.into_boxed_slice(),
-    })
+    program
 }
 
 fn advance(program: &mut Vec<u8>, delta: u32) {
@@ -274,7 +291,8 @@ fn uleb(out: &mut Vec<u8>, mut v: u64) {
     }
 }
 
-/// A code range and its CFA program.
+/// A code range and its unwind program ([`FunctionProgram::program`]; empty: the entry
+/// state throughout).
 pub(crate) struct Range<'p> {
     pub start: u64,
     pub len: u64,
@@ -284,6 +302,7 @@ pub(crate) struct Range<'p> {
 /// An `.eh_frame` section: one CIE (x86-64: `CFA = rsp + 8`, return address at `CFA - 8`;
 /// AArch64: `CFA = sp`, return address in `x30`; absolute 8-byte addresses), one FDE per
 /// range, and the zero terminator.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 pub(crate) fn eh_frame(ranges: &[Range<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + ranges.len() * 40);
     // CIE: length, id 0, version 1, "zR", code align 1, data align -8, RA register,
@@ -310,6 +329,7 @@ pub(crate) fn eh_frame(ranges: &[Range<'_>]) -> Vec<u8> {
 }
 
 /// Appends a length-prefixed CIE/FDE padded with `DW_CFA_nop`s to a multiple of 8.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn entry(out: &mut Vec<u8>, body: &[u8]) {
     let len = (body.len() + 4).next_multiple_of(8) - 4;
     out.extend_from_slice(&(len as u32).to_le_bytes());
@@ -366,36 +386,90 @@ mod platform {
     all(
         target_os = "macos",
         any(target_arch = "x86_64", target_arch = "aarch64")
-    )
+    ),
+    all(windows, target_arch = "x86_64")
 )))]
 mod platform {
     pub unsafe fn register(_entry: *const u8) {}
     pub unsafe fn deregister(_entry: *const u8) {}
 }
 
-/// A trace's `.eh_frame`, registered with the unwinder until dropped.
+/// A trace's unwind information, registered with the unwinder until dropped: an
+/// `.eh_frame` on the DWARF platforms, a function table ([`super::win64`]) on Windows x64.
 pub(crate) struct Registration {
+    /// The registered `.eh_frame` (empty on Windows x64).
     section: Box<[u8]>,
+    /// The registered `RUNTIME_FUNCTION` table and its `UNWIND_INFO`s (Windows x64 only).
+    table: Box<[u32]>,
 }
 
 impl Registration {
-    pub(crate) fn new(section: Vec<u8>) -> Registration {
-        let section = section.into_boxed_slice();
-        for entry in registered_entries(&section) {
-            // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section; macOS:
-            // each FDE) that lives, unmoved, until deregistered in `drop`.
-            unsafe { platform::register(section.as_ptr().add(entry)) };
+    /// Builds and registers the unwind information of `ranges`.
+    pub(crate) fn new(ranges: &[Range<'_>]) -> Result<Registration, Error> {
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        {
+            Registration::function_table(ranges)
         }
-        Registration { section }
+        #[cfg(not(all(windows, target_arch = "x86_64")))]
+        {
+            let section = eh_frame(ranges).into_boxed_slice();
+            for entry in registered_entries(&section) {
+                // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section;
+                // macOS: each FDE) that lives, unmoved, until deregistered in `drop`.
+                unsafe { platform::register(section.as_ptr().add(entry)) };
+            }
+            Ok(Registration {
+                section,
+                table: Box::new([]),
+            })
+        }
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.section
+    /// The function table of the ranges with a program (the others are leaves for
+    /// Windows, which is the state they run in), registered with `RtlAddFunctionTable`.
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    fn function_table(ranges: &[Range<'_>]) -> Result<Registration, Error> {
+        use super::win64;
+        let refused = |reason: String| Error::InvalidStencil {
+            stencil: "(unwind frames)".into(),
+            reason,
+        };
+        let mut functions: Vec<win64::Function<'_>> = ranges
+            .iter()
+            .filter(|r| !r.program.is_empty())
+            .map(|r| win64::Function {
+                start: r.start,
+                len: r.len,
+                unwind_info: r.program,
+            })
+            .collect();
+        let mut table = vec![0u32; win64::table_words(&functions)].into_boxed_slice();
+        let at = table.as_ptr() as u64;
+        let base = win64::fill_table(&mut table, at, &mut functions).map_err(refused)?;
+        let count = functions.len() as u32;
+        // SAFETY: `count` sorted entries with their UNWIND_INFOs, relative to `base`; the
+        // boxed table lives, unmoved, until deleted in `drop`, before the trace's code is
+        // freed (the trace drops its debug state first).
+        if count > 0 && !unsafe { win64::platform::add(table.as_ptr(), count, base) } {
+            return Err(refused(format!(
+                "RtlAddFunctionTable refused a table of {count} functions"
+            )));
+        }
+        Ok(Registration {
+            section: Box::new([]),
+            table,
+        })
+    }
+
+    /// The `.eh_frame` that was registered (none on Windows x64).
+    pub(crate) fn eh_frame(&self) -> Option<&[u8]> {
+        (!self.section.is_empty()).then_some(&self.section[..])
     }
 }
 
 /// The offsets `__register_frame` is called with: libgcc (Linux) takes the whole section
 /// (offset 0) and walks it; libunwind (macOS) takes one FDE per call.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn registered_entries(section: &[u8]) -> Vec<usize> {
     if !cfg!(target_os = "macos") {
         return vec![0];
@@ -404,6 +478,7 @@ fn registered_entries(section: &[u8]) -> Vec<usize> {
 }
 
 /// The offset of every FDE (entries after the CIE at 0) of a section built by [`eh_frame`].
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn fde_offsets(section: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -422,6 +497,13 @@ fn fde_offsets(section: &[u8]) -> Vec<usize> {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        if self.table.len() > 0 {
+            // SAFETY: added in `function_table` with this pointer (an empty table, of no
+            // functions, was not added).
+            unsafe { super::win64::platform::delete(self.table.as_ptr()) };
+        }
+        #[cfg(not(all(windows, target_arch = "x86_64")))]
         for entry in registered_entries(&self.section) {
             // SAFETY: registered in `new` with this pointer.
             unsafe { platform::deregister(self.section.as_ptr().add(entry)) };
@@ -433,6 +515,7 @@ impl std::fmt::Debug for Registration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registration")
             .field("eh_frame_bytes", &self.section.len())
+            .field("function_table_words", &self.table.len())
             .finish()
     }
 }
