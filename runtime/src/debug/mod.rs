@@ -36,9 +36,9 @@ pub(crate) struct Options {
     pub jitdump: bool,
     pub gdb: bool,
     pub listing: bool,
-    /// Each stencil's FDE programs (or why it has none), by stencil index, if unwind info
-    /// is registered.
-    pub unwind: Option<Box<[unwind::StencilPrograms]>>,
+    /// Each stencil's unwind programs (or why it has none), by stencil index, if unwind
+    /// info is registered.
+    pub unwind: Option<unwind::Compiled>,
 }
 
 impl Options {
@@ -52,7 +52,7 @@ impl Options {
             listing: o.listing,
             unwind: o
                 .unwind
-                .map(|frames| unwind::compile(set, frames))
+                .map(|frames| unwind::Compiled::new(set, frames))
                 .transpose()?,
         };
         if options.perf_map {
@@ -121,9 +121,10 @@ pub(crate) fn register(
         perf::write_jitdump(&symbols)?;
     }
     let unwind = match &options.unwind {
-        Some(programs) => Some(unwind::Registration::new(&unwind_ranges(
-            b, &symbols, programs,
-        )?)?),
+        Some(compiled) => Some(unwind::Registration::new(
+            &unwind_ranges(b, &symbols, &compiled.programs)?,
+            compiled,
+        )?),
         None => None,
     };
     let gdb = options.gdb.then(|| {
@@ -162,6 +163,7 @@ fn unwind_ranges<'p>(
             start: start + u64::from(f.start),
             len: u64::from(f.end - f.start),
             program: &f.program,
+            image_offset: f.image_offset,
         }));
         let code_end = start + symbols[i].size;
         let next = match symbols.get(i + 1) {
@@ -173,6 +175,7 @@ fn unwind_ranges<'p>(
                 start: code_end,
                 len: next - code_end,
                 program: &[],
+                image_offset: 0,
             });
         }
     }
@@ -180,6 +183,7 @@ fn unwind_ranges<'p>(
         start: s.start,
         len: s.size,
         program: &[],
+        image_offset: 0,
     }));
     Ok(ranges)
 }

@@ -100,10 +100,37 @@ pub(crate) struct FunctionProgram {
     pub start: u32,
     pub end: u32,
     pub program: Box<[u8]>,
+    /// Where `program` is in [`Compiled`]'s image of all programs (Windows x64).
+    pub image_offset: u32,
 }
 
 /// A stencil's FDE programs, or why it has none.
 pub(crate) type StencilPrograms = Result<Box<[FunctionProgram]>, String>;
+
+/// What a JIT with unwinding on keeps: each stencil's programs and, on Windows x64, the
+/// image of all of them that function tables point into (copied near the code).
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    pub programs: Box<[StencilPrograms]>,
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    pub images: super::win64::Images,
+}
+
+impl Compiled {
+    /// [`compile`]s the set's frames.
+    pub(crate) fn new(
+        set: &StencilSet<'_>,
+        frames: &[StencilFrame<'_>],
+    ) -> Result<Compiled, Error> {
+        #[allow(unused_mut)] // image offsets are assigned on Windows x64 only
+        let mut programs = compile(set, frames)?;
+        Ok(Compiled {
+            #[cfg(all(windows, target_arch = "x86_64"))]
+            images: super::win64::Images::new(&mut programs),
+            programs,
+        })
+    }
+}
 
 /// Each stencil's FDE programs (by stencil index), checked against the set.
 pub(crate) fn compile(
@@ -213,6 +240,7 @@ fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, 
         start: f.start,
         end: f.end,
         program: program.into_boxed_slice(),
+        image_offset: 0,
     })
 }
 
@@ -297,6 +325,8 @@ pub(crate) struct Range<'p> {
     pub start: u64,
     pub len: u64,
     pub program: &'p [u8],
+    /// [`FunctionProgram::image_offset`] (0 for an empty program).
+    pub image_offset: u32,
 }
 
 /// An `.eh_frame` section: one CIE (x86-64: `CFA = rsp + 8`, return address at `CFA - 8`;
@@ -399,16 +429,21 @@ mod platform {
 pub(crate) struct Registration {
     /// The registered `.eh_frame` (empty on Windows x64).
     section: Box<[u8]>,
-    /// The registered `RUNTIME_FUNCTION` table and its `UNWIND_INFO`s (Windows x64 only).
+    /// The registered `RUNTIME_FUNCTION` table (Windows x64 only).
     table: Box<[u32]>,
+    /// The copy of the set's `UNWIND_INFO`s the table points into (Windows x64 only).
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    #[allow(dead_code)] // kept alive, never read
+    image: Option<std::sync::Arc<super::win64::NearImage>>,
 }
 
 impl Registration {
     /// Builds and registers the unwind information of `ranges`.
-    pub(crate) fn new(ranges: &[Range<'_>]) -> Result<Registration, Error> {
+    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(unused_variables))]
+    pub(crate) fn new(ranges: &[Range<'_>], compiled: &Compiled) -> Result<Registration, Error> {
         #[cfg(all(windows, target_arch = "x86_64"))]
         {
-            Registration::function_table(ranges)
+            Registration::function_table(ranges, &compiled.images)
         }
         #[cfg(not(all(windows, target_arch = "x86_64")))]
         {
@@ -426,31 +461,49 @@ impl Registration {
     }
 
     /// The function table of the ranges with a program (the others are leaves for
-    /// Windows, which is the state they run in), registered with `RtlAddFunctionTable`.
+    /// Windows, which is the state they run in), pointing into a copy of the set's
+    /// `UNWIND_INFO`s near the code, registered with `RtlAddFunctionTable`.
     #[cfg(all(windows, target_arch = "x86_64"))]
-    fn function_table(ranges: &[Range<'_>]) -> Result<Registration, Error> {
+    fn function_table(
+        ranges: &[Range<'_>],
+        images: &super::win64::Images,
+    ) -> Result<Registration, Error> {
         use super::win64;
         let refused = |reason: String| Error::InvalidStencil {
             stencil: "(unwind frames)".into(),
             reason,
         };
-        let mut functions: Vec<win64::Function<'_>> = ranges
+        let mut functions: Vec<win64::Function> = ranges
             .iter()
             .filter(|r| !r.program.is_empty())
             .map(|r| win64::Function {
                 start: r.start,
                 len: r.len,
-                unwind_info: r.program,
+                info: r.image_offset,
             })
             .collect();
-        let mut table = vec![0u32; win64::table_words(&functions)].into_boxed_slice();
-        let at = table.as_ptr() as u64;
-        let base = win64::fill_table(&mut table, at, &mut functions).map_err(refused)?;
+        let Some(lo) = functions.iter().map(|f| f.start).min() else {
+            return Ok(Registration {
+                section: Box::new([]),
+                table: Box::new([]),
+                image: None,
+            });
+        };
+        let hi = functions
+            .iter()
+            .map(|f| f.start + f.len)
+            .max()
+            .unwrap_or(lo);
+        let image = images.near(lo, hi).map_err(refused)?;
+        let mut table = vec![0u32; 3 * functions.len()].into_boxed_slice();
+        let base = win64::fill_table(&mut table, &mut functions, image.at(), image.len())
+            .map_err(refused)?;
         let count = functions.len() as u32;
-        // SAFETY: `count` sorted entries with their UNWIND_INFOs, relative to `base`; the
-        // boxed table lives, unmoved, until deleted in `drop`, before the trace's code is
-        // freed (the trace drops its debug state first).
-        if count > 0 && !unsafe { win64::platform::add(table.as_ptr(), count, base) } {
+        // SAFETY: `count` sorted entries, relative to `base`, whose UNWIND_INFOs are in
+        // `image` (kept alive by this registration); the boxed table lives, unmoved, until
+        // deleted in `drop`, before the trace's code is freed (the trace drops its debug
+        // state first).
+        if !unsafe { win64::platform::add(table.as_ptr(), count, base) } {
             return Err(refused(format!(
                 "RtlAddFunctionTable refused a table of {count} functions"
             )));
@@ -458,6 +511,7 @@ impl Registration {
         Ok(Registration {
             section: Box::new([]),
             table,
+            image: Some(image),
         })
     }
 
@@ -544,11 +598,13 @@ mod tests {
                 start: 0x1000,
                 len: 0x20,
                 program: &program,
+                image_offset: 0,
             },
             Range {
                 start: 0x1020,
                 len: 0x8,
                 program: &[],
+                image_offset: 0,
             },
         ];
         let s = eh_frame(&ranges);

@@ -1,8 +1,11 @@
 //! Windows x64 unwind information for stitched code: each stencil function's frame rows
-//! re-encoded as an `UNWIND_INFO` (once per stencil, when the JIT is created), and per
-//! trace a table of `RUNTIME_FUNCTION`s (one per function of each instance) followed by
-//! copies of those `UNWIND_INFO`s, registered with `RtlAddFunctionTable` and deleted with
-//! `RtlDeleteFunctionTable` when the trace is dropped.
+//! re-encoded as an `UNWIND_INFO` (once per stencil, when the JIT is created, all of them
+//! concatenated in one image, [`Images`]), and per trace a table of `RUNTIME_FUNCTION`s (one
+//! per function of each instance) registered with `RtlAddFunctionTable` and deleted with
+//! `RtlDeleteFunctionTable` when the trace is dropped. A table's addresses are 32-bit
+//! offsets from one base, so its `UNWIND_INFO`s must lie within 4 GiB of the code: the
+//! image is copied once to free memory just above the JIT's code (`NearImage`, shared by
+//! every trace in reach, freed with the last of them).
 //!
 //! The rows come from the stencils' own `.pdata`/`.xdata` (the toolchain replays the
 //! prologue codes), so they have the prologue shape `UNWIND_INFO` can say: the CFA only
@@ -15,7 +18,8 @@
 //! The encoder and the table layout are pure (tested on every host); only the registration
 //! calls are Windows-only.
 
-// The table builder is used by the Windows x64 registration only (tested everywhere).
+// The table and image builders are used by the Windows x64 registration only (tested
+// everywhere).
 #![cfg_attr(not(all(windows, target_arch = "x86_64")), allow(dead_code))]
 
 use cpjit_model::{FrameFunction, X64_DWARF_XMM0, X64_UNWIND_DWARF_REGISTERS};
@@ -224,47 +228,172 @@ fn encode(codes: &[Code], frame: u8) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// A code range and its `UNWIND_INFO` (see [`super::unwind::Range`]).
-pub(crate) struct Function<'p> {
+/// A code range and where its `UNWIND_INFO` is in the set's image.
+pub(crate) struct Function {
     pub start: u64,
     pub len: u64,
-    pub unwind_info: &'p [u8],
+    pub info: u32,
 }
 
-/// The number of 32-bit words [`fill_table`] needs for `functions`.
-pub(crate) fn table_words(functions: &[Function<'_>]) -> usize {
-    functions.iter().map(|f| 3 + f.unwind_info.len() / 4).sum()
-}
-
-/// Writes `RUNTIME_FUNCTION`s (sorted by address) then their `UNWIND_INFO`s into `table`,
-/// which is at address `at`, with addresses relative to the returned base (the lowest of
-/// the table and the code). An error if an address is 4 GiB or more above the base.
+/// Writes one `RUNTIME_FUNCTION` per function (3 words each, sorted by address) into
+/// `table`, pointing into the image of `UNWIND_INFO`s at `image_at` (`image_len` bytes), with
+/// addresses relative to the returned base (the lowest of the code and the image). An
+/// error if an address is 4 GiB or more above the base.
 pub(crate) fn fill_table(
     table: &mut [u32],
-    at: u64,
-    functions: &mut [Function<'_>],
+    functions: &mut [Function],
+    image_at: u64,
+    image_len: u64,
 ) -> Result<u64, String> {
     functions.sort_by_key(|f| f.start);
-    let lowest_code = functions.first().map_or(at, |f| f.start);
-    let base = lowest_code.min(at);
+    let lowest_code = functions.first().map_or(image_at, |f| f.start);
+    let base = lowest_code.min(image_at);
     let rva = |address: u64| {
         u32::try_from(address - base).map_err(|_| {
             format!(
-                "address {address:#x} is 4 GiB or more above {base:#x}: the unwind table at {at:#x} and the code cannot share a base"
+                "address {address:#x} is 4 GiB or more above {base:#x}: the unwind information at {image_at:#x} and the code cannot share a base"
             )
         })
     };
-    let mut info_at = 3 * functions.len();
+    rva(image_at + image_len)?;
     for (k, f) in functions.iter().enumerate() {
+        if u64::from(f.info) >= image_len {
+            return Err(format!(
+                "unwind info offset {:#x} outside the image",
+                f.info
+            ));
+        }
         table[3 * k] = rva(f.start)?;
         table[3 * k + 1] = rva(f.start + f.len)?;
-        table[3 * k + 2] = rva(at + 4 * info_at as u64)?;
-        for (w, chunk) in f.unwind_info.chunks(4).enumerate() {
-            table[info_at + w] = u32::from_le_bytes(chunk.try_into().unwrap());
-        }
-        info_at += f.unwind_info.len() / 4;
+        table[3 * k + 2] = rva(image_at + u64::from(f.info))?;
     }
     Ok(base)
+}
+
+/// A set's `UNWIND_INFO`s, concatenated, and the copies of them made near code (a function
+/// table can only point 4 GiB or less above its base, and the heap may be farther from the
+/// JIT's memory than that).
+#[derive(Debug)]
+pub(crate) struct Images {
+    image: Box<[u8]>,
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    copies: std::sync::Mutex<Vec<std::sync::Arc<NearImage>>>,
+}
+
+impl Images {
+    /// Concatenates every program (each a multiple of 4 bytes) and records where each is.
+    pub(crate) fn new(programs: &mut [super::unwind::StencilPrograms]) -> Images {
+        let mut image = Vec::new();
+        for f in programs.iter_mut().flatten().flat_map(|p| p.iter_mut()) {
+            f.image_offset = image.len() as u32;
+            image.extend_from_slice(&f.program);
+        }
+        Images {
+            image: image.into_boxed_slice(),
+            #[cfg(all(windows, target_arch = "x86_64"))]
+            copies: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// A copy of the image that a table for code in `lo..hi` can point into: one made for
+    /// earlier code if it is close enough, else a new one above `hi`.
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    pub(crate) fn near(&self, lo: u64, hi: u64) -> Result<std::sync::Arc<NearImage>, String> {
+        let mut copies = self.copies.lock().unwrap_or_else(|e| e.into_inner());
+        let reach = |c: &NearImage| {
+            let (a, b) = (lo.min(c.at()), hi.max(c.at() + c.len()));
+            b - a < 1 << 32
+        };
+        if let Some(c) = copies.iter().find(|c| reach(c)) {
+            return Ok(c.clone());
+        }
+        let copy = std::sync::Arc::new(NearImage::new(&self.image, hi)?);
+        if !reach(&copy) {
+            return Err(format!(
+                "no memory for unwind information within 4 GiB of the code at {lo:#x}..{hi:#x}"
+            ));
+        }
+        copies.retain(|c| std::sync::Arc::strong_count(c) > 1);
+        copies.push(copy.clone());
+        Ok(copy)
+    }
+}
+
+/// A read-only copy of an [`Images`] image, placed just above some code.
+#[cfg(all(windows, target_arch = "x86_64"))]
+#[derive(Debug)]
+pub(crate) struct NearImage {
+    at: usize,
+    len: usize,
+}
+
+#[cfg(all(windows, target_arch = "x86_64"))]
+impl NearImage {
+    /// Maps a copy of `image` at the first free 64 KiB-aligned address at or above `from`
+    /// (walking the address space with `VirtualQuery`, at most 2 GiB up).
+    fn new(image: &[u8], from: u64) -> Result<NearImage, String> {
+        use windows_sys::Win32::System::Memory::{
+            VirtualAlloc, VirtualProtect, VirtualQuery, MEMORY_BASIC_INFORMATION, MEM_COMMIT,
+            MEM_FREE, MEM_RESERVE, PAGE_READONLY, PAGE_READWRITE,
+        };
+        const GRANULARITY: u64 = 0x1_0000;
+        let len = image.len().max(1);
+        let limit = from.saturating_add(1 << 31);
+        let mut probe = from.next_multiple_of(GRANULARITY);
+        while probe < limit {
+            // SAFETY: a zeroed MEMORY_BASIC_INFORMATION is valid; VirtualQuery writes it.
+            let mut info: MEMORY_BASIC_INFORMATION = unsafe { std::mem::zeroed() };
+            let size = std::mem::size_of::<MEMORY_BASIC_INFORMATION>();
+            // SAFETY: querying any address is allowed; `info` is writable.
+            if unsafe { VirtualQuery(probe as *const _, &mut info, size) } == 0 {
+                break;
+            }
+            let region_end = info.BaseAddress as u64 + info.RegionSize as u64;
+            if info.State == MEM_FREE && region_end - probe >= len as u64 {
+                // SAFETY: a fresh allocation at a free address; on success it is ours.
+                let p = unsafe {
+                    VirtualAlloc(
+                        probe as *const _,
+                        len,
+                        MEM_RESERVE | MEM_COMMIT,
+                        PAGE_READWRITE,
+                    )
+                };
+                if !p.is_null() {
+                    // SAFETY: `p` is `len` fresh writable bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), p.cast(), image.len()) };
+                    let mut old = 0;
+                    // SAFETY: our allocation; read-only from now on.
+                    unsafe { VirtualProtect(p, len, PAGE_READONLY, &mut old) };
+                    return Ok(NearImage {
+                        at: p as usize,
+                        len,
+                    });
+                }
+            }
+            probe = region_end.next_multiple_of(GRANULARITY);
+        }
+        Err(format!(
+            "no free memory for {len} bytes of unwind information within 2 GiB above {from:#x}"
+        ))
+    }
+
+    pub(crate) fn at(&self) -> u64 {
+        self.at as u64
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.len as u64
+    }
+}
+
+#[cfg(all(windows, target_arch = "x86_64"))]
+impl Drop for NearImage {
+    fn drop(&mut self) {
+        use windows_sys::Win32::System::Memory::{VirtualFree, MEM_RELEASE};
+        // SAFETY: allocated by `new`; no table points into it any more (each holds an Arc).
+        unsafe { VirtualFree(self.at as *mut _, 0, MEM_RELEASE) };
+    }
 }
 
 /// Registration of a table built by [`fill_table`].
@@ -408,29 +537,57 @@ mod tests {
 
     #[test]
     fn the_table_is_sorted_and_relative_to_the_lowest_address() {
-        let info = [1u8, 4, 1, 0, 0x04, 0x42, 0, 0];
         let mut functions = [
             Function {
                 start: 0x2_0040,
                 len: 0x20,
-                unwind_info: &info,
+                info: 4,
             },
             Function {
                 start: 0x2_0000,
                 len: 0x10,
-                unwind_info: &info[..4],
+                info: 0,
             },
         ];
-        let mut table = vec![0u32; table_words(&functions)];
-        assert_eq!(table.len(), 3 + 1 + 3 + 2);
-        let base = fill_table(&mut table, 0x1_0000, &mut functions).unwrap();
+        let mut table = [0u32; 6];
+        let base = fill_table(&mut table, &mut functions, 0x1_0000, 12).unwrap();
         assert_eq!(base, 0x1_0000);
-        assert_eq!(
-            &table[..6],
-            [0x1_0000, 0x1_0010, 24, 0x1_0040, 0x1_0060, 28]
-        );
-        assert_eq!(table[6], 0x0001_0401);
-        let far = fill_table(&mut table, 0x2_0000 + (1 << 32), &mut functions).unwrap_err();
+        assert_eq!(table, [0x1_0000, 0x1_0010, 0, 0x1_0040, 0x1_0060, 4]);
+        // The image above the code: the code is the base.
+        let base = fill_table(&mut table, &mut functions, 0x3_0000, 12).unwrap();
+        assert_eq!(base, 0x2_0000);
+        assert_eq!(table, [0, 0x10, 0x1_0000, 0x40, 0x60, 0x1_0004]);
+        let far = fill_table(&mut table, &mut functions, 0x2_0000 + (1 << 32), 12).unwrap_err();
         assert!(far.contains("4 GiB"), "{far}");
+        functions[0].info = 12;
+        assert!(fill_table(&mut table, &mut functions, 0x1_0000, 12).is_err());
+    }
+
+    #[test]
+    fn the_image_records_where_each_program_is() {
+        use crate::debug::unwind::FunctionProgram;
+        let program = |start, bytes: &[u8]| FunctionProgram {
+            start,
+            end: start + 4,
+            program: bytes.into(),
+            image_offset: u32::MAX,
+        };
+        let mut programs = vec![
+            Ok(vec![
+                program(0, &[1, 0, 0, 0]),
+                program(8, &[1, 4, 2, 0, 4, 0x42, 0, 0]),
+            ]
+            .into_boxed_slice()),
+            Err("unknown".to_string()),
+            Ok(vec![program(0, &[1, 0, 0, 0])].into_boxed_slice()),
+        ];
+        let images = Images::new(&mut programs);
+        assert_eq!(images.image.len(), 16);
+        let offsets: Vec<u32> = programs
+            .iter()
+            .flatten()
+            .flat_map(|p| p.iter().map(|f| f.image_offset))
+            .collect();
+        assert_eq!(offsets, [0, 4, 12]);
     }
 }
