@@ -3,7 +3,9 @@
 //!
 //! A layout is a table of DWARF call-frame rows, exactly what the compiler's own call-frame
 //! information said for the stencil's functions (the toolchain reads it from the object and
-//! never guesses). Registers are the architecture's DWARF numbers (x86-64: `rsp` 7, `rbp` 6,
+//! never guesses: ELF `.eh_frame`, or x64 COFF `.pdata`/`.xdata`, whose unwind codes
+//! describe prologues only, so those rows hold "prologue done" through the epilogue, where
+//! Windows' unwinder reads the code instead). Registers are the architecture's DWARF numbers (x86-64: `rsp` 7, `rbp` 6,
 //! return address 16; AArch64: `x29` 29, `x30` 30, `sp` 31; RISC-V: `ra` 1, `sp` 2, `s0` 8).
 //! The *CFA* (canonical frame address) is the caller's stack pointer value before the call
 //! that entered the function (x86-64: above the pushed return address).

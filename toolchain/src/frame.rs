@@ -987,4 +987,117 @@ mod tests {
             "{why}"
         );
     }
+
+    /// The x64 COFF path on an object llvm-mc-19 assembled from `.seh_*` directives: a
+    /// function with `.pdata`, a leaf without (the ABI's entry state), padding after a
+    /// function (COFF pieces run to the next symbol) and a code rows cannot express.
+    #[test]
+    fn pdata_entries_of_an_assembled_object_land_on_the_stencils_pieces() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        let target = Target::load_all(&dir)
+            .unwrap()
+            .into_iter()
+            .find(|t| t.arch == Arch::X86_64 && t.format == ObjectFormat::Coff)
+            .unwrap();
+        assert!(reads_unwind_tables(&target));
+        let source = "
+            .text
+            .globl f
+            f:
+            .seh_proc f
+            push %rbx
+            .seh_pushreg %rbx
+            sub $32, %rsp
+            .seh_stackalloc 32
+            .seh_endprologue
+            call g
+            add $32, %rsp
+            pop %rbx
+            ret
+            .seh_endproc
+            .p2align 5
+            .globl g
+            g:
+            .seh_proc g
+            nop
+            .seh_pushframe
+            .seh_endprologue
+            ret
+            .seh_endproc
+            .globl h
+            h:
+            ret
+        ";
+        let out = std::process::Command::new("llvm-mc-19")
+            .args(["-triple=x86_64-pc-windows-msvc", "-filetype=obj", "-o", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(source.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("llvm-mc-19 is installed");
+        assert!(out.status.success());
+        let piece = |start: u64, end: u64, at: u64| CodePiece {
+            section: ".text".into(),
+            start,
+            end,
+            at,
+        };
+        let stencil = |name: &str, pieces: Vec<CodePiece>, len: usize| StencilBuf {
+            name: name.into(),
+            code: vec![0x90; len],
+            code_align: 1,
+            init_data: vec![],
+            data_len: 0,
+            data_align: 1,
+            zero_fill: vec![],
+            holes: vec![],
+            operands: vec![],
+            targets: vec![],
+            symbols: vec![],
+            elided_continue: false,
+            pieces,
+            frame: None,
+        };
+        // f: push(1) sub(4) call(5) add(4) pop(1) ret(1) = 16 bytes, padded to g at 32;
+        // g: nop, ret; h: ret at 34.
+        let mut stencils = [
+            stencil("f_and_h", vec![piece(0, 32, 0), piece(34, 35, 32)], 33),
+            stencil("g_alone", vec![piece(32, 34, 0)], 2),
+        ];
+        derive(&target, &out.stdout, &mut stencils).unwrap();
+        let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
+            panic!("{:?}", stencils[0].frame)
+        };
+        assert_eq!(
+            f,
+            [
+                DerivedFunction {
+                    start: 0,
+                    end: 16,
+                    rows: vec![row(0, 7, 8), row(1, 7, 16), row(5, 7, 48)],
+                    saves: vec![save(16, 8, 0, 16), save(3, 16, 1, 16)],
+                },
+                DerivedFunction {
+                    start: 32,
+                    end: 33,
+                    rows: vec![row(32, 7, 8)],
+                    saves: vec![save(16, 8, 32, 33)],
+                }
+            ]
+        );
+        let Some(DerivedFrame::Unknown(why)) = &stencils[1].frame else {
+            panic!("{:?}", stencils[1].frame)
+        };
+        assert!(
+            why.contains(&target.triple)
+                && why.contains("g_alone")
+                && why.contains("code offset 0x1")
+                && why.contains("UWOP_PUSH_MACHFRAME"),
+            "{why}"
+        );
+    }
 }
