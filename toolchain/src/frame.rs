@@ -803,7 +803,7 @@ mod tests {
         }
     }
 
-    fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
+    pub(super) fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
         FrameRow {
             offset,
             cfa_register,
@@ -811,12 +811,49 @@ mod tests {
         }
     }
 
-    fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
+    pub(super) fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
         FrameSave {
             register,
             cfa_offset,
             from,
             to,
+        }
+    }
+
+    /// The object llvm-mc-19 assembles from `source` for `triple`.
+    fn assemble(triple: &str, source: &str) -> Vec<u8> {
+        let out = std::process::Command::new("llvm-mc-19")
+            .args([&format!("-triple={triple}"), "-filetype=obj", "-o", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(source.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("llvm-mc-19 is installed");
+        assert!(out.status.success());
+        out.stdout
+    }
+
+    /// A stencil of `len` code bytes made of `pieces`, without a frame yet.
+    fn stencil(name: &str, pieces: Vec<CodePiece>, len: usize) -> StencilBuf {
+        StencilBuf {
+            name: name.into(),
+            code: vec![0x90; len],
+            code_align: 1,
+            init_data: vec![],
+            data_len: 0,
+            data_align: 1,
+            zero_fill: vec![],
+            holes: vec![],
+            operands: vec![],
+            targets: vec![],
+            symbols: vec![],
+            elided_continue: false,
+            pieces,
+            frame: None,
         }
     }
 
@@ -920,39 +957,12 @@ mod tests {
             ret
             .cfi_endproc
         ";
-        let out = std::process::Command::new("llvm-mc-19")
-            .args(["-triple=x86_64", "-filetype=obj", "-o", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin.take().unwrap().write_all(source.as_bytes())?;
-                c.wait_with_output()
-            })
-            .expect("llvm-mc-19 is installed");
-        assert!(out.status.success());
+        let object = assemble("x86_64", source);
         let piece = |section: &str, len: u64, at: u64| CodePiece {
             section: section.into(),
             start: 0,
             end: len,
             at,
-        };
-        let stencil = |name: &str, pieces: Vec<CodePiece>, len: usize| StencilBuf {
-            name: name.into(),
-            code: vec![0x90; len],
-            code_align: 1,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
-            holes: vec![],
-            operands: vec![],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            pieces,
-            frame: None,
         };
         // f: push(1) call(5) pop(1) ret(1) = 8 bytes; g at 8 after it.
         let mut stencils = [
@@ -963,7 +973,7 @@ mod tests {
                 10,
             ),
         ];
-        derive(&target, &out.stdout, &mut stencils).unwrap();
+        derive(&target, &object, &mut stencils).unwrap();
         let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
             panic!("{:?}", stencils[0].frame)
         };
@@ -1028,39 +1038,12 @@ mod tests {
             h:
             ret
         ";
-        let out = std::process::Command::new("llvm-mc-19")
-            .args(["-triple=x86_64-pc-windows-msvc", "-filetype=obj", "-o", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin.take().unwrap().write_all(source.as_bytes())?;
-                c.wait_with_output()
-            })
-            .expect("llvm-mc-19 is installed");
-        assert!(out.status.success());
+        let object = assemble("x86_64-pc-windows-msvc", source);
         let piece = |start: u64, end: u64, at: u64| CodePiece {
             section: ".text".into(),
             start,
             end,
             at,
-        };
-        let stencil = |name: &str, pieces: Vec<CodePiece>, len: usize| StencilBuf {
-            name: name.into(),
-            code: vec![0x90; len],
-            code_align: 1,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
-            holes: vec![],
-            operands: vec![],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            pieces,
-            frame: None,
         };
         // f: push(1) sub(4) call(5) add(4) pop(1) ret(1) = 16 bytes, padded to g at 32;
         // g: nop, ret; h: ret at 34.
@@ -1068,7 +1051,7 @@ mod tests {
             stencil("f_and_h", vec![piece(0, 32, 0), piece(34, 35, 32)], 33),
             stencil("g_alone", vec![piece(32, 34, 0)], 2),
         ];
-        derive(&target, &out.stdout, &mut stencils).unwrap();
+        derive(&target, &object, &mut stencils).unwrap();
         let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
             panic!("{:?}", stencils[0].frame)
         };

@@ -325,7 +325,8 @@ pub(crate) struct Range<'p> {
     pub start: u64,
     pub len: u64,
     pub program: &'p [u8],
-    /// [`FunctionProgram::image_offset`] (0 for an empty program).
+    /// [`FunctionProgram::image_offset`] (0 for an empty program; read on Windows x64).
+    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(dead_code))]
     pub image_offset: u32,
 }
 

@@ -360,24 +360,8 @@ fn rows(codes: &[(u8, Code)], len: u64) -> Result<Rows, (u64, String)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{row, save};
     use super::*;
-
-    fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
-        FrameRow {
-            offset,
-            cfa_register,
-            cfa_offset,
-        }
-    }
-
-    fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
-        FrameSave {
-            register,
-            cfa_offset,
-            from,
-            to,
-        }
-    }
 
     /// `UNWIND_INFO` bytes: version 1, no flags, the prologue size, codes (last first).
     fn info(prologue: u8, frame: u8, slots: &[u16]) -> Vec<u8> {
