@@ -14,7 +14,7 @@
 //! error.
 
 use super::{Fde, Rows};
-use crate::object::coff::{read_relocations, section_names, symbol_name};
+use crate::object::coff::{read_relocations, section_names};
 use cpjit_model::{FrameRow, FrameSave, X64_DWARF_XMM0, X64_UNWIND_DWARF_REGISTERS};
 use goblin::pe::Coff;
 use std::collections::BTreeMap;
@@ -36,8 +36,9 @@ enum Code {
     Push(u8),
     /// `UWOP_ALLOC_SMALL`/`UWOP_ALLOC_LARGE`: bytes subtracted from `rsp`.
     Alloc(u32),
-    /// `UWOP_SET_FPREG`: the frame register is set to `rsp` + 16 × the header's offset.
-    SetFrame,
+    /// `UWOP_SET_FPREG`: the frame register (Windows number, from the header) is set to
+    /// `rsp` + the header's offset (already × 16).
+    SetFrame(u8, u32),
     /// `UWOP_SAVE_NONVOL`(`_FAR`): register saved at the frame base + offset.
     Save(u8, u32),
     /// `UWOP_SAVE_XMM128`(`_FAR`): `xmm<n>` saved at the frame base + offset.
@@ -49,7 +50,7 @@ enum Code {
 pub(super) fn read(object: &[u8]) -> Result<Vec<Fde>, String> {
     let coff = Coff::parse(object).map_err(|e| format!("not a COFF object: {e}"))?;
     let names = section_names(&coff);
-    let symbols = symbol_sections(object, &coff)?;
+    let symbols = symbol_sections(&coff)?;
     let mut fdes = Vec::new();
     for (index, section) in coff.sections.iter().enumerate() {
         if !is_named(&names[index], ".pdata") {
@@ -142,19 +143,17 @@ fn section_bytes<'a>(
 }
 
 /// Symbol index → (section index, value) for every symbol defined in a section.
-fn symbol_sections(object: &[u8], coff: &Coff<'_>) -> Result<BTreeMap<u32, (usize, u64)>, String> {
+fn symbol_sections(coff: &Coff<'_>) -> Result<BTreeMap<u32, (usize, u64)>, String> {
     let mut out = BTreeMap::new();
     let count = coff.header.number_of_symbol_table as usize;
     let Some(table) = &coff.symbols else {
         return Ok(out);
     };
-    let strings_at = (coff.header.pointer_to_symbol_table as usize).saturating_add(count * 18);
     let mut i = 0;
     while i < count {
         let (_, s) = table
             .get(i)
             .ok_or_else(|| format!("symbol {i} is truncated"))?;
-        symbol_name(object, strings_at, &s).ok_or_else(|| format!("symbol {i} has a bad name"))?;
         if s.section_number > 0 && (s.section_number as usize) <= coff.sections.len() {
             out.insert(
                 i as u32,
@@ -214,7 +213,10 @@ fn unwind_info(xdata: &[u8], at: usize) -> Result<Result<Vec<(u8, Code)>, (u64, 
             1 if info == 0 => (Code::Alloc(extra(1)? * 8), 2),
             1 if info == 1 => (Code::Alloc(extra(2)?), 3),
             2 => (Code::Alloc(u32::from(info) * 8 + 8), 1),
-            3 => (Code::SetFrame, 1),
+            3 => (
+                Code::SetFrame(frame_register, u32::from(frame_offset) * 16),
+                1,
+            ),
             4 => (Code::Save(info, extra(1)? * 8), 2),
             5 => (Code::Save(info, extra(2)?), 3),
             8 => (Code::SaveXmm(info, extra(1)? * 16), 2),
@@ -239,7 +241,7 @@ fn unwind_info(xdata: &[u8], at: usize) -> Result<Result<Vec<(u8, Code)>, (u64, 
                 format!("unwind code {operation} after the {prologue}-byte prologue"),
             )));
         }
-        if code == Code::SetFrame && frame_register == 0 {
+        if matches!(code, Code::SetFrame(..)) && frame_register == 0 {
             return Err("UWOP_SET_FPREG without a frame register".into());
         }
         codes.push((offset, code));
@@ -249,23 +251,11 @@ fn unwind_info(xdata: &[u8], at: usize) -> Result<Result<Vec<(u8, Code)>, (u64, 
     if codes.windows(2).any(|w| w[1].0 < w[0].0) {
         return Err("unwind codes are not in prologue order".into());
     }
-    // The frame register and offset travel with the SetFrame code.
-    Ok(Ok(codes
-        .into_iter()
-        .map(|(o, c)| match c {
-            Code::SetFrame => (
-                o,
-                Code::Save(frame_register | 0x80, u32::from(frame_offset) * 16),
-            ),
-            c => (o, c),
-        })
-        .collect()))
+    Ok(Ok(codes))
 }
 
 /// Replays prologue codes into rows and saves over a function of `len` bytes: the entry
 /// state (`CFA = rsp + 8`, return address at `CFA - 8`), then each code at its offset.
-/// (`Save` with the high bit set in its register is the frame-register setting, see
-/// [`unwind_info`].)
 fn rows(codes: &[(u8, Code)], len: u64) -> Result<Rows, (u64, String)> {
     let len32 = len as u32;
     let mut out = Rows {
@@ -328,13 +318,13 @@ fn rows(codes: &[(u8, Code)], len: u64) -> Result<Rows, (u64, String)> {
                     row(&mut out, RSP, depth);
                 }
             }
-            Code::Save(r, frame_offset) if r & 0x80 != 0 => {
+            Code::SetFrame(r, frame_offset) => {
                 if frame.is_some() || frame_offset > depth {
                     return fail(format!(
                         "UWOP_SET_FPREG (offset {frame_offset}) twice or above the CFA"
                     ));
                 }
-                let register = X64_UNWIND_DWARF_REGISTERS[usize::from(r & 15)];
+                let register = X64_UNWIND_DWARF_REGISTERS[usize::from(r)];
                 frame = Some(depth);
                 row(&mut out, register, depth - frame_offset);
             }
@@ -349,7 +339,6 @@ fn rows(codes: &[(u8, Code)], len: u64) -> Result<Rows, (u64, String)> {
                 saved_any = true;
                 save(&mut out, register, base - o);
             }
-            Code::SetFrame => unreachable!("replaced by unwind_info"),
         }
     }
     out.rows.retain(|r| u64::from(r.offset) < len);

@@ -376,7 +376,7 @@ fn symbol_target(
 
 /// A symbol's name: inline (8 bytes, NUL-padded) or, when the first 4 bytes are zero, at an
 /// offset into the string table. (goblin's `Symbol::name` underflows on offsets below 4.)
-pub(crate) fn symbol_name(bytes: &[u8], strings_at: usize, s: &sym::Symbol) -> Option<String> {
+fn symbol_name(bytes: &[u8], strings_at: usize, s: &sym::Symbol) -> Option<String> {
     let raw: &[u8] = if s.name[..4] == [0; 4] {
         let offset = u32::from_le_bytes([s.name[4], s.name[5], s.name[6], s.name[7]]) as usize;
         if offset < 4 {
