@@ -7,8 +7,9 @@
 //!   object per trace with a symbol per instance, unregistered when the trace is dropped;
 //! - `listing`: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
 //!   names and every hole's value;
-//! - [`unwind`]: DWARF unwind information per instance, registered with the unwinder and
-//!   given to GDB, from per-stencil frame layouts.
+//! - [`unwind`]: unwind information per instance, from per-stencil frame layouts: DWARF
+//!   FDEs registered with the unwinder and given to GDB, or on Windows x64 a function
+//!   table registered with `RtlAddFunctionTable` (`win64`).
 //!
 //! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
 //! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to
