@@ -3,7 +3,9 @@
 //!
 //! A layout is a table of DWARF call-frame rows, exactly what the compiler's own call-frame
 //! information said for the stencil's functions (the toolchain reads it from the object and
-//! never guesses). Registers are the architecture's DWARF numbers (x86-64: `rsp` 7, `rbp` 6,
+//! never guesses: ELF `.eh_frame`, or x64 COFF `.pdata`/`.xdata`, whose unwind codes
+//! describe prologues only, so those rows hold "prologue done" through the epilogue, where
+//! Windows' unwinder reads the code instead). Registers are the architecture's DWARF numbers (x86-64: `rsp` 7, `rbp` 6,
 //! return address 16; AArch64: `x29` 29, `x30` 30, `sp` 31; RISC-V: `ra` 1, `sp` 2, `s0` 8).
 //! The *CFA* (canonical frame address) is the caller's stack pointer value before the call
 //! that entered the function (x86-64: above the pushed return address).
@@ -61,3 +63,13 @@ pub struct StencilFrame<'a> {
     pub stencil: &'a str,
     pub layout: FrameLayout<'a>,
 }
+
+/// The DWARF number (the numbering [`FrameRow`] and [`FrameSave`] use) of each x64 Windows
+/// unwind-code register number (`UNWIND_CODE` op info, `UNWIND_INFO` frame register:
+/// rax, rcx, rdx, rbx, rsp, rbp, rsi, rdi, r8..r15), so that the toolchain's `.pdata`
+/// reader and the runtime's `UNWIND_INFO` writer agree on one table.
+pub const X64_UNWIND_DWARF_REGISTERS: [u8; 16] =
+    [0, 2, 1, 3, 7, 6, 4, 5, 8, 9, 10, 11, 12, 13, 14, 15];
+
+/// The DWARF number of x64 register `xmm0` (`xmm<n>` is this plus `n`).
+pub const X64_DWARF_XMM0: u8 = 17;

@@ -18,7 +18,10 @@ use core::fmt;
 
 mod frame;
 mod host;
-pub use frame::{FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame};
+pub use frame::{
+    FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame, X64_DWARF_XMM0,
+    X64_UNWIND_DWARF_REGISTERS,
+};
 pub use host::{Host, Os};
 
 /// Which byte image of the stencil a hole (or a relocation) lives in.

@@ -34,7 +34,8 @@ pub struct JitOptions {
     /// Keep a listing of every trace ([`Trace::listing`](crate::Trace::listing)). Off by
     /// default.
     pub listing: bool,
-    /// Register unwind information for every trace (Linux; macOS untested), built from
+    /// Register unwind information for every trace (Linux, x86-64 Windows; macOS
+    /// untested), built from
     /// these frame layouts, one per stencil of the set: a generated crate's `FRAMES`
     /// ([`debug::unwind`](crate::debug::unwind)), so that debuggers, `std::backtrace` and
     /// panics walk through JIT code. Off (`None`) by default.

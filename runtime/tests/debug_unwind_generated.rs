@@ -1,16 +1,24 @@
 //! Unwinding through stitched code of the host's *generated* set, with the frame layouts
-//! the toolchain derived from the compiler's `.eh_frame` (the set's `FRAMES`): a backtrace
-//! taken in a helper called from a trace of the testing ops reaches the Rust frames that
-//! entered it, and a panic unwinds through it to `catch_unwind` with the caller's
-//! callee-saved registers intact (Linux: x86-64 natively, AArch64 and RISC-V under qemu).
-//! Sets without layouts (Mach-O, COFF) cannot finish a trace with unwinding on.
-#![cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "riscv64"
-    )
+//! the toolchain derived from the compiler's unwind tables (the set's `FRAMES`): a
+//! backtrace taken in a helper called from a trace of the testing ops reaches the Rust
+//! frames that entered it (and does not without the registration), and a panic unwinds
+//! through it to `catch_unwind` with the caller's callee-saved registers intact.
+//!
+//! Linux: `.eh_frame` layouts registered with `__register_frame` (x86-64 natively, AArch64
+//! and RISC-V under qemu). Windows x64: `.pdata`/`.xdata` layouts re-encoded as
+//! `UNWIND_INFO` and registered with `RtlAddFunctionTable` (the x86_64-pc-windows-msvc row:
+//! an x86_64-pc-windows-gnu process under wine). Sets without layouts (Mach-O, ARM64 COFF)
+//! cannot finish a trace with unwinding on.
+#![cfg(any(
+    all(
+        target_os = "linux",
+        any(
+            target_arch = "x86_64",
+            target_arch = "aarch64",
+            target_arch = "riscv64"
+        )
+    ),
+    all(windows, target_arch = "x86_64")
 ))]
 
 use cpjit_model::StencilSet;
@@ -127,18 +135,26 @@ fn generated_frames_let_a_panic_unwind_through_a_trace() {
     assert_eq!(generated_test_enter(&generated_trace(&jit).unwrap()), 50);
 }
 
-/// Every stencil of every ELF set has a derived layout (the toolchain reads `.eh_frame`);
-/// the Mach-O and COFF sets say why they have none.
+/// Whether the toolchain reads `set`'s unwind tables: ELF `.eh_frame`, x64 COFF
+/// `.pdata`/`.xdata`.
+fn has_unwind_tables(set: &StencilSet<'_>) -> bool {
+    use cpjit_model::{Arch, ObjectFormat};
+    set.format == ObjectFormat::Elf
+        || (set.format == ObjectFormat::Coff && set.arch == Arch::X86_64)
+}
+
+/// Every stencil of every ELF and x64 COFF set has a derived layout; the Mach-O and ARM64
+/// COFF sets say why they have none.
 #[test]
-fn every_elf_stencil_has_a_derived_frame_layout() {
+fn every_stencil_with_unwind_tables_has_a_derived_frame_layout() {
     use cpjit_runtime::debug::unwind::FrameLayout;
     for set in cpjit_stencils::all() {
         let frames = cpjit_stencils::frames(set).unwrap();
         assert_eq!(frames.len(), set.stencils.len(), "{}", set.target);
         for (f, s) in frames.iter().zip(set.stencils) {
             assert_eq!(f.stencil, s.name);
-            match (set.format, f.layout) {
-                (cpjit_model::ObjectFormat::Elf, FrameLayout::Functions(fs)) => {
+            match (has_unwind_tables(set), f.layout) {
+                (true, FrameLayout::Functions(fs)) => {
                     assert!(
                         s.code.is_empty() || !fs.is_empty(),
                         "{}: {}",
@@ -146,11 +162,9 @@ fn every_elf_stencil_has_a_derived_frame_layout() {
                         s.name
                     )
                 }
-                (cpjit_model::ObjectFormat::Elf, FrameLayout::Unknown(why)) => {
-                    panic!("{}: {}: {why}", set.target, s.name)
-                }
-                (_, FrameLayout::Unknown(why)) => assert!(why.contains(set.target), "{why}"),
-                (_, FrameLayout::Functions(_)) => panic!("{}: unexpected layout", set.target),
+                (true, FrameLayout::Unknown(why)) => panic!("{}: {}: {why}", set.target, s.name),
+                (false, FrameLayout::Unknown(why)) => assert!(why.contains(set.target), "{why}"),
+                (false, FrameLayout::Functions(_)) => panic!("{}: unexpected layout", set.target),
             }
         }
     }
@@ -160,9 +174,8 @@ fn every_elf_stencil_has_a_derived_frame_layout() {
 /// finish: the error names the stencil and why.
 #[test]
 fn a_trace_of_stencils_without_layouts_is_refused_naming_the_stencil() {
-    let Some(set) = cpjit_stencils::runnable().find(|s| s.format != cpjit_model::ObjectFormat::Elf)
-    else {
-        return; // only ELF sets run in this process (AArch64 and RISC-V Linux run their own)
+    let Some(set) = cpjit_stencils::runnable().find(|s| !has_unwind_tables(s)) else {
+        return; // no set without layouts runs in this process
     };
     let jit = generated_jit(set, capturing_mul_add as *const () as usize, true).unwrap();
     let e = generated_trace(&jit).expect_err("refused").to_string();

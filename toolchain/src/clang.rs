@@ -78,8 +78,8 @@ pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
         .unwrap_or_default();
     let mut flags = vec![format!("--target={}", target.llvm_triple())];
     flags.extend(MANDATORY_FLAGS.iter().map(|s| s.to_string()));
-    if target.format == cpjit_model::ObjectFormat::Elf {
-        // `.eh_frame` is where `frame` reads the stencils' frame layouts from.
+    if crate::frame::reads_unwind_tables(target) {
+        // ELF `.eh_frame`, x64 COFF `.pdata`/`.xdata`: where `frame` reads the layouts.
         flags.push("-fasynchronous-unwind-tables".into());
     }
     flags.push(format!("-ffile-prefix-map={}=.", manifest.root.display()));

@@ -9,9 +9,13 @@
 //! runtime refuses to register unwind information for a trace that uses it. A malformed
 //! `.eh_frame` is an error.
 //!
-//! Mach-O (`__compact_unwind`, which is not exact at every instruction) and COFF
-//! (`.pdata`/`.xdata`) objects are compiled without unwind tables; their stencils' layouts
-//! are `Unknown`.
+//! x64 COFF objects carry `.pdata`/`.xdata` instead ([`pdata`]): prologue unwind codes,
+//! replayed into the same rows; a function without a `.pdata` entry is, by the Windows x64
+//! ABI, a leaf that neither moves `rsp` nor saves a register. Mach-O and ARM64 COFF objects
+//! are compiled without unwind tables and their stencils' layouts are `Unknown`, with the
+//! reason (see [`derive`]).
+
+mod pdata;
 
 use crate::error::{Error, Result};
 use crate::stencil::{CodePiece, StencilBuf};
@@ -36,22 +40,57 @@ pub struct DerivedFunction {
     pub saves: Vec<FrameSave>,
 }
 
+/// Whether [`derive`] reads `target`'s unwind tables, so that its objects must be compiled
+/// with them: ELF `.eh_frame` and x64 COFF `.pdata`/`.xdata`.
+pub fn reads_unwind_tables(target: &Target) -> bool {
+    match target.format {
+        ObjectFormat::Elf => true,
+        ObjectFormat::Coff => target.arch == Arch::X86_64,
+        ObjectFormat::MachO => false,
+    }
+}
+
+/// What a function without an entry in the unwind tables is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// Unknown (ELF: every function has an FDE when tables are on).
+    Unknown,
+    /// A leaf in the entry state throughout (the Windows x64 ABI's rule for functions
+    /// without `.pdata`).
+    Leaf,
+}
+
 /// Sets every stencil's [`StencilBuf::frame`] from `object` (the bytes it was read from).
 pub fn derive(target: &Target, object: &[u8], stencils: &mut [StencilBuf]) -> Result<()> {
-    if target.format != ObjectFormat::Elf {
-        let reason = format!(
-            "{}: frame layouts are read from ELF `.eh_frame` only; {:?} objects are built without unwind tables",
-            target.triple, target.format
-        );
-        for s in stencils {
-            s.frame = Some(DerivedFrame::Unknown(reason.clone()));
+    let (fdes, missing) = match (target.format, target.arch) {
+        (ObjectFormat::Elf, arch) => (
+            read_eh_frame(object, arch).map_err(|e| Error(format!(".eh_frame: {e}")))?,
+            Missing::Unknown,
+        ),
+        (ObjectFormat::Coff, Arch::X86_64) => (
+            pdata::read(object).map_err(|e| Error(format!("{}: {e}", target.triple)))?,
+            Missing::Leaf,
+        ),
+        (format, arch) => {
+            let reason = match format {
+                ObjectFormat::Coff => format!(
+                    "{}: frame layouts are not read from {} COFF objects: ARM64 `.xdata` unwind codes are not decoded (Windows ARM64 unwinding cannot be run here: this target's stencils execute in a Linux host process), so they are built without unwind tables",
+                    target.triple,
+                    arch.name()
+                ),
+                _ => format!(
+                    "{}: frame layouts are not read from Mach-O objects: `__compact_unwind` is exact only at calls and reading `__eh_frame` (`-femit-dwarf-unwind=always`) is not implemented, so they are built without unwind tables",
+                    target.triple
+                ),
+            };
+            for s in stencils {
+                s.frame = Some(DerivedFrame::Unknown(reason.clone()));
+            }
+            return Ok(());
         }
-        return Ok(());
-    }
-    let at = |e: String| Error(format!(".eh_frame: {e}"));
-    let fdes = read_eh_frame(object, target.arch).map_err(at)?;
+    };
     for s in stencils {
-        s.frame = Some(stencil_frame(&target.triple, s, &fdes));
+        s.frame = Some(stencil_frame(&target.triple, s, &fdes, missing));
     }
     Ok(())
 }
@@ -73,7 +112,7 @@ struct Rows {
     saves: Vec<FrameSave>,
 }
 
-fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
+fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -> DerivedFrame {
     let len = s.code.len() as u64;
     let mut functions = Vec::with_capacity(s.pieces.len());
     for piece in &s.pieces {
@@ -85,20 +124,33 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
                 offset - piece.at + piece.start
             ))
         };
-        let Some(fde) = fdes
+        let leaf;
+        let fde = match fdes
             .iter()
             .find(|f| f.section == piece.section && f.begin == piece.start)
-        else {
-            return unknown(piece.at, "the function has no FDE in .eh_frame");
+        {
+            Some(fde) => fde,
+            None if missing == Missing::Leaf => {
+                leaf = leaf_fde(piece);
+                &leaf
+            }
+            None => return unknown(piece.at, "the function has no FDE in .eh_frame"),
         };
-        if fde.len < piece.end - piece.start {
-            return unknown(piece.at, "the FDE is shorter than the function");
-        }
+        // COFF symbols have no size, so a COFF piece runs to the next symbol and includes
+        // the alignment padding after the function; its `.pdata` entry ends at the
+        // function's last instruction. ELF pieces are exactly the function (`st_size`).
+        let function_len = match missing {
+            Missing::Leaf => fde.len.min(piece.end - piece.start),
+            Missing::Unknown if fde.len < piece.end - piece.start => {
+                return unknown(piece.at, "the FDE is shorter than the function")
+            }
+            Missing::Unknown => piece.end - piece.start,
+        };
         let rows = match &fde.rows {
             Ok(rows) => rows,
             Err((loc, why)) => return unknown(piece.at + loc, why),
         };
-        let function = place(piece, rows, len);
+        let function = place(piece, function_len, rows, len);
         // A function emptied by the removal of the continuation jump (a shim that only
         // jumps) has nothing to describe.
         if function.start < function.end {
@@ -108,11 +160,35 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde]) -> DerivedFrame {
     DerivedFrame::Functions(functions)
 }
 
+/// A leaf function's description: the entry state (x64: `CFA = rsp + 8`, return address
+/// at `CFA - 8`) throughout.
+fn leaf_fde(piece: &CodePiece) -> Fde {
+    let len = piece.end - piece.start;
+    Fde {
+        section: piece.section.clone(),
+        begin: piece.start,
+        len,
+        rows: Ok(Rows {
+            rows: vec![FrameRow {
+                offset: 0,
+                cfa_register: 7,
+                cfa_offset: 8,
+            }],
+            saves: vec![FrameSave {
+                register: 16,
+                cfa_offset: 8,
+                from: 0,
+                to: len as u32,
+            }],
+        }),
+    }
+}
+
 /// A function's rows at stencil offsets, cut at the end of the stencil's code (whose
 /// trailing continuation jump may have been removed).
-fn place(piece: &CodePiece, rows: &Rows, code_len: u64) -> DerivedFunction {
+fn place(piece: &CodePiece, function_len: u64, rows: &Rows, code_len: u64) -> DerivedFunction {
     let start = piece.at as u32;
-    let end = (piece.at + piece.end - piece.start).min(code_len) as u32;
+    let end = (piece.at + function_len).min(code_len) as u32;
     let placed_rows = rows
         .rows
         .iter()
@@ -727,7 +803,7 @@ mod tests {
         }
     }
 
-    fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
+    pub(super) fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
         FrameRow {
             offset,
             cfa_register,
@@ -735,12 +811,49 @@ mod tests {
         }
     }
 
-    fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
+    pub(super) fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
         FrameSave {
             register,
             cfa_offset,
             from,
             to,
+        }
+    }
+
+    /// The object llvm-mc-19 assembles from `source` for `triple`.
+    fn assemble(triple: &str, source: &str) -> Vec<u8> {
+        let out = std::process::Command::new("llvm-mc-19")
+            .args([&format!("-triple={triple}"), "-filetype=obj", "-o", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(source.as_bytes())?;
+                c.wait_with_output()
+            })
+            .expect("llvm-mc-19 is installed");
+        assert!(out.status.success());
+        out.stdout
+    }
+
+    /// A stencil of `len` code bytes made of `pieces`, without a frame yet.
+    fn stencil(name: &str, pieces: Vec<CodePiece>, len: usize) -> StencilBuf {
+        StencilBuf {
+            name: name.into(),
+            code: vec![0x90; len],
+            code_align: 1,
+            init_data: vec![],
+            data_len: 0,
+            data_align: 1,
+            zero_fill: vec![],
+            holes: vec![],
+            operands: vec![],
+            targets: vec![],
+            symbols: vec![],
+            elided_continue: false,
+            pieces,
+            frame: None,
         }
     }
 
@@ -844,39 +957,12 @@ mod tests {
             ret
             .cfi_endproc
         ";
-        let out = std::process::Command::new("llvm-mc-19")
-            .args(["-triple=x86_64", "-filetype=obj", "-o", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin.take().unwrap().write_all(source.as_bytes())?;
-                c.wait_with_output()
-            })
-            .expect("llvm-mc-19 is installed");
-        assert!(out.status.success());
+        let object = assemble("x86_64", source);
         let piece = |section: &str, len: u64, at: u64| CodePiece {
             section: section.into(),
             start: 0,
             end: len,
             at,
-        };
-        let stencil = |name: &str, pieces: Vec<CodePiece>, len: usize| StencilBuf {
-            name: name.into(),
-            code: vec![0x90; len],
-            code_align: 1,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
-            holes: vec![],
-            operands: vec![],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            pieces,
-            frame: None,
         };
         // f: push(1) call(5) pop(1) ret(1) = 8 bytes; g at 8 after it.
         let mut stencils = [
@@ -887,7 +973,7 @@ mod tests {
                 10,
             ),
         ];
-        derive(&target, &out.stdout, &mut stencils).unwrap();
+        derive(&target, &object, &mut stencils).unwrap();
         let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
             panic!("{:?}", stencils[0].frame)
         };
@@ -908,6 +994,92 @@ mod tests {
                 && why.contains("f_and_g")
                 && why.contains("code offset 0x9")
                 && why.contains("0x0f"),
+            "{why}"
+        );
+    }
+
+    /// The x64 COFF path on an object llvm-mc-19 assembled from `.seh_*` directives: a
+    /// function with `.pdata`, a leaf without (the ABI's entry state), padding after a
+    /// function (COFF pieces run to the next symbol) and a code rows cannot express.
+    #[test]
+    fn pdata_entries_of_an_assembled_object_land_on_the_stencils_pieces() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        let target = Target::load_all(&dir)
+            .unwrap()
+            .into_iter()
+            .find(|t| t.arch == Arch::X86_64 && t.format == ObjectFormat::Coff)
+            .unwrap();
+        assert!(reads_unwind_tables(&target));
+        let source = "
+            .text
+            .globl f
+            f:
+            .seh_proc f
+            push %rbx
+            .seh_pushreg %rbx
+            sub $32, %rsp
+            .seh_stackalloc 32
+            .seh_endprologue
+            call g
+            add $32, %rsp
+            pop %rbx
+            ret
+            .seh_endproc
+            .p2align 5
+            .globl g
+            g:
+            .seh_proc g
+            nop
+            .seh_pushframe
+            .seh_endprologue
+            ret
+            .seh_endproc
+            .globl h
+            h:
+            ret
+        ";
+        let object = assemble("x86_64-pc-windows-msvc", source);
+        let piece = |start: u64, end: u64, at: u64| CodePiece {
+            section: ".text".into(),
+            start,
+            end,
+            at,
+        };
+        // f: push(1) sub(4) call(5) add(4) pop(1) ret(1) = 16 bytes, padded to g at 32;
+        // g: nop, ret; h: ret at 34.
+        let mut stencils = [
+            stencil("f_and_h", vec![piece(0, 32, 0), piece(34, 35, 32)], 33),
+            stencil("g_alone", vec![piece(32, 34, 0)], 2),
+        ];
+        derive(&target, &object, &mut stencils).unwrap();
+        let DerivedFrame::Functions(f) = stencils[0].frame.clone().unwrap() else {
+            panic!("{:?}", stencils[0].frame)
+        };
+        assert_eq!(
+            f,
+            [
+                DerivedFunction {
+                    start: 0,
+                    end: 16,
+                    rows: vec![row(0, 7, 8), row(1, 7, 16), row(5, 7, 48)],
+                    saves: vec![save(16, 8, 0, 16), save(3, 16, 1, 16)],
+                },
+                DerivedFunction {
+                    start: 32,
+                    end: 33,
+                    rows: vec![row(32, 7, 8)],
+                    saves: vec![save(16, 8, 32, 33)],
+                }
+            ]
+        );
+        let Some(DerivedFrame::Unknown(why)) = &stencils[1].frame else {
+            panic!("{:?}", stencils[1].frame)
+        };
+        assert!(
+            why.contains(&target.triple)
+                && why.contains("g_alone")
+                && why.contains("code offset 0x1")
+                && why.contains("UWOP_PUSH_MACHFRAME"),
             "{why}"
         );
     }

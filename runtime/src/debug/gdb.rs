@@ -11,8 +11,9 @@
 //! `plugin.jit-loader.gdb.enable on` on macOS, where it is off by default); it accepts ELF
 //! objects, so the same object would do for an aarch64/x86-64 Mach-O process, but this has
 //! only been tested with GDB on Linux. Windows debuggers do not read this interface: they
-//! need the code's unwind data registered with `RtlAddGrowableFunctionTable` (and WinDbg
-//! has no JIT symbol interface; ETW events are the profiler route there).
+//! walk stitched code through the function tables `JitOptions::unwind` registers with
+//! `RtlAddFunctionTable` on x86-64 (see [`super::unwind`]), but WinDbg has no JIT symbol
+//! interface (ETW events are the profiler route there).
 
 use super::CodeSymbol;
 use crate::trace::Trace;

@@ -7,8 +7,9 @@
 //!   object per trace with a symbol per instance, unregistered when the trace is dropped;
 //! - `listing`: [`Trace::listing`], the stitched bytes with instance boundaries, stencil
 //!   names and every hole's value;
-//! - [`unwind`]: DWARF unwind information per instance, registered with the unwinder and
-//!   given to GDB, from per-stencil frame layouts.
+//! - [`unwind`]: unwind information per instance, from per-stencil frame layouts: DWARF
+//!   FDEs registered with the unwinder and given to GDB, or on Windows x64 a function
+//!   table registered with `RtlAddFunctionTable` (`win64`).
 //!
 //! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
 //! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to
@@ -20,6 +21,7 @@ pub mod gdb;
 mod listing;
 pub mod perf;
 pub mod unwind;
+mod win64;
 
 use crate::jit::{Jit, JitOptions};
 use crate::patch::VENEER_SIZE;
@@ -35,9 +37,9 @@ pub(crate) struct Options {
     pub jitdump: bool,
     pub gdb: bool,
     pub listing: bool,
-    /// Each stencil's FDE programs (or why it has none), by stencil index, if unwind info
-    /// is registered.
-    pub unwind: Option<Box<[unwind::StencilPrograms]>>,
+    /// Each stencil's unwind programs (or why it has none), by stencil index, if unwind
+    /// info is registered.
+    pub unwind: Option<unwind::Compiled>,
 }
 
 impl Options {
@@ -51,7 +53,7 @@ impl Options {
             listing: o.listing,
             unwind: o
                 .unwind
-                .map(|frames| unwind::compile(set, frames))
+                .map(|frames| unwind::Compiled::new(set, frames))
                 .transpose()?,
         };
         if options.perf_map {
@@ -120,11 +122,14 @@ pub(crate) fn register(
         perf::write_jitdump(&symbols)?;
     }
     let unwind = match &options.unwind {
-        Some(programs) => Some(unwind::Registration::new(eh_frame(b, &symbols, programs)?)),
+        Some(compiled) => Some(unwind::Registration::new(
+            &unwind_ranges(b, &symbols, &compiled.programs)?,
+            compiled,
+        )?),
         None => None,
     };
     let gdb = options.gdb.then(|| {
-        let eh_frame = unwind.as_ref().map(|u| u.bytes());
+        let eh_frame = unwind.as_ref().and_then(|u| u.eh_frame());
         gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
     });
     let listing = options.listing.then(|| listing::listing(b, trace, id));
@@ -136,16 +141,16 @@ pub(crate) fn register(
     })))
 }
 
-/// The trace's `.eh_frame`: one FDE per function of each instance's stencil, one for the
+/// The trace's unwind ranges: one per function of each instance's stencil, one for the
 /// padding after an instance (run in the entry state), and for the tail jump and veneers.
 /// An error if a stencil of the trace has no frame layout.
-fn eh_frame(
+fn unwind_ranges<'p>(
     b: &TraceBuilder<'_, '_>,
     symbols: &[CodeSymbol<'_>],
-    programs: &[unwind::StencilPrograms],
-) -> Result<Vec<u8>, Error> {
+    programs: &'p [unwind::StencilPrograms],
+) -> Result<Vec<unwind::Range<'p>>, Error> {
     let n = b.instances.len();
-    let mut ranges: Vec<unwind::Range<'_>> = Vec::with_capacity(symbols.len() + 1);
+    let mut ranges: Vec<unwind::Range<'p>> = Vec::with_capacity(symbols.len() + 1);
     for (i, inst) in b.instances.iter().enumerate() {
         let start = symbols[i].start;
         let functions =
@@ -159,6 +164,7 @@ fn eh_frame(
             start: start + u64::from(f.start),
             len: u64::from(f.end - f.start),
             program: &f.program,
+            image_offset: f.image_offset,
         }));
         let code_end = start + symbols[i].size;
         let next = match symbols.get(i + 1) {
@@ -170,6 +176,7 @@ fn eh_frame(
                 start: code_end,
                 len: next - code_end,
                 program: &[],
+                image_offset: 0,
             });
         }
     }
@@ -177,8 +184,9 @@ fn eh_frame(
         start: s.start,
         len: s.size,
         program: &[],
+        image_offset: 0,
     }));
-    Ok(unwind::eh_frame(&ranges))
+    Ok(ranges)
 }
 
 /// One symbol per instance (its stencil's bytes, without the alignment padding before the

@@ -16,23 +16,27 @@
 //! entry state (the CIE's initial rule: x86-64 `CFA = rsp + 8`, AArch64 and RISC-V
 //! `CFA = sp`).
 //!
-//! A stencil whose layout is `FrameLayout::Unknown` (all stencils of Mach-O and COFF sets,
-//! whose objects are built without unwind tables) may be in the set, but finishing a trace
-//! that uses it is an error naming the stencil and the reason. On RISC-V, LLVM 19 describes
-//! prologues but not epilogues, so the rows are exact at calls (backtraces, panics) but not
-//! on the few instructions between an epilogue and the jump that leaves the stencil.
+//! A stencil whose layout is `FrameLayout::Unknown` (all stencils of Mach-O and ARM64 COFF
+//! sets, whose objects are built without unwind tables) may be in the set, but finishing a
+//! trace that uses it is an error naming the stencil and the reason. On RISC-V, LLVM 19
+//! describes prologues but not epilogues, so the rows are exact at calls (backtraces,
+//! panics) but not on the few instructions between an epilogue and the jump that leaves
+//! the stencil.
+//!
+//! # Windows x64
+//!
+//! The x64 COFF set's layouts come from its `.pdata`/`.xdata`; the runtime re-encodes each
+//! stencil function's rows as an `UNWIND_INFO` once (see `win64`), and per trace registers
+//! a table of `RUNTIME_FUNCTION`s with `RtlAddFunctionTable`, deleted when the trace is
+//! dropped. Tested under wine in the x86_64-pc-windows-msvc row
+//! (`tests/debug_unwind_generated.rs`). There is no `.eh_frame` on Windows, so GDB's
+//! object gets none.
 //!
 //! # Other platforms
 //!
 //! macOS: per-FDE registration is implemented (compile-checked for both Apple targets; not
-//! run here). Windows needs `RUNTIME_FUNCTION` + `UNWIND_INFO` entries registered with
-//! `RtlAddGrowableFunctionTable`, from `.pdata`/`.xdata` the toolchain does not read yet:
-//! the option is refused there. Wine (8.0) does honour such tables: a hand-written function
-//! (`sub rsp, 40; call helper; add rsp, 40; ret`) with a one-code `UNWIND_INFO` registered by
-//! `RtlAddFunctionTable` lets a `std::backtrace` taken in the helper reach `main`, which it
-//! does not without the registration; so the Windows x86-64 matrix row can test it
-//! once the layouts exist. The frame rows map onto x64 unwind codes one row range at a time
-//! (`UWOP_ALLOC_*` + `UWOP_SAVE_NONVOL` with a zero-length prologue per range).
+//! run here), but the Apple sets have no layouts yet. Windows ARM64: not implemented (no
+//! layouts, and `compile` refuses the option).
 
 use crate::Error;
 use cpjit_model::StencilSet;
@@ -54,6 +58,7 @@ mod host {
     pub const ENTRY_CFA: u32 = 0;
 }
 #[cfg(not(any(target_arch = "aarch64", target_arch = "riscv64")))]
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // RA, ENTRY_CFA: DWARF only
 mod host {
     pub const SP: u8 = 7;
     pub const RA: u8 = 16;
@@ -73,7 +78,8 @@ const SUPPORTED: bool = cfg!(any(
     all(
         target_os = "macos",
         any(target_arch = "x86_64", target_arch = "aarch64")
-    )
+    ),
+    all(windows, target_arch = "x86_64")
 ));
 
 const DW_CFA_ADVANCE_LOC: u8 = 0x40;
@@ -87,16 +93,44 @@ const DW_CFA_DEF_CFA_OFFSET: u8 = 0x0e;
 const DW_CFA_OFFSET: u8 = 0x80;
 const DW_CFA_RESTORE: u8 = 0xc0;
 
-/// One function of a stencil: its code range (stencil offsets) and CFA program.
+/// One function of a stencil: its code range (stencil offsets) and its unwind program in
+/// the platform's encoding (a DWARF CFA program; on Windows x64 an `UNWIND_INFO`).
 #[derive(Debug)]
 pub(crate) struct FunctionProgram {
     pub start: u32,
     pub end: u32,
     pub program: Box<[u8]>,
+    /// Where `program` is in [`Compiled`]'s image of all programs (Windows x64).
+    pub image_offset: u32,
 }
 
 /// A stencil's FDE programs, or why it has none.
 pub(crate) type StencilPrograms = Result<Box<[FunctionProgram]>, String>;
+
+/// What a JIT with unwinding on keeps: each stencil's programs and, on Windows x64, the
+/// image of all of them that function tables point into (copied near the code).
+#[derive(Debug)]
+pub(crate) struct Compiled {
+    pub programs: Box<[StencilPrograms]>,
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    pub images: super::win64::Images,
+}
+
+impl Compiled {
+    /// [`compile`]s the set's frames.
+    pub(crate) fn new(
+        set: &StencilSet<'_>,
+        frames: &[StencilFrame<'_>],
+    ) -> Result<Compiled, Error> {
+        #[allow(unused_mut)] // image offsets are assigned on Windows x64 only
+        let mut programs = compile(set, frames)?;
+        Ok(Compiled {
+            #[cfg(all(windows, target_arch = "x86_64"))]
+            images: super::win64::Images::new(&mut programs),
+            programs,
+        })
+    }
+}
 
 /// Each stencil's FDE programs (by stencil index), checked against the set.
 pub(crate) fn compile(
@@ -109,7 +143,7 @@ pub(crate) fn compile(
     };
     if !SUPPORTED {
         return Err(unsupported(format!(
-            "unwind registration is implemented for Linux (x86-64, AArch64, RISC-V) and macOS, not {}-{}",
+            "unwind registration is implemented for Linux (x86-64, AArch64, RISC-V), macOS and x86-64 Windows, not {}-{}",
             std::env::consts::ARCH,
             std::env::consts::OS
         )));
@@ -197,6 +231,21 @@ fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, 
             ));
         }
     }
+    let program = if cfg!(all(windows, target_arch = "x86_64")) {
+        super::win64::unwind_info(f)?
+    } else {
+        dwarf_program(f)
+    };
+    Ok(FunctionProgram {
+        start: f.start,
+        end: f.end,
+        program: program.into_boxed_slice(),
+        image_offset: 0,
+    })
+}
+
+/// The DWARF CFA program of a checked function (offsets relative to its start).
+fn dwarf_program(f: &FrameFunction<'_>) -> Vec<u8> {
     let mut offsets: Vec<u32> = f.rows.iter().map(|r| r.offset).collect();
     offsets.extend(f.saves.iter().flat_map(|s| [s.from, s.to]));
     offsets.sort_unstable();
@@ -239,11 +288,7 @@ fn function_program(f: &FrameFunction<'_>, len: u32) -> Result<FunctionProgram, 
             uleb(&mut program, u64::from(save.cfa_offset / 8));
         }
     }
-    Ok(FunctionProgram {
-        start: f.start,
-        end: f.end,
-        program: program.into_boxed_slice(),
-    })
+    program
 }
 
 fn advance(program: &mut Vec<u8>, delta: u32) {
@@ -274,16 +319,21 @@ fn uleb(out: &mut Vec<u8>, mut v: u64) {
     }
 }
 
-/// A code range and its CFA program.
+/// A code range and its unwind program ([`FunctionProgram::program`]; empty: the entry
+/// state throughout).
 pub(crate) struct Range<'p> {
     pub start: u64,
     pub len: u64,
     pub program: &'p [u8],
+    /// [`FunctionProgram::image_offset`] (0 for an empty program; read on Windows x64).
+    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(dead_code))]
+    pub image_offset: u32,
 }
 
 /// An `.eh_frame` section: one CIE (x86-64: `CFA = rsp + 8`, return address at `CFA - 8`;
 /// AArch64: `CFA = sp`, return address in `x30`; absolute 8-byte addresses), one FDE per
 /// range, and the zero terminator.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 pub(crate) fn eh_frame(ranges: &[Range<'_>]) -> Vec<u8> {
     let mut out = Vec::with_capacity(32 + ranges.len() * 40);
     // CIE: length, id 0, version 1, "zR", code align 1, data align -8, RA register,
@@ -310,6 +360,7 @@ pub(crate) fn eh_frame(ranges: &[Range<'_>]) -> Vec<u8> {
 }
 
 /// Appends a length-prefixed CIE/FDE padded with `DW_CFA_nop`s to a multiple of 8.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn entry(out: &mut Vec<u8>, body: &[u8]) {
     let len = (body.len() + 4).next_multiple_of(8) - 4;
     out.extend_from_slice(&(len as u32).to_le_bytes());
@@ -366,36 +417,114 @@ mod platform {
     all(
         target_os = "macos",
         any(target_arch = "x86_64", target_arch = "aarch64")
-    )
+    ),
+    all(windows, target_arch = "x86_64")
 )))]
 mod platform {
     pub unsafe fn register(_entry: *const u8) {}
     pub unsafe fn deregister(_entry: *const u8) {}
 }
 
-/// A trace's `.eh_frame`, registered with the unwinder until dropped.
+/// A trace's unwind information, registered with the unwinder until dropped: an
+/// `.eh_frame` on the DWARF platforms, a function table ([`super::win64`]) on Windows x64.
 pub(crate) struct Registration {
+    /// The registered `.eh_frame` (empty on Windows x64).
     section: Box<[u8]>,
+    /// The registered `RUNTIME_FUNCTION` table (Windows x64 only).
+    table: Box<[u32]>,
+    /// The copy of the set's `UNWIND_INFO`s the table points into (Windows x64 only).
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    #[allow(dead_code)] // kept alive, never read
+    image: Option<std::sync::Arc<super::win64::NearImage>>,
 }
 
 impl Registration {
-    pub(crate) fn new(section: Vec<u8>) -> Registration {
-        let section = section.into_boxed_slice();
-        for entry in registered_entries(&section) {
-            // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section; macOS:
-            // each FDE) that lives, unmoved, until deregistered in `drop`.
-            unsafe { platform::register(section.as_ptr().add(entry)) };
+    /// Builds and registers the unwind information of `ranges`.
+    #[cfg_attr(not(all(windows, target_arch = "x86_64")), allow(unused_variables))]
+    pub(crate) fn new(ranges: &[Range<'_>], compiled: &Compiled) -> Result<Registration, Error> {
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        {
+            Registration::function_table(ranges, &compiled.images)
         }
-        Registration { section }
+        #[cfg(not(all(windows, target_arch = "x86_64")))]
+        {
+            let section = eh_frame(ranges).into_boxed_slice();
+            for entry in registered_entries(&section) {
+                // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section;
+                // macOS: each FDE) that lives, unmoved, until deregistered in `drop`.
+                unsafe { platform::register(section.as_ptr().add(entry)) };
+            }
+            Ok(Registration {
+                section,
+                table: Box::new([]),
+            })
+        }
     }
 
-    pub(crate) fn bytes(&self) -> &[u8] {
-        &self.section
+    /// The function table of the ranges with a program (the others are leaves for
+    /// Windows, which is the state they run in), pointing into a copy of the set's
+    /// `UNWIND_INFO`s near the code, registered with `RtlAddFunctionTable`.
+    #[cfg(all(windows, target_arch = "x86_64"))]
+    fn function_table(
+        ranges: &[Range<'_>],
+        images: &super::win64::Images,
+    ) -> Result<Registration, Error> {
+        use super::win64;
+        let refused = |reason: String| Error::InvalidStencil {
+            stencil: "(unwind frames)".into(),
+            reason,
+        };
+        let mut functions: Vec<win64::Function> = ranges
+            .iter()
+            .filter(|r| !r.program.is_empty())
+            .map(|r| win64::Function {
+                start: r.start,
+                len: r.len,
+                info: r.image_offset,
+            })
+            .collect();
+        let Some(lo) = functions.iter().map(|f| f.start).min() else {
+            return Ok(Registration {
+                section: Box::new([]),
+                table: Box::new([]),
+                image: None,
+            });
+        };
+        let hi = functions
+            .iter()
+            .map(|f| f.start + f.len)
+            .max()
+            .unwrap_or(lo);
+        let image = images.near(lo, hi).map_err(refused)?;
+        let mut table = vec![0u32; 3 * functions.len()].into_boxed_slice();
+        let base = win64::fill_table(&mut table, &mut functions, image.at(), image.len())
+            .map_err(refused)?;
+        let count = functions.len() as u32;
+        // SAFETY: `count` sorted entries, relative to `base`, whose UNWIND_INFOs are in
+        // `image` (kept alive by this registration); the boxed table lives, unmoved, until
+        // deleted in `drop`, before the trace's code is freed (the trace drops its debug
+        // state first).
+        if !unsafe { win64::platform::add(table.as_ptr(), count, base) } {
+            return Err(refused(format!(
+                "RtlAddFunctionTable refused a table of {count} functions"
+            )));
+        }
+        Ok(Registration {
+            section: Box::new([]),
+            table,
+            image: Some(image),
+        })
+    }
+
+    /// The `.eh_frame` that was registered (none on Windows x64).
+    pub(crate) fn eh_frame(&self) -> Option<&[u8]> {
+        (!self.section.is_empty()).then_some(&self.section[..])
     }
 }
 
 /// The offsets `__register_frame` is called with: libgcc (Linux) takes the whole section
 /// (offset 0) and walks it; libunwind (macOS) takes one FDE per call.
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn registered_entries(section: &[u8]) -> Vec<usize> {
     if !cfg!(target_os = "macos") {
         return vec![0];
@@ -404,6 +533,7 @@ fn registered_entries(section: &[u8]) -> Vec<usize> {
 }
 
 /// The offset of every FDE (entries after the CIE at 0) of a section built by [`eh_frame`].
+#[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn fde_offsets(section: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -422,6 +552,13 @@ fn fde_offsets(section: &[u8]) -> Vec<usize> {
 
 impl Drop for Registration {
     fn drop(&mut self) {
+        #[cfg(all(windows, target_arch = "x86_64"))]
+        if self.table.len() > 0 {
+            // SAFETY: added in `function_table` with this pointer (an empty table, of no
+            // functions, was not added).
+            unsafe { super::win64::platform::delete(self.table.as_ptr()) };
+        }
+        #[cfg(not(all(windows, target_arch = "x86_64")))]
         for entry in registered_entries(&self.section) {
             // SAFETY: registered in `new` with this pointer.
             unsafe { platform::deregister(self.section.as_ptr().add(entry)) };
@@ -433,6 +570,7 @@ impl std::fmt::Debug for Registration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registration")
             .field("eh_frame_bytes", &self.section.len())
+            .field("function_table_words", &self.table.len())
             .finish()
     }
 }
@@ -461,11 +599,13 @@ mod tests {
                 start: 0x1000,
                 len: 0x20,
                 program: &program,
+                image_offset: 0,
             },
             Range {
                 start: 0x1020,
                 len: 0x8,
                 program: &[],
+                image_offset: 0,
             },
         ];
         let s = eh_frame(&ranges);

@@ -3,9 +3,10 @@
 //! Kept: code (`IMAGE_SCN_CNT_CODE`/`MEM_EXECUTE`), initialized data (writable or not) and
 //! uninitialized data (zero-fill). With `-ffunction-sections` each function has its own
 //! COMDAT section, all named `.text`; messages then call them `.text#<number>`. Ignored:
-//! `IMAGE_SCN_LNK_REMOVE`/`LNK_INFO` sections (`.drectve`, `.llvm_addrsig`), `.debug$*`, and
-//! absolute symbols such as `@feat.00` (an error only if a relocation uses one). Rejected:
-//! `.tls$*` (thread-locals), `.pdata`/`.xdata` (unwind tables) and anything else unknown.
+//! `IMAGE_SCN_LNK_REMOVE`/`LNK_INFO` sections (`.drectve`, `.llvm_addrsig`), `.debug$*`,
+//! `.pdata`/`.xdata` (unwind tables, read by `crate::frame`) and absolute symbols such as
+//! `@feat.00` (an error only if a relocation uses one). Rejected: `.tls$*` (thread-locals)
+//! and anything else unknown.
 //!
 //! Addends are implicit, in the instruction or data bytes: `ADDR64` the u64, `REL32_n` the
 //! i32 minus 4 + n (the field is 4 + n bytes before the end of the instruction), ARM64
@@ -116,26 +117,13 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     let coff = Coff::parse(bytes)?;
 
     let mut obj = ParsedObject::default();
-    let names: Vec<String> = coff
-        .sections
-        .iter()
-        .map(|s| {
-            s.real_name
-                .clone()
-                .or_else(|| s.name().ok().map(str::to_string))
-                .unwrap_or_default()
-        })
-        .collect();
+    let names = raw_section_names(&coff);
+    let unique = section_names(&coff);
     // COFF section number (1-based) - 1 → index in obj.sections.
     let mut kept: Vec<Option<usize>> = vec![None; coff.sections.len()];
     let mut comdat: Vec<bool> = vec![];
     for (index, section) in coff.sections.iter().enumerate() {
-        let duplicate = names.iter().filter(|n| **n == names[index]).count() > 1;
-        let name = if duplicate {
-            format!("{}#{}", names[index], index + 1)
-        } else {
-            names[index].clone()
-        };
+        let name = unique[index].clone();
         let Some(kind) = classify_section(section, &names[index], &name)? else {
             continue;
         };
@@ -253,6 +241,36 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     Ok(obj)
 }
 
+/// Each section's name as written (long names resolved through the string table).
+fn raw_section_names(coff: &Coff<'_>) -> Vec<String> {
+    coff.sections
+        .iter()
+        .map(|s| {
+            s.real_name
+                .clone()
+                .or_else(|| s.name().ok().map(str::to_string))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// Each section's name as messages and stencils' code pieces call it: the name, or
+/// `<name>#<section number>` when several sections share it (`-ffunction-sections`).
+pub(crate) fn section_names(coff: &Coff<'_>) -> Vec<String> {
+    let names = raw_section_names(coff);
+    names
+        .iter()
+        .enumerate()
+        .map(|(index, name)| {
+            if names.iter().filter(|n| *n == name).count() > 1 {
+                format!("{name}#{}", index + 1)
+            } else {
+                name.clone()
+            }
+        })
+        .collect()
+}
+
 fn classify_section(
     section: &st::SectionTable,
     raw_name: &str,
@@ -273,10 +291,8 @@ fn classify_section(
         return Ok(None);
     }
     if raw_name == ".pdata" || raw_name == ".xdata" {
-        return unsupported(
-            ObjectErrorKind::UnsupportedSection,
-            "unwind tables: compile with -fno-asynchronous-unwind-tables",
-        );
+        // Unwind tables: read by the toolchain's `frame` stage, not copied into stencils.
+        return Ok(None);
     }
     Ok(Some(
         if c & (st::IMAGE_SCN_CNT_CODE | st::IMAGE_SCN_MEM_EXECUTE) != 0 {
@@ -375,7 +391,7 @@ fn symbol_name(bytes: &[u8], strings_at: usize, s: &sym::Symbol) -> Option<Strin
 }
 
 /// (offset, symbol index, type) of each relocation, with the table bounds-checked.
-fn read_relocations(
+pub(crate) fn read_relocations(
     bytes: &[u8],
     section: &st::SectionTable,
 ) -> Result<Vec<(u64, u32, u16)>, ObjectError> {
