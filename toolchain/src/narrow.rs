@@ -237,3 +237,57 @@ pub fn add_checks(
         Err(Error::many(errors))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::values::InstructionOpcode;
+
+    /// Each call's verdict, in order: `cpjit.h`'s forms of a narrow operand only.
+    #[test]
+    fn only_cpjit_h_narrow_asm_of_a_narrow_operand_is_admitted() {
+        let ir = r#"
+%struct.cpjit_narrow_u16 = type opaque
+%struct.other = type opaque
+@_JIT_A = external constant %struct.cpjit_narrow_u16
+@_JIT_B = external constant i8
+@_JIT_C = external constant %struct.other
+@D = external constant %struct.cpjit_narrow_u16
+define i64 @f() {
+  %1 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_A)
+  %2 = call i64 asm "movz ${0:w}, #:abs_g1_nc:${1:c}\0A\09movk ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_A)
+  %3 = call i64 asm "addi $0, zero, %lo($1)", "=r,S"(ptr @_JIT_A)
+  %4 = call i64 asm "lui $0, %hi($1)\0A\09addiw $0, $0, %lo($1)", "=r,S"(ptr @_JIT_A)
+  %5 = call i64 asm "movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"(ptr @_JIT_A)
+  %6 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_B)
+  %7 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_C)
+  %8 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @D)
+  %9 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}\0A\09ret", "=r,S"(ptr @_JIT_A)
+  %10 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S,~{x20}"(ptr @_JIT_A)
+  %11 = call i64 asm "movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"(i64 7)
+  ret i64 0
+}
+"#;
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t.ll");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let function = module.get_function("f").unwrap();
+        let block = function.get_first_basic_block().unwrap();
+        let verdicts: Vec<bool> = block
+            .get_instructions()
+            .filter(|i| i.get_opcode() == InstructionOpcode::Call)
+            .map(|call| {
+                // SAFETY: `call` is a call instruction of `module`, alive for the test.
+                unsafe {
+                    let callee = LLVMGetCalledValue(call.as_value_ref());
+                    is_narrow_asm(call.as_value_ref(), callee, "_JIT_")
+                }
+            })
+            .collect();
+        let mut want = [true; 5].to_vec();
+        want.extend([false; 6]);
+        assert_eq!(verdicts, want);
+    }
+}
