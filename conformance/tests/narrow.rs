@@ -1,15 +1,16 @@
 //! Narrow operands (`templates/testing/narrow.c`, `CPJIT_DECLARE_NARROW`): each op runs on
 //! every stencil set this process can execute (narrowed by `CPJIT_STENCILS`) with values at
 //! both edges of its declared range, which must compute what the C cast says, and with the
-//! value one past each edge, which `finish` must refuse naming the operand's range. On
-//! x86-64 ELF and COFF the operand must reach the code as a 32-bit immediate (no GOT slot,
-//! no 64-bit load).
+//! value one past each edge, which `finish` must refuse naming the operand's range. Where
+//! the object format can express it (all but AArch64 Mach-O and COFF) the operand must
+//! reach the code in immediates, through exactly the expected hole kinds (no GOT slot, no
+//! 64-bit load): x86-64 `imm32`, AArch64 ELF `movz`(+`movk`), RISC-V `addi` or `lui`+`addiw`.
 
 mod common;
 
 use common::all_sets;
 use cpjit_conformance::select;
-use cpjit_model::{Arch, ObjectFormat, OperandRange, StencilSet};
+use cpjit_model::{Arch, HoleKind, ObjectFormat, OperandRange, StencilSet};
 use cpjit_runtime::Jit;
 
 /// Runs `[shim, push top, op(operands), exit]`; the exit status is the new top.
@@ -43,24 +44,51 @@ fn cast(range: OperandRange, v: u64) -> u64 {
     }
 }
 
-/// x86-64 ELF and COFF: the narrow op's code holds the value as an `imm32` and has no GOT
-/// slot (the toolchain told LLVM the operand is an absolute value).
+/// The hole kinds that carry a narrow operand of `range` straight into instructions on
+/// `set`'s target, or `None` where the object format cannot express them (AArch64 Mach-O
+/// and COFF: a GOT load the runtime relaxes).
+fn immediate_kinds(set: &StencilSet<'_>, range: OperandRange) -> Option<Vec<HoleKind>> {
+    let wide = matches!(range, OperandRange::U32 | OperandRange::S32);
+    match (set.arch, set.format) {
+        (Arch::X86_64, _) => Some(vec![HoleKind::X86Abs32]),
+        (Arch::Aarch64, ObjectFormat::Elf) if wide => {
+            Some(vec![HoleKind::Aarch64MovwG1, HoleKind::Aarch64MovwG0])
+        }
+        (Arch::Aarch64, ObjectFormat::Elf) => Some(vec![HoleKind::Aarch64MovwG0]),
+        (Arch::Riscv64, _) if matches!(range, OperandRange::U8 | OperandRange::S8) => {
+            Some(vec![HoleKind::RiscvLo12I])
+        }
+        (Arch::Riscv64, _) => Some(vec![HoleKind::RiscvHi20, HoleKind::RiscvLo12I]),
+        _ => None,
+    }
+}
+
+/// Where the target can express it, the narrow op's code holds the operand in immediates
+/// (exactly the expected hole kinds, no GOT slot); on x86-64 the `imm32` is in the code.
 fn check_immediate(jit: &Jit<'_>, range: OperandRange) -> Result<(), String> {
     let set = jit.stencil_set();
+    let Some(kinds) = immediate_kinds(set, range) else {
+        return Ok(());
+    };
     let op = format!("op_test_narrow_{}", range.name());
     let stencil = set
         .get(&op)
         .ok_or_else(|| format!("{}: no {op}", set.target))?;
-    let uses_got = stencil.holes.iter().any(|h| h.kind.uses_got());
-    let abs32 = stencil
+    let carried: Vec<HoleKind> = stencil
         .holes
         .iter()
-        .any(|h| h.kind == cpjit_model::HoleKind::X86Abs32);
-    if uses_got || !abs32 {
+        .map(|h| h.kind)
+        .filter(|k| k.width() > 0 && *k != HoleKind::Abs64)
+        .filter(|k| !k.is_branch())
+        .collect();
+    if carried != kinds {
         return Err(format!(
-            "{}: {op} should read its operand as an X86Abs32 immediate, holes: {:?}",
+            "{}: {op} should read its operand through {kinds:?}, holes: {:?}",
             set.target, stencil.holes
         ));
+    }
+    if set.arch != Arch::X86_64 {
+        return Ok(());
     }
     let value = 0x5a_u64;
     let mut b = jit.trace();
@@ -84,11 +112,8 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
     let target = set.target;
     let jit = Jit::new(set, |_| None).map_err(|e| format!("{target}: {e}"))?;
     let mut checks = 0;
-    let immediates = set.arch == Arch::X86_64 && set.format != ObjectFormat::MachO;
     for range in OperandRange::ALL {
-        if immediates {
-            check_immediate(&jit, range)?;
-        }
+        check_immediate(&jit, range)?;
         let op = format!("op_test_narrow_{}", range.name());
         let (lo, hi) = range.bounds();
         for top in [0u64, 7, u64::MAX] {

@@ -308,15 +308,16 @@ fn a_corrupted_set_is_caught_by_the_reference() {
 /// updated).
 fn expected_kinds(set: &StencilSet<'_>) -> Vec<HoleKind> {
     use HoleKind::*;
-    // Narrow operands (narrow.c): their range checks on every target, and on x86-64 ELF and
-    // COFF their absolute imm32s. Mach-O x86-64 has no such relocation: there they are GOT
-    // loads, folded into `movzbl`/`movl` of the slot, which have no REX prefix.
+    // Narrow operands (narrow.c): their range checks on every target, and their immediates
+    // where the format has a relocation for them: x86-64 imm32s, AArch64 ELF movz/movk,
+    // RISC-V lui/addi[w]. AArch64 Mach-O and COFF have none: GOT loads there.
     let mut narrow = vec![
         OperandU8, OperandS8, OperandU16, OperandS16, OperandU32, OperandS32,
     ];
     match (set.arch, set.format) {
-        (Arch::X86_64, ObjectFormat::MachO) => narrow.extend([X86GotPc32, X86GotPc32Relaxable]),
         (Arch::X86_64, _) => narrow.push(X86Abs32),
+        (Arch::Aarch64, ObjectFormat::Elf) => narrow.extend([Aarch64MovwG0, Aarch64MovwG1]),
+        (Arch::Riscv64, _) => narrow.extend([RiscvHi20, RiscvLo12I]),
         _ => {}
     }
     let instructions: &[HoleKind] = match (set.arch, set.format) {

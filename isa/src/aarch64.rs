@@ -142,6 +142,8 @@ pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
+        | HoleKind::RiscvHi20
+        | HoleKind::RiscvLo12I
         | HoleKind::X86Abs32
         | HoleKind::OperandU8
         | HoleKind::OperandS8
@@ -199,6 +201,8 @@ pub const fn field_mask(kind: HoleKind) -> u32 {
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
+        | HoleKind::RiscvHi20
+        | HoleKind::RiscvLo12I
         | HoleKind::X86Abs32
         | HoleKind::OperandU8
         | HoleKind::OperandS8

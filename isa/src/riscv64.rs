@@ -45,6 +45,7 @@ mod opcode {
     pub const LOAD_FP: u32 = 0x07;
     pub const OP_IMM: u32 = 0x13;
     pub const AUIPC: u32 = 0x17;
+    pub const LUI: u32 = 0x37;
     pub const OP_IMM_32: u32 = 0x1b;
     pub const STORE: u32 = 0x23;
     pub const STORE_FP: u32 = 0x27;
@@ -79,6 +80,17 @@ const fn funct3(insn: u32) -> u32 {
 /// `auipc rd, imm20`.
 pub const fn is_auipc(insn: u32) -> bool {
     major(insn) == opcode::AUIPC
+}
+
+/// `lui rd, imm20`.
+pub const fn is_lui(insn: u32) -> bool {
+    major(insn) == opcode::LUI
+}
+
+/// `addi rd, rs1, imm12` or `addiw rd, rs1, imm12`: what the absolute lo12 of a narrow
+/// operand fills.
+pub const fn is_addi_or_addiw(insn: u32) -> bool {
+    matches!(major(insn), opcode::OP_IMM | opcode::OP_IMM_32) && funct3(insn) == 0
 }
 
 /// `jalr rd, imm12(rs1)` (funct3 000).
@@ -144,6 +156,8 @@ pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
         HoleKind::RiscvGotLo12I => (is_ld(insn), "ld"),
         HoleKind::RiscvJal => (is_jal(insn), "jal"),
         HoleKind::RiscvBranch => (is_branch(insn), "a conditional branch (B-type)"),
+        HoleKind::RiscvHi20 => (is_lui(insn), "lui"),
+        HoleKind::RiscvLo12I => (is_addi_or_addiw(insn), "addi or addiw"),
         _ => (false, "a RISC-V instruction"),
     };
     if ok {
@@ -164,7 +178,19 @@ pub const fn split_hi20_lo12(distance: i64) -> Option<(u32, u32)> {
     Some(((rounded as u32) >> 12, distance as u32 & 0xfff))
 }
 
-/// `auipc` with its imm20 field replaced by `hi20`.
+/// `(hi20, lo12)` of an absolute value for `lui` + `addiw`: `hi20` is bits 12..32 of
+/// `value + 0x800`, so that `sign_extend(hi20 << 12) + sign_extend(lo12)` equals `value`
+/// modulo 2^32 (and exactly when `value + 0x800` fits a signed 32 bits); `None` if `value`
+/// is outside `[-2^31, 2^32)`, where its low 32 bits do not describe it.
+pub const fn split_abs_hi20_lo12(value: i64) -> Option<(u32, u32)> {
+    if value < i32::MIN as i64 || value > u32::MAX as i64 {
+        return None;
+    }
+    let rounded = value.wrapping_add(0x800) as u64;
+    Some(((rounded >> 12) as u32 & 0xf_ffff, value as u32 & 0xfff))
+}
+
+/// `auipc` or `lui` with its imm20 field replaced by `hi20`.
 pub const fn insert_u(insn: u32, hi20: u32) -> u32 {
     (insn & 0xfff) | (hi20 << 12)
 }
@@ -242,10 +268,13 @@ pub fn clear_fields(kind: HoleKind, bytes: &mut [u8]) -> Result<(), &'static str
         check_class(kind, first)?;
     }
     let cleared = match kind {
-        HoleKind::RiscvCall | HoleKind::RiscvPcrelHi20 | HoleKind::RiscvGotHi20 => {
-            insert_u(first, 0)
+        HoleKind::RiscvCall
+        | HoleKind::RiscvPcrelHi20
+        | HoleKind::RiscvGotHi20
+        | HoleKind::RiscvHi20 => insert_u(first, 0),
+        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvGotLo12I | HoleKind::RiscvLo12I => {
+            insert_i(first, 0)
         }
-        HoleKind::RiscvPcrelLo12I | HoleKind::RiscvGotLo12I => insert_i(first, 0),
         HoleKind::RiscvPcrelLo12S => insert_s(first, 0),
         HoleKind::RiscvJal => insert_j(first, 0),
         HoleKind::RiscvBranch => insert_b(first, 0),
@@ -294,6 +323,38 @@ mod tests {
         assert!(split_hi20_lo12(0x7fff_f800).is_none());
         assert!(split_hi20_lo12(-0x8000_0800).is_some());
         assert!(split_hi20_lo12(-0x8000_0801).is_none());
+    }
+
+    /// What `lui rd, hi20` + `addiw rd, rd, lo12` leave in `rd`.
+    fn lui_addiw(hi20: u32, lo12: u32) -> i64 {
+        let upper = (hi20 << 12) as i32;
+        upper.wrapping_add((lo12 << 20) as i32 >> 20) as i64
+    }
+
+    #[test]
+    fn absolute_split_gives_the_low_32_bits_sign_extended() {
+        for v in [
+            0i64,
+            1,
+            0x7ff,
+            0x800,
+            0xffff,
+            -1,
+            -0x800,
+            -0x801,
+            0x7fff_f7ff,
+            0x7fff_f800,
+            0x7fff_ffff,
+            i32::MIN as i64,
+            0x8000_0000,
+            0xffff_f800,
+            0xffff_ffff,
+        ] {
+            let (hi, lo) = split_abs_hi20_lo12(v).unwrap();
+            assert_eq!(lui_addiw(hi, lo), v as i32 as i64, "{v:#x}");
+        }
+        assert!(split_abs_hi20_lo12(u32::MAX as i64 + 1).is_none());
+        assert!(split_abs_hi20_lo12(i32::MIN as i64 - 1).is_none());
     }
 
     #[test]

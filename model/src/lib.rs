@@ -146,6 +146,19 @@ pub enum HoleKind {
     /// RISC-V `beq`/`bne`/`blt`/`bge`/`bltu`/`bgeu` imm12: `S + A - P`, even, ±4 KiB.
     /// (`R_RISCV_BRANCH`.)
     RiscvBranch,
+    /// RISC-V `lui` hi20 of the absolute value `S + A`, rounded so that the paired lo12
+    /// (signed) adds back: bits 12..32 of `S + A + 0x800`. With its
+    /// [`HoleKind::RiscvLo12I`] the pair yields the low 32 bits of `S + A`, sign-extended
+    /// (by an `addiw`, or by `addi` when `S + A` lies in `[-2^31 - 2^11, 2^31 - 2^11)`, the
+    /// range `ld.lld` accepts); `S + A` must lie in `[-2^31, 2^32)`, and the narrow operand's
+    /// `Operand*` check hole enforces its declared range exactly. Only narrow operands (see
+    /// `cpjit.h`) get this kind. (`R_RISCV_HI20`.)
+    RiscvHi20,
+    /// RISC-V I-type imm12 (`addi`, `addiw`) of the absolute value `S + A`: its low 12 bits,
+    /// which the paired [`HoleKind::RiscvHi20`]'s rounding makes a signed offset (alone, an
+    /// `addi rd, zero, lo12` yields `S + A` in `-2048..=2047`). Only narrow operands get this
+    /// kind. (`R_RISCV_LO12_I`.)
+    RiscvLo12I,
     /// x86-64 absolute 32-bit immediate or displacement (4 bytes, little endian): the low 32
     /// bits of `S + A`, which must lie in `[-2^31, 2^32)`; the instruction zero-extends
     /// (`R_X86_64_32`) or sign-extends (`R_X86_64_32S`) it as the compiler chose from the
@@ -172,7 +185,7 @@ pub enum HoleKind {
 
 impl HoleKind {
     /// Every kind, in declaration order.
-    pub const ALL: [HoleKind; 37] = [
+    pub const ALL: [HoleKind; 39] = [
         HoleKind::Abs64,
         HoleKind::X86Pc32,
         HoleKind::X86Branch32,
@@ -203,6 +216,8 @@ impl HoleKind {
         HoleKind::RiscvGotLo12I,
         HoleKind::RiscvJal,
         HoleKind::RiscvBranch,
+        HoleKind::RiscvHi20,
+        HoleKind::RiscvLo12I,
         HoleKind::X86Abs32,
         HoleKind::OperandU8,
         HoleKind::OperandS8,
@@ -245,6 +260,8 @@ impl HoleKind {
             HoleKind::RiscvGotLo12I => "RiscvGotLo12I",
             HoleKind::RiscvJal => "RiscvJal",
             HoleKind::RiscvBranch => "RiscvBranch",
+            HoleKind::RiscvHi20 => "RiscvHi20",
+            HoleKind::RiscvLo12I => "RiscvLo12I",
             HoleKind::X86Abs32 => "X86Abs32",
             HoleKind::OperandU8 => "OperandU8",
             HoleKind::OperandS8 => "OperandS8",
@@ -296,6 +313,15 @@ impl HoleKind {
         )
     }
 
+    /// A 32-bit absolute field (or half of one) that only a narrow operand may fill: an
+    /// address of code, data or a helper never fits in it.
+    pub const fn is_narrow_only(self) -> bool {
+        matches!(
+            self,
+            HoleKind::X86Abs32 | HoleKind::RiscvHi20 | HoleKind::RiscvLo12I
+        )
+    }
+
     /// A direct branch whose out-of-range target may be reached through a veneer.
     pub const fn is_branch(self) -> bool {
         matches!(
@@ -333,7 +359,9 @@ impl HoleKind {
             | HoleKind::RiscvGotHi20
             | HoleKind::RiscvGotLo12I
             | HoleKind::RiscvJal
-            | HoleKind::RiscvBranch => Some(Arch::Riscv64),
+            | HoleKind::RiscvBranch
+            | HoleKind::RiscvHi20
+            | HoleKind::RiscvLo12I => Some(Arch::Riscv64),
             _ => Some(Arch::Aarch64),
         }
     }

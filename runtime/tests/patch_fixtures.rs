@@ -348,6 +348,7 @@ fn foreign_fixtures_cover_every_relocation_type() {
         "X86_64_RELOC_GOT_LOAD",
         "X86_64_RELOC_GOT",
         "X86_64_RELOC_UNSIGNED",
+        "X86_64_RELOC_UNSIGNED:4",
         "ARM64_RELOC_BRANCH26",
         "ARM64_RELOC_PAGE21",
         "ARM64_RELOC_PAGEOFF12",

@@ -51,6 +51,8 @@ fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
         HoleKind::RiscvGotLo12I => word(0x0005_b583),   // ld a1, 0(a1)
         HoleKind::RiscvJal => word(0x0000_00ef),        // jal ra, 0
         HoleKind::RiscvBranch => word(0x00b5_0063),     // beq a0, a1, 0
+        HoleKind::RiscvHi20 => word(0x0000_0537),       // lui a0, 0
+        HoleKind::RiscvLo12I => word(0x0005_051b),      // addiw a0, a0, 0
     }
 }
 
@@ -313,6 +315,77 @@ fn x86_abs32_takes_both_32_bit_ranges_and_rejects_one_beyond() {
                 max: u32::MAX as i64
             },
             "{value:#x}"
+        );
+    }
+}
+
+#[test]
+fn riscv_absolute_halves_give_the_low_32_bits_and_reject_one_beyond() {
+    // lui a0 + addiw a0, a0 patched for `value`, then executed: the pair's result.
+    let pair = |value: u64| {
+        let hi = u32::from_le_bytes(
+            try_patch(HoleKind::RiscvHi20, value).unwrap()[..4]
+                .try_into()
+                .unwrap(),
+        );
+        let lo = u32::from_le_bytes(
+            try_patch(HoleKind::RiscvLo12I, value).unwrap()[..4]
+                .try_into()
+                .unwrap(),
+        );
+        assert_eq!(
+            (hi & 0xfff, lo & 0xf_ffff),
+            (0x537, 0x5_051b),
+            "{value:#x}: fields only"
+        );
+        ((hi & 0xffff_f000) as i32).wrapping_add(lo as i32 >> 20) as i64
+    };
+    for value in [
+        0u64,
+        0xff,
+        0x7ff,
+        0x800,
+        0xffff,
+        0x7fff_f7ff,
+        0x7fff_f800, // beyond ld.lld's HI20 range: exact modulo 2^32 (with addiw)
+        0x7fff_ffff,
+        0x8000_0000,
+        u32::MAX as u64,
+        -1i64 as u64,
+        -0x800i64 as u64,
+        i32::MIN as i64 as u64,
+    ] {
+        assert_eq!(pair(value), value as i32 as i64, "{value:#x}");
+    }
+    for kind in [HoleKind::RiscvHi20, HoleKind::RiscvLo12I] {
+        for value in [1u64 << 32, (i32::MIN as i64 - 1) as u64, u64::MAX / 2] {
+            assert_eq!(
+                try_patch(kind, value),
+                Err(Problem::ValueOutOfRange {
+                    min: i32::MIN as i64,
+                    max: u32::MAX as i64
+                }),
+                "{kind} {value:#x}"
+            );
+        }
+    }
+    // `addi rd, zero, lo12` alone: the signed 12-bit values.
+    for value in [0u64, 0xff, 0x7ff, -0x800i64 as u64, -0x80i64 as u64] {
+        let mut code = 0x0000_0513u32.to_le_bytes(); // addi a0, zero, 0
+        patch(HoleKind::RiscvLo12I, &mut code, 0, PLACE, value).unwrap();
+        assert_eq!((u32::from_le_bytes(code) as i32 >> 20) as i64, value as i64);
+    }
+    // Only lui takes the hi20, only addi/addiw the lo12 (not auipc, slti, ld).
+    for (kind, word) in [
+        (HoleKind::RiscvHi20, 0x0000_0517u32),
+        (HoleKind::RiscvLo12I, 0x0005_2513),
+        (HoleKind::RiscvLo12I, 0x0005_3503),
+    ] {
+        let mut code = word.to_le_bytes();
+        let err = patch(kind, &mut code, 0, PLACE, 1).unwrap_err();
+        assert!(
+            matches!(err.problem, Problem::UnexpectedInstruction { .. }),
+            "{kind}: {err}"
         );
     }
 }

@@ -50,16 +50,29 @@ typedef CPJIT_CC int64_t cpjit_op(struct cpjit_frame *frame, uint64_t *sp);
 
 /* Narrow operands: NAME holds a value of a declared range RANGE, one of u8, s8, u16, s16,
  * u32, s32 (symbol _JIT_NAME, passed like any operand as a 64-bit value; signed values in
- * two's complement). The compiler may then use it as an immediate: on x86-64 ELF and COFF
- * the toolchain tells LLVM the symbol is an absolute value in that range, so it is folded
- * into instructions (imm32/disp32, hole kind X86Abs32); elsewhere it is a GOT load the
- * runtime relaxes into an immediate when it can (AArch64 movz/movk, Mach-O x86-64 mov imm32).
+ * two's complement). CPJIT_NARROW(NAME, RANGE) reads it as the C type of RANGE, patched
+ * straight into the instructions that produce it:
+ *   - x86-64 ELF and COFF: the toolchain tells LLVM the symbol is an absolute value in that
+ *     range, so the compiler folds it into any instruction (imm32/disp32, hole X86Abs32);
+ *   - x86-64 Mach-O (no sign-extended 32-bit absolute relocation in 64-bit code, so LLVM
+ *     keeps GOT loads there): `mov r32, imm32` (X86_64_RELOC_UNSIGNED of 4 bytes, X86Abs32);
+ *   - AArch64 ELF: `movz` of the low 16 bits, or `movz` lsl 16 + `movk` of the two halves
+ *     of a 32-bit range (R_AARCH64_MOVW_UABS_G0_NC/G1_NC, Aarch64MovwG0/G1);
+ *   - RISC-V: `addi rd, zero, lo12` for 8-bit ranges, `lui` + `addiw` of the hi20/lo12
+ *     halves otherwise (R_RISCV_HI20/LO12_I, RiscvHi20/RiscvLo12I);
+ *   - AArch64 Mach-O and COFF have no relocation for a `movz`/`movk` immediate (llvm-mc-19:
+ *     "unknown AArch64 fixup kind!" / ":abs_g0_nc: unsupported on COFF targets"): a GOT
+ *     load there, which the runtime relaxes into `movz`/`movk` when it patches.
  * On every target the runtime refuses a value outside the range when it patches (the
  * stencil gets an Operand<RANGE> check hole). The declaration is an opaque struct type the
  * toolchain recognises by name; never dllimport on x86-64 (an absolute value has no
- * `__imp_` slot), always on Windows AArch64 (no absolute form, like 64-bit operands). */
+ * `__imp_` slot), always on Windows AArch64 (no absolute form, like 64-bit operands);
+ * hidden on Mach-O x86-64, which lets the `i` constraint name it in position-independent
+ * code. */
 #if defined(CPJIT_DLLIMPORT_HOLES) && !defined(__x86_64__)
 #define CPJIT_NARROW_HOLE extern __declspec(dllimport)
+#elif defined(__x86_64__) && defined(__APPLE__)
+#define CPJIT_NARROW_HOLE extern __attribute__((visibility("hidden")))
 #else
 #define CPJIT_NARROW_HOLE extern
 #endif
@@ -71,8 +84,65 @@ typedef uint32_t cpjit_narrow_u32;
 typedef int32_t cpjit_narrow_s32;
 #define CPJIT_DECLARE_NARROW(NAME, RANGE) \
   CPJIT_NARROW_HOLE const struct cpjit_narrow_##RANGE _JIT_##NAME
+
+/* Per target, where the operand is an immediate written by inline assembly: the
+ * instructions per range (%0 the result of type cpjit_narrow_raw, %1 the symbol) and the
+ * constraint that names the symbol. */
+#if defined(__aarch64__) && defined(__ELF__)
+#define CPJIT_NARROW_ASM_16 "movz %w0, #:abs_g0_nc:%c1"
+#define CPJIT_NARROW_ASM_32 "movz %w0, #:abs_g1_nc:%c1\n\tmovk %w0, #:abs_g0_nc:%c1"
+#define CPJIT_NARROW_ASM_u8 CPJIT_NARROW_ASM_16
+#define CPJIT_NARROW_ASM_s8 CPJIT_NARROW_ASM_16
+#define CPJIT_NARROW_ASM_u16 CPJIT_NARROW_ASM_16
+#define CPJIT_NARROW_ASM_s16 CPJIT_NARROW_ASM_16
+#define CPJIT_NARROW_ASM_u32 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_ASM_s32 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_SYMBOL "S"
+typedef uint64_t cpjit_narrow_raw; /* the low 16 or 32 bits, zero-extended */
+#elif defined(__riscv)
+#define CPJIT_NARROW_ASM_12 "addi %0, zero, %%lo(%1)"
+#define CPJIT_NARROW_ASM_32 "lui %0, %%hi(%1)\n\taddiw %0, %0, %%lo(%1)"
+#define CPJIT_NARROW_ASM_u8 CPJIT_NARROW_ASM_12
+#define CPJIT_NARROW_ASM_s8 CPJIT_NARROW_ASM_12
+#define CPJIT_NARROW_ASM_u16 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_ASM_s16 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_ASM_u32 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_ASM_s32 CPJIT_NARROW_ASM_32
+#define CPJIT_NARROW_SYMBOL "S"
+typedef int64_t cpjit_narrow_raw; /* the low 12 or 32 bits, sign-extended */
+#elif defined(__x86_64__) && defined(__APPLE__)
+#define CPJIT_NARROW_ASM_u8 "movl %1, %k0"
+#define CPJIT_NARROW_ASM_s8 CPJIT_NARROW_ASM_u8
+#define CPJIT_NARROW_ASM_u16 CPJIT_NARROW_ASM_u8
+#define CPJIT_NARROW_ASM_s16 CPJIT_NARROW_ASM_u8
+#define CPJIT_NARROW_ASM_u32 CPJIT_NARROW_ASM_u8
+#define CPJIT_NARROW_ASM_s32 CPJIT_NARROW_ASM_u8
+#define CPJIT_NARROW_SYMBOL "i"
+typedef uint64_t cpjit_narrow_raw; /* the low 32 bits, zero-extended */
+#endif
+
 /* The operand's value, of the C type of RANGE (uint16_t for u16, int8_t for s8, ...). */
+#if defined(CPJIT_NARROW_SYMBOL)
+/* The raw result is the value itself (given the runtime's range check) when a
+ * zero-extended result meets an unsigned range, or a sign-extended one a signed range or an
+ * unsigned one narrower than 32 bits: telling the compiler so spares it re-extending. Not
+ * volatile: uses of one operand may be merged. */
+#define CPJIT_NARROW_EXACT(T) \
+  ((cpjit_narrow_raw)-1 < 0 ? (T)-1 < 0 || sizeof(T) < 4 : !((T)-1 < 0))
+#define CPJIT_NARROW(NAME, RANGE)                                                    \
+  ({                                                                                 \
+    cpjit_narrow_raw cpjit_raw_;                                                     \
+    __asm__(CPJIT_NARROW_ASM_##RANGE                                                 \
+            : "=r"(cpjit_raw_)                                                       \
+            : CPJIT_NARROW_SYMBOL(&_JIT_##NAME));                                    \
+    if (CPJIT_NARROW_EXACT(cpjit_narrow_##RANGE) &&                                  \
+        cpjit_raw_ != (cpjit_narrow_raw)(cpjit_narrow_##RANGE)cpjit_raw_)            \
+      __builtin_unreachable();                                                       \
+    (cpjit_narrow_##RANGE)cpjit_raw_;                                                \
+  })
+#else
 #define CPJIT_NARROW(NAME, RANGE) ((cpjit_narrow_##RANGE)(intptr_t)&_JIT_##NAME)
+#endif
 
 /* Continuations and jump targets are functions of type cpjit_op. */
 extern cpjit_op _JIT_CONTINUE;

@@ -15,13 +15,20 @@
 //!   the runtime refuses a value outside the declared range on every target, whatever
 //!   instructions the compiler used; and refuses a 32-bit absolute hole against anything
 //!   but a narrow operand (an address would not fit).
+//!
+//! Where LLVM has no way to fold an absolute symbol into an instruction (AArch64 ELF,
+//! RISC-V, x86-64 Mach-O), `cpjit.h` reads a narrow operand with a few instructions of
+//! inline assembly that carry the relocation (`movz`/`movk` `:abs_g*_nc:`, `lui`/`addi[w]`
+//! `%hi`/`%lo`, `movl $sym`). The IR validator refuses inline assembly except exactly those
+//! forms ([`is_narrow_asm`]): each only writes its output register, has no control flow and
+//! names one narrow operand.
 
 use crate::error::{Error, Result};
 use crate::stencil::StencilBuf;
 use crate::target::Target;
-use cpjit_model::{Arch, Hole, HoleKind, HoleValue, ObjectFormat, OperandRange, Section};
+use cpjit_model::{Arch, Hole, HoleValue, ObjectFormat, OperandRange, Section};
 use inkwell::llvm_sys::core::*;
-use inkwell::llvm_sys::prelude::LLVMMetadataRef;
+use inkwell::llvm_sys::prelude::{LLVMMetadataRef, LLVMValueRef};
 use inkwell::module::Module;
 use inkwell::types::AnyTypeEnum;
 use inkwell::values::AsValueRef;
@@ -77,6 +84,70 @@ pub fn declare_ranges(
     ranges
 }
 
+/// The inline assembly of `CPJIT_NARROW` in `cpjit.h` as the IR spells it (template,
+/// constraints): `%0` the result register, `%1` the operand's symbol. Keep in step with
+/// `cpjit.h`.
+const NARROW_ASM: [(&str, &str); 5] = [
+    // AArch64 ELF, 8- and 16-bit ranges: R_AARCH64_MOVW_UABS_G0_NC.
+    ("movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"),
+    // AArch64 ELF, 32-bit ranges: the two halves, G1_NC then G0_NC.
+    (
+        "movz ${0:w}, #:abs_g1_nc:${1:c}\n\tmovk ${0:w}, #:abs_g0_nc:${1:c}",
+        "=r,S",
+    ),
+    // RISC-V, 8-bit ranges: R_RISCV_LO12_I.
+    ("addi $0, zero, %lo($1)", "=r,S"),
+    // RISC-V, 16- and 32-bit ranges: R_RISCV_HI20 + R_RISCV_LO12_I.
+    ("lui $0, %hi($1)\n\taddiw $0, $0, %lo($1)", "=r,S"),
+    // x86-64 Mach-O: X86_64_RELOC_UNSIGNED of 4 bytes.
+    ("movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"),
+];
+
+/// Whether `call`, a call of the inline assembly `asm`, is one of `cpjit.h`'s narrow-operand
+/// reads ([`NARROW_ASM`]) of a narrow operand declared with `CPJIT_DECLARE_NARROW`.
+///
+/// # Safety
+/// `call` must be a call instruction whose called value is `asm`, an inline-asm value.
+pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: &str) -> bool {
+    let text = |get: unsafe extern "C" fn(LLVMValueRef, *mut usize) -> *const std::ffi::c_char| {
+        let mut len = 0usize;
+        let ptr = get(asm, &mut len);
+        if ptr.is_null() {
+            return String::new();
+        }
+        String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
+    };
+    let template = text(LLVMGetInlineAsmAsmString);
+    let constraints = text(LLVMGetInlineAsmConstraintString);
+    if !NARROW_ASM
+        .iter()
+        .any(|(t, c)| *t == template && *c == constraints)
+    {
+        return false;
+    }
+    // The one argument (the callee is the last operand): a narrow operand's symbol.
+    if LLVMGetNumArgOperands(call) != 1 {
+        return false;
+    }
+    let symbol = LLVMGetOperand(call, 0);
+    if symbol.is_null() || LLVMIsAGlobalVariable(symbol).is_null() {
+        return false;
+    }
+    let mut len = 0usize;
+    let name = LLVMGetValueName2(symbol, &mut len);
+    let name = String::from_utf8_lossy(std::slice::from_raw_parts(name.cast::<u8>(), len));
+    let ty = LLVMGlobalGetValueType(symbol);
+    if LLVMGetTypeKind(ty) != inkwell::llvm_sys::LLVMTypeKind::LLVMStructTypeKind {
+        return false;
+    }
+    let ty_name = LLVMGetStructName(ty);
+    name.starts_with(hole_prefix)
+        && !ty_name.is_null()
+        && OperandRange::ALL
+            .iter()
+            .any(|r| std::ffi::CStr::from_ptr(ty_name).to_bytes() == struct_name(*r).as_bytes())
+}
+
 /// Attaches `!absolute_symbol !{i64 lo, i64 hi+1}` (a half-open range) to `global`.
 ///
 /// Unsigned ranges are given as they are. A signed operand is given as `[0, 2^32)`: the
@@ -118,7 +189,7 @@ pub fn add_checks(
     let mut errors = Vec::new();
     for stencil in stencils.iter_mut() {
         for hole in &stencil.holes {
-            if hole.kind != HoleKind::X86Abs32 {
+            if !hole.kind.is_narrow_only() {
                 continue;
             }
             let narrow = match hole.value {
@@ -164,5 +235,59 @@ pub fn add_checks(
         Ok(())
     } else {
         Err(Error::many(errors))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inkwell::context::Context;
+    use inkwell::memory_buffer::MemoryBuffer;
+    use inkwell::values::InstructionOpcode;
+
+    /// Each call's verdict, in order: `cpjit.h`'s forms of a narrow operand only.
+    #[test]
+    fn only_cpjit_h_narrow_asm_of_a_narrow_operand_is_admitted() {
+        let ir = r#"
+%struct.cpjit_narrow_u16 = type opaque
+%struct.other = type opaque
+@_JIT_A = external constant %struct.cpjit_narrow_u16
+@_JIT_B = external constant i8
+@_JIT_C = external constant %struct.other
+@D = external constant %struct.cpjit_narrow_u16
+define i64 @f() {
+  %1 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_A)
+  %2 = call i64 asm "movz ${0:w}, #:abs_g1_nc:${1:c}\0A\09movk ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_A)
+  %3 = call i64 asm "addi $0, zero, %lo($1)", "=r,S"(ptr @_JIT_A)
+  %4 = call i64 asm "lui $0, %hi($1)\0A\09addiw $0, $0, %lo($1)", "=r,S"(ptr @_JIT_A)
+  %5 = call i64 asm "movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"(ptr @_JIT_A)
+  %6 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_B)
+  %7 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_C)
+  %8 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @D)
+  %9 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}\0A\09ret", "=r,S"(ptr @_JIT_A)
+  %10 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S,~{x20}"(ptr @_JIT_A)
+  %11 = call i64 asm "movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"(i64 7)
+  ret i64 0
+}
+"#;
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t.ll");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let function = module.get_function("f").unwrap();
+        let block = function.get_first_basic_block().unwrap();
+        let verdicts: Vec<bool> = block
+            .get_instructions()
+            .filter(|i| i.get_opcode() == InstructionOpcode::Call)
+            .map(|call| {
+                // SAFETY: `call` is a call instruction of `module`, alive for the test.
+                unsafe {
+                    let callee = LLVMGetCalledValue(call.as_value_ref());
+                    is_narrow_asm(call.as_value_ref(), callee, "_JIT_")
+                }
+            })
+            .collect();
+        let mut want = [true; 5].to_vec();
+        want.extend([false; 6]);
+        assert_eq!(verdicts, want);
     }
 }

@@ -7,7 +7,8 @@
 //! - no exception-handling control flow (`invoke`, `callbr`, `resume`, ...);
 //! - no thread-local globals, no stack-protector attributes;
 //! - no inline assembly (call-site `asm(...)` or module-level `asm`): its bytes never pass
-//!   through the checks below, so a stray `ret` or clobbered register would go unnoticed;
+//!   through the checks below, so a stray `ret` or clobbered register would go unnoticed
+//!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`);
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
 //! - no writable global data unless the template asks for per-instance data explicitly
@@ -269,6 +270,10 @@ impl Validator<'_> {
     unsafe fn call(&mut self, inst: LLVMValueRef, exempt: bool) {
         let callee = LLVMGetCalledValue(inst);
         if !callee.is_null() && !LLVMIsAInlineAsm(callee).is_null() {
+            // `cpjit.h`'s narrow-operand reads are the one exception (see `narrow.rs`).
+            if crate::narrow::is_narrow_asm(inst, callee, &self.manifest.hole_prefix) {
+                return;
+            }
             self.error(format!(
                 "inline assembly is not allowed in stencils (the toolchain cannot check code it \
                  did not generate: a `ret`, a jump or a reserved register would go unnoticed): `{}`",

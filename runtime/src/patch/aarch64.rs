@@ -66,6 +66,8 @@ pub(super) fn field(kind: HoleKind, place: u64, value: u64) -> Result<u32, Probl
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
+        | HoleKind::RiscvHi20
+        | HoleKind::RiscvLo12I
         | HoleKind::RiscvBranch => Err(Problem::UnexpectedInstruction {
             found: 0,
             expected: "an AArch64 hole kind",

@@ -95,7 +95,9 @@ pub fn patch(
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
-        | HoleKind::RiscvBranch => riscv64::patch(kind, code, offset, place, value),
+        | HoleKind::RiscvBranch
+        | HoleKind::RiscvHi20
+        | HoleKind::RiscvLo12I => riscv64::patch(kind, code, offset, place, value),
     };
     result.map_err(|problem| PatchError {
         kind,
@@ -132,7 +134,9 @@ pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
         | HoleKind::RiscvGotHi20
         | HoleKind::RiscvGotLo12I
         | HoleKind::RiscvJal
-        | HoleKind::RiscvBranch => riscv64::in_range(kind, place, value),
+        | HoleKind::RiscvBranch
+        | HoleKind::RiscvHi20
+        | HoleKind::RiscvLo12I => riscv64::in_range(kind, place, value),
         _ => aarch64::field(kind, place, value).is_ok(),
     }
 }

@@ -1,5 +1,6 @@
 //! RISC-V instruction holes: the `auipc`+`jalr` call pair, `auipc` hi20 (direct and GOT),
-//! the paired I- and S-type lo12, `jal` and conditional branches.
+//! the paired I- and S-type lo12, `jal` and conditional branches, and the absolute
+//! `lui` hi20 / `addi[w]` lo12 of narrow operands.
 //!
 //! Each kind has a range function (what [`super::in_range`] checks); instruction classes
 //! and field insertion are `cpjit_isa::riscv64`'s. Relocation semantics: the RISC-V ELF
@@ -45,6 +46,8 @@ pub(super) fn patch(
         HoleKind::RiscvPcrelLo12S => isa::insert_s(insn, lo12(place, value)),
         HoleKind::RiscvJal => isa::insert_j(insn, branch(place, value, 21)?),
         HoleKind::RiscvBranch => isa::insert_b(insn, branch(place, value, 13)?),
+        HoleKind::RiscvHi20 => isa::insert_u(insn, absolute(value)?.0),
+        HoleKind::RiscvLo12I => isa::insert_i(insn, absolute(value)?.1),
         // `super::patch` routes only RISC-V kinds here.
         _ => return Err(unexpected(insn, "a RISC-V hole kind")),
     };
@@ -62,8 +65,18 @@ pub(super) fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
         HoleKind::RiscvPcrelLo12I | HoleKind::RiscvPcrelLo12S | HoleKind::RiscvGotLo12I => true,
         HoleKind::RiscvJal => branch(place, value, 21).is_ok(),
         HoleKind::RiscvBranch => branch(place, value, 13).is_ok(),
+        HoleKind::RiscvHi20 | HoleKind::RiscvLo12I => absolute(value).is_ok(),
         _ => false,
     }
+}
+
+/// An absolute `value` (a narrow operand) as `(hi20, lo12)` for `lui` + `addi[w]`: its low
+/// 32 bits, so it must lie in `[-2^31, 2^32)`.
+fn absolute(value: u64) -> Result<(u32, u32), Problem> {
+    isa::split_abs_hi20_lo12(value as i64).ok_or(Problem::ValueOutOfRange {
+        min: i32::MIN as i64,
+        max: u32::MAX as i64,
+    })
 }
 
 /// `value - place` as `(hi20, lo12)`, within ±2 GiB (the `auipc` reach).

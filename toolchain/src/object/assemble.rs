@@ -271,7 +271,7 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             };
             // A 32-bit absolute field holds a narrow operand's value (`narrow.rs` checks it
             // was declared narrow); an address of code, data or a helper never fits in one.
-            if kind == HoleKind::X86Abs32 && !matches!(value, Ok(External::Operand(_))) {
+            if kind.is_narrow_only() && !matches!(value, Ok(External::Operand(_))) {
                 return Err(fail(ObjectError::new(
                     ObjectErrorKind::UnknownRelocation,
                     format!(

@@ -114,8 +114,9 @@ fn riscv_relocation(r_type: u32) -> Option<(&'static str, Mapping)> {
         23 => ("R_RISCV_PCREL_HI20", Kind(RiscvPcrelHi20)),
         24 => ("R_RISCV_PCREL_LO12_I", Kind(RiscvPcrelLo12I)),
         25 => ("R_RISCV_PCREL_LO12_S", Kind(RiscvPcrelLo12S)),
-        26 => ("R_RISCV_HI20", Absolute32),
-        27 => ("R_RISCV_LO12_I", Absolute32),
+        // Only narrow operands may use these (checked by the toolchain's `narrow` stage).
+        26 => ("R_RISCV_HI20", Kind(RiscvHi20)),
+        27 => ("R_RISCV_LO12_I", Kind(RiscvLo12I)),
         28 => ("R_RISCV_LO12_S", Absolute32),
         29..=32 => ("R_RISCV_TPREL_*", ThreadLocal),
         43 => ("R_RISCV_ALIGN", RiscvRelaxation),

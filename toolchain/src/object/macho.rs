@@ -496,6 +496,17 @@ fn map_kind(
         ))
     };
     match mapping {
+        // `movl $sym, %r32`: a 32-bit absolute immediate, zero-extended by the instruction
+        // (the assembler refuses sign-extended ones, "32-bit absolute addressing is not
+        // supported in 64-bit mode"). Only a narrow operand may fill it (`assemble.rs` and
+        // `narrow.rs` refuse anything else).
+        Mapping::Unsigned
+            if arch == Arch::X86_64 && r.length == 2 && !r.pcrel && rebase.is_none() =>
+        {
+            let b = bytes.get(at..at.saturating_add(4)).ok_or_else(past_end)?;
+            let inline = i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            Ok((HoleKind::X86Abs32, inline))
+        }
         Mapping::Unsigned => {
             if r.length != 3 || r.pcrel {
                 return Err(ObjectError::new(
