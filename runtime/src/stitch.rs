@@ -19,10 +19,11 @@
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::patch::{self, PatchError};
-use crate::program::{Action, Bound, Program, Source, Step};
+use crate::program::{Action, Bound, Checked, Program, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, TraceBuilder};
 use crate::Error;
+use cpjit_isa::x86_64 as x86;
 use cpjit_model::{Hole, HoleKind, Section, Stencil};
 use std::cell::RefCell;
 
@@ -296,6 +297,7 @@ fn write(
             value,
             tail.addend,
             outside,
+            false,
         )
         .map_err(|source| Error::Patch {
             stencil: format!(
@@ -389,29 +391,49 @@ impl Writer<'_, '_, '_> {
         };
         let addend = step.addend as u64;
         match step.action {
-            Action::Plain => patch::patch(
-                step.kind,
-                self.section(step.section),
-                offset,
-                place,
-                value.wrapping_add(addend),
-            )
-            .map_err(failed),
-            Action::Branch => self
-                .branch(step.kind, offset, place, value, step.addend, outside)
-                .map_err(failed),
+            Action::Plain => {
+                let buf = self.section(step.section);
+                let target = value.wrapping_add(addend);
+                if step.checked != Checked::Nothing && write_rel32(buf, offset, place, target) {
+                    return Ok(());
+                }
+                patch::patch(step.kind, buf, offset, place, target).map_err(failed)
+            }
+            Action::Branch => {
+                let checked = step.checked != Checked::Nothing;
+                self.branch(
+                    step.kind,
+                    offset,
+                    place,
+                    value,
+                    step.addend,
+                    outside,
+                    checked,
+                )
+                .map_err(failed)
+            }
             Action::Got => self.through_got(step, offset, place, value).map_err(failed),
             Action::RelaxableGot => {
                 let buf = self.section(step.section);
+                let direct = value.wrapping_add(addend);
+                if let Checked::X86GotSite(site) = step.checked {
+                    // The site was decoded once from the stencil's bytes; only the value
+                    // decides between an immediate, a direct reference and the GOT slot.
+                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
+                        return Ok(());
+                    }
+                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
+                        return Ok(());
+                    }
+                    return self.through_got(step, offset, place, value).map_err(failed);
+                }
                 if outside
                     && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
                         .map_err(failed)?
                 {
                     return Ok(());
                 }
-                if patch::relax_x86_got_load(buf, offset, place, value.wrapping_add(addend))
-                    .map_err(failed)?
-                {
+                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
                     return Ok(());
                 }
                 self.through_got(step, offset, place, value).map_err(failed)
@@ -524,7 +546,9 @@ impl Writer<'_, '_, '_> {
     }
 
     /// Patches a direct branch to `value + addend`, through a veneer when the destination
-    /// is outside the trace and out of the branch's range.
+    /// is outside the trace and out of the branch's range. `checked`: the instruction is a
+    /// rel32 branch checked once (see [`Checked`]).
+    #[allow(clippy::too_many_arguments)]
     fn branch(
         &mut self,
         kind: HoleKind,
@@ -533,8 +557,12 @@ impl Writer<'_, '_, '_> {
         value: u64,
         addend: i64,
         outside: bool,
+        checked: bool,
     ) -> Result<(), PatchError> {
         let target = value.wrapping_add(addend as u64);
+        if checked && write_rel32(self.code, offset, place, target) {
+            return Ok(());
+        }
         if !outside || patch::in_range(kind, place, target) {
             return patch::patch(kind, self.code, offset, place, target);
         }
@@ -564,13 +592,28 @@ impl Writer<'_, '_, '_> {
         }
         let got = self.data_base + at as u64;
         let buf = self.section(step.section);
-        patch::patch(
-            step.kind,
-            buf,
-            offset,
-            place,
-            got.wrapping_add(step.addend as u64),
-        )
+        let value = got.wrapping_add(step.addend as u64);
+        if step.checked != Checked::Nothing && write_rel32(buf, offset, place, value) {
+            return Ok(());
+        }
+        patch::patch(step.kind, buf, offset, place, value)
+    }
+}
+
+/// Writes `value - place` into the x86-64 rel32 field at `buf[offset..]` whose instruction
+/// was checked once ([`Checked`]); `false`, nothing written, if it does not fit 32 bits
+/// (the caller then lets [`patch::patch`] report it, or routes the branch via a veneer).
+#[inline]
+fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
+    match (
+        cpjit_isa::rel32(place, value),
+        buf.get_mut(offset..offset + 4),
+    ) {
+        (Some(rel), Some(field)) => {
+            field.copy_from_slice(&rel.to_le_bytes());
+            true
+        }
+        _ => false,
     }
 }
 
