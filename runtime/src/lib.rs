@@ -59,4 +59,4 @@ pub use arena::MemoryStats;
 pub use cpjit_model as model;
 pub use error::Error;
 pub use jit::{Jit, JitOptions};
-pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBuilder};
+pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

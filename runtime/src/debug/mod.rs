@@ -63,7 +63,7 @@ impl Options {
         Ok(options)
     }
 
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.perf_map || self.jitdump || self.gdb || self.listing || self.unwind.is_some()
     }
 }
