@@ -92,8 +92,86 @@ pub fn run(
     }
     eprintln!("bench:   counting loop ...");
     let rounds: u64 = if quick { 200_000 } else { 2_000_000 };
-    rows.extend(loop_rows(&mut b, &counting_loop(rounds), rounds)?);
+    let counting = counting_loop(rounds);
+    rows.extend(loop_rows(&mut b, &counting, rounds)?);
+    for spec in [straight(10), straight(100), counting] {
+        eprintln!("bench:   batch of {BATCH} × {} ...", spec.name);
+        rows.extend(batch_rows(&mut b, &spec)?);
+    }
     Ok(rows)
+}
+
+/// Functions compiled together in the batch rows: a JIT that compiles many short functions
+/// at once (a module, a hot set of methods) pays its per-compile fixed costs once per batch.
+const BATCH: usize = 100;
+
+/// Compile time per function of [`BATCH`] copies of `spec` compiled together: copy-and-patch
+/// as one [`TraceBatch`](cpjit_runtime::TraceBatch) (one allocation, one `pwrite`, one
+/// flush), each Cranelift variant as [`BATCH`] functions of one module with one
+/// `finalize_definitions`. Every function's result is checked against copy-and-patch's.
+fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, String> {
+    let jit = &b.jit;
+    let plan = copy_patch::plan(jit, spec)?;
+    let cp = copy_patch::stitch_batch(jit, &plan, BATCH)?;
+    let expected = outcome(|| copy_patch::run(&cp[0], spec));
+    for trace in &cp[1..] {
+        check(
+            spec,
+            "copy-and-patch (batch)",
+            expected,
+            outcome(|| copy_patch::run(trace, spec)),
+        )?;
+    }
+    drop(cp);
+    for c in &mut b.cranelift {
+        let compiled = c.compile_batch(spec, BATCH)?;
+        let name = format!(
+            "{} ({}, batch)",
+            c.variant().backend(),
+            c.variant().opt_level()
+        );
+        for f in &compiled {
+            // SAFETY: `c` is recycled only after `compiled` is dropped (below).
+            check(spec, &name, expected, outcome(|| unsafe { f.run(spec) }))?;
+        }
+        drop(compiled);
+        // SAFETY: no function of `c` is used after this.
+        unsafe { c.recycle() };
+    }
+    let runs = b.runs;
+    let plan = &plan;
+    let mut names = vec![COPY_AND_PATCH];
+    let mut ops = vec![Timed::new(2, runs, move || {
+        let (traces, t) = time(|| copy_patch::stitch_batch(jit, plan, BATCH));
+        traces?;
+        Ok(t / BATCH as f64)
+    })];
+    for c in &mut b.cranelift {
+        names.push(cranelift_name(c.variant()));
+        ops.push(Timed::new(2, runs, move || {
+            let (compiled, t) = time(|| c.compile_batch(spec, BATCH));
+            drop(compiled?);
+            // SAFETY: the functions were just dropped; nothing else of `c` runs.
+            unsafe { c.recycle() };
+            Ok(t / BATCH as f64)
+        }));
+    }
+    let rounds = alternate(&mut ops)?;
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| PeerRow {
+            trace: format!("batch of {BATCH} × {}", trace_name(spec)),
+            backend: name.0.into(),
+            opt_level: name.1.map(String::from),
+            instances: spec.instances.len(),
+            compile: Some(rounds.sample(i, BATCH)),
+            compile_ratio: ratios(&rounds, i, 0),
+            run: None,
+            run_ratio: None,
+            run_unit: String::new(),
+        })
+        .collect())
 }
 
 /// The longest trace LLVM compiles here: its cost grows faster than linearly in the trace
