@@ -375,3 +375,70 @@ fn check(
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cranelift::Variant;
+    use crate::stitch::thread_cpu_ns;
+
+    /// The batch rows' comparison in thread CPU time, which preemption does not inflate (on
+    /// a loaded machine a 50 ms Cranelift batch is preempted many times, a 0.2 ms
+    /// copy-and-patch batch rarely, so wall-time ratios there overstate copy-and-patch's
+    /// lead). Alternated round by round; prints median (min – max) per function and the
+    /// median of per-round ratios. A measurement, run on demand:
+    /// `cargo test --release -p cpjit-bench batch_cpu -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn batch_cpu_time() {
+        let jit = copy_patch::jit().unwrap();
+        let mut compilers: Vec<Compiler> = Variant::ALL
+            .into_iter()
+            .map(|v| Compiler::new(v, workload::resolve).unwrap())
+            .collect();
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        for spec in [straight(10), straight(100), counting_loop(1000)] {
+            let plan = copy_patch::plan(&jit, &spec).unwrap();
+            let mut cp = Vec::new();
+            let mut cl = vec![Vec::new(); compilers.len()];
+            for round in 0..13 {
+                let start = thread_cpu_ns();
+                let traces = copy_patch::stitch_batch(&jit, &plan, BATCH).unwrap();
+                let t = (thread_cpu_ns() - start) / BATCH as f64;
+                drop(traces);
+                for (c, times) in compilers.iter_mut().zip(&mut cl) {
+                    let start = thread_cpu_ns();
+                    let compiled = c.compile_batch(&spec, BATCH).unwrap();
+                    let u = (thread_cpu_ns() - start) / BATCH as f64;
+                    drop(compiled);
+                    // SAFETY: the functions were just dropped.
+                    unsafe { c.recycle() };
+                    if round >= 2 {
+                        times.push(u);
+                    }
+                }
+                if round >= 2 {
+                    cp.push(t);
+                }
+            }
+            let (m, lo, hi) = median(cp.clone());
+            eprintln!(
+                "batch of {BATCH} × {}: copy-and-patch {m:.0} ns ({lo:.0} – {hi:.0}) CPU per function",
+                spec.name
+            );
+            for (c, times) in compilers.iter().zip(&cl) {
+                let (m, lo, hi) = median(times.clone());
+                let r: Vec<f64> = times.iter().zip(&cp).map(|(a, b)| a / b).collect();
+                let (rm, rlo, rhi) = median(r);
+                eprintln!(
+                    "  {} ({}): {m:.0} ns ({lo:.0} – {hi:.0}); ratio {rm:.0}× ({rlo:.0} – {rhi:.0})",
+                    c.variant().backend(),
+                    c.variant().opt_level()
+                );
+            }
+        }
+    }
+}
