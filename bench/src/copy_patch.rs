@@ -11,7 +11,7 @@
 
 use crate::workload::TraceSpec;
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, Target, Trace};
+use cpjit_runtime::{InstanceId, Jit, Target, Trace, TraceBuilder};
 
 /// The generated stencil set the benches stitch: the one built for a process like this one.
 pub fn set() -> &'static StencilSet<'static> {
@@ -90,6 +90,23 @@ pub fn plan(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Plan, String> {
 /// (copy, patch, write the code, flush).
 pub fn stitch(jit: &Jit<'_>, plan: &Plan) -> Result<Trace, String> {
     let mut b = jit.trace();
+    push(&mut b, plan)?;
+    b.finish().map_err(|e| format!("{}: {e}", plan.name))
+}
+
+/// Stitches `count` copies of a planned trace as one [`TraceBatch`](cpjit_runtime::TraceBatch):
+/// one allocation, one write of the code, one flush for all of them, as a JIT compiling
+/// many functions at once would.
+pub fn stitch_batch(jit: &Jit<'_>, plan: &Plan, count: usize) -> Result<Vec<Trace>, String> {
+    let mut batch = jit.batch();
+    for _ in 0..count {
+        push(batch.trace(), plan)?;
+    }
+    batch.finish().map_err(|e| format!("{}: {e}", plan.name))
+}
+
+/// Pushes every instance of `plan` into `b`.
+fn push(b: &mut TraceBuilder<'_, '_>, plan: &Plan) -> Result<(), String> {
     let (mut operands, mut targets) = (0, 0);
     for (i, x) in plan.instances.iter().enumerate() {
         let (o, t) = (x.operands_end as usize, x.targets_end as usize);
@@ -101,7 +118,7 @@ pub fn stitch(jit: &Jit<'_>, plan: &Plan) -> Result<Trace, String> {
         .map_err(|e| format!("{}: instance {i}: {e}", plan.name))?;
         (operands, targets) = (o, t);
     }
-    b.finish().map_err(|e| format!("{}: {e}", plan.name))
+    Ok(())
 }
 
 /// [`plan`] then [`stitch`], for callers that compile a spec once.

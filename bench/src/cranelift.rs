@@ -25,7 +25,7 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{default_libcall_names, Linkage, Module};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
 /// Where the value stack lives in the generated code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -553,8 +553,46 @@ impl Compiler {
 
     /// Compiles `spec` to a callable function.
     pub fn compile(&mut self, spec: &TraceSpec) -> Result<Compiled, String> {
+        let mut compiled = self.compile_batch(spec, 1)?;
+        compiled
+            .pop()
+            .ok_or_else(|| format!("{}: cranelift: no function", spec.name))
+    }
+
+    /// Compiles `count` functions from `spec` into the module and finalizes them once (one
+    /// `finalize_definitions`: one round of memory protection changes and relocations), as
+    /// a Cranelift user compiling many functions at once would.
+    pub fn compile_batch(
+        &mut self,
+        spec: &TraceSpec,
+        count: usize,
+    ) -> Result<Vec<Compiled>, String> {
         let plan = plan(spec)?;
-        let data = vec![0i64; plan.data_words].into_boxed_slice();
+        let mut defined = Vec::with_capacity(count);
+        for _ in 0..count {
+            let data = vec![0i64; plan.data_words].into_boxed_slice();
+            let id = self.define(spec, &plan, &data)?;
+            defined.push((id, data));
+        }
+        let module = self.module.as_mut().expect("a module between recycles");
+        module
+            .finalize_definitions()
+            .map_err(|e| format!("{}: cranelift: {e}", spec.name))?;
+        Ok(defined
+            .into_iter()
+            .map(|(id, data)| {
+                let code = module.get_finalized_function(id);
+                // SAFETY: `id` was defined with the signature (i64, i64) -> i64 in the
+                // platform's default (C) calling convention, which is `EntryFn`'s.
+                let entry =
+                    unsafe { std::mem::transmute::<*const u8, cpjit_runtime::EntryFn>(code) };
+                Compiled { entry, _data: data }
+            })
+            .collect())
+    }
+
+    /// Declares and defines one function from `plan` whose data is `data`.
+    fn define(&mut self, spec: &TraceSpec, plan: &Plan, data: &[i64]) -> Result<FuncId, String> {
         let module = self.module.as_mut().expect("a module between recycles");
         let mut sig = module.make_signature();
         sig.params.extend([AbiParam::new(I64); 2]);
@@ -570,21 +608,14 @@ impl Compiler {
             helper: self.helper,
             data: data.as_ptr() as u64,
         };
-        translate(&mut b, &plan, self.variant.translation, &at);
+        translate(&mut b, plan, self.variant.translation, &at);
         b.seal_all_blocks();
         b.finalize(self.isa.frontend_config());
         module
             .define_function(id, &mut self.ctx)
             .map_err(|e| format!("{}: cranelift: {e:?}", spec.name))?;
         module.clear_context(&mut self.ctx);
-        module
-            .finalize_definitions()
-            .map_err(|e| format!("{}: cranelift: {e}", spec.name))?;
-        let code = module.get_finalized_function(id);
-        // SAFETY: `id` was defined with the signature (i64, i64) -> i64 in the platform's
-        // default (C) calling convention, which is `EntryFn`'s.
-        let entry = unsafe { std::mem::transmute::<*const u8, cpjit_runtime::EntryFn>(code) };
-        Ok(Compiled { entry, _data: data })
+        Ok(id)
     }
 
     /// Frees the code of every trace compiled so far and starts a new JIT module.
@@ -704,6 +735,34 @@ mod tests {
                 inst("op_test_dec_jump_nz", &[], Some(4)),
                 inst("op_test_table", &[], None),
             ]));
+        }
+    }
+
+    /// Batches compute what single compiles do: copy-and-patch's `TraceBatch` and
+    /// Cranelift's many functions with one finalize, every function of each.
+    #[test]
+    fn batches_agree_with_single_compiles() {
+        let jit = copy_patch::jit().unwrap();
+        for spec in [straight(10), counting_loop(100)] {
+            let plan = copy_patch::plan(&jit, &spec).unwrap();
+            let single = copy_patch::stitch(&jit, &plan).unwrap();
+            take_checksum();
+            let expected = (copy_patch::run(&single, &spec), take_checksum());
+            let traces = copy_patch::stitch_batch(&jit, &plan, 5).unwrap();
+            assert_eq!(traces.len(), 5);
+            for t in &traces {
+                assert_eq!((copy_patch::run(t, &spec), take_checksum()), expected);
+            }
+            for variant in Variant::ALL {
+                let mut c = Compiler::new(variant, resolve).unwrap();
+                let compiled = c.compile_batch(&spec, 5).unwrap();
+                assert_eq!(compiled.len(), 5);
+                for f in &compiled {
+                    // SAFETY: the compiler is alive and not recycled.
+                    let got = (unsafe { f.run(&spec) }, take_checksum());
+                    assert_eq!(got, expected, "{variant:?} on {}", spec.name);
+                }
+            }
         }
     }
 

@@ -92,8 +92,86 @@ pub fn run(
     }
     eprintln!("bench:   counting loop ...");
     let rounds: u64 = if quick { 200_000 } else { 2_000_000 };
-    rows.extend(loop_rows(&mut b, &counting_loop(rounds), rounds)?);
+    let counting = counting_loop(rounds);
+    rows.extend(loop_rows(&mut b, &counting, rounds)?);
+    for spec in [straight(10), straight(100), counting] {
+        eprintln!("bench:   batch of {BATCH} × {} ...", spec.name);
+        rows.extend(batch_rows(&mut b, &spec)?);
+    }
     Ok(rows)
+}
+
+/// Functions compiled together in the batch rows: a JIT that compiles many short functions
+/// at once (a module, a hot set of methods) pays its per-compile fixed costs once per batch.
+const BATCH: usize = 100;
+
+/// Compile time per function of [`BATCH`] copies of `spec` compiled together: copy-and-patch
+/// as one [`TraceBatch`](cpjit_runtime::TraceBatch) (one allocation, one `pwrite`, one
+/// flush), each Cranelift variant as [`BATCH`] functions of one module with one
+/// `finalize_definitions`. Every function's result is checked against copy-and-patch's.
+fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, String> {
+    let jit = &b.jit;
+    let plan = copy_patch::plan(jit, spec)?;
+    let cp = copy_patch::stitch_batch(jit, &plan, BATCH)?;
+    let expected = outcome(|| copy_patch::run(&cp[0], spec));
+    for trace in &cp[1..] {
+        check(
+            spec,
+            "copy-and-patch (batch)",
+            expected,
+            outcome(|| copy_patch::run(trace, spec)),
+        )?;
+    }
+    drop(cp);
+    for c in &mut b.cranelift {
+        let compiled = c.compile_batch(spec, BATCH)?;
+        let name = format!(
+            "{} ({}, batch)",
+            c.variant().backend(),
+            c.variant().opt_level()
+        );
+        for f in &compiled {
+            // SAFETY: `c` is recycled only after `compiled` is dropped (below).
+            check(spec, &name, expected, outcome(|| unsafe { f.run(spec) }))?;
+        }
+        drop(compiled);
+        // SAFETY: no function of `c` is used after this.
+        unsafe { c.recycle() };
+    }
+    let runs = b.runs;
+    let plan = &plan;
+    let mut names = vec![COPY_AND_PATCH];
+    let mut ops = vec![Timed::new(2, runs, move || {
+        let (traces, t) = time(|| copy_patch::stitch_batch(jit, plan, BATCH));
+        traces?;
+        Ok(t / BATCH as f64)
+    })];
+    for c in &mut b.cranelift {
+        names.push(cranelift_name(c.variant()));
+        ops.push(Timed::new(2, runs, move || {
+            let (compiled, t) = time(|| c.compile_batch(spec, BATCH));
+            drop(compiled?);
+            // SAFETY: the functions were just dropped; nothing else of `c` runs.
+            unsafe { c.recycle() };
+            Ok(t / BATCH as f64)
+        }));
+    }
+    let rounds = alternate(&mut ops)?;
+    Ok(names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| PeerRow {
+            trace: format!("batch of {BATCH} × {}", trace_name(spec)),
+            backend: name.0.into(),
+            opt_level: name.1.map(String::from),
+            instances: spec.instances.len(),
+            compile: Some(rounds.sample(i, BATCH)),
+            compile_ratio: ratios(&rounds, i, 0),
+            run: None,
+            run_ratio: None,
+            run_unit: String::new(),
+        })
+        .collect())
 }
 
 /// The longest trace LLVM compiles here: its cost grows faster than linearly in the trace
@@ -295,5 +373,72 @@ fn check(
             "{}: {backend} computed (status, checksum) {got:?}, copy-and-patch {expected:?}",
             spec.name
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cranelift::Variant;
+    use crate::stitch::thread_cpu_ns;
+
+    /// The batch rows' comparison in thread CPU time, which preemption does not inflate (on
+    /// a loaded machine a 50 ms Cranelift batch is preempted many times, a 0.2 ms
+    /// copy-and-patch batch rarely, so wall-time ratios there overstate copy-and-patch's
+    /// lead). Alternated round by round; prints median (min – max) per function and the
+    /// median of per-round ratios. A measurement, run on demand:
+    /// `cargo test --release -p cpjit-bench batch_cpu -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn batch_cpu_time() {
+        let jit = copy_patch::jit().unwrap();
+        let mut compilers: Vec<Compiler> = Variant::ALL
+            .into_iter()
+            .map(|v| Compiler::new(v, workload::resolve).unwrap())
+            .collect();
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            (v[v.len() / 2], v[0], v[v.len() - 1])
+        };
+        for spec in [straight(10), straight(100), counting_loop(1000)] {
+            let plan = copy_patch::plan(&jit, &spec).unwrap();
+            let mut cp = Vec::new();
+            let mut cl = vec![Vec::new(); compilers.len()];
+            for round in 0..13 {
+                let start = thread_cpu_ns();
+                let traces = copy_patch::stitch_batch(&jit, &plan, BATCH).unwrap();
+                let t = (thread_cpu_ns() - start) / BATCH as f64;
+                drop(traces);
+                for (c, times) in compilers.iter_mut().zip(&mut cl) {
+                    let start = thread_cpu_ns();
+                    let compiled = c.compile_batch(&spec, BATCH).unwrap();
+                    let u = (thread_cpu_ns() - start) / BATCH as f64;
+                    drop(compiled);
+                    // SAFETY: the functions were just dropped.
+                    unsafe { c.recycle() };
+                    if round >= 2 {
+                        times.push(u);
+                    }
+                }
+                if round >= 2 {
+                    cp.push(t);
+                }
+            }
+            let (m, lo, hi) = median(cp.clone());
+            eprintln!(
+                "batch of {BATCH} × {}: copy-and-patch {m:.0} ns ({lo:.0} – {hi:.0}) CPU per function",
+                spec.name
+            );
+            for (c, times) in compilers.iter().zip(&cl) {
+                let (m, lo, hi) = median(times.clone());
+                let r: Vec<f64> = times.iter().zip(&cp).map(|(a, b)| a / b).collect();
+                let (rm, rlo, rhi) = median(r);
+                eprintln!(
+                    "  {} ({}): {m:.0} ns ({lo:.0} – {hi:.0}); ratio {rm:.0}× ({rlo:.0} – {rhi:.0})",
+                    c.variant().backend(),
+                    c.variant().opt_level()
+                );
+            }
+        }
     }
 }

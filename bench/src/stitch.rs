@@ -237,7 +237,7 @@ fn resident_pages(pages: &BTreeSet<usize>, page: usize) -> Result<usize, String>
 
 /// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time it
 /// does not grow while the thread waits for a core on a loaded machine.
-fn thread_cpu_ns() -> f64 {
+pub(crate) fn thread_cpu_ns() -> f64 {
     let mut t = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -206,6 +206,35 @@ impl Arena {
         }
     }
 
+    /// Cuts `block` into consecutive blocks that start at `starts` (code and data offsets
+    /// into `block`, increasing, the first `(0, 0)`, each a multiple of [`GRANULE`]) and
+    /// together cover it; each is then freed (or shrunk) on its own, as a block of its own.
+    pub fn split(&self, block: Block, starts: &[(usize, usize)]) -> Vec<Block> {
+        debug_assert_eq!(starts.first(), Some(&(0, 0)));
+        let mut blocks = Vec::with_capacity(starts.len());
+        for (i, &(code, data)) in starts.iter().enumerate() {
+            let (code_end, data_end) = starts
+                .get(i + 1)
+                .copied()
+                .unwrap_or((block.code_len, block.data_len));
+            debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
+            blocks.push(Block {
+                chunk: block.chunk,
+                code_offset: block.code_offset + code,
+                code_len: code_end - code,
+                data_offset: block.data_offset + data,
+                data_len: data_end - data,
+                code_rx: block.code_rx + code,
+                data: block.data + data,
+                source: block.source,
+            });
+        }
+        if blocks.len() > 1 {
+            self.lock().stats.traces += blocks.len() - 1;
+        }
+        blocks
+    }
+
     pub fn free(&self, block: &Block) {
         let mut inner = self.lock();
         let chunk = &mut inner.chunks[block.chunk];

@@ -90,6 +90,9 @@ pub enum Error {
         hole: Hole,
         source: PatchError,
     },
+    /// Trace `trace` (0-based, in the order started) of a
+    /// [`TraceBatch`](crate::TraceBatch) could not be finished; no trace of the batch was.
+    InBatch { trace: usize, source: Box<Error> },
 }
 
 impl fmt::Display for Error {
@@ -201,6 +204,7 @@ impl fmt::Display for Error {
                 hole.value,
                 hole.addend
             ),
+            Error::InBatch { trace, source } => write!(f, "trace {trace} of the batch: {source}"),
         }
     }
 }
@@ -211,6 +215,7 @@ impl std::error::Error for Error {
             Error::Map(e) => Some(e),
             Error::Debug { source, .. } => Some(source),
             Error::Patch { source, .. } => Some(source),
+            Error::InBatch { source, .. } => Some(source),
             _ => None,
         }
     }

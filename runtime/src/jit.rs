@@ -3,7 +3,7 @@
 use crate::arena::{Arena, MemoryStats};
 use crate::icache::{FlushIcache, Hardware};
 use crate::program::{self, ArchFacts, Program};
-use crate::trace::TraceBuilder;
+use crate::trace::{TraceBatch, TraceBuilder};
 use crate::Error;
 use cpjit_model::{HoleValue, Host, Section, Stencil, StencilSet};
 use std::sync::{Arc, OnceLock};
@@ -130,6 +130,12 @@ impl<'s> Jit<'s> {
     /// Starts a new trace.
     pub fn trace(&self) -> TraceBuilder<'_, 's> {
         TraceBuilder::new(self)
+    }
+
+    /// Starts a batch of traces, finished together with one allocation, one write of their
+    /// code and one instruction-cache flush (see [`TraceBatch`]).
+    pub fn batch(&self) -> TraceBatch<'_, 's> {
+        TraceBatch::new(self)
     }
 
     /// Bytes mapped and used by all live traces.

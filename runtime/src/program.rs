@@ -81,6 +81,25 @@ pub(crate) struct Step {
     pub source: Source,
     pub addend: i64,
     pub action: Action,
+    /// What was checked once, on the stencil's own bytes, of the instruction around the hole.
+    pub checked: Checked,
+}
+
+/// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
+/// `finish` only repeats the checks that depend on the value (range, alignment). Holes
+/// checked here are x86-64 rel32 fields, whose instruction bytes (before the field) are the
+/// stencil's own and never change between instances; every other hole, and one whose check
+/// failed here, is checked in full by [`patch::patch`] per instance (which reports the
+/// error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// Nothing: the patch function checks everything.
+    Nothing,
+    /// An x86-64 rel32 field whose instruction is the class its kind patches: writing it
+    /// only needs the displacement's range.
+    Rel32,
+    /// As `Rel32`, and a relaxable GOT reference decoded once into its site.
+    X86GotSite(cpjit_isa::x86_64::GotSite),
 }
 
 /// A step that may need a GOT slot (`got`) or a veneer (otherwise).
@@ -156,6 +175,7 @@ impl Program {
                 source: source(h.value),
                 addend: h.addend,
                 action,
+                checked: checked(stencil, h),
             });
             i += if matches!(action, Action::GotPair { .. }) {
                 2
@@ -184,6 +204,36 @@ pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
         .enumerate()
         .map(|(i, s)| Program::new(s, set.shim == Some(i as u16)))
         .collect()
+}
+
+/// What can be checked once of hole `h`'s instruction (see [`Checked`]): the patch
+/// function itself is the judge, run on a copy of the stencil's code with a value (0 at
+/// place 0) that is in range for every rel32.
+fn checked(stencil: &Stencil<'_>, h: &Hole) -> Checked {
+    let rel32 = matches!(
+        h.kind,
+        HoleKind::X86Pc32
+            | HoleKind::X86GotPc32
+            | HoleKind::X86Branch32
+            | HoleKind::X86GotPc32Relaxable
+            | HoleKind::X86RexGotPc32Relaxable
+    );
+    if !rel32 || h.section != Section::Code {
+        return Checked::Nothing;
+    }
+    let mut probe = stencil.code.to_vec();
+    let offset = h.offset as usize;
+    if patch::patch(h.kind, &mut probe, offset, 0, 0).is_err() {
+        return Checked::Nothing;
+    }
+    if !h.kind.is_relaxable_x86_got() {
+        return Checked::Rel32;
+    }
+    let has_rex = h.kind == HoleKind::X86RexGotPc32Relaxable;
+    match cpjit_isa::x86_64::decode_got_site(stencil.code, offset, has_rex) {
+        Ok(site) => Checked::X86GotSite(site),
+        Err(_) => Checked::Nothing,
+    }
 }
 
 fn source(value: HoleValue) -> Source {

@@ -19,10 +19,11 @@
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::patch::{self, PatchError};
-use crate::program::{Action, Bound, Program, Source, Step};
+use crate::program::{Action, Bound, Checked, Program, Source, Step};
 use crate::slots::SlotTable;
-use crate::trace::{Instance, Target, Trace, TraceBuilder};
+use crate::trace::{Instance, Target, Trace, TraceBuilder, View};
 use crate::Error;
+use cpjit_isa::x86_64 as x86;
 use cpjit_model::{Hole, HoleKind, Section, Stencil};
 use std::cell::RefCell;
 
@@ -39,16 +40,136 @@ thread_local! {
 }
 
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
+    let view = b.view();
     SCRATCH.with_borrow_mut(|scratch| {
-        let layout = layout(b, scratch)?;
-        scratch.got.reset();
-        scratch.veneers.reset();
+        let mut layout = layout(&view, scratch)?;
+        layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
         let mut trace = allocate(b.jit, &layout)?;
-        write(b, &layout, &mut trace, scratch)?;
-        let mut trace = publish(b.jit, trace, layout, scratch);
+        let mut writer = trace
+            .block
+            .code_writer(trace.code_len)
+            .map_err(Error::Map)?;
+        write(&view, &layout, &mut trace, writer.bytes(), scratch)?;
+        writer.publish().map_err(Error::Map)?;
+        settle(b.jit, &mut trace, layout, scratch);
+        b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
         trace.debug = crate::debug::register(b, &trace)?;
         Ok(trace)
     })
+}
+
+/// [`finish`] for the traces of a [`TraceBatch`](crate::TraceBatch): the same stages,
+/// with one allocation cut into a block per trace, one writable view of all their code
+/// (one `pwrite` on Linux) and one instruction-cache flush.
+pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<Vec<Trace>, Error> {
+    if views.is_empty() {
+        return Ok(Vec::new());
+    }
+    let in_batch = |trace: usize| {
+        move |e: Error| Error::InBatch {
+            trace,
+            source: Box::new(e),
+        }
+    };
+    SCRATCH.with_borrow_mut(|scratch| {
+        let mut layouts = Vec::with_capacity(views.len());
+        for (i, v) in views.iter().enumerate() {
+            layouts.push(layout(v, scratch).map_err(in_batch(i))?);
+        }
+        let placed = place_batch(jit, &mut layouts);
+        let mut traces = allocate_batch(jit, &placed)?;
+        let (first, code_len) = (&traces[0].block, placed.code_len);
+        let mut writer = first
+            .source
+            .open(first.code_offset, code_len)
+            .map_err(Error::Map)?;
+        let code = writer.bytes();
+        for (i, ((v, layout), trace)) in views.iter().zip(&layouts).zip(&mut traces).enumerate() {
+            let at = placed.starts[i].0;
+            let mine = &mut code[at..at + trace.code_len];
+            write(v, layout, trace, mine, scratch).map_err(in_batch(i))?;
+            // Each trace's slot tables are its own (its GOT is in its own data).
+            trace.veneers = scratch.veneers.len();
+            trace.got_slots = scratch.got.len();
+        }
+        writer.publish().map_err(Error::Map)?;
+        // Only once published: shrinking frees memory that another thread may then take
+        // and write, which this batch's write must not overwrite.
+        for (trace, layout) in traces.iter_mut().zip(layouts) {
+            let (veneers, got_slots) = (trace.veneers, trace.got_slots);
+            settle_counts(jit, trace, layout, veneers, got_slots);
+        }
+        jit.flusher.flush(traces[0].block.code_rx, code_len);
+        if jit.debug.any() {
+            for (i, (v, trace)) in views.iter().zip(&mut traces).enumerate() {
+                trace.debug =
+                    crate::debug::register(&v.to_builder(), trace).map_err(in_batch(i))?;
+            }
+        }
+        Ok(traces)
+    })
+}
+
+/// Where each trace of a batch goes in the batch's code and data blocks.
+struct BatchPlacement {
+    /// Each trace's (code, data) offset into the blocks.
+    starts: Vec<(usize, usize)>,
+    code_len: usize,
+    data_len: usize,
+    code_align: usize,
+    data_align: usize,
+}
+
+/// Stage 1 of a batch, after each trace's [`layout`]: the traces one after another, each at
+/// its alignment and with room for all its possible veneers and GOT slots.
+fn place_batch(jit: &Jit<'_>, layouts: &mut [Layout]) -> BatchPlacement {
+    let total: usize = layouts.iter().map(|l| l.code_len + l.data_len).sum();
+    let mut p = BatchPlacement {
+        starts: Vec::with_capacity(layouts.len()),
+        code_len: 0,
+        data_len: 0,
+        code_align: GRANULE,
+        data_align: GRANULE,
+    };
+    for l in layouts {
+        // Code and data of a trace are as far apart as the batch is large.
+        l.reserve_internal(total, jit);
+        let (code_size, data_size) = l.reserved_sizes(jit);
+        let (code_align, data_align) = (l.code_align.max(GRANULE), l.data_align.max(GRANULE));
+        let code_at = round_up(p.code_len, code_align);
+        let data_at = round_up(p.data_len, data_align);
+        p.starts.push((code_at, data_at));
+        p.code_len = code_at + round_up(code_size.max(1), GRANULE);
+        p.data_len = data_at + round_up(data_size, GRANULE);
+        p.code_align = p.code_align.max(code_align);
+        p.data_align = p.data_align.max(data_align);
+    }
+    p
+}
+
+/// Stage 2 of a batch: one allocation, cut into a block per trace; from here on, dropping
+/// the traces (on an error) frees it.
+fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error> {
+    let block = jit
+        .arena
+        .alloc(p.code_len, p.code_align, p.data_len, p.data_align)?;
+    let traces = jit
+        .arena
+        .split(block, &p.starts)
+        .into_iter()
+        .map(|block| Trace {
+            arena: jit.arena.clone(),
+            instance_offsets: Vec::new(),
+            veneers: 0,
+            got_slots: 0,
+            code_len: block.code_len,
+            data_len: block.data_len,
+            trap: jit.facts.trap,
+            debug: None,
+            block,
+        })
+        .collect();
+    Ok(traces)
 }
 
 /// Where everything goes, before any memory is taken.
@@ -63,6 +184,9 @@ struct Layout {
     /// At most this many GOT slots and veneers are needed.
     got_bound: u32,
     veneer_bound: u32,
+    /// References to the trace itself that need a GOT slot only if its code and data may
+    /// be far apart ([`Bound::Internal`]); see [`Layout::reserve_internal`].
+    internal: u32,
     /// The jump to the continuation, appended after the last instance.
     tail: Option<Hole>,
 }
@@ -74,11 +198,29 @@ impl Layout {
     fn got_base(&self) -> usize {
         round_up(self.data_len, 8)
     }
+
+    /// Counts the [`Bound::Internal`] GOT slots if the trace's code and data could be more
+    /// than 256 MiB apart: when `span` bytes (the trace's, or its batch's, code + data) or
+    /// a chunk are that large.
+    fn reserve_internal(&mut self, span: usize, jit: &Jit<'_>) {
+        if span > 1 << 28 || jit.arena.chunk_bytes() > 1 << 28 {
+            self.got_bound = self.got_bound.saturating_add(self.internal);
+            self.internal = 0;
+        }
+    }
+
+    /// Bytes of code and of data to reserve: room for every possible veneer and GOT slot.
+    fn reserved_sizes(&self, jit: &Jit<'_>) -> (usize, usize) {
+        (
+            self.veneer_base() + self.veneer_bound as usize * jit.facts.veneer_size,
+            self.got_base() + self.got_bound as usize * 8,
+        )
+    }
 }
 
 /// Stage 1: each instance's code offset, the trace's sizes and its GOT and veneer bounds
 /// (values already known, operands and symbols, are counted once each).
-fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Error> {
+fn layout(b: &View<'_, '_, '_>, scratch: &mut Scratch) -> Result<Layout, Error> {
     let jit = b.jit;
     let set = jit.set;
     let n = b.instances.len();
@@ -102,7 +244,7 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
     scratch.got.reset();
     scratch.veneers.reset();
     let last_instance = &b.instances[n - 1];
-    for inst in &b.instances {
+    for inst in b.instances {
         let p: &Program = &jit.programs[inst.stencil as usize];
         code_align = code_align.max(p.code_align);
         code_len = round_up64(code_len, p.code_align as u64);
@@ -179,9 +321,6 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
         veneer_bound += 1;
         hole
     });
-    if code_len + data_len > 1 << 28 || jit.arena.chunk_bytes() > 1 << 28 {
-        got_bound += internal;
-    }
     Ok(Layout {
         instance_offsets,
         code_len: code_len as usize,
@@ -190,6 +329,7 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
         data_align: data_align as usize,
         got_bound: got_bound.min(u32::MAX as u64 / 16) as u32,
         veneer_bound: veneer_bound.min(u32::MAX as u64 / 16) as u32,
+        internal: internal.min(u32::MAX as u64 / 16) as u32,
         tail,
     })
 }
@@ -197,8 +337,7 @@ fn layout(b: &TraceBuilder<'_, '_>, scratch: &mut Scratch) -> Result<Layout, Err
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
 /// GOT slot); [`publish`] returns what was not used.
 fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
-    let code_size = layout.veneer_base() + layout.veneer_bound as usize * jit.facts.veneer_size;
-    let data_size = layout.got_base() + layout.got_bound as usize * 8;
+    let (code_size, data_size) = layout.reserved_sizes(jit);
     let block = jit
         .arena
         .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
@@ -216,22 +355,20 @@ fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
     })
 }
 
-/// Stage 3: copies each instance's code and data to its place and runs its patch program,
-/// through a writable window onto the code that exists only during this stage.
+/// Stage 3: copies each instance's code and data to its place and runs its patch program.
+/// `code` is the trace's code (`trace.code_len` bytes), seen through the writable view that
+/// exists only until the caller publishes it.
 fn write(
-    b: &TraceBuilder<'_, '_>,
+    b: &View<'_, '_, '_>,
     layout: &Layout,
     trace: &mut Trace,
+    code: &mut [u8],
     scratch: &mut Scratch,
 ) -> Result<(), Error> {
     let jit = b.jit;
     let set = jit.set;
-    // The only writable view of this code, gone once `writer` is published below.
-    let mut writer = trace
-        .block
-        .code_writer(trace.code_len)
-        .map_err(Error::Map)?;
-    let code = writer.bytes();
+    scratch.got.reset();
+    scratch.veneers.reset();
     // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
     // `data_len` bytes long and mapped RW.
     let data =
@@ -296,6 +433,7 @@ fn write(
             value,
             tail.addend,
             outside,
+            false,
         )
         .map_err(|source| Error::Patch {
             stencil: format!(
@@ -307,26 +445,33 @@ fn write(
             source,
         })?;
     }
-    writer.publish().map_err(Error::Map)
+    Ok(())
 }
 
-/// Stage 4: returns unused veneer and GOT space to the arena and makes the code visible to
-/// instruction fetch.
-fn publish(jit: &Jit<'_>, mut trace: Trace, layout: Layout, scratch: &Scratch) -> Trace {
-    let veneers = scratch.veneers.len();
+/// Stage 4 (after the code is published): returns unused veneer and GOT space to the arena
+/// and records what the trace uses. The caller then flushes the instruction cache.
+fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: Layout, scratch: &Scratch) {
+    settle_counts(jit, trace, layout, scratch.veneers.len(), scratch.got.len());
+}
+
+fn settle_counts(
+    jit: &Jit<'_>,
+    trace: &mut Trace,
+    layout: Layout,
+    veneers: usize,
+    got_slots: usize,
+) {
     trace.veneers = veneers;
     trace.code_len = if veneers == 0 {
         layout.code_len
     } else {
         layout.veneer_base() + veneers * jit.facts.veneer_size
     };
-    trace.got_slots = scratch.got.len();
-    trace.data_len = layout.got_base() + 8 * trace.got_slots;
+    trace.got_slots = got_slots;
+    trace.data_len = layout.got_base() + 8 * got_slots;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
     trace.instance_offsets = layout.instance_offsets;
-    jit.flusher.flush(trace.block.code_rx, trace.code_len);
-    trace
 }
 
 /// Why a step failed, before the stencil name is attached.
@@ -336,7 +481,7 @@ enum StepError {
 }
 
 impl StepError {
-    fn error(self, b: &TraceBuilder<'_, '_>, instance: usize) -> Error {
+    fn error(self, b: &View<'_, '_, '_>, instance: usize) -> Error {
         let s = &b.jit.set.stencils[b.instances[instance].stencil as usize];
         match self {
             StepError::Patch { hole, source } => Error::Patch {
@@ -351,8 +496,8 @@ impl StepError {
 }
 
 /// The trace's memory during [`write`], and the values instances refer to.
-struct Writer<'a, 'j, 's> {
-    b: &'a TraceBuilder<'j, 's>,
+struct Writer<'a, 'v, 'j, 's> {
+    b: &'a View<'v, 'j, 's>,
     offsets: &'a [u32],
     /// Run-time addresses of the trace's code (RX view) and data.
     code_base: u64,
@@ -367,7 +512,7 @@ struct Writer<'a, 'j, 's> {
     write_veneer: fn(&mut [u8], u64),
 }
 
-impl Writer<'_, '_, '_> {
+impl Writer<'_, '_, '_, '_> {
     /// Runs one step of instance `i` (code at `code_at`, data at `data_at`).
     fn run(
         &mut self,
@@ -389,29 +534,49 @@ impl Writer<'_, '_, '_> {
         };
         let addend = step.addend as u64;
         match step.action {
-            Action::Plain => patch::patch(
-                step.kind,
-                self.section(step.section),
-                offset,
-                place,
-                value.wrapping_add(addend),
-            )
-            .map_err(failed),
-            Action::Branch => self
-                .branch(step.kind, offset, place, value, step.addend, outside)
-                .map_err(failed),
+            Action::Plain => {
+                let buf = self.section(step.section);
+                let target = value.wrapping_add(addend);
+                if step.checked != Checked::Nothing && write_rel32(buf, offset, place, target) {
+                    return Ok(());
+                }
+                patch::patch(step.kind, buf, offset, place, target).map_err(failed)
+            }
+            Action::Branch => {
+                let checked = step.checked != Checked::Nothing;
+                self.branch(
+                    step.kind,
+                    offset,
+                    place,
+                    value,
+                    step.addend,
+                    outside,
+                    checked,
+                )
+                .map_err(failed)
+            }
             Action::Got => self.through_got(step, offset, place, value).map_err(failed),
             Action::RelaxableGot => {
                 let buf = self.section(step.section);
+                let direct = value.wrapping_add(addend);
+                if let Checked::X86GotSite(site) = step.checked {
+                    // The site was decoded once from the stencil's bytes; only the value
+                    // decides between an immediate, a direct reference and the GOT slot.
+                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
+                        return Ok(());
+                    }
+                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
+                        return Ok(());
+                    }
+                    return self.through_got(step, offset, place, value).map_err(failed);
+                }
                 if outside
                     && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
                         .map_err(failed)?
                 {
                     return Ok(());
                 }
-                if patch::relax_x86_got_load(buf, offset, place, value.wrapping_add(addend))
-                    .map_err(failed)?
-                {
+                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
                     return Ok(());
                 }
                 self.through_got(step, offset, place, value).map_err(failed)
@@ -524,7 +689,9 @@ impl Writer<'_, '_, '_> {
     }
 
     /// Patches a direct branch to `value + addend`, through a veneer when the destination
-    /// is outside the trace and out of the branch's range.
+    /// is outside the trace and out of the branch's range. `checked`: the instruction is a
+    /// rel32 branch checked once (see [`Checked`]).
+    #[allow(clippy::too_many_arguments)]
     fn branch(
         &mut self,
         kind: HoleKind,
@@ -533,8 +700,12 @@ impl Writer<'_, '_, '_> {
         value: u64,
         addend: i64,
         outside: bool,
+        checked: bool,
     ) -> Result<(), PatchError> {
         let target = value.wrapping_add(addend as u64);
+        if checked && write_rel32(self.code, offset, place, target) {
+            return Ok(());
+        }
         if !outside || patch::in_range(kind, place, target) {
             return patch::patch(kind, self.code, offset, place, target);
         }
@@ -564,13 +735,28 @@ impl Writer<'_, '_, '_> {
         }
         let got = self.data_base + at as u64;
         let buf = self.section(step.section);
-        patch::patch(
-            step.kind,
-            buf,
-            offset,
-            place,
-            got.wrapping_add(step.addend as u64),
-        )
+        let value = got.wrapping_add(step.addend as u64);
+        if step.checked != Checked::Nothing && write_rel32(buf, offset, place, value) {
+            return Ok(());
+        }
+        patch::patch(step.kind, buf, offset, place, value)
+    }
+}
+
+/// Writes `value - place` into the x86-64 rel32 field at `buf[offset..]` whose instruction
+/// was checked once ([`Checked`]); `false`, nothing written, if it does not fit 32 bits
+/// (the caller then lets [`patch::patch`] report it, or routes the branch via a veneer).
+#[inline]
+fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
+    match (
+        cpjit_isa::rel32(place, value),
+        buf.get_mut(offset..offset + 4),
+    ) {
+        (Some(rel), Some(field)) => {
+            field.copy_from_slice(&rel.to_le_bytes());
+            true
+        }
+        _ => false,
     }
 }
 

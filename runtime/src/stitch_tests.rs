@@ -170,3 +170,31 @@ fn flush_covers_exactly_the_written_code_including_veneers() {
     drop(plain);
     assert_eq!(recorder.ranges.lock().unwrap().len(), 2);
 }
+
+#[test]
+fn a_batch_is_flushed_once_over_all_its_traces() {
+    let recorder = Arc::new(Recorder::default());
+    let jit = jit(&recorder);
+    let mut batch = jit.batch();
+    for k in 0..5 {
+        let t = batch.trace();
+        // Traces with and without a veneer, one after another in one block.
+        if k % 2 == 0 {
+            t.push(0, &[], &[]).unwrap();
+        }
+        t.push(1, &[], &[]).unwrap();
+    }
+    let traces = batch.finish().unwrap();
+    let ranges = recorder.ranges.lock().unwrap().clone();
+    assert_eq!(ranges.len(), 1, "one flush for the batch: {ranges:x?}");
+    let (start, len) = ranges[0];
+    for (k, t) in traces.iter().enumerate() {
+        assert_eq!(t.veneers(), usize::from(k % 2 == 0), "trace {k}");
+        let code = t.code_range();
+        assert!(
+            start <= code.start && code.end <= start + len,
+            "trace {k} at {code:x?} is outside the flushed {start:#x}+{len:#x}"
+        );
+    }
+    assert_eq!(start, traces[0].code_range().start);
+}

@@ -159,3 +159,50 @@ fn no_writable_view_of_code_remains_after_finish_or_drop() {
         "after drop: {views:?}"
     );
 }
+
+#[test]
+fn batches_keep_code_never_writable_and_data_never_executable() {
+    assert_no_wx("at start");
+    let options = JitOptions {
+        chunk_bytes: 4096,
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let mut kept = Vec::new();
+    for round in 0..6u64 {
+        let mut batch = jit.batch();
+        // More than a 4 KiB chunk holds: the batch gets a chunk of its own.
+        for i in 0..40 {
+            let t = batch.trace();
+            t.push_shim().unwrap();
+            t.push_named("op_load_got", &[round * 100 + i], &[])
+                .unwrap();
+            t.push_named("op_data_counter", &[], &[]).unwrap();
+            t.push_named("op_add_got", &[i, 1], &[]).unwrap();
+            t.push_named("op_return", &[], &[]).unwrap();
+        }
+        let traces = batch.finish().unwrap();
+        assert_no_wx("after finishing a batch");
+        let views = code_object_mappings();
+        assert!(
+            views.iter().all(|p| !p.contains('w')),
+            "after a batch, the code object is mapped {views:?}"
+        );
+        let m = maps();
+        for (i, trace) in traces.iter().enumerate() {
+            let code = perms_at(&m, trace.code_range().start);
+            assert!(code.starts_with("r-x"), "code mapped {code}");
+            let data = perms_at(&m, trace.data_range().start);
+            assert!(data.starts_with("rw-"), "data mapped {data}");
+            let shim = cpjit_runtime::InstanceId::from_index(0);
+            let expected = round * 100 + 2 * i as u64 + 1;
+            assert_eq!(run(trace, shim, &mut Frame::default()) as u64, expected);
+        }
+        assert_no_wx("after running a batch");
+        // Half of each batch is freed at once, half kept to the end.
+        kept.extend(traces.into_iter().step_by(2));
+        assert_no_wx("after freeing part of a batch");
+    }
+    drop(kept);
+    assert_no_wx("after freeing every batch");
+}

@@ -65,7 +65,7 @@ impl Options {
         Ok(options)
     }
 
-    fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.perf_map || self.jitdump || self.gdb || self.listing || self.unwind.is_some()
     }
 }
