@@ -161,6 +161,34 @@ pub fn compile_source_within(
     pch: Option<&Path>,
     limit: Duration,
 ) -> Result<Compiled> {
+    compile_within(flags, Input::File(source), pch, limit)
+}
+
+/// [`compile_source_within`] for C text given on stdin (a generated unit, such as a batch
+/// of units); `what` names it in errors. The text itself is not among the inputs (clang's
+/// dependency list names the files it included).
+pub fn compile_text_within(
+    flags: &[String],
+    what: &str,
+    text: &[u8],
+    pch: Option<&Path>,
+    limit: Duration,
+) -> Result<Compiled> {
+    compile_within(flags, Input::Text { what, text }, pch, limit)
+}
+
+/// What clang compiles: a file, or C text on stdin.
+enum Input<'a> {
+    File(&'a Path),
+    Text { what: &'a str, text: &'a [u8] },
+}
+
+fn compile_within(
+    flags: &[String],
+    input: Input,
+    pch: Option<&Path>,
+    limit: Duration,
+) -> Result<Compiled> {
     let scratch = scratch_dir()?;
     let depfile = scratch.path().join("unit.d");
     let mut args: Vec<String> = flags.to_vec();
@@ -169,9 +197,19 @@ pub fn compile_source_within(
     }
     args.extend(["-emit-llvm".into(), "-c".into()]);
     args.extend(depfile_flags(&depfile));
-    args.extend([source.display().to_string(), "-o".into(), "-".into()]);
-    let bitcode = run(&clang_program(), &args, None, limit)?;
-    let inputs = read_depfile(&depfile, source)?;
+    let (name, stdin) = match input {
+        Input::File(source) => {
+            args.push(source.display().to_string());
+            (source.to_path_buf(), None)
+        }
+        Input::Text { what, text } => {
+            args.extend(["-x".into(), "c".into(), "-".into()]);
+            (PathBuf::from(what), Some(text))
+        }
+    };
+    args.extend(["-o".into(), "-".into()]);
+    let bitcode = run(&clang_program(), &args, stdin, limit)?;
+    let inputs = read_depfile(&depfile, &name)?;
     Ok(Compiled { bitcode, inputs })
 }
 
