@@ -353,6 +353,7 @@ impl Pipeline<'_> {
         let site = Site {
             target: &target.triple,
             template: &template,
+            member: member.map(|m| m.stencil.as_str()),
             op_cc: target.op_calling_convention,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
