@@ -27,6 +27,55 @@ pub fn version() -> Result<String> {
     version_of(&clang_program())
 }
 
+/// [`version`], remembered in `cache` for the executable clang resolves to, keyed by its
+/// canonical path, size and modification time (as ccache keys compilers): a no-op build
+/// then spawns no process at all, and a replaced clang is asked again. Without a cache, or
+/// when the executable cannot be found on `PATH`, clang is asked.
+pub fn version_cached(cache: &crate::cache::Cache) -> Result<String> {
+    let program = clang_program();
+    let Some(key) = executable_key(&program) else {
+        return version_of(&program);
+    };
+    if let Some(text) = cache
+        .get("clangver", &key)
+        .and_then(|b| String::from_utf8(b).ok())
+    {
+        if text.contains("clang version 19.") {
+            return Ok(text);
+        }
+        cache.reject("clangver", &key, "not a clang 19 version line");
+    }
+    let text = version_of(&program)?;
+    cache.put("clangver", &key, text.as_bytes());
+    Ok(text)
+}
+
+/// The cache key of executable `program` (a path, or a name looked up on `PATH`).
+fn executable_key(program: &str) -> Option<String> {
+    let named = Path::new(program);
+    let found = if named.components().count() > 1 {
+        Some(named.to_path_buf())
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    }?;
+    let canonical = found.canonicalize().ok()?;
+    let meta = std::fs::metadata(&canonical).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    Some(crate::cache::key(&[
+        b"clangver",
+        canonical.to_string_lossy().as_bytes(),
+        &meta.len().to_le_bytes(),
+        &mtime.to_le_bytes(),
+    ]))
+}
+
 /// [`version`] for a given clang executable.
 pub fn version_of(program: &str) -> Result<String> {
     let out = duct::cmd!(program, "--version")
@@ -405,6 +454,24 @@ mod tests {
     #[test]
     fn clang_19_is_found() {
         assert!(version().unwrap().contains("clang version 19."));
+    }
+
+    #[test]
+    fn the_version_is_remembered_per_executable_and_a_bad_entry_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = crate::cache::Cache::new(dir.path().to_path_buf());
+        let first = version_cached(&cache).unwrap();
+        assert_eq!(first, version().unwrap());
+        let key = executable_key(&clang_program()).unwrap();
+        assert_eq!(
+            cache.get("clangver", &key).as_deref(),
+            Some(first.as_bytes())
+        );
+        assert_eq!(version_cached(&cache).unwrap(), first, "from the cache");
+        cache.put("clangver", &key, b"clang version 18.1.0");
+        assert_eq!(version_cached(&cache).unwrap(), first, "asked again");
+        assert_ne!(executable_key("/bin/sh"), Some(key));
+        assert_eq!(executable_key("no-such-program-cpjit"), None);
     }
 
     #[test]

@@ -95,7 +95,7 @@ fn load(opts: &Options) -> Result<Loaded> {
         targets = all;
     }
     targets.sort_by(|a, b| a.triple.cmp(&b.triple));
-    let clang_version = clang::version()?;
+    let clang_version = clang::version_cached(&opts.cache)?;
     let llvm_version = llvm::version()?;
     let files = digest::template_files(&manifest)?;
     Ok(Loaded {
