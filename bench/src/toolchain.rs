@@ -4,8 +4,9 @@
 //!
 //! The large-header case builds the generated CPython-style set
 //! (`cpjit_toolchain::scale_set`: 300 ops sharing a header of over 20,000 lines) for one
-//! target, alternately with the naive method, one `clang-19 -c` per unit producing an
-//! object (two at a time, as the toolchain runs two jobs), and times its no-op check.
+//! target, with one clang run per unit and with 64 units per clang run (`batch_size`),
+//! alternately with the naive method, one `clang-19 -c` per unit producing an object (two
+//! at a time, as the toolchain runs two jobs), and times its no-op check.
 //!
 //! CPU use is the children's user + system time (`getrusage(RUSAGE_CHILDREN)`, which
 //! includes the clang processes the toolchain waited for) over wall time; 200 % is both
@@ -130,10 +131,20 @@ fn large_header_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<Toolc
     let size = ScaleSet {
         ops: 300,
         header_lines: 20_000,
+        batch_size: None,
+    };
+    // The same set with its units compiled BATCH at a time (`[stencils] batch_size`).
+    const BATCH: usize = 64;
+    let batched = ScaleSet {
+        batch_size: Some(BATCH),
+        ..size
     };
     let set = tmp.join("scale");
-    size.write(&set)
-        .map_err(|e| format!("{}: {e}", set.display()))?;
+    let set_batched = tmp.join("scale-batched");
+    for (s, dir) in [(size, &set), (batched, &set_batched)] {
+        s.write(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let target = cpjit_toolchain::target::Target::load_all(&tc.root.join("targets"))
         .map_err(|e| e.to_string())?
         .into_iter()
@@ -146,34 +157,50 @@ fn large_header_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<Toolc
     let objects = tmp.join("objects-scale");
     let only = ["--force", "--target", target.triple.as_str()];
     let runs = if quick { 1 } else { 3 };
-    let (mut ours, mut naive) = (Vec::new(), Vec::new());
+    let (mut ours, mut ours_batched, mut naive) = (Vec::new(), Vec::new(), Vec::new());
+    // Alternated run by run: per unit, batched, naive, per unit, ...
     for k in 0..runs {
         ours.push(tc.build(&set, &out, &tmp.join(format!("cache-scale-{k}")), &only)?);
+        ours_batched.push(tc.build(
+            &set_batched,
+            &out,
+            &tmp.join(format!("cache-scale-batched-{k}")),
+            &only,
+        )?);
         naive.push(clang_per_unit(&manifest.root, &units, &flags, &objects)?);
     }
-    let warm = tmp.join(format!("cache-scale-{}", runs - 1));
+    let warm = tmp.join(format!("cache-scale-batched-{}", runs - 1));
     let noop_args = ["--target", target.triple.as_str()];
-    tc.build(&set, &out, &warm, &noop_args)?;
+    tc.build(&set_batched, &out, &warm, &noop_args)?;
     let noop = repeat(if quick { 3 } else { 7 }, |_| {
-        tc.build(&set, &out, &warm, &noop_args)
+        tc.build(&set_batched, &out, &warm, &noop_args)
     })?;
     let label = format!(
         "{} ops, {}-line header, 1 target",
         size.ops,
         size.header_lines / 1000 * 1000
     );
-    let mut ours_it = ours.into_iter();
-    let mut naive_it = naive.into_iter();
+    let measured = |runs_of: Vec<Run>| {
+        let mut it = runs_of.into_iter();
+        repeat(runs, |_| it.next().ok_or_else(String::new))
+    };
     Ok(vec![
         row(
-            &format!("clean build, large-header set ({label}), cpjit"),
+            &format!("clean build, large-header set ({label}), cpjit, one clang per unit + PCH"),
             1,
-            repeat(runs, |_| ours_it.next().ok_or_else(String::new))?,
+            measured(ours)?,
+        ),
+        row(
+            &format!(
+                "clean build, large-header set ({label}), cpjit, {BATCH} units per clang + PCH"
+            ),
+            1,
+            measured(ours_batched)?,
         ),
         row(
             &format!("clean build, large-header set ({label}), one clang-19 -c per unit"),
             1,
-            repeat(runs, |_| naive_it.next().ok_or_else(String::new))?,
+            measured(naive)?,
         ),
         row("no-op rebuild, large-header set (1 target)", 1, noop),
     ])

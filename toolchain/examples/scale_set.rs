@@ -1,12 +1,13 @@
 //! Writes the generated CPython-style scale set (`cpjit_toolchain::scale_set`):
-//! `cargo run -p cpjit-toolchain --example scale_set -- DIR [OPS [HEADER_LINES]]`
-//! (defaults: 300 ops, a 20,000-line header, the bench's full size).
+//! `cargo run -p cpjit-toolchain --example scale_set -- DIR [OPS [HEADER_LINES [BATCH_SIZE]]]`
+//! (defaults: 300 ops, a 20,000-line header, the bench's full size; BATCH_SIZE 0, the
+//! default, compiles one unit per clang run).
 
 use cpjit_toolchain::scale_set::ScaleSet;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: scale_set DIR [OPS [HEADER_LINES]]";
+    let usage = "usage: scale_set DIR [OPS [HEADER_LINES [BATCH_SIZE]]]";
     let dir = args.first().expect(usage);
     let number = |i: usize, default: usize| {
         args.get(i).map_or(default, |s| {
@@ -16,6 +17,7 @@ fn main() {
     let set = ScaleSet {
         ops: number(1, 300),
         header_lines: number(2, 20_000),
+        batch_size: Some(number(3, 0)).filter(|&n| n > 0),
     };
     set.write(std::path::Path::new(dir))
         .unwrap_or_else(|e| panic!("cannot write {dir}: {e}"));

@@ -27,6 +27,55 @@ pub fn version() -> Result<String> {
     version_of(&clang_program())
 }
 
+/// [`version`], remembered in `cache` for the executable clang resolves to, keyed by its
+/// canonical path, size and modification time (as ccache keys compilers): a no-op build
+/// then spawns no process at all, and a replaced clang is asked again. Without a cache, or
+/// when the executable cannot be found on `PATH`, clang is asked.
+pub fn version_cached(cache: &crate::cache::Cache) -> Result<String> {
+    let program = clang_program();
+    let Some(key) = executable_key(&program) else {
+        return version_of(&program);
+    };
+    if let Some(text) = cache
+        .get("clangver", &key)
+        .and_then(|b| String::from_utf8(b).ok())
+    {
+        if text.contains("clang version 19.") {
+            return Ok(text);
+        }
+        cache.reject("clangver", &key, "not a clang 19 version line");
+    }
+    let text = version_of(&program)?;
+    cache.put("clangver", &key, text.as_bytes());
+    Ok(text)
+}
+
+/// The cache key of executable `program` (a path, or a name looked up on `PATH`).
+fn executable_key(program: &str) -> Option<String> {
+    let named = Path::new(program);
+    let found = if named.components().count() > 1 {
+        Some(named.to_path_buf())
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file())
+    }?;
+    let canonical = found.canonicalize().ok()?;
+    let meta = std::fs::metadata(&canonical).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()?
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_nanos();
+    Some(crate::cache::key(&[
+        b"clangver",
+        canonical.to_string_lossy().as_bytes(),
+        &meta.len().to_le_bytes(),
+        &mtime.to_le_bytes(),
+    ]))
+}
+
 /// [`version`] for a given clang executable.
 pub fn version_of(program: &str) -> Result<String> {
     let out = duct::cmd!(program, "--version")
@@ -161,6 +210,34 @@ pub fn compile_source_within(
     pch: Option<&Path>,
     limit: Duration,
 ) -> Result<Compiled> {
+    compile_within(flags, Input::File(source), pch, limit)
+}
+
+/// [`compile_source_within`] for C text given on stdin (a generated unit, such as a batch
+/// of units); `what` names it in errors. The text itself is not among the inputs (clang's
+/// dependency list names the files it included).
+pub fn compile_text_within(
+    flags: &[String],
+    what: &str,
+    text: &[u8],
+    pch: Option<&Path>,
+    limit: Duration,
+) -> Result<Compiled> {
+    compile_within(flags, Input::Text { what, text }, pch, limit)
+}
+
+/// What clang compiles: a file, or C text on stdin.
+enum Input<'a> {
+    File(&'a Path),
+    Text { what: &'a str, text: &'a [u8] },
+}
+
+fn compile_within(
+    flags: &[String],
+    input: Input,
+    pch: Option<&Path>,
+    limit: Duration,
+) -> Result<Compiled> {
     let scratch = scratch_dir()?;
     let depfile = scratch.path().join("unit.d");
     let mut args: Vec<String> = flags.to_vec();
@@ -169,9 +246,19 @@ pub fn compile_source_within(
     }
     args.extend(["-emit-llvm".into(), "-c".into()]);
     args.extend(depfile_flags(&depfile));
-    args.extend([source.display().to_string(), "-o".into(), "-".into()]);
-    let bitcode = run(&clang_program(), &args, None, limit)?;
-    let inputs = read_depfile(&depfile, source)?;
+    let (name, stdin) = match input {
+        Input::File(source) => {
+            args.push(source.display().to_string());
+            (source.to_path_buf(), None)
+        }
+        Input::Text { what, text } => {
+            args.extend(["-x".into(), "c".into(), "-".into()]);
+            (PathBuf::from(what), Some(text))
+        }
+    };
+    args.extend(["-o".into(), "-".into()]);
+    let bitcode = run(&clang_program(), &args, stdin, limit)?;
+    let inputs = read_depfile(&depfile, &name)?;
     Ok(Compiled { bitcode, inputs })
 }
 
@@ -367,6 +454,24 @@ mod tests {
     #[test]
     fn clang_19_is_found() {
         assert!(version().unwrap().contains("clang version 19."));
+    }
+
+    #[test]
+    fn the_version_is_remembered_per_executable_and_a_bad_entry_is_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = crate::cache::Cache::new(dir.path().to_path_buf());
+        let first = version_cached(&cache).unwrap();
+        assert_eq!(first, version().unwrap());
+        let key = executable_key(&clang_program()).unwrap();
+        assert_eq!(
+            cache.get("clangver", &key).as_deref(),
+            Some(first.as_bytes())
+        );
+        assert_eq!(version_cached(&cache).unwrap(), first, "from the cache");
+        cache.put("clangver", &key, b"clang version 18.1.0");
+        assert_eq!(version_cached(&cache).unwrap(), first, "asked again");
+        assert_ne!(executable_key("/bin/sh"), Some(key));
+        assert_eq!(executable_key("no-such-program-cpjit"), None);
     }
 
     #[test]

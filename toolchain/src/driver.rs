@@ -11,7 +11,7 @@ use crate::family;
 use crate::listing;
 use crate::llvm;
 use crate::manifest::Manifest;
-use crate::pipeline::{Job, Pipeline};
+use crate::pipeline::{Job, Pipeline, Work};
 use crate::set::{self, BuiltSet};
 use crate::target::Target;
 use crate::writer;
@@ -95,7 +95,7 @@ fn load(opts: &Options) -> Result<Loaded> {
         targets = all;
     }
     targets.sort_by(|a, b| a.triple.cmp(&b.triple));
-    let clang_version = clang::version()?;
+    let clang_version = clang::version_cached(&opts.cache)?;
     let llvm_version = llvm::version()?;
     let files = digest::template_files(&manifest)?;
     Ok(Loaded {
@@ -111,18 +111,25 @@ fn load(opts: &Options) -> Result<Loaded> {
 fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<BuiltSet>> {
     let units = l.manifest.translation_units()?;
     let members = family::all_members(&l.manifest.families, &l.manifest.root)?;
+    // Plain units in one job each, or in batches (`[stencils] batch_size`); either way one
+    // output per unit, in unit order, then one per family member.
+    let plain: Vec<Work> = match l.manifest.batch_size {
+        None => units.iter().cloned().map(Work::Unit).collect(),
+        Some(size) => crate::batch::batches(&units, size)
+            .into_iter()
+            .map(Work::Batch)
+            .collect(),
+    };
     let jobs: Vec<Job> = targets
         .iter()
         .flat_map(|t| {
-            let plain = units.iter().map(move |u| Job {
+            let plain = plain.iter().map(move |w| Job {
                 target: t,
-                unit: u.clone(),
-                member: None,
+                work: w.clone(),
             });
             plain.chain(members.iter().map(move |m| Job {
                 target: t,
-                unit: m.source.clone(),
-                member: Some(m),
+                work: Work::Member(m),
             }))
         })
         .collect();

@@ -11,6 +11,7 @@
 
 pub mod error;
 
+pub mod batch;
 pub mod cache;
 pub mod check;
 pub mod clang;

@@ -44,6 +44,9 @@ pub struct Manifest {
     /// default 2: `int64_t op(struct cpjit_frame *frame, uint64_t *sp)`); e.g. 3 for
     /// `(frame, stack pointer, thread state)`.
     pub parameters: usize,
+    /// `[stencils] batch_size`: in a one-function-per-unit set, how many units one clang
+    /// run compiles together (see `batch`); `None`: one clang run per unit.
+    pub batch_size: Option<usize>,
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
     pub targets: BTreeMap<String, TargetFlags>,
@@ -135,6 +138,7 @@ struct RawStencils {
     shim: Option<String>,
     #[serde(default = "default_parameters")]
     parameters: usize,
+    batch_size: Option<usize>,
     #[serde(default = "default_target_suffix")]
     target_suffix: String,
 }
@@ -214,6 +218,21 @@ impl Manifest {
                 raw.stencils.parameters
             )));
         }
+        if let Some(size) = raw.stencils.batch_size {
+            if !matches!(naming, Naming::TranslationUnitEntry(_)) {
+                return Err(Error(format!(
+                    "{file}: key `stencils.batch_size` needs `translation_unit_entry` naming (one \
+                     function per unit, renamed apart in a batch); with `functions` naming, put \
+                     the functions in fewer units instead"
+                )));
+            }
+            if !(1..=4096).contains(&size) {
+                return Err(Error(format!(
+                    "{file}: key `stencils.batch_size` is {size} but must be 1 to 4096 units per \
+                     clang run"
+                )));
+            }
+        }
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -248,6 +267,7 @@ impl Manifest {
             naming,
             shim: raw.stencils.shim,
             parameters: raw.stencils.parameters,
+            batch_size: raw.stencils.batch_size,
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
@@ -449,6 +469,30 @@ mod tests {
         assert_eq!(m.parameters, 2);
         let err = parse(&format!("{MINIMAL}parameters = 0\n")).unwrap_err();
         assert!(err.0.contains("stencils.parameters"), "{err}");
+    }
+
+    #[test]
+    fn batch_size_needs_one_function_per_unit_and_a_sane_size() {
+        let entry = "name = \"t\"\nsources = [\"*.c\"]\n[stencils]\ntranslation_unit_entry = \"_JIT_ENTRY\"\n";
+        assert_eq!(parse(entry).unwrap().batch_size, None);
+        assert_eq!(
+            parse(&format!("{entry}batch_size = 64\n"))
+                .unwrap()
+                .batch_size,
+            Some(64)
+        );
+        for bad in ["0", "5000"] {
+            let err = parse(&format!("{entry}batch_size = {bad}\n")).unwrap_err();
+            assert!(
+                err.0.contains("stencils.batch_size") && err.0.contains(bad),
+                "{err}"
+            );
+        }
+        let err = parse(&format!("{MINIMAL}batch_size = 8\n")).unwrap_err();
+        assert!(
+            err.0.contains("stencils.batch_size") && err.0.contains("translation_unit_entry"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -61,12 +61,46 @@ pub struct UnitOutput {
     pub seconds: f64,
 }
 
-/// What to compile: a target and a translation unit (relative to the manifest), or one
-/// member of a stencil family (its template with the member's defines, renamed).
+/// What to compile for one target.
 pub struct Job<'a> {
     pub target: &'a Target,
-    pub unit: PathBuf,
-    pub member: Option<&'a Member>,
+    pub work: Work<'a>,
+}
+
+/// A job's translation unit(s).
+#[derive(Clone)]
+pub enum Work<'a> {
+    /// A translation unit (relative to the manifest).
+    Unit(PathBuf),
+    /// One member of a stencil family (its template with the member's defines, renamed).
+    Member(&'a Member),
+    /// Units compiled by one clang run and split apart again (`[stencils] batch_size`,
+    /// see `batch`); one output per unit, in this order.
+    Batch(Vec<PathBuf>),
+}
+
+impl Work<'_> {
+    /// What the progress line calls the job.
+    fn describe(&self) -> String {
+        match self {
+            Work::Unit(unit) => unit.display().to_string(),
+            Work::Member(m) => m.source.display().to_string(),
+            Work::Batch(units) => format!(
+                "{} (+{} batched)",
+                units
+                    .first()
+                    .map(|u| u.display().to_string())
+                    .unwrap_or_default(),
+                units.len().saturating_sub(1)
+            ),
+        }
+    }
+}
+
+/// Where a unit's C comes from: its file, or a generated batch of units.
+enum Source<'a> {
+    File(&'a std::path::Path),
+    Batch(&'a str),
 }
 
 impl Pipeline<'_> {
@@ -81,7 +115,7 @@ impl Pipeline<'_> {
         let pchs = pool.install(|| self.prepare_pchs(jobs))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
         let finished = AtomicBool::new(false);
-        let results: Vec<Result<UnitOutput>> = std::thread::scope(|scope| {
+        let results: Vec<Result<Vec<UnitOutput>>> = std::thread::scope(|scope| {
             // The ticker: a status line every 250 ms once the build has run for a second, so
             // a single slow unit is visible too.
             let ticker = scope.spawn(|| {
@@ -97,7 +131,7 @@ impl Pipeline<'_> {
             let results = pool.install(|| {
                 jobs.par_iter()
                     .map(|job| {
-                        let what = format!("{} {}", job.target.triple, job.unit.display());
+                        let what = format!("{} {}", job.target.triple, job.work.describe());
                         progress.begin(&what);
                         let pch = pchs.by_target.get(&job.target.triple);
                         let r = self.run_job(job, pch);
@@ -117,7 +151,7 @@ impl Pipeline<'_> {
         let mut errors = Vec::new();
         for r in results {
             match r {
-                Ok(o) => outputs.push(o),
+                Ok(o) => outputs.extend(o),
                 Err(e) => errors.push(e),
             }
         }
@@ -137,21 +171,27 @@ impl Pipeline<'_> {
         unit: &std::path::Path,
         pch: Option<&PreparedPch>,
     ) -> Result<UnitOutput> {
-        self.run_job(
-            &Job {
-                target,
-                unit: unit.to_path_buf(),
-                member: None,
-            },
-            pch,
-        )
+        self.run_unit(target, unit, None, pch)
     }
 
-    /// [`Pipeline::run`] for any job (a family member too).
-    pub fn run_job(&self, job: &Job, pch: Option<&PreparedPch>) -> Result<UnitOutput> {
-        let (target, unit) = (job.target, job.unit.as_path());
+    /// [`Pipeline::run`] for any job: one output per unit it compiles.
+    pub fn run_job(&self, job: &Job, pch: Option<&PreparedPch>) -> Result<Vec<UnitOutput>> {
+        match &job.work {
+            Work::Unit(unit) => Ok(vec![self.run_unit(job.target, unit, None, pch)?]),
+            Work::Member(m) => Ok(vec![self.run_unit(job.target, &m.source, Some(m), pch)?]),
+            Work::Batch(units) => self.run_batch(job.target, units, pch),
+        }
+    }
+
+    fn run_unit(
+        &self,
+        target: &Target,
+        unit: &std::path::Path,
+        member: Option<&Member>,
+        pch: Option<&PreparedPch>,
+    ) -> Result<UnitOutput> {
         let mut attempt = Attempt::new(true);
-        match self.attempt(target, unit, job.member, pch, &mut attempt) {
+        match self.attempt(target, unit, member, pch, &mut attempt) {
             Ok(output) => {
                 attempt.store(self.cache);
                 Ok(output)
@@ -161,12 +201,118 @@ impl Pipeline<'_> {
                     self.cache.reject(kind, key, &error.0);
                 }
                 let mut fresh = Attempt::new(false);
-                let output = self.attempt(target, unit, job.member, pch, &mut fresh)?;
+                let output = self.attempt(target, unit, member, pch, &mut fresh)?;
                 fresh.store(self.cache);
                 Ok(output)
             }
             Err(error) => Err(error),
         }
+    }
+
+    /// A batch of units: one clang run, split into one module per unit, each finished as
+    /// if compiled alone (with the same retry-without-cache rule as [`Pipeline::run`]). A
+    /// batch clang rejects is compiled unit by unit: a unit's own error then names its file
+    /// and line, and a batching conflict (two units defining one name) only costs time,
+    /// with a notice.
+    fn run_batch(
+        &self,
+        target: &Target,
+        units: &[PathBuf],
+        pch: Option<&PreparedPch>,
+    ) -> Result<Vec<UnitOutput>> {
+        let mut attempt = Attempt::new(true);
+        let outcome = match self.attempt_batch(target, units, pch, &mut attempt) {
+            Err(error) if !attempt.read.is_empty() => {
+                for (kind, key) in &attempt.read {
+                    self.cache.reject(kind, key, &error.0);
+                }
+                attempt = Attempt::new(false);
+                self.attempt_batch(target, units, pch, &mut attempt)
+            }
+            other => other,
+        };
+        match outcome? {
+            Ok(outputs) => {
+                attempt.store(self.cache);
+                Ok(outputs)
+            }
+            Err(batch_error) => {
+                let mut outputs = Vec::new();
+                let mut errors = Vec::new();
+                for unit in units {
+                    match self.run_unit(target, unit, None, pch) {
+                        Ok(o) => outputs.push(o),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(Error::many(errors));
+                }
+                let first = batch_error
+                    .0
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("");
+                eprintln!(
+                    "notice: {}: the batch {} failed to compile as one unit, so its units were \
+                     compiled one by one (slower); make them batch-safe (see `batch_size` in \
+                     templates/README.md): {first}",
+                    target.triple,
+                    Work::Batch(units.to_vec()).describe()
+                );
+                Ok(outputs)
+            }
+        }
+    }
+
+    /// The stages of a batch: `Ok(Err(clang's error))` when clang rejects the batch itself.
+    fn attempt_batch(
+        &self,
+        target: &Target,
+        units: &[PathBuf],
+        pch: Option<&PreparedPch>,
+        attempt: &mut Attempt,
+    ) -> Result<std::result::Result<Vec<UnitOutput>, Error>> {
+        let start = Instant::now();
+        let crate::manifest::Naming::TranslationUnitEntry(entry) = &self.manifest.naming else {
+            return Err(Error(
+                "batches need translation_unit_entry naming (checked by the manifest)".into(),
+            ));
+        };
+        let text = crate::batch::source(&self.manifest.root, units, entry);
+        let flags = self.unit_flags(target, None);
+        let bitcode = match self.bitcode(Source::Batch(&text), &flags, pch, attempt) {
+            Ok(b) => b,
+            Err(e) => return Ok(Err(e)),
+        };
+        let templates: Vec<String> = units.iter().map(|u| template_name(u, None)).collect();
+        let parts = crate::batch::split(&bitcode, &templates, entry)
+            .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
+        let shared = start.elapsed().as_secs_f64() / units.len().max(1) as f64;
+        let mut outputs = Vec::with_capacity(units.len());
+        for (template, part) in templates.into_iter().zip(parts) {
+            let mut output = self.finish_unit(
+                target,
+                template,
+                None,
+                &flags,
+                &part,
+                Instant::now(),
+                attempt,
+            )?;
+            output.seconds += shared;
+            outputs.push(output);
+        }
+        Ok(Ok(outputs))
+    }
+
+    /// Clang flags of a unit (a family member's defines included).
+    fn unit_flags(&self, target: &Target, member: Option<&Member>) -> Vec<String> {
+        let mut flags = clang::compile_flags(self.manifest, target);
+        if let Some(m) = member {
+            flags.extend(m.defines.iter().map(|d| format!("-D{d}")));
+        }
+        flags
     }
 
     /// The stages of [`Pipeline::run`]; cache entries are only recorded in `attempt`.
@@ -179,28 +325,35 @@ impl Pipeline<'_> {
         attempt: &mut Attempt,
     ) -> Result<UnitOutput> {
         let start = Instant::now();
-        let template = unit
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
-        // Errors of a family member name the member's stencil beside the template.
-        let template = match member {
-            Some(m) => format!("{template} (family member {})", m.stencil),
-            None => template,
-        };
+        let template = template_name(unit, member);
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
-        let mut flags = clang::compile_flags(self.manifest, target);
-        if let Some(m) = member {
-            flags.extend(m.defines.iter().map(|d| format!("-D{d}")));
-        }
-        let bitcode = self.bitcode(unit, &flags, pch, attempt).map_err(at)?;
+        let flags = self.unit_flags(target, member);
+        let bitcode = self
+            .bitcode(Source::File(unit), &flags, pch, attempt)
+            .map_err(at)?;
+        self.finish_unit(target, template, member, &flags, &bitcode, start, attempt)
+    }
 
+    /// The stages after clang: parse, validation, object emission (cached by bitcode),
+    /// reading, frame layouts and checks.
+    #[allow(clippy::too_many_arguments)]
+    fn finish_unit(
+        &self,
+        target: &Target,
+        template: String,
+        member: Option<&Member>,
+        flags: &[String],
+        bitcode: &[u8],
+        start: Instant,
+        attempt: &mut Attempt,
+    ) -> Result<UnitOutput> {
+        let at = |e: Error| e.context(format!("{}: {template}", target.triple));
         let context = Context::create();
-        let module = llvm::parse_bitcode(&context, &bitcode, &template).map_err(at)?;
+        let module = llvm::parse_bitcode(&context, bitcode, &template).map_err(at)?;
         let site = Site {
             target: &target.triple,
             template: &template,
+            member: member.map(|m| m.stencil.as_str()),
             op_cc: target.op_calling_convention,
         };
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
@@ -213,13 +366,13 @@ impl Pipeline<'_> {
         // Narrow operands become immediates where the format allows (part of the key).
         let narrow = narrow::declare_ranges(&module, &self.manifest.hole_prefix, target);
 
-        let level = llvm::opt_level(&flags);
+        let level = llvm::opt_level(flags);
         let obj_key = cache::key(&[
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, level).as_bytes(),
             narrow::CACHE_TAG,
-            &bitcode,
+            bitcode,
         ]);
         let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
             Some(bytes) => bytes,
@@ -265,20 +418,28 @@ impl Pipeline<'_> {
     /// has the content it had then, else compiled (and its dependency list recorded).
     fn bitcode(
         &self,
-        unit: &std::path::Path,
+        source: Source,
         flags: &[String],
         pch: Option<&PreparedPch>,
         attempt: &mut Attempt,
     ) -> Result<Vec<u8>> {
-        let path = self.manifest.root.join(unit);
         let flag_bytes = flags.join("\0");
         let pch_key = pch.map_or("", |p| p.key.as_str());
+        // A batch is named by its text (which lists its units' paths), a unit by its path.
+        let (path, identity) = match source {
+            Source::File(unit) => {
+                let path = self.manifest.root.join(unit);
+                let identity = path.to_string_lossy().into_owned();
+                (Some(path), identity)
+            }
+            Source::Batch(text) => (None, format!("batch\0{text}")),
+        };
         let dep_key = cache::key(&[
             b"dep2",
             self.clang_version.as_bytes(),
             flag_bytes.as_bytes(),
             pch_key.as_bytes(),
-            path.to_string_lossy().as_bytes(),
+            identity.as_bytes(),
         ]);
         let bc_key = |entry: &DepEntry| {
             cache::key(&[
@@ -286,6 +447,7 @@ impl Pipeline<'_> {
                 self.clang_version.as_bytes(),
                 flag_bytes.as_bytes(),
                 pch_key.as_bytes(),
+                identity.as_bytes(),
                 &entry.encode(),
             ])
         };
@@ -301,8 +463,14 @@ impl Pipeline<'_> {
             }
         }
         let limit = self.manifest.limits.clang_time();
-        let compiled =
-            clang::compile_source_within(flags, &path, pch.map(|p| p.path.as_path()), limit)?;
+        let pch_path = pch.map(|p| p.path.as_path());
+        let compiled = match (&path, source) {
+            (Some(path), _) => clang::compile_source_within(flags, path, pch_path, limit)?,
+            (None, Source::Batch(text)) => {
+                clang::compile_text_within(flags, "batch", text.as_bytes(), pch_path, limit)?
+            }
+            (None, Source::File(_)) => unreachable!("a file has a path"),
+        };
         // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
         // on, so the bitcode is used but not stored.
         if let Some(entry) = self.dep_entry(&compiled.inputs) {
@@ -458,6 +626,20 @@ impl Attempt {
         for (kind, key, value) in self.pending {
             cache.put(kind, &key, &value);
         }
+    }
+}
+
+/// A unit's name in stencils and errors: its path relative to the manifest, `/`-separated,
+/// with the member's stencil for a family member.
+fn template_name(unit: &std::path::Path, member: Option<&Member>) -> String {
+    let template = unit
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/");
+    match member {
+        Some(m) => format!("{template} (family member {})", m.stencil),
+        None => template,
     }
 }
 

@@ -20,6 +20,8 @@ pub struct ScaleSet {
     pub ops: usize,
     /// At least this many lines in `include/scale.h`.
     pub header_lines: usize,
+    /// `[stencils] batch_size` (units per clang run); `None`: one clang run per unit.
+    pub batch_size: Option<usize>,
 }
 
 /// Lines one object kind adds to the header (see [`header`]).
@@ -30,7 +32,11 @@ impl ScaleSet {
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir.join("include"))?;
         std::fs::create_dir_all(dir.join("ops"))?;
-        std::fs::write(dir.join("manifest.toml"), MANIFEST)?;
+        let mut manifest = String::from(MANIFEST);
+        if let Some(size) = self.batch_size {
+            manifest.push_str(&format!("batch_size = {size}\n"));
+        }
+        std::fs::write(dir.join("manifest.toml"), manifest)?;
         std::fs::write(dir.join("shim.c"), SHIM)?;
         let kinds = self.kinds();
         std::fs::write(dir.join("include/scale.h"), header(kinds))?;
@@ -169,6 +175,7 @@ mod tests {
         let set = ScaleSet {
             ops: 3,
             header_lines: 20_000,
+            batch_size: Some(2),
         };
         set.write(dir.path()).unwrap();
         let header = std::fs::read_to_string(dir.path().join("include/scale.h")).unwrap();
@@ -177,5 +184,10 @@ mod tests {
         assert_eq!(ops.len(), 3);
         let op = std::fs::read_to_string(dir.path().join("ops/op_0002.c")).unwrap();
         assert!(op.contains("extern void _JIT_CONTINUE;") && op.contains("_JIT_ENTRY"));
+        let manifest = std::fs::read_to_string(dir.path().join("manifest.toml")).unwrap();
+        assert!(
+            manifest.ends_with("parameters = 3\nbatch_size = 2\n"),
+            "{manifest}"
+        );
     }
 }

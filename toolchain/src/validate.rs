@@ -55,6 +55,9 @@ use crate::target::OpCallingConvention;
 pub struct Site<'a> {
     pub target: &'a str,
     pub template: &'a str,
+    /// For a family member: the name its stencil gets by the family's rule, which errors
+    /// use (rather than the template's function or file name).
+    pub member: Option<&'a str>,
     /// The calling convention the target's ops must have (`targets/<triple>.toml`).
     pub op_cc: crate::target::OpCallingConvention,
 }
@@ -83,7 +86,10 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
                 if manifest.is_stencil_symbol(&name) {
                     let is_shim = manifest.is_shim(&name, site.template);
                     v.stencil = name.clone();
-                    v.display = manifest.stencil_name(&name, site.template);
+                    v.display = match site.member {
+                        Some(member) => member.to_string(),
+                        None => manifest.stencil_name(&name, site.template),
+                    };
                     v.facts.stencils.insert(name.clone());
                     v.visited.clear();
                     v.instructions = 0;

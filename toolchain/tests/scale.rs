@@ -15,6 +15,7 @@ use std::path::Path;
 const SMALL: ScaleSet = ScaleSet {
     ops: 6,
     header_lines: 1_500,
+    batch_size: None,
 };
 
 fn triples() -> Vec<String> {
