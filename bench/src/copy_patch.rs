@@ -40,9 +40,17 @@ struct Planned {
     targets_end: u32,
 }
 
-/// Resolves `spec` against `jit`'s stencil set: stencil indices, operand values and jump
-/// targets in the order each stencil declares them (instance 0 must be the entry shim).
-pub fn plan(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Plan, String> {
+/// Resolves `spec` against `jit`'s stencil set after lowering its test ops onto their
+/// register-cached variants ([`crate::cached::lower`]): what the benches stitch and run.
+pub fn plan(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Plan, String> {
+    plan_exact(jit, &crate::cached::lower(jit.stencil_set(), spec)?)
+}
+
+/// Resolves `spec` against `jit`'s stencil set with the stencils it names (the uncached
+/// test ops, as the bench ran them before the cached variants existed): stencil indices,
+/// operand values and jump targets in the order each stencil declares them (instance 0 must
+/// be the entry shim).
+pub fn plan_exact(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Plan, String> {
     let set = jit.stencil_set();
     let mut plan = Plan {
         name: spec.name.clone(),
@@ -122,7 +130,7 @@ fn push(b: &mut TraceBuilder<'_, '_>, plan: &Plan) -> Result<(), String> {
 }
 
 /// [`plan`] then [`stitch`], for callers that compile a spec once.
-pub fn compile(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Trace, String> {
+pub fn compile(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Trace, String> {
     stitch(jit, &plan(jit, spec)?)
 }
 /// Runs a trace compiled from `spec` from its shim; returns the exit status.

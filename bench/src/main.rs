@@ -12,6 +12,7 @@
 //! compiler (`cpjit_vm::Config::compiler`, see [`peer_compiler`]), next to copy-and-patch
 //! and the interpreter.
 
+mod cached;
 mod copy_patch;
 mod cranelift;
 mod examples;

@@ -46,6 +46,9 @@ struct Backends<'ctx> {
 type Name = (&'static str, Option<&'static str>);
 
 const COPY_AND_PATCH: Name = ("copy-and-patch", None);
+/// Copy-and-patch with the uncached test ops (`copy_patch::plan_exact`), as the bench ran
+/// before the register-cached variants: the same run's before/after comparison.
+const COPY_AND_PATCH_UNCACHED: Name = ("copy-and-patch", Some("uncached ops"));
 
 fn cranelift_name(v: Variant) -> Name {
     (v.backend(), Some(v.opt_level()))
@@ -215,6 +218,13 @@ fn outcome(run: impl FnOnce() -> i64) -> (i64, u64) {
 fn check_all(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<(), String> {
     let cp = copy_patch::compile(&b.jit, spec)?;
     let expected = outcome(|| copy_patch::run(&cp, spec));
+    let uncached = copy_patch::stitch(&b.jit, &copy_patch::plan_exact(&b.jit, spec)?)?;
+    check(
+        spec,
+        "copy-and-patch (uncached ops)",
+        expected,
+        outcome(|| copy_patch::run(&uncached, spec)),
+    )?;
     for level in llvm_levels(spec.instances.len()) {
         let compiled = peer::compile(b.context, &b.lib, spec, level, workload::resolve)?;
         check(spec, level.name(), expected, outcome(|| compiled.run(spec)))?;
@@ -243,18 +253,29 @@ fn time_compiles(
     let runs = b.runs;
     let (jit, context, lib) = (&b.jit, b.context, &b.lib);
     // Resolved once, as a JIT's opcode-to-stencil table is (see `copy_patch::Plan`).
-    let plan = copy_patch::plan(jit, spec)?;
-    let mut names = vec![(COPY_AND_PATCH, cp_batch)];
+    let plans = [
+        copy_patch::plan(jit, spec)?,
+        copy_patch::plan_exact(jit, spec)?,
+    ];
+    let mut names = vec![
+        (COPY_AND_PATCH, cp_batch),
+        (COPY_AND_PATCH_UNCACHED, cp_batch),
+    ];
     let levels = llvm_levels(n);
-    let mut ops = vec![Timed::new(2, runs, move || {
-        let (traces, t) = time(|| {
-            (0..cp_batch)
-                .map(|_| copy_patch::stitch(jit, &plan))
-                .collect::<Result<Vec<_>, _>>()
-        });
-        traces?;
-        Ok(t / cp_batch as f64)
-    })];
+    let mut ops: Vec<Timed<'_>> = plans
+        .into_iter()
+        .map(|plan| {
+            Timed::new(2, runs, move || {
+                let (traces, t) = time(|| {
+                    (0..cp_batch)
+                        .map(|_| copy_patch::stitch(jit, &plan))
+                        .collect::<Result<Vec<_>, _>>()
+                });
+                traces?;
+                Ok(t / cp_batch as f64)
+            })
+        })
+        .collect();
     for level in levels {
         let (warmup, level_runs) = llvm_runs(level, n, runs);
         names.push(((level.name(), None), 1));
@@ -319,6 +340,7 @@ fn loop_rows(
     let per_round = |ns: f64| ns / iterations as f64;
     let runs = b.runs;
     let cp = copy_patch::compile(&b.jit, spec)?;
+    let cp_uncached = copy_patch::stitch(&b.jit, &copy_patch::plan_exact(&b.jit, spec)?)?;
     let llvm = [Level::O0, Level::O2]
         .into_iter()
         .map(|level| peer::compile(b.context, &b.lib, spec, level, workload::resolve))
@@ -328,9 +350,14 @@ fn loop_rows(
         .iter_mut()
         .map(|c| c.compile(spec))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut ops = vec![Timed::new(1, runs, || {
-        Ok(per_round(time(|| copy_patch::run(&cp, spec)).1))
-    })];
+    let mut ops = vec![
+        Timed::new(1, runs, || {
+            Ok(per_round(time(|| copy_patch::run(&cp, spec)).1))
+        }),
+        Timed::new(1, runs, || {
+            Ok(per_round(time(|| copy_patch::run(&cp_uncached, spec)).1))
+        }),
+    ];
     for compiled in &llvm {
         ops.push(Timed::new(1, runs, move || {
             Ok(per_round(time(|| compiled.run(spec)).1))

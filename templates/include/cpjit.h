@@ -150,4 +150,123 @@ extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_CONTINUE(frame, sp) CPJIT_MUSTTAIL return _JIT_CONTINUE((frame), (sp))
 #define CPJIT_JUMP(NAME, frame, sp) CPJIT_MUSTTAIL return _JIT_##NAME##_TARGET((frame), (sp))
 
+/* Register-cached stack values (templates/README.md, "Register-cached stack values").
+ *
+ * A cached op keeps up to CPJIT_CACHE_REGS values of the top of a value stack in argument
+ * registers instead of memory: it is a `preserve_none` function (the standard convention on
+ * RISC-V) with the signature `cpjit_cached_op`, i.e. the op's two pointer arguments followed
+ * by CPJIT_CACHE_REGS uint64_t values c0, c1, c2, which every target passes in registers. Its
+ * cache state is how many of them hold stack values on entry (IN) and on exit (OUT): with k
+ * cached values the logical stack is the memory below `sp` followed by c0..c(k-1), c(k-1) on
+ * top. Registers past the state hold nothing. All cached ops share one signature (musttail
+ * needs caller and callee to match), so any op may follow any other; frame and sp are in the
+ * same registers as in uncached ops, so cached and uncached ops mix freely in one trace when
+ * the state between them is 0.
+ *
+ * CPJIT_CACHED_OP(NAME, IN, OUT) declares one, recording (IN, OUT) for the toolchain, which
+ * checks the IR against it: a register past IN must not be read (it may only be passed on,
+ * unchanged, in its own position), every register below OUT must be given a value when the
+ * op continues or jumps, and none past OUT. IN and OUT must expand to integer literals (in a
+ * family, its variant parameters: -DIN=2). The body works on a view of the stack,
+ * `struct cpjit_stack`, whose pushes and pops use the registers first and memory beyond
+ * them; the view's state is a compile-time constant in every member, so the compiler keeps
+ * the values in registers and emits only the memory traffic the state needs:
+ *
+ *   CPJIT_CACHED_OP(op_add, IN, OUT) {
+ *     CPJIT_STACK(s, IN);                       // the view of the entry state
+ *     uint64_t b = cpjit_pop(&s), a = cpjit_pop(&s);
+ *     cpjit_push(&s, a + b);
+ *     CPJIT_CONTINUE_CACHED(frame, s, OUT);     // spill or fill to OUT, then continue
+ *   }
+ *
+ * The same body compiled with IN != OUT and no pops or pushes is a spill (IN > OUT: the
+ * bottom IN-OUT registers are stored below the others) or a fill (IN < OUT). Before anything
+ * that needs the whole stack in memory (a side exit, a helper that reads the stack),
+ * cpjit_spill_all(&s) stores every cached value; s.sp is then the stack pointer. */
+#define CPJIT_CACHE_REGS 3
+
+/* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values. */
+typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp, uint64_t c0,
+                                         uint64_t c1, uint64_t c2);
+
+#define CPJIT_CACHED_NOTE_(IN, OUT, N) \
+  __attribute__((annotate("cpjit.cached " #IN "," #OUT "," #N)))
+#define CPJIT_CACHED_NOTE(IN, OUT, N) CPJIT_CACHED_NOTE_(IN, OUT, N)
+#define CPJIT_CACHED_OP(NAME, IN, OUT)                                                 \
+  _Static_assert((IN) >= 0 && (IN) <= CPJIT_CACHE_REGS && (OUT) >= 0 &&              \
+                     (OUT) <= CPJIT_CACHE_REGS,                                       \
+                 "cache states are 0 to CPJIT_CACHE_REGS");                          \
+  CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS) int64_t NAME(                  \
+      struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1, \
+      uint64_t cpjit_c2)
+
+/* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1). */
+struct cpjit_stack {
+  uint64_t *sp;
+  uint64_t v0, v1, v2;
+  int n;
+};
+#define CPJIT_CACHE_INLINE static inline __attribute__((always_inline))
+
+/* Declares view S of the op's entry state IN (inside CPJIT_CACHED_OP). */
+#define CPJIT_STACK(S, IN) struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, (IN)}
+
+/* Stores the bottom cached value to memory (the others move down one register). */
+CPJIT_CACHE_INLINE void cpjit_spill_bottom(struct cpjit_stack *s) {
+  *s->sp++ = s->v0;
+  s->v0 = s->v1;
+  s->v1 = s->v2;
+  s->n -= 1;
+}
+/* Loads the memory top into the bottom register (the others move up one register). */
+CPJIT_CACHE_INLINE void cpjit_fill_bottom(struct cpjit_stack *s) {
+  s->v2 = s->v1;
+  s->v1 = s->v0;
+  s->v0 = *--s->sp;
+  s->n += 1;
+}
+CPJIT_CACHE_INLINE uint64_t cpjit_pop(struct cpjit_stack *s) {
+  switch (s->n) {
+  case 3: s->n = 2; return s->v2;
+  case 2: s->n = 1; return s->v1;
+  case 1: s->n = 0; return s->v0;
+  default: s->sp -= 1; return *s->sp;
+  }
+}
+/* Pushes x into a register; with all registers full the bottom one is spilled first. */
+CPJIT_CACHE_INLINE void cpjit_push(struct cpjit_stack *s, uint64_t x) {
+  if (s->n == CPJIT_CACHE_REGS) cpjit_spill_bottom(s);
+  switch (s->n++) {
+  case 0: s->v0 = x; break;
+  case 1: s->v1 = x; break;
+  default: s->v2 = x; break;
+  }
+}
+/* Spills or fills until exactly `out` values are cached. */
+CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
+  while (s->n > out) cpjit_spill_bottom(s);
+  while (s->n < out) cpjit_fill_bottom(s);
+}
+CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s, 0); }
+
+/* The registers a cached op passes on in state OUT: values below OUT; past it, the op's own
+ * incoming register unchanged (it holds nothing, and passing it costs no instruction). */
+#define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
+  (S).sp, (OUT) > 0 ? (S).v0 : cpjit_c0, (OUT) > 1 ? (S).v1 : cpjit_c1,           \
+      (OUT) > 2 ? (S).v2 : cpjit_c2
+/* Continues (or jumps to target NAME) with view S settled to state OUT. Both settle first,
+ * so an op that may jump or continue should settle once (cpjit_settle) before branching. */
+#define CPJIT_CONTINUE_CACHED(frame, S, OUT)                                   \
+  do {                                                                         \
+    cpjit_settle(&(S), (OUT));                                                 \
+    CPJIT_MUSTTAIL return ((cpjit_cached_op *)&_JIT_CONTINUE)(                 \
+        (frame), CPJIT_CACHED_ARGS_(S, OUT));                                  \
+  } while (0)
+#define CPJIT_JUMP_CACHED(NAME, frame, S, OUT)                                 \
+  do {                                                                         \
+    cpjit_settle(&(S), (OUT));                                                 \
+    CPJIT_MUSTTAIL return ((cpjit_cached_op *)&_JIT_##NAME##_TARGET)(          \
+        (frame), CPJIT_CACHED_ARGS_(S, OUT));                                  \
+  } while (0)
+
 #endif /* CPJIT_H */

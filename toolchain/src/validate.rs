@@ -11,6 +11,10 @@
 //!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`);
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
+//!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
+//!   N`) takes N `i64` cached values after the pointers, and its IR must match its declared
+//!   cache state: no register past IN is read (it may only be passed on in its own position),
+//!   every continuation or jump gives registers below OUT a value and none past OUT;
 //! - no writable global data unless the template asks for per-instance data explicitly
 //!   (`CPJIT_INSTANCE_DATA`): every instance gets a private copy of the data it references,
 //!   so a plain writable `static` would silently be neither shared nor per op;
@@ -28,7 +32,7 @@ use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::CStr;
 
 /// What validation learned about the stencils of one module.
@@ -43,6 +47,51 @@ pub struct IrFacts {
 /// The annotation `CPJIT_INSTANCE_DATA` (cpjit.h) puts on a global: deliberate
 /// per-instance writable data.
 pub const INSTANCE_DATA_ANNOTATION: &str = "cpjit.instance_data";
+
+/// The annotation prefix `CPJIT_CACHED_OP` (cpjit.h) puts on a cached op, followed by its
+/// entry state, exit state and number of cache registers: `cpjit.cached 1,2,3`.
+pub const CACHED_ANNOTATION: &str = "cpjit.cached ";
+
+/// A cached op's declared cache state (`CPJIT_CACHED_OP(NAME, IN, OUT)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CacheState {
+    /// Values cached in registers on entry.
+    entry: usize,
+    /// Values cached in registers when it continues or jumps.
+    exit: usize,
+    /// Cache registers of the convention (`CPJIT_CACHE_REGS`).
+    registers: usize,
+}
+
+impl CacheState {
+    /// Parses the annotation's text after [`CACHED_ANNOTATION`]: three integers, the states
+    /// at most the register count.
+    fn parse(text: &str) -> Result<CacheState, String> {
+        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let number = |s: &str| s.parse::<usize>().ok();
+        match fields[..] {
+            [i, o, n] => match (number(i), number(o), number(n)) {
+                (Some(entry), Some(exit), Some(registers))
+                    if (1..=8).contains(&registers) && entry <= registers && exit <= registers =>
+                {
+                    Ok(CacheState {
+                        entry,
+                        exit,
+                        registers,
+                    })
+                }
+                _ => Err(format!(
+                    "declared cache state `IN = {i}, OUT = {o}` with {n} cache registers is not \
+                     two integer literals from 0 to the register count (CPJIT_CACHED_OP's IN \
+                     and OUT must expand to integers, e.g. a family's -DIN=2)"
+                )),
+            },
+            _ => Err(format!(
+                "malformed cache-state annotation `{CACHED_ANNOTATION}{text}`"
+            )),
+        }
+    }
+}
 
 /// LLVM's `CallingConv::PreserveNone` (llvm/IR/CallingConv.h; not in llvm-sys's enum).
 const PRESERVE_NONE_CC: u32 = 21;
@@ -79,6 +128,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
     // SAFETY: every pointer below comes from this live module and is only read.
     unsafe {
         v.instance_data = annotated_globals(module_ref, INSTANCE_DATA_ANNOTATION);
+        let cached = annotation_texts(module_ref, CACHED_ANNOTATION);
         let mut f = LLVMGetFirstFunction(module_ref);
         while !f.is_null() {
             if LLVMIsDeclaration(f) == 0 {
@@ -93,7 +143,18 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
                     v.facts.stencils.insert(name.clone());
                     v.visited.clear();
                     v.instructions = 0;
-                    v.signature(f, is_shim);
+                    match cached.get(&(f as usize)).map(|t| CacheState::parse(t)) {
+                        // An unreadable state: the signature cannot be checked against it.
+                        Some(Err(e)) => v.error(e),
+                        Some(Ok(state)) => {
+                            if v.signature(f, is_shim, Some(state)) {
+                                v.cache_state(f, state);
+                            }
+                        }
+                        None => {
+                            v.signature(f, is_shim, None);
+                        }
+                    }
                     v.function(f, is_shim);
                     v.size_budget();
                 }
@@ -158,8 +219,14 @@ impl Validator<'_> {
         }
     }
 
-    /// Checks the stencil's calling convention and signature against the set's ABI.
-    unsafe fn signature(&mut self, f: LLVMValueRef, is_shim: bool) {
+    /// Checks the stencil's calling convention and signature against the set's ABI (and
+    /// its declared cache state, for a cached op); whether the signature matched.
+    unsafe fn signature(
+        &mut self,
+        f: LLVMValueRef,
+        is_shim: bool,
+        cache: Option<CacheState>,
+    ) -> bool {
         let (want_cc, want_cc_name) = if is_shim {
             (
                 C_CC,
@@ -192,10 +259,34 @@ impl Validator<'_> {
         let mut params = vec![std::ptr::null_mut(); count];
         LLVMGetParamTypes(ty, params.as_mut_ptr());
         let want = self.manifest.parameters;
-        let params_ok = count == want
-            && params
+        let cached = cache.map_or(0, |c| c.registers);
+        if is_shim && cache.is_some() {
+            self.error(
+                "the entry shim is declared with CPJIT_CACHED_OP, but it is called from native \
+                 code with the pointer arguments only"
+                    .into(),
+            );
+            return false;
+        }
+        let is_i64 = |p: LLVMTypeRef| {
+            LLVMGetTypeKind(p) == LLVMTypeKind::LLVMIntegerTypeKind && LLVMGetIntTypeWidth(p) == 64
+        };
+        let params_ok = count == want + cached
+            && params[..want.min(count)]
                 .iter()
-                .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind);
+                .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind)
+            && params[want.min(count)..].iter().all(|&p| is_i64(p));
+        if let (Some(c), false) = (cache, params_ok && ret_ok) {
+            let wanted = [vec!["ptr"; want], vec!["i64"; c.registers]]
+                .concat()
+                .join(", ");
+            self.error(format!(
+                "signature is `{found}` but the op is declared cached (CPJIT_CACHED_OP, IN = {}, \
+                 OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op)",
+                c.entry, c.exit
+            ));
+            return false;
+        }
         if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
             let wanted = vec!["ptr"; want].join(", ");
             self.error(format!(
@@ -206,7 +297,110 @@ impl Validator<'_> {
                     " ([stencils] parameters in manifest.toml)"
                 }
             ));
+            return false;
         }
+        true
+    }
+
+    /// Checks a cached op's IR against its declared cache state: registers past the entry
+    /// state hold nothing, so they may only be passed on unchanged in their own position;
+    /// every continuation or jump passes a value in each register below the exit state and
+    /// none past it. Errors name the parameter (`c<k>`, argument number) and the hole.
+    unsafe fn cache_state(&mut self, f: LLVMValueRef, state: CacheState) {
+        let first = self.manifest.parameters;
+        for k in state.entry..state.registers {
+            let param = LLVMGetParam(f, (first + k) as u32);
+            let mut u = LLVMGetFirstUse(param);
+            while !u.is_null() {
+                let user = LLVMGetUser(u);
+                if !self.is_pass_on(user, param, first + k) {
+                    self.error(format!(
+                        "reads cached register c{k} (parameter {}), but the op declares IN = {}: \
+                         only the first {} cached register(s) hold stack values on entry: `{}`",
+                        first + k + 1,
+                        state.entry,
+                        state.entry,
+                        print(user)
+                    ));
+                    break;
+                }
+                u = LLVMGetNextUse(u);
+            }
+        }
+        let mut bb = LLVMGetFirstBasicBlock(f);
+        while !bb.is_null() {
+            let mut inst = LLVMGetFirstInstruction(bb);
+            while !inst.is_null() {
+                if let Some(hole) = self.jump_hole_call(inst) {
+                    self.exit_registers(f, inst, &hole, state);
+                }
+                inst = LLVMGetNextInstruction(inst);
+            }
+            bb = LLVMGetNextBasicBlock(bb);
+        }
+    }
+
+    /// The registers a continuation or jump (`call`, a musttail call of a jump hole) passes.
+    unsafe fn exit_registers(
+        &mut self,
+        f: LLVMValueRef,
+        call: LLVMValueRef,
+        hole: &str,
+        state: CacheState,
+    ) {
+        let first = self.manifest.parameters;
+        let args = LLVMGetNumArgOperands(call) as usize;
+        if args != first + state.registers {
+            return; // clang's musttail check already requires the op's own signature.
+        }
+        for k in 0..state.registers {
+            let arg = LLVMGetOperand(call, (first + k) as u32);
+            let own = LLVMGetParam(f, (first + k) as u32);
+            let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
+            if k < state.exit && nothing {
+                self.error(format!(
+                    "passes no value in cached register c{k} (argument {}) to `{hole}`, but the \
+                     op declares OUT = {}: the first {} cached register(s) must hold stack values \
+                     on exit",
+                    first + k + 1,
+                    state.exit,
+                    state.exit
+                ));
+            } else if k >= state.exit && !nothing && arg != own {
+                self.error(format!(
+                    "passes a value in cached register c{k} (argument {}) to `{hole}`, but the \
+                     op declares OUT = {}: registers past OUT hold nothing (spill the value, or \
+                     declare a larger OUT): `{}`",
+                    first + k + 1,
+                    state.exit,
+                    print(call)
+                ));
+            }
+        }
+    }
+
+    /// Whether `user` only passes `param` on as argument `position` of a jump-hole call.
+    unsafe fn is_pass_on(&self, user: LLVMValueRef, param: LLVMValueRef, position: usize) -> bool {
+        if self.jump_hole_call(user).is_none() {
+            return false;
+        }
+        let args = LLVMGetNumArgOperands(user) as usize;
+        (0..args).all(|i| (LLVMGetOperand(user, i as u32) == param) == (i == position))
+    }
+
+    /// The hole's name when `inst` is a musttail call of a jump hole (continuation or target).
+    unsafe fn jump_hole_call(&self, inst: LLVMValueRef) -> Option<String> {
+        if LLVMIsACallInst(inst).is_null()
+            || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
+        {
+            return None;
+        }
+        let callee = LLVMGetCalledValue(inst);
+        if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
+            return None;
+        }
+        let name = value_name(callee);
+        self.manifest.is_jump_hole(&name).then_some(name)
     }
 
     /// Rejects a stencil over the manifest's IR instruction budget (before code generation,
@@ -430,17 +624,48 @@ fn calling_convention_name(cc: u32) -> String {
     }
 }
 
+/// Whether `v` carries no value: `undef`, `poison`, or a `freeze` of one.
+unsafe fn is_no_value(v: LLVMValueRef) -> bool {
+    if !LLVMIsAUndefValue(v).is_null() || !LLVMIsAPoisonValue(v).is_null() {
+        return true;
+    }
+    !LLVMIsAFreezeInst(v).is_null() && is_no_value(LLVMGetOperand(v, 0))
+}
+
+/// The globals annotated `__attribute__((annotate("<prefix>...")))`, with the text after
+/// the prefix (the last such annotation of each).
+unsafe fn annotation_texts(module: LLVMModuleRef, prefix: &str) -> HashMap<usize, String> {
+    let mut out = HashMap::new();
+    each_annotation(module, |global, text| {
+        if let Some(rest) = text.strip_prefix(prefix.as_bytes()) {
+            out.insert(global as usize, String::from_utf8_lossy(rest).into_owned());
+        }
+    });
+    out
+}
+
 /// The globals that `__attribute__((annotate(annotation)))` marks, from the module's
 /// `llvm.global.annotations` table (entries `{ ptr global, ptr string, ... }`).
 unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<usize> {
     let mut out = HashSet::new();
+    each_annotation(module, |global, text| {
+        if text == annotation.as_bytes() {
+            out.insert(global as usize);
+        }
+    });
+    out
+}
+
+/// Calls `each(global, text)` for every entry of the module's `llvm.global.annotations`
+/// table (entries `{ ptr global, ptr string, ... }`), the text without its NUL.
+unsafe fn each_annotation(module: LLVMModuleRef, mut each: impl FnMut(LLVMValueRef, &[u8])) {
     let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
     if table.is_null() {
-        return out;
+        return;
     }
     let init = LLVMGetInitializer(table);
     if init.is_null() {
-        return out;
+        return;
     }
     for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
         let entry = LLVMGetOperand(init, i);
@@ -462,9 +687,6 @@ unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<
             continue;
         }
         let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
-        if bytes.strip_suffix(b"\0").unwrap_or(bytes) == annotation.as_bytes() {
-            out.insert(global as usize);
-        }
+        each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
     }
-    out
 }

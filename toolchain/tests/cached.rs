@@ -1,0 +1,54 @@
+//! The register-caching convention (cpjit.h's `CPJIT_CACHED_OP`): the toolchain accepts a
+//! cached op only when its signature and IR match its declared cache state, on every target,
+//! and names the target, the stencil and the cached register (parameter) otherwise.
+
+mod common;
+
+use common::{all_targets, options, set};
+use cpjit_toolchain::cache::Cache;
+use cpjit_toolchain::driver;
+
+#[test]
+fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
+    for target in all_targets() {
+        let out = tempfile::tempdir().unwrap();
+        let err = driver::build_stencils(&options(
+            set("cached"),
+            &[&target],
+            out.path(),
+            Cache::disabled(),
+        ))
+        .expect_err("the set must be rejected")
+        .0;
+        let at = |stencil: &str| format!("{target}: op.c: stencil `{stencil}`: ");
+        for (stencil, says) in [
+            (
+                "op_reads_past_in",
+                "reads cached register c2 (parameter 5), but the op declares IN = 1",
+            ),
+            (
+                "op_short_exit",
+                "passes no value in cached register c1 (argument 4) to `_JIT_CONTINUE`, but the op declares OUT = 2",
+            ),
+            (
+                "op_value_past_out",
+                "passes a value in cached register c0 (argument 3) to `_JIT_CONTINUE`, but the op declares OUT = 0",
+            ),
+            (
+                "op_uncached_signature",
+                "signature is `i64 (ptr, ptr)` but the op is declared cached (CPJIT_CACHED_OP, IN = 1, OUT = 1), which requires `i64 (ptr, ptr, i64, i64, i64)`",
+            ),
+            (
+                "op_state_expression",
+                "declared cache state `IN = 1 + 1, OUT = 2` with 3 cache registers is not two integer literals",
+            ),
+        ] {
+            let want = format!("{}{says}", at(stencil));
+            assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
+        }
+        assert!(
+            !err.contains("op_fine"),
+            "{target}: correct cached ops are accepted:\n{err}"
+        );
+    }
+}

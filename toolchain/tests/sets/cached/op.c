@@ -1,0 +1,51 @@
+#include "cpjit.h"
+
+int64_t entry(struct cpjit_frame *frame, uint64_t *sp) { return _JIT_CONTINUE(frame, sp); }
+
+/* Correct: add with two values cached on entry, one on exit. */
+CPJIT_CACHED_OP(op_fine_add, 2, 1) {
+  CPJIT_STACK(s, 2);
+  uint64_t b = cpjit_pop(&s), a = cpjit_pop(&s);
+  cpjit_push(&s, a + b);
+  CPJIT_CONTINUE_CACHED(frame, s, 1);
+}
+
+/* Correct: a fill from memory into all three registers. */
+CPJIT_CACHED_OP(op_fine_fill, 0, 3) {
+  CPJIT_STACK(s, 0);
+  CPJIT_CONTINUE_CACHED(frame, s, 3);
+}
+
+/* Reads c2, but declares only one cached value on entry. */
+CPJIT_CACHED_OP(op_reads_past_in, 1, 1) {
+  CPJIT_STACK(s, 1);
+  s.v0 += cpjit_c2;
+  CPJIT_CONTINUE_CACHED(frame, s, 1);
+}
+
+/* Declares two values on exit but continues with one. */
+CPJIT_CACHED_OP(op_short_exit, 1, 2) {
+  CPJIT_STACK(s, 1);
+  CPJIT_CONTINUE_CACHED(frame, s, 1);
+}
+
+/* Declares nothing cached on exit but passes a value in c0. */
+CPJIT_CACHED_OP(op_value_past_out, 0, 0) {
+  CPJIT_STACK(s, 0);
+  cpjit_push(&s, 7);
+  CPJIT_CONTINUE_CACHED(frame, s, 1);
+}
+
+/* Declared cached but with the uncached signature. */
+CPJIT_CC CPJIT_CACHED_NOTE(1, 1, 3) int64_t op_uncached_signature(struct cpjit_frame *f,
+                                                                   uint64_t *sp) {
+  CPJIT_CONTINUE(f, sp);
+}
+
+/* A cache state that is not a pair of integer literals. */
+CPJIT_CC CPJIT_CACHED_NOTE(1 + 1, 2, 3) int64_t op_state_expression(
+    struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1,
+    uint64_t cpjit_c2) {
+  CPJIT_STACK(s, 2);
+  CPJIT_CONTINUE_CACHED(frame, s, 2);
+}
