@@ -6,7 +6,7 @@
 //!
 //! Linux: `.eh_frame` layouts registered with `__register_frame` (x86-64 natively, AArch64
 //! and RISC-V under qemu). Windows x64: `.pdata`/`.xdata` layouts re-encoded as
-//! `UNWIND_INFO` and registered with `RtlAddFunctionTable` (the x86_64-pc-windows-msvc row:
+//! `UNWIND_INFO` and registered with `RtlAddFunctionTable` (the Windows x64 matrix row:
 //! an x86_64-pc-windows-gnu process under wine). Sets without layouts (Mach-O, ARM64 COFF)
 //! cannot finish a trace with unwinding on.
 #![cfg(any(

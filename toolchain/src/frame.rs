@@ -1038,7 +1038,8 @@ mod tests {
             h:
             ret
         ";
-        let object = assemble("x86_64-pc-windows-msvc", source);
+        let coff_x64 = crate::target::test_target(Arch::X86_64, ObjectFormat::Coff);
+        let object = assemble(coff_x64.llvm_triple(), source);
         let piece = |start: u64, end: u64, at: u64| CodePiece {
             section: ".text".into(),
             start,

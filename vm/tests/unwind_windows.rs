@@ -1,7 +1,7 @@
 //! `run --unwind` on Windows x64: the VM registers every trace's function table
 //! (`RtlAddFunctionTable`, from the set's `.pdata`-derived frame layouts) and runs the
 //! program to the same output as without it, compiling the same traces. (Under wine in the
-//! x86_64-pc-windows-msvc row; the runtime's `debug_unwind_generated.rs` checks that the
+//! Windows x64 matrix row; the runtime's `debug_unwind_generated.rs` checks that the
 //! registration lets backtraces and panics walk through traces.)
 #![cfg(all(windows, target_arch = "x86_64"))]
 

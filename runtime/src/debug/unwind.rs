@@ -28,7 +28,7 @@
 //! The x64 COFF set's layouts come from its `.pdata`/`.xdata`; the runtime re-encodes each
 //! stencil function's rows as an `UNWIND_INFO` once (see `win64`), and per trace registers
 //! a table of `RUNTIME_FUNCTION`s with `RtlAddFunctionTable`, deleted when the trace is
-//! dropped. Tested under wine in the x86_64-pc-windows-msvc row
+//! dropped. Tested under wine in the Windows x64 matrix row
 //! (`tests/debug_unwind_generated.rs`). There is no `.eh_frame` on Windows, so GDB's
 //! object gets none.
 //!
