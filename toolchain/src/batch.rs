@@ -26,7 +26,7 @@ use inkwell::context::Context;
 use inkwell::llvm_sys::core::{
     LLVMDeleteFunction, LLVMDeleteGlobal, LLVMGetFirstFunction, LLVMGetFirstGlobal,
     LLVMGetFirstUse, LLVMGetLinkage, LLVMGetNextFunction, LLVMGetNextGlobal, LLVMGetNextUse,
-    LLVMGetUser, LLVMGetValueName2, LLVMIsAConstantExpr, LLVMIsDeclaration,
+    LLVMGetUser, LLVMIsAConstantExpr, LLVMIsDeclaration,
 };
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
 use inkwell::llvm_sys::LLVMLinkage;
@@ -97,7 +97,7 @@ pub fn split(bitcode: &[u8], templates: &[String], entry: &str) -> Result<Vec<Ve
 unsafe fn remove_unreferenced(module: LLVMModuleRef) {
     let removable = |v: LLVMValueRef| {
         is_unused(v)
-            && !value_name(v).starts_with("llvm.")
+            && !llvm::value_name(v).starts_with("llvm.")
             && (LLVMIsDeclaration(v) != 0
                 || matches!(
                     LLVMGetLinkage(v),
@@ -142,15 +142,6 @@ unsafe fn is_unused(v: LLVMValueRef) -> bool {
         u = LLVMGetNextUse(u);
     }
     true
-}
-
-unsafe fn value_name(v: LLVMValueRef) -> String {
-    let mut len = 0usize;
-    let ptr = LLVMGetValueName2(v, &mut len);
-    if ptr.is_null() {
-        return String::new();
-    }
-    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
 }
 
 #[cfg(test)]

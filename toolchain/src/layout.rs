@@ -16,7 +16,6 @@ use inkwell::llvm_sys::LLVMOpcode;
 use inkwell::module::Module;
 use inkwell::values::AsValueRef;
 use std::collections::HashMap;
-use std::ffi::CStr;
 
 /// Weight of the likely successor (as `__builtin_expect`, whose likely weight is 2000).
 const LIKELY: u64 = 2000;
@@ -42,7 +41,10 @@ pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -
         let no_plt = !LLVMGetModuleFlag(module.as_mut_ptr(), c"RtLibUseGOT".as_ptr(), 11).is_null();
         let mut g = LLVMGetFirstGlobal(module.as_mut_ptr());
         while no_plt && !g.is_null() {
-            if LLVMIsDeclaration(g) != 0 && is_jump_hole(&name_of(g)) && is_callee(g) {
+            if LLVMIsDeclaration(g) != 0
+                && is_jump_hole(&crate::llvm::value_name(g))
+                && is_callee(g)
+            {
                 LLVMSetVisibility(g, inkwell::llvm_sys::LLVMVisibility::LLVMHiddenVisibility);
                 changed += 1;
             }
@@ -50,7 +52,7 @@ pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -
         }
         for f in module.get_functions() {
             let f = f.as_value_ref();
-            if LLVMIsDeclaration(f) == 0 || !is_jump_hole(&name_of(f)) {
+            if LLVMIsDeclaration(f) == 0 || !is_jump_hole(&crate::llvm::value_name(f)) {
                 continue;
             }
             let index = inkwell::llvm_sys::LLVMAttributeFunctionIndex;
@@ -118,15 +120,6 @@ unsafe fn is_callee(global: LLVMValueRef) -> bool {
     false
 }
 
-unsafe fn name_of(value: LLVMValueRef) -> String {
-    let mut len = 0;
-    let ptr = LLVMGetValueName2(value, &mut len);
-    if ptr.is_null() {
-        return String::new();
-    }
-    CStr::from_ptr(ptr).to_string_lossy().into_owned()
-}
-
 unsafe fn successors(block: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
     let term = LLVMGetBasicBlockTerminator(block);
     if term.is_null() {
@@ -142,7 +135,7 @@ unsafe fn calls(block: LLVMBasicBlockRef, callee_name: &str) -> bool {
     while !inst.is_null() {
         if LLVMGetInstructionOpcode(inst) == LLVMOpcode::LLVMCall {
             let callee = LLVMGetCalledValue(inst);
-            if !callee.is_null() && name_of(callee) == callee_name {
+            if !callee.is_null() && crate::llvm::value_name(callee) == callee_name {
                 return true;
             }
         }

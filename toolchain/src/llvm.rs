@@ -146,3 +146,17 @@ pub fn emit_object(module: &Module, target: &Target, level: OptimizationLevel) -
         })?;
     Ok(buffer.as_slice().to_vec())
 }
+
+/// The name of an IR value (function, global, ...), empty for an unnamed one. LLVM names are
+/// byte strings with an explicit length, not necessarily NUL-free.
+///
+/// # Safety
+/// `value` must be a live value of a live module.
+pub unsafe fn value_name(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> String {
+    let mut len = 0usize;
+    let ptr = inkwell::llvm_sys::core::LLVMGetValueName2(value, &mut len);
+    if ptr.is_null() {
+        return String::new();
+    }
+    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
+}

@@ -133,9 +133,7 @@ pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: 
     if symbol.is_null() || LLVMIsAGlobalVariable(symbol).is_null() {
         return false;
     }
-    let mut len = 0usize;
-    let name = LLVMGetValueName2(symbol, &mut len);
-    let name = String::from_utf8_lossy(std::slice::from_raw_parts(name.cast::<u8>(), len));
+    let name = crate::llvm::value_name(symbol);
     let ty = LLVMGlobalGetValueType(symbol);
     if LLVMGetTypeKind(ty) != inkwell::llvm_sys::LLVMTypeKind::LLVMStructTypeKind {
         return false;

@@ -27,6 +27,7 @@
 //! uses llvm-sys directly because inkwell does not expose constant-expression operands.
 
 use crate::error::Error;
+use crate::llvm;
 use crate::manifest::Manifest;
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
@@ -132,7 +133,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         let mut f = LLVMGetFirstFunction(module_ref);
         while !f.is_null() {
             if LLVMIsDeclaration(f) == 0 {
-                let name = value_name(f);
+                let name = llvm::value_name(f);
                 if manifest.is_stencil_symbol(&name) {
                     let is_shim = manifest.is_shim(&name, site.template);
                     v.stencil = name.clone();
@@ -176,7 +177,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         let mut g = LLVMGetFirstGlobal(module_ref);
         while !g.is_null() {
             if LLVMIsThreadLocal(g) != 0 {
-                let name = value_name(g);
+                let name = llvm::value_name(g);
                 v.display = String::from("(module)");
                 v.error(format!(
                     "thread-local global `{name}` (stencils cannot use thread-local storage)"
@@ -399,7 +400,7 @@ impl Validator<'_> {
         if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
             return None;
         }
-        let name = value_name(callee);
+        let name = llvm::value_name(callee);
         self.manifest.is_jump_hole(&name).then_some(name)
     }
 
@@ -425,7 +426,7 @@ impl Validator<'_> {
         for attr in ["ssp", "sspstrong", "sspreq"] {
             let kind = LLVMGetEnumAttributeKindForName(attr.as_ptr().cast(), attr.len());
             if !LLVMGetEnumAttributeAtIndex(f, u32::MAX, kind).is_null() {
-                let name = value_name(f);
+                let name = llvm::value_name(f);
                 self.error(format!(
                     "function `{name}` has the stack-protector attribute `{attr}` (remove -fstack-protector*)"
                 ));
@@ -488,7 +489,7 @@ impl Validator<'_> {
         if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
             return; // Indirect call: no symbol involved.
         }
-        let name = value_name(callee);
+        let name = llvm::value_name(callee);
         let prefix = &self.manifest.hole_prefix;
         if !name.starts_with(prefix.as_str()) {
             return; // Checked as a symbol reference with the other operands.
@@ -530,7 +531,7 @@ impl Validator<'_> {
     }
 
     unsafe fn global(&mut self, g: LLVMValueRef, user: LLVMValueRef) {
-        let name = value_name(g);
+        let name = llvm::value_name(g);
         if !LLVMIsAGlobalVariable(g).is_null() && LLVMIsThreadLocal(g) != 0 {
             self.error(format!(
                 "uses thread-local global `{name}`: `{}`",
@@ -575,15 +576,6 @@ impl Validator<'_> {
             }
         }
     }
-}
-
-unsafe fn value_name(v: LLVMValueRef) -> String {
-    let mut len = 0usize;
-    let ptr = LLVMGetValueName2(v, &mut len);
-    if ptr.is_null() {
-        return String::new();
-    }
-    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
 }
 
 /// The instruction as LLVM prints it, trimmed and shortened for messages.
