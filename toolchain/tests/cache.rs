@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
+/// Builds the `family` test set (a hand-written op and a family: every kind of cache entry,
+/// in seconds; the default set has ten times the stencils and adds nothing here).
 fn build(cache: &Path, out: &Path) -> String {
     let target = common::first_target();
     let mut opts = common::options(
-        common::workspace().join("templates"),
+        common::set("family"),
         &[&target],
         out,
         Cache::new(cache.to_path_buf()),
