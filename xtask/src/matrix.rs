@@ -356,7 +356,7 @@ fn judge(result: &mut RowResult, suites: &[(&String, &str)], outcome: &nextest::
             "--- {} ({}), last lines of nextest:\n{}",
             result.triple,
             outcome.status,
-            tail(&outcome.log, 40)
+            tail(&outcome.log, 120)
         );
     }
 }
