@@ -55,7 +55,7 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
 }
 
 /// The whole program once from a fresh VM in `mode` (parse excluded); checks its output.
-fn run_once(example: &Example, mode: Mode, mode_name: &str) -> Result<(Stats, f64), String> {
+pub fn run_once(example: &Example, mode: Mode, mode_name: &str) -> Result<(Stats, f64), String> {
     let (name, expected) = (&example.name, &example.expected);
     let config = Config {
         mode,
