@@ -547,10 +547,8 @@ mod tests {
         r.pyvm
             .retain(|p| !(p.example == "sum" && p.runner.starts_with("PyPy")));
         let t = issue11_targets(&r);
-        assert!(
-            t.contains("faster on 6 of 7") && t.contains("| **missed** |"),
-            "{t}"
-        );
+        let pypy = t.lines().find(|l| l.contains("faster on 6 of 7"));
+        assert!(pypy.is_some_and(|l| l.ends_with("| **missed** |")), "{t}");
         // No pyvm figures: no section.
         assert!(issue11_targets(&Results::default()).is_empty());
     }
