@@ -585,15 +585,15 @@ mod tests {
         let missing = dir.join("missing.py");
         let no_main = dir.join("no_main.py");
         std::fs::write(&no_main, "x = 1\n").unwrap();
-        let cases: [(&[&Path], &str, &str); 3] = [
-            (&[&missing], "1", "cannot read"),
-            (&[&no_main], "1", "has no main() function"),
-            (&[&no_main], "0", "RUNS must be at least 1, not 0"),
+        let cases: [(&Path, &str, &str); 3] = [
+            (&missing, "1", "cannot read"),
+            (&no_main, "1", "has no main() function"),
+            (&no_main, "0", "RUNS must be at least 1, not 0"),
         ];
         for (program, runs, message) in cases {
             let out = Command::new("python3")
                 .arg(&driver)
-                .args(program)
+                .arg(program)
                 .arg(&json)
                 .arg(runs)
                 .output()

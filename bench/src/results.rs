@@ -172,13 +172,6 @@ pub struct PyVmRow {
     pub whole_vs_jit: Option<Sample>,
 }
 
-impl PyVmRow {
-    /// Whether the runner is one of the Python implementations.
-    pub fn is_python(&self) -> bool {
-        self.runner.starts_with("CPython") || self.runner.starts_with("PyPy")
-    }
-}
-
 fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
@@ -513,7 +506,7 @@ impl Results {
         let mut runners: Vec<&str> = Vec::new();
         for r in self.pyvm.iter().filter(|r| r.runner != "cpjit jit") {
             if !runners.contains(&r.runner.as_str()) {
-                runners.push(&r.runner);
+                runners.push(r.runner.as_str());
             }
         }
         let mut header = vec!["example".to_string()];
@@ -529,7 +522,7 @@ impl Results {
             self.pyvm
                 .iter()
                 .find(|r| r.example == example && r.runner == runner)
-                .and_then(|r| if whole { &r.whole_vs_jit } else { &r.vs_jit }.as_ref())
+                .and_then(|r| (if whole { &r.whole_vs_jit } else { &r.vs_jit }).as_ref())
                 .map_or("–".into(), |s| format!("{:.2}", s.median_ns))
         };
         table(
