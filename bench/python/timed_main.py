@@ -10,7 +10,7 @@ program are excluded. Writes OUT.json, which the bench reads (a typed file, not 
 text):
 
     {"implementation": "cpython" | "pypy" | ..., "implementation_version": "7.3.11",
-     "version": "<sys.version, first line>", "runs": [{"ns": <int>, "output": "<what main printed>"}, ...]}
+     "runs": [{"ns": <int>, "output": "<what main printed>"}, ...]}
 
 Runs on CPython and PyPy (Python 3.9 and later); standard library only.
 """
@@ -72,7 +72,6 @@ def main(argv):
     report = {
         "implementation": sys.implementation.name,
         "implementation_version": ".".join(map(str, sys.implementation.version[:3])),
-        "version": sys.version.splitlines()[0],
         "runs": results,
     }
     with open(out_path, "w", encoding="utf-8") as f:

@@ -45,8 +45,6 @@ pub struct DriverReport {
     pub implementation: String,
     /// `sys.implementation.version`, e.g. `7.3.11` for PyPy, `3.11.7` for CPython.
     pub implementation_version: String,
-    /// The first line of `sys.version`.
-    pub version: String,
     pub runs: Vec<DriverRun>,
 }
 
