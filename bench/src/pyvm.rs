@@ -251,7 +251,7 @@ impl ExampleRun<'_> {
         let driver = self.setup.root.join("bench/python/timed_main.py");
         // Each op returns one time to `alternate`; a second figure from the same run (compile
         // excluded, or the Python run's in-process time) goes here, one entry per call.
-        let second: Vec<RefCell<Vec<f64>>> = (0..3 + self.pythons.len())
+        let second: Vec<RefCell<Vec<f64>>> = (0..2 + self.pythons.len())
             .map(|_| RefCell::new(Vec::new()))
             .collect();
         let labels: Vec<RefCell<String>> = self
