@@ -10,7 +10,8 @@
 //!   the compile time excluded on both sides (LLVM's compiles cost thousands of times more);
 //! - the `cpjit-vm` binary in `interp` and `jit` mode as a child process: whole-process time,
 //!   spawn to exit;
-//! - `python3` and `pypy3` (each if present): one fresh interpreter process per run, running
+//! - `python3` and `pypy3` (each if present; the interpreter itself, `sys.executable`, so
+//!   that a launcher such as a pyenv shim is not timed): one fresh process per run, running
 //!   `bench/python/timed_main.py`, which calls the program's `main()` once and writes its
 //!   in-process time (`time.perf_counter_ns`, interpreter start-up and loading the program
 //!   excluded) and output to a JSON file; the bench also times the process, spawn to exit.
@@ -68,21 +69,25 @@ impl DriverReport {
     }
 }
 
-/// Whether `program` runs (`program --version` succeeds).
-pub fn present(program: &str) -> bool {
-    Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
+/// The interpreter `python` (a command on `PATH`) runs as: its `sys.executable`, or `None`
+/// if it does not run. The bench times that file, not a launcher in front of it (a pyenv
+/// shim is a shell script that adds hundreds of milliseconds to every start).
+pub fn executable(python: &str) -> Option<PathBuf> {
+    let out = Command::new(python)
+        .args(["-c", "import sys; print(sys.executable)"])
         .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    path.is_file().then_some(path)
 }
 
 /// `program` (an example's `.py`) run once by `python` through the driver in a fresh process;
 /// returns the process's wall time (ns) and the driver's report of the run, whose output must
 /// be `expected`.
 pub fn run_python(
-    python: &str,
+    python: &Path,
     driver: &Path,
     program: &Path,
     expected: &str,
@@ -95,9 +100,14 @@ pub fn run_python(
     let start = Instant::now();
     let out = cmd
         .output()
-        .map_err(|e| format!("cannot run `{python}`: {e}"))?;
+        .map_err(|e| format!("cannot run `{}`: {e}", python.display()))?;
     let whole = start.elapsed().as_nanos() as f64;
-    let what = format!("`{python} {}` on {}", driver.display(), program.display());
+    let what = format!(
+        "`{} {}` on {}",
+        python.display(),
+        driver.display(),
+        program.display()
+    );
     if !out.status.success() {
         return Err(format!(
             "{what}: {}\n{}",
@@ -179,24 +189,20 @@ pub fn run(
             setup.vm.display()
         ));
     }
-    let pythons: Vec<&str> = PYTHONS
-        .into_iter()
-        .filter(|p| {
-            let ok = present(p);
-            if !ok {
-                let how = if *p == "pypy3" {
+    let mut pythons: Vec<PathBuf> = Vec::new();
+    for p in PYTHONS {
+        match executable(p) {
+            Some(path) => pythons.push(path),
+            None => {
+                let how = if p == "pypy3" {
                     "`bash ci/setup.sh --bench` installs it (`cargo xtask bench` runs it)"
                 } else {
                     "`bash ci/setup.sh` installs it"
                 };
-                skipped.push((
-                    format!("pyvm: {p}"),
-                    format!("`{p}` is not installed; {how}"),
-                ));
+                skipped.push((format!("pyvm: {p}"), format!("`{p}` does not run; {how}")));
             }
-            ok
-        })
-        .collect();
+        }
+    }
     let ir = VmIr::load(&setup.root)?;
     let scratch = std::env::temp_dir().join(format!("cpjit-bench-pyvm-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
@@ -221,7 +227,8 @@ struct ExampleRun<'a> {
     setup: &'a Setup,
     ex: &'a Example,
     ir: &'a VmIr,
-    pythons: &'a [&'a str],
+    /// The interpreters' executables.
+    pythons: &'a [PathBuf],
     scratch: &'a Path,
 }
 
@@ -257,7 +264,7 @@ impl ExampleRun<'_> {
         let labels: Vec<RefCell<String>> = self
             .pythons
             .iter()
-            .map(|p| RefCell::new(p.to_string()))
+            .map(|p| RefCell::new(p.display().to_string()))
             .collect();
         let mut ops = vec![
             Timed::new(warmup, runs, || {
@@ -284,7 +291,7 @@ impl ExampleRun<'_> {
         ];
         for (k, python) in self.pythons.iter().enumerate() {
             let (driver, py_file, second, label) = (&driver, &py_file, &second, &labels[k]);
-            let json = self.scratch.join(format!("{python}.json"));
+            let json = self.scratch.join(format!("python-{k}.json"));
             ops.push(Timed::new(warmup, runs, move || {
                 let (whole, report) = run_python(python, driver, py_file, &ex.expected, &json)?;
                 second[2 + k].borrow_mut().push(report.runs[0].ns as f64);
@@ -386,11 +393,11 @@ mod tests {
         crate::root()
     }
 
-    /// Whether `python` can be used; a missing `python3` fails under CI (`CI=true`), where
-    /// `ci/setup.sh` installs it, and is skipped with the reason elsewhere.
-    fn usable(python: &str) -> bool {
-        if present(python) {
-            return true;
+    /// `python`'s executable if it runs; a missing `python3` fails under CI (`CI=true`),
+    /// where `ci/setup.sh` installs it, and is skipped with the reason elsewhere.
+    fn usable(python: &str) -> Option<PathBuf> {
+        if let Some(path) = executable(python) {
+            return Some(path);
         }
         let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
         assert!(
@@ -398,7 +405,7 @@ mod tests {
             "CI=true but `python3` does not run: `bash ci/setup.sh` installs it"
         );
         eprintln!("skipped: `{python}` is not installed (`bash ci/setup.sh --bench` installs it)");
-        false
+        None
     }
 
     fn example_names(ext: &str) -> Vec<String> {
@@ -423,7 +430,7 @@ mod tests {
     /// `python examples/<name>.py` prints `<name>.expected`, for every example, run as a user
     /// would (the programs run in parallel: CPython takes seconds on some).
     fn python_versions_print_the_expected_output(python: &str) {
-        if !usable(python) {
+        if usable(python).is_none() {
             return;
         }
         let dir = root().join("examples");
@@ -476,9 +483,9 @@ mod tests {
     #[test]
     fn the_driver_reports_each_runs_time_and_output_and_an_error_as_the_vm_does() {
         for python in PYTHONS {
-            if !usable(python) {
+            let Some(exe) = usable(python) else {
                 continue;
-            }
+            };
             let dir = scratch(&format!("driver-{python}"));
             let program = dir.join("p.py");
             // A program whose main prints, counts its calls, and raises on the second call;
@@ -519,9 +526,9 @@ mod tests {
             };
             assert!(report.label().starts_with(expected), "{}", report.label());
             // run_python checks the output and that exactly one run was made.
-            let (whole, _) = run_python(python, &driver, &program, "n 1\n", &json).unwrap();
+            let (whole, _) = run_python(&exe, &driver, &program, "n 1\n", &json).unwrap();
             assert!(whole > 0.0);
-            let wrong = run_python(python, &driver, &program, "n 2\n", &json).unwrap_err();
+            let wrong = run_python(&exe, &driver, &program, "n 2\n", &json).unwrap_err();
             assert!(wrong.contains("printed\nn 1\n\nexpected\nn 2\n"), "{wrong}");
             std::fs::remove_dir_all(&dir).unwrap();
         }
@@ -574,9 +581,9 @@ mod tests {
 
     #[test]
     fn the_driver_names_what_is_wrong_with_its_arguments() {
-        if !usable("python3") {
+        let Some(python3) = usable("python3") else {
             return;
-        }
+        };
         let dir = scratch("driver-args");
         let driver = root().join("bench/python/timed_main.py");
         let json = dir.join("out.json");
@@ -589,7 +596,7 @@ mod tests {
             (&no_main, "0", "RUNS must be at least 1, not 0"),
         ];
         for (program, runs, message) in cases {
-            let out = Command::new("python3")
+            let out = Command::new(&python3)
                 .arg(&driver)
                 .arg(program)
                 .arg(&json)
@@ -603,7 +610,7 @@ mod tests {
             );
         }
         // A report that is not there is an error naming the file.
-        let err = run_python("python3", &driver, &missing, "", &json).unwrap_err();
+        let err = run_python(&python3, &driver, &missing, "", &json).unwrap_err();
         assert!(
             err.contains("cannot read") && err.contains("missing.py"),
             "{err}"
