@@ -308,6 +308,10 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
             let value = self
                 .value(hole, None)?
                 .expect("only data holes are unknown");
+            // The shim's parameter count: a marker, nothing patched.
+            if hole.kind == HoleKind::EntryParameters {
+                continue;
+            }
             // A narrow operand's range check writes nothing: the value must be in range.
             if let Some(range) = hole.kind.operand_check() {
                 if !range.contains(value) {
@@ -424,7 +428,9 @@ fn decode_target(
             .ok_or_else(|| format!("GOT slot {g:#x} is outside the trace's data"))
     };
     match hole.kind {
-        HoleKind::Abs64 => copied
+        // A data word, or a movabs's imm64 (its opcode bytes, outside the hole, are
+        // compared with the stencil's like every unpatched byte).
+        HoleKind::Abs64 | HoleKind::X86Imm64 => copied
             .get(o..o + 8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()).wrapping_sub(a))
             .ok_or_else(|| "hole runs past the code".to_string()),
