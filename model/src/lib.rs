@@ -957,16 +957,7 @@ mod tests {
         const SHIM: Stencil<'static> = Stencil {
             name: "shim",
             code: &[0xc3],
-            code_align: 1,
-            init_data: &[],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: &[],
-            holes: &[],
-            operands: &[],
-            targets: &[],
-            symbols: &[],
-            falls_through: false,
+            ..NOP
         };
         assert_eq!(SHIM.entry_parameters(), DEFAULT_ENTRY_PARAMETERS);
         let holes = [Hole {
@@ -994,22 +985,25 @@ mod tests {
         }
     }
 
+    /// A stencil of one `nop` without data or holes.
+    const NOP: Stencil<'static> = Stencil {
+        name: "nop",
+        code: &[0x90],
+        code_align: 1,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: false,
+    };
+
     #[test]
     fn set_lookup_is_by_name() {
-        const A: Stencil<'static> = Stencil {
-            name: "a",
-            code: &[0x90],
-            code_align: 1,
-            init_data: &[],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: &[],
-            holes: &[],
-            operands: &[],
-            targets: &[],
-            symbols: &[],
-            falls_through: false,
-        };
+        const A: Stencil<'static> = Stencil { name: "a", ..NOP };
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];
         let set = StencilSet {

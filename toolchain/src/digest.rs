@@ -112,20 +112,12 @@ mod tests {
         std::fs::write(dir.join("a.c"), "int x;").unwrap();
         std::fs::write(nested.join("manifest.toml"), manifest).unwrap();
         std::fs::write(nested.join("include").join("b.h"), "int y;").unwrap();
-        let outer = Manifest::load(&dir).unwrap();
-        let names: Vec<String> = template_files(&outer)
-            .unwrap()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(names, ["a.c", "manifest.toml"]);
-        let inner = Manifest::load(&nested).unwrap();
-        let names: Vec<String> = template_files(&inner)
-            .unwrap()
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(names, ["include/b.h", "manifest.toml"]);
+        let names = |dir: &Path| -> Vec<String> {
+            let files = template_files(&Manifest::load(dir).unwrap()).unwrap();
+            files.into_iter().map(|(n, _)| n).collect()
+        };
+        assert_eq!(names(&dir), ["a.c", "manifest.toml"]);
+        assert_eq!(names(&nested), ["include/b.h", "manifest.toml"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
