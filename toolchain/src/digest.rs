@@ -31,9 +31,14 @@ pub fn template_files(manifest: &Manifest) -> Result<Vec<(String, Vec<u8>)>> {
         })?;
         if !canon.starts_with(&manifest.root) {
             walk(&canon, &canon, &format!("include:{dir}/"), &mut files)?;
+        } else if manifest.nested_set_of(&Path::new(dir).join("x")).is_some() {
+            // Inside a nested set, which the walk of the root leaves out: named relative
+            // to the root like the root's own files.
+            walk(&manifest.root, &canon, "", &mut files)?;
         }
     }
     files.sort();
+    files.dedup();
     Ok(files)
 }
 
@@ -118,6 +123,21 @@ mod tests {
         };
         assert_eq!(names(&dir), ["a.c", "manifest.toml"]);
         assert_eq!(names(&nested), ["include/b.h", "manifest.toml"]);
+        // An outer set that includes a nested set's headers: those are its inputs too.
+        let with_include = format!("include_dirs = [\"inner/include\"]\n{manifest}");
+        std::fs::write(dir.join("manifest.toml"), with_include).unwrap();
+        assert_eq!(names(&dir), ["a.c", "inner/include/b.h", "manifest.toml"]);
+        // Its sources cannot be the nested set's files.
+        let stealing = manifest.replace("[\"a.c\"]", "[\"a.c\", \"inner/include/b.h\"]");
+        std::fs::write(dir.join("manifest.toml"), stealing).unwrap();
+        let err = Manifest::load(&dir)
+            .unwrap()
+            .translation_units()
+            .unwrap_err();
+        assert!(
+            err.0.contains("inner/include/b.h") && err.0.contains("nested template set `inner/`"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -336,12 +336,36 @@ impl Manifest {
             }
             all.extend(matched);
         }
+        // Another set's files are not this set's inputs (its digest leaves nested sets out).
+        let family_sources = self.families.iter().map(|f| PathBuf::from(&f.source));
+        for unit in all.iter().cloned().chain(family_sources) {
+            if let Some(nested) = self.nested_set_of(&unit) {
+                errors.push(Error(format!(
+                    "{}: `{}` belongs to the nested template set `{}/` (it has a manifest.toml \
+                     of its own): a set's sources cannot be another set's files",
+                    manifest_file.display(),
+                    unit.display(),
+                    nested.display()
+                )));
+            }
+        }
         if !errors.is_empty() {
             return Err(Error::many(errors));
         }
         all.sort();
         all.dedup();
         Ok(all)
+    }
+
+    /// The nested set (a directory below the root with a `manifest.toml` of its own, such
+    /// as the kit's `threearg/`) that `path`, relative to the root, lies in, if any.
+    pub fn nested_set_of(&self, path: &Path) -> Option<PathBuf> {
+        path.ancestors()
+            .skip(1)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .filter(|dir| self.root.join(dir).join("manifest.toml").is_file())
+            .last()
+            .map(Path::to_path_buf)
     }
 
     /// Whether `name` is a stencil of this set (matches the naming rule or is the shim).
