@@ -1,6 +1,8 @@
 //! The trace-API fuzz target and its checker.
 //!
-//! [`run`] turns fuzz bytes into a trace of the host's generated stencil set (stencils,
+//! [`run`] turns fuzz bytes into a trace of one of the host's generated stencil sets (the
+//! default set, or with the first byte's top bit the three-argument set, whose x86-64 ELF
+//! stencils use the medium code model's `movabs` holes) (stencils,
 //! operands at the edges of every immediate form, jump targets inside and far outside the
 //! trace, helpers near and far) and finishes it. [`check`] then verifies the stitched bytes
 //! without using any of the runtime's patch code: it recomputes every hole's value from the
@@ -18,9 +20,18 @@ use std::sync::OnceLock;
 use cpjit_model::{Hole, HoleKind, HoleValue, Stencil, StencilSet};
 use cpjit_runtime::{InstanceId, Jit, Target, Trace};
 
-/// The set this process runs natively (the facade picks it by the one host rule).
+/// The default set this process runs natively (the facade picks it by the one host rule).
 fn set() -> &'static StencilSet<'static> {
     cpjit_stencils::native().expect("a stencil set for this host")
+}
+
+/// The sets a fuzz input may pick: the default set, and the three-argument set
+/// (`templates/threearg/`), both this host's.
+fn sets() -> [&'static StencilSet<'static>; 2] {
+    [
+        set(),
+        cpjit_stencils_threearg::native().expect("a three-argument stencil set for this host"),
+    ]
 }
 
 /// Where a symbol of the set resolves: even indices near this binary's code (direct calls
@@ -33,12 +44,13 @@ fn symbol_address(index: usize) -> u64 {
     }
 }
 
-fn jit() -> &'static Jit<'static> {
-    static JIT: OnceLock<Jit<'static>> = OnceLock::new();
-    JIT.get_or_init(|| {
-        Jit::new(set(), |name| {
-            set()
-                .symbols
+/// The JIT of `sets()[k]`.
+fn jit(k: usize) -> &'static Jit<'static> {
+    static JITS: [OnceLock<Jit<'static>>; 2] = [OnceLock::new(), OnceLock::new()];
+    JITS[k].get_or_init(|| {
+        let set = sets()[k];
+        Jit::new(set, move |name| {
+            set.symbols
                 .iter()
                 .position(|s| *s == name)
                 .map(symbol_address)
@@ -112,14 +124,16 @@ pub struct Planned {
 
 /// The fuzz target's body.
 pub fn run(bytes: &[u8]) -> Outcome {
-    let jit = jit();
     let mut input = Input(bytes);
-    let count = 1 + input.byte() as usize % 32;
+    let first = input.byte();
+    let k = usize::from(first >= 0x80);
+    let (set, jit) = (sets()[k], jit(k));
+    let count = 1 + first as usize % 32;
     let mut builder = jit.trace();
     let mut plan = Vec::new();
     for _ in 0..count {
-        let stencil = (input.byte() as usize) % set().stencils.len();
-        let s = &set().stencils[stencil];
+        let stencil = (input.byte() as usize) % set.stencils.len();
+        let s = &set.stencils[stencil];
         let operands: Vec<u64> = s.operands.iter().map(|_| input.operand()).collect();
         let targets: Vec<Target> = s.targets.iter().map(|_| input.target(count)).collect();
         if builder.push(stencil, &operands, &targets).is_ok() {
@@ -138,7 +152,7 @@ pub fn run(bytes: &[u8]) -> Outcome {
     // accepted trace must be exactly right.
     match builder.finish() {
         Ok(trace) => {
-            if let Err(e) = check(set(), &plan, continuation, &trace, symbol_address) {
+            if let Err(e) = check(set, &plan, continuation, &trace, symbol_address) {
                 panic!("stitched trace is wrong: {e}\nplan: {plan:#x?}\ncontinuation: {continuation:x?}");
             }
             Outcome::Checked
@@ -308,6 +322,10 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
             let value = self
                 .value(hole, None)?
                 .expect("only data holes are unknown");
+            // The shim's parameter count: a marker, nothing patched.
+            if hole.kind == HoleKind::EntryParameters {
+                continue;
+            }
             // A narrow operand's range check writes nothing: the value must be in range.
             if let Some(range) = hole.kind.operand_check() {
                 if !range.contains(value) {
@@ -424,7 +442,9 @@ fn decode_target(
             .ok_or_else(|| format!("GOT slot {g:#x} is outside the trace's data"))
     };
     match hole.kind {
-        HoleKind::Abs64 => copied
+        // A data word, or a movabs's imm64 (its opcode bytes, outside the hole, are
+        // compared with the stencil's like every unpatched byte).
+        HoleKind::Abs64 | HoleKind::X86Imm64 => copied
             .get(o..o + 8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap()).wrapping_sub(a))
             .ok_or_else(|| "hole runs past the code".to_string()),
@@ -638,29 +658,52 @@ mod tests {
         );
     }
 
-    /// The checker is not vacuous: the same trace with one operand or target described
-    /// differently is reported, naming the instance and hole.
+    /// The checker is not vacuous: the same trace with one operand described differently
+    /// is reported, naming the instance and hole, on both sets (on x86-64 ELF the
+    /// three-argument set's operand is a `movabs` imm64).
     #[test]
     fn checker_rejects_a_wrong_description() {
-        let jit = jit();
-        let (index, s) = set()
-            .stencils
-            .iter()
-            .enumerate()
-            .find(|(_, s)| !s.operands.is_empty() && s.targets.is_empty() && !s.falls_through)
-            .expect("a stencil with an operand that does not fall through");
-        let operands = vec![0x1234_5678_9abc_def0; s.operands.len()];
-        let mut builder = jit.trace();
-        builder.push(index, &operands, &[]).unwrap();
-        let trace = builder.finish().unwrap();
-        let mut plan = vec![Planned {
-            stencil: index,
-            operands,
-            targets: vec![],
-        }];
-        check(set(), &plan, None, &trace, symbol_address).unwrap();
-        plan[0].operands[0] ^= 1;
-        let err = check(set(), &plan, None, &trace, symbol_address).unwrap_err();
-        assert!(err.contains(s.name) && err.contains("operand[0]"), "{err}");
+        for (k, set) in sets().into_iter().enumerate() {
+            let pushable = |s: &Stencil<'_>| s.targets.is_empty() && Some(s) != set.shim();
+            // Ends the trace: neither falls through nor continues.
+            let ends = |s: &Stencil<'_>| {
+                !s.falls_through && !s.holes.iter().any(|h| h.value == HoleValue::Continue)
+            };
+            let with_operand = |s: &Stencil<'_>| !s.operands.is_empty() && pushable(s);
+            let stencils = set.stencils.iter().enumerate();
+            let (index, s) = stencils
+                .clone()
+                .find(|(_, s)| with_operand(s) && ends(s))
+                .or_else(|| stencils.clone().find(|(_, s)| with_operand(s)))
+                .expect("a stencil with an operand and no jump target");
+            let operands = vec![0x1234_5678_9abc_def0; s.operands.len()];
+            let mut plan = vec![Planned {
+                stencil: index,
+                operands,
+                targets: vec![],
+            }];
+            if !ends(s) {
+                // Something to continue into: an op that ends the trace.
+                let exit = set
+                    .stencils
+                    .iter()
+                    .position(|e| e.operands.is_empty() && pushable(e) && ends(e))
+                    .expect("an op without operands that ends a trace");
+                plan.push(Planned {
+                    stencil: exit,
+                    operands: vec![],
+                    targets: vec![],
+                });
+            }
+            let mut builder = jit(k).trace();
+            for p in &plan {
+                builder.push(p.stencil, &p.operands, &[]).unwrap();
+            }
+            let trace = builder.finish().unwrap();
+            check(set, &plan, None, &trace, symbol_address).unwrap();
+            plan[0].operands[0] ^= 1;
+            let err = check(set, &plan, None, &trace, symbol_address).unwrap_err();
+            assert!(err.contains(s.name) && err.contains("operand[0]"), "{err}");
+        }
     }
 }

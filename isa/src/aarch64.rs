@@ -145,6 +145,8 @@ pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
         | HoleKind::RiscvHi20
         | HoleKind::RiscvLo12I
         | HoleKind::X86Abs32
+        | HoleKind::X86Imm64
+        | HoleKind::EntryParameters
         | HoleKind::OperandU8
         | HoleKind::OperandS8
         | HoleKind::OperandU16
@@ -204,6 +206,8 @@ pub const fn field_mask(kind: HoleKind) -> u32 {
         | HoleKind::RiscvHi20
         | HoleKind::RiscvLo12I
         | HoleKind::X86Abs32
+        | HoleKind::X86Imm64
+        | HoleKind::EntryParameters
         | HoleKind::OperandU8
         | HoleKind::OperandS8
         | HoleKind::OperandU16

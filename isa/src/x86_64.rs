@@ -49,6 +49,19 @@ pub fn is_rip_relative_field(code: &[u8], offset: usize) -> bool {
     before(code, offset, 1).is_some_and(is_rip_relative_modrm)
 }
 
+/// The 8-byte field at `offset` is the immediate of `movabs r64, imm64` (`REX.W B8+r`):
+/// the opcode byte `B8..BF` just before it, and before that a REX prefix with `W` set
+/// (`48..4F`). An `R_X86_64_64` in code sits there under the medium and large code
+/// models; a `B8+r` without `REX.W` takes a 4-byte immediate, so the 8-byte relocation
+/// type rules out reading the prefix byte as the end of another instruction.
+pub fn is_movabs_imm64(code: &[u8], offset: usize) -> bool {
+    offset.checked_add(8).is_some_and(|end| end <= code.len())
+        && matches!(
+            (before(code, offset, 2), before(code, offset, 1)),
+            (Some(0x48..=0x4f), Some(0xb8..=0xbf))
+        )
+}
+
 /// What instruction a rel32 field belongs to, for formats whose relocation type does not
 /// say (COFF `REL32`, Mach-O `SIGNED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,6 +346,21 @@ mod tests {
         assert_eq!(classify_rel32(&imm, 3), None);
         assert_eq!(classify_rel32(&call, 2), None, "field past the end");
         assert_eq!(classify_rel32(&call, 0), None, "no opcode before the field");
+    }
+
+    #[test]
+    fn recognises_movabs_imm64() {
+        // movabs rax, imm64 / movabs r13, imm64
+        let rax = [0x48, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(is_movabs_imm64(&rax, 2));
+        let r13 = [0x49, 0xbd, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(is_movabs_imm64(&r13, 2));
+        let no_rex_w = [0x40, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(!is_movabs_imm64(&no_rex_w, 2), "mov r32, imm32");
+        let lea = [0x48, 0x8d, 0x05, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(!is_movabs_imm64(&lea, 3));
+        assert!(!is_movabs_imm64(&rax[..9], 2), "field past the end");
+        assert!(!is_movabs_imm64(&rax, 1), "no prefix before the opcode");
     }
 
     #[test]

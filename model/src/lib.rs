@@ -181,11 +181,26 @@ pub enum HoleKind {
     OperandU32,
     /// As [`HoleKind::OperandU8`] for `s32`: `-2^31..=2^31-1`.
     OperandS32,
+    /// x86-64 `movabs r64, imm64` (`REX.W B8+r`): the 8-byte immediate is `S + A`, any
+    /// value. What holes become under `-mcmodel=medium -mlarge-data-threshold=0 -fno-pic`,
+    /// where every address is materialised in a register. (`R_X86_64_64` in code.)
+    X86Imm64,
+    /// Patches nothing: marks the set's entry shim as taking `A` (the addend) parameters
+    /// instead of the default two ([`DEFAULT_ENTRY_PARAMETERS`]). Added by the toolchain
+    /// at code offset 0 of the shim, with value [`HoleValue::Code`], only when the set
+    /// declares another count (`[stencils] parameters`); read by
+    /// [`Stencil::entry_parameters`], and by the runtime to refuse a typed entry of another
+    /// arity.
+    EntryParameters,
 }
+
+/// How many parameters an entry shim takes when its stencil has no
+/// [`HoleKind::EntryParameters`] marker: `(struct cpjit_frame *frame, uint64_t *sp)`.
+pub const DEFAULT_ENTRY_PARAMETERS: usize = 2;
 
 impl HoleKind {
     /// Every kind, in declaration order.
-    pub const ALL: [HoleKind; 39] = [
+    pub const ALL: [HoleKind; 41] = [
         HoleKind::Abs64,
         HoleKind::X86Pc32,
         HoleKind::X86Branch32,
@@ -225,6 +240,8 @@ impl HoleKind {
         HoleKind::OperandS16,
         HoleKind::OperandU32,
         HoleKind::OperandS32,
+        HoleKind::X86Imm64,
+        HoleKind::EntryParameters,
     ];
 
     /// The variant's name as written in generated code and text dumps.
@@ -269,6 +286,8 @@ impl HoleKind {
             HoleKind::OperandS16 => "OperandS16",
             HoleKind::OperandU32 => "OperandU32",
             HoleKind::OperandS32 => "OperandS32",
+            HoleKind::X86Imm64 => "X86Imm64",
+            HoleKind::EntryParameters => "EntryParameters",
         }
     }
 
@@ -280,8 +299,9 @@ impl HoleKind {
     /// How many bytes at the hole's offset the patch reads and writes.
     pub const fn width(self) -> usize {
         match self {
-            HoleKind::Abs64 | HoleKind::RiscvCall => 8,
-            HoleKind::OperandU8
+            HoleKind::Abs64 | HoleKind::RiscvCall | HoleKind::X86Imm64 => 8,
+            HoleKind::EntryParameters
+            | HoleKind::OperandU8
             | HoleKind::OperandS8
             | HoleKind::OperandU16
             | HoleKind::OperandS16
@@ -345,8 +365,10 @@ impl HoleKind {
             | HoleKind::OperandU16
             | HoleKind::OperandS16
             | HoleKind::OperandU32
-            | HoleKind::OperandS32 => None,
+            | HoleKind::OperandS32
+            | HoleKind::EntryParameters => None,
             HoleKind::X86Abs32
+            | HoleKind::X86Imm64
             | HoleKind::X86Pc32
             | HoleKind::X86Branch32
             | HoleKind::X86GotPc32
@@ -554,6 +576,17 @@ impl<'a> Stencil<'a> {
     /// Index of the jump target called `name`, if the stencil has it.
     pub fn target_index(&self, name: &str) -> Option<usize> {
         self.targets.iter().position(|t| *t == name)
+    }
+
+    /// How many parameters the stencil takes as an entry shim: the addend of its
+    /// [`HoleKind::EntryParameters`] marker, or [`DEFAULT_ENTRY_PARAMETERS`] without one.
+    pub fn entry_parameters(&self) -> usize {
+        self.holes
+            .iter()
+            .find(|h| h.kind == HoleKind::EntryParameters)
+            .map_or(DEFAULT_ENTRY_PARAMETERS, |h| {
+                usize::try_from(h.addend).unwrap_or(usize::MAX)
+            })
     }
 
     /// Holes in the code section.
@@ -920,28 +953,57 @@ mod tests {
     }
 
     #[test]
+    fn entry_parameters_come_from_the_marker_or_default_to_two() {
+        const SHIM: Stencil<'static> = Stencil {
+            name: "shim",
+            code: &[0xc3],
+            ..NOP
+        };
+        assert_eq!(SHIM.entry_parameters(), DEFAULT_ENTRY_PARAMETERS);
+        let holes = [Hole {
+            section: Section::Code,
+            offset: 0,
+            kind: HoleKind::EntryParameters,
+            value: HoleValue::Code,
+            addend: 3,
+        }];
+        let three = Stencil {
+            holes: &holes,
+            ..SHIM
+        };
+        assert_eq!(three.entry_parameters(), 3);
+        assert_eq!(HoleKind::EntryParameters.width(), 0);
+        assert_eq!(HoleKind::EntryParameters.arch(), None);
+        assert_eq!(HoleKind::X86Imm64.width(), 8);
+        assert_eq!(HoleKind::X86Imm64.arch(), Some(Arch::X86_64));
+    }
+
+    #[test]
     fn got_kinds_are_not_branches() {
         for k in HoleKind::ALL {
             assert!(!(k.uses_got() && k.is_branch()), "{k}");
         }
     }
 
+    /// A stencil of one `nop` without data or holes.
+    const NOP: Stencil<'static> = Stencil {
+        name: "nop",
+        code: &[0x90],
+        code_align: 1,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: false,
+    };
+
     #[test]
     fn set_lookup_is_by_name() {
-        const A: Stencil<'static> = Stencil {
-            name: "a",
-            code: &[0x90],
-            code_align: 1,
-            init_data: &[],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: &[],
-            holes: &[],
-            operands: &[],
-            targets: &[],
-            symbols: &[],
-            falls_through: false,
-        };
+        const A: Stencil<'static> = Stencil { name: "a", ..NOP };
         let b = Stencil { name: "b", ..A };
         let stencils = [A, b];
         let set = StencilSet {

@@ -64,6 +64,19 @@ pub enum Error {
         stencil: String,
         instance: usize,
     },
+    /// A typed entry ([`TraceBuilder::push_shim_as`](crate::TraceBuilder::push_shim_as),
+    /// [`Trace::entry_as`](crate::Trace::entry_as)) or `push_shim` (whose
+    /// [`EntryFn`](crate::EntryFn) takes two) with a function type of `declared`
+    /// parameters, for a shim stencil that takes `expected`.
+    EntrySignature {
+        stencil: String,
+        expected: usize,
+        declared: usize,
+        signature: &'static str,
+    },
+    /// [`Trace::entry_as`](crate::Trace::entry_as) of an instance that is not an entry
+    /// shim: only instance 0, when it is the shim, can be called from native code.
+    NotAnEntry { instance: usize },
     /// `finish` on a trace without instances.
     EmptyTrace,
     /// The trace's code or data would exceed 4 GiB.
@@ -168,6 +181,22 @@ impl fmt::Display for Error {
                 "instance {instance} (`{stencil}`) jumps to the entry shim `{shim}` \
                  (instance 0): the shim is only an entry from native code, jump to the \
                  instance after it instead"
+            ),
+            Error::EntrySignature {
+                stencil,
+                expected,
+                declared,
+                signature,
+            } => write!(
+                f,
+                "the entry shim `{stencil}` takes {expected} parameter(s) ([stencils] \
+                 parameters of its set), but it was asked for as `{signature}`, which takes \
+                 {declared}"
+            ),
+            Error::NotAnEntry { instance } => write!(
+                f,
+                "instance {instance} is not an entry shim: only instance 0, when it is the \
+                 set's shim, can be called from native code"
             ),
             Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
             Error::TraceTooLarge {

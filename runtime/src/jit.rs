@@ -5,7 +5,7 @@ use crate::icache::{FlushIcache, Hardware};
 use crate::program::{self, ArchFacts, Program};
 use crate::trace::{TraceBatch, TraceBuilder};
 use crate::Error;
-use cpjit_model::{HoleValue, Host, Section, Stencil, StencilSet};
+use cpjit_model::{HoleKind, HoleValue, Host, Section, Stencil, StencilSet};
 use std::sync::{Arc, OnceLock};
 
 /// How a [`Jit`] maps its memory.
@@ -72,6 +72,16 @@ pub struct Jit<'s> {
     pub(crate) programs: Box<[Program]>,
     pub(crate) facts: ArchFacts,
     pub(crate) debug: crate::debug::Options,
+    /// The entry shim's name and parameter count, which each trace entered through it
+    /// keeps for [`Trace::entry_as`](crate::Trace::entry_as).
+    pub(crate) shim: Option<ShimFacts>,
+}
+
+/// What a [`Trace`](crate::Trace) whose first instance is the entry shim knows of it.
+#[derive(Clone, Debug)]
+pub(crate) struct ShimFacts {
+    pub name: Arc<str>,
+    pub parameters: usize,
 }
 
 impl<'s> Jit<'s> {
@@ -119,6 +129,10 @@ impl<'s> Jit<'s> {
             programs: program::compile(set),
             facts,
             debug: crate::debug::Options::open(&options, set)?,
+            shim: set.shim().map(|s| ShimFacts {
+                name: s.name.into(),
+                parameters: s.entry_parameters(),
+            }),
         })
     }
 
@@ -209,6 +223,7 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
         }
         s.check_data(set)
             .map_err(|e| invalid(s, format!("data: {e}")))?;
+        check_entry_parameters(set, s).map_err(|reason| invalid(s, reason))?;
         for h in s.holes {
             let len = match h.section {
                 Section::Code => s.code.len(),
@@ -255,6 +270,39 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// The [`HoleKind::EntryParameters`] marker: only on the set's shim, at most once, at code
+/// offset 0 with value `code`, and a count of 1 to 6 (what the toolchain accepts).
+fn check_entry_parameters(set: &StencilSet<'_>, s: &Stencil<'_>) -> Result<(), String> {
+    let mut markers = s
+        .holes
+        .iter()
+        .filter(|h| h.kind == HoleKind::EntryParameters);
+    let Some(h) = markers.next() else {
+        return Ok(());
+    };
+    if set.shim().map(|shim| shim.name) != Some(s.name) {
+        return Err("an EntryParameters marker on a stencil that is not the entry shim".into());
+    }
+    if markers.next().is_some() {
+        return Err("more than one EntryParameters marker".into());
+    }
+    if h.section != Section::Code || h.offset != 0 || h.value != HoleValue::Code {
+        return Err(format!(
+            "EntryParameters marker at {}+{:#x} = {}: it must be at code+0 with value code",
+            h.section.name(),
+            h.offset,
+            h.value
+        ));
+    }
+    if !(1..=6).contains(&h.addend) {
+        return Err(format!(
+            "EntryParameters marker declares {} parameters: the shim takes 1 to 6",
+            h.addend
+        ));
     }
     Ok(())
 }

@@ -30,6 +30,13 @@
 //! # let _ = status; Ok(()) }
 //! ```
 //!
+//! # Entry shims of other signatures
+//!
+//! A set whose shim takes other than the two default arguments (`[stencils] parameters`)
+//! is entered through [`TraceBuilder::push_shim_as`] and [`Trace::entry_typed`], typed with
+//! the C function type the set declares; a type of another arity is refused with
+//! [`Error::EntrySignature`] (see [`Entry`]).
+//!
 //! # Many traces at once
 //!
 //! [`Jit::batch`] finishes many traces together ([`TraceBatch`]): one allocation, one write
@@ -49,6 +56,7 @@
 
 mod arena;
 pub mod debug;
+mod entry;
 mod error;
 mod icache;
 mod jit;
@@ -64,6 +72,7 @@ mod stitch_tests;
 
 pub use arena::MemoryStats;
 pub use cpjit_model as model;
+pub use entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
 pub use error::Error;
 pub use jit::{Jit, JitOptions};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

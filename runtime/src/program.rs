@@ -138,7 +138,15 @@ impl Program {
         let mut i = 0;
         while i < stencil.holes.len() {
             let h = &stencil.holes[i];
-            let action = match stencil.holes.get(i + 1) {
+            if h.kind == HoleKind::EntryParameters {
+                // A marker (the shim's parameter count, see `Jit::shim`): nothing to patch.
+                i += 1;
+                continue;
+            }
+            let next = stencil.holes[i + 1..]
+                .iter()
+                .find(|n| n.kind != HoleKind::EntryParameters);
+            let action = match next {
                 Some(ldr) if is_adjacent_got_pair(h, ldr) => Action::GotPair {
                     ldr_hole: (i + 1) as u16,
                     ldr_offset: ldr.offset,

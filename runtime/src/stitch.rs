@@ -166,6 +166,7 @@ fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error
             data_len: block.data_len,
             trap: jit.facts.trap,
             debug: None,
+            shim: None,
             block,
         })
         .collect();
@@ -351,6 +352,7 @@ fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
         data_len: data_size,
         trap: jit.facts.trap,
         debug: None,
+        shim: None,
         block,
     })
 }
@@ -367,6 +369,7 @@ fn write(
 ) -> Result<(), Error> {
     let jit = b.jit;
     let set = jit.set;
+    trace.shim = if b.is_shim(0) { jit.shim.clone() } else { None };
     scratch.got.reset();
     scratch.veneers.reset();
     // SAFETY: the arena gave this trace exclusive use of its data block, which is at least

@@ -2,7 +2,8 @@
 //! executable result ([`Trace`]).
 
 use crate::arena::{Arena, Block};
-use crate::jit::Jit;
+use crate::entry::{Entry, EntrySignature};
+use crate::jit::{Jit, ShimFacts};
 use crate::{stitch, Error};
 use std::ffi::c_void;
 use std::ops::Range;
@@ -173,12 +174,24 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// Appends the set's C-ABI entry shim; call the finished trace through
     /// [`Trace::entry_fn`] of the returned id. The shim can only be the first instance
     /// and is never a jump target: it is entered from native code, with a native frame.
+    /// A shim of other than two parameters ([`EntryFn`]'s) is refused with
+    /// [`Error::EntrySignature`]: push it with [`push_shim_as`](TraceBuilder::push_shim_as).
     pub fn push_shim(&mut self) -> Result<InstanceId, Error> {
+        self.push_shim_as::<EntryFn>().map(|e| e.id())
+    }
+
+    /// Appends the set's C-ABI entry shim, to be called as the C function type `F`
+    /// ([`Trace::entry_typed`]); refused with [`Error::EntrySignature`] if `F` takes
+    /// another number of arguments than the set's shim declares.
+    pub fn push_shim_as<F: EntrySignature>(&mut self) -> Result<Entry<F>, Error> {
         let set = self.jit.set;
-        let shim = set.shim.ok_or_else(|| Error::NoShim {
-            target: set.target.to_string(),
-        })?;
-        self.push(shim as usize, &[], &[])
+        let (Some(shim), Some(facts)) = (set.shim, &self.jit.shim) else {
+            return Err(Error::NoShim {
+                target: set.target.to_string(),
+            });
+        };
+        check_signature::<F>(facts)?;
+        self.push(shim as usize, &[], &[]).map(Entry::new)
     }
 
     /// Where the last instance continues, if it has a continue hole (otherwise finishing
@@ -381,8 +394,21 @@ impl Drop for TraceBuilder<'_, '_> {
     }
 }
 
-/// The C-ABI signature of the entry shim (`int64_t cpjit_entry(struct cpjit_frame *,
-/// uint64_t *sp)`).
+/// Refuses `F` if its arity is not the shim's.
+fn check_signature<F: EntrySignature>(shim: &ShimFacts) -> Result<(), Error> {
+    if F::PARAMETERS == shim.parameters {
+        return Ok(());
+    }
+    Err(Error::EntrySignature {
+        stencil: shim.name.to_string(),
+        expected: shim.parameters,
+        declared: F::PARAMETERS,
+        signature: std::any::type_name::<F>(),
+    })
+}
+
+/// The C-ABI signature of the default entry shim (`int64_t cpjit_entry(struct cpjit_frame *,
+/// uint64_t *sp)`); sets whose shim takes other parameters use [`Trace::entry_typed`].
 pub type EntryFn = unsafe extern "C" fn(frame: *mut c_void, sp: *mut u64) -> i64;
 
 /// An executable trace. Dropping it returns its memory to the arena: no thread may be
@@ -400,6 +426,8 @@ pub struct Trace {
     pub(crate) trap: u8,
     /// Registrations with debuggers and profilers, if any option asked for them.
     pub(crate) debug: Option<Box<crate::debug::TraceDebug>>,
+    /// The entry shim, when it is instance 0.
+    pub(crate) shim: Option<ShimFacts>,
 }
 
 impl Trace {
@@ -422,6 +450,35 @@ impl Trace {
     pub fn entry_fn(&self, id: InstanceId) -> EntryFn {
         // SAFETY: a code address; calling it is unsafe and requires that `id` is the shim.
         unsafe { std::mem::transmute::<*const u8, EntryFn>(self.entry(id)) }
+    }
+
+    /// Instance `id` as the C function type `F`: refused with [`Error::NotAnEntry`] unless
+    /// it is the trace's first instance and the set's entry shim, and with
+    /// [`Error::EntrySignature`] if `F` takes another number of arguments than the shim.
+    ///
+    /// # Panics
+    /// If `id` does not belong to this trace (as [`Trace::entry`]).
+    pub fn entry_as<F: EntrySignature>(&self, id: InstanceId) -> Result<F, Error> {
+        let code = self.entry(id);
+        match &self.shim {
+            Some(shim) if id.index() == 0 => {
+                check_signature::<F>(shim)?;
+                // SAFETY: instance 0 is the shim, of `F`'s arity (the argument and return
+                // types are pointer-sized integers, as the shim's are).
+                Ok(unsafe { F::from_code(code) })
+            }
+            _ => Err(Error::NotAnEntry {
+                instance: id.index(),
+            }),
+        }
+    }
+
+    /// The entry pushed by [`TraceBuilder::push_shim_as`] as its C function type.
+    ///
+    /// # Panics
+    /// If `entry` does not belong to this trace (as [`Trace::entry`]).
+    pub fn entry_typed<F: EntrySignature>(&self, entry: Entry<F>) -> Result<F, Error> {
+        self.entry_as(entry.id())
     }
 
     /// The trace's machine code as executed (instances, padding, veneers).

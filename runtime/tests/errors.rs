@@ -358,3 +358,92 @@ fn the_entry_shim_is_only_an_entry() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The shim's parameter count (`HoleKind::EntryParameters`) is checked once, and typed
+/// entries of another arity are refused wherever they are asked for.
+#[test]
+fn typed_entries_follow_the_shims_declared_parameters() {
+    use cpjit_runtime::model::{Hole, HoleKind, Section};
+    type Two = unsafe extern "C" fn(*mut u8, *mut u64) -> i64;
+    type Three = unsafe extern "C" fn(*mut u8, *mut u64, *mut u8) -> i64;
+    let marker = |addend: i64, offset: u32| Hole {
+        section: Section::Code,
+        offset,
+        kind: HoleKind::EntryParameters,
+        value: HoleValue::Code,
+        addend,
+    };
+    let shim_name = SET.shim().unwrap().name;
+    let with_markers = |name: &str, markers: Vec<Hole>| {
+        edited_set(name, |s| {
+            let mut holes = s.holes.to_vec();
+            holes.extend(markers);
+            holes.sort();
+            s.holes = Box::leak(holes.into_boxed_slice());
+        })
+    };
+
+    let three = with_markers(shim_name, vec![marker(3, 0)]);
+    let jit = Jit::new(three, resolve).unwrap();
+    match jit.trace().push_shim() {
+        Err(
+            e @ Error::EntrySignature {
+                expected: 3,
+                declared: 2,
+                ..
+            },
+        ) => assert!(message(e).contains(shim_name)),
+        other => panic!("{other:?}"),
+    }
+    let mut t = jit.trace();
+    let entry = t.push_shim_as::<Three>().unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    assert!(trace.entry_typed(entry).is_ok());
+    assert!(matches!(
+        trace.entry_as::<Two>(entry.id()),
+        Err(Error::EntrySignature {
+            expected: 3,
+            declared: 2,
+            ..
+        })
+    ));
+    assert!(matches!(
+        trace.entry_as::<Three>(InstanceId::from_index(1)),
+        Err(Error::NotAnEntry { instance: 1 })
+    ));
+    // Without a shim first, no instance is an entry; the default shim takes two.
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let first = t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    assert!(matches!(
+        trace.entry_as::<Two>(first),
+        Err(Error::NotAnEntry { instance: 0 })
+    ));
+    assert!(matches!(
+        jit.trace().push_shim_as::<Three>(),
+        Err(Error::EntrySignature {
+            expected: 2,
+            declared: 3,
+            ..
+        })
+    ));
+
+    // Malformed markers: on an op, twice, elsewhere than code+0, or a count past 6.
+    for (name, markers, needle) in [
+        ("op_return", vec![marker(3, 0)], "not the entry shim"),
+        (shim_name, vec![marker(3, 0), marker(4, 0)], "more than one"),
+        (shim_name, vec![marker(3, 1)], "code+0x1"),
+        (shim_name, vec![marker(7, 0)], "declares 7 parameters"),
+        (shim_name, vec![marker(0, 0)], "declares 0 parameters"),
+    ] {
+        match Jit::new(with_markers(name, markers), resolve) {
+            Err(e @ Error::InvalidStencil { .. }) => {
+                let text = message(e);
+                assert!(text.contains(name) && text.contains(needle), "{text}");
+            }
+            other => panic!("{name} {needle}: {:?}", other.map(|_| ())),
+        }
+    }
+}

@@ -20,8 +20,10 @@ fn sample(kind: HoleKind) -> (Vec<u8>, usize) {
         }
         HoleKind::X86Branch32 => (vec![0xe8, 0, 0, 0, 0], 1),
         HoleKind::X86Abs32 => (vec![0xb9, 0, 0, 0, 0], 1), // mov ecx, imm32
-        // Check holes patch nothing: empty at the end of any code.
-        HoleKind::OperandU8
+        HoleKind::X86Imm64 => (vec![0x49, 0xbd, 0, 0, 0, 0, 0, 0, 0, 0], 2), // movabs r13, imm64
+        // Check holes and markers patch nothing: empty at the end of any code.
+        HoleKind::EntryParameters
+        | HoleKind::OperandU8
         | HoleKind::OperandS8
         | HoleKind::OperandU16
         | HoleKind::OperandS16
@@ -279,6 +281,7 @@ fn scaled_loads_and_stores_need_aligned_addresses() {
 fn absolute_kinds_take_every_value() {
     for kind in [
         HoleKind::Abs64,
+        HoleKind::X86Imm64,
         HoleKind::Aarch64AddLo12,
         HoleKind::Aarch64MovwG0,
         HoleKind::Aarch64MovwG1,
@@ -293,6 +296,46 @@ fn absolute_kinds_take_every_value() {
         try_patch(HoleKind::Abs64, 0x0102_0304_0506_0708).unwrap(),
         [8, 7, 6, 5, 4, 3, 2, 1]
     );
+    assert_eq!(
+        try_patch(HoleKind::X86Imm64, 0x0102_0304_0506_0708).unwrap(),
+        [0x49, 0xbd, 8, 7, 6, 5, 4, 3, 2, 1]
+    );
+}
+
+#[test]
+fn x86_imm64_patches_only_the_immediate_of_a_movabs() {
+    // Every register: REX.W (48) or REX.WB (49) with b8+r.
+    for (rex, reg) in [0x48u8, 0x49]
+        .into_iter()
+        .flat_map(|p| (0xb8u8..=0xbf).map(move |r| (p, r)))
+    {
+        let mut code = [rex, reg, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        patch(HoleKind::X86Imm64, &mut code, 2, PLACE, 0x1122_3344).unwrap();
+        assert_eq!(code, [rex, reg, 0x44, 0x33, 0x22, 0x11, 0, 0, 0, 0]);
+    }
+    // mov r32, imm32 (b8+r without REX.W) takes 4 bytes; lea and a bare b8 are no movabs.
+    for bytes in [
+        [0x40u8, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0],
+        [0x48, 0x8d, 0, 0, 0, 0, 0, 0, 0, 0],
+        [0x90, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0],
+    ] {
+        let mut code = bytes;
+        let err = patch(HoleKind::X86Imm64, &mut code, 2, PLACE, 1).unwrap_err();
+        assert!(
+            matches!(err.problem, Problem::UnexpectedBytes { .. }) && code == bytes,
+            "{bytes:x?}: {err}"
+        );
+        assert!(err.to_string().contains("movabs"), "{err}");
+    }
+    let mut at_start = [0xb8, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert!(patch(HoleKind::X86Imm64, &mut at_start, 1, PLACE, 1).is_err());
+}
+
+#[test]
+fn the_entry_parameters_marker_writes_nothing() {
+    for value in [0, PLACE, u64::MAX] {
+        assert_eq!(try_patch(HoleKind::EntryParameters, value).unwrap(), [0x90]);
+    }
 }
 
 #[test]
@@ -423,7 +466,9 @@ fn every_kind_rejects_the_wrong_instruction() {
             // An absolute immediate or displacement ends many instruction forms: no class.
             None => continue,
             Some(_) if kind == HoleKind::X86Abs32 => continue,
-            Some(cpjit_runtime::model::Arch::X86_64) => (vec![0x90, 0x90, 0x90, 0, 0, 0, 0], 3),
+            Some(cpjit_runtime::model::Arch::X86_64) => {
+                (vec![0x90, 0x90, 0x90, 0, 0, 0, 0, 0, 0, 0, 0], 3)
+            }
             Some(cpjit_runtime::model::Arch::Aarch64) => (nop.to_vec(), 0),
             // An AArch64 `nop` word has RISC-V major opcode 0x1f: none of the patched forms.
             Some(cpjit_runtime::model::Arch::Riscv64) => ([nop, nop].concat(), 0),

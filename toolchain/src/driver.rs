@@ -64,10 +64,9 @@ struct Loaded {
 
 fn load(opts: &Options) -> Result<Loaded> {
     let manifest = Manifest::load(&opts.templates)?;
-    let all = Target::load_all(&opts.targets_dir)?;
     let manifest_file = opts.templates.join("manifest.toml");
     for triple in manifest.targets.keys() {
-        if !all.iter().any(|t| t.triple == *triple) {
+        if !opts.targets_dir.join(format!("{triple}.toml")).is_file() {
             return Err(Error(format!(
                 "{}: key `target.{triple}`: no such target (target files are in {})",
                 manifest_file.display(),
@@ -75,6 +74,19 @@ fn load(opts: &Options) -> Result<Loaded> {
             )));
         }
     }
+    // Each target as this set builds it (a set may choose its code and relocation model).
+    let all = Target::load_all(&opts.targets_dir)?
+        .iter()
+        .map(|t| match manifest.targets.get(&t.triple) {
+            Some(f) => t.with_set_models(
+                &manifest_file.display().to_string(),
+                &manifest.name,
+                f.code_model.as_deref(),
+                f.reloc_model.as_deref(),
+            ),
+            None => Ok(t.clone()),
+        })
+        .collect::<Result<Vec<Target>>>()?;
     let mut targets = Vec::new();
     for want in &opts.only {
         match all.iter().find(|t| t.triple == *want) {
@@ -205,6 +217,7 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let mut stale = crate::facade::write_or_check(
         &opts.out,
         &l.manifest.name,
+        &l.manifest.package,
         &all_targets,
         opts.model_dir.as_deref(),
         opts.check,

@@ -4,11 +4,15 @@
 use crate::disasm;
 use crate::error::Result;
 use crate::stencil::StencilBuf;
-use cpjit_model::{Hole, Section};
+use cpjit_model::{Hole, HoleKind, Section};
 use std::fmt::Write as _;
 
-/// `; hole Aarch64Branch26 -> continue` (plus `+ addend` when non-zero).
+/// `; hole Aarch64Branch26 -> continue` (plus `+ addend` when non-zero); for the shim's
+/// parameter-count marker, `; entry shim of 3 parameters`.
 pub fn hole_note(stencil: &StencilBuf, hole: &Hole) -> String {
+    if hole.kind == HoleKind::EntryParameters {
+        return format!("; entry shim of {} parameters", hole.addend);
+    }
     let addend = match hole.addend {
         0 => String::new(),
         a if a < 0 => format!(" - {:#x}", a.unsigned_abs()),

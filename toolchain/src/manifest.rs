@@ -27,6 +27,9 @@ pub struct Manifest {
     /// The manifest's own bytes (part of the inputs digest).
     pub bytes: Vec<u8>,
     pub name: String,
+    /// The generated crates' package name: `<package>-<triple>` per target and `<package>`
+    /// for the facade (`package`, default `cpjit-stencils`).
+    pub package: String,
     pub sources: Vec<String>,
     pub include_dirs: Vec<String>,
     pub defines: Vec<String>,
@@ -100,12 +103,22 @@ pub struct TargetFlags {
     /// Removed (exact match) from the set's and the target file's flags first.
     #[serde(default)]
     pub remove_cflags: Vec<String>,
+    /// The code model LLVM generates this set's code for on this target, instead of the
+    /// target file's (`code_model`; only where [`crate::target::Target::with_set_models`]
+    /// supports it).
+    #[serde(default)]
+    pub code_model: Option<String>,
+    /// The relocation model, instead of the target file's (`reloc_model`).
+    #[serde(default)]
+    pub reloc_model: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
     name: String,
+    #[serde(default = "default_package")]
+    package: String,
     sources: Vec<String>,
     #[serde(default)]
     include_dirs: Vec<String>,
@@ -141,6 +154,13 @@ struct RawStencils {
     batch_size: Option<usize>,
     #[serde(default = "default_target_suffix")]
     target_suffix: String,
+}
+
+/// The package name of the kit's own default set's crates.
+pub const DEFAULT_PACKAGE: &str = "cpjit-stencils";
+
+fn default_package() -> String {
+    DEFAULT_PACKAGE.into()
 }
 
 fn default_hole_prefix() -> String {
@@ -192,6 +212,18 @@ impl Manifest {
         }
         for pattern in &raw.allowed_symbols {
             glob::check(&format!("{file}: key `allowed_symbols`"), pattern)?;
+        }
+        let package_ok = raw.package.starts_with(|c: char| c.is_ascii_lowercase())
+            && raw
+                .package
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+        if !package_ok {
+            return Err(Error(format!(
+                "{file}: key `package` is `{}` but must be a package name: lowercase ASCII \
+                 letters, digits, `-` and `_`, starting with a letter",
+                raw.package
+            )));
         }
         if raw.hole_prefix.is_empty() {
             return Err(Error(format!(
@@ -258,6 +290,7 @@ impl Manifest {
             root,
             bytes,
             name: raw.name,
+            package: raw.package,
             sources: raw.sources,
             include_dirs: raw.include_dirs,
             defines: raw.defines,
@@ -303,12 +336,36 @@ impl Manifest {
             }
             all.extend(matched);
         }
+        // Another set's files are not this set's inputs (its digest leaves nested sets out).
+        let family_sources = self.families.iter().map(|f| PathBuf::from(&f.source));
+        for unit in all.iter().cloned().chain(family_sources) {
+            if let Some(nested) = self.nested_set_of(&unit) {
+                errors.push(Error(format!(
+                    "{}: `{}` belongs to the nested template set `{}/` (it has a manifest.toml \
+                     of its own): a set's sources cannot be another set's files",
+                    manifest_file.display(),
+                    unit.display(),
+                    nested.display()
+                )));
+            }
+        }
         if !errors.is_empty() {
             return Err(Error::many(errors));
         }
         all.sort();
         all.dedup();
         Ok(all)
+    }
+
+    /// The nested set (a directory below the root with a `manifest.toml` of its own, such
+    /// as the kit's `threearg/`) that `path`, relative to the root, lies in, if any.
+    pub fn nested_set_of(&self, path: &Path) -> Option<PathBuf> {
+        path.ancestors()
+            .skip(1)
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .filter(|dir| self.root.join(dir).join("manifest.toml").is_file())
+            .last()
+            .map(Path::to_path_buf)
     }
 
     /// Whether `name` is a stencil of this set (matches the naming rule or is the shim).
@@ -467,6 +524,13 @@ mod tests {
         assert_eq!(m.stencil_name("helper", "ops/op_add.c"), "helper");
         let m = parse(MINIMAL).unwrap();
         assert_eq!(m.parameters, 2);
+        assert_eq!(m.package, DEFAULT_PACKAGE);
+        let m = parse(&format!("package = \"my-stencils_2\"\n{MINIMAL}")).unwrap();
+        assert_eq!(m.package, "my-stencils_2");
+        for bad in ["My-Stencils", "2x", "a b", ""] {
+            let err = parse(&format!("package = \"{bad}\"\n{MINIMAL}")).unwrap_err();
+            assert!(err.0.contains("key `package`"), "{err}");
+        }
         let err = parse(&format!("{MINIMAL}parameters = 0\n")).unwrap_err();
         assert!(err.0.contains("stencils.parameters"), "{err}");
     }

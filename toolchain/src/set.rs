@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 pub struct BuiltSet {
     pub target: Target,
     pub set_name: String,
+    /// The manifest's `package`: the crate is `<package>-<triple>`.
+    pub package: String,
     /// Sorted by name. Holes' symbol indices are still per stencil (into `StencilBuf::symbols`);
     /// [`BuiltSet::symbol_index`] maps them to set-wide indices.
     pub stencils: Vec<StencilBuf>,
@@ -175,7 +177,7 @@ pub fn build(
     if symbols.len() > u16::MAX as usize || by_name.len() > u16::MAX as usize {
         errors.push(Error(format!("{t}: more than 65535 stencils or symbols")));
     }
-    let (stencils, templates): (Vec<StencilBuf>, Vec<String>) = by_name.into_values().unzip();
+    let (mut stencils, templates): (Vec<StencilBuf>, Vec<String>) = by_name.into_values().unzip();
     let zero_fill = describe_zero_fill(t, &stencils, &templates, &mut errors);
     let shim = match &manifest.shim {
         None => None,
@@ -189,12 +191,16 @@ pub fn build(
             }
         },
     };
+    if let Some(i) = shim {
+        mark_entry_parameters(&mut stencils[i as usize], manifest.parameters);
+    }
     if !errors.is_empty() {
         return Err(errors);
     }
     Ok(BuiltSet {
         target: target.clone(),
         set_name: manifest.name.clone(),
+        package: manifest.package.clone(),
         stencils,
         templates,
         symbols,
@@ -204,6 +210,24 @@ pub fn build(
         seconds,
         families: Vec::new(),
     })
+}
+
+/// Records in the shim a parameter count other than the default two (`[stencils]
+/// parameters`), as the model's `EntryParameters` marker at code offset 0, so that the
+/// runtime hands out entries of that arity only. Sets of two parameters get no marker, and
+/// their crates stay as they were.
+fn mark_entry_parameters(shim: &mut StencilBuf, parameters: usize) {
+    if parameters == cpjit_model::DEFAULT_ENTRY_PARAMETERS {
+        return;
+    }
+    shim.holes.push(cpjit_model::Hole {
+        section: cpjit_model::Section::Code,
+        offset: 0,
+        kind: cpjit_model::HoleKind::EntryParameters,
+        value: HoleValue::Code,
+        addend: parameters as i64,
+    });
+    shim.holes.sort();
 }
 
 /// Adds the tables of the manifest's families to `set`, whose stencils include every

@@ -226,6 +226,54 @@ impl Target {
         })
     }
 
+    /// This target as template set `set` (its manifest `file`) builds it: with the code and
+    /// relocation models of the set's `[target.<triple>]` table where it gives them. Only
+    /// the target file's own pair and the pairs of [`SET_MODELS`] for the target's
+    /// architecture and object format are accepted; anything else is refused naming file,
+    /// set, target and the supported pairs.
+    pub fn with_set_models(
+        &self,
+        file: &str,
+        set: &str,
+        code_model: Option<&str>,
+        reloc_model: Option<&str>,
+    ) -> Result<Target> {
+        let code = code_model.unwrap_or(&self.code_model);
+        let reloc = reloc_model.unwrap_or(&self.reloc_model);
+        if (code, reloc) == (self.code_model.as_str(), self.reloc_model.as_str()) {
+            return Ok(self.clone());
+        }
+        let supported: Vec<(&str, &str)> = SET_MODELS
+            .iter()
+            .filter(|m| m.0 == self.arch && m.1 == self.format)
+            .map(|m| (m.2, m.3))
+            .collect();
+        if !supported.contains(&(code, reloc)) {
+            let mut pairs = vec![format!(
+                "code_model = \"{}\", reloc_model = \"{}\" (the target file's)",
+                self.code_model, self.reloc_model
+            )];
+            pairs.extend(
+                supported
+                    .iter()
+                    .map(|(c, r)| format!("code_model = \"{c}\", reloc_model = \"{r}\"")),
+            );
+            return Err(Error(format!(
+                "{file}: [target.{}] of set `{set}`: code_model = \"{code}\", reloc_model = \
+                 \"{reloc}\" is not supported on {} {} (the readers and the runtime patch \
+                 its holes only for): {}",
+                self.triple,
+                self.arch.name(),
+                self.format.name(),
+                pairs.join("; ")
+            )));
+        }
+        let mut t = self.clone();
+        t.code_model = code.to_string();
+        t.reloc_model = reloc.to_string();
+        Ok(t)
+    }
+
     pub fn llvm_code_model(&self) -> CodeModel {
         parse_code_model(&self.code_model).expect("checked when parsed")
     }
@@ -256,6 +304,13 @@ impl Target {
         self.llvm_triple.as_deref().unwrap_or(&self.triple)
     }
 }
+
+/// The code and relocation models a set may ask for instead of its target file's, per
+/// architecture and object format: x86-64 ELF's medium code model without PIC, where every
+/// address is a `movabs` imm64 (`HoleKind::X86Imm64`) given `-mlarge-data-threshold=0`
+/// and calls and jumps stay rel32.
+pub const SET_MODELS: &[(Arch, ObjectFormat, &str, &str)] =
+    &[(Arch::X86_64, ObjectFormat::Elf, "medium", "static")];
 
 fn parse_code_model(s: &str) -> Option<CodeModel> {
     Some(match s {
@@ -382,6 +437,52 @@ execution = "host-abi"
         );
         let err = parse(&GOOD.replace("\"pic\"", "\"pie\"")).unwrap_err();
         assert!(err.0.contains("reloc_model"), "{err}");
+    }
+
+    #[test]
+    fn a_set_may_choose_only_the_supported_code_and_relocation_models() {
+        let elf = test_target(Arch::X86_64, ObjectFormat::Elf);
+        let medium = elf
+            .with_set_models("m.toml", "s", Some("medium"), Some("static"))
+            .unwrap();
+        assert_eq!(
+            (medium.code_model.as_str(), medium.reloc_model.as_str()),
+            ("medium", "static")
+        );
+        assert_eq!(medium.llvm_code_model(), CodeModel::Medium);
+        let own = elf.with_set_models("m.toml", "s", None, None).unwrap();
+        assert_eq!(own.code_model, elf.code_model);
+        // Half of the pair, another pair, and the pair on a target that cannot take it.
+        let err = elf
+            .with_set_models("m.toml", "s", Some("medium"), None)
+            .unwrap_err();
+        for needle in [
+            "m.toml",
+            "set `s`",
+            &elf.triple,
+            "x86_64 elf",
+            "\"medium\", reloc_model = \"static\"",
+        ] {
+            assert!(err.0.contains(needle), "{err} lacks {needle}");
+        }
+        assert!(elf
+            .with_set_models("m.toml", "s", Some("large"), Some("static"))
+            .is_err());
+        for (arch, format) in [
+            (Arch::X86_64, ObjectFormat::MachO),
+            (Arch::X86_64, ObjectFormat::Coff),
+            (Arch::Aarch64, ObjectFormat::Elf),
+            (Arch::Riscv64, ObjectFormat::Elf),
+        ] {
+            let t = test_target(arch, format);
+            let err = t
+                .with_set_models("m.toml", "s", Some("medium"), Some("static"))
+                .unwrap_err();
+            assert!(
+                err.0.contains(&t.triple) && err.0.contains("(the target file's)"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -29,8 +29,8 @@ pub struct CrateFiles {
 }
 
 /// The crate name for `triple`.
-pub fn package_name(triple: &str) -> String {
-    format!("cpjit-stencils-{triple}")
+pub fn package_name(package: &str, triple: &str) -> String {
+    format!("{package}-{triple}")
 }
 
 /// Generates the crate for `set`; `model_path` is the path from the crate directory to a
@@ -175,7 +175,7 @@ pub fn model_dependency(model_path: Option<&str>) -> String {
 fn cargo_toml(set: &BuiltSet, model_path: Option<&str>) -> String {
     let t = &set.target.triple;
     package_manifest(
-        &package_name(t),
+        &package_name(&set.package, t),
         &format!(
             "Stencils of template set `{}` for {t} (generated)",
             set.set_name

@@ -794,3 +794,51 @@ fn riscv_lo12_must_name_a_hi20_label_without_addend() {
     assert_eq!(e.relocation.as_deref(), Some("R_RISCV_PCREL_LO12_I"));
     assert!(e.to_string().contains("must name an auipc label"), "{e}");
 }
+
+#[test]
+fn medium_code_model_addresses_are_movabs_imm64_holes() {
+    const R_X86_64_64: u32 = 1;
+    let triple = &t(Arch::X86_64, ObjectFormat::Elf);
+    let original = fixture(triple, "medium");
+    let stencils = read(triple, &original).unwrap();
+    let mut operands = 0;
+    for s in &stencils {
+        for h in &s.holes {
+            assert!(
+                !h.kind.uses_got(),
+                "{}: {:?} under the medium model",
+                s.name,
+                h
+            );
+            if h.kind == HoleKind::X86Imm64 {
+                assert_eq!(h.section, Section::Code, "{}: {h:?}", s.name);
+                assert!(
+                    cpjit_isa::x86_64::is_movabs_imm64(&s.code, h.offset as usize),
+                    "{}: {h:?}",
+                    s.name
+                );
+                operands += usize::from(matches!(h.value, HoleValue::Operand(_)));
+            }
+        }
+    }
+    assert!(operands >= 3, "only {operands} operand imm64 holes");
+    // The opcode before one of them damaged (b8+r -> nop): not a movabs, named as such.
+    let elf = goblin::elf::Elf::parse(&original).unwrap();
+    let rela = elf_relas_of_type(&original, R_X86_64_64)[0];
+    let r_offset = u64::from_le_bytes(original[rela..rela + 8].try_into().unwrap());
+    let section = elf
+        .section_headers
+        .iter()
+        .find(|s| {
+            s.sh_type == goblin::elf::section_header::SHT_RELA
+                && (s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize).contains(&rela)
+        })
+        .map(|s| &elf.section_headers[s.sh_info as usize])
+        .unwrap();
+    let mut bytes = original.clone();
+    bytes[(section.sh_offset + r_offset) as usize - 1] = 0x90;
+    let e = error_of(triple, &bytes);
+    assert_eq!(e.kind, ObjectErrorKind::UnexpectedInstruction);
+    assert_eq!(e.relocation.as_deref(), Some("R_X86_64_64"));
+    assert!(e.to_string().contains("movabs"), "{e}");
+}

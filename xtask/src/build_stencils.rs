@@ -5,6 +5,11 @@
 //! the caller's; the kit's own `templates/`, `stencils/` and `model/` are passed first as
 //! defaults, and later (the caller's) options override them.
 //!
+//! The kit has more than one template set ([`kit_sets`]): `templates/` and each
+//! `templates/<name>/` with a `manifest.toml` of its own, built into `stencils/` and
+//! `stencils-<name>/`. Without `--templates` or `--out`, `build-stencils` runs the toolchain
+//! once per set, with the same arguments; with either, once, as the caller says.
+//!
 //! The toolchain runs in the dev profile (dependencies are optimised, see the workspace
 //! `Cargo.toml`): the heavy work happens in clang and LLVM, so a release build would save
 //! ~0.4 s per full build but cost a second LLVM-linked build next to the one `cargo test`
@@ -15,14 +20,65 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub fn build_stencils(args: &[String]) -> Result<(), String> {
-    toolchain(&["build-stencils"], args)
+    let names_a_set = args.iter().any(|a| {
+        ["--templates", "--out"]
+            .iter()
+            .any(|o| a == o || a.starts_with(&format!("{o}=")))
+    });
+    if names_a_set {
+        return toolchain(&["build-stencils"], args, None);
+    }
+    let mut failed = Vec::new();
+    for set in kit_sets(&root())? {
+        // Every set is built (or checked) even when one fails, so one run reports all.
+        if let Err(e) = toolchain(&["build-stencils"], args, Some(&set)) {
+            failed.push(e);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("\n"))
+    }
+}
+
+/// One of the kit's template sets and where its crates go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KitSet {
+    pub templates: PathBuf,
+    pub out: PathBuf,
+}
+
+/// The kit's template sets: `templates/` → `stencils/`, then each `templates/<name>/` that
+/// holds a `manifest.toml` → `stencils-<name>/`, sorted by name.
+pub fn kit_sets(root: &Path) -> Result<Vec<KitSet>, String> {
+    let templates = root.join("templates");
+    let mut sets = vec![KitSet {
+        templates: templates.clone(),
+        out: root.join("stencils"),
+    }];
+    let entries = std::fs::read_dir(&templates)
+        .map_err(|e| format!("{}: cannot read: {e}", templates.display()))?;
+    let mut nested: Vec<String> = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: {e}", templates.display()))?;
+        if entry.path().join("manifest.toml").is_file() {
+            nested.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    nested.sort();
+    sets.extend(nested.into_iter().map(|name| KitSet {
+        templates: templates.join(&name),
+        out: root.join(format!("stencils-{name}")),
+    }));
+    Ok(sets)
 }
 
 pub fn stencils(args: &[String]) -> Result<(), String> {
     match args.split_first() {
-        Some((sub, rest)) if sub == "show" => toolchain(&["stencils", "show"], rest),
+        Some((sub, rest)) if sub == "show" => toolchain(&["stencils", "show"], rest, None),
         // Let the toolchain report the unknown subcommand with its usage text.
-        _ => toolchain(&["stencils"], args),
+        _ => toolchain(&["stencils"], args, None),
     }
 }
 
@@ -38,7 +94,8 @@ fn first_build_notice(target_dir: &Path) -> Option<&'static str> {
     (!binary.is_file()).then_some(FIRST_BUILD_NOTICE)
 }
 
-fn toolchain(command: &[&str], args: &[String]) -> Result<(), String> {
+/// Runs the toolchain's `command` on `set` (the default set without one) with `args`.
+fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<(), String> {
     crate::setup::ensure()?;
     let root = root();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -50,8 +107,13 @@ fn toolchain(command: &[&str], args: &[String]) -> Result<(), String> {
     }
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    let default_set = KitSet {
+        templates: root.join("templates"),
+        out: root.join("stencils"),
+    };
     run(&mut toolchain_command(
         &root,
+        set.unwrap_or(&default_set),
         &caller,
         notice.is_none(),
         command,
@@ -63,6 +125,7 @@ fn toolchain(command: &[&str], args: &[String]) -> Result<(), String> {
 /// the caller's arguments after them (so that theirs win); quiet unless it first builds.
 fn toolchain_command(
     root: &Path,
+    set: &KitSet,
     caller: &Path,
     quiet: bool,
     command: &[&str],
@@ -78,10 +141,10 @@ fn toolchain_command(
         .args(["-p", "cpjit-toolchain", "--bin", "cpjit", "--"])
         .args(command)
         .arg("--templates")
-        .arg(root.join("templates"));
+        .arg(&set.templates);
     if command == ["build-stencils"] {
         cmd.arg("--out")
-            .arg(root.join("stencils"))
+            .arg(&set.out)
             .arg("--model-path")
             .arg(root.join("model"));
     }
@@ -96,8 +159,13 @@ mod tests {
     #[test]
     fn runs_in_the_callers_directory_with_the_kits_paths_as_overridable_defaults() {
         let args = ["--templates".to_string(), "mine".to_string()];
+        let kit = KitSet {
+            templates: "/kit/templates".into(),
+            out: "/kit/stencils".into(),
+        };
         let cmd = toolchain_command(
             Path::new("/kit"),
+            &kit,
             Path::new("/home/me/proj"),
             true,
             &["build-stencils"],
@@ -126,6 +194,7 @@ mod tests {
         assert!(argv.contains(&"--quiet".to_string()));
         let show = toolchain_command(
             Path::new("/kit"),
+            &kit,
             Path::new("/x"),
             false,
             &["stencils", "show"],
@@ -145,6 +214,20 @@ mod tests {
             "--templates".into(),
             "/kit/templates".into()
         ]));
+    }
+
+    #[test]
+    fn the_kits_sets_are_templates_and_each_nested_manifest() {
+        let sets = kit_sets(&root()).unwrap();
+        assert_eq!(sets[0].templates, root().join("templates"));
+        assert_eq!(sets[0].out, root().join("stencils"));
+        assert!(sets.contains(&KitSet {
+            templates: root().join("templates").join("threearg"),
+            out: root().join("stencils-threearg"),
+        }));
+        for set in &sets {
+            assert!(set.templates.join("manifest.toml").is_file(), "{set:?}");
+        }
     }
 
     #[test]

@@ -56,6 +56,9 @@ fn may_name_triples(file: &str) -> bool {
         || file == ".cargo/config.toml"
         || file.starts_with("qemu/")
         || file.starts_with("stencils/")
+        || file.starts_with("stencils-")
+        // A template set's per-target keys (`[target.<triple>]`) name their target.
+        || (file.starts_with("templates/") && file.ends_with("/manifest.toml"))
         || file.contains("/tests/fixtures/")
         || file.contains("/tests/golden/")
         // Template sets of the toolchain's tests: per-target manifest keys are fixtures too.

@@ -48,6 +48,8 @@ pub(super) fn field(kind: HoleKind, place: u64, value: u64) -> Result<u32, Probl
         // Not AArch64 instruction kinds; `super::patch` never routes them here.
         HoleKind::Abs64
         | HoleKind::X86Abs32
+        | HoleKind::X86Imm64
+        | HoleKind::EntryParameters
         | HoleKind::OperandU8
         | HoleKind::OperandS8
         | HoleKind::OperandU16

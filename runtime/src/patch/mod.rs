@@ -59,6 +59,9 @@ pub fn patch(
     let result = match kind {
         HoleKind::Abs64 => data::patch_abs64(code, offset, value),
         HoleKind::X86Abs32 => data::patch_x86_abs32(code, offset, value),
+        HoleKind::X86Imm64 => x86_64::patch_imm64(code, offset, value),
+        // A marker (the shim's parameter count): nothing to write or check.
+        HoleKind::EntryParameters => bytes::<0>(code, offset).map(|_| ()),
         HoleKind::OperandU8
         | HoleKind::OperandS8
         | HoleKind::OperandU16
@@ -114,7 +117,7 @@ pub fn patch(
 /// patching; [`patch`] repeats the check.
 pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
     match kind {
-        HoleKind::Abs64 => true,
+        HoleKind::Abs64 | HoleKind::X86Imm64 | HoleKind::EntryParameters => true,
         HoleKind::X86Abs32 => (i32::MIN as i64..=u32::MAX as i64).contains(&(value as i64)),
         HoleKind::OperandU8
         | HoleKind::OperandS8

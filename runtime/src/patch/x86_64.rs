@@ -1,5 +1,6 @@
-//! x86-64 holes: 32-bit PC-relative displacements (data operands, branches, GOT slots), and
-//! the relaxations of GOT references into direct addresses or immediates.
+//! x86-64 holes: 32-bit PC-relative displacements (data operands, branches, GOT slots), the
+//! 64-bit immediate of `movabs` (medium code model), and the relaxations of GOT references
+//! into direct addresses or immediates.
 //!
 //! A rel32 field holds no other bits, so the instruction checks look at the bytes *before*
 //! the hole (`cpjit_isa::x86_64` decodes them): the opcode or RIP-relative ModRM byte that
@@ -45,6 +46,18 @@ pub(super) fn patch(
     }
     let rel = rel32(place, value)?;
     put(code, offset, rel.to_le_bytes());
+    Ok(())
+}
+
+/// `S + A` into the 8-byte immediate of `movabs r64, imm64` ([`HoleKind::X86Imm64`]):
+/// every value fits, so only the bounds and the instruction (`REX.W B8+r` just before the
+/// field) can fail.
+pub(super) fn patch_imm64(code: &mut [u8], offset: usize, value: u64) -> Result<(), Problem> {
+    bytes::<8>(code, offset)?;
+    if !isa::is_movabs_imm64(code, offset) {
+        return Err(unexpected(code, offset, "movabs r64, imm64 (REX.W b8+r)"));
+    }
+    put(code, offset, value.to_le_bytes());
     Ok(())
 }
 

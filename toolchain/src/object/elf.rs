@@ -21,7 +21,7 @@ use super::error::{ObjectError, ObjectErrorKind};
 use super::parsed::{
     Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget, SectionKind,
 };
-use cpjit_isa::x86_64::{classify_rel32, Rel32Form};
+use cpjit_isa::x86_64::{classify_rel32, is_movabs_imm64, Rel32Form};
 
 const SHT_LLVM_ADDRSIG: u32 = 0x6fff_4c03;
 const SHT_X86_64_UNWIND: u32 = 0x7000_0001;
@@ -32,6 +32,8 @@ enum Mapping {
     Kind(HoleKind),
     /// `R_X86_64_PC32`: a branch if the instruction is one, else a RIP-relative operand.
     X86Pc32OrBranch,
+    /// `R_X86_64_64`: a data word, or in code the imm64 of a `movabs` (medium code model).
+    X86Abs64,
     /// `R_X86_64_PLT32`: must sit on a `call`/`jmp`/`jcc`.
     X86Branch,
     ThreadLocal,
@@ -49,7 +51,7 @@ fn relocation(arch: Arch, r_type: u32) -> Option<(&'static str, Mapping)> {
     use HoleKind::*;
     use Mapping::*;
     Some(match (arch, r_type) {
-        (Arch::X86_64, 1) => ("R_X86_64_64", Kind(Abs64)),
+        (Arch::X86_64, 1) => ("R_X86_64_64", X86Abs64),
         (Arch::X86_64, 2) => ("R_X86_64_PC32", X86Pc32OrBranch),
         (Arch::X86_64, 4) => ("R_X86_64_PLT32", X86Branch),
         (Arch::X86_64, 9) => ("R_X86_64_GOTPCREL", Kind(X86GotPc32)),
@@ -371,7 +373,7 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             // A relaxation marker (which names no symbol) means the whole object expects a
             // linker to rewrite its code: refuse it outright rather than per stencil.
             if let Some((_, Mapping::RiscvRelaxation)) = relocation(arch, r.r_type) {
-                let kind = map_kind(arch, r.r_type, &[], r.r_offset);
+                let kind = map_kind(arch, r.r_type, true, &[], r.r_offset);
                 return Err(context(kind.err().unwrap_or_else(|| {
                     ObjectError::new(ObjectErrorKind::Unsupported, "relaxation marker")
                 })));
@@ -389,8 +391,15 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
                 RelocTarget::Symbol(i) | RelocTarget::Absolute(i) => obj.symbols[i].name.clone(),
                 RelocTarget::Section(i) => obj.sections[i].name.clone(),
             };
-            let kind = map_kind(arch, r.r_type, &obj.sections[section].bytes, r.r_offset)
-                .map_err(|e| context(e).symbol(&symbol_name));
+            let s = &obj.sections[section];
+            let kind = map_kind(
+                arch,
+                r.r_type,
+                s.kind == SectionKind::Code,
+                &s.bytes,
+                r.r_offset,
+            )
+            .map_err(|e| context(e).symbol(&symbol_name));
             parsed.push(ParsedReloc {
                 offset: r.r_offset,
                 type_name,
@@ -452,7 +461,15 @@ fn classify_section(
     }
 }
 
-fn map_kind(arch: Arch, r_type: u32, section: &[u8], offset: u64) -> Result<HoleKind, ObjectError> {
+/// The hole kind of relocation `r_type` at `offset` of a section holding `section` (code if
+/// `in_code`).
+fn map_kind(
+    arch: Arch,
+    r_type: u32,
+    in_code: bool,
+    section: &[u8],
+    offset: u64,
+) -> Result<HoleKind, ObjectError> {
     let Some((name, mapping)) = relocation(arch, r_type) else {
         return Err(ObjectError::new(
             ObjectErrorKind::UnknownRelocation,
@@ -464,6 +481,14 @@ fn map_kind(arch: Arch, r_type: u32, section: &[u8], offset: u64) -> Result<Hole
     };
     match mapping {
         Mapping::Kind(kind) => Ok(kind),
+        Mapping::X86Abs64 if !in_code => Ok(HoleKind::Abs64),
+        Mapping::X86Abs64 => match usize::try_from(offset) {
+            Ok(o) if is_movabs_imm64(section, o) => Ok(HoleKind::X86Imm64),
+            _ => Err(ObjectError::new(
+                ObjectErrorKind::UnexpectedInstruction,
+                format!("{name} in code is not the imm64 of a movabs (REX.W b8+r)"),
+            )),
+        },
         Mapping::X86Pc32OrBranch => match classify_rel32(section, offset) {
             Some(Rel32Form::Branch) => Ok(HoleKind::X86Branch32),
             _ => Ok(HoleKind::X86Pc32),

@@ -63,3 +63,7 @@ compile riscv64gc-unknown-linux-gnu relax "$here/src/ops.c" -ffunction-sections 
 compile riscv64gc-unknown-linux-gnu absolute32 "$here/src/absolute32.c" -fno-pic -mcmodel=medlow
 # The small non-PIC model: R_X86_64_32S, which the reader must reject.
 compile x86_64-unknown-linux-gnu absolute32 "$here/src/absolute32.c" -fno-pic -mcmodel=small
+# The medium non-PIC model with every global large: holes are movabs imm64s (R_X86_64_64
+# in code, HoleKind::X86Imm64), as a set's `[target.<triple>] code_model = "medium"` builds.
+compile x86_64-unknown-linux-gnu medium "$here/src/ops.c" -ffunction-sections -fdata-sections \
+  -fno-pic -mcmodel=medium -mlarge-data-threshold=0
