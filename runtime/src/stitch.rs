@@ -491,7 +491,9 @@ fn write(
         code_end = at + p.code_len as usize;
         let data_at = inst.data_at as usize;
         if p.data_len != 0 {
-            w.data[data_end..data_at].fill(0);
+            if data_at != data_end {
+                w.data[data_end..data_at].fill(0);
+            }
             data_end = data_at + p.data_len as usize;
             copy_small(&mut w.data[data_at..data_end], &p.data);
         }
@@ -998,11 +1000,19 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
 fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
     let blocks = &p.code[..];
     if at + blocks.len() <= limit {
-        for (to, from) in code[at..at + blocks.len()]
-            .chunks_exact_mut(16)
-            .zip(blocks.chunks_exact(16))
-        {
-            to.copy_from_slice(from);
+        let to = &mut code[at..at + blocks.len()];
+        // SAFETY: `to` and `blocks` are both `blocks.len()` bytes (bounds checked once,
+        // above), a multiple of 16 (`Program::code`); each move reads and writes 16 bytes
+        // inside them, unaligned.
+        unsafe {
+            let (mut from, mut to) = (blocks.as_ptr(), to.as_mut_ptr());
+            let end = from.add(blocks.len());
+            while from < end {
+                to.cast::<u128>()
+                    .write_unaligned(from.cast::<u128>().read_unaligned());
+                from = from.add(16);
+                to = to.add(16);
+            }
         }
     } else {
         let len = p.code_len as usize;
