@@ -77,7 +77,7 @@ struct Spare {
 }
 
 thread_local! {
-    static SPARE: std::cell::Cell<Spare> = std::cell::Cell::new(Spare::default());
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
 }
 
 /// Vectors larger than this many elements are freed rather than kept (a huge trace should
@@ -86,7 +86,7 @@ const SPARE_LIMIT: usize = 1 << 20;
 
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
-        let mut spare = SPARE.take();
+        let mut spare = SPARE.with_borrow_mut(std::mem::take);
         spare.counted.reset(jit.set.symbols.len());
         TraceBuilder {
             jit,
@@ -397,29 +397,31 @@ impl<'j, 's> TraceBatch<'j, 's> {
 
 impl Drop for TraceBuilder<'_, '_> {
     fn drop(&mut self) {
-        let mut spare = Spare {
-            instances: std::mem::take(&mut self.instances),
-            operands: std::mem::take(&mut self.operands),
-            targets: std::mem::take(&mut self.targets),
-            offsets: std::mem::take(&mut self.offsets),
-            counted: std::mem::take(&mut self.counted),
-        };
-        if spare.instances.capacity() > SPARE_LIMIT
-            || spare.operands.capacity() > SPARE_LIMIT
-            || spare.targets.capacity() > SPARE_LIMIT
+        if self.instances.capacity() > SPARE_LIMIT
+            || self.operands.capacity() > SPARE_LIMIT
+            || self.targets.capacity() > SPARE_LIMIT
         {
             return;
         }
-        spare.instances.clear();
-        spare.operands.clear();
-        spare.targets.clear();
-        spare.offsets.clear();
-        // A builder dropped while another is alive on this thread: keep the larger set.
-        let other = SPARE.take();
-        if other.instances.capacity() > spare.instances.capacity() {
-            spare = other;
-        }
-        SPARE.set(spare);
+        // Swapped in place (a few words each) rather than moved as a whole. A builder
+        // dropped while another is alive on this thread keeps the larger set.
+        let _ = SPARE.try_with(|spare| {
+            let Ok(mut spare) = spare.try_borrow_mut() else {
+                return;
+            };
+            if spare.instances.capacity() > self.instances.capacity() {
+                return;
+            }
+            self.instances.clear();
+            self.operands.clear();
+            self.targets.clear();
+            self.offsets.clear();
+            std::mem::swap(&mut spare.instances, &mut self.instances);
+            std::mem::swap(&mut spare.operands, &mut self.operands);
+            std::mem::swap(&mut spare.targets, &mut self.targets);
+            std::mem::swap(&mut spare.offsets, &mut self.offsets);
+            std::mem::swap(&mut spare.counted, &mut self.counted);
+        });
     }
 }
 
