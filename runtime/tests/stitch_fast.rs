@@ -20,9 +20,11 @@ fn leak<T>(value: T) -> &'static T {
 }
 
 /// The two symbols of the test set: one in this binary (near the arena by default), one
-/// 2^44 bytes away from it (never in direct reach).
+/// 2^44 bytes away from it (never in direct reach). A static, whose address is unique (a
+/// function's address may differ between codegen units of a release build).
+static NEAR_SYMBOL: u8 = 0;
 fn near_symbol() -> u64 {
-    near_symbol as *const () as usize as u64
+    &NEAR_SYMBOL as *const u8 as usize as u64
 }
 fn far_symbol() -> u64 {
     near_symbol() ^ (1 << 44)
@@ -358,7 +360,12 @@ impl Memory<'_> {
             .step_by(size)
             .find(|&at| code.get(at..at + size) == Some(&bytes[..]))
             .map(|at| self.trace.code_range().start as u64 + at as u64)
-            .unwrap_or_else(|| panic!("no veneer jumps to {destination:#x}"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no veneer jumps to {destination:#x} in {:02x?} (instances end at {code_end})",
+                    code
+                )
+            })
     }
 }
 
