@@ -255,7 +255,8 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
 /// per-run compile-time ratio (median of the runs) must be ≥ 100×. One line per clock:
 /// thread CPU time (the steadier on a loaded machine) and wall time.
 fn versus_cranelift(r: &Results, out: &mut String) {
-    let clocks: [(&str, fn(&crate::results::PeerRow) -> Option<f64>); 2] = [
+    type RatioOf = fn(&crate::results::PeerRow) -> Option<f64>;
+    let clocks: [(&str, RatioOf); 2] = [
         ("thread CPU time", |p| {
             Some(p.compile_cpu_ratio.as_ref()?.median_ns)
         }),
