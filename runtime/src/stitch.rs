@@ -812,36 +812,37 @@ impl Writer<'_, '_, '_, '_> {
         data_at: usize,
     ) -> Result<(u64, bool), StepError> {
         let b = self.b;
-        Ok(match source {
-            Source::Operand(k) => (b.operands[inst.operands as usize + k as usize], true),
-            Source::Target(k) => self.target(i, b.targets[inst.targets as usize + k as usize])?,
-            Source::Continue => match self.offsets.get(i + 1) {
-                Some(&next) => (self.code_base + next as u64, false),
-                None => match b.continuation {
-                    Some(t) => self.target(i, t)?,
-                    None => {
-                        let s = &b.jit.set.stencils[inst.stencil as usize];
-                        return Err(StepError::Other(Error::TraceEndsWithContinue {
-                            stencil: s.name.to_string(),
-                            instance: i,
-                        }));
-                    }
-                },
-            },
-            Source::Code => (self.code_base + code_at as u64, false),
-            Source::Data => (self.data_base + data_at as u64, false),
-            Source::Symbol(sym) => match b.jit.symbol(sym) {
-                Some(address) => (address, true),
-                None => {
-                    let set = b.jit.set;
-                    return Err(StepError::Other(Error::UnknownSymbol {
-                        symbol: set.symbols[sym as usize].to_string(),
-                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
-                        instance: i,
-                    }));
-                }
-            },
-        })
+        if let Some(value) = self.fast_value(i, inst, source, code_at, data_at) {
+            // Outside the trace: operands, symbols and addresses; inside: everything else.
+            let outside = match source {
+                Source::Operand(_) | Source::Symbol(_) => true,
+                Source::Target(k) => matches!(
+                    b.targets[inst.targets as usize + k as usize],
+                    Target::Address(_)
+                ),
+                Source::Continue | Source::Code | Source::Data => false,
+            };
+            return Ok((value, outside));
+        }
+        // What `fast_value` leaves: the continuation after the last instance, and the
+        // errors (a shim or missing instance as a jump target, an unknown symbol).
+        let set = b.jit.set;
+        let stencil = || set.stencils[inst.stencil as usize].name.to_string();
+        match (source, b.continuation) {
+            (Source::Target(k), _) => self.target(i, b.targets[inst.targets as usize + k as usize]),
+            (Source::Continue, Some(t)) => self.target(i, t),
+            (Source::Symbol(sym), _) => Err(StepError::Other(Error::UnknownSymbol {
+                symbol: set.symbols[sym as usize].to_string(),
+                stencil: stencil(),
+                instance: i,
+            })),
+            // The last instance continues and the trace does not say where (operands, code
+            // and data always have a value).
+            _ => Err(StepError::Other(Error::TraceEndsWithContinue {
+                stencil: stencil(),
+                instance: i,
+            })),
+        }
     }
 
     /// The address of jump target `t` of instance `i`, and whether it is outside the trace.
