@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the project needs on a Debian 12 machine that has only Rust:
-# system packages (clang-19, lld-19, llvm-19-dev, qemu-user, cross gcc, mingw, wine),
-# cargo-nextest, and a wine prefix with the bcryptprimitives.dll stand-in.
+# system packages (clang-19, lld-19, llvm-19-dev, qemu-user, cross gcc, mingw, wine,
+# python3), cargo-nextest, and a wine prefix with the bcryptprimitives.dll stand-in.
+# `--bench` adds what only `cargo xtask bench` needs: PyPy (`pypy3`, Debian's package), the
+# peer the bench times next to CPython on the examples' Python versions.
 # Idempotent and fast when everything is present (a few dpkg/rustup queries).
 # Without root it installs nothing and prints the exact command to run.
 set -euo pipefail
@@ -11,7 +13,15 @@ PACKAGES=(
   qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
   gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
   mingw-w64 wine wine64 gdb
+  # The examples' Python versions (examples/*.py) are checked with python3 by vm's tests.
+  python3
 )
+for arg in "$@"; do
+  case "$arg" in
+    --bench) PACKAGES+=(pypy3) ;;
+    *) echo "setup: unknown argument \`$arg\` (known: --bench)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -55,7 +55,11 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
 }
 
 /// The whole program once from a fresh VM in `mode` (parse excluded); checks its output.
-fn run_once(example: &Example, mode: Mode, mode_name: &str) -> Result<(Stats, Measured), String> {
+pub fn run_once(
+    example: &Example,
+    mode: Mode,
+    mode_name: &str,
+) -> Result<(Stats, Measured), String> {
     let (name, expected) = (&example.name, &example.expected);
     let config = Config {
         mode,

@@ -78,6 +78,17 @@ pub struct Measured {
     pub cpu: f64,
 }
 
+impl Measured {
+    /// A time known on the wall clock only (a child process's, whose CPU time is not this
+    /// thread's): its CPU figure is NaN.
+    pub fn wall_only(wall: f64) -> Measured {
+        Measured {
+            wall,
+            cpu: f64::NAN,
+        }
+    }
+}
+
 /// Per operation of a batch: both clocks divided by the batch size.
 impl std::ops::Div<f64> for Measured {
     type Output = Measured;

@@ -3,8 +3,9 @@
 //!
 //! Groups: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
 //! (the copy-and-patch runtime), `peer` (the same traces through LLVM -O0/-O2 and Cranelift
-//! as JITs, [`cranelift`]) and
-//! `exec` (the VM's example programs in every mode). Results go to
+//! as JITs, [`cranelift`]),
+//! `exec` (the VM's example programs in every mode) and `pyvm` (the examples against CPython
+//! and PyPy running their Python versions, [`pyvm`]). Results go to
 //! `bench/report/results.json` and stdout as markdown; `--report` also rewrites
 //! `BENCHMARKS.md` and the plot.
 //!
@@ -23,6 +24,7 @@ mod peer_bench;
 mod peer_compiler;
 mod peer_vm;
 mod plot;
+mod pyvm;
 mod report;
 mod results;
 mod stitch;
@@ -37,17 +39,19 @@ use std::process::ExitCode;
 
 const USAGE: &str = "\
 usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain PATH]
+                   [--vm PATH]
        cpjit-bench --render
 
   --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
   --render          measure nothing: rewrite BENCHMARKS.md and the plots from the figures in
                     bench/report/results.json (after editing bench/report/notes.md)
-  --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec
+  --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec, pyvm
   --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
+  --vm PATH         the cpjit-vm binary, for `pyvm` (default: next to this executable)
 ";
 
-const GROUPS: [&str; 5] = ["toolchain", "stitch", "memory", "peer", "exec"];
+const GROUPS: [&str; 6] = ["toolchain", "stitch", "memory", "peer", "exec", "pyvm"];
 
 struct Options {
     quick: bool,
@@ -55,17 +59,20 @@ struct Options {
     render: bool,
     groups: Vec<String>,
     toolchain: PathBuf,
+    vm: PathBuf,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    let next_to_exe =
+        |name: &str| exe.with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let mut o = Options {
         quick: false,
         report: false,
         render: false,
         groups: GROUPS.iter().map(|g| g.to_string()).collect(),
-        toolchain: std::env::current_exe()
-            .map_err(|e| format!("cannot find this executable: {e}"))?
-            .with_file_name(format!("cpjit{}", std::env::consts::EXE_SUFFIX)),
+        toolchain: next_to_exe("cpjit"),
+        vm: next_to_exe("cpjit-vm"),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -86,6 +93,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--toolchain" => {
                 o.toolchain = PathBuf::from(it.next().ok_or("`--toolchain` needs a value")?)
             }
+            "--vm" => o.vm = PathBuf::from(it.next().ok_or("`--vm` needs a value")?),
             "-h" | "--help" => return Err(USAGE.into()),
             other => return Err(format!("unexpected argument `{other}`\n{USAGE}")),
         }
@@ -155,6 +163,14 @@ fn run(o: &Options) -> Result<(), String> {
     if on("exec") {
         eprintln!("bench: examples ...");
         r.exec = exec::run(&root, o.quick)?;
+    }
+    if on("pyvm") {
+        eprintln!("bench: examples against CPython and PyPy ...");
+        let setup = pyvm::Setup {
+            root: root.clone(),
+            vm: o.vm.clone(),
+        };
+        r.pyvm = pyvm::run(&setup, o.quick, &mut r.skipped)?;
     }
     let out_dir = root.join("bench/report");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
@@ -230,6 +246,9 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
     }
     if take("exec", !old.exec.is_empty()) {
         r.exec = old.exec;
+    }
+    if take("pyvm", !old.pyvm.is_empty()) {
+        r.pyvm = old.pyvm;
     }
     r.carried_over = carried;
     Ok(())

@@ -29,7 +29,7 @@ const RUN_UNIT: &str = "per program run, compile excluded";
 
 /// Runs `ex` once from a fresh VM; returns its statistics and the time outside compiles
 /// (ns). Fails on wrong output.
-fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
+pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
     let vm = Vm::new(ex.program.clone(), config)
         .map_err(|e| format!("examples/{}.vm: cannot create the VM: {e}", ex.name))?;
     let (result, t) = time(|| vm.run());
@@ -76,28 +76,44 @@ fn traces_of(ex: &Example) -> Result<Vec<cpjit_vm::trace::Trace>, String> {
         .collect())
 }
 
+/// The VM ops' template IR as LLVM modules, ready to compile any trace the VM builds, with
+/// the stencil set the VM's own backend uses.
+pub struct VmIr {
+    pub set: &'static cpjit_runtime::model::StencilSet<'static>,
+    pub context: &'static Context,
+    pub lib: Rc<Library<'static>>,
+}
+
+impl VmIr {
+    pub fn load(root: &Path) -> Result<VmIr, String> {
+        let set = cpjit_vm::jit::set_for(library::triple())
+            .ok_or_else(|| format!("the VM has no {} stencil set linked", library::triple()))?;
+        let ir = library::template_bitcode(
+            &root.join("templates"),
+            &root.join("targets"),
+            &["shim.c", "vm/ops.c"],
+        )?;
+        // Every VM op that has a stencil, so that any trace a run builds can be lowered.
+        let mut stencils = vec!["cpjit_entry"];
+        stencils.extend(
+            ops::OPS
+                .iter()
+                .map(|o| o.stencil)
+                .filter(|s| set.index_of(s).is_some()),
+        );
+        // Traces compiled inside a VM own their code for as long as the VM keeps them
+        // (`'static` in `CompiledTrace`), so the LLVM context they borrow lives for the whole
+        // process.
+        let context: &'static Context = Box::leak(Box::new(Context::create()));
+        let lib = Rc::new(library::Library::new(context, &ir, &stencils)?);
+        Ok(VmIr { set, context, lib })
+    }
+}
+
 pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
-    let set = cpjit_vm::jit::set_for(library::triple())
-        .ok_or_else(|| format!("the VM has no {} stencil set linked", library::triple()))?;
+    let VmIr { set, context, lib } = VmIr::load(root)?;
     let backend = cpjit_vm::jit::Backend::new(set)?;
     let examples = examples::load(&root.join("examples"))?;
-    let ir = library::template_bitcode(
-        &root.join("templates"),
-        &root.join("targets"),
-        &["shim.c", "vm/ops.c"],
-    )?;
-    // Every VM op that has a stencil, so that any trace a run builds can be lowered.
-    let mut stencils = vec!["cpjit_entry"];
-    stencils.extend(
-        ops::OPS
-            .iter()
-            .map(|o| o.stencil)
-            .filter(|s| set.index_of(s).is_some()),
-    );
-    // Traces compiled inside a VM own their code for as long as the VM keeps them (`'static`
-    // in `CompiledTrace`), so the LLVM context they borrow lives for the whole process.
-    let context: &'static Context = Box::leak(Box::new(Context::create()));
-    let lib = Rc::new(library::Library::new(context, &ir, &stencils)?);
     let runs = if quick { 1 } else { 5 };
     let mut rows = Vec::new();
     for ex in &examples {

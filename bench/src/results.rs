@@ -14,6 +14,9 @@ pub struct Results {
     pub memory: Vec<MemoryRow>,
     pub peer: Vec<PeerRow>,
     pub exec: Vec<ExecRow>,
+    /// The examples against CPython and PyPy (`pyvm` group); absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pyvm: Vec<PyVmRow>,
     /// Groups that could not run, with the reason.
     pub skipped: Vec<(String, String)>,
     /// Groups not run this time (`--only`) whose figures come from the previous
@@ -155,6 +158,31 @@ pub struct ExecRow {
     pub uops: u64,
     pub compile_ns: f64,
     pub code_bytes: u64,
+}
+
+/// One runner on one example in the `pyvm` group (see `pyvm.rs` for what each runner is).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PyVmRow {
+    pub example: String,
+    /// `cpjit interp`, `cpjit jit`, `LLVM -O2`, or a Python implementation with its version
+    /// (`CPython 3.11.7`, `PyPy 7.3.11`).
+    pub runner: String,
+    /// The program's run inside the process, start-up excluded: `Vm::run` from a fresh VM
+    /// (tier-up and compiles included), or the Python program's `main()` in a fresh process.
+    pub in_process: Sample,
+    /// The same runs less the time the VM spent compiling traces (`cpjit jit`, `LLVM -O2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_excluded: Option<Sample>,
+    /// This runner's time ÷ `cpjit jit`'s, run by run: in-process, or compile excluded on
+    /// both sides for `LLVM -O2`. `None` for `cpjit jit` itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vs_jit: Option<Sample>,
+    /// Whole process, spawn to exit (`cpjit-vm run` for the cpjit modes; none for LLVM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_process: Option<Sample>,
+    /// Whole process ÷ `cpjit-vm run --mode jit`'s, run by run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub whole_vs_jit: Option<Sample>,
 }
 
 fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
@@ -459,10 +487,97 @@ impl Results {
         );
     }
 
+    /// The `pyvm` group, every runner on every example.
+    pub fn pyvm_md(&self, out: &mut String) {
+        let dash = || "–".to_string();
+        let ratio = |s: &Option<Sample>| s.as_ref().map_or_else(dash, ratio_range);
+        table(
+            out,
+            &[
+                "example",
+                "runner",
+                "in-process (median)",
+                "range",
+                "compile excluded",
+                "÷ jit (per run)",
+                "whole process (median)",
+                "range",
+                "÷ cpjit-vm jit (per run)",
+            ],
+            self.pyvm
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.example.clone(),
+                        r.runner.clone(),
+                        human_ns(r.in_process.median_ns),
+                        range(&r.in_process),
+                        r.compile_excluded
+                            .as_ref()
+                            .map_or_else(dash, |s| human_ns(s.median_ns)),
+                        ratio(&r.vs_jit),
+                        r.whole_process
+                            .as_ref()
+                            .map_or_else(dash, |s| human_ns(s.median_ns)),
+                        r.whole_process.as_ref().map_or_else(dash, range),
+                        ratio(&r.whole_vs_jit),
+                    ]
+                })
+                .collect(),
+        );
+    }
+
+    /// Per example, each runner's time ÷ `cpjit jit`'s (median of the per-run ratios; above
+    /// 1 means `jit` is faster): start-up excluded, then included.
+    pub fn pyvm_ratios_md(&self, out: &mut String) {
+        let mut examples: Vec<&str> = self.pyvm.iter().map(|r| r.example.as_str()).collect();
+        examples.dedup();
+        let mut runners: Vec<&str> = Vec::new();
+        for r in self.pyvm.iter().filter(|r| r.runner != "cpjit jit") {
+            if !runners.contains(&r.runner.as_str()) {
+                runners.push(r.runner.as_str());
+            }
+        }
+        let mut header = vec!["example".to_string()];
+        header.extend(runners.iter().map(|r| format!("{r} ÷ jit")));
+        header.extend(
+            runners
+                .iter()
+                .filter(|r| **r != "LLVM -O2")
+                .map(|r| format!("{r} ÷ jit, whole process")),
+        );
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let cell = |example: &str, runner: &str, whole: bool| {
+            self.pyvm
+                .iter()
+                .find(|r| r.example == example && r.runner == runner)
+                .and_then(|r| (if whole { &r.whole_vs_jit } else { &r.vs_jit }).as_ref())
+                .map_or("–".into(), |s| format!("{:.2}", s.median_ns))
+        };
+        table(
+            out,
+            &header,
+            examples
+                .iter()
+                .map(|e| {
+                    let mut row = vec![e.to_string()];
+                    row.extend(runners.iter().map(|r| cell(e, r, false)));
+                    row.extend(
+                        runners
+                            .iter()
+                            .filter(|r| **r != "LLVM -O2")
+                            .map(|r| cell(e, r, true)),
+                    );
+                    row
+                })
+                .collect(),
+        );
+    }
+
     /// All tables, each under a heading.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let sections: [(&str, bool, Render); 6] = [
+        let sections: [(&str, bool, Render); 8] = [
             (
                 "Toolchain",
                 !self.toolchain.is_empty(),
@@ -484,6 +599,16 @@ impl Results {
                 "Execution of the examples",
                 !self.exec.is_empty(),
                 Results::exec_md,
+            ),
+            (
+                "Peers: CPython and PyPy on the examples, ratios to `jit`",
+                !self.pyvm.is_empty(),
+                Results::pyvm_ratios_md,
+            ),
+            (
+                "Peers: CPython and PyPy on the examples, every runner",
+                !self.pyvm.is_empty(),
+                Results::pyvm_md,
             ),
         ];
         for (title, present, render) in sections {

@@ -1,19 +1,22 @@
-//! `cargo xtask bench [ARGS]`: builds the release
-//! `cpjit-toolchain` (whose binary the toolchain bench runs) and runs the `cpjit-bench`
+//! `cargo xtask bench [ARGS]`: installs what the bench needs (`ci/setup.sh --bench`: PyPy
+//! for the `pyvm` group), builds the release `cpjit-toolchain` and `cpjit-vm` (whose binaries
+//! the toolchain and `pyvm` groups run as child processes) and runs the `cpjit-bench`
 //! binary with ARGS (it owns their syntax); it links LLVM and so is never part of xtask.
 
 use crate::util::{cargo, run as run_cmd};
 
 pub fn run(args: &[String]) -> Result<(), String> {
-    crate::setup::ensure()?;
-    // Both binaries land in the same target directory; the bench finds the toolchain next to
-    // its own executable.
+    crate::setup::ensure_bench()?;
+    // The binaries land in the same target directory; the bench finds the toolchain and the
+    // VM next to its own executable.
     run_cmd(cargo().args([
         "build",
         "--quiet",
         "--release",
         "-p",
         "cpjit-toolchain",
+        "-p",
+        "cpjit-vm",
         "-p",
         "cpjit-bench",
     ]))?;

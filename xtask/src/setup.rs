@@ -1,16 +1,29 @@
 //! `cargo xtask setup`: runs `ci/setup.sh`, which installs (as root) or names (otherwise)
 //! the missing system packages, cargo-nextest and the wine prefix, then adds the rustup
 //! targets the target files name (each `[test]` table's `rust_target` and
-//! `check_target`). Idempotent and fast when everything is present.
+//! `check_target`). Idempotent and fast when everything is present. `cargo xtask bench`
+//! runs it with `--bench` ([`ensure_bench`]), which adds what only the bench needs (PyPy).
 
 use crate::util::{root, run};
 use std::collections::BTreeSet;
 use std::process::Command;
 
 pub fn ensure() -> Result<(), String> {
-    run(Command::new("bash").arg(root().join("ci/setup.sh")))
-        .map_err(|e| format!("set-up incomplete: {e}"))?;
+    setup_script(&[])?;
     rustup_targets()
+}
+
+/// [`ensure`] plus the bench's own needs: `pypy3`, a peer of the `pyvm` bench group.
+pub fn ensure_bench() -> Result<(), String> {
+    setup_script(&["--bench"])?;
+    rustup_targets()
+}
+
+fn setup_script(args: &[&str]) -> Result<(), String> {
+    run(Command::new("bash")
+        .arg(root().join("ci/setup.sh"))
+        .args(args))
+    .map_err(|e| format!("set-up incomplete: {e}"))
 }
 
 /// The Rust targets the matrix builds or checks for.
