@@ -303,7 +303,7 @@ mod tests {
     #[ignore = "a measurement: run it explicitly in a release build"]
     fn cached_lowering_figures() {
         use crate::cranelift::{Compiler, Variant};
-        use crate::harness::{alternate, ratios, time, Timed};
+        use crate::harness::{alternate, ratios, time, Measured, Timed};
         let jit = copy_patch::jit().unwrap();
         let iterations = 200_000;
         let spec = counting_loop(iterations);
@@ -316,7 +316,7 @@ mod tests {
             .unwrap();
         let mut cl = Compiler::new(ssa, crate::workload::resolve).unwrap();
         let compiled = cl.compile(&spec).unwrap();
-        let per_round = |ns: f64| ns / iterations as f64;
+        let per_round = |t: Measured| t / iterations as f64;
         let runs = 21;
         let mut ops = vec![
             Timed::new(2, runs, || {

@@ -4,7 +4,7 @@
 //! The three modes of an example are timed alternately, run by run.
 
 use crate::examples::Example;
-use crate::harness::{alternate, time, Timed};
+use crate::harness::{alternate, time, Measured, Timed};
 use crate::results::ExecRow;
 use cpjit_vm::{Config, Mode, Stats, Vm};
 use std::cell::Cell;
@@ -55,7 +55,11 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
 }
 
 /// The whole program once from a fresh VM in `mode` (parse excluded); checks its output.
-pub fn run_once(example: &Example, mode: Mode, mode_name: &str) -> Result<(Stats, f64), String> {
+pub fn run_once(
+    example: &Example,
+    mode: Mode,
+    mode_name: &str,
+) -> Result<(Stats, Measured), String> {
     let (name, expected) = (&example.name, &example.expected);
     let config = Config {
         mode,

@@ -6,6 +6,11 @@
 //! [`alternate`]: round by round, each operation once per round (A, B, C, A, B, C …), so a
 //! change of machine load hits all of them alike; [`ratios`] then relates two operations
 //! run by run, from the same rounds.
+//!
+//! Every timed run records two clocks ([`Measured`]): wall time, and the thread's CPU time
+//! (`CLOCK_THREAD_CPUTIME_ID`). On a loaded machine the wall clock also counts the time the
+//! thread waited for a core, so it mostly measures the scheduler; CPU time does not, and
+//! stays the steadier figure for single-threaded work (all of what is timed here).
 
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -66,30 +71,74 @@ pub fn measure<T>(warmup: usize, runs: usize, mut op: impl FnMut() -> T) -> Samp
     Sample::from_times(times, 1)
 }
 
-/// Runs `op` once and returns its value and its time in ns (the value is dropped by the
-/// caller, after the clock stopped).
-pub fn time<T>(op: impl FnOnce() -> T) -> (T, f64) {
-    let start = Instant::now();
-    let value = op();
-    (value, start.elapsed().as_nanos() as f64)
+/// One timed run on both clocks, in ns: wall time and the thread's CPU time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub wall: f64,
+    pub cpu: f64,
 }
 
-/// One operation timed by [`alternate`]: it times itself and returns ns per operation (so it
-/// can batch, and drop its results after the clock stops).
+impl Measured {
+    /// A time known on the wall clock only (a child process's, whose CPU time is not this
+    /// thread's): its CPU figure is NaN.
+    pub fn wall_only(wall: f64) -> Measured {
+        Measured {
+            wall,
+            cpu: f64::NAN,
+        }
+    }
+}
+
+/// Per operation of a batch: both clocks divided by the batch size.
+impl std::ops::Div<f64> for Measured {
+    type Output = Measured;
+    fn div(self, n: f64) -> Measured {
+        Measured {
+            wall: self.wall / n,
+            cpu: self.cpu / n,
+        }
+    }
+}
+
+/// Runs `op` once and returns its value and its time on both clocks (the value is dropped
+/// by the caller, after the clocks stopped).
+pub fn time<T>(op: impl FnOnce() -> T) -> (T, Measured) {
+    let cpu = thread_cpu_ns();
+    let start = Instant::now();
+    let value = op();
+    let wall = start.elapsed().as_nanos() as f64;
+    let cpu = thread_cpu_ns() - cpu;
+    (value, Measured { wall, cpu })
+}
+
+/// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time it
+/// does not grow while the thread waits for a core on a loaded machine.
+pub fn thread_cpu_ns() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+}
+
+/// One operation timed by [`alternate`]: it times itself (with [`time`]) and returns both
+/// clocks per operation (so it can batch, and drop its results after the clocks stop).
 pub struct Timed<'a> {
     /// Untimed runs first (in the first rounds, alternated like the timed ones).
     pub warmup: usize,
     /// Timed runs: the operation takes part in the first `runs` timed rounds only (an
     /// expensive one may run fewer times than the rest).
     pub runs: usize,
-    pub op: Box<dyn FnMut() -> Result<f64, String> + 'a>,
+    pub op: Box<dyn FnMut() -> Result<Measured, String> + 'a>,
 }
 
 impl<'a> Timed<'a> {
     pub fn new(
         warmup: usize,
         runs: usize,
-        op: impl FnMut() -> Result<f64, String> + 'a,
+        op: impl FnMut() -> Result<Measured, String> + 'a,
     ) -> Timed<'a> {
         Timed {
             warmup,
@@ -100,12 +149,17 @@ impl<'a> Timed<'a> {
 }
 
 /// Times of each operation of [`alternate`], by round (`None` where it sat out).
-pub struct Rounds(pub Vec<Vec<Option<f64>>>);
+pub struct Rounds(pub Vec<Vec<Option<Measured>>>);
 
 impl Rounds {
-    /// Operation `i`'s sample.
+    /// Operation `i`'s sample, wall clock.
     pub fn sample(&self, i: usize, batch: usize) -> Sample {
-        Sample::from_times(self.0[i].iter().flatten().copied().collect(), batch)
+        Sample::from_times(self.0[i].iter().flatten().map(|m| m.wall).collect(), batch)
+    }
+
+    /// Operation `i`'s sample, thread CPU clock.
+    pub fn cpu_sample(&self, i: usize, batch: usize) -> Sample {
+        Sample::from_times(self.0[i].iter().flatten().map(|m| m.cpu).collect(), batch)
     }
 }
 
@@ -132,12 +186,26 @@ pub fn alternate(ops: &mut [Timed<'_>]) -> Result<Rounds, String> {
     Ok(Rounds(times))
 }
 
-/// `a / b` run by run, over the rounds where both ran.
+/// `a / b` run by run, over the rounds where both ran, wall clock.
 pub fn ratios(rounds: &Rounds, a: usize, b: usize) -> Option<Sample> {
+    ratios_of(rounds, a, b, |m| m.wall)
+}
+
+/// `a / b` run by run, over the rounds where both ran, thread CPU clock.
+pub fn cpu_ratios(rounds: &Rounds, a: usize, b: usize) -> Option<Sample> {
+    ratios_of(rounds, a, b, |m| m.cpu)
+}
+
+fn ratios_of(
+    rounds: &Rounds,
+    a: usize,
+    b: usize,
+    clock: impl Fn(&Measured) -> f64,
+) -> Option<Sample> {
     let r: Vec<f64> = rounds.0[a]
         .iter()
         .zip(&rounds.0[b])
-        .filter_map(|(x, y)| Some(x.as_ref()? / y.as_ref()?))
+        .filter_map(|(x, y)| Some(clock(x.as_ref()?) / clock(y.as_ref()?)))
         .collect();
     (!r.is_empty()).then(|| Sample::from_times(r, 1))
 }
@@ -183,24 +251,46 @@ mod tests {
     #[test]
     fn alternate_interleaves_rounds_and_relates_runs_pairwise() {
         let log = std::cell::RefCell::new(Vec::new());
+        let m = |wall, cpu| Measured { wall, cpu };
         let mut ops = vec![
             Timed::new(1, 3, || {
                 log.borrow_mut().push('a');
-                Ok(10.0)
+                Ok(m(10.0, 9.0))
             }),
             Timed::new(0, 2, || {
                 log.borrow_mut().push('b');
-                Ok(5.0)
+                Ok(m(5.0, 3.0))
             }),
         ];
         let rounds = alternate(&mut ops).unwrap();
         drop(ops);
         // One warm-up of a, then rounds a b, a b, a (b only runs twice).
         assert_eq!(log.into_inner().iter().collect::<String>(), "aababa");
-        assert_eq!(rounds.0[1], [Some(5.0), Some(5.0), None]);
+        assert_eq!(rounds.0[1], [Some(m(5.0, 3.0)), Some(m(5.0, 3.0)), None]);
         let r = ratios(&rounds, 0, 1).unwrap();
         assert_eq!((r.runs, r.median_ns), (2, 2.0));
+        let r = cpu_ratios(&rounds, 0, 1).unwrap();
+        assert_eq!((r.runs, r.median_ns), (2, 3.0));
         assert_eq!(rounds.sample(0, 1).runs, 3);
+        assert_eq!(rounds.cpu_sample(1, 1).median_ns, 3.0);
+    }
+
+    #[test]
+    fn time_reads_both_clocks_and_batches_divide_both() {
+        let (v, t) = time(|| (0..200_000u64).map(std::hint::black_box).sum::<u64>());
+        assert_eq!(v, 199_999 * 100_000);
+        assert!(t.wall > 0.0 && t.cpu > 0.0, "{t:?}");
+        let per = Measured {
+            wall: 10.0,
+            cpu: 4.0,
+        } / 2.0;
+        assert_eq!(
+            per,
+            Measured {
+                wall: 5.0,
+                cpu: 2.0
+            }
+        );
     }
 
     #[test]

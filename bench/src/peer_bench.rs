@@ -9,7 +9,7 @@
 
 use crate::copy_patch;
 use crate::cranelift::{Compiler, Variant};
-use crate::harness::{alternate, ratios, time, Rounds, Timed};
+use crate::harness::{alternate, cpu_ratios, ratios, time, Measured, Rounds, Timed};
 use crate::peer::{self, library, Level};
 use crate::results::PeerRow;
 use crate::workload::{self, counting_loop, straight, TraceSpec, LOOP_BODY_INSTANCES};
@@ -170,6 +170,8 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
             instances: spec.instances.len(),
             compile: Some(rounds.sample(i, BATCH)),
             compile_ratio: ratios(&rounds, i, 0),
+            compile_cpu: Some(rounds.cpu_sample(i, BATCH)),
+            compile_cpu_ratio: cpu_ratios(&rounds, i, 0),
             run: None,
             run_ratio: None,
             run_unit: String::new(),
@@ -323,6 +325,8 @@ fn compile_rows(
             instances: spec.instances.len(),
             compile: Some(rounds.sample(i, batch)),
             compile_ratio: ratios(&rounds, i, 0),
+            compile_cpu: Some(rounds.cpu_sample(i, batch)),
+            compile_cpu_ratio: cpu_ratios(&rounds, i, 0),
             run: run.map(|(r, _)| r.sample(i, 1)),
             run_ratio: run.and_then(|(r, _)| ratios(r, i, 0)),
             run_unit: run.map_or("", |(_, unit)| unit).into(),
@@ -337,7 +341,7 @@ fn loop_rows(
     iterations: u64,
 ) -> Result<Vec<PeerRow>, String> {
     check_all(b, spec)?;
-    let per_round = |ns: f64| ns / iterations as f64;
+    let per_round = |t: Measured| t / iterations as f64;
     let runs = b.runs;
     let cp = copy_patch::compile(&b.jit, spec)?;
     let cp_uncached = copy_patch::stitch(&b.jit, &copy_patch::plan_exact(&b.jit, spec)?)?;
@@ -407,7 +411,7 @@ fn check(
 mod tests {
     use super::*;
     use crate::cranelift::Variant;
-    use crate::stitch::thread_cpu_ns;
+    use crate::harness::thread_cpu_ns;
 
     /// The batch rows' comparison in thread CPU time, which preemption does not inflate (on
     /// a loaded machine a 50 ms Cranelift batch is preempted many times, a 0.2 ms

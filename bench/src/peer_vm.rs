@@ -13,7 +13,7 @@
 //! interpreter, copy-and-patch, -O0, -O2), and ratios to copy-and-patch are per run.
 
 use crate::examples::{self, Example};
-use crate::harness::{alternate, ratios, time, Rounds, Timed};
+use crate::harness::{alternate, cpu_ratios, ratios, time, Measured, Rounds, Timed};
 use crate::peer::{self, library, library::Library, Level};
 use crate::peer_compiler::{resolve, vm_trace_spec, LlvmTraceCompiler};
 use crate::results::PeerRow;
@@ -24,18 +24,15 @@ use inkwell::context::Context;
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Instant;
 
 const RUN_UNIT: &str = "per program run, compile excluded";
 
 /// Runs `ex` once from a fresh VM; returns its statistics and the time outside compiles
 /// (ns). Fails on wrong output.
-pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, f64), String> {
+pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
     let vm = Vm::new(ex.program.clone(), config)
         .map_err(|e| format!("examples/{}.vm: cannot create the VM: {e}", ex.name))?;
-    let start = Instant::now();
-    let result = vm.run();
-    let wall = start.elapsed();
+    let (result, t) = time(|| vm.run());
     let mut out = vm.output();
     if let Err(e) = result {
         out.push_str(&format!("error: {e}\n"));
@@ -47,7 +44,12 @@ pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, f
         ));
     }
     let stats = vm.stats();
-    let run = wall.saturating_sub(stats.compile_time).as_nanos() as f64;
+    // The VM times its compiles on the wall clock; both clocks leave them out.
+    let compile = stats.compile_time.as_nanos() as f64;
+    let run = Measured {
+        wall: (t.wall - compile).max(0.0),
+        cpu: (t.cpu - compile).max(0.0),
+    };
     Ok((stats, run))
 }
 
@@ -142,6 +144,10 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
                 run: Some(run.sample(i, 1)),
                 run_unit: RUN_UNIT.into(),
                 compile_ratio: c.filter(|&c| c > 0).and_then(|c| ratios(&compile, c, 0)),
+                compile_cpu: c.map(|c| compile.cpu_sample(c, 1)),
+                compile_cpu_ratio: c
+                    .filter(|&c| c > 0)
+                    .and_then(|c| cpu_ratios(&compile, c, 0)),
                 run_ratio: (i > 1).then(|| ratios(&run, i, 1)).flatten(),
             });
         }

@@ -23,7 +23,7 @@
 
 use crate::examples::{self, Example};
 use crate::exec;
-use crate::harness::{alternate, ratios, Rounds, Timed};
+use crate::harness::{alternate, ratios, Measured, Rounds, Timed};
 use crate::peer::Level;
 use crate::peer_compiler::LlvmTraceCompiler;
 use crate::peer_vm::{self, VmIr};
@@ -274,19 +274,21 @@ impl ExampleRun<'_> {
                 let (stats, t) = exec::run_once(ex, Mode::Jit, "jit")?;
                 second[0]
                     .borrow_mut()
-                    .push(t - stats.compile_time.as_nanos() as f64);
+                    .push(t.wall - stats.compile_time.as_nanos() as f64);
                 Ok(t)
             }),
             Timed::new(warmup, runs, || {
                 let (exec_ns, compile_ns) = self.llvm_o2()?;
                 second[1].borrow_mut().push(exec_ns);
-                Ok(exec_ns + compile_ns)
+                Ok(Measured::wall_only(exec_ns + compile_ns))
             }),
             Timed::new(warmup, runs, || {
                 run_vm_binary(&self.setup.vm, &vm_file, "interp", &ex.expected)
+                    .map(Measured::wall_only)
             }),
             Timed::new(warmup, runs, || {
                 run_vm_binary(&self.setup.vm, &vm_file, "jit", &ex.expected)
+                    .map(Measured::wall_only)
             }),
         ];
         for (k, python) in self.pythons.iter().enumerate() {
@@ -296,19 +298,19 @@ impl ExampleRun<'_> {
                 let (whole, report) = run_python(python, driver, py_file, &ex.expected, &json)?;
                 second[2 + k].borrow_mut().push(report.runs[0].ns as f64);
                 *label.borrow_mut() = report.label();
-                Ok(whole)
+                Ok(Measured::wall_only(whole))
             }));
         }
         let timed = alternate(&mut ops)?;
         drop(ops);
         // The combined rounds, columns as the constants above say.
-        let mut second: Vec<Vec<Option<f64>>> = second
+        let mut second: Vec<Vec<Option<Measured>>> = second
             .into_iter()
             .map(|s| {
                 s.into_inner()
                     .split_off(warmup)
                     .into_iter()
-                    .map(Some)
+                    .map(|ns| Some(Measured::wall_only(ns)))
                     .collect()
             })
             .collect();
@@ -336,7 +338,8 @@ impl ExampleRun<'_> {
             compiler: Some(llvm.clone()),
             ..Config::default()
         };
-        let (stats, exec_ns) = peer_vm::run_once(self.ex, config, "LLVM -O2")?;
+        let (stats, exec) = peer_vm::run_once(self.ex, config, "LLVM -O2")?;
+        let exec_ns = exec.wall;
         let name = &self.ex.name;
         if let Some(e) = llvm.error() {
             return Err(format!("examples/{name}.vm: {e}"));

@@ -132,21 +132,32 @@ fn targets(r: &Results) -> String {
                 m.median_ns
             )
         });
-        let cpu = s.thread_cpu.as_ref().map_or(String::new(), |c| {
-            format!(
-                "; thread CPU time {:.1} ns ({:.1} – {:.1})",
-                per(c.median_ns),
-                per(c.min_ns),
-                per(c.max_ns)
-            )
-        });
-        let _ = writeln!(
-            out,
-            "| stitching ≤ 30 ns per instance, 1,000 instances, warm arena | {:.1} ns ({:.1} – {:.1}){memcpy}{cpu} | {} |",
+        // Judged on the thread's CPU time where measured: stitching is single-threaded
+        // work, and on a loaded machine wall time also counts the time the thread waited
+        // for a core (the scheduler, not the stitcher); wall time is quoted beside it.
+        let wall = format!(
+            "wall {:.1} ns ({:.1} – {:.1})",
             per(s.sample.median_ns),
             per(s.sample.min_ns),
-            per(s.sample.max_ns),
-            verdict(per(s.sample.median_ns) <= 30.0)
+            per(s.sample.max_ns)
+        );
+        let (judged, clock, shown) = match &s.thread_cpu {
+            Some(c) => (
+                per(c.median_ns),
+                "thread CPU time (wall time also counts waiting for a core on a loaded machine)",
+                format!(
+                    "thread CPU {:.1} ns ({:.1} – {:.1}); {wall}",
+                    per(c.median_ns),
+                    per(c.min_ns),
+                    per(c.max_ns)
+                ),
+            ),
+            None => (per(s.sample.median_ns), "wall time", wall),
+        };
+        let _ = writeln!(
+            out,
+            "| stitching ≤ 30 ns per instance, 1,000 instances, warm arena; judged on {clock} | {shown}{memcpy} | {} |",
+            verdict(judged <= 30.0)
         );
     }
     if let Some(m) = r
@@ -343,32 +354,39 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
 }
 
 /// Copy-and-patch against every Cranelift variant on every synthetic trace: the smallest
-/// per-run compile-time ratio (median of the runs) must be ≥ 100×.
+/// per-run compile-time ratio (median of the runs) must be ≥ 100×. One line per clock:
+/// thread CPU time (the steadier on a loaded machine) and wall time.
 fn versus_cranelift(r: &Results, out: &mut String) {
-    let ratios: Vec<(String, String, f64)> = r
-        .peer
-        .iter()
-        .filter(|p| p.backend.starts_with("cranelift"))
-        .filter_map(|p| {
-            Some((
-                p.trace.clone(),
-                p.label(),
-                p.compile_ratio.as_ref()?.median_ns,
-            ))
-        })
-        .collect();
-    let Some((trace, label, worst)) = ratios.iter().min_by(|a, b| a.2.total_cmp(&b.2)).cloned()
-    else {
-        return;
-    };
-    let traces: std::collections::BTreeSet<&str> = ratios.iter().map(|r| r.0.as_str()).collect();
-    let _ = writeln!(
-        out,
-        "| copy-and-patch compiles ≥ 100× faster than every Cranelift variant on every trace ({} traces × {} variants) | smallest: {worst:.0}× ({label}, {trace}) | {} |",
-        traces.len(),
-        ratios.len() / traces.len().max(1),
-        verdict(worst >= 100.0)
-    );
+    type RatioOf = fn(&crate::results::PeerRow) -> Option<f64>;
+    let clocks: [(&str, RatioOf); 2] = [
+        ("thread CPU time", |p| {
+            Some(p.compile_cpu_ratio.as_ref()?.median_ns)
+        }),
+        ("wall time", |p| Some(p.compile_ratio.as_ref()?.median_ns)),
+    ];
+    for (clock, ratio_of) in clocks {
+        let ratios: Vec<(String, String, f64)> = r
+            .peer
+            .iter()
+            .filter(|p| p.backend.starts_with("cranelift"))
+            .filter_map(|p| Some((p.trace.clone(), p.label(), ratio_of(p)?)))
+            .collect();
+        let Some((trace, label, worst)) = ratios.iter().min_by(|a, b| a.2.total_cmp(&b.2)).cloned()
+        else {
+            continue;
+        };
+        let traces: std::collections::BTreeSet<&str> =
+            ratios.iter().map(|r| r.0.as_str()).collect();
+        let met = ratios.iter().filter(|r| r.2 >= 100.0).count();
+        let _ = writeln!(
+            out,
+            "| copy-and-patch compiles ≥ 100× faster than every Cranelift variant on every trace ({} traces × {} variants), {clock} | {met} of {} cells ≥ 100×; smallest: {worst:.0}× ({label}, {trace}) | {} |",
+            traces.len(),
+            ratios.len() / traces.len().max(1),
+            ratios.len(),
+            verdict(worst >= 100.0)
+        );
+    }
 }
 
 /// The whole BENCHMARKS.md.

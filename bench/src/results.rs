@@ -63,6 +63,11 @@ pub struct StitchRow {
     /// the thread was not running (on a loaded machine it waits for a core).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thread_cpu: Option<Sample>,
+    /// The `memcpy`'s thread CPU time, and stitching ÷ `memcpy` on that clock, run by run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memcpy_cpu: Option<Sample>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ratio_to_memcpy: Option<Sample>,
 }
 
 impl StitchRow {
@@ -75,6 +80,8 @@ impl StitchRow {
             memcpy: None,
             ratio_to_memcpy: None,
             thread_cpu: None,
+            memcpy_cpu: None,
+            cpu_ratio_to_memcpy: None,
         }
     }
     pub fn ns_per_instance(&self) -> f64 {
@@ -124,6 +131,12 @@ pub struct PeerRow {
     /// Run time ÷ copy-and-patch's, run by run, where measured so.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_ratio: Option<Sample>,
+    /// The compile runs' thread CPU time, and its ratio to copy-and-patch's run by run:
+    /// on a loaded machine the steadier figures (wall time also counts waiting for a core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cpu: Option<Sample>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cpu_ratio: Option<Sample>,
 }
 
 impl PeerRow {
@@ -260,6 +273,7 @@ impl Results {
                 "memcpy of the code",
                 "÷ memcpy (per run: median, min – max)",
                 "thread CPU ns/instance (median, min – max)",
+                "thread CPU ÷ memcpy's (per run)",
             ],
             self.stitch
                 .iter()
@@ -285,6 +299,9 @@ impl Results {
                                 per(c.max_ns)
                             )
                         }),
+                        r.cpu_ratio_to_memcpy
+                            .as_ref()
+                            .map_or("–".into(), ratio_range),
                     ]
                 })
                 .collect(),
@@ -342,6 +359,8 @@ impl Results {
                 "compile (median)",
                 "compile range",
                 "compile ÷ copy-and-patch",
+                "compile, thread CPU (median)",
+                "thread CPU ÷ copy-and-patch",
                 "run (median)",
                 "run range",
                 "run ÷ copy-and-patch",
@@ -377,6 +396,10 @@ impl Results {
                             .map_or_else(dash, |s| human_ns(s.median_ns)),
                         r.compile.as_ref().map_or_else(dash, range),
                         ratio(r.compile_ratio.as_ref(), r.compile.as_ref(), cp_compile, 0),
+                        r.compile_cpu
+                            .as_ref()
+                            .map_or_else(dash, |s| human_ns(s.median_ns)),
+                        r.compile_cpu_ratio.as_ref().map_or_else(dash, ratio_range),
                         r.run.as_ref().map_or_else(dash, |s| human_ns(s.median_ns)),
                         r.run.as_ref().map_or_else(dash, range),
                         ratio(r.run_ratio.as_ref(), r.run.as_ref(), cp_run, 2),
@@ -400,6 +423,8 @@ impl Results {
                 "ns/instance (median)",
                 "range",
                 "÷ copy-and-patch (per run: median, min – max)",
+                "thread CPU ns/instance (median)",
+                "thread CPU ÷ copy-and-patch (per run)",
             ],
             self.peer
                 .iter()
@@ -413,6 +438,10 @@ impl Results {
                         per(s.median_ns),
                         format!("{} – {}", per(s.min_ns), per(s.max_ns)),
                         r.compile_ratio.as_ref().map_or("–".into(), ratio_range),
+                        r.compile_cpu
+                            .as_ref()
+                            .map_or("–".into(), |c| per(c.median_ns)),
+                        r.compile_cpu_ratio.as_ref().map_or("–".into(), ratio_range),
                     ]
                 })
                 .collect(),
@@ -620,6 +649,8 @@ mod tests {
             run_unit: "per program run, compile excluded".into(),
             compile_ratio: None,
             run_ratio: None,
+            compile_cpu: None,
+            compile_cpu_ratio: None,
         }
     }
 
@@ -639,14 +670,15 @@ mod tests {
         assert_eq!(lines.len(), 5, "{out}");
         // The interpreter compiles nothing; it is 10× slower than copy-and-patch.
         assert!(
-            lines[2].contains("| interpreter | 16 | – | – | – | 80.00 ms |")
+            lines[2].contains("| interpreter | 16 | – | – | – | – | – | 80.00 ms |")
                 && lines[2].contains("| 10.00× | 1.00× |"),
             "{}",
             lines[2]
         );
         // LLVM -O0: 1000× the compile time, 2× the run time, 5× faster than the interpreter.
         assert!(
-            lines[4].contains("| 1000× | 16.00 ms |") && lines[4].contains("| 2.00× | 5.00× |"),
+            lines[4].contains("| 1000× | – | – | 16.00 ms |")
+                && lines[4].contains("| 2.00× | 5.00× |"),
             "{}",
             lines[4]
         );

@@ -12,11 +12,10 @@
 //! mapped (pages the arena has committed) and bytes of the pages the traces actually touch.
 
 use crate::copy_patch;
-use crate::harness::{alternate, measure, ratios, time, Sample, Timed};
+use crate::harness::{alternate, cpu_ratios, measure, ratios, time, Timed};
 use crate::results::{MemoryRow, StitchRow};
 use crate::workload::straight;
 use cpjit_runtime::{Jit, JitOptions, Trace};
-use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 /// Stitching speed for each size in `sizes`, with a `memcpy` of the same code bytes as the
@@ -39,23 +38,19 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     let floor_bytes = cases.first().map_or(0, |c| c.2.len());
     let floor = KernelFloor::new(floor_bytes)?;
     let floor_batch = 200;
-    // Each stitching run also records its thread CPU time here (warm-up run first).
-    let cpu: Vec<RefCell<Vec<f64>>> = cases.iter().map(|_| RefCell::default()).collect();
+    // Every run records wall and thread CPU time (see `harness::Measured`).
     let mut ops = Vec::new();
-    for ((_, plan, code, batch), cpu) in cases.iter().zip(&cpu) {
+    for (_, plan, code, batch) in &cases {
         let (jit, batch) = (&jit, *batch);
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         ops.push(Timed::new(1, runs, move || {
             keep.clear();
-            let cpu_start = thread_cpu_ns();
             let (done, t) = time(|| -> Result<(), String> {
                 for _ in 0..batch {
                     keep.push(copy_patch::stitch(jit, plan)?);
                 }
                 Ok(())
             });
-            cpu.borrow_mut()
-                .push((thread_cpu_ns() - cpu_start) / batch as f64);
             done?;
             Ok(t / batch as f64)
         }));
@@ -94,9 +89,9 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
         );
         row.memcpy = Some(rounds.sample(2 * i + 1, *batch));
         row.ratio_to_memcpy = ratios(&rounds, 2 * i, 2 * i + 1);
-        // Without the warm-up run.
-        let cpu = cpu[i].take();
-        row.thread_cpu = (cpu.len() > 1).then(|| Sample::from_times(cpu[1..].to_vec(), *batch));
+        row.thread_cpu = Some(rounds.cpu_sample(2 * i, *batch));
+        row.memcpy_cpu = Some(rounds.cpu_sample(2 * i + 1, *batch));
+        row.cpu_ratio_to_memcpy = cpu_ratios(&rounds, 2 * i, 2 * i + 1);
         rows.push(row);
     }
     let first = 2 * cases.len();
@@ -233,18 +228,6 @@ fn resident_pages(pages: &BTreeSet<usize>, page: usize) -> Result<usize, String>
         resident += (vec[0] & 1) as usize;
     }
     Ok(resident)
-}
-
-/// CPU time this thread has used, in ns (`CLOCK_THREAD_CPUTIME_ID`): unlike wall time it
-/// does not grow while the thread waits for a core on a loaded machine.
-pub(crate) fn thread_cpu_ns() -> f64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
 }
 
 /// A memfd and a buffer of code-sized bytes: what one `finish` costs the kernel at least.

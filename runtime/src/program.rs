@@ -1,14 +1,17 @@
 //! Per-stencil patch programs, compiled once in [`Jit::new`](crate::Jit::new) so that
 //! `finish` does per instance only a copy and a tight loop over a short list of steps.
 //!
-//! A [`Program`] holds what never changes between instances of one stencil: its code and
-//! data bytes with their alignment, and one [`Step`] per hole (or per adjacent AArch64 GOT
-//! pair) saying where in the instance the hole is, where its value comes from and how it
-//! is written ([`Action`]). The per-architecture facts `finish` needs (trap byte, tail jump,
+//! A [`Program`] holds what never changes between instances of one stencil: its code,
+//! prepared and padded to 16-byte blocks (so that the copy is a block copy), its data bytes
+//! (initialized part and zero-fill) with their alignment, and one [`Step`] per hole (or per
+//! adjacent AArch64 GOT pair) saying where in the instance the hole is, where its value
+//! comes from and how it is written: a [`Fast`] form chosen once, where the instruction
+//! allows one, with the full [`Action`] as fallback. The per-architecture facts `finish` needs (trap byte, tail jump,
 //! veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no `match`
 //! on the architecture.
 
 use crate::patch;
+use cpjit_isa::x86_64 as x86;
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 
 /// Where a hole's value comes from, per instance.
@@ -83,6 +86,30 @@ pub(crate) struct Step {
     pub action: Action,
     /// What was checked once, on the stencil's own bytes, of the instruction around the hole.
     pub checked: Checked,
+    /// The per-instance fast form, if the hole has one.
+    pub fast: Fast,
+}
+
+/// How a hole is written per instance when its value allows it, chosen once per stencil by
+/// [`Program::new`]. Each form writes exactly the bytes the full path ([`Action`], the
+/// patch functions) would write for such a value; any other value (out of range, an
+/// unknown symbol, a missing instance) takes the full path, which writes the other form or
+/// reports the error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// None: always the full path.
+    Full,
+    /// An x86-64 rel32 field of a checked instruction ([`Checked::Rel32`]): one range check
+    /// and a 4-byte store of `value + addend - place`.
+    Rel32,
+    /// As `Rel32`, on a GOT reference that [`Program::code`] already holds in its direct
+    /// form (`lea`, `addr32 call`); the fallback first restores the stencil's instruction.
+    Direct,
+    /// A 64-bit GOT load of an operand that [`Program::code`] already holds in its `imm32`
+    /// form (`mov r64, imm32`, `op r64, imm32`): if the operand fits a sign-extended
+    /// 32-bit immediate, a 4-byte store of it; otherwise the stencil's instruction is
+    /// restored and the full path loads it (directly or through a GOT slot).
+    Imm32,
 }
 
 /// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
@@ -102,13 +129,27 @@ pub(crate) enum Checked {
     X86GotSite(cpjit_isa::x86_64::GotSite),
 }
 
-/// A step that may need a GOT slot (`got`) or a veneer (otherwise).
+/// A step that may need a GOT slot (`got`) or a veneer (otherwise), which `push` counts.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Need {
-    /// Index into [`Program::steps`].
-    pub step: u16,
     pub got: bool,
     pub bound: Bound,
+    /// What the slot or veneer is known by when the instance is pushed, so that `push`
+    /// counts each one once per trace, as `finish` will share it.
+    pub key: Key,
+}
+
+/// What a GOT slot or veneer is known by when its instance is pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Key {
+    /// A symbol, by its id: its GOT slot holds its address, and a veneer for a branch to
+    /// it jumps to it exactly (no addend left), so all its holes share one.
+    Symbol(u16),
+    /// The instance's operand `operand`: its value, plus `bias` (a branch's addend and
+    /// bias: the veneer's destination; 0 for a GOT slot, which holds the value).
+    Operand { operand: u16, bias: u64 },
+    /// Not known before `finish` (a jump target, an address in the trace): counted per hole.
+    Unknown,
 }
 
 /// Everything `finish` needs of one stencil.
@@ -116,6 +157,14 @@ pub(crate) struct Program {
     pub steps: Box<[Step]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
+    /// How many of `needs` are [`Bound::Continue`] (counted by `finish` for the last
+    /// instance only: whether an instance is the last is not known when it is pushed).
+    pub continue_needs: u16,
+    /// The stencil's code with its holes' [`Fast`] forms applied, padded with the trap byte
+    /// to a multiple of 16 bytes: copied in 16-byte blocks.
+    pub code: Box<[u8]>,
+    /// The stencil's data: initialized bytes, then zeros (its zero-fill), `data_len` bytes.
+    pub data: Box<[u8]>,
     /// The stencil's code and data sizes and alignments (copied here so that laying out a
     /// trace reads one table).
     pub code_len: u32,
@@ -131,10 +180,13 @@ pub(crate) struct Program {
 
 impl Program {
     /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
-    /// lies inside its section and refers to an operand, target or symbol that exists).
-    pub fn new(stencil: &Stencil<'_>, shim: bool) -> Program {
+    /// lies inside its section and refers to an operand, target or symbol that exists);
+    /// `trap` pads the code.
+    pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
         let mut steps = Vec::with_capacity(stencil.holes.len());
         let mut needs = Vec::new();
+        let mut code = stencil.code.to_vec();
+        code.resize(stencil.code.len().next_multiple_of(16), trap);
         let mut i = 0;
         while i < stencil.holes.len() {
             let h = &stencil.holes[i];
@@ -159,8 +211,8 @@ impl Program {
             let need = match action {
                 Action::Plain => None,
                 Action::Branch => Some(Need {
-                    step: steps.len() as u16,
                     got: false,
+                    key: Key::Unknown,
                     bound: match h.value {
                         HoleValue::Target(t) => Bound::Target(t),
                         HoleValue::Continue => Bound::Continue,
@@ -169,12 +221,28 @@ impl Program {
                     },
                 }),
                 _ => Some(Need {
-                    step: steps.len() as u16,
                     got: true,
                     bound: got_bound(stencil, h, action),
+                    key: Key::Unknown,
                 }),
             };
-            needs.extend(need.filter(|n| n.bound != Bound::Never));
+            let key = |got: bool| {
+                let bias = if got {
+                    0
+                } else {
+                    (h.addend as u64).wrapping_add(branch_bias(h.kind))
+                };
+                match h.value {
+                    HoleValue::Symbol(id) if bias == 0 => Key::Symbol(id),
+                    HoleValue::Operand(operand) => Key::Operand { operand, bias },
+                    _ => Key::Unknown,
+                }
+            };
+            needs.extend(need.filter(|n| n.bound != Bound::Never).map(|n| Need {
+                key: key(n.got),
+                ..n
+            }));
+            let checked = checked(stencil, h);
             steps.push(Step {
                 offset: h.offset,
                 hole: i as u16,
@@ -183,7 +251,8 @@ impl Program {
                 source: source(h.value),
                 addend: h.addend,
                 action,
-                checked: checked(stencil, h),
+                checked,
+                fast: fast(&mut code, h, action, checked),
             });
             i += if matches!(action, Action::GotPair { .. }) {
                 2
@@ -191,9 +260,14 @@ impl Program {
                 1
             };
         }
+        let mut data = stencil.init_data.to_vec();
+        data.resize(stencil.data_len as usize, 0);
         Program {
+            continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
+            code: code.into_boxed_slice(),
+            data: data.into_boxed_slice(),
             code_len: stencil.code.len() as u32,
             data_len: stencil.data_len,
             code_align: stencil.code_align,
@@ -207,11 +281,63 @@ impl Program {
 
 /// The programs of every stencil of `set`, by stencil index.
 pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
+    let trap = ArchFacts::of(set.arch).trap;
     set.stencils
         .iter()
         .enumerate()
-        .map(|(i, s)| Program::new(s, set.shim == Some(i as u16)))
+        .map(|(i, s)| Program::new(s, set.shim == Some(i as u16), trap))
         .collect()
+}
+
+/// The fast form of hole `h` (see [`Fast`]), and `code` (the program's copy of the
+/// stencil's code) rewritten into the form it writes into. Only x86-64 rel32 fields whose
+/// instruction was checked once qualify; the rewrites are the ISA crate's relaxations, run
+/// once here on the stencil's bytes.
+fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
+    let offset = h.offset as usize;
+    match (action, checked) {
+        (_, Checked::Nothing) => Fast::Full,
+        (Action::Plain | Action::Branch, _) => Fast::Rel32,
+        (Action::RelaxableGot, Checked::X86GotSite(site)) => {
+            let mut probe = code.to_vec();
+            let immediate = x86::relax_got_to_immediate(&mut probe, offset, site, 0);
+            match h.value {
+                // An operand: the immediate form whenever the instruction has one.
+                HoleValue::Operand(_) if immediate => {
+                    code.copy_from_slice(&probe);
+                    Fast::Imm32
+                }
+                // The full path tries the immediate form first for values from outside the
+                // trace; a symbol's address is one of those, so only a site without an
+                // immediate form (`call`, a 32-bit `mov`) takes the direct form directly.
+                HoleValue::Code | HoleValue::Data | HoleValue::Symbol(_)
+                    if !(immediate && matches!(h.value, HoleValue::Symbol(_)))
+                        && matches!(site.usage, x86::GotUse::Mov | x86::GotUse::Call) =>
+                {
+                    // `jmp` moves its field one byte earlier: not a plain rel32 store.
+                    let mut probe = code.to_vec();
+                    if x86::relax_got_to_direct(&mut probe, offset, site, 0, 0) {
+                        code.copy_from_slice(&probe);
+                        Fast::Direct
+                    } else {
+                        Fast::Full
+                    }
+                }
+                _ => Fast::Full,
+            }
+        }
+        _ => Fast::Full,
+    }
+}
+
+/// The destination of a branch hole with value `value` (`S + A`) is `S + A + bias`: x86
+/// rel32 is relative to the end of the 4-byte field, AArch64 and RISC-V offsets to the
+/// instruction itself.
+pub(crate) fn branch_bias(kind: HoleKind) -> u64 {
+    match kind {
+        HoleKind::X86Branch32 => 4,
+        _ => 0,
+    }
 }
 
 /// What can be checked once of hole `h`'s instruction (see [`Checked`]): the patch
@@ -404,7 +530,7 @@ mod tests {
             symbols: &[],
             falls_through: true,
         };
-        let p = Program::new(&stencil, false);
+        let p = Program::new(&stencil, false, 0);
         let actions: Vec<Action> = p.steps.iter().map(|s| s.action).collect();
         assert_eq!(
             actions,
@@ -423,10 +549,6 @@ mod tests {
         // slot; the branch to the instance's own code never needs a veneer.
         let needs: Vec<(bool, Bound)> = p.needs.iter().map(|n| (n.got, n.bound)).collect();
         assert_eq!(
-            p.needs.iter().map(|n| n.step).collect::<Vec<_>>(),
-            [0, 1, 2, 3]
-        );
-        assert_eq!(
             needs,
             [
                 (true, Bound::Always),
@@ -436,5 +558,100 @@ mod tests {
             ]
         );
         assert_eq!(p.steps[1].hole, 2);
+    }
+
+    #[test]
+    fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
+        use HoleKind::X86RexGotPc32Relaxable as RexGot;
+        use HoleKind::{X86Branch32, X86GotPc32, X86GotPc32Relaxable, X86Pc32};
+        use HoleValue::{Data, Operand, Symbol};
+        #[rustfmt::skip]
+        let code: &[u8] = &[
+            0x48, 0x8d, 0x05, 0, 0, 0, 0, //  0: lea rax, [rip + data]
+            0xe8, 0, 0, 0, 0, //              7: call helper
+            0x48, 0x8b, 0x05, 0, 0, 0, 0, // 12: mov rax, [rip + G(operand)]
+            0x4c, 0x03, 0x2d, 0, 0, 0, 0, // 19: add r13, [rip + G(operand)]
+            0x8b, 0x05, 0, 0, 0, 0, //       26: mov eax, [rip + G(operand)]
+            0xff, 0x15, 0, 0, 0, 0, //       32: call [rip + G(helper)]
+            0xff, 0x25, 0, 0, 0, 0, //       38: jmp [rip + G(helper)]
+            0x48, 0x8b, 0x05, 0, 0, 0, 0, // 44: mov rax, [rip + G(helper)]
+            0x48, 0x8b, 0x0d, 0, 0, 0, 0, // 51: mov rcx, [rip + G(data)]
+            0x48, 0x03, 0x05, 0, 0, 0, 0, // 58: add rax, [rip + GOTPCREL(operand)]
+            0xc3, //                         65: ret
+        ];
+        let holes = [
+            hole(3, X86Pc32, Data, -4),
+            hole(8, X86Branch32, Symbol(0), -4),
+            hole(15, RexGot, Operand(0), -4),
+            hole(22, RexGot, Operand(0), -4),
+            hole(28, X86GotPc32Relaxable, Operand(0), -4),
+            hole(34, X86GotPc32Relaxable, Symbol(0), -4),
+            hole(40, X86GotPc32Relaxable, Symbol(0), -4),
+            hole(47, RexGot, Symbol(0), -4),
+            hole(54, RexGot, Data, -4),
+            hole(61, X86GotPc32, Operand(0), -4),
+        ];
+        let stencil = Stencil {
+            name: "op",
+            code,
+            code_align: 1,
+            init_data: &[1, 2],
+            data_len: 8,
+            data_align: 8,
+            zero_fill: &[],
+            holes: &holes,
+            operands: &["V"],
+            targets: &[],
+            symbols: &[0],
+            falls_through: false,
+        };
+        let p = Program::new(&stencil, false, 0xcc);
+        let fast: Vec<Fast> = p.steps.iter().map(|s| s.fast).collect();
+        assert_eq!(
+            fast,
+            [
+                Fast::Rel32,
+                Fast::Rel32,
+                Fast::Imm32,
+                Fast::Imm32,
+                Fast::Full, // no REX.W: no immediate form
+                Fast::Direct,
+                Fast::Full, // `jmp` moves its field
+                Fast::Full, // a symbol may take the immediate form
+                Fast::Direct,
+                Fast::Full, // GOTPCREL is never relaxed
+            ]
+        );
+        // Prepared once: `mov rax, imm32`, `add r13, imm32`, `addr32 call`, `lea rcx`;
+        // padded with traps to 80 bytes; everything else as the stencil has it.
+        let mut expected = code.to_vec();
+        expected[12..15].copy_from_slice(&[0x48, 0xc7, 0xc0]);
+        expected[19..22].copy_from_slice(&[0x49, 0x81, 0xc5]);
+        expected[32..34].copy_from_slice(&[0x67, 0xe8]);
+        expected[52] = 0x8d;
+        expected.resize(80, 0xcc);
+        assert_eq!(&p.code[..], &expected[..]);
+        assert_eq!(&p.data[..], &[1, 2, 0, 0, 0, 0, 0, 0]);
+        // The helper's call and loads count one GOT slot and one veneer by its id; the
+        // operand loads by the operand's value.
+        let keys: Vec<(bool, Key)> = p.needs.iter().map(|n| (n.got, n.key)).collect();
+        let operand = Key::Operand {
+            operand: 0,
+            bias: 0,
+        };
+        assert_eq!(
+            keys,
+            [
+                (false, Key::Symbol(0)),
+                (true, operand),
+                (true, operand),
+                (true, operand),
+                (true, Key::Symbol(0)),
+                (true, Key::Symbol(0)),
+                (true, Key::Symbol(0)),
+                (true, Key::Unknown),
+                (true, operand),
+            ]
+        );
     }
 }

@@ -1,18 +1,29 @@
-//! [`SlotTable`]: deduplicates GOT slots and veneers by value in O(1) per lookup (amortised),
-//! reused from trace to trace without clearing or, once grown, allocating.
+//! [`SlotTable`]: deduplicates GOT slots and veneers in O(1) per lookup (amortised), by
+//! dense id where the key has one (an external symbol's index in the set) and by value
+//! otherwise, reused from trace to trace without clearing or, once grown, allocating.
 //!
-//! Open addressing with linear probing over a power-of-two table at most half full (doubled
-//! when it would be fuller); each
-//! entry carries the generation it was written in, so starting a new trace is one counter
-//! increment rather than a clear of the table.
+//! Keys by id are a direct index into a vector. Keys by value use open addressing with
+//! linear probing over a power-of-two table at most half full (doubled when it would be
+//! fuller). Every entry carries the generation it was written in, so starting a new trace
+//! is one counter increment rather than a clear of the tables.
 
-/// Maps 64-bit values (slot contents, veneer destinations) to dense slot numbers 0, 1, …
-/// in order of first use.
+/// Maps 64-bit values (slot contents, veneer destinations) and dense ids (symbols) to
+/// slot numbers 0, 1, … in order of first use, one numbering for both. An id and a value
+/// are different keys even if the symbol's address is that value (then the trace has one
+/// slot more than it needs, never one too few).
 #[derive(Default)]
 pub(crate) struct SlotTable {
     entries: Vec<Entry>,
+    /// By id: the slot and the generation it was given in.
+    ids: Vec<IdEntry>,
     generation: u32,
     used: u32,
+}
+
+#[derive(Clone, Copy, Default)]
+struct IdEntry {
+    slot: u32,
+    generation: u32,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -23,7 +34,7 @@ struct Entry {
 }
 
 impl SlotTable {
-    /// Empties the table (keeping its memory).
+    /// Empties the table (keeping its memory). Must come before the first lookup.
     pub fn reset(&mut self) {
         if self.entries.is_empty() {
             self.entries = vec![Entry::default(); 64];
@@ -32,9 +43,30 @@ impl SlotTable {
         if self.generation == 0 {
             // After 2^32 traces: old entries could look current again.
             self.entries.fill(Entry::default());
+            self.ids.fill(IdEntry::default());
             self.generation = 1;
         }
         self.used = 0;
+    }
+
+    /// The slot of the key with dense id `id` and whether it is new (then it is the next
+    /// unused slot number).
+    #[inline]
+    pub fn slot_of_id(&mut self, id: u16) -> (u32, bool) {
+        let i = id as usize;
+        if i >= self.ids.len() {
+            self.ids.resize(i + 1, IdEntry::default());
+        }
+        let e = &mut self.ids[i];
+        if e.generation == self.generation {
+            return (e.slot, false);
+        }
+        *e = IdEntry {
+            slot: self.used,
+            generation: self.generation,
+        };
+        self.used += 1;
+        (e.slot, true)
     }
 
     /// The slot of `key` and whether it is new (then it is the next unused slot number).
@@ -100,6 +132,31 @@ mod tests {
         assert_eq!(t.len(), 0);
         assert_eq!(t.slot(u64::MAX), (0, true));
         assert_eq!(t.slot(7), (1, true));
+    }
+
+    #[test]
+    fn ids_are_deduplicated_by_id_and_share_the_numbering_with_values() {
+        let mut t = SlotTable::default();
+        t.reset();
+        assert_eq!(t.slot_of_id(3), (0, true));
+        assert_eq!(t.slot(3), (1, true), "a value is not an id");
+        assert_eq!(t.slot_of_id(3), (0, false));
+        assert_eq!(t.slot_of_id(0), (2, true));
+        assert_eq!(t.slot_of_id(u16::MAX), (3, true));
+        assert_eq!(t.slot_of_id(0), (2, false));
+        assert_eq!(t.len(), 4);
+        t.reset();
+        assert_eq!(t.slot_of_id(0), (0, true), "reset forgets ids");
+        assert_eq!(t.slot_of_id(3), (1, true));
+        assert_eq!(t.slot_of_id(3), (1, false));
+        // The generation wraps after 2^32 resets: ids from before must not come back.
+        t.generation = u32::MAX;
+        assert_eq!(t.slot_of_id(5), (2, true));
+        t.reset();
+        assert_eq!(t.generation, 1);
+        assert_eq!(t.slot_of_id(5), (0, true));
+        // Given in generation 1, before the wrap.
+        assert_eq!(t.slot_of_id(u16::MAX), (1, true));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! Finishing a trace, in four named stages: [`layout`], [`allocate`], [`write`] (copy and
-//! patch) and [`publish`].
+//! Stitching a trace, in named stages: [`Layout::place`] (run by each `push`), then in
+//! `finish` [`sizes`], [`allocate`], [`write`] (copy and patch) and [`settle`] (publish).
 //!
 //! Layout: `[instance code...][tail jump][veneers]` in a code block, `[instance data...]
 //! [GOT slots]` in a data block of the same arena chunk. Instances follow each other back
@@ -7,24 +7,29 @@
 //! with nops to each stencil's code alignment.
 //!
 //! Everything that is the same for every instance of a stencil was worked out once, in
-//! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] lists its holes with where
-//! their values come from and how they are written. So `finish` makes one pass to lay out
-//! the instances (their offsets are needed first, for forward jumps), takes the blocks from
-//! the arena at an upper bound of GOT slots and veneers, then makes one pass that copies
-//! each instance and runs its program, and finally returns the unused GOT and veneer space.
-//! GOT slots and veneers are deduplicated by value in a [`SlotTable`] (O(1) per hole, no
-//! allocation per trace). Every patch checks range, alignment and instruction bytes, in
-//! release builds too.
+//! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] holds its code padded to
+//! 16-byte blocks, its data, and its holes with where their values come from and how they
+//! are written. Each `push` places its instance (code and data offsets) and adds up upper
+//! bounds of the GOT slots and veneers the trace may need (a symbol's once, by its id). So
+//! `finish` has no layout pass: it takes the blocks from the arena at those bounds, makes
+//! one pass that copies each instance (whole 16-byte blocks) and runs its program, and
+//! returns the unused GOT and veneer space. Per hole, a [`Fast`] form chosen once per
+//! stencil (x86-64: a range-checked rel32 store, or an `imm32` store into an instruction
+//! the program already holds in its immediate form) does the common case; any value it
+//! cannot take goes the full path, which handles every case and reports every error. GOT
+//! slots and veneers are deduplicated in a [`SlotTable`] (by symbol id, else by value; O(1)
+//! per hole, no allocation per trace). Every patch checks range, alignment and instruction
+//! bytes, in release builds too.
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::patch::{self, PatchError};
-use crate::program::{Action, Bound, Checked, Program, Source, Step};
+use crate::program::{branch_bias, Action, Bound, Checked, Fast, Key, Need, Program, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, TraceBuilder, View};
 use crate::Error;
 use cpjit_isa::x86_64 as x86;
-use cpjit_model::{Hole, HoleKind, Section, Stencil};
+use cpjit_model::{Hole, HoleKind, Section};
 use std::cell::RefCell;
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
@@ -42,7 +47,7 @@ thread_local! {
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let view = b.view();
     SCRATCH.with_borrow_mut(|scratch| {
-        let mut layout = layout(&view, scratch)?;
+        let mut layout = sizes(&view)?;
         layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
         let mut trace = allocate(b.jit, &layout)?;
         let mut writer = trace
@@ -51,7 +56,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
             .map_err(Error::Map)?;
         write(&view, &layout, &mut trace, writer.bytes(), scratch)?;
         writer.publish().map_err(Error::Map)?;
-        settle(b.jit, &mut trace, layout, scratch);
+        settle(b.jit, &mut trace, layout, view.offsets, scratch);
         b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
         trace.debug = crate::debug::register(b, &trace)?;
         Ok(trace)
@@ -74,7 +79,7 @@ pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<
     SCRATCH.with_borrow_mut(|scratch| {
         let mut layouts = Vec::with_capacity(views.len());
         for (i, v) in views.iter().enumerate() {
-            layouts.push(layout(v, scratch).map_err(in_batch(i))?);
+            layouts.push(sizes(v).map_err(in_batch(i))?);
         }
         let placed = place_batch(jit, &mut layouts);
         let mut traces = allocate_batch(jit, &placed)?;
@@ -95,9 +100,9 @@ pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
         // and write, which this batch's write must not overwrite.
-        for (trace, layout) in traces.iter_mut().zip(layouts) {
+        for ((trace, layout), v) in traces.iter_mut().zip(layouts).zip(views) {
             let (veneers, got_slots) = (trace.veneers, trace.got_slots);
-            settle_counts(jit, trace, layout, veneers, got_slots);
+            settle_counts(jit, trace, layout, v.offsets, veneers, got_slots);
         }
         jit.flusher.flush(traces[0].block.code_rx, code_len);
         if jit.debug.any() {
@@ -120,9 +125,9 @@ struct BatchPlacement {
     data_align: usize,
 }
 
-/// Stage 1 of a batch, after each trace's [`layout`]: the traces one after another, each at
+/// Stage 1 of a batch, after each trace's [`sizes`]: the traces one after another, each at
 /// its alignment and with room for all its possible veneers and GOT slots.
-fn place_batch(jit: &Jit<'_>, layouts: &mut [Layout]) -> BatchPlacement {
+fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
     let total: usize = layouts.iter().map(|l| l.code_len + l.data_len).sum();
     let mut p = BatchPlacement {
         starts: Vec::with_capacity(layouts.len()),
@@ -173,10 +178,152 @@ fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error
     Ok(traces)
 }
 
-/// Where everything goes, before any memory is taken.
-struct Layout {
-    instance_offsets: Vec<u32>,
-    /// Bytes of instance code (with padding) and of the tail jump, if any.
+/// Stage 1, run by [`TraceBuilder::push`](crate::TraceBuilder::push) as each instance
+/// arrives: where its code and data go (each at its stencil's alignment), and upper bounds
+/// of the GOT slots and veneers the trace may need. `finish` starts from the result, with
+/// no pass over the instances before it copies them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Layout {
+    /// Bytes of instance code and of instance data so far, with alignment padding.
+    pub code_len: u64,
+    pub data_len: u64,
+    pub code_align: u32,
+    pub data_align: u32,
+    /// At most this many GOT slots and veneers are needed (the last instance's
+    /// [`Bound::Continue`] and the tail jump are added by `finish`).
+    pub got_bound: u32,
+    pub veneer_bound: u32,
+    /// References to the trace itself that need a GOT slot only if its code and data may
+    /// be far apart ([`Bound::Internal`]); see [`Sizes::reserve_internal`].
+    pub internal: u32,
+}
+
+impl Default for Layout {
+    fn default() -> Layout {
+        Layout {
+            code_len: 0,
+            data_len: 0,
+            code_align: 1,
+            data_align: 8,
+            got_bound: 0,
+            veneer_bound: 0,
+            internal: 0,
+        }
+    }
+}
+
+impl Layout {
+    /// Places an instance of `p` with these operands and targets: returns its code and
+    /// data offsets, and counts the GOT slots and veneers it may need (each known one once
+    /// per trace, in `counted`: a symbol's by its id, an operand's by its value).
+    #[inline]
+    pub fn place(
+        &mut self,
+        p: &Program,
+        operands: &[u64],
+        targets: &[Target],
+        counted: &mut Counted,
+    ) -> (u32, u32) {
+        self.code_align = self.code_align.max(p.code_align);
+        let code_at = round_up64(self.code_len, p.code_align as u64);
+        self.code_len = code_at + p.code_len as u64;
+        let data_at = if p.data_len == 0 {
+            self.data_len
+        } else {
+            self.data_align = self.data_align.max(p.data_align);
+            let at = round_up64(self.data_len, p.data_align as u64);
+            self.data_len = at + p.data_len as u64;
+            at
+        };
+        for need in p.needs.iter() {
+            let counts = match need.bound {
+                Bound::Never | Bound::Continue => false,
+                Bound::Always => true,
+                Bound::OperandAbove { operand, signed32 } => {
+                    let v = operands[operand as usize];
+                    if signed32 {
+                        i32::try_from(v as i64).is_err()
+                    } else {
+                        v > u32::MAX as u64
+                    }
+                }
+                Bound::Target(t) => matches!(targets[t as usize], Target::Address(_)),
+                Bound::Internal => {
+                    self.internal = self.internal.saturating_add(1);
+                    false
+                }
+            };
+            if counts && counted.first(need, operands) {
+                let bound = if need.got {
+                    &mut self.got_bound
+                } else {
+                    &mut self.veneer_bound
+                };
+                *bound = bound.saturating_add(1);
+            }
+        }
+        // Offsets past 2 GiB are refused by `finish` (`TraceTooLarge`), before any is used.
+        (code_at as u32, data_at as u32)
+    }
+}
+
+/// The GOT slots and veneers a trace's [`Layout`] has counted, by what they are known by
+/// ([`Key`]): symbols by id (two bits per symbol of the set: GOT slot, veneer), operand
+/// values in a [`SlotTable`] per kind. Kept with the builder's vectors from trace to trace.
+#[derive(Default)]
+pub(crate) struct Counted {
+    bits: Vec<u64>,
+    symbols: usize,
+    got_values: SlotTable,
+    veneer_values: SlotTable,
+}
+
+impl Counted {
+    /// Forgets everything, for a set of `symbols` symbols.
+    pub fn reset(&mut self, symbols: usize) {
+        self.symbols = symbols;
+        self.bits.clear();
+        self.bits.resize((2 * symbols).div_ceil(64), 0);
+        self.got_values.reset();
+        self.veneer_values.reset();
+    }
+
+    /// Whether `need`'s GOT slot or veneer is counted for the first time in this trace.
+    #[inline]
+    fn first(&mut self, need: &Need, operands: &[u64]) -> bool {
+        match need.key {
+            Key::Unknown => true,
+            Key::Operand { operand, bias } => {
+                let value = operands[operand as usize].wrapping_add(bias);
+                let table = if need.got {
+                    &mut self.got_values
+                } else {
+                    &mut self.veneer_values
+                };
+                table.slot(value).1
+            }
+            Key::Symbol(id) => {
+                let bit = id as usize + if need.got { 0 } else { self.symbols };
+                let (word, mask) = (bit / 64, 1u64 << (bit % 64));
+                match self.bits.get_mut(word) {
+                    Some(w) if *w & mask != 0 => false,
+                    Some(w) => {
+                        *w |= mask;
+                        true
+                    }
+                    // Not sized for this set (never: builders reset it): count each hole.
+                    None => true,
+                }
+            }
+        }
+    }
+}
+
+/// What `finish` adds to a trace's [`Layout`]: the checks that need the whole trace, the
+/// tail jump, and the sizes to reserve.
+struct Sizes {
+    /// Bytes of instance code (with padding), and of the tail jump if any.
+    instances_end: usize,
     code_len: usize,
     /// Bytes of instance data (with padding).
     data_len: usize,
@@ -185,14 +332,13 @@ struct Layout {
     /// At most this many GOT slots and veneers are needed.
     got_bound: u32,
     veneer_bound: u32,
-    /// References to the trace itself that need a GOT slot only if its code and data may
-    /// be far apart ([`Bound::Internal`]); see [`Layout::reserve_internal`].
+    /// See [`Layout::internal`].
     internal: u32,
     /// The jump to the continuation, appended after the last instance.
     tail: Option<Hole>,
 }
 
-impl Layout {
+impl Sizes {
     fn veneer_base(&self) -> usize {
         round_up(self.code_len, GRANULE)
     }
@@ -219,9 +365,9 @@ impl Layout {
     }
 }
 
-/// Stage 1: each instance's code offset, the trace's sizes and its GOT and veneer bounds
-/// (values already known, operands and symbols, are counted once each).
-fn layout(b: &View<'_, '_, '_>, scratch: &mut Scratch) -> Result<Layout, Error> {
+/// Completes the layout the pushes made: the trace is not empty, does not run off its
+/// end, is not too large; the last instance's continuation and the tail jump are counted.
+fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
     let jit = b.jit;
     let set = jit.set;
     let n = b.instances.len();
@@ -230,114 +376,51 @@ fn layout(b: &View<'_, '_, '_>, scratch: &mut Scratch) -> Result<Layout, Error> 
     };
     // The last instance must end the trace (return, or jump elsewhere) unless the caller
     // said where the trace continues: running off its end would execute the trap filler.
-    let last = &set.stencils[last.stencil as usize];
-    if last.falls_through && b.continuation.is_none() {
+    let stencil = &set.stencils[last.stencil as usize];
+    if stencil.falls_through && b.continuation.is_none() {
         return Err(Error::TraceEndsWithContinue {
-            stencil: last.name.to_string(),
+            stencil: stencil.name.to_string(),
             instance: n - 1,
         });
     }
-    let mut instance_offsets = Vec::with_capacity(n);
-    let (mut code_len, mut data_len) = (0u64, 0u64);
-    let (mut code_align, mut data_align) = (1u32, 8u32);
-    let (mut got_bound, mut veneer_bound) = (0u64, 0u64);
-    let mut internal = 0u64;
-    scratch.got.reset();
-    scratch.veneers.reset();
-    let last_instance = &b.instances[n - 1];
-    for inst in b.instances {
-        let p: &Program = &jit.programs[inst.stencil as usize];
-        code_align = code_align.max(p.code_align);
-        code_len = round_up64(code_len, p.code_align as u64);
-        instance_offsets.push(code_len as u32);
-        code_len += p.code_len as u64;
-        if p.data_len != 0 {
-            data_align = data_align.max(p.data_align);
-            data_len = round_up64(data_len, p.data_align as u64) + p.data_len as u64;
-        }
-        for need in p.needs.iter() {
-            let step = &p.steps[need.step as usize];
-            let counts = match need.bound {
-                Bound::Never => false,
-                Bound::Always => true,
-                Bound::OperandAbove { operand, signed32 } => {
-                    let v = b.operands[inst.operands as usize + operand as usize];
-                    if signed32 {
-                        i32::try_from(v as i64).is_err()
-                    } else {
-                        v > u32::MAX as u64
-                    }
-                }
-                Bound::Target(t) => matches!(
-                    b.targets[inst.targets as usize + t as usize],
-                    Target::Address(_)
-                ),
-                Bound::Continue => {
-                    std::ptr::eq(inst, last_instance)
-                        && matches!(b.continuation, Some(Target::Address(_)))
-                }
-                Bound::Internal => {
-                    internal += 1;
-                    false
-                }
-            };
-            if !counts {
-                continue;
-            }
-            // Constants known now are deduplicated now, as `write` will.
-            let known = match step.source {
-                Source::Operand(k) => Some(b.operands[inst.operands as usize + k as usize]),
-                Source::Symbol(sym) => jit.symbol(sym),
-                _ => None,
-            };
-            let (table, bound) = if need.got {
-                (&mut scratch.got, &mut got_bound)
-            } else {
-                (&mut scratch.veneers, &mut veneer_bound)
-            };
-            *bound += match known {
-                Some(v) if !need.got => {
-                    let destination = v
-                        .wrapping_add(step.addend as u64)
-                        .wrapping_add(branch_bias(step.kind));
-                    table.slot(destination).1 as u64
-                }
-                Some(v) => table.slot(v).1 as u64,
-                None => 1,
-            };
-        }
-        // Checked per instance so that offsets never wrap (each stencil is < 2 GiB).
-        if code_len > u32::MAX as u64 / 2 || data_len > u32::MAX as u64 / 2 {
-            return Err(Error::TraceTooLarge {
-                code_bytes: code_len,
-                data_bytes: data_len,
-            });
-        }
+    let l = &b.layout;
+    // Each stencil is < 2 GiB, so offsets (u32) are exact while the totals are below this.
+    if l.code_len > u32::MAX as u64 / 2 || l.data_len > u32::MAX as u64 / 2 {
+        return Err(Error::TraceTooLarge {
+            code_bytes: l.code_len,
+            data_bytes: l.data_len,
+        });
     }
+    let mut veneer_bound = l.veneer_bound;
+    let mut code_len = l.code_len as usize;
     // The toolchain removed the last instance's trailing jump; if the trace continues
     // somewhere, put a jump there back (for a fall-through and for its continue holes).
-    let tail = b.continuation.map(|_| {
+    let tail = b.continuation.map(|to| {
         let hole = jit.facts.tail_hole(code_len as u32);
-        code_len += jit.facts.tail_jump.len() as u64;
-        veneer_bound += 1;
+        code_len += jit.facts.tail_jump.len();
+        veneer_bound = veneer_bound.saturating_add(1);
+        if matches!(to, Target::Address(_)) {
+            let p = &jit.programs[last.stencil as usize];
+            veneer_bound = veneer_bound.saturating_add(p.continue_needs as u32);
+        }
         hole
     });
-    Ok(Layout {
-        instance_offsets,
-        code_len: code_len as usize,
-        data_len: data_len as usize,
-        code_align: code_align as usize,
-        data_align: data_align as usize,
-        got_bound: got_bound.min(u32::MAX as u64 / 16) as u32,
-        veneer_bound: veneer_bound.min(u32::MAX as u64 / 16) as u32,
-        internal: internal.min(u32::MAX as u64 / 16) as u32,
+    Ok(Sizes {
+        instances_end: l.code_len as usize,
+        code_len,
+        data_len: l.data_len as usize,
+        code_align: l.code_align as usize,
+        data_align: l.data_align as usize,
+        got_bound: l.got_bound.min(u32::MAX / 16),
+        veneer_bound: veneer_bound.min(u32::MAX / 16),
+        internal: l.internal.min(u32::MAX / 16),
         tail,
     })
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
 /// GOT slot); [`publish`] returns what was not used.
-fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
+fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
     let block = jit
         .arena
@@ -357,12 +440,13 @@ fn allocate(jit: &Jit<'_>, layout: &Layout) -> Result<Trace, Error> {
     })
 }
 
-/// Stage 3: copies each instance's code and data to its place and runs its patch program.
-/// `code` is the trace's code (`trace.code_len` bytes), seen through the writable view that
-/// exists only until the caller publishes it.
+/// Stage 3: copies each instance's code and data to its place and runs its patch program:
+/// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
+/// it. `code` is the trace's code (`trace.code_len` bytes), seen through the writable view
+/// that exists only until the caller publishes it.
 fn write(
     b: &View<'_, '_, '_>,
-    layout: &Layout,
+    layout: &Sizes,
     trace: &mut Trace,
     code: &mut [u8],
     scratch: &mut Scratch,
@@ -380,7 +464,8 @@ fn write(
     code[layout.code_len..].fill(jit.facts.trap);
     let mut w = Writer {
         b,
-        offsets: &layout.instance_offsets,
+        offsets: b.offsets,
+        shim_first: b.is_shim(0),
         code_base: trace.block.code_rx as u64,
         data_base: trace.block.data as u64,
         code,
@@ -394,31 +479,29 @@ fn write(
     };
     let nop = set.nop;
     let (mut code_end, mut data_end) = (0usize, 0usize);
-    for (i, inst) in b.instances.iter().enumerate() {
-        let s = &set.stencils[inst.stencil as usize];
-        let at = layout.instance_offsets[i] as usize;
+    for (i, (inst, &at)) in b.instances.iter().zip(b.offsets).enumerate() {
+        let p = &jit.programs[inst.stencil as usize];
+        let at = at as usize;
         if at != code_end {
             pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
                 Error::InvalidStencil {
-                    stencil: s.name.to_string(),
+                    stencil: set.stencils[inst.stencil as usize].name.to_string(),
                     reason,
                 }
             })?;
         }
-        copy_small(&mut w.code[at..at + s.code.len()], s.code);
-        code_end = at + s.code.len();
-        let data_at = if s.data_len == 0 {
-            data_end
-        } else {
-            let data_at = round_up(data_end, s.data_align as usize);
-            w.data[data_end..data_at].fill(0);
-            data_end = data_at + s.data_len as usize;
-            write_instance_data(s, &mut w.data[data_at..data_end]);
-            data_at
-        };
-        let program = &jit.programs[inst.stencil as usize];
-        for step in program.steps.iter() {
-            w.run(i, inst, step, at, data_at)
+        copy_code(w.code, at, p, layout.instances_end);
+        code_end = at + p.code_len as usize;
+        let data_at = inst.data_at as usize;
+        if p.data_len != 0 {
+            if data_at != data_end {
+                w.data[data_end..data_at].fill(0);
+            }
+            data_end = data_at + p.data_len as usize;
+            copy_small(&mut w.data[data_at..data_end], &p.data);
+        }
+        for step in p.steps.iter() {
+            w.step(i, inst, step, at, data_at)
                 .map_err(|e| e.error(b, i))?;
         }
     }
@@ -437,6 +520,7 @@ fn write(
             tail.addend,
             outside,
             false,
+            None,
         )
         .map_err(|source| Error::Patch {
             stencil: format!(
@@ -453,14 +537,22 @@ fn write(
 
 /// Stage 4 (after the code is published): returns unused veneer and GOT space to the arena
 /// and records what the trace uses. The caller then flushes the instruction cache.
-fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: Layout, scratch: &Scratch) {
-    settle_counts(jit, trace, layout, scratch.veneers.len(), scratch.got.len());
+fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: Sizes, offsets: &[u32], scratch: &Scratch) {
+    settle_counts(
+        jit,
+        trace,
+        layout,
+        offsets,
+        scratch.veneers.len(),
+        scratch.got.len(),
+    );
 }
 
 fn settle_counts(
     jit: &Jit<'_>,
     trace: &mut Trace,
-    layout: Layout,
+    layout: Sizes,
+    offsets: &[u32],
     veneers: usize,
     got_slots: usize,
 ) {
@@ -474,7 +566,7 @@ fn settle_counts(
     trace.data_len = layout.got_base() + 8 * got_slots;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = layout.instance_offsets;
+    trace.instance_offsets = offsets.to_vec();
 }
 
 /// Why a step failed, before the stencil name is attached.
@@ -502,6 +594,8 @@ impl StepError {
 struct Writer<'a, 'v, 'j, 's> {
     b: &'a View<'v, 'j, 's>,
     offsets: &'a [u32],
+    /// Instance 0 is the entry shim (which is no jump target).
+    shim_first: bool,
     /// Run-time addresses of the trace's code (RX view) and data.
     code_base: u64,
     data_base: u64,
@@ -516,7 +610,93 @@ struct Writer<'a, 'v, 'j, 's> {
 }
 
 impl Writer<'_, '_, '_, '_> {
-    /// Runs one step of instance `i` (code at `code_at`, data at `data_at`).
+    /// Writes one hole of instance `i` (code at `code_at`, data at `data_at`): its fast
+    /// form if it has one and the value fits it, otherwise [`run`](Writer::run).
+    #[inline]
+    fn step(
+        &mut self,
+        i: usize,
+        inst: &Instance,
+        step: &Step,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(), StepError> {
+        let offset = code_at + step.offset as usize;
+        match step.fast {
+            Fast::Full => {}
+            Fast::Rel32 | Fast::Direct => {
+                if let Some(value) = self.fast_value(i, inst, step.source, code_at, data_at) {
+                    let place = self.code_base + offset as u64;
+                    let target = value.wrapping_add(step.addend as u64);
+                    if write_rel32(self.code, offset, place, target) {
+                        return Ok(());
+                    }
+                }
+                if step.fast == Fast::Direct {
+                    // `lea` changed the opcode, `addr32 call` the opcode and ModRM.
+                    self.restore(inst, step, code_at, 2);
+                }
+            }
+            Fast::Imm32 => {
+                if let Source::Operand(k) = step.source {
+                    let value = self.b.operands[inst.operands as usize + k as usize];
+                    if let (Ok(imm), Some(field)) = (
+                        i32::try_from(value as i64),
+                        self.code.get_mut(offset..offset + 4),
+                    ) {
+                        field.copy_from_slice(&imm.to_le_bytes());
+                        return Ok(());
+                    }
+                }
+                // REX prefix, opcode and ModRM.
+                self.restore(inst, step, code_at, 3);
+            }
+        }
+        self.run(i, inst, step, code_at, data_at)
+    }
+
+    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
+    /// whose [`Fast`] form the program's code holds: the full path starts from them.
+    #[cold]
+    fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
+        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
+        let end = step.offset as usize;
+        let start = end.saturating_sub(len);
+        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
+    }
+
+    /// The value of `source` for instance `i` where the fast forms can take it: `None` for
+    /// what only the full path handles (the continuation, the shim or a missing instance as
+    /// a target, an unknown symbol), which then reports it.
+    #[inline]
+    fn fast_value(
+        &self,
+        i: usize,
+        inst: &Instance,
+        source: Source,
+        code_at: usize,
+        data_at: usize,
+    ) -> Option<u64> {
+        let b = self.b;
+        match source {
+            Source::Operand(k) => Some(b.operands[inst.operands as usize + k as usize]),
+            Source::Code => Some(self.code_base + code_at as u64),
+            Source::Data => Some(self.data_base + data_at as u64),
+            Source::Continue => self.offsets.get(i + 1).map(|&o| self.code_base + o as u64),
+            Source::Target(k) => match b.targets[inst.targets as usize + k as usize] {
+                Target::Address(a) => Some(a),
+                Target::Instance(id) if id.0 != 0 || !self.shim_first => self
+                    .offsets
+                    .get(id.index())
+                    .map(|&o| self.code_base + o as u64),
+                Target::Instance(_) => None,
+            },
+            Source::Symbol(sym) => b.jit.symbol(sym),
+        }
+    }
+
+    /// Runs one step of instance `i` (code at `code_at`, data at `data_at`) in full: the
+    /// path for every hole and value, which checks everything and reports errors.
     fn run(
         &mut self,
         i: usize,
@@ -547,6 +727,13 @@ impl Writer<'_, '_, '_, '_> {
             }
             Action::Branch => {
                 let checked = step.checked != Checked::Nothing;
+                // A veneer to a symbol itself (no addend left) is shared by its id.
+                let symbol = match step.source {
+                    Source::Symbol(id) if addend.wrapping_add(branch_bias(step.kind)) == 0 => {
+                        Some(id)
+                    }
+                    _ => None,
+                };
                 self.branch(
                     step.kind,
                     offset,
@@ -555,6 +742,7 @@ impl Writer<'_, '_, '_, '_> {
                     step.addend,
                     outside,
                     checked,
+                    symbol,
                 )
                 .map_err(failed)
             }
@@ -627,36 +815,37 @@ impl Writer<'_, '_, '_, '_> {
         data_at: usize,
     ) -> Result<(u64, bool), StepError> {
         let b = self.b;
-        Ok(match source {
-            Source::Operand(k) => (b.operands[inst.operands as usize + k as usize], true),
-            Source::Target(k) => self.target(i, b.targets[inst.targets as usize + k as usize])?,
-            Source::Continue => match self.offsets.get(i + 1) {
-                Some(&next) => (self.code_base + next as u64, false),
-                None => match b.continuation {
-                    Some(t) => self.target(i, t)?,
-                    None => {
-                        let s = &b.jit.set.stencils[inst.stencil as usize];
-                        return Err(StepError::Other(Error::TraceEndsWithContinue {
-                            stencil: s.name.to_string(),
-                            instance: i,
-                        }));
-                    }
-                },
-            },
-            Source::Code => (self.code_base + code_at as u64, false),
-            Source::Data => (self.data_base + data_at as u64, false),
-            Source::Symbol(sym) => match b.jit.symbol(sym) {
-                Some(address) => (address, true),
-                None => {
-                    let set = b.jit.set;
-                    return Err(StepError::Other(Error::UnknownSymbol {
-                        symbol: set.symbols[sym as usize].to_string(),
-                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
-                        instance: i,
-                    }));
-                }
-            },
-        })
+        if let Some(value) = self.fast_value(i, inst, source, code_at, data_at) {
+            // Outside the trace: operands, symbols and addresses; inside: everything else.
+            let outside = match source {
+                Source::Operand(_) | Source::Symbol(_) => true,
+                Source::Target(k) => matches!(
+                    b.targets[inst.targets as usize + k as usize],
+                    Target::Address(_)
+                ),
+                Source::Continue | Source::Code | Source::Data => false,
+            };
+            return Ok((value, outside));
+        }
+        // What `fast_value` leaves: the continuation after the last instance, and the
+        // errors (a shim or missing instance as a jump target, an unknown symbol).
+        let set = b.jit.set;
+        let stencil = || set.stencils[inst.stencil as usize].name.to_string();
+        match (source, b.continuation) {
+            (Source::Target(k), _) => self.target(i, b.targets[inst.targets as usize + k as usize]),
+            (Source::Continue, Some(t)) => self.target(i, t),
+            (Source::Symbol(sym), _) => Err(StepError::Other(Error::UnknownSymbol {
+                symbol: set.symbols[sym as usize].to_string(),
+                stencil: stencil(),
+                instance: i,
+            })),
+            // The last instance continues and the trace does not say where (operands, code
+            // and data always have a value).
+            _ => Err(StepError::Other(Error::TraceEndsWithContinue {
+                stencil: stencil(),
+                instance: i,
+            })),
+        }
     }
 
     /// The address of jump target `t` of instance `i`, and whether it is outside the trace.
@@ -693,7 +882,8 @@ impl Writer<'_, '_, '_, '_> {
 
     /// Patches a direct branch to `value + addend`, through a veneer when the destination
     /// is outside the trace and out of the branch's range. `checked`: the instruction is a
-    /// rel32 branch checked once (see [`Checked`]).
+    /// rel32 branch checked once (see [`Checked`]); `symbol`: the destination is exactly
+    /// this symbol, whose veneer is found by id.
     #[allow(clippy::too_many_arguments)]
     fn branch(
         &mut self,
@@ -704,6 +894,7 @@ impl Writer<'_, '_, '_, '_> {
         addend: i64,
         outside: bool,
         checked: bool,
+        symbol: Option<u16>,
     ) -> Result<(), PatchError> {
         let target = value.wrapping_add(addend as u64);
         if checked && write_rel32(self.code, offset, place, target) {
@@ -714,7 +905,10 @@ impl Writer<'_, '_, '_, '_> {
         }
         let bias = branch_bias(kind);
         let destination = target.wrapping_add(bias);
-        let (slot, new) = self.veneers.slot(destination);
+        let (slot, new) = match symbol {
+            Some(id) => self.veneers.slot_of_id(id),
+            None => self.veneers.slot(destination),
+        };
         let at = self.veneer_base + slot as usize * self.veneer_size;
         if new {
             (self.write_veneer)(&mut self.code[at..at + self.veneer_size], destination);
@@ -731,7 +925,11 @@ impl Writer<'_, '_, '_, '_> {
         place: u64,
         value: u64,
     ) -> Result<(), PatchError> {
-        let (slot, new) = self.got.slot(value);
+        // A symbol's slot holds its address: found by the symbol's id.
+        let (slot, new) = match step.source {
+            Source::Symbol(id) => self.got.slot_of_id(id),
+            _ => self.got.slot(value),
+        };
         let at = self.got_base + 8 * slot as usize;
         if new {
             self.data[at..at + 8].copy_from_slice(&value.to_le_bytes());
@@ -760,15 +958,6 @@ fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
             true
         }
         _ => false,
-    }
-}
-
-/// The destination of a branch hole with value `value` (`S + A`): x86 rel32 is relative to
-/// the end of the 4-byte field, AArch64 offsets to the instruction itself.
-fn branch_bias(kind: HoleKind) -> u64 {
-    match kind {
-        HoleKind::X86Branch32 => 4,
-        _ => 0,
     }
 }
 
@@ -807,17 +996,36 @@ fn copy_small(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-fn round_up64(x: u64, align: u64) -> u64 {
-    (x + align - 1) & !(align - 1)
+/// Copies the code of an instance of `p` to `code[at..]`: the program's 16-byte blocks
+/// (past the stencil's end they hold traps, which the next instance or the trailing trap
+/// filler overwrites or matches), or exactly the stencil's bytes where whole blocks would
+/// pass `limit` (the end of the instances: the tail jump and veneers follow).
+#[inline]
+fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
+    let blocks = &p.code[..];
+    if at + blocks.len() <= limit {
+        let to = &mut code[at..at + blocks.len()];
+        // SAFETY: `to` and `blocks` are both `blocks.len()` bytes (bounds checked once,
+        // above), a multiple of 16 (`Program::code`); each move reads and writes 16 bytes
+        // inside them, unaligned.
+        unsafe {
+            let (mut from, mut to) = (blocks.as_ptr(), to.as_mut_ptr());
+            let end = from.add(blocks.len());
+            while from < end {
+                to.cast::<u128>()
+                    .write_unaligned(from.cast::<u128>().read_unaligned());
+                from = from.add(16);
+                to = to.add(16);
+            }
+        }
+    } else {
+        let len = p.code_len as usize;
+        code[at..at + len].copy_from_slice(&blocks[..len]);
+    }
 }
 
-/// One instance's data: the stencil's initialized bytes, then its zero-fill written as zeros
-/// (zero-fill is described once per set, never stored; `dst` is `data_len` bytes).
-#[inline]
-fn write_instance_data(s: &Stencil<'_>, dst: &mut [u8]) {
-    let (init, zeros) = dst.split_at_mut(s.init_data.len());
-    copy_small(init, s.init_data);
-    zeros.fill(0);
+fn round_up64(x: u64, align: u64) -> u64 {
+    (x + align - 1) & !(align - 1)
 }
 
 #[cfg(test)]

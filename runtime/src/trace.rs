@@ -4,7 +4,8 @@
 use crate::arena::{Arena, Block};
 use crate::entry::{Entry, EntrySignature};
 use crate::jit::{Jit, ShimFacts};
-use crate::{stitch, Error};
+use crate::stitch::{self, Counted, Layout};
+use crate::Error;
 use std::ffi::c_void;
 use std::ops::Range;
 use std::sync::Arc;
@@ -34,13 +35,15 @@ pub enum Target {
     Address(u64),
 }
 
-/// One pushed instance: its stencil and where its operands and targets start in the
-/// builder's flat vectors (their counts are the stencil's).
+/// One pushed instance: its stencil, where its operands and targets start in the
+/// builder's flat vectors (their counts are the stencil's), and where its data goes in the
+/// trace's data (its code offset is in the builder's `offsets`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Instance {
     pub stencil: u32,
     pub operands: u32,
     pub targets: u32,
+    pub data_at: u32,
 }
 
 /// Collects stencil instances; [`finish`](TraceBuilder::finish) copies, lays out and
@@ -51,6 +54,12 @@ pub struct TraceBuilder<'j, 's> {
     pub(crate) operands: Vec<u64>,
     pub(crate) targets: Vec<Target>,
     pub(crate) continuation: Option<Target>,
+    /// Each instance's code offset from its trace's start, by instance (as `instances`).
+    pub(crate) offsets: Vec<u32>,
+    /// The current trace's layout so far, extended by each push.
+    pub(crate) layout: Layout,
+    /// The GOT slots and veneers the current trace's layout has counted.
+    pub(crate) counted: Counted,
     /// Index in `instances` of the current trace's first instance: 0, except in a
     /// [`TraceBatch`], whose traces share the vectors one after another.
     pub(crate) start: u32,
@@ -58,16 +67,18 @@ pub struct TraceBuilder<'j, 's> {
 
 /// The vectors of a finished or dropped builder, kept per thread for the next builder:
 /// a JIT stitching trace after trace then pushes into memory it already has, without
-/// growing (reallocating and copying) three vectors per trace.
+/// growing (reallocating and copying) its vectors per trace.
 #[derive(Default)]
 struct Spare {
     instances: Vec<Instance>,
     operands: Vec<u64>,
     targets: Vec<Target>,
+    offsets: Vec<u32>,
+    counted: Counted,
 }
 
 thread_local! {
-    static SPARE: std::cell::Cell<Spare> = std::cell::Cell::new(Spare::default());
+    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
 }
 
 /// Vectors larger than this many elements are freed rather than kept (a huge trace should
@@ -76,13 +87,17 @@ const SPARE_LIMIT: usize = 1 << 20;
 
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
-        let spare = SPARE.take();
+        let mut spare = SPARE.with_borrow_mut(std::mem::take);
+        spare.counted.reset(jit.set.symbols.len());
         TraceBuilder {
             jit,
             instances: spare.instances,
             operands: spare.operands,
             targets: spare.targets,
             continuation: None,
+            offsets: spare.offsets,
+            layout: Layout::default(),
+            counted: spare.counted,
             start: 0,
         }
     }
@@ -91,6 +106,9 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// value per stencil operand and one target per stencil jump target, in the order of
     /// [`Stencil::operands`](cpjit_model::Stencil::operands) and
     /// [`Stencil::targets`](cpjit_model::Stencil::targets).
+    ///
+    /// The instance is laid out here (stage 1 of stitching): its code and data offsets and
+    /// the GOT slots and veneers it may need are known once it is pushed.
     #[inline]
     pub fn push(
         &mut self,
@@ -108,10 +126,14 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                     && !(p.shim && id.0 != 0) => {}
             _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
         }
+        let p = &self.jit.programs[stencil];
+        let (code_at, data_at) = self.layout.place(p, operands, targets, &mut self.counted);
+        self.offsets.push(code_at);
         self.instances.push(Instance {
             stencil: stencil as u32,
             operands: self.operands.len() as u32,
             targets: self.targets.len() as u32,
+            data_at,
         });
         // Element by element: stencils take a few operands and targets, and a `memcpy`
         // call per push would cost more than the copy.
@@ -215,9 +237,11 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         View {
             jit: self.jit,
             instances: &self.instances[self.start as usize..],
+            offsets: &self.offsets[self.start as usize..],
             operands: &self.operands,
             targets: &self.targets,
             continuation: self.continuation,
+            layout: self.layout,
         }
     }
 
@@ -228,13 +252,16 @@ impl<'j, 's> TraceBuilder<'j, 's> {
 }
 
 /// One trace's part of a builder's vectors, as `finish` reads it: its instances (indices
-/// relative to the trace), and the shared operand and target vectors they index.
+/// relative to the trace) and their code offsets, the shared operand and target vectors
+/// they index, and the layout their pushes worked out.
 pub(crate) struct View<'a, 'j, 's> {
     pub jit: &'j Jit<'s>,
     pub instances: &'a [Instance],
+    pub offsets: &'a [u32],
     pub operands: &'a [u64],
     pub targets: &'a [Target],
     pub continuation: Option<Target>,
+    pub layout: Layout,
 }
 
 impl<'j, 's> View<'_, 'j, 's> {
@@ -248,6 +275,9 @@ impl<'j, 's> View<'_, 'j, 's> {
             operands: Vec::new(),
             targets: Vec::new(),
             continuation: self.continuation,
+            offsets: self.offsets.to_vec(),
+            layout: self.layout,
+            counted: Counted::default(),
             start: 0,
         };
         for inst in self.instances {
@@ -257,6 +287,7 @@ impl<'j, 's> View<'_, 'j, 's> {
                 stencil: inst.stencil,
                 operands: b.operands.len() as u32,
                 targets: b.targets.len() as u32,
+                data_at: inst.data_at,
             });
             b.operands
                 .extend_from_slice(&self.operands[o..o + p.operands as usize]);
@@ -307,6 +338,7 @@ pub struct TraceBatch<'j, 's> {
 pub(crate) struct Closed {
     pub instances: Range<u32>,
     pub continuation: Option<Target>,
+    pub layout: Layout,
 }
 
 impl<'j, 's> TraceBatch<'j, 's> {
@@ -343,7 +375,9 @@ impl<'j, 's> TraceBatch<'j, 's> {
         self.closed.push(Closed {
             instances: b.start..end,
             continuation: b.continuation.take(),
+            layout: std::mem::take(&mut b.layout),
         });
+        b.counted.reset(b.jit.set.symbols.len());
         b.start = end;
         self.open = false;
     }
@@ -357,12 +391,17 @@ impl<'j, 's> TraceBatch<'j, 's> {
         let views: Vec<View<'_, 'j, 's>> = self
             .closed
             .iter()
-            .map(|c| View {
-                jit: b.jit,
-                instances: &b.instances[c.instances.start as usize..c.instances.end as usize],
-                operands: &b.operands,
-                targets: &b.targets,
-                continuation: c.continuation,
+            .map(|c| {
+                let range = c.instances.start as usize..c.instances.end as usize;
+                View {
+                    jit: b.jit,
+                    instances: &b.instances[range.clone()],
+                    offsets: &b.offsets[range],
+                    operands: &b.operands,
+                    targets: &b.targets,
+                    continuation: c.continuation,
+                    layout: c.layout,
+                }
             })
             .collect();
         stitch::finish_batch(b.jit, &views)
@@ -371,26 +410,31 @@ impl<'j, 's> TraceBatch<'j, 's> {
 
 impl Drop for TraceBuilder<'_, '_> {
     fn drop(&mut self) {
-        let mut spare = Spare {
-            instances: std::mem::take(&mut self.instances),
-            operands: std::mem::take(&mut self.operands),
-            targets: std::mem::take(&mut self.targets),
-        };
-        if spare.instances.capacity() > SPARE_LIMIT
-            || spare.operands.capacity() > SPARE_LIMIT
-            || spare.targets.capacity() > SPARE_LIMIT
+        if self.instances.capacity() > SPARE_LIMIT
+            || self.operands.capacity() > SPARE_LIMIT
+            || self.targets.capacity() > SPARE_LIMIT
         {
             return;
         }
-        spare.instances.clear();
-        spare.operands.clear();
-        spare.targets.clear();
-        // A builder dropped while another is alive on this thread: keep the larger set.
-        let other = SPARE.take();
-        if other.instances.capacity() > spare.instances.capacity() {
-            spare = other;
-        }
-        SPARE.set(spare);
+        // Swapped in place (a few words each) rather than moved as a whole. A builder
+        // dropped while another is alive on this thread keeps the larger set.
+        let _ = SPARE.try_with(|spare| {
+            let Ok(mut spare) = spare.try_borrow_mut() else {
+                return;
+            };
+            if spare.instances.capacity() > self.instances.capacity() {
+                return;
+            }
+            self.instances.clear();
+            self.operands.clear();
+            self.targets.clear();
+            self.offsets.clear();
+            std::mem::swap(&mut spare.instances, &mut self.instances);
+            std::mem::swap(&mut spare.operands, &mut self.operands);
+            std::mem::swap(&mut spare.targets, &mut self.targets);
+            std::mem::swap(&mut spare.offsets, &mut self.offsets);
+            std::mem::swap(&mut spare.counted, &mut self.counted);
+        });
     }
 }
 
