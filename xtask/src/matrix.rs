@@ -4,11 +4,14 @@
 //!
 //! Each Rust target's test binaries are built once as a nextest archive; each row runs the
 //! archive with `CPJIT_STENCILS=<triple>` through the Rust target's cargo runner (qemu,
-//! wine) and reads the results from nextest's JUnit report.
+//! wine) and reads the results from nextest's JUnit report. The wine row runs with the
+//! wine server held up (`wine.rs`) and with one wine log per process; a failed row's
+//! reports and wine logs are kept under `target/nextest/matrix/`.
 
 mod config;
 mod nextest;
 mod report;
+mod wine;
 
 pub use config::Matrix;
 pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
@@ -303,13 +306,105 @@ fn run_row(
     let start = Instant::now();
     let mut env = extra_env.clone();
     env.insert("CPJIT_STENCILS".into(), row.triple.clone());
+    let wine_logs = (row.execution == Execution::Wine).then(|| wine::log_dir(root, &row.triple));
+    clear_evidence(root, &row.triple, wine_logs.as_deref());
+    let hold = match &wine_logs {
+        Some(dir) => {
+            env.insert("CPJIT_WINE_LOG_DIR".into(), dir.display().to_string());
+            match hold_wine_server(root, row, &env, dir) {
+                Ok(hold) => Some(hold),
+                Err(e) => {
+                    result.problems.push(e);
+                    keep_evidence(root, &mut result, wine_logs.as_deref());
+                    return result;
+                }
+            }
+        }
+        None => None,
+    };
     let packages: Vec<&str> = suites.iter().map(|(_, p)| *p).collect();
     match nextest::run_archive(root, archive, &packages, &env) {
         Ok(outcome) => judge(&mut result, suites, &outcome),
         Err(e) => result.problems.push(e),
     }
+    drop(hold);
     result.time = start.elapsed();
+    keep_evidence(root, &mut result, wine_logs.as_deref());
     result
+}
+
+/// Starts the hold of the wine server for a wine row, through the runner nextest uses.
+fn hold_wine_server(
+    root: &Path,
+    row: &Row,
+    env: &BTreeMap<String, String>,
+    wine_logs: &Path,
+) -> Result<wine::Hold, String> {
+    let runner = wine::runner(root, &row.rust_target)?;
+    wine::Hold::start(&runner, env, &wine_logs.join("hold.stderr"))
+}
+
+/// Where a failed row's reports are kept: `target/nextest/matrix/failed/<triple>/`.
+fn failed_dir(root: &Path, triple: &str) -> PathBuf {
+    root.join("target/nextest")
+        .join(PROFILE)
+        .join("failed")
+        .join(triple)
+}
+
+/// Removes what earlier runs left for a row: the shared nextest reports (so that what is
+/// there after the row is the row's own), its kept reports and its wine logs.
+fn clear_evidence(root: &Path, triple: &str, wine_logs: Option<&Path>) {
+    let _ = std::fs::remove_file(junit_path(root));
+    let _ = std::fs::remove_file(nextest::log_path(root));
+    let _ = std::fs::remove_dir_all(failed_dir(root, triple));
+    if let Some(dir) = wine_logs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A failed row's JUnit report and nextest log are copied where the next row cannot
+/// overwrite them, and a problem names them and the row's wine logs; a passed row's wine
+/// logs are deleted.
+fn keep_evidence(root: &Path, result: &mut RowResult, wine_logs: Option<&Path>) {
+    if result.passed() {
+        if let Some(dir) = wine_logs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return;
+    }
+    let kept = failed_dir(root, &result.triple);
+    let mut copied = Vec::new();
+    let mut problems = Vec::new();
+    if let Err(e) = std::fs::create_dir_all(&kept) {
+        problems.push(format!("cannot create {}: {e}", kept.display()));
+    } else {
+        for (from, name) in [
+            (junit_path(root), "junit.xml"),
+            (nextest::log_path(root), "nextest.log"),
+        ] {
+            if !from.is_file() {
+                continue;
+            }
+            match std::fs::copy(&from, kept.join(name)) {
+                Ok(_) => copied.push(name),
+                Err(e) => problems.push(format!("cannot copy {}: {e}", from.display())),
+            }
+        }
+    }
+    let mut kept_line = if copied.is_empty() {
+        "no nextest report was written".to_string()
+    } else {
+        format!("reports kept in {} ({})", kept.display(), copied.join(", "))
+    };
+    if let Some(dir) = wine_logs {
+        kept_line += &format!(
+            "; wine logs, one per wine process with WINEDEBUG=-all,err+all, in {}",
+            dir.display()
+        );
+    }
+    result.problems.push(kept_line);
+    result.problems.extend(problems);
 }
 
 /// Turns one nextest run into the row's counts and problems: any failed or crashed test,
@@ -549,6 +644,72 @@ mod tests {
             ]),
         ));
         assert!(status_only.problems[0].contains("without a failed test"));
+    }
+
+    /// A failed row's JUnit report and nextest log survive the next row (which rewrites
+    /// both) and the row's problems say where they and the wine logs are; a passed row
+    /// leaves no wine logs behind.
+    #[test]
+    fn a_failed_row_keeps_its_reports_and_names_its_wine_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let wine_logs = wine::log_dir(root, "t-wine");
+        let write_reports = |junit: &str| {
+            std::fs::create_dir_all(&wine_logs).unwrap();
+            std::fs::write(wine_logs.join("1-test.exe.log"), "err:virtual:...").unwrap();
+            std::fs::write(junit_path(root), junit).unwrap();
+            std::fs::write(nextest::log_path(root), "nextest log").unwrap();
+        };
+        write_reports("<testsuites/>");
+        let mut failed = RowResult {
+            triple: "t-wine".into(),
+            problems: vec!["failed tests: a::b".into()],
+            ..Default::default()
+        };
+        keep_evidence(root, &mut failed, Some(&wine_logs));
+        let kept = failed_dir(root, "t-wine");
+        assert_eq!(
+            std::fs::read_to_string(kept.join("junit.xml")).unwrap(),
+            "<testsuites/>"
+        );
+        assert_eq!(
+            std::fs::read_to_string(kept.join("nextest.log")).unwrap(),
+            "nextest log"
+        );
+        let named = failed.problems.last().unwrap();
+        assert!(
+            named.contains(&kept.display().to_string())
+                && named.contains("junit.xml, nextest.log")
+                && named.contains(&wine_logs.display().to_string()),
+            "{named}"
+        );
+        assert!(wine_logs.join("1-test.exe.log").is_file());
+
+        // The next row rewrites the shared reports; the kept ones stay.
+        clear_evidence(root, "t-other", None);
+        assert!(!junit_path(root).exists() && kept.join("junit.xml").is_file());
+        // Rerunning the row clears its old evidence.
+        clear_evidence(root, "t-wine", Some(&wine_logs));
+        assert!(!kept.exists() && !wine_logs.exists());
+
+        // A passed row keeps nothing.
+        write_reports("<testsuites/>");
+        let mut passed = RowResult {
+            triple: "t-wine".into(),
+            ..Default::default()
+        };
+        keep_evidence(root, &mut passed, Some(&wine_logs));
+        assert!(passed.passed() && !wine_logs.exists() && !kept.exists());
+
+        // A row that failed before nextest wrote anything says so.
+        clear_evidence(root, "t-wine", Some(&wine_logs));
+        let mut early = RowResult {
+            triple: "t-wine".into(),
+            problems: vec!["hold failed".into()],
+            ..Default::default()
+        };
+        keep_evidence(root, &mut early, None);
+        assert_eq!(early.problems[1], "no nextest report was written");
     }
 
     #[test]
