@@ -327,7 +327,9 @@ fn run_row(
         Ok(outcome) => judge(&mut result, suites, &outcome),
         Err(e) => result.problems.push(e),
     }
-    drop(hold);
+    if let Some(hold) = hold {
+        hold.release();
+    }
     result.time = start.elapsed();
     keep_evidence(root, &mut result, wine_logs.as_deref());
     result

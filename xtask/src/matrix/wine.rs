@@ -196,17 +196,18 @@ impl Hold {
                 Ok(Ok(line)) if line.is_empty() => {}
                 Ok(Ok(line)) => return Err(format!("printed `{}`, not `ready`", line.trim())),
                 Ok(Err(e)) => return Err(format!("cannot read its output: {e}")),
-                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // Stdout ended without a line: the hold is exiting.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
             }
             // Dropping `hold` on the error paths releases (and if need be kills) it.
             if let Ok(Some(status)) = hold.child.try_wait() {
                 return Err(format!("exited with {status} before it was ready"));
             }
             if started.elapsed() > READY_TIMEOUT {
-                return Err(format!(
-                    "not ready after {} s",
-                    READY_TIMEOUT.as_secs()
-                ));
+                return Err(format!("not ready after {} s", READY_TIMEOUT.as_secs()));
             }
         }
     }
@@ -266,7 +267,13 @@ mod tests {
         let configured = table["target"][target.as_str()]["runner"].clone();
         let first = match &configured {
             toml::Value::Array(a) => a[0].as_str().unwrap().to_string(),
-            v => v.as_str().unwrap().split_whitespace().next().unwrap().into(),
+            v => v
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .into(),
         };
         let config = root.join(".cargo/config.toml");
         let got = runner_from(None, "V", Ok(text.clone()), &config, &target, &root).unwrap();
@@ -307,12 +314,15 @@ mod tests {
     fn server_pid(prefix: &Path) -> Option<u32> {
         let meta = std::fs::metadata(prefix).ok()?;
         let dir = format!("server-{:x}-{:x}", meta.dev(), meta.ino());
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
-            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
-            (comm.starts_with("wineserver") && cwd.file_name()? == dir.as_str()).then_some(pid)
-        })
+        std::fs::read_dir("/proc")
+            .ok()?
+            .flatten()
+            .find_map(|entry| {
+                let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+                let comm = std::fs::read_to_string(entry.path().join("comm")).ok()?;
+                let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+                (comm.starts_with("wineserver") && cwd.file_name()? == dir.as_str()).then_some(pid)
+            })
     }
 
     /// A private copy of the wine prefix `from` in `to` (its own server, so that other
@@ -361,7 +371,10 @@ mod tests {
             return Some(prefix);
         };
         let reason = format!("{missing} (bash ci/setup.sh sets it up)");
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "under CI: {reason}");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "under CI: {reason}"
+        );
         println!("skipped: {reason}");
         None
     }
@@ -395,7 +408,8 @@ mod tests {
         assert_eq!(
             server_pid(&prefix),
             Some(server),
-            "the held server (pid {server}) is gone {} s after its {linger} s linger began",
+            "the held server (pid {server}, linger {linger} s) is gone {} s after the hold \
+             was ready",
             linger + 3
         );
 
