@@ -350,6 +350,18 @@ mod tests {
         }
     }
 
+    /// A private copy of the shared prefix in a temporary directory beside it (hard links
+    /// need the same file system): the directory and the prefix in it.
+    fn private_prefix(shared: &Path) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::Builder::new()
+            .prefix(".wine-cpjit-test")
+            .tempdir_in(shared.parent().unwrap())
+            .unwrap();
+        let prefix = dir.path().join("prefix");
+        copy_prefix(shared, &prefix);
+        (dir, prefix)
+    }
+
     /// The shared wine prefix, or `None` (with the reason printed) where wine is not set
     /// up; under CI (`CI=true`), which always sets it up, its absence fails the test.
     fn wine_prefix_or_skip() -> Option<PathBuf> {
@@ -387,15 +399,8 @@ mod tests {
         let Some(shared) = wine_prefix_or_skip() else {
             return;
         };
-        let root = crate::util::root();
-        let runner = runner(&root, &wine_rust_target()).unwrap();
-        // Beside the shared prefix: hard links need the same file system.
-        let dir = tempfile::Builder::new()
-            .prefix(".wine-cpjit-hold-test")
-            .tempdir_in(shared.parent().unwrap())
-            .unwrap();
-        let prefix = dir.path().join("prefix");
-        copy_prefix(&shared, &prefix);
+        let runner = runner(&crate::util::root(), &wine_rust_target()).unwrap();
+        let (dir, prefix) = private_prefix(&shared);
         let linger = 2;
         let env = BTreeMap::from([
             ("WINEPREFIX".to_string(), prefix.display().to_string()),
@@ -423,5 +428,51 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+
+    /// `personality(2)`'s flag that turns address-space randomization off.
+    const ADDR_NO_RANDOMIZE: u32 = 0x0040000;
+    /// Where wine maps KUSER_SHARED_DATA; the range from 0x7ff00000 to 0x7fff0000 around it
+    /// is reserved for it.
+    const SHARED_USER_DATA_RESERVE: u64 = 0x7ff0_0000;
+
+    /// A wine process started by the runner runs without address randomization, so its
+    /// brk heap lies right after wine's non-PIE loader, below the page of KUSER_SHARED_DATA;
+    /// randomized, the heap lands anywhere in the 1 GiB above the loader and covers that
+    /// page in about one process in 2,000, which then dies before main (c0000018).
+    #[test]
+    fn a_wine_process_keeps_its_heap_below_the_shared_user_data_page() {
+        let Some(shared) = wine_prefix_or_skip() else {
+            return;
+        };
+        let runner = runner(&crate::util::root(), &wine_rust_target()).unwrap();
+        let (dir, prefix) = private_prefix(&shared);
+        let env = BTreeMap::from([("WINEPREFIX".to_string(), prefix.display().to_string())]);
+        let hold = Hold::start(&runner, &env, &dir.path().join("hold.stderr")).unwrap();
+        // The runner execs wine, so the hold's process is the wine process.
+        let proc_dir = PathBuf::from(format!("/proc/{}", hold.child.id()));
+        let personality = std::fs::read_to_string(proc_dir.join("personality")).unwrap();
+        let personality = u32::from_str_radix(personality.trim(), 16).unwrap();
+        let maps = std::fs::read_to_string(proc_dir.join("maps")).unwrap();
+        hold.release();
+        assert!(
+            personality & ADDR_NO_RANDOMIZE != 0,
+            "wine runs with address randomization (personality {personality:#x})"
+        );
+        let heap = maps
+            .lines()
+            .find(|l| l.ends_with("[heap]"))
+            .expect("the wine process has a brk heap");
+        let range = heap.split_whitespace().next().unwrap();
+        let (start, end) = range.split_once('-').unwrap();
+        let (start, end) = (
+            u64::from_str_radix(start, 16).unwrap(),
+            u64::from_str_radix(end, 16).unwrap(),
+        );
+        assert!(
+            start < end && end <= SHARED_USER_DATA_RESERVE,
+            "the heap {range} reaches into the shared user data reserve at \
+             {SHARED_USER_DATA_RESERVE:#x}"
+        );
     }
 }
