@@ -1,18 +1,18 @@
 //! The wine row's held wine server.
 //!
 //! Every wine process of a prefix talks to one wine server, which `qemu/run-wine` starts
-//! with a linger (`wineserver -p30`): the server exits 30 s after its last process. A wine
-//! process that starts while the server is shutting down after its linger dies before
-//! `main` with exit status 1 (with wine's err messages on it prints
-//! `virtual_alloc_first_teb ... failed to map the shared user data: c0000018` or
-//! `recvmsg: Connection reset by peer`; under the runner's default `WINEDEBUG=-all`,
-//! nothing). nextest starts one process per test, so on a loaded machine, where the gaps
-//! between tests stretch, a test now and then starts in that window: the flake of issue 15.
+//! with a linger (`wineserver -p30`): the server exits 30 s after its last process. When
+//! the linger ends the server closes its socket at once, so a process whose connection it
+//! has not yet accepted gets `recvmsg: Connection reset by peer` and dies before `main`;
+//! nextest starts one process per test, and on a loaded machine the gaps between tests
+//! stretch towards the linger.
 //!
 //! The matrix therefore holds the server for the whole wine row: `<runner> --hold` is a
 //! wine process that lives until it is released (its stdin closed), so the server never
 //! reaches its linger while the row's tests run. Starting the hold can itself hit the
 //! window, so it is tried up to [`HOLD_ATTEMPTS`] times; the tests are never retried.
+//! (The other death before `main`, `failed to map the shared user data: c0000018`, does
+//! not involve the server: it is the randomized heap that `qemu/run-wine` turns off.)
 //!
 //! The runner is the one nextest uses for the Rust target: `CARGO_TARGET_<TARGET>_RUNNER`
 //! if set, else the target's `runner` in the workspace's `.cargo/config.toml`.
