@@ -307,7 +307,7 @@ fn run_row(
     let mut env = extra_env.clone();
     env.insert("CPJIT_STENCILS".into(), row.triple.clone());
     let wine_logs = (row.execution == Execution::Wine).then(|| wine::log_dir(root, &row.triple));
-    clear_evidence(root, &row.triple, wine_logs.as_deref());
+    clear_evidence(root, wine_logs.as_deref());
     let hold = match &wine_logs {
         Some(dir) => {
             env.insert("CPJIT_WINE_LOG_DIR".into(), dir.display().to_string());
@@ -354,20 +354,21 @@ fn failed_dir(root: &Path, triple: &str) -> PathBuf {
         .join(triple)
 }
 
-/// Removes what earlier runs left for a row: the shared nextest reports (so that what is
-/// there after the row is the row's own), its kept reports and its wine logs.
-fn clear_evidence(root: &Path, triple: &str, wine_logs: Option<&Path>) {
+/// Removes what an earlier row left in the shared places: the nextest reports (so that
+/// what is there after the row is the row's own) and the row's wine logs. The evidence of
+/// an earlier failure (`failed/<triple>/`) stays until the row fails again: a red
+/// `cargo xtask ci` runs the wine row once more in its self-test.
+fn clear_evidence(root: &Path, wine_logs: Option<&Path>) {
     let _ = std::fs::remove_file(junit_path(root));
     let _ = std::fs::remove_file(nextest::log_path(root));
-    let _ = std::fs::remove_dir_all(failed_dir(root, triple));
     if let Some(dir) = wine_logs {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
 
-/// A failed row's JUnit report and nextest log are copied where the next row cannot
-/// overwrite them, and a problem names them and the row's wine logs; a passed row's wine
-/// logs are deleted.
+/// A failed row's JUnit report and nextest log are copied, and its wine logs moved, to
+/// `failed/<triple>/` (replacing an earlier failure's), where later rows cannot overwrite
+/// them, and a problem names them; a passed row's wine logs are deleted.
 fn keep_evidence(root: &Path, result: &mut RowResult, wine_logs: Option<&Path>) {
     if result.passed() {
         if let Some(dir) = wine_logs {
@@ -376,6 +377,7 @@ fn keep_evidence(root: &Path, result: &mut RowResult, wine_logs: Option<&Path>) 
         return;
     }
     let kept = failed_dir(root, &result.triple);
+    let _ = std::fs::remove_dir_all(&kept);
     let mut copied = Vec::new();
     let mut problems = Vec::new();
     if let Err(e) = std::fs::create_dir_all(&kept) {
@@ -400,9 +402,14 @@ fn keep_evidence(root: &Path, result: &mut RowResult, wine_logs: Option<&Path>) 
         format!("reports kept in {} ({})", kept.display(), copied.join(", "))
     };
     if let Some(dir) = wine_logs {
+        let moved = kept.join("wine-logs");
+        let logs = match std::fs::rename(dir, &moved) {
+            Ok(()) => moved,
+            Err(_) => dir.to_path_buf(),
+        };
         kept_line += &format!(
             "; wine logs, one per wine process with WINEDEBUG=-all,err+all, in {}",
-            dir.display()
+            logs.display()
         );
     }
     result.problems.push(kept_line);
@@ -648,9 +655,9 @@ mod tests {
         assert!(status_only.problems[0].contains("without a failed test"));
     }
 
-    /// A failed row's JUnit report and nextest log survive the next row (which rewrites
-    /// both) and the row's problems say where they and the wine logs are; a passed row
-    /// leaves no wine logs behind.
+    /// A failed row's JUnit report, nextest log and wine logs survive the rows after it
+    /// (which rewrite the shared reports) and a passing rerun of the row, and the row's
+    /// problems say where they are; a passed row leaves no wine logs behind.
     #[test]
     fn a_failed_row_keeps_its_reports_and_names_its_wine_logs() {
         let dir = tempfile::tempdir().unwrap();
@@ -658,58 +665,51 @@ mod tests {
         let wine_logs = wine::log_dir(root, "t-wine");
         let write_reports = |junit: &str| {
             std::fs::create_dir_all(&wine_logs).unwrap();
-            std::fs::write(wine_logs.join("1-test.exe.log"), "err:virtual:...").unwrap();
+            std::fs::write(wine_logs.join("1-test.exe.log"), junit).unwrap();
             std::fs::write(junit_path(root), junit).unwrap();
             std::fs::write(nextest::log_path(root), "nextest log").unwrap();
         };
-        write_reports("<testsuites/>");
-        let mut failed = RowResult {
+        let row = |problems: &[&str]| RowResult {
             triple: "t-wine".into(),
-            problems: vec!["failed tests: a::b".into()],
+            problems: problems.iter().map(|p| p.to_string()).collect(),
             ..Default::default()
         };
+        write_reports("first");
+        let mut failed = row(&["failed tests: a::b"]);
         keep_evidence(root, &mut failed, Some(&wine_logs));
         let kept = failed_dir(root, "t-wine");
-        assert_eq!(
-            std::fs::read_to_string(kept.join("junit.xml")).unwrap(),
-            "<testsuites/>"
-        );
-        assert_eq!(
-            std::fs::read_to_string(kept.join("nextest.log")).unwrap(),
-            "nextest log"
-        );
+        let read = |file: &str| std::fs::read_to_string(kept.join(file)).unwrap();
+        assert_eq!(read("junit.xml"), "first");
+        assert_eq!(read("nextest.log"), "nextest log");
+        assert_eq!(read("wine-logs/1-test.exe.log"), "first");
         let named = failed.problems.last().unwrap();
         assert!(
             named.contains(&kept.display().to_string())
                 && named.contains("junit.xml, nextest.log")
-                && named.contains(&wine_logs.display().to_string()),
+                && named.contains(&kept.join("wine-logs").display().to_string()),
             "{named}"
         );
-        assert!(wine_logs.join("1-test.exe.log").is_file());
 
-        // The next row rewrites the shared reports; the kept ones stay.
-        clear_evidence(root, "t-other", None);
+        // Another row rewrites the shared reports; the kept ones stay.
+        clear_evidence(root, None);
         assert!(!junit_path(root).exists() && kept.join("junit.xml").is_file());
-        // Rerunning the row clears its old evidence.
-        clear_evidence(root, "t-wine", Some(&wine_logs));
-        assert!(!kept.exists() && !wine_logs.exists());
-
-        // A passed row keeps nothing.
-        write_reports("<testsuites/>");
-        let mut passed = RowResult {
-            triple: "t-wine".into(),
-            ..Default::default()
-        };
+        // A passing rerun of the row (the self-test's) keeps nothing of its own and
+        // leaves the failure's evidence alone.
+        clear_evidence(root, Some(&wine_logs));
+        write_reports("second");
+        let mut passed = row(&[]);
         keep_evidence(root, &mut passed, Some(&wine_logs));
-        assert!(passed.passed() && !wine_logs.exists() && !kept.exists());
+        assert!(passed.passed() && !wine_logs.exists());
+        assert_eq!(read("wine-logs/1-test.exe.log"), "first");
+        // A new failure replaces the old evidence.
+        write_reports("third");
+        keep_evidence(root, &mut row(&["x"]), Some(&wine_logs));
+        assert_eq!(read("junit.xml"), "third");
+        assert_eq!(read("wine-logs/1-test.exe.log"), "third");
 
         // A row that failed before nextest wrote anything says so.
-        clear_evidence(root, "t-wine", Some(&wine_logs));
-        let mut early = RowResult {
-            triple: "t-wine".into(),
-            problems: vec!["hold failed".into()],
-            ..Default::default()
-        };
+        clear_evidence(root, Some(&wine_logs));
+        let mut early = row(&["hold failed"]);
         keep_evidence(root, &mut early, None);
         assert_eq!(early.problems[1], "no nextest report was written");
     }
