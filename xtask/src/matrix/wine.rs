@@ -439,7 +439,7 @@ mod tests {
     /// A wine process started by the runner runs without address randomization, so its
     /// brk heap lies right after wine's non-PIE loader, below the page of KUSER_SHARED_DATA;
     /// randomized, the heap lands anywhere in the 1 GiB above the loader and covers that
-    /// page in about one process in 2,000, which then dies before main (c0000018).
+    /// page in about one process in 8,000, which then dies before main (c0000018).
     #[test]
     fn a_wine_process_keeps_its_heap_below_the_shared_user_data_page() {
         let Some(shared) = wine_prefix_or_skip() else {
