@@ -4,11 +4,14 @@
 //!
 //! Each Rust target's test binaries are built once as a nextest archive; each row runs the
 //! archive with `CPJIT_STENCILS=<triple>` through the Rust target's cargo runner (qemu,
-//! wine) and reads the results from nextest's JUnit report.
+//! wine) and reads the results from nextest's JUnit report. The wine row runs with the
+//! wine server held up (`wine.rs`) and with one wine log per process; a failed row's
+//! reports and wine logs are kept under `target/nextest/matrix/`.
 
 mod config;
 mod nextest;
 mod report;
+mod wine;
 
 pub use config::Matrix;
 pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
@@ -303,13 +306,114 @@ fn run_row(
     let start = Instant::now();
     let mut env = extra_env.clone();
     env.insert("CPJIT_STENCILS".into(), row.triple.clone());
+    let wine_logs = (row.execution == Execution::Wine).then(|| wine::log_dir(root, &row.triple));
+    clear_evidence(root, wine_logs.as_deref());
+    let hold = match &wine_logs {
+        Some(dir) => {
+            env.insert("CPJIT_WINE_LOG_DIR".into(), dir.display().to_string());
+            match hold_wine_server(root, row, &env, dir) {
+                Ok(hold) => Some(hold),
+                Err(e) => {
+                    result.problems.push(e);
+                    keep_evidence(root, &mut result, wine_logs.as_deref());
+                    return result;
+                }
+            }
+        }
+        None => None,
+    };
     let packages: Vec<&str> = suites.iter().map(|(_, p)| *p).collect();
     match nextest::run_archive(root, archive, &packages, &env) {
         Ok(outcome) => judge(&mut result, suites, &outcome),
         Err(e) => result.problems.push(e),
     }
+    if let Some(hold) = hold {
+        hold.release();
+    }
     result.time = start.elapsed();
+    keep_evidence(root, &mut result, wine_logs.as_deref());
     result
+}
+
+/// Starts the hold of the wine server for a wine row, through the runner nextest uses.
+fn hold_wine_server(
+    root: &Path,
+    row: &Row,
+    env: &BTreeMap<String, String>,
+    wine_logs: &Path,
+) -> Result<wine::Hold, String> {
+    let runner = wine::runner(root, &row.rust_target)?;
+    wine::Hold::start(&runner, env, &wine_logs.join("hold.stderr"))
+}
+
+/// Where a failed row's reports are kept: `target/nextest/matrix/failed/<triple>/`.
+fn failed_dir(root: &Path, triple: &str) -> PathBuf {
+    root.join("target/nextest")
+        .join(PROFILE)
+        .join("failed")
+        .join(triple)
+}
+
+/// Removes what an earlier row left in the shared places: the nextest reports (so that
+/// what is there after the row is the row's own) and the row's wine logs. The evidence of
+/// an earlier failure (`failed/<triple>/`) stays until the row fails again: a red
+/// `cargo xtask ci` runs the wine row once more in its self-test.
+fn clear_evidence(root: &Path, wine_logs: Option<&Path>) {
+    let _ = std::fs::remove_file(junit_path(root));
+    let _ = std::fs::remove_file(nextest::log_path(root));
+    if let Some(dir) = wine_logs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A failed row's JUnit report and nextest log are copied, and its wine logs moved, to
+/// `failed/<triple>/` (replacing an earlier failure's), where later rows cannot overwrite
+/// them, and a problem names them; a passed row's wine logs are deleted.
+fn keep_evidence(root: &Path, result: &mut RowResult, wine_logs: Option<&Path>) {
+    if result.passed() {
+        if let Some(dir) = wine_logs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        return;
+    }
+    let kept = failed_dir(root, &result.triple);
+    let _ = std::fs::remove_dir_all(&kept);
+    let mut copied = Vec::new();
+    let mut problems = Vec::new();
+    if let Err(e) = std::fs::create_dir_all(&kept) {
+        problems.push(format!("cannot create {}: {e}", kept.display()));
+    } else {
+        for (from, name) in [
+            (junit_path(root), "junit.xml"),
+            (nextest::log_path(root), "nextest.log"),
+        ] {
+            if !from.is_file() {
+                continue;
+            }
+            match std::fs::copy(&from, kept.join(name)) {
+                Ok(_) => copied.push(name),
+                Err(e) => problems.push(format!("cannot copy {}: {e}", from.display())),
+            }
+        }
+    }
+    let mut kept_line = if copied.is_empty() {
+        "no nextest report was written".to_string()
+    } else {
+        format!("reports kept in {} ({})", kept.display(), copied.join(", "))
+    };
+    if let Some(dir) = wine_logs {
+        let moved = kept.join("wine-logs");
+        let logs = match std::fs::rename(dir, &moved) {
+            Ok(()) => moved,
+            Err(_) => dir.to_path_buf(),
+        };
+        kept_line += &format!(
+            "; wine logs, one per wine process with WINEDEBUG=-all,err+all, in {}",
+            logs.display()
+        );
+    }
+    result.problems.push(kept_line);
+    result.problems.extend(problems);
 }
 
 /// Turns one nextest run into the row's counts and problems: any failed or crashed test,
@@ -549,6 +653,65 @@ mod tests {
             ]),
         ));
         assert!(status_only.problems[0].contains("without a failed test"));
+    }
+
+    /// A failed row's JUnit report, nextest log and wine logs survive the rows after it
+    /// (which rewrite the shared reports) and a passing rerun of the row, and the row's
+    /// problems say where they are; a passed row leaves no wine logs behind.
+    #[test]
+    fn a_failed_row_keeps_its_reports_and_names_its_wine_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let wine_logs = wine::log_dir(root, "t-wine");
+        let write_reports = |junit: &str| {
+            std::fs::create_dir_all(&wine_logs).unwrap();
+            std::fs::write(wine_logs.join("1-test.exe.log"), junit).unwrap();
+            std::fs::write(junit_path(root), junit).unwrap();
+            std::fs::write(nextest::log_path(root), "nextest log").unwrap();
+        };
+        let row = |problems: &[&str]| RowResult {
+            triple: "t-wine".into(),
+            problems: problems.iter().map(|p| p.to_string()).collect(),
+            ..Default::default()
+        };
+        write_reports("first");
+        let mut failed = row(&["failed tests: a::b"]);
+        keep_evidence(root, &mut failed, Some(&wine_logs));
+        let kept = failed_dir(root, "t-wine");
+        let read = |file: &str| std::fs::read_to_string(kept.join(file)).unwrap();
+        assert_eq!(read("junit.xml"), "first");
+        assert_eq!(read("nextest.log"), "nextest log");
+        assert_eq!(read("wine-logs/1-test.exe.log"), "first");
+        let named = failed.problems.last().unwrap();
+        assert!(
+            named.contains(&kept.display().to_string())
+                && named.contains("junit.xml, nextest.log")
+                && named.contains(&kept.join("wine-logs").display().to_string()),
+            "{named}"
+        );
+
+        // Another row rewrites the shared reports; the kept ones stay.
+        clear_evidence(root, None);
+        assert!(!junit_path(root).exists() && kept.join("junit.xml").is_file());
+        // A passing rerun of the row (the self-test's) keeps nothing of its own and
+        // leaves the failure's evidence alone.
+        clear_evidence(root, Some(&wine_logs));
+        write_reports("second");
+        let mut passed = row(&[]);
+        keep_evidence(root, &mut passed, Some(&wine_logs));
+        assert!(passed.passed() && !wine_logs.exists());
+        assert_eq!(read("wine-logs/1-test.exe.log"), "first");
+        // A new failure replaces the old evidence.
+        write_reports("third");
+        keep_evidence(root, &mut row(&["x"]), Some(&wine_logs));
+        assert_eq!(read("junit.xml"), "third");
+        assert_eq!(read("wine-logs/1-test.exe.log"), "third");
+
+        // A row that failed before nextest wrote anything says so.
+        clear_evidence(root, Some(&wine_logs));
+        let mut early = row(&["hold failed"]);
+        keep_evidence(root, &mut early, None);
+        assert_eq!(early.problems[1], "no nextest report was written");
     }
 
     #[test]

@@ -80,7 +80,7 @@ pub fn run_archive(
         .envs(env);
     // The log goes to a file, not a pipe: wine leaves helper processes behind that inherit
     // the output handles and would hold a pipe open for seconds after the tests ended.
-    let log_path = root.join("target/nextest").join(PROFILE).join("run.log");
+    let log_path = log_path(root);
     std::fs::create_dir_all(log_path.parent().expect("has a parent"))
         .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
     let log_file = std::fs::File::create(&log_path)
@@ -102,6 +102,11 @@ pub fn run_archive(
 /// Where the `matrix` profile writes its JUnit report.
 pub fn junit_path(root: &Path) -> PathBuf {
     root.join("target/nextest").join(PROFILE).join("junit.xml")
+}
+
+/// Where a row's nextest output (its progress and failing tests' output) is written.
+pub fn log_path(root: &Path) -> PathBuf {
+    root.join("target/nextest").join(PROFILE).join("run.log")
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

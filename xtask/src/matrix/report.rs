@@ -183,6 +183,10 @@ impl Report {
                 if c.error.is_none() { "ok" } else { "FAILED" },
                 secs(c.time)
             );
+            // The exit status: a cargo that dies without a word (a signal) still names it.
+            if let Some(e) = &c.error {
+                let _ = writeln!(out, "  {e}");
+            }
         }
         let builds: Vec<String> = self
             .builds
@@ -283,6 +287,24 @@ mod tests {
             builds: vec![],
             total_time: Duration::from_secs(5),
         }
+    }
+
+    #[test]
+    fn a_failed_check_names_its_exit_status() {
+        let mut report = sample();
+        report.checks.push(CheckResult {
+            target: "four".into(),
+            packages: vec!["p".into()],
+            time: Duration::from_secs(7),
+            error: Some("`cargo check` failed: signal: 9 (SIGKILL)".into()),
+        });
+        let t = report.table();
+        assert!(
+            t.contains(
+                "cargo check p --target four: FAILED (7.0s)\n  `cargo check` failed: signal: 9"
+            ),
+            "{t}"
+        );
     }
 
     #[test]
