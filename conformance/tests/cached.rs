@@ -12,7 +12,7 @@
 //! - chains of spills and fills through every state, mixed with uncached ops at state 0;
 //! - a side-exit-like spill before a helper call that reads the stack from memory.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

@@ -5,7 +5,7 @@
 //! to the next instance and the jump reaches its target, both ways of the branch, forwards
 //! and backwards.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

@@ -4,7 +4,7 @@
 //! element and parameter-value indices, never by formatting a name; the table must agree
 //! with the naming rule, and the skipped combinations must be absent.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

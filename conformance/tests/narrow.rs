@@ -6,7 +6,7 @@
 //! reach the code in immediates, through exactly the expected hole kinds (no GOT slot, no
 //! 64-bit load): x86-64 `imm32`, AArch64 ELF `movz`(+`movk`), RISC-V `addi` or `lui`+`addiw`.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

@@ -7,7 +7,7 @@
 //! slots (issue 16: these were rejected at `finish()`); small operands must come out as
 //! immediates on every x86-64 set (ELF, Mach-O and COFF alike).
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

@@ -2,7 +2,7 @@
 //! (narrowed by `CPJIT_STENCILS`, corrupted by `CPJIT_BREAK`; see `select`) and compares
 //! every run with the Rust reference.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::exec::{self, Compiled};

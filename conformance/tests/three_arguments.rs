@@ -7,7 +7,7 @@
 //! built with the medium code model: its operand is a `movabs` imm64 hole and no trace
 //! needs a GOT slot.
 
-mod common;
+use crate::common;
 
 use cpjit_conformance::select;
 use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, StencilSet};

@@ -2,7 +2,7 @@
 //! they use, chunks only reserve the rest of their address space, and freed space is reused
 //! without committing more.
 
-mod common;
+use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions};
 

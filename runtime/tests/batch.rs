@@ -3,7 +3,7 @@
 //! targets and continuation), freed independently, and failing as a whole, with the
 //! failing trace named and no memory kept, when one trace is bad.
 
-mod common;
+use crate::common;
 use common::{exit_address, resolve, run, Frame, SET};
 use cpjit_runtime::{Error, InstanceId, Jit, JitOptions, Target, Trace, TraceBuilder};
 

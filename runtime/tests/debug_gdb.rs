@@ -5,9 +5,9 @@
 // GDB runs the test binary natively: x86-64 only (AArch64 test binaries run under qemu).
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
-mod common;
+use crate::common;
 #[cfg(target_arch = "x86_64")]
-mod debug_frames;
+use crate::debug_frames;
 use common::{Frame, SET};
 use cpjit_runtime::debug::gdb;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
@@ -80,6 +80,15 @@ fn child_under_gdb() {
     unsafe { cpjit_debug_test_helper(&mut frame) };
 }
 
+/// The libtest name of `child_under_gdb`: its module path without the test crate's name
+/// (`debug_gdb::child_under_gdb` in the runtime's one test binary).
+fn child_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::child_under_gdb"),
+        None => "child_under_gdb".to_string(),
+    }
+}
+
 fn gdb_session(commands: &[&str]) -> String {
     let exe = std::env::current_exe().unwrap();
     let mut gdb = Command::new("gdb");
@@ -91,7 +100,7 @@ fn gdb_session(commands: &[&str]) -> String {
         .arg(&exe)
         .args([
             "--exact",
-            "child_under_gdb",
+            &child_test_name(),
             "--nocapture",
             "--test-threads=1",
         ])

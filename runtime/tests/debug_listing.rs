@@ -1,7 +1,7 @@
 //! `Trace::listing`: instance boundaries at the real addresses, stencil names, the stitched
 //! bytes exactly, and every hole's value.
 
-mod common;
+use crate::common;
 use common::{exit_address, resolve, SET};
 use cpjit_runtime::{Jit, JitOptions, Target};
 

@@ -2,7 +2,7 @@
 //! real instance addresses, sizes and code bytes (perf itself is not needed).
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 use common::{exit_address, resolve, run, Frame, SET};
 use cpjit_runtime::debug::perf::{self, JITDUMP_MAGIC, JIT_CODE_LOAD, JIT_CODE_LOAD_FIXED};
 use cpjit_runtime::{Jit, JitOptions, Target, Trace};

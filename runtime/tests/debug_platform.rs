@@ -4,7 +4,7 @@
 //! stencil is refused naming it.
 #![cfg(windows)]
 
-mod common;
+use crate::common;
 use common::{resolve, SET};
 use cpjit_runtime::debug::unwind::StencilFrame;
 use cpjit_runtime::{Error, Jit, JitOptions};

@@ -9,8 +9,8 @@
     any(target_arch = "x86_64", target_arch = "aarch64")
 ))]
 
-mod common;
-mod debug_frames;
+use crate::common;
+use crate::debug_frames;
 use common::{Frame, SET};
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
 use debug_frames::FRAMES;

@@ -1,6 +1,6 @@
 //! Every bad request is an error (never a panic) that names what was wrong.
 
-mod common;
+use crate::common;
 use common::{resolve, SET};
 use cpjit_runtime::model::{Arch, HoleValue, Stencil, StencilSet};
 use cpjit_runtime::{Error, InstanceId, Jit, JitOptions, Target};

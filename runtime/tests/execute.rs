@@ -1,7 +1,7 @@
 //! Runs traces of the hand-written stencils natively (x86-64 System V / Microsoft x64) or
 //! under qemu-aarch64, and checks every way a hole gets its value.
 
-mod common;
+use crate::common;
 use common::{exit_address, resolve, run, Frame, SET};
 use cpjit_runtime::model::{StencilSet, ZeroFill, ZeroFillUse};
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};

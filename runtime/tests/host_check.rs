@@ -2,7 +2,7 @@
 //! calling convention, or stencils free to use a register the OS reserves) with an error
 //! that names the processes that can, instead of crashing at run time.
 
-mod common;
+use crate::common;
 use common::{resolve, SET};
 use cpjit_runtime::model::{Abi, Arch, Host, Os, StencilSet};
 use cpjit_runtime::{Error, Jit};

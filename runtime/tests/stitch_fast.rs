@@ -7,7 +7,7 @@
 //!
 //! On AArch64 and RISC-V every hole takes the full path; the same comparison runs there.
 
-mod common;
+use crate::common;
 use common::SET;
 use cpjit_runtime::model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 use cpjit_runtime::patch::{

@@ -1,6 +1,6 @@
 //! One `Jit` shared by several threads that build, run and drop traces at the same time.
 
-mod common;
+use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions, Target};
 

@@ -3,7 +3,7 @@
 //! emulates the file for the guest).
 #![cfg(target_os = "linux")]
 
-mod common;
+use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions};
 

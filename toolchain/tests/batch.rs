@@ -4,7 +4,7 @@
 //! batch and re-emits only its own object; errors still name the unit's file and line; a
 //! batch clang rejects (two units defining one name) falls back to one run per unit.
 
-mod common;
+use crate::common;
 
 use common::*;
 use cpjit_toolchain::cache::Cache;

@@ -6,7 +6,7 @@ use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 /// Builds the `family` test set (a hand-written op and a family: every kind of cache entry,
 /// in seconds; the default set has ten times the stencils and adds nothing here).

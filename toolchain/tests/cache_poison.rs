@@ -5,7 +5,7 @@ use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver::{self, BuildOptions};
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 fn options(cache: &Path, out: &Path) -> BuildOptions {
     let target = common::first_target();

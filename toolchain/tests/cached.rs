@@ -2,7 +2,7 @@
 //! cached op only when its signature and IR match its declared cache state, on every target,
 //! and names the target, the stencil and the cached register (parameter) otherwise.
 
-mod common;
+use crate::common;
 
 use common::{all_targets, options, set};
 use cpjit_toolchain::cache::Cache;

@@ -5,7 +5,7 @@
 //! written by hand; and the kit's own sets without families must generate no family items.
 //! Needs clang-19, like `pipeline.rs`.
 
-mod common;
+use crate::common;
 
 use common::{options, set, workspace};
 use cpjit_toolchain::cache::Cache;

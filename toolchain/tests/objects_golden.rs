@@ -3,7 +3,7 @@
 //! `tests/golden/src/*.c`) is read into stencils, and their text form (or the error) is
 //! compared with `tests/golden/expected/<triple>/<name>.expected`.
 //!
-//! `BLESS=1 cargo test -p cpjit-toolchain --test objects_golden` rewrites the expectations.
+//! `BLESS=1 cargo test -p cpjit-toolchain --test integration objects_golden` rewrites the expectations.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use cpjit_model::{Arch, ObjectFormat};
 use cpjit_toolchain::object::{read_stencils, ReadOptions};
 
-mod common;
+use crate::common;
 
 /// The triples of the committed fixtures: one directory per target under
 /// `tests/golden/obj/` (fixtures are where triples are written).

@@ -12,7 +12,7 @@ use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, Section};
 use cpjit_toolchain::object::{read_stencils, ObjectError, ObjectErrorKind, ReadOptions};
 use cpjit_toolchain::stencil::StencilBuf;
 
-mod common;
+use crate::common;
 
 /// The triples of the committed fixtures: one directory per target under
 /// `tests/golden/obj/` (fixtures are where triples are written).
@@ -733,7 +733,7 @@ fn random_byte_flips_never_panic() {
     );
 }
 /// A longer run of the same mutation test for manual use:
-/// `CPJIT_FUZZ_ROUNDS=5000 cargo test -p cpjit-toolchain --test objects_readers -- --ignored`.
+/// `CPJIT_FUZZ_ROUNDS=5000 cargo test -p cpjit-toolchain --test integration -- --ignored objects_readers`.
 #[test]
 #[ignore]
 fn many_random_byte_flips_never_panic() {

@@ -4,7 +4,7 @@
 //! on every target; a member equals the same op written as its own unit; errors in a
 //! member name the member's stencil.
 
-mod common;
+use crate::common;
 
 use common::*;
 use cpjit_toolchain::cache::Cache;

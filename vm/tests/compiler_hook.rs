@@ -3,7 +3,7 @@
 //! with `CompiledTrace::from_external`, so the hook, the external trace's entry, body
 //! address (links) and lifetime are exercised without LLVM.
 
-mod common;
+use crate::common;
 
 use common::{eager, run};
 use cpjit_vm::jit::{Backend, CompiledTrace, TraceCompiler};

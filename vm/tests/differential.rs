@@ -1,9 +1,9 @@
 //! Differential tests: random programs (see `common/gen.rs`) give identical output and
 //! identical errors in the interpreter, the micro-op interpreter and the JIT. The default
 //! run checks a few hundred programs; `CPJIT_DIFF_PROGRAMS=10000 cargo test --release -p
-//! cpjit-vm --test differential -- --ignored` runs the full suite.
+//! cpjit-vm --test integration -- --ignored differential` runs the full suite.
 
-mod common;
+use crate::common;
 
 use common::{eager, gen, run};
 use cpjit_vm::{Mode, Stats, Vm};

@@ -1,7 +1,7 @@
 //! Every example program gives its committed expected output (including a runtime error's
 //! message and location) in every execution mode.
 
-mod common;
+use crate::common;
 
 use common::{config, run, MODES};
 

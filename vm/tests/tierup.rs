@@ -1,7 +1,7 @@
 //! Tier-up behaviour: thresholds, the failed-compile marker, side exits that resume at the
 //! right instruction, invalidation, entry traces, and every linked stencil set.
 
-mod common;
+use crate::common;
 
 use common::{config, run, MODES};
 use cpjit_vm::{Config, Mode, Vm};

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates the golden object fixtures (obj/<triple>/<name>.o) from src/*.c with clang-19.
 # The .o files are committed: the golden tests only read them, so they need no clang.
-# After running this, bless the expectations: BLESS=1 cargo test -p cpjit-toolchain --test objects_golden
+# After running this, bless the expectations: BLESS=1 cargo test -p cpjit-toolchain --test integration objects_golden
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)

@@ -1,0 +1,19 @@
+//! cpjit-toolchain's integration tests, built as one test binary: each file of `tests/` is a
+//! module of it. One binary per crate instead of one per file saves a link and the
+//! repeated code generation of the crate's generics per file, for every Rust target the
+//! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
+
+mod batch;
+mod cache;
+mod cache_poison;
+mod cached;
+mod cli;
+mod common;
+mod families;
+mod guide;
+mod objects_golden;
+mod objects_readers;
+mod pipeline;
+mod scale;
+mod seventh_target;
+mod unit_families;

@@ -1,0 +1,12 @@
+//! cpjit-vm's integration tests, built as one test binary: each file of `tests/` is a
+//! module of it. One binary per crate instead of one per file saves a link and the
+//! repeated code generation of the crate's generics per file, for every Rust target the
+//! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
+
+mod common;
+mod compiler_hook;
+mod debug_flags;
+mod differential;
+mod examples;
+mod tierup;
+mod unwind_windows;
