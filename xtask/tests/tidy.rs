@@ -3,7 +3,9 @@
 //! - a target triple (the name of a file in `targets/`) is written only in `targets/`, the
 //!   generated crates, fixtures and docs: everything else derives it from the target files;
 //! - every Rust module starts with a `//!` doc saying what it is;
-//! - every path the code map of `ARCHITECTURE.md` names exists.
+//! - every path the code map of `ARCHITECTURE.md` names exists;
+//! - a crate whose integration tests are one binary (`tests/main.rs`, `autotests = false`)
+//!   declares every file of its `tests/` as a module, so no test file is silently left out.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -208,8 +210,52 @@ fn exists(dir: &Path, pattern: &str) -> bool {
     })
 }
 
+/// The `tests/*.rs` files (not `main.rs`) that `main` does not declare as `mod <stem>;`.
+fn undeclared_test_files(main: &str, files: &[&str]) -> Vec<String> {
+    let declared: Vec<&str> = main
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    files
+        .iter()
+        .filter_map(|f| f.strip_suffix(".rs"))
+        .filter(|stem| *stem != "main" && !declared.contains(stem))
+        .map(|stem| format!("{stem}.rs"))
+        .collect()
+}
+
+#[test]
+fn every_test_file_is_a_module_of_its_crates_test_binary() {
+    let files = files();
+    let mut missing = Vec::new();
+    for main in files.iter().filter(|f| f.ends_with("/tests/main.rs")) {
+        let dir = main.strip_suffix("main.rs").unwrap();
+        let text = std::fs::read_to_string(root().join(main)).unwrap();
+        let tests: Vec<&str> = files
+            .iter()
+            .filter_map(|f| f.strip_prefix(dir))
+            .filter(|f| !f.contains('/') && f.ends_with(".rs"))
+            .collect();
+        missing.extend(undeclared_test_files(&text, &tests).into_iter().map(|f| {
+            format!(
+                "{dir}{f} (add `mod {};` to {main})",
+                f.trim_end_matches(".rs")
+            )
+        }));
+    }
+    assert!(
+        missing.is_empty(),
+        "test files that no test binary compiles:\n{}",
+        missing.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_themselves_work() {
+    assert_eq!(
+        undeclared_test_files("mod common;\nmod a;\n", &["a.rs", "b.rs", "main.rs"]),
+        ["b.rs"]
+    );
     assert!(contains_word("run \"a-b-c\" now", "a-b-c"));
     assert!(!contains_word("a-b-c-d", "a-b-c"));
     assert!(!contains_word("x_a-b-c", "a-b-c"));
