@@ -4,7 +4,7 @@
 //! A [`Program`] holds what never changes between instances of one stencil: its code,
 //! prepared and padded to 16-byte blocks (so that the copy is a block copy), its data bytes
 //! (initialized part and zero-fill) with their alignment, and one [`Step`] per hole (or per
-//! adjacent AArch64 GOT pair) saying where in the instance the hole is, where its value
+//! AArch64 GOT `adrp` + `ldr` pair) saying where in the instance the hole is, where its value
 //! comes from and how it is written: a [`Fast`] form chosen once, where the instruction
 //! allows one, with the full [`Action`] as fallback. The per-architecture facts `finish` needs (trap byte, tail jump,
 //! veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no `match`

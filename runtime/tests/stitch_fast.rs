@@ -101,6 +101,16 @@ fn each_operand() -> Vec<(Vec<u64>, Vec<Target>)> {
         .collect()
 }
 
+/// [`each_operand`] without the far symbol's own address, for cases that also load that
+/// symbol through the GOT: the runtime gives a symbol and an operand of one value a slot
+/// each, and the reference finds slots by value.
+fn each_operand_but_far() -> Vec<(Vec<u64>, Vec<Target>)> {
+    each_operand()
+        .into_iter()
+        .filter(|(o, _)| o[0] != far_symbol())
+        .collect()
+}
+
 /// Each instance jumps to another address: this binary, one past the end of a rel32 /
 /// branch26 reach from it, far away.
 fn each_target() -> Vec<(Vec<u64>, Vec<Target>)> {
@@ -324,7 +334,7 @@ fn cases(arch: Arch) -> Vec<Case> {
                     hole(8, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
                     hole(12, K::Aarch64Ld64GotLo12, Operand(0), 0),
                 ],
-                each_operand(),
+                each_operand_but_far(),
             ),
             // adrp x8; adrp x8 (the same register in between): not a relaxable pair.
             case(
@@ -336,7 +346,7 @@ fn cases(arch: Arch) -> Vec<Case> {
                     hole(8, K::Aarch64Ld64GotLo12, Operand(0), 0),
                     hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
                 ],
-                each_operand(),
+                each_operand_but_far(),
             ),
             case(
                 "got pair symbol",
