@@ -169,7 +169,7 @@ fn check_imm32(jit: &Jit<'_>) -> Result<(), String> {
 fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
     let target = set.target;
     let jit = Jit::new(set, |_| None).map_err(|e| format!("{target}: {e}"))?;
-    use OperandPart::{High, Low, Whole};
+    use OperandPart::{High, Low};
     check_holes(set, "op_test_push_halves", "VALUE", &[High, Low])?;
     check_holes(set, "op_test_add_halves", "VALUE", &[High, Low])?;
     check_holes(set, "op_test_push_high_half", "VALUE", &[High])?;
