@@ -976,6 +976,8 @@ mod tests {
 
     #[test]
     fn operand_parts_split_the_value_and_name_their_hole_values() {
+        extern crate std;
+        use std::string::ToString;
         let v = 0x8123_4567_89ab_cdefu64;
         assert_eq!(OperandPart::Whole.of(v), v);
         assert_eq!(OperandPart::High.of(v), 0x8123_4567);
