@@ -272,7 +272,10 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
             HoleValue::Target(k) => Some(self.targets[k as usize].ok_or_else(|| {
                 self.fail(format!("accepted with target[{k}] outside the trace"))
             })?),
-            HoleValue::Operand(k) => Some(self.operands[k as usize]),
+            HoleValue::Operand(k) | HoleValue::OperandHigh(k) | HoleValue::OperandLow(k) => {
+                let (_, part) = hole.value.operand().expect("an operand value");
+                Some(part.of(self.operands[k as usize]))
+            }
             HoleValue::Code => Some(self.base),
             HoleValue::Data => data,
             HoleValue::Symbol(k) => Some((self.symbol)(k as usize)),

@@ -29,6 +29,26 @@ pub const fn is_adrp(insn: u32) -> bool {
     insn & 0x9f00_0000 == 0x9000_0000
 }
 
+/// The destination register of an `adrp` (`None` for any other instruction). An `adrp`
+/// reads no register and writes only this one.
+pub const fn adrp_rd(insn: u32) -> Option<u32> {
+    if is_adrp(insn) {
+        Some(insn & 31)
+    } else {
+        None
+    }
+}
+
+/// The registers of an `ldr xT, [xN, #imm]` (unsigned offset; `None` for any other
+/// instruction): `(T, N)`. It reads only `xN` and writes only `xT`.
+pub const fn ldr_x_registers(insn: u32) -> Option<(u32, u32)> {
+    if is_ldr_x(insn) {
+        Some((insn & 31, insn >> 5 & 31))
+    } else {
+        None
+    }
+}
+
 /// `add` (immediate), 32 or 64 bits, not setting flags, unshifted: `sf 0 0 100010 sh=0`.
 /// Bit 22 (`sh`) must be clear: a `*_LO12` value is never shifted by 12.
 pub const fn is_add_immediate(insn: u32) -> bool {

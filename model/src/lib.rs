@@ -493,6 +493,15 @@ pub enum HoleValue {
     Target(u16),
     /// A 64-bit operand, by index into [`Stencil::operands`] (e.g. `_JIT_OPERAND0`).
     Operand(u16),
+    /// The high 32 bits (`value >> 32`) of the 64-bit operand at this index into
+    /// [`Stencil::operands`]: the hole `_JIT_<NAME>_HI` of a halves declaration
+    /// (`CPJIT_DECLARE_OPERAND_HALVES(NAME)` in `cpjit.h`), where the operand is `NAME` and
+    /// the caller passes it as one 64-bit value. A u32 by construction, so it fits every
+    /// narrow (32-bit immediate) hole kind and needs no check hole.
+    OperandHigh(u16),
+    /// The low 32 bits (`value & 0xffff_ffff`) of the 64-bit operand at this index: the
+    /// hole `_JIT_<NAME>_LO` of a halves declaration, as [`HoleValue::OperandHigh`].
+    OperandLow(u16),
     /// The address of this instance's own code (references to its own code sections).
     Code,
     /// The address of this instance's own data (references to its own data sections).
@@ -502,12 +511,57 @@ pub enum HoleValue {
     Symbol(u16),
 }
 
+/// Which bits of a 64-bit operand a hole is filled with: all of them
+/// ([`HoleValue::Operand`]) or one 32-bit half ([`HoleValue::OperandHigh`],
+/// [`HoleValue::OperandLow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OperandPart {
+    Whole,
+    High,
+    Low,
+}
+
+impl OperandPart {
+    /// The part of the operand `value`: itself, `value >> 32` or `value & 0xffff_ffff`.
+    #[inline]
+    pub const fn of(self, value: u64) -> u64 {
+        match self {
+            OperandPart::Whole => value,
+            OperandPart::High => value >> 32,
+            OperandPart::Low => value & 0xffff_ffff,
+        }
+    }
+
+    /// The hole value of this part of operand `index`.
+    pub const fn value(self, index: u16) -> HoleValue {
+        match self {
+            OperandPart::Whole => HoleValue::Operand(index),
+            OperandPart::High => HoleValue::OperandHigh(index),
+            OperandPart::Low => HoleValue::OperandLow(index),
+        }
+    }
+}
+
+impl HoleValue {
+    /// The operand index and part of an operand value (`None` for every other value).
+    pub const fn operand(self) -> Option<(u16, OperandPart)> {
+        match self {
+            HoleValue::Operand(i) => Some((i, OperandPart::Whole)),
+            HoleValue::OperandHigh(i) => Some((i, OperandPart::High)),
+            HoleValue::OperandLow(i) => Some((i, OperandPart::Low)),
+            _ => None,
+        }
+    }
+}
+
 impl fmt::Display for HoleValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HoleValue::Continue => f.write_str("continue"),
             HoleValue::Target(i) => write!(f, "target[{i}]"),
             HoleValue::Operand(i) => write!(f, "operand[{i}]"),
+            HoleValue::OperandHigh(i) => write!(f, "operand[{i}].hi"),
+            HoleValue::OperandLow(i) => write!(f, "operand[{i}].lo"),
             HoleValue::Code => f.write_str("code"),
             HoleValue::Data => f.write_str("data"),
             HoleValue::Symbol(i) => write!(f, "symbol[{i}]"),
@@ -553,8 +607,10 @@ pub struct Stencil<'a> {
     pub zero_fill: &'a [ZeroFillUse],
     /// Holes, sorted by (section, offset).
     pub holes: &'a [Hole],
-    /// Operand names (hole symbol without prefix, e.g. `OPERAND0`), sorted; a
-    /// [`HoleValue::Operand`] indexes this list and the caller passes values in this order.
+    /// Operand names (hole symbol without prefix, e.g. `OPERAND0`; `NAME` for the halves
+    /// `_JIT_NAME_HI`/`_JIT_NAME_LO`), sorted; a [`HoleValue::Operand`],
+    /// [`HoleValue::OperandHigh`] or [`HoleValue::OperandLow`] indexes this list and the
+    /// caller passes one 64-bit value per name, in this order.
     pub operands: &'a [&'a str],
     /// Jump-target names (e.g. `JUMP_TARGET`), sorted; a [`HoleValue::Target`] indexes this
     /// list.
@@ -916,6 +972,23 @@ mod tests {
         }
         assert!(OperandRange::S8.contains(-1i64 as u64));
         assert!(!OperandRange::U8.contains(-1i64 as u64));
+    }
+
+    #[test]
+    fn operand_parts_split_the_value_and_name_their_hole_values() {
+        extern crate std;
+        use std::string::ToString;
+        let v = 0x8123_4567_89ab_cdefu64;
+        assert_eq!(OperandPart::Whole.of(v), v);
+        assert_eq!(OperandPart::High.of(v), 0x8123_4567);
+        assert_eq!(OperandPart::Low.of(v), 0x89ab_cdef);
+        assert_eq!(OperandPart::High.of(u64::MAX), u32::MAX as u64);
+        for part in [OperandPart::Whole, OperandPart::High, OperandPart::Low] {
+            assert_eq!(part.value(3).operand(), Some((3, part)));
+        }
+        assert_eq!(HoleValue::Target(0).operand(), None);
+        assert_eq!(HoleValue::OperandHigh(2).to_string(), "operand[2].hi");
+        assert_eq!(HoleValue::OperandLow(2).to_string(), "operand[2].lo");
     }
 
     #[test]

@@ -253,7 +253,9 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
                 ));
             }
             let (index, count) = match h.value {
-                HoleValue::Operand(i) => (i as usize, s.operands.len()),
+                HoleValue::Operand(i) | HoleValue::OperandHigh(i) | HoleValue::OperandLow(i) => {
+                    (i as usize, s.operands.len())
+                }
                 HoleValue::Target(i) => (i as usize, s.targets.len()),
                 HoleValue::Symbol(i) => (i as usize, set.symbols.len()),
                 HoleValue::Continue | HoleValue::Code | HoleValue::Data => (0, 1),

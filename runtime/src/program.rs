@@ -4,7 +4,7 @@
 //! A [`Program`] holds what never changes between instances of one stencil: its code,
 //! prepared and padded to 16-byte blocks (so that the copy is a block copy), its data bytes
 //! (initialized part and zero-fill) with their alignment, and one [`Step`] per hole (or per
-//! adjacent AArch64 GOT pair) saying where in the instance the hole is, where its value
+//! AArch64 GOT `adrp` + `ldr` pair) saying where in the instance the hole is, where its value
 //! comes from and how it is written: a [`Fast`] form chosen once, where the instruction
 //! allows one, with the full [`Action`] as fallback. The per-architecture facts `finish` needs (trap byte, tail jump,
 //! veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no `match`
@@ -12,13 +12,13 @@
 
 use crate::patch;
 use cpjit_isa::x86_64 as x86;
-use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
+use cpjit_model::{Arch, Hole, HoleKind, HoleValue, OperandPart, Section, Stencil, StencilSet};
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Source {
-    /// The instance's operand `i` (a constant).
-    Operand(u16),
+    /// The instance's operand `i` (a constant), or one 32-bit half of it.
+    Operand(u16, OperandPart),
     /// The instance's jump target `i`.
     Target(u16),
     /// The next instance, or the trace's continuation after the last one.
@@ -60,7 +60,12 @@ pub(crate) enum Bound {
     /// Unless the instance's operand fits: a relaxation probed on the stencil's bytes turns
     /// values that fit a sign-extended 32-bit (x86 `mov imm32`) or unsigned 32-bit
     /// (AArch64 `movz`/`movk`) immediate into code.
-    OperandAbove { operand: u16, signed32: bool },
+    /// `part` is the part of the operand the hole holds (a half always fits `movz`/`movk`).
+    OperandAbove {
+        operand: u16,
+        part: OperandPart,
+        signed32: bool,
+    },
     /// When the instance's jump target `i` is an address outside the trace.
     Target(u16),
     /// When it continues outside the trace (the last instance, with a continuation).
@@ -145,9 +150,13 @@ pub(crate) enum Key {
     /// A symbol, by its id: its GOT slot holds its address, and a veneer for a branch to
     /// it jumps to it exactly (no addend left), so all its holes share one.
     Symbol(u16),
-    /// The instance's operand `operand`: its value, plus `bias` (a branch's addend and
-    /// bias: the veneer's destination; 0 for a GOT slot, which holds the value).
-    Operand { operand: u16, bias: u64 },
+    /// The instance's operand `operand` (its `part`): its value, plus `bias` (a branch's
+    /// addend and bias: the veneer's destination; 0 for a GOT slot, which holds the value).
+    Operand {
+        operand: u16,
+        part: OperandPart,
+        bias: u64,
+    },
     /// Not known before `finish` (a jump target, an address in the trace): counted per hole.
     Unknown,
 }
@@ -187,22 +196,22 @@ impl Program {
         let mut needs = Vec::new();
         let mut code = stencil.code.to_vec();
         code.resize(stencil.code.len().next_multiple_of(16), trap);
-        let mut i = 0;
-        while i < stencil.holes.len() {
-            let h = &stencil.holes[i];
-            if h.kind == HoleKind::EntryParameters {
-                // A marker (the shim's parameter count, see `Jit::shim`): nothing to patch.
-                i += 1;
+        // The `ldr` holes already taken by their `adrp`'s step.
+        let mut paired = vec![false; stencil.holes.len()];
+        for (i, h) in stencil.holes.iter().enumerate() {
+            if h.kind == HoleKind::EntryParameters || paired[i] {
+                // A marker (the shim's parameter count, see `Jit::shim`): nothing to patch;
+                // or the `ldr` of a GOT pair, patched by its `adrp`'s step.
                 continue;
             }
-            let next = stencil.holes[i + 1..]
-                .iter()
-                .find(|n| n.kind != HoleKind::EntryParameters);
-            let action = match next {
-                Some(ldr) if is_adjacent_got_pair(h, ldr) => Action::GotPair {
-                    ldr_hole: (i + 1) as u16,
-                    ldr_offset: ldr.offset,
-                },
+            let action = match got_pair_ldr(stencil, i) {
+                Some(j) => {
+                    paired[j] = true;
+                    Action::GotPair {
+                        ldr_hole: j as u16,
+                        ldr_offset: stencil.holes[j].offset,
+                    }
+                }
                 _ if h.kind.is_relaxable_x86_got() && h.addend == -4 => Action::RelaxableGot,
                 _ if h.kind.uses_got() => Action::Got,
                 _ if h.kind.is_branch() => Action::Branch,
@@ -216,7 +225,10 @@ impl Program {
                     bound: match h.value {
                         HoleValue::Target(t) => Bound::Target(t),
                         HoleValue::Continue => Bound::Continue,
-                        HoleValue::Operand(_) | HoleValue::Symbol(_) => Bound::Always,
+                        HoleValue::Operand(_)
+                        | HoleValue::OperandHigh(_)
+                        | HoleValue::OperandLow(_)
+                        | HoleValue::Symbol(_) => Bound::Always,
                         HoleValue::Code | HoleValue::Data => Bound::Never,
                     },
                 }),
@@ -232,9 +244,13 @@ impl Program {
                 } else {
                     (h.addend as u64).wrapping_add(branch_bias(h.kind))
                 };
-                match h.value {
-                    HoleValue::Symbol(id) if bias == 0 => Key::Symbol(id),
-                    HoleValue::Operand(operand) => Key::Operand { operand, bias },
+                match (h.value, h.value.operand()) {
+                    (HoleValue::Symbol(id), _) if bias == 0 => Key::Symbol(id),
+                    (_, Some((operand, part))) => Key::Operand {
+                        operand,
+                        part,
+                        bias,
+                    },
                     _ => Key::Unknown,
                 }
             };
@@ -254,11 +270,6 @@ impl Program {
                 checked,
                 fast: fast(&mut code, h, action, checked),
             });
-            i += if matches!(action, Action::GotPair { .. }) {
-                2
-            } else {
-                1
-            };
         }
         let mut data = stencil.init_data.to_vec();
         data.resize(stencil.data_len as usize, 0);
@@ -302,8 +313,10 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
             let mut probe = code.to_vec();
             let immediate = x86::relax_got_to_immediate(&mut probe, offset, site, 0);
             match h.value {
-                // An operand: the immediate form whenever the instruction has one.
-                HoleValue::Operand(_) if immediate => {
+                // An operand (or a half): the immediate form whenever the instruction has one.
+                HoleValue::Operand(_) | HoleValue::OperandHigh(_) | HoleValue::OperandLow(_)
+                    if immediate =>
+                {
                     code.copy_from_slice(&probe);
                     Fast::Imm32
                 }
@@ -372,7 +385,9 @@ fn checked(stencil: &Stencil<'_>, h: &Hole) -> Checked {
 
 fn source(value: HoleValue) -> Source {
     match value {
-        HoleValue::Operand(i) => Source::Operand(i),
+        HoleValue::Operand(i) => Source::Operand(i, OperandPart::Whole),
+        HoleValue::OperandHigh(i) => Source::Operand(i, OperandPart::High),
+        HoleValue::OperandLow(i) => Source::Operand(i, OperandPart::Low),
         HoleValue::Target(i) => Source::Target(i),
         HoleValue::Continue => Source::Continue,
         HoleValue::Code => Source::Code,
@@ -400,30 +415,70 @@ fn got_bound(stencil: &Stencil<'_>, h: &Hole, action: Action) -> Bound {
         ),
         _ => return Bound::Always,
     };
-    match h.value {
-        HoleValue::Operand(operand) if relaxes => Bound::OperandAbove { operand, signed32 },
+    match (h.value, h.value.operand()) {
+        (_, Some((operand, part))) if relaxes => Bound::OperandAbove {
+            operand,
+            part,
+            signed32,
+        },
         // Inside the trace: `lea`/`adrp + add` reach it (the trace is < 2 GiB, see
         // `finish`'s size limit), whatever the instruction's register.
-        HoleValue::Code | HoleValue::Data if action == Action::RelaxableGot || relaxes => {
+        (HoleValue::Code | HoleValue::Data, _) if action == Action::RelaxableGot || relaxes => {
             Bound::Internal
         }
         _ => Bound::Always,
     }
 }
 
-/// An AArch64 GOT load of one value, `adrp xN, G` immediately followed by its
-/// `ldr xN, [xN, lo12(G)]`, with no addend. Only adjacent pairs are relaxed: then nothing
-/// can read the page address in between, and the `ldr` overwrites it, so rewriting the
-/// pair cannot change what any other instruction sees.
-fn is_adjacent_got_pair(adrp: &Hole, ldr: &Hole) -> bool {
-    adrp.section == Section::Code
-        && ldr.section == Section::Code
-        && adrp.kind == HoleKind::Aarch64AdrGotPage21
-        && ldr.kind == HoleKind::Aarch64Ld64GotLo12
-        && ldr.offset == adrp.offset + 4
-        && adrp.value == ldr.value
-        && adrp.addend == 0
-        && ldr.addend == 0
+/// The `ldr` hole of the AArch64 GOT load that hole `i` starts, if it is one the runtime
+/// may relax: `adrp xN, G` followed by its `ldr xN, [xN, lo12(G)]` of the same value, with
+/// no addend, either immediately or after only other GOT loads' `adrp`/`ldr` holes of other
+/// registers (what compilers emit for several GOT loads at once, e.g. the halves of one
+/// operand on COFF: `adrp x8; adrp x9; ldr x8; ldr x9`). Those read and write only their
+/// own registers (relaxed or not), so nothing in between can see xN, and the `ldr`
+/// overwrites it: rewriting the pair cannot change what any other instruction sees. The
+/// `ldr`'s registers are checked when it is relaxed (`relax_aarch64_got_pair`, which
+/// declines a mismatch).
+pub(crate) fn got_pair_ldr(stencil: &Stencil<'_>, i: usize) -> Option<usize> {
+    let adrp = stencil.holes.get(i)?;
+    if adrp.section != Section::Code
+        || adrp.kind != HoleKind::Aarch64AdrGotPage21
+        || adrp.addend != 0
+    {
+        return None;
+    }
+    let insn = |offset: u32| cpjit_isa::aarch64::read_insn(stencil.code, offset.into());
+    // Decoded only when there is something in between (an adjacent pair is paired as the
+    // holes say; its relaxation checks the instructions).
+    let reg = || cpjit_isa::aarch64::adrp_rd(insn(adrp.offset)?);
+    let mut next = adrp.offset + 4;
+    for (j, h) in stencil.holes.iter().enumerate().skip(i + 1) {
+        // Markers and check holes patch nothing.
+        if h.kind.width() == 0 {
+            continue;
+        }
+        if h.section != Section::Code || h.offset != next {
+            return None;
+        }
+        if h.kind == HoleKind::Aarch64Ld64GotLo12 && h.value == adrp.value && h.addend == 0 {
+            return Some(j);
+        }
+        let (word, reg) = (insn(h.offset)?, reg()?);
+        let independent = match h.kind {
+            HoleKind::Aarch64AdrGotPage21 => {
+                cpjit_isa::aarch64::adrp_rd(word).is_some_and(|d| d != reg)
+            }
+            HoleKind::Aarch64Ld64GotLo12 => {
+                cpjit_isa::aarch64::ldr_x_registers(word).is_some_and(|(t, n)| t != reg && n != reg)
+            }
+            _ => false,
+        };
+        if !independent {
+            return None;
+        }
+        next += 4;
+    }
+    None
 }
 
 /// What the stitcher needs to know about the architecture, gathered in one place.
@@ -560,6 +615,90 @@ mod tests {
         assert_eq!(p.steps[1].hole, 2);
     }
 
+    /// Interleaved GOT loads (`adrp x8; adrp x9; ldr x8; ldr x9`, as clang emits for two
+    /// loads at once on COFF) pair up by register; a pair with its register written in
+    /// between (`adrp x8; adrp x8; ldr x8`) does not.
+    #[test]
+    fn interleaved_got_loads_pair_by_register() {
+        let words = |ws: &[u32]| -> Vec<u8> { ws.iter().flat_map(|w| w.to_le_bytes()).collect() };
+        let holes = [
+            hole(
+                0,
+                HoleKind::Aarch64AdrGotPage21,
+                HoleValue::OperandHigh(0),
+                0,
+            ),
+            hole(
+                4,
+                HoleKind::Aarch64AdrGotPage21,
+                HoleValue::OperandLow(0),
+                0,
+            ),
+            hole(
+                8,
+                HoleKind::Aarch64Ld64GotLo12,
+                HoleValue::OperandHigh(0),
+                0,
+            ),
+            hole(
+                12,
+                HoleKind::Aarch64Ld64GotLo12,
+                HoleValue::OperandLow(0),
+                0,
+            ),
+        ];
+        let pair = |code: &[u8]| {
+            let stencil = Stencil {
+                name: "op",
+                code,
+                code_align: 4,
+                init_data: &[],
+                data_len: 0,
+                data_align: 1,
+                zero_fill: &[],
+                holes: &holes,
+                operands: &["V"],
+                targets: &[],
+                symbols: &[],
+                falls_through: true,
+            };
+            let p = Program::new(&stencil, false, 0);
+            let steps: Vec<(u16, Action)> = p.steps.iter().map(|s| (s.hole, s.action)).collect();
+            let needs: Vec<Bound> = p.needs.iter().map(|n| n.bound).collect();
+            (steps, needs)
+        };
+        let (steps, needs) = pair(&words(&[
+            0x9000_0008,
+            0x9000_0009,
+            0xf940_0108,
+            0xf940_0129,
+        ]));
+        let got_pair = |ldr_hole: u16, ldr_offset: u32| Action::GotPair {
+            ldr_hole,
+            ldr_offset,
+        };
+        assert_eq!(steps, [(0, got_pair(2, 8)), (1, got_pair(3, 12))]);
+        // A half always relaxes into movz/movk: it never needs a slot counted.
+        for need in needs {
+            assert!(matches!(
+                need,
+                Bound::OperandAbove {
+                    operand: 0,
+                    part: OperandPart::High | OperandPart::Low,
+                    signed32: false
+                }
+            ));
+        }
+        let (steps, _) = pair(&words(&[
+            0x9000_0008,
+            0x9000_0008,
+            0xf940_0108,
+            0xf940_0108,
+        ]));
+        let actions: Vec<Action> = steps.iter().map(|s| s.1).collect();
+        assert_eq!(actions, [Action::Got; 4]);
+    }
+
     #[test]
     fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         use HoleKind::X86RexGotPc32Relaxable as RexGot;
@@ -637,6 +776,7 @@ mod tests {
         let keys: Vec<(bool, Key)> = p.needs.iter().map(|n| (n.got, n.key)).collect();
         let operand = Key::Operand {
             operand: 0,
+            part: OperandPart::Whole,
             bias: 0,
         };
         assert_eq!(

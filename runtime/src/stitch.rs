@@ -239,8 +239,12 @@ impl Layout {
             let counts = match need.bound {
                 Bound::Never | Bound::Continue => false,
                 Bound::Always => true,
-                Bound::OperandAbove { operand, signed32 } => {
-                    let v = operands[operand as usize];
+                Bound::OperandAbove {
+                    operand,
+                    part,
+                    signed32,
+                } => {
+                    let v = part.of(operands[operand as usize]);
                     if signed32 {
                         i32::try_from(v as i64).is_err()
                     } else {
@@ -293,8 +297,12 @@ impl Counted {
     fn first(&mut self, need: &Need, operands: &[u64]) -> bool {
         match need.key {
             Key::Unknown => true,
-            Key::Operand { operand, bias } => {
-                let value = operands[operand as usize].wrapping_add(bias);
+            Key::Operand {
+                operand,
+                part,
+                bias,
+            } => {
+                let value = part.of(operands[operand as usize]).wrapping_add(bias);
                 let table = if need.got {
                     &mut self.got_values
                 } else {
@@ -638,8 +646,8 @@ impl Writer<'_, '_, '_, '_> {
                 }
             }
             Fast::Imm32 => {
-                if let Source::Operand(k) = step.source {
-                    let value = self.b.operands[inst.operands as usize + k as usize];
+                if let Source::Operand(k, part) = step.source {
+                    let value = part.of(self.b.operands[inst.operands as usize + k as usize]);
                     if let (Ok(imm), Some(field)) = (
                         i32::try_from(value as i64),
                         self.code.get_mut(offset..offset + 4),
@@ -679,7 +687,9 @@ impl Writer<'_, '_, '_, '_> {
     ) -> Option<u64> {
         let b = self.b;
         match source {
-            Source::Operand(k) => Some(b.operands[inst.operands as usize + k as usize]),
+            Source::Operand(k, part) => {
+                Some(part.of(b.operands[inst.operands as usize + k as usize]))
+            }
             Source::Code => Some(self.code_base + code_at as u64),
             Source::Data => Some(self.data_base + data_at as u64),
             Source::Continue => self.offsets.get(i + 1).map(|&o| self.code_base + o as u64),
@@ -818,7 +828,7 @@ impl Writer<'_, '_, '_, '_> {
         if let Some(value) = self.fast_value(i, inst, source, code_at, data_at) {
             // Outside the trace: operands, symbols and addresses; inside: everything else.
             let outside = match source {
-                Source::Operand(_) | Source::Symbol(_) => true,
+                Source::Operand(..) | Source::Symbol(_) => true,
                 Source::Target(k) => matches!(
                     b.targets[inst.targets as usize + k as usize],
                     Target::Address(_)

@@ -5,6 +5,9 @@
 //! each form (fits, one past), near and far from the arena (far: every external value is
 //! out of direct reach, so the full path's GOT slots and veneers are taken).
 //!
+//! The halves of an operand (`OperandHigh`/`OperandLow`: its high and low 32 bits) take
+//! every form an operand takes (immediates, relaxed and plain GOT loads).
+//!
 //! On AArch64 and RISC-V every hole takes the full path; the same comparison runs there.
 
 use crate::common;
@@ -82,6 +85,11 @@ fn operand_values() -> Vec<u64> {
         here.wrapping_add(0x1000),
         far_symbol(),
         0x7654_3210_fedc_ba98,
+        // Halves at their edges (bit 31 of a half set: sign-extension traps).
+        0x8000_0000_0000_0000,
+        0x7fff_ffff_8000_0000,
+        0x0000_0001_ffff_ffff,
+        0x1234_5678_9abc_def0,
     ]
 }
 
@@ -90,6 +98,16 @@ fn each_operand() -> Vec<(Vec<u64>, Vec<Target>)> {
     operand_values()
         .into_iter()
         .map(|v| (vec![v], vec![]))
+        .collect()
+}
+
+/// [`each_operand`] without the far symbol's own address, for cases that also load that
+/// symbol through the GOT: the runtime gives a symbol and an operand of one value a slot
+/// each, and the reference finds slots by value.
+fn each_operand_but_far() -> Vec<(Vec<u64>, Vec<Target>)> {
+    each_operand()
+        .into_iter()
+        .filter(|(o, _)| o[0] != far_symbol())
         .collect()
 }
 
@@ -118,7 +136,7 @@ fn words(ws: &[u32]) -> Vec<u8> {
 
 fn cases(arch: Arch) -> Vec<Case> {
     use HoleKind as K;
-    use HoleValue::{Data, Operand, Symbol, Target as To};
+    use HoleValue::{Data, Operand, OperandHigh as Hi, OperandLow as Lo, Symbol, Target as To};
     let case = |name, code, holes, instances| Case {
         name,
         code,
@@ -200,6 +218,31 @@ fn cases(arch: Arch) -> Vec<Case> {
                 vec![hole(2, K::X86GotPc32Relaxable, Symbol(FAR), -4)],
                 once(),
             ),
+            // mov eax, imm32; mov ecx, imm32: the halves of one operand (X86Abs32).
+            case(
+                "abs32 halves",
+                vec![0xb8, 0, 0, 0, 0, 0xb9, 0, 0, 0, 0],
+                vec![
+                    hole(1, K::X86Abs32, Hi(0), 0),
+                    hole(6, K::X86Abs32, Lo(0), 0),
+                ],
+                each_operand(),
+            ),
+            // mov rax, [rip + G] of each half and of the whole operand: imm32 prepared, a
+            // half of 2^31 or more (not a sign-extended imm32) through its own GOT slot.
+            case(
+                "mov r64 got halves",
+                vec![
+                    0x48, 0x8b, 0x05, 0, 0, 0, 0, 0x48, 0x8b, 0x0d, 0, 0, 0, 0, 0x48, 0x8b, 0x15,
+                    0, 0, 0, 0,
+                ],
+                vec![
+                    hole(3, K::X86RexGotPc32Relaxable, Hi(0), -4),
+                    hole(10, K::X86RexGotPc32Relaxable, Lo(0), -4),
+                    hole(17, K::X86RexGotPc32Relaxable, Operand(0), -4),
+                ],
+                each_operand(),
+            ),
             // add rax, [rip + G] through a GOT that is never relaxed (GOTPCREL).
             case(
                 "gotpc32 operand",
@@ -245,6 +288,66 @@ fn cases(arch: Arch) -> Vec<Case> {
                 ],
                 each_operand(),
             ),
+            // movz w0, #:abs_g1_nc:hi; movk w0, #:abs_g0_nc:hi; the same of the low half.
+            case(
+                "movw halves",
+                words(&[0x52a0_0000, 0x7280_0000, 0x52a0_0001, 0x7280_0001]),
+                vec![
+                    hole(0, K::Aarch64MovwG1, Hi(0), 0),
+                    hole(4, K::Aarch64MovwG0, Hi(0), 0),
+                    hole(8, K::Aarch64MovwG1, Lo(0), 0),
+                    hole(12, K::Aarch64MovwG0, Lo(0), 0),
+                ],
+                each_operand(),
+            ),
+            // GOT pairs of each half (Mach-O and COFF): always relaxed to movz/movk.
+            case(
+                "got pair halves",
+                words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
+                vec![
+                    hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
+                    hole(4, K::Aarch64Ld64GotLo12, Hi(0), 0),
+                    hole(8, K::Aarch64AdrGotPage21, Lo(0), 0),
+                    hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
+                ],
+                each_operand(),
+            ),
+            // Interleaved GOT loads (the COFF halves: adrp x8; adrp x9; ldr x8; ldr x9),
+            // each relaxed on its own; with a far symbol's load (a GOT slot) in between.
+            case(
+                "got pairs interleaved",
+                words(&[0x9000_0008, 0x9000_0009, 0xf940_0108, 0xf940_0129]),
+                vec![
+                    hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
+                    hole(4, K::Aarch64AdrGotPage21, Lo(0), 0),
+                    hole(8, K::Aarch64Ld64GotLo12, Hi(0), 0),
+                    hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
+                ],
+                each_operand(),
+            ),
+            case(
+                "got pairs around a symbol",
+                words(&[0x9000_0008, 0x9000_0009, 0xf940_0129, 0xf940_0108]),
+                vec![
+                    hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
+                    hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
+                    hole(8, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
+                    hole(12, K::Aarch64Ld64GotLo12, Operand(0), 0),
+                ],
+                each_operand_but_far(),
+            ),
+            // adrp x8; adrp x8 (the same register in between): not a relaxable pair.
+            case(
+                "got pair clobbered",
+                words(&[0x9000_0008, 0x9000_0008, 0xf940_0108, 0xf940_0108]),
+                vec![
+                    hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
+                    hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
+                    hole(8, K::Aarch64Ld64GotLo12, Operand(0), 0),
+                    hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
+                ],
+                each_operand_but_far(),
+            ),
             case(
                 "got pair symbol",
                 words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
@@ -283,6 +386,28 @@ fn cases(arch: Arch) -> Vec<Case> {
                 words(&[0x0000_0097, 0x0000_80e7]),
                 vec![hole(0, K::RiscvCall, To(0), 0)],
                 each_target(),
+            ),
+            // lui a0, %hi(hi); addiw a0, a0, %lo(hi); the same of the low half into a1.
+            case(
+                "hi20 lo12 halves",
+                words(&[0x0000_0537, 0x0005_051b, 0x0000_05b7, 0x0005_859b]),
+                vec![
+                    hole(0, K::RiscvHi20, Hi(0), 0),
+                    hole(4, K::RiscvLo12I, Hi(0), 0),
+                    hole(8, K::RiscvHi20, Lo(0), 0),
+                    hole(12, K::RiscvLo12I, Lo(0), 0),
+                ],
+                each_operand(),
+            ),
+            // A GOT load of a half: a slot holding the half.
+            case(
+                "got half",
+                words(&[0x0000_0597, 0x0005_b583]),
+                vec![
+                    hole(0, K::RiscvGotHi20, Lo(0), 0),
+                    hole(4, K::RiscvGotLo12I, Lo(0), 4),
+                ],
+                each_operand(),
             ),
             // auipc a1, %got_pcrel_hi(v); ld a1, %pcrel_lo(a1): always a GOT slot.
             case(
@@ -369,6 +494,34 @@ impl Memory<'_> {
     }
 }
 
+/// The `ldr` hole that pairs with the AArch64 GOT `adrp` hole `i`: the next hole of its
+/// value, when every instruction in between is another GOT load's `adrp` or `ldr` hole that
+/// touches none of the pair's register (registers read straight from the words: `Rd` in
+/// bits 0..5, an `ldr`'s base in bits 5..10).
+fn got_pair(stencil: &Stencil<'_>, i: usize) -> Option<usize> {
+    let adrp = stencil.holes[i];
+    if adrp.kind != HoleKind::Aarch64AdrGotPage21 {
+        return None;
+    }
+    let word = |h: &Hole| {
+        let o = h.offset as usize;
+        u32::from_le_bytes(stencil.code[o..o + 4].try_into().unwrap())
+    };
+    let reg = word(&adrp) & 31;
+    for (j, h) in stencil.holes.iter().enumerate().skip(i + 1) {
+        if h.offset != adrp.offset + 4 * (j - i) as u32 {
+            return None;
+        }
+        match h.kind {
+            HoleKind::Aarch64Ld64GotLo12 if h.value == adrp.value => return Some(j),
+            HoleKind::Aarch64Ld64GotLo12 if word(h) & 31 != reg && word(h) >> 5 & 31 != reg => {}
+            HoleKind::Aarch64AdrGotPage21 if word(h) & 31 != reg => {}
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// What a stitcher must write for one instance: the stencil's code patched hole by hole
 /// with the patch functions, in the order of preference the runtime documents (an
 /// immediate, a direct reference, a GOT slot; a direct branch, a veneer).
@@ -386,13 +539,17 @@ fn reference(
     let code_base = mem.trace.code_range().start as u64;
     let data_base = mem.trace.data_range().start as u64;
     let mut out = stencil.code.to_vec();
+    let mut paired = Vec::new();
     let mut i = 0;
     while i < stencil.holes.len() {
         let h = stencil.holes[i];
         let offset = h.offset as usize;
         let place = code_base + (code_at + offset) as u64;
         let (value, outside) = match h.value {
-            HoleValue::Operand(k) => (operands[k as usize], true),
+            HoleValue::Operand(k) | HoleValue::OperandHigh(k) | HoleValue::OperandLow(k) => {
+                let (_, part) = h.value.operand().unwrap();
+                (part.of(operands[k as usize]), true)
+            }
             HoleValue::Target(k) => match targets[k as usize] {
                 Target::Address(a) => (a, true),
                 Target::Instance(_) => unreachable!("the cases jump to addresses"),
@@ -422,18 +579,19 @@ fn reference(
             )
             .unwrap();
         };
-        let next = stencil.holes.get(i + 1).copied();
-        if let Some(ldr) = next.filter(|l| {
-            h.kind == HoleKind::Aarch64AdrGotPage21
-                && l.kind == HoleKind::Aarch64Ld64GotLo12
-                && l.offset == h.offset + 4
-                && l.value == h.value
-        }) {
-            if !relax_aarch64_got_pair(&mut out, offset, offset + 4, place, value).unwrap() {
+        if paired.contains(&i) {
+            i += 1;
+            continue;
+        }
+        if let Some(j) = got_pair(stencil, i) {
+            let ldr = stencil.holes[j];
+            paired.push(j);
+            if !relax_aarch64_got_pair(&mut out, offset, ldr.offset as usize, place, value).unwrap()
+            {
                 got(&mut out, h);
                 got(&mut out, ldr);
             }
-            i += 2;
+            i += 1;
             continue;
         }
         if h.kind.is_relaxable_x86_got() && h.addend == -4 {

@@ -144,6 +144,31 @@ typedef uint64_t cpjit_narrow_raw; /* the low 32 bits, zero-extended */
 #define CPJIT_NARROW(NAME, RANGE) ((cpjit_narrow_##RANGE)(intptr_t)&_JIT_##NAME)
 #endif
 
+/* Halves of a 64-bit operand: CPJIT_DECLARE_OPERAND_HALVES(NAME) declares the holes
+ * _JIT_NAME_HI and _JIT_NAME_LO, each a u32 narrow operand patched in place (the
+ * instructions of CPJIT_NARROW(..., u32) above, no GOT slot where the target has 32-bit
+ * immediates), and CPJIT_OPERAND_HALVES(NAME) rebuilds the uint64_t from them. Both halves
+ * belong to ONE operand of the stencil, NAME, which the caller passes as one 64-bit value:
+ * the runtime fills _HI with its high 32 bits and _LO with its low 32 bits, so no value is
+ * refused. CPJIT_OPERAND_HI(NAME) / CPJIT_OPERAND_LO(NAME) read one half as a uint32_t (a
+ * stencil may use only one). The declared types (struct cpjit_operand_hi / _lo) are what
+ * the toolchain recognises, not the names: a plain operand called FOO_HI stays plain. */
+#define CPJIT_DECLARE_OPERAND_HALVES(NAME)                            \
+  CPJIT_NARROW_HOLE const struct cpjit_operand_hi _JIT_##NAME##_HI; \
+  CPJIT_NARROW_HOLE const struct cpjit_operand_lo _JIT_##NAME##_LO
+#define CPJIT_OPERAND_HI(NAME) CPJIT_NARROW(NAME##_HI, u32)
+#define CPJIT_OPERAND_LO(NAME) CPJIT_NARROW(NAME##_LO, u32)
+#if defined(CPJIT_NARROW_SYMBOL)
+#define CPJIT_OPERAND_HALVES(NAME) \
+  (((uint64_t)CPJIT_OPERAND_HI(NAME) << 32) | (uint64_t)CPJIT_OPERAND_LO(NAME))
+#else
+/* The address is the half itself, which the compiler knows lies in [0, 2^32) (the
+ * toolchain's !absolute_symbol): read it whole, so no truncation is emitted. */
+#define CPJIT_OPERAND_HALVES(NAME)                          \
+  (((uint64_t)(uintptr_t)&_JIT_##NAME##_HI << 32) |         \
+   (uint64_t)(uintptr_t)&_JIT_##NAME##_LO)
+#endif
+
 /* Continuations and jump targets are functions of type cpjit_op. */
 extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_DECLARE_TARGET(NAME) extern cpjit_op _JIT_##NAME##_TARGET

@@ -16,6 +16,15 @@
 //!   instructions the compiler used; and refuses a 32-bit absolute hole against anything
 //!   but a narrow operand (an address would not fit).
 //!
+//! Halves of a 64-bit operand (`CPJIT_DECLARE_OPERAND_HALVES(NAME)`) are two u32 narrow
+//! operands `_JIT_NAME_HI`/`_JIT_NAME_LO` of the declared types `struct cpjit_operand_hi` and
+//! `struct cpjit_operand_lo` (the type decides, not the name). They take the same
+//! instructions as a `u32` narrow operand; [`add_checks`] then folds each pair into ONE
+//! operand of the stencil, `NAME`, whose holes become [`HoleValue::OperandHigh`] /
+//! [`HoleValue::OperandLow`]. A half is a u32 by construction, so it gets no check hole and
+//! no 64-bit value of `NAME` is refused. `NAME` may also be read whole (`_JIT_NAME`, a plain
+//! or narrow operand) in the same stencil: it is the same operand, one value.
+//!
 //! Where LLVM has no way to fold an absolute symbol into an instruction (AArch64 ELF,
 //! RISC-V, x86-64 Mach-O), `cpjit.h` reads a narrow operand with a few instructions of
 //! inline assembly that carry the relocation (`movz`/`movk` `:abs_g*_nc:`, `lui`/`addi[w]`
@@ -26,7 +35,7 @@
 use crate::error::{Error, Result};
 use crate::stencil::StencilBuf;
 use crate::target::Target;
-use cpjit_model::{Arch, Hole, HoleValue, ObjectFormat, OperandRange, Section};
+use cpjit_model::{Arch, Hole, HoleValue, ObjectFormat, OperandPart, OperandRange, Section};
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMMetadataRef, LLVMValueRef};
 use inkwell::module::Module;
@@ -35,11 +44,37 @@ use inkwell::values::AsValueRef;
 use std::collections::BTreeMap;
 
 /// Part of the object cache key: bump when what [`declare_ranges`] does to the IR changes.
-pub const CACHE_TAG: &[u8] = b"narrow-2";
+pub const CACHE_TAG: &[u8] = b"narrow-3";
 
 /// The struct tag that declares a narrow operand of `range` (`cpjit_narrow_u16`).
 fn struct_name(range: OperandRange) -> String {
     format!("struct.cpjit_narrow_{}", range.name())
+}
+
+/// The halves of a 64-bit operand: the struct tag that declares each (`cpjit.h`'s
+/// `CPJIT_DECLARE_OPERAND_HALVES`), and the suffix its hole symbol carries after the
+/// operand's name.
+const HALVES: [(&str, OperandPart, &str); 2] = [
+    ("struct.cpjit_operand_hi", OperandPart::High, "_HI"),
+    ("struct.cpjit_operand_lo", OperandPart::Low, "_LO"),
+];
+
+/// The half declared by the struct tag `ty_name`, if it is one of [`HALVES`].
+fn half_of(ty_name: &[u8]) -> Option<(OperandPart, &'static str)> {
+    HALVES
+        .iter()
+        .find(|(tag, _, _)| tag.as_bytes() == ty_name)
+        .map(|&(_, part, suffix)| (part, suffix))
+}
+
+/// What a translation unit declares narrow, by hole symbol without prefix.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Declared {
+    /// Narrow operands (`CPJIT_DECLARE_NARROW`): name → range.
+    pub ranges: BTreeMap<String, OperandRange>,
+    /// Halves (`CPJIT_DECLARE_OPERAND_HALVES`): hole name (`NAME_HI`) → which half it is
+    /// and the suffix its name must end with.
+    pub halves: BTreeMap<String, (OperandPart, &'static str)>,
 }
 
 /// Whether the target's object format has a 32-bit absolute relocation usable in 64-bit
@@ -50,14 +85,10 @@ fn absolute_immediates(target: &Target) -> bool {
     target.arch == Arch::X86_64 && target.format != ObjectFormat::MachO
 }
 
-/// Narrow operands declared in `module` (operand name without prefix → range); on targets
-/// with absolute immediates their hole symbols are marked `!absolute_symbol` with the range.
-pub fn declare_ranges(
-    module: &Module,
-    hole_prefix: &str,
-    target: &Target,
-) -> BTreeMap<String, OperandRange> {
-    let mut ranges = BTreeMap::new();
+/// Narrow operands and halves declared in `module`; on targets with absolute immediates
+/// their hole symbols are marked `!absolute_symbol` with the range (`u32` for a half).
+pub fn declare_ranges(module: &Module, hole_prefix: &str, target: &Target) -> Declared {
+    let mut declared = Declared::default();
     let mark = absolute_immediates(target);
     for global in module.get_globals() {
         let name = global.get_name().to_string_lossy().into_owned();
@@ -70,18 +101,23 @@ pub fn declare_ranges(
         let Some(ty_name) = ty.get_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
-        let Some(range) = OperandRange::ALL
+        let range = if let Some(half) = half_of(ty_name.as_bytes()) {
+            declared.halves.insert(operand.to_string(), half);
+            OperandRange::U32
+        } else if let Some(range) = OperandRange::ALL
             .into_iter()
             .find(|r| struct_name(*r) == ty_name)
-        else {
+        {
+            declared.ranges.insert(operand.to_string(), range);
+            range
+        } else {
             continue;
         };
-        ranges.insert(operand.to_string(), range);
         if mark {
             mark_absolute(module, global.as_value_ref(), range);
         }
     }
-    ranges
+    declared
 }
 
 /// The inline assembly of `CPJIT_NARROW` in `cpjit.h` as the IR spells it (template,
@@ -104,7 +140,8 @@ const NARROW_ASM: [(&str, &str); 5] = [
 ];
 
 /// Whether `call`, a call of the inline assembly `asm`, is one of `cpjit.h`'s narrow-operand
-/// reads ([`NARROW_ASM`]) of a narrow operand declared with `CPJIT_DECLARE_NARROW`.
+/// reads ([`NARROW_ASM`]) of a narrow operand declared with `CPJIT_DECLARE_NARROW` or a half
+/// declared with `CPJIT_DECLARE_OPERAND_HALVES`.
 ///
 /// # Safety
 /// `call` must be a call instruction whose called value is `asm`, an inline-asm value.
@@ -139,11 +176,14 @@ pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: 
         return false;
     }
     let ty_name = LLVMGetStructName(ty);
-    name.starts_with(hole_prefix)
-        && !ty_name.is_null()
-        && OperandRange::ALL
+    if !name.starts_with(hole_prefix) || ty_name.is_null() {
+        return false;
+    }
+    let ty_name = std::ffi::CStr::from_ptr(ty_name).to_bytes();
+    half_of(ty_name).is_some()
+        || OperandRange::ALL
             .iter()
-            .any(|r| std::ffi::CStr::from_ptr(ty_name).to_bytes() == struct_name(*r).as_bytes())
+            .any(|r| ty_name == struct_name(*r).as_bytes())
 }
 
 /// Attaches `!absolute_symbol !{i64 lo, i64 hi+1}` (a half-open range) to `global`.
@@ -176,16 +216,29 @@ fn mark_absolute(
     }
 }
 
-/// Adds the check hole of every narrow operand to each stencil and refuses `X86Abs32`
-/// holes whose value is not a narrow operand. `template` names the unit in errors.
+/// Folds each stencil's halves into their operands ([`fold_halves`]), adds the check hole
+/// of every narrow operand to each stencil and refuses `X86Abs32` holes whose value is not
+/// a narrow operand or a half. `template` names the unit in errors; `is_jump_hole` says
+/// whether a hole symbol (with prefix) is the continuation or a jump target, which a
+/// halves declaration may not name.
 pub fn add_checks(
     stencils: &mut [StencilBuf],
-    ranges: &BTreeMap<String, OperandRange>,
+    declared: &Declared,
+    hole_prefix: &str,
+    is_jump_hole: &dyn Fn(&str) -> bool,
     target: &Target,
     template: &str,
 ) -> Result<()> {
+    let ranges = &declared.ranges;
     let mut errors = Vec::new();
     for stencil in stencils.iter_mut() {
+        if let Err(e) = fold_halves(stencil, &declared.halves, hole_prefix, is_jump_hole) {
+            errors.push(Error(format!(
+                "{}: {template}: stencil `{}`: {}",
+                target.triple, stencil.name, e
+            )));
+            continue;
+        }
         for hole in &stencil.holes {
             if !hole.kind.is_narrow_only() {
                 continue;
@@ -195,6 +248,7 @@ pub fn add_checks(
                     .operands
                     .get(i as usize)
                     .is_some_and(|o| ranges.contains_key(o)),
+                HoleValue::OperandHigh(_) | HoleValue::OperandLow(_) => true,
                 _ => false,
             };
             if !narrow {
@@ -234,6 +288,67 @@ pub fn add_checks(
     } else {
         Err(Error::many(errors))
     }
+}
+
+/// Replaces the halves among `stencil`'s operands (`NAME_HI`/`NAME_LO` of a halves
+/// declaration) by the one operand `NAME` they are halves of, with their holes'
+/// values [`HoleValue::OperandHigh`]/[`HoleValue::OperandLow`] of it; operands stay sorted,
+/// every hole is re-indexed. `NAME` may also be an operand read whole. An error (naming the
+/// symbol) when a half's name lacks its suffix or its operand would be a jump hole.
+fn fold_halves(
+    stencil: &mut StencilBuf,
+    halves: &BTreeMap<String, (OperandPart, &'static str)>,
+    hole_prefix: &str,
+    is_jump_hole: &dyn Fn(&str) -> bool,
+) -> std::result::Result<(), String> {
+    if !stencil.operands.iter().any(|o| halves.contains_key(o)) {
+        return Ok(());
+    }
+    // Each old operand: the operand it belongs to and which part of it it is.
+    let mut parts = Vec::with_capacity(stencil.operands.len());
+    for name in &stencil.operands {
+        let Some(&(part, suffix)) = halves.get(name) else {
+            parts.push((name.clone(), OperandPart::Whole));
+            continue;
+        };
+        let symbol = format!("{hole_prefix}{name}");
+        let base = match name.strip_suffix(suffix) {
+            Some(base) if !base.is_empty() => base,
+            _ => {
+                let half = if part == OperandPart::High {
+                    "high"
+                } else {
+                    "low"
+                };
+                return Err(format!(
+                    "symbol `{symbol}` is declared as the {half} half of an operand but its \
+                     name is not an operand name followed by `{suffix}`: declare halves with \
+                     CPJIT_DECLARE_OPERAND_HALVES(NAME)"
+                ));
+            }
+        };
+        if is_jump_hole(&format!("{hole_prefix}{base}")) {
+            return Err(format!(
+                "symbol `{symbol}` is a half of `{hole_prefix}{base}`, which names the \
+                 continuation or a jump target, not an operand: rename the operand"
+            ));
+        }
+        parts.push((base.to_string(), part));
+    }
+    let mut operands: Vec<String> = parts.iter().map(|(n, _)| n.clone()).collect();
+    operands.sort();
+    operands.dedup();
+    for hole in &mut stencil.holes {
+        if let HoleValue::Operand(i) = hole.value {
+            let (name, part) = &parts[i as usize];
+            let index = operands
+                .binary_search(name)
+                .expect("every operand is listed");
+            hole.value = part.value(index as u16);
+        }
+    }
+    stencil.operands = operands;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -400,7 +400,15 @@ impl Pipeline<'_> {
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
         instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
         crate::frame::derive(target, &object_bytes, &mut stencils).map_err(at)?;
-        narrow::add_checks(&mut stencils, &narrow, target, &template)?;
+        let is_jump_hole = |name: &str| manifest.is_jump_hole(name);
+        narrow::add_checks(
+            &mut stencils,
+            &narrow,
+            &manifest.hole_prefix,
+            &is_jump_hole,
+            target,
+            &template,
+        )?;
         check_reserved_registers(target, &template, &stencils)?;
         let mut facts = facts;
         if let Some(m) = member {

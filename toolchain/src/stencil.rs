@@ -29,7 +29,8 @@ pub struct StencilBuf {
     pub zero_fill: Vec<ZeroFillBuf>,
     /// Sorted by (section, offset).
     pub holes: Vec<Hole>,
-    /// Operand names (hole symbol without prefix), sorted; `HoleValue::Operand(i)` indexes this.
+    /// Operand names (hole symbol without prefix; `NAME` for the halves `NAME_HI`/`NAME_LO`),
+    /// sorted; `HoleValue::Operand(i)`, `OperandHigh(i)` and `OperandLow(i)` index this.
     pub operands: Vec<String>,
     /// Jump-target names (with the target suffix, e.g. `JUMP_TARGET`), sorted.
     pub targets: Vec<String>,
@@ -67,7 +68,8 @@ pub struct ZeroFillBuf {
 }
 
 impl StencilBuf {
-    /// A hole's value as text: `continue`, `code`, `data`, `operand:NAME`, `target:NAME`,
+    /// A hole's value as text: `continue`, `code`, `data`, `operand:NAME`,
+    /// `operand-hi:NAME`, `operand-lo:NAME` (a half of operand `NAME`), `target:NAME`,
     /// `symbol:NAME` (names resolved through this stencil's lists).
     pub fn value_text(&self, value: HoleValue) -> String {
         let name = |list: &[String], i: u16| {
@@ -80,6 +82,8 @@ impl StencilBuf {
             HoleValue::Code => "code".to_string(),
             HoleValue::Data => "data".to_string(),
             HoleValue::Operand(i) => format!("operand:{}", name(&self.operands, i)),
+            HoleValue::OperandHigh(i) => format!("operand-hi:{}", name(&self.operands, i)),
+            HoleValue::OperandLow(i) => format!("operand-lo:{}", name(&self.operands, i)),
             HoleValue::Target(i) => format!("target:{}", name(&self.targets, i)),
             HoleValue::Symbol(i) => format!("symbol:{}", name(&self.symbols, i)),
         }

@@ -411,6 +411,8 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
                 HoleValue::Data => "HoleValue::Data".to_string(),
                 HoleValue::Target(i) => format!("HoleValue::Target({i})"),
                 HoleValue::Operand(i) => format!("HoleValue::Operand({i})"),
+                HoleValue::OperandHigh(i) => format!("HoleValue::OperandHigh({i})"),
+                HoleValue::OperandLow(i) => format!("HoleValue::OperandLow({i})"),
                 HoleValue::Symbol(i) => format!("HoleValue::Symbol({i})"),
             };
             let section = match h.section {

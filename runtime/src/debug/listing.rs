@@ -6,7 +6,7 @@
 
 use crate::arena::round_up;
 use crate::trace::{Target, Trace, TraceBuilder};
-use cpjit_model::{HoleValue, Section};
+use cpjit_model::{HoleValue, OperandPart, Section};
 use std::fmt::Write;
 
 pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> String {
@@ -66,10 +66,21 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
         hex(&mut out, base, at, &code[at..at + s.code.len()]);
         for h in s.holes {
             let (what, value) = match h.value {
-                HoleValue::Operand(k) => (
-                    s.operands[k as usize].to_string(),
-                    format!("{:#x}", b.operands[inst.operands as usize + k as usize]),
-                ),
+                HoleValue::Operand(k) | HoleValue::OperandHigh(k) | HoleValue::OperandLow(k) => {
+                    let (_, part) = h.value.operand().expect("an operand value");
+                    let half = match part {
+                        OperandPart::Whole => "",
+                        OperandPart::High => " (high half)",
+                        OperandPart::Low => " (low half)",
+                    };
+                    (
+                        format!("{}{half}", s.operands[k as usize]),
+                        format!(
+                            "{:#x}",
+                            part.of(b.operands[inst.operands as usize + k as usize])
+                        ),
+                    )
+                }
                 HoleValue::Target(k) => (
                     s.targets[k as usize].to_string(),
                     target(b.targets[inst.targets as usize + k as usize]),
