@@ -8,7 +8,7 @@
 //! GOT loads, which the runtime relaxes into `movz`+`movk`). An operand that merely ends
 //! in `_HI`/`_LO` without a halves declaration stays a plain 64-bit operand.
 
-mod common;
+use crate::common;
 
 use common::all_sets;
 use cpjit_conformance::select;

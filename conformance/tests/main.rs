@@ -7,6 +7,7 @@ mod cached;
 mod common;
 mod data_holes;
 mod families;
+mod halves;
 mod narrow;
 mod positions;
 mod stencil_sets;

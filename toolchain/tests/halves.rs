@@ -5,7 +5,7 @@
 //! `_HI`/`_LO` stay plain; bad declarations are refused naming target, template, stencil
 //! and symbol.
 
-mod common;
+use crate::common;
 
 use common::{options, set, workspace};
 use cpjit_model::{Arch, ObjectFormat};

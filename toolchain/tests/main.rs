@@ -11,6 +11,7 @@ mod cli;
 mod common;
 mod families;
 mod guide;
+mod halves;
 mod objects_golden;
 mod objects_readers;
 mod pipeline;
