@@ -318,28 +318,26 @@ impl Family {
             "{}: [[family]] `{}`: member `{}` on {triple}",
             self.manifest, self.name, member.stencil
         );
-        let param_state = |(entry, exit): (usize, usize)| {
-            let c = self.cached.expect("a declared state has its parameters");
-            format!(
-                "(entry, exit) = ({} = {entry}, {} = {exit})",
-                self.params[c.entry].0, self.params[c.exit].0
+        // The declared state with the names of the parameters it comes from.
+        let declared = declared.zip(self.cached).map(|((entry, exit), c)| {
+            let (ep, xp) = (&self.params[c.entry].0, &self.params[c.exit].0);
+            (
+                (entry, exit),
+                format!("(entry, exit) = ({ep} = {entry}, {xp} = {exit})"),
+                format!("CPJIT_CACHED_OP(NAME, {ep}, {xp})"),
             )
-        };
+        });
         let what = match (annotated, declared) {
-            (Some(a), Some(d)) if a == d => return Ok(()),
+            (Some(a), Some((d, _, _))) if a == d => return Ok(()),
             (None, None) => return Ok(()),
-            (Some((i, o)), Some(d)) => format!(
+            (Some((i, o)), Some((_, state, call))) => format!(
                 "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
-                 family's `cached` parameters give {}: pass the parameters to the macro \
-                 (`CPJIT_CACHED_OP(NAME, {}, {})`)",
-                param_state(d),
-                self.params[self.cached.unwrap().entry].0,
-                self.params[self.cached.unwrap().exit].0
+                 family's `cached` parameters give {state}: pass the parameters to the macro \
+                 (`{call}`)"
             ),
-            (None, Some(d)) => format!(
+            (None, Some((_, state, _))) => format!(
                 "has no CPJIT_CACHED_OP annotation (it is not a cached op), but the family's \
-                 `cached` parameters give {}: declare the op with CPJIT_CACHED_OP",
-                param_state(d)
+                 `cached` parameters give {state}: declare the op with CPJIT_CACHED_OP"
             ),
             (Some((i, o)), None) => format!(
                 "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
