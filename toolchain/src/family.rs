@@ -9,6 +9,13 @@
 //! function, which is renamed by the `stencil` rule (`"op_add_{elem}_{CACHED_IN}"`). The
 //! generated crate exposes the family as a table indexed by element and parameter values
 //! (`cpjit_model::Family`), so a runtime user finds a variant without formatting names.
+//!
+//! A family of register-cached ops (`CPJIT_CACHED_OP`) names the parameters that hold its
+//! members' cache state (`cached = { entry = "IN", exit = "OUT" }`); after validation, each
+//! member's annotated state must be exactly its values of those parameters, so the state a
+//! runtime looks a member up by is the state its code keeps. A cached op in a family without
+//! `cached` is refused as well: its state would be a fact the manifest does not state and the
+//! toolchain could not check against the parameters.
 
 use crate::error::{Error, Result};
 use crate::set::is_identifier;
@@ -37,6 +44,27 @@ pub struct RawFamily {
     params: BTreeMap<String, ParamValues>,
     #[serde(default)]
     skip: Vec<BTreeMap<String, toml::Value>>,
+    #[serde(default)]
+    cached: Option<RawCacheParams>,
+}
+
+/// `cached = { entry = "IN", exit = "OUT" }` as written: which parameters are the cache state.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCacheParams {
+    entry: String,
+    exit: String,
+}
+
+/// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
+/// OUT)`): indices into [`Family::params`]. Both may name the same parameter (ops that keep
+/// the state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheParams {
+    /// The parameter holding the values cached on entry.
+    pub entry: usize,
+    /// The parameter holding the values cached on exit.
+    pub exit: usize,
 }
 
 /// A parameter's values: a list (`[0, 1, 2]`, `["a", "b"]`) or an integer range
@@ -62,6 +90,8 @@ pub enum Elements {
 /// A checked family declaration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Family {
+    /// The manifest that declares it, as errors name it.
+    pub manifest: String,
     pub name: String,
     /// The template, relative to the manifest.
     pub source: String,
@@ -77,6 +107,9 @@ pub struct Family {
     /// Combinations to leave out: each a partial assignment of parameter values (and
     /// optionally `elem`); a member matching every key of one entry is skipped.
     pub skip: Vec<BTreeMap<String, String>>,
+    /// `cached`: the parameters every member's `CPJIT_CACHED_OP` annotation must state as
+    /// its entry and exit state; `None`: the members must not be cached ops.
+    pub cached: Option<CacheParams>,
 }
 
 /// One stencil of a family: what to compile and what to call it.
@@ -221,7 +254,37 @@ impl Family {
                 return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
             }
         }
+        let cached = match raw.cached {
+            None => None,
+            Some(c) => {
+                // A state parameter's values are what the annotation states: integers, written
+                // as the annotation's numbers are (so "2" matches and "02" cannot be meant).
+                let index = |role: &str, name: &str| -> std::result::Result<usize, String> {
+                    let Some(at) = params.iter().position(|(p, _)| p == name) else {
+                        return Err(format!(
+                            "`cached.{role}` names `{name}`, which is not a parameter of the \
+                             family (its parameters: {})",
+                            names(&params)
+                        ));
+                    };
+                    if let Some(bad) = params[at].1.iter().find(|v| {
+                        v.parse::<u8>().map(|n| n.to_string()).as_deref() != Ok(v.as_str())
+                    }) {
+                        return Err(format!(
+                            "`cached.{role}` names parameter `{name}`, whose value `{bad}` is not \
+                             a cache state (an integer from 0 to 255 without leading zeros)"
+                        ));
+                    }
+                    Ok(at)
+                };
+                match (index("entry", &c.entry), index("exit", &c.exit)) {
+                    (Ok(entry), Ok(exit)) => Some(CacheParams { entry, exit }),
+                    (Err(e), _) | (_, Err(e)) => return fail(e),
+                }
+            }
+        };
         Ok(Family {
+            manifest: file.to_string(),
             name: raw.name,
             source: raw.source,
             stencil: raw.stencil,
@@ -230,7 +293,60 @@ impl Family {
             defines: raw.defines,
             params,
             skip,
+            cached,
         })
+    }
+
+    /// `member`'s cache state as the manifest declares it: the values of the `cached`
+    /// parameters (entry, exit), `None` when the family declares none.
+    pub fn member_cache_state(&self, member: &Member) -> Option<(usize, usize)> {
+        let c = self.cached?;
+        // coords[0] is the element; parameters follow in `params` order. `check` admitted
+        // only integers as their values.
+        let value = |p: usize| self.params[p].1[member.coords[p + 1]].parse().ok();
+        Some((value(c.entry)?, value(c.exit)?))
+    }
+
+    /// Checks that the one stencil of `member`'s unit states in its `CPJIT_CACHED_OP`
+    /// annotation (`facts.cache_states`, after [`rename_member`]) exactly the cache state the
+    /// family's `cached` parameters give the member; a cached op in a family that declares
+    /// no cache state, and an uncached one in a family that does, are errors too.
+    pub fn check_cache_state(&self, member: &Member, facts: &IrFacts, triple: &str) -> Result<()> {
+        let declared = self.member_cache_state(member);
+        let annotated = facts.cache_states.get(&member.stencil).copied();
+        let at = format!(
+            "{}: [[family]] `{}`: member `{}` on {triple}",
+            self.manifest, self.name, member.stencil
+        );
+        // The declared state with the names of the parameters it comes from.
+        let declared = declared.zip(self.cached).map(|((entry, exit), c)| {
+            let (ep, xp) = (&self.params[c.entry].0, &self.params[c.exit].0);
+            (
+                (entry, exit),
+                format!("(entry, exit) = ({ep} = {entry}, {xp} = {exit})"),
+                format!("CPJIT_CACHED_OP(NAME, {ep}, {xp})"),
+            )
+        });
+        let what = match (annotated, declared) {
+            (Some(a), Some((d, _, _))) if a == d => return Ok(()),
+            (None, None) => return Ok(()),
+            (Some((i, o)), Some((_, state, call))) => format!(
+                "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
+                 family's `cached` parameters give {state}: pass the parameters to the macro \
+                 (`{call}`)"
+            ),
+            (None, Some((_, state, _))) => format!(
+                "has no CPJIT_CACHED_OP annotation (it is not a cached op), but the family's \
+                 `cached` parameters give {state}: declare the op with CPJIT_CACHED_OP"
+            ),
+            (Some((i, o)), None) => format!(
+                "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
+                 family declares no cache state: add `cached = {{ entry = \"<parameter>\", \
+                 exit = \"<parameter>\" }}` naming the parameters that hold it, so that the \
+                 state a runtime looks members up by is the one their code keeps"
+            ),
+        };
+        Err(Error(format!("{at}: {what}")))
     }
 
     /// The elements, reading `list_file` relative to `root`.
@@ -380,7 +496,20 @@ pub fn rename_member(
     if facts.continues.remove(&old) {
         facts.continues.insert(member.stencil.clone());
     }
+    if let Some(state) = facts.cache_states.remove(&old) {
+        facts.cache_states.insert(member.stencil.clone(), state);
+    }
     Ok(())
+}
+
+/// The parameters' names, for errors: `IN, OUT`.
+fn names(params: &[(String, Vec<String>)]) -> String {
+    let names: Vec<&str> = params.iter().map(|(p, _)| p.as_str()).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// Every combination of value indices, the last parameter fastest.
@@ -468,6 +597,36 @@ mod tests {
     }
 
     #[test]
+    fn cached_names_the_state_parameters_and_gives_each_members_state() {
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"A\"]\n\
+             list_define = \"OP\"\ncached = {{ entry = \"IN\", exit = \"OUT\" }}\n\
+             [family.params]\nOUT = [2, 0]\nIN = \"0..2\"\n"
+        ))
+        .unwrap();
+        // Parameters are sorted by name: IN is parameter 0, OUT parameter 1.
+        assert_eq!(f.cached, Some(CacheParams { entry: 0, exit: 1 }));
+        let states: Vec<_> = f
+            .members(0, Path::new("/"))
+            .unwrap()
+            .iter()
+            .map(|m| f.member_cache_state(m))
+            .collect();
+        assert_eq!(
+            states,
+            [Some((0, 2)), Some((0, 0)), Some((1, 2)), Some((1, 0))]
+        );
+        // An unknown key inside `cached` is refused by name.
+        let err = family(&format!(
+            "{BASE}stencil = \"op_{{IN}}\"\ncached = {{ entry = \"IN\", exit = \"IN\", \
+             in = \"IN\" }}\n[family.params]\nIN = [0]\n"
+        ))
+        .unwrap_err()
+        .0;
+        assert!(err.contains("unknown field `in`"), "{err}");
+    }
+
+    #[test]
     fn list_file_and_errors_name_the_family() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("ops.txt"), "# ops\nADD\n\nSUB # minus\n").unwrap();
@@ -498,6 +657,18 @@ mod tests {
                 "OUT",
             ),
             ("stencil = \"op\"\n", "needs a list"),
+            (
+                "stencil = \"op_{IN}\"\ncached = { entry = \"IN\", exit = \"OUT\" }\n\
+                 [family.params]\nIN = [0]\n",
+                "`cached.exit` names `OUT`, which is not a parameter of the family (its \
+                 parameters: IN)",
+            ),
+            (
+                "stencil = \"op_{IN}\"\ncached = { entry = \"IN\", exit = \"IN\" }\n\
+                 [family.params]\nIN = [\"0\", \"01\"]\n",
+                "`cached.entry` names parameter `IN`, whose value `01` is not a cache state (an \
+                 integer from 0 to 255 without leading zeros)",
+            ),
         ] {
             let err = family(&format!("{BASE}{text}")).unwrap_err().0;
             assert!(err.contains("`push`") && err.contains(says), "{err}");

@@ -57,7 +57,9 @@ pub struct Manifest {
     /// accepted (`allow_empty = true`); by default both are errors.
     pub allow_empty: bool,
     pub limits: Limits,
-    /// `[[family]]`: templates compiled into many stencils (see `family`).
+    /// `[[family]]`: templates compiled into many stencils (see `family`); a family of
+    /// register-cached ops names its cache-state parameters (`cached = { entry = "IN",
+    /// exit = "OUT" }`), which every member's `CPJIT_CACHED_OP` annotation must state.
     pub families: Vec<Family>,
 }
 

@@ -413,6 +413,7 @@ impl Pipeline<'_> {
         let mut facts = facts;
         if let Some(m) = member {
             family::rename_member(m, &mut stencils, &mut facts, &target.triple, &template)?;
+            self.manifest.families[m.family].check_cache_state(m, &facts, &target.triple)?;
         }
         Ok(UnitOutput {
             template,

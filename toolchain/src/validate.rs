@@ -33,7 +33,7 @@ use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
 use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ffi::CStr;
 
 /// What validation learned about the stencils of one module.
@@ -43,6 +43,9 @@ pub struct IrFacts {
     pub continues: BTreeSet<String>,
     /// Names of the stencil functions defined in the module.
     pub stencils: BTreeSet<String>,
+    /// The declared cache state (entry, exit) of every stencil declared with
+    /// `CPJIT_CACHED_OP`, by name; a family checks it against its `cached` parameters.
+    pub cache_states: BTreeMap<String, (usize, usize)>,
 }
 
 /// The annotation `CPJIT_INSTANCE_DATA` (cpjit.h) puts on a global: deliberate
@@ -148,6 +151,9 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
                         // An unreadable state: the signature cannot be checked against it.
                         Some(Err(e)) => v.error(e),
                         Some(Ok(state)) => {
+                            v.facts
+                                .cache_states
+                                .insert(name.clone(), (state.entry, state.exit));
                             if v.signature(f, is_shim, Some(state)) {
                                 v.cache_state(f, state);
                             }

@@ -7,6 +7,7 @@ mod batch;
 mod cache;
 mod cache_poison;
 mod cached;
+mod cached_family;
 mod cli;
 mod common;
 mod families;

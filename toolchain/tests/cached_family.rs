@@ -1,0 +1,97 @@
+//! A family's `cached` key (which parameters hold its members' cache state): on every target,
+//! the toolchain checks each member's `CPJIT_CACHED_OP` annotation against the member's
+//! parameter values and refuses a mismatch, an uncached member of a family with a cache
+//! state, and a cached member of a family without one, naming the manifest, family, member,
+//! target and both states. The kit's own `test_cached` family declares its state; the
+//! default set's build on every target (`pipeline.rs`) passes the same check for its 193
+//! members.
+
+use crate::common;
+
+use common::{all_targets, options, set, workspace};
+use cpjit_toolchain::cache::Cache;
+use cpjit_toolchain::driver;
+use cpjit_toolchain::family::CacheParams;
+use cpjit_toolchain::manifest::Manifest;
+
+#[test]
+fn members_must_state_the_cache_state_of_their_parameters_on_every_target() {
+    let manifest = set("cached_family").join("manifest.toml");
+    let manifest = manifest.display();
+    for target in all_targets() {
+        let out = tempfile::tempdir().unwrap();
+        let err = driver::build_stencils(&options(
+            set("cached_family"),
+            &[&target],
+            out.path(),
+            Cache::disabled(),
+        ))
+        .expect_err("the set must be rejected")
+        .0;
+        let at = |family: &str, member: &str| {
+            format!("{manifest}: [[family]] `{family}`: member `{member}` on {target}: ")
+        };
+        for (family, member, says) in [
+            (
+                "swapped",
+                "op_swapped_0_1",
+                "its CPJIT_CACHED_OP annotation states (entry, exit) = (1, 0), but the family's \
+                 `cached` parameters give (entry, exit) = (IN = 0, OUT = 1): pass the parameters \
+                 to the macro (`CPJIT_CACHED_OP(NAME, IN, OUT)`)",
+            ),
+            (
+                "plain",
+                "op_plain_1_2",
+                "has no CPJIT_CACHED_OP annotation (it is not a cached op), but the family's \
+                 `cached` parameters give (entry, exit) = (IN = 1, OUT = 2): declare the op with \
+                 CPJIT_CACHED_OP",
+            ),
+            (
+                "undeclared",
+                "op_undeclared_2_1",
+                "its CPJIT_CACHED_OP annotation states (entry, exit) = (2, 1), but the family \
+                 declares no cache state: add `cached = { entry = \"<parameter>\", exit = \
+                 \"<parameter>\" }` naming the parameters that hold it",
+            ),
+        ] {
+            let want = format!("{}{says}", at(family, member));
+            assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
+        }
+        // The member whose parameters agree (IN = OUT = 1), the correct families and the
+        // plain op are not named.
+        for fine in [
+            "op_swapped_1_1",
+            "op_states_",
+            "op_keep_",
+            "op_nothing",
+            "`states`",
+            "`keep`",
+        ] {
+            assert!(
+                !err.contains(fine),
+                "{target}: `{fine}` is accepted:\n{err}"
+            );
+        }
+        assert_eq!(
+            err.matches("[[family]]").count(),
+            3,
+            "{target}: one error per refused member:\n{err}"
+        );
+    }
+}
+
+#[test]
+fn the_kits_cached_family_declares_its_state_parameters() {
+    let manifest = Manifest::load(&workspace().join("templates")).unwrap();
+    let family = manifest
+        .families
+        .iter()
+        .find(|f| f.name == "test_cached")
+        .expect("the kit's test_cached family");
+    let param = |i: usize| family.params[i].0.as_str();
+    let CacheParams { entry, exit } = family.cached.expect("a `cached` key");
+    assert_eq!((param(entry), param(exit)), ("IN", "OUT"));
+    // The family without cached ops declares none (its members would be refused otherwise).
+    let arith = manifest.families.iter().find(|f| f.name == "test_arith");
+    assert_eq!(arith.expect("test_arith").cached, None);
+}
