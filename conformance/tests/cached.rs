@@ -14,8 +14,6 @@
 
 use crate::common;
 
-use common::all_sets;
-use cpjit_conformance::select;
 use cpjit_model::{Family, StencilSet};
 use cpjit_runtime::{InstanceId, Jit, Target, TraceBuilder};
 
@@ -418,14 +416,5 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
 #[test]
 fn cached_register_stencils_compute_what_the_reference_computes() {
-    let sets = select::selected(&all_sets());
-    assert!(!sets.is_empty(), "no stencil set this process can execute");
-    let mut failures = Vec::new();
-    for set in &sets {
-        match check(set) {
-            Ok(n) => eprintln!("{}: {n} cached-register checks passed", set.target),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_executable_set("cached-register", check);
 }

@@ -6,8 +6,6 @@
 
 use crate::common;
 
-use common::all_sets;
-use cpjit_conformance::select;
 use cpjit_model::StencilSet;
 use cpjit_runtime::Jit;
 
@@ -90,14 +88,5 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
 #[test]
 fn family_members_found_through_the_table_compute_their_variant() {
-    let sets = select::selected(&all_sets());
-    assert!(!sets.is_empty(), "no stencil set this process can execute");
-    let mut failures = Vec::new();
-    for set in &sets {
-        match check(set) {
-            Ok(n) => eprintln!("{}: {n} family checks passed", set.target),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_executable_set("family", check);
 }

@@ -10,8 +10,6 @@
 
 use crate::common;
 
-use common::all_sets;
-use cpjit_conformance::select;
 use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, OperandPart, StencilSet};
 use cpjit_runtime::Jit;
 
@@ -240,14 +238,5 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
 #[test]
 fn halves_rebuild_every_64_bit_value_in_place_on_every_target() {
-    let sets = select::selected(&all_sets());
-    assert!(!sets.is_empty(), "no stencil set this process can execute");
-    let mut failures = Vec::new();
-    for set in &sets {
-        match check(set) {
-            Ok(n) => eprintln!("{}: {n} halves checks passed", set.target),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_executable_set("halves", check);
 }

@@ -8,8 +8,6 @@
 
 use crate::common;
 
-use common::all_sets;
-use cpjit_conformance::select;
 use cpjit_model::{Arch, HoleKind, ObjectFormat, OperandRange, StencilSet};
 use cpjit_runtime::Jit;
 
@@ -176,14 +174,5 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
 #[test]
 fn narrow_operands_compute_at_their_range_edges_and_refuse_one_past() {
-    let sets = select::selected(&all_sets());
-    assert!(!sets.is_empty(), "no stencil set this process can execute");
-    let mut failures = Vec::new();
-    for set in &sets {
-        match check(set) {
-            Ok(n) => eprintln!("{}: {n} narrow-operand checks passed", set.target),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_executable_set("narrow-operand", check);
 }

@@ -9,8 +9,6 @@
 
 use crate::common;
 
-use common::all_sets;
-use cpjit_conformance::select;
 use cpjit_model::StencilSet;
 use cpjit_runtime::{Jit, Trace};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -207,14 +205,5 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
 #[test]
 fn operands_and_symbols_work_in_every_instruction_position() {
-    let sets = select::selected(&all_sets());
-    assert!(!sets.is_empty(), "no stencil set this process can execute");
-    let mut failures = Vec::new();
-    for set in &sets {
-        match check(set) {
-            Ok(n) => eprintln!("{}: {n} position checks passed", set.target),
-            Err(e) => failures.push(e),
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_executable_set("position", check);
 }
