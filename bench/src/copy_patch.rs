@@ -11,7 +11,7 @@
 
 use crate::workload::TraceSpec;
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, Target, Trace, TraceBuilder};
+use cpjit_runtime::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace, TraceBuilder};
 
 /// The generated stencil set the benches stitch: the one built for a process like this one.
 pub fn set() -> &'static StencilSet<'static> {
@@ -20,7 +20,18 @@ pub fn set() -> &'static StencilSet<'static> {
 
 /// A JIT over [`set`] with the workload's helpers.
 pub fn jit() -> Result<Jit<'static>, String> {
-    Jit::new(set(), crate::workload::resolve).map_err(|e| format!("cpjit-runtime: {e}"))
+    jit_writing(CodeWrites::Transient)
+}
+
+/// A JIT over [`set`] with the workload's helpers that writes code as `code_writes` says
+/// (`CodeWrites::PersistentAlias`: no system call per trace; Linux only).
+pub fn jit_writing(code_writes: CodeWrites) -> Result<Jit<'static>, String> {
+    let options = JitOptions {
+        code_writes,
+        ..JitOptions::default()
+    };
+    Jit::with_options(set(), crate::workload::resolve, options)
+        .map_err(|e| format!("cpjit-runtime ({code_writes:?}): {e}"))
 }
 
 /// A [`TraceSpec`] resolved against a JIT's stencil set: what a bytecode-to-stencil

@@ -13,7 +13,7 @@ use crate::harness::{alternate, cpu_ratios, ratios, time, Measured, Rounds, Time
 use crate::peer::{self, library, Level};
 use crate::results::PeerRow;
 use crate::workload::{self, counting_loop, straight, TraceSpec, LOOP_BODY_INSTANCES};
-use cpjit_runtime::Jit;
+use cpjit_runtime::{CodeWrites, Jit};
 use inkwell::context::Context;
 use std::path::Path;
 
@@ -35,6 +35,8 @@ const STENCILS: &[&str] = &[
 /// Every backend of the peer bench, with its reusable state.
 struct Backends<'ctx> {
     jit: Jit<'static>,
+    /// Copy-and-patch writing code through a persistent alias (Linux; `None` elsewhere).
+    alias_jit: Option<Jit<'static>>,
     context: &'ctx Context,
     lib: library::Library<'ctx>,
     cranelift: Vec<Compiler>,
@@ -49,6 +51,9 @@ const COPY_AND_PATCH: Name = ("copy-and-patch", None);
 /// Copy-and-patch with the uncached test ops (`copy_patch::plan_exact`), as the bench ran
 /// before the register-cached variants: the same run's before/after comparison.
 const COPY_AND_PATCH_UNCACHED: Name = ("copy-and-patch", Some("uncached ops"));
+/// Copy-and-patch (cached ops) writing code through a persistent alias
+/// (`CodeWrites::PersistentAlias`): no system call per trace or batch.
+const COPY_AND_PATCH_ALIAS: Name = ("copy-and-patch", Some("persistent alias"));
 
 fn cranelift_name(v: Variant) -> Name {
     (v.backend(), Some(v.opt_level()))
@@ -70,6 +75,11 @@ pub fn run(
     let context = Context::create();
     let mut b = Backends {
         jit: copy_patch::jit()?,
+        alias_jit: if cfg!(target_os = "linux") {
+            Some(copy_patch::jit_writing(CodeWrites::PersistentAlias)?)
+        } else {
+            None
+        },
         context: &context,
         lib: library::Library::new(&context, &ir, STENCILS)?,
         cranelift: Variant::ALL
@@ -126,6 +136,21 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         )?;
     }
     drop(cp);
+    let alias_plan = match &b.alias_jit {
+        Some(alias_jit) => {
+            let plan = copy_patch::plan(alias_jit, spec)?;
+            for trace in &copy_patch::stitch_batch(alias_jit, &plan, BATCH)? {
+                check(
+                    spec,
+                    "copy-and-patch (persistent alias, batch)",
+                    expected,
+                    outcome(|| copy_patch::run(trace, spec)),
+                )?;
+            }
+            Some((alias_jit, plan))
+        }
+        None => None,
+    };
     for c in &mut b.cranelift {
         let compiled = c.compile_batch(spec, BATCH)?;
         let name = format!(
@@ -149,6 +174,15 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         traces?;
         Ok(t / BATCH as f64)
     })];
+    let alias = alias_plan.as_ref().map(|(alias_jit, plan)| {
+        names.push(COPY_AND_PATCH_ALIAS);
+        ops.push(Timed::new(2, runs, move || {
+            let (traces, t) = time(|| copy_patch::stitch_batch(alias_jit, plan, BATCH));
+            traces?;
+            Ok(t / BATCH as f64)
+        }));
+        names.len() - 1
+    });
     for c in &mut b.cranelift {
         names.push(cranelift_name(c.variant()));
         ops.push(Timed::new(2, runs, move || {
@@ -172,6 +206,8 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
             compile_ratio: ratios(&rounds, i, 0),
             compile_cpu: Some(rounds.cpu_sample(i, BATCH)),
             compile_cpu_ratio: cpu_ratios(&rounds, i, 0),
+            compile_ratio_to_alias: alias.and_then(|a| ratios(&rounds, i, a)),
+            compile_cpu_ratio_to_alias: alias.and_then(|a| cpu_ratios(&rounds, i, a)),
             run: None,
             run_ratio: None,
             run_unit: String::new(),
@@ -227,6 +263,15 @@ fn check_all(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<(), String> {
         expected,
         outcome(|| copy_patch::run(&uncached, spec)),
     )?;
+    if let Some(alias_jit) = &b.alias_jit {
+        let aliased = copy_patch::compile(alias_jit, spec)?;
+        check(
+            spec,
+            "copy-and-patch (persistent alias)",
+            expected,
+            outcome(|| copy_patch::run(&aliased, spec)),
+        )?;
+    }
     for level in llvm_levels(spec.instances.len()) {
         let compiled = peer::compile(b.context, &b.lib, spec, level, workload::resolve)?;
         check(spec, level.name(), expected, outcome(|| compiled.run(spec)))?;
@@ -255,18 +300,22 @@ fn time_compiles(
     let runs = b.runs;
     let (jit, context, lib) = (&b.jit, b.context, &b.lib);
     // Resolved once, as a JIT's opcode-to-stencil table is (see `copy_patch::Plan`).
-    let plans = [
-        copy_patch::plan(jit, spec)?,
-        copy_patch::plan_exact(jit, spec)?,
+    let mut plans = vec![
+        (jit, copy_patch::plan(jit, spec)?),
+        (jit, copy_patch::plan_exact(jit, spec)?),
     ];
     let mut names = vec![
         (COPY_AND_PATCH, cp_batch),
         (COPY_AND_PATCH_UNCACHED, cp_batch),
     ];
+    if let Some(alias_jit) = &b.alias_jit {
+        plans.push((alias_jit, copy_patch::plan(alias_jit, spec)?));
+        names.push((COPY_AND_PATCH_ALIAS, cp_batch));
+    }
     let levels = llvm_levels(n);
     let mut ops: Vec<Timed<'_>> = plans
         .into_iter()
-        .map(|plan| {
+        .map(|(jit, plan)| {
             Timed::new(2, runs, move || {
                 let (traces, t) = time(|| {
                     (0..cp_batch)
@@ -315,6 +364,9 @@ fn compile_rows(
 ) -> Result<Vec<PeerRow>, String> {
     check_all(b, spec)?;
     let (rounds, names) = time_compiles(b, spec)?;
+    let alias = names
+        .iter()
+        .position(|&(name, _)| name == COPY_AND_PATCH_ALIAS);
     Ok(names
         .iter()
         .enumerate()
@@ -327,6 +379,8 @@ fn compile_rows(
             compile_ratio: ratios(&rounds, i, 0),
             compile_cpu: Some(rounds.cpu_sample(i, batch)),
             compile_cpu_ratio: cpu_ratios(&rounds, i, 0),
+            compile_ratio_to_alias: alias.and_then(|a| ratios(&rounds, i, a)),
+            compile_cpu_ratio_to_alias: alias.and_then(|a| cpu_ratios(&rounds, i, a)),
             run: run.map(|(r, _)| r.sample(i, 1)),
             run_ratio: run.and_then(|(r, _)| ratios(r, i, 0)),
             run_unit: run.map_or("", |(_, unit)| unit).into(),
@@ -345,6 +399,12 @@ fn loop_rows(
     let runs = b.runs;
     let cp = copy_patch::compile(&b.jit, spec)?;
     let cp_uncached = copy_patch::stitch(&b.jit, &copy_patch::plan_exact(&b.jit, spec)?)?;
+    // The same code as `cp`, written through the alias: run-time rows stay aligned with
+    // `time_compiles`'s names.
+    let cp_alias = match &b.alias_jit {
+        Some(alias_jit) => Some(copy_patch::compile(alias_jit, spec)?),
+        None => None,
+    };
     let llvm = [Level::O0, Level::O2]
         .into_iter()
         .map(|level| peer::compile(b.context, &b.lib, spec, level, workload::resolve))
@@ -362,6 +422,11 @@ fn loop_rows(
             Ok(per_round(time(|| copy_patch::run(&cp_uncached, spec)).1))
         }),
     ];
+    if let Some(cp_alias) = &cp_alias {
+        ops.push(Timed::new(1, runs, move || {
+            Ok(per_round(time(|| copy_patch::run(cp_alias, spec)).1))
+        }));
+    }
     for compiled in &llvm {
         ops.push(Timed::new(1, runs, move || {
             Ok(per_round(time(|| compiled.run(spec)).1))

@@ -149,6 +149,8 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
                     .filter(|&c| c > 0)
                     .and_then(|c| cpu_ratios(&compile, c, 0)),
                 run_ratio: (i > 1).then(|| ratios(&run, i, 1)).flatten(),
+                compile_ratio_to_alias: None,
+                compile_cpu_ratio_to_alias: None,
             });
         }
     }

@@ -137,6 +137,13 @@ pub struct PeerRow {
     pub compile_cpu: Option<Sample>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_cpu_ratio: Option<Sample>,
+    /// Compile time ÷ that of copy-and-patch writing code through a persistent alias
+    /// (`CodeWrites::PersistentAlias`, no system call per trace), run by run, wall and
+    /// thread CPU; on the rows of traces where that mode was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_ratio_to_alias: Option<Sample>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_cpu_ratio_to_alias: Option<Sample>,
 }
 
 impl PeerRow {
@@ -651,6 +658,8 @@ mod tests {
             run_ratio: None,
             compile_cpu: None,
             compile_cpu_ratio: None,
+            compile_ratio_to_alias: None,
+            compile_cpu_ratio_to_alias: None,
         }
     }
 

@@ -7,8 +7,11 @@
 //! (Unix), which does not count the time the thread waits for a core on a loaded machine.
 //! Traces are dropped after the clocks stop.
 //!
-//! `cargo bench -p cpjit-runtime --bench stitch [-- ROUNDS [INSTANCES]]` (one size only when
-//! `INSTANCES` is given, e.g. under `valgrind --tool=callgrind`).
+//! `cargo bench -p cpjit-runtime --bench stitch [-- ROUNDS [INSTANCES] [--batch] [--alias]]`
+//! (one size only when `INSTANCES` is given, e.g. under `valgrind --tool=callgrind`;
+//! `--batch` stitches each round's traces as batches of 100 through `Jit::batch`, like the
+//! peer bench's batch rows, so that a profile shows what a trace of a batch costs; `--alias`
+//! writes code through a persistent alias, `CodeWrites::PersistentAlias`, Linux only).
 //!
 //! On x86_64 Linux it stitches the generated stencil set's test ops
 //! (`templates/testing/holes.c`) in the bench's own `straight` recipe (`bench/src/
@@ -19,7 +22,7 @@
 mod common;
 
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, Target, Trace};
+use cpjit_runtime::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -157,6 +160,22 @@ fn stitch(jit: &Jit<'_>, steps: &[Step]) -> Trace {
     t.finish().unwrap()
 }
 
+/// `count` traces as one batch (`Jit::batch`); never inlined, like [`stitch`].
+#[inline(never)]
+fn stitch_batch(jit: &Jit<'_>, steps: &[Step], count: usize) -> Vec<Trace> {
+    let mut batch = jit.batch();
+    for _ in 0..count {
+        let t = batch.trace();
+        for s in steps {
+            t.push(s.stencil, &s.operands, &s.targets).unwrap();
+        }
+    }
+    batch.finish().unwrap()
+}
+
+/// Traces per batch in `--batch` mode (the peer bench's batch rows use 100 too).
+const BATCH_TRACES: usize = 100;
+
 /// Copies each instance's stencil code back to back: the copy step alone.
 fn copy_pieces(pieces: &[&[u8]], out: &mut [u8]) {
     let mut at = 0;
@@ -196,22 +215,45 @@ fn main() {
         .filter_map(|a| a.parse().ok())
         .collect();
     let rounds = numbers.first().copied().unwrap_or(21);
+    let batched = std::env::args().any(|a| a == "--batch");
+    let alias = std::env::args().any(|a| a == "--alias");
     let sizes: Vec<usize> = match numbers.get(1) {
         Some(&n) => vec![n],
         None => vec![10, 100, 1_000, 10_000],
     };
     let w = workload::get();
-    let jit = Jit::new(w.set, w.resolve).unwrap();
+    let options = JitOptions {
+        code_writes: if alias {
+            CodeWrites::PersistentAlias
+        } else {
+            CodeWrites::Transient
+        },
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(w.set, w.resolve, options).unwrap();
     println!(
-        "{} stencils of {}; {rounds} alternating rounds; ns per instance: median (min–max)",
+        "{} stencils of {}; {rounds} alternating rounds{}{}; ns per instance: median (min–max)",
         w.set.stencils.len(),
-        w.set.target
+        w.set.target,
+        if alias {
+            ", code written through a persistent alias"
+        } else {
+            ""
+        },
+        if batched {
+            format!(", traces stitched in batches of {BATCH_TRACES}")
+        } else {
+            String::new()
+        }
     );
     for n in sizes {
         let steps = (w.straight)(w.set, n);
         let code_bytes = stitch(&jit, &steps).code_bytes().len();
         // About 2 ms of work per timed batch.
-        let batch = (200_000 / n).clamp(1, 2_000);
+        let mut batch = (200_000 / n).clamp(1, 2_000);
+        if batched {
+            batch = batch.next_multiple_of(BATCH_TRACES);
+        }
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         let source = vec![0x90u8; code_bytes];
         let mut sink = vec![0u8; code_bytes];
@@ -228,8 +270,14 @@ fn main() {
         for _ in 0..rounds {
             let cpu = thread_cpu_ns();
             let start = Instant::now();
-            for _ in 0..batch {
-                keep.push(stitch(&jit, &steps));
+            if batched {
+                for _ in 0..batch / BATCH_TRACES {
+                    keep.extend(stitch_batch(&jit, &steps, BATCH_TRACES));
+                }
+            } else {
+                for _ in 0..batch {
+                    keep.push(stitch(&jit, &steps));
+                }
             }
             let s = start.elapsed().as_nanos() as f64 / (batch * n) as f64;
             cpu_ns.push((thread_cpu_ns() - cpu) / (batch * n) as f64);

@@ -88,6 +88,8 @@ pub(crate) struct Arena {
     near: Option<(u64, u64)>,
     chunk_bytes: usize,
     limit: usize,
+    /// Map each chunk's code with a persistent writable alias ([`crate::CodeWrites`]).
+    alias: bool,
 }
 
 struct Inner {
@@ -103,8 +105,9 @@ struct Chunk {
 
 impl Arena {
     /// `near`: (address, reach) to place chunks close to; `chunk_bytes`: size of each part
-    /// of a normal chunk; `limit`: most bytes (code + data) ever reserved.
-    pub fn new(near: Option<(u64, u64)>, chunk_bytes: usize, limit: usize) -> Arena {
+    /// of a normal chunk; `limit`: most bytes (code + data) ever reserved; `alias`: give
+    /// each chunk's code a persistent writable alias ([`crate::CodeWrites::PersistentAlias`]).
+    pub fn new(near: Option<(u64, u64)>, chunk_bytes: usize, limit: usize, alias: bool) -> Arena {
         Arena {
             inner: Mutex::new(Inner {
                 chunks: Vec::new(),
@@ -113,6 +116,7 @@ impl Arena {
             near,
             chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
             limit,
+            alias,
         }
     }
 
@@ -163,7 +167,8 @@ impl Arena {
                 limit: self.limit,
             });
         }
-        let region = Region::map(code_part, data_part, self.near).map_err(Error::Map)?;
+        let region =
+            Region::map(code_part, data_part, self.near, self.alias).map_err(Error::Map)?;
         let mut chunk = Chunk {
             code_free: FreeList::new(region.code_len),
             data_free: FreeList::new(region.data_len),
@@ -407,7 +412,7 @@ mod tests {
     #[test]
     fn arena_reuses_freed_blocks_and_respects_its_limit() {
         let g = granularity();
-        let arena = Arena::new(None, g, 4 * g);
+        let arena = Arena::new(None, g, 4 * g, false);
         let a = arena.alloc(100, 16, 40, 8).unwrap();
         let b = arena.alloc(100, 16, 0, 8).unwrap();
         assert_eq!((a.code_len, a.data_len, b.data_len), (112, 48, 0));
@@ -434,7 +439,7 @@ mod tests {
     #[test]
     fn commits_follow_the_high_water_mark_and_survive_frees() {
         let page = crate::memory::page_size();
-        let arena = Arena::new(None, 64 * page, 1 << 30);
+        let arena = Arena::new(None, 64 * page, 1 << 30, false);
         let mut blocks = Vec::new();
         // Blocks of a third of a page: the mapped prefix grows page by page, never more
         // than one page ahead of the last block's end.

@@ -90,6 +90,11 @@ pub enum Error {
     },
     /// The operating system refused to map memory.
     Map(io::Error),
+    /// A [`JitOptions`](crate::JitOptions) setting this platform does not offer.
+    Unsupported {
+        option: &'static str,
+        reason: String,
+    },
     /// A debugging or profiling output (perf map, jitdump) could not be written.
     Debug {
         what: &'static str,
@@ -218,6 +223,7 @@ impl fmt::Display for Error {
                  already reserved"
             ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::Unsupported { option, reason } => write!(f, "{option}: {reason}"),
             Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
             Error::Patch {
                 stencil,

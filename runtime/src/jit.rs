@@ -40,6 +40,31 @@ pub struct JitOptions {
     /// ([`debug::unwind`](crate::debug::unwind)), so that debuggers, `std::backtrace` and
     /// panics walk through JIT code. Off (`None`) by default.
     pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,
+    /// How finished code reaches the executable view ([`CodeWrites`]): by default with no
+    /// writable view of code outliving the write.
+    pub code_writes: CodeWrites,
+}
+
+/// How a [`Jit`] writes code into its executable memory (see [`memory`](crate::memory)).
+/// No view is ever writable and executable at once in either mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CodeWrites {
+    /// No writable view of code outlives the write that needs it: on Linux a trace (or a
+    /// batch) is assembled in a private buffer and written with one `pwrite`, on macOS
+    /// x86-64 and Windows through a window mapped for the write, on macOS arm64 with the
+    /// thread's `MAP_JIT` write access toggled. A stray write elsewhere in the process
+    /// cannot reach live code. Costs a system call per trace (per batch in a
+    /// [`TraceBatch`](crate::TraceBatch)): about 0.7 µs, more than stitching a
+    /// 10-instance trace takes.
+    #[default]
+    Transient,
+    /// Linux only (refused elsewhere with [`Error::Unsupported`]): the code object is also
+    /// mapped read-write (never executable) at a second, kernel-chosen address for the
+    /// arena's life, and traces are written straight through it: no system call per trace.
+    /// The price: code written there is live, so a memory-safety bug that learns the
+    /// alias's address can change running code. Choose it only where that is acceptable
+    /// (the usual dual-mapping JIT design) and trace latency matters.
+    PersistentAlias,
 }
 
 impl Default for JitOptions {
@@ -53,6 +78,7 @@ impl Default for JitOptions {
             gdb: false,
             listing: false,
             unwind: None,
+            code_writes: CodeWrites::Transient,
         }
     }
 }
@@ -111,6 +137,20 @@ impl<'s> Jit<'s> {
         flusher: Arc<dyn FlushIcache>,
     ) -> Result<Jit<'s>, Error> {
         validate(set)?;
+        let alias = match options.code_writes {
+            CodeWrites::Transient => false,
+            CodeWrites::PersistentAlias if cfg!(target_os = "linux") => true,
+            CodeWrites::PersistentAlias => {
+                return Err(Error::Unsupported {
+                    option: "JitOptions::code_writes = CodeWrites::PersistentAlias",
+                    reason: format!(
+                        "a persistent writable alias of code is implemented on Linux only, \
+                         not on {}",
+                        std::env::consts::OS
+                    ),
+                })
+            }
+        };
         let near = options
             .near
             .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
@@ -124,6 +164,7 @@ impl<'s> Jit<'s> {
                 Some((near, reach)),
                 options.chunk_bytes,
                 options.reserve_bytes,
+                alias,
             )),
             flusher,
             programs: program::compile(set),

@@ -74,5 +74,5 @@ pub use arena::MemoryStats;
 pub use cpjit_model as model;
 pub use entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
 pub use error::Error;
-pub use jit::{Jit, JitOptions};
+pub use jit::{CodeWrites, Jit, JitOptions};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

@@ -5,6 +5,7 @@
 
 mod arena;
 mod batch;
+mod code_writes;
 mod common;
 #[cfg(all(
     target_os = "linux",

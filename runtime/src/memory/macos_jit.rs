@@ -68,11 +68,17 @@ pub(crate) fn open_window(
     Ok((Window, code_rx + offset))
 }
 
-pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
+/// `_alias`: never set here (`Region::map` refuses it off Linux).
+pub(crate) fn map_at(
+    code_len: usize,
+    data_len: usize,
+    at: usize,
+    _alias: bool,
+) -> io::Result<Option<Region>> {
     map(code_len, data_len, at)
 }
 
-pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Region> {
+pub(crate) fn map_anywhere(code_len: usize, data_len: usize, _alias: bool) -> io::Result<Region> {
     map(code_len, data_len, 0)?
         .ok_or_else(|| io::Error::other("data could not be mapped within ±2 GiB of the code"))
 }

@@ -16,7 +16,11 @@
 //!
 //! - Linux: `memfd_create`, mapped R+X. There is no writable view at all: a trace is
 //!   assembled in a private buffer and written to the memfd with one `pwrite`, which the
-//!   RX view then shows ([`unix_dual`]).
+//!   RX view then shows ([`unix_dual`]). Unless the JIT opted for
+//!   [`CodeWrites::PersistentAlias`](crate::CodeWrites): then the memfd is also mapped RW
+//!   (never X) at a second, kernel-chosen address for the region's life, and traces are
+//!   written straight through it, with no system call per trace; that alias is the one
+//!   writable view of live code this module ever keeps, and only when asked for.
 //! - macOS x86_64: `shm_open` (unlinked at once), mapped R+X, and written through a window
 //!   (an RW `mmap` of the object's pages being written, unmapped when the writer is
 //!   dropped: macOS shared memory objects cannot be `pwrite`n) ([`unix_dual`]).
@@ -41,7 +45,8 @@
 //! size. Per platform, committing code means:
 //!
 //! - Linux: grow the memfd (`ftruncate`) and map the new file range R+X over the
-//!   `PROT_NONE` reservation of the RX view (`MAP_FIXED`).
+//!   `PROT_NONE` reservation of the RX view (`MAP_FIXED`), and RW over the alias's
+//!   reservation if there is one.
 //! - macOS x86_64: the same with the `shm_open` object, which is sized once when created
 //!   (macOS refuses to resize it) and is backed only as pages are touched.
 //! - macOS arm64: the `MAP_JIT` region is mapped whole (its pages cost nothing until
@@ -100,11 +105,27 @@ impl Region {
     /// Reserves a chunk with `code_len` bytes of code and `data_len` bytes of data (both
     /// multiples of [`granularity`]), preferably within `near.1` bytes of address `near.0`.
     /// Nothing is committed yet: see [`Region::commit`].
-    pub fn map(code_len: usize, data_len: usize, near: Option<(u64, u64)>) -> io::Result<Region> {
+    ///
+    /// `alias`: also map the code part read-write at a second address for the region's
+    /// life, and write code through it ([`crate::CodeWrites::PersistentAlias`]; Linux).
+    pub fn map(
+        code_len: usize,
+        data_len: usize,
+        near: Option<(u64, u64)>,
+        alias: bool,
+    ) -> io::Result<Region> {
+        if alias && !cfg!(target_os = "linux") {
+            // Refused before any memory is mapped (`Jit::with_options`); an error rather than
+            // an assertion for any other caller.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a persistent writable alias of code is implemented on Linux only",
+            ));
+        }
         let total = code_len + data_len;
         if let Some((hint, reach)) = near {
             for candidate in placement_candidates(hint, reach, total) {
-                if let Some(region) = imp::map_at(code_len, data_len, candidate)? {
+                if let Some(region) = imp::map_at(code_len, data_len, candidate, alias)? {
                     if within(hint, reach, region.code_rx, total) {
                         return Ok(region);
                     }
@@ -112,7 +133,7 @@ impl Region {
                 }
             }
         }
-        imp::map_anywhere(code_len, data_len)
+        imp::map_anywhere(code_len, data_len, alias)
     }
 }
 

@@ -18,6 +18,8 @@ pub(crate) struct Mapping {
     /// The shared memory object behind both code views, kept open to commit more of it and
     /// to remap retired code (see `retire_code`).
     fd: libc::c_int,
+    /// Start of the persistent RW alias of the code part (Linux, `attach_alias`), or 0.
+    alias: usize,
 }
 
 pub(crate) fn granularity() -> usize {
@@ -34,20 +36,41 @@ pub(crate) fn page_size() -> usize {
     granularity()
 }
 
+/// What writing code needs: the shared memory object's descriptor, and on Linux the
+/// persistent alias's address (0 if none).
+#[cfg(target_os = "linux")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Handle {
+    fd: libc::c_int,
+    alias: usize,
+}
+
+#[cfg(target_os = "linux")]
+pub(crate) fn handle(mapping: &Mapping) -> Handle {
+    Handle {
+        fd: mapping.fd,
+        alias: mapping.alias,
+    }
+}
+
 /// The shared memory object's descriptor, for writing code.
+#[cfg(not(target_os = "linux"))]
 pub(crate) type Handle = libc::c_int;
 
+#[cfg(not(target_os = "linux"))]
 pub(crate) fn handle(mapping: &Mapping) -> Handle {
     mapping.fd
 }
 
 /// Linux: a private buffer for code bytes `offset..offset + len`, written to the memfd by
-/// `publish`. No writable mapping of the code exists at any time.
+/// `publish`, so that no writable mapping of the code exists at any time; or, with a
+/// persistent alias, nothing (`direct`): the bytes are written through the alias.
 #[cfg(target_os = "linux")]
 pub(crate) struct Window {
     fd: libc::c_int,
     offset: usize,
     buffer: Vec<u8>,
+    direct: bool,
 }
 
 #[cfg(target_os = "linux")]
@@ -60,6 +83,10 @@ thread_local! {
 impl Window {
     /// Writes the buffer to the object (the pages the RX view maps).
     pub(crate) fn publish(&mut self) -> io::Result<()> {
+        if self.direct {
+            // Already in the object's pages, which the RX view maps.
+            return Ok(());
+        }
         let mut done = 0;
         while done < self.buffer.len() {
             let rest = &self.buffer[done..];
@@ -94,24 +121,43 @@ impl Window {
 #[cfg(target_os = "linux")]
 impl Drop for Window {
     fn drop(&mut self) {
-        BUFFER.set(std::mem::take(&mut self.buffer));
+        if !self.direct {
+            BUFFER.set(std::mem::take(&mut self.buffer));
+        }
     }
 }
 
-/// Linux: a buffer for code bytes `offset..offset + len`; returns it and its address.
+/// Linux: a buffer for code bytes `offset..offset + len` (or, with a persistent alias, the
+/// alias's bytes themselves); returns it and its address.
 #[cfg(target_os = "linux")]
 pub(crate) fn open_window(
     _code_rx: usize,
-    fd: Handle,
+    handle: Handle,
     offset: usize,
     len: usize,
 ) -> io::Result<(Window, usize)> {
+    let fd = handle.fd;
+    if handle.alias != 0 {
+        let window = Window {
+            fd,
+            offset,
+            buffer: Vec::new(),
+            direct: true,
+        };
+        return Ok((window, handle.alias + offset));
+    }
     let mut buffer = BUFFER.take();
     // Not cleared first: callers write every byte, and stale code bytes are not secret.
     buffer.resize(len, 0);
     buffer.truncate(len);
     let start = buffer.as_mut_ptr() as usize;
-    Ok((Window { fd, offset, buffer }, start))
+    let window = Window {
+        fd,
+        offset,
+        buffer,
+        direct: false,
+    };
+    Ok((window, start))
 }
 
 /// macOS x86_64: a writable mapping of some of the object's pages, unmapped on drop (POSIX
@@ -174,26 +220,34 @@ pub(crate) fn open_window(
     ))
 }
 
-pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
-    map(code_len, data_len, at).map(Some)
+/// `alias` (Linux only; `Region::map` refuses it elsewhere): also reserve a persistent RW
+/// alias of the code part.
+pub(crate) fn map_at(
+    code_len: usize,
+    data_len: usize,
+    at: usize,
+    alias: bool,
+) -> io::Result<Option<Region>> {
+    map(code_len, data_len, at, alias).map(Some)
 }
 
-pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Region> {
-    map(code_len, data_len, 0)
+pub(crate) fn map_anywhere(code_len: usize, data_len: usize, alias: bool) -> io::Result<Region> {
+    map(code_len, data_len, 0, alias)
 }
 
 /// An anonymous shared memory object for a code part of `len` bytes, as an owned file
-/// descriptor. It starts empty and grows as code is committed (`grow_object`).
+/// descriptor. It starts empty and grows as code is committed (`grow_object`). Objects with
+/// a persistent writable alias get another name, so that `/proc/self/maps` tells them apart.
 #[cfg(target_os = "linux")]
-fn shared_object(_len: usize) -> io::Result<libc::c_int> {
+fn shared_object(_len: usize, alias: bool) -> io::Result<libc::c_int> {
+    let name = if alias {
+        c"cpjit-aliased-code"
+    } else {
+        c"cpjit-code"
+    };
     // SAFETY: a NUL-terminated name and valid flags.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_memfd_create,
-            c"cpjit-code".as_ptr(),
-            libc::MFD_CLOEXEC,
-        )
-    } as libc::c_int;
+    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) }
+        as libc::c_int;
     if fd < 0 {
         return Err(os_error("memfd_create"));
     }
@@ -214,7 +268,7 @@ fn grow_object(fd: libc::c_int, len: usize) -> io::Result<()> {
 /// lets a POSIX shared memory object be sized only once, so it is sized for the whole code
 /// part here; its pages are backed only once touched.
 #[cfg(not(target_os = "linux"))]
-fn shared_object(len: usize) -> io::Result<libc::c_int> {
+fn shared_object(len: usize, _alias: bool) -> io::Result<libc::c_int> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     for _ in 0..16 {
@@ -273,9 +327,9 @@ fn reserve(hint: usize, len: usize, what: &str) -> io::Result<*mut libc::c_void>
     Ok(at)
 }
 
-fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
+fn map(code_len: usize, data_len: usize, hint: usize, alias: bool) -> io::Result<Region> {
     let total = code_len + data_len;
-    let fd = shared_object(code_len)?;
+    let fd = shared_object(code_len, alias)?;
     let base = match reserve(hint, total, "mmap (reserve code and data)") {
         Ok(base) => base,
         Err(e) => {
@@ -284,6 +338,22 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
             return Err(e);
         }
     };
+    // The alias goes anywhere (the kernel chooses): nothing needs to reach it.
+    let alias = if alias {
+        match reserve(0, code_len, "mmap (reserve the code's writable alias)") {
+            Ok(at) => at as usize,
+            Err(e) => {
+                // SAFETY: both are ours and not used elsewhere.
+                unsafe {
+                    libc::munmap(base, total);
+                    libc::close(fd);
+                }
+                return Err(e);
+            }
+        }
+    } else {
+        0
+    };
     Ok(Region {
         code_rx: base as usize,
         code_len,
@@ -291,7 +361,7 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Region> {
         data_len,
         code_committed: 0,
         data_committed: 0,
-        mapping: Mapping { fd },
+        mapping: Mapping { fd, alias },
     })
 }
 
@@ -337,7 +407,19 @@ pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result
         rx,
         fd,
         "mmap (commit code, RX view)",
-    )
+    )?;
+    if region.mapping.alias != 0 {
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        map_object(
+            region.mapping.alias,
+            from,
+            to,
+            rw,
+            fd,
+            "mmap (commit code, writable alias)",
+        )?;
+    }
+    Ok(())
 }
 
 pub(crate) fn unmap(region: &mut Region) {
@@ -347,6 +429,9 @@ pub(crate) fn unmap(region: &mut Region) {
             region.code_rx as *mut libc::c_void,
             region.code_len + region.data_len,
         );
+        if region.mapping.alias != 0 {
+            libc::munmap(region.mapping.alias as *mut libc::c_void, region.code_len);
+        }
         libc::close(region.mapping.fd);
     }
 }

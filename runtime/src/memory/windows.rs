@@ -119,11 +119,17 @@ fn os_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-pub(crate) fn map_at(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
+/// `_alias`: never set here (`Region::map` refuses it off Linux).
+pub(crate) fn map_at(
+    code_len: usize,
+    data_len: usize,
+    at: usize,
+    _alias: bool,
+) -> io::Result<Option<Region>> {
     map(code_len, data_len, at)
 }
 
-pub(crate) fn map_anywhere(code_len: usize, data_len: usize) -> io::Result<Region> {
+pub(crate) fn map_anywhere(code_len: usize, data_len: usize, _alias: bool) -> io::Result<Region> {
     if let Some(region) = map(code_len, data_len, 0)? {
         return Ok(region);
     }
