@@ -119,14 +119,16 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // Counts and the shim flag come from the stencil's program (one table row); the
         // error is worked out off the hot path.
         let id = InstanceId(self.instances.len() as u32 - self.start);
-        match self.jit.programs.get(stencil) {
+        let p = match self.jit.programs.get(stencil) {
             Some(p)
                 if operands.len() == p.operands as usize
                     && targets.len() == p.targets as usize
-                    && !(p.shim && id.0 != 0) => {}
+                    && !(p.shim && id.0 != 0) =>
+            {
+                p
+            }
             _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
-        }
-        let p = &self.jit.programs[stencil];
+        };
         let (code_at, data_at) = self.layout.place(p, operands, targets, &mut self.counted);
         self.offsets.push(code_at);
         self.instances.push(Instance {

@@ -196,6 +196,10 @@ impl Region {
             code_end <= self.code_len && data_end <= self.data_len,
             "commit past the reservation"
         );
+        // The common case once a chunk is warm: a block inside the committed prefixes.
+        if code_end <= self.code_committed && data_end <= self.data_committed {
+            return Ok(());
+        }
         let page = page_size();
         let code_to = round_up(code_end, page).min(self.code_len);
         if code_to > self.code_committed {
@@ -293,9 +297,16 @@ mod tests {
 
     #[test]
     fn mapping_is_near_the_hint_and_data_follows_code() {
+        mapping_near_the_hint(false);
+        #[cfg(target_os = "linux")]
+        mapping_near_the_hint(true);
+    }
+
+    /// With `alias`, the writes below go through the persistent alias (no `pwrite`).
+    fn mapping_near_the_hint(alias: bool) {
         let g = granularity();
         let hint = candidates_stay_within_reach_and_start_near as *const () as usize as u64;
-        let mut r = Region::map(4 * g, 4 * g, Some((hint, 1 << 31))).unwrap();
+        let mut r = Region::map(4 * g, 4 * g, Some((hint, 1 << 31)), alias).unwrap();
         assert_eq!(
             (r.code_committed, r.data_committed),
             (0, 0),
