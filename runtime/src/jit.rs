@@ -45,7 +45,7 @@ pub struct JitOptions {
     pub code_writes: CodeWrites,
 }
 
-/// How a [`Jit`] writes code into its executable memory (see [`memory`](crate::memory)).
+/// How a [`Jit`] writes code into its executable memory (the crate docs' "Memory").
 /// No view is ever writable and executable at once in either mode.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CodeWrites {

@@ -46,8 +46,12 @@
 //!
 //! # Memory
 //!
-//! Pages are never writable and executable at once, and no writable view of published code
-//! remains after `finish` (the `memory` module documents how code is written per OS); code
+//! Pages are never writable and executable at once, and by default no writable view of
+//! published code remains after `finish` (the `memory` module documents how code is written
+//! per OS). On Linux a JIT may instead opt for [`CodeWrites::PersistentAlias`]: a read-write
+//! alias of its code object is kept, and traces are written through it with no system call
+//! per trace (a 10-instance trace then stitches about 3× faster), at the price that code can
+//! be changed through the alias by anything that finds it. Code
 //! and data of many traces share arena chunks
 //! ([`Jit::memory_stats`]); chunks are placed near the helpers so that calls are direct,
 //! and a branch that cannot reach its destination goes through a veneer. Every patch checks
