@@ -216,7 +216,8 @@ impl Layout {
     /// Places an instance of `p` with these operands and targets: returns its code and
     /// data offsets, and counts the GOT slots and veneers it may need (each known one once
     /// per trace, in `counted`: a symbol's by its id, an operand's by its value).
-    #[inline]
+    // Its one caller is `push`, itself always inlined.
+    #[inline(always)]
     pub fn place(
         &mut self,
         p: &Program,

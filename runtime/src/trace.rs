@@ -109,7 +109,10 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     ///
     /// The instance is laid out here (stage 1 of stitching): its code and data offsets and
     /// the GOT slots and veneers it may need are known once it is pushed.
-    #[inline]
+    // Always inlined: a JIT calls it once per instance, in its translation loop, where the
+    // builder's vectors and layout then stay in registers (measured: 259 against 226
+    // instructions per instance of push + finish when LLVM chose not to inline it).
+    #[inline(always)]
     pub fn push(
         &mut self,
         stencil: usize,
