@@ -4,8 +4,8 @@
 //! be replaced (a reused block runs its new code). Elsewhere the option is refused.
 
 use crate::common;
-use common::{resolve, run, Frame, SET};
-use cpjit_runtime::{CodeWrites, Error, InstanceId, Jit, JitOptions, Target};
+use common::{resolve, SET};
+use cpjit_runtime::{CodeWrites, Jit, JitOptions};
 
 fn alias_options(chunk_bytes: usize) -> JitOptions {
     JitOptions {
@@ -29,7 +29,10 @@ fn a_persistent_alias_is_refused_off_linux_naming_the_option_and_the_os() {
             std::env::consts::OS
         );
     };
-    assert!(matches!(e, Error::Unsupported { .. }), "{e:?}");
+    assert!(
+        matches!(e, cpjit_runtime::Error::Unsupported { .. }),
+        "{e:?}"
+    );
     let text = e.to_string();
     assert!(
         text.contains("CodeWrites::PersistentAlias") && text.contains(std::env::consts::OS),
@@ -40,6 +43,8 @@ fn a_persistent_alias_is_refused_off_linux_naming_the_option_and_the_os() {
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
+    use common::{run, Frame};
+    use cpjit_runtime::{InstanceId, Target};
 
     /// Permissions of every mapping whose name contains `name`, and whether any mapping of
     /// the process is writable and executable at once.
