@@ -127,7 +127,8 @@ struct vm_callee {
 /* One CALL_JIT of a trace; owned by the trace's executor. */
 struct vm_call_site {
   const struct vm_callee *callee;
-  int64_t pc; /* the CALL bytecode: the caller's pc while the callee runs */
+  int64_t pc;   /* the CALL bytecode: the caller's pc while the callee runs */
+  int64_t argc; /* the op's ARG1, read from here where a loop runs over it */
 };
 
 _Static_assert(sizeof(struct vm_list) == 24, "vm_list size");
@@ -146,7 +147,7 @@ _Static_assert(__builtin_offsetof(struct cpjit_frame, locals) == 88, "frame.loca
 _Static_assert(sizeof(struct vm_frame_link) == 16, "vm_frame_link size");
 _Static_assert(sizeof(struct vm_frame_stack) == 56, "vm_frame_stack size");
 _Static_assert(sizeof(struct vm_callee) == 40, "vm_callee size");
-_Static_assert(sizeof(struct vm_call_site) == 16, "vm_call_site size");
+_Static_assert(sizeof(struct vm_call_site) == 24, "vm_call_site size");
 _Static_assert(__builtin_offsetof(struct vm_frame_stack, epoch) == 40, "vm_frame_stack.epoch");
 _Static_assert(__builtin_offsetof(struct vm_callee, frame_words) == 32, "vm_callee.frame_words");
 

@@ -124,6 +124,7 @@ pub struct Callee {
 pub struct CallSite {
     pub callee: *const Callee,
     pub pc: i64,
+    pub argc: i64,
 }
 
 const _: () = assert!(size_of::<VmList>() == 24);
@@ -143,7 +144,7 @@ const _: () = assert!(size_of::<FrameStack>() == 56);
 const _: () = assert!(offset_of!(FrameStack, epoch) == 40);
 const _: () = assert!(size_of::<Callee>() == 40);
 const _: () = assert!(offset_of!(Callee, frame_words) == 32);
-const _: () = assert!(size_of::<CallSite>() == 16);
+const _: () = assert!(size_of::<CallSite>() == 24);
 const _: () = assert!(offset_of!(Record, types) == 8);
 const _: () = assert!(offset_of!(Inst, arg0) == 8);
 const _: () = assert!(offset_of!(VmList, items) == 16);

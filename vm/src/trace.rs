@@ -45,11 +45,12 @@ pub struct Trace {
     pub calls: Vec<TraceCall>,
 }
 
-/// A call in a trace: the function called and the caller's `CALL` bytecode.
+/// A call in a trace: the function called, the caller's `CALL` bytecode, the arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TraceCall {
     pub func: u32,
     pub pc: u32,
+    pub argc: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -393,6 +394,7 @@ pub fn project(
                 p.calls.push(TraceCall {
                     func: inst.arg0 as u32,
                     pc,
+                    argc: inst.arg1 as u32,
                 });
                 p.emit_exiting(op::CALL_JIT, call, inst.arg1, pc + 1);
                 for _ in 0..inst.arg1 {

@@ -131,6 +131,7 @@ impl Vm {
             .map(|c| CallSite {
                 callee: self.callee(c.func as usize),
                 pc: c.pc as i64,
+                argc: c.argc as i64,
             })
             .collect();
         for u in trace.uops.iter_mut().filter(|u| u.op == op::CALL_JIT) {
