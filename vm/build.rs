@@ -103,7 +103,7 @@ fn check_ops(ops: &[OpDef]) {
         }
         for k in &op.kinds {
             if ![
-                "local", "global", "const", "func", "count", "pc", "exit", "link", "target",
+                "local", "global", "const", "func", "count", "pc", "exit", "link", "site", "target",
             ]
             .contains(&k.as_str())
             {
@@ -160,6 +160,7 @@ fn kind(k: &str) -> &'static str {
         "pc" => "OperandKind::Pc",
         "exit" => "OperandKind::Exit",
         "link" => "OperandKind::Link",
+        "site" => "OperandKind::Site",
         _ => "OperandKind::Target",
     }
 }

@@ -38,6 +38,12 @@ CPJIT_DECLARE_TARGET(EXIT);
     }                                                                           \
   } while (0)
 
+/* Stencils run traces, which call through CALL_JIT (its call site names the pc). */
+#define SAVE_CALL_PC() ((void)0)
+/* A callee's compiled entry takes the ops' convention; a plain call returns its status. */
+#define CALLEE_CODE(callee) ((callee)->code)
+#define CALL_COMPILED(code, f, s) (((cpjit_op *)(code))((f), (s)))
+
 #define OP(NAME, KINDS, POP, PUSH)                                              \
   CPJIT_CC int64_t op_##NAME(struct cpjit_frame *frame, uint64_t *sp)
 #include "ops.def"

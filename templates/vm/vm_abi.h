@@ -96,6 +96,41 @@ struct cpjit_frame {
 
 #define VM_FRAME_HEADER_BYTES 88
 
+/* The VM's frame stack. Every frame, interpreted or compiled, is pushed here (or, past
+ * `limit`, in memory of its own) right after a link that chains it to the frame below, so
+ * the VM can list the frames of a running call chain (function, pc, locals, stack). Compiled
+ * calls (CALL_JIT) push and pop frames here without calling Rust. */
+struct vm_frame_link {
+  struct vm_frame_link *prev; /* the link of the frame below, or null */
+  int64_t func;               /* the function the frame runs */
+};
+
+struct vm_frame_stack {
+  uint64_t *top;              /* first free word */
+  uint64_t *limit;            /* one past the last word */
+  struct vm_frame_link *last; /* the newest frame's link */
+  int64_t depth;              /* frames pushed; a call at max_depth raises RecursionError */
+  int64_t max_depth;
+  uint64_t epoch;             /* bumped whenever executors are invalidated */
+  uint64_t direct_calls;      /* calls CALL_JIT made into compiled code (statistics) */
+};
+
+/* A function as a call site in compiled code sees it; one per function, owned by the VM. */
+struct vm_callee {
+  void *code;                  /* the entry trace's first op (a cpjit_op), or null */
+  struct vm_frame_stack *stack;
+  int64_t func;
+  int64_t nlocals;
+  int64_t frame_words;         /* link + frame header + locals + value stack */
+};
+
+/* One CALL_JIT of a trace; owned by the trace's executor. */
+struct vm_call_site {
+  const struct vm_callee *callee;
+  int64_t pc;   /* the CALL bytecode: the caller's pc while the callee runs */
+  int64_t argc; /* the op's ARG1, read from here where a loop runs over it */
+};
+
 _Static_assert(sizeof(struct vm_list) == 24, "vm_list size");
 _Static_assert(sizeof(struct vm_inst) == 24, "vm_inst size");
 _Static_assert(sizeof(struct vm_record) == 16, "vm_record size");
@@ -109,12 +144,21 @@ _Static_assert(__builtin_offsetof(struct cpjit_frame, backedge_threshold) == 64,
                "frame.backedge_threshold");
 _Static_assert(__builtin_offsetof(struct cpjit_frame, globals) == 80, "frame.globals");
 _Static_assert(__builtin_offsetof(struct cpjit_frame, locals) == 88, "frame.locals");
+_Static_assert(sizeof(struct vm_frame_link) == 16, "vm_frame_link size");
+_Static_assert(sizeof(struct vm_frame_stack) == 56, "vm_frame_stack size");
+_Static_assert(sizeof(struct vm_callee) == 40, "vm_callee size");
+_Static_assert(sizeof(struct vm_call_site) == 24, "vm_call_site size");
+_Static_assert(__builtin_offsetof(struct vm_frame_stack, epoch) == 40, "vm_frame_stack.epoch");
+_Static_assert(__builtin_offsetof(struct vm_callee, frame_words) == 32, "vm_callee.frame_words");
 
-/* Helpers implemented in Rust (vm/src/helpers.rs). Only vm_call can fail: it returns 1 when
- * the callee raised (the error is recorded), 2 when executors were invalidated meanwhile, else
- * 0. vm_global_store returns 1 when the store invalidated executors. */
+/* Helpers implemented in Rust (vm/src/helpers.rs). Only the calls can fail: vm_call returns
+ * 1 when the callee raised (the error is recorded), 2 when executors were invalidated
+ * meanwhile, else 0; vm_call_finish (a compiled callee left its code with `status`, not
+ * returning: Rust runs it to its end) returns 1 when it raised, else 0, the result in
+ * frame->ret. vm_global_store returns 1 when the store invalidated executors. */
 int64_t vm_global_store(struct cpjit_frame *frame, uint64_t index, uint64_t value);
 int64_t vm_call(struct cpjit_frame *frame, uint64_t *args, uint64_t func, uint64_t argc);
+int64_t vm_call_finish(struct cpjit_frame *frame, struct cpjit_frame *callee, int64_t status);
 void vm_print(struct cpjit_frame *frame, uint64_t *values, uint64_t count);
 uint64_t vm_list_new(struct cpjit_frame *frame, int64_t len, uint64_t fill);
 uint64_t vm_list_from(struct cpjit_frame *frame, uint64_t *values, uint64_t count);

@@ -11,6 +11,14 @@
 
 #define VM_INLINE static inline __attribute__((always_inline))
 
+/* Before a short copy loop (a call's arguments): one plain loop, not unrolled or vectorized
+ * into hundreds of bytes of stencil code. */
+#if defined(__clang__)
+#define VM_SHORT_LOOP _Pragma("clang loop vectorize(disable) unroll(disable)")
+#else
+#define VM_SHORT_LOOP
+#endif
+
 #if defined(__clang__)
 #define VM_SQRT(x) __builtin_elementwise_sqrt(x)
 #else

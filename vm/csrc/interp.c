@@ -17,7 +17,8 @@ const uint64_t vm_abi_constants[] = {
     VM_EXIT_RECORDED, VM_EXIT_RECORD_FULL, VM_ERR_TYPE, VM_ERR_ZERO_DIVISION, VM_ERR_OVERFLOW,
     VM_ERR_INDEX, VM_ERR_VALUE, VM_ERR_PROPAGATED, VM_ERR_INTERNAL,
     sizeof(struct cpjit_frame), sizeof(struct vm_inst), sizeof(struct vm_record),
-    sizeof(struct vm_list)};
+    sizeof(struct vm_list), sizeof(struct vm_frame_link), sizeof(struct vm_frame_stack),
+    sizeof(struct vm_callee), sizeof(struct vm_call_site)};
 
 #define ARG0 (inst->arg0)
 #define ARG1 (inst->arg1)
@@ -40,6 +41,10 @@ const uint64_t vm_abi_constants[] = {
 
 /* Links between compiled traces are followed by Rust in the interpreters. */
 #define FOLLOW_LINK(slot) ((void)(slot))
+/* The interpreters never call compiled code: calls go through Rust (vm_call), which enters
+ * a callee's executor itself. (In `uops` mode no code is compiled at all.) */
+#define CALLEE_CODE(callee) ((void)(callee), (void *)0)
+#define CALL_COMPILED(code, f, s) (__builtin_unreachable(), (int64_t)0)
 
 /* ---- bytecode interpreter and recorder ---- */
 #define INVALIDATED() ((void)0)
@@ -53,6 +58,7 @@ const uint64_t vm_abi_constants[] = {
 /* A guard in bytecode is a bug in the code that built it. */
 #define DEOPT() RAISE(VM_ERR_INTERNAL, inst->op, 0)
 
+#define SAVE_CALL_PC() (frame->pc = inst - base)
 #define INTERP_NAME vm_interp
 #define INTERP_PARAMS
 #define BACKEDGE()                                                              \
@@ -117,10 +123,13 @@ const uint64_t vm_abi_constants[] = {
 #undef RAISE
 #undef DEOPT
 #undef INVALIDATED
+#undef SAVE_CALL_PC
 
 /* ---- micro-op interpreter: errors and guards leave through the op's exit stub ---- */
 #define INTERP_NAME vm_uop_interp
 #define INTERP_PARAMS
+/* Traces call through CALL_JIT, whose call site names the bytecode pc. */
+#define SAVE_CALL_PC() ((void)0)
 #define DEOPT() JUMP()
 #define RAISE(e, a, b) DEOPT()
 #define INVALIDATED() DEOPT()

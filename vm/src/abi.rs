@@ -83,6 +83,50 @@ pub struct Frame {
 pub const FRAME_HEADER_BYTES: usize = 88;
 pub const FRAME_HEADER_WORDS: usize = FRAME_HEADER_BYTES / 8;
 
+/// `struct vm_frame_link`: what precedes every frame on the frame stack.
+#[repr(C)]
+#[derive(Debug)]
+pub struct FrameLink {
+    pub prev: *mut FrameLink,
+    pub func: i64,
+}
+
+pub const FRAME_LINK_WORDS: usize = size_of::<FrameLink>() / 8;
+
+/// `struct vm_frame_stack`: the VM's frame stack, shared with compiled calls.
+#[repr(C)]
+#[derive(Debug)]
+pub struct FrameStack {
+    pub top: *mut u64,
+    pub limit: *mut u64,
+    pub last: *mut FrameLink,
+    pub depth: i64,
+    pub max_depth: i64,
+    pub epoch: u64,
+    pub direct_calls: u64,
+}
+
+/// `struct vm_callee`: a function as compiled call sites see it. `code` is written by Rust
+/// while compiled code may read it (single thread, between ops), hence the cell.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Callee {
+    pub code: std::cell::Cell<u64>,
+    pub stack: *mut FrameStack,
+    pub func: i64,
+    pub nlocals: i64,
+    pub frame_words: i64,
+}
+
+/// `struct vm_call_site`: one `CALL_JIT` of a trace.
+#[repr(C)]
+#[derive(Debug)]
+pub struct CallSite {
+    pub callee: *const Callee,
+    pub pc: i64,
+    pub argc: i64,
+}
+
 const _: () = assert!(size_of::<VmList>() == 24);
 const _: () = assert!(size_of::<Inst>() == 24);
 const _: () = assert!(size_of::<Record>() == 16);
@@ -95,13 +139,19 @@ const _: () = assert!(offset_of!(Frame, ret) == 56);
 const _: () = assert!(offset_of!(Frame, backedge_threshold) == 64);
 const _: () = assert!(offset_of!(Frame, nlocals) == 72);
 const _: () = assert!(offset_of!(Frame, globals) == 80);
+const _: () = assert!(size_of::<FrameLink>() == 16);
+const _: () = assert!(size_of::<FrameStack>() == 56);
+const _: () = assert!(offset_of!(FrameStack, epoch) == 40);
+const _: () = assert!(size_of::<Callee>() == 40);
+const _: () = assert!(offset_of!(Callee, frame_words) == 32);
+const _: () = assert!(size_of::<CallSite>() == 24);
 const _: () = assert!(offset_of!(Record, types) == 8);
 const _: () = assert!(offset_of!(Inst, arg0) == 8);
 const _: () = assert!(offset_of!(VmList, items) == 16);
 
 extern "C" {
     /// Constants as the C compiler sees them (see `vm_abi_constants` in csrc/interp.c).
-    pub static vm_abi_constants: [u64; 23];
+    pub static vm_abi_constants: [u64; 27];
     pub fn vm_interp(frame: *mut Frame, sp: *mut u64, code: *mut Inst) -> i64;
     pub fn vm_record(
         frame: *mut Frame,
@@ -117,7 +167,7 @@ extern "C" {
 }
 
 /// The constants Rust expects `vm_abi_constants` to hold, in its order.
-pub fn expected_abi_constants() -> [u64; 23] {
+pub fn expected_abi_constants() -> [u64; 27] {
     [
         crate::ops::OPS.len() as u64,
         TAG_INT,
@@ -142,6 +192,10 @@ pub fn expected_abi_constants() -> [u64; 23] {
         size_of::<Inst>() as u64,
         size_of::<Record>() as u64,
         size_of::<VmList>() as u64,
+        size_of::<FrameLink>() as u64,
+        size_of::<FrameStack>() as u64,
+        size_of::<Callee>() as u64,
+        size_of::<CallSite>() as u64,
     ]
 }
 

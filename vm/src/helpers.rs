@@ -57,6 +57,27 @@ pub unsafe extern "C" fn vm_call(frame: *mut Frame, args: *mut u64, func: u64, a
     }
 }
 
+/// Finishes a call that compiled code made into a callee's compiled entry (`CALL_JIT`) when
+/// that code left with `status` other than a return (a side exit, an error): Rust runs the
+/// callee's frame to its end. The result goes to `frame.ret`; returns 1 if the callee
+/// raised (the error is recorded), else 0.
+///
+/// # Safety
+/// Called only by `CALL_JIT`, with the caller's frame and the callee's frame it pushed.
+#[no_mangle]
+pub unsafe extern "C" fn vm_call_finish(frame: *mut Frame, callee: *mut Frame, status: i64) -> i64 {
+    match vm_of(frame).finish_call(callee, status) {
+        Ok(v) => {
+            (*frame).ret = v;
+            0
+        }
+        Err(()) => {
+            (*frame).error_code = crate::abi::ERR_PROPAGATED;
+            1
+        }
+    }
+}
+
 /// Prints `count` values separated by spaces, then a newline.
 ///
 /// # Safety
@@ -173,9 +194,10 @@ pub fn make_list(lists: &mut Vec<Box<ListObject>>, items: Vec<u64>) -> u64 {
 }
 
 /// Every helper's name and address, for resolving stencil holes.
-pub fn symbols() -> [(&'static str, usize); 8] {
+pub fn symbols() -> [(&'static str, usize); 9] {
     [
         ("vm_call", vm_call as *const () as usize),
+        ("vm_call_finish", vm_call_finish as *const () as usize),
         ("vm_float_floordiv", vm_float_floordiv as *const () as usize),
         ("vm_float_mod", vm_float_mod as *const () as usize),
         ("vm_global_store", vm_global_store as *const () as usize),

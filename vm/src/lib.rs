@@ -20,4 +20,4 @@ pub mod value;
 pub mod vm;
 
 pub use parser::{parse, ParseError, Program};
-pub use vm::{Config, Mode, RuntimeError, Stats, Vm};
+pub use vm::{Config, FrameInfo, Mode, RuntimeError, Stats, Vm};

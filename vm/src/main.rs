@@ -88,14 +88,21 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.uops, s.side_exits, s.executor_runs, s.invalidations
         );
         eprintln!(
-            "compile time: {:.3} ms, code bytes: {}",
+            "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}",
             s.compile_time.as_secs_f64() * 1e3,
-            s.code_bytes
+            s.code_bytes,
+            s.direct_calls
         );
     }
     match result {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => {
+            if e.traceback.len() > 1 {
+                eprintln!("{file}: traceback (most recent call last):");
+                for frame in &e.traceback {
+                    eprintln!("  {frame}");
+                }
+            }
             eprintln!("{file}: {e}");
             Ok(ExitCode::FAILURE)
         }

@@ -20,6 +20,8 @@ pub enum OperandKind {
     Exit,
     /// Address of an exit's link slot (0, or the code address to continue at).
     Link,
+    /// Address of a call site (`struct vm_call_site`: the callee and the caller's pc).
+    Site,
     /// Never an operand: jump targets live in `Inst::target` (kept for completeness).
     Target,
 }

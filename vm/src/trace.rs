@@ -40,6 +40,17 @@ pub struct Trace {
     pub end_exit: Option<usize>,
     /// Globals whose current values were folded into the trace.
     pub deps: Vec<u64>,
+    /// The calls of the trace, in order: `CALL_JIT` number `k` has operand `k` until the VM
+    /// attaches the trace and points the operand to the call site it built from `calls[k]`.
+    pub calls: Vec<TraceCall>,
+}
+
+/// A call in a trace: the function called, the caller's `CALL` bytecode, the arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceCall {
+    pub func: u32,
+    pub pc: u32,
+    pub argc: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +95,7 @@ struct Projector<'a> {
     exit_uses: Vec<(usize, u32)>,
     stack: Vec<Slot>,
     locals: Vec<Ty>,
+    calls: Vec<TraceCall>,
 }
 
 impl Projector<'_> {
@@ -241,6 +253,7 @@ pub fn project(
         exit_uses: Vec::new(),
         stack: Vec::new(),
         locals: vec![Ty::Unknown; func.locals.len()],
+        calls: Vec::new(),
     };
     let stored_globals: Vec<u64> = records
         .iter()
@@ -375,8 +388,15 @@ pub fn project(
                 p.pop();
             }
             op::CALL => {
-                // Leaves after the call if the callee invalidated executors.
-                p.emit_exiting(op::CALL, inst.arg0, inst.arg1, pc + 1);
+                // Enters the callee's compiled code directly when it has some; leaves after
+                // the call if the callee invalidated executors.
+                let call = p.calls.len() as u64;
+                p.calls.push(TraceCall {
+                    func: inst.arg0 as u32,
+                    pc,
+                    argc: inst.arg1 as u32,
+                });
+                p.emit_exiting(op::CALL_JIT, call, inst.arg1, pc + 1);
                 for _ in 0..inst.arg1 {
                     p.pop();
                 }
@@ -516,6 +536,7 @@ pub fn project(
         exit_pcs,
         end_exit,
         deps,
+        calls: p.calls,
     })
 }
 
@@ -523,6 +544,7 @@ impl Trace {
     /// A listing of the micro-ops, one per line, with operands, targets and exits.
     pub fn dump(&self, func: &Function) -> String {
         let mut s = String::new();
+        let mut calls = self.calls.iter();
         for (i, u) in self.uops.iter().enumerate() {
             let info = ops::info(u.op);
             if i == self.body_len {
@@ -548,6 +570,10 @@ impl Trace {
                         write!(s, " pc={} exit={}", a >> 32, a & 0xffff).unwrap()
                     }
                     ops::OperandKind::Link => {}
+                    ops::OperandKind::Site => match calls.next() {
+                        Some(c) => write!(s, " func={} pc={}", c.func, c.pc).unwrap(),
+                        None => write!(s, " site={a:#x}").unwrap(),
+                    },
                     _ => write!(s, " {a}").unwrap(),
                 }
             }

@@ -16,6 +16,14 @@
 //! jumps there without returning to Rust (in `uops` mode Rust follows the same links). Every
 //! exit names its executor and index (`frame.aux`), so Rust knows where a chain of linked
 //! traces finally left.
+//!
+//! Calls: every frame lives on one frame stack ([`FrameStack`], shared with compiled code),
+//! after a link naming its function and the frame below, so [`Vm::frames`] can list a running
+//! call chain whatever runs it. A call in a trace (`CALL_JIT`) whose callee has a compiled
+//! entry trace pushes the callee's frame and calls its code without entering Rust; when that
+//! code leaves other than by returning, [`Vm::finish_call`] goes on with the callee's frame
+//! as [`Vm::call_function`] would have. Executors are never freed before the VM, so code a
+//! frame runs stays mapped after an invalidation (which only clears the entry and the links).
 
 use crate::abi::*;
 use crate::helpers::{make_list, ListObject};
@@ -73,6 +81,10 @@ pub struct Config {
     pub max_trace_len: usize,
     /// Deepest call nesting before a RecursionError.
     pub max_depth: u32,
+    /// Most words of the frame stack (frames of compiled calls live there; a call that does
+    /// not fit gets a frame of its own, through Rust). Allocated up to what `max_depth`
+    /// frames of the largest function need; the memory is touched only as deep as calls go.
+    pub frame_stack_words: usize,
     /// Write printed lines to stdout as they come (else they are only kept).
     pub print_live: bool,
     /// Keep a listing of every compiled trace (see [`Vm::trace_dump`]).
@@ -127,6 +139,7 @@ impl Default for Config {
             side_exit_threshold: 32,
             max_trace_len: 400,
             max_depth: 256,
+            frame_stack_words: 1 << 22,
             print_live: false,
             dump_traces: false,
             perf_map: false,
@@ -158,6 +171,11 @@ pub struct Stats {
     pub invalidations: u64,
     pub compile_time: Duration,
     pub code_bytes: u64,
+    /// Calls compiled code made straight into a callee's compiled entry (`CALL_JIT`).
+    pub direct_calls: u64,
+    /// Those of them whose callee's code left other than by returning (a side exit, an
+    /// error), so Rust finished the callee ([`Vm::finish_call`]).
+    pub finished_calls: u64,
 }
 
 /// What started an executor.
@@ -200,6 +218,8 @@ pub struct Executor {
     pub exits: Vec<ExitState>,
     pub compiled: Option<crate::jit::CompiledTrace>,
     pub valid: Cell<bool>,
+    /// The call sites of the trace's `CALL_JIT`s (their `arg0` points here; never moved).
+    pub call_sites: Box<[CallSite]>,
 }
 
 /// Per-function tier-up state.
@@ -249,14 +269,41 @@ enum Step {
     Executor(usize),
 }
 
-/// A frame's memory: header, locals, value stack.
-struct FrameBox {
-    words: Vec<u64>,
+/// One frame of a running call chain, as the interpreter would have it (see [`Vm::frames`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameInfo {
+    pub function: String,
+    /// The bytecode the frame is at: the call it waits for, or where it raised.
+    pub pc: u32,
+    pub line: u32,
+    pub col: u32,
+    pub locals: Vec<Value>,
+    /// The value stack, bottom first.
+    pub stack: Vec<Value>,
 }
 
-impl FrameBox {
-    fn frame(&mut self) -> *mut Frame {
-        self.words.as_mut_ptr() as *mut Frame
+impl std::fmt::Display for FrameInfo {
+    /// `line L:C in F`, then the locals and the stack as printed values.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |values: &[Value]| {
+            let mut s = String::new();
+            for (i, v) in values.iter().enumerate() {
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                crate::value::format_value(&mut s, *v);
+            }
+            s
+        };
+        write!(
+            f,
+            "line {}:{} in {} (locals [{}], stack [{}])",
+            self.line,
+            self.col,
+            self.function,
+            show(&self.locals),
+            show(&self.stack)
+        )
     }
 }
 
@@ -272,12 +319,16 @@ pub struct Vm {
     lists: RefCell<Vec<Box<ListObject>>>,
     pending_error: RefCell<Option<RuntimeError>>,
     stats: RefCell<Stats>,
-    depth: Cell<u32>,
-    epoch: Cell<u64>,
+    /// The frame stack (depth, invalidation epoch), shared with compiled calls.
+    frame_stack: Box<UnsafeCell<FrameStack>>,
+    /// The frame stack's words (`frame_stack` points into them; never resized).
+    _frame_memory: Vec<u64>,
+    /// One per function, read by compiled call sites: its compiled entry, frame size.
+    callees: Box<[Callee]>,
     /// Global index -> executors (function, executor) that folded its value.
     global_deps: RefCell<HashMap<u64, Vec<(usize, usize)>>>,
     trace_dump: RefCell<String>,
-    /// Memory of returned frames, reused by later calls.
+    /// Memory of returned frames that did not fit the frame stack, reused by later calls.
     frame_pool: RefCell<Vec<Vec<u64>>>,
     /// The compiler of traces in `jit` mode.
     jit: Option<Rc<dyn TraceCompiler>>,
@@ -331,6 +382,39 @@ impl Vm {
             .iter()
             .map(|(_, v)| UnsafeCell::new(v.0))
             .collect();
+        let frame_words: Vec<usize> = program
+            .functions
+            .iter()
+            .map(|f| FRAME_LINK_WORDS + FRAME_HEADER_WORDS + f.locals.len() + f.max_stack + 1)
+            .collect();
+        // Room for the deepest chain of the largest frames, within a bound; the memory is
+        // zero-filled on demand by the allocator, so only the depth reached costs.
+        let words = (frame_words.iter().copied().max().unwrap_or(0))
+            .saturating_mul(config.max_depth as usize + 1)
+            .min(config.frame_stack_words);
+        let mut frame_memory = vec![0u64; words];
+        let base = frame_memory.as_mut_ptr();
+        let frame_stack = Box::new(UnsafeCell::new(FrameStack {
+            top: base,
+            // SAFETY: one past the end of the allocation.
+            limit: unsafe { base.add(words) },
+            last: std::ptr::null_mut(),
+            depth: 0,
+            max_depth: config.max_depth as i64,
+            epoch: 0,
+            direct_calls: 0,
+        }));
+        let callees = frame_words
+            .iter()
+            .enumerate()
+            .map(|(f, &words)| Callee {
+                code: Cell::new(0),
+                stack: frame_stack.get(),
+                func: f as i64,
+                nlocals: program.functions[f].locals.len() as i64,
+                frame_words: words as i64,
+            })
+            .collect();
         Vm {
             program,
             config,
@@ -340,8 +424,9 @@ impl Vm {
             lists: RefCell::new(Vec::new()),
             pending_error: RefCell::new(None),
             stats: RefCell::new(Stats::default()),
-            depth: Cell::new(0),
-            epoch: Cell::new(0),
+            frame_stack,
+            _frame_memory: frame_memory,
+            callees,
             global_deps: RefCell::new(HashMap::new()),
             trace_dump: RefCell::new(String::new()),
             frame_pool: RefCell::new(Vec::new()),
@@ -367,7 +452,54 @@ impl Vm {
     }
 
     pub fn stats(&self) -> Stats {
-        self.stats.borrow().clone()
+        let mut s = self.stats.borrow().clone();
+        s.direct_calls = self.stack().direct_calls;
+        s
+    }
+
+    /// The frame stack. Compiled code changes it only inside a `CALL_JIT`, which is never
+    /// running while Rust holds this reference (Rust runs between ops, single-threaded, and
+    /// does not keep it across a call into C).
+    #[allow(clippy::mut_from_ref)]
+    fn stack(&self) -> &mut FrameStack {
+        // SAFETY: as above; no two references are alive at once (each use is a short
+        // expression or a block without calls into C).
+        unsafe { &mut *self.frame_stack.get() }
+    }
+
+    /// The frames of the running call chain, outermost first: the function, pc, locals and
+    /// value stack of each frame as the interpreter would have them, whether an interpreter,
+    /// a trace or compiled code called by compiled code runs it. A frame waiting for a call
+    /// is at its `CALL` with the arguments popped; the innermost frame is exact where it
+    /// left its code (an error being raised, a helper call).
+    pub fn frames(&self) -> Vec<FrameInfo> {
+        let mut frames = Vec::new();
+        let mut link = self.stack().last;
+        while !link.is_null() {
+            // SAFETY: every link on the chain precedes a live frame of its function (frames
+            // are unlinked before their memory is released).
+            unsafe {
+                let func = &self.program.functions[(*link).func as usize];
+                let frame = link.add(1) as *mut Frame;
+                let locals = (frame as *mut u64).add(FRAME_HEADER_WORDS);
+                let nlocals = (*frame).nlocals as usize;
+                let base = locals.add(nlocals);
+                let depth = ((*frame).sp.offset_from(base).max(0) as usize).min(func.max_stack + 1);
+                let pc = ((*frame).pc.max(0) as usize).min(func.code.len() - 1);
+                let (line, col) = func.lines[pc];
+                frames.push(FrameInfo {
+                    function: func.name.clone(),
+                    pc: pc as u32,
+                    line,
+                    col,
+                    locals: (0..nlocals).map(|i| Value(*locals.add(i))).collect(),
+                    stack: (0..depth).map(|i| Value(*base.add(i))).collect(),
+                });
+                link = (*link).prev;
+            }
+        }
+        frames.reverse();
+        frames
     }
 
     pub fn config(&self) -> &Config {
@@ -389,7 +521,12 @@ impl Vm {
     }
 
     pub(crate) fn invalidation_epoch(&self) -> u64 {
-        self.epoch.get()
+        self.stack().epoch
+    }
+
+    /// Where compiled callers find function `f`'s compiled entry.
+    pub(crate) fn callee(&self, f: usize) -> &Callee {
+        &self.callees[f]
     }
 
     pub(crate) fn write_output(&self, s: &str) {
@@ -416,29 +553,45 @@ impl Vm {
     /// Calls function `f`. On error the details are in `pending_error`.
     pub(crate) fn call_function(&self, f: usize, args: &[u64]) -> Result<u64, ()> {
         let func = &self.program.functions[f];
-        if self.depth.get() >= self.config.max_depth {
+        if self.stack().depth >= self.stack().max_depth {
+            let traceback = self.traceback();
             *self.pending_error.borrow_mut() = Some(RuntimeError {
                 message: "RecursionError: maximum recursion depth exceeded".into(),
                 function: func.name.clone(),
                 line: func.lines[0].0,
                 col: func.lines[0].1,
+                traceback,
             });
             return Err(());
         }
         let st = &self.funcs[f];
         st.calls.set(st.calls.get() + 1);
         let nlocals = func.locals.len();
-        // Frame memory is recycled: calls in hot loops should not allocate.
-        let mut words = self.frame_pool.borrow_mut().pop().unwrap_or_default();
-        words.clear();
-        words.resize(
-            FRAME_HEADER_WORDS + nlocals + func.max_stack + 1,
-            Value::NONE.0,
-        );
-        let mut fb = FrameBox { words };
-        let frame = fb.frame();
-        // SAFETY: `frame` points to FRAME_HEADER_WORDS + nlocals + stack words we own.
-        unsafe {
+        let words = self.callees[f].frame_words as usize;
+        // The frame goes on the frame stack, or, when that is full, in memory of its own
+        // (recycled: calls in hot loops should not allocate).
+        let fs = self.stack();
+        // SAFETY: `top..limit` is the frame stack's free memory.
+        let fits = unsafe { fs.limit.offset_from(fs.top) } as usize >= words;
+        let mut own = None;
+        let link = if fits {
+            let link = fs.top as *mut FrameLink;
+            // SAFETY: within the free memory (checked above).
+            fs.top = unsafe { fs.top.add(words) };
+            link
+        } else {
+            let mut mem = self.frame_pool.borrow_mut().pop().unwrap_or_default();
+            mem.clear();
+            mem.resize(words, 0);
+            own.insert(mem).as_mut_ptr() as *mut FrameLink
+        };
+        // SAFETY: `link` starts `words` words we own: link, header, locals, value stack.
+        let frame = unsafe {
+            link.write(FrameLink {
+                prev: fs.last,
+                func: f as i64,
+            });
+            let frame = link.add(1) as *mut Frame;
             frame.write(Frame {
                 vm: self as *const Vm as *const core::ffi::c_void,
                 pc: 0,
@@ -458,11 +611,22 @@ impl Vm {
             });
             let locals = (frame as *mut u64).add(FRAME_HEADER_WORDS);
             std::ptr::copy_nonoverlapping(args.as_ptr(), locals, args.len());
-        }
-        self.depth.set(self.depth.get() + 1);
+            for i in args.len()..nlocals {
+                *locals.add(i) = Value::NONE.0;
+            }
+            frame
+        };
+        fs.last = link;
+        fs.depth += 1;
         let r = self.run_frame(f, frame);
-        self.depth.set(self.depth.get() - 1);
-        self.frame_pool.borrow_mut().push(fb.words);
+        let fs = self.stack();
+        fs.depth -= 1;
+        // SAFETY: `link` is this call's link; the callee's callees have all been popped.
+        fs.last = unsafe { (*link).prev };
+        match own {
+            Some(mem) => self.frame_pool.borrow_mut().push(mem),
+            None => fs.top = link as *mut u64,
+        }
         r
     }
 
@@ -483,6 +647,12 @@ impl Vm {
                 None => step = self.step_at(f, frame),
             }
         }
+        self.run_steps(f, frame, step)
+    }
+
+    /// Runs frame `frame` of function `f` to its end, starting with `step`.
+    fn run_steps(&self, f: usize, frame: *mut Frame, mut step: Step) -> Result<u64, ()> {
+        let st = &self.funcs[f];
         loop {
             step = match step {
                 Step::Interp => {
@@ -505,6 +675,23 @@ impl Vm {
                     Err(next) => next,
                 },
             }
+        }
+    }
+
+    /// A compiled caller entered `callee`'s compiled entry directly (`CALL_JIT`), and the
+    /// code left with `status` other than a return: runs the callee's frame to its end as
+    /// [`Vm::call_function`] would from there (the frame is on the frame stack already; the
+    /// caller pops it).
+    ///
+    /// # Safety
+    /// `callee` must be the newest frame, pushed by `CALL_JIT` after its link.
+    pub(crate) unsafe fn finish_call(&self, callee: *mut Frame, status: i64) -> Result<u64, ()> {
+        let link = (callee as *mut FrameLink).sub(1);
+        let f = (*link).func as usize;
+        self.stats.borrow_mut().finished_calls += 1;
+        match self.after_trace(f, callee, status)? {
+            Ok(v) => Ok(v),
+            Err(step) => self.run_steps(f, callee, step),
         }
     }
 
@@ -542,57 +729,65 @@ impl Vm {
                     None => vm_uop_interp(frame, sp, exec.trace.uops.as_ptr() as *mut Inst),
                 }
             };
-            match status {
-                EXIT_RETURN => return Ok(Ok(unsafe { (*frame).ret })),
-                EXIT_ERROR => return self.raise(f, frame),
-                EXIT_SIDE => {}
-                other => panic!("trace returned unknown status {other}"),
-            }
-            self.stats.borrow_mut().side_exits += 1;
-            // SAFETY: live frame. Linked compiled traces may have run since `e` was entered:
-            // the exit names its executor.
-            let aux = unsafe { (*frame).aux } as u64;
-            let (e2, exit) = (((aux >> 16) & 0xffff) as usize, (aux & 0xffff) as usize);
-            let exec = if e2 == e {
-                exec
-            } else {
-                e = e2;
-                st.executors.borrow()[e].clone()
-            };
-            let state = &exec.exits[exit];
-            if let Some(side) = state.side.get() {
-                self.link(f, e, exit, side);
-                e = side;
-                continue;
-            }
-            if exec.trace.end_exit == Some(exit) {
-                // The path is complete: go on in the trace that starts here, if any.
-                if let Step::Executor(next) = self.step_at(f, frame) {
-                    self.link(f, e, exit, next);
-                    e = next;
-                    continue;
-                }
-            }
-            state.taken.set(state.taken.get() + 1);
-            if exec.valid.get()
-                && exec.depth < MAX_SIDE_DEPTH
-                && state.taken.get() >= self.config.side_exit_threshold
-                && !state.abandoned.get()
-                && !st.jit_failed.get()
-            {
-                let kind = ExecutorKind::Side { parent: e, exit };
-                let before = st.executors.borrow().len();
-                if let Some(v) = self.record_and_install(f, frame, exec.stop_pc, kind)? {
-                    return Ok(Ok(v));
-                }
-                if st.executors.borrow().len() == before {
-                    state.abandoned.set(true);
-                }
-            }
-            match self.step_at(f, frame) {
-                Step::Executor(next) => e = next,
-                Step::Interp => return Ok(Err(Step::Interp)),
+            match self.after_trace(f, frame, status)? {
+                Ok(v) => return Ok(Ok(v)),
+                Err(Step::Executor(next)) => e = next,
+                Err(Step::Interp) => return Ok(Err(Step::Interp)),
             }
         }
+    }
+
+    /// A trace of function `f` (or one linked from it) left with `status`: the function
+    /// returned (`Ok(Ok(v))`), raised, or goes on with a step (`Ok(Err(step))`): the side
+    /// trace of the exit it left by, a trace that starts where it left, or the interpreter.
+    /// Counts the exit and grows a side trace from it once it is hot.
+    fn after_trace(
+        &self,
+        f: usize,
+        frame: *mut Frame,
+        status: i64,
+    ) -> Result<Result<u64, Step>, ()> {
+        let st = &self.funcs[f];
+        match status {
+            EXIT_RETURN => return Ok(Ok(unsafe { (*frame).ret })),
+            EXIT_ERROR => return self.raise(f, frame),
+            EXIT_SIDE => {}
+            other => panic!("trace returned unknown status {other}"),
+        }
+        self.stats.borrow_mut().side_exits += 1;
+        // SAFETY: live frame. Linked compiled traces may have run since the first trace was
+        // entered: the exit names its executor.
+        let aux = unsafe { (*frame).aux } as u64;
+        let (e, exit) = (((aux >> 16) & 0xffff) as usize, (aux & 0xffff) as usize);
+        let exec = st.executors.borrow()[e].clone();
+        let state = &exec.exits[exit];
+        if let Some(side) = state.side.get() {
+            self.link(f, e, exit, side);
+            return Ok(Err(Step::Executor(side)));
+        }
+        if exec.trace.end_exit == Some(exit) {
+            // The path is complete: go on in the trace that starts here, if any.
+            if let Step::Executor(next) = self.step_at(f, frame) {
+                self.link(f, e, exit, next);
+                return Ok(Err(Step::Executor(next)));
+            }
+        }
+        state.taken.set(state.taken.get() + 1);
+        if exec.valid.get()
+            && exec.depth < MAX_SIDE_DEPTH
+            && state.taken.get() >= self.config.side_exit_threshold
+            && !state.abandoned.get()
+            && !st.jit_failed.get()
+        {
+            let kind = ExecutorKind::Side { parent: e, exit };
+            let before = st.executors.borrow().len();
+            if let Some(v) = self.record_and_install(f, frame, exec.stop_pc, kind)? {
+                return Ok(Ok(v));
+            }
+            if st.executors.borrow().len() == before {
+                state.abandoned.set(true);
+            }
+        }
+        Ok(Err(self.step_at(f, frame)))
     }
 }

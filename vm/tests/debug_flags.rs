@@ -1,6 +1,7 @@
 //! `cpjit-vm run --perf-map` and `--gdb`: the perf map of a real run names every instance
 //! with its stencil's exact size, and GDB's backtrace from a helper called by a trace names
-//! the calling stencil.
+//! the calling stencil. (The GDB runs keep the callees interpreted, `--call-threshold`, so
+//! that the traces' calls go through the `vm_call` helper instead of into compiled code.)
 #![cfg(all(target_os = "linux", target_arch = "x86_64"))]
 
 use std::process::Command;
@@ -40,7 +41,7 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
         }
     }
     assert!(
-        map.contains(":cpjit_entry\n") && map.contains(":op_CALL\n"),
+        map.contains(":cpjit_entry\n") && map.contains(":op_CALL_JIT\n"),
         "{map}"
     );
     assert!(instances > 10, "{map}");
@@ -58,7 +59,13 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
             "ignore 1 300",
         ])
         .args(["-ex", "run", "-ex", "bt 4", "-ex", "kill", "--args", VM])
-        .args(["run", "../examples/calls.vm", "--gdb"])
+        .args([
+            "run",
+            "../examples/calls.vm",
+            "--gdb",
+            "--call-threshold",
+            "1000000000",
+        ])
         .output()
         .expect("gdb must be installed (ci/setup.sh installs it)");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -68,8 +75,8 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
         "{text}"
     );
     assert!(
-        frames.get(1).is_some_and(|f| f.contains(":op_CALL ()")),
-        "frame #1 should be an op_CALL instance:\n{text}"
+        frames.get(1).is_some_and(|f| f.contains(":op_CALL_JIT ()")),
+        "frame #1 should be an op_CALL_JIT instance:\n{text}"
     );
 }
 
@@ -86,7 +93,13 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
         return;
     }
     for unwind in [true, false] {
-        let mut args = vec!["run", "../examples/calls.vm", "--gdb"];
+        let mut args = vec![
+            "run",
+            "../examples/calls.vm",
+            "--gdb",
+            "--call-threshold",
+            "1000000000",
+        ];
         if unwind {
             args.push("--unwind");
         }
@@ -106,7 +119,7 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
         let text = String::from_utf8_lossy(&out.stdout);
         let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
         assert!(
-            frames.get(1).is_some_and(|f| f.contains(":op_CALL ()")),
+            frames.get(1).is_some_and(|f| f.contains(":op_CALL_JIT ()")),
             "{text}"
         );
         // Frame #3 on is the VM's Rust code (names are short in release builds: `run ()

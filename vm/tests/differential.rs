@@ -1,11 +1,12 @@
 //! Differential tests: random programs (see `common/gen.rs`) give identical output and
-//! identical errors in the interpreter, the micro-op interpreter and the JIT. The default
+//! identical errors, with identical tracebacks (every frame's function, line, locals and
+//! stack), in the interpreter, the micro-op interpreter and the JIT. The default
 //! run checks a few hundred programs; `CPJIT_DIFF_PROGRAMS=10000 cargo test --release -p
 //! cpjit-vm --test integration -- --ignored differential` runs the full suite.
 
 use crate::common;
 
-use common::{eager, gen, run};
+use common::{eager, gen, render, run_traced};
 use cpjit_vm::{Mode, Stats, Vm};
 
 /// Checks the programs of `seeds`; returns the JIT's statistics summed over them.
@@ -13,18 +14,15 @@ fn check_range(seeds: std::ops::Range<u64>) -> Stats {
     let mut total = Stats::default();
     for seed in seeds {
         let program = gen::program(seed);
-        let reference = run(&program, eager(Mode::Interp));
-        let out = run(&program, eager(Mode::Uops));
+        let reference = run_traced(&program, eager(Mode::Interp));
+        let out = run_traced(&program, eager(Mode::Uops));
         assert!(
             out == reference,
             "seed {seed}: uops differs from the interpreter\n--- program ---\n{program}\n--- interp ---\n{reference}\n--- uops ---\n{out}"
         );
         let vm = Vm::new(cpjit_vm::parse(&program).unwrap(), eager(Mode::Jit)).unwrap();
         let result = vm.run();
-        let mut out = vm.output();
-        if let Err(e) = result {
-            out.push_str(&format!("error: {e}\n"));
-        }
+        let out = render(&vm, result);
         assert!(
             out == reference,
             "seed {seed}: jit differs from the interpreter\n--- program ---\n{program}\n--- interp ---\n{reference}\n--- jit ---\n{out}"
@@ -35,13 +33,17 @@ fn check_range(seeds: std::ops::Range<u64>) -> Stats {
         total.entry_traces += s.entry_traces;
         total.side_exits += s.side_exits;
         total.invalidations += s.invalidations;
+        total.direct_calls += s.direct_calls;
+        total.finished_calls += s.finished_calls;
     }
     total
 }
 
 /// The programs must exercise what they are meant to: traces, side traces from failing
-/// guards, entry traces and invalidation.
+/// guards, entry traces, invalidation, and calls from compiled code into compiled code, some
+/// of which leave the callee's code (a failing guard, an error).
 fn assert_coverage(s: &Stats, programs: u64) {
+    assert!(s.direct_calls > 0 && s.finished_calls > 0, "{s:?}");
     assert!(s.traces >= programs, "too few traces: {s:?}");
     assert!(
         s.side_traces > 0 && s.side_exits > 0 && s.entry_traces > 0,

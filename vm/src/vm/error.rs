@@ -1,6 +1,6 @@
 //! Runtime errors: turning an op's error code into a located, Python-style message.
 
-use super::Vm;
+use super::{FrameInfo, Vm};
 use crate::abi::*;
 use crate::ops::{self, op};
 use crate::value::{type_name, Value};
@@ -13,6 +13,10 @@ pub struct RuntimeError {
     pub function: String,
     pub line: u32,
     pub col: u32,
+    /// The frames live when it was raised ([`Vm::frames`]), outermost first: each at its
+    /// call, the raising frame (last) where it raised; a RecursionError is raised before the
+    /// callee has a frame. The same in every mode.
+    pub traceback: Vec<FrameInfo>,
 }
 
 impl fmt::Display for RuntimeError {
@@ -28,6 +32,11 @@ impl fmt::Display for RuntimeError {
 impl std::error::Error for RuntimeError {}
 
 impl Vm {
+    /// The running call chain's frames, for an error being raised.
+    pub(super) fn traceback(&self) -> Vec<FrameInfo> {
+        self.frames()
+    }
+
     /// Turns the frame's pending error into a [`RuntimeError`] (kept in `pending_error`) and
     /// returns `Err(())`.
     pub(super) fn raise<T>(&self, f: usize, frame: *mut Frame) -> Result<T, ()> {
@@ -46,11 +55,13 @@ impl Vm {
         let func = &self.program.functions[f];
         let (line, col) = func.lines[pc as usize];
         let bytecode = func.code[pc as usize].op;
+        let traceback = self.traceback();
         *self.pending_error.borrow_mut() = Some(RuntimeError {
             message: error_message(code, bytecode, a, b),
             function: func.name.clone(),
             line,
             col,
+            traceback,
         });
         Err(())
     }

@@ -124,6 +124,19 @@ impl Vm {
             u.arg1 = &links[(u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
             u.arg0 |= (index as u64) << 16;
         }
+        // Call sites live as long as the executor too; CALL_JIT's operand points to its own.
+        let call_sites: Box<[CallSite]> = trace
+            .calls
+            .iter()
+            .map(|c| CallSite {
+                callee: self.callee(c.func as usize),
+                pc: c.pc as i64,
+                argc: c.argc as i64,
+            })
+            .collect();
+        for u in trace.uops.iter_mut().filter(|u| u.op == op::CALL_JIT) {
+            u.arg0 = &call_sites[u.arg0 as usize] as *const CallSite as u64;
+        }
         st.compiles.set(st.compiles.get() + 1);
         let compiled = if self.config.fail_compiles {
             Err("compile failure injected by the test configuration".to_string())
@@ -210,6 +223,7 @@ impl Vm {
             exits,
             compiled,
             valid: Cell::new(true),
+            call_sites,
         }));
         match kind {
             ExecutorKind::Loop { head, backedge, .. } => {
@@ -224,7 +238,13 @@ impl Vm {
                     },
                 );
             }
-            ExecutorKind::Entry => st.entry.set(Some(index)),
+            ExecutorKind::Entry => {
+                st.entry.set(Some(index));
+                // Compiled callers now enter the function's compiled code directly.
+                if let Some(c) = &st.executors.borrow()[index].compiled {
+                    self.callee(f).code.set(c.body_address());
+                }
+            }
             ExecutorKind::Side { parent, exit } => {
                 st.executors.borrow()[parent].exits[exit]
                     .side
@@ -283,7 +303,12 @@ impl Vm {
                     },
                 );
             }
-            ExecutorKind::Entry => st.entry.set(None),
+            ExecutorKind::Entry => {
+                st.entry.set(None);
+                // Frames running the code go on (the executor is never freed); new calls
+                // go through Rust.
+                self.callee(f).code.set(0);
+            }
             ExecutorKind::Side { parent, exit } => {
                 st.executors.borrow()[parent].exits[exit].side.set(None);
             }
@@ -292,7 +317,7 @@ impl Vm {
         for &(from, exit) in exec.linked_from.borrow().iter() {
             executors[from].links[exit].set(0);
         }
-        self.epoch.set(self.epoch.get() + 1);
+        self.stack().epoch += 1;
         self.stats.borrow_mut().invalidations += 1;
         true
     }

@@ -1,7 +1,10 @@
 //! A seeded random program generator for differential testing: loops long enough to tier
 //! up, branches, ints near the overflow limits, floats with NaN, infinities and -0.0, lists
 //! (with indices that go out of range), calls, globals that change (invalidating traces),
-//! and locals whose type changes mid-loop (so guards fail inside traces).
+//! and locals whose type changes mid-loop (so guards fail inside traces). A recursive
+//! function `h` makes call chains: once hot, compiled code calls compiled code, whose guards
+//! fail when argument types change and whose errors are raised deep in the chain; now and
+//! then a chain is deeper than the recursion limit.
 
 use std::fmt::Write as _;
 
@@ -163,10 +166,22 @@ impl Gen {
                 self.line(&format!("load v{v}; load v{w}; load k; print 3"));
                 self.out.push_str(&format!("{skip}:\n"));
             }
-            9 => {
+            9 if self.rng.chance(50) => {
                 self.expr(1);
                 self.expr(1);
                 self.line(&format!("call f; store v{v}"));
+            }
+            9 => {
+                // h(x, depth): a chain of depth + 1 calls; at one iteration (maybe) deeper
+                // than the recursion limit.
+                self.expr(1);
+                let m = 2 + self.rng.below(5);
+                self.line(&format!("load k; const {m}; mod"));
+                if self.rng.chance(30) {
+                    let at = 8 + self.rng.below(40);
+                    self.line(&format!("load k; const {at}; eq; const 300; mul; add"));
+                }
+                self.line(&format!("call h; store v{v}"));
             }
             10 => {
                 // Changing a global invalidates traces that folded it.
@@ -229,6 +244,17 @@ pub fn program(seed: u64) -> String {
     // f(a, b): a small expression over its parameters.
     g.out.push_str("func f(a, b)\n  locals k v0 v1 v2 v3 v4\n  load a; store v0; load b; store v1; const 1; store k\n");
     g.expr(2);
+    g.line("return");
+    // h(a, d): recursion to depth d, then an expression over a and d (which may raise, or
+    // see another type than before); on the way back, an operation on each level's result.
+    g.out.push_str("end\nfunc h(a, d)\n  locals k v0 v1 v2 v3 v4\n  load a; store v0; load d; const 1; add; store v1; const 2; store k\n  const 3; store v2; const 1; store v3; const 0.5; store v4\n");
+    let recurse = g.label();
+    g.line(&format!("load d; const 0; le; jump_if_false {recurse}"));
+    g.expr(2);
+    g.line("return");
+    g.out.push_str(&format!("{recurse}:\n"));
+    g.line("load a; load d; const 1; sub; call h; store v2");
+    g.expr(1);
     g.line("return");
     g.out
         .push_str("end\nfunc main()\n  locals k j lst v0 v1 v2 v3 v4\n");

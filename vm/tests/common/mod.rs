@@ -18,6 +18,27 @@ pub fn run(text: &str, config: Config) -> String {
     out
 }
 
+/// Output of `vm` after `result`, with a final `error: ...` line and its traceback (every
+/// frame with its locals and stack) if it failed.
+pub fn render(vm: &Vm, result: Result<(), cpjit_vm::RuntimeError>) -> String {
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+        for frame in &e.traceback {
+            out.push_str(&format!("  at {frame}\n"));
+        }
+    }
+    out
+}
+
+/// [`run`] with the traceback of an error ([`render`]).
+pub fn run_traced(text: &str, config: Config) -> String {
+    let program = cpjit_vm::parse(text).unwrap_or_else(|e| panic!("parse error {e} in\n{text}"));
+    let vm = Vm::new(program, config).unwrap_or_else(|e| panic!("cannot create the VM: {e}"));
+    let result = vm.run();
+    render(&vm, result)
+}
+
 pub fn config(mode: Mode) -> Config {
     Config {
         mode,
