@@ -10,10 +10,9 @@
 //! `stencils-<name>/`. Without `--templates` or `--out`, `build-stencils` runs the toolchain
 //! once per set, with the same arguments; with either, once, as the caller says.
 //!
-//! The toolchain runs in the dev profile (dependencies are optimised, see the workspace
-//! `Cargo.toml`): the heavy work happens in clang and LLVM, so a release build would save
-//! ~0.4 s per full build but cost a second LLVM-linked build next to the one `cargo test`
-//! makes.
+//! The toolchain runs in the dev profile (see the workspace `Cargo.toml`): the heavy work
+//! happens in clang and in LLVM's prebuilt libraries, so a release build would save little
+//! per full build but cost a second LLVM-linked build next to the one `cargo test` makes.
 
 use crate::util::{cargo, root, run};
 use std::path::{Path, PathBuf};
