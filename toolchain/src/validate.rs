@@ -379,9 +379,11 @@ impl Validator<'_> {
             let own = LLVMGetParam(f, (first + k) as u32);
             let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
             // A spilled target is entered with nothing cached: the op's own incoming
-            // registers may pass through (they cost nothing), any other value is an error.
+            // registers may pass through (they cost nothing), and so may a constant (on a
+            // path where the compiler knows what an incoming register holds, it passes that
+            // constant instead); any computed value is an error.
             if spilled {
-                if arg != own && !nothing {
+                if arg != own && !nothing && LLVMIsAConstantInt(arg).is_null() {
                     self.error(format!(
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
                      declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \

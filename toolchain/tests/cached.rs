@@ -36,7 +36,7 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
             ),
             (
                 "op_cached_into_spilled",
-                "passes a value in cached register c0 (argument 3) to `_JIT_SIDE_TARGET`, which is declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing cached)",
+                "passes a value in cached register c1 (argument 4) to `_JIT_SIDE_TARGET`, which is declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing cached)",
             ),
             (
                 "op_uncached_signature",

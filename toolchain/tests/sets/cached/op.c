@@ -55,14 +55,15 @@ CPJIT_CC CPJIT_CACHED_NOTE(1 + 1, 2, 3) int64_t op_state_expression(
 /* Correct: two values cached on exit, but a side exit to a spilled target spills them. */
 CPJIT_CACHED_OP(op_fine_spilled_exit, 1, 2) {
   CPJIT_STACK(s, 1);
-  cpjit_push(&s, 3);
-  if (s.v0 == 0) CPJIT_JUMP_SPILLED(SIDE, frame, s);
+  cpjit_push(&s, s.v0 * 3);
+  if (s.v1 & 1) CPJIT_JUMP_SPILLED(SIDE, frame, s);
   CPJIT_CONTINUE_CACHED(frame, s, 2);
 }
 
-/* Jumps to a spilled target with a value still cached. */
-CPJIT_CACHED_OP(op_cached_into_spilled, 1, 1) {
+/* Jumps to a spilled target with a computed value still cached. */
+CPJIT_CACHED_OP(op_cached_into_spilled, 1, 2) {
   CPJIT_STACK(s, 1);
-  if (s.v0 == 0) CPJIT_JUMP_CACHED(SIDE, frame, s, 1);
-  CPJIT_CONTINUE_CACHED(frame, s, 1);
+  cpjit_push(&s, s.v0 * 3);
+  if (s.v1 & 1) CPJIT_JUMP_CACHED(SIDE, frame, s, 2);
+  CPJIT_CONTINUE_CACHED(frame, s, 2);
 }
