@@ -294,4 +294,13 @@ CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s,
         (frame), CPJIT_CACHED_ARGS_(S, OUT));                                  \
   } while (0)
 
+/* A jump target that cached ops enter with nothing cached, whatever their OUT: a side exit
+ * into uncached code (e.g. a stub that hands the stack to an interpreter). Declare it with
+ * CPJIT_DECLARE_SPILLED_TARGET (it is an ordinary target for uncached ops) and jump to it
+ * with CPJIT_JUMP_SPILLED, which stores every cached value first; the toolchain checks that
+ * no jump to it passes a cached value. */
+#define CPJIT_DECLARE_SPILLED_TARGET(NAME)                                     \
+  CPJIT_DECLARE_TARGET(NAME) __attribute__((annotate("cpjit.spilled_target")))
+#define CPJIT_JUMP_SPILLED(NAME, frame, S) CPJIT_JUMP_CACHED(NAME, frame, S, 0)
+
 #endif /* CPJIT_H */

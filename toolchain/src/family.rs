@@ -16,6 +16,12 @@
 //! runtime looks a member up by is the state its code keeps. A cached op in a family without
 //! `cached` is refused as well: its state would be a fact the manifest does not state and the
 //! toolchain could not check against the parameters.
+//!
+//! A cached family may also state its ops' stack effect (`cached = { ..., pop = 2, push = 1 }`):
+//! it then has only the members whose exit state is the *canonical* one for their entry
+//! state, `OUT = min(R, max(IN - pop, 0) + push)` with `R` the largest exit value declared
+//! (pop registers first, push into registers, spill the bottom when full, never fill), so an
+//! op has one member per entry state instead of one per (entry, exit) pair.
 
 use crate::error::{Error, Result};
 use crate::set::is_identifier;
@@ -54,6 +60,10 @@ pub struct RawFamily {
 struct RawCacheParams {
     entry: String,
     exit: String,
+    #[serde(default)]
+    pop: Option<u8>,
+    #[serde(default)]
+    push: Option<u8>,
 }
 
 /// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
@@ -65,6 +75,25 @@ pub struct CacheParams {
     pub entry: usize,
     /// The parameter holding the values cached on exit.
     pub exit: usize,
+    /// `pop`, `push`: the members' stack effect; only canonical exit states are members.
+    pub effect: Option<StackEffect>,
+}
+
+/// How many values every op of a cached family pops, then pushes (`cached.pop`,
+/// `cached.push`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackEffect {
+    pub pop: u8,
+    pub push: u8,
+}
+
+impl StackEffect {
+    /// The canonical exit state from entry state `entry` with `registers` cache registers:
+    /// the pops take registers first, the pushes fill registers (spilling the bottom one
+    /// when all are full), and nothing is loaded back from memory.
+    pub fn canonical_exit(self, entry: usize, registers: usize) -> usize {
+        (entry.saturating_sub(self.pop as usize) + self.push as usize).min(registers)
+    }
 }
 
 /// A parameter's values: a list (`[0, 1, 2]`, `["a", "b"]`) or an integer range
@@ -277,8 +306,30 @@ impl Family {
                     }
                     Ok(at)
                 };
+                let effect = match (c.pop, c.push) {
+                    (Some(pop), Some(push)) => Some(StackEffect { pop, push }),
+                    (None, None) => None,
+                    _ => {
+                        return fail(
+                            "`cached` needs both `pop` and `push` (the members' stack effect) \
+                             or neither"
+                                .into(),
+                        )
+                    }
+                };
                 match (index("entry", &c.entry), index("exit", &c.exit)) {
-                    (Ok(entry), Ok(exit)) => Some(CacheParams { entry, exit }),
+                    (Ok(entry), Ok(exit)) if effect.is_some() && entry == exit => {
+                        return fail(
+                            "`cached.pop`/`push` need distinct entry and exit parameters (the \
+                             exit state is derived from the entry state)"
+                                .into(),
+                        )
+                    }
+                    (Ok(entry), Ok(exit)) => Some(CacheParams {
+                        entry,
+                        exit,
+                        effect,
+                    }),
                     (Err(e), _) | (_, Err(e)) => return fail(e),
                 }
             }
@@ -349,6 +400,26 @@ impl Family {
         Err(Error(format!("{at}: {what}")))
     }
 
+    /// Whether the parameter values `combo` (value indices) have the canonical exit state
+    /// for their entry state, when the family states a stack effect (always, otherwise).
+    fn canonical(&self, combo: &[usize]) -> bool {
+        let Some(CacheParams {
+            entry,
+            exit,
+            effect: Some(effect),
+        }) = self.cached
+        else {
+            return true;
+        };
+        // `check` admitted only integers as the state parameters' values.
+        let state = |p: usize, i: usize| self.params[p].1[i].parse::<usize>().unwrap_or(0);
+        let registers = (0..self.params[exit].1.len())
+            .map(|i| state(exit, i))
+            .max()
+            .unwrap_or(0);
+        state(exit, combo[exit]) == effect.canonical_exit(state(entry, combo[entry]), registers)
+    }
+
     /// The elements, reading `list_file` relative to `root`.
     pub fn element_list(&self, root: &Path) -> Result<Vec<String>> {
         match &self.elements {
@@ -406,7 +477,7 @@ impl Family {
                             .any(|((p, values), &i)| p == key && values[i] == *value),
                     })
                 });
-                if skipped {
+                if skipped || !self.canonical(&combo) {
                     continue;
                 }
                 let mut name = self.stencil.clone();
@@ -605,7 +676,14 @@ mod tests {
         ))
         .unwrap();
         // Parameters are sorted by name: IN is parameter 0, OUT parameter 1.
-        assert_eq!(f.cached, Some(CacheParams { entry: 0, exit: 1 }));
+        assert_eq!(
+            f.cached,
+            Some(CacheParams {
+                entry: 0,
+                exit: 1,
+                effect: None
+            })
+        );
         let states: Vec<_> = f
             .members(0, Path::new("/"))
             .unwrap()
@@ -624,6 +702,63 @@ mod tests {
         .unwrap_err()
         .0;
         assert!(err.contains("unknown field `in`"), "{err}");
+    }
+
+    #[test]
+    fn a_stack_effect_keeps_only_canonical_exit_states() {
+        // pop 2, push 1 with up to 3 registers: IN 0 -> 1, 1 -> 1, 2 -> 1, 3 -> 2.
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"ADD\"]\n\
+             list_define = \"OP\"\ncached = {{ entry = \"IN\", exit = \"OUT\", pop = 2, \
+             push = 1 }}\n[family.params]\nIN = \"0..=3\"\nOUT = \"0..=3\"\n"
+        ))
+        .unwrap();
+        let members = f.members(0, Path::new("/")).unwrap();
+        let names: Vec<&str> = members.iter().map(|m| m.stencil.as_str()).collect();
+        assert_eq!(
+            names,
+            ["op_ADD_0_1", "op_ADD_1_1", "op_ADD_2_1", "op_ADD_3_2"]
+        );
+        // push 2 from 3 registers' worth: capped at the largest exit value (spills).
+        let effect = StackEffect { pop: 0, push: 2 };
+        assert_eq!(
+            (0..4)
+                .map(|i| effect.canonical_exit(i, 3))
+                .collect::<Vec<_>>(),
+            [2, 3, 3, 3]
+        );
+        // A `skip` still applies on top of the rule.
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{IN}}_{{OUT}}\"\ncached = {{ entry = \"IN\", exit = \
+             \"OUT\", pop = 0, push = 0 }}\nskip = [{{ IN = 0 }}]\n[family.params]\n\
+             IN = \"0..=2\"\nOUT = \"0..=2\"\n"
+        ))
+        .unwrap();
+        let names: Vec<String> = f
+            .members(0, Path::new("/"))
+            .unwrap()
+            .into_iter()
+            .map(|m| m.stencil)
+            .collect();
+        assert_eq!(names, ["op_1_1", "op_2_2"]);
+        for (text, says) in [
+            (
+                "cached = { entry = \"IN\", exit = \"OUT\", pop = 1 }\n",
+                "needs both `pop` and `push`",
+            ),
+            (
+                "cached = { entry = \"IN\", exit = \"IN\", pop = 1, push = 0 }\n",
+                "distinct entry and exit parameters",
+            ),
+        ] {
+            let err = family(&format!(
+                "{BASE}stencil = \"op_{{IN}}_{{OUT}}\"\n{text}[family.params]\nIN = [0]\n\
+                 OUT = [0]\n"
+            ))
+            .unwrap_err()
+            .0;
+            assert!(err.contains("`push`") && err.contains(says), "{err}");
+        }
     }
 
     #[test]

@@ -14,7 +14,9 @@
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
 //!   N`) takes N `i64` cached values after the pointers, and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
-//!   every continuation or jump gives registers below OUT a value and none past OUT;
+//!   every continuation or jump gives registers below OUT a value and none past OUT, except
+//!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
+//!   `cpjit.spilled_target` on the hole), which must pass no cached value at all;
 //! - no writable global data unless the template asks for per-instance data explicitly
 //!   (`CPJIT_INSTANCE_DATA`): every instance gets a private copy of the data it references,
 //!   so a plain writable `static` would silently be neither shared nor per op;
@@ -55,6 +57,10 @@ pub const INSTANCE_DATA_ANNOTATION: &str = "cpjit.instance_data";
 /// The annotation prefix `CPJIT_CACHED_OP` (cpjit.h) puts on a cached op, followed by its
 /// entry state, exit state and number of cache registers: `cpjit.cached 1,2,3`.
 pub const CACHED_ANNOTATION: &str = "cpjit.cached ";
+
+/// The annotation `CPJIT_DECLARE_SPILLED_TARGET` (cpjit.h) puts on a jump-target hole that
+/// cached ops enter with nothing cached (a side exit to uncached code).
+pub const SPILLED_TARGET_ANNOTATION: &str = "cpjit.spilled_target";
 
 /// A cached op's declared cache state (`CPJIT_CACHED_OP(NAME, IN, OUT)`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,12 +132,14 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         display: String::new(),
         visited: HashSet::new(),
         instance_data: HashSet::new(),
+        spilled_targets: HashSet::new(),
         instructions: 0,
     };
     let module_ref = module.as_mut_ptr();
     // SAFETY: every pointer below comes from this live module and is only read.
     unsafe {
         v.instance_data = annotated_globals(module_ref, INSTANCE_DATA_ANNOTATION);
+        v.spilled_targets = annotated_globals(module_ref, SPILLED_TARGET_ANNOTATION);
         let cached = annotation_texts(module_ref, CACHED_ANNOTATION);
         let mut f = LLVMGetFirstFunction(module_ref);
         while !f.is_null() {
@@ -211,6 +219,9 @@ struct Validator<'a> {
     visited: HashSet<usize>,
     /// Globals marked `CPJIT_INSTANCE_DATA`.
     instance_data: HashSet<usize>,
+    /// Jump-target holes declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`): cached ops
+    /// jump to them with nothing cached, whatever their exit state.
+    spilled_targets: HashSet<usize>,
     /// IR instructions of the current stencil and the helpers it reaches.
     instructions: usize,
 }
@@ -360,11 +371,28 @@ impl Validator<'_> {
         if args != first + state.registers {
             return; // clang's musttail check already requires the op's own signature.
         }
+        let spilled = self
+            .spilled_targets
+            .contains(&(LLVMGetCalledValue(call) as usize));
         for k in 0..state.registers {
             let arg = LLVMGetOperand(call, (first + k) as u32);
             let own = LLVMGetParam(f, (first + k) as u32);
             let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
-            if k < state.exit && nothing {
+            // A spilled target is entered with nothing cached: the op's own incoming
+            // registers may pass through (they cost nothing), and so may a constant (on a
+            // path where the compiler knows what an incoming register holds, it passes that
+            // constant instead); any computed value is an error.
+            if spilled {
+                if arg != own && !nothing && LLVMIsAConstantInt(arg).is_null() {
+                    self.error(format!(
+                    "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
+                     declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \
+                     cached): spill every value first (CPJIT_JUMP_SPILLED): `{}`",
+                    first + k + 1,
+                        print(call)
+                    ));
+                }
+            } else if k < state.exit && nothing {
                 self.error(format!(
                     "passes no value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: the first {} cached register(s) must hold stack values \

@@ -35,6 +35,10 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
                 "passes a value in cached register c0 (argument 3) to `_JIT_CONTINUE`, but the op declares OUT = 0",
             ),
             (
+                "op_cached_into_spilled",
+                "passes a value in cached register c1 (argument 4) to `_JIT_SIDE_TARGET`, which is declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing cached)",
+            ),
+            (
                 "op_uncached_signature",
                 "signature is `i64 (ptr, ptr)` but the op is declared cached (CPJIT_CACHED_OP, IN = 1, OUT = 1), which requires `i64 (ptr, ptr, i64, i64, i64)`",
             ),

@@ -89,9 +89,55 @@ fn the_kits_cached_family_declares_its_state_parameters() {
         .find(|f| f.name == "test_cached")
         .expect("the kit's test_cached family");
     let param = |i: usize| family.params[i].0.as_str();
-    let CacheParams { entry, exit } = family.cached.expect("a `cached` key");
+    let CacheParams {
+        entry,
+        exit,
+        effect,
+    } = family.cached.expect("a `cached` key");
     assert_eq!((param(entry), param(exit)), ("IN", "OUT"));
+    // Every (IN, OUT) pair: the test family states no stack effect.
+    assert_eq!(effect, None);
     // The family without cached ops declares none (its members would be refused otherwise).
     let arith = manifest.families.iter().find(|f| f.name == "test_arith");
     assert_eq!(arith.expect("test_arith").cached, None);
+}
+
+#[test]
+fn the_vms_cached_families_have_one_member_per_entry_state() {
+    let root = workspace().join("templates");
+    let manifest = Manifest::load(&root).unwrap();
+    let vm: Vec<_> = manifest
+        .families
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.name.starts_with("vm_"))
+        .collect();
+    assert!(vm.len() >= 2, "the VM's families vm_*");
+    for (index, family) in vm {
+        let cached = family.cached.expect("a cached family");
+        let members = family.members(index, &root).unwrap();
+        let elements = family.element_list(&root).unwrap();
+        for element in &elements {
+            let mut entries: Vec<usize> = members
+                .iter()
+                .filter(|m| m.coords[0] == elements.iter().position(|e| e == element).unwrap())
+                .map(|m| family.member_cache_state(m).unwrap().0)
+                .collect();
+            let n = entries.len();
+            entries.dedup();
+            assert_eq!(
+                entries.len(),
+                n,
+                "{}: {element}: one member per entry state",
+                family.name
+            );
+            assert!(n <= 4, "{}: {element}: {n} members", family.name);
+        }
+        if let Some(effect) = cached.effect {
+            for m in &members {
+                let (entry, exit) = family.member_cache_state(m).unwrap();
+                assert_eq!(exit, effect.canonical_exit(entry, 3), "{}", m.stencil);
+            }
+        }
+    }
 }

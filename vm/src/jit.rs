@@ -1,6 +1,16 @@
 //! JIT mode: compiles a projected trace with the copy-and-patch runtime. The entry shim
-//! comes first; then one stencil instance per micro-op, in trace order, so that micro-op `i`
-//! is instance `i + 1` and jump/exit targets map directly onto instances.
+//! comes first; then one stencil instance per micro-op, in trace order, with a spill
+//! instance before a micro-op where the register cache must be emptied.
+//!
+//! Register caching: the set's families `vm_*` (templates/vm/cached/ops.c) hold each
+//! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
+//! ending in its canonical exit state. [`Backend::lower`] tracks the state through the trace
+//! and picks the member entered in the current state; where an op has none (an uncached op:
+//! calls, exits, `RETURN`, `JUMP_TOP`, ...) or a micro-op is a jump target (the loop head,
+//! an exit stub), it first spills to state 0, the state of the memory stack the interpreter
+//! and uncached ops see. A cached member's side exit spills before it jumps, so every exit
+//! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
+//! each lowering consistent before it is stitched.
 //!
 //! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
 //! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
@@ -74,6 +84,138 @@ pub struct Backend {
     set: &'static StencilSet<'static>,
     /// Stencil index of each op (by op id), if the set has it.
     stencils: Vec<Option<usize>>,
+    cached: CachedOps,
+}
+
+/// Cache states: how many top-of-stack values are in registers (cpjit.h's
+/// `CPJIT_CACHE_REGS` is 3).
+const STATES: usize = 4;
+
+/// The register-cached members of the VM's ops in one set: the families whose name starts
+/// with `vm_` (manifest.toml), with parameters `IN` and `OUT` (the cache state on entry and
+/// exit) and ops of `ops.def` (or `SPILL`) as elements.
+#[derive(Clone, Debug, Default)]
+pub struct CachedOps {
+    /// By op id, by entry state: the member's stencil index and exit state.
+    members: Vec<[Option<(usize, u8)>; STATES]>,
+    /// By entry state: the stencil that spills that many cached values to memory.
+    spills: [Option<usize>; STATES],
+    /// (entry, exit) state of every cached stencil, by stencil index.
+    states: std::collections::HashMap<usize, (u8, u8)>,
+}
+
+impl CachedOps {
+    /// Reads the families of `set`; a set without them has no cached ops (every trace then
+    /// stays in state 0).
+    pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
+        let mut out = CachedOps {
+            members: vec![[None; STATES]; ops::OPS.len()],
+            ..CachedOps::default()
+        };
+        for family in cpjit_stencils::families(set)
+            .iter()
+            .filter(|f| f.name.starts_with("vm_"))
+        {
+            let at = format!("stencil set {}: family {}", set.target, family.name);
+            let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
+            if names != ["IN", "OUT"] {
+                return Err(format!(
+                    "{at}: parameters {names:?}, expected the cache states [\"IN\", \"OUT\"]"
+                ));
+            }
+            let state = |p: usize, v: usize| -> Result<u8, String> {
+                let text = family.params[p].values[v];
+                text.parse::<u8>()
+                    .ok()
+                    .filter(|&s| (s as usize) < STATES)
+                    .ok_or_else(|| format!("{at}: cache state `{text}` is not 0 to 3"))
+            };
+            for (e, element) in family.elements.iter().enumerate() {
+                for i in 0..family.params[0].values.len() {
+                    let entry = state(0, i)?;
+                    let mut found = None;
+                    for o in 0..family.params[1].values.len() {
+                        if let Some(stencil) = family.stencil(e, &[i, o]) {
+                            if found.is_some() {
+                                return Err(format!(
+                                    "{at}: {element} has more than one member entered with \
+                                     {entry} cached values (one exit state per entry state)"
+                                ));
+                            }
+                            found = Some((stencil, state(1, o)?));
+                        }
+                    }
+                    let Some((stencil, exit)) = found else {
+                        continue;
+                    };
+                    out.states.insert(stencil, (entry, exit));
+                    if *element == "SPILL" {
+                        if exit != 0 {
+                            return Err(format!("{at}: SPILL from {entry} ends in {exit}, not 0"));
+                        }
+                        out.spills[entry as usize] = Some(stencil);
+                    } else {
+                        let op = ops::by_name(element)
+                            .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
+                        out.members[op as usize][entry as usize] = Some((stencil, exit));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The member of op `op` entered in state `entry`: its stencil and exit state.
+    pub fn member(&self, op: u32, entry: u8) -> Option<(usize, u8)> {
+        self.members.get(op as usize)?[entry as usize]
+    }
+
+    /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.
+    pub fn states_of(&self, stencil: usize) -> (u8, u8) {
+        self.states.get(&stencil).copied().unwrap_or((0, 0))
+    }
+}
+
+/// One instance of a lowered trace (the entry shim, instance 0, is not listed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoweredInstance {
+    /// Index into the set's stencils.
+    pub stencil: usize,
+    /// The micro-op it runs; `None` for a spill.
+    pub uop: Option<usize>,
+    /// Cached values on entry and on exit, as the lowering tracked them.
+    pub entry: u8,
+    pub exit: u8,
+}
+
+/// A trace lowered onto stencils: instance `k + 1` is `instances[k]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lowering {
+    pub instances: Vec<LoweredInstance>,
+    /// The instance (index into the stitched trace, the shim being 0) of each micro-op.
+    pub instance_of_uop: Vec<usize>,
+}
+
+/// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
+fn falls_through(op: u32) -> bool {
+    !matches!(
+        op,
+        ops::op::EXIT_TRACE | ops::op::RETURN | ops::op::JUMP_TOP | ops::op::ENTER_EXECUTOR
+    )
+}
+
+/// The micro-ops some other micro-op jumps or exits to.
+fn jump_targets(trace: &Trace) -> Vec<bool> {
+    let mut targets = vec![false; trace.uops.len()];
+    for u in &trace.uops {
+        let info = ops::info(u.op);
+        if info.jumps || info.exits {
+            if let Some(t) = targets.get_mut(u.target as usize) {
+                *t = true;
+            }
+        }
+    }
+    targets
 }
 
 impl Backend {
@@ -115,7 +257,160 @@ impl Backend {
         let jit = Jit::with_options(set, resolve, options)
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
-        Ok(Backend { jit, set, stencils })
+        let cached = CachedOps::of_set(set)?;
+        Ok(Backend {
+            jit,
+            set,
+            stencils,
+            cached,
+        })
+    }
+
+    /// The set's register-cached ops.
+    pub fn cached_ops(&self) -> &CachedOps {
+        &self.cached
+    }
+
+    /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
+    /// micro-op becomes the member entered in the current state where its op has one, else
+    /// a spill to state 0 (if anything is cached) and the uncached op. Jump targets (the loop
+    /// head, exit stubs) are entered in state 0.
+    pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
+        let targets = jump_targets(trace);
+        let mut instances: Vec<LoweredInstance> = Vec::with_capacity(trace.uops.len() + 8);
+        let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
+        let mut state = 0u8;
+        let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
+            if *state == 0 {
+                return Ok(());
+            }
+            let stencil = self.cached.spills[*state as usize].ok_or_else(|| {
+                format!(
+                    "stencil set {} has no spill from {} cached values (family vm_spill)",
+                    self.set.target, state
+                )
+            })?;
+            instances.push(LoweredInstance {
+                stencil,
+                uop: None,
+                entry: *state,
+                exit: 0,
+            });
+            *state = 0;
+            Ok::<(), String>(())
+        };
+        for (i, u) in trace.uops.iter().enumerate() {
+            if targets[i] {
+                spill(&mut instances, &mut state)?;
+            }
+            let (stencil, entry, exit) = match self.cached.member(u.op, state) {
+                Some((stencil, exit)) => (stencil, state, exit),
+                None => {
+                    spill(&mut instances, &mut state)?;
+                    let stencil = self.stencils[u.op as usize].ok_or_else(|| {
+                        format!(
+                            "stencil set {} has no stencil {} (micro-op {i})",
+                            self.set.target,
+                            ops::info(u.op).stencil
+                        )
+                    })?;
+                    (stencil, 0, 0)
+                }
+            };
+            instance_of_uop.push(instances.len() + 1);
+            instances.push(LoweredInstance {
+                stencil,
+                uop: Some(i),
+                entry,
+                exit,
+            });
+            state = if falls_through(u.op) { exit } else { 0 };
+        }
+        Ok(Lowering {
+            instances,
+            instance_of_uop,
+        })
+    }
+
+    /// Checks `lowering` of `trace` against the set's families, independently of how it was
+    /// made: every instance's recorded states are its stencil's (uncached stencils are
+    /// (0, 0)); each instance that falls through leaves the state the next one is entered
+    /// in; the first instance, every jump and exit target, and every uncached op are entered
+    /// with nothing cached; the micro-ops appear in order, each once.
+    pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
+        let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+        let mut next_uop = 0;
+        for (k, inst) in lowering.instances.iter().enumerate() {
+            let (entry, exit) = self.cached.states_of(inst.stencil);
+            if (entry, exit) != (inst.entry, inst.exit) {
+                return fail(
+                    k,
+                    format!(
+                        "recorded states ({}, {}), but stencil {} is ({entry}, {exit})",
+                        inst.entry, inst.exit, self.set.stencils[inst.stencil].name
+                    ),
+                );
+            }
+            let before = match k {
+                0 => Some(0), // the entry shim passes nothing cached
+                _ => {
+                    let prev = lowering.instances[k - 1];
+                    match prev.uop {
+                        Some(u) if !falls_through(trace.uops[u].op) => None,
+                        _ => Some(prev.exit),
+                    }
+                }
+            };
+            if let Some(before) = before.filter(|&b| b != entry) {
+                return fail(
+                    k,
+                    format!(
+                        "{} is entered with {entry} cached values, but the instance before it \
+                         leaves {before}",
+                        self.set.stencils[inst.stencil].name
+                    ),
+                );
+            }
+            if let Some(u) = inst.uop {
+                if u != next_uop || lowering.instance_of_uop.get(u) != Some(&(k + 1)) {
+                    return fail(k, format!("micro-op {u} out of order or not mapped here"));
+                }
+                next_uop += 1;
+                let op = trace.uops[u].op;
+                if self.cached.member(op, entry).map(|m| m.0) != Some(inst.stencil)
+                    && (entry != 0 || self.stencils[op as usize] != Some(inst.stencil))
+                {
+                    return fail(
+                        k,
+                        format!(
+                            "stencil {} does not run micro-op {u} ({}) from {entry} cached values",
+                            self.set.stencils[inst.stencil].name,
+                            ops::info(op).name
+                        ),
+                    );
+                }
+            } else if self.cached.spills.get(entry as usize).copied().flatten()
+                != Some(inst.stencil)
+            {
+                return fail(k, "an instance without a micro-op that is no spill".into());
+            }
+        }
+        if next_uop != trace.uops.len() {
+            return Err(format!(
+                "the lowering runs {next_uop} of {} micro-ops",
+                trace.uops.len()
+            ));
+        }
+        for (t, &is_target) in jump_targets(trace).iter().enumerate() {
+            let k = lowering.instance_of_uop[t] - 1;
+            if is_target && lowering.instances[k].entry != 0 {
+                return fail(
+                    k,
+                    format!("micro-op {t} is a jump or exit target entered with values cached"),
+                );
+            }
+        }
+        Ok(())
     }
 
     pub fn set(&self) -> &'static StencilSet<'static> {
@@ -124,20 +419,28 @@ impl Backend {
 
     /// Stitches `trace` into executable code.
     pub fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let lowering = self.lower(trace)?;
+        self.check_cache_states(trace, &lowering)
+            .map_err(|e| format!("stencil set {}: {e}", self.set.target))?;
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
-        let instance =
-            |uop_index: u32| Target::Instance(InstanceId::from_index(uop_index as usize + 1));
-        let mut names = Vec::with_capacity(trace.uops.len());
-        for (i, u) in trace.uops.iter().enumerate() {
-            let info = ops::info(u.op);
-            let index = self.stencils[u.op as usize].ok_or_else(|| {
-                format!(
-                    "stencil set {} has no stencil {} (micro-op {i})",
-                    self.set.target, info.stencil
-                )
-            })?;
+        let instance = |uop_index: u32| {
+            Target::Instance(InstanceId::from_index(
+                lowering.instance_of_uop[uop_index as usize],
+            ))
+        };
+        let mut names = Vec::with_capacity(lowering.instances.len());
+        for inst in &lowering.instances {
+            let index = inst.stencil;
             let stencil = &self.set.stencils[index];
+            let Some(i) = inst.uop else {
+                b.push(index, &[], &[])
+                    .map_err(|e| format!("spill ({}): {e}", stencil.name))?;
+                names.push(stencil.name);
+                continue;
+            };
+            let u = &trace.uops[i];
+            let info = ops::info(u.op);
             let operands = stencil
                 .operands
                 .iter()
@@ -163,7 +466,11 @@ impl Backend {
                 .collect::<Result<Vec<Target>, String>>()?;
             b.push(index, &operands, &targets)
                 .map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
-            names.push(info.name);
+            names.push(if inst.entry == 0 && inst.exit == 0 {
+                info.name
+            } else {
+                stencil.name
+            });
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim);

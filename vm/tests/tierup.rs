@@ -225,8 +225,9 @@ fn dump_trace_lists_micro_ops_and_machine_code() {
         "{dump}"
     );
     assert!(dump.contains("machine code:"), "{dump}");
-    // The runtime's listing: instances with their stencils and patched holes.
-    assert!(dump.contains("] op_ADD_INT at 0x"), "{dump}");
+    // The runtime's listing: instances with their stencils and patched holes; the add runs
+    // with both operands cached in registers and leaves its result there.
+    assert!(dump.contains("] op_ADD_INT_cached_2_1 at 0x"), "{dump}");
     assert!(dump.contains("    hole code+0x"), "{dump}");
 }
 

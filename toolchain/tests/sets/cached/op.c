@@ -1,5 +1,7 @@
 #include "cpjit.h"
 
+CPJIT_DECLARE_SPILLED_TARGET(SIDE);
+
 int64_t entry(struct cpjit_frame *frame, uint64_t *sp) { return _JIT_CONTINUE(frame, sp); }
 
 /* Correct: add with two values cached on entry, one on exit. */
@@ -47,5 +49,21 @@ CPJIT_CC CPJIT_CACHED_NOTE(1 + 1, 2, 3) int64_t op_state_expression(
     struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1,
     uint64_t cpjit_c2) {
   CPJIT_STACK(s, 2);
+  CPJIT_CONTINUE_CACHED(frame, s, 2);
+}
+
+/* Correct: two values cached on exit, but a side exit to a spilled target spills them. */
+CPJIT_CACHED_OP(op_fine_spilled_exit, 1, 2) {
+  CPJIT_STACK(s, 1);
+  cpjit_push(&s, s.v0 * 3);
+  if (s.v1 & 1) CPJIT_JUMP_SPILLED(SIDE, frame, s);
+  CPJIT_CONTINUE_CACHED(frame, s, 2);
+}
+
+/* Jumps to a spilled target with a computed value still cached. */
+CPJIT_CACHED_OP(op_cached_into_spilled, 1, 2) {
+  CPJIT_STACK(s, 1);
+  cpjit_push(&s, s.v0 * 3);
+  if (s.v1 & 1) CPJIT_JUMP_CACHED(SIDE, frame, s, 2);
   CPJIT_CONTINUE_CACHED(frame, s, 2);
 }

@@ -1,0 +1,99 @@
+/* cached/ops.c: the register-cached stencils of the VM's ops (manifest.toml, the families
+ * `vm_*`; cpjit.h's "Register-cached stack values"). Compiled once per family member: the
+ * op VM_OP (a list element) with IN stack values cached in registers on entry and OUT on
+ * exit; the one stencil is renamed to op_<VM_OP>_<IN>_<OUT>.
+ *
+ * The op's body is the one in ../ops.def, expanded here with its stack macros on the
+ * cpjit_stack view: PEEK/POKE reach a register or memory, DROP pops registers first and
+ * PUSH fills registers (spilling the bottom one when all are full). Every body of ops.def is
+ * expanded behind a label and the function jumps to VM_OP's, so the compiler keeps exactly
+ * one op; the others cost parsing only.
+ *
+ * A member may leave only through
+ *   NEXT()   continuing in state OUT, which must be the state the body's pops and pushes
+ *            leave (the family's stack effect; a body that ends elsewhere references the
+ *            undefined `cached_op_ends_in_a_state_other_than_OUT`, an error naming the
+ *            stencil), and
+ *   DEOPT()  jumping to the exit stub (an EXIT_TRACE, uncached) with every cached value
+ *            stored first, so the memory stack is what the `sp` expansion of the op has at
+ *            that point (the exit target is declared spilled; the toolchain checks it).
+ * A body that uses `sp` directly needs the memory stack and cannot be cached: here `sp`
+ * names an undefined external, so a member of such an op fails to build, naming `sp`.
+ *
+ * SPILL (not an op of ops.def) stores the IN cached values: the trace compiler puts it
+ * before every uncached op, exit and trace boundary.
+ */
+#include "cpjit.h"
+#include "../vm_values.h"
+
+#if defined(_WIN32) && defined(__x86_64__)
+/* as in ../ops.c: clang references _fltused from MSVC-target objects that use floats. */
+int _fltused = 0;
+#endif
+
+CPJIT_DECLARE_OPERAND(ARG0);
+CPJIT_DECLARE_OPERAND(ARG1);
+CPJIT_DECLARE_TARGET(JUMP);
+CPJIT_DECLARE_SPILLED_TARGET(EXIT);
+
+/* Referenced only by a member whose body does not end in its declared exit state. */
+extern void cached_op_ends_in_a_state_other_than_OUT(void);
+
+#define VM_CAT_(a, b) a##b
+#define VM_CAT(a, b) VM_CAT_(a, b)
+
+/* The view's slot for the value k below the top: a register while k < s->n, else memory. */
+CPJIT_CACHE_INLINE uint64_t *vm_cached_slot(struct cpjit_stack *s, int k) {
+  switch (s->n - 1 - k) {
+  case 0: return &s->v0;
+  case 1: return &s->v1;
+  case 2: return &s->v2;
+  default: return &s->sp[-1 - (k - s->n)];
+  }
+}
+CPJIT_CACHE_INLINE void vm_cached_drop(struct cpjit_stack *s, int n) {
+  for (int i = 0; i < n; i++) (void)cpjit_pop(s);
+}
+
+#define ARG0 CPJIT_OPERAND(ARG0)
+#define ARG1 CPJIT_OPERAND(ARG1)
+#define PEEK(k) (*vm_cached_slot(&s, (k)))
+#define POKE(k, v) (*vm_cached_slot(&s, (k)) = (v))
+#define DROP(n) vm_cached_drop(&s, (n))
+#define PUSH(v) cpjit_push(&s, (v))
+#define NEXT()                                                                  \
+  do {                                                                          \
+    if (s.n != OUT) cached_op_ends_in_a_state_other_than_OUT();              \
+    CPJIT_CONTINUE_CACHED(frame, s, OUT);                                       \
+  } while (0)
+#define JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, OUT)
+#define DEOPT() CPJIT_JUMP_SPILLED(EXIT, frame, s)
+#define RAISE(e, a, b) DEOPT()
+#define INVALIDATED() DEOPT()
+#define FAIL()                                                                  \
+  do {                                                                          \
+    cpjit_spill_all(&s);                                                        \
+    frame->sp = s.sp;                                                           \
+    return VM_EXIT_ERROR;                                                       \
+  } while (0)
+#define BACKEDGE() ((void)0)
+#define FOLLOW_LINK(slot) ((void)(slot))
+/* CALL and CALL_JIT hand the stack to helpers and are never cached; their bodies only need
+ * to compile here (as in ops.c). */
+#define SAVE_CALL_PC() ((void)0)
+#define CALLEE_CODE(callee) ((callee)->code)
+#define CALL_COMPILED(code, f, stack) (((cpjit_op *)(code))((f), (stack)))
+
+CPJIT_CACHED_OP(op_vm_cached, IN, OUT) {
+  CPJIT_STACK(s, IN);
+  goto VM_CAT(vm_case_, VM_OP);
+  {
+    /* Hides the parameter `sp` from the bodies (see above). */
+    extern uint64_t *sp;
+#define OP(NAME, KINDS, POP, PUSH) vm_case_##NAME:
+#include "../ops.def"
+#undef OP
+  }
+vm_case_SPILL:
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+}

@@ -1,0 +1,191 @@
+//! Register-cached traces (templates/vm/cached/ops.c, the families `vm_*`): every trace the
+//! examples and random programs compile is lowered with a consistent cache state (each
+//! instance entered in the state the one before it leaves, jump and exit targets and
+//! uncached ops entered with nothing cached), the checker catches a stale state, and loops
+//! really run cached members.
+
+use crate::common;
+
+use common::{eager, gen};
+use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use cpjit_vm::trace::Trace;
+use cpjit_vm::{Config, Mode, Vm};
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+use std::rc::Rc;
+
+/// Checks every trace's lowering before compiling it with copy-and-patch; counts lowered
+/// instances that keep values in registers.
+struct Checking {
+    backend: Backend,
+    lowerings: RefCell<Vec<(Trace, Lowering)>>,
+    cached_instances: Cell<usize>,
+}
+
+impl TraceCompiler for Checking {
+    fn name(&self) -> &str {
+        "checking"
+    }
+
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let lowering = self.backend.lower(trace)?;
+        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
+            panic!("stale cache state: {e}\n{trace:?}\n{lowering:?}");
+        }
+        let cached = lowering
+            .instances
+            .iter()
+            .filter(|i| i.entry != 0 || i.exit != 0)
+            .count();
+        self.cached_instances
+            .set(self.cached_instances.get() + cached);
+        self.lowerings
+            .borrow_mut()
+            .push((trace.clone(), lowering.clone()));
+        self.backend.compile(trace)
+    }
+}
+
+fn checking() -> Rc<Checking> {
+    Rc::new(Checking {
+        backend: Backend::host().expect("host stencils are linked"),
+        lowerings: RefCell::new(Vec::new()),
+        cached_instances: Cell::new(0),
+    })
+}
+
+fn run_with(text: &str, compiler: &Rc<Checking>, base: Config) -> (String, cpjit_vm::Stats) {
+    let vm = Vm::new(
+        cpjit_vm::parse(text).unwrap(),
+        Config {
+            compiler: Some(compiler.clone() as Rc<dyn TraceCompiler>),
+            ..base
+        },
+    )
+    .unwrap();
+    let result = vm.run();
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    (out, vm.stats())
+}
+
+#[test]
+fn every_example_trace_is_lowered_with_consistent_cache_states() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    for name in [
+        "sum",
+        "fib",
+        "nested",
+        "collatz",
+        "sieve",
+        "calls",
+        "overflow",
+        "mandelbrot",
+        "nbody",
+    ] {
+        let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).unwrap();
+        let compiler = checking();
+        let (out, stats) = run_with(&read("vm"), &compiler, eager(Mode::Jit));
+        assert_eq!(out, read("expected"), "examples/{name}.vm");
+        assert!(stats.traces > 0, "{name}: {stats:?}");
+        assert_eq!(stats.compile_failures, 0, "{name}");
+        assert!(
+            compiler.cached_instances.get() > 0,
+            "{name}: no trace kept a value in a register"
+        );
+    }
+}
+
+#[test]
+fn random_programs_lower_consistently_and_agree_with_the_interpreter() {
+    for seed in 0..40 {
+        let text = gen::program(seed);
+        let reference = common::run(&text, Config::default());
+        let compiler = checking();
+        let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+        assert_eq!(out, reference, "seed {seed}:\n{text}");
+    }
+}
+
+#[test]
+fn the_checker_refuses_a_stale_cache_state() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sum.vm"))
+            .unwrap();
+    let compiler = checking();
+    run_with(&text, &compiler, eager(Mode::Jit));
+    let lowerings = compiler.lowerings.borrow();
+    let backend = &compiler.backend;
+    let (trace, lowering) = lowerings
+        .iter()
+        .find(|(_, l)| l.instances.iter().any(|i| i.exit != 0))
+        .expect("a trace with a cached member");
+    backend.check_cache_states(trace, lowering).unwrap();
+
+    // Drop the spill before an instance that expects nothing cached, or the member
+    // after one that leaves values cached: the state no longer matches.
+    let k = lowering.instances.iter().position(|i| i.exit != 0).unwrap();
+    let mut stale = lowering.clone();
+    stale.instances.remove(k + 1);
+    for u in stale.instance_of_uop.iter_mut() {
+        if *u > k + 1 {
+            *u -= 1;
+        }
+    }
+    assert!(backend.check_cache_states(trace, &stale).is_err());
+
+    // Claim a member was entered in another state than its stencil's.
+    let mut wrong = lowering.clone();
+    wrong.instances[k].entry ^= 1;
+    let err = backend.check_cache_states(trace, &wrong).unwrap_err();
+    assert!(err.contains("recorded states"), "{err}");
+
+    // Enter a jump target (the loop head, or an exit stub) with a value cached: replace the
+    // uncached stencil of a target by a member entered in state 1.
+    let cached = backend.cached_ops();
+    let targets: Vec<usize> = trace
+        .uops
+        .iter()
+        .filter(|u| cpjit_vm::ops::info(u.op).exits)
+        .map(|u| u.target as usize)
+        .collect();
+    let t = targets[0];
+    let mut entered = lowering.clone();
+    let at = entered.instance_of_uop[t] - 1;
+    let op = trace.uops[t].op;
+    if let Some((stencil, exit)) = cached.member(op, 1) {
+        entered.instances[at].stencil = stencil;
+        entered.instances[at].entry = 1;
+        entered.instances[at].exit = exit;
+        assert!(backend.check_cache_states(trace, &entered).is_err());
+    }
+}
+
+#[test]
+fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/calls.vm"))
+            .unwrap();
+    let compiler = checking();
+    run_with(&text, &compiler, eager(Mode::Jit));
+    let backend = &compiler.backend;
+    let mut seen_call = false;
+    for (trace, lowering) in compiler.lowerings.borrow().iter() {
+        for inst in &lowering.instances {
+            let Some(u) = inst.uop else { continue };
+            let op = trace.uops[u].op;
+            if backend.cached_ops().member(op, 1).is_none()
+                && backend.cached_ops().member(op, 0).is_none()
+            {
+                assert_eq!((inst.entry, inst.exit), (0, 0), "uncached micro-op {u}");
+            }
+            if u >= trace.body_len {
+                assert_eq!(inst.entry, 0, "exit stub {u}");
+            }
+            seen_call |= op == cpjit_vm::ops::op::CALL;
+        }
+    }
+    assert!(seen_call, "calls.vm traces a CALL");
+}
