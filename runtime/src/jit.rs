@@ -139,7 +139,7 @@ impl<'s> Jit<'s> {
         validate(set)?;
         let alias = match options.code_writes {
             CodeWrites::Transient => false,
-            CodeWrites::PersistentAlias if cfg!(target_os = "linux") => true,
+            CodeWrites::PersistentAlias if crate::memory::PERSISTENT_ALIAS => true,
             CodeWrites::PersistentAlias => {
                 return Err(Error::Unsupported {
                     option: "JitOptions::code_writes = CodeWrites::PersistentAlias",

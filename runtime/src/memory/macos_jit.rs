@@ -68,7 +68,7 @@ pub(crate) fn open_window(
     Ok((Window, code_rx + offset))
 }
 
-/// `_alias`: never set here (`Region::map` refuses it off Linux).
+/// `_alias`: never set here ([`super::PERSISTENT_ALIAS`] is false).
 pub(crate) fn map_at(
     code_len: usize,
     data_len: usize,

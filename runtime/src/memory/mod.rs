@@ -78,6 +78,11 @@ use windows as imp;
 
 use std::io;
 
+/// Whether code can keep a persistent writable alias here
+/// ([`crate::CodeWrites::PersistentAlias`]): on Linux, where the code memfd can be mapped a
+/// second time. The platform modules of other systems never map one.
+pub(crate) const PERSISTENT_ALIAS: bool = cfg!(target_os = "linux");
+
 /// One chunk of JIT memory: a code part (executable view, written through short-lived
 /// windows) and an adjacent RW data part.
 pub(crate) struct Region {
@@ -114,14 +119,8 @@ impl Region {
         near: Option<(u64, u64)>,
         alias: bool,
     ) -> io::Result<Region> {
-        if alias && !cfg!(target_os = "linux") {
-            // Refused before any memory is mapped (`Jit::with_options`); an error rather than
-            // an assertion for any other caller.
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "a persistent writable alias of code is implemented on Linux only",
-            ));
-        }
+        // `Jit::with_options` refuses the option where it is not implemented, naming it.
+        debug_assert!(!alias || PERSISTENT_ALIAS, "a persistent alias off Linux");
         let total = code_len + data_len;
         if let Some((hint, reach)) = near {
             for candidate in placement_candidates(hint, reach, total) {

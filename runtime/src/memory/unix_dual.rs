@@ -220,7 +220,7 @@ pub(crate) fn open_window(
     ))
 }
 
-/// `alias` (Linux only; `Region::map` refuses it elsewhere): also reserve a persistent RW
+/// `alias` (Linux only, [`super::PERSISTENT_ALIAS`]): also reserve a persistent RW
 /// alias of the code part.
 pub(crate) fn map_at(
     code_len: usize,

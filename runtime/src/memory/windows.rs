@@ -119,7 +119,7 @@ fn os_error(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-/// `_alias`: never set here (`Region::map` refuses it off Linux).
+/// `_alias`: never set here ([`super::PERSISTENT_ALIAS`] is false).
 pub(crate) fn map_at(
     code_len: usize,
     data_len: usize,
