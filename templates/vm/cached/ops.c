@@ -23,17 +23,8 @@
  * SPILL (not an op of ops.def) stores the IN cached values: the trace compiler puts it
  * before every uncached op, exit and trace boundary.
  */
-#include "cpjit.h"
-#include "../vm_values.h"
+#include "../stencil.h"
 
-#if defined(_WIN32) && defined(__x86_64__)
-/* as in ../ops.c: clang references _fltused from MSVC-target objects that use floats. */
-int _fltused = 0;
-#endif
-
-CPJIT_DECLARE_OPERAND(ARG0);
-CPJIT_DECLARE_OPERAND(ARG1);
-CPJIT_DECLARE_TARGET(JUMP);
 CPJIT_DECLARE_SPILLED_TARGET(EXIT);
 
 /* Referenced only by a member whose body does not end in its declared exit state. */
@@ -55,8 +46,6 @@ CPJIT_CACHE_INLINE void vm_cached_drop(struct cpjit_stack *s, int n) {
   for (int i = 0; i < n; i++) (void)cpjit_pop(s);
 }
 
-#define ARG0 CPJIT_OPERAND(ARG0)
-#define ARG1 CPJIT_OPERAND(ARG1)
 #define PEEK(k) (*vm_cached_slot(&s, (k)))
 #define POKE(k, v) (*vm_cached_slot(&s, (k)) = (v))
 #define DROP(n) vm_cached_drop(&s, (n))
@@ -68,21 +57,15 @@ CPJIT_CACHE_INLINE void vm_cached_drop(struct cpjit_stack *s, int n) {
   } while (0)
 #define JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, OUT)
 #define DEOPT() CPJIT_JUMP_SPILLED(EXIT, frame, s)
-#define RAISE(e, a, b) DEOPT()
-#define INVALIDATED() DEOPT()
 #define FAIL()                                                                  \
   do {                                                                          \
     cpjit_spill_all(&s);                                                        \
     frame->sp = s.sp;                                                           \
     return VM_EXIT_ERROR;                                                       \
   } while (0)
-#define BACKEDGE() ((void)0)
 #define FOLLOW_LINK(slot) ((void)(slot))
 /* CALL and CALL_JIT hand the stack to helpers and are never cached; their bodies only need
- * to compile here (as in ops.c). */
-#define SAVE_CALL_PC() ((void)0)
-#define CALLEE_CODE(callee) ((callee)->code)
-#define CALL_COMPILED(code, f, stack) (((cpjit_op *)(code))((f), (stack)))
+ * to compile here (with stencil.h's call macros). */
 
 CPJIT_CACHED_OP(op_vm_cached, IN, OUT) {
   CPJIT_STACK(s, IN);

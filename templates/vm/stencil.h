@@ -1,0 +1,37 @@
+/* stencil.h: what both stencil expansions of ops.def share -- ops.c (uncached, `sp` based)
+ * and cached/ops.c (the register-cached family members): the operand and jump holes, the
+ * macros whose meaning does not depend on where stack values live, and the call macros the
+ * bodies of CALL and CALL_JIT need. Each includer then defines the stack macros, NEXT, JUMP,
+ * DEOPT, FAIL and FOLLOW_LINK, and declares the exit hole (plain or spilled).
+ */
+#ifndef VM_STENCIL_H
+#define VM_STENCIL_H
+
+#include "cpjit.h"
+#include "vm_values.h"
+
+#if defined(_WIN32) && defined(__x86_64__)
+/* clang references _fltused from any MSVC-target object that uses floating point, to pull in
+ * the CRT's float support; stencils have no CRT, so the symbol is defined (and unused) here. */
+int _fltused = 0;
+#endif
+
+CPJIT_DECLARE_OPERAND(ARG0);
+CPJIT_DECLARE_OPERAND(ARG1);
+CPJIT_DECLARE_TARGET(JUMP);
+
+#define ARG0 CPJIT_OPERAND(ARG0)
+#define ARG1 CPJIT_OPERAND(ARG1)
+/* Errors and invalidation leave through the exit: the interpreter raises, identically in
+ * every mode. */
+#define RAISE(e, a, b) DEOPT()
+#define INVALIDATED() DEOPT()
+#define BACKEDGE() ((void)0)
+
+/* Stencils run traces, which call through CALL_JIT (its call site names the pc). */
+#define SAVE_CALL_PC() ((void)0)
+/* A callee's compiled entry takes the ops' convention; a plain call returns its status. */
+#define CALLEE_CODE(callee) ((callee)->code)
+#define CALL_COMPILED(code, f, s) (((cpjit_op *)(code))((f), (s)))
+
+#endif
