@@ -211,6 +211,22 @@ fn specialisations(bytecode: u32) -> Option<(Option<u32>, Option<u32>, bool)> {
     })
 }
 
+/// The shift or mask micro-op (and its exponent k) that replaces `uop` (`FLOORDIV_INT` or
+/// `MOD_INT`) and the constant pushed just before it, when that constant is 2**k and the
+/// dividend below it is known to be an int (so no guard would run between them).
+fn power_of_two_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64)> {
+    let fused = match uop {
+        op::FLOORDIV_INT => op::FLOORDIV_INT_POW2,
+        op::MOD_INT => op::MOD_INT_POW2,
+        _ => return None,
+    };
+    let last = p.uops.last().filter(|u| u.op == op::CONST)?;
+    let divisor = Value(last.arg0)
+        .as_int()
+        .filter(|&d| d > 0 && d.count_ones() == 1)?;
+    (p.slot(1).ty == Ty::Int).then_some((fused, u64::from(divisor.trailing_zeros())))
+}
+
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
 /// it goes on when false).
 fn fused_compare_branch(specialised: u32) -> Option<(u32, u32)> {
@@ -439,6 +455,17 @@ pub fn project(
                     }
                 });
                 if let Some((uop, ty, cmp)) = specialised {
+                    // `const 2**k; floordiv` (`mod`) on a dividend known to be an int: a shift
+                    // (a mask) in place of the constant and the division, with no exit.
+                    if let Some((fused, k)) = power_of_two_division(&mut p, uop) {
+                        p.uops.pop();
+                        p.pop();
+                        p.pop();
+                        p.emit(fused, k, 0);
+                        p.push(Ty::Int);
+                        i += 1;
+                        continue;
+                    }
                     p.guard(pc, &[(1, ty), (0, ty)]);
                     p.pop();
                     p.pop();

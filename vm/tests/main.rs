@@ -11,4 +11,5 @@ mod debug_flags;
 mod differential;
 mod examples;
 mod tierup;
+mod typed_paths;
 mod unwind_windows;

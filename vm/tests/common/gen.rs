@@ -1,5 +1,6 @@
 //! A seeded random program generator for differential testing: loops long enough to tier
-//! up, branches, ints near the overflow limits, floats with NaN, infinities and -0.0, lists
+//! up, branches, ints near the overflow limits, divisions of known ints by powers of two
+//! (shifts and masks in traces) and by other constants, floats with NaN, infinities and -0.0, lists
 //! (with indices that go out of range), calls, globals that change (invalidating traces),
 //! and locals whose type changes mid-loop (so guards fail inside traces). A recursive
 //! function `h` makes call chains: once hot, compiled code calls compiled code, whose guards
@@ -123,9 +124,35 @@ impl Gen {
     fn statement(&mut self, depth: u32) {
         let v = self.rng.below(SCALARS as u64);
         match self.rng.below(12) {
-            0..=3 => {
+            0..=2 => {
                 self.expr(2);
                 self.line(&format!("store v{v}"));
+            }
+            3 => {
+                // `//` and `%` of an int the trace knows (the loop counter, shifted to either
+                // sign or scaled towards the limits) by a constant: a shift or a mask in
+                // traces when the constant is a positive power of two, a division otherwise.
+                let scaled = self.rng.pick(&[
+                    "const 5; sub",
+                    "const 9; mul",
+                    "const 3518437208883; mul",
+                    "const -70368744177000; add",
+                ]);
+                let divisor = self.rng.pick(&[
+                    "1",
+                    "2",
+                    "4",
+                    "64",
+                    "1024",
+                    "70368744177664",
+                    "3",
+                    "-2",
+                    "0",
+                ]);
+                let op = self.rng.pick(&["floordiv", "mod"]);
+                self.line(&format!(
+                    "load k; {scaled}; const {divisor}; {op}; store v{v}"
+                ));
             }
             4 if depth > 0 => {
                 let (els, end) = (self.label(), self.label());
