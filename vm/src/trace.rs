@@ -7,6 +7,11 @@
 //! The projector tracks an abstract type for each stack slot and local, so a value is guarded
 //! once and specialised ops (`ADD_INT`, `LT_FLOAT_GUARD_TRUE`, `GETITEM_LIST_INT`, ...) follow
 //! without further checks; a guard on a value loaded from a local refines the local too.
+//! A loop trace is peeled (`peel`): its first iteration guards what it needs, and the loop
+//! jumps back to a second copy projected from the locals' types the first one proved, so
+//! guards that hold around the loop run once per entry, not once per iteration. Known ints
+//! divided by a constant power of two become a shift or a mask
+//! (`power_of_two_division`).
 
 use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
@@ -211,6 +216,54 @@ fn specialisations(bytecode: u32) -> Option<(Option<u32>, Option<u32>, bool)> {
     })
 }
 
+/// Loop peeling. A loop trace's first iteration (the preamble) is projected knowing nothing
+/// of the locals; the loop then jumps back to a second copy projected from the types the
+/// first one leaves in them, so that what the preamble's guards proved is not guarded again
+/// on every iteration. The second copy's assumptions must hold where the loop jumps back: a
+/// local assumed to have a type must have it at the copy's end too (a local that does not
+/// is dropped from the assumptions and the copy projected again). Returns where the loop
+/// body starts: 0 (no peeling) when the copy would not be shorter than the preamble.
+fn peel<'a>(
+    p: &mut Projector<'a>,
+    pass: &mut impl FnMut(&mut Projector<'a>) -> Result<(), String>,
+) -> Result<usize, String> {
+    let preamble = (p.uops.len(), p.exit_uses.len(), p.calls.len());
+    let (end_stack, end_locals) = (p.stack.clone(), p.locals.clone());
+    let restore = |p: &mut Projector<'a>| {
+        p.uops.truncate(preamble.0);
+        p.exit_uses.truncate(preamble.1);
+        p.calls.truncate(preamble.2);
+        p.stack.clone_from(&end_stack);
+        p.locals.clone_from(&end_locals);
+    };
+    let mut assumed = end_locals.clone();
+    while assumed.iter().any(|&t| t != Ty::Unknown) {
+        p.locals.clone_from(&assumed);
+        for slot in &mut p.stack {
+            *slot = Slot {
+                ty: Ty::Unknown,
+                local: None,
+            };
+        }
+        pass(p)?;
+        let unstable: Vec<usize> = (0..assumed.len())
+            .filter(|&l| assumed[l] != Ty::Unknown && p.locals[l] != assumed[l])
+            .collect();
+        if unstable.is_empty() {
+            if p.uops.len() - preamble.0 < preamble.0 {
+                return Ok(preamble.0);
+            }
+            break;
+        }
+        restore(p);
+        for l in unstable {
+            assumed[l] = Ty::Unknown;
+        }
+    }
+    restore(p);
+    Ok(0)
+}
+
 /// The shift or mask micro-op (and its exponent k) that replaces `uop` (`FLOORDIV_INT` or
 /// `MOD_INT`) and the constant pushed just before it, when that constant is 2**k and the
 /// dividend below it is known to be an int (so no guard would run between them).
@@ -287,236 +340,251 @@ pub fn project(
             },
         }
     };
-    let mut i = 0;
-    while i < records.len() {
-        let rec = records[i];
-        let pc = rec.pc as u32;
-        let inst = code[pc as usize];
-        let types = rec.types;
-        match inst.op {
-            op::NOP | op::JUMP => {}
-            op::JUMP_BACKWARD | op::ENTER_EXECUTOR => {
-                if i + 1 != records.len() {
-                    return Err(format!("back-edge at pc {pc} in the middle of a recording"));
-                }
-            }
-            op::CONST => {
-                p.emit(op::CONST, inst.arg0, 0);
-                p.push(ty_of(Value(inst.arg0)));
-            }
-            op::LOAD => {
-                // `i = i + c` with an int constant: one micro-op updating the local in place.
-                let pattern = records.get(i + 1..i + 4).is_some_and(|rs| {
-                    let c = code[pc as usize + 1];
-                    rs.iter()
-                        .enumerate()
-                        .all(|(k, r)| r.pc as u32 == pc + 1 + k as u32)
-                        && c.op == op::CONST
-                        && Value(c.arg0).as_int().is_some()
-                        && code[pc as usize + 2].op == op::ADD
-                        && code[pc as usize + 3].op == op::STORE
-                        && code[pc as usize + 3].arg0 == inst.arg0
-                        && rs[1].types[1] == TYPE_INT
-                });
-                if pattern {
-                    p.emit_exiting(
-                        op::INCREMENT_LOCAL_INT,
-                        inst.arg0,
-                        code[pc as usize + 1].arg0,
-                        pc,
-                    );
-                    p.store_local(inst.arg0, Ty::Int);
-                    i += 4;
-                    continue;
-                }
-                // `load list; load index; getitem` on a list and an int: one micro-op.
-                let item = records.get(i + 1..i + 3).is_some_and(|rs| {
-                    rs[0].pc as u32 == pc + 1
-                        && rs[1].pc as u32 == pc + 2
-                        && code[pc as usize + 1].op == op::LOAD
-                        && code[pc as usize + 2].op == op::GETITEM
-                        && rs[1].types[1] == TYPE_LIST
-                        && rs[1].types[0] == TYPE_INT
-                });
-                if item {
-                    let index = code[pc as usize + 1].arg0;
-                    p.emit_exiting(op::GETITEM_LOCALS, inst.arg0, index, pc);
-                    p.locals[inst.arg0 as usize] = Ty::List;
-                    p.locals[index as usize] = Ty::Int;
-                    p.push(Ty::Unknown);
-                    i += 3;
-                    continue;
-                }
-                p.emit(op::LOAD, inst.arg0, 0);
-                let ty = p.locals[inst.arg0 as usize];
-                p.stack.push(Slot {
-                    ty,
-                    local: Some(inst.arg0),
-                });
-            }
-            op::STORE => {
-                p.emit(op::STORE, inst.arg0, 0);
-                let s = p.pop();
-                p.store_local(inst.arg0, s.ty);
-            }
-            op::LOAD_GLOBAL => {
-                if stored_globals.contains(&inst.arg0) {
-                    p.emit(op::LOAD_GLOBAL, inst.arg0, 0);
-                    p.push(Ty::Unknown);
-                } else {
-                    let v = globals[inst.arg0 as usize];
-                    p.emit(op::CONST, v, 0);
-                    p.push(ty_of(Value(v)));
-                    if !deps.contains(&inst.arg0) {
-                        deps.push(inst.arg0);
+    // One pass over the recorded path, from the projector's current types.
+    let mut pass = |p: &mut Projector<'_>| -> Result<(), String> {
+        let mut i = 0;
+        while i < records.len() {
+            let rec = records[i];
+            let pc = rec.pc as u32;
+            let inst = code[pc as usize];
+            let types = rec.types;
+            match inst.op {
+                op::NOP | op::JUMP => {}
+                op::JUMP_BACKWARD | op::ENTER_EXECUTOR => {
+                    if i + 1 != records.len() {
+                        return Err(format!("back-edge at pc {pc} in the middle of a recording"));
                     }
                 }
-            }
-            op::STORE_GLOBAL => {
-                p.emit_exiting(op::STORE_GLOBAL, inst.arg0, 0, pc);
-                p.pop();
-            }
-            op::POP => {
-                p.emit(op::POP, 0, 0);
-                p.pop();
-            }
-            op::DUP => {
-                p.emit(op::DUP, 0, 0);
-                let top = *p.slot(0);
-                p.stack.push(top);
-            }
-            op::SWAP => {
-                p.emit(op::SWAP, 0, 0);
-                let (a, b) = (p.pop(), p.pop());
-                p.stack.push(a);
-                p.stack.push(b);
-            }
-            op::JUMP_IF_FALSE | op::JUMP_IF_TRUE => {
-                let taken = next_pc(i) == Some(inst.target);
-                let truthy = taken == (inst.op == op::JUMP_IF_TRUE);
-                let other = if taken { pc + 1 } else { inst.target };
-                let guard = if truthy {
-                    op::GUARD_TRUE
-                } else {
-                    op::GUARD_FALSE
-                };
-                p.emit_exiting(guard, 0, 0, other);
-                p.pop();
-            }
-            op::CALL => {
-                // Enters the callee's compiled code directly when it has some; leaves after
-                // the call if the callee invalidated executors.
-                let call = p.calls.len() as u64;
-                p.calls.push(TraceCall {
-                    func: inst.arg0 as u32,
-                    pc,
-                    argc: inst.arg1 as u32,
-                });
-                p.emit_exiting(op::CALL_JIT, call, inst.arg1, pc + 1);
-                for _ in 0..inst.arg1 {
-                    p.pop();
+                op::CONST => {
+                    p.emit(op::CONST, inst.arg0, 0);
+                    p.push(ty_of(Value(inst.arg0)));
                 }
-                p.push(Ty::Unknown);
-            }
-            op::RETURN => {
-                p.emit(op::RETURN, 0, 0);
-                if i + 1 != records.len() {
-                    return Err(format!("RETURN at pc {pc} in the middle of a recording"));
-                }
-            }
-            op::GETITEM if types[1] == TYPE_LIST && types[0] == TYPE_INT => {
-                p.guard(pc, &[(1, Ty::List), (0, Ty::Int)]);
-                p.emit_exiting(op::GETITEM_LIST_INT, 0, 0, pc);
-                p.pop();
-                p.pop();
-                p.push(Ty::Unknown);
-            }
-            op::SETITEM if types[2] == TYPE_LIST && types[1] == TYPE_INT => {
-                p.guard(pc, &[(2, Ty::List), (1, Ty::Int)]);
-                p.emit_exiting(op::SETITEM_LIST_INT, 0, 0, pc);
-                for _ in 0..3 {
-                    p.pop();
-                }
-            }
-            bytecode => {
-                let info = ops::info(bytecode);
-                if !info.bytecode {
-                    return Err(format!(
-                        "micro-op {} recorded as a bytecode at pc {pc}",
-                        info.name
-                    ));
-                }
-                let args = [inst.arg0, inst.arg1];
-                let specialised = specialisations(bytecode).and_then(|(int_op, float_op, cmp)| {
-                    match (recorded(types[1]), recorded(types[0])) {
-                        (Ty::Int, Ty::Int) => int_op.map(|o| (o, Ty::Int, cmp)),
-                        (Ty::Float, Ty::Float) => float_op.map(|o| (o, Ty::Float, cmp)),
-                        _ => None,
-                    }
-                });
-                if let Some((uop, ty, cmp)) = specialised {
-                    // `const 2**k; floordiv` (`mod`) on a dividend known to be an int: a shift
-                    // (a mask) in place of the constant and the division, with no exit.
-                    if let Some((fused, k)) = power_of_two_division(&mut p, uop) {
-                        p.uops.pop();
-                        p.pop();
-                        p.pop();
-                        p.emit(fused, k, 0);
-                        p.push(Ty::Int);
-                        i += 1;
-                        continue;
-                    }
-                    p.guard(pc, &[(1, ty), (0, ty)]);
-                    p.pop();
-                    p.pop();
-                    // Fuse a comparison with the conditional jump after it.
-                    let branch = records.get(i + 1).map(|r| code[r.pc as usize]);
-                    let fused = fused_compare_branch(uop).filter(|_| {
-                        cmp && records[i + 1].pc as u32 == pc + 1
-                            && matches!(
-                                branch.map(|b| b.op),
-                                Some(op::JUMP_IF_FALSE | op::JUMP_IF_TRUE)
-                            )
+                op::LOAD => {
+                    // `i = i + c` with an int constant: one micro-op updating the local in place.
+                    let pattern = records.get(i + 1..i + 4).is_some_and(|rs| {
+                        let c = code[pc as usize + 1];
+                        rs.iter()
+                            .enumerate()
+                            .all(|(k, r)| r.pc as u32 == pc + 1 + k as u32)
+                            && c.op == op::CONST
+                            && Value(c.arg0).as_int().is_some()
+                            && code[pc as usize + 2].op == op::ADD
+                            && code[pc as usize + 3].op == op::STORE
+                            && code[pc as usize + 3].arg0 == inst.arg0
+                            && rs[1].types[1] == TYPE_INT
                     });
-                    if let (Some((on_true, on_false)), Some(b)) = (fused, branch) {
-                        let taken = next_pc(i + 1) == Some(b.target);
-                        let truthy = taken == (b.op == op::JUMP_IF_TRUE);
-                        let other = if taken { pc + 2 } else { b.target };
-                        p.emit_exiting(if truthy { on_true } else { on_false }, 0, 0, other);
-                        i += 2;
+                    if pattern {
+                        p.emit_exiting(
+                            op::INCREMENT_LOCAL_INT,
+                            inst.arg0,
+                            code[pc as usize + 1].arg0,
+                            pc,
+                        );
+                        p.store_local(inst.arg0, Ty::Int);
+                        i += 4;
                         continue;
                     }
-                    p.emit_exiting(uop, 0, 0, pc);
-                    p.push(if cmp { Ty::Bool } else { ty });
-                } else {
-                    // The generic op; if it would raise, the trace leaves and the interpreter
-                    // raises at this bytecode.
-                    if info.exits {
-                        p.emit_exiting(bytecode, args[0], args[1], pc);
-                    } else {
-                        p.emit(bytecode, args[0], args[1]);
+                    // `load list; load index; getitem` on a list and an int: one micro-op.
+                    let item = records.get(i + 1..i + 3).is_some_and(|rs| {
+                        rs[0].pc as u32 == pc + 1
+                            && rs[1].pc as u32 == pc + 2
+                            && code[pc as usize + 1].op == op::LOAD
+                            && code[pc as usize + 2].op == op::GETITEM
+                            && rs[1].types[1] == TYPE_LIST
+                            && rs[1].types[0] == TYPE_INT
+                    });
+                    if item {
+                        let index = code[pc as usize + 1].arg0;
+                        p.emit_exiting(op::GETITEM_LOCALS, inst.arg0, index, pc);
+                        p.locals[inst.arg0 as usize] = Ty::List;
+                        p.locals[index as usize] = Ty::Int;
+                        p.push(Ty::Unknown);
+                        i += 3;
+                        continue;
                     }
-                    for _ in 0..info.pop.count(args) {
+                    p.emit(op::LOAD, inst.arg0, 0);
+                    let ty = p.locals[inst.arg0 as usize];
+                    p.stack.push(Slot {
+                        ty,
+                        local: Some(inst.arg0),
+                    });
+                }
+                op::STORE => {
+                    p.emit(op::STORE, inst.arg0, 0);
+                    let s = p.pop();
+                    p.store_local(inst.arg0, s.ty);
+                }
+                op::LOAD_GLOBAL => {
+                    if stored_globals.contains(&inst.arg0) {
+                        p.emit(op::LOAD_GLOBAL, inst.arg0, 0);
+                        p.push(Ty::Unknown);
+                    } else {
+                        let v = globals[inst.arg0 as usize];
+                        p.emit(op::CONST, v, 0);
+                        p.push(ty_of(Value(v)));
+                        if !deps.contains(&inst.arg0) {
+                            deps.push(inst.arg0);
+                        }
+                    }
+                }
+                op::STORE_GLOBAL => {
+                    p.emit_exiting(op::STORE_GLOBAL, inst.arg0, 0, pc);
+                    p.pop();
+                }
+                op::POP => {
+                    p.emit(op::POP, 0, 0);
+                    p.pop();
+                }
+                op::DUP => {
+                    p.emit(op::DUP, 0, 0);
+                    let top = *p.slot(0);
+                    p.stack.push(top);
+                }
+                op::SWAP => {
+                    p.emit(op::SWAP, 0, 0);
+                    let (a, b) = (p.pop(), p.pop());
+                    p.stack.push(a);
+                    p.stack.push(b);
+                }
+                op::JUMP_IF_FALSE | op::JUMP_IF_TRUE => {
+                    let taken = next_pc(i) == Some(inst.target);
+                    let truthy = taken == (inst.op == op::JUMP_IF_TRUE);
+                    let other = if taken { pc + 1 } else { inst.target };
+                    let guard = if truthy {
+                        op::GUARD_TRUE
+                    } else {
+                        op::GUARD_FALSE
+                    };
+                    p.emit_exiting(guard, 0, 0, other);
+                    p.pop();
+                }
+                op::CALL => {
+                    // Enters the callee's compiled code directly when it has some; leaves after
+                    // the call if the callee invalidated executors.
+                    let call = p.calls.len() as u64;
+                    p.calls.push(TraceCall {
+                        func: inst.arg0 as u32,
+                        pc,
+                        argc: inst.arg1 as u32,
+                    });
+                    p.emit_exiting(op::CALL_JIT, call, inst.arg1, pc + 1);
+                    for _ in 0..inst.arg1 {
                         p.pop();
                     }
-                    let result = match bytecode {
-                        op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => Ty::Bool,
-                        op::DIV | op::FLOAT | op::SQRT => Ty::Float,
-                        op::INT | op::LEN => Ty::Int,
-                        op::NEWLIST | op::BUILD_LIST => Ty::List,
-                        _ => Ty::Unknown,
-                    };
-                    for _ in 0..info.push.count(args) {
-                        p.push(result);
+                    p.push(Ty::Unknown);
+                }
+                op::RETURN => {
+                    p.emit(op::RETURN, 0, 0);
+                    if i + 1 != records.len() {
+                        return Err(format!("RETURN at pc {pc} in the middle of a recording"));
+                    }
+                }
+                op::GETITEM if types[1] == TYPE_LIST && types[0] == TYPE_INT => {
+                    p.guard(pc, &[(1, Ty::List), (0, Ty::Int)]);
+                    p.emit_exiting(op::GETITEM_LIST_INT, 0, 0, pc);
+                    p.pop();
+                    p.pop();
+                    p.push(Ty::Unknown);
+                }
+                op::SETITEM if types[2] == TYPE_LIST && types[1] == TYPE_INT => {
+                    p.guard(pc, &[(2, Ty::List), (1, Ty::Int)]);
+                    p.emit_exiting(op::SETITEM_LIST_INT, 0, 0, pc);
+                    for _ in 0..3 {
+                        p.pop();
+                    }
+                }
+                bytecode => {
+                    let info = ops::info(bytecode);
+                    if !info.bytecode {
+                        return Err(format!(
+                            "micro-op {} recorded as a bytecode at pc {pc}",
+                            info.name
+                        ));
+                    }
+                    let args = [inst.arg0, inst.arg1];
+                    let specialised =
+                        specialisations(bytecode).and_then(|(int_op, float_op, cmp)| {
+                            match (recorded(types[1]), recorded(types[0])) {
+                                (Ty::Int, Ty::Int) => int_op.map(|o| (o, Ty::Int, cmp)),
+                                (Ty::Float, Ty::Float) => float_op.map(|o| (o, Ty::Float, cmp)),
+                                _ => None,
+                            }
+                        });
+                    if let Some((uop, ty, cmp)) = specialised {
+                        // `const 2**k; floordiv` (`mod`) on a dividend known to be an int: a shift
+                        // (a mask) in place of the constant and the division, with no exit.
+                        if let Some((fused, k)) = power_of_two_division(p, uop) {
+                            p.uops.pop();
+                            p.pop();
+                            p.pop();
+                            p.emit(fused, k, 0);
+                            p.push(Ty::Int);
+                            i += 1;
+                            continue;
+                        }
+                        p.guard(pc, &[(1, ty), (0, ty)]);
+                        p.pop();
+                        p.pop();
+                        // Fuse a comparison with the conditional jump after it.
+                        let branch = records.get(i + 1).map(|r| code[r.pc as usize]);
+                        let fused = fused_compare_branch(uop).filter(|_| {
+                            cmp && records[i + 1].pc as u32 == pc + 1
+                                && matches!(
+                                    branch.map(|b| b.op),
+                                    Some(op::JUMP_IF_FALSE | op::JUMP_IF_TRUE)
+                                )
+                        });
+                        if let (Some((on_true, on_false)), Some(b)) = (fused, branch) {
+                            let taken = next_pc(i + 1) == Some(b.target);
+                            let truthy = taken == (b.op == op::JUMP_IF_TRUE);
+                            let other = if taken { pc + 2 } else { b.target };
+                            p.emit_exiting(if truthy { on_true } else { on_false }, 0, 0, other);
+                            i += 2;
+                            continue;
+                        }
+                        p.emit_exiting(uop, 0, 0, pc);
+                        p.push(if cmp { Ty::Bool } else { ty });
+                    } else {
+                        // The generic op; if it would raise, the trace leaves and the interpreter
+                        // raises at this bytecode.
+                        if info.exits {
+                            p.emit_exiting(bytecode, args[0], args[1], pc);
+                        } else {
+                            p.emit(bytecode, args[0], args[1]);
+                        }
+                        for _ in 0..info.pop.count(args) {
+                            p.pop();
+                        }
+                        let result = match bytecode {
+                            op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => {
+                                Ty::Bool
+                            }
+                            op::DIV | op::FLOAT | op::SQRT => Ty::Float,
+                            op::INT | op::LEN => Ty::Int,
+                            op::NEWLIST | op::BUILD_LIST => Ty::List,
+                            _ => Ty::Unknown,
+                        };
+                        for _ in 0..info.push.count(args) {
+                            p.push(result);
+                        }
                     }
                 }
             }
+            i += 1;
         }
-        i += 1;
-    }
+        Ok(())
+    };
+    pass(&mut p)?;
+    let loop_start = match end {
+        End::JumpTop => peel(&mut p, &mut pass)?,
+        _ => 0,
+    };
     let mut end_exit = None;
     match end {
-        End::JumpTop => p.emit(op::JUMP_TOP, 0, 0),
+        End::JumpTop => {
+            p.emit(op::JUMP_TOP, 0, 0);
+            p.uops.last_mut().expect("just emitted").target = loop_start as u32;
+        }
         End::Exit(pc) => {
             end_exit = Some(p.uops.len());
             p.emit(op::EXIT_TRACE, pc as u64, 0);

@@ -1,7 +1,10 @@
-//! Typed fast paths the trace compiler picks from what a trace proves: `x // 2**k` and
-//! `x % 2**k` on an int it knows become a shift and a mask (`FLOORDIV_INT_POW2`,
-//! `MOD_INT_POW2`), with Python's floor semantics for negative dividends and at the limits
-//! of the int range; divisors that are not positive powers of two keep the division.
+//! Typed fast paths the trace compiler picks from what a trace proves:
+//! - `x // 2**k` and `x % 2**k` on an int it knows become a shift and a mask
+//!   (`FLOORDIV_INT_POW2`, `MOD_INT_POW2`), with Python's floor semantics for negative
+//!   dividends and at the limits of the int range; other divisors keep the division;
+//! - a loop's guards run once: the trace's first iteration is a preamble, and the loop
+//!   jumps back to a copy projected from the types the preamble proved, without guards on
+//!   them; a local whose type changes later fails the preamble's guard on re-entry.
 
 use crate::common;
 
@@ -17,6 +20,7 @@ use std::rc::Rc;
 struct Recording {
     backend: Backend,
     ops: RefCell<Vec<u32>>,
+    traces: RefCell<Vec<Trace>>,
 }
 
 impl TraceCompiler for Recording {
@@ -28,8 +32,36 @@ impl TraceCompiler for Recording {
         self.ops
             .borrow_mut()
             .extend(trace.uops[..trace.body_len].iter().map(|u| u.op));
+        self.traces.borrow_mut().push(trace.clone());
         self.backend.compile(trace)
     }
+}
+
+fn recording() -> Rc<Recording> {
+    Rc::new(Recording {
+        backend: Backend::host().expect("host stencils are linked"),
+        ops: RefCell::new(Vec::new()),
+        traces: RefCell::new(Vec::new()),
+    })
+}
+
+/// Runs `text` in jit mode with a [`Recording`] compiler; its output (and error).
+fn record(text: &str) -> (Rc<Recording>, String) {
+    let recording = recording();
+    let vm = Vm::new(
+        cpjit_vm::parse(text).unwrap(),
+        Config {
+            compiler: Some(recording.clone() as Rc<dyn TraceCompiler>),
+            ..eager(Mode::Jit)
+        },
+    )
+    .unwrap();
+    let result = vm.run();
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    (recording, out)
 }
 
 /// The largest int (48-bit ints) over 20: `x * SCALE` for x in -20..20 reaches the limits.
@@ -91,20 +123,8 @@ fn power_of_two_divisions_are_shifts_and_masks_with_floor_semantics_in_every_mod
     for mode in MODES {
         assert_eq!(run_traced(PROGRAM, eager(mode)), want, "{mode:?}");
     }
-    let recording = Rc::new(Recording {
-        backend: Backend::host().expect("host stencils are linked"),
-        ops: RefCell::new(Vec::new()),
-    });
-    let vm = Vm::new(
-        cpjit_vm::parse(PROGRAM).unwrap(),
-        Config {
-            compiler: Some(recording.clone() as Rc<dyn TraceCompiler>),
-            ..eager(Mode::Jit)
-        },
-    )
-    .unwrap();
-    vm.run().unwrap();
-    assert_eq!(vm.output(), want);
+    let (recording, out) = record(PROGRAM);
+    assert_eq!(out, want);
     let ops = recording.ops.borrow();
     let count = |id: u32| ops.iter().filter(|&&o| o == id).count();
     // Per loop trace: 1, 2, 8 and 2**10, 2**46 divide; 1, 2, 16 and 2**10, 2**46 take the
@@ -115,4 +135,89 @@ fn power_of_two_divisions_are_shifts_and_masks_with_floor_semantics_in_every_mod
         count(op::FLOORDIV_INT) >= 1 && count(op::MOD_INT) >= 1,
         "{ops:?}"
     );
+}
+
+fn is_guard(id: u32) -> bool {
+    cpjit_vm::ops::info(id).name.starts_with("GUARD_")
+}
+
+/// Sums ints in a loop; at iteration `change` (if below 60) `x` becomes a float, so the
+/// loop, compiled while `x` was an int, is re-entered with a float in it.
+fn summing(change: u32) -> String {
+    format!(
+        "func main()
+  locals i s x
+  const 0; store i; const 0; store s; const 3; store x
+loop:
+  load i; const 60; lt; jump_if_false done
+  load i; const {change}; eq; jump_if_false same
+  const 0.5; store x
+same:
+  load s; load x; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn a_loop_guards_its_locals_once_in_a_preamble_and_jumps_back_past_it() {
+    let (recording, out) = record(&summing(1000));
+    assert_eq!(out, "180\n");
+    let traces = recording.traces.borrow();
+    let looping: Vec<&Trace> = traces
+        .iter()
+        .filter(|t| t.uops[..t.body_len].iter().any(|u| u.op == op::JUMP_TOP))
+        .collect();
+    assert!(!looping.is_empty(), "no loop trace");
+    for t in looping {
+        let jump = t.uops[..t.body_len]
+            .iter()
+            .find(|u| u.op == op::JUMP_TOP)
+            .unwrap();
+        let start = jump.target as usize;
+        assert!(start > 0, "not peeled: {t:?}");
+        let (preamble, body) = (&t.uops[..start], &t.uops[start..t.body_len]);
+        assert!(preamble.iter().any(|u| is_guard(u.op)), "{t:?}");
+        assert!(
+            !body.iter().any(|u| is_guard(u.op)),
+            "guards left in the loop: {t:?}"
+        );
+    }
+}
+
+#[test]
+fn a_local_that_changes_type_after_peeling_fails_the_preamble_guard_in_every_mode() {
+    for change in [7, 20, 59] {
+        let text = summing(change);
+        let want = run_traced(&text, eager(Mode::Interp));
+        assert_eq!(
+            want,
+            format!(
+                "{:?}\n",
+                3.0 * f64::from(change) + 0.5 * f64::from(60 - change)
+            ),
+            "change at {change}"
+        );
+        for mode in MODES {
+            assert_eq!(
+                run_traced(&text, eager(mode)),
+                want,
+                "{mode:?}, change at {change}"
+            );
+        }
+        let (recording, out) = record(&text);
+        assert_eq!(out, want);
+        // With iterations left after the change, the failing guard grows a side trace.
+        if change < 50 {
+            assert!(
+                recording.traces.borrow().len() >= 2,
+                "no trace after the change at {change}"
+            );
+        }
+    }
 }
