@@ -264,9 +264,10 @@ fn peel<'a>(
     Ok(0)
 }
 
-/// The shift or mask micro-op (and its exponent k) that replaces `uop` (`FLOORDIV_INT` or
-/// `MOD_INT`) and the constant pushed just before it, when that constant is 2**k and the
-/// dividend below it is known to be an int (so no guard would run between them).
+/// The shift or mask micro-op (and its operand, the divisor) that replaces `uop`
+/// (`FLOORDIV_INT` or `MOD_INT`) and the constant pushed just before it, when that constant
+/// is a positive power of two and the dividend below it is known to be an int (so no guard
+/// would run between them).
 fn power_of_two_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64)> {
     let fused = match uop {
         op::FLOORDIV_INT => op::FLOORDIV_INT_POW2,
@@ -277,7 +278,7 @@ fn power_of_two_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64)> 
     let divisor = Value(last.arg0)
         .as_int()
         .filter(|&d| d > 0 && d.count_ones() == 1)?;
-    (p.slot(1).ty == Ty::Int).then_some((fused, u64::from(divisor.trailing_zeros())))
+    (p.slot(1).ty == Ty::Int).then_some((fused, divisor as u64))
 }
 
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
