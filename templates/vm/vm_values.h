@@ -46,6 +46,20 @@ VM_INLINE uint64_t vm_box_int(int64_t i) {
 }
 VM_INLINE int vm_int_fits(int64_t i) { return i >= VM_INT_MIN && i <= VM_INT_MAX; }
 
+/* floor(x / d) for an int x (|x| < 2**47) and a constant d >= 3, given d's reciprocal
+ * `magic` = m | s << 56, m = floor(2**s / d) + 1, s = 48 + ceil(log2 d) (vm/src/trace.rs,
+ * `Reciprocal`): for every 0 <= n < 2**48, floor(n * m / 2**s) = floor(n / d) (Granlund and
+ * Montgomery, "Division by invariant integers using multiplication", 1994: here
+ * 2**s < m * d <= 2**s + d <= 2**s + 2**(s - 48)). A negative x is floor-divided as
+ * -floor((-x + d - 1) / d), branch-free with t = x >> 63. */
+VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t magic) {
+  int64_t t = x >> 63;
+  uint64_t n = (uint64_t)(x ^ t) + (d & (uint64_t)t);
+  unsigned __int128 p = (unsigned __int128)n * (magic & ((UINT64_C(1) << 56) - 1));
+  int64_t q = (int64_t)(uint64_t)(p >> (magic >> 56));
+  return (q ^ t) - t;
+}
+
 VM_INLINE double vm_float_of(uint64_t v) {
   union { uint64_t u; double d; } c;
   c.u = v;

@@ -10,8 +10,8 @@
 //! A loop trace is peeled (`peel`): its first iteration guards what it needs, and the loop
 //! jumps back to a second copy projected from the locals' types the first one proved, so
 //! guards that hold around the loop run once per entry, not once per iteration. Known ints
-//! divided by a constant power of two become a shift or a mask
-//! (`power_of_two_division`).
+//! divided by a positive constant become a shift, a mask or a multiplication by the
+//! divisor's reciprocal (`constant_division`).
 
 use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
@@ -264,21 +264,38 @@ fn peel<'a>(
     Ok(0)
 }
 
-/// The shift or mask micro-op (and its operand, the divisor) that replaces `uop`
-/// (`FLOORDIV_INT` or `MOD_INT`) and the constant pushed just before it, when that constant
-/// is a positive power of two and the dividend below it is known to be an int (so no guard
-/// would run between them).
-fn power_of_two_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64)> {
-    let fused = match uop {
-        op::FLOORDIV_INT => op::FLOORDIV_INT_POW2,
-        op::MOD_INT => op::MOD_INT_POW2,
+/// The micro-op (and its operands) that replaces `uop` (`FLOORDIV_INT` or `MOD_INT`) and the
+/// constant pushed just before it, when that constant is a positive int and the dividend
+/// below it is known to be an int (so no guard would run between them): a power of two
+/// shifts or masks (`*_POW2`, the divisor as operand), any other divisor from 3 on
+/// multiplies by its [`reciprocal`] (`*_BY`). Neither leaves the trace.
+fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64, u64)> {
+    let floor = match uop {
+        op::FLOORDIV_INT => true,
+        op::MOD_INT => false,
         _ => return None,
     };
     let last = p.uops.last().filter(|u| u.op == op::CONST)?;
-    let divisor = Value(last.arg0)
-        .as_int()
-        .filter(|&d| d > 0 && d.count_ones() == 1)?;
-    (p.slot(1).ty == Ty::Int).then_some((fused, divisor as u64))
+    let d = Value(last.arg0).as_int().filter(|&d| d > 0)? as u64;
+    if p.slot(1).ty != Ty::Int {
+        return None;
+    }
+    Some(match (d.is_power_of_two(), floor) {
+        (true, true) => (op::FLOORDIV_INT_POW2, d, 0),
+        (true, false) => (op::MOD_INT_POW2, d, 0),
+        (false, true) => (op::FLOORDIV_INT_BY, d, reciprocal(d)),
+        (false, false) => (op::MOD_INT_BY, d, reciprocal(d)),
+    })
+}
+
+/// The reciprocal of a divisor `d` (3 <= d < 2**47) that `vm_floordiv_by`
+/// (templates/vm/vm_values.h) multiplies by: `m | s << 56` with s = 48 + ceil(log2 d) and
+/// m = floor(2**s / d) + 1, so that floor(n * m / 2**s) = floor(n / d) for 0 <= n < 2**48.
+pub fn reciprocal(d: u64) -> u64 {
+    assert!((3..1 << 47).contains(&d), "no reciprocal for divisor {d}");
+    let s = 48 + (64 - (d - 1).leading_zeros());
+    let m = ((1u128 << s) / u128::from(d)) as u64 + 1;
+    m | u64::from(s) << 56
 }
 
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
@@ -512,13 +529,13 @@ pub fn project(
                             }
                         });
                     if let Some((uop, ty, cmp)) = specialised {
-                        // `const 2**k; floordiv` (`mod`) on a dividend known to be an int: a shift
-                        // (a mask) in place of the constant and the division, with no exit.
-                        if let Some((fused, k)) = power_of_two_division(p, uop) {
+                        // `const d; floordiv` (`mod`) on a dividend known to be an int: a shift, a
+                        // mask or a multiplication in place of the constant and the division.
+                        if let Some((fused, arg0, arg1)) = constant_division(p, uop) {
                             p.uops.pop();
                             p.pop();
                             p.pop();
-                            p.emit(fused, k, 0);
+                            p.emit(fused, arg0, arg1);
                             p.push(Ty::Int);
                             i += 1;
                             continue;
@@ -681,5 +698,74 @@ impl Trace {
             s.push('\n');
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reciprocal;
+
+    /// `vm_floordiv_by` of templates/vm/vm_values.h, step by step.
+    fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {
+        let t = x >> 63;
+        let n = (x ^ t) as u64 + (d & t as u64);
+        let p = u128::from(n) * u128::from(magic & ((1 << 56) - 1));
+        let q = (p >> (magic >> 56)) as u64 as i64;
+        (q ^ t) - t
+    }
+
+    /// Against Rust's floor division, on every dividend kind the VM's 48-bit ints have: the
+    /// ends of the range, around multiples of d, and a spread in between.
+    #[test]
+    fn the_reciprocal_divides_every_int_exactly() {
+        const MAX: i64 = (1 << 47) - 1;
+        let mut divisors: Vec<u64> = (3..2000).filter(|d: &u64| !d.is_power_of_two()).collect();
+        divisors.extend([
+            7_036_874_417_767,
+            (1 << 46) + 1,
+            (1 << 47) - 1,
+            1_000_000_007,
+        ]);
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for &d in &divisors {
+            let magic = reciprocal(d);
+            let di = d as i64;
+            let mut xs = vec![
+                0,
+                1,
+                -1,
+                MAX,
+                -MAX - 1,
+                MAX - 1,
+                -MAX,
+                di,
+                -di,
+                di - 1,
+                1 - di,
+            ];
+            xs.extend([
+                di + 1,
+                -di - 1,
+                MAX / di * di,
+                -(MAX / di) * di,
+                -(MAX / di) * di - 1,
+            ]);
+            for _ in 0..200 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                xs.push((seed as i64) >> 16);
+            }
+            for x in xs {
+                assert_eq!(floordiv_by(x, d, magic), x.div_euclid(di), "{x} // {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn divisors_without_a_reciprocal_are_refused() {
+        for d in [0, 1, 2, 1 << 47] {
+            assert!(std::panic::catch_unwind(|| reciprocal(d)).is_err(), "{d}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! Typed fast paths the trace compiler picks from what a trace proves:
-//! - `x // 2**k` and `x % 2**k` on an int it knows become a shift and a mask
-//!   (`FLOORDIV_INT_POW2`, `MOD_INT_POW2`), with Python's floor semantics for negative
-//!   dividends and at the limits of the int range; other divisors keep the division;
+//! - `x // d` and `x % d` on an int it knows, for a constant d > 0, become a shift and a
+//!   mask (`FLOORDIV_INT_POW2`, `MOD_INT_POW2`) or a multiplication by d's reciprocal
+//!   (`FLOORDIV_INT_BY`, `MOD_INT_BY`), with Python's floor semantics for negative dividends
+//!   and at the limits of the int range; negative divisors keep the division;
 //! - a loop's guards run once: the trace's first iteration is a preamble, and the loop
 //!   jumps back to a copy projected from the types the preamble proved, without guards on
 //!   them; a local whose type changes later fails the preamble's guard on re-entry.
@@ -75,9 +76,10 @@ loop:
   load i; const 40; lt; jump_if_false done
   load i; const 20; sub; store x
   load x; const 7036874417766; mul; store y
-  load x; const 1; floordiv; load x; const 2; floordiv; load x; const 8; floordiv; load x; const 3; floordiv; print 4
-  load x; const 1; mod; load x; const 2; mod; load x; const 16; mod; load x; const -4; mod; print 4
+  load x; const 1; floordiv; load x; const 2; floordiv; load x; const 8; floordiv; load x; const 3; floordiv; load x; const -3; floordiv; print 5
+  load x; const 1; mod; load x; const 2; mod; load x; const 16; mod; load x; const -4; mod; load x; const 7; mod; print 5
   load y; const 1024; floordiv; load y; const 70368744177664; floordiv; load y; const 1024; mod; load y; const 70368744177664; mod; print 4
+  load y; const 1000; floordiv; load y; const 1000; mod; load y; const 140737488355327; floordiv; load y; const 7036874417767; mod; print 4
   load i; const 1; add; store i
   jump loop
 done:
@@ -100,25 +102,34 @@ fn floor_mod(x: i64, d: i64) -> i64 {
 }
 
 fn expected() -> String {
+    let line = |v: &[i64]| {
+        let words: Vec<String> = v.iter().map(i64::to_string).collect();
+        words.join(" ") + "\n"
+    };
     let mut out = String::new();
     for i in 0..40 {
         let x = i - 20;
         let y = x * SCALE;
-        let line = |v: [i64; 4]| format!("{} {} {} {}\n", v[0], v[1], v[2], v[3]);
-        out += &line([1, 2, 8, 3].map(|d| floor_div(x, d)));
-        out += &line([1, 2, 16, -4].map(|d| floor_mod(x, d)));
-        out += &line([
+        out += &line(&[1, 2, 8, 3, -3].map(|d| floor_div(x, d)));
+        out += &line(&[1, 2, 16, -4, 7].map(|d| floor_mod(x, d)));
+        out += &line(&[
             floor_div(y, 1024),
             floor_div(y, BIG),
             floor_mod(y, 1024),
             floor_mod(y, BIG),
+        ]);
+        out += &line(&[
+            floor_div(y, 1000),
+            floor_mod(y, 1000),
+            floor_div(y, (1 << 47) - 1),
+            floor_mod(y, SCALE + 1),
         ]);
     }
     out
 }
 
 #[test]
-fn power_of_two_divisions_are_shifts_and_masks_with_floor_semantics_in_every_mode() {
+fn constant_divisions_are_shifts_masks_and_multiplications_with_floor_semantics_in_every_mode() {
     let want = expected();
     for mode in MODES {
         assert_eq!(run_traced(PROGRAM, eager(mode)), want, "{mode:?}");
@@ -127,10 +138,12 @@ fn power_of_two_divisions_are_shifts_and_masks_with_floor_semantics_in_every_mod
     assert_eq!(out, want);
     let ops = recording.ops.borrow();
     let count = |id: u32| ops.iter().filter(|&&o| o == id).count();
-    // Per loop trace: 1, 2, 8 and 2**10, 2**46 divide; 1, 2, 16 and 2**10, 2**46 take the
-    // remainder; 3 and -4 keep the division.
+    // Per loop trace: 1, 2, 8, 2**10 and 2**46 divide and take the remainder by shifts and
+    // masks; 3, 7, 1000, 2**47 - 1 and SCALE + 1 by multiplications; -3 and -4 divide.
     assert!(count(op::FLOORDIV_INT_POW2) >= 5, "{ops:?}");
     assert!(count(op::MOD_INT_POW2) >= 5, "{ops:?}");
+    assert!(count(op::FLOORDIV_INT_BY) >= 3, "{ops:?}");
+    assert!(count(op::MOD_INT_BY) >= 3, "{ops:?}");
     assert!(
         count(op::FLOORDIV_INT) >= 1 && count(op::MOD_INT) >= 1,
         "{ops:?}"

@@ -1,6 +1,6 @@
 //! A seeded random program generator for differential testing: loops long enough to tier
-//! up, branches, ints near the overflow limits, divisions of known ints by powers of two
-//! (shifts and masks in traces) and by other constants, floats with NaN, infinities and -0.0, lists
+//! up, branches, ints near the overflow limits, divisions of known ints by constants
+//! (shifts, masks and multiplications in traces), floats with NaN, infinities and -0.0, lists
 //! (with indices that go out of range), calls, globals that change (invalidating traces),
 //! and locals whose type changes mid-loop (so guards fail inside traces). A recursive
 //! function `h` makes call chains: once hot, compiled code calls compiled code, whose guards
@@ -130,8 +130,8 @@ impl Gen {
             }
             3 => {
                 // `//` and `%` of an int the trace knows (the loop counter, shifted to either
-                // sign or scaled towards the limits) by a constant: a shift or a mask in
-                // traces when the constant is a positive power of two, a division otherwise.
+                // sign or scaled towards the limits) by a constant: in traces, a shift or a
+                // mask by a power of two, a multiplication by another positive constant.
                 let scaled = self.rng.pick(&[
                     "const 5; sub",
                     "const 9; mul",
@@ -146,6 +146,9 @@ impl Gen {
                     "1024",
                     "70368744177664",
                     "3",
+                    "7",
+                    "1000",
+                    "140737488355327",
                     "-2",
                     "0",
                 ]);
