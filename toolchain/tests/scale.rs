@@ -160,58 +160,108 @@ fn no_plt_keeps_continuation_elision_on_x86_64() {
         .into_iter()
         .find(|t| t.starts_with("x86_64") && t.contains("linux"))
         .unwrap();
+    let no_plt = |manifest: &str| {
+        let edited = manifest.replace("cflags = [\"-O2\"]", "cflags = [\"-O2\", \"-fno-plt\"]");
+        assert_ne!(edited, manifest);
+        edited
+    };
+    let build = |dir: &Path| {
+        let out = tempfile::tempdir().unwrap();
+        driver::build_stencils(&options(
+            dir.to_path_buf(),
+            &[&triple],
+            out.path(),
+            Cache::disabled(),
+        ))
+        .unwrap();
+        let elided = Sidecar::read(&out.path().join(&triple))
+            .unwrap()
+            .counts
+            .elided_jumps;
+        (elided, lib_rs(out.path(), &triple))
+    };
+
+    // The scale set's continuations are declared as data: the same count with and without.
     let set = tempfile::tempdir().unwrap();
     SMALL.write(set.path()).unwrap();
-    // The default set's continuations are functions, which -fno-plt marks nonlazybind.
-    // Without -fno-plt, the default set's count is its committed crate's (which
-    // `build-stencils --check` proves fresh), so only the -fno-plt build of it is made here.
-    let committed = workspace().join("stencils").join(&triple);
-    for (templates, manifest_extra, committed) in [
-        (
-            set.path().to_path_buf(),
-            "cflags = [\"-O2\", \"-fno-plt\"]",
-            None,
-        ),
-        (
-            workspace().join("templates"),
-            "cflags = [\"-O2\", \"-fno-plt\"]",
-            Some(committed),
-        ),
-    ] {
-        let copy = tempfile::tempdir().unwrap();
-        copy_dir(&templates, copy.path());
-        let manifest = copy.path().join("manifest.toml");
-        let text = std::fs::read_to_string(&manifest).unwrap();
-        let edited = text.replace("cflags = [\"-O2\"]", manifest_extra);
-        assert_ne!(edited, text);
-        std::fs::write(&manifest, edited).unwrap();
-        let out = tempfile::tempdir().unwrap();
-        let build = |dir: &Path, out: &Path| {
-            driver::build_stencils(&options(
-                dir.to_path_buf(),
-                &[&triple],
-                out,
-                Cache::disabled(),
-            ))
-            .unwrap();
-            Sidecar::read(&out.join(&triple))
-                .unwrap()
-                .counts
-                .elided_jumps
-        };
-        let with = build(copy.path(), out.path());
-        let without = match committed {
-            Some(crate_dir) => Sidecar::read(&crate_dir).unwrap().counts.elided_jumps,
-            None => {
-                let plain_out = tempfile::tempdir().unwrap();
-                build(&templates, plain_out.path())
-            }
-        };
-        assert!(
-            with > 0 && with == without,
-            "-fno-plt: {with} elided, without: {without}"
+    let (without, _) = build(set.path());
+    let manifest = set.path().join("manifest.toml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, no_plt(&text)).unwrap();
+    let (with, _) = build(set.path());
+    assert!(
+        with > 0 && with == without,
+        "scale set, -fno-plt: {with} elided, without: {without}"
+    );
+
+    // The default set's continuations are functions, which -fno-plt marks nonlazybind. Its
+    // plain sources and the first element of each family (every source file and family
+    // shape, 178 of its 530 stencils) are built with -fno-plt; each stencil must fall
+    // through exactly where the committed crate's does (the committed crate is the build
+    // without -fno-plt, which `build-stencils --check` proves fresh).
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(&workspace().join("templates"), copy.path());
+    let manifest = copy.path().join("manifest.toml");
+    let text = first_family_elements(&no_plt(&std::fs::read_to_string(&manifest).unwrap()));
+    std::fs::write(&manifest, text).unwrap();
+    let (elided, lib) = build(copy.path());
+    let built = falls_through(&lib);
+    let committed = falls_through(&lib_rs(&workspace().join("stencils"), &triple));
+    assert!(
+        built.len() > 150 && elided > 0,
+        "{} stencils, {elided} elided",
+        built.len()
+    );
+    for (name, falls) in &built {
+        assert_eq!(
+            Some(falls),
+            committed.get(name),
+            "{triple}: `{name}` with -fno-plt falls through: {falls}; the committed crate \
+             (without -fno-plt): {:?}",
+            committed.get(name)
         );
     }
+    assert_eq!(
+        elided,
+        built.values().filter(|f| **f).count(),
+        "the sidecar counts the stencils that fall through"
+    );
+}
+
+/// `manifest` with each family's list cut to its first element (all its parameters kept).
+fn first_family_elements(manifest: &str) -> String {
+    let mut table: toml::Table = manifest.parse().unwrap();
+    let families = table
+        .get_mut("family")
+        .and_then(|f| f.as_array_mut())
+        .expect("the default set has families");
+    for family in families {
+        let list = family
+            .get_mut("list")
+            .and_then(|l| l.as_array_mut())
+            .expect("a family with a list");
+        list.truncate(1);
+    }
+    toml::to_string(&table).unwrap()
+}
+
+/// Each stencil of a generated `lib.rs` and whether it falls through (its final jump to the
+/// continuation elided).
+fn falls_through(lib: &str) -> std::collections::BTreeMap<String, bool> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut name: Option<&str> = None;
+    for line in lib.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("pub const ") {
+            if let Some(n) = rest.strip_suffix(": Stencil<'static> = Stencil {") {
+                name = Some(n);
+            }
+        } else if let Some(value) = line.strip_prefix("falls_through: ") {
+            let n = name.take().expect("falls_through inside a stencil");
+            out.insert(n.to_string(), value == "true,");
+        }
+    }
+    out
 }
 
 fn copy_dir(from: &Path, to: &Path) {

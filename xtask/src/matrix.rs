@@ -161,10 +161,15 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     let stencil_free_row = stencil_free_rows(&rows);
     for row in &rows {
         let runs_stencil_free = stencil_free_row[row.rust_target.as_str()] == row.triple;
-        let row_suites: Vec<(&String, &str)> = suites
+        let row_suites: Vec<RowSuite> = suites
             .iter()
-            .filter(|(_, s)| s.reads_stencils || runs_stencil_free)
-            .map(|(name, s)| (*name, s.package.as_str()))
+            .filter_map(|(name, s)| {
+                s.filter(runs_stencil_free).map(|filter| RowSuite {
+                    name,
+                    package: &s.package,
+                    filter,
+                })
+            })
             .collect();
         if row_suites.is_empty() {
             // Only with `--suite`: every selected suite ignores CPJIT_STENCILS and so runs
@@ -201,6 +206,13 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// A suite as one row runs it: the nextest filterset of its tests there.
+struct RowSuite<'a> {
+    name: &'a String,
+    package: &'a str,
+    filter: String,
 }
 
 /// For each Rust target, the row that runs the suites ignoring `CPJIT_STENCILS`: the row
@@ -294,7 +306,7 @@ fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, 
 fn run_row(
     root: &Path,
     row: &Row,
-    suites: &[(&String, &str)],
+    suites: &[RowSuite],
     archive: &Result<PathBuf, String>,
     extra_env: &BTreeMap<String, String>,
 ) -> RowResult {
@@ -333,9 +345,10 @@ fn run_row(
         }
         None => None,
     };
-    let packages: Vec<&str> = suites.iter().map(|(_, p)| *p).collect();
-    match nextest::run_archive(root, archive, &packages, &env) {
-        Ok(outcome) => judge(&mut result, suites, &outcome),
+    let filters: Vec<&str> = suites.iter().map(|s| s.filter.as_str()).collect();
+    let named: Vec<(&String, &str)> = suites.iter().map(|s| (s.name, s.package)).collect();
+    match nextest::run_archive(root, archive, &filters, &env) {
+        Ok(outcome) => judge(&mut result, &named, &outcome),
         Err(e) => result.problems.push(e),
     }
     if let Some(hold) = hold {

@@ -70,13 +70,25 @@ pub fn all_targets() -> Vec<String> {
         .collect()
 }
 
-/// Architecture and object format of `triple`, read from its target file.
+/// Architecture and object format of `triple`, read from its target file once per test
+/// process: the readers' robustness tests ask for every truncation of every fixture, and
+/// parsing the TOML file each time was most of their run time (20 of 24 s).
 pub fn arch_and_format(triple: &str) -> (cpjit_model::Arch, cpjit_model::ObjectFormat) {
-    let t = cpjit_toolchain::target::Target::load(
-        &workspace().join("targets").join(format!("{triple}.toml")),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    (t.arch, t.format)
+    use std::collections::BTreeMap;
+    use std::sync::{Mutex, OnceLock};
+    type Facts = BTreeMap<String, (cpjit_model::Arch, cpjit_model::ObjectFormat)>;
+    static READ: OnceLock<Mutex<Facts>> = OnceLock::new();
+    let mut read = READ
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    *read.entry(triple.to_string()).or_insert_with(|| {
+        let t = cpjit_toolchain::target::Target::load(
+            &workspace().join("targets").join(format!("{triple}.toml")),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        (t.arch, t.format)
+    })
 }
 
 /// The triples that have committed object fixtures (`tests/golden/obj/<triple>/`), sorted;

@@ -17,6 +17,26 @@ pub struct Suite {
     /// row of that target's own stencils when selected, else in its first row).
     #[serde(default = "yes")]
     pub reads_stencils: bool,
+    /// The tests of a suite that reads `CPJIT_STENCILS` which do not (a nextest filterset,
+    /// e.g. the VM's interpreter modes): like a suite that does not, they run once per Rust
+    /// target, in the row that runs such suites; the other rows run the rest.
+    #[serde(default)]
+    pub stencil_free: Option<String>,
+}
+
+impl Suite {
+    /// The nextest filterset of the suite's tests that a row runs: all of them in the row
+    /// that runs the stencil-free tests of its Rust target, else those that read
+    /// `CPJIT_STENCILS` (`None`: none).
+    pub fn filter(&self, runs_stencil_free: bool) -> Option<String> {
+        let package = format!("package(={})", self.package);
+        match (&self.stencil_free, runs_stencil_free, self.reads_stencils) {
+            (_, true, _) => Some(package),
+            (_, false, false) => None,
+            (None, false, true) => Some(package),
+            (Some(free), false, true) => Some(format!("{package} & not ({free})")),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -115,6 +135,14 @@ impl Matrix {
             toml::from_str(text).map_err(|e| format!("{file}: {}", e.to_string().trim_end()))?;
         if raw.suites.is_empty() {
             return Err(format!("{file}: no [suites]"));
+        }
+        for (name, suite) in &raw.suites {
+            if suite.stencil_free.is_some() && !suite.reads_stencils {
+                return Err(format!(
+                    "{file}: [suites.{name}]: `stencil_free` names tests of a suite that reads \
+                     CPJIT_STENCILS; this one has reads_stencils = false (all its tests are)"
+                ));
+            }
         }
         for s in &raw.self_test.suites {
             if !raw.suites.contains_key(s) {
@@ -244,6 +272,34 @@ env = { N = "10" }
         let bad = MINIMAL.replace("\"dev\"", "\"fast\"");
         let e = Matrix::new("m.toml", &bad, &[]).unwrap_err();
         assert!(e.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn a_row_runs_the_stencil_free_tests_of_a_suite_once_per_rust_target() {
+        let suite = |reads_stencils, free: Option<&str>| Suite {
+            package: "p".into(),
+            reads_stencils,
+            stencil_free: free.map(str::to_string),
+        };
+        let free = suite(true, Some("test(/interp$/)"));
+        assert_eq!(free.filter(true).unwrap(), "package(=p)");
+        assert_eq!(
+            free.filter(false).unwrap(),
+            "package(=p) & not (test(/interp$/))"
+        );
+        assert_eq!(suite(true, None).filter(false).unwrap(), "package(=p)");
+        assert_eq!(suite(false, None).filter(true).unwrap(), "package(=p)");
+        assert_eq!(suite(false, None).filter(false), None);
+        let with_free = MINIMAL.replace(
+            "package = \"p\"\n[check]",
+            "package = \"p\"\nstencil_free = \"test(x)\"\n[check]",
+        );
+        let m = Matrix::new("m.toml", &with_free, &[]).unwrap();
+        assert_eq!(m.suites["a"].stencil_free.as_deref(), Some("test(x)"));
+        let contradictory =
+            with_free.replace("stencil_free", "reads_stencils = false\nstencil_free");
+        let e = Matrix::new("m.toml", &contradictory, &[]).unwrap_err();
+        assert!(e.contains("m.toml") && e.contains("[suites.a]"), "{e}");
     }
 
     #[test]

@@ -55,18 +55,19 @@ pub struct RunOutcome {
     pub log: String,
 }
 
-/// Runs the tests of `packages` from `archive` with `env` in the environment.
+/// Runs the tests `filters` select (nextest filtersets, one per suite) from `archive` with
+/// `env` in the environment.
 pub fn run_archive(
     root: &Path,
     archive: &Path,
-    packages: &[&str],
+    filters: &[&str],
     env: &BTreeMap<String, String>,
 ) -> Result<RunOutcome, String> {
     let report = junit_path(root);
     let _ = std::fs::remove_file(&report);
-    let filter = packages
+    let filter = filters
         .iter()
-        .map(|p| format!("package(={p})"))
+        .map(|f| format!("({f})"))
         .collect::<Vec<_>>()
         .join(" | ");
     let mut cmd = cargo();
