@@ -114,6 +114,11 @@ impl Cache {
         target_dir.join("cpjit-stencil-cache")
     }
 
+    /// Whether an entry exists (unverified: a corrupt one is found out when it is read).
+    pub fn contains(&self, kind: &str, key: &str) -> bool {
+        self.path(kind, key).is_some_and(|p| p.is_file())
+    }
+
     fn path(&self, kind: &str, key: &str) -> Option<PathBuf> {
         Some(self.dir.as_ref()?.join(format!("{kind}-{key}")))
     }
