@@ -2,8 +2,9 @@
 //! `cpjit-stencil-cache/`). Three kinds of entries, each a file named by a SHA-256 key:
 //!
 //! - `dep2-<key>`: key = clang version + flags + precompiled-header key + the unit's path;
-//!   value = every file clang reported reading for the unit (its `-MD` dependency list) with
-//!   each file's content hash, so an unchanged unit needs no clang spawn at all;
+//!   value = every file clang reported reading for the unit (its `-MD` dependency list; for
+//!   a unit compiled in a `clang -cc1` group, what the whole group read) with each file's
+//!   content hash, so an unchanged unit needs no clang spawn at all;
 //! - `bc2-<key>`: key = clang version + flags + precompiled-header key + those (file, hash)
 //!   pairs; value = LLVM bitcode;
 //! - `pchdep-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;

@@ -4,6 +4,13 @@
 //! file the dependency list names, so an unchanged unit spawns no clang at all) → inkwell
 //! parse + validation → object emission (cached by bitcode) → object reader → frame
 //! layouts (`frame`) → reserved-register check.
+//!
+//! [`Pipeline::run_all`] first asks the cache which units and family members need clang,
+//! and compiles those in groups, one `clang -cc1` process per group (`cc1`; a process start
+//! costs about as much as compiling a small unit); each unit of a group then goes through
+//! the later stages on its own. The dependency list a group reports (the union of its
+//! units') is recorded for each of its units. A group clang rejects is compiled unit by unit
+//! (one driver run each), which names the failing unit's file and line.
 
 use crate::cache::{self, Cache, DepEntry, FileHashes};
 use crate::cc1::{self, Cc1Command};
@@ -135,7 +142,7 @@ impl Pipeline<'_> {
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
         let pchs = pool.install(|| self.prepare_pchs(jobs))?;
-        let tasks = self.plan(jobs, &pchs, threads);
+        let tasks = pool.install(|| self.plan(jobs, &pchs, threads));
         let commands = pool.install(|| self.cc1_commands(jobs, &tasks, &pchs))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
         let finished = AtomicBool::new(false);
@@ -204,12 +211,17 @@ impl Pipeline<'_> {
     /// [`MAX_GROUP`], and into at least two per thread when there are few, so every thread
     /// has work.
     fn plan(&self, jobs: &[Job], pchs: &Pchs, threads: usize) -> Vec<Task> {
+        let groupable: Vec<bool> = jobs
+            .par_iter()
+            .map(|job| {
+                let pch = pchs.by_target.get(&job.target.triple);
+                self.group_input(job).is_some() && !self.bitcode_cached(job, pch)
+            })
+            .collect();
         let mut tasks = Vec::new();
         let mut misses: Vec<(&str, Vec<usize>)> = Vec::new();
         for (index, job) in jobs.iter().enumerate() {
-            let pch = pchs.by_target.get(&job.target.triple);
-            let groupable = self.group_input(job).is_some() && !self.bitcode_cached(job, pch);
-            if !groupable {
+            if !groupable[index] {
                 tasks.push(Task::Job(index));
                 continue;
             }
@@ -295,11 +307,12 @@ impl Pipeline<'_> {
                     .expect("planned as a group input")
             })
             .collect();
-        let what = format!(
-            "{triple} {} (+{} in one clang)",
+        let group_name = format!(
+            "{} (+{} in one clang -cc1)",
             jobs[group[0]].work.describe(),
             group.len() - 1
         );
+        let what = format!("{triple} {group_name}");
         progress.begin(&what);
         // A group may take as long as its units alone would.
         let limit = self.manifest.limits.clang_time() * group.len() as u32;
@@ -333,8 +346,8 @@ impl Pipeline<'_> {
                         .or_else(|| group_error.0.lines().next())
                         .unwrap_or("");
                     eprintln!(
-                        "notice: {triple}: {what} failed to compile as a group, but each of its \
-                         units compiled alone (slower): {first}"
+                        "notice: {triple}: the group {group_name} failed to compile, but each \
+                         of its units compiled alone (slower): {first}"
                     );
                 }
                 results
@@ -1051,6 +1064,111 @@ mod tests {
 
     fn target(arch: Arch, format: ObjectFormat) -> Target {
         crate::target::test_target(arch, format)
+    }
+
+    /// A family in the scale set's style (see `scale_set`): the member's defines choose
+    /// the operation and the shift.
+    const FAMILY_TEMPLATE: &str = r#"#include "scale.h"
+
+JIT_HOLE char _JIT_OPARG[];
+extern void _JIT_CONTINUE;
+
+#define APPLY_add(a, b) ((a) + (b))
+#define APPLY_sub(a, b) ((a) - (b))
+#define CAT(a, b) a##b
+#define APPLY(op, a, b) CAT(APPLY_, op)(a, b)
+
+JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
+  sp[-1] = APPLY(ELEM, sp[-1], (int64_t)(uintptr_t)_JIT_OPARG) << N;
+  TAIL_CALL(_JIT_CONTINUE);
+}
+"#;
+
+    #[test]
+    fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::scale_set::ScaleSet {
+            ops: 2,
+            header_lines: 200,
+            batch_size: None,
+        }
+        .write(dir.path())
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("family")).unwrap();
+        std::fs::write(dir.path().join("family/arith.c"), FAMILY_TEMPLATE).unwrap();
+        let manifest_file = dir.path().join("manifest.toml");
+        let mut text = std::fs::read_to_string(&manifest_file).unwrap();
+        text.push_str(
+            "\n[[family]]\nname = \"arith\"\nsource = \"family/arith.c\"\n\
+             stencil = \"op_arith_{elem}_{N}\"\nlist = [\"add\", \"sub\"]\n\
+             list_define = \"ELEM\"\n\n[family.params]\nN = [1, 2]\n",
+        );
+        std::fs::write(&manifest_file, text).unwrap();
+        let manifest = Manifest::load(dir.path()).unwrap();
+        assert!(manifest.precompiled_header.is_some(), "with the set's PCH");
+        let targets =
+            Target::load_all(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets"))
+                .unwrap();
+        let units = manifest.translation_units().unwrap();
+        let members = family::all_members(&manifest.families, &manifest.root).unwrap();
+        let jobs: Vec<Job> = targets
+            .iter()
+            .flat_map(|target| {
+                let units = units.iter().map(move |u| Job {
+                    target,
+                    work: Work::Unit(u.clone()),
+                });
+                units.chain(members.iter().map(move |m| Job {
+                    target,
+                    work: Work::Member(m),
+                }))
+            })
+            .collect();
+        let cache = Cache::disabled();
+        let (clang_version, llvm_version) = (clang::version().unwrap(), llvm::version().unwrap());
+        let pipeline = Pipeline {
+            manifest: &manifest,
+            clang_version: &clang_version,
+            llvm_version: &llvm_version,
+            cache: &cache,
+            hashes: Default::default(),
+        };
+        llvm::initialize();
+        let pchs = pipeline.prepare_pchs(&jobs).unwrap();
+        // One thread: per target, 3 units and 4 members in groups of 4, units and members
+        // together in the first.
+        let tasks = pipeline.plan(&jobs, &pchs, 1);
+        let groups: Vec<&Vec<usize>> = tasks
+            .iter()
+            .map(|t| match t {
+                Task::Group(g) => g,
+                Task::Job(i) => panic!("job {i} not in a group without a cache"),
+            })
+            .collect();
+        assert_eq!(groups.len(), 2 * targets.len());
+        assert!(matches!(jobs[groups[0][0]].work, Work::Unit(_)));
+        assert!(matches!(jobs[groups[0][3]].work, Work::Member(_)));
+        let grouped = pipeline.run_all(&jobs, 1).unwrap();
+        assert_eq!(grouped.len(), jobs.len());
+        for (job, together) in jobs.iter().zip(&grouped) {
+            let pch = pchs.by_target.get(&job.target.triple);
+            let alone = pipeline.run_job(job, pch, None).unwrap();
+            let [alone] = alone.as_slice() else {
+                panic!("one output per job")
+            };
+            let what = format!("{} {}", job.target.triple, together.template);
+            assert_eq!(together.template, alone.template, "{what}");
+            assert_eq!(
+                format!("{:?}", together.stencils),
+                format!("{:?}", alone.stencils),
+                "{what}"
+            );
+            assert_eq!(
+                format!("{:?}", together.facts),
+                format!("{:?}", alone.facts),
+                "{what}"
+            );
+        }
     }
 
     #[test]
