@@ -313,11 +313,11 @@ mod tests {
     }
 
     const JOB: &str = r#"Debian clang version 19.1.7 (3~deb12u1)
-Target: x86_64-unknown-linux-gnu
+Target: x86_64-example-linux-gnu
 Thread model: posix
 InstalledDir: /usr/lib/llvm-19/bin
  (in-process)
- "/usr/lib/llvm-19/bin/clang" "-cc1" "-triple" "x86_64-unknown-linux-gnu" "-emit-llvm-bc" "-main-file-name" "cpjit-placeholder.c" "-fdebug-compilation-dir=/w/my dir" "-dependency-file" "/tmp/s/cpjit-placeholder.d" "-MT" "/tmp/s/cpjit-placeholder.bc" "-sys-header-deps" "-I" "/t/inc" "-D" "Q=\"a\\b\"" "-O2" "-o" "/tmp/s/cpjit-placeholder.bc" "-x" "c" "/tmp/s/cpjit-placeholder.c"
+ "/usr/lib/llvm-19/bin/clang" "-cc1" "-triple" "x86_64-example-linux-gnu" "-emit-llvm-bc" "-main-file-name" "cpjit-placeholder.c" "-fdebug-compilation-dir=/w/my dir" "-dependency-file" "/tmp/s/cpjit-placeholder.d" "-MT" "/tmp/s/cpjit-placeholder.bc" "-sys-header-deps" "-I" "/t/inc" "-D" "Q=\"a\\b\"" "-O2" "-o" "/tmp/s/cpjit-placeholder.bc" "-x" "c" "/tmp/s/cpjit-placeholder.c"
 "#;
 
     #[test]
@@ -329,7 +329,7 @@ InstalledDir: /usr/lib/llvm-19/bin
             [
                 "-cc1",
                 "-triple",
-                "x86_64-unknown-linux-gnu",
+                "x86_64-example-linux-gnu",
                 "-emit-llvm-bc",
                 "-fdebug-compilation-dir=/w/my dir",
                 "-sys-header-deps",
