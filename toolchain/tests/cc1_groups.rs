@@ -135,10 +135,28 @@ fn a_header_only_one_unit_of_a_group_includes_is_a_dependency_of_the_group() {
         "op_0000 and op_0001, compiled in one group, both list it"
     );
     assert_eq!(dependency_lists_naming(cache.path(), "scale.h"), 3);
+    let bitcode_entries = || {
+        std::fs::read_dir(cache.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("bc2-")
+            })
+            .count()
+    };
+    assert_eq!(bitcode_entries(), 3);
 
     std::fs::write(&header, "#define ONLY_ONE 977\n").unwrap();
     opts.force = true;
     driver::build_stencils(&opts).unwrap();
+    assert_eq!(
+        bitcode_entries(),
+        5,
+        "the group of op_0000 and op_0001 compiled again, the shim from the cache"
+    );
     let after = stencils(&json, &triple);
     let changed: Vec<&String> = before
         .keys()
