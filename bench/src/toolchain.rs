@@ -4,7 +4,8 @@
 //!
 //! The large-header case builds the generated CPython-style set
 //! (`cpjit_toolchain::scale_set`: 300 ops sharing a header of over 20,000 lines) for one
-//! target, with one clang run per unit and with 64 units per clang run (`batch_size`),
+//! target, with one translation unit per op (compiled in `clang -cc1` groups, one process
+//! per group) and with 64 ops per translation unit (`batch_size`),
 //! alternately with the naive method, one `clang-19 -c` per unit producing an object (two
 //! at a time, as the toolchain runs two jobs), and times its no-op check.
 //!
@@ -186,7 +187,7 @@ fn large_header_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<Toolc
     };
     Ok(vec![
         row(
-            &format!("clean build, large-header set ({label}), cpjit, one clang per unit + PCH"),
+            &format!("clean build, large-header set ({label}), cpjit, one unit per op (cc1 groups) + PCH"),
             1,
             measured(ours)?,
         ),

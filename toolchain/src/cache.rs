@@ -2,8 +2,9 @@
 //! `cpjit-stencil-cache/`). Three kinds of entries, each a file named by a SHA-256 key:
 //!
 //! - `dep2-<key>`: key = clang version + flags + precompiled-header key + the unit's path;
-//!   value = every file clang reported reading for the unit (its `-MD` dependency list) with
-//!   each file's content hash, so an unchanged unit needs no clang spawn at all;
+//!   value = every file clang reported reading for the unit (its `-MD` dependency list; for
+//!   a unit compiled in a `clang -cc1` group, what the whole group read) with each file's
+//!   content hash, so an unchanged unit needs no clang spawn at all;
 //! - `bc2-<key>`: key = clang version + flags + precompiled-header key + those (file, hash)
 //!   pairs; value = LLVM bitcode;
 //! - `pchdep-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;
@@ -112,6 +113,11 @@ impl Cache {
             .map(Path::to_path_buf)
             .unwrap_or_else(|| workspace_root.join("target"));
         target_dir.join("cpjit-stencil-cache")
+    }
+
+    /// Whether an entry exists (unverified: a corrupt one is found out when it is read).
+    pub fn contains(&self, kind: &str, key: &str) -> bool {
+        self.path(kind, key).is_some_and(|p| p.is_file())
     }
 
     fn path(&self, kind: &str, key: &str) -> Option<PathBuf> {

@@ -296,11 +296,11 @@ pub fn pch_use_flags(pch: &Path) -> [String; 4] {
     ]
 }
 
-fn depfile_flags(depfile: &Path) -> [String; 3] {
+pub(crate) fn depfile_flags(depfile: &Path) -> [String; 3] {
     ["-MD".into(), "-MF".into(), depfile.display().to_string()]
 }
 
-fn scratch_dir() -> Result<tempfile::TempDir> {
+pub(crate) fn scratch_dir() -> Result<tempfile::TempDir> {
     tempfile::Builder::new()
         .prefix("cpjit-clang-")
         .tempdir()
@@ -308,7 +308,7 @@ fn scratch_dir() -> Result<tempfile::TempDir> {
 }
 
 /// Reads the dependency file clang wrote for `source`.
-fn read_depfile(depfile: &Path, source: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn read_depfile(depfile: &Path, source: &Path) -> Result<Vec<PathBuf>> {
     let text = std::fs::read_to_string(depfile).map_err(|e| {
         Error(format!(
             "clang wrote no dependency file for {} ({}: {e})",
@@ -375,14 +375,34 @@ fn find_rule_colon(line: &str) -> Option<usize> {
         .find(|&i| bytes[i] == b':' && bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace()))
 }
 
-/// Runs `program` with `args` (and `stdin`), killing it once it has run for `limit`.
+/// Runs `program` with `args` (and `stdin`), killing it once it has run for `limit`;
+/// returns its stdout and prints its stderr (warnings are not fatal, but never hidden).
 fn run(program: &str, args: &[String], stdin: Option<&[u8]>, limit: Duration) -> Result<Vec<u8>> {
+    let out = run_captured(program, args, stdin, limit, None)?;
+    if !out.stderr.is_empty() {
+        eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
+    }
+    Ok(out.stdout)
+}
+
+/// [`run`] in directory `cwd` (the caller's when `None`), returning stdout and stderr as
+/// they are: the caller decides what of stderr to show.
+pub(crate) fn run_captured(
+    program: &str,
+    args: &[String],
+    stdin: Option<&[u8]>,
+    limit: Duration,
+    cwd: Option<&Path>,
+) -> Result<std::process::Output> {
     let mut expr = duct::cmd(program, args)
         .stdout_capture()
         .stderr_capture()
         .unchecked();
     if let Some(input) = stdin {
         expr = expr.stdin_bytes(input.to_vec());
+    }
+    if let Some(dir) = cwd {
+        expr = expr.dir(dir);
     }
     let cannot_run =
         |e: std::io::Error| Error(format!("cannot run `{program}` ({e}); {INSTALL_HINT}"));
@@ -411,11 +431,7 @@ fn run(program: &str, args: &[String], stdin: Option<&[u8]>, limit: Duration) ->
             String::from_utf8_lossy(&out.stderr).trim_end()
         )));
     }
-    if !out.stderr.is_empty() {
-        // Warnings are not fatal, but never hidden.
-        eprintln!("{}", String::from_utf8_lossy(&out.stderr).trim_end());
-    }
-    Ok(out.stdout)
+    Ok(out)
 }
 
 /// Files named by the line markers (`# 12 "path" ...`) of preprocessed output, sorted and

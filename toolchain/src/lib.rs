@@ -13,6 +13,7 @@ pub mod error;
 
 pub mod batch;
 pub mod cache;
+pub mod cc1;
 pub mod check;
 pub mod clang;
 pub mod cli;

@@ -4,8 +4,16 @@
 //! file the dependency list names, so an unchanged unit spawns no clang at all) → inkwell
 //! parse + validation → object emission (cached by bitcode) → object reader → frame
 //! layouts (`frame`) → reserved-register check.
+//!
+//! [`Pipeline::run_all`] first asks the cache which units and family members need clang,
+//! and compiles those in groups, one `clang -cc1` process per group (`cc1`; a process start
+//! costs about as much as compiling a small unit); each unit of a group then goes through
+//! the later stages on its own. The dependency list a group reports (the union of its
+//! units') is recorded for each of its units. A group clang rejects is compiled unit by unit
+//! (one driver run each), which names the failing unit's file and line.
 
 use crate::cache::{self, Cache, DepEntry, FileHashes};
+use crate::cc1::{self, Cc1Command};
 use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
@@ -97,7 +105,27 @@ impl Work<'_> {
     }
 }
 
+/// Units per `clang -cc1` group at most: large enough that the process start is a small
+/// part of a group's time, small enough that a failed group (compiled unit by unit) and
+/// the union of a group's dependencies stay cheap.
+pub const MAX_GROUP: usize = 32;
+
+/// A piece of [`Pipeline::run_all`]'s work.
+enum Task {
+    /// One job, alone (its bitcode is cached, or it cannot be a group input).
+    Job(usize),
+    /// Jobs of one target compiled by one `clang -cc1` process (see `cc1`).
+    Group(Vec<usize>),
+}
+
+/// A unit's bitcode compiled by its group, and every file the group read.
+pub struct Prebuilt {
+    pub bitcode: Vec<u8>,
+    pub inputs: Vec<PathBuf>,
+}
+
 /// Where a unit's C comes from: its file, or a generated batch of units.
+#[derive(Clone, Copy)]
 enum Source<'a> {
     File(&'a std::path::Path),
     Batch(&'a str),
@@ -108,14 +136,17 @@ impl Pipeline<'_> {
     /// collected.
     pub fn run_all(&self, jobs: &[Job], threads: usize) -> Result<Vec<UnitOutput>> {
         llvm::initialize();
+        let threads = threads.max(1);
         let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
+            .num_threads(threads)
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
         let pchs = pool.install(|| self.prepare_pchs(jobs))?;
+        let tasks = pool.install(|| self.plan(jobs, &pchs, threads));
+        let commands = pool.install(|| self.cc1_commands(jobs, &tasks, &pchs))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
         let finished = AtomicBool::new(false);
-        let results: Vec<Result<Vec<UnitOutput>>> = std::thread::scope(|scope| {
+        let results: Vec<(usize, Result<Vec<UnitOutput>>)> = std::thread::scope(|scope| {
             // The ticker: a status line every 250 ms once the build has run for a second, so
             // a single slow unit is visible too.
             let ticker = scope.spawn(|| {
@@ -128,15 +159,25 @@ impl Pipeline<'_> {
                     }
                 }
             });
+            let run_one = |index: usize, prebuilt: Option<&Prebuilt>| {
+                let job = &jobs[index];
+                let what = format!("{} {}", job.target.triple, job.work.describe());
+                progress.begin(&what);
+                let pch = pchs.by_target.get(&job.target.triple);
+                let r = self.run_job(job, pch, prebuilt);
+                progress.end(&what, 1);
+                (index, r)
+            };
             let results = pool.install(|| {
-                jobs.par_iter()
-                    .map(|job| {
-                        let what = format!("{} {}", job.target.triple, job.work.describe());
-                        progress.begin(&what);
-                        let pch = pchs.by_target.get(&job.target.triple);
-                        let r = self.run_job(job, pch);
-                        progress.end(&what);
-                        r
+                tasks
+                    .par_iter()
+                    .flat_map_iter(|task| match task {
+                        Task::Job(index) => vec![run_one(*index, None)],
+                        Task::Group(group) => {
+                            let triple = &jobs[group[0]].target.triple;
+                            let command = &commands[triple];
+                            self.run_group(jobs, group, command, &progress, &run_one)
+                        }
                     })
                     .collect()
             });
@@ -147,9 +188,11 @@ impl Pipeline<'_> {
         if progress.shown() {
             eprint!("\r\x1b[K");
         }
+        let mut results = results;
+        results.sort_by_key(|(index, _)| *index);
         let mut outputs = Vec::new();
         let mut errors = Vec::new();
-        for r in results {
+        for (_, r) in results {
             match r {
                 Ok(o) => outputs.extend(o),
                 Err(e) => errors.push(e),
@@ -162,6 +205,199 @@ impl Pipeline<'_> {
         }
     }
 
+    /// The order of work: every job whose bitcode is not in the cache and that can be a
+    /// group input joins a group of its target (one `clang -cc1` process each, see `cc1`),
+    /// the others run alone. A target's misses are cut into groups of at most
+    /// [`MAX_GROUP`], and into at least two per thread when there are few, so every thread
+    /// has work.
+    fn plan(&self, jobs: &[Job], pchs: &Pchs, threads: usize) -> Vec<Task> {
+        let groupable: Vec<bool> = jobs
+            .par_iter()
+            .map(|job| {
+                let pch = pchs.by_target.get(&job.target.triple);
+                self.group_input(job).is_some() && !self.bitcode_cached(job, pch)
+            })
+            .collect();
+        let mut tasks = Vec::new();
+        let mut misses: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (index, job) in jobs.iter().enumerate() {
+            if !groupable[index] {
+                tasks.push(Task::Job(index));
+                continue;
+            }
+            let triple = job.target.triple.as_str();
+            match misses.iter_mut().find(|(t, _)| *t == triple) {
+                Some((_, list)) => list.push(index),
+                None => misses.push((triple, vec![index])),
+            }
+        }
+        for (_, list) in misses {
+            let size = list.len().div_ceil(2 * threads).clamp(1, MAX_GROUP);
+            tasks.extend(list.chunks(size).map(|c| Task::Group(c.to_vec())));
+        }
+        tasks
+    }
+
+    /// The `-cc1` command of every target that has a group, asked of the driver once each
+    /// (the target's flags and precompiled header; a member's defines are in its input).
+    fn cc1_commands(
+        &self,
+        jobs: &[Job],
+        tasks: &[Task],
+        pchs: &Pchs,
+    ) -> Result<std::collections::HashMap<String, Cc1Command>> {
+        let mut targets: Vec<&Target> = tasks
+            .iter()
+            .filter_map(|task| match task {
+                Task::Group(group) => Some(jobs[group[0]].target),
+                Task::Job(_) => None,
+            })
+            .collect();
+        targets.sort_by(|a, b| a.triple.cmp(&b.triple));
+        targets.dedup_by(|a, b| a.triple == b.triple);
+        let asked: Vec<Result<(String, Cc1Command)>> = targets
+            .par_iter()
+            .map(|t| {
+                let pch = pchs.by_target.get(&t.triple).map(|p| p.path.as_path());
+                let flags = self.unit_flags(t, None);
+                let command =
+                    Cc1Command::from_driver(&flags, pch, self.manifest.limits.clang_time())
+                        .map_err(|e| e.context(&t.triple))?;
+                Ok((t.triple.clone(), command))
+            })
+            .collect();
+        let mut commands = std::collections::HashMap::new();
+        let mut errors = Vec::new();
+        for a in asked {
+            match a {
+                Ok((triple, command)) => {
+                    commands.insert(triple, command);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        if errors.is_empty() {
+            Ok(commands)
+        } else {
+            Err(Error::many(errors))
+        }
+    }
+
+    /// A group of jobs (indices into `jobs`, one target): one `clang -cc1` run, then each
+    /// job finished from its bitcode as if compiled alone (`run_one`). A group clang
+    /// rejects (an error in one unit, or over its time limit) is compiled job by job, so
+    /// an error names the unit's own file and line; if every unit then compiles, the group
+    /// only cost time, and a notice says so.
+    fn run_group<F>(
+        &self,
+        jobs: &[Job],
+        group: &[usize],
+        command: &Cc1Command,
+        progress: &Progress,
+        run_one: &F,
+    ) -> Vec<(usize, Result<Vec<UnitOutput>>)>
+    where
+        F: Fn(usize, Option<&Prebuilt>) -> (usize, Result<Vec<UnitOutput>>) + Sync,
+    {
+        let triple = &jobs[group[0]].target.triple;
+        let inputs: Vec<cc1::GroupInput> = group
+            .iter()
+            .map(|&i| {
+                self.group_input(&jobs[i])
+                    .expect("planned as a group input")
+            })
+            .collect();
+        let group_name = format!(
+            "{} (+{} in one clang -cc1)",
+            jobs[group[0]].work.describe(),
+            group.len() - 1
+        );
+        let what = format!("{triple} {group_name}");
+        progress.begin(&what);
+        // A group may take as long as its units alone would.
+        let limit = self.manifest.limits.clang_time() * group.len() as u32;
+        let start = Instant::now();
+        let compiled = command.compile_group(&inputs, limit);
+        progress.end(&what, 0);
+        match compiled {
+            Ok(out) => {
+                // Each unit's time includes its share of the group's clang run.
+                let share = start.elapsed().as_secs_f64() / group.len() as f64;
+                let read = out.inputs;
+                group
+                    .par_iter()
+                    .zip(out.bitcode.into_par_iter())
+                    .map(|(&index, bitcode)| {
+                        let prebuilt = Prebuilt {
+                            bitcode,
+                            inputs: read.clone(),
+                        };
+                        let (index, mut result) = run_one(index, Some(&prebuilt));
+                        if let Ok(outputs) = &mut result {
+                            outputs.iter_mut().for_each(|o| o.seconds += share);
+                        }
+                        (index, result)
+                    })
+                    .collect()
+            }
+            Err(group_error) => {
+                let results: Vec<(usize, Result<Vec<UnitOutput>>)> = group
+                    .par_iter()
+                    .map(|&index| run_one(index, None))
+                    .collect();
+                if results.iter().all(|(_, r)| r.is_ok()) {
+                    let first = group_error
+                        .0
+                        .lines()
+                        .find(|l| l.contains("error"))
+                        .or_else(|| group_error.0.lines().next())
+                        .unwrap_or("");
+                    eprintln!(
+                        "notice: {triple}: the group {group_name} failed to compile, but each \
+                         of its units compiled alone (slower): {first}"
+                    );
+                }
+                results
+            }
+        }
+    }
+
+    /// The group input of `job` (a unit or a family member, its source by absolute path),
+    /// if it can be one (see `cc1::wrapper`).
+    fn group_input(&self, job: &Job) -> Option<cc1::GroupInput> {
+        let (unit, member) = match &job.work {
+            Work::Unit(unit) => (unit, None),
+            Work::Member(m) => (&m.source, Some(*m)),
+            Work::Batch(_) => return None,
+        };
+        let defines = member.map_or(&[][..], |m| m.defines.as_slice());
+        let text = cc1::wrapper(&self.manifest.root.join(unit), defines)?;
+        Some(cc1::GroupInput {
+            name: cc1::input_name(&template_name(unit, member)),
+            text,
+        })
+    }
+
+    /// Whether `job`'s bitcode is in the cache (its dependency list fresh and the bitcode
+    /// entry present), so it needs no clang run.
+    fn bitcode_cached(&self, job: &Job, pch: Option<&PreparedPch>) -> bool {
+        let (unit, member) = match &job.work {
+            Work::Unit(unit) => (unit, None),
+            Work::Member(m) => (&m.source, Some(*m)),
+            Work::Batch(_) => return false,
+        };
+        let keys = self.bitcode_keys(
+            Source::File(unit),
+            &self.unit_flags(job.target, member),
+            pch,
+        );
+        self.cache
+            .get("dep2", &keys.dep())
+            .and_then(|bytes| DepEntry::decode(&bytes))
+            .filter(|entry| entry.is_fresh(&self.hashes))
+            .is_some_and(|entry| self.cache.contains("bc2", &keys.bitcode(&entry)))
+    }
+
     /// One translation unit for one target. A failure of anything that came from the cache
     /// (parsing, validation, object reading) makes those entries misses: they are removed
     /// and the unit is rebuilt once without reading the cache.
@@ -171,14 +407,26 @@ impl Pipeline<'_> {
         unit: &std::path::Path,
         pch: Option<&PreparedPch>,
     ) -> Result<UnitOutput> {
-        self.run_unit(target, unit, None, pch)
+        self.run_unit(target, unit, None, pch, None)
     }
 
-    /// [`Pipeline::run`] for any job: one output per unit it compiles.
-    pub fn run_job(&self, job: &Job, pch: Option<&PreparedPch>) -> Result<Vec<UnitOutput>> {
+    /// [`Pipeline::run`] for any job: one output per unit it compiles; `prebuilt` is the
+    /// bitcode of a unit or member that its group compiled.
+    pub fn run_job(
+        &self,
+        job: &Job,
+        pch: Option<&PreparedPch>,
+        prebuilt: Option<&Prebuilt>,
+    ) -> Result<Vec<UnitOutput>> {
         match &job.work {
-            Work::Unit(unit) => Ok(vec![self.run_unit(job.target, unit, None, pch)?]),
-            Work::Member(m) => Ok(vec![self.run_unit(job.target, &m.source, Some(m), pch)?]),
+            Work::Unit(unit) => Ok(vec![self.run_unit(job.target, unit, None, pch, prebuilt)?]),
+            Work::Member(m) => Ok(vec![self.run_unit(
+                job.target,
+                &m.source,
+                Some(m),
+                pch,
+                prebuilt,
+            )?]),
             Work::Batch(units) => self.run_batch(job.target, units, pch),
         }
     }
@@ -189,9 +437,10 @@ impl Pipeline<'_> {
         unit: &std::path::Path,
         member: Option<&Member>,
         pch: Option<&PreparedPch>,
+        prebuilt: Option<&Prebuilt>,
     ) -> Result<UnitOutput> {
         let mut attempt = Attempt::new(true);
-        match self.attempt(target, unit, member, pch, &mut attempt) {
+        match self.attempt(target, unit, member, pch, prebuilt, &mut attempt) {
             Ok(output) => {
                 attempt.store(self.cache);
                 Ok(output)
@@ -201,7 +450,7 @@ impl Pipeline<'_> {
                     self.cache.reject(kind, key, &error.0);
                 }
                 let mut fresh = Attempt::new(false);
-                let output = self.attempt(target, unit, member, pch, &mut fresh)?;
+                let output = self.attempt(target, unit, member, pch, prebuilt, &mut fresh)?;
                 fresh.store(self.cache);
                 Ok(output)
             }
@@ -240,7 +489,7 @@ impl Pipeline<'_> {
                 let mut outputs = Vec::new();
                 let mut errors = Vec::new();
                 for unit in units {
-                    match self.run_unit(target, unit, None, pch) {
+                    match self.run_unit(target, unit, None, pch, None) {
                         Ok(o) => outputs.push(o),
                         Err(e) => errors.push(e),
                     }
@@ -281,7 +530,7 @@ impl Pipeline<'_> {
         };
         let text = crate::batch::source(&self.manifest.root, units, entry);
         let flags = self.unit_flags(target, None);
-        let bitcode = match self.bitcode(Source::Batch(&text), &flags, pch, attempt) {
+        let bitcode = match self.bitcode(Source::Batch(&text), &flags, pch, None, attempt) {
             Ok(b) => b,
             Err(e) => return Ok(Err(e)),
         };
@@ -322,6 +571,7 @@ impl Pipeline<'_> {
         unit: &std::path::Path,
         member: Option<&Member>,
         pch: Option<&PreparedPch>,
+        prebuilt: Option<&Prebuilt>,
         attempt: &mut Attempt,
     ) -> Result<UnitOutput> {
         let start = Instant::now();
@@ -329,7 +579,7 @@ impl Pipeline<'_> {
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
         let flags = self.unit_flags(target, member);
         let bitcode = self
-            .bitcode(Source::File(unit), &flags, pch, attempt)
+            .bitcode(Source::File(unit), &flags, pch, prebuilt, attempt)
             .map_err(at)?;
         self.finish_unit(target, template, member, &flags, &bitcode, start, attempt)
     }
@@ -430,63 +680,77 @@ impl Pipeline<'_> {
         source: Source,
         flags: &[String],
         pch: Option<&PreparedPch>,
+        prebuilt: Option<&Prebuilt>,
         attempt: &mut Attempt,
     ) -> Result<Vec<u8>> {
-        let flag_bytes = flags.join("\0");
-        let pch_key = pch.map_or("", |p| p.key.as_str());
-        // A batch is named by its text (which lists its units' paths), a unit by its path.
-        let (path, identity) = match source {
-            Source::File(unit) => {
-                let path = self.manifest.root.join(unit);
-                let identity = path.to_string_lossy().into_owned();
-                (Some(path), identity)
-            }
-            Source::Batch(text) => (None, format!("batch\0{text}")),
-        };
-        let dep_key = cache::key(&[
-            b"dep2",
-            self.clang_version.as_bytes(),
-            flag_bytes.as_bytes(),
-            pch_key.as_bytes(),
-            identity.as_bytes(),
-        ]);
-        let bc_key = |entry: &DepEntry| {
-            cache::key(&[
-                b"bc2",
-                self.clang_version.as_bytes(),
-                flag_bytes.as_bytes(),
-                pch_key.as_bytes(),
-                identity.as_bytes(),
-                &entry.encode(),
-            ])
-        };
-        if let Some(bytes) = attempt.get(self.cache, "dep2", &dep_key) {
-            match DepEntry::decode(&bytes) {
-                Some(entry) if entry.is_fresh(&self.hashes) => {
-                    if let Some(bitcode) = attempt.get(self.cache, "bc2", &bc_key(&entry)) {
-                        return Ok(bitcode);
+        let keys = self.bitcode_keys(source, flags, pch);
+        let dep_key = keys.dep();
+        let compiled = match prebuilt {
+            // Compiled by its group just now: the cache was asked when the group was planned.
+            Some(p) => clang::Compiled {
+                bitcode: p.bitcode.clone(),
+                inputs: p.inputs.clone(),
+            },
+            None => {
+                if let Some(bytes) = attempt.get(self.cache, "dep2", &dep_key) {
+                    match DepEntry::decode(&bytes) {
+                        Some(entry) if entry.is_fresh(&self.hashes) => {
+                            if let Some(bitcode) =
+                                attempt.get(self.cache, "bc2", &keys.bitcode(&entry))
+                            {
+                                return Ok(bitcode);
+                            }
+                        }
+                        Some(_) => {}
+                        None => self.cache.reject("dep2", &dep_key, "not a dependency list"),
                     }
                 }
-                Some(_) => {}
-                None => self.cache.reject("dep2", &dep_key, "not a dependency list"),
+                let limit = self.manifest.limits.clang_time();
+                let pch_path = pch.map(|p| p.path.as_path());
+                match source {
+                    Source::File(unit) => clang::compile_source_within(
+                        flags,
+                        &self.manifest.root.join(unit),
+                        pch_path,
+                        limit,
+                    )?,
+                    Source::Batch(text) => clang::compile_text_within(
+                        flags,
+                        "batch",
+                        text.as_bytes(),
+                        pch_path,
+                        limit,
+                    )?,
+                }
             }
-        }
-        let limit = self.manifest.limits.clang_time();
-        let pch_path = pch.map(|p| p.path.as_path());
-        let compiled = match (&path, source) {
-            (Some(path), _) => clang::compile_source_within(flags, path, pch_path, limit)?,
-            (None, Source::Batch(text)) => {
-                clang::compile_text_within(flags, "batch", text.as_bytes(), pch_path, limit)?
-            }
-            (None, Source::File(_)) => unreachable!("a file has a path"),
         };
         // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
         // on, so the bitcode is used but not stored.
         if let Some(entry) = self.dep_entry(&compiled.inputs) {
-            attempt.put("bc2", &bc_key(&entry), &compiled.bitcode);
+            attempt.put("bc2", &keys.bitcode(&entry), &compiled.bitcode);
             attempt.put("dep2", &dep_key, &entry.encode());
         }
         Ok(compiled.bitcode)
+    }
+
+    /// The cache keys of a unit's bitcode: clang's version, the flags, the precompiled
+    /// header's key and what is compiled (a unit by its path, a batch by its text, which
+    /// lists its units' paths).
+    fn bitcode_keys(
+        &self,
+        source: Source,
+        flags: &[String],
+        pch: Option<&PreparedPch>,
+    ) -> BitcodeKeys {
+        BitcodeKeys {
+            clang_version: self.clang_version.to_string(),
+            flags: flags.join("\0"),
+            pch: pch.map_or(String::new(), |p| p.key.clone()),
+            identity: match source {
+                Source::File(unit) => self.manifest.root.join(unit).to_string_lossy().into_owned(),
+                Source::Batch(text) => format!("batch\0{text}"),
+            },
+        }
     }
 
     /// The dependency entry of `inputs` (each with its content hash), if all are readable.
@@ -600,6 +864,39 @@ impl Pipeline<'_> {
     }
 }
 
+/// What a unit's bitcode cache entries are keyed on (see [`Pipeline::bitcode_keys`]).
+struct BitcodeKeys {
+    clang_version: String,
+    flags: String,
+    pch: String,
+    identity: String,
+}
+
+impl BitcodeKeys {
+    /// The key of the dependency list (`dep2`): what clang read when it last compiled this.
+    fn dep(&self) -> String {
+        cache::key(&[
+            b"dep2",
+            self.clang_version.as_bytes(),
+            self.flags.as_bytes(),
+            self.pch.as_bytes(),
+            self.identity.as_bytes(),
+        ])
+    }
+
+    /// The key of the bitcode (`bc2`) compiled from the files and contents of `entry`.
+    fn bitcode(&self, entry: &DepEntry) -> String {
+        cache::key(&[
+            b"bc2",
+            self.clang_version.as_bytes(),
+            self.flags.as_bytes(),
+            self.pch.as_bytes(),
+            self.identity.as_bytes(),
+            &entry.encode(),
+        ])
+    }
+}
+
 /// The cache traffic of one attempt at a unit: entries read (rejected together if the
 /// attempt fails) and entries to store (only once the whole unit has passed).
 struct Attempt {
@@ -685,12 +982,13 @@ impl Progress {
             .push(what.to_string());
     }
 
-    fn end(&self, what: &str) {
+    /// `what` is no longer running; `jobs` of the build are done with it.
+    fn end(&self, what: &str, jobs: usize) {
         self.running
             .lock()
             .expect("no panics while held")
             .retain(|w| w != what);
-        self.done.fetch_add(1, Ordering::Relaxed);
+        self.done.fetch_add(jobs, Ordering::Relaxed);
     }
 
     /// The status line to print now, if any.
@@ -775,6 +1073,111 @@ mod tests {
         crate::target::test_target(arch, format)
     }
 
+    /// A family in the scale set's style (see `scale_set`): the member's defines choose
+    /// the operation and the shift.
+    const FAMILY_TEMPLATE: &str = r#"#include "scale.h"
+
+JIT_HOLE char _JIT_OPARG[];
+extern void _JIT_CONTINUE;
+
+#define APPLY_add(a, b) ((a) + (b))
+#define APPLY_sub(a, b) ((a) - (b))
+#define CAT(a, b) a##b
+#define APPLY(op, a, b) CAT(APPLY_, op)(a, b)
+
+JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
+  sp[-1] = APPLY(ELEM, sp[-1], (int64_t)(uintptr_t)_JIT_OPARG) << N;
+  TAIL_CALL(_JIT_CONTINUE);
+}
+"#;
+
+    #[test]
+    fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target() {
+        let dir = tempfile::tempdir().unwrap();
+        crate::scale_set::ScaleSet {
+            ops: 2,
+            header_lines: 200,
+            batch_size: None,
+        }
+        .write(dir.path())
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("family")).unwrap();
+        std::fs::write(dir.path().join("family/arith.c"), FAMILY_TEMPLATE).unwrap();
+        let manifest_file = dir.path().join("manifest.toml");
+        let mut text = std::fs::read_to_string(&manifest_file).unwrap();
+        text.push_str(
+            "\n[[family]]\nname = \"arith\"\nsource = \"family/arith.c\"\n\
+             stencil = \"op_arith_{elem}_{N}\"\nlist = [\"add\", \"sub\"]\n\
+             list_define = \"ELEM\"\n\n[family.params]\nN = [1, 2]\n",
+        );
+        std::fs::write(&manifest_file, text).unwrap();
+        let manifest = Manifest::load(dir.path()).unwrap();
+        assert!(manifest.precompiled_header.is_some(), "with the set's PCH");
+        let targets =
+            Target::load_all(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets"))
+                .unwrap();
+        let units = manifest.translation_units().unwrap();
+        let members = family::all_members(&manifest.families, &manifest.root).unwrap();
+        let jobs: Vec<Job> = targets
+            .iter()
+            .flat_map(|target| {
+                let units = units.iter().map(move |u| Job {
+                    target,
+                    work: Work::Unit(u.clone()),
+                });
+                units.chain(members.iter().map(move |m| Job {
+                    target,
+                    work: Work::Member(m),
+                }))
+            })
+            .collect();
+        let cache = Cache::disabled();
+        let (clang_version, llvm_version) = (clang::version().unwrap(), llvm::version().unwrap());
+        let pipeline = Pipeline {
+            manifest: &manifest,
+            clang_version: &clang_version,
+            llvm_version: &llvm_version,
+            cache: &cache,
+            hashes: Default::default(),
+        };
+        llvm::initialize();
+        let pchs = pipeline.prepare_pchs(&jobs).unwrap();
+        // One thread: per target, 3 units and 4 members in groups of 4, units and members
+        // together in the first.
+        let tasks = pipeline.plan(&jobs, &pchs, 1);
+        let groups: Vec<&Vec<usize>> = tasks
+            .iter()
+            .map(|t| match t {
+                Task::Group(g) => g,
+                Task::Job(i) => panic!("job {i} not in a group without a cache"),
+            })
+            .collect();
+        assert_eq!(groups.len(), 2 * targets.len());
+        assert!(matches!(jobs[groups[0][0]].work, Work::Unit(_)));
+        assert!(matches!(jobs[groups[0][3]].work, Work::Member(_)));
+        let grouped = pipeline.run_all(&jobs, 1).unwrap();
+        assert_eq!(grouped.len(), jobs.len());
+        for (job, together) in jobs.iter().zip(&grouped) {
+            let pch = pchs.by_target.get(&job.target.triple);
+            let alone = pipeline.run_job(job, pch, None).unwrap();
+            let [alone] = alone.as_slice() else {
+                panic!("one output per job")
+            };
+            let what = format!("{} {}", job.target.triple, together.template);
+            assert_eq!(together.template, alone.template, "{what}");
+            assert_eq!(
+                format!("{:?}", together.stencils),
+                format!("{:?}", alone.stencils),
+                "{what}"
+            );
+            assert_eq!(
+                format!("{:?}", together.facts),
+                format!("{:?}", alone.facts),
+                "{what}"
+            );
+        }
+    }
+
     #[test]
     fn progress_only_on_a_terminal_and_after_a_second() {
         let now = Instant::now();
@@ -790,7 +1193,7 @@ mod tests {
         let p = Progress::new(true, earlier, 4);
         p.begin("target-a vm/ops.c");
         p.begin("target-a shim.c");
-        p.end("target-a shim.c");
+        p.end("target-a shim.c", 1);
         p.begin("target-b shim.c");
         let line = p.status().unwrap();
         assert!(

@@ -24,10 +24,30 @@ fn garbage_from_a_clang_that_exits_0_is_never_cached() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("clang-garbage");
     // The real clang for everything; bitcode generation (which writes the dependency file)
-    // then "succeeds" with junk instead of its output.
+    // then "succeeds" with junk instead of its output: a unit compiled alone writes junk to
+    // stdout, a `clang -cc1` group (whose command the driver's `-###` names as this script)
+    // junk into every bitcode file.
     std::fs::write(
         &fake,
-        "#!/bin/sh\nfor a in \"$@\"; do\n  if [ \"$a\" = -emit-llvm ]; then\n    clang-19 \"$@\" >/dev/null || exit 1\n    printf 'BC\\300\\336garbage'\n    exit 0\n  fi\ndone\nexec clang-19 \"$@\"\n",
+        r#"#!/bin/sh
+if [ "$1" = -cc1 ]; then
+  clang-19 "$@" || exit 1
+  for f in *.bc; do printf 'BC\300\336garbage' > "$f"; done
+  exit 0
+fi
+for a in "$@"; do
+  if [ "$a" = '-###' ]; then
+    clang-19 "$@" 2>&1 | sed "s|^ \"[^\"]*\" \"-cc1\"| \"$0\" \"-cc1\"|" >&2
+    exit 0
+  fi
+  if [ "$a" = -emit-llvm ]; then
+    clang-19 "$@" >/dev/null || exit 1
+    printf 'BC\300\336garbage'
+    exit 0
+  fi
+done
+exec clang-19 "$@"
+"#,
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;

@@ -8,6 +8,7 @@ mod cache;
 mod cache_poison;
 mod cached;
 mod cached_family;
+mod cc1_groups;
 mod cli;
 mod common;
 mod families;
