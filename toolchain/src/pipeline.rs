@@ -1073,24 +1073,6 @@ mod tests {
         crate::target::test_target(arch, format)
     }
 
-    /// A family in the scale set's style (see `scale_set`): the member's defines choose
-    /// the operation and the shift.
-    const FAMILY_TEMPLATE: &str = r#"#include "scale.h"
-
-JIT_HOLE char _JIT_OPARG[];
-extern void _JIT_CONTINUE;
-
-#define APPLY_add(a, b) ((a) + (b))
-#define APPLY_sub(a, b) ((a) - (b))
-#define CAT(a, b) a##b
-#define APPLY(op, a, b) CAT(APPLY_, op)(a, b)
-
-JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
-  sp[-1] = APPLY(ELEM, sp[-1], (int64_t)(uintptr_t)_JIT_OPARG) << N;
-  TAIL_CALL(_JIT_CONTINUE);
-}
-"#;
-
     #[test]
     fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target() {
         let dir = tempfile::tempdir().unwrap();
@@ -1102,7 +1084,11 @@ JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
         .write(dir.path())
         .unwrap();
         std::fs::create_dir_all(dir.path().join("family")).unwrap();
-        std::fs::write(dir.path().join("family/arith.c"), FAMILY_TEMPLATE).unwrap();
+        std::fs::write(
+            dir.path().join("family/arith.c"),
+            crate::scale_set::FAMILY_TEMPLATE,
+        )
+        .unwrap();
         let manifest_file = dir.path().join("manifest.toml");
         let mut text = std::fs::read_to_string(&manifest_file).unwrap();
         text.push_str(

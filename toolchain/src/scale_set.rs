@@ -53,6 +53,25 @@ impl ScaleSet {
 }
 
 /// The stencil name of op `k` (its unit's file stem).
+/// A family template in the set's style, for tests of families of one-function-per-unit
+/// sets: the member's defines `ELEM` (`add` or `sub`) and `N` (a shift) choose the operation.
+pub const FAMILY_TEMPLATE: &str = r#"/* Family template: ELEM and N come from the member's defines. */
+#include "scale.h"
+
+JIT_HOLE char _JIT_OPARG[];
+extern void _JIT_CONTINUE;
+
+#define APPLY_add(a, b) ((a) + (b))
+#define APPLY_sub(a, b) ((a) - (b))
+#define CAT(a, b) a##b
+#define APPLY(op, a, b) CAT(APPLY_, op)(a, b)
+
+JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
+  sp[-1] = APPLY(ELEM, sp[-1], (int64_t)(uintptr_t)_JIT_OPARG) << N;
+  TAIL_CALL(_JIT_CONTINUE);
+}
+"#;
+
 pub fn op_name(k: usize) -> String {
     format!("op_{k:04}")
 }

@@ -129,16 +129,7 @@ fn errors_in_a_batched_unit_name_its_file_and_line() {
     .unwrap();
     let unit = set.path().join("ops/op_0002.c");
     let text = std::fs::read_to_string(&unit).unwrap();
-    let line = text
-        .lines()
-        .position(|l| l.contains("TAIL_CALL(_JIT_CONTINUE)"))
-        .unwrap()
-        + 1;
-    std::fs::write(
-        &unit,
-        text.replace("TAIL_CALL(_JIT_CONTINUE);", "TAIL_CALL(_JIT_CONTINUE)"),
-    )
-    .unwrap();
+    let line = common::break_continuation(&unit);
     let triple = first_target();
     let out = tempfile::tempdir().unwrap();
     let opts = options(

@@ -26,17 +26,7 @@ fn a_compile_error_in_a_group_names_the_units_own_file_and_line() {
     let set = tempfile::tempdir().unwrap();
     small(6).write(set.path()).unwrap();
     let unit = set.path().join("ops/op_0002.c");
-    let text = std::fs::read_to_string(&unit).unwrap();
-    let line = text
-        .lines()
-        .position(|l| l.contains("TAIL_CALL(_JIT_CONTINUE)"))
-        .unwrap()
-        + 1;
-    std::fs::write(
-        &unit,
-        text.replace("TAIL_CALL(_JIT_CONTINUE);", "TAIL_CALL(_JIT_CONTINUE)"),
-    )
-    .unwrap();
+    let line = common::break_continuation(&unit);
     let triple = first_target();
     let out = tempfile::tempdir().unwrap();
     // One thread: 7 misses in groups of 4, so op_0002 shares its group with op_0000,
@@ -135,18 +125,7 @@ fn a_header_only_one_unit_of_a_group_includes_is_a_dependency_of_the_group() {
         "op_0000 and op_0001, compiled in one group, both list it"
     );
     assert_eq!(dependency_lists_naming(cache.path(), "scale.h"), 3);
-    let bitcode_entries = || {
-        std::fs::read_dir(cache.path())
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("bc2-")
-            })
-            .count()
-    };
+    let bitcode_entries = || common::cache_entries(cache.path(), "bc2-");
     assert_eq!(bitcode_entries(), 3);
 
     std::fs::write(&header, "#define ONLY_ONE 977\n").unwrap();

@@ -292,18 +292,7 @@ fn the_precompiled_header_is_reused_when_touched_and_rebuilt_when_changed() {
     );
     opts.force = true;
     driver::build_stencils(&opts).unwrap();
-    let pchs = || {
-        std::fs::read_dir(cache.path())
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .starts_with("pch-")
-            })
-            .count()
-    };
+    let pchs = || common::cache_entries(cache.path(), "pch-");
     assert_eq!(pchs(), 1);
     // Same content, new modification time: clang's own PCH check would refuse the cached
     // header ("has been modified since the precompiled header was built"); the content key

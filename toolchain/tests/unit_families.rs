@@ -12,22 +12,7 @@ use cpjit_toolchain::driver;
 use cpjit_toolchain::scale_set::ScaleSet;
 use std::path::Path;
 
-const TEMPLATE: &str = r#"/* Family template: ELEM and N come from the member's defines. */
-#include "scale.h"
-
-JIT_HOLE char _JIT_OPARG[];
-extern void _JIT_CONTINUE;
-
-#define APPLY_add(a, b) ((a) + (b))
-#define APPLY_sub(a, b) ((a) - (b))
-#define CAT(a, b) a##b
-#define APPLY(op, a, b) CAT(APPLY_, op)(a, b)
-
-JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {
-  sp[-1] = APPLY(ELEM, sp[-1], (int64_t)(uintptr_t)_JIT_OPARG) << N;
-  TAIL_CALL(_JIT_CONTINUE);
-}
-"#;
+use cpjit_toolchain::scale_set::FAMILY_TEMPLATE as TEMPLATE;
 
 const FAMILY: &str = r#"
 [[family]]

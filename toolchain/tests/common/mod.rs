@@ -103,3 +103,35 @@ pub fn fixture_triples() -> Vec<String> {
     assert!(!triples.is_empty(), "no fixtures in {}", dir.display());
     triples
 }
+
+/// Removes the `;` after `TAIL_CALL(_JIT_CONTINUE)` in `unit` (a scale-set op): a compile
+/// error; returns its line (1-based), which the error must name.
+pub fn break_continuation(unit: &Path) -> usize {
+    let text = std::fs::read_to_string(unit).unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("TAIL_CALL(_JIT_CONTINUE)"))
+        .unwrap()
+        + 1;
+    std::fs::write(
+        unit,
+        text.replace("TAIL_CALL(_JIT_CONTINUE);", "TAIL_CALL(_JIT_CONTINUE)"),
+    )
+    .unwrap();
+    line
+}
+
+/// How many entries of the build cache in `dir` have names starting with `prefix` (a kind:
+/// `bc2-`, `pch-`, ...).
+pub fn cache_entries(dir: &Path, prefix: &str) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with(prefix)
+        })
+        .count()
+}
