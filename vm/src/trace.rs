@@ -101,6 +101,9 @@ struct Projector<'a> {
     stack: Vec<Slot>,
     locals: Vec<Ty>,
     calls: Vec<TraceCall>,
+    /// The last `CONST` emitted: its index in `uops` and the pc of the bytecode that pushed
+    /// the constant (where an exit resumes with the constant not yet pushed).
+    last_const: Option<(usize, u32)>,
 }
 
 impl Projector<'_> {
@@ -264,27 +267,44 @@ fn peel<'a>(
     Ok(0)
 }
 
+/// What replaces `const d; floordiv` (`mod`) on an int: [`constant_division`].
+struct ConstantDivision {
+    op: u32,
+    arg0: u64,
+    arg1: u64,
+    /// Where the dividend's int guard resumes (the constant's bytecode), when the trace does
+    /// not know the dividend's type yet.
+    guard_at: Option<u32>,
+}
+
 /// The micro-op (and its operands) that replaces `uop` (`FLOORDIV_INT` or `MOD_INT`) and the
 /// constant pushed just before it, when that constant is a positive int and the dividend
-/// below it is known to be an int (so no guard would run between them): a power of two
-/// shifts or masks (`*_POW2`, the divisor as operand), any other divisor from 3 on
-/// multiplies by its [`reciprocal`] (`*_BY`). Neither leaves the trace.
-fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<(u32, u64, u64)> {
+/// below it was recorded as an int: a power of two shifts or masks (`*_POW2`, the divisor
+/// as operand), any other divisor from 3 on multiplies by its [`reciprocal`] (`*_BY`).
+/// Neither leaves the trace; a dividend of unknown type is guarded before the constant.
+fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision> {
     let floor = match uop {
         op::FLOORDIV_INT => true,
         op::MOD_INT => false,
         _ => return None,
     };
-    let last = p.uops.last().filter(|u| u.op == op::CONST)?;
-    let d = Value(last.arg0).as_int().filter(|&d| d > 0)? as u64;
-    if p.slot(1).ty != Ty::Int {
-        return None;
-    }
-    Some(match (d.is_power_of_two(), floor) {
-        (true, true) => (op::FLOORDIV_INT_POW2, d, 0),
-        (true, false) => (op::MOD_INT_POW2, d, 0),
-        (false, true) => (op::FLOORDIV_INT_BY, d, reciprocal(d)),
-        (false, false) => (op::MOD_INT_BY, d, reciprocal(d)),
+    let at = p.uops.len().checked_sub(1)?;
+    let (_, const_pc) = p
+        .last_const
+        .filter(|&(i, _)| i == at && p.uops[at].op == op::CONST)?;
+    let d = Value(p.uops[at].arg0).as_int().filter(|&d| d > 0)? as u64;
+    let guard_at = (p.slot(1).ty != Ty::Int).then_some(const_pc);
+    let (op, arg1) = match (d.is_power_of_two(), floor) {
+        (true, true) => (op::FLOORDIV_INT_POW2, 0),
+        (true, false) => (op::MOD_INT_POW2, 0),
+        (false, true) => (op::FLOORDIV_INT_BY, reciprocal(d)),
+        (false, false) => (op::MOD_INT_BY, reciprocal(d)),
+    };
+    Some(ConstantDivision {
+        op,
+        arg0: d,
+        arg1,
+        guard_at,
     })
 }
 
@@ -341,6 +361,7 @@ pub fn project(
         stack: Vec::new(),
         locals: vec![Ty::Unknown; func.locals.len()],
         calls: Vec::new(),
+        last_const: None,
     };
     let stored_globals: Vec<u64> = records
         .iter()
@@ -374,6 +395,7 @@ pub fn project(
                     }
                 }
                 op::CONST => {
+                    p.last_const = Some((p.uops.len(), pc));
                     p.emit(op::CONST, inst.arg0, 0);
                     p.push(ty_of(Value(inst.arg0)));
                 }
@@ -438,6 +460,7 @@ pub fn project(
                         p.push(Ty::Unknown);
                     } else {
                         let v = globals[inst.arg0 as usize];
+                        p.last_const = Some((p.uops.len(), pc));
                         p.emit(op::CONST, v, 0);
                         p.push(ty_of(Value(v)));
                         if !deps.contains(&inst.arg0) {
@@ -531,11 +554,15 @@ pub fn project(
                     if let Some((uop, ty, cmp)) = specialised {
                         // `const d; floordiv` (`mod`) on a dividend known to be an int: a shift, a
                         // mask or a multiplication in place of the constant and the division.
-                        if let Some((fused, arg0, arg1)) = constant_division(p, uop) {
+                        if let Some(c) = constant_division(p, uop) {
                             p.uops.pop();
+                            p.last_const = None;
                             p.pop();
+                            if let Some(const_pc) = c.guard_at {
+                                p.guard(const_pc, &[(0, Ty::Int)]);
+                            }
                             p.pop();
-                            p.emit(fused, arg0, arg1);
+                            p.emit(c.op, c.arg0, c.arg1);
                             p.push(Ty::Int);
                             i += 1;
                             continue;

@@ -234,3 +234,56 @@ fn a_local_that_changes_type_after_peeling_fails_the_preamble_guard_in_every_mod
         }
     }
 }
+
+/// `g(x) = x // 7, x % 1000`: compiled while `x` is an int, then called with a float, a bool
+/// and ints near the limits. The dividend's type is unknown where the function starts, so its
+/// guard comes before the fused division and leaves at the constant's bytecode, with the
+/// interpreter's stack as it is there.
+const CALLS: &str = "func g(x)
+  load x; const 7; floordiv; load x; const 1000; mod; add; return
+end
+
+func main()
+  locals i s
+  const 0; store i; const 0; store s
+loop:
+  load i; const 40; lt; jump_if_false done
+  load s; load i; const 20; sub; call g; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const 10.5; call g; print
+  const true; call g; print
+  const -140737488355328; call g; print
+  const 140737488355327; call g; print
+  const none; return
+end
+";
+
+#[test]
+fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_the_constant() {
+    let g = |x: i64| floor_div(x, 7) + floor_mod(x, 1000);
+    let ints: i64 = (-20..20).map(g).sum();
+    // 10.5 // 7 + 10.5 % 1000 = 1.0 + 10.5; true is 1.
+    let want = format!(
+        "{ints}\n11.5\n{}\n{}\n{}\n",
+        g(1),
+        g(-(1 << 47)),
+        g((1 << 47) - 1)
+    );
+    for mode in MODES {
+        assert_eq!(run_traced(CALLS, eager(mode)), want, "{mode:?}");
+    }
+    let (recording, out) = record(CALLS);
+    assert_eq!(out, want);
+    let traces = recording.traces.borrow();
+    let fused = traces
+        .iter()
+        .find(|t| t.uops.iter().any(|u| u.op == op::FLOORDIV_INT_BY))
+        .expect("g's division is fused");
+    let ops: Vec<u32> = fused.uops[..fused.body_len].iter().map(|u| u.op).collect();
+    let at = ops.iter().position(|&o| o == op::FLOORDIV_INT_BY).unwrap();
+    assert_eq!(ops[at - 1], op::GUARD_INT_TOS, "{ops:?}");
+    assert!(ops.contains(&op::MOD_INT_BY), "{ops:?}");
+}
