@@ -44,6 +44,35 @@ pub struct Pipeline<'a> {
     pub hashes: FileHashes,
 }
 
+/// `f` of each distinct target of `targets` (by triple), in parallel: the results by
+/// triple, or every error at once.
+fn per_target<T: Send>(
+    mut targets: Vec<&Target>,
+    f: impl Fn(&Target) -> Result<T> + Sync,
+) -> Result<std::collections::HashMap<String, T>> {
+    targets.sort_by(|a, b| a.triple.cmp(&b.triple));
+    targets.dedup_by(|a, b| a.triple == b.triple);
+    let results: Vec<Result<(String, T)>> = targets
+        .par_iter()
+        .map(|t| f(t).map(|v| (t.triple.clone(), v)))
+        .collect();
+    let mut by_target = std::collections::HashMap::new();
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok((triple, v)) => {
+                by_target.insert(triple, v);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(by_target)
+    } else {
+        Err(Error::many(errors))
+    }
+}
+
 /// A target's precompiled header, ready to use: the file clang loads and the key that
 /// names its content (part of every unit's cache keys).
 pub struct PreparedPch {
@@ -246,41 +275,19 @@ impl Pipeline<'_> {
         tasks: &[Task],
         pchs: &Pchs,
     ) -> Result<std::collections::HashMap<String, Cc1Command>> {
-        let mut targets: Vec<&Target> = tasks
+        let targets: Vec<&Target> = tasks
             .iter()
             .filter_map(|task| match task {
                 Task::Group(group) => Some(jobs[group[0]].target),
                 Task::Job(_) => None,
             })
             .collect();
-        targets.sort_by(|a, b| a.triple.cmp(&b.triple));
-        targets.dedup_by(|a, b| a.triple == b.triple);
-        let asked: Vec<Result<(String, Cc1Command)>> = targets
-            .par_iter()
-            .map(|t| {
-                let pch = pchs.by_target.get(&t.triple).map(|p| p.path.as_path());
-                let flags = self.unit_flags(t, None);
-                let command =
-                    Cc1Command::from_driver(&flags, pch, self.manifest.limits.clang_time())
-                        .map_err(|e| e.context(&t.triple))?;
-                Ok((t.triple.clone(), command))
-            })
-            .collect();
-        let mut commands = std::collections::HashMap::new();
-        let mut errors = Vec::new();
-        for a in asked {
-            match a {
-                Ok((triple, command)) => {
-                    commands.insert(triple, command);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if errors.is_empty() {
-            Ok(commands)
-        } else {
-            Err(Error::many(errors))
-        }
+        per_target(targets, |t| {
+            let pch = pchs.by_target.get(&t.triple).map(|p| p.path.as_path());
+            let flags = self.unit_flags(t, None);
+            Cc1Command::from_driver(&flags, pch, self.manifest.limits.clang_time())
+                .map_err(|e| e.context(&t.triple))
+        })
     }
 
     /// A group of jobs (indices into `jobs`, one target): one `clang -cc1` run, then each
@@ -774,35 +781,16 @@ impl Pipeline<'_> {
             .prefix("cpjit-pch-")
             .tempdir()
             .map_err(|e| Error(format!("cannot create a temporary directory: {e}")))?;
-        let mut targets: Vec<&Target> = jobs.iter().map(|j| j.target).collect();
-        targets.sort_by(|a, b| a.triple.cmp(&b.triple));
-        targets.dedup_by(|a, b| a.triple == b.triple);
-        let prepared: Vec<Result<(String, PreparedPch)>> = targets
-            .par_iter()
-            .map(|t| {
-                let out = dir.path().join(format!("{}.pch", t.triple));
-                let pch = self.pch(t, header, out).map_err(|e| {
-                    e.context(format!(
-                        "{}: precompiled_header `{header}` (manifest.toml)",
-                        t.triple
-                    ))
-                })?;
-                Ok((t.triple.clone(), pch))
+        let targets = jobs.iter().map(|j| j.target).collect();
+        let by_target = per_target(targets, |t| {
+            let out = dir.path().join(format!("{}.pch", t.triple));
+            self.pch(t, header, out).map_err(|e| {
+                e.context(format!(
+                    "{}: precompiled_header `{header}` (manifest.toml)",
+                    t.triple
+                ))
             })
-            .collect();
-        let mut by_target = std::collections::HashMap::new();
-        let mut errors = Vec::new();
-        for p in prepared {
-            match p {
-                Ok((triple, pch)) => {
-                    by_target.insert(triple, pch);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if !errors.is_empty() {
-            return Err(Error::many(errors));
-        }
+        })?;
         Ok(Pchs {
             _dir: Some(dir),
             by_target,
