@@ -26,7 +26,7 @@ use crate::jit::Jit;
 use crate::patch::{self, PatchError};
 use crate::program::{branch_bias, Action, Bound, Checked, Fast, Key, Need, Program, Source, Step};
 use crate::slots::SlotTable;
-use crate::trace::{Instance, Target, Trace, TraceBuilder, View};
+use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
 use crate::Error;
 use cpjit_isa::x86_64 as x86;
 use cpjit_model::{Hole, HoleKind, Section};
@@ -164,7 +164,7 @@ fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error
         .into_iter()
         .map(|block| Trace {
             arena: jit.arena.clone(),
-            instance_offsets: Vec::new(),
+            instance_offsets: Offsets::new(&[]),
             veneers: 0,
             got_slots: 0,
             code_len: block.code_len,
@@ -437,7 +437,7 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     // From here on, dropping the trace (on an error) returns the memory.
     Ok(Trace {
         arena: jit.arena.clone(),
-        instance_offsets: Vec::new(),
+        instance_offsets: Offsets::new(&[]),
         veneers: 0,
         got_slots: 0,
         code_len: code_size,
@@ -575,7 +575,7 @@ fn settle_counts(
     trace.data_len = layout.got_base() + 8 * got_slots;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = offsets.to_vec();
+    trace.instance_offsets = Offsets::new(offsets);
 }
 
 /// Why a step failed, before the stencil name is attached.

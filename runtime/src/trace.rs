@@ -58,11 +58,13 @@ pub struct TraceBuilder<'j, 's> {
     pub(crate) offsets: Vec<u32>,
     /// The current trace's layout so far, extended by each push.
     pub(crate) layout: Layout,
-    /// The GOT slots and veneers the current trace's layout has counted.
-    pub(crate) counted: Counted,
     /// Index in `instances` of the current trace's first instance: 0, except in a
     /// [`TraceBatch`], whose traces share the vectors one after another.
     pub(crate) start: u32,
+    /// The thread's spare vectors, taken for this builder (see [`Spare`]): its `counted`
+    /// is used in place (the GOT slots and veneers the current trace's layout has
+    /// counted), and the other vectors go back into it when the builder is dropped.
+    spare: std::mem::ManuallyDrop<Box<Spare>>,
 }
 
 /// The vectors of a finished or dropped builder, kept per thread for the next builder:
@@ -78,7 +80,10 @@ struct Spare {
 }
 
 thread_local! {
-    static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
+    /// Boxed, so that a builder takes and returns it as one pointer and moves only the
+    /// vectors' headers (moving the whole struct in and out of a `RefCell` was a tenth of
+    /// a 10-instance trace's stitching time).
+    static SPARE: std::cell::Cell<Option<Box<Spare>>> = const { std::cell::Cell::new(None) };
 }
 
 /// Vectors larger than this many elements are freed rather than kept (a huge trace should
@@ -87,18 +92,22 @@ const SPARE_LIMIT: usize = 1 << 20;
 
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
-        let mut spare = SPARE.with_borrow_mut(std::mem::take);
+        let mut spare = SPARE
+            .try_with(|s| s.take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         spare.counted.reset(jit.set.symbols.len());
         TraceBuilder {
             jit,
-            instances: spare.instances,
-            operands: spare.operands,
-            targets: spare.targets,
+            instances: std::mem::take(&mut spare.instances),
+            operands: std::mem::take(&mut spare.operands),
+            targets: std::mem::take(&mut spare.targets),
             continuation: None,
-            offsets: spare.offsets,
+            offsets: std::mem::take(&mut spare.offsets),
             layout: Layout::default(),
-            counted: spare.counted,
             start: 0,
+            spare: std::mem::ManuallyDrop::new(spare),
         }
     }
 
@@ -132,7 +141,9 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             }
             _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
         };
-        let (code_at, data_at) = self.layout.place(p, operands, targets, &mut self.counted);
+        let (code_at, data_at) = self
+            .layout
+            .place(p, operands, targets, &mut self.spare.counted);
         self.offsets.push(code_at);
         self.instances.push(Instance {
             stencil: stencil as u32,
@@ -282,8 +293,8 @@ impl<'j, 's> View<'_, 'j, 's> {
             continuation: self.continuation,
             offsets: self.offsets.to_vec(),
             layout: self.layout,
-            counted: Counted::default(),
             start: 0,
+            spare: Default::default(),
         };
         for inst in self.instances {
             let p = &self.jit.programs[inst.stencil as usize];
@@ -382,7 +393,7 @@ impl<'j, 's> TraceBatch<'j, 's> {
             continuation: b.continuation.take(),
             layout: std::mem::take(&mut b.layout),
         });
-        b.counted.reset(b.jit.set.symbols.len());
+        b.spare.counted.reset(b.jit.set.symbols.len());
         b.start = end;
         self.open = false;
     }
@@ -415,30 +426,28 @@ impl<'j, 's> TraceBatch<'j, 's> {
 
 impl Drop for TraceBuilder<'_, '_> {
     fn drop(&mut self) {
+        // SAFETY: taken once, here; `self.spare` is not used after it.
+        let mut spare = unsafe { std::mem::ManuallyDrop::take(&mut self.spare) };
         if self.instances.capacity() > SPARE_LIMIT
             || self.operands.capacity() > SPARE_LIMIT
             || self.targets.capacity() > SPARE_LIMIT
         {
             return;
         }
-        // Swapped in place (a few words each) rather than moved as a whole. A builder
-        // dropped while another is alive on this thread keeps the larger set.
-        let _ = SPARE.try_with(|spare| {
-            let Ok(mut spare) = spare.try_borrow_mut() else {
-                return;
-            };
-            if spare.instances.capacity() > self.instances.capacity() {
-                return;
+        self.instances.clear();
+        self.operands.clear();
+        self.targets.clear();
+        self.offsets.clear();
+        spare.instances = std::mem::take(&mut self.instances);
+        spare.operands = std::mem::take(&mut self.operands);
+        spare.targets = std::mem::take(&mut self.targets);
+        spare.offsets = std::mem::take(&mut self.offsets);
+        // A builder dropped while another is alive on this thread: the larger set stays.
+        let _ = SPARE.try_with(|cell| match cell.take() {
+            Some(other) if other.instances.capacity() > spare.instances.capacity() => {
+                cell.set(Some(other))
             }
-            self.instances.clear();
-            self.operands.clear();
-            self.targets.clear();
-            self.offsets.clear();
-            std::mem::swap(&mut spare.instances, &mut self.instances);
-            std::mem::swap(&mut spare.operands, &mut self.operands);
-            std::mem::swap(&mut spare.targets, &mut self.targets);
-            std::mem::swap(&mut spare.offsets, &mut self.offsets);
-            std::mem::swap(&mut spare.counted, &mut self.counted);
+            _ => cell.set(Some(spare)),
         });
     }
 }
@@ -456,6 +465,42 @@ fn check_signature<F: EntrySignature>(shim: &ShimFacts) -> Result<(), Error> {
     })
 }
 
+/// Each instance's code offset in a [`Trace`]: inline for short traces, so that finishing
+/// one allocates nothing (a `malloc` and a `free` were a tenth of a 10-instance trace's
+/// stitching time), on the heap for longer ones.
+pub(crate) enum Offsets {
+    Inline {
+        len: u8,
+        offsets: [u32; INLINE_OFFSETS],
+    },
+    Heap(Box<[u32]>),
+}
+
+/// Instances whose offsets a [`Trace`] keeps inline.
+const INLINE_OFFSETS: usize = 16;
+
+impl Offsets {
+    pub fn new(offsets: &[u32]) -> Offsets {
+        if offsets.len() <= INLINE_OFFSETS {
+            let mut inline = [0; INLINE_OFFSETS];
+            inline[..offsets.len()].copy_from_slice(offsets);
+            Offsets::Inline {
+                len: offsets.len() as u8,
+                offsets: inline,
+            }
+        } else {
+            Offsets::Heap(offsets.into())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u32] {
+        match self {
+            Offsets::Inline { len, offsets } => &offsets[..*len as usize],
+            Offsets::Heap(offsets) => offsets,
+        }
+    }
+}
+
 /// The C-ABI signature of the default entry shim (`int64_t cpjit_entry(struct cpjit_frame *,
 /// uint64_t *sp)`); sets whose shim takes other parameters use [`Trace::entry_typed`].
 pub type EntryFn = unsafe extern "C" fn(frame: *mut c_void, sp: *mut u64) -> i64;
@@ -468,7 +513,7 @@ pub struct Trace {
     /// Bytes of code actually used: instances, padding, veneers.
     pub(crate) code_len: usize,
     pub(crate) data_len: usize,
-    pub(crate) instance_offsets: Vec<u32>,
+    pub(crate) instance_offsets: Offsets,
     pub(crate) veneers: usize,
     pub(crate) got_slots: usize,
     /// Byte that fills freed code (a trapping instruction).
@@ -485,12 +530,12 @@ impl Trace {
     /// # Panics
     /// If `id` does not belong to this trace (an id from another builder).
     pub fn entry(&self, id: InstanceId) -> *const u8 {
-        match self.instance_offsets.get(id.index()) {
+        match self.instance_offsets().get(id.index()) {
             Some(&offset) => (self.block.code_rx + offset as usize) as *const u8,
             None => panic!(
                 "instance {} is not in this trace ({} instances)",
                 id.index(),
-                self.instance_offsets.len()
+                self.instance_offsets().len()
             ),
         }
     }
@@ -548,7 +593,7 @@ impl Trace {
 
     /// Offset of each instance's code from the start of the trace, in push order.
     pub fn instance_offsets(&self) -> &[u32] {
-        &self.instance_offsets
+        self.instance_offsets.as_slice()
     }
 
     /// Veneers placed for out-of-range branches.
@@ -586,7 +631,7 @@ impl std::fmt::Debug for Trace {
         f.debug_struct("Trace")
             .field("code", &format_args!("{:#x?}", self.code_range()))
             .field("data", &format_args!("{:#x?}", self.data_range()))
-            .field("instances", &self.instance_offsets.len())
+            .field("instances", &self.instance_offsets().len())
             .field("veneers", &self.veneers)
             .field("got_slots", &self.got_slots)
             .finish()
