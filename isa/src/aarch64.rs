@@ -4,7 +4,7 @@
 //! Encodings from the Arm ARM (C4.1, "A64 instruction set encoding"); relocation semantics
 //! from the AArch64 ELF psABI. All instruction words are little endian in memory.
 
-use cpjit_model::HoleKind;
+use cpjit_model::{Aarch64Hole, HoleKind};
 
 /// `nop`: what AArch64 code is padded with.
 pub const NOP: u32 = 0xd503_201f;
@@ -133,47 +133,25 @@ pub const fn page_offset_kind(insn: u32) -> Option<HoleKind> {
 /// Whether `insn` is the instruction class a hole of `kind` patches; `Err` carries what was
 /// expected, for messages. Non-AArch64 kinds are never an AArch64 instruction's.
 pub fn check_class(kind: HoleKind, insn: u32) -> Result<(), &'static str> {
-    let (ok, expected) = match kind {
-        HoleKind::Aarch64Branch26 => (is_b_or_bl(insn), "b or bl"),
-        HoleKind::Aarch64Branch19 => (is_branch19(insn), "b.cond, cbz or cbnz"),
-        HoleKind::Aarch64Branch14 => (is_branch14(insn), "tbz or tbnz"),
-        HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => (is_adrp(insn), "adrp"),
-        HoleKind::Aarch64AddLo12 => (is_add_immediate(insn), "add (immediate, unshifted)"),
-        HoleKind::Aarch64LdSt8Lo12 => (ldst_log2_size(insn) == Some(0), LDST_EXPECTED[0]),
-        HoleKind::Aarch64LdSt16Lo12 => (ldst_log2_size(insn) == Some(1), LDST_EXPECTED[1]),
-        HoleKind::Aarch64LdSt32Lo12 => (ldst_log2_size(insn) == Some(2), LDST_EXPECTED[2]),
-        HoleKind::Aarch64LdSt64Lo12 => (ldst_log2_size(insn) == Some(3), LDST_EXPECTED[3]),
-        HoleKind::Aarch64LdSt128Lo12 => (ldst_log2_size(insn) == Some(4), LDST_EXPECTED[4]),
-        HoleKind::Aarch64Ld64GotLo12 => (is_ldr_x(insn), "ldr xN, [xM, #imm] (64-bit load)"),
-        HoleKind::Aarch64MovwG0 => (is_movz_movk(insn, 0), "movz or movk without shift"),
-        HoleKind::Aarch64MovwG1 => (is_movz_movk(insn, 1), "movz or movk with lsl #16"),
-        HoleKind::Aarch64MovwG2 => (is_movz_movk(insn, 2), "64-bit movz or movk with lsl #32"),
-        HoleKind::Aarch64MovwG3 => (is_movz_movk(insn, 3), "64-bit movz or movk with lsl #48"),
-        HoleKind::Abs64
-        | HoleKind::X86Pc32
-        | HoleKind::X86Branch32
-        | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable
-        | HoleKind::RiscvCall
-        | HoleKind::RiscvPcrelHi20
-        | HoleKind::RiscvPcrelLo12I
-        | HoleKind::RiscvPcrelLo12S
-        | HoleKind::RiscvGotHi20
-        | HoleKind::RiscvGotLo12I
-        | HoleKind::RiscvJal
-        | HoleKind::RiscvHi20
-        | HoleKind::RiscvLo12I
-        | HoleKind::X86Abs32
-        | HoleKind::X86Imm64
-        | HoleKind::EntryParameters
-        | HoleKind::OperandU8
-        | HoleKind::OperandS8
-        | HoleKind::OperandU16
-        | HoleKind::OperandS16
-        | HoleKind::OperandU32
-        | HoleKind::OperandS32
-        | HoleKind::RiscvBranch => (false, "an AArch64 instruction"),
+    let Some(hole) = kind.aarch64() else {
+        return Err("an AArch64 instruction");
+    };
+    let (ok, expected) = match hole {
+        Aarch64Hole::Branch26 => (is_b_or_bl(insn), "b or bl"),
+        Aarch64Hole::Branch19 => (is_branch19(insn), "b.cond, cbz or cbnz"),
+        Aarch64Hole::Branch14 => (is_branch14(insn), "tbz or tbnz"),
+        Aarch64Hole::AdrPage21 | Aarch64Hole::AdrGotPage21 => (is_adrp(insn), "adrp"),
+        Aarch64Hole::AddLo12 => (is_add_immediate(insn), "add (immediate, unshifted)"),
+        Aarch64Hole::LdSt8Lo12 => (ldst_log2_size(insn) == Some(0), LDST_EXPECTED[0]),
+        Aarch64Hole::LdSt16Lo12 => (ldst_log2_size(insn) == Some(1), LDST_EXPECTED[1]),
+        Aarch64Hole::LdSt32Lo12 => (ldst_log2_size(insn) == Some(2), LDST_EXPECTED[2]),
+        Aarch64Hole::LdSt64Lo12 => (ldst_log2_size(insn) == Some(3), LDST_EXPECTED[3]),
+        Aarch64Hole::LdSt128Lo12 => (ldst_log2_size(insn) == Some(4), LDST_EXPECTED[4]),
+        Aarch64Hole::Ld64GotLo12 => (is_ldr_x(insn), "ldr xN, [xM, #imm] (64-bit load)"),
+        Aarch64Hole::MovwG0 => (is_movz_movk(insn, 0), "movz or movk without shift"),
+        Aarch64Hole::MovwG1 => (is_movz_movk(insn, 1), "movz or movk with lsl #16"),
+        Aarch64Hole::MovwG2 => (is_movz_movk(insn, 2), "64-bit movz or movk with lsl #32"),
+        Aarch64Hole::MovwG3 => (is_movz_movk(insn, 3), "64-bit movz or movk with lsl #48"),
     };
     if ok {
         Ok(())
@@ -192,49 +170,26 @@ const LDST_EXPECTED: [&str; 5] = [
 
 /// The bits of the instruction that a hole of `kind` fills in (0 for non-AArch64 kinds).
 pub const fn field_mask(kind: HoleKind) -> u32 {
-    match kind {
-        HoleKind::Aarch64Branch26 => 0x03ff_ffff,
-        HoleKind::Aarch64Branch19 => 0x7_ffff << 5,
-        HoleKind::Aarch64Branch14 => 0x3fff << 5,
+    let Some(hole) = kind.aarch64() else {
+        return 0;
+    };
+    match hole {
+        Aarch64Hole::Branch26 => 0x03ff_ffff,
+        Aarch64Hole::Branch19 => 0x7_ffff << 5,
+        Aarch64Hole::Branch14 => 0x3fff << 5,
         // immlo in bits 29..31, immhi in bits 5..24.
-        HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => (3 << 29) | (0x7_ffff << 5),
+        Aarch64Hole::AdrPage21 | Aarch64Hole::AdrGotPage21 => (3 << 29) | (0x7_ffff << 5),
         // imm12 in bits 10..22 (add and the unsigned-offset loads/stores alike).
-        HoleKind::Aarch64AddLo12
-        | HoleKind::Aarch64LdSt8Lo12
-        | HoleKind::Aarch64LdSt16Lo12
-        | HoleKind::Aarch64LdSt32Lo12
-        | HoleKind::Aarch64LdSt64Lo12
-        | HoleKind::Aarch64LdSt128Lo12
-        | HoleKind::Aarch64Ld64GotLo12 => 0xfff << 10,
-        HoleKind::Aarch64MovwG0
-        | HoleKind::Aarch64MovwG1
-        | HoleKind::Aarch64MovwG2
-        | HoleKind::Aarch64MovwG3 => 0xffff << 5,
-        HoleKind::Abs64
-        | HoleKind::X86Pc32
-        | HoleKind::X86Branch32
-        | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable
-        | HoleKind::RiscvCall
-        | HoleKind::RiscvPcrelHi20
-        | HoleKind::RiscvPcrelLo12I
-        | HoleKind::RiscvPcrelLo12S
-        | HoleKind::RiscvGotHi20
-        | HoleKind::RiscvGotLo12I
-        | HoleKind::RiscvJal
-        | HoleKind::RiscvHi20
-        | HoleKind::RiscvLo12I
-        | HoleKind::X86Abs32
-        | HoleKind::X86Imm64
-        | HoleKind::EntryParameters
-        | HoleKind::OperandU8
-        | HoleKind::OperandS8
-        | HoleKind::OperandU16
-        | HoleKind::OperandS16
-        | HoleKind::OperandU32
-        | HoleKind::OperandS32
-        | HoleKind::RiscvBranch => 0,
+        Aarch64Hole::AddLo12
+        | Aarch64Hole::LdSt8Lo12
+        | Aarch64Hole::LdSt16Lo12
+        | Aarch64Hole::LdSt32Lo12
+        | Aarch64Hole::LdSt64Lo12
+        | Aarch64Hole::LdSt128Lo12
+        | Aarch64Hole::Ld64GotLo12 => 0xfff << 10,
+        Aarch64Hole::MovwG0 | Aarch64Hole::MovwG1 | Aarch64Hole::MovwG2 | Aarch64Hole::MovwG3 => {
+            0xffff << 5
+        }
     }
 }
 

@@ -387,6 +387,54 @@ impl HoleKind {
             _ => Some(Arch::Aarch64),
         }
     }
+
+    /// The kind as an AArch64 instruction hole, if it is one (exactly the kinds whose
+    /// [`arch`](HoleKind::arch) is AArch64).
+    pub const fn aarch64(self) -> Option<Aarch64Hole> {
+        Some(match self {
+            HoleKind::Aarch64Branch26 => Aarch64Hole::Branch26,
+            HoleKind::Aarch64Branch19 => Aarch64Hole::Branch19,
+            HoleKind::Aarch64Branch14 => Aarch64Hole::Branch14,
+            HoleKind::Aarch64AdrPage21 => Aarch64Hole::AdrPage21,
+            HoleKind::Aarch64AdrGotPage21 => Aarch64Hole::AdrGotPage21,
+            HoleKind::Aarch64AddLo12 => Aarch64Hole::AddLo12,
+            HoleKind::Aarch64LdSt8Lo12 => Aarch64Hole::LdSt8Lo12,
+            HoleKind::Aarch64LdSt16Lo12 => Aarch64Hole::LdSt16Lo12,
+            HoleKind::Aarch64LdSt32Lo12 => Aarch64Hole::LdSt32Lo12,
+            HoleKind::Aarch64LdSt64Lo12 => Aarch64Hole::LdSt64Lo12,
+            HoleKind::Aarch64LdSt128Lo12 => Aarch64Hole::LdSt128Lo12,
+            HoleKind::Aarch64Ld64GotLo12 => Aarch64Hole::Ld64GotLo12,
+            HoleKind::Aarch64MovwG0 => Aarch64Hole::MovwG0,
+            HoleKind::Aarch64MovwG1 => Aarch64Hole::MovwG1,
+            HoleKind::Aarch64MovwG2 => Aarch64Hole::MovwG2,
+            HoleKind::Aarch64MovwG3 => Aarch64Hole::MovwG3,
+            _ => return None,
+        })
+    }
+}
+
+/// An AArch64 instruction hole: one of the [`HoleKind`]s `Aarch64*`, for the code that
+/// only patches or checks those (the ISA crate's and the runtime's AArch64 modules), so
+/// that its matches are exhaustive without listing the other architectures' kinds.
+/// [`HoleKind::aarch64`] is the one place that tells them apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Aarch64Hole {
+    Branch26,
+    Branch19,
+    Branch14,
+    AdrPage21,
+    AdrGotPage21,
+    AddLo12,
+    LdSt8Lo12,
+    LdSt16Lo12,
+    LdSt32Lo12,
+    LdSt64Lo12,
+    LdSt128Lo12,
+    Ld64GotLo12,
+    MovwG0,
+    MovwG1,
+    MovwG2,
+    MovwG3,
 }
 
 /// The value range a template declared for a narrow operand (`CPJIT_DECLARE_NARROW`):
@@ -950,6 +998,40 @@ impl<'a> Family<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fixed buffer to format into (the crate is `no_std`).
+    struct Buf<'a>(&'a mut [u8], usize);
+
+    impl core::fmt::Write for Buf<'_> {
+        fn write_str(&mut self, s: &str) -> core::fmt::Result {
+            let end = self.1 + s.len();
+            self.0
+                .get_mut(self.1..end)
+                .ok_or(core::fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.1 = end;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn aarch64_holes_are_exactly_the_aarch64_kinds() {
+        for k in HoleKind::ALL {
+            let aarch64 = k.aarch64().is_some();
+            assert_eq!(aarch64, k.arch() == Some(Arch::Aarch64), "{k:?}");
+            assert_eq!(aarch64, k.name().starts_with("Aarch64"), "{k:?}");
+            if let Some(hole) = k.aarch64() {
+                // Each kind its own hole (the variant names are the kinds' without the prefix).
+                let name = k.name();
+                assert!(name.strip_prefix("Aarch64").is_some_and(|rest| {
+                    let mut buf = [0u8; 32];
+                    let mut w = Buf(&mut buf, 0);
+                    core::fmt::write(&mut w, format_args!("{hole:?}")).is_ok()
+                        && &w.0[..w.1] == rest.as_bytes()
+                }));
+            }
+        }
+    }
 
     #[test]
     fn kind_names_round_trip_and_are_unique() {

@@ -8,7 +8,7 @@
 
 use super::{bytes, put, Problem};
 use cpjit_isa::aarch64 as isa;
-use cpjit_model::HoleKind;
+use cpjit_model::{Aarch64Hole, HoleKind};
 
 /// Checks the instruction at `code[offset]` and writes the field for `value` into it.
 pub(super) fn patch(
@@ -30,50 +30,28 @@ pub(super) fn patch(
 
 /// The value of the kind's immediate field (right-aligned), or why `value` cannot be encoded.
 pub(super) fn field(kind: HoleKind, place: u64, value: u64) -> Result<u32, Problem> {
-    match kind {
-        HoleKind::Aarch64Branch26 => branch(place, value, 26),
-        HoleKind::Aarch64Branch19 => branch(place, value, 19),
-        HoleKind::Aarch64Branch14 => branch(place, value, 14),
-        HoleKind::Aarch64AdrPage21 | HoleKind::Aarch64AdrGotPage21 => page21(place, value),
-        HoleKind::Aarch64AddLo12 => Ok(lo12(value)),
-        HoleKind::Aarch64LdSt8Lo12 => scaled_lo12(value, 0),
-        HoleKind::Aarch64LdSt16Lo12 => scaled_lo12(value, 1),
-        HoleKind::Aarch64LdSt32Lo12 => scaled_lo12(value, 2),
-        HoleKind::Aarch64LdSt64Lo12 | HoleKind::Aarch64Ld64GotLo12 => scaled_lo12(value, 3),
-        HoleKind::Aarch64LdSt128Lo12 => scaled_lo12(value, 4),
-        HoleKind::Aarch64MovwG0 => Ok(value as u32 & 0xffff),
-        HoleKind::Aarch64MovwG1 => Ok((value >> 16) as u32 & 0xffff),
-        HoleKind::Aarch64MovwG2 => Ok((value >> 32) as u32 & 0xffff),
-        HoleKind::Aarch64MovwG3 => Ok((value >> 48) as u32 & 0xffff),
-        // Not AArch64 instruction kinds; `super::patch` never routes them here.
-        HoleKind::Abs64
-        | HoleKind::X86Abs32
-        | HoleKind::X86Imm64
-        | HoleKind::EntryParameters
-        | HoleKind::OperandU8
-        | HoleKind::OperandS8
-        | HoleKind::OperandU16
-        | HoleKind::OperandS16
-        | HoleKind::OperandU32
-        | HoleKind::OperandS32
-        | HoleKind::X86Pc32
-        | HoleKind::X86Branch32
-        | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable
-        | HoleKind::RiscvCall
-        | HoleKind::RiscvPcrelHi20
-        | HoleKind::RiscvPcrelLo12I
-        | HoleKind::RiscvPcrelLo12S
-        | HoleKind::RiscvGotHi20
-        | HoleKind::RiscvGotLo12I
-        | HoleKind::RiscvJal
-        | HoleKind::RiscvHi20
-        | HoleKind::RiscvLo12I
-        | HoleKind::RiscvBranch => Err(Problem::UnexpectedInstruction {
+    // `super::patch` routes only AArch64 kinds here.
+    let Some(hole) = kind.aarch64() else {
+        return Err(Problem::UnexpectedInstruction {
             found: 0,
             expected: "an AArch64 hole kind",
-        }),
+        });
+    };
+    match hole {
+        Aarch64Hole::Branch26 => branch(place, value, 26),
+        Aarch64Hole::Branch19 => branch(place, value, 19),
+        Aarch64Hole::Branch14 => branch(place, value, 14),
+        Aarch64Hole::AdrPage21 | Aarch64Hole::AdrGotPage21 => page21(place, value),
+        Aarch64Hole::AddLo12 => Ok(lo12(value)),
+        Aarch64Hole::LdSt8Lo12 => scaled_lo12(value, 0),
+        Aarch64Hole::LdSt16Lo12 => scaled_lo12(value, 1),
+        Aarch64Hole::LdSt32Lo12 => scaled_lo12(value, 2),
+        Aarch64Hole::LdSt64Lo12 | Aarch64Hole::Ld64GotLo12 => scaled_lo12(value, 3),
+        Aarch64Hole::LdSt128Lo12 => scaled_lo12(value, 4),
+        Aarch64Hole::MovwG0 => Ok(value as u32 & 0xffff),
+        Aarch64Hole::MovwG1 => Ok((value >> 16) as u32 & 0xffff),
+        Aarch64Hole::MovwG2 => Ok((value >> 32) as u32 & 0xffff),
+        Aarch64Hole::MovwG3 => Ok((value >> 48) as u32 & 0xffff),
     }
 }
 

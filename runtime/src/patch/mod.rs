@@ -41,7 +41,7 @@ pub use cpjit_isa::{veneer_size, VENEER_SIZE};
 pub use error::{PatchError, PrecedingBytes, Problem};
 pub use x86_64::{relax_x86_got_load, relax_x86_got_load_constant};
 
-use cpjit_model::HoleKind;
+use cpjit_model::{Arch, HoleKind};
 
 /// Writes `value` into the hole of encoding `kind` at `code[offset..offset + kind.width()]`,
 /// whose run-time address is `place`, preserving every other instruction bit.
@@ -70,37 +70,17 @@ pub fn patch(
         | HoleKind::OperandS32 => kind.operand_check().map_or(Ok(()), |range| {
             data::check_operand(code, offset, range, value)
         }),
-        HoleKind::X86Pc32
-        | HoleKind::X86Branch32
-        | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable => x86_64::patch(kind, code, offset, place, value),
-        HoleKind::Aarch64Branch26
-        | HoleKind::Aarch64Branch19
-        | HoleKind::Aarch64Branch14
-        | HoleKind::Aarch64AdrPage21
-        | HoleKind::Aarch64AdrGotPage21
-        | HoleKind::Aarch64AddLo12
-        | HoleKind::Aarch64LdSt8Lo12
-        | HoleKind::Aarch64LdSt16Lo12
-        | HoleKind::Aarch64LdSt32Lo12
-        | HoleKind::Aarch64LdSt64Lo12
-        | HoleKind::Aarch64LdSt128Lo12
-        | HoleKind::Aarch64Ld64GotLo12
-        | HoleKind::Aarch64MovwG0
-        | HoleKind::Aarch64MovwG1
-        | HoleKind::Aarch64MovwG2
-        | HoleKind::Aarch64MovwG3 => aarch64::patch(kind, code, offset, place, value),
-        HoleKind::RiscvCall
-        | HoleKind::RiscvPcrelHi20
-        | HoleKind::RiscvPcrelLo12I
-        | HoleKind::RiscvPcrelLo12S
-        | HoleKind::RiscvGotHi20
-        | HoleKind::RiscvGotLo12I
-        | HoleKind::RiscvJal
-        | HoleKind::RiscvBranch
-        | HoleKind::RiscvHi20
-        | HoleKind::RiscvLo12I => riscv64::patch(kind, code, offset, place, value),
+        // Instruction holes: each architecture's module (`HoleKind::arch` decides).
+        _ => match kind.arch() {
+            Some(Arch::X86_64) => x86_64::patch(kind, code, offset, place, value),
+            Some(Arch::Aarch64) => aarch64::patch(kind, code, offset, place, value),
+            Some(Arch::Riscv64) => riscv64::patch(kind, code, offset, place, value),
+            // Every kind without an architecture is data, matched above.
+            None => Err(Problem::UnexpectedInstruction {
+                found: 0,
+                expected: "a data hole kind",
+            }),
+        },
     };
     result.map_err(|problem| PatchError {
         kind,
@@ -125,22 +105,12 @@ pub fn in_range(kind: HoleKind, place: u64, value: u64) -> bool {
         | HoleKind::OperandS16
         | HoleKind::OperandU32
         | HoleKind::OperandS32 => kind.operand_check().is_some_and(|r| r.contains(value)),
-        HoleKind::X86Pc32
-        | HoleKind::X86Branch32
-        | HoleKind::X86GotPc32
-        | HoleKind::X86GotPc32Relaxable
-        | HoleKind::X86RexGotPc32Relaxable => x86_64::rel32(place, value).is_ok(),
-        HoleKind::RiscvCall
-        | HoleKind::RiscvPcrelHi20
-        | HoleKind::RiscvPcrelLo12I
-        | HoleKind::RiscvPcrelLo12S
-        | HoleKind::RiscvGotHi20
-        | HoleKind::RiscvGotLo12I
-        | HoleKind::RiscvJal
-        | HoleKind::RiscvBranch
-        | HoleKind::RiscvHi20
-        | HoleKind::RiscvLo12I => riscv64::in_range(kind, place, value),
-        _ => aarch64::field(kind, place, value).is_ok(),
+        _ => match kind.arch() {
+            Some(Arch::X86_64) => x86_64::rel32(place, value).is_ok(),
+            Some(Arch::Aarch64) => aarch64::field(kind, place, value).is_ok(),
+            Some(Arch::Riscv64) => riscv64::in_range(kind, place, value),
+            None => false,
+        },
     }
 }
 
