@@ -22,7 +22,7 @@ fn triples() -> Vec<String> {
     Target::load_all(&workspace().join("targets"))
         .unwrap()
         .into_iter()
-        .map(|t| t.triple)
+        .map(|t| t.triple.clone())
         .collect()
 }
 

@@ -21,6 +21,7 @@ pub fn first_target() -> String {
         .next()
         .expect("a target file")
         .triple
+        .clone()
 }
 
 /// Test set `name` (in `tests/sets/`).
@@ -58,6 +59,7 @@ pub fn target(arch: cpjit_model::Arch, format: cpjit_model::ObjectFormat) -> Str
         .find(|t| t.arch == arch && t.format == format)
         .unwrap_or_else(|| panic!("no target file for {} {}", arch.name(), format.name()))
         .triple
+        .clone()
 }
 
 /// Every (architecture, format) pair of the target files: one target per object reader
@@ -66,7 +68,7 @@ pub fn all_targets() -> Vec<String> {
     cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
         .unwrap()
         .into_iter()
-        .map(|t| t.triple)
+        .map(|t| t.triple.clone())
         .collect()
 }
 

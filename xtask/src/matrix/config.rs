@@ -227,7 +227,8 @@ mod tests {
             dir.path().join("x86_64-unknown-freebsd.toml"),
             format!(
                 "triple = \"x86_64-unknown-freebsd\"\narch = \"x86_64\"\nformat = \"elf\"\n\
-                 abi = \"sysv64\"\n[test]\nexecution = \"host-abi\"\nrust_target = \"{}\"\n",
+                 abi = \"sysv64\"\ncode_model = \"small\"\nreloc_model = \"pic\"\nnop = \"90\"\n\
+                 code_align = 1\n[test]\nexecution = \"host-abi\"\nrust_target = \"{}\"\n",
                 linux.test.rust_target
             ),
         )
