@@ -97,23 +97,33 @@ VM_INLINE int vm_as_double(uint64_t v, double *out) {
 }
 
 /* ---- int arithmetic (both operands ints) ---- */
+
+/* An int's value times 2**16, in a whole word (its payload moved to the top 48 bits). Sums,
+ * differences and products of these (one factor scaled, the other not) overflow 64 bits
+ * exactly when the 48-bit result leaves [VM_INT_MIN, VM_INT_MAX], so the CPU's overflow
+ * flag is the range check, and a logical shift right boxes the result: no sign extension
+ * of the operands, no separate range compare, no mask. */
+VM_INLINE int64_t vm_int_scaled(uint64_t v) { return (int64_t)(v << 16); }
+VM_INLINE uint64_t vm_box_int_scaled(int64_t scaled) {
+  return ((uint64_t)scaled >> 16) | ((uint64_t)VM_TAG_INT << VM_TAG_SHIFT);
+}
+
 VM_INLINE int vm_int_add(uint64_t a, uint64_t b, uint64_t *r) {
-  int64_t s = vm_int_of(a) + vm_int_of(b);
-  if (!vm_int_fits(s)) return VM_ERR_OVERFLOW;
-  *r = vm_box_int(s);
+  int64_t s;
+  if (__builtin_add_overflow(vm_int_scaled(a), vm_int_scaled(b), &s)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int_scaled(s);
   return 0;
 }
 VM_INLINE int vm_int_sub(uint64_t a, uint64_t b, uint64_t *r) {
-  int64_t s = vm_int_of(a) - vm_int_of(b);
-  if (!vm_int_fits(s)) return VM_ERR_OVERFLOW;
-  *r = vm_box_int(s);
+  int64_t s;
+  if (__builtin_sub_overflow(vm_int_scaled(a), vm_int_scaled(b), &s)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int_scaled(s);
   return 0;
 }
 VM_INLINE int vm_int_mul(uint64_t a, uint64_t b, uint64_t *r) {
   int64_t p;
-  if (__builtin_mul_overflow(vm_int_of(a), vm_int_of(b), &p) || !vm_int_fits(p))
-    return VM_ERR_OVERFLOW;
-  *r = vm_box_int(p);
+  if (__builtin_mul_overflow(vm_int_scaled(a), vm_int_of(b), &p)) return VM_ERR_OVERFLOW;
+  *r = vm_box_int_scaled(p);
   return 0;
 }
 /* Python floor division and modulo: the remainder has the divisor's sign. */

@@ -287,3 +287,79 @@ fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_
     assert_eq!(ops[at - 1], op::GUARD_INT_TOS, "{ops:?}");
     assert!(ops.contains(&op::MOD_INT_BY), "{ops:?}");
 }
+
+/// `f(a, b) = a <op> b` with `op` one of add, sub, mul: compiled on small ints (so the
+/// trace's typed `ADD_INT`, `SUB_INT`, `MUL_INT` compute it, their overflow check the CPU's
+/// overflow flag on the values scaled by 2**16), then called with `a` and `b`.
+fn limits_program(op: &str, a: i64, b: i64) -> String {
+    format!(
+        "func f(a, b)
+  load a; load b; {op}; return
+end
+
+func main()
+  locals i s
+  const 0; store i; const 0; store s
+loop:
+  load i; const 30; lt; jump_if_false done
+  load s; load i; const 3; call f; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  const {a}; const {b}; call f; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
+    const MAX: i64 = (1 << 47) - 1;
+    const MIN: i64 = -(1 << 47);
+    let cases: [(&str, fn(i64, i64) -> Option<i64>, i64, i64); 16] = [
+        ("add", i64::checked_add, MAX, 0),
+        ("add", i64::checked_add, MAX, 1),
+        ("add", i64::checked_add, MIN, -1),
+        ("add", i64::checked_add, MIN, MAX),
+        ("add", i64::checked_add, MAX, MAX),
+        ("sub", i64::checked_sub, MIN, 0),
+        ("sub", i64::checked_sub, MIN, 1),
+        ("sub", i64::checked_sub, MAX, -1),
+        ("sub", i64::checked_sub, 0, MIN),
+        ("sub", i64::checked_sub, -1, MAX),
+        ("mul", i64::checked_mul, -(1 << 23), 1 << 24),
+        ("mul", i64::checked_mul, 1 << 23, 1 << 24),
+        ("mul", i64::checked_mul, MIN, 1),
+        ("mul", i64::checked_mul, MIN, -1),
+        ("mul", i64::checked_mul, -1, MIN),
+        ("mul", i64::checked_mul, 11_863_283, 11_863_283),
+    ];
+    for (op, exact, a, b) in cases {
+        let text = limits_program(op, a, b);
+        let result = exact(a, b).filter(|r| (MIN..=MAX).contains(r));
+        for mode in MODES {
+            let out = run_traced(&text, eager(mode));
+            let last = out.lines().last().unwrap_or("");
+            match result {
+                Some(r) => assert_eq!(last, r.to_string(), "{op} {a} {b} in {mode:?}: {out}"),
+                None => assert!(
+                    out.contains("OverflowError: int result outside the 48-bit range"),
+                    "{op} {a} {b} in {mode:?} should overflow: {out}"
+                ),
+            }
+        }
+        // The compiled `f` is the one that computes it.
+        let (recording, _) = record(&text);
+        let typed = match op {
+            "add" => op::ADD_INT,
+            "sub" => op::SUB_INT,
+            _ => op::MUL_INT,
+        };
+        assert!(
+            recording.ops.borrow().contains(&typed),
+            "{op}: no typed op in {:?}",
+            recording.ops.borrow()
+        );
+    }
+}
