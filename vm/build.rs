@@ -103,7 +103,8 @@ fn check_ops(ops: &[OpDef]) {
         }
         for k in &op.kinds {
             if ![
-                "local", "global", "const", "func", "count", "pc", "exit", "link", "site", "target",
+                "local", "global", "const", "scaled", "func", "count", "pc", "exit", "link",
+                "site", "target",
             ]
             .contains(&k.as_str())
             {
@@ -155,6 +156,7 @@ fn kind(k: &str) -> &'static str {
         "local" => "OperandKind::Local",
         "global" => "OperandKind::Global",
         "const" => "OperandKind::Const",
+        "scaled" => "OperandKind::ScaledInt",
         "func" => "OperandKind::Func",
         "count" => "OperandKind::Count",
         "pc" => "OperandKind::Pc",

@@ -10,6 +10,9 @@ pub enum OperandKind {
     Global,
     /// A boxed constant value.
     Const,
+    /// An int constant times 2**16 (`vm_int_scaled` in `vm_values.h`): what a trace-only
+    /// op adds to an int scaled the same way, with no shift, as an immediate when small.
+    ScaledInt,
     /// Index of a function in the program.
     Func,
     /// A count (arguments, values, an executor index).

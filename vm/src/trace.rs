@@ -414,10 +414,18 @@ pub fn project(
                             && rs[1].types[1] == TYPE_INT
                     });
                     if pattern {
+                        // The tag check is left out where the trace has proved the local an
+                        // int; the constant is passed scaled (`OperandKind::ScaledInt`).
+                        let known = p.locals[inst.arg0 as usize] == Ty::Int;
+                        let c = Value(code[pc as usize + 1].arg0).as_int().unwrap_or(0);
                         p.emit_exiting(
-                            op::INCREMENT_LOCAL_INT,
+                            if known {
+                                op::INCREMENT_LOCAL_INT_KNOWN
+                            } else {
+                                op::INCREMENT_LOCAL_INT
+                            },
                             inst.arg0,
-                            code[pc as usize + 1].arg0,
+                            (c << 16) as u64,
                             pc,
                         );
                         p.store_local(inst.arg0, Ty::Int);
@@ -705,6 +713,7 @@ impl Trace {
                         crate::value::format_value(&mut v, Value(a));
                         write!(s, " {v}").unwrap();
                     }
+                    ops::OperandKind::ScaledInt => write!(s, " {}", a as i64 >> 16).unwrap(),
                     ops::OperandKind::Pc => write!(s, " pc={a}").unwrap(),
                     ops::OperandKind::Exit => {
                         write!(s, " pc={} exit={}", a >> 32, a & 0xffff).unwrap()

@@ -5,7 +5,10 @@
 //!   and at the limits of the int range; negative divisors keep the division;
 //! - a loop's guards run once: the trace's first iteration is a preamble, and the loop
 //!   jumps back to a copy projected from the types the preamble proved, without guards on
-//!   them; a local whose type changes later fails the preamble's guard on re-entry.
+//!   them; a local whose type changes later fails the preamble's guard on re-entry;
+//! - int add, sub and mul (on values scaled by 2**16, the overflow flag as range check) and
+//!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) keep
+//!   the 48-bit range exactly: each limit and one beyond, in every mode.
 
 use crate::common;
 
@@ -359,6 +362,72 @@ fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
         assert!(
             recording.ops.borrow().contains(&typed),
             "{op}: no typed op in {:?}",
+            recording.ops.borrow()
+        );
+    }
+}
+
+/// `i = i + c` twenty times in a compiled loop, from `start`: the trace's
+/// `INCREMENT_LOCAL_INT_KNOWN` (the local proved an int by the preamble, the constant passed
+/// scaled by 2**16) keeps the 48-bit range exactly, up and down.
+fn increments(start: i64, c: i64) -> String {
+    format!(
+        "func main()
+  locals i n
+  const {start}; store i
+  const 0; store n
+loop:
+  load n; const 20; lt; jump_if_false done
+  load i; const {c}; add; store i
+  load n; const 1; add; store n
+  jump loop
+done:
+  load i; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_every_mode() {
+    const MAX: i64 = (1 << 47) - 1;
+    const MIN: i64 = -(1 << 47);
+    // The last three overflow (or not) before the loop is compiled: the interpreters' add.
+    for (start, c, compiled) in [
+        (MAX - 60, 3, true),
+        (MAX - 59, 3, true),
+        (MIN + 60, -3, true),
+        (MIN + 59, -3, true),
+        (0, MAX, false),
+        (-1, MIN, false),
+        (MIN, MAX, false),
+    ] {
+        let text = increments(start, c);
+        let mut i = Some(start);
+        for _ in 0..20 {
+            i = i
+                .and_then(|i| i.checked_add(c))
+                .filter(|i| (MIN..=MAX).contains(i));
+        }
+        for mode in MODES {
+            let out = run_traced(&text, eager(mode));
+            match i {
+                Some(i) => assert_eq!(out, format!("{i}\n"), "{start} + 20 x {c} in {mode:?}"),
+                None => assert!(
+                    out.contains("OverflowError: int result outside the 48-bit range"),
+                    "{start} + 20 x {c} in {mode:?} should overflow: {out}"
+                ),
+            }
+        }
+        let (recording, _) = record(&text);
+        assert_eq!(
+            recording
+                .ops
+                .borrow()
+                .contains(&op::INCREMENT_LOCAL_INT_KNOWN),
+            compiled,
+            "{start} + 20 x {c}: {:?}",
             recording.ops.borrow()
         );
     }
