@@ -443,7 +443,19 @@ pub fn project(
                     });
                     if item {
                         let index = code[pc as usize + 1].arg0;
-                        p.emit_exiting(op::GETITEM_LOCALS, inst.arg0, index, pc);
+                        // The type checks are left out where the trace has proved both.
+                        let known = p.locals[inst.arg0 as usize] == Ty::List
+                            && p.locals[index as usize] == Ty::Int;
+                        p.emit_exiting(
+                            if known {
+                                op::GETITEM_LOCALS_KNOWN
+                            } else {
+                                op::GETITEM_LOCALS
+                            },
+                            inst.arg0,
+                            index,
+                            pc,
+                        );
                         p.locals[inst.arg0 as usize] = Ty::List;
                         p.locals[index as usize] = Ty::Int;
                         p.push(Ty::Unknown);

@@ -8,7 +8,9 @@
 //!   them; a local whose type changes later fails the preamble's guard on re-entry;
 //! - int add, sub and mul (on values scaled by 2**16, the overflow flag as range check) and
 //!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) keep
-//!   the 48-bit range exactly: each limit and one beyond, in every mode.
+//!   the 48-bit range exactly: each limit and one beyond, in every mode;
+//! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
+//!   checks only the bounds.
 
 use crate::common;
 
@@ -428,6 +430,55 @@ fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_ev
                 .contains(&op::INCREMENT_LOCAL_INT_KNOWN),
             compiled,
             "{start} + 20 x {c}: {:?}",
+            recording.ops.borrow()
+        );
+    }
+}
+
+/// `s = s + xs[i]` for i from -n to `end`: after the loop's first iteration has proved `xs` a
+/// list and `i` an int, `GETITEM_LOCALS_KNOWN` checks only the bounds (negative indices
+/// count from the end); an index past the end leaves the trace and the interpreter raises.
+fn indexing(end: i64) -> String {
+    format!(
+        "func main()
+  locals xs i s
+  build_list 0; store xs
+  load xs; const 10; append
+  load xs; const 20; append
+  load xs; const 40; append
+  const -3; store i
+  const 0; store s
+loop:
+  load i; const {end}; lt; jump_if_false done
+  load s; load xs; load i; getitem; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_every_mode() {
+    for (end, want) in [(3, Some(140)), (2, Some(100)), (4, None)] {
+        let text = indexing(end);
+        for mode in MODES {
+            let out = run_traced(&text, eager(mode));
+            match want {
+                Some(s) => assert_eq!(out, format!("{s}\n"), "to {end} in {mode:?}"),
+                None => assert!(
+                    out.contains("IndexError"),
+                    "to {end} in {mode:?} should raise: {out}"
+                ),
+            }
+        }
+        let (recording, _) = record(&text);
+        assert!(
+            recording.ops.borrow().contains(&op::GETITEM_LOCALS_KNOWN),
+            "to {end}: {:?}",
             recording.ops.borrow()
         );
     }
