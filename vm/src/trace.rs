@@ -48,6 +48,10 @@ pub struct Trace {
     /// The calls of the trace, in order: `CALL_JIT` number `k` has operand `k` until the VM
     /// attaches the trace and points the operand to the call site it built from `calls[k]`.
     pub calls: Vec<TraceCall>,
+    /// By exit index: the locals' types the trace has proved where it leaves through the
+    /// exit (those of every use of the exit alike), which a side trace started there knows
+    /// from its first micro-op.
+    exit_locals: Vec<Vec<Ty>>,
 }
 
 /// A call in a trace: the function called, the caller's `CALL` bytecode, the arguments.
@@ -98,6 +102,8 @@ struct Projector<'a> {
     uops: Vec<Inst>,
     /// Index in `uops` of each micro-op whose target is an exit, with the exit's pc.
     exit_uses: Vec<(usize, u32)>,
+    /// The locals' types known where each of `exit_uses` leaves (before its op's effect).
+    exit_types: Vec<Vec<Ty>>,
     stack: Vec<Slot>,
     locals: Vec<Ty>,
     calls: Vec<TraceCall>,
@@ -119,6 +125,7 @@ impl Projector<'_> {
     /// Emits a micro-op that leaves the trace at bytecode `pc` when it cannot go on.
     fn emit_exiting(&mut self, id: u32, arg0: u64, arg1: u64, pc: u32) {
         self.exit_uses.push((self.uops.len(), pc));
+        self.exit_types.push(self.locals.clone());
         self.emit(id, arg0, arg1);
     }
 
@@ -235,6 +242,7 @@ fn peel<'a>(
     let restore = |p: &mut Projector<'a>| {
         p.uops.truncate(preamble.0);
         p.exit_uses.truncate(preamble.1);
+        p.exit_types.truncate(preamble.1);
         p.calls.truncate(preamble.2);
         p.stack.clone_from(&end_stack);
         p.locals.clone_from(&end_locals);
@@ -343,13 +351,15 @@ fn exit_operand(pc: u32, exit: usize) -> u64 {
 
 /// Projects the recorded path `records` of `func` (bytecode `code`) into a trace.
 /// `globals` are the current global values (folded into the trace unless the trace stores
-/// them).
+/// them). `from`: the parent trace and exit a side trace starts at, whose proved local
+/// types the side trace starts from.
 pub fn project(
     func: &Function,
     code: &[Inst],
     records: &[Record],
     end: End,
     globals: &[u64],
+    from: Option<(&Trace, usize)>,
 ) -> Result<Trace, String> {
     if records.is_empty() {
         return Err("empty recording".into());
@@ -358,8 +368,12 @@ pub fn project(
         func,
         uops: Vec::new(),
         exit_uses: Vec::new(),
+        exit_types: Vec::new(),
         stack: Vec::new(),
-        locals: vec![Ty::Unknown; func.locals.len()],
+        locals: match from.and_then(|(parent, exit)| parent.exit_locals.get(exit)) {
+            Some(types) if types.len() == func.locals.len() => types.clone(),
+            _ => vec![Ty::Unknown; func.locals.len()],
+        },
         calls: Vec::new(),
         last_const: None,
     };
@@ -673,6 +687,25 @@ pub fn project(
     for &(at, pc) in &p.exit_uses {
         p.uops[at].target = (body_len + exits[&pc]) as u32;
     }
+    // What every use of an exit has proved.
+    let mut exit_locals: Vec<Option<Vec<Ty>>> = vec![None; exit_pcs.len()];
+    for (&(_, pc), types) in p.exit_uses.iter().zip(&p.exit_types) {
+        let known = &mut exit_locals[exits[&pc]];
+        match known {
+            None => *known = Some(types.clone()),
+            Some(k) => {
+                for (a, &b) in k.iter_mut().zip(types) {
+                    if *a != b {
+                        *a = Ty::Unknown;
+                    }
+                }
+            }
+        }
+    }
+    let mut exit_locals: Vec<Vec<Ty>> = exit_locals
+        .into_iter()
+        .map(|k| k.unwrap_or_default())
+        .collect();
     for (e, &pc) in exit_pcs.iter().enumerate() {
         p.uops.push(Inst {
             op: op::EXIT_TRACE,
@@ -686,6 +719,7 @@ pub fn project(
     let end_exit = end_exit.map(|at| {
         let pc = p.uops[at].arg0 as u32;
         exit_pcs.push(pc);
+        exit_locals.push(p.locals.clone());
         p.uops[at].arg0 = exit_operand(pc, exit_pcs.len() - 1);
         exit_pcs.len() - 1
     });
@@ -697,6 +731,7 @@ pub fn project(
         end_exit,
         deps,
         calls: p.calls,
+        exit_locals,
     })
 }
 

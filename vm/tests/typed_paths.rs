@@ -10,7 +10,9 @@
 //!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) keep
 //!   the 48-bit range exactly: each limit and one beyond, in every mode;
 //! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
-//!   checks only the bounds.
+//!   checks only the bounds;
+//! - a side trace starts from the local types its parent proved wherever it leaves through
+//!   the side trace's exit.
 
 use crate::common;
 
@@ -480,6 +482,68 @@ fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_ever
             recording.ops.borrow().contains(&op::GETITEM_LOCALS_KNOWN),
             "to {end}: {:?}",
             recording.ops.borrow()
+        );
+    }
+}
+
+/// A loop whose branch flips halfway and whose two paths meet again before the back-edge:
+/// the side trace started at the flipped branch's exit knows from its first micro-op what
+/// the loop trace had proved of the locals wherever it leaves there (`i` an int; `s` is
+/// proved only in the peeled copy, not in the preamble, which leaves there too), so its
+/// `i = i + 1` has no tag check.
+const FLIPPING: &str = "func main()
+  locals i s
+  const 0; store i
+  const 0; store s
+loop:
+  load i; const 40; lt; jump_if_false done
+  load i; const 20; lt; jump_if_false big
+  load s; const 1; add; store s
+  jump next
+big:
+  load s; const 2; add; store s
+next:
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+";
+
+#[test]
+fn a_side_trace_starts_from_the_local_types_its_parent_proved_at_the_exit() {
+    for mode in MODES {
+        assert_eq!(run_traced(FLIPPING, eager(mode)), "60\n", "{mode:?}");
+    }
+    let (recording, out) = record(FLIPPING);
+    assert_eq!(out, "60\n");
+    // The side trace is the one that does not loop (it ends by leaving for the loop trace).
+    let traces = recording.traces.borrow();
+    let sides: Vec<Vec<u32>> = traces
+        .iter()
+        .map(|t| {
+            t.uops[..t.body_len]
+                .iter()
+                .map(|u| u.op)
+                .collect::<Vec<u32>>()
+        })
+        .filter(|ops| !ops.contains(&op::JUMP_TOP))
+        .collect();
+    assert!(
+        !sides.is_empty(),
+        "no side trace among {} traces",
+        traces.len()
+    );
+    for ops in sides {
+        let names: Vec<&str> = ops.iter().map(|&o| cpjit_vm::ops::info(o).name).collect();
+        assert_eq!(
+            names
+                .iter()
+                .filter(|&&n| n == "INCREMENT_LOCAL_INT_KNOWN")
+                .count(),
+            1,
+            "i's increment: {names:?}"
         );
     }
 }

@@ -105,7 +105,15 @@ impl Vm {
         let st = &self.funcs[f];
         let func = &self.program.functions[f];
         let code = st.code();
-        let mut trace = match trace::project(func, &code, records, end, &self.global_values()) {
+        let parent = match kind {
+            ExecutorKind::Side { parent, exit } => {
+                Some((st.executors.borrow()[parent].clone(), exit))
+            }
+            _ => None,
+        };
+        let from = parent.as_ref().map(|(e, exit)| (&e.trace, *exit));
+        let projected = trace::project(func, &code, records, end, &self.global_values(), from);
+        let mut trace = match projected {
             Ok(t) => t,
             Err(_) => {
                 self.stats.borrow_mut().recordings_abandoned += 1;
