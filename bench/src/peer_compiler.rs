@@ -23,8 +23,8 @@ pub fn resolve(name: &str) -> Option<u64> {
 }
 
 /// One VM trace as a [`TraceSpec`]: the shim, then micro-op `i` as instance `i + 1`, with
-/// the VM's operand and target conventions (`ARG0`/`ARG1`; `JUMP_TARGET` and `EXIT_TARGET`
-/// both go to `Inst::target`, as in the VM's own backend).
+/// the VM's operand and target conventions (`cpjit_vm::jit::operand_value`; `JUMP_TARGET`
+/// and `EXIT_TARGET` both go to `Inst::target`, as in the VM's own backend).
 pub fn vm_trace_spec(name: String, trace: &Trace) -> TraceSpec {
     let mut instances = vec![Instance {
         stencil: "cpjit_entry",
@@ -35,7 +35,10 @@ pub fn vm_trace_spec(name: String, trace: &Trace) -> TraceSpec {
         let target = u.target as usize + 1;
         instances.push(Instance {
             stencil: ops::info(u.op).stencil,
-            operands: vec![("ARG0", u.arg0), ("ARG1", u.arg1)],
+            operands: cpjit_vm::jit::OPERAND_NAMES
+                .iter()
+                .filter_map(|&n| Some((n, cpjit_vm::jit::operand_value(n, u)?)))
+                .collect(),
             targets: vec![("JUMP_TARGET", target), ("EXIT_TARGET", target)],
         });
     }

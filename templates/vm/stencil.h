@@ -22,6 +22,22 @@ CPJIT_DECLARE_TARGET(JUMP);
 
 #define ARG0 CPJIT_OPERAND(ARG0)
 #define ARG1 CPJIT_OPERAND(ARG1)
+
+/* The locals an op's ARG0 and ARG1 name, read where the trace compiler passes their byte
+ * offsets from the frame (LOCAL0_AT, LOCAL1_AT: the frame header plus 8 per local) as
+ * narrow operands. On x86-64 ELF and COFF the symbol's address is the offset itself, which
+ * LLVM then folds into the load's or store's displacement (no register holds an index;
+ * reading it through CPJIT_NARROW's 16-bit cast would keep a zero extension); elsewhere
+ * CPJIT_NARROW's immediate forms. */
+CPJIT_DECLARE_NARROW(LOCAL0_AT, u16);
+CPJIT_DECLARE_NARROW(LOCAL1_AT, u16);
+#if defined(__x86_64__) && !defined(__APPLE__)
+#define VM_LOCAL_AT(NAME) ((uintptr_t)&_JIT_##NAME)
+#else
+#define VM_LOCAL_AT(NAME) ((uintptr_t)CPJIT_NARROW(NAME, u16))
+#endif
+#define LOCAL0 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL0_AT)))
+#define LOCAL1 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL1_AT)))
 /* Errors and invalidation leave through the exit: the interpreter raises, identically in
  * every mode. */
 #define RAISE(e, a, b) DEOPT()

@@ -44,9 +44,24 @@ use inkwell::values::AsValueRef;
 use std::collections::BTreeMap;
 
 /// Part of the object cache key: bump when what [`declare_ranges`] does to the IR changes.
-pub const CACHE_TAG: &[u8] = b"narrow-3";
+pub const CACHE_TAG: &[u8] = b"narrow-4";
 
 /// The struct tag that declares a narrow operand of `range` (`cpjit_narrow_u16`).
+/// The struct tag `ty_name` declares, without the `.N` suffix LLVM gives a named struct type
+/// that another module loaded into the same context already named (the units of a `-cc1`
+/// group, or a set's batch, share one context): `struct.cpjit_narrow_u16.3` is
+/// `struct.cpjit_narrow_u16`.
+fn declared_tag(ty_name: &[u8]) -> &[u8] {
+    match ty_name.iter().rposition(|&b| b == b'.') {
+        Some(dot)
+            if dot + 1 < ty_name.len() && ty_name[dot + 1..].iter().all(u8::is_ascii_digit) =>
+        {
+            &ty_name[..dot]
+        }
+        _ => ty_name,
+    }
+}
+
 fn struct_name(range: OperandRange) -> String {
     format!("struct.cpjit_narrow_{}", range.name())
 }
@@ -101,12 +116,13 @@ pub fn declare_ranges(module: &Module, hole_prefix: &str, target: &Target) -> De
         let Some(ty_name) = ty.get_name().map(|n| n.to_string_lossy().into_owned()) else {
             continue;
         };
-        let range = if let Some(half) = half_of(ty_name.as_bytes()) {
+        let tag = declared_tag(ty_name.as_bytes());
+        let range = if let Some(half) = half_of(tag) {
             declared.halves.insert(operand.to_string(), half);
             OperandRange::U32
         } else if let Some(range) = OperandRange::ALL
             .into_iter()
-            .find(|r| struct_name(*r) == ty_name)
+            .find(|r| struct_name(*r).as_bytes() == tag)
         {
             declared.ranges.insert(operand.to_string(), range);
             range
@@ -179,7 +195,7 @@ pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: 
     if !name.starts_with(hole_prefix) || ty_name.is_null() {
         return false;
     }
-    let ty_name = std::ffi::CStr::from_ptr(ty_name).to_bytes();
+    let ty_name = declared_tag(std::ffi::CStr::from_ptr(ty_name).to_bytes());
     half_of(ty_name).is_some()
         || OperandRange::ALL
             .iter()
@@ -358,13 +374,37 @@ mod tests {
     use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::values::InstructionOpcode;
 
+    #[test]
+    fn a_declared_tag_is_read_without_llvms_renaming_suffix() {
+        assert_eq!(
+            declared_tag(b"struct.cpjit_narrow_u16.12"),
+            b"struct.cpjit_narrow_u16"
+        );
+        assert_eq!(
+            declared_tag(b"struct.cpjit_narrow_u16"),
+            b"struct.cpjit_narrow_u16"
+        );
+        assert_eq!(
+            declared_tag(b"struct.cpjit_narrow_u16."),
+            b"struct.cpjit_narrow_u16."
+        );
+        assert_eq!(
+            declared_tag(b"struct.cpjit_narrow_u16.x1"),
+            b"struct.cpjit_narrow_u16.x1"
+        );
+    }
+
     /// Each call's verdict, in order: `cpjit.h`'s forms of a narrow operand only.
     #[test]
     fn only_cpjit_h_narrow_asm_of_a_narrow_operand_is_admitted() {
         let ir = r#"
 %struct.cpjit_narrow_u16 = type opaque
+%struct.cpjit_narrow_u16.3 = type opaque
+%struct.cpjit_narrow_u16.x = type opaque
 %struct.other = type opaque
 @_JIT_A = external constant %struct.cpjit_narrow_u16
+@_JIT_E = external constant %struct.cpjit_narrow_u16.3
+@_JIT_F = external constant %struct.cpjit_narrow_u16.x
 @_JIT_B = external constant i8
 @_JIT_C = external constant %struct.other
 @D = external constant %struct.cpjit_narrow_u16
@@ -380,6 +420,8 @@ define i64 @f() {
   %9 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}\0A\09ret", "=r,S"(ptr @_JIT_A)
   %10 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S,~{x20}"(ptr @_JIT_A)
   %11 = call i64 asm "movl $1, ${0:k}", "=r,i,~{dirflag},~{fpsr},~{flags}"(i64 7)
+  %12 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_E)
+  %13 = call i64 asm "movz ${0:w}, #:abs_g0_nc:${1:c}", "=r,S"(ptr @_JIT_F)
   ret i64 0
 }
 "#;
@@ -401,6 +443,9 @@ define i64 @f() {
             .collect();
         let mut want = [true; 5].to_vec();
         want.extend([false; 6]);
+        // The declaration renamed by LLVM (another module of the context had the tag first)
+        // is still the narrow operand's; a tag that only starts like one is not.
+        want.extend([true, false]);
         assert_eq!(verdicts, want);
     }
 }

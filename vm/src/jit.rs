@@ -23,7 +23,7 @@
 //! frame fields, and reachable from other traces' link slots at a body address that takes
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
-use crate::abi::Frame;
+use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
 use crate::ops;
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
@@ -197,6 +197,25 @@ pub struct Lowering {
 }
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
+/// Every operand name of the VM's stencils (templates/vm/stencil.h).
+pub const OPERAND_NAMES: [&str; 4] = ["ARG0", "ARG1", "LOCAL0_AT", "LOCAL1_AT"];
+
+/// The value of stencil operand `name` for micro-op `u`: `ARG0` and `ARG1` as they are,
+/// `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the locals they name (the
+/// header, then 8 bytes per local), which the stencils use as their loads' and stores'
+/// displacements; `None` for a name not in [`OPERAND_NAMES`]. The runtime refuses an offset
+/// outside the operands' declared range (`u16`) when it patches.
+pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
+    let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
+    match name {
+        "ARG0" => Some(u.arg0),
+        "ARG1" => Some(u.arg1),
+        "LOCAL0_AT" => local_at(u.arg0),
+        "LOCAL1_AT" => local_at(u.arg1),
+        _ => None,
+    }
+}
+
 fn falls_through(op: u32) -> bool {
     !matches!(
         op,
@@ -444,13 +463,10 @@ impl Backend {
             let operands = stencil
                 .operands
                 .iter()
-                .map(|name| match *name {
-                    "ARG0" => Ok(u.arg0),
-                    "ARG1" => Ok(u.arg1),
-                    other => Err(format!(
-                        "stencil {} has an unknown operand {other}",
-                        stencil.name
-                    )),
+                .map(|name| {
+                    operand_value(name, u).ok_or_else(|| {
+                        format!("stencil {} has an unknown operand {name}", stencil.name)
+                    })
                 })
                 .collect::<Result<Vec<u64>, String>>()?;
             let targets = stencil
