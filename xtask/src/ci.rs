@@ -88,11 +88,8 @@ pub fn run() -> Result<(), String> {
     let definition = Matrix::load(&root())?;
     for long in &definition.long {
         let mut cmd = cargo();
-        cmd.args(["nextest", "run"]);
-        if long.release {
-            cmd.arg("--release");
-        }
-        cmd.args(["-p", &long.package])
+        cmd.args(["nextest", "run", "--cargo-profile", &long.profile])
+            .args(["-p", &long.package])
             .args(&long.args)
             .envs(&long.env);
         steps.push(nextest_step(&format!("long: {}", long.name), &mut cmd));
