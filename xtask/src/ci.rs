@@ -175,6 +175,9 @@ fn nextest_step(name: &str, cmd: &mut Command) -> Step {
             false
         }
     };
+    // The matrix's rows rewrite the report; a copy keeps the step's per-test times.
+    let kept = report.with_file_name(format!("{}.junit.xml", slug(name)));
+    let _ = std::fs::copy(&report, &kept);
     match std::fs::read_to_string(&report).map(|xml| matrix::parse_junit(&xml)) {
         Ok(Ok(cases)) => cases.iter().for_each(|c| counts.add_case(c.outcome)),
         Ok(Err(e)) => {
@@ -193,6 +196,19 @@ fn nextest_step(name: &str, cmd: &mut Command) -> Step {
         seconds: start.wall.elapsed().as_secs_f64(),
         cpu: Some(start.cpu()),
     }
+}
+
+/// `name` as a file name: lower-case letters and digits, other runs as one `-`.
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
 }
 
 /// Prints the step summary and the final `N passed, M failed` line.
@@ -274,6 +290,18 @@ mod tests {
             seconds: 0.0,
             cpu: None,
         }
+    }
+
+    #[test]
+    fn step_reports_are_kept_under_their_names_slug() {
+        assert_eq!(
+            slug("cargo nextest run --workspace"),
+            "cargo-nextest-run-workspace"
+        );
+        assert_eq!(
+            slug("long: vm differential, 10,000 programs"),
+            "long-vm-differential-10-000-programs"
+        );
     }
 
     #[test]
