@@ -10,7 +10,9 @@ kit=../..
 
 if [[ -z "${CPJIT:-}" ]]; then
   echo "bf-jit: building the kit's cpjit CLI (the first build links LLVM and takes minutes)..." >&2
-  cargo build --quiet --manifest-path "$kit/Cargo.toml" -p cpjit-toolchain --bin cpjit
+  # With the whole workspace's features, as the kit's own builds of the toolchain use (xtask's
+  # build-stencils, cargo test --workspace), so that a checkout's CI builds it once.
+  cargo build --quiet --manifest-path "$kit/Cargo.toml" --workspace --bin cpjit
   CPJIT=$(cd "$kit" && cargo metadata --format-version 1 --no-deps |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/cpjit
 fi

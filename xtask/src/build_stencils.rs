@@ -13,6 +13,11 @@
 //! The toolchain runs in the dev profile (see the workspace `Cargo.toml`): the heavy work
 //! happens in clang and in LLVM's prebuilt libraries, so a release build would save little
 //! per full build but cost a second LLVM-linked build next to the one `cargo test` makes.
+//! For the same reason it is built with `--workspace --bin cpjit`: cargo then resolves the
+//! dependencies' features for the whole workspace, as `cargo test --workspace` does, and
+//! the workspace tests reuse the toolchain and every crate under it. Built with
+//! `-p cpjit-toolchain`, ten of its dependencies and the toolchain itself differ in their
+//! features (e.g. `memchr/default`, enabled by xtask's XML reader) and were built twice.
 
 use crate::util::{cargo, root, run};
 use std::path::{Path, PathBuf};
@@ -104,6 +109,7 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
     if let Some(line) = notice {
         eprintln!("{line}");
     }
+    let binary = build_toolchain(&root, notice.is_none())?;
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let default_set = KitSet {
@@ -111,33 +117,76 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
         out: root.join("stencils"),
     };
     run(&mut toolchain_command(
+        &binary,
         &root,
         set.unwrap_or(&default_set),
         &caller,
-        notice.is_none(),
         command,
         args,
     ))
 }
 
-/// `cargo run` of the toolchain in the caller's directory, with the kit's paths first and
-/// the caller's arguments after them (so that theirs win); quiet unless it first builds.
-fn toolchain_command(
-    root: &Path,
-    set: &KitSet,
-    caller: &Path,
-    quiet: bool,
-    command: &[&str],
-    args: &[String],
-) -> Command {
+/// `cargo build` of the toolchain binary with the workspace's features (see the module
+/// doc); quiet unless it first builds.
+fn build_command(root: &Path, quiet: bool) -> Command {
     let mut cmd = cargo();
-    cmd.current_dir(caller).arg("run");
+    cmd.arg("build");
     if quiet {
         cmd.arg("--quiet");
     }
     cmd.arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
-        .args(["-p", "cpjit-toolchain", "--bin", "cpjit", "--"])
+        .args(["--workspace", "--bin", "cpjit"])
+        .arg("--message-format=json-render-diagnostics");
+    cmd
+}
+
+/// Builds the toolchain binary and returns its path, as cargo reports it.
+fn build_toolchain(root: &Path, quiet: bool) -> Result<PathBuf, String> {
+    let mut cmd = build_command(root, quiet);
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{cmd:?} failed: {}", out.status));
+    }
+    toolchain_executable(&String::from_utf8_lossy(&out.stdout))
+        .ok_or_else(|| format!("{cmd:?} reported no `cpjit` executable"))
+}
+
+/// The path of the `cpjit` executable in cargo's JSON messages (one object per line).
+fn toolchain_executable(messages: &str) -> Option<PathBuf> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        reason: String,
+        target: Option<Target>,
+        executable: Option<PathBuf>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Target {
+        name: String,
+    }
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Message>(line).ok())
+        .filter(|m| m.reason == "compiler-artifact")
+        .filter(|m| m.target.as_ref().is_some_and(|t| t.name == "cpjit"))
+        .find_map(|m| m.executable)
+}
+
+/// The toolchain `binary` run in the caller's directory, with the kit's paths first and
+/// the caller's arguments after them (so that theirs win).
+fn toolchain_command(
+    binary: &Path,
+    root: &Path,
+    set: &KitSet,
+    caller: &Path,
+    command: &[&str],
+    args: &[String],
+) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.current_dir(caller)
         .args(command)
         .arg("--templates")
         .arg(&set.templates);
@@ -162,22 +211,23 @@ mod tests {
             templates: "/kit/templates".into(),
             out: "/kit/stencils".into(),
         };
+        let bin = Path::new("/kit/target/debug/cpjit");
         let cmd = toolchain_command(
+            bin,
             Path::new("/kit"),
             &kit,
             Path::new("/home/me/proj"),
-            true,
             &["build-stencils"],
             &args,
         );
+        assert_eq!(cmd.get_program(), bin);
         assert_eq!(cmd.get_current_dir(), Some(Path::new("/home/me/proj")));
         let argv: Vec<String> = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        let tail = argv.iter().position(|a| a == "--").unwrap();
         assert_eq!(
-            argv[tail + 1..],
+            argv,
             [
                 "build-stencils",
                 "--templates",
@@ -190,12 +240,11 @@ mod tests {
                 "mine"
             ]
         );
-        assert!(argv.contains(&"--quiet".to_string()));
         let show = toolchain_command(
+            bin,
             Path::new("/kit"),
             &kit,
             Path::new("/x"),
-            false,
             &["stencils", "show"],
             &[],
         );
@@ -203,16 +252,51 @@ mod tests {
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
+        assert_eq!(argv, ["stencils", "show", "--templates", "/kit/templates"]);
+    }
+
+    /// The toolchain is built with the whole workspace's features, so that
+    /// `cargo test --workspace` reuses it, and quietly once it exists.
+    #[test]
+    fn the_toolchain_builds_with_the_workspaces_features() {
+        let argv = |quiet| -> Vec<String> {
+            build_command(Path::new("/kit"), quiet)
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let quiet = argv(true);
+        assert!(quiet.contains(&"--quiet".to_string()));
+        assert!(quiet
+            .windows(3)
+            .any(|w| w == ["--workspace", "--bin", "cpjit"]));
         assert!(
-            !argv.contains(&"--quiet".to_string()),
+            !quiet
+                .iter()
+                .any(|a| a == "-p" || a.starts_with("--package")),
+            "{quiet:?}"
+        );
+        assert!(
+            !argv(false).contains(&"--quiet".to_string()),
             "the first build shows cargo's progress"
         );
-        assert!(argv.ends_with(&[
-            "stencils".into(),
-            "show".into(),
-            "--templates".into(),
-            "/kit/templates".into()
-        ]));
+    }
+
+    #[test]
+    fn the_toolchain_executable_is_read_from_cargos_messages() {
+        let messages = concat!(
+            r#"{"reason":"compiler-artifact","target":{"name":"cpjit_toolchain"},"executable":null}"#,
+            "\n",
+            r#"{"reason":"compiler-artifact","target":{"name":"cpjit"},"executable":"/t/debug/cpjit"}"#,
+            "\n",
+            r#"{"reason":"build-finished","success":true}"#,
+            "\n"
+        );
+        assert_eq!(
+            toolchain_executable(messages),
+            Some(PathBuf::from("/t/debug/cpjit"))
+        );
+        assert_eq!(toolchain_executable(messages.lines().next().unwrap()), None);
     }
 
     #[test]

@@ -11,9 +11,11 @@
 //! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
 //! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
 //! checks, self-test, example) or that failed without a failing test (a build error).
+//! Each step's line has its wall time and the CPU time (user + system) of its processes:
+//! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
 use crate::matrix::{self, Counts, Matrix};
-use crate::util::{cargo, root};
+use crate::util::{cargo, children_cpu_seconds, root};
 use std::process::Command;
 use std::time::Instant;
 
@@ -22,25 +24,49 @@ struct Step {
     counts: Counts,
     ok: bool,
     seconds: f64,
+    /// CPU seconds of the step's processes; `None` for the matrix's rows, which share the
+    /// CPU of the archive builds (printed once, after the steps).
+    cpu: Option<f64>,
+}
+
+/// When a step started: wall clock and the CPU of the processes run so far.
+#[derive(Clone, Copy)]
+struct Start {
+    wall: Instant,
+    cpu: f64,
+}
+
+impl Start {
+    fn now() -> Start {
+        Start {
+            wall: Instant::now(),
+            cpu: children_cpu_seconds(),
+        }
+    }
+
+    fn cpu(&self) -> f64 {
+        children_cpu_seconds() - self.cpu
+    }
 }
 
 pub fn run() -> Result<(), String> {
-    let start = Instant::now();
+    let start = Start::now();
     let mut steps: Vec<Step> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
 
-    let t = Instant::now();
+    let t = Start::now();
     let setup = crate::setup::ensure();
     steps.push(plain("setup (ci/setup.sh)", setup.is_ok(), t));
     if let Err(e) = setup {
         eprintln!("ci: {e}");
-        return finish(&steps, start);
+        return finish(&steps, &notes, start);
     }
 
-    let t = Instant::now();
+    let t = Start::now();
     let fmt = crate::util::run(cargo().args(["fmt", "--all", "--", "--check"]));
     steps.push(plain("cargo fmt --all -- --check", fmt.is_ok(), t));
 
-    let t = Instant::now();
+    let t = Start::now();
     let stencils = crate::build_stencils::build_stencils(&["--check".to_string()]);
     if let Err(e) = &stencils {
         eprintln!("ci: {e}");
@@ -55,24 +81,21 @@ pub fn run() -> Result<(), String> {
         "cargo nextest run --workspace",
         cargo().args(["nextest", "run", "--workspace"]),
     ));
-    let t = Instant::now();
+    let t = Start::now();
     let doc = crate::util::run(cargo().args(["test", "--workspace", "--doc"]));
     steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
 
     let definition = Matrix::load(&root())?;
     for long in &definition.long {
         let mut cmd = cargo();
-        cmd.args(["nextest", "run"]);
-        if long.release {
-            cmd.arg("--release");
-        }
-        cmd.args(["-p", &long.package])
+        cmd.args(["nextest", "run", "--cargo-profile", &long.profile])
+            .args(["-p", &long.package])
             .args(&long.args)
             .envs(&long.env);
         steps.push(nextest_step(&format!("long: {}", long.name), &mut cmd));
     }
 
-    let t = Instant::now();
+    let t = Start::now();
     match matrix::run_matrix(&matrix::Options::default(), &Default::default()) {
         Ok(report) => {
             print!("{}", report.table());
@@ -82,6 +105,7 @@ pub fn run() -> Result<(), String> {
                     counts: row.counts,
                     ok: row.passed(),
                     seconds: row.time.as_secs_f64(),
+                    cpu: None,
                 });
             }
             for c in &report.checks {
@@ -90,8 +114,15 @@ pub fn run() -> Result<(), String> {
                     counts: Counts::default(),
                     ok: c.error.is_none(),
                     seconds: c.time.as_secs_f64(),
+                    cpu: None,
                 });
             }
+            let builds: f64 = report.builds.iter().map(|(_, d)| d.as_secs_f64()).sum();
+            notes.push(format!(
+                "test matrix: {:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks)",
+                t.wall.elapsed().as_secs_f64(),
+                t.cpu()
+            ));
         }
         Err(e) => {
             eprintln!("ci: test matrix: {e}");
@@ -99,7 +130,7 @@ pub fn run() -> Result<(), String> {
         }
     }
 
-    let t = Instant::now();
+    let t = Start::now();
     let self_test = matrix::self_test(&matrix::Options::default());
     if let Err(e) = &self_test {
         eprintln!("ci: {e}");
@@ -108,20 +139,21 @@ pub fn run() -> Result<(), String> {
 
     // The kit as an outside crate uses it: the bf-jit example, from its own directory,
     // natively and under qemu-aarch64 (its script packages cpjit-model and cpjit-runtime).
-    let t = Instant::now();
+    let t = Start::now();
     let example = crate::util::run(Command::new("bash").arg(root().join("examples/bf-jit/ci.sh")));
     steps.push(plain("examples/bf-jit/ci.sh", example.is_ok(), t));
 
-    finish(&steps, start)
+    finish(&steps, &notes, start)
 }
 
 /// A step without tests of its own.
-fn plain(name: &str, ok: bool, started: Instant) -> Step {
+fn plain(name: &str, ok: bool, started: Start) -> Step {
     Step {
         name: name.to_string(),
         counts: Counts::default(),
         ok,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: started.wall.elapsed().as_secs_f64(),
+        cpu: Some(started.cpu()),
     }
 }
 
@@ -129,7 +161,7 @@ fn plain(name: &str, ok: bool, started: Instant) -> Step {
 /// terminal, and counts the tests of its JUnit report.
 fn nextest_step(name: &str, cmd: &mut Command) -> Step {
     eprintln!("ci: {name}");
-    let start = Instant::now();
+    let start = Start::now();
     let report = matrix::junit_path(&root());
     let _ = std::fs::remove_file(&report);
     let status = cmd
@@ -143,6 +175,9 @@ fn nextest_step(name: &str, cmd: &mut Command) -> Step {
             false
         }
     };
+    // The matrix's rows rewrite the report; a copy keeps the step's per-test times.
+    let kept = report.with_file_name(format!("{}.junit.xml", slug(name)));
+    let _ = std::fs::copy(&report, &kept);
     match std::fs::read_to_string(&report).map(|xml| matrix::parse_junit(&xml)) {
         Ok(Ok(cases)) => cases.iter().for_each(|c| counts.add_case(c.outcome)),
         Ok(Err(e)) => {
@@ -158,12 +193,26 @@ fn nextest_step(name: &str, cmd: &mut Command) -> Step {
         name: name.to_string(),
         counts,
         ok: ok && counts.failed == 0,
-        seconds: start.elapsed().as_secs_f64(),
+        seconds: start.wall.elapsed().as_secs_f64(),
+        cpu: Some(start.cpu()),
     }
 }
 
+/// `name` as a file name: lower-case letters and digits, other runs as one `-`.
+fn slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.is_empty() && !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
 /// Prints the step summary and the final `N passed, M failed` line.
-fn finish(steps: &[Step], start: Instant) -> Result<(), String> {
+fn finish(steps: &[Step], notes: &[String], start: Start) -> Result<(), String> {
     let (passed, failed) = totals(steps);
     println!("\nci summary:");
     for s in steps {
@@ -175,14 +224,25 @@ fn finish(steps: &[Step], start: Instant) -> Result<(), String> {
         } else {
             String::new()
         };
+        let cpu = match s.cpu {
+            Some(cpu) => format!("{cpu:>7.1}s CPU"),
+            None => " ".repeat(12),
+        };
         println!(
-            "  {:<6} {:>7.1}s  {}  {tests}",
+            "  {:<6} {:>7.1}s {cpu}  {}  {tests}",
             if s.ok { "ok" } else { "FAILED" },
             s.seconds,
             s.name
         );
     }
-    println!("total time {:.1}s", start.elapsed().as_secs_f64());
+    for note in notes {
+        println!("  {note}");
+    }
+    println!(
+        "total time {:.1}s, {:.1}s CPU",
+        start.wall.elapsed().as_secs_f64(),
+        start.cpu()
+    );
     println!("{passed} passed, {failed} failed");
     if failed == 0 && steps.iter().all(|s| s.ok) {
         Ok(())
@@ -228,7 +288,20 @@ mod tests {
             },
             ok,
             seconds: 0.0,
+            cpu: None,
         }
+    }
+
+    #[test]
+    fn step_reports_are_kept_under_their_names_slug() {
+        assert_eq!(
+            slug("cargo nextest run --workspace"),
+            "cargo-nextest-run-workspace"
+        );
+        assert_eq!(
+            slug("long: vm differential, 10,000 programs"),
+            "long-vm-differential-10-000-programs"
+        );
     }
 
     #[test]

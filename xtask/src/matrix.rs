@@ -153,7 +153,7 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
             packages.join(", ")
         );
         let t = Instant::now();
-        let built = nextest::archive(&root, target, &host, matrix.release, &packages);
+        let built = nextest::archive(&root, target, &host, &matrix.profile, &packages);
         archives.insert(target, built);
         report.builds.push((target.to_string(), t.elapsed()));
     }

@@ -29,3 +29,18 @@ pub fn cargo() -> Command {
     cmd.current_dir(root());
     cmd
 }
+
+/// User plus system CPU seconds of every child process waited for so far (and of their
+/// waited-for descendants: cargo, rustc, clang, the tests), from `getrusage`.
+pub fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes one `rusage` into the zeroed struct it is given.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) != 0 {
+            return 0.0;
+        }
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}

@@ -54,31 +54,32 @@ pub struct Row {
 }
 
 /// A slower native test run of `cargo xtask ci`, outside the rows (e.g. the VM's full
-/// differential suite): `cargo nextest run [--release] -p <package> <args>` with `env`.
+/// differential suite): `cargo nextest run --cargo-profile <profile> -p <package> <args>`
+/// with `env`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LongRun {
     pub name: String,
     pub package: String,
-    #[serde(default)]
-    pub release: bool,
+    /// The cargo profile (`dev` when not given); the matrix's own (`[build] profile`)
+    /// shares the host's test binaries with the matrix.
+    #[serde(default = "dev")]
+    pub profile: String,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Profile {
-    Dev,
-    Release,
+fn dev() -> String {
+    "dev".into()
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Build {
-    profile: Profile,
+    /// A cargo profile of the workspace's `Cargo.toml` (or `dev`, `release`).
+    profile: String,
 }
 
 #[derive(Deserialize)]
@@ -115,8 +116,8 @@ pub struct Matrix {
     pub check_targets: Vec<String>,
     pub self_test_suites: Vec<String>,
     pub long: Vec<LongRun>,
-    /// Build the test binaries with `--release`.
-    pub release: bool,
+    /// The cargo profile of the test binaries (`--cargo-profile`).
+    pub profile: String,
 }
 
 impl Matrix {
@@ -126,7 +127,38 @@ impl Matrix {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let targets = targets::load_all(&root.join("targets"))?;
-        Matrix::new("ci/matrix.toml", &text, &targets)
+        let matrix = Matrix::new("ci/matrix.toml", &text, &targets)?;
+        let manifest = root.join("Cargo.toml");
+        let manifest_text = std::fs::read_to_string(&manifest)
+            .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+        matrix.check_profiles("ci/matrix.toml", &manifest_text)?;
+        Ok(matrix)
+    }
+
+    /// Every cargo profile the matrix names is cargo's own or a `[profile.<name>]` of the
+    /// workspace manifest `cargo_toml`, so a typo fails before any build, naming the key.
+    pub fn check_profiles(&self, file: &str, cargo_toml: &str) -> Result<(), String> {
+        let manifest: toml::Table = toml::from_str(cargo_toml)
+            .map_err(|e| format!("Cargo.toml: {}", e.to_string().trim_end()))?;
+        let defined = manifest.get("profile").and_then(|p| p.as_table());
+        let known = |name: &str| {
+            ["dev", "release", "test", "bench"].contains(&name)
+                || defined.is_some_and(|d| d.contains_key(name))
+        };
+        let named = std::iter::once(("[build] profile".to_string(), &self.profile)).chain(
+            self.long
+                .iter()
+                .map(|l| (format!("[[long]] `{}` profile", l.name), &l.profile)),
+        );
+        for (key, profile) in named {
+            if !known(profile) {
+                return Err(format!(
+                    "{file}: {key}: no cargo profile `{profile}` (the workspace Cargo.toml \
+                     has no [profile.{profile}])"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The matrix of `text` (the contents of `file`) over `targets`.
@@ -170,7 +202,7 @@ impl Matrix {
             check_targets,
             self_test_suites: raw.self_test.suites,
             long: raw.long,
-            release: raw.build.profile == Profile::Release,
+            profile: raw.build.profile,
         })
     }
 
@@ -257,7 +289,7 @@ suites = ["a"]
 [[long]]
 name = "full"
 package = "p"
-release = true
+profile = "release"
 args = ["--run-ignored", "only"]
 env = { N = "10" }
 "#;
@@ -268,11 +300,34 @@ env = { N = "10" }
         assert_eq!(m.suites["a"].package, "p");
         assert!(m.suites["a"].reads_stencils);
         assert_eq!(m.long[0].args, ["--run-ignored", "only"]);
-        assert!(m.long[0].release && !m.release);
+        assert_eq!(
+            (m.long[0].profile.as_str(), m.profile.as_str()),
+            ("release", "dev")
+        );
         assert_eq!(m.long[0].env["N"], "10");
-        let bad = MINIMAL.replace("\"dev\"", "\"fast\"");
-        let e = Matrix::new("m.toml", &bad, &[]).unwrap_err();
-        assert!(e.contains("fast"), "{e}");
+        let no_profile = MINIMAL.replace("profile = \"release\"\n", "");
+        let m = Matrix::new("m.toml", &no_profile, &[]).unwrap();
+        assert_eq!(m.long[0].profile, "dev");
+        m.check_profiles("m.toml", "").unwrap();
+        let fast = MINIMAL.replace("\"dev\"", "\"fast\"");
+        let m = Matrix::new("m.toml", &fast, &[]).unwrap();
+        let e = m.check_profiles("m.toml", "").unwrap_err();
+        assert_eq!(
+            e,
+            "m.toml: [build] profile: no cargo profile `fast` (the workspace Cargo.toml has \
+             no [profile.fast])"
+        );
+        m.check_profiles("m.toml", "[profile.fast]\ninherits = \"release\"\n")
+            .unwrap();
+        let long = MINIMAL.replace("\"release\"", "\"slow\"");
+        let e = Matrix::new("m.toml", &long, &[])
+            .unwrap()
+            .check_profiles("m.toml", "")
+            .unwrap_err();
+        assert!(
+            e.contains("[[long]] `full` profile: no cargo profile `slow`"),
+            "{e}"
+        );
     }
 
     #[test]

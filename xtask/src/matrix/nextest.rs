@@ -12,14 +12,14 @@ use std::process::{ExitStatus, Stdio};
 /// The nextest profile whose JUnit report the matrix reads.
 pub const PROFILE: &str = "matrix";
 
-/// Builds the test binaries of `packages` for `rust_target` into an archive and returns its
-/// path. The host's binaries are built without `--target`, so that they share artifacts
-/// with the native runs of `cargo xtask ci`.
+/// Builds the test binaries of `packages` for `rust_target` in the cargo `profile` into an
+/// archive and returns its path. The host's binaries are built without `--target`, so that
+/// they share artifacts with the native runs of `cargo xtask ci`.
 pub fn archive(
     root: &Path,
     rust_target: &str,
     host: &str,
-    release: bool,
+    profile: &str,
     packages: &[String],
 ) -> Result<PathBuf, String> {
     let path = root
@@ -30,9 +30,7 @@ pub fn archive(
     let mut cmd = cargo();
     cmd.args(["nextest", "archive", "--archive-file"])
         .arg(&path);
-    if release {
-        cmd.arg("--release");
-    }
+    cmd.args(["--cargo-profile", profile]);
     if rust_target != host {
         cmd.args(["--target", rust_target]);
     }
