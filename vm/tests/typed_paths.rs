@@ -295,6 +295,29 @@ fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_
     assert!(ops.contains(&op::MOD_INT_BY), "{ops:?}");
 }
 
+/// What an int result outside the range raises.
+const OVERFLOW: &str = "OverflowError: int result outside the 48-bit range";
+
+/// Runs `text` in every mode: it prints `want` or, for `None`, raises an error whose message
+/// contains `error`.
+fn assert_every_mode(text: &str, want: Option<i64>, error: &str, what: &str) {
+    for mode in MODES {
+        let out = run_traced(text, eager(mode));
+        match want {
+            Some(v) => assert_eq!(out, format!("{v}\n"), "{what} in {mode:?}"),
+            None => assert!(
+                out.contains(error),
+                "{what} in {mode:?} should raise {error}: {out}"
+            ),
+        }
+    }
+}
+
+/// Whether jit mode compiles `text` into traces that use micro-op `id`.
+fn compiles_with(text: &str, id: u32) -> bool {
+    record(text).0.ops.borrow().contains(&id)
+}
+
 /// `f(a, b) = a <op> b` with `op` one of add, sub, mul: compiled on small ints (so the
 /// trace's typed `ADD_INT`, `SUB_INT`, `MUL_INT` compute it, their overflow check the CPU's
 /// overflow flag on the values scaled by 2**16), then called with `a` and `b`.
@@ -345,29 +368,15 @@ fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
     for (op, exact, a, b) in cases {
         let text = limits_program(op, a, b);
         let result = exact(a, b).filter(|r| (MIN..=MAX).contains(r));
-        for mode in MODES {
-            let out = run_traced(&text, eager(mode));
-            let last = out.lines().last().unwrap_or("");
-            match result {
-                Some(r) => assert_eq!(last, r.to_string(), "{op} {a} {b} in {mode:?}: {out}"),
-                None => assert!(
-                    out.contains("OverflowError: int result outside the 48-bit range"),
-                    "{op} {a} {b} in {mode:?} should overflow: {out}"
-                ),
-            }
-        }
+        let what = format!("{op} {a} {b}");
+        assert_every_mode(&text, result, OVERFLOW, &what);
         // The compiled `f` is the one that computes it.
-        let (recording, _) = record(&text);
         let typed = match op {
             "add" => op::ADD_INT,
             "sub" => op::SUB_INT,
             _ => op::MUL_INT,
         };
-        assert!(
-            recording.ops.borrow().contains(&typed),
-            "{op}: no typed op in {:?}",
-            recording.ops.borrow()
-        );
+        assert!(compiles_with(&text, typed), "{what}: no typed op");
     }
 }
 
@@ -414,25 +423,12 @@ fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_ev
                 .and_then(|i| i.checked_add(c))
                 .filter(|i| (MIN..=MAX).contains(i));
         }
-        for mode in MODES {
-            let out = run_traced(&text, eager(mode));
-            match i {
-                Some(i) => assert_eq!(out, format!("{i}\n"), "{start} + 20 x {c} in {mode:?}"),
-                None => assert!(
-                    out.contains("OverflowError: int result outside the 48-bit range"),
-                    "{start} + 20 x {c} in {mode:?} should overflow: {out}"
-                ),
-            }
-        }
-        let (recording, _) = record(&text);
+        let what = format!("{start} + 20 x {c}");
+        assert_every_mode(&text, i, OVERFLOW, &what);
         assert_eq!(
-            recording
-                .ops
-                .borrow()
-                .contains(&op::INCREMENT_LOCAL_INT_KNOWN),
+            compiles_with(&text, op::INCREMENT_LOCAL_INT_KNOWN),
             compiled,
-            "{start} + 20 x {c}: {:?}",
-            recording.ops.borrow()
+            "{what}"
         );
     }
 }
@@ -467,22 +463,9 @@ end
 fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_every_mode() {
     for (end, want) in [(3, Some(140)), (2, Some(100)), (4, None)] {
         let text = indexing(end);
-        for mode in MODES {
-            let out = run_traced(&text, eager(mode));
-            match want {
-                Some(s) => assert_eq!(out, format!("{s}\n"), "to {end} in {mode:?}"),
-                None => assert!(
-                    out.contains("IndexError"),
-                    "to {end} in {mode:?} should raise: {out}"
-                ),
-            }
-        }
-        let (recording, _) = record(&text);
-        assert!(
-            recording.ops.borrow().contains(&op::GETITEM_LOCALS_KNOWN),
-            "to {end}: {:?}",
-            recording.ops.borrow()
-        );
+        let what = format!("to {end}");
+        assert_every_mode(&text, want, "IndexError", &what);
+        assert!(compiles_with(&text, op::GETITEM_LOCALS_KNOWN), "{what}");
     }
 }
 
