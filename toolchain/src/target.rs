@@ -1,12 +1,12 @@
 //! Target files (`targets/<triple>.toml`) as the toolchain builds for them: everything
 //! specific to one target triple. Adding a target means adding one file; only a new object
-//! format needs reader code. The file's keys are parsed and checked by `cpjit-target-file`
+//! format needs reader code. The file's keys are parsed and checked by `cpjit-targets-schema`
 //! (shared with xtask); this module adds what only the build needs (LLVM's code and
 //! relocation models, a template set's own choice of them).
 
 use crate::error::{Error, Result};
 use cpjit_model::{Arch, ObjectFormat};
-pub use cpjit_target_file::{OpCallingConvention, TargetFile};
+pub use cpjit_targets_schema::{OpCallingConvention, TargetFile};
 use inkwell::targets::{CodeModel, RelocMode};
 use std::path::Path;
 
@@ -26,7 +26,7 @@ impl std::ops::Deref for Target {
 impl Target {
     /// Reads every `*.toml` in `dir`, sorted by triple (every file's error together).
     pub fn load_all(dir: &Path) -> Result<Vec<Target>> {
-        cpjit_target_file::load_all(dir)
+        cpjit_targets_schema::load_all(dir)
             .map(|all| all.into_iter().map(Target).collect())
             .map_err(|errors| Error::many(errors.into_iter().map(Error).collect()))
     }

@@ -1,12 +1,12 @@
 //! The target files, `targets/<triple>.toml`: the one place a stencil target and its facts
-//! are written; `cpjit-target-file` (shared with the toolchain) parses and checks them.
+//! are written; `cpjit-targets-schema` (shared with the toolchain) parses and checks them.
 //! xtask keeps the facts it needs (architecture, ABI, reserved registers and the `[test]`
 //! table that says how the matrix executes the target's stencils). The list of targets is
 //! the list of files.
 
 use cpjit_model::{Abi, Arch};
-use cpjit_target_file::TargetFile;
-pub use cpjit_target_file::{Execution, TestFacts};
+use cpjit_targets_schema::TargetFile;
+pub use cpjit_targets_schema::{Execution, TestFacts};
 use std::path::Path;
 
 /// What xtask needs of one target file.
@@ -35,7 +35,7 @@ impl TargetFacts {
 
 /// Every target file in `dir`, sorted by triple; all errors are reported together.
 pub fn load_all(dir: &Path) -> Result<Vec<TargetFacts>, String> {
-    let files = cpjit_target_file::load_all(dir).map_err(|errors| errors.join("\n"))?;
+    let files = cpjit_targets_schema::load_all(dir).map_err(|errors| errors.join("\n"))?;
     let (mut facts, mut errors) = (Vec::new(), Vec::new());
     for file in files {
         match TargetFacts::of(file) {

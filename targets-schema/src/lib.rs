@@ -1,0 +1,518 @@
+//! The target files, `targets/<triple>.toml`: the one place a stencil target and its facts
+//! are written, and this crate the one place their keys are declared, parsed and checked.
+//! The toolchain (which builds a target's stencils) and xtask (which derives the matrix
+//! rows and the set-up from them) both read target files through [`load_all`], so a key,
+//! its allowed values and its error message exist once. Adding a target is adding a file.
+//!
+//! Every error names the file and the key. Light on purpose (serde and toml): xtask depends
+//! on it and must build in seconds.
+
+use cpjit_model::{Abi, Arch, Host, ObjectFormat};
+use serde::Deserialize;
+use std::path::Path;
+
+/// One parsed and checked target file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TargetFile {
+    pub triple: String,
+    pub arch: Arch,
+    pub format: ObjectFormat,
+    pub abi: Abi,
+    /// Extra clang flags for this target.
+    pub cflags: Vec<String>,
+    /// One of [`CODE_MODELS`] and of [`RELOC_MODELS`].
+    pub code_model: String,
+    pub reloc_model: String,
+    /// The padding instruction's bytes.
+    pub nop: Vec<u8>,
+    /// A power of two, a multiple of the nop's size.
+    pub code_align: u32,
+    /// Registers stencils must never touch (e.g. `x18` on Apple and Windows AArch64).
+    pub reserved_registers: Vec<String>,
+    /// See [`TargetFile::llvm_triple`].
+    pub llvm_triple: Option<String>,
+    /// The calling convention every op (all stencils but the entry shim) must have.
+    pub op_calling_convention: OpCallingConvention,
+    /// The `[test]` table: how the test matrix executes the target's stencils.
+    pub test: Option<TestFacts>,
+    /// The file's bytes (the toolchain digests them).
+    pub bytes: Vec<u8>,
+}
+
+/// The calling convention of a target's ops (the stencils that tail-call each other).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpCallingConvention {
+    /// clang's `preserve_none`: every register is an argument or scratch register.
+    PreserveNone,
+    /// The platform's C convention (with `musttail`), where clang has no `preserve_none`.
+    C,
+}
+
+/// How a matrix row's process meets the target's stencils.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Execution {
+    /// The Rust target is the stencils' own target, run on this host.
+    Native,
+    /// The Rust target is the stencils' own target, run under qemu-user.
+    Qemu,
+    /// A Windows process under wine.
+    Wine,
+    /// A process of another OS with the same architecture and calling convention.
+    HostAbi,
+}
+
+impl Execution {
+    pub fn name(self) -> &'static str {
+        match self {
+            Execution::Native => "native",
+            Execution::Qemu => "qemu",
+            Execution::Wine => "wine",
+            Execution::HostAbi => "host-abi",
+        }
+    }
+}
+
+/// The `[test]` table of a target file.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestFacts {
+    pub execution: Execution,
+    /// The Rust target whose test binaries execute the stencils.
+    pub rust_target: String,
+    /// A Rust target on which the runtime must at least compile (`cargo check`), when no
+    /// process of this host can run the target's own OS.
+    pub check_target: Option<String>,
+}
+
+/// The code models a target file may name (LLVM's).
+pub const CODE_MODELS: [&str; 4] = ["small", "kernel", "medium", "large"];
+/// The relocation models a target file may name (LLVM's).
+pub const RELOC_MODELS: [&str; 3] = ["static", "pic", "dynamic-no-pic"];
+
+/// The file as written; [`TargetFile::parse`] checks the values.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    triple: String,
+    arch: String,
+    format: String,
+    abi: String,
+    #[serde(default)]
+    cflags: Vec<String>,
+    code_model: String,
+    reloc_model: String,
+    nop: String,
+    code_align: u32,
+    #[serde(default)]
+    reserved_registers: Vec<String>,
+    /// The triple clang and LLVM know the target by, when it differs from the Rust-style
+    /// name (`riscv64gc-…` is `riscv64-…` to LLVM; the ISA extensions go in `cflags`).
+    llvm_triple: Option<String>,
+    /// `preserve_none` (the default) or `c` where clang has no `preserve_none` for the
+    /// architecture (RISC-V in clang-19); must agree with `CPJIT_CC` in cpjit.h.
+    #[serde(default)]
+    op_calling_convention: Option<String>,
+    test: Option<TestFacts>,
+}
+
+impl TargetFile {
+    /// Reads and parses one target file.
+    pub fn load(path: &Path) -> Result<TargetFile, String> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| format!("{}: cannot read target file: {e}", path.display()))?;
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        TargetFile::parse(&path.display().to_string(), stem, bytes)
+    }
+
+    /// Parses a target file; `file` names it in errors, `stem` must equal its triple.
+    pub fn parse(file: &str, stem: &str, bytes: Vec<u8>) -> Result<TargetFile, String> {
+        let text = std::str::from_utf8(&bytes).map_err(|e| format!("{file}: not UTF-8: {e}"))?;
+        let raw: RawTarget =
+            toml::from_str(text).map_err(|e| format!("{file}: {}", e.to_string().trim_end()))?;
+        let bad = |key: &str, value: &str, expected: &str| {
+            format!("{file}: key `{key}`: unknown value `{value}` (expected {expected})")
+        };
+        if raw.triple != stem {
+            return Err(format!(
+                "{file}: key `triple`: `{}` does not match the file name (`{stem}.toml`)",
+                raw.triple
+            ));
+        }
+        let arch = Arch::ALL
+            .into_iter()
+            .find(|a| a.name() == raw.arch)
+            .ok_or_else(|| bad("arch", &raw.arch, &one_of(Arch::ALL.map(Arch::name))))?;
+        const FORMATS: [ObjectFormat; 3] =
+            [ObjectFormat::Elf, ObjectFormat::MachO, ObjectFormat::Coff];
+        let format = FORMATS
+            .into_iter()
+            .find(|f| f.name() == raw.format)
+            .ok_or_else(|| {
+                bad(
+                    "format",
+                    &raw.format,
+                    &one_of(FORMATS.map(ObjectFormat::name)),
+                )
+            })?;
+        let abi = Abi::ALL
+            .into_iter()
+            .find(|a| a.name() == raw.abi)
+            .ok_or_else(|| bad("abi", &raw.abi, &one_of(Abi::ALL.map(Abi::name))))?;
+        if !CODE_MODELS.contains(&raw.code_model.as_str()) {
+            return Err(bad("code_model", &raw.code_model, &one_of(CODE_MODELS)));
+        }
+        if !RELOC_MODELS.contains(&raw.reloc_model.as_str()) {
+            return Err(bad("reloc_model", &raw.reloc_model, &one_of(RELOC_MODELS)));
+        }
+        let nop = parse_hex(&raw.nop)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| {
+                bad(
+                    "nop",
+                    &raw.nop,
+                    "the instruction's bytes in hex, e.g. \"90\"",
+                )
+            })?;
+        if !raw.code_align.is_power_of_two() || raw.code_align as usize % nop.len() != 0 {
+            return Err(format!(
+                "{file}: key `code_align`: {} must be a power of two and a multiple of the nop \
+                 size ({})",
+                raw.code_align,
+                nop.len()
+            ));
+        }
+        for r in &raw.reserved_registers {
+            let expected = match arch {
+                Arch::Aarch64 if aarch64_register_number(r).is_none() => {
+                    "an AArch64 general register such as x18"
+                }
+                Arch::Riscv64 if riscv_register_names(r).is_none() => {
+                    "a RISC-V general register such as gp, tp or x3"
+                }
+                Arch::X86_64 => "no reserved registers on x86_64",
+                _ => continue,
+            };
+            return Err(bad("reserved_registers", r, expected));
+        }
+        let op_calling_convention = match raw.op_calling_convention.as_deref() {
+            None | Some("preserve_none") => OpCallingConvention::PreserveNone,
+            Some("c") => OpCallingConvention::C,
+            Some(v) => return Err(bad("op_calling_convention", v, "preserve_none or c")),
+        };
+        Ok(TargetFile {
+            triple: raw.triple,
+            arch,
+            format,
+            abi,
+            cflags: raw.cflags,
+            code_model: raw.code_model,
+            reloc_model: raw.reloc_model,
+            nop,
+            code_align: raw.code_align,
+            reserved_registers: raw.reserved_registers,
+            llvm_triple: raw.llvm_triple,
+            op_calling_convention,
+            test: raw.test,
+            bytes,
+        })
+    }
+
+    /// The triple to give clang (`--target`), LLVM's code generator and its disassembler.
+    pub fn llvm_triple(&self) -> &str {
+        self.llvm_triple.as_deref().unwrap_or(&self.triple)
+    }
+
+    /// Every spelling of the reserved registers in disassembly (`x18` → `x18`, `w18`;
+    /// `gp` → `x3`, `gp`).
+    pub fn reserved_register_names(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for r in &self.reserved_registers {
+            if self.arch == Arch::Riscv64 {
+                if let Some((numeric, abi)) = riscv_register_names(r) {
+                    names.push(numeric);
+                    names.push(abi.to_string());
+                }
+            } else if let Some(n) = aarch64_register_number(r) {
+                names.push(format!("x{n}"));
+                names.push(format!("w{n}"));
+            }
+        }
+        names
+    }
+
+    /// The `[test]` table, which the test matrix needs, checked: its Rust target must be a
+    /// process that can run these stencils (the one host-compatibility rule,
+    /// [`Host::runs`]), and native and qemu rows run the stencils' own target.
+    pub fn test_facts(&self) -> Result<&TestFacts, String> {
+        let file = format!("targets/{}.toml", self.triple);
+        let test = self.test.as_ref().ok_or_else(|| {
+            format!("{file}: no [test] table (execution, rust_target): the matrix cannot run it")
+        })?;
+        let rust_target = &test.rust_target;
+        let host = Host::of_triple(rust_target).ok_or_else(|| {
+            format!("{file}: [test] rust_target `{rust_target}`: not a supported architecture")
+        })?;
+        let reserved: Vec<&str> = self.reserved_registers.iter().map(String::as_str).collect();
+        if !host.runs(self.arch, self.abi, &reserved) {
+            return Err(format!(
+                "{file}: [test] rust_target `{rust_target}`: a {host} process cannot run these \
+                 stencils ({} {}); {}",
+                self.arch.name(),
+                self.abi.name(),
+                Host::who_runs(self.arch, self.abi, &reserved)
+            ));
+        }
+        let same_target = *rust_target == self.triple;
+        let native_like = matches!(test.execution, Execution::Native | Execution::Qemu);
+        if native_like != same_target {
+            return Err(format!(
+                "{file}: [test] execution `{}` with rust_target `{rust_target}`: native and qemu \
+                 rows run the stencils' own target, the others another one",
+                test.execution.name()
+            ));
+        }
+        Ok(test)
+    }
+}
+
+/// Every target file (`*.toml`) in `dir`, sorted by triple; every file's error, if any.
+pub fn load_all(dir: &Path) -> Result<Vec<TargetFile>, Vec<String>> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        vec![format!(
+            "{}: cannot read target directory: {e}",
+            dir.display()
+        )]
+    })?;
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| vec![format!("{}: {e}", dir.display())])?
+            .path();
+        if path.extension().is_some_and(|x| x == "toml") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let (mut targets, mut errors) = (Vec::new(), Vec::new());
+    for path in paths {
+        match TargetFile::load(&path) {
+            Ok(t) => targets.push(t),
+            Err(e) => errors.push(e),
+        }
+    }
+    if targets.is_empty() && errors.is_empty() {
+        errors.push(format!("{}: no target files (*.toml)", dir.display()));
+    }
+    if errors.is_empty() {
+        Ok(targets)
+    } else {
+        Err(errors)
+    }
+}
+
+fn one_of<const N: usize>(names: [&str; N]) -> String {
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+fn aarch64_register_number(r: &str) -> Option<u32> {
+    let n: u32 = r
+        .strip_prefix('x')
+        .or_else(|| r.strip_prefix('w'))?
+        .parse()
+        .ok()?;
+    (n <= 30).then_some(n)
+}
+
+/// RISC-V ABI register names, by number (`x0`..`x31`).
+const RISCV_ABI_NAMES: [&str; 32] = [
+    "zero", "ra", "sp", "gp", "tp", "t0", "t1", "t2", "s0", "s1", "a0", "a1", "a2", "a3", "a4",
+    "a5", "a6", "a7", "s2", "s3", "s4", "s5", "s6", "s7", "s8", "s9", "s10", "s11", "t3", "t4",
+    "t5", "t6",
+];
+
+/// `("x3", "gp")` for either `x3` or `gp`: both spellings, as the disassembler may print
+/// either.
+fn riscv_register_names(r: &str) -> Option<(String, &'static str)> {
+    let n = match r.strip_prefix('x').and_then(|n| n.parse::<usize>().ok()) {
+        Some(n) if n < 32 => n,
+        _ => RISCV_ABI_NAMES.iter().position(|name| *name == r)?,
+    };
+    Some((format!("x{n}"), RISCV_ABI_NAMES[n]))
+}
+
+fn parse_hex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+triple = "aarch64-example-os"
+arch = "aarch64"
+format = "macho"
+abi = "aapcs64"
+cflags = []
+code_model = "small"
+reloc_model = "pic"
+nop = "1f2003d5"
+code_align = 4
+reserved_registers = ["x18"]
+[test]
+execution = "host-abi"
+rust_target = "aarch64-unknown-linux-musl"
+"#;
+
+    fn parse(text: &str) -> Result<TargetFile, String> {
+        TargetFile::parse(
+            "targets/aarch64-example-os.toml",
+            "aarch64-example-os",
+            text.as_bytes().to_vec(),
+        )
+    }
+
+    #[test]
+    fn a_good_file_gives_its_facts() {
+        let t = parse(GOOD).unwrap();
+        assert_eq!(
+            (t.arch, t.format, t.abi),
+            (Arch::Aarch64, ObjectFormat::MachO, Abi::Aapcs64)
+        );
+        assert_eq!(t.nop, [0x1f, 0x20, 0x03, 0xd5]);
+        assert_eq!(t.reserved_register_names(), ["x18", "w18"]);
+        assert_eq!(t.op_calling_convention, OpCallingConvention::PreserveNone);
+        assert_eq!(t.llvm_triple(), "aarch64-example-os");
+        let test = t.test_facts().unwrap();
+        assert_eq!(
+            (test.execution, test.check_target.as_deref()),
+            (Execution::HostAbi, None)
+        );
+        assert_eq!(t.bytes, GOOD.as_bytes());
+    }
+
+    #[test]
+    fn unknown_keys_name_file_and_key_in_the_file_and_its_test_table() {
+        let err = parse(&GOOD.replace("code_align", "codealign = 4\ncode_align")).unwrap_err();
+        assert!(
+            err.contains("targets/aarch64-example-os.toml") && err.contains("codealign"),
+            "{err}"
+        );
+        let err = parse(&GOOD.replace("rust_target", "runner")).unwrap_err();
+        assert!(err.contains("runner"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_what_was_expected() {
+        for (from, to, key, expected) in [
+            ("\"macho\"", "\"wasm\"", "`format`", "elf, macho or coff"),
+            (
+                "\"aarch64\"",
+                "\"arm\"",
+                "`arch`",
+                "x86_64, aarch64 or riscv64",
+            ),
+            (
+                "\"aapcs64\"",
+                "\"eabi\"",
+                "`abi`",
+                "sysv64, win64, aapcs64 or lp64d",
+            ),
+            ("1f2003d5", "1f2003d", "`nop`", "in hex"),
+            (
+                "\"x18\"",
+                "\"r18\"",
+                "`reserved_registers`",
+                "AArch64 general register",
+            ),
+            (
+                "\"pic\"",
+                "\"pie\"",
+                "`reloc_model`",
+                "static, pic or dynamic-no-pic",
+            ),
+            (
+                "\"small\"",
+                "\"tiny\"",
+                "`code_model`",
+                "small, kernel, medium or large",
+            ),
+            (
+                "code_align = 4",
+                "code_align = 6",
+                "`code_align`",
+                "power of two",
+            ),
+        ] {
+            let err = parse(&GOOD.replace(from, to)).unwrap_err();
+            assert!(
+                err.contains(key) && err.contains(expected),
+                "{from} -> {to}: {err}"
+            );
+        }
+        let err = parse(&GOOD.replace(
+            "reserved_registers",
+            "op_calling_convention = \"fast\"\nreserved_registers",
+        ))
+        .unwrap_err();
+        assert!(err.contains("op_calling_convention"), "{err}");
+    }
+
+    #[test]
+    fn the_triple_must_match_the_file_name() {
+        let err = TargetFile::parse("targets/x.toml", "x", GOOD.as_bytes().to_vec()).unwrap_err();
+        assert!(
+            err.contains("targets/x.toml") && err.contains("triple"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_test_table_whose_process_cannot_run_the_stencils_is_an_error() {
+        let t = parse(&GOOD.replace("aarch64-unknown-linux-musl", "x86_64-unknown-linux-musl"))
+            .unwrap();
+        let err = t.test_facts().unwrap_err();
+        assert!(err.contains("cannot run these stencils"), "{err}");
+        let t = parse(&GOOD.replace("\"host-abi\"", "\"native\"")).unwrap();
+        let err = t.test_facts().unwrap_err();
+        assert!(err.contains("execution `native`"), "{err}");
+        let t = parse(GOOD.split("[test]").next().unwrap()).unwrap();
+        assert!(t.test_facts().unwrap_err().contains("no [test] table"));
+    }
+
+    #[test]
+    fn the_kits_own_target_files_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        let all = load_all(&dir).unwrap();
+        assert!(all.len() >= 6);
+        for t in &all {
+            t.test_facts().unwrap();
+        }
+        let empty = tempdir_in_target();
+        let errs = load_all(&empty).unwrap_err();
+        let _ = std::fs::remove_dir_all(&empty);
+        assert!(errs[0].contains("no target files"), "{errs:?}");
+    }
+
+    /// A fresh empty directory (no dev-dependency for one test).
+    fn tempdir_in_target() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("cpjit-targets-schema-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}
