@@ -11,6 +11,7 @@
 
 pub mod abi;
 pub mod helpers;
+pub mod inline;
 pub mod jit;
 pub mod ops;
 pub mod parser;

@@ -14,6 +14,8 @@ use std::time::Instant;
 const USAGE: &str = "usage: cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
                    [--perf-map] [--jitdump] [--gdb] [--unwind]
                    [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
+                   [--no-inline]
+  --no-inline: traces call small pure functions instead of inlining them
   CPJIT_STENCILS=<triple> picks the stencil set for jit mode (default: the host's)";
 
 fn main() -> ExitCode {
@@ -55,6 +57,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             "--gdb" => config.gdb = true,
             "--unwind" => config.unwind = true,
             "--jitdump" => config.jitdump = true,
+            "--no-inline" => config.inline_calls = false,
             "--backedge-threshold" => config.backedge_threshold = number(a, it.next())?,
             "--call-threshold" => config.call_threshold = number(a, it.next())?,
             "--side-exit-threshold" => config.side_exit_threshold = number(a, it.next())?,
@@ -88,10 +91,11 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.uops, s.side_exits, s.executor_runs, s.invalidations
         );
         eprintln!(
-            "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}",
+            "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}, calls inlined: {}",
             s.compile_time.as_secs_f64() * 1e3,
             s.code_bytes,
-            s.direct_calls
+            s.direct_calls,
+            s.inlined_calls
         );
     }
     match result {

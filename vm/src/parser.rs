@@ -42,6 +42,9 @@ pub struct Function {
     pub lines: Vec<(u32, u32)>,
     /// The deepest the value stack gets.
     pub max_stack: usize,
+    /// The value stack's depth before each instruction (the same on every path to it; 0
+    /// for an instruction no path reaches).
+    pub depths: Vec<u32>,
 }
 
 /// A whole program; `main` is the entry point.
@@ -178,6 +181,7 @@ pub fn parse(text: &str) -> Result<Program, ParseError> {
                         code: Vec::new(),
                         lines: Vec::new(),
                         max_stack: 0,
+                        depths: Vec::new(),
                     },
                     labels: HashMap::new(),
                     pending: Vec::new(),
@@ -470,7 +474,7 @@ fn resolve(texts: Vec<FunctionText>, globals: Vec<(String, Value)>) -> Result<Pr
                 inst.arg1 = arity as u64;
             }
         }
-        t.f.max_stack = check_stack(&t.f)?;
+        (t.f.max_stack, t.f.depths) = check_stack(&t.f)?;
         functions.push(t.f);
     }
     let main = functions
@@ -493,7 +497,7 @@ fn resolve(texts: Vec<FunctionText>, globals: Vec<(String, Value)>) -> Result<Pr
 
 /// Checks that every path keeps the stack balanced (same depth wherever paths join, never
 /// below zero) and ends in `return` or a jump; returns the maximum depth.
-fn check_stack(f: &Function) -> Result<usize, ParseError> {
+fn check_stack(f: &Function) -> Result<(usize, Vec<u32>), ParseError> {
     if f.code.is_empty() {
         return err(1, 1, format!("function `{}` has no instructions", f.name));
     }
@@ -544,7 +548,10 @@ fn check_stack(f: &Function) -> Result<usize, ParseError> {
             work.push((pc + 1, after));
         }
     }
-    Ok(max as usize)
+    Ok((
+        max as usize,
+        depth.iter().map(|d| d.unwrap_or(0) as u32).collect(),
+    ))
 }
 
 #[cfg(test)]

@@ -14,8 +14,9 @@
 //! divisor's reciprocal (`constant_division`).
 
 use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
+use crate::inline::{Inlinable, Inlining};
 use crate::ops::{self, op};
-use crate::parser::Function;
+use crate::parser::{Function, Program};
 use crate::value::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -52,6 +53,16 @@ pub struct Trace {
     /// exit (those of every use of the exit alike), which a side trace started there knows
     /// from its first micro-op.
     exit_locals: Vec<Vec<Ty>>,
+    /// Calls inlined into the trace ([`crate::inline`]), nested ones included.
+    pub inlined_calls: u64,
+}
+
+/// What a projector needs to inline calls: the program's functions and which of them are
+/// inlined ([`crate::inline`]).
+#[derive(Clone, Copy)]
+pub struct Inliner<'a> {
+    pub program: &'a Program,
+    pub inlining: &'a Inlining,
 }
 
 /// A call in a trace: the function called, the caller's `CALL` bytecode, the arguments.
@@ -110,6 +121,22 @@ struct Projector<'a> {
     /// The last `CONST` emitted: its index in `uops` and the pc of the bytecode that pushed
     /// the constant (where an exit resumes with the constant not yet pushed).
     last_const: Option<(usize, u32)>,
+    /// The current values of the globals, those the recording stores (never folded), and
+    /// those folded into the trace.
+    globals: &'a [u64],
+    stored_globals: Vec<u64>,
+    deps: Vec<u64>,
+    /// Calls are inlined when set.
+    inliner: Option<Inliner<'a>>,
+    /// While inside an inlined call: the caller's `CALL`, where every exit resumes.
+    inlined_at: Option<u32>,
+    /// The pcs of the `CALL`s inlined, with the value stack's depth there: the exit stub
+    /// resuming at one first cuts the stack back to it (`RESET_STACK`).
+    inline_exits: BTreeMap<u32, u32>,
+    /// How many calls deep the trace has checked the frame stack has room for
+    /// (`GUARD_CALL_DEPTH`): the depth does not change while a trace runs.
+    depth_checked: u32,
+    inlined_calls: u64,
 }
 
 impl Projector<'_> {
@@ -124,6 +151,7 @@ impl Projector<'_> {
 
     /// Emits a micro-op that leaves the trace at bytecode `pc` when it cannot go on.
     fn emit_exiting(&mut self, id: u32, arg0: u64, arg1: u64, pc: u32) {
+        let pc = self.inlined_at.unwrap_or(pc);
         self.exit_uses.push((self.uops.len(), pc));
         self.exit_types.push(self.locals.clone());
         self.emit(id, arg0, arg1);
@@ -205,6 +233,225 @@ impl Projector<'_> {
             }
         }
     }
+
+    /// `LOAD_GLOBAL`: the global's current value as a constant (the trace then depends on
+    /// the global), unless the recording stores it.
+    fn load_global(&mut self, g: u64, pc: u32) {
+        if self.stored_globals.contains(&g) {
+            self.emit(op::LOAD_GLOBAL, g, 0);
+            self.push(Ty::Unknown);
+        } else {
+            let v = self.globals[g as usize];
+            self.last_const = Some((self.uops.len(), pc));
+            self.emit(op::CONST, v, 0);
+            self.push(ty_of(Value(v)));
+            if !self.deps.contains(&g) {
+                self.deps.push(g);
+            }
+        }
+    }
+
+    /// The generic op of a bytecode the trace does not specialise; if it would raise, the
+    /// trace leaves and the interpreter raises at this bytecode.
+    fn generic(&mut self, inst: Inst, pc: u32) {
+        let info = ops::info(inst.op);
+        let args = [inst.arg0, inst.arg1];
+        if info.exits {
+            self.emit_exiting(inst.op, args[0], args[1], pc);
+        } else {
+            self.emit(inst.op, args[0], args[1]);
+        }
+        for _ in 0..info.pop.count(args) {
+            self.pop();
+        }
+        let result = match inst.op {
+            op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => Ty::Bool,
+            op::DIV | op::FLOAT | op::SQRT => Ty::Float,
+            op::INT | op::LEN => Ty::Int,
+            op::NEWLIST | op::BUILD_LIST => Ty::List,
+            _ => Ty::Unknown,
+        };
+        for _ in 0..info.push.count(args) {
+            self.push(result);
+        }
+    }
+
+    /// Whether (and at what cost) a call of function `f` is inlined.
+    fn inlinable(&self, f: u64) -> Option<Inlinable> {
+        self.inliner?.inlining.callee(f as usize)
+    }
+
+    /// A `CALL` (at `pc`, of an inlinable function) replaced by the callee's body, its
+    /// locals on the value stack above the arguments ([`crate::inline`]). Every exit of
+    /// the body resumes at the outermost inlined `CALL` (`inlined_at`), where the stub cuts
+    /// the stack back to the arguments and the interpreter makes the call. `recorded`: the
+    /// `arg_types`: the types recorded at the call (the outermost one only), guarded on the arguments so
+    /// that the body is specialised.
+    fn inline_call(
+        &mut self,
+        call: Inst,
+        pc: u32,
+        arg_types: Option<[u8; 3]>,
+    ) -> Result<(), String> {
+        let (Some(inliner), Some(info)) = (self.inliner, self.inlinable(call.arg0)) else {
+            return Err(format!("call at pc {pc} is not inlinable"));
+        };
+        let callee = &inliner.program.functions[call.arg0 as usize];
+        let argc = call.arg1 as usize;
+        let outermost = self.inlined_at.is_none();
+        if outermost {
+            self.inline_exits
+                .insert(pc, self.func.depths.get(pc as usize).copied().unwrap_or(0));
+            if self.depth_checked < info.nesting {
+                let site = self.calls.len() as u64;
+                self.calls.push(TraceCall {
+                    func: call.arg0 as u32,
+                    pc,
+                    argc: argc as u32,
+                });
+                self.emit_exiting(op::GUARD_CALL_DEPTH, site, u64::from(info.nesting), pc);
+                self.depth_checked = info.nesting;
+            }
+            if let Some(types) = arg_types {
+                let wanted: Vec<(usize, Ty)> = (0..argc.min(types.len()))
+                    .map(|d| (d, recorded(types[d])))
+                    .filter(|&(d, ty)| guardable(d, ty))
+                    .collect();
+                self.guard(pc, &wanted);
+            }
+            self.inlined_at = Some(pc);
+        }
+        self.inlined_calls += 1;
+        let at = self.inlined_at.unwrap_or(pc);
+        if argc > 0 {
+            self.slot(argc - 1);
+        }
+        for _ in callee.params..callee.locals.len() {
+            self.emit(op::CONST, Value::NONE.0, 0);
+            self.push(Ty::Unknown);
+        }
+        let base = self.stack.len() - callee.locals.len();
+        // COPY and PUT reach at most 63 values down (ops.def's VM_INLINE_DEPTHS); the
+        // inlining analysis keeps callees' frames smaller than that.
+        let depth_of = |p: &Projector<'_>, l: u64| -> Result<usize, String> {
+            let d = p.stack.len() - 1 - (base + l as usize);
+            if d >= 64 {
+                return Err(format!(
+                    "inlined local {l} of {} is {d} values deep",
+                    callee.name
+                ));
+            }
+            Ok(d)
+        };
+        let Some((last, body)) = callee.code.split_last() else {
+            return Err(format!("inlined function {} has no code", callee.name));
+        };
+        for &inst in body {
+            match inst.op {
+                op::NOP => {}
+                op::CONST => {
+                    self.last_const = Some((self.uops.len(), at));
+                    self.emit(op::CONST, inst.arg0, 0);
+                    self.push(ty_of(Value(inst.arg0)));
+                }
+                op::LOAD => {
+                    match depth_of(self, inst.arg0)? {
+                        0 => self.emit(op::DUP, 0, 0),
+                        d => self.emit(op::COPY, d as u64, 0),
+                    }
+                    let local = self.stack[base + inst.arg0 as usize];
+                    self.stack.push(local);
+                }
+                op::STORE => {
+                    let d = depth_of(self, inst.arg0)?;
+                    self.emit(op::PUT, d as u64, 0);
+                    let v = self.pop();
+                    self.stack[base + inst.arg0 as usize] = Slot {
+                        ty: v.ty,
+                        local: None,
+                    };
+                }
+                op::LOAD_GLOBAL => self.load_global(inst.arg0, at),
+                op::POP => {
+                    self.emit(op::POP, 0, 0);
+                    self.pop();
+                }
+                op::DUP => {
+                    self.emit(op::DUP, 0, 0);
+                    let top = *self.slot(0);
+                    self.stack.push(top);
+                }
+                op::SWAP => {
+                    self.emit(op::SWAP, 0, 0);
+                    let (a, b) = (self.pop(), self.pop());
+                    self.stack.push(a);
+                    self.stack.push(b);
+                }
+                op::CALL => self.inline_call(inst, at, None)?,
+                op::GETITEM if self.slot(1).ty == Ty::List && self.slot(0).ty == Ty::Int => {
+                    self.emit_exiting(op::GETITEM_LIST_INT, 0, 0, at);
+                    self.pop();
+                    self.pop();
+                    self.push(Ty::Unknown);
+                }
+                bytecode => {
+                    let typed =
+                        specialisations(bytecode).and_then(|(int_op, float_op, cmp)| {
+                            match (self.slot(1).ty, self.slot(0).ty) {
+                                (Ty::Int, Ty::Int) => int_op.map(|o| (o, Ty::Int, cmp)),
+                                (Ty::Float, Ty::Float) => float_op.map(|o| (o, Ty::Float, cmp)),
+                                _ => None,
+                            }
+                        });
+                    let Some((uop, ty, cmp)) = typed else {
+                        self.generic(inst, at);
+                        continue;
+                    };
+                    if let Some(c) = constant_division(self, uop) {
+                        // The dividend is a known int: no guard (`guard_at` is none).
+                        self.uops.pop();
+                        self.last_const = None;
+                        self.pop();
+                        self.pop();
+                        self.emit(c.op, c.arg0, c.arg1);
+                        self.push(Ty::Int);
+                        continue;
+                    }
+                    self.pop();
+                    self.pop();
+                    self.emit_exiting(uop, 0, 0, at);
+                    self.push(if cmp { Ty::Bool } else { ty });
+                }
+            }
+        }
+        if last.op != op::RETURN {
+            return Err(format!(
+                "inlined function {} does not end in RETURN",
+                callee.name
+            ));
+        }
+        // The result takes the place of the callee's locals (its arguments among them) and
+        // of any value its code left under the result.
+        let below = self.stack.len() - 1 - base;
+        let result = self.pop();
+        for _ in 0..below {
+            self.emit(op::NIP, 0, 0);
+            self.pop();
+        }
+        self.stack.push(result);
+        if outermost {
+            self.inlined_at = None;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the projector has a guard for a value of type `ty` `depth` values below the top.
+fn guardable(depth: usize, ty: Ty) -> bool {
+    matches!(
+        (depth, ty),
+        (0 | 1, Ty::Int) | (0 | 1, Ty::Float) | (1 | 2, Ty::List)
+    )
 }
 
 /// The int and float micro-ops specialising a binary bytecode, and whether it compares.
@@ -239,11 +486,14 @@ fn peel<'a>(
 ) -> Result<usize, String> {
     let preamble = (p.uops.len(), p.exit_uses.len(), p.calls.len());
     let (end_stack, end_locals) = (p.stack.clone(), p.locals.clone());
+    let (inlined_calls, depth_checked) = (p.inlined_calls, p.depth_checked);
     let restore = |p: &mut Projector<'a>| {
         p.uops.truncate(preamble.0);
         p.exit_uses.truncate(preamble.1);
         p.exit_types.truncate(preamble.1);
         p.calls.truncate(preamble.2);
+        p.inlined_calls = inlined_calls;
+        p.depth_checked = depth_checked;
         p.stack.clone_from(&end_stack);
         p.locals.clone_from(&end_locals);
     };
@@ -360,6 +610,7 @@ pub fn project(
     end: End,
     globals: &[u64],
     from: Option<(&Trace, usize)>,
+    inliner: Option<Inliner<'_>>,
 ) -> Result<Trace, String> {
     if records.is_empty() {
         return Err("empty recording".into());
@@ -376,13 +627,19 @@ pub fn project(
         },
         calls: Vec::new(),
         last_const: None,
+        globals,
+        stored_globals: records
+            .iter()
+            .filter(|r| code[r.pc as usize].op == op::STORE_GLOBAL)
+            .map(|r| code[r.pc as usize].arg0)
+            .collect(),
+        deps: Vec::new(),
+        inliner,
+        inlined_at: None,
+        inline_exits: BTreeMap::new(),
+        depth_checked: 0,
+        inlined_calls: 0,
     };
-    let stored_globals: Vec<u64> = records
-        .iter()
-        .filter(|r| code[r.pc as usize].op == op::STORE_GLOBAL)
-        .map(|r| code[r.pc as usize].arg0)
-        .collect();
-    let mut deps = Vec::new();
     let next_pc = |i: usize| -> Option<u32> {
         match records.get(i + 1) {
             Some(r) => Some(r.pc as u32),
@@ -488,20 +745,7 @@ pub fn project(
                     let s = p.pop();
                     p.store_local(inst.arg0, s.ty);
                 }
-                op::LOAD_GLOBAL => {
-                    if stored_globals.contains(&inst.arg0) {
-                        p.emit(op::LOAD_GLOBAL, inst.arg0, 0);
-                        p.push(Ty::Unknown);
-                    } else {
-                        let v = globals[inst.arg0 as usize];
-                        p.last_const = Some((p.uops.len(), pc));
-                        p.emit(op::CONST, v, 0);
-                        p.push(ty_of(Value(v)));
-                        if !deps.contains(&inst.arg0) {
-                            deps.push(inst.arg0);
-                        }
-                    }
-                }
+                op::LOAD_GLOBAL => p.load_global(inst.arg0, pc),
                 op::STORE_GLOBAL => {
                     p.emit_exiting(op::STORE_GLOBAL, inst.arg0, 0, pc);
                     p.pop();
@@ -532,6 +776,9 @@ pub fn project(
                     };
                     p.emit_exiting(guard, 0, 0, other);
                     p.pop();
+                }
+                op::CALL if p.inlinable(inst.arg0).is_some() => {
+                    p.inline_call(inst, pc, Some(types))?;
                 }
                 op::CALL => {
                     // Enters the callee's compiled code directly when it has some; leaves after
@@ -576,7 +823,6 @@ pub fn project(
                             info.name
                         ));
                     }
-                    let args = [inst.arg0, inst.arg1];
                     let specialised =
                         specialisations(bytecode).and_then(|(int_op, float_op, cmp)| {
                             match (recorded(types[1]), recorded(types[0])) {
@@ -624,28 +870,7 @@ pub fn project(
                         p.emit_exiting(uop, 0, 0, pc);
                         p.push(if cmp { Ty::Bool } else { ty });
                     } else {
-                        // The generic op; if it would raise, the trace leaves and the interpreter
-                        // raises at this bytecode.
-                        if info.exits {
-                            p.emit_exiting(bytecode, args[0], args[1], pc);
-                        } else {
-                            p.emit(bytecode, args[0], args[1]);
-                        }
-                        for _ in 0..info.pop.count(args) {
-                            p.pop();
-                        }
-                        let result = match bytecode {
-                            op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => {
-                                Ty::Bool
-                            }
-                            op::DIV | op::FLOAT | op::SQRT => Ty::Float,
-                            op::INT | op::LEN => Ty::Int,
-                            op::NEWLIST | op::BUILD_LIST => Ty::List,
-                            _ => Ty::Unknown,
-                        };
-                        for _ in 0..info.push.count(args) {
-                            p.push(result);
-                        }
+                        p.generic(inst, pc);
                     }
                 }
             }
@@ -684,8 +909,16 @@ pub fn project(
             exit_pcs.len() - 1
         });
     }
+    // A stub resuming at an inlined call first cuts the value stack back to the call's
+    // depth (its arguments on top): one micro-op more.
+    let mut stub_at = Vec::with_capacity(exit_pcs.len());
+    let mut at = body_len;
+    for pc in &exit_pcs {
+        stub_at.push(at);
+        at += 1 + usize::from(p.inline_exits.contains_key(pc));
+    }
     for &(at, pc) in &p.exit_uses {
-        p.uops[at].target = (body_len + exits[&pc]) as u32;
+        p.uops[at].target = stub_at[exits[&pc]] as u32;
     }
     // What every use of an exit has proved.
     let mut exit_locals: Vec<Option<Vec<Ty>>> = vec![None; exit_pcs.len()];
@@ -707,6 +940,10 @@ pub fn project(
         .map(|k| k.unwrap_or_default())
         .collect();
     for (e, &pc) in exit_pcs.iter().enumerate() {
+        if let Some(&depth) = p.inline_exits.get(&pc) {
+            p.emit(op::RESET_STACK, u64::from(depth), 0);
+        }
+        debug_assert_eq!(p.uops.len() + 1, stub_at.get(e + 1).copied().unwrap_or(at));
         p.uops.push(Inst {
             op: op::EXIT_TRACE,
             target: 0,
@@ -729,9 +966,10 @@ pub fn project(
         body_len,
         exit_pcs,
         end_exit,
-        deps,
+        deps: p.deps,
         calls: p.calls,
         exit_locals,
+        inlined_calls: p.inlined_calls,
     })
 }
 

@@ -102,6 +102,9 @@ pub struct Config {
     pub jitdump: bool,
     /// Testing: make every compile fail, as if the JIT rejected the trace.
     pub fail_compiles: bool,
+    /// Traces inline calls of small pure functions ([`crate::inline`]) instead of calling
+    /// them (on by default; off, every call in a trace is a `CALL_JIT`).
+    pub inline_calls: bool,
     /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
     /// stencils (`None`, the default); ignored in the other modes and by
     /// [`Vm::with_stencils`]. Its code must keep the stitched code's contract (see
@@ -147,6 +150,7 @@ impl Default for Config {
             unwind: false,
             jitdump: false,
             fail_compiles: false,
+            inline_calls: true,
             compiler: None,
         }
     }
@@ -176,6 +180,8 @@ pub struct Stats {
     /// Those of them whose callee's code left other than by returning (a side exit, an
     /// error), so Rust finished the callee ([`Vm::finish_call`]).
     pub finished_calls: u64,
+    /// Calls inlined into traces ([`crate::inline`]), counted once per trace and call site.
+    pub inlined_calls: u64,
 }
 
 /// What started an executor.
@@ -310,6 +316,8 @@ impl std::fmt::Display for FrameInfo {
 /// The reference VM running one program.
 pub struct Vm {
     program: Program,
+    /// Which calls traces inline, and each function's value-stack room for them.
+    inlining: crate::inline::Inlining,
     config: Config,
     funcs: Vec<FunctionState>,
     globals: Box<[UnsafeCell<u64>]>,
@@ -382,10 +390,12 @@ impl Vm {
             .iter()
             .map(|(_, v)| UnsafeCell::new(v.0))
             .collect();
+        let inlining = crate::inline::Inlining::of(&program);
         let frame_words: Vec<usize> = program
             .functions
             .iter()
-            .map(|f| FRAME_LINK_WORDS + FRAME_HEADER_WORDS + f.locals.len() + f.max_stack + 1)
+            .zip(&inlining.stack_words)
+            .map(|(f, &stack)| FRAME_LINK_WORDS + FRAME_HEADER_WORDS + f.locals.len() + stack + 1)
             .collect();
         // Room for the deepest chain of the largest frames, within a bound; the memory is
         // zero-filled on demand by the allocator, so only the depth reached costs.
@@ -417,6 +427,7 @@ impl Vm {
             .collect();
         Vm {
             program,
+            inlining,
             config,
             funcs,
             globals,
@@ -479,12 +490,14 @@ impl Vm {
             // SAFETY: every link on the chain precedes a live frame of its function (frames
             // are unlinked before their memory is released).
             unsafe {
-                let func = &self.program.functions[(*link).func as usize];
+                let f = (*link).func as usize;
+                let func = &self.program.functions[f];
                 let frame = link.add(1) as *mut Frame;
                 let locals = (frame as *mut u64).add(FRAME_HEADER_WORDS);
                 let nlocals = (*frame).nlocals as usize;
                 let base = locals.add(nlocals);
-                let depth = ((*frame).sp.offset_from(base).max(0) as usize).min(func.max_stack + 1);
+                let depth = ((*frame).sp.offset_from(base).max(0) as usize)
+                    .min(self.inlining.stack_words[f] + 1);
                 let pc = ((*frame).pc.max(0) as usize).min(func.code.len() - 1);
                 let (line, col) = func.lines[pc];
                 frames.push(FrameInfo {

@@ -1,4 +1,5 @@
-//! Calls between compiled functions (`CALL_JIT`): recursion and call chains give the same
+//! Calls between compiled functions (`CALL_JIT`; calls a trace inlines are in
+//! tests/inlining.rs): recursion and call chains give the same
 //! output in every mode while compiled code calls compiled code; a callee whose code leaves
 //! (a failing guard, an error, an invalidation) is finished exactly as through Rust; the
 //! recursion limit and the frames of a traceback (function, line, locals, stack) are the
@@ -51,7 +52,8 @@ fn recursive_fibonacci_runs_compiled_code_calling_itself() {
 fn a_guard_failing_in_a_directly_called_callee_is_finished_in_rust() {
     let text = "func sq(x)\n  load x; load x; mul; return\nend\n\
                 func main()\n  locals i s l\n  const 400; const 0; newlist; store l\n  const 0; store i\nfill:\n  load i; const 400; lt; jump_if_false filled\n  load l; load i; load i; setitem\n  load i; const 50; mod; const 49; eq; jump_if_false next\n  load l; load i; load i; float; setitem\nnext:\n  load i; const 1; add; store i\n  jump fill\nfilled:\n  const 0; store i\n  const 0; store s\nloop:\n  load i; const 400; lt; jump_if_false done\n  load s; load l; load i; getitem; call sq; add; store s\n  load i; const 1; add; store i\n  jump loop\ndone:\n  load s; print\n  const none; return\nend\n";
-    let (out, s) = agree(text, |_| {});
+    // (sq is small enough to be inlined; here it must be called.)
+    let (out, s) = agree(text, |c| c.inline_calls = false);
     assert_eq!(out, "21253400.0\n");
     assert!(s.direct_calls > 300 && s.finished_calls > 0, "{s:?}");
 }
@@ -64,7 +66,8 @@ fn an_error_deep_in_a_compiled_call_chain_has_the_interpreters_traceback() {
                 func b(x, y)\n  locals t\n  load x; const 2; mul; store t\n  load t; load y; call c; const 1; add; return\nend\n\
                 func a(x, y)\n  load x; const 7; load x; load y; call b; add; return\nend\n\
                 func main()\n  locals i s\n  const 0; store i\n  const 0; store s\nloop:\n  load i; const 200; lt; jump_if_false done\n  load s; load i; const 150; load i; sub; call a; add; store s\n  load i; const 1; add; store i\n  jump loop\ndone:\n  load s; print\n  const none; return\nend\n";
-    let (out, s) = agree(text, |_| {});
+    // (The chain is pure and short enough to be inlined: tests/inlining.rs has that case.)
+    let (out, s) = agree(text, |c| c.inline_calls = false);
     assert_eq!(
         out,
         "error: line 2:19 in c: ZeroDivisionError: division by zero\n\

@@ -11,7 +11,7 @@ const VM: &str = env!("CARGO_BIN_EXE_cpjit-vm");
 #[test]
 fn perf_map_names_every_instance_with_its_stencils_size() {
     let child = Command::new(VM)
-        .args(["run", "../examples/calls.vm", "--perf-map"])
+        .args(["run", "../examples/calls.vm", "--perf-map", "--no-inline"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -62,6 +62,7 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
         .args([
             "run",
             "../examples/calls.vm",
+            "--no-inline",
             "--gdb",
             "--call-threshold",
             "1000000000",
@@ -96,6 +97,7 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
         let mut args = vec![
             "run",
             "../examples/calls.vm",
+            "--no-inline",
             "--gdb",
             "--call-threshold",
             "1000000000",
@@ -145,7 +147,7 @@ fn unwind_with_a_set_without_layouts_is_refused() {
         return;
     };
     let out = Command::new(VM)
-        .args(["run", "../examples/calls.vm", "--unwind"])
+        .args(["run", "../examples/calls.vm", "--unwind", "--no-inline"])
         .env("CPJIT_STENCILS", set.target)
         .output()
         .unwrap();

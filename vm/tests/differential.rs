@@ -35,15 +35,18 @@ fn check_range(seeds: std::ops::Range<u64>) -> Stats {
         total.invalidations += s.invalidations;
         total.direct_calls += s.direct_calls;
         total.finished_calls += s.finished_calls;
+        total.inlined_calls += s.inlined_calls;
     }
     total
 }
 
 /// The programs must exercise what they are meant to: traces, side traces from failing
-/// guards, entry traces, invalidation, and calls from compiled code into compiled code, some
-/// of which leave the callee's code (a failing guard, an error).
+/// guards, entry traces, invalidation, calls from compiled code into compiled code, some
+/// of which leave the callee's code (a failing guard, an error), and calls inlined into
+/// traces.
 fn assert_coverage(s: &Stats, programs: u64) {
     assert!(s.direct_calls > 0 && s.finished_calls > 0, "{s:?}");
+    assert!(s.inlined_calls > 0, "{s:?}");
     assert!(s.traces >= programs, "too few traces: {s:?}");
     assert!(
         s.side_traces > 0 && s.side_exits > 0 && s.entry_traces > 0,

@@ -10,6 +10,7 @@ mod compiler_hook;
 mod debug_flags;
 mod differential;
 mod examples;
+mod inlining;
 mod tierup;
 mod typed_paths;
 mod unwind_windows;

@@ -112,7 +112,19 @@ impl Vm {
             _ => None,
         };
         let from = parent.as_ref().map(|(e, exit)| (&e.trace, *exit));
-        let projected = trace::project(func, &code, records, end, &self.global_values(), from);
+        let inliner = self.config.inline_calls.then_some(trace::Inliner {
+            program: &self.program,
+            inlining: &self.inlining,
+        });
+        let projected = trace::project(
+            func,
+            &code,
+            records,
+            end,
+            &self.global_values(),
+            from,
+            inliner,
+        );
         let mut trace = match projected {
             Ok(t) => t,
             Err(_) => {
@@ -142,7 +154,12 @@ impl Vm {
                 argc: c.argc as i64,
             })
             .collect();
-        for u in trace.uops.iter_mut().filter(|u| u.op == op::CALL_JIT) {
+        // (`GUARD_CALL_DEPTH` names the site of the call it checks for.)
+        for u in trace
+            .uops
+            .iter_mut()
+            .filter(|u| u.op == op::CALL_JIT || u.op == op::GUARD_CALL_DEPTH)
+        {
             u.arg0 = &call_sites[u.arg0 as usize] as *const CallSite as u64;
         }
         st.compiles.set(st.compiles.get() + 1);
@@ -183,6 +200,7 @@ impl Vm {
             let mut s = self.stats.borrow_mut();
             s.traces += 1;
             s.uops += trace.uops.len() as u64;
+            s.inlined_calls += trace.inlined_calls;
             s.code_bytes += compiled.as_ref().map_or(0, |c| c.code_bytes() as u64);
             match kind {
                 ExecutorKind::Loop { .. } => s.loop_traces += 1,

@@ -5,7 +5,9 @@
 //! and locals whose type changes mid-loop (so guards fail inside traces). A recursive
 //! function `h` makes call chains: once hot, compiled code calls compiled code, whose guards
 //! fail when argument types change and whose errors are raised deep in the chain; now and
-//! then a chain is deeper than the recursion limit.
+//! then a chain is deeper than the recursion limit. `f` is pure and straight-line, so traces
+//! inline it (`cpjit_vm::inline`); its overflows, errors and type changes leave the trace
+//! inside the inlined body, and `h` may call it at the recursion limit.
 
 use std::fmt::Write as _;
 
@@ -281,6 +283,11 @@ pub fn program(seed: u64) -> String {
     let recurse = g.label();
     g.line(&format!("load d; const 0; le; jump_if_false {recurse}"));
     g.expr(2);
+    if g.rng.chance(50) {
+        // f is pure and straight-line: h's traces inline it, at any recursion depth, up to
+        // the limit (where the interpreter raises at the call of f).
+        g.line("load a; load d; call f; add");
+    }
     g.line("return");
     g.out.push_str(&format!("{recurse}:\n"));
     g.line("load a; load d; const 1; sub; call h; store v2");
