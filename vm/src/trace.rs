@@ -234,6 +234,25 @@ impl Projector<'_> {
         }
     }
 
+    /// `POP`, `DUP` or `SWAP`: the same micro-op, and the known slots moved alike.
+    fn shuffle(&mut self, id: u32) {
+        self.emit(id, 0, 0);
+        match id {
+            op::POP => {
+                self.pop();
+            }
+            op::DUP => {
+                let top = *self.slot(0);
+                self.stack.push(top);
+            }
+            _ => {
+                let (a, b) = (self.pop(), self.pop());
+                self.stack.push(a);
+                self.stack.push(b);
+            }
+        }
+    }
+
     /// `LOAD_GLOBAL`: the global's current value as a constant (the trace then depends on
     /// the global), unless the recording stores it.
     fn load_global(&mut self, g: u64, pc: u32) {
@@ -372,21 +391,7 @@ impl Projector<'_> {
                     };
                 }
                 op::LOAD_GLOBAL => self.load_global(inst.arg0, at),
-                op::POP => {
-                    self.emit(op::POP, 0, 0);
-                    self.pop();
-                }
-                op::DUP => {
-                    self.emit(op::DUP, 0, 0);
-                    let top = *self.slot(0);
-                    self.stack.push(top);
-                }
-                op::SWAP => {
-                    self.emit(op::SWAP, 0, 0);
-                    let (a, b) = (self.pop(), self.pop());
-                    self.stack.push(a);
-                    self.stack.push(b);
-                }
+                op::POP | op::DUP | op::SWAP => self.shuffle(inst.op),
                 op::CALL => self.inline_call(inst, at, None)?,
                 op::GETITEM if self.slot(1).ty == Ty::List && self.slot(0).ty == Ty::Int => {
                     self.emit_exiting(op::GETITEM_LIST_INT, 0, 0, at);
@@ -750,21 +755,7 @@ pub fn project(
                     p.emit_exiting(op::STORE_GLOBAL, inst.arg0, 0, pc);
                     p.pop();
                 }
-                op::POP => {
-                    p.emit(op::POP, 0, 0);
-                    p.pop();
-                }
-                op::DUP => {
-                    p.emit(op::DUP, 0, 0);
-                    let top = *p.slot(0);
-                    p.stack.push(top);
-                }
-                op::SWAP => {
-                    p.emit(op::SWAP, 0, 0);
-                    let (a, b) = (p.pop(), p.pop());
-                    p.stack.push(a);
-                    p.stack.push(b);
-                }
+                op::POP | op::DUP | op::SWAP => p.shuffle(inst.op),
                 op::JUMP_IF_FALSE | op::JUMP_IF_TRUE => {
                     let taken = next_pc(i) == Some(inst.target);
                     let truthy = taken == (inst.op == op::JUMP_IF_TRUE);

@@ -5,34 +5,12 @@
 //! recursion limit and the frames of a traceback (function, line, locals, stack) are the
 //! interpreter's; frames beyond the frame stack's room work too.
 
-use crate::common::{config, render, MODES};
-use cpjit_vm::{Config, Mode, Stats, Vm};
+use crate::common::{agree_with, config};
+use cpjit_vm::{Config, Stats};
 
-/// Runs `text` in every mode with `adjust` applied to the default configuration; checks
-/// that all modes render the same (output, error, traceback) and returns that rendering
-/// and the JIT's statistics.
+/// [`agree_with`] on the default configuration changed by `adjust`.
 fn agree(text: &str, adjust: impl Fn(&mut Config)) -> (String, Stats) {
-    let mut reference = None;
-    let mut jit_stats = None;
-    for mode in MODES {
-        let mut c = config(mode);
-        adjust(&mut c);
-        let vm = Vm::new(cpjit_vm::parse(text).unwrap(), c).unwrap();
-        let result = vm.run();
-        assert!(
-            vm.frames().is_empty(),
-            "{mode:?}: frames left after the run"
-        );
-        let out = render(&vm, result);
-        match &reference {
-            None => reference = Some(out),
-            Some(r) => assert_eq!(&out, r, "{mode:?} differs from the interpreter"),
-        }
-        if mode == Mode::Jit {
-            jit_stats = Some(vm.stats());
-        }
-    }
-    (reference.unwrap(), jit_stats.unwrap())
+    agree_with(text, config, adjust)
 }
 
 #[test]

@@ -4,31 +4,12 @@
 //! the interpreter at the caller's `CALL`, which makes the call again: the output, the error
 //! and the traceback (every frame's function, line, locals and stack) are the interpreter's.
 
-use crate::common::{config, eager, render, MODES};
-use cpjit_vm::{Config, Mode, Stats, Vm};
+use crate::common::{agree_with, config, eager};
+use cpjit_vm::{Config, Mode, Stats};
 
-/// Runs `text` in every mode (tier-up settings from `base`); checks that all render the same
-/// and returns that rendering and the JIT's statistics.
+/// [`agree_with`] on `base`'s settings (the default ones, or eager tier-up).
 fn agree(text: &str, base: fn(Mode) -> Config) -> (String, Stats) {
-    let mut reference = None;
-    let mut jit_stats = None;
-    for mode in MODES {
-        let vm = Vm::new(cpjit_vm::parse(text).unwrap(), base(mode)).unwrap();
-        let result = vm.run();
-        assert!(
-            vm.frames().is_empty(),
-            "{mode:?}: frames left after the run"
-        );
-        let out = render(&vm, result);
-        match &reference {
-            None => reference = Some(out),
-            Some(r) => assert_eq!(&out, r, "{mode:?} differs from the interpreter"),
-        }
-        if mode == Mode::Jit {
-            jit_stats = Some(vm.stats());
-        }
-    }
-    (reference.unwrap(), jit_stats.unwrap())
+    agree_with(text, base, |_| {})
 }
 
 /// The calls example's shape: f calls g, both inlined into main's loop; no call is left

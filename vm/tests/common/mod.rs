@@ -4,7 +4,7 @@
 
 pub mod gen;
 
-use cpjit_vm::{Config, Mode, Vm};
+use cpjit_vm::{Config, Mode, Stats, Vm};
 
 /// Output of `text` in `mode`, with a final `error: ...` line if it failed.
 pub fn run(text: &str, config: Config) -> String {
@@ -58,3 +58,34 @@ pub fn eager(mode: Mode) -> Config {
 }
 
 pub const MODES: [Mode; 3] = [Mode::Interp, Mode::Uops, Mode::Jit];
+
+/// Runs `text` in every mode, each with `base(mode)` changed by `adjust`; checks that all
+/// modes render the same (output, error, traceback) and leave no frame behind; returns that
+/// rendering and the JIT's statistics.
+pub fn agree_with(
+    text: &str,
+    base: fn(Mode) -> Config,
+    adjust: impl Fn(&mut Config),
+) -> (String, Stats) {
+    let mut reference = None;
+    let mut jit_stats = None;
+    for mode in MODES {
+        let mut c = base(mode);
+        adjust(&mut c);
+        let vm = Vm::new(cpjit_vm::parse(text).unwrap(), c).unwrap();
+        let result = vm.run();
+        assert!(
+            vm.frames().is_empty(),
+            "{mode:?}: frames left after the run"
+        );
+        let out = render(&vm, result);
+        match &reference {
+            None => reference = Some(out),
+            Some(r) => assert_eq!(&out, r, "{mode:?} differs from the interpreter"),
+        }
+        if mode == Mode::Jit {
+            jit_stats = Some(vm.stats());
+        }
+    }
+    (reference.unwrap(), jit_stats.unwrap())
+}
