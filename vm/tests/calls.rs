@@ -36,24 +36,26 @@ fn a_guard_failing_in_a_directly_called_callee_is_finished_in_rust() {
     assert!(s.direct_calls > 300 && s.finished_calls > 0, "{s:?}");
 }
 
+/// A chain of calls main -> a -> b -> c whose last iteration divides by zero in c.
+pub const CHAIN: &str = "func c(x, y)\n  load x; load y; floordiv; return\nend\n\
+                func b(x, y)\n  locals t\n  load x; const 2; mul; store t\n  load t; load y; call c; const 1; add; return\nend\n\
+                func a(x, y)\n  load x; const 7; load x; load y; call b; add; return\nend\n\
+                func main()\n  locals i s\n  const 0; store i\n  const 0; store s\nloop:\n  load i; const 200; lt; jump_if_false done\n  load s; load i; const 150; load i; sub; call a; add; store s\n  load i; const 1; add; store i\n  jump loop\ndone:\n  load s; print\n  const none; return\nend\n";
+
+/// [`CHAIN`]'s error and traceback (the interpreter's).
+pub const CHAIN_TRACEBACK: &str = "error: line 2:19 in c: ZeroDivisionError: division by zero\n\
+         \x20 at line 18:43 in main (locals [150, 2517], stack [2517])\n\
+         \x20 at line 10:36 in a (locals [150, 0], stack [150, 7])\n\
+         \x20 at line 7:19 in b (locals [150, 0, 300], stack [])\n\
+         \x20 at line 2:19 in c (locals [300, 0], stack [300, 0])\n";
+
 /// An error raised three compiled calls deep: the same message and the same frames (each
 /// caller at its call with its locals and the values under the arguments) in every mode.
 #[test]
 fn an_error_deep_in_a_compiled_call_chain_has_the_interpreters_traceback() {
-    let text = "func c(x, y)\n  load x; load y; floordiv; return\nend\n\
-                func b(x, y)\n  locals t\n  load x; const 2; mul; store t\n  load t; load y; call c; const 1; add; return\nend\n\
-                func a(x, y)\n  load x; const 7; load x; load y; call b; add; return\nend\n\
-                func main()\n  locals i s\n  const 0; store i\n  const 0; store s\nloop:\n  load i; const 200; lt; jump_if_false done\n  load s; load i; const 150; load i; sub; call a; add; store s\n  load i; const 1; add; store i\n  jump loop\ndone:\n  load s; print\n  const none; return\nend\n";
     // (The chain is pure and short enough to be inlined: tests/inlining.rs has that case.)
-    let (out, s) = agree(text, |c| c.inline_calls = false);
-    assert_eq!(
-        out,
-        "error: line 2:19 in c: ZeroDivisionError: division by zero\n\
-         \x20 at line 18:43 in main (locals [150, 2517], stack [2517])\n\
-         \x20 at line 10:36 in a (locals [150, 0], stack [150, 7])\n\
-         \x20 at line 7:19 in b (locals [150, 0, 300], stack [])\n\
-         \x20 at line 2:19 in c (locals [300, 0], stack [300, 0])\n"
-    );
+    let (out, s) = agree(CHAIN, |c| c.inline_calls = false);
+    assert_eq!(out, CHAIN_TRACEBACK);
     assert!(s.direct_calls > 100 && s.finished_calls > 0, "{s:?}");
 }
 

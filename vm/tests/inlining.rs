@@ -4,6 +4,7 @@
 //! the interpreter at the caller's `CALL`, which makes the call again: the output, the error
 //! and the traceback (every frame's function, line, locals and stack) are the interpreter's.
 
+use crate::calls::{CHAIN, CHAIN_TRACEBACK};
 use crate::common::{agree_with, config, eager};
 use cpjit_vm::{Config, Mode, Stats};
 
@@ -69,19 +70,8 @@ fn an_overflow_or_a_new_type_inside_an_inlined_call_resumes_at_the_call() {
 /// trace leaves at the outermost call and the interpreter runs the chain.
 #[test]
 fn an_error_in_an_inlined_call_chain_has_the_interpreters_traceback() {
-    let text = "func c(x, y)\n  load x; load y; floordiv; return\nend\n\
-                func b(x, y)\n  locals t\n  load x; const 2; mul; store t\n  load t; load y; call c; const 1; add; return\nend\n\
-                func a(x, y)\n  load x; const 7; load x; load y; call b; add; return\nend\n\
-                func main()\n  locals i s\n  const 0; store i\n  const 0; store s\nloop:\n  load i; const 200; lt; jump_if_false done\n  load s; load i; const 150; load i; sub; call a; add; store s\n  load i; const 1; add; store i\n  jump loop\ndone:\n  load s; print\n  const none; return\nend\n";
-    let (out, s) = agree(text, config);
-    assert_eq!(
-        out,
-        "error: line 2:19 in c: ZeroDivisionError: division by zero\n\
-         \x20 at line 18:43 in main (locals [150, 2517], stack [2517])\n\
-         \x20 at line 10:36 in a (locals [150, 0], stack [150, 7])\n\
-         \x20 at line 7:19 in b (locals [150, 0, 300], stack [])\n\
-         \x20 at line 2:19 in c (locals [300, 0], stack [300, 0])\n"
-    );
+    let (out, s) = agree(CHAIN, config);
+    assert_eq!(out, CHAIN_TRACEBACK);
     assert!(s.inlined_calls >= 3 && s.direct_calls == 0, "{s:?}");
 }
 
