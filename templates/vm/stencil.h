@@ -38,6 +38,10 @@ CPJIT_DECLARE_NARROW(LOCAL1_AT, u16);
 #endif
 #define LOCAL0 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL0_AT)))
 #define LOCAL1 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL1_AT)))
+/* COPY's and PUT's depth (ARG0, at most 65535): a narrow operand, so a cached member's
+ * compiler knows its range. */
+CPJIT_DECLARE_NARROW(STACK_DEPTH, u16);
+#define DEPTH0 ((int)CPJIT_NARROW(STACK_DEPTH, u16))
 /* Errors and invalidation leave through the exit: the interpreter raises, identically in
  * every mode. */
 #define RAISE(e, a, b) DEOPT()

@@ -18,8 +18,8 @@ use crate::parser::{Function, Program};
 /// itself inlined counts 2).
 pub const MAX_NESTING: u32 = 3;
 
-/// The most value-stack words an inlined callee's locals and values may take, so that a
-/// local is always fewer than ops.def's `VM_INLINE_DEPTHS` (64) values below the top.
+/// The most value-stack words an inlined callee's locals and values may take (a local is
+/// then at most that many values below the top: `COPY`'s and `PUT`'s depth).
 pub const MAX_FRAME_WORDS: usize = 48;
 
 /// What inlining a callee costs the trace that does it.

@@ -350,11 +350,11 @@ impl Projector<'_> {
             self.push(Ty::Unknown);
         }
         let base = self.stack.len() - callee.locals.len();
-        // COPY and PUT reach at most 63 values down (ops.def's VM_INLINE_DEPTHS); the
-        // inlining analysis keeps callees' frames smaller than that.
+        // The inlining analysis keeps callees' frames small (`MAX_FRAME_WORDS`): a local is
+        // never deeper than that below the top.
         let depth_of = |p: &Projector<'_>, l: u64| -> Result<usize, String> {
             let d = p.stack.len() - 1 - (base + l as usize);
-            if d >= 64 {
+            if d > crate::inline::MAX_FRAME_WORDS {
                 return Err(format!(
                     "inlined local {l} of {} is {d} values deep",
                     callee.name
