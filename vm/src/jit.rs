@@ -492,9 +492,13 @@ impl Backend {
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim);
+        let loop_body_address = trace
+            .loop_body_start()
+            .map(|at| compiled.entry(InstanceId::from_index(lowering.instance_of_uop[at])) as u64);
         Ok(CompiledTrace {
             entry,
             names,
+            loop_body_address,
             code: Code::Stitched(compiled),
         })
     }
@@ -532,6 +536,9 @@ pub struct CompiledTrace {
     entry: EntryFn,
     /// Micro-op names, for listings (stitched traces only).
     names: Vec<&'static str>,
+    /// Where a peeled loop's body starts (stitched traces only), for links that skip the
+    /// preamble ([`Trace::loop_body_entry`]).
+    loop_body_address: Option<u64>,
     code: Code,
 }
 
@@ -573,6 +580,7 @@ impl CompiledTrace {
         CompiledTrace {
             entry,
             names: Vec::new(),
+            loop_body_address: None,
             code: Code::External {
                 body_address,
                 code_bytes,
@@ -602,6 +610,12 @@ impl CompiledTrace {
             Code::Stitched(trace) => trace.entry(InstanceId::from_index(1)) as u64,
             Code::External { body_address, .. } => *body_address,
         }
+    }
+
+    /// The address of a peeled loop's body (copy-and-patch code only), which takes the
+    /// ops' calling convention with nothing cached, like [`CompiledTrace::body_address`].
+    pub fn loop_body_address(&self) -> Option<u64> {
+        self.loop_body_address
     }
 
     pub fn code_bytes(&self) -> usize {

@@ -87,8 +87,8 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.traces, s.loop_traces, s.entry_traces, s.side_traces, s.compile_failures, s.recordings_abandoned
         );
         eprintln!(
-            "micro-ops stitched: {}, side exits taken: {}, executor runs: {}, invalidations: {}",
-            s.uops, s.side_exits, s.executor_runs, s.invalidations
+            "micro-ops stitched: {}, side exits taken: {}, executor runs: {}, invalidations: {}, links into loop bodies: {}",
+            s.uops, s.side_exits, s.executor_runs, s.invalidations, s.loop_body_links
         );
         eprintln!(
             "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}, calls inlined: {}",

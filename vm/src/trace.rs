@@ -55,6 +55,20 @@ pub struct Trace {
     exit_locals: Vec<Vec<Ty>>,
     /// Calls inlined into the trace ([`crate::inline`]), nested ones included.
     pub inlined_calls: u64,
+    /// A peeled loop's body (after the preamble): where it starts and what it assumes.
+    loop_body: Option<LoopBody>,
+    /// How many calls deep the trace checks the frame stack has room for, and how deep its
+    /// inlined calls go (`GUARD_CALL_DEPTH`).
+    depth_checked: u32,
+    depth_needed: u32,
+}
+
+/// The body of a peeled loop trace ([`peel`]): its first micro-op and the locals' types the
+/// preamble proved for it.
+#[derive(Clone, Debug)]
+struct LoopBody {
+    at: usize,
+    assumed: Vec<Ty>,
 }
 
 /// What a projector needs to inline calls: the program's functions and which of them are
@@ -136,6 +150,8 @@ struct Projector<'a> {
     /// How many calls deep the trace has checked the frame stack has room for
     /// (`GUARD_CALL_DEPTH`): the depth does not change while a trace runs.
     depth_checked: u32,
+    /// The deepest nesting of the calls inlined so far.
+    depth_needed: u32,
     inlined_calls: u64,
 }
 
@@ -319,6 +335,7 @@ impl Projector<'_> {
         let argc = call.arg1 as usize;
         let outermost = self.inlined_at.is_none();
         if outermost {
+            self.depth_needed = self.depth_needed.max(info.nesting);
             self.inline_exits
                 .insert(pc, self.func.depths.get(pc as usize).copied().unwrap_or(0));
             if self.depth_checked < info.nesting {
@@ -484,11 +501,12 @@ fn specialisations(bytecode: u32) -> Option<(Option<u32>, Option<u32>, bool)> {
 /// on every iteration. The second copy's assumptions must hold where the loop jumps back: a
 /// local assumed to have a type must have it at the copy's end too (a local that does not
 /// is dropped from the assumptions and the copy projected again). Returns where the loop
-/// body starts: 0 (no peeling) when the copy would not be shorter than the preamble.
+/// body starts and the locals' types it assumes, or `None` (no peeling) when the copy would
+/// not be shorter than the preamble.
 fn peel<'a>(
     p: &mut Projector<'a>,
     pass: &mut impl FnMut(&mut Projector<'a>) -> Result<(), String>,
-) -> Result<usize, String> {
+) -> Result<Option<LoopBody>, String> {
     let preamble = (p.uops.len(), p.exit_uses.len(), p.calls.len());
     let (end_stack, end_locals) = (p.stack.clone(), p.locals.clone());
     let (inlined_calls, depth_checked) = (p.inlined_calls, p.depth_checked);
@@ -517,7 +535,10 @@ fn peel<'a>(
             .collect();
         if unstable.is_empty() {
             if p.uops.len() - preamble.0 < preamble.0 {
-                return Ok(preamble.0);
+                return Ok(Some(LoopBody {
+                    at: preamble.0,
+                    assumed,
+                }));
             }
             break;
         }
@@ -527,7 +548,7 @@ fn peel<'a>(
         }
     }
     restore(p);
-    Ok(0)
+    Ok(None)
 }
 
 /// What replaces `const d; floordiv` (`mod`) on an int: [`constant_division`].
@@ -643,6 +664,7 @@ pub fn project(
         inlined_at: None,
         inline_exits: BTreeMap::new(),
         depth_checked: 0,
+        depth_needed: 0,
         inlined_calls: 0,
     };
     let next_pc = |i: usize| -> Option<u32> {
@@ -870,10 +892,11 @@ pub fn project(
         Ok(())
     };
     pass(&mut p)?;
-    let loop_start = match end {
+    let loop_body = match end {
         End::JumpTop => peel(&mut p, &mut pass)?,
-        _ => 0,
+        _ => None,
     };
+    let loop_start = loop_body.as_ref().map_or(0, |b| b.at);
     let mut end_exit = None;
     match end {
         End::JumpTop => {
@@ -890,12 +913,16 @@ pub fn project(
             }
         }
     }
-    // Exit stubs, one per distinct resume pc, after the body.
+    // Exit stubs, one per distinct resume pc (and part of a peeled loop), after the body.
     let body_len = p.uops.len();
-    let mut exits: BTreeMap<u32, usize> = BTreeMap::new();
+    // A peeled loop's preamble and body leave through exits of their own, even to the same
+    // pc: the body's have proved more (a side trace grown from one starts from what it
+    // proved, and may re-enter the loop past its preamble: `loop_body_entry`).
+    let key = |at: usize, pc: u32| (pc, loop_start > 0 && at >= loop_start);
+    let mut exits: BTreeMap<(u32, bool), usize> = BTreeMap::new();
     let mut exit_pcs = Vec::new();
-    for &(_, pc) in &p.exit_uses {
-        exits.entry(pc).or_insert_with(|| {
+    for &(at, pc) in &p.exit_uses {
+        exits.entry(key(at, pc)).or_insert_with(|| {
             exit_pcs.push(pc);
             exit_pcs.len() - 1
         });
@@ -909,12 +936,12 @@ pub fn project(
         at += 1 + usize::from(p.inline_exits.contains_key(pc));
     }
     for &(at, pc) in &p.exit_uses {
-        p.uops[at].target = stub_at[exits[&pc]] as u32;
+        p.uops[at].target = stub_at[exits[&key(at, pc)]] as u32;
     }
     // What every use of an exit has proved.
     let mut exit_locals: Vec<Option<Vec<Ty>>> = vec![None; exit_pcs.len()];
-    for (&(_, pc), types) in p.exit_uses.iter().zip(&p.exit_types) {
-        let known = &mut exit_locals[exits[&pc]];
+    for (&(at, pc), types) in p.exit_uses.iter().zip(&p.exit_types) {
+        let known = &mut exit_locals[exits[&key(at, pc)]];
         match known {
             None => *known = Some(types.clone()),
             Some(k) => {
@@ -961,10 +988,35 @@ pub fn project(
         calls: p.calls,
         exit_locals,
         inlined_calls: p.inlined_calls,
+        loop_body,
+        depth_checked: p.depth_checked,
+        depth_needed: p.depth_needed,
     })
 }
 
 impl Trace {
+    /// Where a trace that ends at this loop trace's head may continue instead of at its
+    /// first micro-op: the first micro-op of the loop's body (past the preamble), when
+    /// `from` has proved at its end every local type the body assumes and checked the frame
+    /// stack's room for the body's inlined calls (the preamble, which checks both, is then
+    /// not run again). `None`: enter at the start.
+    pub fn loop_body_entry(&self, from: &Trace) -> Option<usize> {
+        let body = self.loop_body.as_ref()?;
+        let proved = from.exit_locals.get(from.end_exit?)?;
+        let types_hold = proved.len() == body.assumed.len()
+            && body
+                .assumed
+                .iter()
+                .zip(proved)
+                .all(|(&a, &p)| a == Ty::Unknown || a == p);
+        (types_hold && from.depth_checked >= self.depth_needed).then_some(body.at)
+    }
+
+    /// The first micro-op of a peeled loop's body (the target of its `JUMP_TOP`).
+    pub fn loop_body_start(&self) -> Option<usize> {
+        self.loop_body.as_ref().map(|b| b.at)
+    }
+
     /// A listing of the micro-ops, one per line, with operands, targets and exits.
     pub fn dump(&self, func: &Function) -> String {
         let mut s = String::new();

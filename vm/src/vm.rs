@@ -182,6 +182,9 @@ pub struct Stats {
     pub finished_calls: u64,
     /// Calls inlined into traces ([`crate::inline`]), counted once per trace and call site.
     pub inlined_calls: u64,
+    /// Links from the end of a trace into a loop trace's body, past its preamble
+    /// ([`crate::trace::Trace::loop_body_entry`]).
+    pub loop_body_links: u64,
 }
 
 /// What started an executor.

@@ -303,3 +303,32 @@ fn recursive_fibonacci_agrees_in_all_modes() {
         );
     }
 }
+
+/// A side trace that ends at its loop's head re-enters the loop past its preamble only
+/// where it has proved what the loop's body assumes. Here the odd path keeps `x` an int
+/// (its trace links into the body) until iteration 2,000, from where it makes `x` a float:
+/// the side trace grown for that path must enter the loop at its start, whose guards
+/// send the float path back out, and every mode prints the interpreter's sum.
+#[test]
+fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
+    let body = "  load i; const 3; mod; const 0; eq; jump_if_false other\n\
+                \x20 load x; const 1; add; store x\n  jump next\n\
+                other:\n  load i; const 2000; lt; jump_if_true keep\n  load x; float; store x\n\
+                keep:\n  load x; const 2; add; store x\n\
+                next:\n  load s; load x; add; store s";
+    let text = looped(3000, body);
+    let (out, s) = common::agree_with(&text, config, |_| {});
+    // x grows by 5 every 3 iterations, and is a float from 2000 on.
+    let (mut x, mut sum) = (0f64, 0f64);
+    for i in 0..3000 {
+        x += if i % 3 == 0 { 1.0 } else { 2.0 };
+        sum += x;
+    }
+    assert_eq!(out, format!("{sum:?}\n"));
+    assert!(s.loop_body_links > 0, "{s:?}");
+    // The same program whose odd path never changes x's type.
+    let text = looped(3000, &body.replace("const 2000", "const 5000"));
+    let (out, s) = common::agree_with(&text, config, |_| {});
+    assert!(!out.contains('.'), "{out}");
+    assert!(s.loop_body_links > 0, "{s:?}");
+}

@@ -518,15 +518,17 @@ fn a_side_trace_starts_from_the_local_types_its_parent_proved_at_the_exit() {
         "no side trace among {} traces",
         traces.len()
     );
-    for ops in sides {
+    // i is proved at every exit: its increment skips the tag check in every side trace. The
+    // loop body's exits (apart from the preamble's, which prove less) have proved s too: a
+    // side trace grown from one skips both.
+    let known = |ops: &Vec<u32>| {
+        ops.iter()
+            .filter(|&&o| cpjit_vm::ops::info(o).name == "INCREMENT_LOCAL_INT_KNOWN")
+            .count()
+    };
+    for ops in &sides {
         let names: Vec<&str> = ops.iter().map(|&o| cpjit_vm::ops::info(o).name).collect();
-        assert_eq!(
-            names
-                .iter()
-                .filter(|&&n| n == "INCREMENT_LOCAL_INT_KNOWN")
-                .count(),
-            1,
-            "i's increment: {names:?}"
-        );
+        assert!(known(ops) >= 1, "i's increment: {names:?}");
     }
+    assert!(sides.iter().any(|ops| known(ops) == 2), "{sides:?}");
 }

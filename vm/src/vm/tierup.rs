@@ -289,7 +289,16 @@ impl Vm {
             return;
         }
         if let (Some(_), Some(target)) = (&src.compiled, &dst.compiled) {
-            src.links[exit].set(target.body_address());
+            // A path that ends at a loop's head skips the loop's preamble where it has
+            // proved what the preamble would.
+            let body = (src.trace.end_exit == Some(exit))
+                .then(|| dst.trace.loop_body_entry(&src.trace))
+                .flatten()
+                .and(target.loop_body_address());
+            if body.is_some() {
+                self.stats.borrow_mut().loop_body_links += 1;
+            }
+            src.links[exit].set(body.unwrap_or_else(|| target.body_address()));
             dst.linked_from.borrow_mut().push((from, exit));
         }
     }
