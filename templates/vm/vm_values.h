@@ -46,17 +46,19 @@ VM_INLINE uint64_t vm_box_int(int64_t i) {
 }
 VM_INLINE int vm_int_fits(int64_t i) { return i >= VM_INT_MIN && i <= VM_INT_MAX; }
 
-/* floor(x / d) for an int x (|x| < 2**47) and a constant d >= 3, given d's reciprocal
- * `magic` = m | s << 56, m = floor(2**s / d) + 1, s = 48 + ceil(log2 d) (vm/src/trace.rs,
- * `Reciprocal`): for every 0 <= n < 2**48, floor(n * m / 2**s) = floor(n / d) (Granlund and
- * Montgomery, "Division by invariant integers using multiplication", 1994: here
- * 2**s < m * d <= 2**s + d <= 2**s + 2**(s - 48)). A negative x is floor-divided as
- * -floor((-x + d - 1) / d), branch-free with t = x >> 63. */
-VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t magic) {
+/* floor(x / d) for an int x (|x| <= 2**47) and a constant 3 <= d < 2**16 that is not a power
+ * of two, given r = floor(2**64 / d) (vm/src/trace.rs, `reciprocal`): with magic = r + 1, for
+ * every 0 <= n < 2**48, floor(n * magic / 2**64) = floor(n / d), the high word of one 64 x
+ * 64-bit multiplication (with n = qd + rem and e = magic * d - 2**64 in (0, d]:
+ * n * magic / 2**64 = q + (rem + n * e / 2**64) / d, and n * e <= n * d < 2**64). A
+ * negative x is floor-divided as -floor((-x + d - 1) / d), branch-free with t = x >> 63
+ * (then n <= 2**47 - 1 + d < 2**48). The operand is r, not magic: the add puts magic in a
+ * register, where x86-64 would otherwise multiply by the operand's GOT slot in memory (a GOT
+ * use no relocation relaxes). */
+VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t r) {
   int64_t t = x >> 63;
   uint64_t n = (uint64_t)(x ^ t) + (d & (uint64_t)t);
-  unsigned __int128 p = (unsigned __int128)n * (magic & ((UINT64_C(1) << 56) - 1));
-  int64_t q = (int64_t)(uint64_t)(p >> (magic >> 56));
+  int64_t q = (int64_t)(uint64_t)(((unsigned __int128)n * (r + 1)) >> 64);
   return (q ^ t) - t;
 }
 

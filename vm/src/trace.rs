@@ -564,8 +564,9 @@ struct ConstantDivision {
 /// The micro-op (and its operands) that replaces `uop` (`FLOORDIV_INT` or `MOD_INT`) and the
 /// constant pushed just before it, when that constant is a positive int and the dividend
 /// below it was recorded as an int: a power of two shifts or masks (`*_POW2`, the divisor
-/// as operand), any other divisor from 3 on multiplies by its [`reciprocal`] (`*_BY`).
-/// Neither leaves the trace; a dividend of unknown type is guarded before the constant.
+/// as operand), any other divisor from 3 to 2**16 - 1 multiplies by its [`reciprocal`]
+/// (`*_BY`). Neither leaves the trace; a dividend of unknown type is guarded before the
+/// constant. A larger divisor keeps the typed division.
 fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision> {
     let floor = match uop {
         op::FLOORDIV_INT => true,
@@ -576,7 +577,10 @@ fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision
     let (_, const_pc) = p
         .last_const
         .filter(|&(i, _)| i == at && p.uops[at].op == op::CONST)?;
-    let d = Value(p.uops[at].arg0).as_int().filter(|&d| d > 0)? as u64;
+    let d = Value(p.uops[at].arg0)
+        .as_int()
+        .filter(|&d| d > 0 && (d < RECIPROCAL_LIMIT as i64 || (d as u64).is_power_of_two()))?
+        as u64;
     let guard_at = (p.slot(1).ty != Ty::Int).then_some(const_pc);
     let (op, arg1) = match (d.is_power_of_two(), floor) {
         (true, true) => (op::FLOORDIV_INT_POW2, 0),
@@ -592,14 +596,19 @@ fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision
     })
 }
 
-/// The reciprocal of a divisor `d` (3 <= d < 2**47) that `vm_floordiv_by`
-/// (templates/vm/vm_values.h) multiplies by: `m | s << 56` with s = 48 + ceil(log2 d) and
-/// m = floor(2**s / d) + 1, so that floor(n * m / 2**s) = floor(n / d) for 0 <= n < 2**48.
+/// Divisors from 3 below this (powers of two aside) are divided by multiplying by their
+/// [`reciprocal`].
+const RECIPROCAL_LIMIT: u64 = 1 << 16;
+
+/// The reciprocal of a divisor `d` (3 <= d < 2**16, not a power of two) that `vm_floordiv_by`
+/// (templates/vm/vm_values.h) takes: floor(2**64 / d), which it multiplies by plus one, so
+/// that the product with any 0 <= n < 2**48 has floor(n / d) as its high word.
 pub fn reciprocal(d: u64) -> u64 {
-    assert!((3..1 << 47).contains(&d), "no reciprocal for divisor {d}");
-    let s = 48 + (64 - (d - 1).leading_zeros());
-    let m = ((1u128 << s) / u128::from(d)) as u64 + 1;
-    m | u64::from(s) << 56
+    assert!(
+        (3..RECIPROCAL_LIMIT).contains(&d) && !d.is_power_of_two(),
+        "no reciprocal for divisor {d}"
+    );
+    ((1u128 << 64) / u128::from(d)) as u64
 }
 
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
@@ -1073,8 +1082,7 @@ mod tests {
     fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {
         let t = x >> 63;
         let n = (x ^ t) as u64 + (d & t as u64);
-        let p = u128::from(n) * u128::from(magic & ((1 << 56) - 1));
-        let q = (p >> (magic >> 56)) as u64 as i64;
+        let q = ((u128::from(n) * (u128::from(magic) + 1)) >> 64) as u64 as i64;
         (q ^ t) - t
     }
 
@@ -1084,12 +1092,7 @@ mod tests {
     fn the_reciprocal_divides_every_int_exactly() {
         const MAX: i64 = (1 << 47) - 1;
         let mut divisors: Vec<u64> = (3..2000).filter(|d: &u64| !d.is_power_of_two()).collect();
-        divisors.extend([
-            7_036_874_417_767,
-            (1 << 46) + 1,
-            (1 << 47) - 1,
-            1_000_000_007,
-        ]);
+        divisors.extend([10_007, 32_769, 46_341, 65_521, 65_533, 65_535]);
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         for &d in &divisors {
             let magic = reciprocal(d);
@@ -1128,7 +1131,7 @@ mod tests {
 
     #[test]
     fn divisors_without_a_reciprocal_are_refused() {
-        for d in [0, 1, 2, 1 << 47] {
+        for d in [0, 1, 2, 4, 1024, 1 << 16, (1 << 16) + 1, 1 << 47] {
             assert!(std::panic::catch_unwind(|| reciprocal(d)).is_err(), "{d}");
         }
     }
