@@ -71,7 +71,7 @@ fn parse_ops(text: &str) -> Vec<OpDef> {
             .collect();
         if args.len() != 4 {
             panic!(
-                "ops.def: OP({}) needs 4 arguments (NAME, \"kinds\", POP, PUSH)",
+                "ops.def: OP({}) needs 4 arguments before its body (NAME, \"kinds\", POP, PUSH)",
                 args.join(",")
             );
         }

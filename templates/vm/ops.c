@@ -23,6 +23,6 @@ CPJIT_DECLARE_TARGET(EXIT);
     }                                                                           \
   } while (0)
 
-#define OP(NAME, KINDS, POP, PUSH)                                              \
-  CPJIT_CC int64_t op_##NAME(struct cpjit_frame *frame, uint64_t *sp)
+#define OP(NAME, KINDS, POP, PUSH, ...)                                         \
+  CPJIT_CC int64_t op_##NAME(struct cpjit_frame *frame, uint64_t *sp) __VA_ARGS__
 #include "ops.def"

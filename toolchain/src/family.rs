@@ -5,10 +5,15 @@
 //! or one per line of `list_file`, passed as `-D<list_define>=<element>`, the way CPython
 //! compiles its template once per micro-op) and/or per combination of declared variant
 //! parameters (`[family.params] CACHED_IN = "0..=3"`, passed as `-DCACHED_IN=<value>`),
-//! minus the combinations `skip` names. Each member's unit must define exactly one stencil
-//! function, which is renamed by the `stencil` rule (`"op_add_{elem}_{CACHED_IN}"`). The
-//! generated crate exposes the family as a table indexed by element and parameter values
-//! (`cpjit_model::Family`), so a runtime user finds a variant without formatting names.
+//! minus the combinations `skip` names. A list may also name a macro prefix (`list_flag =
+//! "OP_IS_"`): each member then gets `-D<list_flag><element>=1` as well, a macro the
+//! preprocessor can test per name (`-DOP=add` names the element but cannot be compared with
+//! a name in `#if` or a macro), so that a template expands only its element's code (the VM's
+//! cached ops leave the other ops' bodies unparsed). Each member's unit must define exactly
+//! one stencil function, which is renamed by the `stencil` rule
+//! (`"op_add_{elem}_{CACHED_IN}"`). The generated crate exposes the family as a table indexed
+//! by element and parameter values (`cpjit_model::Family`), so a runtime user finds a
+//! variant without formatting names.
 //!
 //! A family of register-cached ops (`CPJIT_CACHED_OP`) names the parameters that hold its
 //! members' cache state (`cached = { entry = "IN", exit = "OUT" }`); after validation, each
@@ -44,6 +49,8 @@ pub struct RawFamily {
     list_file: Option<String>,
     #[serde(default)]
     list_define: Option<String>,
+    #[serde(default)]
+    list_flag: Option<String>,
     #[serde(default)]
     defines: Vec<String>,
     #[serde(default)]
@@ -129,6 +136,8 @@ pub struct Family {
     pub elements: Elements,
     /// The macro an element is passed in (`-D<list_define>=<element>`).
     pub list_define: Option<String>,
+    /// The prefix of the flag macro an element also gets (`-D<list_flag><element>=1`).
+    pub list_flag: Option<String>,
     /// Defines of every member.
     pub defines: Vec<String>,
     /// Parameters (sorted by name) and their values, in declaration order.
@@ -226,6 +235,18 @@ impl Family {
                 return fail(format!("`list_define` `{d}` is not a macro name"))
             }
             _ => {}
+        }
+        if let Some(flag) = &raw.list_flag {
+            if elements == Elements::None {
+                return fail("`list_flag` without `list` or `list_file`".into());
+            }
+            // Prefix and element (an identifier) make a macro name.
+            if !is_macro_name(flag) {
+                return fail(format!(
+                    "`list_flag` `{flag}` is not a macro name prefix (each element gets \
+                     -D{flag}<element>=1)"
+                ));
+            }
         }
         let mut params = Vec::new();
         for (name, values) in raw.params {
@@ -341,6 +362,7 @@ impl Family {
             stencil: raw.stencil,
             elements,
             list_define: raw.list_define,
+            list_flag: raw.list_flag,
             defines: raw.defines,
             params,
             skip,
@@ -459,6 +481,7 @@ impl Family {
     /// order), skipped combinations left out.
     pub fn members(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
         let elements = self.element_list(root)?;
+        self.check_flags(&elements)?;
         let rows: Vec<Option<&str>> = if elements.is_empty() {
             vec![None]
         } else {
@@ -485,6 +508,9 @@ impl Family {
                 if let (Some(element), Some(define)) = (element, &self.list_define) {
                     name = name.replace("{elem}", element);
                     defines.push(format!("{define}={element}"));
+                    if let Some(flag) = &self.list_flag {
+                        defines.push(format!("{flag}{element}=1"));
+                    }
                 }
                 for ((p, values), &i) in self.params.iter().zip(&combo) {
                     name = name.replace(&format!("{{{p}}}"), &values[i]);
@@ -508,6 +534,32 @@ impl Family {
             }
         }
         Ok(members)
+    }
+
+    /// A `list_flag` macro must not be another macro the members get (the list macro, a
+    /// parameter, a `defines` entry): one `-D` would silently override the other.
+    fn check_flags(&self, elements: &[String]) -> Result<()> {
+        let Some(flag) = &self.list_flag else {
+            return Ok(());
+        };
+        for element in elements {
+            let name = format!("{flag}{element}");
+            let clash = self.list_define.as_deref() == Some(name.as_str())
+                || self.params.iter().any(|(p, _)| *p == name)
+                || self
+                    .defines
+                    .iter()
+                    .any(|d| d.split('=').next() == Some(name.as_str()));
+            if clash {
+                return Err(Error(format!(
+                    "{}: [[family]] `{}`: element `{element}`'s flag `{name}` (`list_flag` \
+                     `{flag}`) is also the list macro, a parameter or a `defines` entry of the \
+                     family",
+                    self.manifest, self.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// The table of this family given the stencil index of each member's name.
@@ -665,6 +717,63 @@ mod tests {
                 Some(13)
             ]
         );
+    }
+
+    #[test]
+    fn list_flag_gives_each_member_its_elements_flag() {
+        let f = family(&format!(
+            "{BASE}stencil = \"op_{{elem}}_{{IN}}\"\nlist = [\"ADD\", \"SUB\"]\n\
+             list_define = \"OP\"\nlist_flag = \"OP_IS_\"\ndefines = [\"X=1\"]\n\
+             [family.params]\nIN = [0]\n"
+        ))
+        .unwrap();
+        let members = f.members(0, Path::new("/")).unwrap();
+        assert_eq!(members[0].defines, ["X=1", "OP=ADD", "OP_IS_ADD=1", "IN=0"]);
+        assert_eq!(members[1].defines, ["X=1", "OP=SUB", "OP_IS_SUB=1", "IN=0"]);
+        for (text, says) in [
+            (
+                "stencil = \"op_{IN}\"\nlist_flag = \"OP_IS_\"\n[family.params]\nIN = [0]\n",
+                "`list_flag` without `list` or `list_file`",
+            ),
+            (
+                "stencil = \"op_{elem}\"\nlist = [\"A\"]\nlist_define = \"OP\"\n\
+                 list_flag = \"OP-\"\n",
+                "`list_flag` `OP-` is not a macro name prefix",
+            ),
+        ] {
+            let err = family(&format!("{BASE}{text}")).unwrap_err().0;
+            assert!(err.contains("(`push`)") && err.contains(says), "{err}");
+        }
+        // A flag that is another macro of the members would override it (or be overridden).
+        for (text, clash) in [
+            (
+                "list_define = \"OP_IS_A\"\nlist_flag = \"OP_IS_\"\n",
+                "OP_IS_A",
+            ),
+            (
+                "list_define = \"OP\"\nlist_flag = \"I\"\nlist = [\"N\"]\n",
+                "IN",
+            ),
+            (
+                "list_define = \"OP\"\nlist_flag = \"OP_\"\ndefines = [\"OP_A=2\"]\n",
+                "OP_A",
+            ),
+        ] {
+            let list = if text.contains("list =") {
+                ""
+            } else {
+                "list = [\"A\"]\n"
+            };
+            let f = family(&format!(
+                "{BASE}stencil = \"op_{{elem}}_{{IN}}\"\n{list}{text}[family.params]\nIN = [0]\n"
+            ))
+            .unwrap();
+            let err = f.members(0, Path::new("/")).unwrap_err().0;
+            assert!(
+                err.contains("`push`") && err.contains(&format!("flag `{clash}`")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -20,3 +20,4 @@ mod pipeline;
 mod scale;
 mod seventh_target;
 mod unit_families;
+mod vm_cached_ops;

@@ -264,19 +264,6 @@ fn falls_through(lib: &str) -> std::collections::BTreeMap<String, bool> {
     out
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let path = entry.path();
-        if path.is_dir() {
-            copy_dir(&path, &to.join(entry.file_name()));
-        } else {
-            std::fs::copy(&path, to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn the_precompiled_header_is_reused_when_touched_and_rebuilt_when_changed() {
     let set = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ int64_t INTERP_NAME(struct cpjit_frame *frame, uint64_t *sp,
 dispatch:
   BEFORE_DISPATCH();
   switch (inst->op) {
-#define OP(NAME, KINDS, POP, PUSH) case VM_OP_##NAME:
+#define OP(NAME, KINDS, POP, PUSH, ...) case VM_OP_##NAME: __VA_ARGS__
 #include "ops.def"
 #undef OP
   default:

@@ -5,9 +5,11 @@
  *
  * The op's body is the one in ../ops.def, expanded here with its stack macros on the
  * cpjit_stack view: PEEK/POKE reach a register or memory, DROP pops registers first and
- * PUSH fills registers (spilling the bottom one when all are full). Every body of ops.def is
- * expanded behind a label and the function jumps to VM_OP's, so the compiler keeps exactly
- * one op; the others cost parsing only.
+ * PUSH fills registers (spilling the bottom one when all are full). Only VM_OP's entry of
+ * ops.def is expanded (behind a label the function jumps to): the families pass
+ * -DVM_OP_IS_<VM_OP>=1 as well (manifest.toml, `list_flag`), and every other op's body, a
+ * macro argument, expands to nothing, so clang never parses it (it did, once per member,
+ * before: two thirds of a member's compile time).
  *
  * A member may leave only through
  *   NEXT()   continuing in state OUT, which must be the state the body's pops and pushes
@@ -32,6 +34,16 @@ extern void cached_op_ends_in_a_state_other_than_OUT(void);
 
 #define VM_CAT_(a, b) a##b
 #define VM_CAT(a, b) VM_CAT_(a, b)
+
+/* VM_SELECTED_(VM_OP_IS_<NAME>) is 1 when the flag is defined (as 1), 0 when it is not (an
+ * undefined name stays a name, which no VM_PROBE_ macro matches). */
+#define VM_PROBE_1 ~, 1
+#define VM_SECOND_(a, b, ...) b
+#define VM_SECOND(...) VM_SECOND_(__VA_ARGS__, )
+#define VM_SELECTED_(flag) VM_SECOND(VM_CAT(VM_PROBE_, flag), 0)
+/* An op's entry: its body behind its label if it is VM_OP, nothing otherwise. */
+#define VM_EXPAND_0(label, ...)
+#define VM_EXPAND_1(label, ...) label: __VA_ARGS__
 
 /* The view's slot for the value k below the top: a register while k < s->n, else memory. */
 CPJIT_CACHE_INLINE uint64_t *vm_cached_slot(struct cpjit_stack *s, int k) {
@@ -64,16 +76,23 @@ CPJIT_CACHE_INLINE void vm_cached_drop(struct cpjit_stack *s, int n) {
     return VM_EXIT_ERROR;                                                       \
   } while (0)
 #define FOLLOW_LINK(slot) ((void)(slot))
-/* CALL and CALL_JIT hand the stack to helpers and are never cached; their bodies only need
- * to compile here (with stencil.h's call macros). */
+/* CALL and CALL_JIT hand the stack to helpers and are never cached (a member of theirs
+ * would fail on `sp`); stencil.h's call macros let their bodies compile here all the same. */
 
 CPJIT_CACHED_OP(op_vm_cached, IN, OUT) {
   CPJIT_STACK(s, IN);
+  /* An element that is neither an op of ops.def nor SPILL (or a family without `list_flag`)
+   * leaves this label undeclared. */
   goto VM_CAT(vm_case_, VM_OP);
   {
     /* Hides the parameter `sp` from the bodies (see above). */
     extern uint64_t *sp;
-#define OP(NAME, KINDS, POP, PUSH) vm_case_##NAME:
+/* `, ## __VA_ARGS__` (clang's GNU extension: the comma stays, the body is not pasted)
+ * passes the body on unexpanded: a plain __VA_ARGS__ would have the preprocessor expand the
+ * macros of every op's body before VM_EXPAND_0 drops it (a third of what is left of a
+ * member's compile). */
+#define OP(NAME, KINDS, POP, PUSH, ...)                                         \
+  VM_CAT(VM_EXPAND_, VM_SELECTED_(VM_OP_IS_##NAME))(vm_case_##NAME, ##__VA_ARGS__)
 #include "../ops.def"
 #undef OP
   }
