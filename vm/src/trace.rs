@@ -319,9 +319,9 @@ impl Projector<'_> {
     /// A `CALL` (at `pc`, of an inlinable function) replaced by the callee's body, its
     /// locals on the value stack above the arguments ([`crate::inline`]). Every exit of
     /// the body resumes at the outermost inlined `CALL` (`inlined_at`), where the stub cuts
-    /// the stack back to the arguments and the interpreter makes the call. `recorded`: the
-    /// `arg_types`: the types recorded at the call (the outermost one only), guarded on the arguments so
-    /// that the body is specialised.
+    /// the stack back to the arguments and the interpreter makes the call. `arg_types`: the
+    /// types recorded at the call (the outermost one only), guarded on the arguments so that
+    /// the body is specialised.
     fn inline_call(
         &mut self,
         call: Inst,
