@@ -152,6 +152,9 @@ struct Projector<'a> {
     depth_checked: u32,
     /// The deepest nesting of the calls inlined so far.
     depth_needed: u32,
+    /// The first micro-op a fusion may replace: a peeled loop's body starts a new one (the
+    /// loop jumps back to it).
+    fusion_floor: usize,
     inlined_calls: u64,
 }
 
@@ -521,6 +524,7 @@ fn peel<'a>(
         p.locals.clone_from(&end_locals);
     };
     let mut assumed = end_locals.clone();
+    p.fusion_floor = preamble.0;
     while assumed.iter().any(|&t| t != Ty::Unknown) {
         p.locals.clone_from(&assumed);
         for slot in &mut p.stack {
@@ -627,6 +631,29 @@ fn fused_compare_branch(specialised: u32) -> Option<(u32, u32)> {
     })
 }
 
+/// `x % 2**k` (the last two micro-ops: `MOD_INT_POW2`, then `CONST 0`) compared by `uop`
+/// (`EQ_INT` or `NE_INT`) before a branch that goes on when the comparison is `truthy`: the
+/// guard on x's low bits that replaces the three (going on needs x to be a multiple of
+/// 2**k: `GUARD_POW2_MULTIPLE`, else `GUARD_POW2_NOT_MULTIPLE`) and 2**k.
+fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32, u64)> {
+    let equal = match uop {
+        op::EQ_INT => true,
+        op::NE_INT => false,
+        _ => return None,
+    };
+    let [.., rem, zero] = p.uops.get(p.fusion_floor..)? else {
+        return None;
+    };
+    let fusable =
+        rem.op == op::MOD_INT_POW2 && zero.op == op::CONST && Value(zero.arg0).as_int() == Some(0);
+    let guard = if equal == truthy {
+        op::GUARD_POW2_MULTIPLE
+    } else {
+        op::GUARD_POW2_NOT_MULTIPLE
+    };
+    fusable.then_some((guard, rem.arg0))
+}
+
 /// The `EXIT_TRACE` operand for resume pc `pc` and exit index `exit`: `pc << 32 |
 /// executor << 16 | exit`, where the executor's index is filled in when it is attached.
 fn exit_operand(pc: u32, exit: usize) -> u64 {
@@ -674,6 +701,7 @@ pub fn project(
         inline_exits: BTreeMap::new(),
         depth_checked: 0,
         depth_needed: 0,
+        fusion_floor: 0,
         inlined_calls: 0,
     };
     let next_pc = |i: usize| -> Option<u32> {
@@ -885,7 +913,18 @@ pub fn project(
                             let taken = next_pc(i + 1) == Some(b.target);
                             let truthy = taken == (b.op == op::JUMP_IF_TRUE);
                             let other = if taken { pc + 2 } else { b.target };
-                            p.emit_exiting(if truthy { on_true } else { on_false }, 0, 0, other);
+                            if let Some((guard, d)) = pow2_multiple_guard(p, uop, truthy) {
+                                p.uops.truncate(p.uops.len() - 2);
+                                p.last_const = None;
+                                p.emit_exiting(guard, d, 0, other);
+                            } else {
+                                p.emit_exiting(
+                                    if truthy { on_true } else { on_false },
+                                    0,
+                                    0,
+                                    other,
+                                );
+                            }
                             i += 2;
                             continue;
                         }

@@ -532,3 +532,57 @@ fn a_side_trace_starts_from_the_local_types_its_parent_proved_at_the_exit() {
     }
     assert!(sides.iter().any(|ops| known(ops) == 2), "{sides:?}");
 }
+
+/// `x % 2**k == 0` (`!=`) before a branch, on a known int: one guard on x's low bits
+/// (`GUARD_POW2_MULTIPLE`, `GUARD_POW2_NOT_MULTIPLE`) in place of the remainder, the zero
+/// and the compare; negative x included (Python's remainder is 0 exactly when the low bits
+/// are), both ways of each branch taken, every mode against Rust.
+#[test]
+fn a_power_of_two_remainder_tested_against_zero_is_a_guard_on_the_low_bits() {
+    for (cmp, k, jump) in [
+        ("eq", 1, "jump_if_false"),
+        ("eq", 4, "jump_if_true"),
+        ("ne", 8, "jump_if_false"),
+        ("ne", 2, "jump_if_true"),
+    ] {
+        let text = format!(
+            "func main()
+  locals i x s
+  const 0; store i; const 0; store s
+loop:
+  load i; const 300; lt; jump_if_false done
+  load i; const 150; sub; const 7; mul; store x
+  load x; const {k}; mod; const 0; {cmp}; {jump} other
+  load s; const 1; add; store s
+  jump next
+other:
+  load s; load x; add; store s
+next:
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+        );
+        let mut s = 0i64;
+        for i in 0..300i64 {
+            let x = (i - 150) * 7;
+            let test = match cmp {
+                "eq" => x.rem_euclid(k) == 0,
+                _ => x.rem_euclid(k) != 0,
+            };
+            // `jump_if_false other` falls through when the test holds.
+            let fall_through = test == (jump == "jump_if_false");
+            s += if fall_through { 1 } else { x };
+        }
+        let what = format!("x % {k} {cmp} 0, {jump}");
+        assert_every_mode(&text, Some(s), "", &what);
+        assert!(
+            compiles_with(&text, op::GUARD_POW2_MULTIPLE)
+                || compiles_with(&text, op::GUARD_POW2_NOT_MULTIPLE),
+            "{what}: no low-bit guard"
+        );
+    }
+}

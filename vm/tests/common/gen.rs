@@ -190,9 +190,16 @@ impl Gen {
                 self.line(&format!("getitem; store v{v}"));
             }
             8 => {
+                // A remainder tested against 0: by a power of two, one low-bit guard.
                 let skip = self.label();
+                let m = self.rng.pick(&["13", "2", "4", "8"]);
+                let (cmp, jump) = if self.rng.chance(50) {
+                    ("eq", "jump_if_false")
+                } else {
+                    ("ne", "jump_if_true")
+                };
                 self.line(&format!(
-                    "load k; const 13; mod; const 0; eq; jump_if_false {skip}"
+                    "load k; const {m}; mod; const 0; {cmp}; {jump} {skip}"
                 ));
                 let w = self.rng.below(SCALARS as u64);
                 self.line(&format!("load v{v}; load v{w}; load k; print 3"));
