@@ -207,34 +207,65 @@ extern cpjit_op _JIT_CONTINUE;
  * The same body compiled with IN != OUT and no pops or pushes is a spill (IN > OUT: the
  * bottom IN-OUT registers are stored below the others) or a fill (IN < OUT). Before anything
  * that needs the whole stack in memory (a side exit, a helper that reads the stack),
- * cpjit_spill_all(&s) stores every cached value; s.sp is then the stack pointer. */
+ * cpjit_spill_all(&s) stores every cached value; s.sp is then the stack pointer.
+ *
+ * Pinned registers. A template set may define CPJIT_PIN_REGS (0, the default, or 2) before
+ * including this header: its cached ops then take CPJIT_PIN_REGS more uint64_t arguments
+ * after the cached values, p0 and p1, which hold whatever the JIT keeps in registers across
+ * ops (e.g. a loop's hottest locals, so that a loop-carried value never makes a round trip
+ * through memory). They are the view's s.p0 and s.p1: an op may read and assign them, and
+ * every continuation and jump passes them on (an op that does not name them passes its
+ * incoming registers, which costs no instruction). The toolchain does not check them: which
+ * op may read which pinned register is the JIT's protocol (the VM's: vm/src/jit.rs). Every
+ * cached op of a set must agree on CPJIT_PIN_REGS, and an uncached op between two cached ops
+ * loses them. */
 #define CPJIT_CACHE_REGS 3
+
+#ifndef CPJIT_PIN_REGS
+#define CPJIT_PIN_REGS 0
+#endif
+#if CPJIT_PIN_REGS == 0
+#define CPJIT_PIN_PARAMS_
+#define CPJIT_PIN_FIELDS_
+#define CPJIT_PIN_INIT_
+#define CPJIT_PIN_ARGS_(S)
+#elif CPJIT_PIN_REGS == 2
+#define CPJIT_PIN_PARAMS_ , uint64_t cpjit_p0, uint64_t cpjit_p1
+#define CPJIT_PIN_FIELDS_ uint64_t p0, p1;
+#define CPJIT_PIN_INIT_ , cpjit_p0, cpjit_p1
+#define CPJIT_PIN_ARGS_(S) , (S).p0, (S).p1
+#else
+#error "CPJIT_PIN_REGS must be 0 or 2"
+#endif
 
 /* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values. */
 typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp, uint64_t c0,
-                                         uint64_t c1, uint64_t c2);
+                                         uint64_t c1, uint64_t c2 CPJIT_PIN_PARAMS_);
 
-#define CPJIT_CACHED_NOTE_(IN, OUT, N) \
-  __attribute__((annotate("cpjit.cached " #IN "," #OUT "," #N)))
-#define CPJIT_CACHED_NOTE(IN, OUT, N) CPJIT_CACHED_NOTE_(IN, OUT, N)
+/* `cpjit.cached IN,OUT,N,P`: the states, the cache registers and the pinned registers. */
+#define CPJIT_CACHED_NOTE_(IN, OUT, N, P) \
+  __attribute__((annotate("cpjit.cached " #IN "," #OUT "," #N "," #P)))
+#define CPJIT_CACHED_NOTE(IN, OUT, N, P) CPJIT_CACHED_NOTE_(IN, OUT, N, P)
 #define CPJIT_CACHED_OP(NAME, IN, OUT)                                                 \
   _Static_assert((IN) >= 0 && (IN) <= CPJIT_CACHE_REGS && (OUT) >= 0 &&              \
                      (OUT) <= CPJIT_CACHE_REGS,                                       \
                  "cache states are 0 to CPJIT_CACHE_REGS");                          \
-  CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS) int64_t NAME(                  \
+  CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS, CPJIT_PIN_REGS) int64_t NAME(  \
       struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1, \
-      uint64_t cpjit_c2)
+      uint64_t cpjit_c2 CPJIT_PIN_PARAMS_)
 
 /* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1). */
 struct cpjit_stack {
   uint64_t *sp;
   uint64_t v0, v1, v2;
   int n;
+  CPJIT_PIN_FIELDS_
 };
 #define CPJIT_CACHE_INLINE static inline __attribute__((always_inline))
 
 /* Declares view S of the op's entry state IN (inside CPJIT_CACHED_OP). */
-#define CPJIT_STACK(S, IN) struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, (IN)}
+#define CPJIT_STACK(S, IN) \
+  struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, (IN) CPJIT_PIN_INIT_}
 
 /* Stores the bottom cached value to memory (the others move down one register). */
 CPJIT_CACHE_INLINE void cpjit_spill_bottom(struct cpjit_stack *s) {
@@ -278,7 +309,7 @@ CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s,
  * incoming register unchanged (it holds nothing, and passing it costs no instruction). */
 #define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
   (S).sp, (OUT) > 0 ? (S).v0 : cpjit_c0, (OUT) > 1 ? (S).v1 : cpjit_c1,           \
-      (OUT) > 2 ? (S).v2 : cpjit_c2
+      (OUT) > 2 ? (S).v2 : cpjit_c2 CPJIT_PIN_ARGS_(S)
 /* Continues (or jumps to target NAME) with view S settled to state OUT. Both settle first,
  * so an op that may jump or continue should settle once (cpjit_settle) before branching. */
 #define CPJIT_CONTINUE_CACHED(frame, S, OUT)                                   \

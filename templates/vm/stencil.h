@@ -36,8 +36,9 @@ CPJIT_DECLARE_NARROW(LOCAL1_AT, u16);
 #else
 #define VM_LOCAL_AT(NAME) ((uintptr_t)CPJIT_NARROW(NAME, u16))
 #endif
-#define LOCAL0 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL0_AT)))
-#define LOCAL1 (*(uint64_t *)((char *)frame + VM_LOCAL_AT(LOCAL1_AT)))
+#define VM_FRAME_LOCAL(NAME) (*(uint64_t *)((char *)frame + VM_LOCAL_AT(NAME)))
+#define LOCAL0 VM_FRAME_LOCAL(LOCAL0_AT)
+#define LOCAL1 VM_FRAME_LOCAL(LOCAL1_AT)
 /* COPY's and PUT's depth (ARG0, at most 65535): a narrow operand, so a cached member's
  * compiler knows its range. */
 CPJIT_DECLARE_NARROW(STACK_DEPTH, u16);

@@ -12,7 +12,8 @@
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
-//!   N`) takes N `i64` cached values after the pointers, and its IR must match its declared
+//!   N P`) takes N `i64` cached values after the pointers, then P pinned ones (`CPJIT_PIN_REGS`,
+//!   the JIT's registers: any op may read or set them, unchecked), and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
 //!   every continuation or jump gives registers below OUT a value and none past OUT, except
 //!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
@@ -55,7 +56,8 @@ pub struct IrFacts {
 pub const INSTANCE_DATA_ANNOTATION: &str = "cpjit.instance_data";
 
 /// The annotation prefix `CPJIT_CACHED_OP` (cpjit.h) puts on a cached op, followed by its
-/// entry state, exit state and number of cache registers: `cpjit.cached 1,2,3`.
+/// entry state, exit state, number of cache registers and of pinned registers:
+/// `cpjit.cached 1,2,3,0` (a fourth number absent means no pinned register).
 pub const CACHED_ANNOTATION: &str = "cpjit.cached ";
 
 /// The annotation `CPJIT_DECLARE_SPILLED_TARGET` (cpjit.h) puts on a jump-target hole that
@@ -71,33 +73,45 @@ struct CacheState {
     exit: usize,
     /// Cache registers of the convention (`CPJIT_CACHE_REGS`).
     registers: usize,
+    /// Pinned registers after them (`CPJIT_PIN_REGS`): the JIT's, passed by every op and
+    /// not checked here.
+    pinned: usize,
 }
 
 impl CacheState {
-    /// Parses the annotation's text after [`CACHED_ANNOTATION`]: three integers, the states
-    /// at most the register count.
+    /// Parses the annotation's text after [`CACHED_ANNOTATION`]: three or four integers, the
+    /// states at most the register count, then the pinned registers (0 if absent).
     fn parse(text: &str) -> Result<CacheState, String> {
         let fields: Vec<&str> = text.split(',').map(str::trim).collect();
         let number = |s: &str| s.parse::<usize>().ok();
-        match fields[..] {
-            [i, o, n] => match (number(i), number(o), number(n)) {
-                (Some(entry), Some(exit), Some(registers))
-                    if (1..=8).contains(&registers) && entry <= registers && exit <= registers =>
-                {
-                    Ok(CacheState {
-                        entry,
-                        exit,
-                        registers,
-                    })
-                }
-                _ => Err(format!(
-                    "declared cache state `IN = {i}, OUT = {o}` with {n} cache registers is not \
-                     two integer literals from 0 to the register count (CPJIT_CACHED_OP's IN \
-                     and OUT must expand to integers, e.g. a family's -DIN=2)"
-                )),
-            },
+        let (i, o, n, p) = match fields[..] {
+            [i, o, n] => (i, o, n, "0"),
+            [i, o, n, p] => (i, o, n, p),
+            _ => {
+                return Err(format!(
+                    "malformed cache-state annotation `{CACHED_ANNOTATION}{text}`"
+                ))
+            }
+        };
+        match (number(i), number(o), number(n), number(p)) {
+            (Some(entry), Some(exit), Some(registers), Some(pinned))
+                if (1..=8).contains(&registers)
+                    && entry <= registers
+                    && exit <= registers
+                    && pinned <= 4 =>
+            {
+                Ok(CacheState {
+                    entry,
+                    exit,
+                    registers,
+                    pinned,
+                })
+            }
             _ => Err(format!(
-                "malformed cache-state annotation `{CACHED_ANNOTATION}{text}`"
+                "declared cache state `IN = {i}, OUT = {o}` with {n} cache registers is not \
+                 two integer literals from 0 to the register count (CPJIT_CACHED_OP's IN \
+                 and OUT must expand to integers, e.g. a family's -DIN=2), or its pinned \
+                 registers `{p}` are not 0 to 4 (CPJIT_PIN_REGS)"
             )),
         }
     }
@@ -277,7 +291,7 @@ impl Validator<'_> {
         let mut params = vec![std::ptr::null_mut(); count];
         LLVMGetParamTypes(ty, params.as_mut_ptr());
         let want = self.manifest.parameters;
-        let cached = cache.map_or(0, |c| c.registers);
+        let cached = cache.map_or(0, |c| c.registers + c.pinned);
         if is_shim && cache.is_some() {
             self.error(
                 "the entry shim is declared with CPJIT_CACHED_OP, but it is called from native \
@@ -295,7 +309,7 @@ impl Validator<'_> {
                 .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind)
             && params[want.min(count)..].iter().all(|&p| is_i64(p));
         if let (Some(c), false) = (cache, params_ok && ret_ok) {
-            let wanted = [vec!["ptr"; want], vec!["i64"; c.registers]]
+            let wanted = [vec!["ptr"; want], vec!["i64"; c.registers + c.pinned]]
                 .concat()
                 .join(", ");
             self.error(format!(
@@ -368,7 +382,7 @@ impl Validator<'_> {
     ) {
         let first = self.manifest.parameters;
         let args = LLVMGetNumArgOperands(call) as usize;
-        if args != first + state.registers {
+        if args != first + state.registers + state.pinned {
             return; // clang's musttail check already requires the op's own signature.
         }
         let spilled = self

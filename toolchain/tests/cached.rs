@@ -56,3 +56,28 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
         );
     }
 }
+
+#[test]
+fn ops_with_pinned_registers_read_and_set_them_and_must_take_them_on_every_target() {
+    for target in all_targets() {
+        let out = tempfile::tempdir().unwrap();
+        let err = driver::build_stencils(&options(
+            set("cached_pinned"),
+            &[&target],
+            out.path(),
+            Cache::disabled(),
+        ))
+        .expect_err("the op without pinned parameters must be rejected")
+        .0;
+        let want = format!(
+            "{target}: op.c: stencil `op_no_pinned_parameters`: signature is `i64 (ptr, ptr, i64, \
+             i64, i64)` but the op is declared cached (CPJIT_CACHED_OP, IN = 0, OUT = 0), which \
+             requires `i64 (ptr, ptr, i64, i64, i64, i64, i64)`"
+        );
+        assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
+        assert!(
+            !err.contains("op_fine"),
+            "{target}: ops reading and setting pinned registers are accepted:\n{err}"
+        );
+    }
+}

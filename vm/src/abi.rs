@@ -46,7 +46,7 @@ pub struct VmList {
 
 /// `struct vm_inst`: a bytecode or a micro-op.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Inst {
     pub op: u32,
     pub target: u32,

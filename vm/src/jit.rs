@@ -12,6 +12,11 @@
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
 //! each lowering consistent before it is stitched.
 //!
+//! Pinned locals ([`crate::pinning`]): in a loop trace's body, up to two locals live in
+//! pinned registers that every cached member passes on; the lowering picks the members on
+//! those registers, puts `PIN`s at the body's entry and `UNPIN`s at the start of the body's
+//! exit stubs, and [`crate::pinning::check`] proves the protocol kept.
+//!
 //! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
 //! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
 //! the Apple AArch64 stencils in a Linux aarch64 process.
@@ -25,6 +30,7 @@
 
 use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
 use crate::ops;
+use crate::pinning::{self, Pinning, PIN_REGS};
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
@@ -85,6 +91,8 @@ pub struct Backend {
     /// Stencil index of each op (by op id), if the set has it.
     stencils: Vec<Option<usize>>,
     cached: CachedOps,
+    /// Loop bodies keep locals in pinned registers ([`crate::pinning`]; on by default).
+    pin_locals: bool,
 }
 
 /// Cache states: how many top-of-stack values are in registers (cpjit.h's
@@ -100,6 +108,14 @@ pub struct CachedOps {
     members: Vec<[Option<(usize, u8)>; STATES]>,
     /// By entry state: the stencil that spills that many cached values to memory.
     spills: [Option<usize>; STATES],
+    /// By op id, by pinned register, by entry state: the member that runs the op on the
+    /// local in that register (families `vm_pinned_*`) and its exit state.
+    pinned: Vec<[[Option<(usize, u8)>; STATES]; PIN_REGS]>,
+    /// By pinned register: the `PIN` and `UNPIN` stencils (family `vm_pin`).
+    pins: [Option<usize>; PIN_REGS],
+    unpins: [Option<usize>; PIN_REGS],
+    /// By stencil index: the pinned register of a member on a pinned local.
+    pinned_register: std::collections::HashMap<usize, usize>,
     /// (entry, exit) state of every cached stencil, by stencil index.
     states: std::collections::HashMap<usize, (u8, u8)>,
 }
@@ -110,6 +126,7 @@ impl CachedOps {
     pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
         let mut out = CachedOps {
             members: vec![[None; STATES]; ops::OPS.len()],
+            pinned: vec![[[None; STATES]; PIN_REGS]; ops::OPS.len()],
             ..CachedOps::default()
         };
         for family in cpjit_stencils::families(set)
@@ -118,11 +135,21 @@ impl CachedOps {
         {
             let at = format!("stencil set {}: family {}", set.target, family.name);
             let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
-            if names != ["IN", "OUT"] {
-                return Err(format!(
-                    "{at}: parameters {names:?}, expected the cache states [\"IN\", \"OUT\"]"
-                ));
-            }
+            let pinned_family = match names[..] {
+                ["IN", "OUT"] => false,
+                ["IN", "OUT", "PINNED"] => true,
+                _ => {
+                    return Err(format!(
+                        "{at}: parameters {names:?}, expected the cache states [\"IN\", \"OUT\"] \
+                         (and \"PINNED\", a pinned register, for a family on pinned locals)"
+                    ))
+                }
+            };
+            let registers = if pinned_family {
+                family.params[2].values.len()
+            } else {
+                1
+            };
             let state = |p: usize, v: usize| -> Result<u8, String> {
                 let text = family.params[p].values[v];
                 text.parse::<u8>()
@@ -131,11 +158,35 @@ impl CachedOps {
                     .ok_or_else(|| format!("{at}: cache state `{text}` is not 0 to 3"))
             };
             for (e, element) in family.elements.iter().enumerate() {
-                for i in 0..family.params[0].values.len() {
+                for (p, i) in (0..registers)
+                    .flat_map(|p| (0..family.params[0].values.len()).map(move |i| (p, i)))
+                {
                     let entry = state(0, i)?;
+                    let register = if pinned_family {
+                        let text = family.params[2].values[p];
+                        Some(
+                            text.parse::<usize>()
+                                .ok()
+                                .filter(|&r| r < PIN_REGS)
+                                .ok_or_else(|| {
+                                    format!(
+                                        "{at}: pinned register `{text}` is not 0 to {}",
+                                        PIN_REGS - 1
+                                    )
+                                })?,
+                        )
+                    } else {
+                        None
+                    };
                     let mut found = None;
                     for o in 0..family.params[1].values.len() {
-                        if let Some(stencil) = family.stencil(e, &[i, o]) {
+                        let values = [i, o, p];
+                        let values = if pinned_family {
+                            &values[..]
+                        } else {
+                            &values[..2]
+                        };
+                        if let Some(stencil) = family.stencil(e, values) {
                             if found.is_some() {
                                 return Err(format!(
                                     "{at}: {element} has more than one member entered with \
@@ -149,6 +200,37 @@ impl CachedOps {
                         continue;
                     };
                     out.states.insert(stencil, (entry, exit));
+                    if let Some(r) = register {
+                        match *element {
+                            "PIN" | "UNPIN" if (entry, exit) == (0, 0) => {
+                                let slot = if *element == "PIN" {
+                                    &mut out.pins[r]
+                                } else {
+                                    &mut out.unpins[r]
+                                };
+                                *slot = Some(stencil);
+                            }
+                            "PIN" | "UNPIN" => {
+                                return Err(format!(
+                                    "{at}: {element} of register {r} from {entry} cached values \
+                                     (PIN and UNPIN run with nothing cached)"
+                                ))
+                            }
+                            _ => {
+                                let op = ops::by_name(element)
+                                    .filter(|&op| pinning::runs_on_a_pinned_local(op))
+                                    .ok_or_else(|| {
+                                        format!(
+                                            "{at}: element {element} is not a VM op that runs on \
+                                             a pinned local"
+                                        )
+                                    })?;
+                                out.pinned[op as usize][r][entry as usize] = Some((stencil, exit));
+                                out.pinned_register.insert(stencil, r);
+                            }
+                        }
+                        continue;
+                    }
                     if *element == "SPILL" {
                         if exit != 0 {
                             return Err(format!("{at}: SPILL from {entry} ends in {exit}, not 0"));
@@ -174,6 +256,32 @@ impl CachedOps {
     pub fn states_of(&self, stencil: usize) -> (u8, u8) {
         self.states.get(&stencil).copied().unwrap_or((0, 0))
     }
+
+    /// Whether `stencil` is a register-cached member (it passes the pinned registers on).
+    pub fn is_cached(&self, stencil: usize) -> bool {
+        self.states.contains_key(&stencil)
+    }
+
+    /// The member of op `op` on the local in pinned register `register`, entered in state
+    /// `entry`: its stencil and exit state.
+    pub fn pinned_member(&self, op: u32, register: usize, entry: u8) -> Option<(usize, u8)> {
+        self.pinned.get(op as usize)?.get(register)?[entry as usize]
+    }
+
+    /// The pinned register a member on a pinned local runs on.
+    pub fn pinned_register_of(&self, stencil: usize) -> Option<usize> {
+        self.pinned_register.get(&stencil).copied()
+    }
+
+    /// The stencil that loads pinned register `register` from its local.
+    pub fn pin(&self, register: usize) -> Option<usize> {
+        *self.pins.get(register)?
+    }
+
+    /// The stencil that writes pinned register `register` back to its local.
+    pub fn unpin(&self, register: usize) -> Option<usize> {
+        *self.unpins.get(register)?
+    }
 }
 
 /// One instance of a lowered trace (the entry shim, instance 0, is not listed).
@@ -181,11 +289,13 @@ impl CachedOps {
 pub struct LoweredInstance {
     /// Index into the set's stencils.
     pub stencil: usize,
-    /// The micro-op it runs; `None` for a spill.
+    /// The micro-op it runs; `None` for a spill, `PIN` or `UNPIN`.
     pub uop: Option<usize>,
     /// Cached values on entry and on exit, as the lowering tracked them.
     pub entry: u8,
     pub exit: u8,
+    /// The local a `PIN` or `UNPIN` copies.
+    pub local: Option<u64>,
 }
 
 /// A trace lowered onto stencils: instance `k + 1` is `instances[k]`.
@@ -194,6 +304,24 @@ pub struct Lowering {
     pub instances: Vec<LoweredInstance>,
     /// The instance (index into the stitched trace, the shim being 0) of each micro-op.
     pub instance_of_uop: Vec<usize>,
+    /// By micro-op: the instance an exit into it enters, where that is an `UNPIN` before it
+    /// (an exit stub of a body with pinned locals); else its own instance.
+    pub exit_entry: Vec<Option<usize>>,
+    /// The first `PIN` of a loop body with pinned locals, where links into the body enter.
+    pub body_entry: Option<usize>,
+    /// The locals the loop body pins, by pinned register (empty: none).
+    pub pinned: Vec<u64>,
+}
+
+impl Lowering {
+    /// The instance an exit to micro-op `uop` jumps to.
+    pub fn exit_instance(&self, uop: usize) -> usize {
+        self.exit_entry
+            .get(uop)
+            .copied()
+            .flatten()
+            .unwrap_or(self.instance_of_uop[uop])
+    }
 }
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
@@ -218,7 +346,7 @@ pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
     }
 }
 
-fn falls_through(op: u32) -> bool {
+pub(crate) fn falls_through(op: u32) -> bool {
     !matches!(
         op,
         ops::op::EXIT_TRACE | ops::op::RETURN | ops::op::JUMP_TOP | ops::op::ENTER_EXECUTOR
@@ -284,7 +412,15 @@ impl Backend {
             set,
             stencils,
             cached,
+            pin_locals: true,
         })
+    }
+
+    /// Whether loop bodies keep locals in pinned registers ([`crate::pinning`]; on by
+    /// default): `Config::pin_locals`, `run --no-pin`.
+    pub fn with_pinned_locals(mut self, on: bool) -> Backend {
+        self.pin_locals = on;
+        self
     }
 
     /// The set's register-cached ops.
@@ -294,12 +430,36 @@ impl Backend {
 
     /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
     /// micro-op becomes the member entered in the current state where its op has one, else
-    /// a spill to state 0 (if anything is cached) and the uncached op. Jump targets (the loop
-    /// head, exit stubs) are entered in state 0.
+    /// a spill to state 0 (if anything is cached) and the member entered with nothing cached
+    /// or, if none, the uncached op. Jump targets (the loop head, exit stubs) are entered in
+    /// state 0. A loop body whose locals qualify keeps them in pinned registers
+    /// ([`crate::pinning`]); if one of its micro-ops has no cached stencil, it is lowered
+    /// without.
     pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
+        if self.pin_locals {
+            if let Some(pinning) = pinning::choose(trace, &self.cached) {
+                if let Some(lowering) = self.lower_with(trace, Some(&pinning))? {
+                    return Ok(lowering);
+                }
+            }
+        }
+        Ok(self
+            .lower_with(trace, None)?
+            .expect("a lowering without pinned locals always exists"))
+    }
+
+    /// [`Backend::lower`] with the given pinned locals; `None` when a body micro-op would need
+    /// an uncached stencil (it would lose the pinned registers).
+    fn lower_with(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+    ) -> Result<Option<Lowering>, String> {
         let targets = jump_targets(trace);
         let mut instances: Vec<LoweredInstance> = Vec::with_capacity(trace.uops.len() + 8);
         let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
+        let mut exit_entry = vec![None; trace.uops.len()];
+        let mut body_entry = None;
         let mut state = 0u8;
         let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
             if *state == 0 {
@@ -316,18 +476,67 @@ impl Backend {
                 uop: None,
                 entry: *state,
                 exit: 0,
+                local: None,
             });
             *state = 0;
             Ok::<(), String>(())
+        };
+        // PIN (or UNPIN) of every pinned register, with nothing cached.
+        let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
+            for (r, &local) in p.locals.iter().enumerate() {
+                let stencil = if unpin {
+                    self.cached.unpin(r)
+                } else {
+                    self.cached.pin(r)
+                };
+                instances.push(LoweredInstance {
+                    stencil: stencil.expect("pinning::choose checks PIN and UNPIN exist"),
+                    uop: None,
+                    entry: 0,
+                    exit: 0,
+                    local: Some(local),
+                });
+            }
         };
         for (i, u) in trace.uops.iter().enumerate() {
             if targets[i] {
                 spill(&mut instances, &mut state)?;
             }
-            let (stencil, entry, exit) = match self.cached.member(u.op, state) {
-                Some((stencil, exit)) => (stencil, state, exit),
-                None => {
+            let in_body = pinning.is_some_and(|p| p.body.contains(&i));
+            if let Some(p) = pinning {
+                if i == *p.body.start() {
                     spill(&mut instances, &mut state)?;
+                    body_entry = Some(instances.len() + 1);
+                    copies(&mut instances, p, false);
+                } else if p.stubs[i] {
+                    exit_entry[i] = Some(instances.len() + 1);
+                    copies(&mut instances, p, true);
+                }
+            }
+            let register = pinning.and_then(|p| p.register_of(trace, i));
+            let member = match register {
+                Some(r) => match self.cached.pinned_member(u.op, r, state) {
+                    Some(m) => Some(m),
+                    None => {
+                        spill(&mut instances, &mut state)?;
+                        match self.cached.pinned_member(u.op, r, 0) {
+                            Some(m) => Some(m),
+                            None => return Ok(None),
+                        }
+                    }
+                },
+                None => match self.cached.member(u.op, state) {
+                    Some(m) => Some(m),
+                    None => {
+                        spill(&mut instances, &mut state)?;
+                        self.cached.member(u.op, 0)
+                    }
+                },
+            };
+            let (stencil, entry, exit) = match member {
+                Some((stencil, exit)) => (stencil, state, exit),
+                None if in_body => return Ok(None),
+                None => {
                     let stencil = self.stencils[u.op as usize].ok_or_else(|| {
                         format!(
                             "stencil set {} has no stencil {} (micro-op {i})",
@@ -344,13 +553,17 @@ impl Backend {
                 uop: Some(i),
                 entry,
                 exit,
+                local: None,
             });
             state = if falls_through(u.op) { exit } else { 0 };
         }
-        Ok(Lowering {
+        Ok(Some(Lowering {
             instances,
             instance_of_uop,
-        })
+            exit_entry,
+            body_entry,
+            pinned: pinning.map(|p| p.locals.clone()).unwrap_or_default(),
+        }))
     }
 
     /// Checks `lowering` of `trace` against the set's families, independently of how it was
@@ -398,7 +611,13 @@ impl Backend {
                 }
                 next_uop += 1;
                 let op = trace.uops[u].op;
+                let on_pinned = self
+                    .cached
+                    .pinned_register_of(inst.stencil)
+                    .and_then(|r| self.cached.pinned_member(op, r, entry))
+                    .map(|m| m.0);
                 if self.cached.member(op, entry).map(|m| m.0) != Some(inst.stencil)
+                    && on_pinned != Some(inst.stencil)
                     && (entry != 0 || self.stencils[op as usize] != Some(inst.stencil))
                 {
                     return fail(
@@ -412,8 +631,16 @@ impl Backend {
                 }
             } else if self.cached.spills.get(entry as usize).copied().flatten()
                 != Some(inst.stencil)
+                && !(0..PIN_REGS).any(|r| {
+                    inst.local.is_some()
+                        && (self.cached.pin(r) == Some(inst.stencil)
+                            || self.cached.unpin(r) == Some(inst.stencil))
+                })
             {
-                return fail(k, "an instance without a micro-op that is no spill".into());
+                return fail(
+                    k,
+                    "an instance without a micro-op that is no spill, PIN or UNPIN".into(),
+                );
             }
         }
         if next_uop != trace.uops.len() {
@@ -431,7 +658,7 @@ impl Backend {
                 );
             }
         }
-        Ok(())
+        pinning::check(trace, lowering, &self.cached)
     }
 
     pub fn set(&self) -> &'static StencilSet<'static> {
@@ -455,8 +682,22 @@ impl Backend {
             let index = inst.stencil;
             let stencil = &self.set.stencils[index];
             let Some(i) = inst.uop else {
-                b.push(index, &[], &[])
-                    .map_err(|e| format!("spill ({}): {e}", stencil.name))?;
+                // A spill has no operand; PIN and UNPIN name their local like LOAD does.
+                let local = Inst {
+                    arg0: inst.local.unwrap_or(0),
+                    ..Inst::default()
+                };
+                let operands = stencil
+                    .operands
+                    .iter()
+                    .map(|name| {
+                        operand_value(name, &local).ok_or_else(|| {
+                            format!("stencil {} has an unknown operand {name}", stencil.name)
+                        })
+                    })
+                    .collect::<Result<Vec<u64>, String>>()?;
+                b.push(index, &operands, &[])
+                    .map_err(|e| format!("{}: {e}", stencil.name))?;
                 names.push(stencil.name);
                 continue;
             };
@@ -475,7 +716,10 @@ impl Backend {
                 .targets
                 .iter()
                 .map(|name| match *name {
-                    "JUMP_TARGET" | "EXIT_TARGET" => Ok(instance(u.target)),
+                    "JUMP_TARGET" => Ok(instance(u.target)),
+                    "EXIT_TARGET" => Ok(Target::Instance(InstanceId::from_index(
+                        lowering.exit_instance(u.target as usize),
+                    ))),
                     other => Err(format!(
                         "stencil {} has an unknown jump target {other}",
                         stencil.name
@@ -492,13 +736,15 @@ impl Backend {
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim);
-        let loop_body_address = trace
-            .loop_body_start()
-            .map(|at| compiled.entry(InstanceId::from_index(lowering.instance_of_uop[at])) as u64);
+        let loop_body_address = trace.loop_body_start().map(|at| {
+            let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
+            compiled.entry(InstanceId::from_index(entry)) as u64
+        });
         Ok(CompiledTrace {
             entry,
             names,
             loop_body_address,
+            pinned_locals: lowering.pinned.len(),
             code: Code::Stitched(compiled),
         })
     }
@@ -539,6 +785,8 @@ pub struct CompiledTrace {
     /// Where a peeled loop's body starts (stitched traces only), for links that skip the
     /// preamble ([`Trace::loop_body_entry`]).
     loop_body_address: Option<u64>,
+    /// How many locals the loop body keeps in pinned registers.
+    pinned_locals: usize,
     code: Code,
 }
 
@@ -581,6 +829,7 @@ impl CompiledTrace {
             entry,
             names: Vec::new(),
             loop_body_address: None,
+            pinned_locals: 0,
             code: Code::External {
                 body_address,
                 code_bytes,
@@ -616,6 +865,11 @@ impl CompiledTrace {
     /// ops' calling convention with nothing cached, like [`CompiledTrace::body_address`].
     pub fn loop_body_address(&self) -> Option<u64> {
         self.loop_body_address
+    }
+
+    /// How many locals the loop body keeps in pinned registers ([`crate::pinning`]).
+    pub fn pinned_locals(&self) -> usize {
+        self.pinned_locals
     }
 
     pub fn code_bytes(&self) -> usize {

@@ -15,6 +15,7 @@ pub mod inline;
 pub mod jit;
 pub mod ops;
 pub mod parser;
+pub mod pinning;
 mod stencil_sets;
 pub mod trace;
 pub mod value;

@@ -14,8 +14,9 @@ use std::time::Instant;
 const USAGE: &str = "usage: cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
                    [--perf-map] [--jitdump] [--gdb] [--unwind]
                    [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
-                   [--no-inline]
+                   [--no-inline] [--no-pin]
   --no-inline: traces call small pure functions instead of inlining them
+  --no-pin: loop traces keep every local in the frame (no pinned registers)
   CPJIT_STENCILS=<triple> picks the stencil set for jit mode (default: the host's)";
 
 fn main() -> ExitCode {
@@ -58,6 +59,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             "--unwind" => config.unwind = true,
             "--jitdump" => config.jitdump = true,
             "--no-inline" => config.inline_calls = false,
+            "--no-pin" => config.pin_locals = false,
             "--backedge-threshold" => config.backedge_threshold = number(a, it.next())?,
             "--call-threshold" => config.call_threshold = number(a, it.next())?,
             "--side-exit-threshold" => config.side_exit_threshold = number(a, it.next())?,
@@ -87,8 +89,8 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.traces, s.loop_traces, s.entry_traces, s.side_traces, s.compile_failures, s.recordings_abandoned
         );
         eprintln!(
-            "micro-ops stitched: {}, side exits taken: {}, executor runs: {}, invalidations: {}, links into loop bodies: {}",
-            s.uops, s.side_exits, s.executor_runs, s.invalidations, s.loop_body_links
+            "micro-ops stitched: {}, side exits taken: {}, executor runs: {}, invalidations: {}, links into loop bodies: {}, loops with pinned locals: {}",
+            s.uops, s.side_exits, s.executor_runs, s.invalidations, s.loop_body_links, s.pinned_loops
         );
         eprintln!(
             "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}, calls inlined: {}",

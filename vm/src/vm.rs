@@ -105,6 +105,9 @@ pub struct Config {
     /// Traces inline calls of small pure functions ([`crate::inline`]) instead of calling
     /// them (on by default; off, every call in a trace is a `CALL_JIT`).
     pub inline_calls: bool,
+    /// Copy-and-patch loop traces keep up to two locals of their body in registers
+    /// ([`crate::pinning`]; on by default; `run --no-pin` turns it off).
+    pub pin_locals: bool,
     /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
     /// stencils (`None`, the default); ignored in the other modes and by
     /// [`Vm::with_stencils`]. Its code must keep the stitched code's contract (see
@@ -151,6 +154,7 @@ impl Default for Config {
             jitdump: false,
             fail_compiles: false,
             inline_calls: true,
+            pin_locals: true,
             compiler: None,
         }
     }
@@ -185,6 +189,8 @@ pub struct Stats {
     /// Links from the end of a trace into a loop trace's body, past its preamble
     /// ([`crate::trace::Trace::loop_body_entry`]).
     pub loop_body_links: u64,
+    /// Loop traces whose body keeps locals in pinned registers ([`crate::pinning`]).
+    pub pinned_loops: u64,
 }
 
 /// What started an executor.
@@ -352,10 +358,10 @@ impl Vm {
             (Mode::Jit, Some(compiler)) => Some(compiler.clone()),
             (Mode::Jit, None) => {
                 let set = crate::jit::selected_set()?;
-                Some(Rc::new(crate::jit::Backend::with_options(
-                    set,
-                    config.jit_options(set),
-                )?))
+                Some(Rc::new(
+                    crate::jit::Backend::with_options(set, config.jit_options(set))?
+                        .with_pinned_locals(config.pin_locals),
+                ))
             }
             _ => None,
         };
@@ -369,7 +375,8 @@ impl Vm {
         set: &'static cpjit_model::StencilSet<'static>,
     ) -> Result<Vm, String> {
         config.mode = Mode::Jit;
-        let backend = crate::jit::Backend::with_options(set, config.jit_options(set))?;
+        let backend = crate::jit::Backend::with_options(set, config.jit_options(set))?
+            .with_pinned_locals(config.pin_locals);
         Ok(Vm::with_backend(program, config, Some(Rc::new(backend))))
     }
 

@@ -11,6 +11,7 @@ mod debug_flags;
 mod differential;
 mod examples;
 mod inlining;
+mod pinning;
 mod tierup;
 mod typed_paths;
 mod unwind_windows;

@@ -24,8 +24,24 @@
  *
  * SPILL (not an op of ops.def) stores the IN cached values: the trace compiler puts it
  * before every uncached op, exit and trace boundary.
+ *
+ * Pinned locals. Every member passes two pinned registers on (cpjit.h's CPJIT_PIN_REGS),
+ * in which a loop trace keeps up to two of its locals for the whole loop body (vm/src/jit.rs
+ * decides which, and where they are written back). A member compiled with -DPINNED=k (the
+ * families `vm_pinned_*`) is an op whose local LOCAL0 is pinned register k instead of the
+ * frame's slot: the same body of ops.def, so LOAD, STORE and INCREMENT_LOCAL_INT of a pinned
+ * local are written once. PIN and UNPIN (family `vm_pin`, not ops of ops.def) copy local
+ * LOCAL0 from the frame into pinned register k and back: at the loop body's entry, and at the
+ * start of every exit stub the body leaves through, so the interpreter always finds its
+ * locals in the frame.
  */
+#define CPJIT_PIN_REGS 2
 #include "../stencil.h"
+
+#ifdef PINNED
+#undef LOCAL0
+#define LOCAL0 VM_CAT(s.p, PINNED)
+#endif
 
 CPJIT_DECLARE_SPILLED_TARGET(EXIT);
 
@@ -98,4 +114,12 @@ CPJIT_CACHED_OP(op_vm_cached, IN, OUT) {
   }
 vm_case_SPILL:
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
+#ifdef PINNED
+vm_case_PIN:
+  LOCAL0 = VM_FRAME_LOCAL(LOCAL0_AT);
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+vm_case_UNPIN:
+  VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+#endif
 }

@@ -201,6 +201,7 @@ impl Vm {
             s.traces += 1;
             s.uops += trace.uops.len() as u64;
             s.inlined_calls += trace.inlined_calls;
+            s.pinned_loops += compiled.as_ref().is_some_and(|c| c.pinned_locals() > 0) as u64;
             s.code_bytes += compiled.as_ref().map_or(0, |c| c.code_bytes() as u64);
             match kind {
                 ExecutorKind::Loop { .. } => s.loop_traces += 1,

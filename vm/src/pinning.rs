@@ -1,0 +1,233 @@
+//! Pinned locals: a loop trace keeps up to [`PIN_REGS`] of its body's locals in registers
+//! from the body's entry to its back edge, so that a loop-carried value (a counter, a sum)
+//! never makes a round trip through the frame. Measured on `examples/sum.vm` before this
+//! existed, that round trip (a store, then the next iteration's load of the same slot) was
+//! most of an iteration's latency.
+//!
+//! The protocol (templates/vm/cached/ops.c, "Pinned locals"; cpjit.h's `CPJIT_PIN_REGS`):
+//! every register-cached member passes the pinned registers on; `PIN k` copies local
+//! `locals[k]` from the frame into pinned register k at the body's entry (before its first
+//! micro-op, so the back edge does not run it again); the body's `LOAD`, `STORE` and
+//! `INCREMENT_LOCAL_INT(_KNOWN)` of that local are the members compiled on the register
+//! (families `vm_pinned_*`); every exit stub the body leaves through starts with `UNPIN k`
+//! for every pinned register, which writes it back, so the interpreter, side traces and the
+//! frame-inspecting tools always find the locals in the frame.
+//!
+//! [`choose`] decides which locals, or none: a body qualifies when it has no jump but its
+//! back edge, nothing that can fail through a helper, and no exit stub shared with the
+//! preamble; a local qualifies when only those three ops name it in the body, at least twice.
+//! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
+//! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
+//! keeps the protocol, independently of how it was made.
+
+use crate::jit::{CachedOps, LoweredInstance, Lowering};
+use crate::ops::{self, op, OperandKind};
+use crate::trace::Trace;
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+
+/// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in templates/vm/cached/ops.c).
+pub const PIN_REGS: usize = 2;
+
+/// The locals a loop body keeps in pinned registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pinning {
+    /// The local in each pinned register (register k holds `locals[k]`).
+    pub locals: Vec<u64>,
+    /// The body's micro-ops: its first (the back edge's target) to its `JUMP_TOP`.
+    pub body: RangeInclusive<usize>,
+    /// By micro-op: whether it is an exit stub the body leaves through.
+    pub stubs: Vec<bool>,
+}
+
+impl Pinning {
+    /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
+    /// that runs on a pinned local.
+    pub fn register_of(&self, trace: &Trace, i: usize) -> Option<usize> {
+        let u = &trace.uops[i];
+        if !self.body.contains(&i) || !runs_on_a_pinned_local(u.op) {
+            return None;
+        }
+        self.locals.iter().position(|&l| l == u.arg0)
+    }
+}
+
+/// The ops that have members on a pinned local (families `vm_pinned_*`).
+pub fn runs_on_a_pinned_local(op: u32) -> bool {
+    matches!(
+        op,
+        op::LOAD | op::STORE | op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN
+    )
+}
+
+/// The locals `trace`'s loop body pins, if it has a body that qualifies and locals worth it
+/// (see the module doc); `None` when `cached` has no `PIN`/`UNPIN` stencils.
+pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
+    let start = trace.loop_body_start()?;
+    let end = (start..trace.body_len).find(|&i| {
+        let u = &trace.uops[i];
+        u.op == op::JUMP_TOP && u.target as usize == start
+    })?;
+    if end + 1 != trace.body_len {
+        return None;
+    }
+    let mut stubs = vec![false; trace.uops.len()];
+    let mut uses: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut named_otherwise = Vec::new();
+    for i in start..=end {
+        let u = &trace.uops[i];
+        let info = ops::info(u.op);
+        if (info.jumps && i != end) || info.fails {
+            return None;
+        }
+        if info.exits {
+            let t = u.target as usize;
+            if t < trace.body_len || t >= trace.uops.len() {
+                return None;
+            }
+            stubs[t] = true;
+        }
+        if runs_on_a_pinned_local(u.op) {
+            *uses.entry(u.arg0).or_default() += 1;
+        } else {
+            for (k, kind) in info.operands.iter().enumerate().take(2) {
+                if *kind == OperandKind::Local {
+                    named_otherwise.push([u.arg0, u.arg1][k]);
+                }
+            }
+        }
+    }
+    // A stub the preamble (or another stub) also jumps to would write back registers that
+    // hold nothing there.
+    for (i, u) in trace.uops.iter().enumerate() {
+        if !(start..=end).contains(&i) && ops::info(u.op).exits && stubs[u.target as usize] {
+            return None;
+        }
+    }
+    let mut candidates: Vec<(usize, u64)> = uses
+        .into_iter()
+        .filter(|&(l, n)| n >= 2 && !named_otherwise.contains(&l))
+        .map(|(l, n)| (n, l))
+        .collect();
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let locals: Vec<u64> = candidates.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
+    if locals.is_empty() || (0..locals.len()).any(|k| cached.pin(k).is_none()) {
+        return None;
+    }
+    Some(Pinning {
+        locals,
+        body: start..=end,
+        stubs,
+    })
+}
+
+/// Which pinned registers hold a local, and which: `live[k] = Some(local)`.
+type Live = [Option<u64>; PIN_REGS];
+
+/// Checks that `lowering` of `trace` keeps the pinned-register protocol, from the stencils
+/// it chose alone: a pinned member or `UNPIN` of register k runs only where k holds its
+/// local (after a `PIN k` on the fall-through path, or at the start of a stub every exit
+/// into which comes from where k is live); every exit from where registers are live enters
+/// a stub that begins by writing back exactly those registers, and no other exit does; a
+/// back edge enters an instance where the same registers are live; no uncached stencil runs
+/// while a register is live.
+pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(), String> {
+    let n = lowering.instances.len();
+    let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+    // Liveness along fall-through edges; stubs are entered by exits only.
+    let mut live_at: Vec<Live> = vec![[None; PIN_REGS]; n];
+    let mut live: Live = [None; PIN_REGS];
+    for (k, inst) in lowering.instances.iter().enumerate() {
+        let falls_in = k > 0 && falls_through_instance(trace, &lowering.instances[k - 1]);
+        if !falls_in {
+            live = [None; PIN_REGS];
+            // A stub's leading UNPINs hold what the exits into it say; checked below.
+            let mut j = k;
+            while let Some((r, local)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
+            {
+                live[r] = Some(local);
+                j += 1;
+            }
+        }
+        live_at[k] = live;
+        if let Some((r, local)) = pin_of(inst, cached) {
+            live[r] = Some(local);
+        }
+        if let Some((r, local)) = unpin_of(inst, cached) {
+            if live[r] != Some(local) {
+                return fail(
+                    k,
+                    format!(
+                        "UNPIN of register {r} (local {local}) where it does not hold that local"
+                    ),
+                );
+            }
+            // Written back: from here on the frame holds the local again.
+            live[r] = None;
+        }
+        if let Some(r) = cached.pinned_register_of(inst.stencil) {
+            let u = inst.uop.map(|u| trace.uops[u]);
+            if u.map(|u| live[r] != Some(u.arg0)).unwrap_or(true) {
+                return fail(k, format!("a member on pinned register {r} where it does not hold the micro-op's local"));
+            }
+        }
+        if live_at[k].iter().any(Option::is_some) && !cached.is_cached(inst.stencil) {
+            return fail(
+                k,
+                "an uncached stencil while locals are pinned (it loses the pinned registers)"
+                    .into(),
+            );
+        }
+        if !falls_through_instance(trace, inst) {
+            live = [None; PIN_REGS];
+        }
+    }
+    for (k, inst) in lowering.instances.iter().enumerate() {
+        let Some(i) = inst.uop else { continue };
+        let u = &trace.uops[i];
+        let info = ops::info(u.op);
+        let here = live_at[k];
+        if info.exits {
+            let t = lowering.exit_instance(u.target as usize) - 1;
+            let mut written: Live = [None; PIN_REGS];
+            let mut j = t;
+            while let Some((r, local)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
+            {
+                written[r] = Some(local);
+                j += 1;
+            }
+            if written != here {
+                return fail(k, format!("exits with pinned registers {here:?} into a stub that writes back {written:?}"));
+            }
+        }
+        if info.jumps {
+            let t = lowering.instance_of_uop[u.target as usize] - 1;
+            if live_at[t] != here {
+                return fail(
+                    k,
+                    format!(
+                        "jumps with pinned registers {here:?} to an instance entered with {:?}",
+                        live_at[t]
+                    ),
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether control goes on from `inst` to the next instance.
+fn falls_through_instance(trace: &Trace, inst: &LoweredInstance) -> bool {
+    inst.uop
+        .map_or(true, |u| crate::jit::falls_through(trace.uops[u].op))
+}
+
+fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, u64)> {
+    let r = (0..PIN_REGS).find(|&r| cached.pin(r) == Some(inst.stencil))?;
+    Some((r, inst.local?))
+}
+
+fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, u64)> {
+    let r = (0..PIN_REGS).find(|&r| cached.unpin(r) == Some(inst.stencil))?;
+    Some((r, inst.local?))
+}

@@ -1,0 +1,175 @@
+//! Pinned locals (vm/src/pinning.rs): loop bodies keep their hottest locals in registers,
+//! every way out of the body writes them back (side exits, errors raised by the
+//! interpreter after an exit, links of side traces back into the body), all modes agree, and
+//! the checker refuses a lowering that breaks the protocol.
+
+use crate::common;
+
+use common::{agree_with, eager, gen};
+use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use cpjit_vm::trace::Trace;
+use cpjit_vm::{Config, Mode, Vm};
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+
+/// Compiles with copy-and-patch after checking each lowering; keeps the lowerings.
+struct Keeping {
+    backend: Backend,
+    lowerings: RefCell<Vec<(Trace, Lowering)>>,
+}
+
+impl TraceCompiler for Keeping {
+    fn name(&self) -> &str {
+        "keeping"
+    }
+
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let lowering = self.backend.lower(trace)?;
+        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
+            panic!("lowering breaks the protocol: {e}\n{trace:?}\n{lowering:?}");
+        }
+        self.lowerings.borrow_mut().push((trace.clone(), lowering));
+        self.backend.compile(trace)
+    }
+}
+
+fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
+    let keeping = Rc::new(Keeping {
+        backend: Backend::host().expect("host stencils are linked"),
+        lowerings: RefCell::new(Vec::new()),
+    });
+    let vm = Vm::new(
+        cpjit_vm::parse(text).unwrap(),
+        Config {
+            compiler: Some(keeping.clone() as Rc<dyn TraceCompiler>),
+            ..eager(Mode::Jit)
+        },
+    )
+    .unwrap();
+    let result = vm.run();
+    let out = common::render(&vm, result);
+    (keeping, out)
+}
+
+fn example(name: &str, ext: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.{ext}")),
+    )
+    .unwrap()
+}
+
+#[test]
+fn loops_of_the_examples_pin_their_counters_and_give_the_same_output() {
+    for name in ["sum", "nested", "collatz", "mandelbrot", "sieve"] {
+        let text = example(name, "vm");
+        let (out, stats) = agree_with(&text, common::config, |_| {});
+        assert_eq!(out, example(name, "expected"), "examples/{name}.vm");
+        assert!(
+            stats.pinned_loops >= 1,
+            "{name}: no loop pinned a local: {stats:?}"
+        );
+        let (unpinned, stats) = agree_with(&text, common::config, |c| c.pin_locals = false);
+        assert_eq!(unpinned, out, "{name} with --no-pin");
+        assert_eq!(stats.pinned_loops, 0, "{name} with --no-pin: {stats:?}");
+    }
+}
+
+/// A loop whose body leaves at its 700th iteration (a guard the trace took the other way
+/// fails), raises an OverflowError at its end (the traceback lists the locals as the frame
+/// has them) and in between runs side traces that link back into the pinned body.
+const LEAVES_AND_RAISES: &str = "\
+func main()
+  locals i s t
+  const 0; store i
+  const 0; store s
+  const 0; store t
+loop:
+  load i; const 1000; lt; jump_if_false done
+  load s; load i; add; store s
+  load i; const 700; lt; jump_if_false late
+  jump next
+late:
+  load t; const 1; add; store t
+next:
+  load i; const 1; add; store i
+  jump loop
+done:
+  load i; print
+  load s; print
+  load t; print
+  const 0; store i
+big:
+  load s; const 68719476736; add; store s
+  load i; const 1; add; store i
+  jump big
+end
+";
+
+#[test]
+fn exits_and_errors_inside_a_pinned_body_see_every_local_written_back() {
+    let (out, stats) = agree_with(LEAVES_AND_RAISES, eager, |_| {});
+    assert!(out.starts_with("1000\n499500\n300\nerror: "), "{out}");
+    assert!(out.contains("OverflowError"), "{out}");
+    assert!(stats.pinned_loops >= 1, "{stats:?}");
+    assert!(stats.side_exits >= 1, "{stats:?}");
+    // The same rendering, traceback and locals included, without pinned locals.
+    let (unpinned, _) = agree_with(LEAVES_AND_RAISES, eager, |c| c.pin_locals = false);
+    assert_eq!(unpinned, out);
+}
+
+#[test]
+fn random_programs_agree_with_pinned_locals() {
+    let mut pinned = 0;
+    for seed in 0..60 {
+        let text = gen::program(seed);
+        let (out, stats) = agree_with(&text, eager, |_| {});
+        let (unpinned, _) = agree_with(&text, eager, |c| c.pin_locals = false);
+        assert_eq!(out, unpinned, "seed {seed}:\n{text}");
+        pinned += stats.pinned_loops;
+    }
+    assert!(pinned > 0, "no random program pinned a local");
+}
+
+#[test]
+fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
+    let (keeping, out) = lowerings_of(&example("sum", "vm"));
+    assert_eq!(out, example("sum", "expected"));
+    let backend = &keeping.backend;
+    let cached = backend.cached_ops();
+    let lowerings = keeping.lowerings.borrow();
+    let (trace, lowering) = lowerings
+        .iter()
+        .find(|(_, l)| !l.pinned.is_empty())
+        .expect("sum.vm's loop pins its locals");
+    backend.check_cache_states(trace, lowering).unwrap();
+
+    // An exit from the body straight to its EXIT_TRACE, past the write-back.
+    let stub = (0..trace.uops.len())
+        .find(|&u| lowering.exit_entry[u].is_some())
+        .expect("a stub of the body");
+    let mut skipped = lowering.clone();
+    skipped.exit_entry[stub] = None;
+    let err = backend.check_cache_states(trace, &skipped).unwrap_err();
+    assert!(err.contains("writes back"), "{err}");
+
+    // A preamble exit into a stub that writes back registers holding nothing.
+    let preamble_stub = trace.uops[..trace.loop_body_start().unwrap()]
+        .iter()
+        .find(|u| cpjit_vm::ops::info(u.op).exits)
+        .map(|u| u.target as usize)
+        .expect("the preamble has an exit");
+    let mut garbage = lowering.clone();
+    garbage.exit_entry[preamble_stub] = lowering.exit_entry[stub];
+    assert!(backend.check_cache_states(trace, &garbage).is_err());
+
+    // A member on a pinned register before the register is loaded: drop the PINs' effect by
+    // turning the first PIN into a spill-free UNPIN of the same register.
+    let first_pin = lowering.body_entry.unwrap() - 1;
+    let mut unloaded = lowering.clone();
+    let register = (0..2)
+        .find(|&r| cached.pin(r) == Some(lowering.instances[first_pin].stencil))
+        .unwrap();
+    unloaded.instances[first_pin].stencil = cached.unpin(register).unwrap();
+    assert!(backend.check_cache_states(trace, &unloaded).is_err());
+}
