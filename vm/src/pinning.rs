@@ -15,7 +15,8 @@
 //!
 //! [`choose`] decides which locals, or none: a body qualifies when it has no jump but its
 //! back edge, nothing that can fail through a helper, and no exit stub shared with the
-//! preamble; a local qualifies when only those three ops name it in the body, at least twice.
+//! preamble; a local qualifies when only those three ops name it in the body, and the locals
+//! the body writes (loop-carried) go first, then those it names most.
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
@@ -72,7 +73,8 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         return None;
     }
     let mut stubs = vec![false; trace.uops.len()];
-    let mut uses: BTreeMap<u64, usize> = BTreeMap::new();
+    // By local: (written in the body, micro-ops naming it).
+    let mut uses: BTreeMap<u64, (bool, usize)> = BTreeMap::new();
     let mut named_otherwise = Vec::new();
     for i in start..=end {
         let u = &trace.uops[i];
@@ -88,7 +90,9 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             stubs[t] = true;
         }
         if runs_on_a_pinned_local(u.op) {
-            *uses.entry(u.arg0).or_default() += 1;
+            let e = uses.entry(u.arg0).or_default();
+            e.0 |= u.op != op::LOAD;
+            e.1 += 1;
         } else {
             for (k, kind) in info.operands.iter().enumerate().take(2) {
                 if *kind == OperandKind::Local {
@@ -104,10 +108,12 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             return None;
         }
     }
-    let mut candidates: Vec<(usize, u64)> = uses
+    // Loop-carried locals (the body writes them) first: their store and the next
+    // iteration's load are what pinning takes off the critical path; then by uses.
+    let mut candidates: Vec<((bool, usize), u64)> = uses
         .into_iter()
-        .filter(|&(l, n)| n >= 2 && !named_otherwise.contains(&l))
-        .map(|(l, n)| (n, l))
+        .filter(|(l, _)| !named_otherwise.contains(l))
+        .map(|(l, w)| (w, l))
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let locals: Vec<u64> = candidates.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
