@@ -9,7 +9,7 @@ use crate::common;
 use common::{eager, gen};
 use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
 use cpjit_vm::trace::Trace;
-use cpjit_vm::{Config, Mode, Vm};
+use cpjit_vm::{Config, Mode};
 use std::cell::{Cell, RefCell};
 use std::path::Path;
 use std::rc::Rc;
@@ -55,20 +55,7 @@ fn checking() -> Rc<Checking> {
 }
 
 fn run_with(text: &str, compiler: &Rc<Checking>, base: Config) -> (String, cpjit_vm::Stats) {
-    let vm = Vm::new(
-        cpjit_vm::parse(text).unwrap(),
-        Config {
-            compiler: Some(compiler.clone() as Rc<dyn TraceCompiler>),
-            ..base
-        },
-    )
-    .unwrap();
-    let result = vm.run();
-    let mut out = vm.output();
-    if let Err(e) = result {
-        out.push_str(&format!("error: {e}\n"));
-    }
-    (out, vm.stats())
+    common::run_compiled(text, compiler.clone(), base)
 }
 
 #[test]

@@ -8,7 +8,7 @@ use crate::common;
 use common::{agree_with, eager, gen};
 use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
 use cpjit_vm::trace::Trace;
-use cpjit_vm::{Config, Mode, Vm};
+use cpjit_vm::Mode;
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
@@ -39,16 +39,7 @@ fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
         backend: Backend::host().expect("host stencils are linked"),
         lowerings: RefCell::new(Vec::new()),
     });
-    let vm = Vm::new(
-        cpjit_vm::parse(text).unwrap(),
-        Config {
-            compiler: Some(keeping.clone() as Rc<dyn TraceCompiler>),
-            ..eager(Mode::Jit)
-        },
-    )
-    .unwrap();
-    let result = vm.run();
-    let out = common::render(&vm, result);
+    let (out, _) = common::run_compiled(text, keeping.clone(), eager(Mode::Jit));
     (keeping, out)
 }
 

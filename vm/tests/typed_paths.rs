@@ -20,7 +20,7 @@ use common::{eager, run_traced, MODES};
 use cpjit_vm::jit::{Backend, CompiledTrace, TraceCompiler};
 use cpjit_vm::ops::op;
 use cpjit_vm::trace::Trace;
-use cpjit_vm::{Config, Mode, Vm};
+use cpjit_vm::Mode;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -56,19 +56,7 @@ fn recording() -> Rc<Recording> {
 /// Runs `text` in jit mode with a [`Recording`] compiler; its output (and error).
 fn record(text: &str) -> (Rc<Recording>, String) {
     let recording = recording();
-    let vm = Vm::new(
-        cpjit_vm::parse(text).unwrap(),
-        Config {
-            compiler: Some(recording.clone() as Rc<dyn TraceCompiler>),
-            ..eager(Mode::Jit)
-        },
-    )
-    .unwrap();
-    let result = vm.run();
-    let mut out = vm.output();
-    if let Err(e) = result {
-        out.push_str(&format!("error: {e}\n"));
-    }
+    let (out, _) = common::run_compiled(text, recording.clone(), eager(Mode::Jit));
     (recording, out)
 }
 

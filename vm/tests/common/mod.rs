@@ -39,6 +39,27 @@ pub fn run_traced(text: &str, config: Config) -> String {
     render(&vm, result)
 }
 
+/// [`run`] in `base`'s mode with `compiler` compiling the traces: the output (and error
+/// line), and the statistics.
+pub fn run_compiled(
+    text: &str,
+    compiler: std::rc::Rc<dyn cpjit_vm::jit::TraceCompiler>,
+    base: Config,
+) -> (String, Stats) {
+    let program = cpjit_vm::parse(text).unwrap_or_else(|e| panic!("parse error {e} in\n{text}"));
+    let config = Config {
+        compiler: Some(compiler),
+        ..base
+    };
+    let vm = Vm::new(program, config).unwrap_or_else(|e| panic!("cannot create the VM: {e}"));
+    let result = vm.run();
+    let mut out = vm.output();
+    if let Err(e) = result {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    (out, vm.stats())
+}
+
 pub fn config(mode: Mode) -> Config {
     Config {
         mode,
