@@ -211,19 +211,28 @@ impl Arena {
         }
     }
 
-    /// Cuts `block` into consecutive blocks that start at `starts` (code and data offsets
-    /// into `block`, increasing, the first `(0, 0)`, each a multiple of [`GRANULE`]) and
-    /// together cover it; each is then freed (or shrunk) on its own, as a block of its own.
-    pub fn split(&self, block: Block, starts: &[(usize, usize)]) -> Vec<Block> {
-        debug_assert_eq!(starts.first(), Some(&(0, 0)));
-        let mut blocks = Vec::with_capacity(starts.len());
-        for (i, &(code, data)) in starts.iter().enumerate() {
-            let (code_end, data_end) = starts
-                .get(i + 1)
-                .copied()
-                .unwrap_or((block.code_len, block.data_len));
+    /// Cuts `block` into `count` consecutive blocks, block `i` starting at `start(i)`
+    /// (code and data offsets into `block`, increasing, the first `(0, 0)`, each a multiple
+    /// of [`GRANULE`]), which together cover it, and returns `make` of each; each is then
+    /// freed (or shrunk) on its own, as a block of its own.
+    pub fn split<T>(
+        &self,
+        block: Block,
+        count: usize,
+        start: impl Fn(usize) -> (usize, usize),
+        mut make: impl FnMut(Block) -> T,
+    ) -> Vec<T> {
+        debug_assert!(count > 0 && start(0) == (0, 0));
+        let mut out = Vec::with_capacity(count);
+        let (mut code, mut data) = start(0);
+        for i in 0..count {
+            let (code_end, data_end) = if i + 1 < count {
+                start(i + 1)
+            } else {
+                (block.code_len, block.data_len)
+            };
             debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
-            blocks.push(Block {
+            out.push(make(Block {
                 chunk: block.chunk,
                 code_offset: block.code_offset + code,
                 code_len: code_end - code,
@@ -232,12 +241,13 @@ impl Arena {
                 code_rx: block.code_rx + code,
                 data: block.data + data,
                 source: block.source,
-            });
+            }));
+            (code, data) = (code_end, data_end);
         }
-        if blocks.len() > 1 {
-            self.lock().stats.traces += blocks.len() - 1;
+        if count > 1 {
+            self.lock().stats.traces += count - 1;
         }
-        blocks
+        out
     }
 
     pub fn free(&self, block: &Block) {

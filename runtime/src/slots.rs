@@ -34,11 +34,17 @@ struct Entry {
 }
 
 impl SlotTable {
-    /// Empties the table (keeping its memory). Must come before the first lookup.
+    /// Empties the table (keeping its memory). Must come before the first lookup. Costs
+    /// nothing when the table is already empty (most traces use no GOT slot or veneer).
+    #[inline]
     pub fn reset(&mut self) {
-        if self.entries.is_empty() {
-            self.entries = vec![Entry::default(); 64];
+        // Generation 0 is that of a fresh table's default entries: never current.
+        if self.used != 0 || self.generation == 0 {
+            self.next_generation();
         }
+    }
+
+    fn next_generation(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             // After 2^32 traces: old entries could look current again.

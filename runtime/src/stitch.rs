@@ -29,7 +29,7 @@ use crate::slots::SlotTable;
 use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
 use crate::Error;
 use cpjit_isa::x86_64 as x86;
-use cpjit_model::{Hole, HoleKind, Section};
+use cpjit_model::{HoleKind, Section};
 use std::cell::RefCell;
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
@@ -56,7 +56,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
             .map_err(Error::Map)?;
         write(&view, &layout, &mut trace, writer.bytes(), scratch)?;
         writer.publish().map_err(Error::Map)?;
-        settle(b.jit, &mut trace, layout, view.offsets, scratch);
+        settle(b.jit, &mut trace, &layout, view.offsets, scratch);
         b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
         trace.debug = crate::debug::register(b, &trace)?;
         Ok(trace)
@@ -65,9 +65,18 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
 
 /// [`finish`] for the traces of a [`TraceBatch`](crate::TraceBatch): the same stages,
 /// with one allocation cut into a block per trace, one writable view of all their code
-/// (one `pwrite` on Linux) and one instruction-cache flush.
-pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<Vec<Trace>, Error> {
-    if views.is_empty() {
+/// (one `pwrite` on Linux) and one instruction-cache flush. `view(i)` is trace `i` of the
+/// `count`.
+pub(crate) fn finish_batch<'a, 'j, 's>(
+    jit: &'j Jit<'s>,
+    count: usize,
+    view: impl Fn(usize) -> View<'a, 'j, 's>,
+) -> Result<Vec<Trace>, Error>
+where
+    'j: 'a,
+    's: 'a,
+{
+    if count == 0 {
         return Ok(Vec::new());
     }
     let in_batch = |trace: usize| {
@@ -77,48 +86,48 @@ pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<
         }
     };
     SCRATCH.with_borrow_mut(|scratch| {
-        let mut layouts = Vec::with_capacity(views.len());
-        for (i, v) in views.iter().enumerate() {
-            layouts.push(sizes(v).map_err(in_batch(i))?);
+        let mut layouts = Vec::with_capacity(count);
+        for i in 0..count {
+            layouts.push(sizes(&view(i)).map_err(in_batch(i))?);
         }
         let placed = place_batch(jit, &mut layouts);
-        let mut traces = allocate_batch(jit, &placed)?;
+        let mut traces = allocate_batch(jit, &placed, &layouts)?;
         let (first, code_len) = (&traces[0].block, placed.code_len);
         let mut writer = first
             .source
             .open(first.code_offset, code_len)
             .map_err(Error::Map)?;
         let code = writer.bytes();
-        for (i, ((v, layout), trace)) in views.iter().zip(&layouts).zip(&mut traces).enumerate() {
-            let at = placed.starts[i].0;
+        for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
+            let at = layout.code_at;
             let mine = &mut code[at..at + trace.code_len];
-            write(v, layout, trace, mine, scratch).map_err(in_batch(i))?;
+            let v = view(i);
+            write(&v, layout, trace, mine, scratch).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
+            trace.instance_offsets = Offsets::new(v.offsets);
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
         // and write, which this batch's write must not overwrite.
-        for ((trace, layout), v) in traces.iter_mut().zip(layouts).zip(views) {
-            let (veneers, got_slots) = (trace.veneers, trace.got_slots);
-            settle_counts(jit, trace, layout, v.offsets, veneers, got_slots);
+        for (trace, layout) in traces.iter_mut().zip(&layouts) {
+            settle_sizes(jit, trace, layout);
         }
         jit.flusher.flush(traces[0].block.code_rx, code_len);
         if jit.debug.any() {
-            for (i, (v, trace)) in views.iter().zip(&mut traces).enumerate() {
+            for (i, trace) in traces.iter_mut().enumerate() {
                 trace.debug =
-                    crate::debug::register(&v.to_builder(), trace).map_err(in_batch(i))?;
+                    crate::debug::register(&view(i).to_builder(), trace).map_err(in_batch(i))?;
             }
         }
         Ok(traces)
     })
 }
 
-/// Where each trace of a batch goes in the batch's code and data blocks.
+/// Where the traces of a batch go together: the sizes and alignments of the batch's code
+/// and data blocks (each trace's offsets into them are in its [`Sizes`]).
 struct BatchPlacement {
-    /// Each trace's (code, data) offset into the blocks.
-    starts: Vec<(usize, usize)>,
     code_len: usize,
     data_len: usize,
     code_align: usize,
@@ -130,7 +139,6 @@ struct BatchPlacement {
 fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
     let total: usize = layouts.iter().map(|l| l.code_len + l.data_len).sum();
     let mut p = BatchPlacement {
-        starts: Vec::with_capacity(layouts.len()),
         code_len: 0,
         data_len: 0,
         code_align: GRANULE,
@@ -141,11 +149,10 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
         l.reserve_internal(total, jit);
         let (code_size, data_size) = l.reserved_sizes(jit);
         let (code_align, data_align) = (l.code_align.max(GRANULE), l.data_align.max(GRANULE));
-        let code_at = round_up(p.code_len, code_align);
-        let data_at = round_up(p.data_len, data_align);
-        p.starts.push((code_at, data_at));
-        p.code_len = code_at + round_up(code_size.max(1), GRANULE);
-        p.data_len = data_at + round_up(data_size, GRANULE);
+        l.code_at = round_up(p.code_len, code_align);
+        l.data_at = round_up(p.data_len, data_align);
+        p.code_len = l.code_at + round_up(code_size.max(1), GRANULE);
+        p.data_len = l.data_at + round_up(data_size, GRANULE);
         p.code_align = p.code_align.max(code_align);
         p.data_align = p.data_align.max(data_align);
     }
@@ -154,15 +161,19 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
 
 /// Stage 2 of a batch: one allocation, cut into a block per trace; from here on, dropping
 /// the traces (on an error) frees it.
-fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error> {
+fn allocate_batch(
+    jit: &Jit<'_>,
+    p: &BatchPlacement,
+    layouts: &[Sizes],
+) -> Result<Vec<Trace>, Error> {
     let block = jit
         .arena
         .alloc(p.code_len, p.code_align, p.data_len, p.data_align)?;
-    let traces = jit
-        .arena
-        .split(block, &p.starts)
-        .into_iter()
-        .map(|block| Trace {
+    let traces = jit.arena.split(
+        block,
+        layouts.len(),
+        |i| (layouts[i].code_at, layouts[i].data_at),
+        |block| Trace {
             arena: jit.arena.clone(),
             instance_offsets: Offsets::new(&[]),
             veneers: 0,
@@ -173,8 +184,8 @@ fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error
             debug: None,
             shim: None,
             block,
-        })
-        .collect();
+        },
+    );
     Ok(traces)
 }
 
@@ -273,29 +284,31 @@ impl Layout {
 }
 
 /// The GOT slots and veneers a trace's [`Layout`] has counted, by what they are known by
-/// ([`Key`]): symbols by id (two bits per symbol of the set: GOT slot, veneer), operand
-/// values in a [`SlotTable`] per kind. Kept with the builder's vectors from trace to trace.
+/// ([`Key`]): symbols by id, operand values by value, in a [`SlotTable`] per kind (only
+/// whether a key is new is used). Kept with the builder's vectors from trace to trace;
+/// starting a trace costs nothing while no trace has counted anything.
 #[derive(Default)]
 pub(crate) struct Counted {
-    bits: Vec<u64>,
-    symbols: usize,
-    got_values: SlotTable,
-    veneer_values: SlotTable,
+    got: SlotTable,
+    veneers: SlotTable,
 }
 
 impl Counted {
-    /// Forgets everything, for a set of `symbols` symbols.
-    pub fn reset(&mut self, symbols: usize) {
-        self.symbols = symbols;
-        self.bits.clear();
-        self.bits.resize((2 * symbols).div_ceil(64), 0);
-        self.got_values.reset();
-        self.veneer_values.reset();
+    /// Forgets everything.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.got.reset();
+        self.veneers.reset();
     }
 
     /// Whether `need`'s GOT slot or veneer is counted for the first time in this trace.
     #[inline]
     fn first(&mut self, need: &Need, operands: &[u64]) -> bool {
+        let table = if need.got {
+            &mut self.got
+        } else {
+            &mut self.veneers
+        };
         match need.key {
             Key::Unknown => true,
             Key::Operand {
@@ -303,27 +316,11 @@ impl Counted {
                 part,
                 bias,
             } => {
-                let value = part.of(operands[operand as usize]).wrapping_add(bias);
-                let table = if need.got {
-                    &mut self.got_values
-                } else {
-                    &mut self.veneer_values
-                };
-                table.slot(value).1
+                table
+                    .slot(part.of(operands[operand as usize]).wrapping_add(bias))
+                    .1
             }
-            Key::Symbol(id) => {
-                let bit = id as usize + if need.got { 0 } else { self.symbols };
-                let (word, mask) = (bit / 64, 1u64 << (bit % 64));
-                match self.bits.get_mut(word) {
-                    Some(w) if *w & mask != 0 => false,
-                    Some(w) => {
-                        *w |= mask;
-                        true
-                    }
-                    // Not sized for this set (never: builders reset it): count each hole.
-                    None => true,
-                }
-            }
+            Key::Symbol(id) => table.slot_of_id(id).1,
         }
     }
 }
@@ -343,8 +340,9 @@ struct Sizes {
     veneer_bound: u32,
     /// See [`Layout::internal`].
     internal: u32,
-    /// The jump to the continuation, appended after the last instance.
-    tail: Option<Hole>,
+    /// Where the trace's code and data start in its batch's blocks (0 alone).
+    code_at: usize,
+    data_at: usize,
 }
 
 impl Sizes {
@@ -404,16 +402,14 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
     let mut code_len = l.code_len as usize;
     // The toolchain removed the last instance's trailing jump; if the trace continues
     // somewhere, put a jump there back (for a fall-through and for its continue holes).
-    let tail = b.continuation.map(|to| {
-        let hole = jit.facts.tail_hole(code_len as u32);
+    if let Some(to) = b.continuation {
         code_len += jit.facts.tail_jump.len();
         veneer_bound = veneer_bound.saturating_add(1);
         if matches!(to, Target::Address(_)) {
             let p = &jit.programs[last.stencil as usize];
             veneer_bound = veneer_bound.saturating_add(p.continue_needs as u32);
         }
-        hole
-    });
+    }
     Ok(Sizes {
         instances_end: l.code_len as usize,
         code_len,
@@ -423,7 +419,8 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
         got_bound: l.got_bound.min(u32::MAX / 16),
         veneer_bound: veneer_bound.min(u32::MAX / 16),
         internal: l.internal.min(u32::MAX / 16),
-        tail,
+        code_at: 0,
+        data_at: 0,
     })
 }
 
@@ -515,7 +512,9 @@ fn write(
         }
     }
     w.data[data_end..layout.got_base()].fill(0);
-    if let (Some(tail), Some(target)) = (layout.tail, b.continuation) {
+    if let Some(target) = b.continuation {
+        // The jump to the continuation, appended after the last instance.
+        let tail = jit.facts.tail_hole(layout.instances_end as u32);
         let at = tail.offset as usize - jit.facts.tail_hole_offset as usize;
         w.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
         let n = b.instances.len();
@@ -546,36 +545,24 @@ fn write(
 
 /// Stage 4 (after the code is published): returns unused veneer and GOT space to the arena
 /// and records what the trace uses. The caller then flushes the instruction cache.
-fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: Sizes, offsets: &[u32], scratch: &Scratch) {
-    settle_counts(
-        jit,
-        trace,
-        layout,
-        offsets,
-        scratch.veneers.len(),
-        scratch.got.len(),
-    );
+fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes, offsets: &[u32], scratch: &Scratch) {
+    trace.veneers = scratch.veneers.len();
+    trace.got_slots = scratch.got.len();
+    trace.instance_offsets = Offsets::new(offsets);
+    settle_sizes(jit, trace, layout);
 }
 
-fn settle_counts(
-    jit: &Jit<'_>,
-    trace: &mut Trace,
-    layout: Sizes,
-    offsets: &[u32],
-    veneers: usize,
-    got_slots: usize,
-) {
-    trace.veneers = veneers;
-    trace.code_len = if veneers == 0 {
+/// The sizes of what the trace uses (after its veneer and GOT slot counts are set),
+/// returning the rest to the arena.
+fn settle_sizes(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
+    trace.code_len = if trace.veneers == 0 {
         layout.code_len
     } else {
-        layout.veneer_base() + veneers * jit.facts.veneer_size
+        layout.veneer_base() + trace.veneers * jit.facts.veneer_size
     };
-    trace.got_slots = got_slots;
-    trace.data_len = layout.got_base() + 8 * got_slots;
+    trace.data_len = layout.got_base() + 8 * trace.got_slots;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = Offsets::new(offsets);
 }
 
 /// Why a step failed, before the stencil name is attached.
