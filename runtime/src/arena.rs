@@ -188,12 +188,18 @@ impl Arena {
 
     /// Returns the code bytes past `code_len` and the data bytes past `data_len` (each
     /// rounded up to the granule) to the arena.
+    /// Inline: most traces use all they reserved, and then this is a comparison.
+    #[inline]
     pub fn shrink(&self, block: &mut Block, code_len: usize, data_len: usize) {
         let code_len = round_up(code_len.max(1), GRANULE);
         let data_len = round_up(data_len, GRANULE);
         if code_len >= block.code_len && data_len >= block.data_len {
             return;
         }
+        self.give_back(block, code_len, data_len);
+    }
+
+    fn give_back(&self, block: &mut Block, code_len: usize, data_len: usize) {
         let mut inner = self.lock();
         let Inner { chunks, stats } = &mut *inner;
         let chunk = &mut chunks[block.chunk];
