@@ -229,27 +229,28 @@ impl Arena {
         mut make: impl FnMut(Block) -> T,
     ) -> Vec<T> {
         debug_assert!(count > 0 && start(0) == (0, 0));
-        let mut out = Vec::with_capacity(count);
-        let (mut code, mut data) = start(0);
-        for i in 0..count {
-            let (code_end, data_end) = if i + 1 < count {
-                start(i + 1)
-            } else {
-                (block.code_len, block.data_len)
-            };
-            debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
-            out.push(make(Block {
-                chunk: block.chunk,
-                code_offset: block.code_offset + code,
-                code_len: code_end - code,
-                data_offset: block.data_offset + data,
-                data_len: data_end - data,
-                code_rx: block.code_rx + code,
-                data: block.data + data,
-                source: block.source,
-            }));
-            (code, data) = (code_end, data_end);
-        }
+        // Collected from a range (exact length): each value is built in its place.
+        let out: Vec<T> = (0..count)
+            .map(|i| {
+                let (code, data) = start(i);
+                let (code_end, data_end) = if i + 1 < count {
+                    start(i + 1)
+                } else {
+                    (block.code_len, block.data_len)
+                };
+                debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
+                make(Block {
+                    chunk: block.chunk,
+                    code_offset: block.code_offset + code,
+                    code_len: code_end - code,
+                    data_offset: block.data_offset + data,
+                    data_len: data_end - data,
+                    code_rx: block.code_rx + code,
+                    data: block.data + data,
+                    source: block.source,
+                })
+            })
+            .collect();
         if count > 1 {
             self.lock().stats.traces += count - 1;
         }
