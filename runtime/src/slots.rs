@@ -165,6 +165,30 @@ mod tests {
         assert_eq!(t.slot_of_id(u16::MAX), (1, true));
     }
 
+    /// A reset of a table nothing was put in since the last one changes nothing, and what
+    /// was put in before that stays forgotten.
+    #[test]
+    fn a_reset_of_an_unused_table_is_free_and_forgets_nothing_twice() {
+        let mut t = SlotTable::default();
+        t.reset();
+        assert_eq!(
+            t.generation, 1,
+            "a fresh table's default entries are never current"
+        );
+        assert_eq!(t.slot(7), (0, true));
+        assert_eq!(t.slot_of_id(2), (1, true));
+        t.reset();
+        let generation = t.generation;
+        t.reset();
+        assert_eq!(
+            t.generation, generation,
+            "nothing was used: no new generation"
+        );
+        assert_eq!(t.slot(7), (0, true));
+        assert_eq!(t.slot_of_id(2), (1, true));
+        assert_eq!(t.len(), 2);
+    }
+
     #[test]
     fn many_colliding_keys_stay_distinct() {
         let mut t = SlotTable::default();
