@@ -46,21 +46,26 @@ thread_local! {
 
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let view = b.view();
-    SCRATCH.with_borrow_mut(|scratch| {
-        let mut layout = sizes(&view)?;
-        layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-        let mut trace = allocate(b.jit, &layout)?;
-        let mut writer = trace
-            .block
-            .code_writer(trace.code_len)
-            .map_err(Error::Map)?;
-        write(&view, &layout, &mut trace, writer.bytes(), scratch)?;
-        writer.publish().map_err(Error::Map)?;
-        settle(b.jit, &mut trace, &layout, view.offsets, scratch);
-        b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
-        trace.debug = crate::debug::register(b, &trace)?;
-        Ok(trace)
-    })
+    let mut layout = sizes(&view)?;
+    layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
+    let mut trace = allocate(b.jit, &layout)?;
+    let mut writer = trace
+        .block
+        .code_writer(trace.code_len)
+        .map_err(Error::Map)?;
+    // Only the write borrows the scratch tables (the trace is not moved in and out of
+    // the closure: a tenth of a 10-instance trace's instructions were such moves).
+    let slots = SCRATCH.with_borrow_mut(|scratch| {
+        write(&view, &layout, &mut trace, writer.bytes(), scratch)
+            .map(|()| (scratch.veneers.len(), scratch.got.len()))
+    })?;
+    writer.publish().map_err(Error::Map)?;
+    (trace.veneers, trace.got_slots) = slots;
+    trace.instance_offsets = Offsets::new(view.offsets);
+    settle(b.jit, &mut trace, &layout);
+    b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
+    trace.debug = crate::debug::register(b, &trace)?;
+    Ok(trace)
 }
 
 /// [`finish`] for the traces of a [`TraceBatch`](crate::TraceBatch): the same stages,
@@ -112,7 +117,7 @@ where
         // Only once published: shrinking frees memory that another thread may then take
         // and write, which this batch's write must not overwrite.
         for (trace, layout) in traces.iter_mut().zip(&layouts) {
-            settle_sizes(jit, trace, layout);
+            settle(jit, trace, layout);
         }
         jit.flusher.flush(traces[0].block.code_rx, code_len);
         if jit.debug.any() {
@@ -543,18 +548,10 @@ fn write(
     Ok(())
 }
 
-/// Stage 4 (after the code is published): returns unused veneer and GOT space to the arena
-/// and records what the trace uses. The caller then flushes the instruction cache.
-fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes, offsets: &[u32], scratch: &Scratch) {
-    trace.veneers = scratch.veneers.len();
-    trace.got_slots = scratch.got.len();
-    trace.instance_offsets = Offsets::new(offsets);
-    settle_sizes(jit, trace, layout);
-}
-
-/// The sizes of what the trace uses (after its veneer and GOT slot counts are set),
-/// returning the rest to the arena.
-fn settle_sizes(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
+/// Stage 4 (after the code is published, and the trace's veneer and GOT slot counts are
+/// set): records the sizes of what the trace uses and returns the rest of its reserve to
+/// the arena. The caller then flushes the instruction cache.
+fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
     trace.code_len = if trace.veneers == 0 {
         layout.code_len
     } else {
