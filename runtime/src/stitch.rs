@@ -46,7 +46,8 @@ thread_local! {
 
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let view = b.view();
-    let mut layout = sizes(&view)?;
+    check(&view)?;
+    let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
     let mut trace = allocate(b.jit, &layout)?;
     let mut writer = trace
@@ -93,7 +94,9 @@ where
     SCRATCH.with_borrow_mut(|scratch| {
         let mut layouts = Vec::with_capacity(count);
         for i in 0..count {
-            layouts.push(sizes(&view(i)).map_err(in_batch(i))?);
+            let v = view(i);
+            check(&v).map_err(in_batch(i))?;
+            layouts.push(sizes(&v));
         }
         let placed = place_batch(jit, &mut layouts);
         let mut traces = allocate_batch(jit, &placed, &layouts)?;
@@ -377,11 +380,10 @@ impl Sizes {
     }
 }
 
-/// Completes the layout the pushes made: the trace is not empty, does not run off its
-/// end, is not too large; the last instance's continuation and the tail jump are counted.
-fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
-    let jit = b.jit;
-    let set = jit.set;
+/// Checks what only the whole trace tells: it is not empty, does not run off its end,
+/// is not too large.
+fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
+    let set = b.jit.set;
     let n = b.instances.len();
     let Some(last) = b.instances.last() else {
         return Err(Error::EmptyTrace);
@@ -403,6 +405,16 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
             data_bytes: l.data_len,
         });
     }
+    Ok(())
+}
+
+/// Completes the layout the pushes made of a trace that passed [`check`]: the last
+/// instance's continuation and the tail jump are counted. (Infallible, so that the result
+/// is built in its place rather than moved out of a `Result`.)
+#[inline]
+fn sizes(b: &View<'_, '_, '_>) -> Sizes {
+    let jit = b.jit;
+    let l = &b.layout;
     let mut veneer_bound = l.veneer_bound;
     let mut code_len = l.code_len as usize;
     // The toolchain removed the last instance's trailing jump; if the trace continues
@@ -410,12 +422,12 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
     if let Some(to) = b.continuation {
         code_len += jit.facts.tail_jump.len();
         veneer_bound = veneer_bound.saturating_add(1);
-        if matches!(to, Target::Address(_)) {
+        if let (Target::Address(_), Some(last)) = (to, b.instances.last()) {
             let p = &jit.programs[last.stencil as usize];
             veneer_bound = veneer_bound.saturating_add(p.continue_needs as u32);
         }
     }
-    Ok(Sizes {
+    Sizes {
         instances_end: l.code_len as usize,
         code_len,
         data_len: l.data_len as usize,
@@ -426,7 +438,7 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
         internal: l.internal.min(u32::MAX / 16),
         code_at: 0,
         data_at: 0,
-    })
+    }
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
