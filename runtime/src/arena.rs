@@ -284,6 +284,13 @@ impl Inner {
         } else {
             block.data_offset + block.data_len
         };
+        // The common case once a chunk is warm: nothing to commit, only to count.
+        if block.code_offset + block.code_len <= before.0 && data_end <= before.1 {
+            self.stats.code_used += block.code_len;
+            self.stats.data_used += block.data_len;
+            self.stats.traces += 1;
+            return Ok(block);
+        }
         let result = region.commit(block.code_offset + block.code_len, data_end);
         self.stats.code_mapped += region.code_committed - before.0;
         self.stats.data_mapped += region.data_committed - before.1;
