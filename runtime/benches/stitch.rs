@@ -11,7 +11,11 @@
 //! (one size only when `INSTANCES` is given, e.g. under `valgrind --tool=callgrind`;
 //! `--batch` stitches each round's traces as batches of 100 through `Jit::batch`, like the
 //! peer bench's batch rows, so that a profile shows what a trace of a batch costs; `--alias`
-//! writes code through a persistent alias, `CodeWrites::PersistentAlias`, Linux only).
+//! writes code through a persistent alias, `CodeWrites::PersistentAlias`, Linux only;
+//! `--batch --one-batch` times one batch per round, each after the previous round's traces
+//! were dropped, as the peer bench's batch rows do; `--cold` writes 64 MiB before each
+//! timed round, so that it starts with the stitcher's code and tables out of the caches,
+//! as after the peer bench's Cranelift runs).
 //!
 //! On x86_64 Linux it stitches the generated stencil set's test ops
 //! (`templates/testing/holes.c`) in the bench's own `straight` recipe (`bench/src/
@@ -173,6 +177,9 @@ fn stitch_batch(jit: &Jit<'_>, steps: &[Step], count: usize) -> Vec<Trace> {
     batch.finish().unwrap()
 }
 
+/// Bytes written before each timed round in `--cold` mode: more than the caches hold.
+const COLD_BYTES: usize = 64 << 20;
+
 /// Traces per batch in `--batch` mode (the peer bench's batch rows use 100 too).
 const BATCH_TRACES: usize = 100;
 
@@ -217,6 +224,8 @@ fn main() {
     let rounds = numbers.first().copied().unwrap_or(21);
     let batched = std::env::args().any(|a| a == "--batch");
     let alias = std::env::args().any(|a| a == "--alias");
+    let one_batch = batched && std::env::args().any(|a| a == "--one-batch");
+    let cold = std::env::args().any(|a| a == "--cold");
     let sizes: Vec<usize> = match numbers.get(1) {
         Some(&n) => vec![n],
         None => vec![10, 100, 1_000, 10_000],
@@ -254,6 +263,9 @@ fn main() {
         if batched {
             batch = batch.next_multiple_of(BATCH_TRACES);
         }
+        if one_batch {
+            batch = BATCH_TRACES;
+        }
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         let source = vec![0x90u8; code_bytes];
         let mut sink = vec![0u8; code_bytes];
@@ -267,7 +279,14 @@ fn main() {
             .collect();
         let (mut stitch_ns, mut copy_ns, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
         let (mut pieces_ns, mut cpu_ns) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
+        let mut thrash_buffer = vec![0u8; if cold { COLD_BYTES } else { 0 }];
+        for round in 0..rounds {
+            if cold {
+                // Evicts the stitcher's code and tables from the caches, as a peer compiler
+                // run between two timed batches does.
+                thrash_buffer.fill(round as u8);
+                black_box(&mut thrash_buffer);
+            }
             let cpu = thread_cpu_ns();
             let start = Instant::now();
             if batched {

@@ -188,12 +188,18 @@ impl Arena {
 
     /// Returns the code bytes past `code_len` and the data bytes past `data_len` (each
     /// rounded up to the granule) to the arena.
+    /// Inline: most traces use all they reserved, and then this is a comparison.
+    #[inline]
     pub fn shrink(&self, block: &mut Block, code_len: usize, data_len: usize) {
         let code_len = round_up(code_len.max(1), GRANULE);
         let data_len = round_up(data_len, GRANULE);
         if code_len >= block.code_len && data_len >= block.data_len {
             return;
         }
+        self.give_back(block, code_len, data_len);
+    }
+
+    fn give_back(&self, block: &mut Block, code_len: usize, data_len: usize) {
         let mut inner = self.lock();
         let Inner { chunks, stats } = &mut *inner;
         let chunk = &mut chunks[block.chunk];
@@ -211,33 +217,44 @@ impl Arena {
         }
     }
 
-    /// Cuts `block` into consecutive blocks that start at `starts` (code and data offsets
-    /// into `block`, increasing, the first `(0, 0)`, each a multiple of [`GRANULE`]) and
-    /// together cover it; each is then freed (or shrunk) on its own, as a block of its own.
-    pub fn split(&self, block: Block, starts: &[(usize, usize)]) -> Vec<Block> {
-        debug_assert_eq!(starts.first(), Some(&(0, 0)));
-        let mut blocks = Vec::with_capacity(starts.len());
-        for (i, &(code, data)) in starts.iter().enumerate() {
-            let (code_end, data_end) = starts
-                .get(i + 1)
-                .copied()
-                .unwrap_or((block.code_len, block.data_len));
-            debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
-            blocks.push(Block {
-                chunk: block.chunk,
-                code_offset: block.code_offset + code,
-                code_len: code_end - code,
-                data_offset: block.data_offset + data,
-                data_len: data_end - data,
-                code_rx: block.code_rx + code,
-                data: block.data + data,
-                source: block.source,
-            });
+    /// Cuts `block` into `count` consecutive blocks, block `i` starting at `start(i)`
+    /// (code and data offsets into `block`, increasing, the first `(0, 0)`, each a multiple
+    /// of [`GRANULE`]), which together cover it, and returns `make` of each; each is then
+    /// freed (or shrunk) on its own, as a block of its own.
+    pub fn split<T>(
+        &self,
+        block: Block,
+        count: usize,
+        start: impl Fn(usize) -> (usize, usize),
+        mut make: impl FnMut(Block) -> T,
+    ) -> Vec<T> {
+        debug_assert!(count > 0 && start(0) == (0, 0));
+        // Collected from a range (exact length): each value is built in its place.
+        let out: Vec<T> = (0..count)
+            .map(|i| {
+                let (code, data) = start(i);
+                let (code_end, data_end) = if i + 1 < count {
+                    start(i + 1)
+                } else {
+                    (block.code_len, block.data_len)
+                };
+                debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
+                make(Block {
+                    chunk: block.chunk,
+                    code_offset: block.code_offset + code,
+                    code_len: code_end - code,
+                    data_offset: block.data_offset + data,
+                    data_len: data_end - data,
+                    code_rx: block.code_rx + code,
+                    data: block.data + data,
+                    source: block.source,
+                })
+            })
+            .collect();
+        if count > 1 {
+            self.lock().stats.traces += count - 1;
         }
-        if blocks.len() > 1 {
-            self.lock().stats.traces += blocks.len() - 1;
-        }
-        blocks
+        out
     }
 
     pub fn free(&self, block: &Block) {
@@ -267,6 +284,13 @@ impl Inner {
         } else {
             block.data_offset + block.data_len
         };
+        // The common case once a chunk is warm: nothing to commit, only to count.
+        if block.code_offset + block.code_len <= before.0 && data_end <= before.1 {
+            self.stats.code_used += block.code_len;
+            self.stats.data_used += block.data_len;
+            self.stats.traces += 1;
+            return Ok(block);
+        }
         let result = region.commit(block.code_offset + block.code_len, data_end);
         self.stats.code_mapped += region.code_committed - before.0;
         self.stats.data_mapped += region.data_committed - before.1;

@@ -34,11 +34,17 @@ struct Entry {
 }
 
 impl SlotTable {
-    /// Empties the table (keeping its memory). Must come before the first lookup.
+    /// Empties the table (keeping its memory). Must come before the first lookup. Costs
+    /// nothing when the table is already empty (most traces use no GOT slot or veneer).
+    #[inline]
     pub fn reset(&mut self) {
-        if self.entries.is_empty() {
-            self.entries = vec![Entry::default(); 64];
+        // Generation 0 is that of a fresh table's default entries: never current.
+        if self.used != 0 || self.generation == 0 {
+            self.next_generation();
         }
+    }
+
+    fn next_generation(&mut self) {
         self.generation = self.generation.wrapping_add(1);
         if self.generation == 0 {
             // After 2^32 traces: old entries could look current again.
@@ -157,6 +163,30 @@ mod tests {
         assert_eq!(t.slot_of_id(5), (0, true));
         // Given in generation 1, before the wrap.
         assert_eq!(t.slot_of_id(u16::MAX), (1, true));
+    }
+
+    /// A reset of a table nothing was put in since the last one changes nothing, and what
+    /// was put in before that stays forgotten.
+    #[test]
+    fn a_reset_of_an_unused_table_is_free_and_forgets_nothing_twice() {
+        let mut t = SlotTable::default();
+        t.reset();
+        assert_eq!(
+            t.generation, 1,
+            "a fresh table's default entries are never current"
+        );
+        assert_eq!(t.slot(7), (0, true));
+        assert_eq!(t.slot_of_id(2), (1, true));
+        t.reset();
+        let generation = t.generation;
+        t.reset();
+        assert_eq!(
+            t.generation, generation,
+            "nothing was used: no new generation"
+        );
+        assert_eq!(t.slot(7), (0, true));
+        assert_eq!(t.slot_of_id(2), (1, true));
+        assert_eq!(t.len(), 2);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use crate::slots::SlotTable;
 use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
 use crate::Error;
 use cpjit_isa::x86_64 as x86;
-use cpjit_model::{Hole, HoleKind, Section};
+use cpjit_model::{HoleKind, Section};
 use std::cell::RefCell;
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
@@ -46,28 +46,43 @@ thread_local! {
 
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let view = b.view();
-    SCRATCH.with_borrow_mut(|scratch| {
-        let mut layout = sizes(&view)?;
-        layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-        let mut trace = allocate(b.jit, &layout)?;
-        let mut writer = trace
-            .block
-            .code_writer(trace.code_len)
-            .map_err(Error::Map)?;
-        write(&view, &layout, &mut trace, writer.bytes(), scratch)?;
-        writer.publish().map_err(Error::Map)?;
-        settle(b.jit, &mut trace, layout, view.offsets, scratch);
-        b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
-        trace.debug = crate::debug::register(b, &trace)?;
-        Ok(trace)
-    })
+    check(&view)?;
+    let mut layout = sizes(&view);
+    layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
+    let mut trace = allocate(b.jit, &layout)?;
+    let mut writer = trace
+        .block
+        .code_writer(trace.code_len)
+        .map_err(Error::Map)?;
+    // Only the write borrows the scratch tables (the trace is not moved in and out of
+    // the closure: a tenth of a 10-instance trace's instructions were such moves).
+    let slots = SCRATCH.with_borrow_mut(|scratch| {
+        write(&view, &layout, &mut trace, writer.bytes(), scratch)
+            .map(|()| (scratch.veneers.len(), scratch.got.len()))
+    })?;
+    writer.publish().map_err(Error::Map)?;
+    (trace.veneers, trace.got_slots) = slots;
+    trace.instance_offsets = Offsets::new(view.offsets);
+    settle(b.jit, &mut trace, &layout);
+    b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
+    trace.debug = crate::debug::register(b, &trace)?;
+    Ok(trace)
 }
 
 /// [`finish`] for the traces of a [`TraceBatch`](crate::TraceBatch): the same stages,
 /// with one allocation cut into a block per trace, one writable view of all their code
-/// (one `pwrite` on Linux) and one instruction-cache flush.
-pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<Vec<Trace>, Error> {
-    if views.is_empty() {
+/// (one `pwrite` on Linux) and one instruction-cache flush. `view(i)` is trace `i` of the
+/// `count`.
+pub(crate) fn finish_batch<'a, 'j, 's>(
+    jit: &'j Jit<'s>,
+    count: usize,
+    view: impl Fn(usize) -> View<'a, 'j, 's>,
+) -> Result<Vec<Trace>, Error>
+where
+    'j: 'a,
+    's: 'a,
+{
+    if count == 0 {
         return Ok(Vec::new());
     }
     let in_batch = |trace: usize| {
@@ -77,48 +92,50 @@ pub(crate) fn finish_batch(jit: &Jit<'_>, views: &[View<'_, '_, '_>]) -> Result<
         }
     };
     SCRATCH.with_borrow_mut(|scratch| {
-        let mut layouts = Vec::with_capacity(views.len());
-        for (i, v) in views.iter().enumerate() {
-            layouts.push(sizes(v).map_err(in_batch(i))?);
+        let mut layouts = Vec::with_capacity(count);
+        for i in 0..count {
+            let v = view(i);
+            check(&v).map_err(in_batch(i))?;
+            layouts.push(sizes(&v));
         }
         let placed = place_batch(jit, &mut layouts);
-        let mut traces = allocate_batch(jit, &placed)?;
+        let mut traces = allocate_batch(jit, &placed, &layouts)?;
         let (first, code_len) = (&traces[0].block, placed.code_len);
         let mut writer = first
             .source
             .open(first.code_offset, code_len)
             .map_err(Error::Map)?;
         let code = writer.bytes();
-        for (i, ((v, layout), trace)) in views.iter().zip(&layouts).zip(&mut traces).enumerate() {
-            let at = placed.starts[i].0;
+        for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
+            let at = layout.code_at;
             let mine = &mut code[at..at + trace.code_len];
-            write(v, layout, trace, mine, scratch).map_err(in_batch(i))?;
+            let v = view(i);
+            write(&v, layout, trace, mine, scratch).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
+            trace.instance_offsets = Offsets::new(v.offsets);
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
         // and write, which this batch's write must not overwrite.
-        for ((trace, layout), v) in traces.iter_mut().zip(layouts).zip(views) {
-            let (veneers, got_slots) = (trace.veneers, trace.got_slots);
-            settle_counts(jit, trace, layout, v.offsets, veneers, got_slots);
+        for (trace, layout) in traces.iter_mut().zip(&layouts) {
+            settle(jit, trace, layout);
         }
         jit.flusher.flush(traces[0].block.code_rx, code_len);
         if jit.debug.any() {
-            for (i, (v, trace)) in views.iter().zip(&mut traces).enumerate() {
+            for (i, trace) in traces.iter_mut().enumerate() {
                 trace.debug =
-                    crate::debug::register(&v.to_builder(), trace).map_err(in_batch(i))?;
+                    crate::debug::register(&view(i).to_builder(), trace).map_err(in_batch(i))?;
             }
         }
         Ok(traces)
     })
 }
 
-/// Where each trace of a batch goes in the batch's code and data blocks.
+/// Where the traces of a batch go together: the sizes and alignments of the batch's code
+/// and data blocks (each trace's offsets into them are in its [`Sizes`]).
 struct BatchPlacement {
-    /// Each trace's (code, data) offset into the blocks.
-    starts: Vec<(usize, usize)>,
     code_len: usize,
     data_len: usize,
     code_align: usize,
@@ -130,7 +147,6 @@ struct BatchPlacement {
 fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
     let total: usize = layouts.iter().map(|l| l.code_len + l.data_len).sum();
     let mut p = BatchPlacement {
-        starts: Vec::with_capacity(layouts.len()),
         code_len: 0,
         data_len: 0,
         code_align: GRANULE,
@@ -141,11 +157,10 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
         l.reserve_internal(total, jit);
         let (code_size, data_size) = l.reserved_sizes(jit);
         let (code_align, data_align) = (l.code_align.max(GRANULE), l.data_align.max(GRANULE));
-        let code_at = round_up(p.code_len, code_align);
-        let data_at = round_up(p.data_len, data_align);
-        p.starts.push((code_at, data_at));
-        p.code_len = code_at + round_up(code_size.max(1), GRANULE);
-        p.data_len = data_at + round_up(data_size, GRANULE);
+        l.code_at = round_up(p.code_len, code_align);
+        l.data_at = round_up(p.data_len, data_align);
+        p.code_len = l.code_at + round_up(code_size.max(1), GRANULE);
+        p.data_len = l.data_at + round_up(data_size, GRANULE);
         p.code_align = p.code_align.max(code_align);
         p.data_align = p.data_align.max(data_align);
     }
@@ -154,15 +169,19 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
 
 /// Stage 2 of a batch: one allocation, cut into a block per trace; from here on, dropping
 /// the traces (on an error) frees it.
-fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error> {
+fn allocate_batch(
+    jit: &Jit<'_>,
+    p: &BatchPlacement,
+    layouts: &[Sizes],
+) -> Result<Vec<Trace>, Error> {
     let block = jit
         .arena
         .alloc(p.code_len, p.code_align, p.data_len, p.data_align)?;
-    let traces = jit
-        .arena
-        .split(block, &p.starts)
-        .into_iter()
-        .map(|block| Trace {
+    let traces = jit.arena.split(
+        block,
+        layouts.len(),
+        |i| (layouts[i].code_at, layouts[i].data_at),
+        |block| Trace {
             arena: jit.arena.clone(),
             instance_offsets: Offsets::new(&[]),
             veneers: 0,
@@ -173,8 +192,8 @@ fn allocate_batch(jit: &Jit<'_>, p: &BatchPlacement) -> Result<Vec<Trace>, Error
             debug: None,
             shim: None,
             block,
-        })
-        .collect();
+        },
+    );
     Ok(traces)
 }
 
@@ -273,29 +292,31 @@ impl Layout {
 }
 
 /// The GOT slots and veneers a trace's [`Layout`] has counted, by what they are known by
-/// ([`Key`]): symbols by id (two bits per symbol of the set: GOT slot, veneer), operand
-/// values in a [`SlotTable`] per kind. Kept with the builder's vectors from trace to trace.
+/// ([`Key`]): symbols by id, operand values by value, in a [`SlotTable`] per kind (only
+/// whether a key is new is used). Kept with the builder's vectors from trace to trace;
+/// starting a trace costs nothing while no trace has counted anything.
 #[derive(Default)]
 pub(crate) struct Counted {
-    bits: Vec<u64>,
-    symbols: usize,
-    got_values: SlotTable,
-    veneer_values: SlotTable,
+    got: SlotTable,
+    veneers: SlotTable,
 }
 
 impl Counted {
-    /// Forgets everything, for a set of `symbols` symbols.
-    pub fn reset(&mut self, symbols: usize) {
-        self.symbols = symbols;
-        self.bits.clear();
-        self.bits.resize((2 * symbols).div_ceil(64), 0);
-        self.got_values.reset();
-        self.veneer_values.reset();
+    /// Forgets everything.
+    #[inline]
+    pub fn reset(&mut self) {
+        self.got.reset();
+        self.veneers.reset();
     }
 
     /// Whether `need`'s GOT slot or veneer is counted for the first time in this trace.
     #[inline]
     fn first(&mut self, need: &Need, operands: &[u64]) -> bool {
+        let table = if need.got {
+            &mut self.got
+        } else {
+            &mut self.veneers
+        };
         match need.key {
             Key::Unknown => true,
             Key::Operand {
@@ -303,27 +324,11 @@ impl Counted {
                 part,
                 bias,
             } => {
-                let value = part.of(operands[operand as usize]).wrapping_add(bias);
-                let table = if need.got {
-                    &mut self.got_values
-                } else {
-                    &mut self.veneer_values
-                };
-                table.slot(value).1
+                table
+                    .slot(part.of(operands[operand as usize]).wrapping_add(bias))
+                    .1
             }
-            Key::Symbol(id) => {
-                let bit = id as usize + if need.got { 0 } else { self.symbols };
-                let (word, mask) = (bit / 64, 1u64 << (bit % 64));
-                match self.bits.get_mut(word) {
-                    Some(w) if *w & mask != 0 => false,
-                    Some(w) => {
-                        *w |= mask;
-                        true
-                    }
-                    // Not sized for this set (never: builders reset it): count each hole.
-                    None => true,
-                }
-            }
+            Key::Symbol(id) => table.slot_of_id(id).1,
         }
     }
 }
@@ -343,8 +348,9 @@ struct Sizes {
     veneer_bound: u32,
     /// See [`Layout::internal`].
     internal: u32,
-    /// The jump to the continuation, appended after the last instance.
-    tail: Option<Hole>,
+    /// Where the trace's code and data start in its batch's blocks (0 alone).
+    code_at: usize,
+    data_at: usize,
 }
 
 impl Sizes {
@@ -374,11 +380,10 @@ impl Sizes {
     }
 }
 
-/// Completes the layout the pushes made: the trace is not empty, does not run off its
-/// end, is not too large; the last instance's continuation and the tail jump are counted.
-fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
-    let jit = b.jit;
-    let set = jit.set;
+/// Checks what only the whole trace tells: it is not empty, does not run off its end,
+/// is not too large.
+fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
+    let set = b.jit.set;
     let n = b.instances.len();
     let Some(last) = b.instances.last() else {
         return Err(Error::EmptyTrace);
@@ -400,21 +405,29 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
             data_bytes: l.data_len,
         });
     }
+    Ok(())
+}
+
+/// Completes the layout the pushes made of a trace that passed [`check`]: the last
+/// instance's continuation and the tail jump are counted. (Infallible, so that the result
+/// is built in its place rather than moved out of a `Result`.)
+#[inline]
+fn sizes(b: &View<'_, '_, '_>) -> Sizes {
+    let jit = b.jit;
+    let l = &b.layout;
     let mut veneer_bound = l.veneer_bound;
     let mut code_len = l.code_len as usize;
     // The toolchain removed the last instance's trailing jump; if the trace continues
     // somewhere, put a jump there back (for a fall-through and for its continue holes).
-    let tail = b.continuation.map(|to| {
-        let hole = jit.facts.tail_hole(code_len as u32);
+    if let Some(to) = b.continuation {
         code_len += jit.facts.tail_jump.len();
         veneer_bound = veneer_bound.saturating_add(1);
-        if matches!(to, Target::Address(_)) {
+        if let (Target::Address(_), Some(last)) = (to, b.instances.last()) {
             let p = &jit.programs[last.stencil as usize];
             veneer_bound = veneer_bound.saturating_add(p.continue_needs as u32);
         }
-        hole
-    });
-    Ok(Sizes {
+    }
+    Sizes {
         instances_end: l.code_len as usize,
         code_len,
         data_len: l.data_len as usize,
@@ -423,8 +436,9 @@ fn sizes(b: &View<'_, '_, '_>) -> Result<Sizes, Error> {
         got_bound: l.got_bound.min(u32::MAX / 16),
         veneer_bound: veneer_bound.min(u32::MAX / 16),
         internal: l.internal.min(u32::MAX / 16),
-        tail,
-    })
+        code_at: 0,
+        data_at: 0,
+    }
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
@@ -515,7 +529,9 @@ fn write(
         }
     }
     w.data[data_end..layout.got_base()].fill(0);
-    if let (Some(tail), Some(target)) = (layout.tail, b.continuation) {
+    if let Some(target) = b.continuation {
+        // The jump to the continuation, appended after the last instance.
+        let tail = jit.facts.tail_hole(layout.instances_end as u32);
         let at = tail.offset as usize - jit.facts.tail_hole_offset as usize;
         w.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
         let n = b.instances.len();
@@ -544,38 +560,18 @@ fn write(
     Ok(())
 }
 
-/// Stage 4 (after the code is published): returns unused veneer and GOT space to the arena
-/// and records what the trace uses. The caller then flushes the instruction cache.
-fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: Sizes, offsets: &[u32], scratch: &Scratch) {
-    settle_counts(
-        jit,
-        trace,
-        layout,
-        offsets,
-        scratch.veneers.len(),
-        scratch.got.len(),
-    );
-}
-
-fn settle_counts(
-    jit: &Jit<'_>,
-    trace: &mut Trace,
-    layout: Sizes,
-    offsets: &[u32],
-    veneers: usize,
-    got_slots: usize,
-) {
-    trace.veneers = veneers;
-    trace.code_len = if veneers == 0 {
+/// Stage 4 (after the code is published, and the trace's veneer and GOT slot counts are
+/// set): records the sizes of what the trace uses and returns the rest of its reserve to
+/// the arena. The caller then flushes the instruction cache.
+fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
+    trace.code_len = if trace.veneers == 0 {
         layout.code_len
     } else {
-        layout.veneer_base() + veneers * jit.facts.veneer_size
+        layout.veneer_base() + trace.veneers * jit.facts.veneer_size
     };
-    trace.got_slots = got_slots;
-    trace.data_len = layout.got_base() + 8 * got_slots;
+    trace.data_len = layout.got_base() + 8 * trace.got_slots;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
-    trace.instance_offsets = Offsets::new(offsets);
 }
 
 /// Why a step failed, before the stencil name is attached.

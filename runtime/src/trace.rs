@@ -97,7 +97,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             .ok()
             .flatten()
             .unwrap_or_default();
-        spare.counted.reset(jit.set.symbols.len());
+        spare.counted.reset();
         TraceBuilder {
             jit,
             instances: std::mem::take(&mut spare.instances),
@@ -393,7 +393,7 @@ impl<'j, 's> TraceBatch<'j, 's> {
             continuation: b.continuation.take(),
             layout: std::mem::take(&mut b.layout),
         });
-        b.spare.counted.reset(b.jit.set.symbols.len());
+        b.spare.counted.reset();
         b.start = end;
         self.open = false;
     }
@@ -404,23 +404,20 @@ impl<'j, 's> TraceBatch<'j, 's> {
     pub fn finish(mut self) -> Result<Vec<Trace>, Error> {
         self.close();
         let b = &self.builder;
-        let views: Vec<View<'_, 'j, 's>> = self
-            .closed
-            .iter()
-            .map(|c| {
-                let range = c.instances.start as usize..c.instances.end as usize;
-                View {
-                    jit: b.jit,
-                    instances: &b.instances[range.clone()],
-                    offsets: &b.offsets[range],
-                    operands: &b.operands,
-                    targets: &b.targets,
-                    continuation: c.continuation,
-                    layout: c.layout,
-                }
-            })
-            .collect();
-        stitch::finish_batch(b.jit, &views)
+        let closed = &self.closed[..];
+        stitch::finish_batch(b.jit, closed.len(), |i| {
+            let c = &closed[i];
+            let range = c.instances.start as usize..c.instances.end as usize;
+            View {
+                jit: b.jit,
+                instances: &b.instances[range.clone()],
+                offsets: &b.offsets[range],
+                operands: &b.operands,
+                targets: &b.targets,
+                continuation: c.continuation,
+                layout: c.layout,
+            }
+        })
     }
 }
 
