@@ -163,27 +163,37 @@ impl Rounds {
     }
 }
 
-/// Runs `ops` alternately: warm-up rounds, then timed rounds, each op once per round in order.
-/// Stops at the first error.
+/// Runs `ops` alternately: warm-up rounds, then timed rounds, each op once per round. The
+/// order rotates by one op every round (round `r` starts with op `r mod n`), so every op
+/// runs in every position equally often: an op that always ran right after an expensive one
+/// would always start with its caches evicted, and one that always ran after a cheap
+/// relative would always start warm (the peer bench's default and persistent-alias
+/// copy-and-patch rows did, behind the Cranelift variants). Stops at the first error.
 pub fn alternate(ops: &mut [Timed<'_>]) -> Result<Rounds, String> {
+    let n = ops.len();
     let warmup = ops.iter().map(|o| o.warmup).max().unwrap_or(0);
     for round in 0..warmup {
-        for o in ops.iter_mut().filter(|o| round < o.warmup) {
-            (o.op)()?;
+        for i in rotation(round, n) {
+            if round < ops[i].warmup {
+                (ops[i].op)()?;
+            }
         }
     }
     let rounds = ops.iter().map(|o| o.runs).max().unwrap_or(0);
-    let mut times = vec![Vec::with_capacity(rounds); ops.len()];
+    let mut times = vec![vec![None; rounds]; n];
     for round in 0..rounds {
-        for (o, t) in ops.iter_mut().zip(&mut times) {
-            t.push(if round < o.runs {
-                Some((o.op)()?)
-            } else {
-                None
-            });
+        for i in rotation(round, n) {
+            if round < ops[i].runs {
+                times[i][round] = Some((ops[i].op)()?);
+            }
         }
     }
     Ok(Rounds(times))
+}
+
+/// The order of the `n` ops in round `round`.
+fn rotation(round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (round + k) % n.max(1))
 }
 
 /// `a / b` run by run, over the rounds where both ran, wall clock.
@@ -264,8 +274,8 @@ mod tests {
         ];
         let rounds = alternate(&mut ops).unwrap();
         drop(ops);
-        // One warm-up of a, then rounds a b, a b, a (b only runs twice).
-        assert_eq!(log.into_inner().iter().collect::<String>(), "aababa");
+        // One warm-up of a, then rounds a b, b a, a (b only runs twice): the order rotates.
+        assert_eq!(log.into_inner().iter().collect::<String>(), "aabbaa");
         assert_eq!(rounds.0[1], [Some(m(5.0, 3.0)), Some(m(5.0, 3.0)), None]);
         let r = ratios(&rounds, 0, 1).unwrap();
         assert_eq!((r.runs, r.median_ns), (2, 2.0));
@@ -291,6 +301,36 @@ mod tests {
                 cpu: 2.0
             }
         );
+    }
+
+    #[test]
+    fn alternate_runs_every_op_in_every_position_equally_often() {
+        let log = std::cell::RefCell::new(Vec::new());
+        let mut ops: Vec<Timed<'_>> = (0..3)
+            .map(|k| {
+                let log = &log;
+                Timed::new(0, 6, move || {
+                    log.borrow_mut().push(k);
+                    Ok(Measured {
+                        wall: 1.0,
+                        cpu: 1.0,
+                    })
+                })
+            })
+            .collect();
+        alternate(&mut ops).unwrap();
+        drop(ops);
+        let log = log.into_inner();
+        assert_eq!(&log[..9], &[0, 1, 2, 1, 2, 0, 2, 0, 1]);
+        for op in 0..3 {
+            let positions: Vec<usize> = log
+                .chunks(3)
+                .map(|round| round.iter().position(|&k| k == op).unwrap())
+                .collect();
+            for p in 0..3 {
+                assert_eq!(positions.iter().filter(|&&x| x == p).count(), 2, "op {op}");
+            }
+        }
     }
 
     #[test]
