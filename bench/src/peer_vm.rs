@@ -195,7 +195,8 @@ fn compile_rounds(
 
 /// Run time of the whole program, alternated: the interpreter, then `jit` mode with
 /// copy-and-patch, LLVM -O0 and LLVM -O2 as the trace compiler. Checks that every backend
-/// built as many traces as copy-and-patch, without a failed compile.
+/// built as many traces as copy-and-patch (or more, where copy-and-patch linked into loop
+/// bodies, which LLVM's traces cannot), without a failed compile.
 fn run_rounds(
     ex: &Example,
     set: &'static cpjit_runtime::model::StencilSet<'static>,
@@ -248,7 +249,16 @@ fn run_rounds(
         if let Some(e) = errors[i].borrow().as_ref() {
             return Err(format!("examples/{}.vm: {e}", ex.name));
         }
-        if (stats[i].traces, stats[i].compile_failures) != (stats[1].traces, 0) {
+        // A trace compiled outside the VM has no entry into a loop's body past its preamble
+        // (`CompiledTrace::loop_body_address`): where copy-and-patch linked side traces into
+        // loop bodies, LLVM's enter at the preamble, whose own exits can grow side traces
+        // copy-and-patch never needs (collatz: 6 against 5). Fewer never.
+        let same_traces = if stats[1].loop_body_links > 0 && stats[i].loop_body_links == 0 {
+            stats[i].traces >= stats[1].traces
+        } else {
+            stats[i].traces == stats[1].traces
+        };
+        if !same_traces || stats[i].compile_failures != 0 {
             return Err(format!(
                 "examples/{}.vm with {}: {} trace(s), {} failed compile(s); copy-and-patch built {}",
                 ex.name, names[i], stats[i].traces, stats[i].compile_failures, stats[1].traces

@@ -20,6 +20,11 @@
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
+//!
+//! Nothing reads the frame while a pinned body runs: it calls no helper that could (a call
+//! or a failing helper keeps the loop unpinned), and every way out writes back first. Only a
+//! debugger stopped inside the body sees a pinned local's frame slot as of the body's entry
+//! (`run --no-pin` keeps every local in the frame).
 
 use crate::jit::{CachedOps, LoweredInstance, Lowering};
 use crate::ops::{self, op, OperandKind};
