@@ -5,10 +5,10 @@
 //! Register caching: the set's families `vm_*` (templates/vm/cached/ops.c) hold each
 //! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
 //! ending in its canonical exit state. [`Backend::lower`] tracks the state through the trace
-//! and picks the member entered in the current state; where an op has none (an uncached op:
-//! calls, exits, `RETURN`, `JUMP_TOP`, ...) or a micro-op is a jump target (the loop head,
-//! an exit stub), it first spills to state 0, the state of the memory stack the interpreter
-//! and uncached ops see. A cached member's side exit spills before it jumps, so every exit
+//! and picks the member entered in the current state; where an op has none, it first spills
+//! to state 0 and takes the op's member for nothing cached or, without one, the uncached op
+//! (calls, exits, `RETURN`, ...); a jump target (the loop head, an exit stub) is entered in
+//! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
 //! each lowering consistent before it is stitched.
 //!
