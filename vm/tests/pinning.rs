@@ -8,7 +8,7 @@ use crate::common;
 use common::{agree_with, eager, gen};
 use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
 use cpjit_vm::trace::Trace;
-use cpjit_vm::Mode;
+use cpjit_vm::{Config, Mode, Vm};
 use std::cell::RefCell;
 use std::path::Path;
 use std::rc::Rc;
@@ -50,17 +50,30 @@ fn example(name: &str, ext: &str) -> String {
     .unwrap()
 }
 
+/// `text` in jit mode (`adjust` applied to the default configuration): the rendered output
+/// (traceback included) and the statistics.
+fn jit_run(text: &str, adjust: impl Fn(&mut Config)) -> (String, cpjit_vm::Stats) {
+    let mut config = common::config(Mode::Jit);
+    adjust(&mut config);
+    let vm = Vm::new(cpjit_vm::parse(text).unwrap(), config).unwrap();
+    let result = vm.run();
+    (common::render(&vm, result), vm.stats())
+}
+
+// jit mode only (twice, with and without pinned locals): the interpreter's and the micro-op
+// interpreter's runs of the examples are `examples.rs`'s, which the matrix runs once per
+// Rust target rather than in every row (under qemu they are most of a row's time).
 #[test]
 fn loops_of_the_examples_pin_their_counters_and_give_the_same_output() {
     for name in ["sum", "nested", "collatz", "mandelbrot", "sieve"] {
         let text = example(name, "vm");
-        let (out, stats) = agree_with(&text, common::config, |_| {});
+        let (out, stats) = jit_run(&text, |_| {});
         assert_eq!(out, example(name, "expected"), "examples/{name}.vm");
         assert!(
             stats.pinned_loops >= 1,
             "{name}: no loop pinned a local: {stats:?}"
         );
-        let (unpinned, stats) = agree_with(&text, common::config, |c| c.pin_locals = false);
+        let (unpinned, stats) = jit_run(&text, |c| c.pin_locals = false);
         assert_eq!(unpinned, out, "{name} with --no-pin");
         assert_eq!(stats.pinned_loops, 0, "{name} with --no-pin: {stats:?}");
     }
@@ -114,9 +127,14 @@ fn random_programs_agree_with_pinned_locals() {
     let mut pinned = 0;
     for seed in 0..60 {
         let text = gen::program(seed);
-        let (out, stats) = agree_with(&text, eager, |_| {});
-        let (unpinned, _) = agree_with(&text, eager, |c| c.pin_locals = false);
-        assert_eq!(out, unpinned, "seed {seed}:\n{text}");
+        let reference = common::run_traced(&text, eager(Mode::Interp));
+        let (out, stats) = jit_run(&text, |c| *c = eager(Mode::Jit));
+        assert_eq!(out, reference, "seed {seed}, pinned locals:\n{text}");
+        let (unpinned, _) = jit_run(&text, |c| {
+            *c = eager(Mode::Jit);
+            c.pin_locals = false;
+        });
+        assert_eq!(unpinned, reference, "seed {seed}, --no-pin:\n{text}");
         pinned += stats.pinned_loops;
     }
     assert!(pinned > 0, "no random program pinned a local");
