@@ -180,12 +180,16 @@ pub fn alternate(ops: &mut [Timed<'_>]) -> Result<Rounds, String> {
         }
     }
     let rounds = ops.iter().map(|o| o.runs).max().unwrap_or(0);
-    let mut times = vec![vec![None; rounds]; n];
+    let mut times = vec![Vec::with_capacity(rounds); n];
     for round in 0..rounds {
+        // Each op gets one entry a round, whatever its place in the round.
         for i in rotation(round, n) {
-            if round < ops[i].runs {
-                times[i][round] = Some((ops[i].op)()?);
-            }
+            let timed = if round < ops[i].runs {
+                Some((ops[i].op)()?)
+            } else {
+                None
+            };
+            times[i].push(timed);
         }
     }
     Ok(Rounds(times))

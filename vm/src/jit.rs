@@ -99,18 +99,22 @@ pub struct Backend {
 /// `CPJIT_CACHE_REGS` is 3).
 const STATES: usize = 4;
 
+/// By entry state: a member's stencil index and exit state.
+type ByEntryState = [Option<(usize, u8)>; STATES];
+
 /// The register-cached members of the VM's ops in one set: the families whose name starts
 /// with `vm_` (manifest.toml), with parameters `IN` and `OUT` (the cache state on entry and
-/// exit) and ops of `ops.def` (or `SPILL`) as elements.
+/// exit) and ops of `ops.def` (or `SPILL`) as elements; and the members on pinned locals
+/// (parameters `IN`, `OUT`, `PINNED`), `PIN` and `UNPIN` ([`crate::pinning`]).
 #[derive(Clone, Debug, Default)]
 pub struct CachedOps {
     /// By op id, by entry state: the member's stencil index and exit state.
-    members: Vec<[Option<(usize, u8)>; STATES]>,
+    members: Vec<ByEntryState>,
     /// By entry state: the stencil that spills that many cached values to memory.
     spills: [Option<usize>; STATES],
     /// By op id, by pinned register, by entry state: the member that runs the op on the
     /// local in that register (families `vm_pinned_*`) and its exit state.
-    pinned: Vec<[[Option<(usize, u8)>; STATES]; PIN_REGS]>,
+    pinned: Vec<[ByEntryState; PIN_REGS]>,
     /// By pinned register: the `PIN` and `UNPIN` stencils (family `vm_pin`).
     pins: [Option<usize>; PIN_REGS],
     unpins: [Option<usize>; PIN_REGS],

@@ -109,7 +109,8 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     // A stub the preamble (or another stub) also jumps to would write back registers that
     // hold nothing there.
     for (i, u) in trace.uops.iter().enumerate() {
-        if !(start..=end).contains(&i) && ops::info(u.op).exits && stubs[u.target as usize] {
+        let into_a_body_stub = stubs.get(u.target as usize).copied().unwrap_or(false);
+        if !(start..=end).contains(&i) && ops::info(u.op).exits && into_a_body_stub {
             return None;
         }
     }
@@ -122,7 +123,8 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let locals: Vec<u64> = candidates.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
-    if locals.is_empty() || (0..locals.len()).any(|k| cached.pin(k).is_none()) {
+    let copies_exist = |k: usize| cached.pin(k).is_some() && cached.unpin(k).is_some();
+    if locals.is_empty() || !(0..locals.len()).all(copies_exist) {
         return None;
     }
     Some(Pinning {
@@ -230,7 +232,7 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
 /// Whether control goes on from `inst` to the next instance.
 fn falls_through_instance(trace: &Trace, inst: &LoweredInstance) -> bool {
     inst.uop
-        .map_or(true, |u| crate::jit::falls_through(trace.uops[u].op))
+        .is_none_or(|u| crate::jit::falls_through(trace.uops[u].op))
 }
 
 fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, u64)> {
