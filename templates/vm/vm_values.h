@@ -19,6 +19,13 @@
 #define VM_SHORT_LOOP
 #endif
 
+/* A fact the compiler may use (a known-zero bit pattern); nothing where it cannot. */
+#if defined(__clang__)
+#define VM_ASSUME(c) __builtin_assume(c)
+#else
+#define VM_ASSUME(c) ((void)0)
+#endif
+
 #if defined(__clang__)
 #define VM_SQRT(x) __builtin_elementwise_sqrt(x)
 #else
@@ -108,6 +115,13 @@ VM_INLINE int vm_as_double(uint64_t v, double *out) {
 VM_INLINE int64_t vm_int_scaled(uint64_t v) { return (int64_t)(v << 16); }
 VM_INLINE uint64_t vm_box_int_scaled(int64_t scaled) {
   return ((uint64_t)scaled >> 16) | ((uint64_t)VM_TAG_INT << VM_TAG_SHIFT);
+}
+
+/* An operand the trace passes scaled (an int times 2**16: OperandKind::ScaledInt), whose low
+ * 16 bits are zero, which a compiler may use. */
+VM_INLINE int64_t vm_scaled_operand(uint64_t a) {
+  VM_ASSUME((a & 0xffff) == 0);
+  return (int64_t)a;
 }
 
 VM_INLINE int vm_int_add(uint64_t a, uint64_t b, uint64_t *r) {

@@ -388,16 +388,22 @@ impl Validator<'_> {
         let spilled = self
             .spilled_targets
             .contains(&(LLVMGetCalledValue(call) as usize));
+        // On a path where the compiler knows what an incoming register holds, it may pass
+        // that instead of the register: a constant, or another incoming register equal to it
+        // (after a compare of the two). Neither is a computed value.
+        let incoming = |arg: LLVMValueRef| {
+            (0..state.registers).any(|j| LLVMGetParam(f, (first + j) as u32) == arg)
+        };
         for k in 0..state.registers {
             let arg = LLVMGetOperand(call, (first + k) as u32);
             let own = LLVMGetParam(f, (first + k) as u32);
             let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
+            let known = incoming(arg) || !LLVMIsAConstantInt(arg).is_null();
             // A spilled target is entered with nothing cached: the op's own incoming
-            // registers may pass through (they cost nothing), and so may a constant (on a
-            // path where the compiler knows what an incoming register holds, it passes that
-            // constant instead); any computed value is an error.
+            // registers may pass through (they cost nothing), and so may what the compiler
+            // knows one holds; any computed value is an error.
             if spilled {
-                if arg != own && !nothing && LLVMIsAConstantInt(arg).is_null() {
+                if arg != own && !nothing && !known {
                     self.error(format!(
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
                      declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \
@@ -415,7 +421,7 @@ impl Validator<'_> {
                     state.exit,
                     state.exit
                 ));
-            } else if k >= state.exit && !nothing && arg != own {
+            } else if k >= state.exit && !nothing && arg != own && !incoming(arg) {
                 self.error(format!(
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: registers past OUT hold nothing (spill the value, or \

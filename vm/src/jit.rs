@@ -29,8 +29,10 @@
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
 use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
+pub use crate::cached::CachedOps;
+use crate::cached::{self, depth, is_scaled};
 use crate::ops;
-use crate::pinning::{self, Pinning, PIN_REGS};
+use crate::pinning::{self, Pinning};
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
@@ -93,199 +95,6 @@ pub struct Backend {
     cached: CachedOps,
     /// Loop bodies keep locals in pinned registers ([`crate::pinning`]; on by default).
     pin_locals: bool,
-}
-
-/// Cache states: how many top-of-stack values are in registers (cpjit.h's
-/// `CPJIT_CACHE_REGS` is 3).
-const STATES: usize = 4;
-
-/// By entry state: a member's stencil index and exit state.
-type ByEntryState = [Option<(usize, u8)>; STATES];
-
-/// The register-cached members of the VM's ops in one set: the families whose name starts
-/// with `vm_` (manifest.toml), with parameters `IN` and `OUT` (the cache state on entry and
-/// exit) and ops of `ops.def` (or `SPILL`) as elements; and the members on pinned locals
-/// (parameters `IN`, `OUT`, `PINNED`), `PIN` and `UNPIN` ([`crate::pinning`]).
-#[derive(Clone, Debug, Default)]
-pub struct CachedOps {
-    /// By op id, by entry state: the member's stencil index and exit state.
-    members: Vec<ByEntryState>,
-    /// By entry state: the stencil that spills that many cached values to memory.
-    spills: [Option<usize>; STATES],
-    /// By op id, by pinned register, by entry state: the member that runs the op on the
-    /// local in that register (families `vm_pinned_*`) and its exit state.
-    pinned: Vec<[ByEntryState; PIN_REGS]>,
-    /// By pinned register: the `PIN` and `UNPIN` stencils (family `vm_pin`).
-    pins: [Option<usize>; PIN_REGS],
-    unpins: [Option<usize>; PIN_REGS],
-    /// By stencil index: the pinned register of a member on a pinned local.
-    pinned_register: std::collections::HashMap<usize, usize>,
-    /// (entry, exit) state of every cached stencil, by stencil index.
-    states: std::collections::HashMap<usize, (u8, u8)>,
-}
-
-impl CachedOps {
-    /// Reads the families of `set`; a set without them has no cached ops (every trace then
-    /// stays in state 0).
-    pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
-        let mut out = CachedOps {
-            members: vec![[None; STATES]; ops::OPS.len()],
-            pinned: vec![[[None; STATES]; PIN_REGS]; ops::OPS.len()],
-            ..CachedOps::default()
-        };
-        for family in cpjit_stencils::families(set)
-            .iter()
-            .filter(|f| f.name.starts_with("vm_"))
-        {
-            let at = format!("stencil set {}: family {}", set.target, family.name);
-            let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
-            let pinned_family = match names[..] {
-                ["IN", "OUT"] => false,
-                ["IN", "OUT", "PINNED"] => true,
-                _ => {
-                    return Err(format!(
-                        "{at}: parameters {names:?}, expected the cache states [\"IN\", \"OUT\"] \
-                         (and \"PINNED\", a pinned register, for a family on pinned locals)"
-                    ))
-                }
-            };
-            let registers = if pinned_family {
-                family.params[2].values.len()
-            } else {
-                1
-            };
-            let state = |p: usize, v: usize| -> Result<u8, String> {
-                let text = family.params[p].values[v];
-                text.parse::<u8>()
-                    .ok()
-                    .filter(|&s| (s as usize) < STATES)
-                    .ok_or_else(|| format!("{at}: cache state `{text}` is not 0 to 3"))
-            };
-            for (e, element) in family.elements.iter().enumerate() {
-                for (p, i) in (0..registers)
-                    .flat_map(|p| (0..family.params[0].values.len()).map(move |i| (p, i)))
-                {
-                    let entry = state(0, i)?;
-                    let register = if pinned_family {
-                        let text = family.params[2].values[p];
-                        Some(
-                            text.parse::<usize>()
-                                .ok()
-                                .filter(|&r| r < PIN_REGS)
-                                .ok_or_else(|| {
-                                    format!(
-                                        "{at}: pinned register `{text}` is not 0 to {}",
-                                        PIN_REGS - 1
-                                    )
-                                })?,
-                        )
-                    } else {
-                        None
-                    };
-                    let mut found = None;
-                    for o in 0..family.params[1].values.len() {
-                        let values = [i, o, p];
-                        let values = if pinned_family {
-                            &values[..]
-                        } else {
-                            &values[..2]
-                        };
-                        if let Some(stencil) = family.stencil(e, values) {
-                            if found.is_some() {
-                                return Err(format!(
-                                    "{at}: {element} has more than one member entered with \
-                                     {entry} cached values (one exit state per entry state)"
-                                ));
-                            }
-                            found = Some((stencil, state(1, o)?));
-                        }
-                    }
-                    let Some((stencil, exit)) = found else {
-                        continue;
-                    };
-                    out.states.insert(stencil, (entry, exit));
-                    if let Some(r) = register {
-                        match *element {
-                            "PIN" | "UNPIN" if (entry, exit) == (0, 0) => {
-                                let slot = if *element == "PIN" {
-                                    &mut out.pins[r]
-                                } else {
-                                    &mut out.unpins[r]
-                                };
-                                *slot = Some(stencil);
-                            }
-                            "PIN" | "UNPIN" => {
-                                return Err(format!(
-                                    "{at}: {element} of register {r} from {entry} cached values \
-                                     (PIN and UNPIN run with nothing cached)"
-                                ))
-                            }
-                            _ => {
-                                let op = ops::by_name(element)
-                                    .filter(|&op| pinning::runs_on_a_pinned_local(op))
-                                    .ok_or_else(|| {
-                                        format!(
-                                            "{at}: element {element} is not a VM op that runs on \
-                                             a pinned local"
-                                        )
-                                    })?;
-                                out.pinned[op as usize][r][entry as usize] = Some((stencil, exit));
-                                out.pinned_register.insert(stencil, r);
-                            }
-                        }
-                        continue;
-                    }
-                    if *element == "SPILL" {
-                        if exit != 0 {
-                            return Err(format!("{at}: SPILL from {entry} ends in {exit}, not 0"));
-                        }
-                        out.spills[entry as usize] = Some(stencil);
-                    } else {
-                        let op = ops::by_name(element)
-                            .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
-                        out.members[op as usize][entry as usize] = Some((stencil, exit));
-                    }
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// The member of op `op` entered in state `entry`: its stencil and exit state.
-    pub fn member(&self, op: u32, entry: u8) -> Option<(usize, u8)> {
-        self.members.get(op as usize)?[entry as usize]
-    }
-
-    /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.
-    pub fn states_of(&self, stencil: usize) -> (u8, u8) {
-        self.states.get(&stencil).copied().unwrap_or((0, 0))
-    }
-
-    /// Whether `stencil` is a register-cached member (it passes the pinned registers on).
-    pub fn is_cached(&self, stencil: usize) -> bool {
-        self.states.contains_key(&stencil)
-    }
-
-    /// The member of op `op` on the local in pinned register `register`, entered in state
-    /// `entry`: its stencil and exit state.
-    pub fn pinned_member(&self, op: u32, register: usize, entry: u8) -> Option<(usize, u8)> {
-        self.pinned.get(op as usize)?.get(register)?[entry as usize]
-    }
-
-    /// The pinned register a member on a pinned local runs on.
-    pub fn pinned_register_of(&self, stencil: usize) -> Option<usize> {
-        self.pinned_register.get(&stencil).copied()
-    }
-
-    /// The stencil that loads pinned register `register` from its local.
-    pub fn pin(&self, register: usize) -> Option<usize> {
-        *self.pins.get(register)?
-    }
-
-    /// The stencil that writes pinned register `register` back to its local.
-    pub fn unpin(&self, register: usize) -> Option<usize> {
-        *self.unpins.get(register)?
-    }
 }
 
 /// One instance of a lowered trace (the entry shim, instance 0, is not listed).
@@ -354,6 +163,35 @@ pub(crate) fn falls_through(op: u32) -> bool {
     !matches!(
         op,
         ops::op::EXIT_TRACE | ops::op::RETURN | ops::op::JUMP_TOP | ops::op::ENTER_EXECUTOR
+    )
+}
+
+/// Whether op `op` on scaled ints does less than on boxed ones (no tag to extract or box):
+/// the int arithmetic, compares and guards. Moving an int (a load, a constant, a store to
+/// the frame) costs a shift more scaled, and shifts and masks by powers of two about the
+/// same.
+fn gains_from_scaled_ints(op: u32) -> bool {
+    use ops::op::*;
+    matches!(
+        op,
+        ADD_INT
+            | SUB_INT
+            | MUL_INT
+            | GUARD_INT_TOS
+            | GUARD_INT_NOS
+            | GUARD_INT_BOTH
+            | LT_INT_GUARD_TRUE
+            | LT_INT_GUARD_FALSE
+            | LE_INT_GUARD_TRUE
+            | LE_INT_GUARD_FALSE
+            | GT_INT_GUARD_TRUE
+            | GT_INT_GUARD_FALSE
+            | GE_INT_GUARD_TRUE
+            | GE_INT_GUARD_FALSE
+            | EQ_INT_GUARD_TRUE
+            | EQ_INT_GUARD_FALSE
+            | NE_INT_GUARD_TRUE
+            | NE_INT_GUARD_FALSE
     )
 }
 
@@ -434,16 +272,27 @@ impl Backend {
 
     /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
     /// micro-op becomes the member entered in the current state where its op has one, else
-    /// a spill to state 0 (if anything is cached) and the member entered with nothing cached
-    /// or, if none, the uncached op. Jump targets (the loop head, exit stubs) are entered in
-    /// state 0. A loop body whose locals qualify keeps them in pinned registers
-    /// ([`crate::pinning`]); if one of its micro-ops has no cached stencil, it is lowered
-    /// without.
+    /// (scaled registers) a `BOX` into the boxed state of the same depth and the member
+    /// entered there, else a spill to state 0 (if anything is cached) and the member entered
+    /// with nothing cached or, if none, the uncached op. With nothing cached, a micro-op that
+    /// pushes starts a run of scaled ints where every micro-op until the stack is back to
+    /// nothing cached has a scaled member ([`Backend::scaled_run`]). Jump targets (the loop
+    /// head, exit stubs) are entered in state 0. A loop body whose locals qualify keeps them
+    /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
+    /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
     pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
         if self.pin_locals {
             if let Some(pinning) = pinning::choose(trace, &self.cached) {
-                if let Some(lowering) = self.lower_with(trace, Some(&pinning))? {
-                    return Ok(lowering);
+                let boxed = pinning.boxed();
+                let tries = if boxed == pinning {
+                    vec![pinning]
+                } else {
+                    vec![pinning, boxed]
+                };
+                for p in &tries {
+                    if let Some(lowering) = self.lower_with(trace, Some(p))? {
+                        return Ok(lowering);
+                    }
                 }
             }
         }
@@ -452,8 +301,66 @@ impl Backend {
             .expect("a lowering without pinned locals always exists"))
     }
 
+    /// The member running micro-op `i` entered in state `entry`, with registers scaled or
+    /// not: on its pinned local's register where `pinning` pins it.
+    fn find_member(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        i: usize,
+        entry: u8,
+        scaled: bool,
+    ) -> Option<(usize, u8)> {
+        let op = trace.uops[i].op;
+        match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
+            Some((r, local_scaled)) => {
+                self.cached
+                    .pinned_member(op, r, local_scaled, entry, scaled)
+            }
+            None => self.cached.member_as(op, entry, scaled),
+        }
+    }
+
+    /// Whether micro-op `i`, entered with nothing cached, should leave its value a scaled
+    /// int: every micro-op from it until nothing is cached again (or a jump target, where
+    /// the lowering spills) has a scaled member for the state it is entered in, and one of
+    /// them gains from it (an int op, a guard, a pinned local), not only moves an int.
+    fn scaled_run(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        targets: &[bool],
+        i: usize,
+    ) -> bool {
+        let mut s = 0u8;
+        let mut gains = false;
+        for j in i..trace.uops.len() {
+            let boundary =
+                targets[j] || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
+            if j > i && boundary {
+                return gains;
+            }
+            let Some((_, exit)) = self.find_member(trace, pinning, j, s, true) else {
+                return false;
+            };
+            let op = trace.uops[j].op;
+            let on_scaled_local =
+                pinning.is_some_and(|p| p.register_of(trace, j).is_some_and(|r| p.scaled[r]));
+            gains |= on_scaled_local || gains_from_scaled_ints(op);
+            if !falls_through(op) {
+                return gains;
+            }
+            s = exit;
+            if depth(s) == 0 {
+                return gains;
+            }
+        }
+        false
+    }
+
     /// [`Backend::lower`] with the given pinned locals; `None` when a body micro-op would need
-    /// an uncached stencil (it would lose the pinned registers).
+    /// an uncached stencil (it would lose the pinned registers) or a pinned local's op has no
+    /// member where it is entered.
     fn lower_with(
         &self,
         trace: &Trace,
@@ -465,23 +372,28 @@ impl Backend {
         let mut exit_entry = vec![None; trace.uops.len()];
         let mut body_entry = None;
         let mut state = 0u8;
+        let glue = |instances: &mut Vec<LoweredInstance>, stencil: usize, entry: u8, exit: u8| {
+            instances.push(LoweredInstance {
+                stencil,
+                uop: None,
+                entry,
+                exit,
+                local: None,
+            });
+        };
         let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
             if *state == 0 {
                 return Ok(());
             }
-            let stencil = self.cached.spills[*state as usize].ok_or_else(|| {
+            let stencil = self.cached.spill(*state).ok_or_else(|| {
                 format!(
-                    "stencil set {} has no spill from {} cached values (family vm_spill)",
-                    self.set.target, state
+                    "stencil set {} has no spill from state {} (families vm_spill, \
+                     vm_scaled_spill)",
+                    self.set.target,
+                    cached::describe(*state)
                 )
             })?;
-            instances.push(LoweredInstance {
-                stencil,
-                uop: None,
-                entry: *state,
-                exit: 0,
-                local: None,
-            });
+            glue(instances, stencil, *state, 0);
             *state = 0;
             Ok::<(), String>(())
         };
@@ -489,9 +401,9 @@ impl Backend {
         let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
             for (r, &local) in p.locals.iter().enumerate() {
                 let stencil = if unpin {
-                    self.cached.unpin(r)
+                    self.cached.unpin(r, p.scaled[r])
                 } else {
-                    self.cached.pin(r)
+                    self.cached.pin(r, p.scaled[r])
                 };
                 instances.push(LoweredInstance {
                     stencil: stencil.expect("pinning::choose checks PIN and UNPIN exist"),
@@ -517,29 +429,30 @@ impl Backend {
                     copies(&mut instances, p, true);
                 }
             }
-            let register = pinning.and_then(|p| p.register_of(trace, i));
-            let member = match register {
-                Some(r) => match self.cached.pinned_member(u.op, r, state) {
-                    Some(m) => Some(m),
-                    None => {
-                        spill(&mut instances, &mut state)?;
-                        match self.cached.pinned_member(u.op, r, 0) {
-                            Some(m) => Some(m),
-                            None => return Ok(None),
-                        }
+            let on_pinned = pinning.is_some_and(|p| p.register_of(trace, i).is_some());
+            // The member for the current state; from scaled registers, the boxed state's.
+            let mut member = None;
+            if depth(state) > 0 {
+                member = self.find_member(trace, pinning, i, state, is_scaled(state));
+                if member.is_none() && is_scaled(state) {
+                    if let Some((stencil, exit)) = self.cached.boxing(state) {
+                        glue(&mut instances, stencil, state, exit);
+                        state = exit;
+                        member = self.find_member(trace, pinning, i, state, false);
                     }
-                },
-                None => match self.cached.member(u.op, state) {
-                    Some(m) => Some(m),
-                    None => {
-                        spill(&mut instances, &mut state)?;
-                        self.cached.member(u.op, 0)
-                    }
-                },
-            };
+                }
+                if member.is_none() {
+                    spill(&mut instances, &mut state)?;
+                }
+            }
+            if member.is_none() {
+                let scaled = self.find_member(trace, pinning, i, 0, true).is_some()
+                    && self.scaled_run(trace, pinning, &targets, i);
+                member = self.find_member(trace, pinning, i, 0, scaled);
+            }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
-                None if in_body => return Ok(None),
+                None if in_body || on_pinned => return Ok(None),
                 None => {
                     let stencil = self.stencils[u.op as usize].ok_or_else(|| {
                         format!(
@@ -573,10 +486,13 @@ impl Backend {
     /// Checks `lowering` of `trace` against the set's families, independently of how it was
     /// made: every instance's recorded states are its stencil's (uncached stencils are
     /// (0, 0)); each instance that falls through leaves the state the next one is entered
-    /// in; the first instance, every jump and exit target, and every uncached op are entered
-    /// with nothing cached; the micro-ops appear in order, each once.
+    /// in (depth and whether the registers are scaled); the first instance, every jump and
+    /// exit target, and every uncached op are entered with nothing cached; each micro-op's
+    /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
+    /// is a spill, a `BOX` or a `PIN`/`UNPIN` of a local.
     pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
         let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+        let name = |stencil: usize| self.set.stencils[stencil].name;
         let mut next_uop = 0;
         for (k, inst) in lowering.instances.iter().enumerate() {
             let (entry, exit) = self.cached.states_of(inst.stencil);
@@ -584,8 +500,12 @@ impl Backend {
                 return fail(
                     k,
                     format!(
-                        "recorded states ({}, {}), but stencil {} is ({entry}, {exit})",
-                        inst.entry, inst.exit, self.set.stencils[inst.stencil].name
+                        "recorded states ({}, {}), but stencil {} is ({}, {})",
+                        cached::describe(inst.entry),
+                        cached::describe(inst.exit),
+                        name(inst.stencil),
+                        cached::describe(entry),
+                        cached::describe(exit)
                     ),
                 );
             }
@@ -603,9 +523,10 @@ impl Backend {
                 return fail(
                     k,
                     format!(
-                        "{} is entered with {entry} cached values, but the instance before it \
-                         leaves {before}",
-                        self.set.stencils[inst.stencil].name
+                        "{} is entered in state {}, but the instance before it leaves {}",
+                        name(inst.stencil),
+                        cached::describe(entry),
+                        cached::describe(before)
                     ),
                 );
             }
@@ -615,36 +536,34 @@ impl Backend {
                 }
                 next_uop += 1;
                 let op = trace.uops[u].op;
-                let on_pinned = self
-                    .cached
-                    .pinned_register_of(inst.stencil)
-                    .and_then(|r| self.cached.pinned_member(op, r, entry))
-                    .map(|m| m.0);
-                if self.cached.member(op, entry).map(|m| m.0) != Some(inst.stencil)
-                    && on_pinned != Some(inst.stencil)
-                    && (entry != 0 || self.stencils[op as usize] != Some(inst.stencil))
-                {
+                let runs_op = if self.cached.is_cached(inst.stencil) {
+                    self.cached.op_of(inst.stencil) == Some(op)
+                } else {
+                    entry == 0 && self.stencils[op as usize] == Some(inst.stencil)
+                };
+                if !runs_op {
                     return fail(
                         k,
                         format!(
-                            "stencil {} does not run micro-op {u} ({}) from {entry} cached values",
-                            self.set.stencils[inst.stencil].name,
-                            ops::info(op).name
+                            "stencil {} does not run micro-op {u} ({}) from state {}",
+                            name(inst.stencil),
+                            ops::info(op).name,
+                            cached::describe(entry)
                         ),
                     );
                 }
-            } else if self.cached.spills.get(entry as usize).copied().flatten()
-                != Some(inst.stencil)
-                && !(0..PIN_REGS).any(|r| {
-                    inst.local.is_some()
-                        && (self.cached.pin(r) == Some(inst.stencil)
-                            || self.cached.unpin(r) == Some(inst.stencil))
-                })
-            {
-                return fail(
-                    k,
-                    "an instance without a micro-op that is no spill, PIN or UNPIN".into(),
-                );
+            } else {
+                let copy = inst.local.is_some()
+                    && (self.cached.pin_register_of(inst.stencil).is_some()
+                        || self.cached.unpin_register_of(inst.stencil).is_some());
+                let glue = self.cached.spill(entry) == Some(inst.stencil)
+                    || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
+                if !copy && !glue {
+                    return fail(
+                        k,
+                        "an instance without a micro-op that is no spill, BOX, PIN or UNPIN".into(),
+                    );
+                }
             }
         }
         if next_uop != trace.uops.len() {

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod abi;
+pub mod cached;
 pub mod helpers;
 pub mod inline;
 pub mod jit;

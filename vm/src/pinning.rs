@@ -40,6 +40,9 @@ pub const PIN_REGS: usize = 2;
 pub struct Pinning {
     /// The local in each pinned register (register k holds `locals[k]`).
     pub locals: Vec<u64>,
+    /// By pinned register: whether it holds its local as a scaled int (the body proves the
+    /// local an int where it starts; templates/vm/cached/ops.c, "Scaled ints").
+    pub scaled: Vec<bool>,
     /// The body's micro-ops: its first (the back edge's target) to its `JUMP_TOP`.
     pub body: RangeInclusive<usize>,
     /// By micro-op: whether it is an exit stub the body leaves through.
@@ -56,13 +59,25 @@ impl Pinning {
         }
         self.locals.iter().position(|&l| l == u.arg0)
     }
+
+    /// The same locals, every one boxed in its register.
+    pub fn boxed(&self) -> Pinning {
+        Pinning {
+            scaled: vec![false; self.locals.len()],
+            ..self.clone()
+        }
+    }
 }
 
 /// The ops that have members on a pinned local (families `vm_pinned_*`).
 pub fn runs_on_a_pinned_local(op: u32) -> bool {
     matches!(
         op,
-        op::LOAD | op::STORE | op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN
+        op::LOAD
+            | op::LOAD_INT
+            | op::STORE
+            | op::INCREMENT_LOCAL_INT
+            | op::INCREMENT_LOCAL_INT_KNOWN
     )
 }
 
@@ -96,7 +111,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         }
         if runs_on_a_pinned_local(u.op) {
             let e = uses.entry(u.arg0).or_default();
-            e.0 |= u.op != op::LOAD;
+            e.0 |= !matches!(u.op, op::LOAD | op::LOAD_INT);
             e.1 += 1;
         } else {
             for (k, kind) in info.operands.iter().enumerate().take(2) {
@@ -123,19 +138,28 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let locals: Vec<u64> = candidates.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
-    let copies_exist = |k: usize| cached.pin(k).is_some() && cached.unpin(k).is_some();
-    if locals.is_empty() || !(0..locals.len()).all(copies_exist) {
+    let copies_exist = |k: usize, scaled: bool| {
+        cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
+    };
+    if locals.is_empty() || !(0..locals.len()).all(|k| copies_exist(k, false)) {
         return None;
     }
+    let scaled = locals
+        .iter()
+        .enumerate()
+        .map(|(k, &l)| trace.loop_body_proves_int(l) && copies_exist(k, true))
+        .collect();
     Some(Pinning {
         locals,
+        scaled,
         body: start..=end,
         stubs,
     })
 }
 
-/// Which pinned registers hold a local, and which: `live[k] = Some(local)`.
-type Live = [Option<u64>; PIN_REGS];
+/// Which pinned registers hold a local, which, and whether scaled: `live[k] = Some((local,
+/// scaled))`.
+type Live = [Option<(u64, bool)>; PIN_REGS];
 
 /// Checks that `lowering` of `trace` keeps the pinned-register protocol, from the stencils
 /// it chose alone: a pinned member or `UNPIN` of register k runs only where k holds its
@@ -156,32 +180,34 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             live = [None; PIN_REGS];
             // A stub's leading UNPINs hold what the exits into it say; checked below.
             let mut j = k;
-            while let Some((r, local)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
+            while let Some((r, held)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
             {
-                live[r] = Some(local);
+                live[r] = Some(held);
                 j += 1;
             }
         }
         live_at[k] = live;
-        if let Some((r, local)) = pin_of(inst, cached) {
-            live[r] = Some(local);
+        if let Some((r, held)) = pin_of(inst, cached) {
+            live[r] = Some(held);
         }
-        if let Some((r, local)) = unpin_of(inst, cached) {
-            if live[r] != Some(local) {
+        if let Some((r, held)) = unpin_of(inst, cached) {
+            if live[r] != Some(held) {
                 return fail(
                     k,
                     format!(
-                        "UNPIN of register {r} (local {local}) where it does not hold that local"
+                        "UNPIN of register {r} (local {}, scaled: {}) where it does not hold \
+                         that local so",
+                        held.0, held.1
                     ),
                 );
             }
             // Written back: from here on the frame holds the local again.
             live[r] = None;
         }
-        if let Some(r) = cached.pinned_register_of(inst.stencil) {
+        if let Some((r, scaled)) = cached.pinned_register_and_scaled_of(inst.stencil) {
             let u = inst.uop.map(|u| trace.uops[u]);
-            if u.map(|u| live[r] != Some(u.arg0)).unwrap_or(true) {
-                return fail(k, format!("a member on pinned register {r} where it does not hold the micro-op's local"));
+            if u.map(|u| live[r] != Some((u.arg0, scaled))).unwrap_or(true) {
+                return fail(k, format!("a member on pinned register {r} (scaled: {scaled}) where it does not hold the micro-op's local so"));
             }
         }
         if live_at[k].iter().any(Option::is_some) && !cached.is_cached(inst.stencil) {
@@ -204,9 +230,9 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             let t = lowering.exit_instance(u.target as usize) - 1;
             let mut written: Live = [None; PIN_REGS];
             let mut j = t;
-            while let Some((r, local)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
+            while let Some((r, held)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
             {
-                written[r] = Some(local);
+                written[r] = Some(held);
                 j += 1;
             }
             if written != here {
@@ -235,12 +261,12 @@ fn falls_through_instance(trace: &Trace, inst: &LoweredInstance) -> bool {
         .is_none_or(|u| crate::jit::falls_through(trace.uops[u].op))
 }
 
-fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, u64)> {
-    let r = (0..PIN_REGS).find(|&r| cached.pin(r) == Some(inst.stencil))?;
-    Some((r, inst.local?))
+fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, bool))> {
+    let (r, scaled) = cached.pin_register_of(inst.stencil)?;
+    Some((r, (inst.local?, scaled)))
 }
 
-fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, u64)> {
-    let r = (0..PIN_REGS).find(|&r| cached.unpin(r) == Some(inst.stencil))?;
-    Some((r, inst.local?))
+fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, bool))> {
+    let (r, scaled) = cached.unpin_register_of(inst.stencil)?;
+    Some((r, (inst.local?, scaled)))
 }

@@ -394,11 +394,13 @@ impl Projector<'_> {
                     self.push(ty_of(Value(inst.arg0)));
                 }
                 op::LOAD => {
+                    let local = self.stack[base + inst.arg0 as usize];
                     match depth_of(self, inst.arg0)? {
                         0 => self.emit(op::DUP, 0, 0),
+                        // A local proved an int: COPY_INT (see LOAD_INT).
+                        d if local.ty == Ty::Int => self.emit(op::COPY_INT, d as u64, 0),
                         d => self.emit(op::COPY, d as u64, 0),
                     }
-                    let local = self.stack[base + inst.arg0 as usize];
                     self.stack.push(local);
                 }
                 op::STORE => {
@@ -627,6 +629,8 @@ fn fused_compare_branch(specialised: u32) -> Option<(u32, u32)> {
         op::NE_INT => (op::NE_INT_GUARD_TRUE, op::NE_INT_GUARD_FALSE),
         op::LT_FLOAT => (op::LT_FLOAT_GUARD_TRUE, op::LT_FLOAT_GUARD_FALSE),
         op::GT_FLOAT => (op::GT_FLOAT_GUARD_TRUE, op::GT_FLOAT_GUARD_FALSE),
+        op::LE_FLOAT => (op::LE_FLOAT_GUARD_TRUE, op::LE_FLOAT_GUARD_FALSE),
+        op::GE_FLOAT => (op::GE_FLOAT_GUARD_TRUE, op::GE_FLOAT_GUARD_FALSE),
         _ => return None,
     })
 }
@@ -634,7 +638,8 @@ fn fused_compare_branch(specialised: u32) -> Option<(u32, u32)> {
 /// `x % 2**k` (the last two micro-ops: `MOD_INT_POW2`, then `CONST 0`) compared by `uop`
 /// (`EQ_INT` or `NE_INT`) before a branch that goes on when the comparison is `truthy`: the
 /// guard on x's low bits that replaces the three (going on needs x to be a multiple of
-/// 2**k: `GUARD_POW2_MULTIPLE`, else `GUARD_POW2_NOT_MULTIPLE`) and 2**k.
+/// 2**k: `GUARD_POW2_MULTIPLE`, else `GUARD_POW2_NOT_MULTIPLE`) and 2**k (the guard's
+/// operands are 2**k and its low-bit mask scaled, (2**k - 1) * 2**16).
 fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32, u64)> {
     let equal = match uop {
         op::EQ_INT => true,
@@ -797,8 +802,18 @@ pub fn project(
                         i += 3;
                         continue;
                     }
-                    p.emit(op::LOAD, inst.arg0, 0);
+                    // A local the trace has proved an int: LOAD_INT, which a run of scaled ints
+                    // can push without a tag check (vm/src/jit.rs).
                     let ty = p.locals[inst.arg0 as usize];
+                    p.emit(
+                        if ty == Ty::Int {
+                            op::LOAD_INT
+                        } else {
+                            op::LOAD
+                        },
+                        inst.arg0,
+                        0,
+                    );
                     p.stack.push(Slot {
                         ty,
                         local: Some(inst.arg0),
@@ -916,7 +931,7 @@ pub fn project(
                             if let Some((guard, d)) = pow2_multiple_guard(p, uop, truthy) {
                                 p.uops.truncate(p.uops.len() - 2);
                                 p.last_const = None;
-                                p.emit_exiting(guard, d, 0, other);
+                                p.emit_exiting(guard, d, (d - 1) << 16, other);
                             } else {
                                 p.emit_exiting(
                                     if truthy { on_true } else { on_false },
@@ -1026,6 +1041,14 @@ pub fn project(
         p.uops[at].arg0 = exit_operand(pc, exit_pcs.len() - 1);
         exit_pcs.len() - 1
     });
+    // Int constants as CONST_INT, passed boxed and scaled (after the fusions above, which
+    // look for CONST).
+    for u in &mut p.uops {
+        if let (op::CONST, Some(c)) = (u.op, Value(u.arg0).as_int()) {
+            u.op = op::CONST_INT;
+            u.arg1 = (c << 16) as u64;
+        }
+    }
     let _ = p.func;
     Ok(Trace {
         uops: p.uops,
@@ -1058,6 +1081,15 @@ impl Trace {
                 .zip(proved)
                 .all(|(&a, &p)| a == Ty::Unknown || a == p);
         (types_hold && from.depth_checked >= self.depth_needed).then_some(body.at)
+    }
+
+    /// Whether a peeled loop's body assumes local `local` an int where it starts (its
+    /// preamble proved it, and every link into the body must have).
+    pub fn loop_body_proves_int(&self, local: u64) -> bool {
+        self.loop_body
+            .as_ref()
+            .and_then(|b| b.assumed.get(local as usize))
+            .is_some_and(|&t| t == Ty::Int)
     }
 
     /// The first micro-op of a peeled loop's body (the target of its `JUMP_TOP`).

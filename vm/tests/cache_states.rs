@@ -182,3 +182,109 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
     }
     assert!(seen_call, "calls.vm traces a CALL_JIT");
 }
+
+#[test]
+fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state() {
+    use cpjit_vm::cached::{depth, is_scaled, state};
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sum.vm"))
+            .unwrap();
+    let compiler = checking();
+    let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+    assert_eq!(out, "4499998500000\n");
+    let lowerings = compiler.lowerings.borrow();
+    let backend = &compiler.backend;
+    let cached = backend.cached_ops();
+    let set = backend.set();
+    let (trace, lowering) = lowerings
+        .iter()
+        .find(|(_, l)| !l.pinned.is_empty())
+        .expect("sum.vm's loop pins its locals");
+    // The loop body's add and compare run on scaled registers: no tag is extracted or boxed.
+    let body: Vec<&str> = lowering.instances[lowering.body_entry.unwrap() - 1..]
+        .iter()
+        .take_while(|i| i.uop.is_none_or(|u| u < trace.body_len))
+        .map(|i| set.stencils[i.stencil].name)
+        .collect();
+    for op in ["op_ADD_INT_scaled1_", "op_LT_INT_GUARD_TRUE_scaled1_"] {
+        assert!(body.iter().any(|n| n.starts_with(op)), "{op} in {body:?}");
+    }
+    assert!(body.iter().all(|n| !n.contains("GUARD_INT")), "{body:?}");
+
+    // A boxed member where the instance before leaves scaled registers: the same depth, but
+    // the registers would be read as boxed values.
+    let k = lowering
+        .instances
+        .iter()
+        .position(|i| i.uop.is_some() && is_scaled(i.entry))
+        .expect("a member entered with scaled registers");
+    let inst = lowering.instances[k];
+    let op = trace.uops[inst.uop.unwrap()].op;
+    let (stencil, exit) = cached
+        .member(op, state(depth(inst.entry), false))
+        .expect("the op has a boxed member too");
+    let mut mixed = lowering.clone();
+    mixed.instances[k].stencil = stencil;
+    mixed.instances[k].entry = state(depth(inst.entry), false);
+    mixed.instances[k].exit = exit;
+    let err = backend.check_cache_states(trace, &mixed).unwrap_err();
+    assert!(
+        err.contains(&format!("leaves {}s", depth(inst.entry))),
+        "{err}"
+    );
+}
+
+/// `s = s + c * i` from `start` until it leaves the 48-bit range: in jit mode the loop body
+/// keeps `s` and `i` scaled in pinned registers and runs the multiply and the add on scaled
+/// registers, whose overflow flag is the range check.
+fn scaled_overflow(start: i64, c: i64) -> String {
+    format!(
+        "func main()
+  locals i s
+  const {start}; store s
+  const 0; store i
+loop:
+  load i; const 100000; lt; jump_if_false done
+  load s; const {c}; load i; mul; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn scaled_int_loops_overflow_exactly_where_the_interpreter_does() {
+    const MAX: i64 = (1 << 47) - 1;
+    for (start, c) in [
+        (MAX - 1_000_000, 3),
+        (-MAX + 1_000_000, -5),
+        (MAX - 50_000, 1),
+    ] {
+        let text = scaled_overflow(start, c);
+        let reference = common::run(&text, Config::default());
+        assert!(reference.contains("OverflowError"), "{reference}");
+        let compiler = checking();
+        let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+        assert_eq!(out, reference, "{start} + {c} * i");
+        let lowerings = compiler.lowerings.borrow();
+        let set = compiler.backend.set();
+        let names: Vec<&str> = lowerings
+            .iter()
+            .flat_map(|(_, l)| l.instances.iter().map(|i| set.stencils[i.stencil].name))
+            .collect();
+        for member in [
+            "op_MUL_INT_scaled1_",
+            "op_ADD_INT_scaled1_",
+            "op_STORE_pinned",
+        ] {
+            assert!(
+                names.iter().any(|n| n.starts_with(member)),
+                "{start} + {c} * i: no {member} in {names:?}"
+            );
+        }
+    }
+}

@@ -176,9 +176,23 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
     // turning the first PIN into a spill-free UNPIN of the same register.
     let first_pin = lowering.body_entry.unwrap() - 1;
     let mut unloaded = lowering.clone();
-    let register = (0..2)
-        .find(|&r| cached.pin(r) == Some(lowering.instances[first_pin].stencil))
+    let (register, scaled) = cached
+        .pin_register_of(lowering.instances[first_pin].stencil)
         .unwrap();
-    unloaded.instances[first_pin].stencil = cached.unpin(register).unwrap();
+    unloaded.instances[first_pin].stencil = cached.unpin(register, scaled).unwrap();
     assert!(backend.check_cache_states(trace, &unloaded).is_err());
+
+    // sum.vm's locals are ints where its body starts: both registers hold them scaled, and
+    // a PIN that loads one boxed no longer matches the members that take it scaled.
+    let pins = &lowering.instances[first_pin..first_pin + 2];
+    assert!(
+        pins.iter().all(|p| cached
+            .pin_register_of(p.stencil)
+            .is_some_and(|(_, scaled)| scaled)),
+        "sum.vm's body pins its locals scaled"
+    );
+    let mut boxed = lowering.clone();
+    boxed.instances[first_pin].stencil = cached.pin(register, false).unwrap();
+    let err = backend.check_cache_states(trace, &boxed).unwrap_err();
+    assert!(err.contains("scaled: true"), "{err}");
 }

@@ -34,13 +34,58 @@
  * LOCAL0 from the frame into pinned register k and back: at the loop body's entry, and at the
  * start of every exit stub the body leaves through, so the interpreter always finds its
  * locals in the frame.
+ *
+ * Scaled ints. A member compiled with SCALED=1 (the families `vm_scaled_*`) keeps every
+ * cached register as an int times 2**16 (vm_int_scaled) instead of its boxed value, and one
+ * compiled with PINNED_SCALED=1 keeps its pinned local so: the overflow flag of an add or
+ * multiply is then the int range check, and a compare is one instruction, with no tag to
+ * extract or re-box between ops. The bodies are still those of ops.def: PEEK of a scaled
+ * register boxes it (vm_unscale, which tells the compiler the low 16 bits are zero, so the
+ * body's own vm_int_scaled folds the box away again), and PUSH, POKE and SET_LOCAL0 into a
+ * scaled register scale the value (vm_scale), which must then be an int the compiler can
+ * prove (an int op's result, a scaled register's value): a member that would scale anything
+ * else references the undefined `cached_op_scales_a_value_not_proved_an_int`, an error
+ * naming the stencil, so no member checks a tag at run time or trusts a value it cannot
+ * prove. PUSH_INT (LOAD_INT, CONST_INT) is the one exception: the trace proved the value an
+ * int. Everything that stores registers to memory (DEOPT, FAIL, SPILL, a push that spills
+ * the bottom register) boxes them first, so memory and the interpreter only ever see boxed
+ * values; BOX converts the cached registers in place (a scaled state into the boxed one of
+ * the same depth), and PIN and UNPIN of a scaled pinned register scale and box.
  */
 #define CPJIT_PIN_REGS 2
 #include "../stencil.h"
 
+#ifndef SCALED
+#define SCALED 0
+#endif
+#ifndef PINNED_SCALED
+#define PINNED_SCALED 0
+#endif
+
+/* Referenced only by a member that scales a value it has not proved an int. */
+extern void cached_op_scales_a_value_not_proved_an_int(void);
+
+/* The boxed int of scaled register value r (whose low 16 bits are zero). */
+CPJIT_CACHE_INLINE uint64_t vm_unscale(uint64_t r) {
+  VM_ASSUME((r & 0xffff) == 0);
+  return vm_box_int_scaled((int64_t)r);
+}
+/* The scaled register value of v, which the compiler must prove an int. */
+CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
+  if (!vm_is_int(v)) cached_op_scales_a_value_not_proved_an_int();
+  return (uint64_t)vm_int_scaled(v);
+}
+
 #ifdef PINNED
+#define VM_PINNED_REG VM_CAT(s.p, PINNED)
 #undef LOCAL0
-#define LOCAL0 VM_CAT(s.p, PINNED)
+#if PINNED_SCALED
+#define LOCAL0 vm_unscale(VM_PINNED_REG)
+#define SET_LOCAL0(v) (VM_PINNED_REG = vm_scale(v))
+#define SET_LOCAL0_SCALED(scaled) (VM_PINNED_REG = (uint64_t)(scaled))
+#else
+#define LOCAL0 VM_PINNED_REG
+#endif
 #endif
 
 CPJIT_DECLARE_SPILLED_TARGET(EXIT);
@@ -73,20 +118,52 @@ CPJIT_CACHE_INLINE uint64_t *vm_cached_slot(struct cpjit_stack *s, int k) {
 CPJIT_CACHE_INLINE void vm_cached_drop(struct cpjit_stack *s, int n) {
   for (int i = 0; i < n; i++) (void)cpjit_pop(s);
 }
+/* Pushes register value r (scaled in a scaled member). */
+CPJIT_CACHE_INLINE void vm_cached_push_register(struct cpjit_stack *s, uint64_t r) {
+  if (SCALED && s->n == CPJIT_CACHE_REGS) s->v0 = vm_unscale(s->v0); /* spilled by the push */
+  cpjit_push(s, r);
+}
+/* Pushes v; `proved`: the trace proved it an int (PUSH_INT). */
+CPJIT_CACHE_INLINE void vm_cached_push(struct cpjit_stack *s, uint64_t v, int proved) {
+  if (SCALED) v = proved ? (uint64_t)vm_int_scaled(v) : vm_scale(v);
+  vm_cached_push_register(s, v);
+}
+/* Boxes every scaled register in place (before they are stored or the state is boxed). */
+CPJIT_CACHE_INLINE void vm_cached_box(struct cpjit_stack *s) {
+  if (!SCALED) return;
+  if (s->n > 0) s->v0 = vm_unscale(s->v0);
+  if (s->n > 1) s->v1 = vm_unscale(s->v1);
+  if (s->n > 2) s->v2 = vm_unscale(s->v2);
+}
 
-#define PEEK(k) (*vm_cached_slot(&s, (k)))
-#define POKE(k, v) (*vm_cached_slot(&s, (k)) = (v))
+/* Whether the value k below the top is a register (else memory). */
+#define VM_IN_REGISTER(k) ((k) < s.n)
+#define PEEK(k)                                                                 \
+  (SCALED && VM_IN_REGISTER(k) ? vm_unscale(*vm_cached_slot(&s, (k)))          \
+                               : *vm_cached_slot(&s, (k)))
+#define POKE(k, v)                                                              \
+  do {                                                                          \
+    uint64_t poked_ = (v);                                                      \
+    *vm_cached_slot(&s, (k)) = SCALED && VM_IN_REGISTER(k) ? vm_scale(poked_) : poked_; \
+  } while (0)
 #define DROP(n) vm_cached_drop(&s, (n))
-#define PUSH(v) cpjit_push(&s, (v))
+#define PUSH(v) vm_cached_push(&s, (v), 0)
+#define PUSH_INT(v) vm_cached_push(&s, (v), 1)
+#define PUSH_INT_CONST(boxed, scaled) vm_cached_push_register(&s, SCALED ? (scaled) : (boxed))
 #define NEXT()                                                                  \
   do {                                                                          \
     if (s.n != OUT) cached_op_ends_in_a_state_other_than_OUT();              \
     CPJIT_CONTINUE_CACHED(frame, s, OUT);                                       \
   } while (0)
 #define JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, OUT)
-#define DEOPT() CPJIT_JUMP_SPILLED(EXIT, frame, s)
+#define DEOPT()                                                                 \
+  do {                                                                          \
+    vm_cached_box(&s);                                                          \
+    CPJIT_JUMP_SPILLED(EXIT, frame, s);                                         \
+  } while (0)
 #define FAIL()                                                                  \
   do {                                                                          \
+    vm_cached_box(&s);                                                          \
     cpjit_spill_all(&s);                                                        \
     frame->sp = s.sp;                                                           \
     return VM_EXIT_ERROR;                                                       \
@@ -113,10 +190,14 @@ CPJIT_CACHED_OP(op_vm_cached, IN, OUT) {
 #undef OP
   }
 vm_case_SPILL:
+vm_case_BOX:
+  vm_cached_box(&s);
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 #ifdef PINNED
 vm_case_PIN:
-  LOCAL0 = VM_FRAME_LOCAL(LOCAL0_AT);
+  /* A scaled pinned local is one the trace proved an int where the body starts. */
+  VM_PINNED_REG = PINNED_SCALED ? (uint64_t)vm_int_scaled(VM_FRAME_LOCAL(LOCAL0_AT))
+                                : VM_FRAME_LOCAL(LOCAL0_AT);
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 vm_case_UNPIN:
   VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;

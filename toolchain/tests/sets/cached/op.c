@@ -18,6 +18,16 @@ CPJIT_CACHED_OP(op_fine_fill, 0, 3) {
   CPJIT_CONTINUE_CACHED(frame, s, 3);
 }
 
+/* Correct: pops two values and leaves unless they are equal. On the equal path the compiler
+ * knows c1 holds what c0 does and passes c0 in c1's place, past OUT: an incoming register,
+ * not a computed value. */
+CPJIT_CACHED_OP(op_fine_equal_pops, 2, 0) {
+  CPJIT_STACK(s, 2);
+  uint64_t b = cpjit_pop(&s), a = cpjit_pop(&s);
+  if (a != b) CPJIT_JUMP_SPILLED(SIDE, frame, s);
+  CPJIT_CONTINUE_CACHED(frame, s, 0);
+}
+
 /* Reads c2, but declares only one cached value on entry. */
 CPJIT_CACHED_OP(op_reads_past_in, 1, 1) {
   CPJIT_STACK(s, 1);

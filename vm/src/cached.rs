@@ -1,0 +1,371 @@
+//! The register-cached members of the VM's ops in one stencil set, and the cache states they
+//! are entered and left in.
+//!
+//! A cache state says how many top-of-stack values are in registers (0 to 3, cpjit.h's
+//! `CPJIT_CACHE_REGS`) and whether those registers hold boxed values or *scaled ints* (an
+//! int times 2**16: templates/vm/cached/ops.c, "Scaled ints"). It is one byte, [`state`]:
+//! the depth, plus 4 when the registers are scaled; with nothing cached there is one state,
+//! 0, whatever the registers would hold.
+//!
+//! The members come from the set's families whose name starts with `vm_`
+//! (templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
+//! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
+//! that pinned register, [`crate::pinning`]) and `PINNED_SCALED` (that register holds its
+//! local scaled); elements are ops of `ops.def`, or `SPILL` (store every cached value),
+//! `BOX` (turn scaled registers into boxed ones in place), `PIN` and `UNPIN`. A member that
+//! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
+//! says; so an op may have two members entered in state 0, and [`CachedOps::member_as`]
+//! takes which one.
+
+use crate::ops;
+use crate::pinning::{self, PIN_REGS};
+use cpjit_model::StencilSet;
+use std::collections::HashMap;
+
+/// Cache states ([`state`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
+pub const STATES: usize = 8;
+
+/// The cache state of `depth` cached values, scaled ints or boxed.
+pub fn state(depth: u8, scaled: bool) -> u8 {
+    if depth == 0 {
+        0
+    } else {
+        depth | if scaled { 4 } else { 0 }
+    }
+}
+
+/// How many values state `s` caches.
+pub fn depth(s: u8) -> u8 {
+    s & 3
+}
+
+/// Whether state `s`'s registers hold scaled ints.
+pub fn is_scaled(s: u8) -> bool {
+    s & 4 != 0
+}
+
+/// A state as text: `2` (two boxed values), `2s` (two scaled ints).
+pub fn describe(s: u8) -> String {
+    format!("{}{}", depth(s), if is_scaled(s) { "s" } else { "" })
+}
+
+/// By entry state: a member's stencil index and exit state.
+type ByEntryState = [Option<(usize, u8)>; STATES];
+
+/// By member kind (boxed, scaled), then by entry state.
+type ByKind = [ByEntryState; 2];
+
+/// The register-cached members of the VM's ops in one set (see the module doc).
+#[derive(Clone, Debug, Default)]
+pub struct CachedOps {
+    /// By op id: its members.
+    members: Vec<ByKind>,
+    /// By op id, by pinned register, by whether it holds its local scaled: the members on a
+    /// pinned local.
+    pinned: Vec<[[ByKind; 2]; PIN_REGS]>,
+    /// By entry state: the stencil that spills every cached value.
+    spills: [Option<usize>; STATES],
+    /// By entry state (scaled): the stencil that boxes the registers, and its exit state.
+    boxes: ByEntryState,
+    /// By pinned register, by scaled: the `PIN` and `UNPIN` stencils.
+    pins: [[Option<usize>; 2]; PIN_REGS],
+    unpins: [[Option<usize>; 2]; PIN_REGS],
+    /// By stencil index: the op a member runs.
+    op_of: HashMap<usize, u32>,
+    /// By stencil index: the pinned register a member on a pinned local runs on, and whether
+    /// that register holds its local scaled.
+    pinned_register: HashMap<usize, (usize, bool)>,
+    /// (entry, exit) state of every cached stencil, by stencil index.
+    states: HashMap<usize, (u8, u8)>,
+}
+
+/// A family's parameter indices, by name.
+struct Params {
+    entry: usize,
+    exit: usize,
+    pinned: Option<usize>,
+    scaled: Option<usize>,
+    pinned_scaled: Option<usize>,
+}
+
+impl Params {
+    fn of(family: &cpjit_model::Family<'_>, at: &str) -> Result<Params, String> {
+        let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
+        let find = |name: &str| names.iter().position(|&n| n == name);
+        let known = ["IN", "OUT", "PINNED", "SCALED", "PINNED_SCALED"];
+        if let Some(other) = names.iter().find(|n| !known.contains(n)) {
+            return Err(format!(
+                "{at}: parameter `{other}` is none of the cache-state parameters {known:?}"
+            ));
+        }
+        let (Some(entry), Some(exit)) = (find("IN"), find("OUT")) else {
+            return Err(format!(
+                "{at}: parameters {names:?}, expected the cache states \"IN\" and \"OUT\""
+            ));
+        };
+        Ok(Params {
+            entry,
+            exit,
+            pinned: find("PINNED"),
+            scaled: find("SCALED"),
+            pinned_scaled: find("PINNED_SCALED"),
+        })
+    }
+}
+
+impl CachedOps {
+    /// Reads the families of `set`; a set without them has no cached ops (every trace then
+    /// stays in state 0).
+    pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
+        let mut out = CachedOps {
+            members: vec![[[None; STATES]; 2]; ops::OPS.len()],
+            pinned: vec![[[[[None; STATES]; 2]; 2]; PIN_REGS]; ops::OPS.len()],
+            ..CachedOps::default()
+        };
+        for family in cpjit_stencils::families(set)
+            .iter()
+            .filter(|f| f.name.starts_with("vm_"))
+        {
+            let at = format!("stencil set {}: family {}", set.target, family.name);
+            let p = Params::of(family, &at)?;
+            let number = |param: usize, v: usize, limit: usize| -> Result<usize, String> {
+                let text = family.params[param].values[v];
+                text.parse::<usize>()
+                    .ok()
+                    .filter(|&n| n < limit)
+                    .ok_or_else(|| {
+                        format!(
+                            "{at}: {} `{text}` is not 0 to {}",
+                            family.params[param].name,
+                            limit - 1
+                        )
+                    })
+            };
+            let count = |param: Option<usize>| param.map_or(1, |i| family.params[i].values.len());
+            for (e, element) in family.elements.iter().enumerate() {
+                for r in 0..count(p.pinned) {
+                    for ps in 0..count(p.pinned_scaled) {
+                        for sc in 0..count(p.scaled) {
+                            for i in 0..family.params[p.entry].values.len() {
+                                let mut values = vec![0; family.params.len()];
+                                values[p.entry] = i;
+                                let optional =
+                                    [(p.pinned, r), (p.pinned_scaled, ps), (p.scaled, sc)];
+                                for (param, v) in optional {
+                                    if let Some(param) = param {
+                                        values[param] = v;
+                                    }
+                                }
+                                let mut found = None;
+                                for o in 0..family.params[p.exit].values.len() {
+                                    values[p.exit] = o;
+                                    if let Some(stencil) = family.stencil(e, &values) {
+                                        if found.is_some() {
+                                            return Err(format!(
+                                                "{at}: {element} has more than one member entered \
+                                                 in one state (one exit state per entry state)"
+                                            ));
+                                        }
+                                        found = Some((stencil, o));
+                                    }
+                                }
+                                let Some((stencil, o)) = found else { continue };
+                                let scaled = match p.scaled {
+                                    Some(param) => number(param, sc, 2)? == 1,
+                                    None => false,
+                                };
+                                let entry_depth = number(p.entry, i, 4)? as u8;
+                                let exit_depth = number(p.exit, o, 4)? as u8;
+                                let entry = state(entry_depth, scaled);
+                                let exit = state(exit_depth, scaled && *element != "BOX");
+                                let register = match p.pinned {
+                                    Some(param) => Some((
+                                        number(param, r, PIN_REGS)?,
+                                        match p.pinned_scaled {
+                                            Some(param) => number(param, ps, 2)? == 1,
+                                            None => false,
+                                        },
+                                    )),
+                                    None => None,
+                                };
+                                out.add(&at, element, stencil, entry, exit, scaled, register)?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records one member (see [`CachedOps::of_set`]).
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        at: &str,
+        element: &str,
+        stencil: usize,
+        entry: u8,
+        exit: u8,
+        scaled: bool,
+        register: Option<(usize, bool)>,
+    ) -> Result<(), String> {
+        self.states.insert(stencil, (entry, exit));
+        match (element, register) {
+            ("PIN" | "UNPIN", Some((r, ps))) => {
+                if (entry, exit) != (0, 0) {
+                    return Err(format!(
+                        "{at}: {element} of register {r} from state {} (PIN and UNPIN run with \
+                         nothing cached)",
+                        describe(entry)
+                    ));
+                }
+                let table = if element == "PIN" {
+                    &mut self.pins
+                } else {
+                    &mut self.unpins
+                };
+                table[r][ps as usize] = Some(stencil);
+            }
+            ("SPILL", None) => {
+                if exit != 0 {
+                    return Err(format!(
+                        "{at}: SPILL from {} ends in {}, not 0",
+                        describe(entry),
+                        describe(exit)
+                    ));
+                }
+                self.spills[entry as usize] = Some(stencil);
+            }
+            ("BOX", None) => {
+                if !is_scaled(entry) || depth(exit) != depth(entry) {
+                    return Err(format!(
+                        "{at}: BOX from {} to {} (it boxes scaled registers in place)",
+                        describe(entry),
+                        describe(exit)
+                    ));
+                }
+                self.boxes[entry as usize] = Some((stencil, exit));
+            }
+            (_, Some((r, ps))) => {
+                let op = ops::by_name(element)
+                    .filter(|&op| pinning::runs_on_a_pinned_local(op))
+                    .ok_or_else(|| {
+                        format!(
+                            "{at}: element {element} is not a VM op that runs on a pinned local"
+                        )
+                    })?;
+                self.pinned[op as usize][r][ps as usize][scaled as usize][entry as usize] =
+                    Some((stencil, exit));
+                self.pinned_register.insert(stencil, (r, ps));
+                self.op_of.insert(stencil, op);
+            }
+            (_, None) => {
+                let op = ops::by_name(element)
+                    .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
+                self.members[op as usize][scaled as usize][entry as usize] = Some((stencil, exit));
+                self.op_of.insert(stencil, op);
+            }
+        }
+        Ok(())
+    }
+
+    /// The member of op `op` entered in state `entry` that keeps its registers as `entry`
+    /// does (boxed from state 0): its stencil and exit state.
+    pub fn member(&self, op: u32, entry: u8) -> Option<(usize, u8)> {
+        self.member_as(op, entry, is_scaled(entry))
+    }
+
+    /// The member of op `op` entered in state `entry` whose registers are scaled or not:
+    /// `scaled` must be `entry`'s unless nothing is cached on entry.
+    pub fn member_as(&self, op: u32, entry: u8, scaled: bool) -> Option<(usize, u8)> {
+        if depth(entry) > 0 && scaled != is_scaled(entry) {
+            return None;
+        }
+        self.members.get(op as usize)?[scaled as usize][entry as usize]
+    }
+
+    /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.
+    pub fn states_of(&self, stencil: usize) -> (u8, u8) {
+        self.states.get(&stencil).copied().unwrap_or((0, 0))
+    }
+
+    /// Whether `stencil` is a register-cached member (it passes the pinned registers on).
+    pub fn is_cached(&self, stencil: usize) -> bool {
+        self.states.contains_key(&stencil)
+    }
+
+    /// The op a cached member runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`).
+    pub fn op_of(&self, stencil: usize) -> Option<u32> {
+        self.op_of.get(&stencil).copied()
+    }
+
+    /// The member of op `op` on the local in pinned register `register` (holding it scaled
+    /// if `pinned_scaled`), entered in state `entry` with registers scaled or not (as for
+    /// [`CachedOps::member_as`]): its stencil and exit state.
+    pub fn pinned_member(
+        &self,
+        op: u32,
+        register: usize,
+        pinned_scaled: bool,
+        entry: u8,
+        scaled: bool,
+    ) -> Option<(usize, u8)> {
+        if depth(entry) > 0 && scaled != is_scaled(entry) {
+            return None;
+        }
+        self.pinned.get(op as usize)?.get(register)?[pinned_scaled as usize][scaled as usize]
+            [entry as usize]
+    }
+
+    /// The pinned register a member on a pinned local runs on.
+    pub fn pinned_register_of(&self, stencil: usize) -> Option<usize> {
+        self.pinned_register.get(&stencil).map(|&(r, _)| r)
+    }
+
+    /// The pinned register a member on a pinned local runs on, and whether it takes the local
+    /// scaled.
+    pub fn pinned_register_and_scaled_of(&self, stencil: usize) -> Option<(usize, bool)> {
+        self.pinned_register.get(&stencil).copied()
+    }
+
+    /// The stencil that spills every cached value from state `entry`.
+    pub fn spill(&self, entry: u8) -> Option<usize> {
+        *self.spills.get(entry as usize)?
+    }
+
+    /// The stencil that boxes the scaled registers of state `entry`, and its exit state.
+    pub fn boxing(&self, entry: u8) -> Option<(usize, u8)> {
+        *self.boxes.get(entry as usize)?
+    }
+
+    /// The stencil that loads pinned register `register` from its local (scaling it if
+    /// `scaled`).
+    pub fn pin(&self, register: usize, scaled: bool) -> Option<usize> {
+        self.pins.get(register)?[scaled as usize]
+    }
+
+    /// The stencil that writes pinned register `register` back to its local (boxing it if
+    /// `scaled`).
+    pub fn unpin(&self, register: usize, scaled: bool) -> Option<usize> {
+        self.unpins.get(register)?[scaled as usize]
+    }
+
+    /// The pinned register, its local's representation, of a `PIN` stencil.
+    pub fn pin_register_of(&self, stencil: usize) -> Option<(usize, bool)> {
+        find_register(&self.pins, stencil)
+    }
+
+    /// The pinned register, its local's representation, of an `UNPIN` stencil.
+    pub fn unpin_register_of(&self, stencil: usize) -> Option<(usize, bool)> {
+        find_register(&self.unpins, stencil)
+    }
+}
+
+fn find_register(table: &[[Option<usize>; 2]; PIN_REGS], stencil: usize) -> Option<(usize, bool)> {
+    (0..PIN_REGS).find_map(|r| {
+        (0..2)
+            .find(|&s| table[r][s] == Some(stencil))
+            .map(|s| (r, s == 1))
+    })
+}
