@@ -10,8 +10,8 @@
 //! The members come from the set's families whose name starts with `vm_`
 //! (templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
-//! that pinned register, [`crate::pinning`]) and `PINNED_SCALED` (that register holds its
-//! local scaled); elements are ops of `ops.def`, or `SPILL` (store every cached value),
+//! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
+//! local scaled) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
 //! `BOX` (turn scaled registers into boxed ones in place), `PIN` and `UNPIN`. A member that
 //! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
 //! says; so an op may have two members entered in state 0, and [`CachedOps::member_as`]
@@ -70,6 +70,10 @@ pub struct CachedOps {
     /// By pinned register, by scaled: the `PIN` and `UNPIN` stencils.
     pins: [[Option<usize>; 2]; PIN_REGS],
     unpins: [[Option<usize>; 2]; PIN_REGS],
+    /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
+    /// `COPY`, and by stencil index the depth of such a member.
+    at_depth: HashMap<(u32, bool, u8, u64), (usize, u8)>,
+    depth_of: HashMap<usize, u64>,
     /// By stencil index: the op a member runs.
     op_of: HashMap<usize, u32>,
     /// By stencil index: the pinned register a member on a pinned local runs on, and whether
@@ -86,13 +90,14 @@ struct Params {
     pinned: Option<usize>,
     scaled: Option<usize>,
     pinned_scaled: Option<usize>,
+    depth: Option<usize>,
 }
 
 impl Params {
     fn of(family: &cpjit_model::Family<'_>, at: &str) -> Result<Params, String> {
         let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
         let find = |name: &str| names.iter().position(|&n| n == name);
-        let known = ["IN", "OUT", "PINNED", "SCALED", "PINNED_SCALED"];
+        let known = ["IN", "OUT", "PINNED", "SCALED", "PINNED_SCALED", "DEPTH"];
         if let Some(other) = names.iter().find(|n| !known.contains(n)) {
             return Err(format!(
                 "{at}: parameter `{other}` is none of the cache-state parameters {known:?}"
@@ -109,6 +114,7 @@ impl Params {
             pinned: find("PINNED"),
             scaled: find("SCALED"),
             pinned_scaled: find("PINNED_SCALED"),
+            depth: find("DEPTH"),
         })
     }
 }
@@ -141,55 +147,67 @@ impl CachedOps {
                         )
                     })
             };
-            let count = |param: Option<usize>| param.map_or(1, |i| family.params[i].values.len());
+            // Every combination of the optional parameters' values, then every entry depth:
+            // the one exit depth with a member.
+            let optional = [p.pinned, p.pinned_scaled, p.scaled, p.depth];
+            let mut combos: Vec<[usize; 4]> = vec![[0; 4]];
+            for (k, param) in optional.iter().enumerate() {
+                let n = param.map_or(1, |i| family.params[i].values.len());
+                combos = combos
+                    .iter()
+                    .flat_map(|c| {
+                        (0..n).map(move |v| {
+                            let mut c = *c;
+                            c[k] = v;
+                            c
+                        })
+                    })
+                    .collect();
+            }
+            let flag = |param: Option<usize>, v: usize| -> Result<bool, String> {
+                param.map_or(Ok(false), |param| Ok(number(param, v, 2)? == 1))
+            };
             for (e, element) in family.elements.iter().enumerate() {
-                for r in 0..count(p.pinned) {
-                    for ps in 0..count(p.pinned_scaled) {
-                        for sc in 0..count(p.scaled) {
-                            for i in 0..family.params[p.entry].values.len() {
-                                let mut values = vec![0; family.params.len()];
-                                values[p.entry] = i;
-                                let optional =
-                                    [(p.pinned, r), (p.pinned_scaled, ps), (p.scaled, sc)];
-                                for (param, v) in optional {
-                                    if let Some(param) = param {
-                                        values[param] = v;
-                                    }
-                                }
-                                let mut found = None;
-                                for o in 0..family.params[p.exit].values.len() {
-                                    values[p.exit] = o;
-                                    if let Some(stencil) = family.stencil(e, &values) {
-                                        if found.is_some() {
-                                            return Err(format!(
-                                                "{at}: {element} has more than one member entered \
-                                                 in one state (one exit state per entry state)"
-                                            ));
-                                        }
-                                        found = Some((stencil, o));
-                                    }
-                                }
-                                let Some((stencil, o)) = found else { continue };
-                                let scaled = match p.scaled {
-                                    Some(param) => number(param, sc, 2)? == 1,
-                                    None => false,
-                                };
-                                let entry_depth = number(p.entry, i, 4)? as u8;
-                                let exit_depth = number(p.exit, o, 4)? as u8;
-                                let entry = state(entry_depth, scaled);
-                                let exit = state(exit_depth, scaled && *element != "BOX");
-                                let register = match p.pinned {
-                                    Some(param) => Some((
-                                        number(param, r, PIN_REGS)?,
-                                        match p.pinned_scaled {
-                                            Some(param) => number(param, ps, 2)? == 1,
-                                            None => false,
-                                        },
-                                    )),
-                                    None => None,
-                                };
-                                out.add(&at, element, stencil, entry, exit, scaled, register)?;
+                for combo in &combos {
+                    for i in 0..family.params[p.entry].values.len() {
+                        let mut values = vec![0; family.params.len()];
+                        values[p.entry] = i;
+                        for (param, &v) in optional.iter().zip(combo) {
+                            if let Some(param) = param {
+                                values[*param] = v;
                             }
+                        }
+                        let mut found = None;
+                        for o in 0..family.params[p.exit].values.len() {
+                            values[p.exit] = o;
+                            if let Some(stencil) = family.stencil(e, &values) {
+                                if found.is_some() {
+                                    return Err(format!(
+                                        "{at}: {element} has more than one member entered in one \
+                                         state (one exit state per entry state)"
+                                    ));
+                                }
+                                found = Some((stencil, o));
+                            }
+                        }
+                        let Some((stencil, o)) = found else { continue };
+                        let [r, ps, sc, d] = *combo;
+                        let scaled = flag(p.scaled, sc)?;
+                        let entry = state(number(p.entry, i, 4)? as u8, scaled);
+                        let exit = state(number(p.exit, o, 4)? as u8, scaled && *element != "BOX");
+                        let register = match p.pinned {
+                            Some(param) => {
+                                Some((number(param, r, PIN_REGS)?, flag(p.pinned_scaled, ps)?))
+                            }
+                            None => None,
+                        };
+                        let states = (entry, exit);
+                        match p.depth {
+                            Some(param) => {
+                                let depth = number(param, d, 1 << 16)? as u64;
+                                out.add_at_depth(&at, element, stencil, states, scaled, depth)?
+                            }
+                            None => out.add(&at, element, stencil, states, scaled, register)?,
                         }
                     }
                 }
@@ -198,15 +216,34 @@ impl CachedOps {
         Ok(out)
     }
 
+    /// Records a member compiled for one value of its op's first operand, a depth (`COPY`).
+    fn add_at_depth(
+        &mut self,
+        at: &str,
+        element: &str,
+        stencil: usize,
+        (entry, exit): (u8, u8),
+        scaled: bool,
+        depth: u64,
+    ) -> Result<(), String> {
+        let op = ops::by_name(element)
+            .filter(|&op| ops::info(op).operands.first() == Some(&ops::OperandKind::Count))
+            .ok_or_else(|| format!("{at}: element {element} has no depth operand"))?;
+        self.states.insert(stencil, (entry, exit));
+        self.op_of.insert(stencil, op);
+        self.at_depth
+            .insert((op, scaled, entry, depth), (stencil, exit));
+        self.depth_of.insert(stencil, depth);
+        Ok(())
+    }
+
     /// Records one member (see [`CachedOps::of_set`]).
-    #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
         at: &str,
         element: &str,
         stencil: usize,
-        entry: u8,
-        exit: u8,
+        (entry, exit): (u8, u8),
         scaled: bool,
         register: Option<(usize, bool)>,
     ) -> Result<(), String> {
@@ -283,6 +320,26 @@ impl CachedOps {
             return None;
         }
         self.members.get(op as usize)?[scaled as usize][entry as usize]
+    }
+
+    /// The member of op `op` compiled for operand `depth`, entered in state `entry` with
+    /// registers scaled or not (as for [`CachedOps::member_as`]).
+    pub fn member_at_depth(
+        &self,
+        op: u32,
+        entry: u8,
+        scaled: bool,
+        operand: u64,
+    ) -> Option<(usize, u8)> {
+        if depth(entry) > 0 && scaled != is_scaled(entry) {
+            return None;
+        }
+        self.at_depth.get(&(op, scaled, entry, operand)).copied()
+    }
+
+    /// The operand a member compiled for one depth takes (`None`: any).
+    pub fn depth_of(&self, stencil: usize) -> Option<u64> {
+        self.depth_of.get(&stencil).copied()
     }
 
     /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.

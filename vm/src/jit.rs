@@ -12,6 +12,14 @@
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
 //! each lowering consistent before it is stitched.
 //!
+//! Scaled ints ([`crate::cached`]): int ops also have members whose registers hold ints
+//! times 2**16, where an add is `add; jo` and a compare `cmp; jcc`. Where nothing is cached,
+//! the lowering starts a run of those when every micro-op until nothing is cached again has
+//! one (and one of them gains from it), and converts in place (`BOX`) where a run meets an
+//! op without one; members that push what the trace proved an int (`LOAD_INT`,
+//! `CONST_INT`, `COPY_INT`) start the runs. `COPY` of an inlined callee's local has members
+//! compiled for its depth.
+//!
 //! Pinned locals ([`crate::pinning`]): in a loop trace's body, up to two locals live in
 //! pinned registers that every cached member passes on; the lowering picks the members on
 //! those registers, puts `PIN`s at the body's entry and `UNPIN`s at the start of the body's
@@ -311,13 +319,16 @@ impl Backend {
         entry: u8,
         scaled: bool,
     ) -> Option<(usize, u8)> {
-        let op = trace.uops[i].op;
+        let u = &trace.uops[i];
         match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
             Some((r, local_scaled)) => {
                 self.cached
-                    .pinned_member(op, r, local_scaled, entry, scaled)
+                    .pinned_member(u.op, r, local_scaled, entry, scaled)
             }
-            None => self.cached.member_as(op, entry, scaled),
+            None => self
+                .cached
+                .member_at_depth(u.op, entry, scaled, u.arg0)
+                .or_else(|| self.cached.member_as(u.op, entry, scaled)),
         }
     }
 
@@ -538,6 +549,10 @@ impl Backend {
                 let op = trace.uops[u].op;
                 let runs_op = if self.cached.is_cached(inst.stencil) {
                     self.cached.op_of(inst.stencil) == Some(op)
+                        && self
+                            .cached
+                            .depth_of(inst.stencil)
+                            .is_none_or(|d| d == trace.uops[u].arg0)
                 } else {
                     entry == 0 && self.stencils[op as usize] == Some(inst.stencil)
                 };

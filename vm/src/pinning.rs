@@ -112,7 +112,17 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         if runs_on_a_pinned_local(u.op) {
             let e = uses.entry(u.arg0).or_default();
             e.0 |= !matches!(u.op, op::LOAD | op::LOAD_INT);
-            e.1 += 1;
+            // An increment of a local held scaled is add/jo, of one in the frame a load, an
+            // unbox, the add, a box and a store: it counts as much as four other uses.
+            let increments = matches!(
+                u.op,
+                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN
+            );
+            e.1 += if increments && trace.loop_body_proves_int(u.arg0) {
+                4
+            } else {
+                1
+            };
         } else {
             for (k, kind) in info.operands.iter().enumerate().take(2) {
                 if *kind == OperandKind::Local {

@@ -288,3 +288,31 @@ fn scaled_int_loops_overflow_exactly_where_the_interpreter_does() {
         }
     }
 }
+
+#[test]
+fn a_member_compiled_for_one_copy_depth_runs_only_that_depth() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/calls.vm"))
+            .unwrap();
+    let compiler = checking();
+    let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+    assert_eq!(out, "71913071429\n");
+    let backend = &compiler.backend;
+    let cached = backend.cached_ops();
+    let lowerings = compiler.lowerings.borrow();
+    let (trace, lowering, k, depth) = lowerings
+        .iter()
+        .find_map(|(t, l)| {
+            l.instances
+                .iter()
+                .enumerate()
+                .find_map(|(k, i)| cached.depth_of(i.stencil).map(|d| (t, l, k, d)))
+        })
+        .expect("calls.vm's inlined callees copy their argument at a fixed depth");
+    backend.check_cache_states(trace, lowering).unwrap();
+    // The same stencil for a COPY from another depth would read the wrong slot.
+    let mut deeper = trace.clone();
+    deeper.uops[lowering.instances[k].uop.unwrap()].arg0 = depth + 1;
+    let err = backend.check_cache_states(&deeper, lowering).unwrap_err();
+    assert!(err.contains("does not run micro-op"), "{err}");
+}

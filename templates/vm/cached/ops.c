@@ -58,6 +58,12 @@
 #ifndef SCALED
 #define SCALED 0
 #endif
+/* A member for one depth of COPY (families `vm_*copy_at`): the slot is known when it is
+ * compiled, so it reads its register or memory directly instead of testing the depth. */
+#ifdef DEPTH
+#undef DEPTH0
+#define DEPTH0 (DEPTH)
+#endif
 #ifndef PINNED_SCALED
 #define PINNED_SCALED 0
 #endif
