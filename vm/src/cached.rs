@@ -71,16 +71,24 @@ pub struct CachedOps {
     pins: [[Option<usize>; 2]; PIN_REGS],
     unpins: [[Option<usize>; 2]; PIN_REGS],
     /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
-    /// `COPY`, and by stencil index the depth of such a member.
+    /// `COPY`.
     at_depth: HashMap<(u32, bool, u8, u64), (usize, u8)>,
-    depth_of: HashMap<usize, u64>,
-    /// By stencil index: the op a member runs.
-    op_of: HashMap<usize, u32>,
-    /// By stencil index: the pinned register a member on a pinned local runs on, and whether
-    /// that register holds its local scaled.
-    pinned_register: HashMap<usize, (usize, bool)>,
-    /// (entry, exit) state of every cached stencil, by stencil index.
-    states: HashMap<usize, (u8, u8)>,
+    /// By stencil index (every stencil of the set): what a cached member is.
+    facts: Vec<MemberFacts>,
+}
+
+/// What a cached stencil is (all `None` for an uncached one).
+#[derive(Clone, Copy, Debug, Default)]
+struct MemberFacts {
+    /// (entry, exit) state.
+    states: Option<(u8, u8)>,
+    /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`).
+    op: Option<u32>,
+    /// The pinned register a member on a pinned local runs on, and whether that register
+    /// holds its local scaled.
+    pinned: Option<(usize, bool)>,
+    /// The depth operand a member compiled for one depth takes.
+    depth: Option<u64>,
 }
 
 /// A family's parameter indices, by name.
@@ -126,6 +134,7 @@ impl CachedOps {
         let mut out = CachedOps {
             members: vec![[[None; STATES]; 2]; ops::OPS.len()],
             pinned: vec![[[[[None; STATES]; 2]; 2]; PIN_REGS]; ops::OPS.len()],
+            facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
         };
         for family in cpjit_stencils::families(set)
@@ -167,10 +176,10 @@ impl CachedOps {
             let flag = |param: Option<usize>, v: usize| -> Result<bool, String> {
                 param.map_or(Ok(false), |param| Ok(number(param, v, 2)? == 1))
             };
+            let mut values = vec![0; family.params.len()];
             for (e, element) in family.elements.iter().enumerate() {
                 for combo in &combos {
                     for i in 0..family.params[p.entry].values.len() {
-                        let mut values = vec![0; family.params.len()];
                         values[p.entry] = i;
                         for (param, &v) in optional.iter().zip(combo) {
                             if let Some(param) = param {
@@ -229,11 +238,14 @@ impl CachedOps {
         let op = ops::by_name(element)
             .filter(|&op| ops::info(op).operands.first() == Some(&ops::OperandKind::Count))
             .ok_or_else(|| format!("{at}: element {element} has no depth operand"))?;
-        self.states.insert(stencil, (entry, exit));
-        self.op_of.insert(stencil, op);
+        self.facts[stencil] = MemberFacts {
+            states: Some((entry, exit)),
+            op: Some(op),
+            depth: Some(depth),
+            ..MemberFacts::default()
+        };
         self.at_depth
             .insert((op, scaled, entry, depth), (stencil, exit));
-        self.depth_of.insert(stencil, depth);
         Ok(())
     }
 
@@ -247,7 +259,7 @@ impl CachedOps {
         scaled: bool,
         register: Option<(usize, bool)>,
     ) -> Result<(), String> {
-        self.states.insert(stencil, (entry, exit));
+        self.facts[stencil].states = Some((entry, exit));
         match (element, register) {
             ("PIN" | "UNPIN", Some((r, ps))) => {
                 if (entry, exit) != (0, 0) {
@@ -294,14 +306,14 @@ impl CachedOps {
                     })?;
                 self.pinned[op as usize][r][ps as usize][scaled as usize][entry as usize] =
                     Some((stencil, exit));
-                self.pinned_register.insert(stencil, (r, ps));
-                self.op_of.insert(stencil, op);
+                self.facts[stencil].pinned = Some((r, ps));
+                self.facts[stencil].op = Some(op);
             }
             (_, None) => {
                 let op = ops::by_name(element)
                     .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
                 self.members[op as usize][scaled as usize][entry as usize] = Some((stencil, exit));
-                self.op_of.insert(stencil, op);
+                self.facts[stencil].op = Some(op);
             }
         }
         Ok(())
@@ -339,22 +351,25 @@ impl CachedOps {
 
     /// The operand a member compiled for one depth takes (`None`: any).
     pub fn depth_of(&self, stencil: usize) -> Option<u64> {
-        self.depth_of.get(&stencil).copied()
+        self.facts.get(stencil)?.depth
     }
 
     /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.
     pub fn states_of(&self, stencil: usize) -> (u8, u8) {
-        self.states.get(&stencil).copied().unwrap_or((0, 0))
+        self.facts
+            .get(stencil)
+            .and_then(|f| f.states)
+            .unwrap_or((0, 0))
     }
 
     /// Whether `stencil` is a register-cached member (it passes the pinned registers on).
     pub fn is_cached(&self, stencil: usize) -> bool {
-        self.states.contains_key(&stencil)
+        self.facts.get(stencil).is_some_and(|f| f.states.is_some())
     }
 
     /// The op a cached member runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`).
     pub fn op_of(&self, stencil: usize) -> Option<u32> {
-        self.op_of.get(&stencil).copied()
+        self.facts.get(stencil)?.op
     }
 
     /// The member of op `op` on the local in pinned register `register` (holding it scaled
@@ -377,13 +392,13 @@ impl CachedOps {
 
     /// The pinned register a member on a pinned local runs on.
     pub fn pinned_register_of(&self, stencil: usize) -> Option<usize> {
-        self.pinned_register.get(&stencil).map(|&(r, _)| r)
+        self.facts.get(stencil)?.pinned.map(|(r, _)| r)
     }
 
     /// The pinned register a member on a pinned local runs on, and whether it takes the local
     /// scaled.
     pub fn pinned_register_and_scaled_of(&self, stencil: usize) -> Option<(usize, bool)> {
-        self.pinned_register.get(&stencil).copied()
+        self.facts.get(stencil)?.pinned
     }
 
     /// The stencil that spills every cached value from state `entry`.

@@ -345,9 +345,8 @@ impl Backend {
     ) -> bool {
         let mut s = 0u8;
         let mut gains = false;
-        for j in i..trace.uops.len() {
-            let boundary =
-                targets[j] || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
+        for (j, &target) in targets.iter().enumerate().skip(i) {
+            let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
             if j > i && boundary {
                 return gains;
             }
