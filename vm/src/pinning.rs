@@ -15,8 +15,11 @@
 //!
 //! [`choose`] decides which locals, or none: a body qualifies when it has no jump but its
 //! back edge, nothing that can fail through a helper, and no exit stub shared with the
-//! preamble; a local qualifies when only those three ops name it in the body, and the locals
-//! the body writes (loop-carried) go first, then those it names most.
+//! preamble; a local qualifies when only those ops name it in the body, and the locals
+//! the body writes (loop-carried) go first, then those it names most (an increment of an
+//! int counting as four). A local the body proves an int where it starts is held scaled
+//! (an int times 2**16: templates/vm/cached/ops.c, "Scaled ints"), so that its increments,
+//! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again.
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
