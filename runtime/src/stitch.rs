@@ -62,7 +62,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
-    trace.instance_offsets = Offsets::new(view.offsets);
+    trace.instance_offsets = Offsets::of(view.instances);
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
     trace.debug = crate::debug::register(b, &trace)?;
@@ -114,7 +114,7 @@ where
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
-            trace.instance_offsets = Offsets::new(v.offsets);
+            trace.instance_offsets = Offsets::of(v.instances);
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
@@ -183,7 +183,7 @@ fn allocate_batch(
         |i| (layouts[i].code_at, layouts[i].data_at),
         |block| Trace {
             arena: jit.arena.clone(),
-            instance_offsets: Offsets::new(&[]),
+            instance_offsets: Offsets::empty(),
             veneers: 0,
             got_slots: 0,
             code_len: block.code_len,
@@ -203,11 +203,11 @@ fn allocate_batch(
 /// no pass over the instances before it copies them.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Layout {
-    /// Bytes of instance code and of instance data so far, with alignment padding.
+    /// Bytes of instance code and of instance data so far, with alignment padding (the
+    /// trace's own alignments are the set's largest, [`Jit::code_align`] and
+    /// [`Jit::data_align`]).
     pub code_len: u64,
     pub data_len: u64,
-    pub code_align: u32,
-    pub data_align: u32,
     /// At most this many GOT slots and veneers are needed (the last instance's
     /// [`Bound::Continue`] and the tail jump are added by `finish`).
     pub got_bound: u32,
@@ -222,8 +222,6 @@ impl Default for Layout {
         Layout {
             code_len: 0,
             data_len: 0,
-            code_align: 1,
-            data_align: 8,
             got_bound: 0,
             veneer_bound: 0,
             internal: 0,
@@ -244,13 +242,11 @@ impl Layout {
         targets: &[Target],
         counted: &mut Counted,
     ) -> (u32, u32) {
-        self.code_align = self.code_align.max(p.code_align);
         let code_at = round_up64(self.code_len, p.code_align as u64);
         self.code_len = code_at + p.code_len as u64;
         let data_at = if p.data_len == 0 {
             self.data_len
         } else {
-            self.data_align = self.data_align.max(p.data_align);
             let at = round_up64(self.data_len, p.data_align as u64);
             self.data_len = at + p.data_len as u64;
             at
@@ -431,8 +427,8 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
         instances_end: l.code_len as usize,
         code_len,
         data_len: l.data_len as usize,
-        code_align: l.code_align as usize,
-        data_align: l.data_align as usize,
+        code_align: jit.code_align as usize,
+        data_align: jit.data_align as usize,
         got_bound: l.got_bound.min(u32::MAX / 16),
         veneer_bound: veneer_bound.min(u32::MAX / 16),
         internal: l.internal.min(u32::MAX / 16),
@@ -451,7 +447,7 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     // From here on, dropping the trace (on an error) returns the memory.
     Ok(Trace {
         arena: jit.arena.clone(),
-        instance_offsets: Offsets::new(&[]),
+        instance_offsets: Offsets::empty(),
         veneers: 0,
         got_slots: 0,
         code_len: code_size,
@@ -487,7 +483,7 @@ fn write(
     code[layout.code_len..].fill(jit.facts.trap);
     let mut w = Writer {
         b,
-        offsets: b.offsets,
+        instances: b.instances,
         shim_first: b.is_shim(0),
         code_base: trace.block.code_rx as u64,
         data_base: trace.block.data as u64,
@@ -502,9 +498,9 @@ fn write(
     };
     let nop = set.nop;
     let (mut code_end, mut data_end) = (0usize, 0usize);
-    for (i, (inst, &at)) in b.instances.iter().zip(b.offsets).enumerate() {
+    for (i, inst) in b.instances.iter().enumerate() {
         let p = &jit.programs[inst.stencil as usize];
-        let at = at as usize;
+        let at = inst.code_at as usize;
         if at != code_end {
             pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
                 Error::InvalidStencil {
@@ -598,7 +594,8 @@ impl StepError {
 /// The trace's memory during [`write`], and the values instances refer to.
 struct Writer<'a, 'v, 'j, 's> {
     b: &'a View<'v, 'j, 's>,
-    offsets: &'a [u32],
+    /// The trace's instances (for their code offsets: jump targets, continuations).
+    instances: &'a [Instance],
     /// Instance 0 is the entry shim (which is no jump target).
     shim_first: bool,
     /// Run-time addresses of the trace's code (RX view) and data.
@@ -689,13 +686,16 @@ impl Writer<'_, '_, '_, '_> {
             }
             Source::Code => Some(self.code_base + code_at as u64),
             Source::Data => Some(self.data_base + data_at as u64),
-            Source::Continue => self.offsets.get(i + 1).map(|&o| self.code_base + o as u64),
+            Source::Continue => self
+                .instances
+                .get(i + 1)
+                .map(|next| self.code_base + next.code_at as u64),
             Source::Target(k) => match b.targets[inst.targets as usize + k as usize] {
                 Target::Address(a) => Some(a),
                 Target::Instance(id) if id.0 != 0 || !self.shim_first => self
-                    .offsets
+                    .instances
                     .get(id.index())
-                    .map(|&o| self.code_base + o as u64),
+                    .map(|to| self.code_base + to.code_at as u64),
                 Target::Instance(_) => None,
             },
             Source::Symbol(sym) => b.jit.symbol(sym),
@@ -704,6 +704,7 @@ impl Writer<'_, '_, '_, '_> {
 
     /// Runs one step of instance `i` (code at `code_at`, data at `data_at`) in full: the
     /// path for every hole and value, which checks everything and reports errors.
+    #[inline(never)]
     fn run(
         &mut self,
         i: usize,
@@ -861,7 +862,7 @@ impl Writer<'_, '_, '_, '_> {
         let b = self.b;
         match t {
             Target::Address(a) => Ok((a, true)),
-            Target::Instance(id) => match self.offsets.get(id.index()) {
+            Target::Instance(id) => match self.instances.get(id.index()).map(|to| to.code_at) {
                 Some(_) if b.is_shim(id.index()) => {
                     let set = b.jit.set;
                     Err(StepError::Other(Error::ShimAsTarget {
@@ -874,14 +875,14 @@ impl Writer<'_, '_, '_, '_> {
                         instance: i,
                     }))
                 }
-                Some(&offset) => Ok((self.code_base + offset as u64, false)),
+                Some(offset) => Ok((self.code_base + offset as u64, false)),
                 None => Err(StepError::Other(Error::MissingInstance {
                     stencil: b.jit.set.stencils[b.instances[i].stencil as usize]
                         .name
                         .to_string(),
                     instance: i,
                     target: id.index(),
-                    count: self.offsets.len(),
+                    count: self.instances.len(),
                 })),
             },
         }
