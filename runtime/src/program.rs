@@ -181,10 +181,16 @@ pub(crate) struct Program {
     pub code_align: u32,
     pub data_align: u32,
     /// Operands and jump targets an instance takes, and whether the stencil is the set's
-    /// entry shim (checked by `push`).
+    /// entry shim.
     pub operands: u16,
     pub targets: u16,
     pub shim: bool,
+    /// The operand and jump-target counts `push` accepts on its fast path: the stencil's,
+    /// except that the entry shim's `push_targets` is `usize::MAX`, which no slice's length
+    /// equals, so that one comparison per count is the whole check of the common case and
+    /// the shim (allowed only as instance 0) is pushed by the cold path.
+    pub push_operands: usize,
+    pub push_targets: usize,
 }
 
 impl Program {
@@ -286,6 +292,12 @@ impl Program {
             operands: stencil.operands.len() as u16,
             targets: stencil.targets.len() as u16,
             shim,
+            push_operands: stencil.operands.len(),
+            push_targets: if shim {
+                usize::MAX
+            } else {
+                stencil.targets.len()
+            },
         }
     }
 }

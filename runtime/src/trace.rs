@@ -4,6 +4,7 @@
 use crate::arena::{Arena, Block};
 use crate::entry::{Entry, EntrySignature};
 use crate::jit::{Jit, ShimFacts};
+use crate::program::Program;
 use crate::stitch::{self, Counted, Layout};
 use crate::Error;
 use std::ffi::c_void;
@@ -126,19 +127,50 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        // Counts and the shim flag come from the stencil's program (one table row); the
-        // error is worked out off the hot path.
-        let id = InstanceId(self.instances.len() as u32 - self.start);
-        let p = match self.jit.programs.get(stencil) {
-            Some(p)
-                if operands.len() == p.operands as usize
-                    && targets.len() == p.targets as usize
-                    && !(p.shim && id.0 != 0) =>
-            {
-                p
+        // The counts come from the stencil's program (one table row); the shim and the
+        // errors are worked out off the hot path.
+        match self.jit.programs.get(stencil) {
+            Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
+                Ok(self.record(stencil, p, operands, targets))
             }
-            _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
-        };
+            _ => self.push_rest(stencil, operands, targets),
+        }
+    }
+
+    /// What [`push`](TraceBuilder::push)'s fast path does not take: the entry shim (as
+    /// instance 0 only), and every refusal.
+    #[cold]
+    #[inline(never)]
+    fn push_rest(
+        &mut self,
+        stencil: usize,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        match self.jit.programs.get(stencil) {
+            Some(p)
+                if p.shim
+                    && self.is_empty()
+                    && operands.len() == p.operands as usize
+                    && targets.len() == p.targets as usize =>
+            {
+                Ok(self.record(stencil, p, operands, targets))
+            }
+            _ => Err(self.push_error(stencil, operands.len(), targets.len())),
+        }
+    }
+
+    /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
+    /// were checked.
+    #[inline(always)]
+    fn record(
+        &mut self,
+        stencil: usize,
+        p: &'j Program,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> InstanceId {
+        let id = InstanceId(self.instances.len() as u32 - self.start);
         let (code_at, data_at) = self
             .layout
             .place(p, operands, targets, &mut self.spare.counted);
@@ -157,7 +189,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         for &t in targets {
             self.targets.push(t);
         }
-        Ok(id)
+        id
     }
 
     /// Why [`push`](TraceBuilder::push) refused an instance.
