@@ -113,8 +113,10 @@ pub(crate) enum Fast {
     /// A 64-bit GOT load of an operand that [`Program::code`] already holds in its `imm32`
     /// form (`mov r64, imm32`, `op r64, imm32`): if the operand fits a sign-extended
     /// 32-bit immediate, a 4-byte store of it; otherwise the stencil's instruction is
-    /// restored and the full path loads it (directly or through a GOT slot).
-    Imm32,
+    /// restored and the full path loads it (directly or through a GOT slot). The operand
+    /// (its index and part) is the hole's value, here so that the store needs no look at
+    /// the step's [`Source`].
+    Imm32 { operand: u16, part: OperandPart },
 }
 
 /// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
@@ -330,7 +332,8 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
                     if immediate =>
                 {
                     code.copy_from_slice(&probe);
-                    Fast::Imm32
+                    let (operand, part) = h.value.operand().expect("an operand value");
+                    Fast::Imm32 { operand, part }
                 }
                 // The full path tries the immediate form first for values from outside the
                 // trace; a symbol's address is one of those, so only a site without an
@@ -763,8 +766,14 @@ mod tests {
             [
                 Fast::Rel32,
                 Fast::Rel32,
-                Fast::Imm32,
-                Fast::Imm32,
+                Fast::Imm32 {
+                    operand: 0,
+                    part: OperandPart::Whole
+                },
+                Fast::Imm32 {
+                    operand: 0,
+                    part: OperandPart::Whole
+                },
                 Fast::Full, // no REX.W: no immediate form
                 Fast::Direct,
                 Fast::Full, // `jmp` moves its field

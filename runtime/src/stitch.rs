@@ -260,12 +260,10 @@ impl Layout {
                     part,
                     signed32,
                 } => {
-                    let v = part.of(operands[operand as usize]);
-                    if signed32 {
-                        i32::try_from(v as i64).is_err()
-                    } else {
-                        v > u32::MAX as u64
-                    }
+                    // One unsigned comparison either way, without a branch: `v` fits a
+                    // sign-extended imm32 exactly when `v + 2^31` (mod 2^64) is below 2^32.
+                    let bias = if signed32 { 1 << 31 } else { 0 };
+                    part.of(operands[operand as usize]).wrapping_add(bias) > u32::MAX as u64
                 }
                 Bound::Target(t) => matches!(targets[t as usize], Target::Address(_)),
                 Bound::Internal => {
@@ -627,7 +625,15 @@ impl Writer<'_, '_, '_, '_> {
         match step.fast {
             Fast::Full => {}
             Fast::Rel32 | Fast::Direct => {
-                if let Some(value) = self.fast_value(i, inst, step.source, code_at, data_at) {
+                // The instance's own data and code and a symbol, the usual sources of a
+                // rel32 field, here; the others through `fast_value`.
+                let value = match step.source {
+                    Source::Data => Some(self.data_base + data_at as u64),
+                    Source::Code => Some(self.code_base + code_at as u64),
+                    Source::Symbol(sym) => self.b.jit.symbol(sym),
+                    _ => self.fast_value(i, inst, step.source, code_at, data_at),
+                };
+                if let Some(value) = value {
                     let place = self.code_base + offset as u64;
                     let target = value.wrapping_add(step.addend as u64);
                     if write_rel32(self.code, offset, place, target) {
@@ -639,16 +645,14 @@ impl Writer<'_, '_, '_, '_> {
                     self.restore(inst, step, code_at, 2);
                 }
             }
-            Fast::Imm32 => {
-                if let Source::Operand(k, part) = step.source {
-                    let value = part.of(self.b.operands[inst.operands as usize + k as usize]);
-                    if let (Ok(imm), Some(field)) = (
-                        i32::try_from(value as i64),
-                        self.code.get_mut(offset..offset + 4),
-                    ) {
-                        field.copy_from_slice(&imm.to_le_bytes());
-                        return Ok(());
-                    }
+            Fast::Imm32 { operand, part } => {
+                let value = part.of(self.b.operands[inst.operands as usize + operand as usize]);
+                if let (Ok(imm), Some(field)) = (
+                    i32::try_from(value as i64),
+                    self.code.get_mut(offset..offset + 4),
+                ) {
+                    field.copy_from_slice(&imm.to_le_bytes());
+                    return Ok(());
                 }
                 // REX prefix, opcode and ModRM.
                 self.restore(inst, step, code_at, 3);
