@@ -230,8 +230,8 @@ impl Default for Layout {
 }
 
 impl Layout {
-    /// Places an instance of `p` with these operands and targets: returns its code and
-    /// data offsets, and counts the GOT slots and veneers it may need (each known one once
+    /// Places an instance of `p` with these operands and targets: returns its code offset,
+    /// adds its data to the trace's (at the data alignment of `p`), and counts the GOT slots and veneers it may need (each known one once
     /// per trace, in `counted`: a symbol's by its id, an operand's by its value).
     // Its one caller is `push`, itself always inlined.
     #[inline(always)]
@@ -241,16 +241,14 @@ impl Layout {
         operands: &[u64],
         targets: &[Target],
         counted: &mut Counted,
-    ) -> (u32, u32) {
+    ) -> u32 {
         let code_at = round_up64(self.code_len, p.code_align as u64);
         self.code_len = code_at + p.code_len as u64;
-        let data_at = if p.data_len == 0 {
-            self.data_len
-        } else {
+        if p.data_len != 0 {
+            // Where the data goes is worked out again by `write`, which copies it.
             let at = round_up64(self.data_len, p.data_align as u64);
             self.data_len = at + p.data_len as u64;
-            at
-        };
+        }
         for need in p.needs.iter() {
             let counts = match need.bound {
                 Bound::Never | Bound::Continue => false,
@@ -281,7 +279,7 @@ impl Layout {
             }
         }
         // Offsets past 2 GiB are refused by `finish` (`TraceTooLarge`), before any is used.
-        (code_at as u32, data_at as u32)
+        code_at as u32
     }
 }
 
@@ -509,14 +507,19 @@ fn write(
         }
         copy_code(w.code, at, p, layout.instances_end);
         code_end = at + p.code_len as usize;
-        let data_at = inst.data_at as usize;
-        if p.data_len != 0 {
-            if data_at != data_end {
-                w.data[data_end..data_at].fill(0);
+        // The instance's data where its push placed it (the same computation, in the
+        // same order: each at its alignment after the previous one's).
+        let data_at = if p.data_len == 0 {
+            data_end
+        } else {
+            let at = round_up(data_end, p.data_align as usize);
+            if at != data_end {
+                w.data[data_end..at].fill(0);
             }
-            data_end = data_at + p.data_len as usize;
-            copy_small(&mut w.data[data_at..data_end], &p.data);
-        }
+            data_end = at + p.data_len as usize;
+            copy_small(&mut w.data[at..data_end], &p.data);
+            at
+        };
         for step in p.steps.iter() {
             w.step(i, inst, step, at, data_at)
                 .map_err(|e| e.error(b, i))?;

@@ -37,16 +37,15 @@ pub enum Target {
 }
 
 /// One pushed instance: its stencil, where its operands and targets start in the
-/// builder's flat vectors (their counts are the stencil's), and where its code and data go
-/// in the trace's code and data. One record per push: laying out and recording an
-/// instance is one vector append.
+/// builder's flat vectors (their counts are the stencil's), and where its code goes in the
+/// trace's code (its data follows the previous instance's, at its alignment: `finish`
+/// works that out again as it copies the data). One 16-byte record per push.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Instance {
     pub stencil: u32,
     pub operands: u32,
     pub targets: u32,
     pub code_at: u32,
-    pub data_at: u32,
 }
 
 /// Collects stencil instances; [`finish`](TraceBuilder::finish) copies, lays out and
@@ -171,7 +170,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         targets: &[Target],
     ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32 - self.start);
-        let (code_at, data_at) = self
+        let code_at = self
             .layout
             .place(p, operands, targets, &mut self.spare.counted);
         self.instances.push(Instance {
@@ -179,7 +178,6 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             operands: self.operands.len() as u32,
             targets: self.targets.len() as u32,
             code_at,
-            data_at,
         });
         // Element by element: stencils take a few operands and targets, and a `memcpy`
         // call per push would cost more than the copy.
@@ -331,7 +329,6 @@ impl<'j, 's> View<'_, 'j, 's> {
                 operands: b.operands.len() as u32,
                 targets: b.targets.len() as u32,
                 code_at: inst.code_at,
-                data_at: inst.data_at,
             });
             b.operands
                 .extend_from_slice(&self.operands[o..o + p.operands as usize]);
