@@ -16,6 +16,8 @@ use cpjit_model::{Arch, Hole, HoleKind, HoleValue, OperandPart, Section, Stencil
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Source {
     /// The instance's operand `i` (a constant), or one 32-bit half of it.
     Operand(u16, OperandPart),
@@ -54,6 +56,8 @@ pub(crate) enum Action {
 /// Whether a step may need a GOT slot or a veneer, which `finish` adds up (before the trace
 /// is placed) to an upper bound of the slots and veneers it reserves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Bound {
     /// Never: the value is inside the trace, or a direct branch to the trace itself.
     Never,
@@ -101,6 +105,8 @@ pub(crate) struct Step {
 /// unknown symbol, a missing instance) takes the full path, which writes the other form or
 /// reports the error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Fast {
     /// None: always the full path.
     Full,
