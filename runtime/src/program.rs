@@ -502,6 +502,9 @@ pub(crate) fn got_pair_ldr(stencil: &Stencil<'_>, i: usize) -> Option<usize> {
     None
 }
 
+/// Writes a veneer (its bytes, `veneer_size` of them) that jumps to an address.
+pub(crate) type WriteVeneer = fn(&mut [u8], u64);
+
 /// What the stitcher needs to know about the architecture, gathered in one place.
 pub(crate) struct ArchFacts {
     /// Byte that fills unused code: a trapping instruction (`int3`; `udf #0` as zeros).
@@ -514,7 +517,7 @@ pub(crate) struct ArchFacts {
     pub tail_addend: i64,
     /// Size of one veneer, and how to write one that jumps to an address.
     pub veneer_size: usize,
-    pub write_veneer: fn(&mut [u8], u64),
+    pub write_veneer: WriteVeneer,
     /// How far (bytes) a direct branch reaches; used to place chunks near the helpers.
     pub reach: u64,
 }
@@ -524,7 +527,7 @@ impl ArchFacts {
         // The continuation jump and veneers come from the ISA crate, the one owner of
         // encodings; a trap byte and a branch reach are all that is left per architecture.
         let jump = cpjit_isa::continuation_jump(arch);
-        let (trap, write_veneer, reach): (u8, fn(&mut [u8], u64), u64) = match arch {
+        let (trap, write_veneer, reach): (u8, WriteVeneer, u64) = match arch {
             // int3; rel32 reaches ±2 GiB (less a margin for the trace itself).
             Arch::X86_64 => (
                 0xcc,

@@ -201,7 +201,7 @@ fn allocate_batch(
 /// arrives: where its code and data go (each at its stencil's alignment), and upper bounds
 /// of the GOT slots and veneers the trace may need. `finish` starts from the result, with
 /// no pass over the instances before it copies them.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Layout {
     /// Bytes of instance code and of instance data so far, with alignment padding (the
     /// trace's own alignments are the set's largest, [`Jit::code_align`] and
@@ -215,18 +215,6 @@ pub(crate) struct Layout {
     /// References to the trace itself that need a GOT slot only if its code and data may
     /// be far apart ([`Bound::Internal`]); see [`Sizes::reserve_internal`].
     pub internal: u32,
-}
-
-impl Default for Layout {
-    fn default() -> Layout {
-        Layout {
-            code_len: 0,
-            data_len: 0,
-            got_bound: 0,
-            veneer_bound: 0,
-            internal: 0,
-        }
-    }
 }
 
 impl Layout {
@@ -609,7 +597,7 @@ struct Writer<'a, 'v, 'j, 's> {
     veneers: &'a mut SlotTable,
     veneer_base: usize,
     veneer_size: usize,
-    write_veneer: fn(&mut [u8], u64),
+    write_veneer: crate::program::WriteVeneer,
 }
 
 impl Writer<'_, '_, '_, '_> {
