@@ -9,14 +9,16 @@
 //! Everything that is the same for every instance of a stencil was worked out once, in
 //! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] holds its code padded to
 //! 16-byte blocks, its data, and its holes with where their values come from and how they
-//! are written. Each `push` places its instance (code and data offsets) and adds up upper
+//! are written. Each `push` appends one 16-byte record (stencil, where its operands and
+//! targets start, code offset), adds its data to the trace's data size, and adds up upper
 //! bounds of the GOT slots and veneers the trace may need (a symbol's once, by its id). So
 //! `finish` has no layout pass: it takes the blocks from the arena at those bounds, makes
-//! one pass that copies each instance (whole 16-byte blocks) and runs its program, and
-//! returns the unused GOT and veneer space. Per hole, a [`Fast`] form chosen once per
-//! stencil (x86-64: a range-checked rel32 store, or an `imm32` store into an instruction
-//! the program already holds in its immediate form) does the common case; any value it
-//! cannot take goes the full path, which handles every case and reports every error. GOT
+//! one pass that copies each instance (whole 16-byte blocks, and its data where the same
+//! computation as `push`'s puts it) and runs its program, and returns the unused GOT and
+//! veneer space. Per hole, a [`Fast`] form chosen once per stencil (x86-64: a
+//! range-checked rel32 store, or an `imm32` store into an instruction the program already
+//! holds in its immediate form) does the common case; any value it cannot take goes the
+//! full path (out of line), which handles every case and reports every error. GOT
 //! slots and veneers are deduplicated in a [`SlotTable`] (by symbol id, else by value; O(1)
 //! per hole, no allocation per trace). Every patch checks range, alignment and instruction
 //! bytes, in release builds too.
@@ -219,7 +221,8 @@ pub(crate) struct Layout {
 
 impl Layout {
     /// Places an instance of `p` with these operands and targets: returns its code offset,
-    /// adds its data to the trace's (at the data alignment of `p`), and counts the GOT slots and veneers it may need (each known one once
+    /// adds its data to the trace's (at the data alignment of `p`), and counts the GOT
+    /// slots and veneers it may need (each known one once
     /// per trace, in `counted`: a symbol's by its id, an operand's by its value).
     // Its one caller is `push`, itself always inlined.
     #[inline(always)]
