@@ -37,11 +37,10 @@ fn before(code: &[u8], offset: usize, back: usize) -> Option<u8> {
 /// The field at `offset` belongs to `call rel32` (`E8`), `jmp rel32` (`E9`) or `jcc rel32`
 /// (`0F 80..8F`).
 pub fn is_branch_rel32(code: &[u8], offset: usize) -> bool {
-    match (before(code, offset, 2), before(code, offset, 1)) {
-        (_, Some(0xe8 | 0xe9)) => true,
-        (Some(0x0f), Some(0x80..=0x8f)) => true,
-        _ => false,
-    }
+    matches!(
+        (before(code, offset, 2), before(code, offset, 1)),
+        (_, Some(0xe8 | 0xe9)) | (Some(0x0f), Some(0x80..=0x8f))
+    )
 }
 
 /// The field at `offset` is the displacement of a RIP-relative memory operand.

@@ -96,6 +96,12 @@ pub struct Jit<'s> {
     pub(crate) flusher: Arc<dyn FlushIcache>,
     /// Each stencil's patch program, by stencil index (see [`Program`]).
     pub(crate) programs: Box<[Program]>,
+    /// The largest code and data alignment of the set's stencils (data at least 8, for GOT
+    /// slots): every trace's blocks are aligned to them, so that a push places its
+    /// instance without tracking the trace's alignment (in the generated sets all stencils
+    /// share one code alignment, and data alignments are at most the arena's granule).
+    pub(crate) code_align: u32,
+    pub(crate) data_align: u32,
     pub(crate) facts: ArchFacts,
     pub(crate) debug: crate::debug::Options,
     /// The entry shim's name and parameter count, which each trace entered through it
@@ -168,6 +174,8 @@ impl<'s> Jit<'s> {
             )),
             flusher,
             programs: program::compile(set),
+            code_align: set.stencils.iter().map(|s| s.code_align).max().unwrap_or(1),
+            data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,
             debug: crate::debug::Options::open(&options, set)?,
             shim: set.shim().map(|s| ShimFacts {

@@ -16,6 +16,8 @@ use cpjit_model::{Arch, Hole, HoleKind, HoleValue, OperandPart, Section, Stencil
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Source {
     /// The instance's operand `i` (a constant), or one 32-bit half of it.
     Operand(u16, OperandPart),
@@ -54,6 +56,8 @@ pub(crate) enum Action {
 /// Whether a step may need a GOT slot or a veneer, which `finish` adds up (before the trace
 /// is placed) to an upper bound of the slots and veneers it reserves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Bound {
     /// Never: the value is inside the trace, or a direct branch to the trace itself.
     Never,
@@ -101,6 +105,8 @@ pub(crate) struct Step {
 /// unknown symbol, a missing instance) takes the full path, which writes the other form or
 /// reports the error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+// A plain tag byte (no niche in a field): `push` and `write` dispatch on it directly.
+#[repr(u8)]
 pub(crate) enum Fast {
     /// None: always the full path.
     Full,
@@ -113,8 +119,10 @@ pub(crate) enum Fast {
     /// A 64-bit GOT load of an operand that [`Program::code`] already holds in its `imm32`
     /// form (`mov r64, imm32`, `op r64, imm32`): if the operand fits a sign-extended
     /// 32-bit immediate, a 4-byte store of it; otherwise the stencil's instruction is
-    /// restored and the full path loads it (directly or through a GOT slot).
-    Imm32,
+    /// restored and the full path loads it (directly or through a GOT slot). The operand
+    /// (its index and part) is the hole's value, here so that the store needs no look at
+    /// the step's [`Source`].
+    Imm32 { operand: u16, part: OperandPart },
 }
 
 /// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
@@ -181,10 +189,16 @@ pub(crate) struct Program {
     pub code_align: u32,
     pub data_align: u32,
     /// Operands and jump targets an instance takes, and whether the stencil is the set's
-    /// entry shim (checked by `push`).
+    /// entry shim.
     pub operands: u16,
     pub targets: u16,
     pub shim: bool,
+    /// The operand and jump-target counts `push` accepts on its fast path: the stencil's,
+    /// except that the entry shim's `push_targets` is `usize::MAX`, which no slice's length
+    /// equals, so that one comparison per count is the whole check of the common case and
+    /// the shim (allowed only as instance 0) is pushed by the cold path.
+    pub push_operands: usize,
+    pub push_targets: usize,
 }
 
 impl Program {
@@ -286,6 +300,12 @@ impl Program {
             operands: stencil.operands.len() as u16,
             targets: stencil.targets.len() as u16,
             shim,
+            push_operands: stencil.operands.len(),
+            push_targets: if shim {
+                usize::MAX
+            } else {
+                stencil.targets.len()
+            },
         }
     }
 }
@@ -318,7 +338,8 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
                     if immediate =>
                 {
                     code.copy_from_slice(&probe);
-                    Fast::Imm32
+                    let (operand, part) = h.value.operand().expect("an operand value");
+                    Fast::Imm32 { operand, part }
                 }
                 // The full path tries the immediate form first for values from outside the
                 // trace; a symbol's address is one of those, so only a site without an
@@ -481,6 +502,9 @@ pub(crate) fn got_pair_ldr(stencil: &Stencil<'_>, i: usize) -> Option<usize> {
     None
 }
 
+/// Writes a veneer (its bytes, `veneer_size` of them) that jumps to an address.
+pub(crate) type WriteVeneer = fn(&mut [u8], u64);
+
 /// What the stitcher needs to know about the architecture, gathered in one place.
 pub(crate) struct ArchFacts {
     /// Byte that fills unused code: a trapping instruction (`int3`; `udf #0` as zeros).
@@ -493,7 +517,7 @@ pub(crate) struct ArchFacts {
     pub tail_addend: i64,
     /// Size of one veneer, and how to write one that jumps to an address.
     pub veneer_size: usize,
-    pub write_veneer: fn(&mut [u8], u64),
+    pub write_veneer: WriteVeneer,
     /// How far (bytes) a direct branch reaches; used to place chunks near the helpers.
     pub reach: u64,
 }
@@ -503,7 +527,7 @@ impl ArchFacts {
         // The continuation jump and veneers come from the ISA crate, the one owner of
         // encodings; a trap byte and a branch reach are all that is left per architecture.
         let jump = cpjit_isa::continuation_jump(arch);
-        let (trap, write_veneer, reach): (u8, fn(&mut [u8], u64), u64) = match arch {
+        let (trap, write_veneer, reach): (u8, WriteVeneer, u64) = match arch {
             // int3; rel32 reaches ±2 GiB (less a margin for the trace itself).
             Arch::X86_64 => (
                 0xcc,
@@ -751,8 +775,14 @@ mod tests {
             [
                 Fast::Rel32,
                 Fast::Rel32,
-                Fast::Imm32,
-                Fast::Imm32,
+                Fast::Imm32 {
+                    operand: 0,
+                    part: OperandPart::Whole
+                },
+                Fast::Imm32 {
+                    operand: 0,
+                    part: OperandPart::Whole
+                },
                 Fast::Full, // no REX.W: no immediate form
                 Fast::Direct,
                 Fast::Full, // `jmp` moves its field

@@ -4,6 +4,7 @@
 use crate::arena::{Arena, Block};
 use crate::entry::{Entry, EntrySignature};
 use crate::jit::{Jit, ShimFacts};
+use crate::program::Program;
 use crate::stitch::{self, Counted, Layout};
 use crate::Error;
 use std::ffi::c_void;
@@ -36,14 +37,15 @@ pub enum Target {
 }
 
 /// One pushed instance: its stencil, where its operands and targets start in the
-/// builder's flat vectors (their counts are the stencil's), and where its data goes in the
-/// trace's data (its code offset is in the builder's `offsets`).
+/// builder's flat vectors (their counts are the stencil's), and where its code goes in the
+/// trace's code (its data follows the previous instance's, at its alignment: `finish`
+/// works that out again as it copies the data). One 16-byte record per push.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Instance {
     pub stencil: u32,
     pub operands: u32,
     pub targets: u32,
-    pub data_at: u32,
+    pub code_at: u32,
 }
 
 /// Collects stencil instances; [`finish`](TraceBuilder::finish) copies, lays out and
@@ -54,8 +56,6 @@ pub struct TraceBuilder<'j, 's> {
     pub(crate) operands: Vec<u64>,
     pub(crate) targets: Vec<Target>,
     pub(crate) continuation: Option<Target>,
-    /// Each instance's code offset from its trace's start, by instance (as `instances`).
-    pub(crate) offsets: Vec<u32>,
     /// The current trace's layout so far, extended by each push.
     pub(crate) layout: Layout,
     /// Index in `instances` of the current trace's first instance: 0, except in a
@@ -75,7 +75,6 @@ struct Spare {
     instances: Vec<Instance>,
     operands: Vec<u64>,
     targets: Vec<Target>,
-    offsets: Vec<u32>,
     counted: Counted,
 }
 
@@ -104,7 +103,6 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             operands: std::mem::take(&mut spare.operands),
             targets: std::mem::take(&mut spare.targets),
             continuation: None,
-            offsets: std::mem::take(&mut spare.offsets),
             layout: Layout::default(),
             start: 0,
             spare: std::mem::ManuallyDrop::new(spare),
@@ -128,28 +126,58 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        // Counts and the shim flag come from the stencil's program (one table row); the
-        // error is worked out off the hot path.
-        let id = InstanceId(self.instances.len() as u32 - self.start);
-        let p = match self.jit.programs.get(stencil) {
-            Some(p)
-                if operands.len() == p.operands as usize
-                    && targets.len() == p.targets as usize
-                    && !(p.shim && id.0 != 0) =>
-            {
-                p
+        // The counts come from the stencil's program (one table row); the shim and the
+        // errors are worked out off the hot path.
+        match self.jit.programs.get(stencil) {
+            Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
+                Ok(self.record(stencil, p, operands, targets))
             }
-            _ => return Err(self.push_error(stencil, operands.len(), targets.len())),
-        };
-        let (code_at, data_at) = self
+            _ => self.push_rest(stencil, operands, targets),
+        }
+    }
+
+    /// What [`push`](TraceBuilder::push)'s fast path does not take: the entry shim (as
+    /// instance 0 only), and every refusal.
+    #[cold]
+    #[inline(never)]
+    fn push_rest(
+        &mut self,
+        stencil: usize,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        match self.jit.programs.get(stencil) {
+            Some(p)
+                if p.shim
+                    && self.is_empty()
+                    && operands.len() == p.operands as usize
+                    && targets.len() == p.targets as usize =>
+            {
+                Ok(self.record(stencil, p, operands, targets))
+            }
+            _ => Err(self.push_error(stencil, operands.len(), targets.len())),
+        }
+    }
+
+    /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
+    /// were checked.
+    #[inline(always)]
+    fn record(
+        &mut self,
+        stencil: usize,
+        p: &'j Program,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> InstanceId {
+        let id = InstanceId(self.instances.len() as u32 - self.start);
+        let code_at = self
             .layout
             .place(p, operands, targets, &mut self.spare.counted);
-        self.offsets.push(code_at);
         self.instances.push(Instance {
             stencil: stencil as u32,
             operands: self.operands.len() as u32,
             targets: self.targets.len() as u32,
-            data_at,
+            code_at,
         });
         // Element by element: stencils take a few operands and targets, and a `memcpy`
         // call per push would cost more than the copy.
@@ -159,7 +187,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         for &t in targets {
             self.targets.push(t);
         }
-        Ok(id)
+        id
     }
 
     /// Why [`push`](TraceBuilder::push) refused an instance.
@@ -253,7 +281,6 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         View {
             jit: self.jit,
             instances: &self.instances[self.start as usize..],
-            offsets: &self.offsets[self.start as usize..],
             operands: &self.operands,
             targets: &self.targets,
             continuation: self.continuation,
@@ -268,12 +295,11 @@ impl<'j, 's> TraceBuilder<'j, 's> {
 }
 
 /// One trace's part of a builder's vectors, as `finish` reads it: its instances (indices
-/// relative to the trace) and their code offsets, the shared operand and target vectors
-/// they index, and the layout their pushes worked out.
+/// relative to the trace), the shared operand and target vectors they index, and the
+/// layout their pushes worked out.
 pub(crate) struct View<'a, 'j, 's> {
     pub jit: &'j Jit<'s>,
     pub instances: &'a [Instance],
-    pub offsets: &'a [u32],
     pub operands: &'a [u64],
     pub targets: &'a [Target],
     pub continuation: Option<Target>,
@@ -291,7 +317,6 @@ impl<'j, 's> View<'_, 'j, 's> {
             operands: Vec::new(),
             targets: Vec::new(),
             continuation: self.continuation,
-            offsets: self.offsets.to_vec(),
             layout: self.layout,
             start: 0,
             spare: Default::default(),
@@ -303,7 +328,7 @@ impl<'j, 's> View<'_, 'j, 's> {
                 stencil: inst.stencil,
                 operands: b.operands.len() as u32,
                 targets: b.targets.len() as u32,
-                data_at: inst.data_at,
+                code_at: inst.code_at,
             });
             b.operands
                 .extend_from_slice(&self.operands[o..o + p.operands as usize]);
@@ -410,8 +435,7 @@ impl<'j, 's> TraceBatch<'j, 's> {
             let range = c.instances.start as usize..c.instances.end as usize;
             View {
                 jit: b.jit,
-                instances: &b.instances[range.clone()],
-                offsets: &b.offsets[range],
+                instances: &b.instances[range],
                 operands: &b.operands,
                 targets: &b.targets,
                 continuation: c.continuation,
@@ -434,11 +458,9 @@ impl Drop for TraceBuilder<'_, '_> {
         self.instances.clear();
         self.operands.clear();
         self.targets.clear();
-        self.offsets.clear();
         spare.instances = std::mem::take(&mut self.instances);
         spare.operands = std::mem::take(&mut self.operands);
         spare.targets = std::mem::take(&mut self.targets);
-        spare.offsets = std::mem::take(&mut self.offsets);
         // A builder dropped while another is alive on this thread: the larger set stays.
         let _ = SPARE.try_with(|cell| match cell.take() {
             Some(other) if other.instances.capacity() > spare.instances.capacity() => {
@@ -477,16 +499,27 @@ pub(crate) enum Offsets {
 const INLINE_OFFSETS: usize = 16;
 
 impl Offsets {
-    pub fn new(offsets: &[u32]) -> Offsets {
-        if offsets.len() <= INLINE_OFFSETS {
+    /// No instances.
+    pub fn empty() -> Offsets {
+        Offsets::Inline {
+            len: 0,
+            offsets: [0; INLINE_OFFSETS],
+        }
+    }
+
+    /// The code offsets of `instances`.
+    pub fn of(instances: &[Instance]) -> Offsets {
+        if instances.len() <= INLINE_OFFSETS {
             let mut inline = [0; INLINE_OFFSETS];
-            inline[..offsets.len()].copy_from_slice(offsets);
+            for (to, inst) in inline.iter_mut().zip(instances) {
+                *to = inst.code_at;
+            }
             Offsets::Inline {
-                len: offsets.len() as u8,
+                len: instances.len() as u8,
                 offsets: inline,
             }
         } else {
-            Offsets::Heap(offsets.into())
+            Offsets::Heap(instances.iter().map(|i| i.code_at).collect())
         }
     }
 

@@ -294,6 +294,38 @@ mod tests {
         assert!(hint.abs_diff(c[0] as u64) <= (18 << 20) + (2 << 21));
     }
 
+    /// A short write after a long one changes only its own bytes: on Linux the thread's
+    /// private buffer keeps the long write's length (so that it is not zero-filled again),
+    /// and publishing must not write that stale tail too.
+    #[test]
+    fn a_short_write_after_a_long_one_writes_only_its_own_bytes() {
+        for alias in [false, PERSISTENT_ALIAS] {
+            let g = granularity();
+            let mut r = Region::map(g, g, None, alias).unwrap();
+            r.commit(1024, 0).unwrap();
+            let mut w = r.code_source().open(0, 256).unwrap();
+            w.bytes().fill(0xaa);
+            w.publish().unwrap();
+            let mut w = r.code_source().open(512, 16).unwrap();
+            w.bytes().fill(0xbb);
+            w.publish().unwrap();
+            // SAFETY: the first 1024 bytes of the RX view are committed; nothing writes them.
+            let code = unsafe { std::slice::from_raw_parts(r.code_rx as *const u8, 1024) };
+            let runs = [
+                (0, 256, 0xaa),
+                (256, 512, 0),
+                (512, 528, 0xbb),
+                (528, 1024, 0),
+            ];
+            for (from, to, byte) in runs {
+                assert!(
+                    code[from..to].iter().all(|&b| b == byte),
+                    "bytes {from}..{to} are not {byte:#x} (alias: {alias})"
+                );
+            }
+        }
+    }
+
     #[test]
     fn mapping_is_near_the_hint_and_data_follows_code() {
         mapping_near_the_hint(false);

@@ -69,7 +69,9 @@ pub(crate) fn handle(mapping: &Mapping) -> Handle {
 pub(crate) struct Window {
     fd: libc::c_int,
     offset: usize,
+    /// The thread's buffer; its first `len` bytes are the window's.
     buffer: Vec<u8>,
+    len: usize,
     direct: bool,
 }
 
@@ -88,8 +90,8 @@ impl Window {
             return Ok(());
         }
         let mut done = 0;
-        while done < self.buffer.len() {
-            let rest = &self.buffer[done..];
+        while done < self.len {
+            let rest = &self.buffer[done..self.len];
             // SAFETY: a valid buffer and a descriptor we own; the range was committed.
             let n = unsafe {
                 libc::pwrite(
@@ -142,19 +144,24 @@ pub(crate) fn open_window(
             fd,
             offset,
             buffer: Vec::new(),
+            len,
             direct: true,
         };
         return Ok((window, handle.alias + offset));
     }
     let mut buffer = BUFFER.take();
-    // Not cleared first: callers write every byte, and stale code bytes are not secret.
-    buffer.resize(len, 0);
-    buffer.truncate(len);
+    // Not cleared: callers write every byte, and stale code bytes are not secret. Never
+    // shortened either, so that only growth past the largest window yet is zero-filled
+    // (a batch's buffer after a small trace's would be zeroed whole every time).
+    if buffer.len() < len {
+        buffer.resize(len, 0);
+    }
     let start = buffer.as_mut_ptr() as usize;
     let window = Window {
         fd,
         offset,
         buffer,
+        len,
         direct: false,
     };
     Ok((window, start))
