@@ -44,6 +44,12 @@ pub fn is_scaled(s: u8) -> bool {
     s & 4 != 0
 }
 
+/// Whether a member whose registers are scaled (or not) can be entered in state `entry`: any
+/// with nothing cached, else one whose registers hold what `entry`'s do.
+fn registers_fit(entry: u8, scaled: bool) -> bool {
+    depth(entry) == 0 || scaled == is_scaled(entry)
+}
+
 /// A state as text: `2` (two boxed values), `2s` (two scaled ints).
 pub fn describe(s: u8) -> String {
     format!("{}{}", depth(s), if is_scaled(s) { "s" } else { "" })
@@ -328,7 +334,7 @@ impl CachedOps {
     /// The member of op `op` entered in state `entry` whose registers are scaled or not:
     /// `scaled` must be `entry`'s unless nothing is cached on entry.
     pub fn member_as(&self, op: u32, entry: u8, scaled: bool) -> Option<(usize, u8)> {
-        if depth(entry) > 0 && scaled != is_scaled(entry) {
+        if !registers_fit(entry, scaled) {
             return None;
         }
         self.members.get(op as usize)?[scaled as usize][entry as usize]
@@ -343,7 +349,7 @@ impl CachedOps {
         scaled: bool,
         operand: u64,
     ) -> Option<(usize, u8)> {
-        if depth(entry) > 0 && scaled != is_scaled(entry) {
+        if !registers_fit(entry, scaled) {
             return None;
         }
         self.at_depth.get(&(op, scaled, entry, operand)).copied()
@@ -383,7 +389,7 @@ impl CachedOps {
         entry: u8,
         scaled: bool,
     ) -> Option<(usize, u8)> {
-        if depth(entry) > 0 && scaled != is_scaled(entry) {
+        if !registers_fit(entry, scaled) {
             return None;
         }
         self.pinned.get(op as usize)?.get(register)?[pinned_scaled as usize][scaled as usize]
