@@ -191,9 +191,9 @@ extern cpjit_op _JIT_CONTINUE;
  * CPJIT_CACHED_OP(NAME, IN, OUT) declares one, recording (IN, OUT) for the toolchain, which
  * checks the IR against it: a register past IN must not be read (it may only be passed on,
  * unchanged, in its own position), every register below OUT must be given a value when the
- * op continues or jumps, and none past OUT (no computed one: passing an incoming register, or
- * a constant the compiler knows a register holds, costs at most a move and loses no value,
- * and a compiler does it after a compare of two registers). IN and OUT must expand to
+ * op continues or jumps, and none past OUT but an incoming register (after comparing two
+ * registers equal, a compiler passes one for the other: a move at most, no value lost; to
+ * a spilled target, below, a constant may go too). IN and OUT must expand to
  * integer literals (in a family, its variant parameters: -DIN=2). The body works on a view
  * of the stack, `struct cpjit_stack`, whose pushes and pops use the registers first and
  * memory beyond them; the view's state is a compile-time constant in every member, so the

@@ -389,8 +389,10 @@ impl Validator<'_> {
             .spilled_targets
             .contains(&(LLVMGetCalledValue(call) as usize));
         // On a path where the compiler knows what an incoming register holds, it may pass
-        // that instead of the register: a constant, or another incoming register equal to it
-        // (after a compare of the two). Neither is a computed value.
+        // that instead of the register: another incoming register equal to it (after a
+        // compare of the two), or a constant (an operand hole's address is a constant
+        // expression). Past OUT only the former is taken for nothing (a constant there
+        // could be a value the op forgot to spill); to a spilled target both are.
         let incoming = |arg: LLVMValueRef| {
             (0..state.registers).any(|j| LLVMGetParam(f, (first + j) as u32) == arg)
         };
@@ -398,7 +400,7 @@ impl Validator<'_> {
             let arg = LLVMGetOperand(call, (first + k) as u32);
             let own = LLVMGetParam(f, (first + k) as u32);
             let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
-            let known = incoming(arg) || !LLVMIsAConstantInt(arg).is_null();
+            let known = incoming(arg) || LLVMIsConstant(arg) != 0;
             // A spilled target is entered with nothing cached: the op's own incoming
             // registers may pass through (they cost nothing), and so may what the compiler
             // knows one holds; any computed value is an error.

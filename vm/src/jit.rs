@@ -200,6 +200,14 @@ fn gains_from_scaled_ints(op: u32) -> bool {
             | EQ_INT_GUARD_FALSE
             | NE_INT_GUARD_TRUE
             | NE_INT_GUARD_FALSE
+            | LT_INT_CONST_GUARD_TRUE
+            | LT_INT_CONST_GUARD_FALSE
+            | LE_INT_CONST_GUARD_TRUE
+            | LE_INT_CONST_GUARD_FALSE
+            | GT_INT_CONST_GUARD_TRUE
+            | GT_INT_CONST_GUARD_FALSE
+            | GE_INT_CONST_GUARD_TRUE
+            | GE_INT_CONST_GUARD_FALSE
     )
 }
 

@@ -659,6 +659,27 @@ fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32
     fusable.then_some((guard, rem.arg0))
 }
 
+/// An int compare guard `guard` whose right operand is the constant the last micro-op
+/// pushed: the guard comparing the top with that constant instead, and the constant.
+fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)> {
+    let fused = match guard {
+        op::LT_INT_GUARD_TRUE => op::LT_INT_CONST_GUARD_TRUE,
+        op::LT_INT_GUARD_FALSE => op::LT_INT_CONST_GUARD_FALSE,
+        op::LE_INT_GUARD_TRUE => op::LE_INT_CONST_GUARD_TRUE,
+        op::LE_INT_GUARD_FALSE => op::LE_INT_CONST_GUARD_FALSE,
+        op::GT_INT_GUARD_TRUE => op::GT_INT_CONST_GUARD_TRUE,
+        op::GT_INT_GUARD_FALSE => op::GT_INT_CONST_GUARD_FALSE,
+        op::GE_INT_GUARD_TRUE => op::GE_INT_CONST_GUARD_TRUE,
+        op::GE_INT_GUARD_FALSE => op::GE_INT_CONST_GUARD_FALSE,
+        _ => return None,
+    };
+    let [.., c] = p.uops.get(p.fusion_floor..)? else {
+        return None;
+    };
+    let value = Value(c.arg0);
+    (c.op == op::CONST && value.as_int().is_some()).then_some((fused, value))
+}
+
 /// The `EXIT_TRACE` operand for resume pc `pc` and exit index `exit`: `pc << 32 |
 /// executor << 16 | exit`, where the executor's index is filled in when it is attached.
 fn exit_operand(pc: u32, exit: usize) -> u64 {
@@ -932,6 +953,17 @@ pub fn project(
                                 p.uops.truncate(p.uops.len() - 2);
                                 p.last_const = None;
                                 p.emit_exiting(guard, d, (d - 1) << 16, other);
+                            } else if let Some((guard, c)) =
+                                constant_compare_guard(p, if truthy { on_true } else { on_false })
+                            {
+                                p.uops.pop();
+                                p.last_const = None;
+                                p.emit_exiting(
+                                    guard,
+                                    c.0,
+                                    (c.as_int().unwrap_or(0) << 16) as u64,
+                                    other,
+                                );
                             } else {
                                 p.emit_exiting(
                                     if truthy { on_true } else { on_false },

@@ -28,6 +28,18 @@ CPJIT_CACHED_OP(op_fine_equal_pops, 2, 0) {
   CPJIT_CONTINUE_CACHED(frame, s, 0);
 }
 
+CPJIT_DECLARE_OPERAND(LIMIT);
+
+/* Correct: pops a value and leaves when it equals an operand. On that path the compiler
+ * passes the operand (a constant expression, the hole's address) in c0's place to the
+ * spilled target: a constant, not a computed value. */
+CPJIT_CACHED_OP(op_fine_equal_operand, 1, 0) {
+  CPJIT_STACK(s, 1);
+  uint64_t a = cpjit_pop(&s);
+  if (a == CPJIT_OPERAND(LIMIT)) CPJIT_JUMP_SPILLED(SIDE, frame, s);
+  CPJIT_CONTINUE_CACHED(frame, s, 0);
+}
+
 /* Reads c2, but declares only one cached value on entry. */
 CPJIT_CACHED_OP(op_reads_past_in, 1, 1) {
   CPJIT_STACK(s, 1);
