@@ -7,8 +7,9 @@
 //! The protocol (templates/vm/cached/ops.c, "Pinned locals"; cpjit.h's `CPJIT_PIN_REGS`):
 //! every register-cached member passes the pinned registers on; `PIN k` copies local
 //! `locals[k]` from the frame into pinned register k at the body's entry (before its first
-//! micro-op, so the back edge does not run it again); the body's `LOAD`, `STORE` and
-//! `INCREMENT_LOCAL_INT(_KNOWN)` of that local are the members compiled on the register
+//! micro-op, so the back edge does not run it again); the body's `LOAD`, `STORE`,
+//! `INCREMENT_LOCAL_INT(_KNOWN)` and `ADD_TO_LOCAL_INT` of that local are the members
+//! compiled on the register
 //! (families `vm_pinned_*`); every exit stub the body leaves through starts with `UNPIN k`
 //! for every pinned register, which writes it back, so the interpreter, side traces and the
 //! frame-inspecting tools always find the locals in the frame.
@@ -81,6 +82,7 @@ pub fn runs_on_a_pinned_local(op: u32) -> bool {
             | op::STORE
             | op::INCREMENT_LOCAL_INT
             | op::INCREMENT_LOCAL_INT_KNOWN
+            | op::ADD_TO_LOCAL_INT
     )
 }
 
@@ -119,7 +121,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             // unbox, the add, a box and a store: it counts as much as four other uses.
             let increments = matches!(
                 u.op,
-                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN
+                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
             );
             e.1 += if increments && trace.loop_body_proves_int(u.arg0) {
                 4

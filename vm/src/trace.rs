@@ -793,6 +793,45 @@ pub fn project(
                         i += 4;
                         continue;
                     }
+                    // `s = s + t` (or `t + s`) on locals proved ints: push t, then one
+                    // micro-op adding it into s in place, which leaves at this `load` if the
+                    // sum overflows (the interpreter redoes the statement).
+                    let accumulate = records.get(i + 1..i + 4).and_then(|rs| {
+                        let consecutive = rs
+                            .iter()
+                            .enumerate()
+                            .all(|(k, r)| r.pc as u32 == pc + 1 + k as u32);
+                        let (second, add, store) = (
+                            code[pc as usize + 1],
+                            code[pc as usize + 2],
+                            code[pc as usize + 3],
+                        );
+                        let a = inst.arg0;
+                        let b = second.arg0;
+                        let int = |l: u64| p.locals[l as usize] == Ty::Int;
+                        let shape = consecutive
+                            && second.op == op::LOAD
+                            && add.op == op::ADD
+                            && store.op == op::STORE
+                            && int(a)
+                            && int(b);
+                        let target = store.arg0;
+                        match () {
+                            _ if !shape => None,
+                            _ if target == a => Some((target, b)),
+                            _ if target == b => Some((target, a)),
+                            _ => None,
+                        }
+                    });
+                    if let Some((target, addend)) = accumulate {
+                        // The addend is pushed for the add alone: the exit resumes before it,
+                        // so the model's stack does not hold it.
+                        p.emit(op::LOAD_INT, addend, 0);
+                        p.emit_exiting(op::ADD_TO_LOCAL_INT, target, 0, pc);
+                        p.store_local(target, Ty::Int);
+                        i += 4;
+                        continue;
+                    }
                     // `load list; load index; getitem` on a list and an int: one micro-op.
                     let item = records.get(i + 1..i + 3).is_some_and(|rs| {
                         rs[0].pc as u32 == pc + 1

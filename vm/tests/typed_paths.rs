@@ -7,8 +7,9 @@
 //!   jumps back to a copy projected from the types the preamble proved, without guards on
 //!   them; a local whose type changes later fails the preamble's guard on re-entry;
 //! - int add, sub and mul (on values scaled by 2**16, the overflow flag as range check) and
-//!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) keep
-//!   the 48-bit range exactly: each limit and one beyond, in every mode;
+//!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) and
+//!   `s = s + t` on two (`ADD_TO_LOCAL_INT`) keep the 48-bit range exactly: each limit and
+//!   one beyond, in every mode;
 //! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
 //!   checks only the bounds;
 //! - a side trace starts from the local types its parent proved wherever it leaves through
@@ -418,6 +419,69 @@ fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_ev
             compiled,
             "{what}"
         );
+    }
+}
+
+/// `s = s + t` (or `s = t + s` when `swapped`) twenty times in a compiled loop, from
+/// `start`, with `t` a local the loop never changes: the trace pushes `t` and adds it into
+/// `s` in place (`ADD_TO_LOCAL_INT`, both proved ints by the preamble), which leaves at the
+/// statement's first `load` on overflow so that the interpreter redoes it.
+fn accumulates(start: i64, t: i64, swapped: bool) -> String {
+    let sum = if swapped {
+        "load t; load s"
+    } else {
+        "load s; load t"
+    };
+    format!(
+        "func main()
+  locals s t n
+  const {start}; store s
+  const {t}; store t
+  const 0; store n
+loop:
+  load n; const 20; lt; jump_if_false done
+  {sum}; add; store s
+  load n; const 1; add; store n
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn a_local_accumulating_another_overflows_exactly_at_the_range_limits_in_every_mode() {
+    const MAX: i64 = (1 << 47) - 1;
+    const MIN: i64 = -(1 << 47);
+    // The last three overflow (or not) before the loop is compiled: the interpreters' add.
+    for (start, t, compiled) in [
+        (0, 7, true),
+        (MAX - 60, 3, true),
+        (MAX - 59, 3, true),
+        (MIN + 60, -3, true),
+        (MIN + 59, -3, true),
+        (0, MAX, false),
+        (-1, MIN, false),
+        (MIN, MAX, false),
+    ] {
+        for swapped in [false, true] {
+            let text = accumulates(start, t, swapped);
+            let mut s = Some(start);
+            for _ in 0..20 {
+                s = s
+                    .and_then(|s| s.checked_add(t))
+                    .filter(|s| (MIN..=MAX).contains(s));
+            }
+            let what = format!("{start} + 20 x {t} (swapped: {swapped})");
+            assert_every_mode(&text, s, OVERFLOW, &what);
+            assert_eq!(
+                compiles_with(&text, op::ADD_TO_LOCAL_INT),
+                compiled,
+                "{what}"
+            );
+        }
     }
 }
 

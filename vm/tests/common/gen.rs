@@ -126,9 +126,21 @@ impl Gen {
     fn statement(&mut self, depth: u32) {
         let v = self.rng.below(SCALARS as u64);
         match self.rng.below(12) {
-            0..=2 => {
+            0 | 1 => {
                 self.expr(2);
                 self.line(&format!("store v{v}"));
+            }
+            2 => {
+                // An accumulation `s = s + t` or `s = t + s`: where a trace has proved both
+                // ints, t is pushed and added into s in place (`ADD_TO_LOCAL_INT`), leaving
+                // at the statement's start on overflow.
+                let w = self.rng.below(SCALARS as u64);
+                let (a, b) = if self.rng.below(2) == 0 {
+                    (v, w)
+                } else {
+                    (w, v)
+                };
+                self.line(&format!("load v{a}; load v{b}; add; store v{v}"));
             }
             3 => {
                 // `//` and `%` of an int the trace knows (the loop counter, shifted to either
