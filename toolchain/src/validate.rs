@@ -436,9 +436,12 @@ impl Validator<'_> {
         }
     }
 
-    /// Whether `user` only passes `param` on as argument `position` of a jump-hole call.
+    /// Whether `user` only passes `param` on as argument `position` of a jump-hole call, or
+    /// of a musttail call through a pointer (code another trace put in a link slot, entered
+    /// with the op's own convention: passing a register on in its own position reads
+    /// nothing, whatever state the callee is entered in).
     unsafe fn is_pass_on(&self, user: LLVMValueRef, param: LLVMValueRef, position: usize) -> bool {
-        if self.jump_hole_call(user).is_none() {
+        if self.jump_hole_call(user).is_none() && !is_indirect_musttail(user) {
             return false;
         }
         let args = LLVMGetNumArgOperands(user) as usize;
@@ -737,4 +740,15 @@ unsafe fn each_annotation(module: LLVMModuleRef, mut each: impl FnMut(LLVMValueR
         let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
         each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
     }
+}
+
+/// Whether `inst` is a musttail call through a pointer (not of a named function or hole).
+unsafe fn is_indirect_musttail(inst: LLVMValueRef) -> bool {
+    if LLVMIsACallInst(inst).is_null()
+        || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
+    {
+        return false;
+    }
+    let callee = LLVMGetCalledValue(inst);
+    !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
 }

@@ -27,6 +27,10 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
                 "reads cached register c2 (parameter 5), but the op declares IN = 1",
             ),
             (
+                "op_link_reads_past_in",
+                "reads cached register c1 (parameter 4), but the op declares IN = 0",
+            ),
+            (
                 "op_short_exit",
                 "passes no value in cached register c1 (argument 4) to `_JIT_CONTINUE`, but the op declares OUT = 2",
             ),

@@ -12,7 +12,8 @@
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
 //! local scaled) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
-//! `BOX` (turn scaled registers into boxed ones in place), `PIN` and `UNPIN`. A member that
+//! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN` and `LINK` (enter
+//! an exit's pinned link with the pinned registers live, [`crate::pinning`]). A member that
 //! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
 //! says; so an op may have two members entered in state 0, and [`CachedOps::member_as`]
 //! takes which one.
@@ -76,6 +77,8 @@ pub struct CachedOps {
     /// By pinned register, by scaled: the `PIN` and `UNPIN` stencils.
     pins: [[Option<usize>; 2]; PIN_REGS],
     unpins: [[Option<usize>; 2]; PIN_REGS],
+    /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
+    link: Option<usize>,
     /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
     /// `COPY`.
     at_depth: HashMap<(u32, bool, u8, u64), (usize, u8)>,
@@ -88,7 +91,7 @@ pub struct CachedOps {
 struct MemberFacts {
     /// (entry, exit) state.
     states: Option<(u8, u8)>,
-    /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`).
+    /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`, `LINK`).
     op: Option<u32>,
     /// The pinned register a member on a pinned local runs on, and whether that register
     /// holds its local scaled.
@@ -282,6 +285,15 @@ impl CachedOps {
                 };
                 table[r][ps as usize] = Some(stencil);
             }
+            ("LINK", None) => {
+                if (entry, exit) != (0, 0) {
+                    return Err(format!(
+                        "{at}: LINK from state {} (it runs with nothing cached)",
+                        describe(entry)
+                    ));
+                }
+                self.link = Some(stencil);
+            }
             ("SPILL", None) => {
                 if exit != 0 {
                     return Err(format!(
@@ -373,7 +385,7 @@ impl CachedOps {
         self.facts.get(stencil).is_some_and(|f| f.states.is_some())
     }
 
-    /// The op a cached member runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`).
+    /// The op a cached member runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`, `LINK`).
     pub fn op_of(&self, stencil: usize) -> Option<u32> {
         self.facts.get(stencil)?.op
     }
@@ -427,6 +439,17 @@ impl CachedOps {
     /// `scaled`).
     pub fn unpin(&self, register: usize, scaled: bool) -> Option<usize> {
         self.unpins.get(register)?[scaled as usize]
+    }
+
+    /// The stencil that enters an exit's pinned link slot (its operand) with the pinned
+    /// registers live, or goes on if the slot is empty.
+    pub fn link(&self) -> Option<usize> {
+        self.link
+    }
+
+    /// Whether `stencil` is the `LINK` stencil.
+    pub fn is_link(&self, stencil: usize) -> bool {
+        self.link == Some(stencil)
     }
 
     /// The pinned register, its local's representation, of a `PIN` stencil.

@@ -40,7 +40,7 @@ use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
 pub use crate::cached::CachedOps;
 use crate::cached::{self, depth, is_scaled};
 use crate::ops;
-use crate::pinning::{self, Pinning};
+use crate::pinning::{self, Pinning, Pins};
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
@@ -117,6 +117,8 @@ pub struct LoweredInstance {
     pub exit: u8,
     /// The local a `PIN` or `UNPIN` copies.
     pub local: Option<u64>,
+    /// For a `LINK`: the `EXIT_TRACE` micro-op whose exit's pinned link slot it reads.
+    pub link: Option<usize>,
 }
 
 /// A trace lowered onto stencils: instance `k + 1` is `instances[k]`.
@@ -132,6 +134,13 @@ pub struct Lowering {
     pub body_entry: Option<usize>,
     /// The locals the loop body pins, by pinned register (empty: none).
     pub pinned: Vec<u64>,
+    /// By pinned register: whether it holds its local scaled.
+    pub pinned_scaled: Vec<bool>,
+    /// The instance entered with the pinned registers live: a loop body's first micro-op
+    /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
+    pub pinned_entry: Option<usize>,
+    /// Whether the pinning is inherited from the trace's parent (a side trace).
+    pub inherited: bool,
 }
 
 impl Lowering {
@@ -144,6 +153,11 @@ impl Lowering {
             .unwrap_or(self.instance_of_uop[uop])
     }
 }
+
+/// Where an exit's pinned link slot is, from its link slot's address (`EXIT_TRACE`'s
+/// second operand): the VM keeps the two side by side ([`crate::pinning`], "Inherited
+/// pinning").
+pub const PINNED_LINK_OFFSET: u64 = 8;
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 /// Every operand name of the VM's stencils (templates/vm/stencil.h).
@@ -299,7 +313,12 @@ impl Backend {
     /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
     pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
         if self.pin_locals {
-            if let Some(pinning) = pinning::choose(trace, &self.cached) {
+            // A side trace keeps its parent's pinned registers as they are, or none.
+            if let Some(inherited) = pinning::inherit(trace, &self.cached) {
+                if let Some(lowering) = self.lower_with(trace, Some(&inherited))? {
+                    return Ok(lowering);
+                }
+            } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
                 let boxed = pinning.boxed();
                 let tries = if boxed == pinning {
                     vec![pinning]
@@ -390,6 +409,7 @@ impl Backend {
         let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
         let mut exit_entry = vec![None; trace.uops.len()];
         let mut body_entry = None;
+        let mut pinned_entry = None;
         let mut state = 0u8;
         let glue = |instances: &mut Vec<LoweredInstance>, stencil: usize, entry: u8, exit: u8| {
             instances.push(LoweredInstance {
@@ -398,6 +418,7 @@ impl Backend {
                 entry,
                 exit,
                 local: None,
+                link: None,
             });
         };
         let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
@@ -430,6 +451,7 @@ impl Backend {
                     entry: 0,
                     exit: 0,
                     local: Some(local),
+                    link: None,
                 });
             }
         };
@@ -443,8 +465,24 @@ impl Backend {
                     spill(&mut instances, &mut state)?;
                     body_entry = Some(instances.len() + 1);
                     copies(&mut instances, p, false);
+                    pinned_entry = Some(instances.len() + 1);
                 } else if p.stubs[i] {
+                    // (An inheriting side trace's last micro-op is a stub it falls into.)
+                    spill(&mut instances, &mut state)?;
                     exit_entry[i] = Some(instances.len() + 1);
+                    // A stub that leaves the trace may enter code that keeps the registers.
+                    // (Only once the VM has given the exit its link slots.)
+                    let link = self.cached.link().filter(|_| u.arg1 != 0);
+                    if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
+                        instances.push(LoweredInstance {
+                            stencil: link,
+                            uop: None,
+                            entry: 0,
+                            exit: 0,
+                            local: None,
+                            link: Some(i),
+                        });
+                    }
                     copies(&mut instances, p, true);
                 }
             }
@@ -490,6 +528,7 @@ impl Backend {
                 entry,
                 exit,
                 local: None,
+                link: None,
             });
             state = if falls_through(u.op) { exit } else { 0 };
         }
@@ -499,6 +538,9 @@ impl Backend {
             exit_entry,
             body_entry,
             pinned: pinning.map(|p| p.locals.clone()).unwrap_or_default(),
+            pinned_scaled: pinning.map(|p| p.scaled.clone()).unwrap_or_default(),
+            pinned_entry,
+            inherited: trace.inherited_pins.is_some() && pinning.is_some(),
         }))
     }
 
@@ -508,7 +550,7 @@ impl Backend {
     /// in (depth and whether the registers are scaled); the first instance, every jump and
     /// exit target, and every uncached op are entered with nothing cached; each micro-op's
     /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
-    /// is a spill, a `BOX` or a `PIN`/`UNPIN` of a local.
+    /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
     pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
         let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
         let name = |stencil: usize| self.set.stencils[stencil].name;
@@ -581,10 +623,21 @@ impl Backend {
                         || self.cached.unpin_register_of(inst.stencil).is_some());
                 let glue = self.cached.spill(entry) == Some(inst.stencil)
                     || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
-                if !copy && !glue {
+                // A LINK reads the pinned slot of an EXIT_TRACE's exit.
+                let link = self.cached.is_link(inst.stencil)
+                    && entry == 0
+                    && inst.link.is_some_and(|u| {
+                        trace
+                            .uops
+                            .get(u)
+                            .is_some_and(|u| u.op == ops::op::EXIT_TRACE)
+                    });
+                if !copy && !glue && !link {
                     return fail(
                         k,
-                        "an instance without a micro-op that is no spill, BOX, PIN or UNPIN".into(),
+                        "an instance without a micro-op that is no spill, BOX, PIN, UNPIN or \
+                         LINK (of an EXIT_TRACE)"
+                            .into(),
                     );
                 }
             }
@@ -628,9 +681,15 @@ impl Backend {
             let index = inst.stencil;
             let stencil = &self.set.stencils[index];
             let Some(i) = inst.uop else {
-                // A spill has no operand; PIN and UNPIN name their local like LOAD does.
+                // A spill has no operand; PIN and UNPIN name their local like LOAD does; LINK
+                // reads its exit's pinned link slot, the word after the one `EXIT_TRACE`
+                // reads (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
+                let arg0 = match inst.link {
+                    Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
+                    None => inst.local.unwrap_or(0),
+                };
                 let local = Inst {
-                    arg0: inst.local.unwrap_or(0),
+                    arg0,
                     ..Inst::default()
                 };
                 let operands = stencil
@@ -686,11 +745,27 @@ impl Backend {
             let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
             compiled.entry(InstanceId::from_index(entry)) as u64
         });
+        let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
+            pins: Pins {
+                locals: lowering.pinned.clone(),
+                scaled: lowering.pinned_scaled.clone(),
+            },
+            address: compiled.entry(InstanceId::from_index(k)) as u64,
+            inherited: lowering.inherited,
+        });
+        let mut links_pinned = vec![false; trace.exit_pcs.len()];
+        for exit in lowering.instances.iter().filter_map(|i| i.link) {
+            if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
+                *l = true;
+            }
+        }
         Ok(CompiledTrace {
             entry,
             names,
             loop_body_address,
             pinned_locals: lowering.pinned.len(),
+            pinned,
+            links_pinned,
             code: Code::Stitched(compiled),
         })
     }
@@ -733,7 +808,24 @@ pub struct CompiledTrace {
     loop_body_address: Option<u64>,
     /// How many locals the loop body keeps in pinned registers.
     pinned_locals: usize,
+    /// Where the trace is entered with its locals pinned, if it pins any.
+    pinned: Option<PinnedEntry>,
+    /// By exit index: whether the exit's stub starts with `LINK` (it reads the exit's
+    /// pinned link slot).
+    links_pinned: Vec<bool>,
     code: Code,
+}
+
+/// Where a trace with pinned locals is entered with them live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PinnedEntry {
+    /// The locals and how they are held there.
+    pub pins: Pins,
+    /// The code address.
+    pub address: u64,
+    /// A side trace's first micro-op (its pinning inherited from its parent's exit), or
+    /// else a loop body's first micro-op past its `PIN`s.
+    pub inherited: bool,
 }
 
 /// Where a compiled trace's code lives.
@@ -776,6 +868,8 @@ impl CompiledTrace {
             names: Vec::new(),
             loop_body_address: None,
             pinned_locals: 0,
+            pinned: None,
+            links_pinned: Vec::new(),
             code: Code::External {
                 body_address,
                 code_bytes,
@@ -783,6 +877,17 @@ impl CompiledTrace {
                 _owner: owner,
             },
         }
+    }
+
+    /// Where the trace is entered with its pinned locals live, and which they are.
+    pub fn pinned_entry(&self) -> Option<&PinnedEntry> {
+        self.pinned.as_ref()
+    }
+
+    /// Whether exit `exit`'s stub enters the exit's pinned link slot with the pinned
+    /// registers live, when the VM fills it.
+    pub fn links_pinned(&self, exit: usize) -> bool {
+        self.links_pinned.get(exit).copied().unwrap_or(false)
     }
 
     /// Runs the trace on `frame` from its first micro-op.

@@ -93,6 +93,10 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.uops, s.side_exits, s.executor_runs, s.invalidations, s.loop_body_links, s.pinned_loops
         );
         eprintln!(
+            "side traces inheriting pinned locals: {}, links with pinned registers live: {}",
+            s.inherited_pins, s.pinned_links
+        );
+        eprintln!(
             "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}, calls inlined: {}",
             s.compile_time.as_secs_f64() * 1e3,
             s.code_bytes,

@@ -25,6 +25,17 @@
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
 //!
+//! Inherited pinning. An exit stub of a pinned body that ends in `EXIT_TRACE` starts with
+//! `LINK` (before its `UNPIN`s), which reads the exit's second link slot: if the VM has put
+//! code there, it is entered with the pinned registers live and nothing is written back. The
+//! VM puts there a side trace grown from that exit and compiled by [`inherit`] (its
+//! `Trace::inherited_pins` are the parent's): the side trace keeps the same locals in the same
+//! registers, held the same way, from its first micro-op (its own entry from Rust `PIN`s
+//! them first), and its exits, its end included, leave through stubs that start with `LINK`
+//! and write the registers back; so a side trace that ends at its loop's head enters the
+//! loop body past its `PIN`s, and a hot branch of a loop never writes its locals back. The
+//! VM links a pinned slot only between traces whose [`Pins`] are equal.
+//!
 //! Nothing reads the frame while a pinned body runs: it calls no helper that could (a call
 //! or a failing helper keeps the loop unpinned), and every way out writes back first. Only a
 //! debugger stopped inside the body sees a pinned local's frame slot as of the body's entry
@@ -38,6 +49,16 @@ use std::ops::RangeInclusive;
 
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in templates/vm/cached/ops.c).
 pub const PIN_REGS: usize = 2;
+
+/// Locals held in pinned registers: what two traces linked with the registers live must
+/// agree on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pins {
+    /// The local in each pinned register.
+    pub locals: Vec<u64>,
+    /// By pinned register: whether it holds its local scaled.
+    pub scaled: Vec<bool>,
+}
 
 /// The locals a loop body keeps in pinned registers.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +83,14 @@ impl Pinning {
             return None;
         }
         self.locals.iter().position(|&l| l == u.arg0)
+    }
+
+    /// The locals and how they are held.
+    pub fn pins(&self) -> Pins {
+        Pins {
+            locals: self.locals.clone(),
+            scaled: self.scaled.clone(),
+        }
     }
 
     /// The same locals, every one boxed in its register.
@@ -172,6 +201,53 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     })
 }
 
+/// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
+/// module doc), or `None` when the trace cannot keep it: its path must end in `EXIT_TRACE`
+/// (its end then leaves through a stub of its own, which writes the registers back), call no
+/// helper that could fail or read the frame, not jump, and name the pinned locals only in
+/// ops that run on a pinned register. The body is every micro-op before the final
+/// `EXIT_TRACE`; the final one and every exit target are stubs.
+pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
+    let pins = trace.inherited_pins.as_ref()?;
+    cached.link()?;
+    let last = trace.body_len.checked_sub(1)?;
+    if last == 0 || trace.uops[last].op != op::EXIT_TRACE || pins.locals.len() > PIN_REGS {
+        return None;
+    }
+    let mut stubs = vec![false; trace.uops.len()];
+    stubs[last] = true;
+    for i in 0..last {
+        let u = &trace.uops[i];
+        let info = ops::info(u.op);
+        if info.jumps || info.fails {
+            return None;
+        }
+        if info.exits {
+            let t = u.target as usize;
+            if t < trace.body_len || t >= trace.uops.len() {
+                return None;
+            }
+            stubs[t] = true;
+        }
+        if !runs_on_a_pinned_local(u.op) {
+            for (k, kind) in info.operands.iter().enumerate().take(2) {
+                if *kind == OperandKind::Local && pins.locals.contains(&[u.arg0, u.arg1][k]) {
+                    return None;
+                }
+            }
+        }
+    }
+    let copies_exist = (0..pins.locals.len()).all(|k| {
+        cached.pin(k, pins.scaled[k]).is_some() && cached.unpin(k, pins.scaled[k]).is_some()
+    });
+    copies_exist.then(|| Pinning {
+        locals: pins.locals.clone(),
+        scaled: pins.scaled.clone(),
+        body: 0..=last - 1,
+        stubs,
+    })
+}
+
 /// Which pinned registers hold a local, which, and whether scaled: `live[k] = Some((local,
 /// scaled))`.
 type Live = [Option<(u64, bool)>; PIN_REGS];
@@ -186,22 +262,33 @@ type Live = [Option<(u64, bool)>; PIN_REGS];
 pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(), String> {
     let n = lowering.instances.len();
     let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+    // What every register holds while the trace's pinning is live.
+    let mut all_pinned: Live = [None; PIN_REGS];
+    for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
+        all_pinned[r] = Some((
+            local,
+            lowering.pinned_scaled.get(r).copied().unwrap_or(false),
+        ));
+    }
     // Liveness along fall-through edges; stubs are entered by exits only.
     let mut live_at: Vec<Live> = vec![[None; PIN_REGS]; n];
     let mut live: Live = [None; PIN_REGS];
     for (k, inst) in lowering.instances.iter().enumerate() {
         let falls_in = k > 0 && falls_through_instance(trace, &lowering.instances[k - 1]);
         if !falls_in {
-            live = [None; PIN_REGS];
-            // A stub's leading UNPINs hold what the exits into it say; checked below.
-            let mut j = k;
-            while let Some((r, held)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
-            {
-                live[r] = Some(held);
-                j += 1;
-            }
+            // A stub's leading UNPINs (after its LINK) hold what the exits into it say;
+            // checked below.
+            live = written_back(lowering, k, cached);
         }
         live_at[k] = live;
+        if cached.is_link(inst.stencil) && live != all_pinned {
+            return fail(
+                k,
+                format!(
+                    "a LINK (entering code with every pinned register live) where they hold                      {live:?}, not {all_pinned:?}"
+                ),
+            );
+        }
         if let Some((r, held)) = pin_of(inst, cached) {
             live[r] = Some(held);
         }
@@ -243,13 +330,7 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
         let here = live_at[k];
         if info.exits {
             let t = lowering.exit_instance(u.target as usize) - 1;
-            let mut written: Live = [None; PIN_REGS];
-            let mut j = t;
-            while let Some((r, held)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached))
-            {
-                written[r] = Some(held);
-                j += 1;
-            }
+            let written = written_back(lowering, t, cached);
             if written != here {
                 return fail(k, format!("exits with pinned registers {here:?} into a stub that writes back {written:?}"));
             }
@@ -268,6 +349,25 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The registers the stub starting at instance `k` (0-based) writes back: its `UNPIN`s,
+/// after its `LINK` if it has one.
+fn written_back(lowering: &Lowering, k: usize, cached: &CachedOps) -> Live {
+    let mut written: Live = [None; PIN_REGS];
+    let mut j = k;
+    if lowering
+        .instances
+        .get(j)
+        .is_some_and(|i| cached.is_link(i.stencil))
+    {
+        j += 1;
+    }
+    while let Some((r, held)) = lowering.instances.get(j).and_then(|i| unpin_of(i, cached)) {
+        written[r] = Some(held);
+        j += 1;
+    }
+    written
 }
 
 /// Whether control goes on from `inst` to the next instance.

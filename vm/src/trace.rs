@@ -55,6 +55,11 @@ pub struct Trace {
     exit_locals: Vec<Vec<Ty>>,
     /// Calls inlined into the trace ([`crate::inline`]), nested ones included.
     pub inlined_calls: u64,
+    /// Set by the VM on a side trace whose parent leaves through an exit stub that can enter
+    /// a trace with the parent's pinned registers live: those locals, held so. The trace
+    /// compiler may then compile the side trace to be entered so too ([`crate::pinning`],
+    /// "Inherited pinning").
+    pub inherited_pins: Option<crate::pinning::Pins>,
     /// A peeled loop's body (after the preamble): where it starts and what it assumes.
     loop_body: Option<LoopBody>,
     /// How many calls deep the trace checks the frame stack has room for, and how deep its
@@ -1130,6 +1135,7 @@ pub fn project(
         calls: p.calls,
         exit_locals,
         inlined_calls: p.inlined_calls,
+        inherited_pins: None,
         loop_body,
         depth_checked: p.depth_checked,
         depth_needed: p.depth_needed,

@@ -191,6 +191,11 @@ pub struct Stats {
     pub loop_body_links: u64,
     /// Loop traces whose body keeps locals in pinned registers ([`crate::pinning`]).
     pub pinned_loops: u64,
+    /// Side traces compiled to keep their parent's pinned registers ([`crate::pinning`],
+    /// "Inherited pinning").
+    pub inherited_pins: u64,
+    /// Exits linked with the pinned registers live (a pinned link slot filled).
+    pub pinned_links: u64,
 }
 
 /// What started an executor.
@@ -222,8 +227,11 @@ pub struct Executor {
     pub kind: ExecutorKind,
     /// 0 for loop and entry traces, parent's + 1 for side traces.
     pub depth: u32,
-    /// One link slot per exit, read by compiled `EXIT_TRACE`s: 0, or the address of the
-    /// compiled trace the exit continues in.
+    /// Two link slots per exit (`2 * exit` and the word after it): the one compiled
+    /// `EXIT_TRACE`s read, 0 or the address of the compiled trace the exit continues in;
+    /// and the pinned one the exit's `LINK` reads (exit stubs of pinned bodies), 0 or the
+    /// address of code entered with the same locals pinned ([`crate::pinning`], "Inherited
+    /// pinning").
     pub links: Box<[Cell<u64>]>,
     /// Exits of other executors (executor, exit) linked to this one.
     pub linked_from: RefCell<Vec<(usize, usize)>>,

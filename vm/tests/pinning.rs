@@ -196,3 +196,92 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
     let err = backend.check_cache_states(trace, &boxed).unwrap_err();
     assert!(err.contains("scaled: true"), "{err}");
 }
+
+/// A loop whose branch taken every fourth iteration (`x = x * 2 + 1`) grows a side trace,
+/// which keeps the loop's pinned registers (it inherits them) and links back into the
+/// pinned body; the side trace's multiply overflows after 47 doublings, in the middle of
+/// it, and the interpreter then raises with every local written back.
+const HOT_BRANCH_OVERFLOWS: &str = "\
+func main()
+  locals i x t
+  const 0; store i
+  const 0; store x
+  const 0; store t
+loop:
+  load i; const 400; lt; jump_if_false done
+  load i; const 4; mod; const 0; eq; jump_if_false other
+  load x; const 2; mul; const 1; add; store x
+  jump next
+other:
+  load t; load i; add; store t
+next:
+  load i; const 1; add; store i
+  jump loop
+done:
+  load x; print
+  const none; return
+end
+";
+
+#[test]
+fn a_hot_branch_of_a_pinned_loop_keeps_its_registers_and_leaves_through_their_write_back() {
+    let (out, stats) = agree_with(HOT_BRANCH_OVERFLOWS, eager, |_| {});
+    assert!(out.starts_with("error: "), "{out}");
+    assert!(out.contains("OverflowError"), "{out}");
+    assert!(stats.inherited_pins >= 1, "{stats:?}");
+    assert!(stats.pinned_links >= 1, "{stats:?}");
+    let (unpinned, stats) = agree_with(HOT_BRANCH_OVERFLOWS, eager, |c| c.pin_locals = false);
+    assert_eq!(unpinned, out);
+    assert_eq!(stats.inherited_pins, 0, "{stats:?}");
+    // Without the overflow (fewer doublings), the same loop prints x.
+    let short = HOT_BRANCH_OVERFLOWS.replace("const 400", "const 120");
+    let (out, stats) = agree_with(&short, eager, |_| {});
+    assert_eq!(out, format!("{}\n", (1u64 << 30) - 1));
+    assert!(stats.pinned_links >= 1, "{stats:?}");
+}
+
+#[test]
+fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
+    let (keeping, out) = lowerings_of(&example("collatz", "vm"));
+    assert_eq!(out, example("collatz", "expected"));
+    let backend = &keeping.backend;
+    let cached = backend.cached_ops();
+    let lowerings = keeping.lowerings.borrow();
+    let (trace, lowering) = lowerings
+        .iter()
+        .find(|(_, l)| l.inherited)
+        .expect("a side trace of collatz.vm's loop inherits its pinned locals");
+    let (_, parent) = lowerings
+        .iter()
+        .find(|(_, l)| !l.inherited && !l.pinned.is_empty())
+        .expect("collatz.vm's loop pins its locals");
+    assert_eq!(
+        (&lowering.pinned, &lowering.pinned_scaled),
+        (&parent.pinned, &parent.pinned_scaled)
+    );
+    // Entered from Rust through its PINs; by a link past them.
+    let entry = lowering
+        .pinned_entry
+        .expect("an entry with the registers live");
+    assert!(lowering.instances[..entry - 1]
+        .iter()
+        .all(|i| cached.pin_register_of(i.stencil).is_some()));
+    // Every stub it leaves through, its end's included, starts with LINK, then writes back.
+    let stubs: Vec<usize> = lowering.exit_entry.iter().flatten().copied().collect();
+    assert!(!stubs.is_empty());
+    for &k in &stubs {
+        let first = &lowering.instances[k - 1];
+        let exit = first.link.expect("the stub starts with LINK");
+        assert!(cached.is_link(first.stencil));
+        assert_eq!(trace.uops[exit].op, cpjit_vm::ops::op::EXIT_TRACE);
+        assert!(cached
+            .unpin_register_of(lowering.instances[k].stencil)
+            .is_some());
+    }
+    // The checker refuses a LINK where the registers are written back already.
+    let k = stubs[0];
+    let mut late = lowering.clone();
+    late.instances.swap(k - 1, k);
+    let err = backend.check_cache_states(trace, &late).unwrap_err();
+    assert!(err.contains("LINK"), "{err}");
+}

@@ -209,4 +209,17 @@ vm_case_UNPIN:
   VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 #endif
+vm_case_LINK:
+  /* The start of an exit stub whose pinned registers are still live: if the exit's second
+   * link slot (ARG0) names code, that code was compiled to be entered with the same locals
+   * pinned the same way (a side trace that inherits them, or a loop body past its PINs), so
+   * it is entered with the registers as they are, and nothing is written back. */
+  {
+    cpjit_cached_op *linked_ = *(cpjit_cached_op *const *)(uintptr_t)ARG0;
+    /* Nothing is cached (OUT = 0): the cache registers are passed on as they came, which
+     * costs nothing and is all the callee (entered with nothing cached) assumes of them. */
+    if (__builtin_expect(linked_ != 0, 0))
+      CPJIT_MUSTTAIL return linked_(frame, s.sp, cpjit_c0, cpjit_c1, cpjit_c2 CPJIT_PIN_ARGS_(s));
+  }
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
 }

@@ -132,8 +132,18 @@ impl Vm {
                 return;
             }
         };
-        // Link slots live as long as the executor (never moved: boxed).
-        let links: Box<[Cell<u64>]> = trace.exit_pcs.iter().map(|_| Cell::new(0)).collect();
+        // A side trace of an exit that can enter code with the parent's pinned registers live
+        // may be compiled to be entered so.
+        trace.inherited_pins = parent.as_ref().and_then(|(e, exit)| {
+            let c = e.compiled.as_ref()?;
+            c.links_pinned(*exit)
+                .then(|| c.pinned_entry().map(|p| p.pins.clone()))
+                .flatten()
+        });
+        // Link slots live as long as the executor (never moved: boxed), two per exit.
+        let links: Box<[Cell<u64>]> = (0..2 * trace.exit_pcs.len())
+            .map(|_| Cell::new(0))
+            .collect();
         let index = st.executors.borrow().len();
         if index > 0xffff {
             // Exits name their executor in 16 bits.
@@ -141,7 +151,7 @@ impl Vm {
             return;
         }
         for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
-            u.arg1 = &links[(u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
+            u.arg1 = &links[2 * (u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
             u.arg0 |= (index as u64) << 16;
         }
         // Call sites live as long as the executor too; CALL_JIT's operand points to its own.
@@ -202,6 +212,10 @@ impl Vm {
             s.uops += trace.uops.len() as u64;
             s.inlined_calls += trace.inlined_calls;
             s.pinned_loops += compiled.as_ref().is_some_and(|c| c.pinned_locals() > 0) as u64;
+            s.inherited_pins += compiled
+                .as_ref()
+                .and_then(|c| c.pinned_entry())
+                .is_some_and(|p| p.inherited) as u64;
             s.code_bytes += compiled.as_ref().map_or(0, |c| c.code_bytes() as u64);
             match kind {
                 ExecutorKind::Loop { .. } => s.loop_traces += 1,
@@ -286,10 +300,10 @@ impl Vm {
     pub(super) fn link(&self, f: usize, from: usize, exit: usize, to: usize) {
         let executors = self.funcs[f].executors.borrow();
         let (src, dst) = (&executors[from], &executors[to]);
-        if src.links[exit].get() != 0 || !dst.valid.get() {
+        if src.links[2 * exit].get() != 0 || !dst.valid.get() {
             return;
         }
-        if let (Some(_), Some(target)) = (&src.compiled, &dst.compiled) {
+        if let (Some(source), Some(target)) = (&src.compiled, &dst.compiled) {
             // A path that ends at a loop's head skips the loop's preamble where it has
             // proved what the preamble would.
             let body = (src.trace.end_exit == Some(exit))
@@ -299,7 +313,23 @@ impl Vm {
             if body.is_some() {
                 self.stats.borrow_mut().loop_body_links += 1;
             }
-            src.links[exit].set(body.unwrap_or_else(|| target.body_address()));
+            src.links[2 * exit].set(body.unwrap_or_else(|| target.body_address()));
+            // With the registers live: into the loop body past its PINs, or into a side
+            // trace of this exit that inherited them, where both hold the same locals alike.
+            let pinned = match (source.pinned_entry(), target.pinned_entry()) {
+                (Some(s), Some(t)) if source.links_pinned(exit) && s.pins == t.pins => {
+                    let side_of_this_exit = t.inherited
+                        && matches!(dst.kind, ExecutorKind::Side { parent, exit: e }
+                            if parent == from && e == exit);
+                    let loop_body = !t.inherited && body.is_some();
+                    (side_of_this_exit || loop_body).then_some(t.address)
+                }
+                _ => None,
+            };
+            if let Some(address) = pinned {
+                src.links[2 * exit + 1].set(address);
+                self.stats.borrow_mut().pinned_links += 1;
+            }
             dst.linked_from.borrow_mut().push((from, exit));
         }
     }
@@ -351,7 +381,8 @@ impl Vm {
         }
         let executors = st.executors.borrow();
         for &(from, exit) in exec.linked_from.borrow().iter() {
-            executors[from].links[exit].set(0);
+            executors[from].links[2 * exit].set(0);
+            executors[from].links[2 * exit + 1].set(0);
         }
         self.stack().epoch += 1;
         self.stats.borrow_mut().invalidations += 1;

@@ -40,6 +40,23 @@ CPJIT_CACHED_OP(op_fine_equal_operand, 1, 0) {
   CPJIT_CONTINUE_CACHED(frame, s, 0);
 }
 
+/* Correct: with nothing cached, enters code a slot (an operand) names, passing the cache
+ * registers on as they came, each in its own position (a link into another trace). */
+CPJIT_CACHED_OP(op_fine_link, 0, 0) {
+  CPJIT_STACK(s, 0);
+  cpjit_cached_op *linked = *(cpjit_cached_op *const *)(uintptr_t)CPJIT_OPERAND(LIMIT);
+  if (linked) CPJIT_MUSTTAIL return linked(frame, s.sp, cpjit_c0, cpjit_c1, cpjit_c2);
+  CPJIT_CONTINUE_CACHED(frame, s, 0);
+}
+
+/* Enters linked code with c1 in c0's position: it reads c1, which holds nothing. */
+CPJIT_CACHED_OP(op_link_reads_past_in, 0, 0) {
+  CPJIT_STACK(s, 0);
+  cpjit_cached_op *linked = *(cpjit_cached_op *const *)(uintptr_t)CPJIT_OPERAND(LIMIT);
+  if (linked) CPJIT_MUSTTAIL return linked(frame, s.sp, cpjit_c1, cpjit_c1, cpjit_c2);
+  CPJIT_CONTINUE_CACHED(frame, s, 0);
+}
+
 /* Reads c2, but declares only one cached value on entry. */
 CPJIT_CACHED_OP(op_reads_past_in, 1, 1) {
   CPJIT_STACK(s, 1);
