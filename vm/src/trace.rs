@@ -748,11 +748,28 @@ pub fn project(
     // One pass over the recorded path, from the projector's current types.
     let mut pass = |p: &mut Projector<'_>| -> Result<(), String> {
         let mut i = 0;
+        // Inside `s = s + e` (see `accumulation`): s, the statement's pc, the add's pc.
+        let mut accumulating: Option<(u64, u32, u32)> = None;
         while i < records.len() {
             let rec = records[i];
             let pc = rec.pc as u32;
             let inst = code[pc as usize];
             let types = rec.types;
+            if let Some((local, start, add_at)) = accumulating.filter(|a| a.2 == pc) {
+                // e's value is on the stack; s was never pushed. The add leaves where the
+                // statement starts, with e's value dropped again.
+                // (A guard on a local's value proves the local too, so a peeled body
+                // needs none.)
+                p.guard(start, &[(0, Ty::Int)]);
+                p.emit_exiting(op::ADD_TO_LOCAL_INT, local, 0, start);
+                p.pop();
+                p.store_local(local, Ty::Int);
+                p.inlined_at = None;
+                accumulating = None;
+                debug_assert_eq!(code[add_at as usize + 1].op, op::STORE);
+                i += 2;
+                continue;
+            }
             match inst.op {
                 op::NOP | op::JUMP => {}
                 op::JUMP_BACKWARD | op::ENTER_EXECUTOR => {
@@ -798,9 +815,19 @@ pub fn project(
                         i += 4;
                         continue;
                     }
-                    // `s = s + t` (or `t + s`) on locals proved ints: push t, then one
-                    // micro-op adding it into s in place, which leaves at this `load` if the
-                    // sum overflows (the interpreter redoes the statement).
+                    // `s = s + e` for a pure expression e (see `accumulation`): e is
+                    // projected as usual but every exit in it resumes here, then one micro-op
+                    // adds its value into s in place.
+                    if let Some(add_at) = accumulation(code, records, i, &p.locals) {
+                        let depth = p.func.depths.get(pc as usize).copied().unwrap_or(0);
+                        p.inline_exits.insert(pc, depth);
+                        p.inlined_at = Some(pc);
+                        accumulating = Some((inst.arg0, pc, add_at));
+                        i += 1;
+                        continue;
+                    }
+                    // `s = t + s` on locals proved ints: push t, then the same in-place add,
+                    // which leaves at this `load` if the sum overflows.
                     let accumulate = records.get(i + 1..i + 4).and_then(|rs| {
                         let consecutive = rs
                             .iter()
@@ -820,13 +847,7 @@ pub fn project(
                             && store.op == op::STORE
                             && int(a)
                             && int(b);
-                        let target = store.arg0;
-                        match () {
-                            _ if !shape => None,
-                            _ if target == a => Some((target, b)),
-                            _ if target == b => Some((target, a)),
-                            _ => None,
-                        }
+                        (shape && store.arg0 == b && a != b).then_some((b, a))
                     });
                     if let Some((target, addend)) = accumulate {
                         // The addend is pushed for the add alone: the exit resumes before it,
@@ -1140,6 +1161,76 @@ pub fn project(
         depth_checked: p.depth_checked,
         depth_needed: p.depth_needed,
     })
+}
+
+/// Whether the recording at `i` (a `load s`) is the statement `s = s + e` on ints with `e` a
+/// pure expression: bytecodes at consecutive pcs, each reading only locals, globals, list
+/// items and constants (no call, store, jump or output), that leave exactly one value
+/// above the stack they started on, followed by `add; store s`, where s is proved an int and
+/// both of the add's operands were ints when recorded. Running e again from the statement's
+/// start is then indistinguishable from resuming it in the middle, so every exit in it (and
+/// the add's overflow) resumes at the `load`, with the stack cut back to where it was. The
+/// pc of the `add`.
+fn accumulation(code: &[Inst], records: &[Record], i: usize, locals: &[Ty]) -> Option<u32> {
+    /// The longest expression taken: long ones repeat more work when they leave.
+    const LONGEST: usize = 12;
+    let start = records[i].pc as usize;
+    let local = code[start].arg0;
+    if locals.get(local as usize) != Some(&Ty::Int) {
+        return None;
+    }
+    let mut depth = 0i64;
+    for (k, rec) in records.iter().enumerate().skip(i + 1).take(LONGEST + 2) {
+        let pc = rec.pc as usize;
+        if pc != start + (k - i) {
+            return None;
+        }
+        let inst = code[pc];
+        if depth == 1
+            && inst.op == op::ADD
+            && code
+                .get(pc + 1)
+                .is_some_and(|s| s.op == op::STORE && s.arg0 == local)
+            && records.get(k + 1).is_some_and(|r| r.pc as usize == pc + 1)
+        {
+            let ints = rec.types[0] == TYPE_INT && rec.types[1] == TYPE_INT;
+            return (ints && k > i + 1).then_some(pc as u32);
+        }
+        let pure = matches!(
+            inst.op,
+            op::LOAD
+                | op::CONST
+                | op::LOAD_GLOBAL
+                | op::ADD
+                | op::SUB
+                | op::MUL
+                | op::DIV
+                | op::FLOORDIV
+                | op::MOD
+                | op::LT
+                | op::LE
+                | op::GT
+                | op::GE
+                | op::EQ
+                | op::NE
+                | op::NEG
+                | op::NOT
+                | op::FLOAT
+                | op::INT
+                | op::SQRT
+                | op::GETITEM
+        );
+        if !pure {
+            return None;
+        }
+        let info = ops::info(inst.op);
+        depth -= info.pop.count([inst.arg0, inst.arg1]) as i64;
+        if depth < 0 {
+            return None;
+        }
+        depth += info.push.count([inst.arg0, inst.arg1]) as i64;
+    }
+    None
 }
 
 impl Trace {

@@ -8,8 +8,8 @@
 //!   them; a local whose type changes later fails the preamble's guard on re-entry;
 //! - int add, sub and mul (on values scaled by 2**16, the overflow flag as range check) and
 //!   `i = i + c` on a local proved an int (`INCREMENT_LOCAL_INT_KNOWN`, no tag check) and
-//!   `s = s + t` on two (`ADD_TO_LOCAL_INT`) keep the 48-bit range exactly: each limit and
-//!   one beyond, in every mode;
+//!   `s = s + e` (`ADD_TO_LOCAL_INT`, e a pure expression whose exits resume at the
+//!   statement) keep the 48-bit range exactly: each limit and one beyond, in every mode;
 //! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
 //!   checks only the bounds;
 //! - a side trace starts from the local types its parent proved wherever it leaves through
@@ -482,6 +482,52 @@ fn a_local_accumulating_another_overflows_exactly_at_the_range_limits_in_every_m
                 "{what}"
             );
         }
+    }
+}
+
+/// `s = s + (i * c) % 3` twenty times in a compiled loop: the expression is pure, so it is
+/// projected with every exit resuming at the statement's start (its multiply's overflow
+/// included, the stack cut back) and its value is added into `s` in place.
+fn accumulates_an_expression(c: i64) -> String {
+    format!(
+        "func main()
+  locals s i c
+  const 5; store s
+  const {c}; store c
+  const 0; store i
+loop:
+  load i; const 20; lt; jump_if_false done
+  load s; load i; load c; mul; const 3; mod; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn an_accumulated_expression_leaves_at_its_statement_when_it_overflows_inside() {
+    const MAX: i64 = (1 << 47) - 1;
+    const MIN: i64 = -(1 << 47);
+    // 1 and -7 never overflow; the others overflow in the multiply at i = 13, 16 and 8,
+    // after the loop is compiled.
+    for c in [1, -7, MAX / 13 + 1, MIN / 16 - 1, MAX / 8 + 1] {
+        let mut s = Some(5i64);
+        for i in 0..20i64 {
+            s = s.and_then(|s| {
+                let product = i.checked_mul(c).filter(|p| (MIN..=MAX).contains(p))?;
+                Some(s + product.rem_euclid(3))
+            });
+        }
+        let text = accumulates_an_expression(c);
+        assert_every_mode(&text, s, OVERFLOW, &format!("c = {c}"));
+        assert!(
+            compiles_with(&text, op::ADD_TO_LOCAL_INT),
+            "c = {c}: no in-place add"
+        );
     }
 }
 

@@ -131,16 +131,18 @@ impl Gen {
                 self.line(&format!("store v{v}"));
             }
             2 => {
-                // An accumulation `s = s + t` or `s = t + s`: where a trace has proved both
-                // ints, t is pushed and added into s in place (`ADD_TO_LOCAL_INT`), leaving
-                // at the statement's start on overflow.
-                let w = self.rng.below(SCALARS as u64);
-                let (a, b) = if self.rng.below(2) == 0 {
-                    (v, w)
+                // An accumulation `s = s + e` or `s = t + s`: where a trace has proved s an
+                // int and e (a pure expression) or t recorded as one, the value is pushed and
+                // added into s in place (`ADD_TO_LOCAL_INT`), and every exit in e resumes at
+                // the statement's start.
+                if self.rng.chance(50) {
+                    self.line(&format!("load v{v}"));
+                    self.expr(1);
+                    self.line(&format!("add; store v{v}"));
                 } else {
-                    (w, v)
-                };
-                self.line(&format!("load v{a}; load v{b}; add; store v{v}"));
+                    let w = self.rng.below(SCALARS as u64);
+                    self.line(&format!("load v{w}; load v{v}; add; store v{v}"));
+                }
             }
             3 => {
                 // `//` and `%` of an int the trace knows (the loop counter, shifted to either
