@@ -1,6 +1,7 @@
 //! `--profile-stitch TRACE`: runs exactly what the peer bench times for copy-and-patch on one
 //! trace, many rounds, with nothing else around it, for a profiler
-//! (`valgrind --tool=callgrind --toggle-collect='*profile*timed_round*'`) or a quick A/B
+//! (`valgrind --tool=callgrind --toggle-collect='*profile*timed_round*'`, which leaves the
+//! warm-up rounds out) or a quick A/B
 //! timing of two builds run alternately.
 //!
 //! A round is one of the peer bench's timed runs: the trace stitched as many times as its
@@ -84,7 +85,7 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
     };
     // Warm-up as the bench's (two untimed runs), then the rounds.
     for _ in 0..2 {
-        drop(timed_round(&jit, &plan, traces, o.batch)?);
+        drop(untimed_round(&jit, &plan, traces, o.batch)?);
     }
     let mut per_instance = Vec::with_capacity(o.rounds);
     let start = thread_cpu_ns();
@@ -115,10 +116,33 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// One of the peer bench's timed runs: `traces` stitches of `plan` (one batch with `batch`).
-/// Never inlined, so that a profile can collect exactly its cost.
+/// A warm-up round: [`timed_round`] under another name, so that a profile collecting
+/// `timed_round` leaves it out.
+#[inline(never)]
+fn untimed_round(
+    jit: &Jit<'_>,
+    plan: &Plan,
+    traces: usize,
+    batch: bool,
+) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, plan, traces, batch)
+}
+
+/// One of the peer bench's timed runs (see [`stitch_round`]); never inlined, so that a
+/// profile can collect exactly its cost.
 #[inline(never)]
 fn timed_round(
+    jit: &Jit<'_>,
+    plan: &Plan,
+    traces: usize,
+    batch: bool,
+) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, plan, traces, batch)
+}
+
+/// One of the peer bench's timed runs: `traces` stitches of `plan` (one batch with `batch`).
+#[inline(always)]
+fn stitch_round(
     jit: &Jit<'_>,
     plan: &Plan,
     traces: usize,
