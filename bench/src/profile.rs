@@ -1,8 +1,7 @@
 //! `--profile-stitch TRACE`: runs exactly what the peer bench times for copy-and-patch on one
 //! trace, many rounds, with nothing else around it, for a profiler
-//! (`valgrind --tool=callgrind --toggle-collect='*profile*timed_round*'`, which leaves the
-//! warm-up rounds out) or a quick A/B
-//! timing of two builds run alternately.
+//! (`valgrind --tool=callgrind --toggle-collect='*profile::timed_round'`, which leaves the
+//! warm-up rounds out) or a quick A/B timing of two builds run alternately.
 //!
 //! A round is one of the peer bench's timed runs: the trace stitched as many times as its
 //! compile rows stitch it per run (`peer_bench::batches`), or with `--batch` as one
