@@ -24,6 +24,7 @@ mod peer_bench;
 mod peer_compiler;
 mod peer_vm;
 mod plot;
+mod profile;
 mod pyvm;
 mod report;
 mod results;
@@ -41,6 +42,7 @@ const USAGE: &str = "\
 usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain PATH]
                    [--vm PATH]
        cpjit-bench --render
+       cpjit-bench --profile-stitch TRACE [--alias] [--batch] [--rounds N]
 
   --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
@@ -49,6 +51,10 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
   --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec, pyvm
   --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
   --vm PATH         the cpjit-vm binary, for `pyvm` (default: next to this executable)
+  --profile-stitch  measure nothing else: stitch TRACE (straight-N or counting-loop) with
+                    copy-and-patch as the peer bench times it, N rounds (default 200), for a
+                    profiler (`--alias`: through the persistent alias; `--batch`: batches
+                    of 100 traces); prints thread CPU time per instance
 ";
 
 const GROUPS: [&str; 6] = ["toolchain", "stitch", "memory", "peer", "exec", "pyvm"];
@@ -256,7 +262,11 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse(&args).and_then(|o| run(&o)) {
+    let result = match args.first().map(String::as_str) {
+        Some("--profile-stitch") => profile::parse(&args[1..]).and_then(|o| profile::run(&o)),
+        _ => parse(&args).and_then(|o| run(&o)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cpjit-bench: error: {e}");

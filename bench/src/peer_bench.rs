@@ -116,7 +116,7 @@ pub fn run(
 
 /// Functions compiled together in the batch rows: a JIT that compiles many short functions
 /// at once (a module, a hot set of methods) pays its per-compile fixed costs once per batch.
-const BATCH: usize = 100;
+pub(crate) const BATCH: usize = 100;
 
 /// Compile time per function of [`BATCH`] copies of `spec` compiled together: copy-and-patch
 /// as one [`TraceBatch`](cpjit_runtime::TraceBatch) (one allocation, one `pwrite`, one
@@ -241,7 +241,7 @@ fn llvm_runs(level: Level, n: usize, runs: usize) -> (usize, usize) {
 
 /// Compiles per timed run of copy-and-patch and Cranelift (about 0.5 ms or more per run on
 /// short traces), so that the clock's resolution and the loop do not matter.
-fn batches(n: usize) -> (usize, usize) {
+pub(crate) fn batches(n: usize) -> (usize, usize) {
     ((2000 / n).clamp(1, 100), (200 / n).clamp(1, 10))
 }
 

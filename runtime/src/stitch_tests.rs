@@ -1,9 +1,11 @@
 //! Unit tests that need the crate's internals: the icache flush covers exactly the code
 //! that was written, veneers included (qemu-user cannot detect a missing flush, so this is
-//! observed through the [`FlushIcache`] hook rather than by running code).
+//! observed through the [`FlushIcache`] hook rather than by running code). Also the alignment
+//! padding between instances: whole nops, and refused (naming the stencil) where the set's
+//! nop does not divide it.
 
 use crate::icache::{FlushIcache, Hardware};
-use crate::{Jit, JitOptions};
+use crate::{Error, Jit, JitOptions};
 use cpjit_model::{
     Abi, Arch, Hole, HoleKind, HoleValue, Host, ObjectFormat, Section, Stencil, StencilSet,
 };
@@ -26,6 +28,8 @@ mod host {
     use super::*;
     pub const ARCH: Arch = Arch::X86_64;
     pub const NOP: &[u8] = &[0x90];
+    /// Two nops, as one 'nop' of a set whose nop is twice as long.
+    pub const NOP2: &[u8] = &[0x90, 0x90];
     /// `call far` (e8 rel32), then falls through.
     pub const CALL: &[u8] = &[0xe8, 0, 0, 0, 0];
     pub const CALL_HOLE: Hole = Hole {
@@ -44,6 +48,8 @@ mod host {
     use super::*;
     pub const ARCH: Arch = Arch::Aarch64;
     pub const NOP: &[u8] = &[0x1f, 0x20, 0x03, 0xd5];
+    /// Two nops, as one 'nop' of a set whose nop is twice as long.
+    pub const NOP2: &[u8] = &[0x1f, 0x20, 0x03, 0xd5, 0x1f, 0x20, 0x03, 0xd5];
     /// `bl far`
     pub const CALL: &[u8] = &[0x00, 0x00, 0x00, 0x94];
     pub const CALL_HOLE: Hole = Hole {
@@ -62,6 +68,8 @@ mod host {
     use super::*;
     pub const ARCH: Arch = Arch::Riscv64;
     pub const NOP: &[u8] = &[0x13, 0x00, 0x00, 0x00];
+    /// Two nops, as one 'nop' of a set whose nop is twice as long.
+    pub const NOP2: &[u8] = &[0x13, 0x00, 0x00, 0x00, 0x13, 0x00, 0x00, 0x00];
     /// `auipc ra, 0; jalr ra, 0(ra)` (`call far`)
     pub const CALL: &[u8] = &[0x97, 0x00, 0x00, 0x00, 0xe7, 0x80, 0x00, 0x00];
     pub const CALL_HOLE: Hole = Hole {
@@ -197,4 +205,98 @@ fn a_batch_is_flushed_once_over_all_its_traces() {
         );
     }
     assert_eq!(start, traces[0].code_range().start);
+}
+
+#[test]
+fn alignment_padding_is_filled_with_nops() {
+    let recorder = Arc::new(Recorder::default());
+    let jit = jit(&recorder);
+    let mut t = jit.trace();
+    t.push(0, &[], &[]).unwrap();
+    t.push(1, &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    let code = trace.code_bytes();
+    let pad = host::CALL.len()..host::CALL.len().next_multiple_of(4);
+    assert_eq!(trace.instance_offsets(), [0, pad.end as u32]);
+    // The call's bytes before its hole are the stencil's; the padding is whole nops.
+    let hole = host::CALL_HOLE.offset as usize;
+    assert_eq!(code[..hole], host::CALL[..hole]);
+    for chunk in code[pad.clone()].chunks(host::NOP.len()) {
+        assert_eq!(chunk, host::NOP, "padding {pad:?} of {code:02x?}");
+    }
+    assert_eq!(&code[pad.end..pad.end + host::RET.len()], host::RET);
+}
+
+/// A set whose nop is two instructions long: one stencil of one instruction, then one
+/// aligned to four instructions, leaves three instructions of padding, no whole number of
+/// the set's nops.
+static ODD_STENCILS: [Stencil<'static>; 2] = [
+    Stencil {
+        name: "one_nop",
+        code: host::NOP,
+        code_align: 1,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: true,
+    },
+    Stencil {
+        name: "aligned_ret",
+        code: host::RET,
+        code_align: host::NOP.len() as u32 * 4,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: false,
+    },
+];
+static ODD_SET: StencilSet<'static> = StencilSet {
+    nop: host::NOP2,
+    stencils: &ODD_STENCILS,
+    symbols: &[],
+    ..SET
+};
+
+#[test]
+fn padding_of_no_whole_number_of_nops_is_refused_naming_the_stencil() {
+    let jit = Jit::new(&ODD_SET, |_| None).unwrap();
+    for batch in [false, true] {
+        let result = if batch {
+            let mut b = jit.batch();
+            b.trace().push(1, &[], &[]).unwrap();
+            let t = b.trace();
+            t.push(0, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            b.finish().map(|_| ())
+        } else {
+            let mut t = jit.trace();
+            t.push(0, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            t.finish().map(|_| ())
+        };
+        let padding = 3 * host::NOP.len();
+        let message = format!(
+            "{padding} bytes of alignment padding before it are not a multiple of the {}-byte nop",
+            host::NOP2.len()
+        );
+        let refused = |e: &Error| {
+            matches!(e, Error::InvalidStencil { stencil, reason }
+                if stencil == "aligned_ret" && *reason == message)
+        };
+        match result {
+            Err(Error::InBatch { trace: 1, source }) if batch && refused(&source) => {}
+            Err(e) if !batch && refused(&e) => {}
+            other => panic!("batch {batch}: {other:?}"),
+        }
+    }
 }

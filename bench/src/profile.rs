@@ -1,0 +1,154 @@
+//! `--profile-stitch TRACE`: runs exactly what the peer bench times for copy-and-patch on one
+//! trace, many rounds, with nothing else around it, for a profiler
+//! (`valgrind --tool=callgrind --toggle-collect='*profile::timed_round'`, which leaves the
+//! warm-up rounds out) or a quick A/B timing of two builds run alternately.
+//!
+//! A round is one of the peer bench's timed runs: the trace stitched as many times as its
+//! compile rows stitch it per run (`peer_bench::batches`), or with `--batch` as one
+//! [`TraceBatch`](cpjit_runtime::TraceBatch) of 100 traces (its batch rows); the traces are
+//! dropped after the round, untimed, as there. `--alias` writes code through the persistent
+//! alias. Prints the median and range of the thread CPU time per instance, and the number of
+//! instances stitched (to turn a profile's instruction counts into counts per instance).
+
+use crate::copy_patch::{self, Plan};
+use crate::harness::{thread_cpu_ns, time};
+use crate::workload::{counting_loop, straight, TraceSpec};
+use cpjit_runtime::{CodeWrites, Jit, Trace};
+
+/// What to profile, from the command line.
+pub struct ProfileOptions {
+    pub trace: String,
+    pub alias: bool,
+    pub batch: bool,
+    pub rounds: usize,
+}
+
+/// Parses `TRACE [--alias] [--batch] [--rounds N]` (the arguments after `--profile-stitch`).
+pub fn parse(args: &[String]) -> Result<ProfileOptions, String> {
+    let mut it = args.iter();
+    let trace = it
+        .next()
+        .ok_or("`--profile-stitch` needs a trace (straight-N or counting-loop)")?
+        .clone();
+    let mut o = ProfileOptions {
+        trace,
+        alias: false,
+        batch: false,
+        rounds: 200,
+    };
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--alias" => o.alias = true,
+            "--batch" => o.batch = true,
+            "--rounds" => {
+                let v = it.next().ok_or("`--rounds` needs a value")?;
+                o.rounds = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("`--rounds {v}`: not a positive number"))?;
+            }
+            other => return Err(format!("--profile-stitch: unexpected argument `{other}`")),
+        }
+    }
+    Ok(o)
+}
+
+/// The trace named `name`: `straight-N` (N ≥ 3) or `counting-loop`.
+fn spec(name: &str) -> Result<TraceSpec, String> {
+    if name == "counting-loop" {
+        return Ok(counting_loop(1000));
+    }
+    match name.strip_prefix("straight-").map(str::parse::<usize>) {
+        Some(Ok(n)) if n >= 3 => Ok(straight(n)),
+        _ => Err(format!(
+            "--profile-stitch: unknown trace `{name}` (straight-N with N ≥ 3, or counting-loop)"
+        )),
+    }
+}
+
+/// Runs the rounds and prints the thread CPU time per instance.
+pub fn run(o: &ProfileOptions) -> Result<(), String> {
+    let jit = copy_patch::jit_writing(if o.alias {
+        CodeWrites::PersistentAlias
+    } else {
+        CodeWrites::Transient
+    })?;
+    let spec = spec(&o.trace)?;
+    let plan = copy_patch::plan(&jit, &spec)?;
+    let n = spec.instances.len();
+    let traces = if o.batch {
+        crate::peer_bench::BATCH
+    } else {
+        crate::peer_bench::batches(n).0
+    };
+    // Warm-up as the bench's (two untimed runs), then the rounds.
+    for _ in 0..2 {
+        drop(untimed_round(&jit, &plan, traces, o.batch)?);
+    }
+    let mut per_instance = Vec::with_capacity(o.rounds);
+    let start = thread_cpu_ns();
+    for _ in 0..o.rounds {
+        let (stitched, t) = time(|| timed_round(&jit, &plan, traces, o.batch));
+        drop(stitched?);
+        per_instance.push(t.cpu / (traces * n) as f64);
+    }
+    let total = thread_cpu_ns() - start;
+    per_instance.sort_by(f64::total_cmp);
+    println!(
+        "{} ({}{}): {} rounds × {traces} traces × {n} instances = {} instances stitched; \
+         thread CPU per instance: median {:.2} ns ({:.2}–{:.2}); {:.0} ms in all",
+        spec.name,
+        if o.alias {
+            "persistent alias"
+        } else {
+            "default"
+        },
+        if o.batch { ", batch" } else { "" },
+        o.rounds,
+        o.rounds * traces * n,
+        per_instance[per_instance.len() / 2],
+        per_instance[0],
+        per_instance[per_instance.len() - 1],
+        total / 1e6,
+    );
+    Ok(())
+}
+
+/// A warm-up round: [`timed_round`] under another name, so that a profile collecting
+/// `timed_round` leaves it out.
+#[inline(never)]
+fn untimed_round(
+    jit: &Jit<'_>,
+    plan: &Plan,
+    traces: usize,
+    batch: bool,
+) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, plan, traces, batch)
+}
+
+/// One of the peer bench's timed runs (see [`stitch_round`]); never inlined, so that a
+/// profile can collect exactly its cost.
+#[inline(never)]
+fn timed_round(
+    jit: &Jit<'_>,
+    plan: &Plan,
+    traces: usize,
+    batch: bool,
+) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, plan, traces, batch)
+}
+
+/// One of the peer bench's timed runs: `traces` stitches of `plan` (one batch with `batch`).
+#[inline(always)]
+fn stitch_round(
+    jit: &Jit<'_>,
+    plan: &Plan,
+    traces: usize,
+    batch: bool,
+) -> Result<Vec<Trace>, String> {
+    if batch {
+        return copy_patch::stitch_batch(jit, plan, traces);
+    }
+    (0..traces).map(|_| copy_patch::stitch(jit, plan)).collect()
+}
