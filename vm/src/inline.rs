@@ -10,6 +10,10 @@
 //! value stack cut back to the arguments: the interpreter makes the call itself and raises
 //! (or not) exactly as it would have. The trace keeps the callee's locals on the caller's
 //! value stack above the arguments; [`Inlining::stack_words`] sizes every frame for it.
+//! Inside a statement `s = s + e` whose exits all resume at its start (`crate::trace`,
+//! `accumulation`: e a pure expression, which such a call is), arguments that are loads of
+//! locals are not pushed at all: the callee's parameters read those locals, which nothing
+//! in the statement writes.
 
 use crate::ops::{self, op};
 use crate::parser::{Function, Program};

@@ -149,6 +149,11 @@ struct Projector<'a> {
     inliner: Option<Inliner<'a>>,
     /// While inside an inlined call: the caller's `CALL`, where every exit resumes.
     inlined_at: Option<u32>,
+    /// Inside `s = s + e` ([`accumulation`]): every exit resumes at the statement's start,
+    /// so an inlined call's arguments need not be on the stack ([`Projector::inline_call`]).
+    statement_exits: bool,
+    /// How many inlined calls deep the projection is.
+    callee_depth: u32,
     /// The pcs of the `CALL`s inlined, with the value stack's depth there: the exit stub
     /// resuming at one first cuts the stack back to it (`RESET_STACK`).
     inline_exits: BTreeMap<u32, u32>,
@@ -325,8 +330,10 @@ impl Projector<'_> {
     }
 
     /// A `CALL` (at `pc`, of an inlinable function) replaced by the callee's body, its
-    /// locals on the value stack above the arguments ([`crate::inline`]). Every exit of
-    /// the body resumes at the outermost inlined `CALL` (`inlined_at`), where the stub cuts
+    /// locals on the value stack above the arguments ([`crate::inline`]; arguments a
+    /// statement's exits do not need are forwarded instead, [`Projector::forwardable_arguments`]).
+    /// Every exit of the body resumes at the outermost inlined `CALL` (`inlined_at`, or the
+    /// start of the statement it is in when that is where exits resume), where the stub cuts
     /// the stack back to the arguments and the interpreter makes the call. `arg_types`: the
     /// types recorded at the call (the outermost one only), guarded on the arguments so that
     /// the body is specialised.
@@ -341,11 +348,25 @@ impl Projector<'_> {
         };
         let callee = &inliner.program.functions[call.arg0 as usize];
         let argc = call.arg1 as usize;
-        let outermost = self.inlined_at.is_none();
+        let outermost = self.callee_depth == 0;
+        // Where every exit of a statement resumes at its start, arguments that are loads of
+        // locals proved a type are taken off the stack again: the callee's parameters read
+        // those locals instead (the callee never stores into them), one register shallower.
+        let forwarded = if argc == callee.params {
+            self.forwardable_arguments(argc)
+        } else {
+            Vec::new()
+        };
+        for _ in 0..forwarded.len() {
+            self.uops.pop();
+            self.stack.pop();
+        }
         if outermost {
             self.depth_needed = self.depth_needed.max(info.nesting);
-            self.inline_exits
-                .insert(pc, self.func.depths.get(pc as usize).copied().unwrap_or(0));
+            if self.inlined_at.is_none() {
+                self.inline_exits
+                    .insert(pc, self.func.depths.get(pc as usize).copied().unwrap_or(0));
+            }
             if self.depth_checked < info.nesting {
                 let site = self.calls.len() as u64;
                 self.calls.push(TraceCall {
@@ -356,29 +377,37 @@ impl Projector<'_> {
                 self.emit_exiting(op::GUARD_CALL_DEPTH, site, u64::from(info.nesting), pc);
                 self.depth_checked = info.nesting;
             }
-            if let Some(types) = arg_types {
+            if let Some(types) = arg_types.filter(|_| forwarded.is_empty()) {
                 let wanted: Vec<(usize, Ty)> = (0..argc.min(types.len()))
                     .map(|d| (d, recorded(types[d])))
                     .filter(|&(d, ty)| guardable(d, ty))
                     .collect();
                 self.guard(pc, &wanted);
             }
+        }
+        let saved_at = self.inlined_at;
+        if self.inlined_at.is_none() {
             self.inlined_at = Some(pc);
         }
+        self.callee_depth += 1;
         self.inlined_calls += 1;
         let at = self.inlined_at.unwrap_or(pc);
-        if argc > 0 {
-            self.slot(argc - 1);
+        let on_stack = argc - forwarded.len();
+        if on_stack > 0 {
+            self.slot(on_stack - 1);
         }
         for _ in callee.params..callee.locals.len() {
             self.emit(op::CONST, Value::NONE.0, 0);
             self.push(Ty::Unknown);
         }
-        let base = self.stack.len() - callee.locals.len();
+        // Locals below `forwarded.len()` are the forwarded parameters; the others are on the
+        // stack from `base` on.
+        let skip = forwarded.len();
+        let base = self.stack.len() - (callee.locals.len() - skip);
         // The inlining analysis keeps callees' frames small (`MAX_FRAME_WORDS`): a local is
         // never deeper than that below the top.
         let depth_of = |p: &Projector<'_>, l: u64| -> Result<usize, String> {
-            let d = p.stack.len() - 1 - (base + l as usize);
+            let d = p.stack.len() - 1 - (base + l as usize - skip);
             if d > crate::inline::MAX_FRAME_WORDS {
                 return Err(format!(
                     "inlined local {l} of {} is {d} values deep",
@@ -398,8 +427,21 @@ impl Projector<'_> {
                     self.emit(op::CONST, inst.arg0, 0);
                     self.push(ty_of(Value(inst.arg0)));
                 }
+                op::LOAD if (inst.arg0 as usize) < skip => {
+                    let (local, ty) = forwarded[inst.arg0 as usize];
+                    let id = if ty == Ty::Int {
+                        op::LOAD_INT
+                    } else {
+                        op::LOAD
+                    };
+                    self.emit(id, local, 0);
+                    self.stack.push(Slot {
+                        ty,
+                        local: Some(local),
+                    });
+                }
                 op::LOAD => {
-                    let local = self.stack[base + inst.arg0 as usize];
+                    let local = self.stack[base + inst.arg0 as usize - skip];
                     match depth_of(self, inst.arg0)? {
                         0 => self.emit(op::DUP, 0, 0),
                         // A local proved an int: COPY_INT (see LOAD_INT).
@@ -408,11 +450,17 @@ impl Projector<'_> {
                     }
                     self.stack.push(local);
                 }
+                op::STORE if (inst.arg0 as usize) < skip => {
+                    return Err(format!(
+                        "inlined function {} stores into parameter {}",
+                        callee.name, inst.arg0
+                    ));
+                }
                 op::STORE => {
                     let d = depth_of(self, inst.arg0)?;
                     self.emit(op::PUT, d as u64, 0);
                     let v = self.pop();
-                    self.stack[base + inst.arg0 as usize] = Slot {
+                    self.stack[base + inst.arg0 as usize - skip] = Slot {
                         ty: v.ty,
                         local: None,
                     };
@@ -471,10 +519,41 @@ impl Projector<'_> {
             self.pop();
         }
         self.stack.push(result);
-        if outermost {
-            self.inlined_at = None;
-        }
+        self.callee_depth -= 1;
+        self.inlined_at = saved_at;
         Ok(())
+    }
+
+    /// The arguments of a call with `argc` of them that can be forwarded: inside a statement
+    /// whose exits all resume at its start, when the last `argc` micro-ops are the loads that
+    /// pushed them (`LOAD`/`LOAD_INT` of the local each slot copies) and the trace has proved
+    /// each local's type. By parameter: the local and its type; empty when not all can be.
+    fn forwardable_arguments(&self, argc: usize) -> Vec<(u64, Ty)> {
+        if !self.statement_exits || argc == 0 || argc > self.uops.len() {
+            return Vec::new();
+        }
+        let (Some(uops), Some(slots)) = (
+            self.uops.get(self.uops.len() - argc..),
+            self.stack.get(self.stack.len().wrapping_sub(argc)..),
+        ) else {
+            return Vec::new();
+        };
+        let args: Vec<(u64, Ty)> = uops
+            .iter()
+            .zip(slots)
+            .filter(|(u, s)| {
+                matches!(u.op, op::LOAD | op::LOAD_INT)
+                    && s.local == Some(u.arg0)
+                    && s.ty != Ty::Unknown
+                    && self.locals.get(u.arg0 as usize) == Some(&s.ty)
+            })
+            .map(|(u, s)| (u.arg0, s.ty))
+            .collect();
+        if args.len() == argc {
+            args
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -729,6 +808,8 @@ pub fn project(
         deps: Vec::new(),
         inliner,
         inlined_at: None,
+        statement_exits: false,
+        callee_depth: 0,
         inline_exits: BTreeMap::new(),
         depth_checked: 0,
         depth_needed: 0,
@@ -765,6 +846,7 @@ pub fn project(
                 p.pop();
                 p.store_local(local, Ty::Int);
                 p.inlined_at = None;
+                p.statement_exits = false;
                 accumulating = None;
                 debug_assert_eq!(code[add_at as usize + 1].op, op::STORE);
                 i += 2;
@@ -818,10 +900,12 @@ pub fn project(
                     // `s = s + e` for a pure expression e (see `accumulation`): e is
                     // projected as usual but every exit in it resumes here, then one micro-op
                     // adds its value into s in place.
-                    if let Some(add_at) = accumulation(code, records, i, &p.locals) {
+                    let inlinable = |f: u64| p.inlinable(f).is_some();
+                    if let Some(add_at) = accumulation(code, records, i, &p.locals, inlinable) {
                         let depth = p.func.depths.get(pc as usize).copied().unwrap_or(0);
                         p.inline_exits.insert(pc, depth);
                         p.inlined_at = Some(pc);
+                        p.statement_exits = true;
                         accumulating = Some((inst.arg0, pc, add_at));
                         i += 1;
                         continue;
@@ -1165,13 +1249,20 @@ pub fn project(
 
 /// Whether the recording at `i` (a `load s`) is the statement `s = s + e` on ints with `e` a
 /// pure expression: bytecodes at consecutive pcs, each reading only locals, globals, list
-/// items and constants (no call, store, jump or output), that leave exactly one value
+/// items and constants or calling a function the trace inlines (pure by
+/// [`crate::inline`]'s rules; no other call, store, jump or output), that leave exactly one value
 /// above the stack they started on, followed by `add; store s`, where s is proved an int and
 /// both of the add's operands were ints when recorded. Running e again from the statement's
 /// start is then indistinguishable from resuming it in the middle, so every exit in it (and
 /// the add's overflow) resumes at the `load`, with the stack cut back to where it was. The
 /// pc of the `add`.
-fn accumulation(code: &[Inst], records: &[Record], i: usize, locals: &[Ty]) -> Option<u32> {
+fn accumulation(
+    code: &[Inst],
+    records: &[Record],
+    i: usize,
+    locals: &[Ty],
+    inlinable: impl Fn(u64) -> bool,
+) -> Option<u32> {
     /// The longest expression taken: long ones repeat more work when they leave.
     const LONGEST: usize = 12;
     let start = records[i].pc as usize;
@@ -1219,7 +1310,7 @@ fn accumulation(code: &[Inst], records: &[Record], i: usize, locals: &[Ty]) -> O
                 | op::INT
                 | op::SQRT
                 | op::GETITEM
-        );
+        ) || (inst.op == op::CALL && inlinable(inst.arg0));
         if !pure {
             return None;
         }

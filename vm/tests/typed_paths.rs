@@ -531,6 +531,65 @@ fn an_accumulated_expression_leaves_at_its_statement_when_it_overflows_inside() 
     }
 }
 
+/// `s = s + f(i)` with `f(x) = x * c + x` inlined, twenty times in a compiled loop: inside
+/// the statement every exit resumes at its start, so `f`'s argument is not pushed at all
+/// (its loads read `i`), and the multiply's overflow leaves there too.
+fn accumulates_a_call(c: i64) -> String {
+    format!(
+        "func f(x)
+  load x; const {c}; mul; load x; add; return
+end
+
+func main()
+  locals s i
+  const 5; store s
+  const 0; store i
+loop:
+  load i; const 20; lt; jump_if_false done
+  load s; load i; call f; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn an_inlined_call_accumulated_into_a_local_reads_its_argument_from_the_callers_local() {
+    const MAX: i64 = (1 << 47) - 1;
+    for c in [3, MAX / 13 + 1] {
+        let mut s = Some(5i64);
+        for i in 0..20i64 {
+            s = s.and_then(|s| {
+                let product = i.checked_mul(c).filter(|p| (MIN_INT..=MAX).contains(p))?;
+                Some(s + product + i)
+            });
+        }
+        let text = accumulates_a_call(c);
+        assert_every_mode(&text, s, OVERFLOW, &format!("c = {c}"));
+        let (recording, _) = record(&text);
+        let traces = recording.traces.borrow();
+        let body = traces
+            .iter()
+            .find_map(|t| Some(&t.uops[t.loop_body_start()?..t.body_len]))
+            .expect("a peeled loop");
+        let ops: Vec<u32> = body.iter().map(|u| u.op).collect();
+        assert!(ops.contains(&op::ADD_TO_LOCAL_INT), "c = {c}: {body:?}");
+        for shuffle in [op::NIP, op::DUP, op::COPY, op::COPY_INT] {
+            assert!(
+                !ops.contains(&shuffle),
+                "c = {c}: an argument on the stack: {body:?}"
+            );
+        }
+    }
+}
+
+/// The smallest int (48-bit ints).
+const MIN_INT: i64 = -(1 << 47);
+
 /// `s = s + xs[i]` for i from -n to `end`: after the loop's first iteration has proved `xs` a
 /// list and `i` an int, `GETITEM_LOCALS_KNOWN` checks only the bounds (negative indices
 /// count from the end); an index past the end leaves the trace and the interpreter raises.
