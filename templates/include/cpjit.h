@@ -212,8 +212,10 @@ extern cpjit_op _JIT_CONTINUE;
  * cpjit_spill_all(&s) stores every cached value; s.sp is then the stack pointer.
  *
  * Pinned registers. A template set may define CPJIT_PIN_REGS (0, the default, or 2) before
- * including this header: its cached ops then take CPJIT_PIN_REGS more uint64_t arguments
- * after the cached values, p0 and p1, which hold whatever the JIT keeps in registers across
+ * including this header: its cached ops then take CPJIT_PIN_REGS more uint64_t arguments,
+ * p0 and p1, between c1 and c2 (c2, the deepest cache register, is live least often: it goes
+ * last, into the argument register x86-64's `mul` and `div` clobber, rdx, so that a pinned
+ * local never has to be saved around one). They hold whatever the JIT keeps in registers across
  * ops (e.g. a loop's hottest locals, so that a loop-carried value never makes a round trip
  * through memory). They are the view's s.p0 and s.p1: an op may read and assign them, and
  * every continuation and jump passes them on (an op that does not name them passes its
@@ -232,17 +234,20 @@ extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_PIN_INIT_
 #define CPJIT_PIN_ARGS_(S)
 #elif CPJIT_PIN_REGS == 2
-#define CPJIT_PIN_PARAMS_ , uint64_t cpjit_p0, uint64_t cpjit_p1
+#define CPJIT_PIN_PARAMS_ uint64_t cpjit_p0, uint64_t cpjit_p1,
 #define CPJIT_PIN_FIELDS_ uint64_t p0, p1;
 #define CPJIT_PIN_INIT_ , cpjit_p0, cpjit_p1
-#define CPJIT_PIN_ARGS_(S) , (S).p0, (S).p1
+#define CPJIT_PIN_ARGS_(S) (S).p0, (S).p1,
 #else
 #error "CPJIT_PIN_REGS must be 0 or 2"
 #endif
 
-/* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values. */
+/* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values
+ * (the pinned registers, if any, before the last). */
 typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp, uint64_t c0,
-                                         uint64_t c1, uint64_t c2 CPJIT_PIN_PARAMS_);
+                                         uint64_t c1, CPJIT_PIN_PARAMS_ uint64_t c2);
+/* The arguments of a cached op, in order: sp, the cache registers and the pinned ones. */
+#define CPJIT_CACHED_CALL_ARGS(sp, c0, c1, c2, S) (sp), (c0), (c1), CPJIT_PIN_ARGS_(S)(c2)
 
 /* `cpjit.cached IN,OUT,N,P`: the states, the cache registers and the pinned registers. */
 #define CPJIT_CACHED_NOTE_(IN, OUT, N, P) \
@@ -254,7 +259,7 @@ typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp
                  "cache states are 0 to CPJIT_CACHE_REGS");                          \
   CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS, CPJIT_PIN_REGS) int64_t NAME(  \
       struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1, \
-      uint64_t cpjit_c2 CPJIT_PIN_PARAMS_)
+      CPJIT_PIN_PARAMS_ uint64_t cpjit_c2)
 
 /* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1). */
 struct cpjit_stack {
@@ -307,11 +312,21 @@ CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
 }
 CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s, 0); }
 
-/* The registers a cached op passes on in state OUT: values below OUT; past it, the op's own
- * incoming register unchanged (it holds nothing, and passing it costs no instruction). */
+/* The registers a cached op passes on in state OUT: values below OUT; past it, nothing (an
+ * undefined value: no instruction, and the register is free inside the op, so that an
+ * instruction that clobbers it, like x86-64's `mul` clobbering rdx, needs no save). */
+#define CPJIT_NOTHING_                                                             \
+  __extension__({                                                                 \
+    _Pragma("clang diagnostic push")                                              \
+    _Pragma("clang diagnostic ignored \"-Wuninitialized\"")                      \
+    uint64_t cpjit_nothing_;                                                      \
+    cpjit_nothing_;                                                               \
+    _Pragma("clang diagnostic pop")                                               \
+  })
 #define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
-  (S).sp, (OUT) > 0 ? (S).v0 : cpjit_c0, (OUT) > 1 ? (S).v1 : cpjit_c1,           \
-      (OUT) > 2 ? (S).v2 : cpjit_c2 CPJIT_PIN_ARGS_(S)
+  CPJIT_CACHED_CALL_ARGS((S).sp, (OUT) > 0 ? (S).v0 : CPJIT_NOTHING_,             \
+                         (OUT) > 1 ? (S).v1 : CPJIT_NOTHING_,                     \
+                         (OUT) > 2 ? (S).v2 : CPJIT_NOTHING_, S)
 /* Continues (or jumps to target NAME) with view S settled to state OUT. Both settle first,
  * so an op that may jump or continue should settle once (cpjit_settle) before branching. */
 #define CPJIT_CONTINUE_CACHED(frame, S, OUT)                                   \

@@ -54,18 +54,18 @@ VM_INLINE uint64_t vm_box_int(int64_t i) {
 VM_INLINE int vm_int_fits(int64_t i) { return i >= VM_INT_MIN && i <= VM_INT_MAX; }
 
 /* floor(x / d) for an int x (|x| <= 2**47) and a constant 3 <= d < 2**16 that is not a power
- * of two, given magic = floor(2**64 / d) + 1 (vm/src/trace.rs, `reciprocal`): for every
- * 0 <= n < 2**48, floor(n * magic / 2**64) = floor(n / d), the high word of one 64 x 64-bit
- * multiplication (with n = qd + rem and e = magic * d - 2**64 in (0, d]:
+ * of two, given r = floor(2**64 / d) (vm/src/trace.rs, `reciprocal`): with magic = r + 1, for
+ * every 0 <= n < 2**48, floor(n * magic / 2**64) = floor(n / d), the high word of one 64 x
+ * 64-bit multiplication (with n = qd + rem and e = magic * d - 2**64 in (0, d]:
  * n * magic / 2**64 = q + (rem + n * e / 2**64) / d, and n * e <= n * d < 2**64). A
  * negative x is floor-divided as -floor((-x + d - 1) / d), branch-free with t = x >> 63
- * (then n <= 2**47 - 1 + d < 2**48). A 64-bit operand is read from its GOT slot either way
- * (no relocation relaxes a load of one); x86-64 multiplies by the slot in memory directly
- * (`mul` with a memory operand: one instruction, no register to free). */
-VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t magic) {
+ * (then n <= 2**47 - 1 + d < 2**48). The operand is r, not magic: the add puts magic in a
+ * register, where x86-64 would otherwise multiply by the operand's GOT slot in memory (a GOT
+ * use no relocation relaxes). */
+VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t r) {
   int64_t t = x >> 63;
   uint64_t n = (uint64_t)(x ^ t) + (d & (uint64_t)t);
-  int64_t q = (int64_t)(uint64_t)(((unsigned __int128)n * magic) >> 64);
+  int64_t q = (int64_t)(uint64_t)(((unsigned __int128)n * (r + 1)) >> 64);
   return (q ^ t) - t;
 }
 

@@ -12,8 +12,9 @@
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
-//!   N P`) takes N `i64` cached values after the pointers, then P pinned ones (`CPJIT_PIN_REGS`,
-//!   the JIT's registers: any op may read or set them, unchecked), and its IR must match its declared
+//!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
+//!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
+//!   says why they go there, [`CacheState::parameter`]), and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
 //!   every continuation or jump gives registers below OUT a value and none past OUT, except
 //!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
@@ -73,12 +74,23 @@ struct CacheState {
     exit: usize,
     /// Cache registers of the convention (`CPJIT_CACHE_REGS`).
     registers: usize,
-    /// Pinned registers after them (`CPJIT_PIN_REGS`): the JIT's, passed by every op and
-    /// not checked here.
+    /// Pinned registers, before the last cache register (`CPJIT_PIN_REGS`): the JIT's,
+    /// passed by every op and not checked here.
     pinned: usize,
 }
 
 impl CacheState {
+    /// The parameter (or call argument) index of cache register `k`, after `first` leading
+    /// ones: cpjit.h puts the pinned registers between the second-to-last and the last cache
+    /// register.
+    fn parameter(&self, first: usize, k: usize) -> usize {
+        if self.pinned > 0 && k + 1 == self.registers {
+            first + k + self.pinned
+        } else {
+            first + k
+        }
+    }
+
     /// Parses the annotation's text after [`CACHED_ANNOTATION`]: three or four integers, the
     /// states at most the register count, then the pinned registers (0 if absent).
     fn parse(text: &str) -> Result<CacheState, String> {
@@ -341,15 +353,16 @@ impl Validator<'_> {
     unsafe fn cache_state(&mut self, f: LLVMValueRef, state: CacheState) {
         let first = self.manifest.parameters;
         for k in state.entry..state.registers {
-            let param = LLVMGetParam(f, (first + k) as u32);
+            let at = state.parameter(first, k);
+            let param = LLVMGetParam(f, at as u32);
             let mut u = LLVMGetFirstUse(param);
             while !u.is_null() {
                 let user = LLVMGetUser(u);
-                if !self.is_pass_on(user, param, first + k) {
+                if !self.is_pass_on(user, param, at) {
                     self.error(format!(
                         "reads cached register c{k} (parameter {}), but the op declares IN = {}: \
                          only the first {} cached register(s) hold stack values on entry: `{}`",
-                        first + k + 1,
+                        at + 1,
                         state.entry,
                         state.entry,
                         print(user)
@@ -394,11 +407,12 @@ impl Validator<'_> {
         // expression). Past OUT only the former is taken for nothing (a constant there
         // could be a value the op forgot to spill); to a spilled target both are.
         let incoming = |arg: LLVMValueRef| {
-            (0..state.registers).any(|j| LLVMGetParam(f, (first + j) as u32) == arg)
+            (0..state.registers).any(|j| LLVMGetParam(f, state.parameter(first, j) as u32) == arg)
         };
         for k in 0..state.registers {
-            let arg = LLVMGetOperand(call, (first + k) as u32);
-            let own = LLVMGetParam(f, (first + k) as u32);
+            let at = state.parameter(first, k);
+            let arg = LLVMGetOperand(call, at as u32);
+            let own = LLVMGetParam(f, at as u32);
             let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
             let known = incoming(arg) || LLVMIsConstant(arg) != 0;
             // A spilled target is entered with nothing cached: the op's own incoming
@@ -410,7 +424,7 @@ impl Validator<'_> {
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
                      declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \
                      cached): spill every value first (CPJIT_JUMP_SPILLED): `{}`",
-                    first + k + 1,
+                    at + 1,
                         print(call)
                     ));
                 }
@@ -419,7 +433,7 @@ impl Validator<'_> {
                     "passes no value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: the first {} cached register(s) must hold stack values \
                      on exit",
-                    first + k + 1,
+                    at + 1,
                     state.exit,
                     state.exit
                 ));
@@ -428,7 +442,7 @@ impl Validator<'_> {
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: registers past OUT hold nothing (spill the value, or \
                      declare a larger OUT): `{}`",
-                    first + k + 1,
+                    at + 1,
                     state.exit,
                     print(call)
                 ));

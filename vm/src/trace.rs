@@ -691,14 +691,14 @@ fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision
 const RECIPROCAL_LIMIT: u64 = 1 << 16;
 
 /// The reciprocal of a divisor `d` (3 <= d < 2**16, not a power of two) that `vm_floordiv_by`
-/// (templates/vm/vm_values.h) multiplies by: floor(2**64 / d) + 1, so that the product with
-/// any 0 <= n < 2**48 has floor(n / d) as its high word.
+/// (templates/vm/vm_values.h) takes: floor(2**64 / d), which it multiplies by plus one, so
+/// that the product with any 0 <= n < 2**48 has floor(n / d) as its high word.
 pub fn reciprocal(d: u64) -> u64 {
     assert!(
         (3..RECIPROCAL_LIMIT).contains(&d) && !d.is_power_of_two(),
         "no reciprocal for divisor {d}"
     );
-    ((1u128 << 64) / u128::from(d)) as u64 + 1
+    ((1u128 << 64) / u128::from(d)) as u64
 }
 
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
@@ -1412,7 +1412,7 @@ mod tests {
     fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {
         let t = x >> 63;
         let n = (x ^ t) as u64 + (d & t as u64);
-        let q = ((u128::from(n) * u128::from(magic)) >> 64) as u64 as i64;
+        let q = ((u128::from(n) * (u128::from(magic) + 1)) >> 64) as u64 as i64;
         (q ^ t) - t
     }
 

@@ -219,7 +219,8 @@ vm_case_LINK:
     /* Nothing is cached (OUT = 0): the cache registers are passed on as they came, which
      * costs nothing and is all the callee (entered with nothing cached) assumes of them. */
     if (__builtin_expect(linked_ != 0, 0))
-      CPJIT_MUSTTAIL return linked_(frame, s.sp, cpjit_c0, cpjit_c1, cpjit_c2 CPJIT_PIN_ARGS_(s));
+      CPJIT_MUSTTAIL return linked_(frame,
+                                    CPJIT_CACHED_CALL_ARGS(s.sp, cpjit_c0, cpjit_c1, cpjit_c2, s));
   }
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 }
