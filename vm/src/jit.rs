@@ -223,6 +223,10 @@ fn gains_from_scaled_ints(op: u32) -> bool {
             | GT_INT_CONST_GUARD_FALSE
             | GE_INT_CONST_GUARD_TRUE
             | GE_INT_CONST_GUARD_FALSE
+            | EQ_INT_CONST_GUARD_TRUE
+            | EQ_INT_CONST_GUARD_FALSE
+            | NE_INT_CONST_GUARD_TRUE
+            | NE_INT_CONST_GUARD_FALSE
     )
 }
 

@@ -755,6 +755,10 @@ fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)>
         op::GT_INT_GUARD_FALSE => op::GT_INT_CONST_GUARD_FALSE,
         op::GE_INT_GUARD_TRUE => op::GE_INT_CONST_GUARD_TRUE,
         op::GE_INT_GUARD_FALSE => op::GE_INT_CONST_GUARD_FALSE,
+        op::EQ_INT_GUARD_TRUE => op::EQ_INT_CONST_GUARD_TRUE,
+        op::EQ_INT_GUARD_FALSE => op::EQ_INT_CONST_GUARD_FALSE,
+        op::NE_INT_GUARD_TRUE => op::NE_INT_CONST_GUARD_TRUE,
+        op::NE_INT_GUARD_FALSE => op::NE_INT_CONST_GUARD_FALSE,
         _ => return None,
     };
     let [.., c] = p.uops.get(p.fusion_floor..)? else {

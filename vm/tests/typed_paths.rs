@@ -773,6 +773,9 @@ fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_lim
         (MIN, "le", MIN + 50, 51, op::LE_INT_CONST_GUARD_TRUE),
         (-40, "lt", 7, 47, op::LT_INT_CONST_GUARD_TRUE),
         (MIN, "le", MIN + 19, 20, op::LE_INT_CONST_GUARD_TRUE),
+        (MAX - 60, "ne", MAX, 60, op::NE_INT_CONST_GUARD_TRUE),
+        (-30, "ne", 0, 30, op::NE_INT_CONST_GUARD_TRUE),
+        (MIN, "ne", MIN + 25, 25, op::NE_INT_CONST_GUARD_TRUE),
     ] {
         let text = bounded_count(start, cmp, bound);
         let what = format!("{start} {cmp} {bound}");
