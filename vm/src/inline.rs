@@ -97,14 +97,20 @@ fn calls(f: &Function) -> impl Iterator<Item = (usize, usize)> + '_ {
 }
 
 /// The bytecodes an inlined body may hold besides `CALL` and its final `RETURN`: those that
-/// only read their operands and push a result (raising at worst), and local accesses.
+/// only read (see [`reads_only`]), and stores into its own locals.
 fn pure(bytecode: u32) -> bool {
+    reads_only(bytecode) || bytecode == op::STORE
+}
+
+/// The bytecodes that only read their operands, locals, globals and list items and push a
+/// result (raising at worst): running one again from the start of a run of them is
+/// indistinguishable from resuming it (`crate::trace`'s `accumulation` relies on it too).
+pub fn reads_only(bytecode: u32) -> bool {
     matches!(
         bytecode,
         op::NOP
             | op::CONST
             | op::LOAD
-            | op::STORE
             | op::LOAD_GLOBAL
             | op::POP
             | op::DUP

@@ -1291,30 +1291,8 @@ fn accumulation(
             let ints = rec.types[0] == TYPE_INT && rec.types[1] == TYPE_INT;
             return (ints && k > i + 1).then_some(pc as u32);
         }
-        let pure = matches!(
-            inst.op,
-            op::LOAD
-                | op::CONST
-                | op::LOAD_GLOBAL
-                | op::ADD
-                | op::SUB
-                | op::MUL
-                | op::DIV
-                | op::FLOORDIV
-                | op::MOD
-                | op::LT
-                | op::LE
-                | op::GT
-                | op::GE
-                | op::EQ
-                | op::NE
-                | op::NEG
-                | op::NOT
-                | op::FLOAT
-                | op::INT
-                | op::SQRT
-                | op::GETITEM
-        ) || (inst.op == op::CALL && inlinable(inst.arg0));
+        let pure =
+            crate::inline::reads_only(inst.op) || (inst.op == op::CALL && inlinable(inst.arg0));
         if !pure {
             return None;
         }
