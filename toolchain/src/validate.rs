@@ -766,3 +766,24 @@ unsafe fn is_indirect_musttail(inst: LLVMValueRef) -> bool {
     let callee = LLVMGetCalledValue(inst);
     !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CacheState;
+
+    /// cpjit.h's cached signature: `frame, sp, c0, c1, [p0, p1,] c2`. The pinned registers sit
+    /// between the last two cache registers, so that c2 takes the seventh argument register
+    /// (x86-64's rdx) when there are pinned ones.
+    #[test]
+    fn pinned_registers_sit_between_the_last_two_cache_registers() {
+        let parameters = |annotation: &str| {
+            let state = CacheState::parse(annotation).unwrap();
+            (0..state.registers)
+                .map(|k| state.parameter(2, k))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parameters("1,1,3"), [2, 3, 4]);
+        assert_eq!(parameters("1,1,3,0"), [2, 3, 4]);
+        assert_eq!(parameters("3,0,3,2"), [2, 3, 6]);
+    }
+}
