@@ -11,7 +11,8 @@
 //! (templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
-//! local scaled) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
+//! local scaled), `PINNED_OPERAND` (which of the op's locals it is, checked against
+//! [`crate::pinning::pinned_operand`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
 //! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN` and `LINK` (enter
 //! an exit's pinned link with the pinned registers live, [`crate::pinning`]). A member that
 //! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
@@ -100,6 +101,15 @@ struct MemberFacts {
     depth: Option<u64>,
 }
 
+/// A pinned family member's register: which, whether it holds its local scaled, and which
+/// of the op's operands is that local (`PINNED_OPERAND`, 0 unless the family says).
+#[derive(Clone, Copy, Debug)]
+struct PinnedRegister {
+    register: usize,
+    scaled: bool,
+    operand: usize,
+}
+
 /// A family's parameter indices, by name.
 struct Params {
     entry: usize,
@@ -108,13 +118,22 @@ struct Params {
     scaled: Option<usize>,
     pinned_scaled: Option<usize>,
     depth: Option<usize>,
+    pinned_operand: Option<usize>,
 }
 
 impl Params {
     fn of(family: &cpjit_model::Family<'_>, at: &str) -> Result<Params, String> {
         let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
         let find = |name: &str| names.iter().position(|&n| n == name);
-        let known = ["IN", "OUT", "PINNED", "SCALED", "PINNED_SCALED", "DEPTH"];
+        let known = [
+            "IN",
+            "OUT",
+            "PINNED",
+            "SCALED",
+            "PINNED_SCALED",
+            "DEPTH",
+            "PINNED_OPERAND",
+        ];
         if let Some(other) = names.iter().find(|n| !known.contains(n)) {
             return Err(format!(
                 "{at}: parameter `{other}` is none of the cache-state parameters {known:?}"
@@ -132,6 +151,7 @@ impl Params {
             scaled: find("SCALED"),
             pinned_scaled: find("PINNED_SCALED"),
             depth: find("DEPTH"),
+            pinned_operand: find("PINNED_OPERAND"),
         })
     }
 }
@@ -167,8 +187,14 @@ impl CachedOps {
             };
             // Every combination of the optional parameters' values, then every entry depth:
             // the one exit depth with a member.
-            let optional = [p.pinned, p.pinned_scaled, p.scaled, p.depth];
-            let mut combos: Vec<[usize; 4]> = vec![[0; 4]];
+            let optional = [
+                p.pinned,
+                p.pinned_scaled,
+                p.scaled,
+                p.depth,
+                p.pinned_operand,
+            ];
+            let mut combos: Vec<[usize; 5]> = vec![[0; 5]];
             for (k, param) in optional.iter().enumerate() {
                 let n = param.map_or(1, |i| family.params[i].values.len());
                 combos = combos
@@ -209,13 +235,23 @@ impl CachedOps {
                             }
                         }
                         let Some((stencil, o)) = found else { continue };
-                        let [r, ps, sc, d] = *combo;
+                        let [r, ps, sc, d, po] = *combo;
                         let scaled = flag(p.scaled, sc)?;
                         let entry = state(number(p.entry, i, 4)? as u8, scaled);
                         let exit = state(number(p.exit, o, 4)? as u8, scaled && *element != "BOX");
                         let register = match p.pinned {
-                            Some(param) => {
-                                Some((number(param, r, PIN_REGS)?, flag(p.pinned_scaled, ps)?))
+                            Some(param) => Some(PinnedRegister {
+                                register: number(param, r, PIN_REGS)?,
+                                scaled: flag(p.pinned_scaled, ps)?,
+                                operand: match p.pinned_operand {
+                                    Some(param) => number(param, po, 2)?,
+                                    None => 0,
+                                },
+                            }),
+                            None if p.pinned_operand.is_some() => {
+                                return Err(format!(
+                                    "{at}: PINNED_OPERAND without PINNED (which register?)"
+                                ))
                             }
                             None => None,
                         };
@@ -266,11 +302,18 @@ impl CachedOps {
         stencil: usize,
         (entry, exit): (u8, u8),
         scaled: bool,
-        register: Option<(usize, bool)>,
+        register: Option<PinnedRegister>,
     ) -> Result<(), String> {
         self.facts[stencil].states = Some((entry, exit));
         match (element, register) {
-            ("PIN" | "UNPIN", Some((r, ps))) => {
+            (
+                "PIN" | "UNPIN",
+                Some(PinnedRegister {
+                    register: r,
+                    scaled: ps,
+                    operand: 0,
+                }),
+            ) => {
                 if (entry, exit) != (0, 0) {
                     return Err(format!(
                         "{at}: {element} of register {r} from state {} (PIN and UNPIN run with \
@@ -314,14 +357,31 @@ impl CachedOps {
                 }
                 self.boxes[entry as usize] = Some((stencil, exit));
             }
-            (_, Some((r, ps))) => {
+            (
+                _,
+                Some(PinnedRegister {
+                    register: r,
+                    scaled: ps,
+                    operand,
+                }),
+            ) => {
                 let op = ops::by_name(element)
-                    .filter(|&op| pinning::runs_on_a_pinned_local(op))
+                    .filter(|&op| pinning::pinned_operand(op).is_some())
                     .ok_or_else(|| {
                         format!(
                             "{at}: element {element} is not a VM op that runs on a pinned local"
                         )
                     })?;
+                // The template takes the register for the operand the family names, the
+                // lowering for the one the VM knows of the op: they must be the same.
+                let known = pinning::pinned_operand(op).unwrap_or(0);
+                if operand != known {
+                    return Err(format!(
+                        "{at}: {element} is compiled with its operand {operand} pinned \
+                         (PINNED_OPERAND), but the VM pins its operand {known} \
+                         (vm/src/pinning.rs, `pinned_operand`)"
+                    ));
+                }
                 self.pinned[op as usize][r][ps as usize][scaled as usize][entry as usize] =
                     Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));

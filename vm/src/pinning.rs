@@ -12,12 +12,16 @@
 //! compiled on the register
 //! (families `vm_pinned_*`); every exit stub the body leaves through starts with `UNPIN k`
 //! for every pinned register, which writes it back, so the interpreter, side traces and the
-//! frame-inspecting tools always find the locals in the frame.
+//! frame-inspecting tools always find the locals in the frame. A list item on locals
+//! (`GETITEM_LOCALS`, `SETITEM_LOCALS` and their `_KNOWN` forms) has members whose *index*
+//! is pinned (families `vm_pinned_index_*`; [`pinned_operand`]), so a loop counter used as
+//! an index stays pinned; the list stays in the frame.
 //!
 //! [`choose`] decides which locals, or none: a body qualifies when it has no jump but its
 //! back edge, nothing that can fail through a helper, and no exit stub shared with the
-//! preamble; a local qualifies when only those ops name it in the body, and the locals
-//! the body writes (loop-carried) go first, then those it names most (an increment of an
+//! preamble; a local qualifies when only those ops name it in the body, and the
+//! loop-carried locals (the body reads them before it writes them) go first, then those it
+//! names most (an increment of an
 //! int counting as four). A local the body proves an int where it starts is held scaled
 //! (an int times 2**16: templates/vm/cached/ops.c, "Scaled ints"), so that its increments,
 //! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again.
@@ -41,6 +45,7 @@
 //! debugger stopped inside the body sees a pinned local's frame slot as of the body's entry
 //! (`run --no-pin` keeps every local in the frame).
 
+use crate::abi::Inst;
 use crate::jit::{CachedOps, LoweredInstance, Lowering};
 use crate::ops::{self, op, OperandKind};
 use crate::trace::Trace;
@@ -78,11 +83,11 @@ impl Pinning {
     /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
     /// that runs on a pinned local.
     pub fn register_of(&self, trace: &Trace, i: usize) -> Option<usize> {
-        let u = &trace.uops[i];
-        if !self.body.contains(&i) || !runs_on_a_pinned_local(u.op) {
+        let local = pinned_local(&trace.uops[i])?;
+        if !self.body.contains(&i) {
             return None;
         }
-        self.locals.iter().position(|&l| l == u.arg0)
+        self.locals.iter().position(|&l| l == local)
     }
 
     /// The locals and how they are held.
@@ -102,17 +107,52 @@ impl Pinning {
     }
 }
 
-/// The ops that have members on a pinned local (families `vm_pinned_*`).
-pub fn runs_on_a_pinned_local(op: u32) -> bool {
-    matches!(
-        op,
+/// Which of `op`'s operands names the local its members on a pinned register take from that
+/// register: the local of a load, store or in-place add (families `vm_pinned_*`), the index
+/// of a list item on locals (`vm_pinned_index_*`, whose list stays in the frame); `None` for
+/// an op without such members. The families say the same with `PINNED_OPERAND`
+/// (templates/vm/cached/ops.c), which [`crate::cached`] checks against this.
+pub fn pinned_operand(op: u32) -> Option<usize> {
+    match op {
         op::LOAD
-            | op::LOAD_INT
-            | op::STORE
-            | op::INCREMENT_LOCAL_INT
-            | op::INCREMENT_LOCAL_INT_KNOWN
-            | op::ADD_TO_LOCAL_INT
-    )
+        | op::LOAD_INT
+        | op::STORE
+        | op::INCREMENT_LOCAL_INT
+        | op::INCREMENT_LOCAL_INT_KNOWN
+        | op::ADD_TO_LOCAL_INT => Some(0),
+        op::GETITEM_LOCALS
+        | op::GETITEM_LOCALS_KNOWN
+        | op::SETITEM_LOCALS
+        | op::SETITEM_LOCALS_KNOWN => Some(1),
+        _ => None,
+    }
+}
+
+/// The local micro-op `u` would take from a pinned register, if its op has such members.
+pub fn pinned_local(u: &Inst) -> Option<u64> {
+    pinned_operand(u.op).map(|k| [u.arg0, u.arg1][k])
+}
+
+/// Whether micro-op `u` names a local in `locals` other than through its pinned operand (it
+/// would read or write the frame's slot while the register holds the local).
+fn names_otherwise(u: &Inst, locals: &[u64]) -> bool {
+    let info = ops::info(u.op);
+    info.operands.iter().enumerate().take(2).any(|(k, kind)| {
+        *kind == OperandKind::Local
+            && pinned_operand(u.op) != Some(k)
+            && locals.contains(&[u.arg0, u.arg1][k])
+    })
+}
+
+/// How a loop body uses a local, by the micro-ops that could run on its pinned register.
+#[derive(Clone, Copy, Default)]
+struct Uses {
+    /// The first of them reads it (it is not a `STORE`).
+    read_first: bool,
+    /// One of them writes it.
+    written: bool,
+    /// How many there are, an increment of an int counting four.
+    count: usize,
 }
 
 /// The locals `trace`'s loop body pins, if it has a body that qualifies and locals worth it
@@ -127,8 +167,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         return None;
     }
     let mut stubs = vec![false; trace.uops.len()];
-    // By local: (written in the body, micro-ops naming it).
-    let mut uses: BTreeMap<u64, (bool, usize)> = BTreeMap::new();
+    let mut uses: BTreeMap<u64, Uses> = BTreeMap::new();
     let mut named_otherwise = Vec::new();
     for i in start..=end {
         let u = &trace.uops[i];
@@ -143,25 +182,31 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             }
             stubs[t] = true;
         }
-        if runs_on_a_pinned_local(u.op) {
-            let e = uses.entry(u.arg0).or_default();
-            e.0 |= !matches!(u.op, op::LOAD | op::LOAD_INT);
+        if let Some(local) = pinned_local(u) {
+            let e = uses.entry(local).or_default();
+            // Every op on a pinned local reads it first but STORE; loads and list items
+            // only read it.
+            let reads_only =
+                matches!(u.op, op::LOAD | op::LOAD_INT) || pinned_operand(u.op) == Some(1);
+            if e.count == 0 {
+                e.read_first = u.op != op::STORE;
+            }
+            e.written |= !reads_only;
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
             let increments = matches!(
                 u.op,
                 op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
             );
-            e.1 += if increments && trace.loop_body_proves_int(u.arg0) {
+            e.count += if increments && trace.loop_body_proves_int(local) {
                 4
             } else {
                 1
             };
-        } else {
-            for (k, kind) in info.operands.iter().enumerate().take(2) {
-                if *kind == OperandKind::Local {
-                    named_otherwise.push([u.arg0, u.arg1][k]);
-                }
+        }
+        for (k, kind) in info.operands.iter().enumerate().take(2) {
+            if *kind == OperandKind::Local && pinned_operand(u.op) != Some(k) {
+                named_otherwise.push([u.arg0, u.arg1][k]);
             }
         }
     }
@@ -173,12 +218,13 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             return None;
         }
     }
-    // Loop-carried locals (the body writes them) first: their store and the next
-    // iteration's load are what pinning takes off the critical path; then by uses.
+    // Loop-carried locals (the body reads them before it writes them) first: their store
+    // and the next iteration's load are what pinning takes off the critical path; then by
+    // uses. (A temporary the body writes before it reads gains no more than any local.)
     let mut candidates: Vec<((bool, usize), u64)> = uses
         .into_iter()
         .filter(|(l, _)| !named_otherwise.contains(l))
-        .map(|(l, w)| (w, l))
+        .map(|(l, u)| ((u.read_first && u.written, u.count), l))
         .collect();
     candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let locals: Vec<u64> = candidates.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
@@ -229,12 +275,8 @@ pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             }
             stubs[t] = true;
         }
-        if !runs_on_a_pinned_local(u.op) {
-            for (k, kind) in info.operands.iter().enumerate().take(2) {
-                if *kind == OperandKind::Local && pins.locals.contains(&[u.arg0, u.arg1][k]) {
-                    return None;
-                }
-            }
+        if names_otherwise(u, &pins.locals) {
+            return None;
         }
     }
     let copies_exist = (0..pins.locals.len()).all(|k| {
@@ -308,7 +350,8 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
         }
         if let Some((r, scaled)) = cached.pinned_register_and_scaled_of(inst.stencil) {
             let u = inst.uop.map(|u| trace.uops[u]);
-            if u.map(|u| live[r] != Some((u.arg0, scaled))).unwrap_or(true) {
+            let local = u.as_ref().and_then(pinned_local);
+            if local.is_none_or(|l| live[r] != Some((l, scaled))) {
                 return fail(k, format!("a member on pinned register {r} (scaled: {scaled}) where it does not hold the micro-op's local so"));
             }
         }

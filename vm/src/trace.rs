@@ -835,6 +835,8 @@ pub fn project(
         let mut i = 0;
         // Inside `s = s + e` (see `accumulation`): s, the statement's pc, the add's pc.
         let mut accumulating: Option<(u64, u32, u32)> = None;
+        // Inside `xs[i] = e` (see `item_store`): xs, i, the statement's pc, the setitem's pc.
+        let mut storing: Option<(u64, u64, u32, u32)> = None;
         while i < records.len() {
             let rec = records[i];
             let pc = rec.pc as u32;
@@ -854,6 +856,30 @@ pub fn project(
                 accumulating = None;
                 debug_assert_eq!(code[add_at as usize + 1].op, op::STORE);
                 i += 2;
+                continue;
+            }
+            if let Some((list, index, start, _)) = storing.filter(|s| s.3 == pc) {
+                // e's value is on the stack; xs and i were never pushed. A failed check
+                // leaves where the statement starts, with e's value dropped again.
+                let known =
+                    p.locals[list as usize] == Ty::List && p.locals[index as usize] == Ty::Int;
+                p.emit_exiting(
+                    if known {
+                        op::SETITEM_LOCALS_KNOWN
+                    } else {
+                        op::SETITEM_LOCALS
+                    },
+                    list,
+                    index,
+                    start,
+                );
+                p.pop();
+                p.locals[list as usize] = Ty::List;
+                p.locals[index as usize] = Ty::Int;
+                p.inlined_at = None;
+                p.statement_exits = false;
+                storing = None;
+                i += 1;
                 continue;
             }
             match inst.op {
@@ -912,6 +938,18 @@ pub fn project(
                         p.statement_exits = true;
                         accumulating = Some((inst.arg0, pc, add_at));
                         i += 1;
+                        continue;
+                    }
+                    // `xs[i] = e` for a pure expression e (see `item_store`): likewise, then
+                    // one micro-op stores e's value into the item.
+                    if let Some(store_at) = item_store(code, records, i, inlinable) {
+                        let depth = p.func.depths.get(pc as usize).copied().unwrap_or(0);
+                        p.inline_exits.insert(pc, depth);
+                        p.inlined_at = Some(pc);
+                        p.statement_exits = true;
+                        let index = code[pc as usize + 1].arg0;
+                        storing = Some((inst.arg0, index, pc, store_at));
+                        i += 2;
                         continue;
                     }
                     // `s = t + s` on locals proved ints: push t, then the same in-place add,
@@ -1046,6 +1084,14 @@ pub fn project(
                     p.pop();
                     p.pop();
                     p.push(Ty::Unknown);
+                }
+                op::SQRT if types[0] == TYPE_FLOAT => {
+                    // On a float: no helper call (so no failure a loop must keep its
+                    // registers for); a negative argument leaves and the interpreter raises.
+                    p.guard(pc, &[(0, Ty::Float)]);
+                    p.emit_exiting(op::SQRT_FLOAT, 0, 0, pc);
+                    p.pop();
+                    p.push(Ty::Float);
                 }
                 op::SETITEM if types[2] == TYPE_LIST && types[1] == TYPE_INT => {
                     p.guard(pc, &[(2, Ty::List), (1, Ty::Int)]);
@@ -1290,6 +1336,51 @@ fn accumulation(
         {
             let ints = rec.types[0] == TYPE_INT && rec.types[1] == TYPE_INT;
             return (ints && k > i + 1).then_some(pc as u32);
+        }
+        let pure =
+            crate::inline::reads_only(inst.op) || (inst.op == op::CALL && inlinable(inst.arg0));
+        if !pure {
+            return None;
+        }
+        let info = ops::info(inst.op);
+        depth -= info.pop.count([inst.arg0, inst.arg1]) as i64;
+        if depth < 0 {
+            return None;
+        }
+        depth += info.push.count([inst.arg0, inst.arg1]) as i64;
+    }
+    None
+}
+
+/// The pc of the `setitem` if the recording at `i` (a `load xs`) is the statement
+/// `xs[i] = e`: `load xs; load i`, then a pure expression e as [`accumulation`] takes them
+/// (consecutive pcs, at most 12 bytecodes that only read or call an inlined function,
+/// leaving one value), then `setitem`, recorded on a list and an int. Its value is stored by
+/// one micro-op reading xs and i from the frame (or i from a pinned register), and every exit
+/// in e, or the store's own, resumes at the `load xs` (e runs again; it only reads).
+fn item_store(
+    code: &[Inst],
+    records: &[Record],
+    i: usize,
+    inlinable: impl Fn(u64) -> bool,
+) -> Option<u32> {
+    /// The longest expression taken, as for `accumulation`.
+    const LONGEST: usize = 12;
+    let start = records[i].pc as usize;
+    let index_load = records.get(i + 1)?;
+    if index_load.pc as usize != start + 1 || code.get(start + 1)?.op != op::LOAD {
+        return None;
+    }
+    let mut depth = 0i64;
+    for (k, rec) in records.iter().enumerate().skip(i + 2).take(LONGEST + 1) {
+        let pc = rec.pc as usize;
+        if pc != start + (k - i) {
+            return None;
+        }
+        let inst = code[pc];
+        if depth == 1 && inst.op == op::SETITEM {
+            let typed = rec.types[2] == TYPE_LIST && rec.types[1] == TYPE_INT;
+            return (typed && k > i + 2).then_some(pc as u32);
         }
         let pure =
             crate::inline::reads_only(inst.op) || (inst.op == op::CALL && inlinable(inst.arg0));

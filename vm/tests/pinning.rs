@@ -7,6 +7,7 @@ use crate::common;
 
 use common::{agree_with, eager, gen};
 use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use cpjit_vm::ops::{self, op};
 use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode, Vm};
 use std::cell::RefCell;
@@ -284,4 +285,69 @@ fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
     late.instances.swap(k - 1, k);
     let err = backend.check_cache_states(trace, &late).unwrap_err();
     assert!(err.contains("LINK"), "{err}");
+}
+
+/// A loop summing its counter and storing `xs[i] = ys[i] + i`: the counter names list items,
+/// whose members take the index from its pinned register (families `vm_pinned_index_*`), so
+/// it stays pinned, scaled; the read at i = 40 is past the end of `ys`, and the interpreter
+/// raises IndexError there with every local written back.
+const INDEXED: &str = "\
+func main()
+  locals xs ys i s
+  const 50; const 2; newlist; store xs
+  const 40; const 3; newlist; store ys
+  const 0; store i
+  const 0; store s
+loop:
+  load i; const 45; lt; jump_if_false done
+  load s; load i; add; store s
+  load xs; load i; load ys; load i; getitem; load i; add; setitem
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  load xs; const 39; getitem; print
+  const none; return
+end
+";
+
+#[test]
+fn a_loop_counter_used_as_a_list_index_stays_pinned() {
+    let (out, stats) = agree_with(INDEXED, eager, |_| {});
+    assert!(out.contains("IndexError"), "{out}");
+    assert!(stats.pinned_loops >= 1, "{stats:?}");
+    let (unpinned, _) = agree_with(INDEXED, eager, |c| c.pin_locals = false);
+    assert_eq!(unpinned, out);
+    let short = INDEXED.replace("const 45", "const 40");
+    let (out, _) = agree_with(&short, eager, |_| {});
+    assert_eq!(out, "780\n42\n");
+
+    let (keeping, _) = lowerings_of(&short);
+    let cached = keeping.backend.cached_ops();
+    let lowerings = keeping.lowerings.borrow();
+    let (trace, lowering) = lowerings
+        .iter()
+        .find(|(_, l)| !l.pinned.is_empty())
+        .expect("the loop pins its locals");
+    const I: u64 = 2;
+    let register = lowering
+        .pinned
+        .iter()
+        .position(|&l| l == I)
+        .expect("the counter is pinned");
+    assert!(
+        lowering.pinned_scaled[register],
+        "an int counter is held scaled"
+    );
+    for item in [op::GETITEM_LOCALS_KNOWN, op::SETITEM_LOCALS_KNOWN] {
+        let on_register = lowering.instances.iter().any(|inst| {
+            inst.uop.is_some_and(|u| trace.uops[u].op == item)
+                && cached.pinned_register_of(inst.stencil) == Some(register)
+        });
+        assert!(
+            on_register,
+            "{}: not on the counter's register",
+            ops::info(item).name
+        );
+    }
 }

@@ -11,7 +11,9 @@
 //!   `s = s + e` (`ADD_TO_LOCAL_INT`, e a pure expression whose exits resume at the
 //!   statement) keep the 48-bit range exactly: each limit and one beyond, in every mode;
 //! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
-//!   checks only the bounds;
+//!   checks only the bounds; `xs[i] = e` for a pure e stores e's value without pushing `xs`
+//!   and `i` (`SETITEM_LOCALS_KNOWN`), every exit resuming at the statement;
+//! - `sqrt` of a float is one micro-op (`SQRT_FLOAT`) that leaves on a negative argument;
 //! - a side trace starts from the local types its parent proved wherever it leaves through
 //!   the side trace's exit.
 
@@ -785,4 +787,140 @@ fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_lim
             "{what}: no constant compare guard"
         );
     }
+}
+
+/// The largest int (48-bit ints).
+const MAX_INT: i64 = (1 << 47) - 1;
+
+/// How many items [`item_stores`]'s list has.
+const ITEMS: i64 = 24;
+
+/// `xs[i] = e` in a compiled loop over a list of [`ITEMS`] ones, i from -ITEMS to `end`: e
+/// is `xs[i] + (i + c)` (`reads`) or `i + c`. The statement is one `SETITEM_LOCALS_KNOWN`
+/// reading `xs` and `i` from the frame (or `i` from a pinned register), and every exit in e
+/// (an index out of range, an overflow) or of the store itself resumes at the statement's
+/// start, where the interpreter raises.
+fn item_stores(end: i64, c: i64, reads: bool) -> String {
+    let (old, add) = if reads {
+        ("load xs; load i; getitem; ", "; add")
+    } else {
+        ("", "")
+    };
+    format!(
+        "func main()
+  locals xs i
+  const {ITEMS}; const 1; newlist; store xs
+  const -{ITEMS}; store i
+loop:
+  load i; const {end}; lt; jump_if_false done
+  load xs; load i; {old}load i; const {c}; add{add}; setitem
+  load i; const 1; add; store i
+  jump loop
+done:
+  load xs; const 0; getitem; load xs; const 12; getitem; load xs; const -1; getitem; print 3
+  const none; return
+end
+"
+    )
+}
+
+/// What [`item_stores`] prints, or the error it raises, in the interpreter's order: the
+/// item read, the adds, then the store's bounds.
+fn stored_items(end: i64, c: i64, reads: bool) -> Result<String, &'static str> {
+    let fits = |v: i64| (MIN_INT..=MAX_INT).contains(&v);
+    let mut xs = vec![1i64; ITEMS as usize];
+    for i in -ITEMS..end {
+        let k = if i < 0 { i + ITEMS } else { i };
+        let slot = usize::try_from(k).ok().filter(|&k| k < xs.len());
+        let old = match (reads, slot) {
+            (false, _) => 0,
+            (true, Some(k)) => xs[k],
+            (true, None) => return Err("IndexError"),
+        };
+        let sum = Some(i + c).filter(|&v| fits(v)).ok_or(OVERFLOW)?;
+        let value = Some(old + sum).filter(|&v| fits(v)).ok_or(OVERFLOW)?;
+        xs[slot.ok_or("IndexError")?] = value;
+    }
+    Ok(format!("{} {} {}\n", xs[0], xs[12], xs[xs.len() - 1]))
+}
+
+#[test]
+fn a_list_item_stored_from_a_pure_expression_leaves_at_its_statement_in_every_mode() {
+    // In range, negative indices first; one past the end (the read in e fails, or the store
+    // itself); an overflow in `i + c` (at i = 21) and in the item's add (at i = 12, the
+    // second time round).
+    let cases = [
+        (ITEMS, 5, true),
+        (ITEMS, -7, false),
+        (ITEMS + 1, 5, true),
+        (ITEMS + 1, 5, false),
+        (ITEMS, MAX_INT - 20, false),
+        (ITEMS, MAX_INT / 2 + 1, true),
+    ];
+    for (end, c, reads) in cases {
+        let text = item_stores(end, c, reads);
+        let what = format!("to {end}, c = {c}, reads: {reads}");
+        let want = stored_items(end, c, reads);
+        for mode in MODES {
+            let out = run_traced(&text, eager(mode));
+            match &want {
+                Ok(items) => assert_eq!(&out, items, "{what} in {mode:?}"),
+                Err(error) => assert!(
+                    out.contains(error),
+                    "{what} in {mode:?} should raise {error}: {out}"
+                ),
+            }
+        }
+        let (recording, _) = record(&text);
+        let ops = recording.ops.borrow();
+        assert!(
+            ops.contains(&op::SETITEM_LOCALS_KNOWN),
+            "{what}: no item store on locals"
+        );
+        assert!(
+            !ops.contains(&op::SETITEM_LIST_INT),
+            "{what}: the list and index were pushed"
+        );
+    }
+    // The cases raise where they say.
+    let raised: Vec<_> = cases
+        .iter()
+        .map(|&(end, c, reads)| stored_items(end, c, reads).err())
+        .collect();
+    let index = Some("IndexError");
+    let overflow = Some(OVERFLOW);
+    assert_eq!(raised, [None, None, index, index, overflow, overflow]);
+}
+
+/// `s = s + sqrt(x)` for x from 10.5 down by 1 while x > `stop`: on a float the root is
+/// `SQRT_FLOAT` (no helper call); a negative x leaves the trace and the interpreter raises
+/// ValueError.
+fn roots(stop: &str) -> String {
+    format!(
+        "func main()
+  locals x s
+  const 10.5; store x
+  const 0.0; store s
+loop:
+  load x; const {stop}; gt; jump_if_false done
+  load s; load x; sqrt; add; store s
+  load x; const 1.0; sub; store x
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+"
+    )
+}
+
+#[test]
+fn a_square_root_of_a_float_is_one_micro_op_and_a_negative_one_raises_in_every_mode() {
+    let (out, _) = common::agree_with(&roots("0.0"), eager, |_| {});
+    let want: f64 = (0..11).map(|k| (10.5 - k as f64).sqrt()).sum();
+    let got: f64 = out.trim().parse().expect("a float");
+    assert!((got - want).abs() < 1e-9, "{out} against {want}");
+    assert!(compiles_with(&roots("0.0"), op::SQRT_FLOAT));
+    let (out, _) = common::agree_with(&roots("-3.0"), eager, |_| {});
+    assert!(out.contains("ValueError"), "{out}");
 }

@@ -33,7 +33,9 @@
  * local are written once. PIN and UNPIN (family `vm_pin`, not ops of ops.def) copy local
  * LOCAL0 from the frame into pinned register k and back: at the loop body's entry, and at the
  * start of every exit stub the body leaves through, so the interpreter always finds its
- * locals in the frame.
+ * locals in the frame. With PINNED_OPERAND=1 (families `vm_pinned_index_*`) the pinned local
+ * is the op's second, LOCAL1: the index of a list item on locals, which vm/src/pinning.rs
+ * (`pinned_operand`) says of the same ops, and the VM checks the two agree.
  *
  * Scaled ints. A member compiled with SCALED=1 (the families `vm_scaled_*`) keeps every
  * cached register as an int times 2**16 (vm_int_scaled) instead of its boxed value, and one
@@ -82,8 +84,18 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
   return (uint64_t)vm_int_scaled(v);
 }
 
+#ifndef PINNED_OPERAND
+#define PINNED_OPERAND 0
+#endif
+
 #ifdef PINNED
 #define VM_PINNED_REG VM_CAT(s.p, PINNED)
+#if PINNED_OPERAND == 1
+/* The op's second local is the pinned one (the index of GETITEM_LOCALS and
+ * SETITEM_LOCALS), which it only reads; the first stays in the frame. */
+#undef LOCAL1
+#define LOCAL1 (PINNED_SCALED ? vm_unscale(VM_PINNED_REG) : VM_PINNED_REG)
+#else
 #undef LOCAL0
 #if PINNED_SCALED
 #define LOCAL0 vm_unscale(VM_PINNED_REG)
@@ -91,6 +103,7 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
 #define SET_LOCAL0_SCALED(scaled) (VM_PINNED_REG = (uint64_t)(scaled))
 #else
 #define LOCAL0 VM_PINNED_REG
+#endif
 #endif
 #endif
 
@@ -199,7 +212,7 @@ vm_case_SPILL:
 vm_case_BOX:
   vm_cached_box(&s);
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
-#ifdef PINNED
+#if defined(PINNED) && PINNED_OPERAND == 0
 vm_case_PIN:
   /* A scaled pinned local is one the trace proved an int where the body starts. */
   VM_PINNED_REG = PINNED_SCALED ? (uint64_t)vm_int_scaled(VM_FRAME_LOCAL(LOCAL0_AT))

@@ -106,9 +106,12 @@ impl Gen {
         self.line(op);
     }
 
+    /// An index: the counter (so a trace may keep it in a pinned register and store items
+    /// on locals, `SETITEM_LOCALS`), a small constant (negative ones count from the end) or
+    /// the counter's remainder.
     fn index(&mut self) {
         match self.rng.below(10) {
-            0 => self.line("load k"),
+            0 | 3 => self.line("load k"),
             1 | 2 => {
                 let c = format!("const {}", self.rng.below(12) as i64 - 6);
                 self.line(&c)
