@@ -108,7 +108,8 @@ impl Pinning {
 }
 
 /// Which of `op`'s operands names the local its members on a pinned register take from that
-/// register: the local of a load, store or in-place add (families `vm_pinned_*`), the index
+/// register: the local of a load, store, in-place add or float op with a local operand
+/// (families `vm_pinned_*`), the index
 /// of a list item on locals (`vm_pinned_index_*`, whose list stays in the frame); `None` for
 /// an op without such members. The families say the same with `PINNED_OPERAND`
 /// (templates/vm/cached/ops.c), which [`crate::cached`] checks against this.
@@ -119,7 +120,10 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         | op::STORE
         | op::INCREMENT_LOCAL_INT
         | op::INCREMENT_LOCAL_INT_KNOWN
-        | op::ADD_TO_LOCAL_INT => Some(0),
+        | op::ADD_TO_LOCAL_INT
+        | op::ADD_FLOAT_LOCAL
+        | op::SUB_FLOAT_LOCAL
+        | op::MUL_FLOAT_LOCAL => Some(0),
         op::GETITEM_LOCALS
         | op::GETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS
@@ -186,8 +190,14 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             let e = uses.entry(local).or_default();
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
-            let reads_only =
-                matches!(u.op, op::LOAD | op::LOAD_INT) || pinned_operand(u.op) == Some(1);
+            let reads_only = matches!(
+                u.op,
+                op::LOAD
+                    | op::LOAD_INT
+                    | op::ADD_FLOAT_LOCAL
+                    | op::SUB_FLOAT_LOCAL
+                    | op::MUL_FLOAT_LOCAL
+            ) || pinned_operand(u.op) == Some(1);
             if e.count == 0 {
                 e.read_first = u.op != op::STORE;
             }

@@ -745,6 +745,31 @@ fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32
 
 /// An int compare guard `guard` whose right operand is the constant the last micro-op
 /// pushed: the guard comparing the top with that constant instead, and the constant.
+/// The fusion of `load b` and float op `uop` (add, sub, mul: they cannot fail, so no exit
+/// needs b on the stack) into one micro-op reading local b, when the last micro-op is that
+/// load of the value `top` (the op's right operand) or, if `other_guarded`, that load and
+/// then the guard of the other operand, and b is proved a float: the fused op and b.
+fn float_local_op(
+    p: &Projector<'_>,
+    uop: u32,
+    top: Slot,
+    other_guarded: bool,
+) -> Option<(u32, u64)> {
+    let fused = match uop {
+        op::ADD_FLOAT => op::ADD_FLOAT_LOCAL,
+        op::SUB_FLOAT => op::SUB_FLOAT_LOCAL,
+        op::MUL_FLOAT => op::MUL_FLOAT_LOCAL,
+        _ => return None,
+    };
+    let load = match (p.uops.get(p.fusion_floor..)?, other_guarded) {
+        ([.., load], false) | ([.., load, _], true) => load,
+        _ => return None,
+    };
+    let b = top.local?;
+    let float = |l: u64| p.locals.get(l as usize) == Some(&Ty::Float);
+    (load.op == op::LOAD && load.arg0 == b && float(b) && top.ty == Ty::Float).then_some((fused, b))
+}
+
 fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)> {
     let fused = match guard {
         op::LT_INT_GUARD_TRUE => op::LT_INT_CONST_GUARD_TRUE,
@@ -1132,9 +1157,41 @@ pub fn project(
                             i += 1;
                             continue;
                         }
+                        let top = *p.slot(0);
+                        let before_guards = p.uops.len();
                         p.guard(pc, &[(1, ty), (0, ty)]);
                         p.pop();
                         p.pop();
+                        // `load b; add` on floats: one micro-op reading b. A guard of the
+                        // other operand moves before the load and leaves there, where the
+                        // interpreter has not pushed b yet.
+                        let guarded = &p.uops[before_guards..];
+                        let other_guarded = match guarded {
+                            [] => false,
+                            [g] if g.op == op::GUARD_FLOAT_NOS => true,
+                            _ => false,
+                        };
+                        let load_pc = pc.checked_sub(1).filter(|&l| {
+                            i > 0
+                                && records[i - 1].pc as u32 == l
+                                && code[l as usize].op == op::LOAD
+                        });
+                        let fusion = float_local_op(p, uop, top, other_guarded);
+                        if let (Some((fused, b)), Some(load_pc)) = (fusion, load_pc) {
+                            if other_guarded {
+                                p.uops.pop();
+                                p.exit_uses.pop();
+                                p.exit_types.pop();
+                            }
+                            p.uops.pop();
+                            if other_guarded {
+                                p.emit_exiting(op::GUARD_FLOAT_TOS, 0, 0, load_pc);
+                            }
+                            p.emit(fused, b, 0);
+                            p.push(Ty::Float);
+                            i += 1;
+                            continue;
+                        }
                         // Fuse a comparison with the conditional jump after it.
                         let branch = records.get(i + 1).map(|r| code[r.pc as usize]);
                         let fused = fused_compare_branch(uop).filter(|_| {

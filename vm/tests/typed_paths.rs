@@ -14,6 +14,8 @@
 //!   checks only the bounds; `xs[i] = e` for a pure e stores e's value without pushing `xs`
 //!   and `i` (`SETITEM_LOCALS_KNOWN`), every exit resuming at the statement;
 //! - `sqrt` of a float is one micro-op (`SQRT_FLOAT`) that leaves on a negative argument;
+//! - `load b; mul` (add, sub) on floats reads local b in place (`MUL_FLOAT_LOCAL`), a guard
+//!   of the other operand moving before the load;
 //! - a side trace starts from the local types its parent proved wherever it leaves through
 //!   the side trace's exit.
 
@@ -923,4 +925,59 @@ fn a_square_root_of_a_float_is_one_micro_op_and_a_negative_one_raises_in_every_m
     assert!(compiles_with(&roots("0.0"), op::SQRT_FLOAT));
     let (out, _) = common::agree_with(&roots("-3.0"), eager, |_| {});
     assert!(out.contains("ValueError"), "{out}");
+}
+
+/// `s = s + xs[i] * b` and `s = s - b` on floats, b a local: each `load b; op` is one
+/// micro-op reading b (`MUL_FLOAT_LOCAL`, `SUB_FLOAT_LOCAL`). The item is not proved a float,
+/// so its guard moves before the load of b and leaves there: item 20 is the int 3, and the
+/// interpreter resumes at `load b` with the item on the stack.
+const FLOAT_LOCALS: &str = "func main()
+  locals xs i s b
+  const 30; const 1.5; newlist; store xs
+  load xs; const 20; const 3; setitem
+  const 0.5; store b
+  const 0.0; store s
+  const 0; store i
+loop:
+  load i; const 30; lt; jump_if_false done
+  load s; load xs; load i; getitem; load b; mul; add; store s
+  load s; load b; sub; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+";
+
+#[test]
+fn a_float_op_on_a_local_reads_it_in_place_and_a_guard_before_it_leaves_before_the_load() {
+    let (out, stats) = common::agree_with(FLOAT_LOCALS, eager, |_| {});
+    // 29 items of 1.5 and one int 3, each times 0.5, less 0.5 thirty times.
+    assert_eq!(out, "8.25\n");
+    assert!(
+        stats.side_exits >= 1,
+        "the int item leaves the trace: {stats:?}"
+    );
+    let (recording, _) = record(FLOAT_LOCALS);
+    let traces = recording.traces.borrow();
+    let body: Vec<u32> = traces
+        .iter()
+        .find_map(|t| Some(&t.uops[t.loop_body_start()?..t.body_len]))
+        .expect("a peeled loop")
+        .iter()
+        .map(|u| u.op)
+        .collect();
+    let at = |id: u32| body.iter().position(|&o| o == id);
+    for fused in [op::MUL_FLOAT_LOCAL, op::SUB_FLOAT_LOCAL] {
+        assert!(
+            at(fused).is_some(),
+            "{}: {body:?}",
+            cpjit_vm::ops::info(fused).name
+        );
+    }
+    // The item's guard, on the top of the stack before b is read, right before the multiply.
+    let guard = at(op::GUARD_FLOAT_TOS).expect("the item is guarded");
+    assert_eq!(at(op::MUL_FLOAT_LOCAL), Some(guard + 1), "{body:?}");
+    assert_eq!(at(op::GUARD_FLOAT_NOS), None, "{body:?}");
 }
