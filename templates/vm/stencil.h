@@ -43,6 +43,10 @@ CPJIT_DECLARE_NARROW(LOCAL1_AT, u16);
  * compiler knows its range. */
 CPJIT_DECLARE_NARROW(STACK_DEPTH, u16);
 #define DEPTH0 ((int)CPJIT_NARROW(STACK_DEPTH, u16))
+/* FLOORDIV_INT_POW2's shift count (ARG0, 0 to 46): a narrow operand, an immediate on the
+ * targets that have one (a GOT slot read as a byte is no hole kind the kit tests). */
+CPJIT_DECLARE_NARROW(SHIFT_COUNT, u8);
+#define SHIFT0 ((int)CPJIT_NARROW(SHIFT_COUNT, u8))
 /* Errors and invalidation leave through the exit: the interpreter raises, identically in
  * every mode. */
 #define RAISE(e, a, b) DEOPT()

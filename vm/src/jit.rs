@@ -161,14 +161,22 @@ pub const PINNED_LINK_OFFSET: u64 = 8;
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 /// Every operand name of the VM's stencils (templates/vm/stencil.h).
-pub const OPERAND_NAMES: [&str; 5] = ["ARG0", "ARG1", "LOCAL0_AT", "LOCAL1_AT", "STACK_DEPTH"];
+pub const OPERAND_NAMES: [&str; 6] = [
+    "ARG0",
+    "ARG1",
+    "LOCAL0_AT",
+    "LOCAL1_AT",
+    "STACK_DEPTH",
+    "SHIFT_COUNT",
+];
 
 /// The value of stencil operand `name` for micro-op `u`: `ARG0` and `ARG1` as they are,
 /// `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the locals they name (the
 /// header, then 8 bytes per local), which the stencils use as their loads' and stores'
-/// displacements, `STACK_DEPTH` `ARG0` again (a value-stack depth, read as a narrow
-/// operand); `None` for a name not in [`OPERAND_NAMES`]. The runtime refuses an offset
-/// outside the operands' declared range (`u16`) when it patches.
+/// displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a value-stack depth, a
+/// shift count, read as narrow operands); `None` for a name not in [`OPERAND_NAMES`]. The
+/// runtime refuses a value outside an operand's declared range (`u16`, `u8`) when it
+/// patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
     let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
     match name {
@@ -176,7 +184,7 @@ pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
         "ARG1" => Some(u.arg1),
         "LOCAL0_AT" => local_at(u.arg0),
         "LOCAL1_AT" => local_at(u.arg1),
-        "STACK_DEPTH" => Some(u.arg0),
+        "STACK_DEPTH" | "SHIFT_COUNT" => Some(u.arg0),
         _ => None,
     }
 }

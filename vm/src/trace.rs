@@ -678,9 +678,16 @@ fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision
         (false, true) => (op::FLOORDIV_INT_BY, reciprocal(d)),
         (false, false) => (op::MOD_INT_BY, reciprocal(d)),
     };
+    // The shift takes its count (a shift by a count read from a hole is two instructions;
+    // computing it from d at run time was five).
+    let arg0 = if op == op::FLOORDIV_INT_POW2 {
+        u64::from(d.trailing_zeros())
+    } else {
+        d
+    };
     Some(ConstantDivision {
         op,
-        arg0: d,
+        arg0,
         arg1,
         guard_at,
     })
