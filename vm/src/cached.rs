@@ -365,23 +365,7 @@ impl CachedOps {
                     operand,
                 }),
             ) => {
-                let op = ops::by_name(element)
-                    .filter(|&op| pinning::pinned_operand(op).is_some())
-                    .ok_or_else(|| {
-                        format!(
-                            "{at}: element {element} is not a VM op that runs on a pinned local"
-                        )
-                    })?;
-                // The template takes the register for the operand the family names, the
-                // lowering for the one the VM knows of the op: they must be the same.
-                let known = pinning::pinned_operand(op).unwrap_or(0);
-                if operand != known {
-                    return Err(format!(
-                        "{at}: {element} is compiled with its operand {operand} pinned \
-                         (PINNED_OPERAND), but the VM pins its operand {known} \
-                         (vm/src/pinning.rs, `pinned_operand`)"
-                    ));
-                }
+                let op = pinned_op(at, element, operand)?;
                 self.pinned[op as usize][r][ps as usize][scaled as usize][entry as usize] =
                     Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));
@@ -523,10 +507,55 @@ impl CachedOps {
     }
 }
 
+/// The op of a family element compiled with its operand `operand` in a pinned register: an
+/// error unless the VM runs that op on a pinned local and takes the same operand from the
+/// register (the template reads the register for the operand the family names, the
+/// lowering for the one [`pinning::pinned_operand`] says: they must be the same).
+fn pinned_op(at: &str, element: &str, operand: usize) -> Result<u32, String> {
+    let (op, known) = ops::by_name(element)
+        .and_then(|op| Some((op, pinning::pinned_operand(op)?)))
+        .ok_or_else(|| {
+            format!("{at}: element {element} is not a VM op that runs on a pinned local")
+        })?;
+    if operand != known {
+        return Err(format!(
+            "{at}: {element} is compiled with its operand {operand} pinned (PINNED_OPERAND), \
+             but the VM pins its operand {known} (vm/src/pinning.rs, `pinned_operand`)"
+        ));
+    }
+    Ok(op)
+}
+
 fn find_register(table: &[[Option<usize>; 2]; PIN_REGS], stencil: usize) -> Option<(usize, bool)> {
     (0..PIN_REGS).find_map(|r| {
         (0..2)
             .find(|&s| table[r][s] == Some(stencil))
             .map(|s| (r, s == 1))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_family_pinning_another_operand_than_the_vm_is_refused() {
+        let at = "stencil set t: family f";
+        assert_eq!(pinned_op(at, "LOAD", 0), Ok(ops::op::LOAD));
+        assert_eq!(
+            pinned_op(at, "SETITEM_LOCALS_KNOWN", 1),
+            Ok(ops::op::SETITEM_LOCALS_KNOWN)
+        );
+        let e = pinned_op(at, "GETITEM_LOCALS", 0).unwrap_err();
+        assert!(
+            e.contains("family f: GETITEM_LOCALS is compiled with its operand 0"),
+            "{e}"
+        );
+        assert!(e.contains("pins its operand 1"), "{e}");
+        let e = pinned_op(at, "ADD_INT", 0).unwrap_err();
+        assert!(
+            e.contains("ADD_INT is not a VM op that runs on a pinned local"),
+            "{e}"
+        );
+    }
 }
