@@ -1362,10 +1362,7 @@ pub fn project(
 }
 
 /// Whether the recording at `i` (a `load s`) is the statement `s = s + e` on ints with `e` a
-/// pure expression: bytecodes at consecutive pcs, each reading only locals, globals, list
-/// items and constants or calling a function the trace inlines (pure by
-/// [`crate::inline`]'s rules; no other call, store, jump or output), that leave exactly one value
-/// above the stack they started on, followed by `add; store s`, where s is proved an int and
+/// pure expression ([`pure_expression`]) followed by `add; store s`, where s is proved an int and
 /// both of the add's operands were ints when recorded. Running e again from the statement's
 /// start is then indistinguishable from resuming it in the middle, so every exit in it (and
 /// the add's overflow) resumes at the `load`, with the stack cut back to where it was. The
@@ -1377,74 +1374,77 @@ fn accumulation(
     locals: &[Ty],
     inlinable: impl Fn(u64) -> bool,
 ) -> Option<u32> {
-    /// The longest expression taken: long ones repeat more work when they leave.
-    const LONGEST: usize = 12;
     let start = records[i].pc as usize;
     let local = code[start].arg0;
     if locals.get(local as usize) != Some(&Ty::Int) {
         return None;
     }
-    let mut depth = 0i64;
-    for (k, rec) in records.iter().enumerate().skip(i + 1).take(LONGEST + 2) {
-        let pc = rec.pc as usize;
-        if pc != start + (k - i) {
-            return None;
-        }
-        let inst = code[pc];
-        if depth == 1
-            && inst.op == op::ADD
+    pure_expression(code, records, i, i + 1, inlinable, |k, rec, inst| {
+        let add_store = inst.op == op::ADD
             && code
-                .get(pc + 1)
+                .get(rec.pc as usize + 1)
                 .is_some_and(|s| s.op == op::STORE && s.arg0 == local)
-            && records.get(k + 1).is_some_and(|r| r.pc as usize == pc + 1)
-        {
+            && records.get(k + 1).is_some_and(|r| r.pc == rec.pc + 1);
+        add_store.then(|| {
             let ints = rec.types[0] == TYPE_INT && rec.types[1] == TYPE_INT;
-            return (ints && k > i + 1).then_some(pc as u32);
-        }
-        let pure =
-            crate::inline::reads_only(inst.op) || (inst.op == op::CALL && inlinable(inst.arg0));
-        if !pure {
-            return None;
-        }
-        let info = ops::info(inst.op);
-        depth -= info.pop.count([inst.arg0, inst.arg1]) as i64;
-        if depth < 0 {
-            return None;
-        }
-        depth += info.push.count([inst.arg0, inst.arg1]) as i64;
-    }
-    None
+            (ints && k > i + 1).then_some(rec.pc as u32)
+        })
+    })
 }
 
 /// The pc of the `setitem` if the recording at `i` (a `load xs`) is the statement
-/// `xs[i] = e`: `load xs; load i`, then a pure expression e as [`accumulation`] takes them
-/// (consecutive pcs, at most 12 bytecodes that only read or call an inlined function,
-/// leaving one value), then `setitem`, recorded on a list and an int. Its value is stored by
-/// one micro-op reading xs and i from the frame (or i from a pinned register), and every exit
-/// in e, or the store's own, resumes at the `load xs` (e runs again; it only reads).
+/// `xs[i] = e`: `load xs; load i`, then a pure expression e as [`accumulation`] takes them,
+/// then `setitem`, recorded on a list and an int. Its value is stored by one micro-op
+/// reading xs and i from the frame (or i from a pinned register), and every exit in e, or
+/// the store's own, resumes at the `load xs` (e runs again; it only reads).
 fn item_store(
     code: &[Inst],
     records: &[Record],
     i: usize,
     inlinable: impl Fn(u64) -> bool,
 ) -> Option<u32> {
-    /// The longest expression taken, as for `accumulation`.
-    const LONGEST: usize = 12;
     let start = records[i].pc as usize;
     let index_load = records.get(i + 1)?;
     if index_load.pc as usize != start + 1 || code.get(start + 1)?.op != op::LOAD {
         return None;
     }
+    pure_expression(code, records, i, i + 2, inlinable, |k, rec, inst| {
+        (inst.op == op::SETITEM).then(|| {
+            let typed = rec.types[2] == TYPE_LIST && rec.types[1] == TYPE_INT;
+            (typed && k > i + 2).then_some(rec.pc as u32)
+        })
+    })
+}
+
+/// The walk [`accumulation`] and [`item_store`] share: from `records[first]` on, at pcs
+/// consecutive with `records[i]`'s, a pure expression (at most 12 bytecodes, each reading
+/// only locals, globals, list items and constants or calling a function the trace inlines:
+/// pure by [`crate::inline`]'s rules; no other call, store, jump or output), then the
+/// statement's end. At each bytecode reached with exactly one value above the stack the
+/// expression started on, `end` says whether the statement ends there (`Some`, with what to
+/// return) or the expression goes on (`None`).
+fn pure_expression<T>(
+    code: &[Inst],
+    records: &[Record],
+    i: usize,
+    first: usize,
+    inlinable: impl Fn(u64) -> bool,
+    end: impl Fn(usize, &Record, Inst) -> Option<Option<T>>,
+) -> Option<T> {
+    /// The longest expression taken: long ones repeat more work when they leave.
+    const LONGEST: usize = 12;
+    let start = records[i].pc as usize;
     let mut depth = 0i64;
-    for (k, rec) in records.iter().enumerate().skip(i + 2).take(LONGEST + 1) {
+    for (k, rec) in records.iter().enumerate().skip(first).take(LONGEST + 1) {
         let pc = rec.pc as usize;
         if pc != start + (k - i) {
             return None;
         }
         let inst = code[pc];
-        if depth == 1 && inst.op == op::SETITEM {
-            let typed = rec.types[2] == TYPE_LIST && rec.types[1] == TYPE_INT;
-            return (typed && k > i + 2).then_some(pc as u32);
+        if depth == 1 {
+            if let Some(result) = end(k, rec, inst) {
+                return result;
+            }
         }
         let pure =
             crate::inline::reads_only(inst.op) || (inst.op == op::CALL && inlinable(inst.arg0));
