@@ -101,18 +101,6 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
 #define LOCAL0 vm_unscale(VM_PINNED_REG)
 #define SET_LOCAL0(v) (VM_PINNED_REG = vm_scale(v))
 #define SET_LOCAL0_SCALED(scaled) (VM_PINNED_REG = (uint64_t)(scaled))
-/* The add in place: the register takes the wrapped sum and an overflow (cold) subtracts the
- * addend again, so the hot path keeps no copy of the old value (it was a move of the
- * addend, the add into it and a move back; now an add with an immediate). */
-#define ADD_TO_LOCAL0_SCALED(addend)                                            \
-  ({                                                                            \
-    int64_t addend_ = (addend), sum_;                                           \
-    int overflowed_ = __builtin_add_overflow((int64_t)VM_PINNED_REG, addend_, &sum_); \
-    VM_PINNED_REG = (uint64_t)sum_;                                             \
-    if (__builtin_expect(overflowed_, 0))                                       \
-      VM_PINNED_REG = (uint64_t)sum_ - (uint64_t)addend_;                       \
-    overflowed_;                                                                \
-  })
 #else
 #define LOCAL0 VM_PINNED_REG
 #endif
