@@ -750,8 +750,6 @@ fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32
     fusable.then_some((guard, rem.arg0))
 }
 
-/// An int compare guard `guard` whose right operand is the constant the last micro-op
-/// pushed: the guard comparing the top with that constant instead, and the constant.
 /// The fusion of `load b` and float op `uop` (add, sub, mul: they cannot fail, so no exit
 /// needs b on the stack) into one micro-op reading local b, when the last micro-op is that
 /// load of the value `top` (the op's right operand) or, if `other_guarded`, that load and
@@ -777,6 +775,8 @@ fn float_local_op(
     (load.op == op::LOAD && load.arg0 == b && float(b) && top.ty == Ty::Float).then_some((fused, b))
 }
 
+/// An int compare guard `guard` whose right operand is the constant the last micro-op
+/// pushed: the guard comparing the top with that constant instead, and the constant.
 fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)> {
     let fused = match guard {
         op::LT_INT_GUARD_TRUE => op::LT_INT_CONST_GUARD_TRUE,
