@@ -169,11 +169,87 @@ pub(crate) enum Key {
     Unknown,
 }
 
+/// What `push` tests, in a few comparisons, before it counts an instance's [`Need`]s one by
+/// one: whether any of them can count for this instance. Most cannot (the operands fit
+/// their immediates, the jump targets are instances of the trace, the symbols were counted
+/// by an earlier instance), and then `push` skips the loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NeedFilter {
+    /// Which needs count for an instance of this stencil unless ruled out: bits
+    /// [`NeedFilter::ALWAYS`] (needs this filter cannot rule out), [`NeedFilter::OPERANDS`]
+    /// (whole operands against one immediate range), [`NeedFilter::TARGETS`].
+    pub flags: u8,
+    /// Added to each operand before its upper 32 bits are tested (wrapping): `2^31` when the
+    /// stencil's operand needs take a sign-extended 32-bit immediate, 0 when an unsigned
+    /// one. An operand that passes fits every operand need of the stencil.
+    pub operand_bias: u64,
+    /// The symbols (ids below 32) whose GOT slot (bit `id`) or veneer (bit `32 + id`) the
+    /// stencil always needs: counted once per trace, so ruled out once counted.
+    pub symbols: u64,
+}
+
+impl NeedFilter {
+    /// The stencil has needs that count whatever the instance's operands and targets.
+    pub const ALWAYS: u8 = 1;
+    /// An operand that does not fit [`NeedFilter::operand_bias`]'s range may count.
+    pub const OPERANDS: u8 = 2;
+    /// A jump target that is an address (outside the trace) may count.
+    pub const TARGETS: u8 = 4;
+
+    /// The bit of symbol `id`'s GOT slot (`got`) or veneer in [`NeedFilter::symbols`], if
+    /// the id has one.
+    pub fn symbol_bit(got: bool, id: u16) -> Option<u64> {
+        (id < 32).then(|| 1u64 << (id as u32 + if got { 0 } else { 32 }))
+    }
+
+    /// The filter of a stencil with these needs.
+    fn of(needs: &[Need]) -> NeedFilter {
+        let mut f = NeedFilter::default();
+        let mut signed = None;
+        for n in needs {
+            match (n.bound, n.key) {
+                (Bound::Never | Bound::Continue, _) => {}
+                (Bound::Target(_), _) => f.flags |= NeedFilter::TARGETS,
+                (Bound::Always, Key::Symbol(id)) if NeedFilter::symbol_bit(n.got, id).is_some() => {
+                    f.symbols |= NeedFilter::symbol_bit(n.got, id).unwrap_or(0)
+                }
+                // A half always fits an unsigned 32-bit immediate: it never counts.
+                (
+                    Bound::OperandAbove {
+                        part: OperandPart::High | OperandPart::Low,
+                        signed32: false,
+                        ..
+                    },
+                    _,
+                ) => {}
+                (
+                    Bound::OperandAbove {
+                        part: OperandPart::Whole,
+                        signed32,
+                        ..
+                    },
+                    _,
+                ) if signed.is_none_or(|s| s == signed32) => {
+                    signed = Some(signed32);
+                    f.flags |= NeedFilter::OPERANDS;
+                }
+                // Internal references, other operand checks, branches and loads that
+                // always count: the loop decides.
+                _ => f.flags |= NeedFilter::ALWAYS,
+            }
+        }
+        f.operand_bias = if signed == Some(true) { 1 << 31 } else { 0 };
+        f
+    }
+}
+
 /// Everything `finish` needs of one stencil.
 pub(crate) struct Program {
     pub steps: Box<[Step]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
+    /// Whether an instance's needs can count at all (tested by `push` first).
+    pub filter: NeedFilter,
     /// How many of `needs` are [`Bound::Continue`] (counted by `finish` for the last
     /// instance only: whether an instance is the last is not known when it is pushed).
     pub continue_needs: u16,
@@ -289,6 +365,7 @@ impl Program {
         data.resize(stencil.data_len as usize, 0);
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
+            filter: NeedFilter::of(&needs),
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
             code: code.into_boxed_slice(),

@@ -1,5 +1,6 @@
-//! Stitching a trace, in named stages: [`Layout::place`] (run by each `push`), then in
-//! `finish` [`sizes`], [`allocate`], [`write`] (copy and patch) and [`settle`] (publish).
+//! Stitching a trace, in named stages: [`Layout::place`] and [`Layout::count`] (run by
+//! each `push`), then in `finish` [`sizes`], [`allocate`], [`write()`] (copy and patch)
+//! and [`settle`] (publish).
 //!
 //! Layout: `[instance code...][tail jump][veneers]` in a code block, `[instance data...]
 //! [GOT slots]` in a data block of the same arena chunk. Instances follow each other back
@@ -11,7 +12,10 @@
 //! 16-byte blocks, its data, and its holes with where their values come from and how they
 //! are written. Each `push` appends one 16-byte record (stencil, where its operands and
 //! targets start, code offset), adds its data to the trace's data size, and adds up upper
-//! bounds of the GOT slots and veneers the trace may need (a symbol's once, by its id). So
+//! bounds of the GOT slots and veneers the trace may need (a symbol's once, by its id):
+//! first through the stencil's [`NeedFilter`], a few comparisons that rule out most
+//! instances (operands that fit their immediates, jump targets inside the trace, symbols
+//! already counted), then, for the rest, need by need. So
 //! `finish` has no layout pass: it takes the blocks from the arena at those bounds, makes
 //! one pass that copies each instance (whole 16-byte blocks, and its data where the same
 //! computation as `push`'s puts it) and runs its program, and returns the unused GOT and
@@ -36,11 +40,19 @@
 //! `push` but reserved more than traces keep, so freed holes no longer fit traces of the
 //! same shape (the arena test `one_chunk_commits_more_as_it_fills_and_reuses_before_growing`
 //! failed); counting in a pass of its own in `finish` cost more than it saved in `push`.
+//! The [`NeedFilter`] keeps the counts exact and skips the per-need loop (whose dispatch
+//! on the kind of bound the processor mispredicted) for most instances: on the bench's
+//! 1,000-instance trace 5 % fewer instructions per instance and 10 – 15 % less time.
+//! Removing other data-dependent branches the same way (copying two code blocks and two
+//! operand slots unconditionally, placing empty data without a test) added instructions
+//! and saved no time; not kept.
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::patch::{self, PatchError};
-use crate::program::{branch_bias, Action, Bound, Checked, Fast, Key, Need, Program, Source, Step};
+use crate::program::{
+    branch_bias, Action, Bound, Checked, Fast, Key, Need, NeedFilter, Program, Source, Step,
+};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
 use crate::Error;
@@ -214,9 +226,9 @@ fn allocate_batch(
 }
 
 /// Stage 1, run by [`TraceBuilder::push`](crate::TraceBuilder::push) as each instance
-/// arrives: where its code and data go (each at its stencil's alignment), and upper bounds
-/// of the GOT slots and veneers the trace may need. `finish` starts from the result, with
-/// no pass over the instances before it copies them.
+/// arrives: where its code and data go (each at its stencil's alignment, [`Layout::place`]),
+/// and upper bounds of the GOT slots and veneers the trace may need ([`Layout::count`]).
+/// `finish` starts from the result, with no pass over the instances before it copies them.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Layout {
     /// Bytes of instance code and of instance data so far, with alignment padding (the
@@ -231,22 +243,17 @@ pub(crate) struct Layout {
     /// References to the trace itself that need a GOT slot only if its code and data may
     /// be far apart ([`Bound::Internal`]); see [`Sizes::reserve_internal`].
     pub internal: u32,
+    /// The symbols whose GOT slot or veneer this trace has counted, as bits of
+    /// [`NeedFilter::symbols`].
+    pub counted_symbols: u64,
 }
 
 impl Layout {
-    /// Places an instance of `p` with these operands and targets: returns its code offset,
-    /// adds its data to the trace's (at the data alignment of `p`), and counts the GOT
-    /// slots and veneers it may need (each known one once
-    /// per trace, in `counted`: a symbol's by its id, an operand's by its value).
+    /// Places an instance of `p`: returns its code offset and adds its data to the trace's
+    /// (at the data alignment of `p`).
     // Its one caller is `push`, itself always inlined.
     #[inline(always)]
-    pub fn place(
-        &mut self,
-        p: &Program,
-        operands: &[u64],
-        targets: &[Target],
-        counted: &mut Counted,
-    ) -> u32 {
+    pub fn place(&mut self, p: &Program) -> u32 {
         let code_at = round_up64(self.code_len, p.code_align as u64);
         self.code_len = code_at + p.code_len as u64;
         if p.data_len != 0 {
@@ -254,6 +261,43 @@ impl Layout {
             let at = round_up64(self.data_len, p.data_align as u64);
             self.data_len = at + p.data_len as u64;
         }
+        // Offsets past 2 GiB are refused by `finish` (`TraceTooLarge`), before any is used.
+        code_at as u32
+    }
+
+    /// Counts the GOT slots and veneers an instance of `p` with these operands and targets
+    /// may need, unless its [`NeedFilter`] rules them all out: `wide` says that an operand
+    /// does not fit the filter's immediate range, `far` that a target is an address.
+    #[inline(always)]
+    pub fn count(
+        &mut self,
+        p: &Program,
+        (wide, far): (bool, bool),
+        operands: &[u64],
+        targets: &[Target],
+        counted: &mut Counted,
+    ) {
+        let f = &p.filter;
+        let may = NeedFilter::ALWAYS
+            | if wide { NeedFilter::OPERANDS } else { 0 }
+            | if far { NeedFilter::TARGETS } else { 0 };
+        if f.flags & may != 0 || f.symbols & !self.counted_symbols != 0 {
+            self.count_each(p, operands, targets, counted);
+        }
+    }
+
+    /// Counts each need of an instance of `p` (each known one once per trace, in
+    /// `counted`: a symbol's by its id, an operand's by its value).
+    // Out of line: most instances are ruled out by their filter, and the loop's registers
+    // would be taken from `push`'s caller.
+    #[inline(never)]
+    fn count_each(
+        &mut self,
+        p: &Program,
+        operands: &[u64],
+        targets: &[Target],
+        counted: &mut Counted,
+    ) {
         for need in p.needs.iter() {
             let counts = match need.bound {
                 Bound::Never | Bound::Continue => false,
@@ -282,9 +326,11 @@ impl Layout {
                 };
                 *bound = bound.saturating_add(1);
             }
+            if let Key::Symbol(id) = need.key {
+                // Counted now (or before, in this trace): the filter may rule it out.
+                self.counted_symbols |= NeedFilter::symbol_bit(need.got, id).unwrap_or(0);
+            }
         }
-        // Offsets past 2 GiB are refused by `finish` (`TraceTooLarge`), before any is used.
-        code_at as u32
     }
 }
 
@@ -441,7 +487,7 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
-/// GOT slot); [`publish`] returns what was not used.
+/// GOT slot); [`settle`] returns what was not used.
 fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
     let block = jit
@@ -599,7 +645,7 @@ impl StepError {
     }
 }
 
-/// The trace's memory during [`write`], and the values instances refer to.
+/// The trace's memory during [`write()`], and the values instances refer to.
 struct Writer<'a, 'v, 'j, 's> {
     b: &'a View<'v, 'j, 's>,
     /// The trace's instances (for their code offsets: jump targets, continuations).
@@ -1052,7 +1098,162 @@ fn round_up64(x: u64, align: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::copy_small;
+    use super::{copy_small, Counted, Layout};
+    use crate::program::{NeedFilter, Program};
+    use crate::trace::{InstanceId, Target};
+    use cpjit_model::{Hole, HoleKind, HoleValue, Section, Stencil};
+
+    const fn hole(offset: u32, kind: HoleKind, value: HoleValue) -> Hole {
+        Hole {
+            section: Section::Code,
+            offset,
+            kind,
+            value,
+            addend: -4,
+        }
+    }
+
+    /// x86-64 stencils with every kind of need: operand loads that relax to an `imm32`, a
+    /// GOTPCREL load that never does, calls and loads of symbols, a jump target, a load of
+    /// the instance's own data.
+    fn programs() -> Vec<Program> {
+        use HoleKind::{X86Branch32, X86GotPc32, X86RexGotPc32Relaxable as RexGot};
+        use HoleValue::{Data, Operand, Symbol, Target};
+        #[rustfmt::skip]
+        const CODE: &[u8] = &[
+            0x48, 0x8b, 0x05, 0, 0, 0, 0, //  0: mov rax, [rip + G(operand)]
+            0xe8, 0, 0, 0, 0, //              7: call symbol
+            0xe9, 0, 0, 0, 0, //             12: jmp target
+            0x48, 0x8b, 0x0d, 0, 0, 0, 0, // 17: mov rcx, [rip + G(symbol)]
+            0x48, 0x03, 0x05, 0, 0, 0, 0, // 24: add rax, [rip + GOTPCREL(operand)]
+            0x48, 0x8b, 0x15, 0, 0, 0, 0, // 31: mov rdx, [rip + G(data)]
+            0xc3,
+        ];
+        let stencils: [&[Hole]; 6] = [
+            // Operands only: filtered by their width.
+            &[hole(3, RexGot, Operand(0)), hole(20, RexGot, Operand(1))],
+            // Symbols only: filtered once counted.
+            &[hole(8, X86Branch32, Symbol(0)), hole(20, RexGot, Symbol(1))],
+            // A jump target: filtered unless it is an address.
+            &[hole(13, X86Branch32, Target(0))],
+            // A GOTPCREL load of an operand: always counted.
+            &[hole(27, X86GotPc32, Operand(0))],
+            // A GOT load of the instance's data (internal): always counted.
+            &[hole(34, RexGot, Data)],
+            // All of them.
+            &[
+                hole(3, RexGot, Operand(1)),
+                hole(8, X86Branch32, Symbol(1)),
+                hole(13, X86Branch32, Target(0)),
+                hole(20, RexGot, Symbol(0)),
+            ],
+        ];
+        stencils
+            .iter()
+            .map(|holes| {
+                let stencil = Stencil {
+                    name: "op",
+                    code: CODE,
+                    code_align: 1,
+                    init_data: &[],
+                    data_len: 8,
+                    data_align: 8,
+                    zero_fill: &[],
+                    holes,
+                    operands: &["A", "B"],
+                    targets: &["T"],
+                    symbols: &[0, 1],
+                    falls_through: true,
+                };
+                Program::new(&stencil, false, 0xcc)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn need_filters_say_what_can_count() {
+        let p = programs();
+        let filters: Vec<(u8, u64, u64)> = p
+            .iter()
+            .map(|p| (p.filter.flags, p.filter.operand_bias, p.filter.symbols))
+            .collect();
+        let (o, t, a) = (
+            NeedFilter::OPERANDS,
+            NeedFilter::TARGETS,
+            NeedFilter::ALWAYS,
+        );
+        let veneer0 = 1 << 32;
+        assert_eq!(
+            filters,
+            [
+                (o, 1 << 31, 0),
+                (0, 0, veneer0 | 0b10),
+                (t, 0, 0),
+                (a, 0, 0),
+                (a, 0, 0),
+                (o | t, 1 << 31, (1 << 33) | 0b01),
+            ]
+        );
+    }
+
+    /// The filter only skips instances none of whose needs count: the GOT and veneer bounds
+    /// after each push are those of counting every need of every instance.
+    #[test]
+    fn filtered_counts_equal_counting_every_need() {
+        let programs = programs();
+        let values = [
+            0u64,
+            7,
+            (1 << 31) - 1,
+            1 << 31,
+            -(1i64 << 31) as u64,
+            -(1i64 << 31) as u64 - 1,
+            1 << 40,
+            u64::MAX,
+        ];
+        let (mut filtered, mut every) = (Layout::default(), Layout::default());
+        let (mut counted, mut counted_every) = (Counted::default(), Counted::default());
+        counted.reset();
+        counted_every.reset();
+        // A fixed pseudo-random sequence (xorshift), reproducible without a dependency.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for i in 0..5_000 {
+            if i % 500 == 0 {
+                // A new trace: everything counted so far is forgotten.
+                (filtered, every) = (Layout::default(), Layout::default());
+                counted.reset();
+                counted_every.reset();
+            }
+            let p = &programs[next(programs.len())];
+            let operands = [values[next(values.len())], values[next(values.len())]];
+            let targets = [if next(4) == 0 {
+                Target::Address(0x1000 * next(3) as u64)
+            } else {
+                Target::Instance(InstanceId::from_index(next(8)))
+            }];
+            filtered.place(p);
+            every.place(p);
+            let wide = operands
+                .iter()
+                .fold(0, |w, &o| w | o.wrapping_add(p.filter.operand_bias));
+            let far = matches!(targets[0], Target::Address(_));
+            filtered.count(p, (wide >> 32 != 0, far), &operands, &targets, &mut counted);
+            every.count_each(p, &operands, &targets, &mut counted_every);
+            assert_eq!(
+                (filtered.got_bound, filtered.veneer_bound, filtered.internal),
+                (every.got_bound, every.veneer_bound, every.internal),
+                "push {i}"
+            );
+        }
+        // The sequence reached every kind of count.
+        assert!(every.got_bound > 0 && every.veneer_bound > 0 && every.internal > 0);
+    }
 
     #[test]
     fn copy_small_copies_every_length_exactly() {

@@ -170,9 +170,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         targets: &[Target],
     ) -> InstanceId {
         let id = InstanceId(self.instances.len() as u32 - self.start);
-        let code_at = self
-            .layout
-            .place(p, operands, targets, &mut self.spare.counted);
+        let code_at = self.layout.place(p);
         self.instances.push(Instance {
             stencil: stencil as u32,
             operands: self.operands.len() as u32,
@@ -180,13 +178,21 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             code_at,
         });
         // Element by element: stencils take a few operands and targets, and a `memcpy`
-        // call per push would cost more than the copy.
+        // call per push would cost more than the copy. On the way, what the stencil's
+        // need filter asks: whether an operand is too wide for its immediates (its upper
+        // 32 bits, after the bias, are not zero), whether a target is an address.
+        let (mut wide, mut far) = (0u64, false);
         for &o in operands {
             self.operands.push(o);
+            wide |= o.wrapping_add(p.filter.operand_bias);
         }
         for &t in targets {
             self.targets.push(t);
+            far |= matches!(t, Target::Address(_));
         }
+        let filtered = (wide >> 32 != 0, far);
+        self.layout
+            .count(p, filtered, operands, targets, &mut self.spare.counted);
         id
     }
 
