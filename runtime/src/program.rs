@@ -6,9 +6,11 @@
 //! (initialized part and zero-fill) with their alignment, and one [`Step`] per hole (or per
 //! AArch64 GOT `adrp` + `ldr` pair) saying where in the instance the hole is, where its value
 //! comes from and how it is written: a [`Fast`] form chosen once, where the instruction
-//! allows one, with the full [`Action`] as fallback. The per-architecture facts `finish` needs (trap byte, tail jump,
-//! veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no `match`
-//! on the architecture.
+//! allows one, with the full [`Action`] as fallback. The commonest whole programs also
+//! have a [`Quick`] form, and the GOT slots and veneers an instance may need are counted
+//! behind a [`NeedFilter`]. The per-architecture facts `finish` needs (trap byte, tail
+//! jump, veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no
+//! `match` on the architecture.
 
 use crate::patch;
 use cpjit_isa::x86_64 as x86;
@@ -243,8 +245,68 @@ impl NeedFilter {
     }
 }
 
+/// The whole patch program of the commonest stencils in one form `write` runs without a
+/// loop or a dispatch per step: one or two `imm32` fields of whole operands, or one or two
+/// rel32 references from the code to the instance's own data. Every other program is
+/// [`Quick::General`]. A quick form only writes when all its values fit; otherwise `write`
+/// runs the steps, which write the same bytes or take the full path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Quick {
+    /// No steps: nothing to patch.
+    Nothing,
+    /// `count` (1 or 2) [`Fast::Imm32`] steps: the `imm32` field at `offset` of each site
+    /// takes whole operand `operand` (sign-extended 32-bit).
+    Imm32 { count: u8, sites: [(u32, u16); 2] },
+    /// `count` (1 or 2) [`Fast::Rel32`] steps from the code to the instance's data: the
+    /// field at `offset` of each site takes `data - place + k`, where `k` is the step's
+    /// addend less its offset (the same for every instance).
+    DataRel32 { count: u8, sites: [(u32, i64); 2] },
+    /// Anything else: the steps, one by one.
+    General,
+}
+
+impl Quick {
+    /// The quick form of these steps.
+    fn of(steps: &[Step]) -> Quick {
+        if steps.is_empty() {
+            return Quick::Nothing;
+        }
+        if steps.len() > 2 {
+            return Quick::General;
+        }
+        let imm32 = |s: &Step| match s.fast {
+            Fast::Imm32 {
+                operand,
+                part: OperandPart::Whole,
+            } => Some((s.offset, operand)),
+            _ => None,
+        };
+        let data = |s: &Step| {
+            (s.fast == Fast::Rel32 && s.source == Source::Data && s.section == Section::Code)
+                .then(|| (s.offset, s.addend.wrapping_sub(s.offset as i64)))
+        };
+        let count = steps.len() as u8;
+        let last = steps.len() - 1;
+        if let (Some(a), Some(b)) = (imm32(&steps[0]), imm32(&steps[last])) {
+            return Quick::Imm32 {
+                count,
+                sites: [a, b],
+            };
+        }
+        if let (Some(a), Some(b)) = (data(&steps[0]), data(&steps[last])) {
+            return Quick::DataRel32 {
+                count,
+                sites: [a, b],
+            };
+        }
+        Quick::General
+    }
+}
+
 /// Everything `finish` needs of one stencil.
 pub(crate) struct Program {
+    /// Its steps in a quick form, where they have one.
+    pub quick: Quick,
     pub steps: Box<[Step]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
@@ -366,6 +428,7 @@ impl Program {
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             filter: NeedFilter::of(&needs),
+            quick: Quick::of(&steps),
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
             code: code.into_boxed_slice(),
@@ -648,19 +711,22 @@ impl ArchFacts {
     }
 }
 
+/// A hole in a stencil's code, for tests that write stencils by hand.
+#[cfg(test)]
+pub(crate) const fn code_hole(offset: u32, kind: HoleKind, value: HoleValue, addend: i64) -> Hole {
+    Hole {
+        section: Section::Code,
+        offset,
+        kind,
+        value,
+        addend,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::code_hole as hole;
     use super::*;
-
-    const fn hole(offset: u32, kind: HoleKind, value: HoleValue, addend: i64) -> Hole {
-        Hole {
-            section: Section::Code,
-            offset,
-            kind,
-            value,
-            addend,
-        }
-    }
 
     #[test]
     fn steps_pair_got_loads_and_count_slots_and_far_branches() {

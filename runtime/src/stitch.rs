@@ -22,7 +22,11 @@
 //! veneer space. Per hole, a [`Fast`] form chosen once per stencil (x86-64: a
 //! range-checked rel32 store, or an `imm32` store into an instruction the program already
 //! holds in its immediate form) does the common case; any value it cannot take goes the
-//! full path (out of line), which handles every case and reports every error. GOT
+//! full path (out of line), which handles every case and reports every error. The
+//! commonest whole programs (one or two `imm32` operands, one or two references to the
+//! instance's data) also have a [`Quick`] form: their stores with one range test for all,
+//! no loop and no dispatch per hole (4–5 % fewer instructions and about 4 % less time on
+//! the bench's 1,000-instance trace). GOT
 //! slots and veneers are deduplicated in a [`SlotTable`] (by symbol id, else by value; O(1)
 //! per hole, no allocation per trace). Every patch checks range, alignment and instruction
 //! bytes, in release builds too.
@@ -51,7 +55,7 @@ use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::patch::{self, PatchError};
 use crate::program::{
-    branch_bias, Action, Bound, Checked, Fast, Key, Need, NeedFilter, Program, Source, Step,
+    branch_bias, Action, Bound, Checked, Fast, Key, Need, NeedFilter, Program, Quick, Source, Step,
 };
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
@@ -573,9 +577,17 @@ fn write(
             copy_small(&mut w.data[at..data_end], &p.data);
             at
         };
-        for step in p.steps.iter() {
-            w.step(i, inst, step, at, data_at)
-                .map_err(|e| e.error(b, i))?;
+        let done = match p.quick {
+            Quick::Nothing => true,
+            Quick::Imm32 { count, sites } => w.quick_imm32(inst, at, count, sites),
+            Quick::DataRel32 { count, sites } => w.quick_data(at, data_at, count, sites),
+            Quick::General => false,
+        };
+        if !done {
+            for step in p.steps.iter() {
+                w.step(i, inst, step, at, data_at)
+                    .map_err(|e| e.error(b, i))?;
+            }
         }
     }
     w.data[data_end..layout.got_base()].fill(0);
@@ -715,6 +727,67 @@ impl Writer<'_, '_, '_, '_> {
             }
         }
         self.run(i, inst, step, code_at, data_at)
+    }
+
+    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`): `false` if
+    /// an operand does not fit its `imm32` (nothing written) or a field is not in the code
+    /// (then the steps run and write every field again, or report it).
+    #[inline]
+    fn quick_imm32(
+        &mut self,
+        inst: &Instance,
+        code_at: usize,
+        count: u8,
+        sites: [(u32, u16); 2],
+    ) -> bool {
+        let operands = &self.b.operands[inst.operands as usize..];
+        let last = sites[count as usize - 1];
+        let (Some(&a), Some(&b)) = (
+            operands.get(sites[0].1 as usize),
+            operands.get(last.1 as usize),
+        ) else {
+            return false;
+        };
+        self.store_pair(code_at, (sites[0].0, a), (last.0, b))
+    }
+
+    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, data at
+    /// `data_at`): `false` if a displacement does not fit 32 bits (nothing written) or a
+    /// field is not in the code.
+    #[inline]
+    fn quick_data(
+        &mut self,
+        code_at: usize,
+        data_at: usize,
+        count: u8,
+        sites: [(u32, i64); 2],
+    ) -> bool {
+        // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
+        let code = self.code_base + code_at as u64;
+        let to_data = (self.data_base + data_at as u64).wrapping_sub(code);
+        let last = sites[count as usize - 1];
+        let a = to_data.wrapping_add(sites[0].1 as u64);
+        let b = to_data.wrapping_add(last.1 as u64);
+        self.store_pair(code_at, (sites[0].0, a), (last.0, b))
+    }
+
+    /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
+    /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
+    /// nothing written, or if a field is not in the code.
+    #[inline(always)]
+    fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
+        // Both fit exactly when neither biased value has upper bits.
+        if (a.1.wrapping_add(1 << 31) | b.1.wrapping_add(1 << 31)) >> 32 != 0 {
+            return false;
+        }
+        for (offset, value) in [a, b] {
+            let at = code_at + offset as usize;
+            match self.code.get_mut(at..at + 4) {
+                Some(field) => field.copy_from_slice(&(value as u32).to_le_bytes()),
+                None => return false,
+            }
+        }
+        true
     }
 
     /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
@@ -1099,18 +1172,13 @@ fn round_up64(x: u64, align: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::{copy_small, Counted, Layout};
-    use crate::program::{NeedFilter, Program};
+    use crate::program::{code_hole, NeedFilter, Program};
     use crate::trace::{InstanceId, Target};
-    use cpjit_model::{Hole, HoleKind, HoleValue, Section, Stencil};
+    use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
 
+    /// An x86-64 rel32 hole (addend −4).
     const fn hole(offset: u32, kind: HoleKind, value: HoleValue) -> Hole {
-        Hole {
-            section: Section::Code,
-            offset,
-            kind,
-            value,
-            addend: -4,
-        }
+        code_hole(offset, kind, value, -4)
     }
 
     /// x86-64 stencils with every kind of need: operand loads that relax to an `imm32`, a

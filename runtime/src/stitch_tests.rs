@@ -2,7 +2,8 @@
 //! that was written, veneers included (qemu-user cannot detect a missing flush, so this is
 //! observed through the [`FlushIcache`] hook rather than by running code). Also the alignment
 //! padding between instances: whole nops, and refused (naming the stencil) where the set's
-//! nop does not divide it.
+//! nop does not divide it. And on x86-64 the quick forms of patch programs (`Quick`):
+//! they write what the steps write, and leave a value they cannot take to the steps.
 
 use crate::icache::{FlushIcache, Hardware};
 use crate::{Error, Jit, JitOptions};
@@ -298,5 +299,167 @@ fn padding_of_no_whole_number_of_nops_is_refused_naming_the_stencil() {
             Err(e) if !batch && refused(&e) => {}
             other => panic!("batch {batch}: {other:?}"),
         }
+    }
+}
+
+/// x86-64 stencils whose programs have quick forms ([`Quick`]): two operand loads held in
+/// their `imm32` form, two references to the instance's data.
+#[cfg(target_arch = "x86_64")]
+mod quick {
+    use super::*;
+    use crate::program::{code_hole as hole, Quick};
+
+    #[rustfmt::skip]
+    const IMM2: &[u8] = &[
+        0x48, 0x8b, 0x05, 0, 0, 0, 0, // mov rax, [rip + G(A)]
+        0x4c, 0x03, 0x2d, 0, 0, 0, 0, // add r13, [rip + G(B)]
+    ];
+    #[rustfmt::skip]
+    const DATA2: &[u8] = &[
+        0x48, 0x8d, 0x05, 0, 0, 0, 0, // lea rax, [rip + data]
+        0x48, 0x8d, 0x0d, 0, 0, 0, 0, // lea rcx, [rip + data + 4]
+    ];
+    static IMM2_HOLES: [Hole; 2] = [
+        hole(
+            3,
+            HoleKind::X86RexGotPc32Relaxable,
+            HoleValue::Operand(0),
+            -4,
+        ),
+        hole(
+            10,
+            HoleKind::X86RexGotPc32Relaxable,
+            HoleValue::Operand(1),
+            -4,
+        ),
+    ];
+    static DATA2_HOLES: [Hole; 2] = [
+        hole(3, HoleKind::X86Pc32, HoleValue::Data, -4),
+        hole(10, HoleKind::X86Pc32, HoleValue::Data, 0),
+    ];
+    /// What the stencils below have unless they say otherwise.
+    const PLAIN: Stencil<'static> = Stencil {
+        name: "",
+        code: &[],
+        code_align: 1,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: true,
+    };
+    static STENCILS: [Stencil<'static>; 3] = [
+        Stencil {
+            name: "imm2",
+            code: IMM2,
+            holes: &IMM2_HOLES,
+            operands: &["A", "B"],
+            ..PLAIN
+        },
+        Stencil {
+            name: "data2",
+            code: DATA2,
+            init_data: &[1, 2, 3, 4, 5, 6, 7, 8],
+            data_len: 8,
+            data_align: 8,
+            holes: &DATA2_HOLES,
+            ..PLAIN
+        },
+        Stencil {
+            name: "ret",
+            code: &[0xc3],
+            falls_through: false,
+            ..PLAIN
+        },
+    ];
+    static QUICK_SET: StencilSet<'static> = StencilSet {
+        stencils: &STENCILS,
+        symbols: &[],
+        ..SET
+    };
+
+    /// The `imm32` fields and data references the quick forms write are what the steps
+    /// write (checked here by decoding them), and an operand that does not fit sends the
+    /// whole instance to the steps: a GOT load of the value, the other field as an `imm32`.
+    #[test]
+    fn quick_forms_write_what_the_steps_write() {
+        let jit = Jit::new(&QUICK_SET, |_| None).unwrap();
+        let quick: Vec<Quick> = jit.programs.iter().map(|p| p.quick).collect();
+        assert_eq!(
+            quick,
+            [
+                Quick::Imm32 {
+                    count: 2,
+                    sites: [(3, 0), (10, 1)]
+                },
+                Quick::DataRel32 {
+                    count: 2,
+                    sites: [(3, -7), (10, -10)]
+                },
+                Quick::Nothing,
+            ]
+        );
+        let big = 1u64 << 40;
+        let pushes: [(usize, [u64; 2]); 6] = [
+            (1, [0; 2]),
+            (0, [7, (-5i64) as u64]),
+            (0, [big, 9]),
+            (1, [0; 2]),
+            (0, [(1 << 31) - 1, 1 << 31]),
+            (2, [0; 2]),
+        ];
+        let mut t = jit.trace();
+        for (stencil, operands) in pushes {
+            let operands = if stencil == 0 { &operands[..] } else { &[] };
+            t.push(stencil, operands, &[]).unwrap();
+        }
+        let trace = t.finish().unwrap();
+        let code = trace.code_bytes();
+        let base = trace.code_range().start as u64;
+        let data = trace.data_range().start as u64;
+        let field = |at: usize| i32::from_le_bytes(code[at..at + 4].try_into().unwrap());
+        // What the instruction at `at` (7 bytes, field at +3) loads: its immediate, or the
+        // GOT slot it reads.
+        let loaded = |at: usize| -> u64 {
+            match code[at..at + 3] {
+                [0x48, 0xc7, 0xc0] | [0x49, 0x81, 0xc5] => field(at + 3) as i64 as u64,
+                [0x48, 0x8b, 0x05] | [0x4c, 0x03, 0x2d] => {
+                    let slot = (base + at as u64 + 7).wrapping_add(field(at + 3) as i64 as u64);
+                    // SAFETY: a GOT slot of the live trace, in its data.
+                    unsafe { (slot as *const u64).read_unaligned() }
+                }
+                ref other => panic!("instruction {other:x?} at {at}"),
+            }
+        };
+        let offsets = trace.instance_offsets();
+        let mut data_at = 0;
+        for (i, (stencil, operands)) in pushes.iter().enumerate() {
+            let at = offsets[i] as usize;
+            match stencil {
+                0 => assert_eq!([loaded(at), loaded(at + 7)], *operands, "instance {i}"),
+                1 => {
+                    let to = |at: usize| {
+                        (base + at as u64 + 7).wrapping_add(field(at + 3) as i64 as u64)
+                    };
+                    assert_eq!([to(at), to(at + 7)], [data + data_at, data + data_at + 4]);
+                    data_at += 8;
+                }
+                _ => {}
+            }
+        }
+        // The two operands outside the sign-extended 32-bit range (2^40, 2^31) took GOT
+        // slots, each instruction on its own; every other value is an immediate.
+        assert_eq!(trace.got_slots(), 2);
+        let opcodes = |i: usize| {
+            let at = offsets[i] as usize;
+            [&code[at..at + 3], &code[at + 7..at + 10]]
+        };
+        assert_eq!(opcodes(1), [[0x48, 0xc7, 0xc0], [0x49, 0x81, 0xc5]]);
+        assert_eq!(opcodes(2), [[0x48, 0x8b, 0x05], [0x49, 0x81, 0xc5]]);
+        assert_eq!(opcodes(4), [[0x48, 0xc7, 0xc0], [0x4c, 0x03, 0x2d]]);
     }
 }
