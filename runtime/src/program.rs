@@ -723,6 +723,24 @@ pub(crate) const fn code_hole(offset: u32, kind: HoleKind, value: HoleValue, add
     }
 }
 
+/// A stencil with nothing in it, for tests that write stencils by hand and set only the
+/// fields they need (`Stencil { name, code, holes, ..PLAIN_STENCIL }`).
+#[cfg(test)]
+pub(crate) const PLAIN_STENCIL: Stencil<'static> = Stencil {
+    name: "",
+    code: &[],
+    code_align: 1,
+    init_data: &[],
+    data_len: 0,
+    data_align: 1,
+    zero_fill: &[],
+    holes: &[],
+    operands: &[],
+    targets: &[],
+    symbols: &[],
+    falls_through: true,
+};
+
 #[cfg(test)]
 mod tests {
     use super::code_hole as hole;
@@ -742,15 +760,9 @@ mod tests {
             name: "op",
             code: &[0; 28],
             code_align: 4,
-            init_data: &[],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: &[],
             holes: &holes,
             operands: &["A", "B"],
-            targets: &[],
-            symbols: &[],
-            falls_through: true,
+            ..PLAIN_STENCIL
         };
         let p = Program::new(&stencil, false, 0);
         let actions: Vec<Action> = p.steps.iter().map(|s| s.action).collect();
@@ -819,15 +831,9 @@ mod tests {
                 name: "op",
                 code,
                 code_align: 4,
-                init_data: &[],
-                data_len: 0,
-                data_align: 1,
-                zero_fill: &[],
                 holes: &holes,
                 operands: &["V"],
-                targets: &[],
-                symbols: &[],
-                falls_through: true,
+                ..PLAIN_STENCIL
             };
             let p = Program::new(&stencil, false, 0);
             let steps: Vec<(u16, Action)> = p.steps.iter().map(|s| (s.hole, s.action)).collect();
@@ -900,16 +906,14 @@ mod tests {
         let stencil = Stencil {
             name: "op",
             code,
-            code_align: 1,
             init_data: &[1, 2],
             data_len: 8,
             data_align: 8,
-            zero_fill: &[],
             holes: &holes,
             operands: &["V"],
-            targets: &[],
             symbols: &[0],
             falls_through: false,
+            ..PLAIN_STENCIL
         };
         let p = Program::new(&stencil, false, 0xcc);
         let fast: Vec<Fast> = p.steps.iter().map(|s| s.fast).collect();

@@ -1172,7 +1172,7 @@ fn round_up64(x: u64, align: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::{copy_small, Counted, Layout};
-    use crate::program::{code_hole, NeedFilter, Program};
+    use crate::program::{code_hole, NeedFilter, Program, PLAIN_STENCIL};
     use crate::trace::{InstanceId, Target};
     use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
 
@@ -1222,16 +1222,13 @@ mod tests {
                 let stencil = Stencil {
                     name: "op",
                     code: CODE,
-                    code_align: 1,
-                    init_data: &[],
                     data_len: 8,
                     data_align: 8,
-                    zero_fill: &[],
                     holes,
                     operands: &["A", "B"],
                     targets: &["T"],
                     symbols: &[0, 1],
-                    falls_through: true,
+                    ..PLAIN_STENCIL
                 };
                 Program::new(&stencil, false, 0xcc)
             })

@@ -6,6 +6,7 @@
 //! they write what the steps write, and leave a value they cannot take to the steps.
 
 use crate::icache::{FlushIcache, Hardware};
+use crate::program::PLAIN_STENCIL;
 use crate::{Error, Jit, JitOptions};
 use cpjit_model::{
     Abi, Arch, Hole, HoleKind, HoleValue, Host, ObjectFormat, Section, Stencil, StencilSet,
@@ -90,29 +91,16 @@ static STENCILS: [Stencil<'static>; 2] = [
         name: "call_far",
         code: host::CALL,
         code_align: 4,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
         holes: &HOLES,
-        operands: &[],
-        targets: &[],
         symbols: &[0],
-        falls_through: true,
+        ..PLAIN_STENCIL
     },
     Stencil {
         name: "ret",
         code: host::RET,
         code_align: 4,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
         falls_through: false,
+        ..PLAIN_STENCIL
     },
 ];
 static SET: StencilSet<'static> = StencilSet {
@@ -235,30 +223,14 @@ static ODD_STENCILS: [Stencil<'static>; 2] = [
     Stencil {
         name: "one_nop",
         code: host::NOP,
-        code_align: 1,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
-        falls_through: true,
+        ..PLAIN_STENCIL
     },
     Stencil {
         name: "aligned_ret",
         code: host::RET,
         code_align: host::NOP.len() as u32 * 4,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
         falls_through: false,
+        ..PLAIN_STENCIL
     },
 ];
 static ODD_SET: StencilSet<'static> = StencilSet {
@@ -337,28 +309,13 @@ mod quick {
         hole(3, HoleKind::X86Pc32, HoleValue::Data, -4),
         hole(10, HoleKind::X86Pc32, HoleValue::Data, 0),
     ];
-    /// What the stencils below have unless they say otherwise.
-    const PLAIN: Stencil<'static> = Stencil {
-        name: "",
-        code: &[],
-        code_align: 1,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
-        falls_through: true,
-    };
     static STENCILS: [Stencil<'static>; 3] = [
         Stencil {
             name: "imm2",
             code: IMM2,
             holes: &IMM2_HOLES,
             operands: &["A", "B"],
-            ..PLAIN
+            ..PLAIN_STENCIL
         },
         Stencil {
             name: "data2",
@@ -367,13 +324,13 @@ mod quick {
             data_len: 8,
             data_align: 8,
             holes: &DATA2_HOLES,
-            ..PLAIN
+            ..PLAIN_STENCIL
         },
         Stencil {
             name: "ret",
             code: &[0xc3],
             falls_through: false,
-            ..PLAIN
+            ..PLAIN_STENCIL
         },
     ];
     static QUICK_SET: StencilSet<'static> = StencilSet {
