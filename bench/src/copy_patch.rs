@@ -127,14 +127,15 @@ pub fn stitch_batch(jit: &Jit<'_>, plan: &Plan, count: usize) -> Result<Vec<Trac
 /// Pushes every instance of `plan` into `b`.
 fn push(b: &mut TraceBuilder<'_, '_>, plan: &Plan) -> Result<(), String> {
     let (mut operands, mut targets) = (0, 0);
-    for (i, x) in plan.instances.iter().enumerate() {
+    for x in &plan.instances {
         let (o, t) = (x.operands_end as usize, x.targets_end as usize);
         b.push(
             x.stencil,
             &plan.operands[operands..o],
             &plan.targets[targets..t],
         )
-        .map_err(|e| format!("{}: instance {i}: {e}", plan.name))?;
+        // The builder's length is the refused instance's index (no counter kept for it).
+        .map_err(|e| format!("{}: instance {}: {e}", plan.name, b.len()))?;
         (operands, targets) = (o, t);
     }
     Ok(())

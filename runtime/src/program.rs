@@ -3,7 +3,8 @@
 //!
 //! A [`Program`] holds what never changes between instances of one stencil: its code,
 //! prepared and padded to 16-byte blocks (so that the copy is a block copy), its data bytes
-//! (initialized part and zero-fill) with their alignment, and one [`Step`] per hole (or per
+//! (initialized part and zero-fill, padded with zeros to 16-byte blocks) with their
+//! alignment, and one [`Step`] per hole (or per
 //! AArch64 GOT `adrp` + `ldr` pair) saying where in the instance the hole is, where its value
 //! comes from and how it is written: a [`Fast`] form chosen once, where the instruction
 //! allows one, with the full [`Action`] as fallback. The commonest whole programs also
@@ -254,50 +255,49 @@ impl NeedFilter {
 pub(crate) enum Quick {
     /// No steps: nothing to patch.
     Nothing,
-    /// `count` (1 or 2) [`Fast::Imm32`] steps: the `imm32` field at `offset` of each site
-    /// takes whole operand `operand` (sign-extended 32-bit).
-    Imm32 { count: u8, sites: [(u32, u16); 2] },
-    /// `count` (1 or 2) [`Fast::Rel32`] steps from the code to the instance's data: the
-    /// field at `offset` of each site takes `data - place + k`, where `k` is the step's
-    /// addend less its offset (the same for every instance).
-    DataRel32 { count: u8, sites: [(u32, i64); 2] },
+    /// One or two [`Fast::Imm32`] steps: the `imm32` field at the offset of each site takes
+    /// the whole operand it names (sign-extended 32-bit). A program of one step has its
+    /// site twice (storing it twice costs less than a test of the count).
+    Imm32 { sites: [(u32, u16); 2] },
+    /// One or two [`Fast::Rel32`] steps from the code to the instance's data: the field at
+    /// the offset of each site takes `data - place + k`, where `k` is the step's addend less
+    /// its offset (the same for every instance). One step's site is there twice.
+    DataRel32 { sites: [(u32, i64); 2] },
     /// Anything else: the steps, one by one.
     General,
 }
 
 impl Quick {
-    /// The quick form of these steps.
-    fn of(steps: &[Step]) -> Quick {
+    /// The quick form of these steps of a stencil of `code_len` bytes of code. Each site's
+    /// field lies inside the code (`write` stores it without a bounds check), and each
+    /// `imm32` site's operand is below `operands` (read without one).
+    fn of(steps: &[Step], code_len: u32, operands: u16) -> Quick {
         if steps.is_empty() {
             return Quick::Nothing;
         }
         if steps.len() > 2 {
             return Quick::General;
         }
+        let inside = |s: &Step| {
+            s.section == Section::Code && s.offset.checked_add(4).is_some_and(|e| e <= code_len)
+        };
         let imm32 = |s: &Step| match s.fast {
             Fast::Imm32 {
                 operand,
                 part: OperandPart::Whole,
-            } => Some((s.offset, operand)),
+            } if inside(s) && operand < operands => Some((s.offset, operand)),
             _ => None,
         };
         let data = |s: &Step| {
-            (s.fast == Fast::Rel32 && s.source == Source::Data && s.section == Section::Code)
+            (s.fast == Fast::Rel32 && s.source == Source::Data && inside(s))
                 .then(|| (s.offset, s.addend.wrapping_sub(s.offset as i64)))
         };
-        let count = steps.len() as u8;
         let last = steps.len() - 1;
         if let (Some(a), Some(b)) = (imm32(&steps[0]), imm32(&steps[last])) {
-            return Quick::Imm32 {
-                count,
-                sites: [a, b],
-            };
+            return Quick::Imm32 { sites: [a, b] };
         }
         if let (Some(a), Some(b)) = (data(&steps[0]), data(&steps[last])) {
-            return Quick::DataRel32 {
-                count,
-                sites: [a, b],
-            };
+            return Quick::DataRel32 { sites: [a, b] };
         }
         Quick::General
     }
@@ -318,7 +318,8 @@ pub(crate) struct Program {
     /// The stencil's code with its holes' [`Fast`] forms applied, padded with the trap byte
     /// to a multiple of 16 bytes: copied in 16-byte blocks.
     pub code: Box<[u8]>,
-    /// The stencil's data: initialized bytes, then zeros (its zero-fill), `data_len` bytes.
+    /// The stencil's data: initialized bytes, then zeros (its zero-fill), `data_len` bytes,
+    /// padded with zeros to a multiple of 16 bytes: copied in 16-byte blocks.
     pub data: Box<[u8]>,
     /// The stencil's code and data sizes and alignments (copied here so that laying out a
     /// trace reads one table).
@@ -424,11 +425,15 @@ impl Program {
             });
         }
         let mut data = stencil.init_data.to_vec();
-        data.resize(stencil.data_len as usize, 0);
+        data.resize((stencil.data_len as usize).next_multiple_of(16), 0);
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             filter: NeedFilter::of(&needs),
-            quick: Quick::of(&steps),
+            quick: Quick::of(
+                &steps,
+                stencil.code.len() as u32,
+                stencil.operands.len() as u16,
+            ),
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
             code: code.into_boxed_slice(),
@@ -947,7 +952,10 @@ mod tests {
         expected[52] = 0x8d;
         expected.resize(80, 0xcc);
         assert_eq!(&p.code[..], &expected[..]);
-        assert_eq!(&p.data[..], &[1, 2, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            &p.data[..],
+            &[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
         // The helper's call and loads count one GOT slot and one veneer by its id; the
         // operand loads by the operand's value.
         let keys: Vec<(bool, Key)> = p.needs.iter().map(|n| (n.got, n.key)).collect();

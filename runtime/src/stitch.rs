@@ -8,8 +8,8 @@
 //! with nops to each stencil's code alignment.
 //!
 //! Everything that is the same for every instance of a stencil was worked out once, in
-//! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] holds its code padded to
-//! 16-byte blocks, its data, and its holes with where their values come from and how they
+//! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] holds its code and its data
+//! padded to 16-byte blocks, and its holes with where their values come from and how they
 //! are written. Each `push` appends one 16-byte record (stencil, where its operands and
 //! targets start, code offset), adds its data to the trace's data size, and adds up upper
 //! bounds of the GOT slots and veneers the trace may need (a symbol's once, by its id):
@@ -17,8 +17,8 @@
 //! instances (operands that fit their immediates, jump targets inside the trace, symbols
 //! already counted), then, for the rest, need by need. So
 //! `finish` has no layout pass: it takes the blocks from the arena at those bounds, makes
-//! one pass that copies each instance (whole 16-byte blocks, and its data where the same
-//! computation as `push`'s puts it) and runs its program, and returns the unused GOT and
+//! one pass that copies each instance (whole 16-byte blocks of code, and of data where the
+//! same computation as `push`'s puts it) and runs its program, and returns the unused GOT and
 //! veneer space. Per hole, a [`Fast`] form chosen once per stencil (x86-64: a
 //! range-checked rel32 store, or an `imm32` store into an instruction the program already
 //! holds in its immediate form) does the common case; any value it cannot take goes the
@@ -26,7 +26,11 @@
 //! commonest whole programs (one or two `imm32` operands, one or two references to the
 //! instance's data) also have a [`Quick`] form: their stores with one range test for all,
 //! no loop and no dispatch per hole (4–5 % fewer instructions and about 4 % less time on
-//! the bench's 1,000-instance trace). GOT
+//! the bench's 1,000-instance trace). What `Jit::new` and `push` established is not checked
+//! again per instance: a recorded stencil index is in the program table and its operands
+//! are in the builder's vector, a quick form's fields lie inside its stencil's code (which
+//! one check per instance places inside the trace's code), so those reads and stores have
+//! no bounds checks (debug builds assert them). GOT
 //! slots and veneers are deduplicated in a [`SlotTable`] (by symbol id, else by value; O(1)
 //! per hole, no allocation per trace). Every patch checks range, alignment and instruction
 //! bytes, in release builds too.
@@ -532,14 +536,21 @@ fn write(
     // `data_len` bytes long and mapped RW.
     let data =
         unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
+    let w_data_len = data.len();
     // Past the instances (and tail jump): traps, later partly overwritten by veneers.
     code[layout.code_len..].fill(jit.facts.trap);
+    // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
+    // their data before the GOT slots, which steps write as they go).
+    assert!(layout.instances_end <= layout.code_len);
+    let data_limit = layout.got_base();
+    assert!(data_limit <= w_data_len);
     let mut w = Writer {
         b,
         instances: b.instances,
         shim_first: b.is_shim(0),
         code_base: trace.block.code_rx as u64,
         data_base: trace.block.data as u64,
+        data_from_code: (trace.block.data as u64).wrapping_sub(trace.block.code_rx as u64),
         code,
         data,
         got: &mut scratch.got,
@@ -551,8 +562,11 @@ fn write(
     };
     let nop = set.nop;
     let (mut code_end, mut data_end) = (0usize, 0usize);
+    let programs = &jit.programs[..];
     for (i, inst) in b.instances.iter().enumerate() {
-        let p = &jit.programs[inst.stencil as usize];
+        debug_assert!((inst.stencil as usize) < programs.len());
+        // SAFETY: `push` records only instances of stencils it found in `programs`.
+        let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
         let at = inst.code_at as usize;
         if at != code_end {
             pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
@@ -570,17 +584,14 @@ fn write(
             data_end
         } else {
             let at = round_up(data_end, p.data_align as usize);
-            if at != data_end {
-                w.data[data_end..at].fill(0);
-            }
+            copy_data(w.data, data_end, at, p, data_limit);
             data_end = at + p.data_len as usize;
-            copy_small(&mut w.data[at..data_end], &p.data);
             at
         };
         let done = match p.quick {
             Quick::Nothing => true,
-            Quick::Imm32 { count, sites } => w.quick_imm32(inst, at, count, sites),
-            Quick::DataRel32 { count, sites } => w.quick_data(at, data_at, count, sites),
+            Quick::Imm32 { sites } => w.quick_imm32(inst, at, sites),
+            Quick::DataRel32 { sites } => w.quick_data(at, data_at, sites),
             Quick::General => false,
         };
         if !done {
@@ -667,6 +678,8 @@ struct Writer<'a, 'v, 'j, 's> {
     /// Run-time addresses of the trace's code (RX view) and data.
     code_base: u64,
     data_base: u64,
+    /// `data_base - code_base` (wrapping): what the quick data references add up.
+    data_from_code: u64,
     code: &'a mut [u8],
     data: &'a mut [u8],
     got: &'a mut SlotTable,
@@ -729,51 +742,43 @@ impl Writer<'_, '_, '_, '_> {
         self.run(i, inst, step, code_at, data_at)
     }
 
-    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`): `false` if
-    /// an operand does not fit its `imm32` (nothing written) or a field is not in the code
-    /// (then the steps run and write every field again, or report it).
-    #[inline]
-    fn quick_imm32(
-        &mut self,
-        inst: &Instance,
-        code_at: usize,
-        count: u8,
-        sites: [(u32, u16); 2],
-    ) -> bool {
+    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
+    /// if an operand does not fit its `imm32` (nothing written; the steps then write every
+    /// field again).
+    #[inline(always)]
+    fn quick_imm32(&mut self, inst: &Instance, code_at: usize, sites: [(u32, u16); 2]) -> bool {
         let operands = &self.b.operands[inst.operands as usize..];
-        let last = sites[count as usize - 1];
-        let (Some(&a), Some(&b)) = (
-            operands.get(sites[0].1 as usize),
-            operands.get(last.1 as usize),
-        ) else {
-            return false;
+        // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
+        // and `Quick::of` took only sites whose operand is one of them.
+        let (a, b) = unsafe {
+            (
+                *operands.get_unchecked(sites[0].1 as usize),
+                *operands.get_unchecked(sites[1].1 as usize),
+            )
         };
-        self.store_pair(code_at, (sites[0].0, a), (last.0, b))
+        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 
-    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, data at
-    /// `data_at`): `false` if a displacement does not fit 32 bits (nothing written) or a
-    /// field is not in the code.
-    #[inline]
-    fn quick_data(
-        &mut self,
-        code_at: usize,
-        data_at: usize,
-        count: u8,
-        sites: [(u32, i64); 2],
-    ) -> bool {
+    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
+    /// at `data_at`): `false` if a displacement does not fit 32 bits (nothing written).
+    #[inline(always)]
+    fn quick_data(&mut self, code_at: usize, data_at: usize, sites: [(u32, i64); 2]) -> bool {
         // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
-        let code = self.code_base + code_at as u64;
-        let to_data = (self.data_base + data_at as u64).wrapping_sub(code);
-        let last = sites[count as usize - 1];
+        let to_data = self
+            .data_from_code
+            .wrapping_add(data_at as u64)
+            .wrapping_sub(code_at as u64);
         let a = to_data.wrapping_add(sites[0].1 as u64);
-        let b = to_data.wrapping_add(last.1 as u64);
-        self.store_pair(code_at, (sites[0].0, a), (last.0, b))
+        let b = to_data.wrapping_add(sites[1].1 as u64);
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 
     /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
     /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
-    /// nothing written, or if a field is not in the code.
+    /// nothing written. The sites are a quick form's, each field inside the stencil's code
+    /// (`Quick::of`), and the instance's code was copied to `code_at` ([`copy_code`]
+    /// checked that it fits `code`).
     #[inline(always)]
     fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
         // Both fit exactly when neither biased value has upper bits.
@@ -782,10 +787,15 @@ impl Writer<'_, '_, '_, '_> {
         }
         for (offset, value) in [a, b] {
             let at = code_at + offset as usize;
-            match self.code.get_mut(at..at + 4) {
-                Some(field) => field.copy_from_slice(&(value as u32).to_le_bytes()),
-                None => return false,
-            }
+            debug_assert!(at + 4 <= self.code.len());
+            // SAFETY: as above, `at + 4 <= self.code.len()`.
+            unsafe {
+                self.code
+                    .as_mut_ptr()
+                    .add(at)
+                    .cast::<u32>()
+                    .write_unaligned((value as u32).to_le())
+            };
         }
         true
     }
@@ -1117,51 +1127,68 @@ fn pad_with_nops(padding: &mut [u8], nop: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// `dst.copy_from_slice(src)`, inline for the short lengths most stencils have: two
-/// overlapping fixed-size moves (of 32 or 16 or 8 bytes) instead of a call to `memcpy`.
-#[inline]
-fn copy_small(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    assert_eq!(dst.len(), n);
-    if (32..=64).contains(&n) {
-        dst[..32].copy_from_slice(&src[..32]);
-        dst[n - 32..].copy_from_slice(&src[n - 32..]);
-    } else if (16..32).contains(&n) {
-        dst[..16].copy_from_slice(&src[..16]);
-        dst[n - 16..].copy_from_slice(&src[n - 16..]);
-    } else if (8..16).contains(&n) {
-        dst[..8].copy_from_slice(&src[..8]);
-        dst[n - 8..].copy_from_slice(&src[n - 8..]);
+/// Copies the data of an instance of `p` to `data[at..]`, and zeros the alignment padding
+/// before it (from `end`, where the previous instance's data ended): the program's 16-byte
+/// blocks (past the stencil's data they hold zeros, which the next instance overwrites or
+/// the padding needs), or exactly the stencil's bytes where whole blocks would pass `limit`
+/// (the end of the instances' data: the GOT slots follow). `limit` is at most `data.len()`.
+#[inline(always)]
+fn copy_data(data: &mut [u8], end: usize, at: usize, p: &Program, limit: usize) {
+    debug_assert!(limit <= data.len() && end <= at);
+    let blocks = &p.data[..];
+    if at + blocks.len() <= limit && at - end <= 16 {
+        // SAFETY: `end <= at`, `at + blocks.len() <= limit <= data.len()` (the caller's
+        // promise), and `blocks.len()` is a non-zero multiple of 16 (`Program::data`), so
+        // that `end + 16 <= at + 16 <= data.len()`: each move writes 16 bytes inside
+        // `data[end..]` and reads 16 inside `blocks`, unaligned. The zeros at `end` go
+        // first: the copy overwrites those past `at`.
+        unsafe {
+            let to = data.as_mut_ptr();
+            to.add(end).cast::<u128>().write_unaligned(0);
+            copy_blocks(blocks, to.add(at));
+        }
     } else {
-        dst.copy_from_slice(src);
+        data[end..at].fill(0);
+        let len = p.data_len as usize;
+        data[at..at + len].copy_from_slice(&blocks[..len]);
     }
 }
 
 /// Copies the code of an instance of `p` to `code[at..]`: the program's 16-byte blocks
 /// (past the stencil's end they hold traps, which the next instance or the trailing trap
 /// filler overwrites or matches), or exactly the stencil's bytes where whole blocks would
-/// pass `limit` (the end of the instances: the tail jump and veneers follow).
-#[inline]
+/// pass `limit` (the end of the instances: the tail jump and veneers follow). `limit` is
+/// at most `code.len()`; afterwards `at + p.code_len <= code.len()` (the quick forms' stores
+/// rely on it).
+#[inline(always)]
 fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
+    debug_assert!(limit <= code.len());
     let blocks = &p.code[..];
     if at + blocks.len() <= limit {
-        let to = &mut code[at..at + blocks.len()];
-        // SAFETY: `to` and `blocks` are both `blocks.len()` bytes (bounds checked once,
-        // above), a multiple of 16 (`Program::code`); each move reads and writes 16 bytes
-        // inside them, unaligned.
-        unsafe {
-            let (mut from, mut to) = (blocks.as_ptr(), to.as_mut_ptr());
-            let end = from.add(blocks.len());
-            while from < end {
-                to.cast::<u128>()
-                    .write_unaligned(from.cast::<u128>().read_unaligned());
-                from = from.add(16);
-                to = to.add(16);
-            }
-        }
+        // SAFETY: `at + blocks.len() <= limit <= code.len()` (the caller's promise), and
+        // `blocks.len()` is a multiple of 16 (`Program::code`): each move reads and writes
+        // 16 bytes inside `blocks` and `code[at..]`, unaligned.
+        unsafe { copy_blocks(blocks, code.as_mut_ptr().add(at)) }
     } else {
         let len = p.code_len as usize;
         code[at..at + len].copy_from_slice(&blocks[..len]);
+    }
+}
+
+/// Copies `blocks` (a multiple of 16 bytes long) to `to`, 16 bytes at a time, unaligned.
+///
+/// # Safety
+/// `to` is valid for writes of `blocks.len()` bytes, outside `blocks`.
+#[inline(always)]
+unsafe fn copy_blocks(blocks: &[u8], to: *mut u8) {
+    debug_assert!(blocks.len() % 16 == 0);
+    let (mut from, mut to) = (blocks.as_ptr(), to);
+    let end = from.add(blocks.len());
+    while from < end {
+        to.cast::<u128>()
+            .write_unaligned(from.cast::<u128>().read_unaligned());
+        from = from.add(16);
+        to = to.add(16);
     }
 }
 
@@ -1171,7 +1198,7 @@ fn round_up64(x: u64, align: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_small, Counted, Layout};
+    use super::{copy_data, Counted, Layout};
     use crate::program::{code_hole, NeedFilter, Program, PLAIN_STENCIL};
     use crate::trace::{InstanceId, Target};
     use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
@@ -1320,15 +1347,38 @@ mod tests {
         assert!(every.got_bound > 0 && every.veneer_bound > 0 && every.internal > 0);
     }
 
+    /// `copy_data` writes the stencil's data exactly and zeros the padding before it, by
+    /// whole blocks or exactly at the limit, and nothing before the previous end or past the
+    /// limit: every data length up to 70 bytes, padding 0 to 40 bytes, limits from tight
+    /// to roomy.
     #[test]
-    fn copy_small_copies_every_length_exactly() {
-        let src: Vec<u8> = (1..=200u8).collect();
-        for n in 0..=130 {
-            // A canary byte either side shows that nothing outside `dst` is written.
-            let mut out = vec![0u8; n + 2];
-            copy_small(&mut out[1..n + 1], &src[..n]);
-            assert_eq!(&out[1..n + 1], &src[..n], "length {n}");
-            assert_eq!((out[0], out[n + 1]), (0, 0), "length {n}");
+    fn copy_data_writes_the_data_and_zeros_the_padding_only() {
+        let init: Vec<u8> = (1..=70u8).collect();
+        for len in 1..=70usize {
+            let stencil = Stencil {
+                init_data: &init[..len],
+                data_len: len as u32,
+                data_align: 1,
+                ..PLAIN_STENCIL
+            };
+            let p = Program::new(&stencil, false, 0xcc);
+            for gap in 0..=40 {
+                for slack in [0, 1, 15, 16, 17, 40] {
+                    let (end, at) = (5, 5 + gap);
+                    let limit = at + len + slack;
+                    // 0xee before `end` and past `limit` must stay; 0xaa in between must
+                    // become the padding's zeros and the data.
+                    let mut buf = vec![0xaa; limit + 50];
+                    buf[..end].fill(0xee);
+                    buf[limit..].fill(0xee);
+                    copy_data(&mut buf, end, at, &p, limit);
+                    let what = format!("length {len}, gap {gap}, slack {slack}");
+                    assert!(buf[..end].iter().all(|&b| b == 0xee), "{what}");
+                    assert!(buf[end..at].iter().all(|&b| b == 0), "{what}");
+                    assert_eq!(&buf[at..at + len], &init[..len], "{what}");
+                    assert!(buf[limit..].iter().all(|&b| b == 0xee), "{what}");
+                }
+            }
         }
     }
 }

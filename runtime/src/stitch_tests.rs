@@ -309,7 +309,7 @@ mod quick {
         hole(3, HoleKind::X86Pc32, HoleValue::Data, -4),
         hole(10, HoleKind::X86Pc32, HoleValue::Data, 0),
     ];
-    static STENCILS: [Stencil<'static>; 3] = [
+    static STENCILS: [Stencil<'static>; 5] = [
         Stencil {
             name: "imm2",
             code: IMM2,
@@ -332,6 +332,23 @@ mod quick {
             falls_through: false,
             ..PLAIN_STENCIL
         },
+        // One step each: the first instruction and hole of the two above.
+        Stencil {
+            name: "imm1",
+            code: IMM2.split_at(7).0,
+            holes: IMM2_HOLES.split_at(1).0,
+            operands: &["A"],
+            ..PLAIN_STENCIL
+        },
+        Stencil {
+            name: "data1",
+            code: DATA2.split_at(7).0,
+            init_data: &[1, 2, 3, 4, 5, 6, 7, 8],
+            data_len: 8,
+            data_align: 8,
+            holes: DATA2_HOLES.split_at(1).0,
+            ..PLAIN_STENCIL
+        },
     ];
     static QUICK_SET: StencilSet<'static> = StencilSet {
         stencils: &STENCILS,
@@ -350,29 +367,38 @@ mod quick {
             quick,
             [
                 Quick::Imm32 {
-                    count: 2,
                     sites: [(3, 0), (10, 1)]
                 },
                 Quick::DataRel32 {
-                    count: 2,
                     sites: [(3, -7), (10, -10)]
                 },
                 Quick::Nothing,
+                Quick::Imm32 {
+                    sites: [(3, 0), (3, 0)]
+                },
+                Quick::DataRel32 {
+                    sites: [(3, -7), (3, -7)]
+                },
             ]
         );
         let big = 1u64 << 40;
-        let pushes: [(usize, [u64; 2]); 6] = [
+        let pushes: [(usize, [u64; 2]); 11] = [
             (1, [0; 2]),
             (0, [7, (-5i64) as u64]),
             (0, [big, 9]),
+            (4, [0; 2]),
             (1, [0; 2]),
+            (3, [(-1i64) as u64, 0]),
             (0, [(1 << 31) - 1, 1 << 31]),
+            (3, [1 << 31, 0]),
+            (4, [0; 2]),
+            (3, [3, 0]),
             (2, [0; 2]),
         ];
         let mut t = jit.trace();
         for (stencil, operands) in pushes {
-            let operands = if stencil == 0 { &operands[..] } else { &[] };
-            t.push(stencil, operands, &[]).unwrap();
+            let count = jit.set.stencils[stencil].operands.len();
+            t.push(stencil, &operands[..count], &[]).unwrap();
         }
         let trace = t.finish().unwrap();
         let code = trace.code_bytes();
@@ -405,11 +431,18 @@ mod quick {
                     assert_eq!([to(at), to(at + 7)], [data + data_at, data + data_at + 4]);
                     data_at += 8;
                 }
+                3 => assert_eq!(loaded(at), operands[0], "instance {i}"),
+                4 => {
+                    let to = (base + at as u64 + 7).wrapping_add(field(at + 3) as i64 as u64);
+                    assert_eq!(to, data + data_at, "instance {i}");
+                    data_at += 8;
+                }
                 _ => {}
             }
         }
-        // The two operands outside the sign-extended 32-bit range (2^40, 2^31) took GOT
-        // slots, each instruction on its own; every other value is an immediate.
+        // The operands outside the sign-extended 32-bit range (2^40, and 2^31 twice, one
+        // slot) took GOT slots, each instruction on its own; every other value is an
+        // immediate.
         assert_eq!(trace.got_slots(), 2);
         let opcodes = |i: usize| {
             let at = offsets[i] as usize;
@@ -417,6 +450,10 @@ mod quick {
         };
         assert_eq!(opcodes(1), [[0x48, 0xc7, 0xc0], [0x49, 0x81, 0xc5]]);
         assert_eq!(opcodes(2), [[0x48, 0x8b, 0x05], [0x49, 0x81, 0xc5]]);
-        assert_eq!(opcodes(4), [[0x48, 0xc7, 0xc0], [0x4c, 0x03, 0x2d]]);
+        assert_eq!(opcodes(6), [[0x48, 0xc7, 0xc0], [0x4c, 0x03, 0x2d]]);
+        let opcode = |i: usize| &code[offsets[i] as usize..offsets[i] as usize + 3];
+        assert_eq!(opcode(5), [0x48, 0xc7, 0xc0]);
+        assert_eq!(opcode(7), [0x48, 0x8b, 0x05]);
+        assert_eq!(opcode(9), [0x48, 0xc7, 0xc0]);
     }
 }

@@ -27,6 +27,25 @@ impl InstanceId {
     }
 }
 
+/// Appends `items` to `v`, element by element (a stencil takes a few operands or targets:
+/// a `memcpy` call would cost more than the copy), with one capacity check and one length
+/// update, and shows `seen` each item.
+#[inline(always)]
+fn append<T: Copy>(v: &mut Vec<T>, items: &[T], mut seen: impl FnMut(T)) {
+    v.reserve(items.len());
+    let len = v.len();
+    // SAFETY: `reserve` made room for `items.len()` more elements past `len`; each is
+    // written before the length covers it.
+    unsafe {
+        let to = v.as_mut_ptr().add(len);
+        for (k, &item) in items.iter().enumerate() {
+            to.add(k).write(item);
+            seen(item);
+        }
+        v.set_len(len + items.len());
+    }
+}
+
 /// Where a jump target (or the last instance's continuation) goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
@@ -52,6 +71,8 @@ pub(crate) struct Instance {
 /// patches them into executable memory.
 pub struct TraceBuilder<'j, 's> {
     pub(crate) jit: &'j Jit<'s>,
+    /// `jit.programs`, here so that `push` finds a program with one load fewer.
+    programs: &'j [Program],
     pub(crate) instances: Vec<Instance>,
     pub(crate) operands: Vec<u64>,
     pub(crate) targets: Vec<Target>,
@@ -99,6 +120,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         spare.counted.reset();
         TraceBuilder {
             jit,
+            programs: &jit.programs,
             instances: std::mem::take(&mut spare.instances),
             operands: std::mem::take(&mut spare.operands),
             targets: std::mem::take(&mut spare.targets),
@@ -128,7 +150,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     ) -> Result<InstanceId, Error> {
         // The counts come from the stencil's program (one table row); the shim and the
         // errors are worked out off the hot path.
-        match self.jit.programs.get(stencil) {
+        match self.programs.get(stencil) {
             Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
                 Ok(self.record(stencil, p, operands, targets))
             }
@@ -177,18 +199,20 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             targets: self.targets.len() as u32,
             code_at,
         });
-        // Element by element: stencils take a few operands and targets, and a `memcpy`
-        // call per push would cost more than the copy. On the way, what the stencil's
-        // need filter asks: whether an operand is too wide for its immediates (its upper
-        // 32 bits, after the bias, are not zero), whether a target is an address.
+        // On the way, what the stencil's need filter asks: whether an operand is too wide
+        // for its immediates (its upper 32 bits, after the bias, are not zero), whether a
+        // target is an address.
         let (mut wide, mut far) = (0u64, false);
-        for &o in operands {
-            self.operands.push(o);
-            wide |= o.wrapping_add(p.filter.operand_bias);
+        if !operands.is_empty() {
+            let bias = p.filter.operand_bias;
+            append(&mut self.operands, operands, |o| {
+                wide |= o.wrapping_add(bias)
+            });
         }
-        for &t in targets {
-            self.targets.push(t);
-            far |= matches!(t, Target::Address(_));
+        if !targets.is_empty() {
+            append(&mut self.targets, targets, |t| {
+                far |= matches!(t, Target::Address(_))
+            });
         }
         let filtered = (wide >> 32 != 0, far);
         self.layout
@@ -319,6 +343,7 @@ impl<'j, 's> View<'_, 'j, 's> {
     pub(crate) fn to_builder(&self) -> TraceBuilder<'j, 's> {
         let mut b = TraceBuilder {
             jit: self.jit,
+            programs: &self.jit.programs,
             instances: Vec::with_capacity(self.instances.len()),
             operands: Vec::new(),
             targets: Vec::new(),
