@@ -563,7 +563,7 @@ fn write(
     let nop = set.nop;
     let (mut code_end, mut data_end) = (0usize, 0usize);
     let programs = &jit.programs[..];
-    for (i, inst) in b.instances.iter().enumerate() {
+    for inst in b.instances {
         debug_assert!((inst.stencil as usize) < programs.len());
         // SAFETY: `push` records only instances of stencils it found in `programs`.
         let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
@@ -595,6 +595,8 @@ fn write(
             Quick::General => false,
         };
         if !done {
+            // The instance's index, worked out here rather than counted for every instance.
+            let i = index_of(b.instances, inst);
             for step in p.steps.iter() {
                 w.step(i, inst, step, at, data_at)
                     .map_err(|e| e.error(b, i))?;
@@ -1173,6 +1175,11 @@ fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
         let len = p.code_len as usize;
         code[at..at + len].copy_from_slice(&blocks[..len]);
     }
+}
+
+/// The index of `inst`, an element of `instances`.
+fn index_of(instances: &[Instance], inst: &Instance) -> usize {
+    (inst as *const Instance as usize - instances.as_ptr() as usize) / size_of::<Instance>()
 }
 
 /// Copies `blocks` (a multiple of 16 bytes long) to `to`, 16 bytes at a time, unaligned.
