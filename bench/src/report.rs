@@ -415,7 +415,9 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
          expected output, LLVM- and Cranelift-compiled traces against copy-and-patch's exit status \
          and helper checksum). Backends, modes and sizes that are compared are timed \
          alternately, round by round (A, B, C, A, B, C …), and ratios are computed run by run \
-         from the same round.\n\n",
+         from the same round; in the compile-time rows each timed run directly follows an \
+         untimed run of the same backend, so that no row's time depends on which backend ran \
+         before it.\n\n",
     );
     let _ = writeln!(out, "## Machine\n");
     for (k, v) in &r.machine {
