@@ -536,14 +536,13 @@ fn write(
     // `data_len` bytes long and mapped RW.
     let data =
         unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
-    let w_data_len = data.len();
     // Past the instances (and tail jump): traps, later partly overwritten by veneers.
     code[layout.code_len..].fill(jit.facts.trap);
     // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
     // their data before the GOT slots, which steps write as they go).
     assert!(layout.instances_end <= layout.code_len);
     let data_limit = layout.got_base();
-    assert!(data_limit <= w_data_len);
+    assert!(data_limit <= data.len());
     let mut w = Writer {
         b,
         instances: b.instances,
@@ -750,6 +749,7 @@ impl Writer<'_, '_, '_, '_> {
     #[inline(always)]
     fn quick_imm32(&mut self, inst: &Instance, code_at: usize, sites: [(u32, u16); 2]) -> bool {
         let operands = &self.b.operands[inst.operands as usize..];
+        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
         // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
         // and `Quick::of` took only sites whose operand is one of them.
         let (a, b) = unsafe {
@@ -758,7 +758,6 @@ impl Writer<'_, '_, '_, '_> {
                 *operands.get_unchecked(sites[1].1 as usize),
             )
         };
-        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 

@@ -203,6 +203,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // for its immediates (its upper 32 bits, after the bias, are not zero), whether a
         // target is an address.
         let (mut wide, mut far) = (0u64, false);
+        // (Most instances take neither: then not even a capacity check.)
         if !operands.is_empty() {
             let bias = p.filter.operand_bias;
             append(&mut self.operands, operands, |o| {
