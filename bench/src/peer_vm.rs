@@ -158,7 +158,7 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
 }
 
 /// Compile time of an example's traces, alternated: copy-and-patch (the VM's own backend),
-/// LLVM -O0, LLVM -O2.
+/// LLVM -O0, LLVM -O2, each timed run right after an untimed one of its own.
 fn compile_rounds(
     backend: &cpjit_vm::jit::Backend,
     context: &'static Context,
@@ -177,18 +177,22 @@ fn compile_rounds(
         });
         compiled.map_err(|e| format!("{label}: copy-and-patch: {e}"))?;
         Ok(t)
-    })];
+    })
+    .primed()];
     for level in [Level::O0, Level::O2] {
-        ops.push(Timed::new(0, runs, move || {
-            let (compiled, t) = time(|| {
-                specs
-                    .iter()
-                    .map(|s| peer::compile(context, lib, s, level, resolve))
-                    .collect::<Result<Vec<_>, _>>()
-            });
-            compiled?;
-            Ok(t)
-        }));
+        ops.push(
+            Timed::new(0, runs, move || {
+                let (compiled, t) = time(|| {
+                    specs
+                        .iter()
+                        .map(|s| peer::compile(context, lib, s, level, resolve))
+                        .collect::<Result<Vec<_>, _>>()
+                });
+                compiled?;
+                Ok(t)
+            })
+            .primed(),
+        );
     }
     alternate(&mut ops)
 }
