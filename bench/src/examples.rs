@@ -32,7 +32,7 @@ pub fn load(dir: &Path) -> Result<Vec<Example>, String> {
                 std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
             };
             let program =
-                cpjit_vm::parse(&read("vm")?).map_err(|e| format!("examples/{name}.vm: {e}"))?;
+                cpjit_vm::parse(&read("vm")?).map_err(|e| format!("vm/examples/{name}.vm: {e}"))?;
             Ok(Example {
                 expected: read("expected")?,
                 program,

@@ -19,7 +19,7 @@ pub const MODES: [(Mode, &str); 3] = [
 pub fn run(root: &Path, quick: bool) -> Result<Vec<ExecRow>, String> {
     let runs = if quick { 1 } else { 7 };
     let mut rows = Vec::new();
-    for example in crate::examples::load(&root.join("examples"))? {
+    for example in crate::examples::load(&root.join("vm/examples"))? {
         let name = &example.name;
         // The modes alternate run by run (one warm-up round first); each op keeps the
         // statistics of its last run.
@@ -66,7 +66,7 @@ pub fn run_once(
         ..Config::default()
     };
     let vm = Vm::new(example.program.clone(), config)
-        .map_err(|e| format!("examples/{name}.vm: cannot create the VM: {e}"))?;
+        .map_err(|e| format!("vm/examples/{name}.vm: cannot create the VM: {e}"))?;
     let (result, t) = time(|| vm.run());
     let mut out = vm.output();
     if let Err(e) = result {
@@ -74,7 +74,7 @@ pub fn run_once(
     }
     if out != *expected {
         return Err(format!(
-            "examples/{name}.vm in {mode_name} mode printed\n{out}\nexpected\n{expected}"
+            "vm/examples/{name}.vm in {mode_name} mode printed\n{out}\nexpected\n{expected}"
         ));
     }
     Ok((vm.stats(), t))

@@ -27,7 +27,7 @@ pub fn resolve(name: &str) -> Option<u64> {
 /// and `EXIT_TARGET` both go to `Inst::target`, as in the VM's own backend).
 pub fn vm_trace_spec(name: String, trace: &Trace) -> TraceSpec {
     let mut instances = vec![Instance {
-        stencil: "cpjit_entry",
+        stencil: "vm_entry",
         operands: vec![],
         targets: vec![],
     }];

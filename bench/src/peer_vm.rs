@@ -31,7 +31,7 @@ const RUN_UNIT: &str = "per program run, compile excluded";
 /// (ns). Fails on wrong output.
 pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
     let vm = Vm::new(ex.program.clone(), config)
-        .map_err(|e| format!("examples/{}.vm: cannot create the VM: {e}", ex.name))?;
+        .map_err(|e| format!("vm/examples/{}.vm: cannot create the VM: {e}", ex.name))?;
     let (result, t) = time(|| vm.run());
     let mut out = vm.output();
     if let Err(e) = result {
@@ -39,7 +39,7 @@ pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, M
     }
     if out != ex.expected {
         return Err(format!(
-            "examples/{}.vm with {backend} printed\n{out}\nexpected\n{}",
+            "vm/examples/{}.vm with {backend} printed\n{out}\nexpected\n{}",
             ex.name, ex.expected
         ));
     }
@@ -62,7 +62,7 @@ fn traces_of(ex: &Example) -> Result<Vec<cpjit_vm::trace::Trace>, String> {
             ..Config::default()
         },
     )
-    .map_err(|e| format!("examples/{}.vm: {e}", ex.name))?;
+    .map_err(|e| format!("vm/examples/{}.vm: {e}", ex.name))?;
     let _ = vm.run(); // a runtime error (overflow.vm) still leaves its traces
     Ok((0..ex.program.functions.len())
         .flat_map(|f| {
@@ -89,12 +89,12 @@ impl VmIr {
         let set = cpjit_vm::jit::set_for(library::triple())
             .ok_or_else(|| format!("the VM has no {} stencil set linked", library::triple()))?;
         let ir = library::template_bitcode(
-            &root.join("templates"),
+            &root.join("vm/templates"),
             &root.join("targets"),
-            &["shim.c", "vm/ops.c"],
+            &["shim.c", "ops.c"],
         )?;
         // Every VM op that has a stencil, so that any trace a run builds can be lowered.
-        let mut stencils = vec!["cpjit_entry"];
+        let mut stencils = vec!["vm_entry"];
         stencils.extend(
             ops::OPS
                 .iter()
@@ -113,7 +113,7 @@ impl VmIr {
 pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
     let VmIr { set, context, lib } = VmIr::load(root)?;
     let backend = cpjit_vm::jit::Backend::new(set)?;
-    let examples = examples::load(&root.join("examples"))?;
+    let examples = examples::load(&root.join("vm/examples"))?;
     let runs = if quick { 1 } else { 5 };
     let mut rows = Vec::new();
     for ex in &examples {
@@ -127,7 +127,7 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
             .map(|(i, t)| vm_trace_spec(format!("{}#{i}", ex.name), t))
             .collect();
         let instances = traces.iter().map(|t| t.uops.len() + 1).sum();
-        let label = format!("examples/{}.vm: {} trace(s)", ex.name, traces.len());
+        let label = format!("vm/examples/{}.vm: {} trace(s)", ex.name, traces.len());
         let compile = compile_rounds(&backend, context, &lib, &traces, &specs, runs, &label)?;
         let run = run_rounds(ex, set, context, &lib, runs)?;
         // Rounds: compile [copy-and-patch, -O0, -O2]; run [interpreter, copy-and-patch,
@@ -245,13 +245,13 @@ fn run_rounds(
         .collect();
     if stats[1].compile_failures != 0 {
         return Err(format!(
-            "examples/{}.vm: copy-and-patch failed {} compile(s) inside the VM",
+            "vm/examples/{}.vm: copy-and-patch failed {} compile(s) inside the VM",
             ex.name, stats[1].compile_failures
         ));
     }
     for i in 2..4 {
         if let Some(e) = errors[i].borrow().as_ref() {
-            return Err(format!("examples/{}.vm: {e}", ex.name));
+            return Err(format!("vm/examples/{}.vm: {e}", ex.name));
         }
         // A trace compiled outside the VM has no entry into a loop's body past its preamble
         // (`CompiledTrace::loop_body_address`): where copy-and-patch linked side traces into
@@ -264,7 +264,7 @@ fn run_rounds(
         };
         if !same_traces || stats[i].compile_failures != 0 {
             return Err(format!(
-                "examples/{}.vm with {}: {} trace(s), {} failed compile(s); copy-and-patch built {}",
+                "vm/examples/{}.vm with {}: {} trace(s), {} failed compile(s); copy-and-patch built {}",
                 ex.name, names[i], stats[i].traces, stats[i].compile_failures, stats[1].traces
             ));
         }

@@ -208,7 +208,7 @@ pub fn run(
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let (warmup, runs) = if quick { (1, 1) } else { (1, 5) };
     let mut rows = Vec::new();
-    for ex in examples::load(&setup.root.join("examples"))? {
+    for ex in examples::load(&setup.root.join("vm/examples"))? {
         let example = ExampleRun {
             setup,
             ex: &ex,
@@ -247,11 +247,11 @@ impl ExampleRun<'_> {
     /// Times every runner alternately and returns one row per runner.
     fn rounds(&self, warmup: usize, runs: usize) -> Result<Vec<PyVmRow>, String> {
         let (ex, name) = (self.ex, &self.ex.name);
-        let vm_file = self.setup.root.join(format!("examples/{name}.vm"));
-        let py_file = self.setup.root.join(format!("examples/{name}.py"));
+        let vm_file = self.setup.root.join(format!("vm/examples/{name}.vm"));
+        let py_file = self.setup.root.join(format!("vm/examples/{name}.py"));
         if !py_file.is_file() {
             return Err(format!(
-                "examples/{name}.vm has no Python version ({} is missing)",
+                "vm/examples/{name}.vm has no Python version ({} is missing)",
                 py_file.display()
             ));
         }
@@ -342,11 +342,11 @@ impl ExampleRun<'_> {
         let exec_ns = exec.wall;
         let name = &self.ex.name;
         if let Some(e) = llvm.error() {
-            return Err(format!("examples/{name}.vm: {e}"));
+            return Err(format!("vm/examples/{name}.vm: {e}"));
         }
         if stats.compile_failures != 0 {
             return Err(format!(
-                "examples/{name}.vm with LLVM -O2: {} failed compile(s)",
+                "vm/examples/{name}.vm with LLVM -O2: {} failed compile(s)",
                 stats.compile_failures
             ));
         }
@@ -412,7 +412,7 @@ mod tests {
     }
 
     fn example_names(ext: &str) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(root().join("examples"))
+        let mut names: Vec<String> = std::fs::read_dir(root().join("vm/examples"))
             .unwrap()
             .filter_map(|e| {
                 let name = e.ok()?.file_name().into_string().ok()?;
@@ -427,7 +427,7 @@ mod tests {
     fn every_example_has_a_python_version_and_every_python_version_an_example() {
         let (vm, py) = (example_names(".vm"), example_names(".py"));
         assert!(vm.len() >= 9, "{vm:?}");
-        assert_eq!(vm, py, "examples/*.vm and examples/*.py differ");
+        assert_eq!(vm, py, "vm/examples/*.vm and vm/examples/*.py differ");
     }
 
     /// `python examples/<name>.py` prints `<name>.expected`, for every example, run as a user
@@ -436,7 +436,7 @@ mod tests {
         if usable(python).is_none() {
             return;
         }
-        let dir = root().join("examples");
+        let dir = root().join("vm/examples");
         let children: Vec<(String, std::process::Child)> = example_names(".py")
             .into_iter()
             .map(|name| {

@@ -311,7 +311,7 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
     for cp in r
         .peer
         .iter()
-        .filter(|p| p.trace.starts_with("examples/") && p.backend == "copy-and-patch")
+        .filter(|p| p.trace.starts_with("vm/examples/") && p.backend == "copy-and-patch")
     {
         let Some(o0) = r
             .peer
@@ -321,7 +321,9 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
             continue;
         };
         let name = cp.trace.split(':').next().unwrap_or(&cp.trace);
-        let name = name.trim_start_matches("examples/").trim_end_matches(".vm");
+        let name = name
+            .trim_start_matches("vm/examples/")
+            .trim_end_matches(".vm");
         if let (Some(a), Some(b)) = (median(&cp.compile), median(&o0.compile)) {
             compile.push((name.to_string(), b / a));
         }
@@ -495,11 +497,11 @@ memory behind an `sp` variable like the stencils, *cranelift-ssa* makes each sta
 frontend variable (SSA values, block parameters at merges); `opt_level` none and speed. One \
 `JITModule` per variant, freed outside the clock after each timed run. The VM examples have \
 no Cranelift lowering (their ops exist only as templates), so they are not compiled by \
-Cranelift. Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `examples/*.expected`; *interpreter* = the same in `interp` mode.
-- **Execution**: every `examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
-included), output checked against `examples/*.expected`.
+Cranelift. Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `vm/examples/*.expected`; *interpreter* = the same in `interp` mode.
+- **Execution**: every `vm/examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
+included), output checked against `vm/examples/*.expected`.
 - **Peers: CPython and PyPy** (`pyvm`): every example also exists in Python \
-(`examples/*.py`: the same algorithm and output; float operations in the same order, so the \
+(`vm/examples/*.py`: the same algorithm and output; float operations in the same order, so the \
 same bits). Per example, one round runs, in this order: `cpjit interp` and `cpjit jit` \
 (`Vm::run` from a fresh VM in the bench's process, as *Execution*), `LLVM -O2` (the same with \
 LLVM -O2 as the VM's trace compiler, as *Peer*), the `cpjit-vm` binary with `--mode interp` and \
@@ -512,7 +514,7 @@ loading the program) and includes each runner's warm-up (tracing and compiling; 
 *whole process* is spawn to exit of the child (`cpjit-vm`, or the Python interpreter with the \
 driver). Ratios to `jit` are per round: in-process ÷ `cpjit jit` in-process (LLVM -O2: \
 both with the VM's compile time excluded), whole process ÷ `cpjit-vm --mode jit`. Every \
-run's output is checked against `examples/*.expected`.
+run's output is checked against `vm/examples/*.expected`.
 ";
 
 #[cfg(test)]

@@ -421,7 +421,7 @@ impl Results {
     /// Compile time per stencil instance of the synthetic traces (straight traces and the
     /// counting loop), every backend, with the per-run ratio to copy-and-patch.
     pub fn compile_per_instance_md(&self, out: &mut String) {
-        let synthetic = |r: &&PeerRow| !r.trace.starts_with("examples/") && r.compile.is_some();
+        let synthetic = |r: &&PeerRow| !r.trace.starts_with("vm/examples/") && r.compile.is_some();
         table(
             out,
             &[
@@ -647,7 +647,7 @@ mod tests {
 
     fn row(backend: &str, compile: Option<f64>, run: f64) -> PeerRow {
         PeerRow {
-            trace: "examples/sum.vm: 1 trace(s)".into(),
+            trace: "vm/examples/sum.vm: 1 trace(s)".into(),
             backend: backend.into(),
             opt_level: None,
             instances: 16,

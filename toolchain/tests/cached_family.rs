@@ -104,7 +104,7 @@ fn the_kits_cached_family_declares_its_state_parameters() {
 
 #[test]
 fn the_vms_cached_families_have_one_member_per_entry_state() {
-    let root = workspace().join("templates");
+    let root = workspace().join("vm/templates");
     let manifest = Manifest::load(&root).unwrap();
     let vm: Vec<_> = manifest
         .families

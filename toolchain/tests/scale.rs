@@ -196,7 +196,7 @@ fn no_plt_keeps_continuation_elision_on_x86_64() {
 
     // The default set's continuations are functions, which -fno-plt marks nonlazybind. Its
     // plain sources and the first element of each family (every source file and family
-    // shape, 178 of its 530 stencils) are built with -fno-plt; each stencil must fall
+    // shape, 60 of its 228 stencils) are built with -fno-plt; each stencil must fall
     // through exactly where the committed crate's does (the committed crate is the build
     // without -fno-plt, which `build-stencils --check` proves fresh).
     let copy = tempfile::tempdir().unwrap();
@@ -208,7 +208,7 @@ fn no_plt_keeps_continuation_elision_on_x86_64() {
     let built = falls_through(&lib);
     let committed = falls_through(&lib_rs(&workspace().join("stencils"), &triple));
     assert!(
-        built.len() > 150 && elided > 0,
+        built.len() >= 50 && elided > 0,
         "{} stencils, {elided} elided",
         built.len()
     );

@@ -1,9 +1,10 @@
-//! The reference VM's register-cached ops (`templates/vm/cached/ops.c`, families `vm_*`):
+//! The reference VM's register-cached ops (`vm/templates/cached/ops.c`, families `vm_*`), a
+//! real client's set used as a fixture:
 //! a member expands only its own op of `ops.def` (the families' `list_flag`), so a body
 //! that does not even compile in another op leaves it alone, and the two ways a body can be
 //! wrong for caching are still refused naming the member: a body that does not end in the
 //! member's exit state (`cached_op_ends_in_a_state_other_than_OUT`) and one that uses `sp`,
-//! the memory stack. Built from a copy of the kit's VM templates with one op added.
+//! the memory stack. Built from a copy of the VM's templates with one op added.
 
 use crate::common;
 
@@ -84,12 +85,13 @@ IN = [1]
 OUT = "0..=3"
 "#;
 
-/// A template set in `dir`: the kit's VM templates and headers, BROKEN appended to ops.def,
-/// `manifest`.
+/// A template set in `dir`: the VM's templates (`vm/templates/` as `vm/`) and the kit's
+/// header, BROKEN appended to ops.def, `manifest`.
 fn vm_set(dir: &Path, manifest: &str) {
-    let templates = workspace().join("templates");
-    copy_dir(&templates.join("include"), &dir.join("include"));
-    copy_dir(&templates.join("vm"), &dir.join("vm"));
+    copy_dir(&workspace().join("templates/include"), &dir.join("include"));
+    copy_dir(&workspace().join("vm/templates"), &dir.join("vm"));
+    // Its ops here, not a nested set of its own.
+    std::fs::remove_file(dir.join("vm/manifest.toml")).unwrap();
     let ops = dir.join("vm/ops.def");
     let text = std::fs::read_to_string(&ops).unwrap() + BROKEN_OP;
     std::fs::write(&ops, text).unwrap();

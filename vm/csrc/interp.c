@@ -1,4 +1,4 @@
-/* interp.c: the host interpreters, all expanded from templates/vm/ops.def:
+/* interp.c: the host interpreters, all expanded from vm/templates/ops.def:
  *   vm_interp     the bytecode interpreter (counts back-edges, enters executors);
  *   vm_record     the same interpreter recording each bytecode and its operand types, for
  *                 one loop iteration (or one call), to build a trace from;

@@ -1,4 +1,4 @@
-//! Rust mirrors of the C ABI declared in `templates/vm/vm_abi.h` (frame, instruction, record,
+//! Rust mirrors of the C ABI declared in `vm/templates/vm_abi.h` (frame, instruction, record,
 //! list), with compile-time size and offset checks; the C side has matching
 //! `_Static_assert`s, and a test compares the constants with the C compiler's values.
 

@@ -3,12 +3,12 @@
 //!
 //! A cache state says how many top-of-stack values are in registers (0 to 3, cpjit.h's
 //! `CPJIT_CACHE_REGS`) and whether those registers hold boxed values or *scaled ints* (an
-//! int times 2**16: templates/vm/cached/ops.c, "Scaled ints"). It is one byte, [`state`]:
+//! int times 2**16: vm/templates/cached/ops.c, "Scaled ints"). It is one byte, [`state`]:
 //! the depth, plus 4 when the registers are scaled; with nothing cached there is one state,
 //! 0, whatever the registers would hold.
 //!
 //! The members come from the set's families whose name starts with `vm_`
-//! (templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
+//! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
 //! local scaled), `PINNED_OPERAND` (which of the op's locals it is, checked against
@@ -166,7 +166,7 @@ impl CachedOps {
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
         };
-        for family in cpjit_stencils::families(set)
+        for family in cpjit_vm_stencils::families(set)
             .iter()
             .filter(|f| f.name.starts_with("vm_"))
         {

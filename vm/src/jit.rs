@@ -2,7 +2,7 @@
 //! comes first; then one stencil instance per micro-op, in trace order, with a spill
 //! instance before a micro-op where the register cache must be emptied.
 //!
-//! Register caching: the set's families `vm_*` (templates/vm/cached/ops.c) hold each
+//! Register caching: the set's families `vm_*` (vm/templates/cached/ops.c) hold each
 //! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
 //! ending in its canonical exit state. [`Backend::lower`] tracks the state through the trace
 //! and picks the member entered in the current state; where an op has none, it first spills
@@ -160,7 +160,7 @@ impl Lowering {
 pub const PINNED_LINK_OFFSET: u64 = 8;
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
-/// Every operand name of the VM's stencils (templates/vm/stencil.h).
+/// Every operand name of the VM's stencils (vm/templates/stencil.h).
 pub const OPERAND_NAMES: [&str; 6] = [
     "ARG0",
     "ARG1",
@@ -863,7 +863,7 @@ impl CompiledTrace {
     /// - `entry` must be the trace's C-ABI shim: called with a live frame and its value-stack
     ///   pointer, it runs the trace's micro-ops from the first one and returns an exit status
     ///   (`EXIT_SIDE`, `EXIT_RETURN`, `EXIT_ERROR`) with the frame fields set exactly as the
-    ///   ops of `templates/vm/ops.def` set them.
+    ///   ops of `vm/templates/ops.def` set them.
     /// - `body_address` must be the first micro-op's code, callable with the ops' calling
     ///   convention (`CPJIT_CC`, arguments `frame`, `sp`): other traces' `EXIT_TRACE` tail-call
     ///   it through their link slots.
@@ -982,7 +982,7 @@ impl CompiledTrace {
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
             let name = if i == 0 {
-                "cpjit_entry"
+                "vm_entry"
             } else {
                 self.names[i - 1]
             };

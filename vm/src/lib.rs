@@ -1,5 +1,5 @@
 //! `cpjit-vm`: the reference VM (issue 4) — Python-flavoured ops written once in C
-//! (`templates/vm/ops.def`), run by a bytecode interpreter, a micro-op interpreter and the
+//! (`vm/templates/ops.def`), run by a bytecode interpreter, a micro-op interpreter and the
 //! copy-and-patch JIT, with tier-up on hot loops, side exits and invalidation.
 //!
 //! ```no_run

@@ -5,7 +5,7 @@
 //! `perf report`/`samply`, `--jitdump` writes `jit-<pid>.dump` for `perf inject --jit`;
 //! `--gdb` registers each trace with GDB's JIT interface so that
 //! backtraces name the stencils, and `--unwind` registers unwind information from the stencil
-//! set's frame layouts so that they walk through the traces (see examples/README.md).
+//! set's frame layouts so that they walk through the traces (see vm/examples/README.md).
 
 use cpjit_vm::{Config, Mode, Vm};
 use std::process::ExitCode;

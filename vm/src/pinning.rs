@@ -4,7 +4,7 @@
 //! existed, that round trip (a store, then the next iteration's load of the same slot) was
 //! most of an iteration's latency.
 //!
-//! The protocol (templates/vm/cached/ops.c, "Pinned locals"; cpjit.h's `CPJIT_PIN_REGS`):
+//! The protocol (vm/templates/cached/ops.c, "Pinned locals"; cpjit.h's `CPJIT_PIN_REGS`):
 //! every register-cached member passes the pinned registers on; `PIN k` copies local
 //! `locals[k]` from the frame into pinned register k at the body's entry (before its first
 //! micro-op, so the back edge does not run it again); the body's `LOAD`, `STORE`,
@@ -23,7 +23,7 @@
 //! loop-carried locals (the body reads them before it writes them) go first, then those it
 //! names most (an increment of an
 //! int counting as four). A local the body proves an int where it starts is held scaled
-//! (an int times 2**16: templates/vm/cached/ops.c, "Scaled ints"), so that its increments,
+//! (an int times 2**16: vm/templates/cached/ops.c, "Scaled ints"), so that its increments,
 //! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again.
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
@@ -52,7 +52,7 @@ use crate::trace::Trace;
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
-/// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in templates/vm/cached/ops.c).
+/// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
 pub const PIN_REGS: usize = 2;
 
 /// Locals held in pinned registers: what two traces linked with the registers live must
@@ -71,7 +71,7 @@ pub struct Pinning {
     /// The local in each pinned register (register k holds `locals[k]`).
     pub locals: Vec<u64>,
     /// By pinned register: whether it holds its local as a scaled int (the body proves the
-    /// local an int where it starts; templates/vm/cached/ops.c, "Scaled ints").
+    /// local an int where it starts; vm/templates/cached/ops.c, "Scaled ints").
     pub scaled: Vec<bool>,
     /// The body's micro-ops: its first (the back edge's target) to its `JUMP_TOP`.
     pub body: RangeInclusive<usize>,
@@ -112,7 +112,7 @@ impl Pinning {
 /// (families `vm_pinned_*`), the index
 /// of a list item on locals (`vm_pinned_index_*`, whose list stays in the frame); `None` for
 /// an op without such members. The families say the same with `PINNED_OPERAND`
-/// (templates/vm/cached/ops.c), which [`crate::cached`] checks against this.
+/// (vm/templates/cached/ops.c), which [`crate::cached`] checks against this.
 pub fn pinned_operand(op: u32) -> Option<usize> {
     match op {
         op::LOAD

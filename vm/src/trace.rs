@@ -698,7 +698,7 @@ fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision
 const RECIPROCAL_LIMIT: u64 = 1 << 16;
 
 /// The reciprocal of a divisor `d` (3 <= d < 2**16, not a power of two) that `vm_floordiv_by`
-/// (templates/vm/vm_values.h) takes: floor(2**64 / d), which it multiplies by plus one, so
+/// (vm/templates/vm_values.h) takes: floor(2**64 / d), which it multiplies by plus one, so
 /// that the product with any 0 <= n < 2**48 has floor(n / d) as its high word.
 pub fn reciprocal(d: u64) -> u64 {
     assert!(
@@ -1545,7 +1545,7 @@ impl Trace {
 mod tests {
     use super::reciprocal;
 
-    /// `vm_floordiv_by` of templates/vm/vm_values.h, step by step.
+    /// `vm_floordiv_by` of vm/templates/vm_values.h, step by step.
     fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {
         let t = x >> 63;
         let n = (x ^ t) as u64 + (d & t as u64);

@@ -127,7 +127,7 @@ impl Config {
             gdb: self.gdb,
             jitdump: self.jitdump,
             unwind: if self.unwind {
-                cpjit_stencils::frames(set)
+                cpjit_vm_stencils::frames(set)
             } else {
                 None
             },

@@ -1,4 +1,4 @@
-//! Register-cached traces (templates/vm/cached/ops.c, the families `vm_*`): every trace the
+//! Register-cached traces (vm/templates/cached/ops.c, the families `vm_*`): every trace the
 //! examples and random programs compile is lowered with a consistent cache state (each
 //! instance entered in the state the one before it leaves, jump and exit targets and
 //! uncached ops entered with nothing cached), the checker catches a stale state, and loops
@@ -60,7 +60,7 @@ fn run_with(text: &str, compiler: &Rc<Checking>, base: Config) -> (String, cpjit
 
 #[test]
 fn every_example_trace_is_lowered_with_consistent_cache_states() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     for name in [
         "sum",
         "fib",
@@ -99,7 +99,7 @@ fn random_programs_lower_consistently_and_agree_with_the_interpreter() {
 #[test]
 fn the_checker_refuses_a_stale_cache_state() {
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sum.vm"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sum.vm"))
             .unwrap();
     let compiler = checking();
     run_with(&text, &compiler, eager(Mode::Jit));
@@ -153,7 +153,7 @@ fn the_checker_refuses_a_stale_cache_state() {
 #[test]
 fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/calls.vm"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/calls.vm"))
             .unwrap();
     let compiler = checking();
     // (calls.vm's callees are inlined by default: no call would be left.)
@@ -187,7 +187,7 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
 fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state() {
     use cpjit_vm::cached::{depth, is_scaled, state};
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/sum.vm"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sum.vm"))
             .unwrap();
     let compiler = checking();
     let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
@@ -292,7 +292,7 @@ fn scaled_int_loops_overflow_exactly_where_the_interpreter_does() {
 #[test]
 fn a_member_compiled_for_one_copy_depth_runs_only_that_depth() {
     let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/calls.vm"))
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/calls.vm"))
             .unwrap();
     let compiler = checking();
     let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));

@@ -78,7 +78,7 @@ fn with(compiler: &Rc<Delegate>, base: Config) -> Config {
 }
 
 fn example(name: &str) -> (String, String) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).unwrap();
     (read("vm"), read("expected"))
 }

@@ -11,7 +11,7 @@ const VM: &str = env!("CARGO_BIN_EXE_cpjit-vm");
 #[test]
 fn perf_map_names_every_instance_with_its_stencils_size() {
     let child = Command::new(VM)
-        .args(["run", "../examples/calls.vm", "--perf-map", "--no-inline"])
+        .args(["run", "examples/calls.vm", "--perf-map", "--no-inline"])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -41,7 +41,7 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
         }
     }
     assert!(
-        map.contains(":cpjit_entry\n") && map.contains(":op_CALL_JIT\n"),
+        map.contains(":vm_entry\n") && map.contains(":op_CALL_JIT\n"),
         "{map}"
     );
     assert!(instances > 10, "{map}");
@@ -61,7 +61,7 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
         .args(["-ex", "run", "-ex", "bt 4", "-ex", "kill", "--args", VM])
         .args([
             "run",
-            "../examples/calls.vm",
+            "examples/calls.vm",
             "--no-inline",
             "--gdb",
             "--call-threshold",
@@ -96,7 +96,7 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
     for unwind in [true, false] {
         let mut args = vec![
             "run",
-            "../examples/calls.vm",
+            "examples/calls.vm",
             "--no-inline",
             "--gdb",
             "--call-threshold",
@@ -126,7 +126,7 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
         );
         // Frame #3 on is the VM's Rust code (names are short in release builds: `run ()
         // at vm/src/jit.rs:…`, `run_executor () at vm/src/vm.rs:…`).
-        let reached = frames.get(2).is_some_and(|f| f.contains(":cpjit_entry ()"))
+        let reached = frames.get(2).is_some_and(|f| f.contains(":vm_entry ()"))
             && frames
                 .get(3)
                 .is_some_and(|f| f.contains("vm/src/jit.rs") || f.contains("CompiledTrace::run"));
@@ -142,12 +142,13 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
 /// `--unwind` with a set that has no frame layouts is refused when the VM starts.
 #[test]
 fn unwind_with_a_set_without_layouts_is_refused() {
-    let Some(set) = cpjit_stencils::runnable().find(|s| s.format != cpjit_model::ObjectFormat::Elf)
+    let Some(set) =
+        cpjit_vm_stencils::runnable().find(|s| s.format != cpjit_model::ObjectFormat::Elf)
     else {
         return;
     };
     let out = Command::new(VM)
-        .args(["run", "../examples/calls.vm", "--unwind", "--no-inline"])
+        .args(["run", "examples/calls.vm", "--unwind", "--no-inline"])
         .env("CPJIT_STENCILS", set.target)
         .output()
         .unwrap();
@@ -166,7 +167,7 @@ fn perf_inject_names_stitched_code_by_stencil() {
     let record = Command::new("perf")
         .args(["record", "-k", "mono", "-e", "cpu-clock", "-o"])
         .arg(&data)
-        .args(["--", VM, "run", "../examples/mandelbrot.vm", "--jitdump"])
+        .args(["--", VM, "run", "examples/mandelbrot.vm", "--jitdump"])
         .env("HOME", &dir) // perf inject writes its jitted-*.so files under $HOME/.debug
         .env("TMPDIR", &dir) // where the VM writes jit-<pid>.dump
         .output();

@@ -22,9 +22,9 @@ macro_rules! examples {
             use cpjit_vm::Mode;
 
             const PROGRAM: &str =
-                include_str!(concat!("../../examples/", stringify!($name), ".vm"));
+                include_str!(concat!("../examples/", stringify!($name), ".vm"));
             const EXPECTED: &str =
-                include_str!(concat!("../../examples/", stringify!($name), ".expected"));
+                include_str!(concat!("../examples/", stringify!($name), ".expected"));
 
             #[test]
             fn interp() {

@@ -46,7 +46,7 @@ fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
 
 fn example(name: &str, ext: &str) -> String {
     std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../examples/{name}.{ext}")),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.{ext}")),
     )
     .unwrap()
 }

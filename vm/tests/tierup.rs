@@ -238,18 +238,18 @@ fn every_linked_stencil_set_runs_the_examples() {
     for (name, text, expected) in [
         (
             "sum",
-            include_str!("../../examples/sum.vm"),
-            include_str!("../../examples/sum.expected"),
+            include_str!("../examples/sum.vm"),
+            include_str!("../examples/sum.expected"),
         ),
         (
             "collatz",
-            include_str!("../../examples/collatz.vm"),
-            include_str!("../../examples/collatz.expected"),
+            include_str!("../examples/collatz.vm"),
+            include_str!("../examples/collatz.expected"),
         ),
         (
             "nbody",
-            include_str!("../../examples/nbody.vm"),
-            include_str!("../../examples/nbody.expected"),
+            include_str!("../examples/nbody.vm"),
+            include_str!("../examples/nbody.expected"),
         ),
     ] {
         for set in &sets {

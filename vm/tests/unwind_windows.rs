@@ -11,7 +11,7 @@ const VM: &str = env!("CARGO_BIN_EXE_cpjit-vm");
 
 #[test]
 fn unwind_runs_every_example_trace_with_registration() {
-    for program in ["../examples/calls.vm", "../examples/fib.vm"] {
+    for program in ["examples/calls.vm", "examples/fib.vm"] {
         let run = |unwind: bool| {
             let mut args = vec!["run", program, "--stats"];
             if unwind {

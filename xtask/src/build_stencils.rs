@@ -5,10 +5,12 @@
 //! the caller's; the kit's own `templates/`, `stencils/` and `model/` are passed first as
 //! defaults, and later (the caller's) options override them.
 //!
-//! The kit has more than one template set ([`kit_sets`]): `templates/` and each
-//! `templates/<name>/` with a `manifest.toml` of its own, built into `stencils/` and
-//! `stencils-<name>/`. Without `--templates` or `--out`, `build-stencils` runs the toolchain
-//! once per set, with the same arguments; with either, once, as the caller says.
+//! The repository has more than one template set ([`kit_sets`]): the kit's own, `templates/`
+//! and each `templates/<name>/` with a `manifest.toml` of its own, built into `stencils/`
+//! and `stencils-<name>/`; and those of the clients that are workspace members
+//! ([`CLIENT_SETS`]: the reference VM's `vm/templates/` into `vm/stencils/`). Without
+//! `--templates` or `--out`, `build-stencils` runs the toolchain once per set, with the same
+//! arguments; with either, once, as the caller says.
 //!
 //! The toolchain runs in the dev profile (see the workspace `Cargo.toml`): the heavy work
 //! happens in clang and in LLVM's prebuilt libraries, so a release build would save little
@@ -53,8 +55,13 @@ pub struct KitSet {
     pub out: PathBuf,
 }
 
-/// The kit's template sets: `templates/` → `stencils/`, then each `templates/<name>/` that
-/// holds a `manifest.toml` → `stencils-<name>/`, sorted by name.
+/// The template sets of clients that live beside the kit in this workspace (their directory,
+/// their crates' directory), built and checked with the kit's own so that the workspace
+/// builds. Clients outside the workspace (examples/bf-jit) build their own.
+pub const CLIENT_SETS: &[(&str, &str)] = &[("vm/templates", "vm/stencils")];
+
+/// The repository's template sets: `templates/` → `stencils/`, then each `templates/<name>/`
+/// that holds a `manifest.toml` → `stencils-<name>/`, sorted by name, then [`CLIENT_SETS`].
 pub fn kit_sets(root: &Path) -> Result<Vec<KitSet>, String> {
     let templates = root.join("templates");
     let mut sets = vec![KitSet {
@@ -74,6 +81,10 @@ pub fn kit_sets(root: &Path) -> Result<Vec<KitSet>, String> {
     sets.extend(nested.into_iter().map(|name| KitSet {
         templates: templates.join(&name),
         out: root.join(format!("stencils-{name}")),
+    }));
+    sets.extend(CLIENT_SETS.iter().map(|(templates, out)| KitSet {
+        templates: root.join(templates),
+        out: root.join(out),
     }));
     Ok(sets)
 }
@@ -300,13 +311,17 @@ mod tests {
     }
 
     #[test]
-    fn the_kits_sets_are_templates_and_each_nested_manifest() {
+    fn the_sets_are_templates_each_nested_manifest_and_the_clients() {
         let sets = kit_sets(&root()).unwrap();
         assert_eq!(sets[0].templates, root().join("templates"));
         assert_eq!(sets[0].out, root().join("stencils"));
         assert!(sets.contains(&KitSet {
             templates: root().join("templates").join("threearg"),
             out: root().join("stencils-threearg"),
+        }));
+        assert!(sets.contains(&KitSet {
+            templates: root().join("vm").join("templates"),
+            out: root().join("vm").join("stencils"),
         }));
         for set in &sets {
             assert!(set.templates.join("manifest.toml").is_file(), "{set:?}");

@@ -5,7 +5,9 @@
 //! - every Rust module starts with a `//!` doc saying what it is;
 //! - every path the code map of `ARCHITECTURE.md` names exists;
 //! - a crate whose integration tests are one binary (`tests/main.rs`, `autotests = false`)
-//!   declares every file of its `tests/` as a module, so no test file is silently left out.
+//!   declares every file of its `tests/` as a module, so no test file is silently left out;
+//! - the kit's packages, template set and generated crates never reach into a client (the
+//!   reference VM, the examples), so a client's op change touches nothing of the kit.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,6 +61,7 @@ fn may_name_triples(file: &str) -> bool {
         || file.starts_with("qemu/")
         || file.starts_with("stencils/")
         || file.starts_with("stencils-")
+        || file.starts_with("vm/stencils/")
         // A template set's per-target keys (`[target.<triple>]`) name their target.
         || (file.starts_with("templates/") && file.ends_with("/manifest.toml"))
         || file.contains("/tests/fixtures/")
@@ -250,8 +253,62 @@ fn every_test_file_is_a_module_of_its_crates_test_binary() {
     );
 }
 
+/// The kit's own packages (their manifests), template sets and generated crates.
+fn is_kit_input(file: &str) -> bool {
+    const PACKAGES: [&str; 8] = [
+        "runtime/",
+        "isa/",
+        "model/",
+        "conformance/",
+        "toolchain/",
+        "targets-schema/",
+        "fuzz-harness/",
+        "xtask/",
+    ];
+    let manifest = file.ends_with("/Cargo.toml") && PACKAGES.iter().any(|p| file.starts_with(p));
+    let set =
+        (file.starts_with("templates/") || file.starts_with("stencils")) && !file.ends_with(".md");
+    manifest || set
+}
+
+/// How a kit file would name a client: its packages, its crates and its templates.
+const CLIENT_NAMES: [&str; 6] = [
+    "cpjit-vm",
+    "cpjit_vm",
+    "vm/templates",
+    "vm/stencils",
+    "../vm/",
+    "examples/",
+];
+
+#[test]
+fn the_kit_does_not_reach_into_its_clients() {
+    let mut found = Vec::new();
+    for file in files().iter().filter(|f| is_kit_input(f)) {
+        let Ok(text) = std::fs::read_to_string(root().join(file)) else {
+            continue;
+        };
+        found.extend(
+            CLIENT_NAMES
+                .iter()
+                .filter(|name| text.contains(*name))
+                .map(|name| format!("{file}: names `{name}`")),
+        );
+    }
+    assert!(
+        found.is_empty(),
+        "the kit reaches into a client (a client uses the kit's public API, never the other \
+         way round; move what is the client's into its own directory):\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_themselves_work() {
+    assert!(is_kit_input("runtime/Cargo.toml") && is_kit_input("templates/shim.c"));
+    assert!(is_kit_input("stencils/facade/Cargo.toml") && is_kit_input("stencils-x/src/lib.rs"));
+    assert!(!is_kit_input("vm/Cargo.toml") && !is_kit_input("templates/README.md"));
+    assert!(!is_kit_input("runtime/src/lib.rs") && !is_kit_input("vm/stencils/facade/Cargo.toml"));
     assert_eq!(
         undeclared_test_files("mod common;\nmod a;\n", &["a.rs", "b.rs", "main.rs"]),
         ["b.rs"]
