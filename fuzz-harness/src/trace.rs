@@ -100,6 +100,13 @@ impl Input<'_> {
         }
     }
 
+    /// A stencil index below `count`, from two bytes: one byte reached only the first 256
+    /// stencils of a larger set (issue 42: 256 of 1,140).
+    fn stencil(&mut self, count: usize) -> usize {
+        let index = u16::from_le_bytes([self.byte(), self.byte()]);
+        usize::from(index) % count.max(1)
+    }
+
     /// A jump target: an instance of the trace (possibly not pushed) or an address.
     fn target(&mut self, planned: usize) -> Target {
         match self.byte() % 4 {
@@ -132,7 +139,7 @@ pub fn run(bytes: &[u8]) -> Outcome {
     let mut builder = jit.trace();
     let mut plan = Vec::new();
     for _ in 0..count {
-        let stencil = (input.byte() as usize) % set.stencils.len();
+        let stencil = input.stencil(set.stencils.len());
         let s = &set.stencils[stencil];
         let operands: Vec<u64> = s.operands.iter().map(|_| input.operand()).collect();
         let targets: Vec<Target> = s.targets.iter().map(|_| input.target(count)).collect();
@@ -707,6 +714,23 @@ mod tests {
             plan[0].operands[0] ^= 1;
             let err = check(set, &plan, None, &trace, symbol_address).unwrap_err();
             assert!(err.contains(s.name) && err.contains("operand[0]"), "{err}");
+        }
+    }
+
+    /// Every stencil of every set the target picks from is reachable, and so is every index
+    /// of a set as large as two bytes address.
+    #[test]
+    fn every_stencil_of_every_set_can_be_picked() {
+        let mut counts: Vec<usize> = sets().iter().map(|s| s.stencils.len()).collect();
+        counts.extend([257, 1_140, 65_536]);
+        for count in counts {
+            let mut seen = vec![false; count];
+            for i in 0..=u16::MAX {
+                let [lo, hi] = i.to_le_bytes();
+                seen[Input(&[lo, hi]).stencil(count)] = true;
+            }
+            let missing = seen.iter().filter(|s| !**s).count();
+            assert_eq!(missing, 0, "{missing} of {count} stencils cannot be picked");
         }
     }
 }
