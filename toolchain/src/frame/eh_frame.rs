@@ -252,14 +252,14 @@ pub(super) fn rows_of_states(states: Vec<(u64, State)>, len: u64) -> Result<Rows
             }
         }
         for (&reg, &offset) in &s.saved {
-            if !open.contains_key(&reg) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = open.entry(reg) {
                 if offset >= 0 || -offset > i64::from(u32::MAX) {
                     return Err((
                         l,
                         format!("register {reg} saved at CFA{offset:+}, not below the CFA"),
                     ));
                 }
-                open.insert(reg, (offset, l));
+                slot.insert((offset, l));
             }
         }
     }
