@@ -75,6 +75,9 @@ impl Options {
 pub(crate) struct TraceDebug {
     pub id: u64,
     pub listing: Option<String>,
+    /// Marks the trace's perf map lines dropped when dropped (never read otherwise).
+    #[allow(dead_code)]
+    pub perf_map: Option<perf::MapEntry>,
     /// Unregisters the trace from GDB when dropped (never read otherwise).
     #[allow(dead_code)]
     pub gdb: Option<gdb::Registration>,
@@ -115,9 +118,11 @@ pub(crate) fn register(
     }
     let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
     let symbols = code_symbols(b.jit, b, trace, id);
-    if options.perf_map {
-        perf::write_map(&symbols)?;
-    }
+    let perf_map = if options.perf_map {
+        Some(perf::write_map(id, &symbols)?)
+    } else {
+        None
+    };
     if options.jitdump {
         perf::write_jitdump(&symbols)?;
     }
@@ -136,6 +141,7 @@ pub(crate) fn register(
     Ok(Some(Box::new(TraceDebug {
         id,
         listing,
+        perf_map,
         gdb,
         unwind,
     })))

@@ -2,8 +2,15 @@
 //!
 //! **perf map** (`/tmp/perf-<pid>.map`): one text line per symbol, `START SIZE NAME` with
 //! start and size in hex without `0x`, appended as traces are finished. `perf report`,
-//! `perf script` and `samply` read it at report time; it is never rewritten, so a dropped
-//! trace's lines stay (perf resolves by the last line covering an address).
+//! `perf script` and `samply` read it at report time, resolving an address by the last line
+//! that covers it, so a dropped trace's lines stay useful until its code is reused. A JIT
+//! that makes and drops traces without end would grow the file without end (560 MB in 20 s
+//! in a stress run), so the map is bounded: when appending would take it past
+//! [`PERF_MAP_COMPACT_BYTES`] and at least half of it describes dropped traces, it is
+//! rewritten (a new file renamed over it, so a reader sees the old or the new one) with the
+//! lines of the live traces only. Samples taken in a dropped trace's code before a
+//! compaction then lose their names; the file stays within the bound plus one trace, or
+//! twice the live traces' lines where those alone are larger.
 //!
 //! **jitdump** (`jit-<pid>.dump` in the temp directory): the binary format of the Linux
 //! kernel's `tools/perf/Documentation/jitdump-specification.txt`, version 1: a 40-byte
@@ -16,6 +23,7 @@
 
 use super::CodeSymbol;
 use crate::Error;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -39,7 +47,74 @@ fn failed(what: &'static str, path: PathBuf) -> impl FnOnce(io::Error) -> Error 
     }
 }
 
-static PERF_MAP: Mutex<Option<File>> = Mutex::new(None);
+/// The size past which the perf map is compacted when at least half of it describes dropped
+/// traces (see the module doc).
+pub const PERF_MAP_COMPACT_BYTES: u64 = 64 << 20;
+
+static PERF_MAP: Mutex<Option<MapFile>> = Mutex::new(None);
+
+/// The perf map file and the lines of the traces still alive (what a compaction keeps).
+struct MapFile {
+    path: PathBuf,
+    file: File,
+    /// Bytes in the file.
+    len: u64,
+    /// By trace id, the lines written for it while it lives.
+    live: BTreeMap<u64, String>,
+    live_bytes: u64,
+    limit: u64,
+}
+
+impl MapFile {
+    fn create(path: PathBuf, limit: u64) -> io::Result<MapFile> {
+        Ok(MapFile {
+            file: File::create(&path)?,
+            path,
+            len: 0,
+            live: BTreeMap::new(),
+            live_bytes: 0,
+            limit,
+        })
+    }
+
+    /// Appends trace `id`'s lines, compacting first if the file would pass its limit and
+    /// at least half of it is dropped traces'.
+    fn add(&mut self, id: u64, text: String) -> io::Result<()> {
+        let n = text.len() as u64;
+        let dead = self.len - self.live_bytes;
+        if self.len + n > self.limit && dead >= self.len / 2 {
+            self.compact()?;
+        }
+        self.file.write_all(text.as_bytes())?;
+        self.len += n;
+        self.live_bytes += n;
+        self.live.insert(id, text);
+        Ok(())
+    }
+
+    /// Forgets dropped trace `id`'s lines (they stay in the file until a compaction).
+    fn remove(&mut self, id: u64) {
+        if let Some(text) = self.live.remove(&id) {
+            self.live_bytes -= text.len() as u64;
+        }
+    }
+
+    /// Rewrites the file with the live traces' lines: written next to it and renamed over
+    /// it, so that a reader never sees a partial file.
+    fn compact(&mut self) -> io::Result<()> {
+        let mut name = self.path.clone().into_os_string();
+        name.push(".compacting");
+        let tmp = PathBuf::from(name);
+        let mut file = File::create(&tmp)?;
+        for text in self.live.values() {
+            file.write_all(text.as_bytes())?;
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        self.file = file;
+        self.len = self.live_bytes;
+        Ok(())
+    }
+}
 
 /// Opens (creates, truncating a stale file of an earlier process with the same pid) the
 /// perf map, once per process.
@@ -53,7 +128,10 @@ pub(crate) fn open_map() -> Result<(), Error> {
             )));
         }
         let path = perf_map_path();
-        *map = Some(File::create(&path).map_err(failed("perf map", path))?);
+        *map = Some(
+            MapFile::create(path.clone(), PERF_MAP_COMPACT_BYTES)
+                .map_err(failed("perf map", path))?,
+        );
     }
     Ok(())
 }
@@ -68,12 +146,27 @@ pub(crate) fn map_lines(symbols: &[CodeSymbol<'_>]) -> String {
     text
 }
 
-pub(crate) fn write_map(symbols: &[CodeSymbol<'_>]) -> Result<(), Error> {
+/// Appends trace `id`'s lines; the returned entry forgets them when the trace is dropped.
+pub(crate) fn write_map(id: u64, symbols: &[CodeSymbol<'_>]) -> Result<MapEntry, Error> {
     let text = map_lines(symbols);
     let mut map = PERF_MAP.lock().unwrap_or_else(|e| e.into_inner());
-    let file = map.as_mut().expect("perf map opened by Jit::with_options");
-    file.write_all(text.as_bytes())
-        .map_err(failed("perf map", perf_map_path()))
+    let map = map.as_mut().expect("perf map opened by Jit::with_options");
+    map.add(id, text)
+        .map_err(failed("perf map", map.path.clone()))?;
+    Ok(MapEntry(id))
+}
+
+/// A live trace's lines in the perf map: dropping it (with the trace) marks them dropped.
+#[derive(Debug)]
+pub(crate) struct MapEntry(u64);
+
+impl Drop for MapEntry {
+    fn drop(&mut self) {
+        let mut map = PERF_MAP.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(map) = map.as_mut() {
+            map.remove(self.0);
+        }
+    }
 }
 
 /// `'JiTD'`, written in native byte order (readers detect the order from it).
@@ -235,4 +328,112 @@ fn mark_for_perf(file: &File) -> io::Result<()> {
 #[cfg(not(target_os = "linux"))]
 fn mark_for_perf(_: &File) -> io::Result<()> {
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(limit: u64) -> (tempfile_dir::Dir, MapFile) {
+        let dir = tempfile_dir::Dir::new();
+        let map = MapFile::create(dir.0.join("perf.map"), limit).unwrap();
+        (dir, map)
+    }
+
+    /// A directory removed when dropped (the runtime has no tempfile dependency).
+    mod tempfile_dir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Dir {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let path = std::env::temp_dir().join(format!(
+                    "cpjit-perf-map-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::create_dir_all(&path).unwrap();
+                Dir(path)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn lines(id: u64) -> String {
+        format!(
+            "{:x} 40 trace{id}:op_a\n{:x} 8 trace{id}:tail\n",
+            0x1000 * id,
+            0x1000 * id + 64
+        )
+    }
+
+    /// Traces made and dropped without end: the file stays within its limit plus one
+    /// trace, and holds exactly the live traces' lines after each compaction.
+    #[test]
+    fn a_churning_map_stays_bounded_and_keeps_the_live_traces() {
+        let (_dir, mut map) = map(4096);
+        let kept = 1u64;
+        map.add(kept, lines(kept)).unwrap();
+        let mut compactions = 0;
+        for id in 2..2000 {
+            let before = map.len;
+            map.add(id, lines(id)).unwrap();
+            if map.len < before {
+                compactions += 1;
+            }
+            assert!(
+                map.len <= 4096 + lines(id).len() as u64,
+                "{} bytes",
+                map.len
+            );
+            map.remove(id);
+        }
+        assert!(compactions > 10, "{compactions} compactions");
+        let text = std::fs::read_to_string(&map.path).unwrap();
+        assert_eq!(text.len() as u64, map.len);
+        assert!(text.starts_with(&lines(kept)), "{text}");
+        assert!(
+            !text.contains("trace2:"),
+            "a dropped trace's lines survived compaction"
+        );
+    }
+
+    /// Live traces are never lost: past the limit with nothing dropped, the map grows.
+    #[test]
+    fn live_traces_are_kept_past_the_limit() {
+        let (_dir, mut map) = map(256);
+        for id in 1..50 {
+            map.add(id, lines(id)).unwrap();
+        }
+        let text = std::fs::read_to_string(&map.path).unwrap();
+        for id in 1..50 {
+            assert!(text.contains(&lines(id)), "trace {id} lost");
+        }
+        // Less than half dropped: no compaction would gain enough, the map grows.
+        for id in (1..50).filter(|id| id % 3 == 1) {
+            map.remove(id);
+        }
+        let before = map.len;
+        map.add(50, lines(50)).unwrap();
+        assert!(map.len > before);
+        // Two thirds dropped: the next append compacts to the live third.
+        for id in (1..50).filter(|id| id % 3 == 2) {
+            map.remove(id);
+        }
+        map.add(51, lines(51)).unwrap();
+        let text = std::fs::read_to_string(&map.path).unwrap();
+        assert!(
+            text.contains(&lines(48)) && text.contains(&lines(50)) && text.contains(&lines(51))
+        );
+        for dropped in [1, 2, 47, 49] {
+            assert!(
+                !text.contains(&lines(dropped)),
+                "trace {dropped} survived compaction"
+            );
+        }
+    }
 }
