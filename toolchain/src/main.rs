@@ -20,12 +20,13 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<()> {
-    // Relative paths are the caller's: resolved against the directory `cpjit` runs in.
+    // Relative paths are the caller's: resolved against the directory `cpjit` runs in, as is
+    // the kit checkout (cli::find_kit).
     let cwd = std::env::current_dir()
         .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
     match command {
         Command::BuildStencils(args) => {
-            let report = driver::build_stencils(&args.options(&cwd))?;
+            let report = driver::build_stencils(&args.options(&cwd)?)?;
             for line in report.lines {
                 println!("{line}");
             }
@@ -33,7 +34,7 @@ fn run(command: Command) -> Result<()> {
         Command::Stencils(StencilsCommand::Show(args)) => {
             print!(
                 "{}",
-                driver::show(&args.common.options(&cwd), args.name.as_deref())?
+                driver::show(&args.common.options(&cwd)?, args.name.as_deref())?
             );
         }
         Command::Header(args) => println!("{}", args.run(&cwd)?),

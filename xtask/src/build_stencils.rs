@@ -2,8 +2,10 @@
 //! the LLVM-linked `cpjit` binary (package `cpjit-toolchain`) with the same arguments.
 //!
 //! The toolchain runs in the caller's directory, so relative paths on the command line are
-//! the caller's; the kit's own `templates/`, `stencils/` and `model/` are passed first as
-//! defaults, and later (the caller's) options override them.
+//! the caller's; the kit checkout (`--kit`, whose `targets/` and build cache the toolchain
+//! uses) and its `templates/`, `stencils/` and `model/` are passed first as defaults, and
+//! later (the caller's) options override them. The toolchain is built from that checkout's
+//! `Cargo.toml`, so a kit that is not where the binary was compiled is acted on as a whole.
 //!
 //! The kit has more than one template set ([`kit_sets`]): `templates/` and each
 //! `templates/<name>/` with a `manifest.toml` of its own, built into `stencils/` and
@@ -176,7 +178,8 @@ fn toolchain_executable(messages: &str) -> Option<PathBuf> {
 }
 
 /// The toolchain `binary` run in the caller's directory, with the kit's paths first and
-/// the caller's arguments after them (so that theirs win).
+/// the caller's arguments after them (so that theirs win). `--kit` is passed, not left to
+/// the toolchain's own search from the caller's directory, which may be outside the kit.
 fn toolchain_command(
     binary: &Path,
     root: &Path,
@@ -188,6 +191,8 @@ fn toolchain_command(
     let mut cmd = Command::new(binary);
     cmd.current_dir(caller)
         .args(command)
+        .arg("--kit")
+        .arg(root)
         .arg("--templates")
         .arg(&set.templates);
     if command == ["build-stencils"] {
@@ -230,6 +235,8 @@ mod tests {
             argv,
             [
                 "build-stencils",
+                "--kit",
+                "/kit",
                 "--templates",
                 "/kit/templates",
                 "--out",
@@ -252,7 +259,17 @@ mod tests {
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(argv, ["stencils", "show", "--templates", "/kit/templates"]);
+        assert_eq!(
+            argv,
+            [
+                "stencils",
+                "show",
+                "--kit",
+                "/kit",
+                "--templates",
+                "/kit/templates"
+            ]
+        );
     }
 
     /// The toolchain is built with the whole workspace's features, so that
