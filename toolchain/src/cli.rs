@@ -113,6 +113,25 @@ pub struct HeaderArgs {
     pub check: bool,
 }
 
+/// Set by xtask to the checkout it built this binary from ([`compiled_elsewhere`]).
+pub const EXPECT_CHECKOUT_ENV: &str = "CPJIT_EXPECT_CHECKOUT";
+
+/// The exit status of a binary [`compiled_elsewhere`] than xtask expects.
+pub const OTHER_CHECKOUT_STATUS: u8 = 3;
+
+/// Where this toolchain was compiled, if that is not the kit checkout `expected`: with a
+/// target directory shared by two checkouts, cargo finds one checkout's build fresh for the
+/// other (it hashes workspace members by their path relative to the workspace), so xtask's
+/// build of `expected`'s toolchain may be the other checkout's code and source hash.
+pub fn compiled_elsewhere(expected: &Path) -> Option<PathBuf> {
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let same = match (compiled.canonicalize(), expected.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => compiled == expected,
+    };
+    (!same).then(|| compiled.to_path_buf())
+}
+
 /// The environment variable naming a kit checkout (as `--kit` does).
 pub const KIT_ENV: &str = "CPJIT_KIT";
 
@@ -420,6 +439,13 @@ mod tests {
         assert!(msg("stencils list").contains("list"));
         assert!(msg("build-stencils --out").contains("--out"));
         assert!(msg("stencils show --out o").contains("--out"));
+    }
+
+    #[test]
+    fn a_toolchain_knows_whether_it_was_compiled_in_the_expected_checkout() {
+        assert_eq!(compiled_elsewhere(&this_kit()), None);
+        let other = tempfile::tempdir().unwrap();
+        assert_eq!(compiled_elsewhere(other.path()), Some(this_kit()));
     }
 
     #[test]

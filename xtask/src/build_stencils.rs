@@ -111,7 +111,7 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
     if let Some(line) = notice {
         eprintln!("{line}");
     }
-    let binary = build_toolchain(&root, notice.is_none())?;
+    let binary = toolchain_of(&root, notice.is_none())?;
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let default_set = KitSet {
@@ -157,6 +157,47 @@ fn build_toolchain(root: &Path, quiet: bool) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{cmd:?} reported no `cpjit` executable"))
 }
 
+/// As `toolchain/src/cli.rs`: the variable naming the checkout a `cpjit` must have been
+/// compiled in, and its exit status when it was not.
+const EXPECT_CHECKOUT_ENV: &str = "CPJIT_EXPECT_CHECKOUT";
+const OTHER_CHECKOUT_STATUS: i32 = 3;
+
+/// Builds `root`'s toolchain binary and returns its path. A binary compiled in another
+/// checkout (cargo reuses builds across checkouts that share a target directory, see
+/// `kit.rs`) is rebuilt from `root` once, after touching `toolchain/src/lib.rs`.
+fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
+    let binary = build_toolchain(root, quiet)?;
+    if !compiled_elsewhere(&binary, root)? {
+        return Ok(binary);
+    }
+    eprintln!(
+        "xtask: {} was compiled in another checkout (a shared target directory); rebuilding it from {}",
+        binary.display(),
+        root.display()
+    );
+    crate::kit::touch(&root.join("toolchain/src/lib.rs"))?;
+    let binary = build_toolchain(root, false)?;
+    if compiled_elsewhere(&binary, root)? {
+        return Err(format!(
+            "cargo still builds a cpjit compiled in another checkout for {}; run `cargo clean \
+             -p cpjit-toolchain` there and retry",
+            root.display()
+        ));
+    }
+    Ok(binary)
+}
+
+/// Whether `binary` says it was compiled elsewhere than in `root` (it checks before parsing
+/// its arguments, so `--version` is a probe that does nothing else).
+fn compiled_elsewhere(binary: &Path, root: &Path) -> Result<bool, String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .env(EXPECT_CHECKOUT_ENV, root)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    Ok(out.status.code() == Some(OTHER_CHECKOUT_STATUS))
+}
+
 /// The path of the `cpjit` executable in cargo's JSON messages (one object per line).
 fn toolchain_executable(messages: &str) -> Option<PathBuf> {
     #[derive(serde::Deserialize)]
@@ -189,7 +230,8 @@ fn toolchain_command(
     args: &[String],
 ) -> Command {
     let mut cmd = Command::new(binary);
-    cmd.current_dir(caller)
+    cmd.env(EXPECT_CHECKOUT_ENV, root)
+        .current_dir(caller)
         .args(command)
         .arg("--kit")
         .arg(root)
@@ -297,6 +339,54 @@ mod tests {
             !argv(false).contains(&"--quiet".to_string()),
             "the first build shows cargo's progress"
         );
+    }
+
+    /// The probe of a toolchain binary's checkout, against a stand-in that answers as
+    /// `cpjit` does (exit status 3 unless CPJIT_EXPECT_CHECKOUT is its own checkout).
+    #[test]
+    fn a_toolchain_compiled_in_another_checkout_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("own");
+        let stand_in = dir.path().join("cpjit");
+        std::fs::write(
+            &stand_in,
+            format!(
+                "#!/bin/sh\n[ \"${EXPECT_CHECKOUT_ENV}\" = \"{}\" ] || exit {OTHER_CHECKOUT_STATUS}\n\
+                 echo cpjit\n",
+                own.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A just-written executable may be busy while another test thread forks: retry.
+        let probe = |root: &Path| {
+            for _ in 0..50 {
+                match compiled_elsewhere(&stand_in, root) {
+                    Err(e) if e.contains("busy") => {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    other => return other.unwrap(),
+                }
+            }
+            panic!("{} stays busy", stand_in.display())
+        };
+        assert!(!probe(&own));
+        assert!(probe(&dir.path().join("other")));
+        let cmd = toolchain_command(
+            &stand_in,
+            &own,
+            &KitSet {
+                templates: own.join("templates"),
+                out: own.join("stencils"),
+            },
+            &own,
+            &["build-stencils"],
+            &[],
+        );
+        assert!(cmd
+            .get_envs()
+            .any(|(k, v)| k == EXPECT_CHECKOUT_ENV && v == Some(own.as_os_str())));
     }
 
     #[test]

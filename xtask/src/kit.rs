@@ -99,17 +99,22 @@ pub fn rerun_from(
         compiled.display(),
         root.display()
     );
-    let main = root.join("xtask/src/main.rs");
-    std::fs::File::options()
-        .append(true)
-        .open(&main)
-        .and_then(|f| f.set_modified(std::time::SystemTime::now()))
-        .map_err(|e| format!("cannot touch {} to rebuild xtask: {e}", main.display()))?;
+    touch(&root.join("xtask/src/main.rs"))?;
     let mut cmd = rerun_command(root, args);
     let status = cmd
         .status()
         .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// Sets the modification time of `file` to now, so that cargo rebuilds its crate: what
+/// makes it rebuild a crate whose build it found fresh in another checkout.
+pub fn touch(file: &Path) -> Result<(), String> {
+    std::fs::File::options()
+        .append(true)
+        .open(file)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+        .map_err(|e| format!("cannot touch {} to rebuild its crate: {e}", file.display()))
 }
 
 /// `cargo run` of `root`'s xtask with `args` (what the `cargo xtask` alias runs).
