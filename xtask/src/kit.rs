@@ -66,15 +66,26 @@ pub fn find(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf, String> {
 }
 
 /// Whether this binary, compiled in `compiled` (its `CARGO_MANIFEST_DIR` at build time),
-/// was run by `cargo run` for the xtask package of `root` (`run_for`: `CARGO_MANIFEST_DIR`
-/// at run time, which cargo sets) although it was compiled in another checkout: cargo
-/// reused the other checkout's build from a shared target directory.
-pub fn stale_build(compiled: &Path, run_for: Option<&Path>, root: &Path) -> bool {
+/// must be rebuilt from `root`, whose xtask sources it is not: when `cargo run` ran it for
+/// `root`'s xtask (`run_for`: `CARGO_MANIFEST_DIR` at run time, which cargo sets), cargo
+/// reused another checkout's build from a shared target directory; when it was run
+/// directly (`run_for` is `None`, e.g. by `.ci/run` after its `cargo build`) in `root`
+/// without `explicit`ly naming a kit, the same. A kit named with `--kit`/`CPJIT_KIT` from
+/// another checkout's binary is that binary's to act on, and a directory without xtask
+/// sources has nothing to rebuild from.
+pub fn stale_build(compiled: &Path, run_for: Option<&Path>, root: &Path, explicit: bool) -> bool {
     let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a == b,
     };
-    run_for.is_some_and(|r| same(r, &root.join("xtask")) && !same(compiled, r))
+    let own = root.join("xtask");
+    if !own.join("src/main.rs").is_file() || same(compiled, &own) {
+        return false;
+    }
+    match run_for {
+        Some(r) => same(r, &own),
+        None => !explicit,
+    }
 }
 
 /// Rebuilds and reruns xtask from `root` with `args` when [`stale_build`] says it must; the
@@ -182,16 +193,37 @@ mod tests {
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         for kit in [&a, &b] {
             fake(kit);
-            std::fs::create_dir_all(kit.join("xtask")).unwrap();
+            std::fs::create_dir_all(kit.join("xtask/src")).unwrap();
+            std::fs::write(kit.join("xtask/src/main.rs"), "").unwrap();
         }
         let compiled_in_a = a.join("xtask");
-        // `cargo run` in b reused a's build: stale.
-        assert!(stale_build(&compiled_in_a, Some(&b.join("xtask")), &b));
-        // Its own build, a binary run directly (no CARGO_MANIFEST_DIR), or one that cargo
-        // ran for another package: nothing to rebuild.
-        assert!(!stale_build(&compiled_in_a, Some(&a.join("xtask")), &a));
-        assert!(!stale_build(&compiled_in_a, None, &b));
-        assert!(!stale_build(&compiled_in_a, Some(&b.join("vm")), &b));
+        // `cargo run` in b reused a's build, or a's binary was run directly in b: stale.
+        assert!(stale_build(
+            &compiled_in_a,
+            Some(&b.join("xtask")),
+            &b,
+            false
+        ));
+        assert!(stale_build(
+            &compiled_in_a,
+            Some(&b.join("xtask")),
+            &b,
+            true
+        ));
+        assert!(stale_build(&compiled_in_a, None, &b, false));
+        // Its own build; a's binary told to act on b; one that cargo ran for another
+        // package; a kit without xtask sources: nothing to rebuild.
+        assert!(!stale_build(
+            &compiled_in_a,
+            Some(&a.join("xtask")),
+            &a,
+            false
+        ));
+        assert!(!stale_build(&compiled_in_a, None, &a, false));
+        assert!(!stale_build(&compiled_in_a, None, &b, true));
+        assert!(!stale_build(&compiled_in_a, Some(&b.join("vm")), &b, false));
+        std::fs::remove_file(b.join("xtask/src/main.rs")).unwrap();
+        assert!(!stale_build(&compiled_in_a, None, &b, false));
         let cmd = rerun_command(&b, &["ci".into()]);
         let argv: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
         assert_eq!(

@@ -84,14 +84,17 @@ struct Passthrough {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let root = match locate(cli.kit.as_deref()) {
+    let env = std::env::var_os(kit::ENV).map(PathBuf::from);
+    let explicit = cli.kit.as_deref().or(env.as_deref());
+    let root = match locate(explicit) {
         Ok(root) => root,
         Err(e) => return fail(&e),
     };
-    // `cargo xtask` in this checkout ran a binary compiled in another one: rebuild it here.
+    // A binary compiled in another checkout (a shared target directory) run for this one:
+    // rebuild it here and run that.
     let compiled = Path::new(env!("CARGO_MANIFEST_DIR"));
     let run_for = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
-    if kit::stale_build(compiled, run_for.as_deref(), &root) {
+    if kit::stale_build(compiled, run_for.as_deref(), &root, explicit.is_some()) {
         let args: Vec<_> = std::env::args_os().skip(1).collect();
         return match kit::rerun_from(&root, compiled, &args) {
             Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
@@ -118,12 +121,12 @@ fn main() -> ExitCode {
     }
 }
 
-/// The kit checkout to act on: `--kit`, else `CPJIT_KIT`, else the current directory's.
-fn locate(flag: Option<&Path>) -> Result<PathBuf, String> {
+/// The kit checkout to act on: `explicit` (`--kit`, else `CPJIT_KIT`), else the current
+/// directory's.
+fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
     let cwd =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
-    let env = std::env::var_os(kit::ENV).map(PathBuf::from);
-    kit::find(flag.or(env.as_deref()), &cwd)
+    kit::find(explicit, &cwd)
 }
 
 fn fail(e: &str) -> ExitCode {
