@@ -3,8 +3,11 @@
 //!
 //! Every relative path on the command line, and the defaults `templates/` and `stencils/`,
 //! are resolved against the caller's current directory, never against the kit's: an outside
-//! crate runs `cpjit build-stencils` from its own directory. Only the target files default
-//! to the kit checkout this binary was built from (`--targets-dir` overrides that).
+//! crate runs `cpjit build-stencils` from its own directory. Only the target files (and the
+//! build cache, when the binary is not in a target directory) default to a kit checkout:
+//! `--kit DIR`, else `CPJIT_KIT`, else the checkout holding the current directory
+//! ([`find_kit`]), never the one this binary was compiled in, which with a target directory
+//! shared by two checkouts may be the other one. `--targets-dir` needs no kit.
 
 use crate::cache::Cache;
 use crate::driver::{BuildOptions, Options};
@@ -54,9 +57,13 @@ pub struct CommonArgs {
     /// The template set: a directory holding manifest.toml.
     #[arg(long, value_name = "DIR", default_value = "templates")]
     pub templates: PathBuf,
-    /// The target files (<triple>.toml) [default: targets/ of the kit this binary was built from].
+    /// The target files (<triple>.toml) [default: targets/ of the kit checkout].
     #[arg(long, value_name = "DIR")]
     pub targets_dir: Option<PathBuf>,
+    /// The kit checkout whose targets/ are the default target files [default: $CPJIT_KIT,
+    /// else the checkout holding the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub kit: Option<PathBuf>,
     /// Parallel jobs [default: number of cores].
     #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub jobs: Option<u32>,
@@ -106,11 +113,74 @@ pub struct HeaderArgs {
     pub check: bool,
 }
 
-/// The kit checkout this binary was built from (the parent of the toolchain crate).
-pub fn kit_root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("toolchain/ is inside the kit")
+/// Set by xtask to the checkout it built this binary from ([`compiled_elsewhere`]).
+pub const EXPECT_CHECKOUT_ENV: &str = "CPJIT_EXPECT_CHECKOUT";
+
+/// The exit status of a binary [`compiled_elsewhere`] than xtask expects.
+pub const OTHER_CHECKOUT_STATUS: u8 = 3;
+
+/// Where this toolchain was compiled, if that is not the kit checkout `expected`: with a
+/// target directory shared by two checkouts, cargo finds one checkout's build fresh for the
+/// other (it hashes workspace members by their path relative to the workspace), so xtask's
+/// build of `expected`'s toolchain may be the other checkout's code and source hash.
+pub fn compiled_elsewhere(expected: &Path) -> Option<PathBuf> {
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let same = match (compiled.canonicalize(), expected.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => compiled == expected,
+    };
+    (!same).then(|| compiled.to_path_buf())
+}
+
+/// The environment variable naming a kit checkout (as `--kit` does).
+pub const KIT_ENV: &str = "CPJIT_KIT";
+
+/// What marks a kit checkout's root, for error messages (the rule of `xtask/src/kit.rs`).
+const KIT_MARKER: &str =
+    "a Cargo.toml with a [workspace] table beside toolchain/Cargo.toml of package cpjit-toolchain";
+
+/// Whether `dir` is the root of a kit checkout ([`KIT_MARKER`]); a nested workspace (an
+/// outside crate inside the checkout, e.g. `examples/bf-jit/`) is not.
+pub fn is_kit(dir: &Path) -> bool {
+    let table = |path: PathBuf| -> Option<toml::Table> {
+        toml::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    };
+    table(dir.join("Cargo.toml")).is_some_and(|t| t.contains_key("workspace"))
+        && table(dir.join("toolchain/Cargo.toml")).is_some_and(|t| {
+            t.get("package")
+                .and_then(|p| p.get("name"))
+                .and_then(|n| n.as_str())
+                == Some("cpjit-toolchain")
+        })
+}
+
+/// The kit checkout: `explicit` (`--kit` or [`KIT_ENV`], relative to `cwd`), which must be
+/// a kit's root, else the nearest kit root at or above `cwd`.
+pub fn find_kit(explicit: Option<&Path>, cwd: &Path) -> Result<PathBuf> {
+    if let Some(dir) = explicit {
+        let dir = resolve(cwd, dir);
+        return if is_kit(&dir) {
+            Ok(dir)
+        } else {
+            Err(Error(format!(
+                "--kit/{KIT_ENV} {}: not the root of a cpjit kit checkout (expected \
+                 {KIT_MARKER}); name the directory that holds the kit's Cargo.toml",
+                dir.display()
+            )))
+        };
+    }
+    cwd.ancestors()
+        .find(|dir| is_kit(dir))
+        .map(Path::to_path_buf)
+        .ok_or_else(|| {
+            Error(format!(
+                "no cpjit kit checkout at or above the current directory {} (looked for \
+                 {KIT_MARKER}), whose targets/ are the default target files; run in a \
+                 checkout of the kit, or name one with `--kit DIR` or {KIT_ENV}=DIR, or the \
+                 target files with `--targets-dir DIR`",
+                cwd.display()
+            ))
+        })
 }
 
 /// `path` resolved against `cwd` (absolute paths are kept), with `.` and `..` removed
@@ -133,13 +203,26 @@ fn resolve(cwd: &Path, path: &Path) -> PathBuf {
 }
 
 impl CommonArgs {
-    /// The driver's options, with relative paths resolved against `cwd`.
-    pub fn options(&self, cwd: &Path) -> Options {
+    /// The driver's options, with relative paths resolved against `cwd` and the kit found
+    /// from `--kit`, `CPJIT_KIT` or `cwd`.
+    pub fn options(&self, cwd: &Path) -> Result<Options> {
+        self.options_with(cwd, std::env::var_os(KIT_ENV).map(PathBuf::from).as_deref())
+    }
+
+    /// [`CommonArgs::options`] with `kit_env` as the value of `CPJIT_KIT`.
+    pub fn options_with(&self, cwd: &Path, kit_env: Option<&Path>) -> Result<Options> {
+        let explicit = self.kit.as_deref().or(kit_env);
+        let kit = find_kit(explicit, cwd);
+        // A kit named that is not one is an error even where the kit is not needed.
+        if explicit.is_some() {
+            kit.clone()?;
+        }
         let targets_dir = match &self.targets_dir {
             Some(dir) => resolve(cwd, dir),
-            None => kit_root().join("targets"),
+            None => kit.clone()?.join("targets"),
         };
-        Options {
+        let cache_root = kit.as_deref().unwrap_or(cwd);
+        Ok(Options {
             templates: resolve(cwd, &self.templates),
             targets_dir,
             only: self.targets.clone(),
@@ -150,23 +233,29 @@ impl CommonArgs {
             cache: if self.no_cache {
                 Cache::disabled()
             } else {
-                Cache::new(Cache::default_dir(kit_root()))
+                Cache::new(Cache::default_dir(cache_root))
             },
-        }
+        })
     }
 }
 
 impl BuildArgs {
-    /// The driver's options, with relative paths resolved against `cwd`.
-    pub fn options(&self, cwd: &Path) -> BuildOptions {
-        BuildOptions {
-            common: self.common.options(cwd),
+    /// The driver's options, with relative paths resolved against `cwd` (and `kit_env` as
+    /// the value of `CPJIT_KIT`, see [`CommonArgs::options_with`]).
+    pub fn options_with(&self, cwd: &Path, kit_env: Option<&Path>) -> Result<BuildOptions> {
+        Ok(BuildOptions {
+            common: self.common.options_with(cwd, kit_env)?,
             out: resolve(cwd, &self.out),
             model_dir: self.model_path.as_deref().map(|p| resolve(cwd, p)),
             check: self.check,
             json: self.json.as_deref().map(|p| resolve(cwd, p)),
             force: self.force,
-        }
+        })
+    }
+
+    /// [`BuildArgs::options_with`] with `CPJIT_KIT` from the environment.
+    pub fn options(&self, cwd: &Path) -> Result<BuildOptions> {
+        self.options_with(cwd, std::env::var_os(KIT_ENV).map(PathBuf::from).as_deref())
     }
 }
 
@@ -206,11 +295,93 @@ mod tests {
         Cli::try_parse_from(std::iter::once("cpjit").chain(s.split_whitespace()))
     }
 
+    /// This checkout (the tests' `CPJIT_KIT`, since their directories are made up).
+    fn this_kit() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .into()
+    }
+
     fn build(s: &str, cwd: &str) -> BuildOptions {
         match parse(s).unwrap().command {
-            Command::BuildStencils(b) => b.options(Path::new(cwd)),
+            Command::BuildStencils(b) => b.options_with(Path::new(cwd), Some(&this_kit())),
             other => panic!("{other:?}"),
         }
+        .unwrap()
+    }
+
+    /// A minimal kit checkout in `dir`: the marker files only.
+    fn fake_kit(dir: &Path) {
+        std::fs::create_dir_all(dir.join("toolchain")).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[workspace]\n").unwrap();
+        std::fs::write(
+            dir.join("toolchain/Cargo.toml"),
+            "[package]\nname = \"cpjit-toolchain\"\n",
+        )
+        .unwrap();
+    }
+
+    /// Two checkouts: each command uses the target files of the checkout it runs in (or the
+    /// one `--kit`/`CPJIT_KIT` names), never those of the checkout this binary was built in.
+    #[test]
+    fn the_kit_is_the_checkout_of_the_current_directory_or_the_one_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        fake_kit(&a);
+        fake_kit(&b);
+        // An outside crate inside a checkout (its own workspace) uses the checkout's.
+        let outside_crate = a.join("examples/x");
+        std::fs::create_dir_all(&outside_crate).unwrap();
+        std::fs::write(outside_crate.join("Cargo.toml"), "[workspace]\n").unwrap();
+        let options = |args: &str, cwd: &Path, env: Option<&Path>| {
+            let Command::BuildStencils(b) = parse(args).unwrap().command else {
+                panic!()
+            };
+            b.options_with(cwd, env)
+        };
+        let targets = |args: &str, cwd: &Path, env: Option<&Path>| {
+            options(args, cwd, env).unwrap().common.targets_dir
+        };
+        assert_eq!(
+            targets("build-stencils", &outside_crate, None),
+            a.join("targets")
+        );
+        assert_eq!(targets("build-stencils", &b, None), b.join("targets"));
+        assert_eq!(targets("build-stencils", &b, Some(&a)), a.join("targets"));
+        assert_eq!(
+            targets("build-stencils --kit ../b", &a, Some(&a)),
+            b.join("targets")
+        );
+        assert_ne!(
+            targets("build-stencils", &a, None),
+            this_kit().join("targets")
+        );
+
+        // Outside any checkout: an error naming the directory, the marker and the flags.
+        let outside = tmp.path().join("elsewhere");
+        let err = options("build-stencils", &outside, None).unwrap_err().0;
+        for needle in [
+            &outside.display().to_string(),
+            "no cpjit kit checkout",
+            "toolchain/Cargo.toml",
+            "--kit DIR",
+            KIT_ENV,
+            "--targets-dir",
+        ] {
+            assert!(err.contains(needle), "{err} lacks {needle}");
+        }
+        // Target files named explicitly need no kit; a kit named must be one.
+        let explicit = options("build-stencils --targets-dir t", &outside, None).unwrap();
+        assert_eq!(explicit.common.targets_dir, outside.join("t"));
+        let err = options("build-stencils --kit examples/x", &a, None)
+            .unwrap_err()
+            .0;
+        assert!(
+            err.contains(&outside_crate.display().to_string()) && err.contains("not the root"),
+            "{err}"
+        );
+        assert!(is_kit(&this_kit()));
     }
 
     #[test]
@@ -226,7 +397,7 @@ mod tests {
         assert_eq!(b.common.templates, PathBuf::from("/home/me/proj/t"));
         assert_eq!(b.json, Some(PathBuf::from("/home/me/proj/s.json")));
         assert_eq!(b.model_dir, None);
-        assert_eq!(b.common.targets_dir, kit_root().join("targets"));
+        assert_eq!(b.common.targets_dir, this_kit().join("targets"));
     }
 
     #[test]
@@ -268,6 +439,13 @@ mod tests {
         assert!(msg("stencils list").contains("list"));
         assert!(msg("build-stencils --out").contains("--out"));
         assert!(msg("stencils show --out o").contains("--out"));
+    }
+
+    #[test]
+    fn a_toolchain_knows_whether_it_was_compiled_in_the_expected_checkout() {
+        assert_eq!(compiled_elsewhere(&this_kit()), None);
+        let other = tempfile::tempdir().unwrap();
+        assert_eq!(compiled_elsewhere(other.path()), Some(this_kit()));
     }
 
     #[test]

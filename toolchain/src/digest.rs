@@ -1,7 +1,9 @@
 //! The inputs digest written into each generated crate's header: SHA-256 over everything
-//! the crate is generated from (template files, manifest, target file, the toolchain's own
-//! source, the clang and LLVM versions). Paths enter only relative to the template root,
-//! so the digest is the same on every machine. Equal digests mean the crate is up to date.
+//! the crate is generated from (template files, manifest, the target file's facts, the
+//! toolchain's own source, the clang and LLVM versions). Paths enter only relative to the
+//! template root, so the digest is the same on every machine. Equal digests mean the crate
+//! is up to date. Only what can change a crate enters: not the target file's `[test]`
+//! table (how the matrix runs the target), its comments or its layout ([`target_facts`]).
 
 use crate::cache;
 use crate::error::{Error, Result};
@@ -95,7 +97,7 @@ pub fn compute(
     part("clang", clang_version.as_bytes());
     part("llvm", llvm_version.as_bytes());
     part("manifest", &manifest.bytes);
-    part("target", &target.bytes);
+    part("target", &target_facts(&target.bytes));
     for (name, bytes) in files {
         part("file", name.as_bytes());
         part("bytes", bytes);
@@ -103,9 +105,76 @@ pub fn compute(
     cache::hex(&h.finalize())
 }
 
+/// A target file's `bytes` as far as its crates depend on them: every key but the `[test]`
+/// table, as canonical TOML (sorted keys, no comments), so that changing how the matrix
+/// runs a target, or a comment, does not make its committed crates stale.
+pub fn target_facts(bytes: &[u8]) -> Vec<u8> {
+    let table = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|text| text.parse::<toml::Table>().ok());
+    match table {
+        Some(mut table) => {
+            table.remove("test");
+            // Sorted whatever the order of the file (serde's map of toml may keep it).
+            let sorted: std::collections::BTreeMap<_, _> = table.into_iter().collect();
+            toml::to_string(&sorted)
+                .expect("a parsed TOML table serializes")
+                .into_bytes()
+        }
+        // Not TOML: the loader has refused it already; hash it as it is.
+        None => bytes.to_vec(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Changing only the `[test]` table (or a comment) keeps a target's digest; changing a
+    /// fact that reaches its stencils (a clang flag) changes it.
+    #[test]
+    fn the_digest_covers_the_targets_stencil_facts_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let manifest = "name = \"s\"\nsources = [\"a.c\"]\n[stencils]\nfunctions = \"op_*\"\n";
+        std::fs::write(dir.path().join("manifest.toml"), manifest).unwrap();
+        let manifest = Manifest::load(dir.path()).unwrap();
+        let real =
+            crate::target::test_target(cpjit_model::Arch::X86_64, cpjit_model::ObjectFormat::Elf);
+        let text = String::from_utf8(real.bytes.clone()).unwrap();
+        assert!(
+            text.contains("\n[test]\n") && text.contains("cflags = ["),
+            "{text}"
+        );
+        let digest = |text: &str| {
+            let target = Target::parse("t.toml", &real.triple, text.as_bytes().to_vec()).unwrap();
+            compute(&[], &manifest, &target, "clang 19", "llvm 19")
+        };
+        let original = digest(&text);
+        let (facts, test) = text.split_once("\n[test]\n").unwrap();
+        let same = [
+            // No [test] table, another one, a comment.
+            facts.to_string(),
+            format!("{facts}\n[test]\nexecution = \"qemu\"\nrust_target = \"x\"\ncheck_target = \"y\"\n"),
+            format!("# how this target is tested\n{facts}\n[test]\n{test}"),
+        ];
+        for variant in &same {
+            assert_eq!(digest(variant), original, "{variant}");
+        }
+        let flag = text.replace("cflags = [", "cflags = [\"-DX\", ");
+        assert_ne!(digest(&flag), original);
+        // Every target file's facts are its keys without [test].
+        let kit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        for t in Target::load_all(&kit).unwrap() {
+            let facts: toml::Table = std::str::from_utf8(&target_facts(&t.bytes))
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                facts.contains_key("triple") && !facts.contains_key("test"),
+                "{facts}"
+            );
+        }
+    }
 
     #[test]
     fn a_nested_set_is_not_an_input_of_the_outer_one() {

@@ -212,13 +212,14 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             _ => todo.push(t),
         }
     }
-    // The facade lists every target, whichever were asked for.
+    // The facade lists the targets of this build and those already in `out` (facade::listed).
     let all_targets = Target::load_all(&opts.common.targets_dir)?;
     let mut stale = crate::facade::write_or_check(
         &opts.out,
         &l.manifest.name,
         &l.manifest.package,
         &all_targets,
+        &l.targets,
         opts.model_dir.as_deref(),
         opts.check,
         !l.manifest.families.is_empty(),

@@ -2,6 +2,9 @@
 //! default `cpjit-stencils`): every stencil set of the template set with its target's facts,
 //! so that no other crate hand-lists the generated crates. Every set is linked (stencils are data, whatever the architecture); which of them
 //! a process may run is decided by the one host rule, [`cpjit_model::Host::runs_set`].
+//! "Every set" is every set in the output directory ([`listed`]): a facade depends on no
+//! crate that is not there, so `build-stencils --target A --target B` into a fresh
+//! directory gives a facade of A and B that a crate can use.
 //!
 //! Like the stencil crates it is plain text written by this module alone, byte-identical
 //! across runs and machines, and regenerated or checked by `build-stencils [--check]`.
@@ -194,17 +197,39 @@ fn families_fn(o: &mut String, package: &str, targets: &[&Target]) {
     ));
 }
 
-/// Writes the facade into `<out>/facade/`, or with `check` compares it with what is there
-/// and returns a description of each stale file.
+/// The targets the facade in `out` names, sorted by triple: those of this build (`built`)
+/// and every other of `all` whose crate is already in `out` (`<out>/<triple>/Cargo.toml`).
+/// So a build of some targets into a fresh directory names only those (naming the others
+/// would leave a crate using the facade with dependencies that do not resolve), and
+/// rebuilding some targets of a full output (the kit's `stencils/`) keeps naming all.
+pub fn listed(all: &[Target], built: &[Target], out: &Path) -> Vec<Target> {
+    let mut listed: Vec<Target> = all
+        .iter()
+        .filter(|t| {
+            built.iter().any(|b| b.triple == t.triple)
+                || out.join(&t.triple).join("Cargo.toml").is_file()
+        })
+        .cloned()
+        .collect();
+    listed.sort_by(|a, b| a.triple.cmp(&b.triple));
+    listed
+}
+
+/// Writes the facade of the [`listed`] targets (of `all`, with this build's `built`) into
+/// `<out>/facade/`, or with `check` compares it with what is there and returns a
+/// description of each stale file.
+#[allow(clippy::too_many_arguments)]
 pub fn write_or_check(
     out: &Path,
     set_name: &str,
     package: &str,
-    targets: &[Target],
+    all: &[Target],
+    built: &[Target],
     model_dir: Option<&Path>,
     check: bool,
     families: bool,
 ) -> Result<Vec<String>> {
+    let targets = listed(all, built, out);
     let dir = out.join(DIR);
     let absolute =
         |p: &Path| std::path::absolute(p).map_err(|e| Error(format!("{}: {e}", p.display())));
@@ -213,7 +238,7 @@ pub fn write_or_check(
         None => None,
     };
     let mut stale = Vec::new();
-    for (rel, content) in generate(set_name, package, targets, model_path.as_deref(), families) {
+    for (rel, content) in generate(set_name, package, &targets, model_path.as_deref(), families) {
         let path = dir.join(&rel);
         let committed = std::fs::read_to_string(&path).ok();
         if check {
@@ -268,5 +293,50 @@ mod tests {
         assert!(lib.contains("reserved_registers: &[\"x18\"]"));
         let arm = lib.find("&cpjit_stencils_aarch64_test_os::SET,").unwrap();
         assert!(lib.find("&cpjit_stencils_x86_64_test_os::SET,").unwrap() > arm);
+    }
+
+    /// A facade names the targets built and those whose crates are already there: built
+    /// for a subset into a fresh directory, it depends on no crate that is missing; a
+    /// subset rebuilt in a full directory keeps every target.
+    #[test]
+    fn a_facade_names_only_the_crates_in_its_directory() {
+        let all = [
+            target("x86_64-test-os", "x86_64", "sysv64", ""),
+            target("aarch64-test-os", "aarch64", "aapcs64", "\"x18\""),
+            target("x86_64-other-os", "x86_64", "sysv64", ""),
+        ];
+        let out = tempfile::tempdir().unwrap();
+        let out = out.path();
+        let write = |built: &[Target]| {
+            let stale = write_or_check(out, "s", "p", &all, built, None, false, false).unwrap();
+            assert!(stale.is_empty());
+            std::fs::read_to_string(out.join(DIR).join("Cargo.toml")).unwrap()
+        };
+        let dependencies = |cargo: &str| -> Vec<String> {
+            cargo
+                .lines()
+                .filter_map(|l| l.strip_prefix("p-"))
+                .map(|l| l.split(' ').next().unwrap().to_string())
+                .collect()
+        };
+        let cargo = write(&all[1..2]);
+        assert_eq!(dependencies(&cargo), ["aarch64-test-os"]);
+        // Its crate is written; another target is built beside it.
+        std::fs::create_dir_all(out.join("aarch64-test-os")).unwrap();
+        std::fs::write(out.join("aarch64-test-os/Cargo.toml"), "").unwrap();
+        let cargo = write(&all[..1]);
+        assert_eq!(dependencies(&cargo), ["aarch64-test-os", "x86_64-test-os"]);
+        // A check compares with the facade it would write: stale while a crate the
+        // written one names is missing, fresh once it is there.
+        let stale = write_or_check(out, "s", "p", &all, &all[1..2], None, true, false).unwrap();
+        assert_eq!(stale.len(), 2, "{stale:?}");
+        for t in ["aarch64-test-os", "x86_64-test-os"] {
+            std::fs::create_dir_all(out.join(t)).unwrap();
+            std::fs::write(out.join(t).join("Cargo.toml"), "").unwrap();
+        }
+        let stale = write_or_check(out, "s", "p", &all, &all[1..2], None, true, false).unwrap();
+        assert!(stale.is_empty(), "{stale:?}");
+        // Every target built: every target named.
+        assert_eq!(dependencies(&write(&all)).len(), 3);
     }
 }

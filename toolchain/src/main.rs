@@ -3,12 +3,27 @@
 //! Usage: `cpjit --help` (the text comes from `cli::Cli`).
 
 use clap::Parser;
-use cpjit_toolchain::cli::{Cli, Command, StencilsCommand};
+use cpjit_toolchain::cli::{self, Cli, Command, StencilsCommand};
 use cpjit_toolchain::driver;
 use cpjit_toolchain::error::{Error, Result};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // Before parsing, so that xtask can probe with `--version`: a binary compiled in
+    // another checkout than the one xtask built it for must not act with that one's code.
+    if let Some(expected) = std::env::var_os(cli::EXPECT_CHECKOUT_ENV) {
+        if let Some(compiled) = cli::compiled_elsewhere(std::path::Path::new(&expected)) {
+            eprintln!(
+                "error: this cpjit was compiled in {}, not in {} ({}): a target directory \
+                 shared by two checkouts; rebuild it from {}",
+                compiled.display(),
+                expected.to_string_lossy(),
+                cli::EXPECT_CHECKOUT_ENV,
+                expected.to_string_lossy()
+            );
+            return ExitCode::from(cli::OTHER_CHECKOUT_STATUS);
+        }
+    }
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -20,12 +35,13 @@ fn main() -> ExitCode {
 }
 
 fn run(command: Command) -> Result<()> {
-    // Relative paths are the caller's: resolved against the directory `cpjit` runs in.
+    // Relative paths are the caller's: resolved against the directory `cpjit` runs in, as is
+    // the kit checkout (cli::find_kit).
     let cwd = std::env::current_dir()
         .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
     match command {
         Command::BuildStencils(args) => {
-            let report = driver::build_stencils(&args.options(&cwd))?;
+            let report = driver::build_stencils(&args.options(&cwd)?)?;
             for line in report.lines {
                 println!("{line}");
             }
@@ -33,7 +49,7 @@ fn run(command: Command) -> Result<()> {
         Command::Stencils(StencilsCommand::Show(args)) => {
             print!(
                 "{}",
-                driver::show(&args.common.options(&cwd), args.name.as_deref())?
+                driver::show(&args.common.options(&cwd)?, args.name.as_deref())?
             );
         }
         Command::Header(args) => println!("{}", args.run(&cwd)?),

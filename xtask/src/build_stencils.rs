@@ -2,8 +2,10 @@
 //! the LLVM-linked `cpjit` binary (package `cpjit-toolchain`) with the same arguments.
 //!
 //! The toolchain runs in the caller's directory, so relative paths on the command line are
-//! the caller's; the kit's own `templates/`, `stencils/` and `model/` are passed first as
-//! defaults, and later (the caller's) options override them.
+//! the caller's; the kit checkout (`--kit`, whose `targets/` and build cache the toolchain
+//! uses) and its `templates/`, `stencils/` and `model/` are passed first as defaults, and
+//! later (the caller's) options override them. The toolchain is built from that checkout's
+//! `Cargo.toml`, so a kit that is not where the binary was compiled is acted on as a whole.
 //!
 //! The repository has more than one template set ([`kit_sets`]): the kit's own, `templates/`
 //! and each `templates/<name>/` with a `manifest.toml` of its own, built into `stencils/`
@@ -120,7 +122,7 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
     if let Some(line) = notice {
         eprintln!("{line}");
     }
-    let binary = build_toolchain(&root, notice.is_none())?;
+    let binary = toolchain_of(&root, notice.is_none())?;
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let default_set = KitSet {
@@ -166,6 +168,47 @@ fn build_toolchain(root: &Path, quiet: bool) -> Result<PathBuf, String> {
         .ok_or_else(|| format!("{cmd:?} reported no `cpjit` executable"))
 }
 
+/// As `toolchain/src/cli.rs`: the variable naming the checkout a `cpjit` must have been
+/// compiled in, and its exit status when it was not.
+const EXPECT_CHECKOUT_ENV: &str = "CPJIT_EXPECT_CHECKOUT";
+const OTHER_CHECKOUT_STATUS: i32 = 3;
+
+/// Builds `root`'s toolchain binary and returns its path. A binary compiled in another
+/// checkout (cargo reuses builds across checkouts that share a target directory, see
+/// `kit.rs`) is rebuilt from `root` once, after touching `toolchain/src/lib.rs`.
+fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
+    let binary = build_toolchain(root, quiet)?;
+    if !compiled_elsewhere(&binary, root)? {
+        return Ok(binary);
+    }
+    eprintln!(
+        "xtask: {} was compiled in another checkout (a shared target directory); rebuilding it from {}",
+        binary.display(),
+        root.display()
+    );
+    crate::kit::touch(&root.join("toolchain/src/lib.rs"))?;
+    let binary = build_toolchain(root, false)?;
+    if compiled_elsewhere(&binary, root)? {
+        return Err(format!(
+            "cargo still builds a cpjit compiled in another checkout for {}; run `cargo clean \
+             -p cpjit-toolchain` there and retry",
+            root.display()
+        ));
+    }
+    Ok(binary)
+}
+
+/// Whether `binary` says it was compiled elsewhere than in `root` (it checks before parsing
+/// its arguments, so `--version` is a probe that does nothing else).
+fn compiled_elsewhere(binary: &Path, root: &Path) -> Result<bool, String> {
+    let out = Command::new(binary)
+        .arg("--version")
+        .env(EXPECT_CHECKOUT_ENV, root)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", binary.display()))?;
+    Ok(out.status.code() == Some(OTHER_CHECKOUT_STATUS))
+}
+
 /// The path of the `cpjit` executable in cargo's JSON messages (one object per line).
 fn toolchain_executable(messages: &str) -> Option<PathBuf> {
     #[derive(serde::Deserialize)]
@@ -187,7 +230,8 @@ fn toolchain_executable(messages: &str) -> Option<PathBuf> {
 }
 
 /// The toolchain `binary` run in the caller's directory, with the kit's paths first and
-/// the caller's arguments after them (so that theirs win).
+/// the caller's arguments after them (so that theirs win). `--kit` is passed, not left to
+/// the toolchain's own search from the caller's directory, which may be outside the kit.
 fn toolchain_command(
     binary: &Path,
     root: &Path,
@@ -197,8 +241,11 @@ fn toolchain_command(
     args: &[String],
 ) -> Command {
     let mut cmd = Command::new(binary);
-    cmd.current_dir(caller)
+    cmd.env(EXPECT_CHECKOUT_ENV, root)
+        .current_dir(caller)
         .args(command)
+        .arg("--kit")
+        .arg(root)
         .arg("--templates")
         .arg(&set.templates);
     if command == ["build-stencils"] {
@@ -241,6 +288,8 @@ mod tests {
             argv,
             [
                 "build-stencils",
+                "--kit",
+                "/kit",
                 "--templates",
                 "/kit/templates",
                 "--out",
@@ -263,7 +312,17 @@ mod tests {
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert_eq!(argv, ["stencils", "show", "--templates", "/kit/templates"]);
+        assert_eq!(
+            argv,
+            [
+                "stencils",
+                "show",
+                "--kit",
+                "/kit",
+                "--templates",
+                "/kit/templates"
+            ]
+        );
     }
 
     /// The toolchain is built with the whole workspace's features, so that
@@ -291,6 +350,54 @@ mod tests {
             !argv(false).contains(&"--quiet".to_string()),
             "the first build shows cargo's progress"
         );
+    }
+
+    /// The probe of a toolchain binary's checkout, against a stand-in that answers as
+    /// `cpjit` does (exit status 3 unless CPJIT_EXPECT_CHECKOUT is its own checkout).
+    #[test]
+    fn a_toolchain_compiled_in_another_checkout_is_told_apart() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("own");
+        let stand_in = dir.path().join("cpjit");
+        std::fs::write(
+            &stand_in,
+            format!(
+                "#!/bin/sh\n[ \"${EXPECT_CHECKOUT_ENV}\" = \"{}\" ] || exit {OTHER_CHECKOUT_STATUS}\n\
+                 echo cpjit\n",
+                own.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&stand_in, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A just-written executable may be busy while another test thread forks: retry.
+        let probe = |root: &Path| {
+            for _ in 0..50 {
+                match compiled_elsewhere(&stand_in, root) {
+                    Err(e) if e.contains("busy") => {
+                        std::thread::sleep(std::time::Duration::from_millis(20))
+                    }
+                    other => return other.unwrap(),
+                }
+            }
+            panic!("{} stays busy", stand_in.display())
+        };
+        assert!(!probe(&own));
+        assert!(probe(&dir.path().join("other")));
+        let cmd = toolchain_command(
+            &stand_in,
+            &own,
+            &KitSet {
+                templates: own.join("templates"),
+                out: own.join("stencils"),
+            },
+            &own,
+            &["build-stencils"],
+            &[],
+        );
+        assert!(cmd
+            .get_envs()
+            .any(|(k, v)| k == EXPECT_CHECKOUT_ENV && v == Some(own.as_os_str())));
     }
 
     #[test]

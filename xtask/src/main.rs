@@ -4,11 +4,15 @@
 //! (clap, serde, toml, serde_json, quick-xml) and `cpjit-model`; it never links LLVM. The
 //! LLVM-linked stencil toolchain and the bench are separate binaries that xtask builds and
 //! runs after checking the system set-up; their arguments are theirs to parse.
+//!
+//! Every task acts on the kit checkout `--kit DIR` or `CPJIT_KIT` names, else on the one
+//! holding the current directory (`kit.rs`), whichever checkout built this binary.
 
 mod bench;
 mod build_stencils;
 mod ci;
 mod fuzz;
+mod kit;
 mod matrix;
 mod setup;
 mod sidecar;
@@ -16,6 +20,7 @@ mod targets;
 mod util;
 
 use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -26,6 +31,10 @@ use std::process::ExitCode;
     version
 )]
 struct Cli {
+    /// The kit checkout to act on [default: $CPJIT_KIT, else the checkout holding the
+    /// current directory].
+    #[arg(long, value_name = "DIR")]
+    kit: Option<PathBuf>,
     #[command(subcommand)]
     task: Task,
 }
@@ -51,6 +60,8 @@ enum Task {
     Ci,
     /// Install or check system packages, rustup targets, cargo-nextest and the wine prefix.
     Setup,
+    /// Print the kit checkout the tasks act on (see --kit).
+    Kit,
 }
 
 /// `cargo xtask fuzz`.
@@ -73,6 +84,24 @@ struct Passthrough {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let env = std::env::var_os(kit::ENV).map(PathBuf::from);
+    let explicit = cli.kit.as_deref().or(env.as_deref());
+    let root = match locate(explicit) {
+        Ok(root) => root,
+        Err(e) => return fail(&e),
+    };
+    // A binary compiled in another checkout (a shared target directory) run for this one:
+    // rebuild it here and run that.
+    let compiled = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run_for = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    if kit::stale_build(compiled, run_for.as_deref(), &root, explicit.is_some()) {
+        let args: Vec<_> = std::env::args_os().skip(1).collect();
+        return match kit::rerun_from(&root, compiled, &args) {
+            Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => fail(&e),
+        };
+    }
+    util::set_root(root);
     let result = match cli.task {
         Task::BuildStencils(p) => build_stencils::build_stencils(&p.args),
         Task::Stencils(p) => build_stencils::stencils(&p.args),
@@ -81,14 +110,28 @@ fn main() -> ExitCode {
         Task::Fuzz(o) => fuzz::run(o.seconds, &o.targets),
         Task::Ci => ci::run(),
         Task::Setup => setup::ensure(),
+        Task::Kit => {
+            println!("{}", util::root().display());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("xtask: error: {e}");
-            ExitCode::FAILURE
-        }
+        Err(e) => fail(&e),
     }
+}
+
+/// The kit checkout to act on: `explicit` (`--kit`, else `CPJIT_KIT`), else the current
+/// directory's.
+fn locate(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let cwd =
+        std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+    kit::find(explicit, &cwd)
+}
+
+fn fail(e: &str) -> ExitCode {
+    eprintln!("xtask: error: {e}");
+    ExitCode::FAILURE
 }
 
 #[cfg(test)]

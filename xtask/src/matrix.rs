@@ -28,7 +28,7 @@ use std::time::Instant;
 /// Options of `cargo xtask test-matrix`.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct Options {
-    /// Run only the row of stencil target T (repeatable).
+    /// Run only the row of stencil target T, and only its compile-only check (repeatable).
     #[arg(long = "target", value_name = "T")]
     pub targets: Vec<String>,
     /// Run only suite S of ci/matrix.toml (repeatable).
@@ -199,13 +199,25 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
         report.rows.push(result);
     }
 
-    if !opts.no_check && !opts.native {
-        for target in &matrix.check_targets {
-            report.checks.push(check(target, &matrix.check_packages));
-        }
+    for target in check_targets(opts, &rows) {
+        report.checks.push(check(&target, &matrix.check_packages));
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// The compile-only checks of a run: the `check_target`s of the selected `rows` (so
+/// `--target` restricts them too), sorted and once each; none with `--no-check` or
+/// `--native` (whose host need not have the other targets' standard libraries).
+fn check_targets(opts: &Options, rows: &[Row]) -> Vec<String> {
+    if opts.no_check || opts.native {
+        return Vec::new();
+    }
+    let targets: std::collections::BTreeSet<&String> = rows
+        .iter()
+        .filter_map(|r| r.check_target.as_ref())
+        .collect();
+    targets.into_iter().cloned().collect()
 }
 
 /// A suite as one row runs it: the nextest filterset of its tests there.
@@ -600,6 +612,44 @@ mod tests {
             .contains("no target `riscv64`"));
     }
 
+    /// `--target` restricts the compile-only checks to the selected rows' `check_target`s;
+    /// without it every target file's are checked.
+    #[test]
+    fn the_selected_targets_restrict_the_compile_only_checks() {
+        let m = Matrix::load(&crate::util::root()).unwrap();
+        let host = m
+            .rows
+            .iter()
+            .find(|r| r.execution == Execution::Native)
+            .map(|r| r.rust_target.clone())
+            .unwrap();
+        let plan = |targets: Vec<String>, no_check: bool| {
+            let opts = Options {
+                targets,
+                no_check,
+                ..Default::default()
+            };
+            check_targets(&opts, &select_rows(&m, &opts, &host).unwrap())
+        };
+        assert_eq!(plan(vec![], false), m.check_targets);
+        assert!(m.check_targets.len() >= 2, "{:?}", m.check_targets);
+        let checked = m.rows.iter().find(|r| r.check_target.is_some()).unwrap();
+        let unchecked = m.rows.iter().find(|r| r.check_target.is_none()).unwrap();
+        assert_eq!(
+            plan(vec![checked.triple.clone()], false),
+            [checked.check_target.clone().unwrap()]
+        );
+        assert!(plan(vec![unchecked.triple.clone()], false).is_empty());
+        let both = vec![checked.triple.clone(), unchecked.triple.clone()];
+        assert_eq!(plan(both.clone(), false).len(), 1);
+        assert!(plan(both, true).is_empty());
+        let native = Options {
+            native: true,
+            ..Default::default()
+        };
+        assert!(check_targets(&native, &select_rows(&m, &native, &host).unwrap()).is_empty());
+    }
+
     use nextest::TestCase;
 
     #[test]
@@ -608,6 +658,7 @@ mod tests {
             triple: triple.into(),
             execution: Execution::HostAbi,
             rust_target: rust_target.into(),
+            check_target: None,
         };
         let rows = [
             row("a-other", "a-own"),

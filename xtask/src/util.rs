@@ -1,14 +1,26 @@
 //! Small process and path helpers shared by the tasks.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// The workspace root (the parent of `xtask/`).
+static ROOT: OnceLock<PathBuf> = OnceLock::new();
+
+/// Sets the kit checkout every task acts on (`main`, from `--kit`, `CPJIT_KIT` or the
+/// current directory: [`crate::kit::find`]).
+pub fn set_root(root: PathBuf) {
+    let _ = ROOT.set(root);
+}
+
+/// The kit checkout the tasks act on: as [`set_root`] set it, else (in unit tests) the one
+/// holding the current directory. Never the checkout xtask was compiled in (see `kit.rs`).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask lives one level below the workspace root")
-        .to_path_buf()
+    ROOT.get_or_init(|| {
+        let cwd = std::env::current_dir().expect("the current directory is readable");
+        let explicit = std::env::var_os(crate::kit::ENV).map(PathBuf::from);
+        crate::kit::find(explicit.as_deref(), &cwd).unwrap_or_else(|e| panic!("{e}"))
+    })
+    .clone()
 }
 
 /// Runs `cmd`, failing with the command line and exit status if it does not succeed.

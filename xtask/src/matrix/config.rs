@@ -51,6 +51,8 @@ pub struct Row {
     pub execution: Execution,
     /// The Rust target whose test binaries execute the stencils.
     pub rust_target: String,
+    /// The Rust target of the target's compile-only check (`[test] check_target`), if any.
+    pub check_target: Option<String>,
 }
 
 /// A slower native test run of `cargo xtask ci`, outside the rows (e.g. the VM's full
@@ -187,6 +189,7 @@ impl Matrix {
                 triple: t.triple.clone(),
                 execution: t.test.execution,
                 rust_target: t.test.rust_target.clone(),
+                check_target: t.test.check_target.clone(),
             })
             .collect();
         let mut check_targets: Vec<String> = targets
