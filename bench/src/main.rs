@@ -108,11 +108,13 @@ fn parse(args: &[String]) -> Result<Options, String> {
 }
 
 /// The workspace root (the parent of `bench/`).
+/// The kit checkout the bench reads and writes: `CPJIT_KIT` (set by `cargo xtask bench`),
+/// else the one holding the current directory; never the checkout this binary was built in,
+/// which in a target directory shared by two checkouts may be the other one.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("bench/ is inside the workspace")
-        .to_path_buf()
+    let cwd = std::env::current_dir().expect("the current directory is readable");
+    let explicit = std::env::var_os(cpjit_toolchain::cli::KIT_ENV).map(PathBuf::from);
+    cpjit_toolchain::cli::find_kit(explicit.as_deref(), &cwd).unwrap_or_else(|e| panic!("{}", e.0))
 }
 
 fn run(o: &Options) -> Result<(), String> {

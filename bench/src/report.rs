@@ -440,9 +440,7 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
              LLVM line (`jit` ÷ LLVM -O2: at most 1.5 is met).\n\n{t}"
         );
     }
-    if let Ok(notes) = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("report/notes.md"),
-    ) {
+    if let Ok(notes) = std::fs::read_to_string(crate::root().join("bench/report/notes.md")) {
         let _ = writeln!(out, "{}\n", notes.trim_end());
     }
     if !plots.is_empty() {
