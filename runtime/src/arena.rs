@@ -38,7 +38,7 @@ pub(crate) struct Block {
 impl Block {
     /// A writable view of the block's first `len` code bytes, until dropped: the only way
     /// code is written (no writable view of code exists otherwise).
-    pub fn code_writer(&self, len: usize) -> std::io::Result<CodeWriter> {
+    pub fn code_writer(&self, len: usize) -> Result<CodeWriter, Error> {
         debug_assert!(len <= self.code_len);
         self.source.open(self.code_offset, len)
     }

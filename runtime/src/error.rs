@@ -88,6 +88,11 @@ pub enum Error {
         reserved: usize,
         limit: usize,
     },
+    /// The process's heap could not supply memory a trace needs, in proportion to its size
+    /// (its instance records, operands and targets in the builder, its offset table, the
+    /// buffer its code is staged in): `bytes` were asked for `what`. Nothing is left half
+    /// done; the builder or JIT can be used for smaller traces.
+    AllocationFailed { what: &'static str, bytes: usize },
     /// The operating system refused to map memory.
     Map(io::Error),
     /// A [`JitOptions`](crate::JitOptions) setting this platform does not offer.
@@ -222,6 +227,12 @@ impl fmt::Display for Error {
                  {reserved} of the {limit} bytes allowed (JitOptions::reserve_bytes) are \
                  already reserved"
             ),
+            Error::AllocationFailed { what, bytes } => write!(
+                f,
+                "out of memory: allocating {bytes} bytes for {what} failed (the process may \
+                 use no more memory: see `ulimit -v`, RLIMIT_AS or its cgroup's limit); build \
+                 smaller traces or raise the limit"
+            ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
             Error::Unsupported { option, reason } => write!(f, "{option}: {reason}"),
             Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
@@ -242,6 +253,28 @@ impl fmt::Display for Error {
             Error::InBatch { trace, source } => write!(f, "trace {trace} of the batch: {source}"),
         }
     }
+}
+
+/// [`Error::AllocationFailed`] unless `v` can take `additional` more elements: the memory a
+/// trace needs is allocated fallibly, so that a trace too large for the process is an error,
+/// not an abort. Out of line: callers check the capacity first.
+#[cold]
+#[inline(never)]
+pub(crate) fn try_grow<T>(
+    v: &mut Vec<T>,
+    additional: usize,
+    what: &'static str,
+) -> Result<(), Error> {
+    v.try_reserve(additional)
+        .map_err(|_| Error::AllocationFailed {
+            what,
+            // What `try_reserve` asks for: at least twice the capacity (amortized growth).
+            bytes: v
+                .len()
+                .saturating_add(additional)
+                .max(v.capacity().saturating_mul(2))
+                .saturating_mul(size_of::<T>()),
+        })
 }
 
 impl std::error::Error for Error {

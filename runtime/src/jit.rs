@@ -50,7 +50,8 @@ pub struct JitOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CodeWrites {
     /// No writable view of code outlives the write that needs it: on Linux a trace (or a
-    /// batch) is assembled in a private buffer and written with one `pwrite`, on macOS
+    /// batch) is assembled in a private buffer and written with one `pwrite` (one per
+    /// 1 MiB window of a longer trace: the buffer stays that small), on macOS
     /// x86-64 and Windows through a window mapped for the write, on macOS arm64 with the
     /// thread's `MAP_JIT` write access toggled. A stray write elsewhere in the process
     /// cannot reach live code. Costs a system call per trace (per batch in a

@@ -73,6 +73,8 @@ mod trace;
 
 #[cfg(test)]
 mod stitch_tests;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod window_tests;
 
 pub use arena::MemoryStats;
 pub use cpjit_model as model;

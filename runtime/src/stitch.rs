@@ -56,7 +56,9 @@
 //! and saved no time; not kept.
 
 use crate::arena::{round_up, GRANULE};
+use crate::error::try_grow;
 use crate::jit::Jit;
+use crate::memory::{CodeWriter, STAGE_BYTES};
 use crate::patch::{self, PatchError};
 use crate::program::{
     branch_bias, Action, Bound, Checked, Fast, Key, Need, NeedFilter, Program, Quick, Source, Step,
@@ -86,19 +88,16 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
     let mut trace = allocate(b.jit, &layout)?;
-    let mut writer = trace
-        .block
-        .code_writer(trace.code_len)
-        .map_err(Error::Map)?;
+    let mut writer = trace.block.code_writer(trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
     let slots = SCRATCH.with_borrow_mut(|scratch| {
-        write(&view, &layout, &mut trace, writer.bytes(), scratch)
+        write(&view, &layout, &mut trace, &mut writer, 0, scratch)
             .map(|()| (scratch.veneers.len(), scratch.got.len()))
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
-    trace.instance_offsets = Offsets::of(view.instances);
+    trace.instance_offsets = Offsets::of(view.instances)?;
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
     trace.debug = crate::debug::register(b, &trace)?;
@@ -137,20 +136,14 @@ where
         let placed = place_batch(jit, &mut layouts);
         let mut traces = allocate_batch(jit, &placed, &layouts)?;
         let (first, code_len) = (&traces[0].block, placed.code_len);
-        let mut writer = first
-            .source
-            .open(first.code_offset, code_len)
-            .map_err(Error::Map)?;
-        let code = writer.bytes();
+        let mut writer = first.source.open(first.code_offset, code_len)?;
         for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
-            let at = layout.code_at;
-            let mine = &mut code[at..at + trace.code_len];
             let v = view(i);
-            write(&v, layout, trace, mine, scratch).map_err(in_batch(i))?;
+            write(&v, layout, trace, &mut writer, layout.code_at, scratch).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
-            trace.instance_offsets = Offsets::of(v.instances);
+            trace.instance_offsets = Offsets::of(v.instances).map_err(in_batch(i))?;
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
@@ -518,120 +511,120 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
 
 /// Stage 3: copies each instance's code and data to its place and runs its patch program:
 /// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
-/// it. `code` is the trace's code (`trace.code_len` bytes), seen through the writable view
-/// that exists only until the caller publishes it.
+/// it. The trace's code (`trace.code_len` bytes) is bytes `at..` of `writer`'s range, seen
+/// through the writable view that exists only until the caller publishes it: whole, or (a
+/// trace longer than [`STAGE_BYTES`] written through a staging buffer) window by window.
 fn write(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    writer: &mut CodeWriter,
+    at: usize,
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    if writer.whole() {
+        let code = &mut writer.bytes()[at..at + trace.code_len];
+        write_whole(b, layout, trace, code, scratch)
+    } else {
+        write_windows(b, layout, trace, writer, at, scratch)
+    }
+}
+
+/// [`write()`] through a view of the whole trace's code.
+fn write_whole(
     b: &View<'_, '_, '_>,
     layout: &Sizes,
     trace: &mut Trace,
     code: &mut [u8],
     scratch: &mut Scratch,
 ) -> Result<(), Error> {
-    let jit = b.jit;
-    let set = jit.set;
-    trace.shim = if b.is_shim(0) { jit.shim.clone() } else { None };
+    let trap = b.jit.facts.trap;
+    let data = start_write(b, layout, trace, scratch);
+    let (code, veneers) = code.split_at_mut(layout.veneer_base());
+    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
+    code[layout.code_len..].fill(trap);
+    veneers.fill(trap);
+    let data_limit = layout.got_base();
+    let mut w = Writer::new(b, layout, trace, 0, code, veneers, data, scratch);
+    let ends = w.instances(b.instances, 0, (0, 0), layout.instances_end, data_limit)?;
+    w.end(layout, ends.1, 0)
+}
+
+/// [`write()`] through a staging buffer, window by window: each window's instances
+/// (those starting within [`STAGE_BYTES`] of its start, at least one) are copied and
+/// patched into the buffer and written out before the next. The veneers, which any
+/// instance may add, are assembled beside them and written last.
+fn write_windows(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    writer: &mut CodeWriter,
+    at: usize,
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    let programs = &b.jit.programs[..];
+    let data = start_write(b, layout, trace, scratch);
+    // The trap filler between the instances' end and the veneers, then the veneers.
+    let mut after: Vec<u8> = Vec::new();
+    let after_len = trace.code_len - layout.code_len;
+    try_grow(&mut after, after_len, "the trace's veneers")?;
+    after.resize(after_len, b.jit.facts.trap);
+    let veneers = &mut after[layout.veneer_base() - layout.code_len..];
+    let data_limit = layout.got_base();
+    let (mut origin, mut data_end, mut rest) = (0, 0, b.instances);
+    loop {
+        let n = rest
+            .partition_point(|i| (i.code_at as usize) < origin + STAGE_BYTES)
+            .max(1);
+        let last = n == rest.len();
+        // A window ends where its last instance does (the padding before the next one
+        // is the next window's), the last one after the tail jump.
+        let end = if last {
+            layout.code_len
+        } else {
+            let i = &rest[n - 1];
+            i.code_at as usize + programs[i.stencil as usize].code_len as usize
+        };
+        let code = writer.stage(at + origin, end - origin)?;
+        let (v, d, sc) = (&mut *veneers, &mut *data, &mut *scratch);
+        let mut w = Writer::new(b, layout, trace, origin, code, v, d, sc);
+        let limit = layout.instances_end.min(end) - origin;
+        (_, data_end) = w.instances(&rest[..n], origin, (0, data_end), limit, data_limit)?;
+        if last {
+            w.end(layout, data_end, origin)?;
+        }
+        writer.put(at + origin, end - origin)?;
+        if last {
+            break;
+        }
+        (origin, rest) = (end, &rest[n..]);
+    }
+    writer.copy_to(at + layout.code_len, &after)
+}
+
+/// What [`write()`] does before the instances: the trace's shim, fresh GOT and veneer
+/// tables; returns the trace's data.
+#[inline(always)]
+fn start_write<'d>(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    scratch: &mut Scratch,
+) -> &'d mut [u8] {
+    trace.shim = if b.is_shim(0) {
+        b.jit.shim.clone()
+    } else {
+        None
+    };
     scratch.got.reset();
     scratch.veneers.reset();
-    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
-    // `data_len` bytes long and mapped RW.
-    let data =
-        unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
-    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
-    code[layout.code_len..].fill(jit.facts.trap);
     // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
     // their data before the GOT slots, which steps write as they go).
     assert!(layout.instances_end <= layout.code_len);
-    let data_limit = layout.got_base();
-    assert!(data_limit <= data.len());
-    let mut w = Writer {
-        b,
-        instances: b.instances,
-        shim_first: b.is_shim(0),
-        code_base: trace.block.code_rx as u64,
-        data_base: trace.block.data as u64,
-        data_from_code: (trace.block.data as u64).wrapping_sub(trace.block.code_rx as u64),
-        code,
-        data,
-        got: &mut scratch.got,
-        got_base: layout.got_base(),
-        veneers: &mut scratch.veneers,
-        veneer_base: layout.veneer_base(),
-        veneer_size: jit.facts.veneer_size,
-        write_veneer: jit.facts.write_veneer,
-    };
-    let nop = set.nop;
-    let (mut code_end, mut data_end) = (0usize, 0usize);
-    let programs = &jit.programs[..];
-    for inst in b.instances {
-        debug_assert!((inst.stencil as usize) < programs.len());
-        // SAFETY: `push` records only instances of stencils it found in `programs`.
-        let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
-        let at = inst.code_at as usize;
-        if at != code_end {
-            pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
-                Error::InvalidStencil {
-                    stencil: set.stencils[inst.stencil as usize].name.to_string(),
-                    reason,
-                }
-            })?;
-        }
-        copy_code(w.code, at, p, layout.instances_end);
-        code_end = at + p.code_len as usize;
-        // The instance's data where its push placed it (the same computation, in the
-        // same order: each at its alignment after the previous one's).
-        let data_at = if p.data_len == 0 {
-            data_end
-        } else {
-            let at = round_up(data_end, p.data_align as usize);
-            copy_data(w.data, data_end, at, p, data_limit);
-            data_end = at + p.data_len as usize;
-            at
-        };
-        let done = match p.quick {
-            Quick::Nothing => true,
-            Quick::Imm32 { sites } => w.quick_imm32(inst, at, sites),
-            Quick::DataRel32 { sites } => w.quick_data(at, data_at, sites),
-            Quick::General => false,
-        };
-        if !done {
-            // The instance's index, worked out here rather than counted for every instance.
-            let i = index_of(b.instances, inst);
-            for step in p.steps.iter() {
-                w.step(i, inst, step, at, data_at)
-                    .map_err(|e| e.error(b, i))?;
-            }
-        }
-    }
-    w.data[data_end..layout.got_base()].fill(0);
-    if let Some(target) = b.continuation {
-        // The jump to the continuation, appended after the last instance.
-        let tail = jit.facts.tail_hole(layout.instances_end as u32);
-        let at = tail.offset as usize - jit.facts.tail_hole_offset as usize;
-        w.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
-        let n = b.instances.len();
-        let (value, outside) = w.target(n - 1, target).map_err(|e| e.error(b, n - 1))?;
-        let place = w.code_base + tail.offset as u64;
-        w.branch(
-            tail.kind,
-            tail.offset as usize,
-            place,
-            value,
-            tail.addend,
-            outside,
-            false,
-            None,
-        )
-        .map_err(|source| Error::Patch {
-            stencil: format!(
-                "{} (the jump to the trace's continuation)",
-                set.stencils[b.instances[n - 1].stencil as usize].name
-            ),
-            instance: n - 1,
-            hole: tail,
-            source,
-        })?;
-    }
-    Ok(())
+    assert!(layout.got_base() <= trace.data_len);
+    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
+    // `data_len` bytes long and mapped RW, until the trace is dropped (after the write).
+    unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) }
 }
 
 /// Stage 4 (after the code is published, and the trace's veneer and GOT slot counts are
@@ -669,15 +662,19 @@ impl StepError {
     }
 }
 
-/// The trace's memory during [`write()`], and the values instances refer to.
+/// The trace's memory during [`write()`], and the values instances refer to. `code` is
+/// the trace's code from byte `origin` (0 unless written in windows): code offsets
+/// relative to it are the instances' offsets minus `origin`.
 struct Writer<'a, 'v, 'j, 's> {
     b: &'a View<'v, 'j, 's>,
     /// The trace's instances (for their code offsets: jump targets, continuations).
     instances: &'a [Instance],
     /// Instance 0 is the entry shim (which is no jump target).
     shim_first: bool,
-    /// Run-time addresses of the trace's code (RX view) and data.
+    /// Run-time addresses (RX view) of the trace's code and of `code`.
+    trace_base: u64,
     code_base: u64,
+    /// Run-time address of the trace's data.
     data_base: u64,
     /// `data_base - code_base` (wrapping): what the quick data references add up.
     data_from_code: u64,
@@ -686,12 +683,151 @@ struct Writer<'a, 'v, 'j, 's> {
     got: &'a mut SlotTable,
     got_base: usize,
     veneers: &'a mut SlotTable,
-    veneer_base: usize,
+    /// The veneer area (at the trace's [`Sizes::veneer_base`]), and its run-time address.
+    veneer_code: &'a mut [u8],
+    veneer_rx: u64,
     veneer_size: usize,
     write_veneer: crate::program::WriteVeneer,
 }
 
-impl Writer<'_, '_, '_, '_> {
+impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
+    /// A writer of `trace`'s code from byte `origin` (`code`), its veneers and its data.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn new(
+        b: &'a View<'v, 'j, 's>,
+        layout: &Sizes,
+        trace: &Trace,
+        origin: usize,
+        code: &'a mut [u8],
+        veneer_code: &'a mut [u8],
+        data: &'a mut [u8],
+        scratch: &'a mut Scratch,
+    ) -> Self {
+        let jit = b.jit;
+        let trace_base = trace.block.code_rx as u64;
+        let code_base = trace_base + origin as u64;
+        Writer {
+            b,
+            instances: b.instances,
+            shim_first: b.is_shim(0),
+            trace_base,
+            code_base,
+            data_base: trace.block.data as u64,
+            data_from_code: (trace.block.data as u64).wrapping_sub(code_base),
+            code,
+            data,
+            got: &mut scratch.got,
+            got_base: layout.got_base(),
+            veneers: &mut scratch.veneers,
+            veneer_code,
+            veneer_rx: trace_base + layout.veneer_base() as u64,
+            veneer_size: jit.facts.veneer_size,
+            write_veneer: jit.facts.write_veneer,
+        }
+    }
+
+    /// Copies and patches `instances` (a run of the trace's, whose code starts at
+    /// `ends.0` and data at `ends.1` after the previous one's): code up to `code_limit`
+    /// (relative to `origin`) in whole 16-byte blocks, data up to `data_limit`. Returns
+    /// where their code and data end.
+    // Always inlined: for a whole trace `origin` is 0 and the loop is what it always was.
+    #[inline(always)]
+    fn instances(
+        &mut self,
+        instances: &[Instance],
+        origin: usize,
+        ends: (usize, usize),
+        code_limit: usize,
+        data_limit: usize,
+    ) -> Result<(usize, usize), Error> {
+        let b = self.b;
+        let set = b.jit.set;
+        let nop = set.nop;
+        let (mut code_end, mut data_end) = ends;
+        let programs = &b.jit.programs[..];
+        debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
+        for inst in instances {
+            debug_assert!((inst.stencil as usize) < programs.len());
+            // SAFETY: `push` records only instances of stencils it found in `programs`.
+            let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
+            let at = inst.code_at as usize - origin;
+            if at != code_end {
+                pad_with_nops(&mut self.code[code_end..at], nop).map_err(|reason| {
+                    Error::InvalidStencil {
+                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
+                        reason,
+                    }
+                })?;
+            }
+            copy_code(self.code, at, p, code_limit);
+            code_end = at + p.code_len as usize;
+            // The instance's data where its push placed it (the same computation, in the
+            // same order: each at its alignment after the previous one's).
+            let data_at = if p.data_len == 0 {
+                data_end
+            } else {
+                let at = round_up(data_end, p.data_align as usize);
+                copy_data(self.data, data_end, at, p, data_limit);
+                data_end = at + p.data_len as usize;
+                at
+            };
+            let done = match p.quick {
+                Quick::Nothing => true,
+                Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
+                Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::General => false,
+            };
+            if !done {
+                // The instance's index, worked out here rather than counted for every
+                // instance.
+                let i = index_of(b.instances, inst);
+                for step in p.steps.iter() {
+                    self.step(i, inst, step, at, data_at)
+                        .map_err(|e| e.error(b, i))?;
+                }
+            }
+        }
+        Ok((code_end, data_end))
+    }
+
+    /// What [`write()`] does after the instances (whose data ends at `data_end`): zeros
+    /// up to the GOT, and the jump to the continuation (in `code`, from `origin`).
+    fn end(&mut self, layout: &Sizes, data_end: usize, origin: usize) -> Result<(), Error> {
+        let b = self.b;
+        let (jit, set) = (b.jit, b.jit.set);
+        self.data[data_end..layout.got_base()].fill(0);
+        let Some(target) = b.continuation else {
+            return Ok(());
+        };
+        // The jump to the continuation, appended after the last instance.
+        let tail = jit.facts.tail_hole(layout.instances_end as u32);
+        let at = tail.offset as usize - jit.facts.tail_hole_offset as usize - origin;
+        self.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
+        let n = b.instances.len();
+        let (value, outside) = self.target(n - 1, target).map_err(|e| e.error(b, n - 1))?;
+        let place = self.trace_base + tail.offset as u64;
+        self.branch(
+            tail.kind,
+            tail.offset as usize - origin,
+            place,
+            value,
+            tail.addend,
+            outside,
+            false,
+            None,
+        )
+        .map_err(|source| Error::Patch {
+            stencil: format!(
+                "{} (the jump to the trace's continuation)",
+                set.stencils[b.instances[n - 1].stencil as usize].name
+            ),
+            instance: n - 1,
+            hole: tail,
+            source,
+        })
+    }
+
     /// Writes one hole of instance `i` (code at `code_at`, data at `data_at`): its fast
     /// form if it has one and the value fits it, otherwise [`run`](Writer::run).
     #[inline]
@@ -833,13 +969,13 @@ impl Writer<'_, '_, '_, '_> {
             Source::Continue => self
                 .instances
                 .get(i + 1)
-                .map(|next| self.code_base + next.code_at as u64),
+                .map(|next| self.trace_base + next.code_at as u64),
             Source::Target(k) => match b.targets[inst.targets as usize + k as usize] {
                 Target::Address(a) => Some(a),
                 Target::Instance(id) if id.0 != 0 || !self.shim_first => self
                     .instances
                     .get(id.index())
-                    .map(|to| self.code_base + to.code_at as u64),
+                    .map(|to| self.trace_base + to.code_at as u64),
                 Target::Instance(_) => None,
             },
             Source::Symbol(sym) => b.jit.symbol(sym),
@@ -1019,7 +1155,7 @@ impl Writer<'_, '_, '_, '_> {
                         instance: i,
                     }))
                 }
-                Some(offset) => Ok((self.code_base + offset as u64, false)),
+                Some(offset) => Ok((self.trace_base + offset as u64, false)),
                 None => Err(StepError::Other(Error::MissingInstance {
                     stencil: b.jit.set.stencils[b.instances[i].stencil as usize]
                         .name
@@ -1061,11 +1197,14 @@ impl Writer<'_, '_, '_, '_> {
             Some(id) => self.veneers.slot_of_id(id),
             None => self.veneers.slot(destination),
         };
-        let at = self.veneer_base + slot as usize * self.veneer_size;
+        let at = slot as usize * self.veneer_size;
         if new {
-            (self.write_veneer)(&mut self.code[at..at + self.veneer_size], destination);
+            (self.write_veneer)(
+                &mut self.veneer_code[at..at + self.veneer_size],
+                destination,
+            );
         }
-        let veneer = self.code_base + at as u64;
+        let veneer = self.veneer_rx + at as u64;
         patch::patch(kind, self.code, offset, place, veneer.wrapping_sub(bias))
     }
 

@@ -3,6 +3,7 @@
 
 use crate::arena::{Arena, Block};
 use crate::entry::{Entry, EntrySignature};
+use crate::error::try_grow;
 use crate::jit::{Jit, ShimFacts};
 use crate::program::Program;
 use crate::stitch::{self, Counted, Layout};
@@ -27,15 +28,18 @@ impl InstanceId {
     }
 }
 
-/// Appends `items` to `v`, element by element (a stencil takes a few operands or targets:
-/// a `memcpy` call would cost more than the copy), with one capacity check and one length
+/// Appends `items` to `v`, which has room for them, element by element (a stencil takes a
+/// few operands or targets: a `memcpy` call would cost more than the copy), with one length
 /// update, and shows `seen` each item.
+///
+/// # Safety
+/// `v` has room for `items.len()` more elements (`record` made it, fallibly).
 #[inline(always)]
-fn append<T: Copy>(v: &mut Vec<T>, items: &[T], mut seen: impl FnMut(T)) {
-    v.reserve(items.len());
+unsafe fn append<T: Copy>(v: &mut Vec<T>, items: &[T], mut seen: impl FnMut(T)) {
+    debug_assert!(v.capacity() - v.len() >= items.len());
     let len = v.len();
-    // SAFETY: `reserve` made room for `items.len()` more elements past `len`; each is
-    // written before the length covers it.
+    // SAFETY: there is room for `items.len()` more elements past `len` (the caller's
+    // promise); each is written before the length covers it.
     unsafe {
         let to = v.as_mut_ptr().add(len);
         for (k, &item) in items.iter().enumerate() {
@@ -152,7 +156,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // errors are worked out off the hot path.
         match self.programs.get(stencil) {
             Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
-                Ok(self.record(stencil, p, operands, targets))
+                self.record(stencil, p, operands, targets)
             }
             _ => self.push_rest(stencil, operands, targets),
         }
@@ -175,14 +179,14 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                     && operands.len() == p.operands as usize
                     && targets.len() == p.targets as usize =>
             {
-                Ok(self.record(stencil, p, operands, targets))
+                self.record(stencil, p, operands, targets)
             }
             _ => Err(self.push_error(stencil, operands.len(), targets.len())),
         }
     }
 
     /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
-    /// were checked.
+    /// were checked. Fails, recording nothing, only if the builder's vectors cannot grow.
     #[inline(always)]
     fn record(
         &mut self,
@@ -190,15 +194,25 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         p: &'j Program,
         operands: &[u64],
         targets: &[Target],
-    ) -> InstanceId {
+    ) -> Result<InstanceId, Error> {
+        // Room first (the checks `Vec::push` and `reserve` would make), growing fallibly,
+        // so that a trace too large for the process is an error that changes nothing.
+        if self.instances.len() == self.instances.capacity()
+            || self.operands.capacity() - self.operands.len() < operands.len()
+            || self.targets.capacity() - self.targets.len() < targets.len()
+        {
+            self.make_room(operands.len(), targets.len())?;
+        }
         let id = InstanceId(self.instances.len() as u32 - self.start);
         let code_at = self.layout.place(p);
-        self.instances.push(Instance {
+        let record = Instance {
             stencil: stencil as u32,
             operands: self.operands.len() as u32,
             targets: self.targets.len() as u32,
             code_at,
-        });
+        };
+        // SAFETY (here and below): room was made above.
+        unsafe { append(&mut self.instances, &[record], |_| ()) };
         // On the way, what the stencil's need filter asks: whether an operand is too wide
         // for its immediates (its upper 32 bits, after the bias, are not zero), whether a
         // target is an address.
@@ -206,19 +220,33 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // (Most instances take neither: then not even a capacity check.)
         if !operands.is_empty() {
             let bias = p.filter.operand_bias;
-            append(&mut self.operands, operands, |o| {
-                wide |= o.wrapping_add(bias)
-            });
+            unsafe {
+                append(&mut self.operands, operands, |o| {
+                    wide |= o.wrapping_add(bias)
+                })
+            };
         }
         if !targets.is_empty() {
-            append(&mut self.targets, targets, |t| {
-                far |= matches!(t, Target::Address(_))
-            });
+            unsafe {
+                append(&mut self.targets, targets, |t| {
+                    far |= matches!(t, Target::Address(_))
+                })
+            };
         }
         let filtered = (wide >> 32 != 0, far);
         self.layout
             .count(p, filtered, operands, targets, &mut self.spare.counted);
-        id
+        Ok(id)
+    }
+
+    /// Grows the builder's vectors for one more instance of `operands` operands and
+    /// `targets` targets, or fails with [`Error::AllocationFailed`], changing nothing.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self, operands: usize, targets: usize) -> Result<(), Error> {
+        try_grow(&mut self.instances, 1, "the trace's instance records")?;
+        try_grow(&mut self.operands, operands, "the trace's operands")?;
+        try_grow(&mut self.targets, targets, "the trace's jump targets")
     }
 
     /// Why [`push`](TraceBuilder::push) refused an instance.
@@ -524,7 +552,7 @@ pub(crate) enum Offsets {
         len: u8,
         offsets: [u32; INLINE_OFFSETS],
     },
-    Heap(Box<[u32]>),
+    Heap(Vec<u32>),
 }
 
 /// Instances whose offsets a [`Trace`] keeps inline.
@@ -539,19 +567,27 @@ impl Offsets {
         }
     }
 
-    /// The code offsets of `instances`.
-    pub fn of(instances: &[Instance]) -> Offsets {
+    /// The code offsets of `instances`; fails with [`Error::AllocationFailed`] if a long
+    /// trace's table cannot be allocated.
+    pub fn of(instances: &[Instance]) -> Result<Offsets, Error> {
         if instances.len() <= INLINE_OFFSETS {
             let mut inline = [0; INLINE_OFFSETS];
             for (to, inst) in inline.iter_mut().zip(instances) {
                 *to = inst.code_at;
             }
-            Offsets::Inline {
+            Ok(Offsets::Inline {
                 len: instances.len() as u8,
                 offsets: inline,
-            }
+            })
         } else {
-            Offsets::Heap(instances.iter().map(|i| i.code_at).collect())
+            let mut offsets = Vec::new();
+            try_grow(
+                &mut offsets,
+                instances.len(),
+                "the trace's instance offsets",
+            )?;
+            offsets.extend(instances.iter().map(|i| i.code_at));
+            Ok(Offsets::Heap(offsets))
         }
     }
 
@@ -674,11 +710,12 @@ impl Drop for Trace {
         // Unregistered from debuggers and profilers before the code is trapped and reused.
         self.debug = None;
         // Fill the freed code with traps so that a stale pointer into it faults instead of
-        // running whatever is stitched there next. If no window can be mapped (out of
-        // memory), the bytes stay until the next trace overwrites them.
+        // running whatever is stitched there next. If no window can be mapped or staged
+        // (out of memory), the bytes stay until the next trace overwrites them.
         if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
-            writer.bytes().fill(self.trap);
-            let _ = writer.publish();
+            if writer.fill(self.trap).is_ok() {
+                let _ = writer.publish();
+            }
         }
         self.arena.free(&self.block);
     }
