@@ -95,6 +95,15 @@ pub enum Error {
     AllocationFailed { what: &'static str, bytes: usize },
     /// The operating system refused to map memory.
     Map(io::Error),
+    /// A [`JitOptions`](crate::JitOptions) size outside the range it may take: `option`
+    /// names it, `value` is what was given, `min..=max` what is allowed, `why` the reason.
+    InvalidOption {
+        option: &'static str,
+        value: usize,
+        min: usize,
+        max: usize,
+        why: &'static str,
+    },
     /// A [`JitOptions`](crate::JitOptions) setting this platform does not offer.
     Unsupported {
         option: &'static str,
@@ -234,6 +243,17 @@ impl fmt::Display for Error {
                  smaller traces or raise the limit"
             ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::InvalidOption {
+                option,
+                value,
+                min,
+                max,
+                why,
+            } => write!(
+                f,
+                "{option} = {value} is out of range: give a value from {min} to {max} \
+                 ({why})"
+            ),
             Error::Unsupported { option, reason } => write!(f, "{option}: {reason}"),
             Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
             Error::Patch {

@@ -20,7 +20,9 @@ pub struct JitOptions {
     /// [`Error::OutOfMemory`].
     pub reserve_bytes: usize,
     /// Size of the code part and of the data part of each arena chunk (rounded up to the
-    /// page size). A trace larger than a chunk gets a chunk of its own.
+    /// page size), from 1 byte to [`JitOptions::MAX_CHUNK_BYTES`] (otherwise `Jit::new`
+    /// fails with [`Error::InvalidOption`]). A trace larger than a chunk gets a chunk of its
+    /// own.
     pub chunk_bytes: usize,
     /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
     /// [`debug::perf`](crate::debug::perf)). Off by default.
@@ -66,6 +68,27 @@ pub enum CodeWrites {
     /// alias's address can change running code. Choose it only where that is acceptable
     /// (the usual dual-mapping JIT design) and trace latency matters.
     PersistentAlias,
+}
+
+impl JitOptions {
+    /// The largest [`chunk_bytes`](JitOptions::chunk_bytes): 1 GiB, so that a chunk's code
+    /// and data parts (2 GiB together) stay within RIP-relative reach of each other.
+    pub const MAX_CHUNK_BYTES: usize = 1 << 30;
+
+    /// Refuses a size outside its range, naming the option, the value and the range.
+    fn check(&self) -> Result<(), Error> {
+        if !(1..=JitOptions::MAX_CHUNK_BYTES).contains(&self.chunk_bytes) {
+            return Err(Error::InvalidOption {
+                option: "JitOptions::chunk_bytes",
+                value: self.chunk_bytes,
+                min: 1,
+                max: JitOptions::MAX_CHUNK_BYTES,
+                why: "the bytes of each part, code and data, of an arena chunk; the two \
+                      parts must stay within 2 GiB of each other",
+            });
+        }
+        Ok(())
+    }
 }
 
 impl Default for JitOptions {
@@ -144,6 +167,7 @@ impl<'s> Jit<'s> {
         flusher: Arc<dyn FlushIcache>,
     ) -> Result<Jit<'s>, Error> {
         validate(set)?;
+        options.check()?;
         let alias = match options.code_writes {
             CodeWrites::Transient => false,
             CodeWrites::PersistentAlias if crate::memory::PERSISTENT_ALIAS => true,

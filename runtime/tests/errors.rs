@@ -135,6 +135,45 @@ fn a_trace_must_not_end_with_an_instance_that_falls_through() {
     t.finish().unwrap();
 }
 
+/// A chunk size out of range is refused by `Jit::with_options`, naming the option, the
+/// value and the range (`usize::MAX` overflowed a rounding in debug builds).
+#[test]
+fn chunk_sizes_out_of_range_are_refused_naming_the_option() {
+    for chunk_bytes in [usize::MAX, 0, JitOptions::MAX_CHUNK_BYTES + 1, 1 << 40] {
+        let options = JitOptions {
+            chunk_bytes,
+            ..JitOptions::default()
+        };
+        let Err(e) = Jit::with_options(SET, resolve, options) else {
+            panic!("chunk_bytes = {chunk_bytes} was accepted");
+        };
+        assert!(
+            matches!(e, Error::InvalidOption { option: "JitOptions::chunk_bytes", value, .. }
+                if value == chunk_bytes),
+            "{e:?}"
+        );
+        let text = message(e);
+        assert!(
+            text.contains(&format!(
+                "JitOptions::chunk_bytes = {chunk_bytes} is out of range"
+            )) && text.contains(&format!("from 1 to {}", JitOptions::MAX_CHUNK_BYTES)),
+            "{text}"
+        );
+    }
+    // The bounds themselves are fine (with room for two parts of the largest).
+    for chunk_bytes in [1, JitOptions::MAX_CHUNK_BYTES] {
+        let options = JitOptions {
+            chunk_bytes,
+            reserve_bytes: 2 * JitOptions::MAX_CHUNK_BYTES,
+            ..JitOptions::default()
+        };
+        let jit = Jit::with_options(SET, resolve, options).unwrap();
+        let mut t = jit.trace();
+        t.push_named("op_return", &[], &[]).unwrap();
+        t.finish().unwrap();
+    }
+}
+
 #[test]
 fn running_out_of_reserved_memory_is_an_error() {
     let options = JitOptions {
