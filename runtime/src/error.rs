@@ -74,6 +74,7 @@ pub enum Error {
         declared: usize,
         signature: &'static str,
     },
+    /// [`Trace::entry_fn`](crate::Trace::entry_fn) or
     /// [`Trace::entry_as`](crate::Trace::entry_as) of an instance that is not an entry
     /// shim: only instance 0, when it is the shim, can be called from native code.
     NotAnEntry { instance: usize },

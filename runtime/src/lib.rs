@@ -26,7 +26,8 @@
 //! let trace = trace.finish()?;
 //! let mut stack = [0u64; 16];
 //! // SAFETY: the trace was built from the set's ops, which expect a frame and a stack.
-//! let status = unsafe { trace.entry_fn(entry)(std::ptr::null_mut(), stack.as_mut_ptr()) };
+//! // `entry_fn` refuses an instance that is not the shim (`Error::NotAnEntry`).
+//! let status = unsafe { trace.entry_fn(entry)?(std::ptr::null_mut(), stack.as_mut_ptr()) };
 //! # let _ = status; Ok(()) }
 //! ```
 //!

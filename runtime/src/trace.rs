@@ -297,7 +297,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     }
 
     /// Appends the set's C-ABI entry shim; call the finished trace through
-    /// [`Trace::entry_fn`] of the returned id. The shim can only be the first instance
+    /// [`Trace::entry_fn`] of the returned id (which refuses any other instance). The shim can only be the first instance
     /// and is never a jump target: it is entered from native code, with a native frame.
     /// A shim of other than two parameters ([`EntryFn`]'s) is refused with
     /// [`Error::EntrySignature`]: push it with [`push_shim_as`](TraceBuilder::push_shim_as).
@@ -638,23 +638,35 @@ impl Trace {
         }
     }
 
-    /// Instance `id` (which must be an instance of the set's entry shim) as a C function.
-    pub fn entry_fn(&self, id: InstanceId) -> EntryFn {
-        // SAFETY: a code address; calling it is unsafe and requires that `id` is the shim.
-        unsafe { std::mem::transmute::<*const u8, EntryFn>(self.entry(id)) }
+    /// Instance `id` as the default entry's C function type [`EntryFn`]: the id
+    /// [`TraceBuilder::push_shim`] returned. Refused, with [`Error::NotAnEntry`], unless `id`
+    /// is the trace's first instance and an instance of the set's entry shim (any other
+    /// instance is an op of the ops' own calling convention, which native code cannot
+    /// call), and with [`Error::EntrySignature`] if the shim takes other than
+    /// [`EntryFn`]'s two arguments (see [`Trace::entry_typed`]). Calling the function is
+    /// still `unsafe`: its arguments must be what the trace's ops expect.
+    ///
+    /// ```no_run
+    /// # fn demo(jit: &cpjit_runtime::Jit<'_>) -> Result<(), cpjit_runtime::Error> {
+    /// use cpjit_runtime::{Error, InstanceId};
+    /// let mut t = jit.trace();
+    /// let op = t.push_named("op_return", &[], &[])?; // no shim pushed
+    /// let trace = t.finish()?;
+    /// assert!(matches!(trace.entry_fn(op), Err(Error::NotAnEntry { instance: 0 })));
+    /// # Ok(()) }
+    /// ```
+    pub fn entry_fn(&self, id: InstanceId) -> Result<EntryFn, Error> {
+        self.entry_as::<EntryFn>(id)
     }
 
     /// Instance `id` as the C function type `F`: refused with [`Error::NotAnEntry`] unless
     /// it is the trace's first instance and the set's entry shim, and with
     /// [`Error::EntrySignature`] if `F` takes another number of arguments than the shim.
-    ///
-    /// # Panics
-    /// If `id` does not belong to this trace (as [`Trace::entry`]).
     pub fn entry_as<F: EntrySignature>(&self, id: InstanceId) -> Result<F, Error> {
-        let code = self.entry(id);
-        match &self.shim {
-            Some(shim) if id.index() == 0 => {
+        match (&self.shim, self.instance_offsets().first()) {
+            (Some(shim), Some(&offset)) if id.index() == 0 => {
                 check_signature::<F>(shim)?;
+                let code = (self.block.code_rx + offset as usize) as *const u8;
                 // SAFETY: instance 0 is the shim, of `F`'s arity (the argument and return
                 // types are pointer-sized integers, as the shim's are).
                 Ok(unsafe { F::from_code(code) })
@@ -665,10 +677,9 @@ impl Trace {
         }
     }
 
-    /// The entry pushed by [`TraceBuilder::push_shim_as`] as its C function type.
-    ///
-    /// # Panics
-    /// If `entry` does not belong to this trace (as [`Trace::entry`]).
+    /// The entry pushed by [`TraceBuilder::push_shim_as`] as its C function type (refused
+    /// as [`Trace::entry_as`] refuses, e.g. an entry of another trace that is not this
+    /// one's shim).
     pub fn entry_typed<F: EntrySignature>(&self, entry: Entry<F>) -> Result<F, Error> {
         self.entry_as(entry.id())
     }

@@ -486,3 +486,35 @@ fn typed_entries_follow_the_shims_declared_parameters() {
         }
     }
 }
+
+/// `entry_fn` hands out only the entry shim (issue 41): a trace without one, an op of a
+/// trace with one, and an id past the trace are refused with `NotAnEntry`, never a C-ABI
+/// pointer to an op of the ops' own calling convention (nor a panic).
+#[test]
+fn entry_fn_refuses_every_instance_but_the_shim() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let op = t.push_named("op_return", &[], &[]).unwrap();
+    let no_shim = t.finish().unwrap();
+    let e = no_shim.entry_fn(op).unwrap_err();
+    assert!(matches!(e, Error::NotAnEntry { instance: 0 }), "{e:?}");
+    assert!(message(e).contains("instance 0 is not an entry shim"));
+
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    let op = t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    for (id, instance) in [(op, 1), (InstanceId::from_index(99), 99)] {
+        let e = trace.entry_fn(id).unwrap_err();
+        assert!(
+            matches!(e, Error::NotAnEntry { instance: i } if i == instance),
+            "{e:?}"
+        );
+    }
+    let entry = trace.entry_fn(shim).unwrap();
+    assert_eq!(entry as usize, trace.entry(shim) as usize);
+    // The typed entries refuse the same way.
+    assert!(no_shim
+        .entry_as::<cpjit_runtime::EntryFn>(InstanceId::from_index(0))
+        .is_err());
+}

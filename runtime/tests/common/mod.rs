@@ -60,5 +60,5 @@ pub fn exit_address() -> u64 {
 pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
     let mut stack = [0u64; 8];
     // SAFETY: every test trace starts with the shim and is built from the host's ops.
-    unsafe { trace.entry_fn(shim)(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
+    unsafe { trace.entry_fn(shim).unwrap()(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
 }
