@@ -24,6 +24,15 @@ pub struct JitOptions {
     /// fails with [`Error::InvalidOption`]). A trace larger than a chunk gets a chunk of its
     /// own.
     pub chunk_bytes: usize,
+    /// The most address space (code + data) that *idle* chunks, which no trace uses any
+    /// more, keep reserved and mapped: when freeing a trace leaves its chunk idle and the
+    /// idle chunks would hold more than this, that chunk is returned to the system
+    /// (unmapped, and on Linux and macOS its code object's descriptor closed). Below it,
+    /// idle chunks stay for the next traces, so that stitching and freeing in waves does not
+    /// map and unmap chunks. `usize::MAX` keeps every chunk; 0 returns each one as soon as
+    /// it is idle. Default: 8 MiB (four chunks of the default size; a trace larger than a
+    /// chunk has its own, returned when it is freed unless it fits).
+    pub idle_chunk_bytes: usize,
     /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
     /// [`debug::perf`](crate::debug::perf)). Off by default.
     pub perf_map: bool,
@@ -97,6 +106,7 @@ impl Default for JitOptions {
             near: None,
             reserve_bytes: 256 << 20,
             chunk_bytes: 1 << 20,
+            idle_chunk_bytes: 8 << 20,
             perf_map: false,
             jitdump: false,
             gdb: false,
@@ -196,6 +206,7 @@ impl<'s> Jit<'s> {
                 options.chunk_bytes,
                 options.reserve_bytes,
                 alias,
+                options.idle_chunk_bytes,
             )),
             flusher,
             programs: program::compile(set),

@@ -54,7 +54,8 @@
 //! per trace (a 10-instance trace then stitches about 3× faster), at the price that code can
 //! be changed through the alias by anything that finds it. Code
 //! and data of many traces share arena chunks
-//! ([`Jit::memory_stats`]); chunks are placed near the helpers so that calls are direct,
+//! ([`Jit::memory_stats`]); chunks no trace uses are returned to the system beyond
+//! [`JitOptions::idle_chunk_bytes`]; chunks are placed near the helpers so that calls are direct,
 //! and a branch that cannot reach its destination goes through a veneer. Every patch checks
 //! its range in release builds: a value that does not fit is an [`Error`], never a
 //! silently wrong instruction.

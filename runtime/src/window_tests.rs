@@ -104,6 +104,8 @@ static SET: StencilSet<'static> = StencilSet {
 fn jit(code_writes: CodeWrites) -> Jit<'static> {
     let options = JitOptions {
         code_writes,
+        // Freed code is read below: keep idle chunks mapped.
+        idle_chunk_bytes: usize::MAX,
         ..JitOptions::default()
     };
     // Address 0x10 is out of direct reach of any arena: calls to it need a veneer.

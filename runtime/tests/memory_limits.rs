@@ -7,11 +7,6 @@
 use crate::common::{resolve, SET};
 use cpjit_runtime::model::{Stencil, StencilSet};
 use cpjit_runtime::{Error, Jit, JitOptions};
-use std::process::Command;
-
-/// Set in the child process.
-const CHILD: &str = "CPJIT_TEST_MEMORY_LIMIT_CHILD";
-
 /// 64 KiB of nops (x86-64).
 static PAD: [u8; 64 << 10] = [0x90; 64 << 10];
 
@@ -78,6 +73,8 @@ fn child() {
     let trace = t.finish().unwrap();
     assert!(trace.code_range().len() > LARGE);
     drop(trace);
+    // Its chunk, idle and larger than `JitOptions::idle_chunk_bytes`, was returned.
+    assert_eq!(jit.memory_stats().reserved(), 0);
     println!("child: a {LARGE}-byte trace was finished");
 
     // One twice as large does not fit: an error naming the sizes.
@@ -113,30 +110,12 @@ fn child() {
         t.len()
     );
     assert!(text.contains(&format!("allocating {bytes} bytes for {what} failed")));
-    drop(t);
-    println!("child: done");
 }
 
 #[test]
 fn traces_too_large_for_the_address_space_are_errors_not_aborts() {
-    if std::env::var_os(CHILD).is_some() {
-        return child();
-    }
-    // This test's name as the test harness knows it (without the crate's name).
-    let path = module_path!().split_once("::").unwrap().1;
-    let name = format!("{path}::traces_too_large_for_the_address_space_are_errors_not_aborts");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([&name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success() && stdout.contains("child: done"),
-        "the child process failed ({}):\n{stdout}\n{stderr}",
-        out.status
+    crate::common::in_child(
+        "memory_limits::traces_too_large_for_the_address_space_are_errors_not_aborts",
+        child,
     );
 }
