@@ -249,7 +249,8 @@ fn windows_pages_past_the_high_water_mark_are_only_reserved() {
 /// measured in a child process, by the arena's stats, the process's descriptors and its
 /// code mappings (`/proc/self/maps`). Traces larger than a chunk each get their own; once
 /// all are freed, only the idle chunks that fit the limit stay, and traces still work.
-#[cfg(target_os = "linux")]
+/// (x86-64 only: the test binary runs itself again, which it cannot under qemu-user.)
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn idle_chunks_beyond_the_limit_are_returned_to_the_system() {
     common::in_child(
@@ -258,7 +259,7 @@ fn idle_chunks_beyond_the_limit_are_returned_to_the_system() {
     );
 }
 
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn idle_chunks_in_a_child() {
     /// Open descriptors, and mappings of JIT code objects.
     fn resources() -> (usize, usize) {

@@ -168,7 +168,9 @@ fn pwrite_all(fd: libc::c_int, bytes: &[u8], offset: usize) -> io::Result<()> {
 impl Drop for Window {
     fn drop(&mut self) {
         if !self.direct && self.buffer.capacity() <= KEEP_BYTES {
-            BUFFER.set(std::mem::take(&mut self.buffer));
+            // (Not kept if the thread's locals are being destroyed.)
+            let buffer = std::mem::take(&mut self.buffer);
+            let _ = BUFFER.try_with(|b| b.set(buffer));
         }
     }
 }
@@ -188,7 +190,11 @@ pub(crate) fn open_window(
     let window = Window {
         fd,
         offset,
-        buffer: if direct { Vec::new() } else { BUFFER.take() },
+        buffer: if direct {
+            Vec::new()
+        } else {
+            BUFFER.try_with(|b| b.take()).unwrap_or_default()
+        },
         whole: 0,
         direct,
     };

@@ -67,7 +67,8 @@ pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
 /// as the test harness lists it) with `CPJIT_TEST_CHILD` set: for tests that change or
 /// measure the whole process (resource limits, descriptors, mappings), which other tests
 /// running in threads of this one would disturb. Panics with the child's output unless
-/// it succeeds and prints `child: done`.
+/// it succeeds and prints `child: done`. (Not under an emulator: the binary is run
+/// directly.)
 #[cfg(unix)]
 pub fn in_child(name: &str, body: fn()) {
     const CHILD: &str = "CPJIT_TEST_CHILD";
