@@ -195,31 +195,22 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        // Room first (the checks `Vec::push` and `reserve` would make), growing fallibly,
-        // so that a trace too large for the process is an error that changes nothing.
-        if self.instances.len() == self.instances.capacity()
-            || self.operands.capacity() - self.operands.len() < operands.len()
-            || self.targets.capacity() - self.targets.len() < targets.len()
-        {
-            self.make_room(operands.len(), targets.len())?;
-        }
-        let id = InstanceId(self.instances.len() as u32 - self.start);
-        let code_at = self.layout.place(p);
-        let record = Instance {
-            stencil: stencil as u32,
-            operands: self.operands.len() as u32,
-            targets: self.targets.len() as u32,
-            code_at,
-        };
-        // SAFETY (here and below): room was made above.
-        unsafe { append(&mut self.instances, &[record], |_| ()) };
+        // Each vector's capacity is checked where `Vec::push` and `reserve` checked it, and
+        // grown fallibly (out of line), operands and targets first: if one cannot grow,
+        // what this push appended is taken back, so that a trace too large for the process
+        // is an error that changes nothing, at no cost per instance.
+        let (operands_at, targets_at) = (self.operands.len(), self.targets.len());
         // On the way, what the stencil's need filter asks: whether an operand is too wide
         // for its immediates (its upper 32 bits, after the bias, are not zero), whether a
         // target is an address.
         let (mut wide, mut far) = (0u64, false);
         // (Most instances take neither: then not even a capacity check.)
         if !operands.is_empty() {
+            if self.operands.capacity() - operands_at < operands.len() {
+                try_grow(&mut self.operands, operands.len(), "the trace's operands")?;
+            }
             let bias = p.filter.operand_bias;
+            // SAFETY (here and below): there is room, checked or made just above.
             unsafe {
                 append(&mut self.operands, operands, |o| {
                     wide |= o.wrapping_add(bias)
@@ -227,26 +218,50 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             };
         }
         if !targets.is_empty() {
+            if self.targets.capacity() - targets_at < targets.len() {
+                self.grow_or_undo(targets.len(), (operands_at, targets_at))?;
+            }
             unsafe {
                 append(&mut self.targets, targets, |t| {
                     far |= matches!(t, Target::Address(_))
                 })
             };
         }
+        if self.instances.len() == self.instances.capacity() {
+            self.grow_or_undo(0, (operands_at, targets_at))?;
+        }
+        let id = InstanceId(self.instances.len() as u32 - self.start);
+        let code_at = self.layout.place(p);
+        let record = Instance {
+            stencil: stencil as u32,
+            operands: operands_at as u32,
+            targets: targets_at as u32,
+            code_at,
+        };
+        unsafe { append(&mut self.instances, &[record], |_| ()) };
         let filtered = (wide >> 32 != 0, far);
         self.layout
             .count(p, filtered, operands, targets, &mut self.spare.counted);
         Ok(id)
     }
 
-    /// Grows the builder's vectors for one more instance of `operands` operands and
-    /// `targets` targets, or fails with [`Error::AllocationFailed`], changing nothing.
+    /// Makes room for `targets` more targets (if not 0) or else for one more instance
+    /// record; if that fails, takes back the operands and targets this push appended (from
+    /// `appended`: the vectors' lengths before it) and fails with
+    /// [`Error::AllocationFailed`].
     #[cold]
     #[inline(never)]
-    fn make_room(&mut self, operands: usize, targets: usize) -> Result<(), Error> {
-        try_grow(&mut self.instances, 1, "the trace's instance records")?;
-        try_grow(&mut self.operands, operands, "the trace's operands")?;
-        try_grow(&mut self.targets, targets, "the trace's jump targets")
+    fn grow_or_undo(&mut self, targets: usize, appended: (usize, usize)) -> Result<(), Error> {
+        let grown = if targets != 0 {
+            try_grow(&mut self.targets, targets, "the trace's jump targets")
+        } else {
+            try_grow(&mut self.instances, 1, "the trace's instance records")
+        };
+        if grown.is_err() {
+            self.operands.truncate(appended.0);
+            self.targets.truncate(appended.1);
+        }
+        grown
     }
 
     /// Why [`push`](TraceBuilder::push) refused an instance.

@@ -6,11 +6,12 @@
 
 use crate::common::{resolve, SET};
 use cpjit_runtime::model::{Stencil, StencilSet};
-use cpjit_runtime::{Error, Jit, JitOptions};
+use cpjit_runtime::{Error, InstanceId, Jit, JitOptions, Target};
 /// 64 KiB of nops (x86-64).
 static PAD: [u8; 64 << 10] = [0x90; 64 << 10];
 
-/// The test set's `op_return`, a 64 KiB stencil of nops and a 1-byte one.
+/// The test set's `op_return`, a 64 KiB stencil of nops, a 1-byte one and the test set's
+/// `op_dec_jump_nz` (one jump target).
 fn set() -> &'static StencilSet<'static> {
     let ret = SET.stencils[SET.index_of("op_return").unwrap()];
     let pad = Stencil {
@@ -25,7 +26,8 @@ fn set() -> &'static StencilSet<'static> {
         falls_through: true,
         ..ret
     };
-    let stencils = Box::leak(vec![ret, pad, nop].into_boxed_slice());
+    let jump = SET.stencils[SET.index_of("op_dec_jump_nz").unwrap()];
+    let stencils = Box::leak(vec![ret, pad, nop, jump].into_boxed_slice());
     Box::leak(Box::new(StencilSet {
         stencils,
         shim: None,
@@ -90,25 +92,32 @@ fn child() {
         "{e:?}"
     );
 
-    // Pushing until the builder's records cannot grow: an error, and nothing recorded.
+    // Pushing until the builder's records or targets cannot grow: an error, and nothing
+    // recorded (the instances pushed before are all there is).
     let mut t = jit.trace();
+    let target = [Target::Instance(InstanceId::from_index(0))];
+    let mut pushed = 0;
     let e = loop {
-        match t.push(2, &[], &[]) {
-            Ok(_) => assert!(t.len() < 1 << 30, "the limit never stopped the pushes"),
+        match t.push(3, &[], &target) {
+            Ok(id) => {
+                assert_eq!(id.index(), pushed);
+                pushed += 1;
+                assert!(pushed < 1 << 30, "the limit never stopped the pushes");
+            }
             Err(e) => break e,
         }
     };
-    println!("child: after {} pushes: {e}", t.len());
+    println!("child: after {pushed} pushes: {e}");
+    assert_eq!(t.len(), pushed);
     let text = e.to_string();
     let Error::AllocationFailed { what, bytes } = e else {
         panic!("{e:?}")
     };
-    assert_eq!(what, "the trace's instance records");
     assert!(
-        bytes > t.len() * 16,
-        "{bytes} bytes for {} records",
-        t.len()
+        ["the trace's instance records", "the trace's jump targets"].contains(&what),
+        "{what}"
     );
+    assert!(bytes > pushed * 16, "{bytes} bytes for {pushed} records");
     assert!(text.contains(&format!("allocating {bytes} bytes for {what} failed")));
 }
 
