@@ -148,7 +148,9 @@ pub fn compile(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Trace, String> {
 /// Runs a trace compiled from `spec` from its shim; returns the exit status.
 pub fn run(trace: &Trace, spec: &TraceSpec) -> i64 {
     let mut stack = vec![0u64; spec.stack_slots];
-    let entry = trace.entry_fn(InstanceId::from_index(0));
+    let entry = trace
+        .entry_fn(InstanceId::from_index(0))
+        .expect("instance 0 is the shim");
     // SAFETY: instance 0 is the shim; the test ops ignore the frame and use at most
     // `stack_slots` slots of the stack (workload invariant).
     unsafe { entry(std::ptr::null_mut(), stack.as_mut_ptr()) }

@@ -68,7 +68,10 @@ impl Compiled {
         const GUARD: u64 = 0xdead_beef_cafe_f00d;
         let mut memory = vec![GUARD; STACK_CAPACITY + 16];
         let mut frame = [0u64; 4];
-        let entry = self.trace.entry_fn(self.shim);
+        let entry = self
+            .trace
+            .entry_fn(self.shim)
+            .expect("the trace starts with its shim");
         // SAFETY: the trace was stitched from a valid, terminating program whose stack use
         // the reference bounded by STACK_CAPACITY; the shim is instance `self.shim`.
         let exit = unsafe { entry(frame.as_mut_ptr().cast(), memory.as_mut_ptr().add(8)) };

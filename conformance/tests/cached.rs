@@ -178,7 +178,7 @@ fn run(trace: &cpjit_runtime::Trace, shim: InstanceId, memory: &mut [u64]) -> i6
     let mut frame = [0u64; 4];
     // SAFETY: traces of test ops that ignore the frame and use fewer than `memory.len()`
     // values of the stack; `shim` is the entry shim.
-    unsafe { (trace.entry_fn(shim))(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) }
+    unsafe { (trace.entry_fn(shim).unwrap())(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) }
 }
 
 /// The stack a side exit left: the values between `memory`'s start and the returned `sp`.

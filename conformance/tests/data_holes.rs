@@ -47,7 +47,10 @@ fn run(mut b: TraceBuilder<'_, '_>, shim: InstanceId) -> Result<u64, String> {
     let mut memory = vec![0u64; 8];
     let mut frame = [0u64; 4];
     // SAFETY: a trace of test ops using one value of `memory`; instance `shim` is the shim.
-    Ok(unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) } as u64)
+    Ok(
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) }
+            as u64,
+    )
 }
 
 fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {

@@ -70,7 +70,10 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                     // SAFETY: a trace of test ops using one value of `memory`; `shim` is
                     // the entry shim.
                     let got = unsafe {
-                        trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr())
+                        trace.entry_fn(shim).unwrap()(
+                            frame.as_mut_ptr().cast(),
+                            memory.as_mut_ptr(),
+                        )
                     } as u64;
                     let want = reference(op, top, operand, s, sh);
                     checks += 1;

@@ -46,7 +46,8 @@ fn run(jit: &Jit<'_>, top: u64, op: &str, operands: &[u64]) -> Result<u64, Strin
     let mut memory = vec![0u64; 8];
     let mut frame = [0u64; 4];
     // SAFETY: a trace of test ops using two values of `memory`; `shim` is the shim.
-    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    let exit =
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
     Ok(exit as u64)
 }
 
@@ -78,7 +79,8 @@ fn halves_only(jit: &Jit<'_>, v: u64) -> Result<(), String> {
     let mut memory = vec![0u64; 8];
     let mut frame = [0u64; 4];
     // SAFETY: a trace of test ops using three values of `memory`; `shim` is the shim.
-    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    let exit =
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
     let want = [v.wrapping_add(v), v >> 32, v & 0xffff_ffff];
     if exit as u64 != want[2] || memory[..3] != want {
         return Err(format!(

@@ -26,7 +26,8 @@ fn run(jit: &Jit<'_>, top: u64, op: &str, operands: &[u64]) -> Result<u64, Strin
     let mut memory = vec![0u64; 8];
     let mut frame = [0u64; 4];
     // SAFETY: a trace of test ops using one value of `memory`; instance `shim` is the shim.
-    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    let exit =
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
     Ok(exit as u64)
 }
 

@@ -81,7 +81,8 @@ fn run_trace(
     // SAFETY: a trace of test ops that uses at most `stack.len()` values of `memory`, and
     // whose operands (addresses of `mul_add`, a live stack slot, the jump destination) are
     // what the ops expect; instance `shim` is the entry shim.
-    let exit = unsafe { trace.entry_fn(shim)(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    let exit =
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
     Ok((exit as u64, trace))
 }
 

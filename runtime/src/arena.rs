@@ -12,6 +12,13 @@
 //! space below it is reused before anything past it. So for traces that are never freed,
 //! mapped memory exceeds used memory only by alignment padding, the unused tail of the
 //! last (not yet shrunk) code block, and less than one page per part per chunk.
+//!
+//! A chunk whose last block is freed is *idle*. Idle chunks are kept, up to
+//! [`JitOptions::idle_chunk_bytes`](crate::JitOptions::idle_chunk_bytes) of them (reserved
+//! bytes, code + data), so that a JIT freeing and stitching traces in waves does not map and
+//! unmap a chunk every time; a chunk that would exceed it is returned to the system as it
+//! becomes idle (unmapped, its code object's descriptor closed): a large trace's own chunk,
+//! typically. Its slot in the chunk table is reused by the next chunk reserved.
 
 use crate::memory::{granularity, CodeSource, CodeWriter, Region};
 use crate::Error;
@@ -38,7 +45,7 @@ pub(crate) struct Block {
 impl Block {
     /// A writable view of the block's first `len` code bytes, until dropped: the only way
     /// code is written (no writable view of code exists otherwise).
-    pub fn code_writer(&self, len: usize) -> std::io::Result<CodeWriter> {
+    pub fn code_writer(&self, len: usize) -> Result<CodeWriter, Error> {
         debug_assert!(len <= self.code_len);
         self.source.open(self.code_offset, len)
     }
@@ -88,12 +95,15 @@ pub(crate) struct Arena {
     near: Option<(u64, u64)>,
     chunk_bytes: usize,
     limit: usize,
+    /// Most reserved bytes idle chunks keep (see the module docs).
+    idle_limit: usize,
     /// Map each chunk's code with a persistent writable alias ([`crate::CodeWrites`]).
     alias: bool,
 }
 
 struct Inner {
-    chunks: Vec<Chunk>,
+    /// By index ([`Block::chunk`]); `None`: returned to the system, the slot free.
+    chunks: Vec<Option<Chunk>>,
     stats: MemoryStats,
 }
 
@@ -106,8 +116,15 @@ struct Chunk {
 impl Arena {
     /// `near`: (address, reach) to place chunks close to; `chunk_bytes`: size of each part
     /// of a normal chunk; `limit`: most bytes (code + data) ever reserved; `alias`: give
-    /// each chunk's code a persistent writable alias ([`crate::CodeWrites::PersistentAlias`]).
-    pub fn new(near: Option<(u64, u64)>, chunk_bytes: usize, limit: usize, alias: bool) -> Arena {
+    /// each chunk's code a persistent writable alias ([`crate::CodeWrites::PersistentAlias`]);
+    /// `idle_limit`: most reserved bytes idle chunks keep.
+    pub fn new(
+        near: Option<(u64, u64)>,
+        chunk_bytes: usize,
+        limit: usize,
+        alias: bool,
+        idle_limit: usize,
+    ) -> Arena {
         Arena {
             inner: Mutex::new(Inner {
                 chunks: Vec::new(),
@@ -116,6 +133,7 @@ impl Arena {
             near,
             chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
             limit,
+            idle_limit,
             alias,
         }
     }
@@ -150,8 +168,10 @@ impl Arena {
         let data_align = data_align.max(GRANULE);
         let mut inner = self.lock();
         for index in 0..inner.chunks.len() {
-            let taken = inner.chunks[index].take(index, code_len, code_align, data_len, data_align);
-            if let Some(block) = taken {
+            let Some(chunk) = &mut inner.chunks[index] else {
+                continue;
+            };
+            if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
                 return inner.commit(block);
             }
         }
@@ -174,12 +194,19 @@ impl Arena {
             data_free: FreeList::new(region.data_len),
             region,
         };
-        let index = inner.chunks.len();
+        // The first free slot (of a chunk returned to the system), else a new one.
+        let index = match inner.chunks.iter().position(Option::is_none) {
+            Some(index) => index,
+            None => {
+                inner.chunks.push(None);
+                inner.chunks.len() - 1
+            }
+        };
         let block = chunk.take(index, code_len, code_align, data_len, data_align);
         inner.stats.chunks += 1;
         inner.stats.code_reserved += chunk.region.code_len;
         inner.stats.data_reserved += chunk.region.data_len;
-        inner.chunks.push(chunk);
+        inner.chunks[index] = Some(chunk);
         match block {
             Some(block) => inner.commit(block),
             None => unreachable!("a fresh chunk is sized for the request"),
@@ -202,7 +229,7 @@ impl Arena {
     fn give_back(&self, block: &mut Block, code_len: usize, data_len: usize) {
         let mut inner = self.lock();
         let Inner { chunks, stats } = &mut *inner;
-        let chunk = &mut chunks[block.chunk];
+        let chunk = live(chunks, block.chunk);
         let code = (block.code_offset, &mut block.code_len, code_len);
         let data = (block.data_offset, &mut block.data_len, data_len);
         for ((offset, len, new_len), free, used) in [
@@ -259,15 +286,32 @@ impl Arena {
 
     pub fn free(&self, block: &Block) {
         let mut inner = self.lock();
-        let chunk = &mut inner.chunks[block.chunk];
+        let chunk = live(&mut inner.chunks, block.chunk);
         chunk.region.retire_code(block.code_offset, block.code_len);
         chunk.code_free.free(block.code_offset, block.code_len);
         if block.data_len != 0 {
             chunk.data_free.free(block.data_offset, block.data_len);
         }
+        let idle = chunk.idle();
         inner.stats.code_used -= block.code_len;
         inner.stats.data_used -= block.data_len;
         inner.stats.traces -= 1;
+        let released = if idle {
+            inner.release_if_over(block.chunk, self.idle_limit)
+        } else {
+            None
+        };
+        // Unmapped once the lock is released.
+        drop(inner);
+        drop(released);
+    }
+}
+
+/// The chunk of a block (of a live or just freed trace, so its chunk is mapped).
+fn live(chunks: &mut [Option<Chunk>], index: usize) -> &mut Chunk {
+    match &mut chunks[index] {
+        Some(chunk) => chunk,
+        None => unreachable!("a block of chunk {index}, which was returned to the system"),
     }
 }
 
@@ -276,7 +320,7 @@ impl Inner {
     /// failure the block goes back to the free lists (and whatever was committed before the
     /// failure stays committed and counted).
     fn commit(&mut self, block: Block) -> Result<Block, Error> {
-        let chunk = &mut self.chunks[block.chunk];
+        let chunk = live(&mut self.chunks, block.chunk);
         let region = &mut chunk.region;
         let before = (region.code_committed, region.data_committed);
         let data_end = if block.data_len == 0 {
@@ -308,7 +352,43 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Takes idle chunk `index` out of the table (for the caller to drop, which unmaps it)
+    /// if keeping it would make the idle chunks hold more than `limit` reserved bytes.
+    fn release_if_over(&mut self, index: usize, limit: usize) -> Option<Chunk> {
+        let idle: usize = self
+            .chunks
+            .iter()
+            .flatten()
+            .filter(|c| c.idle())
+            .map(Chunk::reserved)
+            .sum();
+        if idle <= limit {
+            return None;
+        }
+        let chunk = self.chunks[index].take()?;
+        let s = &mut self.stats;
+        s.chunks -= 1;
+        s.code_reserved -= chunk.region.code_len;
+        s.data_reserved -= chunk.region.data_len;
+        s.code_mapped -= chunk.region.code_committed;
+        s.data_mapped -= chunk.region.data_committed;
+        Some(chunk)
+    }
+}
+
 impl Chunk {
+    /// Whether no block of the chunk is in use (every block has code, so then its code
+    /// part is one free range).
+    fn idle(&self) -> bool {
+        self.code_free.ranges[..] == [(0, self.region.code_len)]
+    }
+
+    /// Bytes reserved for both parts.
+    fn reserved(&self) -> usize {
+        self.region.code_len + self.region.data_len
+    }
+
     fn take(
         &mut self,
         index: usize,
@@ -436,7 +516,7 @@ mod tests {
     #[test]
     fn arena_reuses_freed_blocks_and_respects_its_limit() {
         let g = granularity();
-        let arena = Arena::new(None, g, 4 * g, false);
+        let arena = Arena::new(None, g, 4 * g, false, usize::MAX);
         let a = arena.alloc(100, 16, 40, 8).unwrap();
         let b = arena.alloc(100, 16, 0, 8).unwrap();
         assert_eq!((a.code_len, a.data_len, b.data_len), (112, 48, 0));
@@ -463,7 +543,7 @@ mod tests {
     #[test]
     fn commits_follow_the_high_water_mark_and_survive_frees() {
         let page = crate::memory::page_size();
-        let arena = Arena::new(None, 64 * page, 1 << 30, false);
+        let arena = Arena::new(None, 64 * page, 1 << 30, false, usize::MAX);
         let mut blocks = Vec::new();
         // Blocks of a third of a page: the mapped prefix grows page by page, never more
         // than one page ahead of the last block's end.

@@ -74,6 +74,7 @@ pub enum Error {
         declared: usize,
         signature: &'static str,
     },
+    /// [`Trace::entry_fn`](crate::Trace::entry_fn) or
     /// [`Trace::entry_as`](crate::Trace::entry_as) of an instance that is not an entry
     /// shim: only instance 0, when it is the shim, can be called from native code.
     NotAnEntry { instance: usize },
@@ -88,8 +89,22 @@ pub enum Error {
         reserved: usize,
         limit: usize,
     },
+    /// The process's heap could not supply memory a trace needs, in proportion to its size
+    /// (its instance records, operands and targets in the builder, its offset table, the
+    /// buffer its code is staged in): `bytes` were asked for `what`. Nothing is left half
+    /// done; the builder or JIT can be used for smaller traces.
+    AllocationFailed { what: &'static str, bytes: usize },
     /// The operating system refused to map memory.
     Map(io::Error),
+    /// A [`JitOptions`](crate::JitOptions) size outside the range it may take: `option`
+    /// names it, `value` is what was given, `min..=max` what is allowed, `why` the reason.
+    InvalidOption {
+        option: &'static str,
+        value: usize,
+        min: usize,
+        max: usize,
+        why: &'static str,
+    },
     /// A [`JitOptions`](crate::JitOptions) setting this platform does not offer.
     Unsupported {
         option: &'static str,
@@ -222,7 +237,24 @@ impl fmt::Display for Error {
                  {reserved} of the {limit} bytes allowed (JitOptions::reserve_bytes) are \
                  already reserved"
             ),
+            Error::AllocationFailed { what, bytes } => write!(
+                f,
+                "out of memory: allocating {bytes} bytes for {what} failed (the process may \
+                 use no more memory: see `ulimit -v`, RLIMIT_AS or its cgroup's limit); build \
+                 smaller traces or raise the limit"
+            ),
             Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            Error::InvalidOption {
+                option,
+                value,
+                min,
+                max,
+                why,
+            } => write!(
+                f,
+                "{option} = {value} is out of range: give a value from {min} to {max} \
+                 ({why})"
+            ),
             Error::Unsupported { option, reason } => write!(f, "{option}: {reason}"),
             Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
             Error::Patch {
@@ -242,6 +274,28 @@ impl fmt::Display for Error {
             Error::InBatch { trace, source } => write!(f, "trace {trace} of the batch: {source}"),
         }
     }
+}
+
+/// [`Error::AllocationFailed`] unless `v` can take `additional` more elements: the memory a
+/// trace needs is allocated fallibly, so that a trace too large for the process is an error,
+/// not an abort. Out of line: callers check the capacity first.
+#[cold]
+#[inline(never)]
+pub(crate) fn try_grow<T>(
+    v: &mut Vec<T>,
+    additional: usize,
+    what: &'static str,
+) -> Result<(), Error> {
+    v.try_reserve(additional)
+        .map_err(|_| Error::AllocationFailed {
+            what,
+            // What `try_reserve` asks for: at least twice the capacity (amortized growth).
+            bytes: v
+                .len()
+                .saturating_add(additional)
+                .max(v.capacity().saturating_mul(2))
+                .saturating_mul(size_of::<T>()),
+        })
 }
 
 impl std::error::Error for Error {

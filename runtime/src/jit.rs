@@ -20,8 +20,19 @@ pub struct JitOptions {
     /// [`Error::OutOfMemory`].
     pub reserve_bytes: usize,
     /// Size of the code part and of the data part of each arena chunk (rounded up to the
-    /// page size). A trace larger than a chunk gets a chunk of its own.
+    /// page size), from 1 byte to [`JitOptions::MAX_CHUNK_BYTES`] (otherwise `Jit::new`
+    /// fails with [`Error::InvalidOption`]). A trace larger than a chunk gets a chunk of its
+    /// own.
     pub chunk_bytes: usize,
+    /// The most address space (code + data) that *idle* chunks, which no trace uses any
+    /// more, keep reserved and mapped: when freeing a trace leaves its chunk idle and the
+    /// idle chunks would hold more than this, that chunk is returned to the system
+    /// (unmapped, and on Linux and macOS its code object's descriptor closed). Below it,
+    /// idle chunks stay for the next traces, so that stitching and freeing in waves does not
+    /// map and unmap chunks. `usize::MAX` keeps every chunk; 0 returns each one as soon as
+    /// it is idle. Default: 8 MiB (four chunks of the default size; a trace larger than a
+    /// chunk has its own, returned when it is freed unless it fits).
+    pub idle_chunk_bytes: usize,
     /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
     /// [`debug::perf`](crate::debug::perf)). Off by default.
     pub perf_map: bool,
@@ -50,7 +61,8 @@ pub struct JitOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CodeWrites {
     /// No writable view of code outlives the write that needs it: on Linux a trace (or a
-    /// batch) is assembled in a private buffer and written with one `pwrite`, on macOS
+    /// batch) is assembled in a private buffer and written with one `pwrite` (one per
+    /// 1 MiB window of a longer trace: the buffer stays that small), on macOS
     /// x86-64 and Windows through a window mapped for the write, on macOS arm64 with the
     /// thread's `MAP_JIT` write access toggled. A stray write elsewhere in the process
     /// cannot reach live code. Costs a system call per trace (per batch in a
@@ -67,12 +79,34 @@ pub enum CodeWrites {
     PersistentAlias,
 }
 
+impl JitOptions {
+    /// The largest [`chunk_bytes`](JitOptions::chunk_bytes): 1 GiB, so that a chunk's code
+    /// and data parts (2 GiB together) stay within RIP-relative reach of each other.
+    pub const MAX_CHUNK_BYTES: usize = 1 << 30;
+
+    /// Refuses a size outside its range, naming the option, the value and the range.
+    fn check(&self) -> Result<(), Error> {
+        if !(1..=JitOptions::MAX_CHUNK_BYTES).contains(&self.chunk_bytes) {
+            return Err(Error::InvalidOption {
+                option: "JitOptions::chunk_bytes",
+                value: self.chunk_bytes,
+                min: 1,
+                max: JitOptions::MAX_CHUNK_BYTES,
+                why: "the bytes of each part, code and data, of an arena chunk; the two \
+                      parts must stay within 2 GiB of each other",
+            });
+        }
+        Ok(())
+    }
+}
+
 impl Default for JitOptions {
     fn default() -> JitOptions {
         JitOptions {
             near: None,
             reserve_bytes: 256 << 20,
             chunk_bytes: 1 << 20,
+            idle_chunk_bytes: 8 << 20,
             perf_map: false,
             jitdump: false,
             gdb: false,
@@ -143,6 +177,7 @@ impl<'s> Jit<'s> {
         flusher: Arc<dyn FlushIcache>,
     ) -> Result<Jit<'s>, Error> {
         validate(set)?;
+        options.check()?;
         let alias = match options.code_writes {
             CodeWrites::Transient => false,
             CodeWrites::PersistentAlias if crate::memory::PERSISTENT_ALIAS => true,
@@ -171,6 +206,7 @@ impl<'s> Jit<'s> {
                 options.chunk_bytes,
                 options.reserve_bytes,
                 alias,
+                options.idle_chunk_bytes,
             )),
             flusher,
             programs: program::compile(set),

@@ -26,7 +26,8 @@
 //! let trace = trace.finish()?;
 //! let mut stack = [0u64; 16];
 //! // SAFETY: the trace was built from the set's ops, which expect a frame and a stack.
-//! let status = unsafe { trace.entry_fn(entry)(std::ptr::null_mut(), stack.as_mut_ptr()) };
+//! // `entry_fn` refuses an instance that is not the shim (`Error::NotAnEntry`).
+//! let status = unsafe { trace.entry_fn(entry)?(std::ptr::null_mut(), stack.as_mut_ptr()) };
 //! # let _ = status; Ok(()) }
 //! ```
 //!
@@ -53,7 +54,8 @@
 //! per trace (a 10-instance trace then stitches about 3× faster), at the price that code can
 //! be changed through the alias by anything that finds it. Code
 //! and data of many traces share arena chunks
-//! ([`Jit::memory_stats`]); chunks are placed near the helpers so that calls are direct,
+//! ([`Jit::memory_stats`]); chunks no trace uses are returned to the system beyond
+//! [`JitOptions::idle_chunk_bytes`]; chunks are placed near the helpers so that calls are direct,
 //! and a branch that cannot reach its destination goes through a veneer. Every patch checks
 //! its range in release builds: a value that does not fit is an [`Error`], never a
 //! silently wrong instruction.
@@ -73,6 +75,8 @@ mod trace;
 
 #[cfg(test)]
 mod stitch_tests;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod window_tests;
 
 pub use arena::MemoryStats;
 pub use cpjit_model as model;

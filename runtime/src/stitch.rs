@@ -1,6 +1,6 @@
 //! Stitching a trace, in named stages: [`Layout::place`] and [`Layout::count`] (run by
-//! each `push`), then in `finish` [`sizes`], [`allocate`], [`write()`] (copy and patch)
-//! and [`settle`] (publish).
+//! each `push`), then in `finish` [`sizes`], [`allocate`], [`write()`](write::write) (copy
+//! and patch, in [`write`]) and [`settle`] (publish).
 //!
 //! Layout: `[instance code...][tail jump][veneers]` in a code block, `[instance data...]
 //! [GOT slots]` in a data block of the same arena chunk. Instances follow each other back
@@ -19,12 +19,12 @@
 //! `finish` has no layout pass: it takes the blocks from the arena at those bounds, makes
 //! one pass that copies each instance (whole 16-byte blocks of code, and of data where the
 //! same computation as `push`'s puts it) and runs its program, and returns the unused GOT and
-//! veneer space. Per hole, a [`Fast`] form chosen once per stencil (x86-64: a
+//! veneer space. Per hole, a [`Fast`](crate::program::Fast) form chosen once per stencil (x86-64: a
 //! range-checked rel32 store, or an `imm32` store into an instruction the program already
 //! holds in its immediate form) does the common case; any value it cannot take goes the
 //! full path (out of line), which handles every case and reports every error. The
 //! commonest whole programs (one or two `imm32` operands, one or two references to the
-//! instance's data) also have a [`Quick`] form: their stores with one range test for all,
+//! instance's data) also have a [`Quick`](crate::program::Quick) form: their stores with one range test for all,
 //! no loop and no dispatch per hole (4–5 % fewer instructions and about 4 % less time on
 //! the bench's 1,000-instance trace). What `Jit::new` and `push` established is not checked
 //! again per instance: a recorded stencil index is in the program table and its operands
@@ -55,18 +55,16 @@
 //! operand slots unconditionally, placing empty data without a test) added instructions
 //! and saved no time; not kept.
 
+mod write;
+
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
-use crate::patch::{self, PatchError};
-use crate::program::{
-    branch_bias, Action, Bound, Checked, Fast, Key, Need, NeedFilter, Program, Quick, Source, Step,
-};
+use crate::program::{Bound, Key, Need, NeedFilter, Program};
 use crate::slots::SlotTable;
-use crate::trace::{Instance, Offsets, Target, Trace, TraceBuilder, View};
+use crate::trace::{Offsets, Target, Trace, TraceBuilder, View};
 use crate::Error;
-use cpjit_isa::x86_64 as x86;
-use cpjit_model::{HoleKind, Section};
 use std::cell::RefCell;
+use write::write;
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
 /// the trace's own offset table.
@@ -86,19 +84,16 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
     let mut trace = allocate(b.jit, &layout)?;
-    let mut writer = trace
-        .block
-        .code_writer(trace.code_len)
-        .map_err(Error::Map)?;
+    let mut writer = trace.block.code_writer(trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
     let slots = SCRATCH.with_borrow_mut(|scratch| {
-        write(&view, &layout, &mut trace, writer.bytes(), scratch)
+        write(&view, &layout, &mut trace, &mut writer, 0, scratch)
             .map(|()| (scratch.veneers.len(), scratch.got.len()))
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
-    trace.instance_offsets = Offsets::of(view.instances);
+    trace.instance_offsets = Offsets::of(view.instances)?;
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
     trace.debug = crate::debug::register(b, &trace)?;
@@ -137,20 +132,14 @@ where
         let placed = place_batch(jit, &mut layouts);
         let mut traces = allocate_batch(jit, &placed, &layouts)?;
         let (first, code_len) = (&traces[0].block, placed.code_len);
-        let mut writer = first
-            .source
-            .open(first.code_offset, code_len)
-            .map_err(Error::Map)?;
-        let code = writer.bytes();
+        let mut writer = first.source.open(first.code_offset, code_len)?;
         for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
-            let at = layout.code_at;
-            let mine = &mut code[at..at + trace.code_len];
             let v = view(i);
-            write(&v, layout, trace, mine, scratch).map_err(in_batch(i))?;
+            write(&v, layout, trace, &mut writer, layout.code_at, scratch).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
-            trace.instance_offsets = Offsets::of(v.instances);
+            trace.instance_offsets = Offsets::of(v.instances).map_err(in_batch(i))?;
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
@@ -516,124 +505,6 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     })
 }
 
-/// Stage 3: copies each instance's code and data to its place and runs its patch program:
-/// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
-/// it. `code` is the trace's code (`trace.code_len` bytes), seen through the writable view
-/// that exists only until the caller publishes it.
-fn write(
-    b: &View<'_, '_, '_>,
-    layout: &Sizes,
-    trace: &mut Trace,
-    code: &mut [u8],
-    scratch: &mut Scratch,
-) -> Result<(), Error> {
-    let jit = b.jit;
-    let set = jit.set;
-    trace.shim = if b.is_shim(0) { jit.shim.clone() } else { None };
-    scratch.got.reset();
-    scratch.veneers.reset();
-    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
-    // `data_len` bytes long and mapped RW.
-    let data =
-        unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) };
-    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
-    code[layout.code_len..].fill(jit.facts.trap);
-    // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
-    // their data before the GOT slots, which steps write as they go).
-    assert!(layout.instances_end <= layout.code_len);
-    let data_limit = layout.got_base();
-    assert!(data_limit <= data.len());
-    let mut w = Writer {
-        b,
-        instances: b.instances,
-        shim_first: b.is_shim(0),
-        code_base: trace.block.code_rx as u64,
-        data_base: trace.block.data as u64,
-        data_from_code: (trace.block.data as u64).wrapping_sub(trace.block.code_rx as u64),
-        code,
-        data,
-        got: &mut scratch.got,
-        got_base: layout.got_base(),
-        veneers: &mut scratch.veneers,
-        veneer_base: layout.veneer_base(),
-        veneer_size: jit.facts.veneer_size,
-        write_veneer: jit.facts.write_veneer,
-    };
-    let nop = set.nop;
-    let (mut code_end, mut data_end) = (0usize, 0usize);
-    let programs = &jit.programs[..];
-    for inst in b.instances {
-        debug_assert!((inst.stencil as usize) < programs.len());
-        // SAFETY: `push` records only instances of stencils it found in `programs`.
-        let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
-        let at = inst.code_at as usize;
-        if at != code_end {
-            pad_with_nops(&mut w.code[code_end..at], nop).map_err(|reason| {
-                Error::InvalidStencil {
-                    stencil: set.stencils[inst.stencil as usize].name.to_string(),
-                    reason,
-                }
-            })?;
-        }
-        copy_code(w.code, at, p, layout.instances_end);
-        code_end = at + p.code_len as usize;
-        // The instance's data where its push placed it (the same computation, in the
-        // same order: each at its alignment after the previous one's).
-        let data_at = if p.data_len == 0 {
-            data_end
-        } else {
-            let at = round_up(data_end, p.data_align as usize);
-            copy_data(w.data, data_end, at, p, data_limit);
-            data_end = at + p.data_len as usize;
-            at
-        };
-        let done = match p.quick {
-            Quick::Nothing => true,
-            Quick::Imm32 { sites } => w.quick_imm32(inst, at, sites),
-            Quick::DataRel32 { sites } => w.quick_data(at, data_at, sites),
-            Quick::General => false,
-        };
-        if !done {
-            // The instance's index, worked out here rather than counted for every instance.
-            let i = index_of(b.instances, inst);
-            for step in p.steps.iter() {
-                w.step(i, inst, step, at, data_at)
-                    .map_err(|e| e.error(b, i))?;
-            }
-        }
-    }
-    w.data[data_end..layout.got_base()].fill(0);
-    if let Some(target) = b.continuation {
-        // The jump to the continuation, appended after the last instance.
-        let tail = jit.facts.tail_hole(layout.instances_end as u32);
-        let at = tail.offset as usize - jit.facts.tail_hole_offset as usize;
-        w.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
-        let n = b.instances.len();
-        let (value, outside) = w.target(n - 1, target).map_err(|e| e.error(b, n - 1))?;
-        let place = w.code_base + tail.offset as u64;
-        w.branch(
-            tail.kind,
-            tail.offset as usize,
-            place,
-            value,
-            tail.addend,
-            outside,
-            false,
-            None,
-        )
-        .map_err(|source| Error::Patch {
-            stencil: format!(
-                "{} (the jump to the trace's continuation)",
-                set.stencils[b.instances[n - 1].stencil as usize].name
-            ),
-            instance: n - 1,
-            hole: tail,
-            source,
-        })?;
-    }
-    Ok(())
-}
-
 /// Stage 4 (after the code is published, and the trace's veneer and GOT slot counts are
 /// set): records the sizes of what the trace uses and returns the rest of its reserve to
 /// the arena. The caller then flushes the instruction cache.
@@ -648,563 +519,13 @@ fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
 }
 
-/// Why a step failed, before the stencil name is attached.
-enum StepError {
-    Patch { hole: u16, source: PatchError },
-    Other(Error),
-}
-
-impl StepError {
-    fn error(self, b: &View<'_, '_, '_>, instance: usize) -> Error {
-        let s = &b.jit.set.stencils[b.instances[instance].stencil as usize];
-        match self {
-            StepError::Patch { hole, source } => Error::Patch {
-                stencil: s.name.to_string(),
-                instance,
-                hole: s.holes[hole as usize],
-                source,
-            },
-            StepError::Other(e) => e,
-        }
-    }
-}
-
-/// The trace's memory during [`write()`], and the values instances refer to.
-struct Writer<'a, 'v, 'j, 's> {
-    b: &'a View<'v, 'j, 's>,
-    /// The trace's instances (for their code offsets: jump targets, continuations).
-    instances: &'a [Instance],
-    /// Instance 0 is the entry shim (which is no jump target).
-    shim_first: bool,
-    /// Run-time addresses of the trace's code (RX view) and data.
-    code_base: u64,
-    data_base: u64,
-    /// `data_base - code_base` (wrapping): what the quick data references add up.
-    data_from_code: u64,
-    code: &'a mut [u8],
-    data: &'a mut [u8],
-    got: &'a mut SlotTable,
-    got_base: usize,
-    veneers: &'a mut SlotTable,
-    veneer_base: usize,
-    veneer_size: usize,
-    write_veneer: crate::program::WriteVeneer,
-}
-
-impl Writer<'_, '_, '_, '_> {
-    /// Writes one hole of instance `i` (code at `code_at`, data at `data_at`): its fast
-    /// form if it has one and the value fits it, otherwise [`run`](Writer::run).
-    #[inline]
-    fn step(
-        &mut self,
-        i: usize,
-        inst: &Instance,
-        step: &Step,
-        code_at: usize,
-        data_at: usize,
-    ) -> Result<(), StepError> {
-        let offset = code_at + step.offset as usize;
-        match step.fast {
-            Fast::Full => {}
-            Fast::Rel32 | Fast::Direct => {
-                // The instance's own data and code and a symbol, the usual sources of a
-                // rel32 field, here; the others through `fast_value`.
-                let value = match step.source {
-                    Source::Data => Some(self.data_base + data_at as u64),
-                    Source::Code => Some(self.code_base + code_at as u64),
-                    Source::Symbol(sym) => self.b.jit.symbol(sym),
-                    _ => self.fast_value(i, inst, step.source, code_at, data_at),
-                };
-                if let Some(value) = value {
-                    let place = self.code_base + offset as u64;
-                    let target = value.wrapping_add(step.addend as u64);
-                    if write_rel32(self.code, offset, place, target) {
-                        return Ok(());
-                    }
-                }
-                if step.fast == Fast::Direct {
-                    // `lea` changed the opcode, `addr32 call` the opcode and ModRM.
-                    self.restore(inst, step, code_at, 2);
-                }
-            }
-            Fast::Imm32 { operand, part } => {
-                let value = part.of(self.b.operands[inst.operands as usize + operand as usize]);
-                if let (Ok(imm), Some(field)) = (
-                    i32::try_from(value as i64),
-                    self.code.get_mut(offset..offset + 4),
-                ) {
-                    field.copy_from_slice(&imm.to_le_bytes());
-                    return Ok(());
-                }
-                // REX prefix, opcode and ModRM.
-                self.restore(inst, step, code_at, 3);
-            }
-        }
-        self.run(i, inst, step, code_at, data_at)
-    }
-
-    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
-    /// if an operand does not fit its `imm32` (nothing written; the steps then write every
-    /// field again).
-    #[inline(always)]
-    fn quick_imm32(&mut self, inst: &Instance, code_at: usize, sites: [(u32, u16); 2]) -> bool {
-        let operands = &self.b.operands[inst.operands as usize..];
-        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
-        // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
-        // and `Quick::of` took only sites whose operand is one of them.
-        let (a, b) = unsafe {
-            (
-                *operands.get_unchecked(sites[0].1 as usize),
-                *operands.get_unchecked(sites[1].1 as usize),
-            )
-        };
-        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
-    }
-
-    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
-    /// at `data_at`): `false` if a displacement does not fit 32 bits (nothing written).
-    #[inline(always)]
-    fn quick_data(&mut self, code_at: usize, data_at: usize, sites: [(u32, i64); 2]) -> bool {
-        // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
-        let to_data = self
-            .data_from_code
-            .wrapping_add(data_at as u64)
-            .wrapping_sub(code_at as u64);
-        let a = to_data.wrapping_add(sites[0].1 as u64);
-        let b = to_data.wrapping_add(sites[1].1 as u64);
-        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
-    }
-
-    /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
-    /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
-    /// nothing written. The sites are a quick form's, each field inside the stencil's code
-    /// (`Quick::of`), and the instance's code was copied to `code_at` ([`copy_code`]
-    /// checked that it fits `code`).
-    #[inline(always)]
-    fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
-        // Both fit exactly when neither biased value has upper bits.
-        if (a.1.wrapping_add(1 << 31) | b.1.wrapping_add(1 << 31)) >> 32 != 0 {
-            return false;
-        }
-        for (offset, value) in [a, b] {
-            let at = code_at + offset as usize;
-            debug_assert!(at + 4 <= self.code.len());
-            // SAFETY: as above, `at + 4 <= self.code.len()`.
-            unsafe {
-                self.code
-                    .as_mut_ptr()
-                    .add(at)
-                    .cast::<u32>()
-                    .write_unaligned((value as u32).to_le())
-            };
-        }
-        true
-    }
-
-    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
-    /// whose [`Fast`] form the program's code holds: the full path starts from them.
-    #[cold]
-    fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
-        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
-        let end = step.offset as usize;
-        let start = end.saturating_sub(len);
-        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
-    }
-
-    /// The value of `source` for instance `i` where the fast forms can take it: `None` for
-    /// what only the full path handles (the continuation, the shim or a missing instance as
-    /// a target, an unknown symbol), which then reports it.
-    #[inline]
-    fn fast_value(
-        &self,
-        i: usize,
-        inst: &Instance,
-        source: Source,
-        code_at: usize,
-        data_at: usize,
-    ) -> Option<u64> {
-        let b = self.b;
-        match source {
-            Source::Operand(k, part) => {
-                Some(part.of(b.operands[inst.operands as usize + k as usize]))
-            }
-            Source::Code => Some(self.code_base + code_at as u64),
-            Source::Data => Some(self.data_base + data_at as u64),
-            Source::Continue => self
-                .instances
-                .get(i + 1)
-                .map(|next| self.code_base + next.code_at as u64),
-            Source::Target(k) => match b.targets[inst.targets as usize + k as usize] {
-                Target::Address(a) => Some(a),
-                Target::Instance(id) if id.0 != 0 || !self.shim_first => self
-                    .instances
-                    .get(id.index())
-                    .map(|to| self.code_base + to.code_at as u64),
-                Target::Instance(_) => None,
-            },
-            Source::Symbol(sym) => b.jit.symbol(sym),
-        }
-    }
-
-    /// Runs one step of instance `i` (code at `code_at`, data at `data_at`) in full: the
-    /// path for every hole and value, which checks everything and reports errors.
-    #[inline(never)]
-    fn run(
-        &mut self,
-        i: usize,
-        inst: &Instance,
-        step: &Step,
-        code_at: usize,
-        data_at: usize,
-    ) -> Result<(), StepError> {
-        let (value, outside) = self.value(i, inst, step.source, code_at, data_at)?;
-        let (offset, base) = match step.section {
-            Section::Code => (code_at + step.offset as usize, self.code_base),
-            Section::Data => (data_at + step.offset as usize, self.data_base),
-        };
-        let place = base + offset as u64;
-        let failed = |source| StepError::Patch {
-            hole: step.hole,
-            source,
-        };
-        let addend = step.addend as u64;
-        match step.action {
-            Action::Plain => {
-                let buf = self.section(step.section);
-                let target = value.wrapping_add(addend);
-                if step.checked != Checked::Nothing && write_rel32(buf, offset, place, target) {
-                    return Ok(());
-                }
-                patch::patch(step.kind, buf, offset, place, target).map_err(failed)
-            }
-            Action::Branch => {
-                let checked = step.checked != Checked::Nothing;
-                // A veneer to a symbol itself (no addend left) is shared by its id.
-                let symbol = match step.source {
-                    Source::Symbol(id) if addend.wrapping_add(branch_bias(step.kind)) == 0 => {
-                        Some(id)
-                    }
-                    _ => None,
-                };
-                self.branch(
-                    step.kind,
-                    offset,
-                    place,
-                    value,
-                    step.addend,
-                    outside,
-                    checked,
-                    symbol,
-                )
-                .map_err(failed)
-            }
-            Action::Got => self.through_got(step, offset, place, value).map_err(failed),
-            Action::RelaxableGot => {
-                let buf = self.section(step.section);
-                let direct = value.wrapping_add(addend);
-                if let Checked::X86GotSite(site) = step.checked {
-                    // The site was decoded once from the stencil's bytes; only the value
-                    // decides between an immediate, a direct reference and the GOT slot.
-                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
-                        return Ok(());
-                    }
-                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
-                        return Ok(());
-                    }
-                    return self.through_got(step, offset, place, value).map_err(failed);
-                }
-                if outside
-                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
-                        .map_err(failed)?
-                {
-                    return Ok(());
-                }
-                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
-                    return Ok(());
-                }
-                self.through_got(step, offset, place, value).map_err(failed)
-            }
-            Action::GotPair {
-                ldr_hole,
-                ldr_offset,
-            } => {
-                let ldr = code_at + ldr_offset as usize;
-                if patch::relax_aarch64_got_pair(self.code, offset, ldr, place, value)
-                    .map_err(failed)?
-                {
-                    return Ok(());
-                }
-                self.through_got(step, offset, place, value)
-                    .map_err(failed)?;
-                let ldr_step = Step {
-                    kind: HoleKind::Aarch64Ld64GotLo12,
-                    ..*step
-                };
-                let ldr_place = self.code_base + ldr as u64;
-                self.through_got(&ldr_step, ldr, ldr_place, value)
-                    .map_err(|source| StepError::Patch {
-                        hole: ldr_hole,
-                        source,
-                    })
-            }
-        }
-    }
-
-    fn section(&mut self, section: Section) -> &mut [u8] {
-        match section {
-            Section::Code => self.code,
-            Section::Data => self.data,
-        }
-    }
-
-    /// The value of `source` for instance `i`, and whether it lies outside the trace.
-    fn value(
-        &self,
-        i: usize,
-        inst: &Instance,
-        source: Source,
-        code_at: usize,
-        data_at: usize,
-    ) -> Result<(u64, bool), StepError> {
-        let b = self.b;
-        if let Some(value) = self.fast_value(i, inst, source, code_at, data_at) {
-            // Outside the trace: operands, symbols and addresses; inside: everything else.
-            let outside = match source {
-                Source::Operand(..) | Source::Symbol(_) => true,
-                Source::Target(k) => matches!(
-                    b.targets[inst.targets as usize + k as usize],
-                    Target::Address(_)
-                ),
-                Source::Continue | Source::Code | Source::Data => false,
-            };
-            return Ok((value, outside));
-        }
-        // What `fast_value` leaves: the continuation after the last instance, and the
-        // errors (a shim or missing instance as a jump target, an unknown symbol).
-        let set = b.jit.set;
-        let stencil = || set.stencils[inst.stencil as usize].name.to_string();
-        match (source, b.continuation) {
-            (Source::Target(k), _) => self.target(i, b.targets[inst.targets as usize + k as usize]),
-            (Source::Continue, Some(t)) => self.target(i, t),
-            (Source::Symbol(sym), _) => Err(StepError::Other(Error::UnknownSymbol {
-                symbol: set.symbols[sym as usize].to_string(),
-                stencil: stencil(),
-                instance: i,
-            })),
-            // The last instance continues and the trace does not say where (operands, code
-            // and data always have a value).
-            _ => Err(StepError::Other(Error::TraceEndsWithContinue {
-                stencil: stencil(),
-                instance: i,
-            })),
-        }
-    }
-
-    /// The address of jump target `t` of instance `i`, and whether it is outside the trace.
-    /// The entry shim is not a jump target: it sets up a native call frame.
-    fn target(&self, i: usize, t: Target) -> Result<(u64, bool), StepError> {
-        let b = self.b;
-        match t {
-            Target::Address(a) => Ok((a, true)),
-            Target::Instance(id) => match self.instances.get(id.index()).map(|to| to.code_at) {
-                Some(_) if b.is_shim(id.index()) => {
-                    let set = b.jit.set;
-                    Err(StepError::Other(Error::ShimAsTarget {
-                        shim: set.stencils[b.instances[id.index()].stencil as usize]
-                            .name
-                            .to_string(),
-                        stencil: set.stencils[b.instances[i].stencil as usize]
-                            .name
-                            .to_string(),
-                        instance: i,
-                    }))
-                }
-                Some(offset) => Ok((self.code_base + offset as u64, false)),
-                None => Err(StepError::Other(Error::MissingInstance {
-                    stencil: b.jit.set.stencils[b.instances[i].stencil as usize]
-                        .name
-                        .to_string(),
-                    instance: i,
-                    target: id.index(),
-                    count: self.instances.len(),
-                })),
-            },
-        }
-    }
-
-    /// Patches a direct branch to `value + addend`, through a veneer when the destination
-    /// is outside the trace and out of the branch's range. `checked`: the instruction is a
-    /// rel32 branch checked once (see [`Checked`]); `symbol`: the destination is exactly
-    /// this symbol, whose veneer is found by id.
-    #[allow(clippy::too_many_arguments)]
-    fn branch(
-        &mut self,
-        kind: HoleKind,
-        offset: usize,
-        place: u64,
-        value: u64,
-        addend: i64,
-        outside: bool,
-        checked: bool,
-        symbol: Option<u16>,
-    ) -> Result<(), PatchError> {
-        let target = value.wrapping_add(addend as u64);
-        if checked && write_rel32(self.code, offset, place, target) {
-            return Ok(());
-        }
-        if !outside || patch::in_range(kind, place, target) {
-            return patch::patch(kind, self.code, offset, place, target);
-        }
-        let bias = branch_bias(kind);
-        let destination = target.wrapping_add(bias);
-        let (slot, new) = match symbol {
-            Some(id) => self.veneers.slot_of_id(id),
-            None => self.veneers.slot(destination),
-        };
-        let at = self.veneer_base + slot as usize * self.veneer_size;
-        if new {
-            (self.write_veneer)(&mut self.code[at..at + self.veneer_size], destination);
-        }
-        let veneer = self.code_base + at as u64;
-        patch::patch(kind, self.code, offset, place, veneer.wrapping_sub(bias))
-    }
-
-    /// Patches a GOT-form hole to load `value` from a GOT slot.
-    fn through_got(
-        &mut self,
-        step: &Step,
-        offset: usize,
-        place: u64,
-        value: u64,
-    ) -> Result<(), PatchError> {
-        // A symbol's slot holds its address: found by the symbol's id.
-        let (slot, new) = match step.source {
-            Source::Symbol(id) => self.got.slot_of_id(id),
-            _ => self.got.slot(value),
-        };
-        let at = self.got_base + 8 * slot as usize;
-        if new {
-            self.data[at..at + 8].copy_from_slice(&value.to_le_bytes());
-        }
-        let got = self.data_base + at as u64;
-        let buf = self.section(step.section);
-        let value = got.wrapping_add(step.addend as u64);
-        if step.checked != Checked::Nothing && write_rel32(buf, offset, place, value) {
-            return Ok(());
-        }
-        patch::patch(step.kind, buf, offset, place, value)
-    }
-}
-
-/// Writes `value - place` into the x86-64 rel32 field at `buf[offset..]` whose instruction
-/// was checked once ([`Checked`]); `false`, nothing written, if it does not fit 32 bits
-/// (the caller then lets [`patch::patch`] report it, or routes the branch via a veneer).
-#[inline]
-fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
-    match (
-        cpjit_isa::rel32(place, value),
-        buf.get_mut(offset..offset + 4),
-    ) {
-        (Some(rel), Some(field)) => {
-            field.copy_from_slice(&rel.to_le_bytes());
-            true
-        }
-        _ => false,
-    }
-}
-
-/// Fills alignment padding with whole nops.
-fn pad_with_nops(padding: &mut [u8], nop: &[u8]) -> Result<(), String> {
-    if padding.len() % nop.len() != 0 {
-        return Err(format!(
-            "{} bytes of alignment padding before it are not a multiple of the {}-byte nop",
-            padding.len(),
-            nop.len()
-        ));
-    }
-    for chunk in padding.chunks_exact_mut(nop.len()) {
-        chunk.copy_from_slice(nop);
-    }
-    Ok(())
-}
-
-/// Copies the data of an instance of `p` to `data[at..]`, and zeros the alignment padding
-/// before it (from `end`, where the previous instance's data ended): the program's 16-byte
-/// blocks (past the stencil's data they hold zeros, which the next instance overwrites or
-/// the padding needs), or exactly the stencil's bytes where whole blocks would pass `limit`
-/// (the end of the instances' data: the GOT slots follow). `limit` is at most `data.len()`.
-#[inline(always)]
-fn copy_data(data: &mut [u8], end: usize, at: usize, p: &Program, limit: usize) {
-    debug_assert!(limit <= data.len() && end <= at);
-    let blocks = &p.data[..];
-    if at + blocks.len() <= limit && at - end <= 16 {
-        // SAFETY: `end <= at`, `at + blocks.len() <= limit <= data.len()` (the caller's
-        // promise), and `blocks.len()` is a non-zero multiple of 16 (`Program::data`), so
-        // that `end + 16 <= at + 16 <= data.len()`: each move writes 16 bytes inside
-        // `data[end..]` and reads 16 inside `blocks`, unaligned. The zeros at `end` go
-        // first: the copy overwrites those past `at`.
-        unsafe {
-            let to = data.as_mut_ptr();
-            to.add(end).cast::<u128>().write_unaligned(0);
-            copy_blocks(blocks, to.add(at));
-        }
-    } else {
-        data[end..at].fill(0);
-        let len = p.data_len as usize;
-        data[at..at + len].copy_from_slice(&blocks[..len]);
-    }
-}
-
-/// Copies the code of an instance of `p` to `code[at..]`: the program's 16-byte blocks
-/// (past the stencil's end they hold traps, which the next instance or the trailing trap
-/// filler overwrites or matches), or exactly the stencil's bytes where whole blocks would
-/// pass `limit` (the end of the instances: the tail jump and veneers follow). `limit` is
-/// at most `code.len()`; afterwards `at + p.code_len <= code.len()` (the quick forms' stores
-/// rely on it).
-#[inline(always)]
-fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
-    debug_assert!(limit <= code.len());
-    let blocks = &p.code[..];
-    if at + blocks.len() <= limit {
-        // SAFETY: `at + blocks.len() <= limit <= code.len()` (the caller's promise), and
-        // `blocks.len()` is a multiple of 16 (`Program::code`): each move reads and writes
-        // 16 bytes inside `blocks` and `code[at..]`, unaligned.
-        unsafe { copy_blocks(blocks, code.as_mut_ptr().add(at)) }
-    } else {
-        let len = p.code_len as usize;
-        code[at..at + len].copy_from_slice(&blocks[..len]);
-    }
-}
-
-/// The index of `inst`, an element of `instances`.
-fn index_of(instances: &[Instance], inst: &Instance) -> usize {
-    (inst as *const Instance as usize - instances.as_ptr() as usize) / size_of::<Instance>()
-}
-
-/// Copies `blocks` (a multiple of 16 bytes long) to `to`, 16 bytes at a time, unaligned.
-///
-/// # Safety
-/// `to` is valid for writes of `blocks.len()` bytes, outside `blocks`.
-#[inline(always)]
-unsafe fn copy_blocks(blocks: &[u8], to: *mut u8) {
-    debug_assert!(blocks.len() % 16 == 0);
-    let (mut from, mut to) = (blocks.as_ptr(), to);
-    let end = from.add(blocks.len());
-    while from < end {
-        to.cast::<u128>()
-            .write_unaligned(from.cast::<u128>().read_unaligned());
-        from = from.add(16);
-        to = to.add(16);
-    }
-}
-
 fn round_up64(x: u64, align: u64) -> u64 {
     (x + align - 1) & !(align - 1)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{copy_data, Counted, Layout};
+    use super::{Counted, Layout};
     use crate::program::{code_hole, NeedFilter, Program, PLAIN_STENCIL};
     use crate::trace::{InstanceId, Target};
     use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
@@ -1351,40 +672,5 @@ mod tests {
         }
         // The sequence reached every kind of count.
         assert!(every.got_bound > 0 && every.veneer_bound > 0 && every.internal > 0);
-    }
-
-    /// `copy_data` writes the stencil's data exactly and zeros the padding before it, by
-    /// whole blocks or exactly at the limit, and nothing before the previous end or past the
-    /// limit: every data length up to 70 bytes, padding 0 to 40 bytes, limits from tight
-    /// to roomy.
-    #[test]
-    fn copy_data_writes_the_data_and_zeros_the_padding_only() {
-        let init: Vec<u8> = (1..=70u8).collect();
-        for len in 1..=70usize {
-            let stencil = Stencil {
-                init_data: &init[..len],
-                data_len: len as u32,
-                data_align: 1,
-                ..PLAIN_STENCIL
-            };
-            let p = Program::new(&stencil, false, 0xcc);
-            for gap in 0..=40 {
-                for slack in [0, 1, 15, 16, 17, 40] {
-                    let (end, at) = (5, 5 + gap);
-                    let limit = at + len + slack;
-                    // 0xee before `end` and past `limit` must stay; 0xaa in between must
-                    // become the padding's zeros and the data.
-                    let mut buf = vec![0xaa; limit + 50];
-                    buf[..end].fill(0xee);
-                    buf[limit..].fill(0xee);
-                    copy_data(&mut buf, end, at, &p, limit);
-                    let what = format!("length {len}, gap {gap}, slack {slack}");
-                    assert!(buf[..end].iter().all(|&b| b == 0xee), "{what}");
-                    assert!(buf[end..at].iter().all(|&b| b == 0), "{what}");
-                    assert_eq!(&buf[at..at + len], &init[..len], "{what}");
-                    assert!(buf[limit..].iter().all(|&b| b == 0xee), "{what}");
-                }
-            }
-        }
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::arena::{Arena, Block};
 use crate::entry::{Entry, EntrySignature};
+use crate::error::try_grow;
 use crate::jit::{Jit, ShimFacts};
 use crate::program::Program;
 use crate::stitch::{self, Counted, Layout};
@@ -27,15 +28,18 @@ impl InstanceId {
     }
 }
 
-/// Appends `items` to `v`, element by element (a stencil takes a few operands or targets:
-/// a `memcpy` call would cost more than the copy), with one capacity check and one length
+/// Appends `items` to `v`, which has room for them, element by element (a stencil takes a
+/// few operands or targets: a `memcpy` call would cost more than the copy), with one length
 /// update, and shows `seen` each item.
+///
+/// # Safety
+/// `v` has room for `items.len()` more elements (`record` made it, fallibly).
 #[inline(always)]
-fn append<T: Copy>(v: &mut Vec<T>, items: &[T], mut seen: impl FnMut(T)) {
-    v.reserve(items.len());
+unsafe fn append<T: Copy>(v: &mut Vec<T>, items: &[T], mut seen: impl FnMut(T)) {
+    debug_assert!(v.capacity() - v.len() >= items.len());
     let len = v.len();
-    // SAFETY: `reserve` made room for `items.len()` more elements past `len`; each is
-    // written before the length covers it.
+    // SAFETY: there is room for `items.len()` more elements past `len` (the caller's
+    // promise); each is written before the length covers it.
     unsafe {
         let to = v.as_mut_ptr().add(len);
         for (k, &item) in items.iter().enumerate() {
@@ -152,7 +156,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // errors are worked out off the hot path.
         match self.programs.get(stencil) {
             Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
-                Ok(self.record(stencil, p, operands, targets))
+                self.record(stencil, p, operands, targets)
             }
             _ => self.push_rest(stencil, operands, targets),
         }
@@ -175,14 +179,14 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                     && operands.len() == p.operands as usize
                     && targets.len() == p.targets as usize =>
             {
-                Ok(self.record(stencil, p, operands, targets))
+                self.record(stencil, p, operands, targets)
             }
             _ => Err(self.push_error(stencil, operands.len(), targets.len())),
         }
     }
 
     /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
-    /// were checked.
+    /// were checked. Fails, recording nothing, only if the builder's vectors cannot grow.
     #[inline(always)]
     fn record(
         &mut self,
@@ -190,35 +194,74 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         p: &'j Program,
         operands: &[u64],
         targets: &[Target],
-    ) -> InstanceId {
-        let id = InstanceId(self.instances.len() as u32 - self.start);
-        let code_at = self.layout.place(p);
-        self.instances.push(Instance {
-            stencil: stencil as u32,
-            operands: self.operands.len() as u32,
-            targets: self.targets.len() as u32,
-            code_at,
-        });
+    ) -> Result<InstanceId, Error> {
+        // Each vector's capacity is checked where `Vec::push` and `reserve` checked it, and
+        // grown fallibly (out of line), operands and targets first: if one cannot grow,
+        // what this push appended is taken back, so that a trace too large for the process
+        // is an error that changes nothing, at no cost per instance.
+        let (operands_at, targets_at) = (self.operands.len(), self.targets.len());
         // On the way, what the stencil's need filter asks: whether an operand is too wide
         // for its immediates (its upper 32 bits, after the bias, are not zero), whether a
         // target is an address.
         let (mut wide, mut far) = (0u64, false);
         // (Most instances take neither: then not even a capacity check.)
         if !operands.is_empty() {
+            if self.operands.capacity() - operands_at < operands.len() {
+                try_grow(&mut self.operands, operands.len(), "the trace's operands")?;
+            }
             let bias = p.filter.operand_bias;
-            append(&mut self.operands, operands, |o| {
-                wide |= o.wrapping_add(bias)
-            });
+            // SAFETY (here and below): there is room, checked or made just above.
+            unsafe {
+                append(&mut self.operands, operands, |o| {
+                    wide |= o.wrapping_add(bias)
+                })
+            };
         }
         if !targets.is_empty() {
-            append(&mut self.targets, targets, |t| {
-                far |= matches!(t, Target::Address(_))
-            });
+            if self.targets.capacity() - targets_at < targets.len() {
+                self.grow_or_undo(targets.len(), (operands_at, targets_at))?;
+            }
+            unsafe {
+                append(&mut self.targets, targets, |t| {
+                    far |= matches!(t, Target::Address(_))
+                })
+            };
         }
+        if self.instances.len() == self.instances.capacity() {
+            self.grow_or_undo(0, (operands_at, targets_at))?;
+        }
+        let id = InstanceId(self.instances.len() as u32 - self.start);
+        let code_at = self.layout.place(p);
+        let record = Instance {
+            stencil: stencil as u32,
+            operands: operands_at as u32,
+            targets: targets_at as u32,
+            code_at,
+        };
+        unsafe { append(&mut self.instances, &[record], |_| ()) };
         let filtered = (wide >> 32 != 0, far);
         self.layout
             .count(p, filtered, operands, targets, &mut self.spare.counted);
-        id
+        Ok(id)
+    }
+
+    /// Makes room for `targets` more targets (if not 0) or else for one more instance
+    /// record; if that fails, takes back the operands and targets this push appended (from
+    /// `appended`: the vectors' lengths before it) and fails with
+    /// [`Error::AllocationFailed`].
+    #[cold]
+    #[inline(never)]
+    fn grow_or_undo(&mut self, targets: usize, appended: (usize, usize)) -> Result<(), Error> {
+        let grown = if targets != 0 {
+            try_grow(&mut self.targets, targets, "the trace's jump targets")
+        } else {
+            try_grow(&mut self.instances, 1, "the trace's instance records")
+        };
+        if grown.is_err() {
+            self.operands.truncate(appended.0);
+            self.targets.truncate(appended.1);
+        }
+        grown
     }
 
     /// Why [`push`](TraceBuilder::push) refused an instance.
@@ -269,7 +312,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     }
 
     /// Appends the set's C-ABI entry shim; call the finished trace through
-    /// [`Trace::entry_fn`] of the returned id. The shim can only be the first instance
+    /// [`Trace::entry_fn`] of the returned id (which refuses any other instance). The shim can only be the first instance
     /// and is never a jump target: it is entered from native code, with a native frame.
     /// A shim of other than two parameters ([`EntryFn`]'s) is refused with
     /// [`Error::EntrySignature`]: push it with [`push_shim_as`](TraceBuilder::push_shim_as).
@@ -524,7 +567,7 @@ pub(crate) enum Offsets {
         len: u8,
         offsets: [u32; INLINE_OFFSETS],
     },
-    Heap(Box<[u32]>),
+    Heap(Vec<u32>),
 }
 
 /// Instances whose offsets a [`Trace`] keeps inline.
@@ -539,19 +582,27 @@ impl Offsets {
         }
     }
 
-    /// The code offsets of `instances`.
-    pub fn of(instances: &[Instance]) -> Offsets {
+    /// The code offsets of `instances`; fails with [`Error::AllocationFailed`] if a long
+    /// trace's table cannot be allocated.
+    pub fn of(instances: &[Instance]) -> Result<Offsets, Error> {
         if instances.len() <= INLINE_OFFSETS {
             let mut inline = [0; INLINE_OFFSETS];
             for (to, inst) in inline.iter_mut().zip(instances) {
                 *to = inst.code_at;
             }
-            Offsets::Inline {
+            Ok(Offsets::Inline {
                 len: instances.len() as u8,
                 offsets: inline,
-            }
+            })
         } else {
-            Offsets::Heap(instances.iter().map(|i| i.code_at).collect())
+            let mut offsets = Vec::new();
+            try_grow(
+                &mut offsets,
+                instances.len(),
+                "the trace's instance offsets",
+            )?;
+            offsets.extend(instances.iter().map(|i| i.code_at));
+            Ok(Offsets::Heap(offsets))
         }
     }
 
@@ -602,23 +653,35 @@ impl Trace {
         }
     }
 
-    /// Instance `id` (which must be an instance of the set's entry shim) as a C function.
-    pub fn entry_fn(&self, id: InstanceId) -> EntryFn {
-        // SAFETY: a code address; calling it is unsafe and requires that `id` is the shim.
-        unsafe { std::mem::transmute::<*const u8, EntryFn>(self.entry(id)) }
+    /// Instance `id` as the default entry's C function type [`EntryFn`]: the id
+    /// [`TraceBuilder::push_shim`] returned. Refused, with [`Error::NotAnEntry`], unless `id`
+    /// is the trace's first instance and an instance of the set's entry shim (any other
+    /// instance is an op of the ops' own calling convention, which native code cannot
+    /// call), and with [`Error::EntrySignature`] if the shim takes other than
+    /// [`EntryFn`]'s two arguments (see [`Trace::entry_typed`]). Calling the function is
+    /// still `unsafe`: its arguments must be what the trace's ops expect.
+    ///
+    /// ```no_run
+    /// # fn demo(jit: &cpjit_runtime::Jit<'_>) -> Result<(), cpjit_runtime::Error> {
+    /// use cpjit_runtime::{Error, InstanceId};
+    /// let mut t = jit.trace();
+    /// let op = t.push_named("op_return", &[], &[])?; // no shim pushed
+    /// let trace = t.finish()?;
+    /// assert!(matches!(trace.entry_fn(op), Err(Error::NotAnEntry { instance: 0 })));
+    /// # Ok(()) }
+    /// ```
+    pub fn entry_fn(&self, id: InstanceId) -> Result<EntryFn, Error> {
+        self.entry_as::<EntryFn>(id)
     }
 
     /// Instance `id` as the C function type `F`: refused with [`Error::NotAnEntry`] unless
     /// it is the trace's first instance and the set's entry shim, and with
     /// [`Error::EntrySignature`] if `F` takes another number of arguments than the shim.
-    ///
-    /// # Panics
-    /// If `id` does not belong to this trace (as [`Trace::entry`]).
     pub fn entry_as<F: EntrySignature>(&self, id: InstanceId) -> Result<F, Error> {
-        let code = self.entry(id);
-        match &self.shim {
-            Some(shim) if id.index() == 0 => {
+        match (&self.shim, self.instance_offsets().first()) {
+            (Some(shim), Some(&offset)) if id.index() == 0 => {
                 check_signature::<F>(shim)?;
+                let code = (self.block.code_rx + offset as usize) as *const u8;
                 // SAFETY: instance 0 is the shim, of `F`'s arity (the argument and return
                 // types are pointer-sized integers, as the shim's are).
                 Ok(unsafe { F::from_code(code) })
@@ -629,10 +692,9 @@ impl Trace {
         }
     }
 
-    /// The entry pushed by [`TraceBuilder::push_shim_as`] as its C function type.
-    ///
-    /// # Panics
-    /// If `entry` does not belong to this trace (as [`Trace::entry`]).
+    /// The entry pushed by [`TraceBuilder::push_shim_as`] as its C function type (refused
+    /// as [`Trace::entry_as`] refuses, e.g. an entry of another trace that is not this
+    /// one's shim).
     pub fn entry_typed<F: EntrySignature>(&self, entry: Entry<F>) -> Result<F, Error> {
         self.entry_as(entry.id())
     }
@@ -674,11 +736,12 @@ impl Drop for Trace {
         // Unregistered from debuggers and profilers before the code is trapped and reused.
         self.debug = None;
         // Fill the freed code with traps so that a stale pointer into it faults instead of
-        // running whatever is stitched there next. If no window can be mapped (out of
-        // memory), the bytes stay until the next trace overwrites them.
+        // running whatever is stitched there next. If no window can be mapped or staged
+        // (out of memory), the bytes stay until the next trace overwrites them.
         if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
-            writer.bytes().fill(self.trap);
-            let _ = writer.publish();
+            if writer.fill(self.trap).is_ok() {
+                let _ = writer.publish();
+            }
         }
         self.arena.free(&self.block);
     }

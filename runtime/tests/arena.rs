@@ -244,3 +244,107 @@ fn windows_pages_past_the_high_water_mark_are_only_reserved() {
         (page, page, 2 << 20)
     );
 }
+
+/// Idle chunks are returned to the system beyond `JitOptions::idle_chunk_bytes` (issue 42):
+/// measured in a child process, by the arena's stats, the process's descriptors and its
+/// code mappings (`/proc/self/maps`). Traces larger than a chunk each get their own; once
+/// all are freed, only the idle chunks that fit the limit stay, and traces still work.
+/// (x86-64 only: the test binary runs itself again, which it cannot under qemu-user.)
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn idle_chunks_beyond_the_limit_are_returned_to_the_system() {
+    common::in_child(
+        "arena::idle_chunks_beyond_the_limit_are_returned_to_the_system",
+        idle_chunks_in_a_child,
+    );
+}
+
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+fn idle_chunks_in_a_child() {
+    /// Open descriptors, and mappings of JIT code objects.
+    fn resources() -> (usize, usize) {
+        let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let code = maps.lines().filter(|l| l.contains("cpjit-code")).count();
+        (fds, code)
+    }
+    /// A trace of about 20 KiB of code: larger than a 4 KiB chunk.
+    fn large(jit: &Jit<'_>) -> (cpjit_runtime::Trace, cpjit_runtime::InstanceId) {
+        let mut t = jit.trace();
+        let shim = t.push_shim().unwrap();
+        t.push_named("op_load_got", &[0], &[]).unwrap();
+        for _ in 0..1000 {
+            t.push_named("op_add_got", &[1, 2], &[]).unwrap();
+        }
+        t.push_named("op_return", &[], &[]).unwrap();
+        (t.finish().unwrap(), shim)
+    }
+    for idle_chunk_bytes in [usize::MAX, 0, 200 << 10] {
+        let options = JitOptions {
+            chunk_bytes: 4096,
+            idle_chunk_bytes,
+            ..JitOptions::default()
+        };
+        let before = resources();
+        let jit = Jit::with_options(SET, resolve, options).unwrap();
+        let traces: Vec<_> = (0..20).map(|_| large(&jit)).collect();
+        let full = jit.memory_stats();
+        let (full_fds, full_maps) = resources();
+        assert_eq!(full.chunks, 20, "{full:?}");
+        assert_eq!(full_fds, before.0 + 20, "a descriptor per chunk");
+        assert!(full_maps >= before.1 + 20, "{full_maps} code mappings");
+        let chunk = full.reserved() / 20;
+        drop(traces);
+        let idle = jit.memory_stats();
+        let (fds, maps) = resources();
+        println!(
+            "idle_chunk_bytes {idle_chunk_bytes}: 20 chunks of {chunk} bytes, {} reserved \
+             ({} mapped, {full_fds} fds, {full_maps} code mappings); all freed: {} chunks, \
+             {} reserved ({} mapped, {fds} fds, {maps} code mappings)",
+            full.reserved(),
+            full.mapped(),
+            idle.chunks,
+            idle.reserved(),
+            idle.mapped()
+        );
+        let kept = match idle_chunk_bytes {
+            usize::MAX => 20,
+            limit => limit / chunk,
+        };
+        assert_eq!(idle.chunks, kept, "{idle:?}");
+        assert_eq!(idle.reserved(), kept * chunk);
+        assert!(idle.mapped() <= idle.reserved() && idle.traces == 0);
+        assert_eq!(
+            fds,
+            before.0 + kept,
+            "descriptors of returned chunks are closed"
+        );
+        assert!(maps <= before.1 + 2 * kept, "{maps} code mappings");
+        // Traces are still stitched and run, in kept chunks or new ones.
+        let again: Vec<_> = (0..25).map(|_| large(&jit)).collect();
+        for (trace, shim) in &again {
+            assert_eq!(run(trace, *shim, &mut Frame::default()), 3000);
+        }
+        assert_eq!(jit.memory_stats().chunks, 25);
+        drop(again);
+        drop(jit);
+        assert_eq!(
+            resources().0,
+            before.0,
+            "dropping the JIT closes every descriptor"
+        );
+    }
+    // A chunk is returned only once its last trace is freed.
+    let options = JitOptions {
+        idle_chunk_bytes: 0,
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let (a, b) = (large(&jit), large(&jit));
+    assert_eq!(jit.memory_stats().chunks, 1);
+    drop(a);
+    assert_eq!(jit.memory_stats().chunks, 1);
+    assert_eq!(run(&b.0, b.1, &mut Frame::default()), 3000);
+    drop(b);
+    assert_eq!(jit.memory_stats().chunks, 0);
+}

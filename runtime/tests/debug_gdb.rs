@@ -56,7 +56,7 @@ pub extern "C" fn cpjit_debug_test_enter(trace: &Trace) -> i64 {
     let mut stack = [0u64; 8];
     // SAFETY: the trace starts with the shim and is built from the host's ops.
     let r = unsafe {
-        trace.entry_fn(InstanceId::from_index(0))(
+        trace.entry_fn(InstanceId::from_index(0)).unwrap()(
             &mut frame as *mut Frame as *mut _,
             stack.as_mut_ptr(),
         )

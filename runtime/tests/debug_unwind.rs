@@ -60,7 +60,7 @@ fn unwind_test_enter(trace: &Trace) -> i64 {
     let mut stack = [0u64; 8];
     // SAFETY: the shim is a C function; the helpers it may reach unwind ("C-unwind").
     let entry: UnwindingEntry =
-        unsafe { std::mem::transmute(trace.entry_fn(InstanceId::from_index(0))) };
+        unsafe { std::mem::transmute(trace.entry_fn(InstanceId::from_index(0)).unwrap()) };
     // SAFETY: the trace starts with the shim and is built from the host's ops.
     let r = unsafe { entry(&mut frame as *mut Frame as *mut _, stack.as_mut_ptr()) };
     std::hint::black_box(r)

@@ -80,7 +80,7 @@ fn generated_test_enter(trace: &Trace) -> i64 {
     let mut stack = [0u64; 16];
     // SAFETY: the shim is a C function; the helpers it may reach unwind ("C-unwind").
     let entry: UnwindingEntry =
-        unsafe { std::mem::transmute(trace.entry_fn(InstanceId::from_index(0))) };
+        unsafe { std::mem::transmute(trace.entry_fn(InstanceId::from_index(0)).unwrap()) };
     // SAFETY: the trace starts with the shim and is built from the host's generated ops.
     let r = unsafe { entry(frame.as_mut_ptr().cast(), stack.as_mut_ptr()) };
     std::hint::black_box(r)

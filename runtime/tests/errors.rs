@@ -135,6 +135,45 @@ fn a_trace_must_not_end_with_an_instance_that_falls_through() {
     t.finish().unwrap();
 }
 
+/// A chunk size out of range is refused by `Jit::with_options`, naming the option, the
+/// value and the range (`usize::MAX` overflowed a rounding in debug builds).
+#[test]
+fn chunk_sizes_out_of_range_are_refused_naming_the_option() {
+    for chunk_bytes in [usize::MAX, 0, JitOptions::MAX_CHUNK_BYTES + 1, 1 << 40] {
+        let options = JitOptions {
+            chunk_bytes,
+            ..JitOptions::default()
+        };
+        let Err(e) = Jit::with_options(SET, resolve, options) else {
+            panic!("chunk_bytes = {chunk_bytes} was accepted");
+        };
+        assert!(
+            matches!(e, Error::InvalidOption { option: "JitOptions::chunk_bytes", value, .. }
+                if value == chunk_bytes),
+            "{e:?}"
+        );
+        let text = message(e);
+        assert!(
+            text.contains(&format!(
+                "JitOptions::chunk_bytes = {chunk_bytes} is out of range"
+            )) && text.contains(&format!("from 1 to {}", JitOptions::MAX_CHUNK_BYTES)),
+            "{text}"
+        );
+    }
+    // The bounds themselves are fine (with room for two parts of the largest).
+    for chunk_bytes in [1, JitOptions::MAX_CHUNK_BYTES] {
+        let options = JitOptions {
+            chunk_bytes,
+            reserve_bytes: 2 * JitOptions::MAX_CHUNK_BYTES,
+            ..JitOptions::default()
+        };
+        let jit = Jit::with_options(SET, resolve, options).unwrap();
+        let mut t = jit.trace();
+        t.push_named("op_return", &[], &[]).unwrap();
+        t.finish().unwrap();
+    }
+}
+
 #[test]
 fn running_out_of_reserved_memory_is_an_error() {
     let options = JitOptions {
@@ -446,4 +485,36 @@ fn typed_entries_follow_the_shims_declared_parameters() {
             other => panic!("{name} {needle}: {:?}", other.map(|_| ())),
         }
     }
+}
+
+/// `entry_fn` hands out only the entry shim (issue 41): a trace without one, an op of a
+/// trace with one, and an id past the trace are refused with `NotAnEntry`, never a C-ABI
+/// pointer to an op of the ops' own calling convention (nor a panic).
+#[test]
+fn entry_fn_refuses_every_instance_but_the_shim() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let op = t.push_named("op_return", &[], &[]).unwrap();
+    let no_shim = t.finish().unwrap();
+    let e = no_shim.entry_fn(op).unwrap_err();
+    assert!(matches!(e, Error::NotAnEntry { instance: 0 }), "{e:?}");
+    assert!(message(e).contains("instance 0 is not an entry shim"));
+
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    let op = t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    for (id, instance) in [(op, 1), (InstanceId::from_index(99), 99)] {
+        let e = trace.entry_fn(id).unwrap_err();
+        assert!(
+            matches!(e, Error::NotAnEntry { instance: i } if i == instance),
+            "{e:?}"
+        );
+    }
+    let entry = trace.entry_fn(shim).unwrap();
+    assert_eq!(entry as usize, trace.entry(shim) as usize);
+    // The typed entries refuse the same way.
+    assert!(no_shim
+        .entry_as::<cpjit_runtime::EntryFn>(InstanceId::from_index(0))
+        .is_err());
 }

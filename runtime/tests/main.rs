@@ -21,6 +21,8 @@ mod debug_unwind_generated;
 mod errors;
 mod execute;
 mod host_check;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod memory_limits;
 mod patch_fixtures;
 mod patch_no_panic;
 mod patch_ranges;

@@ -752,7 +752,7 @@ impl Backend {
             });
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
-        let entry = compiled.entry_fn(shim);
+        let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
         let loop_body_address = trace.loop_body_start().map(|at| {
             let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
             compiled.entry(InstanceId::from_index(entry)) as u64

@@ -154,7 +154,9 @@ impl Compiled {
         // frame as `Frame` and keep the data pointer inside [tape_lo, tape_hi) (op_move
         // checks); both outlive the call.
         let code = unsafe {
-            self.trace.entry_fn(self.entry)(
+            self.trace
+                .entry_fn(self.entry)
+                .expect("the trace starts with its shim")(
                 &mut frame as *mut Frame as *mut c_void,
                 range.start as *mut u64,
             )

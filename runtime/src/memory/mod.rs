@@ -16,7 +16,9 @@
 //!
 //! - Linux: `memfd_create`, mapped R+X. There is no writable view at all: a trace is
 //!   assembled in a private buffer and written to the memfd with one `pwrite`, which the
-//!   RX view then shows ([`unix_dual`]). Unless the JIT opted for
+//!   RX view then shows ([`unix_dual`]); a trace longer than [`STAGE_BYTES`] is assembled
+//!   and written window by window, so that the buffer (kept per thread) stays bounded and
+//!   a huge trace needs no heap copy of itself. Unless the JIT opted for
 //!   [`CodeWrites::PersistentAlias`](crate::CodeWrites): then the memfd is also mapped RW
 //!   (never X) at a second, kernel-chosen address for the region's life, and traces are
 //!   written straight through it, with no system call per trace; that alias is the one
@@ -76,7 +78,11 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
+use crate::Error;
 use std::io;
+
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use imp::staged_capacity;
 
 /// Whether code can keep a persistent writable alias here
 /// ([`crate::CodeWrites::PersistentAlias`]): on Linux, where the code memfd can be mapped a
@@ -147,41 +153,119 @@ pub(crate) struct CodeSource {
 impl CodeSource {
     /// A writable view of code bytes `offset..offset + len` of the region, until dropped.
     /// The region must outlive the writer, and nothing else may write those bytes meanwhile.
-    pub fn open(&self, offset: usize, len: usize) -> io::Result<CodeWriter> {
-        let (window, start) = imp::open_window(self.code_rx, self.handle, offset, len)?;
-        Ok(CodeWriter {
+    pub fn open(&self, offset: usize, len: usize) -> Result<CodeWriter, Error> {
+        let (window, start) =
+            imp::open_window(self.code_rx, self.handle, offset, len).map_err(Error::Map)?;
+        #[allow(unused_mut)]
+        let mut writer = CodeWriter {
             start,
             len,
-            _window: window,
+            window,
             _not_send: std::marker::PhantomData,
-        })
+        };
+        // Linux stages code in the thread's buffer: a short write whole, a longer one in
+        // windows (`stage`, `put`), so that no copy of a huge trace is ever on the heap.
+        #[cfg(target_os = "linux")]
+        if start == 0 && len <= STAGE_BYTES {
+            writer.start = writer.window.stage(len, true)?.as_mut_ptr() as usize;
+        }
+        Ok(writer)
     }
 }
+
+/// The most code bytes staged at once in a thread's private buffer (Linux, without a
+/// persistent alias): a longer write goes in windows of about this size, each written with
+/// its own `pwrite`, so a huge trace needs no heap copy of itself and the buffer a thread
+/// keeps stays small. (Per window, the `pwrite` costs ~1 µs against ~100 µs of stitching.)
+pub(crate) const STAGE_BYTES: usize = 1 << 20;
 
 /// A writable view of some code bytes, published by [`CodeWriter::publish`]; the view is
 /// gone (a private buffer freed, a window unmapped, or on macOS arm64 this thread's write
 /// access revoked) when this is dropped.
 pub(crate) struct CodeWriter {
+    /// Address of the view of the first byte, or 0 when the bytes are staged in windows.
     start: usize,
     len: usize,
-    _window: imp::Window,
+    window: imp::Window,
     /// macOS arm64 toggles write access per thread: close on the thread that opened.
     _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl CodeWriter {
+    /// Whether [`bytes`](CodeWriter::bytes) can show the whole range at once: `false` only
+    /// on Linux for a range longer than [`STAGE_BYTES`], which is written with
+    /// [`stage`](CodeWriter::stage) and [`put`](CodeWriter::put) instead.
+    #[inline]
+    pub fn whole(&self) -> bool {
+        self.start != 0
+    }
+
     /// The bytes, through the writable view (on Linux a private buffer whose initial
     /// contents are unspecified: every byte must be written).
+    ///
+    /// # Panics
+    /// Unless [`whole`](CodeWriter::whole).
     pub fn bytes(&mut self) -> &mut [u8] {
+        assert!(self.whole(), "code staged in windows has no whole view");
         // SAFETY: `start..start + len` is writable while `self` lives (a buffer or window it
         // owns), and the opener guaranteed exclusive use of those code bytes.
         unsafe { std::slice::from_raw_parts_mut(self.start as *mut u8, self.len) }
     }
 
+    /// A writable view of bytes `from..from + len` of the range, which
+    /// [`put`](CodeWriter::put)`(from, len)` writes out (its initial contents are
+    /// unspecified). Fails with [`Error::AllocationFailed`] if the buffer cannot grow to it.
+    pub fn stage(&mut self, from: usize, len: usize) -> Result<&mut [u8], Error> {
+        #[cfg(target_os = "linux")]
+        if !self.whole() {
+            debug_assert!(from + len <= self.len);
+            return self.window.stage(len, false);
+        }
+        Ok(&mut self.bytes()[from..from + len])
+    }
+
+    /// Writes out what [`stage`](CodeWriter::stage)`(from, len)` gave (staged in windows:
+    /// one `pwrite`; otherwise the bytes are in the view already).
+    pub fn put(&mut self, from: usize, len: usize) -> Result<(), Error> {
+        #[cfg(target_os = "linux")]
+        if !self.whole() {
+            return self.window.put(from, len).map_err(Error::Map);
+        }
+        let _ = (from, len);
+        Ok(())
+    }
+
+    /// Writes `byte` over the whole range, in windows if it is staged in windows.
+    pub fn fill(&mut self, byte: u8) -> Result<(), Error> {
+        if self.whole() {
+            self.bytes().fill(byte);
+            return Ok(());
+        }
+        let mut from = 0;
+        while from < self.len {
+            let n = (self.len - from).min(STAGE_BYTES);
+            self.stage(from, n)?.fill(byte);
+            self.put(from, n)?;
+            from += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `from`, in windows if the range is staged in windows.
+    pub fn copy_to(&mut self, from: usize, bytes: &[u8]) -> Result<(), Error> {
+        for (k, chunk) in bytes.chunks(STAGE_BYTES).enumerate() {
+            let at = from + k * STAGE_BYTES;
+            self.stage(at, chunk.len())?.copy_from_slice(chunk);
+            self.put(at, chunk.len())?;
+        }
+        Ok(())
+    }
+
     /// Makes what was written the code's content (on Linux: one `pwrite` to the code
-    /// object; elsewhere the bytes are already in place), then closes the view.
+    /// object, unless every window was written by `put`; elsewhere the bytes are already
+    /// in place), then closes the view.
     pub fn publish(mut self) -> io::Result<()> {
-        self._window.publish()
+        self.window.publish()
     }
 }
 

@@ -63,15 +63,17 @@ pub(crate) fn handle(mapping: &Mapping) -> Handle {
 }
 
 /// Linux: a private buffer for code bytes `offset..offset + len`, written to the memfd by
-/// `publish`, so that no writable mapping of the code exists at any time; or, with a
-/// persistent alias, nothing (`direct`): the bytes are written through the alias.
+/// `publish` (staged whole) or window by window by `put`, so that no writable mapping of
+/// the code exists at any time; or, with a persistent alias, nothing (`direct`): the bytes
+/// are written through the alias.
 #[cfg(target_os = "linux")]
 pub(crate) struct Window {
     fd: libc::c_int,
     offset: usize,
-    /// The thread's buffer; its first `len` bytes are the window's.
+    /// The thread's buffer: the whole range's bytes, or the current window's.
     buffer: Vec<u8>,
-    len: usize,
+    /// Bytes staged whole, which `publish` writes (0 when staged in windows).
+    whole: usize,
     direct: bool,
 }
 
@@ -81,56 +83,101 @@ thread_local! {
     static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
+/// A thread keeps a buffer of at most this many bytes (windows are at most
+/// [`STAGE_BYTES`](super::STAGE_BYTES) plus one instance): a larger one, grown for an
+/// instance larger than a window, is freed.
+#[cfg(target_os = "linux")]
+const KEEP_BYTES: usize = 2 * super::STAGE_BYTES;
+
+/// The capacity of this thread's staging buffer (what it keeps between traces).
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn staged_capacity() -> usize {
+    let buffer = BUFFER.take();
+    let capacity = buffer.capacity();
+    BUFFER.set(buffer);
+    capacity
+}
+
 #[cfg(target_os = "linux")]
 impl Window {
-    /// Writes the buffer to the object (the pages the RX view maps).
+    /// The first `len` bytes of the buffer, grown if needed (fallibly: a window is bounded,
+    /// but the process may be out of memory); with `whole`, `publish` writes them.
+    pub(crate) fn stage(&mut self, len: usize, whole: bool) -> Result<&mut [u8], crate::Error> {
+        // Not cleared: callers write every byte, and stale code bytes are not secret. Not
+        // shortened either, so that only growth past the largest window yet is zero-filled.
+        if self.buffer.len() < len {
+            let more = len - self.buffer.len();
+            crate::error::try_grow(&mut self.buffer, more, "staging the trace's code")?;
+            self.buffer.resize(len, 0);
+        }
+        if whole {
+            self.whole = len;
+        }
+        Ok(&mut self.buffer[..len])
+    }
+
+    /// Writes the buffer's first `len` bytes at byte `from` of the window's range.
+    pub(crate) fn put(&mut self, from: usize, len: usize) -> io::Result<()> {
+        pwrite_all(self.fd, &self.buffer[..len], self.offset + from)
+    }
+
+    /// Writes the bytes staged whole to the object (the pages the RX view maps).
     pub(crate) fn publish(&mut self) -> io::Result<()> {
-        if self.direct {
-            // Already in the object's pages, which the RX view maps.
+        if self.direct || self.whole == 0 {
+            // Already in the object's pages (through the alias, or window by window).
             return Ok(());
         }
-        let mut done = 0;
-        while done < self.len {
-            let rest = &self.buffer[done..self.len];
-            // SAFETY: a valid buffer and a descriptor we own; the range was committed.
-            let n = unsafe {
-                libc::pwrite(
-                    self.fd,
-                    rest.as_ptr() as *const libc::c_void,
-                    rest.len(),
-                    (self.offset + done) as libc::off_t,
-                )
-            };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
-            }
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "pwrite (code) wrote nothing",
-                ));
-            }
-            done += n as usize;
-        }
-        Ok(())
+        pwrite_all(self.fd, &self.buffer[..self.whole], self.offset)
     }
+}
+
+/// Writes all of `bytes` to `fd` at `offset`.
+#[cfg(target_os = "linux")]
+fn pwrite_all(fd: libc::c_int, bytes: &[u8], offset: usize) -> io::Result<()> {
+    let mut done = 0;
+    while done < bytes.len() {
+        let rest = &bytes[done..];
+        // SAFETY: a valid buffer and a descriptor we own; the range was committed.
+        let n = unsafe {
+            libc::pwrite(
+                fd,
+                rest.as_ptr() as *const libc::c_void,
+                rest.len(),
+                (offset + done) as libc::off_t,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
+        }
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwrite (code) wrote nothing",
+            ));
+        }
+        done += n as usize;
+    }
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
 impl Drop for Window {
     fn drop(&mut self) {
-        if !self.direct {
-            BUFFER.set(std::mem::take(&mut self.buffer));
+        if !self.direct && self.buffer.capacity() <= KEEP_BYTES {
+            // (Not kept if the thread's locals are being destroyed.)
+            let buffer = std::mem::take(&mut self.buffer);
+            let _ = BUFFER.try_with(|b| b.set(buffer));
         }
     }
 }
 
-/// Linux: a buffer for code bytes `offset..offset + len` (or, with a persistent alias, the
-/// alias's bytes themselves); returns it and its address.
+/// Linux: the thread's buffer for code bytes `offset..offset + len`, unstaged (the caller
+/// stages it whole or in windows: address 0), or with a persistent alias the alias's bytes
+/// themselves; returns it and its address.
 #[cfg(target_os = "linux")]
 pub(crate) fn open_window(
     _code_rx: usize,
@@ -139,32 +186,23 @@ pub(crate) fn open_window(
     len: usize,
 ) -> io::Result<(Window, usize)> {
     let fd = handle.fd;
-    if handle.alias != 0 {
-        let window = Window {
-            fd,
-            offset,
-            buffer: Vec::new(),
-            len,
-            direct: true,
-        };
-        return Ok((window, handle.alias + offset));
-    }
-    let mut buffer = BUFFER.take();
-    // Not cleared: callers write every byte, and stale code bytes are not secret. Never
-    // shortened either, so that only growth past the largest window yet is zero-filled
-    // (a batch's buffer after a small trace's would be zeroed whole every time).
-    if buffer.len() < len {
-        buffer.resize(len, 0);
-    }
-    let start = buffer.as_mut_ptr() as usize;
+    let direct = handle.alias != 0;
     let window = Window {
         fd,
         offset,
-        buffer,
-        len,
-        direct: false,
+        buffer: if direct {
+            Vec::new()
+        } else {
+            BUFFER.try_with(|b| b.take()).unwrap_or_default()
+        },
+        whole: 0,
+        direct,
     };
-    Ok((window, start))
+    if direct {
+        return Ok((window, handle.alias + offset));
+    }
+    let _ = len;
+    Ok((window, 0))
 }
 
 /// macOS x86_64: a writable mapping of some of the object's pages, unmapped on drop (POSIX

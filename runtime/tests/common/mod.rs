@@ -60,5 +60,35 @@ pub fn exit_address() -> u64 {
 pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
     let mut stack = [0u64; 8];
     // SAFETY: every test trace starts with the shim and is built from the host's ops.
-    unsafe { trace.entry_fn(shim)(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
+    unsafe { trace.entry_fn(shim).unwrap()(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
+}
+
+/// Runs `body` in a child process, this test binary run again for test `name` (its path
+/// as the test harness lists it) with `CPJIT_TEST_CHILD` set: for tests that change or
+/// measure the whole process (resource limits, descriptors, mappings), which other tests
+/// running in threads of this one would disturb. Panics with the child's output unless
+/// it succeeds and prints `child: done`. (Not under an emulator: the binary is run
+/// directly.)
+#[cfg(unix)]
+pub fn in_child(name: &str, body: fn()) {
+    const CHILD: &str = "CPJIT_TEST_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        body();
+        println!("child: done");
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success() && stdout.contains("child: done"),
+        "the child process failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
 }

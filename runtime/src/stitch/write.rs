@@ -1,0 +1,872 @@
+//! Stage 3 of stitching, [`write()`]: each instance's code and data copied to its place and
+//! its patch program run, through a view of the whole trace's code or, for a trace longer
+//! than [`STAGE_BYTES`] staged on Linux, window by window (so that no heap copy of a huge
+//! trace is made). [`Writer`] holds the trace's memory and works out each hole's value.
+
+use super::{Scratch, Sizes};
+use crate::arena::round_up;
+use crate::error::try_grow;
+use crate::memory::{CodeWriter, STAGE_BYTES};
+use crate::patch::{self, PatchError};
+use crate::program::{branch_bias, Action, Checked, Fast, Program, Quick, Source, Step};
+use crate::slots::SlotTable;
+use crate::trace::{Instance, Target, Trace, View};
+use crate::Error;
+use cpjit_isa::x86_64 as x86;
+use cpjit_model::{HoleKind, Section};
+
+/// Stage 3: copies each instance's code and data to its place and runs its patch program:
+/// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
+/// it. The trace's code (`trace.code_len` bytes) is bytes `at..` of `writer`'s range, seen
+/// through the writable view that exists only until the caller publishes it: whole, or (a
+/// trace longer than [`STAGE_BYTES`] written through a staging buffer) window by window.
+pub(super) fn write(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    writer: &mut CodeWriter,
+    at: usize,
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    if writer.whole() {
+        let code = &mut writer.bytes()[at..at + trace.code_len];
+        write_whole(b, layout, trace, code, scratch)
+    } else {
+        write_windows(b, layout, trace, writer, at, scratch)
+    }
+}
+
+/// [`write()`] through a view of the whole trace's code.
+fn write_whole(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    code: &mut [u8],
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    let trap = b.jit.facts.trap;
+    let data = start_write(b, layout, trace, scratch);
+    let (code, veneers) = code.split_at_mut(layout.veneer_base());
+    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
+    code[layout.code_len..].fill(trap);
+    veneers.fill(trap);
+    let data_limit = layout.got_base();
+    let mut w = Writer::new(b, layout, trace, 0, code, veneers, data, scratch);
+    let ends = w.instances(b.instances, 0, (0, 0), layout.instances_end, data_limit)?;
+    w.end(layout, ends.1, 0)
+}
+
+/// [`write()`] through a staging buffer, window by window: each window's instances
+/// (those starting within [`STAGE_BYTES`] of its start, at least one) are copied and
+/// patched into the buffer and written out before the next. The veneers, which any
+/// instance may add, are assembled beside them and written last.
+fn write_windows(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    writer: &mut CodeWriter,
+    at: usize,
+    scratch: &mut Scratch,
+) -> Result<(), Error> {
+    let programs = &b.jit.programs[..];
+    let data = start_write(b, layout, trace, scratch);
+    // The trap filler between the instances' end and the veneers, then the veneers.
+    let mut after: Vec<u8> = Vec::new();
+    let after_len = trace.code_len - layout.code_len;
+    try_grow(&mut after, after_len, "the trace's veneers")?;
+    after.resize(after_len, b.jit.facts.trap);
+    let veneers = &mut after[layout.veneer_base() - layout.code_len..];
+    let data_limit = layout.got_base();
+    let (mut origin, mut data_end, mut rest) = (0, 0, b.instances);
+    loop {
+        let n = rest
+            .partition_point(|i| (i.code_at as usize) < origin + STAGE_BYTES)
+            .max(1);
+        let last = n == rest.len();
+        // A window ends where its last instance does (the padding before the next one
+        // is the next window's), the last one after the tail jump.
+        let end = if last {
+            layout.code_len
+        } else {
+            let i = &rest[n - 1];
+            i.code_at as usize + programs[i.stencil as usize].code_len as usize
+        };
+        let code = writer.stage(at + origin, end - origin)?;
+        let (v, d, sc) = (&mut *veneers, &mut *data, &mut *scratch);
+        let mut w = Writer::new(b, layout, trace, origin, code, v, d, sc);
+        let limit = layout.instances_end.min(end) - origin;
+        (_, data_end) = w.instances(&rest[..n], origin, (0, data_end), limit, data_limit)?;
+        if last {
+            w.end(layout, data_end, origin)?;
+        }
+        writer.put(at + origin, end - origin)?;
+        if last {
+            break;
+        }
+        (origin, rest) = (end, &rest[n..]);
+    }
+    writer.copy_to(at + layout.code_len, &after)
+}
+
+/// What [`write()`] does before the instances: the trace's shim, fresh GOT and veneer
+/// tables; returns the trace's data.
+#[inline(always)]
+fn start_write<'d>(
+    b: &View<'_, '_, '_>,
+    layout: &Sizes,
+    trace: &mut Trace,
+    scratch: &mut Scratch,
+) -> &'d mut [u8] {
+    trace.shim = if b.is_shim(0) {
+        b.jit.shim.clone()
+    } else {
+        None
+    };
+    scratch.got.reset();
+    scratch.veneers.reset();
+    // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
+    // their data before the GOT slots, which steps write as they go).
+    assert!(layout.instances_end <= layout.code_len);
+    assert!(layout.got_base() <= trace.data_len);
+    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
+    // `data_len` bytes long and mapped RW, until the trace is dropped (after the write).
+    unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) }
+}
+
+/// Why a step failed, before the stencil name is attached.
+enum StepError {
+    Patch { hole: u16, source: PatchError },
+    Other(Error),
+}
+
+impl StepError {
+    fn error(self, b: &View<'_, '_, '_>, instance: usize) -> Error {
+        let s = &b.jit.set.stencils[b.instances[instance].stencil as usize];
+        match self {
+            StepError::Patch { hole, source } => Error::Patch {
+                stencil: s.name.to_string(),
+                instance,
+                hole: s.holes[hole as usize],
+                source,
+            },
+            StepError::Other(e) => e,
+        }
+    }
+}
+
+/// The trace's memory during [`write()`], and the values instances refer to. `code` is
+/// the trace's code from byte `origin` (0 unless written in windows): code offsets
+/// relative to it are the instances' offsets minus `origin`.
+struct Writer<'a, 'v, 'j, 's> {
+    b: &'a View<'v, 'j, 's>,
+    /// The trace's instances (for their code offsets: jump targets, continuations).
+    instances: &'a [Instance],
+    /// Instance 0 is the entry shim (which is no jump target).
+    shim_first: bool,
+    /// Run-time addresses (RX view) of the trace's code and of `code`.
+    trace_base: u64,
+    code_base: u64,
+    /// Run-time address of the trace's data.
+    data_base: u64,
+    /// `data_base - code_base` (wrapping): what the quick data references add up.
+    data_from_code: u64,
+    code: &'a mut [u8],
+    data: &'a mut [u8],
+    got: &'a mut SlotTable,
+    got_base: usize,
+    veneers: &'a mut SlotTable,
+    /// The veneer area (at the trace's [`Sizes::veneer_base`]), and its run-time address.
+    veneer_code: &'a mut [u8],
+    veneer_rx: u64,
+    veneer_size: usize,
+    write_veneer: crate::program::WriteVeneer,
+}
+
+impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
+    /// A writer of `trace`'s code from byte `origin` (`code`), its veneers and its data.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn new(
+        b: &'a View<'v, 'j, 's>,
+        layout: &Sizes,
+        trace: &Trace,
+        origin: usize,
+        code: &'a mut [u8],
+        veneer_code: &'a mut [u8],
+        data: &'a mut [u8],
+        scratch: &'a mut Scratch,
+    ) -> Self {
+        let jit = b.jit;
+        let trace_base = trace.block.code_rx as u64;
+        let code_base = trace_base + origin as u64;
+        Writer {
+            b,
+            instances: b.instances,
+            shim_first: b.is_shim(0),
+            trace_base,
+            code_base,
+            data_base: trace.block.data as u64,
+            data_from_code: (trace.block.data as u64).wrapping_sub(code_base),
+            code,
+            data,
+            got: &mut scratch.got,
+            got_base: layout.got_base(),
+            veneers: &mut scratch.veneers,
+            veneer_code,
+            veneer_rx: trace_base + layout.veneer_base() as u64,
+            veneer_size: jit.facts.veneer_size,
+            write_veneer: jit.facts.write_veneer,
+        }
+    }
+
+    /// Copies and patches `instances` (a run of the trace's, whose code starts at
+    /// `ends.0` and data at `ends.1` after the previous one's): code up to `code_limit`
+    /// (relative to `origin`) in whole 16-byte blocks, data up to `data_limit`. Returns
+    /// where their code and data end.
+    // Always inlined: for a whole trace `origin` is 0 and the loop is what it always was.
+    #[inline(always)]
+    fn instances(
+        &mut self,
+        instances: &[Instance],
+        origin: usize,
+        ends: (usize, usize),
+        code_limit: usize,
+        data_limit: usize,
+    ) -> Result<(usize, usize), Error> {
+        let b = self.b;
+        let set = b.jit.set;
+        let nop = set.nop;
+        let (mut code_end, mut data_end) = ends;
+        let programs = &b.jit.programs[..];
+        debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
+        for inst in instances {
+            debug_assert!((inst.stencil as usize) < programs.len());
+            // SAFETY: `push` records only instances of stencils it found in `programs`.
+            let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
+            let at = inst.code_at as usize - origin;
+            if at != code_end {
+                pad_with_nops(&mut self.code[code_end..at], nop).map_err(|reason| {
+                    Error::InvalidStencil {
+                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
+                        reason,
+                    }
+                })?;
+            }
+            copy_code(self.code, at, p, code_limit);
+            code_end = at + p.code_len as usize;
+            // The instance's data where its push placed it (the same computation, in the
+            // same order: each at its alignment after the previous one's).
+            let data_at = if p.data_len == 0 {
+                data_end
+            } else {
+                let at = round_up(data_end, p.data_align as usize);
+                copy_data(self.data, data_end, at, p, data_limit);
+                data_end = at + p.data_len as usize;
+                at
+            };
+            let done = match p.quick {
+                Quick::Nothing => true,
+                Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
+                Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::General => false,
+            };
+            if !done {
+                // The instance's index, worked out here rather than counted for every
+                // instance.
+                let i = index_of(b.instances, inst);
+                for step in p.steps.iter() {
+                    self.step(i, inst, step, at, data_at)
+                        .map_err(|e| e.error(b, i))?;
+                }
+            }
+        }
+        Ok((code_end, data_end))
+    }
+
+    /// What [`write()`] does after the instances (whose data ends at `data_end`): zeros
+    /// up to the GOT, and the jump to the continuation (in `code`, from `origin`).
+    fn end(&mut self, layout: &Sizes, data_end: usize, origin: usize) -> Result<(), Error> {
+        let b = self.b;
+        let (jit, set) = (b.jit, b.jit.set);
+        self.data[data_end..layout.got_base()].fill(0);
+        let Some(target) = b.continuation else {
+            return Ok(());
+        };
+        // The jump to the continuation, appended after the last instance.
+        let tail = jit.facts.tail_hole(layout.instances_end as u32);
+        let at = tail.offset as usize - jit.facts.tail_hole_offset as usize - origin;
+        self.code[at..at + jit.facts.tail_jump.len()].copy_from_slice(jit.facts.tail_jump);
+        let n = b.instances.len();
+        let (value, outside) = self.target(n - 1, target).map_err(|e| e.error(b, n - 1))?;
+        let place = self.trace_base + tail.offset as u64;
+        self.branch(
+            tail.kind,
+            tail.offset as usize - origin,
+            place,
+            value,
+            tail.addend,
+            outside,
+            false,
+            None,
+        )
+        .map_err(|source| Error::Patch {
+            stencil: format!(
+                "{} (the jump to the trace's continuation)",
+                set.stencils[b.instances[n - 1].stencil as usize].name
+            ),
+            instance: n - 1,
+            hole: tail,
+            source,
+        })
+    }
+
+    /// Writes one hole of instance `i` (code at `code_at`, data at `data_at`): its fast
+    /// form if it has one and the value fits it, otherwise [`run`](Writer::run).
+    #[inline]
+    fn step(
+        &mut self,
+        i: usize,
+        inst: &Instance,
+        step: &Step,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(), StepError> {
+        let offset = code_at + step.offset as usize;
+        match step.fast {
+            Fast::Full => {}
+            Fast::Rel32 | Fast::Direct => {
+                // The instance's own data and code and a symbol, the usual sources of a
+                // rel32 field, here; the others through `fast_value`.
+                let value = match step.source {
+                    Source::Data => Some(self.data_base + data_at as u64),
+                    Source::Code => Some(self.code_base + code_at as u64),
+                    Source::Symbol(sym) => self.b.jit.symbol(sym),
+                    _ => self.fast_value(i, inst, step.source, code_at, data_at),
+                };
+                if let Some(value) = value {
+                    let place = self.code_base + offset as u64;
+                    let target = value.wrapping_add(step.addend as u64);
+                    if write_rel32(self.code, offset, place, target) {
+                        return Ok(());
+                    }
+                }
+                if step.fast == Fast::Direct {
+                    // `lea` changed the opcode, `addr32 call` the opcode and ModRM.
+                    self.restore(inst, step, code_at, 2);
+                }
+            }
+            Fast::Imm32 { operand, part } => {
+                let value = part.of(self.b.operands[inst.operands as usize + operand as usize]);
+                if let (Ok(imm), Some(field)) = (
+                    i32::try_from(value as i64),
+                    self.code.get_mut(offset..offset + 4),
+                ) {
+                    field.copy_from_slice(&imm.to_le_bytes());
+                    return Ok(());
+                }
+                // REX prefix, opcode and ModRM.
+                self.restore(inst, step, code_at, 3);
+            }
+        }
+        self.run(i, inst, step, code_at, data_at)
+    }
+
+    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
+    /// if an operand does not fit its `imm32` (nothing written; the steps then write every
+    /// field again).
+    #[inline(always)]
+    fn quick_imm32(&mut self, inst: &Instance, code_at: usize, sites: [(u32, u16); 2]) -> bool {
+        let operands = &self.b.operands[inst.operands as usize..];
+        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
+        // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
+        // and `Quick::of` took only sites whose operand is one of them.
+        let (a, b) = unsafe {
+            (
+                *operands.get_unchecked(sites[0].1 as usize),
+                *operands.get_unchecked(sites[1].1 as usize),
+            )
+        };
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
+    /// at `data_at`): `false` if a displacement does not fit 32 bits (nothing written).
+    #[inline(always)]
+    fn quick_data(&mut self, code_at: usize, data_at: usize, sites: [(u32, i64); 2]) -> bool {
+        // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
+        let to_data = self
+            .data_from_code
+            .wrapping_add(data_at as u64)
+            .wrapping_sub(code_at as u64);
+        let a = to_data.wrapping_add(sites[0].1 as u64);
+        let b = to_data.wrapping_add(sites[1].1 as u64);
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
+    /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
+    /// nothing written. The sites are a quick form's, each field inside the stencil's code
+    /// (`Quick::of`), and the instance's code was copied to `code_at` ([`copy_code`]
+    /// checked that it fits `code`).
+    #[inline(always)]
+    fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
+        // Both fit exactly when neither biased value has upper bits.
+        if (a.1.wrapping_add(1 << 31) | b.1.wrapping_add(1 << 31)) >> 32 != 0 {
+            return false;
+        }
+        for (offset, value) in [a, b] {
+            let at = code_at + offset as usize;
+            debug_assert!(at + 4 <= self.code.len());
+            // SAFETY: as above, `at + 4 <= self.code.len()`.
+            unsafe {
+                self.code
+                    .as_mut_ptr()
+                    .add(at)
+                    .cast::<u32>()
+                    .write_unaligned((value as u32).to_le())
+            };
+        }
+        true
+    }
+
+    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
+    /// whose [`Fast`] form the program's code holds: the full path starts from them.
+    #[cold]
+    fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
+        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
+        let end = step.offset as usize;
+        let start = end.saturating_sub(len);
+        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
+    }
+
+    /// The value of `source` for instance `i` where the fast forms can take it: `None` for
+    /// what only the full path handles (the continuation, the shim or a missing instance as
+    /// a target, an unknown symbol), which then reports it.
+    #[inline]
+    fn fast_value(
+        &self,
+        i: usize,
+        inst: &Instance,
+        source: Source,
+        code_at: usize,
+        data_at: usize,
+    ) -> Option<u64> {
+        let b = self.b;
+        match source {
+            Source::Operand(k, part) => {
+                Some(part.of(b.operands[inst.operands as usize + k as usize]))
+            }
+            Source::Code => Some(self.code_base + code_at as u64),
+            Source::Data => Some(self.data_base + data_at as u64),
+            Source::Continue => self
+                .instances
+                .get(i + 1)
+                .map(|next| self.trace_base + next.code_at as u64),
+            Source::Target(k) => match b.targets[inst.targets as usize + k as usize] {
+                Target::Address(a) => Some(a),
+                Target::Instance(id) if id.0 != 0 || !self.shim_first => self
+                    .instances
+                    .get(id.index())
+                    .map(|to| self.trace_base + to.code_at as u64),
+                Target::Instance(_) => None,
+            },
+            Source::Symbol(sym) => b.jit.symbol(sym),
+        }
+    }
+
+    /// Runs one step of instance `i` (code at `code_at`, data at `data_at`) in full: the
+    /// path for every hole and value, which checks everything and reports errors.
+    #[inline(never)]
+    fn run(
+        &mut self,
+        i: usize,
+        inst: &Instance,
+        step: &Step,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(), StepError> {
+        let (value, outside) = self.value(i, inst, step.source, code_at, data_at)?;
+        let (offset, base) = match step.section {
+            Section::Code => (code_at + step.offset as usize, self.code_base),
+            Section::Data => (data_at + step.offset as usize, self.data_base),
+        };
+        let place = base + offset as u64;
+        let failed = |source| StepError::Patch {
+            hole: step.hole,
+            source,
+        };
+        let addend = step.addend as u64;
+        match step.action {
+            Action::Plain => {
+                let buf = self.section(step.section);
+                let target = value.wrapping_add(addend);
+                if step.checked != Checked::Nothing && write_rel32(buf, offset, place, target) {
+                    return Ok(());
+                }
+                patch::patch(step.kind, buf, offset, place, target).map_err(failed)
+            }
+            Action::Branch => {
+                let checked = step.checked != Checked::Nothing;
+                // A veneer to a symbol itself (no addend left) is shared by its id.
+                let symbol = match step.source {
+                    Source::Symbol(id) if addend.wrapping_add(branch_bias(step.kind)) == 0 => {
+                        Some(id)
+                    }
+                    _ => None,
+                };
+                self.branch(
+                    step.kind,
+                    offset,
+                    place,
+                    value,
+                    step.addend,
+                    outside,
+                    checked,
+                    symbol,
+                )
+                .map_err(failed)
+            }
+            Action::Got => self.through_got(step, offset, place, value).map_err(failed),
+            Action::RelaxableGot => {
+                let buf = self.section(step.section);
+                let direct = value.wrapping_add(addend);
+                if let Checked::X86GotSite(site) = step.checked {
+                    // The site was decoded once from the stencil's bytes; only the value
+                    // decides between an immediate, a direct reference and the GOT slot.
+                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
+                        return Ok(());
+                    }
+                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
+                        return Ok(());
+                    }
+                    return self.through_got(step, offset, place, value).map_err(failed);
+                }
+                if outside
+                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
+                        .map_err(failed)?
+                {
+                    return Ok(());
+                }
+                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
+                    return Ok(());
+                }
+                self.through_got(step, offset, place, value).map_err(failed)
+            }
+            Action::GotPair {
+                ldr_hole,
+                ldr_offset,
+            } => {
+                let ldr = code_at + ldr_offset as usize;
+                if patch::relax_aarch64_got_pair(self.code, offset, ldr, place, value)
+                    .map_err(failed)?
+                {
+                    return Ok(());
+                }
+                self.through_got(step, offset, place, value)
+                    .map_err(failed)?;
+                let ldr_step = Step {
+                    kind: HoleKind::Aarch64Ld64GotLo12,
+                    ..*step
+                };
+                let ldr_place = self.code_base + ldr as u64;
+                self.through_got(&ldr_step, ldr, ldr_place, value)
+                    .map_err(|source| StepError::Patch {
+                        hole: ldr_hole,
+                        source,
+                    })
+            }
+        }
+    }
+
+    fn section(&mut self, section: Section) -> &mut [u8] {
+        match section {
+            Section::Code => self.code,
+            Section::Data => self.data,
+        }
+    }
+
+    /// The value of `source` for instance `i`, and whether it lies outside the trace.
+    fn value(
+        &self,
+        i: usize,
+        inst: &Instance,
+        source: Source,
+        code_at: usize,
+        data_at: usize,
+    ) -> Result<(u64, bool), StepError> {
+        let b = self.b;
+        if let Some(value) = self.fast_value(i, inst, source, code_at, data_at) {
+            // Outside the trace: operands, symbols and addresses; inside: everything else.
+            let outside = match source {
+                Source::Operand(..) | Source::Symbol(_) => true,
+                Source::Target(k) => matches!(
+                    b.targets[inst.targets as usize + k as usize],
+                    Target::Address(_)
+                ),
+                Source::Continue | Source::Code | Source::Data => false,
+            };
+            return Ok((value, outside));
+        }
+        // What `fast_value` leaves: the continuation after the last instance, and the
+        // errors (a shim or missing instance as a jump target, an unknown symbol).
+        let set = b.jit.set;
+        let stencil = || set.stencils[inst.stencil as usize].name.to_string();
+        match (source, b.continuation) {
+            (Source::Target(k), _) => self.target(i, b.targets[inst.targets as usize + k as usize]),
+            (Source::Continue, Some(t)) => self.target(i, t),
+            (Source::Symbol(sym), _) => Err(StepError::Other(Error::UnknownSymbol {
+                symbol: set.symbols[sym as usize].to_string(),
+                stencil: stencil(),
+                instance: i,
+            })),
+            // The last instance continues and the trace does not say where (operands, code
+            // and data always have a value).
+            _ => Err(StepError::Other(Error::TraceEndsWithContinue {
+                stencil: stencil(),
+                instance: i,
+            })),
+        }
+    }
+
+    /// The address of jump target `t` of instance `i`, and whether it is outside the trace.
+    /// The entry shim is not a jump target: it sets up a native call frame.
+    fn target(&self, i: usize, t: Target) -> Result<(u64, bool), StepError> {
+        let b = self.b;
+        match t {
+            Target::Address(a) => Ok((a, true)),
+            Target::Instance(id) => match self.instances.get(id.index()).map(|to| to.code_at) {
+                Some(_) if b.is_shim(id.index()) => {
+                    let set = b.jit.set;
+                    Err(StepError::Other(Error::ShimAsTarget {
+                        shim: set.stencils[b.instances[id.index()].stencil as usize]
+                            .name
+                            .to_string(),
+                        stencil: set.stencils[b.instances[i].stencil as usize]
+                            .name
+                            .to_string(),
+                        instance: i,
+                    }))
+                }
+                Some(offset) => Ok((self.trace_base + offset as u64, false)),
+                None => Err(StepError::Other(Error::MissingInstance {
+                    stencil: b.jit.set.stencils[b.instances[i].stencil as usize]
+                        .name
+                        .to_string(),
+                    instance: i,
+                    target: id.index(),
+                    count: self.instances.len(),
+                })),
+            },
+        }
+    }
+
+    /// Patches a direct branch to `value + addend`, through a veneer when the destination
+    /// is outside the trace and out of the branch's range. `checked`: the instruction is a
+    /// rel32 branch checked once (see [`Checked`]); `symbol`: the destination is exactly
+    /// this symbol, whose veneer is found by id.
+    #[allow(clippy::too_many_arguments)]
+    fn branch(
+        &mut self,
+        kind: HoleKind,
+        offset: usize,
+        place: u64,
+        value: u64,
+        addend: i64,
+        outside: bool,
+        checked: bool,
+        symbol: Option<u16>,
+    ) -> Result<(), PatchError> {
+        let target = value.wrapping_add(addend as u64);
+        if checked && write_rel32(self.code, offset, place, target) {
+            return Ok(());
+        }
+        if !outside || patch::in_range(kind, place, target) {
+            return patch::patch(kind, self.code, offset, place, target);
+        }
+        let bias = branch_bias(kind);
+        let destination = target.wrapping_add(bias);
+        let (slot, new) = match symbol {
+            Some(id) => self.veneers.slot_of_id(id),
+            None => self.veneers.slot(destination),
+        };
+        let at = slot as usize * self.veneer_size;
+        if new {
+            (self.write_veneer)(
+                &mut self.veneer_code[at..at + self.veneer_size],
+                destination,
+            );
+        }
+        let veneer = self.veneer_rx + at as u64;
+        patch::patch(kind, self.code, offset, place, veneer.wrapping_sub(bias))
+    }
+
+    /// Patches a GOT-form hole to load `value` from a GOT slot.
+    fn through_got(
+        &mut self,
+        step: &Step,
+        offset: usize,
+        place: u64,
+        value: u64,
+    ) -> Result<(), PatchError> {
+        // A symbol's slot holds its address: found by the symbol's id.
+        let (slot, new) = match step.source {
+            Source::Symbol(id) => self.got.slot_of_id(id),
+            _ => self.got.slot(value),
+        };
+        let at = self.got_base + 8 * slot as usize;
+        if new {
+            self.data[at..at + 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let got = self.data_base + at as u64;
+        let buf = self.section(step.section);
+        let value = got.wrapping_add(step.addend as u64);
+        if step.checked != Checked::Nothing && write_rel32(buf, offset, place, value) {
+            return Ok(());
+        }
+        patch::patch(step.kind, buf, offset, place, value)
+    }
+}
+
+/// Writes `value - place` into the x86-64 rel32 field at `buf[offset..]` whose instruction
+/// was checked once ([`Checked`]); `false`, nothing written, if it does not fit 32 bits
+/// (the caller then lets [`patch::patch`] report it, or routes the branch via a veneer).
+#[inline]
+fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
+    match (
+        cpjit_isa::rel32(place, value),
+        buf.get_mut(offset..offset + 4),
+    ) {
+        (Some(rel), Some(field)) => {
+            field.copy_from_slice(&rel.to_le_bytes());
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Fills alignment padding with whole nops.
+fn pad_with_nops(padding: &mut [u8], nop: &[u8]) -> Result<(), String> {
+    if padding.len() % nop.len() != 0 {
+        return Err(format!(
+            "{} bytes of alignment padding before it are not a multiple of the {}-byte nop",
+            padding.len(),
+            nop.len()
+        ));
+    }
+    for chunk in padding.chunks_exact_mut(nop.len()) {
+        chunk.copy_from_slice(nop);
+    }
+    Ok(())
+}
+
+/// Copies the data of an instance of `p` to `data[at..]`, and zeros the alignment padding
+/// before it (from `end`, where the previous instance's data ended): the program's 16-byte
+/// blocks (past the stencil's data they hold zeros, which the next instance overwrites or
+/// the padding needs), or exactly the stencil's bytes where whole blocks would pass `limit`
+/// (the end of the instances' data: the GOT slots follow). `limit` is at most `data.len()`.
+#[inline(always)]
+fn copy_data(data: &mut [u8], end: usize, at: usize, p: &Program, limit: usize) {
+    debug_assert!(limit <= data.len() && end <= at);
+    let blocks = &p.data[..];
+    if at + blocks.len() <= limit && at - end <= 16 {
+        // SAFETY: `end <= at`, `at + blocks.len() <= limit <= data.len()` (the caller's
+        // promise), and `blocks.len()` is a non-zero multiple of 16 (`Program::data`), so
+        // that `end + 16 <= at + 16 <= data.len()`: each move writes 16 bytes inside
+        // `data[end..]` and reads 16 inside `blocks`, unaligned. The zeros at `end` go
+        // first: the copy overwrites those past `at`.
+        unsafe {
+            let to = data.as_mut_ptr();
+            to.add(end).cast::<u128>().write_unaligned(0);
+            copy_blocks(blocks, to.add(at));
+        }
+    } else {
+        data[end..at].fill(0);
+        let len = p.data_len as usize;
+        data[at..at + len].copy_from_slice(&blocks[..len]);
+    }
+}
+
+/// Copies the code of an instance of `p` to `code[at..]`: the program's 16-byte blocks
+/// (past the stencil's end they hold traps, which the next instance or the trailing trap
+/// filler overwrites or matches), or exactly the stencil's bytes where whole blocks would
+/// pass `limit` (the end of the instances: the tail jump and veneers follow). `limit` is
+/// at most `code.len()`; afterwards `at + p.code_len <= code.len()` (the quick forms' stores
+/// rely on it).
+#[inline(always)]
+fn copy_code(code: &mut [u8], at: usize, p: &Program, limit: usize) {
+    debug_assert!(limit <= code.len());
+    let blocks = &p.code[..];
+    if at + blocks.len() <= limit {
+        // SAFETY: `at + blocks.len() <= limit <= code.len()` (the caller's promise), and
+        // `blocks.len()` is a multiple of 16 (`Program::code`): each move reads and writes
+        // 16 bytes inside `blocks` and `code[at..]`, unaligned.
+        unsafe { copy_blocks(blocks, code.as_mut_ptr().add(at)) }
+    } else {
+        let len = p.code_len as usize;
+        code[at..at + len].copy_from_slice(&blocks[..len]);
+    }
+}
+
+/// The index of `inst`, an element of `instances`.
+fn index_of(instances: &[Instance], inst: &Instance) -> usize {
+    (inst as *const Instance as usize - instances.as_ptr() as usize) / size_of::<Instance>()
+}
+
+/// Copies `blocks` (a multiple of 16 bytes long) to `to`, 16 bytes at a time, unaligned.
+///
+/// # Safety
+/// `to` is valid for writes of `blocks.len()` bytes, outside `blocks`.
+#[inline(always)]
+unsafe fn copy_blocks(blocks: &[u8], to: *mut u8) {
+    debug_assert!(blocks.len() % 16 == 0);
+    let (mut from, mut to) = (blocks.as_ptr(), to);
+    let end = from.add(blocks.len());
+    while from < end {
+        to.cast::<u128>()
+            .write_unaligned(from.cast::<u128>().read_unaligned());
+        from = from.add(16);
+        to = to.add(16);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_data;
+    use crate::program::{Program, PLAIN_STENCIL};
+    use cpjit_model::Stencil;
+
+    /// `copy_data` writes the stencil's data exactly and zeros the padding before it, by
+    /// whole blocks or exactly at the limit, and nothing before the previous end or past the
+    /// limit: every data length up to 70 bytes, padding 0 to 40 bytes, limits from tight
+    /// to roomy.
+    #[test]
+    fn copy_data_writes_the_data_and_zeros_the_padding_only() {
+        let init: Vec<u8> = (1..=70u8).collect();
+        for len in 1..=70usize {
+            let stencil = Stencil {
+                init_data: &init[..len],
+                data_len: len as u32,
+                data_align: 1,
+                ..PLAIN_STENCIL
+            };
+            let p = Program::new(&stencil, false, 0xcc);
+            for gap in 0..=40 {
+                for slack in [0, 1, 15, 16, 17, 40] {
+                    let (end, at) = (5, 5 + gap);
+                    let limit = at + len + slack;
+                    // 0xee before `end` and past `limit` must stay; 0xaa in between must
+                    // become the padding's zeros and the data.
+                    let mut buf = vec![0xaa; limit + 50];
+                    buf[..end].fill(0xee);
+                    buf[limit..].fill(0xee);
+                    copy_data(&mut buf, end, at, &p, limit);
+                    let what = format!("length {len}, gap {gap}, slack {slack}");
+                    assert!(buf[..end].iter().all(|&b| b == 0xee), "{what}");
+                    assert!(buf[end..at].iter().all(|&b| b == 0), "{what}");
+                    assert_eq!(&buf[at..at + len], &init[..len], "{what}");
+                    assert!(buf[limit..].iter().all(|&b| b == 0xee), "{what}");
+                }
+            }
+        }
+    }
+}
