@@ -151,6 +151,22 @@ pub(crate) struct ShimFacts {
 }
 
 impl<'s> Jit<'s> {
+    /// Whether finished traces are registered with debuggers or profilers (any debug
+    /// option is on).
+    pub(crate) fn registers_traces(&self) -> bool {
+        self.debug.any()
+    }
+
+    /// The publish stage's hook into the debug support: registers the just-finished
+    /// `trace` (built by `b`) with every facility this JIT's options enable.
+    pub(crate) fn register_trace(
+        &self,
+        b: &TraceBuilder<'_, 's>,
+        trace: &crate::Trace,
+    ) -> Result<Option<Box<dyn crate::trace::Registrations>>, Error> {
+        crate::debug::register(b, trace)
+    }
+
     /// A JIT for `set` with default options; `resolve` maps external symbol names (helper
     /// functions, globals) to addresses and is asked at most once per symbol, when a trace
     /// first needs it.

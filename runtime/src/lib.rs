@@ -62,7 +62,6 @@
 
 mod arena;
 pub mod debug;
-mod entry;
 mod error;
 mod icache;
 mod jit;
@@ -70,17 +69,11 @@ mod memory;
 pub mod patch;
 mod program;
 mod slots;
-mod stitch;
 mod trace;
-
-#[cfg(test)]
-mod stitch_tests;
-#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
-mod window_tests;
 
 pub use arena::MemoryStats;
 pub use cpjit_model as model;
-pub use entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
 pub use error::Error;
 pub use jit::{CodeWrites, Jit, JitOptions};
+pub use trace::entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

@@ -25,7 +25,7 @@ mod win64;
 
 use crate::jit::{Jit, JitOptions};
 use crate::patch::VENEER_SIZE;
-use crate::trace::{Trace, TraceBuilder};
+use crate::trace::{Registrations, Trace, TraceBuilder};
 use crate::Error;
 use cpjit_model::StencilSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,6 +87,16 @@ pub(crate) struct TraceDebug {
     pub unwind: Option<unwind::Registration>,
 }
 
+impl Registrations for TraceDebug {
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn listing(&self) -> Option<&str> {
+        self.listing.as_deref()
+    }
+}
+
 /// A named piece of a trace's code, at its executable address: `trace<trace>:<what>`
 /// (formatted only when written, so that no name is allocated per instance).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +121,7 @@ static NEXT_TRACE_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) fn register(
     b: &TraceBuilder<'_, '_>,
     trace: &Trace,
-) -> Result<Option<Box<TraceDebug>>, Error> {
+) -> Result<Option<Box<dyn Registrations>>, Error> {
     let options = &b.jit.debug;
     if !options.any() {
         return Ok(None);
@@ -242,12 +252,12 @@ impl Trace {
     /// The process-wide number this trace's symbols carry (`trace<N>:…`), if its JIT has
     /// any debugging or profiling option on.
     pub fn debug_id(&self) -> Option<u64> {
-        self.debug.as_ref().map(|d| d.id)
+        self.debug.as_ref().map(|d| d.id())
     }
 
     /// The stitched code with instance boundaries, stencil names and each hole's value (see
     /// the `listing` module), if the JIT was created with [`JitOptions::listing`].
     pub fn listing(&self) -> Option<&str> {
-        self.debug.as_ref()?.listing.as_deref()
+        self.debug.as_ref()?.listing()
     }
 }

@@ -1,15 +1,39 @@
-//! Building a trace ([`TraceBuilder`]), or many at once ([`TraceBatch`]), and the finished,
-//! executable result ([`Trace`]).
+//! The trace room: building a trace ([`TraceBuilder`]), or many at once ([`TraceBatch`]),
+//! stitching it ([`stitch`]: the stages *sizes*, *allocate*, *write* (`stitch/write.rs`)
+//! and *publish*), its typed entries ([`entry`]) and the finished, executable result
+//! ([`Trace`]). It uses the [`Jit`] (the set's compiled patch programs, the arena, the
+//! options) and nothing of the debug support, which registers finished traces through
+//! [`Jit::register_trace`] and is kept by a trace only as [`Registrations`].
+
+pub(crate) mod entry;
+pub(crate) mod stitch;
+
+#[cfg(test)]
+mod stitch_tests;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod window_tests;
 
 use crate::arena::{Arena, Block};
-use crate::entry::{Entry, EntrySignature};
 use crate::error::try_grow;
 use crate::jit::{Jit, ShimFacts};
 use crate::program::Program;
-use crate::stitch::{self, Counted, Layout};
 use crate::Error;
+use entry::{Entry, EntrySignature};
 use std::ffi::c_void;
 use std::ops::Range;
+use stitch::{Counted, Layout};
+
+/// What the debug support keeps for a finished trace: its registrations with debuggers and
+/// profilers, released when the trace is dropped (before its code is trapped). The trace
+/// knows only this trait and the publish stage calls the debug support through the [`Jit`]
+/// ([`Jit::register_trace`]), so the debug support depends on the trace, not the other
+/// way round.
+pub(crate) trait Registrations: std::fmt::Debug + Send + Sync {
+    /// The process-wide number the trace's symbols carry (`trace<N>:…`).
+    fn id(&self) -> u64;
+    /// The trace's listing, if its JIT asked for listings.
+    fn listing(&self) -> Option<&str>;
+}
 use std::sync::Arc;
 
 /// An instance in a trace: its position, in push order.
@@ -632,7 +656,7 @@ pub struct Trace {
     /// Byte that fills freed code (a trapping instruction).
     pub(crate) trap: u8,
     /// Registrations with debuggers and profilers, if any option asked for them.
-    pub(crate) debug: Option<Box<crate::debug::TraceDebug>>,
+    pub(crate) debug: Option<Box<dyn Registrations>>,
     /// The entry shim, when it is instance 0.
     pub(crate) shim: Option<ShimFacts>,
 }

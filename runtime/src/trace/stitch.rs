@@ -96,7 +96,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     trace.instance_offsets = Offsets::of(view.instances)?;
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
-    trace.debug = crate::debug::register(b, &trace)?;
+    trace.debug = b.jit.register_trace(b, &trace)?;
     Ok(trace)
 }
 
@@ -148,10 +148,11 @@ where
             settle(jit, trace, layout);
         }
         jit.flusher.flush(traces[0].block.code_rx, code_len);
-        if jit.debug.any() {
+        if jit.registers_traces() {
             for (i, trace) in traces.iter_mut().enumerate() {
-                trace.debug =
-                    crate::debug::register(&view(i).to_builder(), trace).map_err(in_batch(i))?;
+                trace.debug = jit
+                    .register_trace(&view(i).to_builder(), trace)
+                    .map_err(in_batch(i))?;
             }
         }
         Ok(traces)
