@@ -199,11 +199,11 @@ pub fn check(
     };
     let data_range = trace.data_range();
     // SAFETY: the trace's data block is mapped readable for as long as `trace` lives.
+    let data_bytes =
+        unsafe { std::slice::from_raw_parts(data_range.start as *const u8, data_range.len()) };
     let data = Memory {
         start: data_range.start as u64,
-        bytes: unsafe {
-            std::slice::from_raw_parts(data_range.start as *const u8, data_range.len())
-        },
+        bytes: data_bytes,
     };
     let entry = |i: usize| code.start + offsets[i] as u64;
     let address_of = |t: Target| match t {

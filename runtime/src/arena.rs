@@ -563,6 +563,7 @@ mod tests {
             let mut writer = b.code_writer(b.code_len).unwrap();
             writer.bytes().fill(0xc3);
             writer.publish().unwrap();
+            // SAFETY: the block's data part is committed RW memory of `data_len` bytes.
             unsafe {
                 std::ptr::write_bytes(b.data as *mut u8, 0x11, b.data_len);
             }

@@ -103,12 +103,15 @@ pub static mut __jit_debug_descriptor: JitDescriptor = JitDescriptor {
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 )))]
+///
+/// # Safety
+/// None: it does nothing. It is `unsafe` only to match the Linux declaration, an external
+/// function.
 #[no_mangle]
 #[inline(never)]
 pub unsafe extern "C" fn __jit_debug_register_code() {
-    // SAFETY: an empty instruction sequence. (The function is `unsafe` only to match the
-    // Linux declaration, an external function.)
-    std::arch::asm!("", options(nomem, nostack, preserves_flags));
+    // SAFETY: an empty instruction sequence.
+    unsafe { std::arch::asm!("", options(nomem, nostack, preserves_flags)) };
 }
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -122,6 +125,7 @@ pub(crate) struct Registration {
 
 // SAFETY: the entry is only touched under LOCK.
 unsafe impl Send for Registration {}
+// SAFETY: as for Send: every access goes through LOCK.
 unsafe impl Sync for Registration {}
 
 impl std::fmt::Debug for Registration {

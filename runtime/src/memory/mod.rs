@@ -110,6 +110,7 @@ pub(crate) struct Region {
 // SAFETY: the region is a set of raw mappings owned by this value; which bytes may be
 // accessed when is coordinated by the arena (disjoint blocks per trace).
 unsafe impl Send for Region {}
+// SAFETY: as for Send: shared access to the mappings is coordinated by the arena.
 unsafe impl Sync for Region {}
 
 impl Region {
@@ -440,17 +441,24 @@ mod tests {
         let mut w = r.code_source().open(5, 1).unwrap();
         w.bytes()[0] = 0xa5;
         w.publish().unwrap();
+        // SAFETY: committed code bytes are readable through the RX view,
+        // committed data is RW; every address is inside what `commit` made accessible.
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
+        // SAFETY: see above.
         unsafe { *(r.data as *mut u64) = 7 };
         // Growing keeps what was written and commits whole pages, up to the reservation.
         r.commit(4 * g, page + 1).unwrap();
         assert_eq!((r.code_committed, r.data_committed), (4 * g, 2 * page));
+        // SAFETY: see above.
         assert_eq!(unsafe { *(r.code_rx as *const u8).add(5) }, 0xa5);
+        // SAFETY: see above.
         assert_eq!(unsafe { *(r.data as *const u64) }, 7);
         let mut w = r.code_source().open(4 * g - 3, 3).unwrap();
         w.bytes().copy_from_slice(&[1, 2, 0x5a]);
         w.publish().unwrap();
+        // SAFETY: see above.
         assert_eq!(unsafe { *((r.code_rx + 4 * g - 1) as *const u8) }, 0x5a);
+        // SAFETY: see above.
         unsafe { *((r.data + 2 * page - 1) as *mut u8) = 0x5a };
         // Committing less than is committed changes nothing.
         r.commit(1, 0).unwrap();

@@ -326,6 +326,7 @@ fn shared_object(len: usize, _alias: bool) -> io::Result<libc::c_int> {
         let fd =
             unsafe { libc::shm_open(name, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL, 0o600) };
         if fd >= 0 {
+            // SAFETY: the same NUL-terminated name.
             unsafe { libc::shm_unlink(name) };
             return truncate(fd, len);
         }
@@ -347,6 +348,7 @@ fn truncate(fd: libc::c_int, len: usize) -> io::Result<libc::c_int> {
     // SAFETY: fd is a valid descriptor we own.
     if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
         let e = os_error("ftruncate");
+        // SAFETY: fd is ours and closed once, here.
         unsafe { libc::close(fd) };
         return Err(e);
     }

@@ -234,7 +234,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                 try_grow(&mut self.operands, operands.len(), "the trace's operands")?;
             }
             let bias = p.filter.operand_bias;
-            // SAFETY (here and below): there is room, checked or made just above.
+            // SAFETY: there is room, checked or made just above.
             unsafe {
                 append(&mut self.operands, operands, |o| {
                     wide |= o.wrapping_add(bias)
@@ -245,6 +245,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             if self.targets.capacity() - targets_at < targets.len() {
                 self.grow_or_undo(targets.len(), (operands_at, targets_at))?;
             }
+            // SAFETY: there is room, checked or made just above.
             unsafe {
                 append(&mut self.targets, targets, |t| {
                     far |= matches!(t, Target::Address(_))
@@ -262,6 +263,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             targets: targets_at as u32,
             code_at,
         };
+        // SAFETY: there is room for one more, checked or made above.
         unsafe { append(&mut self.instances, &[record], |_| ()) };
         let filtered = (wide >> 32 != 0, far);
         self.layout
@@ -773,6 +775,7 @@ impl Drop for Trace {
 
 // SAFETY: a Trace only holds addresses of memory it owns exclusively until dropped.
 unsafe impl Send for Trace {}
+// SAFETY: as for Send; a shared Trace only reads its own memory.
 unsafe impl Sync for Trace {}
 
 impl std::fmt::Debug for Trace {

@@ -820,12 +820,16 @@ fn index_of(instances: &[Instance], inst: &Instance) -> usize {
 unsafe fn copy_blocks(blocks: &[u8], to: *mut u8) {
     debug_assert!(blocks.len() % 16 == 0);
     let (mut from, mut to) = (blocks.as_ptr(), to);
-    let end = from.add(blocks.len());
-    while from < end {
-        to.cast::<u128>()
-            .write_unaligned(from.cast::<u128>().read_unaligned());
-        from = from.add(16);
-        to = to.add(16);
+    // SAFETY: `from` stays within `blocks` (a multiple of 16 bytes) and `to` within the
+    // caller's `blocks.len()` writable bytes, which do not overlap `blocks`.
+    unsafe {
+        let end = from.add(blocks.len());
+        while from < end {
+            to.cast::<u128>()
+                .write_unaligned(from.cast::<u128>().read_unaligned());
+            from = from.add(16);
+            to = to.add(16);
+        }
     }
 }
 
