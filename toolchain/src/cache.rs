@@ -34,16 +34,18 @@
 //! A read verifies the tag; an entry that fails it (forged, a flipped byte, a truncated or
 //! empty file, another key or tool version, an older unkeyed format), or whose content
 //! later fails parsing or validation ([`Cache::reject`]), is a miss: removed, rebuilt and
-//! replaced, with a one-line notice on stderr naming the entry and why. Entries are written
-//! to a unique temporary file, synced and renamed, so concurrent builds never see a partial
-//! file; the pipeline stores an entry only after the output that came from it has passed
-//! validation, so a compiler that exits 0 with garbage never poisons the cache.
+//! replaced, with a one-line notice on stderr naming the entry and why (for entries of the
+//! unkeyed format 1, which a cache made before issue 42 holds by the thousand, only the
+//! first is named; none is ever trusted). Entries are written to a unique temporary file,
+//! synced and renamed, so concurrent builds never see a partial file; the pipeline stores
+//! an entry only after the output that came from it has passed validation, so a compiler
+//! that exits 0 with garbage never poisons the cache.
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The first bytes of every entry (the number is the entry format's version; 1 was the
@@ -140,6 +142,8 @@ fn decode_entry<'a>(key: &Key, name: &str, bytes: &'a [u8]) -> Result<&'a [u8], 
 
 /// Distinguishes the temporary files of concurrent writers in one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+/// Whether this process has said that it replaces unkeyed entries of format 1.
+static TOLD_UNKEYED: AtomicBool = AtomicBool::new(false);
 
 impl Cache {
     /// The cache in `dir` (created with mode 0700 if missing), its entries authenticated
@@ -267,6 +271,17 @@ impl Cache {
         let bytes = std::fs::read(dir.join(&name)).ok()?;
         match decode_entry(secret, &name, &bytes) {
             Ok(content) => Some(content.to_vec()),
+            // A cache of the unkeyed format holds thousands of entries: one notice, for the
+            // first, then each is removed and rebuilt quietly (none is ever trusted).
+            Err(why) if bytes.starts_with(MAGIC_UNKEYED) => {
+                if TOLD_UNKEYED.swap(true, Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(dir.join(&name));
+                } else {
+                    let more = format!("{why}; further ones are replaced without a notice");
+                    self.reject(kind, key, &more);
+                }
+                None
+            }
             Err(why) => {
                 self.reject(kind, key, why);
                 None
@@ -744,6 +759,23 @@ mod tests {
         assert!(why(1000, 0o100604, 0o077)
             .unwrap()
             .contains("readable by others"));
+    }
+
+    #[test]
+    fn every_unkeyed_entry_is_a_miss_and_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = tempfile::tempdir().unwrap();
+        let cache = cache_in(dir.path(), keys.path());
+        for name in ["obj-a", "obj-b"] {
+            let mut bytes = MAGIC_UNKEYED.to_vec();
+            bytes.extend_from_slice(&[0; 32]);
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        // The first with a notice, the second quietly: neither is read.
+        for key in ["a", "b"] {
+            assert_eq!(cache.get("obj", key), None);
+            assert!(!dir.path().join(format!("obj-{key}")).exists());
+        }
     }
 
     #[test]
