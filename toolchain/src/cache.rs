@@ -396,7 +396,7 @@ fn make_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// Whether `mode` gives `forbidden` bits and `owner` is neither `euid` nor root: the
 /// reason, naming what (`label path`), its owner and its mode; `None` when safe.
-pub fn unsafe_because(
+fn unsafe_because(
     label: &str,
     path: &Path,
     owner: u32,
