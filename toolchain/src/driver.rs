@@ -63,6 +63,7 @@ struct Loaded {
 }
 
 fn load(opts: &Options) -> Result<Loaded> {
+    opts.cache.check()?;
     let manifest = Manifest::load(&opts.templates)?;
     let manifest_file = opts.templates.join("manifest.toml");
     for triple in manifest.targets.keys() {
@@ -188,6 +189,12 @@ pub fn summary(set: &BuiltSet) -> String {
 /// `build-stencils`.
 pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let start = Instant::now();
+    let mut opts = opts.clone();
+    if opts.check {
+        // What `--check` vouches for comes from this run's compilers, never a cache entry.
+        opts.common.cache = opts.common.cache.fill_only();
+    }
+    let opts = &opts;
     let l = load(&opts.common)?;
     let mut report = Report::default();
     let mut todo: Vec<&Target> = Vec::new();

@@ -6,6 +6,7 @@
 mod batch;
 mod cache;
 mod cache_poison;
+mod cache_trust;
 mod cached;
 mod cached_family;
 mod cc1_groups;
