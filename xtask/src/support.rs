@@ -75,6 +75,7 @@ pub struct TargetReport {
     pub format: String,
     pub arch: String,
     pub abi: String,
+    /// `preserve_none` or `c` (the target file's value).
     pub op_calling_convention: String,
     pub reserved_registers: Vec<String>,
     pub execution: ExecutionReport,
@@ -285,7 +286,7 @@ fn build(
             format: t.format.name().to_string(),
             arch: t.arch.name().to_string(),
             abi: t.abi.name().to_string(),
-            op_calling_convention: facts::op_convention_name(t.op_calling_convention).into(),
+            op_calling_convention: facts::op_convention_key(t.op_calling_convention).into(),
             reserved_registers: t.reserved_registers.clone(),
             execution: ExecutionReport {
                 kind: test.map_or("none", |x| x.execution.name()).to_string(),
@@ -483,6 +484,10 @@ mod tests {
         assert_eq!(checked.tests.check.as_deref(), Some("ok"));
         let md = render::markdown(&report);
         assert!(md.contains("m.json"), "{md}");
+        // The fixture's row ran natively, which its target file does not say: shown.
+        if targets[0].test.as_ref().unwrap().execution != cpjit_targets_schema::Execution::Native {
+            assert!(md.contains("| failed (run as native)"), "{md}");
+        }
     }
 
     #[test]

@@ -46,6 +46,14 @@ pub fn op_convention_name(cc: OpCallingConvention) -> &'static str {
     }
 }
 
+/// The target file's value of `op_calling_convention` (the JSON report's).
+pub fn op_convention_key(cc: OpCallingConvention) -> &'static str {
+    match cc {
+        OpCallingConvention::PreserveNone => "preserve_none",
+        OpCallingConvention::C => "c",
+    }
+}
+
 /// The process kind of a Rust or stencil target, e.g. `Linux AArch64`.
 fn process(triple: &str) -> Option<(Os, Arch)> {
     Host::of_triple(triple).map(|h| (h.os, h.arch))

@@ -4,6 +4,7 @@
 use super::facts;
 use super::{Report, TargetReport};
 use cpjit_model::{Abi, Arch, ObjectFormat};
+use cpjit_targets_schema::OpCallingConvention;
 use std::fmt::Write as _;
 
 /// Digests are shortened to this many hex digits in the tables (the JSON has them whole).
@@ -38,13 +39,17 @@ pub fn markdown(r: &Report) -> String {
     let _ = writeln!(out, "## Targets\n");
     let _ = writeln!(
         out,
-        "| target | object format | architecture | ABI | ops | how the matrix executes its \
+        "| target | object format | architecture | ABI | op convention | how the matrix executes its \
          stencils | tests run | passed | result |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
     for t in &r.targets {
         let num = |n: Option<u64>| n.map_or("not run".to_string(), |n| n.to_string());
         let mut result = t.tests.status.clone();
+        // A `--native` run executes rows otherwise than their target file says: say how.
+        if let Some(e) = t.tests.executed.as_ref().filter(|e| **e != planned(t)) {
+            let _ = write!(result, " (run as {e})");
+        }
         if let Some(c) = &t.tests.check {
             let _ = write!(result, "; check: {c}");
         }
@@ -55,7 +60,7 @@ pub fn markdown(r: &Report) -> String {
             display_format(&t.format),
             display_arch(&t.arch),
             display_abi(&t.abi),
-            t.op_calling_convention,
+            display_op_convention(&t.op_calling_convention),
             t.execution.how,
             t.execution.kind,
             t.execution
@@ -78,7 +83,8 @@ pub fn markdown(r: &Report) -> String {
         let _ = writeln!(out, "\nProblems the matrix reported:\n");
         for t in problems {
             for p in &t.tests.problems {
-                let _ = writeln!(out, "- `{}`: {p}", t.triple);
+                // Continuation lines indented: a multi-line problem stays one list item.
+                let _ = writeln!(out, "- `{}`: {}", t.triple, p.replace('\n', "\n  "));
             }
         }
     }
@@ -131,6 +137,21 @@ pub fn markdown(r: &Report) -> String {
         out.pop();
     }
     out
+}
+
+/// How the matrix describes a row run as its target file says (`matrix.rs`, `describe`).
+fn planned(t: &TargetReport) -> String {
+    match (&*t.execution.kind, &t.execution.rust_target) {
+        ("native", _) | (_, None) => t.execution.kind.clone(),
+        (kind, Some(rt)) => format!("{kind}: {rt}"),
+    }
+}
+
+fn display_op_convention(key: &str) -> &str {
+    [OpCallingConvention::PreserveNone, OpCallingConvention::C]
+        .into_iter()
+        .find(|c| facts::op_convention_key(*c) == key)
+        .map_or(key, |c| facts::op_convention_name(c))
 }
 
 /// A table cell: `|` would end it.
