@@ -16,6 +16,7 @@ mod kit;
 mod matrix;
 mod setup;
 mod sidecar;
+mod support;
 mod targets;
 mod util;
 
@@ -50,6 +51,9 @@ enum Task {
     Stencils(Passthrough),
     /// Run every target's tests with that target's stencils (rows: targets/*.toml).
     TestMatrix(matrix::Options),
+    /// Write the support report (docs/support/support-report.{md,json}): every target's
+    /// facts, how the matrix executes it, its stencil sets, test results and known limits.
+    SupportReport(support::Options),
     /// Benchmarks (arguments go to the cpjit-bench binary).
     #[command(disable_help_flag = true)]
     Bench(Passthrough),
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Task::BuildStencils(p) => build_stencils::build_stencils(&p.args),
         Task::Stencils(p) => build_stencils::stencils(&p.args),
         Task::TestMatrix(o) => matrix::run(&o),
+        Task::SupportReport(o) => support::run(&o),
         Task::Bench(p) => bench::run(&p.args),
         Task::Fuzz(o) => fuzz::run(o.seconds, &o.targets),
         Task::Ci => ci::run(),
@@ -185,5 +190,20 @@ mod tests {
             (5, ["trace".to_string()].as_slice())
         );
         assert!(Cli::try_parse_from(["xtask", "fuzz", "nonesuch"]).is_err());
+        let cli = Cli::try_parse_from([
+            "xtask",
+            "support-report",
+            "--matrix",
+            "m.json",
+            "--date",
+            "2026-11-29",
+            "--check",
+        ])
+        .unwrap();
+        let Task::SupportReport(s) = cli.task else {
+            panic!("not support-report")
+        };
+        assert_eq!(s.matrix.as_deref(), Some(Path::new("m.json")));
+        assert!(s.check && s.date.as_deref() == Some("2026-11-29") && s.out.is_none());
     }
 }

@@ -20,7 +20,7 @@ pub use report::{Counts, Report};
 use crate::targets::Execution;
 use config::Row;
 use cpjit_model::{Arch, Host, Os};
-use report::{CheckResult, RowResult};
+pub use report::{CheckResult, RowResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
