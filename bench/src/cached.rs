@@ -325,8 +325,8 @@ mod tests {
             Timed::new(2, runs, || {
                 Ok(per_round(time(|| copy_patch::run(&uncached, &spec)).1))
             }),
-            // SAFETY: `cl` is not recycled while `compiled` lives.
             Timed::new(2, runs, || {
+                // SAFETY: `cl` is not recycled while `compiled` lives.
                 Ok(per_round(time(|| unsafe { compiled.run(&spec) }).1))
             }),
         ];

@@ -352,8 +352,9 @@ pub fn stencils_built(stdout: &str) -> usize {
 
 /// User + system time of all waited-for children so far, ns.
 fn children_cpu_ns() -> f64 {
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct it is given.
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
     let tv = |t: libc::timeval| t.tv_sec as f64 * 1e9 + t.tv_usec as f64 * 1e3;
     tv(usage.ru_utime) + tv(usage.ru_stime)

@@ -21,9 +21,12 @@ fn triples() -> Vec<String> {
     triples
 }
 
+/// `cpjit ARGS` run in `dir`, outside the kit's checkout, naming the kit as an outside
+/// project does (README, "Using the kit from your own crate": `CPJIT_KIT`).
 fn cpjit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cpjit"))
         .current_dir(dir)
+        .env("CPJIT_KIT", Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
         .args(args)
         .output()
         .unwrap()
