@@ -11,6 +11,7 @@
 
 pub mod error;
 
+pub mod advice;
 pub mod batch;
 pub mod cache;
 pub mod cc1;

@@ -14,6 +14,7 @@ mod common;
 mod families;
 mod guide;
 mod halves;
+mod mistakes;
 mod objects_golden;
 mod objects_readers;
 mod pipeline;
