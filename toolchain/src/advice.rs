@@ -64,8 +64,9 @@ fn explain(message: &str, macros: &[&str]) -> Option<String> {
             return Some(format!(
                 "the function tail-calls `{callee}`, whose type differs from the op's own \
                  (a musttail call needs the same parameters and return type); fix: give the \
-                 op exactly the hole's signature, `int64_t op_name(struct cpjit_frame \
-                 *frame, uint64_t *sp)` (cpjit.h's cpjit_op), and cast inside"
+                 op exactly the hole's signature (cpjit.h's cpjit_op: `int64_t \
+                 op_name(struct cpjit_frame *frame, uint64_t *sp)`) and cast inside, or \
+                 declare the hole with the op's type"
             ));
         }
     }

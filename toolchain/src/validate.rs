@@ -10,7 +10,8 @@
 //!   through the checks below, so a stray `ret` or clobbered register would go unnoticed
 //!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`);
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
-//!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
+//!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`; any register-sized return, a pointer
+//!   too), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
 //!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
 //!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
@@ -36,6 +37,7 @@ use crate::llvm;
 use crate::manifest::Manifest;
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use inkwell::llvm_sys::target::{LLVMGetModuleDataLayout, LLVMPointerSize};
 use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -305,8 +307,14 @@ impl Validator<'_> {
         let ty = LLVMGlobalGetValueType(f);
         let found = function_type_text(ty);
         let ret = LLVMGetReturnType(ty);
-        let ret_ok = LLVMGetTypeKind(ret) == LLVMTypeKind::LLVMIntegerTypeKind
-            && LLVMGetIntTypeWidth(ret) == 64;
+        // The exit status comes back in the return register: any value of its width does
+        // (an integer of the pointer's width, or a pointer, as `T *op(frame, ...)` returns).
+        let register_bits = 8 * LLVMPointerSize(LLVMGetModuleDataLayout(LLVMGetGlobalParent(f)));
+        let ret_ok = match LLVMGetTypeKind(ret) {
+            LLVMTypeKind::LLVMIntegerTypeKind => LLVMGetIntTypeWidth(ret) == register_bits,
+            LLVMTypeKind::LLVMPointerTypeKind => true,
+            _ => false,
+        };
         let count = LLVMCountParamTypes(ty) as usize;
         let mut params = vec![std::ptr::null_mut(); count];
         LLVMGetParamTypes(ty, params.as_mut_ptr());
@@ -334,7 +342,8 @@ impl Validator<'_> {
                 .join(", ");
             self.error(format!(
                 "signature is `{found}` but the op is declared cached (CPJIT_CACHED_OP, IN = {}, \
-                 OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op)",
+                 OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op; \
+                 the return may be any register-sized type: `ptr`, `i{register_bits}`)",
                 c.entry, c.exit
             ));
             return false;
@@ -342,7 +351,8 @@ impl Validator<'_> {
         if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
             let wanted = vec!["ptr"; want].join(", ");
             self.error(format!(
-                "signature is `{found}` but the set's ABI requires `i64 ({wanted})`{}",
+                "signature is `{found}` but the set's ABI requires `i64 ({wanted})` (or any \
+                 register-sized return: `ptr`, `i{register_bits}`){}",
                 if want == 2 {
                     ", i.e. `int64_t op(struct cpjit_frame *frame, uint64_t *sp)` (cpjit.h's cpjit_op)"
                 } else {

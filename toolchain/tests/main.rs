@@ -18,6 +18,7 @@ mod mistakes;
 mod objects_golden;
 mod objects_readers;
 mod pipeline;
+mod returns;
 mod scale;
 mod seventh_target;
 mod unit_families;
