@@ -190,6 +190,11 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let start = Instant::now();
     let l = load(&opts.common)?;
     let mut report = Report::default();
+    // The facade lists every target, whichever were asked for.
+    let all_targets = Target::load_all(&opts.common.targets_dir)?;
+    if !opts.check {
+        remove_stale_temporaries(&opts.out, &all_targets);
+    }
     let mut todo: Vec<&Target> = Vec::new();
     for t in &l.targets {
         let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
@@ -212,21 +217,26 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             _ => todo.push(t),
         }
     }
-    // The facade lists every target, whichever were asked for.
-    let all_targets = Target::load_all(&opts.common.targets_dir)?;
-    let mut stale = crate::facade::write_or_check(
-        &opts.out,
-        &l.manifest.name,
-        &l.manifest.package,
-        &all_targets,
-        opts.model_dir.as_deref(),
-        opts.check,
-        !l.manifest.families.is_empty(),
-    )?;
+    // Written (or checked) only once every set has built: a failed build leaves the facade
+    // as it was, like the crates.
+    let facade = || {
+        crate::facade::write_or_check(
+            &opts.out,
+            &l.manifest.name,
+            &l.manifest.package,
+            &all_targets,
+            opts.model_dir.as_deref(),
+            opts.check,
+            !l.manifest.families.is_empty(),
+        )
+    };
     if todo.is_empty() {
+        // Only without --check (which builds every target): nothing is stale to report.
+        facade()?;
         return Ok(report);
     }
     let sets = build_sets(&l, &todo, &opts.common)?;
+    let mut stale = Vec::new();
     for set in &sets {
         let crate_dir = opts.out.join(&set.target.triple);
         let model_path = match &opts.model_dir {
@@ -257,6 +267,7 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         report.lines.push(summary(set));
         report.built.push(set.target.triple.clone());
     }
+    stale.splice(0..0, facade()?);
     if let Some(path) = &opts.json {
         write_json(path, &sets)?;
     }
@@ -271,14 +282,39 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             .map(|s| s.target.triple.as_str())
             .filter(|t| stale.iter().any(|line| line.starts_with(&format!("{t}: "))))
             .collect();
-        return Err(Error(format!(
-            "{}\n{} stale file(s); to fix: {} (then commit the result)",
-            stale.join("\n"),
-            stale.len(),
-            fix_command(opts, &triples)
-        )));
+        return Err(stale_error(opts, stale, &triples));
     }
     Ok(report)
+}
+
+/// The error of a `--check` run that found `stale` files (those of `triples`' crates and
+/// the facade's).
+fn stale_error(opts: &BuildOptions, stale: Vec<String>, triples: &[&str]) -> Error {
+    Error(format!(
+        "{}\n{} stale file(s); to fix: {} (then commit the result)",
+        stale.join("\n"),
+        stale.len(),
+        fix_command(opts, triples)
+    ))
+}
+
+/// Removes what a killed run left in the output's crate and facade directories (see
+/// `writer::remove_stale_temporaries`), with a notice naming each file.
+fn remove_stale_temporaries(out: &Path, targets: &[Target]) {
+    let crates = targets
+        .iter()
+        .map(|t| t.triple.as_str())
+        .chain([crate::facade::DIR]);
+    for name in crates {
+        for dir in [out.join(name), out.join(name).join("src")] {
+            for file in writer::remove_stale_temporaries(&dir) {
+                eprintln!(
+                    "notice: removed {}, a temporary file of an interrupted run",
+                    file.display()
+                );
+            }
+        }
+    }
 }
 
 /// The command that regenerates the stale targets of a `--check` run: the same set and

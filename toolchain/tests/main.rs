@@ -18,6 +18,7 @@ mod mistakes;
 mod objects_golden;
 mod objects_readers;
 mod pipeline;
+mod recovery;
 mod returns;
 mod scale;
 mod seventh_target;
