@@ -172,16 +172,37 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
     }
 }
 
-/// The summary line of a built set.
+/// The summary line of a built set. Its time is the target's *job time*: the time its
+/// jobs took, summed (a `clang -cc1` group's or batch's run shared among its units). Jobs
+/// of every target run side by side on the build's threads, so job time is not the time
+/// the target took, and the targets' job times add up to more than the build's wall time;
+/// [`total_line`] gives both.
 pub fn summary(set: &BuiltSet) -> String {
     format!(
-        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s",
+        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s of job time",
         set.target.triple,
         set.stencils.len(),
         writer::thousands(set.code_bytes()),
         writer::thousands(set.data_bytes()),
         writer::thousands(set.hole_count()),
         set.seconds
+    )
+}
+
+/// The last line of a build of `job_seconds` (each built target's job time, see
+/// [`summary`]) in `wall_seconds` on `threads` threads: the wall time from start to end,
+/// and the job time as the sum of the per-target figures as printed.
+pub fn total_line(job_seconds: &[f64], wall_seconds: f64, threads: usize) -> String {
+    // Summed as printed (to the hundredth), so the total is the sum of the lines above.
+    let jobs: f64 = job_seconds
+        .iter()
+        .map(|s| (s * 100.0).round() / 100.0)
+        .sum();
+    format!(
+        "total: {} target(s) in {wall_seconds:.2} s of wall time ({jobs:.2} s of job time, \
+         the targets' sum, on {})",
+        job_seconds.len(),
+        writer::plural(threads, "thread")
     )
 }
 
@@ -271,10 +292,11 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     if let Some(path) = &opts.json {
         write_json(path, &sets)?;
     }
-    report.lines.push(format!(
-        "total: {} target(s) in {:.2} s",
-        sets.len(),
-        start.elapsed().as_secs_f64()
+    let job_seconds: Vec<f64> = sets.iter().map(|s| s.seconds).collect();
+    report.lines.push(total_line(
+        &job_seconds,
+        start.elapsed().as_secs_f64(),
+        opts.common.jobs.max(1),
     ));
     if !stale.is_empty() {
         let triples: Vec<&str> = sets
@@ -406,4 +428,20 @@ pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::total_line;
+
+    #[test]
+    fn the_total_line_says_what_it_measures_and_sums_the_targets_as_printed() {
+        let line = total_line(&[40.154, 40.154], 49.1, 2);
+        assert_eq!(
+            line,
+            "total: 2 target(s) in 49.10 s of wall time (80.30 s of job time, the targets' \
+             sum, on 2 threads)"
+        );
+        assert!(total_line(&[1.0], 2.0, 1).ends_with("on 1 thread)"));
+    }
 }
