@@ -153,11 +153,14 @@ pub struct Prebuilt {
     pub inputs: Vec<PathBuf>,
 }
 
-/// Where a unit's C comes from: its file, or a generated batch of units.
+/// Where a unit's C comes from: its file, or a generated batch of units: the text that
+/// names it in cache keys (`batch::source`) and the text compiled, which marks headers
+/// without include guard as included once where the units need it
+/// (`batch::source_with_once`), a function of the files the key covers.
 #[derive(Clone, Copy)]
 enum Source<'a> {
     File(&'a std::path::Path),
-    Batch(&'a str),
+    Batch { key: &'a str, text: &'a str },
 }
 
 impl Pipeline<'_> {
@@ -537,9 +540,41 @@ impl Pipeline<'_> {
         };
         let text = crate::batch::source(&self.manifest.root, units, entry);
         let flags = self.unit_flags(target, None);
-        let bitcode = match self.bitcode(Source::Batch(&text), &flags, pch, None, attempt) {
+        let batch = Source::Batch {
+            key: &text,
+            text: &text,
+        };
+        let bitcode = match self.bitcode(batch, &flags, pch, None, attempt) {
             Ok(b) => b,
-            Err(e) => return Ok(Err(e)),
+            Err(e) => {
+                // Units that share a header without include guard: once more, that header
+                // parsed once (see `batch::once_only_headers`), cached as the batch.
+                let pch_path = pch.map(|p| p.path.as_path());
+                let limit = self.manifest.limits.clang_time();
+                // Clang's MSVC compatibility, on by default for this environment.
+                let msvc = target.llvm_triple().ends_with("-msvc")
+                    && !flags.iter().any(|f| f == "-fno-ms-compatibility");
+                let once = crate::batch::preprocess(&flags, &text, pch_path, limit)
+                    .map(|pp| {
+                        let paths: Vec<PathBuf> =
+                            units.iter().map(|u| self.manifest.root.join(u)).collect();
+                        crate::batch::once_marks(&pp, &paths, &flags, msvc)
+                    })
+                    .unwrap_or_default();
+                if once.is_empty() {
+                    return Ok(Err(e));
+                }
+                let retry =
+                    crate::batch::source_with_once(&self.manifest.root, units, entry, &once);
+                let batch = Source::Batch {
+                    key: &text,
+                    text: &retry,
+                };
+                match self.bitcode(batch, &flags, pch, None, attempt) {
+                    Ok(b) => b,
+                    Err(_) => return Ok(Err(e)),
+                }
+            }
         };
         let templates: Vec<String> = units.iter().map(|u| template_name(u, None)).collect();
         let parts = crate::batch::split(&bitcode, &templates, entry)
@@ -721,7 +756,7 @@ impl Pipeline<'_> {
                         pch_path,
                         limit,
                     )?,
-                    Source::Batch(text) => clang::compile_text_within(
+                    Source::Batch { text, .. } => clang::compile_text_within(
                         flags,
                         "batch",
                         text.as_bytes(),
@@ -755,7 +790,7 @@ impl Pipeline<'_> {
             pch: pch.map_or(String::new(), |p| p.key.clone()),
             identity: match source {
                 Source::File(unit) => self.manifest.root.join(unit).to_string_lossy().into_owned(),
-                Source::Batch(text) => format!("batch\0{text}"),
+                Source::Batch { key, .. } => format!("batch\0{key}"),
             },
         }
     }
