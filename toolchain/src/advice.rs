@@ -246,6 +246,34 @@ mod tests {
     }
 
     #[test]
+    fn every_declaration_and_signature_mistake_has_its_line() {
+        let error = |message: &str, from: &str| {
+            let stderr = format!(
+                "u.c:3:5: error: {message}\n/i/cpjit.h:1:1: note: expanded from macro '{from}'\n"
+            );
+            let advice = for_clang(&stderr);
+            assert_eq!(advice.len(), 1, "{advice:?}");
+            advice[0].clone()
+        };
+        assert!(error(
+            "cannot perform a tail call to function '_JIT_CONTINUE' because its signature is incompatible with the calling function",
+            "CPJIT_CONTINUE"
+        )
+        .contains("fix: give the op exactly the hole's signature (cpjit.h's cpjit_op"));
+        assert!(error("use of undeclared identifier '_JIT_V_HI'", "CPJIT_OPERAND_HI")
+            .contains("the halves of operand `V` are not declared; fix: add `CPJIT_DECLARE_OPERAND_HALVES(V);`"));
+        // Holes named without cpjit.h's macros: by their suffix.
+        assert!(error("use of undeclared identifier '_JIT_EXIT_TARGET'", "OTHER")
+            .contains("the hole `_JIT_EXIT_TARGET` is not declared; fix: add `CPJIT_DECLARE_TARGET(EXIT);`"));
+        assert!(
+            error("use of undeclared identifier '_JIT_ARG'", "OTHER").contains(
+                "the hole `_JIT_ARG` is not declared; fix: add `CPJIT_DECLARE_OPERAND(ARG);`"
+            )
+        );
+        assert!(for_clang("u.c:1:1: error: use of undeclared identifier 'x'\n").is_empty());
+    }
+
+    #[test]
     fn memory_functions_get_their_own_fix() {
         assert!(symbol_fix("memcpy").contains("add `memcpy` to allowed_symbols"));
         assert!(symbol_fix("memcpy").contains("__builtin_memcpy with a small constant size"));

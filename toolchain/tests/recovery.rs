@@ -1,7 +1,7 @@
 //! Clean crash recovery: what a killed run left behind is removed by the next run, and a
 //! failed build leaves the output (crates and facade) as it was.
 
-use crate::common::{first_target, options, set};
+use crate::common::{first_target, options, set, workspace};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::cli::HEADER;
 use cpjit_toolchain::driver;
@@ -23,8 +23,33 @@ fn a_temporary_file_of_a_killed_run_is_removed_by_the_next_run() {
         std::fs::write(file, b"half a file").unwrap();
     }
     // The crate is up to date: the run builds nothing, and cleans up all the same.
-    let report = driver::build_stencils(&opts).unwrap();
-    assert!(report.built.is_empty(), "{:?}", report.lines);
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"))
+        .args(["build-stencils", "--templates"])
+        .arg(set("per_unit"))
+        .arg("--targets-dir")
+        .arg(workspace().join("targets"))
+        .arg("--out")
+        .arg(out.path())
+        .args(["--target", &target, "--model-path"])
+        .arg(workspace().join("model"))
+        .env("CPJIT_STENCIL_CACHE", out.path().join("cache"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stderr}");
+    assert!(stdout.contains(": up to date ("), "{stdout}");
+    for file in [&torn, &facade_torn] {
+        assert!(
+            stderr.contains(&format!(
+                "notice: removed {}, a temporary file of an interrupted run",
+                file.display()
+            )),
+            "{stderr}"
+        );
+    }
     assert!(
         !torn.exists() && !facade_torn.exists(),
         "stale files are removed"
@@ -82,6 +107,20 @@ fn a_failed_build_leaves_the_facade_as_it_was() {
     );
     // Once the set builds, the facade follows it.
     write_set(templates.path(), "renamed-stencils", good);
-    driver::build_stencils(&opts).unwrap();
+    let report = driver::build_stencils(&opts).unwrap();
     assert_ne!(std::fs::read(&facade).unwrap(), before);
+    // What each timing line measures is said on the line.
+    assert!(
+        report.lines[0].starts_with(&format!("{target}: 1 stencils, "))
+            && report.lines[0].ends_with(" s of job time"),
+        "{:?}",
+        report.lines
+    );
+    assert!(
+        report.lines[1].starts_with("total: 1 target(s) in ")
+            && report.lines[1].contains(" s of wall time (")
+            && report.lines[1].ends_with(" s of job time, the targets' sum, on 2 threads)"),
+        "{:?}",
+        report.lines
+    );
 }
