@@ -27,6 +27,8 @@
 
 use crate::error::{Error, Result};
 use crate::llvm;
+use crate::pipeline::{template_name, Attempt, Pipeline, PreparedPch, Source, UnitOutput, Work};
+use crate::target::Target;
 use inkwell::context::Context;
 use inkwell::llvm_sys::core::{
     LLVMDeleteFunction, LLVMDeleteGlobal, LLVMGetFirstFunction, LLVMGetFirstGlobal,
@@ -36,6 +38,7 @@ use inkwell::llvm_sys::core::{
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
 use inkwell::llvm_sys::LLVMLinkage;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The units of a set, in order, cut into batches of at most `size` (the last may be
 /// smaller). Deterministic: the same units and size always give the same batches.
@@ -374,6 +377,137 @@ unsafe fn is_unused(v: LLVMValueRef) -> bool {
         u = LLVMGetNextUse(u);
     }
     true
+}
+
+/// The batch stages of the pipeline: one clang run per batch, then each unit on its own.
+impl Pipeline<'_> {
+    /// A batch of units: one clang run, split into one module per unit, each finished as
+    /// if compiled alone (with the same retry-without-cache rule as [`Pipeline::run`]). A
+    /// batch clang rejects is compiled unit by unit: a unit's own error then names its file
+    /// and line, and a batching conflict (two units defining one name) only costs time,
+    /// with a notice.
+    pub(crate) fn run_batch(
+        &self,
+        target: &Target,
+        units: &[PathBuf],
+        pch: Option<&PreparedPch>,
+    ) -> Result<Vec<UnitOutput>> {
+        let mut attempt = Attempt::new(true);
+        let outcome = match self.attempt_batch(target, units, pch, &mut attempt) {
+            Err(error) if !attempt.read.is_empty() => {
+                for (kind, key) in &attempt.read {
+                    self.cache.reject(kind, key, &error.0);
+                }
+                attempt = Attempt::new(false);
+                self.attempt_batch(target, units, pch, &mut attempt)
+            }
+            other => other,
+        };
+        match outcome? {
+            Ok(outputs) => {
+                attempt.store(self.cache);
+                Ok(outputs)
+            }
+            Err(batch_error) => {
+                let mut outputs = Vec::new();
+                let mut errors = Vec::new();
+                for unit in units {
+                    match self.run_unit(target, unit, None, pch, None) {
+                        Ok(o) => outputs.push(o),
+                        Err(e) => errors.push(e),
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(Error::many(errors));
+                }
+                let first = batch_error
+                    .0
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .unwrap_or("");
+                eprintln!(
+                    "notice: {}: the batch {} failed to compile as one unit, so its units were \
+                     compiled one by one (slower); make them batch-safe (see `batch_size` in \
+                     templates/README.md): {first}",
+                    target.triple,
+                    Work::Batch(units.to_vec()).describe()
+                );
+                Ok(outputs)
+            }
+        }
+    }
+
+    /// The stages of a batch: `Ok(Err(clang's error))` when clang rejects the batch itself.
+    fn attempt_batch(
+        &self,
+        target: &Target,
+        units: &[PathBuf],
+        pch: Option<&PreparedPch>,
+        attempt: &mut Attempt,
+    ) -> Result<std::result::Result<Vec<UnitOutput>, Error>> {
+        let start = Instant::now();
+        let crate::manifest::Naming::TranslationUnitEntry(entry) = &self.manifest.naming else {
+            return Err(Error(
+                "batches need translation_unit_entry naming (checked by the manifest)".into(),
+            ));
+        };
+        let text = source(&self.manifest.root, units, entry);
+        let flags = self.unit_flags(target, None);
+        let batch = Source::Batch {
+            key: &text,
+            text: &text,
+        };
+        let bitcode = match self.bitcode(batch, &flags, pch, None, attempt) {
+            Ok(b) => b,
+            Err(e) => {
+                // Units that share a header without include guard: once more, that header
+                // parsed once (see `batch::once_only_headers`), cached as the batch.
+                let pch_path = pch.map(|p| p.path.as_path());
+                let limit = self.manifest.limits.clang_time();
+                // Clang's MSVC compatibility, on by default for this environment.
+                let msvc = target.llvm_triple().ends_with("-msvc")
+                    && !flags.iter().any(|f| f == "-fno-ms-compatibility");
+                let once = preprocess(&flags, &text, pch_path, limit)
+                    .map(|pp| {
+                        let paths: Vec<PathBuf> =
+                            units.iter().map(|u| self.manifest.root.join(u)).collect();
+                        once_marks(&pp, &paths, &flags, msvc)
+                    })
+                    .unwrap_or_default();
+                if once.is_empty() {
+                    return Ok(Err(e));
+                }
+                let retry = source_with_once(&self.manifest.root, units, entry, &once);
+                let batch = Source::Batch {
+                    key: &text,
+                    text: &retry,
+                };
+                match self.bitcode(batch, &flags, pch, None, attempt) {
+                    Ok(b) => b,
+                    Err(_) => return Ok(Err(e)),
+                }
+            }
+        };
+        let templates: Vec<String> = units.iter().map(|u| template_name(u, None)).collect();
+        let parts = split(&bitcode, &templates, entry)
+            .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
+        let shared = start.elapsed().as_secs_f64() / units.len().max(1) as f64;
+        let mut outputs = Vec::with_capacity(units.len());
+        for (template, part) in templates.into_iter().zip(parts) {
+            let mut output = self.finish_unit(
+                target,
+                template,
+                None,
+                &flags,
+                &part,
+                Instant::now(),
+                attempt,
+            )?;
+            output.seconds += shared;
+            outputs.push(output);
+        }
+        Ok(Ok(outputs))
+    }
 }
 
 #[cfg(test)]
