@@ -530,24 +530,24 @@ rust_target = "aarch64-unknown-linux-musl"
     fn a_format_or_arch_that_contradicts_the_triple_is_named_as_such() {
         for (triple, from, to, message) in [
             (
-                "aarch64-apple-darwin",
+                "aarch64-apple-ios",
                 "format = \"macho\"",
                 "format = \"elf\"",
-                "key `format`: `elf` contradicts the triple `aarch64-apple-darwin`, whose \
+                "key `format`: `elf` contradicts the triple `aarch64-apple-ios`, whose \
                  objects are macho; set format = \"macho\", or correct the triple",
             ),
             (
-                "aarch64-pc-windows-msvc",
+                "aarch64-pc-windows-gnu",
                 "format = \"macho\"",
                 "format = \"macho\"",
-                "key `format`: `macho` contradicts the triple `aarch64-pc-windows-msvc`, whose \
+                "key `format`: `macho` contradicts the triple `aarch64-pc-windows-gnu`, whose \
                  objects are coff",
             ),
             (
-                "x86_64-apple-darwin",
+                "x86_64-apple-ios",
                 "arch = \"aarch64\"",
                 "arch = \"aarch64\"",
-                "key `arch`: `aarch64` contradicts the triple `x86_64-apple-darwin`, whose \
+                "key `arch`: `aarch64` contradicts the triple `x86_64-apple-ios`, whose \
                  architecture is x86_64",
             ),
         ] {
