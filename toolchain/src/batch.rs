@@ -461,7 +461,7 @@ impl Pipeline<'_> {
             Ok(b) => b,
             Err(e) => {
                 // Units that share a header without include guard: once more, that header
-                // parsed once (see `batch::once_only_headers`), cached as the batch.
+                // parsed once (see [`once_only_headers`]), cached as the batch.
                 let pch_path = pch.map(|p| p.path.as_path());
                 let limit = self.manifest.limits.clang_time();
                 // Clang's MSVC compatibility, on by default for this environment.

@@ -304,20 +304,14 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             .map(|s| s.target.triple.as_str())
             .filter(|t| stale.iter().any(|line| line.starts_with(&format!("{t}: "))))
             .collect();
-        return Err(stale_error(opts, stale, &triples));
+        return Err(Error(format!(
+            "{}\n{} stale file(s); to fix: {} (then commit the result)",
+            stale.join("\n"),
+            stale.len(),
+            fix_command(opts, &triples)
+        )));
     }
     Ok(report)
-}
-
-/// The error of a `--check` run that found `stale` files (those of `triples`' crates and
-/// the facade's).
-fn stale_error(opts: &BuildOptions, stale: Vec<String>, triples: &[&str]) -> Error {
-    Error(format!(
-        "{}\n{} stale file(s); to fix: {} (then commit the result)",
-        stale.join("\n"),
-        stale.len(),
-        fix_command(opts, triples)
-    ))
 }
 
 /// Removes what a killed run left in the output's crate and facade directories (see
