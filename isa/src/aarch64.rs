@@ -9,6 +9,11 @@ use cpjit_model::{Aarch64Hole, HoleKind};
 /// `nop`: what AArch64 code is padded with.
 pub const NOP: u32 = 0xd503_201f;
 
+/// Whether `bytes` is exactly one `nop` instruction (little-endian).
+pub fn is_nop(bytes: &[u8]) -> bool {
+    bytes == NOP.to_le_bytes()
+}
+
 /// `b .`: an unconditional branch with a zero imm26 field, as bytes.
 pub const B_ZERO: [u8; 4] = 0x1400_0000u32.to_le_bytes();
 

@@ -76,6 +76,16 @@ pub const fn continuation_jump(arch: Arch) -> ContinuationJump {
     }
 }
 
+/// Whether `bytes` is exactly one whole `nop` instruction of `arch` (what a target file's
+/// `nop` key must be).
+pub fn is_nop(arch: Arch, bytes: &[u8]) -> bool {
+    match arch {
+        Arch::X86_64 => x86_64::is_nop(bytes),
+        Arch::Aarch64 => aarch64::is_nop(bytes),
+        Arch::Riscv64 => riscv64::is_nop(bytes),
+    }
+}
+
 /// `value - place` as a signed 32-bit displacement, or `None` if it does not fit.
 pub fn rel32(place: u64, value: u64) -> Option<i32> {
     i32::try_from(value.wrapping_sub(place) as i64).ok()
@@ -93,6 +103,34 @@ mod tests {
         let a64 = continuation_jump(Arch::Aarch64);
         assert_eq!(a64.bytes, aarch64::encode_b(0).to_le_bytes());
         assert!(aarch64::is_b(aarch64::encode_b(-1)));
+    }
+
+    #[test]
+    fn nops_are_whole_nop_instructions_only() {
+        for (arch, bytes) in [
+            (Arch::X86_64, &[0x90][..]),
+            (Arch::X86_64, &[0x66, 0x90]),
+            (Arch::X86_64, &[0x0f, 0x1f, 0x00]),
+            (Arch::X86_64, &[0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00]),
+            (Arch::Aarch64, &[0x1f, 0x20, 0x03, 0xd5]),
+            (Arch::Riscv64, &[0x13, 0x00, 0x00, 0x00]),
+            (Arch::Riscv64, &[0x01, 0x00]),
+        ] {
+            assert!(is_nop(arch, bytes), "{arch:?} {bytes:02x?}");
+        }
+        for (arch, bytes) in [
+            (Arch::X86_64, &[0xcc][..]),
+            (Arch::X86_64, &[0x90, 0x90]),
+            (Arch::X86_64, &[0x0f, 0x1f]),
+            (Arch::X86_64, &[0x0f, 0x1f, 0x08]),
+            (Arch::X86_64, &[]),
+            (Arch::Aarch64, &[0x1f, 0x20, 0x03]),
+            (Arch::Aarch64, &[0x90]),
+            (Arch::Riscv64, &[0x1f, 0x20, 0x03, 0xd5]),
+            (Arch::Riscv64, &[0x00, 0x00]),
+        ] {
+            assert!(!is_nop(arch, bytes), "{arch:?} {bytes:02x?}");
+        }
     }
 
     #[test]

@@ -240,6 +240,11 @@ pub const fn decode_b(insn: u32) -> i32 {
     ((imm << 19) as i32) >> 19
 }
 
+/// Whether `bytes` is exactly one `nop` instruction: `nop` or `c.nop`.
+pub fn is_nop(bytes: &[u8]) -> bool {
+    bytes == NOP.to_le_bytes() || bytes == C_NOP.to_le_bytes()
+}
+
 /// Whether `bytes` is nothing but `nop` words and `c.nop` halfwords (what the assembler
 /// pads RISC-V code with).
 pub fn is_padding(bytes: &[u8]) -> bool {

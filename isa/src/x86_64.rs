@@ -132,6 +132,12 @@ pub fn padding_len(bytes: &[u8]) -> Option<usize> {
     (len <= bytes.len()).then_some(len)
 }
 
+/// Whether `bytes` is exactly one `nop` instruction: `90`, `66 90` or a multi-byte `nop`
+/// (`[66]* [2E] 0F 1F /0`); `int3` pads but is no `nop`.
+pub fn is_nop(bytes: &[u8]) -> bool {
+    bytes != [INT3] && padding_len(bytes) == Some(bytes.len())
+}
+
 /// All of `bytes` is a sequence of padding instructions.
 pub fn is_padding(mut bytes: &[u8]) -> bool {
     while !bytes.is_empty() {

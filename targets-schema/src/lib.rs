@@ -158,6 +158,27 @@ impl TargetFile {
                     &one_of(FORMATS.map(ObjectFormat::name)),
                 )
             })?;
+        // A contradiction here would surface only as objects the readers do not expect,
+        // blamed on the cache or the object: name the key instead.
+        let spelled = raw.llvm_triple.as_deref().unwrap_or(&raw.triple);
+        if let Some(implied) = implied_format(spelled).filter(|&f| f != format) {
+            return Err(format!(
+                "{file}: key `format`: `{}` contradicts the triple `{spelled}`, whose objects \
+                 are {}; set format = \"{}\", or correct the triple",
+                raw.format,
+                implied.name(),
+                implied.name()
+            ));
+        }
+        if let Some(implied) = implied_arch(spelled).filter(|&a| a != arch) {
+            return Err(format!(
+                "{file}: key `arch`: `{}` contradicts the triple `{spelled}`, whose \
+                 architecture is {}; set arch = \"{}\", or correct the triple",
+                raw.arch,
+                implied.name(),
+                implied.name()
+            ));
+        }
         let abi = Abi::ALL
             .into_iter()
             .find(|a| a.name() == raw.abi)
@@ -358,6 +379,39 @@ fn parse_hex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The object format LLVM gives `triple` by its OS and vendor (Mach-O for Apple, COFF for
+/// Windows, ELF for the usual Unix systems); `None` for an OS not known here.
+fn implied_format(triple: &str) -> Option<ObjectFormat> {
+    let parts: Vec<&str> = triple.split('-').skip(1).collect();
+    let any = |prefixes: &[&str]| {
+        parts
+            .iter()
+            .any(|p| prefixes.iter().any(|prefix| p.starts_with(prefix)))
+    };
+    if any(&["apple", "darwin", "macos", "ios", "tvos", "watchos"]) {
+        Some(ObjectFormat::MachO)
+    } else if any(&["windows", "win32", "uefi"]) {
+        Some(ObjectFormat::Coff)
+    } else if any(&[
+        "linux", "freebsd", "netbsd", "openbsd", "android", "none", "elf",
+    ]) {
+        Some(ObjectFormat::Elf)
+    } else {
+        None
+    }
+}
+
+/// The architecture of `triple`'s first component, when it is one of [`Arch::ALL`].
+fn implied_arch(triple: &str) -> Option<Arch> {
+    let first = triple.split('-').next()?;
+    match first {
+        "x86_64" | "amd64" => Some(Arch::X86_64),
+        "aarch64" | "arm64" => Some(Arch::Aarch64),
+        f if f.starts_with("riscv64") => Some(Arch::Riscv64),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +524,40 @@ rust_target = "aarch64-unknown-linux-musl"
         ))
         .unwrap_err();
         assert!(err.contains("op_calling_convention"), "{err}");
+    }
+
+    #[test]
+    fn a_format_or_arch_that_contradicts_the_triple_is_named_as_such() {
+        for (triple, from, to, message) in [
+            (
+                "aarch64-apple-ios",
+                "format = \"macho\"",
+                "format = \"elf\"",
+                "key `format`: `elf` contradicts the triple `aarch64-apple-ios`, whose \
+                 objects are macho; set format = \"macho\", or correct the triple",
+            ),
+            (
+                "aarch64-pc-windows-gnu",
+                "format = \"macho\"",
+                "format = \"macho\"",
+                "key `format`: `macho` contradicts the triple `aarch64-pc-windows-gnu`, whose \
+                 objects are coff",
+            ),
+            (
+                "x86_64-apple-ios",
+                "arch = \"aarch64\"",
+                "arch = \"aarch64\"",
+                "key `arch`: `aarch64` contradicts the triple `x86_64-apple-ios`, whose \
+                 architecture is x86_64",
+            ),
+        ] {
+            let text = GOOD.replace("aarch64-example-os", triple).replace(from, to);
+            let file = format!("targets/{triple}.toml");
+            let err = TargetFile::parse(&file, triple, text.into_bytes()).unwrap_err();
+            assert!(err.starts_with(&format!("{file}: {message}")), "{err}");
+        }
+        // An OS the schema does not know implies nothing (GOOD's own triple).
+        parse(GOOD).unwrap();
     }
 
     #[test]

@@ -425,10 +425,16 @@ pub(crate) fn run_captured(
     }
     let out = handle.into_output().map_err(cannot_run)?;
     if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        // The kit's fix under clang's words, for the mistakes it recognises.
+        let advice: String = crate::advice::for_clang(&stderr)
+            .iter()
+            .map(|line| format!("\n{line}"))
+            .collect();
         return Err(Error(format!(
-            "clang failed ({}):\n{}",
+            "clang failed ({}):\n{}{advice}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).trim_end()
+            stderr.trim_end()
         )));
     }
     Ok(out)

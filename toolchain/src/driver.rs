@@ -173,16 +173,37 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
     }
 }
 
-/// The summary line of a built set.
+/// The summary line of a built set. Its time is the target's *job time*: the time its
+/// jobs took, summed (a `clang -cc1` group's or batch's run shared among its units). Jobs
+/// of every target run side by side on the build's threads, so job time is not the time
+/// the target took, and the targets' job times add up to more than the build's wall time;
+/// [`total_line`] gives both.
 pub fn summary(set: &BuiltSet) -> String {
     format!(
-        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s",
+        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s of job time",
         set.target.triple,
         set.stencils.len(),
         writer::thousands(set.code_bytes()),
         writer::thousands(set.data_bytes()),
         writer::thousands(set.hole_count()),
         set.seconds
+    )
+}
+
+/// The last line of a build of `job_seconds` (each built target's job time, see
+/// [`summary`]) in `wall_seconds` on `threads` threads: the wall time from start to end,
+/// and the job time as the sum of the per-target figures as printed.
+pub fn total_line(job_seconds: &[f64], wall_seconds: f64, threads: usize) -> String {
+    // Summed as printed (to the hundredth), so the total is the sum of the lines above.
+    let jobs: f64 = job_seconds
+        .iter()
+        .map(|s| (s * 100.0).round() / 100.0)
+        .sum();
+    format!(
+        "total: {} target(s) in {wall_seconds:.2} s of wall time ({jobs:.2} s of job time, \
+         the targets' sum, on {})",
+        job_seconds.len(),
+        writer::plural(threads, "thread")
     )
 }
 
@@ -197,6 +218,10 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let opts = &opts;
     let l = load(&opts.common)?;
     let mut report = Report::default();
+    let all_targets = Target::load_all(&opts.common.targets_dir)?;
+    if !opts.check {
+        remove_stale_temporaries(&opts.out, &all_targets);
+    }
     let mut todo: Vec<&Target> = Vec::new();
     for t in &l.targets {
         let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
@@ -219,22 +244,28 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
             _ => todo.push(t),
         }
     }
-    // The facade lists the targets of this build and those already in `out` (facade::listed).
-    let all_targets = Target::load_all(&opts.common.targets_dir)?;
-    let mut stale = crate::facade::write_or_check(
-        &opts.out,
-        &l.manifest.name,
-        &l.manifest.package,
-        &all_targets,
-        &l.targets,
-        opts.model_dir.as_deref(),
-        opts.check,
-        !l.manifest.families.is_empty(),
-    )?;
+    // Written (or checked) only once every set has built: a failed build leaves the facade
+    // as it was, like the crates. It lists the targets of this build and those already in
+    // `out` (facade::listed).
+    let facade = || {
+        crate::facade::write_or_check(
+            &opts.out,
+            &l.manifest.name,
+            &l.manifest.package,
+            &all_targets,
+            &l.targets,
+            opts.model_dir.as_deref(),
+            opts.check,
+            !l.manifest.families.is_empty(),
+        )
+    };
     if todo.is_empty() {
+        // Only without --check (which builds every target): nothing is stale to report.
+        facade()?;
         return Ok(report);
     }
     let sets = build_sets(&l, &todo, &opts.common)?;
+    let mut stale = Vec::new();
     for set in &sets {
         let crate_dir = opts.out.join(&set.target.triple);
         let model_path = match &opts.model_dir {
@@ -265,13 +296,15 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         report.lines.push(summary(set));
         report.built.push(set.target.triple.clone());
     }
+    stale.splice(0..0, facade()?);
     if let Some(path) = &opts.json {
         write_json(path, &sets)?;
     }
-    report.lines.push(format!(
-        "total: {} target(s) in {:.2} s",
-        sets.len(),
-        start.elapsed().as_secs_f64()
+    let job_seconds: Vec<f64> = sets.iter().map(|s| s.seconds).collect();
+    report.lines.push(total_line(
+        &job_seconds,
+        start.elapsed().as_secs_f64(),
+        opts.common.jobs.max(1),
     ));
     if !stale.is_empty() {
         let triples: Vec<&str> = sets
@@ -287,6 +320,25 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         )));
     }
     Ok(report)
+}
+
+/// Removes what a killed run left in the output's crate and facade directories (see
+/// `writer::remove_stale_temporaries`), with a notice naming each file.
+fn remove_stale_temporaries(out: &Path, targets: &[Target]) {
+    let crates = targets
+        .iter()
+        .map(|t| t.triple.as_str())
+        .chain([crate::facade::DIR]);
+    for name in crates {
+        for dir in [out.join(name), out.join(name).join("src")] {
+            for file in writer::remove_stale_temporaries(&dir) {
+                eprintln!(
+                    "notice: removed {}, a temporary file of an interrupted run",
+                    file.display()
+                );
+            }
+        }
+    }
 }
 
 /// The command that regenerates the stale targets of a `--check` run: the same set and
@@ -378,4 +430,20 @@ pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::total_line;
+
+    #[test]
+    fn the_total_line_says_what_it_measures_and_sums_the_targets_as_printed() {
+        let line = total_line(&[40.154, 40.154], 49.1, 2);
+        assert_eq!(
+            line,
+            "total: 2 target(s) in 49.10 s of wall time (80.30 s of job time, the targets' \
+             sum, on 2 threads)"
+        );
+        assert!(total_line(&[1.0], 2.0, 1).ends_with("on 1 thread)"));
+    }
 }

@@ -4,13 +4,15 @@
 //! Code map: `manifest`/`target` (inputs) → `clang` → `llvm` + `validate` → `object`
 //! (readers, `stencil::StencilBuf`) → `pipeline` (one unit × target, with `cache`) → `set`
 //! (one target's set) → `writer` (generated crate) / `check` / `listing`; `facade` (the
-//! generated crate listing every set); `driver` and `cli` are the commands.
+//! generated crate listing every set); `driver` and `cli` are the commands; `advice` gives
+//! the kit's fix for template mistakes clang reports in its own words.
 //!
 //! Architecture invariant: only this crate links LLVM and goblin; its output (the generated
 //! crates) depends on `cpjit-model` alone.
 
 pub mod error;
 
+pub mod advice;
 pub mod batch;
 pub mod cache;
 pub mod cc1;

@@ -1,14 +1,21 @@
 //! In-process LLVM (inkwell, LLVM 19): target initialisation, bitcode parsing and object
 //! emission into memory. The target machine gets the target file's code and relocation
-//! models explicitly, because it ignores the IR's `"Code Model"` module flag.
+//! models explicitly, because it ignores the IR's `"Code Model"` module flag. Also reads
+//! the `annotate` attributes `cpjit.h` marks globals with (`llvm.global.annotations`).
 
 use crate::error::{Error, Result};
 use crate::target::Target;
 use inkwell::context::Context;
+use inkwell::llvm_sys::core::{
+    LLVMGetAsString, LLVMGetInitializer, LLVMGetNamedGlobal, LLVMGetNumOperands, LLVMGetOperand,
+    LLVMIsAConstantDataSequential, LLVMIsAGlobalVariable,
+};
+use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
 use inkwell::memory_buffer::MemoryBuffer;
 use inkwell::module::Module;
 use inkwell::targets::{FileType, InitializationConfig, Target as LlvmTarget, TargetTriple};
 use inkwell::OptimizationLevel;
+use std::collections::{HashMap, HashSet};
 use std::sync::Once;
 
 /// Initialises the X86, AArch64 and RISC-V back ends, including their disassemblers (once).
@@ -159,4 +166,71 @@ pub unsafe fn value_name(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> Str
         return String::new();
     }
     String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
+}
+
+/// The globals annotated `__attribute__((annotate("<prefix>...")))`, with the text after
+/// the prefix (the last such annotation of each).
+///
+/// # Safety
+///
+/// `module` must be a live module that no other thread changes meanwhile.
+pub unsafe fn annotation_texts(module: LLVMModuleRef, prefix: &str) -> HashMap<usize, String> {
+    let mut out = HashMap::new();
+    each_annotation(module, |global, text| {
+        if let Some(rest) = text.strip_prefix(prefix.as_bytes()) {
+            out.insert(global as usize, String::from_utf8_lossy(rest).into_owned());
+        }
+    });
+    out
+}
+
+/// The globals that `__attribute__((annotate(annotation)))` marks, from the module's
+/// `llvm.global.annotations` table (entries `{ ptr global, ptr string, ... }`).
+///
+/// # Safety
+///
+/// `module` must be a live module that no other thread changes meanwhile.
+pub unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<usize> {
+    let mut out = HashSet::new();
+    each_annotation(module, |global, text| {
+        if text == annotation.as_bytes() {
+            out.insert(global as usize);
+        }
+    });
+    out
+}
+
+/// Calls `each(global, text)` for every entry of the module's `llvm.global.annotations`
+/// table (entries `{ ptr global, ptr string, ... }`), the text without its NUL.
+unsafe fn each_annotation(module: LLVMModuleRef, mut each: impl FnMut(LLVMValueRef, &[u8])) {
+    let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
+    if table.is_null() {
+        return;
+    }
+    let init = LLVMGetInitializer(table);
+    if init.is_null() {
+        return;
+    }
+    for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
+        let entry = LLVMGetOperand(init, i);
+        if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
+            continue;
+        }
+        let global = LLVMGetOperand(entry, 0);
+        let text_var = LLVMGetOperand(entry, 1);
+        if global.is_null() || text_var.is_null() || LLVMIsAGlobalVariable(text_var).is_null() {
+            continue;
+        }
+        let text = LLVMGetInitializer(text_var);
+        if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
+            continue;
+        }
+        let mut len = 0usize;
+        let ptr = LLVMGetAsString(text, &mut len);
+        if ptr.is_null() {
+            continue;
+        }
+        let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+        each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
+    }
 }

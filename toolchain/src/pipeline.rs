@@ -118,7 +118,7 @@ pub enum Work<'a> {
 
 impl Work<'_> {
     /// What the progress line calls the job.
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Work::Unit(unit) => unit.display().to_string(),
             Work::Member(m) => m.source.display().to_string(),
@@ -153,11 +153,14 @@ pub struct Prebuilt {
     pub inputs: Vec<PathBuf>,
 }
 
-/// Where a unit's C comes from: its file, or a generated batch of units.
+/// Where a unit's C comes from: its file, or a generated batch of units: the text that
+/// names it in cache keys (`batch::source`) and the text compiled, which marks headers
+/// without include guard as included once where the units need it
+/// (`batch::source_with_once`), a function of the files the key covers.
 #[derive(Clone, Copy)]
-enum Source<'a> {
+pub(crate) enum Source<'a> {
     File(&'a std::path::Path),
-    Batch(&'a str),
+    Batch { key: &'a str, text: &'a str },
 }
 
 impl Pipeline<'_> {
@@ -438,7 +441,7 @@ impl Pipeline<'_> {
         }
     }
 
-    fn run_unit(
+    pub(crate) fn run_unit(
         &self,
         target: &Target,
         unit: &std::path::Path,
@@ -465,105 +468,8 @@ impl Pipeline<'_> {
         }
     }
 
-    /// A batch of units: one clang run, split into one module per unit, each finished as
-    /// if compiled alone (with the same retry-without-cache rule as [`Pipeline::run`]). A
-    /// batch clang rejects is compiled unit by unit: a unit's own error then names its file
-    /// and line, and a batching conflict (two units defining one name) only costs time,
-    /// with a notice.
-    fn run_batch(
-        &self,
-        target: &Target,
-        units: &[PathBuf],
-        pch: Option<&PreparedPch>,
-    ) -> Result<Vec<UnitOutput>> {
-        let mut attempt = Attempt::new(true);
-        let outcome = match self.attempt_batch(target, units, pch, &mut attempt) {
-            Err(error) if !attempt.read.is_empty() => {
-                for (kind, key) in &attempt.read {
-                    self.cache.reject(kind, key, &error.0);
-                }
-                attempt = Attempt::new(false);
-                self.attempt_batch(target, units, pch, &mut attempt)
-            }
-            other => other,
-        };
-        match outcome? {
-            Ok(outputs) => {
-                attempt.store(self.cache);
-                Ok(outputs)
-            }
-            Err(batch_error) => {
-                let mut outputs = Vec::new();
-                let mut errors = Vec::new();
-                for unit in units {
-                    match self.run_unit(target, unit, None, pch, None) {
-                        Ok(o) => outputs.push(o),
-                        Err(e) => errors.push(e),
-                    }
-                }
-                if !errors.is_empty() {
-                    return Err(Error::many(errors));
-                }
-                let first = batch_error
-                    .0
-                    .lines()
-                    .find(|l| l.contains("error"))
-                    .unwrap_or("");
-                eprintln!(
-                    "notice: {}: the batch {} failed to compile as one unit, so its units were \
-                     compiled one by one (slower); make them batch-safe (see `batch_size` in \
-                     templates/README.md): {first}",
-                    target.triple,
-                    Work::Batch(units.to_vec()).describe()
-                );
-                Ok(outputs)
-            }
-        }
-    }
-
-    /// The stages of a batch: `Ok(Err(clang's error))` when clang rejects the batch itself.
-    fn attempt_batch(
-        &self,
-        target: &Target,
-        units: &[PathBuf],
-        pch: Option<&PreparedPch>,
-        attempt: &mut Attempt,
-    ) -> Result<std::result::Result<Vec<UnitOutput>, Error>> {
-        let start = Instant::now();
-        let crate::manifest::Naming::TranslationUnitEntry(entry) = &self.manifest.naming else {
-            return Err(Error(
-                "batches need translation_unit_entry naming (checked by the manifest)".into(),
-            ));
-        };
-        let text = crate::batch::source(&self.manifest.root, units, entry);
-        let flags = self.unit_flags(target, None);
-        let bitcode = match self.bitcode(Source::Batch(&text), &flags, pch, None, attempt) {
-            Ok(b) => b,
-            Err(e) => return Ok(Err(e)),
-        };
-        let templates: Vec<String> = units.iter().map(|u| template_name(u, None)).collect();
-        let parts = crate::batch::split(&bitcode, &templates, entry)
-            .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
-        let shared = start.elapsed().as_secs_f64() / units.len().max(1) as f64;
-        let mut outputs = Vec::with_capacity(units.len());
-        for (template, part) in templates.into_iter().zip(parts) {
-            let mut output = self.finish_unit(
-                target,
-                template,
-                None,
-                &flags,
-                &part,
-                Instant::now(),
-                attempt,
-            )?;
-            output.seconds += shared;
-            outputs.push(output);
-        }
-        Ok(Ok(outputs))
-    }
-
     /// Clang flags of a unit (a family member's defines included).
-    fn unit_flags(&self, target: &Target, member: Option<&Member>) -> Vec<String> {
+    pub(crate) fn unit_flags(&self, target: &Target, member: Option<&Member>) -> Vec<String> {
         let mut flags = clang::compile_flags(self.manifest, target);
         if let Some(m) = member {
             flags.extend(m.defines.iter().map(|d| format!("-D{d}")));
@@ -594,7 +500,7 @@ impl Pipeline<'_> {
     /// The stages after clang: parse, validation, object emission (cached by bitcode),
     /// reading, frame layouts and checks.
     #[allow(clippy::too_many_arguments)]
-    fn finish_unit(
+    pub(crate) fn finish_unit(
         &self,
         target: &Target,
         template: String,
@@ -682,7 +588,7 @@ impl Pipeline<'_> {
 
     /// Bitcode for `unit`: from the cache when every file its last compilation read still
     /// has the content it had then, else compiled (and its dependency list recorded).
-    fn bitcode(
+    pub(crate) fn bitcode(
         &self,
         source: Source,
         flags: &[String],
@@ -721,7 +627,7 @@ impl Pipeline<'_> {
                         pch_path,
                         limit,
                     )?,
-                    Source::Batch(text) => clang::compile_text_within(
+                    Source::Batch { text, .. } => clang::compile_text_within(
                         flags,
                         "batch",
                         text.as_bytes(),
@@ -755,7 +661,7 @@ impl Pipeline<'_> {
             pch: pch.map_or(String::new(), |p| p.key.clone()),
             identity: match source {
                 Source::File(unit) => self.manifest.root.join(unit).to_string_lossy().into_owned(),
-                Source::Batch(text) => format!("batch\0{text}"),
+                Source::Batch { key, .. } => format!("batch\0{key}"),
             },
         }
     }
@@ -887,14 +793,14 @@ impl BitcodeKeys {
 
 /// The cache traffic of one attempt at a unit: entries read (rejected together if the
 /// attempt fails) and entries to store (only once the whole unit has passed).
-struct Attempt {
+pub(crate) struct Attempt {
     use_cache: bool,
-    read: Vec<(&'static str, String)>,
+    pub(crate) read: Vec<(&'static str, String)>,
     pending: Vec<(&'static str, String, Vec<u8>)>,
 }
 
 impl Attempt {
-    fn new(use_cache: bool) -> Attempt {
+    pub(crate) fn new(use_cache: bool) -> Attempt {
         Attempt {
             use_cache,
             read: Vec::new(),
@@ -916,7 +822,7 @@ impl Attempt {
     }
 
     /// Stores the pending entries (the unit passed every check).
-    fn store(self, cache: &Cache) {
+    pub(crate) fn store(self, cache: &Cache) {
         for (kind, key, value) in self.pending {
             cache.put(kind, &key, &value);
         }
@@ -925,7 +831,7 @@ impl Attempt {
 
 /// A unit's name in stencils and errors: its path relative to the manifest, `/`-separated,
 /// with the member's stencil for a family member.
-fn template_name(unit: &std::path::Path, member: Option<&Member>) -> String {
+pub(crate) fn template_name(unit: &std::path::Path, member: Option<&Member>) -> String {
     let template = unit
         .components()
         .map(|c| c.as_os_str().to_string_lossy())

@@ -303,7 +303,8 @@ fn check_stencil(
         if !manifest.is_allowed_symbol(symbol) {
             errors.push(Error(format!(
                 "{at}: the object references `{symbol}`, which is not in allowed_symbols \
-                 (a library call the compiler introduced?)"
+                 (a library call the compiler introduced?); {}",
+                crate::advice::symbol_fix(symbol)
             )));
         }
     }

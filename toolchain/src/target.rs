@@ -26,21 +26,33 @@ impl std::ops::Deref for Target {
 impl Target {
     /// Reads every `*.toml` in `dir`, sorted by triple (every file's error together).
     pub fn load_all(dir: &Path) -> Result<Vec<Target>> {
-        cpjit_targets_schema::load_all(dir)
-            .map(|all| all.into_iter().map(Target).collect())
-            .map_err(|errors| Error::many(errors.into_iter().map(Error).collect()))
+        let all = cpjit_targets_schema::load_all(dir)
+            .map_err(|errors| Error::many(errors.into_iter().map(Error).collect()))?;
+        let errors: Vec<Error> = all
+            .iter()
+            .filter_map(|t| {
+                let file = dir.join(format!("{}.toml", t.triple));
+                check_nop(&file.display().to_string(), t).err()
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(Error::many(errors));
+        }
+        Ok(all.into_iter().map(Target).collect())
     }
 
     /// Reads and parses one target file.
     pub fn load(path: &Path) -> Result<Target> {
-        TargetFile::load(path).map(Target).map_err(Error)
+        let t = TargetFile::load(path).map_err(Error)?;
+        check_nop(&path.display().to_string(), &t)?;
+        Ok(Target(t))
     }
 
     /// Parses a target file; `file` names it in errors, `stem` must equal its triple.
     pub fn parse(file: &str, stem: &str, bytes: Vec<u8>) -> Result<Target> {
-        TargetFile::parse(file, stem, bytes)
-            .map(Target)
-            .map_err(Error)
+        let t = TargetFile::parse(file, stem, bytes).map_err(Error)?;
+        check_nop(file, &t)?;
+        Ok(Target(t))
     }
 
     /// This target as template set `set` (its manifest `file`) builds it: with the code and
@@ -98,6 +110,26 @@ impl Target {
     pub fn llvm_reloc_mode(&self) -> RelocMode {
         parse_reloc_model(&self.reloc_model).expect("checked when parsed")
     }
+}
+
+/// Refuses a target file (`file`) whose `nop` is not one whole `nop` instruction of its
+/// architecture: the writer and the runtime pad with it, so it must do nothing (the schema
+/// knows no instructions; `cpjit-isa` does).
+fn check_nop(file: &str, t: &TargetFile) -> Result<()> {
+    if cpjit_isa::is_nop(t.arch, &t.nop) {
+        return Ok(());
+    }
+    let hex: String = t.nop.iter().map(|b| format!("{b:02x}")).collect();
+    let expected = match t.arch {
+        Arch::X86_64 => "\"90\" (or a multi-byte nop such as \"0f1f00\")",
+        Arch::Aarch64 => "\"1f2003d5\"",
+        Arch::Riscv64 => "\"13000000\" (nop) or \"0100\" (c.nop)",
+    };
+    Err(Error(format!(
+        "{file}: key `nop`: `{hex}` is not one whole nop instruction of {} (the padding \
+         between instances must do nothing); expected {expected}",
+        t.arch.name()
+    )))
 }
 
 /// The code and relocation models a set may ask for instead of its target file's, per
@@ -183,6 +215,28 @@ mod tests {
             assert!(
                 err.0.contains(&t.triple) && err.0.contains("(the target file's)"),
                 "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_nop_that_is_no_whole_nop_instruction_is_refused_naming_file_and_key() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets");
+        for t in Target::load_all(&dir).unwrap() {
+            let file = dir.join(format!("{}.toml", t.triple));
+            let text = String::from_utf8(t.bytes.clone()).unwrap();
+            let nop_line = text.lines().find(|l| l.starts_with("nop = ")).unwrap();
+            // `int3` on x86-64 (it pads, but traps), half an instruction elsewhere.
+            let bad = if t.arch == Arch::X86_64 { "cc" } else { "1f20" };
+            let edited = text.replace(nop_line, &format!("nop = \"{bad}\""));
+            let err = Target::parse("targets/t.toml", &t.triple, edited.into_bytes()).unwrap_err();
+            assert!(
+                err.0.starts_with(&format!(
+                    "targets/t.toml: key `nop`: `{bad}` is not one whole nop instruction of {}",
+                    t.arch.name()
+                )) && err.0.contains("expected \""),
+                "{}: {err}",
+                file.display()
             );
         }
     }

@@ -10,7 +10,8 @@
 //!   through the checks below, so a stray `ret` or clobbered register would go unnoticed
 //!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`);
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
-//!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`), the C convention for the entry shim;
+//!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`; any register-sized return, a pointer
+//!   too), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
 //!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
 //!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
@@ -30,14 +31,16 @@
 //! Errors name the target, template, stencil and offending instruction or symbol. The walk
 //! uses llvm-sys directly because inkwell does not expose constant-expression operands.
 
+use crate::advice;
 use crate::error::Error;
 use crate::llvm;
 use crate::manifest::Manifest;
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use inkwell::llvm_sys::target::{LLVMGetModuleDataLayout, LLVMPointerSize};
 use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CStr;
 
 /// What validation learned about the stencils of one module.
@@ -160,13 +163,18 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
         instance_data: HashSet::new(),
         spilled_targets: HashSet::new(),
         instructions: 0,
+        jump_holes: Vec::new(),
     };
     let module_ref = module.as_mut_ptr();
     // SAFETY: every pointer below comes from this live module and is only read.
     unsafe {
-        v.instance_data = annotated_globals(module_ref, INSTANCE_DATA_ANNOTATION);
-        v.spilled_targets = annotated_globals(module_ref, SPILLED_TARGET_ANNOTATION);
-        let cached = annotation_texts(module_ref, CACHED_ANNOTATION);
+        v.jump_holes = module_symbols(module_ref)
+            .into_iter()
+            .filter(|name| manifest.is_jump_hole(name))
+            .collect();
+        v.instance_data = llvm::annotated_globals(module_ref, INSTANCE_DATA_ANNOTATION);
+        v.spilled_targets = llvm::annotated_globals(module_ref, SPILLED_TARGET_ANNOTATION);
+        let cached = llvm::annotation_texts(module_ref, CACHED_ANNOTATION);
         let mut f = LLVMGetFirstFunction(module_ref);
         while !f.is_null() {
             if LLVMIsDeclaration(f) == 0 {
@@ -250,6 +258,8 @@ struct Validator<'a> {
     spilled_targets: HashSet<usize>,
     /// IR instructions of the current stencil and the helpers it reaches.
     instructions: usize,
+    /// The continuation and jump-target holes the module names (for "did you mean").
+    jump_holes: Vec<String>,
 }
 
 impl Validator<'_> {
@@ -297,8 +307,14 @@ impl Validator<'_> {
         let ty = LLVMGlobalGetValueType(f);
         let found = function_type_text(ty);
         let ret = LLVMGetReturnType(ty);
-        let ret_ok = LLVMGetTypeKind(ret) == LLVMTypeKind::LLVMIntegerTypeKind
-            && LLVMGetIntTypeWidth(ret) == 64;
+        // The exit status comes back in the return register: any value of its width does
+        // (an integer of the pointer's width, or a pointer, as `T *op(frame, ...)` returns).
+        let register_bits = 8 * LLVMPointerSize(LLVMGetModuleDataLayout(LLVMGetGlobalParent(f)));
+        let ret_ok = match LLVMGetTypeKind(ret) {
+            LLVMTypeKind::LLVMIntegerTypeKind => LLVMGetIntTypeWidth(ret) == register_bits,
+            LLVMTypeKind::LLVMPointerTypeKind => true,
+            _ => false,
+        };
         let count = LLVMCountParamTypes(ty) as usize;
         let mut params = vec![std::ptr::null_mut(); count];
         LLVMGetParamTypes(ty, params.as_mut_ptr());
@@ -326,7 +342,8 @@ impl Validator<'_> {
                 .join(", ");
             self.error(format!(
                 "signature is `{found}` but the op is declared cached (CPJIT_CACHED_OP, IN = {}, \
-                 OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op)",
+                 OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op; \
+                 the return may be any register-sized type: `ptr`, `i{register_bits}`)",
                 c.entry, c.exit
             ));
             return false;
@@ -334,7 +351,8 @@ impl Validator<'_> {
         if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
             let wanted = vec!["ptr"; want].join(", ");
             self.error(format!(
-                "signature is `{found}` but the set's ABI requires `i64 ({wanted})`{}",
+                "signature is `{found}` but the set's ABI requires `i64 ({wanted})` (or any \
+                 register-sized return: `ptr`, `i{register_bits}`){}",
                 if want == 2 {
                     ", i.e. `int64_t op(struct cpjit_frame *frame, uint64_t *sp)` (cpjit.h's cpjit_op)"
                 } else {
@@ -567,22 +585,53 @@ impl Validator<'_> {
         if !name.starts_with(prefix.as_str()) {
             return; // Checked as a symbol reference with the other operands.
         }
-        // Data holes other than the continuation and jump targets are operands: calling
-        // one calls the address the runtime patches in (e.g. a helper), not another
-        // instance.
-        if LLVMIsAFunction(callee).is_null() && !self.manifest.is_jump_hole(&name) {
-            return;
+        let musttail = LLVMGetTailCallKind(inst) == LLVMTailCallKind::LLVMTailCallKindMustTail;
+        if !self.manifest.is_jump_hole(&name) {
+            // A musttail call through an operand jumps to the address it holds; through a
+            // name this close to a jump hole's, it is a misspelt jump hole.
+            if musttail {
+                self.misspelt_jump_hole(&name, inst);
+                return;
+            }
+            // Data holes other than the continuation and jump targets are operands: calling
+            // one calls the address the runtime patches in (e.g. a helper), not another
+            // instance.
+            if LLVMIsAFunction(callee).is_null() {
+                return;
+            }
         }
         if name[prefix.len()..] == *"CONTINUE" {
             self.facts.continues.insert(self.stencil.clone());
         }
-        let musttail = LLVMGetTailCallKind(inst) == LLVMTailCallKind::LLVMTailCallKindMustTail;
         if !musttail && !exempt {
             self.error(format!(
                 "calls hole `{name}` without musttail (use CPJIT_CONTINUE/CPJIT_JUMP): `{}`",
                 print(inst)
             ));
         }
+    }
+
+    /// Refuses the musttail call `inst` of hole `name`, which is neither the continuation
+    /// nor a jump target, when its name is within [`advice::MISSPELT`] edits of a jump
+    /// hole's: a misspelt target suffix would otherwise silently make it an operand. A
+    /// name farther from every jump hole's is a jump to the address an operand holds
+    /// (`templates/testing/positions.c`'s `op_test_operand_jump`), which is allowed.
+    unsafe fn misspelt_jump_hole(&mut self, name: &str, inst: LLVMValueRef) {
+        let prefix = &self.manifest.hole_prefix;
+        let suffix = &self.manifest.target_suffix;
+        let (nearest, distance) = advice::nearest_jump_hole(name, prefix, suffix, &self.jump_holes);
+        if distance > advice::MISSPELT {
+            return;
+        }
+        self.error(format!(
+            "tail-calls hole `{name}`, which is neither the continuation (`{prefix}CONTINUE`) \
+             nor a jump target (`{prefix}<NAME>{suffix}`) but {} from one, so the runtime \
+             would take it for an operand; did you mean `{nearest}`? fix: rename the hole \
+             `{nearest}` (or declare the target with CPJIT_DECLARE_TARGET); a jump to the \
+             address an operand holds needs a name farther from the jump holes': `{}`",
+            crate::writer::plural(distance, "edit"),
+            print(inst)
+        ));
     }
 
     /// Checks a value used by `user` (an instruction): globals are classified, constant
@@ -621,9 +670,10 @@ impl Validator<'_> {
             {
                 self.error(format!(
                     "references `{name}`, which is neither a hole (`{}*`), defined in the template, \
-                     nor in allowed_symbols: `{}`",
+                     nor in allowed_symbols: `{}`; {}",
                     self.manifest.hole_prefix,
-                    print(user)
+                    print(user),
+                    crate::advice::symbol_fix(&name)
                 ));
             }
             return;
@@ -689,71 +739,28 @@ fn calling_convention_name(cc: u32) -> String {
     }
 }
 
+/// The names of the module's functions and global variables.
+unsafe fn module_symbols(module: LLVMModuleRef) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut f = LLVMGetFirstFunction(module);
+    while !f.is_null() {
+        names.push(llvm::value_name(f));
+        f = LLVMGetNextFunction(f);
+    }
+    let mut g = LLVMGetFirstGlobal(module);
+    while !g.is_null() {
+        names.push(llvm::value_name(g));
+        g = LLVMGetNextGlobal(g);
+    }
+    names
+}
+
 /// Whether `v` carries no value: `undef`, `poison`, or a `freeze` of one.
 unsafe fn is_no_value(v: LLVMValueRef) -> bool {
     if !LLVMIsAUndefValue(v).is_null() || !LLVMIsAPoisonValue(v).is_null() {
         return true;
     }
     !LLVMIsAFreezeInst(v).is_null() && is_no_value(LLVMGetOperand(v, 0))
-}
-
-/// The globals annotated `__attribute__((annotate("<prefix>...")))`, with the text after
-/// the prefix (the last such annotation of each).
-unsafe fn annotation_texts(module: LLVMModuleRef, prefix: &str) -> HashMap<usize, String> {
-    let mut out = HashMap::new();
-    each_annotation(module, |global, text| {
-        if let Some(rest) = text.strip_prefix(prefix.as_bytes()) {
-            out.insert(global as usize, String::from_utf8_lossy(rest).into_owned());
-        }
-    });
-    out
-}
-
-/// The globals that `__attribute__((annotate(annotation)))` marks, from the module's
-/// `llvm.global.annotations` table (entries `{ ptr global, ptr string, ... }`).
-unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    each_annotation(module, |global, text| {
-        if text == annotation.as_bytes() {
-            out.insert(global as usize);
-        }
-    });
-    out
-}
-
-/// Calls `each(global, text)` for every entry of the module's `llvm.global.annotations`
-/// table (entries `{ ptr global, ptr string, ... }`), the text without its NUL.
-unsafe fn each_annotation(module: LLVMModuleRef, mut each: impl FnMut(LLVMValueRef, &[u8])) {
-    let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
-    if table.is_null() {
-        return;
-    }
-    let init = LLVMGetInitializer(table);
-    if init.is_null() {
-        return;
-    }
-    for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
-        let entry = LLVMGetOperand(init, i);
-        if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
-            continue;
-        }
-        let global = LLVMGetOperand(entry, 0);
-        let text_var = LLVMGetOperand(entry, 1);
-        if global.is_null() || text_var.is_null() || LLVMIsAGlobalVariable(text_var).is_null() {
-            continue;
-        }
-        let text = LLVMGetInitializer(text_var);
-        if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
-            continue;
-        }
-        let mut len = 0usize;
-        let ptr = LLVMGetAsString(text, &mut len);
-        if ptr.is_null() {
-            continue;
-        }
-        let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
-        each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
-    }
 }
 
 /// Whether `inst` is a musttail call through a pointer (not of a named function or hole).

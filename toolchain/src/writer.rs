@@ -153,6 +153,65 @@ pub fn write_atomic(path: &Path, content: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The files [`write_atomic`] writes into generated crates (and the facade): only their
+/// temporary files are the toolchain's to remove.
+pub const GENERATED_FILES: [&str; 3] = ["Cargo.toml", "lib.rs", SIDECAR];
+
+/// A temporary file older than this is stale even if a process with its pid is alive: a
+/// write takes milliseconds, and the pid may belong to another process by now.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Removes the temporary files [`write_atomic`] left in `dir` when a run was killed between
+/// creating and renaming one (`.<file>.<pid>.tmp`, `<file>` one of [`GENERATED_FILES`]):
+/// those of a process that is no longer running, and any older than [`STALE_AFTER`]. A
+/// concurrent run's fresh temporary file is left alone, and so is anything else. Returns
+/// the files removed.
+pub fn remove_stale_temporaries(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = temporary_pid(&name) else {
+            continue;
+        };
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_none_or(|age| age > STALE_AFTER);
+        if (old || !process_alive(pid)) && std::fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed.sort();
+    removed
+}
+
+/// The pid in a name of [`write_atomic`]'s temporary-file pattern.
+fn temporary_pid(name: &str) -> Option<u32> {
+    let (file, pid) = name
+        .strip_prefix('.')?
+        .strip_suffix(".tmp")?
+        .rsplit_once('.')?;
+    if !GENERATED_FILES.contains(&file) || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Whether a process `pid` is running. Where that cannot be asked (no `/proc`), it is
+/// taken to be, so only the age rule removes files.
+fn process_alive(pid: u32) -> bool {
+    if pid == std::process::id() {
+        return true;
+    }
+    let proc = Path::new("/proc");
+    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
 /// The digest recorded in the header of an existing `src/lib.rs`, if any.
 pub fn header_digest(lib_rs: &str) -> Option<&str> {
     lib_rs
@@ -579,6 +638,44 @@ mod tests {
             std::fs::read_dir(dir.path().join("src")).unwrap().count(),
             1
         );
+    }
+
+    #[test]
+    fn stale_temporary_files_of_dead_or_old_runs_are_removed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        // A pid above the kernel's maximum (2^22) is never running.
+        let dead = dir.path().join(".lib.rs.4194305.tmp");
+        let live = dir
+            .path()
+            .join(format!(".lib.rs.{}.tmp", std::process::id()));
+        let old_live = dir
+            .path()
+            .join(format!(".Cargo.toml.{}.tmp", std::process::id()));
+        let others = [
+            ".notes.4194305.tmp",
+            ".lib.rs.12a.tmp",
+            "lib.rs",
+            ".lib.rs.tmp",
+        ];
+        for path in [&dead, &live, &old_live] {
+            std::fs::write(path, b"torn").unwrap();
+        }
+        for name in others {
+            std::fs::write(dir.path().join(name), b"keep").unwrap();
+        }
+        let two_hours_ago = std::time::SystemTime::now() - 2 * STALE_AFTER;
+        std::fs::File::options()
+            .write(true)
+            .open(&old_live)
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+        assert_eq!(remove_stale_temporaries(dir.path()), [old_live, dead]);
+        assert!(live.exists(), "a running process's fresh file stays");
+        for name in others {
+            assert!(dir.path().join(name).exists(), "{name} is not ours");
+        }
+        assert!(remove_stale_temporaries(&dir.path().join("missing")).is_empty());
     }
 
     #[test]

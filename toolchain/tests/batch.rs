@@ -209,3 +209,62 @@ fn a_batch_clang_rejects_is_compiled_unit_by_unit_with_a_notice() {
     let lib = std::fs::read_to_string(out.path().join(&triple).join("src/lib.rs")).unwrap();
     assert!(lib.contains("pub const op_0002: usize"), "{lib}");
 }
+
+/// Adds `include/shared.h`, a header without include guard (a struct and an inline
+/// function: a redefinition when one translation unit parses it twice), to every op of the
+/// scale set in `dir`.
+fn share_an_unguarded_header(dir: &Path) {
+    std::fs::write(
+        dir.join("include/shared.h"),
+        "/* No include guard. */\nstruct shared_pair { int64_t a, b; };\n\
+         static inline int64_t shared_twice(int64_t x) { return 2 * x; }\n",
+    )
+    .unwrap();
+    for entry in std::fs::read_dir(dir.join("ops")).unwrap() {
+        let unit = entry.unwrap().path();
+        let text = std::fs::read_to_string(&unit).unwrap();
+        let edited = text
+            .replace(
+                "#include \"scale.h\"\n",
+                "#include \"scale.h\"\n#include \"shared.h\"\n",
+            )
+            .replace("sp[-1] = ", "sp[-1] = shared_twice(1) + ");
+        assert_ne!(edited, text);
+        std::fs::write(&unit, edited).unwrap();
+    }
+}
+
+#[test]
+fn a_shared_header_without_include_guard_builds_batched_on_every_target() {
+    let plain = tempfile::tempdir().unwrap();
+    SMALL.write(plain.path()).unwrap();
+    share_an_unguarded_header(plain.path());
+    let batched = tempfile::tempdir().unwrap();
+    ScaleSet {
+        batch_size: Some(3),
+        ..SMALL
+    }
+    .write(batched.path())
+    .unwrap();
+    share_an_unguarded_header(batched.path());
+    let cache = tempfile::tempdir().unwrap();
+    let a = build_json(plain.path(), &[], Cache::disabled());
+    let b = build_json(batched.path(), &[], Cache::new(cache.path().to_path_buf()));
+    for (triple, stencils) in a.as_object().unwrap() {
+        assert_eq!(
+            stencils, &b[triple],
+            "{triple}: batched and per-unit differ"
+        );
+    }
+    // Compiled as batches, not unit by unit after a failed batch (whose units would have
+    // a bitcode entry each): 7 units in batches of 3, 3 and 1.
+    let bitcode = entries(cache.path(), "bc2");
+    assert_eq!(
+        bitcode.len(),
+        3 * all_targets().len(),
+        "one bitcode entry per batch: {bitcode:?}"
+    );
+    // Cached as the batch: a second build compiles nothing.
+    build_json(batched.path(), &[], Cache::new(cache.path().to_path_buf()));
+    assert_eq!(entries(cache.path(), "bc2"), bitcode);
+}

@@ -26,7 +26,10 @@ fn triples() -> Vec<String> {
 fn cpjit(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cpjit"))
         .current_dir(dir)
-        .env("CPJIT_KIT", Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .env(
+            "CPJIT_KIT",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(".."),
+        )
         .args(args)
         .output()
         .unwrap()
