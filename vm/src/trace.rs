@@ -245,3 +245,69 @@ pub fn project(
     };
     exits::finish(p, &path, loop_body)
 }
+
+/// Small recorded paths for the recognisers' unit tests.
+#[cfg(test)]
+mod testing {
+    use super::{pass, Path, Projector, Ty};
+    use crate::abi::{Record, TYPE_NONE};
+    use crate::ops;
+    use crate::parser::{Function, Program};
+
+    /// `main` of a program whose text is `main`'s body (locals `locals`), the program
+    /// holding it.
+    pub fn function(locals: &str, body: &str) -> Program {
+        let text = format!("func main()\n  locals {locals}\n{body}\n  const none; return\nend\n");
+        crate::parser::parse(&text).expect("test program parses")
+    }
+
+    /// The records of main's pcs `pcs`, each with the types (top first) `types` gives for
+    /// its pc, else none.
+    pub fn records(pcs: std::ops::Range<usize>, types: &[(usize, [u8; 3])]) -> Vec<Record> {
+        pcs.map(|pc| Record {
+            pc: pc as i64,
+            types: types
+                .iter()
+                .find(|t| t.0 == pc)
+                .map_or([TYPE_NONE; 3], |t| t.1),
+            pad: [0; 5],
+        })
+        .collect()
+    }
+
+    /// A projector for `func` with the locals named in `proved` proved of those types.
+    pub fn projector<'a>(func: &'a Function, proved: &[(&str, Ty)]) -> Projector<'a> {
+        let mut locals = vec![Ty::Unknown; func.locals.len()];
+        for &(name, ty) in proved {
+            let l = func.locals.iter().position(|n| n == name).expect("a local");
+            locals[l] = ty;
+        }
+        Projector::new(func, locals, &[], Vec::new(), None)
+    }
+
+    /// The micro-ops emitted so far, by name.
+    pub fn names(p: &Projector<'_>) -> Vec<&'static str> {
+        p.uops.iter().map(|u| ops::info(u.op).name).collect()
+    }
+
+    /// A path over `records` of `func` going on to the record after the last.
+    pub fn path<'a>(func: &'a Function, records: &'a [Record]) -> Path<'a> {
+        let next = records.last().map_or(0, |r| r.pc as u32 + 1);
+        Path {
+            code: &func.code,
+            records,
+            end: super::End::Exit(next),
+        }
+    }
+
+    /// Projects `records` of `func` from the types `proved`: the micro-ops by name.
+    pub fn project(
+        func: &Function,
+        records: &[Record],
+        proved: &[(&str, Ty)],
+    ) -> Vec<&'static str> {
+        let mut p = projector(func, proved);
+        pass::pass(&mut p, &path(func, records)).expect("projects");
+        names(&p)
+    }
+}

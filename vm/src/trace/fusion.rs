@@ -266,7 +266,141 @@ fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)>
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{function, names, path, project, projector, records};
+    use super::super::{pass, Ty};
     use super::reciprocal;
+    use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_NONE};
+    use crate::parser::Function;
+
+    const INTS: [u8; 3] = [TYPE_INT, TYPE_INT, TYPE_NONE];
+    const FLOATS: [u8; 3] = [TYPE_FLOAT, TYPE_FLOAT, TYPE_NONE];
+
+    /// `load x; const d; OP; pop` projected with x proved as `x`: the micro-ops.
+    fn divide(op: &str, d: i64, x: Ty) -> Vec<&'static str> {
+        let prog = function("x", &format!("  load x; const {d}; {op}; pop"));
+        let f = &prog.functions[prog.main];
+        project(f, &records(0..4, &[(2, INTS)]), &[("x", x)])
+    }
+
+    #[test]
+    fn a_division_by_a_constant_is_a_shift_a_mask_or_a_multiplication() {
+        assert_eq!(
+            divide("floordiv", 8, Ty::Int),
+            ["LOAD_INT", "FLOORDIV_INT_POW2", "POP"]
+        );
+        assert_eq!(
+            divide("mod", 8, Ty::Int),
+            ["LOAD_INT", "MOD_INT_POW2", "POP"]
+        );
+        assert_eq!(
+            divide("floordiv", 10, Ty::Int),
+            ["LOAD_INT", "FLOORDIV_INT_BY", "POP"]
+        );
+        assert_eq!(
+            divide("mod", 10, Ty::Int),
+            ["LOAD_INT", "MOD_INT_BY", "POP"]
+        );
+        // A dividend not yet proved is guarded where the constant was pushed.
+        assert_eq!(
+            divide("floordiv", 8, Ty::Unknown),
+            ["LOAD", "GUARD_INT_TOS", "FLOORDIV_INT_POW2", "POP"]
+        );
+        // Divisors out of range keep the typed division.
+        assert_eq!(
+            divide("floordiv", 100_000, Ty::Int),
+            ["LOAD_INT", "CONST", "FLOORDIV_INT", "POP"]
+        );
+        assert_eq!(
+            divide("mod", -4, Ty::Int),
+            ["LOAD_INT", "CONST", "MOD_INT", "POP"]
+        );
+    }
+
+    #[test]
+    fn the_division_operands_are_the_shift_count_or_the_divisor_and_its_reciprocal() {
+        for (op, d, arg0, arg1) in [
+            ("floordiv", 8, 3, 0),
+            ("mod", 8, 8, 0),
+            ("floordiv", 10, 10, reciprocal(10)),
+            ("mod", 7, 7, reciprocal(7)),
+        ] {
+            let prog = function("x", &format!("  load x; const {d}; {op}; pop"));
+            let f = &prog.functions[prog.main];
+            let mut p = projector(f, &[("x", Ty::Int)]);
+            let rs = records(0..4, &[(2, INTS)]);
+            pass::pass(&mut p, &path(f, &rs)).unwrap();
+            assert_eq!((p.uops[1].arg0, p.uops[1].arg1), (arg0, arg1), "{op} {d}");
+        }
+    }
+
+    /// A comparison `cmp` and a branch on it: `load i; OPERAND; cmp; jump_if_false done`,
+    /// recorded going on (`taken`: jumping to `done`, where `const none` follows).
+    fn branch(operand: &str, cmp: &str, taken: bool, proved: &[(&str, Ty)]) -> Vec<&'static str> {
+        let body = format!("  load i; {operand}; {cmp}; jump_if_false done\n  load i; pop\ndone:");
+        let prog = function("i n", &body);
+        let f: &Function = &prog.functions[prog.main];
+        let mut rs = records(0..4, &[(2, INTS)]);
+        if taken {
+            rs.extend(records(6..7, &[]));
+        }
+        project(f, &rs, proved)
+    }
+
+    #[test]
+    fn a_comparison_and_its_branch_are_one_guard_on_the_way_recorded() {
+        let ints = [("i", Ty::Int), ("n", Ty::Int)];
+        let ops = branch("load n", "lt", false, &ints);
+        assert_eq!(ops, ["LOAD_INT", "LOAD_INT", "LT_INT_GUARD_TRUE"]);
+        let ops = branch("load n", "lt", true, &ints);
+        assert_eq!(ops, ["LOAD_INT", "LOAD_INT", "LT_INT_GUARD_FALSE", "CONST"]);
+        // Operands not proved are guarded first, both at once.
+        let ops = branch("load n", "ge", false, &[]);
+        assert_eq!(ops, ["LOAD", "LOAD", "GUARD_INT_BOTH", "GE_INT_GUARD_TRUE"]);
+    }
+
+    #[test]
+    fn a_comparison_with_a_constant_is_a_guard_against_it() {
+        let ops = branch("const 10", "lt", false, &[("i", Ty::Int)]);
+        assert_eq!(ops, ["LOAD_INT", "LT_INT_CONST_GUARD_TRUE"]);
+        let ops = branch("const 10", "eq", true, &[("i", Ty::Int)]);
+        assert_eq!(ops, ["LOAD_INT", "EQ_INT_CONST_GUARD_FALSE", "CONST"]);
+    }
+
+    #[test]
+    fn a_multiple_of_a_power_of_two_is_a_guard_on_its_low_bits() {
+        let body = "  load x; const 4; mod; const 0; eq; jump_if_false done\n  load x; pop\ndone:";
+        let prog = function("x", body);
+        let f = &prog.functions[prog.main];
+        let rs = records(0..6, &[(2, INTS), (4, INTS)]);
+        let mut p = projector(f, &[("x", Ty::Int)]);
+        pass::pass(&mut p, &path(f, &rs)).unwrap();
+        let names = names(&p);
+        assert_eq!(names, ["LOAD_INT", "GUARD_POW2_MULTIPLE"]);
+        assert_eq!((p.uops[1].arg0, p.uops[1].arg1), (4, 3 << 16));
+        assert_eq!(
+            p.exit_uses,
+            [(1, 8)],
+            "leaves at `done` when not a multiple"
+        );
+    }
+
+    #[test]
+    fn a_float_op_on_a_float_local_reads_the_local() {
+        let prog = function("a b", "  load a; load b; add; pop");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, FLOATS)]);
+        let floats = [("a", Ty::Float), ("b", Ty::Float)];
+        assert_eq!(project(f, &rs, &floats), ["LOAD", "ADD_FLOAT_LOCAL", "POP"]);
+        // The other operand's guard moves before the load and leaves there.
+        let mut p = projector(f, &[("b", Ty::Float)]);
+        pass::pass(&mut p, &path(f, &rs)).unwrap();
+        let names = names(&p);
+        assert_eq!(names, ["LOAD", "GUARD_FLOAT_TOS", "ADD_FLOAT_LOCAL", "POP"]);
+        assert_eq!(p.exit_uses, [(1, 1)]);
+        // b not proved a float: the guard and the typed op.
+        let ops = project(f, &rs, &[("a", Ty::Float)]);
+        assert_eq!(ops, ["LOAD", "LOAD", "GUARD_FLOAT_TOS", "ADD_FLOAT", "POP"]);
+    }
 
     /// `vm_floordiv_by` of vm/templates/vm_values.h, step by step.
     fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {

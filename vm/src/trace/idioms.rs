@@ -384,3 +384,187 @@ fn pure_expression<T>(
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{function, names, path, project, projector, records};
+    use super::*;
+    use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE};
+
+    const N: u8 = TYPE_NONE;
+    const INTS: [u8; 3] = [TYPE_INT, TYPE_INT, N];
+
+    #[test]
+    fn an_increment_updates_the_local_in_place_without_a_tag_check_once_proved() {
+        let prog = function("i", "  load i; const 3; add; store i");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        for (proved, op) in [
+            (Ty::Unknown, "INCREMENT_LOCAL_INT"),
+            (Ty::Int, "INCREMENT_LOCAL_INT_KNOWN"),
+        ] {
+            let mut p = projector(f, &[("i", proved)]);
+            let r = increment_local(&mut p, &path(f, &rs), 0);
+            assert_eq!(r, Some(Recognised::consumed(4)));
+            assert_eq!(names(&p), [op]);
+            assert_eq!(p.uops[0].arg1, 3 << 16, "the constant is passed scaled");
+            assert_eq!(
+                p.locals[0],
+                Ty::Int,
+                "the increment proves the local an int"
+            );
+            assert_eq!(p.exit_uses, [(0, 0)], "an overflow resumes at the load");
+        }
+    }
+
+    #[test]
+    fn an_increment_of_another_local_or_a_float_is_declined() {
+        let prog = function("i j", "  load i; const 3; add; store j");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let mut p = projector(f, &[]);
+        assert_eq!(increment_local(&mut p, &path(f, &rs), 0), None);
+        let prog = function("i", "  load i; const 3; add; store i");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, [TYPE_INT, TYPE_FLOAT, N])]);
+        let mut p = projector(f, &[]);
+        assert_eq!(increment_local(&mut p, &path(f, &rs), 0), None);
+        assert!(
+            p.uops.is_empty(),
+            "a recogniser that declines emits nothing"
+        );
+    }
+
+    #[test]
+    fn an_accumulation_of_a_pure_expression_adds_into_the_local_at_its_end() {
+        let prog = function("s i", "  load s; load i; load i; mul; add; store s");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..6, &[(3, INTS), (4, INTS)]);
+        let mut p = projector(f, &[("s", Ty::Int), ("i", Ty::Int)]);
+        let r = accumulation_statement(&mut p, &path(f, &rs), 0);
+        let opened = Statement::Accumulation {
+            local: 0,
+            start: 0,
+            add_at: 4,
+        };
+        assert_eq!(
+            r,
+            Some(Recognised {
+                records: 1,
+                opens: Some(opened)
+            })
+        );
+        assert!(p.uops.is_empty() && p.statement_exits && p.inlined_at == Some(0));
+        // The whole statement: e, then the add into s; every exit resumes at the load.
+        let ops = project(f, &rs, &[("s", Ty::Int), ("i", Ty::Int)]);
+        assert_eq!(ops, ["LOAD_INT", "LOAD_INT", "MUL_INT", "ADD_TO_LOCAL_INT"]);
+    }
+
+    #[test]
+    fn an_accumulation_into_a_local_not_proved_an_int_is_declined() {
+        let prog = function("s i", "  load s; load i; load i; mul; add; store s");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..6, &[(3, INTS), (4, INTS)]);
+        let mut p = projector(f, &[("i", Ty::Int)]);
+        assert_eq!(accumulation_statement(&mut p, &path(f, &rs), 0), None);
+        assert!(!p.statement_exits);
+    }
+
+    #[test]
+    fn an_item_store_of_a_pure_expression_stores_through_the_locals() {
+        let prog = function("xs i x", "  load xs; load i; load x; load x; add; setitem");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..6, &[(5, [N, TYPE_INT, TYPE_LIST])]);
+        let mut p = projector(f, &[]);
+        let r = item_store_statement(&mut p, &path(f, &rs), 0);
+        assert_eq!(r.map(|r| r.records), Some(2));
+        // Without the types proved, the store checks them (and then knows them).
+        let ops = project(f, &rs, &[]);
+        assert_eq!(ops, ["LOAD", "LOAD", "ADD", "SETITEM_LOCALS"]);
+        let known = project(f, &rs, &[("xs", Ty::List), ("i", Ty::Int)]);
+        assert_eq!(known.last(), Some(&"SETITEM_LOCALS_KNOWN"));
+    }
+
+    #[test]
+    fn an_item_store_not_recorded_on_a_list_and_an_int_is_declined() {
+        let prog = function("xs i x", "  load xs; load i; load x; setitem");
+        let f = &prog.functions[prog.main];
+        let on_list = records(0..4, &[(3, [N, TYPE_INT, TYPE_LIST])]);
+        let mut p = projector(f, &[]);
+        // e is one load: still a statement (e has one bytecode).
+        assert!(item_store_statement(&mut p, &path(f, &on_list), 0).is_some());
+        let untyped = records(0..4, &[]);
+        let mut p = projector(f, &[]);
+        assert_eq!(item_store_statement(&mut p, &path(f, &untyped), 0), None);
+    }
+
+    #[test]
+    fn a_local_added_into_another_int_local_is_one_in_place_add() {
+        let prog = function("t s", "  load t; load s; add; store s");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let mut p = projector(f, &[("t", Ty::Int), ("s", Ty::Int)]);
+        let r = add_local_to_local(&mut p, &path(f, &rs), 0);
+        assert_eq!(r, Some(Recognised::consumed(4)));
+        assert_eq!(names(&p), ["LOAD_INT", "ADD_TO_LOCAL_INT"]);
+        assert_eq!((p.uops[0].arg0, p.uops[1].arg0), (0, 1));
+        // Not proved ints: declined (an accumulation does not apply either: s unknown).
+        let mut p = projector(f, &[("t", Ty::Int)]);
+        assert_eq!(add_local_to_local(&mut p, &path(f, &rs), 0), None);
+        // Into the local added: declined.
+        let prog = function("s", "  load s; load s; add; store s");
+        let f = &prog.functions[prog.main];
+        let mut p = projector(f, &[("s", Ty::Int)]);
+        assert_eq!(add_local_to_local(&mut p, &path(f, &rs), 0), None);
+    }
+
+    #[test]
+    fn an_item_load_on_a_list_and_an_int_reads_both_locals() {
+        let prog = function("xs i", "  load xs; load i; getitem; pop");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, [TYPE_INT, TYPE_LIST, N])]);
+        for (proved, op) in [
+            (Ty::Unknown, "GETITEM_LOCALS"),
+            (Ty::List, "GETITEM_LOCALS_KNOWN"),
+        ] {
+            let mut p = projector(f, &[("xs", proved), ("i", Ty::Int)]);
+            assert_eq!(
+                item_load(&mut p, &path(f, &rs), 0),
+                Some(Recognised::consumed(3))
+            );
+            assert_eq!(names(&p), [op]);
+            assert_eq!((p.locals[0], p.locals[1]), (Ty::List, Ty::Int));
+            assert_eq!(p.stack.len(), 1);
+        }
+        let floats = records(0..4, &[(2, [TYPE_FLOAT, TYPE_LIST, N])]);
+        let mut p = projector(f, &[]);
+        assert_eq!(item_load(&mut p, &path(f, &floats), 0), None);
+    }
+
+    #[test]
+    fn a_plain_load_of_a_proved_int_is_load_int_and_remembers_its_local() {
+        let prog = function("a b", "  load a; load b; pop; pop");
+        let f = &prog.functions[prog.main];
+        let mut p = projector(f, &[("b", Ty::Int)]);
+        plain_load(&mut p, 0);
+        plain_load(&mut p, 1);
+        assert_eq!(names(&p), ["LOAD", "LOAD_INT"]);
+        assert_eq!(p.stack[1].local, Some(1));
+        assert_eq!(p.stack[1].ty, Ty::Int);
+    }
+
+    #[test]
+    fn the_first_recogniser_that_applies_wins() {
+        // `i = i + 1` on a proved int is an accumulation of `const 1` too: the increment,
+        // tried first, takes it.
+        let prog = function("i", "  load i; const 1; add; store i");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let mut p = projector(f, &[("i", Ty::Int)]);
+        assert!(accumulation_statement(&mut p, &path(f, &rs), 0).is_some());
+        assert_eq!(
+            project(f, &rs, &[("i", Ty::Int)]),
+            ["INCREMENT_LOCAL_INT_KNOWN"]
+        );
+    }
+}

@@ -214,3 +214,102 @@ fn binary(p: &mut Projector<'_>, path: &Path<'_>, i: usize, inst: Inst) -> Resul
     p.push(if cmp { Ty::Bool } else { ty });
     Ok(1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{function, names, path, project, projector, records};
+    use super::super::{End, Inliner};
+    use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE};
+    use crate::inline::Inlining;
+    use crate::ops;
+
+    const N: u8 = TYPE_NONE;
+
+    #[test]
+    fn a_branch_is_a_guard_on_the_way_recorded_leaving_for_the_other() {
+        let prog = function("b", "  load b; jump_if_false done\n  load b; pop\ndone:");
+        let f = &prog.functions[prog.main];
+        let mut p = projector(f, &[]);
+        let going_on = records(0..2, &[]);
+        super::pass(&mut p, &path(f, &going_on)).unwrap();
+        assert_eq!(names(&p), ["LOAD", "GUARD_TRUE"]);
+        assert_eq!(p.exit_uses, [(1, 4)], "leaves for the jump's target");
+        let mut jumping = records(0..2, &[]);
+        jumping.extend(records(4..5, &[]));
+        assert_eq!(project(f, &jumping, &[]), ["LOAD", "GUARD_FALSE", "CONST"]);
+    }
+
+    #[test]
+    fn typed_item_ops_and_square_roots_are_guarded_once() {
+        let prog = function(
+            "xs y",
+            "  load xs; const 0; getitem; load y; sqrt; pop; pop",
+        );
+        let f = &prog.functions[prog.main];
+        let rs = records(
+            0..7,
+            &[(2, [TYPE_INT, TYPE_LIST, N]), (4, [TYPE_FLOAT, N, N])],
+        );
+        let ops = project(f, &rs, &[]);
+        assert_eq!(
+            ops,
+            [
+                "LOAD",
+                "CONST",
+                "GUARD_LIST_NOS",
+                "GETITEM_LIST_INT",
+                "LOAD",
+                "GUARD_FLOAT_TOS",
+                "SQRT_FLOAT",
+                "POP",
+                "POP"
+            ]
+        );
+        // The guard proved the list's local: a second item load needs none.
+        let text = "  load xs; const 0; getitem; load xs; const 1; getitem; pop; pop";
+        let prog = function("xs", text);
+        let f = &prog.functions[prog.main];
+        let typed = [TYPE_INT, TYPE_LIST, N];
+        let ops = project(f, &records(0..8, &[(2, typed), (5, typed)]), &[]);
+        assert_eq!(ops.iter().filter(|&&o| o == "GUARD_LIST_NOS").count(), 1);
+    }
+
+    #[test]
+    fn a_call_not_inlined_enters_compiled_code_and_an_inlined_one_is_projected_in_place() {
+        let text = "func twice(a)\n  load a; load a; add; return\nend\n\
+                    func main()\n  locals x\n  load x; call twice; pop\n  const none; return\nend\n";
+        let prog = crate::parser::parse(text).unwrap();
+        let f = &prog.functions[prog.main];
+        let rs = records(0..3, &[(1, [TYPE_INT, N, N])]);
+        // Not inlined: the call, which leaves after it if the callee invalidated executors.
+        let ops = project(f, &rs, &[]);
+        assert_eq!(ops, ["LOAD", "CALL_JIT", "POP"]);
+        // Inlined: the argument guarded, the body on it, the result in its place.
+        let inlining = Inlining::of(&prog);
+        let inliner = Inliner {
+            program: &prog,
+            inlining: &inlining,
+        };
+        let trace =
+            super::super::project(f, &f.code, &rs, End::Exit(3), &[], None, Some(inliner)).unwrap();
+        let names: Vec<_> = trace.uops[..trace.body_len]
+            .iter()
+            .map(|u| ops::info(u.op).name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "LOAD",
+                "GUARD_CALL_DEPTH",
+                "GUARD_INT_TOS",
+                "DUP",
+                "COPY_INT",
+                "ADD_INT",
+                "NIP",
+                "POP",
+                "EXIT_TRACE"
+            ]
+        );
+        assert_eq!(trace.inlined_calls, 1);
+    }
+}

@@ -56,3 +56,42 @@ pub(super) fn peel<'a>(
     restore(p);
     Ok(None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{function, records};
+    use super::super::{project, End};
+    use crate::abi::{TYPE_INT, TYPE_NONE};
+    use crate::ops;
+
+    #[test]
+    fn a_peeled_loop_guards_in_its_preamble_only() {
+        let body = "loop:\n  load i; load n; lt; jump_if_false done\n  load i; const 1; add; store i\n  jump loop\ndone:";
+        let prog = function("i n", body);
+        let f = &prog.functions[prog.main];
+        let ints = [TYPE_INT, TYPE_INT, TYPE_NONE];
+        let rs = records(0..9, &[(2, ints), (6, ints)]);
+        let trace = project(f, &f.code, &rs, End::JumpTop, &[], None, None).unwrap();
+        let names: Vec<_> = trace.uops[..trace.body_len]
+            .iter()
+            .map(|u| ops::info(u.op).name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "LOAD",
+                "LOAD",
+                "GUARD_INT_BOTH",
+                "LT_INT_GUARD_TRUE",
+                "INCREMENT_LOCAL_INT_KNOWN",
+                "LOAD_INT",
+                "LOAD_INT",
+                "LT_INT_GUARD_TRUE",
+                "INCREMENT_LOCAL_INT_KNOWN",
+                "JUMP_TOP"
+            ]
+        );
+        assert_eq!(trace.loop_body_start(), Some(5));
+        assert!(trace.loop_body_proves_int(0) && trace.loop_body_proves_int(1));
+    }
+}
