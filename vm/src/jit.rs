@@ -37,8 +37,8 @@
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
 use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
+use crate::cached::CacheState;
 pub use crate::cached::CachedOps;
-use crate::cached::{self, depth, is_scaled};
 use crate::ops;
 use crate::pinning::{self, Pinning, Pins};
 use crate::trace::Trace;
@@ -105,6 +105,41 @@ pub struct Backend {
     pin_locals: bool,
 }
 
+/// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
+/// entry shim before them, so that the instance it stitches is one further on
+/// ([`LoweredId::instance`], the one place that knows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LoweredId(pub usize);
+
+impl LoweredId {
+    /// The id the next instance pushed onto `instances` gets.
+    pub fn next(instances: &[LoweredInstance]) -> LoweredId {
+        LoweredId(instances.len())
+    }
+
+    /// Its index in [`Lowering::instances`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    /// The stitched trace's instance (the entry shim is instance 0).
+    pub fn instance(self) -> InstanceId {
+        InstanceId::from_index(self.0 + 1)
+    }
+
+    /// The lowered instance the stitched trace's instance `index` is (`None`: the shim).
+    pub fn of_instance(index: usize) -> Option<LoweredId> {
+        index.checked_sub(1).map(LoweredId)
+    }
+}
+
+/// As the stitched trace numbers it (the listings' `[k]`).
+impl std::fmt::Display for LoweredId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.instance().index())
+    }
+}
+
 /// One instance of a lowered trace (the entry shim, instance 0, is not listed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoweredInstance {
@@ -113,39 +148,81 @@ pub struct LoweredInstance {
     /// The micro-op it runs; `None` for a spill, `PIN` or `UNPIN`.
     pub uop: Option<usize>,
     /// Cached values on entry and on exit, as the lowering tracked them.
-    pub entry: u8,
-    pub exit: u8,
+    pub entry: CacheState,
+    pub exit: CacheState,
     /// The local a `PIN` or `UNPIN` copies.
     pub local: Option<u64>,
     /// For a `LINK`: the `EXIT_TRACE` micro-op whose exit's pinned link slot it reads.
     pub link: Option<usize>,
 }
 
-/// A trace lowered onto stencils: instance `k + 1` is `instances[k]`.
+impl LoweredInstance {
+    /// Micro-op `uop` run by `stencil`, entered in state `entry` and leaving `exit`.
+    pub fn uop(stencil: usize, uop: usize, entry: CacheState, exit: CacheState) -> Self {
+        LoweredInstance {
+            stencil,
+            uop: Some(uop),
+            entry,
+            exit,
+            local: None,
+            link: None,
+        }
+    }
+
+    /// A spill or `BOX`: `stencil` from state `entry` to `exit`, running no micro-op.
+    pub fn glue(stencil: usize, entry: CacheState, exit: CacheState) -> Self {
+        LoweredInstance {
+            stencil,
+            uop: None,
+            entry,
+            exit,
+            local: None,
+            link: None,
+        }
+    }
+
+    /// A `PIN` or `UNPIN` (`stencil`) of local `local`, with nothing cached.
+    pub fn copy(stencil: usize, local: u64) -> Self {
+        LoweredInstance {
+            local: Some(local),
+            ..LoweredInstance::glue(stencil, CacheState::EMPTY, CacheState::EMPTY)
+        }
+    }
+
+    /// The `LINK` (`stencil`) of the exit of `EXIT_TRACE` micro-op `exit_uop`.
+    pub fn link(stencil: usize, exit_uop: usize) -> Self {
+        LoweredInstance {
+            link: Some(exit_uop),
+            ..LoweredInstance::glue(stencil, CacheState::EMPTY, CacheState::EMPTY)
+        }
+    }
+}
+
+/// A trace lowered onto stencils, instance by instance ([`LoweredId`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lowering {
     pub instances: Vec<LoweredInstance>,
-    /// The instance (index into the stitched trace, the shim being 0) of each micro-op.
-    pub instance_of_uop: Vec<usize>,
+    /// The instance of each micro-op.
+    pub instance_of_uop: Vec<LoweredId>,
     /// By micro-op: the instance an exit into it enters, where that is an `UNPIN` before it
     /// (an exit stub of a body with pinned locals); else its own instance.
-    pub exit_entry: Vec<Option<usize>>,
+    pub exit_entry: Vec<Option<LoweredId>>,
     /// The first `PIN` of a loop body with pinned locals, where links into the body enter.
-    pub body_entry: Option<usize>,
+    pub body_entry: Option<LoweredId>,
     /// The locals the loop body pins, by pinned register (empty: none).
     pub pinned: Vec<u64>,
     /// By pinned register: whether it holds its local scaled.
     pub pinned_scaled: Vec<bool>,
     /// The instance entered with the pinned registers live: a loop body's first micro-op
     /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
-    pub pinned_entry: Option<usize>,
+    pub pinned_entry: Option<LoweredId>,
     /// Whether the pinning is inherited from the trace's parent (a side trace).
     pub inherited: bool,
 }
 
 impl Lowering {
     /// The instance an exit to micro-op `uop` jumps to.
-    pub fn exit_instance(&self, uop: usize) -> usize {
+    pub fn exit_instance(&self, uop: usize) -> LoweredId {
         self.exit_entry
             .get(uop)
             .copied()
@@ -356,9 +433,9 @@ impl Backend {
         trace: &Trace,
         pinning: Option<&Pinning>,
         i: usize,
-        entry: u8,
+        entry: CacheState,
         scaled: bool,
-    ) -> Option<(usize, u8)> {
+    ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
         match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
             Some((r, local_scaled)) => {
@@ -383,7 +460,7 @@ impl Backend {
         targets: &[bool],
         i: usize,
     ) -> bool {
-        let mut s = 0u8;
+        let mut s = CacheState::EMPTY;
         let mut gains = false;
         for (j, &target) in targets.iter().enumerate().skip(i) {
             let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
@@ -401,7 +478,7 @@ impl Backend {
                 return gains;
             }
             s = exit;
-            if depth(s) == 0 {
+            if s.depth() == 0 {
                 return gains;
             }
         }
@@ -422,31 +499,20 @@ impl Backend {
         let mut exit_entry = vec![None; trace.uops.len()];
         let mut body_entry = None;
         let mut pinned_entry = None;
-        let mut state = 0u8;
-        let glue = |instances: &mut Vec<LoweredInstance>, stencil: usize, entry: u8, exit: u8| {
-            instances.push(LoweredInstance {
-                stencil,
-                uop: None,
-                entry,
-                exit,
-                local: None,
-                link: None,
-            });
-        };
-        let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
-            if *state == 0 {
+        let mut state = CacheState::EMPTY;
+        let spill = |instances: &mut Vec<LoweredInstance>, state: &mut CacheState| {
+            if *state == CacheState::EMPTY {
                 return Ok(());
             }
             let stencil = self.cached.spill(*state).ok_or_else(|| {
                 format!(
                     "stencil set {} has no spill from state {} (families vm_spill, \
                      vm_scaled_spill)",
-                    self.set.target,
-                    cached::describe(*state)
+                    self.set.target, *state
                 )
             })?;
-            glue(instances, stencil, *state, 0);
-            *state = 0;
+            instances.push(LoweredInstance::glue(stencil, *state, CacheState::EMPTY));
+            *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
         // PIN (or UNPIN) of every pinned register, with nothing cached.
@@ -457,14 +523,8 @@ impl Backend {
                 } else {
                     self.cached.pin(r, p.scaled[r])
                 };
-                instances.push(LoweredInstance {
-                    stencil: stencil.expect("pinning::choose checks PIN and UNPIN exist"),
-                    uop: None,
-                    entry: 0,
-                    exit: 0,
-                    local: Some(local),
-                    link: None,
-                });
+                let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
+                instances.push(LoweredInstance::copy(stencil, local));
             }
         };
         for (i, u) in trace.uops.iter().enumerate() {
@@ -475,25 +535,18 @@ impl Backend {
             if let Some(p) = pinning {
                 if i == *p.body.start() {
                     spill(&mut instances, &mut state)?;
-                    body_entry = Some(instances.len() + 1);
+                    body_entry = Some(LoweredId::next(&instances));
                     copies(&mut instances, p, false);
-                    pinned_entry = Some(instances.len() + 1);
+                    pinned_entry = Some(LoweredId::next(&instances));
                 } else if p.stubs[i] {
                     // (An inheriting side trace's last micro-op is a stub it falls into.)
                     spill(&mut instances, &mut state)?;
-                    exit_entry[i] = Some(instances.len() + 1);
+                    exit_entry[i] = Some(LoweredId::next(&instances));
                     // A stub that leaves the trace may enter code that keeps the registers.
                     // (Only once the VM has given the exit its link slots.)
                     let link = self.cached.link().filter(|_| u.arg1 != 0);
                     if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
-                        instances.push(LoweredInstance {
-                            stencil: link,
-                            uop: None,
-                            entry: 0,
-                            exit: 0,
-                            local: None,
-                            link: Some(i),
-                        });
+                        instances.push(LoweredInstance::link(link, i));
                     }
                     copies(&mut instances, p, true);
                 }
@@ -501,11 +554,11 @@ impl Backend {
             let on_pinned = pinning.is_some_and(|p| p.register_of(trace, i).is_some());
             // The member for the current state; from scaled registers, the boxed state's.
             let mut member = None;
-            if depth(state) > 0 {
-                member = self.find_member(trace, pinning, i, state, is_scaled(state));
-                if member.is_none() && is_scaled(state) {
+            if state.depth() > 0 {
+                member = self.find_member(trace, pinning, i, state, state.is_scaled());
+                if member.is_none() && state.is_scaled() {
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        glue(&mut instances, stencil, state, exit);
+                        instances.push(LoweredInstance::glue(stencil, state, exit));
                         state = exit;
                         member = self.find_member(trace, pinning, i, state, false);
                     }
@@ -515,9 +568,10 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                let scaled = self.find_member(trace, pinning, i, 0, true).is_some()
+                let empty = CacheState::EMPTY;
+                let scaled = self.find_member(trace, pinning, i, empty, true).is_some()
                     && self.scaled_run(trace, pinning, &targets, i);
-                member = self.find_member(trace, pinning, i, 0, scaled);
+                member = self.find_member(trace, pinning, i, empty, scaled);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
@@ -530,19 +584,16 @@ impl Backend {
                             ops::info(u.op).stencil
                         )
                     })?;
-                    (stencil, 0, 0)
+                    (stencil, CacheState::EMPTY, CacheState::EMPTY)
                 }
             };
-            instance_of_uop.push(instances.len() + 1);
-            instances.push(LoweredInstance {
-                stencil,
-                uop: Some(i),
-                entry,
-                exit,
-                local: None,
-                link: None,
-            });
-            state = if falls_through(u.op) { exit } else { 0 };
+            instance_of_uop.push(LoweredId::next(&instances));
+            instances.push(LoweredInstance::uop(stencil, i, entry, exit));
+            state = if falls_through(u.op) {
+                exit
+            } else {
+                CacheState::EMPTY
+            };
         }
         Ok(Some(Lowering {
             instances,
@@ -564,7 +615,8 @@ impl Backend {
     /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
     /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
     pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
-        let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+        let fail =
+            |k: usize, what: String| Err(format!("lowered instance {}: {what}", LoweredId(k)));
         let name = |stencil: usize| self.set.stencils[stencil].name;
         let mut next_uop = 0;
         for (k, inst) in lowering.instances.iter().enumerate() {
@@ -574,16 +626,16 @@ impl Backend {
                     k,
                     format!(
                         "recorded states ({}, {}), but stencil {} is ({}, {})",
-                        cached::describe(inst.entry),
-                        cached::describe(inst.exit),
+                        inst.entry,
+                        inst.exit,
                         name(inst.stencil),
-                        cached::describe(entry),
-                        cached::describe(exit)
+                        entry,
+                        exit
                     ),
                 );
             }
             let before = match k {
-                0 => Some(0), // the entry shim passes nothing cached
+                0 => Some(CacheState::EMPTY), // the entry shim passes nothing cached
                 _ => {
                     let prev = lowering.instances[k - 1];
                     match prev.uop {
@@ -598,13 +650,13 @@ impl Backend {
                     format!(
                         "{} is entered in state {}, but the instance before it leaves {}",
                         name(inst.stencil),
-                        cached::describe(entry),
-                        cached::describe(before)
+                        entry,
+                        before
                     ),
                 );
             }
             if let Some(u) = inst.uop {
-                if u != next_uop || lowering.instance_of_uop.get(u) != Some(&(k + 1)) {
+                if u != next_uop || lowering.instance_of_uop.get(u) != Some(&LoweredId(k)) {
                     return fail(k, format!("micro-op {u} out of order or not mapped here"));
                 }
                 next_uop += 1;
@@ -616,7 +668,7 @@ impl Backend {
                             .depth_of(inst.stencil)
                             .is_none_or(|d| d == trace.uops[u].arg0)
                 } else {
-                    entry == 0 && self.stencils[op as usize] == Some(inst.stencil)
+                    entry == CacheState::EMPTY && self.stencils[op as usize] == Some(inst.stencil)
                 };
                 if !runs_op {
                     return fail(
@@ -625,7 +677,7 @@ impl Backend {
                             "stencil {} does not run micro-op {u} ({}) from state {}",
                             name(inst.stencil),
                             ops::info(op).name,
-                            cached::describe(entry)
+                            entry
                         ),
                     );
                 }
@@ -637,7 +689,7 @@ impl Backend {
                     || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
                 // A LINK reads the pinned slot of an EXIT_TRACE's exit.
                 let link = self.cached.is_link(inst.stencil)
-                    && entry == 0
+                    && entry == CacheState::EMPTY
                     && inst.link.is_some_and(|u| {
                         trace
                             .uops
@@ -661,8 +713,8 @@ impl Backend {
             ));
         }
         for (t, &is_target) in jump_targets(trace).iter().enumerate() {
-            let k = lowering.instance_of_uop[t] - 1;
-            if is_target && lowering.instances[k].entry != 0 {
+            let k = lowering.instance_of_uop[t].index();
+            if is_target && lowering.instances[k].entry != CacheState::EMPTY {
                 return fail(
                     k,
                     format!("micro-op {t} is a jump or exit target entered with values cached"),
@@ -684,9 +736,7 @@ impl Backend {
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
         let instance = |uop_index: u32| {
-            Target::Instance(InstanceId::from_index(
-                lowering.instance_of_uop[uop_index as usize],
-            ))
+            Target::Instance(lowering.instance_of_uop[uop_index as usize].instance())
         };
         let mut names = Vec::with_capacity(lowering.instances.len());
         for inst in &lowering.instances {
@@ -734,9 +784,9 @@ impl Backend {
                 .iter()
                 .map(|name| match *name {
                     "JUMP_TARGET" => Ok(instance(u.target)),
-                    "EXIT_TARGET" => Ok(Target::Instance(InstanceId::from_index(
-                        lowering.exit_instance(u.target as usize),
-                    ))),
+                    "EXIT_TARGET" => Ok(Target::Instance(
+                        lowering.exit_instance(u.target as usize).instance(),
+                    )),
                     other => Err(format!(
                         "stencil {} has an unknown jump target {other}",
                         stencil.name
@@ -745,24 +795,26 @@ impl Backend {
                 .collect::<Result<Vec<Target>, String>>()?;
             b.push(index, &operands, &targets)
                 .map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
-            names.push(if inst.entry == 0 && inst.exit == 0 {
-                info.name
-            } else {
-                stencil.name
-            });
+            names.push(
+                if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) {
+                    info.name
+                } else {
+                    stencil.name
+                },
+            );
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim);
         let loop_body_address = trace.loop_body_start().map(|at| {
             let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
-            compiled.entry(InstanceId::from_index(entry)) as u64
+            compiled.entry(entry.instance()) as u64
         });
         let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
             pins: Pins {
                 locals: lowering.pinned.clone(),
                 scaled: lowering.pinned_scaled.clone(),
             },
-            address: compiled.entry(InstanceId::from_index(k)) as u64,
+            address: compiled.entry(k.instance()) as u64,
             inherited: lowering.inherited,
         });
         let mut links_pinned = vec![false; trace.exit_pcs.len()];
@@ -970,7 +1022,7 @@ impl CompiledTrace {
             )
             .unwrap();
             for (i, name) in self.names.iter().enumerate() {
-                write!(s, " [{}] {name}", i + 1).unwrap();
+                write!(s, " [{}] {name}", LoweredId(i)).unwrap();
             }
             s.push('\n');
             s.push_str(listing);
@@ -981,10 +1033,9 @@ impl CompiledTrace {
         let mut s = format!("  machine code: {} bytes\n", code.len());
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
-            let name = if i == 0 {
-                "vm_entry"
-            } else {
-                self.names[i - 1]
+            let name = match LoweredId::of_instance(i) {
+                Some(k) => self.names[k.index()],
+                None => "vm_entry",
             };
             write!(s, "  {start:6x}  {name:<24}").unwrap();
             for b in &code[start as usize..end.max(start as usize)] {
