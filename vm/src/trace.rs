@@ -13,11 +13,11 @@
 //! divided by a positive constant become a shift, a mask or a multiplication by the
 //! divisor's reciprocal (`constant_division`).
 //!
-//! The projection runs in stages, one module each: [`pass`] walks the recorded path and
-//! hands each record to a recogniser ([`idioms`] for the statements a `load` starts,
-//! [`fusion`] for typed binary ops, [`inlined`] for inlined calls), all on the state of
-//! [`projector`]; [`peel`] projects a loop's body again; [`exits`] appends the exit stubs;
-//! [`listing`] is what the VM asks of a trace afterwards.
+//! The projection runs in stages, one module each: `pass` walks the recorded path and
+//! hands each record to a recogniser (`idioms` for the statements a `load` starts,
+//! `fusion` for typed binary ops, `inlined` for inlined calls), all on the state of
+//! `projector`; `peel` projects a loop's body again; `exits` appends the exit stubs;
+//! `listing` is what the VM asks of a trace afterwards.
 
 mod exits;
 mod fusion;
