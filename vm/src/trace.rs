@@ -108,6 +108,7 @@ pub struct TraceCall {
     pub argc: u32,
 }
 
+/// What the projector knows of a value's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ty {
     Unknown,
@@ -117,6 +118,7 @@ enum Ty {
     List,
 }
 
+/// The type of a constant.
 fn ty_of(v: Value) -> Ty {
     match v.type_code() {
         TYPE_INT => Ty::Int,
@@ -127,6 +129,7 @@ fn ty_of(v: Value) -> Ty {
     }
 }
 
+/// The type a record saw (`Record::types`); bools are not specialised on.
 fn recorded(t: u8) -> Ty {
     match t {
         TYPE_INT => Ty::Int,
@@ -136,6 +139,7 @@ fn recorded(t: u8) -> Ty {
     }
 }
 
+/// A value-stack slot as the projector knows it.
 #[derive(Clone, Copy)]
 struct Slot {
     ty: Ty,
@@ -143,6 +147,9 @@ struct Slot {
     local: Option<u64>,
 }
 
+/// The projection's state: the micro-ops so far, the exits they take and the types known
+/// (its operations are in `projector`, the recognisers that drive it in `pass`, `idioms`,
+/// `fusion` and `inlined`).
 struct Projector<'a> {
     func: &'a Function,
     uops: Vec<Inst>,
