@@ -108,6 +108,17 @@ pub struct TraceCall {
     pub argc: u32,
 }
 
+impl TraceCall {
+    /// The call made by bytecode `call` (`CALL f argc`) at `pc`.
+    fn of(call: Inst, pc: u32) -> TraceCall {
+        TraceCall {
+            func: call.arg0 as u32,
+            pc,
+            argc: call.arg1 as u32,
+        }
+    }
+}
+
 /// What the projector knows of a value's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Ty {

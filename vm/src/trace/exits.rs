@@ -134,3 +134,78 @@ fn exit_stubs(p: &mut Projector<'_>, loop_start: usize) -> (Vec<u32>, Vec<Vec<Ty
     }
     (exit_pcs, exit_locals)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{function, records};
+    use super::super::{project, End};
+    use crate::abi::{TYPE_INT, TYPE_NONE};
+    use crate::ops::{self, op};
+
+    const INTS: [u8; 3] = [TYPE_INT, TYPE_INT, TYPE_NONE];
+
+    #[test]
+    fn exits_to_one_pc_share_a_stub_and_the_path_end_has_its_own() {
+        let prog = function("a b", "  load a; load b; add; pop");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let trace = project(f, &f.code, &rs, End::Exit(4), &[], None, None).unwrap();
+        let names: Vec<_> = trace.uops.iter().map(|u| ops::info(u.op).name).collect();
+        assert_eq!(
+            names,
+            [
+                "LOAD",
+                "LOAD",
+                "GUARD_INT_BOTH",
+                "ADD_INT",
+                "POP",
+                "EXIT_TRACE",
+                "EXIT_TRACE"
+            ]
+        );
+        assert_eq!(trace.body_len, 6);
+        // The guard and the add resume at the add: one stub, exit 0; the end is exit 1.
+        assert_eq!((trace.uops[2].target, trace.uops[3].target), (6, 6));
+        assert_eq!(trace.exit_pcs, [2, 4]);
+        assert_eq!(trace.end_exit, Some(1));
+        assert_eq!(trace.uops[6].arg0, 2 << 32);
+        assert_eq!(trace.uops[5].arg0, (4 << 32) | 1);
+    }
+
+    #[test]
+    fn a_peeled_loop_leaves_its_preamble_and_its_body_through_stubs_of_their_own() {
+        let body = "loop:\n  load i; load n; lt; jump_if_false done\n  jump loop\ndone:";
+        let prog = function("i n", body);
+        let f = &prog.functions[prog.main];
+        let rs = records(0..5, &[(2, INTS)]);
+        let trace = project(f, &f.code, &rs, End::JumpTop, &[], None, None).unwrap();
+        assert_eq!(trace.loop_body_start(), Some(4));
+        // The preamble's guards (both to the compare) and its branch (to `done`), then the
+        // body's branch, to `done` too but through a stub of its own.
+        assert_eq!(trace.exit_pcs, [2, 5, 5]);
+        let stubs = &trace.uops[trace.body_len..];
+        assert!(stubs.iter().all(|u| u.op == op::EXIT_TRACE));
+        assert_eq!(stubs.len(), 3);
+    }
+
+    #[test]
+    fn a_stub_resuming_at_an_inlined_call_first_cuts_the_stack_back() {
+        let text = "func twice(a)\n  load a; load a; add; return\nend\n\
+                    func main()\n  locals x\n  load x; call twice; pop\n  const none; return\nend\n";
+        let prog = crate::parser::parse(text).unwrap();
+        let f = &prog.functions[prog.main];
+        let rs = records(0..3, &[(1, [TYPE_INT, TYPE_NONE, TYPE_NONE])]);
+        let inlining = crate::inline::Inlining::of(&prog);
+        let inliner = super::super::Inliner {
+            program: &prog,
+            inlining: &inlining,
+        };
+        let trace = project(f, &f.code, &rs, End::Exit(3), &[], None, Some(inliner)).unwrap();
+        let stubs: Vec<_> = trace.uops[trace.body_len..]
+            .iter()
+            .map(|u| (ops::info(u.op).name, u.arg0))
+            .collect();
+        // Every exit of the body resumes at the call (pc 1), one value deep.
+        assert_eq!(stubs, [("RESET_STACK", 1), ("EXIT_TRACE", 1 << 32)]);
+    }
+}

@@ -144,11 +144,7 @@ impl Projector<'_> {
         }
         if self.depth_checked < nesting {
             let site = self.calls.len() as u64;
-            self.calls.push(TraceCall {
-                func: call.arg0 as u32,
-                pc,
-                argc: argc as u32,
-            });
+            self.calls.push(TraceCall::of(call, pc));
             self.emit_exiting(op::GUARD_CALL_DEPTH, site, u64::from(nesting), pc);
             self.depth_checked = nesting;
         }

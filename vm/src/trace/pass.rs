@@ -160,11 +160,7 @@ fn step(
 /// has some, and leaves after the call if the callee invalidated executors.
 fn call(p: &mut Projector<'_>, inst: Inst, pc: u32) {
     let call = p.calls.len() as u64;
-    p.calls.push(TraceCall {
-        func: inst.arg0 as u32,
-        pc,
-        argc: inst.arg1 as u32,
-    });
+    p.calls.push(TraceCall::of(inst, pc));
     p.emit_exiting(op::CALL_JIT, call, inst.arg1, pc + 1);
     for _ in 0..inst.arg1 {
         p.pop();
