@@ -3,7 +3,7 @@
 //!
 //! A cache state says how many top-of-stack values are in registers (0 to 3, cpjit.h's
 //! `CPJIT_CACHE_REGS`) and whether those registers hold boxed values or *scaled ints* (an
-//! int times 2**16: vm/templates/cached/ops.c, "Scaled ints"). It is one byte, [`state`]:
+//! int times 2**16: vm/templates/cached/ops.c, "Scaled ints"). It is one byte, [`CacheState`]:
 //! the depth, plus 4 when the registers are scaled; with nothing cached there is one state,
 //! 0, whatever the registers would hold.
 //!
@@ -24,41 +24,96 @@ use crate::pinning::{self, PIN_REGS};
 use cpjit_model::StencilSet;
 use std::collections::HashMap;
 
-/// Cache states ([`state`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
+/// Cache states ([`CacheState`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
 pub const STATES: usize = 8;
 
-/// The cache state of `depth` cached values, scaled ints or boxed.
-pub fn state(depth: u8, scaled: bool) -> u8 {
-    if depth == 0 {
-        0
-    } else {
-        depth | if scaled { 4 } else { 0 }
+/// A cache state: how many top-of-stack values are in registers and whether they are
+/// scaled ints. One byte, the depth plus 4 when the registers are scaled (the encoding the
+/// tables below index by); with nothing cached there is one state, [`CacheState::EMPTY`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CacheState(u8);
+
+impl CacheState {
+    /// Nothing cached.
+    pub const EMPTY: CacheState = CacheState(0);
+
+    /// The state of `depth` cached values (0 to 3), scaled ints or boxed.
+    pub fn new(depth: u8, scaled: bool) -> CacheState {
+        assert!(depth < 4, "no cache state of depth {depth}");
+        if depth == 0 {
+            CacheState::EMPTY
+        } else {
+            CacheState(depth | if scaled { 4 } else { 0 })
+        }
+    }
+
+    /// `depth` boxed values cached.
+    pub fn boxed(depth: u8) -> CacheState {
+        CacheState::new(depth, false)
+    }
+
+    /// `depth` scaled ints cached.
+    pub fn scaled(depth: u8) -> CacheState {
+        CacheState::new(depth, true)
+    }
+
+    /// The state whose encoding is `bits` (depth plus 4 when scaled, below 8), taken as it
+    /// is: 4 is a second spelling of the empty state, which no table holds.
+    pub fn from_bits(bits: u8) -> CacheState {
+        assert!((bits as usize) < STATES, "no cache state encoded {bits}");
+        CacheState(bits)
+    }
+
+    /// The encoding: the depth, plus 4 when the registers are scaled.
+    pub fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// How many values it caches.
+    pub fn depth(self) -> u8 {
+        self.0 & 3
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(self) -> bool {
+        self.depth() == 0
+    }
+
+    /// Whether its registers hold scaled ints.
+    pub fn is_scaled(self) -> bool {
+        self.0 & 4 != 0
+    }
+
+    /// Its index in the tables by entry state.
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// Whether a member whose registers are scaled (or not) can be entered in this state:
+    /// any with nothing cached, else one whose registers hold what this state's do.
+    fn fits(self, scaled: bool) -> bool {
+        self.is_empty() || scaled == self.is_scaled()
+    }
+
+    /// The state as text: `2` (two boxed values), `2s` (two scaled ints).
+    pub fn describe(self) -> String {
+        self.to_string()
     }
 }
 
-/// How many values state `s` caches.
-pub fn depth(s: u8) -> u8 {
-    s & 3
-}
-
-/// Whether state `s`'s registers hold scaled ints.
-pub fn is_scaled(s: u8) -> bool {
-    s & 4 != 0
-}
-
-/// Whether a member whose registers are scaled (or not) can be entered in state `entry`: any
-/// with nothing cached, else one whose registers hold what `entry`'s do.
-fn registers_fit(entry: u8, scaled: bool) -> bool {
-    depth(entry) == 0 || scaled == is_scaled(entry)
-}
-
-/// A state as text: `2` (two boxed values), `2s` (two scaled ints).
-pub fn describe(s: u8) -> String {
-    format!("{}{}", depth(s), if is_scaled(s) { "s" } else { "" })
+impl std::fmt::Display for CacheState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}{}",
+            self.depth(),
+            if self.is_scaled() { "s" } else { "" }
+        )
+    }
 }
 
 /// By entry state: a member's stencil index and exit state.
-type ByEntryState = [Option<(usize, u8)>; STATES];
+type ByEntryState = [Option<(usize, CacheState)>; STATES];
 
 /// By member kind (boxed, scaled), then by entry state.
 type ByKind = [ByEntryState; 2];
@@ -82,7 +137,7 @@ pub struct CachedOps {
     link: Option<usize>,
     /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
     /// `COPY`.
-    at_depth: HashMap<(u32, bool, u8, u64), (usize, u8)>,
+    at_depth: HashMap<(u32, bool, CacheState, u64), (usize, CacheState)>,
     /// By stencil index (every stencil of the set): what a cached member is.
     facts: Vec<MemberFacts>,
 }
@@ -91,7 +146,7 @@ pub struct CachedOps {
 #[derive(Clone, Copy, Debug, Default)]
 struct MemberFacts {
     /// (entry, exit) state.
-    states: Option<(u8, u8)>,
+    states: Option<(CacheState, CacheState)>,
     /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`, `LINK`).
     op: Option<u32>,
     /// The pinned register a member on a pinned local runs on, and whether that register
@@ -237,8 +292,11 @@ impl CachedOps {
                         let Some((stencil, o)) = found else { continue };
                         let [r, ps, sc, d, po] = *combo;
                         let scaled = flag(p.scaled, sc)?;
-                        let entry = state(number(p.entry, i, 4)? as u8, scaled);
-                        let exit = state(number(p.exit, o, 4)? as u8, scaled && *element != "BOX");
+                        let entry = CacheState::new(number(p.entry, i, 4)? as u8, scaled);
+                        let exit = CacheState::new(
+                            number(p.exit, o, 4)? as u8,
+                            scaled && *element != "BOX",
+                        );
                         let register = match p.pinned {
                             Some(param) => Some(PinnedRegister {
                                 register: number(param, r, PIN_REGS)?,
@@ -276,7 +334,7 @@ impl CachedOps {
         at: &str,
         element: &str,
         stencil: usize,
-        (entry, exit): (u8, u8),
+        (entry, exit): (CacheState, CacheState),
         scaled: bool,
         depth: u64,
     ) -> Result<(), String> {
@@ -300,7 +358,7 @@ impl CachedOps {
         at: &str,
         element: &str,
         stencil: usize,
-        (entry, exit): (u8, u8),
+        (entry, exit): (CacheState, CacheState),
         scaled: bool,
         register: Option<PinnedRegister>,
     ) -> Result<(), String> {
@@ -314,11 +372,11 @@ impl CachedOps {
                     operand: 0,
                 }),
             ) => {
-                if (entry, exit) != (0, 0) {
+                if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
                     return Err(format!(
                         "{at}: {element} of register {r} from state {} (PIN and UNPIN run with \
                          nothing cached)",
-                        describe(entry)
+                        entry
                     ));
                 }
                 let table = if element == "PIN" {
@@ -329,33 +387,31 @@ impl CachedOps {
                 table[r][ps as usize] = Some(stencil);
             }
             ("LINK", None) => {
-                if (entry, exit) != (0, 0) {
+                if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
                     return Err(format!(
                         "{at}: LINK from state {} (it runs with nothing cached)",
-                        describe(entry)
+                        entry
                     ));
                 }
                 self.link = Some(stencil);
             }
             ("SPILL", None) => {
-                if exit != 0 {
+                if exit != CacheState::EMPTY {
                     return Err(format!(
                         "{at}: SPILL from {} ends in {}, not 0",
-                        describe(entry),
-                        describe(exit)
+                        entry, exit
                     ));
                 }
-                self.spills[entry as usize] = Some(stencil);
+                self.spills[entry.index()] = Some(stencil);
             }
             ("BOX", None) => {
-                if !is_scaled(entry) || depth(exit) != depth(entry) {
+                if !entry.is_scaled() || exit.depth() != entry.depth() {
                     return Err(format!(
                         "{at}: BOX from {} to {} (it boxes scaled registers in place)",
-                        describe(entry),
-                        describe(exit)
+                        entry, exit
                     ));
                 }
-                self.boxes[entry as usize] = Some((stencil, exit));
+                self.boxes[entry.index()] = Some((stencil, exit));
             }
             (
                 _,
@@ -366,7 +422,7 @@ impl CachedOps {
                 }),
             ) => {
                 let op = pinned_op(at, element, operand)?;
-                self.pinned[op as usize][r][ps as usize][scaled as usize][entry as usize] =
+                self.pinned[op as usize][r][ps as usize][scaled as usize][entry.index()] =
                     Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));
                 self.facts[stencil].op = Some(op);
@@ -374,7 +430,7 @@ impl CachedOps {
             (_, None) => {
                 let op = ops::by_name(element)
                     .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
-                self.members[op as usize][scaled as usize][entry as usize] = Some((stencil, exit));
+                self.members[op as usize][scaled as usize][entry.index()] = Some((stencil, exit));
                 self.facts[stencil].op = Some(op);
             }
         }
@@ -383,17 +439,22 @@ impl CachedOps {
 
     /// The member of op `op` entered in state `entry` that keeps its registers as `entry`
     /// does (boxed from state 0): its stencil and exit state.
-    pub fn member(&self, op: u32, entry: u8) -> Option<(usize, u8)> {
-        self.member_as(op, entry, is_scaled(entry))
+    pub fn member(&self, op: u32, entry: CacheState) -> Option<(usize, CacheState)> {
+        self.member_as(op, entry, entry.is_scaled())
     }
 
     /// The member of op `op` entered in state `entry` whose registers are scaled or not:
     /// `scaled` must be `entry`'s unless nothing is cached on entry.
-    pub fn member_as(&self, op: u32, entry: u8, scaled: bool) -> Option<(usize, u8)> {
-        if !registers_fit(entry, scaled) {
+    pub fn member_as(
+        &self,
+        op: u32,
+        entry: CacheState,
+        scaled: bool,
+    ) -> Option<(usize, CacheState)> {
+        if !entry.fits(scaled) {
             return None;
         }
-        self.members.get(op as usize)?[scaled as usize][entry as usize]
+        self.members.get(op as usize)?[scaled as usize][entry.index()]
     }
 
     /// The member of op `op` compiled for operand `depth`, entered in state `entry` with
@@ -401,11 +462,11 @@ impl CachedOps {
     pub fn member_at_depth(
         &self,
         op: u32,
-        entry: u8,
+        entry: CacheState,
         scaled: bool,
         operand: u64,
-    ) -> Option<(usize, u8)> {
-        if !registers_fit(entry, scaled) {
+    ) -> Option<(usize, CacheState)> {
+        if !entry.fits(scaled) {
             return None;
         }
         self.at_depth.get(&(op, scaled, entry, operand)).copied()
@@ -416,12 +477,12 @@ impl CachedOps {
         self.facts.get(stencil)?.depth
     }
 
-    /// The (entry, exit) state of stencil `stencil`: (0, 0) for an uncached one.
-    pub fn states_of(&self, stencil: usize) -> (u8, u8) {
+    /// The (entry, exit) state of stencil `stencil`: both empty for an uncached one.
+    pub fn states_of(&self, stencil: usize) -> (CacheState, CacheState) {
         self.facts
             .get(stencil)
             .and_then(|f| f.states)
-            .unwrap_or((0, 0))
+            .unwrap_or((CacheState::EMPTY, CacheState::EMPTY))
     }
 
     /// Whether `stencil` is a register-cached member (it passes the pinned registers on).
@@ -442,14 +503,14 @@ impl CachedOps {
         op: u32,
         register: usize,
         pinned_scaled: bool,
-        entry: u8,
+        entry: CacheState,
         scaled: bool,
-    ) -> Option<(usize, u8)> {
-        if !registers_fit(entry, scaled) {
+    ) -> Option<(usize, CacheState)> {
+        if !entry.fits(scaled) {
             return None;
         }
         self.pinned.get(op as usize)?.get(register)?[pinned_scaled as usize][scaled as usize]
-            [entry as usize]
+            [entry.index()]
     }
 
     /// The pinned register a member on a pinned local runs on.
@@ -464,13 +525,13 @@ impl CachedOps {
     }
 
     /// The stencil that spills every cached value from state `entry`.
-    pub fn spill(&self, entry: u8) -> Option<usize> {
-        *self.spills.get(entry as usize)?
+    pub fn spill(&self, entry: CacheState) -> Option<usize> {
+        *self.spills.get(entry.index())?
     }
 
     /// The stencil that boxes the scaled registers of state `entry`, and its exit state.
-    pub fn boxing(&self, entry: u8) -> Option<(usize, u8)> {
-        *self.boxes.get(entry as usize)?
+    pub fn boxing(&self, entry: CacheState) -> Option<(usize, CacheState)> {
+        *self.boxes.get(entry.index())?
     }
 
     /// The stencil that loads pinned register `register` from its local (scaling it if
@@ -537,6 +598,35 @@ fn find_register(table: &[[Option<usize>; 2]; PIN_REGS], stencil: usize) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cache_state_is_its_depth_plus_4_when_scaled() {
+        for depth in 0..4 {
+            for scaled in [false, true] {
+                let s = CacheState::new(depth, scaled);
+                assert_eq!(s.depth(), depth);
+                assert_eq!(
+                    s.is_scaled(),
+                    scaled && depth > 0,
+                    "nothing cached is one state"
+                );
+                let bits = if depth == 0 {
+                    0
+                } else {
+                    depth + 4 * scaled as u8
+                };
+                assert_eq!(s.bits(), bits);
+                assert_eq!(CacheState::from_bits(bits), s);
+            }
+        }
+        assert_eq!(CacheState::new(0, true), CacheState::EMPTY);
+        assert_eq!(CacheState::boxed(2).describe(), "2");
+        assert_eq!(CacheState::scaled(3).describe(), "3s");
+        assert_eq!(CacheState::EMPTY.describe(), "0");
+        assert!(CacheState::EMPTY.fits(true) && CacheState::EMPTY.fits(false));
+        assert!(CacheState::scaled(1).fits(true) && !CacheState::scaled(1).fits(false));
+        assert!(!CacheState::boxed(1).fits(true));
+    }
 
     #[test]
     fn a_family_pinning_another_operand_than_the_vm_is_refused() {

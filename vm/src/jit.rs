@@ -11,6 +11,8 @@
 //! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
 //! each lowering consistent before it is stitched.
+//! (The lowering and its check are the submodule `lower`: [`Lowering`], instances by
+//! [`LoweredId`], states by [`crate::cached::CacheState`].)
 //!
 //! Scaled ints ([`crate::cached`]): int ops also have members whose registers hold ints
 //! times 2**16, where an add is `add; jo` and a compare `cmp; jcc`. Where nothing is cached,
@@ -36,15 +38,18 @@
 //! frame fields, and reachable from other traces' link slots at a body address that takes
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
+mod lower;
+
 use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
+use crate::cached::CacheState;
 pub use crate::cached::CachedOps;
-use crate::cached::{self, depth, is_scaled};
 use crate::ops;
-use crate::pinning::{self, Pinning, Pins};
+use crate::pinning::Pins;
 use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target};
+pub use lower::{LoweredId, LoweredInstance, Lowering};
 use std::any::Any;
 use std::fmt::Write as _;
 
@@ -105,55 +110,6 @@ pub struct Backend {
     pin_locals: bool,
 }
 
-/// One instance of a lowered trace (the entry shim, instance 0, is not listed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LoweredInstance {
-    /// Index into the set's stencils.
-    pub stencil: usize,
-    /// The micro-op it runs; `None` for a spill, `PIN` or `UNPIN`.
-    pub uop: Option<usize>,
-    /// Cached values on entry and on exit, as the lowering tracked them.
-    pub entry: u8,
-    pub exit: u8,
-    /// The local a `PIN` or `UNPIN` copies.
-    pub local: Option<u64>,
-    /// For a `LINK`: the `EXIT_TRACE` micro-op whose exit's pinned link slot it reads.
-    pub link: Option<usize>,
-}
-
-/// A trace lowered onto stencils: instance `k + 1` is `instances[k]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Lowering {
-    pub instances: Vec<LoweredInstance>,
-    /// The instance (index into the stitched trace, the shim being 0) of each micro-op.
-    pub instance_of_uop: Vec<usize>,
-    /// By micro-op: the instance an exit into it enters, where that is an `UNPIN` before it
-    /// (an exit stub of a body with pinned locals); else its own instance.
-    pub exit_entry: Vec<Option<usize>>,
-    /// The first `PIN` of a loop body with pinned locals, where links into the body enter.
-    pub body_entry: Option<usize>,
-    /// The locals the loop body pins, by pinned register (empty: none).
-    pub pinned: Vec<u64>,
-    /// By pinned register: whether it holds its local scaled.
-    pub pinned_scaled: Vec<bool>,
-    /// The instance entered with the pinned registers live: a loop body's first micro-op
-    /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
-    pub pinned_entry: Option<usize>,
-    /// Whether the pinning is inherited from the trace's parent (a side trace).
-    pub inherited: bool,
-}
-
-impl Lowering {
-    /// The instance an exit to micro-op `uop` jumps to.
-    pub fn exit_instance(&self, uop: usize) -> usize {
-        self.exit_entry
-            .get(uop)
-            .copied()
-            .flatten()
-            .unwrap_or(self.instance_of_uop[uop])
-    }
-}
-
 /// Where an exit's pinned link slot is, from its link slot's address (`EXIT_TRACE`'s
 /// second operand): the VM keeps the two side by side ([`crate::pinning`], "Inherited
 /// pinning").
@@ -194,62 +150,6 @@ pub(crate) fn falls_through(op: u32) -> bool {
         op,
         ops::op::EXIT_TRACE | ops::op::RETURN | ops::op::JUMP_TOP | ops::op::ENTER_EXECUTOR
     )
-}
-
-/// Whether op `op` on scaled ints does less than on boxed ones (no tag to extract or box):
-/// the int arithmetic, compares and guards. Moving an int (a load, a constant, a store to
-/// the frame) costs a shift more scaled, and shifts and masks by powers of two about the
-/// same.
-fn gains_from_scaled_ints(op: u32) -> bool {
-    use ops::op::*;
-    matches!(
-        op,
-        ADD_INT
-            | SUB_INT
-            | MUL_INT
-            | ADD_TO_LOCAL_INT
-            | GUARD_INT_TOS
-            | GUARD_INT_NOS
-            | GUARD_INT_BOTH
-            | LT_INT_GUARD_TRUE
-            | LT_INT_GUARD_FALSE
-            | LE_INT_GUARD_TRUE
-            | LE_INT_GUARD_FALSE
-            | GT_INT_GUARD_TRUE
-            | GT_INT_GUARD_FALSE
-            | GE_INT_GUARD_TRUE
-            | GE_INT_GUARD_FALSE
-            | EQ_INT_GUARD_TRUE
-            | EQ_INT_GUARD_FALSE
-            | NE_INT_GUARD_TRUE
-            | NE_INT_GUARD_FALSE
-            | LT_INT_CONST_GUARD_TRUE
-            | LT_INT_CONST_GUARD_FALSE
-            | LE_INT_CONST_GUARD_TRUE
-            | LE_INT_CONST_GUARD_FALSE
-            | GT_INT_CONST_GUARD_TRUE
-            | GT_INT_CONST_GUARD_FALSE
-            | GE_INT_CONST_GUARD_TRUE
-            | GE_INT_CONST_GUARD_FALSE
-            | EQ_INT_CONST_GUARD_TRUE
-            | EQ_INT_CONST_GUARD_FALSE
-            | NE_INT_CONST_GUARD_TRUE
-            | NE_INT_CONST_GUARD_FALSE
-    )
-}
-
-/// The micro-ops some other micro-op jumps or exits to.
-fn jump_targets(trace: &Trace) -> Vec<bool> {
-    let mut targets = vec![false; trace.uops.len()];
-    for u in &trace.uops {
-        let info = ops::info(u.op);
-        if info.jumps || info.exits {
-            if let Some(t) = targets.get_mut(u.target as usize) {
-                *t = true;
-            }
-        }
-    }
-    targets
 }
 
 impl Backend {
@@ -313,365 +213,6 @@ impl Backend {
         &self.cached
     }
 
-    /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
-    /// micro-op becomes the member entered in the current state where its op has one, else
-    /// (scaled registers) a `BOX` into the boxed state of the same depth and the member
-    /// entered there, else a spill to state 0 (if anything is cached) and the member entered
-    /// with nothing cached or, if none, the uncached op. With nothing cached, a micro-op that
-    /// pushes starts a run of scaled ints where every micro-op until the stack is back to
-    /// nothing cached has a scaled member ([`Backend::scaled_run`]). Jump targets (the loop
-    /// head, exit stubs) are entered in state 0. A loop body whose locals qualify keeps them
-    /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
-    /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
-    pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
-        if self.pin_locals {
-            // A side trace keeps its parent's pinned registers as they are, or none.
-            if let Some(inherited) = pinning::inherit(trace, &self.cached) {
-                if let Some(lowering) = self.lower_with(trace, Some(&inherited))? {
-                    return Ok(lowering);
-                }
-            } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
-                let boxed = pinning.boxed();
-                let tries = if boxed == pinning {
-                    vec![pinning]
-                } else {
-                    vec![pinning, boxed]
-                };
-                for p in &tries {
-                    if let Some(lowering) = self.lower_with(trace, Some(p))? {
-                        return Ok(lowering);
-                    }
-                }
-            }
-        }
-        Ok(self
-            .lower_with(trace, None)?
-            .expect("a lowering without pinned locals always exists"))
-    }
-
-    /// The member running micro-op `i` entered in state `entry`, with registers scaled or
-    /// not: on its pinned local's register where `pinning` pins it.
-    fn find_member(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        i: usize,
-        entry: u8,
-        scaled: bool,
-    ) -> Option<(usize, u8)> {
-        let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
-            Some((r, local_scaled)) => {
-                self.cached
-                    .pinned_member(u.op, r, local_scaled, entry, scaled)
-            }
-            None => self
-                .cached
-                .member_at_depth(u.op, entry, scaled, u.arg0)
-                .or_else(|| self.cached.member_as(u.op, entry, scaled)),
-        }
-    }
-
-    /// Whether micro-op `i`, entered with nothing cached, should leave its value a scaled
-    /// int: every micro-op from it until nothing is cached again (or a jump target, where
-    /// the lowering spills) has a scaled member for the state it is entered in, and one of
-    /// them gains from it (an int op, a guard, a pinned local), not only moves an int.
-    fn scaled_run(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        targets: &[bool],
-        i: usize,
-    ) -> bool {
-        let mut s = 0u8;
-        let mut gains = false;
-        for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
-            if j > i && boundary {
-                return gains;
-            }
-            let Some((_, exit)) = self.find_member(trace, pinning, j, s, true) else {
-                return false;
-            };
-            let op = trace.uops[j].op;
-            let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(trace, j).is_some_and(|r| p.scaled[r]));
-            gains |= on_scaled_local || gains_from_scaled_ints(op);
-            if !falls_through(op) {
-                return gains;
-            }
-            s = exit;
-            if depth(s) == 0 {
-                return gains;
-            }
-        }
-        false
-    }
-
-    /// [`Backend::lower`] with the given pinned locals; `None` when a body micro-op would need
-    /// an uncached stencil (it would lose the pinned registers) or a pinned local's op has no
-    /// member where it is entered.
-    fn lower_with(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-    ) -> Result<Option<Lowering>, String> {
-        let targets = jump_targets(trace);
-        let mut instances: Vec<LoweredInstance> = Vec::with_capacity(trace.uops.len() + 8);
-        let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
-        let mut exit_entry = vec![None; trace.uops.len()];
-        let mut body_entry = None;
-        let mut pinned_entry = None;
-        let mut state = 0u8;
-        let glue = |instances: &mut Vec<LoweredInstance>, stencil: usize, entry: u8, exit: u8| {
-            instances.push(LoweredInstance {
-                stencil,
-                uop: None,
-                entry,
-                exit,
-                local: None,
-                link: None,
-            });
-        };
-        let spill = |instances: &mut Vec<LoweredInstance>, state: &mut u8| {
-            if *state == 0 {
-                return Ok(());
-            }
-            let stencil = self.cached.spill(*state).ok_or_else(|| {
-                format!(
-                    "stencil set {} has no spill from state {} (families vm_spill, \
-                     vm_scaled_spill)",
-                    self.set.target,
-                    cached::describe(*state)
-                )
-            })?;
-            glue(instances, stencil, *state, 0);
-            *state = 0;
-            Ok::<(), String>(())
-        };
-        // PIN (or UNPIN) of every pinned register, with nothing cached.
-        let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
-            for (r, &local) in p.locals.iter().enumerate() {
-                let stencil = if unpin {
-                    self.cached.unpin(r, p.scaled[r])
-                } else {
-                    self.cached.pin(r, p.scaled[r])
-                };
-                instances.push(LoweredInstance {
-                    stencil: stencil.expect("pinning::choose checks PIN and UNPIN exist"),
-                    uop: None,
-                    entry: 0,
-                    exit: 0,
-                    local: Some(local),
-                    link: None,
-                });
-            }
-        };
-        for (i, u) in trace.uops.iter().enumerate() {
-            if targets[i] {
-                spill(&mut instances, &mut state)?;
-            }
-            let in_body = pinning.is_some_and(|p| p.body.contains(&i));
-            if let Some(p) = pinning {
-                if i == *p.body.start() {
-                    spill(&mut instances, &mut state)?;
-                    body_entry = Some(instances.len() + 1);
-                    copies(&mut instances, p, false);
-                    pinned_entry = Some(instances.len() + 1);
-                } else if p.stubs[i] {
-                    // (An inheriting side trace's last micro-op is a stub it falls into.)
-                    spill(&mut instances, &mut state)?;
-                    exit_entry[i] = Some(instances.len() + 1);
-                    // A stub that leaves the trace may enter code that keeps the registers.
-                    // (Only once the VM has given the exit its link slots.)
-                    let link = self.cached.link().filter(|_| u.arg1 != 0);
-                    if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
-                        instances.push(LoweredInstance {
-                            stencil: link,
-                            uop: None,
-                            entry: 0,
-                            exit: 0,
-                            local: None,
-                            link: Some(i),
-                        });
-                    }
-                    copies(&mut instances, p, true);
-                }
-            }
-            let on_pinned = pinning.is_some_and(|p| p.register_of(trace, i).is_some());
-            // The member for the current state; from scaled registers, the boxed state's.
-            let mut member = None;
-            if depth(state) > 0 {
-                member = self.find_member(trace, pinning, i, state, is_scaled(state));
-                if member.is_none() && is_scaled(state) {
-                    if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        glue(&mut instances, stencil, state, exit);
-                        state = exit;
-                        member = self.find_member(trace, pinning, i, state, false);
-                    }
-                }
-                if member.is_none() {
-                    spill(&mut instances, &mut state)?;
-                }
-            }
-            if member.is_none() {
-                let scaled = self.find_member(trace, pinning, i, 0, true).is_some()
-                    && self.scaled_run(trace, pinning, &targets, i);
-                member = self.find_member(trace, pinning, i, 0, scaled);
-            }
-            let (stencil, entry, exit) = match member {
-                Some((stencil, exit)) => (stencil, state, exit),
-                None if in_body || on_pinned => return Ok(None),
-                None => {
-                    let stencil = self.stencils[u.op as usize].ok_or_else(|| {
-                        format!(
-                            "stencil set {} has no stencil {} (micro-op {i})",
-                            self.set.target,
-                            ops::info(u.op).stencil
-                        )
-                    })?;
-                    (stencil, 0, 0)
-                }
-            };
-            instance_of_uop.push(instances.len() + 1);
-            instances.push(LoweredInstance {
-                stencil,
-                uop: Some(i),
-                entry,
-                exit,
-                local: None,
-                link: None,
-            });
-            state = if falls_through(u.op) { exit } else { 0 };
-        }
-        Ok(Some(Lowering {
-            instances,
-            instance_of_uop,
-            exit_entry,
-            body_entry,
-            pinned: pinning.map(|p| p.locals.clone()).unwrap_or_default(),
-            pinned_scaled: pinning.map(|p| p.scaled.clone()).unwrap_or_default(),
-            pinned_entry,
-            inherited: trace.inherited_pins.is_some() && pinning.is_some(),
-        }))
-    }
-
-    /// Checks `lowering` of `trace` against the set's families, independently of how it was
-    /// made: every instance's recorded states are its stencil's (uncached stencils are
-    /// (0, 0)); each instance that falls through leaves the state the next one is entered
-    /// in (depth and whether the registers are scaled); the first instance, every jump and
-    /// exit target, and every uncached op are entered with nothing cached; each micro-op's
-    /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
-    /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
-    pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
-        let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
-        let name = |stencil: usize| self.set.stencils[stencil].name;
-        let mut next_uop = 0;
-        for (k, inst) in lowering.instances.iter().enumerate() {
-            let (entry, exit) = self.cached.states_of(inst.stencil);
-            if (entry, exit) != (inst.entry, inst.exit) {
-                return fail(
-                    k,
-                    format!(
-                        "recorded states ({}, {}), but stencil {} is ({}, {})",
-                        cached::describe(inst.entry),
-                        cached::describe(inst.exit),
-                        name(inst.stencil),
-                        cached::describe(entry),
-                        cached::describe(exit)
-                    ),
-                );
-            }
-            let before = match k {
-                0 => Some(0), // the entry shim passes nothing cached
-                _ => {
-                    let prev = lowering.instances[k - 1];
-                    match prev.uop {
-                        Some(u) if !falls_through(trace.uops[u].op) => None,
-                        _ => Some(prev.exit),
-                    }
-                }
-            };
-            if let Some(before) = before.filter(|&b| b != entry) {
-                return fail(
-                    k,
-                    format!(
-                        "{} is entered in state {}, but the instance before it leaves {}",
-                        name(inst.stencil),
-                        cached::describe(entry),
-                        cached::describe(before)
-                    ),
-                );
-            }
-            if let Some(u) = inst.uop {
-                if u != next_uop || lowering.instance_of_uop.get(u) != Some(&(k + 1)) {
-                    return fail(k, format!("micro-op {u} out of order or not mapped here"));
-                }
-                next_uop += 1;
-                let op = trace.uops[u].op;
-                let runs_op = if self.cached.is_cached(inst.stencil) {
-                    self.cached.op_of(inst.stencil) == Some(op)
-                        && self
-                            .cached
-                            .depth_of(inst.stencil)
-                            .is_none_or(|d| d == trace.uops[u].arg0)
-                } else {
-                    entry == 0 && self.stencils[op as usize] == Some(inst.stencil)
-                };
-                if !runs_op {
-                    return fail(
-                        k,
-                        format!(
-                            "stencil {} does not run micro-op {u} ({}) from state {}",
-                            name(inst.stencil),
-                            ops::info(op).name,
-                            cached::describe(entry)
-                        ),
-                    );
-                }
-            } else {
-                let copy = inst.local.is_some()
-                    && (self.cached.pin_register_of(inst.stencil).is_some()
-                        || self.cached.unpin_register_of(inst.stencil).is_some());
-                let glue = self.cached.spill(entry) == Some(inst.stencil)
-                    || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
-                // A LINK reads the pinned slot of an EXIT_TRACE's exit.
-                let link = self.cached.is_link(inst.stencil)
-                    && entry == 0
-                    && inst.link.is_some_and(|u| {
-                        trace
-                            .uops
-                            .get(u)
-                            .is_some_and(|u| u.op == ops::op::EXIT_TRACE)
-                    });
-                if !copy && !glue && !link {
-                    return fail(
-                        k,
-                        "an instance without a micro-op that is no spill, BOX, PIN, UNPIN or \
-                         LINK (of an EXIT_TRACE)"
-                            .into(),
-                    );
-                }
-            }
-        }
-        if next_uop != trace.uops.len() {
-            return Err(format!(
-                "the lowering runs {next_uop} of {} micro-ops",
-                trace.uops.len()
-            ));
-        }
-        for (t, &is_target) in jump_targets(trace).iter().enumerate() {
-            let k = lowering.instance_of_uop[t] - 1;
-            if is_target && lowering.instances[k].entry != 0 {
-                return fail(
-                    k,
-                    format!("micro-op {t} is a jump or exit target entered with values cached"),
-                );
-            }
-        }
-        pinning::check(trace, lowering, &self.cached)
-    }
-
     pub fn set(&self) -> &'static StencilSet<'static> {
         self.set
     }
@@ -684,9 +225,7 @@ impl Backend {
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
         let instance = |uop_index: u32| {
-            Target::Instance(InstanceId::from_index(
-                lowering.instance_of_uop[uop_index as usize],
-            ))
+            Target::Instance(lowering.instance_of_uop[uop_index as usize].instance())
         };
         let mut names = Vec::with_capacity(lowering.instances.len());
         for inst in &lowering.instances {
@@ -734,9 +273,9 @@ impl Backend {
                 .iter()
                 .map(|name| match *name {
                     "JUMP_TARGET" => Ok(instance(u.target)),
-                    "EXIT_TARGET" => Ok(Target::Instance(InstanceId::from_index(
-                        lowering.exit_instance(u.target as usize),
-                    ))),
+                    "EXIT_TARGET" => Ok(Target::Instance(
+                        lowering.exit_instance(u.target as usize).instance(),
+                    )),
                     other => Err(format!(
                         "stencil {} has an unknown jump target {other}",
                         stencil.name
@@ -745,24 +284,26 @@ impl Backend {
                 .collect::<Result<Vec<Target>, String>>()?;
             b.push(index, &operands, &targets)
                 .map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
-            names.push(if inst.entry == 0 && inst.exit == 0 {
-                info.name
-            } else {
-                stencil.name
-            });
+            names.push(
+                if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) {
+                    info.name
+                } else {
+                    stencil.name
+                },
+            );
         }
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
         let loop_body_address = trace.loop_body_start().map(|at| {
             let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
-            compiled.entry(InstanceId::from_index(entry)) as u64
+            compiled.entry(entry.instance()) as u64
         });
         let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
             pins: Pins {
                 locals: lowering.pinned.clone(),
                 scaled: lowering.pinned_scaled.clone(),
             },
-            address: compiled.entry(InstanceId::from_index(k)) as u64,
+            address: compiled.entry(k.instance()) as u64,
             inherited: lowering.inherited,
         });
         let mut links_pinned = vec![false; trace.exit_pcs.len()];
@@ -970,7 +511,7 @@ impl CompiledTrace {
             )
             .unwrap();
             for (i, name) in self.names.iter().enumerate() {
-                write!(s, " [{}] {name}", i + 1).unwrap();
+                write!(s, " [{}] {name}", LoweredId(i)).unwrap();
             }
             s.push('\n');
             s.push_str(listing);
@@ -981,10 +522,9 @@ impl CompiledTrace {
         let mut s = format!("  machine code: {} bytes\n", code.len());
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
-            let name = if i == 0 {
-                "vm_entry"
-            } else {
-                self.names[i - 1]
+            let name = match LoweredId::of_instance(i) {
+                Some(k) => self.names[k.index()],
+                None => "vm_entry",
             };
             write!(s, "  {start:6x}  {name:<24}").unwrap();
             for b in &code[start as usize..end.max(start as usize)] {

@@ -46,7 +46,7 @@
 //! (`run --no-pin` keeps every local in the frame).
 
 use crate::abi::Inst;
-use crate::jit::{CachedOps, LoweredInstance, Lowering};
+use crate::jit::{CachedOps, LoweredId, LoweredInstance, Lowering};
 use crate::ops::{self, op, OperandKind};
 use crate::trace::Trace;
 use std::collections::BTreeMap;
@@ -313,7 +313,7 @@ type Live = [Option<(u64, bool)>; PIN_REGS];
 /// while a register is live.
 pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(), String> {
     let n = lowering.instances.len();
-    let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", k + 1));
+    let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", LoweredId(k)));
     // What every register holds while the trace's pinning is live.
     let mut all_pinned: Live = [None; PIN_REGS];
     for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
@@ -382,14 +382,14 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
         let info = ops::info(u.op);
         let here = live_at[k];
         if info.exits {
-            let t = lowering.exit_instance(u.target as usize) - 1;
+            let t = lowering.exit_instance(u.target as usize).index();
             let written = written_back(lowering, t, cached);
             if written != here {
                 return fail(k, format!("exits with pinned registers {here:?} into a stub that writes back {written:?}"));
             }
         }
         if info.jumps {
-            let t = lowering.instance_of_uop[u.target as usize] - 1;
+            let t = lowering.instance_of_uop[u.target as usize].index();
             if live_at[t] != here {
                 return fail(
                     k,

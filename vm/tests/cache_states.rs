@@ -7,7 +7,8 @@
 use crate::common;
 
 use common::{eager, gen};
-use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use cpjit_vm::cached::CacheState;
+use cpjit_vm::jit::{Backend, CompiledTrace, LoweredId, Lowering, TraceCompiler};
 use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode};
 use std::cell::{Cell, RefCell};
@@ -35,7 +36,7 @@ impl TraceCompiler for Checking {
         let cached = lowering
             .instances
             .iter()
-            .filter(|i| i.entry != 0 || i.exit != 0)
+            .filter(|i| !i.entry.is_empty() || !i.exit.is_empty())
             .count();
         self.cached_instances
             .set(self.cached_instances.get() + cached);
@@ -107,25 +108,29 @@ fn the_checker_refuses_a_stale_cache_state() {
     let backend = &compiler.backend;
     let (trace, lowering) = lowerings
         .iter()
-        .find(|(_, l)| l.instances.iter().any(|i| i.exit != 0))
+        .find(|(_, l)| l.instances.iter().any(|i| !i.exit.is_empty()))
         .expect("a trace with a cached member");
     backend.check_cache_states(trace, lowering).unwrap();
 
     // Drop the spill before an instance that expects nothing cached, or the member
     // after one that leaves values cached: the state no longer matches.
-    let k = lowering.instances.iter().position(|i| i.exit != 0).unwrap();
+    let k = lowering
+        .instances
+        .iter()
+        .position(|i| !i.exit.is_empty())
+        .unwrap();
     let mut stale = lowering.clone();
     stale.instances.remove(k + 1);
     for u in stale.instance_of_uop.iter_mut() {
-        if *u > k + 1 {
-            *u -= 1;
+        if u.index() > k {
+            *u = LoweredId(u.index() - 1);
         }
     }
     assert!(backend.check_cache_states(trace, &stale).is_err());
 
     // Claim a member was entered in another state than its stencil's.
     let mut wrong = lowering.clone();
-    wrong.instances[k].entry ^= 1;
+    wrong.instances[k].entry = CacheState::from_bits(wrong.instances[k].entry.bits() ^ 1);
     let err = backend.check_cache_states(trace, &wrong).unwrap_err();
     assert!(err.contains("recorded states"), "{err}");
 
@@ -140,11 +145,11 @@ fn the_checker_refuses_a_stale_cache_state() {
         .collect();
     let t = targets[0];
     let mut entered = lowering.clone();
-    let at = entered.instance_of_uop[t] - 1;
+    let at = entered.instance_of_uop[t].index();
     let op = trace.uops[t].op;
-    if let Some((stencil, exit)) = cached.member(op, 1) {
+    if let Some((stencil, exit)) = cached.member(op, CacheState::boxed(1)) {
         entered.instances[at].stencil = stencil;
-        entered.instances[at].entry = 1;
+        entered.instances[at].entry = CacheState::boxed(1);
         entered.instances[at].exit = exit;
         assert!(backend.check_cache_states(trace, &entered).is_err());
     }
@@ -168,13 +173,17 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
         for inst in &lowering.instances {
             let Some(u) = inst.uop else { continue };
             let op = trace.uops[u].op;
-            if backend.cached_ops().member(op, 1).is_none()
-                && backend.cached_ops().member(op, 0).is_none()
+            if backend
+                .cached_ops()
+                .member(op, CacheState::boxed(1))
+                .is_none()
+                && backend.cached_ops().member(op, CacheState::EMPTY).is_none()
             {
-                assert_eq!((inst.entry, inst.exit), (0, 0), "uncached micro-op {u}");
+                let empty = (CacheState::EMPTY, CacheState::EMPTY);
+                assert_eq!((inst.entry, inst.exit), empty, "uncached micro-op {u}");
             }
             if u >= trace.body_len {
-                assert_eq!(inst.entry, 0, "exit stub {u}");
+                assert_eq!(inst.entry, CacheState::EMPTY, "exit stub {u}");
             }
             // Traces call through CALL_JIT (CALL is the bytecode), an uncached op.
             seen_call |= op == cpjit_vm::ops::op::CALL_JIT;
@@ -185,7 +194,6 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
 
 #[test]
 fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state() {
-    use cpjit_vm::cached::{depth, is_scaled, state};
     let text =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sum.vm"))
             .unwrap();
@@ -202,7 +210,7 @@ fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state
         .expect("sum.vm's loop pins its locals");
     // The loop body's add (`s = s + i`, into the pinned `s` in place) and compare (with the
     // bound, a constant) run on scaled registers: no tag is extracted or boxed.
-    let body: Vec<&str> = lowering.instances[lowering.body_entry.unwrap() - 1..]
+    let body: Vec<&str> = lowering.instances[lowering.body_entry.unwrap().index()..]
         .iter()
         .take_while(|i| i.uop.is_none_or(|u| u < trace.body_len))
         .map(|i| set.stencils[i.stencil].name)
@@ -220,20 +228,20 @@ fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state
     let k = lowering
         .instances
         .iter()
-        .position(|i| i.uop.is_some() && is_scaled(i.entry))
+        .position(|i| i.uop.is_some() && i.entry.is_scaled())
         .expect("a member entered with scaled registers");
     let inst = lowering.instances[k];
     let op = trace.uops[inst.uop.unwrap()].op;
     let (stencil, exit) = cached
-        .member(op, state(depth(inst.entry), false))
+        .member(op, CacheState::boxed(inst.entry.depth()))
         .expect("the op has a boxed member too");
     let mut mixed = lowering.clone();
     mixed.instances[k].stencil = stencil;
-    mixed.instances[k].entry = state(depth(inst.entry), false);
+    mixed.instances[k].entry = CacheState::boxed(inst.entry.depth());
     mixed.instances[k].exit = exit;
     let err = backend.check_cache_states(trace, &mixed).unwrap_err();
     assert!(
-        err.contains(&format!("leaves {}s", depth(inst.entry))),
+        err.contains(&format!("leaves {}s", inst.entry.depth())),
         "{err}"
     );
 }

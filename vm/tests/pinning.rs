@@ -175,7 +175,7 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
 
     // A member on a pinned register before the register is loaded: drop the PINs' effect by
     // turning the first PIN into a spill-free UNPIN of the same register.
-    let first_pin = lowering.body_entry.unwrap() - 1;
+    let first_pin = lowering.body_entry.unwrap().index();
     let mut unloaded = lowering.clone();
     let (register, scaled) = cached
         .pin_register_of(lowering.instances[first_pin].stencil)
@@ -264,25 +264,31 @@ fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
     let entry = lowering
         .pinned_entry
         .expect("an entry with the registers live");
-    assert!(lowering.instances[..entry - 1]
+    assert!(lowering.instances[..entry.index()]
         .iter()
         .all(|i| cached.pin_register_of(i.stencil).is_some()));
     // Every stub it leaves through, its end's included, starts with LINK, then writes back.
-    let stubs: Vec<usize> = lowering.exit_entry.iter().flatten().copied().collect();
+    // (By index into the lowering's instances: the stub's LINK, then its UNPINs.)
+    let stubs: Vec<usize> = lowering
+        .exit_entry
+        .iter()
+        .flatten()
+        .map(|k| k.index())
+        .collect();
     assert!(!stubs.is_empty());
     for &k in &stubs {
-        let first = &lowering.instances[k - 1];
+        let first = &lowering.instances[k];
         let exit = first.link.expect("the stub starts with LINK");
         assert!(cached.is_link(first.stencil));
         assert_eq!(trace.uops[exit].op, cpjit_vm::ops::op::EXIT_TRACE);
         assert!(cached
-            .unpin_register_of(lowering.instances[k].stencil)
+            .unpin_register_of(lowering.instances[k + 1].stencil)
             .is_some());
     }
     // The checker refuses a LINK where the registers are written back already.
     let k = stubs[0];
     let mut late = lowering.clone();
-    late.instances.swap(k - 1, k);
+    late.instances.swap(k, k + 1);
     let err = backend.check_cache_states(trace, &late).unwrap_err();
     assert!(err.contains("LINK"), "{err}");
 }

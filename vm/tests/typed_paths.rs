@@ -340,7 +340,9 @@ end
 fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
     const MAX: i64 = (1 << 47) - 1;
     const MIN: i64 = -(1 << 47);
-    let cases: [(&str, fn(i64, i64) -> Option<i64>, i64, i64); 16] = [
+    /// The op, Rust's checked version of it, its operands.
+    type Case = (&'static str, fn(i64, i64) -> Option<i64>, i64, i64);
+    let cases: [Case; 16] = [
         ("add", i64::checked_add, MAX, 0),
         ("add", i64::checked_add, MAX, 1),
         ("add", i64::checked_add, MIN, -1),

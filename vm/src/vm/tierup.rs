@@ -2,6 +2,7 @@
 //! and invalidating them when a folded global changes.
 
 use super::*;
+use crate::jit::CompiledTrace;
 
 impl Vm {
     /// A back-edge became hot: trace its loop. Returns `Some(v)` if the function returned
@@ -94,6 +95,10 @@ impl Vm {
         Ok(returned)
     }
 
+    /// Projects a recording of function `f` into a trace, compiles it and installs it as
+    /// executor `kind`: a loop's back-edge enters it, an entry trace is where calls go, a
+    /// side trace is linked to its parent's exit. A recording that does not project is
+    /// abandoned; a trace that does not compile stops the function tiering up.
     pub(super) fn install(
         &self,
         f: usize,
@@ -103,43 +108,10 @@ impl Vm {
         end: End,
     ) {
         let st = &self.funcs[f];
-        let func = &self.program.functions[f];
-        let code = st.code();
-        let parent = match kind {
-            ExecutorKind::Side { parent, exit } => {
-                Some((st.executors.borrow()[parent].clone(), exit))
-            }
-            _ => None,
+        let Some(mut trace) = self.project_recording(f, kind, records, end) else {
+            self.stats.borrow_mut().recordings_abandoned += 1;
+            return;
         };
-        let from = parent.as_ref().map(|(e, exit)| (&e.trace, *exit));
-        let inliner = self.config.inline_calls.then_some(trace::Inliner {
-            program: &self.program,
-            inlining: &self.inlining,
-        });
-        let projected = trace::project(
-            func,
-            &code,
-            records,
-            end,
-            &self.global_values(),
-            from,
-            inliner,
-        );
-        let mut trace = match projected {
-            Ok(t) => t,
-            Err(_) => {
-                self.stats.borrow_mut().recordings_abandoned += 1;
-                return;
-            }
-        };
-        // A side trace of an exit that can enter code with the parent's pinned registers live
-        // may be compiled to be entered so.
-        trace.inherited_pins = parent.as_ref().and_then(|(e, exit)| {
-            let c = e.compiled.as_ref()?;
-            c.links_pinned(*exit)
-                .then(|| c.pinned_entry().map(|p| p.pins.clone()))
-                .flatten()
-        });
         // Link slots live as long as the executor (never moved: boxed), two per exit.
         let links: Box<[Cell<u64>]> = (0..2 * trace.exit_pcs.len())
             .map(|_| Cell::new(0))
@@ -150,97 +122,12 @@ impl Vm {
             self.stats.borrow_mut().recordings_abandoned += 1;
             return;
         }
-        for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
-            u.arg1 = &links[2 * (u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
-            u.arg0 |= (index as u64) << 16;
-        }
-        // Call sites live as long as the executor too; CALL_JIT's operand points to its own.
-        let call_sites: Box<[CallSite]> = trace
-            .calls
-            .iter()
-            .map(|c| CallSite {
-                callee: self.callee(c.func as usize),
-                pc: c.pc as i64,
-                argc: c.argc as i64,
-            })
-            .collect();
-        // (`GUARD_CALL_DEPTH` names the site of the call it checks for.)
-        for u in trace
-            .uops
-            .iter_mut()
-            .filter(|u| u.op == op::CALL_JIT || u.op == op::GUARD_CALL_DEPTH)
-        {
-            u.arg0 = &call_sites[u.arg0 as usize] as *const CallSite as u64;
-        }
+        let call_sites = self.attach_operands(&mut trace, index, &links);
         st.compiles.set(st.compiles.get() + 1);
-        let compiled = if self.config.fail_compiles {
-            Err("compile failure injected by the test configuration".to_string())
-        } else {
-            match &self.jit {
-                Some(backend) => {
-                    let t0 = Instant::now();
-                    let r = backend.compile(&trace);
-                    self.stats.borrow_mut().compile_time += t0.elapsed();
-                    r.map(Some)
-                }
-                None => Ok(None),
-            }
+        let Some(compiled) = self.compile_or_stop_tiering(f, &trace) else {
+            return;
         };
-        let compiled = match compiled {
-            Ok(c) => c,
-            Err(_) => {
-                // Seed 000's PY_JIT_FAILED: never try this function again.
-                st.jit_failed.set(true);
-                self.stats.borrow_mut().compile_failures += 1;
-                for (pc, inst) in code.iter().enumerate() {
-                    if inst.op == op::JUMP_BACKWARD {
-                        st.set(
-                            pc,
-                            Inst {
-                                op: op::JUMP,
-                                ..*inst
-                            },
-                        );
-                    }
-                }
-                return;
-            }
-        };
-        {
-            let mut s = self.stats.borrow_mut();
-            s.traces += 1;
-            s.uops += trace.uops.len() as u64;
-            s.inlined_calls += trace.inlined_calls;
-            s.pinned_loops += compiled.as_ref().is_some_and(|c| c.pinned_locals() > 0) as u64;
-            s.inherited_pins += compiled
-                .as_ref()
-                .and_then(|c| c.pinned_entry())
-                .is_some_and(|p| p.inherited) as u64;
-            s.code_bytes += compiled.as_ref().map_or(0, |c| c.code_bytes() as u64);
-            match kind {
-                ExecutorKind::Loop { .. } => s.loop_traces += 1,
-                ExecutorKind::Entry => s.entry_traces += 1,
-                ExecutorKind::Side { .. } => s.side_traces += 1,
-            }
-        }
-        if self.config.dump_traces {
-            let mut d = self.trace_dump.borrow_mut();
-            d.push_str(&format!(
-                "trace {index} of function {} ({kind:?}):\n",
-                func.name
-            ));
-            d.push_str(&trace.dump(func));
-            if let Some(c) = &compiled {
-                d.push_str(&c.listing());
-            }
-        }
-        for &g in &trace.deps {
-            self.global_deps
-                .borrow_mut()
-                .entry(g)
-                .or_default()
-                .push((f, index));
-        }
+        self.count_and_list(f, index, kind, &trace, compiled.as_ref());
         let stop_pc = match kind {
             ExecutorKind::Loop { head, .. } => head as i64,
             _ => stop_pc,
@@ -266,6 +153,166 @@ impl Vm {
             valid: Cell::new(true),
             call_sites,
         }));
+        self.enter_executor(f, index, kind);
+    }
+
+    /// The trace projected from a recording of function `f` for executor `kind` (a side
+    /// trace from what its parent's exit proved); `None` when it does not project.
+    fn project_recording(
+        &self,
+        f: usize,
+        kind: ExecutorKind,
+        records: &[Record],
+        end: End,
+    ) -> Option<Trace> {
+        let st = &self.funcs[f];
+        let parent = match kind {
+            ExecutorKind::Side { parent, exit } => {
+                Some((st.executors.borrow()[parent].clone(), exit))
+            }
+            _ => None,
+        };
+        let from = parent.as_ref().map(|(e, exit)| (&e.trace, *exit));
+        let inliner = self.config.inline_calls.then_some(trace::Inliner {
+            program: &self.program,
+            inlining: &self.inlining,
+        });
+        let func = &self.program.functions[f];
+        let globals = self.global_values();
+        let mut trace =
+            trace::project(func, &st.code(), records, end, &globals, from, inliner).ok()?;
+        // A side trace of an exit that can enter code with the parent's pinned registers live
+        // may be compiled to be entered so.
+        trace.inherited_pins = parent.as_ref().and_then(|(e, exit)| {
+            let c = e.compiled.as_ref()?;
+            c.links_pinned(*exit)
+                .then(|| c.pinned_entry().map(|p| p.pins.clone()))
+                .flatten()
+        });
+        Some(trace)
+    }
+
+    /// Points the exits of executor `index`'s trace at their link slots `links` and its calls
+    /// at their call sites: the call sites, which live as long as the executor too.
+    fn attach_operands(
+        &self,
+        trace: &mut Trace,
+        index: usize,
+        links: &[Cell<u64>],
+    ) -> Box<[CallSite]> {
+        for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
+            u.arg1 = &links[2 * (u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
+            u.arg0 |= (index as u64) << 16;
+        }
+        // CALL_JIT's operand points to its own call site.
+        let call_sites: Box<[CallSite]> = trace
+            .calls
+            .iter()
+            .map(|c| CallSite {
+                callee: self.callee(c.func as usize),
+                pc: c.pc as i64,
+                argc: c.argc as i64,
+            })
+            .collect();
+        // (`GUARD_CALL_DEPTH` names the site of the call it checks for.)
+        for u in trace
+            .uops
+            .iter_mut()
+            .filter(|u| u.op == op::CALL_JIT || u.op == op::GUARD_CALL_DEPTH)
+        {
+            u.arg0 = &call_sites[u.arg0 as usize] as *const CallSite as u64;
+        }
+        call_sites
+    }
+
+    /// The trace compiled (`Some(None)` without a JIT); `None` when it does not compile,
+    /// after which function `f` never tiers up again.
+    fn compile_or_stop_tiering(&self, f: usize, trace: &Trace) -> Option<Option<CompiledTrace>> {
+        let st = &self.funcs[f];
+        let compiled = if self.config.fail_compiles {
+            Err("compile failure injected by the test configuration".to_string())
+        } else {
+            match &self.jit {
+                Some(backend) => {
+                    let t0 = Instant::now();
+                    let r = backend.compile(trace);
+                    self.stats.borrow_mut().compile_time += t0.elapsed();
+                    r.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
+        if compiled.is_err() {
+            // Seed 000's PY_JIT_FAILED: never try this function again.
+            st.jit_failed.set(true);
+            self.stats.borrow_mut().compile_failures += 1;
+            for (pc, inst) in st.code().iter().enumerate() {
+                if inst.op == op::JUMP_BACKWARD {
+                    st.set(
+                        pc,
+                        Inst {
+                            op: op::JUMP,
+                            ..*inst
+                        },
+                    );
+                }
+            }
+        }
+        compiled.ok()
+    }
+
+    /// Counts executor `index` of function `f` in the statistics, lists it (with
+    /// `dump_traces`) and records the globals it folded.
+    fn count_and_list(
+        &self,
+        f: usize,
+        index: usize,
+        kind: ExecutorKind,
+        trace: &Trace,
+        compiled: Option<&CompiledTrace>,
+    ) {
+        {
+            let mut s = self.stats.borrow_mut();
+            s.traces += 1;
+            s.uops += trace.uops.len() as u64;
+            s.inlined_calls += trace.inlined_calls;
+            s.pinned_loops += compiled.is_some_and(|c| c.pinned_locals() > 0) as u64;
+            s.inherited_pins += compiled
+                .and_then(|c| c.pinned_entry())
+                .is_some_and(|p| p.inherited) as u64;
+            s.code_bytes += compiled.map_or(0, |c| c.code_bytes() as u64);
+            match kind {
+                ExecutorKind::Loop { .. } => s.loop_traces += 1,
+                ExecutorKind::Entry => s.entry_traces += 1,
+                ExecutorKind::Side { .. } => s.side_traces += 1,
+            }
+        }
+        if self.config.dump_traces {
+            let func = &self.program.functions[f];
+            let mut d = self.trace_dump.borrow_mut();
+            d.push_str(&format!(
+                "trace {index} of function {} ({kind:?}):\n",
+                func.name
+            ));
+            d.push_str(&trace.dump(func));
+            if let Some(c) = compiled {
+                d.push_str(&c.listing());
+            }
+        }
+        for &g in &trace.deps {
+            self.global_deps
+                .borrow_mut()
+                .entry(g)
+                .or_default()
+                .push((f, index));
+        }
+    }
+
+    /// Makes the code reach executor `index` of function `f`, just installed: a loop's
+    /// back-edge enters it, calls of the function enter an entry trace, a side trace is
+    /// linked to its parent's exit.
+    fn enter_executor(&self, f: usize, index: usize, kind: ExecutorKind) {
+        let st = &self.funcs[f];
         match kind {
             ExecutorKind::Loop { head, backedge, .. } => {
                 st.loop_heads.borrow_mut().insert(head, index);

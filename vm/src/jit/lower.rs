@@ -1,0 +1,529 @@
+//! Lowering a trace onto the set's stencils: each micro-op becomes the register-cached
+//! member for the cache state it is entered in (or a spill, a `BOX`, the uncached op), with
+//! the pinned registers' `PIN`s, `UNPIN`s and `LINK`s around a loop body; and the check that
+//! a lowering keeps the cache states, independently of how it was made.
+
+use super::{falls_through, Backend};
+use crate::cached::CacheState;
+use crate::ops;
+use crate::pinning::{self, Pinning};
+use crate::trace::Trace;
+use cpjit_runtime::InstanceId;
+
+/// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
+/// entry shim before them, so that the instance it stitches is one further on
+/// ([`LoweredId::instance`], the one place that knows).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LoweredId(pub usize);
+
+impl LoweredId {
+    /// The id the next instance pushed onto `instances` gets.
+    pub fn next(instances: &[LoweredInstance]) -> LoweredId {
+        LoweredId(instances.len())
+    }
+
+    /// Its index in [`Lowering::instances`].
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    /// The stitched trace's instance (the entry shim is instance 0).
+    pub fn instance(self) -> InstanceId {
+        InstanceId::from_index(self.0 + 1)
+    }
+
+    /// The lowered instance the stitched trace's instance `index` is (`None`: the shim).
+    pub fn of_instance(index: usize) -> Option<LoweredId> {
+        index.checked_sub(1).map(LoweredId)
+    }
+}
+
+/// As the stitched trace numbers it (the listings' `[k]`).
+impl std::fmt::Display for LoweredId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.instance().index())
+    }
+}
+
+/// One instance of a lowered trace (the entry shim, instance 0, is not listed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoweredInstance {
+    /// Index into the set's stencils.
+    pub stencil: usize,
+    /// The micro-op it runs; `None` for a spill, `PIN` or `UNPIN`.
+    pub uop: Option<usize>,
+    /// Cached values on entry and on exit, as the lowering tracked them.
+    pub entry: CacheState,
+    pub exit: CacheState,
+    /// The local a `PIN` or `UNPIN` copies.
+    pub local: Option<u64>,
+    /// For a `LINK`: the `EXIT_TRACE` micro-op whose exit's pinned link slot it reads.
+    pub link: Option<usize>,
+}
+
+impl LoweredInstance {
+    /// Micro-op `uop` run by `stencil`, entered in state `entry` and leaving `exit`.
+    pub fn uop(stencil: usize, uop: usize, entry: CacheState, exit: CacheState) -> Self {
+        LoweredInstance {
+            stencil,
+            uop: Some(uop),
+            entry,
+            exit,
+            local: None,
+            link: None,
+        }
+    }
+
+    /// A spill or `BOX`: `stencil` from state `entry` to `exit`, running no micro-op.
+    pub fn glue(stencil: usize, entry: CacheState, exit: CacheState) -> Self {
+        LoweredInstance {
+            stencil,
+            uop: None,
+            entry,
+            exit,
+            local: None,
+            link: None,
+        }
+    }
+
+    /// A `PIN` or `UNPIN` (`stencil`) of local `local`, with nothing cached.
+    pub fn copy(stencil: usize, local: u64) -> Self {
+        LoweredInstance {
+            local: Some(local),
+            ..LoweredInstance::glue(stencil, CacheState::EMPTY, CacheState::EMPTY)
+        }
+    }
+
+    /// The `LINK` (`stencil`) of the exit of `EXIT_TRACE` micro-op `exit_uop`.
+    pub fn link(stencil: usize, exit_uop: usize) -> Self {
+        LoweredInstance {
+            link: Some(exit_uop),
+            ..LoweredInstance::glue(stencil, CacheState::EMPTY, CacheState::EMPTY)
+        }
+    }
+}
+
+/// A trace lowered onto stencils, instance by instance ([`LoweredId`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lowering {
+    pub instances: Vec<LoweredInstance>,
+    /// The instance of each micro-op.
+    pub instance_of_uop: Vec<LoweredId>,
+    /// By micro-op: the instance an exit into it enters, where that is an `UNPIN` before it
+    /// (an exit stub of a body with pinned locals); else its own instance.
+    pub exit_entry: Vec<Option<LoweredId>>,
+    /// The first `PIN` of a loop body with pinned locals, where links into the body enter.
+    pub body_entry: Option<LoweredId>,
+    /// The locals the loop body pins, by pinned register (empty: none).
+    pub pinned: Vec<u64>,
+    /// By pinned register: whether it holds its local scaled.
+    pub pinned_scaled: Vec<bool>,
+    /// The instance entered with the pinned registers live: a loop body's first micro-op
+    /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
+    pub pinned_entry: Option<LoweredId>,
+    /// Whether the pinning is inherited from the trace's parent (a side trace).
+    pub inherited: bool,
+}
+
+impl Lowering {
+    /// The instance an exit to micro-op `uop` jumps to.
+    pub fn exit_instance(&self, uop: usize) -> LoweredId {
+        self.exit_entry
+            .get(uop)
+            .copied()
+            .flatten()
+            .unwrap_or(self.instance_of_uop[uop])
+    }
+}
+
+/// Whether op `op` on scaled ints does less than on boxed ones (no tag to extract or box):
+/// the int arithmetic, compares and guards. Moving an int (a load, a constant, a store to
+/// the frame) costs a shift more scaled, and shifts and masks by powers of two about the
+/// same.
+fn gains_from_scaled_ints(op: u32) -> bool {
+    use ops::op::*;
+    matches!(
+        op,
+        ADD_INT
+            | SUB_INT
+            | MUL_INT
+            | ADD_TO_LOCAL_INT
+            | GUARD_INT_TOS
+            | GUARD_INT_NOS
+            | GUARD_INT_BOTH
+            | LT_INT_GUARD_TRUE
+            | LT_INT_GUARD_FALSE
+            | LE_INT_GUARD_TRUE
+            | LE_INT_GUARD_FALSE
+            | GT_INT_GUARD_TRUE
+            | GT_INT_GUARD_FALSE
+            | GE_INT_GUARD_TRUE
+            | GE_INT_GUARD_FALSE
+            | EQ_INT_GUARD_TRUE
+            | EQ_INT_GUARD_FALSE
+            | NE_INT_GUARD_TRUE
+            | NE_INT_GUARD_FALSE
+            | LT_INT_CONST_GUARD_TRUE
+            | LT_INT_CONST_GUARD_FALSE
+            | LE_INT_CONST_GUARD_TRUE
+            | LE_INT_CONST_GUARD_FALSE
+            | GT_INT_CONST_GUARD_TRUE
+            | GT_INT_CONST_GUARD_FALSE
+            | GE_INT_CONST_GUARD_TRUE
+            | GE_INT_CONST_GUARD_FALSE
+            | EQ_INT_CONST_GUARD_TRUE
+            | EQ_INT_CONST_GUARD_FALSE
+            | NE_INT_CONST_GUARD_TRUE
+            | NE_INT_CONST_GUARD_FALSE
+    )
+}
+
+/// The micro-ops some other micro-op jumps or exits to.
+fn jump_targets(trace: &Trace) -> Vec<bool> {
+    let mut targets = vec![false; trace.uops.len()];
+    for u in &trace.uops {
+        let info = ops::info(u.op);
+        if info.jumps || info.exits {
+            if let Some(t) = targets.get_mut(u.target as usize) {
+                *t = true;
+            }
+        }
+    }
+    targets
+}
+
+impl Backend {
+    /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
+    /// micro-op becomes the member entered in the current state where its op has one, else
+    /// (scaled registers) a `BOX` into the boxed state of the same depth and the member
+    /// entered there, else a spill to state 0 (if anything is cached) and the member entered
+    /// with nothing cached or, if none, the uncached op. With nothing cached, a micro-op that
+    /// pushes starts a run of scaled ints where every micro-op until the stack is back to
+    /// nothing cached has a scaled member ([`Backend::scaled_run`]). Jump targets (the loop
+    /// head, exit stubs) are entered in state 0. A loop body whose locals qualify keeps them
+    /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
+    /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
+    pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
+        if self.pin_locals {
+            // A side trace keeps its parent's pinned registers as they are, or none.
+            if let Some(inherited) = pinning::inherit(trace, &self.cached) {
+                if let Some(lowering) = self.lower_with(trace, Some(&inherited))? {
+                    return Ok(lowering);
+                }
+            } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
+                let boxed = pinning.boxed();
+                let tries = if boxed == pinning {
+                    vec![pinning]
+                } else {
+                    vec![pinning, boxed]
+                };
+                for p in &tries {
+                    if let Some(lowering) = self.lower_with(trace, Some(p))? {
+                        return Ok(lowering);
+                    }
+                }
+            }
+        }
+        Ok(self
+            .lower_with(trace, None)?
+            .expect("a lowering without pinned locals always exists"))
+    }
+
+    /// The member running micro-op `i` entered in state `entry`, with registers scaled or
+    /// not: on its pinned local's register where `pinning` pins it.
+    fn find_member(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        i: usize,
+        entry: CacheState,
+        scaled: bool,
+    ) -> Option<(usize, CacheState)> {
+        let u = &trace.uops[i];
+        match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
+            Some((r, local_scaled)) => {
+                self.cached
+                    .pinned_member(u.op, r, local_scaled, entry, scaled)
+            }
+            None => self
+                .cached
+                .member_at_depth(u.op, entry, scaled, u.arg0)
+                .or_else(|| self.cached.member_as(u.op, entry, scaled)),
+        }
+    }
+
+    /// Whether micro-op `i`, entered with nothing cached, should leave its value a scaled
+    /// int: every micro-op from it until nothing is cached again (or a jump target, where
+    /// the lowering spills) has a scaled member for the state it is entered in, and one of
+    /// them gains from it (an int op, a guard, a pinned local), not only moves an int.
+    fn scaled_run(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        targets: &[bool],
+        i: usize,
+    ) -> bool {
+        let mut s = CacheState::EMPTY;
+        let mut gains = false;
+        for (j, &target) in targets.iter().enumerate().skip(i) {
+            let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
+            if j > i && boundary {
+                return gains;
+            }
+            let Some((_, exit)) = self.find_member(trace, pinning, j, s, true) else {
+                return false;
+            };
+            let op = trace.uops[j].op;
+            let on_scaled_local =
+                pinning.is_some_and(|p| p.register_of(trace, j).is_some_and(|r| p.scaled[r]));
+            gains |= on_scaled_local || gains_from_scaled_ints(op);
+            if !falls_through(op) {
+                return gains;
+            }
+            s = exit;
+            if s.depth() == 0 {
+                return gains;
+            }
+        }
+        false
+    }
+
+    /// [`Backend::lower`] with the given pinned locals; `None` when a body micro-op would need
+    /// an uncached stencil (it would lose the pinned registers) or a pinned local's op has no
+    /// member where it is entered.
+    fn lower_with(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+    ) -> Result<Option<Lowering>, String> {
+        let targets = jump_targets(trace);
+        let mut instances: Vec<LoweredInstance> = Vec::with_capacity(trace.uops.len() + 8);
+        let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
+        let mut exit_entry = vec![None; trace.uops.len()];
+        let mut body_entry = None;
+        let mut pinned_entry = None;
+        let mut state = CacheState::EMPTY;
+        let spill = |instances: &mut Vec<LoweredInstance>, state: &mut CacheState| {
+            if *state == CacheState::EMPTY {
+                return Ok(());
+            }
+            let stencil = self.cached.spill(*state).ok_or_else(|| {
+                format!(
+                    "stencil set {} has no spill from state {} (families vm_spill, \
+                     vm_scaled_spill)",
+                    self.set.target, *state
+                )
+            })?;
+            instances.push(LoweredInstance::glue(stencil, *state, CacheState::EMPTY));
+            *state = CacheState::EMPTY;
+            Ok::<(), String>(())
+        };
+        // PIN (or UNPIN) of every pinned register, with nothing cached.
+        let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
+            for (r, &local) in p.locals.iter().enumerate() {
+                let stencil = if unpin {
+                    self.cached.unpin(r, p.scaled[r])
+                } else {
+                    self.cached.pin(r, p.scaled[r])
+                };
+                let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
+                instances.push(LoweredInstance::copy(stencil, local));
+            }
+        };
+        for (i, u) in trace.uops.iter().enumerate() {
+            if targets[i] {
+                spill(&mut instances, &mut state)?;
+            }
+            let in_body = pinning.is_some_and(|p| p.body.contains(&i));
+            if let Some(p) = pinning {
+                if i == *p.body.start() {
+                    spill(&mut instances, &mut state)?;
+                    body_entry = Some(LoweredId::next(&instances));
+                    copies(&mut instances, p, false);
+                    pinned_entry = Some(LoweredId::next(&instances));
+                } else if p.stubs[i] {
+                    // (An inheriting side trace's last micro-op is a stub it falls into.)
+                    spill(&mut instances, &mut state)?;
+                    exit_entry[i] = Some(LoweredId::next(&instances));
+                    // A stub that leaves the trace may enter code that keeps the registers.
+                    // (Only once the VM has given the exit its link slots.)
+                    let link = self.cached.link().filter(|_| u.arg1 != 0);
+                    if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
+                        instances.push(LoweredInstance::link(link, i));
+                    }
+                    copies(&mut instances, p, true);
+                }
+            }
+            let on_pinned = pinning.is_some_and(|p| p.register_of(trace, i).is_some());
+            // The member for the current state; from scaled registers, the boxed state's.
+            let mut member = None;
+            if state.depth() > 0 {
+                member = self.find_member(trace, pinning, i, state, state.is_scaled());
+                if member.is_none() && state.is_scaled() {
+                    if let Some((stencil, exit)) = self.cached.boxing(state) {
+                        instances.push(LoweredInstance::glue(stencil, state, exit));
+                        state = exit;
+                        member = self.find_member(trace, pinning, i, state, false);
+                    }
+                }
+                if member.is_none() {
+                    spill(&mut instances, &mut state)?;
+                }
+            }
+            if member.is_none() {
+                let empty = CacheState::EMPTY;
+                let scaled = self.find_member(trace, pinning, i, empty, true).is_some()
+                    && self.scaled_run(trace, pinning, &targets, i);
+                member = self.find_member(trace, pinning, i, empty, scaled);
+            }
+            let (stencil, entry, exit) = match member {
+                Some((stencil, exit)) => (stencil, state, exit),
+                None if in_body || on_pinned => return Ok(None),
+                None => {
+                    let stencil = self.stencils[u.op as usize].ok_or_else(|| {
+                        format!(
+                            "stencil set {} has no stencil {} (micro-op {i})",
+                            self.set.target,
+                            ops::info(u.op).stencil
+                        )
+                    })?;
+                    (stencil, CacheState::EMPTY, CacheState::EMPTY)
+                }
+            };
+            instance_of_uop.push(LoweredId::next(&instances));
+            instances.push(LoweredInstance::uop(stencil, i, entry, exit));
+            state = if falls_through(u.op) {
+                exit
+            } else {
+                CacheState::EMPTY
+            };
+        }
+        Ok(Some(Lowering {
+            instances,
+            instance_of_uop,
+            exit_entry,
+            body_entry,
+            pinned: pinning.map(|p| p.locals.clone()).unwrap_or_default(),
+            pinned_scaled: pinning.map(|p| p.scaled.clone()).unwrap_or_default(),
+            pinned_entry,
+            inherited: trace.inherited_pins.is_some() && pinning.is_some(),
+        }))
+    }
+
+    /// Checks `lowering` of `trace` against the set's families, independently of how it was
+    /// made: every instance's recorded states are its stencil's (uncached stencils are
+    /// (0, 0)); each instance that falls through leaves the state the next one is entered
+    /// in (depth and whether the registers are scaled); the first instance, every jump and
+    /// exit target, and every uncached op are entered with nothing cached; each micro-op's
+    /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
+    /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
+    pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
+        let fail =
+            |k: usize, what: String| Err(format!("lowered instance {}: {what}", LoweredId(k)));
+        let name = |stencil: usize| self.set.stencils[stencil].name;
+        let mut next_uop = 0;
+        for (k, inst) in lowering.instances.iter().enumerate() {
+            let (entry, exit) = self.cached.states_of(inst.stencil);
+            if (entry, exit) != (inst.entry, inst.exit) {
+                return fail(
+                    k,
+                    format!(
+                        "recorded states ({}, {}), but stencil {} is ({}, {})",
+                        inst.entry,
+                        inst.exit,
+                        name(inst.stencil),
+                        entry,
+                        exit
+                    ),
+                );
+            }
+            let before = match k {
+                0 => Some(CacheState::EMPTY), // the entry shim passes nothing cached
+                _ => {
+                    let prev = lowering.instances[k - 1];
+                    match prev.uop {
+                        Some(u) if !falls_through(trace.uops[u].op) => None,
+                        _ => Some(prev.exit),
+                    }
+                }
+            };
+            if let Some(before) = before.filter(|&b| b != entry) {
+                return fail(
+                    k,
+                    format!(
+                        "{} is entered in state {}, but the instance before it leaves {}",
+                        name(inst.stencil),
+                        entry,
+                        before
+                    ),
+                );
+            }
+            if let Some(u) = inst.uop {
+                if u != next_uop || lowering.instance_of_uop.get(u) != Some(&LoweredId(k)) {
+                    return fail(k, format!("micro-op {u} out of order or not mapped here"));
+                }
+                next_uop += 1;
+                let op = trace.uops[u].op;
+                let runs_op = if self.cached.is_cached(inst.stencil) {
+                    self.cached.op_of(inst.stencil) == Some(op)
+                        && self
+                            .cached
+                            .depth_of(inst.stencil)
+                            .is_none_or(|d| d == trace.uops[u].arg0)
+                } else {
+                    entry == CacheState::EMPTY && self.stencils[op as usize] == Some(inst.stencil)
+                };
+                if !runs_op {
+                    return fail(
+                        k,
+                        format!(
+                            "stencil {} does not run micro-op {u} ({}) from state {}",
+                            name(inst.stencil),
+                            ops::info(op).name,
+                            entry
+                        ),
+                    );
+                }
+            } else {
+                let copy = inst.local.is_some()
+                    && (self.cached.pin_register_of(inst.stencil).is_some()
+                        || self.cached.unpin_register_of(inst.stencil).is_some());
+                let glue = self.cached.spill(entry) == Some(inst.stencil)
+                    || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
+                // A LINK reads the pinned slot of an EXIT_TRACE's exit.
+                let link = self.cached.is_link(inst.stencil)
+                    && entry == CacheState::EMPTY
+                    && inst.link.is_some_and(|u| {
+                        trace
+                            .uops
+                            .get(u)
+                            .is_some_and(|u| u.op == ops::op::EXIT_TRACE)
+                    });
+                if !copy && !glue && !link {
+                    return fail(
+                        k,
+                        "an instance without a micro-op that is no spill, BOX, PIN, UNPIN or \
+                         LINK (of an EXIT_TRACE)"
+                            .into(),
+                    );
+                }
+            }
+        }
+        if next_uop != trace.uops.len() {
+            return Err(format!(
+                "the lowering runs {next_uop} of {} micro-ops",
+                trace.uops.len()
+            ));
+        }
+        for (t, &is_target) in jump_targets(trace).iter().enumerate() {
+            let k = lowering.instance_of_uop[t].index();
+            if is_target && lowering.instances[k].entry != CacheState::EMPTY {
+                return fail(
+                    k,
+                    format!("micro-op {t} is a jump or exit target entered with values cached"),
+                );
+            }
+        }
+        pinning::check(trace, lowering, &self.cached)
+    }
+}
