@@ -55,11 +55,14 @@ fn flush_icache(start: usize, len: usize) {
     if ctr & (1 << 29) == 0 {
         let mut line = start & !(iline - 1);
         while line < end {
+            // SAFETY: as for `dc cvau`: `line` lies in the readable RX view of the code.
             unsafe { asm!("ic ivau, {}", in(reg) line, options(nostack)) };
             line += iline;
         }
+        // SAFETY: a barrier; it touches no memory.
         unsafe { asm!("dsb ish", options(nostack)) };
     }
+    // SAFETY: a barrier; it touches no memory.
     unsafe { asm!("isb", options(nostack)) };
 }
 

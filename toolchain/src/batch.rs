@@ -329,54 +329,68 @@ pub fn split(bitcode: &[u8], templates: &[String], entry: &str) -> Result<Vec<Ve
 /// Deletes, until none is left, every declaration and every internal or private definition
 /// (function or global variable) that nothing uses: what the other units of the batch
 /// needed and this one does not.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn remove_unreferenced(module: LLVMModuleRef) {
-    let removable = |v: LLVMValueRef| {
-        is_unused(v)
-            && !llvm::value_name(v).starts_with("llvm.")
-            && (LLVMIsDeclaration(v) != 0
-                || matches!(
-                    LLVMGetLinkage(v),
-                    LLVMLinkage::LLVMInternalLinkage | LLVMLinkage::LLVMPrivateLinkage
-                ))
-    };
-    loop {
-        let mut removed = false;
-        let mut f = LLVMGetFirstFunction(module);
-        while !f.is_null() {
-            let next = LLVMGetNextFunction(f);
-            if removable(f) {
-                LLVMDeleteFunction(f);
-                removed = true;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let removable = |v: LLVMValueRef| {
+            is_unused(v)
+                && !llvm::value_name(v).starts_with("llvm.")
+                && (LLVMIsDeclaration(v) != 0
+                    || matches!(
+                        LLVMGetLinkage(v),
+                        LLVMLinkage::LLVMInternalLinkage | LLVMLinkage::LLVMPrivateLinkage
+                    ))
+        };
+        loop {
+            let mut removed = false;
+            let mut f = LLVMGetFirstFunction(module);
+            while !f.is_null() {
+                let next = LLVMGetNextFunction(f);
+                if removable(f) {
+                    LLVMDeleteFunction(f);
+                    removed = true;
+                }
+                f = next;
             }
-            f = next;
-        }
-        let mut g = LLVMGetFirstGlobal(module);
-        while !g.is_null() {
-            let next = LLVMGetNextGlobal(g);
-            if removable(g) {
-                LLVMDeleteGlobal(g);
-                removed = true;
+            let mut g = LLVMGetFirstGlobal(module);
+            while !g.is_null() {
+                let next = LLVMGetNextGlobal(g);
+                if removable(g) {
+                    LLVMDeleteGlobal(g);
+                    removed = true;
+                }
+                g = next;
             }
-            g = next;
-        }
-        if !removed {
-            return;
+            if !removed {
+                return;
+            }
         }
     }
 }
 
 /// Whether nothing uses `v` but constant expressions nothing uses (which LLVM leaves
 /// behind when the instruction that used them is deleted).
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn is_unused(v: LLVMValueRef) -> bool {
-    let mut u = LLVMGetFirstUse(v);
-    while !u.is_null() {
-        let user = LLVMGetUser(u);
-        if LLVMIsAConstantExpr(user).is_null() || !is_unused(user) {
-            return false;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut u = LLVMGetFirstUse(v);
+        while !u.is_null() {
+            let user = LLVMGetUser(u);
+            if LLVMIsAConstantExpr(user).is_null() || !is_unused(user) {
+                return false;
+            }
+            u = LLVMGetNextUse(u);
         }
-        u = LLVMGetNextUse(u);
+        true
     }
-    true
 }
 
 /// The batch stages of the pipeline: one clang run per batch, then each unit on its own.

@@ -108,116 +108,141 @@ fn uses_frame_pointer(function: LLVMValueRef) -> bool {
 }
 
 /// Whether some call instruction calls `global` (rather than only taking its address).
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn is_callee(global: LLVMValueRef) -> bool {
-    let mut using = LLVMGetFirstUse(global);
-    while !using.is_null() {
-        let user = LLVMGetUser(using);
-        if !LLVMIsACallInst(user).is_null() && LLVMGetCalledValue(user) == global {
-            return true;
-        }
-        using = LLVMGetNextUse(using);
-    }
-    false
-}
-
-unsafe fn successors(block: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
-    let term = LLVMGetBasicBlockTerminator(block);
-    if term.is_null() {
-        return Vec::new();
-    }
-    (0..LLVMGetNumSuccessors(term))
-        .map(|i| LLVMGetSuccessor(term, i))
-        .collect()
-}
-
-unsafe fn calls(block: LLVMBasicBlockRef, callee_name: &str) -> bool {
-    let mut inst = LLVMGetFirstInstruction(block);
-    while !inst.is_null() {
-        if LLVMGetInstructionOpcode(inst) == LLVMOpcode::LLVMCall {
-            let callee = LLVMGetCalledValue(inst);
-            if !callee.is_null() && crate::llvm::value_name(callee) == callee_name {
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut using = LLVMGetFirstUse(global);
+        while !using.is_null() {
+            let user = LLVMGetUser(using);
+            if !LLVMIsACallInst(user).is_null() && LLVMGetCalledValue(user) == global {
                 return true;
             }
+            using = LLVMGetNextUse(using);
         }
-        inst = LLVMGetNextInstruction(inst);
+        false
     }
-    false
 }
 
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
+unsafe fn successors(block: LLVMBasicBlockRef) -> Vec<LLVMBasicBlockRef> {
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let term = LLVMGetBasicBlockTerminator(block);
+        if term.is_null() {
+            return Vec::new();
+        }
+        (0..LLVMGetNumSuccessors(term))
+            .map(|i| LLVMGetSuccessor(term, i))
+            .collect()
+    }
+}
+
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
+unsafe fn calls(block: LLVMBasicBlockRef, callee_name: &str) -> bool {
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut inst = LLVMGetFirstInstruction(block);
+        while !inst.is_null() {
+            if LLVMGetInstructionOpcode(inst) == LLVMOpcode::LLVMCall {
+                let callee = LLVMGetCalledValue(inst);
+                if !callee.is_null() && crate::llvm::value_name(callee) == callee_name {
+                    return true;
+                }
+            }
+            inst = LLVMGetNextInstruction(inst);
+        }
+        false
+    }
+}
+
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn weight_function(function: LLVMValueRef, continuation: &str) -> usize {
-    let mut blocks = Vec::new();
-    let mut block = LLVMGetFirstBasicBlock(function);
-    while !block.is_null() {
-        blocks.push(block);
-        block = LLVMGetNextBasicBlock(block);
-    }
-    let index: HashMap<LLVMBasicBlockRef, usize> =
-        blocks.iter().enumerate().map(|(i, &b)| (b, i)).collect();
-    let succ: Vec<Vec<usize>> = blocks
-        .iter()
-        .map(|&b| successors(b).iter().map(|s| index[s]).collect())
-        .collect();
-    // Which blocks can reach a call of the continuation (a fixpoint over the CFG).
-    let mut reaches: Vec<bool> = blocks.iter().map(|&b| calls(b, continuation)).collect();
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..blocks.len() {
-            if !reaches[i] && succ[i].iter().any(|&s| reaches[s]) {
-                reaches[i] = true;
-                changed = true;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut blocks = Vec::new();
+        let mut block = LLVMGetFirstBasicBlock(function);
+        while !block.is_null() {
+            blocks.push(block);
+            block = LLVMGetNextBasicBlock(block);
+        }
+        let index: HashMap<LLVMBasicBlockRef, usize> =
+            blocks.iter().enumerate().map(|(i, &b)| (b, i)).collect();
+        let succ: Vec<Vec<usize>> = blocks
+            .iter()
+            .map(|&b| successors(b).iter().map(|s| index[s]).collect())
+            .collect();
+        // Which blocks can reach a call of the continuation (a fixpoint over the CFG).
+        let mut reaches: Vec<bool> = blocks.iter().map(|&b| calls(b, continuation)).collect();
+        let mut changed = true;
+        while changed {
+            changed = false;
+            for i in 0..blocks.len() {
+                if !reaches[i] && succ[i].iter().any(|&s| reaches[s]) {
+                    reaches[i] = true;
+                    changed = true;
+                }
             }
         }
-    }
-    // Cold blocks go to the end of the function, in their original order: the code
-    // generator's first branch folding (before block placement) then sees each guard as a
-    // conditional branch *to* a block holding only the exit's tail call and folds the two
-    // into one conditional tail call (`jcc`/`b.cond` to the hole). Weights alone would only
-    // take effect in block placement, after that folding has run.
-    if let Some(&last) = blocks.last() {
-        let mut tail = last;
-        for (i, &b) in blocks.iter().enumerate().skip(1) {
-            if !reaches[i] && b != tail {
-                LLVMMoveBasicBlockAfter(b, tail);
-                tail = b;
+        // Cold blocks go to the end of the function, in their original order: the code
+        // generator's first branch folding (before block placement) then sees each guard as a
+        // conditional branch *to* a block holding only the exit's tail call and folds the two
+        // into one conditional tail call (`jcc`/`b.cond` to the hole). Weights alone would only
+        // take effect in block placement, after that folding has run.
+        if let Some(&last) = blocks.last() {
+            let mut tail = last;
+            for (i, &b) in blocks.iter().enumerate().skip(1) {
+                if !reaches[i] && b != tail {
+                    LLVMMoveBasicBlockAfter(b, tail);
+                    tail = b;
+                }
             }
         }
+        let context = LLVMGetModuleContext(LLVMGetGlobalParent(function));
+        let prof_kind = LLVMGetMDKindIDInContext(context, c"prof".as_ptr(), 4);
+        let i32t = LLVMInt32TypeInContext(context);
+        let mut weighted = 0;
+        for (i, &b) in blocks.iter().enumerate() {
+            let term = LLVMGetBasicBlockTerminator(b);
+            let opcode = LLVMGetInstructionOpcode(term);
+            let conditional = match opcode {
+                LLVMOpcode::LLVMBr => LLVMIsConditional(term) != 0,
+                LLVMOpcode::LLVMSwitch => true,
+                _ => false,
+            };
+            if !conditional || !LLVMGetMetadata(term, prof_kind).is_null() {
+                continue;
+            }
+            let hot: Vec<bool> = succ[i].iter().map(|&s| reaches[s]).collect();
+            if hot.iter().all(|&h| h) || hot.iter().all(|&h| !h) {
+                continue;
+            }
+            // `!{!"branch_weights", i32 w0, i32 w1, ...}`, one weight per successor in order
+            // (for `br`: true, false; for `switch`: default, then the cases).
+            let mut operands = vec![LLVMMDStringInContext2(
+                context,
+                c"branch_weights".as_ptr(),
+                "branch_weights".len(),
+            )];
+            for h in hot {
+                let w = if h { LIKELY } else { UNLIKELY };
+                operands.push(LLVMValueAsMetadata(LLVMConstInt(i32t, w, 0)));
+            }
+            let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), operands.len());
+            LLVMSetMetadata(term, prof_kind, LLVMMetadataAsValue(context, node));
+            weighted += 1;
+        }
+        weighted
     }
-    let context = LLVMGetModuleContext(LLVMGetGlobalParent(function));
-    let prof_kind = LLVMGetMDKindIDInContext(context, c"prof".as_ptr(), 4);
-    let i32t = LLVMInt32TypeInContext(context);
-    let mut weighted = 0;
-    for (i, &b) in blocks.iter().enumerate() {
-        let term = LLVMGetBasicBlockTerminator(b);
-        let opcode = LLVMGetInstructionOpcode(term);
-        let conditional = match opcode {
-            LLVMOpcode::LLVMBr => LLVMIsConditional(term) != 0,
-            LLVMOpcode::LLVMSwitch => true,
-            _ => false,
-        };
-        if !conditional || !LLVMGetMetadata(term, prof_kind).is_null() {
-            continue;
-        }
-        let hot: Vec<bool> = succ[i].iter().map(|&s| reaches[s]).collect();
-        if hot.iter().all(|&h| h) || hot.iter().all(|&h| !h) {
-            continue;
-        }
-        // `!{!"branch_weights", i32 w0, i32 w1, ...}`, one weight per successor in order
-        // (for `br`: true, false; for `switch`: default, then the cases).
-        let mut operands = vec![LLVMMDStringInContext2(
-            context,
-            c"branch_weights".as_ptr(),
-            "branch_weights".len(),
-        )];
-        for h in hot {
-            let w = if h { LIKELY } else { UNLIKELY };
-            operands.push(LLVMValueAsMetadata(LLVMConstInt(i32t, w, 0)));
-        }
-        let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), operands.len());
-        LLVMSetMetadata(term, prof_kind, LLVMMetadataAsValue(context, node));
-        weighted += 1;
-    }
-    weighted
 }
 
 #[cfg(test)]

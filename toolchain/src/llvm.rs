@@ -160,12 +160,15 @@ pub fn emit_object(module: &Module, target: &Target, level: OptimizationLevel) -
 /// # Safety
 /// `value` must be a live value of a live module.
 pub unsafe fn value_name(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> String {
-    let mut len = 0usize;
-    let ptr = inkwell::llvm_sys::core::LLVMGetValueName2(value, &mut len);
-    if ptr.is_null() {
-        return String::new();
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut len = 0usize;
+        let ptr = inkwell::llvm_sys::core::LLVMGetValueName2(value, &mut len);
+        if ptr.is_null() {
+            return String::new();
+        }
+        String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
     }
-    String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
 }
 
 /// The globals annotated `__attribute__((annotate("<prefix>...")))`, with the text after
@@ -175,13 +178,16 @@ pub unsafe fn value_name(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> Str
 ///
 /// `module` must be a live module that no other thread changes meanwhile.
 pub unsafe fn annotation_texts(module: LLVMModuleRef, prefix: &str) -> HashMap<usize, String> {
-    let mut out = HashMap::new();
-    each_annotation(module, |global, text| {
-        if let Some(rest) = text.strip_prefix(prefix.as_bytes()) {
-            out.insert(global as usize, String::from_utf8_lossy(rest).into_owned());
-        }
-    });
-    out
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut out = HashMap::new();
+        each_annotation(module, |global, text| {
+            if let Some(rest) = text.strip_prefix(prefix.as_bytes()) {
+                out.insert(global as usize, String::from_utf8_lossy(rest).into_owned());
+            }
+        });
+        out
+    }
 }
 
 /// The globals that `__attribute__((annotate(annotation)))` marks, from the module's
@@ -191,46 +197,56 @@ pub unsafe fn annotation_texts(module: LLVMModuleRef, prefix: &str) -> HashMap<u
 ///
 /// `module` must be a live module that no other thread changes meanwhile.
 pub unsafe fn annotated_globals(module: LLVMModuleRef, annotation: &str) -> HashSet<usize> {
-    let mut out = HashSet::new();
-    each_annotation(module, |global, text| {
-        if text == annotation.as_bytes() {
-            out.insert(global as usize);
-        }
-    });
-    out
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut out = HashSet::new();
+        each_annotation(module, |global, text| {
+            if text == annotation.as_bytes() {
+                out.insert(global as usize);
+            }
+        });
+        out
+    }
 }
 
 /// Calls `each(global, text)` for every entry of the module's `llvm.global.annotations`
 /// table (entries `{ ptr global, ptr string, ... }`), the text without its NUL.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn each_annotation(module: LLVMModuleRef, mut each: impl FnMut(LLVMValueRef, &[u8])) {
-    let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
-    if table.is_null() {
-        return;
-    }
-    let init = LLVMGetInitializer(table);
-    if init.is_null() {
-        return;
-    }
-    for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
-        let entry = LLVMGetOperand(init, i);
-        if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
-            continue;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let table = LLVMGetNamedGlobal(module, c"llvm.global.annotations".as_ptr());
+        if table.is_null() {
+            return;
         }
-        let global = LLVMGetOperand(entry, 0);
-        let text_var = LLVMGetOperand(entry, 1);
-        if global.is_null() || text_var.is_null() || LLVMIsAGlobalVariable(text_var).is_null() {
-            continue;
+        let init = LLVMGetInitializer(table);
+        if init.is_null() {
+            return;
         }
-        let text = LLVMGetInitializer(text_var);
-        if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
-            continue;
+        for i in 0..LLVMGetNumOperands(init).max(0) as u32 {
+            let entry = LLVMGetOperand(init, i);
+            if entry.is_null() || LLVMGetNumOperands(entry) < 2 {
+                continue;
+            }
+            let global = LLVMGetOperand(entry, 0);
+            let text_var = LLVMGetOperand(entry, 1);
+            if global.is_null() || text_var.is_null() || LLVMIsAGlobalVariable(text_var).is_null() {
+                continue;
+            }
+            let text = LLVMGetInitializer(text_var);
+            if text.is_null() || LLVMIsAConstantDataSequential(text).is_null() {
+                continue;
+            }
+            let mut len = 0usize;
+            let ptr = LLVMGetAsString(text, &mut len);
+            if ptr.is_null() {
+                continue;
+            }
+            let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
+            each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
         }
-        let mut len = 0usize;
-        let ptr = LLVMGetAsString(text, &mut len);
-        if ptr.is_null() {
-            continue;
-        }
-        let bytes = std::slice::from_raw_parts(ptr.cast::<u8>(), len);
-        each(global, bytes.strip_suffix(b"\0").unwrap_or(bytes));
     }
 }

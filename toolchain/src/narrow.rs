@@ -162,44 +162,49 @@ const NARROW_ASM: [(&str, &str); 5] = [
 /// # Safety
 /// `call` must be a call instruction whose called value is `asm`, an inline-asm value.
 pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: &str) -> bool {
-    let text = |get: unsafe extern "C" fn(LLVMValueRef, *mut usize) -> *const std::ffi::c_char| {
-        let mut len = 0usize;
-        let ptr = get(asm, &mut len);
-        if ptr.is_null() {
-            return String::new();
-        }
-        String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
-    };
-    let template = text(LLVMGetInlineAsmAsmString);
-    let constraints = text(LLVMGetInlineAsmConstraintString);
-    if !NARROW_ASM
-        .iter()
-        .any(|(t, c)| *t == template && *c == constraints)
-    {
-        return false;
-    }
-    // The one argument (the callee is the last operand): a narrow operand's symbol.
-    if LLVMGetNumArgOperands(call) != 1 {
-        return false;
-    }
-    let symbol = LLVMGetOperand(call, 0);
-    if symbol.is_null() || LLVMIsAGlobalVariable(symbol).is_null() {
-        return false;
-    }
-    let name = crate::llvm::value_name(symbol);
-    let ty = LLVMGlobalGetValueType(symbol);
-    if LLVMGetTypeKind(ty) != inkwell::llvm_sys::LLVMTypeKind::LLVMStructTypeKind {
-        return false;
-    }
-    let ty_name = LLVMGetStructName(ty);
-    if !name.starts_with(hole_prefix) || ty_name.is_null() {
-        return false;
-    }
-    let ty_name = declared_tag(std::ffi::CStr::from_ptr(ty_name).to_bytes());
-    half_of(ty_name).is_some()
-        || OperandRange::ALL
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let text =
+            |get: unsafe extern "C" fn(LLVMValueRef, *mut usize) -> *const std::ffi::c_char| {
+                let mut len = 0usize;
+                let ptr = get(asm, &mut len);
+                if ptr.is_null() {
+                    return String::new();
+                }
+                String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+                    .into_owned()
+            };
+        let template = text(LLVMGetInlineAsmAsmString);
+        let constraints = text(LLVMGetInlineAsmConstraintString);
+        if !NARROW_ASM
             .iter()
-            .any(|r| ty_name == struct_name(*r).as_bytes())
+            .any(|(t, c)| *t == template && *c == constraints)
+        {
+            return false;
+        }
+        // The one argument (the callee is the last operand): a narrow operand's symbol.
+        if LLVMGetNumArgOperands(call) != 1 {
+            return false;
+        }
+        let symbol = LLVMGetOperand(call, 0);
+        if symbol.is_null() || LLVMIsAGlobalVariable(symbol).is_null() {
+            return false;
+        }
+        let name = crate::llvm::value_name(symbol);
+        let ty = LLVMGlobalGetValueType(symbol);
+        if LLVMGetTypeKind(ty) != inkwell::llvm_sys::LLVMTypeKind::LLVMStructTypeKind {
+            return false;
+        }
+        let ty_name = LLVMGetStructName(ty);
+        if !name.starts_with(hole_prefix) || ty_name.is_null() {
+            return false;
+        }
+        let ty_name = declared_tag(std::ffi::CStr::from_ptr(ty_name).to_bytes());
+        half_of(ty_name).is_some()
+            || OperandRange::ALL
+                .iter()
+                .any(|r| ty_name == struct_name(*r).as_bytes())
+    }
 }
 
 /// Attaches `!absolute_symbol !{i64 lo, i64 hi+1}` (a half-open range) to `global`.

@@ -275,19 +275,25 @@ impl Validator<'_> {
 
     /// Checks the stencil's calling convention and signature against the set's ABI (and
     /// its declared cache state, for a cached op); whether the signature matched.
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn signature(
         &mut self,
         f: LLVMValueRef,
         is_shim: bool,
         cache: Option<CacheState>,
     ) -> bool {
-        let (want_cc, want_cc_name) = if is_shim {
-            (
-                C_CC,
-                "the C calling convention (the entry shim is called from native code)",
-            )
-        } else {
-            match self.site.op_cc {
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let (want_cc, want_cc_name) = if is_shim {
+                (
+                    C_CC,
+                    "the C calling convention (the entry shim is called from native code)",
+                )
+            } else {
+                match self.site.op_cc {
                 OpCallingConvention::PreserveNone => {
                     (PRESERVE_NONE_CC, "preserve_none (declare it with CPJIT_CC)")
                 }
@@ -296,61 +302,63 @@ impl Validator<'_> {
                     "the C calling convention (this target has no preserve_none; declare it with CPJIT_CC)",
                 ),
             }
-        };
-        let cc = LLVMGetFunctionCallConv(f);
-        if cc != want_cc {
-            self.error(format!(
-                "calling convention is {} but the set's ABI requires {want_cc_name}",
-                calling_convention_name(cc)
-            ));
-        }
-        let ty = LLVMGlobalGetValueType(f);
-        let found = function_type_text(ty);
-        let ret = LLVMGetReturnType(ty);
-        // The exit status comes back in the return register: any value of its width does
-        // (an integer of the pointer's width, or a pointer, as `T *op(frame, ...)` returns).
-        let register_bits = 8 * LLVMPointerSize(LLVMGetModuleDataLayout(LLVMGetGlobalParent(f)));
-        let ret_ok = match LLVMGetTypeKind(ret) {
-            LLVMTypeKind::LLVMIntegerTypeKind => LLVMGetIntTypeWidth(ret) == register_bits,
-            LLVMTypeKind::LLVMPointerTypeKind => true,
-            _ => false,
-        };
-        let count = LLVMCountParamTypes(ty) as usize;
-        let mut params = vec![std::ptr::null_mut(); count];
-        LLVMGetParamTypes(ty, params.as_mut_ptr());
-        let want = self.manifest.parameters;
-        let cached = cache.map_or(0, |c| c.registers + c.pinned);
-        if is_shim && cache.is_some() {
-            self.error(
+            };
+            let cc = LLVMGetFunctionCallConv(f);
+            if cc != want_cc {
+                self.error(format!(
+                    "calling convention is {} but the set's ABI requires {want_cc_name}",
+                    calling_convention_name(cc)
+                ));
+            }
+            let ty = LLVMGlobalGetValueType(f);
+            let found = function_type_text(ty);
+            let ret = LLVMGetReturnType(ty);
+            // The exit status comes back in the return register: any value of its width does
+            // (an integer of the pointer's width, or a pointer, as `T *op(frame, ...)` returns).
+            let register_bits =
+                8 * LLVMPointerSize(LLVMGetModuleDataLayout(LLVMGetGlobalParent(f)));
+            let ret_ok = match LLVMGetTypeKind(ret) {
+                LLVMTypeKind::LLVMIntegerTypeKind => LLVMGetIntTypeWidth(ret) == register_bits,
+                LLVMTypeKind::LLVMPointerTypeKind => true,
+                _ => false,
+            };
+            let count = LLVMCountParamTypes(ty) as usize;
+            let mut params = vec![std::ptr::null_mut(); count];
+            LLVMGetParamTypes(ty, params.as_mut_ptr());
+            let want = self.manifest.parameters;
+            let cached = cache.map_or(0, |c| c.registers + c.pinned);
+            if is_shim && cache.is_some() {
+                self.error(
                 "the entry shim is declared with CPJIT_CACHED_OP, but it is called from native \
                  code with the pointer arguments only"
                     .into(),
             );
-            return false;
-        }
-        let is_i64 = |p: LLVMTypeRef| {
-            LLVMGetTypeKind(p) == LLVMTypeKind::LLVMIntegerTypeKind && LLVMGetIntTypeWidth(p) == 64
-        };
-        let params_ok = count == want + cached
-            && params[..want.min(count)]
-                .iter()
-                .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind)
-            && params[want.min(count)..].iter().all(|&p| is_i64(p));
-        if let (Some(c), false) = (cache, params_ok && ret_ok) {
-            let wanted = [vec!["ptr"; want], vec!["i64"; c.registers + c.pinned]]
-                .concat()
-                .join(", ");
-            self.error(format!(
+                return false;
+            }
+            let is_i64 = |p: LLVMTypeRef| {
+                LLVMGetTypeKind(p) == LLVMTypeKind::LLVMIntegerTypeKind
+                    && LLVMGetIntTypeWidth(p) == 64
+            };
+            let params_ok = count == want + cached
+                && params[..want.min(count)]
+                    .iter()
+                    .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind)
+                && params[want.min(count)..].iter().all(|&p| is_i64(p));
+            if let (Some(c), false) = (cache, params_ok && ret_ok) {
+                let wanted = [vec!["ptr"; want], vec!["i64"; c.registers + c.pinned]]
+                    .concat()
+                    .join(", ");
+                self.error(format!(
                 "signature is `{found}` but the op is declared cached (CPJIT_CACHED_OP, IN = {}, \
                  OUT = {}), which requires `i64 ({wanted})` (cpjit.h's cpjit_cached_op; \
                  the return may be any register-sized type: `ptr`, `i{register_bits}`)",
                 c.entry, c.exit
             ));
-            return false;
-        }
-        if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
-            let wanted = vec!["ptr"; want].join(", ");
-            self.error(format!(
+                return false;
+            }
+            if !ret_ok || !params_ok || LLVMIsFunctionVarArg(ty) != 0 {
+                let wanted = vec!["ptr"; want].join(", ");
+                self.error(format!(
                 "signature is `{found}` but the set's ABI requires `i64 ({wanted})` (or any \
                  register-sized return: `ptr`, `i{register_bits}`){}",
                 if want == 2 {
@@ -359,25 +367,32 @@ impl Validator<'_> {
                     " ([stencils] parameters in manifest.toml)"
                 }
             ));
-            return false;
+                return false;
+            }
+            true
         }
-        true
     }
 
     /// Checks a cached op's IR against its declared cache state: registers past the entry
     /// state hold nothing, so they may only be passed on unchanged in their own position;
     /// every continuation or jump passes a value in each register below the exit state and
     /// none past it. Errors name the parameter (`c<k>`, argument number) and the hole.
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn cache_state(&mut self, f: LLVMValueRef, state: CacheState) {
-        let first = self.manifest.parameters;
-        for k in state.entry..state.registers {
-            let at = state.parameter(first, k);
-            let param = LLVMGetParam(f, at as u32);
-            let mut u = LLVMGetFirstUse(param);
-            while !u.is_null() {
-                let user = LLVMGetUser(u);
-                if !self.is_pass_on(user, param, at) {
-                    self.error(format!(
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let first = self.manifest.parameters;
+            for k in state.entry..state.registers {
+                let at = state.parameter(first, k);
+                let param = LLVMGetParam(f, at as u32);
+                let mut u = LLVMGetFirstUse(param);
+                while !u.is_null() {
+                    let user = LLVMGetUser(u);
+                    if !self.is_pass_on(user, param, at) {
+                        self.error(format!(
                         "reads cached register c{k} (parameter {}), but the op declares IN = {}: \
                          only the first {} cached register(s) hold stack values on entry: `{}`",
                         at + 1,
@@ -385,25 +400,30 @@ impl Validator<'_> {
                         state.entry,
                         print(user)
                     ));
-                    break;
+                        break;
+                    }
+                    u = LLVMGetNextUse(u);
                 }
-                u = LLVMGetNextUse(u);
             }
-        }
-        let mut bb = LLVMGetFirstBasicBlock(f);
-        while !bb.is_null() {
-            let mut inst = LLVMGetFirstInstruction(bb);
-            while !inst.is_null() {
-                if let Some(hole) = self.jump_hole_call(inst) {
-                    self.exit_registers(f, inst, &hole, state);
+            let mut bb = LLVMGetFirstBasicBlock(f);
+            while !bb.is_null() {
+                let mut inst = LLVMGetFirstInstruction(bb);
+                while !inst.is_null() {
+                    if let Some(hole) = self.jump_hole_call(inst) {
+                        self.exit_registers(f, inst, &hole, state);
+                    }
+                    inst = LLVMGetNextInstruction(inst);
                 }
-                inst = LLVMGetNextInstruction(inst);
+                bb = LLVMGetNextBasicBlock(bb);
             }
-            bb = LLVMGetNextBasicBlock(bb);
         }
     }
 
     /// The registers a continuation or jump (`call`, a musttail call of a jump hole) passes.
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn exit_registers(
         &mut self,
         f: LLVMValueRef,
@@ -411,43 +431,46 @@ impl Validator<'_> {
         hole: &str,
         state: CacheState,
     ) {
-        let first = self.manifest.parameters;
-        let args = LLVMGetNumArgOperands(call) as usize;
-        if args != first + state.registers + state.pinned {
-            return; // clang's musttail check already requires the op's own signature.
-        }
-        let spilled = self
-            .spilled_targets
-            .contains(&(LLVMGetCalledValue(call) as usize));
-        // On a path where the compiler knows what an incoming register holds, it may pass
-        // that instead of the register: another incoming register equal to it (after a
-        // compare of the two), or a constant (an operand hole's address is a constant
-        // expression). Past OUT only the former is taken for nothing (a constant there
-        // could be a value the op forgot to spill); to a spilled target both are.
-        let incoming = |arg: LLVMValueRef| {
-            (0..state.registers).any(|j| LLVMGetParam(f, state.parameter(first, j) as u32) == arg)
-        };
-        for k in 0..state.registers {
-            let at = state.parameter(first, k);
-            let arg = LLVMGetOperand(call, at as u32);
-            let own = LLVMGetParam(f, at as u32);
-            let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
-            let known = incoming(arg) || LLVMIsConstant(arg) != 0;
-            // A spilled target is entered with nothing cached: the op's own incoming
-            // registers may pass through (they cost nothing), and so may what the compiler
-            // knows one holds; any computed value is an error.
-            if spilled {
-                if arg != own && !nothing && !known {
-                    self.error(format!(
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let first = self.manifest.parameters;
+            let args = LLVMGetNumArgOperands(call) as usize;
+            if args != first + state.registers + state.pinned {
+                return; // clang's musttail check already requires the op's own signature.
+            }
+            let spilled = self
+                .spilled_targets
+                .contains(&(LLVMGetCalledValue(call) as usize));
+            // On a path where the compiler knows what an incoming register holds, it may pass
+            // that instead of the register: another incoming register equal to it (after a
+            // compare of the two), or a constant (an operand hole's address is a constant
+            // expression). Past OUT only the former is taken for nothing (a constant there
+            // could be a value the op forgot to spill); to a spilled target both are.
+            let incoming = |arg: LLVMValueRef| {
+                (0..state.registers)
+                    .any(|j| LLVMGetParam(f, state.parameter(first, j) as u32) == arg)
+            };
+            for k in 0..state.registers {
+                let at = state.parameter(first, k);
+                let arg = LLVMGetOperand(call, at as u32);
+                let own = LLVMGetParam(f, at as u32);
+                let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
+                let known = incoming(arg) || LLVMIsConstant(arg) != 0;
+                // A spilled target is entered with nothing cached: the op's own incoming
+                // registers may pass through (they cost nothing), and so may what the compiler
+                // knows one holds; any computed value is an error.
+                if spilled {
+                    if arg != own && !nothing && !known {
+                        self.error(format!(
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
                      declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \
                      cached): spill every value first (CPJIT_JUMP_SPILLED): `{}`",
                     at + 1,
                         print(call)
                     ));
-                }
-            } else if k < state.exit && nothing {
-                self.error(format!(
+                    }
+                } else if k < state.exit && nothing {
+                    self.error(format!(
                     "passes no value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: the first {} cached register(s) must hold stack values \
                      on exit",
@@ -455,8 +478,8 @@ impl Validator<'_> {
                     state.exit,
                     state.exit
                 ));
-            } else if k >= state.exit && !nothing && arg != own && !incoming(arg) {
-                self.error(format!(
+                } else if k >= state.exit && !nothing && arg != own && !incoming(arg) {
+                    self.error(format!(
                     "passes a value in cached register c{k} (argument {}) to `{hole}`, but the \
                      op declares OUT = {}: registers past OUT hold nothing (spill the value, or \
                      declare a larger OUT): `{}`",
@@ -464,6 +487,7 @@ impl Validator<'_> {
                     state.exit,
                     print(call)
                 ));
+                }
             }
         }
     }
@@ -472,27 +496,41 @@ impl Validator<'_> {
     /// of a musttail call through a pointer (code another trace put in a link slot, entered
     /// with the op's own convention: passing a register on in its own position reads
     /// nothing, whatever state the callee is entered in).
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn is_pass_on(&self, user: LLVMValueRef, param: LLVMValueRef, position: usize) -> bool {
-        if self.jump_hole_call(user).is_none() && !is_indirect_musttail(user) {
-            return false;
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            if self.jump_hole_call(user).is_none() && !is_indirect_musttail(user) {
+                return false;
+            }
+            let args = LLVMGetNumArgOperands(user) as usize;
+            (0..args).all(|i| (LLVMGetOperand(user, i as u32) == param) == (i == position))
         }
-        let args = LLVMGetNumArgOperands(user) as usize;
-        (0..args).all(|i| (LLVMGetOperand(user, i as u32) == param) == (i == position))
     }
 
     /// The hole's name when `inst` is a musttail call of a jump hole (continuation or target).
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn jump_hole_call(&self, inst: LLVMValueRef) -> Option<String> {
-        if LLVMIsACallInst(inst).is_null()
-            || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
-        {
-            return None;
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            if LLVMIsACallInst(inst).is_null()
+                || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
+            {
+                return None;
+            }
+            let callee = LLVMGetCalledValue(inst);
+            if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
+                return None;
+            }
+            let name = llvm::value_name(callee);
+            self.manifest.is_jump_hole(&name).then_some(name)
         }
-        let callee = LLVMGetCalledValue(inst);
-        if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
-            return None;
-        }
-        let name = llvm::value_name(callee);
-        self.manifest.is_jump_hole(&name).then_some(name)
     }
 
     /// Rejects a stencil over the manifest's IR instruction budget (before code generation,
@@ -510,104 +548,123 @@ impl Validator<'_> {
 
     /// Walks one defined function: `is_entry` is the stencil itself (as opposed to a local
     /// helper it calls); `exempt` relaxes the musttail rule (the entry shim).
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn function(&mut self, f: LLVMValueRef, exempt: bool) {
-        if !self.visited.insert(f as usize) {
-            return;
-        }
-        for attr in ["ssp", "sspstrong", "sspreq"] {
-            let kind = LLVMGetEnumAttributeKindForName(attr.as_ptr().cast(), attr.len());
-            if !LLVMGetEnumAttributeAtIndex(f, u32::MAX, kind).is_null() {
-                let name = llvm::value_name(f);
-                self.error(format!(
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            if !self.visited.insert(f as usize) {
+                return;
+            }
+            for attr in ["ssp", "sspstrong", "sspreq"] {
+                let kind = LLVMGetEnumAttributeKindForName(attr.as_ptr().cast(), attr.len());
+                if !LLVMGetEnumAttributeAtIndex(f, u32::MAX, kind).is_null() {
+                    let name = llvm::value_name(f);
+                    self.error(format!(
                     "function `{name}` has the stack-protector attribute `{attr}` (remove -fstack-protector*)"
                 ));
+                }
             }
-        }
-        let mut bb = LLVMGetFirstBasicBlock(f);
-        while !bb.is_null() {
-            let mut inst = LLVMGetFirstInstruction(bb);
-            while !inst.is_null() {
-                self.instructions += 1;
-                self.instruction(inst, exempt);
-                inst = LLVMGetNextInstruction(inst);
+            let mut bb = LLVMGetFirstBasicBlock(f);
+            while !bb.is_null() {
+                let mut inst = LLVMGetFirstInstruction(bb);
+                while !inst.is_null() {
+                    self.instructions += 1;
+                    self.instruction(inst, exempt);
+                    inst = LLVMGetNextInstruction(inst);
+                }
+                bb = LLVMGetNextBasicBlock(bb);
             }
-            bb = LLVMGetNextBasicBlock(bb);
         }
     }
 
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn instruction(&mut self, inst: LLVMValueRef, exempt: bool) {
-        let opcode = LLVMGetInstructionOpcode(inst);
-        match opcode {
-            LLVMOpcode::LLVMInvoke
-            | LLVMOpcode::LLVMCallBr
-            | LLVMOpcode::LLVMResume
-            | LLVMOpcode::LLVMCatchSwitch
-            | LLVMOpcode::LLVMCatchRet
-            | LLVMOpcode::LLVMCleanupRet
-            | LLVMOpcode::LLVMLandingPad => {
-                self.error(format!("unsupported control flow: `{}`", print(inst)));
-                return;
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let opcode = LLVMGetInstructionOpcode(inst);
+            match opcode {
+                LLVMOpcode::LLVMInvoke
+                | LLVMOpcode::LLVMCallBr
+                | LLVMOpcode::LLVMResume
+                | LLVMOpcode::LLVMCatchSwitch
+                | LLVMOpcode::LLVMCatchRet
+                | LLVMOpcode::LLVMCleanupRet
+                | LLVMOpcode::LLVMLandingPad => {
+                    self.error(format!("unsupported control flow: `{}`", print(inst)));
+                    return;
+                }
+                LLVMOpcode::LLVMCall => self.call(inst, exempt),
+                _ => {}
             }
-            LLVMOpcode::LLVMCall => self.call(inst, exempt),
-            _ => {}
-        }
-        for i in 0..LLVMGetNumOperands(inst).max(0) as u32 {
-            let op = LLVMGetOperand(inst, i);
-            if !op.is_null() {
-                self.value(op, inst);
+            for i in 0..LLVMGetNumOperands(inst).max(0) as u32 {
+                let op = LLVMGetOperand(inst, i);
+                if !op.is_null() {
+                    self.value(op, inst);
+                }
             }
         }
     }
 
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn call(&mut self, inst: LLVMValueRef, exempt: bool) {
-        let callee = LLVMGetCalledValue(inst);
-        if !callee.is_null() && !LLVMIsAInlineAsm(callee).is_null() {
-            // `cpjit.h`'s narrow-operand reads are the one exception (see `narrow.rs`).
-            if crate::narrow::is_narrow_asm(inst, callee, &self.manifest.hole_prefix) {
-                return;
-            }
-            self.error(format!(
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let callee = LLVMGetCalledValue(inst);
+            if !callee.is_null() && !LLVMIsAInlineAsm(callee).is_null() {
+                // `cpjit.h`'s narrow-operand reads are the one exception (see `narrow.rs`).
+                if crate::narrow::is_narrow_asm(inst, callee, &self.manifest.hole_prefix) {
+                    return;
+                }
+                self.error(format!(
                 "inline assembly is not allowed in stencils (the toolchain cannot check code it \
                  did not generate: a `ret`, a jump or a reserved register would go unnoticed): `{}`",
                 print(inst)
             ));
-            return;
-        }
-        // A hole is recognised by its symbol, whatever its declaration: a function
-        // (`extern cpjit_op _JIT_CONTINUE`) or data reached through its address
-        // (`extern void _JIT_CONTINUE;` ... `((op *)&_JIT_CONTINUE)(...)`), whose callee in
-        // IR is a global variable.
-        if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
-            return; // Indirect call: no symbol involved.
-        }
-        let name = llvm::value_name(callee);
-        let prefix = &self.manifest.hole_prefix;
-        if !name.starts_with(prefix.as_str()) {
-            return; // Checked as a symbol reference with the other operands.
-        }
-        let musttail = LLVMGetTailCallKind(inst) == LLVMTailCallKind::LLVMTailCallKindMustTail;
-        if !self.manifest.is_jump_hole(&name) {
-            // A musttail call through an operand jumps to the address it holds; through a
-            // name this close to a jump hole's, it is a misspelt jump hole.
-            if musttail {
-                self.misspelt_jump_hole(&name, inst);
                 return;
             }
-            // Data holes other than the continuation and jump targets are operands: calling
-            // one calls the address the runtime patches in (e.g. a helper), not another
-            // instance.
-            if LLVMIsAFunction(callee).is_null() {
-                return;
+            // A hole is recognised by its symbol, whatever its declaration: a function
+            // (`extern cpjit_op _JIT_CONTINUE`) or data reached through its address
+            // (`extern void _JIT_CONTINUE;` ... `((op *)&_JIT_CONTINUE)(...)`), whose callee in
+            // IR is a global variable.
+            if callee.is_null() || LLVMIsAGlobalValue(callee).is_null() {
+                return; // Indirect call: no symbol involved.
             }
-        }
-        if name[prefix.len()..] == *"CONTINUE" {
-            self.facts.continues.insert(self.stencil.clone());
-        }
-        if !musttail && !exempt {
-            self.error(format!(
-                "calls hole `{name}` without musttail (use CPJIT_CONTINUE/CPJIT_JUMP): `{}`",
-                print(inst)
-            ));
+            let name = llvm::value_name(callee);
+            let prefix = &self.manifest.hole_prefix;
+            if !name.starts_with(prefix.as_str()) {
+                return; // Checked as a symbol reference with the other operands.
+            }
+            let musttail = LLVMGetTailCallKind(inst) == LLVMTailCallKind::LLVMTailCallKindMustTail;
+            if !self.manifest.is_jump_hole(&name) {
+                // A musttail call through an operand jumps to the address it holds; through a
+                // name this close to a jump hole's, it is a misspelt jump hole.
+                if musttail {
+                    self.misspelt_jump_hole(&name, inst);
+                    return;
+                }
+                // Data holes other than the continuation and jump targets are operands: calling
+                // one calls the address the runtime patches in (e.g. a helper), not another
+                // instance.
+                if LLVMIsAFunction(callee).is_null() {
+                    return;
+                }
+            }
+            if name[prefix.len()..] == *"CONTINUE" {
+                self.facts.continues.insert(self.stencil.clone());
+            }
+            if !musttail && !exempt {
+                self.error(format!(
+                    "calls hole `{name}` without musttail (use CPJIT_CONTINUE/CPJIT_JUMP): `{}`",
+                    print(inst)
+                ));
+            }
         }
     }
 
@@ -616,105 +673,140 @@ impl Validator<'_> {
     /// hole's: a misspelt target suffix would otherwise silently make it an operand. A
     /// name farther from every jump hole's is a jump to the address an operand holds
     /// (`templates/testing/positions.c`'s `op_test_operand_jump`), which is allowed.
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn misspelt_jump_hole(&mut self, name: &str, inst: LLVMValueRef) {
-        let prefix = &self.manifest.hole_prefix;
-        let suffix = &self.manifest.target_suffix;
-        let (nearest, distance) = advice::nearest_jump_hole(name, prefix, suffix, &self.jump_holes);
-        if distance > advice::MISSPELT {
-            return;
-        }
-        self.error(format!(
-            "tail-calls hole `{name}`, which is neither the continuation (`{prefix}CONTINUE`) \
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let prefix = &self.manifest.hole_prefix;
+            let suffix = &self.manifest.target_suffix;
+            let (nearest, distance) =
+                advice::nearest_jump_hole(name, prefix, suffix, &self.jump_holes);
+            if distance > advice::MISSPELT {
+                return;
+            }
+            self.error(format!(
+                "tail-calls hole `{name}`, which is neither the continuation (`{prefix}CONTINUE`) \
              nor a jump target (`{prefix}<NAME>{suffix}`) but {} from one, so the runtime \
              would take it for an operand; did you mean `{nearest}`? fix: rename the hole \
              `{nearest}` (or declare the target with CPJIT_DECLARE_TARGET); a jump to the \
              address an operand holds needs a name farther from the jump holes': `{}`",
-            crate::writer::plural(distance, "edit"),
-            print(inst)
-        ));
+                crate::writer::plural(distance, "edit"),
+                print(inst)
+            ));
+        }
     }
 
     /// Checks a value used by `user` (an instruction): globals are classified, constant
     /// expressions and aggregates are walked, defined globals' initializers too.
+    ///
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn value(&mut self, v: LLVMValueRef, user: LLVMValueRef) {
-        if !LLVMIsAGlobalValue(v).is_null() {
-            self.global(v, user);
-        } else if !LLVMIsAConstant(v).is_null() {
-            if !self.visited.insert(v as usize) {
-                return;
-            }
-            for i in 0..LLVMGetNumOperands(v).max(0) as u32 {
-                let op = LLVMGetOperand(v, i);
-                if !op.is_null() {
-                    self.value(op, user);
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            if !LLVMIsAGlobalValue(v).is_null() {
+                self.global(v, user);
+            } else if !LLVMIsAConstant(v).is_null() {
+                if !self.visited.insert(v as usize) {
+                    return;
+                }
+                for i in 0..LLVMGetNumOperands(v).max(0) as u32 {
+                    let op = LLVMGetOperand(v, i);
+                    if !op.is_null() {
+                        self.value(op, user);
+                    }
                 }
             }
         }
     }
 
+    /// # Safety
+    /// Every LLVM reference passed in belongs to a live module of the calling thread's
+    /// context.
     unsafe fn global(&mut self, g: LLVMValueRef, user: LLVMValueRef) {
-        let name = llvm::value_name(g);
-        if !LLVMIsAGlobalVariable(g).is_null() && LLVMIsThreadLocal(g) != 0 {
-            self.error(format!(
-                "uses thread-local global `{name}`: `{}`",
-                print(user)
-            ));
-            return;
-        }
-        if LLVMIsDeclaration(g) != 0 {
-            if name.starts_with("llvm.") && !LLVMIsAFunction(g).is_null() {
-                return; // Intrinsics; anything they lower to is checked in the object.
-            }
-            if !name.starts_with(self.manifest.hole_prefix.as_str())
-                && !self.manifest.is_allowed_symbol(&name)
-            {
+        // SAFETY: the caller passes references into a live module (this function's # Safety).
+        unsafe {
+            let name = llvm::value_name(g);
+            if !LLVMIsAGlobalVariable(g).is_null() && LLVMIsThreadLocal(g) != 0 {
                 self.error(format!(
+                    "uses thread-local global `{name}`: `{}`",
+                    print(user)
+                ));
+                return;
+            }
+            if LLVMIsDeclaration(g) != 0 {
+                if name.starts_with("llvm.") && !LLVMIsAFunction(g).is_null() {
+                    return; // Intrinsics; anything they lower to is checked in the object.
+                }
+                if !name.starts_with(self.manifest.hole_prefix.as_str())
+                    && !self.manifest.is_allowed_symbol(&name)
+                {
+                    self.error(format!(
                     "references `{name}`, which is neither a hole (`{}*`), defined in the template, \
                      nor in allowed_symbols: `{}`; {}",
                     self.manifest.hole_prefix,
                     print(user),
                     crate::advice::symbol_fix(&name)
                 ));
+                }
+                return;
             }
-            return;
-        }
-        if !LLVMIsAFunction(g).is_null() {
-            // A local helper that was not inlined: its body ends up next to the stencil.
-            if !self.manifest.is_stencil_symbol(&name) {
-                self.function(g, false);
-            }
-        } else if !LLVMIsAGlobalVariable(g).is_null() && self.visited.insert(g as usize) {
-            if LLVMIsGlobalConstant(g) == 0 && !self.instance_data.contains(&(g as usize)) {
-                self.error(format!(
+            if !LLVMIsAFunction(g).is_null() {
+                // A local helper that was not inlined: its body ends up next to the stencil.
+                if !self.manifest.is_stencil_symbol(&name) {
+                    self.function(g, false);
+                }
+            } else if !LLVMIsAGlobalVariable(g).is_null() && self.visited.insert(g as usize) {
+                if LLVMIsGlobalConstant(g) == 0 && !self.instance_data.contains(&(g as usize)) {
+                    self.error(format!(
                     "writable static `{name}`: every instance of a stencil gets a private copy of \
                      the data it references, so it is shared neither between instances nor between \
                      ops; make it `const`, keep shared state behind the frame pointer, or declare \
                      it CPJIT_INSTANCE_DATA for deliberate per-instance data: `{}`",
                     print(user)
                 ));
-            }
-            let init = LLVMGetInitializer(g);
-            if !init.is_null() {
-                self.value(init, user);
+                }
+                let init = LLVMGetInitializer(g);
+                if !init.is_null() {
+                    self.value(init, user);
+                }
             }
         }
     }
 }
 
 /// The instruction as LLVM prints it, trimmed and shortened for messages.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn print(v: LLVMValueRef) -> String {
-    let raw = LLVMPrintValueToString(v);
-    let text = CStr::from_ptr(raw).to_string_lossy().trim().to_string();
-    LLVMDisposeMessage(raw);
-    shorten(&text)
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let raw = LLVMPrintValueToString(v);
+        let text = CStr::from_ptr(raw).to_string_lossy().trim().to_string();
+        LLVMDisposeMessage(raw);
+        shorten(&text)
+    }
 }
 
 /// A type as LLVM prints it (`i64 (ptr, ptr)`).
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn function_type_text(ty: LLVMTypeRef) -> String {
-    let raw = LLVMPrintTypeToString(ty);
-    let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
-    LLVMDisposeMessage(raw);
-    text
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let raw = LLVMPrintTypeToString(ty);
+        let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
+        LLVMDisposeMessage(raw);
+        text
+    }
 }
 
 fn shorten(text: &str) -> String {
@@ -740,38 +832,59 @@ fn calling_convention_name(cc: u32) -> String {
 }
 
 /// The names of the module's functions and global variables.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn module_symbols(module: LLVMModuleRef) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut f = LLVMGetFirstFunction(module);
-    while !f.is_null() {
-        names.push(llvm::value_name(f));
-        f = LLVMGetNextFunction(f);
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut names = Vec::new();
+        let mut f = LLVMGetFirstFunction(module);
+        while !f.is_null() {
+            names.push(llvm::value_name(f));
+            f = LLVMGetNextFunction(f);
+        }
+        let mut g = LLVMGetFirstGlobal(module);
+        while !g.is_null() {
+            names.push(llvm::value_name(g));
+            g = LLVMGetNextGlobal(g);
+        }
+        names
     }
-    let mut g = LLVMGetFirstGlobal(module);
-    while !g.is_null() {
-        names.push(llvm::value_name(g));
-        g = LLVMGetNextGlobal(g);
-    }
-    names
 }
 
 /// Whether `v` carries no value: `undef`, `poison`, or a `freeze` of one.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn is_no_value(v: LLVMValueRef) -> bool {
-    if !LLVMIsAUndefValue(v).is_null() || !LLVMIsAPoisonValue(v).is_null() {
-        return true;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        if !LLVMIsAUndefValue(v).is_null() || !LLVMIsAPoisonValue(v).is_null() {
+            return true;
+        }
+        !LLVMIsAFreezeInst(v).is_null() && is_no_value(LLVMGetOperand(v, 0))
     }
-    !LLVMIsAFreezeInst(v).is_null() && is_no_value(LLVMGetOperand(v, 0))
 }
 
 /// Whether `inst` is a musttail call through a pointer (not of a named function or hole).
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
 unsafe fn is_indirect_musttail(inst: LLVMValueRef) -> bool {
-    if LLVMIsACallInst(inst).is_null()
-        || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
-    {
-        return false;
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        if LLVMIsACallInst(inst).is_null()
+            || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
+        {
+            return false;
+        }
+        let callee = LLVMGetCalledValue(inst);
+        !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
     }
-    let callee = LLVMGetCalledValue(inst);
-    !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
 }
 
 #[cfg(test)]

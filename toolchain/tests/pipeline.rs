@@ -131,7 +131,7 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     );
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     assert_eq!(json.as_object().unwrap().len(), targets.len());
-    let sidecar = Sidecar::read(&b.path().join(&t(Arch::X86_64, ObjectFormat::Elf))).unwrap();
+    let sidecar = Sidecar::read(&b.path().join(t(Arch::X86_64, ObjectFormat::Elf))).unwrap();
     assert_eq!(sidecar.triple, t(Arch::X86_64, ObjectFormat::Elf));
     assert_eq!(sidecar.template_set, "default");
     assert!(lib.contains(&format!("//! Inputs digest: {}\n", sidecar.inputs_digest)));

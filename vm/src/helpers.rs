@@ -28,7 +28,8 @@ impl ListObject {
 /// `frame` must be a frame created by [`Vm`] while that VM is running (it stores a pointer
 /// to itself in `frame.vm`).
 unsafe fn vm_of<'a>(frame: *mut Frame) -> &'a Vm {
-    &*((*frame).vm as *const Vm)
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe { &*((*frame).vm as *const Vm) }
 }
 
 /// Calls function `func` with `argc` arguments at `args`; the result goes to `frame.ret`.
@@ -38,21 +39,24 @@ unsafe fn vm_of<'a>(frame: *mut Frame) -> &'a Vm {
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_call(frame: *mut Frame, args: *mut u64, func: u64, argc: u64) -> i64 {
-    let vm = vm_of(frame);
-    let args = std::slice::from_raw_parts(args, argc as usize);
-    let epoch = vm.invalidation_epoch();
-    match vm.call_function(func as usize, args) {
-        Ok(v) => {
-            (*frame).ret = v;
-            if vm.invalidation_epoch() != epoch {
-                2
-            } else {
-                0
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe {
+        let vm = vm_of(frame);
+        let args = std::slice::from_raw_parts(args, argc as usize);
+        let epoch = vm.invalidation_epoch();
+        match vm.call_function(func as usize, args) {
+            Ok(v) => {
+                (*frame).ret = v;
+                if vm.invalidation_epoch() != epoch {
+                    2
+                } else {
+                    0
+                }
             }
-        }
-        Err(()) => {
-            (*frame).error_code = crate::abi::ERR_PROPAGATED;
-            1
+            Err(()) => {
+                (*frame).error_code = crate::abi::ERR_PROPAGATED;
+                1
+            }
         }
     }
 }
@@ -66,14 +70,17 @@ pub unsafe extern "C" fn vm_call(frame: *mut Frame, args: *mut u64, func: u64, a
 /// Called only by `CALL_JIT`, with the caller's frame and the callee's frame it pushed.
 #[no_mangle]
 pub unsafe extern "C" fn vm_call_finish(frame: *mut Frame, callee: *mut Frame, status: i64) -> i64 {
-    match vm_of(frame).finish_call(callee, status) {
-        Ok(v) => {
-            (*frame).ret = v;
-            0
-        }
-        Err(()) => {
-            (*frame).error_code = crate::abi::ERR_PROPAGATED;
-            1
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe {
+        match vm_of(frame).finish_call(callee, status) {
+            Ok(v) => {
+                (*frame).ret = v;
+                0
+            }
+            Err(()) => {
+                (*frame).error_code = crate::abi::ERR_PROPAGATED;
+                1
+            }
         }
     }
 }
@@ -85,16 +92,19 @@ pub unsafe extern "C" fn vm_call_finish(frame: *mut Frame, callee: *mut Frame, s
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_print(frame: *mut Frame, values: *mut u64, count: u64) {
-    let values = std::slice::from_raw_parts(values, count as usize);
-    let mut line = String::new();
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            line.push(' ');
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe {
+        let values = std::slice::from_raw_parts(values, count as usize);
+        let mut line = String::new();
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                line.push(' ');
+            }
+            crate::value::format_value(&mut line, Value(*v));
         }
-        crate::value::format_value(&mut line, Value(*v));
+        line.push('\n');
+        vm_of(frame).write_output(&line);
     }
-    line.push('\n');
-    vm_of(frame).write_output(&line);
 }
 
 /// Stores global `index`; returns 1 if executors that folded its value were invalidated.
@@ -104,7 +114,8 @@ pub unsafe extern "C" fn vm_print(frame: *mut Frame, values: *mut u64, count: u6
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_global_store(frame: *mut Frame, index: u64, value: u64) -> i64 {
-    vm_of(frame).store_global(index as usize, value) as i64
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe { vm_of(frame).store_global(index as usize, value) as i64 }
 }
 
 /// A new list of `len` copies of `fill` (the op checked `0 <= len <= VM_LIST_MAX_LEN`).
@@ -114,7 +125,8 @@ pub unsafe extern "C" fn vm_global_store(frame: *mut Frame, index: u64, value: u
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_list_new(frame: *mut Frame, len: i64, fill: u64) -> u64 {
-    vm_of(frame).new_list(vec![fill; len as usize])
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe { vm_of(frame).new_list(vec![fill; len as usize]) }
 }
 
 /// A new list holding `count` values.
@@ -124,8 +136,11 @@ pub unsafe extern "C" fn vm_list_new(frame: *mut Frame, len: i64, fill: u64) -> 
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_list_from(frame: *mut Frame, values: *mut u64, count: u64) -> u64 {
-    let items = std::slice::from_raw_parts(values, count as usize).to_vec();
-    vm_of(frame).new_list(items)
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe {
+        let items = std::slice::from_raw_parts(values, count as usize).to_vec();
+        vm_of(frame).new_list(items)
+    }
 }
 
 /// Appends to a list (the header is the first field of a [`ListObject`]).
@@ -135,9 +150,12 @@ pub unsafe extern "C" fn vm_list_from(frame: *mut Frame, values: *mut u64, count
 /// pointers to live values).
 #[no_mangle]
 pub unsafe extern "C" fn vm_list_append(list: *mut VmList, value: u64) {
-    let obj = &mut *(list as *mut ListObject);
-    obj.items.push(value);
-    obj.sync();
+    // SAFETY: the caller upholds this function's # Safety contract.
+    unsafe {
+        let obj = &mut *(list as *mut ListObject);
+        obj.items.push(value);
+        obj.sync();
+    }
 }
 
 /// Python's float floor division (`divmod` rules; the divisor is not zero).

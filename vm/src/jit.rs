@@ -449,7 +449,8 @@ impl CompiledTrace {
     /// `frame` must be a live frame of the function the trace was built for, with `sp` its
     /// value-stack pointer.
     pub unsafe fn run(&self, frame: *mut Frame, sp: *mut u64) -> i64 {
-        (self.entry)(frame as *mut core::ffi::c_void, sp)
+        // SAFETY: the caller upholds this function's # Safety contract.
+        unsafe { (self.entry)(frame as *mut core::ffi::c_void, sp) }
     }
 
     /// The C-ABI entry shim (what [`CompiledTrace::run`] calls).

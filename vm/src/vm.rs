@@ -540,12 +540,14 @@ impl Vm {
                     // valid for the function state's lifetime.
                     let status = unsafe { vm_interp(frame, (*frame).sp, st.code_ptr()) };
                     match status {
+                        // SAFETY: the frame is live (above).
                         EXIT_RETURN => return Ok(unsafe { (*frame).ret }),
                         EXIT_ERROR => return self.raise(f, frame),
                         EXIT_HOT_LOOP => match self.on_hot_loop(f, frame)? {
                             Some(v) => return Ok(v),
                             None => self.step_at(f, frame),
                         },
+                        // SAFETY: the frame is live (above).
                         EXIT_ENTER_EXECUTOR => Step::Executor(unsafe { (*frame).aux } as usize),
                         other => panic!("vm_interp returned unknown status {other}"),
                     }
@@ -566,12 +568,15 @@ impl Vm {
     /// # Safety
     /// `callee` must be the newest frame, pushed by `CALL_JIT` after its link.
     pub(crate) unsafe fn finish_call(&self, callee: *mut Frame, status: i64) -> Result<u64, ()> {
-        let link = (callee as *mut FrameLink).sub(1);
-        let f = (*link).func as usize;
-        self.stats.borrow_mut().finished_calls += 1;
-        match self.after_trace(f, callee, status)? {
-            Ok(v) => Ok(v),
-            Err(step) => self.run_steps(f, callee, step),
+        // SAFETY: the caller upholds this function's # Safety contract.
+        unsafe {
+            let link = (callee as *mut FrameLink).sub(1);
+            let f = (*link).func as usize;
+            self.stats.borrow_mut().finished_calls += 1;
+            match self.after_trace(f, callee, status)? {
+                Ok(v) => Ok(v),
+                Err(step) => self.run_steps(f, callee, step),
+            }
         }
     }
 
@@ -629,6 +634,7 @@ impl Vm {
     ) -> Result<Result<u64, Step>, ()> {
         let st = &self.funcs[f];
         match status {
+            // SAFETY: `frame` is the live frame the trace just left.
             EXIT_RETURN => return Ok(Ok(unsafe { (*frame).ret })),
             EXIT_ERROR => return self.raise(f, frame),
             EXIT_SIDE => {}

@@ -56,8 +56,10 @@ impl Vm {
             )
         };
         records.truncate(len as usize);
+        // SAFETY: `frame` is the live frame the recording interpreter just left.
         let end_pc = unsafe { (*frame).pc } as u32;
         let (end, returned) = match status {
+            // SAFETY: as above.
             EXIT_RETURN => (End::Return, Some(unsafe { (*frame).ret })),
             EXIT_ERROR => return self.raise(f, frame),
             EXIT_RECORDED
