@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the whole test suite, as run by `.ci/run`.
 //!
-//! Steps: set-up (`ci/setup.sh`), `cargo fmt --check`, `build-stencils --check`, the native
+//! Steps: set-up (`ci/setup.sh`), `cargo fmt --check`, `cargo clippy` (the workspace lints),
+//! `build-stencils --check`, the native
 //! workspace tests on nextest and the doctests, the long runs of `ci/matrix.toml`
 //! (`[[long]]`), the test matrix with its compile-only checks, the matrix self-test, the
 //! outside-crate example (`examples/bf-jit/ci.sh`). Fuzzing is covered on stable by the
@@ -65,6 +66,12 @@ pub fn run() -> Result<(), String> {
     let t = Start::now();
     let fmt = crate::util::run(cargo().args(["fmt", "--all", "--", "--check"]));
     steps.push(plain("cargo fmt --all -- --check", fmt.is_ok(), t));
+
+    // The workspace lints (Cargo.toml: the house rules on unsafe code) are denied, so
+    // clippy fails on them; other clippy findings are warnings and do not fail the step.
+    let t = Start::now();
+    let clippy = crate::util::run(cargo().args(["clippy", "--quiet", "--workspace", "--tests"]));
+    steps.push(plain("cargo clippy --workspace --tests", clippy.is_ok(), t));
 
     let t = Start::now();
     let stencils = crate::build_stencils::build_stencils(&["--check".to_string()]);
