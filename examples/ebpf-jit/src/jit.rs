@@ -21,7 +21,7 @@ pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_aarch64_unknown_linux
 struct Frame {
     r: [u64; 11],
     lo: [u64; 3],
-    hi: [u64; 3],
+    lim: [[u64; 4]; 3],
     depth: u64,
     ret_site: u64,
     fault_insn: u64,
@@ -434,10 +434,16 @@ impl Compiled {
         let (stack_lo, stack_hi) = region(&mut stack);
         let (mem_lo, mem_hi) = region(mem);
         let (mbuff_lo, mbuff_hi) = region(mbuff);
+        // An access of 1 << k bytes at addr fits region i iff addr - lo < lim[i][k].
+        let lim = |lo: u64, hi: u64| [0u32, 1, 2, 3].map(|k| (hi - lo + 1).saturating_sub(1 << k));
         let mut frame = Frame {
             r: [0; 11],
             lo: [stack_lo, mem_lo, mbuff_lo],
-            hi: [stack_hi, mem_hi, mbuff_hi],
+            lim: [
+                lim(stack_lo, stack_hi),
+                lim(mem_lo, mem_hi),
+                lim(mbuff_lo, mbuff_hi),
+            ],
             depth: 0,
             ret_site: 0,
             fault_insn: 0,

@@ -101,12 +101,11 @@ OP(be64, DST = __builtin_bswap64(DST))
 OP(lddw, DST = CPJIT_OPERAND(VALUE))
 
 /* ---- Memory. Every access is checked against the three regions first. ---- */
+/* K: log2 of the width (see lim in ebpf.h). Branch-free over the three regions. */
 static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_frame *f,
-                                                                uint64_t addr, uint64_t len) {
-  uint64_t end = addr + len;
-  if (end < addr) return 0;
-  return (addr >= f->lo[0] && end <= f->hi[0]) || (addr >= f->lo[1] && end <= f->hi[1]) ||
-         (addr >= f->lo[2] && end <= f->hi[2]);
+                                                                uint64_t addr, int k) {
+  return (addr - f->lo[0] < f->lim[0][k]) | (addr - f->lo[1] < f->lim[1][k]) |
+         (addr - f->lo[2] < f->lim[2][k]);
 }
 
 #define FAULT(STATUS, ADDR, LEN)                                             \
@@ -117,33 +116,33 @@ static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_fra
     return (STATUS);                                                         \
   } while (0)
 
-#define LDX(name, T, LEN)                                                    \
+#define LDX(name, T, K)                                                      \
   OP(name, uint64_t a = SRC + OFF64;                                         \
-     if (!ebpf_in_bounds(f, a, LEN)) FAULT(EBPF_OOB_LOAD, a, LEN);           \
+     if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_LOAD, a, 1 << K);          \
      DST = (uint64_t)*(const T *)a)
-LDX(ldxb, uint8_t, 1)
-LDX(ldxh, u16u, 2)
-LDX(ldxw, u32u, 4)
-LDX(ldxdw, u64u, 8)
+LDX(ldxb, uint8_t, 0)
+LDX(ldxh, u16u, 1)
+LDX(ldxw, u32u, 2)
+LDX(ldxdw, u64u, 3)
 
-#define STORE(name, T, LEN, VAL)                                             \
+#define STORE(name, T, K, VAL)                                               \
   OP(name, uint64_t a = DST + OFF64;                                         \
-     if (!ebpf_in_bounds(f, a, LEN)) FAULT(EBPF_OOB_STORE, a, LEN);          \
+     if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_STORE, a, 1 << K);         \
      *(T *)a = (T)(VAL))
-STORE(stb, uint8_t, 1, IMM32)
-STORE(sth, u16u, 2, IMM32)
-STORE(stw, u32u, 4, IMM32)
-STORE(stdw, u64u, 8, IMM64)
-STORE(stxb, uint8_t, 1, SRC)
-STORE(stxh, u16u, 2, SRC)
-STORE(stxw, u32u, 4, SRC)
-STORE(stxdw, u64u, 8, SRC)
+STORE(stb, uint8_t, 0, IMM32)
+STORE(sth, u16u, 1, IMM32)
+STORE(stw, u32u, 2, IMM32)
+STORE(stdw, u64u, 3, IMM64)
+STORE(stxb, uint8_t, 0, SRC)
+STORE(stxh, u16u, 1, SRC)
+STORE(stxw, u32u, 2, SRC)
+STORE(stxdw, u64u, 3, SRC)
 
 /* LD_ABS / LD_IND: r0 = the mem region's byte at imm (plus src). rbpf checks 8 bytes
  * whatever the width. */
 #define LDABS(name, T, ADDR)                                                 \
   OP(name, uint64_t a = (ADDR);                                              \
-     if (!ebpf_in_bounds(f, a, 8)) FAULT(EBPF_OOB_LOAD, a, 8);               \
+     if (!ebpf_in_bounds(f, a, 3)) FAULT(EBPF_OOB_LOAD, a, 8);               \
      f->r[0] = (uint64_t)*(const T *)a)
 LDABS(ldabsb, uint8_t, f->lo[1] + IMM32)
 LDABS(ldabsh, u16u, f->lo[1] + IMM32)

@@ -19,9 +19,13 @@ struct ebpf_call {
 /* The frame. Registers first, so that register n is at byte offset 8 n. */
 struct cpjit_frame {
   uint64_t r[11];
-  /* The regions a load or store may touch, [lo, hi): stack, mem, mbuff. */
+  /* The regions a load or store may touch: stack, mem, mbuff, each starting at lo[i].
+   * An access of width 1 << k at addr lies wholly inside region i exactly when
+   * addr - lo[i] < lim[i][k] (unsigned), where lim[i][k] is the region's size minus the
+   * width plus one, or 0 if the width does not fit: one subtraction and one compare, and
+   * no address that wraps around passes. */
   uint64_t lo[3];
-  uint64_t hi[3];
+  uint64_t lim[3][4];
   /* Local calls: how deep, and the site an EXIT returns to. */
   uint64_t depth;
   uint64_t ret_site;
