@@ -459,6 +459,7 @@ fn generated_programs_agree_with_rbpf() {
     let count = env("EBPF_JIT_PROGRAMS", 10_000);
     let seed = env("EBPF_JIT_SEED", 0x0eb9_f00d);
     let mut ok = 0u64;
+    let (mut insns, mut loops, mut local_calls, mut helper_calls, mut with_mbuff) = (0, 0, 0, 0, 0);
     let mut kinds = std::collections::BTreeMap::new();
     for i in 0..count {
         let (prog, mem, mbuff) = program(seed.wrapping_add(i.wrapping_mul(0x9e37_79b9)));
@@ -468,12 +469,24 @@ fn generated_programs_agree_with_rbpf() {
             disasm(&prog)
         );
         let o = check(&prog, &mem, mbuff.as_deref());
+        insns += prog.len() as u64 / 8;
+        let has = |f: &dyn Fn(ebpf_jit::Insn) -> bool| {
+            (0..prog.len() / 8).any(|k| f(ebpf_jit::insn(&prog, k)))
+        };
+        loops += u64::from(has(&|i| i.opc & 0x07 != 0x07 && i.dst == 8 && i.off < 0));
+        local_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 1));
+        helper_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 0));
+        with_mbuff += u64::from(mbuff.is_some());
         match o.result {
             Ok(_) => ok += 1,
             Err((kind, _)) => *kinds.entry(format!("{kind:?}")).or_insert(0u64) += 1,
         }
     }
-    println!("{count} generated programs (seed {seed:#x}): {ok} returned r0, errors {kinds:?}");
+    println!(
+        "{count} generated programs (seed {seed:#x}, {insns} instructions; {loops} with loops, \
+         {local_calls} with local calls, {helper_calls} with helper calls, {with_mbuff} with an \
+         mbuff): {ok} returned r0, errors {kinds:?}"
+    );
     // The mix stays meaningful: most programs run to their end, and faults happen.
     assert!(ok * 2 >= count, "only {ok} of {count} returned");
     if count >= 1000 {

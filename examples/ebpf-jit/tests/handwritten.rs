@@ -6,6 +6,15 @@ mod common;
 use common::*;
 use ebpf_jit::{decode, AluOp, Cond, ErrorKind, Kind, Width};
 
+/// Prints how many programs the test ran through all three VMs (see with --nocapture).
+struct Count(&'static str);
+
+impl Drop for Count {
+    fn drop(&mut self) {
+        println!("{}: {} programs checked", self.0, CHECKED.with(|c| c.get()));
+    }
+}
+
 fn ok(o: &Outcome) -> u64 {
     o.result
         .clone()
@@ -18,6 +27,7 @@ fn err(o: &Outcome) -> ErrorKind {
 
 #[test]
 fn alu_every_op_width_and_source_on_edge_values() {
+    let _count = Count("alu_every_op_width_and_source_on_edge_values");
     let mut cases = 0;
     for op in ALU_OPS {
         for wide in [true, false] {
@@ -52,6 +62,7 @@ fn alu_every_op_width_and_source_on_edge_values() {
 
 #[test]
 fn division_and_modulo_by_zero_follow_rbpf() {
+    let _count = Count("division_and_modulo_by_zero_follow_rbpf");
     let v = 0xdead_beef_1234_5678u64;
     let run = |op, wide, src: Src| {
         let mut p = Asm::new();
@@ -84,6 +95,7 @@ fn division_and_modulo_by_zero_follow_rbpf() {
 
 #[test]
 fn neg_shifts_and_sign_extension() {
+    let _count = Count("neg_shifts_and_sign_extension");
     for &a in &EDGE64 {
         for wide in [true, false] {
             let mut p = Asm::new();
@@ -125,6 +137,7 @@ fn neg_shifts_and_sign_extension() {
 
 #[test]
 fn byte_swaps() {
+    let _count = Count("byte_swaps");
     for to_be in [false, true] {
         for width in [16, 32, 64] {
             let mut p = Asm::new();
@@ -147,6 +160,7 @@ fn byte_swaps() {
 
 #[test]
 fn lddw_values_and_into_r10() {
+    let _count = Count("lddw_values_and_into_r10");
     for &v in &EDGE64 {
         let mut p = Asm::new();
         p.lddw(0, v).exit();
@@ -160,6 +174,7 @@ fn lddw_values_and_into_r10() {
 
 #[test]
 fn every_jump_condition_on_edge_values() {
+    let _count = Count("every_jump_condition_on_edge_values");
     let values = [
         0u64,
         1,
@@ -198,6 +213,7 @@ fn every_jump_condition_on_edge_values() {
 
 #[test]
 fn loops_run_backward_jumps() {
+    let _count = Count("loops_run_backward_jumps");
     // r0 = sum of 1..=100 by a loop.
     let mut p = Asm::new();
     p.mov64(0, Src::Imm(0)).mov64(1, Src::Imm(100));
@@ -213,6 +229,7 @@ fn mem16() -> Vec<u8> {
 
 #[test]
 fn loads_and_stores_at_the_edges_of_mem_and_stack() {
+    let _count = Count("loads_and_stores_at_the_edges_of_mem_and_stack");
     let mem = mem16();
     for w in WIDTHS {
         let n = w.bytes() as i16;
@@ -283,6 +300,7 @@ fn loads_and_stores_at_the_edges_of_mem_and_stack() {
 
 #[test]
 fn mbuff_mem_and_ld_abs_ind() {
+    let _count = Count("mbuff_mem_and_ld_abs_ind");
     let mem = mem16();
     let mbuff: Vec<u8> = (0..12).map(|i| 0xc0 + i as u8).collect();
     for w in WIDTHS {
@@ -316,6 +334,7 @@ fn mbuff_mem_and_ld_abs_ind() {
 
 #[test]
 fn helper_calls() {
+    let _count = Count("helper_calls");
     for (id, _) in HELPERS {
         let mut p = Asm::new();
         p.lddw(2, 0x1234_5678_9abc)
@@ -344,6 +363,7 @@ fn helper_calls() {
 
 #[test]
 fn local_calls_save_registers_and_move_the_stack() {
+    let _count = Count("local_calls_save_registers_and_move_the_stack");
     // main: r6 = 6; call f; r0 += r6 + what f stored 256 bytes lower. f: r6 = 100,
     // stores 9 below its r10, r0 = 1000.
     let mut p = Asm::new();
@@ -397,6 +417,7 @@ fn local_calls_save_registers_and_move_the_stack() {
 
 #[test]
 fn running_off_the_end_and_into_an_lddw_fail_cleanly() {
+    let _count = Count("running_off_the_end_and_into_an_lddw_fail_cleanly");
     // rbpf's interpreter panics on both; ours report them.
     let mut p = Asm::new();
     p.mov64(0, Src::Imm(0))
@@ -416,6 +437,7 @@ fn running_off_the_end_and_into_an_lddw_fail_cleanly() {
 
 #[test]
 fn the_verifier_refuses_what_rbpf_refuses() {
+    let _count = Count("the_verifier_refuses_what_rbpf_refuses");
     let exit = raw(0x95, 0, 0, 0, 0);
     let refused: Vec<Vec<u8>> = vec![
         vec![],                                   // empty

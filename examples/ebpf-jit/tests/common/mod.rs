@@ -121,8 +121,14 @@ fn agree(ours: &Outcome, reference: &Outcome) -> bool {
     results && ours.mem == reference.mem && ours.mbuff == reference.mbuff
 }
 
+thread_local! {
+    /// Programs `check` ran on this thread (each test runs on a thread of its own).
+    pub static CHECKED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// Runs all three and panics unless they agree; returns rbpf's outcome.
 pub fn check(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>) -> Outcome {
+    CHECKED.with(|c| c.set(c.get() + 1));
     let reference = run_rbpf(prog, mem, mbuff);
     let jit = run_ours(prog, mem, mbuff, true);
     let interp = run_ours(prog, mem, mbuff, false);
