@@ -211,8 +211,20 @@ fn stencil_name(kind: Kind, imm: i32, src: u8) -> Option<String> {
 pub struct Compiler {
     jit: Jit<'static>,
     stencils: Stencils,
-    /// Stencil index per opcode and LE/BE width (`names` below), looked up once.
-    table: HashMap<String, usize>,
+    /// Stencil indices, looked up once.
+    table: Table,
+}
+
+/// The stencil of each opcode (for CALL: of a helper call), LE/BE by width (16, 32, 64;
+/// `None`: no instance), and the ops no opcode names.
+struct Table {
+    by_opcode: [Option<usize>; 256],
+    end: [[Option<usize>; 3]; 2],
+    call_local: usize,
+    unknown_helper: usize,
+    ret_case: usize,
+    fell_off: usize,
+    invalid: usize,
 }
 
 /// A compiled program.
@@ -239,29 +251,34 @@ impl Compiler {
     /// A compiler over `set` (it must be runnable on this host).
     pub fn with_set(set: &'static StencilSet<'static>) -> Result<Compiler, Error> {
         let stencils = Stencils::find(set)?;
-        let mut table = HashMap::new();
+        let by = |kind: Kind, imm: i32, src: u8| -> Result<Option<usize>, Error> {
+            stencil_name(kind, imm, src)
+                .map(|name| stencils.get(&name))
+                .transpose()
+        };
+        let mut by_opcode = [None; 256];
         for opc in 0..=255u8 {
-            let Some(kind) = decode(opc) else { continue };
-            let variants: &[(i32, u8)] = match kind {
-                Kind::End { .. } => &[(16, 0), (32, 0), (64, 0)],
-                Kind::Call => &[(0, 0), (0, 1)],
-                _ => &[(0, 0)],
-            };
-            for &(imm, src) in variants {
-                if let Some(name) = stencil_name(kind, imm, src) {
-                    let index = stencils.get(&name)?;
-                    table.insert(name, index);
-                }
+            match decode(opc) {
+                // By width, below.
+                None | Some(Kind::End { .. }) => {}
+                Some(kind) => by_opcode[usize::from(opc)] = by(kind, 0, 0)?,
             }
         }
-        for name in [
-            "op_unknown_helper",
-            "op_ret_case",
-            "op_fell_off",
-            "op_invalid",
-        ] {
-            table.insert(name.to_string(), stencils.get(name)?);
+        let mut end = [[None; 3]; 2];
+        for (b, to_be) in [false, true].into_iter().enumerate() {
+            for (w, imm) in [16, 32, 64].into_iter().enumerate() {
+                end[b][w] = by(Kind::End { to_be }, imm, 0)?;
+            }
         }
+        let table = Table {
+            by_opcode,
+            end,
+            call_local: stencils.get("op_call_local")?,
+            unknown_helper: stencils.get("op_unknown_helper")?,
+            ret_case: stencils.get("op_ret_case")?,
+            fell_off: stencils.get("op_fell_off")?,
+            invalid: stencils.get("op_invalid")?,
+        };
         Ok(Compiler {
             jit: Jit::new(set, resolve)?,
             stencils,
@@ -272,7 +289,7 @@ impl Compiler {
     /// Compiles a verified program (see [`crate::verify`]) calling `helpers`.
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
         let n = prog.len() / 8;
-        let stencil = |name: &str| self.table[name];
+        let t = &self.table;
         // Local call targets that are the second half of an LD_DW get an op_invalid.
         let mut second_half = vec![false; n];
         let mut call_target = vec![false; n];
@@ -299,7 +316,7 @@ impl Compiler {
             if second_half[i] {
                 if call_target[i] {
                     items.push(Item {
-                        stencil: stencil("op_invalid"),
+                        stencil: t.invalid,
                         ops: Operands {
                             idx: i as u64,
                             ..Operands::default()
@@ -319,45 +336,44 @@ impl Compiler {
                 ..Operands::default()
             };
             let jump = || Dest::Insn((i as i64 + 1 + i64::from(ins.off)) as usize);
-            let (name, dest) = match kind {
+            let (stencil, dest) = match kind {
                 Kind::LdDw => {
                     let hi = insn(prog, i + 1).imm as u32;
                     ops.value = u64::from(ins.imm as u32) | (u64::from(hi) << 32);
-                    ("op_lddw".to_string(), Dest::None)
+                    (t.by_opcode[usize::from(ins.opc)], Dest::None)
                 }
-                Kind::Ja | Kind::Jmp { .. } => {
-                    (stencil_name(kind, ins.imm, ins.src).unwrap(), jump())
-                }
+                Kind::Ja | Kind::Jmp { .. } => (t.by_opcode[usize::from(ins.opc)], jump()),
                 Kind::Call if ins.src == 0 => match helpers.get(&(ins.imm as u32)) {
                     Some(&h) => {
                         ops.fun = h as usize as u64;
-                        ("op_call_helper".to_string(), Dest::None)
+                        (t.by_opcode[usize::from(ins.opc)], Dest::None)
                     }
-                    None => ("op_unknown_helper".to_string(), Dest::None),
+                    None => (Some(t.unknown_helper), Dest::None),
                 },
                 Kind::Call => {
                     ops.site = (i + 1) as u64;
                     sites.push(i + 1);
-                    (
-                        "op_call_local".to_string(),
-                        Dest::Insn((i as i64 + 1 + i64::from(ins.imm)) as usize),
-                    )
+                    let callee = (i as i64 + 1 + i64::from(ins.imm)) as usize;
+                    (Some(t.call_local), Dest::Insn(callee))
                 }
-                Kind::Exit => ("op_exit".to_string(), Dest::Returns),
-                _ => match stencil_name(kind, ins.imm, ins.src) {
-                    Some(name) => (name, Dest::None),
-                    None => continue,
-                },
+                Kind::Exit => (t.by_opcode[usize::from(ins.opc)], Dest::Returns),
+                Kind::End { to_be } => {
+                    let w = match ins.imm {
+                        16 => 0,
+                        32 => 1,
+                        _ => 2,
+                    };
+                    (t.end[usize::from(to_be)][w], Dest::None)
+                }
+                _ => (t.by_opcode[usize::from(ins.opc)], Dest::None),
             };
-            items.push(Item {
-                stencil: stencil(&name),
-                ops,
-                dest,
-            });
+            // LE64 is the identity: no instance.
+            let Some(stencil) = stencil else { continue };
+            items.push(Item { stencil, ops, dest });
         }
         first[n] = items.len();
         items.push(Item {
-            stencil: stencil("op_fell_off"),
+            stencil: t.fell_off,
             ops: Operands {
                 idx: n as u64,
                 ..Operands::default()
@@ -367,7 +383,7 @@ impl Compiler {
         let returns = items.len();
         for &site in &sites {
             items.push(Item {
-                stencil: stencil("op_ret_case"),
+                stencil: t.ret_case,
                 ops: Operands {
                     site: site as u64,
                     ..Operands::default()
@@ -377,7 +393,7 @@ impl Compiler {
         }
         // The end of the return chain, never reached (every popped site is in it).
         items.push(Item {
-            stencil: stencil("op_invalid"),
+            stencil: t.invalid,
             ops: Operands {
                 idx: n as u64,
                 ..Operands::default()
