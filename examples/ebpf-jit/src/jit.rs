@@ -19,7 +19,8 @@ pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_aarch64_unknown_linux
 /// `struct cpjit_frame` of `templates/include/ebpf.h`.
 #[repr(C)]
 struct Frame {
-    r: [u64; 11],
+    /// r0..r10, then a scratch word (the home of an unused pinned slot).
+    r: [u64; 12],
     lo: [u64; 3],
     lim: [[u64; 4]; 3],
     depth: u64,
@@ -57,6 +58,7 @@ enum Slot {
     Site,
     Value,
     Fn,
+    Pin(usize),
 }
 
 /// The values of one instance's operands.
@@ -70,6 +72,7 @@ struct Operands {
     site: u64,
     value: u64,
     fun: u64,
+    pin_at: [u64; 3],
 }
 
 /// Where an instance jumps.
@@ -85,12 +88,16 @@ enum Dest {
 /// Stencil indices, looked up once, and each stencil's operand order.
 struct Stencils {
     slots: Vec<Vec<Slot>>,
+    /// Whether the stencil has its jump target (a compare of a register with itself folds
+    /// to always or never).
+    jumps: Vec<bool>,
     by_name: HashMap<&'static str, usize>,
 }
 
 impl Stencils {
     fn find(set: &'static StencilSet<'static>) -> Result<Stencils, Error> {
         let mut slots = Vec::new();
+        let mut jumps = Vec::new();
         let mut by_name = HashMap::new();
         for (i, s) in set.stencils.iter().enumerate() {
             let mut v = Vec::new();
@@ -104,6 +111,9 @@ impl Stencils {
                     "SITE" => Slot::Site,
                     "VALUE" => Slot::Value,
                     "FN" => Slot::Fn,
+                    "PIN0_AT" => Slot::Pin(0),
+                    "PIN1_AT" => Slot::Pin(1),
+                    "PIN2_AT" => Slot::Pin(2),
                     _ => {
                         return Err(Error::Jit(cpjit_runtime::Error::UnknownStencilName {
                             name: format!("{} (operand {name})", s.name),
@@ -112,9 +122,14 @@ impl Stencils {
                 });
             }
             slots.push(v);
+            jumps.push(!s.targets.is_empty());
             by_name.insert(s.name, i);
         }
-        Ok(Stencils { slots, by_name })
+        Ok(Stencils {
+            slots,
+            jumps,
+            by_name,
+        })
     }
 
     fn get(&self, name: &str) -> Result<usize, Error> {
@@ -206,6 +221,83 @@ fn stencil_name(kind: Kind, imm: i32, src: u8) -> Option<String> {
     })
 }
 
+/// Which family an instruction's stencils belong to (templates/manifest.toml).
+enum Family {
+    /// `rr`: a destination and a source register, each pinned or in the frame.
+    Rr,
+    /// `r`: a destination register only.
+    R,
+    /// A single op.
+    None,
+}
+
+fn family_of(kind: Kind) -> Family {
+    match kind {
+        Kind::Alu { op: AluOp::Neg, .. } => Family::R,
+        Kind::Alu { reg: true, .. }
+        | Kind::Jmp { reg: true, .. }
+        | Kind::Ldx(_)
+        | Kind::Stx(_)
+        | Kind::LdInd(_) => Family::Rr,
+        Kind::Alu { .. }
+        | Kind::Jmp { .. }
+        | Kind::End { .. }
+        | Kind::LdDw
+        | Kind::St(_)
+        | Kind::LdAbs(_) => Family::R,
+        Kind::Ja | Kind::Call | Kind::Exit | Kind::Xadd | Kind::TailCall => Family::None,
+    }
+}
+
+/// The (destination, source) registers an instruction names, as its family uses them
+/// (LD_ABS and LD_IND write r0).
+fn registers(kind: Kind, dst: u8, src: u8) -> (Option<u8>, Option<u8>) {
+    match (family_of(kind), kind) {
+        (_, Kind::LdAbs(_)) => (Some(0), None),
+        (_, Kind::LdInd(_)) => (Some(0), Some(src)),
+        (Family::Rr, _) => (Some(dst), Some(src)),
+        (Family::R, _) => (Some(dst), None),
+        (Family::None, _) => (None, None),
+    }
+}
+
+/// The eBPF registers to pin in the three cache registers: the most used, an instruction
+/// inside a loop (under a backward jump) counting 16 times per loop.
+fn choose_pins(prog: &[u8]) -> Vec<u8> {
+    let n = prog.len() / 8;
+    // Loop depth per instruction, by a difference array over backward-jump ranges.
+    let mut delta = vec![0i64; n + 1];
+    for i in 0..n {
+        let ins = insn(prog, i);
+        if matches!(decode(ins.opc), Some(Kind::Ja | Kind::Jmp { .. })) && ins.off < 0 {
+            let to = (i as i64 + 1 + i64::from(ins.off)).max(0) as usize;
+            delta[to] += 1;
+            delta[i + 1] -= 1;
+        }
+    }
+    let mut uses = [0u64; 11];
+    let mut depth = 0i64;
+    let mut i = 0;
+    while i < n {
+        depth += delta[i];
+        let ins = insn(prog, i);
+        let weight = 16u64.saturating_pow(depth.clamp(0, 8) as u32);
+        if let Some(kind) = decode(ins.opc) {
+            let (d, s) = registers(kind, ins.dst, ins.src);
+            for r in [d, s].into_iter().flatten() {
+                if let Some(u) = uses.get_mut(usize::from(r)) {
+                    *u = u.saturating_add(weight);
+                }
+            }
+        }
+        i += 1;
+    }
+    let mut regs: Vec<u8> = (0..11).filter(|&r| uses[usize::from(r)] > 0).collect();
+    regs.sort_by_key(|&r| (std::cmp::Reverse(uses[usize::from(r)]), r));
+    regs.truncate(3);
+    regs
+}
+
 /// Compiles eBPF programs into traces; one per process is enough (traces share its
 /// executable memory).
 pub struct Compiler {
@@ -218,8 +310,12 @@ pub struct Compiler {
 /// The stencil of each opcode (for CALL: of a helper call), LE/BE by width (16, 32, 64;
 /// `None`: no instance), and the ops no opcode names.
 struct Table {
-    by_opcode: [Option<usize>; 256],
-    end: [[Option<usize>; 3]; 2],
+    /// [opcode][place of dst][place of src] (a place: pinned slot 0..2, or 3 the frame).
+    by_opcode: Vec<[[Option<usize>; 4]; 4]>,
+    /// [BE][width 16, 32, 64][place of dst].
+    end: [[[Option<usize>; 4]; 3]; 2],
+    enter: usize,
+    call_helper: usize,
     call_local: usize,
     unknown_helper: usize,
     ret_case: usize,
@@ -251,28 +347,45 @@ impl Compiler {
     /// A compiler over `set` (it must be runnable on this host).
     pub fn with_set(set: &'static StencilSet<'static>) -> Result<Compiler, Error> {
         let stencils = Stencils::find(set)?;
-        let by = |kind: Kind, imm: i32, src: u8| -> Result<Option<usize>, Error> {
-            stencil_name(kind, imm, src)
-                .map(|name| stencils.get(&name))
-                .transpose()
+        // Family members are named op_<element>_3_<D>[_<S>] (templates/manifest.toml).
+        let by = |kind: Kind, imm: i32, d: usize, s: usize| -> Result<Option<usize>, Error> {
+            let Some(name) = stencil_name(kind, imm, 0) else {
+                return Ok(None);
+            };
+            let name = match family_of(kind) {
+                Family::Rr => format!("{name}_3_{d}_{s}"),
+                Family::R => format!("{name}_3_{d}"),
+                Family::None => name,
+            };
+            stencils.get(&name).map(Some)
         };
-        let mut by_opcode = [None; 256];
+        let mut by_opcode = vec![[[None; 4]; 4]; 256];
         for opc in 0..=255u8 {
             match decode(opc) {
-                // By width, below.
-                None | Some(Kind::End { .. }) => {}
-                Some(kind) => by_opcode[usize::from(opc)] = by(kind, 0, 0)?,
+                // By width, below; CALL by its kind in `compile`.
+                None | Some(Kind::End { .. } | Kind::Call) => {}
+                Some(kind) => {
+                    for d in 0..4 {
+                        for s in 0..4 {
+                            by_opcode[usize::from(opc)][d][s] = by(kind, 0, d, s)?;
+                        }
+                    }
+                }
             }
         }
-        let mut end = [[None; 3]; 2];
+        let mut end = [[[None; 4]; 3]; 2];
         for (b, to_be) in [false, true].into_iter().enumerate() {
             for (w, imm) in [16, 32, 64].into_iter().enumerate() {
-                end[b][w] = by(Kind::End { to_be }, imm, 0)?;
+                for d in 0..4 {
+                    end[b][w][d] = by(Kind::End { to_be }, imm, d, 0)?;
+                }
             }
         }
         let table = Table {
             by_opcode,
             end,
+            enter: stencils.get("op_enter")?,
+            call_helper: stencils.get("op_call_helper")?,
             call_local: stencils.get("op_call_local")?,
             unknown_helper: stencils.get("op_unknown_helper")?,
             ret_case: stencils.get("op_ret_case")?,
@@ -287,7 +400,26 @@ impl Compiler {
     }
 
     /// Compiles a verified program (see [`crate::verify`]) calling `helpers`.
+    /// The eBPF registers kept in machine registers are the three most used ones (see
+    /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
+        self.compile_pinned(prog, helpers, &choose_pins(prog))
+    }
+
+    /// Compiles a verified program keeping the eBPF registers `pins` (at most three distinct
+    /// ones of r0..r10) in machine registers and the others in the frame.
+    pub fn compile_pinned(
+        &self,
+        prog: &[u8],
+        helpers: &HashMap<u32, Helper>,
+        pins: &[u8],
+    ) -> Result<Compiled, Error> {
+        assert!(
+            pins.len() <= 3
+                && pins.iter().all(|&r| r <= 10)
+                && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
+            "at most three distinct registers r0..r10 can be pinned, not {pins:?}"
+        );
         let n = prog.len() / 8;
         let t = &self.table;
         // Local call targets that are the second half of an LD_DW get an op_invalid.
@@ -306,8 +438,26 @@ impl Compiler {
             i += 1;
         }
 
-        // One pass: the instances of each instruction, and the first one of each.
-        let mut items: Vec<Item> = Vec::with_capacity(n + 2);
+        // The pinned registers, their slots and homes in the frame (r[11]: scratch).
+        let mut place = [3usize; 16];
+        let mut pin_at = [11 * 8u64; 3];
+        for (k, &r) in pins.iter().enumerate() {
+            place[usize::from(r)] = k;
+            pin_at[k] = u64::from(r) * 8;
+        }
+        let sync = Operands {
+            pin_at,
+            ..Operands::default()
+        };
+
+        // One pass: the instances of each instruction, and the first one of each. The
+        // first instance loads the pinned registers.
+        let mut items: Vec<Item> = Vec::with_capacity(n + 3);
+        items.push(Item {
+            stencil: t.enter,
+            ops: sync,
+            dest: Dest::None,
+        });
         let mut first = vec![0usize; n + 1];
         let mut sites = Vec::new();
         for i in 0..n {
@@ -319,7 +469,7 @@ impl Compiler {
                         stencil: t.invalid,
                         ops: Operands {
                             idx: i as u64,
-                            ..Operands::default()
+                            ..sync
                         },
                         dest: Dest::None,
                     });
@@ -327,26 +477,30 @@ impl Compiler {
                 continue;
             }
             let kind = decode(ins.opc).expect("a verified program");
+            let (dreg, sreg) = registers(kind, ins.dst, ins.src);
+            let d = dreg.map_or(3, |r| place[usize::from(r)]);
+            let s = sreg.map_or(3, |r| place[usize::from(r)]);
             let mut ops = Operands {
-                dst_at: u64::from(ins.dst) * 8,
-                src_at: u64::from(ins.src) * 8,
+                dst_at: u64::from(dreg.unwrap_or(0)) * 8,
+                src_at: u64::from(sreg.unwrap_or(0)) * 8,
                 imm: ins.imm as i64 as u64,
                 off: ins.off as i64 as u64,
                 idx: i as u64,
-                ..Operands::default()
+                ..sync
             };
+            let by_opcode = t.by_opcode[usize::from(ins.opc)][d][s];
             let jump = || Dest::Insn((i as i64 + 1 + i64::from(ins.off)) as usize);
             let (stencil, dest) = match kind {
                 Kind::LdDw => {
                     let hi = insn(prog, i + 1).imm as u32;
                     ops.value = u64::from(ins.imm as u32) | (u64::from(hi) << 32);
-                    (t.by_opcode[usize::from(ins.opc)], Dest::None)
+                    (by_opcode, Dest::None)
                 }
-                Kind::Ja | Kind::Jmp { .. } => (t.by_opcode[usize::from(ins.opc)], jump()),
+                Kind::Ja | Kind::Jmp { .. } => (by_opcode, jump()),
                 Kind::Call if ins.src == 0 => match helpers.get(&(ins.imm as u32)) {
                     Some(&h) => {
                         ops.fun = h as usize as u64;
-                        (t.by_opcode[usize::from(ins.opc)], Dest::None)
+                        (Some(t.call_helper), Dest::None)
                     }
                     None => (Some(t.unknown_helper), Dest::None),
                 },
@@ -356,16 +510,16 @@ impl Compiler {
                     let callee = (i as i64 + 1 + i64::from(ins.imm)) as usize;
                     (Some(t.call_local), Dest::Insn(callee))
                 }
-                Kind::Exit => (t.by_opcode[usize::from(ins.opc)], Dest::Returns),
+                Kind::Exit => (by_opcode, Dest::Returns),
                 Kind::End { to_be } => {
                     let w = match ins.imm {
                         16 => 0,
                         32 => 1,
                         _ => 2,
                     };
-                    (t.end[usize::from(to_be)][w], Dest::None)
+                    (t.end[usize::from(to_be)][w][d], Dest::None)
                 }
-                _ => (t.by_opcode[usize::from(ins.opc)], Dest::None),
+                _ => (by_opcode, Dest::None),
             };
             // LE64 is the identity: no instance.
             let Some(stencil) = stencil else { continue };
@@ -376,7 +530,7 @@ impl Compiler {
             stencil: t.fell_off,
             ops: Operands {
                 idx: n as u64,
-                ..Operands::default()
+                ..sync
             },
             dest: Dest::None,
         });
@@ -386,7 +540,7 @@ impl Compiler {
                 stencil: t.ret_case,
                 ops: Operands {
                     site: site as u64,
-                    ..Operands::default()
+                    ..sync
                 },
                 dest: Dest::Insn(site),
             });
@@ -396,7 +550,7 @@ impl Compiler {
             stencil: t.invalid,
             ops: Operands {
                 idx: n as u64,
-                ..Operands::default()
+                ..sync
             },
             dest: Dest::None,
         });
@@ -419,6 +573,7 @@ impl Compiler {
                     Slot::Site => o.site,
                     Slot::Value => o.value,
                     Slot::Fn => o.fun,
+                    Slot::Pin(k) => o.pin_at[*k],
                 });
             }
             let target = match item.dest {
@@ -427,8 +582,10 @@ impl Compiler {
                 Dest::Returns => Some(instance(returns)),
             };
             match target {
-                Some(t) => trace.push(item.stencil, &operands, &[t])?,
-                None => trace.push(item.stencil, &operands, &[])?,
+                Some(t) if self.stencils.jumps[item.stencil] => {
+                    trace.push(item.stencil, &operands, &[t])?
+                }
+                _ => trace.push(item.stencil, &operands, &[])?,
             };
         }
         Ok(Compiled {
@@ -453,7 +610,7 @@ impl Compiled {
         // An access of 1 << k bytes at addr fits region i iff addr - lo < lim[i][k].
         let lim = |lo: u64, hi: u64| [0u32, 1, 2, 3].map(|k| (hi - lo + 1).saturating_sub(1 << k));
         let mut frame = Frame {
-            r: [0; 11],
+            r: [0; 12],
             lo: [stack_lo, mem_lo, mbuff_lo],
             lim: [
                 lim(stack_lo, stack_hi),

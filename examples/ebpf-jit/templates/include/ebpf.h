@@ -16,9 +16,10 @@ struct ebpf_call {
   uint64_t site;
 };
 
-/* The frame. Registers first, so that register n is at byte offset 8 n. */
+/* The frame. Registers first, so that register n is at byte offset 8 n; r[11] is scratch
+ * (the home of an unused pinned slot). */
 struct cpjit_frame {
-  uint64_t r[11];
+  uint64_t r[12];
   /* The regions a load or store may touch: stack, mem, mbuff, each starting at lo[i].
    * An access of width 1 << k at addr lies wholly inside region i exactly when
    * addr - lo[i] < lim[i][k] (unsigned), where lim[i][k] is the region's size minus the

@@ -110,6 +110,21 @@ pub fn run_ours(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, jit: bool) -> Out
     }
 }
 
+/// Runs `prog` with the JIT keeping `pins` in machine registers (the others in the frame).
+pub fn run_pinned(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, pins: &[u8]) -> Outcome {
+    let mut mem = mem.to_vec();
+    let mut mb = mbuff.map(<[u8]>::to_vec).unwrap_or_default();
+    let helpers = HELPERS.iter().copied().collect();
+    let result = ebpf_jit::verify(prog)
+        .and_then(|()| compiler().compile_pinned(prog, &helpers, pins))
+        .and_then(|c| c.run(&mut mem, &mut mb));
+    Outcome {
+        result: result.map_err(|e| (e.kind(), e.insn())),
+        mem,
+        mbuff: mb,
+    }
+}
+
 /// Whether two outcomes agree: r0 and memory exactly, errors by kind and by instruction
 /// where rbpf names one.
 fn agree(ours: &Outcome, reference: &Outcome) -> bool {
@@ -137,6 +152,22 @@ pub fn check(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>) -> Outcome {
             "VMs disagree on\n{}\nmem {mem:02x?} mbuff {mbuff:02x?}\nrbpf:   {reference:?}\njit:    {jit:?}\ninterp: {interp:?}",
             disasm(prog)
         );
+    }
+    // The JIT again with other registers pinned: none, and (when the program is short) r2
+    // alone, r3 alone, and r3, r0, r2 in slots 0, 1, 2, so that every op runs with its
+    // registers in the frame, pinned in different slots, and mixed.
+    let mut variants: Vec<&[u8]> = vec![&[]];
+    if prog.len() <= 8 * 16 {
+        variants.extend([&[2][..], &[3], &[3, 0, 2]]);
+    }
+    for pins in variants {
+        let other = run_pinned(prog, mem, mbuff, pins);
+        if !agree(&other, &reference) {
+            panic!(
+                "the JIT with {pins:?} pinned disagrees on\n{}\nmem {mem:02x?} mbuff {mbuff:02x?}\nrbpf: {reference:?}\njit:  {other:?}",
+                disasm(prog)
+            );
+        }
     }
     reference
 }
