@@ -1,7 +1,9 @@
-//! The JIT: one trace per program, compiled in one pass over the instructions. Each
-//! instruction becomes one stencil instance (none for LE64, the identity, and the second
-//! half of an LD_DW); jumps and calls name their destination as `Target::Instance`.
-//! Written only against `cpjit-runtime`'s public API and the host's generated stencil crate.
+//! The JIT: one trace per program, compiled in one pass over the instructions. Three eBPF
+//! registers are pinned in machine registers for the whole trace (`choose_pins`), the others
+//! live in the frame; each instruction becomes one instance of the stencil for its opcode and
+//! the places of its registers (none for LE64, the identity, and the second half of an
+//! LD_DW); jumps and calls name their destination as `Target::Instance`. Written only against
+//! `cpjit-runtime`'s public API and the host's generated stencil crate.
 
 use crate::insn::{decode, insn, AluOp, Cond, Kind, Width, STACK_SIZE};
 use crate::{Error, Helper};
