@@ -150,6 +150,12 @@ pub fn run() -> Result<(), String> {
     let example = crate::util::run(Command::new("bash").arg(root().join("examples/bf-jit/ci.sh")));
     steps.push(plain("examples/bf-jit/ci.sh", example.is_ok(), t));
 
+    // The eBPF example, the same way (checked against rbpf 0.4's interpreter).
+    let t = Start::now();
+    let example =
+        crate::util::run(Command::new("bash").arg(root().join("examples/ebpf-jit/ci.sh")));
+    steps.push(plain("examples/ebpf-jit/ci.sh", example.is_ok(), t));
+
     finish(&steps, &notes, start)
 }
 

@@ -1,0 +1,97 @@
+//! The checks rbpf 0.4's verifier makes, in its order, so that a program is refused here
+//! exactly when rbpf refuses it.
+
+use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
+use crate::Error;
+
+fn refuse(insn: Option<usize>, reason: impl Into<String>) -> Result<(), Error> {
+    Err(Error::Verifier {
+        insn,
+        reason: reason.into(),
+    })
+}
+
+/// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does.
+pub fn check(prog: &[u8]) -> Result<(), Error> {
+    if prog.len() % INSN_SIZE != 0 {
+        return refuse(None, "the program's length is not a multiple of 8 bytes");
+    }
+    if prog.len() > PROG_MAX_INSNS * INSN_SIZE {
+        return refuse(None, format!("more than {PROG_MAX_INSNS} instructions"));
+    }
+    if prog.is_empty() {
+        return refuse(None, "the program is empty");
+    }
+    let n = prog.len() / INSN_SIZE;
+    if insn(prog, n - 1).opc & 0x07 != 0x05 {
+        return refuse(
+            Some(n - 1),
+            "the program does not end with an instruction of class JMP",
+        );
+    }
+    let jump = |i: usize, off: i64| -> Result<(), Error> {
+        if off == -1 {
+            return refuse(Some(i), "infinite loop (a jump to itself)");
+        }
+        let to = i as i64 + 1 + off;
+        if to < 0 || to as usize >= n {
+            return refuse(Some(i), format!("jump out of the program, to #{to}"));
+        }
+        if insn(prog, to as usize).opc == 0 {
+            return refuse(
+                Some(i),
+                format!("jump into the middle of LD_DW #{}", to - 1),
+            );
+        }
+        Ok(())
+    };
+    let mut i = 0;
+    while i < n {
+        let ins = insn(prog, i);
+        let mut store = false;
+        match decode(ins.opc) {
+            None => return refuse(Some(i), format!("unknown opcode {:#04x}", ins.opc)),
+            Some(Kind::Xadd) => return refuse(Some(i), "XADD is not supported"),
+            Some(Kind::TailCall) => return refuse(Some(i), "TAIL_CALL is not supported"),
+            Some(Kind::End { .. }) if !matches!(ins.imm, 16 | 32 | 64) => {
+                return refuse(
+                    Some(i),
+                    format!("LE/BE of width {} (16, 32 or 64)", ins.imm),
+                );
+            }
+            Some(Kind::LdDw) => {
+                store = true;
+                // The last instruction is of class JMP, so an LD_DW always has a next one.
+                if insn(prog, i + 1).opc != 0 {
+                    return refuse(Some(i), "incomplete LD_DW (the next opcode is not 0)");
+                }
+            }
+            Some(Kind::St(_) | Kind::Stx(_)) => store = true,
+            Some(Kind::Ja | Kind::Jmp { .. }) => jump(i, i64::from(ins.off))?,
+            Some(Kind::Call) => match ins.src {
+                0 => {}
+                1 => {
+                    let to = i as i64 + 1 + i64::from(ins.imm);
+                    if to < 0 || to as usize >= n {
+                        return refuse(Some(i), format!("call out of the program, to #{to}"));
+                    }
+                }
+                t => return refuse(Some(i), format!("unsupported call type {t}")),
+            },
+            Some(_) => {}
+        }
+        if ins.src > 10 {
+            return refuse(Some(i), format!("invalid source register r{}", ins.src));
+        }
+        match (ins.dst, store) {
+            (0..=9, _) | (10, true) => {}
+            (10, false) => return refuse(Some(i), "cannot write into register r10"),
+            (d, _) => return refuse(Some(i), format!("invalid destination register r{d}")),
+        }
+        if ins.opc == 0x18 {
+            i += 1;
+        }
+        i += 1;
+    }
+    Ok(())
+}

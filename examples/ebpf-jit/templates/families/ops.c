@@ -1,0 +1,164 @@
+/* The op families: one member per op (OP, with OP_IS_<op> set) and place of its
+ * destination D and source S (a pinned slot 0..2, or 3: the frame; see ops.h). Family
+ * `rr` has both, family `r` only D (its ops name no source register). */
+#include "ops.h"
+
+#ifndef S
+#define S 3
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define SLOT_0 s.v0
+#define SLOT_1 s.v1
+#define SLOT_2 s.v2
+#if D == 3
+#define DREG FRAME_AT(DST_AT)
+#else
+#define DREG CAT(SLOT_, D)
+#endif
+#if S == 3
+#define SREG FRAME_AT(SRC_AT)
+#else
+#define SREG CAT(SLOT_, S)
+#endif
+
+/* OPDEF(name, body): the member's op if it is op `name` (OP_IS_name defined to 1). */
+#define PROBE_1 ~, 1
+#define SECOND_(a, b, ...) b
+#define SECOND(...) SECOND_(__VA_ARGS__, 0, 0)
+#define IS_ONE(x) SECOND(CAT(PROBE_, x))
+#define WHEN_1(...) __VA_ARGS__
+#define WHEN_0(...)
+#define OPDEF(name, ...) CAT(WHEN_, IS_ONE(OP_IS_##name))(EBPF_OP(op_member, __VA_ARGS__))
+#define JDEF(name, INIT, COND)                                               \
+  CAT(WHEN_, IS_ONE(OP_IS_##name))(                                         \
+      CPJIT_CACHED_OP(op_member, 3, 3) {                                     \
+        CPJIT_STACK(s, 3);                                                   \
+        struct cpjit_frame *f = frame;                                       \
+        (void)f;                                                             \
+        INIT;                                                                \
+        if (COND) EBPF_JUMP();                                               \
+        CPJIT_CONTINUE_CACHED(frame, s, 3);                                  \
+      })
+
+/* ---- ALU64: d, s are the 64-bit operands; the result replaces dst. ---- */
+#define ALU64(name, EXPR)                                                    \
+  OPDEF(name##64_imm, uint64_t d = DREG; uint64_t x = IMM64; DREG = (EXPR))  \
+  OPDEF(name##64_reg, uint64_t d = DREG; uint64_t x = SREG; DREG = (EXPR))
+ALU64(add, d + x)
+ALU64(sub, d - x)
+ALU64(mul, d * x)
+ALU64(div, x == 0 ? 0 : d / x)
+ALU64(or, d | x)
+ALU64(and, d & x)
+ALU64(lsh, d << (x & 63))
+ALU64(rsh, d >> (x & 63))
+ALU64(mod, x == 0 ? d : d % x)
+ALU64(xor, d ^ x)
+ALU64(mov, ((void)d, x))
+ALU64(arsh, (uint64_t)((int64_t)d >> (x & 63)))
+OPDEF(neg64, DREG = -DREG)
+
+/* ---- ALU32: d, x are the low halves; the result is zero-extended. ---- */
+#define ALU32(name, EXPR)                                                    \
+  OPDEF(name##32_imm, uint32_t d = (uint32_t)DREG; uint32_t x = IMM32;       \
+        DREG = (uint64_t)(uint32_t)(EXPR))                                   \
+  OPDEF(name##32_reg, uint32_t d = (uint32_t)DREG; uint32_t x = (uint32_t)SREG; \
+        DREG = (uint64_t)(uint32_t)(EXPR))
+ALU32(add, d + x)
+ALU32(sub, d - x)
+ALU32(mul, d * x)
+ALU32(div, x == 0 ? 0 : d / x)
+ALU32(or, d | x)
+ALU32(and, d & x)
+ALU32(lsh, d << (x & 31))
+ALU32(rsh, d >> (x & 31))
+ALU32(xor, d ^ x)
+ALU32(mov, ((void)d, x))
+ALU32(arsh, (uint32_t)((int32_t)d >> (x & 31)))
+OPDEF(neg32, DREG = (uint64_t)(uint32_t)(0u - (uint32_t)DREG))
+/* MOD32 by zero leaves the whole 64-bit register unchanged (rbpf). */
+OPDEF(mod32_imm, uint64_t d = DREG; uint32_t x = IMM32;
+      if (x != 0) DREG = (uint64_t)((uint32_t)d % x))
+OPDEF(mod32_reg, uint64_t d = DREG; uint32_t x = (uint32_t)SREG;
+      if (x != 0) DREG = (uint64_t)((uint32_t)d % x))
+
+/* ---- Byte order (little-endian hosts: LE truncates, BE swaps). ---- */
+OPDEF(le16, DREG = (uint16_t)DREG)
+OPDEF(le32, DREG = (uint32_t)DREG)
+OPDEF(be16, DREG = __builtin_bswap16((uint16_t)DREG))
+OPDEF(be32, DREG = __builtin_bswap32((uint32_t)DREG))
+OPDEF(be64, DREG = __builtin_bswap64(DREG))
+
+/* ---- LD_DW: a 64-bit immediate. ---- */
+OPDEF(lddw, DREG = CPJIT_OPERAND(VALUE))
+
+/* ---- Memory: every access checked against the three regions first. ---- */
+/* LDX: D the destination, S the base. */
+#define LDX(name, T, K)                                                      \
+  OPDEF(name, uint64_t a = SREG + OFF64;                                     \
+        if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_LOAD, a, 1 << K);       \
+        DREG = (uint64_t)*(const T *)a)
+LDX(ldxb, uint8_t, 0)
+LDX(ldxh, u16u, 1)
+LDX(ldxw, u32u, 2)
+LDX(ldxdw, u64u, 3)
+/* ST / STX: D the base, S the value. */
+#define STORE(name, T, K, VAL)                                               \
+  OPDEF(name, uint64_t a = DREG + OFF64;                                     \
+        if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_STORE, a, 1 << K);      \
+        *(T *)a = (T)(VAL))
+STORE(stb, uint8_t, 0, IMM32)
+STORE(sth, u16u, 1, IMM32)
+STORE(stw, u32u, 2, IMM32)
+STORE(stdw, u64u, 3, IMM64)
+STORE(stxb, uint8_t, 0, SREG)
+STORE(stxh, u16u, 1, SREG)
+STORE(stxw, u32u, 2, SREG)
+STORE(stxdw, u64u, 3, SREG)
+/* LD_ABS / LD_IND: D is where r0 lives, S the index register. rbpf checks 8 bytes. */
+#define LDABS(name, T, ADDR)                                                 \
+  OPDEF(name, uint64_t a = (ADDR);                                           \
+        if (!ebpf_in_bounds(f, a, 3)) FAULT(EBPF_OOB_LOAD, a, 8);            \
+        DREG = (uint64_t)*(const T *)a)
+LDABS(ldabsb, uint8_t, f->lo[1] + IMM32)
+LDABS(ldabsh, u16u, f->lo[1] + IMM32)
+LDABS(ldabsw, u32u, f->lo[1] + IMM32)
+LDABS(ldabsdw, u64u, f->lo[1] + IMM32)
+LDABS(ldindb, uint8_t, f->lo[1] + SREG + IMM32)
+LDABS(ldindh, u16u, f->lo[1] + SREG + IMM32)
+LDABS(ldindw, u32u, f->lo[1] + SREG + IMM32)
+LDABS(ldinddw, u64u, f->lo[1] + SREG + IMM32)
+
+/* ---- Jumps: JUMP when the condition holds. ---- */
+/* JMP: immediates zero-extended for the unsigned compares, sign-extended otherwise. */
+#define J64(name, XIMM, COND)                                                \
+  JDEF(name##_imm, uint64_t d = DREG; uint64_t x = (XIMM), COND)             \
+  JDEF(name##_reg, uint64_t d = DREG; uint64_t x = SREG, COND)
+J64(jeq, (uint64_t)IMM32, d == x)
+J64(jgt, (uint64_t)IMM32, d > x)
+J64(jge, (uint64_t)IMM32, d >= x)
+J64(jlt, (uint64_t)IMM32, d < x)
+J64(jle, (uint64_t)IMM32, d <= x)
+J64(jset, IMM64, (d & x) != 0)
+J64(jne, (uint64_t)IMM32, d != x)
+J64(jsgt, IMM64, (int64_t)d > (int64_t)x)
+J64(jsge, IMM64, (int64_t)d >= (int64_t)x)
+J64(jslt, IMM64, (int64_t)d < (int64_t)x)
+J64(jsle, IMM64, (int64_t)d <= (int64_t)x)
+/* JMP32: the low halves. */
+#define J32(name, COND)                                                      \
+  JDEF(name##32_imm, uint32_t d = (uint32_t)DREG; uint32_t x = IMM32, COND)  \
+  JDEF(name##32_reg, uint32_t d = (uint32_t)DREG; uint32_t x = (uint32_t)SREG, COND)
+J32(jeq, d == x)
+J32(jgt, d > x)
+J32(jge, d >= x)
+J32(jlt, d < x)
+J32(jle, d <= x)
+J32(jset, (d & x) != 0)
+J32(jne, d != x)
+J32(jsgt, (int32_t)d > (int32_t)x)
+J32(jsge, (int32_t)d >= (int32_t)x)
+J32(jslt, (int32_t)d < (int32_t)x)
+J32(jsle, (int32_t)d <= (int32_t)x)

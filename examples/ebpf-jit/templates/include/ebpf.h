@@ -1,0 +1,53 @@
+/* ebpf.h: the state the ebpf-jit ops share with the Rust side (src/jit.rs mirrors it as
+ * `#[repr(C)] struct Frame`). */
+#ifndef EBPF_H
+#define EBPF_H
+
+#include "cpjit.h"
+
+/* eBPF-to-eBPF calls nest at most this deep (rbpf's MAX_CALL_DEPTH). */
+#define EBPF_MAX_CALL_DEPTH 8
+/* Each local call moves r10 down by this much (rbpf's LOCAL_FUNCTION_STACK_SIZE). */
+#define EBPF_LOCAL_STACK 256
+
+/* What a local call saves: r6..r9 and the call site to return to. */
+struct ebpf_call {
+  uint64_t regs[4];
+  uint64_t site;
+};
+
+/* The frame. Registers first, so that register n is at byte offset 8 n; r[11] is scratch
+ * (the home of an unused pinned slot). */
+struct cpjit_frame {
+  uint64_t r[12];
+  /* The regions a load or store may touch: stack, mem, mbuff, each starting at lo[i].
+   * An access of width 1 << k at addr lies wholly inside region i exactly when
+   * addr - lo[i] < lim[i][k] (unsigned), where lim[i][k] is the region's size minus the
+   * width plus one, or 0 if the width does not fit: one subtraction and one compare, and
+   * no address that wraps around passes. */
+  uint64_t lo[3];
+  uint64_t lim[3][4];
+  /* Local calls: how deep, and the site an EXIT returns to. */
+  uint64_t depth;
+  uint64_t ret_site;
+  /* Set on an error exit: the instruction index, the address and the access width. */
+  uint64_t fault_insn;
+  uint64_t fault_addr;
+  uint64_t fault_len;
+  struct ebpf_call calls[EBPF_MAX_CALL_DEPTH];
+};
+
+/* Exit statuses of a trace (src/jit.rs turns them into errors). */
+#define EBPF_OK 0
+#define EBPF_OOB_LOAD 1
+#define EBPF_OOB_STORE 2
+#define EBPF_UNKNOWN_HELPER 3
+#define EBPF_CALL_DEPTH 4
+#define EBPF_FELL_OFF 5
+#define EBPF_INVALID 6
+
+/* Calls the helper `fn` (a Rust `fn(u64, u64, u64, u64, u64) -> u64`) with r1..r5 and
+ * stores its result in r0. */
+extern void ebpf_call_helper(struct cpjit_frame *frame, uint64_t fn);
+
+#endif /* EBPF_H */

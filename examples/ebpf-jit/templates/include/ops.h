@@ -1,0 +1,87 @@
+/* ops.h: what the ops (ops.c) and the op families (families/ops.c) share.
+ *
+ * Every op is a cached op (cpjit.h, "Register-cached stack values") in state 3 on entry and
+ * exit: the three cache registers c0, c1, c2 (x86-64 r14, r15, rdi; AArch64 x22, x23, x24)
+ * hold the three eBPF registers the compiler pinned for the program (slots 0, 1, 2, the
+ * view's s.v0, s.v1, s.v2); every other eBPF register lives in the frame. An op in a family
+ * is compiled once per place of its destination (D) and source (S): a slot 0..2, or 3 for
+ * the frame, where DST_AT/SRC_AT give its byte offset. */
+#ifndef EBPF_OPS_H
+#define EBPF_OPS_H
+
+#include "ebpf.h"
+
+CPJIT_DECLARE_NARROW(DST_AT, u16);
+CPJIT_DECLARE_NARROW(SRC_AT, u16);
+CPJIT_DECLARE_NARROW(IMM, s32);
+CPJIT_DECLARE_NARROW(OFF, s16);
+CPJIT_DECLARE_NARROW(IDX, u32);
+CPJIT_DECLARE_NARROW(SITE, u32);
+/* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused). */
+CPJIT_DECLARE_NARROW(PIN0_AT, u16);
+CPJIT_DECLARE_NARROW(PIN1_AT, u16);
+CPJIT_DECLARE_NARROW(PIN2_AT, u16);
+CPJIT_DECLARE_OPERAND(VALUE);
+CPJIT_DECLARE_OPERAND(FN);
+CPJIT_DECLARE_TARGET(JUMP);
+
+/* A byte offset in the frame. On x86-64 ELF the operand's symbol address is the offset
+ * itself, which LLVM folds into the access's displacement. */
+#if defined(__x86_64__) && !defined(__APPLE__) && !defined(_WIN32)
+#define AT(NAME) ((uintptr_t)&_JIT_##NAME)
+#else
+#define AT(NAME) ((uintptr_t)CPJIT_NARROW(NAME, u16))
+#endif
+#define FRAME_AT(NAME) (*(uint64_t *)((char *)f + AT(NAME)))
+
+/* The immediate as rbpf's `insn.imm as u64` (sign-extended) and `insn.imm as u32`. */
+#define IMM64 ((uint64_t)(int64_t)CPJIT_NARROW(IMM, s32))
+#define IMM32 ((uint32_t)CPJIT_NARROW(IMM, s32))
+#define OFF64 ((uint64_t)(int64_t)CPJIT_NARROW(OFF, s16))
+#define INSN ((uint64_t)CPJIT_NARROW(IDX, u32))
+
+typedef uint16_t u16u __attribute__((aligned(1), may_alias));
+typedef uint32_t u32u __attribute__((aligned(1), may_alias));
+typedef uint64_t u64u __attribute__((aligned(1), may_alias));
+
+/* An op: `f` the frame, `s` the view whose v0..v2 are the pinned registers. */
+#define EBPF_OP(NAME, ...)                                                   \
+  CPJIT_CACHED_OP(NAME, 3, 3) {                                              \
+    CPJIT_STACK(s, 3);                                                       \
+    struct cpjit_frame *f = frame;                                           \
+    __VA_ARGS__;                                                             \
+    CPJIT_CONTINUE_CACHED(frame, s, 3);                                      \
+  }
+#define EBPF_JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, 3)
+
+/* The pinned registers to and from their homes in the frame. */
+#define SYNC_OUT()                                                           \
+  do {                                                                       \
+    FRAME_AT(PIN0_AT) = s.v0;                                                \
+    FRAME_AT(PIN1_AT) = s.v1;                                                \
+    FRAME_AT(PIN2_AT) = s.v2;                                                \
+  } while (0)
+#define SYNC_IN()                                                            \
+  do {                                                                       \
+    s.v0 = FRAME_AT(PIN0_AT);                                                \
+    s.v1 = FRAME_AT(PIN1_AT);                                                \
+    s.v2 = FRAME_AT(PIN2_AT);                                                \
+  } while (0)
+
+/* Leaves the trace with an error status (no register is needed afterwards). */
+#define FAULT(STATUS, ADDR, LEN)                                             \
+  do {                                                                       \
+    f->fault_insn = INSN;                                                    \
+    f->fault_addr = (ADDR);                                                  \
+    f->fault_len = (LEN);                                                    \
+    return (STATUS);                                                         \
+  } while (0)
+
+/* Whether an access of 1 << K bytes at addr lies inside a region (see lim in ebpf.h). */
+static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_frame *f,
+                                                                uint64_t addr, int k) {
+  return (addr - f->lo[0] < f->lim[0][k]) | (addr - f->lo[1] < f->lim[1][k]) |
+         (addr - f->lo[2] < f->lim[2][k]);
+}
+
+#endif /* EBPF_OPS_H */

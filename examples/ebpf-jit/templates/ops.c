@@ -1,0 +1,84 @@
+/* The ops outside the families: entry, JA, calls, EXIT and the error exits. They see the
+ * pinned registers through PIN0_AT..PIN2_AT (see ops.h) where they need the whole register
+ * file in the frame. */
+#include "ops.h"
+
+/* The first op: loads the pinned registers (the shim passes none). */
+CPJIT_CACHED_OP(op_enter, 0, 3) {
+  CPJIT_STACK(s, 0);
+  struct cpjit_frame *f = frame;
+  cpjit_push(&s, FRAME_AT(PIN0_AT));
+  cpjit_push(&s, FRAME_AT(PIN1_AT));
+  cpjit_push(&s, FRAME_AT(PIN2_AT));
+  CPJIT_CONTINUE_CACHED(frame, s, 3);
+}
+
+CPJIT_CACHED_OP(op_ja, 3, 3) {
+  CPJIT_STACK(s, 3);
+  EBPF_JUMP();
+}
+
+/* A helper: r0 = fn(r1, r2, r3, r4, r5), through the Rust trampoline. */
+EBPF_OP(op_call_helper, SYNC_OUT(); ebpf_call_helper(f, CPJIT_OPERAND(FN)); SYNC_IN())
+
+/* A helper id nobody registered: rbpf fails when the call is executed. */
+CPJIT_CACHED_OP(op_unknown_helper, 3, 3) {
+  struct cpjit_frame *f = frame;
+  FAULT(EBPF_UNKNOWN_HELPER, 0, 0);
+}
+
+/* An eBPF-to-eBPF call: save r6..r9 and the return site, move r10 down, jump. */
+CPJIT_CACHED_OP(op_call_local, 3, 3) {
+  CPJIT_STACK(s, 3);
+  struct cpjit_frame *f = frame;
+  if (f->depth >= EBPF_MAX_CALL_DEPTH) FAULT(EBPF_CALL_DEPTH, 0, 0);
+  SYNC_OUT();
+  struct ebpf_call *c = &f->calls[f->depth++];
+  c->regs[0] = f->r[6];
+  c->regs[1] = f->r[7];
+  c->regs[2] = f->r[8];
+  c->regs[3] = f->r[9];
+  c->site = (uint64_t)CPJIT_NARROW(SITE, u32);
+  f->r[10] -= EBPF_LOCAL_STACK;
+  SYNC_IN();
+  EBPF_JUMP();
+}
+
+/* EXIT: leave the trace from the outermost function (r0 in the frame), else return to the
+ * caller's site through the chain of op_ret_case (JUMP names its first instance). */
+CPJIT_CACHED_OP(op_exit, 3, 3) {
+  CPJIT_STACK(s, 3);
+  struct cpjit_frame *f = frame;
+  SYNC_OUT();
+  if (f->depth == 0) return EBPF_OK;
+  struct ebpf_call *c = &f->calls[--f->depth];
+  f->r[6] = c->regs[0];
+  f->r[7] = c->regs[1];
+  f->r[8] = c->regs[2];
+  f->r[9] = c->regs[3];
+  f->r[10] += EBPF_LOCAL_STACK;
+  f->ret_site = c->site;
+  SYNC_IN();
+  EBPF_JUMP();
+}
+
+/* One return site: jump there when it is the one an EXIT popped. */
+CPJIT_CACHED_OP(op_ret_case, 3, 3) {
+  CPJIT_STACK(s, 3);
+  struct cpjit_frame *f = frame;
+  if (f->ret_site == (uint64_t)CPJIT_NARROW(SITE, u32)) EBPF_JUMP();
+  CPJIT_CONTINUE_CACHED(frame, s, 3);
+}
+
+/* Execution ran past the last instruction (rbpf's interpreter panics there). */
+CPJIT_CACHED_OP(op_fell_off, 3, 3) {
+  struct cpjit_frame *f = frame;
+  FAULT(EBPF_FELL_OFF, 0, 0);
+}
+
+/* An instruction rbpf's interpreter cannot execute (the second half of an LD_DW reached by
+ * a local call; rbpf panics there). */
+CPJIT_CACHED_OP(op_invalid, 3, 3) {
+  struct cpjit_frame *f = frame;
+  FAULT(EBPF_INVALID, 0, 0);
+}
