@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The CI of an example JIT built on the kit from outside its workspace (examples/bf-jit,
+# examples/ebpf-jit), run by each example's ci.sh from its own directory, with paths relative
+# to it: builds the kit's `cpjit` CLI (unless $CPJIT names one), emits cpjit.h, builds the
+# example's two stencil crates and runs its tests natively and under qemu-aarch64. Needs what
+# `bash ci/setup.sh` installs (clang-19, qemu-user, gcc-aarch64-linux-gnu,
+# libc6-dev-arm64-cross, the aarch64-unknown-linux-gnu rustup target).
+#
+# Usage: ../outside-crate-ci.sh NAME [--package-kit] [--check-stencils]
+#   --package-kit     also check that the crates an outside project depends on package
+#   --check-stencils  also check that a rebuild of the stencil crates is byte-identical
+#                     (`--check` trusts no cache entry: it costs a second full build)
+set -euo pipefail
+name=$1
+shift
+package_kit=false
+check_stencils=false
+for arg in "$@"; do
+  case "$arg" in
+    --package-kit) package_kit=true ;;
+    --check-stencils) check_stencils=true ;;
+    *) echo "$name: unknown option \`$arg\`" >&2; exit 2 ;;
+  esac
+done
+kit=../..
+
+if [[ -z "${CPJIT:-}" ]]; then
+  echo "$name: building the kit's cpjit CLI (the first build links LLVM and takes minutes)..." >&2
+  # With the whole workspace's features, as the kit's own builds of the toolchain use (xtask's
+  # build-stencils, cargo test --workspace), so that a checkout's CI builds it once.
+  cargo build --quiet --manifest-path "$kit/Cargo.toml" --workspace --bin cpjit
+  CPJIT=$(cd "$kit" && cargo metadata --format-version 1 --no-deps |
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/cpjit
+fi
+
+if $package_kit; then
+  # The crates an outside project depends on must package (and build from the package).
+  # Cargo verifies them through a temporary registry under the target directory, and both
+  # its unpacked copies ($CARGO_HOME/registry/src/<hash of that registry's path>/) and its
+  # build artifacts are keyed by name and version only: in a reused target directory a
+  # second run after the kit's sources changed (same version) would verify the stale copy.
+  # So the packages are built in a target directory of their own, and their unpacked
+  # copies, a cache of our own packages, are removed afterwards.
+  package_target=$(mktemp -d)
+  forget_packages() {
+    rm -rf "$package_target" "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/cpjit-{model,isa,runtime}-[0-9]*
+  }
+  trap forget_packages EXIT
+  CARGO_TARGET_DIR="$package_target" cargo package --quiet --manifest-path "$kit/Cargo.toml" \
+    -p cpjit-model -p cpjit-isa -p cpjit-runtime --allow-dirty
+fi
+
+targets=(--target x86_64-unknown-linux-gnu --target aarch64-unknown-linux-gnu)
+"$CPJIT" header --out templates/include
+"$CPJIT" build-stencils --templates templates --out stencils --model-path "$kit/model" "${targets[@]}"
+if $check_stencils; then
+  "$CPJIT" build-stencils --templates templates --out stencils --model-path "$kit/model" "${targets[@]}" --check
+fi
+
+# The example is its own workspace: its own Cargo.lock and target directory (also when the
+# caller exported the kit's), and the cross settings spelled out here rather than inherited
+# from the kit's .cargo/config.toml.
+export CARGO_TARGET_DIR="$PWD/target"
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu"}
+cargo fmt --check
+cargo test --quiet
+cargo test --quiet --target aarch64-unknown-linux-gnu
+echo "$name: ok (x86_64-unknown-linux-gnu natively, aarch64-unknown-linux-gnu under qemu)"
