@@ -27,7 +27,7 @@ fn set() -> &'static StencilSet<'static> {
 
 /// The sets a fuzz input may pick: the default set, and the three-argument set
 /// (`templates/threearg/`), both this host's.
-fn sets() -> [&'static StencilSet<'static>; 2] {
+pub fn sets() -> [&'static StencilSet<'static>; 2] {
     [
         set(),
         cpjit_stencils_threearg::native().expect("a three-argument stencil set for this host"),
@@ -131,6 +131,12 @@ pub struct Planned {
 
 /// The fuzz target's body.
 pub fn run(bytes: &[u8]) -> Outcome {
+    run_counting(bytes, &mut |_, _| {})
+}
+
+/// [`run`], telling `pushed` the set (0: default, 1: three-argument) and index of every
+/// stencil the trace pushed (what a campaign counts as reached).
+pub fn run_counting(bytes: &[u8], pushed: &mut dyn FnMut(usize, usize)) -> Outcome {
     let mut input = Input(bytes);
     let first = input.byte();
     let k = usize::from(first >= 0x80);
@@ -144,6 +150,7 @@ pub fn run(bytes: &[u8]) -> Outcome {
         let operands: Vec<u64> = s.operands.iter().map(|_| input.operand()).collect();
         let targets: Vec<Target> = s.targets.iter().map(|_| input.target(count)).collect();
         if builder.push(stencil, &operands, &targets).is_ok() {
+            pushed(k, stencil);
             plan.push(Planned {
                 stencil,
                 operands,

@@ -126,3 +126,76 @@ fn trace_target_checks_accepted_traces_byte_by_byte() {
         "no trace was refused: the generator never leaves a hole's reach"
     );
 }
+
+/// A timed campaign on stable, for a long run by hand (the coverage-guided one needs nightly:
+/// `cargo xtask fuzz`): `CPJIT_FUZZ_SECONDS` (default 10) per target of random inputs and
+/// mutations of the seeds, printing the executions per target and, for the trace target,
+/// how many stencils of each set it pushed. Run with `--ignored --nocapture`.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[ignore = "a timed campaign, run by hand"]
+fn campaign() {
+    use std::time::{Duration, Instant};
+    let seconds: u64 = std::env::var("CPJIT_FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let mut rng = Rng(0xc0ffee);
+    let mut run_for = |name: &str, seeds: &[Vec<u8>], body: &mut dyn FnMut(&[u8])| {
+        let end = Instant::now() + Duration::from_secs(seconds);
+        let mut n = 0u64;
+        while Instant::now() < end {
+            let input = if seeds.is_empty() || rng.below(4) == 0 {
+                (0..rng.below(512)).map(|_| rng.next() as u8).collect()
+            } else {
+                let seed = &seeds[rng.below(seeds.len())];
+                let mutants = inputs(seed, rng.next());
+                mutants[rng.below(mutants.len())].clone()
+            };
+            body(&input);
+            n += 1;
+        }
+        println!("{name}: {n} executions in {seconds} s");
+    };
+    let seeds_of = |target: &str| -> Vec<Vec<u8>> {
+        seed_files(&root(), target)
+            .unwrap()
+            .iter()
+            .map(|f| fs::read(f).unwrap())
+            .collect()
+    };
+    for (target, format) in [
+        ("object_elf", ObjectFormat::Elf),
+        ("object_coff", ObjectFormat::Coff),
+        ("object_macho", ObjectFormat::MachO),
+    ] {
+        run_for(target, &seeds_of(target), &mut |b| {
+            cpjit_fuzz_harness::read_object(format, b)
+        });
+    }
+    run_for("manifest", &seeds_of("manifest"), &mut |b| {
+        cpjit_fuzz_harness::parse_manifest_and_target(b)
+    });
+    use cpjit_fuzz_harness::trace::{run_counting, sets, Outcome};
+    let sets = sets();
+    let mut reached: Vec<Vec<bool>> = sets.iter().map(|s| vec![false; s.stencils.len()]).collect();
+    let (mut checked, mut rejected) = (0u64, 0u64);
+    run_for(
+        "trace",
+        &[],
+        &mut |b| match run_counting(b, &mut |k, i| reached[k][i] = true) {
+            Outcome::Checked => checked += 1,
+            Outcome::Rejected => rejected += 1,
+        },
+    );
+    println!("trace: {checked} traces checked byte by byte, {rejected} refused");
+    for (k, set) in sets.iter().enumerate() {
+        let n = reached[k].iter().filter(|r| **r).count();
+        let name = ["default", "threearg"][k];
+        println!(
+            "trace: set {name} ({}): {n} of {} stencils pushed",
+            set.target,
+            set.stencils.len()
+        );
+    }
+}
