@@ -632,11 +632,15 @@ impl Compiled {
         } else if mem_hi > mem_lo {
             frame.r[1] = mem_lo;
         }
+        let entry = self
+            .trace
+            .entry_fn(self.entry)
+            .expect("compile pushes the set's shim first, so its entry is a C-ABI entry");
         // SAFETY: the trace was stitched from this crate's template set, whose ops read the
         // frame as `Frame` and touch memory only inside [lo, hi) of its three regions
         // (checked before every access); the stack, mem and mbuff outlive the call.
         let status = unsafe {
-            self.trace.entry_fn(self.entry)(
+            entry(
                 &mut frame as *mut Frame as *mut c_void,
                 std::ptr::null_mut(),
             )
