@@ -171,13 +171,16 @@ fn the_code_map_names_existing_paths() {
         .expect("ARCHITECTURE.md has a `## Code map`");
     let map = map.split("\n## ").next().unwrap_or(map);
     let mut paths = Vec::new();
+    // One heading per room, and under it one bullet per path: "- `path` — what it is".
     for line in map.lines() {
-        let Some(cell) = line.strip_prefix("| `") else {
+        let Some(item) = line.strip_prefix("- `") else {
             continue;
         };
-        let path = cell.split('`').next().unwrap_or("");
+        let path = item.split('`').next().unwrap_or("");
         paths.push(path.to_string());
     }
+    let rooms = map.lines().filter(|l| l.starts_with("### ")).count();
+    assert!(rooms >= 5, "the code map has {rooms} room headings (`### `), expected one per room");
     assert!(paths.len() >= 10, "code map too short: {paths:?}");
     let missing: Vec<&String> = paths.iter().filter(|p| !exists(&root(), p)).collect();
     assert!(
