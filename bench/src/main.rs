@@ -1,17 +1,19 @@
 //! `cpjit-bench`: the benchmarks behind `cargo xtask bench` (a benchmark, never a test: it
 //! asserts correctness of what it runs, never timing).
 //!
-//! Groups: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
-//! (the copy-and-patch runtime), `peer` (the same traces through LLVM -O0/-O2 and Cranelift
-//! as JITs, [`cranelift`]),
-//! `exec` (the VM's example programs in every mode) and `pyvm` (the examples against CPython
-//! and PyPy running their Python versions, [`pyvm`]). Results go to
-//! `bench/report/results.json` and stdout as markdown; `--report` also rewrites
-//! `BENCHMARKS.md` and the plot.
+//! Two kinds of groups, each runnable alone (`--only`, or `--only kit` / `--only vm`):
 //!
-//! The peer group also runs every example program with LLVM -O0/-O2 as the VM's trace
-//! compiler (`cpjit_vm::Config::compiler`, see [`peer_compiler`]), next to copy-and-patch
-//! and the interpreter.
+//! - the kit's: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
+//!   (the copy-and-patch runtime), `peer` (the same synthetic traces through LLVM -O0/-O2
+//!   and Cranelift as JITs, [`cranelift`]);
+//! - the reference VM's, a client of the kit: `vm-peer` (every example program with LLVM
+//!   -O0/-O2 as the VM's trace compiler, `cpjit_vm::Config::compiler`, see
+//!   [`peer_compiler`], next to copy-and-patch and the interpreter), `exec` (the examples in
+//!   every mode) and `pyvm` (the examples against CPython and PyPy running their Python
+//!   versions, [`pyvm`]).
+//!
+//! Results go to `bench/report/results.json` and stdout as markdown; `--report` also
+//! rewrites `BENCHMARKS.md` and the plot.
 
 mod cached;
 mod copy_patch;
@@ -48,7 +50,8 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
   --render          measure nothing: rewrite BENCHMARKS.md and the plots from the figures in
                     bench/report/results.json (after editing bench/report/notes.md)
-  --only GROUPS     run only these of: toolchain, stitch, memory, peer, exec, pyvm
+  --only GROUPS     run only these of the kit's groups toolchain, stitch, memory, peer
+                    and the VM's groups vm-peer, exec, pyvm (`kit`, `vm`: all of one kind)
   --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
   --vm PATH         the cpjit-vm binary, for `pyvm` (default: next to this executable)
   --profile-stitch  measure nothing else: stitch TRACE (straight-N or counting-loop) with
@@ -57,7 +60,44 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
                     of 100 traces); prints thread CPU time per instance
 ";
 
-const GROUPS: [&str; 6] = ["toolchain", "stitch", "memory", "peer", "exec", "pyvm"];
+/// The kit's groups (its toolchain, runtime and peers on the same synthetic traces).
+const KIT_GROUPS: [&str; 4] = ["toolchain", "stitch", "memory", "peer"];
+/// The reference VM's groups (a client: its examples against LLVM, CPython and PyPy).
+const VM_GROUPS: [&str; 3] = ["vm-peer", "exec", "pyvm"];
+const GROUPS: [&str; 7] = [
+    "toolchain",
+    "stitch",
+    "memory",
+    "peer",
+    "vm-peer",
+    "exec",
+    "pyvm",
+];
+
+/// The groups `--only` names: groups, or `kit`/`vm` for all of one kind.
+fn groups_named(value: &str) -> Result<Vec<String>, String> {
+    let mut groups: Vec<String> = Vec::new();
+    for name in value.split(',') {
+        let expanded: Vec<&str> = match name {
+            "kit" => KIT_GROUPS.to_vec(),
+            "vm" => VM_GROUPS.to_vec(),
+            g if GROUPS.contains(&g) => vec![g],
+            bad => {
+                return Err(format!(
+                    "unknown group `{bad}` (the kit's: {}; the VM's: {}; or `kit`, `vm`)",
+                    KIT_GROUPS.join(", "),
+                    VM_GROUPS.join(", ")
+                ))
+            }
+        };
+        for g in expanded {
+            if !groups.iter().any(|x| x == g) {
+                groups.push(g.to_string());
+            }
+        }
+    }
+    Ok(groups)
+}
 
 struct Options {
     quick: bool,
@@ -88,13 +128,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--render" => o.render = true,
             "--only" => {
                 let v = it.next().ok_or("`--only` needs a value")?;
-                o.groups = v.split(',').map(String::from).collect();
-                if let Some(bad) = o.groups.iter().find(|g| !GROUPS.contains(&g.as_str())) {
-                    return Err(format!(
-                        "unknown group `{bad}` (groups: {})",
-                        GROUPS.join(", ")
-                    ));
-                }
+                o.groups = groups_named(v)?;
             }
             "--toolchain" => {
                 o.toolchain = PathBuf::from(it.next().ok_or("`--toolchain` needs a value")?)
@@ -165,7 +199,9 @@ fn run(o: &Options) -> Result<(), String> {
     if on("peer") {
         eprintln!("bench: LLVM and Cranelift peers ...");
         r.peer = peer_bench::run(&root, sizes, o.quick, &mut r.skipped)?;
-        eprintln!("bench: LLVM peer on the examples' traces ...");
+    }
+    if on("vm-peer") {
+        eprintln!("bench: LLVM peer on the VM examples' traces ...");
         r.peer.extend(peer_vm::run(&root, o.quick)?);
     }
     if on("exec") {
@@ -249,9 +285,16 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
     if take("memory", !old.memory.is_empty()) {
         r.memory = old.memory;
     }
-    if take("peer", !old.peer.is_empty()) {
-        r.peer = old.peer;
+    // The peer table holds both kinds of rows: the kit's synthetic traces (`peer`) and the
+    // VM's examples (`vm-peer`), each carried over on its own, the kit's first.
+    let (old_vm, old_kit): (Vec<_>, Vec<_>) = old.peer.into_iter().partition(results::is_vm_row);
+    if take("peer", !old_kit.is_empty()) {
+        r.peer.extend(old_kit);
     }
+    if take("vm-peer", !old_vm.is_empty()) {
+        r.peer.extend(old_vm);
+    }
+    r.peer.sort_by_key(results::is_vm_row);
     if take("exec", !old.exec.is_empty()) {
         r.exec = old.exec;
     }
@@ -295,6 +338,20 @@ mod tests {
     }
 
     #[test]
+    fn only_names_groups_or_all_of_one_kind() {
+        assert_eq!(groups_named("kit").unwrap(), KIT_GROUPS);
+        assert_eq!(groups_named("vm").unwrap(), VM_GROUPS);
+        assert_eq!(
+            groups_named("stitch,peer,stitch").unwrap(),
+            ["stitch", "peer"]
+        );
+        let err = groups_named("peers").unwrap_err();
+        assert!(err.contains("`peers`") && err.contains("vm-peer"), "{err}");
+        let all: Vec<&str> = KIT_GROUPS.iter().chain(&VM_GROUPS).copied().collect();
+        assert_eq!(all, GROUPS);
+    }
+
+    #[test]
     fn the_committed_results_parse() {
         let text = std::fs::read_to_string(root().join("bench/report/results.json")).unwrap();
         serde_json::from_str::<Results>(&text).unwrap();
@@ -327,6 +384,31 @@ mod tests {
                 "cargo xtask bench --only exec".to_string()
             )]
         );
+        // The peer table's two kinds of rows are carried over each with its own group.
+        let peer = |trace: &str| results::PeerRow {
+            trace: trace.into(),
+            ..results::PeerRow::default()
+        };
+        let old = Results {
+            command: "cargo xtask bench".into(),
+            peer: vec![peer("straight-10"), peer("vm/examples/sum.vm: 1 trace(s)")],
+            ..Results::default()
+        };
+        std::fs::write(&json, serde_json::to_string(&old).unwrap()).unwrap();
+        let mut r = Results {
+            peer: vec![peer("straight-100")],
+            ..Results::default()
+        };
+        carry_over(&mut r, &json, &|g: &str| g == "peer").unwrap();
+        let traces: Vec<&str> = r.peer.iter().map(|p| p.trace.as_str()).collect();
+        assert_eq!(traces, ["straight-100", "vm/examples/sum.vm: 1 trace(s)"]);
+        let mut r = Results {
+            peer: vec![peer("vm/examples/fib.vm: 2 trace(s)")],
+            ..Results::default()
+        };
+        carry_over(&mut r, &json, &|g: &str| g == "vm-peer").unwrap();
+        let traces: Vec<&str> = r.peer.iter().map(|p| p.trace.as_str()).collect();
+        assert_eq!(traces, ["straight-10", "vm/examples/fib.vm: 2 trace(s)"]);
         // A full run carries nothing over.
         let mut full = Results::default();
         carry_over(&mut full, &json, &|_: &str| true).unwrap();

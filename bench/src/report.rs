@@ -311,7 +311,7 @@ fn examples_vs_o0(r: &Results, out: &mut String) {
     for cp in r
         .peer
         .iter()
-        .filter(|p| p.trace.starts_with("vm/examples/") && p.backend == "copy-and-patch")
+        .filter(|p| crate::results::is_vm_row(p) && p.backend == "copy-and-patch")
     {
         let Some(o0) = r
             .peer
@@ -419,7 +419,14 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
          alternately, round by round (A, B, C, A, B, C …), and ratios are computed run by run \
          from the same round; in the compile-time rows each timed run directly follows an \
          untimed run of the same backend, so that no row's time depends on which backend ran \
-         before it.\n\n",
+         before it.\n\n\
+         **Which figures are whose.** The kit's groups measure the kit on its own test ops and \
+         synthetic traces: `toolchain` (stencil builds), `stitch` and `memory` (the runtime), \
+         `peer` (the same traces through LLVM and Cranelift as JITs). The reference VM's groups \
+         measure a client of the kit on its example programs: `vm-peer` (LLVM as the VM's \
+         trace compiler), `exec` (every mode) and `pyvm` (against CPython and PyPy). Each group \
+         runs alone with `cargo xtask bench --only GROUP`, each kind with `--only kit` or \
+         `--only vm`.\n\n",
     );
     let _ = writeln!(out, "## Machine\n");
     for (k, v) in &r.machine {

@@ -111,7 +111,7 @@ pub struct MemoryRow {
     pub chunks: usize,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct PeerRow {
     pub trace: String,
     pub backend: String,
@@ -144,6 +144,12 @@ pub struct PeerRow {
     pub compile_ratio_to_alias: Option<Sample>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compile_cpu_ratio_to_alias: Option<Sample>,
+}
+
+/// Whether a peer row is the VM's (a `vm-peer` row: an example program with LLVM as the
+/// VM's trace compiler) rather than the kit's (a synthetic trace of the `peer` group).
+pub fn is_vm_row(row: &PeerRow) -> bool {
+    row.trace.starts_with("vm/examples/")
 }
 
 impl PeerRow {
@@ -421,7 +427,7 @@ impl Results {
     /// Compile time per stencil instance of the synthetic traces (straight traces and the
     /// counting loop), every backend, with the per-run ratio to copy-and-patch.
     pub fn compile_per_instance_md(&self, out: &mut String) {
-        let synthetic = |r: &&PeerRow| !r.trace.starts_with("vm/examples/") && r.compile.is_some();
+        let synthetic = |r: &&PeerRow| !is_vm_row(r) && r.compile.is_some();
         table(
             out,
             &[

@@ -180,7 +180,10 @@ fn the_code_map_names_existing_paths() {
         paths.push(path.to_string());
     }
     let rooms = map.lines().filter(|l| l.starts_with("### ")).count();
-    assert!(rooms >= 5, "the code map has {rooms} room headings (`### `), expected one per room");
+    assert!(
+        rooms >= 5,
+        "the code map has {rooms} room headings (`### `), expected one per room"
+    );
     assert!(paths.len() >= 10, "code map too short: {paths:?}");
     let missing: Vec<&String> = paths.iter().filter(|p| !exists(&root(), p)).collect();
     assert!(
