@@ -164,7 +164,7 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         }
         drop(compiled);
         // SAFETY: no function of `c` is used after this.
-        unsafe { c.recycle() };
+        unsafe { c.recycle() }?;
     }
     let runs = b.runs;
     let plan = &plan;
@@ -194,7 +194,7 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
                 let (compiled, t) = time(|| c.compile_batch(spec, BATCH));
                 drop(compiled?);
                 // SAFETY: the functions were just dropped; nothing else of `c` runs.
-                unsafe { c.recycle() };
+                unsafe { c.recycle() }?;
                 Ok(t / BATCH as f64)
             })
             .primed(),
@@ -289,7 +289,7 @@ fn check_all(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<(), String> {
         let got = outcome(|| unsafe { compiled.run(spec) });
         drop(compiled);
         // SAFETY: no trace of `c` is used after this.
-        unsafe { c.recycle() };
+        unsafe { c.recycle() }?;
         let name = format!("{} ({})", c.variant().backend(), c.variant().opt_level());
         check(spec, &name, expected, got)?;
     }
@@ -359,7 +359,7 @@ fn time_compiles(
                 });
                 drop(compiled?);
                 // SAFETY: the traces were just dropped; nothing else of `c` runs.
-                unsafe { c.recycle() };
+                unsafe { c.recycle() }?;
                 Ok(t / cl_batch as f64)
             })
             .primed(),
@@ -457,7 +457,7 @@ fn loop_rows(
     drop(cranelift);
     for c in &mut b.cranelift {
         // SAFETY: the traces above were dropped.
-        unsafe { c.recycle() };
+        unsafe { c.recycle() }?;
     }
     compile_rows(b, spec, Some((&run_rounds, "ns/round")))
 }
@@ -525,7 +525,7 @@ mod tests {
                     let u = (thread_cpu_ns() - start) / BATCH as f64;
                     drop(compiled);
                     // SAFETY: the functions were just dropped.
-                    unsafe { c.recycle() };
+                    unsafe { c.recycle() }.unwrap();
                     if round >= 2 {
                         times.push(u);
                     }
