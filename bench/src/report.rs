@@ -504,7 +504,12 @@ frontend variable (SSA values, block parameters at merges); `opt_level` none and
 no Cranelift lowering (their ops exist only as templates), so they are not compiled by \
 Cranelift. Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `vm/examples/*.expected`; *interpreter* = the same in `interp` mode.
 - **Execution**: every `vm/examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
-included), output checked against `vm/examples/*.expected`.
+included), output checked against `vm/examples/*.expected`. *Compile*: the VM's whole backend \
+compile of the last run, summed over its traces (wall clock around `Backend::compile`: the \
+lowering onto stencils and the kit's member selection, `push`, `finish` with allocation, \
+publish and icache flush); *per micro-op*: that ÷ the stencil instances stitched (the \
+*micro-ops* column in `jit` mode). The VM's traces have no Cranelift lowering, so this \
+clock has no Cranelift beside it; the synthetic traces of *Peer* do.
 - **Peers: CPython and PyPy** (`pyvm`): every example also exists in Python \
 (`vm/examples/*.py`: the same algorithm and output; float operations in the same order, so the \
 same bits). Per example, one round runs, in this order: `cpjit interp` and `cpjit jit` \
