@@ -16,6 +16,7 @@
 
 use core::fmt;
 
+pub mod format;
 mod frame;
 mod host;
 pub use frame::{
@@ -917,6 +918,8 @@ pub struct StencilSet<'a> {
     pub zero_fill: &'a [ZeroFill<'a>],
     /// Hex SHA-256 over everything the set was generated from.
     pub digest: &'a str,
+    /// The generated-crate format it was written in ([`format::VERSION`] when current).
+    pub format_version: u32,
 }
 
 impl<'a> StencilSet<'a> {
@@ -1173,6 +1176,7 @@ mod tests {
             symbols: &[],
             zero_fill: &[],
             digest: "",
+            format_version: format::VERSION,
         };
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
@@ -1216,6 +1220,7 @@ mod tests {
             symbols: &[],
             zero_fill: &ZERO_FILL,
             digest: "",
+            format_version: format::VERSION,
         };
         assert_eq!(S.check_data(&set), Ok(()));
         let mut dst = [0xaau8; 24];

@@ -18,6 +18,13 @@ pub enum Error {
         host: String,
         who: String,
     },
+    /// The stencil set was generated in another crate format than this runtime's
+    /// `cpjit-model` reads (`cpjit_model::format`): its tables may mean something else.
+    StencilFormat {
+        target: String,
+        found: u32,
+        expected: u32,
+    },
     /// The stencil set itself is malformed (checked once, by [`Jit::new`](crate::Jit::new)).
     InvalidStencil { stencil: String, reason: String },
     /// `push` with a stencil index past the end of the set.
@@ -131,6 +138,16 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Error::StencilFormat {
+                target,
+                found,
+                expected,
+            } => write!(
+                f,
+                "the stencil set for {target} was generated in crate format {found}, but this \
+                 cpjit-runtime reads format {expected}: regenerate the stencil crates with \
+                 `cpjit build-stencils` (in the kit, `cargo xtask build-stencils`)"
+            ),
             Error::HostCannotRun { target, host, who } => write!(
                 f,
                 "stencil set for target `{target}` cannot run in this {host} process ({who})"

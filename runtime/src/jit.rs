@@ -270,6 +270,13 @@ impl<'s> Jit<'s> {
 /// and the registers its OS reserves), and every hole lies inside its section and refers to
 /// an operand, target or symbol that exists.
 fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
+    if set.format_version != cpjit_model::format::VERSION {
+        return Err(Error::StencilFormat {
+            target: set.target.to_string(),
+            found: set.format_version,
+            expected: cpjit_model::format::VERSION,
+        });
+    }
     let host = Host::current();
     if !host.is_some_and(|h| h.runs_set(set)) {
         return Err(Error::HostCannotRun {

@@ -518,3 +518,27 @@ fn entry_fn_refuses_every_instance_but_the_shim() {
         .entry_as::<cpjit_runtime::EntryFn>(InstanceId::from_index(0))
         .is_err());
 }
+
+/// A set generated in another crate format is refused before anything of it is read, and
+/// the message says how to regenerate it.
+#[test]
+fn a_set_of_another_crate_format_is_refused_with_the_regenerate_command() {
+    let current = cpjit_runtime::model::format::VERSION;
+    for found in [current.wrapping_sub(1), current + 1] {
+        let old = leak(StencilSet {
+            format_version: found,
+            ..*SET
+        });
+        let Err(e) = Jit::new(old, resolve) else {
+            panic!("a set of crate format {found} was accepted");
+        };
+        assert!(
+            matches!(e, Error::StencilFormat { found: f, expected, .. } if f == found && expected == current),
+            "{e:?}"
+        );
+        let text = message(e);
+        assert!(text.contains("cpjit build-stencils"), "{text}");
+        assert!(text.contains(&format!("format {found}")), "{text}");
+    }
+    assert!(Jit::new(SET, resolve).is_ok());
+}

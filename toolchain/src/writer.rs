@@ -285,6 +285,19 @@ pub fn thousands(n: usize) -> String {
     out
 }
 
+/// The generated crate's first item: the model format it is written in, by a path that
+/// fails first, and says what to do, when the crate meets another `cpjit-model`
+/// (`cpjit_model::format`).
+fn format_line(o: &mut String) {
+    let _ = writeln!(
+        o,
+        "/// The `cpjit-model` format this crate is written in. If this line does not compile,\n\
+         /// the crate is out of date: regenerate it with `cpjit build-stencils`.\n\
+         const _: u32 = cpjit_model::format::regenerate_with_cpjit_build_stencils::FORMAT_{};\n",
+        cpjit_model::format::VERSION
+    );
+}
+
 fn lib_rs(set: &BuiltSet) -> Result<String> {
     let t = &set.target;
     let mut o = String::new();
@@ -304,6 +317,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
         thousands(set.hole_count())
     );
     o.push_str("#![no_std]\n#![allow(non_upper_case_globals)]\n\nuse cpjit_model::*;\n\n");
+    format_line(&mut o);
 
     o.push_str("/// Index of each stencil in [`SET`]`.stencils`, by name.\n#[rustfmt::skip]\npub mod stencil {\n");
     for (i, s) in set.stencils.iter().enumerate() {
@@ -351,6 +365,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
         o.push_str("    ],\n");
     }
     let _ = writeln!(o, "    digest: \"{}\",", set.digest);
+    let _ = writeln!(o, "    format_version: {},", cpjit_model::format::VERSION);
     o.push_str("};\n\n");
     crate::frame::write_frames(&mut o, &set.stencils);
 
@@ -595,6 +610,21 @@ pub fn relative_path(from: &Path, to: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_format_line_names_the_models_current_format() {
+        let mut o = String::new();
+        format_line(&mut o);
+        let item = format!(
+            "cpjit_model::format::regenerate_with_cpjit_build_stencils::FORMAT_{};",
+            cpjit_model::format::VERSION
+        );
+        assert!(o.contains(&item), "{o}");
+        assert!(
+            o.contains("regenerate it with `cpjit build-stencils`"),
+            "{o}"
+        );
+    }
 
     #[test]
     fn thousands_separators() {

@@ -123,6 +123,7 @@ static SET: StencilSet<'static> = StencilSet {
     symbols: &["far"],
     zero_fill: &[],
     digest: "",
+    format_version: cpjit_model::format::VERSION,
 };
 
 fn jit(recorder: &Arc<Recorder>) -> Jit<'static> {

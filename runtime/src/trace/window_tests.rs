@@ -99,6 +99,7 @@ static SET: StencilSet<'static> = StencilSet {
     symbols: &["far"],
     zero_fill: &[],
     digest: "",
+    format_version: cpjit_model::format::VERSION,
 };
 
 fn jit(code_writes: CodeWrites) -> Jit<'static> {

@@ -460,4 +460,5 @@ pub static SET: StencilSet<'static> = StencilSet {
     symbols: &["cpjit_test_helper"],
     zero_fill: &[],
     digest: "",
+    format_version: format::VERSION,
 };

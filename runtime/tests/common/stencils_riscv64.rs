@@ -435,4 +435,5 @@ pub static SET: StencilSet<'static> = StencilSet {
     symbols: &["cpjit_test_helper"],
     zero_fill: &[],
     digest: "",
+    format_version: format::VERSION,
 };

@@ -159,6 +159,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
         out.append("    symbols: &[" + ", ".join(f'"{s}"' for s in all_symbols) + "],")
         out.append("    zero_fill: &[],")
         out.append('    digest: "",')
+        out.append('    format_version: format::VERSION,')
         out.append("};")
         with open(os.path.join(OUT, f"stencils_{set_name}.rs"), "w") as f:
             f.write("\n".join(out) + "\n")
