@@ -175,7 +175,8 @@ const OTHER_CHECKOUT_STATUS: i32 = 3;
 
 /// Builds `root`'s toolchain binary and returns its path. A binary compiled in another
 /// checkout (cargo reuses builds across checkouts that share a target directory, see
-/// `kit.rs`) is rebuilt from `root` once, after touching `toolchain/src/lib.rs`.
+/// `kit.rs`) is rebuilt from `root` once, after touching every workspace member's crate root
+/// (its library dependencies were built there too).
 fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
     let binary = build_toolchain(root, quiet)?;
     if !compiled_elsewhere(&binary, root)? {
@@ -186,7 +187,7 @@ fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
         binary.display(),
         root.display()
     );
-    crate::kit::touch(&root.join("toolchain/src/lib.rs"))?;
+    crate::kit::touch_members(root)?;
     let binary = build_toolchain(root, false)?;
     if compiled_elsewhere(&binary, root)? {
         return Err(format!(

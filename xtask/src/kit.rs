@@ -89,8 +89,9 @@ pub fn stale_build(compiled: &Path, run_for: Option<&Path>, root: &Path, explici
 }
 
 /// Rebuilds and reruns xtask from `root` with `args` when [`stale_build`] says it must; the
-/// exit status of the rerun. Its source's modification time is bumped: cargo's fingerprint
-/// of the other checkout's build sees nothing else that differs.
+/// exit status of the rerun. Every workspace member's crate root is touched
+/// ([`touch_members`]): cargo's fingerprint of the other checkout's builds sees nothing else
+/// that differs.
 pub fn rerun_from(
     root: &Path,
     compiled: &Path,
@@ -110,12 +111,72 @@ pub fn rerun_from(
         compiled.display(),
         root.display()
     );
-    touch(&root.join("xtask/src/main.rs"))?;
+    touch_members(root)?;
     let mut cmd = rerun_command(root, args);
     let status = cmd
         .status()
         .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
     Ok(status.code().unwrap_or(1))
+}
+
+/// Touches the crate root of every member of `root`'s workspace ([`touch`]), so that cargo
+/// rebuilds them all. Touching only the binary's own crate is not enough: its library
+/// dependencies in the workspace (`cpjit-model`, the toolchain's library, the generated
+/// crates) have the same artifact names in both checkouts too, so cargo would find the
+/// other checkout's builds of them fresh and link those into this checkout's binary.
+/// Members are read from the workspace `Cargo.toml` (`dir` or `dir/*`).
+pub fn touch_members(root: &Path) -> Result<usize, String> {
+    let roots = member_crate_roots(root)?;
+    for file in &roots {
+        touch(file)?;
+    }
+    Ok(roots.len())
+}
+
+/// The crate root files (`src/lib.rs`, `src/main.rs`) of every member of `root`'s workspace.
+pub fn member_crate_roots(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let manifest = root.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
+    let value: toml::Value =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let members = value
+        .get("workspace")
+        .and_then(|w| w.get("members"))
+        .and_then(|m| m.as_array())
+        .ok_or_else(|| format!("{}: no [workspace] members list", manifest.display()))?;
+    let mut dirs = Vec::new();
+    for member in members {
+        let member = member
+            .as_str()
+            .ok_or_else(|| format!("{}: a workspace member is not a string", manifest.display()))?;
+        match member.strip_suffix("/*") {
+            Some(parent) => {
+                let parent = root.join(parent);
+                let Ok(entries) = std::fs::read_dir(&parent) else {
+                    continue;
+                };
+                let mut found: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|d| d.join("Cargo.toml").is_file())
+                    .collect();
+                found.sort();
+                dirs.extend(found);
+            }
+            None if member.contains('*') => {
+                return Err(format!(
+                    "{}: workspace member `{member}`: only `dir` and `dir/*` are understood",
+                    manifest.display()
+                ))
+            }
+            None => dirs.push(root.join(member)),
+        }
+    }
+    Ok(dirs
+        .iter()
+        .flat_map(|d| [d.join("src/lib.rs"), d.join("src/main.rs")])
+        .filter(|f| f.is_file())
+        .collect())
 }
 
 /// Sets the modification time of `file` to now, so that cargo rebuilds its crate: what
@@ -185,6 +246,56 @@ mod tests {
         assert!(is_kit(
             Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
         ));
+    }
+
+    #[test]
+    fn every_member_crate_root_is_found_for_a_rebuild() {
+        // This checkout: the libraries a binary links (the model, the toolchain's library)
+        // and the generated crates are rebuilt with the binaries.
+        let real = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let roots = member_crate_roots(real).unwrap();
+        for needle in [
+            "model/src/lib.rs",
+            "toolchain/src/lib.rs",
+            "toolchain/src/main.rs",
+            "xtask/src/main.rs",
+            "stencils/x86_64-unknown-linux-gnu/src/lib.rs",
+            "stencils/facade/src/lib.rs",
+            "vm/stencils/facade/src/lib.rs",
+        ] {
+            assert!(roots.contains(&real.join(needle)), "{needle} missing");
+        }
+        // A fixture: a plain member, a glob, a glob dir entry without a crate, a bad glob.
+        let dir = tempfile::tempdir().unwrap();
+        let kit = dir.path();
+        for crate_dir in ["a", "sets/x", "sets/y"] {
+            std::fs::create_dir_all(kit.join(crate_dir).join("src")).unwrap();
+            std::fs::write(kit.join(crate_dir).join("Cargo.toml"), "").unwrap();
+            std::fs::write(kit.join(crate_dir).join("src/lib.rs"), "").unwrap();
+        }
+        std::fs::create_dir_all(kit.join("sets/not-a-crate")).unwrap();
+        std::fs::write(
+            kit.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"a\", \"sets/*\"]\n",
+        )
+        .unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1 << 30);
+        for f in ["a/src/lib.rs", "sets/x/src/lib.rs", "sets/y/src/lib.rs"] {
+            let file = std::fs::File::options().append(true).open(kit.join(f));
+            file.unwrap().set_modified(old).unwrap();
+        }
+        assert_eq!(touch_members(kit).unwrap(), 3);
+        for f in ["a/src/lib.rs", "sets/x/src/lib.rs", "sets/y/src/lib.rs"] {
+            let modified = std::fs::metadata(kit.join(f)).unwrap().modified().unwrap();
+            assert!(modified > old, "{f} was not touched");
+        }
+        std::fs::write(
+            kit.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"s*ts\"]\n",
+        )
+        .unwrap();
+        let e = member_crate_roots(kit).unwrap_err();
+        assert!(e.contains("`s*ts`") && e.contains("dir/*"), "{e}");
     }
 
     #[test]
