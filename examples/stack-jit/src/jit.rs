@@ -138,8 +138,9 @@ impl Compiler {
     /// A compiler over the host's stencil set.
     pub fn new() -> Result<Compiler, Error> {
         let selector = Selector::new(HOST_FAMILY)?;
-        let plain = (0..HOST_FAMILY.elements.len())
-            .map(|e| HOST_FAMILY.stencil(e, &[0, 0]).unwrap_or(usize::MAX))
+        // The table's member entered and left with nothing cached, per op.
+        let plain = (0..selector.table().ops() as u16)
+            .map(|op| usize::from(selector.table().member(op, 0, 0)))
             .collect();
         Ok(Compiler {
             jit: Jit::new(HOST_SET, resolve)?,

@@ -112,6 +112,17 @@ fn bench(mut args: Vec<String>) -> Result<(), String> {
             .compile(&ops, Mode::Cached)
             .map_err(|e| e.to_string())?;
         let want = interpret(&ops).map_err(|e| e.to_string())?;
+        // Compile times (verify, push, finish), alternated, in microseconds.
+        let mut compile = [vec![], vec![]];
+        for _ in 0..rounds * 10 {
+            for (k, mode) in [Mode::Uncached, Mode::Cached].into_iter().enumerate() {
+                let t = Instant::now();
+                let c = compiler.compile(&ops, mode).map_err(|e| e.to_string())?;
+                compile[k].push(t.elapsed().as_secs_f64() * 1e6);
+                drop(c);
+            }
+        }
+        let [cu, cc] = compile.map(|mut t| summary(&mut t));
         let mut times = [vec![], vec![], vec![]];
         for _ in 0..rounds {
             let t = Instant::now();
@@ -139,6 +150,12 @@ fn bench(mut args: Vec<String>) -> Result<(), String> {
             i.0 / c.0,
             u.0 / c.0,
             i.0 / u.0,
+        );
+        println!(
+            "{:width$}  compile (us: verify, push, finish): uncached {:.1} ({:.1}-{:.1}), cached {:.1} ({:.1}-{:.1})",
+            "",
+            cu.0, cu.1, cu.2, cc.0, cc.1, cc.2,
+            width = name.len(),
         );
     }
     Ok(())
