@@ -16,7 +16,7 @@ mod verify;
 
 pub use interp::interpret;
 pub use jit::{CompileError, Compiled, Compiler, Mode};
-pub use verify::{verify, VerifyError};
+pub use verify::{effect, verify, VerifyError};
 
 /// Local variables per program (`STACK_LOCALS` in `templates/include/stack.h`).
 pub const LOCALS: usize = 16;

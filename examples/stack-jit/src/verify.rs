@@ -21,8 +21,9 @@ impl fmt::Display for VerifyError {
 
 impl std::error::Error for VerifyError {}
 
-/// `(pop, push)` of `op` (as the template set's manifest declares them).
-pub(crate) fn effect(op: Op) -> (usize, usize) {
+/// `(pop, push)` of `op`: what the verifier assumes, and what the template set's manifest
+/// must declare (`tests/effects.rs` checks the two agree).
+pub fn effect(op: Op) -> (usize, usize) {
     match op {
         Op::Const(_) | Op::Load(_) => (0, 1),
         Op::Store(_) | Op::Drop | Op::Print | Op::Jz(_) | Op::Jnz(_) | Op::Ret => (1, 0),
