@@ -4,7 +4,7 @@
 //! `build-stencils --check`, the native
 //! workspace tests on nextest and the doctests, the long runs of `ci/matrix.toml`
 //! (`[[long]]`), the test matrix with its compile-only checks, the matrix self-test, the
-//! outside-crate example (`examples/bf-jit/ci.sh`). Fuzzing is covered on stable by the
+//! outside-crate examples (`examples/{bf,ebpf,stack}-jit/ci.sh`). Fuzzing is covered on stable by the
 //! workspace tests of `fuzz-harness/` (every target's seeds and deterministic mutations through
 //! the targets' own bodies); the nightly, sanitizer-built campaigns of `cargo xtask fuzz` cost
 //! four minutes of build alone and are run on their own.
@@ -155,6 +155,12 @@ pub fn run() -> Result<(), String> {
     let example =
         crate::util::run(Command::new("bash").arg(root().join("examples/ebpf-jit/ci.sh")));
     steps.push(plain("examples/ebpf-jit/ci.sh", example.is_ok(), t));
+
+    // The register-caching example: its ops pushed by op id, members chosen by the kit.
+    let t = Start::now();
+    let example =
+        crate::util::run(Command::new("bash").arg(root().join("examples/stack-jit/ci.sh")));
+    steps.push(plain("examples/stack-jit/ci.sh", example.is_ok(), t));
 
     finish(&steps, &notes, start)
 }
