@@ -377,6 +377,9 @@ fn write_json(path: &Path, sets: &[BuiltSet]) -> Result<()> {
             "set": set.set_name,
             "digest": set.digest,
             "shim": set.shim.map(|i| set.stencils[i as usize].name.clone()),
+            // Issue 37's figure: continuing stencils, and how many of them fall through.
+            "continuing": set.continuing(),
+            "falls_through": set.falling_through(),
             "symbols": set.symbols,
             "stencils": set.stencils,
         });

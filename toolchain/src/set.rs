@@ -87,6 +87,27 @@ impl BuiltSet {
     pub fn hole_count(&self) -> usize {
         self.stencils.iter().map(|s| s.holes.len()).sum()
     }
+
+    /// Stencils that continue: the entry shim aside, those that jump to the continuation
+    /// or fall through into it (the denominator of the fall-through figure, issue 37).
+    pub fn continuing(&self) -> usize {
+        (0..self.stencils.len())
+            .filter(|&i| self.continues(i))
+            .count()
+    }
+
+    /// Continuing stencils whose continuation is a fall-through (trailing jump elided).
+    pub fn falling_through(&self) -> usize {
+        (0..self.stencils.len())
+            .filter(|&i| self.continues(i) && self.stencils[i].elided_continue)
+            .count()
+    }
+
+    fn continues(&self, i: usize) -> bool {
+        let s = &self.stencils[i];
+        self.shim != Some(i as u16)
+            && (s.elided_continue || s.holes.iter().any(|h| h.value == HoleValue::Continue))
+    }
 }
 
 /// Assembles the set of `target` from its units' outputs (in unit order).

@@ -67,6 +67,9 @@ pub struct Sidecar {
 #[serde(deny_unknown_fields)]
 pub struct Counts {
     pub code_bytes: usize,
+    /// Stencils that continue (the entry shim aside); `elided_jumps` of them fall through
+    /// (issue 37's figure: the share of continuing stencils whose hot path falls through).
+    pub continuing: usize,
     pub data_bytes: usize,
     /// Stencils whose trailing continuation jump was removed (they fall through).
     pub elided_jumps: usize,
@@ -86,6 +89,7 @@ impl Sidecar {
         Sidecar {
             counts: Counts {
                 code_bytes: set.code_bytes(),
+                continuing: set.continuing(),
                 data_bytes: set.data_bytes(),
                 elided_jumps: set.stencils.iter().filter(|s| s.elided_continue).count(),
                 holes: set.hole_count(),
@@ -794,6 +798,7 @@ mod tests {
         let sidecar = Sidecar {
             counts: Counts {
                 code_bytes: 7468,
+                continuing: 95,
                 data_bytes: 176,
                 elided_jumps: 90,
                 holes: 158,
@@ -811,7 +816,7 @@ mod tests {
         let text = sidecar.to_json().unwrap();
         assert_eq!(
             text,
-            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"some-target\"\n}\n"
+            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"continuing\": 95,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"some-target\"\n}\n"
         );
         let back: Sidecar = serde_json::from_str(&text).unwrap();
         assert_eq!(back, sidecar);

@@ -147,6 +147,23 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
         sidecar.counts.elided_jumps,
         lib.matches("falls_through: true").count()
     );
+    // Continuing stencils: those that fall through plus those that keep a jump to the
+    // continuation (`continue` holes; the shim's call is one, and it is not counted).
+    let jumps = lib
+        .split(": Stencil<'static> = Stencil {")
+        .skip(1)
+        .filter(|s| {
+            let body = &s[..s.find("\n    };").unwrap()];
+            body.contains("falls_through: false") && body.contains("HoleValue::Continue")
+        })
+        .count();
+    assert_eq!(
+        sidecar.counts.continuing,
+        sidecar.counts.elided_jumps + jumps - 1
+    );
+    let elf = &json[&t(Arch::X86_64, ObjectFormat::Elf)];
+    assert_eq!(elf["continuing"], sidecar.counts.continuing);
+    assert_eq!(elf["falls_through"], sidecar.counts.elided_jumps);
     assert_eq!(
         json[&t(Arch::Aarch64, ObjectFormat::MachO)]["shim"],
         "cpjit_entry"

@@ -31,6 +31,8 @@ pub struct Sidecar {
 pub struct Counts {
     pub stencils: u64,
     pub code_bytes: u64,
+    /// Stencils that continue; `elided_jumps` of them fall through.
+    pub continuing: u64,
     pub data_bytes: u64,
     pub holes: u64,
     pub elided_jumps: u64,
@@ -76,6 +78,7 @@ mod tests {
         assert_eq!(s.template_set, "default");
         assert_eq!(s.counts.stencils, 105);
         assert_eq!(s.counts.elided_jumps, 90);
+        assert_eq!(s.counts.continuing, 95);
         assert!(s.files["src/lib.rs"].starts_with("sha256:"));
         assert!(s.inputs_digest.starts_with("sha256:"));
     }

@@ -112,6 +112,8 @@ pub struct CountsReport {
     pub data_bytes: u64,
     pub holes: u64,
     pub elided_jumps: u64,
+    /// Stencils that continue; `elided_jumps` of them fall through.
+    pub continuing: u64,
 }
 
 impl From<Counts> for CountsReport {
@@ -122,6 +124,7 @@ impl From<Counts> for CountsReport {
             data_bytes: c.data_bytes,
             holes: c.holes,
             elided_jumps: c.elided_jumps,
+            continuing: c.continuing,
         }
     }
 }

@@ -97,8 +97,8 @@ pub fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "| target | set (dir) | stencils | code bytes | data bytes | holes | elided jumps | \
-         inputs digest |"
+        "| target | set (dir) | stencils | code bytes | data bytes | holes | continuing stencils \
+         that fall through | inputs digest |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for t in &r.targets {
@@ -114,7 +114,7 @@ pub fn markdown(r: &Report) -> String {
                 c.code_bytes,
                 c.data_bytes,
                 c.holes,
-                c.elided_jumps,
+                falls_through(c.elided_jumps, c.continuing),
                 short_digest(&s.inputs_digest)
             );
         }
@@ -185,6 +185,17 @@ fn display_abi(name: &str) -> &str {
         .into_iter()
         .find(|a| a.name() == name)
         .map_or(name, |x| facts::abi_name(x))
+}
+
+/// `elided of continuing (pct %)`: how many continuing stencils fall through (issue 37).
+fn falls_through(elided: u64, continuing: u64) -> String {
+    if continuing == 0 {
+        return format!("{elided} of 0");
+    }
+    format!(
+        "{elided} of {continuing} ({:.1} %)",
+        elided as f64 * 100.0 / continuing as f64
+    )
 }
 
 #[cfg(test)]
