@@ -22,7 +22,6 @@
 use crate::ops;
 use crate::pinning::{self, PIN_REGS};
 use cpjit_model::StencilSet;
-use std::collections::HashMap;
 
 /// Cache states ([`CacheState`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
 pub const STATES: usize = 8;
@@ -135,12 +134,16 @@ pub struct CachedOps {
     unpins: [[Option<usize>; 2]; PIN_REGS],
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
-    /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
-    /// `COPY`.
-    at_depth: HashMap<(u32, bool, CacheState, u64), (usize, CacheState)>,
+    /// By op id: its members compiled for one depth operand (`COPY`), as (scaled, entry
+    /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
+    /// look-up costs one length test there (it was a hash of four fields per micro-op).
+    at_depth: Vec<Vec<DepthMember>>,
     /// By stencil index (every stencil of the set): what a cached member is.
     facts: Vec<MemberFacts>,
 }
+
+/// A member compiled for one depth operand: (scaled, entry state, depth, stencil, exit state).
+type DepthMember = (bool, CacheState, u64, usize, CacheState);
 
 /// What a cached stencil is (all `None` for an uncached one).
 #[derive(Clone, Copy, Debug, Default)]
@@ -218,6 +221,7 @@ impl CachedOps {
         let mut out = CachedOps {
             members: vec![[[None; STATES]; 2]; ops::OPS.len()],
             pinned: vec![[[[[None; STATES]; 2]; 2]; PIN_REGS]; ops::OPS.len()],
+            at_depth: vec![Vec::new(); ops::OPS.len()],
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
         };
@@ -347,8 +351,14 @@ impl CachedOps {
             depth: Some(depth),
             ..MemberFacts::default()
         };
-        self.at_depth
-            .insert((op, scaled, entry, depth), (stencil, exit));
+        let members = &mut self.at_depth[op as usize];
+        match members
+            .iter_mut()
+            .find(|m| (m.0, m.1, m.2) == (scaled, entry, depth))
+        {
+            Some(m) => (m.3, m.4) = (stencil, exit),
+            None => members.push((scaled, entry, depth, stencil, exit)),
+        }
         Ok(())
     }
 
@@ -466,10 +476,14 @@ impl CachedOps {
         scaled: bool,
         operand: u64,
     ) -> Option<(usize, CacheState)> {
-        if !entry.fits(scaled) {
+        let members = self.at_depth.get(op as usize)?;
+        if members.is_empty() || !entry.fits(scaled) {
             return None;
         }
-        self.at_depth.get(&(op, scaled, entry, operand)).copied()
+        members
+            .iter()
+            .find(|m| (m.0, m.1, m.2) == (scaled, entry, operand))
+            .map(|m| (m.3, m.4))
     }
 
     /// The operand a member compiled for one depth takes (`None`: any).

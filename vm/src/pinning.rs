@@ -77,17 +77,40 @@ pub struct Pinning {
     pub body: RangeInclusive<usize>,
     /// By micro-op: whether it is an exit stub the body leaves through.
     pub stubs: Vec<bool>,
+    /// By micro-op: the pinned register holding the local it runs on (a body micro-op
+    /// on a pinned local), worked out once per trace for the lowering's many look-ups.
+    registers: Vec<Option<u8>>,
 }
 
 impl Pinning {
+    /// A pinning of `locals` in `trace`'s micro-ops `body`.
+    fn new(
+        trace: &Trace,
+        locals: Vec<u64>,
+        scaled: Vec<bool>,
+        body: RangeInclusive<usize>,
+        stubs: Vec<bool>,
+    ) -> Pinning {
+        let mut registers = vec![None; trace.uops.len()];
+        for i in body.clone() {
+            registers[i] = pinned_local(&trace.uops[i])
+                .and_then(|local| locals.iter().position(|&l| l == local))
+                .map(|r| r as u8);
+        }
+        Pinning {
+            locals,
+            scaled,
+            body,
+            stubs,
+            registers,
+        }
+    }
+
     /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
     /// that runs on a pinned local.
-    pub fn register_of(&self, trace: &Trace, i: usize) -> Option<usize> {
-        let local = pinned_local(&trace.uops[i])?;
-        if !self.body.contains(&i) {
-            return None;
-        }
-        self.locals.iter().position(|&l| l == local)
+    #[inline]
+    pub fn register_of(&self, i: usize) -> Option<usize> {
+        self.registers.get(i).copied().flatten().map(usize::from)
     }
 
     /// The locals and how they are held.
@@ -249,12 +272,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         .enumerate()
         .map(|(k, &l)| trace.loop_body_proves_int(l) && copies_exist(k, true))
         .collect();
-    Some(Pinning {
-        locals,
-        scaled,
-        body: start..=end,
-        stubs,
-    })
+    Some(Pinning::new(trace, locals, scaled, start..=end, stubs))
 }
 
 /// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
@@ -292,11 +310,14 @@ pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     let copies_exist = (0..pins.locals.len()).all(|k| {
         cached.pin(k, pins.scaled[k]).is_some() && cached.unpin(k, pins.scaled[k]).is_some()
     });
-    copies_exist.then(|| Pinning {
-        locals: pins.locals.clone(),
-        scaled: pins.scaled.clone(),
-        body: 0..=last - 1,
-        stubs,
+    copies_exist.then(|| {
+        Pinning::new(
+            trace,
+            pins.locals.clone(),
+            pins.scaled.clone(),
+            0..=last - 1,
+            stubs,
+        )
     })
 }
 

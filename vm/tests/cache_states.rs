@@ -49,7 +49,9 @@ impl TraceCompiler for Checking {
 
 fn checking() -> Rc<Checking> {
     Rc::new(Checking {
-        backend: Backend::host().expect("host stencils are linked"),
+        backend: Backend::host()
+            .expect("host stencils are linked")
+            .with_checks(true),
         lowerings: RefCell::new(Vec::new()),
         cached_instances: Cell::new(0),
     })
