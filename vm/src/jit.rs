@@ -10,7 +10,10 @@
 //! (calls, exits, `RETURN`, ...); a jump target (the loop head, an exit stub) is entered in
 //! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
-//! each lowering consistent before it is stitched.
+//! each lowering consistent before it is stitched, in debug builds and wherever
+//! [`Backend::with_checks`] asks (`Config::check_lowerings`: the VM's tests and differential
+//! runs, in every build); a release build trusts the construction, which costs about as
+//! much as the check.
 //! (The lowering and its check are the submodule `lower`: [`Lowering`], instances by
 //! [`LoweredId`], states by [`crate::cached::CacheState`].)
 //!
@@ -174,6 +177,8 @@ const MAX_TARGETS: usize = 2;
 /// A stencil's operands and jump targets, resolved from their names.
 #[derive(Clone, Copy, Debug)]
 struct StencilPlan {
+    /// The stencil's name (for listings, without a look-up in the set's large records).
+    name: &'static str,
     operands: [Operand; MAX_OPERANDS],
     n_operands: u8,
     targets: [Jump; MAX_TARGETS],
@@ -186,6 +191,7 @@ struct StencilPlan {
 impl StencilPlan {
     fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
         let mut plan = StencilPlan {
+            name: stencil.name,
             operands: [Operand::Arg0; MAX_OPERANDS],
             n_operands: 0,
             targets: [Jump::Jump; MAX_TARGETS],
@@ -352,11 +358,10 @@ impl Backend {
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
-            let stencil = &self.set.stencils[index];
             if let Some(name) = plan.unknown {
                 return Err(format!(
                     "stencil {} has an unknown operand or jump target {name}",
-                    stencil.name
+                    plan.name
                 ));
             }
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
@@ -381,7 +386,7 @@ impl Backend {
                 *value = operand.value(&u).ok_or_else(|| {
                     format!(
                         "stencil {}: a local's offset overflows (operands {}, {})",
-                        stencil.name, u.arg0, u.arg1
+                        plan.name, u.arg0, u.arg1
                     )
                 })?;
             }
@@ -394,8 +399,8 @@ impl Backend {
             }
             let pushed = b.push(index, &operands[..n_operands], &jumps[..n_targets]);
             let Some(i) = inst.uop else {
-                pushed.map_err(|e| format!("{}: {e}", stencil.name))?;
-                names.push(stencil.name);
+                pushed.map_err(|e| format!("{}: {e}", plan.name))?;
+                names.push(plan.name);
                 continue;
             };
             let info = ops::info(u.op);
@@ -404,7 +409,7 @@ impl Backend {
                 if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) {
                     info.name
                 } else {
-                    stencil.name
+                    plan.name
                 },
             );
         }

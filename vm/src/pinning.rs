@@ -49,7 +49,6 @@ use crate::abi::Inst;
 use crate::jit::{CachedOps, LoweredId, LoweredInstance, Lowering};
 use crate::ops::{self, op, OperandKind};
 use crate::trace::Trace;
-use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
@@ -194,7 +193,9 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         return None;
     }
     let mut stubs = vec![false; trace.uops.len()];
-    let mut uses: BTreeMap<u64, Uses> = BTreeMap::new();
+    // By local, in the order first named (a body names a handful: a linear search is
+    // cheaper than a tree per micro-op).
+    let mut uses: Vec<(u64, Uses)> = Vec::new();
     let mut named_otherwise = Vec::new();
     for i in start..=end {
         let u = &trace.uops[i];
@@ -210,7 +211,14 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             stubs[t] = true;
         }
         if let Some(local) = pinned_local(u) {
-            let e = uses.entry(local).or_default();
+            let at = match uses.iter().position(|(l, _)| *l == local) {
+                Some(at) => at,
+                None => {
+                    uses.push((local, Uses::default()));
+                    uses.len() - 1
+                }
+            };
+            let e = &mut uses[at].1;
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
             let reads_only = matches!(

@@ -88,6 +88,28 @@ fn every_example_trace_is_lowered_with_consistent_cache_states() {
     }
 }
 
+/// The compile reuses one lowering's vectors from trace to trace
+/// ([`Backend::lower_into`]): whatever the last trace left there, the next lowering is the one
+/// made afresh (stale exit entries, pins or jump targets of a longer trace would show here).
+#[test]
+fn a_lowering_into_reused_vectors_is_the_fresh_lowering() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let compiler = checking();
+    for name in ["nbody", "calls", "collatz", "sieve", "sum"] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.vm"))).unwrap();
+        run_with(&text, &compiler, eager(Mode::Jit));
+    }
+    let lowerings = compiler.lowerings.borrow();
+    assert!(lowerings.len() > 10, "{} traces", lowerings.len());
+    assert!(lowerings.iter().any(|(_, l)| !l.pinned.is_empty()));
+    assert!(lowerings.iter().any(|(_, l)| l.pinned.is_empty()));
+    let mut reused = Lowering::default();
+    for (trace, fresh) in lowerings.iter().chain(lowerings.iter().rev()) {
+        compiler.backend.lower_into(trace, &mut reused).unwrap();
+        assert_eq!(&reused, fresh, "{trace:?}");
+    }
+}
+
 #[test]
 fn random_programs_lower_consistently_and_agree_with_the_interpreter() {
     for seed in 0..40 {
