@@ -10,5 +10,6 @@ mod families;
 mod halves;
 mod narrow;
 mod positions;
+mod selection;
 mod stencil_sets;
 mod three_arguments;

@@ -216,6 +216,8 @@ pub fn check(
     let address_of = |t: Target| match t {
         Target::Instance(id) => (id.index() < plan.len()).then(|| entry(id.index())),
         Target::Address(a) => Some(a),
+        // The plans push by stencil index with instance and address targets only.
+        Target::Label(_) => None,
     };
     for (i, p) in plan.iter().enumerate() {
         let s = &set.stencils[p.stencil];

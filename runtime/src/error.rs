@@ -24,6 +24,14 @@ pub enum Error {
     UnknownStencilIndex { index: usize, count: usize },
     /// `push_named` with a name the set does not have.
     UnknownStencilName { name: String },
+    /// A request to a cached family's selection ([`Selector`](crate::Selector),
+    /// [`TraceBuilder::push_op`](crate::TraceBuilder::push_op),
+    /// [`TraceBuilder::bind`](crate::TraceBuilder::bind)) it cannot meet: `reason` says
+    /// which op, state or label, and what would.
+    Selection { family: String, reason: String },
+    /// `finish` of a trace with `jumps` jumps to labels never bound
+    /// ([`TraceBuilder::bind`](crate::TraceBuilder::bind)).
+    UnboundLabel { jumps: usize },
     /// `push` with the wrong number of operand values.
     OperandCount {
         stencil: String,
@@ -145,6 +153,14 @@ impl fmt::Display for Error {
                 )
             }
             Error::UnknownStencilName { name } => write!(f, "unknown stencil `{name}`"),
+            Error::Selection { family, reason } => {
+                write!(f, "selection in cached family `{family}`: {reason}")
+            }
+            Error::UnboundLabel { jumps } => write!(
+                f,
+                "{jumps} jump(s) go to labels never bound: bind every label a jump uses \
+                 (TraceBuilder::bind) before finishing the trace"
+            ),
             Error::OperandCount {
                 stencil,
                 expected,

@@ -76,4 +76,5 @@ pub use cpjit_model as model;
 pub use error::Error;
 pub use jit::{CodeWrites, Jit, JitOptions};
 pub use trace::entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
+pub use trace::select::{Label, Selector};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

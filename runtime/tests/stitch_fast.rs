@@ -580,7 +580,9 @@ fn reference(
             }
             HoleValue::Target(k) => match targets[k as usize] {
                 Target::Address(a) => (a, true),
-                Target::Instance(_) => unreachable!("the cases jump to addresses"),
+                Target::Instance(_) | Target::Label(_) => {
+                    unreachable!("the cases jump to addresses")
+                }
             },
             HoleValue::Symbol(s) => (
                 if s == NEAR {

@@ -71,6 +71,12 @@ struct RawCacheParams {
     pop: Option<u8>,
     #[serde(default)]
     push: Option<u8>,
+    /// Per element: `[pop, push]` (for families whose ops differ; no members are left out).
+    #[serde(default)]
+    effects: Option<BTreeMap<String, [u8; 2]>>,
+    /// The element whose members move between states (spill/fill), used as glue.
+    #[serde(default)]
+    glue: Option<String>,
 }
 
 /// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
@@ -148,6 +154,11 @@ pub struct Family {
     /// `cached`: the parameters every member's `CPJIT_CACHED_OP` annotation must state as
     /// its entry and exit state; `None`: the members must not be cached ops.
     pub cached: Option<CacheParams>,
+    /// `cached.effects`: each listed element's stack effect (selection only: every member
+    /// stays), checked against the elements when the table is made.
+    pub effects: BTreeMap<String, StackEffect>,
+    /// `cached.glue`: the element whose members move the cache state (spill or fill).
+    pub glue: Option<String>,
 }
 
 /// One stencil of a family: what to compile and what to call it.
@@ -173,6 +184,8 @@ pub struct Table {
     pub elements: Vec<String>,
     pub params: Vec<(String, Vec<String>)>,
     pub stencils: Vec<Option<u16>>,
+    /// What a runtime needs to select members itself (cached families only).
+    pub select: Option<crate::select::Select>,
 }
 
 fn value_text(v: &toml::Value) -> Option<String> {
@@ -304,9 +317,21 @@ impl Family {
                 return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
             }
         }
+        let (mut effects, mut glue) = (BTreeMap::new(), None);
         let cached = match raw.cached {
             None => None,
             Some(c) => {
+                if c.effects.is_some() && (c.pop.is_some() || c.push.is_some()) {
+                    return fail(
+                        "`cached` takes either `pop`/`push` (one stack effect for every op) or \
+                         `effects` (one per element), not both"
+                            .into(),
+                    );
+                }
+                for (element, [pop, push]) in c.effects.clone().unwrap_or_default() {
+                    effects.insert(element, StackEffect { pop, push });
+                }
+                glue.clone_from(&c.glue);
                 // A state parameter's values are what the annotation states: integers, written
                 // as the annotation's numbers are (so "2" matches and "02" cannot be meant).
                 let index = |role: &str, name: &str| -> std::result::Result<usize, String> {
@@ -367,6 +392,8 @@ impl Family {
             params,
             skip,
             cached,
+            effects,
+            glue,
         })
     }
 
@@ -585,12 +612,15 @@ impl Family {
             }
             stencils[at] = index_of(&m.stencil);
         }
-        Ok(Table {
+        let mut table = Table {
             name: self.name.clone(),
             elements,
             params: self.params.clone(),
             stencils,
-        })
+            select: None,
+        };
+        table.select = crate::select::Select::of(self, &table)?;
+        Ok(table)
     }
 }
 

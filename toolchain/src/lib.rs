@@ -35,6 +35,7 @@ pub mod narrow;
 pub mod object;
 pub mod pipeline;
 pub mod scale_set;
+pub mod select;
 pub mod set;
 pub mod stencil;
 pub mod target;

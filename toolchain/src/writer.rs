@@ -411,9 +411,93 @@ fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
                 .collect();
             let _ = writeln!(o, "            {},", cells.join(", "));
         }
-        o.push_str("        ],\n    },\n");
+        o.push_str("        ],\n");
+        cache_select(o, f);
+        o.push_str("    },\n");
     }
     o.push_str("];\n\n");
+    op_constants(o, set)
+}
+
+/// A family's `cached` field: its selection tables (`crate::select`), or `None`.
+fn cache_select(o: &mut String, f: &crate::family::Table) {
+    let Some(s) = &f.select else {
+        o.push_str("        cached: None,\n");
+        return;
+    };
+    let id = |m: Option<u16>| m.map_or("Family::NONE".to_string(), |i| i.to_string());
+    let _ = writeln!(
+        o,
+        "        cached: Some(CacheSelect {{\n            entry_param: {},\n            exit_param: {},\n            states: {},\n            combos: {},\n            glue: {},",
+        s.entry_param,
+        s.exit_param,
+        s.states,
+        s.combos,
+        id(s.glue.map(|g| g as u16))
+    );
+    let effects: Vec<String> = s
+        .effects
+        .iter()
+        .map(|e| {
+            e.map_or("CacheSelect::NO_EFFECT".to_string(), |e| {
+                format!("[{}, {}]", e.pop, e.push)
+            })
+        })
+        .collect();
+    let _ = writeln!(o, "            effects: &[{}],", effects.join(", "));
+    o.push_str("            members: &[\n");
+    for row in s.members.chunks(s.states.max(1) * s.states.max(1)) {
+        let cells: Vec<String> = row.iter().map(|&m| id(m)).collect();
+        let _ = writeln!(o, "                {},", cells.join(", "));
+    }
+    o.push_str("            ],\n            transitions: &[\n");
+    for row in s.transitions.chunks(s.states.max(1)) {
+        let cells: Vec<String> = row
+            .iter()
+            .map(|t| match t {
+                None => "Transition::NONE".to_string(),
+                Some(t) => format!(
+                    "Transition {{ member: {}, glue: {}, via: {}, exit: {} }}",
+                    t.member,
+                    id(t.glue),
+                    t.via,
+                    t.exit
+                ),
+            })
+            .collect();
+        let _ = writeln!(o, "                {},", cells.join(", "));
+    }
+    o.push_str("            ],\n        }),\n");
+}
+
+/// `mod op`: per cached family whose only parameters are its state parameters, one
+/// constant per element naming its op (`op::test_cached::PUSH`), the same on every target.
+fn op_constants(o: &mut String, set: &BuiltSet) -> Result<()> {
+    let plain: Vec<_> = set
+        .families
+        .iter()
+        .filter(|f| f.select.as_ref().is_some_and(|s| s.combos == 1) && !f.elements.is_empty())
+        .collect();
+    if plain.is_empty() {
+        return Ok(());
+    }
+    o.push_str("/// The ops of the cached families, by element (`CacheSelect::op`).\n#[rustfmt::skip]\npub mod op {\n");
+    for f in plain {
+        let _ = writeln!(
+            o,
+            "    /// Family `{}`.\n    pub mod {} {{",
+            f.name,
+            ident(&f.name)?
+        );
+        for (i, e) in f.elements.iter().enumerate() {
+            let name = e.to_ascii_uppercase();
+            if crate::set::is_identifier(&name) {
+                let _ = writeln!(o, "        pub const {}: u16 = {i};", ident(&name)?);
+            }
+        }
+        o.push_str("    }\n");
+    }
+    o.push_str("}\n\n");
     Ok(())
 }
 

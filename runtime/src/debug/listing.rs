@@ -34,6 +34,7 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             Some(&o) => format!("{:#x} (instance {})", base + o as u64, id.index()),
             None => format!("instance {} (missing)", id.index()),
         },
+        Target::Label(l) => format!("{l:?} (unbound)"),
     };
     let mut data_end = 0usize;
     let mut end = 0usize;

@@ -6,6 +6,7 @@
 //! [`Jit::register_trace`] and is kept by a trace only as [`Registrations`].
 
 pub(crate) mod entry;
+pub(crate) mod select;
 pub(crate) mod stitch;
 
 #[cfg(test)]
@@ -19,6 +20,7 @@ use crate::jit::{Jit, ShimFacts};
 use crate::program::Program;
 use crate::Error;
 use entry::{Entry, EntrySignature};
+use select::{Label, LabelSlot};
 use std::ffi::c_void;
 use std::ops::Range;
 use stitch::{Counted, Layout};
@@ -81,6 +83,10 @@ pub enum Target {
     Instance(InstanceId),
     /// Any code address outside the trace (another trace, a native function).
     Address(u64),
+    /// A label ([`TraceBuilder::label`]): the instance it is bound to. Only
+    /// [`TraceBuilder::push_op`] resolves labels; a label left in a trace (given to `push`
+    /// or `continue_at`, or never bound) makes `finish` fail with [`Error::UnboundLabel`].
+    Label(Label),
 }
 
 /// One pushed instance: its stencil, where its operands and targets start in the
@@ -107,6 +113,12 @@ pub struct TraceBuilder<'j, 's> {
     pub(crate) continuation: Option<Target>,
     /// The current trace's layout so far, extended by each push.
     pub(crate) layout: Layout,
+    /// The cache state the last instance left, as [`push_op`](TraceBuilder::push_op)
+    /// tracks it ([`select`]).
+    pub(crate) cache_state: u8,
+    /// The current trace's labels ([`select`]), and how many jumps wait for one unbound.
+    pub(crate) labels: Vec<LabelSlot>,
+    pub(crate) unbound: u32,
     /// Index in `instances` of the current trace's first instance: 0, except in a
     /// [`TraceBatch`], whose traces share the vectors one after another.
     pub(crate) start: u32,
@@ -124,6 +136,7 @@ struct Spare {
     instances: Vec<Instance>,
     operands: Vec<u64>,
     targets: Vec<Target>,
+    labels: Vec<LabelSlot>,
     counted: Counted,
 }
 
@@ -154,6 +167,9 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             targets: std::mem::take(&mut spare.targets),
             continuation: None,
             layout: Layout::default(),
+            cache_state: 0,
+            labels: std::mem::take(&mut spare.labels),
+            unbound: 0,
             start: 0,
             spare: std::mem::ManuallyDrop::new(spare),
         }
@@ -390,7 +406,18 @@ impl<'j, 's> TraceBuilder<'j, 's> {
 
     /// Lays out, copies and patches the instances into executable memory.
     pub fn finish(self) -> Result<Trace, Error> {
+        self.check_labels()?;
         stitch::finish(&self)
+    }
+
+    /// Refuses a trace with jumps to labels never bound.
+    fn check_labels(&self) -> Result<(), Error> {
+        match self.unbound {
+            0 => Ok(()),
+            jumps => Err(Error::UnboundLabel {
+                jumps: jumps as usize,
+            }),
+        }
     }
 }
 
@@ -419,6 +446,9 @@ impl<'j, 's> View<'_, 'j, 's> {
             targets: Vec::new(),
             continuation: self.continuation,
             layout: self.layout,
+            cache_state: 0,
+            labels: Vec::new(),
+            unbound: 0,
             start: 0,
             spare: Default::default(),
         };
@@ -474,6 +504,8 @@ pub struct TraceBatch<'j, 's> {
     closed: Vec<Closed>,
     /// Whether `builder` holds an open trace (started by [`trace`](TraceBatch::trace)).
     open: bool,
+    /// The first trace closed with a jump to a label never bound, and why.
+    failed: Option<(usize, Error)>,
 }
 
 /// A trace of a batch that a later [`TraceBatch::trace`] closed.
@@ -489,6 +521,7 @@ impl<'j, 's> TraceBatch<'j, 's> {
             builder: TraceBuilder::new(jit),
             closed: Vec::new(),
             open: false,
+            failed: None,
         }
     }
 
@@ -513,6 +546,11 @@ impl<'j, 's> TraceBatch<'j, 's> {
             return;
         }
         let b = &mut self.builder;
+        if let Err(e) = b.check_labels() {
+            self.failed.get_or_insert((self.closed.len(), e));
+        }
+        b.labels.clear();
+        (b.unbound, b.cache_state) = (0, 0);
         let end = b.instances.len() as u32;
         self.closed.push(Closed {
             instances: b.start..end,
@@ -529,6 +567,12 @@ impl<'j, 's> TraceBatch<'j, 's> {
     /// with [`Error::InBatch`] naming the trace; an empty batch gives no traces.
     pub fn finish(mut self) -> Result<Vec<Trace>, Error> {
         self.close();
+        if let Some((trace, e)) = self.failed.take() {
+            return Err(Error::InBatch {
+                trace,
+                source: Box::new(e),
+            });
+        }
         let b = &self.builder;
         let closed = &self.closed[..];
         stitch::finish_batch(b.jit, closed.len(), |i| {
@@ -559,6 +603,8 @@ impl Drop for TraceBuilder<'_, '_> {
         self.instances.clear();
         self.operands.clear();
         self.targets.clear();
+        self.labels.clear();
+        spare.labels = std::mem::take(&mut self.labels);
         spare.instances = std::mem::take(&mut self.instances);
         spare.operands = std::mem::take(&mut self.operands);
         spare.targets = std::mem::take(&mut self.targets);

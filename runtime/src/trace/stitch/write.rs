@@ -490,7 +490,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     .instances
                     .get(id.index())
                     .map(|to| self.trace_base + to.code_at as u64),
-                Target::Instance(_) => None,
+                Target::Instance(_) | Target::Label(_) => None,
             },
             Source::Symbol(sym) => b.jit.symbol(sym),
         }
@@ -679,6 +679,9 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     count: self.instances.len(),
                 })),
             },
+            // `push_op` resolves labels (bind patches them), and `finish` refuses a trace
+            // with one unbound; one left here was given to `push` or `continue_at`.
+            Target::Label(_) => Err(StepError::Other(Error::UnboundLabel { jumps: 1 })),
         }
     }
 

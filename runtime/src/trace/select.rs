@@ -1,0 +1,387 @@
+//! Member selection for register-cached families: [`TraceBuilder::push_op`] pushes an *op*
+//! of a family (a generated id, [`cpjit_model::CacheSelect`]) and the kit picks its member
+//! for the cache state the previous instance left, inserting the family's glue (a spill or
+//! fill) where the op has no member for that state. One table read per instance, no
+//! allocation, no string work; names are resolved once, by [`Selector::op`].
+//!
+//! **Jump targets and merge points** are [`Label`]s. A label's cache state is fixed by the
+//! first edge that reaches it in push order: a jump from [`push_op`](TraceBuilder::push_op)
+//! (the state the jumping member leaves) or the fall-through at [`bind`](TraceBuilder::bind)
+//! (the current state). Every later edge ends in that state: a jumping op takes the member
+//! that exits in it (or glue first, then such a member), the fall-through at `bind` gets
+//! glue; where the family has neither, the push is refused with [`Error::Selection`]. A
+//! label bound before it is used (a loop head) thus fixes its state at `bind`; a forward
+//! label at its first jump. Jumps to labels not bound yet are patched when the label is
+//! bound (a chain through the builder's targets, so no allocation per jump); finishing
+//! with a used label unbound is refused.
+//!
+//! Instances pushed by stencil index ([`push`](TraceBuilder::push)) leave the tracked state
+//! as it was: a client mixing both says what state its own members leave with
+//! [`set_cache_state`](TraceBuilder::set_cache_state).
+
+use super::{InstanceId, Target, TraceBuilder};
+use crate::error::try_grow;
+use crate::Error;
+use cpjit_model::{CacheSelect, Family, Transition};
+
+/// A cached family ready for [`TraceBuilder::push_op`]: the family (of the JIT's stencil
+/// set) and its selection tables.
+#[derive(Clone, Copy, Debug)]
+pub struct Selector<'f> {
+    family: &'f Family<'f>,
+    table: CacheSelect<'f>,
+}
+
+impl<'f> Selector<'f> {
+    /// The selector of `family`; refused if the family declares no cache state (`cached`
+    /// in the manifest), so has no selection tables.
+    pub fn new(family: &'f Family<'f>) -> Result<Selector<'f>, Error> {
+        match family.cached {
+            Some(table) => Ok(Selector { family, table }),
+            None => Err(Error::Selection {
+                family: family.name.to_string(),
+                reason: "the family declares no cache state (`cached` in its manifest entry), \
+                         so it has no selection tables: push its members by stencil index"
+                    .to_string(),
+            }),
+        }
+    }
+
+    pub fn family(&self) -> &'f Family<'f> {
+        self.family
+    }
+
+    pub fn table(&self) -> &CacheSelect<'f> {
+        &self.table
+    }
+
+    /// The op of element `element` (a family whose only parameters are its state
+    /// parameters); resolve names once per set, then push by id.
+    pub fn op(&self, element: &str) -> Result<u16, Error> {
+        self.op_with(element, &[])
+    }
+
+    /// The op of element `element` with the other parameters' values `values` (in the
+    /// family's parameter order, state parameters left out), each as written in the
+    /// manifest.
+    pub fn op_with(&self, element: &str, values: &[&str]) -> Result<u16, Error> {
+        let fail = |what: String| Error::Selection {
+            family: self.family.name.to_string(),
+            reason: what,
+        };
+        let e = self.family.element_index(element).ok_or_else(|| {
+            fail(format!(
+                "no element `{element}` (its elements: {})",
+                self.family.elements.join(", ")
+            ))
+        })?;
+        let t = &self.table;
+        let others = self
+            .family
+            .params
+            .iter()
+            .enumerate()
+            .filter(|&(p, _)| p != t.entry_param as usize && p != t.exit_param as usize);
+        let mut indices = [0usize; 16];
+        let mut n = 0;
+        for ((_, param), value) in others.zip(values) {
+            let v = param
+                .values
+                .iter()
+                .position(|v| v == value)
+                .ok_or_else(|| {
+                    fail(format!(
+                        "parameter `{}` has no value `{value}` (its values: {})",
+                        param.name,
+                        param.values.join(", ")
+                    ))
+                })?;
+            *indices
+                .get_mut(n)
+                .ok_or_else(|| fail("too many parameters".into()))? = v;
+            n += 1;
+        }
+        t.op(self.family, e, &indices[..n]).ok_or_else(|| {
+            fail(format!(
+                "element `{element}` with values {values:?}: give one value per parameter \
+                 other than the state parameters"
+            ))
+        })
+    }
+
+    /// `op`'s name for errors (`element` or `element(values)`).
+    fn op_name(&self, op: u16) -> String {
+        let combos = self.table.combos.max(1) as usize;
+        let element = self
+            .family
+            .elements
+            .get(op as usize / combos)
+            .copied()
+            .unwrap_or("?");
+        if combos == 1 {
+            element.to_string()
+        } else {
+            format!("{element} (combination {})", op as usize % combos)
+        }
+    }
+
+    fn error(&self, reason: String) -> Error {
+        Error::Selection {
+            family: self.family.name.to_string(),
+            reason,
+        }
+    }
+}
+
+/// A jump target whose instance may not be pushed yet: made by [`TraceBuilder::label`],
+/// placed by [`TraceBuilder::bind`], used as [`Target::Label`] (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Label(pub(crate) u32);
+
+/// A label's state in the builder.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LabelSlot {
+    /// The instance it names (relative to the trace), [`UNSET`] until bound.
+    instance: u32,
+    /// Its fixed cache state, [`UNFIXED`] until an edge reaches it.
+    state: u8,
+    /// The last slot in the targets vector that jumps to it while unbound ([`UNSET`]:
+    /// none); each such slot holds [`Target::Label`] of the previous one.
+    chain: u32,
+}
+
+const UNSET: u32 = u32::MAX;
+const UNFIXED: u8 = u8::MAX;
+
+/// The most jump targets an op of a cached family may take.
+const MAX_TARGETS: usize = 4;
+
+impl TraceBuilder<'_, '_> {
+    /// The cache state (values cached in registers) the last instance left, as tracked by
+    /// [`push_op`](TraceBuilder::push_op): 0 at the start of a trace.
+    pub fn cache_state(&self) -> u8 {
+        self.cache_state
+    }
+
+    /// Says which cache state the instances pushed so far leave (after members a client
+    /// pushed itself by stencil index).
+    pub fn set_cache_state(&mut self, state: u8) {
+        self.cache_state = state;
+    }
+
+    /// Instance `id` as recorded: its stencil index (the member a selection picked, or
+    /// the glue), operands and targets (jumps to labels bound since are instances); for a
+    /// client that selects once and stitches the same trace many times, or checks choices.
+    pub fn instance(&self, id: InstanceId) -> Option<(usize, &[u64], &[Target])> {
+        let at = self.start as usize + id.index();
+        let inst = self.instances.get(at)?;
+        let p = &self.jit.programs[inst.stencil as usize];
+        let (o, t) = (inst.operands as usize, inst.targets as usize);
+        Some((
+            inst.stencil as usize,
+            &self.operands[o..o + p.operands as usize],
+            &self.targets[t..t + p.targets as usize],
+        ))
+    }
+
+    /// A new label, not bound yet.
+    pub fn label(&mut self) -> Result<Label, Error> {
+        if self.labels.len() == self.labels.capacity() {
+            try_grow(&mut self.labels, 1, "the trace's labels")?;
+        }
+        self.labels.push(LabelSlot {
+            instance: UNSET,
+            state: UNFIXED,
+            chain: UNSET,
+        });
+        Ok(Label(self.labels.len() as u32 - 1))
+    }
+
+    /// Binds `label` to the next instance pushed. The fall-through into it ends in the
+    /// label's state if an earlier jump fixed one (glue of `selector`'s family is pushed
+    /// if needed), else fixes it to the current state. Refused for a label already bound
+    /// or of another builder, or when no glue leads to the label's state.
+    pub fn bind(&mut self, selector: &Selector<'_>, label: Label) -> Result<(), Error> {
+        let slot = match self.labels.get(label.0 as usize) {
+            Some(s) if s.instance == UNSET => *s,
+            Some(_) => return Err(selector.error(format!("label {} is bound twice", label.0))),
+            None => {
+                return Err(selector.error(format!(
+                    "label {} is not a label of this trace ({} made)",
+                    label.0,
+                    self.labels.len()
+                )))
+            }
+        };
+        if slot.state != UNFIXED && slot.state != self.cache_state {
+            let glue = selector.table.glue_op(0).map_or(Family::NONE, |g| {
+                selector.table.member(g, self.cache_state, slot.state)
+            });
+            if glue == Family::NONE {
+                return Err(selector.error(format!(
+                    "label {}: a jump fixed its state to {} cached values, and the fall-through \
+                     into it leaves {}, with no glue member between them (declare `cached.glue`)",
+                    label.0, slot.state, self.cache_state
+                )));
+            }
+            self.push(glue as usize, &[], &[])?;
+        }
+        let state = if slot.state == UNFIXED {
+            self.cache_state
+        } else {
+            slot.state
+        };
+        let instance = self.len() as u32;
+        // Patch every jump that reached it while unbound.
+        let mut at = slot.chain;
+        while at != UNSET {
+            let next = match self.targets[at as usize] {
+                Target::Label(Label(next)) => next,
+                _ => UNSET,
+            };
+            self.targets[at as usize] = Target::Instance(InstanceId(instance));
+            self.unbound -= 1;
+            at = next;
+        }
+        self.labels[label.0 as usize] = LabelSlot {
+            instance,
+            state,
+            chain: UNSET,
+        };
+        self.cache_state = state;
+        Ok(())
+    }
+
+    /// Pushes op `op` of `selector`'s family: the member for the current cache state
+    /// (after glue where the family needs it), with `operands` and `targets` as for
+    /// [`push`](TraceBuilder::push); returns the op's instance (not the glue's). Targets
+    /// may be [`Target::Label`]s (see the module doc for their states); other targets
+    /// are taken as given, the state there being the client's business.
+    #[inline(always)]
+    pub fn push_op(
+        &mut self,
+        selector: &Selector<'_>,
+        op: u16,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        let t = selector.table.transition(op, self.cache_state);
+        if targets.is_empty() && t.glue == Family::NONE && t.member != Family::NONE {
+            let id = self.push(t.member as usize, operands, &[])?;
+            self.cache_state = t.exit;
+            return Ok(id);
+        }
+        self.push_op_rest(selector, op, t, operands, targets)
+    }
+
+    /// What [`push_op`](TraceBuilder::push_op)'s fast path does not take: glue, jump
+    /// targets, refusals.
+    #[inline(never)]
+    fn push_op_rest(
+        &mut self,
+        selector: &Selector<'_>,
+        op: u16,
+        t: Transition,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        let table = &selector.table;
+        let state = self.cache_state;
+        if t.member == Family::NONE {
+            return Err(selector.error(if (op as usize) >= table.ops() {
+                format!("op {op} is not an op of the family ({} ops)", table.ops())
+            } else if state >= table.states {
+                format!(
+                    "the cache state is {state}, but the family's states are 0 to {}",
+                    table.states - 1
+                )
+            } else {
+                format!(
+                    "op `{}` has no member entered with {state} cached values, and no glue \
+                     leads to a state that has one",
+                    selector.op_name(op)
+                )
+            }));
+        }
+        if targets.len() > MAX_TARGETS {
+            return Err(selector.error(format!(
+                "op `{}` with {} targets: pushed by op, a member takes at most {MAX_TARGETS}",
+                selector.op_name(op),
+                targets.len()
+            )));
+        }
+        // The state every label target fixes (all must agree).
+        let mut want = UNFIXED;
+        for target in targets {
+            if let Target::Label(l) = *target {
+                let slot = self.labels.get(l.0 as usize).ok_or_else(|| {
+                    selector.error(format!("label {} is not a label of this trace", l.0))
+                })?;
+                if slot.state != UNFIXED {
+                    if want != UNFIXED && want != slot.state {
+                        return Err(selector.error(format!(
+                            "op `{}` jumps to labels of different cache states ({want} and {})",
+                            selector.op_name(op),
+                            slot.state
+                        )));
+                    }
+                    want = slot.state;
+                }
+            }
+        }
+        // The glue (if any) and member that end in `want`.
+        let (glue, member, exit) = if want == UNFIXED || want == t.exit {
+            (t.glue, t.member, t.exit)
+        } else {
+            let direct = table.member(op, state, want);
+            if direct != Family::NONE {
+                (Family::NONE, direct, want)
+            } else {
+                let via = table.glue_op(op).and_then(|g| {
+                    (0..table.states).find_map(|v| {
+                        let (moved, m) = (table.member(g, state, v), table.member(op, v, want));
+                        (moved != Family::NONE && m != Family::NONE).then_some((moved, m))
+                    })
+                });
+                match via {
+                    Some((moved, m)) => (moved, m, want),
+                    None => {
+                        return Err(selector.error(format!(
+                            "op `{}` entered with {state} cached values must leave {want} (the \
+                             state of the label it jumps to), and the family has no member or \
+                             glue that does",
+                            selector.op_name(op)
+                        )))
+                    }
+                }
+            }
+        };
+        if glue != Family::NONE {
+            self.push(glue as usize, &[], &[])?;
+        }
+        // Labels bound already become instances; unbound ones join their chains once the
+        // instance is recorded (its targets' slots are known then).
+        let mut resolved = [Target::Address(0); MAX_TARGETS];
+        for (to, target) in resolved.iter_mut().zip(targets) {
+            *to = match *target {
+                Target::Label(l) if self.labels[l.0 as usize].instance != UNSET => {
+                    Target::Instance(InstanceId(self.labels[l.0 as usize].instance))
+                }
+                other => other,
+            };
+        }
+        let first = self.targets.len();
+        let id = self.push(member as usize, operands, &resolved[..targets.len()])?;
+        for (k, target) in resolved[..targets.len()].iter().enumerate() {
+            if let Target::Label(l) = *target {
+                let slot = &mut self.labels[l.0 as usize];
+                slot.state = exit;
+                self.targets[first + k] = Target::Label(Label(slot.chain));
+                slot.chain = (first + k) as u32;
+                self.unbound += 1;
+            }
+        }
+        self.cache_state = exit;
+        Ok(id)
+    }
+}
