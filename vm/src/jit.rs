@@ -4,8 +4,12 @@
 //!
 //! Register caching: the set's families `vm_*` (vm/templates/cached/ops.c) hold each
 //! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
-//! ending in its canonical exit state. [`Backend::lower`] tracks the state through the trace
-//! and picks the member entered in the current state; where an op has none, it first spills
+//! ending in its canonical exit state. The kit's selection tables for those families
+//! (`Family::cached`) say which member an op takes in each state; [`crate::cached`] resolves
+//! the VM's ops to the kit's once per set, and the compile pushes each cached micro-op as
+//! the kit's op (`TraceBuilder::push_op`), so that the kit picks its member. [`Backend::lower`]
+//! tracks the state through the trace (the depth as the kit does, and whether the registers
+//! hold scaled ints, which op the VM asks for) and plans the member the kit will pick; where an op has none, it first spills
 //! to state 0 and takes the op's member for nothing cached or, without one, the uncached op
 //! (calls, exits, `RETURN`, ...); a jump target (the loop head, an exit stub) is entered in
 //! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
@@ -355,6 +359,8 @@ impl Backend {
         let mut names = Vec::with_capacity(lowering.instances.len());
         let mut operands = [0u64; MAX_OPERANDS];
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
+        let selectors = self.cached.selectors();
+        let mut kit_tracks = false;
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
@@ -397,7 +403,32 @@ impl Backend {
                 };
                 *target = Target::Instance(to.instance());
             }
-            let pushed = b.push(index, &operands[..n_operands], &jumps[..n_targets]);
+            let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
+            // A cached member is pushed as the kit's op: the kit picks the member for the
+            // state it tracks (the lowering's choice, made from the same tables). Along a
+            // chain of cached members that fall through, that is the state the last one
+            // left; elsewhere (the first instance, a jump target after an instance that does
+            // not fall through, after an uncached op, which the kit does not track) the
+            // lowering says what it is.
+            let kit_op = self.cached.kit_op(index);
+            let pushed = match kit_op {
+                Some(k) => {
+                    let depth = inst.entry.depth();
+                    if !kit_tracks {
+                        b.set_cache_state(depth);
+                    }
+                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
+                    let selector = &selectors[k.family as usize];
+                    debug_assert_eq!(
+                        selector.table().transition(k.op, depth).member as usize,
+                        index,
+                        "the kit picks another member than the lowering"
+                    );
+                    b.push_op(selector, k.op, operands, jumps)
+                }
+                None => b.push(index, operands, jumps),
+            };
+            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
             let Some(i) = inst.uop else {
                 pushed.map_err(|e| format!("{}: {e}", plan.name))?;
                 names.push(plan.name);
