@@ -183,6 +183,8 @@ const MAX_TARGETS: usize = 2;
 struct StencilPlan {
     /// The stencil's name (for listings, without a look-up in the set's large records).
     name: &'static str,
+    /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
+    kit_op: Option<crate::cached::KitOp>,
     operands: [Operand; MAX_OPERANDS],
     n_operands: u8,
     targets: [Jump; MAX_TARGETS],
@@ -196,6 +198,7 @@ impl StencilPlan {
     fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
         let mut plan = StencilPlan {
             name: stencil.name,
+            kit_op: None,
             operands: [Operand::Arg0; MAX_OPERANDS],
             n_operands: 0,
             targets: [Jump::Jump; MAX_TARGETS],
@@ -303,7 +306,15 @@ impl Backend {
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
         let cached = CachedOps::of_set(set)?;
-        let plans = set.stencils.iter().map(StencilPlan::of).collect();
+        let plans = set
+            .stencils
+            .iter()
+            .enumerate()
+            .map(|(i, stencil)| StencilPlan {
+                kit_op: cached.kit_op(i),
+                ..StencilPlan::of(stencil)
+            })
+            .collect();
         Ok(Backend {
             jit,
             set,
@@ -410,7 +421,7 @@ impl Backend {
             // left; elsewhere (the first instance, a jump target after an instance that does
             // not fall through, after an uncached op, which the kit does not track) the
             // lowering says what it is.
-            let kit_op = self.cached.kit_op(index);
+            let kit_op = plan.kit_op;
             let pushed = match kit_op {
                 Some(k) => {
                     let depth = inst.entry.depth();
