@@ -15,7 +15,9 @@
 
 use crate::patch;
 use cpjit_isa::x86_64 as x86;
-use cpjit_model::{Arch, Hole, HoleKind, HoleValue, OperandPart, Section, Stencil, StencilSet};
+use cpjit_model::{
+    Arch, Hole, HoleKind, HoleValue, OperandPart, OperandRange, Section, Stencil, StencilSet,
+};
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +128,18 @@ pub(crate) enum Fast {
     /// (its index and part) is the hole's value, here so that the store needs no look at
     /// the step's [`Source`].
     Imm32 { operand: u16, part: OperandPart },
+    /// An x86-64 absolute 32-bit field ([`HoleKind::X86Abs32`]) of an operand: if the
+    /// operand plus the addend lies in `i32::MIN..=u32::MAX`, a 4-byte store of its low
+    /// half, as `patch_x86_abs32` writes it; otherwise the full path reports it. (A client's
+    /// local offsets and small constants: most of the reference VM's operand holes.)
+    Abs32 { operand: u16, part: OperandPart },
+    /// A narrow operand's range check ([`HoleKind::operand_check`], no bytes): nothing to
+    /// do if the operand plus the addend is in `range`; otherwise the full path reports it.
+    Check {
+        operand: u16,
+        part: OperandPart,
+        range: OperandRange,
+    },
 }
 
 /// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
@@ -471,6 +485,23 @@ pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
 /// once here on the stencil's bytes.
 fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
     let offset = h.offset as usize;
+    // An operand's abs32 field or range check in the code: a store or a compare (the full
+    // path, `Action::Plain`, patches exactly that; its field lies inside the code, which
+    // `Jit::new` validated).
+    if let (Some((operand, part)), Section::Code, Action::Plain) =
+        (h.value.operand(), h.section, action)
+    {
+        if h.kind == HoleKind::X86Abs32 {
+            return Fast::Abs32 { operand, part };
+        }
+        if let Some(range) = h.kind.operand_check() {
+            return Fast::Check {
+                operand,
+                part,
+                range,
+            };
+        }
+    }
     match (action, checked) {
         (_, Checked::Nothing) => Fast::Full,
         (Action::Plain | Action::Branch, _) => Fast::Rel32,

@@ -101,6 +101,16 @@ fn each_operand() -> Vec<(Vec<u64>, Vec<Target>)> {
         .collect()
 }
 
+/// [`each_operand`] with the values in `min..=max` (as signed), and `max` itself.
+fn operands_in(min: i64, max: i64) -> Vec<(Vec<u64>, Vec<Target>)> {
+    let mut v: Vec<_> = each_operand()
+        .into_iter()
+        .filter(|(o, _)| (min..=max).contains(&(o[0] as i64)))
+        .collect();
+    v.push((vec![max as u64], vec![]));
+    v
+}
+
 /// [`each_operand`] without the far symbol's own address, for cases that also load that
 /// symbol through the GOT: the runtime gives a symbol and an operand of one value a slot
 /// each, and the reference finds slots by value.
@@ -227,6 +237,24 @@ fn cases(arch: Arch) -> Vec<Case> {
                     hole(6, K::X86Abs32, Lo(0), 0),
                 ],
                 each_operand(),
+            ),
+            // mov eax, imm32 of a whole operand (a store when it fits i32::MIN..=u32::MAX),
+            // and the same with the operand's u16 range check (a compare): the fast forms
+            // of a client's local offsets and small constants. Out of range: refused, below.
+            case(
+                "abs32 operand",
+                vec![0xb8, 0, 0, 0, 0],
+                vec![hole(1, K::X86Abs32, Operand(0), 0)],
+                operands_in(i32::MIN as i64, u32::MAX as i64),
+            ),
+            case(
+                "abs32 operand u16 checked",
+                vec![0xb8, 0, 0, 0, 0],
+                vec![
+                    hole(0, K::OperandU16, Operand(0), 0),
+                    hole(1, K::X86Abs32, Operand(0), 0),
+                ],
+                operands_in(0, u16::MAX as i64),
             ),
             // mov rax, [rip + G] of each half and of the whole operand: imm32 prepared, a
             // half of 2^31 or more (not a sign-extended imm32) through its own GOT slot.
@@ -679,6 +707,49 @@ fn compare_with_reference(options: JitOptions) {
 #[test]
 fn every_hole_form_matches_the_reference_near_the_arena() {
     compare_with_reference(JitOptions::default());
+}
+
+/// The fast forms of an operand's abs32 field and range check refuse what the full path
+/// refuses: a value one past either edge fails `finish`, naming the range.
+#[test]
+fn abs32_and_checked_operands_out_of_range_are_refused() {
+    if SET.arch != Arch::X86_64 {
+        return;
+    }
+    use HoleKind as K;
+    let case = |name, holes, value: u64| Case {
+        name,
+        code: vec![0xb8, 0, 0, 0, 0],
+        holes,
+        instances: vec![(vec![0], vec![]), (vec![value], vec![])],
+    };
+    let abs32 = || vec![hole(1, K::X86Abs32, HoleValue::Operand(0), 0)];
+    let checked = || {
+        vec![
+            hole(0, K::OperandU16, HoleValue::Operand(0), 0),
+            hole(1, K::X86Abs32, HoleValue::Operand(0), 0),
+        ]
+    };
+    let cases = vec![
+        case("abs32 past u32", abs32(), 1 << 32),
+        case("abs32 below i32", abs32(), (i32::MIN as i64 - 1) as u64),
+        case("u16 past", checked(), 0x1_0000),
+        case("u16 below", checked(), u64::MAX),
+    ];
+    let (set, first) = set_with(&cases);
+    let jit = Jit::with_options(set, resolve, JitOptions::default()).unwrap();
+    for (c, case) in cases.iter().enumerate() {
+        let mut t = jit.trace();
+        for (operands, targets) in &case.instances {
+            t.push(first + c, operands, targets).unwrap();
+        }
+        let e = t
+            .finish()
+            .err()
+            .unwrap_or_else(|| panic!("{}: stitched", case.name));
+        let text = e.to_string();
+        assert!(text.contains("does not fit"), "{}: {text}", case.name);
+    }
 }
 
 /// 80 TiB away from this binary: symbols, jump targets and address operands are out of

@@ -7,7 +7,10 @@
 //! the depth, plus 4 when the registers are scaled; with nothing cached there is one state,
 //! 0, whatever the registers would hold.
 //!
-//! The members come from the set's families whose name starts with `vm_`
+//! The members come from the kit's selection tables (`Family::cached`, generated from the
+//! families' `cached` declarations) of the set's families whose name starts with `vm_`: for
+//! each of the VM's ops and each entry state, the member the kit's
+//! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the compile pushes. The families
 //! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
@@ -22,7 +25,6 @@
 use crate::ops;
 use crate::pinning::{self, PIN_REGS};
 use cpjit_model::StencilSet;
-use std::collections::HashMap;
 
 /// Cache states ([`CacheState`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
 pub const STATES: usize = 8;
@@ -135,16 +137,33 @@ pub struct CachedOps {
     unpins: [[Option<usize>; 2]; PIN_REGS],
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
-    /// By (op, scaled, entry state, depth operand): the members compiled for one depth of
-    /// `COPY`.
-    at_depth: HashMap<(u32, bool, CacheState, u64), (usize, CacheState)>,
+    /// By op id: its members compiled for one depth operand (`COPY`), as (scaled, entry
+    /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
+    /// look-up costs one length test there (it was a hash of four fields per micro-op).
+    at_depth: Vec<Vec<DepthMember>>,
     /// By stencil index (every stencil of the set): what a cached member is.
     facts: Vec<MemberFacts>,
+    /// The selectors of the set's `vm_*` families ([`KitOp::family`]).
+    selectors: Vec<cpjit_runtime::Selector<'static>>,
+}
+
+/// A member compiled for one depth operand: (scaled, entry state, depth, stencil, exit state).
+type DepthMember = (bool, CacheState, u64, usize, CacheState);
+
+/// A cached member's op in the kit's selection tables: the family's selector (index into
+/// [`CachedOps::selectors`]) and the op's id there. The compile pushes the op; the kit
+/// picks the member for the state it tracks ([`cpjit_runtime::TraceBuilder::push_op`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KitOp {
+    pub family: u16,
+    pub op: u16,
 }
 
 /// What a cached stencil is (all `None` for an uncached one).
 #[derive(Clone, Copy, Debug, Default)]
 struct MemberFacts {
+    /// The kit's op whose member it is (in the state it is entered in).
+    kit_op: Option<KitOp>,
     /// (entry, exit) state.
     states: Option<(CacheState, CacheState)>,
     /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`, `LINK`).
@@ -218,6 +237,7 @@ impl CachedOps {
         let mut out = CachedOps {
             members: vec![[[None; STATES]; 2]; ops::OPS.len()],
             pinned: vec![[[[[None; STATES]; 2]; 2]; PIN_REGS]; ops::OPS.len()],
+            at_depth: vec![Vec::new(); ops::OPS.len()],
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
         };
@@ -240,8 +260,32 @@ impl CachedOps {
                         )
                     })
             };
-            // Every combination of the optional parameters' values, then every entry depth:
-            // the one exit depth with a member.
+            // The kit's selection tables for the family (generated from its `cached`
+            // declaration): the VM resolves each of its ops to the kit's op once, here, and
+            // takes the member the kit picks for each entry state.
+            let table = family.cached.ok_or_else(|| {
+                format!(
+                    "{at}: no selection tables (`cached` in vm/templates/manifest.toml): the kit \
+                     picks the VM's members from them"
+                )
+            })?;
+            if (table.entry_param as usize, table.exit_param as usize) != (p.entry, p.exit) {
+                return Err(format!(
+                    "{at}: the selection tables' state parameters are not IN and OUT"
+                ));
+            }
+            if table.states as usize > 4 {
+                return Err(format!(
+                    "{at}: states 0 to {}, but the VM caches at most 3 values",
+                    table.states - 1
+                ));
+            }
+            let selector =
+                cpjit_runtime::Selector::new(family).map_err(|e| format!("{at}: {e}"))?;
+            let slot = u16::try_from(out.selectors.len())
+                .map_err(|_| format!("{at}: more than 65535 cached families"))?;
+            out.selectors.push(selector);
+            // Every combination of the optional parameters' values.
             let optional = [
                 p.pinned,
                 p.pinned_scaled,
@@ -266,37 +310,42 @@ impl CachedOps {
             let flag = |param: Option<usize>, v: usize| -> Result<bool, String> {
                 param.map_or(Ok(false), |param| Ok(number(param, v, 2)? == 1))
             };
-            let mut values = vec![0; family.params.len()];
             for (e, element) in family.elements.iter().enumerate() {
                 for combo in &combos {
-                    for i in 0..family.params[p.entry].values.len() {
-                        values[p.entry] = i;
-                        for (param, &v) in optional.iter().zip(combo) {
-                            if let Some(param) = param {
-                                values[*param] = v;
-                            }
+                    // The value index of each parameter that is not a state parameter, in
+                    // the family's order: the kit's op.
+                    let mut values = [0usize; 5];
+                    let mut n = 0;
+                    for k in (0..family.params.len()).filter(|&k| k != p.entry && k != p.exit) {
+                        let at = optional.iter().position(|&o| o == Some(k));
+                        values[n] = at.map_or(0, |at| combo[at]);
+                        n += 1;
+                    }
+                    let op = table.op(family, e, &values[..n]).ok_or_else(|| {
+                        format!("{at}: {element} {values:?}: no op in the selection tables")
+                    })?;
+                    let [r, ps, sc, d, po] = *combo;
+                    let scaled = flag(p.scaled, sc)?;
+                    for s in 0..table.states {
+                        // The member the kit pushes for the op entered in state s (a
+                        // transition through glue is no member entered there).
+                        let t = table.transition(op, s);
+                        if t.member == cpjit_model::Family::NONE
+                            || t.glue != cpjit_model::Family::NONE
+                        {
+                            continue;
                         }
-                        let mut found = None;
-                        for o in 0..family.params[p.exit].values.len() {
-                            values[p.exit] = o;
-                            if let Some(stencil) = family.stencil(e, &values) {
-                                if found.is_some() {
-                                    return Err(format!(
-                                        "{at}: {element} has more than one member entered in one \
-                                         state (one exit state per entry state)"
-                                    ));
-                                }
-                                found = Some((stencil, o));
-                            }
+                        let stencil = t.member as usize;
+                        if stencil >= out.facts.len() || t.exit >= 4 {
+                            return Err(format!(
+                                "{at}: {element}: the selection tables name stencil {stencil} \
+                                 leaving state {} (the set has {} stencils)",
+                                t.exit,
+                                out.facts.len()
+                            ));
                         }
-                        let Some((stencil, o)) = found else { continue };
-                        let [r, ps, sc, d, po] = *combo;
-                        let scaled = flag(p.scaled, sc)?;
-                        let entry = CacheState::new(number(p.entry, i, 4)? as u8, scaled);
-                        let exit = CacheState::new(
-                            number(p.exit, o, 4)? as u8,
-                            scaled && *element != "BOX",
-                        );
+                        let entry = CacheState::new(s, scaled);
+                        let exit = CacheState::new(t.exit, scaled && *element != "BOX");
                         let register = match p.pinned {
                             Some(param) => Some(PinnedRegister {
                                 register: number(param, r, PIN_REGS)?,
@@ -321,6 +370,7 @@ impl CachedOps {
                             }
                             None => out.add(&at, element, stencil, states, scaled, register)?,
                         }
+                        out.facts[stencil].kit_op = Some(KitOp { family: slot, op });
                     }
                 }
             }
@@ -347,8 +397,14 @@ impl CachedOps {
             depth: Some(depth),
             ..MemberFacts::default()
         };
-        self.at_depth
-            .insert((op, scaled, entry, depth), (stencil, exit));
+        let members = &mut self.at_depth[op as usize];
+        match members
+            .iter_mut()
+            .find(|m| (m.0, m.1, m.2) == (scaled, entry, depth))
+        {
+            Some(m) => (m.3, m.4) = (stencil, exit),
+            None => members.push((scaled, entry, depth, stencil, exit)),
+        }
         Ok(())
     }
 
@@ -466,15 +522,30 @@ impl CachedOps {
         scaled: bool,
         operand: u64,
     ) -> Option<(usize, CacheState)> {
-        if !entry.fits(scaled) {
+        let members = self.at_depth.get(op as usize)?;
+        if members.is_empty() || !entry.fits(scaled) {
             return None;
         }
-        self.at_depth.get(&(op, scaled, entry, operand)).copied()
+        members
+            .iter()
+            .find(|m| (m.0, m.1, m.2) == (scaled, entry, operand))
+            .map(|m| (m.3, m.4))
     }
 
     /// The operand a member compiled for one depth takes (`None`: any).
     pub fn depth_of(&self, stencil: usize) -> Option<u64> {
         self.facts.get(stencil)?.depth
+    }
+
+    /// The kit's op of cached member `stencil` (`None` for an uncached stencil).
+    #[inline]
+    pub fn kit_op(&self, stencil: usize) -> Option<KitOp> {
+        self.facts.get(stencil)?.kit_op
+    }
+
+    /// The selectors of the set's `vm_*` families, by [`KitOp::family`].
+    pub fn selectors(&self) -> &[cpjit_runtime::Selector<'static>] {
+        &self.selectors
     }
 
     /// The (entry, exit) state of stencil `stencil`: both empty for an uncached one.

@@ -4,13 +4,20 @@
 //!
 //! Register caching: the set's families `vm_*` (vm/templates/cached/ops.c) hold each
 //! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
-//! ending in its canonical exit state. [`Backend::lower`] tracks the state through the trace
-//! and picks the member entered in the current state; where an op has none, it first spills
+//! ending in its canonical exit state. The kit's selection tables for those families
+//! (`Family::cached`) say which member an op takes in each state; [`crate::cached`] resolves
+//! the VM's ops to the kit's once per set, and the compile pushes each cached micro-op as
+//! the kit's op (`TraceBuilder::push_op`), so that the kit picks its member. [`Backend::lower`]
+//! tracks the state through the trace (the depth as the kit does, and whether the registers
+//! hold scaled ints, which op the VM asks for) and plans the member the kit will pick; where an op has none, it first spills
 //! to state 0 and takes the op's member for nothing cached or, without one, the uncached op
 //! (calls, exits, `RETURN`, ...); a jump target (the loop head, an exit stub) is entered in
 //! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
 //! stub is entered with the whole stack in memory. [`Backend::check_cache_states`] proves
-//! each lowering consistent before it is stitched.
+//! each lowering consistent before it is stitched, in debug builds and wherever
+//! [`Backend::with_checks`] asks (`Config::check_lowerings`: the VM's tests and differential
+//! runs, in every build); a release build trusts the construction, which costs about as
+//! much as the check.
 //! (The lowering and its check are the submodule `lower`: [`Lowering`], instances by
 //! [`LoweredId`], states by [`crate::cached::CacheState`].)
 //!
@@ -51,6 +58,7 @@ pub use cpjit_runtime::EntryFn;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target};
 pub use lower::{LoweredId, LoweredInstance, Lowering};
 use std::any::Any;
+use std::cell::RefCell;
 use std::fmt::Write as _;
 
 /// A compiler of traces: copy-and-patch ([`Backend`]) or one provided from outside the VM
@@ -108,6 +116,120 @@ pub struct Backend {
     cached: CachedOps,
     /// Loop bodies keep locals in pinned registers ([`crate::pinning`]; on by default).
     pin_locals: bool,
+    /// By stencil index: where its operands and jump targets come from, resolved from their
+    /// names once, here, rather than per instance.
+    plans: Vec<StencilPlan>,
+    /// Whether every lowering is checked before it is stitched ([`Backend::check_cache_states`]):
+    /// on in debug builds and wherever [`Backend::with_checks`] says (the VM's tests, the
+    /// differential runs), off in release, where the lowering's construction is what makes
+    /// its choices right.
+    check: bool,
+    /// The last compile's lowering, whose vectors the next one reuses.
+    scratch: RefCell<Lowering>,
+}
+
+/// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operand {
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`.
+    Arg0,
+    /// `ARG1`.
+    Arg1,
+    /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
+    Local0At,
+    /// `LOCAL1_AT`: likewise of local `arg1`.
+    Local1At,
+}
+
+impl Operand {
+    fn of_name(name: &str) -> Option<Operand> {
+        match name {
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" => Some(Operand::Arg0),
+            "ARG1" => Some(Operand::Arg1),
+            "LOCAL0_AT" => Some(Operand::Local0At),
+            "LOCAL1_AT" => Some(Operand::Local1At),
+            _ => None,
+        }
+    }
+
+    /// Its value for micro-op `u`; `None` when a local's offset overflows.
+    #[inline]
+    fn value(self, u: &Inst) -> Option<u64> {
+        let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
+        match self {
+            Operand::Arg0 => Some(u.arg0),
+            Operand::Arg1 => Some(u.arg1),
+            Operand::Local0At => local_at(u.arg0),
+            Operand::Local1At => local_at(u.arg1),
+        }
+    }
+}
+
+/// Where a stencil jump target goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Jump {
+    /// `JUMP_TARGET`: the instance of micro-op `target`.
+    Jump,
+    /// `EXIT_TARGET`: the instance an exit to micro-op `target` enters.
+    Exit,
+}
+
+/// Most operands and jump targets a stencil of the VM takes (every name once).
+const MAX_OPERANDS: usize = OPERAND_NAMES.len();
+const MAX_TARGETS: usize = 2;
+
+/// A stencil's operands and jump targets, resolved from their names.
+#[derive(Clone, Copy, Debug)]
+struct StencilPlan {
+    /// The stencil's name (for listings, without a look-up in the set's large records).
+    name: &'static str,
+    /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
+    kit_op: Option<crate::cached::KitOp>,
+    operands: [Operand; MAX_OPERANDS],
+    n_operands: u8,
+    targets: [Jump; MAX_TARGETS],
+    n_targets: u8,
+    /// A name the VM does not know (or too many of them): an error when an instance of it
+    /// is pushed, as it was before the names were resolved up front.
+    unknown: Option<&'static str>,
+}
+
+impl StencilPlan {
+    fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
+        let mut plan = StencilPlan {
+            name: stencil.name,
+            kit_op: None,
+            operands: [Operand::Arg0; MAX_OPERANDS],
+            n_operands: 0,
+            targets: [Jump::Jump; MAX_TARGETS],
+            n_targets: 0,
+            unknown: None,
+        };
+        for &name in stencil.operands.iter() {
+            match Operand::of_name(name) {
+                Some(o) if (plan.n_operands as usize) < MAX_OPERANDS => {
+                    plan.operands[plan.n_operands as usize] = o;
+                    plan.n_operands += 1;
+                }
+                _ => plan.unknown = plan.unknown.or(Some(name)),
+            }
+        }
+        for &name in stencil.targets.iter() {
+            let jump = match name {
+                "JUMP_TARGET" => Some(Jump::Jump),
+                "EXIT_TARGET" => Some(Jump::Exit),
+                _ => None,
+            };
+            match jump {
+                Some(j) if (plan.n_targets as usize) < MAX_TARGETS => {
+                    plan.targets[plan.n_targets as usize] = j;
+                    plan.n_targets += 1;
+                }
+                _ => plan.unknown = plan.unknown.or(Some(name)),
+            }
+        }
+        plan
+    }
 }
 
 /// Where an exit's pinned link slot is, from its link slot's address (`EXIT_TRACE`'s
@@ -134,15 +256,7 @@ pub const OPERAND_NAMES: [&str; 6] = [
 /// runtime refuses a value outside an operand's declared range (`u16`, `u8`) when it
 /// patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
-    let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
-    match name {
-        "ARG0" => Some(u.arg0),
-        "ARG1" => Some(u.arg1),
-        "LOCAL0_AT" => local_at(u.arg0),
-        "LOCAL1_AT" => local_at(u.arg1),
-        "STACK_DEPTH" | "SHIFT_COUNT" => Some(u.arg0),
-        _ => None,
-    }
+    Operand::of_name(name)?.value(u)
 }
 
 pub(crate) fn falls_through(op: u32) -> bool {
@@ -192,13 +306,32 @@ impl Backend {
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
         let cached = CachedOps::of_set(set)?;
+        let plans = set
+            .stencils
+            .iter()
+            .enumerate()
+            .map(|(i, stencil)| StencilPlan {
+                kit_op: cached.kit_op(i),
+                ..StencilPlan::of(stencil)
+            })
+            .collect();
         Ok(Backend {
             jit,
             set,
             stencils,
             cached,
             pin_locals: true,
+            plans,
+            check: cfg!(debug_assertions),
+            scratch: RefCell::default(),
         })
+    }
+
+    /// Whether every lowering is checked ([`Backend::check_cache_states`]) before it is
+    /// stitched: on by default in debug builds only; `Config::check_lowerings`.
+    pub fn with_checks(mut self, on: bool) -> Backend {
+        self.check = on;
+        self
     }
 
     /// Whether loop bodies keep locals in pinned registers ([`crate::pinning`]; on by
@@ -219,76 +352,106 @@ impl Backend {
 
     /// Stitches `trace` into executable code.
     pub fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
-        let lowering = self.lower(trace)?;
-        self.check_cache_states(trace, &lowering)
-            .map_err(|e| format!("stencil set {}: {e}", self.set.target))?;
+        // (A compile inside a compile, which nothing does, would lower into fresh vectors.)
+        let mut own = None;
+        let mut borrowed = self.scratch.try_borrow_mut().ok();
+        let lowering: &mut Lowering = match borrowed.as_deref_mut() {
+            Some(l) => l,
+            None => own.insert(Lowering::default()),
+        };
+        self.lower_into(trace, lowering)?;
+        if self.check {
+            self.check_cache_states(trace, lowering)
+                .map_err(|e| format!("stencil set {}: {e}", self.set.target))?;
+        }
+        let lowering = &*lowering;
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
-        let instance = |uop_index: u32| {
-            Target::Instance(lowering.instance_of_uop[uop_index as usize].instance())
-        };
         let mut names = Vec::with_capacity(lowering.instances.len());
+        let mut operands = [0u64; MAX_OPERANDS];
+        let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
+        let selectors = self.cached.selectors();
+        let mut kit_tracks = false;
         for inst in &lowering.instances {
             let index = inst.stencil;
-            let stencil = &self.set.stencils[index];
+            let plan = &self.plans[index];
+            if let Some(name) = plan.unknown {
+                return Err(format!(
+                    "stencil {} has an unknown operand or jump target {name}",
+                    plan.name
+                ));
+            }
+            // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
+            // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
+            // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
+            let (u, n_targets) = match inst.uop {
+                Some(i) => (trace.uops[i], plan.n_targets as usize),
+                None => {
+                    let arg0 = match inst.link {
+                        Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
+                        None => inst.local.unwrap_or(0),
+                    };
+                    let glue = Inst {
+                        arg0,
+                        ..Inst::default()
+                    };
+                    (glue, 0)
+                }
+            };
+            let n_operands = plan.n_operands as usize;
+            for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
+                *value = operand.value(&u).ok_or_else(|| {
+                    format!(
+                        "stencil {}: a local's offset overflows (operands {}, {})",
+                        plan.name, u.arg0, u.arg1
+                    )
+                })?;
+            }
+            for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
+                let to = match jump {
+                    Jump::Jump => lowering.instance_of_uop[u.target as usize],
+                    Jump::Exit => lowering.exit_instance(u.target as usize),
+                };
+                *target = Target::Instance(to.instance());
+            }
+            let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
+            // A cached member is pushed as the kit's op: the kit picks the member for the
+            // state it tracks (the lowering's choice, made from the same tables). Along a
+            // chain of cached members that fall through, that is the state the last one
+            // left; elsewhere (the first instance, a jump target after an instance that does
+            // not fall through, after an uncached op, which the kit does not track) the
+            // lowering says what it is.
+            let kit_op = plan.kit_op;
+            let pushed = match kit_op {
+                Some(k) => {
+                    let depth = inst.entry.depth();
+                    if !kit_tracks {
+                        b.set_cache_state(depth);
+                    }
+                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
+                    let selector = &selectors[k.family as usize];
+                    debug_assert_eq!(
+                        selector.table().transition(k.op, depth).member as usize,
+                        index,
+                        "the kit picks another member than the lowering"
+                    );
+                    b.push_op(selector, k.op, operands, jumps)
+                }
+                None => b.push(index, operands, jumps),
+            };
+            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
             let Some(i) = inst.uop else {
-                // A spill has no operand; PIN and UNPIN name their local like LOAD does; LINK
-                // reads its exit's pinned link slot, the word after the one `EXIT_TRACE`
-                // reads (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
-                let arg0 = match inst.link {
-                    Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
-                    None => inst.local.unwrap_or(0),
-                };
-                let local = Inst {
-                    arg0,
-                    ..Inst::default()
-                };
-                let operands = stencil
-                    .operands
-                    .iter()
-                    .map(|name| {
-                        operand_value(name, &local).ok_or_else(|| {
-                            format!("stencil {} has an unknown operand {name}", stencil.name)
-                        })
-                    })
-                    .collect::<Result<Vec<u64>, String>>()?;
-                b.push(index, &operands, &[])
-                    .map_err(|e| format!("{}: {e}", stencil.name))?;
-                names.push(stencil.name);
+                pushed.map_err(|e| format!("{}: {e}", plan.name))?;
+                names.push(plan.name);
                 continue;
             };
-            let u = &trace.uops[i];
             let info = ops::info(u.op);
-            let operands = stencil
-                .operands
-                .iter()
-                .map(|name| {
-                    operand_value(name, u).ok_or_else(|| {
-                        format!("stencil {} has an unknown operand {name}", stencil.name)
-                    })
-                })
-                .collect::<Result<Vec<u64>, String>>()?;
-            let targets = stencil
-                .targets
-                .iter()
-                .map(|name| match *name {
-                    "JUMP_TARGET" => Ok(instance(u.target)),
-                    "EXIT_TARGET" => Ok(Target::Instance(
-                        lowering.exit_instance(u.target as usize).instance(),
-                    )),
-                    other => Err(format!(
-                        "stencil {} has an unknown jump target {other}",
-                        stencil.name
-                    )),
-                })
-                .collect::<Result<Vec<Target>, String>>()?;
-            b.push(index, &operands, &targets)
-                .map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
+            pushed.map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
             names.push(
                 if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) {
                     info.name
                 } else {
-                    stencil.name
+                    plan.name
                 },
             );
         }

@@ -6,12 +6,21 @@
 //! `--gdb` registers each trace with GDB's JIT interface so that
 //! backtraces name the stencils, and `--unwind` registers unwind information from the stencil
 //! set's frame layouts so that they walk through the traces (see vm/examples/README.md).
+//!
+//! `cpjit-vm compile-time FILE... [--rounds N]`: the backend's whole compile (lowering,
+//! checks, push, finish) per stitched instance. Runs each program once in `jit` mode, takes
+//! the traces its executors hold, then compiles them all again `N` times (default 200) with
+//! a fresh backend for the host's set and prints, per round, nanoseconds per instance
+//! (micro-ops plus the entry shim; wall clock around the compiles, dropping the code
+//! excluded): the median, min and max. Under callgrind, `--toggle-collect=*compile_round*`
+//! counts the compiles' instructions alone.
 
 use cpjit_vm::{Config, Mode, Vm};
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
+const USAGE: &str = "usage: cpjit-vm compile-time FILE... [--rounds N]
+       cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
                    [--perf-map] [--jitdump] [--gdb] [--unwind]
                    [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
                    [--no-inline] [--no-pin]
@@ -35,6 +44,9 @@ fn number<T: std::str::FromStr>(flag: &str, v: Option<&String>) -> Result<T, Str
 }
 
 fn run(args: Vec<String>) -> Result<ExitCode, String> {
+    if args.first().map(String::as_str) == Some("compile-time") {
+        return compile_time(&args[1..]);
+    }
     if args.first().map(String::as_str) != Some("run") {
         return Err(USAGE.into());
     }
@@ -117,4 +129,76 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// `compile-time` (see the module doc).
+fn compile_time(args: &[String]) -> Result<ExitCode, String> {
+    let mut files = Vec::new();
+    let mut rounds = 200usize;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--rounds" => rounds = number(a, it.next())?,
+            f if !f.starts_with('-') => files.push(f.to_string()),
+            other => return Err(format!("unexpected argument `{other}`\n{USAGE}")),
+        }
+    }
+    if files.is_empty() || rounds == 0 {
+        return Err(format!(
+            "compile-time needs a file and --rounds > 0\n{USAGE}"
+        ));
+    }
+    let backend = cpjit_vm::jit::Backend::host()?;
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+        let program = cpjit_vm::parse(&text).map_err(|e| format!("{file}:{e}"))?;
+        let functions = program.functions.len();
+        let config = Config {
+            mode: Mode::Jit,
+            ..Config::default()
+        };
+        let vm = Vm::new(program, config)?;
+        let _ = vm.run(); // a runtime error (overflow.vm) still leaves its traces
+        let traces: Vec<_> = (0..functions)
+            .flat_map(|f| {
+                vm.function_state(f)
+                    .executors
+                    .borrow()
+                    .iter()
+                    .map(|e| e.trace.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let instances: usize = traces.iter().map(|t| t.uops.len() + 1).sum();
+        if instances == 0 {
+            println!("{file}: no traces");
+            continue;
+        }
+        compile_round(&backend, &traces).map_err(|e| format!("{file}: {e}"))?;
+        let mut ns = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            let compiled = compile_round(&backend, &traces).map_err(|e| format!("{file}: {e}"))?;
+            ns.push(t0.elapsed().as_nanos() as f64 / instances as f64);
+            drop(compiled);
+        }
+        ns.sort_by(f64::total_cmp);
+        println!(
+            "{file}: {} trace(s), {instances} instances: {:.1} ns/instance (median of {rounds}; min {:.1}, max {:.1})",
+            traces.len(),
+            ns[rounds / 2],
+            ns[0],
+            ns[rounds - 1]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Compiles every trace once (kept out of line so that callgrind can count it alone).
+#[inline(never)]
+fn compile_round(
+    backend: &cpjit_vm::jit::Backend,
+    traces: &[cpjit_vm::trace::Trace],
+) -> Result<Vec<cpjit_vm::jit::CompiledTrace>, String> {
+    traces.iter().map(|t| backend.compile(t)).collect()
 }

@@ -49,7 +49,6 @@ use crate::abi::Inst;
 use crate::jit::{CachedOps, LoweredId, LoweredInstance, Lowering};
 use crate::ops::{self, op, OperandKind};
 use crate::trace::Trace;
-use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
@@ -77,17 +76,40 @@ pub struct Pinning {
     pub body: RangeInclusive<usize>,
     /// By micro-op: whether it is an exit stub the body leaves through.
     pub stubs: Vec<bool>,
+    /// By micro-op: the pinned register holding the local it runs on (a body micro-op
+    /// on a pinned local), worked out once per trace for the lowering's many look-ups.
+    registers: Vec<Option<u8>>,
 }
 
 impl Pinning {
+    /// A pinning of `locals` in `trace`'s micro-ops `body`.
+    fn new(
+        trace: &Trace,
+        locals: Vec<u64>,
+        scaled: Vec<bool>,
+        body: RangeInclusive<usize>,
+        stubs: Vec<bool>,
+    ) -> Pinning {
+        let mut registers = vec![None; trace.uops.len()];
+        for i in body.clone() {
+            registers[i] = pinned_local(&trace.uops[i])
+                .and_then(|local| locals.iter().position(|&l| l == local))
+                .map(|r| r as u8);
+        }
+        Pinning {
+            locals,
+            scaled,
+            body,
+            stubs,
+            registers,
+        }
+    }
+
     /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
     /// that runs on a pinned local.
-    pub fn register_of(&self, trace: &Trace, i: usize) -> Option<usize> {
-        let local = pinned_local(&trace.uops[i])?;
-        if !self.body.contains(&i) {
-            return None;
-        }
-        self.locals.iter().position(|&l| l == local)
+    #[inline]
+    pub fn register_of(&self, i: usize) -> Option<usize> {
+        self.registers.get(i).copied().flatten().map(usize::from)
     }
 
     /// The locals and how they are held.
@@ -171,7 +193,9 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         return None;
     }
     let mut stubs = vec![false; trace.uops.len()];
-    let mut uses: BTreeMap<u64, Uses> = BTreeMap::new();
+    // By local, in the order first named (a body names a handful: a linear search is
+    // cheaper than a tree per micro-op).
+    let mut uses: Vec<(u64, Uses)> = Vec::new();
     let mut named_otherwise = Vec::new();
     for i in start..=end {
         let u = &trace.uops[i];
@@ -187,7 +211,14 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             stubs[t] = true;
         }
         if let Some(local) = pinned_local(u) {
-            let e = uses.entry(local).or_default();
+            let at = match uses.iter().position(|(l, _)| *l == local) {
+                Some(at) => at,
+                None => {
+                    uses.push((local, Uses::default()));
+                    uses.len() - 1
+                }
+            };
+            let e = &mut uses[at].1;
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
             let reads_only = matches!(
@@ -249,12 +280,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         .enumerate()
         .map(|(k, &l)| trace.loop_body_proves_int(l) && copies_exist(k, true))
         .collect();
-    Some(Pinning {
-        locals,
-        scaled,
-        body: start..=end,
-        stubs,
-    })
+    Some(Pinning::new(trace, locals, scaled, start..=end, stubs))
 }
 
 /// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
@@ -292,11 +318,14 @@ pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     let copies_exist = (0..pins.locals.len()).all(|k| {
         cached.pin(k, pins.scaled[k]).is_some() && cached.unpin(k, pins.scaled[k]).is_some()
     });
-    copies_exist.then(|| Pinning {
-        locals: pins.locals.clone(),
-        scaled: pins.scaled.clone(),
-        body: 0..=last - 1,
-        stubs,
+    copies_exist.then(|| {
+        Pinning::new(
+            trace,
+            pins.locals.clone(),
+            pins.scaled.clone(),
+            0..=last - 1,
+            stubs,
+        )
     })
 }
 

@@ -217,7 +217,8 @@ impl Vm {
                 let set = crate::jit::selected_set()?;
                 Some(Rc::new(
                     crate::jit::Backend::with_options(set, config.jit_options(set))?
-                        .with_pinned_locals(config.pin_locals),
+                        .with_pinned_locals(config.pin_locals)
+                        .with_checks(config.check_lowerings),
                 ))
             }
             _ => None,
@@ -233,7 +234,8 @@ impl Vm {
     ) -> Result<Vm, String> {
         config.mode = Mode::Jit;
         let backend = crate::jit::Backend::with_options(set, config.jit_options(set))?
-            .with_pinned_locals(config.pin_locals);
+            .with_pinned_locals(config.pin_locals)
+            .with_checks(config.check_lowerings);
         Ok(Vm::with_backend(program, config, Some(Rc::new(backend))))
     }
 

@@ -49,7 +49,9 @@ impl TraceCompiler for Checking {
 
 fn checking() -> Rc<Checking> {
     Rc::new(Checking {
-        backend: Backend::host().expect("host stencils are linked"),
+        backend: Backend::host()
+            .expect("host stencils are linked")
+            .with_checks(true),
         lowerings: RefCell::new(Vec::new()),
         cached_instances: Cell::new(0),
     })
@@ -84,6 +86,73 @@ fn every_example_trace_is_lowered_with_consistent_cache_states() {
             "{name}: no trace kept a value in a register"
         );
     }
+}
+
+/// The compile reuses one lowering's vectors from trace to trace
+/// ([`Backend::lower_into`]): whatever the last trace left there, the next lowering is the one
+/// made afresh (stale exit entries, pins or jump targets of a longer trace would show here).
+#[test]
+fn a_lowering_into_reused_vectors_is_the_fresh_lowering() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let compiler = checking();
+    for name in ["nbody", "calls", "collatz", "sieve", "sum"] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.vm"))).unwrap();
+        run_with(&text, &compiler, eager(Mode::Jit));
+    }
+    let lowerings = compiler.lowerings.borrow();
+    assert!(lowerings.len() > 10, "{} traces", lowerings.len());
+    assert!(lowerings.iter().any(|(_, l)| !l.pinned.is_empty()));
+    assert!(lowerings.iter().any(|(_, l)| l.pinned.is_empty()));
+    let mut reused = Lowering::default();
+    for (trace, fresh) in lowerings.iter().chain(lowerings.iter().rev()) {
+        compiler.backend.lower_into(trace, &mut reused).unwrap();
+        assert_eq!(&reused, fresh, "{trace:?}");
+    }
+}
+
+/// The kit picks the members (`TraceBuilder::push_op` on the kit's selection tables): every
+/// cached member a lowering plans is the one the kit's table gives for its op in the state
+/// the lowering enters it in, every cached stencil of the set is some op's member there,
+/// and no uncached stencil is.
+#[test]
+fn the_kit_picks_every_cached_member_the_lowering_plans() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    let compiler = checking();
+    for name in ["nbody", "calls", "collatz", "sieve", "sum", "mandelbrot"] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.vm"))).unwrap();
+        run_with(&text, &compiler, eager(Mode::Jit));
+    }
+    let backend = &compiler.backend;
+    let cached = backend.cached_ops();
+    let selectors = cached.selectors();
+    let mut by_op = 0;
+    for (trace, lowering) in compiler.lowerings.borrow().iter() {
+        for inst in &lowering.instances {
+            let Some(k) = cached.kit_op(inst.stencil) else {
+                assert!(!cached.is_cached(inst.stencil), "{trace:?}");
+                continue;
+            };
+            let table = selectors[k.family as usize].table();
+            let t = table.transition(k.op, inst.entry.depth());
+            assert_eq!(t.member as usize, inst.stencil, "{trace:?}");
+            assert_eq!(t.exit, inst.exit.depth(), "{trace:?}");
+            by_op += 1;
+        }
+    }
+    assert!(by_op > 100, "{by_op} instances pushed by op");
+    // Every member the families compile is one the kit pushes for some op and state (one
+    // member per entry state: none is left out of the selection tables).
+    let set = backend.set();
+    let families = cpjit_vm_stencils::families(set);
+    let mut members = 0;
+    for family in families.iter().filter(|f| f.name.starts_with("vm_")) {
+        for &stencil in family.stencils.iter().filter(|&&s| s != u16::MAX) {
+            let name = set.stencils[stencil as usize].name;
+            assert!(cached.kit_op(stencil as usize).is_some(), "{name}");
+            members += 1;
+        }
+    }
+    assert!(members > 100, "{members} members");
 }
 
 #[test]

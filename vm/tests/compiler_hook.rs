@@ -37,7 +37,9 @@ impl Drop for Owner {
 impl Delegate {
     fn new(fail: bool) -> Rc<Delegate> {
         Rc::new(Delegate {
-            backend: Backend::host().expect("host stencils are linked"),
+            backend: Backend::host()
+                .expect("host stencils are linked")
+                .with_checks(true),
             compiles: Cell::new(0),
             fail,
             dropped: Rc::new(Cell::new(0)),

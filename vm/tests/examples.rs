@@ -53,3 +53,41 @@ fn every_mode_has_its_test(mode: Mode) {
         Mode::Interp | Mode::Uops | Mode::Jit => {}
     }
 }
+
+/// `cpjit-vm compile-time` compiles each program's traces again and reports nanoseconds per
+/// instance; it refuses zero rounds, naming the flag.
+#[test]
+fn compile_time_reports_the_backend_compile_per_instance() {
+    let vm = env!("CARGO_BIN_EXE_cpjit-vm");
+    let out = std::process::Command::new(vm)
+        .args([
+            "compile-time",
+            "examples/sum.vm",
+            "examples/calls.vm",
+            "--rounds",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, file) in lines.iter().zip(["examples/sum.vm", "examples/calls.vm"]) {
+        assert!(line.starts_with(&format!("{file}: ")), "{line}");
+        assert!(
+            line.contains(" instances: ") && line.contains(" ns/instance (median of 3;"),
+            "{line}"
+        );
+    }
+    let out = std::process::Command::new(vm)
+        .args(["compile-time", "examples/sum.vm", "--rounds", "0"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds > 0"));
+}

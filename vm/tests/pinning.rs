@@ -37,7 +37,9 @@ impl TraceCompiler for Keeping {
 
 fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
     let keeping = Rc::new(Keeping {
-        backend: Backend::host().expect("host stencils are linked"),
+        backend: Backend::host()
+            .expect("host stencils are linked")
+            .with_checks(true),
         lowerings: RefCell::new(Vec::new()),
     });
     let (out, _) = common::run_compiled(text, keeping.clone(), eager(Mode::Jit));

@@ -52,7 +52,9 @@ impl TraceCompiler for Recording {
 
 fn recording() -> Rc<Recording> {
     Rc::new(Recording {
-        backend: Backend::host().expect("host stencils are linked"),
+        backend: Backend::host()
+            .expect("host stencils are linked")
+            .with_checks(true),
         ops: RefCell::new(Vec::new()),
         traces: RefCell::new(Vec::new()),
     })

@@ -266,16 +266,19 @@ impl TraceBuilder<'_, '_> {
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
         let t = selector.table.transition(op, self.cache_state);
-        if targets.is_empty() && t.glue == Family::NONE && t.member != Family::NONE {
-            let id = self.push(t.member as usize, operands, &[])?;
+        // Without glue and labels (jumps to instances or addresses, the state there being
+        // the client's business) the member is pushed as it is: one table row and a push.
+        let labels = targets.iter().any(|t| matches!(t, Target::Label(_)));
+        if !labels && t.glue == Family::NONE && t.member != Family::NONE {
+            let id = self.push(t.member as usize, operands, targets)?;
             self.cache_state = t.exit;
             return Ok(id);
         }
         self.push_op_rest(selector, op, t, operands, targets)
     }
 
-    /// What [`push_op`](TraceBuilder::push_op)'s fast path does not take: glue, jump
-    /// targets, refusals.
+    /// What [`push_op`](TraceBuilder::push_op)'s fast path does not take: glue, labels,
+    /// refusals.
     #[inline(never)]
     fn push_op_rest(
         &mut self,

@@ -104,7 +104,7 @@ impl LoweredInstance {
 }
 
 /// A trace lowered onto stencils, instance by instance ([`LoweredId`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Lowering {
     pub instances: Vec<LoweredInstance>,
     /// The instance of each micro-op.
@@ -123,6 +123,9 @@ pub struct Lowering {
     pub pinned_entry: Option<LoweredId>,
     /// Whether the pinning is inherited from the trace's parent (a side trace).
     pub inherited: bool,
+    /// By micro-op: whether another micro-op jumps or exits to it (it is entered with
+    /// nothing cached).
+    pub jump_targets: Vec<bool>,
 }
 
 impl Lowering {
@@ -178,9 +181,10 @@ fn gains_from_scaled_ints(op: u32) -> bool {
     )
 }
 
-/// The micro-ops some other micro-op jumps or exits to.
-fn jump_targets(trace: &Trace) -> Vec<bool> {
-    let mut targets = vec![false; trace.uops.len()];
+/// The micro-ops some other micro-op jumps or exits to, into `targets`.
+fn jump_targets(trace: &Trace, targets: &mut Vec<bool>) {
+    targets.clear();
+    targets.resize(trace.uops.len(), false);
     for u in &trace.uops {
         let info = ops::info(u.op);
         if info.jumps || info.exits {
@@ -189,7 +193,6 @@ fn jump_targets(trace: &Trace) -> Vec<bool> {
             }
         }
     }
-    targets
 }
 
 impl Backend {
@@ -204,33 +207,53 @@ impl Backend {
     /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
     /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
     pub fn lower(&self, trace: &Trace) -> Result<Lowering, String> {
+        let mut lowering = Lowering::default();
+        self.lower_into(trace, &mut lowering)?;
+        Ok(lowering)
+    }
+
+    /// [`Backend::lower`] into `out`, reusing its vectors: the compile of trace after trace
+    /// then allocates nothing for its lowering. Whatever `out` held is replaced.
+    pub fn lower_into(&self, trace: &Trace, out: &mut Lowering) -> Result<(), String> {
+        let mut targets = std::mem::take(&mut out.jump_targets);
+        jump_targets(trace, &mut targets);
+        let lowered = self.lower_pinned(trace, &targets, out);
+        out.jump_targets = targets;
+        lowered
+    }
+
+    /// [`Backend::lower_into`] with the jump targets known: pinned, else with the pinning
+    /// boxed, else unpinned.
+    fn lower_pinned(
+        &self,
+        trace: &Trace,
+        targets: &[bool],
+        out: &mut Lowering,
+    ) -> Result<(), String> {
         if self.pin_locals {
             // A side trace keeps its parent's pinned registers as they are, or none.
             if let Some(inherited) = pinning::inherit(trace, &self.cached) {
-                if let Some(lowering) = self.lower_with(trace, Some(&inherited))? {
-                    return Ok(lowering);
+                if self.lower_with(trace, targets, Some(&inherited), out)? {
+                    return Ok(());
                 }
             } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
+                if self.lower_with(trace, targets, Some(&pinning), out)? {
+                    return Ok(());
+                }
                 let boxed = pinning.boxed();
-                let tries = if boxed == pinning {
-                    vec![pinning]
-                } else {
-                    vec![pinning, boxed]
-                };
-                for p in &tries {
-                    if let Some(lowering) = self.lower_with(trace, Some(p))? {
-                        return Ok(lowering);
-                    }
+                if boxed != pinning && self.lower_with(trace, targets, Some(&boxed), out)? {
+                    return Ok(());
                 }
             }
         }
-        Ok(self
-            .lower_with(trace, None)?
-            .expect("a lowering without pinned locals always exists"))
+        let lowered = self.lower_with(trace, targets, None, out)?;
+        assert!(lowered, "a lowering without pinned locals always exists");
+        Ok(())
     }
 
     /// The member running micro-op `i` entered in state `entry`, with registers scaled or
     /// not: on its pinned local's register where `pinning` pins it.
+    #[inline]
     fn find_member(
         &self,
         trace: &Trace,
@@ -240,7 +263,7 @@ impl Backend {
         scaled: bool,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(trace, i).map(|r| (r, p.scaled[r]))) {
+        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled[r]))) {
             Some((r, local_scaled)) => {
                 self.cached
                     .pinned_member(u.op, r, local_scaled, entry, scaled)
@@ -275,7 +298,7 @@ impl Backend {
             };
             let op = trace.uops[j].op;
             let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(trace, j).is_some_and(|r| p.scaled[r]));
+                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled[r]));
             gains |= on_scaled_local || gains_from_scaled_ints(op);
             if !falls_through(op) {
                 return gains;
@@ -288,18 +311,27 @@ impl Backend {
         false
     }
 
-    /// [`Backend::lower`] with the given pinned locals; `None` when a body micro-op would need
-    /// an uncached stencil (it would lose the pinned registers) or a pinned local's op has no
-    /// member where it is entered.
+    /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
+    /// vectors reused); `false` when a body micro-op would need an uncached stencil (it
+    /// would lose the pinned registers) or a pinned local's op has no member where it is
+    /// entered.
     fn lower_with(
         &self,
         trace: &Trace,
+        targets: &[bool],
         pinning: Option<&Pinning>,
-    ) -> Result<Option<Lowering>, String> {
-        let targets = jump_targets(trace);
-        let mut instances: Vec<LoweredInstance> = Vec::with_capacity(trace.uops.len() + 8);
-        let mut instance_of_uop = Vec::with_capacity(trace.uops.len());
-        let mut exit_entry = vec![None; trace.uops.len()];
+        out: &mut Lowering,
+    ) -> Result<bool, String> {
+        let Lowering {
+            instances,
+            instance_of_uop,
+            exit_entry,
+            ..
+        } = out;
+        instances.clear();
+        instance_of_uop.clear();
+        exit_entry.clear();
+        exit_entry.resize(trace.uops.len(), None);
         let mut body_entry = None;
         let mut pinned_entry = None;
         let mut state = CacheState::EMPTY;
@@ -332,29 +364,29 @@ impl Backend {
         };
         for (i, u) in trace.uops.iter().enumerate() {
             if targets[i] {
-                spill(&mut instances, &mut state)?;
+                spill(instances, &mut state)?;
             }
             let in_body = pinning.is_some_and(|p| p.body.contains(&i));
             if let Some(p) = pinning {
                 if i == *p.body.start() {
-                    spill(&mut instances, &mut state)?;
-                    body_entry = Some(LoweredId::next(&instances));
-                    copies(&mut instances, p, false);
-                    pinned_entry = Some(LoweredId::next(&instances));
+                    spill(instances, &mut state)?;
+                    body_entry = Some(LoweredId::next(instances));
+                    copies(instances, p, false);
+                    pinned_entry = Some(LoweredId::next(instances));
                 } else if p.stubs[i] {
                     // (An inheriting side trace's last micro-op is a stub it falls into.)
-                    spill(&mut instances, &mut state)?;
-                    exit_entry[i] = Some(LoweredId::next(&instances));
+                    spill(instances, &mut state)?;
+                    exit_entry[i] = Some(LoweredId::next(instances));
                     // A stub that leaves the trace may enter code that keeps the registers.
                     // (Only once the VM has given the exit its link slots.)
                     let link = self.cached.link().filter(|_| u.arg1 != 0);
                     if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
                         instances.push(LoweredInstance::link(link, i));
                     }
-                    copies(&mut instances, p, true);
+                    copies(instances, p, true);
                 }
             }
-            let on_pinned = pinning.is_some_and(|p| p.register_of(trace, i).is_some());
+            let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
             // The member for the current state; from scaled registers, the boxed state's.
             let mut member = None;
             if state.depth() > 0 {
@@ -367,18 +399,18 @@ impl Backend {
                     }
                 }
                 if member.is_none() {
-                    spill(&mut instances, &mut state)?;
+                    spill(instances, &mut state)?;
                 }
             }
             if member.is_none() {
                 let empty = CacheState::EMPTY;
                 let scaled = self.find_member(trace, pinning, i, empty, true).is_some()
-                    && self.scaled_run(trace, pinning, &targets, i);
+                    && self.scaled_run(trace, pinning, targets, i);
                 member = self.find_member(trace, pinning, i, empty, scaled);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
-                None if in_body || on_pinned => return Ok(None),
+                None if in_body || on_pinned => return Ok(false),
                 None => {
                     let stencil = self.stencils[u.op as usize].ok_or_else(|| {
                         format!(
@@ -390,7 +422,7 @@ impl Backend {
                     (stencil, CacheState::EMPTY, CacheState::EMPTY)
                 }
             };
-            instance_of_uop.push(LoweredId::next(&instances));
+            instance_of_uop.push(LoweredId::next(instances));
             instances.push(LoweredInstance::uop(stencil, i, entry, exit));
             state = if falls_through(u.op) {
                 exit
@@ -398,16 +430,16 @@ impl Backend {
                 CacheState::EMPTY
             };
         }
-        Ok(Some(Lowering {
-            instances,
-            instance_of_uop,
-            exit_entry,
-            body_entry,
-            pinned: pinning.map(|p| p.locals.clone()).unwrap_or_default(),
-            pinned_scaled: pinning.map(|p| p.scaled.clone()).unwrap_or_default(),
-            pinned_entry,
-            inherited: trace.inherited_pins.is_some() && pinning.is_some(),
-        }))
+        out.body_entry = body_entry;
+        out.pinned_entry = pinned_entry;
+        out.pinned.clear();
+        out.pinned_scaled.clear();
+        if let Some(p) = pinning {
+            out.pinned.extend_from_slice(&p.locals);
+            out.pinned_scaled.extend_from_slice(&p.scaled);
+        }
+        out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
+        Ok(true)
     }
 
     /// Checks `lowering` of `trace` against the set's families, independently of how it was
@@ -515,7 +547,9 @@ impl Backend {
                 trace.uops.len()
             ));
         }
-        for (t, &is_target) in jump_targets(trace).iter().enumerate() {
+        let mut targets = Vec::new();
+        jump_targets(trace, &mut targets);
+        for (t, &is_target) in targets.iter().enumerate() {
             let k = lowering.instance_of_uop[t].index();
             if is_target && lowering.instances[k].entry != CacheState::EMPTY {
                 return fail(

@@ -67,6 +67,12 @@ pub struct Config {
     /// Copy-and-patch loop traces keep up to two locals of their body in registers
     /// ([`crate::pinning`]; on by default; `run --no-pin` turns it off).
     pub pin_locals: bool,
+    /// Copy-and-patch checks every lowering against the set's families and the pinning
+    /// protocol before stitching it ([`crate::jit::Backend::check_cache_states`]): on by
+    /// default in debug builds, off in release builds (the lowering's construction makes
+    /// its choices; the checks cost as much as the lowering). The VM's tests turn it on
+    /// in every build.
+    pub check_lowerings: bool,
     /// In `jit` mode, the compiler of traces in place of copy-and-patch with the host's
     /// stencils (`None`, the default); ignored in the other modes and by
     /// [`super::Vm::with_stencils`]. Its code must keep the stitched code's contract (see
@@ -114,6 +120,7 @@ impl Default for Config {
             fail_compiles: false,
             inline_calls: true,
             pin_locals: true,
+            check_lowerings: cfg!(debug_assertions),
             compiler: None,
         }
     }

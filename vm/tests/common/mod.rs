@@ -60,9 +60,12 @@ pub fn run_compiled(
     (out, vm.stats())
 }
 
+/// Every lowering checked in any build ([`Config::check_lowerings`]: release builds
+/// skip it otherwise).
 pub fn config(mode: Mode) -> Config {
     Config {
         mode,
+        check_lowerings: true,
         ..Config::default()
     }
 }
@@ -74,6 +77,7 @@ pub fn eager(mode: Mode) -> Config {
         backedge_threshold: 4,
         call_threshold: 3,
         side_exit_threshold: 2,
+        check_lowerings: true,
         ..Config::default()
     }
 }

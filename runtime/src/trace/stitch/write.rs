@@ -367,6 +367,28 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 // REX prefix, opcode and ModRM.
                 self.restore(inst, step, code_at, 3);
             }
+            Fast::Abs32 { operand, part } => {
+                let value = part
+                    .of(self.b.operands[inst.operands as usize + operand as usize])
+                    .wrapping_add(step.addend as u64);
+                let fits = (i32::MIN as i64..=u32::MAX as i64).contains(&(value as i64));
+                if let (true, Some(field)) = (fits, self.code.get_mut(offset..offset + 4)) {
+                    field.copy_from_slice(&(value as u32).to_le_bytes());
+                    return Ok(());
+                }
+            }
+            Fast::Check {
+                operand,
+                part,
+                range,
+            } => {
+                let value = part
+                    .of(self.b.operands[inst.operands as usize + operand as usize])
+                    .wrapping_add(step.addend as u64);
+                if range.contains(value) {
+                    return Ok(());
+                }
+            }
         }
         self.run(i, inst, step, code_at, data_at)
     }
