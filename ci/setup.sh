@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Installs what the project needs on a Debian 12 machine that has only Rust:
-# system packages (clang-19, lld-19, llvm-19-dev, qemu-user, cross gcc, mingw, wine,
-# python3), cargo-nextest, and a wine prefix with the bcryptprimitives.dll stand-in.
+# Installs what the project needs on a Debian 12 machine that has only Rust: the system
+# packages every build needs (clang-19, lld-19, llvm-19-dev, gdb, python3), those the
+# matrix rows need, cargo-nextest, and with --wine a wine prefix with the
+# bcryptprimitives.dll stand-in.
+# Run it through `cargo xtask setup`, which passes each target file's `[test] packages`
+# (emulators, cross linkers, C libraries) as `--package P` and `--wine` when a row runs
+# under wine, then adds the rustup targets the target files name.
 # `--bench` adds what only `cargo xtask bench` needs: PyPy (`pypy3`, Debian's package), the
 # peer the bench times next to CPython on the examples' Python versions.
 # Idempotent and fast when everything is present (a few dpkg/rustup queries).
@@ -9,19 +13,29 @@
 set -euo pipefail
 
 PACKAGES=(
-  clang-19 lld-19 llvm-19 llvm-19-dev libpolly-19-dev libzstd-dev zlib1g-dev
-  qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-  gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
-  mingw-w64 wine wine64 gdb
+  clang-19 lld-19 llvm-19 llvm-19-dev libpolly-19-dev libzstd-dev zlib1g-dev gdb
   # The examples' Python versions (examples/*.py) are checked with python3 by vm's tests.
   python3
 )
-for arg in "$@"; do
-  case "$arg" in
+wine=false
+while (($#)); do
+  case "$1" in
     --bench) PACKAGES+=(pypy3) ;;
-    *) echo "setup: unknown argument \`$arg\` (known: --bench)" >&2; exit 2 ;;
+    --wine) wine=true; PACKAGES+=(mingw-w64 wine wine64) ;;
+    --package)
+      if (($# < 2)) || [[ -z $2 || $2 == -* ]]; then
+        echo "setup: --package needs a Debian package name" >&2
+        exit 2
+      fi
+      PACKAGES+=("$2")
+      shift
+      ;;
+    *) echo "setup: unknown argument \`$1\` (known: --bench, --wine, --package P)" >&2; exit 2 ;;
   esac
+  shift
 done
+# Once each (target files may name the same package).
+mapfile -t PACKAGES < <(printf '%s\n' "${PACKAGES[@]}" | awk '!seen[$0]++')
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -52,6 +66,10 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install cargo-nextest --locked >&2
 fi
 
+if ! $wine; then
+  echo "setup: ok" >&2
+  exit 0
+fi
 # Wine 8 lacks bcryptprimitives.dll!ProcessPrng, which Rust std >= 1.78 imports (exit 53).
 # Build a stand-in with mingw and put it into the prefix; nothing is downloaded.
 export WINEPREFIX="${WINEPREFIX:-$HOME/.wine-cpjit}"

@@ -59,7 +59,7 @@ fi
 
 # The example is its own workspace: its own Cargo.lock and target directory (also when the
 # caller exported the kit's), and the cross settings spelled out here rather than inherited
-# from the kit's .cargo/config.toml.
+# from the kit's target files (`cargo xtask env` prints the kit's).
 export CARGO_TARGET_DIR="$PWD/target"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu"}

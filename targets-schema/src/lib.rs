@@ -83,6 +83,25 @@ pub struct TestFacts {
     /// A Rust target on which the runtime must at least compile (`cargo check`), when no
     /// process of this host can run the target's own OS.
     pub check_target: Option<String>,
+    /// The linker of `rust_target` (cargo's `target.<rust_target>.linker`), when not the
+    /// host's `cc`: a cross gcc, or `rust-lld` for a target whose C runtime Rust brings
+    /// (musl's self-contained crt and libc).
+    pub linker: Option<String>,
+    /// The C compiler of `rust_target` for build scripts (the `cc` crate's `CC_<target>`),
+    /// when the `cc` crate's guess (`<prefix>-gcc`) is not installed; clang is given
+    /// `--target` by the `cc` crate.
+    pub cc: Option<String>,
+    /// What runs `rust_target`'s test binaries on an x86_64 Linux host (cargo's
+    /// `target.<rust_target>.runner`): program and arguments, the program relative to the
+    /// kit's root when it has a slash. Required for `qemu` and `wine` rows.
+    pub runner: Option<Vec<String>>,
+    /// The Debian packages this row needs (emulator, cross linker, C library), installed by
+    /// `cargo xtask setup`.
+    #[serde(default)]
+    pub packages: Vec<String>,
+    /// The suites of `ci/matrix.toml` this row runs (default: all), when a row's extra
+    /// coverage does not pay for its time; the file says why.
+    pub suites: Option<Vec<String>>,
 }
 
 /// The code models a target file may name (LLVM's).
@@ -287,6 +306,21 @@ impl TargetFile {
                 Host::who_runs(self.arch, self.abi, &reserved)
             ));
         }
+        if let Some(runner) = &test.runner {
+            if runner.first().is_none_or(|p| p.trim().is_empty()) {
+                return Err(format!(
+                    "{file}: [test] runner: empty; give the program and its arguments, e.g. \
+                     [\"qemu-aarch64\", \"-cpu\", \"max\"]"
+                ));
+            }
+        } else if matches!(test.execution, Execution::Qemu | Execution::Wine) {
+            return Err(format!(
+                "{file}: [test] execution `{}` needs a `runner` (the emulator that runs \
+                 {rust_target}'s test binaries on an x86_64 Linux host, e.g. \
+                 [\"qemu-aarch64\", \"-cpu\", \"max\"])",
+                test.execution.name()
+            ));
+        }
         let same_target = *rust_target == self.triple;
         let native_like = matches!(test.execution, Execution::Native | Execution::Qemu);
         if native_like != same_target {
@@ -429,7 +463,7 @@ code_align = 4
 reserved_registers = ["x18"]
 [test]
 execution = "host-abi"
-rust_target = "aarch64-unknown-linux-musl"
+rust_target = "aarch64-alpine-linux-musl"
 "#;
 
     fn parse(text: &str) -> Result<TargetFile, String> {
@@ -466,8 +500,8 @@ rust_target = "aarch64-unknown-linux-musl"
             err.contains("targets/aarch64-example-os.toml") && err.contains("codealign"),
             "{err}"
         );
-        let err = parse(&GOOD.replace("rust_target", "runner")).unwrap_err();
-        assert!(err.contains("runner"), "{err}");
+        let err = parse(&GOOD.replace("rust_target", "rust_targets")).unwrap_err();
+        assert!(err.contains("rust_targets"), "{err}");
     }
 
     #[test]
@@ -571,8 +605,8 @@ rust_target = "aarch64-unknown-linux-musl"
 
     #[test]
     fn a_test_table_whose_process_cannot_run_the_stencils_is_an_error() {
-        let t = parse(&GOOD.replace("aarch64-unknown-linux-musl", "x86_64-unknown-linux-musl"))
-            .unwrap();
+        let t =
+            parse(&GOOD.replace("aarch64-alpine-linux-musl", "x86_64-alpine-linux-musl")).unwrap();
         let err = t.test_facts().unwrap_err();
         assert!(err.contains("cannot run these stencils"), "{err}");
         let t = parse(&GOOD.replace("\"host-abi\"", "\"native\"")).unwrap();
@@ -580,6 +614,41 @@ rust_target = "aarch64-unknown-linux-musl"
         assert!(err.contains("execution `native`"), "{err}");
         let t = parse(GOOD.split("[test]").next().unwrap()).unwrap();
         assert!(t.test_facts().unwrap_err().contains("no [test] table"));
+    }
+
+    #[test]
+    fn a_test_table_gives_its_rust_targets_settings_and_emulated_rows_need_a_runner() {
+        let own = GOOD
+            .replace("aarch64-example-os", "aarch64-alpine-linux-musl")
+            .replace("format = \"macho\"", "format = \"elf\"")
+            .replace("reserved_registers = [\"x18\"]", "")
+            .replace("\"host-abi\"", "\"qemu\"");
+        let parse_own = |text: &str| {
+            let file = "targets/aarch64-alpine-linux-musl.toml";
+            let t = TargetFile::parse(file, "aarch64-alpine-linux-musl", text.into())?;
+            t.test_facts().cloned()
+        };
+        let settings = "linker = \"rust-lld\"\ncc = \"clang-19\"\n\
+                        runner = [\"qemu-aarch64\", \"-cpu\", \"max\"]\n\
+                        packages = [\"qemu-user\"]\n";
+        let test = parse_own(&format!("{own}{settings}")).unwrap();
+        assert_eq!(
+            (test.linker.as_deref(), test.cc.as_deref()),
+            (Some("rust-lld"), Some("clang-19"))
+        );
+        assert_eq!(test.runner.unwrap(), ["qemu-aarch64", "-cpu", "max"]);
+        assert_eq!(test.packages, ["qemu-user"]);
+        let err = parse_own(&own).unwrap_err();
+        assert!(
+            err.contains("execution `qemu` needs a `runner`") && err.contains("[test]"),
+            "{err}"
+        );
+        let err = parse_own(&format!("{own}runner = []\n")).unwrap_err();
+        assert!(err.contains("[test] runner: empty"), "{err}");
+        // A host-ABI row leaves them to the row of its Rust target.
+        let test = parse(GOOD).unwrap().test_facts().unwrap().clone();
+        assert_eq!((test.linker, test.cc, test.runner), (None, None, None));
+        assert!(test.packages.is_empty());
     }
 
     #[test]

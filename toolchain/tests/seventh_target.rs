@@ -2,8 +2,10 @@
 //! executed with the host ABI) placed beside copies of the real target files is built from
 //! the kit's three-argument template set (small: the default set's 315 stencils would cost a
 //! full uncached build of one more target and prove nothing more) and listed by the
-//! generated facade, with nothing else touched.
-//! (The matrix side is `xtask`'s `a_seventh_target_file_is_a_matrix_row` test.)
+//! generated facade, with nothing else touched. So is a target with its own Rust target: a
+//! copy of the kit's native target that brings its own linker (x86-64 musl) under another
+//! name. (The matrix side is `xtask`'s `a_seventh_target_file_is_a_matrix_row` and
+//! `a_target_with_its_own_rust_target_is_one_file` tests.)
 
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver::{self, BuildOptions, Options};
@@ -68,13 +70,42 @@ fn a_seventh_target_file_is_built_and_listed_by_the_facade() {
     let targets = tempfile::tempdir().unwrap();
     let files = targets_with_seventh(targets.path());
     assert_eq!(Target::load_all(targets.path()).unwrap().len(), files);
+    built_and_listed(targets.path(), TRIPLE);
+}
 
+#[test]
+fn a_target_with_its_own_rust_target_is_built_and_listed_by_the_facade() {
+    let targets = tempfile::tempdir().unwrap();
+    let mut own = None;
+    for entry in std::fs::read_dir(workspace().join("targets")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, targets.path().join(path.file_name().unwrap())).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let t = text.parse::<toml::Table>().unwrap();
+        let test = &t["test"];
+        if test["execution"].as_str() == Some("native") && test.get("linker").is_some() {
+            own = Some((t["triple"].as_str().unwrap().to_string(), text));
+        }
+    }
+    let (triple, text) = own.expect("a native target with its own linker");
+    let copy = "x86_64-cpjit-linux-musl";
+    std::fs::write(
+        targets.path().join(format!("{copy}.toml")),
+        text.replace(&triple, copy),
+    )
+    .unwrap();
+    built_and_listed(targets.path(), copy);
+}
+
+/// Builds only `triple` of the target files in `targets` from the three-argument set and
+/// checks its crate and that the facade lists it alone.
+fn built_and_listed(targets: &Path, triple: &str) {
     let out = tempfile::tempdir().unwrap();
     let report = driver::build_stencils(&BuildOptions {
         common: Options {
             templates: workspace().join("templates/threearg"),
-            targets_dir: targets.path().to_path_buf(),
-            only: vec![TRIPLE.to_string()],
+            targets_dir: targets.to_path_buf(),
+            only: vec![triple.to_string()],
             jobs: 2,
             cache: Cache::new(Cache::default_dir(&workspace())),
         },
@@ -85,21 +116,22 @@ fn a_seventh_target_file_is_built_and_listed_by_the_facade() {
         force: false,
     })
     .unwrap();
-    assert_eq!(report.built, [TRIPLE]);
+    assert_eq!(report.built, [triple]);
 
-    let lib = std::fs::read_to_string(out.path().join(TRIPLE).join("src/lib.rs")).unwrap();
-    assert!(lib.contains(&format!("target: \"{TRIPLE}\"")));
+    let lib = std::fs::read_to_string(out.path().join(triple).join("src/lib.rs")).unwrap();
+    assert!(lib.contains(&format!("target: \"{triple}\"")));
     assert!(lib.contains("format: ObjectFormat::Elf"));
     assert!(lib.contains("abi: Abi::SysV64"));
 
     let facade = out.path().join("facade");
     let cargo = std::fs::read_to_string(facade.join("Cargo.toml")).unwrap();
     assert!(cargo.contains(&format!(
-        "cpjit-stencils-threearg-{TRIPLE} = {{ path = \"../{TRIPLE}\" }}"
+        "cpjit-stencils-threearg-{triple} = {{ path = \"../{triple}\" }}"
     )));
     let facade_lib = std::fs::read_to_string(facade.join("src/lib.rs")).unwrap();
-    assert!(facade_lib.contains(&format!("triple: \"{TRIPLE}\"")));
-    assert!(facade_lib.contains("&cpjit_stencils_threearg_x86_64_unknown_freebsd::SET,"));
+    assert!(facade_lib.contains(&format!("triple: \"{triple}\"")));
+    let krate = triple.replace('-', "_");
+    assert!(facade_lib.contains(&format!("&cpjit_stencils_threearg_{krate}::SET,")));
     // Only the target built: the other target files have no crate in `out` for the facade
     // to depend on.
     assert_eq!(facade_lib.matches("    Target { triple: ").count(), 1);

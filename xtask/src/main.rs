@@ -10,6 +10,7 @@
 
 mod bench;
 mod build_stencils;
+mod cargo_env;
 mod ci;
 mod fuzz;
 mod kit;
@@ -66,6 +67,9 @@ enum Task {
     Setup,
     /// Print the kit checkout the tasks act on (see --kit).
     Kit,
+    /// Print, as shell `export` lines, the linker, runner and C compiler of each Rust
+    /// target that xtask gives cargo (from targets/*.toml), for running cargo by hand.
+    Env,
 }
 
 /// `cargo xtask fuzz`.
@@ -119,6 +123,11 @@ fn main() -> ExitCode {
             println!("{}", util::root().display());
             Ok(())
         }
+        Task::Env => cargo_env::all_variables(&util::root()).map(|vars| {
+            for (k, v) in vars {
+                println!("export {k}='{v}'");
+            }
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

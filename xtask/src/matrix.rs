@@ -11,15 +11,17 @@
 mod config;
 mod nextest;
 mod report;
+mod select;
 mod wine;
 
 pub use config::Matrix;
 pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
 pub use report::{Counts, Report};
+pub use select::host_triple;
+use select::{check_targets, select_rows, stencil_free_rows};
 
 use crate::targets::Execution;
 use config::Row;
-use cpjit_model::{Arch, Host, Os};
 pub use report::{CheckResult, RowResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -138,7 +140,6 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
         .iter()
         .filter(|(name, _)| opts.suites.is_empty() || opts.suites.contains(name))
         .collect();
-    let packages: Vec<String> = suites.iter().map(|(_, s)| s.package.clone()).collect();
     let mut report = Report::default();
 
     // One archive per Rust target, shared by every row that runs it.
@@ -146,6 +147,17 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     for row in &rows {
         let target = row.rust_target.as_str();
         if archives.contains_key(target) {
+            continue;
+        }
+        // The packages of the suites any selected row of this Rust target runs.
+        let packages: Vec<String> = suites
+            .iter()
+            .filter(|(name, _)| rows.iter().any(|r| r.rust_target == target && r.runs(name)))
+            .map(|(_, s)| s.package.clone())
+            .collect();
+        if packages.is_empty() {
+            // Only with `--suite`: no row of this Rust target runs a selected suite.
+            archives.insert(target, Err(format!("no selected suite runs on {target}")));
             continue;
         }
         eprintln!(
@@ -163,6 +175,7 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
         let runs_stencil_free = stencil_free_row[row.rust_target.as_str()] == row.triple;
         let row_suites: Vec<RowSuite> = suites
             .iter()
+            .filter(|(name, _)| row.runs(name))
             .filter_map(|(name, s)| {
                 s.filter(runs_stencil_free).map(|filter| RowSuite {
                     name,
@@ -172,10 +185,11 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
             })
             .collect();
         if row_suites.is_empty() {
-            // Only with `--suite`: every selected suite ignores CPJIT_STENCILS and so runs
-            // once per Rust target, in another row.
+            // Only with `--suite`: every selected suite is not one of the row's
+            // (`[test] suites`) or ignores CPJIT_STENCILS and so runs once per Rust target,
+            // in another row.
             eprintln!(
-                "matrix: {}: nothing to run (the selected suites run once for {}, in the row of {})",
+                "matrix: {}: nothing to run (the selected suites are not the row's, or run once for {}, in the row of {})",
                 row.triple,
                 row.rust_target,
                 stencil_free_row[row.rust_target.as_str()]
@@ -206,113 +220,11 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     Ok(report)
 }
 
-/// The compile-only checks of a run: the `check_target`s of the selected `rows` (so
-/// `--target` restricts them too), sorted and once each; none with `--no-check` or
-/// `--native` (whose host need not have the other targets' standard libraries).
-fn check_targets(opts: &Options, rows: &[Row]) -> Vec<String> {
-    if opts.no_check || opts.native {
-        return Vec::new();
-    }
-    let targets: std::collections::BTreeSet<&String> = rows
-        .iter()
-        .filter_map(|r| r.check_target.as_ref())
-        .collect();
-    targets.into_iter().cloned().collect()
-}
-
 /// A suite as one row runs it: the nextest filterset of its tests there.
 struct RowSuite<'a> {
     name: &'a String,
     package: &'a str,
     filter: String,
-}
-
-/// For each Rust target, the row that runs the suites ignoring `CPJIT_STENCILS`: the row
-/// of the Rust target's own stencils when selected, else its first row.
-fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
-    let mut chosen: BTreeMap<&str, &str> = BTreeMap::new();
-    for row in rows.iter().rev() {
-        let current = chosen.get(row.rust_target.as_str());
-        if current.is_none_or(|t| *t != row.rust_target) {
-            chosen.insert(&row.rust_target, &row.triple);
-        }
-    }
-    chosen
-}
-
-/// The host's target triple (`rustc -vV`).
-pub fn host_triple() -> Result<String, String> {
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = std::process::Command::new(&rustc)
-        .arg("-vV")
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", rustc.to_string_lossy()))?;
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
-        .ok_or_else(|| "`rustc -vV` printed no host line".to_string())
-}
-
-/// The rows to run. With `--native`, every row whose stencils a process of the host's own
-/// target can run ([`Host::runs`]), executed by that process; otherwise the rows as the
-/// target files define them, which need an x86_64 Linux host with qemu and wine.
-fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, String> {
-    let known = || {
-        matrix
-            .rows
-            .iter()
-            .map(|r| r.triple.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for t in &opts.targets {
-        if matrix.row(t).is_none() {
-            return Err(format!("no target `{t}` (targets/*.toml has: {})", known()));
-        }
-    }
-    let mut rows: Vec<Row> = matrix
-        .rows
-        .iter()
-        .filter(|r| opts.targets.is_empty() || opts.targets.contains(&r.triple))
-        .cloned()
-        .collect();
-    let this = Host::of_triple(host)
-        .ok_or_else(|| format!("no stencils are built for this host's architecture ({host})"))?;
-    if opts.native {
-        let root = crate::util::root();
-        let facts = crate::targets::load_all(&root.join("targets"))?;
-        rows.retain(|r| {
-            facts.iter().any(|f| {
-                let reserved: Vec<&str> = f.reserved_registers.iter().map(String::as_str).collect();
-                f.triple == r.triple && this.runs(f.arch, f.abi, &reserved)
-            })
-        });
-        for r in &mut rows {
-            r.execution = if r.triple == host {
-                Execution::Native
-            } else {
-                Execution::HostAbi
-            };
-            r.rust_target = host.to_string();
-        }
-        if !rows.iter().any(|r| r.triple == host) {
-            return Err(format!(
-                "--native: host {host} has no target file, or --target left out its row \
-                 (targets/*.toml has: {})",
-                known()
-            ));
-        }
-    } else if this
-        != (Host {
-            arch: Arch::X86_64,
-            os: Os::Linux,
-        })
-    {
-        return Err(format!(
-            "the emulated matrix needs an x86_64 Linux host (this is {host}); use --native"
-        ));
-    }
-    Ok(rows)
 }
 
 fn run_row(
@@ -502,9 +414,13 @@ fn judge(result: &mut RowResult, suites: &[(&String, &str)], outcome: &nextest::
 }
 
 fn describe(row: &Row) -> String {
-    match row.execution {
+    let how = match row.execution {
         Execution::Native => "native".into(),
         e => format!("{}: {}", e.name(), row.rust_target),
+    };
+    match &row.suites {
+        Some(s) => format!("{how} ({})", s.join(", ")),
+        None => how,
     }
 }
 
@@ -561,117 +477,7 @@ pub fn stencil_count(root: &Path, triple: &str) -> Result<Option<u64>, String> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn native_selection_follows_the_host_rule() {
-        let m = Matrix::load(&crate::util::root()).unwrap();
-        let native = Options {
-            native: true,
-            ..Default::default()
-        };
-        let facts = crate::targets::load_all(&crate::util::root().join("targets")).unwrap();
-        // The Linux processes of the native and qemu rows.
-        let hosts: Vec<&str> = facts
-            .iter()
-            .filter(|f| matches!(f.test.execution, Execution::Native | Execution::Qemu))
-            .map(|f| f.test.rust_target.as_str())
-            .collect();
-        assert!(hosts.len() >= 2, "{hosts:?}");
-        for host in hosts {
-            let rows = select_rows(&m, &native, host).unwrap();
-            let this = Host::of_triple(host).unwrap();
-            for f in &facts {
-                let reserved: Vec<&str> = f.reserved_registers.iter().map(String::as_str).collect();
-                let selected = rows.iter().any(|r| r.triple == f.triple);
-                assert_eq!(
-                    selected,
-                    this.runs(f.arch, f.abi, &reserved),
-                    "{host} {}",
-                    f.triple
-                );
-            }
-            for r in &rows {
-                assert_eq!(r.rust_target, host);
-                let want = if r.triple == host {
-                    Execution::Native
-                } else {
-                    Execution::HostAbi
-                };
-                assert_eq!(r.execution, want);
-            }
-        }
-        assert!(select_rows(&m, &Options::default(), "aarch64-apple-ios").is_err());
-        assert!(select_rows(&m, &native, "x86_64-unknown-netbsd")
-            .unwrap_err()
-            .contains("has no target file"));
-        let bad = Options {
-            targets: vec!["riscv64".into()],
-            ..Default::default()
-        };
-        assert!(select_rows(&m, &bad, "x86_64-unknown-linux-musl")
-            .unwrap_err()
-            .contains("no target `riscv64`"));
-    }
-
-    /// `--target` restricts the compile-only checks to the selected rows' `check_target`s;
-    /// without it every target file's are checked.
-    #[test]
-    fn the_selected_targets_restrict_the_compile_only_checks() {
-        let m = Matrix::load(&crate::util::root()).unwrap();
-        let host = m
-            .rows
-            .iter()
-            .find(|r| r.execution == Execution::Native)
-            .map(|r| r.rust_target.clone())
-            .unwrap();
-        let plan = |targets: Vec<String>, no_check: bool| {
-            let opts = Options {
-                targets,
-                no_check,
-                ..Default::default()
-            };
-            check_targets(&opts, &select_rows(&m, &opts, &host).unwrap())
-        };
-        assert_eq!(plan(vec![], false), m.check_targets);
-        assert!(m.check_targets.len() >= 2, "{:?}", m.check_targets);
-        let checked = m.rows.iter().find(|r| r.check_target.is_some()).unwrap();
-        let unchecked = m.rows.iter().find(|r| r.check_target.is_none()).unwrap();
-        assert_eq!(
-            plan(vec![checked.triple.clone()], false),
-            [checked.check_target.clone().unwrap()]
-        );
-        assert!(plan(vec![unchecked.triple.clone()], false).is_empty());
-        let both = vec![checked.triple.clone(), unchecked.triple.clone()];
-        assert_eq!(plan(both.clone(), false).len(), 1);
-        assert!(plan(both, true).is_empty());
-        let native = Options {
-            native: true,
-            ..Default::default()
-        };
-        assert!(check_targets(&native, &select_rows(&m, &native, &host).unwrap()).is_empty());
-    }
-
     use nextest::TestCase;
-
-    #[test]
-    fn stencil_free_suites_run_once_per_rust_target_preferably_in_its_own_row() {
-        let row = |triple: &str, rust_target: &str| Row {
-            triple: triple.into(),
-            execution: Execution::HostAbi,
-            rust_target: rust_target.into(),
-            check_target: None,
-        };
-        let rows = [
-            row("a-other", "a-own"),
-            row("a-own", "a-own"),
-            row("b-x", "b-y"),
-            row("b-z", "b-y"),
-        ];
-        let chosen = stencil_free_rows(&rows);
-        assert_eq!(chosen["a-own"], "a-own");
-        assert_eq!(chosen["b-y"], "b-x");
-        assert_eq!(chosen.len(), 2);
-        assert_eq!(stencil_free_rows(&rows[..1])["a-own"], "a-other");
-    }
 
     fn case(binary: &str, outcome: Outcome) -> TestCase {
         TestCase {

@@ -1,25 +1,58 @@
-//! `cargo xtask setup`: runs `ci/setup.sh`, which installs (as root) or names (otherwise)
-//! the missing system packages, cargo-nextest and the wine prefix, then adds the rustup
-//! targets the target files name (each `[test]` table's `rust_target` and
-//! `check_target`) and the rustfmt and clippy components. Idempotent and fast when everything
-//! is present. `cargo xtask bench`
-//! runs it with `--bench` ([`ensure_bench`]), which adds what only the bench needs (PyPy).
+//! `cargo xtask setup`: runs `ci/setup.sh` with the Debian packages the target files name
+//! (each `[test]` table's `packages`, and `--wine` when a row runs under wine), which
+//! installs (as root) or names (otherwise) the missing system packages, cargo-nextest and
+//! the wine prefix, then adds the rustup targets the target files name (each `[test]`
+//! table's `rust_target` and `check_target`) and the rustfmt and clippy components.
+//! Idempotent and fast when everything is present. `cargo xtask bench` runs it with
+//! `--bench` ([`ensure_bench`]), which adds what only the bench needs (PyPy).
 
+use crate::targets::{Execution, TargetFacts};
 use crate::util::{root, run};
 use std::collections::BTreeSet;
 use std::process::Command;
 
 pub fn ensure() -> Result<(), String> {
-    setup_script(&[])?;
-    rustup_components()?;
-    rustup_targets()
+    ensure_with(&[])
 }
 
 /// [`ensure`] plus the bench's own needs: `pypy3`, a peer of the `pyvm` bench group.
 pub fn ensure_bench() -> Result<(), String> {
-    setup_script(&["--bench"])?;
+    ensure_with(&["--bench"])
+}
+
+fn ensure_with(args: &[&str]) -> Result<(), String> {
+    let targets = crate::targets::load_all(&root().join("targets"))?;
+    let (rust_targets, packages) = wanted(&targets);
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    for p in packages {
+        args.extend(["--package".to_string(), p]);
+    }
+    if targets.iter().any(|t| t.test.execution == Execution::Wine) {
+        args.push("--wine".into());
+    }
+    setup_script(&args)?;
     rustup_components()?;
-    rustup_targets()
+    rustup_targets(&rust_targets)
+}
+
+/// What the target files need installed: the Rust targets the matrix builds or checks for
+/// (`rust_target`, `check_target`) and the Debian packages of their rows (`packages`).
+pub fn wanted(targets: &[TargetFacts]) -> (BTreeSet<String>, BTreeSet<String>) {
+    let rust = targets
+        .iter()
+        .flat_map(|t| {
+            [
+                Some(t.test.rust_target.clone()),
+                t.test.check_target.clone(),
+            ]
+        })
+        .flatten()
+        .collect();
+    let packages = targets
+        .iter()
+        .flat_map(|t| t.test.packages.iter().cloned())
+        .collect();
+    (rust, packages)
 }
 
 /// The rustup components `cargo xtask ci` runs: rustfmt and clippy (in rustup's default
@@ -47,24 +80,14 @@ fn rustup_components() -> Result<(), String> {
     .map_err(|e| format!("set-up incomplete: {e}"))
 }
 
-fn setup_script(args: &[&str]) -> Result<(), String> {
+fn setup_script(args: &[String]) -> Result<(), String> {
     run(Command::new("bash")
         .arg(root().join("ci/setup.sh"))
         .args(args))
     .map_err(|e| format!("set-up incomplete: {e}"))
 }
 
-/// The Rust targets the matrix builds or checks for.
-pub fn wanted_rust_targets() -> Result<BTreeSet<String>, String> {
-    let targets = crate::targets::load_all(&root().join("targets"))?;
-    Ok(targets
-        .into_iter()
-        .flat_map(|t| [Some(t.test.rust_target), t.test.check_target])
-        .flatten()
-        .collect())
-}
-
-fn rustup_targets() -> Result<(), String> {
+fn rustup_targets(wanted: &BTreeSet<String>) -> Result<(), String> {
     let out = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -74,9 +97,10 @@ fn rustup_targets() -> Result<(), String> {
     }
     let installed = String::from_utf8_lossy(&out.stdout);
     let installed: BTreeSet<&str> = installed.lines().map(str::trim).collect();
-    let missing: Vec<String> = wanted_rust_targets()?
-        .into_iter()
-        .filter(|t| !installed.contains(t.as_str()))
+    let missing: Vec<&str> = wanted
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !installed.contains(t))
         .collect();
     if missing.is_empty() {
         return Ok(());

@@ -21,7 +21,7 @@ pub struct TargetFacts {
 
 impl TargetFacts {
     /// The facts of a parsed file, which must have a `[test]` table the matrix can run.
-    fn of(file: TargetFile) -> Result<TargetFacts, String> {
+    pub(crate) fn of(file: TargetFile) -> Result<TargetFacts, String> {
         let test = file.test_facts()?.clone();
         Ok(TargetFacts {
             triple: file.triple,
@@ -44,6 +44,9 @@ pub fn load_all(dir: &Path) -> Result<Vec<TargetFacts>, String> {
         }
     }
     if errors.is_empty() {
+        // The Rust targets' settings (linker, runner, C compiler) must not contradict each
+        // other across files.
+        crate::cargo_env::rust_targets(&facts)?;
         Ok(facts)
     } else {
         Err(errors.join("\n"))
@@ -70,7 +73,7 @@ nop = "90"
 code_align = 1
 [test]
 execution = "host-abi"
-rust_target = "x86_64-unknown-linux-musl"
+rust_target = "x86_64-alpine-linux-musl"
 "#;
 
     #[test]
@@ -96,9 +99,9 @@ rust_target = "x86_64-unknown-linux-musl"
         assert!(e.contains("does not match the file name"), "{e}");
         let e = parse(
             "x86_64-unknown-freebsd",
-            &FREEBSD.replace("rust_target", "runner"),
+            &FREEBSD.replace("rust_target", "rust_targets"),
         )
         .unwrap_err();
-        assert!(e.contains("runner"), "{e}");
+        assert!(e.contains("rust_targets"), "{e}");
     }
 }

@@ -35,10 +35,15 @@ pub fn run(cmd: &mut Command) -> Result<(), String> {
     }
 }
 
-/// `cargo` as invoked by the user (respects `$CARGO`).
+/// `cargo` as invoked by the user (respects `$CARGO`), with each Rust target's linker,
+/// runner and C compiler from the target files (`cargo_env.rs`). Target files that do not
+/// load give no settings here: the task that reads them reports why.
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(root());
+    if let Ok(vars) = crate::cargo_env::all_variables(&root()) {
+        cmd.envs(vars);
+    }
     cmd
 }
 

@@ -1,9 +1,10 @@
 //! Unwind information for stitched code: one DWARF CIE and, per instance, one FDE per
-//! function of its stencil, registered with the platform unwinder (`__register_frame`,
-//! libgcc's on Linux, which Rust's std uses for backtraces and panics; libunwind's on
-//! macOS, one FDE per call) and put into the GDB object's `.eh_frame`, so that a debugger
-//! or `std::backtrace::Backtrace` walks from a helper through the trace to the Rust code
-//! that entered it, and a panic unwinds through it.
+//! function of its stencil, registered with the platform unwinder (`__register_frame`:
+//! libgcc's on glibc Linux, which Rust's std uses for backtraces and panics, takes the
+//! whole section; LLVM libunwind's, on macOS and in Rust's musl targets, one FDE per call)
+//! and put into the GDB object's `.eh_frame`, so that a debugger or
+//! `std::backtrace::Backtrace` walks from a helper through the trace to the Rust code that
+//! entered it, and a panic unwinds through it.
 //!
 //! # Where the frames come from
 //!
@@ -391,8 +392,8 @@ mod platform {
     }
 
     /// # Safety
-    /// `entry` is a well-formed, terminated `.eh_frame` (Linux) or FDE (macOS) that stays
-    /// in place until [`deregister`]ed.
+    /// `entry` is a well-formed, terminated `.eh_frame` (libgcc) or FDE (libunwind: macOS,
+    /// musl) that stays in place until [`deregister`]ed.
     pub unsafe fn register(entry: *const u8) {
         // SAFETY: as required of the caller.
         unsafe { __register_frame(entry) }
@@ -450,8 +451,8 @@ impl Registration {
         {
             let section = eh_frame(ranges).into_boxed_slice();
             for entry in registered_entries(&section) {
-                // SAFETY: a well-formed, terminated .eh_frame (Linux: the whole section;
-                // macOS: each FDE) that lives, unmoved, until deregistered in `drop`.
+                // SAFETY: a well-formed, terminated .eh_frame (libgcc: the whole section;
+                // libunwind: each FDE) that lives, unmoved, until deregistered in `drop`.
                 unsafe { platform::register(section.as_ptr().add(entry)) };
             }
             Ok(Registration {
@@ -522,11 +523,17 @@ impl Registration {
     }
 }
 
-/// The offsets `__register_frame` is called with: libgcc (Linux) takes the whole section
-/// (offset 0) and walks it; libunwind (macOS) takes one FDE per call.
+/// Whether the unwinder linked into this process is LLVM's libunwind, whose
+/// `__register_frame` takes one FDE (a whole section is refused: `bad fde: FDE is really a
+/// CIE`): macOS's system unwinder, and the in-tree libunwind Rust's std links on musl
+/// targets. Elsewhere on Linux it is libgcc's, which takes a whole `.eh_frame`.
+const PER_FDE_UNWINDER: bool = cfg!(any(target_os = "macos", target_env = "musl"));
+
+/// The offsets `__register_frame` is called with: libgcc takes the whole section (offset 0)
+/// and walks it; libunwind ([`PER_FDE_UNWINDER`]) takes one FDE per call.
 #[cfg_attr(all(windows, target_arch = "x86_64"), allow(dead_code))] // DWARF platforms only
 fn registered_entries(section: &[u8]) -> Vec<usize> {
-    if !cfg!(target_os = "macos") {
+    if !PER_FDE_UNWINDER {
         return vec![0];
     }
     fde_offsets(section)

@@ -14,6 +14,16 @@ mod stitch_tests;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 mod window_tests;
 
+/// An address no arena of this process can reach directly (the tests' "far" helper, whose
+/// calls need a veneer; it is never called): 1 TiB from this process's code, whatever its
+/// load address. A fixed low address such as 0x10 is not: a static non-PIE binary
+/// (musl's default on AArch64) is loaded near 0x400000, and an arena placed near it is
+/// within an AArch64 branch's ±128 MiB of address 0.
+#[cfg(test)]
+fn out_of_reach() -> u64 {
+    (out_of_reach as fn() -> u64 as usize as u64) ^ (1 << 40)
+}
+
 use crate::arena::{Arena, Block};
 use crate::error::try_grow;
 use crate::jit::{Jit, ShimFacts};

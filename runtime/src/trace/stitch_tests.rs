@@ -127,8 +127,8 @@ static SET: StencilSet<'static> = StencilSet {
 };
 
 fn jit(recorder: &Arc<Recorder>) -> Jit<'static> {
-    // Address 0x10 is out of direct reach of any arena, so the call needs a veneer.
-    let resolve = Box::new(|name: &str| (name == "far").then_some(0x10));
+    // Out of direct reach of any arena, so the call needs a veneer.
+    let resolve = Box::new(|name: &str| (name == "far").then(super::out_of_reach));
     Jit::with_flusher(&SET, resolve, JitOptions::default(), recorder.clone()).unwrap()
 }
 

@@ -109,8 +109,13 @@ fn jit(code_writes: CodeWrites) -> Jit<'static> {
         idle_chunk_bytes: usize::MAX,
         ..JitOptions::default()
     };
-    // Address 0x10 is out of direct reach of any arena: calls to it need a veneer.
-    Jit::with_options(&SET, |name| (name == "far").then_some(0x10), options).unwrap()
+    // Out of direct reach of any arena: calls to it need a veneer.
+    Jit::with_options(
+        &SET,
+        |name| (name == "far").then(super::out_of_reach),
+        options,
+    )
+    .unwrap()
 }
 
 /// `instances` pads with, now and then, a far call, a jump back or forward (across windows),

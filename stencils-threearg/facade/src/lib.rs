@@ -25,10 +25,12 @@ pub static TARGETS: &[Target] = &[
     Target { triple: "aarch64-apple-darwin", arch: Arch::Aarch64, format: ObjectFormat::MachO, abi: Abi::Aapcs64, reserved_registers: &["x18"], package: "cpjit-stencils-threearg-aarch64-apple-darwin" },
     Target { triple: "aarch64-pc-windows-msvc", arch: Arch::Aarch64, format: ObjectFormat::Coff, abi: Abi::Aapcs64, reserved_registers: &["x18"], package: "cpjit-stencils-threearg-aarch64-pc-windows-msvc" },
     Target { triple: "aarch64-unknown-linux-gnu", arch: Arch::Aarch64, format: ObjectFormat::Elf, abi: Abi::Aapcs64, reserved_registers: &[], package: "cpjit-stencils-threearg-aarch64-unknown-linux-gnu" },
+    Target { triple: "aarch64-unknown-linux-musl", arch: Arch::Aarch64, format: ObjectFormat::Elf, abi: Abi::Aapcs64, reserved_registers: &[], package: "cpjit-stencils-threearg-aarch64-unknown-linux-musl" },
     Target { triple: "riscv64gc-unknown-linux-gnu", arch: Arch::Riscv64, format: ObjectFormat::Elf, abi: Abi::Lp64d, reserved_registers: &["gp", "tp"], package: "cpjit-stencils-threearg-riscv64gc-unknown-linux-gnu" },
     Target { triple: "x86_64-apple-darwin", arch: Arch::X86_64, format: ObjectFormat::MachO, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-stencils-threearg-x86_64-apple-darwin" },
     Target { triple: "x86_64-pc-windows-msvc", arch: Arch::X86_64, format: ObjectFormat::Coff, abi: Abi::Win64, reserved_registers: &[], package: "cpjit-stencils-threearg-x86_64-pc-windows-msvc" },
     Target { triple: "x86_64-unknown-linux-gnu", arch: Arch::X86_64, format: ObjectFormat::Elf, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-stencils-threearg-x86_64-unknown-linux-gnu" },
+    Target { triple: "x86_64-unknown-linux-musl", arch: Arch::X86_64, format: ObjectFormat::Elf, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-stencils-threearg-x86_64-unknown-linux-musl" },
 ];
 
 /// Every set, sorted by triple (the order of [`TARGETS`]).
@@ -37,10 +39,12 @@ static ALL: &[&StencilSet<'static>] = &[
     &cpjit_stencils_threearg_aarch64_apple_darwin::SET,
     &cpjit_stencils_threearg_aarch64_pc_windows_msvc::SET,
     &cpjit_stencils_threearg_aarch64_unknown_linux_gnu::SET,
+    &cpjit_stencils_threearg_aarch64_unknown_linux_musl::SET,
     &cpjit_stencils_threearg_riscv64gc_unknown_linux_gnu::SET,
     &cpjit_stencils_threearg_x86_64_apple_darwin::SET,
     &cpjit_stencils_threearg_x86_64_pc_windows_msvc::SET,
     &cpjit_stencils_threearg_x86_64_unknown_linux_gnu::SET,
+    &cpjit_stencils_threearg_x86_64_unknown_linux_musl::SET,
 ];
 
 /// Every set, sorted by triple (the order of [`TARGETS`]).
@@ -82,8 +86,10 @@ static FRAMES: &[&[StencilFrame<'static>]] = &[
     cpjit_stencils_threearg_aarch64_apple_darwin::FRAMES,
     cpjit_stencils_threearg_aarch64_pc_windows_msvc::FRAMES,
     cpjit_stencils_threearg_aarch64_unknown_linux_gnu::FRAMES,
+    cpjit_stencils_threearg_aarch64_unknown_linux_musl::FRAMES,
     cpjit_stencils_threearg_riscv64gc_unknown_linux_gnu::FRAMES,
     cpjit_stencils_threearg_x86_64_apple_darwin::FRAMES,
     cpjit_stencils_threearg_x86_64_pc_windows_msvc::FRAMES,
     cpjit_stencils_threearg_x86_64_unknown_linux_gnu::FRAMES,
+    cpjit_stencils_threearg_x86_64_unknown_linux_musl::FRAMES,
 ];

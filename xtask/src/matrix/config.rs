@@ -53,6 +53,17 @@ pub struct Row {
     pub rust_target: String,
     /// The Rust target of the target's compile-only check (`[test] check_target`), if any.
     pub check_target: Option<String>,
+    /// The suites the row runs (`[test] suites`; `None`: all).
+    pub suites: Option<Vec<String>>,
+}
+
+impl Row {
+    /// Whether the row runs the suite `name`.
+    pub fn runs(&self, name: &str) -> bool {
+        self.suites
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|n| n == name))
+    }
 }
 
 /// A slower native test run of `cargo xtask ci`, outside the rows (e.g. the VM's full
@@ -183,6 +194,17 @@ impl Matrix {
                 return Err(format!("{file}: [self_test] suites: unknown suite `{s}`"));
             }
         }
+        for t in targets {
+            for s in t.test.suites.iter().flatten() {
+                if !raw.suites.contains_key(s) {
+                    return Err(format!(
+                        "targets/{}.toml: [test] suites: unknown suite `{s}` ({file} has: {})",
+                        t.triple,
+                        raw.suites.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ));
+                }
+            }
+        }
         let rows = targets
             .iter()
             .map(|t| Row {
@@ -190,6 +212,7 @@ impl Matrix {
                 execution: t.test.execution,
                 rust_target: t.test.rust_target.clone(),
                 check_target: t.test.check_target.clone(),
+                suites: t.test.suites.clone(),
             })
             .collect();
         let mut check_targets: Vec<String> = targets
@@ -278,6 +301,39 @@ mod tests {
         assert_eq!(row.execution, Execution::HostAbi);
         assert_eq!(row.rust_target, linux.test.rust_target);
         assert_eq!(m.rows.len(), real.len() + 1);
+    }
+
+    /// A target file may restrict its row to some suites (`[test] suites`), which must be
+    /// suites of the matrix; the row runs only those.
+    #[test]
+    fn a_row_runs_the_suites_its_target_file_names() {
+        let file = |suites: &str| {
+            let text = format!(
+                "triple = \"x86_64-example-linux-musl\"\narch = \"x86_64\"\nformat = \"elf\"\n\
+                 abi = \"sysv64\"\ncode_model = \"small\"\nreloc_model = \"pic\"\nnop = \"90\"\n\
+                 code_align = 1\n[test]\nexecution = \"native\"\n\
+                 rust_target = \"x86_64-example-linux-musl\"\n{suites}"
+            );
+            let name = "x86_64-example-linux-musl";
+            let parsed = cpjit_targets_schema::TargetFile::parse(
+                &format!("targets/{name}.toml"),
+                name,
+                text.into_bytes(),
+            );
+            TargetFacts::of(parsed.unwrap()).unwrap()
+        };
+        let two = MINIMAL.replace("[check]", "[suites.b]\npackage = \"q\"\n[check]");
+        let m = Matrix::new("m.toml", &two, &[file("suites = [\"b\"]\n")]).unwrap();
+        let row = &m.rows[0];
+        assert!(row.runs("b") && !row.runs("a"));
+        let m = Matrix::new("m.toml", &two, &[file("")]).unwrap();
+        assert!(m.rows[0].runs("a") && m.rows[0].runs("b"));
+        let e = Matrix::new("m.toml", &two, &[file("suites = [\"c\"]\n")]).unwrap_err();
+        assert_eq!(
+            e,
+            "targets/x86_64-example-linux-musl.toml: [test] suites: unknown suite `c` \
+             (m.toml has: a, b)"
+        );
     }
 
     const MINIMAL: &str = r#"

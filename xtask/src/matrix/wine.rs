@@ -15,7 +15,7 @@
 //! not involve the server: it is the randomized heap that `qemu/run-wine` turns off.)
 //!
 //! The runner is the one nextest uses for the Rust target: `CARGO_TARGET_<TARGET>_RUNNER`
-//! if set, else the target's `runner` in the workspace's `.cargo/config.toml`.
+//! if the user set it, else the `[test] runner` of the target files (`cargo_env.rs`).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -40,14 +40,18 @@ pub fn log_dir(root: &Path, triple: &str) -> PathBuf {
         .join(triple)
 }
 
-/// The cargo runner of `rust_target` (program and arguments), as nextest finds it.
+/// The cargo runner of `rust_target` (program and arguments), as nextest finds it:
+/// `CARGO_TARGET_<TARGET>_RUNNER` if the user set it, else the `runner` of the target files
+/// naming that Rust target (which xtask passes to cargo in that variable, `cargo_env.rs`).
 pub fn runner(root: &Path, rust_target: &str) -> Result<Vec<String>, String> {
     let var = runner_variable(rust_target);
     let from_env = std::env::var(&var).ok();
-    let config = root.join(".cargo/config.toml");
-    let text = std::fs::read_to_string(&config)
-        .map_err(|e| format!("cannot read {}: {e}", config.display()));
-    runner_from(from_env.as_deref(), &var, text, &config, rust_target, root)
+    let targets = crate::targets::load_all(&root.join("targets"))?;
+    let settings = crate::cargo_env::rust_targets(&targets)?;
+    let from_files = settings
+        .get(rust_target)
+        .and_then(|s| s.runner_command(root));
+    runner_from(from_env.as_deref(), &var, from_files, rust_target)
 }
 
 /// `CARGO_TARGET_<TARGET>_RUNNER`: the target upper-cased, `-` and `.` as `_`.
@@ -58,16 +62,13 @@ fn runner_variable(rust_target: &str) -> String {
     )
 }
 
-/// The runner from the environment variable `var` (value `from_env`) if set, else from the
-/// config file `config` (contents `text`). A program path with a slash in the config is
-/// relative to `base`, the directory that holds `.cargo/` (cargo's rule).
+/// The runner from the environment variable `var` (value `from_env`) if set, else the
+/// target files' (`from_files`, resolved).
 fn runner_from(
     from_env: Option<&str>,
     var: &str,
-    text: Result<String, String>,
-    config: &Path,
+    from_files: Option<Vec<String>>,
     rust_target: &str,
-    base: &Path,
 ) -> Result<Vec<String>, String> {
     if let Some(value) = from_env {
         let words: Vec<String> = value.split_whitespace().map(String::from).collect();
@@ -76,40 +77,12 @@ fn runner_from(
         }
         return Ok(words);
     }
-    let file = config.display();
-    let table: toml::Table =
-        toml::from_str(&text?).map_err(|e| format!("{file}: {}", e.to_string().trim_end()))?;
-    let key = format!("[target.{rust_target}] runner");
-    let value = table
-        .get("target")
-        .and_then(|t| t.get(rust_target))
-        .and_then(|t| t.get("runner"))
-        .ok_or_else(|| {
-            format!("{file} has no {key} (nor is {var} set): the {rust_target} tests need one")
-        })?;
-    let mut words: Vec<String> = match value {
-        toml::Value::String(s) => s.split_whitespace().map(String::from).collect(),
-        toml::Value::Array(items) => items
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map(String::from)
-                    .ok_or_else(|| format!("{file}: {key}: `{v}` is not a string"))
-            })
-            .collect::<Result<_, _>>()?,
-        other => {
-            return Err(format!(
-                "{file}: {key} must be a string or an array of strings, not `{other}`"
-            ))
-        }
-    };
-    let Some(program) = words.first_mut() else {
-        return Err(format!("{file}: {key} is empty"));
-    };
-    if program.contains('/') {
-        *program = base.join(&*program).to_string_lossy().into_owned();
-    }
-    Ok(words)
+    from_files.ok_or_else(|| {
+        format!(
+            "no target file with rust_target `{rust_target}` has a [test] runner (nor is {var} \
+             set): the {rust_target} tests need one"
+        )
+    })
 }
 
 /// A running `<runner> --hold`: the wine server stays up until this is released (dropped),
@@ -258,54 +231,30 @@ mod tests {
     }
 
     #[test]
-    fn the_runner_comes_from_the_cargo_config() {
+    fn the_runner_comes_from_the_target_files() {
         let root = crate::util::root();
         let target = wine_rust_target();
-        // The committed config: the runner nextest uses, resolved against the root.
-        let text = std::fs::read_to_string(root.join(".cargo/config.toml")).unwrap();
-        let table: toml::Table = toml::from_str(&text).unwrap();
-        let configured = table["target"][target.as_str()]["runner"].clone();
-        let first = match &configured {
-            toml::Value::Array(a) => a[0].as_str().unwrap().to_string(),
-            v => v
-                .as_str()
-                .unwrap()
-                .split_whitespace()
-                .next()
-                .unwrap()
-                .into(),
-        };
-        let config = root.join(".cargo/config.toml");
-        let got = runner_from(None, "V", Ok(text.clone()), &config, &target, &root).unwrap();
-        assert_eq!(Path::new(&got[0]), root.join(&first));
-        assert!(Path::new(&got[0]).is_file(), "{got:?}");
-
-        // Another config, another runner: nothing is hard-coded.
-        let base = Path::new("/base");
-        let cfg = |t: &str| runner_from(None, "V", Ok(t.into()), Path::new("c.toml"), "t-x", base);
-        let got = cfg("[target.t-x]\nrunner = [\"tools/run me\", \"--flag\"]\n").unwrap();
-        assert_eq!(got, ["/base/tools/run me", "--flag"]);
-        let got = cfg("[target.t-x]\nrunner = \"tools/run --flag\"\n").unwrap();
-        assert_eq!(got, ["/base/tools/run", "--flag"]);
-        // A bare name is looked up on PATH, as cargo does.
-        assert_eq!(cfg("[target.t-x]\nrunner = \"wine\"\n").unwrap(), ["wine"]);
+        // The committed target file's runner, resolved against the root: a script there.
+        let got = runner_from(None, "V", None, &target).unwrap_err();
+        assert!(got.contains("no target file with rust_target"), "{got}");
+        if std::env::var_os(runner_variable(&target)).is_none() {
+            let got = runner(&root, &target).unwrap();
+            assert!(got[0].starts_with(&*root.to_string_lossy()), "{got:?}");
+            assert!(Path::new(&got[0]).is_file(), "{got:?}");
+        }
         // The environment variable wins, as for cargo and nextest.
-        let got = runner_from(Some("/x/run -v"), "V", Ok(text), &config, &target, &root);
+        let files = Some(vec!["/kit/run".to_string()]);
+        let got = runner_from(Some("/x/run -v"), "V", files.clone(), &target);
         assert_eq!(got.unwrap(), ["/x/run", "-v"]);
+        assert_eq!(
+            runner_from(None, "V", files, &target).unwrap(),
+            ["/kit/run"]
+        );
         assert_eq!(
             runner_variable("a-b.c_d"),
             "CARGO_TARGET_A_B_C_D_RUNNER".to_string()
         );
-
-        let e = cfg("[target.other]\nrunner = \"r\"\n").unwrap_err();
-        assert!(e.contains("c.toml has no [target.t-x] runner"), "{e}");
-        let e = cfg("[target.t-x]\nrunner = 3\n").unwrap_err();
-        assert!(e.contains("must be a string"), "{e}");
-        let e = cfg("[target.t-x]\nrunner = [\"r\", 1]\n").unwrap_err();
-        assert!(e.contains("`1` is not a string"), "{e}");
-        let e = cfg("[target.t-x]\nrunner = []\n").unwrap_err();
-        assert!(e.contains("is empty"), "{e}");
-        let e = runner_from(Some(" "), "V", Ok(String::new()), base, "t-x", base).unwrap_err();
+        let e = runner_from(Some(" "), "V", None, "t-x").unwrap_err();
         assert!(e.contains("V is set but empty"), "{e}");
     }
 

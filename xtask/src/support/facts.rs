@@ -161,6 +161,13 @@ pub fn limits(t: &TargetFile) -> Vec<String> {
             )),
             Execution::Native => {}
         }
+        if let Some(suites) = &test.suites {
+            out.push(format!(
+                "the matrix runs only the {} suites of `ci/matrix.toml` in this row \
+                 (`[test] suites`; the target file says why)",
+                suites.join(", ")
+            ));
+        }
     } else {
         out.push("no `[test]` table: the matrix does not execute these stencils".to_string());
     }

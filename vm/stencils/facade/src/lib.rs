@@ -25,10 +25,12 @@ pub static TARGETS: &[Target] = &[
     Target { triple: "aarch64-apple-darwin", arch: Arch::Aarch64, format: ObjectFormat::MachO, abi: Abi::Aapcs64, reserved_registers: &["x18"], package: "cpjit-vm-stencils-aarch64-apple-darwin" },
     Target { triple: "aarch64-pc-windows-msvc", arch: Arch::Aarch64, format: ObjectFormat::Coff, abi: Abi::Aapcs64, reserved_registers: &["x18"], package: "cpjit-vm-stencils-aarch64-pc-windows-msvc" },
     Target { triple: "aarch64-unknown-linux-gnu", arch: Arch::Aarch64, format: ObjectFormat::Elf, abi: Abi::Aapcs64, reserved_registers: &[], package: "cpjit-vm-stencils-aarch64-unknown-linux-gnu" },
+    Target { triple: "aarch64-unknown-linux-musl", arch: Arch::Aarch64, format: ObjectFormat::Elf, abi: Abi::Aapcs64, reserved_registers: &[], package: "cpjit-vm-stencils-aarch64-unknown-linux-musl" },
     Target { triple: "riscv64gc-unknown-linux-gnu", arch: Arch::Riscv64, format: ObjectFormat::Elf, abi: Abi::Lp64d, reserved_registers: &["gp", "tp"], package: "cpjit-vm-stencils-riscv64gc-unknown-linux-gnu" },
     Target { triple: "x86_64-apple-darwin", arch: Arch::X86_64, format: ObjectFormat::MachO, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-vm-stencils-x86_64-apple-darwin" },
     Target { triple: "x86_64-pc-windows-msvc", arch: Arch::X86_64, format: ObjectFormat::Coff, abi: Abi::Win64, reserved_registers: &[], package: "cpjit-vm-stencils-x86_64-pc-windows-msvc" },
     Target { triple: "x86_64-unknown-linux-gnu", arch: Arch::X86_64, format: ObjectFormat::Elf, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-vm-stencils-x86_64-unknown-linux-gnu" },
+    Target { triple: "x86_64-unknown-linux-musl", arch: Arch::X86_64, format: ObjectFormat::Elf, abi: Abi::SysV64, reserved_registers: &[], package: "cpjit-vm-stencils-x86_64-unknown-linux-musl" },
 ];
 
 /// Every set, sorted by triple (the order of [`TARGETS`]).
@@ -37,10 +39,12 @@ static ALL: &[&StencilSet<'static>] = &[
     &cpjit_vm_stencils_aarch64_apple_darwin::SET,
     &cpjit_vm_stencils_aarch64_pc_windows_msvc::SET,
     &cpjit_vm_stencils_aarch64_unknown_linux_gnu::SET,
+    &cpjit_vm_stencils_aarch64_unknown_linux_musl::SET,
     &cpjit_vm_stencils_riscv64gc_unknown_linux_gnu::SET,
     &cpjit_vm_stencils_x86_64_apple_darwin::SET,
     &cpjit_vm_stencils_x86_64_pc_windows_msvc::SET,
     &cpjit_vm_stencils_x86_64_unknown_linux_gnu::SET,
+    &cpjit_vm_stencils_x86_64_unknown_linux_musl::SET,
 ];
 
 /// Every set, sorted by triple (the order of [`TARGETS`]).
@@ -82,10 +86,12 @@ static FRAMES: &[&[StencilFrame<'static>]] = &[
     cpjit_vm_stencils_aarch64_apple_darwin::FRAMES,
     cpjit_vm_stencils_aarch64_pc_windows_msvc::FRAMES,
     cpjit_vm_stencils_aarch64_unknown_linux_gnu::FRAMES,
+    cpjit_vm_stencils_aarch64_unknown_linux_musl::FRAMES,
     cpjit_vm_stencils_riscv64gc_unknown_linux_gnu::FRAMES,
     cpjit_vm_stencils_x86_64_apple_darwin::FRAMES,
     cpjit_vm_stencils_x86_64_pc_windows_msvc::FRAMES,
     cpjit_vm_stencils_x86_64_unknown_linux_gnu::FRAMES,
+    cpjit_vm_stencils_x86_64_unknown_linux_musl::FRAMES,
 ];
 
 /// Every set's stencil families, in the order of [`ALL`].
@@ -94,10 +100,12 @@ static FAMILIES: &[&[cpjit_model::Family<'static>]] = &[
     &cpjit_vm_stencils_aarch64_apple_darwin::FAMILIES,
     &cpjit_vm_stencils_aarch64_pc_windows_msvc::FAMILIES,
     &cpjit_vm_stencils_aarch64_unknown_linux_gnu::FAMILIES,
+    &cpjit_vm_stencils_aarch64_unknown_linux_musl::FAMILIES,
     &cpjit_vm_stencils_riscv64gc_unknown_linux_gnu::FAMILIES,
     &cpjit_vm_stencils_x86_64_apple_darwin::FAMILIES,
     &cpjit_vm_stencils_x86_64_pc_windows_msvc::FAMILIES,
     &cpjit_vm_stencils_x86_64_unknown_linux_gnu::FAMILIES,
+    &cpjit_vm_stencils_x86_64_unknown_linux_musl::FAMILIES,
 ];
 
 /// The stencil families of `set` (one of [`all`]), as the manifest declares them:
