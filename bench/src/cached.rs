@@ -1,235 +1,204 @@
-//! Lowering of a [`TraceSpec`] of the uncached test ops (`templates/testing/holes.c`) onto
-//! their register-cached variants (`templates/families/cached.c`, family `test_cached`):
-//! what a JIT author's trace builder does when it tracks the cache state while pushing.
+//! The bench's traces ([`TraceSpec`]s of the uncached test ops, `templates/testing/holes.c`)
+//! as a client's *op list* over their register-cached variants (`templates/families/cached.c`,
+//! family `test_cached`), compiled by the kit's selection: [`TraceBuilder::push_op`] picks
+//! each op's member for the cache state the previous instance left, and [`Label`]s carry the
+//! state across jumps (the runtime's `trace/select.rs`). Nothing here tracks the cache state.
 //!
-//! The lowering is driven by one table ([`LOWERING`]: test op → family element and stack
-//! effect) and the generated family table (`Family::stencil(element, [IN, OUT])`): no
-//! stencil name is formatted. Each op enters in the state the previous instance left and
-//! leaves in its *natural* state (as many values cached as it leaves on the stack, at most
-//! the register count). Jump targets need one entry state for every edge: a target's state
-//! is fixed by the first edge that reaches it, and the other edges end in that state (the
-//! jumping op, or the op before a fall-through, picks its exit state accordingly, since the
-//! family has every (IN, OUT) pair; a `move` spill/fill is inserted only where the previous
-//! op's exit state is already pinned by a jump of its own). Stencils the table does not
-//! know are kept and entered with nothing cached.
+//! [`ops`] turns a spec into an [`OpList`] once, as a JIT's front end has bytecode at hand:
+//! op ids (names resolved once per set through [`Selector::op`]), operand values in the
+//! members' order, jump targets as label numbers. [`push_ops`] is what a compile costs on top
+//! of stitching: it runs inside the bench's end-to-end clock (selection + push + finish).
+//! Stencils the table does not know (the entry shim) are pushed by index; the state is 0 after
+//! the shim.
 
-use crate::workload::{Instance, TraceSpec};
+use crate::workload::TraceSpec;
 use cpjit_runtime::model::{Family, StencilSet};
-use std::collections::{BTreeSet, HashMap};
+use cpjit_runtime::{Label, Selector, Target, TraceBuilder};
 
 /// Name of the family of cached test ops in the kit's template set.
 pub const FAMILY: &str = "test_cached";
 
-/// Values the convention caches in registers at most (`CPJIT_CACHE_REGS` in cpjit.h).
-pub const REGISTERS: usize = 3;
-
-/// One uncached test op's cached counterpart.
-struct Lowered {
-    stencil: &'static str,
-    element: &'static str,
-    pops: usize,
-    pushes: usize,
-    /// Whether it continues to the next instance (the exits return).
-    continues: bool,
-}
-
-const fn op(stencil: &'static str, element: &'static str, pops: usize, pushes: usize) -> Lowered {
-    Lowered {
-        stencil,
-        element,
-        pops,
-        pushes,
-        continues: true,
-    }
-}
-
 /// The test ops with a cached family element (`cached.c` computes what `holes.c` does).
-const LOWERING: &[Lowered] = &[
-    op("op_test_push", "push", 0, 1),
-    op("op_test_push2", "push2", 0, 2),
-    op("op_test_add", "add", 2, 1),
-    op("op_test_helper", "helper", 3, 1),
-    op("op_test_table", "table", 1, 1),
-    op("op_test_counter", "counter", 1, 1),
-    op("op_test_addr_addend", "addr_addend", 1, 2),
-    op("op_test_pop", "pop", 1, 0),
-    op("op_test_dec_jump_nz", "dec_jump_nz", 1, 1),
-    Lowered {
-        continues: false,
-        ..op("op_test_exit", "exit", 1, 0)
-    },
+const LOWERING: &[(&str, &str)] = &[
+    ("op_test_push", "push"),
+    ("op_test_push2", "push2"),
+    ("op_test_add", "add"),
+    ("op_test_helper", "helper"),
+    ("op_test_table", "table"),
+    ("op_test_counter", "counter"),
+    ("op_test_addr_addend", "addr_addend"),
+    ("op_test_pop", "pop"),
+    ("op_test_dec_jump_nz", "dec_jump_nz"),
+    ("op_test_exit", "exit"),
 ];
 
-/// The cached family of `set`, with its state parameters' value indices.
-struct Cached<'a> {
-    set: &'a StencilSet<'static>,
-    family: &'a Family<'static>,
-    /// Value index of states 0..=REGISTERS of `IN` and of `OUT`.
-    states: [[usize; REGISTERS + 1]; 2],
-}
-
-impl<'a> Cached<'a> {
-    fn new(set: &'a StencilSet<'static>) -> Result<Cached<'a>, String> {
-        let family = cpjit_stencils::families(set)
-            .iter()
-            .find(|f| f.name == FAMILY)
-            .ok_or_else(|| format!("{}: the stencil set has no family {FAMILY}", set.target))?;
-        let mut states = [[0; REGISTERS + 1]; 2];
-        for (p, param) in ["IN", "OUT"].iter().enumerate() {
-            for (k, slot) in states[p].iter_mut().enumerate() {
-                *slot = family.value_index(param, &k.to_string()).ok_or_else(|| {
-                    format!("{}: family {FAMILY} has no {param} = {k}", set.target)
-                })?;
-            }
-        }
-        Ok(Cached {
-            set,
-            family,
-            states,
-        })
-    }
-
-    /// The name of `element`'s member from state `entry` to `exit`.
-    fn member(&self, element: &str, entry: usize, exit: usize) -> Result<&'static str, String> {
-        let e = self.family.element_index(element);
-        e.and_then(|e| {
-            self.family
-                .stencil(e, &[self.states[0][entry], self.states[1][exit]])
-        })
-        .map(|i| self.set.stencils[i].name)
-        .ok_or_else(|| {
-            format!(
-                "{}: family {FAMILY} has no member for {element} from {entry} to {exit} cached values",
-                self.set.target
-            )
-        })
-    }
-}
-
-/// The instance last pushed, while its exit state may still be changed.
-struct Open {
-    at: usize,
-    element: &'static str,
-    entry: usize,
-}
-
-/// Lowers `spec` onto the cached variants of `set` (see the module doc). Targets keep
-/// naming instances of the result.
-pub fn lower(set: &StencilSet<'static>, spec: &TraceSpec) -> Result<TraceSpec, String> {
-    let cached = Cached::new(set)?;
-    let shim = set.shim.map(|s| set.stencils[s as usize].name);
-    let targets: BTreeSet<usize> = spec
-        .instances
+/// The selector of `set`'s cached test family.
+pub fn selector(set: &'static StencilSet<'static>) -> Result<Selector<'static>, String> {
+    let family: &'static Family<'static> = cpjit_stencils::families(set)
         .iter()
-        .flat_map(|x| x.targets.iter().map(|&(_, t)| t))
-        .collect();
-    let mut out: Vec<Instance> = Vec::with_capacity(spec.instances.len());
-    // Index in `out` of every instance of `spec`; entry state fixed for every jump target.
-    let mut map = Vec::with_capacity(spec.instances.len());
-    let mut fixed: HashMap<usize, usize> = HashMap::new();
-    let (mut state, mut falls, mut open) = (0usize, false, None::<Open>);
-    // Ends the previous instance in state `want`: re-picks its exit state if it is still
-    // open, else inserts a spill/fill.
-    let settle = |out: &mut Vec<Instance>, open: &mut Option<Open>, state: usize, want: usize| {
-        if state == want {
-            return Ok(());
+        .find(|f| f.name == FAMILY)
+        .ok_or_else(|| format!("{}: the stencil set has no family {FAMILY}", set.target))?;
+    Selector::new(family).map_err(|e| format!("{}: {e}", set.target))
+}
+
+/// A spec as a client's op list (see the module doc): the shim, then ops.
+pub struct OpList {
+    pub name: String,
+    shim: usize,
+    ops: Vec<Op>,
+    operands: Vec<u64>,
+    /// Label numbers, each op's after the previous op's.
+    targets: Vec<u32>,
+    /// Labels the trace uses.
+    labels: usize,
+}
+
+struct Op {
+    op: u16,
+    operands_end: u32,
+    targets_end: u32,
+    /// The label bound here, [`NO_LABEL`] if none.
+    label: u32,
+}
+
+const NO_LABEL: u32 = u32::MAX;
+
+/// The op list of `spec` (instance 0 must be the entry shim of `set`).
+pub fn ops(
+    set: &'static StencilSet<'static>,
+    sel: &Selector<'static>,
+    spec: &TraceSpec,
+) -> Result<OpList, String> {
+    let shim = match spec.instances.first() {
+        Some(x) if set.shim.map(usize::from) == set.index_of(x.stencil) => {
+            set.index_of(x.stencil).unwrap_or(0)
         }
-        if let Some(o) = open.take() {
-            out[o.at].stencil = cached.member(o.element, o.entry, want)?;
-        } else {
-            out.push(Instance {
-                stencil: cached.member("move", state, want)?,
-                operands: Vec::new(),
-                targets: Vec::new(),
-            });
-        }
-        Ok::<(), String>(())
+        _ => return Err(format!("{}: a trace starts with the entry shim", spec.name)),
     };
-    for (i, x) in spec.instances.iter().enumerate() {
-        let at = || format!("{}: instance {i} ({})", spec.name, x.stencil);
-        if targets.contains(&i) {
-            let want = *fixed.entry(i).or_insert(if falls { state } else { 0 });
-            if falls {
-                settle(&mut out, &mut open, state, want).map_err(|e| format!("{}: {e}", at()))?;
+    // Label numbers of the jump targets, by instance.
+    let mut label = vec![NO_LABEL; spec.instances.len()];
+    let mut labels = 0;
+    for x in &spec.instances {
+        for &(_, t) in &x.targets {
+            if t == 0 || t >= spec.instances.len() {
+                return Err(format!("{}: a jump to instance {t}", spec.name));
             }
-            open = None; // Other edges already end in `want`.
-            state = want;
-        }
-        let lowering = LOWERING.iter().find(|l| l.stencil == x.stencil);
-        let mut instance = x.clone();
-        match lowering {
-            Some(l) if Some(x.stencil) != shim => {
-                let natural = (state.saturating_sub(l.pops) + l.pushes).min(REGISTERS);
-                let mut exit = if l.continues { natural } else { 0 };
-                let mut pinned = false;
-                for &(_, t) in &x.targets {
-                    let want = *fixed.entry(t).or_insert(exit);
-                    if pinned && want != exit {
-                        return Err(format!(
-                            "{}: jump targets need different cache states",
-                            at()
-                        ));
-                    }
-                    (exit, pinned) = (want, true);
-                }
-                instance.stencil = cached
-                    .member(l.element, state, exit)
-                    .map_err(|e| format!("{}: {e}", at()))?;
-                map.push(out.len());
-                open = (!pinned && l.continues).then_some(Open {
-                    at: out.len(),
-                    element: l.element,
-                    entry: state,
-                });
-                out.push(instance);
-                (state, falls) = (exit, l.continues);
-            }
-            _ => {
-                // The shim and unknown stencils: nothing cached on entry and exit.
-                if falls {
-                    settle(&mut out, &mut open, state, 0).map_err(|e| format!("{}: {e}", at()))?;
-                }
-                for &(_, t) in &x.targets {
-                    if *fixed.entry(t).or_insert(0) != 0 {
-                        return Err(format!(
-                            "{}: an uncached stencil jumps to an instance entered with cached values",
-                            at()
-                        ));
-                    }
-                }
-                map.push(out.len());
-                out.push(instance);
-                (state, falls, open) = (0, true, None);
+            if label[t] == NO_LABEL {
+                (label[t], labels) = (labels, labels + 1);
             }
         }
     }
-    for x in &mut out {
-        for (_, t) in &mut x.targets {
-            *t = map[*t];
-        }
-    }
-    Ok(TraceSpec {
+    let mut list = OpList {
         name: spec.name.clone(),
-        instances: out,
-        stack_slots: spec.stack_slots,
-    })
+        shim,
+        ops: Vec::with_capacity(spec.instances.len()),
+        operands: Vec::new(),
+        targets: Vec::new(),
+        labels: labels as usize,
+    };
+    let table = sel.table();
+    for (i, x) in spec.instances.iter().enumerate().skip(1) {
+        let at = || format!("{}: instance {i} ({})", spec.name, x.stencil);
+        let element = LOWERING
+            .iter()
+            .find(|l| l.0 == x.stencil)
+            .ok_or_else(|| format!("{}: no cached op for it", at()))?
+            .1;
+        let op = sel.op(element).map_err(|e| format!("{}: {e}", at()))?;
+        // Operands in the members' order (every member of an element has its holes).
+        let member = (0..table.states)
+            .map(|s| table.transition(op, s).member)
+            .find(|&m| m != Family::NONE)
+            .ok_or_else(|| format!("{}: {element} has no member", at()))?;
+        let stencil = &set.stencils[member as usize];
+        for name in stencil.operands {
+            let value = x
+                .operands
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, v)| v)
+                .ok_or_else(|| format!("{}: no value for operand {name}", at()))?;
+            list.operands.push(value);
+        }
+        for name in stencil.targets {
+            let &(_, t) = x
+                .targets
+                .iter()
+                .find(|(n, _)| n == name)
+                .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))?;
+            list.targets.push(label[t]);
+        }
+        list.ops.push(Op {
+            op,
+            operands_end: list.operands.len() as u32,
+            targets_end: list.targets.len() as u32,
+            label: label[i],
+        });
+    }
+    Ok(list)
+}
+
+/// Pushes `list` into `b` through the kit's selection: the shim, then every op by id, binding
+/// labels where jumps land. `labels` is scratch space (kept by the caller between traces).
+// Inlined into the bench's loops, as a JIT's translation loop would hold it.
+#[inline(always)]
+pub fn push_ops(
+    b: &mut TraceBuilder<'_, '_>,
+    sel: &Selector<'_>,
+    list: &OpList,
+    labels: &mut Vec<Label>,
+) -> Result<(), String> {
+    let fail = |e: cpjit_runtime::Error, i: usize| format!("{}: op {i}: {e}", list.name);
+    b.push(list.shim, &[], &[]).map_err(|e| fail(e, 0))?;
+    labels.clear();
+    for _ in 0..list.labels {
+        labels.push(b.label().map_err(|e| fail(e, 0))?);
+    }
+    let (mut operands, mut targets) = (0, 0);
+    let mut jumps = [Target::Address(0); 2];
+    for (i, x) in list.ops.iter().enumerate() {
+        if x.label != NO_LABEL {
+            b.bind(sel, labels[x.label as usize])
+                .map_err(|e| fail(e, i + 1))?;
+        }
+        let (o, t) = (x.operands_end as usize, x.targets_end as usize);
+        for (j, &l) in jumps.iter_mut().zip(&list.targets[targets..t]) {
+            *j = Target::Label(labels[l as usize]);
+        }
+        b.push_op(
+            sel,
+            x.op,
+            &list.operands[operands..o],
+            &jumps[..t - targets],
+        )
+        .map_err(|e| fail(e, i + 1))?;
+        (operands, targets) = (o, t);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::copy_patch;
     use crate::workload::{counting_loop, straight};
 
-    fn names(spec: &TraceSpec) -> Vec<&'static str> {
-        spec.instances.iter().map(|x| x.stencil).collect()
+    /// The stencil names and targets the kit selected for `spec`.
+    fn selected(spec: &crate::workload::TraceSpec) -> Vec<(&'static str, Vec<usize>)> {
+        let jit = copy_patch::jit().unwrap();
+        let set = copy_patch::set();
+        copy_patch::plan(&jit, spec)
+            .unwrap()
+            .instances()
+            .map(|(stencil, targets)| (set.stencils[stencil].name, targets))
+            .collect()
     }
 
     #[test]
     fn the_counting_loop_keeps_its_counter_cached_around_the_back_edge() {
-        let lowered = lower(copy_patch::set(), &counting_loop(10)).unwrap();
+        let lowered = selected(&counting_loop(10));
+        let names: Vec<&str> = lowered.iter().map(|x| x.0).collect();
         assert_eq!(
-            names(&lowered),
+            names,
             [
                 "cpjit_entry",
                 "op_test_cached_push_0_1",
@@ -244,52 +213,48 @@ mod tests {
                 "op_test_cached_exit_1_0",
             ]
         );
-        assert_eq!(lowered.instances[9].targets, [("JUMP_TARGET", 2)]);
+        assert_eq!(lowered[9].1, [2]);
     }
 
     #[test]
     fn every_edge_into_a_jump_target_ends_in_its_entry_state() {
-        // A forward jump fixes the target's state; the fall-through into it is re-picked.
-        let set = copy_patch::set();
+        // A forward jump fixes the target's state; the fall-through into it ends there too.
         for n in [3, 10, 11, 100] {
-            let spec = straight(n);
-            let lowered = lower(set, &spec).unwrap();
-            assert_eq!(lowered.instances.len(), n, "no spill/fill needed");
+            let lowered = selected(&straight(n));
+            assert_eq!(lowered.len(), n, "no spill/fill needed");
             let state = |name: &str, k: usize| -> usize {
                 let parts: Vec<&str> = name.rsplitn(3, '_').collect();
                 parts[k].parse().unwrap()
             };
-            for (i, x) in lowered.instances.iter().enumerate().skip(1) {
-                let prev = lowered.instances[i - 1].stencil;
+            for (i, (name, targets)) in lowered.iter().enumerate().skip(1) {
+                let prev = lowered[i - 1].0;
                 if prev != "cpjit_entry" && !prev.contains("exit") {
-                    assert_eq!(
-                        state(prev, 0),
-                        state(x.stencil, 1),
-                        "{n}: {prev} -> {}",
-                        x.stencil
-                    );
+                    assert_eq!(state(prev, 0), state(name, 1), "{n}: {prev} -> {name}");
                 }
-                for &(_, t) in &x.targets {
-                    let entry = state(lowered.instances[t].stencil, 1);
-                    assert_eq!(state(x.stencil, 0), entry, "{n}: jump {} -> {t}", x.stencil);
+                for &t in targets {
+                    let entry = state(lowered[t].0, 1);
+                    assert_eq!(state(name, 0), entry, "{n}: jump {name} -> {t}");
                 }
             }
         }
     }
 
     #[test]
-    fn lowered_traces_compute_what_the_uncached_ones_compute() {
+    fn selected_traces_compute_what_the_uncached_ones_compute() {
         let jit = copy_patch::jit().unwrap();
         for spec in [straight(10), straight(100), counting_loop(1000)] {
-            let outcome = |plan: copy_patch::Plan| {
-                let trace = copy_patch::stitch(&jit, &plan).unwrap();
+            let outcome = |trace: cpjit_runtime::Trace| {
                 crate::workload::take_checksum();
                 let status = copy_patch::run(&trace, &spec);
                 (status, crate::workload::take_checksum())
             };
-            let uncached = outcome(copy_patch::plan_exact(&jit, &spec).unwrap());
-            let cached = outcome(copy_patch::plan(&jit, &spec).unwrap());
-            assert_eq!(cached, uncached, "{}", spec.name);
+            let exact = copy_patch::plan_exact(&jit, &spec).unwrap();
+            let uncached = outcome(copy_patch::stitch(&jit, &exact).unwrap());
+            let end_to_end = outcome(copy_patch::compile(&jit, &spec).unwrap());
+            let planned = copy_patch::plan(&jit, &spec).unwrap();
+            let pre_lowered = outcome(copy_patch::stitch(&jit, &planned).unwrap());
+            assert_eq!(end_to_end, uncached, "{}", spec.name);
+            assert_eq!(pre_lowered, uncached, "{}", spec.name);
         }
     }
 

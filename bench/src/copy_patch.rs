@@ -2,16 +2,20 @@
 //! process (the facade's `native`) with `cpjit-runtime`.
 //!
 //! A spec names stencils, operands and targets by string so that every backend can match
-//! them to its own input. A JIT author's bytecode carries opcodes instead, mapped to
-//! stencil indices once; so a spec is first resolved into a [`Plan`] (stencil indices,
-//! operands and targets in each stencil's order, in flat vectors), once per spec, and the
-//! timed [`stitch`] only pushes the plan's instances and finishes the trace: what
-//! compiling costs a JIT built on the kit, with no name lookups or allocations per
-//! instance.
+//! them to its own input. A JIT author's bytecode carries opcodes instead, mapped to op ids
+//! once; so a spec is first resolved into an op list ([`Ops`]: ids of the register-cached
+//! family's ops, operands, jump targets as labels), once per spec, and the end-to-end
+//! [`select_stitch`] has the kit select each op's member as it pushes, then finishes the
+//! trace: what compiling costs a JIT built on the kit. The *pre-lowered* [`Plan`] (stencil
+//! indices, operands and targets in each stencil's order, selected once beforehand) is
+//! what [`stitch`] pushes and finishes: stitching alone.
 
+use crate::cached::OpList;
 use crate::workload::TraceSpec;
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace, TraceBuilder};
+use cpjit_runtime::{
+    CodeWrites, InstanceId, Jit, JitOptions, Label, Selector, Target, Trace, TraceBuilder,
+};
 
 /// The generated stencil set the benches stitch: the one built for a process like this one.
 pub fn set() -> &'static StencilSet<'static> {
@@ -45,16 +49,98 @@ pub struct Plan {
     targets: Vec<Target>,
 }
 
+impl Plan {
+    /// Each instance's stencil index and instance targets (for tests of the selection).
+    #[cfg(test)]
+    pub(crate) fn instances(&self) -> impl Iterator<Item = (usize, Vec<usize>)> + '_ {
+        let mut targets = 0;
+        self.instances.iter().map(move |x| {
+            let t = x.targets_end as usize;
+            let to = self.targets[targets..t]
+                .iter()
+                .filter_map(|t| match t {
+                    Target::Instance(id) => Some(id.index()),
+                    _ => None,
+                })
+                .collect();
+            targets = t;
+            (x.stencil, to)
+        })
+    }
+}
+
 struct Planned {
     stencil: usize,
     operands_end: u32,
     targets_end: u32,
 }
 
-/// Resolves `spec` against `jit`'s stencil set after lowering its test ops onto their
-/// register-cached variants ([`crate::cached::lower`]): what the benches stitch and run.
+/// The pre-lowered plan of `spec`: its op list ([`crate::cached::ops`]) selected by the kit
+/// once, then read back from the builder (stencil indices, operands, targets), for the rows
+/// that time push + finish only.
 pub fn plan(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Plan, String> {
-    plan_exact(jit, &crate::cached::lower(jit.stencil_set(), spec)?)
+    let ops = Ops::new(jit, spec)?;
+    let mut b = jit.trace();
+    crate::cached::push_ops(&mut b, &ops.selector, &ops.list, &mut Vec::new())?;
+    let mut plan = Plan {
+        name: spec.name.clone(),
+        instances: Vec::with_capacity(b.len()),
+        operands: Vec::new(),
+        targets: Vec::new(),
+    };
+    for i in 0..b.len() {
+        let (stencil, operands, targets) = b
+            .instance(InstanceId::from_index(i))
+            .ok_or_else(|| format!("{}: instance {i} was not recorded", spec.name))?;
+        plan.operands.extend_from_slice(operands);
+        plan.targets.extend_from_slice(targets);
+        plan.instances.push(Planned {
+            stencil,
+            operands_end: plan.operands.len() as u32,
+            targets_end: plan.targets.len() as u32,
+        });
+    }
+    Ok(plan)
+}
+
+/// A spec as a client's op list with the selector of the cached test family: the input of
+/// the end-to-end rows, which time the kit's selection + push + finish ([`select_stitch`]).
+pub struct Ops {
+    selector: Selector<'static>,
+    list: OpList,
+}
+
+impl Ops {
+    pub fn new(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Ops, String> {
+        let set = jit.stencil_set();
+        let selector = crate::cached::selector(set)?;
+        let list = crate::cached::ops(set, &selector, spec)?;
+        Ok(Ops { selector, list })
+    }
+}
+
+/// Compiles an op list end to end: the kit selects each op's member (and glue) as it
+/// pushes, then `finish`. `labels` is scratch kept between traces.
+pub fn select_stitch(jit: &Jit<'_>, ops: &Ops, labels: &mut Vec<Label>) -> Result<Trace, String> {
+    let mut b = jit.trace();
+    crate::cached::push_ops(&mut b, &ops.selector, &ops.list, labels)?;
+    b.finish().map_err(|e| format!("{}: {e}", ops.list.name))
+}
+
+/// [`select_stitch`] for `count` copies as one [`TraceBatch`](cpjit_runtime::TraceBatch).
+pub fn select_stitch_batch(
+    jit: &Jit<'_>,
+    ops: &Ops,
+    count: usize,
+    labels: &mut Vec<Label>,
+) -> Result<Vec<Trace>, String> {
+    let mut batch = jit.batch();
+    for _ in 0..count {
+        crate::cached::push_ops(batch.trace(), &ops.selector, &ops.list, labels)?;
+    }
+    batch
+        .finish()
+        .map_err(|e| format!("{}: {e}", ops.list.name))
 }
 
 /// Resolves `spec` against `jit`'s stencil set with the stencils it names (the uncached
@@ -141,9 +227,10 @@ fn push(b: &mut TraceBuilder<'_, '_>, plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// [`plan`] then [`stitch`], for callers that compile a spec once.
+/// The spec's op list compiled end to end ([`select_stitch`]), for callers that compile a
+/// spec once.
 pub fn compile(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Trace, String> {
-    stitch(jit, &plan(jit, spec)?)
+    select_stitch(jit, &Ops::new(jit, spec)?, &mut Vec::new())
 }
 /// Runs a trace compiled from `spec` from its shim; returns the exit status.
 pub fn run(trace: &Trace, spec: &TraceSpec) -> i64 {

@@ -44,7 +44,7 @@ const USAGE: &str = "\
 usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain PATH]
                    [--vm PATH]
        cpjit-bench --render
-       cpjit-bench --profile-stitch TRACE [--alias] [--batch] [--rounds N]
+       cpjit-bench --profile-stitch TRACE [--alias] [--select] [--batch] [--rounds N]
 
   --quick           fewer runs and smaller workloads (a smoke run, figures are noisier)
   --report          rewrite BENCHMARKS.md and bench/report/*.svg from this run
@@ -56,8 +56,9 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
   --vm PATH         the cpjit-vm binary, for `pyvm` (default: next to this executable)
   --profile-stitch  measure nothing else: stitch TRACE (straight-N or counting-loop) with
                     copy-and-patch as the peer bench times it, N rounds (default 200), for a
-                    profiler (`--alias`: through the persistent alias; `--batch`: batches
-                    of 100 traces); prints thread CPU time per instance
+                    profiler (`--alias`: through the persistent alias; `--select`: end to
+                    end from the op list, the kit's selection + push + finish; `--batch`:
+                    batches of 100 traces); prints thread CPU time per instance
 ";
 
 /// The kit's groups (its toolchain, runtime and peers on the same synthetic traces).

@@ -47,11 +47,16 @@ struct Backends<'ctx> {
 /// One result row's backend name and opt level.
 type Name = (&'static str, Option<&'static str>);
 
+/// Copy-and-patch end to end: the op list, the kit's selection + push + finish
+/// (`copy_patch::select_stitch`).
 const COPY_AND_PATCH: Name = ("copy-and-patch", None);
+/// Copy-and-patch stitching a pre-lowered plan (members selected beforehand, off the clock):
+/// push + finish only.
+const COPY_AND_PATCH_PRELOWERED: Name = ("copy-and-patch", Some("pre-lowered"));
 /// Copy-and-patch with the uncached test ops (`copy_patch::plan_exact`), as the bench ran
 /// before the register-cached variants: the same run's before/after comparison.
 const COPY_AND_PATCH_UNCACHED: Name = ("copy-and-patch", Some("uncached ops"));
-/// Copy-and-patch (cached ops) writing code through a persistent alias
+/// Copy-and-patch (cached ops, end to end) writing code through a persistent alias
 /// (`CodeWrites::PersistentAlias`): no system call per trace or batch.
 const COPY_AND_PATCH_ALIAS: Name = ("copy-and-patch", Some("persistent alias"));
 
@@ -136,10 +141,20 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         )?;
     }
     drop(cp);
+    let list = copy_patch::Ops::new(jit, spec)?;
+    for trace in &copy_patch::select_stitch_batch(jit, &list, BATCH, &mut Vec::new())? {
+        check(
+            spec,
+            "copy-and-patch (end to end, batch)",
+            expected,
+            outcome(|| copy_patch::run(trace, spec)),
+        )?;
+    }
     let alias_plan = match &b.alias_jit {
         Some(alias_jit) => {
-            let plan = copy_patch::plan(alias_jit, spec)?;
-            for trace in &copy_patch::stitch_batch(alias_jit, &plan, BATCH)? {
+            let plan = copy_patch::Ops::new(alias_jit, spec)?;
+            for trace in &copy_patch::select_stitch_batch(alias_jit, &plan, BATCH, &mut Vec::new())?
+            {
                 check(
                     spec,
                     "copy-and-patch (persistent alias, batch)",
@@ -167,19 +182,22 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         unsafe { c.recycle() }?;
     }
     let runs = b.runs;
-    let plan = &plan;
+    let (plan, list) = (&plan, &list);
     let mut names = vec![COPY_AND_PATCH];
+    let mut labels = Vec::new();
     let mut ops = vec![Timed::new(2, runs, move || {
-        let (traces, t) = time(|| copy_patch::stitch_batch(jit, plan, BATCH));
+        let (traces, t) = time(|| copy_patch::select_stitch_batch(jit, list, BATCH, &mut labels));
         traces?;
         Ok(t / BATCH as f64)
     })
     .primed()];
-    let alias = alias_plan.as_ref().map(|(alias_jit, plan)| {
+    let alias = alias_plan.as_ref().map(|(alias_jit, list)| {
         names.push(COPY_AND_PATCH_ALIAS);
+        let mut labels = Vec::new();
         ops.push(
             Timed::new(2, runs, move || {
-                let (traces, t) = time(|| copy_patch::stitch_batch(alias_jit, plan, BATCH));
+                let (traces, t) =
+                    time(|| copy_patch::select_stitch_batch(alias_jit, list, BATCH, &mut labels));
                 traces?;
                 Ok(t / BATCH as f64)
             })
@@ -187,6 +205,15 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         );
         names.len() - 1
     });
+    names.push(COPY_AND_PATCH_PRELOWERED);
+    ops.push(
+        Timed::new(2, runs, move || {
+            let (traces, t) = time(|| copy_patch::stitch_batch(jit, plan, BATCH));
+            traces?;
+            Ok(t / BATCH as f64)
+        })
+        .primed(),
+    );
     for c in &mut b.cranelift {
         names.push(cranelift_name(c.variant()));
         ops.push(
@@ -306,35 +333,51 @@ fn time_compiles(
     let (cp_batch, cl_batch) = batches(n);
     let runs = b.runs;
     let (jit, context, lib) = (&b.jit, b.context, &b.lib);
-    // Resolved once, as a JIT's opcode-to-stencil table is (see `copy_patch::Plan`).
-    let mut plans = vec![
+    // Resolved once, as a JIT's bytecode is (see `copy_patch::Ops`): the end-to-end rows
+    // select members on the clock; the pre-lowered and uncached rows push plans.
+    let mut ends = vec![(jit, copy_patch::Ops::new(jit, spec)?)];
+    let plans = vec![
         (jit, copy_patch::plan(jit, spec)?),
         (jit, copy_patch::plan_exact(jit, spec)?),
     ];
-    let mut names = vec![
-        (COPY_AND_PATCH, cp_batch),
-        (COPY_AND_PATCH_UNCACHED, cp_batch),
-    ];
+    let mut names = vec![(COPY_AND_PATCH, cp_batch)];
     if let Some(alias_jit) = &b.alias_jit {
-        plans.push((alias_jit, copy_patch::plan(alias_jit, spec)?));
-        names.push((COPY_AND_PATCH_ALIAS, cp_batch));
+        ends.push((alias_jit, copy_patch::Ops::new(alias_jit, spec)?));
     }
     let levels = llvm_levels(n);
-    let mut ops: Vec<Timed<'_>> = plans
-        .into_iter()
-        .map(|(jit, plan)| {
+    let mut ops: Vec<Timed<'_>> = Vec::new();
+    for (k, (jit, list)) in ends.into_iter().enumerate() {
+        if k == 1 {
+            names.push((COPY_AND_PATCH_ALIAS, cp_batch));
+        }
+        let mut labels = Vec::new();
+        ops.push(
             Timed::new(2, runs, move || {
                 let (traces, t) = time(|| {
                     (0..cp_batch)
-                        .map(|_| copy_patch::stitch(jit, &plan))
+                        .map(|_| copy_patch::select_stitch(jit, &list, &mut labels))
                         .collect::<Result<Vec<_>, _>>()
                 });
                 traces?;
                 Ok(t / cp_batch as f64)
             })
-            .primed()
+            .primed(),
+        );
+    }
+    names.push((COPY_AND_PATCH_PRELOWERED, cp_batch));
+    names.push((COPY_AND_PATCH_UNCACHED, cp_batch));
+    ops.extend(plans.into_iter().map(|(jit, plan)| {
+        Timed::new(2, runs, move || {
+            let (traces, t) = time(|| {
+                (0..cp_batch)
+                    .map(|_| copy_patch::stitch(jit, &plan))
+                    .collect::<Result<Vec<_>, _>>()
+            });
+            traces?;
+            Ok(t / cp_batch as f64)
         })
-        .collect();
+        .primed()
+    }));
     for level in levels {
         let (warmup, level_runs) = llvm_runs(level, n, runs);
         names.push(((level.name(), None), 1));
@@ -428,19 +471,23 @@ fn loop_rows(
         .iter_mut()
         .map(|c| c.compile(spec))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut ops = vec![
-        Timed::new(1, runs, || {
-            Ok(per_round(time(|| copy_patch::run(&cp, spec)).1))
-        }),
-        Timed::new(1, runs, || {
-            Ok(per_round(time(|| copy_patch::run(&cp_uncached, spec)).1))
-        }),
-    ];
+    // In `time_compiles`'s order: end to end, alias, pre-lowered (the same code as the end
+    // to end trace), uncached.
+    let cp_pre = copy_patch::stitch(&b.jit, &copy_patch::plan(&b.jit, spec)?)?;
+    let mut ops = vec![Timed::new(1, runs, || {
+        Ok(per_round(time(|| copy_patch::run(&cp, spec)).1))
+    })];
     if let Some(cp_alias) = &cp_alias {
         ops.push(Timed::new(1, runs, move || {
             Ok(per_round(time(|| copy_patch::run(cp_alias, spec)).1))
         }));
     }
+    ops.push(Timed::new(1, runs, || {
+        Ok(per_round(time(|| copy_patch::run(&cp_pre, spec)).1))
+    }));
+    ops.push(Timed::new(1, runs, || {
+        Ok(per_round(time(|| copy_patch::run(&cp_uncached, spec)).1))
+    }));
     for compiled in &llvm {
         ops.push(Timed::new(1, runs, move || {
             Ok(per_round(time(|| compiled.run(spec)).1))

@@ -7,7 +7,8 @@
 //! compile rows stitch it per run (`peer_bench::batches`), or with `--batch` as one
 //! [`TraceBatch`](cpjit_runtime::TraceBatch) of 100 traces (its batch rows); the traces are
 //! dropped after the round, untimed, as there. `--alias` writes code through the persistent
-//! alias. Prints the median and range of the thread CPU time per instance, and the number of
+//! alias; `--select` compiles end to end from the op list (the kit's selection + push +
+//! finish) instead of stitching the pre-lowered plan. Prints the median and range of the thread CPU time per instance, and the number of
 //! instances stitched (to turn a profile's instruction counts into counts per instance).
 
 use crate::copy_patch::{self, Plan};
@@ -19,11 +20,13 @@ use cpjit_runtime::{CodeWrites, Jit, Trace};
 pub struct ProfileOptions {
     pub trace: String,
     pub alias: bool,
+    /// End to end: the op list, the kit's selection + push + finish.
+    pub select: bool,
     pub batch: bool,
     pub rounds: usize,
 }
 
-/// Parses `TRACE [--alias] [--batch] [--rounds N]` (the arguments after `--profile-stitch`).
+/// Parses `TRACE [--alias] [--select] [--batch] [--rounds N]` (the arguments after `--profile-stitch`).
 pub fn parse(args: &[String]) -> Result<ProfileOptions, String> {
     let mut it = args.iter();
     let trace = it
@@ -33,12 +36,14 @@ pub fn parse(args: &[String]) -> Result<ProfileOptions, String> {
     let mut o = ProfileOptions {
         trace,
         alias: false,
+        select: false,
         batch: false,
         rounds: 200,
     };
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--alias" => o.alias = true,
+            "--select" => o.select = true,
             "--batch" => o.batch = true,
             "--rounds" => {
                 let v = it.next().ok_or("`--rounds` needs a value")?;
@@ -75,7 +80,14 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
         CodeWrites::Transient
     })?;
     let spec = spec(&o.trace)?;
-    let plan = copy_patch::plan(&jit, &spec)?;
+    let plan = Work {
+        plan: copy_patch::plan(&jit, &spec)?,
+        ops: o
+            .select
+            .then(|| copy_patch::Ops::new(&jit, &spec))
+            .transpose()?,
+        labels: std::cell::RefCell::new(Vec::new()),
+    };
     let n = spec.instances.len();
     let traces = if o.batch {
         crate::peer_bench::BATCH
@@ -96,13 +108,18 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
     let total = thread_cpu_ns() - start;
     per_instance.sort_by(f64::total_cmp);
     println!(
-        "{} ({}{}): {} rounds × {traces} traces × {n} instances = {} instances stitched; \
+        "{} ({}{}{}): {} rounds × {traces} traces × {n} instances = {} instances stitched; \
          thread CPU per instance: median {:.2} ns ({:.2}–{:.2}); {:.0} ms in all",
         spec.name,
         if o.alias {
             "persistent alias"
         } else {
             "default"
+        },
+        if o.select {
+            ", end to end: selection + push + finish"
+        } else {
+            ", pre-lowered: push + finish"
         },
         if o.batch { ", batch" } else { "" },
         o.rounds,
@@ -120,7 +137,7 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
 #[inline(never)]
 fn untimed_round(
     jit: &Jit<'_>,
-    plan: &Plan,
+    plan: &Work,
     traces: usize,
     batch: bool,
 ) -> Result<Vec<Trace>, String> {
@@ -132,23 +149,37 @@ fn untimed_round(
 #[inline(never)]
 fn timed_round(
     jit: &Jit<'_>,
-    plan: &Plan,
+    plan: &Work,
     traces: usize,
     batch: bool,
 ) -> Result<Vec<Trace>, String> {
     stitch_round(jit, plan, traces, batch)
 }
 
-/// One of the peer bench's timed runs: `traces` stitches of `plan` (one batch with `batch`).
+/// What a round compiles: the pre-lowered plan, or (`--select`) the op list.
+struct Work {
+    plan: Plan,
+    ops: Option<copy_patch::Ops>,
+    labels: std::cell::RefCell<Vec<cpjit_runtime::Label>>,
+}
+
+/// One of the peer bench's timed runs: `traces` compiles of `work` (one batch with `batch`).
 #[inline(always)]
 fn stitch_round(
     jit: &Jit<'_>,
-    plan: &Plan,
+    work: &Work,
     traces: usize,
     batch: bool,
 ) -> Result<Vec<Trace>, String> {
-    if batch {
-        return copy_patch::stitch_batch(jit, plan, traces);
+    let labels = &mut work.labels.borrow_mut();
+    match (&work.ops, batch) {
+        (Some(ops), true) => copy_patch::select_stitch_batch(jit, ops, traces, labels),
+        (Some(ops), false) => (0..traces)
+            .map(|_| copy_patch::select_stitch(jit, ops, labels))
+            .collect(),
+        (None, true) => copy_patch::stitch_batch(jit, &work.plan, traces),
+        (None, false) => (0..traces)
+            .map(|_| copy_patch::stitch(jit, &work.plan))
+            .collect(),
     }
-    (0..traces).map(|_| copy_patch::stitch(jit, plan)).collect()
 }

@@ -120,11 +120,25 @@ fn targets(r: &Results) -> String {
     }
     examples_vs_o0(r, &mut out);
     versus_cranelift(r, &mut out);
-    if let Some(s) = r
-        .stitch
-        .iter()
-        .find(|s| s.case == "warm arena" && s.instances == 1000)
-    {
+    // End to end (the kit's selection + push + finish, issue 36) and stitching alone
+    // (pre-lowered: members selected beforehand, push + finish).
+    for (case, goal) in [
+        (
+            "warm arena, end to end (selection + push + finish)",
+            "end to end (selection + push + finish)",
+        ),
+        (
+            "warm arena, pre-lowered (push + finish)",
+            "stitching pre-lowered traces (push + finish)",
+        ),
+    ] {
+        let Some(s) = r
+            .stitch
+            .iter()
+            .find(|s| s.case == case && s.instances == 1000)
+        else {
+            continue;
+        };
         let per = |ns: f64| ns / s.instances as f64;
         let memcpy = s.ratio_to_memcpy.as_ref().map_or(String::new(), |m| {
             format!(
@@ -156,7 +170,7 @@ fn targets(r: &Results) -> String {
         };
         let _ = writeln!(
             out,
-            "| stitching ≤ 30 ns per instance, 1,000 instances, warm arena; judged on {clock} | {shown}{memcpy} | {} |",
+            "| {goal} ≤ 30 ns per instance, 1,000 instances, warm arena; judged on {clock} | {shown}{memcpy} | {} |",
             verdict(judged <= 30.0)
         );
     }

@@ -2,7 +2,9 @@
 //!
 //! Stitching: straight traces of 10 to 10,000 instances, from `push` to a callable
 //! trace (copy, patch, publish the code with one `pwrite` to the chunk's memfd, icache
-//! flush), pushed from a [`copy_patch::Plan`]; the arena's chunk is
+//! flush), pushed from a pre-lowered [`copy_patch::Plan`] (members selected beforehand), and
+//! end to end from the op list (the kit's selection + push + finish,
+//! [`copy_patch::select_stitch`]), the two alternated; the arena's chunk is
 //! already reserved (amortised), and a separate row times a fresh `Jit` whose first trace
 //! reserves its chunk. Each size alternates with a `memcpy` of the same code bytes into one
 //! (cache-warm) buffer, the floor of any stitcher, so the ratio to it holds on a loaded
@@ -27,20 +29,21 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     for &n in sizes {
         let spec = straight(n);
         let plan = copy_patch::plan(&jit, &spec)?;
+        let ops = copy_patch::Ops::new(&jit, &spec)?;
         let code = copy_patch::stitch(&jit, &plan)?.code_bytes().to_vec();
         // About 2 ms of work per timed run.
         let batch = (200_000 / n).clamp(1, 2_000);
-        cases.push((spec, plan, code, batch));
+        cases.push((spec, plan, ops, code, batch));
     }
     // The per-trace floor of publishing code without a writable view of it (Linux): one
     // kernel entry, measured as a null system call and as the `pwrite` the runtime makes,
     // of the smallest trace's code, to a memfd of its own.
-    let floor_bytes = cases.first().map_or(0, |c| c.2.len());
+    let floor_bytes = cases.first().map_or(0, |c| c.3.len());
     let floor = KernelFloor::new(floor_bytes)?;
     let floor_batch = 200;
     // Every run records wall and thread CPU time (see `harness::Measured`).
     let mut ops = Vec::new();
-    for (_, plan, code, batch) in &cases {
+    for (_, plan, list, code, batch) in &cases {
         let (jit, batch) = (&jit, *batch);
         let mut keep: Vec<Trace> = Vec::with_capacity(batch);
         ops.push(Timed::new(1, runs, move || {
@@ -48,6 +51,20 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
             let (done, t) = time(|| -> Result<(), String> {
                 for _ in 0..batch {
                     keep.push(copy_patch::stitch(jit, plan)?);
+                }
+                Ok(())
+            });
+            done?;
+            Ok(t / batch as f64)
+        }));
+        // End to end: the kit selects each op's member as it pushes.
+        let mut keep: Vec<Trace> = Vec::with_capacity(batch);
+        let mut labels = Vec::new();
+        ops.push(Timed::new(1, runs, move || {
+            keep.clear();
+            let (done, t) = time(|| -> Result<(), String> {
+                for _ in 0..batch {
+                    keep.push(copy_patch::select_stitch(jit, list, &mut labels)?);
                 }
                 Ok(())
             });
@@ -80,21 +97,30 @@ pub fn stitching(sizes: &[usize], quick: bool) -> Result<Vec<StitchRow>, String>
     let rounds = alternate(&mut ops)?;
     drop(ops);
     let mut rows = Vec::new();
-    for (i, (spec, _, code, batch)) in cases.iter().enumerate() {
-        let mut row = StitchRow::new(
-            "warm arena",
-            spec.instances.len(),
-            code.len(),
-            rounds.sample(2 * i, *batch),
-        );
-        row.memcpy = Some(rounds.sample(2 * i + 1, *batch));
-        row.ratio_to_memcpy = ratios(&rounds, 2 * i, 2 * i + 1);
-        row.thread_cpu = Some(rounds.cpu_sample(2 * i, *batch));
-        row.memcpy_cpu = Some(rounds.cpu_sample(2 * i + 1, *batch));
-        row.cpu_ratio_to_memcpy = cpu_ratios(&rounds, 2 * i, 2 * i + 1);
-        rows.push(row);
+    for (i, (spec, _, _, code, batch)) in cases.iter().enumerate() {
+        let copy = 3 * i + 2;
+        for (at, what) in [
+            (3 * i, "warm arena, pre-lowered (push + finish)"),
+            (
+                3 * i + 1,
+                "warm arena, end to end (selection + push + finish)",
+            ),
+        ] {
+            let mut row = StitchRow::new(
+                what,
+                spec.instances.len(),
+                code.len(),
+                rounds.sample(at, *batch),
+            );
+            row.memcpy = Some(rounds.sample(copy, *batch));
+            row.ratio_to_memcpy = ratios(&rounds, at, copy);
+            row.thread_cpu = Some(rounds.cpu_sample(at, *batch));
+            row.memcpy_cpu = Some(rounds.cpu_sample(copy, *batch));
+            row.cpu_ratio_to_memcpy = cpu_ratios(&rounds, at, copy);
+            rows.push(row);
+        }
     }
-    let first = 2 * cases.len();
+    let first = 3 * cases.len();
     let n0 = cases.first().map_or(0, |c| c.0.instances.len());
     rows.push(StitchRow::new(
         "floor: one system call (getppid)",
