@@ -197,7 +197,7 @@ pub fn markdown(rows: &[EbpfRow], out: &mut String) {
     crate::results::table(out, &header, cells);
     let target = rows.first().map_or("", |r| r.target.as_str());
     out.push_str(&format!(
-        "\nOn {target}. `ebpf-jit` checks every load and store against the memory, the \
+        "On {target}. `ebpf-jit` checks every load and store against the memory, the \
          metadata buffer and the stack, as rbpf's interpreter and its Cranelift JIT do; \
          **rbpf's hand-written JIT checks no memory access** (and writes its code into one \
          4 KiB page, so it refuses long programs). Compile: `EbpfVm::new` (verify) + \

@@ -274,6 +274,15 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
     };
     let old: Results =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
+    // What a carried-over group skipped stays said (entries are named `group` or
+    // `group: what`).
+    let skipped_group = |name: &str| name.split(':').next().unwrap_or(name).to_string();
+    r.skipped.extend(
+        old.skipped
+            .iter()
+            .filter(|(g, _)| !ran(&skipped_group(g)))
+            .cloned(),
+    );
     let earlier = |group: &str| {
         old.carried_over
             .iter()
@@ -392,6 +401,10 @@ mod tests {
             command: "cargo xtask bench --only exec".into(),
             exec: vec![exec_row("sum")],
             carried_over: vec![("memory".into(), "cargo xtask bench".into())],
+            skipped: vec![
+                ("exec: a mode".into(), "why".into()),
+                ("peer: a size".into(), "why".into()),
+            ],
             ..Results::default()
         };
         std::fs::write(&json, serde_json::to_string(&old).unwrap()).unwrap();
@@ -401,6 +414,8 @@ mod tests {
         };
         carry_over(&mut r, &json, &|g: &str| g == "peer").unwrap();
         assert_eq!(r.exec.len(), 1);
+        // What a carried-over group skipped is still said; the group that ran says its own.
+        assert_eq!(r.skipped, [("exec: a mode".to_string(), "why".to_string())]);
         // Only groups with figures are carried over, each with the command that measured it.
         assert_eq!(
             r.carried_over,
