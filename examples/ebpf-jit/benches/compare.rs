@@ -8,6 +8,7 @@
 //! to ebpf-jit's JIT are taken round by round. Every run's r0 must agree across engines.
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 
+use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
 use std::time::Instant;
 
@@ -187,9 +188,21 @@ fn rbpf_jit_runs() -> bool {
     cfg!(all(target_arch = "x86_64", unix))
 }
 
-/// Compile time of each compiling engine on `prog`, `rounds` alternated rounds.
-fn compile_rows(name: &str, prog: &[u8], rounds: usize, compiler: &Compiler) -> Vec<Row> {
-    let engines: [&'static str; 3] = ["ebpf-jit", "rbpf JIT", "rbpf Cranelift"];
+/// Compile time of each compiling engine on `prog`, `rounds` alternated rounds; `alias`:
+/// ebpf-jit writing code through the kit's persistent alias (Linux).
+fn compile_rows(
+    name: &str,
+    prog: &[u8],
+    rounds: usize,
+    compiler: &Compiler,
+    alias: Option<&Compiler>,
+) -> Vec<Row> {
+    let engines: [&'static str; 4] = [
+        "ebpf-jit",
+        "rbpf JIT",
+        "rbpf Cranelift",
+        "ebpf-jit (persistent alias)",
+    ];
     let mut rows: Vec<Row> = engines
         .iter()
         .map(|&engine| Row {
@@ -210,6 +223,9 @@ fn compile_rows(name: &str, prog: &[u8], rounds: usize, compiler: &Compiler) -> 
             .map_err(|e| e.to_string())?;
         Ok(vm)
     };
+    if alias.is_none() {
+        rows[3].skipped = Some("the kit's persistent alias is Linux only".into());
+    }
     if !rbpf_jit_runs() {
         rows[1].skipped = Some("rbpf's JIT is x86-64 only".into());
     } else {
@@ -226,10 +242,11 @@ fn compile_rows(name: &str, prog: &[u8], rounds: usize, compiler: &Compiler) -> 
                 continue;
             }
             let once = || match k {
-                0 => {
+                0 | 3 => {
                     let mut vm = EbpfVm::new(prog).unwrap();
                     vm.register_helper(1, helper);
-                    vm.jit_compile_with(compiler).unwrap();
+                    let c = if k == 0 { compiler } else { alias.unwrap() };
+                    vm.jit_compile_with(c).unwrap();
                     drop(vm);
                 }
                 1 => drop(rbpf_jit().unwrap()),
@@ -351,6 +368,13 @@ fn main() {
         );
         return;
     }
+    let alias = cfg!(target_os = "linux").then(|| {
+        let options = JitOptions {
+            code_writes: CodeWrites::PersistentAlias,
+            ..JitOptions::default()
+        };
+        Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap()
+    });
     let (compile_rounds, run_rounds) = if quick { (5, 3) } else { (21, 11) };
     let mut rows = Vec::new();
     for n in [10, 100, 1000, 4000] {
@@ -360,6 +384,7 @@ fn main() {
             &straight_program(n),
             compile_rounds,
             &compiler,
+            alias.as_ref(),
         ));
     }
     let runs: [(&str, Vec<u8>, usize); 5] = [

@@ -8,7 +8,7 @@
 use crate::insn::{decode, insn, AluOp, Cond, Kind, Width, STACK_SIZE};
 use crate::{Error, Helper};
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, Target, Trace};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
 use std::collections::HashMap;
 use std::ffi::c_void;
 
@@ -363,6 +363,16 @@ impl Compiler {
 
     /// A compiler over `set` (it must be runnable on this host).
     pub fn with_set(set: &'static StencilSet<'static>) -> Result<Compiler, Error> {
+        Compiler::with_options(set, JitOptions::default())
+    }
+
+    /// A compiler over `set` whose executable memory is made with `options` (e.g.
+    /// `CodeWrites::PersistentAlias` on Linux: no system call per compile, at the price the
+    /// kit's documentation of it names).
+    pub fn with_options(
+        set: &'static StencilSet<'static>,
+        options: JitOptions,
+    ) -> Result<Compiler, Error> {
         let stencils = Stencils::find(set)?;
         // Family members are named op_<element>_3_<D>[_<S>] (templates/manifest.toml).
         let by = |kind: Kind, imm: i32, d: usize, s: usize| -> Result<Option<usize>, Error> {
@@ -412,7 +422,7 @@ impl Compiler {
             oob_store: stencils.get("op_oob_store")?,
         };
         Ok(Compiler {
-            jit: Jit::new(set, resolve)?,
+            jit: Jit::with_options(set, resolve, options)?,
             stencils,
             table,
         })

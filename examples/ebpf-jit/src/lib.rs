@@ -17,7 +17,7 @@ pub use insn::{
     decode, encode_kind, insn, AluOp, Cond, Insn, Kind, Width, INSN_SIZE,
     LOCAL_FUNCTION_STACK_SIZE, MAX_CALL_DEPTH, PROG_MAX_INSNS, STACK_SIZE,
 };
-pub use jit::{Compiled, Compiler};
+pub use jit::{Compiled, Compiler, HOST_SET};
 
 use std::collections::HashMap;
 use std::fmt;
