@@ -1,7 +1,7 @@
 //! `cpjit-bench`: the benchmarks behind `cargo xtask bench` (a benchmark, never a test: it
 //! asserts correctness of what it runs, never timing).
 //!
-//! Two kinds of groups, each runnable alone (`--only`, or `--only kit` / `--only vm`):
+//! Three kinds of groups, each runnable alone (`--only`, or `--only kit` / `--only vm`):
 //!
 //! - the kit's: `toolchain` (stencil builds, run as child processes), `stitch` and `memory`
 //!   (the copy-and-patch runtime), `peer` (the same synthetic traces through LLVM -O0/-O2
@@ -10,7 +10,9 @@
 //!   -O0/-O2 as the VM's trace compiler, `cpjit_vm::Config::compiler`, see
 //!   [`peer_compiler`], next to copy-and-patch and the interpreter), `exec` (the examples in
 //!   every mode) and `pyvm` (the examples against CPython and PyPy running their Python
-//!   versions, [`pyvm`]).
+//!   versions, [`pyvm`]);
+//! - the examples' groups, clients built from outside the workspace: `ebpf`
+//!   (`examples/ebpf-jit` against rbpf 0.4's interpreter and JITs, [`ebpf`]).
 //!
 //! Results go to `bench/report/results.json` and stdout as markdown; `--report` also
 //! rewrites `BENCHMARKS.md` and the plot.
@@ -18,6 +20,7 @@
 mod cached;
 mod copy_patch;
 mod cranelift;
+mod ebpf;
 mod examples;
 mod exec;
 mod harness;
@@ -51,7 +54,8 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
   --render          measure nothing: rewrite BENCHMARKS.md and the plots from the figures in
                     bench/report/results.json (after editing bench/report/notes.md)
   --only GROUPS     run only these of the kit's groups toolchain, stitch, memory, peer
-                    and the VM's groups vm-peer, exec, pyvm (`kit`, `vm`: all of one kind)
+                    the VM's groups vm-peer, exec, pyvm, and the examples' group ebpf
+                    (`kit`, `vm`: all of one kind)
   --toolchain PATH  the cpjit toolchain binary (default: next to this executable)
   --vm PATH         the cpjit-vm binary, for `pyvm` (default: next to this executable)
   --profile-stitch  measure nothing else: stitch TRACE (straight-N or counting-loop) with
@@ -65,7 +69,9 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
 const KIT_GROUPS: [&str; 4] = ["toolchain", "stitch", "memory", "peer"];
 /// The reference VM's groups (a client: its examples against LLVM, CPython and PyPy).
 const VM_GROUPS: [&str; 3] = ["vm-peer", "exec", "pyvm"];
-const GROUPS: [&str; 7] = [
+/// The outside examples' groups (examples/ebpf-jit against rbpf).
+const EXAMPLE_GROUPS: [&str; 1] = ["ebpf"];
+const GROUPS: [&str; 8] = [
     "toolchain",
     "stitch",
     "memory",
@@ -73,6 +79,7 @@ const GROUPS: [&str; 7] = [
     "vm-peer",
     "exec",
     "pyvm",
+    "ebpf",
 ];
 
 /// The groups `--only` names: groups, or `kit`/`vm` for all of one kind.
@@ -85,9 +92,11 @@ fn groups_named(value: &str) -> Result<Vec<String>, String> {
             g if GROUPS.contains(&g) => vec![g],
             bad => {
                 return Err(format!(
-                    "unknown group `{bad}` (the kit's: {}; the VM's: {}; or `kit`, `vm`)",
+                    "unknown group `{bad}` (the kit's: {}; the VM's: {}; the examples': {}; \
+                     or `kit`, `vm`)",
                     KIT_GROUPS.join(", "),
-                    VM_GROUPS.join(", ")
+                    VM_GROUPS.join(", "),
+                    EXAMPLE_GROUPS.join(", ")
                 ))
             }
         };
@@ -217,6 +226,10 @@ fn run(o: &Options) -> Result<(), String> {
         };
         r.pyvm = pyvm::run(&setup, o.quick, &mut r.skipped)?;
     }
+    if on("ebpf") {
+        eprintln!("bench: examples/ebpf-jit against rbpf ...");
+        r.ebpf = ebpf::run(&root, o.quick, &mut r.skipped)?;
+    }
     let out_dir = root.join("bench/report");
     std::fs::create_dir_all(&out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let json = out_dir.join("results.json");
@@ -262,6 +275,15 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
     };
     let old: Results =
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json.display()))?;
+    // What a carried-over group skipped stays said (entries are named `group` or
+    // `group: what`).
+    let skipped_group = |name: &str| name.split(':').next().unwrap_or(name).to_string();
+    r.skipped.extend(
+        old.skipped
+            .iter()
+            .filter(|(g, _)| !ran(&skipped_group(g)))
+            .cloned(),
+    );
     let earlier = |group: &str| {
         old.carried_over
             .iter()
@@ -301,6 +323,9 @@ fn carry_over(r: &mut Results, json: &Path, ran: &dyn Fn(&str) -> bool) -> Resul
     }
     if take("pyvm", !old.pyvm.is_empty()) {
         r.pyvm = old.pyvm;
+    }
+    if take("ebpf", !old.ebpf.is_empty()) {
+        r.ebpf = old.ebpf;
     }
     r.carried_over = carried;
     Ok(())
@@ -346,9 +371,18 @@ mod tests {
             groups_named("stitch,peer,stitch").unwrap(),
             ["stitch", "peer"]
         );
+        assert_eq!(groups_named("ebpf,vm-peer").unwrap(), ["ebpf", "vm-peer"]);
         let err = groups_named("peers").unwrap_err();
-        assert!(err.contains("`peers`") && err.contains("vm-peer"), "{err}");
-        let all: Vec<&str> = KIT_GROUPS.iter().chain(&VM_GROUPS).copied().collect();
+        assert!(
+            err.contains("`peers`") && err.contains("vm-peer") && err.contains("ebpf"),
+            "{err}"
+        );
+        let all: Vec<&str> = KIT_GROUPS
+            .iter()
+            .chain(&VM_GROUPS)
+            .chain(&EXAMPLE_GROUPS)
+            .copied()
+            .collect();
         assert_eq!(all, GROUPS);
     }
 
@@ -368,6 +402,10 @@ mod tests {
             command: "cargo xtask bench --only exec".into(),
             exec: vec![exec_row("sum")],
             carried_over: vec![("memory".into(), "cargo xtask bench".into())],
+            skipped: vec![
+                ("exec: a mode".into(), "why".into()),
+                ("peer: a size".into(), "why".into()),
+            ],
             ..Results::default()
         };
         std::fs::write(&json, serde_json::to_string(&old).unwrap()).unwrap();
@@ -377,6 +415,8 @@ mod tests {
         };
         carry_over(&mut r, &json, &|g: &str| g == "peer").unwrap();
         assert_eq!(r.exec.len(), 1);
+        // What a carried-over group skipped is still said; the group that ran says its own.
+        assert_eq!(r.skipped, [("exec: a mode".to_string(), "why".to_string())]);
         // Only groups with figures are carried over, each with the command that measured it.
         assert_eq!(
             r.carried_over,

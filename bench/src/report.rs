@@ -438,8 +438,10 @@ pub fn benchmarks_md(r: &Results, plots: &[(String, String)]) -> String {
          synthetic traces: `toolchain` (stencil builds), `stitch` and `memory` (the runtime), \
          `peer` (the same traces through LLVM and Cranelift as JITs). The reference VM's groups \
          measure a client of the kit on its example programs: `vm-peer` (LLVM as the VM's \
-         trace compiler), `exec` (every mode) and `pyvm` (against CPython and PyPy). Each group \
-         runs alone with `cargo xtask bench --only GROUP`, each kind with `--only kit` or \
+         trace compiler), `exec` (every mode) and `pyvm` (against CPython and PyPy). The \
+         examples' group `ebpf` measures `examples/ebpf-jit`, an eBPF JIT built on the kit \
+         from outside, against rbpf 0.4's interpreter, hand-written JIT and Cranelift JIT. \
+         Each group runs alone with `cargo xtask bench --only GROUP`, each kind with `--only kit` or \
          `--only vm`.\n\n",
     );
     let _ = writeln!(out, "## Machine\n");

@@ -17,6 +17,9 @@ pub struct Results {
     /// The examples against CPython and PyPy (`pyvm` group); absent in older files.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pyvm: Vec<PyVmRow>,
+    /// examples/ebpf-jit against rbpf 0.4 (`ebpf` group); absent in older files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ebpf: Vec<crate::ebpf::EbpfRow>,
     /// Groups that could not run, with the reason.
     pub skipped: Vec<(String, String)>,
     /// Groups not run this time (`--only`) whose figures come from the previous
@@ -198,7 +201,7 @@ pub struct PyVmRow {
     pub whole_vs_jit: Option<Sample>,
 }
 
-fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
+pub(crate) fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
     let _ = writeln!(out, "| {} |", header.join(" | "));
     let _ = writeln!(
         out,
@@ -215,12 +218,12 @@ fn table(out: &mut String, header: &[&str], rows: Vec<Vec<String>>) {
     out.push('\n');
 }
 
-fn range(s: &Sample) -> String {
+pub(crate) fn range(s: &Sample) -> String {
     format!("{} – {}", human_ns(s.min_ns), human_ns(s.max_ns))
 }
 
 /// A per-run ratio: `median× (min – max)`, with fewer decimals for large ratios.
-fn ratio_range(s: &Sample) -> String {
+pub(crate) fn ratio_range(s: &Sample) -> String {
     let f = |x: f64| {
         if x >= 100.0 {
             format!("{x:.0}")
@@ -598,7 +601,7 @@ impl Results {
     /// All tables, each under a heading.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let sections: [(&str, bool, Render); 8] = [
+        let sections: [(&str, bool, Render); 9] = [
             (
                 "Toolchain",
                 !self.toolchain.is_empty(),
@@ -630,6 +633,11 @@ impl Results {
                 "Peers: CPython and PyPy on the examples, every runner",
                 !self.pyvm.is_empty(),
                 Results::pyvm_md,
+            ),
+            (
+                "Example: examples/ebpf-jit against rbpf 0.4 (interpreter, JIT, Cranelift)",
+                !self.ebpf.is_empty(),
+                |r, out| crate::ebpf::markdown(&r.ebpf, out),
             ),
         ];
         for (title, present, render) in sections {

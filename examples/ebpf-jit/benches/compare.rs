@@ -1,11 +1,16 @@
-//! `cargo bench --bench compare`: compile and run times of this JIT against rbpf 0.4's
-//! interpreter and (on x86-64) its JIT, on three programs. Each measurement is repeated in
-//! rounds that alternate the engines; the table shows medians.
+//! `cargo bench --bench compare [-- --quick] [-- --json FILE]`: this JIT against rbpf 0.4's
+//! engines. Compile time (verify + compile, bytecode to callable) on straight-line programs
+//! of 10, 100, 1,000 and 4,000 instructions; run time on loop-heavy programs (a checksum
+//! over a 64 KiB packet, a sieve, a hash over 64 KiB, a load/ALU/store loop, helper calls).
+//! Engines: ebpf-jit's JIT and interpreter, rbpf's interpreter, its hand-written JIT
+//! (x86-64 only; it checks no memory access) and its Cranelift JIT. Rounds alternate the
+//! engines; every timed compile directly follows an untimed one of the same engine; ratios
+//! to ebpf-jit's JIT are taken round by round. Every run's r0 must agree across engines.
+//! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 
+use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
 use std::time::Instant;
-
-const ROUNDS: usize = 9;
 
 fn helper(a: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
     a.wrapping_add(b)
@@ -22,6 +27,84 @@ fn asm(insns: &[(u8, u8, u8, i16, i32)]) -> Vec<u8> {
             b
         })
         .collect()
+}
+
+/// LD_DW of `v` into `dst` (two instruction slots).
+fn lddw(dst: u8, v: u64) -> [(u8, u8, u8, i16, i32); 2] {
+    [
+        (0x18, dst, 0, 0, v as u32 as i32),
+        (0x00, 0, 0, 0, (v >> 32) as u32 as i32),
+    ]
+}
+
+const PACKET: usize = 64 << 10;
+const SIEVE: i32 = 16 << 10;
+
+/// The Internet checksum of a 64 KiB packet, 16 bits at a time, folded at the end.
+fn checksum() -> Vec<u8> {
+    asm(&[
+        (0xb7, 0, 0, 0, 0),             // mov r0, 0
+        (0xbf, 2, 1, 0, 0),             // mov r2, r1
+        (0xbf, 3, 1, 0, 0),             // mov r3, r1
+        (0x07, 3, 0, 0, PACKET as i32), // add r3, 65536
+        (0x69, 4, 2, 0, 0),             // loop: ldxh r4, [r2]
+        (0x0f, 0, 4, 0, 0),             // add r0, r4
+        (0x07, 2, 0, 0, 2),             // add r2, 2
+        (0xad, 2, 3, -4, 0),            // jlt r2, r3, loop
+        (0xbf, 4, 0, 0, 0),             // mov r4, r0
+        (0x77, 4, 0, 0, 16),            // rsh r4, 16
+        (0x57, 0, 0, 0, 0xffff),        // and r0, 0xffff
+        (0x0f, 0, 4, 0, 0),             // add r0, r4
+        (0xbf, 4, 0, 0, 0),             // mov r4, r0
+        (0x77, 4, 0, 0, 16),            // rsh r4, 16
+        (0x57, 0, 0, 0, 0xffff),        // and r0, 0xffff
+        (0x0f, 0, 4, 0, 0),             // add r0, r4
+        (0x95, 0, 0, 0, 0),             // exit
+    ])
+}
+
+/// The primes below 16 Ki, by a sieve over a zeroed memory of one byte per number: bounded
+/// loops, a store per crossed-out number.
+fn sieve() -> Vec<u8> {
+    asm(&[
+        (0xb7, 0, 0, 0, 0),       // mov r0, 0
+        (0xb7, 2, 0, 0, 2),       // mov r2, 2
+        (0xbf, 3, 1, 0, 0),       // outer: mov r3, r1
+        (0x0f, 3, 2, 0, 0),       // add r3, r2
+        (0x71, 4, 3, 0, 0),       // ldxb r4, [r3]
+        (0x55, 4, 0, 9, 0),       // jne r4, 0, next
+        (0x07, 0, 0, 0, 1),       // add r0, 1
+        (0xbf, 5, 2, 0, 0),       // mov r5, r2
+        (0x2f, 5, 2, 0, 0),       // mul r5, r2
+        (0x35, 5, 0, 5, SIEVE),   // inner: jge r5, N, next
+        (0xbf, 3, 1, 0, 0),       // mov r3, r1
+        (0x0f, 3, 5, 0, 0),       // add r3, r5
+        (0x72, 3, 0, 0, 1),       // stb [r3], 1
+        (0x0f, 5, 2, 0, 0),       // add r5, r2
+        (0x05, 0, 0, -6, 0),      // ja inner
+        (0x07, 2, 0, 0, 1),       // next: add r2, 1
+        (0xa5, 2, 0, -15, SIEVE), // jlt r2, N, outer
+        (0x95, 0, 0, 0, 0),       // exit
+    ])
+}
+
+/// FNV-1a (64-bit) over a 64 KiB memory, a byte at a time.
+fn hash() -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend(lddw(0, 0xcbf2_9ce4_8422_2325));
+    p.extend(lddw(5, 0x0000_0100_0000_01b3));
+    p.extend([
+        (0xbf, 2, 1, 0, 0),             // mov r2, r1
+        (0xbf, 3, 1, 0, 0),             // mov r3, r1
+        (0x07, 3, 0, 0, PACKET as i32), // add r3, 65536
+        (0x71, 4, 2, 0, 0),             // loop: ldxb r4, [r2]
+        (0xaf, 0, 4, 0, 0),             // xor r0, r4
+        (0x2f, 0, 5, 0, 0),             // mul r0, r5
+        (0x07, 2, 0, 0, 1),             // add r2, 1
+        (0xad, 2, 3, -5, 0),            // jlt r2, r3, loop
+        (0x95, 0, 0, 0, 0),             // exit
+    ]);
+    asm(&p)
 }
 
 /// A loop of `n` iterations over a 64-byte memory: a load, ALU work, a store.
@@ -43,24 +126,6 @@ fn loop_program(n: i32) -> Vec<u8> {
     ])
 }
 
-/// `n` straight-line ALU instructions (compile time; rbpf's JIT has one 4 KiB page of code).
-fn straight_program(n: usize) -> Vec<u8> {
-    let ops = [0x07u8, 0x0f, 0x27, 0xaf, 0x77, 0x67, 0x04, 0x5f, 0xb4, 0x1f];
-    let mut v: Vec<(u8, u8, u8, i16, i32)> = (0..n)
-        .map(|i| {
-            (
-                ops[i % ops.len()],
-                (i % 9) as u8,
-                ((i + 3) % 9) as u8,
-                0,
-                (i % 31) as i32 + 1,
-            )
-        })
-        .collect();
-    v.push((0x95, 0, 0, 0, 0));
-    asm(&v)
-}
-
 /// A loop of `n` helper calls.
 fn calls_program(n: i32) -> Vec<u8> {
     asm(&[
@@ -75,93 +140,321 @@ fn calls_program(n: i32) -> Vec<u8> {
     ])
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+/// `n` straight-line ALU instructions and EXIT (compile time).
+fn straight_program(n: usize) -> Vec<u8> {
+    let ops = [0x07u8, 0x0f, 0x27, 0xaf, 0x77, 0x67, 0x04, 0x5f, 0xb4, 0x1f];
+    let mut v: Vec<(u8, u8, u8, i16, i32)> = (0..n - 1)
+        .map(|i| {
+            (
+                ops[i % ops.len()],
+                (i % 9) as u8,
+                ((i + 3) % 9) as u8,
+                0,
+                (i % 31) as i32 + 1,
+            )
+        })
+        .collect();
+    v.push((0x95, 0, 0, 0, 0));
+    asm(&v)
+}
+
+/// The engines, in the order of a round.
+const ENGINES: [&str; 5] = [
+    "ebpf-jit",
+    "ebpf-jit interpreter",
+    "rbpf interpreter",
+    "rbpf JIT",
+    "rbpf Cranelift",
+];
+
+/// One engine's runs of one measurement: ns per run, `None` where the engine cannot run it
+/// (with the reason).
+struct Row {
+    program: String,
+    measure: &'static str,
+    engine: &'static str,
+    times_ns: Vec<f64>,
+    skipped: Option<String>,
+}
+
+fn elapsed_ns<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t = Instant::now();
+    let r = f();
+    (t.elapsed().as_nanos() as f64, r)
+}
+
+/// rbpf's hand-written JIT exists on x86-64 Unix only and writes into one 4 KiB page.
+fn rbpf_jit_runs() -> bool {
+    cfg!(all(target_arch = "x86_64", unix))
+}
+
+/// Compile time of each compiling engine on `prog`, `rounds` alternated rounds; `alias`:
+/// ebpf-jit writing code through the kit's persistent alias (Linux).
+fn compile_rows(
+    name: &str,
+    prog: &[u8],
+    rounds: usize,
+    compiler: &Compiler,
+    alias: Option<&Compiler>,
+) -> Vec<Row> {
+    let engines: [&'static str; 4] = [
+        "ebpf-jit",
+        "rbpf JIT",
+        "rbpf Cranelift",
+        "ebpf-jit (persistent alias)",
+    ];
+    let mut rows: Vec<Row> = engines
+        .iter()
+        .map(|&engine| Row {
+            program: name.into(),
+            measure: "compile",
+            engine,
+            times_ns: Vec::new(),
+            skipped: None,
+        })
+        .collect();
+    // rbpf's JIT fails on programs past its page (it returns an error or panics).
+    let rbpf_jit = || -> Result<rbpf::EbpfVmRaw<'_>, String> {
+        let mut vm = rbpf::EbpfVmRaw::new(Some(prog)).map_err(|e| e.to_string())?;
+        vm.register_helper(1, helper).map_err(|e| e.to_string())?;
+        #[cfg(all(target_arch = "x86_64", unix))]
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| vm.jit_compile()))
+            .map_err(|_| "rbpf's JIT panics (its code buffer is one 4 KiB page)".to_string())?
+            .map_err(|e| e.to_string())?;
+        Ok(vm)
+    };
+    if alias.is_none() {
+        rows[3].skipped = Some("the kit's persistent alias is Linux only".into());
+    }
+    if !rbpf_jit_runs() {
+        rows[1].skipped = Some("rbpf's JIT is x86-64 only".into());
+    } else {
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        if let Err(e) = rbpf_jit() {
+            rows[1].skipped = Some(e);
+        }
+        std::panic::set_hook(hook);
+    }
+    for _ in 0..rounds {
+        for (k, row) in rows.iter_mut().enumerate() {
+            if row.skipped.is_some() {
+                continue;
+            }
+            let once = || match k {
+                0 | 3 => {
+                    let mut vm = EbpfVm::new(prog).unwrap();
+                    vm.register_helper(1, helper);
+                    let c = if k == 0 { compiler } else { alias.unwrap() };
+                    vm.jit_compile_with(c).unwrap();
+                    drop(vm);
+                }
+                1 => drop(rbpf_jit().unwrap()),
+                _ => {
+                    let mut vm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
+                    vm.register_helper(1, helper).unwrap();
+                    vm.cranelift_compile().unwrap();
+                    drop(vm);
+                }
+            };
+            once(); // untimed: the same engine warms up right before
+            let (ns, ()) = elapsed_ns(once);
+            row.times_ns.push(ns);
+        }
+    }
+    rows
+}
+
+/// Run time of every engine on `prog` with a fresh memory of `mem` bytes (filled by
+/// `fill`), `rounds` alternated rounds; r0 must agree.
+fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compiler) -> Vec<Row> {
+    let fill = |m: &mut Vec<u8>| {
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = if name == "sieve" {
+                0
+            } else {
+                (i.wrapping_mul(2_654_435_761) >> 13) as u8
+            };
+        }
+    };
+    let mut ours = EbpfVm::new(prog).unwrap();
+    ours.register_helper(1, helper);
+    ours.jit_compile_with(compiler).unwrap();
+    let mut rvm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
+    rvm.register_helper(1, helper).unwrap();
+    #[cfg(all(target_arch = "x86_64", unix))]
+    rvm.jit_compile().unwrap();
+    rvm.cranelift_compile().unwrap();
+    let mut rows: Vec<Row> = ENGINES
+        .iter()
+        .map(|&engine| Row {
+            program: name.into(),
+            measure: "run",
+            engine,
+            times_ns: Vec::new(),
+            skipped: (engine == "rbpf JIT" && !rbpf_jit_runs())
+                .then(|| "rbpf's JIT is x86-64 only".into()),
+        })
+        .collect();
+    let mut results = Vec::new();
+    let mut m = vec![0u8; mem];
+    for round in 0..=rounds {
+        for (k, row) in rows.iter_mut().enumerate() {
+            if row.skipped.is_some() {
+                continue;
+            }
+            fill(&mut m);
+            let (ns, r0) = elapsed_ns(|| match k {
+                0 => ours.execute_jit(&mut m).unwrap(),
+                1 => ours.interpret(&mut m).unwrap(),
+                2 => rvm.execute_program(&mut m).unwrap(),
+                #[cfg(all(target_arch = "x86_64", unix))]
+                // SAFETY: the program stays inside its memory (the other engines check it).
+                3 => unsafe { rvm.execute_program_jit(&mut m).unwrap() },
+                _ => rvm.execute_program_cranelift(&mut m).unwrap(),
+            });
+            results.push((row.engine, r0));
+            if round > 0 {
+                row.times_ns.push(ns); // round 0 warms up
+            }
+        }
+    }
+    assert!(
+        results.windows(2).all(|w| w[0].1 == w[1].1),
+        "engines disagree on {name}: {results:x?}"
+    );
+    rows
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
-fn time<T>(f: impl FnOnce() -> T) -> (f64, T) {
-    let t = Instant::now();
-    let r = f();
-    (t.elapsed().as_secs_f64() * 1e3, r)
+fn human(ns: f64) -> String {
+    match ns {
+        x if x >= 1e6 => format!("{:.2} ms", x / 1e6),
+        x if x >= 1e3 => format!("{:.1} µs", x / 1e3),
+        x => format!("{x:.0} ns"),
+    }
+}
+
+fn json_string(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let json = args
+        .iter()
+        .position(|a| a == "--json")
+        .map(|i| args.get(i + 1).expect("--json needs a file").clone());
     let compiler = Compiler::new().unwrap();
-    let programs = [
-        ("loop 1M", loop_program(1_000_000)),
-        ("helper calls 200k", calls_program(200_000)),
-        ("straight 200", straight_program(200)),
-    ];
-    println!("ebpf-jit vs rbpf 0.4, medians of {ROUNDS} alternated rounds, ms");
-    println!(
-        "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-        "program", "compile", "rbpf cmp", "jit run", "interp", "rbpf int", "rbpf jit"
-    );
-    for (name, prog) in &programs {
-        let mut t: [Vec<f64>; 6] = Default::default();
-        let mut results = Vec::new();
-        for _ in 0..ROUNDS {
-            let mut mem = vec![7u8; 64];
-            // ebpf-jit: verify + compile, run; its interpreter.
-            let (c, mut vm) = time(|| {
-                let mut vm = EbpfVm::new(prog).unwrap();
-                vm.register_helper(1, helper);
-                vm.jit_compile_with(&compiler).unwrap();
-                vm
-            });
-            t[0].push(c);
-            let (r, v) = time(|| vm.execute_jit(&mut mem).unwrap());
-            t[2].push(r);
-            results.push(v);
-            let mut mem = vec![7u8; 64];
-            let (r, v) = time(|| vm.interpret(&mut mem).unwrap());
-            t[3].push(r);
-            results.push(v);
+    // `--profile-compile N ROUNDS`: only compile `straight N` ROUNDS times (for a profiler).
+    if let Some(i) = args.iter().position(|a| a == "--profile-compile") {
+        let arg = |k: usize| -> usize { args[i + k].parse().expect("--profile-compile N ROUNDS") };
+        let prog = straight_program(arg(1));
+        let t = Instant::now();
+        for _ in 0..arg(2) {
+            let mut vm = EbpfVm::new(&prog).unwrap();
             vm.register_helper(1, helper);
-            // rbpf: verify (+ JIT compile on x86-64), interpreter, JIT.
-            let mut mem = vec![7u8; 64];
-            let (c, mut rvm) = time(|| {
-                let mut rvm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
-                rvm.register_helper(1, helper).unwrap();
-                #[cfg(target_arch = "x86_64")]
-                rvm.jit_compile().unwrap();
-                rvm
-            });
-            t[1].push(c);
-            let (r, v) = time(|| rvm.execute_program(&mut mem).unwrap());
-            t[4].push(r);
-            results.push(v);
-            #[cfg(target_arch = "x86_64")]
-            {
-                let mut mem = vec![7u8; 64];
-                // SAFETY: the program stays inside its memory (checked by the runs above).
-                let (r, v) = time(|| unsafe { rvm.execute_program_jit(&mut mem).unwrap() });
-                t[5].push(r);
-                results.push(v);
-            }
-            let _ = &mut rvm;
+            vm.jit_compile_with(&compiler).unwrap();
         }
-        assert!(
-            results.windows(2).all(|w| w[0] == w[1]),
-            "engines disagree on {name}: {results:x?}"
+        println!(
+            "{:.0} ns per compile",
+            t.elapsed().as_nanos() as f64 / arg(2) as f64
         );
-        let m: Vec<String> = t
-            .into_iter()
-            .map(|v| {
-                if v.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{:.3}", median(v))
-                }
+        return;
+    }
+    let alias = cfg!(target_os = "linux").then(|| {
+        let options = JitOptions {
+            code_writes: CodeWrites::PersistentAlias,
+            ..JitOptions::default()
+        };
+        Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap()
+    });
+    let (compile_rounds, run_rounds) = if quick { (5, 3) } else { (21, 11) };
+    let mut rows = Vec::new();
+    for n in [10, 100, 1000, 4000] {
+        let name = format!("straight {n}");
+        rows.extend(compile_rows(
+            &name,
+            &straight_program(n),
+            compile_rounds,
+            &compiler,
+            alias.as_ref(),
+        ));
+    }
+    let runs: [(&str, Vec<u8>, usize); 5] = [
+        ("checksum 64 KiB", checksum(), PACKET),
+        ("sieve", sieve(), SIEVE as usize),
+        ("hash 64 KiB", hash(), PACKET),
+        ("loop 1M", loop_program(1_000_000), 64),
+        ("helper calls 200k", calls_program(200_000), 64),
+    ];
+    for (name, prog, mem) in &runs {
+        rows.extend(run_rows(name, prog, *mem, run_rounds, &compiler));
+    }
+
+    println!("ebpf-jit vs rbpf 0.4: medians of alternated rounds (range); ÷ ebpf-jit per round");
+    for r in &rows {
+        let base = rows
+            .iter()
+            .find(|b| b.program == r.program && b.measure == r.measure && b.engine == "ebpf-jit")
+            .expect("ebpf-jit has a row per program");
+        let line = match &r.skipped {
+            Some(why) => format!("– ({why})"),
+            None => {
+                let ratios: Vec<f64> = r
+                    .times_ns
+                    .iter()
+                    .zip(&base.times_ns)
+                    .map(|(a, b)| a / b)
+                    .collect();
+                let lo = r.times_ns.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = r.times_ns.iter().copied().fold(0.0, f64::max);
+                format!(
+                    "{} ({}–{}), ÷ ebpf-jit {:.2} ({:.2}–{:.2})",
+                    human(median(&r.times_ns)),
+                    human(lo),
+                    human(hi),
+                    median(&ratios),
+                    ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                    ratios.iter().copied().fold(0.0, f64::max)
+                )
+            }
+        };
+        println!("{:<18} {:<8} {:<21} {line}", r.program, r.measure, r.engine);
+    }
+    if let Some(path) = json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{{\"program\":{},\"measure\":{},\"engine\":{},\"times_ns\":[{}],\"skipped\":{}}}",
+                    json_string(&r.program),
+                    json_string(r.measure),
+                    json_string(r.engine),
+                    r.times_ns
+                        .iter()
+                        .map(|t| format!("{t:.0}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                    r.skipped.as_deref().map_or("null".into(), json_string)
+                )
             })
             .collect();
-        println!(
-            "{:<20} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            name, m[0], m[1], m[2], m[3], m[4], m[5]
+        let text = format!(
+            "{{\"target\":{},\"rows\":[\n{}\n]}}\n",
+            json_string(&format!(
+                "{}-{}",
+                std::env::consts::ARCH,
+                std::env::consts::OS
+            )),
+            items.join(",\n")
         );
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
     }
-    println!(
-        "compile: ebpf-jit verify + JIT compile; rbpf cmp: rbpf verify + JIT compile (x86-64)"
-    );
 }

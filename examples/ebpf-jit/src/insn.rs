@@ -136,7 +136,7 @@ pub enum Kind {
     TailCall,
 }
 
-fn width(opc: u8) -> Width {
+const fn width(opc: u8) -> Width {
     match opc & 0x18 {
         0x00 => Width::W,
         0x08 => Width::H,
@@ -145,8 +145,24 @@ fn width(opc: u8) -> Width {
     }
 }
 
-/// The opcodes rbpf 0.4 has a meaning for; `None` for every other byte.
+/// The opcodes rbpf 0.4 has a meaning for; `None` for every other byte. A table lookup:
+/// the verifier and the compiler decode every instruction more than once.
 pub fn decode(opc: u8) -> Option<Kind> {
+    DECODED[opc as usize]
+}
+
+/// [`decode_opcode`] of every byte.
+static DECODED: [Option<Kind>; 256] = {
+    let mut t = [None; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = decode_opcode(i as u8);
+        i += 1;
+    }
+    t
+};
+
+const fn decode_opcode(opc: u8) -> Option<Kind> {
     let reg = opc & 0x08 != 0;
     match opc & 0x07 {
         0x00 => match opc & 0xe0 {

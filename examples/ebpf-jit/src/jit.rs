@@ -1,4 +1,4 @@
-//! The JIT: one trace per program, compiled in one pass over the instructions. Three eBPF
+//! The JIT: one trace per program, compiled in one pass over the instructions. Five eBPF
 //! registers are pinned in machine registers for the whole trace (`choose_pins`), the others
 //! live in the frame; each instruction becomes one instance of the stencil for its opcode and
 //! the places of its registers (none for LE64, the identity, and the second half of an
@@ -8,7 +8,7 @@
 use crate::insn::{decode, insn, AluOp, Cond, Kind, Width, STACK_SIZE};
 use crate::{Error, Helper};
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, Target, Trace};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
 use std::collections::HashMap;
 use std::ffi::c_void;
 
@@ -74,7 +74,7 @@ struct Operands {
     site: u64,
     value: u64,
     fun: u64,
-    pin_at: [u64; 3],
+    pin_at: [u64; PINS],
 }
 
 /// Where an instance jumps.
@@ -85,6 +85,8 @@ enum Dest {
     Insn(usize),
     /// The chain of `op_ret_case` instances that EXIT returns through.
     Returns,
+    /// A load's or store's fault exit: the `k`th `op_oob_*` instance after the program.
+    Fault(usize),
 }
 
 /// Stencil indices, looked up once, and each stencil's operand order.
@@ -116,6 +118,8 @@ impl Stencils {
                     "PIN0_AT" => Slot::Pin(0),
                     "PIN1_AT" => Slot::Pin(1),
                     "PIN2_AT" => Slot::Pin(2),
+                    "PIN3_AT" => Slot::Pin(3),
+                    "PIN4_AT" => Slot::Pin(4),
                     _ => {
                         return Err(Error::Jit(cpjit_runtime::Error::UnknownStencilName {
                             name: format!("{} (operand {name})", s.name),
@@ -263,8 +267,17 @@ fn registers(kind: Kind, dst: u8, src: u8) -> (Option<u8>, Option<u8>) {
     }
 }
 
-/// The eBPF registers to pin in the three cache registers: the most used, an instruction
-/// inside a loop (under a backward jump) counting 16 times per loop.
+/// How many eBPF registers live in machine registers (templates/include/ops.h: slots 0..4;
+/// place 5 is the frame).
+pub const PINS: usize = 5;
+const FRAME: usize = PINS;
+
+/// The slot of the pinned register of each rank (`Compiler::compile_pinned`): slot 2 (c2,
+/// x86-64's `rdx`, which `mul` and `div` clobber) holds the least used of the five.
+const SLOT_OF_RANK: [usize; PINS] = [0, 1, 3, 4, 2];
+
+/// The eBPF registers to pin, most used first: an instruction inside a loop (under a
+/// backward jump) counts 16 times per loop.
 fn choose_pins(prog: &[u8]) -> Vec<u8> {
     let n = prog.len() / 8;
     // Loop depth per instruction, by a difference array over backward-jump ranges.
@@ -296,7 +309,7 @@ fn choose_pins(prog: &[u8]) -> Vec<u8> {
     }
     let mut regs: Vec<u8> = (0..11).filter(|&r| uses[usize::from(r)] > 0).collect();
     regs.sort_by_key(|&r| (std::cmp::Reverse(uses[usize::from(r)]), r));
-    regs.truncate(3);
+    regs.truncate(PINS);
     regs
 }
 
@@ -312,10 +325,10 @@ pub struct Compiler {
 /// The stencil of each opcode (for CALL: of a helper call), LE/BE by width (16, 32, 64;
 /// `None`: no instance), and the ops no opcode names.
 struct Table {
-    /// [opcode][place of dst][place of src] (a place: pinned slot 0..2, or 3 the frame).
-    by_opcode: Vec<[[Option<usize>; 4]; 4]>,
+    /// [opcode][place of dst][place of src] (a place: pinned slot 0..4, or 5 the frame).
+    by_opcode: Vec<[[Option<usize>; PINS + 1]; PINS + 1]>,
     /// [BE][width 16, 32, 64][place of dst].
-    end: [[[Option<usize>; 4]; 3]; 2],
+    end: [[[Option<usize>; PINS + 1]; 3]; 2],
     enter: usize,
     call_helper: usize,
     call_local: usize,
@@ -323,6 +336,8 @@ struct Table {
     ret_case: usize,
     fell_off: usize,
     invalid: usize,
+    oob_load: usize,
+    oob_store: usize,
 }
 
 /// A compiled program.
@@ -348,6 +363,16 @@ impl Compiler {
 
     /// A compiler over `set` (it must be runnable on this host).
     pub fn with_set(set: &'static StencilSet<'static>) -> Result<Compiler, Error> {
+        Compiler::with_options(set, JitOptions::default())
+    }
+
+    /// A compiler over `set` whose executable memory is made with `options` (e.g.
+    /// `CodeWrites::PersistentAlias` on Linux: no system call per compile, at the price the
+    /// kit's documentation of it names).
+    pub fn with_options(
+        set: &'static StencilSet<'static>,
+        options: JitOptions,
+    ) -> Result<Compiler, Error> {
         let stencils = Stencils::find(set)?;
         // Family members are named op_<element>_3_<D>[_<S>] (templates/manifest.toml).
         let by = |kind: Kind, imm: i32, d: usize, s: usize| -> Result<Option<usize>, Error> {
@@ -361,25 +386,25 @@ impl Compiler {
             };
             stencils.get(&name).map(Some)
         };
-        let mut by_opcode = vec![[[None; 4]; 4]; 256];
+        let mut by_opcode = vec![[[None; PINS + 1]; PINS + 1]; 256];
         for opc in 0..=255u8 {
             match decode(opc) {
                 // By width, below; CALL by its kind in `compile`.
                 None | Some(Kind::End { .. } | Kind::Call) => {}
                 Some(kind) => {
-                    for d in 0..4 {
-                        for s in 0..4 {
-                            by_opcode[usize::from(opc)][d][s] = by(kind, 0, d, s)?;
+                    for (d, row) in by_opcode[usize::from(opc)].iter_mut().enumerate() {
+                        for (s, entry) in row.iter_mut().enumerate() {
+                            *entry = by(kind, 0, d, s)?;
                         }
                     }
                 }
             }
         }
-        let mut end = [[[None; 4]; 3]; 2];
+        let mut end = [[[None; PINS + 1]; 3]; 2];
         for (b, to_be) in [false, true].into_iter().enumerate() {
             for (w, imm) in [16, 32, 64].into_iter().enumerate() {
-                for d in 0..4 {
-                    end[b][w][d] = by(Kind::End { to_be }, imm, d, 0)?;
+                for (d, entry) in end[b][w].iter_mut().enumerate() {
+                    *entry = by(Kind::End { to_be }, imm, d, 0)?;
                 }
             }
         }
@@ -393,23 +418,26 @@ impl Compiler {
             ret_case: stencils.get("op_ret_case")?,
             fell_off: stencils.get("op_fell_off")?,
             invalid: stencils.get("op_invalid")?,
+            oob_load: stencils.get("op_oob_load")?,
+            oob_store: stencils.get("op_oob_store")?,
         };
         Ok(Compiler {
-            jit: Jit::new(set, resolve)?,
+            jit: Jit::with_options(set, resolve, options)?,
             stencils,
             table,
         })
     }
 
     /// Compiles a verified program (see [`crate::verify`]) calling `helpers`.
-    /// The eBPF registers kept in machine registers are the three most used ones (see
+    /// The eBPF registers kept in machine registers are the five most used ones (see
     /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
         self.compile_pinned(prog, helpers, &choose_pins(prog))
     }
 
-    /// Compiles a verified program keeping the eBPF registers `pins` (at most three distinct
-    /// ones of r0..r10) in machine registers and the others in the frame.
+    /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
+    /// ones of r0..r10, most used first: the last of five goes to the slot `mul` and `div`
+    /// clobber on x86-64) in machine registers and the others in the frame.
     pub fn compile_pinned(
         &self,
         prog: &[u8],
@@ -417,10 +445,10 @@ impl Compiler {
         pins: &[u8],
     ) -> Result<Compiled, Error> {
         assert!(
-            pins.len() <= 3
+            pins.len() <= PINS
                 && pins.iter().all(|&r| r <= 10)
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
-            "at most three distinct registers r0..r10 can be pinned, not {pins:?}"
+            "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
         let n = prog.len() / 8;
         let t = &self.table;
@@ -441,9 +469,10 @@ impl Compiler {
         }
 
         // The pinned registers, their slots and homes in the frame (r[11]: scratch).
-        let mut place = [3usize; 16];
-        let mut pin_at = [11 * 8u64; 3];
-        for (k, &r) in pins.iter().enumerate() {
+        let mut place = [FRAME; 16];
+        let mut pin_at = [11 * 8u64; PINS];
+        for (rank, &r) in pins.iter().enumerate() {
+            let k = SLOT_OF_RANK[rank];
             place[usize::from(r)] = k;
             pin_at[k] = u64::from(r) * 8;
         }
@@ -452,36 +481,67 @@ impl Compiler {
             ..Operands::default()
         };
 
-        // One pass: the instances of each instruction, and the first one of each. The
-        // first instance loads the pinned registers.
-        let mut items: Vec<Item> = Vec::with_capacity(n + 3);
-        items.push(Item {
+        // The instance numbers first: the first instance of each instruction (none for LE64
+        // and the second half of an LD_DW), then after the program op_fell_off, the return
+        // chain (one op_ret_case per local call, then op_invalid) and the loads' and stores'
+        // fault exits. Instance 0 is the shim, 1 the entry op that loads the pinned registers.
+        let mut first = vec![0usize; n + 1];
+        let mut next = 2;
+        let mut calls = 0;
+        for i in 0..n {
+            first[i] = next;
+            let ins = insn(prog, i);
+            next += match decode(ins.opc) {
+                _ if second_half[i] => usize::from(call_target[i]),
+                Some(Kind::End { to_be: false }) if ins.imm == 64 => 0,
+                Some(Kind::Call) if ins.src == 1 => {
+                    calls += 1;
+                    1
+                }
+                _ => 1,
+            };
+        }
+        first[n] = next;
+        let returns = next + 1;
+        let fault_base = returns + calls + 1;
+
+        // One pass, pushing each instance as it comes; the return chain and the fault exits
+        // are pushed after the program.
+        let mut out = Emit {
+            trace: self.jit.trace(),
+            stencils: &self.stencils,
+            operands: Vec::with_capacity(8),
+            first: &first,
+            returns,
+            fault_base,
+        };
+        let entry = out.trace.push_shim()?;
+        out.push(&Item {
             stencil: t.enter,
             ops: sync,
             dest: Dest::None,
-        });
-        let mut first = vec![0usize; n + 1];
+        })?;
         let mut sites = Vec::new();
+        let mut faults: Vec<Item> = Vec::new();
         for i in 0..n {
-            first[i] = items.len();
             let ins = insn(prog, i);
             if second_half[i] {
                 if call_target[i] {
-                    items.push(Item {
+                    out.push(&Item {
                         stencil: t.invalid,
                         ops: Operands {
                             idx: i as u64,
                             ..sync
                         },
                         dest: Dest::None,
-                    });
+                    })?;
                 }
                 continue;
             }
             let kind = decode(ins.opc).expect("a verified program");
             let (dreg, sreg) = registers(kind, ins.dst, ins.src);
-            let d = dreg.map_or(3, |r| place[usize::from(r)]);
-            let s = sreg.map_or(3, |r| place[usize::from(r)]);
+            let d = dreg.map_or(FRAME, |r| place[usize::from(r)]);
+            let s = sreg.map_or(FRAME, |r| place[usize::from(r)]);
             let mut ops = Operands {
                 dst_at: u64::from(dreg.unwrap_or(0)) * 8,
                 src_at: u64::from(sreg.unwrap_or(0)) * 8,
@@ -513,6 +573,22 @@ impl Compiler {
                     (Some(t.call_local), Dest::Insn(callee))
                 }
                 Kind::Exit => (by_opcode, Dest::Returns),
+                Kind::Ldx(w) | Kind::St(w) | Kind::Stx(w) => {
+                    let (stencil, base) = match kind {
+                        Kind::Ldx(_) => (t.oob_load, ins.src),
+                        _ => (t.oob_store, ins.dst),
+                    };
+                    faults.push(Item {
+                        stencil,
+                        ops: Operands {
+                            dst_at: u64::from(base) * 8,
+                            imm: w.bytes() as u64,
+                            ..ops
+                        },
+                        dest: Dest::None,
+                    });
+                    (by_opcode, Dest::Fault(faults.len() - 1))
+                }
                 Kind::End { to_be } => {
                     let w = match ins.imm {
                         16 => 0,
@@ -525,48 +601,64 @@ impl Compiler {
             };
             // LE64 is the identity: no instance.
             let Some(stencil) = stencil else { continue };
-            items.push(Item { stencil, ops, dest });
+            out.push(&Item { stencil, ops, dest })?;
         }
-        first[n] = items.len();
-        items.push(Item {
+        out.push(&Item {
             stencil: t.fell_off,
             ops: Operands {
                 idx: n as u64,
                 ..sync
             },
             dest: Dest::None,
-        });
-        let returns = items.len();
+        })?;
         for &site in &sites {
-            items.push(Item {
+            out.push(&Item {
                 stencil: t.ret_case,
                 ops: Operands {
                     site: site as u64,
                     ..sync
                 },
                 dest: Dest::Insn(site),
-            });
+            })?;
         }
         // The end of the return chain, never reached (every popped site is in it).
-        items.push(Item {
+        out.push(&Item {
             stencil: t.invalid,
             ops: Operands {
                 idx: n as u64,
                 ..sync
             },
             dest: Dest::None,
-        });
+        })?;
+        for item in &faults {
+            out.push(item)?;
+        }
+        Ok(Compiled {
+            trace: out.trace.finish()?,
+            entry,
+            prog: prog.to_vec(),
+        })
+    }
+}
 
-        // Instance k + 1 is item k (the shim is instance 0).
-        let instance = |item: usize| Target::Instance(InstanceId::from_index(item + 1));
-        let mut trace = self.jit.trace();
-        let entry = trace.push_shim()?;
-        let mut operands = Vec::with_capacity(4);
-        for item in &items {
-            operands.clear();
-            for slot in &self.stencils.slots[item.stencil] {
-                let o = &item.ops;
-                operands.push(match slot {
+/// Pushes planned instances into a trace, their jumps resolved by instance number.
+struct Emit<'a, 'j, 's> {
+    trace: cpjit_runtime::TraceBuilder<'j, 's>,
+    stencils: &'a Stencils,
+    operands: Vec<u64>,
+    first: &'a [usize],
+    returns: usize,
+    fault_base: usize,
+}
+
+impl Emit<'_, '_, '_> {
+    fn push(&mut self, item: &Item) -> Result<(), Error> {
+        let o = &item.ops;
+        self.operands.clear();
+        self.operands.extend(
+            self.stencils.slots[item.stencil]
+                .iter()
+                .map(|slot| match slot {
                     Slot::DstAt => o.dst_at,
                     Slot::SrcAt => o.src_at,
                     Slot::Imm => o.imm,
@@ -576,25 +668,22 @@ impl Compiler {
                     Slot::Value => o.value,
                     Slot::Fn => o.fun,
                     Slot::Pin(k) => o.pin_at[*k],
-                });
+                }),
+        );
+        let instance = |k: usize| Target::Instance(InstanceId::from_index(k));
+        let target = match item.dest {
+            Dest::None => None,
+            Dest::Insn(i) => Some(instance(self.first[i])),
+            Dest::Returns => Some(instance(self.returns)),
+            Dest::Fault(k) => Some(instance(self.fault_base + k)),
+        };
+        match target {
+            Some(t) if self.stencils.jumps[item.stencil] => {
+                self.trace.push(item.stencil, &self.operands, &[t])?
             }
-            let target = match item.dest {
-                Dest::None => None,
-                Dest::Insn(i) => Some(instance(first[i])),
-                Dest::Returns => Some(instance(returns)),
-            };
-            match target {
-                Some(t) if self.stencils.jumps[item.stencil] => {
-                    trace.push(item.stencil, &operands, &[t])?
-                }
-                _ => trace.push(item.stencil, &operands, &[])?,
-            };
-        }
-        Ok(Compiled {
-            trace: trace.finish()?,
-            entry,
-            prog: prog.to_vec(),
-        })
+            _ => self.trace.push(item.stencil, &self.operands, &[])?,
+        };
+        Ok(())
     }
 }
 

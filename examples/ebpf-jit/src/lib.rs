@@ -17,7 +17,7 @@ pub use insn::{
     decode, encode_kind, insn, AluOp, Cond, Insn, Kind, Width, INSN_SIZE,
     LOCAL_FUNCTION_STACK_SIZE, MAX_CALL_DEPTH, PROG_MAX_INSNS, STACK_SIZE,
 };
-pub use jit::{Compiled, Compiler};
+pub use jit::{Compiled, Compiler, HOST_SET};
 
 use std::collections::HashMap;
 use std::fmt;
@@ -180,10 +180,19 @@ impl EbpfVm {
         &self.prog
     }
 
-    /// Compiles the program into a trace (once per process a [`Compiler`] is created).
+    /// Compiles the program into a trace, with this thread's [`Compiler`] (made on the
+    /// thread's first compile: its stencil tables and executable memory are built once, so a
+    /// compile costs what the program costs).
     pub fn jit_compile(&mut self) -> Result<(), Error> {
-        let compiler = Compiler::new()?;
-        self.jit_compile_with(&compiler)
+        thread_local! {
+            static COMPILER: std::cell::OnceCell<Compiler> = const { std::cell::OnceCell::new() };
+        }
+        COMPILER.with(|cell| {
+            if cell.get().is_none() {
+                let _ = cell.set(Compiler::new()?);
+            }
+            self.jit_compile_with(cell.get().expect("set above"))
+        })
     }
 
     /// Compiles the program with `compiler` (reuse one for many programs).

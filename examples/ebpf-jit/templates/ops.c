@@ -1,5 +1,5 @@
 /* The ops outside the families: entry, JA, calls, EXIT and the error exits. They see the
- * pinned registers through PIN0_AT..PIN2_AT (see ops.h) where they need the whole register
+ * pinned registers through PIN0_AT..PIN4_AT (see ops.h) where they need the whole register
  * file in the frame. */
 #include "ops.h"
 
@@ -10,6 +10,8 @@ CPJIT_CACHED_OP(op_enter, 0, 3) {
   cpjit_push(&s, FRAME_AT(PIN0_AT));
   cpjit_push(&s, FRAME_AT(PIN1_AT));
   cpjit_push(&s, FRAME_AT(PIN2_AT));
+  s.p0 = FRAME_AT(PIN3_AT);
+  s.p1 = FRAME_AT(PIN4_AT);
   CPJIT_CONTINUE_CACHED(frame, s, 3);
 }
 
@@ -68,6 +70,21 @@ CPJIT_CACHED_OP(op_ret_case, 3, 3) {
   struct cpjit_frame *f = frame;
   if (f->ret_site == (uint64_t)CPJIT_NARROW(SITE, u32)) EBPF_JUMP();
   CPJIT_CONTINUE_CACHED(frame, s, 3);
+}
+
+/* A load or store outside the regions (LDX, ST, STX jump here, their registers unchanged):
+ * DST_AT names the base register, OFF the offset, IMM the width. */
+CPJIT_CACHED_OP(op_oob_load, 3, 3) {
+  CPJIT_STACK(s, 3);
+  struct cpjit_frame *f = frame;
+  SYNC_OUT();
+  FAULT(EBPF_OOB_LOAD, FRAME_AT(DST_AT) + OFF64, (uint64_t)CPJIT_NARROW(IMM, s32));
+}
+CPJIT_CACHED_OP(op_oob_store, 3, 3) {
+  CPJIT_STACK(s, 3);
+  struct cpjit_frame *f = frame;
+  SYNC_OUT();
+  FAULT(EBPF_OOB_STORE, FRAME_AT(DST_AT) + OFF64, (uint64_t)CPJIT_NARROW(IMM, s32));
 }
 
 /* Execution ran past the last instruction (rbpf's interpreter panics there). */

@@ -513,3 +513,53 @@ fn the_verifier_refuses_what_rbpf_refuses() {
     // + CALL + EXIT, 4 LDX + 4 ST + 4 STX + 4 LD_ABS + 4 LD_IND + LD_DW.
     assert_eq!(accepted, (13 * 2 * 2 - 2 + 2) + (11 * 2 * 2 + 3) + 21);
 }
+
+/// A load or store outside the regions leaves through its fault exit, which recomputes the
+/// address from the base register: the JIT's error names the same instruction, address,
+/// width and direction as the interpreter's, with the base pinned (in every slot) or in the
+/// frame and with a negative offset.
+#[test]
+fn faults_name_the_instruction_address_and_width() {
+    let _count = Count("faults_name_the_instruction_address_and_width");
+    // One buffer for every run: the errors name absolute addresses.
+    let mut mem = [0u8; 16];
+    let no_helpers = std::collections::HashMap::new();
+    let pin_sets: [&[u8]; 7] = [
+        &[],
+        &[3],
+        &[0, 3],
+        &[0, 1, 3],
+        &[0, 1, 2, 3],
+        &[0, 1, 2, 4, 3],
+        &[3, 0, 1, 2, 4],
+    ];
+    for w in [Width::B, Width::H, Width::W, Width::Dw] {
+        for off in [16 - w.bytes() as i16 + 1, -1] {
+            for access in 0..3 {
+                let mut p = Asm::new();
+                p.mov64(3, Src::Reg(1)).mov64(4, Src::Imm(5));
+                match access {
+                    0 => p.ldx(w, 0, 3, off),
+                    1 => p.st(w, 3, off, 7),
+                    _ => p.stx(w, 3, 4, off),
+                };
+                p.exit();
+                let prog = p.bytes();
+                let vm = ebpf_jit::EbpfVm::new(&prog).unwrap();
+                let expected = format!("{:?}", vm.interpret(&mut mem).unwrap_err());
+                assert!(expected.contains("OutOfBounds"), "{expected}");
+                for pins in pin_sets {
+                    let compiled = compiler().compile_pinned(&prog, &no_helpers, pins).unwrap();
+                    let got = compiled.run(&mut mem, &mut []).unwrap_err();
+                    assert_eq!(
+                        format!("{got:?}"),
+                        expected,
+                        "pins {pins:?}\n{}",
+                        disasm(&prog)
+                    );
+                }
+                CHECKED.with(|c| c.set(c.get() + 1));
+            }
+        }
+    }
+}

@@ -1,10 +1,10 @@
 /* The op families: one member per op (OP, with OP_IS_<op> set) and place of its
- * destination D and source S (a pinned slot 0..2, or 3: the frame; see ops.h). Family
+ * destination D and source S (a pinned slot 0..4, or 5: the frame; see ops.h). Family
  * `rr` has both, family `r` only D (its ops name no source register). */
 #include "ops.h"
 
 #ifndef S
-#define S 3
+#define S 5
 #endif
 
 #define CAT_(a, b) a##b
@@ -12,12 +12,14 @@
 #define SLOT_0 s.v0
 #define SLOT_1 s.v1
 #define SLOT_2 s.v2
-#if D == 3
+#define SLOT_3 s.p0
+#define SLOT_4 s.p1
+#if D == 5
 #define DREG FRAME_AT(DST_AT)
 #else
 #define DREG CAT(SLOT_, D)
 #endif
-#if S == 3
+#if S == 5
 #define SREG FRAME_AT(SRC_AT)
 #else
 #define SREG CAT(SLOT_, S)
@@ -94,11 +96,14 @@ OPDEF(be64, DREG = __builtin_bswap64(DREG))
 /* ---- LD_DW: a 64-bit immediate. ---- */
 OPDEF(lddw, DREG = CPJIT_OPERAND(VALUE))
 
-/* ---- Memory: every access checked against the three regions first. ---- */
+/* ---- Memory: every access checked against the three regions first. An access outside
+ * them jumps, registers unchanged, to JUMP: this instruction's op_oob_load / op_oob_store
+ * (ops.c), which recomputes the address and leaves the trace. So the op's fault path is a
+ * single conditional branch and its continuation falls through. ---- */
 /* LDX: D the destination, S the base. */
 #define LDX(name, T, K)                                                      \
   OPDEF(name, uint64_t a = SREG + OFF64;                                     \
-        if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_LOAD, a, 1 << K);       \
+        if (!ebpf_in_bounds(f, a, K)) EBPF_JUMP();                            \
         DREG = (uint64_t)*(const T *)a)
 LDX(ldxb, uint8_t, 0)
 LDX(ldxh, u16u, 1)
@@ -107,7 +112,7 @@ LDX(ldxdw, u64u, 3)
 /* ST / STX: D the base, S the value. */
 #define STORE(name, T, K, VAL)                                               \
   OPDEF(name, uint64_t a = DREG + OFF64;                                     \
-        if (!ebpf_in_bounds(f, a, K)) FAULT(EBPF_OOB_STORE, a, 1 << K);      \
+        if (!ebpf_in_bounds(f, a, K)) EBPF_JUMP();                            \
         *(T *)a = (T)(VAL))
 STORE(stb, uint8_t, 0, IMM32)
 STORE(sth, u16u, 1, IMM32)

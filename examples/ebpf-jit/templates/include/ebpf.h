@@ -3,6 +3,9 @@
 #ifndef EBPF_H
 #define EBPF_H
 
+/* Two pinned registers besides the three cache registers (cpjit.h, "Pinned registers"):
+ * five eBPF registers live in machine registers (ops.h). */
+#define CPJIT_PIN_REGS 2
 #include "cpjit.h"
 
 /* eBPF-to-eBPF calls nest at most this deep (rbpf's MAX_CALL_DEPTH). */

@@ -1,11 +1,12 @@
 /* ops.h: what the ops (ops.c) and the op families (families/ops.c) share.
  *
  * Every op is a cached op (cpjit.h, "Register-cached stack values") in state 3 on entry and
- * exit: the three cache registers c0, c1, c2 (x86-64 r14, r15, rdi; AArch64 x22, x23, x24)
- * hold the three eBPF registers the compiler pinned for the program (slots 0, 1, 2, the
- * view's s.v0, s.v1, s.v2); every other eBPF register lives in the frame. An op in a family
- * is compiled once per place of its destination (D) and source (S): a slot 0..2, or 3 for
- * the frame, where DST_AT/SRC_AT give its byte offset. */
+ * exit, with two pinned registers (CPJIT_PIN_REGS, ebpf.h): the three cache registers c0,
+ * c1, c2 and the pinned p0, p1 hold the five eBPF registers the compiler pinned for the
+ * program (slots 0..4: the view's s.v0, s.v1, s.v2, s.p0, s.p1; x86-64 r14, r15, rdx, rdi,
+ * rsi); every other eBPF register lives in the frame. An op in a family is compiled once per
+ * place of its destination (D) and source (S): a slot 0..4, or 5 for the frame, where
+ * DST_AT/SRC_AT give its byte offset. */
 #ifndef EBPF_OPS_H
 #define EBPF_OPS_H
 
@@ -21,6 +22,8 @@ CPJIT_DECLARE_NARROW(SITE, u32);
 CPJIT_DECLARE_NARROW(PIN0_AT, u16);
 CPJIT_DECLARE_NARROW(PIN1_AT, u16);
 CPJIT_DECLARE_NARROW(PIN2_AT, u16);
+CPJIT_DECLARE_NARROW(PIN3_AT, u16);
+CPJIT_DECLARE_NARROW(PIN4_AT, u16);
 CPJIT_DECLARE_OPERAND(VALUE);
 CPJIT_DECLARE_OPERAND(FN);
 CPJIT_DECLARE_TARGET(JUMP);
@@ -44,7 +47,7 @@ typedef uint16_t u16u __attribute__((aligned(1), may_alias));
 typedef uint32_t u32u __attribute__((aligned(1), may_alias));
 typedef uint64_t u64u __attribute__((aligned(1), may_alias));
 
-/* An op: `f` the frame, `s` the view whose v0..v2 are the pinned registers. */
+/* An op: `f` the frame, `s` the view whose v0..v2, p0, p1 are the pinned registers. */
 #define EBPF_OP(NAME, ...)                                                   \
   CPJIT_CACHED_OP(NAME, 3, 3) {                                              \
     CPJIT_STACK(s, 3);                                                       \
@@ -60,12 +63,16 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
     FRAME_AT(PIN0_AT) = s.v0;                                                \
     FRAME_AT(PIN1_AT) = s.v1;                                                \
     FRAME_AT(PIN2_AT) = s.v2;                                                \
+    FRAME_AT(PIN3_AT) = s.p0;                                                \
+    FRAME_AT(PIN4_AT) = s.p1;                                                \
   } while (0)
 #define SYNC_IN()                                                            \
   do {                                                                       \
     s.v0 = FRAME_AT(PIN0_AT);                                                \
     s.v1 = FRAME_AT(PIN1_AT);                                                \
     s.v2 = FRAME_AT(PIN2_AT);                                                \
+    s.p0 = FRAME_AT(PIN3_AT);                                                \
+    s.p1 = FRAME_AT(PIN4_AT);                                                \
   } while (0)
 
 /* Leaves the trace with an error status (no register is needed afterwards). */
@@ -77,10 +84,12 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
     return (STATUS);                                                         \
   } while (0)
 
-/* Whether an access of 1 << K bytes at addr lies inside a region (see lim in ebpf.h). */
+/* Whether an access of 1 << K bytes at addr lies inside a region (see lim in ebpf.h). The
+ * memory first, then the stack, then the metadata buffer, each a branch: a program's hot
+ * accesses are mostly to one region, and the first that holds ends the check. */
 static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_frame *f,
                                                                 uint64_t addr, int k) {
-  return (addr - f->lo[0] < f->lim[0][k]) | (addr - f->lo[1] < f->lim[1][k]) |
+  return (addr - f->lo[1] < f->lim[1][k]) || (addr - f->lo[0] < f->lim[0][k]) ||
          (addr - f->lo[2] < f->lim[2][k]);
 }
 

@@ -154,11 +154,18 @@ pub fn check(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>) -> Outcome {
         );
     }
     // The JIT again with other registers pinned: none, and (when the program is short) r2
-    // alone, r3 alone, and r3, r0, r2 in slots 0, 1, 2, so that every op runs with its
-    // registers in the frame, pinned in different slots, and mixed.
+    // alone, r3 alone, r3, r0, r2, and five in two orders (every slot: 0, 1, 3, 4, 2 by
+    // rank), so that every op runs with its registers in the frame, pinned in different
+    // slots, and mixed.
     let mut variants: Vec<&[u8]> = vec![&[]];
     if prog.len() <= 8 * 16 {
-        variants.extend([&[2][..], &[3], &[3, 0, 2]]);
+        variants.extend([
+            &[2][..],
+            &[3],
+            &[3, 0, 2],
+            &[1, 3, 4, 0, 2],
+            &[0, 2, 1, 4, 3],
+        ]);
     }
     for pins in variants {
         let other = run_pinned(prog, mem, mbuff, pins);
