@@ -280,7 +280,7 @@ mod tests {
             .find(|v| v.backend() == "cranelift-ssa" && v.opt_level() == "speed")
             .unwrap();
         let mut cl = Compiler::new(ssa, crate::workload::resolve).unwrap();
-        let compiled = cl.compile(&spec).unwrap();
+        let compiled = cl.compile_spec(&spec).unwrap();
         let per_round = |t: Measured| t / iterations as f64;
         let runs = 21;
         let mut ops = vec![

@@ -135,8 +135,8 @@ impl Op {
 /// instance, where blocks start (and how many edges enter each, so that blocks are sealed
 /// as early as a careful Cranelift user seals them), and the size of the per-trace writable
 /// data.
-struct Plan {
-    ops: Vec<Op>,
+struct Plan<'l> {
+    ops: &'l [Op],
     /// `None`: unreachable, not translated.
     depth: Vec<Option<usize>>,
     block_start: Vec<bool>,
@@ -146,7 +146,19 @@ struct Plan {
     data_words: usize,
 }
 
-fn plan(spec: &TraceSpec) -> Result<Plan, String> {
+/// A trace's instances as Cranelift ops: the stencil names and operand and target names of
+/// a [`TraceSpec`] resolved once per trace, outside the compile clock, as copy-and-patch's
+/// op list is (a JIT's opcode table; BENCHMARKS.md, "What each compile clock contains").
+pub struct OpList<'s> {
+    spec: &'s TraceSpec,
+    ops: Vec<Op>,
+    data_words: usize,
+}
+
+/// Resolves `spec`'s instances into Cranelift ops (see [`OpList`]); refuses a stencil with
+/// no lowering here, a missing operand or target, a trace that does not start with its shim
+/// or continues past its end.
+pub fn op_list(spec: &TraceSpec) -> Result<OpList<'_>, String> {
     let n = spec.instances.len();
     let mut data_words = 0;
     let mut ops = Vec::with_capacity(n);
@@ -206,14 +218,25 @@ fn plan(spec: &TraceSpec) -> Result<Plan, String> {
             spec.name
         ));
     }
-    let (depth, max_depth) = stack_depths(spec, &ops)?;
+    Ok(OpList {
+        spec,
+        ops,
+        data_words,
+    })
+}
+
+/// The front end's analysis of an op list, on the compile clock: stack depths (and the
+/// trace's declared slots checked against them) and blocks.
+fn plan<'l>(list: &'l OpList<'_>) -> Result<Plan<'l>, String> {
+    let (spec, ops, data_words) = (list.spec, &list.ops[..], list.data_words);
+    let (depth, max_depth) = stack_depths(spec, ops)?;
     if max_depth > spec.stack_slots {
         return Err(format!(
             "{}: needs {max_depth} stack slots, the trace declares {}",
             spec.name, spec.stack_slots
         ));
     }
-    let (block_start, preds) = blocks(&ops, &depth);
+    let (block_start, preds) = blocks(ops, &depth);
     Ok(Plan {
         ops,
         depth,
@@ -356,7 +379,7 @@ struct Addresses {
 }
 
 /// Translates a planned trace into the function of `b`.
-fn translate(b: &mut FunctionBuilder, plan: &Plan, translation: Translation, at: &Addresses) {
+fn translate(b: &mut FunctionBuilder, plan: &Plan<'_>, translation: Translation, at: &Addresses) {
     let ptr = I64;
     let blocks: Vec<Option<Block>> = plan
         .block_start
@@ -555,12 +578,18 @@ impl Compiler {
         self.variant
     }
 
-    /// Compiles `spec` to a callable function.
-    pub fn compile(&mut self, spec: &TraceSpec) -> Result<Compiled, String> {
-        let mut compiled = self.compile_batch(spec, 1)?;
+    /// Compiles `list` to a callable function: analysis, translation, code generation,
+    /// loading.
+    pub fn compile(&mut self, list: &OpList<'_>) -> Result<Compiled, String> {
+        let mut compiled = self.compile_batch(list, 1)?;
         compiled
             .pop()
-            .ok_or_else(|| format!("{}: cranelift: no function", spec.name))
+            .ok_or_else(|| format!("{}: cranelift: no function", list.spec.name))
+    }
+
+    /// [`op_list`] then [`compile`](Compiler::compile), for checks (not timed).
+    pub fn compile_spec(&mut self, spec: &TraceSpec) -> Result<Compiled, String> {
+        self.compile(&op_list(spec)?)
     }
 
     /// Compiles `count` functions from `spec` into the module and finalizes them once (one
@@ -568,10 +597,11 @@ impl Compiler {
     /// a Cranelift user compiling many functions at once would.
     pub fn compile_batch(
         &mut self,
-        spec: &TraceSpec,
+        list: &OpList<'_>,
         count: usize,
     ) -> Result<Vec<Compiled>, String> {
-        let plan = plan(spec)?;
+        let spec = list.spec;
+        let plan = plan(list)?;
         let mut defined = Vec::with_capacity(count);
         for _ in 0..count {
             let data = vec![0i64; plan.data_words].into_boxed_slice();
@@ -596,7 +626,12 @@ impl Compiler {
     }
 
     /// Declares and defines one function from `plan` whose data is `data`.
-    fn define(&mut self, spec: &TraceSpec, plan: &Plan, data: &[i64]) -> Result<FuncId, String> {
+    fn define(
+        &mut self,
+        spec: &TraceSpec,
+        plan: &Plan<'_>,
+        data: &[i64],
+    ) -> Result<FuncId, String> {
         let module = self.module.as_mut().expect("a module between recycles");
         let mut sig = module.make_signature();
         sig.params.extend([AbiParam::new(I64); 2]);

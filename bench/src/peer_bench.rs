@@ -129,6 +129,8 @@ pub(crate) const BATCH: usize = 100;
 /// `finalize_definitions`. Every function's result is checked against copy-and-patch's.
 fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, String> {
     let jit = &b.jit;
+    // Cranelift's op list, resolved once like copy-and-patch's (outside every clock).
+    let cl_list = crate::cranelift::op_list(spec)?;
     let plan = copy_patch::plan(jit, spec)?;
     let cp = copy_patch::stitch_batch(jit, &plan, BATCH)?;
     let expected = outcome(|| copy_patch::run(&cp[0], spec));
@@ -167,7 +169,7 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         None => None,
     };
     for c in &mut b.cranelift {
-        let compiled = c.compile_batch(spec, BATCH)?;
+        let compiled = c.compile_batch(&cl_list, BATCH)?;
         let name = format!(
             "{} ({}, batch)",
             c.variant().backend(),
@@ -182,7 +184,7 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         unsafe { c.recycle() }?;
     }
     let runs = b.runs;
-    let (plan, list) = (&plan, &list);
+    let (plan, list, cl_list) = (&plan, &list, &cl_list);
     let mut names = vec![COPY_AND_PATCH];
     let mut labels = Vec::new();
     let mut ops = vec![Timed::new(2, runs, move || {
@@ -218,7 +220,7 @@ fn batch_rows(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<Vec<PeerRow>, St
         names.push(cranelift_name(c.variant()));
         ops.push(
             Timed::new(2, runs, move || {
-                let (compiled, t) = time(|| c.compile_batch(spec, BATCH));
+                let (compiled, t) = time(|| c.compile_batch(cl_list, BATCH));
                 drop(compiled?);
                 // SAFETY: the functions were just dropped; nothing else of `c` runs.
                 unsafe { c.recycle() }?;
@@ -311,7 +313,7 @@ fn check_all(b: &mut Backends<'_>, spec: &TraceSpec) -> Result<(), String> {
         check(spec, level.name(), expected, outcome(|| compiled.run(spec)))?;
     }
     for c in &mut b.cranelift {
-        let compiled = c.compile(spec)?;
+        let compiled = c.compile_spec(spec)?;
         // SAFETY: `c` is not recycled before `compiled` is dropped (below).
         let got = outcome(|| unsafe { compiled.run(spec) });
         drop(compiled);
@@ -333,6 +335,7 @@ fn time_compiles(
     let (cp_batch, cl_batch) = batches(n);
     let runs = b.runs;
     let (jit, context, lib) = (&b.jit, b.context, &b.lib);
+    let cl_list = &crate::cranelift::op_list(spec)?;
     // Resolved once, as a JIT's bytecode is (see `copy_patch::Ops`): the end-to-end rows
     // select members on the clock; the pre-lowered and uncached rows push plans.
     let mut ends = vec![(jit, copy_patch::Ops::new(jit, spec)?)];
@@ -397,7 +400,7 @@ fn time_compiles(
             Timed::new(2, runs, move || {
                 let (compiled, t) = time(|| {
                     (0..cl_batch)
-                        .map(|_| c.compile(spec))
+                        .map(|_| c.compile(cl_list))
                         .collect::<Result<Vec<_>, _>>()
                 });
                 drop(compiled?);
@@ -469,7 +472,7 @@ fn loop_rows(
     let cranelift = b
         .cranelift
         .iter_mut()
-        .map(|c| c.compile(spec))
+        .map(|c| c.compile_spec(spec))
         .collect::<Result<Vec<_>, _>>()?;
     // In `time_compiles`'s order: end to end, alias, pre-lowered (the same code as the end
     // to end trace), uncached.
@@ -559,6 +562,7 @@ mod tests {
         };
         for spec in [straight(10), straight(100), counting_loop(1000)] {
             let plan = copy_patch::plan(&jit, &spec).unwrap();
+            let cl_list = crate::cranelift::op_list(&spec).unwrap();
             let mut cp = Vec::new();
             let mut cl = vec![Vec::new(); compilers.len()];
             for round in 0..13 {
@@ -568,7 +572,7 @@ mod tests {
                 drop(traces);
                 for (c, times) in compilers.iter_mut().zip(&mut cl) {
                     let start = thread_cpu_ns();
-                    let compiled = c.compile_batch(&spec, BATCH).unwrap();
+                    let compiled = c.compile_batch(&cl_list, BATCH).unwrap();
                     let u = (thread_cpu_ns() - start) / BATCH as f64;
                     drop(compiled);
                     // SAFETY: the functions were just dropped.

@@ -35,7 +35,7 @@ fn agree(spec: &TraceSpec) {
     let expected = (copy_patch::run(&trace, spec), take_checksum());
     for variant in Variant::ALL {
         let mut c = Compiler::new(variant, resolve).unwrap();
-        let compiled = c.compile(spec).unwrap();
+        let compiled = c.compile_spec(spec).unwrap();
         // SAFETY: the compiler is alive and not recycled.
         let got = (unsafe { compiled.run(spec) }, take_checksum());
         assert_eq!(got, expected, "{variant:?} on {:?}", spec.instances);
@@ -107,7 +107,7 @@ fn batches_agree_with_single_compiles() {
         }
         for variant in Variant::ALL {
             let mut c = Compiler::new(variant, resolve).unwrap();
-            let compiled = c.compile_batch(&spec, 5).unwrap();
+            let compiled = c.compile_batch(&op_list(&spec).unwrap(), 5).unwrap();
             assert_eq!(compiled.len(), 5);
             for f in &compiled {
                 // SAFETY: the compiler is alive and not recycled.
@@ -129,7 +129,7 @@ fn bench_traces_agree_with_copy_and_patch() {
 #[test]
 fn bad_traces_are_refused_with_the_instance_named() {
     let mut c = Compiler::new(Variant::ALL[0], resolve).unwrap();
-    let err = |s: TraceSpec, c: &mut Compiler| c.compile(&s).err().unwrap();
+    let err = |s: TraceSpec, c: &mut Compiler| c.compile_spec(&s).err().unwrap();
     let e = err(spec(vec![inst("op_test_push", &[], None)]), &mut c);
     assert!(
         e.contains("instance 1 (op_test_push): no value for operand OPERAND0"),
