@@ -354,6 +354,30 @@ fn refusals(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, S
     b.push_op(&sel, sel.op("side_exit").unwrap(), &[], &[])
         .unwrap();
     checks.push(says(b.finish().map(|_| ()), "labels never bound"));
+    // A label bound after an op that never continues (`exit` returns) takes the state its
+    // jump fixed with no glue: nothing falls through into it.
+    let mut b = jit.trace();
+    b.push_shim().map_err(|e| e.to_string())?;
+    let push = sel.op("push").unwrap();
+    b.push_op(&sel, push, &[1], &[]).unwrap(); // state 1
+    let back = b.label().unwrap();
+    b.push_op(&sel, dec, &[], &[Target::Label(back)]).unwrap(); // fixes `back` to 1
+    b.push_op(&sel, push, &[2], &[]).unwrap();
+    b.push_op(&sel, push, &[3], &[]).unwrap(); // state 3
+    b.push_op(&sel, sel.op("exit").unwrap(), &[], &[]).unwrap(); // state 2, returns
+    let before = b.len();
+    b.bind(&sel, back).map_err(|e| e.to_string())?;
+    checks.push(if b.len() == before && b.cache_state() == 1 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{target}: binding after `exit` pushed {} glue instance(s), state {} (want 0, 1)",
+            b.len() - before,
+            b.cache_state()
+        ))
+    });
+    b.push_op(&sel, sel.op("exit").unwrap(), &[], &[]).unwrap();
+    checks.push(b.finish().map(|_| ()).map_err(|e| format!("{target}: {e}")));
     let n = checks.len();
     checks.into_iter().collect::<Result<Vec<()>, String>>()?;
     Ok(n)

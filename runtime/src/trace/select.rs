@@ -9,7 +9,9 @@
 //! (the state the jumping member leaves) or the fall-through at [`bind`](TraceBuilder::bind)
 //! (the current state). Every later edge ends in that state: a jumping op takes the member
 //! that exits in it (or glue first, then such a member), the fall-through at `bind` gets
-//! glue; where the family has neither, the push is refused with [`Error::Selection`]. A
+//! glue (unless the instance before it never continues: an exit or a return, after which
+//! glue would be dead code); where the family has neither, the push is refused with
+//! [`Error::Selection`]. A
 //! label bound before it is used (a loop head) thus fixes its state at `bind`; a forward
 //! label at its first jump. Jumps to labels not bound yet are patched when the label is
 //! bound (a chain through the builder's targets, so no allocation per jump); finishing
@@ -213,7 +215,10 @@ impl TraceBuilder<'_, '_> {
                 )))
             }
         };
-        if slot.state != UNFIXED && slot.state != self.cache_state {
+        // After an op that never continues (an exit, a return), nothing falls through into
+        // the label: its state needs no glue, and glue there would be dead code.
+        let reachable = self.last_instance_continues();
+        if reachable && slot.state != UNFIXED && slot.state != self.cache_state {
             let glue = selector.table.glue_op(0).map_or(Family::NONE, |g| {
                 selector.table.member(g, self.cache_state, slot.state)
             });
@@ -250,6 +255,24 @@ impl TraceBuilder<'_, '_> {
         };
         self.cache_state = state;
         Ok(())
+    }
+
+    /// Whether execution can reach the next instance pushed from the one before it: true at
+    /// the start of a trace and after a stencil that continues (a continuation hole, or
+    /// one whose trailing jump was elided); false after one that only returns or jumps.
+    fn last_instance_continues(&self) -> bool {
+        if self.is_empty() {
+            return true;
+        }
+        let Some(last) = self.instances.last() else {
+            return true;
+        };
+        let stencil = &self.jit.stencil_set().stencils[last.stencil as usize];
+        stencil.falls_through
+            || stencil
+                .holes
+                .iter()
+                .any(|h| h.value == cpjit_model::HoleValue::Continue)
     }
 
     /// Pushes op `op` of `selector`'s family: the member for the current cache state
