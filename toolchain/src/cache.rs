@@ -9,6 +9,8 @@
 //!   pairs; value = LLVM bitcode;
 //! - `pchdep-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;
 //! - `obj-<key>`: key = LLVM version + target machine settings + bitcode; value = object.
+//! - `opt-<key>`: key = clang version + the optimiser's `-cc1` command line + a batched
+//!   unit's front-end bitcode; value = its optimised bitcode (see `batch_split`).
 //!
 //! # A trust boundary (issue 42)
 //!

@@ -808,7 +808,7 @@ impl Attempt {
         }
     }
 
-    fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+    pub(crate) fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
         if !self.use_cache {
             return None;
         }
@@ -817,7 +817,7 @@ impl Attempt {
         Some(value)
     }
 
-    fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
+    pub(crate) fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
         self.pending.push((kind, key.to_string(), value.to_vec()));
     }
 
