@@ -450,8 +450,8 @@ fn optimizer(flags: &[String], limit: std::time::Duration) -> Result<cc1::Optimi
 
 impl Pipeline<'_> {
     /// Each unit's front-end bitcode optimised as clang optimises the unit alone with
-    /// `flags`: from the cache (`opt` entries, keyed by clang's version, the optimiser's
-    /// command line and the bitcode, so an unchanged unit of a changed batch is not
+    /// `flags`: from the cache (`opt` entries, keyed by clang's version, the flags (which
+    /// give the optimiser's command line) and the bitcode, so an unchanged unit of a changed batch is not
     /// optimised again), the others in one `clang -cc1` run.
     fn optimize(
         &self,
@@ -460,14 +460,13 @@ impl Pipeline<'_> {
         attempt: &mut Attempt,
     ) -> Result<Vec<Vec<u8>>> {
         let limit = self.manifest.limits.clang_time();
-        let job = optimizer(flags, limit)?;
         let keys: Vec<String> = parts
             .iter()
             .map(|part| {
                 crate::cache::key(&[
                     b"opt",
                     self.clang_version.as_bytes(),
-                    job.key().as_bytes(),
+                    flags.join("\0").as_bytes(),
                     part,
                 ])
             })
@@ -479,6 +478,8 @@ impl Pipeline<'_> {
         let missing: Vec<usize> = (0..parts.len()).filter(|&i| out[i].is_none()).collect();
         if !missing.is_empty() {
             let todo: Vec<Vec<u8>> = missing.iter().map(|&i| parts[i].clone()).collect();
+            // The driver is asked only when something is to be optimised.
+            let job = optimizer(flags, limit)?;
             let done = job.run(&todo, limit * todo.len() as u32)?;
             for (i, bitcode) in missing.into_iter().zip(done) {
                 attempt.put("opt", &keys[i], &bitcode);

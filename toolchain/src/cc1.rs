@@ -214,11 +214,6 @@ impl Optimizer {
         }))
     }
 
-    /// The command line (for cache keys: what the optimised bitcode depends on).
-    pub fn key(&self) -> String {
-        self.0.args.join("\0")
-    }
-
     /// Optimises each of `modules` (bitcode) in one process, within `limit`.
     pub fn run(&self, modules: &[Vec<u8>], limit: Duration) -> Result<Vec<Vec<u8>>> {
         let scratch = clang::scratch_dir()?;

@@ -16,6 +16,7 @@ pub mod advice;
 pub mod batch;
 pub mod batch_split;
 pub mod cache;
+pub mod cache_deps;
 pub mod cc1;
 pub mod check;
 pub mod clang;

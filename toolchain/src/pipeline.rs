@@ -12,7 +12,7 @@
 //! units') is recorded for each of its units. A group clang rejects is compiled unit by unit
 //! (one driver run each), which names the failing unit's file and line.
 
-use crate::cache::{self, Cache, DepEntry, FileHashes};
+use crate::cache::{self, Cache, DepEntry, DepList, FileHashes};
 use crate::cc1::{self, Cc1Command};
 use crate::clang;
 use crate::disasm;
@@ -402,10 +402,12 @@ impl Pipeline<'_> {
             pch,
         );
         self.cache
-            .get("dep2", &keys.dep())
-            .and_then(|bytes| DepEntry::decode(&bytes))
-            .filter(|entry| entry.is_fresh(&self.hashes))
-            .is_some_and(|entry| self.cache.contains("bc2", &keys.bitcode(&entry)))
+            .get(DEPS, &keys.dep())
+            .and_then(|bytes| DepList::decode(&bytes))
+            .is_some_and(|list| {
+                list.fresh(&self.hashes)
+                    .any(|entry| self.cache.contains("bc2", &keys.bitcode(entry)))
+            })
     }
 
     /// One translation unit for one target. A failure of anything that came from the cache
@@ -605,17 +607,19 @@ impl Pipeline<'_> {
                 inputs: p.inputs.clone(),
             },
             None => {
-                if let Some(bytes) = attempt.get(self.cache, "dep2", &dep_key) {
-                    match DepEntry::decode(&bytes) {
-                        Some(entry) if entry.is_fresh(&self.hashes) => {
-                            if let Some(bitcode) =
-                                attempt.get(self.cache, "bc2", &keys.bitcode(&entry))
-                            {
-                                return Ok(bitcode);
+                if let Some(bytes) = attempt.get(self.cache, DEPS, &dep_key) {
+                    match DepList::decode(&bytes) {
+                        Some(list) => {
+                            // Any earlier compilation whose files have these contents.
+                            for entry in list.fresh(&self.hashes) {
+                                if let Some(bitcode) =
+                                    attempt.get(self.cache, "bc2", &keys.bitcode(entry))
+                                {
+                                    return Ok(bitcode);
+                                }
                             }
                         }
-                        Some(_) => {}
-                        None => self.cache.reject("dep2", &dep_key, "not a dependency list"),
+                        None => self.cache.reject(DEPS, &dep_key, "not a dependency list"),
                     }
                 }
                 let limit = self.manifest.limits.clang_time();
@@ -641,7 +645,10 @@ impl Pipeline<'_> {
         // on, so the bitcode is used but not stored.
         if let Some(entry) = self.dep_entry(&compiled.inputs) {
             attempt.put("bc2", &keys.bitcode(&entry), &compiled.bitcode);
-            attempt.put("dep2", &dep_key, &entry.encode());
+            let previous = attempt
+                .peek(self.cache, DEPS, &dep_key)
+                .and_then(|b| DepList::decode(&b));
+            attempt.put(DEPS, &dep_key, &DepList::with(previous, entry).encode());
         }
         Ok(compiled.bitcode)
     }
@@ -712,7 +719,7 @@ impl Pipeline<'_> {
         }
         let flags = clang::compile_flags(self.manifest, target);
         let dep_key = cache::key(&[
-            b"pchdep",
+            PCH_DEPS.as_bytes(),
             self.clang_version.as_bytes(),
             flags.join("\0").as_bytes(),
             path.to_string_lossy().as_bytes(),
@@ -722,13 +729,12 @@ impl Pipeline<'_> {
             std::fs::write(&out, bytes)
                 .map_err(|e| Error(format!("cannot write {}: {e}", out.display())))
         };
-        if let Some(entry) = self
+        let previous = self
             .cache
-            .get("pchdep", &dep_key)
-            .and_then(|b| DepEntry::decode(&b))
-            .filter(|e| e.is_fresh(&self.hashes))
-        {
-            let key = pch_key(&entry);
+            .get(PCH_DEPS, &dep_key)
+            .and_then(|b| DepList::decode(&b));
+        for entry in previous.iter().flat_map(|list| list.fresh(&self.hashes)) {
+            let key = pch_key(entry);
             if let Some(bytes) = self.cache.get("pch", &key) {
                 write(&bytes)?;
                 return Ok(PreparedPch { path: out, key });
@@ -752,11 +758,16 @@ impl Pipeline<'_> {
         // there fails its units, which are then rebuilt without the cache (see `run`).
         if let Ok(bytes) = std::fs::read(&out) {
             self.cache.put("pch", &key, &bytes);
-            self.cache.put("pchdep", &dep_key, &entry.encode());
+            self.cache
+                .put(PCH_DEPS, &dep_key, &DepList::with(previous, entry).encode());
         }
         Ok(PreparedPch { path: out, key })
     }
 }
+
+/// The cache kind of a unit's dependency lists ([`DepList`]) and of a precompiled header's.
+const DEPS: &str = "dep3";
+const PCH_DEPS: &str = "pchdep2";
 
 /// What a unit's bitcode cache entries are keyed on (see [`Pipeline::bitcode_keys`]).
 struct BitcodeKeys {
@@ -770,7 +781,7 @@ impl BitcodeKeys {
     /// The key of the dependency list (`dep2`): what clang read when it last compiled this.
     fn dep(&self) -> String {
         cache::key(&[
-            b"dep2",
+            DEPS.as_bytes(),
             self.clang_version.as_bytes(),
             self.flags.as_bytes(),
             self.pch.as_bytes(),
@@ -815,6 +826,11 @@ impl Attempt {
         let value = cache.get(kind, key)?;
         self.read.push((kind, key.to_string()));
         Some(value)
+    }
+
+    /// An entry read only to be extended (not one the attempt's output depends on).
+    fn peek(&self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+        self.use_cache.then(|| cache.get(kind, key)).flatten()
     }
 
     pub(crate) fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {

@@ -72,7 +72,7 @@ exec clang-19 "$@"
     assert!(
         stored
             .iter()
-            .all(|n| !n.starts_with("bc2-") && !n.starts_with("dep2-")),
+            .all(|n| !n.starts_with("bc2-") && !n.starts_with("dep3-")),
         "nothing from the bad compiler was stored: {stored:?}"
     );
 
