@@ -59,13 +59,15 @@ pub fn marker_source(index: usize) -> String {
 /// order and with the names the unit alone gives (see the module documentation);
 /// `templates` (the units' names) become the modules' names.
 ///
-/// `right_to_left`: whether clang evaluates call arguments right to left for the target
+/// `require_entries`: a unit without its entry is an error (a family member's template
+/// included once only). `right_to_left`: whether clang evaluates call arguments right to left for the target
 /// (the Microsoft ABI's order, `*-windows-msvc`), the order it creates what they name in.
 pub fn split(
     bitcode: &[u8],
     templates: &[String],
     entry: &str,
     right_to_left: bool,
+    require_entries: bool,
 ) -> Result<Vec<Vec<u8>>> {
     let context = Context::create();
     let mut out = Vec::with_capacity(templates.len());
@@ -100,6 +102,11 @@ pub fn split(
                 )));
             }
             own.as_global_value().set_name(entry);
+        } else if require_entries {
+            return Err(Error(format!(
+                "{template}: defines no `{entry}` where the batch includes it (an include \
+                 guard or `#pragma once` in the template?)"
+            )));
         }
         // SAFETY: the module is alive and only this thread uses it.
         unsafe { remove_unreferenced(module.as_mut_ptr()) };

@@ -36,6 +36,7 @@ pub mod manifest;
 pub mod narrow;
 pub mod object;
 pub mod pipeline;
+pub mod progress;
 pub mod scale_set;
 pub mod set;
 pub mod stencil;

@@ -24,6 +24,7 @@ use crate::llvm;
 use crate::manifest::Manifest;
 use crate::narrow;
 use crate::object::{self, ReadOptions};
+use crate::progress::Progress;
 use crate::stencil::StencilBuf;
 use crate::target::Target;
 use crate::validate::{self, IrFacts, Site};
@@ -31,7 +32,7 @@ use inkwell::context::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Everything the jobs share.
@@ -114,6 +115,8 @@ pub enum Work<'a> {
     /// Units compiled by one clang run and split apart again (`[stencils] batch_size`,
     /// see `batch`); one output per unit, in this order.
     Batch(Vec<PathBuf>),
+    /// Members of one family batched the same way; one output per member, in this order.
+    MemberBatch(Vec<&'a Member>),
 }
 
 impl Work<'_> {
@@ -129,6 +132,14 @@ impl Work<'_> {
                     .map(|u| u.display().to_string())
                     .unwrap_or_default(),
                 units.len().saturating_sub(1)
+            ),
+            Work::MemberBatch(members) => format!(
+                "{} (+{} members batched)",
+                members
+                    .first()
+                    .map(|m| format!("{} (family member {})", m.source.display(), m.stencil))
+                    .unwrap_or_default(),
+                members.len().saturating_sub(1)
             ),
         }
     }
@@ -378,7 +389,7 @@ impl Pipeline<'_> {
         let (unit, member) = match &job.work {
             Work::Unit(unit) => (unit, None),
             Work::Member(m) => (&m.source, Some(*m)),
-            Work::Batch(_) => return None,
+            Work::Batch(_) | Work::MemberBatch(_) => return None,
         };
         let defines = member.map_or(&[][..], |m| m.defines.as_slice());
         let text = cc1::wrapper(&self.manifest.root.join(unit), defines)?;
@@ -394,7 +405,7 @@ impl Pipeline<'_> {
         let (unit, member) = match &job.work {
             Work::Unit(unit) => (unit, None),
             Work::Member(m) => (&m.source, Some(*m)),
-            Work::Batch(_) => return false,
+            Work::Batch(_) | Work::MemberBatch(_) => return false,
         };
         let keys = self.bitcode_keys(
             Source::File(unit),
@@ -440,6 +451,7 @@ impl Pipeline<'_> {
                 prebuilt,
             )?]),
             Work::Batch(units) => self.run_batch(job.target, units, pch),
+            Work::MemberBatch(members) => self.run_member_batch(job.target, members, pch),
         }
     }
 
@@ -615,6 +627,8 @@ impl Pipeline<'_> {
                                 if let Some(bitcode) =
                                     attempt.get(self.cache, "bc2", &keys.bitcode(entry))
                                 {
+                                    attempt.inputs =
+                                        entry.files.iter().map(|(f, _)| f.into()).collect();
                                     return Ok(bitcode);
                                 }
                             }
@@ -641,6 +655,7 @@ impl Pipeline<'_> {
                 }
             }
         };
+        attempt.inputs.clone_from(&compiled.inputs);
         // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
         // on, so the bitcode is used but not stored.
         if let Some(entry) = self.dep_entry(&compiled.inputs) {
@@ -807,6 +822,8 @@ impl BitcodeKeys {
 pub(crate) struct Attempt {
     use_cache: bool,
     pub(crate) read: Vec<(&'static str, String)>,
+    /// The files the last bitcode was compiled from (its dependency list).
+    pub(crate) inputs: Vec<PathBuf>,
     pending: Vec<(&'static str, String, Vec<u8>)>,
 }
 
@@ -815,6 +832,7 @@ impl Attempt {
         Attempt {
             use_cache,
             read: Vec::new(),
+            inputs: Vec::new(),
             pending: Vec::new(),
         }
     }
@@ -856,73 +874,6 @@ pub(crate) fn template_name(unit: &std::path::Path, member: Option<&Member>) -> 
     match member {
         Some(m) => format!("{template} (family member {})", m.stencil),
         None => template,
-    }
-}
-
-/// A status line on a terminal, once a build has run for [`Progress::DELAY`]: short (cached)
-/// builds stay quiet, long ones say how far they are and what is being compiled.
-struct Progress {
-    enabled: bool,
-    start: Instant,
-    total: usize,
-    done: AtomicUsize,
-    /// Jobs in flight, by description (`<triple> <unit>`), in start order.
-    running: std::sync::Mutex<Vec<String>>,
-    shown: AtomicBool,
-}
-
-impl Progress {
-    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
-
-    fn new(enabled: bool, start: Instant, total: usize) -> Progress {
-        Progress {
-            enabled,
-            start,
-            total,
-            done: AtomicUsize::new(0),
-            running: std::sync::Mutex::new(Vec::new()),
-            shown: AtomicBool::new(false),
-        }
-    }
-
-    fn begin(&self, what: &str) {
-        self.running
-            .lock()
-            .expect("no panics while held")
-            .push(what.to_string());
-    }
-
-    /// `what` is no longer running; `jobs` of the build are done with it.
-    fn end(&self, what: &str, jobs: usize) {
-        self.running
-            .lock()
-            .expect("no panics while held")
-            .retain(|w| w != what);
-        self.done.fetch_add(jobs, Ordering::Relaxed);
-    }
-
-    /// The status line to print now, if any.
-    fn status(&self) -> Option<String> {
-        if !self.enabled || self.start.elapsed() < Self::DELAY {
-            return None;
-        }
-        let running = self.running.lock().expect("no panics while held");
-        let current = match running.as_slice() {
-            [] => String::new(),
-            [one] => format!(" compiling {one}"),
-            [first, rest @ ..] => format!(" compiling {first} (+{} more)", rest.len()),
-        };
-        self.shown.store(true, Ordering::Relaxed);
-        Some(format!(
-            "\r\x1b[K[{}/{} done, {:.0} s]{current}",
-            self.done.load(Ordering::Relaxed),
-            self.total,
-            self.start.elapsed().as_secs_f64()
-        ))
-    }
-
-    fn shown(&self) -> bool {
-        self.shown.load(Ordering::Relaxed)
     }
 }
 
@@ -1072,32 +1023,6 @@ mod tests {
                 "{what}"
             );
         }
-    }
-
-    #[test]
-    fn progress_only_on_a_terminal_and_after_a_second() {
-        let now = Instant::now();
-        let quiet = Progress::new(true, now, 4);
-        quiet.begin("t a.c");
-        assert_eq!(quiet.status(), None, "not within the first second");
-        let earlier = now.checked_sub(std::time::Duration::from_secs(2)).unwrap();
-        assert_eq!(
-            Progress::new(false, earlier, 4).status(),
-            None,
-            "not without a tty"
-        );
-        let p = Progress::new(true, earlier, 4);
-        p.begin("target-a vm/ops.c");
-        p.begin("target-a shim.c");
-        p.end("target-a shim.c", 1);
-        p.begin("target-b shim.c");
-        let line = p.status().unwrap();
-        assert!(
-            line.starts_with("\r\x1b[K[1/4 done, ")
-                && line.ends_with("s] compiling target-a vm/ops.c (+1 more)"),
-            "{line:?}"
-        );
-        assert!(p.shown());
     }
 
     #[test]
