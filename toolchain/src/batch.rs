@@ -464,15 +464,35 @@ impl Pipeline<'_> {
         let members = items.iter().any(|(_, m)| m.is_some());
         // The Microsoft ABI evaluates call arguments right to left.
         let right_to_left = target.llvm_triple().ends_with("-msvc");
-        let parts = match split(&bitcode, &templates, entry, right_to_left, members) {
-            Ok(parts) => parts,
-            // A template that defines nothing the second time (an include guard): alone.
-            Err(e) if members => return Ok(Err(e)),
-            Err(e) => return Err(e.context(format!("{}: batch", target.triple))),
+        // The whole batch's optimised parts, by its front-end bitcode: an unchanged batch
+        // (a revert, another target's turn) is neither split nor optimised again.
+        let parts_key = crate::cache::key(&[
+            b"optbatch",
+            self.clang_version.as_bytes(),
+            flags.join("\0").as_bytes(),
+            templates.join("\0").as_bytes(),
+            &bitcode,
+        ]);
+        let cached = attempt
+            .get(self.cache, "optbatch", &parts_key)
+            .and_then(|b| decode_parts(&b))
+            .filter(|p| p.len() == templates.len());
+        let parts = match cached {
+            Some(parts) => parts,
+            None => {
+                let parts = match split(&bitcode, &templates, entry, right_to_left, members) {
+                    Ok(parts) => parts,
+                    // A template that defines nothing the second time (an include guard).
+                    Err(e) if members => return Ok(Err(e)),
+                    Err(e) => return Err(e.context(format!("{}: batch", target.triple))),
+                };
+                let parts = self
+                    .optimize(&flags, parts, attempt)
+                    .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
+                attempt.put("optbatch", &parts_key, &encode_parts(&parts));
+                parts
+            }
         };
-        let parts = self
-            .optimize(&flags, parts, attempt)
-            .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
         let shared = start.elapsed().as_secs_f64() / units.len().max(1) as f64;
         let mut outputs = Vec::with_capacity(units.len());
         for ((template, part), (_, member)) in templates.into_iter().zip(parts).zip(items) {
@@ -533,6 +553,29 @@ impl Pipeline<'_> {
         }
         None
     }
+}
+
+/// A batch's optimised parts as one cache entry: each length (8 bytes, little-endian), then
+/// its bytes.
+fn encode_parts(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for part in parts {
+        out.extend((part.len() as u64).to_le_bytes());
+        out.extend(part);
+    }
+    out
+}
+
+fn decode_parts(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut parts = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_at_checked(8)?;
+        let len = usize::try_from(u64::from_le_bytes(len.try_into().ok()?)).ok()?;
+        let (part, rest) = rest.split_at_checked(len)?;
+        parts.push(part.to_vec());
+        bytes = rest;
+    }
+    Some(parts)
 }
 
 /// Clang flags that stop after the front end (the batch's own run).
@@ -603,6 +646,14 @@ mod tests {
     use super::*;
     use crate::llvm;
     use inkwell::context::Context;
+
+    #[test]
+    fn a_batchs_parts_round_trip_and_a_truncated_entry_is_none() {
+        let parts = vec![b"BC\xc0\xde".to_vec(), Vec::new(), vec![7; 300]];
+        let bytes = encode_parts(&parts);
+        assert_eq!(decode_parts(&bytes), Some(parts));
+        assert_eq!(decode_parts(&bytes[..bytes.len() - 1]), None);
+    }
 
     #[test]
     fn batches_are_consecutive_chunks_of_the_units() {

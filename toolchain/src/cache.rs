@@ -13,6 +13,8 @@
 //! - `obj-<key>`: key = LLVM version + target machine settings + bitcode; value = object.
 //! - `opt-<key>`: key = clang version + flags (which give the optimiser's `-cc1` job) + a batched
 //!   unit's front-end bitcode; value = its optimised bitcode (see `batch_split`).
+//! - `optbatch-<key>`: key = clang version + flags + the units' names + a batch's front-end
+//!   bitcode; value = every unit's optimised bitcode (an unchanged batch is not split again).
 //!
 //! # A trust boundary (issue 42)
 //!
