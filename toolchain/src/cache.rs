@@ -1,14 +1,20 @@
 //! The content-addressed build cache (under the cargo target directory,
 //! `cpjit-stencil-cache/`). Three kinds of entries, each a file named by a SHA-256 key:
 //!
-//! - `dep2-<key>`: key = clang version + flags + precompiled-header key + the unit's path;
-//!   value = every file clang reported reading for the unit (its `-MD` dependency list; for
-//!   a unit compiled in a `clang -cc1` group, what the whole group read) with each file's
-//!   content hash, so an unchanged unit needs no clang spawn at all;
+//! - `dep3-<key>`: key = clang version + flags + precompiled-header key + the unit's path;
+//!   value = the unit's last few dependency lists ([`DepList`]), each every file clang
+//!   reported reading for one compilation (its `-MD` dependency list; for a unit compiled
+//!   in a `clang -cc1` group, what the whole group read) with each file's content hash, so
+//!   an unchanged unit needs no clang spawn at all, and neither does one whose files are
+//!   back to contents compiled before (a revert, a branch switched back);
 //! - `bc2-<key>`: key = clang version + flags + precompiled-header key + those (file, hash)
 //!   pairs; value = LLVM bitcode;
-//! - `pchdep-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;
+//! - `pchdep2-<key>` and `pch-<key>`: the same two steps for a set's precompiled header;
 //! - `obj-<key>`: key = LLVM version + target machine settings + bitcode; value = object.
+//! - `opt-<key>`: key = clang version + flags (which give the optimiser's `-cc1` job) + a batched
+//!   unit's front-end bitcode; value = its optimised bitcode (see `batch_split`).
+//! - `optbatch-<key>`: key = clang version + flags + the units' names + a batch's front-end
+//!   bitcode; value = every unit's optimised bitcode (an unchanged batch is not split again).
 //!
 //! # A trust boundary (issue 42)
 //!
@@ -41,6 +47,7 @@
 //! an entry only after the output that came from it has passed validation, so a compiler
 //! that exits 0 with garbage never poisons the cache.
 
+pub use crate::cache_deps::{DepEntry, DepList, FileHashes};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -511,69 +518,6 @@ fn make_key(file: &Path) -> Result<(), Problem> {
     });
     let _ = std::fs::remove_file(&tmp);
     linked.map_err(unavailable)
-}
-
-/// A dependency entry: every file clang read for a unit (from its dependency file), with
-/// the content hash each had when the unit was compiled.
-pub struct DepEntry {
-    pub files: Vec<(String, String)>,
-}
-
-impl DepEntry {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut s = String::new();
-        for (file, hash) in &self.files {
-            s.push_str(&format!("{hash} {file}\n"));
-        }
-        s.into_bytes()
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<DepEntry> {
-        let text = std::str::from_utf8(bytes).ok()?;
-        let files = text
-            .lines()
-            .map(|l| {
-                l.split_once(' ')
-                    .filter(|(h, f)| h.len() == 64 && !f.is_empty())
-                    .map(|(h, f)| (f.to_string(), h.to_string()))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        (!files.is_empty()).then_some(DepEntry { files })
-    }
-
-    /// Whether every recorded file still has the recorded content.
-    pub fn is_fresh(&self, hashes: &FileHashes) -> bool {
-        self.files
-            .iter()
-            .all(|(file, hash)| hashes.hash(Path::new(file)).as_deref() == Some(hash.as_str()))
-    }
-}
-
-/// Content hashes of files, each file read and hashed at most once per build: every unit of
-/// a large set lists the same headers, which are then hashed once, not once per unit.
-#[derive(Debug, Default)]
-pub struct FileHashes {
-    known: std::sync::Mutex<std::collections::HashMap<PathBuf, Option<String>>>,
-}
-
-impl FileHashes {
-    /// The hash of `path`'s content; `None` if it cannot be read.
-    pub fn hash(&self, path: &Path) -> Option<String> {
-        if let Some(known) = self.lock().get(path) {
-            return known.clone();
-        }
-        let hash = std::fs::read(path).ok().map(|bytes| key(&[&bytes]));
-        self.lock().insert(path.to_path_buf(), hash.clone());
-        hash
-    }
-
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<PathBuf, Option<String>>> {
-        self.known
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
 }
 
 #[cfg(test)]

@@ -160,6 +160,92 @@ impl Cc1Command {
     }
 }
 
+/// The `clang -cc1` job that optimises front-end bitcode (`-x ir`) the way clang optimises a
+/// unit compiled from C with the same flags: clang's `-O` pipeline, its tuning and target
+/// options, so a module that is what the front end gives for a unit alone comes out as the
+/// bitcode of that unit alone (see `batch_split`). Runs many modules in one process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Optimizer(Cc1Command);
+
+impl Optimizer {
+    /// Asks the clang driver for its job compiling bitcode to bitcode with `flags`.
+    pub fn from_driver(flags: &[String], limit: Duration) -> Result<Optimizer> {
+        let scratch = clang::scratch_dir()?;
+        let input = scratch.path().join("cpjit-placeholder.in");
+        let output = scratch.path().join("cpjit-placeholder.bc");
+        std::fs::write(&input, b"")
+            .map_err(|e| Error(format!("cannot write {}: {e}", input.display())))?;
+        let mut args = vec!["-###".to_string()];
+        args.extend(flags.iter().cloned());
+        args.extend(["-emit-llvm".into(), "-c".into(), "-x".into(), "ir".into()]);
+        args.extend([
+            input.display().to_string(),
+            "-o".into(),
+            output.display().to_string(),
+        ]);
+        let out = clang::run_captured(&clang::clang_program(), &args, None, limit, None)?;
+        let text = String::from_utf8_lossy(&out.stderr);
+        let shape = |why: String| {
+            Error(format!(
+                "the clang driver's job for optimising bitcode (`{} -### ... -x ir`) is not \
+                 what a batch needs: {why}",
+                clang::clang_program()
+            ))
+        };
+        let jobs: Vec<&str> = text.lines().filter(|l| l.starts_with(" \"")).collect();
+        let [line] = jobs.as_slice() else {
+            return Err(shape(format!("expected one job:\n{}", text.trim_end())));
+        };
+        let mut words = shlex::split(line).ok_or_else(|| shape(format!("unquoted: {line}")))?;
+        if words.len() < 3
+            || words[1] != "-cc1"
+            || words.last() != Some(&input.display().to_string())
+        {
+            return Err(shape(format!("not `clang -cc1 ... <input>`: {line}")));
+        }
+        words.pop();
+        let main = input.file_name().map(|n| n.to_string_lossy().into_owned());
+        take_option(&mut words, "-o", Some(&output.display().to_string())).map_err(shape)?;
+        take_option(&mut words, "-main-file-name", main.as_deref()).map_err(shape)?;
+        let program = words.remove(0);
+        Ok(Optimizer(Cc1Command {
+            program,
+            args: words,
+        }))
+    }
+
+    /// Optimises each of `modules` (bitcode) in one process, within `limit`.
+    pub fn run(&self, modules: &[Vec<u8>], limit: Duration) -> Result<Vec<Vec<u8>>> {
+        let scratch = clang::scratch_dir()?;
+        let dir = scratch.path();
+        let mut names = Vec::with_capacity(modules.len());
+        for (i, module) in modules.iter().enumerate() {
+            let name = format!("m{i}.in");
+            std::fs::write(dir.join(&name), module)
+                .map_err(|e| Error(format!("cannot write {}: {e}", dir.join(&name).display())))?;
+            names.push(name);
+        }
+        let mut args = self.0.args.clone();
+        args.extend(names.iter().cloned());
+        let out = clang::run_captured(&self.0.program, &args, None, limit, Some(dir))?;
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        if !warnings.trim().is_empty() {
+            eprintln!("{}", warnings.trim_end());
+        }
+        (0..modules.len())
+            .map(|i| {
+                let path = dir.join(format!("m{i}.bc"));
+                std::fs::read(&path).map_err(|e| {
+                    Error(format!(
+                        "clang -cc1 wrote no optimised bitcode {}: {e}",
+                        path.display()
+                    ))
+                })
+            })
+            .collect()
+    }
+}
+
 /// The `-cc1` command in the driver's `-###` output `text` for a compile of `places`:
 /// exactly one job, `-cc1`, with the placeholder input last and the placeholder output,
 /// main-file name and dependency file each given once (all four are taken out). The error

@@ -133,17 +133,25 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
             .map(Work::Batch)
             .collect(),
     };
+    // Family members likewise: one job each, or batches of one family's members.
+    let mut member_work: Vec<Work> = Vec::new();
+    match l.manifest.batch_size {
+        None => member_work.extend(members.iter().map(Work::Member)),
+        Some(size) => {
+            for family in members.chunk_by(|a, b| a.family == b.family) {
+                for batch in family.chunks(size.max(1)) {
+                    member_work.push(Work::MemberBatch(batch.iter().collect()));
+                }
+            }
+        }
+    }
     let jobs: Vec<Job> = targets
         .iter()
         .flat_map(|t| {
-            let plain = plain.iter().map(move |w| Job {
+            plain.iter().chain(&member_work).map(move |w| Job {
                 target: t,
                 work: w.clone(),
-            });
-            plain.chain(members.iter().map(move |m| Job {
-                target: t,
-                work: Work::Member(m),
-            }))
+            })
         })
         .collect();
     let pipeline = Pipeline {

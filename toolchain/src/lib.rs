@@ -14,7 +14,9 @@ pub mod error;
 
 pub mod advice;
 pub mod batch;
+pub mod batch_split;
 pub mod cache;
+pub mod cache_deps;
 pub mod cc1;
 pub mod check;
 pub mod clang;
@@ -34,6 +36,7 @@ pub mod manifest;
 pub mod narrow;
 pub mod object;
 pub mod pipeline;
+pub mod progress;
 pub mod scale_set;
 pub mod select;
 pub mod set;

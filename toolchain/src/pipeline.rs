@@ -12,7 +12,7 @@
 //! units') is recorded for each of its units. A group clang rejects is compiled unit by unit
 //! (one driver run each), which names the failing unit's file and line.
 
-use crate::cache::{self, Cache, DepEntry, FileHashes};
+use crate::cache::{self, Cache, DepEntry, DepList, FileHashes};
 use crate::cc1::{self, Cc1Command};
 use crate::clang;
 use crate::disasm;
@@ -24,6 +24,7 @@ use crate::llvm;
 use crate::manifest::Manifest;
 use crate::narrow;
 use crate::object::{self, ReadOptions};
+use crate::progress::Progress;
 use crate::stencil::StencilBuf;
 use crate::target::Target;
 use crate::validate::{self, IrFacts, Site};
@@ -31,7 +32,7 @@ use inkwell::context::Context;
 use rayon::prelude::*;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Everything the jobs share.
@@ -114,6 +115,8 @@ pub enum Work<'a> {
     /// Units compiled by one clang run and split apart again (`[stencils] batch_size`,
     /// see `batch`); one output per unit, in this order.
     Batch(Vec<PathBuf>),
+    /// Members of one family batched the same way; one output per member, in this order.
+    MemberBatch(Vec<&'a Member>),
 }
 
 impl Work<'_> {
@@ -129,6 +132,14 @@ impl Work<'_> {
                     .map(|u| u.display().to_string())
                     .unwrap_or_default(),
                 units.len().saturating_sub(1)
+            ),
+            Work::MemberBatch(members) => format!(
+                "{} (+{} members batched)",
+                members
+                    .first()
+                    .map(|m| format!("{} (family member {})", m.source.display(), m.stencil))
+                    .unwrap_or_default(),
+                members.len().saturating_sub(1)
             ),
         }
     }
@@ -378,7 +389,7 @@ impl Pipeline<'_> {
         let (unit, member) = match &job.work {
             Work::Unit(unit) => (unit, None),
             Work::Member(m) => (&m.source, Some(*m)),
-            Work::Batch(_) => return None,
+            Work::Batch(_) | Work::MemberBatch(_) => return None,
         };
         let defines = member.map_or(&[][..], |m| m.defines.as_slice());
         let text = cc1::wrapper(&self.manifest.root.join(unit), defines)?;
@@ -394,7 +405,7 @@ impl Pipeline<'_> {
         let (unit, member) = match &job.work {
             Work::Unit(unit) => (unit, None),
             Work::Member(m) => (&m.source, Some(*m)),
-            Work::Batch(_) => return false,
+            Work::Batch(_) | Work::MemberBatch(_) => return false,
         };
         let keys = self.bitcode_keys(
             Source::File(unit),
@@ -402,10 +413,12 @@ impl Pipeline<'_> {
             pch,
         );
         self.cache
-            .get("dep2", &keys.dep())
-            .and_then(|bytes| DepEntry::decode(&bytes))
-            .filter(|entry| entry.is_fresh(&self.hashes))
-            .is_some_and(|entry| self.cache.contains("bc2", &keys.bitcode(&entry)))
+            .get(DEPS, &keys.dep())
+            .and_then(|bytes| DepList::decode(&bytes))
+            .is_some_and(|list| {
+                list.fresh(&self.hashes)
+                    .any(|entry| self.cache.contains("bc2", &keys.bitcode(entry)))
+            })
     }
 
     /// One translation unit for one target. A failure of anything that came from the cache
@@ -438,6 +451,7 @@ impl Pipeline<'_> {
                 prebuilt,
             )?]),
             Work::Batch(units) => self.run_batch(job.target, units, pch),
+            Work::MemberBatch(members) => self.run_member_batch(job.target, members, pch),
         }
     }
 
@@ -605,17 +619,21 @@ impl Pipeline<'_> {
                 inputs: p.inputs.clone(),
             },
             None => {
-                if let Some(bytes) = attempt.get(self.cache, "dep2", &dep_key) {
-                    match DepEntry::decode(&bytes) {
-                        Some(entry) if entry.is_fresh(&self.hashes) => {
-                            if let Some(bitcode) =
-                                attempt.get(self.cache, "bc2", &keys.bitcode(&entry))
-                            {
-                                return Ok(bitcode);
+                if let Some(bytes) = attempt.get(self.cache, DEPS, &dep_key) {
+                    match DepList::decode(&bytes) {
+                        Some(list) => {
+                            // Any earlier compilation whose files have these contents.
+                            for entry in list.fresh(&self.hashes) {
+                                if let Some(bitcode) =
+                                    attempt.get(self.cache, "bc2", &keys.bitcode(entry))
+                                {
+                                    attempt.inputs =
+                                        entry.files.iter().map(|(f, _)| f.into()).collect();
+                                    return Ok(bitcode);
+                                }
                             }
                         }
-                        Some(_) => {}
-                        None => self.cache.reject("dep2", &dep_key, "not a dependency list"),
+                        None => self.cache.reject(DEPS, &dep_key, "not a dependency list"),
                     }
                 }
                 let limit = self.manifest.limits.clang_time();
@@ -637,11 +655,15 @@ impl Pipeline<'_> {
                 }
             }
         };
+        attempt.inputs.clone_from(&compiled.inputs);
         // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
         // on, so the bitcode is used but not stored.
         if let Some(entry) = self.dep_entry(&compiled.inputs) {
             attempt.put("bc2", &keys.bitcode(&entry), &compiled.bitcode);
-            attempt.put("dep2", &dep_key, &entry.encode());
+            let previous = attempt
+                .peek(self.cache, DEPS, &dep_key)
+                .and_then(|b| DepList::decode(&b));
+            attempt.put(DEPS, &dep_key, &DepList::with(previous, entry).encode());
         }
         Ok(compiled.bitcode)
     }
@@ -712,7 +734,7 @@ impl Pipeline<'_> {
         }
         let flags = clang::compile_flags(self.manifest, target);
         let dep_key = cache::key(&[
-            b"pchdep",
+            PCH_DEPS.as_bytes(),
             self.clang_version.as_bytes(),
             flags.join("\0").as_bytes(),
             path.to_string_lossy().as_bytes(),
@@ -722,13 +744,12 @@ impl Pipeline<'_> {
             std::fs::write(&out, bytes)
                 .map_err(|e| Error(format!("cannot write {}: {e}", out.display())))
         };
-        if let Some(entry) = self
+        let previous = self
             .cache
-            .get("pchdep", &dep_key)
-            .and_then(|b| DepEntry::decode(&b))
-            .filter(|e| e.is_fresh(&self.hashes))
-        {
-            let key = pch_key(&entry);
+            .get(PCH_DEPS, &dep_key)
+            .and_then(|b| DepList::decode(&b));
+        for entry in previous.iter().flat_map(|list| list.fresh(&self.hashes)) {
+            let key = pch_key(entry);
             if let Some(bytes) = self.cache.get("pch", &key) {
                 write(&bytes)?;
                 return Ok(PreparedPch { path: out, key });
@@ -752,11 +773,16 @@ impl Pipeline<'_> {
         // there fails its units, which are then rebuilt without the cache (see `run`).
         if let Ok(bytes) = std::fs::read(&out) {
             self.cache.put("pch", &key, &bytes);
-            self.cache.put("pchdep", &dep_key, &entry.encode());
+            self.cache
+                .put(PCH_DEPS, &dep_key, &DepList::with(previous, entry).encode());
         }
         Ok(PreparedPch { path: out, key })
     }
 }
+
+/// The cache kind of a unit's dependency lists ([`DepList`]) and of a precompiled header's.
+const DEPS: &str = "dep3";
+const PCH_DEPS: &str = "pchdep2";
 
 /// What a unit's bitcode cache entries are keyed on (see [`Pipeline::bitcode_keys`]).
 struct BitcodeKeys {
@@ -770,7 +796,7 @@ impl BitcodeKeys {
     /// The key of the dependency list (`dep2`): what clang read when it last compiled this.
     fn dep(&self) -> String {
         cache::key(&[
-            b"dep2",
+            DEPS.as_bytes(),
             self.clang_version.as_bytes(),
             self.flags.as_bytes(),
             self.pch.as_bytes(),
@@ -796,6 +822,8 @@ impl BitcodeKeys {
 pub(crate) struct Attempt {
     use_cache: bool,
     pub(crate) read: Vec<(&'static str, String)>,
+    /// The files the last bitcode was compiled from (its dependency list).
+    pub(crate) inputs: Vec<PathBuf>,
     pending: Vec<(&'static str, String, Vec<u8>)>,
 }
 
@@ -804,11 +832,12 @@ impl Attempt {
         Attempt {
             use_cache,
             read: Vec::new(),
+            inputs: Vec::new(),
             pending: Vec::new(),
         }
     }
 
-    fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+    pub(crate) fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
         if !self.use_cache {
             return None;
         }
@@ -817,7 +846,12 @@ impl Attempt {
         Some(value)
     }
 
-    fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
+    /// An entry read only to be extended (not one the attempt's output depends on).
+    fn peek(&self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
+        self.use_cache.then(|| cache.get(kind, key)).flatten()
+    }
+
+    pub(crate) fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
         self.pending.push((kind, key.to_string(), value.to_vec()));
     }
 
@@ -840,73 +874,6 @@ pub(crate) fn template_name(unit: &std::path::Path, member: Option<&Member>) -> 
     match member {
         Some(m) => format!("{template} (family member {})", m.stencil),
         None => template,
-    }
-}
-
-/// A status line on a terminal, once a build has run for [`Progress::DELAY`]: short (cached)
-/// builds stay quiet, long ones say how far they are and what is being compiled.
-struct Progress {
-    enabled: bool,
-    start: Instant,
-    total: usize,
-    done: AtomicUsize,
-    /// Jobs in flight, by description (`<triple> <unit>`), in start order.
-    running: std::sync::Mutex<Vec<String>>,
-    shown: AtomicBool,
-}
-
-impl Progress {
-    const DELAY: std::time::Duration = std::time::Duration::from_secs(1);
-
-    fn new(enabled: bool, start: Instant, total: usize) -> Progress {
-        Progress {
-            enabled,
-            start,
-            total,
-            done: AtomicUsize::new(0),
-            running: std::sync::Mutex::new(Vec::new()),
-            shown: AtomicBool::new(false),
-        }
-    }
-
-    fn begin(&self, what: &str) {
-        self.running
-            .lock()
-            .expect("no panics while held")
-            .push(what.to_string());
-    }
-
-    /// `what` is no longer running; `jobs` of the build are done with it.
-    fn end(&self, what: &str, jobs: usize) {
-        self.running
-            .lock()
-            .expect("no panics while held")
-            .retain(|w| w != what);
-        self.done.fetch_add(jobs, Ordering::Relaxed);
-    }
-
-    /// The status line to print now, if any.
-    fn status(&self) -> Option<String> {
-        if !self.enabled || self.start.elapsed() < Self::DELAY {
-            return None;
-        }
-        let running = self.running.lock().expect("no panics while held");
-        let current = match running.as_slice() {
-            [] => String::new(),
-            [one] => format!(" compiling {one}"),
-            [first, rest @ ..] => format!(" compiling {first} (+{} more)", rest.len()),
-        };
-        self.shown.store(true, Ordering::Relaxed);
-        Some(format!(
-            "\r\x1b[K[{}/{} done, {:.0} s]{current}",
-            self.done.load(Ordering::Relaxed),
-            self.total,
-            self.start.elapsed().as_secs_f64()
-        ))
-    }
-
-    fn shown(&self) -> bool {
-        self.shown.load(Ordering::Relaxed)
     }
 }
 
@@ -1056,32 +1023,6 @@ mod tests {
                 "{what}"
             );
         }
-    }
-
-    #[test]
-    fn progress_only_on_a_terminal_and_after_a_second() {
-        let now = Instant::now();
-        let quiet = Progress::new(true, now, 4);
-        quiet.begin("t a.c");
-        assert_eq!(quiet.status(), None, "not within the first second");
-        let earlier = now.checked_sub(std::time::Duration::from_secs(2)).unwrap();
-        assert_eq!(
-            Progress::new(false, earlier, 4).status(),
-            None,
-            "not without a tty"
-        );
-        let p = Progress::new(true, earlier, 4);
-        p.begin("target-a vm/ops.c");
-        p.begin("target-a shim.c");
-        p.end("target-a shim.c", 1);
-        p.begin("target-b shim.c");
-        let line = p.status().unwrap();
-        assert!(
-            line.starts_with("\r\x1b[K[1/4 done, ")
-                && line.ends_with("s] compiling target-a vm/ops.c (+1 more)"),
-            "{line:?}"
-        );
-        assert!(p.shown());
     }
 
     #[test]

@@ -268,3 +268,118 @@ fn a_shared_header_without_include_guard_builds_batched_on_every_target() {
     build_json(batched.path(), &[], Cache::new(cache.path().to_path_buf()));
     assert_eq!(entries(cache.path(), "bc2"), bitcode);
 }
+
+/// The fixture of issue 43: ops that name themselves (`__func__`, `__FUNCTION__`), use
+/// string literals another unit of their batch uses too (after one of their own), a static
+/// table and a register-hungry inline helper from a shared header (several callers in a
+/// batch, one alone).
+fn write_faithfulness_fixture(dir: &Path, batch_size: Option<usize>) {
+    let set = ScaleSet {
+        batch_size,
+        ..SMALL
+    };
+    set.write(dir).unwrap();
+    let manifest = std::fs::read_to_string(dir.join("manifest.toml")).unwrap();
+    std::fs::write(
+        dir.join("manifest.toml"),
+        manifest.replace(
+            "hole_prefix = \"_JIT_\"\n",
+            "hole_prefix = \"_JIT_\"\nallowed_symbols = [\"scale_*\"]\n",
+        ),
+    )
+    .unwrap();
+    let lanes = 14;
+    let mut mix = String::from(
+        "#ifndef FIXTURE_H\n#define FIXTURE_H\n#include <stdint.h>\n\
+         extern _Noreturn void scale_fatal(const char *where, const char *what);\n\
+         extern void scale_note(const char *what);\n\
+         static const int64_t fixture_weights[8] = {3, 5, 7, 11, 13, 17, 19, 23};\n\
+         static inline int64_t fixture_mix(int64_t *sp, int64_t k) {\n",
+    );
+    for i in 0..lanes {
+        mix.push_str(&format!(
+            "  int64_t a{i} = sp[-{}] * {};\n",
+            i + 1,
+            2 * i + 1
+        ));
+    }
+    mix.push_str("  for (int r = 0; r < 3; r++) {\n");
+    for i in 0..lanes {
+        let (j, l) = ((i + 1) % lanes, (i + 5) % lanes);
+        mix.push_str(&format!(
+            "    a{i} = a{i} * a{j} + (a{l} >> 3) + fixture_weights[(a{j} + k) & 7];\n"
+        ));
+    }
+    mix.push_str("  }\n  return ");
+    let terms: Vec<String> = (0..lanes)
+        .map(|i| format!("a{i} * a{}", (i + 3) % lanes))
+        .collect();
+    mix.push_str(&terms.join(" ^ "));
+    mix.push_str(";\n}\n#endif\n");
+    std::fs::write(dir.join("include/fixture.h"), mix).unwrap();
+    for k in 0..SMALL.ops {
+        let name = scale_op_name(k);
+        std::fs::write(
+            dir.join(format!("ops/{name}.c")),
+            format!(
+                "/* Fixture op {k}. */\n#include \"scale.h\"\n#include \"fixture.h\"\n\n\
+                 JIT_HOLE char _JIT_OPARG[];\nextern void _JIT_CONTINUE;\n\n\
+                 JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {{\n\
+                 \x20 scale_note(\"{name} alone\");\n\
+                 \x20 if (sp[-1] < 0) scale_fatal(__func__, \"negative operand\");\n\
+                 \x20 if (sp[-2] < 0) scale_fatal(__FUNCTION__, \"negative second operand\");\n\
+                 \x20 scale_note(\"shared note\");\n\
+                 \x20 sp[-1] = fixture_mix(sp, {k}) + (int64_t)(uintptr_t)_JIT_OPARG;\n\
+                 \x20 TAIL_CALL(_JIT_CONTINUE);\n}}\n"
+            ),
+        )
+        .unwrap();
+    }
+}
+
+fn scale_op_name(k: usize) -> String {
+    cpjit_toolchain::scale_set::op_name(k)
+}
+
+#[test]
+fn batched_units_naming_themselves_and_sharing_strings_give_what_each_alone_gives() {
+    let plain = tempfile::tempdir().unwrap();
+    write_faithfulness_fixture(plain.path(), None);
+    let batched = tempfile::tempdir().unwrap();
+    write_faithfulness_fixture(batched.path(), Some(4));
+    let a = build_json(plain.path(), &[], Cache::disabled());
+    let b = build_json(batched.path(), &[], Cache::disabled());
+    assert_eq!(a.as_object().unwrap().len(), all_targets().len());
+    let mut differing = Vec::new();
+    for (triple, stencils) in a.as_object().unwrap() {
+        let (alone, together) = (
+            stencils["stencils"].as_array().unwrap(),
+            b[triple]["stencils"].as_array().unwrap(),
+        );
+        assert_eq!(alone.len(), SMALL.ops + 1, "{triple}");
+        assert_eq!(alone.len(), together.len(), "{triple}");
+        for (x, y) in alone.iter().zip(together) {
+            if x != y {
+                differing.push(format!("{triple}: {}", x["name"]));
+            }
+        }
+        // Each op names itself `_JIT_ENTRY` (what it alone gives), never the batch's alias.
+        for y in together.iter().filter(|y| y["name"] != "shim") {
+            let hex = y["data"].as_str().unwrap();
+            let data: Vec<u8> = (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            let has = |s: &[u8]| data.windows(s.len()).any(|w| w == s);
+            assert!(
+                has(b"_JIT_ENTRY\0") && !has(b"cpjit_batch") && has(b"shared note"),
+                "{triple}: {}: {:?}",
+                y["name"],
+                String::from_utf8_lossy(&data)
+            );
+        }
+    }
+    assert!(
+        differing.is_empty(),
+        "batched and alone differ: {differing:?}"
+    );
+}

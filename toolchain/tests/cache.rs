@@ -52,7 +52,7 @@ fn corrupt_truncated_and_empty_entries_are_rebuilt_and_replaced() {
         .any(|(p, _)| p.to_string_lossy().contains("bc2-")));
     assert!(good
         .iter()
-        .any(|(p, _)| p.to_string_lossy().contains("dep2-")));
+        .any(|(p, _)| p.to_string_lossy().contains("dep3-")));
 
     type Damage = fn(&[u8]) -> Vec<u8>;
     let damages: [(&str, Damage); 4] = [
@@ -88,5 +88,99 @@ fn corrupt_truncated_and_empty_entries_are_rebuilt_and_replaced() {
                 path.display()
             );
         }
+    }
+}
+
+/// Builds `set` for one target with the `cpjit` binary, its clang a wrapper that logs every
+/// run to `log`; returns the generated crate's `lib.rs`.
+fn build_logging_clang(set: &Path, out: &Path, cache: &Path, log: &Path) -> String {
+    let wrapper = log.with_extension("sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec clang-19 \"$@\"\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let target = common::first_target();
+    let result = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"))
+        .args(["build-stencils", "--force", "--templates"])
+        .arg(set)
+        .arg("--targets-dir")
+        .arg(common::workspace().join("targets"))
+        .arg("--out")
+        .arg(out)
+        .args(["--target", &target])
+        .env("CPJIT_STENCIL_CACHE", cache)
+        .env("CPJIT_CLANG", &wrapper)
+        .output()
+        .unwrap();
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    std::fs::read_to_string(out.join(&target).join("src/lib.rs")).unwrap()
+}
+
+/// The compiler runs `log` records (not the version question).
+fn compiles(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("--version"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn an_edit_reverted_is_a_cache_hit_batched_or_not() {
+    use cpjit_toolchain::scale_set::ScaleSet;
+    for batch_size in [None, Some(3)] {
+        let set = tempfile::tempdir().unwrap();
+        ScaleSet {
+            ops: 5,
+            header_lines: 400,
+            batch_size,
+        }
+        .write(set.path())
+        .unwrap();
+        let (out, cache, logs) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        let log = logs.path().join("clang.log");
+        let build = || build_logging_clang(set.path(), out.path(), cache.path(), &log);
+        let original = build();
+        assert!(!compiles(&log).is_empty(), "the first build compiles");
+        let unit = set.path().join("ops/op_0002.c");
+        let text = std::fs::read_to_string(&unit).unwrap();
+        let edited_text = text.replacen("+ (int64_t)", "- (int64_t)", 1);
+        assert_ne!(edited_text, text);
+        std::fs::write(&unit, &edited_text).unwrap();
+        std::fs::remove_file(&log).unwrap();
+        let edited = build();
+        assert_ne!(edited, original, "{batch_size:?}");
+        assert!(
+            !compiles(&log).is_empty(),
+            "an edit compiles ({batch_size:?})"
+        );
+        // Back to the first contents (a revert, a branch switched back): nothing to compile.
+        std::fs::write(&unit, &text).unwrap();
+        std::fs::remove_file(&log).unwrap();
+        let reverted = build();
+        assert_eq!(
+            compiles(&log),
+            Vec::<String>::new(),
+            "a revert compiles nothing ({batch_size:?})"
+        );
+        assert_eq!(reverted, original, "{batch_size:?}");
     }
 }

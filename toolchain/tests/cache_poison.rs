@@ -1,22 +1,35 @@
 //! A clang that exits 0 with garbage must not poison the cache for the real clang that
-//! runs afterwards (issue 15, item 2). Its own test binary: it sets `CPJIT_CLANG`.
+//! runs afterwards (issue 15, item 2). The builds run the `cpjit` binary with `CPJIT_CLANG`
+//! in its own environment: set in this process, every test running beside it would use the
+//! fake clang too.
 
-use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver::{self, BuildOptions};
 use std::path::Path;
 
 use crate::common;
 
-fn options(cache: &Path, out: &Path) -> BuildOptions {
+/// Builds the `per_unit` set with the `cpjit` binary (`clang`: `CPJIT_CLANG`, if given):
+/// success, and stderr.
+fn build(cache: &Path, out: &Path, clang: Option<&Path>) -> (bool, String) {
     let target = common::first_target();
-    let mut opts = common::options(
-        common::set("per_unit"),
-        &[&target],
-        out,
-        Cache::new(cache.to_path_buf()),
-    );
-    opts.force = true;
-    opts
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"));
+    command
+        .args(["build-stencils", "--force", "--templates"])
+        .arg(common::set("per_unit"))
+        .arg("--targets-dir")
+        .arg(common::workspace().join("targets"))
+        .arg("--out")
+        .arg(out)
+        .args(["--target", &target])
+        .env("CPJIT_STENCIL_CACHE", cache)
+        .env_remove("CPJIT_CLANG");
+    if let Some(clang) = clang {
+        command.env("CPJIT_CLANG", clang);
+    }
+    let result = command.output().unwrap();
+    (
+        result.status.success(),
+        String::from_utf8_lossy(&result.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -55,10 +68,8 @@ exec clang-19 "$@"
     let cache = dir.path().join("cache");
     let out = dir.path().join("out");
 
-    std::env::set_var("CPJIT_CLANG", &fake);
-    let err = driver::build_stencils(&options(&cache, &out))
-        .expect_err("garbage bitcode is an error")
-        .0;
+    let (built, err) = build(&cache, &out, Some(&fake));
+    assert!(!built, "garbage bitcode is an error");
     assert!(
         err.contains("cannot parse the bitcode clang produced"),
         "{err}"
@@ -72,12 +83,12 @@ exec clang-19 "$@"
     assert!(
         stored
             .iter()
-            .all(|n| !n.starts_with("bc2-") && !n.starts_with("dep2-")),
+            .all(|n| !n.starts_with("bc2-") && !n.starts_with("dep3-")),
         "nothing from the bad compiler was stored: {stored:?}"
     );
 
-    std::env::remove_var("CPJIT_CLANG");
-    driver::build_stencils(&options(&cache, &out)).expect("the real clang builds the set");
+    let (built, err) = build(&cache, &out, None);
+    assert!(built, "the real clang builds the set: {err}");
     let stored = std::fs::read_dir(&cache).unwrap().count();
     assert!(
         stored >= 4,

@@ -73,7 +73,7 @@ fn dependency_lists_naming(cache: &Path, name: &str) -> usize {
             p.file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with("dep2-")
+                .starts_with("dep3-")
         })
         .filter(|p| {
             String::from_utf8_lossy(&std::fs::read(p).unwrap()).contains(&format!("/{name}\n"))

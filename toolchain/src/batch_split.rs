@@ -1,0 +1,528 @@
+//! Splitting a batch's bitcode into one module per unit that is the module the unit alone
+//! gives (issue 43): the batch is compiled by clang's front end only
+//! (`-disable-llvm-passes`), so no optimisation sees two units at once (an inliner that
+//! counts a shared helper's callers over the whole batch, constants merged across units);
+//! each unit's part is then made what clang's front end gives for the unit alone, and
+//! optimised on its own by the same `clang -cc1` job a unit alone runs (`cc1::Optimizer`).
+//!
+//! What one translation unit shares between its units, and how each part undoes it:
+//!
+//! - **The entry's name.** The batch renames each unit's entry with a macro, so its
+//!   `__func__`, `__FUNCTION__` and `__PRETTY_FUNCTION__` strings name the alias: the part's
+//!   strings that contain the alias get the entry's name back (and their length).
+//! - **Creation order.** Clang creates a module's globals and functions in the order it
+//!   meets them, and a string literal, a header's static table or inline helper or an
+//!   external declaration is created once per translation unit: by the first unit of the
+//!   batch that uses it. A marker defined before each unit's `#include`
+//!   ([`marker_source`]) tells which definitions a unit found already created; each is
+//!   moved to where the unit itself first uses it, among the definitions the unit created
+//!   (whose order is kept), which is where clang creates it when compiling the unit alone.
+//! - **Everything else** (other units' entries and what only they use) is deleted.
+
+use crate::error::{Error, Result};
+use crate::llvm;
+use inkwell::context::Context;
+use inkwell::llvm_sys::core::{
+    LLVMDeleteFunction, LLVMDeleteGlobal, LLVMGetFirstFunction, LLVMGetFirstGlobal,
+    LLVMGetFirstUse, LLVMGetLinkage, LLVMGetNextFunction, LLVMGetNextGlobal, LLVMGetNextUse,
+    LLVMGetUser, LLVMIsAConstantExpr, LLVMIsDeclaration,
+};
+use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
+use inkwell::llvm_sys::LLVMLinkage;
+use inkwell::memory_buffer::MemoryBuffer;
+use std::collections::{HashMap, HashSet};
+
+/// The name unit `index` of a batch gives its entry function `entry`.
+pub fn entry_alias(entry: &str, index: usize) -> String {
+    format!("{entry}__cpjit_batch_{index}")
+}
+
+/// The marker variable and function defined before unit `index` (see [`marker_source`]).
+fn markers(index: usize) -> (String, String) {
+    (
+        format!("__cpjit_batch_data_{index}"),
+        format!("__cpjit_batch_code_{index}"),
+    )
+}
+
+/// C text defining unit `index`'s markers: an external variable and function, which clang
+/// emits (creates) where they are defined, so everything created before them in the
+/// batch's module was created by an earlier unit. Declared first, so that no warning
+/// about a definition without a prototype fires.
+pub fn marker_source(index: usize) -> String {
+    let (data, code) = markers(index);
+    format!("extern char {data};\nchar {data} = 0;\nvoid {code}(void);\nvoid {code}(void) {{}}\n")
+}
+
+/// Splits a batch's front-end bitcode into one module per unit (the bitcode of each, in
+/// unit order): unit `i` keeps its entry, named `entry` again, and what it reaches, in the
+/// order and with the names the unit alone gives (see the module documentation);
+/// `templates` (the units' names) become the modules' names.
+///
+/// `require_entries`: a unit without its entry is an error (a family member's template
+/// included once only). `right_to_left`: whether clang evaluates call arguments right to left for the target
+/// (the Microsoft ABI's order, `*-windows-msvc`), the order it creates what they name in.
+pub fn split(
+    bitcode: &[u8],
+    templates: &[String],
+    entry: &str,
+    right_to_left: bool,
+    require_entries: bool,
+) -> Result<Vec<Vec<u8>>> {
+    let context = Context::create();
+    let mut out = Vec::with_capacity(templates.len());
+    for (i, template) in templates.iter().enumerate() {
+        let module = llvm::parse_bitcode(&context, bitcode, template)?;
+        // SAFETY: the module is alive and only this thread uses it.
+        let foreign = unsafe { created_before(module.as_mut_ptr(), i) };
+        for j in 0..templates.len() {
+            let (data, code) = markers(j);
+            if let Some(g) = module.get_global(&data) {
+                // SAFETY: a marker is used by nothing (it is defined for its position only).
+                unsafe { g.delete() };
+            }
+            if let Some(f) = module.get_function(&code) {
+                // SAFETY: as above.
+                unsafe { f.delete() };
+            }
+            if j == i {
+                continue;
+            }
+            if let Some(f) = module.get_function(&entry_alias(entry, j)) {
+                // SAFETY: nothing else in the module refers to another unit's entry (a
+                // reference would be to the unaliased name, which no unit defines).
+                unsafe { f.delete() };
+            }
+        }
+        if let Some(own) = module.get_function(&entry_alias(entry, i)) {
+            if module.get_function(entry).is_some() {
+                return Err(Error(format!(
+                    "{template}: cannot be batched: `{entry}` is still defined after the \
+                     batch renamed it (a unit that names it through another macro?)"
+                )));
+            }
+            own.as_global_value().set_name(entry);
+        } else if require_entries {
+            return Err(Error(format!(
+                "{template}: defines no `{entry}` where the batch includes it (an include \
+                 guard or `#pragma once` in the template?)"
+            )));
+        }
+        // SAFETY: the module is alive and only this thread uses it.
+        unsafe { remove_unreferenced(module.as_mut_ptr()) };
+        module.set_name(template);
+        module.set_source_file_name(template);
+        let text = module.print_to_string().to_string();
+        let text = rename_in_strings(&text, &entry_alias(entry, i), entry);
+        let text = reorder(&text, &foreign, right_to_left);
+        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), template);
+        let part = context.create_module_from_ir(buffer).map_err(|e| {
+            Error(format!(
+                "{template}: batch split: the unit's module does not parse back: {}",
+                e.to_string()
+            ))
+        })?;
+        out.push(part.write_bitcode_to_memory().as_slice().to_vec());
+    }
+    Ok(out)
+}
+
+/// The names of the globals and functions created before unit `index`'s markers.
+///
+/// # Safety
+/// `module` is a live module of the calling thread's context.
+unsafe fn created_before(module: LLVMModuleRef, index: usize) -> HashSet<String> {
+    let (data, code) = markers(index);
+    let mut names = HashSet::new();
+    // SAFETY: the caller passes a live module (this function's # Safety).
+    unsafe {
+        let mut g = LLVMGetFirstGlobal(module);
+        while !g.is_null() {
+            let name = llvm::value_name(g);
+            if name == data {
+                break;
+            }
+            names.insert(name);
+            g = LLVMGetNextGlobal(g);
+        }
+        let mut f = LLVMGetFirstFunction(module);
+        while !f.is_null() {
+            let name = llvm::value_name(f);
+            if name == code {
+                break;
+            }
+            names.insert(name);
+            f = LLVMGetNextFunction(f);
+        }
+    }
+    names
+}
+
+/// `text` (a module's IR) with `alias` replaced by `entry` in every global whose initializer
+/// is a string holding it (`__func__` and its kin), its array length adjusted, and in the
+/// names of those globals.
+pub fn rename_in_strings(text: &str, alias: &str, entry: &str) -> String {
+    let mut renames: Vec<(String, String, usize, usize)> = Vec::new();
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let Some(name) = global_name(line) else {
+            lines.push(line.to_string());
+            continue;
+        };
+        let Some(start) = line.find(" c\"") else {
+            lines.push(line.to_string());
+            continue;
+        };
+        let body_end = line[start + 3..].find('"').map(|e| start + 3 + e);
+        let Some(end) = body_end else {
+            lines.push(line.to_string());
+            continue;
+        };
+        let count = line[start + 3..end].matches(alias).count();
+        if count == 0 {
+            lines.push(line.to_string());
+            continue;
+        }
+        let shrink = (alias.len() - entry.len().min(alias.len())) * count;
+        let Some((old_len, new_line)) = resize_array(line, shrink) else {
+            lines.push(line.to_string());
+            continue;
+        };
+        // The length's digits may be fewer now: find the string again.
+        let start = new_line.find(" c\"").unwrap_or(new_line.len());
+        let body = new_line[start..].replace(alias, entry);
+        let mut new_line = format!("{}{body}", &new_line[..start]);
+        // A plain name (`__func__.<alias>`) is renamed as the unit alone names it; a quoted
+        // one (MSVC's `??_C@...`, which encodes a checksum) keeps its name.
+        let new_name = if name.starts_with('"') {
+            name.clone()
+        } else {
+            name.replace(alias, entry)
+        };
+        new_line = new_line.replacen(&format!("@{name} "), &format!("@{new_name} "), 1);
+        renames.push((name, new_name, old_len, old_len - shrink));
+        lines.push(new_line);
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    for (old, new, old_len, new_len) in renames {
+        out = out.replace(
+            &format!("[{old_len} x i8], ptr @{old}"),
+            &format!("[{new_len} x i8], ptr @{new}"),
+        );
+        if old != new {
+            out = replace_name(&out, &old, &new);
+        }
+    }
+    out
+}
+
+/// `line` (`@g = ... [N x i8] c"..."`) with its first array length made `N - shrink`, and N.
+fn resize_array(line: &str, shrink: usize) -> Option<(usize, String)> {
+    let open = line.find(" [")? + 2;
+    let x = line[open..].find(" x i8]")? + open;
+    let old: usize = line[open..x].parse().ok()?;
+    let new = old.checked_sub(shrink)?;
+    Some((old, format!("{}{new}{}", &line[..open], &line[x..])))
+}
+
+/// `text` with every reference `@old` (a whole name) replaced by `@new`.
+fn replace_name(text: &str, old: &str, new: &str) -> String {
+    let pattern = format!("@{old}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(&pattern) {
+        let after = &rest[at + pattern.len()..];
+        out.push_str(&rest[..at]);
+        if after.starts_with(is_name_char) {
+            out.push_str(&pattern);
+        } else {
+            out.push('@');
+            out.push_str(new);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '$' | '.' | '_')
+}
+
+/// The length of the name token at the start of `s` (what follows an `@`): a quoted name
+/// with its quotes, or a plain one.
+fn name_len(s: &str) -> usize {
+    match s.strip_prefix('"') {
+        Some(rest) => rest.find('"').map_or(0, |e| e + 2),
+        None => s.find(|c: char| !is_name_char(c)).unwrap_or(s.len()),
+    }
+}
+
+/// A name token without its quotes (how LLVM names the value).
+fn unquoted(token: &str) -> String {
+    token.trim_matches('"').to_string()
+}
+
+/// The name token a global variable's definition line defines (`@name = ...`).
+fn global_name(line: &str) -> Option<String> {
+    let rest = line.strip_prefix('@')?;
+    let end = name_len(rest);
+    (end > 0 && rest[end..].starts_with(" =")).then(|| rest[..end].to_string())
+}
+
+/// The name token a `define` line defines.
+fn function_name(line: &str) -> Option<String> {
+    let at = line.find(" @")? + 2;
+    let end = name_len(&line[at..]);
+    (end > 0).then(|| line[at..at + end].to_string())
+}
+
+/// Every `@name` in `text`, in order, unquoted.
+fn references(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        let after = &rest[at + 1..];
+        let end = name_len(after);
+        if end > 0 {
+            out.push(unquoted(&after[..end]));
+        }
+        rest = &after[end..];
+    }
+    out
+}
+
+/// The names `line` (an instruction) refers to, in the order clang met them: a call's
+/// callee, then its arguments, in reverse when they are evaluated right to left.
+fn line_references(line: &str, right_to_left: bool) -> Vec<String> {
+    let mut refs = references(line);
+    if right_to_left && line.contains("call ") && refs.len() > 1 {
+        let callee = line.find('@').is_some_and(|at| {
+            let rest = &line[at + 1..];
+            rest[name_len(rest)..].starts_with('(')
+        });
+        let first_argument = usize::from(callee);
+        refs[first_argument..].reverse();
+    }
+    refs
+}
+
+/// A module's IR with the definitions created by earlier units of the batch (`foreign`)
+/// moved to where the unit first uses them (see the module documentation): globals among
+/// globals, functions among functions; everything else in place.
+pub fn reorder(text: &str, foreign: &HashSet<String>, right_to_left: bool) -> String {
+    // The module's lines as items: a global's line, a function's block, or any other line.
+    enum Item {
+        Global(String, String),
+        Function(String, String),
+        Other(String),
+    }
+    let mut items = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some(name) = global_name(line) {
+            items.push(Item::Global(unquoted(&name), line.to_string()));
+        } else if line.starts_with("define ") {
+            let name = unquoted(&function_name(line).unwrap_or_default());
+            let mut block = line.to_string();
+            for body in lines.by_ref() {
+                block.push('\n');
+                block.push_str(body);
+                if body == "}" {
+                    break;
+                }
+            }
+            items.push(Item::Function(name, block));
+        } else {
+            items.push(Item::Other(line.to_string()));
+        }
+    }
+    // First uses: the unit's own functions in order, then the others in order of first use.
+    let functions: Vec<(&String, &String)> = items
+        .iter()
+        .filter_map(|i| match i {
+            Item::Function(n, b) => Some((n, b)),
+            _ => None,
+        })
+        .collect();
+    let body_of: HashMap<&str, &str> = functions
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_str()))
+        .collect();
+    let mut rank: HashMap<String, usize> = HashMap::new();
+    let mut queue: Vec<&str> = functions
+        .iter()
+        .filter(|(n, _)| !foreign.contains(*n))
+        .map(|(n, _)| n.as_str())
+        .collect();
+    let mut walked: HashSet<&str> = queue.iter().copied().collect();
+    let mut next = 0;
+    while next < queue.len() {
+        let len = rank.len();
+        rank.entry(queue[next].to_string()).or_insert(len);
+        let body = body_of[queue[next]];
+        // The define line names the function itself: skip it.
+        let body = body.split_once('\n').map_or("", |(_, b)| b);
+        for name in body.lines().flat_map(|l| line_references(l, right_to_left)) {
+            let len = rank.len();
+            rank.entry(name.clone()).or_insert(len);
+            if let Some((key, _)) = body_of.get_key_value(name.as_str()) {
+                if walked.insert(key) {
+                    queue.push(key);
+                }
+            }
+        }
+        next += 1;
+    }
+    let merge = |list: Vec<(String, String)>| -> Vec<String> {
+        let (mut theirs, own): (Vec<_>, Vec<_>) =
+            list.into_iter().partition(|(n, _)| foreign.contains(n));
+        let rank_of = |n: &str| rank.get(n).copied().unwrap_or(usize::MAX);
+        theirs.sort_by_key(|(n, _)| rank_of(n));
+        let mut theirs = theirs.into_iter().peekable();
+        let mut out = Vec::new();
+        for (name, text) in own {
+            let r = rank_of(&name);
+            while let Some((_, t)) = theirs.next_if(|(n, _)| rank_of(n) < r) {
+                out.push(t);
+            }
+            out.push(text);
+        }
+        out.extend(theirs.map(|(_, t)| t));
+        out
+    };
+    let mut globals = Vec::new();
+    let mut funcs = Vec::new();
+    for item in &items {
+        match item {
+            Item::Global(n, t) => globals.push((n.clone(), t.clone())),
+            Item::Function(n, t) => funcs.push((n.clone(), t.clone())),
+            Item::Other(_) => {}
+        }
+    }
+    let mut globals = merge(globals).into_iter();
+    let mut funcs = merge(funcs).into_iter();
+    let mut out = String::with_capacity(text.len());
+    for item in items {
+        let line = match item {
+            Item::Global(..) => globals.next().unwrap_or_default(),
+            Item::Function(..) => funcs.next().unwrap_or_default(),
+            Item::Other(t) => t,
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Deletes, until none is left, every declaration and every internal or private definition
+/// (function or global variable) that nothing uses: what the other units of the batch
+/// needed and this one does not.
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
+unsafe fn remove_unreferenced(module: LLVMModuleRef) {
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let removable = |v: LLVMValueRef| {
+            is_unused(v)
+                && !llvm::value_name(v).starts_with("llvm.")
+                && (LLVMIsDeclaration(v) != 0
+                    || matches!(
+                        LLVMGetLinkage(v),
+                        LLVMLinkage::LLVMInternalLinkage | LLVMLinkage::LLVMPrivateLinkage
+                    ))
+        };
+        loop {
+            let mut removed = false;
+            let mut f = LLVMGetFirstFunction(module);
+            while !f.is_null() {
+                let next = LLVMGetNextFunction(f);
+                if removable(f) {
+                    LLVMDeleteFunction(f);
+                    removed = true;
+                }
+                f = next;
+            }
+            let mut g = LLVMGetFirstGlobal(module);
+            while !g.is_null() {
+                let next = LLVMGetNextGlobal(g);
+                if removable(g) {
+                    LLVMDeleteGlobal(g);
+                    removed = true;
+                }
+                g = next;
+            }
+            if !removed {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether nothing uses `v` but constant expressions nothing uses (which LLVM leaves
+/// behind when the instruction that used them is deleted).
+///
+/// # Safety
+/// Every LLVM reference passed in belongs to a live module of the calling thread's
+/// context.
+unsafe fn is_unused(v: LLVMValueRef) -> bool {
+    // SAFETY: the caller passes references into a live module (this function's # Safety).
+    unsafe {
+        let mut u = LLVMGetFirstUse(v);
+        while !u.is_null() {
+            let user = LLVMGetUser(u);
+            if LLVMIsAConstantExpr(user).is_null() || !is_unused(user) {
+                return false;
+            }
+            u = LLVMGetNextUse(u);
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn func_strings_get_the_entry_name_back_with_their_length() {
+        let ir = "@__func__.E__cpjit_batch_3 = private unnamed_addr constant [17 x i8] \
+                  c\"E__cpjit_batch_3\\00\", align 1\n\
+                  @.str = private unnamed_addr constant [3 x i8] c\"ab\\00\", align 1\n\
+                  define i32 @E() {\n  %1 = getelementptr [17 x i8], ptr @__func__.E__cpjit_batch_3, i64 0, i64 1\n  ret i32 0\n}\n";
+        let out = rename_in_strings(ir, "E__cpjit_batch_3", "E");
+        assert!(
+            out.contains("@__func__.E = private unnamed_addr constant [2 x i8] c\"E\\00\""),
+            "{out}"
+        );
+        assert!(
+            out.contains("getelementptr [2 x i8], ptr @__func__.E, i64"),
+            "{out}"
+        );
+        assert!(out.contains("@.str = private unnamed_addr constant [3 x i8] c\"ab\\00\""));
+    }
+
+    #[test]
+    fn definitions_an_earlier_unit_created_move_to_their_first_use() {
+        let ir = "@.shared = private constant i8 1\n@.own1 = private constant i8 2\n\
+                  @.own2 = private constant i8 3\n\
+                  define internal void @helper() {\n  ret void\n}\n\
+                  define void @E() {\n  load i8, ptr @.own1\n  load i8, ptr @.shared\n  \
+                  call void @helper()\n  load i8, ptr @.own2\n  ret void\n}\n";
+        let foreign: HashSet<String> = [".shared".to_string(), "helper".to_string()].into();
+        let out = reorder(ir, &foreign, false);
+        let order: Vec<&str> = out
+            .lines()
+            .filter(|l| l.starts_with('@') || l.starts_with("define"))
+            .map(|l| l.split_whitespace().find(|w| w.starts_with('@')).unwrap())
+            .collect();
+        assert_eq!(
+            order,
+            ["@.own1", "@.shared", "@.own2", "@E()", "@helper()"],
+            "{out}"
+        );
+    }
+}
