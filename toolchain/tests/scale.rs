@@ -241,6 +241,19 @@ fn first_family_elements(manifest: &str) -> String {
             .and_then(|l| l.as_array_mut())
             .expect("a family with a list");
         list.truncate(1);
+        let kept = list[0]
+            .as_str()
+            .expect("list elements are strings")
+            .to_string();
+        // A cached family's per-element facts may name only elements it still has.
+        if let Some(cached) = family.get_mut("cached").and_then(|c| c.as_table_mut()) {
+            if let Some(effects) = cached.get_mut("effects").and_then(|e| e.as_table_mut()) {
+                effects.retain(|element, _| *element == kept);
+            }
+            if cached.get("glue").and_then(|g| g.as_str()) != Some(kept.as_str()) {
+                cached.remove("glue");
+            }
+        }
     }
     toml::to_string(&table).unwrap()
 }
