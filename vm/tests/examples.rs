@@ -55,18 +55,33 @@ fn every_mode_has_its_test(mode: Mode) {
 }
 
 /// `cpjit-vm compile-time` compiles each program's traces again and reports nanoseconds per
-/// instance; it refuses zero rounds, naming the flag.
+/// instance; it refuses zero rounds, naming the flag. The programs are written to a
+/// temporary directory from the test's own copy: the matrix runs archived test binaries,
+/// whose working directory has no `examples/`. x86-64 Linux only, as the other tests that
+/// start the `cpjit-vm` binary (`debug_flags.rs`): under qemu or wine, a child process of
+/// the test is not started through the row's runner.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 #[test]
 fn compile_time_reports_the_backend_compile_per_instance() {
     let vm = env!("CARGO_BIN_EXE_cpjit-vm");
+    let dir = std::env::temp_dir().join(format!("cpjit-vm-compile-time-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let programs = [
+        ("sum.vm", include_str!("../examples/sum.vm")),
+        ("calls.vm", include_str!("../examples/calls.vm")),
+    ];
+    let files: Vec<String> = programs
+        .iter()
+        .map(|(name, text)| {
+            let path = dir.join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        })
+        .collect();
     let out = std::process::Command::new(vm)
-        .args([
-            "compile-time",
-            "examples/sum.vm",
-            "examples/calls.vm",
-            "--rounds",
-            "3",
-        ])
+        .arg("compile-time")
+        .args(&files)
+        .args(["--rounds", "3"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -77,7 +92,7 @@ fn compile_time_reports_the_backend_compile_per_instance() {
     );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
-    for (line, file) in lines.iter().zip(["examples/sum.vm", "examples/calls.vm"]) {
+    for (line, file) in lines.iter().zip(&files) {
         assert!(line.starts_with(&format!("{file}: ")), "{line}");
         assert!(
             line.contains(" instances: ") && line.contains(" ns/instance (median of 3;"),
@@ -85,9 +100,10 @@ fn compile_time_reports_the_backend_compile_per_instance() {
         );
     }
     let out = std::process::Command::new(vm)
-        .args(["compile-time", "examples/sum.vm", "--rounds", "0"])
+        .args(["compile-time", &files[0], "--rounds", "0"])
         .output()
         .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rounds > 0"));
 }
