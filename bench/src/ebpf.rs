@@ -1,7 +1,8 @@
 //! The `ebpf` group: `examples/ebpf-jit` (an eBPF JIT built on the kit from outside, issue
 //! 39) against rbpf 0.4's interpreter, hand-written x86-64 JIT and Cranelift JIT. The
 //! example is its own Cargo workspace with its own generated stencil crates, so the group
-//! runs its bench as a user would, `cargo bench --bench compare -- --json FILE` in
+//! runs its bench as a user would, `cargo bench --bench compare --features cranelift --
+//! --json FILE` in
 //! `examples/ebpf-jit/` (target directory `examples/ebpf-jit/target`, as its `ci.sh` uses),
 //! and reads every run's time from that file: compile time (verify + compile) on
 //! straight-line programs of 10 to 4,000 instructions, run time on loop-heavy programs. The
@@ -74,7 +75,15 @@ pub fn run(
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(&dir)
         .env("CARGO_TARGET_DIR", dir.join("target"))
-        .args(["bench", "--quiet", "--bench", "compare", "--"])
+        .args([
+            "bench",
+            "--quiet",
+            "--bench",
+            "compare",
+            "--features",
+            "cranelift",
+            "--",
+        ])
         .arg("--json")
         .arg(&json);
     if quick {

@@ -183,6 +183,14 @@ fn elapsed_ns<T>(f: impl FnOnce() -> T) -> (f64, T) {
     (t.elapsed().as_nanos() as f64, r)
 }
 
+/// Why the rbpf Cranelift rows are empty, if they are: the bench was built without the
+/// `cranelift` feature (so that the example's tests need not build Cranelift).
+const NO_CRANELIFT: Option<&str> = if cfg!(feature = "cranelift") {
+    None
+} else {
+    Some("built without `--features cranelift`")
+};
+
 /// rbpf's hand-written JIT exists on x86-64 Unix only and writes into one 4 KiB page.
 fn rbpf_jit_runs() -> bool {
     cfg!(all(target_arch = "x86_64", unix))
@@ -226,6 +234,7 @@ fn compile_rows(
     if alias.is_none() {
         rows[3].skipped = Some("the kit's persistent alias is Linux only".into());
     }
+    rows[2].skipped = NO_CRANELIFT.map(String::from);
     if !rbpf_jit_runs() {
         rows[1].skipped = Some("rbpf's JIT is x86-64 only".into());
     } else {
@@ -250,12 +259,15 @@ fn compile_rows(
                     drop(vm);
                 }
                 1 => drop(rbpf_jit().unwrap()),
+                #[cfg(feature = "cranelift")]
                 _ => {
                     let mut vm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
                     vm.register_helper(1, helper).unwrap();
                     vm.cranelift_compile().unwrap();
                     drop(vm);
                 }
+                #[cfg(not(feature = "cranelift"))]
+                _ => unreachable!("the Cranelift row is skipped"),
             };
             once(); // untimed: the same engine warms up right before
             let (ns, ()) = elapsed_ns(once);
@@ -284,6 +296,7 @@ fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compi
     rvm.register_helper(1, helper).unwrap();
     #[cfg(all(target_arch = "x86_64", unix))]
     rvm.jit_compile().unwrap();
+    #[cfg(feature = "cranelift")]
     rvm.cranelift_compile().unwrap();
     let mut rows: Vec<Row> = ENGINES
         .iter()
@@ -292,8 +305,11 @@ fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compi
             measure: "run",
             engine,
             times_ns: Vec::new(),
-            skipped: (engine == "rbpf JIT" && !rbpf_jit_runs())
-                .then(|| "rbpf's JIT is x86-64 only".into()),
+            skipped: match engine {
+                "rbpf JIT" if !rbpf_jit_runs() => Some("rbpf's JIT is x86-64 only".into()),
+                "rbpf Cranelift" => NO_CRANELIFT.map(String::from),
+                _ => None,
+            },
         })
         .collect();
     let mut results = Vec::new();
@@ -311,7 +327,10 @@ fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compi
                 #[cfg(all(target_arch = "x86_64", unix))]
                 // SAFETY: the program stays inside its memory (the other engines check it).
                 3 => unsafe { rvm.execute_program_jit(&mut m).unwrap() },
+                #[cfg(feature = "cranelift")]
                 _ => rvm.execute_program_cranelift(&mut m).unwrap(),
+                #[cfg(not(feature = "cranelift"))]
+                _ => unreachable!("the Cranelift row is skipped"),
             });
             results.push((row.engine, r0));
             if round > 0 {
