@@ -490,9 +490,12 @@ calls; 25 ops per file). CPU = user + system time of the toolchain and its clang
 (`templates/testing/holes.c`; every hole kind of the x86-64 ELF set): `push` each instance, \
 `finish` (copy, patch, GOT, publish with one `pwrite` to the chunk's memfd, icache flush; the \
 RX view already exists, so making code executable is amortised over the chunk). The trace \
-description is resolved once into a plan (stencil indices, operands and targets in stencil \
-order), as a JIT's opcode-to-stencil table would be; the timed compile is `push` per instance \
-and `finish`. Traces are dropped outside the timed region. *Floor* rows: a null system call \
+description is resolved once into an op list (op ids of the register-cached family, \
+operands, labels), as a JIT's opcode table would be. *End to end*: the timed compile is the \
+kit's member selection and `push` per op (`TraceBuilder::push_op`) and `finish`. \
+*Pre-lowered*: the members the kit selected, resolved once into a plan (stencil indices, \
+operands and targets in stencil order), and the timed compile is `push` per instance and \
+`finish`: stitching alone. Traces are dropped outside the timed region. *Floor* rows: a null system call \
 (`getppid`) and a `pwrite` of the 10-instance trace's code to a memfd, timed in the same \
 rounds: what publishing code without any writable view of it costs the kernel at least. *New Jit*: a fresh `Jit` whose first trace reserves, commits and faults in a chunk. \
 *memcpy of the code*: `copy_from_slice` of the trace's code bytes into one cache-warm buffer, \
@@ -516,7 +519,8 @@ Cranelift 0.135 (`cranelift-jit`, native ISA, verifier off): the test ops lowere
 blocks only at jump targets and after branches; *cranelift-mem* keeps the value stack in \
 memory behind an `sp` variable like the stencils, *cranelift-ssa* makes each stack slot a \
 frontend variable (SSA values, block parameters at merges); `opt_level` none and speed. One \
-`JITModule` per variant, freed outside the clock after each timed run. The VM examples have \
+`JITModule` per variant on `ArenaMemoryProvider` (one address-space reservation per \
+module), freed and made anew outside the clock after each timed run. The VM examples have \
 no Cranelift lowering (their ops exist only as templates), so they are not compiled by \
 Cranelift. Compile time = trace description → callable entry. Run time: the counting loop, per round; for the examples, the whole program from a fresh VM in `jit` mode with each backend installed as the VM's trace compiler (`Config::compiler`; LLVM code keeps instance 1 callable for the exits' links), minus the time the VM spent compiling, output checked against `vm/examples/*.expected`; *interpreter* = the same in `interp` mode.
 - **Execution**: every `vm/examples/*.vm` from a fresh VM per run (tier-up, tracing and compiling \
