@@ -112,21 +112,10 @@ pub fn ops(
             .ok_or_else(|| format!("{}: {element} has no member", at()))?;
         let stencil = &set.stencils[member as usize];
         for name in stencil.operands {
-            let value = x
-                .operands
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|&(_, v)| v)
-                .ok_or_else(|| format!("{}: no value for operand {name}", at()))?;
-            list.operands.push(value);
+            list.operands.push(x.operand(name, at)?);
         }
         for name in stencil.targets {
-            let &(_, t) = x
-                .targets
-                .iter()
-                .find(|(n, _)| n == name)
-                .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))?;
-            list.targets.push(label[t]);
+            list.targets.push(label[x.target(name, at)?]);
         }
         list.ops.push(Op {
             op,

@@ -165,22 +165,12 @@ pub fn plan_exact(jit: &Jit<'_>, spec: &TraceSpec) -> Result<Plan, String> {
         }
         let s = &set.stencils[stencil];
         for name in s.operands {
-            let value = x
-                .operands
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|&(_, v)| v)
-                .ok_or_else(|| format!("{}: no value for operand {name}", at()))?;
-            plan.operands.push(value);
+            plan.operands.push(x.operand(name, at)?);
         }
         for name in s.targets {
-            let target = x
-                .targets
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|&(_, t)| Target::Instance(InstanceId::from_index(t)))
-                .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))?;
-            plan.targets.push(target);
+            let target = x.target(name, at)?;
+            plan.targets
+                .push(Target::Instance(InstanceId::from_index(target)));
         }
         plan.instances.push(Planned {
             stencil,

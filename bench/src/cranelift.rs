@@ -164,13 +164,7 @@ pub fn op_list(spec: &TraceSpec) -> Result<OpList<'_>, String> {
     let mut ops = Vec::with_capacity(n);
     for (i, x) in spec.instances.iter().enumerate() {
         let at = || format!("{}: instance {i} ({})", spec.name, x.stencil);
-        let operand = |name: &str| {
-            x.operands
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|&(_, v)| v)
-                .ok_or_else(|| format!("{}: no value for operand {name}", at()))
-        };
+        let operand = |name: &str| x.operand(name, at);
         let op = match x.stencil {
             "cpjit_entry" if i == 0 => Op::Entry,
             _ if i == 0 => return Err(format!("{}: a trace starts with its shim", at())),
@@ -188,11 +182,7 @@ pub fn op_list(spec: &TraceSpec) -> Result<OpList<'_>, String> {
                 Op::AddrAddend(data_words - 4)
             }
             "op_test_dec_jump_nz" => {
-                let &(_, t) = x
-                    .targets
-                    .iter()
-                    .find(|(n, _)| *n == "JUMP_TARGET")
-                    .ok_or_else(|| format!("{}: no instance for jump target JUMP_TARGET", at()))?;
+                let t = x.target("JUMP_TARGET", at)?;
                 if t == 0 || t >= n {
                     return Err(format!(
                         "{}: jump target {t} is not an instance after the shim",

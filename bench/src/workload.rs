@@ -17,6 +17,26 @@ pub struct Instance {
     pub targets: Vec<(&'static str, usize)>,
 }
 
+impl Instance {
+    /// The value of operand hole `name`; `at` names the instance in the error.
+    pub fn operand(&self, name: &str, at: impl Fn() -> String) -> Result<u64, String> {
+        self.operands
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+            .ok_or_else(|| format!("{}: no value for operand {name}", at()))
+    }
+
+    /// The instance index jump target `name` names; `at` names the instance in the error.
+    pub fn target(&self, name: &str, at: impl Fn() -> String) -> Result<usize, String> {
+        self.targets
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, t)| t)
+            .ok_or_else(|| format!("{}: no instance for jump target {name}", at()))
+    }
+}
+
 /// A trace: instance 0 is the entry shim; the last instance returns.
 #[derive(Clone, Debug)]
 pub struct TraceSpec {

@@ -67,21 +67,7 @@ mod host {
 }
 
 /// The platforms whose unwinder takes our `.eh_frame` (see [`Registration`]).
-const SUPPORTED: bool = cfg!(any(
-    all(
-        target_os = "linux",
-        any(
-            target_arch = "x86_64",
-            target_arch = "aarch64",
-            target_arch = "riscv64"
-        )
-    ),
-    all(
-        target_os = "macos",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    ),
-    all(windows, target_arch = "x86_64")
-));
+const SUPPORTED: bool = platform::DWARF || cfg!(all(windows, target_arch = "x86_64"));
 
 const DW_CFA_ADVANCE_LOC: u8 = 0x40;
 const DW_CFA_ADVANCE_LOC1: u8 = 0x02;
@@ -369,8 +355,9 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
     out.resize(out.len() + len - body.len(), 0);
 }
 
-/// The unwinder's registration calls where [`SUPPORTED`]; nothing elsewhere (where
-/// [`compile`] refuses the option, so no registration is ever made).
+/// The unwinder's DWARF registration calls (Linux, macOS); nothing elsewhere (Windows x64
+/// registers function tables; on other platforms [`compile`] refuses the option, so no
+/// registration is ever made). [`SUPPORTED`] follows from it.
 #[cfg(any(
     all(
         target_os = "linux",
@@ -386,6 +373,9 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
     )
 ))]
 mod platform {
+    /// The unwinder takes DWARF call-frame information from us here.
+    pub const DWARF: bool = true;
+
     extern "C" {
         fn __register_frame(begin: *const u8);
         fn __deregister_frame(begin: *const u8);
@@ -418,10 +408,13 @@ mod platform {
     all(
         target_os = "macos",
         any(target_arch = "x86_64", target_arch = "aarch64")
-    ),
-    all(windows, target_arch = "x86_64")
+    )
 )))]
+#[allow(dead_code)] // Windows x64 registers a function table instead (see `Registration`)
 mod platform {
+    /// No DWARF registration here.
+    pub const DWARF: bool = false;
+
     pub unsafe fn register(_entry: *const u8) {}
     pub unsafe fn deregister(_entry: *const u8) {}
 }
@@ -560,7 +553,7 @@ fn fde_offsets(section: &[u8]) -> Vec<usize> {
 impl Drop for Registration {
     fn drop(&mut self) {
         #[cfg(all(windows, target_arch = "x86_64"))]
-        if self.table.len() > 0 {
+        if !self.table.is_empty() {
             // SAFETY: added in `function_table` with this pointer (an empty table, of no
             // functions, was not added).
             unsafe { super::win64::platform::delete(self.table.as_ptr()) };
