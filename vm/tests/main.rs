@@ -10,6 +10,7 @@ mod compiler_hook;
 mod debug_flags;
 mod differential;
 mod examples;
+mod families;
 mod inlining;
 mod pinning;
 mod tierup;
