@@ -437,6 +437,18 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 }
                 // REX prefix, opcode and ModRM.
                 self.restore(inst, step, code_at, 3);
+                // An operand (from outside the trace, always a value) too wide for the
+                // immediate: the full path's relaxable GOT load, without its look-up of the
+                // value (a 64-bit address an exit loads, for the reference VM).
+                if let (Action::RelaxableGot, Section::Code) = (step.action, step.section) {
+                    let place = self.code_base + offset as u64;
+                    return self
+                        .relaxable_got(step, offset, place, value, true)
+                        .map_err(|source| StepError::Patch {
+                            hole: step.hole,
+                            source,
+                        });
+                }
             }
             Fast::Abs32 { operand, part } => {
                 let value = part
@@ -620,31 +632,9 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 .map_err(failed)
             }
             Action::Got => self.through_got(step, offset, place, value).map_err(failed),
-            Action::RelaxableGot => {
-                let buf = self.section(step.section);
-                let direct = value.wrapping_add(addend);
-                if let Checked::X86GotSite(site) = step.checked {
-                    // The site was decoded once from the stencil's bytes; only the value
-                    // decides between an immediate, a direct reference and the GOT slot.
-                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
-                        return Ok(());
-                    }
-                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
-                        return Ok(());
-                    }
-                    return self.through_got(step, offset, place, value).map_err(failed);
-                }
-                if outside
-                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
-                        .map_err(failed)?
-                {
-                    return Ok(());
-                }
-                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
-                    return Ok(());
-                }
-                self.through_got(step, offset, place, value).map_err(failed)
-            }
+            Action::RelaxableGot => self
+                .relaxable_got(step, offset, place, value, outside)
+                .map_err(failed),
             Action::GotPair {
                 ldr_hole,
                 ldr_offset,
@@ -669,6 +659,39 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     })
             }
         }
+    }
+
+    /// Patches an x86-64 relaxable GOT load ([`Action::RelaxableGot`]) of `value` (from
+    /// outside the trace if `outside`) at `offset` (run-time address `place`): to an
+    /// immediate or a direct reference where the value allows it, else through a GOT slot.
+    fn relaxable_got(
+        &mut self,
+        step: &Step,
+        offset: usize,
+        place: u64,
+        value: u64,
+        outside: bool,
+    ) -> Result<(), PatchError> {
+        let buf = self.section(step.section);
+        let direct = value.wrapping_add(step.addend as u64);
+        if let Checked::X86GotSite(site) = step.checked {
+            // The site was decoded once from the stencil's bytes; only the value decides
+            // between an immediate, a direct reference and the GOT slot.
+            if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
+                return Ok(());
+            }
+            if x86::relax_got_to_direct(buf, offset, site, place, direct) {
+                return Ok(());
+            }
+            return self.through_got(step, offset, place, value);
+        }
+        if outside && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)? {
+            return Ok(());
+        }
+        if patch::relax_x86_got_load(buf, offset, place, direct)? {
+            return Ok(());
+        }
+        self.through_got(step, offset, place, value)
     }
 
     fn section(&mut self, section: Section) -> &mut [u8] {
