@@ -198,7 +198,10 @@ fn pick(uses: &[(u64, Uses)]) -> Vec<u64> {
         };
         let at = best.iter().take_while(|b| ahead(b)).count();
         if at < PIN_REGS {
-            best[at..].rotate_right(1);
+            // Shifted down by hand: `rotate_right` was a call per candidate.
+            for k in (at + 1..PIN_REGS).rev() {
+                best[k] = best[k - 1];
+            }
             best[at] = Some(candidate);
         }
     }
