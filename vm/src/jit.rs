@@ -367,7 +367,6 @@ impl Backend {
         let lowering = &*lowering;
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
-        let mut names = Vec::with_capacity(lowering.instances.len());
         let mut operands = [0u64; MAX_OPERANDS];
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
         let selectors = self.cached.selectors();
@@ -440,21 +439,25 @@ impl Backend {
                 None => b.push(index, operands, jumps),
             };
             kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
-            let Some(i) = inst.uop else {
-                pushed.map_err(|e| format!("{}: {e}", plan.name))?;
-                names.push(plan.name);
-                continue;
-            };
-            let info = ops::info(u.op);
-            pushed.map_err(|e| format!("micro-op {i} ({}): {e}", info.name))?;
-            names.push(
-                if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) {
-                    info.name
-                } else {
-                    plan.name
-                },
-            );
+            if let Err(e) = pushed {
+                return Err(match inst.uop {
+                    Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),
+                    None => format!("{}: {e}", plan.name),
+                });
+            }
         }
+        // The listings' names, in a pass of their own: kept out of the push loop, whose
+        // registers they took.
+        let names = lowering
+            .instances
+            .iter()
+            .map(|inst| match inst.uop {
+                Some(i) if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) => {
+                    ops::info(trace.uops[i].op).name
+                }
+                _ => self.plans[inst.stencil].name,
+            })
+            .collect();
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
         let loop_body_address = trace.loop_body_start().map(|at| {
@@ -469,10 +472,17 @@ impl Backend {
             address: compiled.entry(k.instance()) as u64,
             inherited: lowering.inherited,
         });
-        let mut links_pinned = vec![false; trace.exit_pcs.len()];
-        for exit in lowering.instances.iter().filter_map(|i| i.link) {
-            if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                *l = true;
+        // Only a trace with pinned locals has LINKs: the others' table stays empty (no
+        // allocation, no pass over the instances).
+        let mut links_pinned = Vec::new();
+        if !lowering.pinned.is_empty() {
+            for exit in lowering.instances.iter().filter_map(|i| i.link) {
+                if links_pinned.is_empty() {
+                    links_pinned = vec![false; trace.exit_pcs.len()];
+                }
+                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
+                    *l = true;
+                }
             }
         }
         Ok(CompiledTrace {

@@ -15,6 +15,8 @@ use crate::Error;
 use cpjit_isa::x86_64 as x86;
 use cpjit_model::{HoleKind, Section};
 
+mod fast;
+
 /// Stage 3: copies each instance's code and data to its place and runs its patch program:
 /// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
 /// it. The trace's code (`trace.code_len` bytes) is bytes `at..` of `writer`'s range, seen
@@ -271,10 +273,13 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::General => false,
             };
             if !done {
-                // The instance's index, worked out here rather than counted for every
-                // instance.
-                let i = index_of(b.instances, inst);
                 for step in p.steps.iter() {
+                    if self.lean_step(inst, step, at, data_at) {
+                        continue;
+                    }
+                    // The instance's index, worked out here rather than counted for every
+                    // instance.
+                    let i = index_of(b.instances, inst);
                     self.step(i, inst, step, at, data_at)
                         .map_err(|e| e.error(b, i))?;
                 }
@@ -322,7 +327,8 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
 
     /// Writes one hole of instance `i` (code at `code_at`, data at `data_at`): its fast
     /// form if it has one and the value fits it, otherwise [`run`](Writer::run).
-    #[inline]
+    // Out of line: the copy loop runs the commonest forms itself (`lean_step`).
+    #[inline(never)]
     fn step(
         &mut self,
         i: usize,
@@ -366,6 +372,18 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 }
                 // REX prefix, opcode and ModRM.
                 self.restore(inst, step, code_at, 3);
+                // An operand (from outside the trace, always a value) too wide for the
+                // immediate: the full path's relaxable GOT load, without its look-up of the
+                // value (a 64-bit address an exit loads, for the reference VM).
+                if let (Action::RelaxableGot, Section::Code) = (step.action, step.section) {
+                    let place = self.code_base + offset as u64;
+                    return self
+                        .relaxable_got(step, offset, place, value, true)
+                        .map_err(|source| StepError::Patch {
+                            hole: step.hole,
+                            source,
+                        });
+                }
             }
             Fast::Abs32 { operand, part } => {
                 let value = part
@@ -391,64 +409,6 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             }
         }
         self.run(i, inst, step, code_at, data_at)
-    }
-
-    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
-    /// if an operand does not fit its `imm32` (nothing written; the steps then write every
-    /// field again).
-    #[inline(always)]
-    fn quick_imm32(&mut self, inst: &Instance, code_at: usize, sites: [(u32, u16); 2]) -> bool {
-        let operands = &self.b.operands[inst.operands as usize..];
-        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
-        // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
-        // and `Quick::of` took only sites whose operand is one of them.
-        let (a, b) = unsafe {
-            (
-                *operands.get_unchecked(sites[0].1 as usize),
-                *operands.get_unchecked(sites[1].1 as usize),
-            )
-        };
-        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
-    }
-
-    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
-    /// at `data_at`): `false` if a displacement does not fit 32 bits (nothing written).
-    #[inline(always)]
-    fn quick_data(&mut self, code_at: usize, data_at: usize, sites: [(u32, i64); 2]) -> bool {
-        // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
-        let to_data = self
-            .data_from_code
-            .wrapping_add(data_at as u64)
-            .wrapping_sub(code_at as u64);
-        let a = to_data.wrapping_add(sites[0].1 as u64);
-        let b = to_data.wrapping_add(sites[1].1 as u64);
-        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
-    }
-
-    /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
-    /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
-    /// nothing written. The sites are a quick form's, each field inside the stencil's code
-    /// (`Quick::of`), and the instance's code was copied to `code_at` ([`copy_code`]
-    /// checked that it fits `code`).
-    #[inline(always)]
-    fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
-        // Both fit exactly when neither biased value has upper bits.
-        if (a.1.wrapping_add(1 << 31) | b.1.wrapping_add(1 << 31)) >> 32 != 0 {
-            return false;
-        }
-        for (offset, value) in [a, b] {
-            let at = code_at + offset as usize;
-            debug_assert!(at + 4 <= self.code.len());
-            // SAFETY: as above, `at + 4 <= self.code.len()`.
-            unsafe {
-                self.code
-                    .as_mut_ptr()
-                    .add(at)
-                    .cast::<u32>()
-                    .write_unaligned((value as u32).to_le())
-            };
-        }
-        true
     }
 
     /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
@@ -549,31 +509,9 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 .map_err(failed)
             }
             Action::Got => self.through_got(step, offset, place, value).map_err(failed),
-            Action::RelaxableGot => {
-                let buf = self.section(step.section);
-                let direct = value.wrapping_add(addend);
-                if let Checked::X86GotSite(site) = step.checked {
-                    // The site was decoded once from the stencil's bytes; only the value
-                    // decides between an immediate, a direct reference and the GOT slot.
-                    if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
-                        return Ok(());
-                    }
-                    if x86::relax_got_to_direct(buf, offset, site, place, direct) {
-                        return Ok(());
-                    }
-                    return self.through_got(step, offset, place, value).map_err(failed);
-                }
-                if outside
-                    && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)
-                        .map_err(failed)?
-                {
-                    return Ok(());
-                }
-                if patch::relax_x86_got_load(buf, offset, place, direct).map_err(failed)? {
-                    return Ok(());
-                }
-                self.through_got(step, offset, place, value).map_err(failed)
-            }
+            Action::RelaxableGot => self
+                .relaxable_got(step, offset, place, value, outside)
+                .map_err(failed),
             Action::GotPair {
                 ldr_hole,
                 ldr_offset,
@@ -598,6 +536,39 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     })
             }
         }
+    }
+
+    /// Patches an x86-64 relaxable GOT load ([`Action::RelaxableGot`]) of `value` (from
+    /// outside the trace if `outside`) at `offset` (run-time address `place`): to an
+    /// immediate or a direct reference where the value allows it, else through a GOT slot.
+    fn relaxable_got(
+        &mut self,
+        step: &Step,
+        offset: usize,
+        place: u64,
+        value: u64,
+        outside: bool,
+    ) -> Result<(), PatchError> {
+        let buf = self.section(step.section);
+        let direct = value.wrapping_add(step.addend as u64);
+        if let Checked::X86GotSite(site) = step.checked {
+            // The site was decoded once from the stencil's bytes; only the value decides
+            // between an immediate, a direct reference and the GOT slot.
+            if outside && x86::relax_got_to_immediate(buf, offset, site, value) {
+                return Ok(());
+            }
+            if x86::relax_got_to_direct(buf, offset, site, place, direct) {
+                return Ok(());
+            }
+            return self.through_got(step, offset, place, value);
+        }
+        if outside && patch::relax_x86_got_load_constant(step.kind, buf, offset, value)? {
+            return Ok(());
+        }
+        if patch::relax_x86_got_load(buf, offset, place, direct)? {
+            return Ok(());
+        }
+        self.through_got(step, offset, place, value)
     }
 
     fn section(&mut self, section: Section) -> &mut [u8] {

@@ -1,0 +1,152 @@
+//! The inline forms of stage 3's copy loop ([`write()`](super::write)): a program's
+//! [`Quick`](crate::program::Quick) form (its stores with one range test for all) and,
+//! hole by hole, the commonest [`Fast`] forms (`lean_step`), which the loop runs before
+//! it calls the out-of-line `step` for anything else.
+
+use super::{index_of, Writer};
+use crate::program::{Fast, Source, Step};
+use crate::trace::{Instance, Target};
+use cpjit_model::OperandPart;
+
+impl Writer<'_, '_, '_, '_> {
+    /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
+    /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field or range
+    /// check, a rel32 to a jump target of the trace, the next instance or the instance's
+    /// data. `false`, with nothing written, for every other hole and for a value its form
+    /// cannot take: [`step`](Writer::step) (out of line) then writes it. (On the reference
+    /// VM's traces, where most programs have no quick form, the call per step was two
+    /// thirds of `write`'s instructions per hole.)
+    #[inline(always)]
+    pub(super) fn lean_step(
+        &mut self,
+        inst: &Instance,
+        step: &Step,
+        code_at: usize,
+        data_at: usize,
+    ) -> bool {
+        let offset = code_at + step.offset as usize;
+        let operand = |k: u16| self.b.operands[inst.operands as usize + k as usize];
+        // The field's value, and the range it must lie in (as `value - lo <= span`).
+        let (value, lo, span) = match step.fast {
+            Fast::Imm32 {
+                operand: k,
+                part: OperandPart::Whole,
+            } => (operand(k), i32::MIN as i64, u32::MAX as u64),
+            Fast::Abs32 {
+                operand: k,
+                part: OperandPart::Whole,
+            } => {
+                let v = operand(k).wrapping_add(step.addend as u64);
+                (v, i32::MIN as i64, u32::MAX as u64 + (1 << 31))
+            }
+            Fast::Check {
+                operand: k,
+                part: OperandPart::Whole,
+                range,
+            } => return range.contains(operand(k).wrapping_add(step.addend as u64)),
+            Fast::Rel32 => {
+                let to = match step.source {
+                    Source::Data => self.data_base + data_at as u64,
+                    Source::Continue => {
+                        match self.instances.get(index_of(self.instances, inst) + 1) {
+                            Some(next) => self.trace_base + next.code_at as u64,
+                            None => return false,
+                        }
+                    }
+                    Source::Target(k) => match self.b.targets[inst.targets as usize + k as usize] {
+                        Target::Instance(id) if id.0 != 0 || !self.shim_first => {
+                            match self.instances.get(id.index()) {
+                                Some(to) => self.trace_base + to.code_at as u64,
+                                None => return false,
+                            }
+                        }
+                        _ => return false,
+                    },
+                    _ => return false,
+                };
+                let place = self.code_base + offset as u64;
+                let v = to.wrapping_add(step.addend as u64).wrapping_sub(place);
+                (v, i32::MIN as i64, u32::MAX as u64)
+            }
+            _ => return false,
+        };
+        if value.wrapping_sub(lo as u64) > span {
+            return false;
+        }
+        match self.code.get_mut(offset..offset + 4) {
+            Some(field) => {
+                field.copy_from_slice(&(value as u32).to_le_bytes());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
+    /// if an operand does not fit its `imm32` (nothing written; the steps then write every
+    /// field again).
+    #[inline(always)]
+    pub(super) fn quick_imm32(
+        &mut self,
+        inst: &Instance,
+        code_at: usize,
+        sites: [(u32, u16); 2],
+    ) -> bool {
+        let operands = &self.b.operands[inst.operands as usize..];
+        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
+        // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
+        // and `Quick::of` took only sites whose operand is one of them.
+        let (a, b) = unsafe {
+            (
+                *operands.get_unchecked(sites[0].1 as usize),
+                *operands.get_unchecked(sites[1].1 as usize),
+            )
+        };
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
+    /// at `data_at`): `false` if a displacement does not fit 32 bits (nothing written).
+    #[inline(always)]
+    pub(super) fn quick_data(
+        &mut self,
+        code_at: usize,
+        data_at: usize,
+        sites: [(u32, i64); 2],
+    ) -> bool {
+        // `data + addend - place` is `data - code + k` at each site (`k`: addend - offset).
+        let to_data = self
+            .data_from_code
+            .wrapping_add(data_at as u64)
+            .wrapping_sub(code_at as u64);
+        let a = to_data.wrapping_add(sites[0].1 as u64);
+        let b = to_data.wrapping_add(sites[1].1 as u64);
+        self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
+    /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
+    /// nothing written. The sites are a quick form's, each field inside the stencil's code
+    /// (`Quick::of`), and the instance's code was copied to `code_at` ([`copy_code`]
+    /// checked that it fits `code`).
+    #[inline(always)]
+    fn store_pair(&mut self, code_at: usize, a: (u32, u64), b: (u32, u64)) -> bool {
+        // Both fit exactly when neither biased value has upper bits.
+        if (a.1.wrapping_add(1 << 31) | b.1.wrapping_add(1 << 31)) >> 32 != 0 {
+            return false;
+        }
+        for (offset, value) in [a, b] {
+            let at = code_at + offset as usize;
+            debug_assert!(at + 4 <= self.code.len());
+            // SAFETY: as above, `at + 4 <= self.code.len()`.
+            unsafe {
+                self.code
+                    .as_mut_ptr()
+                    .add(at)
+                    .cast::<u32>()
+                    .write_unaligned((value as u32).to_le())
+            };
+        }
+        true
+    }
+}
