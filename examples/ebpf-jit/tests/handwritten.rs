@@ -17,12 +17,11 @@ impl Drop for Count {
 
 fn ok(o: &Outcome) -> u64 {
     o.result
-        .clone()
         .unwrap_or_else(|e| panic!("expected r0, got {e:?}"))
 }
 
 fn err(o: &Outcome) -> ErrorKind {
-    o.result.clone().expect_err("expected an error").0
+    o.result.expect_err("expected an error").0
 }
 
 #[test]
