@@ -1,14 +1,16 @@
-//! The JIT: one trace per program, compiled in one pass over the instructions. Five eBPF
-//! registers are pinned in machine registers for the whole trace (`choose_pins`), the others
-//! live in the frame; each instruction becomes one instance of the stencil for its opcode and
-//! the places of its registers (none for LE64, the identity, and the second half of an
-//! LD_DW); jumps and calls name their destination as `Target::Instance`. Written only against
+//! The JIT: one trace per program. Five eBPF registers are pinned in machine registers for
+//! the whole trace (the most used, `emit::Scan::pins`), the others live in the frame; each
+//! instruction becomes one instance of the stencil for its opcode and the places of its
+//! registers (none for LE64, the identity, and the second half of an LD_DW); jumps and calls
+//! name their destination as `Target::Instance`. This module holds the frame, the helper
+//! trampoline, the stencil tables and running; `emit` compiles. Written only against
 //! `cpjit-runtime`'s public API and the host's generated stencil crate.
 
-use crate::insn::{decode, insn, AluOp, Cond, Kind, Width, STACK_SIZE};
+use crate::emit;
+use crate::insn::{decode, AluOp, Cond, Kind, Width, STACK_SIZE};
 use crate::{Error, Helper};
 use cpjit_runtime::model::StencilSet;
-use cpjit_runtime::{InstanceId, Jit, JitOptions, Target, Trace};
+use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
 use std::collections::HashMap;
 use std::ffi::c_void;
 
@@ -33,106 +35,53 @@ struct Frame {
     calls: [[u64; 5]; crate::MAX_CALL_DEPTH],
 }
 
-/// `void ebpf_call_helper(struct cpjit_frame *, uint64_t fn)`: r0 = fn(r1, .., r5).
-extern "C" fn ebpf_call_helper(frame: *mut Frame, helper: u64) {
+/// `uint64_t ebpf_call_helper(uint64_t fn, uint64_t r1, .., uint64_t r5)`: r0 = fn(r1, .., r5)
+/// (the helper has Rust's ABI, which C cannot call).
+extern "C" fn ebpf_call_helper(helper: u64, r1: u64, r2: u64, r3: u64, r4: u64, r5: u64) -> u64 {
     // SAFETY: `helper` is a `Helper` the compiler put into the trace as an operand
-    // (`Compiler::compile`); fn pointers and usize have the same size.
+    // (`Compiler::compile_pinned`); fn pointers and usize have the same size.
     let helper: Helper = unsafe { std::mem::transmute::<usize, Helper>(helper as usize) };
-    // SAFETY: only traces run by `Compiled::run` call this, with the frame it passes.
-    let f = unsafe { &mut *frame };
-    f.r[0] = helper(f.r[1], f.r[2], f.r[3], f.r[4], f.r[5]);
+    helper(r1, r2, r3, r4, r5)
 }
 
 /// The helpers the template set may call (`allowed_symbols` in its manifest).
 fn resolve(symbol: &str) -> Option<u64> {
-    (symbol == "ebpf_call_helper")
-        .then_some(ebpf_call_helper as extern "C" fn(*mut Frame, u64) as usize as u64)
+    (symbol == "ebpf_call_helper").then_some(
+        ebpf_call_helper as extern "C" fn(u64, u64, u64, u64, u64, u64) -> u64 as usize as u64,
+    )
 }
 
-/// The operands a stencil may take, by name.
-#[derive(Clone, Copy)]
-enum Slot {
-    DstAt,
-    SrcAt,
-    Imm,
-    Off,
-    Idx,
-    Site,
-    Value,
-    Fn,
-    Pin(usize),
-}
-
-/// The values of one instance's operands.
-#[derive(Clone, Copy, Default)]
-struct Operands {
-    dst_at: u64,
-    src_at: u64,
-    imm: u64,
-    off: u64,
-    idx: u64,
-    site: u64,
-    value: u64,
-    fun: u64,
-    pin_at: [u64; PINS],
-}
-
-/// Where an instance jumps.
-#[derive(Clone, Copy)]
-enum Dest {
-    None,
-    /// The first instance of instruction `n` (n = the program's length: `op_fell_off`).
-    Insn(usize),
-    /// The chain of `op_ret_case` instances that EXIT returns through.
-    Returns,
-    /// A load's or store's fault exit: the `k`th `op_oob_*` instance after the program.
-    Fault(usize),
-}
-
-/// Stencil indices, looked up once, and each stencil's operand order.
-struct Stencils {
-    slots: Vec<Vec<Slot>>,
+/// Stencil indices, looked up once, and each stencil's operands.
+pub(crate) struct Stencils {
+    /// Per stencil, where each operand's value is in an instruction's values
+    /// (`emit::value_index`).
+    pub(crate) picks: Vec<Box<[u8]>>,
     /// Whether the stencil has its jump target (a compare of a register with itself folds
     /// to always or never).
-    jumps: Vec<bool>,
+    pub(crate) jumps: Vec<bool>,
     by_name: HashMap<&'static str, usize>,
 }
 
 impl Stencils {
     fn find(set: &'static StencilSet<'static>) -> Result<Stencils, Error> {
-        let mut slots = Vec::new();
+        let mut picks = Vec::new();
         let mut jumps = Vec::new();
         let mut by_name = HashMap::new();
         for (i, s) in set.stencils.iter().enumerate() {
             let mut v = Vec::new();
             for &name in s.operands {
-                v.push(match name {
-                    "DST_AT" => Slot::DstAt,
-                    "SRC_AT" => Slot::SrcAt,
-                    "IMM" => Slot::Imm,
-                    "OFF" => Slot::Off,
-                    "IDX" => Slot::Idx,
-                    "SITE" => Slot::Site,
-                    "VALUE" => Slot::Value,
-                    "FN" => Slot::Fn,
-                    "PIN0_AT" => Slot::Pin(0),
-                    "PIN1_AT" => Slot::Pin(1),
-                    "PIN2_AT" => Slot::Pin(2),
-                    "PIN3_AT" => Slot::Pin(3),
-                    "PIN4_AT" => Slot::Pin(4),
-                    _ => {
-                        return Err(Error::Jit(cpjit_runtime::Error::UnknownStencilName {
-                            name: format!("{} (operand {name})", s.name),
-                        }))
-                    }
-                });
+                v.push(emit::value_index(name).ok_or_else(|| {
+                    Error::Jit(cpjit_runtime::Error::UnknownStencilName {
+                        name: format!("{} (operand {name})", s.name),
+                    })
+                })?);
             }
-            slots.push(v);
+            picks.push(v.into_boxed_slice());
             jumps.push(!s.targets.is_empty());
             by_name.insert(s.name, i);
         }
         Ok(Stencils {
-            slots,
+            picks,
             jumps,
             by_name,
         })
@@ -220,7 +169,7 @@ fn stencil_name(kind: Kind, imm: i32, src: u8) -> Option<String> {
             if wide { "" } else { "32" },
             reg(r)
         ),
-        Kind::Call if src == 0 => "op_call_helper".into(),
+        Kind::Call if src == 0 => "op_call_helper".into(), // family `rr`: r0, r1
         Kind::Call => "op_call_local".into(),
         Kind::Exit => "op_exit".into(),
         Kind::Xadd | Kind::TailCall => "op_invalid".into(),
@@ -255,12 +204,16 @@ fn family_of(kind: Kind) -> Family {
     }
 }
 
+/// A helper call's stencil is the `rr` member of the places of r0 (D) and r1 (S).
+const HELPER_REGS: (u8, u8) = (0, 1);
+
 /// The (destination, source) registers an instruction names, as its family uses them
 /// (LD_ABS and LD_IND write r0).
-fn registers(kind: Kind, dst: u8, src: u8) -> (Option<u8>, Option<u8>) {
+pub(crate) fn registers(kind: Kind, dst: u8, src: u8) -> (Option<u8>, Option<u8>) {
     match (family_of(kind), kind) {
         (_, Kind::LdAbs(_)) => (Some(0), None),
         (_, Kind::LdInd(_)) => (Some(0), Some(src)),
+        (_, Kind::Call) if src == 0 => (Some(HELPER_REGS.0), Some(HELPER_REGS.1)),
         (Family::Rr, _) => (Some(dst), Some(src)),
         (Family::R, _) => (Some(dst), None),
         (Family::None, _) => (None, None),
@@ -270,89 +223,46 @@ fn registers(kind: Kind, dst: u8, src: u8) -> (Option<u8>, Option<u8>) {
 /// How many eBPF registers live in machine registers (templates/include/ops.h: slots 0..4;
 /// place 5 is the frame).
 pub const PINS: usize = 5;
-const FRAME: usize = PINS;
+pub(crate) const FRAME: usize = PINS;
 
 /// The slot of the pinned register of each rank (`Compiler::compile_pinned`): slot 2 (c2,
 /// x86-64's `rdx`, which `mul` and `div` clobber) holds the least used of the five.
-const SLOT_OF_RANK: [usize; PINS] = [0, 1, 3, 4, 2];
-
-/// The eBPF registers to pin, most used first: an instruction inside a loop (under a
-/// backward jump) counts 16 times per loop.
-fn choose_pins(prog: &[u8]) -> Vec<u8> {
-    let n = prog.len() / 8;
-    // Loop depth per instruction, by a difference array over backward-jump ranges.
-    let mut delta = vec![0i64; n + 1];
-    for i in 0..n {
-        let ins = insn(prog, i);
-        if matches!(decode(ins.opc), Some(Kind::Ja | Kind::Jmp { .. })) && ins.off < 0 {
-            let to = (i as i64 + 1 + i64::from(ins.off)).max(0) as usize;
-            delta[to] += 1;
-            delta[i + 1] -= 1;
-        }
-    }
-    let mut uses = [0u64; 11];
-    let mut depth = 0i64;
-    let mut i = 0;
-    while i < n {
-        depth += delta[i];
-        let ins = insn(prog, i);
-        let weight = 16u64.saturating_pow(depth.clamp(0, 8) as u32);
-        if let Some(kind) = decode(ins.opc) {
-            let (d, s) = registers(kind, ins.dst, ins.src);
-            for r in [d, s].into_iter().flatten() {
-                if let Some(u) = uses.get_mut(usize::from(r)) {
-                    *u = u.saturating_add(weight);
-                }
-            }
-        }
-        i += 1;
-    }
-    let mut regs: Vec<u8> = (0..11).filter(|&r| uses[usize::from(r)] > 0).collect();
-    regs.sort_by_key(|&r| (std::cmp::Reverse(uses[usize::from(r)]), r));
-    regs.truncate(PINS);
-    regs
-}
+pub(crate) const SLOT_OF_RANK: [usize; PINS] = [0, 1, 3, 4, 2];
 
 /// Compiles eBPF programs into traces; one per process is enough (traces share its
 /// executable memory).
 pub struct Compiler {
-    jit: Jit<'static>,
-    stencils: Stencils,
+    pub(crate) jit: Jit<'static>,
+    pub(crate) stencils: Stencils,
     /// Stencil indices, looked up once.
-    table: Table,
+    pub(crate) table: Table,
 }
 
 /// The stencil of each opcode (for CALL: of a helper call), LE/BE by width (16, 32, 64;
 /// `None`: no instance), and the ops no opcode names.
-struct Table {
+pub(crate) struct Table {
     /// [opcode][place of dst][place of src] (a place: pinned slot 0..4, or 5 the frame).
-    by_opcode: Vec<[[Option<usize>; PINS + 1]; PINS + 1]>,
+    pub(crate) by_opcode: Vec<[[Option<usize>; PINS + 1]; PINS + 1]>,
     /// [BE][width 16, 32, 64][place of dst].
-    end: [[[Option<usize>; PINS + 1]; 3]; 2],
-    enter: usize,
-    call_helper: usize,
-    call_local: usize,
-    unknown_helper: usize,
-    ret_case: usize,
-    fell_off: usize,
-    invalid: usize,
-    oob_load: usize,
-    oob_store: usize,
+    pub(crate) end: [[[Option<usize>; PINS + 1]; 3]; 2],
+    pub(crate) enter: usize,
+    /// [place of r0][place of r1].
+    pub(crate) call_helper: [[usize; PINS + 1]; PINS + 1],
+    pub(crate) call_local: usize,
+    pub(crate) unknown_helper: usize,
+    pub(crate) ret_case: usize,
+    pub(crate) fell_off: usize,
+    pub(crate) invalid: usize,
+    pub(crate) oob_load: usize,
+    pub(crate) oob_store: usize,
 }
 
 /// A compiled program.
 pub struct Compiled {
-    trace: Trace,
-    entry: InstanceId,
+    pub(crate) trace: Trace,
+    pub(crate) entry: InstanceId,
     /// The program, to name what a faulting instruction was.
-    prog: Vec<u8>,
-}
-
-/// One planned instance.
-struct Item {
-    stencil: usize,
-    ops: Operands,
-    dest: Dest,
+    pub(crate) prog: Vec<u8>,
 }
 
 impl Compiler {
@@ -412,7 +322,7 @@ impl Compiler {
             by_opcode,
             end,
             enter: stencils.get("op_enter")?,
-            call_helper: stencils.get("op_call_helper")?,
+            call_helper: call_helper_table(&stencils)?,
             call_local: stencils.get("op_call_local")?,
             unknown_helper: stencils.get("op_unknown_helper")?,
             ret_case: stencils.get("op_ret_case")?,
@@ -427,264 +337,17 @@ impl Compiler {
             table,
         })
     }
-
-    /// Compiles a verified program (see [`crate::verify`]) calling `helpers`.
-    /// The eBPF registers kept in machine registers are the five most used ones (see
-    /// [`Compiler::compile_pinned`]).
-    pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
-        self.compile_pinned(prog, helpers, &choose_pins(prog))
-    }
-
-    /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
-    /// ones of r0..r10, most used first: the last of five goes to the slot `mul` and `div`
-    /// clobber on x86-64) in machine registers and the others in the frame.
-    pub fn compile_pinned(
-        &self,
-        prog: &[u8],
-        helpers: &HashMap<u32, Helper>,
-        pins: &[u8],
-    ) -> Result<Compiled, Error> {
-        assert!(
-            pins.len() <= PINS
-                && pins.iter().all(|&r| r <= 10)
-                && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
-            "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
-        );
-        let n = prog.len() / 8;
-        let t = &self.table;
-        // Local call targets that are the second half of an LD_DW get an op_invalid.
-        let mut second_half = vec![false; n];
-        let mut call_target = vec![false; n];
-        let mut i = 0;
-        while i < n {
-            let ins = insn(prog, i);
-            if ins.opc == 0x18 && i + 1 < n {
-                second_half[i + 1] = true;
-                i += 1;
-            } else if ins.opc == 0x85 && ins.src == 1 {
-                let to = (i as i64 + 1 + i64::from(ins.imm)) as usize;
-                call_target[to] = true;
-            }
-            i += 1;
-        }
-
-        // The pinned registers, their slots and homes in the frame (r[11]: scratch).
-        let mut place = [FRAME; 16];
-        let mut pin_at = [11 * 8u64; PINS];
-        for (rank, &r) in pins.iter().enumerate() {
-            let k = SLOT_OF_RANK[rank];
-            place[usize::from(r)] = k;
-            pin_at[k] = u64::from(r) * 8;
-        }
-        let sync = Operands {
-            pin_at,
-            ..Operands::default()
-        };
-
-        // The instance numbers first: the first instance of each instruction (none for LE64
-        // and the second half of an LD_DW), then after the program op_fell_off, the return
-        // chain (one op_ret_case per local call, then op_invalid) and the loads' and stores'
-        // fault exits. Instance 0 is the shim, 1 the entry op that loads the pinned registers.
-        let mut first = vec![0usize; n + 1];
-        let mut next = 2;
-        let mut calls = 0;
-        for i in 0..n {
-            first[i] = next;
-            let ins = insn(prog, i);
-            next += match decode(ins.opc) {
-                _ if second_half[i] => usize::from(call_target[i]),
-                Some(Kind::End { to_be: false }) if ins.imm == 64 => 0,
-                Some(Kind::Call) if ins.src == 1 => {
-                    calls += 1;
-                    1
-                }
-                _ => 1,
-            };
-        }
-        first[n] = next;
-        let returns = next + 1;
-        let fault_base = returns + calls + 1;
-
-        // One pass, pushing each instance as it comes; the return chain and the fault exits
-        // are pushed after the program.
-        let mut out = Emit {
-            trace: self.jit.trace(),
-            stencils: &self.stencils,
-            operands: Vec::with_capacity(8),
-            first: &first,
-            returns,
-            fault_base,
-        };
-        let entry = out.trace.push_shim()?;
-        out.push(&Item {
-            stencil: t.enter,
-            ops: sync,
-            dest: Dest::None,
-        })?;
-        let mut sites = Vec::new();
-        let mut faults: Vec<Item> = Vec::new();
-        for i in 0..n {
-            let ins = insn(prog, i);
-            if second_half[i] {
-                if call_target[i] {
-                    out.push(&Item {
-                        stencil: t.invalid,
-                        ops: Operands {
-                            idx: i as u64,
-                            ..sync
-                        },
-                        dest: Dest::None,
-                    })?;
-                }
-                continue;
-            }
-            let kind = decode(ins.opc).expect("a verified program");
-            let (dreg, sreg) = registers(kind, ins.dst, ins.src);
-            let d = dreg.map_or(FRAME, |r| place[usize::from(r)]);
-            let s = sreg.map_or(FRAME, |r| place[usize::from(r)]);
-            let mut ops = Operands {
-                dst_at: u64::from(dreg.unwrap_or(0)) * 8,
-                src_at: u64::from(sreg.unwrap_or(0)) * 8,
-                imm: ins.imm as i64 as u64,
-                off: ins.off as i64 as u64,
-                idx: i as u64,
-                ..sync
-            };
-            let by_opcode = t.by_opcode[usize::from(ins.opc)][d][s];
-            let jump = || Dest::Insn((i as i64 + 1 + i64::from(ins.off)) as usize);
-            let (stencil, dest) = match kind {
-                Kind::LdDw => {
-                    let hi = insn(prog, i + 1).imm as u32;
-                    ops.value = u64::from(ins.imm as u32) | (u64::from(hi) << 32);
-                    (by_opcode, Dest::None)
-                }
-                Kind::Ja | Kind::Jmp { .. } => (by_opcode, jump()),
-                Kind::Call if ins.src == 0 => match helpers.get(&(ins.imm as u32)) {
-                    Some(&h) => {
-                        ops.fun = h as usize as u64;
-                        (Some(t.call_helper), Dest::None)
-                    }
-                    None => (Some(t.unknown_helper), Dest::None),
-                },
-                Kind::Call => {
-                    ops.site = (i + 1) as u64;
-                    sites.push(i + 1);
-                    let callee = (i as i64 + 1 + i64::from(ins.imm)) as usize;
-                    (Some(t.call_local), Dest::Insn(callee))
-                }
-                Kind::Exit => (by_opcode, Dest::Returns),
-                Kind::Ldx(w) | Kind::St(w) | Kind::Stx(w) => {
-                    let (stencil, base) = match kind {
-                        Kind::Ldx(_) => (t.oob_load, ins.src),
-                        _ => (t.oob_store, ins.dst),
-                    };
-                    faults.push(Item {
-                        stencil,
-                        ops: Operands {
-                            dst_at: u64::from(base) * 8,
-                            imm: w.bytes() as u64,
-                            ..ops
-                        },
-                        dest: Dest::None,
-                    });
-                    (by_opcode, Dest::Fault(faults.len() - 1))
-                }
-                Kind::End { to_be } => {
-                    let w = match ins.imm {
-                        16 => 0,
-                        32 => 1,
-                        _ => 2,
-                    };
-                    (t.end[usize::from(to_be)][w][d], Dest::None)
-                }
-                _ => (by_opcode, Dest::None),
-            };
-            // LE64 is the identity: no instance.
-            let Some(stencil) = stencil else { continue };
-            out.push(&Item { stencil, ops, dest })?;
-        }
-        out.push(&Item {
-            stencil: t.fell_off,
-            ops: Operands {
-                idx: n as u64,
-                ..sync
-            },
-            dest: Dest::None,
-        })?;
-        for &site in &sites {
-            out.push(&Item {
-                stencil: t.ret_case,
-                ops: Operands {
-                    site: site as u64,
-                    ..sync
-                },
-                dest: Dest::Insn(site),
-            })?;
-        }
-        // The end of the return chain, never reached (every popped site is in it).
-        out.push(&Item {
-            stencil: t.invalid,
-            ops: Operands {
-                idx: n as u64,
-                ..sync
-            },
-            dest: Dest::None,
-        })?;
-        for item in &faults {
-            out.push(item)?;
-        }
-        Ok(Compiled {
-            trace: out.trace.finish()?,
-            entry,
-            prog: prog.to_vec(),
-        })
-    }
 }
 
-/// Pushes planned instances into a trace, their jumps resolved by instance number.
-struct Emit<'a, 'j, 's> {
-    trace: cpjit_runtime::TraceBuilder<'j, 's>,
-    stencils: &'a Stencils,
-    operands: Vec<u64>,
-    first: &'a [usize],
-    returns: usize,
-    fault_base: usize,
-}
-
-impl Emit<'_, '_, '_> {
-    fn push(&mut self, item: &Item) -> Result<(), Error> {
-        let o = &item.ops;
-        self.operands.clear();
-        self.operands.extend(
-            self.stencils.slots[item.stencil]
-                .iter()
-                .map(|slot| match slot {
-                    Slot::DstAt => o.dst_at,
-                    Slot::SrcAt => o.src_at,
-                    Slot::Imm => o.imm,
-                    Slot::Off => o.off,
-                    Slot::Idx => o.idx,
-                    Slot::Site => o.site,
-                    Slot::Value => o.value,
-                    Slot::Fn => o.fun,
-                    Slot::Pin(k) => o.pin_at[*k],
-                }),
-        );
-        let instance = |k: usize| Target::Instance(InstanceId::from_index(k));
-        let target = match item.dest {
-            Dest::None => None,
-            Dest::Insn(i) => Some(instance(self.first[i])),
-            Dest::Returns => Some(instance(self.returns)),
-            Dest::Fault(k) => Some(instance(self.fault_base + k)),
-        };
-        match target {
-            Some(t) if self.stencils.jumps[item.stencil] => {
-                self.trace.push(item.stencil, &self.operands, &[t])?
-            }
-            _ => self.trace.push(item.stencil, &self.operands, &[])?,
-        };
-        Ok(())
+/// The helper call's stencil by the places of r0 and r1 (family `rr`).
+fn call_helper_table(stencils: &Stencils) -> Result<[[usize; PINS + 1]; PINS + 1], Error> {
+    let mut table = [[0; PINS + 1]; PINS + 1];
+    for (d, row) in table.iter_mut().enumerate() {
+        for (s, entry) in row.iter_mut().enumerate() {
+            *entry = stencils.get(&format!("op_call_helper_3_{d}_{s}"))?;
+        }
     }
+    Ok(table)
 }
 
 impl Compiled {

@@ -8,6 +8,7 @@
 //! [`EbpfVm::interpret`] runs the same program with this crate's reference interpreter.
 
 pub mod cli;
+mod emit;
 mod insn;
 mod interp;
 mod jit;

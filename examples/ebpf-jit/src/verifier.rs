@@ -13,7 +13,7 @@ fn refuse(insn: Option<usize>, reason: impl Into<String>) -> Result<(), Error> {
 
 /// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does.
 pub fn check(prog: &[u8]) -> Result<(), Error> {
-    if prog.len() % INSN_SIZE != 0 {
+    if !prog.len().is_multiple_of(INSN_SIZE) {
         return refuse(None, "the program's length is not a multiple of 8 bytes");
     }
     if prog.len() > PROG_MAX_INSNS * INSN_SIZE {

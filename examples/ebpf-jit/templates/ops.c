@@ -20,9 +20,6 @@ CPJIT_CACHED_OP(op_ja, 3, 3) {
   EBPF_JUMP();
 }
 
-/* A helper: r0 = fn(r1, r2, r3, r4, r5), through the Rust trampoline. */
-EBPF_OP(op_call_helper, SYNC_OUT(); ebpf_call_helper(f, CPJIT_OPERAND(FN)); SYNC_IN())
-
 /* A helper id nobody registered: rbpf fails when the call is executed. */
 CPJIT_CACHED_OP(op_unknown_helper, 3, 3) {
   struct cpjit_frame *f = frame;

@@ -136,6 +136,13 @@ LDABS(ldindh, u16u, f->lo[1] + SREG + IMM32)
 LDABS(ldindw, u32u, f->lo[1] + SREG + IMM32)
 LDABS(ldinddw, u64u, f->lo[1] + SREG + IMM32)
 
+/* ---- A helper call: r0 = fn(r1, r2, r3, r4, r5) through the Rust trampoline; D is where r0
+ * lives, S where r1 lives (the registers a helper loop carries), r2..r5 are read from their
+ * homes after SYNC_OUT. ---- */
+OPDEF(call_helper, SYNC_OUT();
+      uint64_t r0 = ebpf_call_helper(CPJIT_OPERAND(FN), SREG, f->r[2], f->r[3], f->r[4], f->r[5]);
+      SYNC_IN(); DREG = r0)
+
 /* ---- Jumps: JUMP when the condition holds. ---- */
 /* JMP: immediates zero-extended for the unsigned compares, sign-extended otherwise. */
 #define J64(name, XIMM, COND)                                                \

@@ -50,7 +50,9 @@ struct cpjit_frame {
 #define EBPF_INVALID 6
 
 /* Calls the helper `fn` (a Rust `fn(u64, u64, u64, u64, u64) -> u64`) with r1..r5 and
- * stores its result in r0. */
-extern void ebpf_call_helper(struct cpjit_frame *frame, uint64_t fn);
+ * returns its result, r0: arguments and result in registers, so that a value a loop passes
+ * through a helper (r1 in, r0 out) does not go through the frame. */
+extern uint64_t ebpf_call_helper(uint64_t fn, uint64_t r1, uint64_t r2, uint64_t r3,
+                                 uint64_t r4, uint64_t r5);
 
 #endif /* EBPF_H */

@@ -15,7 +15,7 @@
 CPJIT_DECLARE_NARROW(DST_AT, u16);
 CPJIT_DECLARE_NARROW(SRC_AT, u16);
 CPJIT_DECLARE_NARROW(IMM, s32);
-CPJIT_DECLARE_NARROW(OFF, s16);
+CPJIT_DECLARE_NARROW(OFF, u16); /* the offset + 0x8000 */
 CPJIT_DECLARE_NARROW(IDX, u32);
 CPJIT_DECLARE_NARROW(SITE, u32);
 /* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused). */
@@ -40,7 +40,12 @@ CPJIT_DECLARE_TARGET(JUMP);
 /* The immediate as rbpf's `insn.imm as u64` (sign-extended) and `insn.imm as u32`. */
 #define IMM64 ((uint64_t)(int64_t)CPJIT_NARROW(IMM, s32))
 #define IMM32 ((uint32_t)CPJIT_NARROW(IMM, s32))
-#define OFF64 ((uint64_t)(int64_t)CPJIT_NARROW(OFF, s16))
+/* The offset, sign-extended. OFF holds it plus 0x8000 as a u16 (src/emit.rs): a signed
+ * narrow operand is given to LLVM as its low 32 bits and extended by a cast, which costs
+ * `mov $off, %eax; movswq %ax, %rax` per access on x86-64, while AT(OFF) - 0x8000 folds into
+ * the access's displacement (the hole holds the low 32 bits of off, which the CPU
+ * sign-extends). */
+#define OFF64 ((uint64_t)((int64_t)AT(OFF) - 0x8000))
 #define INSN ((uint64_t)CPJIT_NARROW(IDX, u32))
 
 typedef uint16_t u16u __attribute__((aligned(1), may_alias));

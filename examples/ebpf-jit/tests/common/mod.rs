@@ -17,7 +17,7 @@ pub fn helper_popcount(_: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
 pub fn helper_sub(_: u64, b: u64, c: u64, _: u64, _: u64) -> u64 {
     b.wrapping_sub(c)
 }
-pub const HELPERS: [(u32, fn(u64, u64, u64, u64, u64) -> u64); 3] =
+pub const HELPERS: [(u32, ebpf_jit::Helper); 3] =
     [(1, helper_mix), (2, helper_popcount), (0x10000, helper_sub)];
 /// An id neither side registers.
 pub const UNKNOWN_HELPER: u32 = 99;
