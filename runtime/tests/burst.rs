@@ -3,9 +3,10 @@
 //! descriptors and mappings, and of those the JIT's own (its code object, `memfd:cpjit-code`,
 //! its mappings and the memory its pages take). Linux only.
 //!
-//! The baseline is taken after a warm-up in which every burst thread built, ran and dropped
-//! one trace: the C library's per-thread state (malloc arenas, cached thread stacks) stays
-//! after threads end, and is the process's, not the JIT's.
+//! The baseline is taken after a warm-up in which as many threads as the burst's, all alive
+//! at once, each built and dropped one trace: the C library's per-thread state (malloc
+//! arenas, cached thread stacks) stays after threads end, and is the process's, not the
+//! JIT's.
 
 use crate::common;
 use common::{resolve, run, Frame, SET};
@@ -98,6 +99,8 @@ struct Figures {
     after: Usage,
     traces: usize,
     chunks_after: usize,
+    /// Mappings after idle that the baseline did not have.
+    new_maps: Vec<String>,
 }
 
 /// A trace of `instances` additions to `value`, and its shim.
@@ -121,12 +124,20 @@ fn build(
 fn measure(b: &Burst) -> Figures {
     let cold = Usage::now();
     let jit = Jit::with_options(SET, resolve, b.options).unwrap();
+    // All at once, each holding its trace until every one has built: so that the C library
+    // makes as many per-thread arenas and stacks as the burst will.
+    let all = std::sync::Barrier::new(b.threads as usize);
     std::thread::scope(|scope| {
         for _ in 0..b.threads {
-            scope.spawn(|| drop(build(&jit, 4, 0)));
+            scope.spawn(|| {
+                let trace = build(&jit, 4, 0);
+                all.wait();
+                drop(trace);
+            });
         }
     });
     let baseline = Usage::now();
+    let maps_before = std::fs::read_to_string("/proc/self/maps").unwrap();
     let built = AtomicUsize::new(0);
     let peak = std::sync::Mutex::new(baseline);
     let end = Instant::now() + b.burst;
@@ -163,6 +174,12 @@ fn measure(b: &Burst) -> Figures {
     });
     std::thread::sleep(b.idle);
     let after = Usage::now();
+    let new_maps = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter(|l| !maps_before.lines().any(|b| b == *l))
+        .map(String::from)
+        .collect();
     let stats = jit.memory_stats();
     assert_eq!(stats.traces, 0);
     let peak = *peak.lock().unwrap();
@@ -173,6 +190,7 @@ fn measure(b: &Burst) -> Figures {
         after,
         traces: built.into_inner(),
         chunks_after: stats.chunks,
+        new_maps,
     }
 }
 
@@ -188,6 +206,10 @@ fn report(b: &Burst, f: &Figures) {
         "  after idle:     {} ({} idle chunks kept)",
         f.after, f.chunks_after
     );
+    println!("  mappings after idle that the baseline did not have:");
+    for line in &f.new_maps {
+        println!("    {line}");
+    }
 }
 
 /// Descriptors and mappings back within 10 % of the baseline, the JIT's one code object

@@ -560,7 +560,7 @@ fn fde_offsets(section: &[u8]) -> Vec<usize> {
 impl Drop for Registration {
     fn drop(&mut self) {
         #[cfg(all(windows, target_arch = "x86_64"))]
-        if self.table.len() > 0 {
+        if !self.table.is_empty() {
             // SAFETY: added in `function_table` with this pointer (an empty table, of no
             // functions, was not added).
             unsafe { super::win64::platform::delete(self.table.as_ptr()) };

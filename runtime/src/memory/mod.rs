@@ -90,7 +90,8 @@ pub(crate) use code_file::CodeObject;
 use crate::Error;
 use std::io;
 
-#[cfg(all(test, target_os = "linux"))]
+// Used by the window tests, which run on x86-64 Linux only.
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use imp::staged_capacity;
 
 /// Whether code can keep a persistent writable alias here
@@ -186,6 +187,8 @@ impl CodeSource {
     /// A writable view of code bytes `offset..offset + len` of the region, until dropped.
     /// The region must outlive the writer, and nothing else may write those bytes meanwhile.
     pub fn open(&self, offset: usize, len: usize) -> Result<CodeWriter, Error> {
+        // (On macOS arm64 the handle is `()`: the thread's write access is all it takes.)
+        #[allow(clippy::unit_arg)]
         let (window, start) =
             imp::open_window(self.code_rx, self.handle, offset, len).map_err(Error::Map)?;
         #[allow(unused_mut)]

@@ -106,7 +106,7 @@ thread_local! {
 const KEEP_BYTES: usize = 2 * super::STAGE_BYTES;
 
 /// The capacity of this thread's staging buffer (what it keeps between traces).
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn staged_capacity() -> usize {
     let buffer = BUFFER.take();
     let capacity = buffer.capacity();
