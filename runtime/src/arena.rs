@@ -17,10 +17,12 @@
 //! [`JitOptions::idle_chunk_bytes`](crate::JitOptions::idle_chunk_bytes) of them (reserved
 //! bytes, code + data), so that a JIT freeing and stitching traces in waves does not map and
 //! unmap a chunk every time; a chunk that would exceed it is returned to the system as it
-//! becomes idle (unmapped, its code object's descriptor closed): a large trace's own chunk,
-//! typically. Its slot in the chunk table is reused by the next chunk reserved.
+//! becomes idle (unmapped, its code pages freed): a large trace's own chunk, typically. Its
+//! slot in the chunk table is reused by the next chunk reserved. On Linux every chunk's code
+//! is a range of the arena's one memfd ([`CodeObject`]), so the descriptors a JIT holds do
+//! not grow with its chunks.
 
-use crate::memory::{granularity, CodeSource, CodeWriter, Region};
+use crate::memory::{granularity, CodeObject, CodeSource, CodeWriter, Region};
 use crate::Error;
 use std::sync::Mutex;
 
@@ -97,8 +99,9 @@ pub(crate) struct Arena {
     limit: usize,
     /// Most reserved bytes idle chunks keep (see the module docs).
     idle_limit: usize,
-    /// Map each chunk's code with a persistent writable alias ([`crate::CodeWrites`]).
-    alias: bool,
+    /// Where chunks take their code part from (on Linux one memfd for all), and whether
+    /// they map it with a persistent writable alias ([`crate::CodeWrites`]).
+    object: CodeObject,
 }
 
 struct Inner {
@@ -134,7 +137,7 @@ impl Arena {
             chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
             limit,
             idle_limit,
-            alias,
+            object: CodeObject::new(alias),
         }
     }
 
@@ -188,7 +191,7 @@ impl Arena {
             });
         }
         let region =
-            Region::map(code_part, data_part, self.near, self.alias).map_err(Error::Map)?;
+            Region::map(code_part, data_part, self.near, &self.object).map_err(Error::Map)?;
         let mut chunk = Chunk {
             code_free: FreeList::new(region.code_len),
             data_free: FreeList::new(region.data_len),
@@ -425,19 +428,20 @@ impl Chunk {
 }
 
 /// Free ranges `(start, len)` of one part, sorted by start, never adjacent (coalesced).
-struct FreeList {
+/// (Also the free file offsets of an arena's code object, `memory/code_file.rs`.)
+pub(crate) struct FreeList {
     ranges: Vec<(usize, usize)>,
 }
 
 impl FreeList {
-    fn new(len: usize) -> FreeList {
+    pub(crate) fn new(len: usize) -> FreeList {
         FreeList {
             ranges: vec![(0, len)],
         }
     }
 
     /// First fit: the lowest free range that holds `len` bytes at an `align`ed offset.
-    fn alloc(&mut self, len: usize, align: usize) -> Option<usize> {
+    pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Option<usize> {
         let (i, start) = self
             .ranges
             .iter()
@@ -464,7 +468,13 @@ impl FreeList {
         Some(start)
     }
 
-    fn free(&mut self, start: usize, len: usize) {
+    /// The highest free range.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn last(&self) -> Option<(usize, usize)> {
+        self.ranges.last().copied()
+    }
+
+    pub(crate) fn free(&mut self, start: usize, len: usize) {
         let i = self.ranges.partition_point(|&(s, _)| s < start);
         let merges_prev = i > 0 && {
             let (s, l) = self.ranges[i - 1];

@@ -27,7 +27,8 @@ pub struct JitOptions {
     /// The most address space (code + data) that *idle* chunks, which no trace uses any
     /// more, keep reserved and mapped: when freeing a trace leaves its chunk idle and the
     /// idle chunks would hold more than this, that chunk is returned to the system
-    /// (unmapped, and on Linux and macOS its code object's descriptor closed). Below it,
+    /// (unmapped; on Linux its pages of the arena's one code object freed, on macOS and
+    /// Windows its own code object closed). Below it,
     /// idle chunks stay for the next traces, so that stitching and freeing in waves does not
     /// map and unmap chunks. `usize::MAX` keeps every chunk; 0 returns each one as soon as
     /// it is idle. Default: 8 MiB (four chunks of the default size; a trace larger than a

@@ -5,6 +5,8 @@
 
 mod arena;
 mod batch;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod burst;
 mod code_writes;
 mod common;
 #[cfg(all(

@@ -15,6 +15,7 @@ mod common;
 mod families;
 mod guide;
 mod halves;
+mod jump_tables;
 mod listed_ops;
 mod mistakes;
 mod objects_golden;

@@ -68,17 +68,22 @@ pub(crate) fn open_window(
     Ok((Window, code_rx + offset))
 }
 
-/// `_alias`: never set here ([`super::PERSISTENT_ALIAS`] is false).
+/// `_object`: nothing is shared, each region has its own code object (and never a
+/// persistent alias: [`super::PERSISTENT_ALIAS`] is false).
 pub(crate) fn map_at(
     code_len: usize,
     data_len: usize,
     at: usize,
-    _alias: bool,
+    _object: &super::CodeObject,
 ) -> io::Result<Option<Region>> {
     map(code_len, data_len, at)
 }
 
-pub(crate) fn map_anywhere(code_len: usize, data_len: usize, _alias: bool) -> io::Result<Region> {
+pub(crate) fn map_anywhere(
+    code_len: usize,
+    data_len: usize,
+    _object: &super::CodeObject,
+) -> io::Result<Region> {
     map(code_len, data_len, 0)?
         .ok_or_else(|| io::Error::other("data could not be mapped within ±2 GiB of the code"))
 }

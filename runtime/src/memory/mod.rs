@@ -14,7 +14,10 @@
 //! the call that writes it, so a stray write elsewhere in the process cannot find an alias
 //! of live code to change it through.
 //!
-//! - Linux: `memfd_create`, mapped R+X. There is no writable view at all: a trace is
+//! - Linux: `memfd_create`, mapped R+X; one memfd per arena, each chunk's code part a range
+//!   of it (`code_file.rs`), so a JIT holds one descriptor for its code however many chunks
+//!   it has, and a chunk returned to the system punches its pages out of the file. There
+//!   is no writable view at all: a trace is
 //!   assembled in a private buffer and written to the memfd with one `pwrite`, which the
 //!   RX view then shows ([`unix_dual`]); a trace longer than [`STAGE_BYTES`] is assembled
 //!   and written window by window, so that the buffer (kept per thread) stays bounded and
@@ -46,7 +49,8 @@
 //! reused. So the memory really mapped follows the arena's high-water mark, not the chunk
 //! size. Per platform, committing code means:
 //!
-//! - Linux: grow the memfd (`ftruncate`) and map the new file range R+X over the
+//! - Linux: grow the arena's memfd (`ftruncate`) to the end of the chunk's range committed,
+//!   and map the new file range R+X over the
 //!   `PROT_NONE` reservation of the RX view (`MAP_FIXED`), and RW over the alias's
 //!   reservation if there is one.
 //! - macOS x86_64: the same with the `shm_open` object, which is sized once when created
@@ -78,16 +82,39 @@ mod windows;
 #[cfg(windows)]
 use windows as imp;
 
+#[cfg(target_os = "linux")]
+mod code_file;
+#[cfg(target_os = "linux")]
+pub(crate) use code_file::CodeObject;
+
 use crate::Error;
 use std::io;
 
-#[cfg(all(test, target_os = "linux"))]
+// Used by the window tests, which run on x86-64 Linux only.
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) use imp::staged_capacity;
 
 /// Whether code can keep a persistent writable alias here
 /// ([`crate::CodeWrites::PersistentAlias`]): on Linux, where the code memfd can be mapped a
 /// second time. The platform modules of other systems never map one.
 pub(crate) const PERSISTENT_ALIAS: bool = cfg!(target_os = "linux");
+
+/// What the chunks of one arena share for their code: nothing but the option here (macOS
+/// sizes a shared memory object only once, a Windows section's maximum size is fixed when
+/// it is created, so each region has its own object there); on Linux, one memfd
+/// (`code_file.rs`).
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct CodeObject {
+    /// Whether chunks keep a persistent writable alias (never set off Linux).
+    pub(crate) alias: bool,
+}
+
+#[cfg(not(target_os = "linux"))]
+impl CodeObject {
+    pub(crate) fn new(alias: bool) -> CodeObject {
+        CodeObject { alias }
+    }
+}
 
 /// One chunk of JIT memory: a code part (executable view, written through short-lived
 /// windows) and an adjacent RW data part.
@@ -118,20 +145,25 @@ impl Region {
     /// multiples of [`granularity`]), preferably within `near.1` bytes of address `near.0`.
     /// Nothing is committed yet: see [`Region::commit`].
     ///
-    /// `alias`: also map the code part read-write at a second address for the region's
-    /// life, and write code through it ([`crate::CodeWrites::PersistentAlias`]; Linux).
+    /// The code part comes from `object` (on Linux a range of the arena's one memfd); with
+    /// `object.alias` the code part is also mapped read-write at a second address for the
+    /// region's life, and code written through it ([`crate::CodeWrites::PersistentAlias`];
+    /// Linux).
     pub fn map(
         code_len: usize,
         data_len: usize,
         near: Option<(u64, u64)>,
-        alias: bool,
+        object: &CodeObject,
     ) -> io::Result<Region> {
         // `Jit::with_options` refuses the option where it is not implemented, naming it.
-        debug_assert!(!alias || PERSISTENT_ALIAS, "a persistent alias off Linux");
+        debug_assert!(
+            !object.alias || PERSISTENT_ALIAS,
+            "a persistent alias off Linux"
+        );
         let total = code_len + data_len;
         if let Some((hint, reach)) = near {
             for candidate in placement_candidates(hint, reach, total) {
-                if let Some(region) = imp::map_at(code_len, data_len, candidate, alias)? {
+                if let Some(region) = imp::map_at(code_len, data_len, candidate, object)? {
                     if within(hint, reach, region.code_rx, total) {
                         return Ok(region);
                     }
@@ -139,7 +171,7 @@ impl Region {
                 }
             }
         }
-        imp::map_anywhere(code_len, data_len, alias)
+        imp::map_anywhere(code_len, data_len, object)
     }
 }
 
@@ -155,6 +187,8 @@ impl CodeSource {
     /// A writable view of code bytes `offset..offset + len` of the region, until dropped.
     /// The region must outlive the writer, and nothing else may write those bytes meanwhile.
     pub fn open(&self, offset: usize, len: usize) -> Result<CodeWriter, Error> {
+        // (On macOS arm64 the handle is `()`: the thread's write access is all it takes.)
+        #[allow(clippy::unit_arg)]
         let (window, start) =
             imp::open_window(self.code_rx, self.handle, offset, len).map_err(Error::Map)?;
         #[allow(unused_mut)]
@@ -386,7 +420,7 @@ mod tests {
     fn a_short_write_after_a_long_one_writes_only_its_own_bytes() {
         for alias in [false, PERSISTENT_ALIAS] {
             let g = granularity();
-            let mut r = Region::map(g, g, None, alias).unwrap();
+            let mut r = Region::map(g, g, None, &CodeObject::new(alias)).unwrap();
             r.commit(1024, 0).unwrap();
             let mut w = r.code_source().open(0, 256).unwrap();
             w.bytes().fill(0xaa);
@@ -422,7 +456,8 @@ mod tests {
     fn mapping_near_the_hint(alias: bool) {
         let g = granularity();
         let hint = candidates_stay_within_reach_and_start_near as *const () as usize as u64;
-        let mut r = Region::map(4 * g, 4 * g, Some((hint, 1 << 31)), alias).unwrap();
+        let object = CodeObject::new(alias);
+        let mut r = Region::map(4 * g, 4 * g, Some((hint, 1 << 31)), &object).unwrap();
         assert_eq!(
             (r.code_committed, r.data_committed),
             (0, 0),

@@ -1,4 +1,5 @@
-//! Dual mapping on Linux (`memfd_create`) and macOS x86_64 (`shm_open`, unlinked at once).
+//! Dual mapping on Linux (`memfd_create`: one per arena, a range per chunk, see
+//! `code_file.rs`) and macOS x86_64 (`shm_open`, unlinked at once, one per chunk).
 //!
 //! The chunk's address range (code then data) is reserved `PROT_NONE` (`MAP_NORESERVE`: no
 //! memory, no commit charge). Committing maps the new part of the shared object R+X over the
@@ -9,17 +10,30 @@
 //! through a window, the object's pages for the bytes written mapped RW wherever the
 //! kernel puts them and unmapped when the writer is dropped.
 
+#[cfg(target_os = "linux")]
+use super::code_file::CodeFile;
 pub(crate) use super::unix_common::commit_data;
 use super::unix_common::os_error;
-use super::Region;
+use super::{CodeObject, Region};
 use std::io;
 
+/// Linux: the region's range of its arena's code object.
+#[cfg(target_os = "linux")]
 pub(crate) struct Mapping {
-    /// The shared memory object behind both code views, kept open to commit more of it and
-    /// to remap retired code (see `retire_code`).
-    fd: libc::c_int,
-    /// Start of the persistent RW alias of the code part (Linux, `attach_alias`), or 0.
+    /// The arena's shared memory object behind both code views (`code_file.rs`), kept to
+    /// commit more of it, to remap retired code (see `retire_code`) and to give the range
+    /// back when the region is unmapped.
+    file: std::sync::Arc<CodeFile>,
+    /// The file offset of the code part's first byte.
+    base: usize,
+    /// Start of the persistent RW alias of the code part, or 0.
     alias: usize,
+}
+
+/// macOS x86_64: the region's own shared memory object (sized once, so not shared).
+#[cfg(not(target_os = "linux"))]
+pub(crate) struct Mapping {
+    fd: libc::c_int,
 }
 
 pub(crate) fn granularity() -> usize {
@@ -36,19 +50,21 @@ pub(crate) fn page_size() -> usize {
     granularity()
 }
 
-/// What writing code needs: the shared memory object's descriptor, and on Linux the
-/// persistent alias's address (0 if none).
+/// What writing code needs on Linux: the shared memory object's descriptor, the file
+/// offset of the region's code, and the persistent alias's address (0 if none).
 #[cfg(target_os = "linux")]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Handle {
     fd: libc::c_int,
+    base: usize,
     alias: usize,
 }
 
 #[cfg(target_os = "linux")]
 pub(crate) fn handle(mapping: &Mapping) -> Handle {
     Handle {
-        fd: mapping.fd,
+        fd: mapping.file.fd,
+        base: mapping.base,
         alias: mapping.alias,
     }
 }
@@ -90,7 +106,7 @@ thread_local! {
 const KEEP_BYTES: usize = 2 * super::STAGE_BYTES;
 
 /// The capacity of this thread's staging buffer (what it keeps between traces).
-#[cfg(all(test, target_os = "linux"))]
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn staged_capacity() -> usize {
     let buffer = BUFFER.take();
     let capacity = buffer.capacity();
@@ -185,11 +201,10 @@ pub(crate) fn open_window(
     offset: usize,
     len: usize,
 ) -> io::Result<(Window, usize)> {
-    let fd = handle.fd;
     let direct = handle.alias != 0;
     let window = Window {
-        fd,
-        offset,
+        fd: handle.fd,
+        offset: handle.base + offset,
         buffer: if direct {
             Vec::new()
         } else {
@@ -265,55 +280,30 @@ pub(crate) fn open_window(
     ))
 }
 
-/// `alias` (Linux only, [`super::PERSISTENT_ALIAS`]): also reserve a persistent RW
-/// alias of the code part.
+/// With `object.alias` (Linux only, [`super::PERSISTENT_ALIAS`]): also reserve a persistent
+/// RW alias of the code part.
 pub(crate) fn map_at(
     code_len: usize,
     data_len: usize,
     at: usize,
-    alias: bool,
+    object: &CodeObject,
 ) -> io::Result<Option<Region>> {
-    map(code_len, data_len, at, alias).map(Some)
+    map(code_len, data_len, at, object).map(Some)
 }
 
-pub(crate) fn map_anywhere(code_len: usize, data_len: usize, alias: bool) -> io::Result<Region> {
-    map(code_len, data_len, 0, alias)
-}
-
-/// An anonymous shared memory object for a code part of `len` bytes, as an owned file
-/// descriptor. It starts empty and grows as code is committed (`grow_object`). Objects with
-/// a persistent writable alias get another name, so that `/proc/self/maps` tells them apart.
-#[cfg(target_os = "linux")]
-fn shared_object(_len: usize, alias: bool) -> io::Result<libc::c_int> {
-    let name = if alias {
-        c"cpjit-aliased-code"
-    } else {
-        c"cpjit-code"
-    };
-    // SAFETY: a NUL-terminated name and valid flags.
-    let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) }
-        as libc::c_int;
-    if fd < 0 {
-        return Err(os_error("memfd_create"));
-    }
-    Ok(fd)
-}
-
-/// Makes the object `len` bytes long, so that its new pages can be mapped.
-#[cfg(target_os = "linux")]
-fn grow_object(fd: libc::c_int, len: usize) -> io::Result<()> {
-    // SAFETY: fd is a valid descriptor we own; growing only appends zero pages.
-    if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-        return Err(os_error("ftruncate (commit code)"));
-    }
-    Ok(())
+pub(crate) fn map_anywhere(
+    code_len: usize,
+    data_len: usize,
+    object: &CodeObject,
+) -> io::Result<Region> {
+    map(code_len, data_len, 0, object)
 }
 
 /// An anonymous shared memory object of `len` bytes, as an owned file descriptor. macOS
 /// lets a POSIX shared memory object be sized only once, so it is sized for the whole code
-/// part here; its pages are backed only once touched.
+/// part here (its pages are backed only once touched), and each region has its own.
 #[cfg(not(target_os = "linux"))]
-fn shared_object(len: usize, _alias: bool) -> io::Result<libc::c_int> {
+fn shared_object(len: usize) -> io::Result<libc::c_int> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     for _ in 0..16 {
@@ -335,12 +325,6 @@ fn shared_object(len: usize, _alias: bool) -> io::Result<libc::c_int> {
         }
     }
     Err(os_error("shm_open"))
-}
-
-/// Nothing to do: the object was sized for the whole part when created.
-#[cfg(not(target_os = "linux"))]
-fn grow_object(_fd: libc::c_int, _len: usize) -> io::Result<()> {
-    Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -374,113 +358,152 @@ fn reserve(hint: usize, len: usize, what: &str) -> io::Result<*mut libc::c_void>
     Ok(at)
 }
 
-fn map(code_len: usize, data_len: usize, hint: usize, alias: bool) -> io::Result<Region> {
+/// Linux: a range of the arena's code object for the code part, the reservation of both
+/// parts, and of the alias if asked for.
+#[cfg(target_os = "linux")]
+fn map(code_len: usize, data_len: usize, hint: usize, object: &CodeObject) -> io::Result<Region> {
     let total = code_len + data_len;
-    let fd = shared_object(code_len, alias)?;
-    let base = match reserve(hint, total, "mmap (reserve code and data)") {
-        Ok(base) => base,
+    let file = object.file()?;
+    let base = file.take(code_len, granularity())?;
+    let reserved = reserve(hint, total, "mmap (reserve code and data)").and_then(|at| {
+        if !object.alias {
+            return Ok((at, 0));
+        }
+        // The alias goes anywhere (the kernel chooses): nothing needs to reach it.
+        match reserve(0, code_len, "mmap (reserve the code's writable alias)") {
+            Ok(alias) => Ok((at, alias as usize)),
+            Err(e) => {
+                // SAFETY: our own reservation, not used elsewhere.
+                unsafe { libc::munmap(at, total) };
+                Err(e)
+            }
+        }
+    });
+    let (at, alias) = match reserved {
+        Ok(reserved) => reserved,
+        Err(e) => {
+            file.give_back(base, code_len, 0);
+            return Err(e);
+        }
+    };
+    Ok(Region {
+        code_rx: at as usize,
+        code_len,
+        data: at as usize + code_len,
+        data_len,
+        code_committed: 0,
+        data_committed: 0,
+        mapping: Mapping { file, base, alias },
+    })
+}
+
+/// macOS x86_64: an object of the region's own, and the reservation of both parts.
+#[cfg(not(target_os = "linux"))]
+fn map(code_len: usize, data_len: usize, hint: usize, object: &CodeObject) -> io::Result<Region> {
+    debug_assert!(!object.alias, "a persistent alias off Linux");
+    let total = code_len + data_len;
+    let fd = shared_object(code_len)?;
+    let at = match reserve(hint, total, "mmap (reserve code and data)") {
+        Ok(at) => at,
         Err(e) => {
             // SAFETY: fd is ours and not used elsewhere.
             unsafe { libc::close(fd) };
             return Err(e);
         }
     };
-    // The alias goes anywhere (the kernel chooses): nothing needs to reach it.
-    let alias = if alias {
-        match reserve(0, code_len, "mmap (reserve the code's writable alias)") {
-            Ok(at) => at as usize,
-            Err(e) => {
-                // SAFETY: both are ours and not used elsewhere.
-                unsafe {
-                    libc::munmap(base, total);
-                    libc::close(fd);
-                }
-                return Err(e);
-            }
-        }
-    } else {
-        0
-    };
     Ok(Region {
-        code_rx: base as usize,
+        code_rx: at as usize,
         code_len,
-        data: base as usize + code_len,
+        data: at as usize + code_len,
         data_len,
         code_committed: 0,
         data_committed: 0,
-        mapping: Mapping { fd, alias },
+        mapping: Mapping { fd },
     })
 }
 
-/// Maps `fd`'s bytes `from..to` at `view + from` with `prot` (the range is part of the
-/// region's RX view).
+/// Maps `fd`'s bytes `offset..offset + len` at `at` with `prot` (`at` is part of the
+/// region's code reservation or its alias's).
 fn map_object(
-    view: usize,
-    from: usize,
-    to: usize,
+    at: usize,
+    len: usize,
     prot: libc::c_int,
     fd: libc::c_int,
+    offset: usize,
     what: &str,
 ) -> io::Result<()> {
     // SAFETY: replaces part of a reservation or view this region owns; no live trace uses
     // bytes past the committed prefix.
-    let at = unsafe {
+    let mapped = unsafe {
         libc::mmap(
-            (view + from) as *mut libc::c_void,
-            to - from,
+            at as *mut libc::c_void,
+            len,
             prot,
             libc::MAP_SHARED | libc::MAP_FIXED,
             fd,
-            from as libc::off_t,
+            offset as libc::off_t,
         )
     };
-    if at == libc::MAP_FAILED {
+    if mapped == libc::MAP_FAILED {
         return Err(os_error(what));
     }
     Ok(())
 }
 
-/// Commits code bytes `from..to` (page-aligned): grows the object, then maps the new range
-/// into the RX view. If a step fails, a later commit of the same range redoes every step
-/// (each is idempotent), so nothing is half-usable.
+/// The object's descriptor and the file offset of the region's code (macOS: 0, the object
+/// is the region's own), its alias (0 if none).
+pub(crate) fn object_of(region: &Region) -> (libc::c_int, usize, usize) {
+    #[cfg(target_os = "linux")]
+    let m = &region.mapping;
+    #[cfg(target_os = "linux")]
+    return (m.file.fd, m.base, m.alias);
+    #[cfg(not(target_os = "linux"))]
+    return (region.mapping.fd, 0, 0);
+}
+
+/// Commits code bytes `from..to` (page-aligned): grows the object (Linux; macOS sized it
+/// whole), then maps the new range into the RX view. If a step fails, a later commit of the
+/// same range redoes every step (each is idempotent), so nothing is half-usable.
 pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result<()> {
-    let fd = region.mapping.fd;
-    grow_object(fd, to)?;
+    let (fd, base, alias) = object_of(region);
+    #[cfg(target_os = "linux")]
+    region.mapping.file.grow(base + to)?;
     let rx = libc::PROT_READ | libc::PROT_EXEC;
-    map_object(
-        region.code_rx,
-        from,
-        to,
-        rx,
-        fd,
-        "mmap (commit code, RX view)",
-    )?;
-    if region.mapping.alias != 0 {
+    let len = to - from;
+    let what = "mmap (commit code, RX view)";
+    map_object(region.code_rx + from, len, rx, fd, base + from, what)?;
+    if alias != 0 {
         let rw = libc::PROT_READ | libc::PROT_WRITE;
-        map_object(
-            region.mapping.alias,
-            from,
-            to,
-            rw,
-            fd,
-            "mmap (commit code, writable alias)",
-        )?;
+        let what = "mmap (commit code, writable alias)";
+        map_object(alias + from, len, rw, fd, base + from, what)?;
     }
     Ok(())
 }
 
+/// Unmaps the region; its code range goes back to the arena's object, its pages freed
+/// (Linux), or its own object is closed (macOS).
 pub(crate) fn unmap(region: &mut Region) {
+    let (_fd, _base, alias) = object_of(region);
     // SAFETY: the region owns both ranges; no trace can use them any more.
     unsafe {
         libc::munmap(
             region.code_rx as *mut libc::c_void,
             region.code_len + region.data_len,
         );
-        if region.mapping.alias != 0 {
-            libc::munmap(region.mapping.alias as *mut libc::c_void, region.code_len);
+        if alias != 0 {
+            libc::munmap(alias as *mut libc::c_void, region.code_len);
         }
-        libc::close(region.mapping.fd);
     }
+    #[cfg(target_os = "linux")]
+    region
+        .mapping
+        .file
+        .give_back(_base, region.code_len, region.code_committed);
+    // SAFETY: the region's own descriptor, closed once, here.
+    #[cfg(not(target_os = "linux"))]
+    unsafe {
+        libc::close(_fd)
+    };
 }
 
 /// Replaces the RX view's pages over `offset..offset + len` of the code part with a fresh
@@ -504,6 +527,7 @@ pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
     if end <= start {
         return;
     }
+    let (fd, base, _) = object_of(region);
     // SAFETY: replaces part of our own RX view with the same file pages and protection.
     unsafe {
         libc::mmap(
@@ -511,8 +535,8 @@ pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
             end - start,
             libc::PROT_READ | libc::PROT_EXEC,
             libc::MAP_SHARED | libc::MAP_FIXED,
-            region.mapping.fd,
-            start as libc::off_t,
+            fd,
+            (base + start) as libc::off_t,
         );
     }
 }

@@ -128,6 +128,9 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             (index, 0, obj.sections[index].size)
         };
         for r in relocs_in(obj, sec, lo, hi) {
+            if !is_piece {
+                check_code_offsets_in_data(obj, sec, r)?;
+            }
             match place(obj, r).map_err(|e| reloc_context(e, obj, sec, r))? {
                 Place::External(_) => {}
                 Place::Function(fsec, fstart, _) => {
@@ -508,6 +511,52 @@ fn check_unrelocated_locals(
         }
     }
     Ok(())
+}
+
+/// Rejects a relocation in data that makes a relative offset of code (anything but a 64-bit
+/// absolute address): a jump table, as a `switch` compiled with `-fjump-tables` gives on
+/// x86-64 and RISC-V. An instance's data is a private copy at no fixed distance from its
+/// code, so such an entry has no value to patch; AArch64's tables (offsets from an `adr` in
+/// the code) and x86-64 Mach-O's (inside the code) need no relocation and pass.
+fn check_code_offsets_in_data(
+    obj: &ParsedObject,
+    data: usize,
+    r: &ParsedReloc,
+) -> Result<(), ObjectError> {
+    let target = match r.target {
+        RelocTarget::Symbol(i) => obj
+            .symbols
+            .get(i)
+            .and_then(|s| s.definition.map(|d| d.section)),
+        RelocTarget::Section(s) => Some(s),
+        RelocTarget::Absolute(_) => None,
+    };
+    let Some(code) = target
+        .and_then(|s| obj.sections.get(s))
+        .filter(|s| s.kind == SectionKind::Code)
+    else {
+        return Ok(());
+    };
+    if matches!(r.kind, Ok(HoleKind::Abs64)) {
+        return Ok(());
+    }
+    Err(reloc_context(
+        ObjectError::new(
+            ObjectErrorKind::Unsupported,
+            format!(
+                "a jump table: `{}` holds {} offsets of code in `{}`, as a `switch` compiled \
+                 to a table of branch targets does; each instance's data is copied at no fixed \
+                 distance from its code, so the entries cannot be patched. Fix: compile without \
+                 jump tables: remove `-fjump-tables` from the set's flags (the toolchain passes \
+                 `-fno-jump-tables`), or add `cflags = [\"-fno-jump-tables\"]` under \
+                 `[target.<triple>]` in manifest.toml (appended last, it wins)",
+                obj.sections[data].name, r.type_name, code.name
+            ),
+        ),
+        obj,
+        data,
+        r,
+    ))
 }
 
 /// The function (by range) that starts at or contains `offset` in `section`.

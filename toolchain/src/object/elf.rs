@@ -215,6 +215,8 @@ fn pair_riscv_lo12(obj: &mut ParsedObject, section: usize) {
 fn raw_type_name(machine: u16, r_type: u32) -> String {
     match goblin::elf::reloc::r_to_str(r_type, machine) {
         name if name.contains("UNKNOWN") => format!("#{r_type}"),
+        // goblin names RISC-V types with their prefix, x86-64 and AArch64 ones without.
+        name if name.starts_with("R_") => name.to_string(),
         name => format!("R_{name}"),
     }
 }
