@@ -31,8 +31,9 @@ pub struct JitOptions {
     /// Windows its own code object closed). Below it,
     /// idle chunks stay for the next traces, so that stitching and freeing in waves does not
     /// map and unmap chunks. `usize::MAX` keeps every chunk; 0 returns each one as soon as
-    /// it is idle. Default: 8 MiB (four chunks of the default size; a trace larger than a
-    /// chunk has its own, returned when it is freed unless it fits).
+    /// it is idle. Default: 2 MiB (one chunk of the default size, code and data: a
+    /// burst's memory goes back when it ends, and one chunk stays for the next trace; a
+    /// trace larger than a chunk has its own, returned when it is freed unless it fits).
     pub idle_chunk_bytes: usize,
     /// Append every trace's instances to the perf map `/tmp/perf-<pid>.map` (see
     /// [`debug::perf`](crate::debug::perf)). Off by default.
@@ -107,7 +108,7 @@ impl Default for JitOptions {
             near: None,
             reserve_bytes: 256 << 20,
             chunk_bytes: 1 << 20,
-            idle_chunk_bytes: 8 << 20,
+            idle_chunk_bytes: 2 << 20,
             perf_map: false,
             jitdump: false,
             gdb: false,

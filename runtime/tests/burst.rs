@@ -264,7 +264,7 @@ fn a_short_burst_hands_memory_back() {
 /// The burst of issue 42, run by hand: `CPJIT_BURST_THREADS` (default 8) threads for
 /// `CPJIT_BURST_SECONDS` (default 60) with up to 1,024 traces alive each, then
 /// `CPJIT_IDLE_SECONDS` (default 10) idle, for `JitOptions::idle_chunk_bytes` from
-/// `CPJIT_IDLE_CHUNK_BYTES` (default: the default, 8 MiB). The idle chunks the option
+/// `CPJIT_IDLE_CHUNK_BYTES` (default: the default, 2 MiB). The idle chunks the option
 /// keeps may each add the mappings of a chunk (its code and data, each committed and
 /// reserved: 4).
 #[test]
