@@ -31,6 +31,9 @@ pub enum Error {
     UnknownStencilIndex { index: usize, count: usize },
     /// `push_named` with a name the set does not have.
     UnknownStencilName { name: String },
+    /// `push_named` with the name of a member of cached family `family` that the manifest
+    /// pruned (`prune = true` in its `[family.cached]`), so the set does not have it.
+    PrunedMember { name: String, family: String },
     /// A request to a cached family's selection ([`Selector`](crate::Selector),
     /// [`TraceBuilder::push_op`](crate::TraceBuilder::push_op),
     /// [`TraceBuilder::bind`](crate::TraceBuilder::bind)) it cannot meet: `reason` says
@@ -170,6 +173,15 @@ impl fmt::Display for Error {
                 )
             }
             Error::UnknownStencilName { name } => write!(f, "unknown stencil `{name}`"),
+            Error::PrunedMember { name, family } => write!(
+                f,
+                "stencil `{name}` is a member of cached family `{family}` that was pruned: \
+                 the family's manifest entry says `prune = true` in `[family.cached]`, so only \
+                 the members its selection tables pick (and the glue) were compiled, and they \
+                 never pick this one; push the op with `TraceBuilder::push_op`, or compile the \
+                 member all the same by naming it in `cached.keep` (e.g. `keep = [{{ IN = 0, \
+                 OUT = 0 }}]`, with the family's own parameters)"
+            ),
             Error::Selection { family, reason } => {
                 write!(f, "selection in cached family `{family}`: {reason}")
             }

@@ -77,6 +77,12 @@ struct RawCacheParams {
     /// The element whose members move between states (spill/fill), used as glue.
     #[serde(default)]
     glue: Option<String>,
+    /// Compile only the members the selection tables pick, the glue element's and `keep`'s.
+    #[serde(default)]
+    prune: bool,
+    /// With `prune`: members to compile all the same (partial assignments, as in `skip`).
+    #[serde(default)]
+    keep: Vec<BTreeMap<String, toml::Value>>,
 }
 
 /// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
@@ -159,6 +165,10 @@ pub struct Family {
     pub effects: BTreeMap<String, StackEffect>,
     /// `cached.glue`: the element whose members move the cache state (spill or fill).
     pub glue: Option<String>,
+    /// `cached.prune = true`: only the members the selection tables pick are compiled (and
+    /// the glue element's, and those matching an entry of `cached.keep`, given here);
+    /// `None`: every member (`crate::select::prune`).
+    pub prune: Option<Vec<BTreeMap<String, String>>>,
 }
 
 /// One stencil of a family: what to compile and what to call it.
@@ -186,6 +196,8 @@ pub struct Table {
     pub stencils: Vec<Option<u16>>,
     /// What a runtime needs to select members itself (cached families only).
     pub select: Option<crate::select::Select>,
+    /// The members `cached.prune` left out, by name.
+    pub pruned: Vec<String>,
 }
 
 fn value_text(v: &toml::Value) -> Option<String> {
@@ -210,6 +222,31 @@ fn range_values(text: &str) -> Option<Vec<String>> {
     let hi: i64 = hi.trim().parse().ok()?;
     let hi = if inclusive { hi } else { hi - 1 };
     (lo <= hi && hi - lo < 4096).then(|| (lo..=hi).map(|v| v.to_string()).collect())
+}
+
+/// `skip` or `cached.keep` entries (`what`): partial assignments of `elem` and parameter
+/// values, as text.
+fn assignments(
+    what: &str,
+    entries: Vec<BTreeMap<String, toml::Value>>,
+    params: &[(String, Vec<String>)],
+) -> std::result::Result<Vec<BTreeMap<String, String>>, String> {
+    let mut out = Vec::new();
+    for entry in entries {
+        let mut checked = BTreeMap::new();
+        for (key, value) in entry {
+            let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
+            let Some(text) = value_text(&value).filter(|_| known) else {
+                return Err(format!(
+                    "`{what}` entry key `{key}` is not `elem` or a parameter, or its value is \
+                     not an integer or string"
+                ));
+            };
+            checked.insert(key, text);
+        }
+        out.push(checked);
+    }
+    Ok(out)
 }
 
 fn is_macro_name(name: &str) -> bool {
@@ -297,30 +334,30 @@ impl Family {
                 ));
             }
         }
-        let mut skip = Vec::new();
-        for entry in raw.skip {
-            let mut checked = BTreeMap::new();
-            for (key, value) in entry {
-                let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
-                let Some(text) = value_text(&value).filter(|_| known) else {
-                    return fail(format!(
-                        "`skip` entry key `{key}` is not `elem` or a parameter, or its value \
-                         is not an integer or string"
-                    ));
-                };
-                checked.insert(key, text);
-            }
-            skip.push(checked);
-        }
+        let skip =
+            assignments("skip", raw.skip, &params).map_err(|e| Error(format!("{at}: {e}")))?;
         for d in &raw.defines {
             if d.is_empty() || d.starts_with('-') {
                 return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
             }
         }
-        let (mut effects, mut glue) = (BTreeMap::new(), None);
+        let (mut effects, mut glue, mut prune) = (BTreeMap::new(), None, None);
         let cached = match raw.cached {
             None => None,
             Some(c) => {
+                if !c.prune && !c.keep.is_empty() {
+                    return fail(
+                        "`cached.keep` names members to compile although pruned, but \
+                         `cached.prune` is not set: add `prune = true`, or remove `keep`"
+                            .into(),
+                    );
+                }
+                if c.prune {
+                    prune = Some(
+                        assignments("cached.keep", c.keep.clone(), &params)
+                            .map_err(|e| Error(format!("{at}: {e}")))?,
+                    );
+                }
                 if c.effects.is_some() && (c.pop.is_some() || c.push.is_some()) {
                     return fail(
                         "`cached` takes either `pop`/`push` (one stack effect for every op) or \
@@ -394,6 +431,7 @@ impl Family {
             cached,
             effects,
             glue,
+            prune,
         })
     }
 
@@ -505,8 +543,49 @@ impl Family {
     }
 
     /// Every member, in table order (element, then parameters by name, each in value
-    /// order), skipped combinations left out.
+    /// order), skipped combinations and pruned members (`cached.prune`) left out.
     pub fn members(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
+        Ok(self.split(index, root)?.0)
+    }
+
+    /// The members compiled, and the names of those `cached.prune` leaves out.
+    fn split(&self, index: usize, root: &Path) -> Result<(Vec<Member>, Vec<String>)> {
+        let candidates = self.candidates(index, root)?;
+        if self.prune.is_none() {
+            return Ok((candidates, Vec::new()));
+        }
+        let keep = crate::select::prune(self, &candidates, root)?;
+        let (mut kept, mut pruned) = (Vec::new(), Vec::new());
+        for (member, keep) in candidates.into_iter().zip(keep) {
+            if keep {
+                kept.push(member);
+            } else {
+                pruned.push(member.stencil);
+            }
+        }
+        Ok((kept, pruned))
+    }
+
+    /// Whether the member of element `element` (none without a list) with parameter value
+    /// indices `combo` matches every key of `entry` (a `skip` or `keep` entry).
+    pub fn matches(
+        &self,
+        entry: &BTreeMap<String, String>,
+        element: Option<&str>,
+        combo: &[usize],
+    ) -> bool {
+        entry.iter().all(|(key, value)| match key.as_str() {
+            "elem" => element == Some(value.as_str()),
+            _ => self
+                .params
+                .iter()
+                .zip(combo)
+                .any(|((p, values), &i)| p == key && values[i] == *value),
+        })
+    }
+
+    /// Every member before pruning.
+    fn candidates(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
         let elements = self.element_list(root)?;
         self.check_flags(&elements)?;
         let rows: Vec<Option<&str>> = if elements.is_empty() {
@@ -517,16 +596,10 @@ impl Family {
         let mut members = Vec::new();
         for (e, element) in rows.iter().enumerate() {
             for combo in combinations(&self.params) {
-                let skipped = self.skip.iter().any(|entry| {
-                    entry.iter().all(|(key, value)| match key.as_str() {
-                        "elem" => *element == Some(value.as_str()),
-                        _ => self
-                            .params
-                            .iter()
-                            .zip(&combo)
-                            .any(|((p, values), &i)| p == key && values[i] == *value),
-                    })
-                });
+                let skipped = self
+                    .skip
+                    .iter()
+                    .any(|entry| self.matches(entry, *element, &combo));
                 if skipped || !self.canonical(&combo) {
                     continue;
                 }
@@ -596,6 +669,20 @@ impl Family {
         root: &Path,
         index_of: impl Fn(&str) -> Option<u16>,
     ) -> Result<Table> {
+        let mut table = self.grid(members, root, index_of)?;
+        if self.prune.is_some() {
+            table.pruned = self.split(0, root)?.1;
+        }
+        Ok(table)
+    }
+
+    /// [`Family::table`] without the names of pruned members.
+    pub fn grid(
+        &self,
+        members: &[&Member],
+        root: &Path,
+        index_of: impl Fn(&str) -> Option<u16>,
+    ) -> Result<Table> {
         let elements = self.element_list(root)?;
         let rows = elements.len().max(1);
         let size = rows * self.params.iter().map(|(_, v)| v.len()).product::<usize>();
@@ -618,6 +705,7 @@ impl Family {
             params: self.params.clone(),
             stencils,
             select: None,
+            pruned: Vec::new(),
         };
         table.select = crate::select::Select::of(self, &table)?;
         Ok(table)

@@ -348,20 +348,15 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         }
     }
 
-    /// [`push`](TraceBuilder::push) by stencil name.
+    /// [`push`](TraceBuilder::push) by stencil name ([`Jit::stencil_index`]: a pruned
+    /// member is refused with [`Error::PrunedMember`]).
     pub fn push_named(
         &mut self,
         name: &str,
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        let index = self
-            .jit
-            .set
-            .index_of(name)
-            .ok_or_else(|| Error::UnknownStencilName {
-                name: name.to_string(),
-            })?;
+        let index = self.jit.stencil_index(name)?;
         self.push(index, operands, targets)
     }
 
