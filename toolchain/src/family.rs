@@ -184,6 +184,8 @@ pub struct Member {
     /// Index into the family's elements (0 when it has none), then one value index per
     /// parameter: the member's place in the family's table.
     pub coords: Vec<usize>,
+    /// Its list element, if the family has a list.
+    pub element: Option<String>,
 }
 
 /// A family's table in a built set: the stencil index of every (element, values...)
@@ -630,6 +632,7 @@ impl Family {
                     stencil: name,
                     defines,
                     coords,
+                    element: element.map(str::to_string),
                 });
             }
         }
@@ -739,6 +742,9 @@ pub fn rename_member(
     }
     if let Some(state) = facts.cache_states.remove(&old) {
         facts.cache_states.insert(member.stencil.clone(), state);
+    }
+    if let Some(seen) = facts.stack_uses.remove(&old) {
+        facts.stack_uses.insert(member.stencil.clone(), seen);
     }
     Ok(())
 }

@@ -145,6 +145,10 @@ fn the_guide_lists_these_messages() {
         "fix: add `CPJIT_DECLARE_OPERAND(NAME);`",
         "fix: add `memcpy` to allowed_symbols",
         "tail-calls hole `_JIT_X`, which is neither the continuation",
+        // cached_family.rs's stack effects, select.rs's unit tests of `prune`/`keep`.
+        "declares the stack effect [p, q] ..., but its member",
+        "`cached.keep` names members to compile although pruned, but `cached.prune` is not set",
+        "matches no member",
     ] {
         assert!(
             guide.contains(message),
