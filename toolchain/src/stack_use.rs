@@ -7,9 +7,11 @@
 //! `uint64_t` slots. A member entered with `IN` values cached that leaves `OUT` with the
 //! stack pointer moved by `D` slots has the net effect `push - pop = D - IN + OUT` (the
 //! logical stack is memory plus the cached values). A member entered and left with nothing
-//! cached (`IN = OUT = 0`) also shows `pop`: it pops from memory and spills what it pushes,
-//! so the deepest slot it touches, or leaves `sp` at, is `-pop` (no op reads below what it
-//! pops). Where the IR does not say (the pointer escapes into a call, an offset is not a
+//! cached (`IN = OUT = 0`) also bounds `pop`: it pops from memory and spills what it
+//! pushes, so it touches, or leaves `sp` at, slot `-pop`; it may read deeper (a guard
+//! peeking at values it leaves, declared `[0, 0]`), so only a declared pop deeper than every
+//! slot it touches is refused (it would make the tables fill values the stack may not
+//! hold). Where the IR does not say (the pointer escapes into a call, an offset is not a
 //! constant, exits disagree, the op only returns), nothing is checked.
 
 use crate::error::{Error, Result};
@@ -98,7 +100,8 @@ pub unsafe fn read(f: LLVMValueRef, exit: impl Fn(LLVMValueRef) -> Option<bool>)
 
 /// Checks `member`'s stack use (`seen`, by its name) against the stack effect its family
 /// declares for its element, if any: the net effect on every member whose IR shows where
-/// it leaves `sp`, and `pop` on the member entered and left with nothing cached.
+/// it leaves `sp`, and that `pop` reaches no deeper than the member entered and left with
+/// nothing cached does.
 pub fn check(
     family: &Family,
     member: &Member,
@@ -124,33 +127,39 @@ pub fn check(
     };
     let (pop, push) = (i64::from(declared.pop), i64::from(declared.push));
     let net = moved - entry as i64 + exit as i64;
-    let found_pop = (entry == 0 && exit == 0)
+    // How deep the plain member reaches: it may read deeper than it pops (a guard peeking at
+    // values it leaves), so only a declared pop deeper than that is refused.
+    let depth = (entry == 0 && exit == 0)
         .then_some(seen.deepest)
         .flatten()
         .map(|deepest| -deepest.min(moved).min(0));
     let wrong_net = net != push - pop;
-    let wrong_pop = found_pop.is_some_and(|p| p != pop);
-    if !wrong_net && !wrong_pop {
+    let too_deep = depth.filter(|&d| pop > d);
+    if !wrong_net && too_deep.is_none() {
         return Ok(());
     }
     let op = element.unwrap_or(&family.name);
-    let found = match found_pop {
-        Some(p) => format!("[{p}, {}]", p + net),
-        None => format!("a net change of {net:+} (push - pop)"),
-    };
-    let how = if entry == 0 && exit == 0 {
-        format!("it moves `sp` by {moved:+} slot(s) with nothing cached on entry or exit")
-    } else {
-        format!(
-            "entered with {entry} cached value(s) and leaving {exit}, it moves `sp` by {moved:+} \
-             slot(s)"
-        )
+    let (found, how) = match too_deep {
+        Some(d) if !wrong_net => (
+            format!("[{d}, {}] at most", d + net),
+            format!(
+                "it moves `sp` by {moved:+} slot(s) with nothing cached on entry or exit and \
+                 touches no slot below the top {d}"
+            ),
+        ),
+        _ => (
+            format!("a net change of {net:+} (push - pop), not {:+}", push - pop),
+            format!(
+                "entered with {entry} cached value(s) and leaving {exit}, it moves `sp` by \
+                 {moved:+} slot(s)"
+            ),
+        ),
     };
     Err(Error(format!(
         "{}: [[family]] `{}`: op `{op}` declares the stack effect [{pop}, {push}] ([pop, push] \
          in `[family.cached.effects]` or `cached.pop`/`push`), but its member `{}` on \
          {triple} does {found}: {how}; fix the declared effect (a wrong one makes the \
-         selection tables pick exits that spill or fill values the stack does not hold)",
+         selection tables pick exits that fill values the stack may not hold)",
         family.manifest, family.name, member.stencil
     )))
 }

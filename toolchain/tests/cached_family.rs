@@ -157,10 +157,11 @@ fn the_vms_cached_families_have_one_member_per_entry_state() {
 }
 
 /// A family's declared stack effects are checked against its members' code on every target:
-/// a pop the op does not do (seen on its member entered and left with nothing cached) and
-/// a net change it does not make (seen on every member) are refused naming the op, the
-/// declared and the found effect and the fix; ops declared right are not named, also when
-/// the stack pointer escapes into a helper (then only the net change is checked).
+/// a pop deeper than the op reaches (seen on its member entered and left with nothing
+/// cached) and a net change it does not make (seen on every member) are refused naming the
+/// op, the declared and the found effect and the fix; ops declared right are not named,
+/// also when the stack pointer escapes into a helper (then only the net change is checked)
+/// or when the op reads deeper than it pops (`peek`, declared [0, 0]).
 #[test]
 fn declared_stack_effects_must_be_the_members_own() {
     let manifest = set("stack_effects").join("manifest.toml");
@@ -184,23 +185,24 @@ fn declared_stack_effects_must_be_the_members_own() {
         };
         for want in [
             format!(
-                "{}[1, 2]: it moves `sp` by +1 slot(s) with nothing cached on entry or exit; \
-                 fix the declared effect",
+                "{}[1, 2] at most: it moves `sp` by +1 slot(s) with nothing cached on entry or \
+                 exit and touches no slot below the top 1; fix the declared effect",
                 at("dup", "[2, 3]", "op_dup_0_0")
             ),
             format!(
-                "{}[2, 1]: it moves `sp` by -1 slot(s)",
+                "{}a net change of -1 (push - pop), not +0: entered with 0 cached value(s) and \
+                 leaving 0, it moves `sp` by -1 slot(s)",
                 at("add", "[2, 2]", "op_add_0_0")
             ),
             format!(
-                "{}a net change of -1 (push - pop): entered with 1 cached value(s) and leaving \
-                 0, it moves `sp` by +0 slot(s)",
+                "{}a net change of -1 (push - pop), not +0: entered with 1 cached value(s) and \
+                 leaving 0, it moves `sp` by +0 slot(s)",
                 at("add", "[2, 2]", "op_add_1_0")
             ),
         ] {
             assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
         }
-        for fine in ["op `drop`", "op `helper`", "op_dup_1_0"] {
+        for fine in ["op `drop`", "op `helper`", "op `peek`", "op_dup_1_0"] {
             assert!(!err.contains(fine), "{target}: `{fine}` is named:\n{err}");
         }
     }

@@ -15,6 +15,11 @@ CPJIT_CACHED_OP(op_member, IN, OUT) {
   cpjit_push(&s, a + b);
 #elif OP_IS_drop
   (void)cpjit_pop(&s);
+#elif OP_IS_peek
+  uint64_t b = cpjit_pop(&s), a = cpjit_pop(&s);
+  if (a == b) effects_helper(0);
+  cpjit_push(&s, a);
+  cpjit_push(&s, b);
 #elif OP_IS_helper
   uint64_t x = cpjit_pop(&s);
   cpjit_spill_all(&s);
