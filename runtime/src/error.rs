@@ -42,6 +42,9 @@ pub enum Error {
     /// `finish` of a trace with `jumps` jumps to labels never bound
     /// ([`TraceBuilder::bind`](crate::TraceBuilder::bind)).
     UnboundLabel { jumps: usize },
+    /// [`TraceBuilder::place`](crate::TraceBuilder::place) of a label bound already, of
+    /// another trace, or whose state a jump fixed to another than the fall-through's.
+    Label { label: u32, reason: String },
     /// `push` with the wrong number of operand values.
     OperandCount {
         stencil: String,
@@ -185,6 +188,7 @@ impl fmt::Display for Error {
             Error::Selection { family, reason } => {
                 write!(f, "selection in cached family `{family}`: {reason}")
             }
+            Error::Label { label, reason } => write!(f, "label {label}: {reason}"),
             Error::UnboundLabel { jumps } => write!(
                 f,
                 "{jumps} jump(s) go to labels never bound: bind every label a jump uses \
@@ -261,7 +265,8 @@ impl fmt::Display for Error {
             Error::NotAnEntry { instance } => write!(
                 f,
                 "instance {instance} is not an entry shim: only instance 0, when it is the \
-                 set's shim, can be called from native code"
+                 set's shim, can be called from native code; fix: push the shim first \
+                 (`TraceBuilder::push_shim`) and call the trace through the id it returns"
             ),
             Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
             Error::TraceTooLarge {

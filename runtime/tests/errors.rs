@@ -528,7 +528,12 @@ fn entry_fn_refuses_every_instance_but_the_shim() {
     let no_shim = t.finish().unwrap();
     let e = no_shim.entry_fn(op).unwrap_err();
     assert!(matches!(e, Error::NotAnEntry { instance: 0 }), "{e:?}");
-    assert!(message(e).contains("instance 0 is not an entry shim"));
+    let text = message(e);
+    assert!(
+        text.contains("instance 0 is not an entry shim")
+            && text.contains("fix: push the shim first (`TraceBuilder::push_shim`)"),
+        "{text}"
+    );
 
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();

@@ -95,9 +95,11 @@ pub enum Target {
     Instance(InstanceId),
     /// Any code address outside the trace (another trace, a native function).
     Address(u64),
-    /// A label ([`TraceBuilder::label`]): the instance it is bound to. Only
-    /// [`TraceBuilder::push_op`] resolves labels; a label left in a trace (given to `push`
-    /// or `continue_at`, or never bound) makes `finish` fail with [`Error::UnboundLabel`].
+    /// A label ([`TraceBuilder::label`]): the instance it is bound to
+    /// ([`TraceBuilder::bind`], or [`TraceBuilder::place`] without selection). Given to
+    /// [`TraceBuilder::push_op`], it also carries a cache state; given to `push` or
+    /// `continue_at`, it is resolved at `finish`. A label never bound makes `finish` fail
+    /// with [`Error::UnboundLabel`].
     Label(Label),
 }
 
@@ -412,8 +414,8 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     }
 
     /// Lays out, copies and patches the instances into executable memory.
-    pub fn finish(self) -> Result<Trace, Error> {
-        self.check_labels()?;
+    pub fn finish(mut self) -> Result<Trace, Error> {
+        self.resolve_labels()?;
         stitch::finish(&self)
     }
 
