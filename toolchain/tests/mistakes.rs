@@ -136,7 +136,8 @@ fn a_tail_call_through_a_misspelt_target_is_refused_naming_the_target() {
     }
 }
 
-/// The kit's guide lists every message above in its error table.
+/// The kit's guide lists every message above in its error table (and the runtime's
+/// refusals that answer a client's mistake with its fix).
 #[test]
 fn the_guide_lists_these_messages() {
     let guide = std::fs::read_to_string(workspace().join("templates/README.md")).unwrap();
@@ -151,6 +152,11 @@ fn the_guide_lists_these_messages() {
         "matches no member",
         // returns.rs: an unguarded precompiled header.
         "has no include guard and this unit reads it twice",
+        // The runtime's, tested in runtime/tests/errors.rs and execute.rs.
+        "`Error::PrunedMember`",
+        "`Error::NotAnEntry`",
+        "`Error::UnboundLabel`",
+        "`Error::Label`",
     ] {
         assert!(
             guide.contains(message),
