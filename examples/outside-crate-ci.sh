@@ -1,24 +1,33 @@
 #!/usr/bin/env bash
 # The CI of an example JIT built on the kit from outside its workspace (examples/bf-jit,
-# examples/ebpf-jit), run by each example's ci.sh from its own directory, with paths relative
-# to it: builds the kit's `cpjit` CLI (unless $CPJIT names one), emits cpjit.h, builds the
-# example's two stencil crates and runs its tests natively and under qemu-aarch64. Needs what
-# `bash ci/setup.sh` installs (clang-19, qemu-user, gcc-aarch64-linux-gnu,
-# libc6-dev-arm64-cross, the aarch64-unknown-linux-gnu rustup target).
+# examples/ebpf-jit, examples/stack-jit), run by each example's ci.sh from its own directory,
+# with paths relative to it: builds the kit's `cpjit` CLI (unless $CPJIT names one), emits
+# cpjit.h, builds the example's stencil crates and runs its tests natively, under
+# qemu-aarch64 and (with --riscv64) under qemu-riscv64. Needs what `bash ci/setup.sh`
+# installs (clang-19, qemu-user, gcc-aarch64-linux-gnu, libc6-dev-arm64-cross,
+# gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross, the two rustup targets).
 #
-# Usage: ../outside-crate-ci.sh NAME [--package-kit] [--check-stencils]
+# Usage: ../outside-crate-ci.sh NAME [--package-kit] [--check-stencils] [--riscv64]
 #   --package-kit     also check that the crates an outside project depends on package
 #   --check-stencils  also check that a rebuild of the stencil crates is byte-identical
 #                     (`--check` trusts no cache entry: it costs a second full build)
+#   --riscv64         also build riscv64gc-unknown-linux-gnu's stencil crate and run the
+#                     tests under qemu-riscv64 (the example's Cargo.toml must depend on it
+#                     for that target)
+#
+# Under qemu, CPJIT_EXAMPLE_QEMU=1 is set: an example may run fewer cases of a heavy
+# generated test there (each case is already run natively).
 set -euo pipefail
 name=$1
 shift
 package_kit=false
 check_stencils=false
+riscv64=false
 for arg in "$@"; do
   case "$arg" in
     --package-kit) package_kit=true ;;
     --check-stencils) check_stencils=true ;;
+    --riscv64) riscv64=true ;;
     *) echo "$name: unknown option \`$arg\`" >&2; exit 2 ;;
   esac
 done
@@ -51,6 +60,9 @@ if $package_kit; then
 fi
 
 targets=(--target x86_64-unknown-linux-gnu --target aarch64-unknown-linux-gnu)
+if $riscv64; then
+  targets+=(--target riscv64gc-unknown-linux-gnu)
+fi
 "$CPJIT" header --out templates/include
 "$CPJIT" build-stencils --templates templates --out stencils --model-path "$kit/model" "${targets[@]}"
 if $check_stencils; then
@@ -59,11 +71,19 @@ fi
 
 # The example is its own workspace: its own Cargo.lock and target directory (also when the
 # caller exported the kit's), and the cross settings spelled out here rather than inherited
-# from the kit's target files (`cargo xtask env` prints the kit's).
+# from the kit's target files: they are what `cargo xtask env` prints for these rows
+# (README.md, "Using the kit from your own crate"), with the runners' commands inlined.
 export CARGO_TARGET_DIR="$PWD/target"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
-export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu"}
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"}
+export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER:-riscv64-linux-gnu-gcc}
+export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64"}
 cargo fmt --check
 cargo test --quiet
-cargo test --quiet --target aarch64-unknown-linux-gnu
-echo "$name: ok (x86_64-unknown-linux-gnu natively, aarch64-unknown-linux-gnu under qemu)"
+CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target aarch64-unknown-linux-gnu
+rows="x86_64-unknown-linux-gnu natively, aarch64-unknown-linux-gnu under qemu"
+if $riscv64; then
+  CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target riscv64gc-unknown-linux-gnu
+  rows+=", riscv64gc-unknown-linux-gnu under qemu"
+fi
+echo "$name: ok ($rows)"

@@ -920,6 +920,11 @@ pub struct StencilSet<'a> {
     pub digest: &'a str,
     /// The generated-crate format it was written in ([`format::VERSION`] when current).
     pub format_version: u32,
+    /// The members of cached families the manifest pruned (`prune = true` in
+    /// `[family.cached]`: the selection tables never pick them, so they were not compiled),
+    /// as (member, family), sorted by member: so that asking for one by name is answered
+    /// with why it is missing ([`StencilSet::pruned_from`]).
+    pub pruned: &'a [(&'a str, &'a str)],
 }
 
 impl<'a> StencilSet<'a> {
@@ -931,6 +936,13 @@ impl<'a> StencilSet<'a> {
     /// Index of the stencil called `name`.
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.stencils.binary_search_by(|s| s.name.cmp(name)).ok()
+    }
+
+    /// The family whose pruned member `name` is (see [`StencilSet::pruned`]): why
+    /// [`index_of`](StencilSet::index_of) finds no such stencil.
+    pub fn pruned_from(&self, name: &str) -> Option<&'a str> {
+        let at = self.pruned.binary_search_by(|(m, _)| (*m).cmp(name)).ok()?;
+        Some(self.pruned[at].1)
     }
 
     /// The entry shim stencil, if the set has one.
@@ -1305,6 +1317,7 @@ mod tests {
             zero_fill: &[],
             digest: "",
             format_version: format::VERSION,
+            pruned: &[],
         };
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
@@ -1349,6 +1362,7 @@ mod tests {
             zero_fill: &ZERO_FILL,
             digest: "",
             format_version: format::VERSION,
+            pruned: &[],
         };
         assert_eq!(S.check_data(&set), Ok(()));
         let mut dst = [0xaau8; 24];

@@ -31,6 +31,9 @@ pub enum Error {
     UnknownStencilIndex { index: usize, count: usize },
     /// `push_named` with a name the set does not have.
     UnknownStencilName { name: String },
+    /// `push_named` with the name of a member of cached family `family` that the manifest
+    /// pruned (`prune = true` in its `[family.cached]`), so the set does not have it.
+    PrunedMember { name: String, family: String },
     /// A request to a cached family's selection ([`Selector`](crate::Selector),
     /// [`TraceBuilder::push_op`](crate::TraceBuilder::push_op),
     /// [`TraceBuilder::bind`](crate::TraceBuilder::bind)) it cannot meet: `reason` says
@@ -39,6 +42,9 @@ pub enum Error {
     /// `finish` of a trace with `jumps` jumps to labels never bound
     /// ([`TraceBuilder::bind`](crate::TraceBuilder::bind)).
     UnboundLabel { jumps: usize },
+    /// [`TraceBuilder::place`](crate::TraceBuilder::place) of a label bound already, of
+    /// another trace, or whose state a jump fixed to another than the fall-through's.
+    Label { label: u32, reason: String },
     /// `push` with the wrong number of operand values.
     OperandCount {
         stencil: String,
@@ -170,9 +176,19 @@ impl fmt::Display for Error {
                 )
             }
             Error::UnknownStencilName { name } => write!(f, "unknown stencil `{name}`"),
+            Error::PrunedMember { name, family } => write!(
+                f,
+                "stencil `{name}` is a member of cached family `{family}` that was pruned: \
+                 the family's manifest entry says `prune = true` in `[family.cached]`, so only \
+                 the members its selection tables pick (and the glue) were compiled, and they \
+                 never pick this one; push the op with `TraceBuilder::push_op`, or compile the \
+                 member all the same by naming it in `cached.keep` (e.g. `keep = [{{ IN = 0, \
+                 OUT = 0 }}]`, with the family's own parameters)"
+            ),
             Error::Selection { family, reason } => {
                 write!(f, "selection in cached family `{family}`: {reason}")
             }
+            Error::Label { label, reason } => write!(f, "label {label}: {reason}"),
             Error::UnboundLabel { jumps } => write!(
                 f,
                 "{jumps} jump(s) go to labels never bound: bind every label a jump uses \
@@ -249,7 +265,8 @@ impl fmt::Display for Error {
             Error::NotAnEntry { instance } => write!(
                 f,
                 "instance {instance} is not an entry shim: only instance 0, when it is the \
-                 set's shim, can be called from native code"
+                 set's shim, can be called from native code; fix: push the shim first \
+                 (`TraceBuilder::push_shim`) and call the trace through the id it returns"
             ),
             Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
             Error::TraceTooLarge {

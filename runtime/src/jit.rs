@@ -244,6 +244,23 @@ impl<'s> Jit<'s> {
         self.set
     }
 
+    /// The index of the stencil called `name`, for [`TraceBuilder::push`]: refused with
+    /// [`Error::PrunedMember`] for a member the manifest pruned (it says why and what to do
+    /// instead), else [`Error::UnknownStencilName`] if the set has no such stencil.
+    pub fn stencil_index(&self, name: &str) -> Result<usize, Error> {
+        let set = self.set;
+        set.index_of(name)
+            .ok_or_else(|| match set.pruned_from(name) {
+                Some(family) => Error::PrunedMember {
+                    name: name.to_string(),
+                    family: family.to_string(),
+                },
+                None => Error::UnknownStencilName {
+                    name: name.to_string(),
+                },
+            })
+    }
+
     /// Starts a new trace.
     pub fn trace(&self) -> TraceBuilder<'_, 's> {
         TraceBuilder::new(self)

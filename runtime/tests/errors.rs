@@ -45,6 +45,36 @@ fn bad_pushes_are_rejected() {
     assert!(matches!(t.finish().unwrap_err(), Error::EmptyTrace));
 }
 
+/// A member the manifest pruned (`cached.prune`) is not in the set: asking for it by name
+/// says which family pruned it, why, and what to do instead.
+#[test]
+fn a_pruned_member_asked_for_by_name_names_its_family_and_the_fix() {
+    let set = leak(StencilSet {
+        pruned: &[("op_stack_add_0_0", "stack"), ("op_stack_add_0_3", "stack")],
+        ..*SET
+    });
+    let jit = Jit::new(set, resolve).unwrap();
+    let e = jit.stencil_index("op_stack_add_0_3").unwrap_err();
+    assert!(matches!(e, Error::PrunedMember { .. }), "{e:?}");
+    let mut t = jit.trace();
+    let text = message(t.push_named("op_stack_add_0_0", &[], &[]).unwrap_err());
+    for says in [
+        "stencil `op_stack_add_0_0` is a member of cached family `stack` that was pruned",
+        "`prune = true` in `[family.cached]`",
+        "push the op with `TraceBuilder::push_op`",
+        "naming it in `cached.keep`",
+    ] {
+        assert!(text.contains(says), "{text}");
+    }
+    // A name no family pruned is still just unknown.
+    let e = jit.stencil_index("op_stack_add_0_1").unwrap_err();
+    assert!(matches!(e, Error::UnknownStencilName { .. }), "{e:?}");
+    assert_eq!(
+        jit.stencil_index("op_return").unwrap(),
+        SET.index_of("op_return").unwrap()
+    );
+}
+
 #[test]
 fn a_jump_to_a_missing_instance_is_an_error() {
     let jit = Jit::new(SET, resolve).unwrap();
@@ -498,7 +528,12 @@ fn entry_fn_refuses_every_instance_but_the_shim() {
     let no_shim = t.finish().unwrap();
     let e = no_shim.entry_fn(op).unwrap_err();
     assert!(matches!(e, Error::NotAnEntry { instance: 0 }), "{e:?}");
-    assert!(message(e).contains("instance 0 is not an entry shim"));
+    let text = message(e);
+    assert!(
+        text.contains("instance 0 is not an entry shim")
+            && text.contains("fix: push the shim first (`TraceBuilder::push_shim`)"),
+        "{text}"
+    );
 
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();

@@ -117,6 +117,80 @@ fn jump_targets_make_loops() {
     assert_eq!(frame.counter, 0);
 }
 
+/// A client that pushes members itself (`push`, not `push_op`) jumps to labels too: a
+/// loop head placed before its body, and a forward label placed after the jump to it.
+#[test]
+fn plain_pushes_jump_to_labels() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[0], &[]).unwrap();
+    let body = t.label().unwrap();
+    t.place(body).unwrap();
+    t.push_named("op_add_got", &[3, 4], &[]).unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[Target::Label(body)])
+        .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    let mut frame = Frame {
+        counter: 5,
+        ..Frame::default()
+    };
+    assert_eq!(run(&trace, shim, &mut frame), 35);
+    // Forward, in the second trace of a batch (labels are per trace): the jump is taken
+    // while the counter stays nonzero, skipping the 100.
+    let mut batch = jit.batch();
+    load_and_return_in(batch.trace(), "op_load_got", 1);
+    let t = batch.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_load_got", &[0], &[]).unwrap();
+    let skip = t.label().unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[Target::Label(skip)])
+        .unwrap();
+    t.push_named("op_add_got", &[100, 0], &[]).unwrap();
+    t.place(skip).unwrap();
+    t.push_named("op_add_got", &[3, 4], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let traces = batch.finish().unwrap();
+    let shim = InstanceId::from_index(0);
+    for (counter, sum) in [(2, 7), (1, 107)] {
+        let mut frame = Frame {
+            counter,
+            ..Frame::default()
+        };
+        assert_eq!(run(&traces[1], shim, &mut frame), sum, "counter {counter}");
+    }
+}
+
+/// Label mistakes of a plain-pushing client: placed twice, another trace's, never placed.
+#[test]
+fn plain_label_mistakes_are_refused() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    let l = t.label().unwrap();
+    t.place(l).unwrap();
+    let e = t.place(l).unwrap_err().to_string();
+    assert!(e.contains("label 0 is bound twice"), "{e}");
+    let never = t.label().unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[Target::Label(never)])
+        .unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let e = t.finish().unwrap_err().to_string();
+    assert!(e.contains("1 jump(s) go to labels never bound"), "{e}");
+    // A label of another builder (this one made none).
+    let mut other = jit.trace();
+    let e = other.place(l).unwrap_err().to_string();
+    assert!(e.contains("is not a label of this trace (0 made)"), "{e}");
+}
+
+/// Pushes the shim, `op` with `value` and `op_return` into `t`.
+fn load_and_return_in(t: &mut cpjit_runtime::TraceBuilder<'_, '_>, op: &str, value: u64) {
+    t.push_shim().unwrap();
+    t.push_named(op, &[value], &[]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+}
+
 /// A trace of two `op_data_counter` instances, then `op_return`.
 fn two_counters(jit: &Jit<'_>) -> (Trace, InstanceId) {
     let mut t = jit.trace();

@@ -29,7 +29,8 @@ pub fn for_clang(stderr: &str) -> Vec<String> {
             .copied()
             .collect();
         let macros: Vec<&str> = notes.iter().filter_map(|n| expanded_from(n)).collect();
-        if let Some(fix) = explain(message, &macros) {
+        let fix = explain(message, &macros).or_else(|| unguarded(message, &notes));
+        if let Some(fix) = fix {
             let line = format!("{PREFIX}{location}: {fix}");
             if !advice.contains(&line) {
                 advice.push(line);
@@ -107,6 +108,26 @@ fn explain(message: &str, macros: &[&str]) -> Option<String> {
     };
     Some(format!(
         "{declaration} at file scope, before the first use{suggestion}"
+    ))
+}
+
+/// The fix for a redefinition clang traces to a header without include guard read twice
+/// by one unit: typically the set's `precompiled_header` (loaded before the unit) that the
+/// unit also `#include`s, or a header included twice.
+fn unguarded(message: &str, notes: &[&str]) -> Option<String> {
+    if !message.starts_with("redefinition of") {
+        return None;
+    }
+    let note = notes
+        .iter()
+        .find(|n| n.contains(": note: unguarded header"))?;
+    let header = note.split_once(": note: ")?.0;
+    let header = header.rsplitn(3, ':').nth(2).unwrap_or(header);
+    Some(format!(
+        "`{header}` has no include guard and this unit reads it twice (from the set's \
+         `precompiled_header`, loaded before the unit, and from an `#include`, or from two \
+         `#include`s), so its definitions are defined twice; fix: add `#pragma once` (or an \
+         `#ifndef`/`#define` guard) to the header, or precompile a guarded header instead"
     ))
 }
 

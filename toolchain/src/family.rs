@@ -77,6 +77,12 @@ struct RawCacheParams {
     /// The element whose members move between states (spill/fill), used as glue.
     #[serde(default)]
     glue: Option<String>,
+    /// Compile only the members the selection tables pick, the glue element's and `keep`'s.
+    #[serde(default)]
+    prune: bool,
+    /// With `prune`: members to compile all the same (partial assignments, as in `skip`).
+    #[serde(default)]
+    keep: Vec<BTreeMap<String, toml::Value>>,
 }
 
 /// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
@@ -159,6 +165,10 @@ pub struct Family {
     pub effects: BTreeMap<String, StackEffect>,
     /// `cached.glue`: the element whose members move the cache state (spill or fill).
     pub glue: Option<String>,
+    /// `cached.prune = true`: only the members the selection tables pick are compiled (and
+    /// the glue element's, and those matching an entry of `cached.keep`, given here);
+    /// `None`: every member (`crate::select::prune`).
+    pub prune: Option<Vec<BTreeMap<String, String>>>,
 }
 
 /// One stencil of a family: what to compile and what to call it.
@@ -174,6 +184,8 @@ pub struct Member {
     /// Index into the family's elements (0 when it has none), then one value index per
     /// parameter: the member's place in the family's table.
     pub coords: Vec<usize>,
+    /// Its list element, if the family has a list.
+    pub element: Option<String>,
 }
 
 /// A family's table in a built set: the stencil index of every (element, values...)
@@ -186,6 +198,8 @@ pub struct Table {
     pub stencils: Vec<Option<u16>>,
     /// What a runtime needs to select members itself (cached families only).
     pub select: Option<crate::select::Select>,
+    /// The members `cached.prune` left out, by name.
+    pub pruned: Vec<String>,
 }
 
 fn value_text(v: &toml::Value) -> Option<String> {
@@ -210,6 +224,31 @@ fn range_values(text: &str) -> Option<Vec<String>> {
     let hi: i64 = hi.trim().parse().ok()?;
     let hi = if inclusive { hi } else { hi - 1 };
     (lo <= hi && hi - lo < 4096).then(|| (lo..=hi).map(|v| v.to_string()).collect())
+}
+
+/// `skip` or `cached.keep` entries (`what`): partial assignments of `elem` and parameter
+/// values, as text.
+fn assignments(
+    what: &str,
+    entries: Vec<BTreeMap<String, toml::Value>>,
+    params: &[(String, Vec<String>)],
+) -> std::result::Result<Vec<BTreeMap<String, String>>, String> {
+    let mut out = Vec::new();
+    for entry in entries {
+        let mut checked = BTreeMap::new();
+        for (key, value) in entry {
+            let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
+            let Some(text) = value_text(&value).filter(|_| known) else {
+                return Err(format!(
+                    "`{what}` entry key `{key}` is not `elem` or a parameter, or its value is \
+                     not an integer or string"
+                ));
+            };
+            checked.insert(key, text);
+        }
+        out.push(checked);
+    }
+    Ok(out)
 }
 
 fn is_macro_name(name: &str) -> bool {
@@ -297,30 +336,30 @@ impl Family {
                 ));
             }
         }
-        let mut skip = Vec::new();
-        for entry in raw.skip {
-            let mut checked = BTreeMap::new();
-            for (key, value) in entry {
-                let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
-                let Some(text) = value_text(&value).filter(|_| known) else {
-                    return fail(format!(
-                        "`skip` entry key `{key}` is not `elem` or a parameter, or its value \
-                         is not an integer or string"
-                    ));
-                };
-                checked.insert(key, text);
-            }
-            skip.push(checked);
-        }
+        let skip =
+            assignments("skip", raw.skip, &params).map_err(|e| Error(format!("{at}: {e}")))?;
         for d in &raw.defines {
             if d.is_empty() || d.starts_with('-') {
                 return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
             }
         }
-        let (mut effects, mut glue) = (BTreeMap::new(), None);
+        let (mut effects, mut glue, mut prune) = (BTreeMap::new(), None, None);
         let cached = match raw.cached {
             None => None,
             Some(c) => {
+                if !c.prune && !c.keep.is_empty() {
+                    return fail(
+                        "`cached.keep` names members to compile although pruned, but \
+                         `cached.prune` is not set: add `prune = true`, or remove `keep`"
+                            .into(),
+                    );
+                }
+                if c.prune {
+                    prune = Some(
+                        assignments("cached.keep", c.keep.clone(), &params)
+                            .map_err(|e| Error(format!("{at}: {e}")))?,
+                    );
+                }
                 if c.effects.is_some() && (c.pop.is_some() || c.push.is_some()) {
                     return fail(
                         "`cached` takes either `pop`/`push` (one stack effect for every op) or \
@@ -394,6 +433,7 @@ impl Family {
             cached,
             effects,
             glue,
+            prune,
         })
     }
 
@@ -505,8 +545,49 @@ impl Family {
     }
 
     /// Every member, in table order (element, then parameters by name, each in value
-    /// order), skipped combinations left out.
+    /// order), skipped combinations and pruned members (`cached.prune`) left out.
     pub fn members(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
+        Ok(self.split(index, root)?.0)
+    }
+
+    /// The members compiled, and the names of those `cached.prune` leaves out.
+    fn split(&self, index: usize, root: &Path) -> Result<(Vec<Member>, Vec<String>)> {
+        let candidates = self.candidates(index, root)?;
+        if self.prune.is_none() {
+            return Ok((candidates, Vec::new()));
+        }
+        let keep = crate::select::prune(self, &candidates, root)?;
+        let (mut kept, mut pruned) = (Vec::new(), Vec::new());
+        for (member, keep) in candidates.into_iter().zip(keep) {
+            if keep {
+                kept.push(member);
+            } else {
+                pruned.push(member.stencil);
+            }
+        }
+        Ok((kept, pruned))
+    }
+
+    /// Whether the member of element `element` (none without a list) with parameter value
+    /// indices `combo` matches every key of `entry` (a `skip` or `keep` entry).
+    pub fn matches(
+        &self,
+        entry: &BTreeMap<String, String>,
+        element: Option<&str>,
+        combo: &[usize],
+    ) -> bool {
+        entry.iter().all(|(key, value)| match key.as_str() {
+            "elem" => element == Some(value.as_str()),
+            _ => self
+                .params
+                .iter()
+                .zip(combo)
+                .any(|((p, values), &i)| p == key && values[i] == *value),
+        })
+    }
+
+    /// Every member before pruning.
+    fn candidates(&self, index: usize, root: &Path) -> Result<Vec<Member>> {
         let elements = self.element_list(root)?;
         self.check_flags(&elements)?;
         let rows: Vec<Option<&str>> = if elements.is_empty() {
@@ -517,16 +598,10 @@ impl Family {
         let mut members = Vec::new();
         for (e, element) in rows.iter().enumerate() {
             for combo in combinations(&self.params) {
-                let skipped = self.skip.iter().any(|entry| {
-                    entry.iter().all(|(key, value)| match key.as_str() {
-                        "elem" => *element == Some(value.as_str()),
-                        _ => self
-                            .params
-                            .iter()
-                            .zip(&combo)
-                            .any(|((p, values), &i)| p == key && values[i] == *value),
-                    })
-                });
+                let skipped = self
+                    .skip
+                    .iter()
+                    .any(|entry| self.matches(entry, *element, &combo));
                 if skipped || !self.canonical(&combo) {
                     continue;
                 }
@@ -557,6 +632,7 @@ impl Family {
                     stencil: name,
                     defines,
                     coords,
+                    element: element.map(str::to_string),
                 });
             }
         }
@@ -596,6 +672,20 @@ impl Family {
         root: &Path,
         index_of: impl Fn(&str) -> Option<u16>,
     ) -> Result<Table> {
+        let mut table = self.grid(members, root, index_of)?;
+        if self.prune.is_some() {
+            table.pruned = self.split(0, root)?.1;
+        }
+        Ok(table)
+    }
+
+    /// [`Family::table`] without the names of pruned members.
+    pub fn grid(
+        &self,
+        members: &[&Member],
+        root: &Path,
+        index_of: impl Fn(&str) -> Option<u16>,
+    ) -> Result<Table> {
         let elements = self.element_list(root)?;
         let rows = elements.len().max(1);
         let size = rows * self.params.iter().map(|(_, v)| v.len()).product::<usize>();
@@ -618,6 +708,7 @@ impl Family {
             params: self.params.clone(),
             stencils,
             select: None,
+            pruned: Vec::new(),
         };
         table.select = crate::select::Select::of(self, &table)?;
         Ok(table)
@@ -651,6 +742,9 @@ pub fn rename_member(
     }
     if let Some(state) = facts.cache_states.remove(&old) {
         facts.cache_states.insert(member.stencil.clone(), state);
+    }
+    if let Some(seen) = facts.stack_uses.remove(&old) {
+        facts.stack_uses.insert(member.stencil.clone(), seen);
     }
     Ok(())
 }
@@ -701,251 +795,5 @@ pub fn all_members(families: &[Family], root: &Path) -> Result<Vec<Member>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn family(text: &str) -> Result<Family> {
-        #[derive(Deserialize)]
-        struct One {
-            family: RawFamily,
-        }
-        let raw: One = toml::from_str(text).map_err(|e| Error(e.to_string()))?;
-        Family::check("m.toml", 0, raw.family)
-    }
-
-    const BASE: &str = "[family]\nname = \"push\"\nsource = \"f.c\"\n";
-
-    #[test]
-    fn list_times_params_minus_skips_in_table_order() {
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"A\", \"B\"]\n\
-             list_define = \"OP\"\nskip = [{{ IN = 1, OUT = 0 }}, {{ elem = \"B\", IN = 0 }}]\n\
-             [family.params]\nOUT = [0, 1]\nIN = \"0..2\"\n"
-        ))
-        .unwrap();
-        let members = f.members(0, Path::new("/")).unwrap();
-        let names: Vec<&str> = members.iter().map(|m| m.stencil.as_str()).collect();
-        assert_eq!(names, ["op_A_0_0", "op_A_0_1", "op_A_1_1", "op_B_1_1"]);
-        assert_eq!(members[2].defines, ["OP=A", "IN=1", "OUT=1"]);
-        assert_eq!(members[3].coords, [1, 1, 1]);
-        let refs: Vec<&Member> = members.iter().collect();
-        let t = f
-            .table(&refs, Path::new("/"), |n| {
-                names.iter().position(|m| *m == n).map(|i| i as u16 + 10)
-            })
-            .unwrap();
-        assert_eq!(
-            t.stencils,
-            [
-                Some(10),
-                Some(11),
-                None,
-                Some(12),
-                None,
-                None,
-                None,
-                Some(13)
-            ]
-        );
-    }
-
-    #[test]
-    fn list_flag_gives_each_member_its_elements_flag() {
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{elem}}_{{IN}}\"\nlist = [\"ADD\", \"SUB\"]\n\
-             list_define = \"OP\"\nlist_flag = \"OP_IS_\"\ndefines = [\"X=1\"]\n\
-             [family.params]\nIN = [0]\n"
-        ))
-        .unwrap();
-        let members = f.members(0, Path::new("/")).unwrap();
-        assert_eq!(members[0].defines, ["X=1", "OP=ADD", "OP_IS_ADD=1", "IN=0"]);
-        assert_eq!(members[1].defines, ["X=1", "OP=SUB", "OP_IS_SUB=1", "IN=0"]);
-        for (text, says) in [
-            (
-                "stencil = \"op_{IN}\"\nlist_flag = \"OP_IS_\"\n[family.params]\nIN = [0]\n",
-                "`list_flag` without `list` or `list_file`",
-            ),
-            (
-                "stencil = \"op_{elem}\"\nlist = [\"A\"]\nlist_define = \"OP\"\n\
-                 list_flag = \"OP-\"\n",
-                "`list_flag` `OP-` is not a macro name prefix",
-            ),
-        ] {
-            let err = family(&format!("{BASE}{text}")).unwrap_err().0;
-            assert!(err.contains("(`push`)") && err.contains(says), "{err}");
-        }
-        // A flag that is another macro of the members would override it (or be overridden).
-        for (text, clash) in [
-            (
-                "list_define = \"OP_IS_A\"\nlist_flag = \"OP_IS_\"\n",
-                "OP_IS_A",
-            ),
-            (
-                "list_define = \"OP\"\nlist_flag = \"I\"\nlist = [\"N\"]\n",
-                "IN",
-            ),
-            (
-                "list_define = \"OP\"\nlist_flag = \"OP_\"\ndefines = [\"OP_A=2\"]\n",
-                "OP_A",
-            ),
-        ] {
-            let list = if text.contains("list =") {
-                ""
-            } else {
-                "list = [\"A\"]\n"
-            };
-            let f = family(&format!(
-                "{BASE}stencil = \"op_{{elem}}_{{IN}}\"\n{list}{text}[family.params]\nIN = [0]\n"
-            ))
-            .unwrap();
-            let err = f.members(0, Path::new("/")).unwrap_err().0;
-            assert!(
-                err.contains("`push`") && err.contains(&format!("flag `{clash}`")),
-                "{err}"
-            );
-        }
-    }
-
-    #[test]
-    fn cached_names_the_state_parameters_and_gives_each_members_state() {
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"A\"]\n\
-             list_define = \"OP\"\ncached = {{ entry = \"IN\", exit = \"OUT\" }}\n\
-             [family.params]\nOUT = [2, 0]\nIN = \"0..2\"\n"
-        ))
-        .unwrap();
-        // Parameters are sorted by name: IN is parameter 0, OUT parameter 1.
-        assert_eq!(
-            f.cached,
-            Some(CacheParams {
-                entry: 0,
-                exit: 1,
-                effect: None
-            })
-        );
-        let states: Vec<_> = f
-            .members(0, Path::new("/"))
-            .unwrap()
-            .iter()
-            .map(|m| f.member_cache_state(m))
-            .collect();
-        assert_eq!(
-            states,
-            [Some((0, 2)), Some((0, 0)), Some((1, 2)), Some((1, 0))]
-        );
-        // An unknown key inside `cached` is refused by name.
-        let err = family(&format!(
-            "{BASE}stencil = \"op_{{IN}}\"\ncached = {{ entry = \"IN\", exit = \"IN\", \
-             in = \"IN\" }}\n[family.params]\nIN = [0]\n"
-        ))
-        .unwrap_err()
-        .0;
-        assert!(err.contains("unknown field `in`"), "{err}");
-    }
-
-    #[test]
-    fn a_stack_effect_keeps_only_canonical_exit_states() {
-        // pop 2, push 1 with up to 3 registers: IN 0 -> 1, 1 -> 1, 2 -> 1, 3 -> 2.
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"ADD\"]\n\
-             list_define = \"OP\"\ncached = {{ entry = \"IN\", exit = \"OUT\", pop = 2, \
-             push = 1 }}\n[family.params]\nIN = \"0..=3\"\nOUT = \"0..=3\"\n"
-        ))
-        .unwrap();
-        let members = f.members(0, Path::new("/")).unwrap();
-        let names: Vec<&str> = members.iter().map(|m| m.stencil.as_str()).collect();
-        assert_eq!(
-            names,
-            ["op_ADD_0_1", "op_ADD_1_1", "op_ADD_2_1", "op_ADD_3_2"]
-        );
-        // push 2 from 3 registers' worth: capped at the largest exit value (spills).
-        let effect = StackEffect { pop: 0, push: 2 };
-        assert_eq!(
-            (0..4)
-                .map(|i| effect.canonical_exit(i, 3))
-                .collect::<Vec<_>>(),
-            [2, 3, 3, 3]
-        );
-        // A `skip` still applies on top of the rule.
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{IN}}_{{OUT}}\"\ncached = {{ entry = \"IN\", exit = \
-             \"OUT\", pop = 0, push = 0 }}\nskip = [{{ IN = 0 }}]\n[family.params]\n\
-             IN = \"0..=2\"\nOUT = \"0..=2\"\n"
-        ))
-        .unwrap();
-        let names: Vec<String> = f
-            .members(0, Path::new("/"))
-            .unwrap()
-            .into_iter()
-            .map(|m| m.stencil)
-            .collect();
-        assert_eq!(names, ["op_1_1", "op_2_2"]);
-        for (text, says) in [
-            (
-                "cached = { entry = \"IN\", exit = \"OUT\", pop = 1 }\n",
-                "needs both `pop` and `push`",
-            ),
-            (
-                "cached = { entry = \"IN\", exit = \"IN\", pop = 1, push = 0 }\n",
-                "distinct entry and exit parameters",
-            ),
-        ] {
-            let err = family(&format!(
-                "{BASE}stencil = \"op_{{IN}}_{{OUT}}\"\n{text}[family.params]\nIN = [0]\n\
-                 OUT = [0]\n"
-            ))
-            .unwrap_err()
-            .0;
-            assert!(err.contains("`push`") && err.contains(says), "{err}");
-        }
-    }
-
-    #[test]
-    fn list_file_and_errors_name_the_family() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("ops.txt"), "# ops\nADD\n\nSUB # minus\n").unwrap();
-        let f = family(&format!(
-            "{BASE}stencil = \"op_{{elem}}\"\nlist_file = \"ops.txt\"\nlist_define = \"OP\"\n"
-        ))
-        .unwrap();
-        let names: Vec<String> = f
-            .members(0, dir.path())
-            .unwrap()
-            .into_iter()
-            .map(|m| m.stencil)
-            .collect();
-        assert_eq!(names, ["op_ADD", "op_SUB"]);
-        for (text, says) in [
-            (
-                "stencil = \"op_x\"\nlist = [\"A\"]\nlist_define = \"OP\"\n",
-                "{elem}",
-            ),
-            ("stencil = \"op_{elem}\"\nlist = [\"A\"]\n", "list_define"),
-            (
-                "stencil = \"op_{IN}\"\n[family.params]\nIN = \"3..1\"\n",
-                "range",
-            ),
-            ("stencil = \"op\"\n[family.params]\nIN = [0]\n", "{IN}"),
-            (
-                "stencil = \"op_{IN}\"\nskip = [{ OUT = 1 }]\n[family.params]\nIN = [0]\n",
-                "OUT",
-            ),
-            ("stencil = \"op\"\n", "needs a list"),
-            (
-                "stencil = \"op_{IN}\"\ncached = { entry = \"IN\", exit = \"OUT\" }\n\
-                 [family.params]\nIN = [0]\n",
-                "`cached.exit` names `OUT`, which is not a parameter of the family (its \
-                 parameters: IN)",
-            ),
-            (
-                "stencil = \"op_{IN}\"\ncached = { entry = \"IN\", exit = \"IN\" }\n\
-                 [family.params]\nIN = [\"0\", \"01\"]\n",
-                "`cached.entry` names parameter `IN`, whose value `01` is not a cache state (an \
-                 integer from 0 to 255 without leading zeros)",
-            ),
-        ] {
-            let err = family(&format!("{BASE}{text}")).unwrap_err().0;
-            assert!(err.contains("`push`") && err.contains(says), "{err}");
-        }
-    }
-}
+#[path = "family_tests.rs"]
+mod tests;

@@ -40,6 +40,7 @@ pub mod progress;
 pub mod scale_set;
 pub mod select;
 pub mod set;
+pub mod stack_use;
 pub mod stencil;
 pub mod target;
 pub mod validate;

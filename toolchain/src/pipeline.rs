@@ -441,18 +441,31 @@ impl Pipeline<'_> {
         pch: Option<&PreparedPch>,
         prebuilt: Option<&Prebuilt>,
     ) -> Result<Vec<UnitOutput>> {
-        match &job.work {
-            Work::Unit(unit) => Ok(vec![self.run_unit(job.target, unit, None, pch, prebuilt)?]),
-            Work::Member(m) => Ok(vec![self.run_unit(
-                job.target,
-                &m.source,
-                Some(m),
-                pch,
-                prebuilt,
-            )?]),
-            Work::Batch(units) => self.run_batch(job.target, units, pch),
-            Work::MemberBatch(members) => self.run_member_batch(job.target, members, pch),
+        let (outputs, members) = match &job.work {
+            Work::Unit(unit) => (
+                vec![self.run_unit(job.target, unit, None, pch, prebuilt)?],
+                Vec::new(),
+            ),
+            Work::Member(m) => (
+                vec![self.run_unit(job.target, &m.source, Some(m), pch, prebuilt)?],
+                vec![*m],
+            ),
+            Work::Batch(units) => (self.run_batch(job.target, units, pch)?, Vec::new()),
+            Work::MemberBatch(members) => (
+                self.run_member_batch(job.target, members, pch)?,
+                members.clone(),
+            ),
+        };
+        // The declared stack effects against the members' code: after the cache is done
+        // with the job, so that a wrong declaration is not taken for a bad cache entry.
+        for m in members {
+            let seen = outputs
+                .iter()
+                .find_map(|o| o.facts.stack_uses.get(&m.stencil));
+            let family = &self.manifest.families[m.family];
+            crate::stack_use::check(family, m, seen, &job.target.triple)?;
         }
+        Ok(outputs)
     }
 
     pub(crate) fn run_unit(

@@ -16,7 +16,8 @@
 //!   refuses them), and so has the glue element itself (it is pushed towards a state).
 
 use crate::error::{Error, Result};
-use crate::family::{Family, StackEffect, Table};
+use crate::family::{Family, Member, StackEffect, Table};
+use std::path::Path;
 
 /// States a selection table covers at most (state values 0 to 15).
 pub const MAX_STATES: usize = 16;
@@ -182,6 +183,67 @@ impl Select {
     }
 }
 
+/// Which of a `cached.prune` family's `candidates` (every member, in table order) to
+/// compile: those the selection tables pick (each op's member per entry state, and the glue
+/// it needs), every member of the glue element (a label's state is reached through glue
+/// from any state), and those matching an entry of `cached.keep`. The tables of the members
+/// kept are the tables of all of them: a pick is the canonical or lowest exit among the
+/// members from a state, which is kept, and a state without a member has none either way.
+/// A `keep` entry that matches no candidate is refused (a typo would otherwise compile
+/// nothing more, silently).
+pub fn prune(family: &Family, candidates: &[Member], root: &Path) -> Result<Vec<bool>> {
+    let Some(keep) = &family.prune else {
+        return Ok(vec![true; candidates.len()]);
+    };
+    let refs: Vec<&Member> = candidates.iter().collect();
+    // Number the candidates by position: the tables then name them by index.
+    let table = family.grid(&refs, root, |name| {
+        candidates
+            .iter()
+            .position(|m| m.stencil == name)
+            .map(|i| i as u16)
+    })?;
+    let mut kept = vec![false; candidates.len()];
+    if let Some(select) = &table.select {
+        for t in select.transitions.iter().flatten() {
+            kept[t.member as usize] = true;
+            if let Some(g) = t.glue {
+                kept[g as usize] = true;
+            }
+        }
+    }
+    let glue = family
+        .glue
+        .as_ref()
+        .and_then(|g| table.elements.iter().position(|e| e == g));
+    let element = |m: &Member| table.elements.get(m.coords[0]).map(String::as_str);
+    for (k, m) in candidates.iter().enumerate() {
+        if glue == Some(m.coords[0]) {
+            kept[k] = true;
+        }
+    }
+    for entry in keep {
+        let mut any = false;
+        for (k, m) in candidates.iter().enumerate() {
+            if family.matches(entry, element(m), &m.coords[1..]) {
+                kept[k] = true;
+                any = true;
+            }
+        }
+        if !any {
+            let text: Vec<String> = entry.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            return Err(Error(format!(
+                "{}: [[family]] `{}`: `cached.keep` entry {{ {} }} matches no member of the \
+                 family (its elements and parameter values, less `skip`): fix or remove it",
+                family.manifest,
+                family.name,
+                text.join(", ")
+            )));
+        }
+    }
+    Ok(kept)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +342,91 @@ mod tests {
             let entry = format!("{POP}[family.cached]\nentry = \"IN\"\nexit = \"OUT\"\n{cached}");
             let err = select(&entry).unwrap_err().to_string();
             assert!(err.contains(says), "{err}");
+        }
+    }
+
+    /// A transition by member names: `(member, glue, exit)`.
+    type Pick = Option<(String, Option<String>, u8)>;
+
+    /// Each (op, state)'s transition by names, and the members compiled.
+    fn picks(entry: &str) -> (Vec<Pick>, Vec<String>) {
+        let (_, s) = select(entry).unwrap();
+        let names: Vec<String> = {
+            #[derive(Deserialize)]
+            struct One {
+                family: RawFamily,
+            }
+            let raw: One = toml::from_str(entry).unwrap();
+            let f = Family::check("m.toml", 0, raw.family).unwrap();
+            let members = f.members(0, Path::new("/")).unwrap();
+            members.into_iter().map(|m| m.stencil).collect()
+        };
+        let name = |i: u16| names[i as usize].clone();
+        let picks = s
+            .unwrap()
+            .transitions
+            .iter()
+            .map(|t| t.map(|t| (name(t.member), t.glue.map(name), t.exit)))
+            .collect();
+        (picks, names)
+    }
+
+    #[test]
+    fn prune_compiles_only_what_the_tables_pick_and_keeps_the_tables() {
+        let cached = "[family.cached]\nentry = \"IN\"\nexit = \"OUT\"\nglue = \"mv\"\n";
+        let effects = "[family.cached.effects]\npop1 = [1, 0]\n";
+        let (all, every) = picks(&format!("{POP}{cached}{effects}"));
+        let (pruned, kept) = picks(&format!("{POP}{cached}prune = true\n{effects}"));
+        assert_eq!(pruned, all, "the same picks from fewer members");
+        assert_eq!(every.len(), 12);
+        // pop1's picks (1 -> 0, 2 -> 1) and every glue member (labels reach states by glue).
+        assert_eq!(
+            kept,
+            [
+                "op_pop1_1_0",
+                "op_pop1_2_1",
+                "op_mv_0_1",
+                "op_mv_0_2",
+                "op_mv_1_0",
+                "op_mv_1_2",
+                "op_mv_2_0",
+                "op_mv_2_1"
+            ]
+        );
+        // The table names the pruned members for the generated crate.
+        let (table, _) = select(&format!("{POP}{cached}prune = true\n{effects}")).unwrap();
+        assert_eq!(
+            table.pruned,
+            ["op_pop1_1_1", "op_pop1_1_2", "op_pop1_2_0", "op_pop1_2_2"]
+        );
+        // `keep` adds members by partial assignment, as `skip` names them.
+        let keep = "prune = true\nkeep = [{ elem = \"pop1\", OUT = 2 }]\n";
+        let (again, kept) = picks(&format!("{POP}{cached}{keep}{effects}"));
+        assert_eq!(again, all);
+        assert_eq!(kept.len(), 10);
+        assert!(kept.contains(&"op_pop1_1_2".to_string()));
+    }
+
+    #[test]
+    fn prune_and_keep_mistakes_are_refused_with_the_fix() {
+        for (cached, says) in [
+            (
+                "keep = [{ IN = 1 }]\n",
+                "`cached.keep` names members to compile although pruned, but `cached.prune` \
+                 is not set: add `prune = true`, or remove `keep`",
+            ),
+            (
+                "prune = true\nkeep = [{ elem = \"pop1\", IN = 0 }]\n",
+                "`cached.keep` entry { IN = 0, elem = pop1 } matches no member of the family",
+            ),
+            (
+                "prune = true\nkeep = [{ DEPTH = 1 }]\n",
+                "`cached.keep` entry key `DEPTH` is not `elem` or a parameter",
+            ),
+        ] {
+            let entry = format!("{POP}[family.cached]\nentry = \"IN\"\nexit = \"OUT\"\n{cached}");
+            let err = select(&entry).unwrap_err().to_string();
+            assert!(err.contains(says) && err.contains("`f`"), "{err}");
         }
     }
 

@@ -53,6 +53,9 @@ pub struct IrFacts {
     /// The declared cache state (entry, exit) of every stencil declared with
     /// `CPJIT_CACHED_OP`, by name; a family checks it against its `cached` parameters.
     pub cache_states: BTreeMap<String, (usize, usize)>,
+    /// What the IR of every cached op shows of its memory stack, by name; a family checks
+    /// its declared stack effects against it (`stack_use.rs`).
+    pub stack_uses: BTreeMap<String, crate::stack_use::StackUse>,
 }
 
 /// The annotation `CPJIT_INSTANCE_DATA` (cpjit.h) puts on a global: deliberate
@@ -198,6 +201,13 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
                                 .insert(name.clone(), (state.entry, state.exit));
                             if v.signature(f, is_shim, Some(state)) {
                                 v.cache_state(f, state);
+                                let exit = |call| {
+                                    v.jump_hole_call(call)?;
+                                    let callee = LLVMGetCalledValue(call) as usize;
+                                    Some(!v.spilled_targets.contains(&callee))
+                                };
+                                let seen = crate::stack_use::read(f, exit);
+                                v.facts.stack_uses.insert(name.clone(), seen);
                             }
                         }
                         None => {

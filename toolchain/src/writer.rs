@@ -370,6 +370,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     }
     let _ = writeln!(o, "    digest: \"{}\",", set.digest);
     let _ = writeln!(o, "    format_version: {},", cpjit_model::format::VERSION);
+    pruned(&mut o, set);
     o.push_str("};\n\n");
     crate::frame::write_frames(&mut o, &set.stencils);
 
@@ -381,6 +382,30 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     }
     o.push_str("}\n");
     Ok(o)
+}
+
+/// `StencilSet::pruned`: every pruned member with its family, sorted by member.
+fn pruned(o: &mut String, set: &BuiltSet) {
+    let mut pruned: Vec<(&str, &str)> = set
+        .families
+        .iter()
+        .flat_map(|f| f.pruned.iter().map(|m| (m.as_str(), f.name.as_str())))
+        .collect();
+    pruned.sort_unstable();
+    if pruned.is_empty() {
+        o.push_str("    pruned: &[],\n");
+        return;
+    }
+    o.push_str("    pruned: &[\n");
+    for (member, family) in pruned {
+        let _ = writeln!(
+            o,
+            "        ({}, {}),",
+            string_literal(member),
+            string_literal(family)
+        );
+    }
+    o.push_str("    ],\n");
 }
 
 /// The family tables (`FAMILIES`, `mod family`), written only when the set has families,

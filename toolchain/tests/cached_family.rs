@@ -101,3 +101,54 @@ fn the_kits_cached_family_declares_its_state_parameters() {
     let arith = manifest.families.iter().find(|f| f.name == "test_arith");
     assert_eq!(arith.expect("test_arith").cached, None);
 }
+/// A family's declared stack effects are checked against its members' code on every target:
+/// a pop deeper than the op reaches (seen on its member entered and left with nothing
+/// cached) and a net change it does not make (seen on every member) are refused naming the
+/// op, the declared and the found effect and the fix; ops declared right are not named,
+/// also when the stack pointer escapes into a helper (then only the net change is checked)
+/// or when the op reads deeper than it pops (`peek`, declared [0, 0]).
+#[test]
+fn declared_stack_effects_must_be_the_members_own() {
+    let manifest = set("stack_effects").join("manifest.toml");
+    let manifest = manifest.display();
+    for target in all_targets() {
+        let out = tempfile::tempdir().unwrap();
+        let err = driver::build_stencils(&options(
+            set("stack_effects"),
+            &[&target],
+            out.path(),
+            Cache::disabled(),
+        ))
+        .expect_err("the set must be rejected")
+        .0;
+        let at = |op: &str, declared: &str, member: &str| {
+            format!(
+                "{manifest}: [[family]] `ops`: op `{op}` declares the stack effect {declared} \
+                 ([pop, push] in `[family.cached.effects]` or `cached.pop`/`push`), but its \
+                 member `{member}` on {target} does "
+            )
+        };
+        for want in [
+            format!(
+                "{}[1, 2] at most: it moves `sp` by +1 slot(s) with nothing cached on entry or \
+                 exit and touches no slot below the top 1; fix the declared effect",
+                at("dup", "[2, 3]", "op_dup_0_0")
+            ),
+            format!(
+                "{}a net change of -1 (push - pop), not +0: entered with 0 cached value(s) and \
+                 leaving 0, it moves `sp` by -1 slot(s)",
+                at("add", "[2, 2]", "op_add_0_0")
+            ),
+            format!(
+                "{}a net change of -1 (push - pop), not +0: entered with 1 cached value(s) and \
+                 leaving 0, it moves `sp` by +0 slot(s)",
+                at("add", "[2, 2]", "op_add_1_0")
+            ),
+        ] {
+            assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
+        }
+        for fine in ["op `drop`", "op `helper`", "op `peek`", "op_dup_1_0"] {
+            assert!(!err.contains(fine), "{target}: `{fine}` is named:\n{err}");
+        }
+    }
+}

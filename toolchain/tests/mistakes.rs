@@ -136,7 +136,8 @@ fn a_tail_call_through_a_misspelt_target_is_refused_naming_the_target() {
     }
 }
 
-/// The kit's guide lists every message above in its error table.
+/// The kit's guide lists every message above in its error table (and the runtime's
+/// refusals that answer a client's mistake with its fix).
 #[test]
 fn the_guide_lists_these_messages() {
     let guide = std::fs::read_to_string(workspace().join("templates/README.md")).unwrap();
@@ -145,6 +146,17 @@ fn the_guide_lists_these_messages() {
         "fix: add `CPJIT_DECLARE_OPERAND(NAME);`",
         "fix: add `memcpy` to allowed_symbols",
         "tail-calls hole `_JIT_X`, which is neither the continuation",
+        // cached_family.rs's stack effects, select.rs's unit tests of `prune`/`keep`.
+        "declares the stack effect [p, q] ..., but its member",
+        "`cached.keep` names members to compile although pruned, but `cached.prune` is not set",
+        "matches no member",
+        // returns.rs: an unguarded precompiled header.
+        "has no include guard and this unit reads it twice",
+        // The runtime's, tested in runtime/tests/errors.rs and execute.rs.
+        "`Error::PrunedMember`",
+        "`Error::NotAnEntry`",
+        "`Error::UnboundLabel`",
+        "`Error::Label`",
     ] {
         assert!(
             guide.contains(message),

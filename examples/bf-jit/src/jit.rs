@@ -12,6 +12,8 @@ use std::ffi::c_void;
 pub static HOST_SET: &StencilSet<'static> = &cpjit_stencils_x86_64_unknown_linux_gnu::SET;
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 pub static HOST_SET: &StencilSet<'static> = &cpjit_stencils_aarch64_unknown_linux_gnu::SET;
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+pub static HOST_SET: &StencilSet<'static> = &cpjit_stencils_riscv64gc_unknown_linux_gnu::SET;
 
 /// `struct cpjit_frame` of `templates/include/bf.h`.
 #[repr(C)]

@@ -18,6 +18,8 @@ use std::fmt;
 
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 use stack_stencils_aarch64_unknown_linux_gnu as host;
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+use stack_stencils_riscv64gc_unknown_linux_gnu as host;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use stack_stencils_x86_64_unknown_linux_gnu as host;
 

@@ -8,6 +8,8 @@
 
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 use stack_stencils_aarch64_unknown_linux_gnu as host;
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+use stack_stencils_riscv64gc_unknown_linux_gnu as host;
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 use stack_stencils_x86_64_unknown_linux_gnu as host;
 
@@ -67,5 +69,31 @@ fn the_manifest_declares_the_verifiers_stack_effects() {
                 t.glue
             );
         }
+    }
+}
+
+/// The manifest prunes the family (`prune = true`): a member the tables never pick is not
+/// compiled, and asking for it by name says so, naming the family and the fix.
+#[test]
+fn a_pruned_member_is_refused_by_name_with_the_reason() {
+    let set = &host::SET;
+    // `add` from 0 cached values exits with its canonical 1: the 0 -> 3 member is pruned,
+    // the plain member (0 -> 0) is kept for the uncached mode, and so is every member of
+    // the jumping ops.
+    assert_eq!(set.pruned_from("op_add_0_3"), Some("stack"));
+    for kept in ["op_add_0_1", "op_add_0_0", "op_jz_3_0", "op_move_3_1"] {
+        assert!(set.index_of(kept).is_some(), "{kept} was pruned");
+    }
+    let jit = cpjit_runtime::Jit::new(set, |_| Some(0)).expect("the host's set");
+    let e = jit.trace().push_named("op_add_0_3", &[], &[]).unwrap_err();
+    let text = e.to_string();
+    for says in [
+        "`op_add_0_3`",
+        "family `stack`",
+        "pruned",
+        "push_op",
+        "cached.keep",
+    ] {
+        assert!(text.contains(says), "{text}");
     }
 }

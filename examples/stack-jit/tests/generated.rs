@@ -2,16 +2,29 @@
 //! prints, `if`/`else`, `while` and do-while loops, early returns) whose expressions also
 //! branch and loop *with values on the stack* (a conditional expression, a running sum), so
 //! that jump targets are reached with values cached. Each program runs in the interpreter
-//! and both JIT modes; all must agree. The cached traces need no glue: the selection
-//! tables' canonical exits make a label's state a function of the stack depth there, equal
-//! on every edge of a structured program, and a label bound after a `jump` or `ret` (no
-//! fall-through) gets none; so each cached trace has exactly one instance per op.
+//! and both JIT modes; all must agree. The cached traces need no glue: a jump takes its
+//! member that exits in its label's state (the manifest keeps every member of the jumping
+//! ops), and a label bound after a `jump` or `ret` (no fall-through) gets none; so each
+//! cached trace has exactly one instance per op.
 
 use stack_jit::programs::Asm;
 use stack_jit::{interpret, Compiler, Mode, Op};
 
 /// Programs per run (each compiled twice and run three times).
 const PROGRAMS: usize = 2000;
+
+/// Programs under qemu (`CPJIT_EXAMPLE_QEMU`, set by `../outside-crate-ci.sh`): the same
+/// first seeds, each of which the native run also checks, to keep the emulated rows quick.
+const PROGRAMS_UNDER_QEMU: usize = 300;
+
+/// How many programs this run checks.
+fn programs() -> usize {
+    if std::env::var_os("CPJIT_EXAMPLE_QEMU").is_some() {
+        PROGRAMS_UNDER_QEMU
+    } else {
+        PROGRAMS
+    }
+}
 
 /// Locals 0..VARS are the program's variables; loop counters take VARS + nesting depth.
 const VARS: u8 = 6;
@@ -186,9 +199,10 @@ fn program(seed: u64) -> Vec<Op> {
 
 #[test]
 fn generated_programs_agree_in_every_mode() {
+    let count = programs();
     let compiler = Compiler::new().expect("the host's stencil set loads");
     let (mut ops_total, mut glued, mut labels) = (0, Vec::new(), 0);
-    for seed in 0..PROGRAMS as u64 {
+    for seed in 0..count as u64 {
         let ops = program(seed);
         ops_total += ops.len();
         let want = interpret(&ops).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{ops:?}"));
@@ -205,28 +219,25 @@ fn generated_programs_agree_in_every_mode() {
     }
     // The generator must reach what it is for: programs of some size, with jumps.
     assert!(
-        ops_total > PROGRAMS * 20,
-        "{ops_total} ops in {PROGRAMS} programs"
+        ops_total > count * 20,
+        "{ops_total} ops in {count} programs"
     );
-    for seed in 0..PROGRAMS as u64 {
+    for seed in 0..count as u64 {
         labels += program(seed)
             .iter()
             .filter(|op| matches!(op, Op::Jump(_) | Op::Jz(_) | Op::Jnz(_)))
             .count();
     }
-    assert!(
-        labels > PROGRAMS * 2,
-        "{labels} jumps in {PROGRAMS} programs"
-    );
+    assert!(labels > count * 2, "{labels} jumps in {count} programs");
     // And no glue: dead glue after a jump, or a state the tables let disagree (see above).
     assert!(
         glued.is_empty(),
-        "{} of {PROGRAMS} cached traces have more instances than ops (glue), seeds {:?}",
+        "{} of {count} cached traces have more instances than ops (glue), seeds {:?}",
         glued.len(),
         &glued[..glued.len().min(10)]
     );
     eprintln!(
-        "{PROGRAMS} programs, {ops_total} ops, {labels} jumps, {} with glue",
+        "{count} programs, {ops_total} ops, {labels} jumps, {} with glue",
         glued.len()
     );
 }

@@ -77,7 +77,7 @@ impl<'j, 's> TraceBatch<'j, 's> {
             return;
         }
         let b = &mut self.builder;
-        if let Err(e) = b.check_labels() {
+        if let Err(e) = b.resolve_labels() {
             self.failed.get_or_insert((self.closed.len(), e));
         }
         b.labels.clear();

@@ -95,9 +95,11 @@ pub enum Target {
     Instance(InstanceId),
     /// Any code address outside the trace (another trace, a native function).
     Address(u64),
-    /// A label ([`TraceBuilder::label`]): the instance it is bound to. Only
-    /// [`TraceBuilder::push_op`] resolves labels; a label left in a trace (given to `push`
-    /// or `continue_at`, or never bound) makes `finish` fail with [`Error::UnboundLabel`].
+    /// A label ([`TraceBuilder::label`]): the instance it is bound to
+    /// ([`TraceBuilder::bind`], or [`TraceBuilder::place`] without selection). Given to
+    /// [`TraceBuilder::push_op`], it also carries a cache state; given to `push` or
+    /// `continue_at`, it is resolved at `finish`. A label never bound makes `finish` fail
+    /// with [`Error::UnboundLabel`].
     Label(Label),
 }
 
@@ -348,20 +350,15 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         }
     }
 
-    /// [`push`](TraceBuilder::push) by stencil name.
+    /// [`push`](TraceBuilder::push) by stencil name ([`Jit::stencil_index`]: a pruned
+    /// member is refused with [`Error::PrunedMember`]).
     pub fn push_named(
         &mut self,
         name: &str,
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
-        let index = self
-            .jit
-            .set
-            .index_of(name)
-            .ok_or_else(|| Error::UnknownStencilName {
-                name: name.to_string(),
-            })?;
+        let index = self.jit.stencil_index(name)?;
         self.push(index, operands, targets)
     }
 
@@ -417,8 +414,8 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     }
 
     /// Lays out, copies and patches the instances into executable memory.
-    pub fn finish(self) -> Result<Trace, Error> {
-        self.check_labels()?;
+    pub fn finish(mut self) -> Result<Trace, Error> {
+        self.resolve_labels()?;
         stitch::finish(&self)
     }
 

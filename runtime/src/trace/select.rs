@@ -19,7 +19,11 @@
 //!
 //! Instances pushed by stencil index ([`push`](TraceBuilder::push)) leave the tracked state
 //! as it was: a client mixing both says what state its own members leave with
-//! [`set_cache_state`](TraceBuilder::set_cache_state).
+//! [`set_cache_state`](TraceBuilder::set_cache_state). Such a client may jump to labels too
+//! (`push` and `continue_at` take [`Target::Label`]) and place them with
+//! [`place`](TraceBuilder::place), which binds without selection; those targets are
+//! resolved when the trace is finished, so `push` pays
+//! nothing for them.
 
 use super::{InstanceId, Target, TraceBuilder};
 use crate::error::try_grow;
@@ -204,17 +208,7 @@ impl TraceBuilder<'_, '_> {
     /// if needed), else fixes it to the current state. Refused for a label already bound
     /// or of another builder, or when no glue leads to the label's state.
     pub fn bind(&mut self, selector: &Selector<'_>, label: Label) -> Result<(), Error> {
-        let slot = match self.labels.get(label.0 as usize) {
-            Some(s) if s.instance == UNSET => *s,
-            Some(_) => return Err(selector.error(format!("label {} is bound twice", label.0))),
-            None => {
-                return Err(selector.error(format!(
-                    "label {} is not a label of this trace ({} made)",
-                    label.0,
-                    self.labels.len()
-                )))
-            }
-        };
+        let slot = self.open_slot(label).map_err(|e| selector.error(e))?;
         // After an op that never continues (an exit, a return), nothing falls through into
         // the label: its state needs no glue, and glue there would be dead code.
         let reachable = self.last_instance_continues();
@@ -231,6 +225,52 @@ impl TraceBuilder<'_, '_> {
             }
             self.push(glue as usize, &[], &[])?;
         }
+        self.attach(label, slot);
+        Ok(())
+    }
+
+    /// Binds `label` to the next instance pushed, for a client that pushes members itself
+    /// ([`push`](TraceBuilder::push) with [`Target::Label`]s): no selection, no glue. Its
+    /// state (for [`push_op`](TraceBuilder::push_op) jumps to it, if the client mixes both)
+    /// is the tracked state ([`set_cache_state`](TraceBuilder::set_cache_state)). Refused
+    /// with [`Error::Label`] for a label already bound or of another builder, and when a
+    /// `push_op` jump fixed its state to another than the one falling through (bind it with
+    /// [`bind`](TraceBuilder::bind), which pushes glue, instead).
+    pub fn place(&mut self, label: Label) -> Result<(), Error> {
+        let fail = |reason: String| Error::Label {
+            label: label.0,
+            reason,
+        };
+        let slot = self.open_slot(label).map_err(fail)?;
+        let reachable = self.last_instance_continues();
+        if reachable && slot.state != UNFIXED && slot.state != self.cache_state {
+            return Err(fail(format!(
+                "a jump pushed by op fixed its state to {} cached values, and the fall-through \
+                 into it leaves {}: bind it with `bind(&selector, label)`, which pushes glue",
+                slot.state, self.cache_state
+            )));
+        }
+        self.attach(label, slot);
+        Ok(())
+    }
+
+    /// `label`'s slot if it is a label of this trace not bound yet; else why not.
+    fn open_slot(&self, label: Label) -> Result<LabelSlot, String> {
+        match self.labels.get(label.0 as usize) {
+            Some(s) if s.instance == UNSET => Ok(*s),
+            Some(_) => Err(format!("label {} is bound twice", label.0)),
+            None => Err(format!(
+                "label {} is not a label of this trace ({} made)",
+                label.0,
+                self.labels.len()
+            )),
+        }
+    }
+
+    /// Binds `label` (its `slot`, open) to the next instance: patches the jumps
+    /// [`push_op`](TraceBuilder::push_op) chained to it, and fixes its state (the one a
+    /// jump fixed, else the current one) as the current state.
+    fn attach(&mut self, label: Label, slot: LabelSlot) {
         let state = if slot.state == UNFIXED {
             self.cache_state
         } else {
@@ -254,7 +294,40 @@ impl TraceBuilder<'_, '_> {
             chain: UNSET,
         };
         self.cache_state = state;
-        Ok(())
+    }
+
+    /// At the end of a trace: refuses jumps [`push_op`](TraceBuilder::push_op) chained to
+    /// labels never bound, then resolves the labels given to [`push`](TraceBuilder::push)
+    /// and [`continue_at`](TraceBuilder::continue_at) (every `Target::Label` left in the
+    /// trace's targets: `push_op`'s chains are all patched once their labels are bound) to
+    /// their instances, refusing those never bound. Nothing to do in a trace without labels.
+    pub(crate) fn resolve_labels(&mut self) -> Result<(), Error> {
+        self.check_labels()?;
+        if self.labels.is_empty() {
+            return Ok(());
+        }
+        let from = self
+            .instances
+            .get(self.start as usize)
+            .map_or(self.targets.len(), |i| i.targets as usize);
+        let labels = &self.labels;
+        let mut unbound = 0;
+        let mut resolve = |t: &mut Target| {
+            if let Target::Label(l) = *t {
+                match labels.get(l.0 as usize) {
+                    Some(s) if s.instance != UNSET => *t = Target::Instance(InstanceId(s.instance)),
+                    _ => unbound += 1,
+                }
+            }
+        };
+        self.targets[from..].iter_mut().for_each(&mut resolve);
+        if let Some(t) = self.continuation.as_mut() {
+            resolve(t);
+        }
+        match unbound {
+            0 => Ok(()),
+            jumps => Err(Error::UnboundLabel { jumps }),
+        }
     }
 
     /// Whether execution can reach the next instance pushed from the one before it: true at

@@ -124,6 +124,7 @@ static SET: StencilSet<'static> = StencilSet {
     zero_fill: &[],
     digest: "",
     format_version: cpjit_model::format::VERSION,
+    pruned: &[],
 };
 
 fn jit(recorder: &Arc<Recorder>) -> Jit<'static> {

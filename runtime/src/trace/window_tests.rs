@@ -100,6 +100,7 @@ static SET: StencilSet<'static> = StencilSet {
     zero_fill: &[],
     digest: "",
     format_version: cpjit_model::format::VERSION,
+    pruned: &[],
 };
 
 fn jit(code_writes: CodeWrites) -> Jit<'static> {

@@ -461,4 +461,5 @@ pub static SET: StencilSet<'static> = StencilSet {
     zero_fill: &[],
     digest: "",
     format_version: format::VERSION,
+    pruned: &[],
 };

@@ -436,4 +436,5 @@ pub static SET: StencilSet<'static> = StencilSet {
     zero_fill: &[],
     digest: "",
     format_version: format::VERSION,
+    pruned: &[],
 };

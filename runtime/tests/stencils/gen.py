@@ -160,6 +160,7 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
         out.append("    zero_fill: &[],")
         out.append('    digest: "",')
         out.append('    format_version: format::VERSION,')
+        out.append("    pruned: &[],")
         out.append("};")
         with open(os.path.join(OUT, f"stencils_{set_name}.rs"), "w") as f:
             f.write("\n".join(out) + "\n")

@@ -650,8 +650,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     count: self.instances.len(),
                 })),
             },
-            // `push_op` resolves labels (bind patches them), and `finish` refuses a trace
-            // with one unbound; one left here was given to `push` or `continue_at`.
+            // `finish` resolves every label (`resolve_labels`) or refuses the trace.
             Target::Label(_) => Err(StepError::Other(Error::UnboundLabel { jumps: 1 })),
         }
     }
