@@ -502,6 +502,8 @@ mod cold {
         Stencil {
             name: "guard",
             code: GUARD,
+            // Both parts at their alignment: the hot one padded with nops, run through.
+            code_align: 4,
             holes: &GUARD_HOLES,
             cold_len: (GUARD.len() - HOT_LEN) as u32,
             ..PLAIN_STENCIL
@@ -539,14 +541,17 @@ mod cold {
                 }
                 t.finish().unwrap()
             };
-            // Hot parts back to back (each falls through), then the cold parts.
-            assert_eq!(trace.instance_offsets(), [0, 13, 26]);
+            // Hot parts back to back (each falls through), then the cold parts, each at
+            // the stencil's alignment.
+            assert_eq!(trace.instance_offsets(), [0, 16, 29]);
             let code = trace.code_bytes();
-            let cold = 27usize.next_multiple_of(16);
+            assert_eq!(code[13..16], [0x90; 3]);
+            let cold = 30usize.next_multiple_of(4);
             assert_eq!(code.len(), cold + 2 * 12);
             for k in 0..2 {
-                let (hot, at) = (13 * k, cold + 12 * k);
-                assert_eq!(code[hot..hot + HOT_LEN], GUARD[..HOT_LEN][..]);
+                let (hot, at) = (16 * k, cold + 12 * k);
+                assert_eq!(code[hot..hot + 5], GUARD[..5]);
+                assert_eq!(code[hot + 9..hot + HOT_LEN], GUARD[9..HOT_LEN]);
                 assert_eq!(code[at..at + 7], GUARD[HOT_LEN..HOT_LEN + 7]);
                 // `je` to the instance's cold part, `jmp` back to its `lea`.
                 let je = i32::from_le_bytes(code[hot + 5..hot + 9].try_into().unwrap());
