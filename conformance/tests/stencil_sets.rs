@@ -342,7 +342,8 @@ fn expected_kinds(set: &StencilSet<'_>) -> Vec<HoleKind> {
             Aarch64Ld64GotLo12,
         ],
         // Calls and continuations are auipc+jalr pairs; operands and helpers come through
-        // the GOT, the ops' own data PC-relative, stored to through an S-type lo12.
+        // the GOT, the ops' own data PC-relative, stored to through an S-type lo12; a hot
+        // part reaches its cold part (split off by the toolchain) with a `jal`.
         (Arch::Riscv64, _) => &[
             RiscvCall,
             RiscvPcrelHi20,
@@ -350,6 +351,7 @@ fn expected_kinds(set: &StencilSet<'_>) -> Vec<HoleKind> {
             RiscvPcrelLo12S,
             RiscvGotHi20,
             RiscvGotLo12I,
+            RiscvJal,
         ],
     };
     narrow.extend_from_slice(instructions);

@@ -219,6 +219,7 @@ pub fn check(
         // The plans push by stencil index with instance and address targets only.
         Target::Label(_) => None,
     };
+    let cold = cold_parts(set, plan, offsets, continuation.is_some(), code.start);
     for (i, p) in plan.iter().enumerate() {
         let s = &set.stencils[p.stencil];
         let base = entry(i);
@@ -231,6 +232,7 @@ pub fn check(
             index: i,
             stencil: s,
             base,
+            cold: cold[i],
             next,
             operands: &p.operands,
             targets: p.targets.iter().map(|t| address_of(*t)).collect(),
@@ -240,6 +242,36 @@ pub fn check(
         check_fall_through(&instance, &code, set.nop, i + 1 == plan.len())?;
     }
     Ok(())
+}
+
+/// Where each instance's cold part should be (the layout `Stencil::cold_len` documents):
+/// after the last instance's hot code and the `jmp rel32` to the continuation, at the set's
+/// largest code alignment, one after another in instance order, each at its alignment.
+fn cold_parts(
+    set: &StencilSet<'_>,
+    plan: &[Planned],
+    offsets: &[u32],
+    continues: bool,
+    start: u64,
+) -> Vec<Option<u64>> {
+    let align = set.stencils.iter().map(|s| s.code_align).max().unwrap_or(1);
+    let hot_end = match (plan.last(), offsets.last()) {
+        (Some(p), Some(&at)) => {
+            at as u64 + set.stencils[p.stencil].hot_len() as u64 + if continues { 5 } else { 0 }
+        }
+        _ => 0,
+    };
+    let mut at = hot_end.next_multiple_of(u64::from(align));
+    plan.iter()
+        .map(|p| {
+            let s = &set.stencils[p.stencil];
+            (s.cold_len > 0).then(|| {
+                let part = at.next_multiple_of(u64::from(s.code_align));
+                at = part + u64::from(s.cold_len);
+                start + part
+            })
+        })
+        .collect()
 }
 
 /// A readable byte range at a known address.
@@ -264,6 +296,8 @@ struct Instance<'p, F> {
     index: usize,
     stencil: &'p Stencil<'p>,
     base: u64,
+    /// Where its cold part should be, if its stencil has one.
+    cold: Option<u64>,
     /// Where the instance's continuation goes (`None`: nowhere was given).
     next: Option<u64>,
     operands: &'p [u64],
@@ -293,6 +327,7 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
                 Some(part.of(self.operands[k as usize]))
             }
             HoleValue::Code => Some(self.base),
+            HoleValue::Cold => self.cold,
             HoleValue::Data => data,
             HoleValue::Symbol(k) => Some((self.symbol)(k as usize)),
         })
@@ -300,9 +335,15 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
 
     fn check(&self, code: &Memory, data: &Memory) -> Result<(), String> {
         let s = self.stencil;
-        let copied = code
-            .get(self.base, s.code.len())
-            .ok_or_else(|| self.fail("code outside the trace".into()))?;
+        // The hot code, then the cold part from where it should be: what the stencil's code
+        // became, byte for byte.
+        let hot_len = s.hot_len();
+        let outside = || self.fail("code outside the trace".into());
+        let mut copied = code.get(self.base, hot_len).ok_or_else(outside)?.to_vec();
+        if let Some(cold) = self.cold {
+            copied.extend_from_slice(code.get(cold, s.cold_len as usize).ok_or_else(outside)?);
+        }
+        let copied = &copied[..];
         // Bytes the holes (and the instructions of relaxed GOT loads) may change.
         let mut patched = vec![false; s.code.len()];
         let mut data_base: Option<u64> = None;
@@ -321,7 +362,10 @@ impl<F: Fn(usize) -> u64> Instance<'_, F> {
             for b in &mut patched[window] {
                 *b = true;
             }
-            let place = self.base + hole.offset as u64;
+            let place = match self.cold {
+                Some(cold) if o >= hot_len => cold + (o - hot_len) as u64,
+                _ => self.base + hole.offset as u64,
+            };
             if hole.value == HoleValue::Data {
                 // The data address is not part of the API: solve it from the first hole
                 // that uses it and require every other hole to agree.
@@ -615,7 +659,7 @@ fn check_fall_through<F: Fn(usize) -> u64>(
     if !instance.stencil.falls_through {
         return Ok(());
     }
-    let end = instance.base + instance.stencil.code.len() as u64;
+    let end = instance.base + instance.stencil.hot_len() as u64;
     let Some(next) = instance.next else {
         return Err(instance.fail("falls through with no continuation".into()));
     };

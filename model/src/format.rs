@@ -17,9 +17,10 @@ pub const VERSION: u32 = 2;
 /// crate was generated for another `cpjit-model`: regenerate it with `cpjit build-stencils`
 /// (in the kit, `cargo xtask build-stencils`).
 pub mod regenerate_with_cpjit_build_stencils {
-    /// Format 2 (format 1 had no `StencilSet::pruned`). When [`super::VERSION`] is raised,
-    /// this item is renamed with it (the test below fails until it is), so that crates of
-    /// the old format stop compiling here.
+    /// Format 2 (format 1 had no `StencilSet::pruned` and no cold parts: `Stencil::cold_len`,
+    /// `HoleValue::Cold`). When [`super::VERSION`] is raised, this item is renamed with it
+    /// (the test below fails until it is), so that crates of the old format stop compiling
+    /// here.
     pub const FORMAT_2: u32 = 2;
 }
 

@@ -555,6 +555,10 @@ pub enum HoleValue {
     Code,
     /// The address of this instance's own data (references to its own data sections).
     Data,
+    /// The address of this instance's cold part (the last [`Stencil::cold_len`] bytes of its
+    /// code, which the runtime lays after the trace's hot code): a hot path's branch to its
+    /// cold blocks, with the offset into the cold part in the addend.
+    Cold,
     /// An external symbol, by index into [`StencilSet::symbols`], resolved through the
     /// caller's symbol table (helper functions, globals).
     Symbol(u16),
@@ -612,6 +616,7 @@ impl fmt::Display for HoleValue {
             HoleValue::OperandHigh(i) => write!(f, "operand[{i}].hi"),
             HoleValue::OperandLow(i) => write!(f, "operand[{i}].lo"),
             HoleValue::Code => f.write_str("code"),
+            HoleValue::Cold => f.write_str("cold"),
             HoleValue::Data => f.write_str("data"),
             HoleValue::Symbol(i) => write!(f, "symbol[{i}]"),
         }
@@ -666,13 +671,25 @@ pub struct Stencil<'a> {
     pub targets: &'a [&'a str],
     /// Indices into [`StencilSet::symbols`] of the external symbols this stencil needs, sorted.
     pub symbols: &'a [u16],
-    /// Execution can run off the end of `code` into whatever is placed next: the stencil's
-    /// trailing jump to its continuation was removed. The last instance of a trace must not
+    /// Execution can run off the end of the hot part of `code` (all of it without a cold
+    /// part, [`Stencil::cold_len`]) into whatever is placed next: the stencil's trailing jump
+    /// to its continuation was removed. The last instance of a trace must not
     /// fall through unless the trace is given a continuation.
     pub falls_through: bool,
+    /// The last `cold_len` bytes of `code` are the stencil's cold part (blocks that leave
+    /// the trace, static helpers): the runtime copies them after the trace's hot code, not
+    /// after the hot part, so that the hot part falls through into the next instance.
+    /// Holes at offsets in it are patched there; [`HoleValue::Cold`] is its address, and
+    /// [`HoleValue::Code`] in it still means the instance's hot code. 0: no cold part.
+    pub cold_len: u32,
 }
 
 impl<'a> Stencil<'a> {
+    /// Bytes of the hot part: `code` before the cold part ([`Stencil::cold_len`]).
+    pub fn hot_len(&self) -> usize {
+        self.code.len().saturating_sub(self.cold_len as usize)
+    }
+
     /// Index of the operand called `name`, if the stencil has it.
     pub fn operand_index(&self, name: &str) -> Option<usize> {
         self.operands.iter().position(|o| *o == name)
@@ -1297,6 +1314,7 @@ mod tests {
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     };
 
     #[test]
@@ -1347,6 +1365,7 @@ mod tests {
             targets: &[],
             symbols: &[],
             falls_through: false,
+            cold_len: 0,
         };
         let stencils = [S];
         let set = StencilSet {

@@ -337,6 +337,16 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
         if s.code.len() > u32::MAX as usize / 2 || s.data_len > u32::MAX / 2 {
             return Err(invalid(s, "code or data larger than 2 GiB".into()));
         }
+        if s.cold_len as usize > s.code.len() {
+            return Err(invalid(
+                s,
+                format!(
+                    "a cold part of {} bytes in {} bytes of code",
+                    s.cold_len,
+                    s.code.len()
+                ),
+            ));
+        }
         if s.operands.len() > u16::MAX as usize || s.targets.len() > u16::MAX as usize {
             return Err(invalid(
                 s,
@@ -385,6 +395,8 @@ fn validate(set: &StencilSet<'_>) -> Result<(), Error> {
                 }
                 HoleValue::Target(i) => (i as usize, s.targets.len()),
                 HoleValue::Symbol(i) => (i as usize, set.symbols.len()),
+                // The cold part's address exists only where there is one.
+                HoleValue::Cold => (0, usize::from(s.cold_len > 0)),
                 HoleValue::Continue | HoleValue::Code | HoleValue::Data => (0, 1),
             };
             if index >= count {

@@ -30,8 +30,11 @@ pub(crate) enum Source {
     Target(u16),
     /// The next instance, or the trace's continuation after the last one.
     Continue,
-    /// The instance's own code.
+    /// The instance's own code (run for a cold part, that part: see [`Program::cold`]).
     Code,
+    /// The other part of the instance's code: the cold part for its hot code, the hot code
+    /// for its cold part.
+    Cold,
     /// The instance's own data.
     Data,
     /// External symbol `i`, resolved through the [`Jit`](crate::Jit)'s cache.
@@ -352,6 +355,17 @@ pub(crate) struct Program {
     /// the shim (allowed only as instance 0) is pushed by the cold path.
     pub push_operands: usize,
     pub push_targets: usize,
+    /// The stencil's cold part ([`Stencil::cold_len`]), compiled on its own, and its length
+    /// and alignment (copied here for `push`). Its steps see the cold part as the
+    /// instance's code ([`Source::Code`]) and the hot code as the other part
+    /// ([`Source::Cold`]): the writer runs them with the trace's cold area as its code. Its
+    /// needs are counted with this program's (`needs`, `filter`).
+    pub cold: Option<Box<Program>>,
+    pub cold_len: u32,
+    pub cold_align: u32,
+    /// Bytes of the hot code before the cold part in the stencil's code (where the cold
+    /// part's hole offsets start).
+    pub hot_len: u32,
 }
 
 impl Program {
@@ -359,6 +373,81 @@ impl Program {
     /// lies inside its section and refers to an operand, target or symbol that exists);
     /// `trap` pads the code.
     pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
+        if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
+            return Program::part(stencil, shim, trap);
+        }
+        Program::split(stencil, shim, trap)
+    }
+
+    /// The program of a stencil with a cold part: one for its hot code and data, one for
+    /// its cold part (see [`Program::cold`]), whose needs it counts.
+    fn split(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
+        let hot_len = stencil.hot_len();
+        // Holes are sorted by (section, offset): hot code, cold code, then data.
+        let holes = stencil.holes;
+        let a =
+            holes.partition_point(|h| h.section == Section::Code && (h.offset as usize) < hot_len);
+        let b = holes.partition_point(|h| h.section == Section::Code);
+        let other = |v: HoleValue| match v {
+            HoleValue::Code => HoleValue::Cold,
+            HoleValue::Cold => HoleValue::Code,
+            v => v,
+        };
+        let hot_holes: Vec<Hole> = holes[..a].iter().chain(&holes[b..]).copied().collect();
+        let cold_holes: Vec<Hole> = holes[a..b]
+            .iter()
+            .map(|h| Hole {
+                offset: h.offset - hot_len as u32,
+                value: other(h.value),
+                ..*h
+            })
+            .collect();
+        let hot = Stencil {
+            code: &stencil.code[..hot_len],
+            holes: &hot_holes,
+            cold_len: 0,
+            ..*stencil
+        };
+        let cold = Stencil {
+            code: &stencil.code[hot_len..],
+            holes: &cold_holes,
+            init_data: &[],
+            data_len: 0,
+            zero_fill: &[],
+            cold_len: 0,
+            ..*stencil
+        };
+        let mut p = Program::part(&hot, shim, trap);
+        let mut c = Program::part(&cold, false, trap);
+        // Steps name their holes (in errors) by index into the stencil's own list.
+        let (a16, gap) = (a as u16, (b - a) as u16);
+        let renumber = |step: &mut Step, hot: bool| {
+            let map = |i: u16| match hot {
+                true if i >= a16 => i + gap,
+                true => i,
+                false => i + a16,
+            };
+            step.hole = map(step.hole);
+            if let Action::GotPair { ldr_hole, .. } = &mut step.action {
+                *ldr_hole = map(*ldr_hole);
+            }
+        };
+        p.steps.iter_mut().for_each(|s| renumber(s, true));
+        c.steps.iter_mut().for_each(|s| renumber(s, false));
+        let needs: Vec<Need> = p.needs.iter().chain(c.needs.iter()).copied().collect();
+        p.continue_needs += c.continue_needs;
+        p.filter = NeedFilter::of(&needs);
+        p.needs = needs.into_boxed_slice();
+        p.cold_len = c.code_len;
+        p.cold_align = c.code_align;
+        p.hot_len = hot_len as u32;
+        p.cold = Some(Box::new(c));
+        p
+    }
+
+    /// The program of `stencil`'s code (all of it: its cold part is split off by
+    /// [`Program::split`] first).
+    fn part(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
         let mut steps = Vec::with_capacity(stencil.holes.len());
         let mut needs = Vec::new();
         let mut code = stencil.code.to_vec();
@@ -396,7 +485,7 @@ impl Program {
                         | HoleValue::OperandHigh(_)
                         | HoleValue::OperandLow(_)
                         | HoleValue::Symbol(_) => Bound::Always,
-                        HoleValue::Code | HoleValue::Data => Bound::Never,
+                        HoleValue::Code | HoleValue::Cold | HoleValue::Data => Bound::Never,
                     },
                 }),
                 _ => Some(Need {
@@ -465,6 +554,10 @@ impl Program {
             } else {
                 stencil.targets.len()
             },
+            cold: None,
+            cold_len: 0,
+            cold_align: 1,
+            hot_len: stencil.code.len() as u32,
         }
     }
 }
@@ -520,7 +613,7 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
                 // The full path tries the immediate form first for values from outside the
                 // trace; a symbol's address is one of those, so only a site without an
                 // immediate form (`call`, a 32-bit `mov`) takes the direct form directly.
-                HoleValue::Code | HoleValue::Data | HoleValue::Symbol(_)
+                HoleValue::Code | HoleValue::Cold | HoleValue::Data | HoleValue::Symbol(_)
                     if !(immediate && matches!(h.value, HoleValue::Symbol(_)))
                         && matches!(site.usage, x86::GotUse::Mov | x86::GotUse::Call) =>
                 {
@@ -588,6 +681,7 @@ fn source(value: HoleValue) -> Source {
         HoleValue::Target(i) => Source::Target(i),
         HoleValue::Continue => Source::Continue,
         HoleValue::Code => Source::Code,
+        HoleValue::Cold => Source::Cold,
         HoleValue::Data => Source::Data,
         HoleValue::Symbol(i) => Source::Symbol(i),
     }
@@ -620,7 +714,9 @@ fn got_bound(stencil: &Stencil<'_>, h: &Hole, action: Action) -> Bound {
         },
         // Inside the trace: `lea`/`adrp + add` reach it (the trace is < 2 GiB, see
         // `finish`'s size limit), whatever the instruction's register.
-        (HoleValue::Code | HoleValue::Data, _) if action == Action::RelaxableGot || relaxes => {
+        (HoleValue::Code | HoleValue::Cold | HoleValue::Data, _)
+            if action == Action::RelaxableGot || relaxes =>
+        {
             Bound::Internal
         }
         _ => Bound::Always,
@@ -775,6 +871,7 @@ pub(crate) const PLAIN_STENCIL: Stencil<'static> = Stencil {
     targets: &[],
     symbols: &[],
     falls_through: true,
+    cold_len: 0,
 };
 
 #[cfg(test)]
@@ -949,6 +1046,7 @@ mod tests {
             operands: &["V"],
             symbols: &[0],
             falls_through: false,
+            cold_len: 0,
             ..PLAIN_STENCIL
         };
         let p = Program::new(&stencil, false, 0xcc);

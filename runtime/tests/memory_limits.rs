@@ -18,12 +18,14 @@ fn set() -> &'static StencilSet<'static> {
         name: "pad",
         code: &PAD,
         falls_through: true,
+        cold_len: 0,
         ..ret
     };
     let nop = Stencil {
         name: "nop",
         code: &PAD[..1],
         falls_through: true,
+        cold_len: 0,
         ..ret
     };
     let jump = SET.stencils[SET.index_of("op_dec_jump_nz").unwrap()];

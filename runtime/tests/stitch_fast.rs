@@ -473,6 +473,7 @@ fn set_with(cases: &[Case]) -> (&'static StencilSet<'static>, usize) {
             targets: &["T"][..targets],
             symbols: &[],
             falls_through: false,
+            cold_len: 0,
         });
     }
     let set = leak(StencilSet {
@@ -595,6 +596,7 @@ fn reference(
             HoleValue::Data => (data_base + data_at as u64, false),
             HoleValue::Code => (code_base + code_at as u64, false),
             HoleValue::Continue => unreachable!("the cases do not continue"),
+            HoleValue::Cold => unreachable!("the cases have no cold part"),
         };
         let target = value.wrapping_add(h.addend as u64);
         let got = |out: &mut Vec<u8>, h: Hole| {

@@ -113,6 +113,7 @@ struct Rows {
 
 fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -> DerivedFrame {
     let len = s.code.len() as u64;
+    let hot_len = len - u64::from(s.cold_len);
     let mut functions = Vec::with_capacity(s.pieces.len());
     for piece in &s.pieces {
         let unknown = |offset: u64, why: &str| {
@@ -149,7 +150,10 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -
             Ok(rows) => rows,
             Err((loc, why)) => return unknown(piece.at + loc, why),
         };
-        let function = place(piece, function_len, rows, len);
+        // The template function is the hot part, whose trailing jump may have been elided:
+        // it ends where the cold part starts.
+        let limit = if piece.at < hot_len { hot_len } else { len };
+        let function = place(piece, function_len, rows, limit);
         // A function emptied by the removal of the continuation jump (a shim that only
         // jumps) has nothing to describe.
         if function.start < function.end {
@@ -327,6 +331,7 @@ mod tests {
             targets: vec![],
             symbols: vec![],
             elided_continue: false,
+            cold_len: 0,
             pieces,
             frame: None,
         }

@@ -106,6 +106,7 @@ mod tests {
             targets: vec![],
             symbols: vec![],
             elided_continue: false,
+            cold_len: 0,
             pieces: vec![],
             frame: None,
         }];

@@ -9,6 +9,15 @@
 //! fall-through into the next instance. CPython gets the same effect with a
 //! regex pass over assembly; here it is a property of the IR. Branches that already carry
 //! weights (e.g. from `__builtin_expect`) are left alone.
+//!
+//! Where the target splits cold code ([`splits_cold`]), every function also gets an entry
+//! count, and LLVM's machine function splitter (`-enable-split-machine-functions`, set once
+//! per process by [`enable_splitting`]) moves the blocks whose count the weights make 0
+//! into `<op>.cold` in `.text.split.<op>`: the object reader makes that the stencil's cold
+//! part, which the runtime lays after the trace's hot code, so the hot path ends with the
+//! continuation jump (elided: a fall-through) even when a cold block would follow it.
+//! The splitter uses basic-block sections, which LLVM 19 supports on ELF only (COFF and
+//! Mach-O crash its printer). A function without an entry count is never split.
 
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
@@ -23,6 +32,56 @@ const UNLIKELY: u64 = 1;
 
 /// Part of the object cache key: bump when the transformation changes.
 pub const VERSION: &str = "layout=favour-continuation-v3,direct-hole-calls-v1";
+
+/// Part of the object cache key of the targets that [`splits_cold`] (only theirs: the
+/// others' objects are what they were).
+pub const SPLIT_VERSION: &str = "split-cold-v2";
+
+/// The likely weight where the target splits: a block the splitter moves must have a count
+/// of 0 (it splits below a count of 1), and an exit block reached from several guards adds
+/// up their cold edges (with `LIKELY`, the VM's guards that share one exit block kept a
+/// count of 1 or more), so cold edges weigh 2^-20 of the entry there.
+const LIKELY_SPLIT: u64 = 1 << 20;
+
+/// The entry count given to every stencil function of a splitting target: a block behind
+/// `n` cold edges counts `n * ENTRY_COUNT / 2^20`, 0 for any plausible `n`, while a block
+/// behind ten ordinary (50/50) branches still counts ~1 and stays hot. Branches weighted
+/// by `__builtin_expect` (2000:1) are cold too: `ENTRY_COUNT / 2001` is 0.
+const ENTRY_COUNT: u64 = 1000;
+
+/// Whether the toolchain splits cold code out of `target`'s stencils: ELF only (see the
+/// module docs), and not yet AArch64, where branch relaxation puts trampolines for the
+/// cold branches after the continuation jump, so that it is no longer the hot part's last
+/// instruction.
+pub fn splits_cold(target: &crate::target::Target) -> bool {
+    target.format == cpjit_model::ObjectFormat::Elf
+        && matches!(
+            target.arch,
+            cpjit_model::Arch::X86_64 | cpjit_model::Arch::Riscv64
+        )
+}
+
+/// Turns on LLVM's machine function splitter for this process (a command-line option of
+/// the LLVM library, parsed once): it only splits functions with an entry count, which
+/// [`favour_continuation`] gives the functions of splitting targets only.
+pub fn enable_splitting() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let args = [
+            c"cpjit".as_ptr(),
+            c"-enable-split-machine-functions".as_ptr(),
+        ];
+        // SAFETY: two NUL-terminated strings that outlive the call; the overview may be
+        // null. Called once, before any code generation reads the option.
+        unsafe {
+            inkwell::llvm_sys::support::LLVMParseCommandLineOptions(
+                args.len() as i32,
+                args.as_ptr(),
+                std::ptr::null(),
+            )
+        };
+    });
+}
 
 /// Makes calls to jump holes (continuation, jump targets) direct calls again under `-fno-plt`, which marks every declared
 /// function `nonlazybind` so that calls go through the GOT (`jmp *GOT(%rip)`): a hole is
@@ -66,24 +125,61 @@ pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -
 }
 
 /// Adds branch weights in every function defined in `module`; returns how many branches
-/// were weighted.
-pub fn favour_continuation(module: &Module, continuation: &str) -> usize {
+/// were weighted. With `split` (the target [`splits_cold`]), every function also gets
+/// weights, and every stencil function (`split` says which) an entry count, so that the
+/// splitter moves its cold blocks out. (The splitter leaves alone a function with an
+/// explicit section, so `llvm::function_sections` gives stencil functions none there.)
+pub fn favour_continuation(
+    module: &Module,
+    continuation: &str,
+    split: Option<&dyn Fn(&str) -> bool>,
+) -> usize {
     // Only x86-64 folds a branch to a lone tail call into a conditional tail call; on
     // AArch64 (no conditional tail calls) and with frame pointers (Darwin: `pop rbp` before
     // every exit) moving the exits only separates the continuation from the end of the
-    // stencil, so the transformation is skipped there (measured: more code and holes).
+    // stencil, so the transformation is skipped there (measured: more code and holes),
+    // unless the cold blocks are split out of the stencil's hot part.
     let triple = module.get_triple();
-    if !triple.as_str().to_string_lossy().starts_with("x86_64") {
+    if split.is_none() && !triple.as_str().to_string_lossy().starts_with("x86_64") {
         return 0;
     }
     let mut weighted = 0;
     for f in module.get_functions() {
-        if f.count_basic_blocks() > 0 && !uses_frame_pointer(f.as_value_ref()) {
+        if f.count_basic_blocks() > 0 && (split.is_some() || !uses_frame_pointer(f.as_value_ref()))
+        {
+            let likely = if split.is_some() {
+                LIKELY_SPLIT
+            } else {
+                LIKELY
+            };
             // SAFETY: `f` is a function with a body in a live module.
-            weighted += unsafe { weight_function(f.as_value_ref(), continuation) };
+            weighted += unsafe { weight_function(f.as_value_ref(), continuation, likely) };
+            if split.is_some_and(|is_stencil| is_stencil(&f.get_name().to_string_lossy())) {
+                // SAFETY: as above.
+                unsafe { set_entry_count(f.as_value_ref(), ENTRY_COUNT) };
+            }
         }
     }
     weighted
+}
+
+/// Sets `!prof !{!"function_entry_count", i64 count}` on `function`.
+///
+/// # Safety
+/// `function` is a function of a live module of the calling thread's context.
+unsafe fn set_entry_count(function: LLVMValueRef, count: u64) {
+    // SAFETY: the caller passes a function of a live module (this function's # Safety).
+    unsafe {
+        let context = LLVMGetModuleContext(LLVMGetGlobalParent(function));
+        let kind = LLVMGetMDKindIDInContext(context, c"prof".as_ptr(), 4);
+        let name = "function_entry_count";
+        let mut operands = [
+            LLVMMDStringInContext2(context, name.as_ptr().cast(), name.len()),
+            LLVMValueAsMetadata(LLVMConstInt(LLVMInt64TypeInContext(context), count, 0)),
+        ];
+        let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), operands.len());
+        LLVMGlobalSetMetadata(function, kind, node);
+    }
 }
 
 /// The function's `"frame-pointer"` attribute asks for one (`"all"` or `"non-leaf"`).
@@ -166,7 +262,7 @@ unsafe fn calls(block: LLVMBasicBlockRef, callee_name: &str) -> bool {
 /// # Safety
 /// Every LLVM reference passed in belongs to a live module of the calling thread's
 /// context.
-unsafe fn weight_function(function: LLVMValueRef, continuation: &str) -> usize {
+unsafe fn weight_function(function: LLVMValueRef, continuation: &str, likely: u64) -> usize {
     // SAFETY: the caller passes references into a live module (this function's # Safety).
     unsafe {
         let mut blocks = Vec::new();
@@ -234,7 +330,7 @@ unsafe fn weight_function(function: LLVMValueRef, continuation: &str) -> usize {
                 "branch_weights".len(),
             )];
             for h in hot {
-                let w = if h { LIKELY } else { UNLIKELY };
+                let w = if h { likely } else { UNLIKELY };
                 operands.push(LLVMValueAsMetadata(LLVMConstInt(i32t, w, 0)));
             }
             let node = LLVMMDNodeInContext2(context, operands.as_mut_ptr(), operands.len());
@@ -252,7 +348,7 @@ mod tests {
     use inkwell::memory_buffer::MemoryBuffer;
 
     use crate::target::test_target;
-    use cpjit_model::{Arch, ObjectFormat};
+    use cpjit_model::{Arch, HoleValue, ObjectFormat};
 
     /// A module for `TRIPLE` (replaced by a target file's LLVM triple).
     const IR_FOR: &str = r#"
@@ -314,7 +410,7 @@ b:
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir().as_bytes(), "t.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE"), 1);
+        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 1);
         module.verify().unwrap();
         let text = module.print_to_string().to_string();
         let start = text.find(&format!("@{name}(")).unwrap();
@@ -375,14 +471,97 @@ b:
         );
         let buffer = MemoryBuffer::create_from_memory_range_copy(aarch64.as_bytes(), "a.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE"), 0);
+        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
         let fp = ir().replace(
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) {",
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) #0 {",
         ) + "attributes #0 = { \"frame-pointer\"=\"all\" }\n";
         let buffer = MemoryBuffer::create_from_memory_range_copy(fp.as_bytes(), "f.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE"), 0);
+        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
+    }
+
+    /// An op of the style "helper call, conditional exit, continue" (the exit path does
+    /// work of its own, so it is no conditional tail call): on each splitting target its
+    /// exit path becomes the stencil's cold part, and its hot path falls through.
+    #[test]
+    fn a_guarded_helper_call_splits_and_falls_through() {
+        const IR: &str = r#"
+target triple = "TRIPLE"
+declare CC i64 @_JIT_CONTINUE(ptr, ptr)
+declare CC i64 @_JIT_EXIT_TARGET(ptr, ptr)
+declare i64 @helper(ptr)
+define CC i64 @op_call_guard(ptr %f, ptr %sp) {
+entry:
+  %h = call i64 @helper(ptr %f)
+  %c = icmp eq i64 %h, 0
+  br i1 %c, label %exit, label %next
+exit:
+  store i64 7, ptr %sp
+  %r = musttail call CC i64 @_JIT_EXIT_TARGET(ptr %f, ptr %sp)
+  ret i64 %r
+next:
+  store i64 %h, ptr %sp
+  %s = musttail call CC i64 @_JIT_CONTINUE(ptr %f, ptr %sp)
+  ret i64 %s
+}
+"#;
+        crate::llvm::initialize();
+        // RISC-V has no preserve_none (its ops use the C convention).
+        for (arch, cc) in [(Arch::X86_64, "preserve_nonecc "), (Arch::Riscv64, "")] {
+            let target = test_target(arch, ObjectFormat::Elf);
+            let ir = IR
+                .replace("TRIPLE", target.llvm_triple())
+                .replace("CC ", cc);
+            split_and_read(&target, &ir);
+        }
+        let aarch64 = test_target(Arch::Aarch64, ObjectFormat::Elf);
+        assert!(!splits_cold(&aarch64));
+    }
+
+    /// Compiles `ir` (one stencil function) for `target` as the pipeline does, and checks
+    /// that its exit is in its cold part and its hot part falls through.
+    fn split_and_read(target: &crate::target::Target, ir: &str) {
+        assert!(splits_cold(target));
+        let context = Context::create();
+        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "s.ll");
+        let module = context.create_module_from_ir(buffer).unwrap();
+        let is_stencil = |name: &str| name.starts_with("op_");
+        favour_continuation(&module, "_JIT_CONTINUE", Some(&is_stencil));
+        crate::llvm::function_sections(&module, target, Some(&is_stencil));
+        let object =
+            crate::llvm::emit_object(&module, target, inkwell::OptimizationLevel::Default).unwrap();
+        let select = |name: &str| !name.ends_with(".cold") && is_stencil(name);
+        let limits = crate::manifest::Limits::default();
+        let options = crate::object::ReadOptions {
+            target: &target.triple,
+            arch: target.arch,
+            format: target.format,
+            template: "s.ll",
+            hole_prefix: "_JIT_",
+            target_suffix: "_TARGET",
+            select: &select,
+            limits: &limits,
+        };
+        let stencils = crate::object::read_stencils(&object, &options).unwrap();
+        let [s] = &stencils[..] else {
+            panic!("{stencils:?}")
+        };
+        assert!(s.cold_len > 0, "{}", s.to_text());
+        assert!(s.elided_continue, "{}", s.to_text());
+        let hot_len = (s.code.len() - s.cold_len as usize) as u32;
+        // The hot part branches into the cold part, which holds the exit.
+        let cold_branch = s.holes.iter().find(|h| h.value == HoleValue::Cold);
+        assert!(
+            cold_branch.is_some_and(|h| h.offset < hot_len),
+            "{}",
+            s.to_text()
+        );
+        let exit = s
+            .holes
+            .iter()
+            .find(|h| matches!(h.value, HoleValue::Target(_)));
+        assert!(exit.is_some_and(|h| h.offset >= hot_len), "{}", s.to_text());
     }
 
     #[test]

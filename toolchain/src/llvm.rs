@@ -84,11 +84,16 @@ pub fn opt_level(flags: &[String]) -> OptimizationLevel {
 /// A short, stable description of the target machine settings (part of the object cache key).
 pub fn machine_key(target: &Target, level: OptimizationLevel) -> String {
     format!(
-        "{} code_model={} reloc_model={} opt={level:?} {} {FUNCTION_SECTIONS_VERSION}",
+        "{} code_model={} reloc_model={} opt={level:?} {}{} {FUNCTION_SECTIONS_VERSION}",
         target.triple,
         target.code_model,
         target.reloc_model,
-        crate::layout::VERSION
+        crate::layout::VERSION,
+        if crate::layout::splits_cold(target) {
+            format!(",{}", crate::layout::SPLIT_VERSION)
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -102,15 +107,20 @@ const FUNCTION_SECTIONS_VERSION: &str = "function-sections 1";
 /// without relocations, and static helpers (called directly or through a table of function
 /// pointers) could not be followed into the stencil. COFF and Mach-O keep a relocation for
 /// every such call (COMDAT sections, `subsections_via_symbols`), so they need nothing.
-pub fn function_sections(module: &Module, target: &Target) {
+///
+/// With `split` (see `layout::splits_cold`), the functions it names keep no explicit section:
+/// the machine function splitter skips a function that has one, and gives each function it
+/// splits its own section anyway (basic-block sections are unique per function).
+pub fn function_sections(module: &Module, target: &Target, split: Option<&dyn Fn(&str) -> bool>) {
     if target.format != cpjit_model::ObjectFormat::Elf {
         return;
     }
     let mut f = module.get_first_function();
     while let Some(function) = f {
         let is_defined = function.count_basic_blocks() > 0;
-        if is_defined && function.get_section().is_none() {
-            let name = function.get_name().to_string_lossy().into_owned();
+        let name = function.get_name().to_string_lossy().into_owned();
+        let splits = split.is_some_and(|is_stencil| is_stencil(&name));
+        if is_defined && function.get_section().is_none() && !splits {
             function.set_section(Some(&format!(".text.{name}")));
         }
         f = function.get_next_function();
@@ -119,6 +129,9 @@ pub fn function_sections(module: &Module, target: &Target) {
 
 /// Emits `module` as an object file for `target`, into memory.
 pub fn emit_object(module: &Module, target: &Target, level: OptimizationLevel) -> Result<Vec<u8>> {
+    // Only functions given an entry count are split (`layout`), so this is safe to turn on
+    // for every target.
+    crate::layout::enable_splitting();
     let triple = TargetTriple::create(target.llvm_triple());
     let llvm_target = LlvmTarget::from_triple(&triple).map_err(|e| {
         Error(format!(

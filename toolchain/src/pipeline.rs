@@ -550,9 +550,17 @@ impl Pipeline<'_> {
         // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
         layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
-        layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
-        // Static helpers must be followable (part of `machine_key`).
-        llvm::function_sections(&module, target);
+        // Where the target splits, cold blocks go to the stencil's cold part (see `layout`).
+        let is_stencil = |name: &str| self.manifest.is_stencil_symbol(name);
+        let split = layout::splits_cold(target).then_some(&is_stencil as &dyn Fn(&str) -> bool);
+        layout::favour_continuation(
+            &module,
+            &format!("{}CONTINUE", self.manifest.hole_prefix),
+            split,
+        );
+        // Static helpers must be followable (part of `machine_key`); split stencil
+        // functions get their own sections from the splitter.
+        llvm::function_sections(&module, target, split);
         // Narrow operands become immediates where the format allows (part of the key).
         let narrow = narrow::declare_ranges(&module, &self.manifest.hole_prefix, target);
 
@@ -575,7 +583,8 @@ impl Pipeline<'_> {
         drop(module);
 
         let manifest = self.manifest;
-        let select = |name: &str| manifest.is_stencil_symbol(name);
+        // A function's cold part (`<op>.cold`, see `layout`) is read with it, never alone.
+        let select = |name: &str| !name.ends_with(".cold") && manifest.is_stencil_symbol(name);
         let options = ReadOptions {
             target: &target.triple,
             arch: target.arch,
@@ -938,6 +947,7 @@ mod tests {
             targets: vec![],
             symbols: vec![],
             elided_continue: false,
+            cold_len: 0,
             pieces: vec![],
             frame: None,
         }

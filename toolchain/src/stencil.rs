@@ -39,6 +39,10 @@ pub struct StencilBuf {
     /// The trailing jump to the continuation was removed: execution falls through to the
     /// next instance, which must start at `code.len()`.
     pub elided_continue: bool,
+    /// The last `cold_len` bytes of `code` are the cold part (split-off cold blocks and
+    /// static helpers), laid out by the runtime after the trace's hot code; references to
+    /// it are [`HoleValue::Cold`] holes with the offset into it in the addend.
+    pub cold_len: u32,
     /// Where each function of the object that makes up the code was copied (the template
     /// function first, then the static helpers it calls), for [`crate::frame`].
     pub pieces: Vec<CodePiece>,
@@ -80,6 +84,7 @@ impl StencilBuf {
         match value {
             HoleValue::Continue => "continue".to_string(),
             HoleValue::Code => "code".to_string(),
+            HoleValue::Cold => "cold".to_string(),
             HoleValue::Data => "data".to_string(),
             HoleValue::Operand(i) => format!("operand:{}", name(&self.operands, i)),
             HoleValue::OperandHigh(i) => format!("operand-hi:{}", name(&self.operands, i)),
@@ -111,9 +116,15 @@ impl StencilBuf {
         } else {
             ""
         };
+        // The cold part only where there is one, so that other stencils' text is unchanged.
+        let cold = if self.cold_len > 0 {
+            format!(", the last {} cold", self.cold_len)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "code: {} bytes, align {}{elided}",
+            "code: {} bytes, align {}{elided}{cold}",
             self.code.len(),
             self.code_align
         );
@@ -197,7 +208,7 @@ impl Serialize for StencilBuf {
                 hole,
             })
             .collect();
-        let mut st = s.serialize_struct("Stencil", 12)?;
+        let mut st = s.serialize_struct("Stencil", 13)?;
         st.serialize_field("name", &self.name)?;
         st.serialize_field("code", &hex(&self.code))?;
         st.serialize_field("code_align", &self.code_align)?;
@@ -210,6 +221,7 @@ impl Serialize for StencilBuf {
         st.serialize_field("targets", &self.targets)?;
         st.serialize_field("symbols", &self.symbols)?;
         st.serialize_field("elided_continue", &self.elided_continue)?;
+        st.serialize_field("cold_len", &self.cold_len)?;
         st.end()
     }
 }
@@ -239,6 +251,7 @@ mod tests {
             targets: vec![],
             symbols: vec!["helper".into()],
             elided_continue: true,
+            cold_len: 0,
             pieces: vec![],
             frame: None,
         }

@@ -67,6 +67,8 @@ pub struct Sidecar {
 #[serde(deny_unknown_fields)]
 pub struct Counts {
     pub code_bytes: usize,
+    /// Bytes of `code_bytes` in the stencils' cold parts (laid after a trace's hot code).
+    pub cold_bytes: usize,
     /// Stencils that continue (the entry shim aside); `elided_jumps` of them fall through
     /// (issue 37's figure: the share of continuing stencils whose hot path falls through).
     pub continuing: usize,
@@ -89,6 +91,7 @@ impl Sidecar {
         Sidecar {
             counts: Counts {
                 code_bytes: set.code_bytes(),
+                cold_bytes: set.stencils.iter().map(|s| s.cold_len as usize).sum(),
                 continuing: set.continuing(),
                 data_bytes: set.data_bytes(),
                 elided_jumps: set.stencils.iter().filter(|s| s.elided_continue).count(),
@@ -592,6 +595,7 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
             let value = match set.set_value(s, h.value) {
                 HoleValue::Continue => "HoleValue::Continue".to_string(),
                 HoleValue::Code => "HoleValue::Code".to_string(),
+                HoleValue::Cold => "HoleValue::Cold".to_string(),
                 HoleValue::Data => "HoleValue::Data".to_string(),
                 HoleValue::Target(i) => format!("HoleValue::Target({i})"),
                 HoleValue::Operand(i) => format!("HoleValue::Operand({i})"),
@@ -618,6 +622,7 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
         .collect();
     let _ = writeln!(o, "        symbols: &[{}],", symbols.join(", "));
     let _ = writeln!(o, "        falls_through: {},", s.elided_continue);
+    let _ = writeln!(o, "        cold_len: {},", s.cold_len);
     o.push_str("    };\n");
     Ok(())
 }
@@ -823,6 +828,7 @@ mod tests {
         let sidecar = Sidecar {
             counts: Counts {
                 code_bytes: 7468,
+                cold_bytes: 300,
                 continuing: 95,
                 data_bytes: 176,
                 elided_jumps: 90,
@@ -841,7 +847,7 @@ mod tests {
         let text = sidecar.to_json().unwrap();
         assert_eq!(
             text,
-            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"continuing\": 95,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"some-target\"\n}\n"
+            "{\n  \"counts\": {\n    \"code_bytes\": 7468,\n    \"cold_bytes\": 300,\n    \"continuing\": 95,\n    \"data_bytes\": 176,\n    \"elided_jumps\": 90,\n    \"holes\": 158,\n    \"stencils\": 105\n  },\n  \"files\": {\n    \"Cargo.toml\": \"sha256:aa\",\n    \"src/lib.rs\": \"sha256:bb\"\n  },\n  \"format\": 1,\n  \"inputs_digest\": \"sha256:cc\",\n  \"template_set\": \"default\",\n  \"triple\": \"some-target\"\n}\n"
         );
         let back: Sidecar = serde_json::from_str(&text).unwrap();
         assert_eq!(back, sidecar);

@@ -577,15 +577,16 @@ fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
                 .unwrap_or_else(|| panic!("{target}: no {name}"))
                 .clone()
         };
+        // Helpers are copied into the stencil's cold part.
         let code_holes = |s: &serde_json::Value, section: &str| {
             s["holes"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .filter(|h| h["section"] == section && h["value"] == "code")
+                .filter(|h| h["section"] == section && h["value"] == "cold")
                 .count()
         };
-        // The table's four entries point at helpers copied into the stencil's code.
+        // The table's four entries point at helpers copied into the stencil's cold part.
         let apply = stencil("op_apply");
         assert_eq!(code_holes(&apply, "data"), 4, "{target}: {apply}");
         // Both helpers' addresses are taken in code.

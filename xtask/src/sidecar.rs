@@ -31,6 +31,8 @@ pub struct Sidecar {
 pub struct Counts {
     pub stencils: u64,
     pub code_bytes: u64,
+    /// Bytes of `code_bytes` in the stencils' cold parts.
+    pub cold_bytes: u64,
     /// Stencils that continue; `elided_jumps` of them fall through.
     pub continuing: u64,
     pub data_bytes: u64,

@@ -109,6 +109,8 @@ pub struct SetReport {
 pub struct CountsReport {
     pub stencils: u64,
     pub code_bytes: u64,
+    /// Bytes of `code_bytes` in cold parts (laid after a trace's hot code).
+    pub cold_bytes: u64,
     pub data_bytes: u64,
     pub holes: u64,
     pub elided_jumps: u64,
@@ -121,6 +123,7 @@ impl From<Counts> for CountsReport {
         CountsReport {
             stencils: c.stencils,
             code_bytes: c.code_bytes,
+            cold_bytes: c.cold_bytes,
             data_bytes: c.data_bytes,
             holes: c.holes,
             elided_jumps: c.elided_jumps,

@@ -9,7 +9,13 @@ use crate::trace::{Target, Trace, TraceBuilder};
 use cpjit_model::{HoleValue, OperandPart, Section};
 use std::fmt::Write;
 
-pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> String {
+/// `cold`: where each instance's cold part is (trace code offsets), listed after the tail.
+pub(crate) fn listing(
+    b: &TraceBuilder<'_, '_>,
+    trace: &Trace,
+    id: u64,
+    cold: &[Option<u64>],
+) -> String {
     let set = b.jit.set;
     let code = trace.code_bytes();
     let base = trace.code_range().start as u64;
@@ -52,19 +58,24 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             data_end = d + s.data_len as usize;
             d
         };
+        let hot_len = s.hot_len();
         let _ = writeln!(
             out,
-            "[{i}] {} at {:#x} (+{at:#x}, {} bytes{})",
+            "[{i}] {} at {:#x} (+{at:#x}, {} bytes{}{})",
             s.name,
             base + at as u64,
-            s.code.len(),
+            hot_len,
             if s.data_len == 0 {
                 String::new()
             } else {
                 format!(", data at {:#x}", data_base + data_at as u64)
+            },
+            match cold[i] {
+                Some(c) => format!(", cold part at {:#x}, {} bytes", base + c, s.cold_len),
+                None => String::new(),
             }
         );
-        hex(&mut out, base, at, &code[at..at + s.code.len()]);
+        hex(&mut out, base, at, &code[at..at + hot_len]);
         for h in s.holes {
             let (what, value) = match h.value {
                 HoleValue::Operand(k) | HoleValue::OperandHigh(k) | HoleValue::OperandLow(k) => {
@@ -101,14 +112,21 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
                     },
                 ),
                 HoleValue::Code => ("own code".into(), format!("{:#x}", base + at as u64)),
+                HoleValue::Cold => (
+                    "own cold part".into(),
+                    cold[i].map_or("none".into(), |c| format!("{:#x}", base + c)),
+                ),
                 HoleValue::Data => (
                     "own data".into(),
                     format!("{:#x}", data_base + data_at as u64),
                 ),
             };
-            let section = match h.section {
-                Section::Code => "code",
-                Section::Data => "data",
+            let (section, offset) = match h.section {
+                Section::Code if h.offset as usize >= hot_len => {
+                    ("cold", h.offset as usize - hot_len)
+                }
+                Section::Code => ("code", h.offset as usize),
+                Section::Data => ("data", h.offset as usize),
             };
             let addend = match h.addend {
                 0 => String::new(),
@@ -117,11 +135,11 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             };
             let _ = writeln!(
                 out,
-                "    hole {section}+{:#x} {}: {what} = {value}{addend}",
-                h.offset, h.kind
+                "    hole {section}+{offset:#x} {}: {what} = {value}{addend}",
+                h.kind
             );
         }
-        end = at + s.code.len();
+        end = at + hot_len;
     }
     if end < code.len() {
         let veneers = trace.veneers() * crate::patch::VENEER_SIZE;
@@ -137,7 +155,16 @@ pub(crate) fn listing(b: &TraceBuilder<'_, '_>, trace: &Trace, id: u64) -> Strin
             end = tail;
         }
         if end < tail_end {
-            let _ = writeln!(out, "  padding");
+            let cold_parts = cold.iter().any(Option::is_some);
+            let _ = writeln!(
+                out,
+                "  {}",
+                if cold_parts {
+                    "cold parts, padding"
+                } else {
+                    "padding"
+                }
+            );
             hex(&mut out, base, end, &code[end..tail_end]);
         }
         if veneers > 0 {

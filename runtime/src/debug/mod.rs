@@ -11,7 +11,8 @@
 //!   FDEs registered with the unwinder and given to GDB, or on Windows x64 a function
 //!   table registered with `RtlAddFunctionTable` (`win64`).
 //!
-//! Every facility names code the same way: `trace<N>:<stencil>` for an instance, with `N`
+//! Every facility names code the same way: `trace<N>:<stencil>` for an instance (its hot
+//! code, and its cold part after the trace's hot code, see `Stencil::cold_len`), with `N`
 //! a process-wide trace number ([`Trace::debug_id`]), plus `trace<N>:tail` for the jump to
 //! the trace's continuation and `trace<N>:veneers` for its veneers.
 //!
@@ -127,7 +128,11 @@ pub(crate) fn register(
         return Ok(None);
     }
     let id = NEXT_TRACE_ID.fetch_add(1, Ordering::Relaxed);
-    let symbols = code_symbols(b.jit, b, trace, id);
+    let cold = cold_offsets(b, trace);
+    let mut symbols = code_symbols(b.jit, b, trace, id);
+    let cold_symbols = cold_symbols(b, trace, id, &cold);
+    let ends = symbols.len();
+    symbols.extend(cold_symbols);
     let perf_map = if options.perf_map {
         Some(perf::write_map(id, &symbols)?)
     } else {
@@ -138,7 +143,11 @@ pub(crate) fn register(
     }
     let unwind = match &options.unwind {
         Some(compiled) => Some(unwind::Registration::new(
-            &unwind_ranges(b, &symbols, &compiled.programs)?,
+            &unwind_ranges(
+                b,
+                (&symbols[..ends], &cold, trace.code_range().start as u64),
+                &compiled.programs,
+            )?,
             compiled,
         )?),
         None => None,
@@ -147,7 +156,9 @@ pub(crate) fn register(
         let eh_frame = unwind.as_ref().and_then(|u| u.eh_frame());
         gdb::register(b.jit.set.arch, trace, &symbols, eh_frame)
     });
-    let listing = options.listing.then(|| listing::listing(b, trace, id));
+    let listing = options
+        .listing
+        .then(|| listing::listing(b, trace, id, &cold));
     Ok(Some(Box::new(TraceDebug {
         id,
         listing,
@@ -160,9 +171,11 @@ pub(crate) fn register(
 /// The trace's unwind ranges: one per function of each instance's stencil, one for the
 /// padding after an instance (run in the entry state), and for the tail jump and veneers.
 /// An error if a stencil of the trace has no frame layout.
+/// `cold` is where each instance's cold part is ([`cold_offsets`], from the trace's code
+/// at `base`): its functions are there.
 fn unwind_ranges<'p>(
     b: &TraceBuilder<'_, '_>,
-    symbols: &[CodeSymbol<'_>],
+    (symbols, cold, base): (&[CodeSymbol<'_>], &[Option<u64>], u64),
     programs: &'p [unwind::StencilPrograms],
 ) -> Result<Vec<unwind::Range<'p>>, Error> {
     let n = b.instances.len();
@@ -176,8 +189,13 @@ fn unwind_ranges<'p>(
                     stencil: symbols[i].what.to_string(),
                     reason: format!("no unwind information for this stencil: {why}"),
                 })?;
+        let hot_len = b.jit.set.stencils[inst.stencil as usize].hot_len() as u32;
+        let place = |offset: u32| match cold[i] {
+            Some(at) if offset >= hot_len => base + at + u64::from(offset - hot_len),
+            _ => start + u64::from(offset),
+        };
         ranges.extend(functions.iter().map(|f| unwind::Range {
-            start: start + u64::from(f.start),
+            start: place(f.start),
             len: u64::from(f.end - f.start),
             program: &f.program,
             image_offset: f.image_offset,
@@ -205,8 +223,62 @@ fn unwind_ranges<'p>(
     Ok(ranges)
 }
 
-/// One symbol per instance (its stencil's bytes, without the alignment padding before the
-/// next one), then the tail jump and the veneers if the trace has them.
+/// The trace code offset of each instance's cold part (`None` without one): after the hot
+/// code and the tail jump, at the code alignment, one after another in instance order, each
+/// at its stencil's code alignment, as `finish` laid them out.
+fn cold_offsets(b: &TraceBuilder<'_, '_>, trace: &Trace) -> Vec<Option<u64>> {
+    let (jit, set) = (b.jit, b.jit.set);
+    let offsets = trace.instance_offsets();
+    let hot_end = match (b.instances.last(), offsets.last()) {
+        (Some(last), Some(&at)) => {
+            let tail = if b.continuation.is_some() {
+                jit.facts.tail_jump.len()
+            } else {
+                0
+            };
+            at as usize + set.stencils[last.stencil as usize].hot_len() + tail
+        }
+        _ => 0,
+    };
+    let mut at = hot_end.next_multiple_of(jit.code_align as usize) as u64;
+    b.instances
+        .iter()
+        .map(|inst| {
+            let s = &set.stencils[inst.stencil as usize];
+            (s.cold_len > 0).then(|| {
+                let start = at.next_multiple_of(u64::from(s.code_align));
+                at = start + u64::from(s.cold_len);
+                start
+            })
+        })
+        .collect()
+}
+
+/// One symbol per cold part (named as its instance), at `cold` ([`cold_offsets`]).
+fn cold_symbols<'s>(
+    b: &TraceBuilder<'_, 's>,
+    trace: &Trace,
+    id: u64,
+    cold: &[Option<u64>],
+) -> Vec<CodeSymbol<'s>> {
+    let base = trace.code_range().start as u64;
+    b.instances
+        .iter()
+        .zip(cold)
+        .filter_map(|(inst, at)| {
+            let s = &b.jit.set.stencils[inst.stencil as usize];
+            at.map(|at| CodeSymbol {
+                trace: id,
+                what: s.name,
+                start: base + at,
+                size: u64::from(s.cold_len),
+            })
+        })
+        .collect()
+}
+
+/// One symbol per instance (its stencil's hot code, without the alignment padding before
+/// the next one), then the tail jump and the veneers if the trace has them.
 fn code_symbols<'s>(
     jit: &Jit<'s>,
     b: &TraceBuilder<'_, 's>,
@@ -223,9 +295,9 @@ fn code_symbols<'s>(
             trace: id,
             what: s.name,
             start: base + offset as u64,
-            size: s.code.len() as u64,
+            size: s.hot_len() as u64,
         });
-        end = offset as u64 + s.code.len() as u64;
+        end = offset as u64 + s.hot_len() as u64;
     }
     if b.continuation.is_some() {
         let size = jit.facts.tail_jump.len() as u64;

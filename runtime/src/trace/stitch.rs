@@ -2,10 +2,13 @@
 //! each `push`), then in `finish` [`sizes`], [`allocate`], [`write()`](write::write) (copy
 //! and patch, in [`write`]) and [`settle`] (publish).
 //!
-//! Layout: `[instance code...][tail jump][veneers]` in a code block, `[instance data...]
-//! [GOT slots]` in a data block of the same arena chunk. Instances follow each other back
-//! to back (the toolchain removed each stencil's trailing jump to its continuation), padded
-//! with nops to each stencil's code alignment.
+//! Layout: `[instance code...][tail jump][cold parts...][veneers]` in a code block,
+//! `[instance data...][GOT slots]` in a data block of the same arena chunk. Instances
+//! follow each other back to back (the toolchain removed each stencil's trailing jump to
+//! its continuation), padded with nops to each stencil's code alignment. The cold parts of
+//! their stencils (`Stencil::cold_len`: blocks that leave the trace, helpers) follow the
+//! hot code in the same order, so that each hot path falls through into the next instance;
+//! branches between the two are holes like any other.
 //!
 //! Everything that is the same for every instance of a stencil was worked out once, in
 //! [`Jit::new`](crate::Jit::new): each stencil's [`Program`] holds its code and its data
@@ -244,6 +247,9 @@ pub(crate) struct Layout {
     /// The symbols whose GOT slot or veneer this trace has counted, as bits of
     /// [`NeedFilter::symbols`].
     pub counted_symbols: u64,
+    /// Bytes of the instances' cold parts, each at its alignment from the start of the
+    /// trace's cold area (which `finish` aligns to [`Jit::code_align`]).
+    pub cold_len: u64,
 }
 
 impl Layout {
@@ -254,6 +260,10 @@ impl Layout {
     pub fn place(&mut self, p: &Program) -> u32 {
         let code_at = round_up64(self.code_len, p.code_align as u64);
         self.code_len = code_at + p.code_len as u64;
+        if p.cold_len != 0 {
+            // Where it goes is worked out again by `write`, in the same order.
+            self.cold_len = round_up64(self.cold_len, p.cold_align as u64) + p.cold_len as u64;
+        }
         if p.data_len != 0 {
             // Where the data goes is worked out again by `write`, which copies it.
             let at = round_up64(self.data_len, p.data_align as u64);
@@ -379,8 +389,11 @@ impl Counted {
 /// What `finish` adds to a trace's [`Layout`]: the checks that need the whole trace, the
 /// tail jump, and the sizes to reserve.
 struct Sizes {
-    /// Bytes of instance code (with padding), and of the tail jump if any.
+    /// Bytes of instance code (with padding), then of the tail jump if any (`hot_end`),
+    /// then where the cold parts start (`cold_at`, aligned) and where all code ends.
     instances_end: usize,
+    hot_end: usize,
+    cold_at: usize,
     code_len: usize,
     /// Bytes of instance data (with padding).
     data_len: usize,
@@ -442,9 +455,9 @@ fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
     }
     let l = &b.layout;
     // Each stencil is < 2 GiB, so offsets (u32) are exact while the totals are below this.
-    if l.code_len > u32::MAX as u64 / 2 || l.data_len > u32::MAX as u64 / 2 {
+    if l.code_len + l.cold_len > u32::MAX as u64 / 2 || l.data_len > u32::MAX as u64 / 2 {
         return Err(Error::TraceTooLarge {
-            code_bytes: l.code_len,
+            code_bytes: l.code_len + l.cold_len,
             data_bytes: l.data_len,
         });
     }
@@ -470,9 +483,17 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
             veneer_bound = veneer_bound.saturating_add(p.continue_needs as u32);
         }
     }
+    let (hot_end, cold_len) = (code_len, l.cold_len as usize);
+    let cold_at = if cold_len == 0 {
+        hot_end
+    } else {
+        round_up(hot_end, jit.code_align as usize)
+    };
     Sizes {
         instances_end: l.code_len as usize,
-        code_len,
+        hot_end,
+        cold_at,
+        code_len: cold_at + cold_len,
         data_len: l.data_len as usize,
         code_align: jit.code_align as usize,
         data_align: jit.data_align as usize,

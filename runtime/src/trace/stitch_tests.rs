@@ -100,6 +100,7 @@ static STENCILS: [Stencil<'static>; 2] = [
         code: host::RET,
         code_align: 4,
         falls_through: false,
+        cold_len: 0,
         ..PLAIN_STENCIL
     },
 ];
@@ -232,6 +233,7 @@ static ODD_STENCILS: [Stencil<'static>; 2] = [
         code: host::RET,
         code_align: host::NOP.len() as u32 * 4,
         falls_through: false,
+        cold_len: 0,
         ..PLAIN_STENCIL
     },
 ];
@@ -332,6 +334,7 @@ mod quick {
             name: "ret",
             code: &[0xc3],
             falls_through: false,
+            cold_len: 0,
             ..PLAIN_STENCIL
         },
         // One step each: the first instruction and hole of the two above.
@@ -457,5 +460,112 @@ mod quick {
         assert_eq!(opcode(5), [0x48, 0xc7, 0xc0]);
         assert_eq!(opcode(7), [0x48, 0x8b, 0x05]);
         assert_eq!(opcode(9), [0x48, 0xc7, 0xc0]);
+    }
+}
+
+/// Cold parts (`Stencil::cold_len`) on x86-64: laid after the trace's hot code (and tail
+/// jump), so that each hot part falls through into the next instance; the hot part's branch
+/// into its cold part and the cold part's jump back into the hot code are patched, and
+/// the code runs.
+#[cfg(target_arch = "x86_64")]
+mod cold {
+    use super::*;
+    use crate::InstanceId;
+
+    /// Hot: `test rdi, rdi; je cold+0; lea rax, [rdi + rdi]` (falls through); cold:
+    /// `mov rdi, 21; jmp code+9` (back to the `lea`).
+    #[rustfmt::skip]
+    const GUARD: &[u8] = &[
+        0x48, 0x85, 0xff,
+        0x0f, 0x84, 0, 0, 0, 0,
+        0x48, 0x8d, 0x04, 0x3f,
+        0x48, 0xc7, 0xc7, 0x15, 0, 0, 0,
+        0xe9, 0, 0, 0, 0,
+    ];
+    const HOT_LEN: usize = 13;
+    static GUARD_HOLES: [Hole; 2] = [
+        Hole {
+            section: Section::Code,
+            offset: 5,
+            kind: HoleKind::X86Branch32,
+            value: HoleValue::Cold,
+            addend: -4,
+        },
+        Hole {
+            section: Section::Code,
+            offset: 21,
+            kind: HoleKind::X86Branch32,
+            value: HoleValue::Code,
+            addend: 9 - 4,
+        },
+    ];
+    static STENCILS: [Stencil<'static>; 2] = [
+        Stencil {
+            name: "guard",
+            code: GUARD,
+            // Both parts at their alignment: the hot one padded with nops, run through.
+            code_align: 4,
+            holes: &GUARD_HOLES,
+            cold_len: (GUARD.len() - HOT_LEN) as u32,
+            ..PLAIN_STENCIL
+        },
+        Stencil {
+            name: "ret",
+            code: &[0xc3],
+            falls_through: false,
+            cold_len: 0,
+            ..PLAIN_STENCIL
+        },
+    ];
+    static COLD_SET: StencilSet<'static> = StencilSet {
+        stencils: &STENCILS,
+        symbols: &[],
+        nop: &[0x90],
+        ..SET
+    };
+
+    #[test]
+    fn cold_parts_follow_the_hot_code_and_run() {
+        let jit = Jit::new(&COLD_SET, |_| None).unwrap();
+        for batch in [false, true] {
+            let trace = if batch {
+                let mut b = jit.batch();
+                let t = b.trace();
+                for s in [0, 0, 1] {
+                    t.push(s, &[], &[]).unwrap();
+                }
+                b.finish().unwrap().remove(0)
+            } else {
+                let mut t = jit.trace();
+                for s in [0, 0, 1] {
+                    t.push(s, &[], &[]).unwrap();
+                }
+                t.finish().unwrap()
+            };
+            // Hot parts back to back (each falls through), then the cold parts, each at
+            // the stencil's alignment.
+            assert_eq!(trace.instance_offsets(), [0, 16, 29]);
+            let code = trace.code_bytes();
+            assert_eq!(code[13..16], [0x90; 3]);
+            let cold = 30usize.next_multiple_of(4);
+            assert_eq!(code.len(), cold + 2 * 12);
+            for k in 0..2 {
+                let (hot, at) = (16 * k, cold + 12 * k);
+                assert_eq!(code[hot..hot + 5], GUARD[..5]);
+                assert_eq!(code[hot + 9..hot + HOT_LEN], GUARD[9..HOT_LEN]);
+                assert_eq!(code[at..at + 7], GUARD[HOT_LEN..HOT_LEN + 7]);
+                // `je` to the instance's cold part, `jmp` back to its `lea`.
+                let je = i32::from_le_bytes(code[hot + 5..hot + 9].try_into().unwrap());
+                assert_eq!(hot as i64 + 9 + i64::from(je), at as i64, "instance {k}");
+                let jmp = i32::from_le_bytes(code[at + 8..at + 12].try_into().unwrap());
+                assert_eq!(at as i64 + 12 + i64::from(jmp), hot as i64 + 9);
+            }
+            let entry = trace.entry(InstanceId::from_index(0));
+            // SAFETY: the trace's code is the stencils above: it reads `rdi`, writes `rax`
+            // and `rdi` (caller-saved in the System V ABI) and returns.
+            let f: extern "sysv64" fn(u64) -> u64 = unsafe { std::mem::transmute(entry) };
+            assert_eq!(f(5), 10);
+            assert_eq!(f(0), 42, "through the first instance's cold part");
+        }
     }
 }

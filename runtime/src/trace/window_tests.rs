@@ -33,8 +33,23 @@ static OPERAND_HOLES: [Hole; 1] = [hole(
 )];
 /// `mov rax, [rip + G(x)]`
 const GOT_LOAD: &[u8] = &[0x48, 0x8b, 0x05, 0, 0, 0, 0];
+/// Hot: `test rdi, rdi; je cold+0; lea rax, [rdi + rdi]`; cold: `mov rdi, 21; call far;
+/// jmp code+9`.
+#[rustfmt::skip]
+const GUARD: &[u8] = &[
+    0x48, 0x85, 0xff, 0x0f, 0x84, 0, 0, 0, 0, 0x48, 0x8d, 0x04, 0x3f,
+    0x48, 0xc7, 0xc7, 0x15, 0, 0, 0, 0xe8, 0, 0, 0, 0, 0xe9, 0, 0, 0, 0,
+];
+static GUARD_HOLES: [Hole; 3] = [
+    hole(5, HoleKind::X86Branch32, HoleValue::Cold),
+    hole(21, HoleKind::X86Branch32, HoleValue::Symbol(0)),
+    Hole {
+        addend: 9 - 4,
+        ..hole(26, HoleKind::X86Branch32, HoleValue::Code)
+    },
+];
 
-static STENCILS: [Stencil<'static>; 6] = [
+static STENCILS: [Stencil<'static>; 7] = [
     Stencil {
         name: "pad",
         code: &PAD,
@@ -77,6 +92,16 @@ static STENCILS: [Stencil<'static>; 6] = [
         name: "ret",
         code: &[0xc3],
         falls_through: false,
+        cold_len: 0,
+        ..PLAIN_STENCIL
+    },
+    // A cold part (after the trace's hot code, across windows) with a far call.
+    Stencil {
+        name: "guard",
+        code: GUARD,
+        holes: &GUARD_HOLES,
+        symbols: &[0],
+        cold_len: (GUARD.len() - 13) as u32,
         ..PLAIN_STENCIL
     },
 ];
@@ -120,7 +145,8 @@ fn jit(code_writes: CodeWrites) -> Jit<'static> {
 }
 
 /// `instances` pads with, now and then, a far call, a jump back or forward (across windows),
-/// a load of the instance's data and an operand load (narrow or wide); then a return.
+/// a load of the instance's data, an operand load (narrow or wide) and a stencil with a
+/// cold part; then a return.
 fn push_trace(t: &mut crate::TraceBuilder<'_, '_>, instances: usize) {
     for k in 0..instances {
         t.push(0, &[], &[]).unwrap();
@@ -131,6 +157,7 @@ fn push_trace(t: &mut crate::TraceBuilder<'_, '_>, instances: usize) {
                 t.push(2, &[], &[Target::Instance(to)]).map(|_| ())
             }
             2 => t.push(3, &[], &[]).map(|_| ()),
+            3 => t.push(6, &[], &[]).map(|_| ()),
             _ => t.push(4, &[k as u64 * 0x1_0001_0001], &[]).map(|_| ()),
         }
         .unwrap();

@@ -34,6 +34,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	ldr	x9, [x20]
     // 4:      	adrp	x8, 0x0 <.text.op_add_got>
@@ -89,6 +90,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	stp	x29, x30, [sp, #-0x10]!
     // 4:      	mov	x0, x20
@@ -131,6 +133,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	stp	x29, x30, [sp, #-0x10]!
     // 4:      	mov	x0, x20
@@ -161,6 +164,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	adrp	x8, 0x0 <.text.op_data_counter>
     // 4:      	add	x8, x8, #0x0
@@ -199,6 +203,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ldr	x8, [x20, #0x8]
     // 4:      	subs	x8, x8, #0x1
@@ -226,6 +231,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &["JUMP_TARGET"],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mov	x0, x20
     // 4:      	b	0x4 <.text.op_exit_to+0x4>
@@ -248,6 +254,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &["EXIT_TARGET"],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	movz	x8, #0x0, lsl #48
     // 4:      	movk	x8, #0x0, lsl #32
@@ -299,6 +306,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	adrp	x8, 0x0 <.text.op_load_data_abs>
     // 4:      	ldr	x8, [x8]
@@ -340,6 +348,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	adrp	x8, 0x0 <.text.op_load_got>
     // 4:      	ldr	x8, [x8]
@@ -374,6 +383,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ldr	x0, [x20]
     // 4:      	ret
@@ -390,6 +400,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	ldr	x8, [x20]
     // 4:      	tbz	w8, #0x0, 0x4 <.text.op_skip_if_even+0x4>
@@ -417,6 +428,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ldr	x8, [x20]
     // 4:      	cbz	x8, 0x4 <.text.op_skip_if_zero+0x4>
@@ -445,6 +457,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
 ];
 

@@ -39,6 +39,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	ld	t1, 0x0(s2)
     Stencil {
@@ -87,6 +88,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	addi	sp, sp, -0x10
     // 4:      	sd	ra, 0x8(sp)
@@ -124,6 +126,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	addi	sp, sp, -0x10
     // 4:      	sd	ra, 0x8(sp)
@@ -158,6 +161,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     Stencil {
         name: "op_data_counter",
@@ -197,6 +201,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ld	t0, 0x8(s2)
     // 4:      	addi	t0, t0, -0x1
@@ -224,6 +229,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &["JUMP_TARGET"],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mv	a0, s2
     // 4:      	auipc	t1, 0x0
@@ -249,6 +255,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &["EXIT_TARGET"],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	auipc	t0, 0x0
     // 4:      	ld	t0, 0x10(t0)
@@ -278,6 +285,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     Stencil {
         name: "op_load_data_abs",
@@ -316,6 +324,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     Stencil {
         name: "op_load_got",
@@ -347,6 +356,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ld	a0, 0x0(s2)
     // 4:      	ret
@@ -363,6 +373,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	ld	t0, 0x0(s2)
     // 4:      	andi	t1, t0, 0x1
@@ -392,6 +403,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	ld	t0, 0x0(s2)
     // 4:      	beqz	t0, 0x4 <.text.op_skip_if_zero+0x4>
@@ -420,6 +432,7 @@ pub static STENCILS: [Stencil<'static>; 13] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
 ];
 

@@ -34,6 +34,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	mov	rax, qword ptr [r12]
     // 4:      	add	rax, qword ptr [rip]    # 0xb <.text.op_add_got+0xb>
@@ -70,6 +71,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	sub	rsp, 0x8
     // 4:      	mov	rdi, r12
@@ -98,6 +100,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	sub	rsp, 0x8
     // 4:      	mov	rdi, r12
@@ -126,6 +129,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[0],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	lea	rax, [rip]              # 0x7 <.text.op_data_counter+0x7>
     // 7:      	inc	qword ptr [rax]
@@ -153,6 +157,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	dec	qword ptr [r12 + 0x8]
     // 5:      	jne	0xb <.text.op_dec_jump_nz+0xb>
@@ -177,6 +182,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &["JUMP_TARGET"],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mov	rdi, r12
     // 3:      	jmp	0x8 <.text.op_exit_to+0x8>
@@ -199,6 +205,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &["EXIT_TARGET"],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	movabs	rax, 0x0
     // a:      	mov	qword ptr [r12], rax
@@ -223,6 +230,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mov	rax, qword ptr [rip]    # 0x7 <.text.op_load_data_abs+0x7>
     // 7:      	mov	qword ptr [r12], rax
@@ -256,6 +264,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mov	rax, qword ptr [rip]    # 0x7 <.text.op_load_got+0x7>
     // 7:      	mov	qword ptr [r12], rax
@@ -280,6 +289,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
     // 0:      	mov	rax, qword ptr [r12]
     // 4:      	ret
@@ -296,6 +306,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: false,
+        cold_len: 0,
     },
     // 0:      	cmp	qword ptr [r12], 0x0
     // 5:      	je	0xb <.text.op_skip_if_zero+0xb>
@@ -322,6 +333,7 @@ pub static STENCILS: [Stencil<'static>; 12] = [
         targets: &[],
         symbols: &[],
         falls_through: true,
+        cold_len: 0,
     },
 ];
 

@@ -3,10 +3,12 @@
 //! For each selected function: its code range, then (transitively, through relocations) the
 //! local functions it calls and the data sections it or they reference. Layout rules:
 //!
-//! * Code: the stencil's function at offset 0; local helpers it references (static functions
-//!   the compiler did not inline) are appended in discovery order, each at its section's
-//!   alignment, padded with the architecture's `nop`. References to any of them become
-//!   [`HoleValue::Code`] holes with the helper's offset in the addend.
+//! * Code: the stencil's function at offset 0 (the hot part); then its cold part: the cold
+//!   blocks the code generator split off (`<op>.cold`, ELF) and the local helpers it
+//!   references (static functions the compiler did not inline), in discovery order, each at
+//!   its section's alignment, padded with the architecture's `nop`. References to the hot
+//!   part are [`HoleValue::Code`] holes, to the cold part [`HoleValue::Cold`] holes, with the
+//!   offset in the addend. The runtime lays the cold parts after the trace's hot code.
 //! * Data: every referenced data section, whole: read-only sections, then writable, then
 //!   zero-fill (as zero bytes), each group in section order, each at its alignment.
 //!   References become [`HoleValue::Data`] holes with the offset in the addend.
@@ -14,7 +16,7 @@
 //!   `<X><suffix>`, other `<prefix><X>` → operand `<X>`, anything else → external symbol
 //!   (stack-protector and TLS helpers are rejected).
 //! * The immediate fields of every hole are zeroed, so the bytes do not depend on addends.
-//! * Elision: when the stencil has no helpers and its last instruction is a jump to the
+//! * Elision: when the hot part's last instruction is a jump to the
 //!   continuation (x86 `E9 rel32` with addend −4, AArch64 `b` with addend 0), the jump is
 //!   removed. Trailing padding is dropped first, but only where it is provably padding:
 //!   for symbol-delimited ranges (no recorded size), the bytes after that `jmp` must all be
@@ -159,13 +161,17 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         }
     }
 
-    // Code layout.
+    // Code layout. The first cold piece starts at the stencil's alignment, so that every
+    // cold piece keeps its own alignment relative to the cold part's start (see `split_cold`).
     let mut code = Vec::new();
-    let mut code_align = 1u32;
-    for piece in &mut pieces {
+    let code_align = pieces
+        .iter()
+        .map(|p| obj.sections[p.section].align)
+        .fold(1u32, u32::max);
+    for (k, piece) in pieces.iter_mut().enumerate() {
         let s = &obj.sections[piece.section];
-        code_align = code_align.max(s.align);
-        pad_code(&mut code, s.align, opts.arch)?;
+        let align = if k == 1 { code_align } else { s.align };
+        pad_code(&mut code, align, opts.arch)?;
         piece.at = code.len() as u64;
         code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]);
     }
@@ -248,12 +254,18 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
                     if kind.uses_got() {
                         return Err(local_got("a function"));
                     }
-                    let piece = pieces
+                    // The main function is the hot part; every other piece is in the cold
+                    // part, which starts at the second piece (see `split_cold`).
+                    let k = pieces
                         .iter()
-                        .find(|p| p.section == fsec && p.start == fstart);
-                    let at = piece.map(|p| p.at).unwrap_or(0);
+                        .position(|p| p.section == fsec && p.start == fstart);
+                    let (value, at) = match k {
+                        Some(k) if k > 0 => (HoleValue::Cold, pieces[k].at - pieces[1].at),
+                        Some(k) => (HoleValue::Code, pieces[k].at),
+                        None => (HoleValue::Code, 0),
+                    };
                     (
-                        Err(HoleValue::Code),
+                        Err(value),
                         offset_addend(at + offset, r.addend).map_err(fail)?,
                     )
                 }
@@ -387,8 +399,19 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             .offset(u64::from(w[1].offset)));
     }
 
-    let elided_continue =
-        pieces.len() == 1 && elide_continue(&mut code, &mut holes, opts.arch, exact);
+    let main_end = pieces[0].end - pieces[0].start;
+    let (elided_continue, cold_len) = match pieces.get(1).map(|p| p.at) {
+        None => (elide_continue(&mut code, &mut holes, opts.arch, exact), 0),
+        Some(cold_start) => {
+            let (elided, hot_len) = split_cold(
+                &mut code, &mut holes, main_end, cold_start, opts.arch, exact,
+            )?;
+            for piece in &mut pieces[1..] {
+                piece.at = piece.at - cold_start + hot_len;
+            }
+            (elided, code.len() as u64 - hot_len)
+        }
+    };
     let pieces = pieces
         .iter()
         .map(|p| CodePiece {
@@ -413,7 +436,46 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         targets: targets.into_iter().collect(),
         symbols: symbols.into_iter().collect(),
         elided_continue,
+        cold_len: u32::try_from(cold_len)
+            .map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))?,
     })
+}
+
+/// Splits code laid out as `[main function][padding][cold pieces]` (`main_end`, `cold_start`)
+/// into the hot part, the main function with its trailing continuation jump elided (so
+/// that it falls through into the next instance), and the cold part right after it: the
+/// other pieces (cold blocks the code generator split off, static helpers), which the
+/// runtime lays after the trace's hot code. References into the cold part become
+/// [`HoleValue::Cold`] holes with the offset into it; holes inside it move with it.
+/// Returns whether the jump was elided, and the hot part's length.
+fn split_cold(
+    code: &mut Vec<u8>,
+    holes: &mut Vec<Hole>,
+    main_end: u64,
+    cold_start: u64,
+    arch: Arch,
+    exact: bool,
+) -> Result<(bool, u64), ObjectError> {
+    let cold = code.split_off(cold_start as usize);
+    code.truncate(main_end as usize);
+    let in_cold = |h: &Hole| h.section == Section::Code && u64::from(h.offset) >= cold_start;
+    let (cold_holes, mut hot_holes): (Vec<Hole>, Vec<Hole>) =
+        holes.iter().partition(|h| in_cold(h));
+    let elided = elide_continue(code, &mut hot_holes, arch, exact);
+    let hot_len = code.len() as u64;
+    let shift = |offset: u32| -> Result<u32, ObjectError> {
+        u32::try_from(u64::from(offset) - cold_start + hot_len)
+            .map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))
+    };
+    holes.clear();
+    holes.extend(hot_holes);
+    for mut h in cold_holes {
+        h.offset = shift(h.offset)?;
+        holes.push(h);
+    }
+    holes.sort_by_key(|h| (h.section, h.offset));
+    code.extend_from_slice(&cold);
+    Ok((elided, hot_len))
 }
 
 /// `offset + addend` as a hole addend, or an error if it does not fit.

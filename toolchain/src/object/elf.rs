@@ -320,8 +320,15 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             if s.st_type() == sym::STT_SECTION {
                 Some(RelocTarget::Section(section))
             } else {
-                let is_function = s.st_type() == sym::STT_FUNC;
-                if is_function {
+                // The machine function splitter's `<function>.cold` (a function's cold
+                // blocks, in `.text.split.<function>`) is a sized local without a type.
+                let is_cold_part = s.st_type() == sym::STT_NOTYPE
+                    && s.st_bind() == sym::STB_LOCAL
+                    && s.st_size > 0
+                    && name.ends_with(".cold")
+                    && obj.sections[section].kind == SectionKind::Code;
+                let is_function = s.st_type() == sym::STT_FUNC || is_cold_part;
+                if is_function && !is_cold_part {
                     functions_per_section[section] += 1;
                     if s.st_bind() == sym::STB_LOCAL {
                         locals.push(obj.symbols.len());

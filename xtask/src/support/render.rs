@@ -97,8 +97,8 @@ pub fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "| target | set (dir) | stencils | code bytes | data bytes | holes | continuing stencils \
-         that fall through | inputs digest |"
+        "| target | set (dir) | stencils | code bytes (cold) | data bytes | holes | continuing \
+         stencils that fall through | inputs digest |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
     for t in &r.targets {
@@ -106,12 +106,13 @@ pub fn markdown(r: &Report) -> String {
             let c = &s.counts;
             let _ = writeln!(
                 out,
-                "| `{}` | {} (`{}/`) | {} | {} | {} | {} | {} | `{}` |",
+                "| `{}` | {} (`{}/`) | {} | {} ({}) | {} | {} | {} | `{}` |",
                 t.triple,
                 s.template_set,
                 s.dir,
                 c.stencils,
                 c.code_bytes,
+                c.cold_bytes,
                 c.data_bytes,
                 c.holes,
                 falls_through(c.elided_jumps, c.continuing),

@@ -49,12 +49,16 @@ fn write_whole(
     let trap = b.jit.facts.trap;
     let data = start_write(b, layout, trace, scratch);
     let (code, veneers) = code.split_at_mut(layout.veneer_base());
-    // Past the instances (and tail jump): traps, later partly overwritten by veneers.
+    // Past the instances (and tail jump) and the cold parts: traps, later partly
+    // overwritten by veneers.
+    code[layout.hot_end..layout.cold_at].fill(trap);
     code[layout.code_len..].fill(trap);
     veneers.fill(trap);
+    let (code, cold) = code.split_at_mut(layout.cold_at);
+    let cold = &mut cold[..layout.code_len - layout.cold_at];
     let data_limit = layout.got_base();
-    let mut w = Writer::new(b, layout, trace, 0, code, veneers, data, scratch);
-    let ends = w.instances(b.instances, 0, (0, 0), layout.instances_end, data_limit)?;
+    let mut w = Writer::new(b, layout, trace, 0, code, (cold, veneers), data, scratch);
+    let ends = w.instances(b.instances, 0, (0, 0, 0), layout.instances_end, data_limit)?;
     w.end(layout, ends.1, 0)
 }
 
@@ -72,14 +76,15 @@ fn write_windows(
 ) -> Result<(), Error> {
     let programs = &b.jit.programs[..];
     let data = start_write(b, layout, trace, scratch);
-    // The trap filler between the instances' end and the veneers, then the veneers.
+    // After the tail jump: the trap filler, the cold parts and the veneers.
     let mut after: Vec<u8> = Vec::new();
-    let after_len = trace.code_len - layout.code_len;
-    try_grow(&mut after, after_len, "the trace's veneers")?;
+    let after_len = trace.code_len - layout.hot_end;
+    try_grow(&mut after, after_len, "the trace's cold parts and veneers")?;
     after.resize(after_len, b.jit.facts.trap);
-    let veneers = &mut after[layout.veneer_base() - layout.code_len..];
+    let (cold, veneers) = after.split_at_mut(layout.veneer_base() - layout.hot_end);
+    let cold = &mut cold[layout.cold_at - layout.hot_end..layout.code_len - layout.hot_end];
     let data_limit = layout.got_base();
-    let (mut origin, mut data_end, mut rest) = (0, 0, b.instances);
+    let (mut origin, mut data_end, mut cold_end, mut rest) = (0, 0, 0, b.instances);
     loop {
         let n = rest
             .partition_point(|i| (i.code_at as usize) < origin + STAGE_BYTES)
@@ -88,16 +93,17 @@ fn write_windows(
         // A window ends where its last instance does (the padding before the next one
         // is the next window's), the last one after the tail jump.
         let end = if last {
-            layout.code_len
+            layout.hot_end
         } else {
             let i = &rest[n - 1];
             i.code_at as usize + programs[i.stencil as usize].code_len as usize
         };
         let code = writer.stage(at + origin, end - origin)?;
-        let (v, d, sc) = (&mut *veneers, &mut *data, &mut *scratch);
-        let mut w = Writer::new(b, layout, trace, origin, code, v, d, sc);
+        let (c, v, d, sc) = (&mut *cold, &mut *veneers, &mut *data, &mut *scratch);
+        let mut w = Writer::new(b, layout, trace, origin, code, (c, v), d, sc);
         let limit = layout.instances_end.min(end) - origin;
-        (_, data_end) = w.instances(&rest[..n], origin, (0, data_end), limit, data_limit)?;
+        let ends = (0, data_end, cold_end);
+        (_, data_end, cold_end) = w.instances(&rest[..n], origin, ends, limit, data_limit)?;
         if last {
             w.end(layout, data_end, origin)?;
         }
@@ -107,7 +113,7 @@ fn write_windows(
         }
         (origin, rest) = (end, &rest[n..]);
     }
-    writer.copy_to(at + layout.code_len, &after)
+    writer.copy_to(at + layout.hot_end, &after)
 }
 
 /// What [`write()`] does before the instances: the trace's shim, fresh GOT and veneer
@@ -177,6 +183,16 @@ struct Writer<'a, 'v, 'j, 's> {
     got: &'a mut SlotTable,
     got_base: usize,
     veneers: &'a mut SlotTable,
+    /// The trace's cold area (at [`Sizes::cold_at`]) and its run-time address: while a
+    /// cold part's steps run, it is swapped with `code` (and `cold_base` with
+    /// `code_base`), so that the steps patch the cold part as the instance's code.
+    cold: &'a mut [u8],
+    cold_base: u64,
+    /// The run-time address of the current instance's other part ([`Source::Cold`]).
+    other: u64,
+    /// Where the current steps' hole offsets start in the stencil's code (its hot length
+    /// while a cold part's steps run), for [`Writer::restore`].
+    restore_at: usize,
     /// The veneer area (at the trace's [`Sizes::veneer_base`]), and its run-time address.
     veneer_code: &'a mut [u8],
     veneer_rx: u64,
@@ -194,7 +210,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         trace: &Trace,
         origin: usize,
         code: &'a mut [u8],
-        veneer_code: &'a mut [u8],
+        (cold, veneer_code): (&'a mut [u8], &'a mut [u8]),
         data: &'a mut [u8],
         scratch: &'a mut Scratch,
     ) -> Self {
@@ -214,6 +230,10 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             got: &mut scratch.got,
             got_base: layout.got_base(),
             veneers: &mut scratch.veneers,
+            cold,
+            cold_base: trace_base + layout.cold_at as u64,
+            other: 0,
+            restore_at: 0,
             veneer_code,
             veneer_rx: trace_base + layout.veneer_base() as u64,
             veneer_size: jit.facts.veneer_size,
@@ -222,23 +242,23 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     }
 
     /// Copies and patches `instances` (a run of the trace's, whose code starts at
-    /// `ends.0` and data at `ends.1` after the previous one's): code up to `code_limit`
-    /// (relative to `origin`) in whole 16-byte blocks, data up to `data_limit`. Returns
-    /// where their code and data end.
+    /// `ends.0`, data at `ends.1` and cold parts at `ends.2` after the previous one's): code
+    /// up to `code_limit` (relative to `origin`) in whole 16-byte blocks, data up to
+    /// `data_limit`. Returns where their code, data and cold parts end.
     // Always inlined: for a whole trace `origin` is 0 and the loop is what it always was.
     #[inline(always)]
     fn instances(
         &mut self,
         instances: &[Instance],
         origin: usize,
-        ends: (usize, usize),
+        ends: (usize, usize, usize),
         code_limit: usize,
         data_limit: usize,
-    ) -> Result<(usize, usize), Error> {
+    ) -> Result<(usize, usize, usize), Error> {
         let b = self.b;
         let set = b.jit.set;
         let nop = set.nop;
-        let (mut code_end, mut data_end) = ends;
+        let (mut code_end, mut data_end, mut cold_end) = ends;
         let programs = &b.jit.programs[..];
         debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
         for inst in instances {
@@ -266,6 +286,10 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 data_end = at + p.data_len as usize;
                 at
             };
+            // Where its cold part goes (the same computation as `push`'s), for the hot
+            // code's branches into it.
+            let cold_at = round_up(cold_end, p.cold_align as usize);
+            self.other = self.cold_base + cold_at as u64;
             let done = match p.quick {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
@@ -284,8 +308,49 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                         .map_err(|e| e.error(b, i))?;
                 }
             }
+            if let Some(cold) = p.cold.as_deref() {
+                self.cold_part(inst, cold, (at, cold_end, cold_at, data_at), p.hot_len)?;
+                cold_end = cold_at + cold.code_len as usize;
+            }
         }
-        Ok((code_end, data_end))
+        Ok((code_end, data_end, cold_end))
+    }
+
+    /// Copies the cold part `cold` of instance `inst` (whose hot code is at `at`) to
+    /// `cold_at` in the cold area (after the previous one's, which ends at `cold_end`) and
+    /// runs its steps there, with the cold area as the code they patch and the hot code as
+    /// the instance's other part.
+    #[inline(never)]
+    fn cold_part(
+        &mut self,
+        inst: &Instance,
+        cold: &Program,
+        (at, cold_end, cold_at, data_at): (usize, usize, usize, usize),
+        hot_len: u32,
+    ) -> Result<(), Error> {
+        let b = self.b;
+        let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
+        pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
+            Error::InvalidStencil {
+                stencil: name(),
+                reason: format!("its cold part: {reason}"),
+            }
+        })?;
+        let len = self.cold.len();
+        copy_code(self.cold, cold_at, cold, len);
+        let i = index_of(b.instances, inst);
+        self.other = self.code_base + at as u64;
+        self.restore_at = hot_len as usize;
+        std::mem::swap(&mut self.code, &mut self.cold);
+        std::mem::swap(&mut self.code_base, &mut self.cold_base);
+        let result = cold
+            .steps
+            .iter()
+            .try_for_each(|step| self.step(i, inst, step, cold_at, data_at));
+        std::mem::swap(&mut self.code, &mut self.cold);
+        std::mem::swap(&mut self.code_base, &mut self.cold_base);
+        self.restore_at = 0;
+        result.map_err(|e| e.error(b, i))
     }
 
     /// What [`write()`] does after the instances (whose data ends at `data_end`): zeros
@@ -416,6 +481,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     #[cold]
     fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
         let original = self.b.jit.set.stencils[inst.stencil as usize].code;
+        let original = &original[self.restore_at..];
         let end = step.offset as usize;
         let start = end.saturating_sub(len);
         self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
@@ -439,6 +505,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Some(part.of(b.operands[inst.operands as usize + k as usize]))
             }
             Source::Code => Some(self.code_base + code_at as u64),
+            Source::Cold => Some(self.other),
             Source::Data => Some(self.data_base + data_at as u64),
             Source::Continue => self
                 .instances
@@ -596,7 +663,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     b.targets[inst.targets as usize + k as usize],
                     Target::Address(_)
                 ),
-                Source::Continue | Source::Code | Source::Data => false,
+                Source::Continue | Source::Code | Source::Cold | Source::Data => false,
             };
             return Ok((value, outside));
         }
