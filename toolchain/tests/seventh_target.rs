@@ -7,7 +7,8 @@
 //! name. (The matrix side is `xtask`'s `a_seventh_target_file_is_a_matrix_row` and
 //! `a_target_with_its_own_rust_target_is_one_file` tests.) A target whose code objects are
 //! another's (`same_code_as`, the musl targets) is compiled once with its twin, and its
-//! crate is what compiling it on its own gives.
+//! crate is what compiling it on its own gives; a set giving the two different flags is
+//! refused.
 
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver::{self, BuildOptions, Options};
@@ -210,4 +211,65 @@ fn a_target_with_the_code_of_another_is_compiled_once_and_gets_its_own_crate() {
     let (a, b) = (without_digest(shared.path()), without_digest(own.path()));
     assert!(a.contains("HoleKind::X86Imm64"), "{a}");
     assert_eq!(a, b);
+}
+
+/// A set that gives a target and its twin different flags would compile different code for
+/// them: refused before anything is compiled, naming the manifest, both triples and the fix.
+#[test]
+fn a_set_giving_twins_different_flags_is_refused() {
+    let targets = Target::load_all(&workspace().join("targets")).unwrap();
+    let t = targets
+        .iter()
+        .find(|t| t.same_code_as.is_some())
+        .expect("a target with same_code_as");
+    let twin = t.same_code_as.clone().unwrap();
+    let set = tempfile::tempdir().unwrap();
+    let from = workspace().join("templates/threearg");
+    copy_dir(&from, set.path());
+    let manifest = std::fs::read_to_string(from.join("manifest.toml")).unwrap();
+    std::fs::write(
+        set.path().join("manifest.toml"),
+        format!(
+            "{manifest}\n[target.{}]\ncflags = [\"-DONLY_HERE\"]\n",
+            t.triple
+        ),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = driver::build_stencils(&BuildOptions {
+        common: Options {
+            templates: set.path().to_path_buf(),
+            targets_dir: workspace().join("targets"),
+            only: vec![t.triple.clone()],
+            jobs: 1,
+            cache: Cache::disabled(),
+        },
+        out: out.path().to_path_buf(),
+        model_dir: Some(workspace().join("model")),
+        check: false,
+        json: None,
+        force: false,
+    })
+    .unwrap_err();
+    for needle in [
+        "manifest.toml: ",
+        &format!("`{}` and `{twin}` get different flags", t.triple),
+        &format!("same_code_as = \"{twin}\""),
+        "remove the key",
+    ] {
+        assert!(err.0.contains(needle), "{err} lacks {needle}");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
 }
