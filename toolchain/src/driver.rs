@@ -207,7 +207,10 @@ fn build_sets(
         cache: &opts.cache,
         hashes: Default::default(),
     };
-    let mut outputs = pipeline.run_all(&jobs, opts.jobs)?.into_iter();
+    let mut outputs = pipeline
+        .run_all(&jobs, opts.jobs)
+        .map_err(|e| with_twins_named(e, targets, &sources))?
+        .into_iter();
     let mut by_source = std::collections::HashMap::new();
     for t in &compiled {
         let mine: Vec<_> = outputs.by_ref().take(units.len() + members.len()).collect();
@@ -234,6 +237,21 @@ fn build_sets(
     } else {
         Err(Error::many(errors))
     }
+}
+
+/// `e` with a line per target compiled as its twin: the errors name the triple compiled.
+fn with_twins_named(e: Error, targets: &[&Target], sources: &[&Target]) -> Error {
+    let mut text = e.0;
+    for (t, source) in targets.iter().zip(sources) {
+        if t.triple != source.triple {
+            text.push_str(&format!(
+                "\nnote: {} is compiled as {} (`same_code_as` in its target file): the errors \
+                 naming {} are its errors too",
+                t.triple, source.triple, source.triple
+            ));
+        }
+    }
+    Error(text)
 }
 
 /// The summary line of a built set. Its time is the target's *job time*: the time its
