@@ -33,6 +33,11 @@ pub struct TargetFile {
     pub llvm_triple: Option<String>,
     /// The calling convention every op (all stencils but the entry shim) must have.
     pub op_calling_convention: OpCallingConvention,
+    /// `same_code_as`: another target whose code objects are this target's (the two
+    /// differ only in how a process runs them, e.g. musl and glibc): the toolchain compiles
+    /// their stencils once and writes both crates. [`load_all`] checks that every other
+    /// fact of the two files is equal.
+    pub same_code_as: Option<String>,
     /// The `[test]` table: how the test matrix executes the target's stencils.
     pub test: Option<TestFacts>,
     /// The file's bytes (the toolchain digests them).
@@ -132,6 +137,7 @@ struct RawTarget {
     /// architecture (RISC-V in clang-19); must agree with `CPJIT_CC` in cpjit.h.
     #[serde(default)]
     op_calling_convention: Option<String>,
+    same_code_as: Option<String>,
     test: Option<TestFacts>,
 }
 
@@ -243,6 +249,12 @@ impl TargetFile {
             Some("c") => OpCallingConvention::C,
             Some(v) => return Err(bad("op_calling_convention", v, "preserve_none or c")),
         };
+        if raw.same_code_as.as_deref() == Some(raw.triple.as_str()) {
+            return Err(format!(
+                "{file}: key `same_code_as`: names the file's own triple; name the other \
+                 target whose code objects these are, or remove the key"
+            ));
+        }
         Ok(TargetFile {
             triple: raw.triple,
             arch,
@@ -256,6 +268,7 @@ impl TargetFile {
             reserved_registers: raw.reserved_registers,
             llvm_triple: raw.llvm_triple,
             op_calling_convention,
+            same_code_as: raw.same_code_as,
             test: raw.test,
             bytes,
         })
@@ -363,10 +376,98 @@ pub fn load_all(dir: &Path) -> Result<Vec<TargetFile>, Vec<String>> {
         errors.push(format!("{}: no target files (*.toml)", dir.display()));
     }
     if errors.is_empty() {
+        errors.extend(
+            targets
+                .iter()
+                .filter_map(|t| check_same_code(dir, t, &targets).err()),
+        );
+    }
+    if errors.is_empty() {
         Ok(targets)
     } else {
         Err(errors)
     }
+}
+
+/// Checks `t`'s `same_code_as` against the other files of `dir` (`all`): the twin exists,
+/// has no twin of its own, and every fact that reaches the code (all but `triple`,
+/// `same_code_as` and `[test]`) is equal, so compiling once for both is exact.
+fn check_same_code(dir: &Path, t: &TargetFile, all: &[TargetFile]) -> Result<(), String> {
+    let Some(twin) = &t.same_code_as else {
+        return Ok(());
+    };
+    let file = dir.join(format!("{}.toml", t.triple));
+    let file = file.display();
+    let Some(other) = all.iter().find(|o| o.triple == *twin) else {
+        return Err(format!(
+            "{file}: key `same_code_as`: no target file `{twin}.toml` in {}; name one of the \
+             targets there, or remove the key",
+            dir.display()
+        ));
+    };
+    if let Some(third) = &other.same_code_as {
+        return Err(format!(
+            "{file}: key `same_code_as`: `{twin}` has `same_code_as = \"{third}\"` itself; \
+             name `{third}` directly"
+        ));
+    }
+    let differing: Vec<&str> = code_facts(t)
+        .into_iter()
+        .zip(code_facts(other))
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((key, _), _)| key)
+        .collect();
+    if differing.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{file}: key `same_code_as`: `{twin}` differs in {}; code objects are the same only \
+         when every key but `triple` and [test] is: make them equal, or remove the key (the \
+         target's stencils are then compiled on their own)",
+        differing
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}
+
+/// The facts of a target file that reach its code, by key, comparable between files. The
+/// destructuring names every field, so a new key must be sorted in here or out.
+fn code_facts(t: &TargetFile) -> [(&'static str, String); 11] {
+    let TargetFile {
+        triple: _,
+        same_code_as: _,
+        test: _,
+        bytes: _,
+        arch,
+        format,
+        abi,
+        cflags,
+        code_model,
+        reloc_model,
+        nop,
+        code_align,
+        reserved_registers,
+        llvm_triple,
+        op_calling_convention,
+    } = t;
+    [
+        ("arch", arch.name().to_string()),
+        ("format", format.name().to_string()),
+        ("abi", abi.name().to_string()),
+        ("cflags", format!("{cflags:?}")),
+        ("code_model", code_model.clone()),
+        ("reloc_model", reloc_model.clone()),
+        ("nop", format!("{nop:?}")),
+        ("code_align", code_align.to_string()),
+        ("reserved_registers", format!("{reserved_registers:?}")),
+        ("llvm_triple", format!("{llvm_triple:?}")),
+        (
+            "op_calling_convention",
+            format!("{op_calling_convention:?}"),
+        ),
+    ]
 }
 
 fn one_of<const N: usize>(names: [&str; N]) -> String {
@@ -659,15 +760,74 @@ rust_target = "aarch64-alpine-linux-musl"
         for t in &all {
             t.test_facts().unwrap();
         }
-        let empty = tempdir_in_target();
+        let empty = tempdir_in_target("empty");
         let errs = load_all(&empty).unwrap_err();
         let _ = std::fs::remove_dir_all(&empty);
         assert!(errs[0].contains("no target files"), "{errs:?}");
     }
 
-    /// A fresh empty directory (no dev-dependency for one test).
-    fn tempdir_in_target() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("cpjit-targets-schema-{}", std::process::id()));
+    #[test]
+    fn same_code_as_names_another_file_with_the_same_code_facts() {
+        let dir = tempdir_in_target("twins");
+        let elf = GOOD.replace("format = \"macho\"", "format = \"elf\"");
+        let own = elf.replace("aarch64-example-os", "aarch64-alpine-linux-musl");
+        let twin = |key: &str, from: &str, to: &str| {
+            let text = elf.replace("aarch64-example-os", "aarch64-example-linux");
+            format!("same_code_as = \"{key}\"\n{}", text.replace(from, to))
+        };
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.join(format!("{name}.toml")), text).unwrap();
+        };
+        let musl = "aarch64-alpine-linux-musl";
+        write(musl, &own);
+        // Equal facts, another [test] table: accepted.
+        write("aarch64-example-linux", &twin(musl, "host-abi", "native"));
+        let all = load_all(&dir).unwrap();
+        assert_eq!(all[1].same_code_as.as_deref(), Some(musl));
+        // A fact that reaches the code differs: named with the file and the key.
+        write(
+            "aarch64-example-linux",
+            &twin(musl, "code_align = 4", "code_align = 8"),
+        );
+        let errs = load_all(&dir).unwrap_err();
+        assert!(
+            errs[0].contains("aarch64-example-linux.toml: key `same_code_as`")
+                && errs[0].contains("differs in `code_align`;"),
+            "{errs:?}"
+        );
+        // No such file; a twin of a twin; the file's own triple.
+        write("aarch64-example-linux", &twin("nowhere", "", ""));
+        let errs = load_all(&dir).unwrap_err();
+        assert!(
+            errs[0].contains("no target file `nowhere.toml`"),
+            "{errs:?}"
+        );
+        write("aarch64-example-linux", &twin(musl, "", ""));
+        write(
+            musl,
+            &format!("same_code_as = \"aarch64-example-linux\"\n{own}"),
+        );
+        let errs = load_all(&dir).unwrap_err();
+        assert!(
+            errs.iter().any(|e| e.contains("has `same_code_as")),
+            "{errs:?}"
+        );
+        let err = TargetFile::parse(
+            "t.toml",
+            musl,
+            format!("same_code_as = \"{musl}\"\n{own}").into_bytes(),
+        )
+        .unwrap_err();
+        assert!(err.contains("names the file's own triple"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A fresh empty directory per test (no dev-dependency for two tests).
+    fn tempdir_in_target(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "cpjit-targets-schema-{name}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         dir

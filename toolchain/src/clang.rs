@@ -120,11 +120,7 @@ pub const MANDATORY_FLAGS: &[&str] = &[
 /// flags, the target file's flags, the set's flags, the set's per-target additions (after
 /// its removals), include directories and defines.
 pub fn compile_flags(manifest: &Manifest, target: &Target) -> Vec<String> {
-    let per_target = manifest
-        .targets
-        .get(&target.triple)
-        .cloned()
-        .unwrap_or_default();
+    let per_target = manifest.flags_for(target).cloned().unwrap_or_default();
     let mut flags = vec![format!("--target={}", target.llvm_triple())];
     flags.extend(MANDATORY_FLAGS.iter().map(|s| s.to_string()));
     if crate::frame::reads_unwind_tables(target) {

@@ -52,11 +52,17 @@ pub struct Report {
     pub lines: Vec<String>,
     /// Targets that were (re)generated (not skipped as up to date).
     pub built: Vec<String>,
+    /// Targets whose stencils clang compiled in this run: the built ones, except that a
+    /// target with a twin (`same_code_as`) is compiled as its twin, once for both.
+    pub compiled: Vec<String>,
 }
 
 struct Loaded {
     manifest: Manifest,
+    /// The targets to build, as this set builds them.
     targets: Vec<Target>,
+    /// Every target file's target, as this set builds it (twins are compiled as these).
+    all: Vec<Target>,
     clang_version: String,
     llvm_version: String,
     files: Vec<(String, Vec<u8>)>,
@@ -78,7 +84,7 @@ fn load(opts: &Options) -> Result<Loaded> {
     // Each target as this set builds it (a set may choose its code and relocation model).
     let all = Target::load_all(&opts.targets_dir)?
         .iter()
-        .map(|t| match manifest.targets.get(&t.triple) {
+        .map(|t| match manifest.flags_for(t) {
             Some(f) => t.with_set_models(
                 &manifest_file.display().to_string(),
                 &manifest.name,
@@ -105,7 +111,7 @@ fn load(opts: &Options) -> Result<Loaded> {
         }
     }
     if targets.is_empty() {
-        targets = all;
+        targets = all.clone();
     }
     targets.sort_by(|a, b| a.triple.cmp(&b.triple));
     let clang_version = clang::version_cached(&opts.cache)?;
@@ -114,14 +120,47 @@ fn load(opts: &Options) -> Result<Loaded> {
     Ok(Loaded {
         manifest,
         targets,
+        all,
         clang_version,
         llvm_version,
         files,
     })
 }
 
-/// Compiles `targets` and builds their sets.
-fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<BuiltSet>> {
+/// The target `t` is compiled as: itself, or the target its file names in `same_code_as`
+/// (whose facts the schema has checked equal), as this set builds both. A set that changes
+/// the flags of one and not the other (`[target.<triple>]`) makes their code differ: refused,
+/// naming the manifest, both triples and the fix.
+fn compile_as<'a>(l: &'a Loaded, t: &'a Target) -> Result<&'a Target> {
+    let Some(twin) = &t.same_code_as else {
+        return Ok(t);
+    };
+    let other = l
+        .all
+        .iter()
+        .find(|o| o.triple == *twin)
+        .expect("the schema checked that the twin's file exists");
+    if l.manifest.flags_for(t) != l.manifest.flags_for(other) {
+        return Err(Error(format!(
+            "{}: `{}` and `{twin}` get different flags from this set, but targets/{}.toml says \
+             `same_code_as = \"{twin}\"`: give both the same [target.<triple>] table (or one \
+             [[target_rule]] for both), or remove the key from the target file",
+            l.manifest.root.join("manifest.toml").display(),
+            t.triple,
+            t.triple
+        )));
+    }
+    Ok(other)
+}
+
+/// Compiles `targets` and builds their sets. A target with a twin (`same_code_as`) is not
+/// compiled: its set is built from its twin's outputs (compiled in this run, never taken
+/// from elsewhere), so the two crates differ only in what names the target.
+fn build_sets(
+    l: &Loaded,
+    targets: &[&Target],
+    opts: &Options,
+) -> Result<(Vec<BuiltSet>, Vec<String>)> {
     let units = l.manifest.translation_units()?;
     let members = family::all_members(&l.manifest.families, &l.manifest.root)?;
     // Plain units in one job each, or in batches (`[stencils] batch_size`); either way one
@@ -145,7 +184,14 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
             }
         }
     }
-    let jobs: Vec<Job> = targets
+    let sources: Vec<&Target> = targets
+        .iter()
+        .map(|t| compile_as(l, t))
+        .collect::<Result<_>>()?;
+    let mut compiled: Vec<&Target> = sources.clone();
+    compiled.sort_by(|a, b| a.triple.cmp(&b.triple));
+    compiled.dedup_by(|a, b| a.triple == b.triple);
+    let jobs: Vec<Job> = compiled
         .iter()
         .flat_map(|t| {
             plain.iter().chain(&member_work).map(move |w| Job {
@@ -161,11 +207,23 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
         cache: &opts.cache,
         hashes: Default::default(),
     };
-    let mut outputs = pipeline.run_all(&jobs, opts.jobs)?.into_iter();
+    let mut outputs = pipeline
+        .run_all(&jobs, opts.jobs)
+        .map_err(|e| with_twins_named(e, targets, &sources))?
+        .into_iter();
+    let mut by_source = std::collections::HashMap::new();
+    for t in &compiled {
+        let mine: Vec<_> = outputs.by_ref().take(units.len() + members.len()).collect();
+        by_source.insert(t.triple.as_str(), mine);
+    }
     let mut sets = Vec::new();
     let mut errors = Vec::new();
-    for t in targets {
-        let mine: Vec<_> = outputs.by_ref().take(units.len() + members.len()).collect();
+    for (t, source) in targets.iter().zip(&sources) {
+        let mut mine = by_source[source.triple.as_str()].clone();
+        if source.triple != t.triple {
+            // The job time was spent once, for the twin: counted there.
+            mine.iter_mut().for_each(|u| u.seconds = 0.0);
+        }
         let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
         match set::build(&l.manifest, t, mine, digest)
             .and_then(|s| set::with_families(s, &l.manifest, &members))
@@ -175,10 +233,25 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
         }
     }
     if errors.is_empty() {
-        Ok(sets)
+        Ok((sets, compiled.iter().map(|t| t.triple.clone()).collect()))
     } else {
         Err(Error::many(errors))
     }
+}
+
+/// `e` with a line per target compiled as its twin: the errors name the triple compiled.
+fn with_twins_named(e: Error, targets: &[&Target], sources: &[&Target]) -> Error {
+    let mut text = e.0;
+    for (t, source) in targets.iter().zip(sources) {
+        if t.triple != source.triple {
+            text.push_str(&format!(
+                "\nnote: {} is compiled as {} (`same_code_as` in its target file): the errors \
+                 naming {} are its errors too",
+                t.triple, source.triple, source.triple
+            ));
+        }
+    }
+    Error(text)
 }
 
 /// The summary line of a built set. Its time is the target's *job time*: the time its
@@ -187,14 +260,17 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
 /// the target took, and the targets' job times add up to more than the build's wall time;
 /// [`total_line`] gives both.
 pub fn summary(set: &BuiltSet) -> String {
+    let time = match &set.target.same_code_as {
+        Some(twin) => format!("compiled as {twin} (same_code_as), no job time of its own"),
+        None => format!("{:.2} s of job time", set.seconds),
+    };
     format!(
-        "{}: {} stencils, {} B code, {} B data, {} holes, {:.2} s of job time",
+        "{}: {} stencils, {} B code, {} B data, {} holes, {time}",
         set.target.triple,
         set.stencils.len(),
         writer::thousands(set.code_bytes()),
         writer::thousands(set.data_bytes()),
         writer::thousands(set.hole_count()),
-        set.seconds
     )
 }
 
@@ -272,7 +348,8 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
         facade()?;
         return Ok(report);
     }
-    let sets = build_sets(&l, &todo, &opts.common)?;
+    let (sets, compiled) = build_sets(&l, &todo, &opts.common)?;
+    report.compiled = compiled;
     let mut stale = Vec::new();
     for set in &sets {
         let crate_dir = opts.out.join(&set.target.triple);
@@ -403,7 +480,7 @@ fn write_json(path: &Path, sets: &[BuiltSet]) -> Result<()> {
 pub fn show(opts: &Options, name: Option<&str>) -> Result<String> {
     let l = load(opts)?;
     let targets: Vec<&Target> = l.targets.iter().collect();
-    let sets = build_sets(&l, &targets, opts)?;
+    let (sets, _) = build_sets(&l, &targets, opts)?;
     let mut out = String::new();
     let mut found = false;
     for set in &sets {

@@ -5,6 +5,8 @@
 use crate::error::{Error, Result};
 use crate::family::{Family, RawFamily};
 use crate::glob;
+use cpjit_model::{Abi, Arch, ObjectFormat};
+use cpjit_targets_schema::TargetFile;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -52,7 +54,11 @@ pub struct Manifest {
     pub batch_size: Option<usize>,
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
+    /// `[target.<triple>]` tables: flag changes for one target.
     pub targets: BTreeMap<String, TargetFlags>,
+    /// `[[target_rule]]`: flag changes for every target whose facts match, in file order
+    /// (see [`Manifest::flags_for`]), so that a new target file needs no line here.
+    pub target_rules: Vec<TargetRule>,
     /// Whether a set that defines no stencils, or a `sources` glob that matches nothing, is
     /// accepted (`allow_empty = true`); by default both are errors.
     pub allow_empty: bool,
@@ -115,6 +121,67 @@ pub struct TargetFlags {
     pub reloc_model: Option<String>,
 }
 
+/// `[[target_rule]]`: the flag changes of [`TargetFlags`] for every target whose facts
+/// match `when` (each key given must equal the target file's).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TargetRule {
+    pub when: RuleWhen,
+    #[serde(default)]
+    pub cflags: Vec<String>,
+    #[serde(default)]
+    pub remove_cflags: Vec<String>,
+    #[serde(default)]
+    pub code_model: Option<String>,
+    #[serde(default)]
+    pub reloc_model: Option<String>,
+    /// The same changes as a `[target.<triple>]` table (filled in by [`Manifest::parse`]).
+    #[serde(skip)]
+    pub flags: TargetFlags,
+}
+
+/// A rule's condition on the target file's facts; at least one key.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleWhen {
+    pub arch: Option<String>,
+    pub format: Option<String>,
+    pub abi: Option<String>,
+}
+
+impl RuleWhen {
+    fn matches(&self, t: &TargetFile) -> bool {
+        self.arch.as_deref().is_none_or(|a| a == t.arch.name())
+            && self.format.as_deref().is_none_or(|f| f == t.format.name())
+            && self.abi.as_deref().is_none_or(|a| a == t.abi.name())
+    }
+
+    /// Refuses an empty condition or a value no target file can have, naming the rule.
+    fn check(&self, file: &str, index: usize) -> Result<()> {
+        let rule = format!("{file}: [[target_rule]] {}", index + 1);
+        if self.arch.is_none() && self.format.is_none() && self.abi.is_none() {
+            return Err(Error(format!(
+                "{rule}: key `when` is empty; give `arch`, `format` and/or `abi` (e.g. when = \
+                 {{ arch = \"x86_64\", format = \"elf\" }}), or use a [target.<triple>] table"
+            )));
+        }
+        let key = |k: &str| format!("{rule}: key `when.{k}`");
+        let known = |k: &str, v: &Option<String>, names: &[&str]| match v {
+            Some(v) if !names.contains(&v.as_str()) => Err(Error(format!(
+                "{}: unknown value `{v}` (expected one of {})",
+                key(k),
+                names.join(", ")
+            ))),
+            _ => Ok(()),
+        };
+        known("arch", &self.arch, &Arch::ALL.map(Arch::name))?;
+        const FORMATS: [ObjectFormat; 3] =
+            [ObjectFormat::Elf, ObjectFormat::MachO, ObjectFormat::Coff];
+        known("format", &self.format, &FORMATS.map(ObjectFormat::name))?;
+        known("abi", &self.abi, &Abi::ALL.map(Abi::name))
+    }
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawManifest {
@@ -137,6 +204,8 @@ struct RawManifest {
     stencils: RawStencils,
     #[serde(default)]
     target: BTreeMap<String, TargetFlags>,
+    #[serde(default)]
+    target_rule: Vec<TargetRule>,
     #[serde(default)]
     allow_empty: bool,
     #[serde(default)]
@@ -277,6 +346,16 @@ impl Manifest {
                 )));
             }
         }
+        let mut target_rules = raw.target_rule;
+        for (i, rule) in target_rules.iter_mut().enumerate() {
+            rule.when.check(file, i)?;
+            rule.flags = TargetFlags {
+                cflags: rule.cflags.clone(),
+                remove_cflags: rule.remove_cflags.clone(),
+                code_model: rule.code_model.clone(),
+                reloc_model: rule.reloc_model.clone(),
+            };
+        }
         let mut families: Vec<Family> = Vec::new();
         for (i, raw) in raw.family.into_iter().enumerate() {
             let family = Family::check(file, i, raw)?;
@@ -306,9 +385,21 @@ impl Manifest {
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
+            target_rules,
             allow_empty: raw.allow_empty,
             limits: raw.limits,
             families,
+        })
+    }
+
+    /// The set's flag changes for target `t`: its `[target.<triple>]` table, else those of
+    /// the first `[[target_rule]]` whose condition its facts meet, else none.
+    pub fn flags_for(&self, t: &TargetFile) -> Option<&TargetFlags> {
+        self.targets.get(&t.triple).or_else(|| {
+            self.target_rules
+                .iter()
+                .find(|r| r.when.matches(t))
+                .map(|r| &r.flags)
         })
     }
 
@@ -449,6 +540,45 @@ mod tests {
             err.0.contains("sets/x/manifest.toml") && err.0.contains("flags"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_target_rule_applies_to_every_target_whose_facts_match() {
+        use crate::target::test_target;
+        let rule = "[[target_rule]]\nwhen = { arch = \"x86_64\", format = \"elf\" }\n\
+                    cflags = [\"-DRULE\"]\n";
+        let m = parse(&format!("{MINIMAL}{rule}")).unwrap();
+        let elf = test_target(Arch::X86_64, ObjectFormat::Elf);
+        assert_eq!(m.flags_for(&elf).unwrap().cflags, ["-DRULE"]);
+        for (arch, format) in [
+            (Arch::X86_64, ObjectFormat::Coff),
+            (Arch::Aarch64, ObjectFormat::Elf),
+        ] {
+            assert_eq!(m.flags_for(&test_target(arch, format)), None);
+        }
+        // A target's own table wins over a rule.
+        let own = format!(
+            "{MINIMAL}[target.{}]\ncflags = [\"-DOWN\"]\n{rule}",
+            elf.triple
+        );
+        let m = parse(&own).unwrap();
+        assert_eq!(m.flags_for(&elf).unwrap().cflags, ["-DOWN"]);
+        // An empty condition, an unknown value, an unknown key: named with the rule.
+        for (bad, needle) in [
+            ("when = {}\n", "[[target_rule]] 1: key `when` is empty"),
+            (
+                "when = { arch = \"x86\" }\n",
+                "[[target_rule]] 1: key `when.arch`: unknown value `x86` (expected one of \
+                 x86_64, aarch64, riscv64)",
+            ),
+            ("when = { os = \"linux\" }\n", "os"),
+        ] {
+            let err = parse(&format!("{MINIMAL}[[target_rule]]\n{bad}")).unwrap_err();
+            assert!(
+                err.0.starts_with("sets/x/manifest.toml: ") && err.0.contains(needle),
+                "{err}"
+            );
+        }
     }
 
     #[test]

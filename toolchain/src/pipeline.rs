@@ -89,7 +89,7 @@ struct Pchs {
 }
 
 /// The result of one (translation unit, target) job.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct UnitOutput {
     /// The unit's path relative to the manifest, `/`-separated (e.g. `testing/holes.c`).
     pub template: String,

@@ -4,13 +4,13 @@
 
 use crate::common;
 
-use common::{all_targets, options, set};
+use common::{compiled_targets, options, set};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 
 #[test]
 fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
-    for target in all_targets() {
+    for target in compiled_targets() {
         let out = tempfile::tempdir().unwrap();
         let err = driver::build_stencils(&options(
             set("cached"),
@@ -63,7 +63,7 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
 
 #[test]
 fn ops_with_pinned_registers_read_and_set_them_and_must_take_them_on_every_target() {
-    for target in all_targets() {
+    for target in compiled_targets() {
         let out = tempfile::tempdir().unwrap();
         let err = driver::build_stencils(&options(
             set("cached_pinned"),

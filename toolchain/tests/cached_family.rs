@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::{all_targets, options, set, workspace};
+use common::{compiled_targets, options, set, workspace};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 use cpjit_toolchain::family::CacheParams;
@@ -18,7 +18,7 @@ use cpjit_toolchain::manifest::Manifest;
 fn members_must_state_the_cache_state_of_their_parameters_on_every_target() {
     let manifest = set("cached_family").join("manifest.toml");
     let manifest = manifest.display();
-    for target in all_targets() {
+    for target in compiled_targets() {
         let out = tempfile::tempdir().unwrap();
         let err = driver::build_stencils(&options(
             set("cached_family"),
@@ -78,6 +78,29 @@ fn members_must_state_the_cache_state_of_their_parameters_on_every_target() {
             "{target}: one error per refused member:\n{err}"
         );
     }
+    // A target compiled as its twin (same_code_as): the errors name the twin, and a note
+    // says they are the target's.
+    let twins = cpjit_toolchain::target::Target::load_all(&workspace().join("targets")).unwrap();
+    let t = twins.iter().find(|t| t.same_code_as.is_some()).unwrap();
+    let twin = t.same_code_as.as_deref().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = driver::build_stencils(&options(
+        set("cached_family"),
+        &[&t.triple],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .expect_err("the set must be rejected")
+    .0;
+    let note = format!(
+        "note: {} is compiled as {twin} (`same_code_as` in its target file): the errors \
+         naming {twin} are its errors too",
+        t.triple
+    );
+    assert!(
+        err.contains(&format!("member `op_swapped_0_1` on {twin}: ")) && err.ends_with(&note),
+        "{err}"
+    );
 }
 
 #[test]

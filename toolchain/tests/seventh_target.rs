@@ -5,7 +5,10 @@
 //! generated facade, with nothing else touched. So is a target with its own Rust target: a
 //! copy of the kit's native target that brings its own linker (x86-64 musl) under another
 //! name. (The matrix side is `xtask`'s `a_seventh_target_file_is_a_matrix_row` and
-//! `a_target_with_its_own_rust_target_is_one_file` tests.)
+//! `a_target_with_its_own_rust_target_is_one_file` tests.) A target whose code objects are
+//! another's (`same_code_as`, the musl targets) is compiled once with its twin, and its
+//! crate is what compiling it on its own gives; a set giving the two different flags is
+//! refused.
 
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver::{self, BuildOptions, Options};
@@ -136,4 +139,137 @@ fn built_and_listed(targets: &Path, triple: &str) {
     // to depend on.
     assert_eq!(facade_lib.matches("    Target { triple: ").count(), 1);
     assert_eq!(cargo.matches(" = { path = \"../").count(), 1, "{cargo}");
+}
+
+/// The kit's target files with `same_code_as` (twin, target): both crates from one
+/// compilation, and the target's crate equal (but for its inputs digest) to the one its
+/// own compilation gives, for the three-argument set (x86-64 ELF's medium code model).
+#[test]
+fn a_target_with_the_code_of_another_is_compiled_once_and_gets_its_own_crate() {
+    let targets = Target::load_all(&workspace().join("targets")).unwrap();
+    let twins: Vec<(&str, &str)> = targets
+        .iter()
+        .filter_map(|t| Some((t.same_code_as.as_deref()?, t.triple.as_str())))
+        .collect();
+    let x86 = targets
+        .iter()
+        .find(|t| t.same_code_as.is_some() && t.arch == cpjit_model::Arch::X86_64)
+        .expect("an x86-64 target with same_code_as");
+    let (twin, triple) = (x86.same_code_as.clone().unwrap(), x86.triple.clone());
+    assert!(twins.contains(&(twin.as_str(), triple.as_str())));
+    let build = |dir: &Path, only: &[&str]| {
+        let out = tempfile::tempdir().unwrap();
+        let report = driver::build_stencils(&BuildOptions {
+            common: Options {
+                templates: workspace().join("templates/threearg"),
+                targets_dir: dir.to_path_buf(),
+                only: only.iter().map(|s| s.to_string()).collect(),
+                jobs: 2,
+                cache: Cache::new(Cache::default_dir(&workspace())),
+            },
+            out: out.path().to_path_buf(),
+            model_dir: Some(workspace().join("model")),
+            check: false,
+            json: None,
+            force: false,
+        })
+        .unwrap();
+        (report, out)
+    };
+    let (report, shared) = build(&workspace().join("targets"), &[&twin, &triple]);
+    assert_eq!(report.built, [twin.clone(), triple.clone()]);
+    assert_eq!(report.compiled, [twin.as_str()]);
+    assert!(
+        report
+            .lines
+            .iter()
+            .any(|l| l.starts_with(&format!("{triple}: "))
+                && l.contains(&format!("compiled as {twin} (same_code_as)"))),
+        "{:?}",
+        report.lines
+    );
+    // The same target file without the key: compiled for its own triple.
+    let alone = tempfile::tempdir().unwrap();
+    let text = String::from_utf8(x86.bytes.clone()).unwrap();
+    let line = format!("same_code_as = \"{twin}\"\n");
+    assert!(text.contains(&line), "{text}");
+    std::fs::write(
+        alone.path().join(format!("{triple}.toml")),
+        text.replace(&line, ""),
+    )
+    .unwrap();
+    let (report, own) = build(alone.path(), &[&triple]);
+    assert_eq!(report.compiled, [triple.as_str()]);
+    let without_digest = |out: &Path| {
+        std::fs::read_to_string(out.join(&triple).join("src/lib.rs"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("digest"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let (a, b) = (without_digest(shared.path()), without_digest(own.path()));
+    assert!(a.contains("HoleKind::X86Imm64"), "{a}");
+    assert_eq!(a, b);
+}
+
+/// A set that gives a target and its twin different flags would compile different code for
+/// them: refused before anything is compiled, naming the manifest, both triples and the fix.
+#[test]
+fn a_set_giving_twins_different_flags_is_refused() {
+    let targets = Target::load_all(&workspace().join("targets")).unwrap();
+    let t = targets
+        .iter()
+        .find(|t| t.same_code_as.is_some())
+        .expect("a target with same_code_as");
+    let twin = t.same_code_as.clone().unwrap();
+    let set = tempfile::tempdir().unwrap();
+    let from = workspace().join("templates/threearg");
+    copy_dir(&from, set.path());
+    let manifest = std::fs::read_to_string(from.join("manifest.toml")).unwrap();
+    std::fs::write(
+        set.path().join("manifest.toml"),
+        format!(
+            "{manifest}\n[target.{}]\ncflags = [\"-DONLY_HERE\"]\n",
+            t.triple
+        ),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let err = driver::build_stencils(&BuildOptions {
+        common: Options {
+            templates: set.path().to_path_buf(),
+            targets_dir: workspace().join("targets"),
+            only: vec![t.triple.clone()],
+            jobs: 1,
+            cache: Cache::disabled(),
+        },
+        out: out.path().to_path_buf(),
+        model_dir: Some(workspace().join("model")),
+        check: false,
+        json: None,
+        force: false,
+    })
+    .unwrap_err();
+    for needle in [
+        "manifest.toml: ",
+        &format!("`{}` and `{twin}` get different flags", t.triple),
+        &format!("same_code_as = \"{twin}\""),
+        "remove the key",
+    ] {
+        assert!(err.0.contains(needle), "{err} lacks {needle}");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let dest = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+            copy_dir(&path, &dest);
+        } else {
+            std::fs::copy(&path, &dest).unwrap();
+        }
+    }
 }

@@ -10,6 +10,8 @@
 
 mod config;
 mod nextest;
+#[cfg(test)]
+mod own_process;
 mod report;
 mod select;
 mod wine;
@@ -122,11 +124,22 @@ fn check_self_test(report: &Report, broken: &str) -> Result<(), String> {
 
 /// Builds and runs the selected rows; `extra_env` goes to every test.
 pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Result<Report, String> {
-    let start = Instant::now();
     let root = crate::util::root();
-    let matrix = Matrix::load(&root)?;
+    run_matrix_in(&root, &Matrix::load(&root)?, opts, extra_env)
+}
+
+/// [`run_matrix`] of `matrix` in checkout `root` (its target files' cargo settings, its
+/// stencil crates, its `target/`).
+fn run_matrix_in(
+    root: &Path,
+    matrix: &Matrix,
+    opts: &Options,
+    extra_env: &BTreeMap<String, String>,
+) -> Result<Report, String> {
+    let start = Instant::now();
+    let root = root.to_path_buf();
     let host = host_triple()?;
-    let rows = select_rows(&matrix, opts, &host)?;
+    let rows = select_rows(matrix, opts, &host)?;
     for s in &opts.suites {
         if !matrix.suites.contains_key(s) {
             return Err(format!(
@@ -214,7 +227,9 @@ pub fn run_matrix(opts: &Options, extra_env: &BTreeMap<String, String>) -> Resul
     }
 
     for target in check_targets(opts, &rows) {
-        report.checks.push(check(&target, &matrix.check_packages));
+        report
+            .checks
+            .push(check(&root, &target, &matrix.check_packages));
     }
     report.total_time = start.elapsed();
     Ok(report)
@@ -430,13 +445,13 @@ fn tail(text: &str, n: usize) -> String {
 }
 
 /// `cargo check -p <packages> --target <target>`.
-fn check(target: &str, packages: &[String]) -> CheckResult {
+fn check(root: &Path, target: &str, packages: &[String]) -> CheckResult {
     eprintln!(
         "matrix: cargo check {} --target {target}",
         packages.join(" ")
     );
     let start = Instant::now();
-    let mut cmd = crate::util::cargo();
+    let mut cmd = crate::util::cargo_in(root);
     cmd.args(["check", "--quiet", "--target", target]);
     for p in packages {
         cmd.args(["-p", p]);

@@ -39,9 +39,14 @@ pub fn run(cmd: &mut Command) -> Result<(), String> {
 /// runner and C compiler from the target files (`cargo_env.rs`). Target files that do not
 /// load give no settings here: the task that reads them reports why.
 pub fn cargo() -> Command {
+    cargo_in(&root())
+}
+
+/// [`cargo`] for the checkout `root`: run in it, with the settings of its target files.
+pub fn cargo_in(root: &std::path::Path) -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(root());
-    if let Ok(vars) = crate::cargo_env::all_variables(&root()) {
+    cmd.current_dir(root);
+    if let Ok(vars) = crate::cargo_env::all_variables(root) {
         cmd.envs(vars);
     }
     cmd

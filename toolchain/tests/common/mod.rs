@@ -72,6 +72,17 @@ pub fn all_targets() -> Vec<String> {
         .collect()
 }
 
+/// Every target compiled on its own: the target files without `same_code_as` (a target
+/// with it is compiled as its twin, and its errors name the twin).
+pub fn compiled_targets() -> Vec<String> {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap()
+        .into_iter()
+        .filter(|t| t.same_code_as.is_none())
+        .map(|t| t.triple.clone())
+        .collect()
+}
+
 /// Architecture and object format of `triple`, read from its target file once per test
 /// process: the readers' robustness tests ask for every truncation of every fixture, and
 /// parsing the TOML file each time was most of their run time (20 of 24 s).

@@ -3,7 +3,6 @@
 //! through the Rust target's cargo runner (qemu, wine), and its results are read from the
 //! JUnit report of the `matrix` profile (`.config/nextest.toml`).
 
-use crate::util::cargo;
 use quick_xml::events::{BytesStart, Event};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +10,14 @@ use std::process::{ExitStatus, Stdio};
 
 /// The nextest profile whose JUnit report the matrix reads.
 pub const PROFILE: &str = "matrix";
+
+/// `cargo` for the matrix in checkout `root`, building in `root/target`, where the matrix
+/// reads nextest's reports and keeps its archives ([`junit_path`]).
+fn cargo(root: &Path) -> std::process::Command {
+    let mut cmd = crate::util::cargo_in(root);
+    cmd.env("CARGO_TARGET_DIR", root.join("target"));
+    cmd
+}
 
 /// Builds the test binaries of `packages` for `rust_target` in the cargo `profile` into an
 /// archive and returns its path. The host's binaries are built without `--target`, so that
@@ -27,7 +34,7 @@ pub fn archive(
         .join(format!("{rust_target}.tar.zst"));
     let dir = path.parent().expect("archives live in a directory");
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut cmd = cargo();
+    let mut cmd = cargo(root);
     cmd.args(["nextest", "archive", "--archive-file"])
         .arg(&path);
     cmd.args(["--cargo-profile", profile]);
@@ -68,7 +75,7 @@ pub fn run_archive(
         .map(|f| format!("({f})"))
         .collect::<Vec<_>>()
         .join(" | ");
-    let mut cmd = cargo();
+    let mut cmd = cargo(root);
     cmd.args(["nextest", "run", "--profile", PROFILE, "--archive-file"])
         .arg(archive)
         .arg("--workspace-remap")
