@@ -21,7 +21,7 @@ use crate::family::{self, Member};
 use crate::instructions;
 use crate::layout;
 use crate::llvm;
-use crate::manifest::Manifest;
+use crate::manifest::{Layout, Manifest};
 use crate::narrow;
 use crate::object::{self, ReadOptions};
 use crate::progress::Progress;
@@ -536,8 +536,12 @@ impl Pipeline<'_> {
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
         // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
         layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
-        // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
-        layout::favour_continuation(&module, &format!("{}CONTINUE", self.manifest.hole_prefix));
+        // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`),
+        // unless the set keeps clang's own layout (`[stencils] layout`, part of the key).
+        if self.manifest.layout == Layout::Kit {
+            let continuation = format!("{}CONTINUE", self.manifest.hole_prefix);
+            layout::favour_continuation(&module, &continuation);
+        }
         // Static helpers must be followable (part of `machine_key`).
         llvm::function_sections(&module, target);
         // Narrow operands become immediates where the format allows (part of the key).
@@ -548,6 +552,7 @@ impl Pipeline<'_> {
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, level).as_bytes(),
+            self.manifest.layout.name().as_bytes(),
             narrow::CACHE_TAG,
             bitcode,
         ]);
