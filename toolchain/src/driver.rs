@@ -301,6 +301,9 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
                 writer::write_atomic(&path, content.as_bytes())?;
             }
         }
+        if let Some(notice) = crate::frame::unknown_notice(&set.target, &set.stencils) {
+            eprintln!("{notice}");
+        }
         report.lines.push(summary(set));
         report.built.push(set.target.triple.clone());
     }

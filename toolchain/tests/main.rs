@@ -22,6 +22,7 @@ mod pipeline;
 mod recovery;
 mod returns;
 mod scale;
+mod set_flags;
 mod seventh_target;
 mod unit_families;
 mod vm_cached_ops;
