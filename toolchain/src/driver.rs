@@ -159,7 +159,7 @@ fn build_sets(l: &Loaded, targets: &[&Target], opts: &Options) -> Result<Vec<Bui
         clang_version: &l.clang_version,
         llvm_version: &l.llvm_version,
         cache: &opts.cache,
-        hashes: Default::default(),
+        hashes: crate::cache::FileHashes::for_set(&l.manifest.root),
     };
     let mut outputs = pipeline.run_all(&jobs, opts.jobs)?.into_iter();
     let mut sets = Vec::new();
