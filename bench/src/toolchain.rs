@@ -9,6 +9,12 @@
 //! alternately with the naive method, one `clang-19 -c` per unit producing an object (two
 //! at a time, as the toolchain runs two jobs), and times its no-op check.
 //!
+//! The real-shaped set (issue 43) is the same 300 ops over the same header cut into a chain
+//! of four headers, in both of a real interpreter's forms: per-op units, and one family
+//! over one template (each op selected by its member's define), both 64 per clang run; each
+//! cold, then a no-op, one op changed, and the change reverted (with how many clang runs
+//! the revert made), alternated run by run with one clang per op.
+//!
 //! CPU use is the children's user + system time (`getrusage(RUSAGE_CHILDREN)`, which
 //! includes the clang processes the toolchain waited for) over wall time; 200 % is both
 //! cores busy.
@@ -94,6 +100,7 @@ pub fn run(root: &Path, bin: &Path, quick: bool) -> Result<Vec<ToolchainRow>, St
     ));
 
     rows.extend(large_header_set(&tc, &tmp.path, quick)?);
+    rows.extend(real_shaped_set(&tc, &tmp.path, quick)?);
 
     // Scaling: synthetic sets, clean builds.
     for n in [50, 150, 300] {
@@ -207,6 +214,156 @@ fn large_header_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<Toolc
     ])
 }
 
+/// The real-shaped set's forms: its label and whether it is the family form.
+const FORMS: [(&str, bool); 2] = [("per-op units", false), ("one family", true)];
+
+/// The real-shaped set (see the module documentation) for the first target file.
+fn real_shaped_set(tc: &Toolchain, tmp: &Path, quick: bool) -> Result<Vec<ToolchainRow>, String> {
+    use cpjit_toolchain::scale_set::ScaleSet;
+    const BATCH: usize = 64;
+    let size = ScaleSet {
+        ops: 300,
+        header_lines: 20_000,
+        batch_size: Some(BATCH),
+    };
+    let target = cpjit_toolchain::target::Target::load_all(&tc.root.join("targets"))
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .next()
+        .ok_or("no target files")?;
+    let only = ["--target", target.triple.as_str()];
+    let runs = if quick { 1 } else { 3 };
+    // The clang the toolchain runs, logging each run (a revert should make none).
+    let log = tmp.join("real-clang.log");
+    let wrapper = tmp.join("real-clang.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec clang-19 \"$@\"\n",
+            log.display()
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", wrapper.display()))?;
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .map_err(|e| format!("{}: {e}", wrapper.display()))?;
+    let env = [("CPJIT_CLANG", wrapper.as_path())];
+    // Per form: cold, no-op, changed, reverted runs, and the revert's clang runs.
+    let mut measured: Vec<[Vec<Run>; 4]> = vec![Default::default(), Default::default()];
+    let mut revert_runs = [0usize; 2];
+    let mut naive = Vec::new();
+    let naive_set = tmp.join("real-naive");
+    write_real_shaped(&size, &naive_set, false)?;
+    let manifest =
+        cpjit_toolchain::manifest::Manifest::load(&naive_set).map_err(|e| e.to_string())?;
+    let flags = cpjit_toolchain::clang::compile_flags(&manifest, &target);
+    let units = manifest.translation_units().map_err(|e| e.to_string())?;
+    for k in 0..runs {
+        for (f, (_, family)) in FORMS.iter().enumerate() {
+            let set = tmp.join(format!("real-{f}-{k}"));
+            write_real_shaped(&size, &set, *family)?;
+            let (out, cache) = (
+                tmp.join(format!("real-out-{f}-{k}")),
+                tmp.join(format!("real-cache-{f}-{k}")),
+            );
+            let build = || tc.build_with(&set, &out, &cache, &only, &env);
+            let cold = build()?;
+            let noop = build()?;
+            // One op changed: op_0007's constant, in its unit or in the template.
+            let file = set.join(if *family { "ops.c" } else { "ops/op_0007.c" });
+            let text =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let edited = text.replacen("_set(o, 7);", "_set(o, 7 + 1000);", 1);
+            if edited == text {
+                return Err(format!(
+                    "{}: op_0007's `_set(o, 7);` not found",
+                    file.display()
+                ));
+            }
+            std::fs::write(&file, &edited).map_err(|e| format!("{}: {e}", file.display()))?;
+            let changed = build()?;
+            std::fs::write(&file, &text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let _ = std::fs::remove_file(&log);
+            let reverted = build()?;
+            revert_runs[f] = revert_runs[f].max(clang_runs(&log));
+            for (slot, run) in measured[f].iter_mut().zip([cold, noop, changed, reverted]) {
+                slot.push(run);
+            }
+        }
+        naive.push(clang_per_unit(
+            &manifest.root,
+            &units,
+            &flags,
+            &tmp.join("real-objects"),
+        )?);
+    }
+    let label = format!(
+        "real-shaped set ({} ops, {}-line header chain, 1 target, {BATCH} per clang + PCH)",
+        size.ops,
+        size.header_lines / 1000 * 1000
+    );
+    let mut rows = Vec::new();
+    for (f, (form, _)) in FORMS.iter().enumerate() {
+        let [cold, noop, changed, reverted] = std::mem::take(&mut measured[f]);
+        let cases = [
+            (format!("clean build, {label}, cpjit, {form}"), cold),
+            (format!("no-op rebuild, {label}, {form}"), noop),
+            (format!("one op changed, {label}, {form}"), changed),
+            (
+                format!(
+                    "one op changed back, {label}, {form} ({} clang runs)",
+                    revert_runs[f]
+                ),
+                reverted,
+            ),
+        ];
+        for (case, runs_of) in cases {
+            let mut it = runs_of.into_iter();
+            rows.push(row(
+                &case,
+                1,
+                repeat(runs, |_| it.next().ok_or_else(String::new))?,
+            ));
+        }
+    }
+    let mut it = naive.into_iter();
+    rows.push(row(
+        &format!("clean build, {label}, one clang-19 -c per op"),
+        1,
+        repeat(runs, |_| it.next().ok_or_else(String::new))?,
+    ));
+    Ok(rows)
+}
+
+/// Writes the real-shaped set in `dir` (anew): `size` in the family or the units form,
+/// its header cut into a chain of four.
+fn write_real_shaped(
+    size: &cpjit_toolchain::scale_set::ScaleSet,
+    dir: &Path,
+    family: bool,
+) -> Result<(), String> {
+    let _ = std::fs::remove_dir_all(dir);
+    let written = if family {
+        size.write_family(dir)
+    } else {
+        size.write(dir)
+    };
+    written
+        .and_then(|()| cpjit_toolchain::scale_set::ScaleSet::chain_header(dir, 4))
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The clang runs `log` records (not the version question).
+fn clang_runs(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.contains("--version"))
+        .count()
+}
+
 /// The naive method: one `clang-19 -c` per unit (the toolchain's flags), two at a time.
 fn clang_per_unit(
     root: &Path,
@@ -308,7 +465,20 @@ impl Toolchain<'_> {
         cache: &Path,
         extra: &[&str],
     ) -> Result<Run, String> {
+        self.build_with(templates, out, cache, extra, &[])
+    }
+
+    /// [`Toolchain::build`] with `env` set for the toolchain.
+    fn build_with(
+        &self,
+        templates: &Path,
+        out: &Path,
+        cache: &Path,
+        extra: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Result<Run, String> {
         let mut cmd = Command::new(self.bin);
+        cmd.envs(env.iter().copied());
         cmd.current_dir(self.root)
             .env("CPJIT_STENCIL_CACHE", cache)
             .arg("build-stencils")

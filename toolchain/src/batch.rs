@@ -469,7 +469,7 @@ impl Pipeline<'_> {
         let parts_key = crate::cache::key(&[
             b"optbatch",
             self.clang_version.as_bytes(),
-            flags.join("\0").as_bytes(),
+            self.portable(&flags.join("\0")).as_bytes(),
             templates.join("\0").as_bytes(),
             &bitcode,
         ]);
@@ -617,7 +617,7 @@ impl Pipeline<'_> {
                 crate::cache::key(&[
                     b"opt",
                     self.clang_version.as_bytes(),
-                    flags.join("\0").as_bytes(),
+                    self.portable(&flags.join("\0")).as_bytes(),
                     part,
                 ])
             })

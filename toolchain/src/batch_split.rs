@@ -19,16 +19,10 @@
 //!   (whose order is kept), which is where clang creates it when compiling the unit alone.
 //! - **Everything else** (other units' entries and what only they use) is deleted.
 
+use crate::batch_reach::Graph;
 use crate::error::{Error, Result};
 use crate::llvm;
 use inkwell::context::Context;
-use inkwell::llvm_sys::core::{
-    LLVMDeleteFunction, LLVMDeleteGlobal, LLVMGetFirstFunction, LLVMGetFirstGlobal,
-    LLVMGetFirstUse, LLVMGetLinkage, LLVMGetNextFunction, LLVMGetNextGlobal, LLVMGetNextUse,
-    LLVMGetUser, LLVMIsAConstantExpr, LLVMIsDeclaration,
-};
-use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMValueRef};
-use inkwell::llvm_sys::LLVMLinkage;
 use inkwell::memory_buffer::MemoryBuffer;
 use std::collections::{HashMap, HashSet};
 
@@ -59,9 +53,14 @@ pub fn marker_source(index: usize) -> String {
 /// order and with the names the unit alone gives (see the module documentation);
 /// `templates` (the units' names) become the modules' names.
 ///
+/// One pass over the batch: its bitcode is parsed and printed once, and what each unit
+/// reaches is read once as a graph (`batch_reach`); each part is then the printed lines of
+/// what it keeps, so a part costs what it keeps, not the whole batch.
+///
 /// `require_entries`: a unit without its entry is an error (a family member's template
-/// included once only). `right_to_left`: whether clang evaluates call arguments right to left for the target
-/// (the Microsoft ABI's order, `*-windows-msvc`), the order it creates what they name in.
+/// included once only). `right_to_left`: whether clang evaluates call arguments right to
+/// left for the target (the Microsoft ABI's order, `*-windows-msvc`), the order it creates
+/// what they name in.
 pub fn split(
     bitcode: &[u8],
     templates: &[String],
@@ -70,92 +69,100 @@ pub fn split(
     require_entries: bool,
 ) -> Result<Vec<Vec<u8>>> {
     let context = Context::create();
+    let aliases: Vec<String> = (0..templates.len())
+        .map(|i| entry_alias(entry, i))
+        .collect();
+    let (graph, text) = {
+        let module = llvm::parse_bitcode(&context, bitcode, "batch")?;
+        let never_roots: HashSet<String> = (0..templates.len())
+            .flat_map(|i| {
+                let (data, code) = markers(i);
+                [data, code]
+            })
+            .chain(aliases.iter().cloned())
+            .collect();
+        // SAFETY: the module is alive and only this thread uses it.
+        let graph = unsafe { Graph::of(module.as_mut_ptr(), &never_roots) };
+        (graph, module.print_to_string().to_string())
+    };
+    let segments = segments(&text);
     let mut out = Vec::with_capacity(templates.len());
     for (i, template) in templates.iter().enumerate() {
-        let module = llvm::parse_bitcode(&context, bitcode, template)?;
-        // SAFETY: the module is alive and only this thread uses it.
-        let foreign = unsafe { created_before(module.as_mut_ptr(), i) };
-        for j in 0..templates.len() {
-            let (data, code) = markers(j);
-            if let Some(g) = module.get_global(&data) {
-                // SAFETY: a marker is used by nothing (it is defined for its position only).
-                unsafe { g.delete() };
-            }
-            if let Some(f) = module.get_function(&code) {
-                // SAFETY: as above.
-                unsafe { f.delete() };
-            }
-            if j == i {
-                continue;
-            }
-            if let Some(f) = module.get_function(&entry_alias(entry, j)) {
-                // SAFETY: nothing else in the module refers to another unit's entry (a
-                // reference would be to the unaliased name, which no unit defines).
-                unsafe { f.delete() };
-            }
+        let alias = &aliases[i];
+        let own = graph.node(alias);
+        if own.is_some() && graph.has_function(entry) {
+            return Err(Error(format!(
+                "{template}: cannot be batched: `{entry}` is still defined after the \
+                 batch renamed it (a unit that names it through another macro?)"
+            )));
         }
-        if let Some(own) = module.get_function(&entry_alias(entry, i)) {
-            if module.get_function(entry).is_some() {
-                return Err(Error(format!(
-                    "{template}: cannot be batched: `{entry}` is still defined after the \
-                     batch renamed it (a unit that names it through another macro?)"
-                )));
-            }
-            own.as_global_value().set_name(entry);
-        } else if require_entries {
+        if own.is_none() && require_entries {
             return Err(Error(format!(
                 "{template}: defines no `{entry}` where the batch includes it (an include \
                  guard or `#pragma once` in the template?)"
             )));
         }
-        // SAFETY: the module is alive and only this thread uses it.
-        unsafe { remove_unreferenced(module.as_mut_ptr()) };
-        module.set_name(template);
-        module.set_source_file_name(template);
-        let text = module.print_to_string().to_string();
-        let text = rename_in_strings(&text, &entry_alias(entry, i), entry);
-        let text = reorder(&text, &foreign, right_to_left);
-        let buffer = MemoryBuffer::create_from_memory_range_copy(text.as_bytes(), template);
-        let part = context.create_module_from_ir(buffer).map_err(|e| {
+        let kept = graph.reach(own);
+        let mut part = String::new();
+        for (name, lines) in &segments {
+            if name.as_ref().is_none_or(|n| kept.contains(n.as_str())) {
+                part.push_str(lines);
+                part.push('\n');
+            }
+        }
+        if own.is_some() {
+            part = replace_name(&part, alias, entry);
+        }
+        let part = rename_in_strings(&part, alias, entry);
+        let (data, code) = markers(i);
+        let foreign: HashSet<String> = kept
+            .iter()
+            .filter(|n| graph.created_before(n, &data, &code))
+            .map(|n| n.to_string())
+            .collect();
+        let part = reorder(&part, &foreign, right_to_left);
+        let buffer = MemoryBuffer::create_from_memory_range_copy(part.as_bytes(), template);
+        let module = context.create_module_from_ir(buffer).map_err(|e| {
             Error(format!(
                 "{template}: batch split: the unit's module does not parse back: {}",
                 e.to_string()
             ))
         })?;
-        out.push(part.write_bitcode_to_memory().as_slice().to_vec());
+        module.set_name(template);
+        module.set_source_file_name(template);
+        out.push(module.write_bitcode_to_memory().as_slice().to_vec());
     }
     Ok(out)
 }
 
-/// The names of the globals and functions created before unit `index`'s markers.
-///
-/// # Safety
-/// `module` is a live module of the calling thread's context.
-unsafe fn created_before(module: LLVMModuleRef, index: usize) -> HashSet<String> {
-    let (data, code) = markers(index);
-    let mut names = HashSet::new();
-    // SAFETY: the caller passes a live module (this function's # Safety).
-    unsafe {
-        let mut g = LLVMGetFirstGlobal(module);
-        while !g.is_null() {
-            let name = llvm::value_name(g);
-            if name == data {
-                break;
+/// A module's printed IR cut into segments: a global's line, a function's definition
+/// (`define` to its closing `}`) or declaration, each with the value's name ([`raw_name`]);
+/// any other line (header, comdat, attributes, metadata) with none, which every part keeps
+/// (the parser drops attribute groups and metadata nothing uses).
+fn segments(text: &str) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if let Some(name) = global_name(line) {
+            out.push((Some(raw_name(&name)), line.to_string()));
+        } else if line.starts_with("define ") {
+            let name = function_name(line).map(|n| raw_name(&n));
+            let mut block = line.to_string();
+            for body in lines.by_ref() {
+                block.push('\n');
+                block.push_str(body);
+                if body == "}" {
+                    break;
+                }
             }
-            names.insert(name);
-            g = LLVMGetNextGlobal(g);
-        }
-        let mut f = LLVMGetFirstFunction(module);
-        while !f.is_null() {
-            let name = llvm::value_name(f);
-            if name == code {
-                break;
-            }
-            names.insert(name);
-            f = LLVMGetNextFunction(f);
+            out.push((name, block));
+        } else if line.starts_with("declare ") {
+            out.push((function_name(line).map(|n| raw_name(&n)), line.to_string()));
+        } else {
+            out.push((None, line.to_string()));
         }
     }
-    names
+    out
 }
 
 /// `text` (a module's IR) with `alias` replaced by `entry` in every global whose initializer
@@ -262,6 +269,30 @@ fn name_len(s: &str) -> usize {
 /// A name token without its quotes (how LLVM names the value).
 fn unquoted(token: &str) -> String {
     token.trim_matches('"').to_string()
+}
+
+/// The value's name a name token spells: a quoted token without its quotes and with its
+/// `\XX` escapes (LLVM's for `"`, `\` and unprintable bytes) decoded.
+fn raw_name(token: &str) -> String {
+    let Some(inner) = token.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else {
+        return token.to_string();
+    };
+    let mut bytes = Vec::with_capacity(inner.len());
+    let mut rest = inner.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        let hex = tail.get(..2).and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(byte) if b == b'\\' => {
+                bytes.push(byte);
+                rest = &tail[2..];
+            }
+            _ => {
+                bytes.push(b);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// The name token a global variable's definition line defines (`@name = ...`).
@@ -416,73 +447,6 @@ pub fn reorder(text: &str, foreign: &HashSet<String>, right_to_left: bool) -> St
     out
 }
 
-/// Deletes, until none is left, every declaration and every internal or private definition
-/// (function or global variable) that nothing uses: what the other units of the batch
-/// needed and this one does not.
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn remove_unreferenced(module: LLVMModuleRef) {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        let removable = |v: LLVMValueRef| {
-            is_unused(v)
-                && !llvm::value_name(v).starts_with("llvm.")
-                && (LLVMIsDeclaration(v) != 0
-                    || matches!(
-                        LLVMGetLinkage(v),
-                        LLVMLinkage::LLVMInternalLinkage | LLVMLinkage::LLVMPrivateLinkage
-                    ))
-        };
-        loop {
-            let mut removed = false;
-            let mut f = LLVMGetFirstFunction(module);
-            while !f.is_null() {
-                let next = LLVMGetNextFunction(f);
-                if removable(f) {
-                    LLVMDeleteFunction(f);
-                    removed = true;
-                }
-                f = next;
-            }
-            let mut g = LLVMGetFirstGlobal(module);
-            while !g.is_null() {
-                let next = LLVMGetNextGlobal(g);
-                if removable(g) {
-                    LLVMDeleteGlobal(g);
-                    removed = true;
-                }
-                g = next;
-            }
-            if !removed {
-                return;
-            }
-        }
-    }
-}
-
-/// Whether nothing uses `v` but constant expressions nothing uses (which LLVM leaves
-/// behind when the instruction that used them is deleted).
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn is_unused(v: LLVMValueRef) -> bool {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        let mut u = LLVMGetFirstUse(v);
-        while !u.is_null() {
-            let user = LLVMGetUser(u);
-            if LLVMIsAConstantExpr(user).is_null() || !is_unused(user) {
-                return false;
-            }
-            u = LLVMGetNextUse(u);
-        }
-        true
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,5 +488,52 @@ mod tests {
             ["@.own1", "@.shared", "@.own2", "@E()", "@helper()"],
             "{out}"
         );
+    }
+
+    #[test]
+    fn quoted_names_are_read_as_llvm_names_them() {
+        assert_eq!(raw_name("plain.1"), "plain.1");
+        assert_eq!(raw_name("\"??_C@_02A@ab?$AA@\""), "??_C@_02A@ab?$AA@");
+        assert_eq!(raw_name("\"a\\22b\\5Cc\""), "a\"b\\c");
+    }
+
+    #[test]
+    fn a_part_drops_helpers_only_another_unit_reaches_even_when_they_call_each_other() {
+        // Unit 0's entry reaches two static functions that call each other; unit 1 alone
+        // defines neither, so its part must not keep them (each still uses the other).
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.c"),
+            "static int odd(int);\nstatic int even(int n) { return n ? odd(n - 1) : 1; }\n\
+             static int odd(int n) { return n ? even(n - 1) : 0; }\n\
+             int E(int x) { return even(x); }\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.c"), "int E(int x) { return x + 1; }\n").unwrap();
+        let units = [std::path::PathBuf::from("a.c"), "b.c".into()];
+        let text = crate::batch::source(dir.path(), &units, "E");
+        let bitcode = crate::clang::compile_text_within(
+            &["-O0".into()],
+            "batch",
+            text.as_bytes(),
+            None,
+            std::time::Duration::from_secs(120),
+        )
+        .unwrap()
+        .bitcode;
+        let templates = ["a.c".to_string(), "b.c".to_string()];
+        let parts = split(&bitcode, &templates, "E", false, true).unwrap();
+        let context = Context::create();
+        let functions = |bc: &[u8]| {
+            let m = llvm::parse_bitcode(&context, bc, "t").unwrap();
+            let mut names: Vec<String> = m
+                .get_functions()
+                .map(|f| f.get_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(functions(&parts[0]), ["E", "even", "odd"]);
+        assert_eq!(functions(&parts[1]), ["E"]);
     }
 }

@@ -3,9 +3,37 @@
 //! ([`DepList`], so that contents compiled before are found again: the cache is addressed
 //! by content, not by the unit's last build), and each file's hash computed once per build
 //! ([`FileHashes`]).
+//!
+//! Keys and lists spell the set's directory as [`SET_ROOT`] ([`portable`]): the same set
+//! in another directory (a second checkout, a moved tree) computes the same keys and finds
+//! the same entries, and a listed file under the set is looked for under the set being
+//! built ([`FileHashes::local`]).
 
 use crate::cache::key;
 use std::path::{Path, PathBuf};
+
+/// How cache keys and dependency lists spell the set's root directory.
+pub const SET_ROOT: &str = "$SET";
+
+/// `text` (flags, a batch's source, a file path) with each mention of `root` (followed by
+/// a path separator, `=`, a quote, a NUL or the end) spelled [`SET_ROOT`].
+pub fn portable(text: &str, root: &Path) -> String {
+    let root = root.to_string_lossy();
+    if root.is_empty() || root == "/" {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(root.as_ref()) {
+        let after = &rest[at + root.len()..];
+        out.push_str(&rest[..at]);
+        let boundary = after.is_empty() || after.starts_with(['/', '=', '"', '\0', '\n']);
+        out.push_str(if boundary { SET_ROOT } else { &root });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
 
 /// A dependency entry: every file clang read for a unit (from its dependency file), with
 /// the content hash each had when the unit was compiled.
@@ -39,7 +67,12 @@ impl DepEntry {
     pub fn is_fresh(&self, hashes: &FileHashes) -> bool {
         self.files
             .iter()
-            .all(|(file, hash)| hashes.hash(Path::new(file)).as_deref() == Some(hash.as_str()))
+            .all(|(file, hash)| hashes.hash(&hashes.local(file)).as_deref() == Some(hash.as_str()))
+    }
+
+    /// The listed files where they are in the set being built.
+    pub fn local_files(&self, hashes: &FileHashes) -> Vec<PathBuf> {
+        self.files.iter().map(|(f, _)| hashes.local(f)).collect()
     }
 }
 
@@ -48,9 +81,38 @@ impl DepEntry {
 #[derive(Debug, Default)]
 pub struct FileHashes {
     known: std::sync::Mutex<std::collections::HashMap<PathBuf, Option<String>>>,
+    /// The root of the set being built, which [`SET_ROOT`] stands for.
+    root: Option<PathBuf>,
 }
 
 impl FileHashes {
+    /// Hashes for a build of the set at `root`.
+    pub fn for_set(root: &Path) -> FileHashes {
+        FileHashes {
+            root: Some(root.to_path_buf()),
+            ..FileHashes::default()
+        }
+    }
+
+    /// A listed file (as [`portable`] spells it) where it is in the set being built.
+    pub fn local(&self, file: &str) -> PathBuf {
+        match (file.strip_prefix(SET_ROOT), &self.root) {
+            (Some(rest), Some(root)) if rest.is_empty() || rest.starts_with('/') => {
+                PathBuf::from(format!("{}{rest}", root.display()))
+            }
+            _ => PathBuf::from(file),
+        }
+    }
+
+    /// `path` as keys and lists spell it (see [`portable`]).
+    pub fn portable(&self, path: &Path) -> String {
+        let text = path.display().to_string();
+        match &self.root {
+            Some(root) => portable(&text, root),
+            None => text,
+        }
+    }
+
     /// The hash of `path`'s content; `None` if it cannot be read.
     pub fn hash(&self, path: &Path) -> Option<String> {
         if let Some(known) = self.lock().get(path) {
@@ -146,5 +208,35 @@ mod tests {
         }
         assert_eq!(many.unwrap().entries.len(), DepList::KEEP);
         assert!(DepList::decode(b"not a list").is_none());
+    }
+
+    #[test]
+    fn the_sets_root_is_spelt_the_same_in_every_checkout() {
+        let root = Path::new("/work/a/set");
+        assert_eq!(
+            portable(
+                "-I/work/a/set/include\0-ffile-prefix-map=/work/a/set=.\0-I/work/a/settle",
+                root
+            ),
+            "-I$SET/include\0-ffile-prefix-map=$SET=.\0-I/work/a/settle"
+        );
+        assert_eq!(
+            portable("#include \"/work/a/set/ops/x.c\"\n", root),
+            "#include \"$SET/ops/x.c\"\n"
+        );
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("a.h"), "one").unwrap();
+        let hashes = FileHashes::for_set(other.path());
+        assert_eq!(hashes.portable(&other.path().join("a.h")), "$SET/a.h");
+        assert_eq!(hashes.local("$SET/a.h"), other.path().join("a.h"));
+        assert_eq!(
+            hashes.local("/usr/include/x.h"),
+            Path::new("/usr/include/x.h")
+        );
+        let entry = DepEntry {
+            files: vec![("$SET/a.h".into(), key(&[b"one"]))],
+        };
+        assert!(entry.is_fresh(&hashes));
+        assert!(!entry.is_fresh(&FileHashes::for_set(Path::new("/nonexistent"))));
     }
 }

@@ -205,7 +205,7 @@ fn build_sets(
         clang_version: &l.clang_version,
         llvm_version: &l.llvm_version,
         cache: &opts.cache,
-        hashes: Default::default(),
+        hashes: crate::cache::FileHashes::for_set(&l.manifest.root),
     };
     let mut outputs = pipeline
         .run_all(&jobs, opts.jobs)
@@ -377,6 +377,9 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
                 // The sidecar is last in `files`: it only vouches for files already in place.
                 writer::write_atomic(&path, content.as_bytes())?;
             }
+        }
+        if let Some(notice) = crate::frame::unknown_notice(&set.target, &set.stencils) {
+            eprintln!("{notice}");
         }
         report.lines.push(summary(set));
         report.built.push(set.target.triple.clone());

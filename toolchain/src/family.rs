@@ -733,7 +733,7 @@ pub fn rename_member(
             names.join(", ")
         )));
     };
-    let old = std::mem::replace(&mut stencil.name, member.stencil.clone());
+    let old = crate::frame::rename(stencil, member.stencil.clone());
     if facts.stencils.remove(&old) {
         facts.stencils.insert(member.stencil.clone());
     }

@@ -7,7 +7,10 @@
 //! above the CFA, a vendor opcode), leaves the stencil's layout
 //! [`DerivedFrame::Unknown`] with the reason, naming target, stencil and code offset; the
 //! runtime refuses to register unwind information for a trace that uses it. A malformed
-//! `.eh_frame` is an error.
+//! `.eh_frame` is an error. A set whose own flags turn the unwind tables off
+//! (`-fno-asynchronous-unwind-tables` after the kit's `-fasynchronous-unwind-tables`) keeps
+//! its code as those flags give it; its stencils' layouts are then unknown, and one notice
+//! per target names them ([`unknown_notice`]).
 //!
 //! x64 COFF objects carry `.pdata`/`.xdata` instead ([`pdata`]): prologue unwind codes,
 //! replayed into the same rows; a function without a `.pdata` entry is, by the Windows x64
@@ -94,6 +97,77 @@ pub fn derive(target: &Target, object: &[u8], stencils: &mut [StencilBuf]) -> Re
     Ok(())
 }
 
+/// Why an ELF function's layout is unknown when it has no FDE: the set's flags turned the
+/// unwind tables off (`-fno-asynchronous-unwind-tables` after the kit's
+/// `-fasynchronous-unwind-tables`, see `clang::compile_flags`).
+const NO_FDE: &str = "the function has no FDE in .eh_frame";
+
+/// Renames a stencil (a unit's entry to the unit's name, a family template's function to
+/// the member's), and the name its unknown layout's reason gives it; returns the old name.
+pub fn rename(s: &mut StencilBuf, new: String) -> String {
+    if let Some(DerivedFrame::Unknown(why)) = &mut s.frame {
+        let old = format!("stencil `{}`", s.name);
+        *why = why.replacen(&old, &format!("stencil `{new}`"), 1);
+    }
+    std::mem::replace(&mut s.name, new)
+}
+
+/// The one notice for a target whose unwind tables the kit reads ([`reads_unwind_tables`])
+/// when some of its stencils have no layout: which (by name), why, and what it means. A
+/// target whose layouts are never read (Mach-O, ARM64 COFF) says so in each reason and
+/// gets no notice.
+pub fn unknown_notice(target: &Target, stencils: &[StencilBuf]) -> Option<String> {
+    if !reads_unwind_tables(target) {
+        return None;
+    }
+    let mut untabled = Vec::new();
+    let mut others = Vec::new();
+    for s in stencils {
+        match &s.frame {
+            Some(DerivedFrame::Unknown(why)) if why.ends_with(NO_FDE) => {
+                untabled.push(s.name.as_str())
+            }
+            Some(DerivedFrame::Unknown(why)) => others.push(format!("{} ({why})", s.name)),
+            _ => {}
+        }
+    }
+    if untabled.is_empty() && others.is_empty() {
+        return None;
+    }
+    let mut text = format!(
+        "notice: {}: {} of {} stencils have no frame layout",
+        target.triple,
+        untabled.len() + others.len(),
+        stencils.len()
+    );
+    if !untabled.is_empty() {
+        text.push_str(&format!(
+            "; without unwind tables (the set's flags turn them off, e.g. \
+             `-fno-asynchronous-unwind-tables`; their code is what those flags give): {}",
+            untabled.join(", ")
+        ));
+    }
+    if !others.is_empty() {
+        text.push_str(&format!(
+            "; with call-frame information the kit cannot express: {}",
+            others.join(", ")
+        ));
+    }
+    text.push_str(
+        ". Nothing unwinds through them: with `JitOptions::unwind`, finishing a trace that \
+         uses one is an error naming it; without, debuggers, backtraces and panics stop at \
+         such a trace.",
+    );
+    if !untabled.is_empty() {
+        text.push_str(
+            " To have them described, drop the flag and let the kit's \
+             `-fasynchronous-unwind-tables` stand (which can change the code, e.g. AArch64 \
+             prologues and epilogues).",
+        );
+    }
+    Some(text)
+}
+
 /// What one FDE says about one function: where it is (section name, offset, length) and its
 /// rows relative to the function start, or why rows cannot express it.
 #[derive(Debug)]
@@ -134,7 +208,7 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -
                 leaf = leaf_fde(piece);
                 &leaf
             }
-            None => return unknown(piece.at, "the function has no FDE in .eh_frame"),
+            None => return unknown(piece.at, NO_FDE),
         };
         // COFF symbols have no size, so a COFF piece runs to the next symbol and includes
         // the alignment padding after the function; its `.pdata` entry ends at the

@@ -21,6 +21,26 @@ pub enum Naming {
     TranslationUnitEntry(String),
 }
 
+/// Whose basic-block layout a set's code keeps (`[stencils] layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// The kit's (`layout.rs`, x86-64 only): exits cold, the continuation path last, so
+    /// that its tail call becomes a fall-through and each exit one conditional branch.
+    Kit,
+    /// Clang's own: the pass is not run, and the code is what the set's flags give.
+    Compiler,
+}
+
+impl Layout {
+    /// The key's value (and the object cache key's part).
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Kit => "kit",
+            Layout::Compiler => "compiler",
+        }
+    }
+}
+
 /// A parsed, checked manifest with its directory resolved.
 #[derive(Debug, Clone)]
 pub struct Manifest {
@@ -52,6 +72,8 @@ pub struct Manifest {
     /// `[stencils] batch_size`: in a one-function-per-unit set, how many units one clang
     /// run compiles together (see `batch`); `None`: one clang run per unit.
     pub batch_size: Option<usize>,
+    /// `[stencils] layout`: whether the kit's hot/cold layout pass runs (default `kit`).
+    pub layout: Layout,
     pub target_suffix: String,
     pub allowed_symbols: Vec<String>,
     /// `[target.<triple>]` tables: flag changes for one target.
@@ -223,6 +245,7 @@ struct RawStencils {
     #[serde(default = "default_parameters")]
     parameters: usize,
     batch_size: Option<usize>,
+    layout: Option<String>,
     #[serde(default = "default_target_suffix")]
     target_suffix: String,
 }
@@ -336,6 +359,17 @@ impl Manifest {
                 )));
             }
         }
+        let layout = match raw.stencils.layout.as_deref() {
+            None | Some("kit") => Layout::Kit,
+            Some("compiler") => Layout::Compiler,
+            Some(other) => {
+                return Err(Error(format!(
+                    "{file}: key `stencils.layout` is \"{other}\" but must be \"kit\" (the \
+                     kit's hot/cold layout on x86-64: exits cold, the continuation a \
+                     fall-through; the default) or \"compiler\" (clang's own block layout)"
+                )))
+            }
+        };
         if raw.sources.is_empty() {
             return Err(Error(format!("{file}: key `sources` lists no patterns")));
         }
@@ -382,6 +416,7 @@ impl Manifest {
             shim: raw.stencils.shim,
             parameters: raw.stencils.parameters,
             batch_size: raw.stencils.batch_size,
+            layout,
             target_suffix: raw.stencils.target_suffix,
             allowed_symbols: raw.allowed_symbols,
             targets: raw.target,
@@ -665,6 +700,22 @@ mod tests {
         }
         let err = parse(&format!("{MINIMAL}parameters = 0\n")).unwrap_err();
         assert!(err.0.contains("stencils.parameters"), "{err}");
+    }
+
+    #[test]
+    fn layout_is_the_kits_or_the_compilers() {
+        assert_eq!(parse(MINIMAL).unwrap().layout, Layout::Kit);
+        for (value, layout) in [("kit", Layout::Kit), ("compiler", Layout::Compiler)] {
+            let m = parse(&format!("{MINIMAL}layout = \"{value}\"\n")).unwrap();
+            assert_eq!(m.layout, layout);
+        }
+        let err = parse(&format!("{MINIMAL}layout = \"clang\"\n")).unwrap_err();
+        assert!(
+            err.0.contains("stencils.layout")
+                && err.0.contains("\"clang\"")
+                && err.0.contains("\"compiler\""),
+            "{err:?}"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! (one driver run each), which names the failing unit's file and line.
 
 use crate::cache::{self, Cache, DepEntry, DepList, FileHashes};
+use crate::cache_deps;
 use crate::cc1::{self, Cc1Command};
 use crate::clang;
 use crate::disasm;
@@ -21,7 +22,7 @@ use crate::family::{self, Member};
 use crate::instructions;
 use crate::layout;
 use crate::llvm;
-use crate::manifest::Manifest;
+use crate::manifest::{Layout, Manifest};
 use crate::narrow;
 use crate::object::{self, ReadOptions};
 use crate::progress::Progress;
@@ -79,6 +80,10 @@ fn per_target<T: Send>(
 pub struct PreparedPch {
     pub path: PathBuf,
     pub key: String,
+    /// What the header was built from, as in every checkout of the set (see
+    /// `cache_deps::portable`): the part of its units' bitcode keys. The header itself is
+    /// built per checkout: it names the files it was built from by their paths.
+    pub portable: String,
 }
 
 /// The precompiled headers of one build, by target triple, in a directory that lives as
@@ -549,15 +554,18 @@ impl Pipeline<'_> {
         let facts = validate::validate(&module, self.manifest, &site).map_err(Error::many)?;
         // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
         layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
-        // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`).
-        // Where the target splits, cold blocks go to the stencil's cold part (see `layout`).
+        // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`),
+        // unless the set keeps clang's own layout (`[stencils] layout`, part of the key).
+        // Where the target splits, cold blocks go to the stencil's cold part (see `layout`);
+        // clang's own layout is never split (the splitter acts only on the functions the
+        // pass gives an entry count).
         let is_stencil = |name: &str| self.manifest.is_stencil_symbol(name);
-        let split = layout::splits_cold(target).then_some(&is_stencil as &dyn Fn(&str) -> bool);
-        layout::favour_continuation(
-            &module,
-            &format!("{}CONTINUE", self.manifest.hole_prefix),
-            split,
-        );
+        let split = (self.manifest.layout == Layout::Kit && layout::splits_cold(target))
+            .then_some(&is_stencil as &dyn Fn(&str) -> bool);
+        if self.manifest.layout == Layout::Kit {
+            let continuation = format!("{}CONTINUE", self.manifest.hole_prefix);
+            layout::favour_continuation(&module, &continuation, split);
+        }
         // Static helpers must be followable (part of `machine_key`); split stencil
         // functions get their own sections from the splitter.
         llvm::function_sections(&module, target, split);
@@ -569,6 +577,7 @@ impl Pipeline<'_> {
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, level).as_bytes(),
+            self.manifest.layout.name().as_bytes(),
             narrow::CACHE_TAG,
             bitcode,
         ]);
@@ -649,8 +658,7 @@ impl Pipeline<'_> {
                                 if let Some(bitcode) =
                                     attempt.get(self.cache, "bc2", &keys.bitcode(entry))
                                 {
-                                    attempt.inputs =
-                                        entry.files.iter().map(|(f, _)| f.into()).collect();
+                                    attempt.inputs = entry.local_files(&self.hashes);
                                     return Ok(bitcode);
                                 }
                             }
@@ -692,7 +700,8 @@ impl Pipeline<'_> {
 
     /// The cache keys of a unit's bitcode: clang's version, the flags, the precompiled
     /// header's key and what is compiled (a unit by its path, a batch by its text, which
-    /// lists its units' paths).
+    /// lists its units' paths), each with the set's directory spelt [`cache_deps::SET_ROOT`]
+    /// (a second checkout finds the entries).
     fn bitcode_keys(
         &self,
         source: Source,
@@ -701,20 +710,29 @@ impl Pipeline<'_> {
     ) -> BitcodeKeys {
         BitcodeKeys {
             clang_version: self.clang_version.to_string(),
-            flags: flags.join("\0"),
-            pch: pch.map_or(String::new(), |p| p.key.clone()),
+            flags: self.portable(&flags.join("\0")),
+            pch: pch.map_or(String::new(), |p| p.portable.clone()),
             identity: match source {
-                Source::File(unit) => self.manifest.root.join(unit).to_string_lossy().into_owned(),
-                Source::Batch { key, .. } => format!("batch\0{key}"),
+                Source::File(unit) => {
+                    self.portable(&self.manifest.root.join(unit).to_string_lossy())
+                }
+                Source::Batch { key, .. } => format!("batch\0{}", self.portable(key)),
             },
         }
     }
 
-    /// The dependency entry of `inputs` (each with its content hash), if all are readable.
+    /// `text` (flags, a batch's source) with the set's directory spelt
+    /// [`cache_deps::SET_ROOT`], as cache keys spell it.
+    pub(crate) fn portable(&self, text: &str) -> String {
+        cache_deps::portable(text, &self.manifest.root)
+    }
+
+    /// The dependency entry of `inputs` (each with its content hash), if all are readable;
+    /// files under the set are listed as in every checkout of it.
     fn dep_entry(&self, inputs: &[PathBuf]) -> Option<DepEntry> {
         let files = inputs
             .iter()
-            .map(|file| Some((file.display().to_string(), self.hashes.hash(file)?)))
+            .map(|file| Some((self.hashes.portable(file), self.hashes.hash(file)?)))
             .collect::<Option<Vec<_>>>()?;
         Some(DepEntry { files })
     }
@@ -762,6 +780,14 @@ impl Pipeline<'_> {
             path.to_string_lossy().as_bytes(),
         ]);
         let pch_key = |entry: &DepEntry| cache::key(&[dep_key.as_bytes(), &entry.encode()]);
+        // The same header of the same set in any checkout: its units' bitcode keys.
+        let identity = cache::key(&[
+            b"pchid",
+            self.clang_version.as_bytes(),
+            self.portable(&flags.join("\0")).as_bytes(),
+            header.as_bytes(),
+        ]);
+        let portable = |entry: &DepEntry| cache::key(&[identity.as_bytes(), &entry.encode()]);
         let write = |bytes: &[u8]| {
             std::fs::write(&out, bytes)
                 .map_err(|e| Error(format!("cannot write {}: {e}", out.display())))
@@ -774,7 +800,12 @@ impl Pipeline<'_> {
             let key = pch_key(entry);
             if let Some(bytes) = self.cache.get("pch", &key) {
                 write(&bytes)?;
-                return Ok(PreparedPch { path: out, key });
+                let portable = portable(entry);
+                return Ok(PreparedPch {
+                    path: out,
+                    key,
+                    portable,
+                });
             }
         }
         let inputs = clang::precompile_header_within(
@@ -785,12 +816,15 @@ impl Pipeline<'_> {
         )?;
         let Some(entry) = self.dep_entry(&inputs) else {
             // An input vanished while clang ran: usable once, keyed so that it is never reused.
+            let key = cache::key(&[b"uncached", dep_key.as_bytes()]);
             return Ok(PreparedPch {
                 path: out,
-                key: cache::key(&[b"uncached", dep_key.as_bytes()]),
+                portable: key.clone(),
+                key,
             });
         };
         let key = pch_key(&entry);
+        let portable = portable(&entry);
         // Clang's output is checked by clang when it loads the header; a PCH that fails
         // there fails its units, which are then rebuilt without the cache (see `run`).
         if let Ok(bytes) = std::fs::read(&out) {
@@ -798,7 +832,11 @@ impl Pipeline<'_> {
             self.cache
                 .put(PCH_DEPS, &dep_key, &DepList::with(previous, entry).encode());
         }
-        Ok(PreparedPch { path: out, key })
+        Ok(PreparedPch {
+            path: out,
+            key,
+            portable,
+        })
     }
 }
 
@@ -1008,7 +1046,7 @@ mod tests {
             clang_version: &clang_version,
             llvm_version: &llvm_version,
             cache: &cache,
-            hashes: Default::default(),
+            hashes: FileHashes::for_set(&manifest.root),
         };
         llvm::initialize();
         let pchs = pipeline.prepare_pchs(&jobs).unwrap();

@@ -46,6 +46,89 @@ impl ScaleSet {
         Ok(())
     }
 
+    /// Writes the same ops as one family over one template (`ops.c`, the way CPython's
+    /// `Tools/jit` compiles its one template once per opcode): the shim is the set's one
+    /// unit, each op a member `op_NNNN` whose `-DJIT_OP_IS_op_NNNN=1` selects its code; the
+    /// stencils are the same names as [`ScaleSet::write`]'s, and `batch_size` batches the
+    /// members.
+    pub fn write_family(&self, dir: &Path) -> std::io::Result<()> {
+        self.write_common(dir)?;
+        let mut manifest = MANIFEST.replace(
+            "sources = [\"shim.c\", \"ops/*.c\"]",
+            "sources = [\"shim.c\"]",
+        );
+        if let Some(size) = self.batch_size {
+            manifest.push_str(&format!("batch_size = {size}\n"));
+        }
+        let names: Vec<String> = (0..self.ops)
+            .map(|k| format!("\"{}\"", op_name(k)))
+            .collect();
+        manifest.push_str(&format!(
+            "\n[[family]]\nname = \"ops\"\nsource = \"ops.c\"\nstencil = \"{{elem}}\"\n\
+             list_define = \"JIT_OP\"\nlist_flag = \"JIT_OP_IS_\"\nlist = [{}]\n",
+            names.join(", ")
+        ));
+        std::fs::write(dir.join("manifest.toml"), manifest)?;
+        let kinds = self.kinds();
+        let mut template = String::from(OP_PRELUDE);
+        for k in 0..self.ops {
+            let keyword = if k == 0 { "#if" } else { "#elif" };
+            template.push_str(&format!(
+                "{keyword} defined(JIT_OP_IS_{})\n{}",
+                op_name(k),
+                op_function(k, kinds)
+            ));
+        }
+        template.push_str("#endif\n");
+        std::fs::write(dir.join("ops.c"), template)
+    }
+
+    /// The header and the shim, which both forms share.
+    fn write_common(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir.join("include"))?;
+        std::fs::write(dir.join("shim.c"), SHIM)?;
+        std::fs::write(dir.join("include/scale.h"), header(self.kinds()))
+    }
+
+    /// Cuts `include/scale.h` of the set in `dir` into a chain of `parts` headers, as a
+    /// real interpreter's internal headers are: `scale.h` keeps the conventions and
+    /// includes `scale_1.h`, which includes `scale_2.h`, and so on, each with its guard and
+    /// its share of the object kinds.
+    pub fn chain_header(dir: &Path, parts: usize) -> std::io::Result<()> {
+        let path = dir.join("include/scale.h");
+        let text = std::fs::read_to_string(&path)?;
+        let (head, kinds) = text.split_once("\n/* Object kind ").unwrap_or((&text, ""));
+        let kinds = kinds.strip_suffix(HEADER_END).unwrap_or(kinds);
+        let blocks: Vec<String> = kinds
+            .split("\n/* Object kind ")
+            .filter(|b| !b.is_empty())
+            .map(|b| format!("\n/* Object kind {b}"))
+            .collect();
+        let per_part = blocks.len().div_ceil(parts.max(1)).max(1);
+        let chunks: Vec<&[String]> = blocks.chunks(per_part).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let next = if i + 1 < chunks.len() {
+                format!("#include \"scale_{}.h\"\n", i + 2)
+            } else {
+                String::new()
+            };
+            let guard = format!("SCALE_{}_H", i + 1);
+            std::fs::write(
+                dir.join(format!("include/scale_{}.h", i + 1)),
+                format!(
+                    "/* Part {} of the scale set's header chain. */\n#ifndef {guard}\n\
+                     #define {guard}\n{}\n{next}#endif\n",
+                    i + 1,
+                    chunk.concat()
+                ),
+            )?;
+        }
+        std::fs::write(
+            path,
+            format!("{head}\n#include \"scale_1.h\"\n{HEADER_END}"),
+        )
+    }
+
     /// How many object kinds the header declares.
     pub fn kinds(&self) -> usize {
         self.header_lines.div_ceil(LINES_PER_KIND).max(1)
@@ -155,23 +238,37 @@ extern int64_t obj{i}_helper(obj{i}_t *o, int64_t x);
             m = i % 7 + 1
         );
     }
-    h.push_str("\n#endif /* SCALE_H */\n");
+    h.push_str(HEADER_END);
     h
 }
+
+/// The header's last lines.
+const HEADER_END: &str = "\n#endif /* SCALE_H */\n";
+
+/// What every op's unit (and the family template) declares before its function.
+const OP_PRELUDE: &str = r#"#include "scale.h"
+
+JIT_HOLE char _JIT_OPARG[];
+extern void _JIT_CONTINUE;
+extern void _JIT_EXIT_TARGET;
+
+"#;
 
 /// Op `k`: reads an object of one kind from the stack, exits through `_JIT_EXIT_TARGET`
 /// if it is NULL, else pushes its sum plus the operand and continues.
 fn op(k: usize, kinds: usize) -> String {
     let i = k * 37 % kinds;
     format!(
-        r#"/* Generated op {k} (object kind {i}). */
-#include "scale.h"
+        "/* Generated op {k} (object kind {i}). */\n{OP_PRELUDE}{}",
+        op_function(k, kinds)
+    )
+}
 
-JIT_HOLE char _JIT_OPARG[];
-extern void _JIT_CONTINUE;
-extern void _JIT_EXIT_TARGET;
-
-JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {{
+/// Op `k`'s function (see [`op`]).
+fn op_function(k: usize, kinds: usize) -> String {
+    let i = k * 37 % kinds;
+    format!(
+        r#"JIT_CC int64_t _JIT_ENTRY(frame_t *frame, int64_t *sp, thread_t *ts) {{
   obj{i}_t *o = (obj{i}_t *)(uintptr_t)sp[-1];
   if (SAME(o, NULL)) {{
     TAIL_CALL(_JIT_EXIT_TARGET);
@@ -206,6 +303,49 @@ mod tests {
         let manifest = std::fs::read_to_string(dir.path().join("manifest.toml")).unwrap();
         assert!(
             manifest.ends_with("parameters = 3\nbatch_size = 2\n"),
+            "{manifest}"
+        );
+    }
+
+    #[test]
+    fn the_family_form_selects_each_op_by_its_flag_and_the_chain_keeps_every_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let set = ScaleSet {
+            ops: 3,
+            header_lines: 20_000,
+            batch_size: Some(2),
+        };
+        set.write_family(dir.path()).unwrap();
+        let whole = std::fs::read_to_string(dir.path().join("include/scale.h")).unwrap();
+        ScaleSet::chain_header(dir.path(), 4).unwrap();
+        let chain: Vec<String> = [
+            "scale.h",
+            "scale_1.h",
+            "scale_2.h",
+            "scale_3.h",
+            "scale_4.h",
+        ]
+        .iter()
+        .map(|f| std::fs::read_to_string(dir.path().join("include").join(f)).unwrap())
+        .collect();
+        assert!(!dir.path().join("include/scale_5.h").exists());
+        assert!(chain.iter().map(|t| t.lines().count()).sum::<usize>() >= 20_000);
+        for kind in ["obj0_sum", &format!("obj{}_helper", set.kinds() - 1)] {
+            assert!(
+                !whole.is_empty() && chain.iter().any(|t| t.contains(kind)),
+                "{kind}"
+            );
+        }
+        assert!(chain[0].contains("#include \"scale_1.h\"") && chain[0].ends_with(HEADER_END));
+        assert!(chain[1].contains("#include \"scale_2.h\""));
+        let template = std::fs::read_to_string(dir.path().join("ops.c")).unwrap();
+        assert!(template.contains("#if defined(JIT_OP_IS_op_0000)\nJIT_CC int64_t _JIT_ENTRY"));
+        assert!(template.contains("#elif defined(JIT_OP_IS_op_0002)"));
+        let manifest = std::fs::read_to_string(dir.path().join("manifest.toml")).unwrap();
+        assert!(
+            manifest.contains("sources = [\"shim.c\"]")
+                && manifest.contains("batch_size = 2\n\n[[family]]")
+                && manifest.contains("list = [\"op_0000\", \"op_0001\", \"op_0002\"]"),
             "{manifest}"
         );
     }

@@ -158,7 +158,7 @@ pub fn build(
             stencil.code_align = target.code_align;
             if let Naming::TranslationUnitEntry(entry) = &manifest.naming {
                 if stencil.name == *entry {
-                    stencil.name = file_stem(&template);
+                    crate::frame::rename(&mut stencil, file_stem(&template));
                 }
             }
             if !is_identifier(&stencil.name) {

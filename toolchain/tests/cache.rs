@@ -184,3 +184,51 @@ fn an_edit_reverted_is_a_cache_hit_batched_or_not() {
         assert_eq!(reverted, original, "{batch_size:?}");
     }
 }
+
+#[test]
+fn the_same_set_in_another_directory_finds_the_cache_entries() {
+    use cpjit_toolchain::scale_set::ScaleSet;
+    // Units one by one without a precompiled header, and batched with one: a header is
+    // built per checkout (it names the files it was built from by their paths), nothing
+    // else is compiled again.
+    for (batch_size, pch) in [(None, false), (Some(3), true)] {
+        let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let size = ScaleSet {
+            ops: 5,
+            header_lines: 400,
+            batch_size,
+        };
+        for dir in [&first, &second] {
+            size.write(dir.path()).unwrap();
+            if !pch {
+                let manifest = dir.path().join("manifest.toml");
+                let text = std::fs::read_to_string(&manifest).unwrap();
+                let text = text.replace("precompiled_header = \"include/scale.h\"\n", "");
+                std::fs::write(&manifest, text).unwrap();
+            }
+        }
+        let (cache, logs) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let log = logs.path().join("clang.log");
+        let build = |set: &Path| {
+            let out = tempfile::tempdir().unwrap();
+            build_logging_clang(set, out.path(), cache.path(), &log)
+        };
+        let original = build(first.path());
+        assert!(!compiles(&log).is_empty(), "the first checkout compiles");
+        std::fs::remove_file(&log).unwrap();
+        let other = build(second.path());
+        let units: Vec<String> = compiles(&log)
+            .into_iter()
+            .filter(|run| !run.contains("c-header"))
+            .collect();
+        assert_eq!(
+            units,
+            Vec::<String>::new(),
+            "the second checkout compiles units ({batch_size:?})"
+        );
+        if !pch {
+            assert_eq!(compiles(&log), Vec::<String>::new());
+        }
+        assert_eq!(other, original, "{batch_size:?}");
+    }
+}

@@ -24,5 +24,6 @@ mod pipeline;
 mod recovery;
 mod returns;
 mod scale;
+mod set_flags;
 mod seventh_target;
 mod unit_families;
