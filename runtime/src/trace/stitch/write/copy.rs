@@ -5,8 +5,9 @@ use crate::program::Program;
 use crate::trace::Instance;
 
 /// Writes `value - place` into the x86-64 rel32 field at `buf[offset..]` whose instruction
-/// was checked once ([`Checked`](crate::program::Checked)); `false`, nothing written, if it does not fit 32 bits
-/// (the caller then lets [`patch::patch`](crate::patch::patch) report it, or routes the branch via a veneer).
+/// was checked once ([`Checked`](crate::program::Checked)); `false`, nothing written, if it
+/// does not fit 32 bits (the caller then lets [`patch::patch`](crate::patch::patch) report
+/// it, or routes the branch via a veneer).
 #[inline]
 pub(super) fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64) -> bool {
     match (
