@@ -12,6 +12,13 @@
 //! units') is recorded for each of its units. A group clang rejects is compiled unit by unit
 //! (one driver run each), which names the failing unit's file and line.
 
+mod attempt;
+mod pch;
+
+pub(crate) use attempt::Attempt;
+use pch::Pchs;
+pub use pch::PreparedPch;
+
 use crate::cache::{self, Cache, DepEntry, DepList, FileHashes};
 use crate::cache_deps;
 use crate::cc1::{self, Cc1Command};
@@ -73,24 +80,6 @@ fn per_target<T: Send>(
     } else {
         Err(Error::many(errors))
     }
-}
-
-/// A target's precompiled header, ready to use: the file clang loads and the key that
-/// names its content (part of every unit's cache keys).
-pub struct PreparedPch {
-    pub path: PathBuf,
-    pub key: String,
-    /// What the header was built from, as in every checkout of the set (see
-    /// `cache_deps::portable`): the part of its units' bitcode keys. The header itself is
-    /// built per checkout: it names the files it was built from by their paths.
-    pub portable: String,
-}
-
-/// The precompiled headers of one build, by target triple, in a directory that lives as
-/// long as the build.
-struct Pchs {
-    _dir: Option<tempfile::TempDir>,
-    by_target: std::collections::HashMap<String, PreparedPch>,
 }
 
 /// The result of one (translation unit, target) job.
@@ -736,108 +725,6 @@ impl Pipeline<'_> {
             .collect::<Option<Vec<_>>>()?;
         Some(DepEntry { files })
     }
-
-    /// The precompiled header of every target among `jobs`, if the set has one.
-    fn prepare_pchs(&self, jobs: &[Job]) -> Result<Pchs> {
-        let Some(header) = &self.manifest.precompiled_header else {
-            return Ok(Pchs {
-                _dir: None,
-                by_target: Default::default(),
-            });
-        };
-        let dir = tempfile::Builder::new()
-            .prefix("cpjit-pch-")
-            .tempdir()
-            .map_err(|e| Error(format!("cannot create a temporary directory: {e}")))?;
-        let targets = jobs.iter().map(|j| j.target).collect();
-        let by_target = per_target(targets, |t| {
-            let out = dir.path().join(format!("{}.pch", t.triple));
-            self.pch(t, header, out).map_err(|e| {
-                e.context(format!(
-                    "{}: precompiled_header `{header}` (manifest.toml)",
-                    t.triple
-                ))
-            })
-        })?;
-        Ok(Pchs {
-            _dir: Some(dir),
-            by_target,
-        })
-    }
-
-    /// One target's precompiled header, written to `out`: from the cache when every file
-    /// it was built from is unchanged, else built (and cached).
-    fn pch(&self, target: &Target, header: &str, out: PathBuf) -> Result<PreparedPch> {
-        let path = self.manifest.root.join(header);
-        if !path.is_file() {
-            return Err(Error(format!("{} is not a file", path.display())));
-        }
-        let flags = clang::compile_flags(self.manifest, target);
-        let dep_key = cache::key(&[
-            PCH_DEPS.as_bytes(),
-            self.clang_version.as_bytes(),
-            flags.join("\0").as_bytes(),
-            path.to_string_lossy().as_bytes(),
-        ]);
-        let pch_key = |entry: &DepEntry| cache::key(&[dep_key.as_bytes(), &entry.encode()]);
-        // The same header of the same set in any checkout: its units' bitcode keys.
-        let identity = cache::key(&[
-            b"pchid",
-            self.clang_version.as_bytes(),
-            self.portable(&flags.join("\0")).as_bytes(),
-            header.as_bytes(),
-        ]);
-        let portable = |entry: &DepEntry| cache::key(&[identity.as_bytes(), &entry.encode()]);
-        let write = |bytes: &[u8]| {
-            std::fs::write(&out, bytes)
-                .map_err(|e| Error(format!("cannot write {}: {e}", out.display())))
-        };
-        let previous = self
-            .cache
-            .get(PCH_DEPS, &dep_key)
-            .and_then(|b| DepList::decode(&b));
-        for entry in previous.iter().flat_map(|list| list.fresh(&self.hashes)) {
-            let key = pch_key(entry);
-            if let Some(bytes) = self.cache.get("pch", &key) {
-                write(&bytes)?;
-                let portable = portable(entry);
-                return Ok(PreparedPch {
-                    path: out,
-                    key,
-                    portable,
-                });
-            }
-        }
-        let inputs = clang::precompile_header_within(
-            &flags,
-            &path,
-            &out,
-            self.manifest.limits.clang_time(),
-        )?;
-        let Some(entry) = self.dep_entry(&inputs) else {
-            // An input vanished while clang ran: usable once, keyed so that it is never reused.
-            let key = cache::key(&[b"uncached", dep_key.as_bytes()]);
-            return Ok(PreparedPch {
-                path: out,
-                portable: key.clone(),
-                key,
-            });
-        };
-        let key = pch_key(&entry);
-        let portable = portable(&entry);
-        // Clang's output is checked by clang when it loads the header; a PCH that fails
-        // there fails its units, which are then rebuilt without the cache (see `run`).
-        if let Ok(bytes) = std::fs::read(&out) {
-            self.cache.put("pch", &key, &bytes);
-            self.cache
-                .put(PCH_DEPS, &dep_key, &DepList::with(previous, entry).encode());
-        }
-        Ok(PreparedPch {
-            path: out,
-            key,
-            portable,
-        })
-    }
 }
 
 /// The cache kind of a unit's dependency lists ([`DepList`]) and of a precompiled header's.
@@ -874,52 +761,6 @@ impl BitcodeKeys {
             self.identity.as_bytes(),
             &entry.encode(),
         ])
-    }
-}
-
-/// The cache traffic of one attempt at a unit: entries read (rejected together if the
-/// attempt fails) and entries to store (only once the whole unit has passed).
-pub(crate) struct Attempt {
-    use_cache: bool,
-    pub(crate) read: Vec<(&'static str, String)>,
-    /// The files the last bitcode was compiled from (its dependency list).
-    pub(crate) inputs: Vec<PathBuf>,
-    pending: Vec<(&'static str, String, Vec<u8>)>,
-}
-
-impl Attempt {
-    pub(crate) fn new(use_cache: bool) -> Attempt {
-        Attempt {
-            use_cache,
-            read: Vec::new(),
-            inputs: Vec::new(),
-            pending: Vec::new(),
-        }
-    }
-
-    pub(crate) fn get(&mut self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
-        if !self.use_cache {
-            return None;
-        }
-        let value = cache.get(kind, key)?;
-        self.read.push((kind, key.to_string()));
-        Some(value)
-    }
-
-    /// An entry read only to be extended (not one the attempt's output depends on).
-    fn peek(&self, cache: &Cache, kind: &'static str, key: &str) -> Option<Vec<u8>> {
-        self.use_cache.then(|| cache.get(kind, key)).flatten()
-    }
-
-    pub(crate) fn put(&mut self, kind: &'static str, key: &str, value: &[u8]) {
-        self.pending.push((kind, key.to_string(), value.to_vec()));
-    }
-
-    /// Stores the pending entries (the unit passed every check).
-    pub(crate) fn store(self, cache: &Cache) {
-        for (kind, key, value) in self.pending {
-            cache.put(kind, &key, &value);
-        }
     }
 }
 
@@ -967,168 +808,4 @@ pub fn check_reserved_registers(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use cpjit_model::{Arch, ObjectFormat};
-
-    fn stencil(code: &[u8]) -> StencilBuf {
-        StencilBuf {
-            name: "op_x".into(),
-            code: code.to_vec(),
-            code_align: 4,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
-            holes: vec![],
-            operands: vec![],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            cold_len: 0,
-            pieces: vec![],
-            frame: None,
-        }
-    }
-
-    fn target(arch: Arch, format: ObjectFormat) -> Target {
-        crate::target::test_target(arch, format)
-    }
-
-    #[test]
-    fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target() {
-        let dir = tempfile::tempdir().unwrap();
-        crate::scale_set::ScaleSet {
-            ops: 2,
-            header_lines: 200,
-            batch_size: None,
-        }
-        .write(dir.path())
-        .unwrap();
-        std::fs::create_dir_all(dir.path().join("family")).unwrap();
-        std::fs::write(
-            dir.path().join("family/arith.c"),
-            crate::scale_set::FAMILY_TEMPLATE,
-        )
-        .unwrap();
-        let manifest_file = dir.path().join("manifest.toml");
-        let mut text = std::fs::read_to_string(&manifest_file).unwrap();
-        text.push_str(
-            "\n[[family]]\nname = \"arith\"\nsource = \"family/arith.c\"\n\
-             stencil = \"op_arith_{elem}_{N}\"\nlist = [\"add\", \"sub\"]\n\
-             list_define = \"ELEM\"\n\n[family.params]\nN = [1, 2]\n",
-        );
-        std::fs::write(&manifest_file, text).unwrap();
-        let manifest = Manifest::load(dir.path()).unwrap();
-        assert!(manifest.precompiled_header.is_some(), "with the set's PCH");
-        let targets =
-            Target::load_all(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets"))
-                .unwrap();
-        let units = manifest.translation_units().unwrap();
-        let members = family::all_members(&manifest.families, &manifest.root).unwrap();
-        let jobs: Vec<Job> = targets
-            .iter()
-            .flat_map(|target| {
-                let units = units.iter().map(move |u| Job {
-                    target,
-                    work: Work::Unit(u.clone()),
-                });
-                units.chain(members.iter().map(move |m| Job {
-                    target,
-                    work: Work::Member(m),
-                }))
-            })
-            .collect();
-        let cache = Cache::disabled();
-        let (clang_version, llvm_version) = (clang::version().unwrap(), llvm::version().unwrap());
-        let pipeline = Pipeline {
-            manifest: &manifest,
-            clang_version: &clang_version,
-            llvm_version: &llvm_version,
-            cache: &cache,
-            hashes: FileHashes::for_set(&manifest.root),
-        };
-        llvm::initialize();
-        let pchs = pipeline.prepare_pchs(&jobs).unwrap();
-        // One thread: per target, 3 units and 4 members in groups of 4, units and members
-        // together in the first.
-        let tasks = pipeline.plan(&jobs, &pchs, 1);
-        let groups: Vec<&Vec<usize>> = tasks
-            .iter()
-            .map(|t| match t {
-                Task::Group(g) => g,
-                Task::Job(i) => panic!("job {i} not in a group without a cache"),
-            })
-            .collect();
-        assert_eq!(groups.len(), 2 * targets.len());
-        assert!(matches!(jobs[groups[0][0]].work, Work::Unit(_)));
-        assert!(matches!(jobs[groups[0][3]].work, Work::Member(_)));
-        let grouped = pipeline.run_all(&jobs, 1).unwrap();
-        assert_eq!(grouped.len(), jobs.len());
-        for (job, together) in jobs.iter().zip(&grouped) {
-            let pch = pchs.by_target.get(&job.target.triple);
-            let alone = pipeline.run_job(job, pch, None).unwrap();
-            let [alone] = alone.as_slice() else {
-                panic!("one output per job")
-            };
-            let what = format!("{} {}", job.target.triple, together.template);
-            assert_eq!(together.template, alone.template, "{what}");
-            assert_eq!(
-                format!("{:?}", together.stencils),
-                format!("{:?}", alone.stencils),
-                "{what}"
-            );
-            assert_eq!(
-                format!("{:?}", together.facts),
-                format!("{:?}", alone.facts),
-                "{what}"
-            );
-        }
-    }
-
-    #[test]
-    fn reserved_register_use_names_target_stencil_offset_and_instruction() {
-        // nop; mov w18, #1
-        let code = [0x1f, 0x20, 0x03, 0xd5, 0x32, 0x00, 0x80, 0x52];
-        let apple = target(Arch::Aarch64, ObjectFormat::MachO);
-        let err = check_reserved_registers(&apple, "t.c", &[stencil(&code)]).unwrap_err();
-        assert_eq!(
-            err.0,
-            format!(
-                "{}: t.c: stencil `op_x`: code offset 0x4: `mov w18, #0x1` uses the reserved register w18",
-                apple.triple
-            )
-        );
-        check_reserved_registers(
-            &target(Arch::Aarch64, ObjectFormat::Elf),
-            "t.c",
-            &[stencil(&code)],
-        )
-        .unwrap();
-        check_reserved_registers(
-            &target(Arch::Aarch64, ObjectFormat::Coff),
-            "t.c",
-            &[stencil(&code[..4])],
-        )
-        .unwrap();
-    }
-
-    #[test]
-    fn riscv_stencils_may_not_touch_gp_or_tp() {
-        let riscv = target(Arch::Riscv64, ObjectFormat::Elf);
-        // c.mv a1, a2 ; mv a0, tp ; ret — the compressed move must decode too.
-        let code = [0xb2, 0x85, 0x13, 0x05, 0x02, 0x00, 0x82, 0x80];
-        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&code)]).unwrap_err();
-        assert_eq!(
-            err.0,
-            format!(
-                "{}: t.c: stencil `op_x`: code offset 0x2: `mv a0, tp` uses the reserved register tp",
-                riscv.triple
-            )
-        );
-        // c.addi gp, 1: compressed, gp.
-        let err = check_reserved_registers(&riscv, "t.c", &[stencil(&[0x85, 0x01])]).unwrap_err();
-        assert!(err.0.contains("reserved register"), "{}", err.0);
-        check_reserved_registers(&riscv, "t.c", &[stencil(&code[..2])]).unwrap();
-    }
-}
+mod tests;

@@ -15,7 +15,7 @@
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
 //!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
 //!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
-//!   says why they go there, [`CacheState::parameter`]), and its IR must match its declared
+//!   says why they go there, [`CacheState::parameter`](cache_state::CacheState::parameter)), and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
 //!   every continuation or jump gives registers below OUT a value and none past OUT, except
 //!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
@@ -36,7 +36,7 @@ use crate::error::Error;
 use crate::llvm;
 use crate::manifest::Manifest;
 use inkwell::llvm_sys::core::*;
-use inkwell::llvm_sys::prelude::{LLVMModuleRef, LLVMTypeRef, LLVMValueRef};
+use inkwell::llvm_sys::prelude::{LLVMTypeRef, LLVMValueRef};
 use inkwell::llvm_sys::target::{LLVMGetModuleDataLayout, LLVMPointerSize};
 use inkwell::llvm_sys::{LLVMOpcode, LLVMTailCallKind, LLVMTypeKind};
 use inkwell::module::Module;
@@ -71,76 +71,21 @@ pub const CACHED_ANNOTATION: &str = "cpjit.cached ";
 /// cached ops enter with nothing cached (a side exit to uncached code).
 pub const SPILLED_TARGET_ANNOTATION: &str = "cpjit.spilled_target";
 
-/// A cached op's declared cache state (`CPJIT_CACHED_OP(NAME, IN, OUT)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct CacheState {
-    /// Values cached in registers on entry.
-    entry: usize,
-    /// Values cached in registers when it continues or jumps.
-    exit: usize,
-    /// Cache registers of the convention (`CPJIT_CACHE_REGS`).
-    registers: usize,
-    /// Pinned registers, before the last cache register (`CPJIT_PIN_REGS`): the JIT's,
-    /// passed by every op and not checked here.
-    pinned: usize,
-}
-
-impl CacheState {
-    /// The parameter (or call argument) index of cache register `k`, after `first` leading
-    /// ones: cpjit.h puts the pinned registers between the second-to-last and the last cache
-    /// register.
-    fn parameter(&self, first: usize, k: usize) -> usize {
-        if self.pinned > 0 && k + 1 == self.registers {
-            first + k + self.pinned
-        } else {
-            first + k
-        }
-    }
-
-    /// Parses the annotation's text after [`CACHED_ANNOTATION`]: three or four integers, the
-    /// states at most the register count, then the pinned registers (0 if absent).
-    fn parse(text: &str) -> Result<CacheState, String> {
-        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
-        let number = |s: &str| s.parse::<usize>().ok();
-        let (i, o, n, p) = match fields[..] {
-            [i, o, n] => (i, o, n, "0"),
-            [i, o, n, p] => (i, o, n, p),
-            _ => {
-                return Err(format!(
-                    "malformed cache-state annotation `{CACHED_ANNOTATION}{text}`"
-                ))
-            }
-        };
-        match (number(i), number(o), number(n), number(p)) {
-            (Some(entry), Some(exit), Some(registers), Some(pinned))
-                if (1..=8).contains(&registers)
-                    && entry <= registers
-                    && exit <= registers
-                    && pinned <= 4 =>
-            {
-                Ok(CacheState {
-                    entry,
-                    exit,
-                    registers,
-                    pinned,
-                })
-            }
-            _ => Err(format!(
-                "declared cache state `IN = {i}, OUT = {o}` with {n} cache registers is not \
-                 two integer literals from 0 to the register count (CPJIT_CACHED_OP's IN \
-                 and OUT must expand to integers, e.g. a family's -DIN=2), or its pinned \
-                 registers `{p}` are not 0 to 4 (CPJIT_PIN_REGS)"
-            )),
-        }
-    }
-}
-
 /// LLVM's `CallingConv::PreserveNone` (llvm/IR/CallingConv.h; not in llvm-sys's enum).
 const PRESERVE_NONE_CC: u32 = 21;
 /// LLVM's `CallingConv::C`.
 const C_CC: u32 = 0;
 
 use crate::target::OpCallingConvention;
+
+mod cache_state;
+mod ir;
+
+use cache_state::CacheState;
+use ir::{
+    calling_convention_name, function_type_text, is_indirect_musttail, is_no_value, module_symbols,
+    shorten,
+};
 
 /// Where errors happened: `"<target>: <template>"`.
 pub struct Site<'a> {
@@ -801,119 +746,5 @@ unsafe fn print(v: LLVMValueRef) -> String {
         let text = CStr::from_ptr(raw).to_string_lossy().trim().to_string();
         LLVMDisposeMessage(raw);
         shorten(&text)
-    }
-}
-
-/// A type as LLVM prints it (`i64 (ptr, ptr)`).
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn function_type_text(ty: LLVMTypeRef) -> String {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        let raw = LLVMPrintTypeToString(ty);
-        let text = CStr::from_ptr(raw).to_string_lossy().into_owned();
-        LLVMDisposeMessage(raw);
-        text
-    }
-}
-
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(160) {
-        Some((i, _)) => format!("{}...", &text[..i]),
-        None => text.to_string(),
-    }
-}
-
-fn calling_convention_name(cc: u32) -> String {
-    match cc {
-        C_CC => "the C calling convention".into(),
-        PRESERVE_NONE_CC => "preserve_none".into(),
-        8 => "fastcc".into(),
-        9 => "coldcc".into(),
-        14 => "preserve_most".into(),
-        15 => "preserve_all".into(),
-        64 => "x86_stdcallcc".into(),
-        78 => "x86_64_sysvcc".into(),
-        79 => "win64cc".into(),
-        other => format!("LLVM calling convention {other}"),
-    }
-}
-
-/// The names of the module's functions and global variables.
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn module_symbols(module: LLVMModuleRef) -> Vec<String> {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        let mut names = Vec::new();
-        let mut f = LLVMGetFirstFunction(module);
-        while !f.is_null() {
-            names.push(llvm::value_name(f));
-            f = LLVMGetNextFunction(f);
-        }
-        let mut g = LLVMGetFirstGlobal(module);
-        while !g.is_null() {
-            names.push(llvm::value_name(g));
-            g = LLVMGetNextGlobal(g);
-        }
-        names
-    }
-}
-
-/// Whether `v` carries no value: `undef`, `poison`, or a `freeze` of one.
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn is_no_value(v: LLVMValueRef) -> bool {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        if !LLVMIsAUndefValue(v).is_null() || !LLVMIsAPoisonValue(v).is_null() {
-            return true;
-        }
-        !LLVMIsAFreezeInst(v).is_null() && is_no_value(LLVMGetOperand(v, 0))
-    }
-}
-
-/// Whether `inst` is a musttail call through a pointer (not of a named function or hole).
-///
-/// # Safety
-/// Every LLVM reference passed in belongs to a live module of the calling thread's
-/// context.
-unsafe fn is_indirect_musttail(inst: LLVMValueRef) -> bool {
-    // SAFETY: the caller passes references into a live module (this function's # Safety).
-    unsafe {
-        if LLVMIsACallInst(inst).is_null()
-            || LLVMGetTailCallKind(inst) != LLVMTailCallKind::LLVMTailCallKindMustTail
-        {
-            return false;
-        }
-        let callee = LLVMGetCalledValue(inst);
-        !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::CacheState;
-
-    /// cpjit.h's cached signature: `frame, sp, c0, c1, [p0, p1,] c2`. The pinned registers sit
-    /// between the last two cache registers, so that c2 takes the seventh argument register
-    /// (x86-64's rdx) when there are pinned ones.
-    #[test]
-    fn pinned_registers_sit_between_the_last_two_cache_registers() {
-        let parameters = |annotation: &str| {
-            let state = CacheState::parse(annotation).unwrap();
-            (0..state.registers)
-                .map(|k| state.parameter(2, k))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(parameters("1,1,3"), [2, 3, 4]);
-        assert_eq!(parameters("1,1,3,0"), [2, 3, 4]);
-        assert_eq!(parameters("3,0,3,2"), [2, 3, 6]);
     }
 }
