@@ -32,6 +32,10 @@ use super::parsed::{ParsedObject, ParsedReloc, RelocTarget, SectionKind};
 use super::ReadOptions;
 use crate::stencil::{CodePiece, StencilBuf, ZeroFillBuf};
 
+mod holes;
+
+use holes::{collect_holes, index_holes, Indexed};
+
 /// Names whose presence means the stencil was compiled with a stack protector.
 const STACK_PROTECTOR_SYMBOLS: &[&str] = &[
     "__stack_chk_guard",
@@ -112,13 +116,107 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         .function_range(symbol)
         .ok_or_else(|| ObjectError::corrupt("function extends past its section").symbol(name))?;
 
-    // Discover helpers and data (breadth-first, in relocation order: deterministic).
-    let mut pieces = vec![Piece {
+    let first = Piece {
         section,
         start,
         end,
         at: 0,
-    }];
+    };
+    let (mut pieces, data_sections) = discover(obj, symbol, first)?;
+
+    // Code layout. The first cold piece starts at the stencil's alignment, so that every
+    // cold piece keeps its own alignment relative to the cold part's start (see `split_cold`).
+    let mut code = Vec::new();
+    let code_align = pieces
+        .iter()
+        .map(|p| obj.sections[p.section].align)
+        .fold(1u32, u32::max);
+    for (k, piece) in pieces.iter_mut().enumerate() {
+        let s = &obj.sections[piece.section];
+        let align = if k == 1 { code_align } else { s.align };
+        pad_code(&mut code, align, opts.arch)?;
+        piece.at = code.len() as u64;
+        code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]);
+    }
+
+    let DataLayout {
+        ordered,
+        mut data,
+        data_len,
+        data_align,
+        data_at,
+        zero_fill,
+    } = lay_out_data(obj, &data_sections, opts)?;
+
+    let raw = collect_holes(obj, opts, &pieces, &ordered, &data_at)?;
+
+    // Zero each hole's field (validating the instruction form on AArch64).
+    for (location, at, kind, _, _) in &raw {
+        let bytes = if *location == Section::Code {
+            &mut code
+        } else {
+            &mut data
+        };
+        clear_field(bytes, *at, *kind).map_err(|e| e.offset(*at).relocation(kind.name()))?;
+    }
+
+    let Indexed {
+        mut holes,
+        operands,
+        targets,
+        symbols,
+    } = index_holes(&raw)?;
+
+    let main_end = pieces[0].end - pieces[0].start;
+    let (elided_continue, cold_len) = match pieces.get(1).map(|p| p.at) {
+        None => (elide_continue(&mut code, &mut holes, opts.arch, exact), 0),
+        Some(cold_start) => {
+            let (elided, hot_len) = split_cold(
+                &mut code, &mut holes, main_end, cold_start, opts.arch, exact,
+            )?;
+            for piece in &mut pieces[1..] {
+                piece.at = piece.at - cold_start + hot_len;
+            }
+            (elided, code.len() as u64 - hot_len)
+        }
+    };
+    let pieces = pieces
+        .iter()
+        .map(|p| CodePiece {
+            section: obj.sections[p.section].name.clone(),
+            start: p.start,
+            end: p.end,
+            at: p.at,
+        })
+        .collect();
+    Ok(StencilBuf {
+        pieces,
+        frame: None,
+        name: obj.symbols[symbol].name.clone(),
+        code,
+        code_align,
+        init_data: data,
+        data_len,
+        data_align,
+        zero_fill,
+        holes,
+        operands: operands.into_iter().collect(),
+        targets: targets.into_iter().collect(),
+        symbols: symbols.into_iter().collect(),
+        elided_continue,
+        cold_len: u32::try_from(cold_len)
+            .map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))?,
+    })
+}
+
+/// The stencil's pieces of code (its function first, then the helpers it reaches) and the
+/// data sections it references: breadth-first, in relocation order, so deterministic.
+fn discover(
+    obj: &ParsedObject,
+    symbol: usize,
+    first: Piece,
+) -> Result<(Vec<Piece>, BTreeSet<usize>), ObjectError> {
+    let mut pieces = vec![first];
     let mut data_sections: BTreeSet<usize> = BTreeSet::new();
     let mut queue: VecDeque<(bool, usize)> = VecDeque::from([(true, 0)]);
     while let Some((is_piece, index)) = queue.pop_front() {
@@ -160,23 +258,27 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             }
         }
     }
+    Ok((pieces, data_sections))
+}
 
-    // Code layout. The first cold piece starts at the stencil's alignment, so that every
-    // cold piece keeps its own alignment relative to the cold part's start (see `split_cold`).
-    let mut code = Vec::new();
-    let code_align = pieces
-        .iter()
-        .map(|p| obj.sections[p.section].align)
-        .fold(1u32, u32::max);
-    for (k, piece) in pieces.iter_mut().enumerate() {
-        let s = &obj.sections[piece.section];
-        let align = if k == 1 { code_align } else { s.align };
-        pad_code(&mut code, align, opts.arch)?;
-        piece.at = code.len() as u64;
-        code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]);
-    }
+/// The stencil's data: its sections in kind order (read-only, writable, zero-fill; section
+/// order within each), the initialized bytes, and where each section starts.
+struct DataLayout {
+    ordered: Vec<usize>,
+    data: Vec<u8>,
+    /// Initialized and zero-fill bytes.
+    data_len: u64,
+    data_align: u32,
+    data_at: BTreeMap<usize, u64>,
+    zero_fill: Vec<ZeroFillBuf>,
+}
 
-    // Data layout: read-only, writable, zero-fill; section order within each.
+/// Lays out `data_sections` (see [`DataLayout`]), refusing more than the data limit.
+fn lay_out_data(
+    obj: &ParsedObject,
+    data_sections: &BTreeSet<usize>,
+    opts: &ReadOptions,
+) -> Result<DataLayout, ObjectError> {
     let mut ordered: Vec<usize> = data_sections.iter().copied().collect();
     ordered.sort_by_key(|&i| (obj.sections[i].kind, i));
     let mut data = Vec::new();
@@ -217,227 +319,13 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         }
         data_len = at + s.size;
     }
-
-    // Holes.
-    let mut raw: Vec<RawHole> = vec![];
-    let mut emit =
-        |location: Section, at: u64, sec: usize, r: &ParsedReloc| -> Result<(), ObjectError> {
-            let fail = |e: ObjectError| reloc_context(e, obj, sec, r);
-            let kind = r.kind.clone()?;
-            if kind.arch().is_some_and(|a| a != opts.arch) {
-                return Err(fail(ObjectError::corrupt(format!(
-                    "{kind} on {}",
-                    opts.arch.name()
-                ))));
-            }
-            if location == Section::Data && kind != HoleKind::Abs64 {
-                return Err(fail(ObjectError::new(
-                    ObjectErrorKind::Unsupported,
-                    format!("only 64-bit absolute relocations may be in data, not {kind}"),
-                )));
-            }
-            let local_got = |what: &str| {
-                fail(ObjectError::new(
-                    ObjectErrorKind::Unsupported,
-                    format!(
-                        "GOT reference to {what} defined in the object: declare it `static` \
-                     (or hidden) so it is addressed directly"
-                    ),
-                ))
-            };
-            let (value, addend) = match place(obj, r).map_err(fail)? {
-                Place::External(i) => (
-                    Ok(external(&obj.symbols[i].name, opts).map_err(fail)?),
-                    r.addend,
-                ),
-                Place::Function(fsec, fstart, offset) => {
-                    if kind.uses_got() {
-                        return Err(local_got("a function"));
-                    }
-                    // The main function is the hot part; every other piece is in the cold
-                    // part, which starts at the second piece (see `split_cold`).
-                    let k = pieces
-                        .iter()
-                        .position(|p| p.section == fsec && p.start == fstart);
-                    let (value, at) = match k {
-                        Some(k) if k > 0 => (HoleValue::Cold, pieces[k].at - pieces[1].at),
-                        Some(k) => (HoleValue::Code, pieces[k].at),
-                        None => (HoleValue::Code, 0),
-                    };
-                    (
-                        Err(value),
-                        offset_addend(at + offset, r.addend).map_err(fail)?,
-                    )
-                }
-                Place::Data(dsec, offset) => {
-                    if kind.uses_got() {
-                        return Err(local_got("data"));
-                    }
-                    let base = data_at.get(&dsec).copied().ok_or_else(|| {
-                        fail(ObjectError::corrupt(format!(
-                            "internal: data section {dsec} not laid out"
-                        )))
-                    })?;
-                    (
-                        Err(HoleValue::Data),
-                        offset_addend(base + offset, r.addend).map_err(fail)?,
-                    )
-                }
-            };
-            // A 32-bit absolute field holds a narrow operand's value (`narrow.rs` checks it
-            // was declared narrow); an address of code, data or a helper never fits in one.
-            if kind.is_narrow_only() && !matches!(value, Ok(External::Operand(_))) {
-                return Err(fail(ObjectError::new(
-                    ObjectErrorKind::UnknownRelocation,
-                    format!(
-                        "{} holds a 32-bit absolute address, which cannot reach stencil \
-                         memory (only an operand declared with CPJIT_DECLARE_NARROW may use \
-                         one): compile with -fpic (or -mcmodel=medium/large)",
-                        r.type_name
-                    ),
-                )));
-            }
-            raw.push((location, at, kind, value, addend));
-            Ok(())
-        };
-    for piece in &pieces {
-        for r in relocs_in(obj, piece.section, piece.start, piece.end) {
-            let width = emit_width(r);
-            if r.offset + width > piece.end {
-                return Err(reloc_context(
-                    ObjectError::corrupt("relocation crosses the end of the function"),
-                    obj,
-                    piece.section,
-                    r,
-                ));
-            }
-            emit(
-                Section::Code,
-                piece.at + (r.offset - piece.start),
-                piece.section,
-                r,
-            )?;
-        }
-    }
-    for &i in &ordered {
-        let len = obj.sections[i].size;
-        if let (SectionKind::ZeroFill, Some(r)) =
-            (obj.sections[i].kind, obj.sections[i].relocs.first())
-        {
-            return Err(reloc_context(
-                ObjectError::corrupt("relocation in a zero-fill section, which has no bytes"),
-                obj,
-                i,
-                r,
-            ));
-        }
-        for r in &obj.sections[i].relocs {
-            if r.offset.saturating_add(emit_width(r)) > len {
-                return Err(reloc_context(
-                    ObjectError::truncated("relocation past the section end"),
-                    obj,
-                    i,
-                    r,
-                ));
-            }
-            emit(Section::Data, data_at[&i] + r.offset, i, r)?;
-        }
-    }
-
-    // Zero each hole's field (validating the instruction form on AArch64).
-    for (location, at, kind, _, _) in &raw {
-        let bytes = if *location == Section::Code {
-            &mut code
-        } else {
-            &mut data
-        };
-        clear_field(bytes, *at, *kind).map_err(|e| e.offset(*at).relocation(kind.name()))?;
-    }
-
-    // Names → indices.
-    let mut operands = BTreeSet::new();
-    let mut targets = BTreeSet::new();
-    let mut symbols = BTreeSet::new();
-    for (_, _, _, value, _) in &raw {
-        match value {
-            Ok(External::Operand(n)) => operands.insert(n.clone()),
-            Ok(External::Target(n)) => targets.insert(n.clone()),
-            Ok(External::Symbol(n)) => symbols.insert(n.clone()),
-            _ => false,
-        };
-    }
-    let index = |set: &BTreeSet<String>, n: &str| -> Result<u16, ObjectError> {
-        let i = set.iter().position(|x| x == n).unwrap_or(0);
-        u16::try_from(i)
-            .map_err(|_| ObjectError::new(ObjectErrorKind::Unsupported, "more than 65536 names"))
-    };
-    let mut holes = Vec::with_capacity(raw.len());
-    for (location, at, kind, value, addend) in &raw {
-        let value = match value {
-            Err(v) => *v,
-            Ok(External::Continue) => HoleValue::Continue,
-            Ok(External::Operand(n)) => HoleValue::Operand(index(&operands, n)?),
-            Ok(External::Target(n)) => HoleValue::Target(index(&targets, n)?),
-            Ok(External::Symbol(n)) => HoleValue::Symbol(index(&symbols, n)?),
-        };
-        let offset =
-            u32::try_from(*at).map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))?;
-        holes.push(Hole {
-            section: *location,
-            offset,
-            kind: *kind,
-            value,
-            addend: *addend,
-        });
-    }
-    holes.sort_by_key(|h| (h.section, h.offset));
-    if let Some(w) = holes
-        .windows(2)
-        .find(|w| w[0].section == w[1].section && w[0].offset == w[1].offset)
-    {
-        return Err(ObjectError::corrupt("two relocations at the same place")
-            .offset(u64::from(w[1].offset)));
-    }
-
-    let main_end = pieces[0].end - pieces[0].start;
-    let (elided_continue, cold_len) = match pieces.get(1).map(|p| p.at) {
-        None => (elide_continue(&mut code, &mut holes, opts.arch, exact), 0),
-        Some(cold_start) => {
-            let (elided, hot_len) = split_cold(
-                &mut code, &mut holes, main_end, cold_start, opts.arch, exact,
-            )?;
-            for piece in &mut pieces[1..] {
-                piece.at = piece.at - cold_start + hot_len;
-            }
-            (elided, code.len() as u64 - hot_len)
-        }
-    };
-    let pieces = pieces
-        .iter()
-        .map(|p| CodePiece {
-            section: obj.sections[p.section].name.clone(),
-            start: p.start,
-            end: p.end,
-            at: p.at,
-        })
-        .collect();
-    Ok(StencilBuf {
-        pieces,
-        frame: None,
-        name: obj.symbols[symbol].name.clone(),
-        code,
-        code_align,
-        init_data: data,
+    Ok(DataLayout {
+        ordered,
+        data,
         data_len,
         data_align,
+        data_at,
         zero_fill,
-        holes,
-        operands: operands.into_iter().collect(),
-        targets: targets.into_iter().collect(),
-        symbols: symbols.into_iter().collect(),
-        elided_continue,
-        cold_len: u32::try_from(cold_len)
-            .map_err(|_| ObjectError::corrupt("stencil larger than 4 GiB"))?,
     })
 }
 
