@@ -2,7 +2,7 @@
 //! them) build on every target: the exit status comes back in the return register, so any
 //! register-sized return is the set's ABI; a narrower one is still refused.
 
-use crate::common::{all_targets, options};
+use crate::common::{all_targets, compiled_targets, options};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 
@@ -140,8 +140,8 @@ fn write_batched_pointer_set(dir: &std::path::Path, precompiled: &str) {
 
 /// Issue 41's set as real interpreters write it, all at once: ops returning a pointer, a
 /// shared header without include guard, a precompiled header, units batched three per
-/// clang run; it builds on every target, as one batch each (one bitcode entry per target,
-/// no unit-by-unit fallback).
+/// clang run; it builds on every target, as one batch each (one bitcode entry per target
+/// compiled, no unit-by-unit fallback).
 #[test]
 fn pointer_ops_with_an_unguarded_shared_header_build_batched_with_a_pch_on_every_target() {
     let dir = tempfile::tempdir().unwrap();
@@ -170,7 +170,8 @@ fn pointer_ops_with_an_unguarded_shared_header_build_batched_with_a_pch_on_every
         .into_iter()
         .filter(|name| name.starts_with("bc2-"))
         .count();
-    assert_eq!(bitcode, triples.len(), "one batch per target");
+    // A target whose code is its twin's (`same_code_as`) is compiled with it.
+    assert_eq!(bitcode, compiled_targets().len(), "one batch per target compiled");
 }
 
 /// The unguarded header as the precompiled header itself: every unit that also includes
