@@ -171,7 +171,11 @@ fn pointer_ops_with_an_unguarded_shared_header_build_batched_with_a_pch_on_every
         .filter(|name| name.starts_with("bc2-"))
         .count();
     // A target whose code is its twin's (`same_code_as`) is compiled with it.
-    assert_eq!(bitcode, compiled_targets().len(), "one batch per target compiled");
+    assert_eq!(
+        bitcode,
+        compiled_targets().len(),
+        "one batch per target compiled"
+    );
 }
 
 /// The unguarded header as the precompiled header itself: every unit that also includes

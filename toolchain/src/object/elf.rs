@@ -241,6 +241,19 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     }
 
     let mut obj = ParsedObject::default();
+    let kept = read_sections(&elf, bytes, &mut obj)?;
+    let targets = read_symbols(&elf, &kept, &mut obj)?;
+    read_relocations(&elf, arch, &kept, &targets, &mut obj)?;
+    Ok(obj)
+}
+
+/// The sections the kit keeps (code, data, zero-fill), in file order; returns, per ELF
+/// section index, its index in `obj.sections`.
+fn read_sections(
+    elf: &Elf<'_>,
+    bytes: &[u8],
+    obj: &mut ParsedObject,
+) -> Result<Vec<Option<usize>>, ObjectError> {
     // ELF section index → index in obj.sections.
     let mut kept: Vec<Option<usize>> = vec![None; elf.section_headers.len()];
     for (index, shdr) in elf.section_headers.iter().enumerate() {
@@ -281,7 +294,18 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             relocs: vec![],
         });
     }
+    Ok(kept)
+}
 
+/// The symbol table: undefined, absolute and defined symbols (functions with their sizes,
+/// the splitter's `<function>.cold` parts among them) and, per raw symbol index, what a
+/// relocation naming it refers to; also the local functions that share a section with
+/// another (`unrelocated_locals`).
+fn read_symbols(
+    elf: &Elf<'_>,
+    kept: &[Option<usize>],
+    obj: &mut ParsedObject,
+) -> Result<Vec<Option<RelocTarget>>, ObjectError> {
     // Raw symbol index → relocation target.
     let mut targets: Vec<Option<RelocTarget>> = Vec::with_capacity(elf.syms.len());
     let mut functions_per_section = vec![0usize; obj.sections.len()];
@@ -360,7 +384,20 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             functions_per_section.get(section).is_some_and(|&n| n > 1)
         })
         .collect();
+    Ok(targets)
+}
 
+/// Every kept section's relocations, each mapped to its hole kind through the one table
+/// (an unknown type is recorded as an error for the stencil that uses it; a relaxation
+/// marker refuses the whole object), sorted by offset, RISC-V `lo12`s paired.
+fn read_relocations(
+    elf: &Elf<'_>,
+    arch: Arch,
+    kept: &[Option<usize>],
+    targets: &[Option<RelocTarget>],
+    obj: &mut ParsedObject,
+) -> Result<(), ObjectError> {
+    let machine = elf.header.e_machine;
     for (rela_index, relocs) in &elf.shdr_relocs {
         let Some(rela) = elf.section_headers.get(*rela_index) else {
             continue;
@@ -420,10 +457,10 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
         obj.sections[section].relocs.extend(parsed);
         obj.sections[section].relocs.sort_by_key(|r| r.offset);
         if arch == Arch::Riscv64 {
-            pair_riscv_lo12(&mut obj, section);
+            pair_riscv_lo12(obj, section);
         }
     }
-    Ok(obj)
+    Ok(())
 }
 
 /// `Ok(None)`: ignore the section; `Ok(Some(kind))`: keep it.
