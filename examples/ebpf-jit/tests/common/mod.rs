@@ -61,67 +61,100 @@ fn classify(msg: &str) -> (ErrorKind, Option<usize>) {
     }
 }
 
+/// Bytes of zeros on each side of every region a test hands an engine: more than an
+/// access near a region's edge can reach (an `i16` offset from a masked pointer).
+const GUARD: usize = 1 << 16;
+
+/// A copy of a memory region in the middle of a zeroed buffer [`GUARD`] bytes larger on
+/// each side, so that an access a little outside the region lands in no other region, for
+/// every engine alike. With plain copies, where the allocator happened to put another
+/// region decided whether such an access was in bounds, and the engines could disagree.
+struct Guarded {
+    buffer: Vec<u8>,
+    len: usize,
+}
+
+impl Guarded {
+    fn new(bytes: &[u8]) -> Guarded {
+        let mut buffer = vec![0; bytes.len() + 2 * GUARD];
+        buffer[GUARD..GUARD + bytes.len()].copy_from_slice(bytes);
+        Guarded {
+            buffer,
+            len: bytes.len(),
+        }
+    }
+
+    fn region(&mut self) -> &mut [u8] {
+        &mut self.buffer[GUARD..GUARD + self.len]
+    }
+
+    fn into_bytes(self) -> Vec<u8> {
+        self.buffer[GUARD..GUARD + self.len].to_vec()
+    }
+}
+
 /// Runs `prog` with rbpf's interpreter: `EbpfVmRaw` without `mbuff`, `EbpfVmMbuff` with.
 pub fn run_rbpf(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>) -> Outcome {
-    let mut mem = mem.to_vec();
-    let mb = mbuff.map(<[u8]>::to_vec).unwrap_or_default();
+    let (mut mem_guarded, mut mb_guarded) = (Guarded::new(mem), Guarded::new(mbuff.unwrap_or(&[])));
+    let mem = mem_guarded.region();
+    let mb = mb_guarded.region();
     let result = match mbuff {
         None => rbpf::EbpfVmRaw::new(Some(prog)).and_then(|mut vm| {
             for (id, h) in HELPERS {
                 vm.register_helper(id, h)?;
             }
-            vm.execute_program(&mut mem)
+            vm.execute_program(mem)
         }),
         Some(_) => rbpf::EbpfVmMbuff::new(Some(prog)).and_then(|mut vm| {
             for (id, h) in HELPERS {
                 vm.register_helper(id, h)?;
             }
             // rbpf takes both as shared slices and writes through them.
-            vm.execute_program(&mem, &mb)
+            vm.execute_program(mem, mb)
         }),
     };
     let result = result.map_err(|e| classify(&e.to_string()));
     Outcome {
         result,
-        mem,
-        mbuff: mb,
+        mem: mem_guarded.into_bytes(),
+        mbuff: mb_guarded.into_bytes(),
     }
 }
 
 /// Runs `prog` with this crate: the JIT (`jit = true`) or the interpreter.
 pub fn run_ours(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, jit: bool) -> Outcome {
-    let mut mem = mem.to_vec();
-    let mut mb = mbuff.map(<[u8]>::to_vec).unwrap_or_default();
+    let (mut mem_guarded, mut mb_guarded) = (Guarded::new(mem), Guarded::new(mbuff.unwrap_or(&[])));
+    let (mem, mb) = (mem_guarded.region(), mb_guarded.region());
     let result = EbpfVm::new(prog).and_then(|mut vm| {
         for (id, h) in HELPERS {
             vm.register_helper(id, h);
         }
         if jit {
             vm.jit_compile_with(compiler())?;
-            vm.execute_jit_mbuff(&mut mem, &mut mb)
+            vm.execute_jit_mbuff(mem, mb)
         } else {
-            vm.interpret_mbuff(&mut mem, &mut mb)
+            vm.interpret_mbuff(mem, mb)
         }
     });
     Outcome {
         result: result.map_err(|e| (e.kind(), e.insn())),
-        mem,
-        mbuff: mb,
+        mem: mem_guarded.into_bytes(),
+        mbuff: mb_guarded.into_bytes(),
     }
 }
 
 /// Runs `prog` with the JIT keeping `pins` in machine registers (the others in the frame).
 pub fn run_pinned(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, pins: &[u8]) -> Outcome {
-    let mut mem = mem.to_vec();
-    let mut mb = mbuff.map(<[u8]>::to_vec).unwrap_or_default();
+    let (mut mem_guarded, mut mb_guarded) = (Guarded::new(mem), Guarded::new(mbuff.unwrap_or(&[])));
+    let (mem, mb) = (mem_guarded.region(), mb_guarded.region());
     let helpers = HELPERS.iter().copied().collect();
     let result = ebpf_jit::verify(prog)
         .and_then(|()| compiler().compile_pinned(prog, &helpers, pins))
-        .and_then(|c| c.run(&mut mem, &mut mb));
+        .and_then(|c| c.run(mem, mb));
     Outcome {
         result: result.map_err(|e| (e.kind(), e.insn())),
-        mem,
-        mbuff: mb,
+        mem: mem_guarded.into_bytes(),
+        mbuff: mb_guarded.into_bytes(),
     }
 }
 
