@@ -243,8 +243,15 @@ fn far_code_reaches_the_helper_through_veneers() {
             cpjit_model::Arch::X86_64 | cpjit_model::Arch::Riscv64 => 1 << 31,
             cpjit_model::Arch::Aarch64 => 128 << 20,
         };
-        // Far beyond a direct branch's reach, in the lower half of every 47/48-bit space.
-        let far = (helper & !0xffff_ffff).wrapping_add(64 << 30);
+        // Far beyond a direct branch's reach: 64 GiB below the helper where there is room
+        // (a static-pie binary sits near the top of the 47-bit space, where 64 GiB above
+        // would be no user address at all and the hint ignored), else 64 GiB above.
+        let base = helper & !0xffff_ffff;
+        let far = if base > 128 << 30 {
+            base - (64 << 30)
+        } else {
+            base + (64 << 30)
+        };
         let jit = exec::jit(set, Some(far));
         let p = prog(vec![
             Instr::new(Op::Push2, &[6, 7]),

@@ -212,11 +212,14 @@ fn report(b: &Burst, f: &Figures) {
     }
 }
 
-/// Descriptors and mappings back within 10 % of the baseline, the JIT's one code object
-/// the only descriptor it ever holds; `kept_maps`: the mappings the idle chunks the option
-/// keeps may add.
+/// Descriptors and mappings back within 10 % of the baseline (or 8 mappings, whichever is
+/// more: the C library's allocator keeps a few of its own after a burst, musl's more than
+/// glibc's, while leaked chunks would be tens), the JIT's one code object the only
+/// descriptor it ever holds; `kept_maps`: the mappings the idle chunks the option keeps
+/// may add.
 fn check(f: &Figures, kept_maps: usize) {
-    let within = |after: usize, base: usize, extra: usize| after <= base + base / 10 + extra;
+    let within =
+        |after: usize, base: usize, extra: usize| after <= base + (base / 10).max(8) + extra;
     assert!(
         f.peak.jit_fds <= 1,
         "the JIT held {} code descriptors at the burst's peak, not one for all its chunks",
@@ -257,6 +260,7 @@ fn a_short_burst_hands_memory_back() {
         report(&b, &f);
         assert!(f.peak.jit_maps > 4, "the burst used a few chunks at least");
         check(&f, 0);
+        assert_eq!(f.after.jit_maps, 0, "every code mapping handed back");
         assert_eq!(f.after.jit_code_kib, 0, "every code page handed back");
     });
 }
