@@ -151,32 +151,42 @@ pub enum Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // One helper per kind of error keeps each message next to its kind's others.
+        self.fmt_set(f)
+            .or_else(|| self.fmt_request(f))
+            .or_else(|| self.fmt_resource(f))
+            .expect("every variant has a message in one of the helpers")
+    }
+}
+
+impl Error {
+    /// The messages about the stencil set itself (its format, host, stencils and names);
+    /// `None` for the other variants.
+    fn fmt_set(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
         match self {
             Error::StencilFormat {
                 target,
                 found,
                 expected,
-            } => write!(
+            } => Some(write!(
                 f,
                 "the stencil set for {target} was generated in crate format {found}, but this \
                  cpjit-runtime reads format {expected}: regenerate the stencil crates with \
                  `cpjit build-stencils` (in the kit, `cargo xtask build-stencils`)"
-            ),
-            Error::HostCannotRun { target, host, who } => write!(
+            )),
+            Error::HostCannotRun { target, host, who } => Some(write!(
                 f,
                 "stencil set for target `{target}` cannot run in this {host} process ({who})"
-            ),
+            )),
             Error::InvalidStencil { stencil, reason } => {
-                write!(f, "invalid stencil `{stencil}`: {reason}")
+                Some(write!(f, "invalid stencil `{stencil}`: {reason}"))
             }
-            Error::UnknownStencilIndex { index, count } => {
-                write!(
-                    f,
-                    "unknown stencil index {index} (the set has {count} stencils)"
-                )
-            }
-            Error::UnknownStencilName { name } => write!(f, "unknown stencil `{name}`"),
-            Error::PrunedMember { name, family } => write!(
+            Error::UnknownStencilIndex { index, count } => Some(write!(
+                f,
+                "unknown stencil index {index} (the set has {count} stencils)"
+            )),
+            Error::UnknownStencilName { name } => Some(write!(f, "unknown stencil `{name}`")),
+            Error::PrunedMember { name, family } => Some(write!(
                 f,
                 "stencil `{name}` is a member of cached family `{family}` that was pruned: \
                  the family's manifest entry says `prune = true` in `[family.cached]`, so only \
@@ -184,135 +194,152 @@ impl fmt::Display for Error {
                  never pick this one; push the op with `TraceBuilder::push_op`, or compile the \
                  member all the same by naming it in `cached.keep` (e.g. `keep = [{{ IN = 0, \
                  OUT = 0 }}]`, with the family's own parameters)"
-            ),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The messages about a trace as requested (its instances, operands, targets, labels
+    /// and entry); `None` for the other variants.
+    fn fmt_request(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+        match self {
             Error::Selection { family, reason } => {
-                write!(f, "selection in cached family `{family}`: {reason}")
+                Some(write!(f, "selection in cached family `{family}`: {reason}"))
             }
-            Error::Label { label, reason } => write!(f, "label {label}: {reason}"),
-            Error::UnboundLabel { jumps } => write!(
+            Error::Label { label, reason } => Some(write!(f, "label {label}: {reason}")),
+            Error::UnboundLabel { jumps } => Some(write!(
                 f,
                 "{jumps} jump(s) go to labels never bound: bind every label a jump uses \
                  (TraceBuilder::bind) before finishing the trace"
-            ),
+            )),
             Error::OperandCount {
                 stencil,
                 expected,
                 got,
-            } => write!(
+            } => Some(write!(
                 f,
                 "stencil `{stencil}` takes {expected} operand(s), {got} given"
-            ),
+            )),
             Error::TargetCount {
                 stencil,
                 expected,
                 got,
-            } => write!(
+            } => Some(write!(
                 f,
                 "stencil `{stencil}` takes {expected} jump target(s), {got} given"
-            ),
+            )),
             Error::MissingInstance {
                 stencil,
                 instance,
                 target,
                 count,
-            } => write!(
+            } => Some(write!(
                 f,
                 "instance {instance} (`{stencil}`) jumps to instance {target}, \
                  but the trace has {count} instances"
-            ),
+            )),
             Error::UnknownSymbol {
                 symbol,
                 stencil,
                 instance,
-            } => write!(
+            } => Some(write!(
                 f,
                 "unknown symbol `{symbol}` needed by instance {instance} (`{stencil}`)"
-            ),
-            Error::TraceEndsWithContinue { stencil, instance } => write!(
+            )),
+            Error::TraceEndsWithContinue { stencil, instance } => Some(write!(
                 f,
                 "trace ends with an instance that continues: instance {instance} (`{stencil}`) \
                  falls through or has a continue hole, and no continuation was given"
-            ),
-            Error::NoShim { target } => {
-                write!(f, "the stencil set for `{target}` has no entry shim")
-            }
-            Error::ShimNotFirst { stencil, instance } => write!(
+            )),
+            Error::NoShim { target } => Some(write!(
+                f,
+                "the stencil set for `{target}` has no entry shim"
+            )),
+            Error::ShimNotFirst { stencil, instance } => Some(write!(
                 f,
                 "the entry shim `{stencil}` pushed as instance {instance}: it can only be \
                  instance 0, the trace's entry from native code"
-            ),
+            )),
             Error::ShimAsTarget {
                 shim,
                 stencil,
                 instance,
-            } => write!(
+            } => Some(write!(
                 f,
                 "instance {instance} (`{stencil}`) jumps to the entry shim `{shim}` \
                  (instance 0): the shim is only an entry from native code, jump to the \
                  instance after it instead"
-            ),
+            )),
             Error::EntrySignature {
                 stencil,
                 expected,
                 declared,
                 signature,
-            } => write!(
+            } => Some(write!(
                 f,
                 "the entry shim `{stencil}` takes {expected} parameter(s) ([stencils] \
                  parameters of its set), but it was asked for as `{signature}`, which takes \
                  {declared}"
-            ),
-            Error::NotAnEntry { instance } => write!(
+            )),
+            Error::NotAnEntry { instance } => Some(write!(
                 f,
                 "instance {instance} is not an entry shim: only instance 0, when it is the \
                  set's shim, can be called from native code; fix: push the shim first \
                  (`TraceBuilder::push_shim`) and call the trace through the id it returns"
-            ),
-            Error::EmptyTrace => f.write_str("a trace needs at least one instance"),
+            )),
+            Error::EmptyTrace => Some(f.write_str("a trace needs at least one instance")),
+            _ => None,
+        }
+    }
+
+    /// The messages about resources and options, and of errors that wrap another; `None`
+    /// for the other variants.
+    fn fmt_resource(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+        match self {
             Error::TraceTooLarge {
                 code_bytes,
                 data_bytes,
-            } => write!(
+            } => Some(write!(
                 f,
                 "trace too large: {code_bytes} bytes of code, {data_bytes} bytes of data \
                  (at most 4 GiB each)"
-            ),
+            )),
             Error::OutOfMemory {
                 requested,
                 reserved,
                 limit,
-            } => write!(
+            } => Some(write!(
                 f,
                 "out of JIT memory: a chunk of {requested} more bytes is needed, and \
                  {reserved} of the {limit} bytes allowed (JitOptions::reserve_bytes) are \
                  already reserved"
-            ),
-            Error::AllocationFailed { what, bytes } => write!(
+            )),
+            Error::AllocationFailed { what, bytes } => Some(write!(
                 f,
                 "out of memory: allocating {bytes} bytes for {what} failed (the process may \
                  use no more memory: see `ulimit -v`, RLIMIT_AS or its cgroup's limit); build \
                  smaller traces or raise the limit"
-            ),
-            Error::Map(e) => write!(f, "mapping JIT memory failed: {e}"),
+            )),
+            Error::Map(e) => Some(write!(f, "mapping JIT memory failed: {e}")),
             Error::InvalidOption {
                 option,
                 value,
                 min,
                 max,
                 why,
-            } => write!(
+            } => Some(write!(
                 f,
                 "{option} = {value} is out of range: give a value from {min} to {max} \
                  ({why})"
-            ),
-            Error::Unsupported { option, reason } => write!(f, "{option}: {reason}"),
-            Error::Debug { what, path, source } => write!(f, "{what} `{path}`: {source}"),
+            )),
+            Error::Unsupported { option, reason } => Some(write!(f, "{option}: {reason}")),
+            Error::Debug { what, path, source } => Some(write!(f, "{what} `{path}`: {source}")),
             Error::Patch {
                 stencil,
                 instance,
                 hole,
                 source,
-            } => write!(
+            } => Some(write!(
                 f,
                 "instance {instance} (`{stencil}`): {} hole at {}+{:#x} = {}{:+}: {source}",
                 hole.kind,
@@ -320,8 +347,11 @@ impl fmt::Display for Error {
                 hole.offset,
                 hole.value,
                 hole.addend
-            ),
-            Error::InBatch { trace, source } => write!(f, "trace {trace} of the batch: {source}"),
+            )),
+            Error::InBatch { trace, source } => {
+                Some(write!(f, "trace {trace} of the batch: {source}"))
+            }
+            _ => None,
         }
     }
 }
