@@ -122,15 +122,11 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
             libc::munmap(code, code_len);
             return Ok(None);
         }
-        Ok(Some(Region {
-            code_rx: code as usize,
-            code_len,
-            data: data as usize,
-            data_len,
-            code_committed: 0,
-            data_committed: 0,
-            mapping: Mapping,
-        }))
+        Ok(Some(Region::reserved(
+            (code as usize, code_len),
+            (data as usize, data_len),
+            Mapping,
+        )))
     }
 }
 

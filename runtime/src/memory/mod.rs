@@ -141,6 +141,24 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
+    /// A region a platform module has just reserved: the code part at `code_rx` (its
+    /// executable view) and the data part at `data`, nothing committed yet.
+    fn reserved(
+        (code_rx, code_len): (usize, usize),
+        (data, data_len): (usize, usize),
+        mapping: imp::Mapping,
+    ) -> Region {
+        Region {
+            code_rx,
+            code_len,
+            data,
+            data_len,
+            code_committed: 0,
+            data_committed: 0,
+            mapping,
+        }
+    }
+
     /// Reserves a chunk with `code_len` bytes of code and `data_len` bytes of data (both
     /// multiples of [`granularity`]), preferably within `near.1` bytes of address `near.0`.
     /// Nothing is committed yet: see [`Region::commit`].

@@ -386,15 +386,12 @@ fn map(code_len: usize, data_len: usize, hint: usize, object: &CodeObject) -> io
             return Err(e);
         }
     };
-    Ok(Region {
-        code_rx: at as usize,
+    Ok(adjacent(
+        at as usize,
         code_len,
-        data: at as usize + code_len,
         data_len,
-        code_committed: 0,
-        data_committed: 0,
-        mapping: Mapping { file, base, alias },
-    })
+        Mapping { file, base, alias },
+    ))
 }
 
 /// macOS x86_64: an object of the region's own, and the reservation of both parts.
@@ -411,15 +408,12 @@ fn map(code_len: usize, data_len: usize, hint: usize, object: &CodeObject) -> io
             return Err(e);
         }
     };
-    Ok(Region {
-        code_rx: at as usize,
-        code_len,
-        data: at as usize + code_len,
-        data_len,
-        code_committed: 0,
-        data_committed: 0,
-        mapping: Mapping { fd },
-    })
+    Ok(adjacent(at as usize, code_len, data_len, Mapping { fd }))
+}
+
+/// The region reserved at `at`: its code part there, its data part right after it.
+fn adjacent(at: usize, code_len: usize, data_len: usize, mapping: Mapping) -> Region {
+    Region::reserved((at, code_len), (at + code_len, data_len), mapping)
 }
 
 /// Maps `fd`'s bytes `offset..offset + len` at `at` with `prot` (`at` is part of the

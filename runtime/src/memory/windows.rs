@@ -205,15 +205,11 @@ fn map(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>
             CloseHandle(section);
             return Ok(None);
         }
-        Ok(Some(Region {
-            code_rx: rx.Value as usize,
-            code_len,
-            data: data as usize,
-            data_len,
-            code_committed: 0,
-            data_committed: 0,
-            mapping: Mapping { section },
-        }))
+        Ok(Some(Region::reserved(
+            (rx.Value as usize, code_len),
+            (data as usize, data_len),
+            Mapping { section },
+        )))
     }
 }
 
