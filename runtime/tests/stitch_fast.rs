@@ -144,311 +144,352 @@ fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-fn cases(arch: Arch) -> Vec<Case> {
-    use HoleKind as K;
-    use HoleValue::{Data, Operand, OperandHigh as Hi, OperandLow as Lo, Symbol, Target as To};
-    let case = |name, code, holes, instances| Case {
+/// A case named `name`: `code` with `holes`, pushed once per entry of `instances`.
+fn case(
+    name: &'static str,
+    code: Vec<u8>,
+    holes: Vec<Hole>,
+    instances: Vec<(Vec<u64>, Vec<Target>)>,
+) -> Case {
+    Case {
         name,
         code,
         holes,
         instances,
-    };
-    match arch {
-        Arch::X86_64 => vec![
-            // lea rax, [rip + data + 8]: fast rel32, an address inside the trace.
-            case(
-                "pc32 data",
-                vec![0x48, 0x8d, 0x05, 0, 0, 0, 0],
-                vec![hole(3, K::X86Pc32, Data, 8 - 4)],
-                once(),
-            ),
-            // call rel32 to a symbol (fast when in reach, a veneer when not), and to
-            // jump targets near and far.
-            case(
-                "branch32 symbols",
-                vec![0xe8, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0],
-                vec![
-                    hole(1, K::X86Branch32, Symbol(NEAR), -4),
-                    hole(6, K::X86Branch32, Symbol(FAR), -4),
-                ],
-                once(),
-            ),
-            case(
-                "branch32 targets",
-                vec![0x0f, 0x85, 0, 0, 0, 0],
-                vec![hole(2, K::X86Branch32, To(0), -4)],
-                each_target(),
-            ),
-            // mov rax, [rip + G]: imm32 prepared; `lea` or a GOT slot past the edges.
-            case(
-                "mov r64 got operand",
-                vec![0x48, 0x8b, 0x05, 0, 0, 0, 0],
-                vec![hole(3, K::X86RexGotPc32Relaxable, Operand(0), -4)],
-                each_operand(),
-            ),
-            // add r13, [rip + G] and test [rip + G], rcx: imm32 forms of other uses (no
-            // direct form: past the edge, a GOT slot).
-            case(
-                "alu r64 got operand",
-                vec![0x4c, 0x03, 0x2d, 0, 0, 0, 0, 0x48, 0x85, 0x0d, 0, 0, 0, 0],
-                vec![
-                    hole(3, K::X86RexGotPc32Relaxable, Operand(0), -4),
-                    hole(10, K::X86RexGotPc32Relaxable, Operand(0), -4),
-                ],
-                each_operand(),
-            ),
-            // mov eax, [rip + G] (no REX.W: no immediate form) of an operand: full path.
-            case(
-                "mov r32 got operand",
-                vec![0x8b, 0x05, 0, 0, 0, 0],
-                vec![hole(2, K::X86GotPc32Relaxable, Operand(0), -4)],
-                each_operand(),
-            ),
-            // call [rip + G] of symbols (direct form prepared: `addr32 call`), and
-            // mov rax, [rip + G] of the trace's data (`lea`) and of a symbol (full path:
-            // it may take the immediate form).
-            case(
-                "got direct forms",
-                vec![
-                    0xff, 0x15, 0, 0, 0, 0, 0xff, 0x15, 0, 0, 0, 0, 0x48, 0x8b, 0x05, 0, 0, 0, 0,
-                    0x48, 0x8b, 0x05, 0, 0, 0, 0,
-                ],
-                vec![
-                    hole(2, K::X86GotPc32Relaxable, Symbol(NEAR), -4),
-                    hole(8, K::X86GotPc32Relaxable, Symbol(FAR), -4),
-                    hole(15, K::X86RexGotPc32Relaxable, Data, -4),
-                    hole(22, K::X86RexGotPc32Relaxable, Symbol(NEAR), -4),
-                ],
-                once(),
-            ),
-            // jmp [rip + G] of a symbol: the direct form moves the field, full path.
-            case(
-                "jmp got symbol",
-                vec![0xff, 0x25, 0, 0, 0, 0],
-                vec![hole(2, K::X86GotPc32Relaxable, Symbol(FAR), -4)],
-                once(),
-            ),
-            // mov eax, imm32; mov ecx, imm32: the halves of one operand (X86Abs32).
-            case(
-                "abs32 halves",
-                vec![0xb8, 0, 0, 0, 0, 0xb9, 0, 0, 0, 0],
-                vec![
-                    hole(1, K::X86Abs32, Hi(0), 0),
-                    hole(6, K::X86Abs32, Lo(0), 0),
-                ],
-                each_operand(),
-            ),
-            // mov eax, imm32 of a whole operand (a store when it fits i32::MIN..=u32::MAX),
-            // and the same with the operand's u16 range check (a compare): the fast forms
-            // of a client's local offsets and small constants. Out of range: refused, below.
-            case(
-                "abs32 operand",
-                vec![0xb8, 0, 0, 0, 0],
-                vec![hole(1, K::X86Abs32, Operand(0), 0)],
-                operands_in(i32::MIN as i64, u32::MAX as i64),
-            ),
-            case(
-                "abs32 operand u16 checked",
-                vec![0xb8, 0, 0, 0, 0],
-                vec![
-                    hole(0, K::OperandU16, Operand(0), 0),
-                    hole(1, K::X86Abs32, Operand(0), 0),
-                ],
-                operands_in(0, u16::MAX as i64),
-            ),
-            // mov rax, [rip + G] of each half and of the whole operand: imm32 prepared, a
-            // half of 2^31 or more (not a sign-extended imm32) through its own GOT slot.
-            case(
-                "mov r64 got halves",
-                vec![
-                    0x48, 0x8b, 0x05, 0, 0, 0, 0, 0x48, 0x8b, 0x0d, 0, 0, 0, 0, 0x48, 0x8b, 0x15,
-                    0, 0, 0, 0,
-                ],
-                vec![
-                    hole(3, K::X86RexGotPc32Relaxable, Hi(0), -4),
-                    hole(10, K::X86RexGotPc32Relaxable, Lo(0), -4),
-                    hole(17, K::X86RexGotPc32Relaxable, Operand(0), -4),
-                ],
-                each_operand(),
-            ),
-            // add rax, [rip + G] through a GOT that is never relaxed (GOTPCREL).
-            case(
-                "gotpc32 operand",
-                vec![0x48, 0x03, 0x05, 0, 0, 0, 0],
-                vec![hole(3, K::X86GotPc32, Operand(0), -4)],
-                each_operand(),
-            ),
-        ],
-        Arch::Aarch64 => vec![
-            // adrp x0, data; add x0, x0, :lo12:data
-            case(
-                "adrp add data",
-                words(&[0x9000_0000, 0x9100_0000]),
-                vec![
-                    hole(0, K::Aarch64AdrPage21, Data, 8),
-                    hole(4, K::Aarch64AddLo12, Data, 8),
-                ],
-                once(),
-            ),
-            // bl symbol (veneer when far), b.ne / b to targets.
-            case(
-                "branch26 symbols",
-                words(&[0x9400_0000, 0x9400_0000]),
-                vec![
-                    hole(0, K::Aarch64Branch26, Symbol(NEAR), 0),
-                    hole(4, K::Aarch64Branch26, Symbol(FAR), 0),
-                ],
-                once(),
-            ),
-            case(
-                "branch26 targets",
-                words(&[0x1400_0000]),
-                vec![hole(0, K::Aarch64Branch26, To(0), 0)],
-                each_target(),
-            ),
-            // adrp x8, :got:v; ldr x8, [x8, :got_lo12:v]: movz/movk, adrp+add or the GOT.
-            case(
-                "got pair operand",
-                words(&[0x9000_0008, 0xf940_0108]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
-                    hole(4, K::Aarch64Ld64GotLo12, Operand(0), 0),
-                ],
-                each_operand(),
-            ),
-            // movz w0, #:abs_g1_nc:hi; movk w0, #:abs_g0_nc:hi; the same of the low half.
-            case(
-                "movw halves",
-                words(&[0x52a0_0000, 0x7280_0000, 0x52a0_0001, 0x7280_0001]),
-                vec![
-                    hole(0, K::Aarch64MovwG1, Hi(0), 0),
-                    hole(4, K::Aarch64MovwG0, Hi(0), 0),
-                    hole(8, K::Aarch64MovwG1, Lo(0), 0),
-                    hole(12, K::Aarch64MovwG0, Lo(0), 0),
-                ],
-                each_operand(),
-            ),
-            // GOT pairs of each half (Mach-O and COFF): always relaxed to movz/movk.
-            case(
-                "got pair halves",
-                words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
-                    hole(4, K::Aarch64Ld64GotLo12, Hi(0), 0),
-                    hole(8, K::Aarch64AdrGotPage21, Lo(0), 0),
-                    hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
-                ],
-                each_operand(),
-            ),
-            // Interleaved GOT loads (the COFF halves: adrp x8; adrp x9; ldr x8; ldr x9),
-            // each relaxed on its own; with a far symbol's load (a GOT slot) in between.
-            case(
-                "got pairs interleaved",
-                words(&[0x9000_0008, 0x9000_0009, 0xf940_0108, 0xf940_0129]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
-                    hole(4, K::Aarch64AdrGotPage21, Lo(0), 0),
-                    hole(8, K::Aarch64Ld64GotLo12, Hi(0), 0),
-                    hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
-                ],
-                each_operand(),
-            ),
-            case(
-                "got pairs around a symbol",
-                words(&[0x9000_0008, 0x9000_0009, 0xf940_0129, 0xf940_0108]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
-                    hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
-                    hole(8, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
-                    hole(12, K::Aarch64Ld64GotLo12, Operand(0), 0),
-                ],
-                each_operand_but_far(),
-            ),
-            // adrp x8; adrp x8 (the same register in between): not a relaxable pair.
-            case(
-                "got pair clobbered",
-                words(&[0x9000_0008, 0x9000_0008, 0xf940_0108, 0xf940_0108]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
-                    hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
-                    hole(8, K::Aarch64Ld64GotLo12, Operand(0), 0),
-                    hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
-                ],
-                each_operand_but_far(),
-            ),
-            case(
-                "got pair symbol",
-                words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
-                vec![
-                    hole(0, K::Aarch64AdrGotPage21, Symbol(NEAR), 0),
-                    hole(4, K::Aarch64Ld64GotLo12, Symbol(NEAR), 0),
-                    hole(8, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
-                    hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
-                ],
-                once(),
-            ),
-        ],
-        Arch::Riscv64 => vec![
-            // auipc a0, %pcrel_hi(data); addi a0, a0, %pcrel_lo
-            case(
-                "pcrel data",
-                words(&[0x0000_0517, 0x0005_0513]),
-                vec![
-                    hole(0, K::RiscvPcrelHi20, Data, 8),
-                    hole(4, K::RiscvPcrelLo12I, Data, 8 + 4),
-                ],
-                once(),
-            ),
-            // auipc ra; jalr ra: calls to symbols (veneer when far) and targets.
-            case(
-                "call symbols",
-                words(&[0x0000_0097, 0x0000_80e7, 0x0000_0097, 0x0000_80e7]),
-                vec![
-                    hole(0, K::RiscvCall, Symbol(NEAR), 0),
-                    hole(8, K::RiscvCall, Symbol(FAR), 0),
-                ],
-                once(),
-            ),
-            case(
-                "call targets",
-                words(&[0x0000_0097, 0x0000_80e7]),
-                vec![hole(0, K::RiscvCall, To(0), 0)],
-                each_target(),
-            ),
-            // lui a0, %hi(hi); addiw a0, a0, %lo(hi); the same of the low half into a1.
-            case(
-                "hi20 lo12 halves",
-                words(&[0x0000_0537, 0x0005_051b, 0x0000_05b7, 0x0005_859b]),
-                vec![
-                    hole(0, K::RiscvHi20, Hi(0), 0),
-                    hole(4, K::RiscvLo12I, Hi(0), 0),
-                    hole(8, K::RiscvHi20, Lo(0), 0),
-                    hole(12, K::RiscvLo12I, Lo(0), 0),
-                ],
-                each_operand(),
-            ),
-            // A GOT load of a half: a slot holding the half.
-            case(
-                "got half",
-                words(&[0x0000_0597, 0x0005_b583]),
-                vec![
-                    hole(0, K::RiscvGotHi20, Lo(0), 0),
-                    hole(4, K::RiscvGotLo12I, Lo(0), 4),
-                ],
-                each_operand(),
-            ),
-            // auipc a1, %got_pcrel_hi(v); ld a1, %pcrel_lo(a1): always a GOT slot.
-            case(
-                "got operand",
-                words(&[0x0000_0597, 0x0005_b583]),
-                vec![
-                    hole(0, K::RiscvGotHi20, Operand(0), 0),
-                    hole(4, K::RiscvGotLo12I, Operand(0), 4),
-                ],
-                each_operand(),
-            ),
-        ],
     }
+}
+
+/// The cases of `arch`: each of its hole forms, with values at their edges.
+fn cases(arch: Arch) -> Vec<Case> {
+    match arch {
+        Arch::X86_64 => [x86_64_reference_cases(), x86_64_operand_cases()]
+            .into_iter()
+            .flatten()
+            .collect(),
+        Arch::Aarch64 => aarch64_cases(),
+        Arch::Riscv64 => riscv64_cases(),
+    }
+}
+
+/// x86-64: rel32 references to data, symbols and targets, and GOT loads of operands.
+fn x86_64_reference_cases() -> Vec<Case> {
+    use HoleKind as K;
+    use HoleValue::{Data, Operand, Symbol, Target as To};
+    vec![
+        // lea rax, [rip + data + 8]: fast rel32, an address inside the trace.
+        case(
+            "pc32 data",
+            vec![0x48, 0x8d, 0x05, 0, 0, 0, 0],
+            vec![hole(3, K::X86Pc32, Data, 8 - 4)],
+            once(),
+        ),
+        // call rel32 to a symbol (fast when in reach, a veneer when not), and to
+        // jump targets near and far.
+        case(
+            "branch32 symbols",
+            vec![0xe8, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0],
+            vec![
+                hole(1, K::X86Branch32, Symbol(NEAR), -4),
+                hole(6, K::X86Branch32, Symbol(FAR), -4),
+            ],
+            once(),
+        ),
+        case(
+            "branch32 targets",
+            vec![0x0f, 0x85, 0, 0, 0, 0],
+            vec![hole(2, K::X86Branch32, To(0), -4)],
+            each_target(),
+        ),
+        // mov rax, [rip + G]: imm32 prepared; `lea` or a GOT slot past the edges.
+        case(
+            "mov r64 got operand",
+            vec![0x48, 0x8b, 0x05, 0, 0, 0, 0],
+            vec![hole(3, K::X86RexGotPc32Relaxable, Operand(0), -4)],
+            each_operand(),
+        ),
+        // add r13, [rip + G] and test [rip + G], rcx: imm32 forms of other uses (no
+        // direct form: past the edge, a GOT slot).
+        case(
+            "alu r64 got operand",
+            vec![0x4c, 0x03, 0x2d, 0, 0, 0, 0, 0x48, 0x85, 0x0d, 0, 0, 0, 0],
+            vec![
+                hole(3, K::X86RexGotPc32Relaxable, Operand(0), -4),
+                hole(10, K::X86RexGotPc32Relaxable, Operand(0), -4),
+            ],
+            each_operand(),
+        ),
+        // mov eax, [rip + G] (no REX.W: no immediate form) of an operand: full path.
+        case(
+            "mov r32 got operand",
+            vec![0x8b, 0x05, 0, 0, 0, 0],
+            vec![hole(2, K::X86GotPc32Relaxable, Operand(0), -4)],
+            each_operand(),
+        ),
+        // call [rip + G] of symbols (direct form prepared: `addr32 call`), and
+        // mov rax, [rip + G] of the trace's data (`lea`) and of a symbol (full path:
+        // it may take the immediate form).
+        case(
+            "got direct forms",
+            vec![
+                0xff, 0x15, 0, 0, 0, 0, 0xff, 0x15, 0, 0, 0, 0, 0x48, 0x8b, 0x05, 0, 0, 0, 0, 0x48,
+                0x8b, 0x05, 0, 0, 0, 0,
+            ],
+            vec![
+                hole(2, K::X86GotPc32Relaxable, Symbol(NEAR), -4),
+                hole(8, K::X86GotPc32Relaxable, Symbol(FAR), -4),
+                hole(15, K::X86RexGotPc32Relaxable, Data, -4),
+                hole(22, K::X86RexGotPc32Relaxable, Symbol(NEAR), -4),
+            ],
+            once(),
+        ),
+        // jmp [rip + G] of a symbol: the direct form moves the field, full path.
+        case(
+            "jmp got symbol",
+            vec![0xff, 0x25, 0, 0, 0, 0],
+            vec![hole(2, K::X86GotPc32Relaxable, Symbol(FAR), -4)],
+            once(),
+        ),
+    ]
+}
+
+/// x86-64: operands and their halves in `imm32` fields, range checks and GOT loads.
+fn x86_64_operand_cases() -> Vec<Case> {
+    use HoleKind as K;
+    use HoleValue::{Operand, OperandHigh as Hi, OperandLow as Lo};
+    vec![
+        // mov eax, imm32; mov ecx, imm32: the halves of one operand (X86Abs32).
+        case(
+            "abs32 halves",
+            vec![0xb8, 0, 0, 0, 0, 0xb9, 0, 0, 0, 0],
+            vec![
+                hole(1, K::X86Abs32, Hi(0), 0),
+                hole(6, K::X86Abs32, Lo(0), 0),
+            ],
+            each_operand(),
+        ),
+        // mov eax, imm32 of a whole operand (a store when it fits i32::MIN..=u32::MAX),
+        // and the same with the operand's u16 range check (a compare): the fast forms
+        // of a client's local offsets and small constants. Out of range: refused, below.
+        case(
+            "abs32 operand",
+            vec![0xb8, 0, 0, 0, 0],
+            vec![hole(1, K::X86Abs32, Operand(0), 0)],
+            operands_in(i32::MIN as i64, u32::MAX as i64),
+        ),
+        case(
+            "abs32 operand u16 checked",
+            vec![0xb8, 0, 0, 0, 0],
+            vec![
+                hole(0, K::OperandU16, Operand(0), 0),
+                hole(1, K::X86Abs32, Operand(0), 0),
+            ],
+            operands_in(0, u16::MAX as i64),
+        ),
+        // mov rax, [rip + G] of each half and of the whole operand: imm32 prepared, a
+        // half of 2^31 or more (not a sign-extended imm32) through its own GOT slot.
+        case(
+            "mov r64 got halves",
+            vec![
+                0x48, 0x8b, 0x05, 0, 0, 0, 0, 0x48, 0x8b, 0x0d, 0, 0, 0, 0, 0x48, 0x8b, 0x15, 0, 0,
+                0, 0,
+            ],
+            vec![
+                hole(3, K::X86RexGotPc32Relaxable, Hi(0), -4),
+                hole(10, K::X86RexGotPc32Relaxable, Lo(0), -4),
+                hole(17, K::X86RexGotPc32Relaxable, Operand(0), -4),
+            ],
+            each_operand(),
+        ),
+        // add rax, [rip + G] through a GOT that is never relaxed (GOTPCREL).
+        case(
+            "gotpc32 operand",
+            vec![0x48, 0x03, 0x05, 0, 0, 0, 0],
+            vec![hole(3, K::X86GotPc32, Operand(0), -4)],
+            each_operand(),
+        ),
+    ]
+}
+
+/// AArch64: page-relative pairs, branches, GOT pairs (adjacent, interleaved, clobbered)
+/// and `movz`/`movk` halves.
+fn aarch64_cases() -> Vec<Case> {
+    use HoleKind as K;
+    use HoleValue::{Data, Operand, OperandHigh as Hi, OperandLow as Lo, Symbol, Target as To};
+    vec![
+        // adrp x0, data; add x0, x0, :lo12:data
+        case(
+            "adrp add data",
+            words(&[0x9000_0000, 0x9100_0000]),
+            vec![
+                hole(0, K::Aarch64AdrPage21, Data, 8),
+                hole(4, K::Aarch64AddLo12, Data, 8),
+            ],
+            once(),
+        ),
+        // bl symbol (veneer when far), b.ne / b to targets.
+        case(
+            "branch26 symbols",
+            words(&[0x9400_0000, 0x9400_0000]),
+            vec![
+                hole(0, K::Aarch64Branch26, Symbol(NEAR), 0),
+                hole(4, K::Aarch64Branch26, Symbol(FAR), 0),
+            ],
+            once(),
+        ),
+        case(
+            "branch26 targets",
+            words(&[0x1400_0000]),
+            vec![hole(0, K::Aarch64Branch26, To(0), 0)],
+            each_target(),
+        ),
+        // adrp x8, :got:v; ldr x8, [x8, :got_lo12:v]: movz/movk, adrp+add or the GOT.
+        case(
+            "got pair operand",
+            words(&[0x9000_0008, 0xf940_0108]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
+                hole(4, K::Aarch64Ld64GotLo12, Operand(0), 0),
+            ],
+            each_operand(),
+        ),
+        // movz w0, #:abs_g1_nc:hi; movk w0, #:abs_g0_nc:hi; the same of the low half.
+        case(
+            "movw halves",
+            words(&[0x52a0_0000, 0x7280_0000, 0x52a0_0001, 0x7280_0001]),
+            vec![
+                hole(0, K::Aarch64MovwG1, Hi(0), 0),
+                hole(4, K::Aarch64MovwG0, Hi(0), 0),
+                hole(8, K::Aarch64MovwG1, Lo(0), 0),
+                hole(12, K::Aarch64MovwG0, Lo(0), 0),
+            ],
+            each_operand(),
+        ),
+        // GOT pairs of each half (Mach-O and COFF): always relaxed to movz/movk.
+        case(
+            "got pair halves",
+            words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
+                hole(4, K::Aarch64Ld64GotLo12, Hi(0), 0),
+                hole(8, K::Aarch64AdrGotPage21, Lo(0), 0),
+                hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
+            ],
+            each_operand(),
+        ),
+        // Interleaved GOT loads (the COFF halves: adrp x8; adrp x9; ldr x8; ldr x9),
+        // each relaxed on its own; with a far symbol's load (a GOT slot) in between.
+        case(
+            "got pairs interleaved",
+            words(&[0x9000_0008, 0x9000_0009, 0xf940_0108, 0xf940_0129]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Hi(0), 0),
+                hole(4, K::Aarch64AdrGotPage21, Lo(0), 0),
+                hole(8, K::Aarch64Ld64GotLo12, Hi(0), 0),
+                hole(12, K::Aarch64Ld64GotLo12, Lo(0), 0),
+            ],
+            each_operand(),
+        ),
+        case(
+            "got pairs around a symbol",
+            words(&[0x9000_0008, 0x9000_0009, 0xf940_0129, 0xf940_0108]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
+                hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
+                hole(8, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
+                hole(12, K::Aarch64Ld64GotLo12, Operand(0), 0),
+            ],
+            each_operand_but_far(),
+        ),
+        // adrp x8; adrp x8 (the same register in between): not a relaxable pair.
+        case(
+            "got pair clobbered",
+            words(&[0x9000_0008, 0x9000_0008, 0xf940_0108, 0xf940_0108]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Operand(0), 0),
+                hole(4, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
+                hole(8, K::Aarch64Ld64GotLo12, Operand(0), 0),
+                hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
+            ],
+            each_operand_but_far(),
+        ),
+        case(
+            "got pair symbol",
+            words(&[0x9000_0008, 0xf940_0108, 0x9000_0009, 0xf940_0129]),
+            vec![
+                hole(0, K::Aarch64AdrGotPage21, Symbol(NEAR), 0),
+                hole(4, K::Aarch64Ld64GotLo12, Symbol(NEAR), 0),
+                hole(8, K::Aarch64AdrGotPage21, Symbol(FAR), 0),
+                hole(12, K::Aarch64Ld64GotLo12, Symbol(FAR), 0),
+            ],
+            once(),
+        ),
+    ]
+}
+
+/// RISC-V: `auipc` pairs, calls, `lui` halves and GOT loads.
+fn riscv64_cases() -> Vec<Case> {
+    use HoleKind as K;
+    use HoleValue::{Data, Operand, OperandHigh as Hi, OperandLow as Lo, Symbol, Target as To};
+    vec![
+        // auipc a0, %pcrel_hi(data); addi a0, a0, %pcrel_lo
+        case(
+            "pcrel data",
+            words(&[0x0000_0517, 0x0005_0513]),
+            vec![
+                hole(0, K::RiscvPcrelHi20, Data, 8),
+                hole(4, K::RiscvPcrelLo12I, Data, 8 + 4),
+            ],
+            once(),
+        ),
+        // auipc ra; jalr ra: calls to symbols (veneer when far) and targets.
+        case(
+            "call symbols",
+            words(&[0x0000_0097, 0x0000_80e7, 0x0000_0097, 0x0000_80e7]),
+            vec![
+                hole(0, K::RiscvCall, Symbol(NEAR), 0),
+                hole(8, K::RiscvCall, Symbol(FAR), 0),
+            ],
+            once(),
+        ),
+        case(
+            "call targets",
+            words(&[0x0000_0097, 0x0000_80e7]),
+            vec![hole(0, K::RiscvCall, To(0), 0)],
+            each_target(),
+        ),
+        // lui a0, %hi(hi); addiw a0, a0, %lo(hi); the same of the low half into a1.
+        case(
+            "hi20 lo12 halves",
+            words(&[0x0000_0537, 0x0005_051b, 0x0000_05b7, 0x0005_859b]),
+            vec![
+                hole(0, K::RiscvHi20, Hi(0), 0),
+                hole(4, K::RiscvLo12I, Hi(0), 0),
+                hole(8, K::RiscvHi20, Lo(0), 0),
+                hole(12, K::RiscvLo12I, Lo(0), 0),
+            ],
+            each_operand(),
+        ),
+        // A GOT load of a half: a slot holding the half.
+        case(
+            "got half",
+            words(&[0x0000_0597, 0x0005_b583]),
+            vec![
+                hole(0, K::RiscvGotHi20, Lo(0), 0),
+                hole(4, K::RiscvGotLo12I, Lo(0), 4),
+            ],
+            each_operand(),
+        ),
+        // auipc a1, %got_pcrel_hi(v); ld a1, %pcrel_lo(a1): always a GOT slot.
+        case(
+            "got operand",
+            words(&[0x0000_0597, 0x0005_b583]),
+            vec![
+                hole(0, K::RiscvGotHi20, Operand(0), 0),
+                hole(4, K::RiscvGotLo12I, Operand(0), 4),
+            ],
+            each_operand(),
+        ),
+    ]
 }
 
 /// The host's set with every case appended as a stencil (with 24 bytes of data, 16-byte
