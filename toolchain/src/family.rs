@@ -32,58 +32,11 @@ use crate::error::{Error, Result};
 use crate::set::is_identifier;
 use crate::stencil::StencilBuf;
 use crate::validate::IrFacts;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// `[[family]]` as written.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawFamily {
-    name: String,
-    source: String,
-    stencil: String,
-    #[serde(default)]
-    list: Option<Vec<String>>,
-    #[serde(default)]
-    list_file: Option<String>,
-    #[serde(default)]
-    list_define: Option<String>,
-    #[serde(default)]
-    list_flag: Option<String>,
-    #[serde(default)]
-    defines: Vec<String>,
-    #[serde(default)]
-    params: BTreeMap<String, ParamValues>,
-    #[serde(default)]
-    skip: Vec<BTreeMap<String, toml::Value>>,
-    #[serde(default)]
-    cached: Option<RawCacheParams>,
-}
-
-/// `cached = { entry = "IN", exit = "OUT" }` as written: which parameters are the cache state.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCacheParams {
-    entry: String,
-    exit: String,
-    #[serde(default)]
-    pop: Option<u8>,
-    #[serde(default)]
-    push: Option<u8>,
-    /// Per element: `[pop, push]` (for families whose ops differ; no members are left out).
-    #[serde(default)]
-    effects: Option<BTreeMap<String, [u8; 2]>>,
-    /// The element whose members move between states (spill/fill), used as glue.
-    #[serde(default)]
-    glue: Option<String>,
-    /// Compile only the members the selection tables pick, the glue element's and `keep`'s.
-    #[serde(default)]
-    prune: bool,
-    /// With `prune`: members to compile all the same (partial assignments, as in `skip`).
-    #[serde(default)]
-    keep: Vec<BTreeMap<String, toml::Value>>,
-}
+mod check;
+pub use check::RawFamily;
 
 /// Which of a family's parameters hold its members' cache state (`CPJIT_CACHED_OP(NAME, IN,
 /// OUT)`): indices into [`Family::params`]. Both may name the same parameter (ops that keep
@@ -113,15 +66,6 @@ impl StackEffect {
     pub fn canonical_exit(self, entry: usize, registers: usize) -> usize {
         (entry.saturating_sub(self.pop as usize) + self.push as usize).min(registers)
     }
-}
-
-/// A parameter's values: a list (`[0, 1, 2]`, `["a", "b"]`) or an integer range
-/// (`"0..3"`, `"0..=3"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum ParamValues {
-    List(Vec<toml::Value>),
-    Range(String),
 }
 
 /// Where a family's list of elements comes from.
@@ -202,241 +146,7 @@ pub struct Table {
     pub pruned: Vec<String>,
 }
 
-fn value_text(v: &toml::Value) -> Option<String> {
-    match v {
-        toml::Value::String(s) => Some(s.clone()),
-        toml::Value::Integer(i) => Some(i.to_string()),
-        toml::Value::Boolean(b) => Some(u8::from(*b).to_string()),
-        _ => None,
-    }
-}
-
-/// `"a..b"` or `"a..=b"` as its integers.
-fn range_values(text: &str) -> Option<Vec<String>> {
-    let (lo, hi, inclusive) = match text.split_once("..=") {
-        Some((lo, hi)) => (lo, hi, true),
-        None => {
-            let (lo, hi) = text.split_once("..")?;
-            (lo, hi, false)
-        }
-    };
-    let lo: i64 = lo.trim().parse().ok()?;
-    let hi: i64 = hi.trim().parse().ok()?;
-    let hi = if inclusive { hi } else { hi - 1 };
-    (lo <= hi && hi - lo < 4096).then(|| (lo..=hi).map(|v| v.to_string()).collect())
-}
-
-/// `skip` or `cached.keep` entries (`what`): partial assignments of `elem` and parameter
-/// values, as text.
-fn assignments(
-    what: &str,
-    entries: Vec<BTreeMap<String, toml::Value>>,
-    params: &[(String, Vec<String>)],
-) -> std::result::Result<Vec<BTreeMap<String, String>>, String> {
-    let mut out = Vec::new();
-    for entry in entries {
-        let mut checked = BTreeMap::new();
-        for (key, value) in entry {
-            let known = key == "elem" || params.iter().any(|(p, _)| *p == key);
-            let Some(text) = value_text(&value).filter(|_| known) else {
-                return Err(format!(
-                    "`{what}` entry key `{key}` is not `elem` or a parameter, or its value is \
-                     not an integer or string"
-                ));
-            };
-            checked.insert(key, text);
-        }
-        out.push(checked);
-    }
-    Ok(out)
-}
-
-fn is_macro_name(name: &str) -> bool {
-    is_identifier(name)
-}
-
 impl Family {
-    /// Checks one `[[family]]`; `file` and the family's position name it in errors.
-    pub fn check(file: &str, index: usize, raw: RawFamily) -> Result<Family> {
-        let at = format!("{file}: [[family]] #{} (`{}`)", index + 1, raw.name);
-        let fail = |what: String| Err(Error(format!("{at}: {what}")));
-        if !is_identifier(&raw.name) {
-            return fail("`name` must be a C/Rust identifier".into());
-        }
-        let elements = match (raw.list, raw.list_file) {
-            (Some(_), Some(_)) => return fail("give `list` or `list_file`, not both".into()),
-            (Some(list), None) => Elements::Inline(list),
-            (None, Some(file)) => Elements::File(file),
-            (None, None) => Elements::None,
-        };
-        if let Elements::Inline(list) = &elements {
-            if let Some(bad) = list.iter().find(|e| !is_identifier(e)) {
-                return fail(format!("list element `{bad}` is not an identifier"));
-            }
-        }
-        match (&elements, &raw.list_define) {
-            (Elements::None, Some(_)) => {
-                return fail("`list_define` without `list` or `list_file`".into())
-            }
-            (Elements::Inline(_) | Elements::File(_), None) => {
-                return fail(
-                    "a list needs `list_define` (the macro each element is passed in)".into(),
-                )
-            }
-            (_, Some(d)) if !is_macro_name(d) => {
-                return fail(format!("`list_define` `{d}` is not a macro name"))
-            }
-            _ => {}
-        }
-        if let Some(flag) = &raw.list_flag {
-            if elements == Elements::None {
-                return fail("`list_flag` without `list` or `list_file`".into());
-            }
-            // Prefix and element (an identifier) make a macro name.
-            if !is_macro_name(flag) {
-                return fail(format!(
-                    "`list_flag` `{flag}` is not a macro name prefix (each element gets \
-                     -D{flag}<element>=1)"
-                ));
-            }
-        }
-        let mut params = Vec::new();
-        for (name, values) in raw.params {
-            if !is_macro_name(&name) || name == "elem" {
-                return fail(format!(
-                    "parameter `{name}` is not a macro name (or is `elem`)"
-                ));
-            }
-            let values = match values {
-                ParamValues::List(list) => list.iter().map(value_text).collect::<Option<Vec<_>>>(),
-                ParamValues::Range(text) => range_values(&text),
-            };
-            match values {
-                Some(v) if !v.is_empty() => params.push((name, v)),
-                _ => {
-                    return fail(format!(
-                        "parameter `{name}` needs a non-empty list of integers or strings, or \
-                         a range such as \"0..=3\""
-                    ))
-                }
-            }
-        }
-        if elements == Elements::None && params.is_empty() {
-            return fail("a family needs a list, parameters, or both".into());
-        }
-        // The naming rule must tell every member apart: every dimension appears in it.
-        if elements != Elements::None && !raw.stencil.contains("{elem}") {
-            return fail(format!("`stencil` `{}` does not use {{elem}}", raw.stencil));
-        }
-        for (name, _) in &params {
-            if !raw.stencil.contains(&format!("{{{name}}}")) {
-                return fail(format!(
-                    "`stencil` `{}` does not use {{{name}}}",
-                    raw.stencil
-                ));
-            }
-        }
-        let skip =
-            assignments("skip", raw.skip, &params).map_err(|e| Error(format!("{at}: {e}")))?;
-        for d in &raw.defines {
-            if d.is_empty() || d.starts_with('-') {
-                return fail(format!("`defines`: `{d}` must be NAME or NAME=VALUE"));
-            }
-        }
-        let (mut effects, mut glue, mut prune) = (BTreeMap::new(), None, None);
-        let cached = match raw.cached {
-            None => None,
-            Some(c) => {
-                if !c.prune && !c.keep.is_empty() {
-                    return fail(
-                        "`cached.keep` names members to compile although pruned, but \
-                         `cached.prune` is not set: add `prune = true`, or remove `keep`"
-                            .into(),
-                    );
-                }
-                if c.prune {
-                    prune = Some(
-                        assignments("cached.keep", c.keep.clone(), &params)
-                            .map_err(|e| Error(format!("{at}: {e}")))?,
-                    );
-                }
-                if c.effects.is_some() && (c.pop.is_some() || c.push.is_some()) {
-                    return fail(
-                        "`cached` takes either `pop`/`push` (one stack effect for every op) or \
-                         `effects` (one per element), not both"
-                            .into(),
-                    );
-                }
-                for (element, [pop, push]) in c.effects.clone().unwrap_or_default() {
-                    effects.insert(element, StackEffect { pop, push });
-                }
-                glue.clone_from(&c.glue);
-                // A state parameter's values are what the annotation states: integers, written
-                // as the annotation's numbers are (so "2" matches and "02" cannot be meant).
-                let index = |role: &str, name: &str| -> std::result::Result<usize, String> {
-                    let Some(at) = params.iter().position(|(p, _)| p == name) else {
-                        return Err(format!(
-                            "`cached.{role}` names `{name}`, which is not a parameter of the \
-                             family (its parameters: {})",
-                            names(&params)
-                        ));
-                    };
-                    if let Some(bad) = params[at].1.iter().find(|v| {
-                        v.parse::<u8>().map(|n| n.to_string()).as_deref() != Ok(v.as_str())
-                    }) {
-                        return Err(format!(
-                            "`cached.{role}` names parameter `{name}`, whose value `{bad}` is not \
-                             a cache state (an integer from 0 to 255 without leading zeros)"
-                        ));
-                    }
-                    Ok(at)
-                };
-                let effect = match (c.pop, c.push) {
-                    (Some(pop), Some(push)) => Some(StackEffect { pop, push }),
-                    (None, None) => None,
-                    _ => {
-                        return fail(
-                            "`cached` needs both `pop` and `push` (the members' stack effect) \
-                             or neither"
-                                .into(),
-                        )
-                    }
-                };
-                match (index("entry", &c.entry), index("exit", &c.exit)) {
-                    (Ok(entry), Ok(exit)) if effect.is_some() && entry == exit => {
-                        return fail(
-                            "`cached.pop`/`push` need distinct entry and exit parameters (the \
-                             exit state is derived from the entry state)"
-                                .into(),
-                        )
-                    }
-                    (Ok(entry), Ok(exit)) => Some(CacheParams {
-                        entry,
-                        exit,
-                        effect,
-                    }),
-                    (Err(e), _) | (_, Err(e)) => return fail(e),
-                }
-            }
-        };
-        Ok(Family {
-            manifest: file.to_string(),
-            name: raw.name,
-            source: raw.source,
-            stencil: raw.stencil,
-            elements,
-            list_define: raw.list_define,
-            list_flag: raw.list_flag,
-            defines: raw.defines,
-            params,
-            skip,
-            cached,
-            effects,
-            glue,
-            prune,
-        })
-    }
-
     /// `member`'s cache state as the manifest declares it: the values of the `cached`
     /// parameters (entry, exit), `None` when the family declares none.
     pub fn member_cache_state(&self, member: &Member) -> Option<(usize, usize)> {
@@ -747,16 +457,6 @@ pub fn rename_member(
         facts.stack_uses.insert(member.stencil.clone(), seen);
     }
     Ok(())
-}
-
-/// The parameters' names, for errors: `IN, OUT`.
-fn names(params: &[(String, Vec<String>)]) -> String {
-    let names: Vec<&str> = params.iter().map(|(p, _)| p.as_str()).collect();
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
 }
 
 /// Every combination of value indices, the last parameter fastest.

@@ -2,6 +2,7 @@
 //! of checked `[[family]]` entries (a module of its own to keep `family.rs` short).
 
 use super::*;
+use serde::Deserialize;
 
 fn family(text: &str) -> Result<Family> {
     #[derive(Deserialize)]
