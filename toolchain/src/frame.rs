@@ -393,21 +393,8 @@ mod tests {
     /// A stencil of `len` code bytes made of `pieces`, without a frame yet.
     fn stencil(name: &str, pieces: Vec<CodePiece>, len: usize) -> StencilBuf {
         StencilBuf {
-            name: name.into(),
-            code: vec![0x90; len],
-            code_align: 1,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
-            holes: vec![],
-            operands: vec![],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            cold_len: 0,
             pieces,
-            frame: None,
+            ..StencilBuf::plain(name, vec![0x90; len])
         }
     }
 

@@ -94,21 +94,9 @@ mod tests {
             (38, Got),
         ];
         let mut stencils = [StencilBuf {
-            name: "op_x".into(),
-            code,
-            code_align: 1,
-            init_data: vec![],
-            data_len: 0,
-            data_align: 1,
-            zero_fill: vec![],
             holes: holes.iter().map(|&(at, kind)| hole(at, kind)).collect(),
             operands: vec!["X".into()],
-            targets: vec![],
-            symbols: vec![],
-            elided_continue: false,
-            cold_len: 0,
-            pieces: vec![],
-            frame: None,
+            ..StencilBuf::plain("op_x", code)
         }];
         let coff = crate::target::test_target(Arch::X86_64, ObjectFormat::Coff);
         mark_relaxable_got_uses(coff.llvm_triple(), &mut stencils).unwrap();

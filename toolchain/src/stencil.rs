@@ -197,6 +197,33 @@ impl Serialize for HoleJson<'_> {
     }
 }
 
+/// For tests that write stencils by hand and set only the fields they need
+/// (`StencilBuf { holes, ..StencilBuf::plain("op_x", code) }`).
+#[cfg(test)]
+impl StencilBuf {
+    /// A stencil named `name` of `code` and nothing else: no data, holes, names, pieces or
+    /// frame, alignment 1.
+    pub(crate) fn plain(name: &str, code: Vec<u8>) -> StencilBuf {
+        StencilBuf {
+            name: name.into(),
+            code,
+            code_align: 1,
+            init_data: vec![],
+            data_len: 0,
+            data_align: 1,
+            zero_fill: vec![],
+            holes: vec![],
+            operands: vec![],
+            targets: vec![],
+            symbols: vec![],
+            elided_continue: false,
+            cold_len: 0,
+            pieces: vec![],
+            frame: None,
+        }
+    }
+}
+
 impl Serialize for StencilBuf {
     /// Code and data as lowercase hex strings; holes with their values by name.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -233,13 +260,10 @@ mod tests {
 
     fn sample() -> StencilBuf {
         StencilBuf {
-            name: "op_x".into(),
-            code: (0u8..18).collect(),
             code_align: 4,
             init_data: vec![1, 2],
             data_len: 2,
             data_align: 8,
-            zero_fill: vec![],
             holes: vec![Hole {
                 section: Section::Code,
                 offset: 0x1c,
@@ -248,12 +272,9 @@ mod tests {
                 addend: -4,
             }],
             operands: vec!["OPERAND0".into()],
-            targets: vec![],
             symbols: vec!["helper".into()],
             elided_continue: true,
-            cold_len: 0,
-            pieces: vec![],
-            frame: None,
+            ..StencilBuf::plain("op_x", (0u8..18).collect())
         }
     }
 

@@ -5,21 +5,8 @@ use cpjit_model::{Arch, ObjectFormat};
 
 fn stencil(code: &[u8]) -> StencilBuf {
     StencilBuf {
-        name: "op_x".into(),
-        code: code.to_vec(),
         code_align: 4,
-        init_data: vec![],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: vec![],
-        holes: vec![],
-        operands: vec![],
-        targets: vec![],
-        symbols: vec![],
-        elided_continue: false,
-        cold_len: 0,
-        pieces: vec![],
-        frame: None,
+        ..StencilBuf::plain("op_x", code.to_vec())
     }
 }
 
