@@ -644,8 +644,6 @@ impl Pipeline<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llvm;
-    use inkwell::context::Context;
 
     #[test]
     fn a_batchs_parts_round_trip_and_a_truncated_entry_is_none() {
@@ -730,40 +728,11 @@ mod tests {
 
     #[test]
     fn a_split_module_keeps_its_own_entry_and_what_it_reaches() {
-        let dir = tempfile::tempdir().unwrap();
-        for (name, body) in [
+        let parts = crate::batch_split::tests::split_at_o0(&[
             ("a.c", "static int ha(int x) { return x * 3; }\nextern char H_A[];\nint E(int x) { return ha(x) + (int)(long)H_A; }\n"),
             ("b.c", "static const int tb[4] = {1, 2, 3, 4};\nextern char H_B[];\nint E(int x) { return tb[x & 3] + (int)(long)H_B; }\n"),
-        ] {
-            std::fs::write(dir.path().join(name), body).unwrap();
-        }
-        let units = [PathBuf::from("a.c"), PathBuf::from("b.c")];
-        let text = source(dir.path(), &units, "E");
-        let bitcode = crate::clang::compile_text_within(
-            &["-O0".into()],
-            "batch",
-            text.as_bytes(),
-            None,
-            std::time::Duration::from_secs(120),
-        )
-        .unwrap()
-        .bitcode;
-        let templates = ["a.c".to_string(), "b.c".to_string()];
-        let parts = split(&bitcode, &templates, "E", false, true).unwrap();
-        let context = Context::create();
-        let names = |bc: &[u8]| {
-            let m = llvm::parse_bitcode(&context, bc, "t").unwrap();
-            let mut names: Vec<String> = m
-                .get_functions()
-                .map(|f| f.get_name().to_string_lossy().into_owned())
-                .chain(
-                    m.get_globals()
-                        .map(|g| g.get_name().to_string_lossy().into_owned()),
-                )
-                .collect();
-            names.sort();
-            names
-        };
+        ]);
+        let names = |bc: &[u8]| crate::batch_split::tests::defined_names(bc, true);
         assert_eq!(names(&parts[0]), ["E", "H_A", "ha"]);
         assert_eq!(names(&parts[1]), ["E", "H_B", "tb"]);
     }

@@ -448,8 +448,48 @@ pub fn reorder(text: &str, foreign: &HashSet<String>, right_to_left: bool) -> St
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// `files` (name, text) written to a temporary directory, batched with entry `E`,
+    /// compiled by clang at -O0 and split back into one module per file.
+    pub(crate) fn split_at_o0(files: &[(&str, &str)]) -> Vec<Vec<u8>> {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let units: Vec<std::path::PathBuf> = files.iter().map(|(n, _)| n.into()).collect();
+        let text = crate::batch::source(dir.path(), &units, "E");
+        let bitcode = crate::clang::compile_text_within(
+            &["-O0".into()],
+            "batch",
+            text.as_bytes(),
+            None,
+            std::time::Duration::from_secs(120),
+        )
+        .unwrap()
+        .bitcode;
+        let templates: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
+        split(&bitcode, &templates, "E", false, true).unwrap()
+    }
+
+    /// The sorted names of `bitcode`'s functions, and with `globals` of its globals too.
+    pub(crate) fn defined_names(bitcode: &[u8], globals: bool) -> Vec<String> {
+        let context = Context::create();
+        let m = llvm::parse_bitcode(&context, bitcode, "t").unwrap();
+        let mut names: Vec<String> = m
+            .get_functions()
+            .map(|f| f.get_name().to_string_lossy().into_owned())
+            .collect();
+        if globals {
+            names.extend(
+                m.get_globals()
+                    .map(|g| g.get_name().to_string_lossy().into_owned()),
+            );
+        }
+        names.sort();
+        names
+    }
 
     #[test]
     fn func_strings_get_the_entry_name_back_with_their_length() {
@@ -501,38 +541,16 @@ mod tests {
     fn a_part_drops_helpers_only_another_unit_reaches_even_when_they_call_each_other() {
         // Unit 0's entry reaches two static functions that call each other; unit 1 alone
         // defines neither, so its part must not keep them (each still uses the other).
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("a.c"),
-            "static int odd(int);\nstatic int even(int n) { return n ? odd(n - 1) : 1; }\n\
-             static int odd(int n) { return n ? even(n - 1) : 0; }\n\
-             int E(int x) { return even(x); }\n",
-        )
-        .unwrap();
-        std::fs::write(dir.path().join("b.c"), "int E(int x) { return x + 1; }\n").unwrap();
-        let units = [std::path::PathBuf::from("a.c"), "b.c".into()];
-        let text = crate::batch::source(dir.path(), &units, "E");
-        let bitcode = crate::clang::compile_text_within(
-            &["-O0".into()],
-            "batch",
-            text.as_bytes(),
-            None,
-            std::time::Duration::from_secs(120),
-        )
-        .unwrap()
-        .bitcode;
-        let templates = ["a.c".to_string(), "b.c".to_string()];
-        let parts = split(&bitcode, &templates, "E", false, true).unwrap();
-        let context = Context::create();
-        let functions = |bc: &[u8]| {
-            let m = llvm::parse_bitcode(&context, bc, "t").unwrap();
-            let mut names: Vec<String> = m
-                .get_functions()
-                .map(|f| f.get_name().to_string_lossy().into_owned())
-                .collect();
-            names.sort();
-            names
-        };
+        let parts = split_at_o0(&[
+            (
+                "a.c",
+                "static int odd(int);\nstatic int even(int n) { return n ? odd(n - 1) : 1; }\n\
+                 static int odd(int n) { return n ? even(n - 1) : 0; }\n\
+                 int E(int x) { return even(x); }\n",
+            ),
+            ("b.c", "int E(int x) { return x + 1; }\n"),
+        ]);
+        let functions = |bc: &[u8]| defined_names(bc, false);
         assert_eq!(functions(&parts[0]), ["E", "even", "odd"]);
         assert_eq!(functions(&parts[1]), ["E"]);
     }
