@@ -145,21 +145,33 @@ pub struct TargetFlags {
 
 /// `[[target_rule]]`: the flag changes of [`TargetFlags`] for every target whose facts
 /// match `when` (each key given must equal the target file's).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetRule {
     pub when: RuleWhen,
-    #[serde(default)]
-    pub cflags: Vec<String>,
-    #[serde(default)]
-    pub remove_cflags: Vec<String>,
-    #[serde(default)]
-    pub code_model: Option<String>,
-    #[serde(default)]
-    pub reloc_model: Option<String>,
-    /// The same changes as a `[target.<triple>]` table (filled in by [`Manifest::parse`]).
-    #[serde(skip)]
+    /// The same changes as a `[target.<triple>]` table, the rule's other keys.
     pub flags: TargetFlags,
+}
+
+/// `when` and the keys of [`TargetFlags`] in one table: serde's `flatten` would lose
+/// `deny_unknown_fields`, so `when` is taken out and the rest read as a `TargetFlags`,
+/// which refuses an unknown key by name.
+impl<'de> Deserialize<'de> for TargetRule {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let mut table = toml::Table::deserialize(d)?;
+        let when = table
+            .remove("when")
+            .ok_or_else(|| D::Error::missing_field("when"))?;
+        let when = RuleWhen::deserialize(when)
+            .map_err(|e| D::Error::custom(format!("key `when`: {}", e.message())))?;
+        let flags = TargetFlags::deserialize(toml::Value::Table(table)).map_err(|e| {
+            D::Error::custom(format!(
+                "{} (a [[target_rule]] takes `when` and the keys of a [target.<triple>] table)",
+                e.message()
+            ))
+        })?;
+        Ok(TargetRule { when, flags })
+    }
 }
 
 /// A rule's condition on the target file's facts; at least one key.
@@ -380,15 +392,9 @@ impl Manifest {
                 )));
             }
         }
-        let mut target_rules = raw.target_rule;
-        for (i, rule) in target_rules.iter_mut().enumerate() {
+        let target_rules = raw.target_rule;
+        for (i, rule) in target_rules.iter().enumerate() {
             rule.when.check(file, i)?;
-            rule.flags = TargetFlags {
-                cflags: rule.cflags.clone(),
-                remove_cflags: rule.remove_cflags.clone(),
-                code_model: rule.code_model.clone(),
-                reloc_model: rule.reloc_model.clone(),
-            };
         }
         let mut families: Vec<Family> = Vec::new();
         for (i, raw) in raw.family.into_iter().enumerate() {
@@ -607,6 +613,13 @@ mod tests {
                  x86_64, aarch64, riscv64)",
             ),
             ("when = { os = \"linux\" }\n", "os"),
+            (
+                "when = { arch = \"x86_64\" }\ncflag = [\"-DX\"]\n",
+                "unknown field `cflag`, expected one of `cflags`, `remove_cflags`, \
+                 `code_model`, `reloc_model` (a [[target_rule]] takes `when` and the keys of a \
+                 [target.<triple>] table)",
+            ),
+            ("cflags = [\"-DX\"]\n", "missing field `when`"),
         ] {
             let err = parse(&format!("{MINIMAL}[[target_rule]]\n{bad}")).unwrap_err();
             assert!(
