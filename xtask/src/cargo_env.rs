@@ -153,13 +153,8 @@ mod tests {
     #[test]
     fn a_target_with_its_own_rust_target_is_one_file() {
         let root = crate::util::root();
-        let dir = tempfile::tempdir().unwrap();
-        for entry in std::fs::read_dir(root.join("targets")).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
-        }
+        let (dir, real) = targets::copy_of_the_targets();
         // The native target that brings its own linker (x86-64 musl), whatever its triple.
-        let real = targets::load_all(&root.join("targets")).unwrap();
         let own = real
             .iter()
             .find(|t| t.test.execution == Execution::Native && t.test.linker.is_some())

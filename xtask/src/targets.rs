@@ -53,6 +53,20 @@ pub fn load_all(dir: &Path) -> Result<Vec<TargetFacts>, String> {
     }
 }
 
+/// For tests that add a target file: a temporary directory holding copies of the real
+/// target files, and the real files' facts.
+#[cfg(test)]
+pub fn copy_of_the_targets() -> (tempfile::TempDir, Vec<TargetFacts>) {
+    let root = crate::util::root();
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(root.join("targets")).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
+    }
+    let real = load_all(&root.join("targets")).unwrap();
+    (dir, real)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

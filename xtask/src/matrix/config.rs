@@ -270,12 +270,7 @@ mod tests {
     #[test]
     fn a_seventh_target_file_is_a_matrix_row() {
         let root = crate::util::root();
-        let dir = tempfile::tempdir().unwrap();
-        for entry in std::fs::read_dir(root.join("targets")).unwrap() {
-            let path = entry.unwrap().path();
-            std::fs::copy(&path, dir.path().join(path.file_name().unwrap())).unwrap();
-        }
-        let real = targets::load_all(&root.join("targets")).unwrap();
+        let (dir, real) = targets::copy_of_the_targets();
         // Executed by the process that runs the x86-64 native row.
         let linux = real
             .iter()
