@@ -101,20 +101,32 @@ fn helpers_are_called_directly_and_through_the_got() {
 #[test]
 fn jump_targets_make_loops() {
     let jit = Jit::new(SET, resolve).unwrap();
+    assert_eq!(count_down(&jit, false), 35);
+}
+
+/// Runs `load 0; body: add 3 + 4; decrement the counter, jump to body unless 0; return`
+/// with the counter at 5, its jump to the body's instance or (`label`) to a label placed
+/// before it; returns what the trace returns, after checking the counter reached 0.
+fn count_down(jit: &Jit<'_>, label: bool) -> i64 {
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();
     t.push_named("op_load_got", &[0], &[]).unwrap();
+    let head = label.then(|| t.label().unwrap());
+    if let Some(head) = head {
+        t.place(head).unwrap();
+    }
     let body = t.push_named("op_add_got", &[3, 4], &[]).unwrap();
-    t.push_named("op_dec_jump_nz", &[], &[Target::Instance(body)])
-        .unwrap();
+    let target = head.map_or(Target::Instance(body), Target::Label);
+    t.push_named("op_dec_jump_nz", &[], &[target]).unwrap();
     t.push_named("op_return", &[], &[]).unwrap();
     let trace = t.finish().unwrap();
     let mut frame = Frame {
         counter: 5,
         ..Frame::default()
     };
-    assert_eq!(run(&trace, shim, &mut frame), 35);
+    let result = run(&trace, shim, &mut frame);
     assert_eq!(frame.counter, 0);
+    result
 }
 
 /// A client that pushes members itself (`push`, not `push_op`) jumps to labels too: a
@@ -122,21 +134,7 @@ fn jump_targets_make_loops() {
 #[test]
 fn plain_pushes_jump_to_labels() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[0], &[]).unwrap();
-    let body = t.label().unwrap();
-    t.place(body).unwrap();
-    t.push_named("op_add_got", &[3, 4], &[]).unwrap();
-    t.push_named("op_dec_jump_nz", &[], &[Target::Label(body)])
-        .unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
-    let mut frame = Frame {
-        counter: 5,
-        ..Frame::default()
-    };
-    assert_eq!(run(&trace, shim, &mut frame), 35);
+    assert_eq!(count_down(&jit, true), 35);
     // Forward, in the second trace of a batch (labels are per trace): the jump is taken
     // while the counter stays nonzero, skipping the 100.
     let mut batch = jit.batch();

@@ -112,25 +112,31 @@ const PC_RELATIVE: [(HoleKind, i64, i64, i64); 8] = [
     (HoleKind::Aarch64Branch14, -(1 << 15), (1 << 15) - 4, 4),
 ];
 
+/// `kind` patched with the value `at(d)` for a displacement `d` accepts `min` and `max`,
+/// refuses one step (`align`) beyond each as out of range, and refuses far beyond in both
+/// directions, including across the top of the address space.
+fn check_range_edges(kind: HoleKind, at: impl Fn(i64) -> u64, (min, max, align): (i64, i64, i64)) {
+    assert!(try_patch(kind, at(min)).is_ok(), "{kind} min");
+    assert!(try_patch(kind, at(max)).is_ok(), "{kind} max");
+    assert_eq!(
+        try_patch(kind, at(min - align)),
+        out_of_range(min, max, min - align)
+    );
+    assert_eq!(
+        try_patch(kind, at(max + align)),
+        out_of_range(min, max, max + align)
+    );
+    assert!(try_patch(kind, at(i64::MAX)).is_err(), "{kind}");
+    assert!(try_patch(kind, at(i64::MIN)).is_err(), "{kind}");
+}
+
 #[test]
 fn pc_relative_kinds_accept_both_ends_and_reject_one_step_beyond() {
     for (kind, min, max, align) in PC_RELATIVE {
         let offset = sample(kind).1 as u64;
         let at = |d: i64| (PLACE + offset).wrapping_add(d as u64);
-        assert!(try_patch(kind, at(min)).is_ok(), "{kind} min");
-        assert!(try_patch(kind, at(max)).is_ok(), "{kind} max");
         assert!(try_patch(kind, at(0)).is_ok(), "{kind} 0");
-        assert_eq!(
-            try_patch(kind, at(min - align)),
-            out_of_range(min, max, min - align)
-        );
-        assert_eq!(
-            try_patch(kind, at(max + align)),
-            out_of_range(min, max, max + align)
-        );
-        // Far beyond in both directions, including across the top of the address space.
-        assert!(try_patch(kind, at(i64::MAX)).is_err(), "{kind}");
-        assert!(try_patch(kind, at(i64::MIN)).is_err(), "{kind}");
+        check_range_edges(kind, at, (min, max, align));
         if align > 1 {
             for d in [1, 2, 3, max - 1, min + 2] {
                 assert_eq!(
@@ -170,18 +176,7 @@ const RISCV_PC_RELATIVE: [(HoleKind, i64, i64, i64); 5] = [
 fn riscv_kinds_accept_both_ends_and_reject_one_step_beyond() {
     for (kind, min, max, align) in RISCV_PC_RELATIVE {
         let at = |d: i64| PLACE.wrapping_add(d as u64);
-        assert!(try_patch(kind, at(min)).is_ok(), "{kind} min");
-        assert!(try_patch(kind, at(max)).is_ok(), "{kind} max");
-        assert_eq!(
-            try_patch(kind, at(min - align)),
-            out_of_range(min, max, min - align)
-        );
-        assert_eq!(
-            try_patch(kind, at(max + align)),
-            out_of_range(min, max, max + align)
-        );
-        assert!(try_patch(kind, at(i64::MAX)).is_err(), "{kind}");
-        assert!(try_patch(kind, at(i64::MIN)).is_err(), "{kind}");
+        check_range_edges(kind, at, (min, max, align));
         if align > 1 {
             assert_eq!(
                 try_patch(kind, at(1)),
