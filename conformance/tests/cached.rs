@@ -49,39 +49,16 @@ fn resolve(name: &str) -> Option<u64> {
     }
 }
 
-const TABLE: [u64; 8] = [3, 1, 4, 1, 5, 9, 2, 6];
-
 /// What op `op` (operands 11 and 22) does to `stack`; for `dec_jump_nz`, whether it jumps.
 fn reference(op: &str, stack: &mut Vec<u64>) -> bool {
+    if let Some(jumps) = common::reference(op, 11, 22, stack) {
+        return jumps;
+    }
     let mut pop = || stack.pop().expect("the reference stack has values");
     match op {
-        "push" => stack.push(11),
-        "push2" => stack.extend([11, 22]),
-        "add" => {
-            let (b, a) = (pop(), pop());
-            stack.push(a.wrapping_add(b));
-        }
         "helper" => {
             let (c, b, a) = (pop(), pop(), pop());
             stack.push(mul_add(a as i64, b as i64, c as i64) as u64);
-        }
-        "table" => {
-            let x = pop();
-            stack.push(TABLE[(x & 7) as usize] * 1_000_003);
-        }
-        // The instance's counter starts at 0: counter = top; top = counter.
-        "counter" => {}
-        "addr_addend" => {
-            let x = *stack.last().unwrap();
-            stack.push(x.wrapping_add(16));
-        }
-        "pop" => {
-            pop();
-        }
-        "dec_jump_nz" => {
-            let x = pop().wrapping_sub(1);
-            stack.push(x);
-            return x != 0;
         }
         "move" => {}
         "digest" => {

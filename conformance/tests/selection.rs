@@ -99,39 +99,6 @@ fn tables(set: &'static StencilSet<'static>) -> Result<usize, String> {
     Ok(checks)
 }
 
-/// What op `op` (operands `a`, `b`) does to `stack`; `dec_jump_nz`: whether it jumps.
-fn reference(op: &str, a: u64, b: u64, stack: &mut Vec<u64>) -> bool {
-    let mut pop = || stack.pop().expect("the reference stack has values");
-    match op {
-        "push" => stack.push(a),
-        "push2" => stack.extend([a, b]),
-        "add" => {
-            let (y, x) = (pop(), pop());
-            stack.push(x.wrapping_add(y));
-        }
-        "table" => {
-            let x = pop();
-            stack.push([3, 1, 4, 1, 5, 9, 2, 6][(x & 7) as usize] * 1_000_003);
-        }
-        // The instance's counter starts at 0: counter = top; top = counter.
-        "counter" => {}
-        "addr_addend" => {
-            let x = *stack.last().unwrap();
-            stack.push(x.wrapping_add(16));
-        }
-        "pop" => {
-            pop();
-        }
-        "dec_jump_nz" => {
-            let x = pop().wrapping_sub(1);
-            stack.push(x);
-            return x != 0;
-        }
-        other => unreachable!("no reference for {other}"),
-    }
-    false
-}
-
 /// Runs a trace whose first instance is the shim; the side exit returns `sp`, so the
 /// stack is read back from memory.
 fn run_spilled(trace: &cpjit_runtime::Trace, memory: &mut [u64]) -> Result<Vec<u64>, String> {
@@ -193,7 +160,7 @@ fn traces(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Str
                 };
                 b.push_op(&sel, op(name)?, operands, &[])
                     .map_err(|e| format!("{name}: {e}"))?;
-                reference(name, x, y, want);
+                common::reference(name, x, y, want).expect("a reference for every op pushed");
                 ops_pushed += 1;
                 return Ok(());
             }

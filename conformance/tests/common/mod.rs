@@ -25,3 +25,40 @@ pub fn check_every_executable_set(
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The table of the test families' `table` op (`templates/families/cached.c`).
+const TABLE: [u64; 8] = [3, 1, 4, 1, 5, 9, 2, 6];
+
+/// What an op of the kit's test families (operands `a`, `b`) does to `stack`; whether it
+/// jumps (`dec_jump_nz`); `None` for an op not shared by the cached and selection tests.
+pub fn reference(op: &str, a: u64, b: u64, stack: &mut Vec<u64>) -> Option<bool> {
+    let mut pop = || stack.pop().expect("the reference stack has values");
+    match op {
+        "push" => stack.push(a),
+        "push2" => stack.extend([a, b]),
+        "add" => {
+            let (y, x) = (pop(), pop());
+            stack.push(x.wrapping_add(y));
+        }
+        "table" => {
+            let x = pop();
+            stack.push(TABLE[(x & 7) as usize] * 1_000_003);
+        }
+        // The instance's counter starts at 0: counter = top; top = counter.
+        "counter" => {}
+        "addr_addend" => {
+            let x = *stack.last().unwrap();
+            stack.push(x.wrapping_add(16));
+        }
+        "pop" => {
+            pop();
+        }
+        "dec_jump_nz" => {
+            let x = pop().wrapping_sub(1);
+            stack.push(x);
+            return Some(x != 0);
+        }
+        _ => return None,
+    }
+    Some(false)
+}
