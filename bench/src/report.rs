@@ -65,7 +65,20 @@ fn verdict(met: bool) -> &'static str {
 /// The issue's targets with this run's figures.
 fn targets(r: &Results) -> String {
     let mut out = String::new();
-    // jit vs interp
+    jit_vs_interp(r, &mut out);
+    counting_loop_vs_o0(r, &mut out);
+    examples_vs_o0(r, &mut out);
+    versus_cranelift(r, &mut out);
+    stitching(r, &mut out);
+    memory_and_toolchain(r, &mut out);
+    if out.is_empty() {
+        return out;
+    }
+    format!("| target | this run | verdict |\n|---|---|---|\n{out}")
+}
+
+/// The `jit` mode against the interpreter on the loop-heavy examples.
+fn jit_vs_interp(r: &Results, out: &mut String) {
     let speedups: Vec<(String, f64)> = LOOP_HEAVY
         .iter()
         .filter_map(|name| {
@@ -91,7 +104,10 @@ fn targets(r: &Results) -> String {
             verdict(all)
         );
     }
-    // compile ratio and run time vs LLVM -O0, on the counting loop
+}
+
+/// Compile ratio and run time against LLVM -O0, on the counting loop.
+fn counting_loop_vs_o0(r: &Results, out: &mut String) {
     let find = |backend: &str| {
         r.peer
             .iter()
@@ -118,8 +134,10 @@ fn targets(r: &Results) -> String {
             verdict(a <= b * 1.02)
         );
     }
-    examples_vs_o0(r, &mut out);
-    versus_cranelift(r, &mut out);
+}
+
+/// Stitching speed per instance, end to end and pre-lowered.
+fn stitching(r: &Results, out: &mut String) {
     // End to end (the kit's selection + push + finish, issue 36) and stitching alone
     // (pre-lowered: members selected beforehand, push + finish).
     for (case, goal) in [
@@ -174,6 +192,10 @@ fn targets(r: &Results) -> String {
             verdict(judged <= 30.0)
         );
     }
+}
+
+/// Bytes mapped against bytes used, and the stencil build times.
+fn memory_and_toolchain(r: &Results, out: &mut String) {
     if let Some(m) = r
         .memory
         .iter()
@@ -209,10 +231,6 @@ fn targets(r: &Results) -> String {
             100.0 * c.cpu_use()
         );
     }
-    if out.is_empty() {
-        return out;
-    }
-    format!("| target | this run | verdict |\n|---|---|---|\n{out}")
 }
 
 /// The examples issue 11 times (`overflow` stops at an error after 5,000 rounds: a test of
