@@ -8,7 +8,6 @@ use crate::common;
 
 use common::*;
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver;
 use cpjit_toolchain::scale_set::ScaleSet;
 use std::path::Path;
 
@@ -18,20 +17,16 @@ const SMALL: ScaleSet = ScaleSet {
     batch_size: None,
 };
 
-/// Builds `set` for `only` (all targets when empty) with the JSON dump; returns it with
-/// every target's inputs digest removed (the manifests differ in `batch_size`).
-fn build_json(set: &Path, only: &[&str], cache: Cache) -> serde_json::Value {
-    let out = tempfile::tempdir().unwrap();
-    let json = out.path().join("set.json");
-    let mut opts = options(set.to_path_buf(), only, &out.path().join("crates"), cache);
-    opts.json = Some(json.clone());
-    driver::build_stencils(&opts).unwrap();
-    let mut value: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    for (_, target) in value.as_object_mut().unwrap() {
-        target.as_object_mut().unwrap().remove("digest");
+/// [`SMALL`] written to a new directory, in batches of `batch_size` units.
+fn small_set(batch_size: Option<usize>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    ScaleSet {
+        batch_size,
+        ..SMALL
     }
-    value
+    .write(dir.path())
+    .unwrap();
+    dir
 }
 
 fn entries(cache: &Path, kind: &str) -> std::collections::BTreeSet<String> {
@@ -44,16 +39,9 @@ fn entries(cache: &Path, kind: &str) -> std::collections::BTreeSet<String> {
 
 #[test]
 fn batched_units_give_the_stencils_of_one_clang_run_per_unit_on_every_target() {
-    let plain = tempfile::tempdir().unwrap();
-    SMALL.write(plain.path()).unwrap();
-    let batched = tempfile::tempdir().unwrap();
+    let plain = small_set(None);
     // 7 units (6 ops and the shim) in batches of 3, 3 and 1.
-    ScaleSet {
-        batch_size: Some(3),
-        ..SMALL
-    }
-    .write(batched.path())
-    .unwrap();
+    let batched = small_set(Some(3));
     let a = build_json(plain.path(), &[], Cache::disabled());
     let b = build_json(batched.path(), &[], Cache::disabled());
     assert_eq!(a.as_object().unwrap().len(), all_targets().len());
@@ -72,13 +60,7 @@ fn batched_units_give_the_stencils_of_one_clang_run_per_unit_on_every_target() {
 
 #[test]
 fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
-    let set = tempfile::tempdir().unwrap();
-    ScaleSet {
-        batch_size: Some(3),
-        ..SMALL
-    }
-    .write(set.path())
-    .unwrap();
+    let set = small_set(Some(3));
     let triple = first_target();
     let cache = tempfile::tempdir().unwrap();
     let build = || {
@@ -120,25 +102,12 @@ fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
 
 #[test]
 fn errors_in_a_batched_unit_name_its_file_and_line() {
-    let set = tempfile::tempdir().unwrap();
-    ScaleSet {
-        batch_size: Some(4),
-        ..SMALL
-    }
-    .write(set.path())
-    .unwrap();
+    let set = small_set(Some(4));
     let unit = set.path().join("ops/op_0002.c");
     let text = std::fs::read_to_string(&unit).unwrap();
     let line = common::break_continuation(&unit);
     let triple = first_target();
-    let out = tempfile::tempdir().unwrap();
-    let opts = options(
-        set.path().to_path_buf(),
-        &[&triple],
-        out.path(),
-        Cache::disabled(),
-    );
-    let err = driver::build_stencils(&opts).unwrap_err().0;
+    let err = build_error(set.path(), &triple);
     assert!(
         err.contains(&format!("ops/op_0002.c:{line}:")) && err.contains("error"),
         "{err}"
@@ -153,7 +122,7 @@ fn errors_in_a_batched_unit_name_its_file_and_line() {
         ),
     )
     .unwrap();
-    let err = driver::build_stencils(&opts).unwrap_err().0;
+    let err = build_error(set.path(), &triple);
     assert!(
         err.contains(&format!("{triple}: ops/op_0002.c: stencil `op_0002`"))
             && err.contains("without musttail"),
@@ -163,13 +132,7 @@ fn errors_in_a_batched_unit_name_its_file_and_line() {
 
 #[test]
 fn a_batch_clang_rejects_is_compiled_unit_by_unit_with_a_notice() {
-    let set = tempfile::tempdir().unwrap();
-    ScaleSet {
-        batch_size: Some(8),
-        ..SMALL
-    }
-    .write(set.path())
-    .unwrap();
+    let set = small_set(Some(8));
     // Two units defining the same file-scope name: fine alone, a redefinition together.
     for k in [1, 2] {
         let unit = set.path().join(format!("ops/op_000{k}.c"));
@@ -236,16 +199,9 @@ fn share_an_unguarded_header(dir: &Path) {
 
 #[test]
 fn a_shared_header_without_include_guard_builds_batched_on_every_target() {
-    let plain = tempfile::tempdir().unwrap();
-    SMALL.write(plain.path()).unwrap();
+    let plain = small_set(None);
     share_an_unguarded_header(plain.path());
-    let batched = tempfile::tempdir().unwrap();
-    ScaleSet {
-        batch_size: Some(3),
-        ..SMALL
-    }
-    .write(batched.path())
-    .unwrap();
+    let batched = small_set(Some(3));
     share_an_unguarded_header(batched.path());
     let cache = tempfile::tempdir().unwrap();
     let a = build_json(plain.path(), &[], Cache::disabled());

@@ -108,16 +108,7 @@ fn build_logging_clang(set: &Path, out: &Path, cache: &Path, log: &Path) -> Stri
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let target = common::first_target();
-    let result = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"))
-        .args(["build-stencils", "--force", "--templates"])
-        .arg(set)
-        .arg("--targets-dir")
-        .arg(common::workspace().join("targets"))
-        .arg("--out")
-        .arg(out)
-        .args(["--target", &target])
-        .env("CPJIT_STENCIL_CACHE", cache)
+    let result = common::cpjit_build(set, out, cache)
         .env("CPJIT_CLANG", &wrapper)
         .output()
         .unwrap();
@@ -126,7 +117,7 @@ fn build_logging_clang(set: &Path, out: &Path, cache: &Path, log: &Path) -> Stri
         "{}",
         String::from_utf8_lossy(&result.stderr)
     );
-    std::fs::read_to_string(out.join(&target).join("src/lib.rs")).unwrap()
+    std::fs::read_to_string(out.join(common::first_target()).join("src/lib.rs")).unwrap()
 }
 
 /// The compiler runs `log` records (not the version question).

@@ -10,18 +10,8 @@ use crate::common;
 /// Builds the `per_unit` set with the `cpjit` binary (`clang`: `CPJIT_CLANG`, if given):
 /// success, and stderr.
 fn build(cache: &Path, out: &Path, clang: Option<&Path>) -> (bool, String) {
-    let target = common::first_target();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"));
-    command
-        .args(["build-stencils", "--force", "--templates"])
-        .arg(common::set("per_unit"))
-        .arg("--targets-dir")
-        .arg(common::workspace().join("targets"))
-        .arg("--out")
-        .arg(out)
-        .args(["--target", &target])
-        .env("CPJIT_STENCIL_CACHE", cache)
-        .env_remove("CPJIT_CLANG");
+    let mut command = common::cpjit_build(&common::set("per_unit"), out, cache);
+    command.env_remove("CPJIT_CLANG");
     if let Some(clang) = clang {
         command.env("CPJIT_CLANG", clang);
     }

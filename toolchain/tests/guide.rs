@@ -3,8 +3,8 @@
 //! targets through the same pipeline as any set, with `cpjit.h` as `cpjit header` emits it,
 //! and their `manifest.toml` blocks parse. Needs clang-19, like `pipeline.rs`.
 
+use crate::common::write_set;
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::cli::HEADER;
 use cpjit_toolchain::driver::{self, BuildOptions, Options};
 use cpjit_toolchain::manifest::Manifest;
 use std::path::{Path, PathBuf};
@@ -42,20 +42,15 @@ fn blocks(rel: &str, lang: &str) -> Vec<String> {
 /// returns the summary lines.
 fn build_set(sources: &[(&str, &str)], shim: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("include")).unwrap();
-    std::fs::write(dir.path().join("include/cpjit.h"), HEADER).unwrap();
-    for (name, text) in sources {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    std::fs::write(
-        dir.path().join("manifest.toml"),
-        format!(
+    write_set(
+        dir.path(),
+        sources,
+        &format!(
             "name = \"guide\"\nsources = [\"*.c\"]\ninclude_dirs = [\"include\"]\n\
              cflags = [\"-O2\"]\nallowed_symbols = [\"my_*\"]\n\
              [stencils]\nfunctions = \"op_*\"\nshim = \"{shim}\"\n"
         ),
-    )
-    .unwrap();
+    );
     let out = dir.path().join("stencils");
     let report = driver::build_stencils(&BuildOptions {
         common: Options {

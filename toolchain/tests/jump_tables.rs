@@ -4,11 +4,8 @@
 //! "compile with -ffunction-sections", which the in-process code generator never sees.
 //! AArch64's tables (offsets from an `adr` in the code) need no relocation and build.
 
-use crate::common::{options, target};
+use crate::common::{build_uncached, target, write_set};
 use cpjit_model::{Arch, ObjectFormat};
-use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::cli::HEADER;
-use cpjit_toolchain::driver;
 
 /// Two ops in one file (so that on COFF both share one `.text`, as in the review), the
 /// first a switch of twelve different computations: a jump table when tables are allowed.
@@ -40,28 +37,16 @@ CPJIT_CC int64_t op_drop(struct cpjit_frame *f, uint64_t *sp) {\n\
 /// Builds the set with `manifest_extra` appended to its manifest (after `cflags`).
 fn build(triple: &str, manifest_extra: &str) -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("include")).unwrap();
-    std::fs::write(dir.path().join("include/cpjit.h"), HEADER).unwrap();
-    std::fs::write(dir.path().join("ops.c"), OPS).unwrap();
-    std::fs::write(
-        dir.path().join("manifest.toml"),
-        format!(
+    write_set(
+        dir.path(),
+        &[("ops.c", OPS)],
+        &format!(
             "name = \"jump_tables\"\nsources = [\"*.c\"]\ninclude_dirs = [\"include\"]\n\
              cflags = [\"-O2\", \"-fjump-tables\"]\n[stencils]\nfunctions = \"op_*\"\n\
              {manifest_extra}"
         ),
-    )
-    .unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let options = options(
-        dir.path().to_path_buf(),
-        &[triple],
-        out.path(),
-        Cache::disabled(),
     );
-    driver::build_stencils(&options)
-        .map(|_| ())
-        .map_err(|e| e.0)
+    build_uncached(dir.path(), &[triple]).map(|_| ())
 }
 
 #[test]

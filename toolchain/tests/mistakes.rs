@@ -2,36 +2,22 @@
 //! toolchain (a set in a temporary directory, with `cpjit.h` as `cpjit header` writes it)
 //! and checks that the error names the fix, not only what a compiler said about it.
 
-use crate::common::{options, target, workspace};
+use crate::common::{build_uncached, target, workspace, write_set};
 use cpjit_model::{Arch, ObjectFormat};
-use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::cli::HEADER;
-use cpjit_toolchain::driver;
 
 /// Builds a set of `sources` (file name, C text; `op_*` functions) for `triples` and
 /// returns the error.
 fn build_error(sources: &[(&str, &str)], triples: &[&str]) -> String {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("include")).unwrap();
-    std::fs::write(dir.path().join("include/cpjit.h"), HEADER).unwrap();
-    for (name, text) in sources {
-        std::fs::write(dir.path().join(name), text).unwrap();
-    }
-    std::fs::write(
-        dir.path().join("manifest.toml"),
+    write_set(
+        dir.path(),
+        sources,
         "name = \"mistakes\"\nsources = [\"*.c\"]\ninclude_dirs = [\"include\"]\n\
          cflags = [\"-O2\"]\n[stencils]\nfunctions = \"op_*\"\n",
-    )
-    .unwrap();
-    let out = tempfile::tempdir().unwrap();
-    driver::build_stencils(&options(
-        dir.path().to_path_buf(),
-        triples,
-        out.path(),
-        Cache::disabled(),
-    ))
-    .expect_err("the mistake must be refused")
-    .0
+    );
+    build_uncached(dir.path(), triples)
+        .map(|_| ())
+        .expect_err("the mistake must be refused")
 }
 
 fn x86_64_elf() -> String {

@@ -8,9 +8,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use cpjit_model::{Arch, ObjectFormat};
-use cpjit_toolchain::object::{read_stencils, ReadOptions};
-
 use crate::common;
 
 /// The triples of the committed fixtures: one directory per target under
@@ -19,30 +16,13 @@ fn fixture_triples() -> Vec<String> {
     common::fixture_triples()
 }
 
-/// Architecture and object format of `triple`, from its target file.
-fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
-    common::arch_and_format(triple)
-}
-
 fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
 /// The text the expectation files hold: every stencil's `to_text()`, or the error.
 fn render(triple: &str, name: &str, bytes: &[u8]) -> String {
-    let (arch, format) = arch_and_format(triple);
-    let select = |f: &str| f.starts_with("op_") || f == "cpjit_entry";
-    let opts = ReadOptions {
-        target: triple,
-        arch,
-        format,
-        template: &format!("{name}.c"),
-        hole_prefix: "_JIT_",
-        target_suffix: "_TARGET",
-        select: &select,
-        limits: &cpjit_toolchain::manifest::Limits::default(),
-    };
-    match read_stencils(bytes, &opts) {
+    match common::read_fixture(triple, &format!("{name}.c"), bytes) {
         Ok(stencils) => {
             let texts: Vec<String> = stencils.iter().map(|s| s.to_text()).collect();
             texts.join("\n")

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat, Section};
-use cpjit_toolchain::object::{read_stencils, ObjectError, ObjectErrorKind, ReadOptions};
+use cpjit_toolchain::object::{ObjectError, ObjectErrorKind};
 use cpjit_toolchain::stencil::StencilBuf;
 
 use crate::common;
@@ -25,11 +25,6 @@ fn t(arch: Arch, format: ObjectFormat) -> String {
     common::target(arch, format)
 }
 
-/// Architecture and object format of `triple`, from its target file.
-fn arch_and_format(triple: &str) -> (Arch, ObjectFormat) {
-    common::arch_and_format(triple)
-}
-
 fn fixture_path(triple: &str, name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/obj")
@@ -42,19 +37,7 @@ fn fixture(triple: &str, name: &str) -> Vec<u8> {
 }
 
 fn read(triple: &str, bytes: &[u8]) -> Result<Vec<StencilBuf>, ObjectError> {
-    let (arch, format) = arch_and_format(triple);
-    let select = |f: &str| f.starts_with("op_") || f == "cpjit_entry";
-    let opts = ReadOptions {
-        target: triple,
-        arch,
-        format,
-        template: "test.c",
-        hole_prefix: "_JIT_",
-        target_suffix: "_TARGET",
-        select: &select,
-        limits: &cpjit_toolchain::manifest::Limits::default(),
-    };
-    read_stencils(bytes, &opts)
+    common::read_fixture(triple, "test.c", bytes)
 }
 
 fn ops(triple: &str) -> Vec<StencilBuf> {

@@ -1,9 +1,8 @@
 //! Clean crash recovery: what a killed run left behind is removed by the next run, and a
 //! failed build leaves the output (crates and facade) as it was.
 
-use crate::common::{first_target, options, set, workspace};
+use crate::common::{first_target, options, set, workspace, write_set};
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::cli::HEADER;
 use cpjit_toolchain::driver;
 
 #[test]
@@ -65,18 +64,15 @@ fn a_temporary_file_of_a_killed_run_is_removed_by_the_next_run() {
 }
 
 /// A one-op set in `dir`, with `cpjit.h` as `cpjit header` writes it.
-fn write_set(dir: &std::path::Path, package: &str, op: &str) {
-    std::fs::create_dir_all(dir.join("include")).unwrap();
-    std::fs::write(dir.join("include/cpjit.h"), HEADER).unwrap();
-    std::fs::write(dir.join("ops.c"), op).unwrap();
-    std::fs::write(
-        dir.join("manifest.toml"),
-        format!(
+fn write_op_set(dir: &std::path::Path, package: &str, op: &str) {
+    write_set(
+        dir,
+        &[("ops.c", op)],
+        &format!(
             "name = \"recovery\"\npackage = \"{package}\"\nsources = [\"ops.c\"]\n\
              include_dirs = [\"include\"]\ncflags = [\"-O2\"]\n[stencils]\nfunctions = \"op_*\"\n"
         ),
-    )
-    .unwrap();
+    );
 }
 
 #[test]
@@ -86,7 +82,7 @@ fn a_failed_build_leaves_the_facade_as_it_was() {
     let good = "#include \"cpjit.h\"\n\
                 CPJIT_CC int64_t op_inc(struct cpjit_frame *f, uint64_t *sp) {\n\
                 \x20 sp[-1] += 1;\n  CPJIT_CONTINUE(f, sp);\n}\n";
-    write_set(templates.path(), "recovery-stencils", good);
+    write_op_set(templates.path(), "recovery-stencils", good);
     let out = tempfile::tempdir().unwrap();
     let opts = options(
         templates.path().to_path_buf(),
@@ -98,7 +94,7 @@ fn a_failed_build_leaves_the_facade_as_it_was() {
     let facade = out.path().join("facade/src/lib.rs");
     let before = std::fs::read(&facade).unwrap();
     // The package renamed (so the facade's text changes) and a unit that does not compile.
-    write_set(templates.path(), "renamed-stencils", "this is not C\n");
+    write_op_set(templates.path(), "renamed-stencils", "this is not C\n");
     driver::build_stencils(&opts).expect_err("the unit does not compile");
     assert_eq!(
         std::fs::read(&facade).unwrap(),
@@ -106,7 +102,7 @@ fn a_failed_build_leaves_the_facade_as_it_was() {
         "the facade was rewritten by a failed build"
     );
     // Once the set builds, the facade follows it.
-    write_set(templates.path(), "renamed-stencils", good);
+    write_op_set(templates.path(), "renamed-stencils", good);
     let report = driver::build_stencils(&opts).unwrap();
     assert_ne!(std::fs::read(&facade).unwrap(), before);
     // What each timing line measures is said on the line.

@@ -2,7 +2,7 @@
 //! them) build on every target: the exit status comes back in the return register, so any
 //! register-sized return is the set's ABI; a narrower one is still refused.
 
-use crate::common::{all_targets, compiled_targets, options};
+use crate::common::{all_targets, build_uncached, compiled_targets, options};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 
@@ -35,14 +35,7 @@ fn build(source: &str, triples: &[&str]) -> Result<driver::Report, String> {
          [stencils]\nfunctions = \"*_*\"\nshim = \"pointer_entry\"\n",
     )
     .unwrap();
-    let out = tempfile::tempdir().unwrap();
-    driver::build_stencils(&options(
-        dir.path().to_path_buf(),
-        triples,
-        out.path(),
-        Cache::disabled(),
-    ))
-    .map_err(|e| e.0)
+    build_uncached(dir.path(), triples)
 }
 
 #[test]

@@ -137,14 +137,7 @@ fn a_non_tail_call_to_a_data_declared_continuation_is_an_error_naming_the_unit()
     std::fs::write(&unit, bad).unwrap();
     // The error names the triple compiled (a target with a twin is compiled as the twin).
     for triple in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let opts = options(
-            set.path().to_path_buf(),
-            &[&triple],
-            out.path(),
-            Cache::disabled(),
-        );
-        let err = driver::build_stencils(&opts).unwrap_err().0;
+        let err = build_error(set.path(), &triple);
         assert!(
             err.contains(&format!("{triple}: ops/op_0003.c: stencil `op_0003`"))
                 && err.contains("without musttail")

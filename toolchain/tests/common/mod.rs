@@ -162,3 +162,85 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Builds `set` for `only` (all targets when empty) with the JSON dump; returns it with
+/// every target's inputs digest removed (so that sets whose manifests differ compare).
+pub fn build_json(set: &Path, only: &[&str], cache: Cache) -> serde_json::Value {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("set.json");
+    let mut opts = options(set.to_path_buf(), only, &out.path().join("crates"), cache);
+    opts.json = Some(json.clone());
+    cpjit_toolchain::driver::build_stencils(&opts).unwrap();
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    for (_, target) in value.as_object_mut().unwrap() {
+        target.as_object_mut().unwrap().remove("digest");
+    }
+    value
+}
+
+/// The error of building `set` for `triple` alone, without the cache (the build must fail).
+pub fn build_error(set: &Path, triple: &str) -> String {
+    build_uncached(set, &[triple]).expect_err("the build must fail")
+}
+
+/// Writes a template set into `dir`: `cpjit.h` as `cpjit header` writes it (in `include/`),
+/// the `sources` (file name, text) and the manifest `manifest`.
+pub fn write_set(dir: &Path, sources: &[(&str, &str)], manifest: &str) {
+    std::fs::create_dir_all(dir.join("include")).unwrap();
+    std::fs::write(dir.join("include/cpjit.h"), cpjit_toolchain::cli::HEADER).unwrap();
+    for (name, text) in sources {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    std::fs::write(dir.join("manifest.toml"), manifest).unwrap();
+}
+
+/// Builds the set in `dir` for `triples` (all targets when empty), without the cache, into
+/// a temporary directory; an error as its text.
+pub fn build_uncached(
+    dir: &Path,
+    triples: &[&str],
+) -> Result<cpjit_toolchain::driver::Report, String> {
+    let out = tempfile::tempdir().unwrap();
+    let opts = options(dir.to_path_buf(), triples, out.path(), Cache::disabled());
+    cpjit_toolchain::driver::build_stencils(&opts).map_err(|e| e.0)
+}
+
+/// The stencils of the object `bytes` for `triple`, read as a set of `template` whose
+/// stencils are its `op_*` functions and `cpjit_entry` (the fixtures' conventions).
+#[allow(clippy::result_large_err)] // ObjectError carries its full context by value
+pub fn read_fixture(
+    triple: &str,
+    template: &str,
+    bytes: &[u8],
+) -> Result<Vec<cpjit_toolchain::stencil::StencilBuf>, cpjit_toolchain::object::ObjectError> {
+    let (arch, format) = arch_and_format(triple);
+    let select = |f: &str| f.starts_with("op_") || f == "cpjit_entry";
+    let opts = cpjit_toolchain::object::ReadOptions {
+        target: triple,
+        arch,
+        format,
+        template,
+        hole_prefix: "_JIT_",
+        target_suffix: "_TARGET",
+        select: &select,
+        limits: &cpjit_toolchain::manifest::Limits::default(),
+    };
+    cpjit_toolchain::object::read_stencils(bytes, &opts)
+}
+
+/// The `cpjit build-stencils` command for the first target: `set` into `out`, with the
+/// build cache in `cache` (`--force`: every crate written).
+pub fn cpjit_build(set: &Path, out: &Path, cache: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cpjit"));
+    command
+        .args(["build-stencils", "--force", "--templates"])
+        .arg(set)
+        .arg("--targets-dir")
+        .arg(workspace().join("targets"))
+        .arg("--out")
+        .arg(out)
+        .args(["--target", &first_target()])
+        .env("CPJIT_STENCIL_CACHE", cache);
+    command
+}
