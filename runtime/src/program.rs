@@ -605,5 +605,39 @@ pub(crate) const PLAIN_STENCIL: Stencil<'static> = Stencil {
     cold_len: 0,
 };
 
+/// A set of `stencils` for tests that write stencils by hand, which this process can run
+/// (the host's ABI and reserved registers: `Jit::new`'s host check passes), as ELF.
+#[cfg(test)]
+pub(crate) const fn host_set(
+    arch: cpjit_model::Arch,
+    nop: &'static [u8],
+    stencils: &'static [Stencil<'static>],
+    symbols: &'static [&'static str],
+) -> StencilSet<'static> {
+    use cpjit_model::{Abi, Host};
+    StencilSet {
+        target: "host",
+        arch,
+        format: cpjit_model::ObjectFormat::Elf,
+        abi: match Host::current() {
+            Some(h) => h.abi(),
+            None => Abi::SysV64,
+        },
+        // Hand-written stencils touch no register any OS reserves.
+        reserved_registers: match Host::current() {
+            Some(h) => h.reserved_registers(),
+            None => &[],
+        },
+        nop,
+        shim: None,
+        stencils,
+        symbols,
+        zero_fill: &[],
+        digest: "",
+        format_version: cpjit_model::format::VERSION,
+        pruned: &[],
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -6,11 +6,9 @@
 //! they write what the steps write, and leave a value they cannot take to the steps.
 
 use crate::icache::{FlushIcache, Hardware};
-use crate::program::PLAIN_STENCIL;
+use crate::program::{host_set, PLAIN_STENCIL};
 use crate::{Error, Jit, JitOptions};
-use cpjit_model::{
-    Abi, Arch, Hole, HoleKind, HoleValue, Host, ObjectFormat, Section, Stencil, StencilSet,
-};
+use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 use std::sync::{Arc, Mutex};
 
 #[derive(Default)]
@@ -104,29 +102,7 @@ static STENCILS: [Stencil<'static>; 2] = [
         ..PLAIN_STENCIL
     },
 ];
-static SET: StencilSet<'static> = StencilSet {
-    target: "host",
-    arch: host::ARCH,
-    format: ObjectFormat::Elf,
-    // Whatever this process is: the set must pass `Jit::new`'s host check.
-    abi: match Host::current() {
-        Some(h) => h.abi(),
-        None => Abi::SysV64,
-    },
-    // The stencils touch no register any OS reserves.
-    reserved_registers: match Host::current() {
-        Some(h) => h.reserved_registers(),
-        None => &[],
-    },
-    nop: host::NOP,
-    shim: None,
-    stencils: &STENCILS,
-    symbols: &["far"],
-    zero_fill: &[],
-    digest: "",
-    format_version: cpjit_model::format::VERSION,
-    pruned: &[],
-};
+static SET: StencilSet<'static> = host_set(host::ARCH, host::NOP, &STENCILS, &["far"]);
 
 fn jit(recorder: &Arc<Recorder>) -> Jit<'static> {
     // Out of direct reach of any arena, so the call needs a veneer.

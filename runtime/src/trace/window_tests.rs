@@ -4,11 +4,9 @@
 //! buffer stays bounded and does not keep a large trace's size.
 
 use crate::memory::{staged_capacity, STAGE_BYTES};
-use crate::program::PLAIN_STENCIL;
+use crate::program::{host_set, PLAIN_STENCIL};
 use crate::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace};
-use cpjit_model::{
-    Abi, Arch, Hole, HoleKind, HoleValue, Host, ObjectFormat, Section, Stencil, StencilSet,
-};
+use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 
 /// 4,093 bytes of nops: with a 16-byte code alignment, every instance is padded.
 static PAD: [u8; 4093] = [0x90; 4093];
@@ -106,27 +104,7 @@ static STENCILS: [Stencil<'static>; 7] = [
     },
 ];
 
-static SET: StencilSet<'static> = StencilSet {
-    target: "host",
-    arch: Arch::X86_64,
-    format: ObjectFormat::Elf,
-    abi: match Host::current() {
-        Some(h) => h.abi(),
-        None => Abi::SysV64,
-    },
-    reserved_registers: match Host::current() {
-        Some(h) => h.reserved_registers(),
-        None => &[],
-    },
-    nop: &[0x90],
-    shim: None,
-    stencils: &STENCILS,
-    symbols: &["far"],
-    zero_fill: &[],
-    digest: "",
-    format_version: cpjit_model::format::VERSION,
-    pruned: &[],
-};
+static SET: StencilSet<'static> = host_set(Arch::X86_64, &[0x90], &STENCILS, &["far"]);
 
 fn jit(code_writes: CodeWrites) -> Jit<'static> {
     let options = JitOptions {
