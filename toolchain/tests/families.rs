@@ -7,19 +7,10 @@
 
 use crate::common;
 
-use common::{options, set, workspace};
+use common::{options, set, stencil_item, workspace};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 use cpjit_toolchain::target::Target;
-
-/// The stencil constant `def::NAME`'s item text, from its `pub const` line to the `};`.
-fn stencil_item<'a>(lib: &'a str, name: &str) -> &'a str {
-    let start = lib
-        .find(&format!("pub const {name}: Stencil"))
-        .unwrap_or_else(|| panic!("no stencil {name}"));
-    let end = start + lib[start..].find("\n    };").unwrap();
-    &lib[start..end]
-}
 
 #[test]
 fn a_family_builds_on_every_format_with_its_table_and_the_stencils_of_hand_written_ops() {

@@ -100,15 +100,15 @@ fn a_target_with_its_own_rust_target_is_built_and_listed_by_the_facade() {
     built_and_listed(targets.path(), copy);
 }
 
-/// Builds only `triple` of the target files in `targets` from the three-argument set and
-/// checks its crate and that the facade lists it alone.
-fn built_and_listed(targets: &Path, triple: &str) {
+/// Builds the kit's three-argument set for `only` with the target files of `targets`
+/// (with the user's build cache) into a temporary directory, returned with the report.
+fn build_threearg(targets: &Path, only: &[&str]) -> (driver::Report, tempfile::TempDir) {
     let out = tempfile::tempdir().unwrap();
     let report = driver::build_stencils(&BuildOptions {
         common: Options {
             templates: workspace().join("templates/threearg"),
             targets_dir: targets.to_path_buf(),
-            only: vec![triple.to_string()],
+            only: only.iter().map(|s| s.to_string()).collect(),
             jobs: 2,
             cache: Cache::new(Cache::default_dir(&workspace())),
         },
@@ -119,6 +119,13 @@ fn built_and_listed(targets: &Path, triple: &str) {
         force: false,
     })
     .unwrap();
+    (report, out)
+}
+
+/// Builds only `triple` of the target files in `targets` from the three-argument set and
+/// checks its crate and that the facade lists it alone.
+fn built_and_listed(targets: &Path, triple: &str) {
+    let (report, out) = build_threearg(targets, &[triple]);
     assert_eq!(report.built, [triple]);
 
     let lib = std::fs::read_to_string(out.path().join(triple).join("src/lib.rs")).unwrap();
@@ -157,26 +164,7 @@ fn a_target_with_the_code_of_another_is_compiled_once_and_gets_its_own_crate() {
         .expect("an x86-64 target with same_code_as");
     let (twin, triple) = (x86.same_code_as.clone().unwrap(), x86.triple.clone());
     assert!(twins.contains(&(twin.as_str(), triple.as_str())));
-    let build = |dir: &Path, only: &[&str]| {
-        let out = tempfile::tempdir().unwrap();
-        let report = driver::build_stencils(&BuildOptions {
-            common: Options {
-                templates: workspace().join("templates/threearg"),
-                targets_dir: dir.to_path_buf(),
-                only: only.iter().map(|s| s.to_string()).collect(),
-                jobs: 2,
-                cache: Cache::new(Cache::default_dir(&workspace())),
-            },
-            out: out.path().to_path_buf(),
-            model_dir: Some(workspace().join("model")),
-            check: false,
-            json: None,
-            force: false,
-        })
-        .unwrap();
-        (report, out)
-    };
-    let (report, shared) = build(&workspace().join("targets"), &[&twin, &triple]);
+    let (report, shared) = build_threearg(&workspace().join("targets"), &[&twin, &triple]);
     assert_eq!(report.built, [twin.clone(), triple.clone()]);
     assert_eq!(report.compiled, [twin.as_str()]);
     assert!(
@@ -198,7 +186,7 @@ fn a_target_with_the_code_of_another_is_compiled_once_and_gets_its_own_crate() {
         text.replace(&line, ""),
     )
     .unwrap();
-    let (report, own) = build(alone.path(), &[&triple]);
+    let (report, own) = build_threearg(alone.path(), &[&triple]);
     assert_eq!(report.compiled, [triple.as_str()]);
     let without_digest = |out: &Path| {
         std::fs::read_to_string(out.join(&triple).join("src/lib.rs"))

@@ -48,15 +48,6 @@ fn write_set(dir: &Path) {
     std::fs::write(&manifest, format!("{text}{FAMILY}")).unwrap();
 }
 
-/// The stencil constant `def::NAME`'s item text, from its `pub const` line to the `};`.
-fn stencil_item<'a>(lib: &'a str, name: &str) -> &'a str {
-    let start = lib
-        .find(&format!("pub const {name}: Stencil"))
-        .unwrap_or_else(|| panic!("no stencil {name}"));
-    let end = start + lib[start..].find("\n    };").unwrap();
-    &lib[start..end]
-}
-
 #[test]
 fn family_members_of_a_one_function_per_unit_set_are_named_by_the_rule_on_every_target() {
     let set = tempfile::tempdir().unwrap();
@@ -197,16 +188,7 @@ fn batched_family_members_give_what_each_alone_gives_on_every_target() {
         &[&triple],
         Cache::new(cache.path().to_path_buf()),
     );
-    let bitcode = std::fs::read_dir(cache.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("bc2-")
-        })
-        .count();
+    let bitcode = cache_entries(cache.path(), "bc2-");
     assert_eq!(bitcode, 4);
 }
 
@@ -231,16 +213,7 @@ fn members_whose_header_names_their_defines_are_compiled_one_by_one() {
         Cache::new(cache.path().to_path_buf()),
     );
     driver::build_stencils(&opts).unwrap();
-    let bitcode = std::fs::read_dir(cache.path())
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("bc2-")
-        })
-        .count();
+    let bitcode = cache_entries(cache.path(), "bc2-");
     // The units' batch, then each of the 9 members alone.
     assert_eq!(bitcode, 1 + 9);
     let lib = std::fs::read_to_string(out.path().join(&triple).join("src/lib.rs")).unwrap();

@@ -244,3 +244,12 @@ pub fn cpjit_build(set: &Path, out: &Path, cache: &Path) -> std::process::Comman
         .env("CPJIT_STENCIL_CACHE", cache);
     command
 }
+
+/// The stencil constant `def::NAME`'s item text, from its `pub const` line to the `};`.
+pub fn stencil_item<'a>(lib: &'a str, name: &str) -> &'a str {
+    let start = lib
+        .find(&format!("pub const {name}: Stencil"))
+        .unwrap_or_else(|| panic!("no stencil {name}"));
+    let end = start + lib[start..].find("\n    };").unwrap();
+    &lib[start..end]
+}
