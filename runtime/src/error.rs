@@ -151,11 +151,12 @@ pub enum Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One helper per kind of error keeps each message next to its kind's others.
+        // One helper per kind of error keeps each message next to its kind's others; a new
+        // variant gets its message in the helper of its kind (until then, its fields).
         self.fmt_set(f)
             .or_else(|| self.fmt_request(f))
             .or_else(|| self.fmt_resource(f))
-            .expect("every variant has a message in one of the helpers")
+            .unwrap_or_else(|| write!(f, "{self:?}"))
     }
 }
 
