@@ -605,6 +605,15 @@ pub(crate) const PLAIN_STENCIL: Stencil<'static> = Stencil {
     cold_len: 0,
 };
 
+/// An x86-64 `ret` that ends a trace, for tests that write stencils by hand.
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) const X86_RET: Stencil<'static> = Stencil {
+    name: "ret",
+    code: &[0xc3],
+    falls_through: false,
+    ..PLAIN_STENCIL
+};
+
 /// A set of `stencils` for tests that write stencils by hand, which this process can run
 /// (the host's ABI and reserved registers: `Jit::new`'s host check passes), as ELF.
 #[cfg(test)]

@@ -259,7 +259,7 @@ fn padding_of_no_whole_number_of_nops_is_refused_naming_the_stencil() {
 #[cfg(target_arch = "x86_64")]
 mod quick {
     use super::*;
-    use crate::program::{code_hole as hole, Quick};
+    use crate::program::{code_hole as hole, Quick, X86_RET};
 
     #[rustfmt::skip]
     const IMM2: &[u8] = &[
@@ -306,13 +306,7 @@ mod quick {
             holes: &DATA2_HOLES,
             ..PLAIN_STENCIL
         },
-        Stencil {
-            name: "ret",
-            code: &[0xc3],
-            falls_through: false,
-            cold_len: 0,
-            ..PLAIN_STENCIL
-        },
+        X86_RET,
         // One step each: the first instruction and hole of the two above.
         Stencil {
             name: "imm1",
@@ -446,6 +440,7 @@ mod quick {
 #[cfg(target_arch = "x86_64")]
 mod cold {
     use super::*;
+    use crate::program::X86_RET;
     use crate::InstanceId;
 
     /// Hot: `test rdi, rdi; je cold+0; lea rax, [rdi + rdi]` (falls through); cold:
@@ -485,13 +480,7 @@ mod cold {
             cold_len: (GUARD.len() - HOT_LEN) as u32,
             ..PLAIN_STENCIL
         },
-        Stencil {
-            name: "ret",
-            code: &[0xc3],
-            falls_through: false,
-            cold_len: 0,
-            ..PLAIN_STENCIL
-        },
+        X86_RET,
     ];
     static COLD_SET: StencilSet<'static> = StencilSet {
         stencils: &STENCILS,

@@ -4,7 +4,7 @@
 //! buffer stays bounded and does not keep a large trace's size.
 
 use crate::memory::{staged_capacity, STAGE_BYTES};
-use crate::program::{host_set, PLAIN_STENCIL};
+use crate::program::{host_set, PLAIN_STENCIL, X86_RET};
 use crate::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace};
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 
@@ -86,13 +86,7 @@ static STENCILS: [Stencil<'static>; 7] = [
         operands: &["A"],
         ..PLAIN_STENCIL
     },
-    Stencil {
-        name: "ret",
-        code: &[0xc3],
-        falls_through: false,
-        cold_len: 0,
-        ..PLAIN_STENCIL
-    },
+    X86_RET,
     // A cold part (after the trace's hot code, across windows) with a far call.
     Stencil {
         name: "guard",
