@@ -56,15 +56,7 @@ fn halves_fold_into_one_operand_and_plain_hi_lo_names_stay_plain_on_every_target
         // AArch64 Mach-O and COFF have no relocation for a movz/movk immediate: GOT loads
         // there, which the runtime relaxes; everywhere else the halves are immediates.
         let got_allowed = arch == Arch::Aarch64 && format != ObjectFormat::Elf;
-        let stencil = |name: &str| {
-            built["stencils"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["name"] == name)
-                .unwrap_or_else(|| panic!("{target}: no {name}"))
-                .clone()
-        };
+        let stencil = |name: &str| common::json_stencil(built, target, name);
         let check_halves = |name: &str, operand: &str, want: &[&str]| {
             let s = stencil(name);
             let holes = holes(&s);

@@ -568,15 +568,7 @@ fn static_helpers_called_directly_or_through_a_table_travel_with_the_stencil() {
     driver::build_stencils(&opts).unwrap_or_else(|e| panic!("{e}"));
     let all: serde_json::Value = serde_json::from_slice(&std::fs::read(json).unwrap()).unwrap();
     for (target, set) in all.as_object().unwrap() {
-        let stencil = |name: &str| {
-            set["stencils"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|s| s["name"] == name)
-                .unwrap_or_else(|| panic!("{target}: no {name}"))
-                .clone()
-        };
+        let stencil = |name: &str| common::json_stencil(set, target, name);
         // Helpers are copied into the stencil's cold part.
         let code_holes = |s: &serde_json::Value, section: &str| {
             s["holes"]

@@ -253,3 +253,15 @@ pub fn stencil_item<'a>(lib: &'a str, name: &str) -> &'a str {
     let end = start + lib[start..].find("\n    };").unwrap();
     &lib[start..end]
 }
+
+/// The stencil `name` of one target's set in a JSON dump (`--json`); `target` names it in
+/// the panic when it is missing.
+pub fn json_stencil(set: &serde_json::Value, target: &str, name: &str) -> serde_json::Value {
+    set["stencils"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{target}: no {name}"))
+        .clone()
+}
