@@ -29,28 +29,6 @@ const VALUES: [u64; 12] = [
     0xfedc_ba98_7654_3210,
 ];
 
-/// A trace `[shim, push top, op(operands), exit]` run once: the exit status is the new top.
-fn run(jit: &Jit<'_>, top: u64, op: &str, operands: &[u64]) -> Result<u64, String> {
-    let target = jit.stencil_set().target;
-    let mut b = jit.trace();
-    let shim = b.push_shim().map_err(|e| e.to_string())?;
-    b.push_named("op_test_push", &[top], &[])
-        .map_err(|e| e.to_string())?;
-    b.push_named(op, operands, &[])
-        .map_err(|e| format!("{target}: push {op}: {e}"))?;
-    b.push_named("op_test_exit", &[], &[])
-        .map_err(|e| e.to_string())?;
-    let trace = b
-        .finish()
-        .map_err(|e| format!("{target}: {op} {operands:#x?}: {e}"))?;
-    let mut memory = vec![0u64; 8];
-    let mut frame = [0u64; 4];
-    // SAFETY: a trace of test ops using two values of `memory`; `shim` is the shim.
-    let exit =
-        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    Ok(exit as u64)
-}
-
 /// A trace of halves ops only, `[shim, push_halves(v), add_halves(v), push_high_half(v),
 /// push_low_half(v), exit]`: it needs no GOT slot on any target (each half is an immediate
 /// or a GOT load relaxed into one), and exits with the low half on top of `2v` and the
@@ -216,7 +194,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                 ("op_test_halves_and_whole", v ^ v.wrapping_mul(3)),
             ];
             for (op, want) in expect {
-                let got = run(&jit, top, op, &[v])?;
+                let got = common::run(&jit, top, op, &[v])?;
                 checks += 1;
                 if got != want {
                     return Err(format!(
@@ -227,7 +205,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         }
         halves_only(&jit, v)?;
         checks += 1;
-        let got = run(&jit, 5, "op_test_plain_hi_lo", &[v, 0x1234])?;
+        let got = common::run(&jit, 5, "op_test_plain_hi_lo", &[v, 0x1234])?;
         checks += 1;
         if got != v.wrapping_sub(0x1234) {
             return Err(format!(

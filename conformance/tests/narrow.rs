@@ -11,26 +11,6 @@ use crate::common;
 use cpjit_model::{Arch, HoleKind, ObjectFormat, OperandRange, StencilSet};
 use cpjit_runtime::Jit;
 
-/// Runs `[shim, push top, op(operands), exit]`; the exit status is the new top.
-fn run(jit: &Jit<'_>, top: u64, op: &str, operands: &[u64]) -> Result<u64, String> {
-    let target = jit.stencil_set().target;
-    let mut b = jit.trace();
-    let shim = b.push_shim().map_err(|e| e.to_string())?;
-    b.push_named("op_test_push", &[top], &[])
-        .map_err(|e| e.to_string())?;
-    b.push_named(op, operands, &[])
-        .map_err(|e| format!("{target}: push {op}: {e}"))?;
-    b.push_named("op_test_exit", &[], &[])
-        .map_err(|e| e.to_string())?;
-    let trace = b.finish().map_err(|e| e.to_string())?;
-    let mut memory = vec![0u64; 8];
-    let mut frame = [0u64; 4];
-    // SAFETY: a trace of test ops using one value of `memory`; instance `shim` is the shim.
-    let exit =
-        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    Ok(exit as u64)
-}
-
 /// The value of `v` after the op's C cast to the range's type, sign- or zero-extended.
 fn cast(range: OperandRange, v: u64) -> u64 {
     match range {
@@ -118,7 +98,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         for top in [0u64, 7, u64::MAX] {
             for v in [lo, lo + 1, 0, hi - 1, hi] {
                 let v = v as u64;
-                let got = run(&jit, top, &op, &[v])?;
+                let got = common::run(&jit, top, &op, &[v])?;
                 let want = top.wrapping_mul(3).wrapping_add(cast(range, v));
                 checks += 1;
                 if got != want {
@@ -131,7 +111,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         }
         for past in [lo - 1, hi + 1] {
             checks += 1;
-            match run(&jit, 1, &op, &[past as u64]) {
+            match common::run(&jit, 1, &op, &[past as u64]) {
                 Ok(got) => {
                     return Err(format!(
                         "{target}: {op} accepted {past}, outside {}, and returned {got:#x}",
@@ -156,7 +136,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         return Err(format!("{target}: op_test_narrow_mixed operands {order:?}"));
     }
     for (s8, u16, o) in [(-128i64, 0xffffu64, u64::MAX), (127, 0, 0x1234_5678_9abc)] {
-        let got = run(&jit, 9, "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
+        let got = common::run(&jit, 9, "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
         let want = (9 ^ u16).wrapping_mul(s8 as u64).wrapping_add(o);
         checks += 1;
         if got != want {
@@ -165,7 +145,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
             ));
         }
     }
-    if run(&jit, 9, "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
+    if common::run(&jit, 9, "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
         return Err(format!(
             "{target}: op_test_narrow_mixed accepted u16 0x10000"
         ));

@@ -62,3 +62,31 @@ pub fn reference(op: &str, a: u64, b: u64, stack: &mut Vec<u64>) -> Option<bool>
     }
     Some(false)
 }
+
+/// A trace `[shim, push top, op(operands), exit]` of the kit's test ops run once: the exit
+/// status is the new top.
+pub fn run(
+    jit: &cpjit_runtime::Jit<'_>,
+    top: u64,
+    op: &str,
+    operands: &[u64],
+) -> Result<u64, String> {
+    let target = jit.stencil_set().target;
+    let mut b = jit.trace();
+    let shim = b.push_shim().map_err(|e| e.to_string())?;
+    b.push_named("op_test_push", &[top], &[])
+        .map_err(|e| e.to_string())?;
+    b.push_named(op, operands, &[])
+        .map_err(|e| format!("{target}: push {op}: {e}"))?;
+    b.push_named("op_test_exit", &[], &[])
+        .map_err(|e| e.to_string())?;
+    let trace = b
+        .finish()
+        .map_err(|e| format!("{target}: {op} {operands:#x?}: {e}"))?;
+    let mut memory = vec![0u64; 8];
+    let mut frame = [0u64; 4];
+    // SAFETY: a trace of test ops using at most two values of `memory`; `shim` is the shim.
+    let exit =
+        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    Ok(exit as u64)
+}
