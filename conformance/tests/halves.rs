@@ -194,7 +194,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                 ("op_test_halves_and_whole", v ^ v.wrapping_mul(3)),
             ];
             for (op, want) in expect {
-                let got = common::run(&jit, top, op, &[v])?;
+                let got = common::run(&jit, &[top], op, &[v])?;
                 checks += 1;
                 if got != want {
                     return Err(format!(
@@ -205,7 +205,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         }
         halves_only(&jit, v)?;
         checks += 1;
-        let got = common::run(&jit, 5, "op_test_plain_hi_lo", &[v, 0x1234])?;
+        let got = common::run(&jit, &[5], "op_test_plain_hi_lo", &[v, 0x1234])?;
         checks += 1;
         if got != v.wrapping_sub(0x1234) {
             return Err(format!(

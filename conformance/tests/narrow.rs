@@ -98,7 +98,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         for top in [0u64, 7, u64::MAX] {
             for v in [lo, lo + 1, 0, hi - 1, hi] {
                 let v = v as u64;
-                let got = common::run(&jit, top, &op, &[v])?;
+                let got = common::run(&jit, &[top], &op, &[v])?;
                 let want = top.wrapping_mul(3).wrapping_add(cast(range, v));
                 checks += 1;
                 if got != want {
@@ -111,7 +111,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         }
         for past in [lo - 1, hi + 1] {
             checks += 1;
-            match common::run(&jit, 1, &op, &[past as u64]) {
+            match common::run(&jit, &[1], &op, &[past as u64]) {
                 Ok(got) => {
                     return Err(format!(
                         "{target}: {op} accepted {past}, outside {}, and returned {got:#x}",
@@ -136,7 +136,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         return Err(format!("{target}: op_test_narrow_mixed operands {order:?}"));
     }
     for (s8, u16, o) in [(-128i64, 0xffffu64, u64::MAX), (127, 0, 0x1234_5678_9abc)] {
-        let got = common::run(&jit, 9, "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
+        let got = common::run(&jit, &[9], "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
         let want = (9 ^ u16).wrapping_mul(s8 as u64).wrapping_add(o);
         checks += 1;
         if got != want {
@@ -145,7 +145,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
             ));
         }
     }
-    if common::run(&jit, 9, "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
+    if common::run(&jit, &[9], "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
         return Err(format!(
             "{target}: op_test_narrow_mixed accepted u16 0x10000"
         ));

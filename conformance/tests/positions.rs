@@ -48,49 +48,11 @@ fn destination(set: &'static StencilSet<'static>) -> (Jit<'static>, Trace, u64) 
     (jit, trace, address)
 }
 
-/// Runs `[shim, push each of stack, op(operands), exit]` and returns the exit status.
-fn run(jit: &Jit<'_>, stack: &[u64], op: &str, operands: &[u64]) -> Result<u64, String> {
-    run_trace(jit, stack, op, operands).map(|(exit, _)| exit)
-}
-
-/// [`run`], also returning the finished trace.
-fn run_trace(
-    jit: &Jit<'_>,
-    stack: &[u64],
-    op: &str,
-    operands: &[u64],
-) -> Result<(u64, Trace), String> {
-    let target = jit.stencil_set().target;
-    let mut b = jit.trace();
-    let shim = b.push_shim().map_err(|e| e.to_string())?;
-    for &v in stack {
-        b.push_named("op_test_push", &[v], &[])
-            .map_err(|e| e.to_string())?;
-    }
-    b.push_named(op, operands, &[])
-        .map_err(|e| format!("{target}: push {op}: {e}"))?;
-    if !op.ends_with("_jump") {
-        b.push_named("op_test_exit", &[], &[])
-            .map_err(|e| e.to_string())?;
-    }
-    let trace = b
-        .finish()
-        .map_err(|e| format!("{target}: {op} with operands {operands:#x?}: finish: {e}"))?;
-    let mut memory = vec![0u64; 64];
-    let mut frame = [0u64; 4];
-    // SAFETY: a trace of test ops that uses at most `stack.len()` values of `memory`, and
-    // whose operands (addresses of `mul_add`, a live stack slot, the jump destination) are
-    // what the ops expect; instance `shim` is the entry shim.
-    let exit =
-        unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    Ok((exit as u64, trace))
-}
-
 /// On x86-64, small operands of `op_test_operand_alu` must reach the code as immediates:
 /// each of `add`, `xor`, `sub`, `and r64, [rip+G]` relaxed to `REX.W 81 /digit imm32`.
 fn check_alu_relaxed(jit: &Jit<'_>) -> Result<(), String> {
     let operands = [0x1111, 0x2222, 0x3333, 0x4444];
-    let (_, trace) = run_trace(jit, &[5], "op_test_operand_alu", &operands)?;
+    let (_, trace) = common::run_trace(jit, &[5], "op_test_operand_alu", &operands)?;
     let code = trace.code_bytes();
     // The `/digit` of `81`: add 0, xor 6, sub 5, and 4.
     for (value, digit) in operands.into_iter().zip([0u8, 6, 5, 4]) {
@@ -142,7 +104,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
             .wrapping_mul(9))
             & o[3])
             .wrapping_mul(11);
-        let got = run(&jit, &[top], "op_test_operand_alu", &o)?;
+        let got = common::run(&jit, &[top], "op_test_operand_alu", &o)?;
         expect(format!("operand_alu top {top:#x} {o:#x?}"), got, alu)?;
 
         // Equality needs an operand equal to top * 3 as well.
@@ -152,13 +114,13 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                 | u64::from(x < o[1]) << 1
                 | u64::from(x & o[2] != 0) << 2
                 | (x | o[3]) << 3;
-            let got = run(&jit, &[top], "op_test_operand_compare", &ops)?;
+            let got = common::run(&jit, &[top], "op_test_operand_compare", &ops)?;
             expect(format!("operand_compare top {top:#x} {ops:#x?}"), got, cmp)?;
         }
 
         let slot = AtomicU64::new(0);
         let address = slot.as_ptr() as usize as u64;
-        let got = run(&jit, &[top], "op_test_operand_store", &[address])?;
+        let got = common::run(&jit, &[top], "op_test_operand_store", &[address])?;
         expect(format!("operand_store top {top:#x} (exit)"), got, top)?;
         expect(
             format!("operand_store top {top:#x}"),
@@ -168,15 +130,15 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
 
         let (a, b, c) = (top, o[1], o[2]);
         let helper = mul_add as *const () as usize as u64;
-        let got = run(&jit, &[a, b, c], "op_test_operand_call", &[helper])?;
+        let got = common::run(&jit, &[a, b, c], "op_test_operand_call", &[helper])?;
         let want = mul_add(a as i64, b as i64, c as i64) as u64;
         expect(format!("operand_call {a:#x} {b:#x} {c:#x}"), got, want)?;
 
-        let got = run(&jit, &[top], "op_test_operand_jump", &[dest])?;
+        let got = common::run(&jit, &[top], "op_test_operand_jump", &[dest])?;
         expect(format!("operand_jump top {top:#x}"), got, x)?;
 
         let cell = cell_address();
-        let got = run(&jit, &[top], "op_test_symbol_alu", &[])?;
+        let got = common::run(&jit, &[top], "op_test_symbol_alu", &[])?;
         let want = x.wrapping_add(cell).wrapping_mul(5);
         expect(format!("symbol_alu top {top:#x}"), got, want)?;
 
@@ -184,12 +146,12 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         let equal = cell.wrapping_mul(0xaaaa_aaaa_aaaa_aaab);
         for t in [top, equal] {
             let want = if t.wrapping_mul(3) == cell { 7 } else { 9 };
-            let got = run(&jit, &[t], "op_test_symbol_compare", &[])?;
+            let got = common::run(&jit, &[t], "op_test_symbol_compare", &[])?;
             expect(format!("symbol_compare top {t:#x}"), got, want)?;
         }
 
         CELL[0].store(o[3] as i64, Ordering::SeqCst);
-        let got = run(&jit, &[top], "op_test_symbol_store", &[])?;
+        let got = common::run(&jit, &[top], "op_test_symbol_store", &[])?;
         expect(format!("symbol_store top {top:#x} (exit)"), got, top)?;
         let stored = CELL[1].load(Ordering::SeqCst) as u64;
         expect(
@@ -198,7 +160,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
             x.wrapping_add(o[3]),
         )?;
 
-        let got = run(&jit, &[top], "op_test_symbol_jump", &[])?;
+        let got = common::run(&jit, &[top], "op_test_symbol_jump", &[])?;
         expect(format!("symbol_jump top {top:#x}"), got, x)?;
     }
     Ok(checks)

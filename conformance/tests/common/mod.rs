@@ -1,6 +1,8 @@
-//! What the conformance test binaries share: every generated stencil set.
+//! What the conformance test binaries share: every generated stencil set, the test
+//! families' reference, and a one-op trace run.
 
 use cpjit_model::StencilSet;
+use cpjit_runtime::{Jit, Trace};
 
 /// Every generated set (the facade lists them): each test binary runs the ones its own
 /// process can run.
@@ -63,30 +65,41 @@ pub fn reference(op: &str, a: u64, b: u64, stack: &mut Vec<u64>) -> Option<bool>
     Some(false)
 }
 
-/// A trace `[shim, push top, op(operands), exit]` of the kit's test ops run once: the exit
-/// status is the new top.
-pub fn run(
-    jit: &cpjit_runtime::Jit<'_>,
-    top: u64,
+/// Runs `[shim, push each of stack, op(operands), exit]` of the kit's test ops (no exit after
+/// a `*_jump` op) and returns the exit status.
+pub fn run(jit: &Jit<'_>, stack: &[u64], op: &str, operands: &[u64]) -> Result<u64, String> {
+    run_trace(jit, stack, op, operands).map(|(exit, _)| exit)
+}
+
+/// [`run`], also returning the finished trace.
+pub fn run_trace(
+    jit: &Jit<'_>,
+    stack: &[u64],
     op: &str,
     operands: &[u64],
-) -> Result<u64, String> {
+) -> Result<(u64, Trace), String> {
     let target = jit.stencil_set().target;
     let mut b = jit.trace();
     let shim = b.push_shim().map_err(|e| e.to_string())?;
-    b.push_named("op_test_push", &[top], &[])
-        .map_err(|e| e.to_string())?;
+    for &v in stack {
+        b.push_named("op_test_push", &[v], &[])
+            .map_err(|e| e.to_string())?;
+    }
     b.push_named(op, operands, &[])
         .map_err(|e| format!("{target}: push {op}: {e}"))?;
-    b.push_named("op_test_exit", &[], &[])
-        .map_err(|e| e.to_string())?;
+    if !op.ends_with("_jump") {
+        b.push_named("op_test_exit", &[], &[])
+            .map_err(|e| e.to_string())?;
+    }
     let trace = b
         .finish()
-        .map_err(|e| format!("{target}: {op} {operands:#x?}: {e}"))?;
-    let mut memory = vec![0u64; 8];
+        .map_err(|e| format!("{target}: {op} with operands {operands:#x?}: finish: {e}"))?;
+    let mut memory = vec![0u64; 64];
     let mut frame = [0u64; 4];
-    // SAFETY: a trace of test ops using at most two values of `memory`; `shim` is the shim.
+    // SAFETY: a trace of test ops that uses at most `stack.len()` values of `memory`, and
+    // whose operands (addresses of `mul_add`, a live stack slot, the jump destination) are
+    // what the ops expect; instance `shim` is the entry shim.
     let exit =
         unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    Ok(exit as u64)
+    Ok((exit as u64, trace))
 }
