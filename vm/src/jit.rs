@@ -131,9 +131,9 @@ pub struct Backend {
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operand {
-    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`.
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `EXIT_AT`.
     Arg0,
-    /// `ARG1`.
+    /// `ARG1`, `LINK_SLOT`.
     Arg1,
     /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
     Local0At,
@@ -144,8 +144,8 @@ enum Operand {
 impl Operand {
     fn of_name(name: &str) -> Option<Operand> {
         match name {
-            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" => Some(Operand::Arg0),
-            "ARG1" => Some(Operand::Arg1),
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "EXIT_AT" => Some(Operand::Arg0),
+            "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
             _ => None,
@@ -175,7 +175,7 @@ enum Jump {
 }
 
 /// Most operands and jump targets a stencil of the VM takes (every name once).
-const MAX_OPERANDS: usize = OPERAND_NAMES.len();
+const MAX_OPERANDS: usize = STENCIL_OPERANDS;
 const MAX_TARGETS: usize = 2;
 
 /// A stencil's operands and jump targets, resolved from their names.
@@ -237,28 +237,64 @@ impl StencilPlan {
 /// pinning").
 pub const PINNED_LINK_OFFSET: u64 = 8;
 
-/// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
-/// Every operand name of the VM's stencils (vm/templates/stencil.h).
-pub const OPERAND_NAMES: [&str; 6] = [
+/// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
+/// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
+/// of their own ([`HALF_NAMES`]).
+const STENCIL_OPERAND_NAMES: [&str; 8] = [
     "ARG0",
     "ARG1",
     "LOCAL0_AT",
     "LOCAL1_AT",
     "STACK_DEPTH",
     "SHIFT_COUNT",
+    "EXIT_AT",
+    "LINK_SLOT",
+];
+const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
+
+/// The holes of the operands the stencils read as halves (`CPJIT_DECLARE_OPERAND_HALVES`):
+/// each operand's high and low 32 bits.
+const HALF_NAMES: [(&str, &str, bool); 4] = [
+    ("EXIT_AT_HI", "EXIT_AT", true),
+    ("EXIT_AT_LO", "EXIT_AT", false),
+    ("LINK_SLOT_HI", "LINK_SLOT", true),
+    ("LINK_SLOT_LO", "LINK_SLOT", false),
 ];
 
-/// The value of stencil operand `name` for micro-op `u`: `ARG0` and `ARG1` as they are,
-/// `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the locals they name (the
-/// header, then 8 bytes per local), which the stencils use as their loads' and stores'
-/// displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a value-stack depth, a
-/// shift count, read as narrow operands); `None` for a name not in [`OPERAND_NAMES`]. The
-/// runtime refuses a value outside an operand's declared range (`u16`, `u8`) when it
-/// patches.
+/// Every name of a hole an operand's value fills in the VM's stencils: each operand (whole)
+/// and each half of the operands read as halves (what a compiler of the stencils' IR, such
+/// as the bench's LLVM peer, replaces by [`operand_value`]).
+pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
+    let mut names = [""; STENCIL_OPERANDS + HALF_NAMES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = if i < STENCIL_OPERANDS {
+            STENCIL_OPERAND_NAMES[i]
+        } else {
+            HALF_NAMES[i - STENCIL_OPERANDS].0
+        };
+        i += 1;
+    }
+    names
+};
+
+/// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
+/// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
+/// locals they name (the header, then 8 bytes per local), which the stencils use as their
+/// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
+/// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
+/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves; `None` for a name
+/// not in [`OPERAND_NAMES`]. The runtime refuses a value outside an operand's declared
+/// range (`u16`, `u8`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
+    if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
+        let v = Operand::of_name(operand)?.value(u)?;
+        return Some(if high { v >> 32 } else { v & 0xffff_ffff });
+    }
     Operand::of_name(name)?.value(u)
 }
 
+/// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 pub(crate) fn falls_through(op: u32) -> bool {
     !matches!(
         op,

@@ -10,9 +10,9 @@ use cpjit_model::OperandPart;
 
 impl Writer<'_, '_, '_, '_> {
     /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
-    /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field or range
-    /// check, a rel32 to a jump target of the trace, the next instance or the instance's
-    /// data. `false`, with nothing written, for every other hole and for a value its form
+    /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field (of the
+    /// operand or a half) or range check, a rel32 to a jump target of the trace, the next
+    /// instance or the instance's data. `false`, with nothing written, for every other hole and for a value its form
     /// cannot take: [`step`](Writer::step) (out of line) then writes it. (On the reference
     /// VM's traces, where most programs have no quick form, the call per step was two
     /// thirds of `write`'s instructions per hole.)
@@ -37,6 +37,12 @@ impl Writer<'_, '_, '_, '_> {
                 part: OperandPart::Whole,
             } => {
                 let v = operand(k).wrapping_add(step.addend as u64);
+                (v, i32::MIN as i64, u32::MAX as u64 + (1 << 31))
+            }
+            // A half of an operand (a client's 64-bit value read as two 32-bit immediates,
+            // such as the reference VM's exits): the same field.
+            Fast::Abs32 { operand: k, part } => {
+                let v = part.of(operand(k)).wrapping_add(step.addend as u64);
                 (v, i32::MIN as i64, u32::MAX as u64 + (1 << 31))
             }
             Fast::Check {
