@@ -346,10 +346,14 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         self.restore_at = hot_len as usize;
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        let result = cold
-            .steps
-            .iter()
-            .try_for_each(|step| self.step(i, inst, step, cold_at, data_at));
+        // The inline forms first, as for the hot code (a cold part's exits and branches
+        // back are rel32 fields).
+        let result = cold.steps.iter().try_for_each(|step| {
+            if self.lean_step(inst, step, cold_at, data_at) {
+                return Ok(());
+            }
+            self.step(i, inst, step, cold_at, data_at)
+        });
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         self.restore_at = 0;
