@@ -126,6 +126,10 @@ pub struct Backend {
     check: bool,
     /// The last compile's lowering, whose vectors the next one reuses.
     scratch: RefCell<Lowering>,
+    /// Whether the runtime keeps listings (`JitOptions::listing`): only then does a compile
+    /// name its instances for [`CompiledTrace::listing`] (a pass over the instances and an
+    /// allocation, 3 % of the compile of nbody's traces, for listings rarely asked for).
+    listing: bool,
 }
 
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
@@ -338,6 +342,7 @@ impl Backend {
                 set.target
             ));
         }
+        let listing = options.listing;
         let jit = Jit::with_options(set, resolve, options)
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
@@ -360,6 +365,7 @@ impl Backend {
             plans,
             check: cfg!(debug_assertions),
             scratch: RefCell::default(),
+            listing,
         })
     }
 
@@ -483,17 +489,11 @@ impl Backend {
             }
         }
         // The listings' names, in a pass of their own: kept out of the push loop, whose
-        // registers they took.
-        let names = lowering
-            .instances
-            .iter()
-            .map(|inst| match inst.uop {
-                Some(i) if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) => {
-                    ops::info(trace.uops[i].op).name
-                }
-                _ => self.plans[inst.stencil].name,
-            })
-            .collect();
+        // registers they took; none where the runtime keeps no listing.
+        let names = match self.listing {
+            true => self.instance_names(trace, lowering),
+            false => Vec::new(),
+        };
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
         let loop_body_address = trace.loop_body_start().map(|at| {
@@ -533,6 +533,23 @@ impl Backend {
     }
 }
 
+impl Backend {
+    /// Each lowered instance's name for listings: its micro-op's where it runs one with
+    /// nothing cached, else its stencil's.
+    fn instance_names(&self, trace: &Trace, lowering: &Lowering) -> Vec<&'static str> {
+        lowering
+            .instances
+            .iter()
+            .map(|inst| match inst.uop {
+                Some(i) if (inst.entry, inst.exit) == (CacheState::EMPTY, CacheState::EMPTY) => {
+                    ops::info(trace.uops[i].op).name
+                }
+                _ => self.plans[inst.stencil].name,
+            })
+            .collect()
+    }
+}
+
 impl TraceCompiler for Backend {
     fn name(&self) -> &str {
         "copy-and-patch"
@@ -563,7 +580,7 @@ fn resolve(name: &str) -> Option<u64> {
 /// A trace in executable memory.
 pub struct CompiledTrace {
     entry: EntryFn,
-    /// Micro-op names, for listings (stitched traces only).
+    /// Micro-op names, for listings (stitched traces of a backend that keeps listings).
     names: Vec<&'static str>,
     /// Where a peeled loop's body starts (stitched traces only), for links that skip the
     /// preamble ([`Trace::loop_body_entry`]).
@@ -695,8 +712,8 @@ impl CompiledTrace {
 
     /// The runtime's listing of the stitched code ([`cpjit_runtime::Trace::listing`]:
     /// instance boundaries, stencil names, every hole's value) when the backend keeps
-    /// listings; else the machine code of each instance, in hex, with its micro-op's name
-    /// (for an external compiler's trace: its name, size and addresses).
+    /// listings; else the machine code of each instance, in hex (for an external
+    /// compiler's trace: its name, size and addresses).
     pub fn listing(&self) -> String {
         let trace = match &self.code {
             Code::Stitched(trace) => trace,
@@ -732,8 +749,9 @@ impl CompiledTrace {
         let mut s = format!("  machine code: {} bytes\n", code.len());
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
+            // (Names are kept with the runtime's listings only.)
             let name = match LoweredId::of_instance(i) {
-                Some(k) => self.names[k.index()],
+                Some(k) => self.names.get(k.index()).copied().unwrap_or(""),
                 None => "vm_entry",
             };
             write!(s, "  {start:6x}  {name:<24}").unwrap();
