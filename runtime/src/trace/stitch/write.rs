@@ -332,13 +332,17 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         hot_len: u32,
     ) -> Result<(), Error> {
         let b = self.b;
-        let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
-        pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
-            Error::InvalidStencil {
-                stencil: name(),
-                reason: format!("its cold part: {reason}"),
-            }
-        })?;
+        // (Cold parts are mostly unaligned, so without padding: no division by the nop's
+        // length then, as for the hot code.)
+        if cold_at != cold_end {
+            let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
+            pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
+                Error::InvalidStencil {
+                    stencil: name(),
+                    reason: format!("its cold part: {reason}"),
+                }
+            })?;
+        }
         let len = self.cold.len();
         copy_code(self.cold, cold_at, cold, len);
         let i = index_of(b.instances, inst);
