@@ -409,85 +409,7 @@ impl Backend {
         let lowering = &*lowering;
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
-        let mut operands = [0u64; MAX_OPERANDS];
-        let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
-        let selectors = self.cached.selectors();
-        let mut kit_tracks = false;
-        for inst in &lowering.instances {
-            let index = inst.stencil;
-            let plan = &self.plans[index];
-            if let Some(name) = plan.unknown {
-                return Err(format!(
-                    "stencil {} has an unknown operand or jump target {name}",
-                    plan.name
-                ));
-            }
-            // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
-            // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
-            // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
-            let (u, n_targets) = match inst.uop {
-                Some(i) => (trace.uops[i], plan.n_targets as usize),
-                None => {
-                    let arg0 = match inst.link {
-                        Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
-                        None => inst.local.unwrap_or(0),
-                    };
-                    let glue = Inst {
-                        arg0,
-                        ..Inst::default()
-                    };
-                    (glue, 0)
-                }
-            };
-            let n_operands = plan.n_operands as usize;
-            for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
-                *value = operand.value(&u).ok_or_else(|| {
-                    format!(
-                        "stencil {}: a local's offset overflows (operands {}, {})",
-                        plan.name, u.arg0, u.arg1
-                    )
-                })?;
-            }
-            for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
-                let to = match jump {
-                    Jump::Jump => lowering.instance_of_uop[u.target as usize],
-                    Jump::Exit => lowering.exit_instance(u.target as usize),
-                };
-                *target = Target::Instance(to.instance());
-            }
-            let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
-            // A cached member is pushed as the kit's op: the kit picks the member for the
-            // state it tracks (the lowering's choice, made from the same tables). Along a
-            // chain of cached members that fall through, that is the state the last one
-            // left; elsewhere (the first instance, a jump target after an instance that does
-            // not fall through, after an uncached op, which the kit does not track) the
-            // lowering says what it is.
-            let kit_op = plan.kit_op;
-            let pushed = match kit_op {
-                Some(k) => {
-                    let depth = inst.entry.depth();
-                    if !kit_tracks {
-                        b.set_cache_state(depth);
-                    }
-                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
-                    let selector = &selectors[k.family as usize];
-                    debug_assert_eq!(
-                        selector.table().transition(k.op, depth).member as usize,
-                        index,
-                        "the kit picks another member than the lowering"
-                    );
-                    b.push_op(selector, k.op, operands, jumps)
-                }
-                None => b.push(index, operands, jumps),
-            };
-            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
-            if let Err(e) = pushed {
-                return Err(match inst.uop {
-                    Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),
-                    None => format!("{}: {e}", plan.name),
-                });
-            }
-        }
+        self.push_lowering(&mut b, trace, lowering)?;
         // The listings' names, in a pass of their own: kept out of the push loop, whose
         // registers they took; none where the runtime keeps no listing.
         let names = match self.listing {
@@ -534,6 +456,98 @@ impl Backend {
 }
 
 impl Backend {
+    /// Pushes `lowering`'s instances of `trace` onto `b` (after its entry shim).
+    fn push_lowering(
+        &self,
+        b: &mut cpjit_runtime::TraceBuilder<'_, 'static>,
+        trace: &Trace,
+        lowering: &Lowering,
+    ) -> Result<(), String> {
+        let mut operands = [0u64; MAX_OPERANDS];
+        let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
+        let selectors = self.cached.selectors();
+        let mut kit_tracks = false;
+        for inst in &lowering.instances {
+            let index = inst.stencil;
+            let plan = &self.plans[index];
+            if let Some(name) = plan.unknown {
+                return Err(format!(
+                    "stencil {} has an unknown operand or jump target {name}",
+                    plan.name
+                ));
+            }
+            // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
+            // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
+            // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
+            // (The micro-op by reference: a copy per instance cost more than the glue's
+            // own, made only for glue.)
+            let glue;
+            let (u, n_targets): (&Inst, usize) = match inst.uop {
+                Some(i) => (&trace.uops[i], plan.n_targets as usize),
+                None => {
+                    let arg0 = match inst.link {
+                        Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
+                        None => inst.local.unwrap_or(0),
+                    };
+                    glue = Inst {
+                        arg0,
+                        ..Inst::default()
+                    };
+                    (&glue, 0)
+                }
+            };
+            let n_operands = plan.n_operands as usize;
+            for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
+                *value = operand.value(u).ok_or_else(|| {
+                    format!(
+                        "stencil {}: a local's offset overflows (operands {}, {})",
+                        plan.name, u.arg0, u.arg1
+                    )
+                })?;
+            }
+            for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
+                let to = match jump {
+                    Jump::Jump => lowering.instance_of_uop[u.target as usize],
+                    Jump::Exit => lowering.exit_instance(u.target as usize),
+                };
+                *target = Target::Instance(to.instance());
+            }
+            let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
+            // A cached member is pushed as the kit's op: the kit picks the member for the
+            // state it tracks (the lowering's choice, made from the same tables). Along a
+            // chain of cached members that fall through, that is the state the last one
+            // left; elsewhere (the first instance, a jump target after an instance that does
+            // not fall through, after an uncached op, which the kit does not track) the
+            // lowering says what it is.
+            let kit_op = plan.kit_op;
+            let pushed = match kit_op {
+                Some(k) => {
+                    let depth = inst.entry.depth();
+                    if !kit_tracks {
+                        b.set_cache_state(depth);
+                    }
+                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
+                    let selector = &selectors[k.family as usize];
+                    debug_assert_eq!(
+                        selector.table().transition(k.op, depth).member as usize,
+                        index,
+                        "the kit picks another member than the lowering"
+                    );
+                    b.push_op(selector, k.op, operands, jumps)
+                }
+                None => b.push(index, operands, jumps),
+            };
+            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+            if let Err(e) = pushed {
+                return Err(match inst.uop {
+                    Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),
+                    None => format!("{}: {e}", plan.name),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Each lowered instance's name for listings: its micro-op's where it runs one with
     /// nothing cached, else its stencil's.
     fn instance_names(&self, trace: &Trace, lowering: &Lowering) -> Vec<&'static str> {

@@ -332,8 +332,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         hot_len: u32,
     ) -> Result<(), Error> {
         let b = self.b;
-        // (Cold parts are mostly unaligned, so without padding: no division by the nop's
-        // length then, as for the hot code.)
+        // (Most cold parts need no padding: no division by the nop's length then.)
         if cold_at != cold_end {
             let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
             pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
@@ -350,8 +349,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         self.restore_at = hot_len as usize;
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        // The inline forms first, as for the hot code (a cold part's exits and branches
-        // back are rel32 fields).
+        // The inline forms first, as for the hot code (its exits are rel32 fields).
         let result = cold.steps.iter().try_for_each(|step| {
             if self.lean_step(inst, step, cold_at, data_at) {
                 return Ok(());
