@@ -453,9 +453,7 @@ impl Backend {
             code: Code::Stitched(compiled),
         })
     }
-}
 
-impl Backend {
     /// Pushes `lowering`'s instances of `trace` onto `b` (after its entry shim).
     fn push_lowering(
         &self,

@@ -12,8 +12,9 @@ impl Writer<'_, '_, '_, '_> {
     /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
     /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field (of the
     /// operand or a half) or range check, a rel32 to a jump target of the trace, the next
-    /// instance, the instance's data or either part of its code. `false`, with nothing written, for every other hole and for a value its form
-    /// cannot take: [`step`](Writer::step) (out of line) then writes it. (On the reference
+    /// instance, the instance's data or either part of its code. `false`, with nothing
+    /// written, for every other hole and for a value its form cannot take:
+    /// [`step`](Writer::step) (out of line) then writes it. (On the reference
     /// VM's traces, where most programs have no quick form, the call per step was two
     /// thirds of `write`'s instructions per hole.)
     #[inline(always)]
