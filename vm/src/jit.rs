@@ -126,14 +126,18 @@ pub struct Backend {
     check: bool,
     /// The last compile's lowering, whose vectors the next one reuses.
     scratch: RefCell<Lowering>,
+    /// Whether the runtime keeps listings (`JitOptions::listing`): only then does a compile
+    /// name its instances for [`CompiledTrace::listing`] (a pass over the instances and an
+    /// allocation, 3 % of the compile of nbody's traces, for listings rarely asked for).
+    listing: bool,
 }
 
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operand {
-    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`.
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `EXIT_AT`.
     Arg0,
-    /// `ARG1`.
+    /// `ARG1`, `LINK_SLOT`.
     Arg1,
     /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
     Local0At,
@@ -144,8 +148,8 @@ enum Operand {
 impl Operand {
     fn of_name(name: &str) -> Option<Operand> {
         match name {
-            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" => Some(Operand::Arg0),
-            "ARG1" => Some(Operand::Arg1),
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "EXIT_AT" => Some(Operand::Arg0),
+            "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
             _ => None,
@@ -175,7 +179,7 @@ enum Jump {
 }
 
 /// Most operands and jump targets a stencil of the VM takes (every name once).
-const MAX_OPERANDS: usize = OPERAND_NAMES.len();
+const MAX_OPERANDS: usize = STENCIL_OPERANDS;
 const MAX_TARGETS: usize = 2;
 
 /// A stencil's operands and jump targets, resolved from their names.
@@ -237,28 +241,64 @@ impl StencilPlan {
 /// pinning").
 pub const PINNED_LINK_OFFSET: u64 = 8;
 
-/// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
-/// Every operand name of the VM's stencils (vm/templates/stencil.h).
-pub const OPERAND_NAMES: [&str; 6] = [
+/// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
+/// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
+/// of their own ([`HALF_NAMES`]).
+const STENCIL_OPERAND_NAMES: [&str; 8] = [
     "ARG0",
     "ARG1",
     "LOCAL0_AT",
     "LOCAL1_AT",
     "STACK_DEPTH",
     "SHIFT_COUNT",
+    "EXIT_AT",
+    "LINK_SLOT",
+];
+const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
+
+/// The holes of the operands the stencils read as halves (`CPJIT_DECLARE_OPERAND_HALVES`):
+/// each operand's high and low 32 bits.
+const HALF_NAMES: [(&str, &str, bool); 4] = [
+    ("EXIT_AT_HI", "EXIT_AT", true),
+    ("EXIT_AT_LO", "EXIT_AT", false),
+    ("LINK_SLOT_HI", "LINK_SLOT", true),
+    ("LINK_SLOT_LO", "LINK_SLOT", false),
 ];
 
-/// The value of stencil operand `name` for micro-op `u`: `ARG0` and `ARG1` as they are,
-/// `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the locals they name (the
-/// header, then 8 bytes per local), which the stencils use as their loads' and stores'
-/// displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a value-stack depth, a
-/// shift count, read as narrow operands); `None` for a name not in [`OPERAND_NAMES`]. The
-/// runtime refuses a value outside an operand's declared range (`u16`, `u8`) when it
-/// patches.
+/// Every name of a hole an operand's value fills in the VM's stencils: each operand (whole)
+/// and each half of the operands read as halves (what a compiler of the stencils' IR, such
+/// as the bench's LLVM peer, replaces by [`operand_value`]).
+pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
+    let mut names = [""; STENCIL_OPERANDS + HALF_NAMES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = if i < STENCIL_OPERANDS {
+            STENCIL_OPERAND_NAMES[i]
+        } else {
+            HALF_NAMES[i - STENCIL_OPERANDS].0
+        };
+        i += 1;
+    }
+    names
+};
+
+/// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
+/// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
+/// locals they name (the header, then 8 bytes per local), which the stencils use as their
+/// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
+/// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
+/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves; `None` for a name
+/// not in [`OPERAND_NAMES`]. The runtime refuses a value outside an operand's declared
+/// range (`u16`, `u8`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
+    if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
+        let v = Operand::of_name(operand)?.value(u)?;
+        return Some(if high { v >> 32 } else { v & 0xffff_ffff });
+    }
     Operand::of_name(name)?.value(u)
 }
 
+/// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 pub(crate) fn falls_through(op: u32) -> bool {
     !matches!(
         op,
@@ -302,6 +342,7 @@ impl Backend {
                 set.target
             ));
         }
+        let listing = options.listing;
         let jit = Jit::with_options(set, resolve, options)
             .map_err(|e| format!("stencil set {}: {e}", set.target))?;
         let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
@@ -324,6 +365,7 @@ impl Backend {
             plans,
             check: cfg!(debug_assertions),
             scratch: RefCell::default(),
+            listing,
         })
     }
 
@@ -367,6 +409,58 @@ impl Backend {
         let lowering = &*lowering;
         let mut b = self.jit.trace();
         let shim = b.push_shim().map_err(|e| e.to_string())?;
+        self.push_lowering(&mut b, trace, lowering)?;
+        // The listings' names, in a pass of their own: kept out of the push loop, whose
+        // registers they took; none where the runtime keeps no listing.
+        let names = match self.listing {
+            true => self.instance_names(trace, lowering),
+            false => Vec::new(),
+        };
+        let compiled = b.finish().map_err(|e| e.to_string())?;
+        let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
+        let loop_body_address = trace.loop_body_start().map(|at| {
+            let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
+            compiled.entry(entry.instance()) as u64
+        });
+        let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
+            pins: Pins {
+                locals: lowering.pinned.clone(),
+                scaled: lowering.pinned_scaled.clone(),
+            },
+            address: compiled.entry(k.instance()) as u64,
+            inherited: lowering.inherited,
+        });
+        // Only a trace with pinned locals has LINKs: the others' table stays empty (no
+        // allocation, no pass over the instances).
+        let mut links_pinned = Vec::new();
+        if !lowering.pinned.is_empty() {
+            for exit in lowering.instances.iter().filter_map(|i| i.link) {
+                if links_pinned.is_empty() {
+                    links_pinned = vec![false; trace.exit_pcs.len()];
+                }
+                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
+                    *l = true;
+                }
+            }
+        }
+        Ok(CompiledTrace {
+            entry,
+            names,
+            loop_body_address,
+            pinned_locals: lowering.pinned.len(),
+            pinned,
+            links_pinned,
+            code: Code::Stitched(compiled),
+        })
+    }
+
+    /// Pushes `lowering`'s instances of `trace` onto `b` (after its entry shim).
+    fn push_lowering(
+        &self,
+        b: &mut cpjit_runtime::TraceBuilder<'_, 'static>,
+        trace: &Trace,
+        lowering: &Lowering,
+    ) -> Result<(), String> {
         let mut operands = [0u64; MAX_OPERANDS];
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
         let selectors = self.cached.selectors();
@@ -383,23 +477,26 @@ impl Backend {
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
-            let (u, n_targets) = match inst.uop {
-                Some(i) => (trace.uops[i], plan.n_targets as usize),
+            // (The micro-op by reference: a copy per instance cost more than the glue's
+            // own, made only for glue.)
+            let glue;
+            let (u, n_targets): (&Inst, usize) = match inst.uop {
+                Some(i) => (&trace.uops[i], plan.n_targets as usize),
                 None => {
                     let arg0 = match inst.link {
                         Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
                         None => inst.local.unwrap_or(0),
                     };
-                    let glue = Inst {
+                    glue = Inst {
                         arg0,
                         ..Inst::default()
                     };
-                    (glue, 0)
+                    (&glue, 0)
                 }
             };
             let n_operands = plan.n_operands as usize;
             for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
-                *value = operand.value(&u).ok_or_else(|| {
+                *value = operand.value(u).ok_or_else(|| {
                     format!(
                         "stencil {}: a local's offset overflows (operands {}, {})",
                         plan.name, u.arg0, u.arg1
@@ -446,9 +543,13 @@ impl Backend {
                 });
             }
         }
-        // The listings' names, in a pass of their own: kept out of the push loop, whose
-        // registers they took.
-        let names = lowering
+        Ok(())
+    }
+
+    /// Each lowered instance's name for listings: its micro-op's where it runs one with
+    /// nothing cached, else its stencil's.
+    fn instance_names(&self, trace: &Trace, lowering: &Lowering) -> Vec<&'static str> {
+        lowering
             .instances
             .iter()
             .map(|inst| match inst.uop {
@@ -457,43 +558,7 @@ impl Backend {
                 }
                 _ => self.plans[inst.stencil].name,
             })
-            .collect();
-        let compiled = b.finish().map_err(|e| e.to_string())?;
-        let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
-        let loop_body_address = trace.loop_body_start().map(|at| {
-            let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
-            compiled.entry(entry.instance()) as u64
-        });
-        let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
-            pins: Pins {
-                locals: lowering.pinned.clone(),
-                scaled: lowering.pinned_scaled.clone(),
-            },
-            address: compiled.entry(k.instance()) as u64,
-            inherited: lowering.inherited,
-        });
-        // Only a trace with pinned locals has LINKs: the others' table stays empty (no
-        // allocation, no pass over the instances).
-        let mut links_pinned = Vec::new();
-        if !lowering.pinned.is_empty() {
-            for exit in lowering.instances.iter().filter_map(|i| i.link) {
-                if links_pinned.is_empty() {
-                    links_pinned = vec![false; trace.exit_pcs.len()];
-                }
-                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                    *l = true;
-                }
-            }
-        }
-        Ok(CompiledTrace {
-            entry,
-            names,
-            loop_body_address,
-            pinned_locals: lowering.pinned.len(),
-            pinned,
-            links_pinned,
-            code: Code::Stitched(compiled),
-        })
+            .collect()
     }
 }
 
@@ -527,7 +592,7 @@ fn resolve(name: &str) -> Option<u64> {
 /// A trace in executable memory.
 pub struct CompiledTrace {
     entry: EntryFn,
-    /// Micro-op names, for listings (stitched traces only).
+    /// Micro-op names, for listings (stitched traces of a backend that keeps listings).
     names: Vec<&'static str>,
     /// Where a peeled loop's body starts (stitched traces only), for links that skip the
     /// preamble ([`Trace::loop_body_entry`]).
@@ -659,8 +724,8 @@ impl CompiledTrace {
 
     /// The runtime's listing of the stitched code ([`cpjit_runtime::Trace::listing`]:
     /// instance boundaries, stencil names, every hole's value) when the backend keeps
-    /// listings; else the machine code of each instance, in hex, with its micro-op's name
-    /// (for an external compiler's trace: its name, size and addresses).
+    /// listings; else the machine code of each instance, in hex (for an external
+    /// compiler's trace: its name, size and addresses).
     pub fn listing(&self) -> String {
         let trace = match &self.code {
             Code::Stitched(trace) => trace,
@@ -696,8 +761,9 @@ impl CompiledTrace {
         let mut s = format!("  machine code: {} bytes\n", code.len());
         for (i, &start) in offsets.iter().enumerate() {
             let end = offsets.get(i + 1).map_or(code.len(), |&e| e as usize);
+            // (Names are kept with the runtime's listings only.)
             let name = match LoweredId::of_instance(i) {
-                Some(k) => self.names[k.index()],
+                Some(k) => self.names.get(k.index()).copied().unwrap_or(""),
                 None => "vm_entry",
             };
             write!(s, "  {start:6x}  {name:<24}").unwrap();

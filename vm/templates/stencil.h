@@ -47,6 +47,15 @@ CPJIT_DECLARE_NARROW(STACK_DEPTH, u16);
  * targets that have one (a GOT slot read as a byte is no hole kind the kit tests). */
 CPJIT_DECLARE_NARROW(SHIFT_COUNT, u8);
 #define SHIFT0 ((int)CPJIT_NARROW(SHIFT_COUNT, u8))
+/* EXIT_TRACE's operands as halves (ops.def): EXIT_AT is ARG0 (the pc in its high half, the
+ * exit in its low half), LINK_SLOT is ARG1 (the link slot's address, rebuilt from its
+ * halves): 32-bit immediates rather than two 64-bit operands loaded from GOT slots, which
+ * cost an exit about 390 instructions to stitch. */
+CPJIT_DECLARE_OPERAND_HALVES(EXIT_AT);
+CPJIT_DECLARE_OPERAND_HALVES(LINK_SLOT);
+#define EXIT_PC ((int64_t)CPJIT_OPERAND_HI(EXIT_AT))
+#define EXIT_AUX ((int64_t)CPJIT_OPERAND_LO(EXIT_AT))
+#define EXIT_LINK CPJIT_OPERAND_HALVES(LINK_SLOT)
 /* Errors and invalidation leave through the exit: the interpreter raises, identically in
  * every mode. */
 #define RAISE(e, a, b) DEOPT()

@@ -332,13 +332,16 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         hot_len: u32,
     ) -> Result<(), Error> {
         let b = self.b;
-        let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
-        pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
-            Error::InvalidStencil {
-                stencil: name(),
-                reason: format!("its cold part: {reason}"),
-            }
-        })?;
+        // (Most cold parts need no padding: no division by the nop's length then.)
+        if cold_at != cold_end {
+            let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
+            pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
+                Error::InvalidStencil {
+                    stencil: name(),
+                    reason: format!("its cold part: {reason}"),
+                }
+            })?;
+        }
         let len = self.cold.len();
         copy_code(self.cold, cold_at, cold, len);
         let i = index_of(b.instances, inst);
@@ -346,10 +349,13 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         self.restore_at = hot_len as usize;
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        let result = cold
-            .steps
-            .iter()
-            .try_for_each(|step| self.step(i, inst, step, cold_at, data_at));
+        // The inline forms first, as for the hot code (its exits are rel32 fields).
+        let result = cold.steps.iter().try_for_each(|step| {
+            if self.lean_step(inst, step, cold_at, data_at) {
+                return Ok(());
+            }
+            self.step(i, inst, step, cold_at, data_at)
+        });
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         self.restore_at = 0;

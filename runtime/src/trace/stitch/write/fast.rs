@@ -10,10 +10,11 @@ use cpjit_model::OperandPart;
 
 impl Writer<'_, '_, '_, '_> {
     /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
-    /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field or range
-    /// check, a rel32 to a jump target of the trace, the next instance or the instance's
-    /// data. `false`, with nothing written, for every other hole and for a value its form
-    /// cannot take: [`step`](Writer::step) (out of line) then writes it. (On the reference
+    /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field (of the
+    /// operand or a half) or range check, a rel32 to a jump target of the trace, the next
+    /// instance, the instance's data or either part of its code. `false`, with nothing
+    /// written, for every other hole and for a value its form cannot take:
+    /// [`step`](Writer::step) (out of line) then writes it. (On the reference
     /// VM's traces, where most programs have no quick form, the call per step was two
     /// thirds of `write`'s instructions per hole.)
     #[inline(always)]
@@ -39,6 +40,12 @@ impl Writer<'_, '_, '_, '_> {
                 let v = operand(k).wrapping_add(step.addend as u64);
                 (v, i32::MIN as i64, u32::MAX as u64 + (1 << 31))
             }
+            // A half of an operand (a client's 64-bit value read as two 32-bit immediates,
+            // such as the reference VM's exits): the same field.
+            Fast::Abs32 { operand: k, part } => {
+                let v = part.of(operand(k)).wrapping_add(step.addend as u64);
+                (v, i32::MIN as i64, u32::MAX as u64 + (1 << 31))
+            }
             Fast::Check {
                 operand: k,
                 part: OperandPart::Whole,
@@ -47,6 +54,10 @@ impl Writer<'_, '_, '_, '_> {
             Fast::Rel32 => {
                 let to = match step.source {
                     Source::Data => self.data_base + data_at as u64,
+                    // The instance's other part (a hot path's branch into its cold part, or
+                    // back) and its own code (a cold part's steps see the cold area here).
+                    Source::Cold => self.other,
+                    Source::Code => self.code_base + code_at as u64,
                     Source::Continue => {
                         match self.instances.get(index_of(self.instances, inst) + 1) {
                             Some(next) => self.trace_base + next.code_at as u64,
