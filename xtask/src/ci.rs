@@ -12,7 +12,8 @@
 //! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
 //! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
 //! checks, self-test, example) or that failed without a failing test (a build error).
-//! The examples run side by side, the long runs beside the matrix (`ci/beside.rs`); each has its own line.
+//! Clippy runs beside the stencil check, the long runs and the examples (side by side)
+//! beside the matrix (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
@@ -83,6 +84,13 @@ pub fn run() -> Result<(), String> {
 
     let definition = Matrix::load(&root())?;
     let long_runs = start_long_runs(&definition.long);
+    // The kit as outside crates use it, each example from its own directory, natively and
+    // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
+    // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
+    // by op id, members chosen by the kit), side by side and beside the matrix and its
+    // self-test (`ci/beside.rs` has the measured why). They build in their own target
+    // directory, so cargo's lock does not hold up the matrix's archive builds.
+    let examples = beside::Examples::start(&root(), &beside::EXAMPLES);
 
     let t = Start::now();
     let matrix_run = matrix::run_matrix(&matrix::Options::default(), &Default::default());
@@ -118,7 +126,7 @@ pub fn run() -> Result<(), String> {
             }
             let builds: f64 = report.builds.iter().map(|(_, d)| d.as_secs_f64()).sum();
             notes.push(format!(
-                "test matrix: {matrix_wall:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks; the long runs beside it not counted)",
+                "test matrix: {matrix_wall:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks; not the long runs or examples beside it)",
                 t.cpu() - beside_cpu
             ));
         }
@@ -135,18 +143,12 @@ pub fn run() -> Result<(), String> {
     }
     steps.push(plain("test matrix --self-test", self_test.is_ok(), t));
 
-    // The kit as outside crates use it, each example from its own directory, natively and
-    // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
-    // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
-    // by op id, members chosen by the kit), side by side (`ci/beside.rs` has the measured why).
-    let t = Start::now();
-    for e in beside::run_side_by_side(&root(), &beside::EXAMPLES) {
-        steps.push(beside_step(e));
-    }
+    let examples = examples.finish();
+    let cpu: f64 = examples.iter().map(|e| e.cpu).sum();
+    let wall = examples.iter().map(|e| e.seconds).fold(0.0, f64::max);
+    steps.extend(examples.into_iter().map(beside_step));
     notes.push(format!(
-        "examples side by side: {:.1}s, {:.1}s CPU (each line: wall from their common start)",
-        t.wall.elapsed().as_secs_f64(),
-        t.cpu()
+        "examples side by side, beside the matrix: {wall:.1}s, {cpu:.1}s CPU"
     ));
 
     finish(&steps, &notes, start)

@@ -6,7 +6,8 @@
 //! The outside-crate examples (`examples/<name>/ci.sh`): one test binary under qemu running
 //! one test, a link, the crate every other one waits for; one after another bf-jit,
 //! ebpf-jit and stack-jit took 19.7 + 172.9 + 30.3 s of wall time for 26.8 + 246.0 + 49.9 s
-//! of CPU (idle machine, clean clone, wave 22), so they run side by side. The long runs of
+//! of CPU (idle machine, clean clone, wave 22), so they run side by side, and beside the
+//! test matrix and its self-test (qemu rows, archive builds of one crate at a time). The long runs of
 //! `ci/matrix.toml` (one test, one thread: 39.7 s for 63.5 s of CPU with its build) run
 //! beside the test matrix. Clippy (83.4 s for 159.9 s of CPU) runs beside `build-stencils
 //! --check` (148.6 s for 243.8 s of CPU, its clang jobs few at the end of each set).
@@ -29,7 +30,7 @@ pub fn log_path(root: &Path, name: &str) -> PathBuf {
 pub struct Finished {
     pub name: String,
     pub ok: bool,
-    /// Wall time from its start (for the examples: their common start) to its end.
+    /// Wall time from its start to its end.
     pub seconds: f64,
     /// User + system CPU of the process tree.
     pub cpu: f64,
@@ -131,48 +132,58 @@ impl Logged {
     }
 }
 
-/// Runs `examples/<name>/ci.sh` of every name at once, each logged to its [`log_path`], and
-/// returns them in the order they ended.
-pub fn run_side_by_side(root: &Path, names: &[&str]) -> Vec<Finished> {
-    let start = Instant::now();
-    let mut finished = Vec::new();
-    let mut running = Vec::new();
-    for &name in names {
-        let step = format!("examples/{name}/ci.sh");
-        let mut cmd = Command::new("bash");
-        cmd.arg(root.join(&step));
-        match Logged::start(&step, &mut cmd, &log_path(root, &step)) {
-            Ok(r) => running.push(r),
-            Err(e) => {
-                eprintln!("ci: {step}: {e}");
-                finished.push(Finished {
-                    name: step,
-                    ok: false,
-                    seconds: 0.0,
-                    cpu: 0.0,
-                });
-            }
-        }
-    }
-    while !running.is_empty() {
-        let mut i = 0;
-        while i < running.len() {
-            match running[i].poll() {
-                None => i += 1,
-                Some(done) => {
-                    running.swap_remove(i);
-                    finished.push(Finished {
-                        seconds: start.elapsed().as_secs_f64(),
-                        ..done
+/// The examples' CIs, started at once.
+pub struct Examples {
+    running: Vec<Logged>,
+    finished: Vec<Finished>,
+}
+
+impl Examples {
+    /// Starts `examples/<name>/ci.sh` of every name, each logged to its [`log_path`].
+    pub fn start(root: &Path, names: &[&str]) -> Examples {
+        let mut examples = Examples {
+            running: Vec::new(),
+            finished: Vec::new(),
+        };
+        for &name in names {
+            let step = format!("examples/{name}/ci.sh");
+            let mut cmd = Command::new("bash");
+            cmd.arg(root.join(&step));
+            match Logged::start(&step, &mut cmd, &log_path(root, &step)) {
+                Ok(r) => examples.running.push(r),
+                Err(e) => {
+                    eprintln!("ci: {step}: {e}");
+                    examples.finished.push(Finished {
+                        name: step,
+                        ok: false,
+                        seconds: 0.0,
+                        cpu: 0.0,
                     });
                 }
             }
         }
-        if !running.is_empty() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        examples
     }
-    finished
+
+    /// Waits for every one to end and returns them in the order they ended.
+    pub fn finish(mut self) -> Vec<Finished> {
+        while !self.running.is_empty() {
+            let mut i = 0;
+            while i < self.running.len() {
+                match self.running[i].poll() {
+                    None => i += 1,
+                    Some(done) => {
+                        self.running.swap_remove(i);
+                        self.finished.push(done);
+                    }
+                }
+            }
+            if !self.running.is_empty() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        self.finished
+    }
 }
 
 #[cfg(test)]
@@ -197,7 +208,7 @@ mod tests {
             std::fs::write(dir.join("ci.sh"), body).unwrap();
         }
         let start = Instant::now();
-        let done = run_side_by_side(&root, &["sleeps", "fails", "busy"]);
+        let done = Examples::start(&root, &["sleeps", "fails", "busy"]).finish();
         let wall = start.elapsed().as_secs_f64();
         let by_name = |n: &str| {
             let step = format!("examples/{n}/ci.sh");
@@ -213,7 +224,7 @@ mod tests {
             |n: &str| std::fs::read_to_string(log_path(&root, &format!("examples/{n}/ci.sh")));
         assert_eq!(log("fails").unwrap(), "broken\n");
         assert_eq!(log("sleeps").unwrap(), "slept\n");
-        let missing = run_side_by_side(&root, &["absent"]);
+        let missing = Examples::start(&root, &["absent"]).finish();
         assert!(
             !missing[0].ok,
             "a missing ci.sh fails (bash cannot read it)"
