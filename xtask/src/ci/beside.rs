@@ -15,6 +15,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The examples, by directory under `examples/`.
@@ -42,6 +43,24 @@ pub struct Logged {
     log: PathBuf,
     child: Child,
     started: Instant,
+    /// When it ended, as a watcher learns it without reaping it ([`watch_end`]): it is
+    /// reaped when asked for, so that its CPU counts in no other step's `RUSAGE_CHILDREN`.
+    ended: Arc<OnceLock<Instant>>,
+}
+
+/// Notes in `ended` when process `pid` ends, leaving it unreaped (`WNOWAIT`).
+fn watch_end(pid: u32, ended: Arc<OnceLock<Instant>>) {
+    std::thread::spawn(move || {
+        // SAFETY: `info` is a zeroed `siginfo_t` that waitid fills.
+        let got = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        // On an error the end is taken when it is reaped instead.
+        if got == 0 {
+            let _ = ended.set(Instant::now());
+        }
+    });
 }
 
 impl Logged {
@@ -64,11 +83,14 @@ impl Logged {
             "ci: {name}: started beside the next steps (log {})",
             log.display()
         );
+        let ended = Arc::new(OnceLock::new());
+        watch_end(child.id(), Arc::clone(&ended));
         Ok(Logged {
             name: name.to_string(),
             log: log.to_path_buf(),
             child,
             started: Instant::now(),
+            ended,
         })
     }
 
@@ -116,7 +138,11 @@ impl Logged {
         Some(Finished {
             name: self.name.clone(),
             ok: ended.0,
-            seconds: self.started.elapsed().as_secs_f64(),
+            seconds: self
+                .ended
+                .get()
+                .map_or_else(|| self.started.elapsed(), |end| *end - self.started)
+                .as_secs_f64(),
             cpu: ended.1,
         })
     }
@@ -224,6 +250,18 @@ mod tests {
             |n: &str| std::fs::read_to_string(log_path(&root, &format!("examples/{n}/ci.sh")));
         assert_eq!(log("fails").unwrap(), "broken\n");
         assert_eq!(log("sleeps").unwrap(), "slept\n");
+        // Waited for long after it ended, a step still reports its own end.
+        let quick = root.join("examples/quick");
+        std::fs::create_dir_all(&quick).unwrap();
+        std::fs::write(quick.join("ci.sh"), "true").unwrap();
+        let late = Examples::start(&root, &["quick"]);
+        std::thread::sleep(Duration::from_millis(1500));
+        let late = late.finish();
+        assert!(
+            late[0].ok && late[0].seconds < 1.4,
+            "{:.2} s",
+            late[0].seconds
+        );
         let missing = Examples::start(&root, &["absent"]).finish();
         assert!(
             !missing[0].ok,
