@@ -32,14 +32,15 @@ for arg in "$@"; do
   esac
 done
 kit=../..
+kit_target=$(cd "$kit" && cargo metadata --format-version 1 --no-deps |
+  sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 if [[ -z "${CPJIT:-}" ]]; then
   echo "$name: building the kit's cpjit CLI (the first build links LLVM and takes minutes)..." >&2
   # With the whole workspace's features, as the kit's own builds of the toolchain use (xtask's
   # build-stencils, cargo test --workspace), so that a checkout's CI builds it once.
   cargo build --quiet --manifest-path "$kit/Cargo.toml" --workspace --bin cpjit
-  CPJIT=$(cd "$kit" && cargo metadata --format-version 1 --no-deps |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug/cpjit
+  CPJIT=$kit_target/debug/cpjit
 fi
 
 if $package_kit; then
@@ -69,11 +70,14 @@ if $check_stencils; then
   "$CPJIT" build-stencils --templates templates --out stencils --model-path "$kit/model" "${targets[@]}" --check
 fi
 
-# The example is its own workspace: its own Cargo.lock and target directory (also when the
-# caller exported the kit's), and the cross settings spelled out here rather than inherited
-# from the kit's target files: they are what `cargo xtask env` prints for these rows
-# (README.md, "Using the kit from your own crate"), with the runners' commands inlined.
-export CARGO_TARGET_DIR="$PWD/target"
+# The example is its own workspace (its own Cargo.lock), with the cross settings spelled out
+# here rather than inherited from the kit's target files: they are what `cargo xtask env`
+# prints for these rows (README.md, "Using the kit from your own crate"), with the runners'
+# commands inlined. The examples share one target directory, `examples/` in the kit's (also
+# when the caller exported the kit's): their Cargo.toml's give the kit's crates one profile
+# (cpjit-model and cpjit-runtime at opt-level 2), so cpjit-model, cpjit-isa, cpjit-runtime
+# and libc are built once per Rust target for all of them, not once per example.
+export CARGO_TARGET_DIR="$kit_target/examples"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"}
 export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER:-riscv64-linux-gnu-gcc}

@@ -3,7 +3,8 @@
 //! example is its own Cargo workspace with its own generated stencil crates, so the group
 //! runs its bench as a user would, `cargo bench --bench compare --features cranelift --
 //! --json FILE` in
-//! `examples/ebpf-jit/` (target directory `examples/ebpf-jit/target`, as its `ci.sh` uses),
+//! `examples/ebpf-jit/` (target directory `examples/ebpf-jit/target`, its own: its `ci.sh`
+//! builds in the kit's `target/examples/`, shared by the examples' CI in the dev profile),
 //! and reads every run's time from that file: compile time (verify + compile) on
 //! straight-line programs of 10 to 4,000 instructions, run time on loop-heavy programs. The
 //! bench alternates the engines round by round and checks that every engine returns the same

@@ -36,10 +36,16 @@ pub fn build_stencils(args: &[String]) -> Result<(), String> {
     if names_a_set {
         return toolchain(&["build-stencils"], args, None);
     }
+    build_every_set(&prepared_toolchain()?, args)
+}
+
+/// `build-stencils` with `args` on every set of the kit ([`kit_sets`]) by the toolchain
+/// `binary` ([`prepared_toolchain`]): no cargo runs here, so a cargo command can run beside.
+pub fn build_every_set(binary: &Path, args: &[String]) -> Result<(), String> {
     let mut failed = Vec::new();
     for set in kit_sets(&root())? {
         // Every set is built (or checked) even when one fails, so one run reports all.
-        if let Err(e) = toolchain(&["build-stencils"], args, Some(&set)) {
+        if let Err(e) = run_toolchain(binary, &["build-stencils"], args, Some(&set)) {
             failed.push(e);
         }
     }
@@ -113,6 +119,11 @@ fn first_build_notice(target_dir: &Path) -> Option<&'static str> {
 
 /// Runs the toolchain's `command` on `set` (the default set without one) with `args`.
 fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<(), String> {
+    run_toolchain(&prepared_toolchain()?, command, args, set)
+}
+
+/// Checks the set-up and builds the toolchain binary (cargo), returning its path.
+pub fn prepared_toolchain() -> Result<PathBuf, String> {
     crate::setup::ensure()?;
     let root = root();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -122,7 +133,18 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
     if let Some(line) = notice {
         eprintln!("{line}");
     }
-    let binary = toolchain_of(&root, notice.is_none())?;
+    toolchain_of(&root, notice.is_none())
+}
+
+/// Runs the toolchain `binary`'s `command` on `set` (the default set without one) with
+/// `args`.
+fn run_toolchain(
+    binary: &Path,
+    command: &[&str],
+    args: &[String],
+    set: Option<&KitSet>,
+) -> Result<(), String> {
+    let root = root();
     let caller =
         std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let default_set = KitSet {
@@ -130,7 +152,7 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
         out: root.join("stencils"),
     };
     run(&mut toolchain_command(
-        &binary,
+        binary,
         &root,
         set.unwrap_or(&default_set),
         &caller,

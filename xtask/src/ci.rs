@@ -12,11 +12,16 @@
 //! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
 //! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
 //! checks, self-test, example) or that failed without a failing test (a build error).
+//! Clippy runs beside the stencil check, the long runs and the examples (side by side)
+//! beside the matrix (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
-use crate::matrix::{self, Counts, Matrix};
+mod beside;
+
+use crate::matrix::{self, Counts, LongRun, Matrix};
 use crate::util::{cargo, children_cpu_seconds, root};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -67,22 +72,7 @@ pub fn run() -> Result<(), String> {
     let fmt = crate::util::run(cargo().args(["fmt", "--all", "--", "--check"]));
     steps.push(plain("cargo fmt --all -- --check", fmt.is_ok(), t));
 
-    // The workspace lints (Cargo.toml: the house rules on unsafe code) are denied, so
-    // clippy fails on them; other clippy findings are warnings and do not fail the step.
-    let t = Start::now();
-    let clippy = crate::util::run(cargo().args(["clippy", "--quiet", "--workspace", "--tests"]));
-    steps.push(plain("cargo clippy --workspace --tests", clippy.is_ok(), t));
-
-    let t = Start::now();
-    let stencils = crate::build_stencils::build_stencils(&["--check".to_string()]);
-    if let Err(e) = &stencils {
-        eprintln!("ci: {e}");
-    }
-    steps.push(plain(
-        "cargo xtask build-stencils --check",
-        stencils.is_ok(),
-        t,
-    ));
+    clippy_beside_stencil_check(&mut steps);
 
     steps.push(nextest_step(
         "cargo nextest run --workspace",
@@ -93,17 +83,27 @@ pub fn run() -> Result<(), String> {
     steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
 
     let definition = Matrix::load(&root())?;
-    for long in &definition.long {
-        let mut cmd = cargo();
-        cmd.args(["nextest", "run", "--cargo-profile", &long.profile])
-            .args(["-p", &long.package])
-            .args(&long.args)
-            .envs(&long.env);
-        steps.push(nextest_step(&format!("long: {}", long.name), &mut cmd));
-    }
+    let long_runs = start_long_runs(&definition.long);
+    // The kit as outside crates use it, each example from its own directory, natively and
+    // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
+    // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
+    // by op id, members chosen by the kit), side by side and beside the matrix and its
+    // self-test (`ci/beside.rs` has the measured why). They build in their own target
+    // directory, so cargo's lock does not hold up the matrix's archive builds.
+    let examples = beside::Examples::start(&root(), &beside::EXAMPLES);
 
     let t = Start::now();
-    match matrix::run_matrix(&matrix::Options::default(), &Default::default()) {
+    let matrix_run = matrix::run_matrix(&matrix::Options::default(), &Default::default());
+    let matrix_wall = t.wall.elapsed().as_secs_f64();
+    let mut beside_cpu = 0.0;
+    for (step, cpu) in long_runs
+        .join()
+        .expect("the long runs' thread does not panic")
+    {
+        beside_cpu += cpu;
+        steps.push(step);
+    }
+    match matrix_run {
         Ok(report) => {
             print!("{}", report.table());
             for row in &report.rows {
@@ -126,9 +126,8 @@ pub fn run() -> Result<(), String> {
             }
             let builds: f64 = report.builds.iter().map(|(_, d)| d.as_secs_f64()).sum();
             notes.push(format!(
-                "test matrix: {:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks)",
-                t.wall.elapsed().as_secs_f64(),
-                t.cpu()
+                "test matrix: {matrix_wall:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks; not the long runs or examples beside it)",
+                t.cpu() - beside_cpu
             ));
         }
         Err(e) => {
@@ -144,25 +143,56 @@ pub fn run() -> Result<(), String> {
     }
     steps.push(plain("test matrix --self-test", self_test.is_ok(), t));
 
-    // The kit as an outside crate uses it: the bf-jit example, from its own directory,
-    // natively and under qemu-aarch64 (its script packages cpjit-model and cpjit-runtime).
-    let t = Start::now();
-    let example = crate::util::run(Command::new("bash").arg(root().join("examples/bf-jit/ci.sh")));
-    steps.push(plain("examples/bf-jit/ci.sh", example.is_ok(), t));
-
-    // The eBPF example, the same way (checked against rbpf 0.4's interpreter).
-    let t = Start::now();
-    let example =
-        crate::util::run(Command::new("bash").arg(root().join("examples/ebpf-jit/ci.sh")));
-    steps.push(plain("examples/ebpf-jit/ci.sh", example.is_ok(), t));
-
-    // The register-caching example: its ops pushed by op id, members chosen by the kit.
-    let t = Start::now();
-    let example =
-        crate::util::run(Command::new("bash").arg(root().join("examples/stack-jit/ci.sh")));
-    steps.push(plain("examples/stack-jit/ci.sh", example.is_ok(), t));
+    let examples = examples.finish();
+    let cpu: f64 = examples.iter().map(|e| e.cpu).sum();
+    let wall = examples.iter().map(|e| e.seconds).fold(0.0, f64::max);
+    steps.extend(examples.into_iter().map(beside_step));
+    notes.push(format!(
+        "examples side by side, beside the matrix: {wall:.1}s, {cpu:.1}s CPU"
+    ));
 
     finish(&steps, &notes, start)
+}
+
+/// `cargo clippy` beside `build-stencils --check`, whose clang jobs leave a core idle at the
+/// end of each template set and target (`ci/beside.rs`). The toolchain is built first:
+/// clippy holds cargo's lock for its whole run, and the check runs no cargo after that.
+fn clippy_beside_stencil_check(steps: &mut Vec<Step>) {
+    let t = Start::now();
+    let toolchain = crate::build_stencils::prepared_toolchain();
+    // The workspace lints (Cargo.toml: the house rules on unsafe code) are denied, so
+    // clippy fails on them; other clippy findings are warnings and do not fail the step.
+    let name = "cargo clippy --workspace --tests";
+    let mut cmd = cargo();
+    cmd.args(["clippy", "--quiet", "--workspace", "--tests"]);
+    let clippy = beside::Logged::start(name, &mut cmd, &beside::log_path(&root(), name));
+    let stencils = toolchain.and_then(|binary| {
+        crate::build_stencils::build_every_set(&binary, &["--check".to_string()])
+    });
+    if let Err(e) = &stencils {
+        eprintln!("ci: {e}");
+    }
+    // Taken before clippy is waited for, so without its CPU.
+    let check = plain("cargo xtask build-stencils --check", stencils.is_ok(), t);
+    steps.push(match clippy {
+        Ok(clippy) => beside_step(clippy.finish()),
+        Err(e) => {
+            eprintln!("ci: {name}: {e}");
+            plain(name, false, Start::now())
+        }
+    });
+    steps.push(check);
+}
+
+/// The step of a process tree run beside others.
+fn beside_step(done: beside::Finished) -> Step {
+    Step {
+        name: done.name,
+        counts: Counts::default(),
+        ok: done.ok,
+        seconds: done.seconds,
+        cpu: Some(done.cpu),
+    }
 }
 
 /// A step without tests of its own.
@@ -186,35 +216,105 @@ fn nextest_step(name: &str, cmd: &mut Command) -> Step {
     let status = cmd
         .args(["--profile", matrix::PROFILE, "--no-fail-fast"])
         .status();
-    let mut counts = Counts::default();
-    let mut ok = match status {
+    let ok = match status {
         Ok(s) => s.success(),
         Err(e) => {
             eprintln!("ci: cannot run {cmd:?}: {e}");
             false
         }
     };
-    // The matrix's rows rewrite the report; a copy keeps the step's per-test times.
-    let kept = report.with_file_name(format!("{}.junit.xml", slug(name)));
-    let _ = std::fs::copy(&report, &kept);
-    match std::fs::read_to_string(&report).map(|xml| matrix::parse_junit(&xml)) {
-        Ok(Ok(cases)) => cases.iter().for_each(|c| counts.add_case(c.outcome)),
-        Ok(Err(e)) => {
-            eprintln!("ci: {name}: {}: {e}", report.display());
-            ok = false;
-        }
-        Err(e) => {
-            eprintln!("ci: {name}: no JUnit report {}: {e}", report.display());
-            ok = false;
-        }
-    }
+    let (counts, read) = junit_counts(name, &report);
     Step {
         name: name.to_string(),
         counts,
-        ok: ok && counts.failed == 0,
+        ok: ok && read && counts.failed == 0,
         seconds: start.wall.elapsed().as_secs_f64(),
         cpu: Some(start.cpu()),
     }
+}
+
+/// The test counts of a step's JUnit report, and whether it could be read. A copy named for
+/// the step keeps its per-test times (the matrix's rows rewrite the `matrix` report).
+fn junit_counts(name: &str, report: &Path) -> (Counts, bool) {
+    let kept = report.with_file_name(format!("{}.junit.xml", slug(name)));
+    let _ = std::fs::copy(report, &kept);
+    let mut counts = Counts::default();
+    match std::fs::read_to_string(report).map(|xml| matrix::parse_junit(&xml)) {
+        Ok(Ok(cases)) => cases.iter().for_each(|c| counts.add_case(c.outcome)),
+        Ok(Err(e)) => {
+            eprintln!("ci: {name}: {}: {e}", report.display());
+            return (counts, false);
+        }
+        Err(e) => {
+            eprintln!("ci: {name}: no JUnit report {}: {e}", report.display());
+            return (counts, false);
+        }
+    }
+    (counts, true)
+}
+
+/// The nextest profile of the long runs (`.config/nextest.toml`): they run beside the test
+/// matrix, whose rows rewrite the `matrix` profile's report.
+const LONG_PROFILE: &str = "long";
+
+/// `cargo nextest run` of a long run, without its nextest profile.
+fn long_command(long: &LongRun) -> Command {
+    let mut cmd = cargo();
+    cmd.args(["nextest", "run", "--cargo-profile", &long.profile])
+        .args(["-p", &long.package])
+        .envs(&long.env);
+    cmd
+}
+
+/// Builds the long runs' test binaries here (cargo's lock, which the matrix's archive builds
+/// take too, is free again afterwards), then runs them one after another beside the next
+/// steps (`ci/beside.rs`). The thread gives each one's step and the CPU its run took there.
+fn start_long_runs(runs: &[LongRun]) -> std::thread::JoinHandle<Vec<(Step, f64)>> {
+    let mut built = Vec::new();
+    for long in runs {
+        let name = format!("long: {}", long.name);
+        eprintln!("ci: {name}: building its tests");
+        let t = Start::now();
+        let ok = crate::util::run(long_command(long).arg("--no-run")).is_ok();
+        let mut cmd = long_command(long);
+        cmd.args(&long.args)
+            .args(["--profile", LONG_PROFILE, "--no-fail-fast"]);
+        built.push((name, cmd, ok, t.wall, t.cpu()));
+    }
+    let report = root()
+        .join("target/nextest")
+        .join(LONG_PROFILE)
+        .join("junit.xml");
+    std::thread::spawn(move || {
+        let mut steps = Vec::new();
+        for (name, mut cmd, built, started, build_cpu) in built {
+            let (ok, counts, cpu) = if built {
+                let _ = std::fs::remove_file(&report);
+                match beside::Logged::start(&name, &mut cmd, &beside::log_path(&root(), &name)) {
+                    Ok(run) => {
+                        let done = run.finish();
+                        let (counts, read) = junit_counts(&name, &report);
+                        (done.ok && read && counts.failed == 0, counts, done.cpu)
+                    }
+                    Err(e) => {
+                        eprintln!("ci: {name}: {e}");
+                        (false, Counts::default(), 0.0)
+                    }
+                }
+            } else {
+                (false, Counts::default(), 0.0)
+            };
+            let step = Step {
+                name,
+                counts,
+                ok,
+                seconds: started.elapsed().as_secs_f64(),
+                cpu: Some(build_cpu + cpu),
+            };
+            steps.push((step, cpu));
+        }
+        steps
+    })
 }
 
 /// `name` as a file name: lower-case letters and digits, other runs as one `-`.

@@ -16,7 +16,7 @@ mod report;
 mod select;
 mod wine;
 
-pub use config::Matrix;
+pub use config::{LongRun, Matrix};
 pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
 pub use report::{Counts, Report};
 pub use select::host_triple;
