@@ -188,21 +188,8 @@ fn batched_family_members_give_what_each_alone_gives_on_every_target() {
     let (plain, batched) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     write_rich_set(plain.path(), None);
     write_rich_set(batched.path(), Some(4));
-    let json = |set: &Path, only: &[&str], cache: Cache| {
-        let out = tempfile::tempdir().unwrap();
-        let file = out.path().join("set.json");
-        let mut opts = options(set.to_path_buf(), only, &out.path().join("crates"), cache);
-        opts.json = Some(file.clone());
-        driver::build_stencils(&opts).unwrap();
-        let mut value: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-        for (_, target) in value.as_object_mut().unwrap() {
-            target.as_object_mut().unwrap().remove("digest");
-        }
-        value
-    };
-    let a = json(plain.path(), &[], Cache::disabled());
-    let b = json(batched.path(), &[], Cache::disabled());
+    let a = build_json(plain.path(), &[], Cache::disabled());
+    let b = build_json(batched.path(), &[], Cache::disabled());
     assert_eq!(a.as_object().unwrap().len(), all_targets().len());
     for (triple, set) in a.as_object().unwrap() {
         // 2 ops, the shim and 9 members.
@@ -212,7 +199,7 @@ fn batched_family_members_give_what_each_alone_gives_on_every_target() {
     // Batched indeed: one bitcode entry per batch (the 3 units; 4 + 4 + 1 members).
     let cache = tempfile::tempdir().unwrap();
     let triple = first_target();
-    json(
+    build_json(
         batched.path(),
         &[&triple],
         Cache::new(cache.path().to_path_buf()),

@@ -162,3 +162,20 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// Builds `set` for `only` (all targets when empty) with the JSON dump; returns it with
+/// every target's inputs digest removed (compared sets differ in their manifests, e.g. in
+/// `batch_size`).
+pub fn build_json(set: &Path, only: &[&str], cache: Cache) -> serde_json::Value {
+    let out = tempfile::tempdir().unwrap();
+    let json = out.path().join("set.json");
+    let mut opts = options(set.to_path_buf(), only, &out.path().join("crates"), cache);
+    opts.json = Some(json.clone());
+    cpjit_toolchain::driver::build_stencils(&opts).unwrap();
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
+    for (_, target) in value.as_object_mut().unwrap() {
+        target.as_object_mut().unwrap().remove("digest");
+    }
+    value
+}
