@@ -1,20 +1,22 @@
-//! The kit's layout pass is never worse than the set's own layout (issue 43): on the kit's
-//! and the VM's template sets, on every target compiled on its own where the pass acts
-//! (x86-64, and the targets that split cold code), no stencil of the default build
-//! (`layout = "kit"`) has a larger hot part or loses a fall-through against the same set
-//! built with `layout = "compiler"`. The AArch64 targets are left out because the pass
-//! leaves their modules as they are (`layout::favour_continuation`), so both builds are one.
+//! The kit's layout pass is never worse than the set's own layout (issue 43): on every
+//! template set of the repository that `cargo xtask build-stencils` builds (the kit's, its
+//! nested ones and the clients' `<dir>/templates/`), on every target compiled on its own
+//! where the pass acts (x86-64, and the targets that split cold code), no stencil of the
+//! default build (`layout = "kit"`) has a larger hot part or loses a fall-through against the
+//! same set built with `layout = "compiler"`. The AArch64 targets are left out because the
+//! pass leaves their modules as they are (`layout::favour_continuation`), so both builds are
+//! one.
 //!
-//! The sets are copies in a temporary directory (the VM's headers from the kit read where
-//! they are), built with the workspace's build cache: the second build reuses the first
-//! one's bitcode and the set's own layout objects it emitted, and a later run of the test
-//! reuses both.
+//! The sets are copies in a temporary directory (their include directories made absolute),
+//! built with the workspace's build cache: the second build reuses the first one's bitcode
+//! and the set's own layout objects it emitted, and a later run of the test reuses both.
 
 use crate::common;
 
 use common::*;
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::target::Target;
+use std::path::{Path, PathBuf};
 
 /// Per target: stencils compared, where the kit's layout differs from the set's own, and
 /// where it is worse (each named with why).
@@ -67,8 +69,60 @@ fn compare(
     }
 }
 
+/// The repository's template sets: `templates/`, each `templates/<name>/` with a manifest,
+/// and each top-level `<dir>/templates/` with one (a client's).
+fn repository_sets() -> Vec<PathBuf> {
+    let root = workspace();
+    let with_manifest = |dir: PathBuf| dir.join("manifest.toml").is_file().then_some(dir);
+    let subdirs = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect()
+    };
+    let mut sets: Vec<PathBuf> = std::iter::once(root.join("templates"))
+        .chain(subdirs(&root.join("templates")))
+        .chain(subdirs(&root).into_iter().map(|d| d.join("templates")))
+        .filter_map(with_manifest)
+        .collect();
+    sets.sort();
+    sets.dedup();
+    sets
+}
+
+/// Writes the manifest of `set` into its copy `dir`, its include directories outside the set
+/// absolute and `[stencils] layout` set to `layout` if given.
+fn write_manifest(set: &Path, dir: &Path, layout: Option<&str>) {
+    let text = std::fs::read_to_string(set.join("manifest.toml")).unwrap();
+    let mut manifest: toml::Table = toml::from_str(&text).unwrap();
+    if let Some(toml::Value::Array(dirs)) = manifest.get_mut("include_dirs") {
+        for d in dirs
+            .iter_mut()
+            .filter(|d| d.as_str().unwrap().starts_with(".."))
+        {
+            let absolute = set.join(d.as_str().unwrap()).canonicalize().unwrap();
+            *d = toml::Value::String(absolute.display().to_string());
+        }
+    }
+    if let Some(layout) = layout {
+        let stencils = manifest
+            .get_mut("stencils")
+            .unwrap()
+            .as_table_mut()
+            .unwrap();
+        assert!(!stencils.contains_key("layout"), "{}", set.display());
+        stencils.insert("layout".into(), layout.into());
+    }
+    std::fs::write(
+        dir.join("manifest.toml"),
+        toml::to_string(&manifest).unwrap(),
+    )
+    .unwrap();
+}
+
 #[test]
-fn the_kit_layout_is_never_worse_than_the_sets_own_on_the_kits_and_the_vms_sets() {
+fn the_kit_layout_is_never_worse_than_the_sets_own_on_the_repositorys_sets() {
     let targets: Vec<String> = Target::load_all(&workspace().join("targets"))
         .unwrap()
         .into_iter()
@@ -78,30 +132,21 @@ fn the_kit_layout_is_never_worse_than_the_sets_own_on_the_kits_and_the_vms_sets(
         .collect();
     assert!(!targets.is_empty());
     let only: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let sets = repository_sets();
+    // The kit's own sets and at least one client's.
+    assert!(sets.len() >= 3, "{sets:?}");
     let tmp = tempfile::tempdir().unwrap();
-    let include = workspace().join("templates/include");
     let mut tallies = std::collections::BTreeMap::new();
-    for set in ["templates", "vm/templates"] {
-        let dir = tmp.path().join(set.replace('/', "-"));
-        copy_dir(&workspace().join(set), &dir);
-        let manifest = dir.join("manifest.toml");
-        let text = std::fs::read_to_string(&manifest).unwrap();
-        // The VM's include directory is the kit's, relative to the VM's set.
-        let text = text.replace(
-            "\"../../templates/include\"",
-            &format!("{:?}", include.display().to_string()),
-        );
-        assert!(text.contains("\n[stencils]\n") && !text.contains("\nlayout ="));
-        std::fs::write(&manifest, &text).unwrap();
+    for set in &sets {
+        let name = set.strip_prefix(workspace()).unwrap().display().to_string();
+        let dir = tmp.path().join(name.replace('/', "-"));
+        copy_dir(set, &dir);
         let cache = || Cache::new(Cache::default_dir(&workspace()));
+        write_manifest(set, &dir, None);
         let kit = build_json(&dir, &only, cache());
-        std::fs::write(
-            &manifest,
-            text.replace("\n[stencils]\n", "\n[stencils]\nlayout = \"compiler\"\n"),
-        )
-        .unwrap();
+        write_manifest(set, &dir, Some("compiler"));
         let own = build_json(&dir, &only, cache());
-        compare(set, &kit, &own, &mut tallies);
+        compare(&name, &kit, &own, &mut tallies);
     }
     let mut worse = Vec::new();
     for (triple, t) in &tallies {
