@@ -18,7 +18,15 @@
 //! continuation jump (elided: a fall-through) even when a cold block would follow it.
 //! The splitter uses basic-block sections, which LLVM 19 supports on ELF only (COFF and
 //! Mach-O crash its printer). A function without an entry count is never split.
+//!
+//! The pass is a heuristic, and on some stencils the code generator's answer to it is worse
+//! than the set's own layout (measured before this check: an x86-64 binary op grew from 155
+//! to 175 B and lost its fall-through). So wherever the pass changed a unit, the pipeline
+//! also emits the unit with the set's own layout and keeps, per stencil, the kit's only if
+//! it is no worse ([`no_worse`]): the result never has a larger hot part, nor loses a
+//! fall-through, against what the set's flags alone give.
 
+use crate::stencil::StencilBuf;
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
 use inkwell::llvm_sys::LLVMOpcode;
@@ -124,8 +132,26 @@ pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -
     changed
 }
 
-/// Adds branch weights in every function defined in `module`; returns how many branches
-/// were weighted. With `split` (the target [`splits_cold`]), every function also gets
+/// What [`favour_continuation`] changed in a module.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Favoured {
+    /// Conditional branches given weights.
+    pub weighted: usize,
+    /// Blocks moved to the end of their function.
+    pub moved: usize,
+    /// Functions given an entry count (to be split).
+    pub counted: usize,
+}
+
+impl Favoured {
+    /// Whether the module may now give other code than the set's own layout.
+    pub fn changed(&self) -> bool {
+        self.weighted + self.moved + self.counted > 0
+    }
+}
+
+/// Adds branch weights in every function defined in `module` and moves its cold blocks
+/// last. With `split` (the target [`splits_cold`]), every function also gets
 /// weights, and every stencil function (`split` says which) an entry count, so that the
 /// splitter moves its cold blocks out. (The splitter leaves alone a function with an
 /// explicit section, so `llvm::function_sections` gives stencil functions none there.)
@@ -133,17 +159,17 @@ pub fn favour_continuation(
     module: &Module,
     continuation: &str,
     split: Option<&dyn Fn(&str) -> bool>,
-) -> usize {
+) -> Favoured {
     // Only x86-64 folds a branch to a lone tail call into a conditional tail call; on
     // AArch64 (no conditional tail calls) and with frame pointers (Darwin: `pop rbp` before
     // every exit) moving the exits only separates the continuation from the end of the
     // stencil, so the transformation is skipped there (measured: more code and holes),
     // unless the cold blocks are split out of the stencil's hot part.
     let triple = module.get_triple();
+    let mut favoured = Favoured::default();
     if split.is_none() && !triple.as_str().to_string_lossy().starts_with("x86_64") {
-        return 0;
+        return favoured;
     }
-    let mut weighted = 0;
     for f in module.get_functions() {
         if f.count_basic_blocks() > 0 && (split.is_some() || !uses_frame_pointer(f.as_value_ref()))
         {
@@ -153,14 +179,83 @@ pub fn favour_continuation(
                 LIKELY
             };
             // SAFETY: `f` is a function with a body in a live module.
-            weighted += unsafe { weight_function(f.as_value_ref(), continuation, likely) };
+            let (weighted, moved) =
+                unsafe { weight_function(f.as_value_ref(), continuation, likely) };
+            favoured.weighted += weighted;
+            favoured.moved += moved;
             if split.is_some_and(|is_stencil| is_stencil(&f.get_name().to_string_lossy())) {
                 // SAFETY: as above.
                 unsafe { set_entry_count(f.as_value_ref(), ENTRY_COUNT) };
+                favoured.counted += 1;
             }
         }
     }
-    weighted
+    favoured
+}
+
+/// Why the set's own layout of a stencil is kept rather than the kit's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Worse {
+    /// The own layout falls through into the next instance; the kit's does not.
+    LostFallThrough,
+    /// The kit's hot part is larger, or as large with more bytes in all and no fall-through
+    /// gained (a cost without a gain).
+    Larger,
+}
+
+/// The bytes of `s` a trace lays out in sequence (its code less the cold part, which the
+/// runtime lays after the trace's hot code).
+pub fn hot_len(s: &StencilBuf) -> usize {
+    s.code.len() - s.cold_len as usize
+}
+
+/// Whether the kit's layout of a stencil (`kit`) is worse than the set's own (`own`): it
+/// lost the fall-through, or is [`Worse::Larger`].
+pub fn worse(kit: &StencilBuf, own: &StencilBuf) -> Option<Worse> {
+    if own.elided_continue && !kit.elided_continue {
+        return Some(Worse::LostFallThrough);
+    }
+    let (kit_hot, own_hot) = (hot_len(kit), hot_len(own));
+    let gains = kit_hot < own_hot || kit.elided_continue && !own.elided_continue;
+    (kit_hot > own_hot || !gains && kit.code.len() > own.code.len()).then_some(Worse::Larger)
+}
+
+/// Stencils of one unit that keep the set's own layout, and why (see [`no_worse`]).
+pub type OwnKept = Vec<(String, Worse)>;
+
+/// Per stencil of one unit, the kit's layout (`kit`) unless it is [`worse`] than the set's
+/// own (`own`, the same unit emitted without the pass): the chosen stencils, in `kit`'s
+/// order, and those that kept the own layout. Both lists come from one module, so they
+/// name the same stencils; `Err` names the difference otherwise.
+pub fn no_worse(
+    kit: Vec<StencilBuf>,
+    own: Vec<StencilBuf>,
+) -> Result<(Vec<StencilBuf>, OwnKept), String> {
+    let mut own: HashMap<String, StencilBuf> =
+        own.into_iter().map(|s| (s.name.clone(), s)).collect();
+    let mut kept = Vec::new();
+    let mut chosen = Vec::with_capacity(kit.len());
+    for k in kit {
+        let Some(o) = own.remove(&k.name) else {
+            return Err(format!(
+                "stencil {} has no counterpart in the unit emitted with the set's own layout",
+                k.name
+            ));
+        };
+        match worse(&k, &o) {
+            Some(why) => {
+                kept.push((o.name.clone(), why));
+                chosen.push(o);
+            }
+            None => chosen.push(k),
+        }
+    }
+    if let Some(name) = own.keys().min() {
+        return Err(format!(
+            "stencil {name} of the set's own layout has no counterpart in the kit's"
+        ));
+    }
+    Ok((chosen, kept))
 }
 
 /// Sets `!prof !{!"function_entry_count", i64 count}` on `function`.
@@ -262,7 +357,11 @@ unsafe fn calls(block: LLVMBasicBlockRef, callee_name: &str) -> bool {
 /// # Safety
 /// Every LLVM reference passed in belongs to a live module of the calling thread's
 /// context.
-unsafe fn weight_function(function: LLVMValueRef, continuation: &str, likely: u64) -> usize {
+unsafe fn weight_function(
+    function: LLVMValueRef,
+    continuation: &str,
+    likely: u64,
+) -> (usize, usize) {
     // SAFETY: the caller passes references into a live module (this function's # Safety).
     unsafe {
         let mut blocks = Vec::new();
@@ -294,12 +393,14 @@ unsafe fn weight_function(function: LLVMValueRef, continuation: &str, likely: u6
         // conditional branch *to* a block holding only the exit's tail call and folds the two
         // into one conditional tail call (`jcc`/`b.cond` to the hole). Weights alone would only
         // take effect in block placement, after that folding has run.
+        let mut moved = 0;
         if let Some(&last) = blocks.last() {
             let mut tail = last;
             for (i, &b) in blocks.iter().enumerate().skip(1) {
                 if !reaches[i] && b != tail {
                     LLVMMoveBasicBlockAfter(b, tail);
                     tail = b;
+                    moved += 1;
                 }
             }
         }
@@ -337,7 +438,7 @@ unsafe fn weight_function(function: LLVMValueRef, continuation: &str, likely: u6
             LLVMSetMetadata(term, prof_kind, LLVMMetadataAsValue(context, node));
             weighted += 1;
         }
-        weighted
+        (weighted, moved)
     }
 }
 
@@ -410,7 +511,12 @@ b:
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir().as_bytes(), "t.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 1);
+        let favoured = favour_continuation(&module, "_JIT_CONTINUE", None);
+        // op_guard's branch; op_guard's and op_expect's exit blocks.
+        assert_eq!(
+            (favoured.weighted, favoured.moved, favoured.counted),
+            (1, 2, 0)
+        );
         module.verify().unwrap();
         let text = module.print_to_string().to_string();
         let start = text.find(&format!("@{name}(")).unwrap();
@@ -462,6 +568,75 @@ b:
         );
     }
 
+    /// A stencil of `len` bytes, the last `cold` of them its cold part.
+    fn sized(name: &str, len: usize, cold: u32, falls_through: bool) -> StencilBuf {
+        StencilBuf {
+            name: name.into(),
+            code: vec![0x90; len],
+            code_align: 16,
+            init_data: Vec::new(),
+            data_len: 0,
+            data_align: 1,
+            zero_fill: Vec::new(),
+            holes: Vec::new(),
+            operands: Vec::new(),
+            targets: Vec::new(),
+            symbols: Vec::new(),
+            elided_continue: falls_through,
+            cold_len: cold,
+            pieces: Vec::new(),
+            frame: None,
+        }
+    }
+
+    #[test]
+    fn the_kit_layout_is_worse_when_it_loses_the_fall_through_or_grows_for_nothing() {
+        let own = sized("op", 155, 0, true);
+        // Issue 43's binary op: larger and no fall-through.
+        assert_eq!(
+            worse(&sized("op", 175, 0, false), &own),
+            Some(Worse::LostFallThrough)
+        );
+        assert_eq!(
+            worse(&sized("op", 150, 0, false), &own),
+            Some(Worse::LostFallThrough)
+        );
+        assert_eq!(worse(&sized("op", 160, 0, true), &own), Some(Worse::Larger));
+        // A hot part split smaller is kept though the cold part adds bytes in all.
+        assert_eq!(worse(&sized("op", 170, 40, true), &own), None);
+        assert_eq!(worse(&sized("op", 154, 4, true), &own), None);
+        // As large a hot part and more bytes in all: a cost without a gain.
+        assert_eq!(
+            worse(&sized("op", 165, 10, true), &own),
+            Some(Worse::Larger)
+        );
+        // A fall-through gained at no size cost, and a smaller guard.
+        let own_jumps = sized("op", 33, 0, false);
+        assert_eq!(worse(&sized("op", 33, 0, true), &own_jumps), None);
+        assert_eq!(worse(&sized("op", 28, 0, false), &own_jumps), None);
+        assert_eq!(worse(&sized("op", 33, 0, false), &own_jumps), None);
+    }
+
+    #[test]
+    fn no_worse_keeps_the_kit_layout_per_stencil_unless_it_is_worse() {
+        let kit = vec![sized("a", 28, 0, true), sized("b", 175, 0, false)];
+        let own = vec![sized("b", 155, 0, true), sized("a", 33, 0, false)];
+        let (chosen, kept) = no_worse(kit, own).unwrap();
+        assert_eq!(
+            chosen,
+            vec![sized("a", 28, 0, true), sized("b", 155, 0, true)]
+        );
+        assert_eq!(kept, vec![("b".to_string(), Worse::LostFallThrough)]);
+        let mismatch = no_worse(vec![sized("a", 1, 0, true)], vec![sized("c", 1, 0, true)]);
+        assert!(mismatch
+            .unwrap_err()
+            .contains("stencil a has no counterpart"));
+        let extra = no_worse(Vec::new(), vec![sized("c", 1, 0, true)]);
+        assert!(extra
+            .unwrap_err()
+            .contains("stencil c of the set's own layout"));
+    }
+
     #[test]
     fn other_architectures_and_frame_pointers_are_left_alone() {
         let context = Context::create();
@@ -471,14 +646,16 @@ b:
         );
         let buffer = MemoryBuffer::create_from_memory_range_copy(aarch64.as_bytes(), "a.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
+        assert!(!favour_continuation(&module, "_JIT_CONTINUE", None).changed());
         let fp = ir().replace(
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) {",
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) #0 {",
         ) + "attributes #0 = { \"frame-pointer\"=\"all\" }\n";
         let buffer = MemoryBuffer::create_from_memory_range_copy(fp.as_bytes(), "f.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
+        let favoured = favour_continuation(&module, "_JIT_CONTINUE", None);
+        // op_guard is left alone; op_expect (no frame pointer) has its exit moved.
+        assert_eq!((favoured.weighted, favoured.moved), (0, 1));
     }
 
     /// An op of the style "helper call, conditional exit, continue" (the exit path does

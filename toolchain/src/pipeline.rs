@@ -13,6 +13,7 @@
 //! (one driver run each), which names the failing unit's file and line.
 
 mod attempt;
+mod emit;
 mod pch;
 
 pub(crate) use attempt::Attempt;
@@ -26,12 +27,10 @@ use crate::clang;
 use crate::disasm;
 use crate::error::{Error, Result};
 use crate::family::{self, Member};
-use crate::instructions;
 use crate::layout;
 use crate::llvm;
-use crate::manifest::{Layout, Manifest};
+use crate::manifest::Manifest;
 use crate::narrow;
-use crate::object::{self, ReadOptions};
 use crate::progress::Progress;
 use crate::stencil::StencilBuf;
 use crate::target::Target;
@@ -544,59 +543,16 @@ impl Pipeline<'_> {
         // Holes are called directly even under -fno-plt (see `layout`; part of `machine_key`).
         layout::direct_hole_calls(&module, |name| self.manifest.is_jump_hole(name));
         // Exits cold, the continuation a fall-through (see `layout`; part of `machine_key`),
-        // unless the set keeps clang's own layout (`[stencils] layout`, part of the key).
-        // Where the target splits, cold blocks go to the stencil's cold part (see `layout`);
-        // clang's own layout is never split (the splitter acts only on the functions the
-        // pass gives an entry count).
-        let is_stencil = |name: &str| self.manifest.is_stencil_symbol(name);
-        let split = (self.manifest.layout == Layout::Kit && layout::splits_cold(target))
-            .then_some(&is_stencil as &dyn Fn(&str) -> bool);
-        if self.manifest.layout == Layout::Kit {
-            let continuation = format!("{}CONTINUE", self.manifest.hole_prefix);
-            layout::favour_continuation(&module, &continuation, split);
-        }
-        // Static helpers must be followable (part of `machine_key`); split stencil
-        // functions get their own sections from the splitter.
-        llvm::function_sections(&module, target, split);
-        // Narrow operands become immediates where the format allows (part of the key).
-        let narrow = narrow::declare_ranges(&module, &self.manifest.hole_prefix, target);
-
-        let level = llvm::opt_level(flags);
-        let obj_key = cache::key(&[
-            b"obj",
-            self.llvm_version.as_bytes(),
-            llvm::machine_key(target, level).as_bytes(),
-            self.manifest.layout.name().as_bytes(),
-            narrow::CACHE_TAG,
-            bitcode,
-        ]);
-        let object_bytes = match attempt.get(self.cache, "obj", &obj_key) {
-            Some(bytes) => bytes,
-            None => {
-                let bytes = llvm::emit_object(&module, target, level).map_err(at)?;
-                attempt.put("obj", &obj_key, &bytes);
-                bytes
-            }
-        };
-        drop(module);
-
-        let manifest = self.manifest;
-        // A function's cold part (`<op>.cold`, see `layout`) is read with it, never alone.
-        let select = |name: &str| !name.ends_with(".cold") && manifest.is_stencil_symbol(name);
-        let options = ReadOptions {
-            target: &target.triple,
-            arch: target.arch,
-            format: target.format,
+        // unless the set keeps clang's own layout (`[stencils] layout`, part of the key);
+        // never worse than the set's own layout on any stencil (`pipeline/emit.rs`).
+        let unit = emit::Unit {
+            target,
             template: &template,
-            hole_prefix: &manifest.hole_prefix,
-            target_suffix: &manifest.target_suffix,
-            select: &select,
-            limits: &manifest.limits,
+            bitcode,
+            level: llvm::opt_level(flags),
         };
-        let mut stencils =
-            object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;
-        instructions::mark_relaxable_got_uses(target.llvm_triple(), &mut stencils)?;
-        crate::frame::derive(target, &object_bytes, &mut stencils).map_err(at)?;
+        let (mut stencils, narrow) = self.laid_out(module, &unit, attempt)?;
+        let manifest = self.manifest;
         let is_jump_hole = |name: &str| manifest.is_jump_hole(name);
         narrow::add_checks(
             &mut stencils,

@@ -16,6 +16,7 @@ mod families;
 mod guide;
 mod halves;
 mod jump_tables;
+mod layout;
 mod listed_ops;
 mod mistakes;
 mod objects_golden;

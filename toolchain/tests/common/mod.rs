@@ -164,7 +164,8 @@ pub fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Builds `set` for `only` (all targets when empty) with the JSON dump; returns it with
-/// every target's inputs digest removed (so that sets whose manifests differ compare).
+/// every target's inputs digest removed (compared sets differ in their manifests, e.g. in
+/// `batch_size`).
 pub fn build_json(set: &Path, only: &[&str], cache: Cache) -> serde_json::Value {
     let out = tempfile::tempdir().unwrap();
     let json = out.path().join("set.json");
