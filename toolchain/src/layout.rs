@@ -19,6 +19,11 @@
 //! continuation jump (elided: a fall-through) even when a cold block would follow it.
 //! The splitter uses basic-block sections, which LLVM 19 supports on ELF only (COFF and
 //! Mach-O crash its printer). A function without an entry count is never split.
+//!
+//! On AArch64 COFF and Mach-O ([`moves_cold_tail`]) functions get the same weights but no
+//! entry count: the cold blocks are laid after the hot path's last continuation jump, and
+//! the object reader moves that tail into the stencil's cold part
+//! (`object/assemble/tail.rs`).
 
 use inkwell::llvm_sys::core::*;
 use inkwell::llvm_sys::prelude::{LLVMBasicBlockRef, LLVMValueRef};
@@ -38,6 +43,10 @@ pub const VERSION: &str = "layout=favour-continuation-v3,direct-hole-calls-v1";
 /// others' objects are what they were).
 pub const SPLIT_VERSION: &str = "split-cold-v2";
 
+/// Part of the object cache key of the targets whose cold tails the reader moves
+/// ([`moves_cold_tail`]): their functions are weighted as a splitting target's are.
+pub const TAIL_VERSION: &str = "cold-tail-v1";
+
 /// The likely weight where the target splits: a block the splitter moves must have a count
 /// of 0 (it splits below a count of 1), and an exit block reached from several guards adds
 /// up their cold edges (with `LIKELY`, the VM's guards that share one exit block kept a
@@ -50,10 +59,30 @@ const LIKELY_SPLIT: u64 = 1 << 20;
 /// by `__builtin_expect` (2000:1) are cold too: `ENTRY_COUNT / 2001` is 0.
 const ENTRY_COUNT: u64 = 1000;
 
-/// Whether the toolchain splits cold code out of `target`'s stencils: ELF only (see the
-/// module docs).
+/// Whether the toolchain splits cold code out of `target`'s stencils with LLVM's splitter:
+/// ELF only (see the module docs).
 pub fn splits_cold(target: &crate::target::Target) -> bool {
     target.format == cpjit_model::ObjectFormat::Elf
+}
+
+/// Whether the object reader moves the cold tail of `target`'s stencils into their cold
+/// part (`object/assemble/tail.rs`): AArch64 COFF and Mach-O, where the splitter cannot run
+/// and the instructions are words the kit decodes (`cpjit_isa::aarch64`).
+pub fn moves_cold_tail(target: &crate::target::Target) -> bool {
+    !splits_cold(target) && target.arch == cpjit_model::Arch::Aarch64
+}
+
+/// Where a stencil's cold blocks go: the layout pass's part of it ([`favour_continuation`]).
+#[derive(Clone, Copy)]
+pub enum Cold<'a> {
+    /// Where the weights put them, inside the function (x86-64 folds an exit branch into a
+    /// conditional tail call; elsewhere the pass leaves the function alone).
+    Inline,
+    /// Split off by LLVM's splitter ([`splits_cold`]); the functions the predicate names
+    /// (the stencils) get an entry count.
+    Split(&'a dyn Fn(&str) -> bool),
+    /// Laid last in the function, for the object reader to move ([`moves_cold_tail`]).
+    Tail,
 }
 
 /// Turns on LLVM's machine function splitter for this process (a command-line option of
@@ -131,33 +160,30 @@ pub fn direct_hole_calls(module: &Module, is_jump_hole: impl Fn(&str) -> bool) -
 }
 
 /// Adds branch weights in every function defined in `module`; returns how many branches
-/// were weighted. With `split` (the target [`splits_cold`]), every function also gets
-/// weights, and every stencil function (`split` says which) an entry count, so that the
-/// splitter moves its cold blocks out. (The splitter leaves alone a function with an
-/// explicit section, so `llvm::function_sections` gives stencil functions none there.)
-pub fn favour_continuation(
-    module: &Module,
-    continuation: &str,
-    split: Option<&dyn Fn(&str) -> bool>,
-) -> usize {
+/// were weighted. Unless `cold` is [`Cold::Inline`], every function gets weights (frame
+/// pointer or not, on every architecture); with [`Cold::Split`], every stencil function
+/// also gets an entry count, so that the splitter moves its cold blocks out. (The splitter
+/// leaves alone a function with an explicit section, so `llvm::function_sections` gives
+/// stencil functions none there.)
+pub fn favour_continuation(module: &Module, continuation: &str, cold: Cold<'_>) -> usize {
+    let split = match cold {
+        Cold::Split(is_stencil) => Some(is_stencil),
+        Cold::Inline | Cold::Tail => None,
+    };
+    let inline = matches!(cold, Cold::Inline);
     // Only x86-64 folds a branch to a lone tail call into a conditional tail call; on
     // AArch64 (no conditional tail calls) and with frame pointers (Darwin: `pop rbp` before
     // every exit) moving the exits only separates the continuation from the end of the
     // stencil, so the transformation is skipped there (measured: more code and holes),
-    // unless the cold blocks are split out of the stencil's hot part.
+    // unless the cold blocks leave the stencil's hot part.
     let triple = module.get_triple();
-    if split.is_none() && !triple.as_str().to_string_lossy().starts_with("x86_64") {
+    if inline && !triple.as_str().to_string_lossy().starts_with("x86_64") {
         return 0;
     }
     let mut weighted = 0;
     for f in module.get_functions() {
-        if f.count_basic_blocks() > 0 && (split.is_some() || !uses_frame_pointer(f.as_value_ref()))
-        {
-            let likely = if split.is_some() {
-                LIKELY_SPLIT
-            } else {
-                LIKELY
-            };
+        if f.count_basic_blocks() > 0 && (!inline || !uses_frame_pointer(f.as_value_ref())) {
+            let likely = if inline { LIKELY } else { LIKELY_SPLIT };
             // SAFETY: `f` is a function with a body in a live module.
             weighted += unsafe { weight_function(f.as_value_ref(), continuation, likely) };
             if split.is_some_and(|is_stencil| is_stencil(&f.get_name().to_string_lossy())) {
@@ -416,7 +442,10 @@ b:
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir().as_bytes(), "t.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 1);
+        assert_eq!(
+            favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline),
+            1
+        );
         module.verify().unwrap();
         let text = module.print_to_string().to_string();
         let start = text.find(&format!("@{name}(")).unwrap();
@@ -477,19 +506,26 @@ b:
         );
         let buffer = MemoryBuffer::create_from_memory_range_copy(aarch64.as_bytes(), "a.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
+        assert_eq!(
+            favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline),
+            0
+        );
         let fp = ir().replace(
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) {",
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) #0 {",
         ) + "attributes #0 = { \"frame-pointer\"=\"all\" }\n";
         let buffer = MemoryBuffer::create_from_memory_range_copy(fp.as_bytes(), "f.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert_eq!(favour_continuation(&module, "_JIT_CONTINUE", None), 0);
+        assert_eq!(
+            favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline),
+            0
+        );
     }
 
     /// An op of the style "helper call, conditional exit, continue" (the exit path does
-    /// work of its own, so it is no conditional tail call): on each splitting target its
-    /// exit path becomes the stencil's cold part, and its hot path falls through.
+    /// work of its own, so it is no conditional tail call): on each splitting target, and
+    /// on AArch64 COFF and Mach-O (whose cold tail the reader moves), its exit path becomes
+    /// the stencil's cold part, and its hot path falls through.
     #[test]
     fn a_guarded_helper_call_splits_and_falls_through() {
         const IR: &str = r#"
@@ -497,7 +533,7 @@ target triple = "TRIPLE"
 declare CC i64 @_JIT_CONTINUE(ptr, ptr)
 declare CC i64 @_JIT_EXIT_TARGET(ptr, ptr)
 declare i64 @helper(ptr)
-define CC i64 @op_call_guard(ptr %f, ptr %sp) {
+define CC i64 @op_call_guard(ptr %f, ptr %sp) ATTRS {
 entry:
   %h = call i64 @helper(ptr %f)
   %c = icmp eq i64 %h, 0
@@ -522,24 +558,41 @@ next:
             let target = test_target(arch, ObjectFormat::Elf);
             let ir = IR
                 .replace("TRIPLE", target.llvm_triple())
-                .replace("CC ", cc);
+                .replace("CC ", cc)
+                .replace("ATTRS", "uwtable");
             split_and_read(&target, &ir);
         }
         for format in [ObjectFormat::Coff, ObjectFormat::MachO] {
-            assert!(!splits_cold(&test_target(Arch::Aarch64, format)));
+            let target = test_target(Arch::Aarch64, format);
+            assert!(!splits_cold(&target) && moves_cold_tail(&target));
+            // Built without unwind tables, as the pipeline builds these formats.
+            let ir = IR
+                .replace("TRIPLE", target.llvm_triple())
+                .replace("CC ", "preserve_nonecc ")
+                .replace("ATTRS", "nounwind");
+            split_and_read(&target, &ir);
         }
     }
 
     /// Compiles `ir` (one stencil function) for `target` as the pipeline does, and checks
     /// that its exit is in its cold part and its hot part falls through.
     fn split_and_read(target: &crate::target::Target, ir: &str) {
-        assert!(splits_cold(target));
+        let split = splits_cold(target);
+        assert!(split || moves_cold_tail(target));
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "s.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
         let is_stencil = |name: &str| name.starts_with("op_");
-        favour_continuation(&module, "_JIT_CONTINUE", Some(&is_stencil));
-        crate::llvm::function_sections(&module, target, Some(&is_stencil));
+        let (cold, sections) = if split {
+            (
+                Cold::Split(&is_stencil),
+                Some(&is_stencil as &dyn Fn(&str) -> bool),
+            )
+        } else {
+            (Cold::Tail, None)
+        };
+        favour_continuation(&module, "_JIT_CONTINUE", cold);
+        crate::llvm::function_sections(&module, target, sections);
         let object =
             crate::llvm::emit_object(&module, target, inkwell::OptimizationLevel::Default).unwrap();
         let select = |name: &str| !name.ends_with(".cold") && is_stencil(name);
@@ -553,18 +606,23 @@ next:
             target_suffix: "_TARGET",
             select: &select,
             limits: &limits,
+            move_cold_tail: !split,
         };
         let mut stencils = crate::object::read_stencils(&object, &options).unwrap();
-        // Both parts have a frame layout (on AArch64 the cold part's call-frame program
-        // continues the hot part's, see `frame::eh_frame`).
         crate::frame::derive(target, &object, &mut stencils).unwrap();
         let [s] = &stencils[..] else {
             panic!("{stencils:?}")
         };
-        let Some(crate::frame::DerivedFrame::Functions(parts)) = &s.frame else {
-            panic!("{:?}", s.frame)
-        };
-        assert_eq!(parts.len(), 2, "{parts:?}");
+        // Split, both parts have a frame layout (on AArch64 the cold part's call-frame
+        // program continues the hot part's, see `frame::eh_frame`). The formats whose tails
+        // are moved have no layouts read.
+        match &s.frame {
+            Some(crate::frame::DerivedFrame::Functions(parts)) if split => {
+                assert_eq!(parts.len(), 2, "{parts:?}")
+            }
+            Some(crate::frame::DerivedFrame::Unknown(_)) if !split => {}
+            other => panic!("{other:?}"),
+        }
         assert!(s.cold_len > 0, "{}", s.to_text());
         assert!(s.elided_continue, "{}", s.to_text());
         let hot_len = (s.code.len() - s.cold_len as usize) as u32;

@@ -41,6 +41,7 @@ fn render(triple: &str, name: &str, bytes: &[u8]) -> String {
         target_suffix: "_TARGET",
         select: &select,
         limits: &cpjit_toolchain::manifest::Limits::default(),
+        move_cold_tail: false,
     };
     match read_stencils(bytes, &opts) {
         Ok(stencils) => {

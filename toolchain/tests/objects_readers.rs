@@ -53,6 +53,7 @@ fn read(triple: &str, bytes: &[u8]) -> Result<Vec<StencilBuf>, ObjectError> {
         target_suffix: "_TARGET",
         select: &select,
         limits: &cpjit_toolchain::manifest::Limits::default(),
+        move_cold_tail: false,
     };
     read_stencils(bytes, &opts)
 }
