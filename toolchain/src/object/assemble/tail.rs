@@ -94,3 +94,104 @@ pub(super) fn crossing_branches(
     }
     Ok(holes)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::object::assemble::assemble;
+    use crate::object::parsed::{
+        Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget,
+        SectionKind,
+    };
+    use crate::object::ReadOptions;
+    use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat};
+
+    /// `op_t`: `cbz x0, tail`; `b CONTINUE`; tail: `b.eq` back to the `cbz`, `ret`; with
+    /// `extra` appended to the tail.
+    fn object(extra: &[u32]) -> ParsedObject {
+        let mut words = vec![
+            0xb400_0040u32,
+            0x1400_0000,
+            0x5400_0000 | (0x7_fffe << 5),
+            0xd65f_03c0,
+        ];
+        words.extend_from_slice(extra);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let symbol = |name: &str, definition| ParsedSymbol {
+            name: name.into(),
+            definition,
+        };
+        ParsedObject {
+            sections: vec![ParsedSection {
+                name: "__TEXT,__text".into(),
+                kind: SectionKind::Code,
+                align: 4,
+                size: bytes.len() as u64,
+                bytes,
+                relocs: vec![ParsedReloc {
+                    offset: 4,
+                    type_name: "ARM64_RELOC_BRANCH26".into(),
+                    kind: Ok(HoleKind::Aarch64Branch26),
+                    target: RelocTarget::Symbol(1),
+                    addend: 0,
+                }],
+            }],
+            symbols: vec![
+                symbol(
+                    "op_t",
+                    Some(Definition {
+                        section: 0,
+                        offset: 0,
+                        size: None,
+                        starts_range: true,
+                    }),
+                ),
+                symbol("_JIT_CONTINUE", None),
+            ],
+            unrelocated_locals: vec![],
+        }
+    }
+
+    fn read(obj: &ParsedObject) -> crate::stencil::StencilBuf {
+        let limits = crate::manifest::Limits::default();
+        let opts = ReadOptions {
+            target: "t",
+            arch: Arch::Aarch64,
+            format: ObjectFormat::MachO,
+            template: "t.c",
+            hole_prefix: "_JIT_",
+            target_suffix: "_TARGET",
+            select: &|n: &str| n == "op_t",
+            limits: &limits,
+            move_cold_tail: true,
+        };
+        assemble(obj, &opts).unwrap().remove(0)
+    }
+
+    #[test]
+    fn the_tail_moves_and_branches_across_become_holes() {
+        let s = read(&object(&[]));
+        assert!(s.elided_continue, "{}", s.to_text());
+        assert_eq!((s.code.len(), s.cold_len), (12, 8), "{}", s.to_text());
+        let holes: Vec<_> = s
+            .holes
+            .iter()
+            .map(|h| (h.offset, h.kind, h.value, h.addend))
+            .collect();
+        assert_eq!(
+            holes,
+            [
+                (0, HoleKind::Aarch64Branch19, HoleValue::Cold, 0),
+                (4, HoleKind::Aarch64Branch19, HoleValue::Code, 0),
+            ],
+            "{}",
+            s.to_text()
+        );
+    }
+
+    #[test]
+    fn a_pc_relative_address_without_relocation_keeps_the_function_whole() {
+        // adr x1, .-8 (into the hot part): no relocation says where it points.
+        let s = read(&object(&[0x10ff_ffc1]));
+        assert!(!s.elided_continue && s.cold_len == 0, "{}", s.to_text());
+    }
+}
