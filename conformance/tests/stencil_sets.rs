@@ -340,8 +340,11 @@ fn expected_kinds(set: &StencilSet<'_>) -> Vec<HoleKind> {
             X86GotPc32Relaxable,
             X86RexGotPc32Relaxable,
         ],
+        // A hot part reaches its cold part (split off on ELF, the tail after the last
+        // continuation jump moved on COFF and Mach-O) with `b.cond`/`cbz`/`cbnz`.
         (Arch::Aarch64, _) => &[
             Aarch64Branch26,
+            Aarch64Branch19,
             Aarch64AdrPage21,
             Aarch64AdrGotPage21,
             Aarch64AddLo12,

@@ -33,6 +33,8 @@ pub fn read_object(format: ObjectFormat, bytes: &[u8]) {
             target_suffix: "_TARGET",
             select: &select,
             limits: &limits,
+            // The AArch64 tail mover reads code bytes: fuzz it too.
+            move_cold_tail: true,
         };
         let _ = read_stencils(bytes, &opts);
     }

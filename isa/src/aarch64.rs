@@ -86,6 +86,27 @@ pub const fn is_branch14(insn: u32) -> bool {
     insn & 0x7e00_0000 == 0x3600_0000
 }
 
+/// The hole kind of a direct branch's immediate: `b` and `bl` (imm26), the imm19 branches
+/// ([`is_branch19`]), `tbz` and `tbnz` (imm14); `None` for any other instruction.
+pub const fn branch_kind(insn: u32) -> Option<HoleKind> {
+    if is_b_or_bl(insn) {
+        Some(HoleKind::Aarch64Branch26)
+    } else if is_branch19(insn) {
+        Some(HoleKind::Aarch64Branch19)
+    } else if is_branch14(insn) {
+        Some(HoleKind::Aarch64Branch14)
+    } else {
+        None
+    }
+}
+
+/// `adr`, `adrp` and the loads of a pc-relative literal (`ldr` general-purpose or SIMD&FP,
+/// `ldrsw`, `prfm`): the instructions besides branches whose operand is relative to their
+/// own address.
+pub const fn is_pc_relative_data(insn: u32) -> bool {
+    insn & 0x1f00_0000 == 0x1000_0000 || insn & 0x3b00_0000 == 0x1800_0000
+}
+
 /// `movz` or `movk` (not `movn`) with shift field `hw`; shifts 32 and 48 need 64 bits.
 pub const fn is_movz_movk(insn: u32, hw: u32) -> bool {
     let op = insn & 0x7f80_0000;

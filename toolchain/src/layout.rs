@@ -10,7 +10,8 @@
 //! regex pass over assembly; here it is a property of the IR. Branches that already carry
 //! weights (e.g. from `__builtin_expect`) are left alone.
 //!
-//! Where the target splits cold code ([`splits_cold`]), every function also gets an entry
+//! Where the target splits cold code ([`splits_cold`]: x86-64, AArch64 and riscv64 ELF),
+//! every function also gets an entry
 //! count, and LLVM's machine function splitter (`-enable-split-machine-functions`, set once
 //! per process by [`enable_splitting`]) moves the blocks whose count the weights make 0
 //! into `<op>.cold` in `.text.split.<op>`: the object reader makes that the stencil's cold
@@ -18,6 +19,11 @@
 //! continuation jump (elided: a fall-through) even when a cold block would follow it.
 //! The splitter uses basic-block sections, which LLVM 19 supports on ELF only (COFF and
 //! Mach-O crash its printer). A function without an entry count is never split.
+//!
+//! On AArch64 COFF and Mach-O ([`moves_cold_tail`]) functions get the same weights but no
+//! entry count: the cold blocks are laid after the hot path's last continuation jump, and
+//! the object reader moves that tail into the stencil's cold part
+//! (`object/assemble/tail.rs`).
 //!
 //! The pass is a heuristic, and on some stencils the code generator's answer to it is worse
 //! than the set's own layout (measured before this check: an x86-64 binary op grew from 155
@@ -45,6 +51,10 @@ pub const VERSION: &str = "layout=favour-continuation-v3,direct-hole-calls-v1";
 /// others' objects are what they were).
 pub const SPLIT_VERSION: &str = "split-cold-v2";
 
+/// Part of the object cache key of the targets whose cold tails the reader moves
+/// ([`moves_cold_tail`]): their functions are weighted as a splitting target's are.
+pub const TAIL_VERSION: &str = "cold-tail-v1";
+
 /// The likely weight where the target splits: a block the splitter moves must have a count
 /// of 0 (it splits below a count of 1), and an exit block reached from several guards adds
 /// up their cold edges (with `LIKELY`, the VM's guards that share one exit block kept a
@@ -57,27 +67,52 @@ const LIKELY_SPLIT: u64 = 1 << 20;
 /// by `__builtin_expect` (2000:1) are cold too: `ENTRY_COUNT / 2001` is 0.
 const ENTRY_COUNT: u64 = 1000;
 
-/// Whether the toolchain splits cold code out of `target`'s stencils: ELF only (see the
-/// module docs), and not yet AArch64, where branch relaxation puts trampolines for the
-/// cold branches after the continuation jump, so that it is no longer the hot part's last
-/// instruction.
+/// Whether the toolchain splits cold code out of `target`'s stencils with LLVM's splitter:
+/// ELF only (see the module docs).
 pub fn splits_cold(target: &crate::target::Target) -> bool {
     target.format == cpjit_model::ObjectFormat::Elf
-        && matches!(
-            target.arch,
-            cpjit_model::Arch::X86_64 | cpjit_model::Arch::Riscv64
-        )
+}
+
+/// Whether the object reader moves the cold tail of `target`'s stencils into their cold
+/// part (`object/assemble/tail.rs`): AArch64 COFF and Mach-O, where the splitter cannot run
+/// and the instructions are words the kit decodes (`cpjit_isa::aarch64`).
+pub fn moves_cold_tail(target: &crate::target::Target) -> bool {
+    !splits_cold(target) && target.arch == cpjit_model::Arch::Aarch64
+}
+
+/// Where a stencil's cold blocks go: the layout pass's part of it ([`favour_continuation`]).
+#[derive(Clone, Copy)]
+pub enum Cold<'a> {
+    /// Where the weights put them, inside the function (x86-64 folds an exit branch into a
+    /// conditional tail call; elsewhere the pass leaves the function alone).
+    Inline,
+    /// Split off by LLVM's splitter ([`splits_cold`]); the functions the predicate names
+    /// (the stencils) get an entry count.
+    Split(&'a dyn Fn(&str) -> bool),
+    /// Laid last in the function, for the object reader to move ([`moves_cold_tail`]).
+    Tail,
 }
 
 /// Turns on LLVM's machine function splitter for this process (a command-line option of
 /// the LLVM library, parsed once): it only splits functions with an entry count, which
 /// [`favour_continuation`] gives the functions of splitting targets only.
+///
+/// AArch64's branch relaxation is turned off with it: it counts any branch to another
+/// section as out of range and relaxes each conditional branch into the cold part into a
+/// `b.cond` to a trampoline (`b <cold>`) placed after the hot part's continuation jump, which
+/// then is no longer the last instruction (measured: 556 of the VM set's 1,121 continuing
+/// stencils fell through). Unrelaxed, such a branch keeps its relocation (`CONDBR19`,
+/// `TSTBR14`) and becomes a [`HoleValue::Cold`](cpjit_model::HoleValue::Cold) hole that the
+/// runtime patches and range-checks. A stencil is far smaller than the ±32 KiB a `tbz`
+/// reaches, so no branch within one function needs relaxing (the assembler would refuse
+/// one that did, naming the fixup).
 pub fn enable_splitting() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let args = [
             c"cpjit".as_ptr(),
             c"-enable-split-machine-functions".as_ptr(),
+            c"-aarch64-enable-branch-relax=false".as_ptr(),
         ];
         // SAFETY: two NUL-terminated strings that outlive the call; the overview may be
         // null. Called once, before any code generation reads the option.
@@ -151,33 +186,30 @@ impl Favoured {
 }
 
 /// Adds branch weights in every function defined in `module` and moves its cold blocks
-/// last. With `split` (the target [`splits_cold`]), every function also gets
-/// weights, and every stencil function (`split` says which) an entry count, so that the
-/// splitter moves its cold blocks out. (The splitter leaves alone a function with an
-/// explicit section, so `llvm::function_sections` gives stencil functions none there.)
-pub fn favour_continuation(
-    module: &Module,
-    continuation: &str,
-    split: Option<&dyn Fn(&str) -> bool>,
-) -> Favoured {
+/// last; returns what it changed. Unless `cold` is [`Cold::Inline`], every function gets
+/// weights (frame pointer or not, on every architecture); with [`Cold::Split`], every stencil function
+/// also gets an entry count, so that the splitter moves its cold blocks out. (The splitter
+/// leaves alone a function with an explicit section, so `llvm::function_sections` gives
+/// stencil functions none there.)
+pub fn favour_continuation(module: &Module, continuation: &str, cold: Cold<'_>) -> Favoured {
+    let split = match cold {
+        Cold::Split(is_stencil) => Some(is_stencil),
+        Cold::Inline | Cold::Tail => None,
+    };
+    let inline = matches!(cold, Cold::Inline);
     // Only x86-64 folds a branch to a lone tail call into a conditional tail call; on
     // AArch64 (no conditional tail calls) and with frame pointers (Darwin: `pop rbp` before
     // every exit) moving the exits only separates the continuation from the end of the
     // stencil, so the transformation is skipped there (measured: more code and holes),
-    // unless the cold blocks are split out of the stencil's hot part.
+    // unless the cold blocks leave the stencil's hot part.
     let triple = module.get_triple();
     let mut favoured = Favoured::default();
-    if split.is_none() && !triple.as_str().to_string_lossy().starts_with("x86_64") {
+    if inline && !triple.as_str().to_string_lossy().starts_with("x86_64") {
         return favoured;
     }
     for f in module.get_functions() {
-        if f.count_basic_blocks() > 0 && (split.is_some() || !uses_frame_pointer(f.as_value_ref()))
-        {
-            let likely = if split.is_some() {
-                LIKELY_SPLIT
-            } else {
-                LIKELY
-            };
+        if f.count_basic_blocks() > 0 && (!inline || !uses_frame_pointer(f.as_value_ref())) {
+            let likely = if inline { LIKELY } else { LIKELY_SPLIT };
             // SAFETY: `f` is a function with a body in a live module.
             let (weighted, moved) =
                 unsafe { weight_function(f.as_value_ref(), continuation, likely) };
@@ -511,7 +543,7 @@ b:
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir().as_bytes(), "t.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        let favoured = favour_continuation(&module, "_JIT_CONTINUE", None);
+        let favoured = favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline);
         // op_guard's branch; op_guard's and op_expect's exit blocks.
         assert_eq!(
             (favoured.weighted, favoured.moved, favoured.counted),
@@ -646,21 +678,22 @@ b:
         );
         let buffer = MemoryBuffer::create_from_memory_range_copy(aarch64.as_bytes(), "a.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        assert!(!favour_continuation(&module, "_JIT_CONTINUE", None).changed());
+        assert!(!favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline).changed());
         let fp = ir().replace(
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) {",
             "define preserve_nonecc i64 @op_guard(ptr %f, ptr %sp) #0 {",
         ) + "attributes #0 = { \"frame-pointer\"=\"all\" }\n";
         let buffer = MemoryBuffer::create_from_memory_range_copy(fp.as_bytes(), "f.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
-        let favoured = favour_continuation(&module, "_JIT_CONTINUE", None);
+        let favoured = favour_continuation(&module, "_JIT_CONTINUE", Cold::Inline);
         // op_guard is left alone; op_expect (no frame pointer) has its exit moved.
         assert_eq!((favoured.weighted, favoured.moved), (0, 1));
     }
 
     /// An op of the style "helper call, conditional exit, continue" (the exit path does
-    /// work of its own, so it is no conditional tail call): on each splitting target its
-    /// exit path becomes the stencil's cold part, and its hot path falls through.
+    /// work of its own, so it is no conditional tail call): on each splitting target, and
+    /// on AArch64 COFF and Mach-O (whose cold tail the reader moves), its exit path becomes
+    /// the stencil's cold part, and its hot path falls through.
     #[test]
     fn a_guarded_helper_call_splits_and_falls_through() {
         const IR: &str = r#"
@@ -668,7 +701,7 @@ target triple = "TRIPLE"
 declare CC i64 @_JIT_CONTINUE(ptr, ptr)
 declare CC i64 @_JIT_EXIT_TARGET(ptr, ptr)
 declare i64 @helper(ptr)
-define CC i64 @op_call_guard(ptr %f, ptr %sp) {
+define CC i64 @op_call_guard(ptr %f, ptr %sp) ATTRS {
 entry:
   %h = call i64 @helper(ptr %f)
   %c = icmp eq i64 %h, 0
@@ -685,27 +718,49 @@ next:
 "#;
         crate::llvm::initialize();
         // RISC-V has no preserve_none (its ops use the C convention).
-        for (arch, cc) in [(Arch::X86_64, "preserve_nonecc "), (Arch::Riscv64, "")] {
+        for (arch, cc) in [
+            (Arch::X86_64, "preserve_nonecc "),
+            (Arch::Aarch64, "preserve_nonecc "),
+            (Arch::Riscv64, ""),
+        ] {
             let target = test_target(arch, ObjectFormat::Elf);
             let ir = IR
                 .replace("TRIPLE", target.llvm_triple())
-                .replace("CC ", cc);
+                .replace("CC ", cc)
+                .replace("ATTRS", "uwtable");
             split_and_read(&target, &ir);
         }
-        let aarch64 = test_target(Arch::Aarch64, ObjectFormat::Elf);
-        assert!(!splits_cold(&aarch64));
+        for format in [ObjectFormat::Coff, ObjectFormat::MachO] {
+            let target = test_target(Arch::Aarch64, format);
+            assert!(!splits_cold(&target) && moves_cold_tail(&target));
+            // Built without unwind tables, as the pipeline builds these formats.
+            let ir = IR
+                .replace("TRIPLE", target.llvm_triple())
+                .replace("CC ", "preserve_nonecc ")
+                .replace("ATTRS", "nounwind");
+            split_and_read(&target, &ir);
+        }
     }
 
     /// Compiles `ir` (one stencil function) for `target` as the pipeline does, and checks
     /// that its exit is in its cold part and its hot part falls through.
     fn split_and_read(target: &crate::target::Target, ir: &str) {
-        assert!(splits_cold(target));
+        let split = splits_cold(target);
+        assert!(split || moves_cold_tail(target));
         let context = Context::create();
         let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "s.ll");
         let module = context.create_module_from_ir(buffer).unwrap();
         let is_stencil = |name: &str| name.starts_with("op_");
-        favour_continuation(&module, "_JIT_CONTINUE", Some(&is_stencil));
-        crate::llvm::function_sections(&module, target, Some(&is_stencil));
+        let (cold, sections) = if split {
+            (
+                Cold::Split(&is_stencil),
+                Some(&is_stencil as &dyn Fn(&str) -> bool),
+            )
+        } else {
+            (Cold::Tail, None)
+        };
+        favour_continuation(&module, "_JIT_CONTINUE", cold);
+        crate::llvm::function_sections(&module, target, sections);
         let object =
             crate::llvm::emit_object(&module, target, inkwell::OptimizationLevel::Default).unwrap();
         let select = |name: &str| !name.ends_with(".cold") && is_stencil(name);
@@ -719,11 +774,23 @@ next:
             target_suffix: "_TARGET",
             select: &select,
             limits: &limits,
+            move_cold_tail: !split,
         };
-        let stencils = crate::object::read_stencils(&object, &options).unwrap();
+        let mut stencils = crate::object::read_stencils(&object, &options).unwrap();
+        crate::frame::derive(target, &object, &mut stencils).unwrap();
         let [s] = &stencils[..] else {
             panic!("{stencils:?}")
         };
+        // Split, both parts have a frame layout (on AArch64 the cold part's call-frame
+        // program continues the hot part's, see `frame::eh_frame`). The formats whose tails
+        // are moved have no layouts read.
+        match &s.frame {
+            Some(crate::frame::DerivedFrame::Functions(parts)) if split => {
+                assert_eq!(parts.len(), 2, "{parts:?}")
+            }
+            Some(crate::frame::DerivedFrame::Unknown(_)) if !split => {}
+            other => panic!("{other:?}"),
+        }
         assert!(s.cold_len > 0, "{}", s.to_text());
         assert!(s.elided_continue, "{}", s.to_text());
         let hot_len = (s.code.len() - s.cold_len as usize) as u32;

@@ -91,6 +91,8 @@ pub fn machine_key(target: &Target, level: OptimizationLevel) -> String {
         crate::layout::VERSION,
         if crate::layout::splits_cold(target) {
             format!(",{}", crate::layout::SPLIT_VERSION)
+        } else if crate::layout::moves_cold_tail(target) {
+            format!(",{}", crate::layout::TAIL_VERSION)
         } else {
             String::new()
         }

@@ -73,7 +73,8 @@ pub struct Counts {
     /// (issue 37's figure: the share of continuing stencils whose hot path falls through).
     pub continuing: usize,
     pub data_bytes: usize,
-    /// Stencils whose trailing continuation jump was removed (they fall through).
+    /// Continuing stencils whose trailing continuation jump was removed (they fall
+    /// through); the entry shim is not counted.
     pub elided_jumps: usize,
     pub holes: usize,
     pub stencils: usize,
@@ -94,7 +95,9 @@ impl Sidecar {
                 cold_bytes: set.stencils.iter().map(|s| s.cold_len as usize).sum(),
                 continuing: set.continuing(),
                 data_bytes: set.data_bytes(),
-                elided_jumps: set.stencils.iter().filter(|s| s.elided_continue).count(),
+                // The continuing stencils that fall through: the entry shim's elided jump (it falls
+                // through into the first instance) is not one of them.
+                elided_jumps: set.falling_through(),
                 holes: set.hole_count(),
                 stencils: set.stencils.len(),
             },

@@ -98,6 +98,7 @@ fn direct(set: &Path, triple: &str) -> Vec<(String, String)> {
             target_suffix: &manifest.target_suffix,
             select: &select,
             limits: &manifest.limits,
+            move_cold_tail: false,
         };
         let [stencil] = &read_stencils(&bytes, &options).unwrap()[..] else {
             panic!("{template}: not one stencil");

@@ -62,6 +62,8 @@ pub(super) fn read(object: &[u8], arch: Arch) -> Result<Vec<Fde>, String> {
     // The section at address 0: a pc-relative pointer then reads as its field's offset.
     let bases = BaseAddresses::default().set_eh_frame(0);
     let mut fdes = Vec::new();
+    // Each FDE as gimli parsed it, with its function's section index (for `cold_parts`).
+    let mut parsed = Vec::new();
     let mut used_relocs = 0usize;
     let mut entries = section.entries(&bases);
     while let Some(entry) = entries.next().map_err(|e| format!("{e}"))? {
@@ -100,9 +102,11 @@ pub(super) fn read(object: &[u8], arch: Arch) -> Result<Vec<Fde>, String> {
                     len: fde.len(),
                     rows: rows(&section, &bases, &fde),
                 });
+                parsed.push((fde, function_section, begin));
             }
         }
     }
+    cold_parts(&elf, &bytes, &parsed, &mut fdes);
     if used_relocs != relocs.len() {
         return Err(format!(
             "{} relocations outside FDE pc-begin fields",
@@ -140,13 +144,138 @@ pub(super) struct State {
     pub saved: BTreeMap<u8, i64>,
 }
 
-/// The FDE's rows as [`State`]s at offsets from the function start, converted by
-/// [`rows_of_states`]; `Err((offset, why))` for what rows cannot express.
+/// The FDE's rows at offsets from the function start ([`states`] converted by
+/// [`rows_of_states`]); `Err((offset, why))` for what rows cannot express.
 fn rows(
     section: &Section<'_>,
     bases: &BaseAddresses,
     fde: &FdeOf<'_>,
 ) -> Result<Rows, (u64, String)> {
+    rows_of_states(states(section, bases, fde)?, fde.len())
+}
+
+/// Gives the cold part of a split function (the machine function splitter's `<f>.cold`)
+/// whose own program fails the rows of its program read as the continuation of its hot
+/// part's (`<f>`'s) program ([`continued_rows`]).
+///
+/// Why: LLVM 19's CFI fixup pass (AArch64) treats a split function's blocks as one stream
+/// of call-frame instructions in layout order, hot section first, and does not restate the
+/// frame at the cold section's start: the cold FDE begins with a `DW_CFA_restore_state` of
+/// a state the hot FDE remembered (its empty stack fails the program on its own). x86-64
+/// restates the whole frame at each section's start, so its cold FDEs read alone.
+fn cold_parts(elf: &Elf<'_>, bytes: &[u8], parsed: &[(FdeOf<'_>, usize, u64)], fdes: &mut [Fde]) {
+    for (i, (cold, section, begin)) in parsed.iter().enumerate() {
+        if fdes[i].rows.is_ok() {
+            continue;
+        }
+        let Some((hot_section, hot_begin)) = hot_part_of(elf, *section, *begin) else {
+            continue;
+        };
+        let hot = parsed
+            .iter()
+            .find(|(_, s, b)| (*s, *b) == (hot_section, hot_begin));
+        if let Some(Ok(rows)) = hot.map(|(hot, _, _)| continued_rows(bytes, hot, cold)) {
+            fdes[i].rows = Ok(rows);
+        }
+    }
+}
+
+/// Where the hot part `<f>` of the function whose cold part `<f>.cold` starts at `begin` of
+/// section `section` is (section index, offset), by the symbol table.
+fn hot_part_of(elf: &Elf<'_>, section: usize, begin: u64) -> Option<(usize, u64)> {
+    let name = |s: &goblin::elf::Sym| elf.strtab.get_at(s.st_name).unwrap_or("");
+    let cold = elf
+        .syms
+        .iter()
+        .find(|s| s.st_shndx == section && s.st_value == begin && name(s).ends_with(".cold"))?;
+    let hot = name(&cold).strip_suffix(".cold")?;
+    elf.syms
+        .iter()
+        .find(|s| s.st_shndx != 0 && name(s) == hot)
+        .map(|s| (s.st_shndx, s.st_value))
+}
+
+/// The rows of the cold part's FDE `cold` read as the continuation of the hot part's FDE
+/// `hot` (see [`cold_parts`]): one FDE is appended to a copy of the section `bytes` with
+/// the hot program, an advance to the hot part's end and the cold program, and its rows
+/// from there on are the cold part's.
+fn continued_rows(bytes: &[u8], hot: &FdeOf<'_>, cold: &FdeOf<'_>) -> Result<Rows, (u64, String)> {
+    let fail = |why: &str| (0, format!("the cold part's program continued: {why}"));
+    let section = EhFrame::new(bytes, LittleEndian);
+    let bases = BaseAddresses::default().set_eh_frame(0);
+    // The hot program's last location, in code alignment units.
+    let mut at = 0u64;
+    let mut instructions = hot.instructions(&section, &bases);
+    while let Some(i) = instructions.next().map_err(|e| fail(&e.to_string()))? {
+        match i {
+            gimli::CallFrameInstruction::AdvanceLoc { delta } => at += u64::from(delta),
+            gimli::CallFrameInstruction::SetLoc { .. } => return Err(fail("DW_CFA_set_loc")),
+            _ => {}
+        }
+    }
+    let factor = hot.cie().code_alignment_factor().max(1);
+    let advance = u32::try_from((hot.len() / factor).wrapping_sub(at))
+        .map_err(|_| fail("the hot program runs past its function"))?;
+    let (hot_program, cold_program) = (program(bytes, hot)?, program(bytes, cold)?);
+    let mut out = bytes.to_vec();
+    let fde_at = out.len();
+    let mut body = u32::try_from(fde_at + 4 - hot.cie().offset())
+        .map_err(|_| fail("section too large"))?
+        .to_le_bytes()
+        .to_vec();
+    body.extend_from_slice(&0i32.to_le_bytes()); // pc-begin: the field itself
+    let len = hot.len() + cold.len();
+    body.extend_from_slice(
+        &u32::try_from(len)
+            .map_err(|_| fail("too long"))?
+            .to_le_bytes(),
+    );
+    if hot.cie().augmentation().is_some() {
+        body.push(0); // augmentation data length
+    }
+    body.extend_from_slice(hot_program);
+    body.push(gimli::constants::DW_CFA_advance_loc4.0);
+    body.extend_from_slice(&advance.to_le_bytes());
+    body.extend_from_slice(cold_program);
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    let section = EhFrame::new(&out, LittleEndian);
+    let fde = section
+        .fde_from_offset(&bases, gimli::EhFrameOffset(fde_at), |s, b, o| {
+            s.cie_from_offset(b, o)
+        })
+        .map_err(|e| fail(&e.to_string()))?;
+    let hot_len = hot.len();
+    let states =
+        states(&section, &bases, &fde).map_err(|(at, why)| (at.saturating_sub(hot_len), why))?;
+    let cold_states = states
+        .into_iter()
+        .filter(|(at, _)| *at >= hot_len)
+        .map(|(at, state)| (at - hot_len, state))
+        .collect();
+    rows_of_states(cold_states, cold.len())
+}
+
+/// The call-frame program of `fde` in `bytes` (its section): what follows its header
+/// (length, CIE pointer, pc-begin and range as `sdata4`, the augmentation data).
+fn program<'a>(bytes: &'a [u8], fde: &FdeOf<'_>) -> Result<&'a [u8], (u64, String)> {
+    let truncated = || (0, format!("FDE at {:#x}: truncated", fde.offset()));
+    let end = fde.offset() + 4 + fde.entry_len();
+    let mut at = fde.offset() + 16;
+    if fde.cie().augmentation().is_some() {
+        let mut r = EndianSlice::new(bytes.get(at..end).ok_or_else(truncated)?, LittleEndian);
+        let len = gimli::Reader::read_uleb128(&mut r).map_err(|_| truncated())?;
+        at = end - gimli::Reader::len(&r) + len as usize;
+    }
+    bytes.get(at..end).ok_or_else(truncated)
+}
+
+/// The FDE's states (see [`State`]) at offsets from the function start, in order.
+fn states(
+    section: &Section<'_>,
+    bases: &BaseAddresses,
+    fde: &FdeOf<'_>,
+) -> Result<Vec<(u64, State)>, (u64, String)> {
     let mut ctx = UnwindContext::new();
     let mut table = fde
         .rows(section, bases, &mut ctx)
@@ -164,7 +293,7 @@ fn rows(
         states.push((loc, state_of(row).map_err(|why| (loc, why))?));
         loc = row.end_address().wrapping_sub(start);
     }
-    rows_of_states(states, fde.len())
+    Ok(states)
 }
 
 /// One gimli row as a [`State`], or why rows cannot express it.

@@ -4,7 +4,8 @@
 //! local functions it calls and the data sections it or they reference. Layout rules:
 //!
 //! * Code: the stencil's function at offset 0 (the hot part); then its cold part: the cold
-//!   blocks the code generator split off (`<op>.cold`, ELF) and the local helpers it
+//!   blocks the code generator split off (`<op>.cold`, ELF) or the reader moved (the code
+//!   after an AArch64 function's last continuation jump, COFF and Mach-O: [`tail`]) and the local helpers it
 //!   references (static functions the compiler did not inline), in discovery order, each at
 //!   its section's alignment, padded with the architecture's `nop`. References to the hot
 //!   part are [`HoleValue::Code`] holes, to the cold part [`HoleValue::Cold`] holes, with the
@@ -33,6 +34,7 @@ use super::ReadOptions;
 use crate::stencil::{CodePiece, StencilBuf, ZeroFillBuf};
 
 mod holes;
+mod tail;
 
 use holes::{collect_holes, index_holes, Indexed};
 
@@ -123,6 +125,19 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         at: 0,
     };
     let (mut pieces, data_sections) = discover(obj, symbol, first)?;
+    // The cold tail, where the reader moves it (see `tail`), is the first cold piece.
+    let moved = opts.move_cold_tail && opts.arch == Arch::Aarch64;
+    let split = moved
+        .then(|| tail::split_point(obj, opts, &pieces[0]))
+        .flatten();
+    if let Some(split) = split {
+        let tail = Piece {
+            start: split,
+            ..pieces[0]
+        };
+        pieces[0].end = split;
+        pieces.insert(1, tail);
+    }
 
     // Code layout. The first cold piece starts at the stencil's alignment, so that every
     // cold piece keeps its own alignment relative to the cold part's start (see `split_cold`).
@@ -148,7 +163,10 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         zero_fill,
     } = lay_out_data(obj, &data_sections, opts)?;
 
-    let raw = collect_holes(obj, opts, &pieces, &ordered, &data_at)?;
+    let mut raw = collect_holes(obj, opts, &pieces, &ordered, &data_at)?;
+    if split.is_some() {
+        raw.extend(tail::crossing_branches(obj, &pieces)?);
+    }
 
     // Zero each hole's field (validating the instruction form on AArch64).
     for (location, at, kind, _, _) in &raw {

@@ -110,6 +110,16 @@ struct SectionInfo {
 
 pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
     let macho = MachO::parse(bytes, 0)?;
+    check_header(&macho, arch)?;
+    let mut obj = ParsedObject::default();
+    let infos = read_sections(&macho, bytes, &mut obj)?;
+    let targets = read_symbols(&macho, &infos, &mut obj)?;
+    read_relocations(bytes, &infos, &targets, arch, &mut obj)?;
+    Ok(obj)
+}
+
+/// Refuses an object of another architecture, file type or byte order.
+fn check_header(macho: &MachO<'_>, arch: Arch) -> Result<(), ObjectError> {
     let expected = match arch {
         Arch::X86_64 => CPU_TYPE_X86_64,
         Arch::Aarch64 => CPU_TYPE_ARM64,
@@ -130,8 +140,17 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             macho.header.filetype
         )));
     }
+    Ok(())
+}
 
-    let mut obj = ParsedObject::default();
+/// Every section, in ordinal order (ordinals count across all segments): the kept ones
+/// (code, data, zero-fill) pushed to `obj`, each with the header fields its relocations and
+/// symbols need.
+fn read_sections(
+    macho: &MachO<'_>,
+    bytes: &[u8],
+    obj: &mut ParsedObject,
+) -> Result<Vec<SectionInfo>, ObjectError> {
     // Section ordinal - 1 (ordinals count across all segments) → header info.
     let mut infos: Vec<SectionInfo> = vec![];
     for segment in macho.segments.iter() {
@@ -188,8 +207,16 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
             });
         }
     }
+    Ok(infos)
+}
 
-    // Symbols: raw index → target.
+/// Every symbol as a relocation target, by raw index (`None` for debugging symbols and
+/// symbols of sections not kept); symbols pushed to `obj`.
+fn read_symbols(
+    macho: &MachO<'_>,
+    infos: &[SectionInfo],
+    obj: &mut ParsedObject,
+) -> Result<Vec<Option<RelocTarget>>, ObjectError> {
     let mut targets: Vec<Option<RelocTarget>> = vec![];
     for entry in macho.symbols() {
         let (raw_name, nlist) = entry?;
@@ -257,15 +284,25 @@ pub fn parse(bytes: &[u8], arch: Arch) -> Result<ParsedObject, ObjectError> {
         };
         targets.push(target);
     }
+    Ok(targets)
+}
 
-    for info in &infos {
+/// The relocations of every kept section, mapped to hole kinds and targets.
+fn read_relocations(
+    bytes: &[u8],
+    infos: &[SectionInfo],
+    targets: &[Option<RelocTarget>],
+    arch: Arch,
+    obj: &mut ParsedObject,
+) -> Result<(), ObjectError> {
+    for info in infos {
         let Some(section) = info.kept else { continue };
-        let raw = read_relocations(bytes, info.reloff, info.nreloc)
+        let raw = raw_relocations(bytes, info.reloff, info.nreloc)
             .map_err(|e| e.section(&obj.sections[section].name))?;
-        let relocs = map_relocations(&obj, &infos, &targets, section, info.addr, &raw, arch)?;
+        let relocs = map_relocations(obj, infos, targets, section, info.addr, &raw, arch)?;
         obj.sections[section].relocs = relocs;
     }
-    Ok(obj)
+    Ok(())
 }
 
 fn classify_section(
@@ -315,7 +352,7 @@ fn classify_section(
     }
 }
 
-fn read_relocations(bytes: &[u8], reloff: u32, nreloc: u32) -> Result<Vec<RawReloc>, ObjectError> {
+fn raw_relocations(bytes: &[u8], reloff: u32, nreloc: u32) -> Result<Vec<RawReloc>, ObjectError> {
     let start = reloff as usize;
     let len = (nreloc as usize)
         .checked_mul(RELOCATION_SIZE)

@@ -43,6 +43,9 @@ pub struct ReadOptions<'a> {
     pub select: &'a dyn Fn(&str) -> bool,
     /// The manifest's per-stencil limits (data size).
     pub limits: &'a crate::manifest::Limits,
+    /// Move the code after an AArch64 function's last continuation jump into the stencil's
+    /// cold part (`layout::moves_cold_tail`; `assemble/tail.rs`).
+    pub move_cold_tail: bool,
 }
 
 /// Reads one object file and returns its selected stencils, sorted by name.

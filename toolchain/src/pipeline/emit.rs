@@ -25,6 +25,23 @@ pub(super) struct Unit<'a> {
     pub level: OptimizationLevel,
 }
 
+/// How one object of a unit is laid out: the set's layout, and with the kit's where the
+/// cold blocks go (split off by LLVM, or moved by the reader).
+struct Emission<'a> {
+    layout: Layout,
+    split: Option<&'a dyn Fn(&str) -> bool>,
+    move_cold_tail: bool,
+}
+
+impl Emission<'_> {
+    /// The set's own layout: clang's, nothing split or moved.
+    const OWN: Emission<'static> = Emission {
+        layout: Layout::Compiler,
+        split: None,
+        move_cold_tail: false,
+    };
+}
+
 impl Pipeline<'_> {
     /// The unit's stencils (frame layouts derived) and its narrow operands, from `module`
     /// (validated, holes called directly) in the set's layout. With the kit's, where the
@@ -38,23 +55,35 @@ impl Pipeline<'_> {
         attempt: &mut Attempt,
     ) -> Result<(Vec<StencilBuf>, narrow::Declared)> {
         if self.manifest.layout == Layout::Compiler {
-            return self.emit_and_read(&module, Layout::Compiler, None, unit, attempt);
+            return self.emit_and_read(&module, &Emission::OWN, unit, attempt);
         }
         // Where the target splits, cold blocks go to the stencil's cold part (see
-        // `layout`); the set's own layout is never split (the splitter acts only on the
-        // functions the pass gives an entry count).
+        // `layout`); on AArch64 COFF and Mach-O the reader moves them there (the tail after
+        // the last continuation jump); the set's own layout is never split (the splitter
+        // acts only on the functions the pass gives an entry count).
         let is_stencil = |name: &str| self.manifest.is_stencil_symbol(name);
         let split =
             layout::splits_cold(unit.target).then_some(&is_stencil as &dyn Fn(&str) -> bool);
+        let move_cold_tail = layout::moves_cold_tail(unit.target);
+        let cold = match split {
+            Some(is_stencil) => layout::Cold::Split(is_stencil),
+            None if move_cold_tail => layout::Cold::Tail,
+            None => layout::Cold::Inline,
+        };
         let own = module.clone();
         let continuation = format!("{}CONTINUE", self.manifest.hole_prefix);
-        let favoured = layout::favour_continuation(&module, &continuation, split);
-        let (kit, narrow) = self.emit_and_read(&module, Layout::Kit, split, unit, attempt)?;
+        let favoured = layout::favour_continuation(&module, &continuation, cold);
+        let kit_layout = Emission {
+            layout: Layout::Kit,
+            split,
+            move_cold_tail,
+        };
+        let (kit, narrow) = self.emit_and_read(&module, &kit_layout, unit, attempt)?;
         drop(module);
         if !favoured.changed() {
             return Ok((kit, narrow));
         }
-        let (own, _) = self.emit_and_read(&own, Layout::Compiler, None, unit, attempt)?;
+        let (own, _) = self.emit_and_read(&own, &Emission::OWN, unit, attempt)?;
         let (chosen, _) = layout::no_worse(kit, own)
             .map_err(|e| Error(format!("{}: {}: {e}", unit.target.triple, unit.template)))?;
         Ok((chosen, narrow))
@@ -66,8 +95,7 @@ impl Pipeline<'_> {
     fn emit_and_read(
         &self,
         module: &Module,
-        layout: Layout,
-        split: Option<&dyn Fn(&str) -> bool>,
+        emission: &Emission,
         unit: &Unit,
         attempt: &mut Attempt,
     ) -> Result<(Vec<StencilBuf>, narrow::Declared)> {
@@ -75,14 +103,14 @@ impl Pipeline<'_> {
         let at = |e: Error| e.context(format!("{}: {template}", target.triple));
         // Static helpers must be followable (part of `machine_key`); split stencil
         // functions get their own sections from the splitter.
-        llvm::function_sections(module, target, split);
+        llvm::function_sections(module, target, emission.split);
         // Narrow operands become immediates where the format allows (part of the key).
         let narrow = narrow::declare_ranges(module, &self.manifest.hole_prefix, target);
         let obj_key = cache::key(&[
             b"obj",
             self.llvm_version.as_bytes(),
             llvm::machine_key(target, unit.level).as_bytes(),
-            layout.name().as_bytes(),
+            emission.layout.name().as_bytes(),
             narrow::CACHE_TAG,
             unit.bitcode,
         ]);
@@ -106,6 +134,7 @@ impl Pipeline<'_> {
             target_suffix: &manifest.target_suffix,
             select: &select,
             limits: &manifest.limits,
+            move_cold_tail: emission.move_cold_tail,
         };
         let mut stencils =
             object::read_stencils(&object_bytes, &options).map_err(|e| Error(e.to_string()))?;

@@ -1,6 +1,7 @@
 //! Unit tests of the compile pipeline.
 
 use super::*;
+use crate::family;
 use cpjit_model::{Arch, ObjectFormat};
 
 fn stencil(code: &[u8]) -> StencilBuf {

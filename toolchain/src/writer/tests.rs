@@ -134,3 +134,57 @@ fn header_digest_is_read_back() {
     );
     assert_eq!(header_digest("// other\n"), None);
 }
+
+/// The sidecar's fall-through figure counts continuing stencils only: an entry shim whose
+/// jump into the first instance was elided (riscv64 counted "217 of 216") is neither
+/// continuing nor falling through.
+#[test]
+fn the_shims_elided_jump_is_not_a_fall_through() {
+    use cpjit_model::{Arch, Hole, HoleKind, HoleValue, ObjectFormat, Section};
+    let stencil = |name: &str, elided: bool, continues: bool| StencilBuf {
+        name: name.into(),
+        code: vec![0; 8],
+        code_align: 4,
+        init_data: vec![],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: vec![],
+        holes: continues
+            .then_some(Hole {
+                section: Section::Code,
+                offset: 4,
+                kind: HoleKind::Aarch64Branch26,
+                value: HoleValue::Continue,
+                addend: 0,
+            })
+            .into_iter()
+            .collect(),
+        operands: vec![],
+        targets: vec![],
+        symbols: vec![],
+        elided_continue: elided,
+        cold_len: 0,
+        pieces: vec![],
+        frame: None,
+    };
+    let set = BuiltSet {
+        target: crate::target::test_target(Arch::Aarch64, ObjectFormat::Elf),
+        set_name: "default".into(),
+        package: "p".into(),
+        stencils: vec![
+            stencil("entry", true, false),
+            stencil("op_a", true, false),
+            stencil("op_b", false, true),
+            stencil("op_c", false, false),
+        ],
+        templates: vec!["t.c".into(); 4],
+        symbols: vec![],
+        zero_fill: vec![],
+        shim: Some(0),
+        digest: "d".into(),
+        seconds: 0.0,
+        families: vec![],
+    };
+    let counts = Sidecar::describe(&set, &[]).counts;
+    assert_eq!((counts.elided_jumps, counts.continuing), (1, 2));
+}

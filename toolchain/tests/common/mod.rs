@@ -226,6 +226,7 @@ pub fn read_fixture(
         target_suffix: "_TARGET",
         select: &select,
         limits: &cpjit_toolchain::manifest::Limits::default(),
+        move_cold_tail: false,
     };
     cpjit_toolchain::object::read_stencils(bytes, &opts)
 }
