@@ -7,6 +7,8 @@
 //! engines; every timed compile directly follows an untimed one of the same engine; ratios
 //! to ebpf-jit's JIT are taken round by round. Every run's r0 must agree across engines.
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
+//! For profiling: `--profile-compile N ROUNDS [rbpf]` only compiles `straight N`, and
+//! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`).
 
 use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
@@ -363,6 +365,35 @@ fn json_string(s: &str) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// The run-time programs: name, bytecode, memory size.
+fn run_programs() -> [(&'static str, Vec<u8>, usize); 5] {
+    [
+        ("checksum 64 KiB", checksum(), PACKET),
+        ("sieve", sieve(), SIEVE as usize),
+        ("hash 64 KiB", hash(), PACKET),
+        ("loop 1M", loop_program(1_000_000), 64),
+        ("helper calls 200k", calls_program(200_000), 64),
+    ]
+}
+
+/// `--listing NAME`: prints the trace of run-time program NAME (e.g. `sieve`) in hex with
+/// its instances' stencils and holes (pipe the bytes to `llvm-mc --disassemble`).
+fn print_listing(name: &str) {
+    let options = JitOptions {
+        listing: true,
+        ..JitOptions::default()
+    };
+    let compiler = Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap();
+    let (_, prog, _) = run_programs()
+        .into_iter()
+        .find(|(n, _, _)| n.starts_with(name))
+        .unwrap_or_else(|| panic!("--listing {name}: no run-time program of that name"));
+    let mut vm = EbpfVm::new(&prog).unwrap();
+    vm.register_helper(1, helper);
+    vm.jit_compile_with(&compiler).unwrap();
+    print!("{}", vm.listing().expect("the compiler keeps listings"));
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -370,13 +401,25 @@ fn main() {
         .iter()
         .position(|a| a == "--json")
         .map(|i| args.get(i + 1).expect("--json needs a file").clone());
+    if let Some(i) = args.iter().position(|a| a == "--listing") {
+        return print_listing(args.get(i + 1).expect("--listing needs a program name"));
+    }
     let compiler = Compiler::new().unwrap();
-    // `--profile-compile N ROUNDS`: only compile `straight N` ROUNDS times (for a profiler).
+    // `--profile-compile N ROUNDS [rbpf]`: only compile `straight N` ROUNDS times (for a
+    // profiler), with ebpf-jit or rbpf's JIT.
     if let Some(i) = args.iter().position(|a| a == "--profile-compile") {
         let arg = |k: usize| -> usize { args[i + k].parse().expect("--profile-compile N ROUNDS") };
         let prog = straight_program(arg(1));
+        let rbpf = args.get(i + 3).is_some_and(|a| a == "rbpf");
         let t = Instant::now();
         for _ in 0..arg(2) {
+            if rbpf {
+                let mut vm = rbpf::EbpfVmRaw::new(Some(&prog)).unwrap();
+                vm.register_helper(1, helper).unwrap();
+                #[cfg(all(target_arch = "x86_64", unix))]
+                vm.jit_compile().unwrap();
+                continue;
+            }
             let mut vm = EbpfVm::new(&prog).unwrap();
             vm.register_helper(1, helper);
             vm.jit_compile_with(&compiler).unwrap();
@@ -406,14 +449,7 @@ fn main() {
             alias.as_ref(),
         ));
     }
-    let runs: [(&str, Vec<u8>, usize); 5] = [
-        ("checksum 64 KiB", checksum(), PACKET),
-        ("sieve", sieve(), SIEVE as usize),
-        ("hash 64 KiB", hash(), PACKET),
-        ("loop 1M", loop_program(1_000_000), 64),
-        ("helper calls 200k", calls_program(200_000), 64),
-    ];
-    for (name, prog, mem) in &runs {
+    for (name, prog, mem) in &run_programs() {
         rows.extend(run_rows(name, prog, *mem, run_rounds, &compiler));
     }
 

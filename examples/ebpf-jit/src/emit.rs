@@ -1,16 +1,22 @@
-//! Compiling one program: a scan of the bytecode (instance numbers, loop depth, which
-//! registers to pin), then one pass pushing an instance per instruction. Short programs are
-//! compiled about as often as they run, so the passes allocate three vectors and pick each
-//! instance's operands by a per-stencil table of indices (`Stencils::picks`) into the
-//! instruction's [`Values`].
+//! Compiling one program, in stages: the scan (`scan`: which registers to pin, how many
+//! calls and accesses), the places of the registers, the prologue (the shim and the entry
+//! op), one instance per instruction, the epilogue (the fall-off exit, the return chain of
+//! local calls, the accesses' fault exits) and the kit's `finish`.
+//!
+//! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
+//! `op_nop`, which has no code), so instruction `i` is instance `i + 2` and a jump's target
+//! is known without a pass to number them. Short programs are compiled about as often as
+//! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
+//! compile allocates only for the fault exits and local calls it has.
 
-use crate::insn::{decode, insn, Kind};
-use crate::jit::{registers, Compiled, Compiler, Stencils, Table, FRAME, PINS, SLOT_OF_RANK};
+use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
+use crate::scan::{word, Scan};
+use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::collections::HashMap;
 
-/// Where an operand's value is in an instruction's [`Values`] (`Stencils::picks`).
+/// Where an operand's value is in an instruction's [`Values`] (`Table::operands`).
 pub(crate) const DST_AT: u8 = 0;
 pub(crate) const SRC_AT: u8 = 1;
 pub(crate) const IMM: u8 = 2;
@@ -23,8 +29,12 @@ pub(crate) const FN: u8 = 7;
 pub(crate) const PIN_AT: u8 = 8;
 /// How many values an instance's operands are picked from.
 pub(crate) const VALUES: usize = PIN_AT as usize + PINS;
-/// The values an instance's operands are picked from.
-type Values = [u64; VALUES];
+/// The values an instance's operands are picked from (16: an index masked with 15 needs
+/// no bounds check).
+type Values = [u64; 16];
+
+/// The instance of instruction 0 (after the shim and the entry op).
+const FIRST: usize = 2;
 
 /// The value of operand `OFF` for offset `off`: a u16 holding `off + 0x8000`, which the ops
 /// subtract again where it folds into a displacement (templates/include/ops.h, `OFF64`).
@@ -52,152 +62,12 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
     })
 }
 
-/// Where an instance jumps.
-#[derive(Clone, Copy)]
-enum Dest {
-    None,
-    /// The first instance of instruction `n` (n = the program's length: `op_fell_off`).
-    Insn(usize),
-    /// The chain of `op_ret_case` instances that EXIT returns through.
-    Returns,
-    /// A load's or store's fault exit: the `k`th `op_oob_*` instance after the program.
-    Fault(usize),
-}
-
-/// The weight of a use under k backward jumps, k = 0..=8.
-const LOOP_WEIGHT: [u64; 9] = [
-    1,
-    1 << 4,
-    1 << 8,
-    1 << 12,
-    1 << 16,
-    1 << 20,
-    1 << 24,
-    1 << 28,
-    1 << 32,
-];
-
-/// `Scan::flags`: the second half of an LD_DW.
-const SECOND_HALF: u8 = 1;
-/// `Scan::flags`: the target of a local call.
-const CALL_TARGET: u8 = 2;
-
-/// What the passes before the pushes find.
-struct Scan {
-    /// Per instruction, `SECOND_HALF` and `CALL_TARGET`.
-    flags: Vec<u8>,
-    /// The first instance of each instruction (none for LE64 and the second half of an
-    /// LD_DW: then the next one's), and at `n` op_fell_off's.
-    first: Vec<u32>,
-    /// How many local calls (one `op_ret_case` each).
-    calls: usize,
-    /// Uses of r0..r10 (and of r11..r15, which no verified program names), an instruction
-    /// under k backward jumps counting 16^k.
-    uses: [u64; 16],
-}
-
-impl Scan {
-    fn of(prog: &[u8]) -> Scan {
-        let n = prog.len() / 8;
-        // Flags, and the loop depth per instruction as a difference array over the ranges
-        // of backward jumps.
-        let mut flags = vec![0u8; n];
-        let mut delta = vec![0i32; n + 1];
-        let mut i = 0;
-        while i < n {
-            let ins = insn(prog, i);
-            match ins.opc {
-                0x18 if i + 1 < n => {
-                    flags[i + 1] |= SECOND_HALF;
-                    i += 1;
-                }
-                0x85 if ins.src == 1 => {
-                    flags[(i as i64 + 1 + i64::from(ins.imm)) as usize] |= CALL_TARGET;
-                }
-                _ if ins.off < 0
-                    && matches!(decode(ins.opc), Some(Kind::Ja | Kind::Jmp { .. })) =>
-                {
-                    let to = (i as i64 + 1 + i64::from(ins.off)).max(0) as usize;
-                    delta[to] += 1;
-                    delta[i + 1] -= 1;
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        // Instance numbers and register uses. Instance 0 is the shim, 1 the entry op.
-        let mut first = vec![0u32; n + 1];
-        let mut uses = [0u64; 16];
-        let (mut next, mut calls, mut depth) = (2u32, 0, 0i32);
-        for i in 0..n {
-            first[i] = next;
-            depth += delta[i];
-            if flags[i] & SECOND_HALF != 0 {
-                next += u32::from(flags[i] & CALL_TARGET != 0);
-                continue;
-            }
-            let ins = insn(prog, i);
-            let Some(kind) = decode(ins.opc) else {
-                next += 1;
-                continue;
-            };
-            next += match kind {
-                Kind::End { to_be: false } if ins.imm == 64 => 0,
-                Kind::Call if ins.src == 1 => {
-                    calls += 1;
-                    1
-                }
-                _ => 1,
-            };
-            // At most 16^8 per instruction and 2^20 instructions: no overflow.
-            let weight = LOOP_WEIGHT[depth.clamp(0, 8) as usize];
-            let (d, s) = registers(kind, ins.dst, ins.src);
-            if let Some(r) = d {
-                uses[usize::from(r & 15)] += weight;
-            }
-            if let Some(r) = s {
-                uses[usize::from(r & 15)] += weight;
-            }
-        }
-        first[n] = next;
-        Scan {
-            flags,
-            first,
-            calls,
-            uses,
-        }
-    }
-
-    /// The eBPF registers to pin, most used first (ties: the lower number).
-    fn pins(&self) -> ([u8; PINS], usize) {
-        let mut pins = [0u8; PINS];
-        let mut taken = [false; 11];
-        let mut len = 0;
-        while len < PINS {
-            // The most used register not yet taken, if any is used at all.
-            let mut best: Option<u8> = None;
-            for r in 0..11u8 {
-                let u = self.uses[usize::from(r)];
-                if u > 0
-                    && !taken[usize::from(r)]
-                    && best.is_none_or(|b| u > self.uses[usize::from(b)])
-                {
-                    best = Some(r);
-                }
-            }
-            let Some(r) = best else { break };
-            taken[usize::from(r)] = true;
-            pins[len] = r;
-            len += 1;
-        }
-        (pins, len)
-    }
-}
-
 /// A load's or store's fault exit, pushed after the program.
 struct Fault {
-    stencil: usize,
-    /// The base register, the access width in bytes, the offset, the instruction index.
+    load: bool,
+    /// The place and number of the base register, the access width in bytes, the offset,
+    /// the instruction index.
+    place: u8,
     base: u8,
     width: u8,
     off: i16,
@@ -209,7 +79,7 @@ impl Compiler {
     /// The eBPF registers kept in machine registers are the five most used ones (see
     /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
-        let scan = Scan::of(prog);
+        let scan = Scan::of(prog, &self.table.rows);
         let (pins, len) = scan.pins();
         self.emit(prog, helpers, &pins[..len], &scan)
     }
@@ -229,12 +99,10 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        self.emit(prog, helpers, pins, &Scan::of(prog))
+        self.emit(prog, helpers, pins, &Scan::of(prog, &self.table.rows))
     }
 
-    /// Pushes the instances: the shim, the entry op, one per instruction, then op_fell_off,
-    /// the return chain (one op_ret_case per local call, then op_invalid) and the loads' and
-    /// stores' fault exits.
+    /// The stages after the scan.
     fn emit(
         &self,
         prog: &[u8],
@@ -242,170 +110,252 @@ impl Compiler {
         pins: &[u8],
         scan: &Scan,
     ) -> Result<Compiled, Error> {
-        let n = prog.len() / 8;
-        let t = &self.table;
-        // The pinned registers, their slots and homes in the frame (r[11]: scratch).
-        let mut place = [FRAME; 16];
-        let mut sync: Values = [0; VALUES];
-        sync[usize::from(PIN_AT)..].fill(11 * 8);
-        for (rank, &r) in pins.iter().enumerate() {
-            let k = SLOT_OF_RANK[rank];
-            place[usize::from(r)] = k;
-            sync[usize::from(PIN_AT) + k] = u64::from(r) * 8;
-        }
-        let returns = scan.first[n] as usize + 1;
-        let mut out = Emit {
-            trace: self.jit.trace(),
-            stencils: &self.stencils,
-            table: t,
-            first: &scan.first,
-            returns,
-            fault_base: returns + scan.calls + 1,
-        };
+        let mut out = Emit::new(self, prog, pins, scan);
         let entry = out.trace.push_shim()?;
-        out.push(t.enter, &sync, Dest::None)?;
-        let mut sites = Vec::new();
-        let mut faults = Vec::new();
-        for i in 0..n {
-            let ins = insn(prog, i);
-            let mut v = sync;
-            v[usize::from(IDX)] = i as u64;
-            if scan.flags[i] & SECOND_HALF != 0 {
-                if scan.flags[i] & CALL_TARGET != 0 {
-                    out.push(t.invalid, &v, Dest::None)?;
-                }
-                continue;
-            }
-            let kind = decode(ins.opc).expect("a verified program");
-            let (dreg, sreg) = registers(kind, ins.dst, ins.src);
-            let d = dreg.map_or(FRAME, |r| place[usize::from(r)]);
-            let s = sreg.map_or(FRAME, |r| place[usize::from(r)]);
-            v[usize::from(DST_AT)] = u64::from(dreg.unwrap_or(0)) * 8;
-            v[usize::from(SRC_AT)] = u64::from(sreg.unwrap_or(0)) * 8;
-            v[usize::from(IMM)] = ins.imm as i64 as u64;
-            v[usize::from(OFF)] = off_operand(ins.off);
-            let by_opcode = t.by_opcode[usize::from(ins.opc)][d][s];
-            let jump = || Dest::Insn((i as i64 + 1 + i64::from(ins.off)) as usize);
-            let (stencil, dest) = match kind {
-                Kind::LdDw => {
-                    let hi = insn(prog, i + 1).imm as u32;
-                    v[usize::from(VALUE)] = u64::from(ins.imm as u32) | (u64::from(hi) << 32);
-                    (by_opcode, Dest::None)
-                }
-                Kind::Ja | Kind::Jmp { .. } => (by_opcode, jump()),
-                Kind::Call if ins.src == 0 => match helpers.get(&(ins.imm as u32)) {
-                    Some(&h) => {
-                        v[usize::from(FN)] = h as usize as u64;
-                        (Some(t.call_helper[d][s]), Dest::None)
-                    }
-                    None => (Some(t.unknown_helper), Dest::None),
-                },
-                Kind::Call => {
-                    v[usize::from(SITE)] = (i + 1) as u64;
-                    sites.push(i + 1);
-                    let callee = (i as i64 + 1 + i64::from(ins.imm)) as usize;
-                    (Some(t.call_local), Dest::Insn(callee))
-                }
-                Kind::Exit => (by_opcode, Dest::Returns),
-                Kind::Ldx(w) | Kind::St(w) | Kind::Stx(w) => {
-                    let (stencil, base) = match kind {
-                        Kind::Ldx(_) => (t.oob_load, ins.src),
-                        _ => (t.oob_store, ins.dst),
-                    };
-                    faults.push(Fault {
-                        stencil,
-                        base,
-                        width: w.bytes() as u8,
-                        off: ins.off,
-                        idx: i as u32,
-                    });
-                    (by_opcode, Dest::Fault(faults.len() - 1))
-                }
-                Kind::End { to_be } => {
-                    let w = match ins.imm {
-                        16 => 0,
-                        32 => 1,
-                        _ => 2,
-                    };
-                    (t.end[usize::from(to_be)][w][d], Dest::None)
-                }
-                _ => (by_opcode, Dest::None),
-            };
-            // LE64 is the identity: no instance.
-            let Some(stencil) = stencil else { continue };
-            out.push(stencil, &v, dest)?;
+        out.push(self.table.enter, None)?;
+        let mut i = 0;
+        while i < out.n {
+            i += out.instruction(i, helpers)?;
         }
-        out.epilogue(&sync, n, &sites, &faults)?;
+        out.epilogue()?;
         Ok(Compiled {
             trace: out.trace.finish()?,
             entry,
-            prog: prog.to_vec(),
+            pin_at: out.pin_at,
         })
     }
 }
 
-/// Pushes instances into a trace, their jumps resolved by instance number.
-struct Emit<'a, 'j, 's> {
-    trace: TraceBuilder<'j, 's>,
-    stencils: &'a Stencils,
+/// One compile's state.
+struct Emit<'a, 'j> {
+    trace: TraceBuilder<'j, 'static>,
     table: &'a Table,
-    first: &'a [u32],
+    prog: &'a [u8],
+    scan: &'a Scan,
+    /// Instructions.
+    n: usize,
+    /// Each register's place: a pinned slot, or `FRAME`.
+    place: [u8; 16],
+    /// Where each pinned slot's register lives in the frame.
+    pin_at: [u64; PINS],
+    /// The current instruction's values (the pinned registers' homes stay).
+    v: Values,
+    /// Whether `op_fell_off` follows the program (unless it ends with EXIT or JA).
+    fell_off: bool,
+    /// The first `op_ret_case` (one per local call) and the first fault exit.
     returns: usize,
-    fault_base: usize,
+    faults_at: usize,
+    faults: Vec<Fault>,
+    /// Each local call's return site.
+    sites: Vec<usize>,
 }
 
-impl Emit<'_, '_, '_> {
-    /// Pushes an instance of `stencil`, its operands picked from `v`.
-    fn push(&mut self, stencil: usize, v: &Values, dest: Dest) -> Result<(), Error> {
-        let picks = &self.stencils.picks[stencil];
-        let mut operands = [0u64; VALUES];
-        for (o, &k) in operands.iter_mut().zip(picks.iter()) {
-            *o = v[usize::from(k)];
+impl<'a, 'j> Emit<'a, 'j> {
+    /// The places of the registers and where the instances after the program go.
+    fn new(c: &'j Compiler, prog: &'a [u8], pins: &[u8], scan: &'a Scan) -> Emit<'a, 'j>
+    where
+        'j: 'a,
+    {
+        let n = prog.len() / crate::INSN_SIZE;
+        let mut place = [FRAME as u8; 16];
+        // Unused slots live in the scratch word r[11].
+        let mut pin_at = [11 * 8; PINS];
+        for (rank, &r) in pins.iter().enumerate() {
+            let k = SLOT_OF_RANK[rank];
+            place[usize::from(r)] = k as u8;
+            pin_at[k] = u64::from(r) * 8;
         }
-        let operands = &operands[..picks.len()];
-        let target = match dest {
-            _ if !self.stencils.jumps[stencil] => None,
-            Dest::None => None,
-            Dest::Insn(i) => Some(self.first[i] as usize),
-            Dest::Returns => Some(self.returns),
-            Dest::Fault(k) => Some(self.fault_base + k),
-        };
+        let mut v = [0; 16];
+        v[usize::from(PIN_AT)..VALUES].copy_from_slice(&pin_at);
+        let last = word(prog, n - 1) as u8;
+        let fell_off = last != 0x95 && last != 0x05;
+        let returns = FIRST + n + usize::from(fell_off);
+        let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
+        Emit {
+            trace: c.jit.trace(),
+            table: &c.table,
+            prog,
+            scan,
+            n,
+            place,
+            pin_at,
+            v,
+            fell_off,
+            returns,
+            faults_at: returns + chain,
+            faults: Vec::with_capacity(scan.accesses),
+            sites: Vec::with_capacity(scan.calls),
+        }
+    }
+
+    /// Pushes an instance of `stencil`, its operands picked from the values, jumping to
+    /// instance `target` if it has a jump.
+    #[inline(always)]
+    fn push(&mut self, stencil: u16, target: Option<usize>) -> Result<(), Error> {
+        let ops = &self.table.operands[usize::from(stencil)];
+        let len = usize::from(ops.len);
+        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
+        // Most stencils have at most four operands: picked without a loop.
+        let mut operands = [
+            pick(0),
+            pick(1),
+            pick(2),
+            pick(3),
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        for (k, o) in operands.iter_mut().enumerate().take(len).skip(4) {
+            *o = pick(k);
+        }
+        let operands = &operands[..len.min(MAX_OPERANDS)];
+        let stencil = usize::from(stencil);
         match target {
-            Some(k) => {
-                let t = Target::Instance(InstanceId::from_index(k));
+            Some(t) if ops.jumps => {
+                let t = Target::Instance(InstanceId::from_index(t));
                 self.trace.push(stencil, operands, &[t])?
             }
-            None => self.trace.push(stencil, operands, &[])?,
+            _ => self.trace.push(stencil, operands, &[])?,
         };
         Ok(())
     }
 
-    /// What follows the program: op_fell_off, the return chain and the fault exits.
-    fn epilogue(
+    /// Pushes instruction `i`'s instance; returns how many instruction slots it took.
+    #[inline(always)]
+    fn instruction(&mut self, i: usize, helpers: &HashMap<u32, Helper>) -> Result<usize, Error> {
+        let w = word(self.prog, i);
+        let row = &self.table.rows[w as usize & 255];
+        let (dr, sr) = (row.d.of(w), row.s.of(w));
+        let (d, s) = (usize::from(self.place[dr]), usize::from(self.place[sr]));
+        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let v = &mut self.v;
+        v[usize::from(DST_AT)] = dr as u64 * 8;
+        v[usize::from(SRC_AT)] = sr as u64 * 8;
+        v[usize::from(IMM)] = i64::from(imm) as u64;
+        v[usize::from(OFF)] = off_operand(off);
+        v[usize::from(IDX)] = i as u64;
+        let member = row.members[d][s];
+        // The member and its jump target; one push for all (inlined once).
+        let (stencil, target) = match row.action {
+            Action::Plain => (member, None),
+            Action::Jump => (
+                member,
+                Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
+            ),
+            Action::Load | Action::Store => (member, Some(self.fault(i, w, (d, s), (dr, sr)))),
+            Action::End => {
+                // BE has the source bit set; the width is the immediate.
+                let be = usize::from(w & 0x08 != 0);
+                let width = match imm {
+                    16 => 0,
+                    32 => 1,
+                    _ => 2,
+                };
+                (self.table.end[be][width][d], None)
+            }
+            Action::Exit if self.scan.calls == 0 => (self.table.ret[d], None),
+            Action::Exit => (self.table.exit, Some(self.returns)),
+            Action::Invalid => (self.table.invalid, None),
+            Action::Call => return self.call(i, w, (d, s), helpers).map(|()| 1),
+            Action::LdDw => return self.ld_dw(i, w, member).map(|()| 2),
+        };
+        self.push(stencil, target)?;
+        Ok(1)
+    }
+
+    /// Records the fault exit of load or store `i` (base register in place `d` or `s`, by
+    /// its kind) and returns its instance.
+    fn fault(
         &mut self,
-        sync: &Values,
-        n: usize,
-        sites: &[usize],
-        faults: &[Fault],
+        i: usize,
+        w: u64,
+        (d, s): (usize, usize),
+        (dr, sr): (usize, usize),
+    ) -> usize {
+        let row = &self.table.rows[w as usize & 255];
+        let load = row.action == Action::Load;
+        let (place, base) = if load { (s, sr) } else { (d, dr) };
+        self.faults.push(Fault {
+            load,
+            place: place as u8,
+            base: base as u8,
+            width: row.width,
+            off: (w >> 16) as i16,
+            idx: i as u32,
+        });
+        self.faults_at + self.faults.len() - 1
+    }
+
+    /// LD_DW `i` (its `member`) and its second half: nothing, unless a local call goes there.
+    fn ld_dw(&mut self, i: usize, w: u64, member: u16) -> Result<(), Error> {
+        let hi = (word(self.prog, i + 1) >> 32) as u32;
+        self.v[usize::from(VALUE)] = u64::from((w >> 32) as u32) | (u64::from(hi) << 32);
+        self.push(member, None)?;
+        let half = if self.scan.call_targets.contains(&(i + 1)) {
+            self.table.invalid
+        } else {
+            self.table.nop
+        };
+        self.v[usize::from(IDX)] = i as u64 + 1;
+        self.push(half, None)
+    }
+
+    /// A CALL: a helper's (r0 in place `d`, r1 in place `s`) or a local call.
+    fn call(
+        &mut self,
+        i: usize,
+        w: u64,
+        (d, s): (usize, usize),
+        helpers: &HashMap<u32, Helper>,
     ) -> Result<(), Error> {
-        let t = self.table;
-        let mut v = *sync;
-        v[usize::from(IDX)] = n as u64;
-        self.push(t.fell_off, &v, Dest::None)?;
-        for &site in sites {
-            let mut v = *sync;
-            v[usize::from(SITE)] = site as u64;
-            self.push(t.ret_case, &v, Dest::Insn(site))?;
+        let (src, imm) = ((w >> 12) & 15, (w >> 32) as i32);
+        if src == 0 {
+            return match helpers.get(&(imm as u32)) {
+                Some(&h) => {
+                    self.v[usize::from(FN)] = h as usize as u64;
+                    self.push(self.table.call_helper[d][s], None)
+                }
+                None => self.push(self.table.unknown_helper, None),
+            };
         }
-        // The end of the return chain, never reached (every popped site is in it).
-        self.push(t.invalid, &v, Dest::None)?;
-        for f in faults {
-            let mut v = *sync;
+        self.v[usize::from(SITE)] = (i + 1) as u64;
+        self.sites.push(i + 1);
+        let callee = FIRST + (i as i64 + 1 + i64::from(imm)) as usize;
+        self.push(self.table.call_local, Some(callee))
+    }
+
+    /// What follows the program: op_fell_off, the return chain and the fault exits.
+    fn epilogue(&mut self) -> Result<(), Error> {
+        let t = self.table;
+        self.v[usize::from(IDX)] = self.n as u64;
+        if self.fell_off {
+            self.push(t.fell_off, None)?;
+        }
+        if !self.sites.is_empty() {
+            for k in 0..self.sites.len() {
+                let site = self.sites[k];
+                self.v[usize::from(SITE)] = site as u64;
+                self.push(t.ret_case, Some(FIRST + site))?;
+            }
+            // The end of the return chain, never reached (every popped site is in it).
+            self.push(t.invalid, None)?;
+        }
+        for k in 0..self.faults.len() {
+            let f = &self.faults[k];
+            let stencil = if f.load { t.oob_load } else { t.oob_store }[usize::from(f.place)];
+            let v = &mut self.v;
             v[usize::from(DST_AT)] = u64::from(f.base) * 8;
             v[usize::from(IMM)] = u64::from(f.width);
             v[usize::from(OFF)] = off_operand(f.off);
             v[usize::from(IDX)] = u64::from(f.idx);
-            self.push(f.stencil, &v, Dest::None)?;
+            self.push(stencil, None)?;
         }
         Ok(())
     }

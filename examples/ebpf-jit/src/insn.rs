@@ -168,7 +168,7 @@ static DECODED: [Option<Kind>; 256] = {
     t
 };
 
-const fn decode_opcode(opc: u8) -> Option<Kind> {
+pub(crate) const fn decode_opcode(opc: u8) -> Option<Kind> {
     let reg = opc & 0x08 != 0;
     match opc & 0x07 {
         0x00 => match opc & 0xe0 {

@@ -12,6 +12,8 @@ mod emit;
 mod insn;
 mod interp;
 mod jit;
+mod scan;
+mod table;
 mod verifier;
 
 pub use insn::{
@@ -215,6 +217,12 @@ impl EbpfVm {
             .as_ref()
             .ok_or(Error::NotCompiled)?
             .run(mem, mbuff)
+    }
+
+    /// The compiled trace's listing, if compiled by a compiler whose `JitOptions` ask for
+    /// listings (see [`Compiled::listing`]).
+    pub fn listing(&self) -> Option<&str> {
+        self.compiled.as_ref()?.listing()
     }
 
     /// Runs the program with the reference interpreter.

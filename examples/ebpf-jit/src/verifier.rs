@@ -2,7 +2,35 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
+use crate::scan::word;
 use crate::Error;
+
+/// What the verifier checks of an opcode (`CLASS`): nothing, a jump's target, the second
+/// half and the register of LD_DW and a store (which may name r10), and the rest
+/// (unknown and refused opcodes, LE/BE widths, calls) out of line.
+const PLAIN: u8 = 0;
+const STORE: u8 = 1;
+const JUMP: u8 = 2;
+const LD_DW: u8 = 3;
+const OTHER: u8 = 4;
+
+static CLASS: [u8; 256] = {
+    let mut t = [OTHER; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = match crate::insn::decode_opcode(i as u8) {
+            Some(Kind::St(_) | Kind::Stx(_)) => STORE,
+            Some(Kind::Ja | Kind::Jmp { .. }) => JUMP,
+            Some(Kind::LdDw) => LD_DW,
+            Some(
+                Kind::Alu { .. } | Kind::LdAbs(_) | Kind::LdInd(_) | Kind::Ldx(_) | Kind::Exit,
+            ) => PLAIN,
+            Some(Kind::End { .. } | Kind::Call | Kind::Xadd | Kind::TailCall) | None => OTHER,
+        };
+        i += 1;
+    }
+    t
+};
 
 fn refuse(insn: Option<usize>, reason: impl Into<String>) -> Result<(), Error> {
     Err(Error::Verifier {
@@ -47,51 +75,61 @@ pub fn check(prog: &[u8]) -> Result<(), Error> {
     };
     let mut i = 0;
     while i < n {
-        let ins = insn(prog, i);
-        let mut store = false;
-        match decode(ins.opc) {
-            None => return refuse(Some(i), format!("unknown opcode {:#04x}", ins.opc)),
-            Some(Kind::Xadd) => return refuse(Some(i), "XADD is not supported"),
-            Some(Kind::TailCall) => return refuse(Some(i), "TAIL_CALL is not supported"),
-            Some(Kind::End { .. }) if !matches!(ins.imm, 16 | 32 | 64) => {
-                return refuse(
-                    Some(i),
-                    format!("LE/BE of width {} (16, 32 or 64)", ins.imm),
-                );
-            }
-            Some(Kind::LdDw) => {
-                store = true;
-                // The last instruction is of class JMP, so an LD_DW always has a next one.
-                if insn(prog, i + 1).opc != 0 {
-                    return refuse(Some(i), "incomplete LD_DW (the next opcode is not 0)");
-                }
-            }
-            Some(Kind::St(_) | Kind::Stx(_)) => store = true,
-            Some(Kind::Ja | Kind::Jmp { .. }) => jump(i, i64::from(ins.off))?,
-            Some(Kind::Call) => match ins.src {
-                0 => {}
-                1 => {
-                    let to = i as i64 + 1 + i64::from(ins.imm);
-                    if to < 0 || to as usize >= n {
-                        return refuse(Some(i), format!("call out of the program, to #{to}"));
-                    }
-                }
-                t => return refuse(Some(i), format!("unsupported call type {t}")),
-            },
-            Some(_) => {}
+        let w = word(prog, i);
+        let (opc, dst, src) = (w as u8, (w >> 8) as u8 & 15, (w >> 12) as u8 & 15);
+        let class = CLASS[usize::from(opc)];
+        // The jump's target, then everything else out of line unless the opcode has
+        // nothing more to check and the registers are in range (the common case).
+        let store = class == STORE || class == LD_DW;
+        if class == JUMP {
+            jump(i, i64::from((w >> 16) as i16))?;
         }
-        if ins.src > 10 {
-            return refuse(Some(i), format!("invalid source register r{}", ins.src));
+        if class > JUMP || src > 10 || dst > 10 || (dst == 10 && !store) {
+            slow(prog, i, store)?;
         }
-        match (ins.dst, store) {
-            (0..=9, _) | (10, true) => {}
-            (10, false) => return refuse(Some(i), "cannot write into register r10"),
-            (d, _) => return refuse(Some(i), format!("invalid destination register r{d}")),
-        }
-        if ins.opc == 0x18 {
-            i += 1;
-        }
-        i += 1;
+        i += 1 + usize::from(class == LD_DW);
     }
     Ok(())
+}
+
+/// Instruction `i`'s checks besides a jump's target, in rbpf's order; `store`: whether it may
+/// name r10 as its destination.
+#[cold]
+fn slow(prog: &[u8], i: usize, store: bool) -> Result<(), Error> {
+    let n = prog.len() / INSN_SIZE;
+    let ins = insn(prog, i);
+    match decode(ins.opc) {
+        None => return refuse(Some(i), format!("unknown opcode {:#04x}", ins.opc)),
+        Some(Kind::Xadd) => return refuse(Some(i), "XADD is not supported"),
+        Some(Kind::TailCall) => return refuse(Some(i), "TAIL_CALL is not supported"),
+        Some(Kind::End { .. }) if !matches!(ins.imm, 16 | 32 | 64) => {
+            return refuse(
+                Some(i),
+                format!("LE/BE of width {} (16, 32 or 64)", ins.imm),
+            );
+        }
+        // The last instruction is of class JMP, so an LD_DW always has a next one.
+        Some(Kind::LdDw) if insn(prog, i + 1).opc != 0 => {
+            return refuse(Some(i), "incomplete LD_DW (the next opcode is not 0)");
+        }
+        Some(Kind::Call) => match ins.src {
+            0 => {}
+            1 => {
+                let to = i as i64 + 1 + i64::from(ins.imm);
+                if to < 0 || to as usize >= n {
+                    return refuse(Some(i), format!("call out of the program, to #{to}"));
+                }
+            }
+            t => return refuse(Some(i), format!("unsupported call type {t}")),
+        },
+        Some(_) => {}
+    }
+    if ins.src > 10 {
+        return refuse(Some(i), format!("invalid source register r{}", ins.src));
+    }
+    match (ins.dst, store) {
+        (0..=9, _) | (10, true) => Ok(()),
+        (10, false) => refuse(Some(i), "cannot write into register r10"),
+        (d, _) => refuse(Some(i), format!("invalid destination register r{d}")),
+    }
 }

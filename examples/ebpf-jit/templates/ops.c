@@ -1,17 +1,25 @@
-/* The ops outside the families: entry, JA, calls, EXIT and the error exits. They see the
- * pinned registers through PIN0_AT..PIN4_AT (see ops.h) where they need the whole register
- * file in the frame. */
+/* The ops outside the families: entry, JA, calls, EXIT and the error exits. They move the
+ * whole register file through the frame's pin_at (see ops.h, SYNC_OUT), so they have no
+ * holes for it. */
 #include "ops.h"
 
 /* The first op: loads the pinned registers (the shim passes none). */
 CPJIT_CACHED_OP(op_enter, 0, 3) {
   CPJIT_STACK(s, 0);
   struct cpjit_frame *f = frame;
-  cpjit_push(&s, FRAME_AT(PIN0_AT));
-  cpjit_push(&s, FRAME_AT(PIN1_AT));
-  cpjit_push(&s, FRAME_AT(PIN2_AT));
-  s.p0 = FRAME_AT(PIN3_AT);
-  s.p1 = FRAME_AT(PIN4_AT);
+  cpjit_push(&s, PIN_HOME(0));
+  cpjit_push(&s, PIN_HOME(1));
+  cpjit_push(&s, PIN_HOME(2));
+  s.p0 = PIN_HOME(3);
+  s.p1 = PIN_HOME(4);
+  CPJIT_CONTINUE_CACHED(frame, s, 3);
+}
+
+/* Nothing: LE64 and the second half of an LD_DW (so that every instruction is one
+ * instance, and instruction i is instance i + 2). Its continuation jump is elided: no
+ * code. */
+CPJIT_CACHED_OP(op_nop, 3, 3) {
+  CPJIT_STACK(s, 3);
   CPJIT_CONTINUE_CACHED(frame, s, 3);
 }
 
@@ -20,10 +28,11 @@ CPJIT_CACHED_OP(op_ja, 3, 3) {
   EBPF_JUMP();
 }
 
-/* A helper id nobody registered: rbpf fails when the call is executed. */
+/* A helper id nobody registered: rbpf fails when the call is executed (the id goes where
+ * a fault's address goes). */
 CPJIT_CACHED_OP(op_unknown_helper, 3, 3) {
   struct cpjit_frame *f = frame;
-  FAULT(EBPF_UNKNOWN_HELPER, 0, 0);
+  FAULT(EBPF_UNKNOWN_HELPER, IMM32X, 0);
 }
 
 /* An eBPF-to-eBPF call: save r6..r9 and the return site, move r10 down, jump. */
@@ -43,8 +52,9 @@ CPJIT_CACHED_OP(op_call_local, 3, 3) {
   EBPF_JUMP();
 }
 
-/* EXIT: leave the trace from the outermost function (r0 in the frame), else return to the
- * caller's site through the chain of op_ret_case (JUMP names its first instance). */
+/* EXIT in a program with local calls: leave the trace from the outermost function (r0 in
+ * the frame), else return to the caller's site through the chain of op_ret_case (JUMP
+ * names its first instance). Without local calls EXIT is family `r`'s `ret`. */
 CPJIT_CACHED_OP(op_exit, 3, 3) {
   CPJIT_STACK(s, 3);
   struct cpjit_frame *f = frame;
@@ -67,21 +77,6 @@ CPJIT_CACHED_OP(op_ret_case, 3, 3) {
   struct cpjit_frame *f = frame;
   if (f->ret_site == (uint64_t)CPJIT_NARROW(SITE, u32)) EBPF_JUMP();
   CPJIT_CONTINUE_CACHED(frame, s, 3);
-}
-
-/* A load or store outside the regions (LDX, ST, STX jump here, their registers unchanged):
- * DST_AT names the base register, OFF the offset, IMM the width. */
-CPJIT_CACHED_OP(op_oob_load, 3, 3) {
-  CPJIT_STACK(s, 3);
-  struct cpjit_frame *f = frame;
-  SYNC_OUT();
-  FAULT(EBPF_OOB_LOAD, FRAME_AT(DST_AT) + OFF64, (uint64_t)CPJIT_NARROW(IMM, s32));
-}
-CPJIT_CACHED_OP(op_oob_store, 3, 3) {
-  CPJIT_STACK(s, 3);
-  struct cpjit_frame *f = frame;
-  SYNC_OUT();
-  FAULT(EBPF_OOB_STORE, FRAME_AT(DST_AT) + OFF64, (uint64_t)CPJIT_NARROW(IMM, s32));
 }
 
 /* Execution ran past the last instruction (rbpf's interpreter panics there). */

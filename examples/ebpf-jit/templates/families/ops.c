@@ -1,8 +1,16 @@
 /* The op families: one member per op (OP, with OP_IS_<op> set) and place of its
  * destination D and source S (a pinned slot 0..4, or 5: the frame; see ops.h). Family
- * `rr` has both, family `r` only D (its ops name no source register). */
+ * `rr` has both, family `r` only D (its ops name no source register). Family `x` has
+ * neither: its ops are rare in hot code (legacy packet loads, division, arithmetic shifts
+ * by a register), so each has one member, which works on the frame with the pinned
+ * registers stored there before and loaded back after (SYNCED), whatever the places of its
+ * registers: 18 stencils instead of 408. */
 #include "ops.h"
 
+#ifndef D
+#define D 5
+#define SYNCED 1
+#endif
 #ifndef S
 #define S 5
 #endif
@@ -32,7 +40,13 @@
 #define IS_ONE(x) SECOND(CAT(PROBE_, x))
 #define WHEN_1(...) __VA_ARGS__
 #define WHEN_0(...)
-#define OPDEF(name, ...) CAT(WHEN_, IS_ONE(OP_IS_##name))(EBPF_OP(op_member, __VA_ARGS__))
+#ifdef SYNCED
+#define BODY(...) SYNC_OUT(); __VA_ARGS__; SYNC_IN()
+#else
+#define BODY(...) __VA_ARGS__
+#endif
+#define OPDEF(name, ...)                                                     \
+  CAT(WHEN_, IS_ONE(OP_IS_##name))(EBPF_OP(op_member, BODY(__VA_ARGS__)))
 #define JDEF(name, INIT, COND)                                               \
   CAT(WHEN_, IS_ONE(OP_IS_##name))(                                         \
       CPJIT_CACHED_OP(op_member, 3, 3) {                                     \
@@ -42,6 +56,17 @@
         INIT;                                                                \
         if (COND) EBPF_JUMP();                                               \
         CPJIT_CONTINUE_CACHED(frame, s, 3);                                  \
+      })
+
+/* XDEF(name, body): an op that leaves the trace (its body returns a status). */
+#define XDEF(name, ...)                                                      \
+  CAT(WHEN_, IS_ONE(OP_IS_##name))(                                         \
+      CPJIT_CACHED_OP(op_member, 3, 3) {                                     \
+        CPJIT_STACK(s, 3);                                                   \
+        struct cpjit_frame *f = frame;                                       \
+        (void)s;                                                             \
+        (void)f;                                                             \
+        __VA_ARGS__;                                                         \
       })
 
 /* ---- ALU64: d, s are the 64-bit operands; the result replaces dst. ---- */
@@ -97,9 +122,9 @@ OPDEF(be64, DREG = __builtin_bswap64(DREG))
 OPDEF(lddw, DREG = CPJIT_OPERAND(VALUE))
 
 /* ---- Memory: every access checked against the three regions first. An access outside
- * them jumps, registers unchanged, to JUMP: this instruction's op_oob_load / op_oob_store
- * (ops.c), which recomputes the address and leaves the trace. So the op's fault path is a
- * single conditional branch and its continuation falls through. ---- */
+ * them jumps, registers unchanged, to JUMP: this instruction's oob_load / oob_store (below),
+ * which recomputes the address and leaves the trace. So the op's fault path is a single
+ * conditional branch and its continuation falls through. ---- */
 /* LDX: D the destination, S the base. */
 #define LDX(name, T, K)                                                      \
   OPDEF(name, uint64_t a = SREG + OFF64;                                     \
@@ -136,25 +161,38 @@ LDABS(ldindh, u16u, f->lo[1] + SREG + IMM32)
 LDABS(ldindw, u32u, f->lo[1] + SREG + IMM32)
 LDABS(ldinddw, u64u, f->lo[1] + SREG + IMM32)
 
+/* The fault exits of LDX (oob_load) and ST/STX (oob_store), one per such instruction, after
+ * the program: D is the place of the base register, OFF the offset, IMM the width. */
+XDEF(oob_load, FAULT(EBPF_OOB_LOAD, DREG + OFF64, IMM32X))
+XDEF(oob_store, FAULT(EBPF_OOB_STORE, DREG + OFF64, IMM32X))
+
+/* ---- EXIT in a program without local calls: r0 (D its place) into the frame, and leave. */
+#if D == 5
+#define R0_OUT() ((void)0)
+#else
+#define R0_OUT() (f->r[0] = DREG)
+#endif
+XDEF(ret, R0_OUT(); return EBPF_OK)
+
 /* ---- A helper call: r0 = fn(r1, r2, r3, r4, r5) through the Rust trampoline; D is where r0
  * lives, S where r1 lives (the registers a helper loop carries), r2..r5 are read from their
  * homes after SYNC_OUT. ---- */
-OPDEF(call_helper, SYNC_OUT();
-      uint64_t r0 = ebpf_call_helper(CPJIT_OPERAND(FN), SREG, f->r[2], f->r[3], f->r[4], f->r[5]);
-      SYNC_IN(); DREG = r0)
+OPDEF(call_helper, SYNC_OUT_OPERANDS();
+      uint64_t r0 = ebpf_call_helper(SREG, f->r[2], f->r[3], f->r[4], f->r[5], CPJIT_OPERAND(FN));
+      SYNC_IN_CLOBBERED(); DREG = r0)
 
 /* ---- Jumps: JUMP when the condition holds. ---- */
 /* JMP: immediates zero-extended for the unsigned compares, sign-extended otherwise. */
 #define J64(name, XIMM, COND)                                                \
   JDEF(name##_imm, uint64_t d = DREG; uint64_t x = (XIMM), COND)             \
   JDEF(name##_reg, uint64_t d = DREG; uint64_t x = SREG, COND)
-J64(jeq, (uint64_t)IMM32, d == x)
-J64(jgt, (uint64_t)IMM32, d > x)
-J64(jge, (uint64_t)IMM32, d >= x)
-J64(jlt, (uint64_t)IMM32, d < x)
-J64(jle, (uint64_t)IMM32, d <= x)
+J64(jeq, IMM32X, d == x)
+J64(jgt, IMM32X, d > x)
+J64(jge, IMM32X, d >= x)
+J64(jlt, IMM32X, d < x)
+J64(jle, IMM32X, d <= x)
 J64(jset, IMM64, (d & x) != 0)
-J64(jne, (uint64_t)IMM32, d != x)
+J64(jne, IMM32X, d != x)
 J64(jsgt, IMM64, (int64_t)d > (int64_t)x)
 J64(jsge, IMM64, (int64_t)d >= (int64_t)x)
 J64(jslt, IMM64, (int64_t)d < (int64_t)x)

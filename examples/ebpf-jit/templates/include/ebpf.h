@@ -38,6 +38,10 @@ struct cpjit_frame {
   uint64_t fault_addr;
   uint64_t fault_len;
   struct ebpf_call calls[EBPF_MAX_CALL_DEPTH];
+  /* Where pinned slot k's eBPF register lives in the frame (its byte offset; r[11] for an
+   * unused slot), for the ops that move the whole register file (entry, EXIT, local calls):
+   * read here rather than patched in, they cost no holes to stitch. */
+  uint64_t pin_at[5];
 };
 
 /* Exit statuses of a trace (src/jit.rs turns them into errors). */
@@ -51,8 +55,10 @@ struct cpjit_frame {
 
 /* Calls the helper `fn` (a Rust `fn(u64, u64, u64, u64, u64) -> u64`) with r1..r5 and
  * returns its result, r0: arguments and result in registers, so that a value a loop passes
- * through a helper (r1 in, r0 out) does not go through the frame. */
-extern uint64_t ebpf_call_helper(uint64_t fn, uint64_t r1, uint64_t r2, uint64_t r3,
-                                 uint64_t r4, uint64_t r5);
+ * through a helper (r1 in, r0 out) does not go through the frame. r1..r5 come first, in the
+ * registers the helper takes them in (x86-64: rdi, rsi, rdx, rcx, r8), so r1 pinned in p0
+ * (rdi) needs no move and the trampoline only jumps to `fn`. */
+extern uint64_t ebpf_call_helper(uint64_t r1, uint64_t r2, uint64_t r3, uint64_t r4,
+                                 uint64_t r5, uint64_t fn);
 
 #endif /* EBPF_H */

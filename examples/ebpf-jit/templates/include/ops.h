@@ -18,7 +18,8 @@ CPJIT_DECLARE_NARROW(IMM, s32);
 CPJIT_DECLARE_NARROW(OFF, u16); /* the offset + 0x8000 */
 CPJIT_DECLARE_NARROW(IDX, u32);
 CPJIT_DECLARE_NARROW(SITE, u32);
-/* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused). */
+/* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused), as
+ * operands for the helper call (hot: no load of the frame's pin_at). */
 CPJIT_DECLARE_NARROW(PIN0_AT, u16);
 CPJIT_DECLARE_NARROW(PIN1_AT, u16);
 CPJIT_DECLARE_NARROW(PIN2_AT, u16);
@@ -36,10 +37,14 @@ CPJIT_DECLARE_TARGET(JUMP);
 #define AT(NAME) ((uintptr_t)CPJIT_NARROW(NAME, u16))
 #endif
 #define FRAME_AT(NAME) (*(uint64_t *)((char *)f + AT(NAME)))
-
-/* The immediate as rbpf's `insn.imm as u64` (sign-extended) and `insn.imm as u32`. */
+/* The immediate as rbpf's `insn.imm as u64` (sign-extended) and `insn.imm as u32`, and
+ * the latter zero-extended. (On x86-64 ELF the narrow operand's address is its low 32
+ * bits, but not to be used as a 64-bit value: LLVM then folds it into sign-extending
+ * imm32 fields as well as zero-extending moves, so its meaning would depend on the
+ * instruction chosen; CPJIT_NARROW's casts keep it exact.) */
 #define IMM64 ((uint64_t)(int64_t)CPJIT_NARROW(IMM, s32))
 #define IMM32 ((uint32_t)CPJIT_NARROW(IMM, s32))
+#define IMM32X ((uint64_t)IMM32)
 /* The offset, sign-extended. OFF holds it plus 0x8000 as a u16 (src/emit.rs): a signed
  * narrow operand is given to LLVM as its low 32 bits and extended by a cast, which costs
  * `mov $off, %eax; movswq %ax, %rax` per access on x86-64, while AT(OFF) - 0x8000 folds into
@@ -62,8 +67,30 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
   }
 #define EBPF_JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, 3)
 
-/* The pinned registers to and from their homes in the frame. */
+/* The pinned registers to and from their homes in the frame, through the frame's pin_at
+ * (the ops run once per call or exit: no holes to patch). */
+#define PIN_HOME(K) (*(uint64_t *)((char *)f + f->pin_at[K]))
 #define SYNC_OUT()                                                           \
+  do {                                                                       \
+    PIN_HOME(0) = s.v0;                                                      \
+    PIN_HOME(1) = s.v1;                                                      \
+    PIN_HOME(2) = s.v2;                                                      \
+    PIN_HOME(3) = s.p0;                                                      \
+    PIN_HOME(4) = s.p1;                                                      \
+  } while (0)
+#define SYNC_IN()                                                            \
+  do {                                                                       \
+    s.v0 = PIN_HOME(0);                                                      \
+    s.v1 = PIN_HOME(1);                                                      \
+    s.v2 = PIN_HOME(2);                                                      \
+    s.p0 = PIN_HOME(3);                                                      \
+    s.p1 = PIN_HOME(4);                                                      \
+  } while (0)
+/* The same through operands, for the helper call (hot: no loads of pin_at). A helper
+ * changes no eBPF register, so after the call only the slots in registers a C call
+ * clobbers are read back (x86-64: c2, p0, p1 are rdx, rdi, rsi; c0, c1 are r14, r15, which
+ * it preserves); elsewhere the compiler keeps v0 and v1 across the call itself. */
+#define SYNC_OUT_OPERANDS()                                                  \
   do {                                                                       \
     FRAME_AT(PIN0_AT) = s.v0;                                                \
     FRAME_AT(PIN1_AT) = s.v1;                                                \
@@ -71,10 +98,8 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
     FRAME_AT(PIN3_AT) = s.p0;                                                \
     FRAME_AT(PIN4_AT) = s.p1;                                                \
   } while (0)
-#define SYNC_IN()                                                            \
+#define SYNC_IN_CLOBBERED()                                                  \
   do {                                                                       \
-    s.v0 = FRAME_AT(PIN0_AT);                                                \
-    s.v1 = FRAME_AT(PIN1_AT);                                                \
     s.v2 = FRAME_AT(PIN2_AT);                                                \
     s.p0 = FRAME_AT(PIN3_AT);                                                \
     s.p1 = FRAME_AT(PIN4_AT);                                                \
@@ -90,12 +115,13 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
   } while (0)
 
 /* Whether an access of 1 << K bytes at addr lies inside a region (see lim in ebpf.h). The
- * memory first, then the stack, then the metadata buffer, each a branch: a program's hot
- * accesses are mostly to one region, and the first that holds ends the check. */
+ * memory first, expected to hold: its check falls through to the access, and the checks of
+ * the stack and then the metadata buffer go to the op's cold part (x86-64 and riscv64 ELF
+ * split it off: the hot code is one subtraction, compare and branch per access). */
 static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_frame *f,
                                                                 uint64_t addr, int k) {
-  return (addr - f->lo[1] < f->lim[1][k]) || (addr - f->lo[0] < f->lim[0][k]) ||
-         (addr - f->lo[2] < f->lim[2][k]);
+  if (__builtin_expect(addr - f->lo[1] < f->lim[1][k], 1)) return 1;
+  return (addr - f->lo[0] < f->lim[0][k]) || (addr - f->lo[2] < f->lim[2][k]);
 }
 
 #endif /* EBPF_OPS_H */

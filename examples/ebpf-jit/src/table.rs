@@ -1,0 +1,454 @@
+//! The tables the compiler reads per instruction, built once per [`Compiler`] from the
+//! set's stencil names (templates/manifest.toml): per stencil where each of its operands
+//! comes from and whether it jumps; per opcode what the compiler does with it and its
+//! member for every place of its registers. With them, compiling an instruction is a few
+//! table reads and one `push`: no names, no decoding into enums.
+//!
+//! [`Compiler`]: crate::Compiler
+
+use crate::emit::{value_index, VALUES};
+use crate::insn::{decode, AluOp, Cond, Kind, Width};
+use crate::Error;
+use cpjit_runtime::model::StencilSet;
+use std::collections::HashMap;
+
+/// How many eBPF registers live in machine registers (templates/include/ops.h: slots 0..4;
+/// place 5 is the frame).
+pub const PINS: usize = 5;
+/// The place of a register that lives in the frame.
+pub(crate) const FRAME: usize = PINS;
+/// Places: the pinned slots and the frame.
+pub(crate) const PLACES: usize = PINS + 1;
+/// No stencil.
+pub(crate) const NONE: u16 = u16::MAX;
+
+/// Which eBPF register a member's D or S is, read from an instruction's word `w` as
+/// `((w >> shift) & mask) + add`: the dst or src field, r0, r1, or `NO_REG` (none), without
+/// a branch or a table per instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Role {
+    shift: u8,
+    mask: u8,
+    add: u8,
+}
+
+/// The register of a member's D or S of role "none": its place is the frame, and no
+/// member reads it (r15: no verified program names it).
+const NO_REG: usize = 15;
+
+impl Role {
+    pub const NONE: Role = Role::fixed(NO_REG as u8);
+    pub const DST: Role = Role::field(8);
+    pub const SRC: Role = Role::field(12);
+    pub const R0: Role = Role::fixed(0);
+    pub const R1: Role = Role::fixed(1);
+
+    const fn field(shift: u8) -> Role {
+        Role {
+            shift,
+            mask: 15,
+            add: 0,
+        }
+    }
+
+    const fn fixed(r: u8) -> Role {
+        Role {
+            shift: 0,
+            mask: 0,
+            add: r,
+        }
+    }
+
+    /// The register of instruction word `w` in this role (0..=15).
+    #[inline(always)]
+    pub fn of(self, w: u64) -> usize {
+        (((w >> self.shift) as usize & usize::from(self.mask)) + usize::from(self.add)) & 15
+    }
+}
+
+/// What the compiler does with an instruction besides pushing its member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Only the member.
+    Plain,
+    /// JA and the conditional jumps: the member jumps to `off`'s instruction.
+    Jump,
+    /// LDX: the member jumps to a fault exit after the program.
+    Load,
+    /// ST and STX: likewise.
+    Store,
+    /// LD_DW: a 64-bit immediate from two instructions.
+    LdDw,
+    /// LE/BE: the member by width ([`Table::end`]).
+    End,
+    /// CALL: a helper's or a local call.
+    Call,
+    /// EXIT.
+    Exit,
+    /// XADD, TAIL_CALL: refused by the verifier.
+    Invalid,
+}
+
+/// One opcode's row.
+#[derive(Clone, Copy)]
+pub(crate) struct Row {
+    pub action: Action,
+    /// The member's D and S registers.
+    pub d: Role,
+    pub s: Role,
+    /// Access width in bytes (loads and stores).
+    pub width: u8,
+    /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table).
+    pub members: [[u16; PLACES]; PLACES],
+}
+
+impl Row {
+    const UNKNOWN: Row = Row {
+        action: Action::Invalid,
+        d: Role::NONE,
+        s: Role::NONE,
+        width: 0,
+        members: [[NONE; PLACES]; PLACES],
+    };
+}
+
+/// The most operands a stencil of the set may have.
+pub(crate) const MAX_OPERANDS: usize = 14;
+
+/// A stencil's operands, as indices into an instruction's values (`emit::Values`).
+#[derive(Clone, Copy)]
+pub(crate) struct Operands {
+    pub at: [u8; MAX_OPERANDS],
+    pub len: u8,
+    /// Whether it has its jump target (a compare of a register with itself folds to always
+    /// or never).
+    pub jumps: bool,
+}
+
+/// Everything the compiler looks up.
+pub(crate) struct Table {
+    pub rows: Box<[Row; 256]>,
+    pub operands: Vec<Operands>,
+    /// `[BE][width 16, 32, 64][place of dst]`; LE64 is `nop`.
+    pub end: [[[u16; PLACES]; 3]; 2],
+    /// `[place of r0][place of r1]`.
+    pub call_helper: [[u16; PLACES]; PLACES],
+    /// By the place of the base register.
+    pub oob_load: [u16; PLACES],
+    pub oob_store: [u16; PLACES],
+    /// EXIT without local calls, by the place of r0.
+    pub ret: [u16; PLACES],
+    pub ja: u16,
+    pub enter: u16,
+    pub nop: u16,
+    pub exit: u16,
+    pub call_local: u16,
+    pub unknown_helper: u16,
+    pub ret_case: u16,
+    pub fell_off: u16,
+    pub invalid: u16,
+}
+
+fn alu_name(op: AluOp) -> &'static str {
+    match op {
+        AluOp::Add => "add",
+        AluOp::Sub => "sub",
+        AluOp::Mul => "mul",
+        AluOp::Div => "div",
+        AluOp::Or => "or",
+        AluOp::And => "and",
+        AluOp::Lsh => "lsh",
+        AluOp::Rsh => "rsh",
+        AluOp::Neg => "neg",
+        AluOp::Mod => "mod",
+        AluOp::Xor => "xor",
+        AluOp::Mov => "mov",
+        AluOp::Arsh => "arsh",
+    }
+}
+
+fn cond_name(c: Cond) -> &'static str {
+    match c {
+        Cond::Eq => "jeq",
+        Cond::Gt => "jgt",
+        Cond::Ge => "jge",
+        Cond::Set => "jset",
+        Cond::Ne => "jne",
+        Cond::Sgt => "jsgt",
+        Cond::Sge => "jsge",
+        Cond::Lt => "jlt",
+        Cond::Le => "jle",
+        Cond::Slt => "jslt",
+        Cond::Sle => "jsle",
+    }
+}
+
+fn width_name(w: Width) -> &'static str {
+    match w {
+        Width::B => "b",
+        Width::H => "h",
+        Width::W => "w",
+        Width::Dw => "dw",
+    }
+}
+
+/// An opcode's row (members still empty) and the element of the family its members are
+/// named by (`op_<element>_3_<D>[_<S>]`), if it has any.
+fn row_of(kind: Kind) -> (Row, Option<String>) {
+    let bits = |wide: bool| if wide { 64 } else { 32 };
+    let src = |r: bool| if r { "reg" } else { "imm" };
+    let row = |action, d: Role, s: Role, width: Width| Row {
+        action,
+        d,
+        s,
+        width: width.bytes() as u8,
+        ..Row::UNKNOWN
+    };
+    let plain = |d, s| row(Action::Plain, d, s, Width::B);
+    let (r, name) = match kind {
+        Kind::Alu {
+            op: AluOp::Neg,
+            wide,
+            ..
+        } => (plain(Role::DST, Role::NONE), format!("neg{}", bits(wide))),
+        Kind::Alu { op, wide, reg: r } => (
+            plain(Role::DST, if r { Role::SRC } else { Role::NONE }),
+            format!("{}{}_{}", alu_name(op), bits(wide), src(r)),
+        ),
+        Kind::Jmp { cond, wide, reg: r } => (
+            row(
+                Action::Jump,
+                Role::DST,
+                if r { Role::SRC } else { Role::NONE },
+                Width::B,
+            ),
+            format!(
+                "{}{}_{}",
+                cond_name(cond),
+                if wide { "" } else { "32" },
+                src(r)
+            ),
+        ),
+        Kind::LdDw => (
+            row(Action::LdDw, Role::DST, Role::NONE, Width::B),
+            "lddw".into(),
+        ),
+        Kind::LdAbs(w) => (
+            plain(Role::R0, Role::NONE),
+            format!("ldabs{}", width_name(w)),
+        ),
+        Kind::LdInd(w) => (
+            plain(Role::R0, Role::SRC),
+            format!("ldind{}", width_name(w)),
+        ),
+        Kind::Ldx(w) => (
+            row(Action::Load, Role::DST, Role::SRC, w),
+            format!("ldx{}", width_name(w)),
+        ),
+        Kind::St(w) => (
+            row(Action::Store, Role::DST, Role::NONE, w),
+            format!("st{}", width_name(w)),
+        ),
+        Kind::Stx(w) => (
+            row(Action::Store, Role::DST, Role::SRC, w),
+            format!("stx{}", width_name(w)),
+        ),
+        Kind::End { .. } => return (row(Action::End, Role::DST, Role::NONE, Width::B), None),
+        Kind::Ja => return (row(Action::Jump, Role::NONE, Role::NONE, Width::B), None),
+        Kind::Call => return (row(Action::Call, Role::R0, Role::R1, Width::B), None),
+        Kind::Exit => return (row(Action::Exit, Role::R0, Role::NONE, Width::B), None),
+        Kind::Xadd | Kind::TailCall => return (Row::UNKNOWN, None),
+    };
+    (r, Some(name))
+}
+
+/// The places of family `x`'s members (one for every place of the registers).
+const ANY: usize = PLACES;
+
+/// A family member's name split into its element and places: `op_<element>_3_<D>` (family
+/// `r`; S is `FRAME`), `op_<element>_3_<D>_<S>` (family `rr`) or `op_<element>_3_x`
+/// (family `x`: D and S are `ANY`).
+fn member(name: &str) -> Option<(&str, usize, usize)> {
+    let place = |t: &str| t.parse::<usize>().ok().filter(|&p| p < PLACES);
+    let rest = name.strip_prefix("op_")?;
+    if let Some(elem) = rest.strip_suffix("_3_x") {
+        return Some((elem, ANY, ANY));
+    }
+    let mut parts = rest.rsplitn(4, '_');
+    let (last, second, third, elem) = (parts.next()?, parts.next()?, parts.next(), parts.next());
+    match (third, elem) {
+        (Some("3"), Some(elem)) => Some((elem, place(second)?, place(last)?)),
+        _ if second == "3" => {
+            let elem = rest.strip_suffix(last)?.strip_suffix("_3_")?;
+            Some((elem, place(last)?, FRAME))
+        }
+        _ => None,
+    }
+}
+
+fn missing(name: impl Into<String>) -> Error {
+    Error::Jit(cpjit_runtime::Error::UnknownStencilName { name: name.into() })
+}
+
+impl Table {
+    /// The tables of `set`; an error names a stencil the compiler needs that the set lacks,
+    /// or an operand it does not know.
+    pub fn new(set: &StencilSet<'_>) -> Result<Table, Error> {
+        let mut t = Table::singles(set)?;
+        // Which opcodes each element's members serve.
+        let mut by_element: HashMap<String, Vec<u8>> = HashMap::new();
+        for opc in 0..=255u8 {
+            if let Some(kind) = decode(opc) {
+                let (row, element) = row_of(kind);
+                t.rows[usize::from(opc)] = row;
+                if let Some(e) = element {
+                    by_element.entry(e).or_default().push(opc);
+                }
+            }
+        }
+        t.rows[0x05].members = [[t.ja; PLACES]; PLACES];
+        t.operands.reserve_exact(set.stencils.len());
+        for (i, s) in set.stencils.iter().enumerate() {
+            t.operands
+                .push(operands(s.name, s.operands, !s.targets.is_empty())?);
+            let Some((elem, d, p)) = member(s.name) else {
+                continue;
+            };
+            let i = i as u16;
+            match elem {
+                "le16" | "le32" | "be16" | "be32" | "be64" => {
+                    let w = match &elem[2..] {
+                        "16" => 0,
+                        "32" => 1,
+                        _ => 2,
+                    };
+                    t.end[usize::from(elem.starts_with("be"))][w][d] = i;
+                }
+                "call_helper" => t.call_helper[d][p] = i,
+                "oob_load" => t.oob_load[d] = i,
+                "oob_store" => t.oob_store[d] = i,
+                "ret" => t.ret[d] = i,
+                _ => {
+                    for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
+                        let members = &mut t.rows[usize::from(opc)].members;
+                        if d == ANY {
+                            *members = [[i; PLACES]; PLACES];
+                        } else {
+                            members[d][p] = i;
+                        }
+                    }
+                }
+            }
+        }
+        t.end[0][2] = [t.nop; PLACES];
+        t.check()?;
+        Ok(t)
+    }
+
+    /// The stencils outside the families (the family tables still empty).
+    fn singles(set: &StencilSet<'_>) -> Result<Table, Error> {
+        let get = |name: &str| {
+            set.index_of(name)
+                .map(|i| i as u16)
+                .ok_or_else(|| missing(name))
+        };
+        Ok(Table {
+            rows: Box::new([Row::UNKNOWN; 256]),
+            operands: Vec::new(),
+            end: [[[NONE; PLACES]; 3]; 2],
+            call_helper: [[NONE; PLACES]; PLACES],
+            oob_load: [NONE; PLACES],
+            oob_store: [NONE; PLACES],
+            ret: [NONE; PLACES],
+            ja: get("op_ja")?,
+            enter: get("op_enter")?,
+            nop: get("op_nop")?,
+            exit: get("op_exit")?,
+            call_local: get("op_call_local")?,
+            unknown_helper: get("op_unknown_helper")?,
+            ret_case: get("op_ret_case")?,
+            fell_off: get("op_fell_off")?,
+            invalid: get("op_invalid")?,
+        })
+    }
+
+    /// Refuses a set without a member the compiler may push.
+    fn check(&self) -> Result<(), Error> {
+        for opc in 0..=255u8 {
+            let row = &self.rows[usize::from(opc)];
+            let (ds, ss) = (places(row.d), places(row.s));
+            let needs = matches!(
+                row.action,
+                Action::Plain | Action::Jump | Action::Load | Action::Store | Action::LdDw
+            );
+            for d in ds.clone() {
+                for s in ss.clone() {
+                    if needs && row.members[d][s] == NONE {
+                        return Err(missing(format!(
+                            "the member of opcode {opc:#04x} for places {d}, {s}"
+                        )));
+                    }
+                }
+            }
+        }
+        let tables = [
+            self.end.as_flattened().as_flattened(),
+            self.call_helper.as_flattened(),
+            &self.oob_load[..],
+            &self.oob_store[..],
+            &self.ret[..],
+        ];
+        if tables.iter().any(|t| t.contains(&NONE)) {
+            return Err(missing(
+                "a member of le*/be*, call_helper, oob_load, oob_store or ret for some place",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The places a register of role `r` may have (the frame only if there is none).
+fn places(r: Role) -> std::ops::Range<usize> {
+    if r == Role::NONE {
+        FRAME..PLACES
+    } else {
+        0..PLACES
+    }
+}
+
+/// Stencil `name`'s operands as indices into an instruction's values.
+fn operands(name: &str, names: &[&str], jumps: bool) -> Result<Operands, Error> {
+    if names.len() > MAX_OPERANDS {
+        return Err(missing(format!(
+            "{name} (more than {MAX_OPERANDS} operands)"
+        )));
+    }
+    let mut at = [0u8; MAX_OPERANDS];
+    for (a, &o) in at.iter_mut().zip(names) {
+        *a = value_index(o).ok_or_else(|| missing(format!("{name} (operand {o})")))?;
+        debug_assert!(usize::from(*a) < VALUES);
+    }
+    Ok(Operands {
+        at,
+        len: names.len() as u8,
+        jumps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_split_into_element_and_places() {
+        assert_eq!(member("op_add64_reg_3_2_0"), Some(("add64_reg", 2, 0)));
+        assert_eq!(member("op_add64_imm_3_2"), Some(("add64_imm", 2, FRAME)));
+        assert_eq!(member("op_le16_3_5"), Some(("le16", 5, FRAME)));
+        assert_eq!(member("op_neg64_3_4"), Some(("neg64", 4, FRAME)));
+        assert_eq!(member("op_ldxb_3_1_5"), Some(("ldxb", 1, 5)));
+        assert_eq!(member("op_div64_reg_3_x"), Some(("div64_reg", ANY, ANY)));
+        assert_eq!(member("op_ja"), None);
+        assert_eq!(member("op_add64_imm_3_9"), None);
+        assert_eq!(member("ebpf_entry"), None);
+    }
+}
