@@ -326,20 +326,7 @@ const MAX_FUNCTION_LINES: usize = 150;
 /// Places over the limits that other work in progress is splitting, each with its owner's
 /// reason; the entry goes when the file is split (the test fails on an entry that no longer
 /// exceeds, so the list cannot go stale).
-const OVER_THE_LIMITS: [(&str, &str); 3] = [
-    (
-        "toolchain/src/pipeline.rs",
-        "811 lines: wave 22's h-split splits it (a stage of its own per purpose)",
-    ),
-    (
-        "toolchain/src/object/macho.rs",
-        "fn parse, 159 lines: wave 22's h-split splits the Mach-O reader into named stages",
-    ),
-    (
-        "examples/ebpf-jit/tests/generated.rs",
-        "fn item, 154 lines: the eBPF example is wave 22's h-ebpf's, which owns its files",
-    ),
-];
+const OVER_THE_LIMITS: [(&str, &str); 0] = [];
 
 /// Test code: a file in a `tests/` directory or a test module of its own (`tests.rs`,
 /// `*_tests.rs`); its modules may be long (one case table per file), its functions may not.

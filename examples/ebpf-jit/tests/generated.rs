@@ -162,36 +162,7 @@ impl Gen {
         let dst = self.data();
         let src = self.data();
         match self.rng.below(100) {
-            0..=29 => {
-                let op_ = self.rng.pick(&ALU_OPS);
-                let wide = self.rng.chance(50);
-                if self.rng.chance(50) {
-                    code(vec![op(
-                        Kind::Alu {
-                            op: op_,
-                            wide,
-                            reg: true,
-                        },
-                        dst,
-                        src,
-                        0,
-                        0,
-                    )])
-                } else {
-                    let imm = self.imm();
-                    code(vec![op(
-                        Kind::Alu {
-                            op: op_,
-                            wide,
-                            reg: false,
-                        },
-                        dst,
-                        0,
-                        0,
-                        imm,
-                    )])
-                }
-            }
+            0..=29 => self.alu_item(dst, src),
             30..=32 => {
                 let wide = self.rng.chance(50);
                 code(vec![op(
@@ -246,31 +217,7 @@ impl Gen {
                 };
                 code(vec![op(Kind::Call, 0, 0, 0, id as i32)])
             }
-            77..=79 => {
-                let w = self.width();
-                // rbpf checks 8 bytes from the address whatever the width.
-                let imm = if self.mem_len >= 8 && self.rng.chance(85) {
-                    self.rng.range(0, self.mem_len - 8)
-                } else {
-                    self.mem_len - self.rng.range(-1, 10)
-                } as i32;
-                if self.rng.chance(50) {
-                    code(vec![op(Kind::LdAbs(w), 0, 0, 0, imm)])
-                } else {
-                    let and = op(
-                        Kind::Alu {
-                            op: AluOp::And,
-                            wide: true,
-                            reg: false,
-                        },
-                        src,
-                        0,
-                        0,
-                        15,
-                    );
-                    code(vec![and, op(Kind::LdInd(w), 0, src, 0, imm.max(0) / 2)])
-                }
-            }
+            77..=79 => self.packet_load_item(src),
             80..=82 => {
                 // A call of a later function (so that calls never recurse).
                 let next = fun.map_or(0, |k| k + 1);
@@ -280,36 +227,98 @@ impl Gen {
                     self.item(fun)
                 }
             }
-            _ => {
-                let cond = self.rng.pick(&CONDS);
-                let wide = self.rng.chance(50);
-                if self.rng.chance(50) {
-                    Item::Jump(op(
-                        Kind::Jmp {
-                            cond,
-                            wide,
-                            reg: true,
-                        },
-                        dst,
-                        src,
-                        0,
-                        0,
-                    ))
-                } else {
-                    let imm = self.imm();
-                    Item::Jump(op(
-                        Kind::Jmp {
-                            cond,
-                            wide,
-                            reg: false,
-                        },
-                        dst,
-                        0,
-                        0,
-                        imm,
-                    ))
-                }
-            }
+            _ => self.jump_item(dst, src),
+        }
+    }
+
+    /// An ALU operation on `dst` with `src` or an immediate.
+    fn alu_item(&mut self, dst: u8, src: u8) -> Item {
+        let op_ = self.rng.pick(&ALU_OPS);
+        let wide = self.rng.chance(50);
+        if self.rng.chance(50) {
+            code(vec![op(
+                Kind::Alu {
+                    op: op_,
+                    wide,
+                    reg: true,
+                },
+                dst,
+                src,
+                0,
+                0,
+            )])
+        } else {
+            let imm = self.imm();
+            code(vec![op(
+                Kind::Alu {
+                    op: op_,
+                    wide,
+                    reg: false,
+                },
+                dst,
+                0,
+                0,
+                imm,
+            )])
+        }
+    }
+
+    /// An LD_ABS or LD_IND of the packet (mostly in bounds, sometimes just past its end).
+    fn packet_load_item(&mut self, src: u8) -> Item {
+        let w = self.width();
+        // rbpf checks 8 bytes from the address whatever the width.
+        let imm = if self.mem_len >= 8 && self.rng.chance(85) {
+            self.rng.range(0, self.mem_len - 8)
+        } else {
+            self.mem_len - self.rng.range(-1, 10)
+        } as i32;
+        if self.rng.chance(50) {
+            code(vec![op(Kind::LdAbs(w), 0, 0, 0, imm)])
+        } else {
+            let and = op(
+                Kind::Alu {
+                    op: AluOp::And,
+                    wide: true,
+                    reg: false,
+                },
+                src,
+                0,
+                0,
+                15,
+            );
+            code(vec![and, op(Kind::LdInd(w), 0, src, 0, imm.max(0) / 2)])
+        }
+    }
+
+    /// A conditional jump on `dst` against `src` or an immediate.
+    fn jump_item(&mut self, dst: u8, src: u8) -> Item {
+        let cond = self.rng.pick(&CONDS);
+        let wide = self.rng.chance(50);
+        if self.rng.chance(50) {
+            Item::Jump(op(
+                Kind::Jmp {
+                    cond,
+                    wide,
+                    reg: true,
+                },
+                dst,
+                src,
+                0,
+                0,
+            ))
+        } else {
+            let imm = self.imm();
+            Item::Jump(op(
+                Kind::Jmp {
+                    cond,
+                    wide,
+                    reg: false,
+                },
+                dst,
+                0,
+                0,
+                imm,
+            ))
         }
     }
 
