@@ -646,7 +646,7 @@ mod tests {
             .iter_mut()
             .filter(|p| p.example == "sum" && p.runner.starts_with("PyPy"))
         {
-            p.vs_jit = Some(s(0.6));
+            p.vs_jit = Some(Sample::from_times(vec![0.6], 1));
         }
         r.pyvm.push(row("calls", "PyPy 7.3.11", 1.5));
         let t = issue11_targets(&r);
