@@ -5,12 +5,13 @@ usage: timed_main.py PROGRAM.py OUT.json [RUNS]
 Loads PROGRAM.py as a module (its `if __name__ == "__main__"` block does not run), then
 calls its `main()` RUNS times (default 1). Each call's printed output is captured, and an
 exception it raises is recorded as a last line `error: <message>`, as the VM's runners do;
-each call is timed with `time.perf_counter_ns`, so interpreter start-up and loading the
+each call is timed with `time.perf_counter_ns` (wall) and `time.process_time_ns` (the
+process's CPU time, the JIT's own work included), so interpreter start-up and loading the
 program are excluded. Writes OUT.json, which the bench reads (a typed file, not scraped
 text):
 
     {"implementation": "cpython" | "pypy" | ..., "implementation_version": "7.3.11",
-     "runs": [{"ns": <int>, "output": "<what main printed>"}, ...]}
+     "runs": [{"ns": <int>, "cpu_ns": <int>, "output": "<what main printed>"}, ...]}
 
 Runs on CPython and PyPy (Python 3.9 and later); standard library only.
 """
@@ -37,21 +38,21 @@ def load(path):
 
 
 def run_once(main):
-    """One call of `main`: (ns, printed output)."""
+    """One call of `main`: (wall ns, CPU ns, printed output)."""
     out = io.StringIO()
     saved, sys.stdout = sys.stdout, out
     try:
-        start = time.perf_counter_ns()
+        start, cpu_start = time.perf_counter_ns(), time.process_time_ns()
         try:
             main()
         except Exception as e:  # the program's own error is part of its output
-            end = time.perf_counter_ns()
+            end, cpu_end = time.perf_counter_ns(), time.process_time_ns()
             out.write(f"error: {e}\n")
         else:
-            end = time.perf_counter_ns()
+            end, cpu_end = time.perf_counter_ns(), time.process_time_ns()
     finally:
         sys.stdout = saved
-    return end - start, out.getvalue()
+    return end - start, cpu_end - cpu_start, out.getvalue()
 
 
 def main(argv):
@@ -67,8 +68,8 @@ def main(argv):
     entry = load(program)
     results = []
     for _ in range(runs):
-        ns, output = run_once(entry)
-        results.append({"ns": ns, "output": output})
+        ns, cpu_ns, output = run_once(entry)
+        results.append({"ns": ns, "cpu_ns": cpu_ns, "output": output})
     report = {
         "implementation": sys.implementation.name,
         "implementation_version": ".".join(map(str, sys.implementation.version[:3])),

@@ -15,10 +15,13 @@
 use crate::examples::{self, Example};
 use crate::harness::{alternate, cpu_ratios, ratios, time, Measured, Rounds, Timed};
 use crate::peer::{self, library, library::Library, Level};
-use crate::peer_compiler::{resolve, vm_trace_spec, LlvmTraceCompiler};
+use crate::peer_compiler::{
+    peer_name, resolve, vm_lowered_spec, vm_trace_spec, LlvmTraceCompiler, PeerLowering,
+};
 use crate::results::PeerRow;
 use crate::workload::TraceSpec;
-use cpjit_vm::jit::TraceCompiler;
+use cpjit_runtime::model::StencilSet;
+use cpjit_vm::jit::{Backend, TraceCompiler};
 use cpjit_vm::{ops, Config, Mode, Stats, Vm};
 use inkwell::context::Context;
 use std::cell::{Cell, RefCell};
@@ -30,6 +33,19 @@ const RUN_UNIT: &str = "per program run, compile excluded";
 /// Runs `ex` once from a fresh VM; returns its statistics and the time outside compiles
 /// (ns). Fails on wrong output.
 pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
+    let (stats, t) = run_whole(ex, config, backend)?;
+    // The VM times its compiles on the wall clock; both clocks leave them out.
+    let compile = stats.compile_time.as_nanos() as f64;
+    let run = Measured {
+        wall: (t.wall - compile).max(0.0),
+        cpu: (t.cpu - compile).max(0.0),
+    };
+    Ok((stats, run))
+}
+
+/// Runs `ex` once from a fresh VM; returns its statistics and the whole run's time (ns),
+/// compiles included. Fails on wrong output.
+pub fn run_whole(ex: &Example, config: Config, backend: &str) -> Result<(Stats, Measured), String> {
     let vm = Vm::new(ex.program.clone(), config)
         .map_err(|e| format!("vm/examples/{}.vm: cannot create the VM: {e}", ex.name))?;
     let (result, t) = time(|| vm.run());
@@ -43,14 +59,7 @@ pub fn run_once(ex: &Example, config: Config, backend: &str) -> Result<(Stats, M
             ex.name, ex.expected
         ));
     }
-    let stats = vm.stats();
-    // The VM times its compiles on the wall clock; both clocks leave them out.
-    let compile = stats.compile_time.as_nanos() as f64;
-    let run = Measured {
-        wall: (t.wall - compile).max(0.0),
-        cpu: (t.cpu - compile).max(0.0),
-    };
-    Ok((stats, run))
+    Ok((vm.stats(), t))
 }
 
 /// The traces a `jit` run of `ex` built, from its executors.
@@ -88,11 +97,8 @@ impl VmIr {
     pub fn load(root: &Path) -> Result<VmIr, String> {
         let set = cpjit_vm::jit::set_for(library::triple())
             .ok_or_else(|| format!("the VM has no {} stencil set linked", library::triple()))?;
-        let ir = library::template_bitcode(
-            &root.join("vm/templates"),
-            &root.join("targets"),
-            &["shim.c", "ops.c"],
-        )?;
+        let (templates, targets) = (root.join("vm/templates"), root.join("targets"));
+        let ir = library::template_bitcode(&templates, &targets, &["shim.c", "ops.c"])?;
         // Every VM op that has a stencil, so that any trace a run builds can be lowered.
         let mut stencils = vec!["vm_entry"];
         stencils.extend(
@@ -105,9 +111,34 @@ impl VmIr {
         // (`'static` in `CompiledTrace`), so the LLVM context they borrow lives for the whole
         // process.
         let context: &'static Context = Box::leak(Box::new(Context::create()));
-        let lib = Rc::new(library::Library::new(context, &ir, &stencils)?);
+        // The family members the VM's lowering picks are compiled when first used; those of
+        // the examples' traces now, in one go, off every clock.
+        let lib = library::Library::new(context, &ir, &stencils)?
+            .with_members(library::MemberSource { templates, targets });
+        lib.load_members(&examples_members(root, set)?)?;
+        let lib = Rc::new(lib);
         Ok(VmIr { set, context, lib })
     }
+}
+
+/// The stencils the VM's lowering picks for the traces of the examples' `jit` runs.
+fn examples_members(
+    root: &Path,
+    set: &'static StencilSet<'static>,
+) -> Result<Vec<&'static str>, String> {
+    let backend = Backend::new(set)?;
+    let mut names = Vec::new();
+    for ex in examples::load(&root.join("vm/examples"))? {
+        for trace in traces_of(&ex)? {
+            let lowered = backend
+                .lower_stencils(&trace)
+                .map_err(|e| format!("vm/examples/{}.vm: {e}", ex.name))?;
+            names.extend(lowered.instances.iter().map(|x| x.stencil));
+        }
+    }
+    names.sort_unstable();
+    names.dedup();
+    Ok(names)
 }
 
 pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
@@ -121,23 +152,37 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
         if traces.is_empty() {
             continue;
         }
-        let specs: Vec<TraceSpec> = traces
-            .iter()
-            .enumerate()
-            .map(|(i, t)| vm_trace_spec(format!("{}#{i}", ex.name), t))
-            .collect();
-        let instances = traces.iter().map(|t| t.uops.len() + 1).sum();
+        let same = Backend::new(set)?;
+        let specs = [
+            traces
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    Ok(vm_lowered_spec(
+                        format!("{}#{i}", ex.name),
+                        &same.lower_stencils(t)?,
+                    ))
+                })
+                .collect::<Result<Vec<TraceSpec>, String>>()?,
+            traces
+                .iter()
+                .enumerate()
+                .map(|(i, t)| vm_trace_spec(format!("{}#{i}", ex.name), t))
+                .collect(),
+        ];
+        let instances = specs[0].iter().map(|s| s.instances.len()).sum();
         let label = format!("vm/examples/{}.vm: {} trace(s)", ex.name, traces.len());
         let compile = compile_rounds(&backend, context, &lib, &traces, &specs, runs, &label)?;
         let run = run_rounds(ex, set, context, &lib, runs)?;
-        // Rounds: compile [copy-and-patch, -O0, -O2]; run [interpreter, copy-and-patch,
-        // -O0, -O2].
-        let names = ["interpreter", "copy-and-patch", "LLVM -O0", "LLVM -O2"];
+        // Rounds: compile [copy-and-patch, then the peers]; run [interpreter,
+        // copy-and-patch, then the peers].
+        let mut names = vec!["interpreter".to_string(), "copy-and-patch".to_string()];
+        names.extend(PEERS.iter().map(|&(level, same)| peer_name(level, same)));
         for (i, name) in names.into_iter().enumerate() {
             let c = i.checked_sub(1);
             rows.push(PeerRow {
                 trace: label.clone(),
-                backend: name.into(),
+                backend: name,
                 opt_level: None,
                 instances,
                 compile: c.map(|c| compile.sample(c, 1)),
@@ -157,14 +202,19 @@ pub fn run(root: &Path, quick: bool) -> Result<Vec<PeerRow>, String> {
     Ok(rows)
 }
 
+/// The LLVM peers after copy-and-patch, in round order: (level, whether it compiles the
+/// VM's own lowering rather than the uncached ops).
+const PEERS: [(Level, bool); 3] = [(Level::O0, true), (Level::O2, true), (Level::O2, false)];
+
 /// Compile time of an example's traces, alternated: copy-and-patch (the VM's own backend),
-/// LLVM -O0, LLVM -O2, each timed run right after an untimed one of its own.
+/// then each of [`PEERS`] (`specs`: the VM's own lowering, the uncached ops), each timed
+/// run right after an untimed one of its own.
 fn compile_rounds(
     backend: &cpjit_vm::jit::Backend,
     context: &'static Context,
     lib: &Library<'static>,
     traces: &[cpjit_vm::trace::Trace],
-    specs: &[TraceSpec],
+    specs: &[Vec<TraceSpec>; 2],
     runs: usize,
     label: &str,
 ) -> Result<Rounds, String> {
@@ -179,7 +229,8 @@ fn compile_rounds(
         Ok(t)
     })
     .primed()];
-    for level in [Level::O0, Level::O2] {
+    for (level, same) in PEERS {
+        let specs = &specs[usize::from(!same)];
         ops.push(
             Timed::new(0, runs, move || {
                 let (compiled, t) = time(|| {
@@ -208,16 +259,31 @@ fn run_rounds(
     lib: &Rc<Library<'static>>,
     runs: usize,
 ) -> Result<Rounds, String> {
-    let stats: Vec<Cell<Option<Stats>>> = (0..4).map(|_| Cell::new(None)).collect();
-    let errors: Vec<RefCell<Option<String>>> = (0..4).map(|_| RefCell::new(None)).collect();
-    let names = ["the interpreter", "copy-and-patch", "LLVM -O0", "LLVM -O2"];
-    let mut ops: Vec<Timed> = (0..4)
+    let n = 2 + PEERS.len();
+    let stats: Vec<Cell<Option<Stats>>> = (0..n).map(|_| Cell::new(None)).collect();
+    let errors: Vec<RefCell<Option<String>>> = (0..n).map(|_| RefCell::new(None)).collect();
+    let mut names = vec!["the interpreter".to_string(), "copy-and-patch".to_string()];
+    names.extend(PEERS.iter().map(|&(level, same)| peer_name(level, same)));
+    let mut ops: Vec<Timed> = (0..n)
         .map(|i| {
-            let (stats, error) = (&stats[i], &errors[i]);
+            let (stats, error, name) = (&stats[i], &errors[i], &names[i]);
             Timed::new(1, runs, move || {
-                let level = if i == 2 { Level::O0 } else { Level::O2 };
-                let llvm =
-                    (i >= 2).then(|| Rc::new(LlvmTraceCompiler::new(context, lib.clone(), level)));
+                let llvm = match i.checked_sub(2).map(|p| PEERS[p]) {
+                    Some((level, same)) => {
+                        let lowering = if same {
+                            PeerLowering::same(set)?
+                        } else {
+                            PeerLowering::Uncached
+                        };
+                        Some(Rc::new(LlvmTraceCompiler::new(
+                            context,
+                            lib.clone(),
+                            level,
+                            lowering,
+                        )))
+                    }
+                    None => None,
+                };
                 let compiler: Option<Rc<dyn TraceCompiler>> = match i {
                     0 => None,
                     1 => Some(Rc::new(cpjit_vm::jit::Backend::new(set)?)),
@@ -228,7 +294,7 @@ fn run_rounds(
                     compiler,
                     ..Config::default()
                 };
-                let (s, t) = run_once(ex, config, names[i])?;
+                let (s, t) = run_once(ex, config, name)?;
                 if let Some(e) = llvm.and_then(|l| l.error()) {
                     *error.borrow_mut() = Some(e);
                 }
@@ -249,14 +315,15 @@ fn run_rounds(
             ex.name, stats[1].compile_failures
         ));
     }
-    for i in 2..4 {
+    for i in 2..n {
         if let Some(e) = errors[i].borrow().as_ref() {
             return Err(format!("vm/examples/{}.vm: {e}", ex.name));
         }
-        // A trace compiled outside the VM has no entry into a loop's body past its preamble
+        // The uncached ops have no entry into a loop's body past its preamble
         // (`CompiledTrace::loop_body_address`): where copy-and-patch linked side traces into
-        // loop bodies, LLVM's enter at the preamble, whose own exits can grow side traces
-        // copy-and-patch never needs (collatz: 6 against 5). Fewer never.
+        // loop bodies, those enter at the preamble, whose own exits can grow side traces
+        // copy-and-patch never needs (collatz: 6 against 5). Fewer never. The VM's own
+        // lowering is entered where the stitched code is: the same traces.
         let same_traces = if stats[1].loop_body_links > 0 && stats[i].loop_body_links == 0 {
             stats[i].traces >= stats[1].traces
         } else {

@@ -1,31 +1,31 @@
 //! The `pyvm` group: the reference VM against CPython and PyPy, as a user would compare them.
 //! Every example program has a Python version (`examples/<name>.py`: same algorithm, same
-//! output as `<name>.expected`). Per example, one round runs each of these once, in this
-//! order, and the rounds alternate (1 warm-up round, then the timed rounds):
+//! output as `<name>.expected`). The group runs the examples at their real sizes
+//! (`vm/examples/real-sizes.json`: PyPy runs each for at least half a second; the output
+//! checked against `vm/examples/real/<name>.expected`), and measures start-up apart:
 //!
-//! - `cpjit interp` and `cpjit jit`: `Vm::run` from a fresh VM in this process (parse
-//!   excluded; tier-up, tracing and compiles included), as the `exec` group times it;
-//! - `LLVM -O2`: the same in `jit` mode with LLVM -O2 as the VM's trace compiler
-//!   ([`LlvmTraceCompiler`]), as the `peer` group runs it; its ratio to `jit` is taken with
-//!   the compile time excluded on both sides (LLVM's compiles cost thousands of times more);
-//! - the `cpjit-vm` binary in `interp` and `jit` mode as a child process: whole-process time,
-//!   spawn to exit;
-//! - `python3` and `pypy3` (each if present; the interpreter itself, `sys.executable`, so
-//!   that a launcher such as a pyenv shim is not timed): one fresh process per run, running
-//!   `bench/python/timed_main.py`, which calls the program's `main()` once and writes its
-//!   in-process time (`time.perf_counter_ns`, interpreter start-up and loading the program
-//!   excluded) and output to a JSON file; the bench also times the process, spawn to exit.
+//! - start-up ([`STARTUP`]): the `cpjit-vm` binary and each of `python3` and `pypy3` (the
+//!   interpreter itself, `sys.executable`, so that a launcher such as a pyenv shim is not
+//!   timed) running an empty program as a fresh process, spawn to exit;
+//! - steady state, per example, in-process CPU time (one round runs each once, in this
+//!   order; the rounds alternate, 1 warm-up round, then the timed rounds): `cpjit jit`
+//!   (`Vm::run` from a fresh VM in this process, parse excluded; tier-up, tracing and
+//!   compiles included, and excluded in a second figure); `LLVM -O2`: the same with LLVM -O2
+//!   as the VM's trace compiler, compiling the very lowering copy-and-patch stitches
+//!   ([`PeerLowering::Same`]), its ratio to `jit` taken with the compile time excluded on
+//!   both sides (LLVM's compiles cost thousands of times more); and `pypy3` in a fresh
+//!   process running `bench/python/timed_main.py`, which calls the program's `main()` once
+//!   and writes its CPU time (`time.process_time_ns`, start-up and loading the program
+//!   excluded, PyPy's JIT warm-up included) and output to a JSON file. CPython and
+//!   `cpjit interp` would take minutes per run at these sizes and run start-up only.
 //!
-//! One run per fresh process or VM, so every figure includes the runner's warm-up (tracing
-//! and compiling for cpjit, PyPy's JIT warm-up), as a user running the program once sees it.
-//! Every run's output is checked against `examples/<name>.expected`. Ratios to `jit` are per
-//! round (in-process ÷ `cpjit jit` in-process; whole process ÷ `cpjit-vm --mode jit`).
+//! Every run's output is checked. Ratios to `jit` are per round.
 
 use crate::examples::{self, Example};
 use crate::exec;
 use crate::harness::{alternate, ratios, Measured, Rounds, Timed};
 use crate::peer::Level;
-use crate::peer_compiler::LlvmTraceCompiler;
+use crate::peer_compiler::{LlvmTraceCompiler, PeerLowering};
 use crate::peer_vm::{self, VmIr};
 use crate::results::PyVmRow;
 use cpjit_vm::{Config, Mode};
@@ -52,8 +52,9 @@ pub struct DriverReport {
 /// One call of the program's `main()`.
 #[derive(Debug, Deserialize)]
 pub struct DriverRun {
-    /// In-process time of the call.
-    pub ns: u64,
+    /// In-process CPU time of the call (the process's, its JIT's work included; the
+    /// driver's `ns`, the wall clock, is not read).
+    pub cpu_ns: u64,
     /// What it printed, then `error: <message>` if it raised.
     pub output: String,
 }
@@ -177,7 +178,15 @@ pub struct Setup {
     pub vm: PathBuf,
 }
 
-/// Runs the group over every example; peers that are missing are listed in `skipped`.
+/// The interpreters the examples at their real sizes run on (CPython takes minutes there);
+/// every one of [`PYTHONS`] runs the empty program.
+pub const TIMED_PYTHONS: [&str; 1] = ["pypy3"];
+
+/// The example whose rows are start-up: an empty program, each runner a fresh process.
+pub const STARTUP: &str = "(start-up: empty program)";
+
+/// Runs the group: start-up, then every example at its real size; peers that are missing
+/// are listed in `skipped`.
 pub fn run(
     setup: &Setup,
     quick: bool,
@@ -189,10 +198,10 @@ pub fn run(
             setup.vm.display()
         ));
     }
-    let mut pythons: Vec<PathBuf> = Vec::new();
+    let mut pythons: Vec<(&str, PathBuf)> = Vec::new();
     for p in PYTHONS {
         match executable(p) {
-            Some(path) => pythons.push(path),
+            Some(path) => pythons.push((p, path)),
             None => {
                 let how = if p == "pypy3" {
                     "`bash ci/setup.sh --bench` installs it (`cargo xtask bench` runs it)"
@@ -203,17 +212,41 @@ pub fn run(
             }
         }
     }
+    skipped.push((
+        "pyvm: CPython and `cpjit interp` at real sizes".into(),
+        "each would take minutes per run; CPython runs the empty program (start-up)".into(),
+    ));
     let ir = VmIr::load(&setup.root)?;
     let scratch = std::env::temp_dir().join(format!("cpjit-bench-pyvm-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let (warmup, runs) = if quick { (1, 1) } else { (1, 5) };
-    let mut rows = Vec::new();
-    for ex in examples::load(&setup.root.join("vm/examples"))? {
+    let (warmup, runs) = if quick { (0, 1) } else { (1, 5) };
+    let all: Vec<PathBuf> = pythons.iter().map(|(_, p)| p.clone()).collect();
+    let empty = Example {
+        name: STARTUP.into(),
+        program: cpjit_vm::parse(EMPTY_VM).map_err(|e| format!("the empty program: {e}"))?,
+        expected: String::new(),
+        vm_source: EMPTY_VM.into(),
+        py_source: EMPTY_PY.into(),
+    };
+    let mut rows = ExampleRun {
+        setup,
+        ex: &empty,
+        ir: &ir,
+        pythons: &all,
+        scratch: &scratch,
+    }
+    .startup_rounds(warmup, runs)?;
+    let timed: Vec<PathBuf> = pythons
+        .iter()
+        .filter(|(p, _)| TIMED_PYTHONS.contains(p))
+        .map(|(_, path)| path.clone())
+        .collect();
+    for ex in examples::load_real(&setup.root.join("vm/examples"))? {
         let example = ExampleRun {
             setup,
             ex: &ex,
             ir: &ir,
-            pythons: &pythons,
+            pythons: &timed,
             scratch: &scratch,
         };
         rows.extend(example.rounds(warmup, runs)?);
@@ -221,6 +254,10 @@ pub fn run(
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(rows)
 }
+
+/// The empty program in both languages: what start-up runs.
+const EMPTY_VM: &str = "func main()\n  const none; return\nend\n";
+const EMPTY_PY: &str = "def main():\n    pass\n";
 
 /// One example's alternated rounds.
 struct ExampleRun<'a> {
@@ -232,35 +269,78 @@ struct ExampleRun<'a> {
     scratch: &'a Path,
 }
 
-/// The in-process runs' columns of the combined rounds (see [`ExampleRun::rounds`]).
-const INTERP: usize = 0;
-const JIT: usize = 1;
-const JIT_EXCL: usize = 2;
-const LLVM: usize = 3;
-const LLVM_EXCL: usize = 4;
-const VM_INTERP: usize = 5;
-const VM_JIT: usize = 6;
-/// Python interpreter `k`'s in-process and whole-process columns are `PY + 2k` and `PY + 2k + 1`.
-const PY: usize = 7;
+/// The columns of an example's combined rounds (see [`ExampleRun::rounds`]): in-process CPU
+/// time, compile included and excluded; Python interpreter `k`'s in-process CPU time is
+/// column `PY + k`.
+const JIT: usize = 0;
+const JIT_EXCL: usize = 1;
+const LLVM: usize = 2;
+const LLVM_EXCL: usize = 3;
+const PY: usize = 4;
 
 impl ExampleRun<'_> {
-    /// Times every runner alternately and returns one row per runner.
-    fn rounds(&self, warmup: usize, runs: usize) -> Result<Vec<PyVmRow>, String> {
-        let (ex, name) = (self.ex, &self.ex.name);
-        let vm_file = self.setup.root.join(format!("vm/examples/{name}.vm"));
-        let py_file = self.setup.root.join(format!("vm/examples/{name}.py"));
-        if !py_file.is_file() {
-            return Err(format!(
-                "vm/examples/{name}.vm has no Python version ({} is missing)",
-                py_file.display()
-            ));
-        }
+    /// The example's two sources written where child processes read them.
+    fn sources(&self) -> Result<(PathBuf, PathBuf), String> {
+        let write = |ext: &str, text: &str| {
+            let path = self.scratch.join(format!("program.{ext}"));
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok::<PathBuf, String>(path)
+        };
+        Ok((
+            write("vm", &self.ex.vm_source)?,
+            write("py", &self.ex.py_source)?,
+        ))
+    }
+
+    /// Start-up: the `cpjit-vm` binary and each Python interpreter running the empty
+    /// program, spawn to exit, alternated; one row per runner, ratios to `cpjit-vm`.
+    fn startup_rounds(&self, warmup: usize, runs: usize) -> Result<Vec<PyVmRow>, String> {
+        let (vm_file, py_file) = self.sources()?;
         let driver = self.setup.root.join("bench/python/timed_main.py");
-        // Each op returns one time to `alternate`; a second figure from the same run (compile
-        // excluded, or the Python run's in-process time) goes here, one entry per call.
-        let second: Vec<RefCell<Vec<f64>>> = (0..2 + self.pythons.len())
-            .map(|_| RefCell::new(Vec::new()))
+        let labels: Vec<RefCell<String>> = self
+            .pythons
+            .iter()
+            .map(|p| RefCell::new(p.display().to_string()))
             .collect();
+        let mut ops = vec![Timed::new(warmup, runs, || {
+            run_vm_binary(&self.setup.vm, &vm_file, "jit", "").map(Measured::wall_only)
+        })];
+        for (k, python) in self.pythons.iter().enumerate() {
+            let (driver, py_file, label) = (&driver, &py_file, &labels[k]);
+            let json = self.scratch.join(format!("python-{k}.json"));
+            ops.push(Timed::new(warmup, runs, move || {
+                let (whole, report) = run_python(python, driver, py_file, "", &json)?;
+                *label.borrow_mut() = report.label();
+                Ok(Measured::wall_only(whole))
+            }));
+        }
+        let r = alternate(&mut ops)?;
+        drop(ops);
+        let row = |runner: String, col: usize| PyVmRow {
+            example: STARTUP.into(),
+            runner,
+            in_process: r.sample(col, 1),
+            compile_excluded: None,
+            vs_jit: None,
+            whole_process: Some(r.sample(col, 1)),
+            whole_vs_jit: (col > 0).then(|| ratios(&r, col, 0)).flatten(),
+        };
+        let mut rows = vec![row("cpjit-vm".into(), 0)];
+        for (k, label) in labels.into_iter().enumerate() {
+            rows.push(row(label.into_inner(), 1 + k));
+        }
+        Ok(rows)
+    }
+
+    /// Times `cpjit jit`, LLVM -O2 and each Python interpreter alternately, in-process CPU
+    /// time, and returns one row per runner.
+    fn rounds(&self, warmup: usize, runs: usize) -> Result<Vec<PyVmRow>, String> {
+        let ex = self.ex;
+        let (_, py_file) = self.sources()?;
+        let driver = self.setup.root.join("bench/python/timed_main.py");
+        // Each op returns one time to `alternate`; the VM's runs' second figure (compile
+        // excluded) goes here, one entry per call.
+        let second: Vec<RefCell<Vec<f64>>> = (0..2).map(|_| RefCell::new(Vec::new())).collect();
         let labels: Vec<RefCell<String>> = self
             .pythons
             .iter()
@@ -268,37 +348,25 @@ impl ExampleRun<'_> {
             .collect();
         let mut ops = vec![
             Timed::new(warmup, runs, || {
-                Ok(exec::run_once(ex, Mode::Interp, "interp")?.1)
-            }),
-            Timed::new(warmup, runs, || {
                 let (stats, t) = exec::run_once(ex, Mode::Jit, "jit")?;
                 second[0]
                     .borrow_mut()
-                    .push(t.wall - stats.compile_time.as_nanos() as f64);
-                Ok(t)
+                    .push(t.cpu - stats.compile_time.as_nanos() as f64);
+                Ok(Measured::wall_only(t.cpu))
             }),
             Timed::new(warmup, runs, || {
                 let (exec_ns, compile_ns) = self.llvm_o2()?;
                 second[1].borrow_mut().push(exec_ns);
                 Ok(Measured::wall_only(exec_ns + compile_ns))
             }),
-            Timed::new(warmup, runs, || {
-                run_vm_binary(&self.setup.vm, &vm_file, "interp", &ex.expected)
-                    .map(Measured::wall_only)
-            }),
-            Timed::new(warmup, runs, || {
-                run_vm_binary(&self.setup.vm, &vm_file, "jit", &ex.expected)
-                    .map(Measured::wall_only)
-            }),
         ];
         for (k, python) in self.pythons.iter().enumerate() {
-            let (driver, py_file, second, label) = (&driver, &py_file, &second, &labels[k]);
+            let (driver, py_file, label) = (&driver, &py_file, &labels[k]);
             let json = self.scratch.join(format!("python-{k}.json"));
             ops.push(Timed::new(warmup, runs, move || {
-                let (whole, report) = run_python(python, driver, py_file, &ex.expected, &json)?;
-                second[2 + k].borrow_mut().push(report.runs[0].ns as f64);
+                let (_, report) = run_python(python, driver, py_file, &ex.expected, &json)?;
                 *label.borrow_mut() = report.label();
-                Ok(Measured::wall_only(whole))
+                Ok(Measured::wall_only(report.runs[0].cpu_ns as f64))
             }));
         }
         let timed = alternate(&mut ops)?;
@@ -316,30 +384,30 @@ impl ExampleRun<'_> {
             .collect();
         let mut op = timed.0.into_iter();
         let mut next = || op.next().expect("one column per op");
-        let mut cols = vec![next(), next(), std::mem::take(&mut second[0])];
-        cols.extend([next(), std::mem::take(&mut second[1]), next(), next()]);
-        for k in 0..self.pythons.len() {
-            cols.extend([std::mem::take(&mut second[2 + k]), next()]);
-        }
+        let mut cols = vec![next(), std::mem::take(&mut second[0])];
+        cols.extend([next(), std::mem::take(&mut second[1])]);
+        cols.extend((0..self.pythons.len()).map(|_| next()));
         let r = Rounds(cols);
         Ok(self.rows(&r, labels.into_iter().map(RefCell::into_inner).collect()))
     }
 
-    /// One run in `jit` mode with LLVM -O2 as the trace compiler: (time outside compiles,
-    /// compile time) in ns. Fails on wrong output or a failed compile.
+    /// One run in `jit` mode with LLVM -O2 compiling the VM's own lowering as the trace
+    /// compiler: (CPU time outside compiles, compiles' CPU time) in ns, the compiles clocked
+    /// by the compiler itself (the VM's clock is the wall's). Fails on wrong output or a
+    /// failed compile.
     fn llvm_o2(&self) -> Result<(f64, f64), String> {
         let llvm = Rc::new(LlvmTraceCompiler::new(
             self.ir.context,
             self.ir.lib.clone(),
             Level::O2,
+            PeerLowering::same(self.ir.set)?,
         ));
         let config = Config {
             mode: Mode::Jit,
             compiler: Some(llvm.clone()),
             ..Config::default()
         };
-        let (stats, exec) = peer_vm::run_once(self.ex, config, "LLVM -O2")?;
-        let exec_ns = exec.wall;
+        let (stats, whole) = peer_vm::run_whole(self.ex, config, "LLVM -O2")?;
         let name = &self.ex.name;
         if let Some(e) = llvm.error() {
             return Err(format!("vm/examples/{name}.vm: {e}"));
@@ -350,7 +418,8 @@ impl ExampleRun<'_> {
                 stats.compile_failures
             ));
         }
-        Ok((exec_ns, stats.compile_time.as_nanos() as f64))
+        let compile = llvm.compile_cpu();
+        Ok(((whole.cpu - compile).max(0.0), compile))
     }
 
     fn rows(&self, r: &Rounds, python_labels: Vec<String>) -> Vec<PyVmRow> {
@@ -363,17 +432,11 @@ impl ExampleRun<'_> {
             whole_process: None,
             whole_vs_jit: None,
         };
-        let whole = |mut row: PyVmRow, col: usize| {
-            row.whole_process = Some(r.sample(col, 1));
-            row.whole_vs_jit = ratios(r, col, VM_JIT);
-            row
-        };
         let mut rows = vec![
-            whole(row("cpjit interp".into(), INTERP), VM_INTERP),
             PyVmRow {
                 compile_excluded: Some(r.sample(JIT_EXCL, 1)),
                 vs_jit: None,
-                ..whole(row("cpjit jit".into(), JIT), VM_JIT)
+                ..row("cpjit jit".into(), JIT)
             },
             PyVmRow {
                 compile_excluded: Some(r.sample(LLVM_EXCL, 1)),
@@ -382,7 +445,7 @@ impl ExampleRun<'_> {
             },
         ];
         for (k, label) in python_labels.into_iter().enumerate() {
-            rows.push(whole(row(label, PY + 2 * k), PY + 2 * k + 1));
+            rows.push(row(label, PY + k));
         }
         rows
     }
@@ -521,7 +584,7 @@ mod tests {
                 ["n 1\n", "n 2\nerror: line 1:2 in main: too big\n"],
                 "{python}"
             );
-            assert!(report.runs.iter().all(|r| r.ns > 0), "{report:?}");
+            assert!(report.runs.iter().all(|r| r.cpu_ns > 0), "{report:?}");
             let expected = if python == "pypy3" {
                 "PyPy "
             } else {

@@ -45,6 +45,7 @@
 //! frame fields, and reachable from other traces' link slots at a body address that takes
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
+mod external;
 mod lower;
 
 use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
@@ -56,6 +57,7 @@ use crate::trace::Trace;
 use cpjit_model::StencilSet;
 pub use cpjit_runtime::EntryFn;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target};
+pub use external::{LoweredStencil, LoweredTrace};
 pub use lower::{LoweredId, LoweredInstance, Lowering};
 use std::any::Any;
 use std::cell::RefCell;
@@ -418,31 +420,8 @@ impl Backend {
         };
         let compiled = b.finish().map_err(|e| e.to_string())?;
         let entry = compiled.entry_fn(shim).map_err(|e| e.to_string())?;
-        let loop_body_address = trace.loop_body_start().map(|at| {
-            let entry = lowering.body_entry.unwrap_or(lowering.instance_of_uop[at]);
-            compiled.entry(entry.instance()) as u64
-        });
-        let pinned = lowering.pinned_entry.map(|k| PinnedEntry {
-            pins: Pins {
-                locals: lowering.pinned.clone(),
-                scaled: lowering.pinned_scaled.clone(),
-            },
-            address: compiled.entry(k.instance()) as u64,
-            inherited: lowering.inherited,
-        });
-        // Only a trace with pinned locals has LINKs: the others' table stays empty (no
-        // allocation, no pass over the instances).
-        let mut links_pinned = Vec::new();
-        if !lowering.pinned.is_empty() {
-            for exit in lowering.instances.iter().filter_map(|i| i.link) {
-                if links_pinned.is_empty() {
-                    links_pinned = vec![false; trace.exit_pcs.len()];
-                }
-                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                    *l = true;
-                }
-            }
-        }
+        let (loop_body_address, pinned, links_pinned) =
+            lowering.entry_points(trace, |k| compiled.entry(k.instance()) as u64);
         Ok(CompiledTrace {
             entry,
             names,
@@ -465,6 +444,7 @@ impl Backend {
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
         let selectors = self.cached.selectors();
         let mut kit_tracks = false;
+        let mut glue = Inst::default();
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
@@ -477,22 +457,10 @@ impl Backend {
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
-            // (The micro-op by reference: a copy per instance cost more than the glue's
-            // own, made only for glue.)
-            let glue;
-            let (u, n_targets): (&Inst, usize) = match inst.uop {
-                Some(i) => (&trace.uops[i], plan.n_targets as usize),
-                None => {
-                    let arg0 = match inst.link {
-                        Some(exit) => trace.uops[exit].arg1 + PINNED_LINK_OFFSET,
-                        None => inst.local.unwrap_or(0),
-                    };
-                    glue = Inst {
-                        arg0,
-                        ..Inst::default()
-                    };
-                    (&glue, 0)
-                }
+            let u = inst.operand_source(trace, &mut glue);
+            let n_targets = match inst.uop {
+                Some(_) => plan.n_targets as usize,
+                None => 0,
             };
             let n_operands = plan.n_operands as usize;
             for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
@@ -504,11 +472,7 @@ impl Backend {
                 })?;
             }
             for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
-                let to = match jump {
-                    Jump::Jump => lowering.instance_of_uop[u.target as usize],
-                    Jump::Exit => lowering.exit_instance(u.target as usize),
-                };
-                *target = Target::Instance(to.instance());
+                *target = Target::Instance(lowering.jump_target(*jump, u).instance());
             }
             let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
             // A cached member is pushed as the kit's op: the kit picks the member for the

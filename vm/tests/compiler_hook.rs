@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::{eager, run};
-use cpjit_vm::jit::{Backend, CompiledTrace, TraceCompiler};
+use cpjit_vm::jit::{Backend, CompiledTrace, LoweredId, TraceCompiler};
 use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode, Vm};
 use std::cell::Cell;
@@ -204,5 +204,101 @@ fn the_hook_is_ignored_outside_jit_mode() {
         vm.run().unwrap();
         assert_eq!(vm.output(), expected, "{mode:?}");
         assert_eq!(delegate.compiles.get(), 0, "{mode:?}");
+    }
+}
+
+/// Hands copy-and-patch's code out as an outside compile of the VM's own lowering
+/// (`Backend::lower_stencils`, `CompiledTrace::from_external_lowering`), each entry the
+/// lowering names at the stitched code's address for it: what the benchmark's LLVM peer does
+/// with its own code.
+struct SameLowering {
+    backend: Backend,
+}
+
+impl TraceCompiler for SameLowering {
+    fn name(&self) -> &str {
+        "same lowering"
+    }
+
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let lowered = self.backend.lower_stencils(trace)?;
+        assert_eq!(lowered.instances.len(), lowered.lowering.instances.len());
+        let set = self.backend.set();
+        for (x, inst) in lowered.instances.iter().zip(&lowered.lowering.instances) {
+            assert_eq!(x.stencil, set.stencils[inst.stencil].name);
+        }
+        let code = self.backend.compile(trace)?;
+        let body = code.body_address();
+        let pinned = code.pinned_entry().map(|p| p.address);
+        let loop_body = code.loop_body_address();
+        let pinned_id = lowered.lowering.pinned_entry;
+        let address = |k: LoweredId| {
+            assert!(lowered.entries.contains(&k), "{k} is not an entry");
+            match k {
+                LoweredId(0) => body,
+                _ if Some(k) == pinned_id => pinned.expect("a pinned entry"),
+                _ => loop_body.expect("a loop body"),
+            }
+        };
+        let (entry, bytes) = (code.entry(), code.code_bytes());
+        // SAFETY: every address is the stitched trace's code of that instance, kept alive by
+        // the owner.
+        Ok(unsafe {
+            CompiledTrace::from_external_lowering(
+                "same lowering",
+                entry,
+                trace,
+                &lowered,
+                address,
+                bytes,
+                Box::new(code),
+            )
+        })
+    }
+}
+
+#[test]
+fn an_outside_compile_of_the_vms_lowering_is_entered_and_linked_as_the_stitched_code() {
+    for name in ["sum", "nested", "collatz", "sieve", "calls", "insertion"] {
+        let (text, expected) = example(name);
+        let program = cpjit_vm::parse(&text).unwrap();
+        let stats = |compiler: Option<Rc<dyn TraceCompiler>>| {
+            let vm = Vm::new(
+                program.clone(),
+                Config {
+                    compiler,
+                    ..eager(Mode::Jit)
+                },
+            )
+            .unwrap();
+            let result = vm.run();
+            let mut out = vm.output();
+            if let Err(e) = result {
+                out.push_str(&format!("error: {e}\n"));
+            }
+            assert_eq!(out, expected, "examples/{name}.vm");
+            vm.stats()
+        };
+        let stitched = stats(None);
+        let backend = Backend::host()
+            .expect("host stencils are linked")
+            .with_checks(true);
+        let outside = stats(Some(Rc::new(SameLowering { backend })));
+        assert_eq!(outside.compile_failures, 0, "{name}");
+        assert_eq!(
+            (
+                outside.traces,
+                outside.loop_body_links,
+                outside.pinned_links,
+                outside.inherited_pins
+            ),
+            (
+                stitched.traces,
+                stitched.loop_body_links,
+                stitched.pinned_links,
+                stitched.inherited_pins
+            ),
+            "examples/{name}.vm: the same traces, linked alike"
+        );
     }
 }

@@ -44,7 +44,7 @@ macro_rules! examples {
     )*};
 }
 
-examples!(sum fib nested collatz sieve mandelbrot nbody calls overflow);
+examples!(sum fib nested collatz sieve mandelbrot nbody calls overflow integrate insertion recursion);
 
 /// A mode added to the VM must get its test above: this match stops compiling.
 #[allow(dead_code)]

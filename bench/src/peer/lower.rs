@@ -5,6 +5,7 @@
 //! Each clone keeps its own copy of the stencil's static data, like a stitched instance.
 
 use super::library::Library;
+use super::widen;
 use crate::workload::TraceSpec;
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
@@ -19,6 +20,12 @@ fn unused(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> bool {
 /// Name of instance `i`'s function in the lowered module.
 pub fn instance_name(i: usize) -> String {
     format!("cpjit_i{i}")
+}
+
+/// Whether `name` is an instance's function in the lowered module.
+pub fn is_instance_name(name: &str) -> bool {
+    name.strip_prefix("cpjit_i")
+        .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// What a hole symbol (without the prefix) stands for in instance `i` of `spec`.
@@ -59,12 +66,16 @@ pub fn lower<'ctx>(
     let trace = context.create_module(&spec.name);
     let ptr = context.ptr_type(AddressSpace::default());
     let i64t = context.i64_type();
+    // Members and uncached ops mixed: one signature for all (`widen`).
+    let stencils: Vec<&str> = spec.instances.iter().map(|x| x.stencil).collect();
+    library
+        .load_members(&stencils)
+        .map_err(|e| format!("{}: {e}", spec.name))?;
+    let wide = widen::widest(stencils[1..].iter().filter_map(|s| library.stencil_type(s)));
     for (i, x) in spec.instances.iter().enumerate() {
-        let template = library
-            .modules
-            .get(x.stencil)
-            .ok_or_else(|| format!("{}: no template module for {}", spec.name, x.stencil))?;
-        let m = template.clone();
+        let m = library
+            .template(x.stencil)
+            .map_err(|e| format!("{}: {e}", spec.name))?;
         let own = m
             .get_function(x.stencil)
             .expect("library modules define their stencil");
@@ -124,6 +135,10 @@ pub fn lower<'ctx>(
                     ))
                 }
             }
+        }
+        if let Some(wide) = wide {
+            let own = (i > 0).then_some(own);
+            widen::agree(&m, own, wide, is_instance_name);
         }
         trace
             .link_in_module(m)

@@ -6,6 +6,7 @@
 
 pub mod library;
 pub mod lower;
+mod widen;
 
 use crate::workload::TraceSpec;
 use inkwell::context::Context;
@@ -37,8 +38,8 @@ impl Level {
 pub struct Compiled<'ctx> {
     _engine: ExecutionEngine<'ctx>,
     entry: cpjit_runtime::EntryFn,
-    /// Instance 1's code, if kept callable ([`compile_with_body`]).
-    body: Option<u64>,
+    /// The code of the instances kept callable ([`compile_with_entries`]), in their order.
+    entries: Vec<u64>,
 }
 
 impl Compiled<'_> {
@@ -47,10 +48,10 @@ impl Compiled<'_> {
         self.entry
     }
 
-    /// Instance 1 (the first after the shim), with the ops' calling convention; `None`
-    /// unless compiled by [`compile_with_body`].
-    pub fn body(&self) -> Option<u64> {
-        self.body
+    /// The code of the instances [`compile_with_entries`] kept callable, in its order
+    /// (empty after [`compile`]), each with the ops' calling convention.
+    pub fn entries(&self) -> &[u64] {
+        &self.entries
     }
 
     /// Runs the trace from its shim; returns the exit status.
@@ -70,36 +71,26 @@ pub fn compile<'ctx>(
     level: Level,
     resolve: fn(&str) -> Option<u64>,
 ) -> Result<Compiled<'ctx>, String> {
-    compile_lowered(context, library, spec, level, resolve, false)
+    compile_with_entries(context, library, spec, level, resolve, &[])
 }
 
-/// As [`compile`], and keeps instance 1 an external function whose address
-/// [`Compiled::body`] gives: the VM's other traces jump there through their link slots, so
-/// -O2 must not inline it away into the shim.
-pub fn compile_with_body<'ctx>(
+/// As [`compile`], and keeps the instances `keep` (indices, not the shim) external
+/// functions whose addresses [`Compiled::entries`] gives: the VM's other traces jump there
+/// through their link slots, so -O2 must not inline them away.
+pub fn compile_with_entries<'ctx>(
     context: &'ctx Context,
     library: &Library<'ctx>,
     spec: &TraceSpec,
     level: Level,
     resolve: fn(&str) -> Option<u64>,
-) -> Result<Compiled<'ctx>, String> {
-    compile_lowered(context, library, spec, level, resolve, true)
-}
-
-fn compile_lowered<'ctx>(
-    context: &'ctx Context,
-    library: &Library<'ctx>,
-    spec: &TraceSpec,
-    level: Level,
-    resolve: fn(&str) -> Option<u64>,
-    keep_body: bool,
+    keep: &[usize],
 ) -> Result<Compiled<'ctx>, String> {
     let module = lower::lower(context, library, spec)?;
-    if keep_body {
-        let body = module
-            .get_function(&lower::instance_name(1))
-            .ok_or_else(|| format!("{}: the trace has no instance after its shim", spec.name))?;
-        body.set_linkage(inkwell::module::Linkage::External);
+    for &k in keep {
+        let f = module
+            .get_function(&lower::instance_name(k))
+            .ok_or_else(|| format!("{}: the trace has no instance {k} to keep", spec.name))?;
+        f.set_linkage(inkwell::module::Linkage::External);
     }
     if level == Level::O2 {
         module
@@ -138,18 +129,24 @@ fn compile_lowered<'ctx>(
         .map_err(|e| format!("{}: no entry after code generation: {e:?}", spec.name))?;
     // SAFETY: instance 0 is the shim, `int64_t cpjit_entry(struct cpjit_frame *, uint64_t *)`.
     let entry = unsafe { std::mem::transmute::<usize, cpjit_runtime::EntryFn>(address) };
-    let body = if keep_body {
-        let address = engine
-            .get_function_address(&lower::instance_name(1))
-            .map_err(|e| format!("{}: no body after code generation: {e:?}", spec.name))?;
-        Some(address as u64)
-    } else {
-        None
-    };
+    let entries = keep
+        .iter()
+        .map(|&k| {
+            engine
+                .get_function_address(&lower::instance_name(k))
+                .map(|a| a as u64)
+                .map_err(|e| {
+                    format!(
+                        "{}: no instance {k} after code generation: {e:?}",
+                        spec.name
+                    )
+                })
+        })
+        .collect::<Result<_, _>>()?;
     Ok(Compiled {
         _engine: engine,
         entry,
-        body,
+        entries,
     })
 }
 
@@ -210,6 +207,7 @@ define preserve_nonecc i64 @op_test_exit(ptr %f, ptr %sp) {
                 "t.ll".into(),
                 unit.write_bitcode_to_memory().as_slice().to_vec(),
             )],
+            members: Vec::new(),
         };
         let names = ["cpjit_entry", "op_test_push", "op_test_add", "op_test_exit"];
         Library::new(context, &ir, &names).unwrap()
