@@ -152,7 +152,7 @@ impl Backend {
                     .targets
                     .iter()
                     .zip(&plan.targets[..n_targets])
-                    .map(|(&name, &jump)| (name, lowering.jump_target(jump, &u)))
+                    .map(|(&name, &jump)| (name, lowering.jump_target(jump, u)))
                     .collect();
                 Ok(LoweredStencil {
                     stencil: plan.name,
