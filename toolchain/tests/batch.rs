@@ -99,7 +99,13 @@ fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
     build();
     let (bitcode, objects) = (entries(cache.path(), "bc2"), entries(cache.path(), "obj"));
     assert_eq!(bitcode.len(), 3, "one bitcode entry per batch: {bitcode:?}");
-    assert_eq!(objects.len(), SMALL.ops + 1, "one object per unit");
+    // One object per unit, two where the layout pass changed the unit (the kit's layout
+    // and the set's own, compared stencil by stencil: `pipeline/emit.rs`).
+    let units = SMALL.ops + 1;
+    assert!(
+        (units..=2 * units).contains(&objects.len()),
+        "one or two objects per unit: {objects:?}"
+    );
     let unit = set.path().join("ops/op_0004.c");
     let text = std::fs::read_to_string(&unit).unwrap();
     let edited = text.replacen("+ (int64_t)", "- (int64_t)", 1);
@@ -119,10 +125,9 @@ fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
         1,
         "only op_0004's batch: {new_bitcode:?}"
     );
-    assert_eq!(
-        new_objects.len(),
-        1,
-        "only op_0004's object: {new_objects:?}"
+    assert!(
+        (1..=2).contains(&new_objects.len()),
+        "only op_0004's object (in each layout): {new_objects:?}"
     );
 }
 
