@@ -6,9 +6,10 @@
 //! (`layout = "kit"`) has a larger hot part or loses a fall-through against the same set
 //! built with `layout = "compiler"`.
 //!
-//! The sets are copies in a temporary directory (their include directories made absolute),
-//! built with the workspace's build cache: the second build reuses the first one's bitcode
-//! and the set's own layout objects it emitted, and a later run of the test reuses both.
+//! The sets are copies in a temporary directory beside each set (so that its relative
+//! include directories and the build cache's `$SET`-relative keys are the set's own), built
+//! with the workspace's build cache: the first build reuses what `cargo xtask build-stencils`
+//! compiled, the second the bitcode and the set's own layout objects the first emitted.
 
 use crate::common;
 
@@ -77,7 +78,8 @@ fn repository_sets() -> Vec<PathBuf> {
         std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
-            .filter(|p| p.is_dir())
+            // Hidden directories are other runs' copies (below), never sets.
+            .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
             .collect()
     };
     let mut sets: Vec<PathBuf> = std::iter::once(root.join("templates"))
@@ -90,20 +92,11 @@ fn repository_sets() -> Vec<PathBuf> {
     sets
 }
 
-/// Writes the manifest of `set` into its copy `dir`, its include directories outside the set
-/// absolute and `[stencils] layout` set to `layout` if given.
+/// Writes the manifest of `set` into its copy `dir`, with `[stencils] layout` set to
+/// `layout` if given.
 fn write_manifest(set: &Path, dir: &Path, layout: Option<&str>) {
     let text = std::fs::read_to_string(set.join("manifest.toml")).unwrap();
     let mut manifest: toml::Table = toml::from_str(&text).unwrap();
-    if let Some(toml::Value::Array(dirs)) = manifest.get_mut("include_dirs") {
-        for d in dirs
-            .iter_mut()
-            .filter(|d| d.as_str().unwrap().starts_with(".."))
-        {
-            let absolute = set.join(d.as_str().unwrap()).canonicalize().unwrap();
-            *d = toml::Value::String(absolute.display().to_string());
-        }
-    }
     if let Some(layout) = layout {
         let stencils = manifest
             .get_mut("stencils")
@@ -138,17 +131,23 @@ fn the_kit_layout_is_never_worse_than_the_sets_own_on_the_repositorys_sets() {
     let sets = repository_sets();
     // The kit's own sets and at least one client's.
     assert!(sets.len() >= 3, "{sets:?}");
-    let tmp = tempfile::tempdir().unwrap();
     let mut tallies = std::collections::BTreeMap::new();
     for set in &sets {
         let name = set.strip_prefix(workspace()).unwrap().display().to_string();
-        let dir = tmp.path().join(name.replace('/', "-"));
-        copy_dir(set, &dir);
+        // The copy sits beside the set, at its depth: its include directories resolve as
+        // the set's own, and the build cache (whose keys spell the set's directory `$SET`)
+        // finds what `cargo xtask build-stencils` compiled for the set.
+        let tmp = tempfile::Builder::new()
+            .prefix(".layout-test-")
+            .tempdir_in(set.parent().unwrap())
+            .unwrap();
+        let dir = tmp.path();
+        copy_dir(set, dir);
         let cache = || Cache::new(Cache::default_dir(&workspace()));
-        write_manifest(set, &dir, None);
-        let kit = build_json(&dir, &only, cache());
-        write_manifest(set, &dir, Some("compiler"));
-        let own = build_json(&dir, &only, cache());
+        write_manifest(set, dir, None);
+        let kit = build_json(dir, &only, cache());
+        write_manifest(set, dir, Some("compiler"));
+        let own = build_json(dir, &only, cache());
         compare(&name, &kit, &own, &mut tallies);
     }
     let mut worse = Vec::new();

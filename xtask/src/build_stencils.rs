@@ -70,6 +70,7 @@ pub const CLIENT_SETS: &[(&str, &str)] = &[("vm/templates", "vm/stencils")];
 
 /// The repository's template sets: `templates/` → `stencils/`, then each `templates/<name>/`
 /// that holds a `manifest.toml` → `stencils-<name>/`, sorted by name, then [`CLIENT_SETS`].
+/// A hidden directory (`.name`) is never a set: tests copy sets beside themselves there.
 pub fn kit_sets(root: &Path) -> Result<Vec<KitSet>, String> {
     let templates = root.join("templates");
     let mut sets = vec![KitSet {
@@ -81,8 +82,9 @@ pub fn kit_sets(root: &Path) -> Result<Vec<KitSet>, String> {
     let mut nested: Vec<String> = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| format!("{}: {e}", templates.display()))?;
-        if entry.path().join("manifest.toml").is_file() {
-            nested.push(entry.file_name().to_string_lossy().into_owned());
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && entry.path().join("manifest.toml").is_file() {
+            nested.push(name);
         }
     }
     nested.sort();
