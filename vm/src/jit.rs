@@ -126,12 +126,20 @@ pub struct Backend {
     /// differential runs), off in release, where the lowering's construction is what makes
     /// its choices right.
     check: bool,
-    /// The last compile's lowering, whose vectors the next one reuses.
-    scratch: RefCell<Lowering>,
+    /// The last compile's lowering and pinning, whose vectors the next one reuses.
+    scratch: RefCell<Scratch>,
     /// Whether the runtime keeps listings (`JitOptions::listing`): only then does a compile
     /// name its instances for [`CompiledTrace::listing`] (a pass over the instances and an
     /// allocation, 3 % of the compile of nbody's traces, for listings rarely asked for).
     listing: bool,
+}
+
+/// A backend's vectors reused from compile to compile: no allocation per trace for its
+/// lowering or its choice of pinned locals once they have grown.
+#[derive(Default)]
+struct Scratch {
+    lowering: Lowering,
+    pinning: crate::pinning::Pinning,
 }
 
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
@@ -399,11 +407,11 @@ impl Backend {
         // (A compile inside a compile, which nothing does, would lower into fresh vectors.)
         let mut own = None;
         let mut borrowed = self.scratch.try_borrow_mut().ok();
-        let lowering: &mut Lowering = match borrowed.as_deref_mut() {
-            Some(l) => l,
-            None => own.insert(Lowering::default()),
+        let Scratch { lowering, pinning } = match borrowed.as_deref_mut() {
+            Some(s) => s,
+            None => own.insert(Scratch::default()),
         };
-        self.lower_into(trace, lowering)?;
+        self.lower_reusing(trace, lowering, pinning)?;
         if self.check {
             self.check_cache_states(trace, lowering)
                 .map_err(|e| format!("stencil set {}: {e}", self.set.target))?;

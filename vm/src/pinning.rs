@@ -55,54 +55,118 @@ use std::ops::RangeInclusive;
 pub const PIN_REGS: usize = 2;
 
 /// Locals held in pinned registers: what two traces linked with the registers live must
-/// agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// agree on. At most [`PIN_REGS`] of them, held inline (a trace's pins are copied into its
+/// compiled form and its side traces' without an allocation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pins {
-    /// The local in each pinned register.
-    pub locals: Vec<u64>,
-    /// By pinned register: whether it holds its local scaled.
-    pub scaled: Vec<bool>,
+    /// How many registers hold a local; the entries past it stay zero (so `==` compares
+    /// only what is held).
+    len: u8,
+    locals: [u64; PIN_REGS],
+    scaled: [bool; PIN_REGS],
 }
 
-/// The locals a loop body keeps in pinned registers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pinning {
-    /// The local in each pinned register (register k holds `locals[k]`).
-    pub locals: Vec<u64>,
+impl Pins {
+    /// `locals[k]` in pinned register k, held scaled where `scaled[k]`.
+    ///
+    /// # Panics
+    /// With more than [`PIN_REGS`] locals, or another number of `scaled` flags.
+    pub fn new(locals: &[u64], scaled: &[bool]) -> Pins {
+        assert!(
+            locals.len() <= PIN_REGS && scaled.len() == locals.len(),
+            "{} pinned locals with {} representations (at most {PIN_REGS} registers)",
+            locals.len(),
+            scaled.len()
+        );
+        let mut pins = Pins {
+            len: locals.len() as u8,
+            ..Pins::default()
+        };
+        pins.locals[..locals.len()].copy_from_slice(locals);
+        pins.scaled[..scaled.len()].copy_from_slice(scaled);
+        pins
+    }
+
+    /// The local in each pinned register (register k holds `locals()[k]`).
+    pub fn locals(&self) -> &[u64] {
+        &self.locals[..self.len as usize]
+    }
+
     /// By pinned register: whether it holds its local as a scaled int (the body proves the
     /// local an int where it starts; vm/templates/cached/ops.c, "Scaled ints").
-    pub scaled: Vec<bool>,
+    pub fn scaled(&self) -> &[bool] {
+        &self.scaled[..self.len as usize]
+    }
+
+    /// How many registers hold a local.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether no register holds a local.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The locals a loop body keeps in pinned registers. One is kept per backend and filled in
+/// place for trace after trace ([`choose`], [`inherit`]), so that deciding costs no
+/// allocation once its vectors have grown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pinning {
+    /// The locals and how each register holds its local.
+    pub pins: Pins,
     /// The body's micro-ops: its first (the back edge's target) to its `JUMP_TOP`.
-    pub body: RangeInclusive<usize>,
+    body_start: usize,
+    body_end: usize,
     /// By micro-op: whether it is an exit stub the body leaves through.
     pub stubs: Vec<bool>,
     /// By micro-op: the pinned register holding the local it runs on (a body micro-op
     /// on a pinned local), worked out once per trace for the lowering's many look-ups.
     registers: Vec<Option<u8>>,
+    /// [`choose`]'s uses by local, kept for its next trace.
+    uses: Vec<(u64, Uses)>,
 }
 
 impl Pinning {
-    /// A pinning of `locals` in `trace`'s micro-ops `body`.
-    fn new(
-        trace: &Trace,
-        locals: Vec<u64>,
-        scaled: Vec<bool>,
-        body: RangeInclusive<usize>,
-        stubs: Vec<bool>,
-    ) -> Pinning {
-        let mut registers = vec![None; trace.uops.len()];
+    /// Makes this the pinning of `pins` in `trace`'s micro-ops `body`, its stubs already
+    /// marked in `self.stubs`.
+    fn fill(&mut self, trace: &Trace, pins: Pins, body: RangeInclusive<usize>) {
+        self.registers.clear();
+        self.registers.resize(trace.uops.len(), None);
         for i in body.clone() {
-            registers[i] = pinned_local(&trace.uops[i])
-                .and_then(|local| locals.iter().position(|&l| l == local))
+            self.registers[i] = pinned_local(&trace.uops[i])
+                .and_then(|local| pins.locals().iter().position(|&l| l == local))
                 .map(|r| r as u8);
         }
-        Pinning {
-            locals,
-            scaled,
-            body,
-            stubs,
-            registers,
-        }
+        self.pins = pins;
+        (self.body_start, self.body_end) = body.into_inner();
+    }
+
+    /// Clears the stubs for a trace of `n` micro-ops.
+    fn clear_stubs(&mut self, n: usize) {
+        self.stubs.clear();
+        self.stubs.resize(n, false);
+    }
+
+    /// The local in each pinned register (register k holds `locals()[k]`).
+    pub fn locals(&self) -> &[u64] {
+        self.pins.locals()
+    }
+
+    /// By pinned register: whether it holds its local scaled.
+    pub fn scaled(&self) -> &[bool] {
+        self.pins.scaled()
+    }
+
+    /// The body's first micro-op (the back edge's target).
+    pub fn body_start(&self) -> usize {
+        self.body_start
+    }
+
+    /// Whether micro-op `i` is in the body.
+    pub fn in_body(&self, i: usize) -> bool {
+        (self.body_start..=self.body_end).contains(&i)
     }
 
     /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
@@ -112,20 +176,11 @@ impl Pinning {
         self.registers.get(i).copied().flatten().map(usize::from)
     }
 
-    /// The locals and how they are held.
-    pub fn pins(&self) -> Pins {
-        Pins {
-            locals: self.locals.clone(),
-            scaled: self.scaled.clone(),
-        }
-    }
-
-    /// The same locals, every one boxed in its register.
-    pub fn boxed(&self) -> Pinning {
-        Pinning {
-            scaled: vec![false; self.locals.len()],
-            ..self.clone()
-        }
+    /// Holds every local boxed in its register; `false` if every one already was.
+    pub fn box_all(&mut self) -> bool {
+        let changed = self.pins.scaled().contains(&true);
+        self.pins.scaled = [false; PIN_REGS];
+        changed
     }
 }
 
@@ -171,7 +226,7 @@ fn names_otherwise(u: &Inst, locals: &[u64]) -> bool {
 }
 
 /// How a loop body uses a local, by the micro-ops that could run on its pinned register.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Uses {
     /// The first of them reads it (it is not a `STORE`).
     read_first: bool,
@@ -185,8 +240,9 @@ struct Uses {
 
 /// The locals to pin, at most [`PIN_REGS`], from how the body uses them: none named
 /// otherwise; loop-carried ones (read before written) first, then by uses, ties to the lower
-/// local. Picked in one pass (no list of candidates to allocate and sort per trace).
-fn pick(uses: &[(u64, Uses)]) -> Vec<u64> {
+/// local. Picked in one pass (no list of candidates to allocate and sort per trace); every
+/// register holds its local boxed.
+fn pick(uses: &[(u64, Uses)]) -> Pins {
     let mut best: [Option<((bool, usize), u64)>; PIN_REGS] = [None; PIN_REGS];
     let candidates = uses
         .iter()
@@ -205,12 +261,23 @@ fn pick(uses: &[(u64, Uses)]) -> Vec<u64> {
             best[at] = Some(candidate);
         }
     }
-    best.iter().flatten().map(|&(_, l)| l).collect()
+    let mut pins = Pins::default();
+    for &(_, local) in best.iter().flatten() {
+        pins.locals[pins.len as usize] = local;
+        pins.len += 1;
+    }
+    pins
 }
 
-/// The locals `trace`'s loop body pins, if it has a body that qualifies and locals worth it
-/// (see the module doc); `None` when `cached` has no `PIN`/`UNPIN` stencils.
-pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
+/// Makes `out` the locals `trace`'s loop body pins, if it has a body that qualifies and
+/// locals worth it (see the module doc); `false` (and `out` garbage) when not, or when
+/// `cached` has no `PIN`/`UNPIN` stencils.
+pub fn choose(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
+    choose_pins(trace, cached, out).is_some()
+}
+
+/// [`choose`], `None` for `false`.
+fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
     let start = trace.loop_body_start()?;
     let end = (start..trace.body_len).find(|&i| {
         let u = &trace.uops[i];
@@ -219,10 +286,12 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     if end + 1 != trace.body_len {
         return None;
     }
-    let mut stubs = vec![false; trace.uops.len()];
+    out.clear_stubs(trace.uops.len());
+    let stubs = &mut out.stubs;
     // By local, in the order first named (a body names a handful: a linear search is
     // cheaper than a tree per micro-op).
-    let mut uses: Vec<(u64, Uses)> = Vec::new();
+    let uses = &mut out.uses;
+    uses.clear();
     let entry = |uses: &mut Vec<(u64, Uses)>, local: u64| match uses
         .iter()
         .position(|(l, _)| *l == local)
@@ -247,7 +316,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             stubs[t] = true;
         }
         if let Some(local) = pinned_local(u) {
-            let at = entry(&mut uses, local);
+            let at = entry(uses, local);
             let e = &mut uses[at].1;
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
@@ -277,7 +346,7 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
         }
         for (k, kind) in info.operands.iter().enumerate().take(2) {
             if *kind == OperandKind::Local && pinned_operand(u.op) != Some(k) {
-                let at = entry(&mut uses, [u.arg0, u.arg1][k]);
+                let at = entry(uses, [u.arg0, u.arg1][k]);
                 uses[at].1.named_otherwise = true;
             }
         }
@@ -293,19 +362,18 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     // Loop-carried locals (the body reads them before it writes them) first: their store
     // and the next iteration's load are what pinning takes off the critical path; then by
     // uses. (A temporary the body writes before it reads gains no more than any local.)
-    let locals = pick(&uses);
+    let mut pins = pick(uses);
     let copies_exist = |k: usize, scaled: bool| {
         cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
     };
-    if locals.is_empty() || !(0..locals.len()).all(|k| copies_exist(k, false)) {
+    if pins.is_empty() || !(0..pins.len()).all(|k| copies_exist(k, false)) {
         return None;
     }
-    let scaled = locals
-        .iter()
-        .enumerate()
-        .map(|(k, &l)| trace.loop_body_proves_int(l) && copies_exist(k, true))
-        .collect();
-    Some(Pinning::new(trace, locals, scaled, start..=end, stubs))
+    for k in 0..pins.len() {
+        pins.scaled[k] = trace.loop_body_proves_int(pins.locals[k]) && copies_exist(k, true);
+    }
+    out.fill(trace, pins, start..=end);
+    Some(())
 }
 
 /// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
@@ -313,15 +381,22 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
 /// (its end then leaves through a stub of its own, which writes the registers back), call no
 /// helper that could fail or read the frame, not jump, and name the pinned locals only in
 /// ops that run on a pinned register. The body is every micro-op before the final
-/// `EXIT_TRACE`; the final one and every exit target are stubs.
-pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
-    let pins = trace.inherited_pins.as_ref()?;
+/// `EXIT_TRACE`; the final one and every exit target are stubs. Fills `out` in place
+/// (`false`, and `out` garbage, when the trace cannot keep the pinning).
+pub fn inherit(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
+    inherit_pins(trace, cached, out).is_some()
+}
+
+/// [`inherit`], `None` for `false`.
+fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
+    let pins = trace.inherited_pins?;
     cached.link()?;
     let last = trace.body_len.checked_sub(1)?;
-    if last == 0 || trace.uops[last].op != op::EXIT_TRACE || pins.locals.len() > PIN_REGS {
+    if last == 0 || trace.uops[last].op != op::EXIT_TRACE {
         return None;
     }
-    let mut stubs = vec![false; trace.uops.len()];
+    out.clear_stubs(trace.uops.len());
+    let stubs = &mut out.stubs;
     stubs[last] = true;
     for i in 0..last {
         let u = &trace.uops[i];
@@ -336,22 +411,15 @@ pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             }
             stubs[t] = true;
         }
-        if names_otherwise(u, &pins.locals) {
+        if names_otherwise(u, pins.locals()) {
             return None;
         }
     }
-    let copies_exist = (0..pins.locals.len()).all(|k| {
-        cached.pin(k, pins.scaled[k]).is_some() && cached.unpin(k, pins.scaled[k]).is_some()
-    });
-    copies_exist.then(|| {
-        Pinning::new(
-            trace,
-            pins.locals.clone(),
-            pins.scaled.clone(),
-            0..=last - 1,
-            stubs,
-        )
-    })
+    let copies_exist =
+        pins.scaled().iter().enumerate().all(|(k, &scaled)| {
+            cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
+        });
+    copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
 }
 
 /// Which pinned registers hold a local, which, and whether scaled: `live[k] = Some((local,
@@ -529,7 +597,9 @@ mod tests {
                 .collect();
             sorted.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let expected: Vec<u64> = sorted.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
-            assert_eq!(pick(&uses), expected, "round {round}");
+            let pins = pick(&uses);
+            assert_eq!(pins.locals(), expected, "round {round}");
+            assert_eq!(pins.scaled(), vec![false; expected.len()], "round {round}");
         }
     }
 }

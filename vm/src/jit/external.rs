@@ -77,10 +77,7 @@ impl Lowering {
     ) -> (Option<u64>, Option<PinnedEntry>, Vec<bool>) {
         let loop_body = self.loop_body(trace).map(&address);
         let pinned = self.pinned_entry.map(|k| PinnedEntry {
-            pins: Pins {
-                locals: self.pinned.clone(),
-                scaled: self.pinned_scaled.clone(),
-            },
+            pins: Pins::new(&self.pinned, &self.pinned_scaled),
             address: address(k),
             inherited: self.inherited,
         });

@@ -215,9 +215,20 @@ impl Backend {
     /// [`Backend::lower`] into `out`, reusing its vectors: the compile of trace after trace
     /// then allocates nothing for its lowering. Whatever `out` held is replaced.
     pub fn lower_into(&self, trace: &Trace, out: &mut Lowering) -> Result<(), String> {
+        self.lower_reusing(trace, out, &mut Pinning::default())
+    }
+
+    /// [`Backend::lower_into`] deciding the pinning in `pinning`, whose vectors are reused
+    /// too (the compile keeps one from trace to trace).
+    pub(super) fn lower_reusing(
+        &self,
+        trace: &Trace,
+        out: &mut Lowering,
+        pinning: &mut Pinning,
+    ) -> Result<(), String> {
         let mut targets = std::mem::take(&mut out.jump_targets);
         jump_targets(trace, &mut targets);
-        let lowered = self.lower_pinned(trace, &targets, out);
+        let lowered = self.lower_pinned(trace, &targets, out, pinning);
         out.jump_targets = targets;
         lowered
     }
@@ -229,19 +240,19 @@ impl Backend {
         trace: &Trace,
         targets: &[bool],
         out: &mut Lowering,
+        pin: &mut Pinning,
     ) -> Result<(), String> {
         if self.pin_locals {
             // A side trace keeps its parent's pinned registers as they are, or none.
-            if let Some(inherited) = pinning::inherit(trace, &self.cached) {
-                if self.lower_with(trace, targets, Some(&inherited), out)? {
+            if pinning::inherit(trace, &self.cached, pin) {
+                if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
-            } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
-                if self.lower_with(trace, targets, Some(&pinning), out)? {
+            } else if pinning::choose(trace, &self.cached, pin) {
+                if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
-                let boxed = pinning.boxed();
-                if boxed != pinning && self.lower_with(trace, targets, Some(&boxed), out)? {
+                if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
             }
@@ -263,7 +274,7 @@ impl Backend {
         scaled: bool,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled[r]))) {
+        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled()[r]))) {
             Some((r, local_scaled)) => {
                 self.cached
                     .pinned_member(u.op, r, local_scaled, entry, scaled)
@@ -289,7 +300,7 @@ impl Backend {
         let mut s = CacheState::EMPTY;
         let mut gains = false;
         for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
+            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
             if j > i && boundary {
                 return gains;
             }
@@ -298,7 +309,7 @@ impl Backend {
             };
             let op = trace.uops[j].op;
             let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled[r]));
+                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled()[r]));
             gains |= on_scaled_local || gains_from_scaled_ints(op);
             if !falls_through(op) {
                 return gains;
@@ -352,11 +363,11 @@ impl Backend {
         };
         // PIN (or UNPIN) of every pinned register, with nothing cached.
         let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
-            for (r, &local) in p.locals.iter().enumerate() {
+            for (r, (&local, &scaled)) in p.locals().iter().zip(p.scaled()).enumerate() {
                 let stencil = if unpin {
-                    self.cached.unpin(r, p.scaled[r])
+                    self.cached.unpin(r, scaled)
                 } else {
-                    self.cached.pin(r, p.scaled[r])
+                    self.cached.pin(r, scaled)
                 };
                 let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
                 instances.push(LoweredInstance::copy(stencil, local));
@@ -366,9 +377,9 @@ impl Backend {
             if targets[i] {
                 spill(instances, &mut state)?;
             }
-            let in_body = pinning.is_some_and(|p| p.body.contains(&i));
+            let in_body = pinning.is_some_and(|p| p.in_body(i));
             if let Some(p) = pinning {
-                if i == *p.body.start() {
+                if i == p.body_start() {
                     spill(instances, &mut state)?;
                     body_entry = Some(LoweredId::next(instances));
                     copies(instances, p, false);
@@ -435,8 +446,8 @@ impl Backend {
         out.pinned.clear();
         out.pinned_scaled.clear();
         if let Some(p) = pinning {
-            out.pinned.extend_from_slice(&p.locals);
-            out.pinned_scaled.extend_from_slice(&p.scaled);
+            out.pinned.extend_from_slice(p.locals());
+            out.pinned_scaled.extend_from_slice(p.scaled());
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)
