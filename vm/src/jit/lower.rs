@@ -264,7 +264,7 @@ impl Backend {
 
     /// The member running micro-op `i` entered in state `entry`, with registers scaled or
     /// not: on its pinned local's register where `pinning` pins it.
-    #[inline]
+    #[inline(always)]
     fn find_member(
         &self,
         trace: &Trace,
