@@ -82,16 +82,14 @@ impl Lowering {
             inherited: self.inherited,
         });
         // Only a trace with pinned locals has LINKs: the others' table stays empty (no
-        // allocation, no pass over the instances).
+        // allocation).
         let mut links_pinned = Vec::new();
-        if !self.pinned.is_empty() {
-            for exit in self.instances.iter().filter_map(|i| i.link) {
-                if links_pinned.is_empty() {
-                    links_pinned = vec![false; trace.exit_pcs.len()];
-                }
-                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                    *l = true;
-                }
+        for &exit in &self.links {
+            if links_pinned.is_empty() {
+                links_pinned = vec![false; trace.exit_pcs.len()];
+            }
+            if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
+                *l = true;
             }
         }
         (loop_body, pinned, links_pinned)

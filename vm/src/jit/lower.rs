@@ -126,6 +126,9 @@ pub struct Lowering {
     /// By micro-op: whether another micro-op jumps or exits to it (it is entered with
     /// nothing cached).
     pub jump_targets: Vec<bool>,
+    /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
+    /// links are worked out from, without a pass over every instance).
+    pub links: Vec<usize>,
 }
 
 impl Lowering {
@@ -337,10 +340,12 @@ impl Backend {
             instances,
             instance_of_uop,
             exit_entry,
+            links,
             ..
         } = out;
         instances.clear();
         instance_of_uop.clear();
+        links.clear();
         exit_entry.clear();
         exit_entry.resize(trace.uops.len(), None);
         let mut body_entry = None;
@@ -393,6 +398,7 @@ impl Backend {
                     let link = self.cached.link().filter(|_| u.arg1 != 0);
                     if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
                         instances.push(LoweredInstance::link(link, i));
+                        links.push(i);
                     }
                     copies(instances, p, true);
                 }
