@@ -134,8 +134,11 @@ impl Pinning {
     fn fill(&mut self, trace: &Trace, pins: Pins, body: RangeInclusive<usize>) {
         self.registers.clear();
         self.registers.resize(trace.uops.len(), None);
+        let facts = op_facts();
         for i in body.clone() {
-            self.registers[i] = pinned_local(&trace.uops[i])
+            let u = &trace.uops[i];
+            self.registers[i] = facts[u.op as usize]
+                .pinned_local(u)
                 .and_then(|local| pins.locals().iter().position(|&l| l == local))
                 .map(|r| r as u8);
         }
@@ -214,15 +217,82 @@ pub fn pinned_local(u: &Inst) -> Option<u64> {
     pinned_operand(u.op).map(|k| [u.arg0, u.arg1][k])
 }
 
+/// What choosing and keeping pinned locals asks of an op, worked out once for every op
+/// ([`op_facts`]): one table load per micro-op where [`choose`], [`inherit`] and
+/// [`Pinning::fill`] read the op's metadata and matched its id several times.
+#[derive(Clone, Copy, Debug, Default)]
+struct OpFacts {
+    jumps: bool,
+    exits: bool,
+    fails: bool,
+    /// [`pinned_operand`], [`NOT_PINNED`] for none.
+    pinned: u8,
+    /// A member on a pinned local only reads it: a load, a float op on a local, a list item
+    /// (whose pinned operand is its index).
+    reads_only: bool,
+    /// An in-place increment of an int local (it counts as four uses).
+    increments: bool,
+    /// Bit k: operand k names a local other than through the pinned operand.
+    other_locals: u8,
+}
+
+/// [`OpFacts::pinned`] of an op without members on a pinned local.
+const NOT_PINNED: u8 = u8::MAX;
+
+impl OpFacts {
+    fn of(op: u32) -> OpFacts {
+        let info = ops::info(op);
+        let pinned = pinned_operand(op);
+        let mut other_locals = 0;
+        for (k, kind) in info.operands.iter().enumerate().take(2) {
+            if *kind == OperandKind::Local && pinned != Some(k) {
+                other_locals |= 1 << k;
+            }
+        }
+        OpFacts {
+            jumps: info.jumps,
+            exits: info.exits,
+            fails: info.fails,
+            pinned: pinned.map_or(NOT_PINNED, |k| k as u8),
+            reads_only: matches!(
+                op,
+                op::LOAD
+                    | op::LOAD_INT
+                    | op::ADD_FLOAT_LOCAL
+                    | op::SUB_FLOAT_LOCAL
+                    | op::MUL_FLOAT_LOCAL
+            ) || pinned == Some(1),
+            increments: matches!(
+                op,
+                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
+            ),
+            other_locals,
+        }
+    }
+
+    /// The local micro-op `u` (of this op) would take from a pinned register.
+    #[inline(always)]
+    fn pinned_local(self, u: &Inst) -> Option<u64> {
+        match self.pinned {
+            0 => Some(u.arg0),
+            1 => Some(u.arg1),
+            _ => None,
+        }
+    }
+}
+
+/// Every op's [`OpFacts`], by op id.
+fn op_facts() -> &'static [OpFacts] {
+    static FACTS: std::sync::LazyLock<Vec<OpFacts>> =
+        std::sync::LazyLock::new(|| (0..ops::OPS.len() as u32).map(OpFacts::of).collect());
+    &FACTS
+}
+
 /// Whether micro-op `u` names a local in `locals` other than through its pinned operand (it
 /// would read or write the frame's slot while the register holds the local).
-fn names_otherwise(u: &Inst, locals: &[u64]) -> bool {
-    let info = ops::info(u.op);
-    info.operands.iter().enumerate().take(2).any(|(k, kind)| {
-        *kind == OperandKind::Local
-            && pinned_operand(u.op) != Some(k)
-            && locals.contains(&[u.arg0, u.arg1][k])
-    })
+fn names_otherwise(facts: OpFacts, u: &Inst, locals: &[u64]) -> bool {
+    (facts.other_locals & 1 != 0 && locals.contains(&u.arg0))
+        || (facts.other_locals & 2 != 0 && locals.contains(&u.arg1))
 }
 
 /// How a loop body uses a local, by the micro-ops that could run on its pinned register.
@@ -302,60 +372,49 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
             uses.len() - 1
         }
     };
+    let facts = op_facts();
     for i in start..=end {
         let u = &trace.uops[i];
-        let info = ops::info(u.op);
-        if (info.jumps && i != end) || info.fails {
+        let f = facts[u.op as usize];
+        if (f.jumps && i != end) || f.fails {
             return None;
         }
-        if info.exits {
+        if f.exits {
             let t = u.target as usize;
             if t < trace.body_len || t >= trace.uops.len() {
                 return None;
             }
             stubs[t] = true;
         }
-        if let Some(local) = pinned_local(u) {
+        if let Some(local) = f.pinned_local(u) {
             let at = entry(uses, local);
             let e = &mut uses[at].1;
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
-            let reads_only = matches!(
-                u.op,
-                op::LOAD
-                    | op::LOAD_INT
-                    | op::ADD_FLOAT_LOCAL
-                    | op::SUB_FLOAT_LOCAL
-                    | op::MUL_FLOAT_LOCAL
-            ) || pinned_operand(u.op) == Some(1);
             if e.count == 0 {
                 e.read_first = u.op != op::STORE;
             }
-            e.written |= !reads_only;
+            e.written |= !f.reads_only;
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
-            let increments = matches!(
-                u.op,
-                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
-            );
-            e.count += if increments && trace.loop_body_proves_int(local) {
+            e.count += if f.increments && trace.loop_body_proves_int(local) {
                 4
             } else {
                 1
             };
         }
-        for (k, kind) in info.operands.iter().enumerate().take(2) {
-            if *kind == OperandKind::Local && pinned_operand(u.op) != Some(k) {
-                let at = entry(uses, [u.arg0, u.arg1][k]);
+        for (k, arg) in [u.arg0, u.arg1].into_iter().enumerate() {
+            if f.other_locals & (1 << k) != 0 {
+                let at = entry(uses, arg);
                 uses[at].1.named_otherwise = true;
             }
         }
     }
     // A stub the preamble (or another stub) also jumps to would write back registers that
     // hold nothing there.
-    for (i, u) in trace.uops.iter().enumerate() {
-        let into_a_body_stub = stubs.get(u.target as usize).copied().unwrap_or(false);
-        if !(start..=end).contains(&i) && ops::info(u.op).exits && into_a_body_stub {
+    let outside = trace.uops[..start].iter().chain(&trace.uops[end + 1..]);
+    for u in outside {
+        if facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true) {
             return None;
         }
     }
@@ -398,20 +457,20 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
     out.clear_stubs(trace.uops.len());
     let stubs = &mut out.stubs;
     stubs[last] = true;
-    for i in 0..last {
-        let u = &trace.uops[i];
-        let info = ops::info(u.op);
-        if info.jumps || info.fails {
+    let facts = op_facts();
+    for u in &trace.uops[..last] {
+        let f = facts[u.op as usize];
+        if f.jumps || f.fails {
             return None;
         }
-        if info.exits {
+        if f.exits {
             let t = u.target as usize;
             if t < trace.body_len || t >= trace.uops.len() {
                 return None;
             }
             stubs[t] = true;
         }
-        if names_otherwise(u, pins.locals()) {
+        if names_otherwise(f, u, pins.locals()) {
             return None;
         }
     }
