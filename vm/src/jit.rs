@@ -484,19 +484,22 @@ impl Backend {
             }
             let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
             // A cached member is pushed as the kit's op: the kit picks the member for the
-            // state it tracks (the lowering's choice, made from the same tables). Along a
-            // chain of cached members that fall through, that is the state the last one
-            // left; elsewhere (the first instance, a jump target after an instance that does
-            // not fall through, after an uncached op, which the kit does not track) the
-            // lowering says what it is.
+            // state it is told (the lowering's choice, made from the same tables). The
+            // lowering says the state before every cached push (one store: cheaper than
+            // working out where the kit's own tracking stops, after an uncached op or an
+            // instance that does not fall through); along a chain of cached members that
+            // fall through it is the state the last one left, as debug builds check.
             let kit_op = plan.kit_op;
             let pushed = match kit_op {
                 Some(k) => {
                     let depth = inst.entry.depth();
-                    if !kit_tracks {
-                        b.set_cache_state(depth);
-                    }
-                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
+                    debug_assert!(
+                        !kit_tracks || b.cache_state() == depth,
+                        "instance {}: the kit tracked state {}, the lowering {depth}",
+                        inst.stencil,
+                        b.cache_state()
+                    );
+                    b.set_cache_state(depth);
                     let selector = &selectors[k.family as usize];
                     debug_assert_eq!(
                         selector.table().transition(k.op, depth).member as usize,
@@ -507,7 +510,9 @@ impl Backend {
                 }
                 None => b.push(index, operands, jumps),
             };
-            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+            if cfg!(debug_assertions) {
+                kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+            }
             if let Err(e) = pushed {
                 return Err(match inst.uop {
                     Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),
