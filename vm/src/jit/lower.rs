@@ -420,10 +420,13 @@ impl Backend {
                 }
             }
             if member.is_none() {
+                // (The scaled member, if the run is taken, is the one just looked up.)
                 let empty = CacheState::EMPTY;
-                let scaled = self.find_member(trace, pinning, i, empty, true).is_some()
-                    && self.scaled_run(trace, pinning, targets, i);
-                member = self.find_member(trace, pinning, i, empty, scaled);
+                let scaled = self.find_member(trace, pinning, i, empty, true);
+                member = match scaled.is_some() && self.scaled_run(trace, pinning, targets, i) {
+                    true => scaled,
+                    false => self.find_member(trace, pinning, i, empty, false),
+                };
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
