@@ -378,8 +378,8 @@ impl Backend {
                 instances.push(LoweredInstance::copy(stencil, local));
             }
         };
-        for (i, u) in trace.uops.iter().enumerate() {
-            if targets[i] {
+        for (i, (u, &target)) in trace.uops.iter().zip(targets).enumerate() {
+            if target {
                 spill(instances, &mut state)?;
             }
             let in_body = pinning.is_some_and(|p| p.in_body(i));
