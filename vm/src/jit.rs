@@ -200,6 +200,8 @@ struct StencilPlan {
     /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
     kit_op: Option<crate::cached::KitOp>,
     operands: [Operand; MAX_OPERANDS],
+    /// How many operands, [`UNKNOWN`] when `unknown` is set (so that one test per
+    /// instance, [`StencilPlan::operand_count`], both refuses it and bounds the operands).
     n_operands: u8,
     targets: [Jump; MAX_TARGETS],
     n_targets: u8,
@@ -207,6 +209,9 @@ struct StencilPlan {
     /// is pushed, as it was before the names were resolved up front.
     unknown: Option<&'static str>,
 }
+
+/// [`StencilPlan::n_operands`] of a stencil with a name the VM does not know.
+const UNKNOWN: u8 = u8::MAX;
 
 impl StencilPlan {
     fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
@@ -242,7 +247,29 @@ impl StencilPlan {
                 _ => plan.unknown = plan.unknown.or(Some(name)),
             }
         }
+        if plan.unknown.is_some() {
+            plan.n_operands = UNKNOWN;
+        }
         plan
+    }
+
+    /// How many operands an instance takes; an error for a stencil with a name the VM does
+    /// not know.
+    #[inline(always)]
+    fn operand_count(&self) -> Result<usize, String> {
+        match self.n_operands as usize {
+            n if n <= MAX_OPERANDS => Ok(n),
+            _ => Err(self.unknown_error()),
+        }
+    }
+
+    #[cold]
+    fn unknown_error(&self) -> String {
+        format!(
+            "stencil {} has an unknown operand or jump target {}",
+            self.name,
+            self.unknown.unwrap_or("(too many operands)")
+        )
     }
 }
 
@@ -456,12 +483,7 @@ impl Backend {
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
-            if let Some(name) = plan.unknown {
-                return Err(format!(
-                    "stencil {} has an unknown operand or jump target {name}",
-                    plan.name
-                ));
-            }
+            let n_operands = plan.operand_count()?;
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
@@ -470,7 +492,6 @@ impl Backend {
                 Some(_) => plan.n_targets as usize,
                 None => 0,
             };
-            let n_operands = plan.n_operands as usize;
             for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
                 *value = operand.value(u).ok_or_else(|| {
                     format!(

@@ -117,19 +117,14 @@ impl Backend {
             .iter()
             .map(|inst| {
                 let plan = &self.plans[inst.stencil];
-                if let Some(name) = plan.unknown {
-                    return Err(format!(
-                        "stencil {} has an unknown operand or jump target {name}",
-                        plan.name
-                    ));
-                }
+                let n_operands = plan.operand_count()?;
                 let stencil = &self.set.stencils[inst.stencil];
                 let mut glue = Inst::default();
                 let u = inst.operand_source(trace, &mut glue);
                 let operands = stencil
                     .operands
                     .iter()
-                    .zip(&plan.operands[..plan.n_operands as usize])
+                    .zip(&plan.operands[..n_operands])
                     .map(|(&name, operand)| {
                         let value = operand.value(u).ok_or_else(|| {
                             format!("stencil {}: a local's offset overflows", plan.name)
