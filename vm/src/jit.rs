@@ -47,8 +47,9 @@
 
 mod external;
 mod lower;
+mod plan;
 
-use crate::abi::{Frame, Inst, FRAME_HEADER_BYTES};
+use crate::abi::{Frame, Inst};
 use crate::cached::CacheState;
 pub use crate::cached::CachedOps;
 use crate::ops;
@@ -59,6 +60,8 @@ pub use cpjit_runtime::EntryFn;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Target};
 pub use external::{LoweredStencil, LoweredTrace};
 pub use lower::{LoweredId, LoweredInstance, Lowering};
+pub use plan::{operand_value, OPERAND_NAMES};
+use plan::{Jump, StencilPlan, MAX_OPERANDS, MAX_TARGETS};
 use std::any::Any;
 use std::cell::RefCell;
 use std::fmt::Write as _;
@@ -126,179 +129,26 @@ pub struct Backend {
     /// differential runs), off in release, where the lowering's construction is what makes
     /// its choices right.
     check: bool,
-    /// The last compile's lowering, whose vectors the next one reuses.
-    scratch: RefCell<Lowering>,
+    /// The last compile's lowering and pinning, whose vectors the next one reuses.
+    scratch: RefCell<Scratch>,
     /// Whether the runtime keeps listings (`JitOptions::listing`): only then does a compile
     /// name its instances for [`CompiledTrace::listing`] (a pass over the instances and an
     /// allocation, 3 % of the compile of nbody's traces, for listings rarely asked for).
     listing: bool,
 }
 
-/// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operand {
-    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `EXIT_AT`.
-    Arg0,
-    /// `ARG1`, `LINK_SLOT`.
-    Arg1,
-    /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
-    Local0At,
-    /// `LOCAL1_AT`: likewise of local `arg1`.
-    Local1At,
-}
-
-impl Operand {
-    fn of_name(name: &str) -> Option<Operand> {
-        match name {
-            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "EXIT_AT" => Some(Operand::Arg0),
-            "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
-            "LOCAL0_AT" => Some(Operand::Local0At),
-            "LOCAL1_AT" => Some(Operand::Local1At),
-            _ => None,
-        }
-    }
-
-    /// Its value for micro-op `u`; `None` when a local's offset overflows.
-    #[inline]
-    fn value(self, u: &Inst) -> Option<u64> {
-        let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
-        match self {
-            Operand::Arg0 => Some(u.arg0),
-            Operand::Arg1 => Some(u.arg1),
-            Operand::Local0At => local_at(u.arg0),
-            Operand::Local1At => local_at(u.arg1),
-        }
-    }
-}
-
-/// Where a stencil jump target goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Jump {
-    /// `JUMP_TARGET`: the instance of micro-op `target`.
-    Jump,
-    /// `EXIT_TARGET`: the instance an exit to micro-op `target` enters.
-    Exit,
-}
-
-/// Most operands and jump targets a stencil of the VM takes (every name once).
-const MAX_OPERANDS: usize = STENCIL_OPERANDS;
-const MAX_TARGETS: usize = 2;
-
-/// A stencil's operands and jump targets, resolved from their names.
-#[derive(Clone, Copy, Debug)]
-struct StencilPlan {
-    /// The stencil's name (for listings, without a look-up in the set's large records).
-    name: &'static str,
-    /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
-    kit_op: Option<crate::cached::KitOp>,
-    operands: [Operand; MAX_OPERANDS],
-    n_operands: u8,
-    targets: [Jump; MAX_TARGETS],
-    n_targets: u8,
-    /// A name the VM does not know (or too many of them): an error when an instance of it
-    /// is pushed, as it was before the names were resolved up front.
-    unknown: Option<&'static str>,
-}
-
-impl StencilPlan {
-    fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
-        let mut plan = StencilPlan {
-            name: stencil.name,
-            kit_op: None,
-            operands: [Operand::Arg0; MAX_OPERANDS],
-            n_operands: 0,
-            targets: [Jump::Jump; MAX_TARGETS],
-            n_targets: 0,
-            unknown: None,
-        };
-        for &name in stencil.operands.iter() {
-            match Operand::of_name(name) {
-                Some(o) if (plan.n_operands as usize) < MAX_OPERANDS => {
-                    plan.operands[plan.n_operands as usize] = o;
-                    plan.n_operands += 1;
-                }
-                _ => plan.unknown = plan.unknown.or(Some(name)),
-            }
-        }
-        for &name in stencil.targets.iter() {
-            let jump = match name {
-                "JUMP_TARGET" => Some(Jump::Jump),
-                "EXIT_TARGET" => Some(Jump::Exit),
-                _ => None,
-            };
-            match jump {
-                Some(j) if (plan.n_targets as usize) < MAX_TARGETS => {
-                    plan.targets[plan.n_targets as usize] = j;
-                    plan.n_targets += 1;
-                }
-                _ => plan.unknown = plan.unknown.or(Some(name)),
-            }
-        }
-        plan
-    }
+/// A backend's vectors reused from compile to compile: no allocation per trace for its
+/// lowering or its choice of pinned locals once they have grown.
+#[derive(Default)]
+struct Scratch {
+    lowering: Lowering,
+    pinning: crate::pinning::Pinning,
 }
 
 /// Where an exit's pinned link slot is, from its link slot's address (`EXIT_TRACE`'s
 /// second operand): the VM keeps the two side by side ([`crate::pinning`], "Inherited
 /// pinning").
 pub const PINNED_LINK_OFFSET: u64 = 8;
-
-/// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
-/// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
-/// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 8] = [
-    "ARG0",
-    "ARG1",
-    "LOCAL0_AT",
-    "LOCAL1_AT",
-    "STACK_DEPTH",
-    "SHIFT_COUNT",
-    "EXIT_AT",
-    "LINK_SLOT",
-];
-const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
-
-/// The holes of the operands the stencils read as halves (`CPJIT_DECLARE_OPERAND_HALVES`):
-/// each operand's high and low 32 bits.
-const HALF_NAMES: [(&str, &str, bool); 4] = [
-    ("EXIT_AT_HI", "EXIT_AT", true),
-    ("EXIT_AT_LO", "EXIT_AT", false),
-    ("LINK_SLOT_HI", "LINK_SLOT", true),
-    ("LINK_SLOT_LO", "LINK_SLOT", false),
-];
-
-/// Every name of a hole an operand's value fills in the VM's stencils: each operand (whole)
-/// and each half of the operands read as halves (what a compiler of the stencils' IR, such
-/// as the bench's LLVM peer, replaces by [`operand_value`]).
-pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
-    let mut names = [""; STENCIL_OPERANDS + HALF_NAMES.len()];
-    let mut i = 0;
-    while i < names.len() {
-        names[i] = if i < STENCIL_OPERANDS {
-            STENCIL_OPERAND_NAMES[i]
-        } else {
-            HALF_NAMES[i - STENCIL_OPERANDS].0
-        };
-        i += 1;
-    }
-    names
-};
-
-/// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
-/// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
-/// locals they name (the header, then 8 bytes per local), which the stencils use as their
-/// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
-/// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
-/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves; `None` for a name
-/// not in [`OPERAND_NAMES`]. The runtime refuses a value outside an operand's declared
-/// range (`u16`, `u8`) when it patches.
-pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
-    if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
-        let v = Operand::of_name(operand)?.value(u)?;
-        return Some(if high { v >> 32 } else { v & 0xffff_ffff });
-    }
-    Operand::of_name(name)?.value(u)
-}
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 pub(crate) fn falls_through(op: u32) -> bool {
@@ -399,11 +249,11 @@ impl Backend {
         // (A compile inside a compile, which nothing does, would lower into fresh vectors.)
         let mut own = None;
         let mut borrowed = self.scratch.try_borrow_mut().ok();
-        let lowering: &mut Lowering = match borrowed.as_deref_mut() {
-            Some(l) => l,
-            None => own.insert(Lowering::default()),
+        let Scratch { lowering, pinning } = match borrowed.as_deref_mut() {
+            Some(s) => s,
+            None => own.insert(Scratch::default()),
         };
-        self.lower_into(trace, lowering)?;
+        self.lower_reusing(trace, lowering, pinning)?;
         if self.check {
             self.check_cache_states(trace, lowering)
                 .map_err(|e| format!("stencil set {}: {e}", self.set.target))?;
@@ -448,12 +298,7 @@ impl Backend {
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
-            if let Some(name) = plan.unknown {
-                return Err(format!(
-                    "stencil {} has an unknown operand or jump target {name}",
-                    plan.name
-                ));
-            }
+            let n_operands = plan.operand_count()?;
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
@@ -462,7 +307,6 @@ impl Backend {
                 Some(_) => plan.n_targets as usize,
                 None => 0,
             };
-            let n_operands = plan.n_operands as usize;
             for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
                 *value = operand.value(u).ok_or_else(|| {
                     format!(
@@ -476,19 +320,22 @@ impl Backend {
             }
             let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
             // A cached member is pushed as the kit's op: the kit picks the member for the
-            // state it tracks (the lowering's choice, made from the same tables). Along a
-            // chain of cached members that fall through, that is the state the last one
-            // left; elsewhere (the first instance, a jump target after an instance that does
-            // not fall through, after an uncached op, which the kit does not track) the
-            // lowering says what it is.
+            // state it is told (the lowering's choice, made from the same tables). The
+            // lowering says the state before every cached push (one store: cheaper than
+            // working out where the kit's own tracking stops, after an uncached op or an
+            // instance that does not fall through); along a chain of cached members that
+            // fall through it is the state the last one left, as debug builds check.
             let kit_op = plan.kit_op;
             let pushed = match kit_op {
                 Some(k) => {
                     let depth = inst.entry.depth();
-                    if !kit_tracks {
-                        b.set_cache_state(depth);
-                    }
-                    debug_assert_eq!(b.cache_state(), depth, "instance {}", inst.stencil);
+                    debug_assert!(
+                        !kit_tracks || b.cache_state() == depth,
+                        "instance {}: the kit tracked state {}, the lowering {depth}",
+                        inst.stencil,
+                        b.cache_state()
+                    );
+                    b.set_cache_state(depth);
                     let selector = &selectors[k.family as usize];
                     debug_assert_eq!(
                         selector.table().transition(k.op, depth).member as usize,
@@ -499,7 +346,9 @@ impl Backend {
                 }
                 None => b.push(index, operands, jumps),
             };
-            kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+            if cfg!(debug_assertions) {
+                kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+            }
             if let Err(e) = pushed {
                 return Err(match inst.uop {
                     Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),

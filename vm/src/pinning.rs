@@ -55,54 +55,121 @@ use std::ops::RangeInclusive;
 pub const PIN_REGS: usize = 2;
 
 /// Locals held in pinned registers: what two traces linked with the registers live must
-/// agree on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// agree on. At most [`PIN_REGS`] of them, held inline (a trace's pins are copied into its
+/// compiled form and its side traces' without an allocation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pins {
-    /// The local in each pinned register.
-    pub locals: Vec<u64>,
-    /// By pinned register: whether it holds its local scaled.
-    pub scaled: Vec<bool>,
+    /// How many registers hold a local; the entries past it stay zero (so `==` compares
+    /// only what is held).
+    len: u8,
+    locals: [u64; PIN_REGS],
+    scaled: [bool; PIN_REGS],
 }
 
-/// The locals a loop body keeps in pinned registers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Pinning {
-    /// The local in each pinned register (register k holds `locals[k]`).
-    pub locals: Vec<u64>,
+impl Pins {
+    /// `locals[k]` in pinned register k, held scaled where `scaled[k]`.
+    ///
+    /// # Panics
+    /// With more than [`PIN_REGS`] locals, or another number of `scaled` flags.
+    pub fn new(locals: &[u64], scaled: &[bool]) -> Pins {
+        assert!(
+            locals.len() <= PIN_REGS && scaled.len() == locals.len(),
+            "{} pinned locals with {} representations (at most {PIN_REGS} registers)",
+            locals.len(),
+            scaled.len()
+        );
+        let mut pins = Pins {
+            len: locals.len() as u8,
+            ..Pins::default()
+        };
+        pins.locals[..locals.len()].copy_from_slice(locals);
+        pins.scaled[..scaled.len()].copy_from_slice(scaled);
+        pins
+    }
+
+    /// The local in each pinned register (register k holds `locals()[k]`).
+    pub fn locals(&self) -> &[u64] {
+        &self.locals[..self.len as usize]
+    }
+
     /// By pinned register: whether it holds its local as a scaled int (the body proves the
     /// local an int where it starts; vm/templates/cached/ops.c, "Scaled ints").
-    pub scaled: Vec<bool>,
+    pub fn scaled(&self) -> &[bool] {
+        &self.scaled[..self.len as usize]
+    }
+
+    /// How many registers hold a local.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether no register holds a local.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// The locals a loop body keeps in pinned registers. One is kept per backend and filled in
+/// place for trace after trace ([`choose`], [`inherit`]), so that deciding costs no
+/// allocation once its vectors have grown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pinning {
+    /// The locals and how each register holds its local.
+    pub pins: Pins,
     /// The body's micro-ops: its first (the back edge's target) to its `JUMP_TOP`.
-    pub body: RangeInclusive<usize>,
+    body_start: usize,
+    body_end: usize,
     /// By micro-op: whether it is an exit stub the body leaves through.
     pub stubs: Vec<bool>,
     /// By micro-op: the pinned register holding the local it runs on (a body micro-op
     /// on a pinned local), worked out once per trace for the lowering's many look-ups.
     registers: Vec<Option<u8>>,
+    /// [`choose`]'s uses by local, kept for its next trace.
+    uses: Vec<(u64, Uses)>,
 }
 
 impl Pinning {
-    /// A pinning of `locals` in `trace`'s micro-ops `body`.
-    fn new(
-        trace: &Trace,
-        locals: Vec<u64>,
-        scaled: Vec<bool>,
-        body: RangeInclusive<usize>,
-        stubs: Vec<bool>,
-    ) -> Pinning {
-        let mut registers = vec![None; trace.uops.len()];
+    /// Makes this the pinning of `pins` in `trace`'s micro-ops `body`, its stubs already
+    /// marked in `self.stubs`.
+    fn fill(&mut self, trace: &Trace, pins: Pins, body: RangeInclusive<usize>) {
+        self.registers.clear();
+        self.registers.resize(trace.uops.len(), None);
+        let facts = op_facts();
         for i in body.clone() {
-            registers[i] = pinned_local(&trace.uops[i])
-                .and_then(|local| locals.iter().position(|&l| l == local))
+            let u = &trace.uops[i];
+            self.registers[i] = facts[u.op as usize]
+                .pinned_local(u)
+                .and_then(|local| pins.locals().iter().position(|&l| l == local))
                 .map(|r| r as u8);
         }
-        Pinning {
-            locals,
-            scaled,
-            body,
-            stubs,
-            registers,
-        }
+        self.pins = pins;
+        (self.body_start, self.body_end) = body.into_inner();
+    }
+
+    /// Clears the stubs for a trace of `n` micro-ops.
+    fn clear_stubs(&mut self, n: usize) {
+        self.stubs.clear();
+        self.stubs.resize(n, false);
+    }
+
+    /// The local in each pinned register (register k holds `locals()[k]`).
+    pub fn locals(&self) -> &[u64] {
+        self.pins.locals()
+    }
+
+    /// By pinned register: whether it holds its local scaled.
+    pub fn scaled(&self) -> &[bool] {
+        self.pins.scaled()
+    }
+
+    /// The body's first micro-op (the back edge's target).
+    pub fn body_start(&self) -> usize {
+        self.body_start
+    }
+
+    /// Whether micro-op `i` is in the body.
+    pub fn in_body(&self, i: usize) -> bool {
+        (self.body_start..=self.body_end).contains(&i)
     }
 
     /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
@@ -112,20 +179,11 @@ impl Pinning {
         self.registers.get(i).copied().flatten().map(usize::from)
     }
 
-    /// The locals and how they are held.
-    pub fn pins(&self) -> Pins {
-        Pins {
-            locals: self.locals.clone(),
-            scaled: self.scaled.clone(),
-        }
-    }
-
-    /// The same locals, every one boxed in its register.
-    pub fn boxed(&self) -> Pinning {
-        Pinning {
-            scaled: vec![false; self.locals.len()],
-            ..self.clone()
-        }
+    /// Holds every local boxed in its register; `false` if every one already was.
+    pub fn box_all(&mut self) -> bool {
+        let changed = self.pins.scaled().contains(&true);
+        self.pins.scaled = [false; PIN_REGS];
+        changed
     }
 }
 
@@ -159,19 +217,86 @@ pub fn pinned_local(u: &Inst) -> Option<u64> {
     pinned_operand(u.op).map(|k| [u.arg0, u.arg1][k])
 }
 
+/// What choosing and keeping pinned locals asks of an op, worked out once for every op
+/// ([`op_facts`]): one table load per micro-op where [`choose`], [`inherit`] and
+/// [`Pinning::fill`] read the op's metadata and matched its id several times.
+#[derive(Clone, Copy, Debug, Default)]
+struct OpFacts {
+    jumps: bool,
+    exits: bool,
+    fails: bool,
+    /// [`pinned_operand`], [`NOT_PINNED`] for none.
+    pinned: u8,
+    /// A member on a pinned local only reads it: a load, a float op on a local, a list item
+    /// (whose pinned operand is its index).
+    reads_only: bool,
+    /// An in-place increment of an int local (it counts as four uses).
+    increments: bool,
+    /// Bit k: operand k names a local other than through the pinned operand.
+    other_locals: u8,
+}
+
+/// [`OpFacts::pinned`] of an op without members on a pinned local.
+const NOT_PINNED: u8 = u8::MAX;
+
+impl OpFacts {
+    fn of(op: u32) -> OpFacts {
+        let info = ops::info(op);
+        let pinned = pinned_operand(op);
+        let mut other_locals = 0;
+        for (k, kind) in info.operands.iter().enumerate().take(2) {
+            if *kind == OperandKind::Local && pinned != Some(k) {
+                other_locals |= 1 << k;
+            }
+        }
+        OpFacts {
+            jumps: info.jumps,
+            exits: info.exits,
+            fails: info.fails,
+            pinned: pinned.map_or(NOT_PINNED, |k| k as u8),
+            reads_only: matches!(
+                op,
+                op::LOAD
+                    | op::LOAD_INT
+                    | op::ADD_FLOAT_LOCAL
+                    | op::SUB_FLOAT_LOCAL
+                    | op::MUL_FLOAT_LOCAL
+            ) || pinned == Some(1),
+            increments: matches!(
+                op,
+                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
+            ),
+            other_locals,
+        }
+    }
+
+    /// The local micro-op `u` (of this op) would take from a pinned register.
+    #[inline(always)]
+    fn pinned_local(self, u: &Inst) -> Option<u64> {
+        match self.pinned {
+            0 => Some(u.arg0),
+            1 => Some(u.arg1),
+            _ => None,
+        }
+    }
+}
+
+/// Every op's [`OpFacts`], by op id.
+fn op_facts() -> &'static [OpFacts] {
+    static FACTS: std::sync::LazyLock<Vec<OpFacts>> =
+        std::sync::LazyLock::new(|| (0..ops::OPS.len() as u32).map(OpFacts::of).collect());
+    &FACTS
+}
+
 /// Whether micro-op `u` names a local in `locals` other than through its pinned operand (it
 /// would read or write the frame's slot while the register holds the local).
-fn names_otherwise(u: &Inst, locals: &[u64]) -> bool {
-    let info = ops::info(u.op);
-    info.operands.iter().enumerate().take(2).any(|(k, kind)| {
-        *kind == OperandKind::Local
-            && pinned_operand(u.op) != Some(k)
-            && locals.contains(&[u.arg0, u.arg1][k])
-    })
+fn names_otherwise(facts: OpFacts, u: &Inst, locals: &[u64]) -> bool {
+    (facts.other_locals & 1 != 0 && locals.contains(&u.arg0))
+        || (facts.other_locals & 2 != 0 && locals.contains(&u.arg1))
 }
 
 /// How a loop body uses a local, by the micro-ops that could run on its pinned register.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Uses {
     /// The first of them reads it (it is not a `STORE`).
     read_first: bool,
@@ -185,8 +310,9 @@ struct Uses {
 
 /// The locals to pin, at most [`PIN_REGS`], from how the body uses them: none named
 /// otherwise; loop-carried ones (read before written) first, then by uses, ties to the lower
-/// local. Picked in one pass (no list of candidates to allocate and sort per trace).
-fn pick(uses: &[(u64, Uses)]) -> Vec<u64> {
+/// local. Picked in one pass (no list of candidates to allocate and sort per trace); every
+/// register holds its local boxed.
+fn pick(uses: &[(u64, Uses)]) -> Pins {
     let mut best: [Option<((bool, usize), u64)>; PIN_REGS] = [None; PIN_REGS];
     let candidates = uses
         .iter()
@@ -205,12 +331,23 @@ fn pick(uses: &[(u64, Uses)]) -> Vec<u64> {
             best[at] = Some(candidate);
         }
     }
-    best.iter().flatten().map(|&(_, l)| l).collect()
+    let mut pins = Pins::default();
+    for &(_, local) in best.iter().flatten() {
+        pins.locals[pins.len as usize] = local;
+        pins.len += 1;
+    }
+    pins
 }
 
-/// The locals `trace`'s loop body pins, if it has a body that qualifies and locals worth it
-/// (see the module doc); `None` when `cached` has no `PIN`/`UNPIN` stencils.
-pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
+/// Makes `out` the locals `trace`'s loop body pins, if it has a body that qualifies and
+/// locals worth it (see the module doc); `false` (and `out` garbage) when not, or when
+/// `cached` has no `PIN`/`UNPIN` stencils.
+pub fn choose(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
+    choose_pins(trace, cached, out).is_some()
+}
+
+/// [`choose`], `None` for `false`.
+fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
     let start = trace.loop_body_start()?;
     let end = (start..trace.body_len).find(|&i| {
         let u = &trace.uops[i];
@@ -219,10 +356,12 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
     if end + 1 != trace.body_len {
         return None;
     }
-    let mut stubs = vec![false; trace.uops.len()];
+    out.clear_stubs(trace.uops.len());
+    let stubs = &mut out.stubs;
     // By local, in the order first named (a body names a handful: a linear search is
     // cheaper than a tree per micro-op).
-    let mut uses: Vec<(u64, Uses)> = Vec::new();
+    let uses = &mut out.uses;
+    uses.clear();
     let entry = |uses: &mut Vec<(u64, Uses)>, local: u64| match uses
         .iter()
         .position(|(l, _)| *l == local)
@@ -233,79 +372,67 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
             uses.len() - 1
         }
     };
+    let facts = op_facts();
     for i in start..=end {
         let u = &trace.uops[i];
-        let info = ops::info(u.op);
-        if (info.jumps && i != end) || info.fails {
+        let f = facts[u.op as usize];
+        if (f.jumps && i != end) || f.fails {
             return None;
         }
-        if info.exits {
+        if f.exits {
             let t = u.target as usize;
             if t < trace.body_len || t >= trace.uops.len() {
                 return None;
             }
             stubs[t] = true;
         }
-        if let Some(local) = pinned_local(u) {
-            let at = entry(&mut uses, local);
+        if let Some(local) = f.pinned_local(u) {
+            let at = entry(uses, local);
             let e = &mut uses[at].1;
             // Every op on a pinned local reads it first but STORE; loads and list items
             // only read it.
-            let reads_only = matches!(
-                u.op,
-                op::LOAD
-                    | op::LOAD_INT
-                    | op::ADD_FLOAT_LOCAL
-                    | op::SUB_FLOAT_LOCAL
-                    | op::MUL_FLOAT_LOCAL
-            ) || pinned_operand(u.op) == Some(1);
             if e.count == 0 {
                 e.read_first = u.op != op::STORE;
             }
-            e.written |= !reads_only;
+            e.written |= !f.reads_only;
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
-            let increments = matches!(
-                u.op,
-                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
-            );
-            e.count += if increments && trace.loop_body_proves_int(local) {
+            e.count += if f.increments && trace.loop_body_proves_int(local) {
                 4
             } else {
                 1
             };
         }
-        for (k, kind) in info.operands.iter().enumerate().take(2) {
-            if *kind == OperandKind::Local && pinned_operand(u.op) != Some(k) {
-                let at = entry(&mut uses, [u.arg0, u.arg1][k]);
+        for (k, arg) in [u.arg0, u.arg1].into_iter().enumerate() {
+            if f.other_locals & (1 << k) != 0 {
+                let at = entry(uses, arg);
                 uses[at].1.named_otherwise = true;
             }
         }
     }
     // A stub the preamble (or another stub) also jumps to would write back registers that
     // hold nothing there.
-    for (i, u) in trace.uops.iter().enumerate() {
-        let into_a_body_stub = stubs.get(u.target as usize).copied().unwrap_or(false);
-        if !(start..=end).contains(&i) && ops::info(u.op).exits && into_a_body_stub {
+    let outside = trace.uops[..start].iter().chain(&trace.uops[end + 1..]);
+    for u in outside {
+        if facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true) {
             return None;
         }
     }
     // Loop-carried locals (the body reads them before it writes them) first: their store
     // and the next iteration's load are what pinning takes off the critical path; then by
     // uses. (A temporary the body writes before it reads gains no more than any local.)
-    let locals = pick(&uses);
+    let mut pins = pick(uses);
     let copies_exist = |k: usize, scaled: bool| {
         cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
     };
-    if locals.is_empty() || !(0..locals.len()).all(|k| copies_exist(k, false)) {
+    if pins.is_empty() || !(0..pins.len()).all(|k| copies_exist(k, false)) {
         return None;
     }
-    let scaled = locals
-        .iter()
-        .enumerate()
-        .map(|(k, &l)| trace.loop_body_proves_int(l) && copies_exist(k, true))
-        .collect();
-    Some(Pinning::new(trace, locals, scaled, start..=end, stubs))
+    for k in 0..pins.len() {
+        pins.scaled[k] = trace.loop_body_proves_int(pins.locals[k]) && copies_exist(k, true);
+    }
+    out.fill(trace, pins, start..=end);
+    Some(())
 }
 
 /// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
@@ -313,45 +440,45 @@ pub fn choose(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
 /// (its end then leaves through a stub of its own, which writes the registers back), call no
 /// helper that could fail or read the frame, not jump, and name the pinned locals only in
 /// ops that run on a pinned register. The body is every micro-op before the final
-/// `EXIT_TRACE`; the final one and every exit target are stubs.
-pub fn inherit(trace: &Trace, cached: &CachedOps) -> Option<Pinning> {
-    let pins = trace.inherited_pins.as_ref()?;
+/// `EXIT_TRACE`; the final one and every exit target are stubs. Fills `out` in place
+/// (`false`, and `out` garbage, when the trace cannot keep the pinning).
+pub fn inherit(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
+    inherit_pins(trace, cached, out).is_some()
+}
+
+/// [`inherit`], `None` for `false`.
+fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
+    let pins = trace.inherited_pins?;
     cached.link()?;
     let last = trace.body_len.checked_sub(1)?;
-    if last == 0 || trace.uops[last].op != op::EXIT_TRACE || pins.locals.len() > PIN_REGS {
+    if last == 0 || trace.uops[last].op != op::EXIT_TRACE {
         return None;
     }
-    let mut stubs = vec![false; trace.uops.len()];
+    out.clear_stubs(trace.uops.len());
+    let stubs = &mut out.stubs;
     stubs[last] = true;
-    for i in 0..last {
-        let u = &trace.uops[i];
-        let info = ops::info(u.op);
-        if info.jumps || info.fails {
+    let facts = op_facts();
+    for u in &trace.uops[..last] {
+        let f = facts[u.op as usize];
+        if f.jumps || f.fails {
             return None;
         }
-        if info.exits {
+        if f.exits {
             let t = u.target as usize;
             if t < trace.body_len || t >= trace.uops.len() {
                 return None;
             }
             stubs[t] = true;
         }
-        if names_otherwise(u, &pins.locals) {
+        if names_otherwise(f, u, pins.locals()) {
             return None;
         }
     }
-    let copies_exist = (0..pins.locals.len()).all(|k| {
-        cached.pin(k, pins.scaled[k]).is_some() && cached.unpin(k, pins.scaled[k]).is_some()
-    });
-    copies_exist.then(|| {
-        Pinning::new(
-            trace,
-            pins.locals.clone(),
-            pins.scaled.clone(),
-            0..=last - 1,
-            stubs,
-        )
-    })
+    let copies_exist =
+        pins.scaled().iter().enumerate().all(|(k, &scaled)| {
+            cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
+        });
+    copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
 }
 
 /// Which pinned registers hold a local, which, and whether scaled: `live[k] = Some((local,
@@ -529,7 +656,9 @@ mod tests {
                 .collect();
             sorted.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
             let expected: Vec<u64> = sorted.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
-            assert_eq!(pick(&uses), expected, "round {round}");
+            let pins = pick(&uses);
+            assert_eq!(pins.locals(), expected, "round {round}");
+            assert_eq!(pins.scaled(), vec![false; expected.len()], "round {round}");
         }
     }
 }

@@ -77,24 +77,19 @@ impl Lowering {
     ) -> (Option<u64>, Option<PinnedEntry>, Vec<bool>) {
         let loop_body = self.loop_body(trace).map(&address);
         let pinned = self.pinned_entry.map(|k| PinnedEntry {
-            pins: Pins {
-                locals: self.pinned.clone(),
-                scaled: self.pinned_scaled.clone(),
-            },
+            pins: Pins::new(&self.pinned, &self.pinned_scaled),
             address: address(k),
             inherited: self.inherited,
         });
         // Only a trace with pinned locals has LINKs: the others' table stays empty (no
-        // allocation, no pass over the instances).
+        // allocation).
         let mut links_pinned = Vec::new();
-        if !self.pinned.is_empty() {
-            for exit in self.instances.iter().filter_map(|i| i.link) {
-                if links_pinned.is_empty() {
-                    links_pinned = vec![false; trace.exit_pcs.len()];
-                }
-                if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                    *l = true;
-                }
+        for &exit in &self.links {
+            if links_pinned.is_empty() {
+                links_pinned = vec![false; trace.exit_pcs.len()];
+            }
+            if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
+                *l = true;
             }
         }
         (loop_body, pinned, links_pinned)
@@ -122,19 +117,14 @@ impl Backend {
             .iter()
             .map(|inst| {
                 let plan = &self.plans[inst.stencil];
-                if let Some(name) = plan.unknown {
-                    return Err(format!(
-                        "stencil {} has an unknown operand or jump target {name}",
-                        plan.name
-                    ));
-                }
+                let n_operands = plan.operand_count()?;
                 let stencil = &self.set.stencils[inst.stencil];
                 let mut glue = Inst::default();
                 let u = inst.operand_source(trace, &mut glue);
                 let operands = stencil
                     .operands
                     .iter()
-                    .zip(&plan.operands[..plan.n_operands as usize])
+                    .zip(&plan.operands[..n_operands])
                     .map(|(&name, operand)| {
                         let value = operand.value(u).ok_or_else(|| {
                             format!("stencil {}: a local's offset overflows", plan.name)

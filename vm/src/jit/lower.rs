@@ -126,6 +126,9 @@ pub struct Lowering {
     /// By micro-op: whether another micro-op jumps or exits to it (it is entered with
     /// nothing cached).
     pub jump_targets: Vec<bool>,
+    /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
+    /// links are worked out from, without a pass over every instance).
+    pub links: Vec<usize>,
 }
 
 impl Lowering {
@@ -215,9 +218,20 @@ impl Backend {
     /// [`Backend::lower`] into `out`, reusing its vectors: the compile of trace after trace
     /// then allocates nothing for its lowering. Whatever `out` held is replaced.
     pub fn lower_into(&self, trace: &Trace, out: &mut Lowering) -> Result<(), String> {
+        self.lower_reusing(trace, out, &mut Pinning::default())
+    }
+
+    /// [`Backend::lower_into`] deciding the pinning in `pinning`, whose vectors are reused
+    /// too (the compile keeps one from trace to trace).
+    pub(super) fn lower_reusing(
+        &self,
+        trace: &Trace,
+        out: &mut Lowering,
+        pinning: &mut Pinning,
+    ) -> Result<(), String> {
         let mut targets = std::mem::take(&mut out.jump_targets);
         jump_targets(trace, &mut targets);
-        let lowered = self.lower_pinned(trace, &targets, out);
+        let lowered = self.lower_pinned(trace, &targets, out, pinning);
         out.jump_targets = targets;
         lowered
     }
@@ -229,19 +243,19 @@ impl Backend {
         trace: &Trace,
         targets: &[bool],
         out: &mut Lowering,
+        pin: &mut Pinning,
     ) -> Result<(), String> {
         if self.pin_locals {
             // A side trace keeps its parent's pinned registers as they are, or none.
-            if let Some(inherited) = pinning::inherit(trace, &self.cached) {
-                if self.lower_with(trace, targets, Some(&inherited), out)? {
+            if pinning::inherit(trace, &self.cached, pin) {
+                if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
-            } else if let Some(pinning) = pinning::choose(trace, &self.cached) {
-                if self.lower_with(trace, targets, Some(&pinning), out)? {
+            } else if pinning::choose(trace, &self.cached, pin) {
+                if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
-                let boxed = pinning.boxed();
-                if boxed != pinning && self.lower_with(trace, targets, Some(&boxed), out)? {
+                if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
             }
@@ -253,7 +267,7 @@ impl Backend {
 
     /// The member running micro-op `i` entered in state `entry`, with registers scaled or
     /// not: on its pinned local's register where `pinning` pins it.
-    #[inline]
+    #[inline(always)]
     fn find_member(
         &self,
         trace: &Trace,
@@ -263,7 +277,7 @@ impl Backend {
         scaled: bool,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled[r]))) {
+        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled()[r]))) {
             Some((r, local_scaled)) => {
                 self.cached
                     .pinned_member(u.op, r, local_scaled, entry, scaled)
@@ -289,7 +303,7 @@ impl Backend {
         let mut s = CacheState::EMPTY;
         let mut gains = false;
         for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == *p.body.start() || p.stubs[j]);
+            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
             if j > i && boundary {
                 return gains;
             }
@@ -298,7 +312,7 @@ impl Backend {
             };
             let op = trace.uops[j].op;
             let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled[r]));
+                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled()[r]));
             gains |= on_scaled_local || gains_from_scaled_ints(op);
             if !falls_through(op) {
                 return gains;
@@ -326,10 +340,12 @@ impl Backend {
             instances,
             instance_of_uop,
             exit_entry,
+            links,
             ..
         } = out;
         instances.clear();
         instance_of_uop.clear();
+        links.clear();
         exit_entry.clear();
         exit_entry.resize(trace.uops.len(), None);
         let mut body_entry = None;
@@ -352,23 +368,23 @@ impl Backend {
         };
         // PIN (or UNPIN) of every pinned register, with nothing cached.
         let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
-            for (r, &local) in p.locals.iter().enumerate() {
+            for (r, (&local, &scaled)) in p.locals().iter().zip(p.scaled()).enumerate() {
                 let stencil = if unpin {
-                    self.cached.unpin(r, p.scaled[r])
+                    self.cached.unpin(r, scaled)
                 } else {
-                    self.cached.pin(r, p.scaled[r])
+                    self.cached.pin(r, scaled)
                 };
                 let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
                 instances.push(LoweredInstance::copy(stencil, local));
             }
         };
-        for (i, u) in trace.uops.iter().enumerate() {
-            if targets[i] {
+        for (i, (u, &target)) in trace.uops.iter().zip(targets).enumerate() {
+            if target {
                 spill(instances, &mut state)?;
             }
-            let in_body = pinning.is_some_and(|p| p.body.contains(&i));
+            let in_body = pinning.is_some_and(|p| p.in_body(i));
             if let Some(p) = pinning {
-                if i == *p.body.start() {
+                if i == p.body_start() {
                     spill(instances, &mut state)?;
                     body_entry = Some(LoweredId::next(instances));
                     copies(instances, p, false);
@@ -382,6 +398,7 @@ impl Backend {
                     let link = self.cached.link().filter(|_| u.arg1 != 0);
                     if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
                         instances.push(LoweredInstance::link(link, i));
+                        links.push(i);
                     }
                     copies(instances, p, true);
                 }
@@ -403,10 +420,13 @@ impl Backend {
                 }
             }
             if member.is_none() {
+                // (The scaled member, if the run is taken, is the one just looked up.)
                 let empty = CacheState::EMPTY;
-                let scaled = self.find_member(trace, pinning, i, empty, true).is_some()
-                    && self.scaled_run(trace, pinning, targets, i);
-                member = self.find_member(trace, pinning, i, empty, scaled);
+                let scaled = self.find_member(trace, pinning, i, empty, true);
+                member = match scaled.is_some() && self.scaled_run(trace, pinning, targets, i) {
+                    true => scaled,
+                    false => self.find_member(trace, pinning, i, empty, false),
+                };
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
@@ -435,8 +455,8 @@ impl Backend {
         out.pinned.clear();
         out.pinned_scaled.clear();
         if let Some(p) = pinning {
-            out.pinned.extend_from_slice(&p.locals);
-            out.pinned_scaled.extend_from_slice(&p.scaled);
+            out.pinned.extend_from_slice(p.locals());
+            out.pinned_scaled.extend_from_slice(p.scaled());
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)

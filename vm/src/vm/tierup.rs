@@ -188,7 +188,7 @@ impl Vm {
         trace.inherited_pins = parent.as_ref().and_then(|(e, exit)| {
             let c = e.compiled.as_ref()?;
             c.links_pinned(*exit)
-                .then(|| c.pinned_entry().map(|p| p.pins.clone()))
+                .then(|| c.pinned_entry().map(|p| p.pins))
                 .flatten()
         });
         Some(trace)

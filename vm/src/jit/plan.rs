@@ -1,0 +1,221 @@
+//! Where the operands and jump targets of the VM's stencils come from: resolved from their
+//! names once per stencil when the backend is made ([`StencilPlan`]), so that a compile
+//! does no string work per instance; and the value each operand hole takes
+//! ([`operand_value`]), for a compiler of the stencils' IR.
+
+use crate::abi::{Inst, FRAME_HEADER_BYTES};
+
+/// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Operand {
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `EXIT_AT`.
+    Arg0,
+    /// `ARG1`, `LINK_SLOT`.
+    Arg1,
+    /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
+    Local0At,
+    /// `LOCAL1_AT`: likewise of local `arg1`.
+    Local1At,
+}
+
+impl Operand {
+    fn of_name(name: &str) -> Option<Operand> {
+        match name {
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "EXIT_AT" => Some(Operand::Arg0),
+            "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
+            "LOCAL0_AT" => Some(Operand::Local0At),
+            "LOCAL1_AT" => Some(Operand::Local1At),
+            _ => None,
+        }
+    }
+
+    /// Its value for micro-op `u`; `None` when a local's offset overflows.
+    #[inline]
+    pub(super) fn value(self, u: &Inst) -> Option<u64> {
+        let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
+        match self {
+            Operand::Arg0 => Some(u.arg0),
+            Operand::Arg1 => Some(u.arg1),
+            Operand::Local0At => local_at(u.arg0),
+            Operand::Local1At => local_at(u.arg1),
+        }
+    }
+}
+
+/// Where a stencil jump target goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Jump {
+    /// `JUMP_TARGET`: the instance of micro-op `target`.
+    Jump,
+    /// `EXIT_TARGET`: the instance an exit to micro-op `target` enters.
+    Exit,
+}
+
+/// Most operands and jump targets a stencil of the VM takes (every name once).
+pub(super) const MAX_OPERANDS: usize = STENCIL_OPERANDS;
+pub(super) const MAX_TARGETS: usize = 2;
+
+/// A stencil's operands and jump targets, resolved from their names.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct StencilPlan {
+    /// The stencil's name (for listings, without a look-up in the set's large records).
+    pub(super) name: &'static str,
+    /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
+    pub(super) kit_op: Option<crate::cached::KitOp>,
+    pub(super) operands: [Operand; MAX_OPERANDS],
+    /// How many operands, [`UNKNOWN`] when `unknown` is set (so that one test per
+    /// instance, [`StencilPlan::operand_count`], both refuses it and bounds the operands).
+    pub(super) n_operands: u8,
+    pub(super) targets: [Jump; MAX_TARGETS],
+    pub(super) n_targets: u8,
+    /// A name the VM does not know (or too many of them): an error when an instance of it
+    /// is pushed, as it was before the names were resolved up front.
+    pub(super) unknown: Option<&'static str>,
+}
+
+/// [`StencilPlan::n_operands`] of a stencil with a name the VM does not know.
+const UNKNOWN: u8 = u8::MAX;
+
+impl StencilPlan {
+    pub(super) fn of(stencil: &cpjit_model::Stencil<'static>) -> StencilPlan {
+        let mut plan = StencilPlan {
+            name: stencil.name,
+            kit_op: None,
+            operands: [Operand::Arg0; MAX_OPERANDS],
+            n_operands: 0,
+            targets: [Jump::Jump; MAX_TARGETS],
+            n_targets: 0,
+            unknown: None,
+        };
+        for &name in stencil.operands.iter() {
+            match Operand::of_name(name) {
+                Some(o) if (plan.n_operands as usize) < MAX_OPERANDS => {
+                    plan.operands[plan.n_operands as usize] = o;
+                    plan.n_operands += 1;
+                }
+                _ => plan.unknown = plan.unknown.or(Some(name)),
+            }
+        }
+        for &name in stencil.targets.iter() {
+            let jump = match name {
+                "JUMP_TARGET" => Some(Jump::Jump),
+                "EXIT_TARGET" => Some(Jump::Exit),
+                _ => None,
+            };
+            match jump {
+                Some(j) if (plan.n_targets as usize) < MAX_TARGETS => {
+                    plan.targets[plan.n_targets as usize] = j;
+                    plan.n_targets += 1;
+                }
+                _ => plan.unknown = plan.unknown.or(Some(name)),
+            }
+        }
+        if plan.unknown.is_some() {
+            plan.n_operands = UNKNOWN;
+        }
+        plan
+    }
+
+    /// How many operands an instance takes; an error for a stencil with a name the VM does
+    /// not know.
+    #[inline(always)]
+    pub(super) fn operand_count(&self) -> Result<usize, String> {
+        match self.n_operands as usize {
+            n if n <= MAX_OPERANDS => Ok(n),
+            _ => Err(self.unknown_error()),
+        }
+    }
+
+    #[cold]
+    fn unknown_error(&self) -> String {
+        format!(
+            "stencil {} has an unknown operand or jump target {}",
+            self.name,
+            self.unknown.unwrap_or("(too many operands)")
+        )
+    }
+}
+
+/// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
+/// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
+/// of their own ([`HALF_NAMES`]).
+const STENCIL_OPERAND_NAMES: [&str; 8] = [
+    "ARG0",
+    "ARG1",
+    "LOCAL0_AT",
+    "LOCAL1_AT",
+    "STACK_DEPTH",
+    "SHIFT_COUNT",
+    "EXIT_AT",
+    "LINK_SLOT",
+];
+const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
+
+/// The holes of the operands the stencils read as halves (`CPJIT_DECLARE_OPERAND_HALVES`):
+/// each operand's high and low 32 bits.
+const HALF_NAMES: [(&str, &str, bool); 4] = [
+    ("EXIT_AT_HI", "EXIT_AT", true),
+    ("EXIT_AT_LO", "EXIT_AT", false),
+    ("LINK_SLOT_HI", "LINK_SLOT", true),
+    ("LINK_SLOT_LO", "LINK_SLOT", false),
+];
+
+/// Every name of a hole an operand's value fills in the VM's stencils: each operand (whole)
+/// and each half of the operands read as halves (what a compiler of the stencils' IR, such
+/// as the bench's LLVM peer, replaces by [`operand_value`]).
+pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
+    let mut names = [""; STENCIL_OPERANDS + HALF_NAMES.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = if i < STENCIL_OPERANDS {
+            STENCIL_OPERAND_NAMES[i]
+        } else {
+            HALF_NAMES[i - STENCIL_OPERANDS].0
+        };
+        i += 1;
+    }
+    names
+};
+
+/// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
+/// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
+/// locals they name (the header, then 8 bytes per local), which the stencils use as their
+/// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
+/// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
+/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves; `None` for a name
+/// not in [`OPERAND_NAMES`]. The runtime refuses a value outside an operand's declared
+/// range (`u16`, `u8`) when it patches.
+pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
+    if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
+        let v = Operand::of_name(operand)?.value(u)?;
+        return Some(if high { v >> 32 } else { v & 0xffff_ffff });
+    }
+    Operand::of_name(name)?.value(u)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jit::selected_set;
+
+    /// A name the VM does not know is refused when an instance is pushed.
+    #[test]
+    fn a_stencil_with_an_unknown_operand_is_refused_by_its_operand_count() {
+        let set = selected_set().expect("the host's set");
+        let with = |operands: &'static [&'static str]| {
+            StencilPlan::of(&cpjit_model::Stencil {
+                operands,
+                targets: &[],
+                ..set.stencils[0]
+            })
+        };
+        assert_eq!(with(&["ARG0", "LOCAL1_AT"]).operand_count(), Ok(2));
+        let e = with(&["ARG0", "NOT_AN_OPERAND"])
+            .operand_count()
+            .unwrap_err();
+        assert!(
+            e.contains("has an unknown operand or jump target NOT_AN_OPERAND"),
+            "{e}"
+        );
+    }
+}
