@@ -12,8 +12,9 @@
 //! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
 //! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
 //! checks, self-test, example) or that failed without a failing test (a build error).
-//! Clippy runs beside the stencil check, the long runs and the examples (side by side)
-//! beside the matrix (`ci/beside.rs`), each still with its own line.
+//! Clippy runs beside the stencil check, the long runs beside the matrix, and the examples
+//! side by side at the lowest priority beside every step from the stencil check to the
+//! matrix's self-test (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
@@ -72,7 +73,25 @@ pub fn run() -> Result<(), String> {
     let fmt = crate::util::run(cargo().args(["fmt", "--all", "--", "--check"]));
     steps.push(plain("cargo fmt --all -- --check", fmt.is_ok(), t));
 
-    clippy_beside_stencil_check(&mut steps);
+    // The toolchain first: the stencil check and the examples run it, and clippy holds
+    // cargo's lock for its whole run.
+    let t = Start::now();
+    let toolchain = crate::build_stencils::prepared_toolchain();
+    let clippy = start_clippy();
+    // The kit as outside crates use it, each example from its own directory, natively and
+    // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
+    // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
+    // by op id, members chosen by the kit), side by side, at the lowest priority, beside
+    // every step from here to the matrix's self-test (`ci/beside.rs` has the measured why).
+    // They build in their own target directory with this toolchain binary, so cargo's lock
+    // holds up neither them nor the steps they run beside.
+    let examples = beside::Examples::start(
+        &root(),
+        &beside::EXAMPLES,
+        toolchain.as_deref().ok(),
+        beside::NICE,
+    );
+    stencil_check_beside_clippy(&mut steps, toolchain, clippy, t);
 
     steps.push(nextest_step(
         "cargo nextest run --workspace",
@@ -84,14 +103,6 @@ pub fn run() -> Result<(), String> {
 
     let definition = Matrix::load(&root())?;
     let long_runs = start_long_runs(&definition.long);
-    // The kit as outside crates use it, each example from its own directory, natively and
-    // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
-    // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
-    // by op id, members chosen by the kit), side by side and beside the matrix and its
-    // self-test (`ci/beside.rs` has the measured why). They build in their own target
-    // directory, so cargo's lock does not hold up the matrix's archive builds.
-    let examples = beside::Examples::start(&root(), &beside::EXAMPLES);
-
     let t = Start::now();
     let matrix_run = matrix::run_matrix(&matrix::Options::default(), &Default::default());
     let matrix_wall = t.wall.elapsed().as_secs_f64();
@@ -148,24 +159,34 @@ pub fn run() -> Result<(), String> {
     let wall = examples.iter().map(|e| e.seconds).fold(0.0, f64::max);
     steps.extend(examples.into_iter().map(beside_step));
     notes.push(format!(
-        "examples side by side, beside the matrix: {wall:.1}s, {cpu:.1}s CPU"
+        "examples side by side, at the lowest priority beside the steps from the stencil check on: {wall:.1}s, {cpu:.1}s CPU"
     ));
 
     finish(&steps, &notes, start)
 }
 
-/// `cargo clippy` beside `build-stencils --check`, whose clang jobs leave a core idle at the
-/// end of each template set and target (`ci/beside.rs`). The toolchain is built first:
-/// clippy holds cargo's lock for its whole run, and the check runs no cargo after that.
-fn clippy_beside_stencil_check(steps: &mut Vec<Step>) {
-    let t = Start::now();
-    let toolchain = crate::build_stencils::prepared_toolchain();
+/// Starts `cargo clippy` (the workspace lints) to run beside `build-stencils --check`,
+/// whose clang jobs leave a core idle at the end of each template set and target
+/// (`ci/beside.rs`).
+fn start_clippy() -> Result<beside::Logged, String> {
     // The workspace lints (Cargo.toml: the house rules on unsafe code) are denied, so
     // clippy fails on them; other clippy findings are warnings and do not fail the step.
-    let name = "cargo clippy --workspace --tests";
     let mut cmd = cargo();
     cmd.args(["clippy", "--quiet", "--workspace", "--tests"]);
-    let clippy = beside::Logged::start(name, &mut cmd, &beside::log_path(&root(), name));
+    beside::Logged::start(CLIPPY, &mut cmd, &beside::log_path(&root(), CLIPPY))
+}
+
+/// The clippy step's name.
+const CLIPPY: &str = "cargo clippy --workspace --tests";
+
+/// `build-stencils --check` with the `toolchain` built since `t`, then waits for `clippy`.
+/// The toolchain runs no cargo, so clippy's hold on cargo's lock does not stop it.
+fn stencil_check_beside_clippy(
+    steps: &mut Vec<Step>,
+    toolchain: Result<std::path::PathBuf, String>,
+    clippy: Result<beside::Logged, String>,
+    t: Start,
+) {
     let stencils = toolchain.and_then(|binary| {
         crate::build_stencils::build_every_set(&binary, &["--check".to_string()])
     });
@@ -177,8 +198,8 @@ fn clippy_beside_stencil_check(steps: &mut Vec<Step>) {
     steps.push(match clippy {
         Ok(clippy) => beside_step(clippy.finish()),
         Err(e) => {
-            eprintln!("ci: {name}: {e}");
-            plain(name, false, Start::now())
+            eprintln!("ci: {CLIPPY}: {e}");
+            plain(CLIPPY, false, Start::now())
         }
     });
     steps.push(check);
