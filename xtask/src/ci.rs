@@ -227,21 +227,8 @@ fn generated_packages(root: &Path) -> Result<Vec<String>, String> {
 
 /// The `[package] name` of the manifest at `path`.
 fn package_name(path: &Path) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    table
-        .get("package")
-        .and_then(|p| p.get("name"))
-        .and_then(|n| n.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            format!(
-                "{}: no [package] name; regenerate it with `cargo xtask build-stencils`",
-                path.display()
-            )
-        })
+    crate::util::toml_string(path, &["package", "name"])
+        .map_err(|e| format!("{e}; regenerate it with `cargo xtask build-stencils`"))
 }
 
 /// The clippy step's name.
