@@ -8,12 +8,18 @@
 # gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross, the two rustup targets).
 #
 # Usage: ../outside-crate-ci.sh NAME [--package-kit] [--check-stencils] [--riscv64]
+#                                      [--optimise-emulated]
+#   NAME              the example's directory and package name
 #   --package-kit     also check that the crates an outside project depends on package
 #   --check-stencils  also check that a rebuild of the stencil crates is byte-identical
 #                     (`--check` trusts no cache entry: it costs a second full build)
 #   --riscv64         also build riscv64gc-unknown-linux-gnu's stencil crate and run the
 #                     tests under qemu-riscv64 (the example's Cargo.toml must depend on it
 #                     for that target)
+#   --optimise-emulated  build the example's own crate (its JIT and its tests) at
+#                     opt-level 1 for the runs under qemu, where its unoptimised code would
+#                     take most of the time (the kit's crates have their opt-level from the
+#                     example's Cargo.toml)
 #
 # Under qemu, CPJIT_EXAMPLE_QEMU=1 is set: an example may run fewer cases of a heavy
 # generated test there (each case is already run natively).
@@ -23,11 +29,13 @@ shift
 package_kit=false
 check_stencils=false
 riscv64=false
+emulated=()
 for arg in "$@"; do
   case "$arg" in
     --package-kit) package_kit=true ;;
     --check-stencils) check_stencils=true ;;
     --riscv64) riscv64=true ;;
+    --optimise-emulated) emulated=(--config "profile.dev.package.\"$name\".opt-level=1") ;;
     *) echo "$name: unknown option \`$arg\`" >&2; exit 2 ;;
   esac
 done
@@ -84,10 +92,11 @@ export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_RISCV64GC_
 export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64"}
 cargo fmt --check
 cargo test --quiet
-CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target aarch64-unknown-linux-gnu
+# With --optimise-emulated, the runs under qemu build the example's own crate at opt-level 1.
+CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target aarch64-unknown-linux-gnu ${emulated[@]+"${emulated[@]}"}
 rows="x86_64-unknown-linux-gnu natively, aarch64-unknown-linux-gnu under qemu"
 if $riscv64; then
-  CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target riscv64gc-unknown-linux-gnu
+  CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target riscv64gc-unknown-linux-gnu ${emulated[@]+"${emulated[@]}"}
   rows+=", riscv64gc-unknown-linux-gnu under qemu"
 fi
 echo "$name: ok ($rows)"

@@ -246,18 +246,10 @@ fn parse_matrix(file: &str, text: &str) -> Result<MatrixJson, String> {
 
 /// The workspace's version, from the root `Cargo.toml`.
 fn kit_version(root: &Path) -> Result<String, String> {
-    let path = root.join("Cargo.toml");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let value: toml::Value =
-        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    value
-        .get("workspace")
-        .and_then(|w| w.get("package"))
-        .and_then(|p| p.get("version"))
-        .and_then(toml::Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| format!("{}: no [workspace.package] version", path.display()))
+    crate::util::toml_string(
+        &root.join("Cargo.toml"),
+        &["workspace", "package", "version"],
+    )
 }
 
 /// Gathers the report: `targets` sorted by triple, the sidecars of every generated set, and

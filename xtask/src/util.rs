@@ -66,3 +66,17 @@ pub fn children_cpu_seconds() -> f64 {
     let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
+
+/// The string at `keys` (e.g. `["package", "name"]`) in the TOML file at `path`; an
+/// unreadable or invalid file, or a missing key, is an error naming the file (and the key).
+pub fn toml_string(path: &std::path::Path, keys: &[&str]) -> Result<String, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let value: toml::Value =
+        toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    keys.iter()
+        .try_fold(&value, |v, key| v.get(key))
+        .and_then(toml::Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| format!("{}: no string `{}`", path.display(), keys.join(".")))
+}

@@ -6,11 +6,17 @@
 //! The outside-crate examples (`examples/<name>/ci.sh`): one test binary under qemu running
 //! one test, a link, the crate every other one waits for; one after another bf-jit,
 //! ebpf-jit and stack-jit took 19.7 + 172.9 + 30.3 s of wall time for 26.8 + 246.0 + 49.9 s
-//! of CPU (idle machine, clean clone, wave 22), so they run side by side, and beside the
-//! test matrix and its self-test (qemu rows, archive builds of one crate at a time). The long runs of
-//! `ci/matrix.toml` (one test, one thread: 39.7 s for 63.5 s of CPU with its build) run
-//! beside the test matrix. Clippy (83.4 s for 159.9 s of CPU) runs beside `build-stencils
-//! --check` (148.6 s for 243.8 s of CPU, its clang jobs few at the end of each set).
+//! of CPU (idle machine, clean clone, wave 22), so they run side by side. Beside the test
+//! matrix at the same priority they took 365 s and stretched it from 306 s to 582 s (its
+//! CPU from 552 s to 735 s: both cores were already busy with its archive builds), and the
+//! whole run took 1,027 s (wave 22, idle); after it they would add their own 175 s or so.
+//! So they start as soon as the toolchain binary they run is built and run at the lowest
+//! priority ([`NICE`]) beside the stencil check (248 s for 268 + 88 s of CPU with clippy:
+//! about 140 core-seconds idle), the native tests, the matrix and its self-test: they take
+//! what those leave idle and little else. The long runs of `ci/matrix.toml` (one test, one
+//! thread: 39.7 s for 63.5 s of CPU with its build) run beside the test matrix. Clippy
+//! (83.4 s for 159.9 s of CPU) runs beside `build-stencils --check` (148.6 s for 243.8 s of
+//! CPU, its clang jobs few at the end of each set).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -20,6 +26,10 @@ use std::time::{Duration, Instant};
 
 /// The examples, by directory under `examples/`.
 pub const EXAMPLES: [&str; 3] = ["bf-jit", "ebpf-jit", "stack-jit"];
+
+/// The examples' niceness (`nice -n`), the lowest priority: they take the CPU the steps
+/// beside them leave idle and little else, so they never stretch those steps much.
+pub const NICE: &str = "19";
 
 /// Where the output of step `name` run beside others goes: `target/ci/<slug>.log`.
 pub fn log_path(root: &Path, name: &str) -> PathBuf {
@@ -165,16 +175,21 @@ pub struct Examples {
 }
 
 impl Examples {
-    /// Starts `examples/<name>/ci.sh` of every name, each logged to its [`log_path`].
-    pub fn start(root: &Path, names: &[&str]) -> Examples {
+    /// Starts `examples/<name>/ci.sh` of every name with niceness `nice` (`cargo xtask
+    /// ci`: [`NICE`]), each logged to its [`log_path`], with `CPJIT` naming the toolchain
+    /// binary `cpjit` if given (the script builds its own without).
+    pub fn start(root: &Path, names: &[&str], cpjit: Option<&Path>, nice: &str) -> Examples {
         let mut examples = Examples {
             running: Vec::new(),
             finished: Vec::new(),
         };
         for &name in names {
             let step = format!("examples/{name}/ci.sh");
-            let mut cmd = Command::new("bash");
-            cmd.arg(root.join(&step));
+            let mut cmd = Command::new("nice");
+            cmd.args(["-n", nice, "bash"]).arg(root.join(&step));
+            if let Some(cpjit) = cpjit {
+                cmd.env("CPJIT", cpjit);
+            }
             match Logged::start(&step, &mut cmd, &log_path(root, &step)) {
                 Ok(r) => examples.running.push(r),
                 Err(e) => {
@@ -227,14 +242,20 @@ mod tests {
             ),
             ("fails", "sleep 2; echo broken >&2; exit 3"),
             ("sleeps", "sleep 2; echo slept"),
+            // Its priority and the toolchain it was given.
+            ("tells", "echo \"$(nice) $CPJIT\""),
         ];
+        // Timed at the test's own priority: at the lowest, on a busy machine, the busy
+        // one would wait for seconds.
+        let own = "0";
         for (name, body) in scripts {
             let dir = root.join("examples").join(name);
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("ci.sh"), body).unwrap();
         }
         let start = Instant::now();
-        let done = Examples::start(&root, &["sleeps", "fails", "busy"]).finish();
+        let cpjit = Path::new("/built/cpjit");
+        let done = Examples::start(&root, &["sleeps", "fails", "busy"], Some(cpjit), own).finish();
         let wall = start.elapsed().as_secs_f64();
         let by_name = |n: &str| {
             let step = format!("examples/{n}/ci.sh");
@@ -250,11 +271,14 @@ mod tests {
             |n: &str| std::fs::read_to_string(log_path(&root, &format!("examples/{n}/ci.sh")));
         assert_eq!(log("fails").unwrap(), "broken\n");
         assert_eq!(log("sleeps").unwrap(), "slept\n");
+        let told = Examples::start(&root, &["tells"], Some(cpjit), NICE).finish();
+        assert!(told[0].ok);
+        assert_eq!(log("tells").unwrap(), format!("{NICE} /built/cpjit\n"));
         // Waited for long after it ended, a step still reports its own end.
         let quick = root.join("examples/quick");
         std::fs::create_dir_all(&quick).unwrap();
         std::fs::write(quick.join("ci.sh"), "true").unwrap();
-        let late = Examples::start(&root, &["quick"]);
+        let late = Examples::start(&root, &["quick"], None, own);
         std::thread::sleep(Duration::from_millis(1500));
         let late = late.finish();
         assert!(
@@ -262,7 +286,7 @@ mod tests {
             "{:.2} s",
             late[0].seconds
         );
-        let missing = Examples::start(&root, &["absent"]).finish();
+        let missing = Examples::start(&root, &["absent"], None, own).finish();
         assert!(
             !missing[0].ok,
             "a missing ci.sh fails (bash cannot read it)"
