@@ -11,7 +11,7 @@
 
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{word, Scan};
-use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS};
+use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::collections::HashMap;
@@ -233,8 +233,14 @@ impl<'a, 'j> Emit<'a, 'j> {
         let w = word(self.prog, i);
         let row = &self.table.rows[w as usize & 255];
         let (dr, sr) = (row.d.of(w), row.s.of(w));
-        let (d, s) = (usize::from(self.place[dr]), usize::from(self.place[sr]));
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let d = usize::from(self.place[dr]);
+        // An op with an immediate in 0..2^31 takes its member for one, if it has one.
+        let s = if row.small_imm && imm >= 0 {
+            SMALL_IMM
+        } else {
+            usize::from(self.place[sr])
+        };
         let v = &mut self.v;
         v[usize::from(DST_AT)] = dr as u64 * 8;
         v[usize::from(SRC_AT)] = sr as u64 * 8;

@@ -15,6 +15,24 @@
 #define S 5
 #endif
 
+/* Family `ri` (SMALL_IMM): the compiler passes only immediates in 0..2^31, for which
+ * sign- and zero-extending agree, so on x86-64 ELF the operand's symbol address is the
+ * value as any instruction reads it (LLVM folds it into compares' imm32 and lea's disp32
+ * sign-extended, into `movl` zero-extended) and the general member's `mov`, `cltq` (or
+ * `mov %eax, %eax`) pair goes. Elsewhere the same value, read as the general members do. */
+#ifdef SMALL_IMM
+#undef IMM64
+#undef IMM32
+#undef IMM32X
+#if defined(__x86_64__) && !defined(__APPLE__) && !defined(_WIN32)
+#define IMM64 ((uint64_t)AT(IMM))
+#else
+#define IMM64 ((uint64_t)(uint32_t)CPJIT_NARROW(IMM, s32))
+#endif
+#define IMM32 ((uint32_t)IMM64)
+#define IMM32X IMM64
+#endif
+
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define SLOT_0 s.v0
