@@ -142,6 +142,9 @@ pub(crate) struct Table {
     pub end: [[[u16; PLACES]; 3]; 2],
     /// `[place of r0][place of r1]`.
     pub call_helper: [[u16; PLACES]; PLACES],
+    /// The same without keeping the slots a C call clobbers (family `call`, see
+    /// `emit::Emit::lean_call`).
+    pub call_lean: [[u16; PLACES]; PLACES],
     /// By the place of the base register.
     pub oob_load: [u16; PLACES],
     pub oob_store: [u16; PLACES],
@@ -326,6 +329,10 @@ impl Table {
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
                 .push(operands(s.name, s.operands, !s.targets.is_empty())?);
+            if let Some((_, d, p)) = s.name.strip_suffix("_lean1").and_then(member) {
+                t.call_lean[d][p] = i as u16;
+                continue;
+            }
             let Some((elem, d, p)) = member(s.name) else {
                 continue;
             };
@@ -375,6 +382,7 @@ impl Table {
             operands: Vec::new(),
             end: [[[NONE; PLACES]; 3]; 2],
             call_helper: [[NONE; PLACES]; PLACES],
+            call_lean: [[NONE; PLACES]; PLACES],
             oob_load: [NONE; PLACES],
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
@@ -418,13 +426,15 @@ impl Table {
         let tables = [
             self.end.as_flattened().as_flattened(),
             self.call_helper.as_flattened(),
+            self.call_lean.as_flattened(),
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, call_helper, oob_load, oob_store or ret for some place",
+                "a member of le*/be*, call_helper (families rr and call), oob_load, oob_store or \
+                 ret for some place",
             ));
         }
         Ok(())
