@@ -2,7 +2,7 @@
 # CI for the ebpf-jit example, run from anywhere: the steps every outside example runs
 # (../outside-crate-ci.sh: build `cpjit`, emit cpjit.h, build the stencil crates, test natively
 # and under qemu-aarch64, the differential tests against rbpf included). Its stencils are
-# built once: `--check` trusts no cache entry, and for this set's 2,134 stencils per target
+# built once: `--check` trusts no cache entry, and for this set's 2,284 stencils per target
 # costs as much as the build (bf-jit's CI checks that a rebuild is byte-identical). Under
 # qemu its crate is optimised (--optimise-emulated): its tests under qemu-aarch64 took 52.8
 # and 57.8 s of CPU at opt-level 1 against 103.0 and 111.6 s unoptimised (alternated, load

@@ -56,6 +56,13 @@ pub struct JitOptions {
     /// How finished code reaches the executable view ([`CodeWrites`]): by default with no
     /// writable view of code outliving the write.
     pub code_writes: CodeWrites,
+    /// Overwrite a freed trace's code with traps, so that a stale pointer into it faults
+    /// instead of running whatever is stitched there next. On by default. Off saves a
+    /// write per freed trace (under [`CodeWrites::Transient`] on Linux a `pwrite`, about as
+    /// long as stitching a short trace): for a client that frees about as many short traces
+    /// as it stitches and never keeps a pointer into a freed one (the bytes stay executable
+    /// until the next trace overwrites them, as with a JIT that frees code to the heap).
+    pub trap_freed_code: bool,
 }
 
 /// How a [`Jit`] writes code into its executable memory (the crate docs' "Memory").
@@ -115,6 +122,7 @@ impl Default for JitOptions {
             listing: false,
             unwind: None,
             code_writes: CodeWrites::Transient,
+            trap_freed_code: true,
         }
     }
 }
@@ -139,6 +147,8 @@ pub struct Jit<'s> {
     pub(crate) code_align: u32,
     pub(crate) data_align: u32,
     pub(crate) facts: ArchFacts,
+    /// The byte that fills freed code, `None` to leave it ([`JitOptions::trap_freed_code`]).
+    pub(crate) freed_fill: Option<u8>,
     pub(crate) debug: crate::debug::Options,
     /// The entry shim's name and parameter count, which each trace entered through it
     /// keeps for [`Trace::entry_as`](crate::Trace::entry_as).
@@ -215,6 +225,7 @@ impl<'s> Jit<'s> {
             .unwrap_or(validate as fn(&StencilSet<'_>) -> Result<(), Error> as usize as u64);
         let facts = ArchFacts::of(set.arch);
         let reach = facts.reach;
+        let freed_fill = options.trap_freed_code.then_some(facts.trap);
         Ok(Jit {
             set,
             resolve,
@@ -231,6 +242,7 @@ impl<'s> Jit<'s> {
             code_align: set.stencils.iter().map(|s| s.code_align).max().unwrap_or(1),
             data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,
+            freed_fill,
             debug: crate::debug::Options::open(&options, set)?,
             shim: set.shim().map(|s| ShimFacts {
                 name: s.name.into(),

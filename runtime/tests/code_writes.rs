@@ -167,3 +167,39 @@ mod linux {
         });
     }
 }
+
+/// `JitOptions::trap_freed_code`: on by default, a freed trace's code is overwritten with
+/// one trapping byte; off, the bytes stay as they were (until the next trace takes them).
+#[test]
+fn freed_code_is_trapped_unless_the_option_is_off() {
+    assert!(JitOptions::default().trap_freed_code);
+    for trap in [true, false] {
+        let options = JitOptions {
+            trap_freed_code: trap,
+            ..JitOptions::default()
+        };
+        let jit = Jit::with_options(SET, resolve, options).unwrap();
+        let mut t = jit.trace();
+        t.push_shim().unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+        let trace = t.finish().unwrap();
+        let (code, range) = (trace.code_bytes().to_vec(), trace.code_range());
+        drop(trace);
+        // SAFETY: the freed block's chunk stays mapped (readable, executable) while the Jit
+        // lives: the default `idle_chunk_bytes` keeps one idle chunk, and nothing is
+        // stitched after the drop.
+        let after = unsafe { std::slice::from_raw_parts(range.start as *const u8, range.len()) };
+        if trap {
+            assert!(
+                after != code.as_slice() && after.iter().all(|&b| b == after[0]),
+                "the freed code was not trapped: {after:02x?} (was {code:02x?})"
+            );
+        } else {
+            assert_eq!(
+                after,
+                code.as_slice(),
+                "the freed code changed with the option off"
+            );
+        }
+    }
+}

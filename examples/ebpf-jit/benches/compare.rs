@@ -433,7 +433,7 @@ fn main() {
     let alias = cfg!(target_os = "linux").then(|| {
         let options = JitOptions {
             code_writes: CodeWrites::PersistentAlias,
-            ..JitOptions::default()
+            ..Compiler::default_options()
         };
         Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap()
     });

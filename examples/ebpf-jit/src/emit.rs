@@ -11,7 +11,7 @@
 
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{word, Scan};
-use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS};
+use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::collections::HashMap;
@@ -35,6 +35,10 @@ type Values = [u64; 16];
 
 /// The instance of instruction 0 (after the shim and the entry op).
 const FIRST: usize = 2;
+
+/// How far [`Emit::dead_after`] looks: instructions in all, branches left to follow.
+const LEAN_STEPS: usize = 64;
+const LEAN_PATHS: usize = 8;
 
 /// The value of operand `OFF` for offset `off`: a u16 holding `off + 0x8000`, which the ops
 /// subtract again where it folds into a displacement (templates/include/ops.h, `OFF64`).
@@ -233,8 +237,14 @@ impl<'a, 'j> Emit<'a, 'j> {
         let w = word(self.prog, i);
         let row = &self.table.rows[w as usize & 255];
         let (dr, sr) = (row.d.of(w), row.s.of(w));
-        let (d, s) = (usize::from(self.place[dr]), usize::from(self.place[sr]));
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let d = usize::from(self.place[dr]);
+        // An op with an immediate in 0..2^31 takes its member for one, if it has one.
+        let s = if row.small_imm && imm >= 0 {
+            SMALL_IMM
+        } else {
+            usize::from(self.place[sr])
+        };
         let v = &mut self.v;
         v[usize::from(DST_AT)] = dr as u64 * 8;
         v[usize::from(SRC_AT)] = sr as u64 * 8;
@@ -320,7 +330,12 @@ impl<'a, 'j> Emit<'a, 'j> {
             return match helpers.get(&(imm as u32)) {
                 Some(&h) => {
                     self.v[usize::from(FN)] = h as usize as u64;
-                    self.push(self.table.call_helper[d][s], None)
+                    let members = if self.lean_call(i) {
+                        &self.table.call_lean
+                    } else {
+                        &self.table.call_helper
+                    };
+                    self.push(members[d][s], None)
                 }
                 None => self.push(self.table.unknown_helper, None),
             };
@@ -329,6 +344,99 @@ impl<'a, 'j> Emit<'a, 'j> {
         self.sites.push(i + 1);
         let callee = FIRST + (i as i64 + 1 + i64::from(imm)) as usize;
         self.push(self.table.call_local, Some(callee))
+    }
+
+    /// Whether helper call `i` may be the lean member (family `call`, templates/families/
+    /// ops.c): slots 0 and 1 hold none of its arguments r2..r5 (it does not store them for
+    /// the frame reads), and the registers in slots 2..4 but r0, which it does not keep, are
+    /// dead after it ([`Emit::dead_after`]).
+    fn lean_call(&self, i: usize) -> bool {
+        // The register in slot k (11, the scratch word, if none).
+        let reg = |k: usize| self.pin_at[k] / 8;
+        const ARGS: u16 = 0b11_1100; // r2..r5
+        if (0..2).any(|k| ARGS >> reg(k) & 1 != 0) {
+            return false;
+        }
+        const R1_R10: u16 = 0b111_1111_1110;
+        let kept = (2..PINS).fold(0u16, |m, k| m | 1 << reg(k)) & R1_R10;
+        kept == 0 || self.dead_after(i + 1, kept)
+    }
+
+    /// Whether no register of `live` (a bit per register) is read before it is written on
+    /// any path from instruction `start`. Conservative: a local call, an EXIT of a program
+    /// with local calls, or a search past [`LEAN_STEPS`] instructions or [`LEAN_PATHS`]
+    /// open branches (a loop that never writes one) answers no; a helper call reads r1..r5.
+    fn dead_after(&self, start: usize, live: u16) -> bool {
+        let mut paths = [(0usize, 0u16); LEAN_PATHS];
+        paths[0] = (start, live);
+        let (mut open, mut steps) = (1, 0);
+        // The backward jumps followed, with what was live: a loop taken again with no more
+        // live is not searched again.
+        let mut looped = [(usize::MAX, 0u16); LEAN_PATHS];
+        let mut loops = 0;
+        const END: usize = usize::MAX;
+        while open > 0 {
+            open -= 1;
+            let (mut pc, mut live) = paths[open];
+            while live != 0 {
+                steps += 1;
+                if steps > LEAN_STEPS || pc >= self.n {
+                    return false;
+                }
+                let w = word(self.prog, pc);
+                let row = &self.table.rows[w as usize & 255];
+                let (d, s) = (1u16 << row.d.of(w), 1u16 << row.s.of(w));
+                let mut next = pc + 1;
+                let (reads, writes) = match row.action {
+                    // MOV (ALU32 and ALU64 classes) does not read its destination.
+                    Action::Plain if w & 0xf0 == 0xb0 && matches!(w & 7, 4 | 7) => (s, d),
+                    Action::Plain | Action::End => (d | s, d),
+                    Action::LdDw => {
+                        next += 1;
+                        (0, d)
+                    }
+                    Action::Load => (s, d),
+                    Action::Store => (d | s, 0),
+                    Action::Jump => {
+                        let to = (pc as i64 + 1 + i64::from((w >> 16) as i16)) as usize;
+                        let again = to <= pc
+                            && looped[..loops]
+                                .iter()
+                                .any(|&(at, was)| at == to && live & !was == 0);
+                        if to <= pc && !again {
+                            if loops == LEAN_PATHS {
+                                return false;
+                            }
+                            looped[loops] = (to, live);
+                            loops += 1;
+                        }
+                        if w & 0xff == 0x05 {
+                            // JA: the path goes on there, or ends where searched already.
+                            next = if again { END } else { to };
+                        } else if !again {
+                            if open == LEAN_PATHS {
+                                return false;
+                            }
+                            paths[open] = (to, live);
+                            open += 1;
+                        }
+                        (d | s, 0)
+                    }
+                    Action::Call if (w >> 12) & 15 == 0 => (0b11_1110, 1),
+                    Action::Exit if self.scan.calls == 0 => (1, live),
+                    Action::Call | Action::Exit | Action::Invalid => return false,
+                };
+                if reads & live != 0 {
+                    return false;
+                }
+                live &= !writes;
+                if next == END {
+                    break;
+                }
+                pc = next;
+            }
+        }
+        true
     }
 
     /// What follows the program: op_fell_off, the return chain and the fault exits.

@@ -79,9 +79,22 @@ impl Compiler {
         Compiler::with_set(HOST_SET)
     }
 
-    /// A compiler over `set` (it must be runnable on this host).
+    /// A compiler over `set` (it must be runnable on this host), with
+    /// [`Compiler::default_options`].
     pub fn with_set(set: &'static StencilSet<'static>) -> Result<Compiler, Error> {
-        Compiler::with_options(set, JitOptions::default())
+        Compiler::with_options(set, Compiler::default_options())
+    }
+
+    /// The kit's default `JitOptions` but for `trap_freed_code`, which is off: a program
+    /// is compiled about as often as it runs and its trace freed with the `EbpfVm`, and no
+    /// pointer into a freed trace outlives it, so overwriting the freed code with traps (on
+    /// Linux a second `pwrite` per compile, as long as compiling a 10-instruction program)
+    /// buys nothing rbpf's JIT has: it frees its code to the heap as it is.
+    pub fn default_options() -> JitOptions {
+        JitOptions {
+            trap_freed_code: false,
+            ..JitOptions::default()
+        }
     }
 
     /// A compiler over `set` whose executable memory is made with `options` (e.g.

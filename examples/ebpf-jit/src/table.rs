@@ -99,7 +99,11 @@ pub(crate) struct Row {
     /// Access width in bytes (loads and stores).
     pub width: u8,
     /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table).
+    /// An op with an immediate and no S register may also have, at S = [`SMALL_IMM`], the
+    /// member for an immediate in `0..2^31` (family `ri`).
     pub members: [[u16; PLACES]; PLACES],
+    /// Whether it has those members.
+    pub small_imm: bool,
 }
 
 impl Row {
@@ -109,8 +113,13 @@ impl Row {
         s: Role::NONE,
         width: 0,
         members: [[NONE; PLACES]; PLACES],
+        small_imm: false,
     };
 }
+
+/// The S place of a member for a non-negative immediate (family `ri`, whose ops have no S
+/// register: their general members are at S = [`FRAME`]).
+pub(crate) const SMALL_IMM: usize = 0;
 
 /// The most operands a stencil of the set may have.
 pub(crate) const MAX_OPERANDS: usize = 14;
@@ -133,6 +142,9 @@ pub(crate) struct Table {
     pub end: [[[u16; PLACES]; 3]; 2],
     /// `[place of r0][place of r1]`.
     pub call_helper: [[u16; PLACES]; PLACES],
+    /// The same without keeping the slots a C call clobbers (family `call`, see
+    /// `emit::Emit::lean_call`).
+    pub call_lean: [[u16; PLACES]; PLACES],
     /// By the place of the base register.
     pub oob_load: [u16; PLACES],
     pub oob_store: [u16; PLACES],
@@ -264,15 +276,21 @@ fn row_of(kind: Kind) -> (Row, Option<String>) {
 
 /// The places of family `x`'s members (one for every place of the registers).
 const ANY: usize = PLACES;
+/// What [`member`] gives as S for a member of family `ri`.
+const RI: usize = PLACES + 1;
 
 /// A family member's name split into its element and places: `op_<element>_3_<D>` (family
 /// `r`; S is `FRAME`), `op_<element>_3_<D>_<S>` (family `rr`) or `op_<element>_3_x`
-/// (family `x`: D and S are `ANY`).
+/// (family `x`: D and S are `ANY`) or `op_<element>_3_<D>_i1` (family `ri`: S is `RI`).
 fn member(name: &str) -> Option<(&str, usize, usize)> {
     let place = |t: &str| t.parse::<usize>().ok().filter(|&p| p < PLACES);
     let rest = name.strip_prefix("op_")?;
     if let Some(elem) = rest.strip_suffix("_3_x") {
         return Some((elem, ANY, ANY));
+    }
+    if let Some(rest) = rest.strip_suffix("_i1") {
+        let (elem, d) = rest.rsplit_once('_')?;
+        return Some((elem.strip_suffix("_3")?, place(d)?, RI));
     }
     let mut parts = rest.rsplitn(4, '_');
     let (last, second, third, elem) = (parts.next()?, parts.next()?, parts.next(), parts.next());
@@ -311,6 +329,10 @@ impl Table {
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
                 .push(operands(s.name, s.operands, !s.targets.is_empty())?);
+            if let Some((_, d, p)) = s.name.strip_suffix("_lean1").and_then(member) {
+                t.call_lean[d][p] = i as u16;
+                continue;
+            }
             let Some((elem, d, p)) = member(s.name) else {
                 continue;
             };
@@ -330,11 +352,14 @@ impl Table {
                 "ret" => t.ret[d] = i,
                 _ => {
                     for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
-                        let members = &mut t.rows[usize::from(opc)].members;
+                        let row = &mut t.rows[usize::from(opc)];
                         if d == ANY {
-                            *members = [[i; PLACES]; PLACES];
-                        } else {
-                            members[d][p] = i;
+                            row.members = [[i; PLACES]; PLACES];
+                        } else if p == RI && row.s == Role::NONE {
+                            row.members[d][SMALL_IMM] = i;
+                            row.small_imm = true;
+                        } else if p < PLACES {
+                            row.members[d][p] = i;
                         }
                     }
                 }
@@ -357,6 +382,7 @@ impl Table {
             operands: Vec::new(),
             end: [[[NONE; PLACES]; 3]; 2],
             call_helper: [[NONE; PLACES]; PLACES],
+            call_lean: [[NONE; PLACES]; PLACES],
             oob_load: [NONE; PLACES],
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
@@ -389,18 +415,26 @@ impl Table {
                         )));
                     }
                 }
+                if row.small_imm && row.members[d][SMALL_IMM] == NONE {
+                    return Err(missing(format!(
+                        "the member of opcode {opc:#04x} for place {d} and an immediate \
+                         in 0..2^31 (family ri)"
+                    )));
+                }
             }
         }
         let tables = [
             self.end.as_flattened().as_flattened(),
             self.call_helper.as_flattened(),
+            self.call_lean.as_flattened(),
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, call_helper, oob_load, oob_store or ret for some place",
+                "a member of le*/be*, call_helper (families rr and call), oob_load, oob_store or \
+                 ret for some place",
             ));
         }
         Ok(())

@@ -9,10 +9,10 @@
 //! option, and a page that is W and X at once is what W^X forbids. Instead the code part is
 //! one shared memory object mapped as an **RX view** (the addresses that execute) for the
 //! chunk's life, and written only through a [`CodeWriter`] while a trace is finished (or a
-//! freed trace is overwritten with traps): a `pwrite` on Linux, a short-lived writable
-//! window elsewhere. No view is ever W+X, and no writable view of published code outlives
-//! the call that writes it, so a stray write elsewhere in the process cannot find an alias
-//! of live code to change it through.
+//! freed trace is overwritten with traps, unless `JitOptions::trap_freed_code` is off): a
+//! `pwrite` on Linux, a short-lived writable window elsewhere. No view is ever W+X, and no
+//! writable view of published code outlives the call that writes it, so a stray write
+//! elsewhere in the process cannot find an alias of live code to change it through.
 //!
 //! - Linux: `memfd_create`, mapped R+X; one memfd per arena, each chunk's code part a range
 //!   of it (`code_file.rs`), so a JIT holds one descriptor for its code however many chunks

@@ -595,8 +595,8 @@ pub struct Trace {
     pub(crate) instance_offsets: Offsets,
     pub(crate) veneers: usize,
     pub(crate) got_slots: usize,
-    /// Byte that fills freed code (a trapping instruction).
-    pub(crate) trap: u8,
+    /// Byte that fills freed code (a trapping instruction), if the options ask for it.
+    pub(crate) trap: Option<u8>,
     /// Registrations with debuggers and profilers, if any option asked for them.
     pub(crate) debug: Option<Box<dyn Registrations>>,
     /// The entry shim, when it is instance 0.
@@ -704,9 +704,11 @@ impl Drop for Trace {
         // Fill the freed code with traps so that a stale pointer into it faults instead of
         // running whatever is stitched there next. If no window can be mapped or staged
         // (out of memory), the bytes stay until the next trace overwrites them.
-        if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
-            if writer.fill(self.trap).is_ok() {
-                let _ = writer.publish();
+        if let Some(trap) = self.trap {
+            if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
+                if writer.fill(trap).is_ok() {
+                    let _ = writer.publish();
+                }
             }
         }
         self.arena.free(&self.block);

@@ -15,6 +15,24 @@
 #define S 5
 #endif
 
+/* Family `ri` (SMALL_IMM): the compiler passes only immediates in 0..2^31, for which
+ * sign- and zero-extending agree, so on x86-64 ELF the operand's symbol address is the
+ * value as any instruction reads it (LLVM folds it into compares' imm32 and lea's disp32
+ * sign-extended, into `movl` zero-extended) and the general member's `mov`, `cltq` (or
+ * `mov %eax, %eax`) pair goes. Elsewhere the same value, read as the general members do. */
+#ifdef SMALL_IMM
+#undef IMM64
+#undef IMM32
+#undef IMM32X
+#if defined(__x86_64__) && !defined(__APPLE__) && !defined(_WIN32)
+#define IMM64 ((uint64_t)AT(IMM))
+#else
+#define IMM64 ((uint64_t)(uint32_t)CPJIT_NARROW(IMM, s32))
+#endif
+#define IMM32 ((uint32_t)IMM64)
+#define IMM32X IMM64
+#endif
+
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define SLOT_0 s.v0
@@ -177,9 +195,21 @@ XDEF(ret, R0_OUT(); return EBPF_OK)
 /* ---- A helper call: r0 = fn(r1, r2, r3, r4, r5) through the Rust trampoline; D is where r0
  * lives, S where r1 lives (the registers a helper loop carries), r2..r5 are read from their
  * homes after SYNC_OUT. ---- */
+#ifndef CALL_LEAN
 OPDEF(call_helper, SYNC_OUT_OPERANDS();
       uint64_t r0 = ebpf_call_helper(SREG, f->r[2], f->r[3], f->r[4], f->r[5], CPJIT_OPERAND(FN));
       SYNC_IN_CLOBBERED(); DREG = r0)
+#else
+/* Family `call` (CALL_LEAN): the compiler found that slots 0 and 1 hold none of r2..r5 and
+ * that the registers in the slots a C call clobbers on x86-64 (2, 3, 4) are not read after
+ * the call before they are written (src/emit.rs, `lean_call`): only those three are stored
+ * (one may be an argument), none is loaded back, and their values afterwards are whatever
+ * the registers hold (no instruction). Five stores and three loads become three stores. */
+#define ANY_VALUE(x) __builtin_nondeterministic_value(x)
+OPDEF(call_helper, FRAME_AT(PIN2_AT) = s.v2; FRAME_AT(PIN3_AT) = s.p0; FRAME_AT(PIN4_AT) = s.p1;
+      uint64_t r0 = ebpf_call_helper(SREG, f->r[2], f->r[3], f->r[4], f->r[5], CPJIT_OPERAND(FN));
+      s.v2 = ANY_VALUE(s.v2); s.p0 = ANY_VALUE(s.p0); s.p1 = ANY_VALUE(s.p1); DREG = r0)
+#endif
 
 /* ---- Jumps: JUMP when the condition holds. ---- */
 /* JMP: immediates zero-extended for the unsigned compares, sign-extended otherwise. */
