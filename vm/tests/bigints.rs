@@ -210,3 +210,36 @@ end
         }
     }
 }
+
+#[test]
+fn an_inlined_call_whose_product_stays_big_is_called_instead() {
+    // f(x) = x * x % 1000 inlined in the loop: from x = 11,863,284 on x * x is a big int
+    // (MUL_INT leaves; no recording shows the callee's types), so the side trace started
+    // where its parent started calls f, whose own side trace records the big product and
+    // keeps the generic multiply: a few exits, not one a round.
+    let text = "func f(x)
+  load x; load x; mul; const 1000; mod; return
+end
+
+func main()
+  locals i s
+  const 11863000; store i
+  const 0; store s
+loop:
+  load i; const 11873000; lt; jump_if_false done
+  load s; load i; call f; add; store s
+  load i; const 1; add; store i
+  jump loop
+done:
+  load s; print
+  const none; return
+end
+";
+    let want: i128 = (11_863_000..11_873_000i128).map(|x| x * x % 1000).sum();
+    let (out, stats) = agree_with(text, eager, |_| {});
+    assert_eq!(out, format!("{want}\n"));
+    assert!(
+        stats.inlined_calls >= 1 && stats.side_exits < 200,
+        "{stats:?}"
+    );
+}
