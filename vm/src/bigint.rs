@@ -37,6 +37,11 @@ pub use arith::{BigOp, Num, Out};
 /// stays big reuses cells still in the cache (`sum` at 40,000,000, 2**16: 38 ns a big round, 2**12: 27 ns).
 const FIRST_COLLECTION: usize = 1 << 12;
 
+/// The most bits an int may have: past it an op raises `OverflowError` instead of going on
+/// (a limit of the VM's, like the longest list, that keeps a program squaring a value in a
+/// loop from taking the host's memory and time: 2**65536 has 19,729 digits).
+pub const MAX_BITS: u64 = 1 << 16;
+
 /// One big int of the heap.
 struct Cell {
     value: BigInt,
@@ -288,6 +293,7 @@ pub unsafe extern "C" fn vm_bigint(frame: *mut Frame, op: u64, a: u64, b: u64, r
     // SAFETY: as above.
     let result = unsafe { arith::eval(op, &operand(Value(a)), &operand(Value(b))) };
     let value = match result {
+        Ok(Out::Int(x)) if x.bits() > MAX_BITS => return crate::abi::ERR_OVERFLOW,
         Ok(Out::Int(x)) => {
             // SAFETY: as above; the frame's VM is running.
             let vm = unsafe { crate::helpers::vm_of(frame) };

@@ -243,3 +243,29 @@ end
         "{stats:?}"
     );
 }
+
+#[test]
+fn an_int_past_the_vms_limit_raises_at_the_same_place_in_every_mode() {
+    // x = x * x from 3: 3**(2**k) has more than 2**16 bits from k = 16 on.
+    let text = "func main()
+  locals i x
+  const 3; store x
+  const 0; store i
+loop:
+  load i; const 40; lt; jump_if_false done
+  load x; load x; mul; store x
+  load i; const 1; add; store i
+  jump loop
+done:
+  const none; return
+end
+";
+    let (out, _) = agree_with(text, eager, |_| {});
+    assert!(
+        out.starts_with(
+            "error: line 7:19 in main: OverflowError: int result of more than 65536 bits"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("(locals [15, "), "{out}");
+}

@@ -125,6 +125,18 @@ fn error_message(code: i64, bytecode: u32, a: Value, b: Value) -> String {
         ERR_OVERFLOW if bytecode == op::DIV && is_int(a) && is_int(b) => {
             "OverflowError: integer division result too large for a float".into()
         }
+        ERR_OVERFLOW
+            if matches!(
+                bytecode,
+                op::ADD | op::SUB | op::MUL | op::FLOORDIV | op::MOD | op::NEG
+            ) && is_int(a)
+                && is_int(b) =>
+        {
+            format!(
+                "OverflowError: int result of more than {} bits (the VM's limit)",
+                crate::bigint::MAX_BITS
+            )
+        }
         ERR_OVERFLOW => "OverflowError: int too large to convert to float".into(),
         ERR_INDEX => "IndexError: list index out of range".into(),
         ERR_VALUE => match bytecode {
