@@ -346,6 +346,10 @@ mod tests {
     fn words_that_name_no_cell_are_not_read() {
         let forged = Value((TAG_BIGINT << TAG_SHIFT) | 0x1000);
         assert_eq!(big_of(forged), None);
+        assert_ne!(forged, Value(forged.0 + 8), "unread words are their bits");
+        let mut heap = BigHeap::default();
+        let (a, b) = (heap.wide(1 << 50), heap.wide(1 << 50));
+        assert!(a.0 != b.0 && a == b, "two cells, one number");
         let copy = {
             let mut heap = BigHeap::default();
             let v = heap.int(BigInt::from(1u64 << 60));

@@ -12,10 +12,11 @@ pub struct Value(pub u64);
 /// its VM's big ints); any other value is its bits.
 impl PartialEq for Value {
     fn eq(&self, other: &Value) -> bool {
+        use crate::bigint::big_of;
         self.0 == other.0
             || (self.tag() == TAG_BIGINT
                 && other.tag() == TAG_BIGINT
-                && crate::bigint::big_of(*self) == crate::bigint::big_of(*other))
+                && matches!((big_of(*self), big_of(*other)), (Some(x), Some(y)) if x == y))
     }
 }
 
