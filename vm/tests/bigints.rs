@@ -15,17 +15,32 @@ use cpjit_vm::Mode;
 /// The largest tagged int.
 const MAX: i128 = (1 << 47) - 1;
 
+/// `prelude`, then `main`: x = `x0`, then `body` (lines) for i from `from` below `to`,
+/// then `after` (lines).
+fn counted(prelude: &str, x0: &str, (from, to): (i64, i64), body: &str, after: &str) -> String {
+    format!(
+        "{prelude}func main()
+  locals i x
+  const {x0}; store x
+  const {from}; store i
+loop:
+  load i; const {to}; lt; jump_if_false done
+{body}
+  load i; const 1; add; store i
+  jump loop
+done:
+{after}
+  const none; return
+end
+"
+    )
+}
+
 /// A loop of `2 * steps` rounds from `start`: `forward` on x for `steps` rounds, then
 /// `backward`; each round prints x and what the other ops make of it.
 fn program(start: i64, forward: &str, backward: &str, steps: u32) -> String {
-    format!(
-        "func main()
-  locals i x
-  const {start}; store x
-  const 0; store i
-loop:
-  load i; const {rounds}; lt; jump_if_false done
-  load i; const {steps}; lt; jump_if_false back
+    let body = format!(
+        "  load i; const {steps}; lt; jump_if_false back
   load x; {forward}; store x
   jump show
 back:
@@ -33,15 +48,9 @@ back:
 show:
   load x; load x; const 1000003; mod; load x; neg; load x; const {MAX}; gt
   load x; const 1.0; eq; load x; float; load x; const 3; div
-  load x; float; int; load x; const 0.5; add; load x; const -7; floordiv; print 10
-  load i; const 1; add; store i
-  jump loop
-done:
-  const none; return
-end
-",
-        rounds = 2 * steps
-    )
+  load x; float; int; load x; const 0.5; add; load x; const -7; floordiv; print 10"
+    );
+    counted("", &start.to_string(), (0, 2 * i64::from(steps)), &body, "")
 }
 
 fn float(f: f64) -> String {
@@ -180,23 +189,16 @@ fn a_loop_whose_value_stays_big_runs_compiled_in_the_generic_op() {
     // s leaves the range at once and stays out: after the typed add has left, the loop
     // takes a side trace whose generic add makes the big ints (no return to the VM each
     // round), and collections keep the heap small.
-    let text = "func main()
-  locals i s
-  const 140737488355000; store s
-  const 0; store i
-loop:
-  load i; const 300000; lt; jump_if_false done
-  load s; load i; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-";
+    let text = counted(
+        "",
+        "140737488355000",
+        (0, 300_000),
+        "  load x; load i; add; store x",
+        "  load x; print",
+    );
     let want: i128 = 140_737_488_355_000 + (0..300_000i128).sum::<i128>();
     for mode in MODES {
-        let vm = cpjit_vm::Vm::new(cpjit_vm::parse(text).unwrap(), eager(mode)).unwrap();
+        let vm = cpjit_vm::Vm::new(cpjit_vm::parse(&text).unwrap(), eager(mode)).unwrap();
         vm.run().unwrap();
         assert_eq!(vm.output(), format!("{want}\n"), "{mode:?}");
         let (live, collections) = vm.bigint_stats();
@@ -217,26 +219,15 @@ fn an_inlined_call_whose_product_stays_big_is_called_instead() {
     // (MUL_INT leaves; no recording shows the callee's types), so the side trace started
     // where its parent started calls f, whose own side trace records the big product and
     // keeps the generic multiply: a few exits, not one a round.
-    let text = "func f(x)
-  load x; load x; mul; const 1000; mod; return
-end
-
-func main()
-  locals i s
-  const 11863000; store i
-  const 0; store s
-loop:
-  load i; const 11873000; lt; jump_if_false done
-  load s; load i; call f; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-";
+    let text = counted(
+        "func f(x)\n  load x; load x; mul; const 1000; mod; return\nend\n\n",
+        "0",
+        (11_863_000, 11_873_000),
+        "  load x; load i; call f; add; store x",
+        "  load x; print",
+    );
     let want: i128 = (11_863_000..11_873_000i128).map(|x| x * x % 1000).sum();
-    let (out, stats) = agree_with(text, eager, |_| {});
+    let (out, stats) = agree_with(&text, eager, |_| {});
     assert_eq!(out, format!("{want}\n"));
     assert!(
         stats.inlined_calls >= 1 && stats.side_exits < 200,
@@ -247,20 +238,8 @@ end
 #[test]
 fn an_int_past_the_vms_limit_raises_at_the_same_place_in_every_mode() {
     // x = x * x from 3: 3**(2**k) has more than 2**16 bits from k = 16 on.
-    let text = "func main()
-  locals i x
-  const 3; store x
-  const 0; store i
-loop:
-  load i; const 40; lt; jump_if_false done
-  load x; load x; mul; store x
-  load i; const 1; add; store i
-  jump loop
-done:
-  const none; return
-end
-";
-    let (out, _) = agree_with(text, eager, |_| {});
+    let text = counted("", "3", (0, 40), "  load x; load x; mul; store x", "");
+    let (out, _) = agree_with(&text, eager, |_| {});
     assert!(
         out.starts_with(
             "error: line 7:19 in main: OverflowError: int result of more than 65536 bits"
