@@ -9,6 +9,7 @@ pub const TAG_INT: u64 = 0xFFF9;
 pub const TAG_BOOL: u64 = 0xFFFA;
 pub const TAG_NONE: u64 = 0xFFFB;
 pub const TAG_LIST: u64 = 0xFFFC;
+pub const TAG_BIGINT: u64 = 0xFFFD;
 pub const PAYLOAD_MASK: u64 = 0x0000_FFFF_FFFF_FFFF;
 pub const INT_MIN: i64 = -(1 << 47);
 pub const INT_MAX: i64 = (1 << 47) - 1;
@@ -18,6 +19,8 @@ pub const TYPE_INT: u8 = 1;
 pub const TYPE_BOOL: u8 = 2;
 pub const TYPE_NONE: u8 = 3;
 pub const TYPE_LIST: u8 = 4;
+/// An int outside the tagged range (Python's type is `int`).
+pub const TYPE_BIGINT: u8 = 5;
 
 pub const EXIT_RETURN: i64 = 0;
 pub const EXIT_ERROR: i64 = 1;
@@ -151,7 +154,7 @@ const _: () = assert!(offset_of!(VmList, items) == 16);
 
 extern "C" {
     /// Constants as the C compiler sees them (see `vm_abi_constants` in csrc/interp.c).
-    pub static vm_abi_constants: [u64; 27];
+    pub static vm_abi_constants: [u64; 30];
     pub fn vm_interp(frame: *mut Frame, sp: *mut u64, code: *mut Inst) -> i64;
     pub fn vm_record(
         frame: *mut Frame,
@@ -167,13 +170,17 @@ extern "C" {
 }
 
 /// The constants Rust expects `vm_abi_constants` to hold, in its order.
-pub fn expected_abi_constants() -> [u64; 27] {
+pub fn expected_abi_constants() -> [u64; 30] {
     [
         crate::ops::OPS.len() as u64,
         TAG_INT,
         TAG_BOOL,
         TAG_NONE,
         TAG_LIST,
+        TAG_BIGINT,
+        TYPE_BIGINT as u64,
+        // The last VM_BIG_* code: the C side and `BigOp` have as many operations.
+        crate::bigint::BigOp::COUNT as u64 - 1,
         EXIT_RETURN as u64,
         EXIT_ERROR as u64,
         EXIT_HOT_LOOP as u64,

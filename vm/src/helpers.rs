@@ -27,7 +27,7 @@ impl ListObject {
 /// # Safety
 /// `frame` must be a frame created by [`Vm`] while that VM is running (it stores a pointer
 /// to itself in `frame.vm`).
-unsafe fn vm_of<'a>(frame: *mut Frame) -> &'a Vm {
+pub(crate) unsafe fn vm_of<'a>(frame: *mut Frame) -> &'a Vm {
     // SAFETY: the caller upholds this function's # Safety contract.
     unsafe { &*((*frame).vm as *const Vm) }
 }
@@ -212,8 +212,9 @@ pub fn make_list(lists: &mut Vec<Box<ListObject>>, items: Vec<u64>) -> u64 {
 }
 
 /// Every helper's name and address, for resolving stencil holes.
-pub fn symbols() -> [(&'static str, usize); 9] {
+pub fn symbols() -> [(&'static str, usize); 10] {
     [
+        ("vm_bigint", crate::bigint::vm_bigint as *const () as usize),
         ("vm_call", vm_call as *const () as usize),
         ("vm_call_finish", vm_call_finish as *const () as usize),
         ("vm_float_floordiv", vm_float_floordiv as *const () as usize),

@@ -10,6 +10,7 @@
 //! ```
 
 pub mod abi;
+pub mod bigint;
 pub mod cached;
 pub mod helpers;
 pub mod inline;

@@ -1,11 +1,35 @@
 //! NaN-boxed values on the Rust side (see `vm_abi.h` for the layout): boxing constants for
-//! the assembler and formatting values the way Python prints them.
+//! the assembler and formatting values the way Python prints them. A big int
+//! ([`crate::bigint`]) compares and hashes by its number, other values by their bits.
 
 use crate::abi::*;
 
 /// A 64-bit VM value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug)]
 pub struct Value(pub u64);
+
+/// Two words naming big ints are equal when their numbers are (a traceback holds copies of
+/// its VM's big ints); any other value is its bits.
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        use crate::bigint::big_of;
+        self.0 == other.0
+            || (self.tag() == TAG_BIGINT
+                && other.tag() == TAG_BIGINT
+                && matches!((big_of(*self), big_of(*other)), (Some(x), Some(y)) if x == y))
+    }
+}
+
+impl Eq for Value {}
+
+impl std::hash::Hash for Value {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match crate::bigint::big_of(*self) {
+            Some(x) => x.hash(state),
+            None => self.0.hash(state),
+        }
+    }
+}
 
 impl Value {
     pub const NONE: Value = Value(TAG_NONE << TAG_SHIFT);
@@ -46,6 +70,7 @@ impl Value {
             TAG_BOOL => TYPE_BOOL,
             TAG_NONE => TYPE_NONE,
             TAG_LIST => TYPE_LIST,
+            TAG_BIGINT => TYPE_BIGINT,
             _ => TYPE_FLOAT,
         }
     }
@@ -70,7 +95,7 @@ impl Value {
 /// The Python name of a type code.
 pub fn type_name(code: u8) -> &'static str {
     match code {
-        TYPE_INT => "int",
+        TYPE_INT | TYPE_BIGINT => "int",
         TYPE_BOOL => "bool",
         TYPE_NONE => "NoneType",
         TYPE_LIST => "list",
@@ -84,6 +109,10 @@ pub fn format_value(out: &mut String, v: Value) {
         TYPE_INT => out.push_str(&v.as_int().unwrap().to_string()),
         TYPE_BOOL => out.push_str(if v == Value::TRUE { "True" } else { "False" }),
         TYPE_NONE => out.push_str("None"),
+        TYPE_BIGINT => match crate::bigint::big_of(v) {
+            Some(x) => out.push_str(&x.to_string()),
+            None => out.push_str("<int of a dropped VM>"),
+        },
         TYPE_LIST => {
             // SAFETY: list values always point to a live `VmList` owned by the VM.
             let list = unsafe { &*v.as_list().unwrap() };

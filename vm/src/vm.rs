@@ -206,6 +206,8 @@ pub struct Vm {
     frame_pool: RefCell<Vec<Vec<u64>>>,
     /// The compiler of traces in `jit` mode.
     jit: Option<Rc<dyn TraceCompiler>>,
+    /// The big ints (ints beyond the tagged range).
+    bigints: RefCell<crate::bigint::BigHeap>,
 }
 
 impl Vm {
@@ -311,6 +313,7 @@ impl Vm {
             trace_dump: RefCell::new(String::new()),
             frame_pool: RefCell::new(Vec::new()),
             jit,
+            bigints: RefCell::new(crate::bigint::BigHeap::default()),
         }
     }
 
@@ -374,8 +377,13 @@ impl Vm {
                     pc: pc as u32,
                     line,
                     col,
-                    locals: (0..nlocals).map(|i| Value(*locals.add(i))).collect(),
-                    stack: (0..depth).map(|i| Value(*base.add(i))).collect(),
+                    // Big ints as copies that outlive the VM, as a traceback may.
+                    locals: (0..nlocals)
+                        .map(|i| crate::bigint::immortal(Value(*locals.add(i))))
+                        .collect(),
+                    stack: (0..depth)
+                        .map(|i| crate::bigint::immortal(Value(*base.add(i))))
+                        .collect(),
                 });
                 link = (*link).prev;
             }
@@ -421,6 +429,53 @@ impl Vm {
 
     pub(crate) fn new_list(&self, items: Vec<u64>) -> u64 {
         make_list(&mut self.lists.borrow_mut(), items)
+    }
+
+    /// The value of int `x` (a big int when it does not fit the tagged range), collecting
+    /// unreachable big ints first when it is time ([`crate::bigint`], "Memory"). Called only
+    /// by the generic ops' slow path, while every value of every frame is in frame memory.
+    pub(crate) fn box_big(&self, x: num_bigint::BigInt) -> Value {
+        if self.bigints.borrow().wants_collection() {
+            self.collect_bigints();
+        }
+        self.bigints.borrow_mut().int(x)
+    }
+
+    /// [`Vm::box_big`] of an i128.
+    pub(crate) fn box_wide(&self, x: i128) -> Value {
+        if self.bigints.borrow().wants_collection() {
+            self.collect_bigints();
+        }
+        self.bigints.borrow_mut().wide(x)
+    }
+
+    /// Big ints live now, and collections run so far.
+    pub fn bigint_stats(&self) -> (usize, u64) {
+        let heap = self.bigints.borrow();
+        (heap.live(), heap.collections())
+    }
+
+    /// Frees the big ints no frame, global or list names.
+    fn collect_bigints(&self) {
+        let mut frames: Vec<&[u64]> = Vec::new();
+        let mut link = self.stack().last;
+        while !link.is_null() {
+            // SAFETY: every link on the chain starts its frame's `frame_words` words (link,
+            // header, locals, value stack; `call_function` and CALL_JIT push them so), live
+            // until the frame is unlinked, which no code does during this collection.
+            unsafe {
+                let words = self.callees[(*link).func as usize].frame_words as usize;
+                frames.push(std::slice::from_raw_parts(link as *const u64, words));
+                link = (*link).prev;
+            }
+        }
+        // SAFETY: single-threaded; no C code writes a global while Rust runs.
+        let globals = unsafe { std::slice::from_raw_parts(self.globals_ptr(), self.globals.len()) };
+        let lists = self.lists.borrow();
+        let items = lists.iter().map(|l| &l.items[..]);
+        self.bigints
+            .borrow_mut()
+            .collect(frames.into_iter().chain([globals]).chain(items));
     }
 
     fn globals_ptr(&self) -> *mut u64 {

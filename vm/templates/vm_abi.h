@@ -8,9 +8,14 @@
  *     NaNs the VM can produce are quiet NaNs with a zero payload top, 0x7ff8... or 0xfff8...,
  *     so no float ever collides with a tag);
  *   - otherwise the top 16 bits are the tag and the low 48 bits the payload:
- *     int (48-bit two's complement), bool (0/1), None, list (pointer to struct vm_list).
- * Ints are 48-bit: a result outside [VM_INT_MIN, VM_INT_MAX] raises OverflowError, so a
- * result is never wrong.
+ *     int (48-bit two's complement), bool (0/1), None, list (pointer to struct vm_list),
+ *     big int (an opaque pointer to an arbitrary-precision int owned by Rust).
+ * An int is tagged when it fits [VM_INT_MIN, VM_INT_MAX] and a big int only when it does
+ * not (one value, one form: equal ints have equal words when tagged). An int op whose result
+ * leaves the tagged range, or with a big int operand, takes the slow path vm_bigint (Rust,
+ * vm/src/bigint.rs), which gives Python's result and tags it again when it fits. Specialised
+ * int ops in traces never make a big int: they leave the trace, and the interpreter runs
+ * the generic op.
  */
 #ifndef VM_ABI_H
 #define VM_ABI_H
@@ -22,6 +27,7 @@
 #define VM_TAG_BOOL 0xFFFAu
 #define VM_TAG_NONE 0xFFFBu
 #define VM_TAG_LIST 0xFFFCu
+#define VM_TAG_BIGINT 0xFFFDu
 #define VM_PAYLOAD_MASK 0x0000FFFFFFFFFFFFull
 #define VM_INT_MIN (-(((int64_t)1) << 47))
 #define VM_INT_MAX ((((int64_t)1) << 47) - 1)
@@ -36,6 +42,7 @@
 #define VM_TYPE_BOOL 2
 #define VM_TYPE_NONE 3
 #define VM_TYPE_LIST 4
+#define VM_TYPE_BIGINT 5 /* an int outside the tagged range: Python's type is int */
 
 /* Exit statuses: what an interpreter or a trace returns to Rust. */
 #define VM_EXIT_RETURN 0         /* the function returned; frame->ret holds the value */
@@ -50,11 +57,28 @@
 #define VM_ERR_NONE 0
 #define VM_ERR_TYPE 1          /* unsupported operand types: error_a/error_b are the operands */
 #define VM_ERR_ZERO_DIVISION 2 /* division or modulo by zero */
-#define VM_ERR_OVERFLOW 3      /* int result outside the 48-bit range */
+#define VM_ERR_OVERFLOW 3      /* a big int too large for a float (float(), mixed ops) */
 #define VM_ERR_INDEX 4         /* list index out of range: error_a index, error_b length */
 #define VM_ERR_VALUE 5         /* e.g. int(nan), negative list size, sqrt of a negative */
 #define VM_ERR_PROPAGATED 6    /* a callee failed; the error is already recorded by Rust */
 #define VM_ERR_INTERNAL 7      /* an op that cannot occur here (a guard in bytecode) */
+
+/* The operations of the big-int slow path (vm_bigint's `op`). */
+#define VM_BIG_ADD 0
+#define VM_BIG_SUB 1
+#define VM_BIG_MUL 2
+#define VM_BIG_DIV 3
+#define VM_BIG_FLOORDIV 4
+#define VM_BIG_MOD 5
+#define VM_BIG_LT 6
+#define VM_BIG_LE 7
+#define VM_BIG_GT 8
+#define VM_BIG_GE 9
+#define VM_BIG_EQ 10
+#define VM_BIG_NE 11
+#define VM_BIG_NEG 12      /* b unused */
+#define VM_BIG_TO_FLOAT 13 /* float(a), a an int; b unused */
+#define VM_BIG_TO_INT 14   /* int(a), a a finite float; b unused */
 
 /* A list object; created and grown only by Rust helpers (vm_list_*). */
 struct vm_list {
@@ -164,6 +188,11 @@ uint64_t vm_list_new(struct cpjit_frame *frame, int64_t len, uint64_t fill);
 uint64_t vm_list_from(struct cpjit_frame *frame, uint64_t *values, uint64_t count);
 void vm_list_append(struct vm_list *list, uint64_t value);
 double vm_float_floordiv(double a, double b);
+/* The big-int slow path: op (VM_BIG_*) on a and b, ints (tagged or big; bools already
+ * unboxed) or, for mixed arithmetic and comparisons, one int and one float. Stores the
+ * result in *r and returns 0, or returns a VM_ERR_* code. Only the generic ops call it,
+ * with every value of their frame in memory (they are never register-cached). */
+int64_t vm_bigint(struct cpjit_frame *frame, uint64_t op, uint64_t a, uint64_t b, uint64_t *r);
 double vm_float_mod(double a, double b);
 
 #endif /* VM_ABI_H */

@@ -36,6 +36,11 @@ VM_INLINE uint64_t vm_tag(uint64_t v) { return v >> VM_TAG_SHIFT; }
 VM_INLINE int vm_is_int(uint64_t v) { return vm_tag(v) == VM_TAG_INT; }
 VM_INLINE int vm_is_float(uint64_t v) { return vm_tag(v) < VM_TAG_INT; }
 VM_INLINE int vm_is_list(uint64_t v) { return vm_tag(v) == VM_TAG_LIST; }
+VM_INLINE int vm_is_bigint(uint64_t v) { return vm_tag(v) == VM_TAG_BIGINT; }
+/* Whether an operation on a and b takes the big-int slow path (vm_bigint) at once. */
+VM_INLINE int vm_either_big(uint64_t a, uint64_t b) {
+  return vm_is_bigint(a) | vm_is_bigint(b);
+}
 
 VM_INLINE uint8_t vm_type_of(uint64_t v) {
   switch (vm_tag(v)) {
@@ -43,6 +48,7 @@ VM_INLINE uint8_t vm_type_of(uint64_t v) {
   case VM_TAG_BOOL: return VM_TYPE_BOOL;
   case VM_TAG_NONE: return VM_TYPE_NONE;
   case VM_TAG_LIST: return VM_TYPE_LIST;
+  case VM_TAG_BIGINT: return VM_TYPE_BIGINT;
   default: return VM_TYPE_FLOAT;
   }
 }
@@ -90,6 +96,7 @@ VM_INLINE int vm_truthy(uint64_t v) {
   if (v == VM_FALSE || v == VM_NONE) return 0;
   if (vm_is_int(v)) return vm_int_of(v) != 0;
   if (vm_is_list(v)) return vm_list_of(v)->len != 0;
+  if (vm_is_bigint(v)) return 1; /* never 0: 0 is tagged */
   return vm_float_of(v) != 0.0; /* NaN is true, as in Python */
 }
 
@@ -98,7 +105,8 @@ VM_INLINE uint64_t vm_unbool(uint64_t v) {
   return vm_tag(v) == VM_TAG_BOOL ? vm_box_int((int64_t)(v & 1)) : v;
 }
 
-/* A number as a double (ints are 48-bit, so exact). Returns 0 if v is not a number. */
+/* A float or a tagged int as a double (a tagged int is exact). Returns 0 otherwise (a big
+ * int takes the slow path before any caller gets here). */
 VM_INLINE int vm_as_double(uint64_t v, double *out) {
   if (vm_is_float(v)) { *out = vm_float_of(v); return 1; }
   if (vm_is_int(v)) { *out = (double)vm_int_of(v); return 1; }
@@ -180,68 +188,86 @@ VM_INLINE int vm_float_div(uint64_t a, uint64_t b, uint64_t *r) {
   return 0;
 }
 
-/* ---- generic arithmetic: int op int stays int, any float makes a float ---- */
-#define VM_GENERIC_ARITH(NAME)                                                  \
-  VM_INLINE int vm_##NAME(uint64_t a, uint64_t b, uint64_t *r) {                \
+/* ---- generic arithmetic: int op int stays int, any float makes a float ----
+ * The generic ops take the frame for the big-int slow path (vm_bigint): a tagged result
+ * that overflows and any big int operand go there, off the fast path. */
+#define VM_BIG(op, a, b, r) ((int)vm_bigint(frame, (op), (a), (b), (r)))
+#define VM_GENERIC_ARITH(NAME, BIG)                                             \
+  VM_INLINE int vm_##NAME(struct cpjit_frame *frame, uint64_t a, uint64_t b,    \
+                          uint64_t *r) {                                        \
     a = vm_unbool(a);                                                           \
     b = vm_unbool(b);                                                           \
-    if (vm_is_int(a) && vm_is_int(b)) return vm_int_##NAME(a, b, r);            \
+    if (vm_is_int(a) && vm_is_int(b)) {                                         \
+      if (__builtin_expect(vm_int_##NAME(a, b, r) == 0, 1)) return 0;           \
+      return VM_BIG(BIG, a, b, r);                                              \
+    }                                                                           \
+    if (__builtin_expect(vm_either_big(a, b), 0)) return VM_BIG(BIG, a, b, r);  \
     double x, y;                                                                \
     if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;       \
     return vm_float_##NAME(vm_box_float(x), vm_box_float(y), r);                \
   }
-VM_GENERIC_ARITH(add)
-VM_GENERIC_ARITH(sub)
-VM_GENERIC_ARITH(mul)
+VM_GENERIC_ARITH(add, VM_BIG_ADD)
+VM_GENERIC_ARITH(sub, VM_BIG_SUB)
+VM_GENERIC_ARITH(mul, VM_BIG_MUL)
 
 /* True division always gives a float. */
-VM_INLINE int vm_div(uint64_t a, uint64_t b, uint64_t *r) {
+VM_INLINE int vm_div(struct cpjit_frame *frame, uint64_t a, uint64_t b, uint64_t *r) {
   a = vm_unbool(a);
   b = vm_unbool(b);
+  if (__builtin_expect(vm_either_big(a, b), 0)) return VM_BIG(VM_BIG_DIV, a, b, r);
   double x, y;
   if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
   return vm_float_div(vm_box_float(x), vm_box_float(y), r);
 }
-VM_INLINE int vm_floordiv(uint64_t a, uint64_t b, uint64_t *r) {
+VM_INLINE int vm_floordiv(struct cpjit_frame *frame, uint64_t a, uint64_t b,
+                          uint64_t *r) {
   a = vm_unbool(a);
   b = vm_unbool(b);
-  if (vm_is_int(a) && vm_is_int(b)) return vm_int_floordiv(a, b, r);
+  if (vm_is_int(a) && vm_is_int(b)) {
+    int e = vm_int_floordiv(a, b, r);
+    /* Only VM_INT_MIN // -1 leaves the tagged range. */
+    return __builtin_expect(e == VM_ERR_OVERFLOW, 0) ? VM_BIG(VM_BIG_FLOORDIV, a, b, r) : e;
+  }
+  if (__builtin_expect(vm_either_big(a, b), 0)) return VM_BIG(VM_BIG_FLOORDIV, a, b, r);
   double x, y;
   if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
   if (y == 0.0) return VM_ERR_ZERO_DIVISION;
   *r = vm_box_float(vm_float_floordiv(x, y));
   return 0;
 }
-VM_INLINE int vm_mod(uint64_t a, uint64_t b, uint64_t *r) {
+VM_INLINE int vm_mod(struct cpjit_frame *frame, uint64_t a, uint64_t b, uint64_t *r) {
   a = vm_unbool(a);
   b = vm_unbool(b);
   if (vm_is_int(a) && vm_is_int(b)) return vm_int_mod(a, b, r);
+  if (__builtin_expect(vm_either_big(a, b), 0)) return VM_BIG(VM_BIG_MOD, a, b, r);
   double x, y;
   if (!vm_as_double(a, &x) || !vm_as_double(b, &y)) return VM_ERR_TYPE;
   if (y == 0.0) return VM_ERR_ZERO_DIVISION;
   *r = vm_box_float(vm_float_mod(x, y));
   return 0;
 }
-VM_INLINE int vm_neg(uint64_t a, uint64_t *r) {
+VM_INLINE int vm_neg(struct cpjit_frame *frame, uint64_t a, uint64_t *r) {
   a = vm_unbool(a);
   if (vm_is_int(a)) {
     int64_t n = -vm_int_of(a);
-    if (!vm_int_fits(n)) return VM_ERR_OVERFLOW;
+    if (__builtin_expect(!vm_int_fits(n), 0)) return VM_BIG(VM_BIG_NEG, a, a, r);
     *r = vm_box_int(n);
     return 0;
   }
   if (vm_is_float(a)) { *r = vm_box_float(-vm_float_of(a)); return 0; }
+  if (vm_is_bigint(a)) return VM_BIG(VM_BIG_NEG, a, a, r);
   return VM_ERR_TYPE;
 }
 
-/* ---- comparisons: numbers by value (NaN unordered), other values by identity ---- */
+/* ---- comparisons: numbers by value (NaN unordered), other values by identity; a big int
+ * is compared exactly by the slow path (with a float too, as Python does) ---- */
 #define VM_CMP_LT(x, y) ((x) < (y))
 #define VM_CMP_LE(x, y) ((x) <= (y))
 #define VM_CMP_GT(x, y) ((x) > (y))
 #define VM_CMP_GE(x, y) ((x) >= (y))
 #define VM_CMP_EQ(x, y) ((x) == (y))
 #define VM_CMP_NE(x, y) ((x) != (y))
-#define VM_COMPARE(NAME, CMP, ORDERED)                                          \
+#define VM_COMPARE(NAME, CMP, ORDERED, BIG)                                     \
   VM_INLINE int vm_int_##NAME(uint64_t a, uint64_t b, uint64_t *r) {            \
     *r = vm_box_bool(CMP(vm_int_of(a), vm_int_of(b)));                          \
     return 0;                                                                   \
@@ -250,8 +276,11 @@ VM_INLINE int vm_neg(uint64_t a, uint64_t *r) {
     *r = vm_box_bool(CMP(vm_float_of(a), vm_float_of(b)));                      \
     return 0;                                                                   \
   }                                                                             \
-  VM_INLINE int vm_##NAME(uint64_t a, uint64_t b, uint64_t *r) {                \
+  VM_INLINE int vm_##NAME(struct cpjit_frame *frame, uint64_t a, uint64_t b,    \
+                          uint64_t *r) {                                        \
     if (vm_is_int(a) && vm_is_int(b)) return vm_int_##NAME(a, b, r);            \
+    if (__builtin_expect(vm_either_big(a, b), 0))                               \
+      return VM_BIG(BIG, vm_unbool(a), vm_unbool(b), r);                        \
     double x, y;                                                                \
     if (vm_as_double(vm_unbool(a), &x) && vm_as_double(vm_unbool(b), &y)) {     \
       *r = vm_box_bool(CMP(x, y));                                              \
@@ -261,34 +290,41 @@ VM_INLINE int vm_neg(uint64_t a, uint64_t *r) {
     *r = vm_box_bool(CMP(a, b));                                                \
     return 0;                                                                   \
   }
-VM_COMPARE(lt, VM_CMP_LT, 1)
-VM_COMPARE(le, VM_CMP_LE, 1)
-VM_COMPARE(gt, VM_CMP_GT, 1)
-VM_COMPARE(ge, VM_CMP_GE, 1)
-VM_COMPARE(eq, VM_CMP_EQ, 0)
-VM_COMPARE(ne, VM_CMP_NE, 0)
+VM_COMPARE(lt, VM_CMP_LT, 1, VM_BIG_LT)
+VM_COMPARE(le, VM_CMP_LE, 1, VM_BIG_LE)
+VM_COMPARE(gt, VM_CMP_GT, 1, VM_BIG_GT)
+VM_COMPARE(ge, VM_CMP_GE, 1, VM_BIG_GE)
+VM_COMPARE(eq, VM_CMP_EQ, 0, VM_BIG_EQ)
+VM_COMPARE(ne, VM_CMP_NE, 0, VM_BIG_NE)
 
 /* ---- conversions ---- */
-VM_INLINE int vm_to_float(uint64_t a, uint64_t *r) {
+VM_INLINE int vm_to_float(struct cpjit_frame *frame, uint64_t a, uint64_t *r) {
   a = vm_unbool(a);
+  if (vm_is_bigint(a)) return VM_BIG(VM_BIG_TO_FLOAT, a, a, r);
   double x;
   if (!vm_as_double(a, &x)) return VM_ERR_TYPE;
   *r = vm_box_float(x);
   return 0;
 }
-/* int(x): truncation toward zero; NaN is a ValueError, infinities and big values overflow. */
-VM_INLINE int vm_to_int(uint64_t a, uint64_t *r) {
+/* int(x): truncation toward zero; NaN is a ValueError, an infinity an OverflowError, a
+ * float beyond the tagged range a big int. */
+VM_INLINE int vm_to_int(struct cpjit_frame *frame, uint64_t a, uint64_t *r) {
   a = vm_unbool(a);
-  if (vm_is_int(a)) { *r = a; return 0; }
+  if (vm_is_int(a) || vm_is_bigint(a)) { *r = a; return 0; }
   if (!vm_is_float(a)) return VM_ERR_TYPE;
   double x = vm_float_of(a);
   if (x != x) return VM_ERR_VALUE;
-  if (!(x > -140737488355329.0 && x < 140737488355328.0)) return VM_ERR_OVERFLOW;
+  if (x == x + x && x != 0.0) return VM_ERR_OVERFLOW; /* an infinity */
+  if (!(x > -140737488355329.0 && x < 140737488355328.0)) return VM_BIG(VM_BIG_TO_INT, a, a, r);
   *r = vm_box_int((int64_t)x);
   return 0;
 }
-VM_INLINE int vm_sqrt(uint64_t a, uint64_t *r) {
+VM_INLINE int vm_sqrt(struct cpjit_frame *frame, uint64_t a, uint64_t *r) {
   a = vm_unbool(a);
+  if (vm_is_bigint(a)) {
+    int e = VM_BIG(VM_BIG_TO_FLOAT, a, a, &a); /* math.sqrt converts to float first */
+    if (e) return e;
+  }
   double x;
   if (!vm_as_double(a, &x)) return VM_ERR_TYPE;
   if (x < 0.0) return VM_ERR_VALUE;
@@ -300,6 +336,7 @@ VM_INLINE int vm_sqrt(uint64_t a, uint64_t *r) {
 /* Python indexing: -len <= i < len. Stores the element's address in *slot. */
 VM_INLINE int vm_list_slot(uint64_t list, uint64_t index, uint64_t **slot) {
   index = vm_unbool(index);
+  if (vm_is_list(list) && vm_is_bigint(index)) return VM_ERR_INDEX; /* |index| > 2**47 */
   if (!vm_is_list(list) || !vm_is_int(index)) return VM_ERR_TYPE;
   struct vm_list *l = vm_list_of(list);
   int64_t i = vm_int_of(index);
@@ -308,7 +345,8 @@ VM_INLINE int vm_list_slot(uint64_t list, uint64_t index, uint64_t **slot) {
   *slot = &l->items[i];
   return 0;
 }
-VM_INLINE int vm_len(uint64_t list, uint64_t *r) {
+VM_INLINE int vm_len(struct cpjit_frame *frame, uint64_t list, uint64_t *r) {
+  (void)frame; /* the signature of the other unary ops' */
   if (!vm_is_list(list)) return VM_ERR_TYPE;
   *r = vm_box_int(vm_list_of(list)->len);
   return 0;

@@ -3,6 +3,7 @@
 //! repeated code generation of the crate's generics per file, for every Rust target the
 //! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
 
+mod bigints;
 mod cache_states;
 mod calls;
 mod common;

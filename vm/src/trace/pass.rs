@@ -4,7 +4,7 @@
 
 use super::idioms::{self, Statement, LOAD_RECOGNISERS};
 use super::{fusion, recorded, specialisations, ty_of, Path, Projector, TraceCall, Ty};
-use crate::abi::{Inst, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
+use crate::abi::{Inst, TYPE_BIGINT, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
 use crate::value::Value;
 
@@ -181,9 +181,15 @@ fn binary(p: &mut Projector<'_>, path: &Path<'_>, i: usize, inst: Inst) -> Resul
             info.name
         ));
     }
+    // A result the recording saw beyond the tagged range (a big int, the next record's top):
+    // the typed op would leave the trace every time; the generic op takes the slow path.
+    let big = path
+        .records
+        .get(i + 1)
+        .is_some_and(|r| r.types[0] == TYPE_BIGINT);
     let specialised = specialisations(inst.op).and_then(|(int_op, float_op, cmp)| {
         match (recorded(types[1]), recorded(types[0])) {
-            (Ty::Int, Ty::Int) => int_op.map(|o| (o, Ty::Int, cmp)),
+            (Ty::Int, Ty::Int) if !big => int_op.map(|o| (o, Ty::Int, cmp)),
             (Ty::Float, Ty::Float) => float_op.map(|o| (o, Ty::Float, cmp)),
             _ => None,
         }
@@ -215,7 +221,7 @@ fn binary(p: &mut Projector<'_>, path: &Path<'_>, i: usize, inst: Inst) -> Resul
 mod tests {
     use super::super::testing::{function, names, path, project, projector, records};
     use super::super::{End, Inliner};
-    use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE};
+    use crate::abi::{TYPE_BIGINT, TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE};
     use crate::inline::Inlining;
     use crate::ops;
 
@@ -307,5 +313,17 @@ mod tests {
             ]
         );
         assert_eq!(trace.inlined_calls, 1);
+    }
+
+    #[test]
+    fn an_int_op_whose_recorded_result_was_a_big_int_stays_generic() {
+        let prog = function("a b", "  load a; load b; mul; pop");
+        let f = &prog.functions[prog.main];
+        let ints = [TYPE_INT, TYPE_INT, N];
+        let tagged = records(0..4, &[(2, ints), (3, [TYPE_INT, N, N])]);
+        assert!(project(f, &tagged, &[]).contains(&"MUL_INT"));
+        // The product was beyond the tagged range: MUL_INT would leave every time.
+        let big = records(0..4, &[(2, ints), (3, [TYPE_BIGINT, N, N])]);
+        assert_eq!(project(f, &big, &[]), ["LOAD", "LOAD", "MUL", "POP"]);
     }
 }

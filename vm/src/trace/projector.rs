@@ -197,7 +197,8 @@ impl<'a> Projector<'a> {
         let result = match inst.op {
             op::NOT | op::LT | op::LE | op::GT | op::GE | op::EQ | op::NE => Ty::Bool,
             op::DIV | op::FLOAT | op::SQRT => Ty::Float,
-            op::INT | op::LEN => Ty::Int,
+            // `int(x)` of a large float is a big int, which no int guard admits.
+            op::LEN => Ty::Int,
             op::NEWLIST | op::BUILD_LIST => Ty::List,
             _ => Ty::Unknown,
         };

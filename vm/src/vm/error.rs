@@ -85,6 +85,11 @@ fn operator(bytecode: u32) -> &'static str {
     }
 }
 
+/// Whether `v` is an int to Python (bools are).
+fn is_int(v: Value) -> bool {
+    matches!(v.type_code(), TYPE_INT | TYPE_BIGINT | TYPE_BOOL)
+}
+
 /// The message of error `code` raised by `bytecode` with details `a`, `b`.
 fn error_message(code: i64, bytecode: u32, a: Value, b: Value) -> String {
     let (ta, tb) = (type_name(a.type_code()), type_name(b.type_code()));
@@ -115,9 +120,24 @@ fn error_message(code: i64, bytecode: u32, a: Value, b: Value) -> String {
         },
         ERR_ZERO_DIVISION => "ZeroDivisionError: division by zero".into(),
         ERR_OVERFLOW if bytecode == op::INT => {
-            "OverflowError: cannot convert float to a 48-bit int".into()
+            "OverflowError: cannot convert float infinity to integer".into()
         }
-        ERR_OVERFLOW => "OverflowError: int result outside the 48-bit range".into(),
+        ERR_OVERFLOW if bytecode == op::DIV && is_int(a) && is_int(b) => {
+            "OverflowError: integer division result too large for a float".into()
+        }
+        ERR_OVERFLOW
+            if matches!(
+                bytecode,
+                op::ADD | op::SUB | op::MUL | op::FLOORDIV | op::MOD | op::NEG
+            ) && is_int(a)
+                && is_int(b) =>
+        {
+            format!(
+                "OverflowError: int result of more than {} bits (the VM's limit)",
+                crate::bigint::MAX_BITS
+            )
+        }
+        ERR_OVERFLOW => "OverflowError: int too large to convert to float".into(),
         ERR_INDEX => "IndexError: list index out of range".into(),
         ERR_VALUE => match bytecode {
             op::INT => "ValueError: cannot convert float NaN to integer".into(),

@@ -175,7 +175,20 @@ impl Vm {
             _ => None,
         };
         let from = parent.as_ref().map(|(e, exit)| (&e.trace, *exit));
-        let inliner = self.config.inline_calls.then_some(trace::Inliner {
+        // A side trace starting where its parent started: the parent left again at the same
+        // statement, which an inlined call's typed op can do every time (a product beyond
+        // the tagged range: no recording shows the callee's types). This one calls the
+        // callee instead, whose own traces record what its ops make.
+        let start = |e: &Executor| match e.kind {
+            ExecutorKind::Side { parent, exit } => {
+                Some(st.executors.borrow()[parent].trace.exit_pcs[exit])
+            }
+            _ => None,
+        };
+        let again = parent
+            .as_ref()
+            .is_some_and(|(e, exit)| start(e) == Some(e.trace.exit_pcs[*exit]));
+        let inliner = (self.config.inline_calls && !again).then_some(trace::Inliner {
             program: &self.program,
             inlining: &self.inlining,
         });
