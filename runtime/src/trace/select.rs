@@ -337,15 +337,10 @@ impl TraceBuilder<'_, '_> {
         if self.is_empty() {
             return true;
         }
-        let Some(last) = self.instances.last() else {
-            return true;
-        };
-        let stencil = &self.jit.stencil_set().stencils[last.stencil as usize];
-        stencil.falls_through
-            || stencil
-                .holes
-                .iter()
-                .any(|h| h.value == cpjit_model::HoleValue::Continue)
+        match self.instances.last() {
+            Some(last) => self.programs[last.stencil as usize].continues,
+            None => true,
+        }
     }
 
     /// Pushes op `op` of `selector`'s family: the member for the current cache state
