@@ -225,6 +225,10 @@ pub(crate) struct Program {
     pub operands: u16,
     pub targets: u16,
     pub shim: bool,
+    /// Whether execution can go on to the next instance pushed: the stencil falls through
+    /// or has a continue hole (its cold part's included); for `bind`, which reads it here
+    /// rather than in the stencil's own (colder) record.
+    pub continues: bool,
     /// The operand and jump-target counts `push` accepts on its fast path: the stencil's,
     /// except that the entry shim's `push_targets` is `usize::MAX`, which no slice's length
     /// equals, so that one comparison per count is the whole check of the common case and
@@ -249,10 +253,14 @@ impl Program {
     /// lies inside its section and refers to an operand, target or symbol that exists);
     /// `trap` pads the code.
     pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
-        if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
-            return Program::part(stencil, shim, trap);
-        }
-        Program::split(stencil, shim, trap)
+        let mut p = if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
+            Program::part(stencil, shim, trap)
+        } else {
+            Program::split(stencil, shim, trap)
+        };
+        p.continues =
+            stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);
+        p
     }
 
     /// The program of a stencil with a cold part: one for its hot code and data, one for
@@ -384,6 +392,7 @@ impl Program {
             operands: stencil.operands.len() as u16,
             targets: stencil.targets.len() as u16,
             shim,
+            continues: false,
             push_operands: stencil.operands.len(),
             push_targets: if shim {
                 usize::MAX

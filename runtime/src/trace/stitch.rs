@@ -96,10 +96,14 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
-    trace.instance_offsets = Offsets::of(view.instances)?;
+    trace.instance_offsets.set(view.instances)?;
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
-    trace.debug = b.jit.register_trace(b, &trace)?;
+    // (Checked here, inline: most JITs register nothing, and the call and the store of
+    // `None` were 20 instructions per trace.)
+    if b.jit.registers_traces() {
+        trace.debug = b.jit.register_trace(b, &trace)?;
+    }
     Ok(trace)
 }
 
@@ -142,7 +146,10 @@ where
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
-            trace.instance_offsets = Offsets::of(v.instances).map_err(in_batch(i))?;
+            trace
+                .instance_offsets
+                .set(v.instances)
+                .map_err(in_batch(i))?;
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take

@@ -18,7 +18,7 @@ use cpjit_model::{HoleKind, Section};
 mod copy;
 mod fast;
 
-use copy::{copy_code, copy_data, index_of, pad_with_nops, write_rel32};
+use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, write_rel32};
 
 /// Stage 3: copies each instance's code and data to its place and runs its patch program:
 /// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
@@ -54,9 +54,9 @@ fn write_whole(
     let (code, veneers) = code.split_at_mut(layout.veneer_base());
     // Past the instances (and tail jump) and the cold parts: traps, later partly
     // overwritten by veneers.
-    code[layout.hot_end..layout.cold_at].fill(trap);
-    code[layout.code_len..].fill(trap);
-    veneers.fill(trap);
+    fill(&mut code[layout.hot_end..layout.cold_at], trap);
+    fill(&mut code[layout.code_len..], trap);
+    fill(veneers, trap);
     let (code, cold) = code.split_at_mut(layout.cold_at);
     let cold = &mut cold[..layout.code_len - layout.cold_at];
     let data_limit = layout.got_base();
@@ -367,7 +367,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     fn end(&mut self, layout: &Sizes, data_end: usize, origin: usize) -> Result<(), Error> {
         let b = self.b;
         let (jit, set) = (b.jit, b.jit.set);
-        self.data[data_end..layout.got_base()].fill(0);
+        fill(&mut self.data[data_end..layout.got_base()], 0);
         let Some(target) = b.continuation else {
             return Ok(());
         };
