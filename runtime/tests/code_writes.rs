@@ -46,6 +46,11 @@ mod linux {
     use common::{run, Frame};
     use cpjit_runtime::{InstanceId, Target};
 
+    /// Held by every test here that creates aliased code: `views` reads the whole process's
+    /// mappings, so one test's "no view outlives its Jit" would otherwise see another's
+    /// live Jit when the test harness runs them on parallel threads.
+    static ALIASED_JITS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     /// Permissions of every mapping whose name contains `name`, and whether any mapping of
     /// the process is writable and executable at once.
     fn views(name: &str) -> (Vec<String>, bool) {
@@ -85,6 +90,7 @@ mod linux {
 
     #[test]
     fn aliased_traces_run_and_the_alias_is_never_executable() {
+        let _only_aliased_jit = ALIASED_JITS.lock().unwrap_or_else(|e| e.into_inner());
         let jit = Jit::with_options(SET, resolve, alias_options(4096)).unwrap();
         let mut kept = Vec::new();
         for i in 0..150u64 {
@@ -129,6 +135,7 @@ mod linux {
 
     #[test]
     fn aliased_batches_and_threads_stitch_the_same_code_as_the_default() {
+        let _only_aliased_jit = ALIASED_JITS.lock().unwrap_or_else(|e| e.into_inner());
         let aliased = Jit::with_options(SET, resolve, alias_options(1 << 16)).unwrap();
         let plain = Jit::new(SET, resolve).unwrap();
         // Batches: one write for all their traces, with or without the alias.

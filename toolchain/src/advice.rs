@@ -86,10 +86,7 @@ fn explain(message: &str, macros: &[&str]) -> Option<String> {
         "CPJIT_OPERAND_LO",
         "CPJIT_OPERAND_HALVES",
     ]) {
-        let operand = hole
-            .strip_suffix("_HI")
-            .or_else(|| hole.strip_suffix("_LO"))
-            .unwrap_or(hole);
+        let operand = crate::narrow::operand_half(hole).map_or(hole, |(name, _)| name);
         format!(
             "the halves of operand `{operand}` are not declared; fix: add \
              `CPJIT_DECLARE_OPERAND_HALVES({operand});`"

@@ -82,6 +82,14 @@ fn half_of(ty_name: &[u8]) -> Option<(OperandPart, &'static str)> {
         .map(|&(_, part, suffix)| (part, suffix))
 }
 
+/// The operand a halves hole names and which half it is: `NAME_HI` → (`NAME`, high),
+/// `NAME_LO` → (`NAME`, low); `None` for any other hole name (without prefix).
+pub fn operand_half(hole: &str) -> Option<(&str, OperandPart)> {
+    HALVES
+        .iter()
+        .find_map(|&(_, part, suffix)| Some((hole.strip_suffix(suffix)?, part)))
+}
+
 /// What a translation unit declares narrow, by hole symbol without prefix.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Declared {
@@ -378,6 +386,16 @@ mod tests {
     use inkwell::context::Context;
     use inkwell::memory_buffer::MemoryBuffer;
     use inkwell::values::InstructionOpcode;
+
+    #[test]
+    fn a_halves_hole_names_its_operand_and_half() {
+        assert_eq!(
+            operand_half("LINK_SLOT_HI"),
+            Some(("LINK_SLOT", OperandPart::High))
+        );
+        assert_eq!(operand_half("PC_LO"), Some(("PC", OperandPart::Low)));
+        assert_eq!(operand_half("OPERAND0"), None);
+    }
 
     #[test]
     fn a_declared_tag_is_read_without_llvms_renaming_suffix() {

@@ -49,6 +49,13 @@ fn hole_use(spec: &TraceSpec, i: usize, hole: &str) -> Result<HoleUse, String> {
     if let Some(&(_, v)) = x.operands.iter().find(|(n, _)| *n == hole) {
         return Ok(HoleUse::Constant(v));
     }
+    // A half of a 64-bit operand (`CPJIT_DECLARE_OPERAND_HALVES`): the trace gives the
+    // whole operand, as it does to the runtime.
+    if let Some((name, part)) = cpjit_toolchain::narrow::operand_half(hole) {
+        if let Some(&(_, v)) = x.operands.iter().find(|(n, _)| *n == name) {
+            return Ok(HoleUse::Constant(part.of(v)));
+        }
+    }
     Err(format!(
         "{}: the template uses hole _JIT_{hole}, but the trace gives it no value",
         at()
