@@ -29,6 +29,7 @@ pub fn is_instance_name(name: &str) -> bool {
 }
 
 /// What a hole symbol (without the prefix) stands for in instance `i` of `spec`.
+#[derive(Debug)]
 enum HoleUse {
     Function(usize),
     Constant(u64),
@@ -160,4 +161,41 @@ pub fn lower<'ctx>(
         .verify()
         .map_err(|e| format!("{}: the lowered module is invalid: {e}", spec.name))?;
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Instance;
+
+    fn spec(operands: Vec<(&'static str, u64)>) -> TraceSpec {
+        let instance = |stencil, operands| Instance {
+            stencil,
+            operands,
+            targets: Vec::new(),
+        };
+        TraceSpec {
+            name: "t".to_string(),
+            instances: vec![
+                instance("vm_entry", Vec::new()),
+                instance("op_EXIT_TRACE", operands),
+            ],
+            stack_slots: 0,
+        }
+    }
+
+    #[test]
+    fn a_halves_hole_takes_its_half_of_the_whole_operand() {
+        let s = spec(vec![("LINK_SLOT", 0x1234_5678_9abc_def0)]);
+        for (hole, half) in [("LINK_SLOT_HI", 0x1234_5678), ("LINK_SLOT_LO", 0x9abc_def0)] {
+            match hole_use(&s, 1, hole) {
+                Ok(HoleUse::Constant(v)) => assert_eq!(v, half, "{hole}"),
+                other => panic!("{hole}: {other:?}"),
+            }
+        }
+        let Err(e) = hole_use(&s, 1, "PC_HI") else {
+            panic!("a half of an operand the trace does not give was filled");
+        };
+        assert!(e.contains("_JIT_PC_HI"), "{e}");
+    }
 }
