@@ -3,11 +3,8 @@
 //! call, and a way to run a trace.
 #![allow(dead_code)]
 
-#[cfg(all(target_arch = "x86_64", not(windows)))]
-#[path = "stencils_x86_64_sysv.rs"]
-mod stencils;
-#[cfg(all(target_arch = "x86_64", windows))]
-#[path = "stencils_x86_64_win64.rs"]
+#[cfg(target_arch = "x86_64")]
+#[path = "stencils_x86_64.rs"]
 mod stencils;
 #[cfg(target_arch = "aarch64")]
 #[path = "stencils_aarch64.rs"]
@@ -16,10 +13,48 @@ mod stencils;
 #[path = "stencils_riscv64.rs"]
 mod stencils;
 
-use cpjit_runtime::model::StencilSet;
+use cpjit_runtime::model::{Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 use cpjit_runtime::{InstanceId, Trace};
 
 pub static SET: &StencilSet<'static> = &stencils::SET;
+
+/// What every hand-written stencil shares, so that the generated files name only what sets
+/// each one apart: code aligned for its architecture's instructions (`code_align`), 8-byte
+/// data, no zero fill nor cold part, and until told otherwise no holes and a fall-through end.
+const fn hand_written(code_align: u32) -> Stencil<'static> {
+    Stencil {
+        name: "",
+        code: &[],
+        code_align,
+        init_data: &[],
+        data_len: 0,
+        data_align: 8,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: true,
+        cold_len: 0,
+    }
+}
+
+/// A hole of a hand-written stencil, as one short call in the generated files.
+const fn hole(
+    section: Section,
+    offset: u32,
+    kind: HoleKind,
+    value: HoleValue,
+    addend: i64,
+) -> Hole {
+    Hole {
+        section,
+        offset,
+        kind,
+        value,
+        addend,
+    }
+}
 
 /// The frame the test ops work on (through x20 / r12 / s2).
 #[repr(C)]
