@@ -5,53 +5,9 @@
 
 use crate::common;
 
-use common::{agree_with, eager, gen};
-use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use common::{agree_with, eager, example, gen, record};
 use cpjit_vm::ops::{self, op};
-use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode, Vm};
-use std::cell::RefCell;
-use std::path::Path;
-use std::rc::Rc;
-
-/// Compiles with copy-and-patch after checking each lowering; keeps the lowerings.
-struct Keeping {
-    backend: Backend,
-    lowerings: RefCell<Vec<(Trace, Lowering)>>,
-}
-
-impl TraceCompiler for Keeping {
-    fn name(&self) -> &str {
-        "keeping"
-    }
-
-    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
-        let lowering = self.backend.lower(trace)?;
-        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
-            panic!("lowering breaks the protocol: {e}\n{trace:?}\n{lowering:?}");
-        }
-        self.lowerings.borrow_mut().push((trace.clone(), lowering));
-        self.backend.compile(trace)
-    }
-}
-
-fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
-    let keeping = Rc::new(Keeping {
-        backend: Backend::host()
-            .expect("host stencils are linked")
-            .with_checks(true),
-        lowerings: RefCell::new(Vec::new()),
-    });
-    let (out, _) = common::run_compiled(text, keeping.clone(), eager(Mode::Jit));
-    (keeping, out)
-}
-
-fn example(name: &str, ext: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.{ext}")),
-    )
-    .unwrap()
-}
 
 /// `text` in jit mode (`adjust` applied to the default configuration): the rendered output
 /// (traceback included) and the statistics.
@@ -145,7 +101,7 @@ fn random_programs_agree_with_pinned_locals() {
 
 #[test]
 fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
-    let (keeping, out) = lowerings_of(&example("sum", "vm"));
+    let (keeping, out) = record(&example("sum", "vm"));
     assert_eq!(out, example("sum", "expected"));
     let backend = &keeping.backend;
     let cached = backend.cached_ops();
@@ -245,7 +201,7 @@ fn a_hot_branch_of_a_pinned_loop_keeps_its_registers_and_leaves_through_their_wr
 
 #[test]
 fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
-    let (keeping, out) = lowerings_of(&example("collatz", "vm"));
+    let (keeping, out) = record(&example("collatz", "vm"));
     assert_eq!(out, example("collatz", "expected"));
     let backend = &keeping.backend;
     let cached = backend.cached_ops();
@@ -330,7 +286,7 @@ fn a_loop_counter_used_as_a_list_index_stays_pinned() {
     let (out, _) = agree_with(&short, eager, |_| {});
     assert_eq!(out, "780\n42\n");
 
-    let (keeping, _) = lowerings_of(&short);
+    let (keeping, _) = record(&short);
     let cached = keeping.backend.cached_ops();
     let lowerings = keeping.lowerings.borrow();
     let (trace, lowering) = lowerings

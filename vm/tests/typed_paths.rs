@@ -21,73 +21,64 @@
 
 use crate::common;
 
-use common::{eager, run_traced, MODES};
-use cpjit_vm::jit::{Backend, CompiledTrace, TraceCompiler};
+use common::{eager, record, run_traced, MODES};
 use cpjit_vm::ops::op;
 use cpjit_vm::trace::Trace;
 use cpjit_vm::Mode;
-use std::cell::RefCell;
-use std::rc::Rc;
 
-/// Compiles with copy-and-patch and keeps every trace's micro-ops.
-struct Recording {
-    backend: Backend,
-    ops: RefCell<Vec<u32>>,
-    traces: RefCell<Vec<Trace>>,
+/// A `main` over the locals `locals` that runs `setup`, then `body` while `test` leaves
+/// true, then `done`: each a line of statements (or lines: `body` may hold labels).
+fn looping(locals: &str, setup: &str, test: &str, body: &str, done: &str) -> String {
+    format!(
+        "func main()
+  locals {locals}
+  {setup}
+loop:
+  {test}; jump_if_false done
+  {body}
+  jump loop
+done:
+  {done}
+  const none; return
+end
+"
+    )
 }
 
-impl TraceCompiler for Recording {
-    fn name(&self) -> &str {
-        "recording"
-    }
-
-    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
-        self.ops
-            .borrow_mut()
-            .extend(trace.uops[..trace.body_len].iter().map(|u| u.op));
-        self.traces.borrow_mut().push(trace.clone());
-        self.backend.compile(trace)
-    }
+/// [`looping`] over `i` from 0 up to `n`: `body`, then `i = i + 1`; `locals` and `setup`
+/// are the others'.
+fn counting(n: u32, locals: &str, setup: &str, body: &str, done: &str) -> String {
+    looping(
+        &format!("i {locals}"),
+        &format!("const 0; store i; {setup}"),
+        &format!("load i; const {n}; lt"),
+        &format!("{body}\n  load i; const 1; add; store i"),
+        done,
+    )
 }
 
-fn recording() -> Rc<Recording> {
-    Rc::new(Recording {
-        backend: Backend::host()
-            .expect("host stencils are linked")
-            .with_checks(true),
-        ops: RefCell::new(Vec::new()),
-        traces: RefCell::new(Vec::new()),
-    })
-}
-
-/// Runs `text` in jit mode with a [`Recording`] compiler; its output (and error).
-fn record(text: &str) -> (Rc<Recording>, String) {
-    let recording = recording();
-    let (out, _) = common::run_compiled(text, recording.clone(), eager(Mode::Jit));
-    (recording, out)
-}
+/// The largest and the smallest int (48-bit ints).
+const MAX_INT: i64 = (1 << 47) - 1;
+const MIN_INT: i64 = -(1 << 47);
 
 /// The largest int (48-bit ints) over 20: `x * SCALE` for x in -20..20 reaches the limits.
 const SCALE: i64 = 7_036_874_417_766;
 const BIG: i64 = 1 << 46;
 
-const PROGRAM: &str = "func main()
-  locals i x y
-  const 0; store i
-loop:
-  load i; const 40; lt; jump_if_false done
-  load i; const 20; sub; store x
+fn divisions() -> String {
+    counting(
+        40,
+        "x y",
+        "",
+        "load i; const 20; sub; store x
   load x; const 7036874417766; mul; store y
   load x; const 1; floordiv; load x; const 2; floordiv; load x; const 8; floordiv; load x; const 3; floordiv; load x; const -3; floordiv; print 5
   load x; const 1; mod; load x; const 2; mod; load x; const 16; mod; load x; const -4; mod; load x; const 7; mod; print 5
   load y; const 1024; floordiv; load y; const 70368744177664; floordiv; load y; const 1024; mod; load y; const 70368744177664; mod; print 4
-  load y; const 1000; floordiv; load y; const 1000; mod; load y; const 140737488355327; floordiv; load y; const 7036874417767; mod; print 4
-  load i; const 1; add; store i
-  jump loop
-done:
-  const none; return
-end
-";
+  load y; const 1000; floordiv; load y; const 1000; mod; load y; const 140737488355327; floordiv; load y; const 7036874417767; mod; print 4",
+        "",
+    )
+}
 
 /// Python's `//` and `%` (floor division; the remainder has the divisor's sign).
 fn floor_div(x: i64, d: i64) -> i64 {
@@ -123,7 +114,7 @@ fn expected() -> String {
         out += &line(&[
             floor_div(y, 1000),
             floor_mod(y, 1000),
-            floor_div(y, (1 << 47) - 1),
+            floor_div(y, MAX_INT),
             floor_mod(y, SCALE + 1),
         ]);
     }
@@ -134,11 +125,11 @@ fn expected() -> String {
 fn constant_divisions_are_shifts_masks_and_multiplications_with_floor_semantics_in_every_mode() {
     let want = expected();
     for mode in MODES {
-        assert_eq!(run_traced(PROGRAM, eager(mode)), want, "{mode:?}");
+        assert_eq!(run_traced(&divisions(), eager(mode)), want, "{mode:?}");
     }
-    let (recording, out) = record(PROGRAM);
+    let (recording, out) = record(&divisions());
     assert_eq!(out, want);
-    let ops = recording.ops.borrow();
+    let ops = recording.ops();
     let count = |id: u32| ops.iter().filter(|&&o| o == id).count();
     // Per loop trace: 1, 2, 8, 2**10 and 2**46 divide and take the remainder by shifts and
     // masks; 3, 7, 1000, 2**47 - 1 and SCALE + 1 by multiplications; -3 and -4 divide.
@@ -159,23 +150,17 @@ fn is_guard(id: u32) -> bool {
 /// Sums ints in a loop; at iteration `change` (if below 60) `x` becomes a float, so the
 /// loop, compiled while `x` was an int, is re-entered with a float in it.
 fn summing(change: u32) -> String {
-    format!(
-        "func main()
-  locals i s x
-  const 0; store i; const 0; store s; const 3; store x
-loop:
-  load i; const 60; lt; jump_if_false done
-  load i; const {change}; eq; jump_if_false same
+    counting(
+        60,
+        "s x",
+        "const 0; store s; const 3; store x",
+        &format!(
+            "load i; const {change}; eq; jump_if_false same
   const 0.5; store x
 same:
-  load s; load x; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+  load s; load x; add; store s"
+        ),
+        "load s; print",
     )
 }
 
@@ -183,7 +168,7 @@ end
 fn a_loop_guards_its_locals_once_in_a_preamble_and_jumps_back_past_it() {
     let (recording, out) = record(&summing(1000));
     assert_eq!(out, "180\n");
-    let traces = recording.traces.borrow();
+    let traces = recording.traces();
     let looping: Vec<&Trace> = traces
         .iter()
         .filter(|t| t.uops[..t.body_len].iter().any(|u| u.op == op::JUMP_TOP))
@@ -230,7 +215,7 @@ fn a_local_that_changes_type_after_peeling_fails_the_preamble_guard_in_every_mod
         // With iterations left after the change, the failing guard grows a side trace.
         if change < 50 {
             assert!(
-                recording.traces.borrow().len() >= 2,
+                recording.traces().len() >= 2,
                 "no trace after the change at {change}"
             );
         }
@@ -268,18 +253,13 @@ fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_
     let g = |x: i64| floor_div(x, 7) + floor_mod(x, 1000);
     let ints: i64 = (-20..20).map(g).sum();
     // 10.5 // 7 + 10.5 % 1000 = 1.0 + 10.5; true is 1.
-    let want = format!(
-        "{ints}\n11.5\n{}\n{}\n{}\n",
-        g(1),
-        g(-(1 << 47)),
-        g((1 << 47) - 1)
-    );
+    let want = format!("{ints}\n11.5\n{}\n{}\n{}\n", g(1), g(MIN_INT), g(MAX_INT));
     for mode in MODES {
         assert_eq!(run_traced(CALLS, eager(mode)), want, "{mode:?}");
     }
     let (recording, out) = record(CALLS);
     assert_eq!(out, want);
-    let traces = recording.traces.borrow();
+    let traces = recording.traces();
     let fused = traces
         .iter()
         .find(|t| t.uops.iter().any(|u| u.op == op::FLOORDIV_INT_BY))
@@ -310,61 +290,48 @@ fn assert_every_mode(text: &str, want: Option<i64>, error: &str, what: &str) {
 
 /// Whether jit mode compiles `text` into traces that use micro-op `id`.
 fn compiles_with(text: &str, id: u32) -> bool {
-    record(text).0.ops.borrow().contains(&id)
+    record(text).0.ops().contains(&id)
 }
 
 /// `f(a, b) = a <op> b` with `op` one of add, sub, mul: compiled on small ints (so the
 /// trace's typed `ADD_INT`, `SUB_INT`, `MUL_INT` compute it, their overflow check the CPU's
 /// overflow flag on the values scaled by 2**16), then called with `a` and `b`.
 fn limits_program(op: &str, a: i64, b: i64) -> String {
-    format!(
-        "func f(a, b)
-  load a; load b; {op}; return
-end
-
-func main()
-  locals i s
-  const 0; store i; const 0; store s
-loop:
-  load i; const 30; lt; jump_if_false done
-  load s; load i; const 3; call f; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  const {a}; const {b}; call f; print
-  const none; return
-end
-"
-    )
+    let main = counting(
+        30,
+        "s",
+        "const 0; store s",
+        "load s; load i; const 3; call f; add; store s",
+        &format!("const {a}; const {b}; call f; print"),
+    );
+    format!("func f(a, b)\n  load a; load b; {op}; return\nend\n\n{main}")
 }
 
 #[test]
 fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
     /// The op, Rust's checked version of it, its operands.
     type Case = (&'static str, fn(i64, i64) -> Option<i64>, i64, i64);
     let cases: [Case; 16] = [
-        ("add", i64::checked_add, MAX, 0),
-        ("add", i64::checked_add, MAX, 1),
-        ("add", i64::checked_add, MIN, -1),
-        ("add", i64::checked_add, MIN, MAX),
-        ("add", i64::checked_add, MAX, MAX),
-        ("sub", i64::checked_sub, MIN, 0),
-        ("sub", i64::checked_sub, MIN, 1),
-        ("sub", i64::checked_sub, MAX, -1),
-        ("sub", i64::checked_sub, 0, MIN),
-        ("sub", i64::checked_sub, -1, MAX),
+        ("add", i64::checked_add, MAX_INT, 0),
+        ("add", i64::checked_add, MAX_INT, 1),
+        ("add", i64::checked_add, MIN_INT, -1),
+        ("add", i64::checked_add, MIN_INT, MAX_INT),
+        ("add", i64::checked_add, MAX_INT, MAX_INT),
+        ("sub", i64::checked_sub, MIN_INT, 0),
+        ("sub", i64::checked_sub, MIN_INT, 1),
+        ("sub", i64::checked_sub, MAX_INT, -1),
+        ("sub", i64::checked_sub, 0, MIN_INT),
+        ("sub", i64::checked_sub, -1, MAX_INT),
         ("mul", i64::checked_mul, -(1 << 23), 1 << 24),
         ("mul", i64::checked_mul, 1 << 23, 1 << 24),
-        ("mul", i64::checked_mul, MIN, 1),
-        ("mul", i64::checked_mul, MIN, -1),
-        ("mul", i64::checked_mul, -1, MIN),
+        ("mul", i64::checked_mul, MIN_INT, 1),
+        ("mul", i64::checked_mul, MIN_INT, -1),
+        ("mul", i64::checked_mul, -1, MIN_INT),
         ("mul", i64::checked_mul, 11_863_283, 11_863_283),
     ];
     for (op, exact, a, b) in cases {
         let text = limits_program(op, a, b);
-        let result = exact(a, b).filter(|r| (MIN..=MAX).contains(r));
+        let result = exact(a, b).filter(|r| (MIN_INT..=MAX_INT).contains(r));
         let what = format!("{op} {a} {b}");
         assert_every_mode(&text, result, OVERFLOW, &what);
         // The compiled `f` is the one that computes it.
@@ -377,56 +344,50 @@ fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
     }
 }
 
+/// `start` plus `c` twenty times, each sum in the 48-bit range: `None` where one leaves it.
+fn added_twenty_times(start: i64, c: i64) -> Option<i64> {
+    (0..20).try_fold(start, |sum, _| {
+        sum.checked_add(c)
+            .filter(|v| (MIN_INT..=MAX_INT).contains(v))
+    })
+}
+
+/// [`assert_every_mode`] for a sum (`None`: it overflows), and whether jit mode compiles
+/// `text` with micro-op `typed.0` as `typed.1` says.
+fn assert_sum_in_every_mode(text: &str, want: Option<i64>, what: &str, typed: (u32, bool)) {
+    assert_every_mode(text, want, OVERFLOW, what);
+    assert_eq!(compiles_with(text, typed.0), typed.1, "{what}");
+}
+
 /// `i = i + c` twenty times in a compiled loop, from `start`: the trace's
 /// `INCREMENT_LOCAL_INT_KNOWN` (the local proved an int by the preamble, the constant passed
 /// scaled by 2**16) keeps the 48-bit range exactly, up and down.
 fn increments(start: i64, c: i64) -> String {
-    format!(
-        "func main()
-  locals i n
-  const {start}; store i
-  const 0; store n
-loop:
-  load n; const 20; lt; jump_if_false done
-  load i; const {c}; add; store i
-  load n; const 1; add; store n
-  jump loop
-done:
-  load i; print
-  const none; return
-end
-"
+    looping(
+        "i n",
+        &format!("const {start}; store i; const 0; store n"),
+        "load n; const 20; lt",
+        &format!("load i; const {c}; add; store i; load n; const 1; add; store n"),
+        "load i; print",
     )
 }
 
 #[test]
 fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_every_mode() {
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
     // The last three overflow (or not) before the loop is compiled: the interpreters' add.
     for (start, c, compiled) in [
-        (MAX - 60, 3, true),
-        (MAX - 59, 3, true),
-        (MIN + 60, -3, true),
-        (MIN + 59, -3, true),
-        (0, MAX, false),
-        (-1, MIN, false),
-        (MIN, MAX, false),
+        (MAX_INT - 60, 3, true),
+        (MAX_INT - 59, 3, true),
+        (MIN_INT + 60, -3, true),
+        (MIN_INT + 59, -3, true),
+        (0, MAX_INT, false),
+        (-1, MIN_INT, false),
+        (MIN_INT, MAX_INT, false),
     ] {
-        let text = increments(start, c);
-        let mut i = Some(start);
-        for _ in 0..20 {
-            i = i
-                .and_then(|i| i.checked_add(c))
-                .filter(|i| (MIN..=MAX).contains(i));
-        }
         let what = format!("{start} + 20 x {c}");
-        assert_every_mode(&text, i, OVERFLOW, &what);
-        assert_eq!(
-            compiles_with(&text, op::INCREMENT_LOCAL_INT_KNOWN),
-            compiled,
-            "{what}"
-        );
+        let want = added_twenty_times(start, c);
+        let typed = (op::INCREMENT_LOCAL_INT_KNOWN, compiled);
+        assert_sum_in_every_mode(&increments(start, c), want, &what, typed);
     }
 }
 
@@ -440,55 +401,33 @@ fn accumulates(start: i64, t: i64, swapped: bool) -> String {
     } else {
         "load s; load t"
     };
-    format!(
-        "func main()
-  locals s t n
-  const {start}; store s
-  const {t}; store t
-  const 0; store n
-loop:
-  load n; const 20; lt; jump_if_false done
-  {sum}; add; store s
-  load n; const 1; add; store n
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+    looping(
+        "s t n",
+        &format!("const {start}; store s; const {t}; store t; const 0; store n"),
+        "load n; const 20; lt",
+        &format!("{sum}; add; store s; load n; const 1; add; store n"),
+        "load s; print",
     )
 }
 
 #[test]
 fn a_local_accumulating_another_overflows_exactly_at_the_range_limits_in_every_mode() {
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
     // The last three overflow (or not) before the loop is compiled: the interpreters' add.
     for (start, t, compiled) in [
         (0, 7, true),
-        (MAX - 60, 3, true),
-        (MAX - 59, 3, true),
-        (MIN + 60, -3, true),
-        (MIN + 59, -3, true),
-        (0, MAX, false),
-        (-1, MIN, false),
-        (MIN, MAX, false),
+        (MAX_INT - 60, 3, true),
+        (MAX_INT - 59, 3, true),
+        (MIN_INT + 60, -3, true),
+        (MIN_INT + 59, -3, true),
+        (0, MAX_INT, false),
+        (-1, MIN_INT, false),
+        (MIN_INT, MAX_INT, false),
     ] {
         for swapped in [false, true] {
-            let text = accumulates(start, t, swapped);
-            let mut s = Some(start);
-            for _ in 0..20 {
-                s = s
-                    .and_then(|s| s.checked_add(t))
-                    .filter(|s| (MIN..=MAX).contains(s));
-            }
             let what = format!("{start} + 20 x {t} (swapped: {swapped})");
-            assert_every_mode(&text, s, OVERFLOW, &what);
-            assert_eq!(
-                compiles_with(&text, op::ADD_TO_LOCAL_INT),
-                compiled,
-                "{what}"
-            );
+            let want = added_twenty_times(start, t);
+            let text = accumulates(start, t, swapped);
+            assert_sum_in_every_mode(&text, want, &what, (op::ADD_TO_LOCAL_INT, compiled));
         }
     }
 }
@@ -497,36 +436,26 @@ fn a_local_accumulating_another_overflows_exactly_at_the_range_limits_in_every_m
 /// projected with every exit resuming at the statement's start (its multiply's overflow
 /// included, the stack cut back) and its value is added into `s` in place.
 fn accumulates_an_expression(c: i64) -> String {
-    format!(
-        "func main()
-  locals s i c
-  const 5; store s
-  const {c}; store c
-  const 0; store i
-loop:
-  load i; const 20; lt; jump_if_false done
-  load s; load i; load c; mul; const 3; mod; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+    counting(
+        20,
+        "s c",
+        &format!("const 5; store s; const {c}; store c"),
+        "load s; load i; load c; mul; const 3; mod; add; store s",
+        "load s; print",
     )
 }
 
 #[test]
 fn an_accumulated_expression_leaves_at_its_statement_when_it_overflows_inside() {
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
     // 1 and -7 never overflow; the others overflow in the multiply at i = 13, 16 and 8,
     // after the loop is compiled.
-    for c in [1, -7, MAX / 13 + 1, MIN / 16 - 1, MAX / 8 + 1] {
+    for c in [1, -7, MAX_INT / 13 + 1, MIN_INT / 16 - 1, MAX_INT / 8 + 1] {
         let mut s = Some(5i64);
         for i in 0..20i64 {
             s = s.and_then(|s| {
-                let product = i.checked_mul(c).filter(|p| (MIN..=MAX).contains(p))?;
+                let product = i
+                    .checked_mul(c)
+                    .filter(|p| (MIN_INT..=MAX_INT).contains(p))?;
                 Some(s + product.rem_euclid(3))
             });
         }
@@ -543,43 +472,32 @@ fn an_accumulated_expression_leaves_at_its_statement_when_it_overflows_inside() 
 /// the statement every exit resumes at its start, so `f`'s argument is not pushed at all
 /// (its loads read `i`), and the multiply's overflow leaves there too.
 fn accumulates_a_call(c: i64) -> String {
-    format!(
-        "func f(x)
-  load x; const {c}; mul; load x; add; return
-end
-
-func main()
-  locals s i
-  const 5; store s
-  const 0; store i
-loop:
-  load i; const 20; lt; jump_if_false done
-  load s; load i; call f; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
-    )
+    let main = counting(
+        20,
+        "s",
+        "const 5; store s",
+        "load s; load i; call f; add; store s",
+        "load s; print",
+    );
+    format!("func f(x)\n  load x; const {c}; mul; load x; add; return\nend\n\n{main}")
 }
 
 #[test]
 fn an_inlined_call_accumulated_into_a_local_reads_its_argument_from_the_callers_local() {
-    const MAX: i64 = (1 << 47) - 1;
-    for c in [3, MAX / 13 + 1] {
+    for c in [3, MAX_INT / 13 + 1] {
         let mut s = Some(5i64);
         for i in 0..20i64 {
             s = s.and_then(|s| {
-                let product = i.checked_mul(c).filter(|p| (MIN_INT..=MAX).contains(p))?;
+                let product = i
+                    .checked_mul(c)
+                    .filter(|p| (MIN_INT..=MAX_INT).contains(p))?;
                 Some(s + product + i)
             });
         }
         let text = accumulates_a_call(c);
         assert_every_mode(&text, s, OVERFLOW, &format!("c = {c}"));
         let (recording, _) = record(&text);
-        let traces = recording.traces.borrow();
+        let traces = recording.traces();
         let body = traces
             .iter()
             .find_map(|t| Some(&t.uops[t.loop_body_start()?..t.body_len]))
@@ -595,32 +513,18 @@ fn an_inlined_call_accumulated_into_a_local_reads_its_argument_from_the_callers_
     }
 }
 
-/// The smallest int (48-bit ints).
-const MIN_INT: i64 = -(1 << 47);
-
 /// `s = s + xs[i]` for i from -n to `end`: after the loop's first iteration has proved `xs` a
 /// list and `i` an int, `GETITEM_LOCALS_KNOWN` checks only the bounds (negative indices
 /// count from the end); an index past the end leaves the trace and the interpreter raises.
 fn indexing(end: i64) -> String {
-    format!(
-        "func main()
-  locals xs i s
-  build_list 0; store xs
-  load xs; const 10; append
-  load xs; const 20; append
-  load xs; const 40; append
-  const -3; store i
-  const 0; store s
-loop:
-  load i; const {end}; lt; jump_if_false done
-  load s; load xs; load i; getitem; add; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+    looping(
+        "xs i s",
+        "build_list 0; store xs
+  load xs; const 10; append; load xs; const 20; append; load xs; const 40; append
+  const -3; store i; const 0; store s",
+        &format!("load i; const {end}; lt"),
+        "load s; load xs; load i; getitem; add; store s; load i; const 1; add; store i",
+        "load s; print",
     )
 }
 
@@ -639,35 +543,30 @@ fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_ever
 /// the loop trace had proved of the locals wherever it leaves there (`i` an int; `s` is
 /// proved only in the peeled copy, not in the preamble, which leaves there too), so its
 /// `i = i + 1` has no tag check.
-const FLIPPING: &str = "func main()
-  locals i s
-  const 0; store i
-  const 0; store s
-loop:
-  load i; const 40; lt; jump_if_false done
-  load i; const 20; lt; jump_if_false big
+fn flipping() -> String {
+    counting(
+        40,
+        "s",
+        "const 0; store s",
+        "load i; const 20; lt; jump_if_false big
   load s; const 1; add; store s
   jump next
 big:
   load s; const 2; add; store s
-next:
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-";
+next:",
+        "load s; print",
+    )
+}
 
 #[test]
 fn a_side_trace_starts_from_the_local_types_its_parent_proved_at_the_exit() {
     for mode in MODES {
-        assert_eq!(run_traced(FLIPPING, eager(mode)), "60\n", "{mode:?}");
+        assert_eq!(run_traced(&flipping(), eager(mode)), "60\n", "{mode:?}");
     }
-    let (recording, out) = record(FLIPPING);
+    let (recording, out) = record(&flipping());
     assert_eq!(out, "60\n");
     // The side trace is the one that does not loop (it ends by leaving for the loop trace).
-    let traces = recording.traces.borrow();
+    let traces = recording.traces();
     let sides: Vec<Vec<u32>> = traces
         .iter()
         .map(|t| {
@@ -710,26 +609,20 @@ fn a_power_of_two_remainder_tested_against_zero_is_a_guard_on_the_low_bits() {
         ("ne", 8, "jump_if_false"),
         ("ne", 2, "jump_if_true"),
     ] {
-        let text = format!(
-            "func main()
-  locals i x s
-  const 0; store i; const 0; store s
-loop:
-  load i; const 300; lt; jump_if_false done
-  load i; const 150; sub; const 7; mul; store x
+        let text = counting(
+            300,
+            "x s",
+            "const 0; store s",
+            &format!(
+                "load i; const 150; sub; const 7; mul; store x
   load x; const {k}; mod; const 0; {cmp}; {jump} other
   load s; const 1; add; store s
   jump next
 other:
   load s; load x; add; store s
-next:
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+next:"
+            ),
+            "load s; print",
         );
         let mut s = 0i64;
         for i in 0..300i64 {
@@ -754,36 +647,31 @@ end
 
 /// Counts the steps of `i` from `start` until `i <cmp> bound` fails, `bound` a constant.
 fn bounded_count(start: i64, cmp: &str, bound: i64) -> String {
-    format!(
-        "func main()
-  locals i n
-  const {start}; store i
-  const 0; store n
-loop:
-  load i; const {bound}; {cmp}; jump_if_false done
-  load i; const 1; add; store i
-  load n; const 1; add; store n
-  jump loop
-done:
-  load n; print
-  const none; return
-end
-"
+    looping(
+        "i n",
+        &format!("const {start}; store i; const 0; store n"),
+        &format!("load i; const {bound}; {cmp}"),
+        "load i; const 1; add; store i; load n; const 1; add; store n",
+        "load n; print",
     )
 }
 
 #[test]
 fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_limits() {
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
     for (start, cmp, bound, steps, fused) in [
-        (MAX - 100, "lt", MAX, 100, op::LT_INT_CONST_GUARD_TRUE),
-        (MIN, "le", MIN + 50, 51, op::LE_INT_CONST_GUARD_TRUE),
+        (
+            MAX_INT - 100,
+            "lt",
+            MAX_INT,
+            100,
+            op::LT_INT_CONST_GUARD_TRUE,
+        ),
+        (MIN_INT, "le", MIN_INT + 50, 51, op::LE_INT_CONST_GUARD_TRUE),
         (-40, "lt", 7, 47, op::LT_INT_CONST_GUARD_TRUE),
-        (MIN, "le", MIN + 19, 20, op::LE_INT_CONST_GUARD_TRUE),
-        (MAX - 60, "ne", MAX, 60, op::NE_INT_CONST_GUARD_TRUE),
+        (MIN_INT, "le", MIN_INT + 19, 20, op::LE_INT_CONST_GUARD_TRUE),
+        (MAX_INT - 60, "ne", MAX_INT, 60, op::NE_INT_CONST_GUARD_TRUE),
         (-30, "ne", 0, 30, op::NE_INT_CONST_GUARD_TRUE),
-        (MIN, "ne", MIN + 25, 25, op::NE_INT_CONST_GUARD_TRUE),
+        (MIN_INT, "ne", MIN_INT + 25, 25, op::NE_INT_CONST_GUARD_TRUE),
     ] {
         let text = bounded_count(start, cmp, bound);
         let what = format!("{start} {cmp} {bound}");
@@ -794,9 +682,6 @@ fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_lim
         );
     }
 }
-
-/// The largest int (48-bit ints).
-const MAX_INT: i64 = (1 << 47) - 1;
 
 /// How many items [`item_stores`]'s list has.
 const ITEMS: i64 = 24;
@@ -812,21 +697,15 @@ fn item_stores(end: i64, c: i64, reads: bool) -> String {
     } else {
         ("", "")
     };
-    format!(
-        "func main()
-  locals xs i
-  const {ITEMS}; const 1; newlist; store xs
-  const -{ITEMS}; store i
-loop:
-  load i; const {end}; lt; jump_if_false done
-  load xs; load i; {old}load i; const {c}; add{add}; setitem
-  load i; const 1; add; store i
-  jump loop
-done:
-  load xs; const 0; getitem; load xs; const 12; getitem; load xs; const -1; getitem; print 3
-  const none; return
-end
-"
+    looping(
+        "xs i",
+        &format!("const {ITEMS}; const 1; newlist; store xs; const -{ITEMS}; store i"),
+        &format!("load i; const {end}; lt"),
+        &format!(
+            "load xs; load i; {old}load i; const {c}; add{add}; setitem
+  load i; const 1; add; store i"
+        ),
+        "load xs; const 0; getitem; load xs; const 12; getitem; load xs; const -1; getitem; print 3",
     )
 }
 
@@ -878,7 +757,7 @@ fn a_list_item_stored_from_a_pure_expression_leaves_at_its_statement_in_every_mo
             }
         }
         let (recording, _) = record(&text);
-        let ops = recording.ops.borrow();
+        let ops = recording.ops();
         assert!(
             ops.contains(&op::SETITEM_LOCALS_KNOWN),
             "{what}: no item store on locals"
@@ -902,21 +781,12 @@ fn a_list_item_stored_from_a_pure_expression_leaves_at_its_statement_in_every_mo
 /// `SQRT_FLOAT` (no helper call); a negative x leaves the trace and the interpreter raises
 /// ValueError.
 fn roots(stop: &str) -> String {
-    format!(
-        "func main()
-  locals x s
-  const 10.5; store x
-  const 0.0; store s
-loop:
-  load x; const {stop}; gt; jump_if_false done
-  load s; load x; sqrt; add; store s
-  load x; const 1.0; sub; store x
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-"
+    looping(
+        "x s",
+        "const 10.5; store x; const 0.0; store s",
+        &format!("load x; const {stop}; gt"),
+        "load s; load x; sqrt; add; store s; load x; const 1.0; sub; store x",
+        "load s; print",
     )
 }
 
@@ -935,36 +805,29 @@ fn a_square_root_of_a_float_is_one_micro_op_and_a_negative_one_raises_in_every_m
 /// micro-op reading b (`MUL_FLOAT_LOCAL`, `SUB_FLOAT_LOCAL`). The item is not proved a float,
 /// so its guard moves before the load of b and leaves there: item 20 is the int 3, and the
 /// interpreter resumes at `load b` with the item on the stack.
-const FLOAT_LOCALS: &str = "func main()
-  locals xs i s b
-  const 30; const 1.5; newlist; store xs
-  load xs; const 20; const 3; setitem
-  const 0.5; store b
-  const 0.0; store s
-  const 0; store i
-loop:
-  load i; const 30; lt; jump_if_false done
-  load s; load xs; load i; getitem; load b; mul; add; store s
-  load s; load b; sub; store s
-  load i; const 1; add; store i
-  jump loop
-done:
-  load s; print
-  const none; return
-end
-";
+fn float_locals() -> String {
+    counting(
+        30,
+        "xs s b",
+        "const 30; const 1.5; newlist; store xs; load xs; const 20; const 3; setitem
+  const 0.5; store b; const 0.0; store s",
+        "load s; load xs; load i; getitem; load b; mul; add; store s
+  load s; load b; sub; store s",
+        "load s; print",
+    )
+}
 
 #[test]
 fn a_float_op_on_a_local_reads_it_in_place_and_a_guard_before_it_leaves_before_the_load() {
-    let (out, stats) = common::agree_with(FLOAT_LOCALS, eager, |_| {});
+    let (out, stats) = common::agree_with(&float_locals(), eager, |_| {});
     // 29 items of 1.5 and one int 3, each times 0.5, less 0.5 thirty times.
     assert_eq!(out, "8.25\n");
     assert!(
         stats.side_exits >= 1,
         "the int item leaves the trace: {stats:?}"
     );
-    let (recording, _) = record(FLOAT_LOCALS);
-    let traces = recording.traces.borrow();
+    let (recording, _) = record(&float_locals());
+    let traces = recording.traces();
     let body: Vec<u32> = traces
         .iter()
         .find_map(|t| Some(&t.uops[t.loop_body_start()?..t.body_len]))
