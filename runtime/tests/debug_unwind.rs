@@ -13,7 +13,7 @@ use crate::common;
 use crate::debug_frames;
 use common::{Frame, SET};
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
-use debug_frames::FRAMES;
+use debug_frames::frame_of;
 use std::sync::Mutex;
 
 static CAPTURED: Mutex<String> = Mutex::new(String::new());
@@ -180,7 +180,7 @@ fn frame_layouts_match_the_stencils_instructions() {
             }
         }
         assert_eq!(at as usize, s.code.len(), "{}: decoded every byte", s.name);
-        let frame = FRAMES.iter().find(|f| f.stencil == s.name).expect(s.name);
+        let frame = frame_of(s.name);
         let declared: Vec<(u32, u32)> =
             frame.steps.iter().map(|st| (st.offset, st.depth)).collect();
         assert_eq!(declared, steps, "{}", s.name);
