@@ -21,7 +21,7 @@ pub static SET: &StencilSet<'static> = &stencils::SET;
 /// What every hand-written stencil shares, so that the generated files name only what sets
 /// each one apart: code aligned for its architecture's instructions (`code_align`), 8-byte
 /// data, no zero fill nor cold part, and until told otherwise no holes and a fall-through end.
-const fn hand_written(code_align: u32) -> Stencil<'static> {
+pub const fn hand_written(code_align: u32) -> Stencil<'static> {
     Stencil {
         name: "",
         code: &[],
@@ -40,7 +40,7 @@ const fn hand_written(code_align: u32) -> Stencil<'static> {
 }
 
 /// A hole of a hand-written stencil, as one short call in the generated files.
-const fn hole(
+pub const fn hole(
     section: Section,
     offset: u32,
     kind: HoleKind,
