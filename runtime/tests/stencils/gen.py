@@ -9,7 +9,7 @@ it apart (common/mod.rs's `hand_written` holds the rest). A source assembled for
 ABIs (WIN64=0/1 below) gives one file: a stencil the ABIs assemble alike stands once, one
 they do not stands once per ABI under its `#[cfg]`. Run: python3 gen.py (needs llvm-mc-19,
 llvm-readobj-19, llvm-objcopy-19, llvm-objdump-19)."""
-import os, re, subprocess, tempfile
+import os, re, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "common")
@@ -28,23 +28,9 @@ SETS = [
     ("riscv64.s", "riscv64-linux-gnu", "riscv64", "Riscv64", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"],
      [(None, "hand-written-riscv64", "Lp64d", None)]),
 ]
-KINDS = {
-    "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
-    "R_X86_64_PC32": "X86Pc32", "R_X86_64_PLT32": "X86Branch32",
-    "R_X86_64_GOTPCREL": "X86GotPc32", "R_X86_64_GOTPCRELX": "X86GotPc32Relaxable",
-    "R_X86_64_REX_GOTPCRELX": "X86RexGotPc32Relaxable",
-    "R_AARCH64_CALL26": "Aarch64Branch26", "R_AARCH64_JUMP26": "Aarch64Branch26",
-    "R_AARCH64_CONDBR19": "Aarch64Branch19", "R_AARCH64_TSTBR14": "Aarch64Branch14",
-    "R_AARCH64_ADR_PREL_PG_HI21": "Aarch64AdrPage21", "R_AARCH64_ADR_GOT_PAGE": "Aarch64AdrGotPage21",
-    "R_AARCH64_ADD_ABS_LO12_NC": "Aarch64AddLo12", "R_AARCH64_LDST64_ABS_LO12_NC": "Aarch64LdSt64Lo12",
-    "R_AARCH64_LD64_GOT_LO12_NC": "Aarch64Ld64GotLo12",
-    "R_AARCH64_MOVW_UABS_G0_NC": "Aarch64MovwG0", "R_AARCH64_MOVW_UABS_G1_NC": "Aarch64MovwG1",
-    "R_AARCH64_MOVW_UABS_G2_NC": "Aarch64MovwG2", "R_AARCH64_MOVW_UABS_G3": "Aarch64MovwG3",
-    "R_RISCV_64": "Abs64", "R_RISCV_CALL_PLT": "RiscvCall", "R_RISCV_JAL": "RiscvJal",
-    "R_RISCV_BRANCH": "RiscvBranch", "R_RISCV_PCREL_HI20": "RiscvPcrelHi20",
-    "R_RISCV_GOT_HI20": "RiscvGotHi20", "R_RISCV_PCREL_LO12_I": "RiscvPcrelLo12I",
-    "R_RISCV_PCREL_LO12_S": "RiscvPcrelLo12S",
-}
+sys.dont_write_bytecode = True  # no __pycache__ beside the fixtures
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+from elf_kinds import KINDS  # noqa: E402 (the relocation -> hole kind table, shared)
 
 
 def run(*args):
