@@ -98,6 +98,21 @@ pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
     unsafe { trace.entry_fn(shim).unwrap()(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
 }
 
+/// Calls `enter` (a trace whose helper panics with `message`) under `catch_unwind`: the
+/// panic must reach it, with the values the compiler keeps in callee-saved registers across
+/// the call intact (the unwinder restores the ones the trace's frames saved).
+pub fn assert_panic_unwinds(enter: impl FnOnce() -> i64, message: &str) {
+    let live: [u64; 6] = std::hint::black_box([11, 22, 33, 44, 55, 66]);
+    let (a, b, c, d, e, f) = (live[0], live[1], live[2], live[3], live[4], live[5]);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(enter));
+    let panicked = caught.expect_err("the helper panicked");
+    assert_eq!(panicked.downcast_ref::<&str>(), Some(&message));
+    assert_eq!(
+        std::hint::black_box([a, b, c, d, e, f]),
+        [11, 22, 33, 44, 55, 66]
+    );
+}
+
 /// Runs `body` in a child process, this test binary run again for test `name` (its path
 /// as the test harness lists it) with `CPJIT_TEST_CHILD` set: for tests that change or
 /// measure the whole process (resource limits, descriptors, mappings), which other tests
