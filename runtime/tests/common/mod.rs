@@ -98,6 +98,43 @@ pub fn run(trace: &Trace, shim: InstanceId, frame: &mut Frame) -> i64 {
     unsafe { trace.entry_fn(shim).unwrap()(frame as *mut Frame as *mut _, stack.as_mut_ptr()) }
 }
 
+/// The backtrace a helper took last ([`capture_backtrace`]), for the unwind tests: they
+/// hold [`unwind_serial`] while a trace runs and they read it.
+static CAPTURED: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+/// Serializes the unwind tests (of the hand-written and the generated sets) around
+/// [`CAPTURED`].
+pub fn unwind_serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Called by a helper of a trace: keeps this thread's backtrace for [`take_backtrace`].
+pub fn capture_backtrace() {
+    *CAPTURED.lock().unwrap() = std::backtrace::Backtrace::force_capture().to_string();
+}
+
+/// The backtrace the last [`capture_backtrace`] kept (it is then forgotten).
+pub fn take_backtrace() -> String {
+    std::mem::take(&mut *CAPTURED.lock().unwrap())
+}
+
+/// Takes the backtrace a helper called from a trace kept: it shows `helper`, and it reaches
+/// all of `callers` (the Rust frames that entered the trace) exactly when `unwind` info was
+/// registered; `what` names the case.
+pub fn assert_backtrace_reaches(helper: &str, callers: &[&str], unwind: bool, what: &str) {
+    let bt = take_backtrace();
+    assert!(bt.contains(helper), "{what}: {bt}");
+    let through = callers.iter().all(|c| bt.contains(c));
+    assert_eq!(
+        through,
+        unwind,
+        "{what}, unwind info {}: the backtrace should {}reach the trace's caller:\n{bt}",
+        if unwind { "registered" } else { "absent" },
+        if unwind { "" } else { "not " }
+    );
+}
+
 /// Calls `enter` (a trace whose helper panics with `message`) under `catch_unwind`: the
 /// panic must reach it, with the values the compiler keeps in callee-saved registers across
 /// the call intact (the unwinder restores the ones the trace's frames saved).
