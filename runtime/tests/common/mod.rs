@@ -14,7 +14,7 @@ mod stencils;
 mod stencils;
 
 use cpjit_runtime::model::{Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
-use cpjit_runtime::{InstanceId, Trace};
+use cpjit_runtime::{InstanceId, Jit, Trace};
 
 pub static SET: &StencilSet<'static> = &stencils::SET;
 
@@ -89,6 +89,19 @@ pub fn resolve(name: &str) -> Option<u64> {
 
 pub fn exit_address() -> u64 {
     cpjit_test_exit as *const () as usize as u64
+}
+
+/// A trace of the test set's ops: the shim, each (op, operands) of `ops` (none with a jump
+/// target), then `op_return`; with the shim's instance, to [`run`] it through.
+pub fn returning_trace(jit: &Jit<'_>, ops: &[(&str, &[u64])]) -> (Trace, InstanceId) {
+    let mut t = jit.trace();
+    let shim = t.push_shim().unwrap();
+    for (op, operands) in ops {
+        t.push_named(op, operands, &[])
+            .unwrap_or_else(|e| panic!("{op}: {e}"));
+    }
+    t.push_named("op_return", &[], &[]).unwrap();
+    (t.finish().unwrap(), shim)
 }
 
 /// Calls the trace through its shim instance.
