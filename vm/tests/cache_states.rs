@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{eager, example, gen, Recorder};
+use common::{eager, example, gen, record, Recorder};
 use cpjit_vm::cached::CacheState;
 use cpjit_vm::jit::{LoweredId, Lowering};
 use cpjit_vm::{Config, Mode};
@@ -107,8 +107,8 @@ fn random_programs_lower_consistently_and_agree_with_the_interpreter() {
     for seed in 0..40 {
         let text = gen::program(seed);
         let reference = common::run(&text, Config::default());
-        let compiler = Recorder::new();
-        let (out, _) = compiler.run(&text, eager(Mode::Jit));
+        // The recorder checks every lowering's cache states as it compiles.
+        let (_, out) = record(&text);
         assert_eq!(out, reference, "seed {seed}:\n{text}");
     }
 }
@@ -207,8 +207,7 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
 #[test]
 fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state() {
     let text = example("sum", "vm");
-    let compiler = Recorder::new();
-    let (out, _) = compiler.run(&text, eager(Mode::Jit));
+    let (compiler, out) = record(&text);
     assert_eq!(out, "4499998500000\n");
     let lowerings = compiler.lowerings.borrow();
     let backend = &compiler.backend;
@@ -289,8 +288,7 @@ fn scaled_int_loops_overflow_exactly_where_the_interpreter_does() {
         let text = scaled_overflow(start, c);
         let reference = common::run(&text, Config::default());
         assert!(reference.contains("OverflowError"), "{reference}");
-        let compiler = Recorder::new();
-        let (out, _) = compiler.run(&text, eager(Mode::Jit));
+        let (compiler, out) = record(&text);
         assert_eq!(out, reference, "{start} + {c} * i");
         let lowerings = compiler.lowerings.borrow();
         let set = compiler.backend.set();
@@ -310,8 +308,7 @@ fn scaled_int_loops_overflow_exactly_where_the_interpreter_does() {
 #[test]
 fn a_member_compiled_for_one_copy_depth_runs_only_that_depth() {
     let text = example("calls", "vm");
-    let compiler = Recorder::new();
-    let (out, _) = compiler.run(&text, eager(Mode::Jit));
+    let (compiler, out) = record(&text);
     assert_eq!(out, "71913071429\n");
     let backend = &compiler.backend;
     let cached = backend.cached_ops();
