@@ -344,6 +344,19 @@ fn int_add_sub_and_mul_keep_the_48_bit_range_exactly_in_every_mode() {
     }
 }
 
+/// A start and the constant added to it twenty times, each side of the 48-bit limits, and
+/// whether the loop is compiled: the last three overflow (or not) before it is, in the
+/// interpreters' add.
+const LIMIT_CASES: [(i64, i64, bool); 7] = [
+    (MAX_INT - 60, 3, true),
+    (MAX_INT - 59, 3, true),
+    (MIN_INT + 60, -3, true),
+    (MIN_INT + 59, -3, true),
+    (0, MAX_INT, false),
+    (-1, MIN_INT, false),
+    (MIN_INT, MAX_INT, false),
+];
+
 /// `start` plus `c` twenty times, each sum in the 48-bit range: `None` where one leaves it.
 fn added_twenty_times(start: i64, c: i64) -> Option<i64> {
     (0..20).try_fold(start, |sum, _| {
@@ -374,16 +387,7 @@ fn increments(start: i64, c: i64) -> String {
 
 #[test]
 fn a_local_incremented_by_a_constant_overflows_exactly_at_the_range_limits_in_every_mode() {
-    // The last three overflow (or not) before the loop is compiled: the interpreters' add.
-    for (start, c, compiled) in [
-        (MAX_INT - 60, 3, true),
-        (MAX_INT - 59, 3, true),
-        (MIN_INT + 60, -3, true),
-        (MIN_INT + 59, -3, true),
-        (0, MAX_INT, false),
-        (-1, MIN_INT, false),
-        (MIN_INT, MAX_INT, false),
-    ] {
+    for (start, c, compiled) in LIMIT_CASES {
         let what = format!("{start} + 20 x {c}");
         let want = added_twenty_times(start, c);
         let typed = (op::INCREMENT_LOCAL_INT_KNOWN, compiled);
@@ -412,17 +416,7 @@ fn accumulates(start: i64, t: i64, swapped: bool) -> String {
 
 #[test]
 fn a_local_accumulating_another_overflows_exactly_at_the_range_limits_in_every_mode() {
-    // The last three overflow (or not) before the loop is compiled: the interpreters' add.
-    for (start, t, compiled) in [
-        (0, 7, true),
-        (MAX_INT - 60, 3, true),
-        (MAX_INT - 59, 3, true),
-        (MIN_INT + 60, -3, true),
-        (MIN_INT + 59, -3, true),
-        (0, MAX_INT, false),
-        (-1, MIN_INT, false),
-        (MIN_INT, MAX_INT, false),
-    ] {
+    for (start, t, compiled) in [(0, 7, true)].into_iter().chain(LIMIT_CASES) {
         for swapped in [false, true] {
             let what = format!("{start} + 20 x {t} (swapped: {swapped})");
             let want = added_twenty_times(start, t);
