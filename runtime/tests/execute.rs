@@ -322,7 +322,7 @@ fn test_bit_branches_continue() {
 
 #[cfg(target_arch = "aarch64")]
 fn load_and_return_with(jit: &Jit<'_>, v: u64, op: &str) -> (Trace, InstanceId) {
-    common::returning_trace(&jit, &[("op_load_got", &[v]), (op, &[])])
+    common::returning_trace(jit, &[("op_load_got", &[v]), (op, &[])])
 }
 
 #[test]
