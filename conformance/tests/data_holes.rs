@@ -70,12 +70,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         } else {
             (top - 1).wrapping_add(operand)
         };
-        checks += 1;
-        if got != want {
-            return Err(format!(
-                "{target}: top {top:#x}, operand {operand:#x}: got {got:#x}, want {want:#x}"
-            ));
-        }
+        common::expect_eq(&mut checks, got, want, || {
+            format!("{target}: top {top:#x}, operand {operand:#x}")
+        })?;
     }
     for (top, step) in [
         (0u64, 5u64),
@@ -87,12 +84,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
         let sum = top.wrapping_add(step);
         // Nonzero: --sum and exit; zero: back to `add` (top = step), then step - 1.
         let want = if sum == 0 { step - 1 } else { sum - 1 };
-        checks += 1;
-        if got != want {
-            return Err(format!(
-                "{target}: jump back, top {top:#x}, step {step}: got {got:#x}, want {want:#x}"
-            ));
-        }
+        common::expect_eq(&mut checks, got, want, || {
+            format!("{target}: jump back, top {top:#x}, step {step}")
+        })?;
     }
     Ok(checks)
 }

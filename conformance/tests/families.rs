@@ -76,12 +76,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                         )
                     } as u64;
                     let want = reference(op, top, operand, s, sh);
-                    checks += 1;
-                    if got != want {
-                        return Err(format!(
-                            "{target}: {name} top {top:#x} operand {operand:#x}: got {got:#x}, want {want:#x}"
-                        ));
-                    }
+                    common::expect_eq(&mut checks, got, want, || {
+                        format!("{target}: {name} top {top:#x} operand {operand:#x}")
+                    })?;
                 }
             }
         }

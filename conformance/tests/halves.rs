@@ -195,23 +195,18 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
             ];
             for (op, want) in expect {
                 let got = common::run(&jit, &[top], op, &[v])?;
-                checks += 1;
-                if got != want {
-                    return Err(format!(
-                        "{target}: {op} top {top:#x} operand {v:#x}: got {got:#x}, want {want:#x}"
-                    ));
-                }
+                common::expect_eq(&mut checks, got, want, || {
+                    format!("{target}: {op} top {top:#x} operand {v:#x}")
+                })?;
             }
         }
         halves_only(&jit, v)?;
         checks += 1;
         let got = common::run(&jit, &[5], "op_test_plain_hi_lo", &[v, 0x1234])?;
-        checks += 1;
-        if got != v.wrapping_sub(0x1234) {
-            return Err(format!(
-                "{target}: op_test_plain_hi_lo {v:#x} - 0x1234: got {got:#x}"
-            ));
-        }
+        let want = v.wrapping_sub(0x1234);
+        common::expect_eq(&mut checks, got, want, || {
+            format!("{target}: op_test_plain_hi_lo {v:#x} - 0x1234")
+        })?;
     }
     Ok(checks)
 }

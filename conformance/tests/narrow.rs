@@ -100,13 +100,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
                 let v = v as u64;
                 let got = common::run(&jit, &[top], &op, &[v])?;
                 let want = top.wrapping_mul(3).wrapping_add(cast(range, v));
-                checks += 1;
-                if got != want {
-                    return Err(format!(
-                        "{target}: {op} top {top:#x} operand {}: got {got:#x}, want {want:#x}",
-                        v as i64
-                    ));
-                }
+                common::expect_eq(&mut checks, got, want, || {
+                    format!("{target}: {op} top {top:#x} operand {}", v as i64)
+                })?;
             }
         }
         for past in [lo - 1, hi + 1] {
@@ -138,12 +134,9 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
     for (s8, u16, o) in [(-128i64, 0xffffu64, u64::MAX), (127, 0, 0x1234_5678_9abc)] {
         let got = common::run(&jit, &[9], "op_test_narrow_mixed", &[s8 as u64, u16, o])?;
         let want = (9 ^ u16).wrapping_mul(s8 as u64).wrapping_add(o);
-        checks += 1;
-        if got != want {
-            return Err(format!(
-                "{target}: op_test_narrow_mixed: got {got:#x}, want {want:#x}"
-            ));
-        }
+        common::expect_eq(&mut checks, got, want, || {
+            format!("{target}: op_test_narrow_mixed")
+        })?;
     }
     if common::run(&jit, &[9], "op_test_narrow_mixed", &[0, 0x1_0000, 0]).is_ok() {
         return Err(format!(

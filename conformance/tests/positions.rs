@@ -85,12 +85,7 @@ fn check(set: &'static StencilSet<'static>) -> Result<usize, String> {
     }
     let mut checks = 0;
     let mut expect = |what: String, got: u64, want: u64| {
-        checks += 1;
-        if got == want {
-            Ok(())
-        } else {
-            Err(format!("{target}: {what}: got {got:#x}, want {want:#x}"))
-        }
+        common::expect_eq(&mut checks, got, want, || format!("{target}: {what}"))
     };
     let rotations = VALUES.len();
     for (i, &top) in VALUES.iter().enumerate() {

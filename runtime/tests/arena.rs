@@ -6,6 +6,23 @@ use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions};
 
+/// A trace that loads `start`, then adds 1 + 2 `adds` times (about 20 bytes of code
+/// each) and returns: a large trace from few kinds of ops.
+fn adding(
+    jit: &Jit<'_>,
+    start: u64,
+    adds: usize,
+) -> Result<(cpjit_runtime::Trace, cpjit_runtime::InstanceId), cpjit_runtime::Error> {
+    let mut t = jit.trace();
+    let shim = t.push_shim()?;
+    t.push_named("op_load_got", &[start], &[])?;
+    for _ in 0..adds {
+        t.push_named("op_add_got", &[1, 2], &[])?;
+    }
+    t.push_named("op_return", &[], &[])?;
+    Ok((t.finish()?, shim))
+}
+
 #[test]
 fn a_thousand_tiny_traces_share_pages() {
     let jit = Jit::new(SET, resolve).unwrap();
@@ -62,13 +79,7 @@ fn a_thousand_tiny_traces_share_pages() {
     let mapped = after.mapped();
     assert_eq!(mapped, stats.mapped(), "freeing does not decommit");
     let again: Vec<_> = (0..1000)
-        .map(|_| {
-            let mut t = jit.trace();
-            let shim = t.push_shim().unwrap();
-            t.push_named("op_load_got", &[3], &[]).unwrap();
-            t.push_named("op_return", &[], &[]).unwrap();
-            (t.finish().unwrap(), shim)
-        })
+        .map(|_| common::returning_trace(&jit, &[("op_load_got", &[3])]))
         .collect();
     let s = jit.memory_stats();
     // Per part: these traces have no data (their operand is relaxed to an immediate, not
@@ -100,14 +111,7 @@ fn a_trace_larger_than_a_chunk_gets_its_own() {
         ..Default::default()
     };
     let jit = Jit::with_options(SET, resolve, options).unwrap();
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[0], &[]).unwrap();
-    for _ in 0..2000 {
-        t.push_named("op_add_got", &[1, 2], &[]).unwrap();
-    }
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) = adding(&jit, 0, 2000).unwrap();
     assert!(trace.code_range().len() > 4096);
     assert_eq!(run(&trace, shim, &mut Frame::default()), 6000);
 }
@@ -217,13 +221,14 @@ fn windows_pages_past_the_high_water_mark_are_only_reserved() {
         }
     }
     let jit = Jit::new(SET, resolve).unwrap();
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[9], &[]).unwrap();
-    // Data of its own (the operand is relaxed into an immediate, so it has no GOT slot).
-    t.push_named("op_data_counter", &[], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) = common::returning_trace(
+        &jit,
+        &[
+            ("op_load_got", &[9]),
+            // Data of its own (the operand is relaxed into an immediate, so it has no GOT slot).
+            ("op_data_counter", &[]),
+        ],
+    );
     assert_eq!(run(&trace, shim, &mut Frame::default()), 9);
     let page = page_size();
     let code = query(trace.code_range().start);
@@ -270,14 +275,7 @@ fn idle_chunks_in_a_child() {
     }
     /// A trace of about 20 KiB of code: larger than a 4 KiB chunk.
     fn large(jit: &Jit<'_>) -> (cpjit_runtime::Trace, cpjit_runtime::InstanceId) {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_load_got", &[0], &[]).unwrap();
-        for _ in 0..1000 {
-            t.push_named("op_add_got", &[1, 2], &[]).unwrap();
-        }
-        t.push_named("op_return", &[], &[]).unwrap();
-        (t.finish().unwrap(), shim)
+        adding(jit, 0, 1000).unwrap()
     }
     for idle_chunk_bytes in [usize::MAX, 0, 200 << 10] {
         let options = JitOptions {
@@ -369,15 +367,7 @@ fn many_chunks_fit_under_a_small_descriptor_limit() {
             // Each about 20 KiB of code: larger than a chunk, so a chunk each.
             let traces: Vec<_> = (0..200u64)
                 .map(|i| {
-                    let mut t = jit.trace();
-                    let shim = t.push_shim().unwrap();
-                    t.push_named("op_load_got", &[i], &[]).unwrap();
-                    for _ in 0..1000 {
-                        t.push_named("op_add_got", &[1, 2], &[]).unwrap();
-                    }
-                    t.push_named("op_return", &[], &[]).unwrap();
-                    let trace = t
-                        .finish()
+                    let (trace, shim) = adding(&jit, i, 1000)
                         .unwrap_or_else(|e| panic!("chunk {i} under {open} + 8 descriptors: {e}"));
                     (trace, shim, i)
                 })

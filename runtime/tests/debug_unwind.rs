@@ -13,14 +13,10 @@ use crate::common;
 use crate::debug_frames;
 use common::{Frame, SET};
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
-use debug_frames::FRAMES;
-use std::sync::Mutex;
-
-static CAPTURED: Mutex<String> = Mutex::new(String::new());
+use debug_frames::frame_of;
 
 extern "C" fn capturing_helper(frame: *mut Frame) -> i64 {
-    let bt = std::backtrace::Backtrace::force_capture().to_string();
-    *CAPTURED.lock().unwrap() = bt;
+    common::capture_backtrace();
     // SAFETY: the ops pass the frame they were entered with.
     unsafe { (*frame).helper_calls += 1 };
     1000
@@ -68,48 +64,29 @@ fn unwind_test_enter(trace: &Trace) -> i64 {
 
 #[test]
 fn a_backtrace_in_a_helper_walks_through_the_trace_to_its_caller() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::unwind_serial();
+    let callers = [
+        "unwind_test_enter",
+        "a_backtrace_in_a_helper_walks_through_the_trace_to_its_caller",
+    ];
     for op in ["op_call_helper", "op_call_got"] {
         for unwind in [true, false] {
             let jit = jit(capturing_helper as *const () as usize, unwind);
             let trace = helper_trace(&jit, op);
             assert_eq!(unwind_test_enter(&trace), 1005);
-            let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
-            assert!(bt.contains("capturing_helper"), "{bt}");
-            let through = bt.contains("unwind_test_enter")
-                && bt.contains("a_backtrace_in_a_helper_walks_through_the_trace_to_its_caller");
-            assert_eq!(
-                through,
-                unwind,
-                "{op}, unwind info {}: the backtrace should {}reach the trace's caller:\n{bt}",
-                if unwind { "registered" } else { "absent" },
-                if unwind { "" } else { "not " }
-            );
+            common::assert_backtrace_reaches("capturing_helper", &callers, unwind, op);
         }
     }
 }
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
 #[test]
 fn a_panic_in_a_helper_unwinds_through_the_trace_to_catch_unwind() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::unwind_serial();
     let jit = jit(panicking_helper as *const () as usize, true);
     let trace = helper_trace(&jit, "op_call_helper");
-    // Values the compiler keeps in callee-saved registers across the call: the unwinder
-    // must restore the ones the shim saved.
-    let live: [u64; 6] = std::hint::black_box([11, 22, 33, 44, 55, 66]);
-    let (a, b, c, d, e, f) = (live[0], live[1], live[2], live[3], live[4], live[5]);
-    let caught =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unwind_test_enter(&trace)));
-    let message = caught.expect_err("the helper panicked");
-    assert_eq!(
-        message.downcast_ref::<&str>(),
-        Some(&"helper panics inside JIT code")
-    );
-    assert_eq!(
-        std::hint::black_box([a, b, c, d, e, f]),
-        [11, 22, 33, 44, 55, 66]
+    common::assert_panic_unwinds(
+        || unwind_test_enter(&trace),
+        "helper panics inside JIT code",
     );
     // The JIT still works after the unwind.
     drop(trace);
@@ -180,7 +157,7 @@ fn frame_layouts_match_the_stencils_instructions() {
             }
         }
         assert_eq!(at as usize, s.code.len(), "{}: decoded every byte", s.name);
-        let frame = FRAMES.iter().find(|f| f.stencil == s.name).expect(s.name);
+        let frame = frame_of(s.name);
         let declared: Vec<(u32, u32)> =
             frame.steps.iter().map(|st| (st.offset, st.depth)).collect();
         assert_eq!(declared, steps, "{}", s.name);
@@ -262,7 +239,7 @@ fn bad_frame_layouts_are_refused_naming_the_stencil() {
 
 #[test]
 fn unwind_registrations_from_several_threads_come_and_go() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = common::unwind_serial();
     let jit = jit(capturing_helper as *const () as usize, true);
     std::thread::scope(|s| {
         for _ in 0..4 {
@@ -278,6 +255,6 @@ fn unwind_registrations_from_several_threads_come_and_go() {
     // backtrace through a fresh trace still finds its frames and its caller.
     let trace = helper_trace(&jit, "op_call_helper");
     assert_eq!(unwind_test_enter(&trace), 1005);
-    let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
+    let bt = common::take_backtrace();
     assert!(bt.contains("unwind_test_enter"), "{bt}");
 }

@@ -23,16 +23,11 @@
 
 use cpjit_model::StencilSet;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
-use std::sync::Mutex;
-
-static CAPTURED: Mutex<String> = Mutex::new(String::new());
-static SERIAL: Mutex<()> = Mutex::new(());
 
 type UnwindingEntry = unsafe extern "C-unwind" fn(*mut std::ffi::c_void, *mut u64) -> i64;
 
 extern "C" fn capturing_mul_add(a: i64, b: i64, c: i64) -> i64 {
-    let bt = std::backtrace::Backtrace::force_capture().to_string();
-    *CAPTURED.lock().unwrap() = bt;
+    crate::common::capture_backtrace();
     a * b + c
 }
 
@@ -88,47 +83,29 @@ fn generated_test_enter(trace: &Trace) -> i64 {
 
 #[test]
 fn generated_frames_let_a_backtrace_walk_through_a_trace_to_its_caller() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::common::unwind_serial();
     let set = generated();
+    let callers = [
+        "generated_test_enter",
+        "generated_frames_let_a_backtrace_walk_through_a_trace_to_its_caller",
+    ];
     for unwind in [true, false] {
         let jit = generated_jit(set, capturing_mul_add as *const () as usize, unwind).unwrap();
         let trace = generated_trace(&jit).unwrap();
         assert_eq!(generated_test_enter(&trace), 50);
-        let bt = std::mem::take(&mut *CAPTURED.lock().unwrap());
-        assert!(bt.contains("capturing_mul_add"), "{bt}");
-        let through = bt.contains("generated_test_enter")
-            && bt.contains("generated_frames_let_a_backtrace_walk_through_a_trace_to_its_caller");
-        assert_eq!(
-            through,
-            unwind,
-            "{}, unwind info {}: the backtrace should {}reach the trace's caller:\n{bt}",
-            set.target,
-            if unwind { "registered" } else { "absent" },
-            if unwind { "" } else { "not " }
-        );
+        let helper = "capturing_mul_add";
+        crate::common::assert_backtrace_reaches(helper, &callers, unwind, set.target);
     }
 }
 
 #[test]
 fn generated_frames_let_a_panic_unwind_through_a_trace() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = crate::common::unwind_serial();
     let set = generated();
     let jit = generated_jit(set, panicking_mul_add as *const () as usize, true).unwrap();
     let trace = generated_trace(&jit).unwrap();
-    let live: [u64; 6] = std::hint::black_box([11, 22, 33, 44, 55, 66]);
-    let (a, b, c, d, e, f) = (live[0], live[1], live[2], live[3], live[4], live[5]);
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        generated_test_enter(&trace)
-    }));
-    let message = caught.expect_err("the helper panicked");
-    assert_eq!(
-        message.downcast_ref::<&str>(),
-        Some(&"generated-set helper panics inside JIT code")
-    );
-    assert_eq!(
-        std::hint::black_box([a, b, c, d, e, f]),
-        [11, 22, 33, 44, 55, 66]
-    );
+    let message = "generated-set helper panics inside JIT code";
+    crate::common::assert_panic_unwinds(|| generated_test_enter(&trace), message);
     drop(trace);
     // The same JIT still stitches and runs after the unwind.
     let jit = generated_jit(set, capturing_mul_add as *const () as usize, true).unwrap();

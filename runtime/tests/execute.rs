@@ -17,11 +17,7 @@ const VALUES: [u64; 7] = [
 ];
 
 fn load_and_return(jit: &Jit<'_>, op: &str, value: u64) -> (Trace, InstanceId) {
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named(op, &[value], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    (t.finish().unwrap(), shim)
+    common::returning_trace(jit, &[(op, &[value])])
 }
 
 #[test]
@@ -42,13 +38,14 @@ fn operands_reach_the_code_through_got_abs64_and_data() {
 #[test]
 fn got_slots_are_deduplicated_per_trace() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[1], &[]).unwrap();
-    t.push_named("op_add_got", &[5, 5], &[]).unwrap();
-    t.push_named("op_add_got", &[5, 7], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) = common::returning_trace(
+        &jit,
+        &[
+            ("op_load_got", &[1]),
+            ("op_add_got", &[5, 5]),
+            ("op_add_got", &[5, 7]),
+        ],
+    );
     // Small constants become immediates where the instruction allows it (every load on
     // AArch64, `mov` loads on x86-64): at most the two values the x86 `add`s load. RISC-V's
     // GOT loads (auipc + ld) are not relaxed: one slot per distinct value (1, 5, 7).
@@ -64,13 +61,14 @@ fn got_slots_are_deduplicated_per_trace() {
     // shared between a relaxable load and the other ops' loads.
     const BIG: u64 = 0x7654_3210_fedc_ba98;
     const BIG2: u64 = 0x6543_2100_0000_0008;
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[BIG], &[]).unwrap();
-    t.push_named("op_add_got", &[BIG2, BIG2], &[]).unwrap();
-    t.push_named("op_add_got", &[BIG, BIG2], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) = common::returning_trace(
+        &jit,
+        &[
+            ("op_load_got", &[BIG]),
+            ("op_add_got", &[BIG2, BIG2]),
+            ("op_add_got", &[BIG, BIG2]),
+        ],
+    );
     assert_eq!(trace.got_slots(), 2, "slots for BIG and BIG2");
     assert_eq!(trace.data_range().len(), 2 * 8);
     let expected = BIG.wrapping_mul(2).wrapping_add(BIG2.wrapping_mul(3));
@@ -80,13 +78,14 @@ fn got_slots_are_deduplicated_per_trace() {
 #[test]
 fn helpers_are_called_directly_and_through_the_got() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[7], &[]).unwrap();
-    t.push_named("op_call_helper", &[], &[]).unwrap();
-    t.push_named("op_call_got", &[], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) = common::returning_trace(
+        &jit,
+        &[
+            ("op_load_got", &[7]),
+            ("op_call_helper", &[]),
+            ("op_call_got", &[]),
+        ],
+    );
     let mut frame = Frame::default();
     assert_eq!(run(&trace, shim, &mut frame), 2007);
     assert_eq!(frame.helper_calls, 2);
@@ -191,12 +190,7 @@ fn load_and_return_in(t: &mut cpjit_runtime::TraceBuilder<'_, '_>, op: &str, val
 
 /// A trace of two `op_data_counter` instances, then `op_return`.
 fn two_counters(jit: &Jit<'_>) -> (Trace, InstanceId) {
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_data_counter", &[], &[]).unwrap();
-    t.push_named("op_data_counter", &[], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    (t.finish().unwrap(), shim)
+    common::returning_trace(jit, &[("op_data_counter", &[]), ("op_data_counter", &[])])
 }
 
 #[test]
@@ -302,13 +296,14 @@ fn an_undescribed_zero_fill_section_is_rejected() {
 fn conditional_continue_and_fall_through_chain() {
     let jit = Jit::new(SET, resolve).unwrap();
     for v in [0u64, 9] {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_load_got", &[v], &[]).unwrap();
-        t.push_named("op_skip_if_zero", &[], &[]).unwrap();
-        t.push_named("op_skip_if_zero", &[], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        let trace = t.finish().unwrap();
+        let (trace, shim) = common::returning_trace(
+            &jit,
+            &[
+                ("op_load_got", &[v]),
+                ("op_skip_if_zero", &[]),
+                ("op_skip_if_zero", &[]),
+            ],
+        );
         let mut frame = Frame::default();
         assert_eq!(run(&trace, shim, &mut frame) as u64, v);
         assert_eq!(frame.nonzero, if v == 0 { 0 } else { 2 });
@@ -327,12 +322,7 @@ fn test_bit_branches_continue() {
 
 #[cfg(target_arch = "aarch64")]
 fn load_and_return_with(jit: &Jit<'_>, v: u64, op: &str) -> (Trace, InstanceId) {
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[v], &[]).unwrap();
-    t.push_named(op, &[], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    (t.finish().unwrap(), shim)
+    common::returning_trace(jit, &[("op_load_got", &[v]), (op, &[])])
 }
 
 #[test]

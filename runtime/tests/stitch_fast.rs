@@ -54,14 +54,9 @@ struct Case {
     instances: Vec<(Vec<u64>, Vec<Target>)>,
 }
 
+/// A hole in the case's code.
 fn hole(offset: u32, kind: HoleKind, value: HoleValue, addend: i64) -> Hole {
-    Hole {
-        section: Section::Code,
-        offset,
-        kind,
-        value,
-        addend,
-    }
+    common::hole(Section::Code, offset, kind, value, addend)
 }
 
 /// Operand values at the edges of a sign-extended `imm32` (x86), of `movz`/`movk`
@@ -504,17 +499,14 @@ fn set_with(cases: &[Case]) -> (&'static StencilSet<'static>, usize) {
         stencils.push(Stencil {
             name: leak(format!("fast case {}", c.name)).as_str(),
             code: Box::leak(c.code.clone().into_boxed_slice()),
-            code_align: if SET.arch == Arch::X86_64 { 1 } else { 4 },
             init_data: &INIT_DATA,
             data_len: 24,
             data_align: 16,
-            zero_fill: &[],
             holes: Box::leak(c.holes.clone().into_boxed_slice()),
             operands: &["V"][..operands],
             targets: &["T"][..targets],
-            symbols: &[],
             falls_through: false,
-            cold_len: 0,
+            ..common::hand_written(if SET.arch == Arch::X86_64 { 1 } else { 4 })
         });
     }
     let set = leak(StencilSet {

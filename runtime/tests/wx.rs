@@ -54,13 +54,14 @@ fn no_page_is_ever_writable_and_executable() {
     assert_no_wx("after Jit::new");
     let mut traces = Vec::new();
     for i in 0..120u64 {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_load_got", &[i], &[]).unwrap();
-        t.push_named("op_data_counter", &[], &[]).unwrap();
-        t.push_named("op_add_got", &[i, 1], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        let trace = t.finish().unwrap();
+        let (trace, shim) = common::returning_trace(
+            &jit,
+            &[
+                ("op_load_got", &[i]),
+                ("op_data_counter", &[]),
+                ("op_add_got", &[i, 1]),
+            ],
+        );
         assert_no_wx("after finish");
         let m = maps();
         let code = perms_at(&m, trace.code_range().start);
@@ -89,12 +90,8 @@ fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
     let jit = Jit::new(SET, resolve).unwrap();
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-    let mut t = jit.trace();
-    let shim = t.push_shim().unwrap();
-    t.push_named("op_load_got", &[7], &[]).unwrap();
-    t.push_named("op_data_counter", &[], &[]).unwrap();
-    t.push_named("op_return", &[], &[]).unwrap();
-    let trace = t.finish().unwrap();
+    let (trace, shim) =
+        common::returning_trace(&jit, &[("op_load_got", &[7]), ("op_data_counter", &[])]);
     assert_eq!(run(&trace, shim, &mut Frame::default()), 7);
     assert!(!trace.data_range().is_empty());
     let m = maps();
@@ -133,12 +130,8 @@ fn no_writable_view_of_code_remains_after_finish_or_drop() {
     let jit = Jit::new(SET, resolve).unwrap();
     let mut traces = Vec::new();
     for i in 0..20u64 {
-        let mut t = jit.trace();
-        let shim = t.push_shim().unwrap();
-        t.push_named("op_load_got", &[i], &[]).unwrap();
-        t.push_named("op_call_helper", &[], &[]).unwrap();
-        t.push_named("op_return", &[], &[]).unwrap();
-        let trace = t.finish().unwrap();
+        let (trace, shim) =
+            common::returning_trace(&jit, &[("op_load_got", &[i]), ("op_call_helper", &[])]);
         let views = code_object_mappings();
         assert!(
             views.iter().any(|p| p.starts_with("r-x")),

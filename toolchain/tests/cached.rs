@@ -4,22 +4,12 @@
 
 use crate::common;
 
-use common::{compiled_targets, options, set};
-use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver;
+use common::{compiled_targets, set};
 
 #[test]
 fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
+        let err = common::build_error(&set("cached"), &target);
         let at = |stencil: &str| format!("{target}: op.c: stencil `{stencil}`: ");
         for (stencil, says) in [
             (
@@ -64,15 +54,7 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
 #[test]
 fn ops_with_pinned_registers_read_and_set_them_and_must_take_them_on_every_target() {
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached_pinned"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the op without pinned parameters must be rejected")
-        .0;
+        let err = common::build_error(&set("cached_pinned"), &target);
         let want = format!(
             "{target}: op.c: stencil `op_no_pinned_parameters`: signature is `i64 (ptr, ptr, i64, \
              i64, i64)` but the op is declared cached (CPJIT_CACHED_OP, IN = 0, OUT = 0), which \

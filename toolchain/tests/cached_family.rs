@@ -8,9 +8,7 @@
 
 use crate::common;
 
-use common::{compiled_targets, options, set, workspace};
-use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::driver;
+use common::{compiled_targets, set, workspace};
 use cpjit_toolchain::family::CacheParams;
 use cpjit_toolchain::manifest::Manifest;
 
@@ -19,15 +17,7 @@ fn members_must_state_the_cache_state_of_their_parameters_on_every_target() {
     let manifest = set("cached_family").join("manifest.toml");
     let manifest = manifest.display();
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached_family"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
+        let err = common::build_error(&set("cached_family"), &target);
         let at = |family: &str, member: &str| {
             format!("{manifest}: [[family]] `{family}`: member `{member}` on {target}: ")
         };
@@ -80,18 +70,10 @@ fn members_must_state_the_cache_state_of_their_parameters_on_every_target() {
     }
     // A target compiled as its twin (same_code_as): the errors name the twin, and a note
     // says they are the target's.
-    let twins = cpjit_toolchain::target::Target::load_all(&workspace().join("targets")).unwrap();
+    let twins = common::target_files();
     let t = twins.iter().find(|t| t.same_code_as.is_some()).unwrap();
     let twin = t.same_code_as.as_deref().unwrap();
-    let out = tempfile::tempdir().unwrap();
-    let err = driver::build_stencils(&options(
-        set("cached_family"),
-        &[&t.triple],
-        out.path(),
-        Cache::disabled(),
-    ))
-    .expect_err("the set must be rejected")
-    .0;
+    let err = common::build_error(&set("cached_family"), &t.triple);
     let note = format!(
         "note: {} is compiled as {twin} (`same_code_as` in its target file): the errors \
          naming {twin} are its errors too",
@@ -135,15 +117,7 @@ fn declared_stack_effects_must_be_the_members_own() {
     let manifest = set("stack_effects").join("manifest.toml");
     let manifest = manifest.display();
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("stack_effects"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
+        let err = common::build_error(&set("stack_effects"), &target);
         let at = |op: &str, declared: &str, member: &str| {
             format!(
                 "{manifest}: [[family]] `ops`: op `{op}` declares the stack effect {declared} \

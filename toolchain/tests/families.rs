@@ -7,17 +7,16 @@
 
 use crate::common;
 
-use common::{options, set, stencil_item, workspace};
+use common::{options, set, stencil_item};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
-use cpjit_toolchain::target::Target;
 
 #[test]
 fn a_family_builds_on_every_format_with_its_table_and_the_stencils_of_hand_written_ops() {
     let out = tempfile::tempdir().unwrap();
     let opts = options(set("family"), &[], out.path(), Cache::disabled());
     driver::build_stencils(&opts).unwrap();
-    let targets = Target::load_all(&workspace().join("targets")).unwrap();
+    let targets = common::target_files();
     let mut formats = std::collections::BTreeSet::new();
     for t in &targets {
         formats.insert(t.format);

@@ -123,15 +123,7 @@ fn halves_of_a_jump_target_and_a_half_without_its_suffix_are_refused_by_name() {
         common::target(Arch::X86_64, ObjectFormat::Elf),
         common::target(Arch::Aarch64, ObjectFormat::MachO),
     ] {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("bad_halves"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
+        let err = common::build_error(&set("bad_halves"), &target);
         assert!(
             err.contains(&format!(
                 "{target}: op.c: stencil `op_halves_of_a_target`: symbol `_JIT_NEXT_TARGET_HI` \

@@ -15,7 +15,6 @@ use crate::common;
 
 use common::*;
 use cpjit_toolchain::cache::Cache;
-use cpjit_toolchain::target::Target;
 use std::path::{Path, PathBuf};
 
 /// Per target: stencils compared, where the kit's layout differs from the set's own, and
@@ -115,8 +114,7 @@ fn write_manifest(set: &Path, dir: &Path, layout: Option<&str>) {
 
 #[test]
 fn the_kit_layout_is_never_worse_than_the_sets_own_on_the_repositorys_sets() {
-    let targets: Vec<String> = Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    let targets: Vec<String> = common::target_files()
         .into_iter()
         .filter(|t| t.same_code_as.is_none())
         .filter(|t| {

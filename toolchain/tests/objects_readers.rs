@@ -65,6 +65,21 @@ fn data_target(hole: &cpjit_model::Hole) -> i64 {
     }
 }
 
+/// The distinct data offsets (sorted) that `s`'s data-valued holes picked by `pick` point
+/// at, RISC-V lo12 holes left out ([`is_riscv_lo12`]).
+fn data_targets(s: &StencilBuf, pick: impl Fn(&cpjit_model::Hole) -> bool) -> Vec<i64> {
+    let mut targets: Vec<i64> = s
+        .holes
+        .iter()
+        .filter(|h| h.value == HoleValue::Data && pick(h))
+        .filter(|h| !is_riscv_lo12(h))
+        .map(data_target)
+        .collect();
+    targets.sort();
+    targets.dedup();
+    targets
+}
+
 /// A RISC-V lo12 hole: its addend also holds the distance back to its `auipc`, so it is
 /// checked against its HI20 (`riscv_lo12_holes_carry_their_hi20_value_and_distance`), and
 /// the HI20 stands for the pair in the data-target checks.
@@ -201,15 +216,7 @@ fn addends_point_at_the_referenced_data() {
         let s = stencil(&stencils, "op_addr_addend");
         // Code refers to two places: &scratch[2] (the value 3) and pointers[] (whose first
         // slot is a data hole).
-        let mut code_targets: Vec<i64> = s
-            .holes
-            .iter()
-            .filter(|h| h.section == Section::Code && h.value == HoleValue::Data)
-            .filter(|h| !is_riscv_lo12(h))
-            .map(data_target)
-            .collect();
-        code_targets.sort();
-        code_targets.dedup();
+        let code_targets = data_targets(s, |h| h.section == Section::Code);
         assert_eq!(code_targets.len(), 2, "{triple}: {code_targets:?}");
         assert!(
             code_targets.iter().any(|&t| data_u64(s, t) == 3),
@@ -274,15 +281,7 @@ fn zero_fill_is_laid_out_after_initialized_data() {
         let stencils = ops(triple);
         let count = stencil(&stencils, "op_count");
         // counters (zero-fill, 32 bytes) and scratch (writable, {1, 2, 3, 4}).
-        let mut offsets: Vec<i64> = count
-            .holes
-            .iter()
-            .filter(|h| h.value == HoleValue::Data)
-            .filter(|h| !is_riscv_lo12(h))
-            .map(data_target)
-            .collect();
-        offsets.sort();
-        offsets.dedup();
+        let offsets = data_targets(count, |_| true);
         assert_eq!(offsets.len(), 2, "{triple}");
         let scratch = offsets
             .iter()

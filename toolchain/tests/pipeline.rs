@@ -22,15 +22,17 @@ fn shared_cache() -> Cache {
 
 /// Builds test set `name` for `target` and returns the error message.
 fn build_error(name: &str, target: &str) -> String {
-    let out = tempfile::tempdir().unwrap();
-    let err = driver::build_stencils(&options(
-        set(name),
-        &[target],
-        out.path(),
-        Cache::disabled(),
-    ))
-    .expect_err("the set must be rejected");
-    err.0
+    common::build_error(&set(name), target)
+}
+
+/// Builds test set `name` for `target`, which must be refused with an error that says each
+/// of `says` and names none of `accepted` (what the set does right).
+fn assert_refused(name: &str, target: &str, says: &[&str], accepted: &[&str]) {
+    let err = build_error(name, target);
+    common::assert_says(&err, says, target);
+    for fine in accepted {
+        assert!(!err.contains(fine), "`{fine}` is accepted: {err}");
+    }
 }
 
 /// Every file under `root`: (path relative to `root`, bytes), sorted.
@@ -84,7 +86,7 @@ fn default_set_builds_for_all_targets_and_is_deterministic() {
     cached.json = Some(json.clone());
     let report = driver::build_stencils(&cached).unwrap();
     // Every target file is built (the count is derived, not a list to keep up to date).
-    let targets = cpjit_toolchain::target::Target::load_all(&workspace().join("targets")).unwrap();
+    let targets = common::target_files();
     assert_eq!(report.built.len(), targets.len(), "{:?}", report.lines);
     assert!(targets.len() >= 7);
     let tb: Vec<_> = read_tree(b.path())
@@ -242,44 +244,38 @@ fn one_stencil_per_translation_unit_is_named_after_the_file() {
 #[test]
 fn missing_musttail_names_the_stencil() {
     let target = t(Arch::X86_64, ObjectFormat::Elf);
-    let err = build_error("no_musttail", &target);
-    assert!(
-        err.contains(&format!("{target}: op.c: stencil `op_plain_call`")),
-        "{err}"
-    );
-    assert!(
-        err.contains("without musttail") && err.contains("_JIT_CONTINUE"),
-        "{err}"
-    );
-    assert!(!err.contains("op_fine"), "{err}");
+    let stencil = format!("{target}: op.c: stencil `op_plain_call`");
+    let says = [&stencil[..], "without musttail", "_JIT_CONTINUE"];
+    assert_refused("no_musttail", &target, &says, &["op_fine"]);
 }
 
 #[test]
 fn thread_local_is_rejected() {
-    let err = build_error("thread_local", &t(Arch::Aarch64, ObjectFormat::Elf));
-    assert!(
-        err.contains("stencil `op_tls`") && err.contains("thread-local global `tls_counter`"),
-        "{err}"
+    let says = ["stencil `op_tls`", "thread-local global `tls_counter`"];
+    assert_refused(
+        "thread_local",
+        &t(Arch::Aarch64, ObjectFormat::Elf),
+        &says,
+        &[],
     );
 }
 
 #[test]
 fn stack_protector_is_rejected() {
-    let err = build_error("stack_protector", &t(Arch::X86_64, ObjectFormat::Elf));
-    assert!(
-        err.contains("stencil `op_guarded`") && err.contains("stack-protector attribute `sspreq`"),
-        "{err}"
+    let says = ["stencil `op_guarded`", "stack-protector attribute `sspreq`"];
+    assert_refused(
+        "stack_protector",
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &says,
+        &[],
     );
 }
 
 #[test]
 fn disallowed_symbol_is_rejected() {
-    let err = build_error("bad_symbol", &t(Arch::X86_64, ObjectFormat::Elf));
-    assert!(
-        err.contains("stencil `op_reads_global`") && err.contains("references `forbidden_global`"),
-        "{err}"
-    );
-    assert!(!err.contains("`allowed_helper`"), "{err}");
+    let says = ["stencil `op_reads_global`", "references `forbidden_global`"];
+    let target = t(Arch::X86_64, ObjectFormat::Elf);
+    assert_refused("bad_symbol", &target, &says, &["`allowed_helper`"]);
 }
 
 #[test]
@@ -312,11 +308,8 @@ fn x18_is_rejected_on_apple_and_windows_aarch64_only() {
 
 #[test]
 fn duplicate_stencil_names_are_rejected() {
-    let err = build_error("duplicate", &t(Arch::X86_64, ObjectFormat::Elf));
-    assert!(
-        err.contains("duplicate stencil `op_twice` in a.c and b.c"),
-        "{err}"
-    );
+    let says = ["duplicate stencil `op_twice` in a.c and b.c"];
+    assert_refused("duplicate", &t(Arch::X86_64, ObjectFormat::Elf), &says, &[]);
 }
 
 #[test]
@@ -372,60 +365,58 @@ fn inline_assembly_is_rejected_naming_the_stencil() {
 
 #[test]
 fn writable_statics_are_rejected_and_instance_data_is_explicit() {
-    let err = build_error("statics", &t(Arch::X86_64, ObjectFormat::Elf));
-    assert!(
-        err.contains("stencil `op_count_hits`: writable static `hits`"),
-        "{err}"
-    );
-    assert!(
-        err.contains("stencil `op_local_static`: writable static `op_local_static.last`"),
-        "{err}"
-    );
-    assert!(err.contains("CPJIT_INSTANCE_DATA"), "{err}");
-    assert!(
-        !err.contains("op_instance") && !err.contains("`table`"),
-        "marked per-instance data and const tables are accepted: {err}"
+    let says = [
+        "stencil `op_count_hits`: writable static `hits`",
+        "stencil `op_local_static`: writable static `op_local_static.last`",
+        "CPJIT_INSTANCE_DATA",
+    ];
+    // Marked per-instance data and const tables are accepted.
+    let accepted = ["op_instance", "`table`"];
+    assert_refused(
+        "statics",
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &says,
+        &accepted,
     );
 }
 
 #[test]
 fn calling_convention_and_signature_are_checked_against_the_abi() {
-    let err = build_error("abi", &t(Arch::X86_64, ObjectFormat::Coff));
-    assert!(
-        err.contains("stencil `op_no_cc`: calling convention is the C calling convention but the set's ABI requires preserve_none"),
-        "{err}"
+    let says = [
+        "stencil `op_no_cc`: calling convention is the C calling convention but the set's ABI requires preserve_none",
+        "stencil `op_three_args`: signature is `i32 (ptr, ptr, i64)` but the set's ABI requires `i64 (ptr, ptr)`",
+        "stencil `entry`: calling convention is preserve_none but the set's ABI requires the C calling convention",
+    ];
+    assert_refused(
+        "abi",
+        &t(Arch::X86_64, ObjectFormat::Coff),
+        &says,
+        &["op_fine"],
     );
-    assert!(
-        err.contains("stencil `op_three_args`: signature is `i32 (ptr, ptr, i64)` but the set's ABI requires `i64 (ptr, ptr)`"),
-        "{err}"
-    );
-    assert!(
-        err.contains("stencil `entry`: calling convention is preserve_none but the set's ABI requires the C calling convention"),
-        "{err}"
-    );
-    assert!(!err.contains("op_fine"), "{err}");
 }
 
 #[test]
 fn an_op_over_the_ir_budget_is_rejected_before_code_generation() {
-    let err = build_error("big_op", &t(Arch::Aarch64, ObjectFormat::Elf));
-    assert!(
-        err.contains("stencil `op_huge`: ")
-            && err.contains(
-                "IR instructions (helpers included) exceed the limit [limits] ir_instructions = 40"
-            ),
-        "{err}"
-    );
-    assert!(!err.contains("op_small"), "{err}");
+    let says = [
+        "stencil `op_huge`: ",
+        "IR instructions (helpers included) exceed the limit [limits] ir_instructions = 40",
+    ];
+    let target = t(Arch::Aarch64, ObjectFormat::Elf);
+    assert_refused("big_op", &target, &says, &["op_small"]);
 }
 
 #[test]
 fn missing_sources_and_unmatched_globs_are_errors() {
-    let err = build_error("missing_source", &t(Arch::X86_64, ObjectFormat::Elf));
-    assert!(err.contains("`gone.c` does not exist"), "{err}");
-    assert!(
-        err.contains("the glob `extra/*.c` matches no file") && err.contains("allow_empty"),
-        "{err}"
+    let says = [
+        "`gone.c` does not exist",
+        "the glob `extra/*.c` matches no file",
+        "allow_empty",
+    ];
+    assert_refused(
+        "missing_source",
+        &t(Arch::X86_64, ObjectFormat::Elf),
+        &says,
+        &[],
     );
 }
 

@@ -8,7 +8,6 @@ use common::*;
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 use cpjit_toolchain::scale_set::{op_name, ScaleSet};
-use cpjit_toolchain::target::Target;
 use cpjit_toolchain::writer::Sidecar;
 use std::path::Path;
 
@@ -19,8 +18,7 @@ const SMALL: ScaleSet = ScaleSet {
 };
 
 fn triples() -> Vec<String> {
-    Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    common::target_files()
         .into_iter()
         .map(|t| t.triple.clone())
         .collect()

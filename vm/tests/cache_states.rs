@@ -6,64 +6,13 @@
 
 use crate::common;
 
-use common::{eager, gen};
+use common::{eager, example, gen, record, Recorder};
 use cpjit_vm::cached::CacheState;
-use cpjit_vm::jit::{Backend, CompiledTrace, LoweredId, Lowering, TraceCompiler};
-use cpjit_vm::trace::Trace;
+use cpjit_vm::jit::{LoweredId, Lowering};
 use cpjit_vm::{Config, Mode};
-use std::cell::{Cell, RefCell};
-use std::path::Path;
-use std::rc::Rc;
-
-/// Checks every trace's lowering before compiling it with copy-and-patch; counts lowered
-/// instances that keep values in registers.
-struct Checking {
-    backend: Backend,
-    lowerings: RefCell<Vec<(Trace, Lowering)>>,
-    cached_instances: Cell<usize>,
-}
-
-impl TraceCompiler for Checking {
-    fn name(&self) -> &str {
-        "checking"
-    }
-
-    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
-        let lowering = self.backend.lower(trace)?;
-        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
-            panic!("stale cache state: {e}\n{trace:?}\n{lowering:?}");
-        }
-        let cached = lowering
-            .instances
-            .iter()
-            .filter(|i| !i.entry.is_empty() || !i.exit.is_empty())
-            .count();
-        self.cached_instances
-            .set(self.cached_instances.get() + cached);
-        self.lowerings
-            .borrow_mut()
-            .push((trace.clone(), lowering.clone()));
-        self.backend.compile(trace)
-    }
-}
-
-fn checking() -> Rc<Checking> {
-    Rc::new(Checking {
-        backend: Backend::host()
-            .expect("host stencils are linked")
-            .with_checks(true),
-        lowerings: RefCell::new(Vec::new()),
-        cached_instances: Cell::new(0),
-    })
-}
-
-fn run_with(text: &str, compiler: &Rc<Checking>, base: Config) -> (String, cpjit_vm::Stats) {
-    common::run_compiled(text, compiler.clone(), base)
-}
 
 #[test]
 fn every_example_trace_is_lowered_with_consistent_cache_states() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     for name in [
         "sum",
         "fib",
@@ -75,14 +24,14 @@ fn every_example_trace_is_lowered_with_consistent_cache_states() {
         "mandelbrot",
         "nbody",
     ] {
-        let read = |ext: &str| std::fs::read_to_string(dir.join(format!("{name}.{ext}"))).unwrap();
-        let compiler = checking();
-        let (out, stats) = run_with(&read("vm"), &compiler, eager(Mode::Jit));
+        let read = |ext: &str| example(name, ext);
+        let compiler = Recorder::new();
+        let (out, stats) = compiler.run(&read("vm"), eager(Mode::Jit));
         assert_eq!(out, read("expected"), "examples/{name}.vm");
         assert!(stats.traces > 0, "{name}: {stats:?}");
         assert_eq!(stats.compile_failures, 0, "{name}");
         assert!(
-            compiler.cached_instances.get() > 0,
+            compiler.cached_instances() > 0,
             "{name}: no trace kept a value in a register"
         );
     }
@@ -93,11 +42,10 @@ fn every_example_trace_is_lowered_with_consistent_cache_states() {
 /// made afresh (stale exit entries, pins or jump targets of a longer trace would show here).
 #[test]
 fn a_lowering_into_reused_vectors_is_the_fresh_lowering() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let compiler = checking();
+    let compiler = Recorder::new();
     for name in ["nbody", "calls", "collatz", "sieve", "sum"] {
-        let text = std::fs::read_to_string(dir.join(format!("{name}.vm"))).unwrap();
-        run_with(&text, &compiler, eager(Mode::Jit));
+        let text = example(name, "vm");
+        compiler.run(&text, eager(Mode::Jit));
     }
     let lowerings = compiler.lowerings.borrow();
     assert!(lowerings.len() > 10, "{} traces", lowerings.len());
@@ -116,11 +64,10 @@ fn a_lowering_into_reused_vectors_is_the_fresh_lowering() {
 /// and no uncached stencil is.
 #[test]
 fn the_kit_picks_every_cached_member_the_lowering_plans() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    let compiler = checking();
+    let compiler = Recorder::new();
     for name in ["nbody", "calls", "collatz", "sieve", "sum", "mandelbrot"] {
-        let text = std::fs::read_to_string(dir.join(format!("{name}.vm"))).unwrap();
-        run_with(&text, &compiler, eager(Mode::Jit));
+        let text = example(name, "vm");
+        compiler.run(&text, eager(Mode::Jit));
     }
     let backend = &compiler.backend;
     let cached = backend.cached_ops();
@@ -160,19 +107,17 @@ fn random_programs_lower_consistently_and_agree_with_the_interpreter() {
     for seed in 0..40 {
         let text = gen::program(seed);
         let reference = common::run(&text, Config::default());
-        let compiler = checking();
-        let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+        // The recorder checks every lowering's cache states as it compiles.
+        let (_, out) = record(&text);
         assert_eq!(out, reference, "seed {seed}:\n{text}");
     }
 }
 
 #[test]
 fn the_checker_refuses_a_stale_cache_state() {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sum.vm"))
-            .unwrap();
-    let compiler = checking();
-    run_with(&text, &compiler, eager(Mode::Jit));
+    let text = example("sum", "vm");
+    let compiler = Recorder::new();
+    compiler.run(&text, eager(Mode::Jit));
     let lowerings = compiler.lowerings.borrow();
     let backend = &compiler.backend;
     let (trace, lowering) = lowerings
@@ -226,16 +171,14 @@ fn the_checker_refuses_a_stale_cache_state() {
 
 #[test]
 fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/calls.vm"))
-            .unwrap();
-    let compiler = checking();
+    let text = example("calls", "vm");
+    let compiler = Recorder::new();
     // (calls.vm's callees are inlined by default: no call would be left.)
     let config = cpjit_vm::Config {
         inline_calls: false,
         ..eager(Mode::Jit)
     };
-    run_with(&text, &compiler, config);
+    compiler.run(&text, config);
     let backend = &compiler.backend;
     let mut seen_call = false;
     for (trace, lowering) in compiler.lowerings.borrow().iter() {
@@ -263,11 +206,8 @@ fn uncached_ops_and_exit_stubs_are_entered_with_nothing_cached() {
 
 #[test]
 fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state() {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/sum.vm"))
-            .unwrap();
-    let compiler = checking();
-    let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+    let text = example("sum", "vm");
+    let (compiler, out) = record(&text);
     assert_eq!(out, "4499998500000\n");
     let lowerings = compiler.lowerings.borrow();
     let backend = &compiler.backend;
@@ -352,8 +292,7 @@ fn scaled_int_loops_leave_the_tagged_range_exactly_where_the_interpreter_does() 
         // Python's s: start + c * (0 + 1 + ... + 99999).
         let want = i128::from(start) + i128::from(c) * 4_999_950_000;
         assert_eq!(reference, format!("{want}\n"));
-        let compiler = checking();
-        let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+        let (compiler, out) = record(&text);
         assert_eq!(out, reference, "{start} + {c} * i");
         let lowerings = compiler.lowerings.borrow();
         let set = compiler.backend.set();
@@ -372,11 +311,8 @@ fn scaled_int_loops_leave_the_tagged_range_exactly_where_the_interpreter_does() 
 
 #[test]
 fn a_member_compiled_for_one_copy_depth_runs_only_that_depth() {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/calls.vm"))
-            .unwrap();
-    let compiler = checking();
-    let (out, _) = run_with(&text, &compiler, eager(Mode::Jit));
+    let text = example("calls", "vm");
+    let (compiler, out) = record(&text);
     assert_eq!(out, "71913071429\n");
     let backend = &compiler.backend;
     let cached = backend.cached_ops();

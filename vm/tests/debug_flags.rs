@@ -51,8 +51,9 @@ fn perf_map_names_every_instance_with_its_stencils_size() {
     assert!(instances > 10, "{map}");
 }
 
-#[test]
-fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
+/// GDB's `backtrace` (e.g. `bt 4`) at the 301st call of the `vm_call` helper in a run of
+/// examples/calls.vm with `--gdb` and `flags`: its standard output.
+fn gdb_backtrace(backtrace: &str, flags: &[&str]) -> String {
     let out = Command::new("gdb")
         .args([
             "-batch",
@@ -62,18 +63,18 @@ fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
             "-ex",
             "ignore 1 300",
         ])
-        .args(["-ex", "run", "-ex", "bt 4", "-ex", "kill", "--args", VM])
-        .args([
-            "run",
-            "examples/calls.vm",
-            "--no-inline",
-            "--gdb",
-            "--call-threshold",
-            "1000000000",
-        ])
+        .args(["-ex", "run", "-ex", backtrace, "-ex", "kill", "--args", VM])
+        .args(["run", "examples/calls.vm", "--no-inline", "--gdb"])
+        .args(["--call-threshold", "1000000000"])
+        .args(flags)
         .output()
         .expect("gdb must be installed (ci/setup.sh installs it)");
-    let text = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn gdb_backtrace_from_a_helper_names_the_calling_stencil() {
+    let text = gdb_backtrace("bt 4", &[]);
     let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
     assert!(
         frames.first().is_some_and(|f| f.contains("vm_call")),
@@ -98,31 +99,7 @@ fn gdb_backtrace_with_unwind_reaches_the_rust_caller() {
         return;
     }
     for unwind in [true, false] {
-        let mut args = vec![
-            "run",
-            "examples/calls.vm",
-            "--no-inline",
-            "--gdb",
-            "--call-threshold",
-            "1000000000",
-        ];
-        if unwind {
-            args.push("--unwind");
-        }
-        let out = Command::new("gdb")
-            .args([
-                "-batch",
-                "-nx",
-                "-ex",
-                "break vm_call",
-                "-ex",
-                "ignore 1 300",
-            ])
-            .args(["-ex", "run", "-ex", "bt 8", "-ex", "kill", "--args", VM])
-            .args(&args)
-            .output()
-            .expect("gdb must be installed (ci/setup.sh installs it)");
-        let text = String::from_utf8_lossy(&out.stdout);
+        let text = gdb_backtrace("bt 8", if unwind { &["--unwind"] } else { &[] });
         let frames: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
         assert!(
             frames.get(1).is_some_and(|f| f.contains(":op_CALL_JIT ()")),

@@ -5,53 +5,9 @@
 
 use crate::common;
 
-use common::{agree_with, eager, gen};
-use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use common::{agree_with, eager, example, gen, record};
 use cpjit_vm::ops::{self, op};
-use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode, Vm};
-use std::cell::RefCell;
-use std::path::Path;
-use std::rc::Rc;
-
-/// Compiles with copy-and-patch after checking each lowering; keeps the lowerings.
-struct Keeping {
-    backend: Backend,
-    lowerings: RefCell<Vec<(Trace, Lowering)>>,
-}
-
-impl TraceCompiler for Keeping {
-    fn name(&self) -> &str {
-        "keeping"
-    }
-
-    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
-        let lowering = self.backend.lower(trace)?;
-        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
-            panic!("lowering breaks the protocol: {e}\n{trace:?}\n{lowering:?}");
-        }
-        self.lowerings.borrow_mut().push((trace.clone(), lowering));
-        self.backend.compile(trace)
-    }
-}
-
-fn lowerings_of(text: &str) -> (Rc<Keeping>, String) {
-    let keeping = Rc::new(Keeping {
-        backend: Backend::host()
-            .expect("host stencils are linked")
-            .with_checks(true),
-        lowerings: RefCell::new(Vec::new()),
-    });
-    let (out, _) = common::run_compiled(text, keeping.clone(), eager(Mode::Jit));
-    (keeping, out)
-}
-
-fn example(name: &str, ext: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/{name}.{ext}")),
-    )
-    .unwrap()
-}
 
 /// `text` in jit mode (`adjust` applied to the default configuration): the rendered output
 /// (traceback included) and the statistics.
@@ -80,6 +36,15 @@ fn loops_of_the_examples_pin_their_counters_and_give_the_same_output() {
         assert_eq!(unpinned, out, "{name} with --no-pin");
         assert_eq!(stats.pinned_loops, 0, "{name} with --no-pin: {stats:?}");
     }
+}
+
+/// [`agree_with`] on `text` with pinned locals and without: both render the same (output,
+/// traceback and locals); that rendering and each run's statistics, pinned first.
+fn with_and_without_pins(text: &str) -> (String, cpjit_vm::Stats, cpjit_vm::Stats) {
+    let (out, pinned) = agree_with(text, eager, |_| {});
+    let (unpinned_out, unpinned) = agree_with(text, eager, |c| c.pin_locals = false);
+    assert_eq!(unpinned_out, out, "the same program without pinned locals");
+    (out, pinned, unpinned)
 }
 
 /// A loop whose body leaves at its 700th iteration (a guard the trace took the other way
@@ -121,16 +86,13 @@ end
 
 #[test]
 fn exits_and_errors_inside_a_pinned_body_see_every_local_written_back() {
-    let (out, stats) = agree_with(LEAVES_AND_RAISES, eager, |_| {});
+    let (out, stats, _) = with_and_without_pins(LEAVES_AND_RAISES);
     assert!(out.starts_with("1000\n499500\n300\nerror: "), "{out}");
     assert!(out.contains("ZeroDivisionError"), "{out}");
     // s = 499500 + 3000 * 2**36, a big int, in main's locals.
     assert!(out.contains("[3000, 206158430707500, 300]"), "{out}");
     assert!(stats.pinned_loops >= 1, "{stats:?}");
     assert!(stats.side_exits >= 1, "{stats:?}");
-    // The same rendering, traceback and locals included, without pinned locals.
-    let (unpinned, _) = agree_with(LEAVES_AND_RAISES, eager, |c| c.pin_locals = false);
-    assert_eq!(unpinned, out);
 }
 
 #[test]
@@ -153,7 +115,7 @@ fn random_programs_agree_with_pinned_locals() {
 
 #[test]
 fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
-    let (keeping, out) = lowerings_of(&example("sum", "vm"));
+    let (keeping, out) = record(&example("sum", "vm"));
     assert_eq!(out, example("sum", "expected"));
     let backend = &keeping.backend;
     let cached = backend.cached_ops();
@@ -237,13 +199,11 @@ end
 
 #[test]
 fn a_hot_branch_of_a_pinned_loop_keeps_its_registers_and_leaves_through_their_write_back() {
-    let (out, stats) = agree_with(HOT_BRANCH_OVERFLOWS, eager, |_| {});
+    let (out, stats, unpinned) = with_and_without_pins(HOT_BRANCH_OVERFLOWS);
     assert_eq!(out, format!("{}\n", (1u128 << 100) - 1));
     assert!(stats.inherited_pins >= 1, "{stats:?}");
     assert!(stats.pinned_links >= 1, "{stats:?}");
-    let (unpinned, stats) = agree_with(HOT_BRANCH_OVERFLOWS, eager, |c| c.pin_locals = false);
-    assert_eq!(unpinned, out);
-    assert_eq!(stats.inherited_pins, 0, "{stats:?}");
+    assert_eq!(unpinned.inherited_pins, 0, "{unpinned:?}");
     // With fewer doublings, x stays tagged.
     let short = HOT_BRANCH_OVERFLOWS.replace("const 400", "const 120");
     let (out, stats) = agree_with(&short, eager, |_| {});
@@ -253,7 +213,7 @@ fn a_hot_branch_of_a_pinned_loop_keeps_its_registers_and_leaves_through_their_wr
 
 #[test]
 fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
-    let (keeping, out) = lowerings_of(&example("collatz", "vm"));
+    let (keeping, out) = record(&example("collatz", "vm"));
     assert_eq!(out, example("collatz", "expected"));
     let backend = &keeping.backend;
     let cached = backend.cached_ops();
@@ -329,16 +289,14 @@ end
 
 #[test]
 fn a_loop_counter_used_as_a_list_index_stays_pinned() {
-    let (out, stats) = agree_with(INDEXED, eager, |_| {});
+    let (out, stats, _) = with_and_without_pins(INDEXED);
     assert!(out.contains("IndexError"), "{out}");
     assert!(stats.pinned_loops >= 1, "{stats:?}");
-    let (unpinned, _) = agree_with(INDEXED, eager, |c| c.pin_locals = false);
-    assert_eq!(unpinned, out);
     let short = INDEXED.replace("const 45", "const 40");
     let (out, _) = agree_with(&short, eager, |_| {});
     assert_eq!(out, "780\n42\n");
 
-    let (keeping, _) = lowerings_of(&short);
+    let (keeping, _) = record(&short);
     let cached = keeping.backend.cached_ops();
     let lowerings = keeping.lowerings.borrow();
     let (trace, lowering) = lowerings

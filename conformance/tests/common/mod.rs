@@ -28,6 +28,22 @@ pub fn check_every_executable_set(
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// One check of a set: counted in `checks`; unless `got` is `want`, an error naming `what`
+/// was run (the target first) and both values in hex.
+pub fn expect_eq(
+    checks: &mut usize,
+    got: u64,
+    want: u64,
+    what: impl FnOnce() -> String,
+) -> Result<(), String> {
+    *checks += 1;
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{}: got {got:#x}, want {want:#x}", what()))
+    }
+}
+
 /// The table of the test families' `table` op (`templates/families/cached.c`).
 const TABLE: [u64; 8] = [3, 1, 4, 1, 5, 9, 2, 6];
 

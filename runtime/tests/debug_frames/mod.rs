@@ -40,11 +40,23 @@ fn leak<T>(v: Vec<T>) -> &'static [T] {
     v.leak()
 }
 
-/// [`FRAMES`] as the model's frame layouts, for `JitOptions::unwind` with the test set.
-pub fn frames() -> &'static [cpjit_runtime::debug::unwind::StencilFrame<'static>] {
-    let list: Vec<_> = FRAMES
+/// The frame of the test set's stencil `name`: as [`FRAMES`] lists it, or [`flat`].
+pub fn frame_of(name: &'static str) -> StencilFrame<'static> {
+    FRAMES
         .iter()
-        .map(|f| {
+        .find(|f| f.stencil == name)
+        .copied()
+        .unwrap_or(flat(name))
+}
+
+/// Every stencil's frame ([`frame_of`]) as the model's frame layouts, for
+/// `JitOptions::unwind` with the test set.
+pub fn frames() -> &'static [cpjit_runtime::debug::unwind::StencilFrame<'static>] {
+    let list: Vec<_> = super::common::SET
+        .stencils
+        .iter()
+        .map(|s| {
+            let f = frame_of(s.name);
             let len = super::common::SET.get(f.stencil).unwrap().code.len() as u32;
             let mut rows = vec![FrameRow {
                 offset: 0,
@@ -94,7 +106,8 @@ const fn save(register: u8, depth: u32, from: u32, to: u32) -> Save {
     }
 }
 
-/// A stencil that never moves the stack pointer nor saves a register.
+/// A stencil that never moves the stack pointer nor saves a register: every one that
+/// [`FRAMES`] does not list.
 const fn flat(stencil: &'static str) -> StencilFrame<'static> {
     StencilFrame {
         stencil,
@@ -129,15 +142,6 @@ pub static FRAMES: &[StencilFrame<'static>] = &[
         steps: &[step(0x4, 8), step(0x11, 0)],
         saves: &[],
     },
-    flat("op_add_got"),
-    flat("op_data_counter"),
-    flat("op_dec_jump_nz"),
-    flat("op_exit_to"),
-    flat("op_load_abs"),
-    flat("op_load_data_abs"),
-    flat("op_load_got"),
-    flat("op_return"),
-    flat("op_skip_if_zero"),
 ];
 
 #[cfg(target_arch = "aarch64")]
@@ -165,14 +169,4 @@ pub static FRAMES: &[StencilFrame<'static>] = &[
         steps: &[step(0x4, 16), step(0x10, 0)],
         saves: &[save(29, 16, 0x4, 0x10), save(30, 8, 0x4, 0x10)],
     },
-    flat("op_add_got"),
-    flat("op_data_counter"),
-    flat("op_dec_jump_nz"),
-    flat("op_exit_to"),
-    flat("op_load_abs"),
-    flat("op_load_data_abs"),
-    flat("op_load_got"),
-    flat("op_return"),
-    flat("op_skip_if_even"),
-    flat("op_skip_if_zero"),
 ];

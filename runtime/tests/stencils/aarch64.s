@@ -2,6 +2,19 @@
 // Frame slots: [0] accumulator, [8] loop counter, [16] data counter copy,
 // [24] helper calls (written by the helper), [32] non-zero count.
 
+// Around a helper call: the frame as its argument, then what it returns added to the
+// accumulator.
+.macro helper_call_begin
+    stp x29, x30, [sp, #-16]!
+    mov x0, x20
+.endm
+.macro helper_call_end
+    ldp x29, x30, [sp], #16
+    ldr x8, [x20]
+    add x8, x8, x0
+    str x8, [x20]
+.endm
+
 .section .text.cpjit_entry,"ax",@progbits
     stp x29, x30, [sp, #-32]!
     mov x29, sp
@@ -44,24 +57,16 @@
     .quad OPERAND0
 
 .section .text.op_call_helper,"ax",@progbits
-    stp x29, x30, [sp, #-16]!
-    mov x0, x20
+    helper_call_begin
     bl cpjit_test_helper
-    ldp x29, x30, [sp], #16
-    ldr x8, [x20]
-    add x8, x8, x0
-    str x8, [x20]
+    helper_call_end
 
 .section .text.op_call_got,"ax",@progbits
-    stp x29, x30, [sp, #-16]!
-    mov x0, x20
+    helper_call_begin
     adrp x16, :got:cpjit_test_helper
     ldr x16, [x16, :got_lo12:cpjit_test_helper]
     blr x16
-    ldp x29, x30, [sp], #16
-    ldr x8, [x20]
-    add x8, x8, x0
-    str x8, [x20]
+    helper_call_end
 
 .section .text.op_dec_jump_nz,"ax",@progbits
     ldr x8, [x20, #8]

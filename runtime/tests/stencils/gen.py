@@ -4,39 +4,33 @@
 Each op is assembled by llvm-mc-19 into its own section (.text.NAME, data in .data.NAME);
 relocations become holes: CONTINUE -> Continue, *_TARGET -> Target, OPERANDn -> Operand,
 the op's own data section -> Data, anything else -> Symbol. The generated files embed the
-bytes, so the tests need no LLVM tools. Run: python3 gen.py (needs llvm-mc-19,
+bytes, so the tests need no LLVM tools; each stencil is one line that names only what sets
+it apart (common/mod.rs's `hand_written` holds the rest). A source assembled for several
+ABIs (WIN64=0/1 below) gives one file: a stencil the ABIs assemble alike stands once, one
+they do not stands once per ABI under its `#[cfg]`. Run: python3 gen.py (needs llvm-mc-19,
 llvm-readobj-19, llvm-objcopy-19, llvm-objdump-19)."""
-import os, re, subprocess, tempfile
+import os, re, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "common")
 SETS = [
-    # (source, llvm-mc triple, set name, target label, arch, format, abi, nop, reserved registers)
-    # The label is not a kit target: these sets are hand-written ELF stencils per ABI.
-    # The hand-written stencils never touch x18 (so every AArch64 host may run them) nor gp
-    # and tp (which every RISC-V host reserves).
-    ("x86_64_sysv.s", "x86_64-linux-gnu", "x86_64_sysv", "hand-written-x86_64-sysv", "X86_64", "Elf", "SysV64", [0x90], []),
-    ("x86_64_win64.s", "x86_64-linux-gnu", "x86_64_win64", "hand-written-x86_64-win64", "X86_64", "Elf", "Win64", [0x90], []),
-    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "hand-written-aarch64", "Aarch64", "Elf", "Aapcs64", [0x1f, 0x20, 0x03, 0xd5], ["x18"]),
-    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "hand-written-riscv64", "Riscv64", "Elf", "Lp64d", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"]),
+    # (source, llvm-mc triple, output name, arch, nop, reserved registers, ABIs). An ABI is
+    # (cfg it is used under, target label, model Abi, --defsym for the source). The label
+    # is not a kit target: these sets are hand-written ELF stencils per ABI. The
+    # hand-written stencils never touch x18 (so every AArch64 host may run them) nor gp and
+    # tp (which every RISC-V host reserves).
+    ("x86_64.s", "x86_64-linux-gnu", "x86_64", "X86_64", [0x90], [], [
+        ("not(windows)", "hand-written-x86_64-sysv", "SysV64", "WIN64=0"),
+        ("windows", "hand-written-x86_64-win64", "Win64", "WIN64=1"),
+    ]),
+    ("aarch64.s", "aarch64-linux-gnu", "aarch64", "Aarch64", [0x1f, 0x20, 0x03, 0xd5], ["x18"],
+     [(None, "hand-written-aarch64", "Aapcs64", None)]),
+    ("riscv64.s", "riscv64-linux-gnu", "riscv64", "Riscv64", [0x13, 0x00, 0x00, 0x00], ["gp", "tp"],
+     [(None, "hand-written-riscv64", "Lp64d", None)]),
 ]
-KINDS = {
-    "R_X86_64_64": "Abs64", "R_AARCH64_ABS64": "Abs64",
-    "R_X86_64_PC32": "X86Pc32", "R_X86_64_PLT32": "X86Branch32",
-    "R_X86_64_GOTPCREL": "X86GotPc32", "R_X86_64_GOTPCRELX": "X86GotPc32Relaxable",
-    "R_X86_64_REX_GOTPCRELX": "X86RexGotPc32Relaxable",
-    "R_AARCH64_CALL26": "Aarch64Branch26", "R_AARCH64_JUMP26": "Aarch64Branch26",
-    "R_AARCH64_CONDBR19": "Aarch64Branch19", "R_AARCH64_TSTBR14": "Aarch64Branch14",
-    "R_AARCH64_ADR_PREL_PG_HI21": "Aarch64AdrPage21", "R_AARCH64_ADR_GOT_PAGE": "Aarch64AdrGotPage21",
-    "R_AARCH64_ADD_ABS_LO12_NC": "Aarch64AddLo12", "R_AARCH64_LDST64_ABS_LO12_NC": "Aarch64LdSt64Lo12",
-    "R_AARCH64_LD64_GOT_LO12_NC": "Aarch64Ld64GotLo12",
-    "R_AARCH64_MOVW_UABS_G0_NC": "Aarch64MovwG0", "R_AARCH64_MOVW_UABS_G1_NC": "Aarch64MovwG1",
-    "R_AARCH64_MOVW_UABS_G2_NC": "Aarch64MovwG2", "R_AARCH64_MOVW_UABS_G3": "Aarch64MovwG3",
-    "R_RISCV_64": "Abs64", "R_RISCV_CALL_PLT": "RiscvCall", "R_RISCV_JAL": "RiscvJal",
-    "R_RISCV_BRANCH": "RiscvBranch", "R_RISCV_PCREL_HI20": "RiscvPcrelHi20",
-    "R_RISCV_GOT_HI20": "RiscvGotHi20", "R_RISCV_PCREL_LO12_I": "RiscvPcrelLo12I",
-    "R_RISCV_PCREL_LO12_S": "RiscvPcrelLo12S",
-}
+sys.dont_write_bytecode = True  # no __pycache__ beside the fixtures
+sys.path.insert(0, os.path.join(HERE, "..", "fixtures"))
+from elf_kinds import KINDS  # noqa: E402 (the relocation -> hole kind table, shared)
 
 
 def run(*args):
@@ -49,10 +43,13 @@ def section_bytes(obj, name, tmp):
     return open(path, "rb").read()
 
 
-def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
+def assemble(source, triple, arch, defsym):
+    """The stencils `source` assembles to (with `defsym` set, if any), sorted by name, and
+    the external symbols they use, sorted."""
     with tempfile.TemporaryDirectory() as tmp:
         obj = os.path.join(tmp, "ops.o")
-        run("llvm-mc-19", f"-triple={triple}", "-filetype=obj", os.path.join(HERE, source), "-o", obj)
+        run("llvm-mc-19", f"-triple={triple}", "-filetype=obj", *([f"--defsym={defsym}"] if defsym else []),
+            os.path.join(HERE, source), "-o", obj)
         relocs, current = {}, None
         for line in run("llvm-readobj-19", "-r", obj).splitlines():
             m = re.match(r"\s*Section \(\d+\) \.rela(\S+) \{", line)
@@ -116,54 +113,74 @@ def generate(source, triple, set_name, target, arch, fmt, abi, nop, reserved):
             holes.sort(key=lambda h: (h[0] != "Code", h[1]))
             dis = re.search(rf"<\.text\.{name}>:\n(.*?)(?:\n\n|\Z)", disasm, re.S)
             stencils.append((name, code, data, holes, operands, targets, symbols, dis.group(1) if dis else ""))
-        all_symbols = sorted(all_symbols)
-        out = [f"// @generated by runtime/tests/stencils/gen.py from {source}; do not edit.",
-               "use cpjit_runtime::model::*;", ""]
-        def bytes_lit(b):
-            return "&[" + ", ".join(f"0x{x:02x}" for x in b) + "]"
-        out.append(f"pub static STENCILS: [Stencil<'static>; {len(stencils)}] = [")
-        for name, code, data, holes, operands, targets, symbols, dis in stencils:
-            for line in dis.splitlines():
-                out.append(f"    // {line.strip()}")
-            hole_src = []
-            for section, offset, kind, value, addend in holes:
-                if isinstance(value, tuple):
-                    value = f"Symbol({all_symbols.index(value[1])})"
-                hole_src.append(f"Hole {{ section: Section::{section}, offset: {offset:#x}, kind: HoleKind::{kind}, value: HoleValue::{value}, addend: {addend} }}")
-            out.append("    Stencil {")
-            out.append(f"        name: {name!r},".replace("'", '"'))
-            out.append(f"        code: {bytes_lit(code)},")
-            out.append(f"        code_align: {4 if arch in ('Aarch64', 'Riscv64') else 1},")
-            out.append(f"        init_data: {bytes_lit(data)},")
-            out.append(f"        data_len: {len(data)},")
-            out.append("        data_align: 8,")
-            out.append("        zero_fill: &[],")
-            out.append("        holes: &[" + "".join(f"\n            {h}," for h in hole_src) + ("\n        ],"if hole_src else "],"))
-            out.append("        operands: &[" + ", ".join(f'"{o}"' for o in operands) + "],")
-            out.append("        targets: &[" + ", ".join(f'"{t}"' for t in targets) + "],")
-            out.append("        symbols: &[" + ", ".join(str(all_symbols.index(s)) for s in symbols) + "],")
-            last = dis.strip().splitlines()[-1].split()[1] if dis.strip() else ""
-            out.append(f"        falls_through: {'false' if last in ('ret', 'jmp', 'b', 'br', 'jr') else 'true'},")
-            out.append("    },")
-        out.append("];")
+        return stencils, sorted(all_symbols)
+
+
+def bytes_lit(b):
+    return "&[" + ", ".join(f"0x{x:02x}" for x in b) + "]"
+
+
+def strs_lit(items):
+    return "&[" + ", ".join(f'"{s}"' for s in items) + "]"
+
+
+def stencil_line(stencil, all_symbols):
+    """One `Stencil` literal on one line: the fields that differ from `hand_written`'s."""
+    name, code, data, holes, operands, targets, symbols, dis = stencil
+    fields = [f'name: "{name}"', f"code: {bytes_lit(code)}"]
+    if data:
+        fields += [f"init_data: {bytes_lit(data)}", f"data_len: {len(data)}"]
+    if holes:
+        hole_src = []
+        for section, offset, kind, value, addend in holes:
+            if isinstance(value, tuple):
+                value = f"Symbol({all_symbols.index(value[1])})"
+            hole_src.append(f"hole(S::{section}, {offset:#x}, K::{kind}, V::{value}, {addend})")
+        fields.append("holes: &[" + ", ".join(hole_src) + "]")
+    if operands:
+        fields.append(f"operands: {strs_lit(operands)}")
+    if targets:
+        fields.append(f"targets: {strs_lit(targets)}")
+    if symbols:
+        fields.append("symbols: &[" + ", ".join(str(all_symbols.index(s)) for s in symbols) + "]")
+    last = dis.strip().splitlines()[-1].split()[1] if dis.strip() else ""
+    if last in ("ret", "jmp", "b", "br", "jr"):
+        fields.append("falls_through: false")
+    comments = [f"    // {line.strip()}" for line in dis.splitlines()]
+    return comments, "    Stencil { " + ", ".join(fields) + ", ..BASE },"
+
+
+def generate(source, triple, out_name, arch, nop, reserved, abis):
+    built = [(abi, *assemble(source, triple, arch, abi[3])) for abi in abis]
+    names = [s[0] for s in built[0][1]]
+    assert all([s[0] for s in b[1]] == names for b in built), "every ABI assembles the same ops"
+    out = [f"// @generated by runtime/tests/stencils/gen.py from {source}; do not edit.",
+           "use super::{hand_written, hole};",
+           "use cpjit_runtime::model::{HoleKind as K, HoleValue as V, Section as S, *};", "",
+           f"const BASE: Stencil<'static> = hand_written({4 if arch in ('Aarch64', 'Riscv64') else 1});", "",
+           "#[rustfmt::skip]",
+           f"pub static STENCILS: [Stencil<'static>; {len(names)}] = ["]
+    for i in range(len(names)):
+        lines = [(abi, *stencil_line(stencils[i], symbols)) for abi, stencils, symbols in built]
+        if all(line == lines[0][2] for _, _, line in lines):
+            lines = lines[:1]
+        for abi, comments, line in lines:
+            out += comments
+            if len(lines) > 1:
+                out.append(f"    #[cfg({abi[0]})]")
+            out.append(line)
+    out.append("];")
+    for (cfg, target, abi, _), _, symbols in built:
         out.append("")
-        out.append("pub static SET: StencilSet<'static> = StencilSet {")
-        out.append(f'    target: "{target}",')
-        out.append(f"    arch: Arch::{arch},")
-        out.append(f"    format: ObjectFormat::{fmt},")
-        out.append(f"    abi: Abi::{abi},")
-        out.append("    reserved_registers: &[" + ", ".join(f'"{r}"' for r in reserved) + "],")
-        out.append(f"    nop: {bytes_lit(nop)},")
-        out.append(f"    shim: Some({names.index('cpjit_entry')}),")
-        out.append("    stencils: &STENCILS,")
-        out.append("    symbols: &[" + ", ".join(f'"{s}"' for s in all_symbols) + "],")
-        out.append("    zero_fill: &[],")
-        out.append('    digest: "",')
-        out.append('    format_version: format::VERSION,')
-        out.append("    pruned: &[],")
-        out.append("};")
-        with open(os.path.join(OUT, f"stencils_{set_name}.rs"), "w") as f:
-            f.write("\n".join(out) + "\n")
+        if cfg:
+            out.append(f"#[cfg({cfg})]")
+        out.append("#[rustfmt::skip]")
+        out.append(f'pub static SET: StencilSet<\'static> = StencilSet {{ target: "{target}", arch: Arch::{arch}, '
+                   f"format: ObjectFormat::Elf, abi: Abi::{abi}, reserved_registers: {strs_lit(reserved)}, "
+                   f"nop: {bytes_lit(nop)}, shim: Some({names.index('cpjit_entry')}), stencils: &STENCILS, "
+                   f'symbols: {strs_lit(symbols)}, zero_fill: &[], digest: "", format_version: format::VERSION, pruned: &[] }};')
+    with open(os.path.join(OUT, f"stencils_{out_name}.rs"), "w") as f:
+        f.write("\n".join(out) + "\n")
 
 
 os.makedirs(OUT, exist_ok=True)

@@ -12,11 +12,16 @@ pub fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// Every target file of the workspace (`targets/`), in name order.
+pub fn target_files() -> Vec<cpjit_toolchain::target::Target> {
+    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
+        .unwrap_or_else(|e| panic!("the workspace's target files: {e}"))
+}
+
 /// A target to build for: the first target file (tests that only need some target take it
 /// from `targets/`, the one place triples are written).
 pub fn first_target() -> String {
-    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    target_files()
         .into_iter()
         .next()
         .expect("a target file")
@@ -53,8 +58,7 @@ pub fn options(templates: PathBuf, only: &[&str], out: &Path, cache: Cache) -> B
 /// first in name order), so tests name what they need ("AArch64 Mach-O") instead of a
 /// triple. Panics naming the pair if no target file has it.
 pub fn target(arch: cpjit_model::Arch, format: cpjit_model::ObjectFormat) -> String {
-    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    target_files()
         .into_iter()
         .find(|t| t.arch == arch && t.format == format)
         .unwrap_or_else(|| panic!("no target file for {} {}", arch.name(), format.name()))
@@ -65,8 +69,7 @@ pub fn target(arch: cpjit_model::Arch, format: cpjit_model::ObjectFormat) -> Str
 /// Every (architecture, format) pair of the target files: one target per object reader
 /// and instruction set.
 pub fn all_targets() -> Vec<String> {
-    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    target_files()
         .into_iter()
         .map(|t| t.triple.clone())
         .collect()
@@ -75,8 +78,7 @@ pub fn all_targets() -> Vec<String> {
 /// Every target compiled on its own: the target files without `same_code_as` (a target
 /// with it is compiled as its twin, and its errors name the twin).
 pub fn compiled_targets() -> Vec<String> {
-    cpjit_toolchain::target::Target::load_all(&workspace().join("targets"))
-        .unwrap()
+    target_files()
         .into_iter()
         .filter(|t| t.same_code_as.is_none())
         .map(|t| t.triple.clone())
@@ -183,6 +185,17 @@ pub fn build_json(set: &Path, only: &[&str], cache: Cache) -> serde_json::Value 
 /// The error of building `set` for `triple` alone, without the cache (the build must fail).
 pub fn build_error(set: &Path, triple: &str) -> String {
     build_uncached(set, &[triple]).expect_err("the build must fail")
+}
+
+/// Asserts that `text` (an error message) says each of `says`; a failure names the missing
+/// part, `context` (e.g. the target) and the whole text.
+pub fn assert_says(text: &str, says: &[&str], context: &str) {
+    for said in says {
+        assert!(
+            text.contains(said),
+            "{context}: `{said}` missing in: {text}"
+        );
+    }
 }
 
 /// Writes a template set into `dir`: `cpjit.h` as `cpjit header` writes it (in `include/`),

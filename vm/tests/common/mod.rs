@@ -4,7 +4,11 @@
 
 pub mod gen;
 
+use cpjit_vm::jit::{Backend, CompiledTrace, Lowering, TraceCompiler};
+use cpjit_vm::trace::Trace;
 use cpjit_vm::{Config, Mode, Stats, Vm};
+use std::cell::RefCell;
+use std::rc::Rc;
 
 /// Output of `text` in `mode`, with a final `error: ...` line if it failed.
 pub fn run(text: &str, config: Config) -> String {
@@ -41,11 +45,7 @@ pub fn run_traced(text: &str, config: Config) -> String {
 
 /// [`run`] in `base`'s mode with `compiler` compiling the traces: the output (and error
 /// line), and the statistics.
-pub fn run_compiled(
-    text: &str,
-    compiler: std::rc::Rc<dyn cpjit_vm::jit::TraceCompiler>,
-    base: Config,
-) -> (String, Stats) {
+pub fn run_compiled(text: &str, compiler: Rc<dyn TraceCompiler>, base: Config) -> (String, Stats) {
     let program = cpjit_vm::parse(text).unwrap_or_else(|e| panic!("parse error {e} in\n{text}"));
     let config = Config {
         compiler: Some(compiler),
@@ -113,4 +113,84 @@ pub fn agree_with(
         }
     }
     (reference.unwrap(), jit_stats.unwrap())
+}
+
+/// `examples/{name}.{ext}` (`ext` "vm" for the program, "expected" for its output).
+pub fn example(name: &str, ext: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(format!("{name}.{ext}"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A trace compiler for tests that look at what the trace compiler made: it checks each
+/// trace's lowering ([`Backend::check_cache_states`]: a test fails at the first stale
+/// cache state or broken pinning protocol), keeps the trace with its lowering and compiles
+/// it with the host's copy-and-patch backend, checks on.
+pub struct Recorder {
+    pub backend: Backend,
+    pub lowerings: RefCell<Vec<(Trace, Lowering)>>,
+}
+
+impl TraceCompiler for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+
+    fn compile(&self, trace: &Trace) -> Result<CompiledTrace, String> {
+        let lowering = self.backend.lower(trace)?;
+        if let Err(e) = self.backend.check_cache_states(trace, &lowering) {
+            panic!("the lowering breaks the cache protocol: {e}\n{trace:?}\n{lowering:?}");
+        }
+        self.lowerings.borrow_mut().push((trace.clone(), lowering));
+        self.backend.compile(trace)
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Rc<Recorder> {
+        Rc::new(Recorder {
+            backend: Backend::host()
+                .expect("host stencils are linked")
+                .with_checks(true),
+            lowerings: RefCell::new(Vec::new()),
+        })
+    }
+
+    /// [`run_compiled`] with this recorder compiling the traces.
+    pub fn run(self: &Rc<Self>, text: &str, base: Config) -> (String, Stats) {
+        run_compiled(text, self.clone(), base)
+    }
+
+    /// Every trace compiled so far, in order.
+    pub fn traces(&self) -> Vec<Trace> {
+        self.lowerings
+            .borrow()
+            .iter()
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+
+    /// The micro-ops of every compiled trace's body (exit stubs left out), in order.
+    pub fn ops(&self) -> Vec<u32> {
+        let lowerings = self.lowerings.borrow();
+        let bodies = lowerings.iter().map(|(t, _)| &t.uops[..t.body_len]);
+        bodies.flatten().map(|u| u.op).collect()
+    }
+
+    /// How many lowered instances keep values in registers (enter or leave with a cache).
+    pub fn cached_instances(&self) -> usize {
+        let lowerings = self.lowerings.borrow();
+        let instances = lowerings.iter().flat_map(|(_, l)| &l.instances);
+        instances
+            .filter(|i| !i.entry.is_empty() || !i.exit.is_empty())
+            .count()
+    }
+}
+
+/// Runs `text` in jit mode with a new [`Recorder`]: the recorder and the output.
+pub fn record(text: &str) -> (Rc<Recorder>, String) {
+    let recorder = Recorder::new();
+    let (out, _) = recorder.run(text, eager(Mode::Jit));
+    (recorder, out)
 }

@@ -1,16 +1,46 @@
-# Hand-written test stencils, x86-64 Microsoft x64 (see gen.py). Frame in r12, stack in r13.
+# Hand-written test stencils, x86-64 (see gen.py): assembled twice, with WIN64=0 for System V
+# and WIN64=1 for Microsoft x64, which differ only in the argument registers and in the stack
+# a call needs (Microsoft x64 callees own 32 bytes above the return address). Frame in r12,
+# stack in r13.
 # Frame slots: [0] accumulator, [8] loop counter, [16] data counter copy,
 # [24] helper calls (written by the helper), [32] non-zero count.
 .intel_syntax noprefix
 
+# Calls `target` with the frame as its argument, rsp 16-aligned at the call.
+.macro call_with_frame target:vararg
+.if WIN64
+    sub rsp, 40
+    mov rcx, r12
+.else
+    sub rsp, 8
+    mov rdi, r12
+.endif
+    call \target
+.if WIN64
+    add rsp, 40
+.else
+    add rsp, 8
+.endif
+.endm
+
 .section .text.cpjit_entry,"ax",@progbits
     push r12
     push r13
+.if WIN64
     sub rsp, 40                  # shadow space for helpers reached by a tail jump; 16-aligned
     mov r12, rcx
     mov r13, rdx
+.else
+    push rax                     # keeps rsp 16-aligned at the call
+    mov r12, rdi
+    mov r13, rsi
+.endif
     call CONTINUE
+.if WIN64
     add rsp, 40
+.else
+    pop rcx
+.endif
     pop r13
     pop r12
     ret
@@ -37,17 +67,11 @@
     .quad OPERAND0
 
 .section .text.op_call_helper,"ax",@progbits
-    sub rsp, 40
-    mov rcx, r12
-    call cpjit_test_helper@PLT
-    add rsp, 40
+    call_with_frame cpjit_test_helper@PLT
     add qword ptr [r12], rax
 
 .section .text.op_call_got,"ax",@progbits
-    sub rsp, 40
-    mov rcx, r12
-    call qword ptr [rip + cpjit_test_helper@GOTPCREL]
-    add rsp, 40
+    call_with_frame qword ptr [rip + cpjit_test_helper@GOTPCREL]
     add qword ptr [r12], rax
 
 .section .text.op_dec_jump_nz,"ax",@progbits
@@ -69,7 +93,11 @@
     inc qword ptr [r12 + 32]
 
 .section .text.op_exit_to,"ax",@progbits
+.if WIN64
     mov rcx, r12
+.else
+    mov rdi, r12
+.endif
     jmp EXIT_TARGET
 
 .section .text.op_return,"ax",@progbits
