@@ -228,9 +228,10 @@ fn float_loop(
     // The label's state is the fall-through's: the jump exits in it, filling, spilling or
     // moving values between register files where the canonical exit differs.
     let converted = member != sel.table().transition(jump, state).member as usize;
+    // do { q0 += 1 } while (q0 < n); q0 is never NaN here, so `>=` ends it as `!(<)` does.
     loop {
         *q0 += 1.0;
-        if !(*q0 < n as f64) {
+        if *q0 >= n as f64 {
             break;
         }
     }
