@@ -13,9 +13,12 @@
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`; any register-sized return, a pointer
 //!   too), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
-//!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
-//!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
-//!   says why they go there, [`CacheState::parameter`](cache_state::CacheState::parameter)), and its IR must match its declared
+//!   N P F Q`) takes N `i64` cached values after the pointers, with P pinned ones before the
+//!   last (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked;
+//!   cpjit.h says why they go there, [`CacheState::parameter`](cache_state::CacheState::parameter)),
+//!   then F `double` float cache registers and Q pinned float ones (`CPJIT_FLOAT_CACHE`: IN
+//!   and OUT then name each slot's class, and the checks below go per class; a target whose
+//!   flags pass no `double` in FP registers is refused), and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
 //!   every continuation or jump gives registers below OUT a value and none past OUT, except
 //!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
