@@ -266,7 +266,8 @@ extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_FLOAT_REGS_ 0
 #define CPJIT_FLOAT_PARAMS_
 #define CPJIT_FLOAT_ARGS_(f0, f1, f2)
-#define CPJIT_FLOAT_INIT_ 0.0, 0.0, 0.0
+#define CPJIT_FLOAT_FIELDS_
+#define CPJIT_FLOAT_INIT_(IN)
 #define CPJIT_STATE_COUNT(S) (S)
 #define CPJIT_STATE_FLOATS(S) 0u
 #define CPJIT_STATE_LAST_ CPJIT_CACHE_REGS
@@ -274,7 +275,8 @@ extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_FLOAT_REGS_ 3 /* one per cache register: CPJIT_CACHE_REGS */
 #define CPJIT_FLOAT_PARAMS_ , double cpjit_f0, double cpjit_f1, double cpjit_f2
 #define CPJIT_FLOAT_ARGS_(f0, f1, f2) , (f0), (f1), (f2)
-#define CPJIT_FLOAT_INIT_ cpjit_f0, cpjit_f1, cpjit_f2
+#define CPJIT_FLOAT_FIELDS_ double d0, d1, d2; unsigned floats;
+#define CPJIT_FLOAT_INIT_(IN) , cpjit_f0, cpjit_f1, cpjit_f2, CPJIT_STATE_FLOATS(IN)
 #define CPJIT_STATE_COUNT(S) ((S) >= 7 ? 3 : (S) >= 3 ? 2 : (S) >= 1 ? 1 : 0)
 #define CPJIT_STATE_FLOATS(S) ((unsigned)((S) + 1 - (1 << CPJIT_STATE_COUNT(S))))
 #define CPJIT_STATE_LAST_ 14
@@ -324,15 +326,14 @@ typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp
                uint64_t cpjit_c1, CPJIT_PIN_PARAMS_ uint64_t cpjit_c2                 \
                CPJIT_FLOAT_PARAMS_ CPJIT_PIN_FLOAT_PARAMS_)
 
-/* The view of the value stack inside a cached op: memory up to sp, then n values in slots
- * 0..n-1, slot k in v<k> or, where bit k of `floats` is set, in d<k>. */
+/* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1) (with
+ * CPJIT_FLOAT_CACHE, slot k in v<k> or, where bit k of `floats` is set, in d<k>). */
 struct cpjit_stack {
   uint64_t *sp;
   uint64_t v0, v1, v2;
   int n;
   CPJIT_PIN_FIELDS_
-  double d0, d1, d2;
-  unsigned floats;
+  CPJIT_FLOAT_FIELDS_
   CPJIT_PIN_FLOAT_FIELDS_
 };
 #define CPJIT_CACHE_INLINE static inline __attribute__((always_inline))
@@ -340,8 +341,7 @@ struct cpjit_stack {
 /* Declares view S of the op's entry state IN (inside CPJIT_CACHED_OP). */
 #define CPJIT_STACK(S, IN)                                                          \
   struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, CPJIT_STATE_COUNT(IN)  \
-                          CPJIT_PIN_INIT_, CPJIT_FLOAT_INIT_, CPJIT_STATE_FLOATS(IN) \
-                          CPJIT_PIN_FLOAT_INIT_}
+                          CPJIT_PIN_INIT_ CPJIT_FLOAT_INIT_(IN) CPJIT_PIN_FLOAT_INIT_}
 
 /* A float's 64 bits and back: a move between register files, never a conversion. */
 CPJIT_CACHE_INLINE uint64_t cpjit_float_bits(double d) {
@@ -352,6 +352,8 @@ CPJIT_CACHE_INLINE double cpjit_bits_float(uint64_t u) {
   union { uint64_t u; double d; } x = {.u = u};
   return x.d;
 }
+
+#if CPJIT_FLOAT_CACHE
 /* Slot k's value as an int (its bits, for a float) and as a float. */
 CPJIT_CACHE_INLINE uint64_t cpjit_slot_int_(const struct cpjit_stack *s, int k) {
   double d = k == 0 ? s->d0 : k == 1 ? s->d1 : s->d2;
@@ -431,6 +433,52 @@ CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
     cpjit_slot_set_(s, k, bits, cpjit_bits_float(bits), (int)want);
   }
 }
+#else
+/* Without float slots, the view of ints only that cached ops had before float slots. */
+/* Stores the bottom cached value to memory (the others move down one register). */
+CPJIT_CACHE_INLINE void cpjit_spill_bottom(struct cpjit_stack *s) {
+  *s->sp++ = s->v0;
+  s->v0 = s->v1;
+  s->v1 = s->v2;
+  s->n -= 1;
+}
+/* Loads the memory top into the bottom register (the others move up one register). */
+CPJIT_CACHE_INLINE void cpjit_fill_bottom(struct cpjit_stack *s) {
+  s->v2 = s->v1;
+  s->v1 = s->v0;
+  s->v0 = *--s->sp;
+  s->n += 1;
+}
+CPJIT_CACHE_INLINE uint64_t cpjit_pop(struct cpjit_stack *s) {
+  switch (s->n) {
+  case 3: s->n = 2; return s->v2;
+  case 2: s->n = 1; return s->v1;
+  case 1: s->n = 0; return s->v0;
+  default: s->sp -= 1; return *s->sp;
+  }
+}
+/* Pushes x into a register; with all registers full the bottom one is spilled first. */
+CPJIT_CACHE_INLINE void cpjit_push(struct cpjit_stack *s, uint64_t x) {
+  if (s->n == CPJIT_CACHE_REGS) cpjit_spill_bottom(s);
+  switch (s->n++) {
+  case 0: s->v0 = x; break;
+  case 1: s->v1 = x; break;
+  default: s->v2 = x; break;
+  }
+}
+/* Spills or fills until exactly `out` values are cached. */
+CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
+  while (s->n > out) cpjit_spill_bottom(s);
+  while (s->n < out) cpjit_fill_bottom(s);
+}
+/* Pushes float x into a slot as its bits; pops a value as a float. */
+CPJIT_CACHE_INLINE void cpjit_push_f(struct cpjit_stack *s, double x) {
+  cpjit_push(s, cpjit_float_bits(x));
+}
+CPJIT_CACHE_INLINE double cpjit_pop_f(struct cpjit_stack *s) {
+  return cpjit_bits_float(cpjit_pop(s));
+}
+#endif
 CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s, 0); }
 
 /* The registers a cached op passes on in state OUT: values below OUT; past it, nothing (an
@@ -444,6 +492,7 @@ CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s,
     cpjit_nothing_;                                                               \
     _Pragma("clang diagnostic pop")                                               \
   })
+#if CPJIT_FLOAT_CACHE
 #define CPJIT_NOTHING_F_                                                           \
   __extension__({                                                                 \
     _Pragma("clang diagnostic push")                                              \
@@ -462,6 +511,12 @@ CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s,
                           CPJIT_SLOT_IS_(OUT, 0, 1) ? (S).d0 : CPJIT_NOTHING_F_,   \
                           CPJIT_SLOT_IS_(OUT, 1, 1) ? (S).d1 : CPJIT_NOTHING_F_,   \
                           CPJIT_SLOT_IS_(OUT, 2, 1) ? (S).d2 : CPJIT_NOTHING_F_, S)
+#else
+#define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
+  CPJIT_CACHED_CALL_ARGS((S).sp, (OUT) > 0 ? (S).v0 : CPJIT_NOTHING_,             \
+                         (OUT) > 1 ? (S).v1 : CPJIT_NOTHING_,                     \
+                         (OUT) > 2 ? (S).v2 : CPJIT_NOTHING_, S)
+#endif
 /* Continues (or jumps to target NAME) with view S settled to state OUT. Both settle first,
  * so an op that may jump or continue should settle once (cpjit_settle) before branching. */
 #define CPJIT_CONTINUE_CACHED(frame, S, OUT)                                   \
