@@ -8,20 +8,39 @@ use common::{compiled_targets, options, set};
 use cpjit_toolchain::cache::Cache;
 use cpjit_toolchain::driver;
 
+/// The errors building test set `name` for `target` gives (it must be refused).
+fn refusal(name: &str, target: &str) -> String {
+    let out = tempfile::tempdir().unwrap();
+    driver::build_stencils(&options(
+        set(name),
+        &[target],
+        out.path(),
+        Cache::disabled(),
+    ))
+    .expect_err("the set must be rejected")
+    .0
+}
+
+/// Checks that `err` names each `(stencil, says)` of `op.c` on `target`, and no `op_fine*`.
+fn names_each(target: &str, err: &str, cases: &[(&str, &str)]) {
+    for (stencil, says) in cases {
+        let want = format!("{target}: op.c: stencil `{stencil}`: {says}");
+        assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
+    }
+    assert!(
+        !err.contains("op_fine"),
+        "{target}: correct cached ops are accepted:\n{err}"
+    );
+}
+
 #[test]
 fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
-        let at = |stencil: &str| format!("{target}: op.c: stencil `{stencil}`: ");
-        for (stencil, says) in [
+        let err = refusal("cached", &target);
+        names_each(
+            &target,
+            &err,
+            &[
             (
                 "op_reads_past_in",
                 "reads cached register c2 (parameter 5), but the op declares IN = 1",
@@ -50,13 +69,7 @@ fn cached_ops_must_match_their_declared_cache_state_on_every_target() {
                 "op_state_expression",
                 "declared cache state `IN = 1 + 1, OUT = 2` with 3 cache registers is not two integer literals",
             ),
-        ] {
-            let want = format!("{}{says}", at(stencil));
-            assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
-        }
-        assert!(
-            !err.contains("op_fine"),
-            "{target}: correct cached ops are accepted:\n{err}"
+            ],
         );
     }
 }
@@ -91,17 +104,11 @@ fn ops_with_pinned_registers_read_and_set_them_and_must_take_them_on_every_targe
 #[test]
 fn float_cache_slots_are_checked_per_class_on_every_target() {
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached_float"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
-        let at = |stencil: &str| format!("{target}: op.c: stencil `{stencil}`: ");
-        for (stencil, says) in [
+        let err = refusal("cached_float", &target);
+        names_each(
+            &target,
+            &err,
+            &[
             (
                 "op_reads_float_past_in",
                 "reads cached register f1 (parameter 7), but the op declares IN = 2 (values in: f0)",
@@ -114,13 +121,7 @@ fn float_cache_slots_are_checked_per_class_on_every_target() {
                 "op_int_in_float_state",
                 "passes a value in cached register c0 (argument 3) to `_JIT_CONTINUE`, but the op declares OUT = 2 (values in: f0)",
             ),
-        ] {
-            let want = format!("{}{says}", at(stencil));
-            assert!(err.contains(&want), "{target}: missing `{want}` in:\n{err}");
-        }
-        assert!(
-            !err.contains("op_fine"),
-            "{target}: correct float-cached ops are accepted:\n{err}"
+            ],
         );
     }
 }
@@ -130,15 +131,7 @@ fn float_cache_slots_are_checked_per_class_on_every_target() {
 #[test]
 fn float_cache_slots_are_refused_where_doubles_are_not_passed_in_fp_registers() {
     for target in compiled_targets() {
-        let out = tempfile::tempdir().unwrap();
-        let err = driver::build_stencils(&options(
-            set("cached_float_soft"),
-            &[&target],
-            out.path(),
-            Cache::disabled(),
-        ))
-        .expect_err("the set must be rejected")
-        .0;
+        let err = refusal("cached_float_soft", &target);
         let want = if target.starts_with("aarch64") {
             "does not support it".to_string()
         } else {
