@@ -10,10 +10,17 @@ pub extern "C" fn cpjit_test_mul_add(a: i64, b: i64, c: i64) -> i64 {
     crate::program::mul_add(a, b, c)
 }
 
+/// The helper the float-cached test ops call (`templates/families/float.c`, `fhelper`):
+/// `x / 2 + 1`, two roundings, as the reference computes it.
+pub extern "C" fn cpjit_test_fscale(x: f64) -> f64 {
+    x * 0.5 + 1.0
+}
+
 /// The caller's symbol table for the test ops.
 pub fn resolve(name: &str) -> Option<u64> {
     match name {
         "cpjit_test_mul_add" => Some(cpjit_test_mul_add as *const () as usize as u64),
+        "cpjit_test_fscale" => Some(cpjit_test_fscale as *const () as usize as u64),
         _ => None,
     }
 }

@@ -7,6 +7,7 @@ mod cached;
 mod common;
 mod data_holes;
 mod families;
+mod float_cache;
 mod halves;
 mod narrow;
 mod positions;

@@ -99,25 +99,6 @@ fn tables(set: &'static StencilSet<'static>) -> Result<usize, String> {
     Ok(checks)
 }
 
-/// Runs a trace whose first instance is the shim; the side exit returns `sp`, so the
-/// stack is read back from memory.
-fn run_spilled(trace: &cpjit_runtime::Trace, memory: &mut [u64]) -> Result<Vec<u64>, String> {
-    let mut frame = [0u64; 4];
-    let entry = trace
-        .entry_fn(cpjit_runtime::InstanceId::from_index(0))
-        .map_err(|e| e.to_string())?;
-    // SAFETY: test ops that ignore the frame and stay within `memory` (the traces keep
-    // fewer than `memory.len()` values).
-    let sp = unsafe { entry(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
-    let depth = (sp - memory.as_ptr() as i64) / 8;
-    if !(0..=memory.len() as i64).contains(&depth) {
-        return Err(format!(
-            "the side exit returned sp {sp:#x} outside the stack"
-        ));
-    }
-    Ok(memory[..depth as usize].to_vec())
-}
-
 /// Random traces pushed by op, with forward skips and loops through labels.
 fn traces(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, String> {
     let target = set.target;
@@ -242,7 +223,7 @@ fn traces(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Str
             .finish()
             .map_err(|e| format!("{target}: round {round}: {e}"))?;
         let mut memory = [0u64; 32];
-        let got = run_spilled(&trace, &mut memory)?;
+        let got = common::run_spilled(&trace, &mut memory)?;
         if got != want {
             return Err(format!(
                 "{target}: round {round} ({ops_pushed} random ops): stack {got:x?}, want {want:x?}"
@@ -352,13 +333,7 @@ fn refusals(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, S
 
 #[test]
 fn selection_tables_agree_with_the_members_on_every_set() {
-    let mut failures = Vec::new();
-    for set in common::all_sets() {
-        if let Err(e) = tables(set) {
-            failures.push(e);
-        }
-    }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    common::check_every_set(tables);
 }
 
 #[test]

@@ -331,12 +331,16 @@ fn expected_kinds(set: &StencilSet<'_>) -> Vec<HoleKind> {
         // ELF's REX_GOTPCRELX says which GOT uses have a REX prefix; for COFF (`__imp_`) and
         // Mach-O (`GOT`) the toolchain decides it from the disassembly. Every GOT use of the
         // test ops is a `mov`, `test` or ALU operation with REX, or Windows' `call [rip+G]`.
+        // A float operand is read from its GOT slot straight into an FP register (`movsd
+        // G(%rip), %xmm0`, no REX: the float ops' `fpush`), which no relaxation turns into
+        // an immediate.
         (Arch::X86_64, ObjectFormat::Elf | ObjectFormat::MachO) => {
-            &[X86Pc32, X86Branch32, X86RexGotPc32Relaxable]
+            &[X86Pc32, X86Branch32, X86GotPc32, X86RexGotPc32Relaxable]
         }
         (Arch::X86_64, ObjectFormat::Coff) => &[
             X86Pc32,
             X86Branch32,
+            X86GotPc32,
             X86GotPc32Relaxable,
             X86RexGotPc32Relaxable,
         ],

@@ -31,7 +31,8 @@ pub struct Family<'a> {
 /// An *op* (a `u16`) is a list element together with one value of each parameter that is
 /// not a state parameter, numbered row-major, element first ([`CacheSelect::op`]); the
 /// numbers are the same on every target. A *state* is a number of cached values,
-/// `0..states`.
+/// `0..states`, or, in a family with float cache slots (`CPJIT_FLOAT_CACHE`), a number
+/// that also says which slots hold floats ([`FloatState`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheSelect<'a> {
     /// Indices into [`Family::params`] of the entry and exit state parameters.
@@ -148,6 +149,38 @@ impl<'a> CacheSelect<'a> {
     }
 }
 
+/// A cache state of a family with float cache slots (`CPJIT_FLOAT_CACHE 1` in cpjit.h):
+/// `count` values cached, slot `k` in a float register where bit `k` of `floats` is set,
+/// else in an int one. Its number, the family's state parameter value, is
+/// `2**count - 1 + floats`: 0 caches nothing, 1 and 2 one int or float, 3 to 6 two values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloatState {
+    pub count: u8,
+    pub floats: u8,
+}
+
+impl FloatState {
+    /// The state numbered `state`.
+    pub const fn from_number(state: u8) -> FloatState {
+        let next = state as u32 + 1;
+        let count = u32::BITS - next.leading_zeros() - 1;
+        FloatState {
+            count: count as u8,
+            floats: (next - (1 << count)) as u8,
+        }
+    }
+
+    /// This state's number (the family's state parameter value).
+    pub const fn number(self) -> u8 {
+        ((1u32 << self.count) - 1 + self.floats as u32) as u8
+    }
+
+    /// Whether slot `k` is cached as a float.
+    pub const fn is_float(self, k: u8) -> bool {
+        k < self.count && self.floats >> k & 1 == 1
+    }
+}
+
 /// One variant parameter of a [`Family`]: its name (the macro it is passed in) and values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FamilyParam<'a> {
@@ -187,5 +220,32 @@ impl<'a> Family<'a> {
     pub fn value_index(&self, param: &str, value: &str) -> Option<usize> {
         let p = self.params.iter().find(|p| p.name == param)?;
         p.values.iter().position(|v| *v == value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FloatState;
+
+    /// cpjit.h numbers states (count, floats) as `2**count - 1 + floats`
+    /// (`CPJIT_STATE_COUNT`, `CPJIT_STATE_FLOATS`): 0 | 1 2 | 3 4 5 6 | 7 .. 14.
+    #[test]
+    fn float_states_number_count_and_classes_as_cpjit_h_does() {
+        let slots = |s: u8| {
+            let f = FloatState::from_number(s);
+            (f.count, f.floats)
+        };
+        assert_eq!(slots(0), (0, 0));
+        assert_eq!(slots(2), (1, 1));
+        assert_eq!(slots(4), (2, 1));
+        assert_eq!(slots(6), (2, 3));
+        assert_eq!(slots(7), (3, 0));
+        assert_eq!(slots(14), (3, 7));
+        for s in 0..15 {
+            assert_eq!(FloatState::from_number(s).number(), s);
+        }
+        assert!(FloatState::from_number(5).is_float(1));
+        assert!(!FloatState::from_number(5).is_float(0));
+        assert!(!FloatState::from_number(5).is_float(2));
     }
 }

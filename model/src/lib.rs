@@ -21,7 +21,7 @@ pub mod format;
 mod frame;
 mod hole;
 mod host;
-pub use family::{CacheSelect, Family, FamilyParam, Transition};
+pub use family::{CacheSelect, Family, FamilyParam, FloatState, Transition};
 pub use frame::{
     FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame, X64_DWARF_XMM0,
     X64_UNWIND_DWARF_REGISTERS,

@@ -242,38 +242,199 @@ extern cpjit_op _JIT_CONTINUE;
 #error "CPJIT_PIN_REGS must be 0 or 2"
 #endif
 
+/* Float cache slots. A template set (or a family, through its `defines`) may define
+ * CPJIT_FLOAT_CACHE 1 before including this header: every cache slot k then has a second
+ * register, f<k>, a `double` argument in the target's FP argument registers (xmm0-xmm2 on
+ * x86-64 with preserve_none, System V and Windows alike; d0-d2 on AArch64; fa0-fa2 on
+ * RISC-V's LP64D), and a cache state says which slots hold a float: state s caches
+ * CPJIT_STATE_COUNT(s) values, slot k in f<k> where bit k of CPJIT_STATE_FLOATS(s) is set,
+ * else in c<k>. States are numbered (count, floats) -> 2**count - 1 + floats: 0 is
+ * nothing, 1 and 2 one int or float, 3..6 two values, 7..14 three. The view converts a
+ * value (the same 64 bits, moved between register files) only where its class changes:
+ * cpjit_pop gives an int, cpjit_pop_f a double, cpjit_push and cpjit_push_f push one of
+ * each class, memory holds a float's bits, and settling to a state moves each slot to the
+ * state's class. With CPJIT_PIN_FLOAT_REGS 2 the ops take two more `double` arguments after
+ * those, the pinned float registers q0 and q1 (the view's s.q0, s.q1), passed on by every
+ * continuation and jump like p0 and p1. */
+#ifndef CPJIT_FLOAT_CACHE
+#define CPJIT_FLOAT_CACHE 0
+#endif
+#ifndef CPJIT_PIN_FLOAT_REGS
+#define CPJIT_PIN_FLOAT_REGS 0
+#endif
+#if CPJIT_FLOAT_CACHE == 0
+#define CPJIT_FLOAT_REGS_ 0
+#define CPJIT_FLOAT_PARAMS_
+#define CPJIT_FLOAT_ARGS_(f0, f1, f2)
+#define CPJIT_FLOAT_FIELDS_
+#define CPJIT_FLOAT_INIT_(IN)
+#define CPJIT_STATE_COUNT(S) (S)
+#define CPJIT_STATE_FLOATS(S) 0u
+#define CPJIT_STATE_LAST_ CPJIT_CACHE_REGS
+#elif CPJIT_FLOAT_CACHE == 1
+#define CPJIT_FLOAT_REGS_ 3 /* one per cache register: CPJIT_CACHE_REGS */
+#define CPJIT_FLOAT_PARAMS_ , double cpjit_f0, double cpjit_f1, double cpjit_f2
+#define CPJIT_FLOAT_ARGS_(f0, f1, f2) , (f0), (f1), (f2)
+#define CPJIT_FLOAT_FIELDS_ double d0, d1, d2; unsigned floats;
+#define CPJIT_FLOAT_INIT_(IN) , cpjit_f0, cpjit_f1, cpjit_f2, CPJIT_STATE_FLOATS(IN)
+#define CPJIT_STATE_COUNT(S) ((S) >= 7 ? 3 : (S) >= 3 ? 2 : (S) >= 1 ? 1 : 0)
+#define CPJIT_STATE_FLOATS(S) ((unsigned)((S) + 1 - (1 << CPJIT_STATE_COUNT(S))))
+#define CPJIT_STATE_LAST_ 14
+#else
+#error "CPJIT_FLOAT_CACHE must be 0 or 1"
+#endif
+#if CPJIT_PIN_FLOAT_REGS == 0
+#define CPJIT_PIN_FLOAT_PARAMS_
+#define CPJIT_PIN_FLOAT_FIELDS_
+#define CPJIT_PIN_FLOAT_INIT_
+#define CPJIT_PIN_FLOAT_ARGS_(S)
+#elif CPJIT_PIN_FLOAT_REGS == 2
+#define CPJIT_PIN_FLOAT_PARAMS_ , double cpjit_q0, double cpjit_q1
+#define CPJIT_PIN_FLOAT_FIELDS_ double q0, q1;
+#define CPJIT_PIN_FLOAT_INIT_ , cpjit_q0, cpjit_q1
+#define CPJIT_PIN_FLOAT_ARGS_(S) , (S).q0, (S).q1
+#else
+#error "CPJIT_PIN_FLOAT_REGS must be 0 or 2"
+#endif
+
 /* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values
- * (the pinned registers, if any, before the last). */
+ * (the pinned registers, if any, before the last), then the float registers, if any. */
 typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp, uint64_t c0,
-                                         uint64_t c1, CPJIT_PIN_PARAMS_ uint64_t c2);
-/* The arguments of a cached op, in order: sp, the cache registers and the pinned ones. */
-#define CPJIT_CACHED_CALL_ARGS(sp, c0, c1, c2, S) (sp), (c0), (c1), CPJIT_PIN_ARGS_(S)(c2)
+                                         uint64_t c1, CPJIT_PIN_PARAMS_ uint64_t c2
+                                         CPJIT_FLOAT_PARAMS_ CPJIT_PIN_FLOAT_PARAMS_);
+/* The arguments of a cached op, in order: sp, the cache registers and the pinned ones, the
+ * float cache registers and the pinned float ones. */
+#define CPJIT_CACHED_CALL_ARGS_(sp, c0, c1, c2, f0, f1, f2, S)                    \
+  (sp), (c0), (c1), CPJIT_PIN_ARGS_(S)(c2) CPJIT_FLOAT_ARGS_(f0, f1, f2)          \
+      CPJIT_PIN_FLOAT_ARGS_(S)
+/* The same, passing the view's float registers on as they are (S's own incoming ones). */
+#define CPJIT_CACHED_CALL_ARGS(sp, c0, c1, c2, S)                                 \
+  CPJIT_CACHED_CALL_ARGS_(sp, c0, c1, c2, (S).d0, (S).d1, (S).d2, S)
 
-/* `cpjit.cached IN,OUT,N,P`: the states, the cache registers and the pinned registers. */
-#define CPJIT_CACHED_NOTE_(IN, OUT, N, P) \
-  __attribute__((annotate("cpjit.cached " #IN "," #OUT "," #N "," #P)))
-#define CPJIT_CACHED_NOTE(IN, OUT, N, P) CPJIT_CACHED_NOTE_(IN, OUT, N, P)
+/* `cpjit.cached IN,OUT,N,P,F,Q`: the states, the cache registers, the pinned registers, the
+ * float cache registers (0 or N) and the pinned float registers. */
+#define CPJIT_CACHED_NOTE_(IN, OUT, N, P, F, Q) \
+  __attribute__((annotate("cpjit.cached " #IN "," #OUT "," #N "," #P "," #F "," #Q)))
+#define CPJIT_CACHED_NOTE(IN, OUT, N, P, F, Q) CPJIT_CACHED_NOTE_(IN, OUT, N, P, F, Q)
 #define CPJIT_CACHED_OP(NAME, IN, OUT)                                                 \
-  _Static_assert((IN) >= 0 && (IN) <= CPJIT_CACHE_REGS && (OUT) >= 0 &&              \
-                     (OUT) <= CPJIT_CACHE_REGS,                                       \
-                 "cache states are 0 to CPJIT_CACHE_REGS");                          \
-  CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS, CPJIT_PIN_REGS) int64_t NAME(  \
-      struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1, \
-      CPJIT_PIN_PARAMS_ uint64_t cpjit_c2)
+  _Static_assert((IN) >= 0 && (IN) <= CPJIT_STATE_LAST_ && (OUT) >= 0 &&             \
+                     (OUT) <= CPJIT_STATE_LAST_,                                      \
+                 "cache states are 0 to CPJIT_CACHE_REGS (14 with CPJIT_FLOAT_CACHE)"); \
+  CPJIT_CC CPJIT_CACHED_NOTE(IN, OUT, CPJIT_CACHE_REGS, CPJIT_PIN_REGS,                \
+                             CPJIT_FLOAT_REGS_, CPJIT_PIN_FLOAT_REGS)                \
+  int64_t NAME(struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0,             \
+               uint64_t cpjit_c1, CPJIT_PIN_PARAMS_ uint64_t cpjit_c2                 \
+               CPJIT_FLOAT_PARAMS_ CPJIT_PIN_FLOAT_PARAMS_)
 
-/* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1). */
+/* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1) (with
+ * CPJIT_FLOAT_CACHE, slot k in v<k> or, where bit k of `floats` is set, in d<k>). */
 struct cpjit_stack {
   uint64_t *sp;
   uint64_t v0, v1, v2;
   int n;
   CPJIT_PIN_FIELDS_
+  CPJIT_FLOAT_FIELDS_
+  CPJIT_PIN_FLOAT_FIELDS_
 };
 #define CPJIT_CACHE_INLINE static inline __attribute__((always_inline))
 
 /* Declares view S of the op's entry state IN (inside CPJIT_CACHED_OP). */
-#define CPJIT_STACK(S, IN) \
-  struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, (IN) CPJIT_PIN_INIT_}
+#define CPJIT_STACK(S, IN)                                                          \
+  struct cpjit_stack S = {sp, cpjit_c0, cpjit_c1, cpjit_c2, CPJIT_STATE_COUNT(IN)  \
+                          CPJIT_PIN_INIT_ CPJIT_FLOAT_INIT_(IN) CPJIT_PIN_FLOAT_INIT_}
 
+/* A float's 64 bits and back: a move between register files, never a conversion. */
+CPJIT_CACHE_INLINE uint64_t cpjit_float_bits(double d) {
+  union { double d; uint64_t u; } x = {.d = d};
+  return x.u;
+}
+CPJIT_CACHE_INLINE double cpjit_bits_float(uint64_t u) {
+  union { uint64_t u; double d; } x = {.u = u};
+  return x.d;
+}
+
+#if CPJIT_FLOAT_CACHE
+/* Slot k's value as an int (its bits, for a float) and as a float. */
+CPJIT_CACHE_INLINE uint64_t cpjit_slot_int_(const struct cpjit_stack *s, int k) {
+  double d = k == 0 ? s->d0 : k == 1 ? s->d1 : s->d2;
+  uint64_t v = k == 0 ? s->v0 : k == 1 ? s->v1 : s->v2;
+  return (s->floats >> k & 1u) ? cpjit_float_bits(d) : v;
+}
+CPJIT_CACHE_INLINE double cpjit_slot_float_(const struct cpjit_stack *s, int k) {
+  double d = k == 0 ? s->d0 : k == 1 ? s->d1 : s->d2;
+  uint64_t v = k == 0 ? s->v0 : k == 1 ? s->v1 : s->v2;
+  return (s->floats >> k & 1u) ? d : cpjit_bits_float(v);
+}
+/* Puts x (an int, or a float's bits when `is_float`) in slot k, of that class. */
+CPJIT_CACHE_INLINE void cpjit_slot_set_(struct cpjit_stack *s, int k, uint64_t v, double d,
+                                        int is_float) {
+  switch (k) {
+  case 0: s->v0 = v; s->d0 = d; break;
+  case 1: s->v1 = v; s->d1 = d; break;
+  default: s->v2 = v; s->d2 = d; break;
+  }
+  s->floats = is_float ? s->floats | 1u << k : s->floats & ~(1u << k);
+}
+
+/* Stores the bottom cached value to memory (the others move down one register). */
+CPJIT_CACHE_INLINE void cpjit_spill_bottom(struct cpjit_stack *s) {
+  *s->sp++ = cpjit_slot_int_(s, 0);
+  s->v0 = s->v1;
+  s->v1 = s->v2;
+  s->d0 = s->d1;
+  s->d1 = s->d2;
+  s->floats >>= 1;
+  s->n -= 1;
+}
+/* Loads the memory top into the bottom register, as an int (the others move up one). */
+CPJIT_CACHE_INLINE void cpjit_fill_bottom(struct cpjit_stack *s) {
+  s->v2 = s->v1;
+  s->v1 = s->v0;
+  s->d2 = s->d1;
+  s->d1 = s->d0;
+  s->v0 = *--s->sp;
+  s->floats = s->floats << 1 & 7u;
+  s->n += 1;
+}
+CPJIT_CACHE_INLINE uint64_t cpjit_pop(struct cpjit_stack *s) {
+  if (s->n == 0) return *--s->sp;
+  s->n -= 1;
+  uint64_t x = cpjit_slot_int_(s, s->n);
+  s->floats &= ~(1u << s->n);
+  return x;
+}
+/* Pops a float: a float slot's register as it is, an int slot's or memory's bits moved. */
+CPJIT_CACHE_INLINE double cpjit_pop_f(struct cpjit_stack *s) {
+  if (s->n == 0) return cpjit_bits_float(*--s->sp);
+  s->n -= 1;
+  double x = cpjit_slot_float_(s, s->n);
+  s->floats &= ~(1u << s->n);
+  return x;
+}
+/* Pushes x into a register; with all registers full the bottom one is spilled first. */
+CPJIT_CACHE_INLINE void cpjit_push(struct cpjit_stack *s, uint64_t x) {
+  if (s->n == CPJIT_CACHE_REGS) cpjit_spill_bottom(s);
+  cpjit_slot_set_(s, s->n++, x, 0.0, 0);
+}
+/* Pushes float x into a float slot (without CPJIT_FLOAT_CACHE, its bits into an int one). */
+CPJIT_CACHE_INLINE void cpjit_push_f(struct cpjit_stack *s, double x) {
+  if (s->n == CPJIT_CACHE_REGS) cpjit_spill_bottom(s);
+  cpjit_slot_set_(s, s->n++, 0, x, 1);
+}
+/* Spills or fills until state `out` holds: its count of values cached, each slot in the
+ * class the state gives it (moved between register files where it changes). */
+CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
+  while (s->n > CPJIT_STATE_COUNT(out)) cpjit_spill_bottom(s);
+  while (s->n < CPJIT_STATE_COUNT(out)) cpjit_fill_bottom(s);
+  for (int k = 0; k < s->n; k++) {
+    unsigned want = CPJIT_STATE_FLOATS(out) >> k & 1u;
+    if (want == (s->floats >> k & 1u)) continue;
+    uint64_t bits = cpjit_slot_int_(s, k);
+    cpjit_slot_set_(s, k, bits, cpjit_bits_float(bits), (int)want);
+  }
+}
+#else
+/* Without float slots, the view of ints only that cached ops had before float slots. */
 /* Stores the bottom cached value to memory (the others move down one register). */
 CPJIT_CACHE_INLINE void cpjit_spill_bottom(struct cpjit_stack *s) {
   *s->sp++ = s->v0;
@@ -310,6 +471,14 @@ CPJIT_CACHE_INLINE void cpjit_settle(struct cpjit_stack *s, int out) {
   while (s->n > out) cpjit_spill_bottom(s);
   while (s->n < out) cpjit_fill_bottom(s);
 }
+/* Pushes float x into a slot as its bits; pops a value as a float. */
+CPJIT_CACHE_INLINE void cpjit_push_f(struct cpjit_stack *s, double x) {
+  cpjit_push(s, cpjit_float_bits(x));
+}
+CPJIT_CACHE_INLINE double cpjit_pop_f(struct cpjit_stack *s) {
+  return cpjit_bits_float(cpjit_pop(s));
+}
+#endif
 CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s, 0); }
 
 /* The registers a cached op passes on in state OUT: values below OUT; past it, nothing (an
@@ -323,10 +492,31 @@ CPJIT_CACHE_INLINE void cpjit_spill_all(struct cpjit_stack *s) { cpjit_settle(s,
     cpjit_nothing_;                                                               \
     _Pragma("clang diagnostic pop")                                               \
   })
+#if CPJIT_FLOAT_CACHE
+#define CPJIT_NOTHING_F_                                                           \
+  __extension__({                                                                 \
+    _Pragma("clang diagnostic push")                                              \
+    _Pragma("clang diagnostic ignored \"-Wuninitialized\"")                      \
+    double cpjit_nothing_;                                                        \
+    cpjit_nothing_;                                                               \
+    _Pragma("clang diagnostic pop")                                               \
+  })
+/* Whether state OUT caches slot K as an int (`floats` 0) or as a float (1). */
+#define CPJIT_SLOT_IS_(OUT, K, floats)                                             \
+  (CPJIT_STATE_COUNT(OUT) > (K) && (CPJIT_STATE_FLOATS(OUT) >> (K) & 1u) == (floats))
+#define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
+  CPJIT_CACHED_CALL_ARGS_((S).sp, CPJIT_SLOT_IS_(OUT, 0, 0) ? (S).v0 : CPJIT_NOTHING_, \
+                          CPJIT_SLOT_IS_(OUT, 1, 0) ? (S).v1 : CPJIT_NOTHING_,     \
+                          CPJIT_SLOT_IS_(OUT, 2, 0) ? (S).v2 : CPJIT_NOTHING_,     \
+                          CPJIT_SLOT_IS_(OUT, 0, 1) ? (S).d0 : CPJIT_NOTHING_F_,   \
+                          CPJIT_SLOT_IS_(OUT, 1, 1) ? (S).d1 : CPJIT_NOTHING_F_,   \
+                          CPJIT_SLOT_IS_(OUT, 2, 1) ? (S).d2 : CPJIT_NOTHING_F_, S)
+#else
 #define CPJIT_CACHED_ARGS_(S, OUT)                                                  \
   CPJIT_CACHED_CALL_ARGS((S).sp, (OUT) > 0 ? (S).v0 : CPJIT_NOTHING_,             \
                          (OUT) > 1 ? (S).v1 : CPJIT_NOTHING_,                     \
                          (OUT) > 2 ? (S).v2 : CPJIT_NOTHING_, S)
+#endif
 /* Continues (or jumps to target NAME) with view S settled to state OUT. Both settle first,
  * so an op that may jump or continue should settle once (cpjit_settle) before branching. */
 #define CPJIT_CONTINUE_CACHED(frame, S, OUT)                                   \

@@ -27,6 +27,11 @@
 //! state, `OUT = min(R, max(IN - pop, 0) + push)` with `R` the largest exit value declared
 //! (pop registers first, push into registers, spill the bottom when full, never fill), so an
 //! op has one member per entry state instead of one per (entry, exit) pair.
+//!
+//! A family with float cache slots (`cached.float = true`, members compiled with
+//! `CPJIT_FLOAT_CACHE 1`) numbers its states `2**count - 1 + floats` (`FloatState`): each
+//! cached slot is an int or a float, an op's pushes are floats where `cached.float_results`
+//! names it, and the canonical exit keeps each slot's class.
 
 use crate::error::{Error, Result};
 use crate::set::is_identifier;
@@ -49,23 +54,50 @@ pub struct CacheParams {
     pub exit: usize,
     /// `pop`, `push`: the members' stack effect; only canonical exit states are members.
     pub effect: Option<StackEffect>,
+    /// `cached.float`: the members have float cache slots (`CPJIT_FLOAT_CACHE`), and a
+    /// state is a number naming each cached slot's class (`cpjit_model::FloatState`).
+    pub float: bool,
+}
+
+impl CacheParams {
+    /// How many values state `state` caches.
+    pub fn count(&self, state: usize) -> usize {
+        match self.float {
+            true => cpjit_model::FloatState::from_number(state as u8).count as usize,
+            false => state,
+        }
+    }
+
+    /// The canonical exit state of an op of stack effect `effect` from state `entry`, with
+    /// `registers` cache slots: the pops take registers first, the pushes fill registers
+    /// (spilling the bottom one when all are full; with float slots, each pushed value in
+    /// its class's register), and nothing is loaded back from memory.
+    pub fn canonical_exit(&self, effect: StackEffect, entry: usize, registers: usize) -> usize {
+        let (pop, push) = (effect.pop as usize, effect.push as usize);
+        if !self.float {
+            return (entry.saturating_sub(pop) + push).min(registers);
+        }
+        let s = cpjit_model::FloatState::from_number(entry as u8);
+        let mut count = (s.count as usize).saturating_sub(pop);
+        let mut floats = s.floats as usize & ((1 << count) - 1);
+        for _ in 0..push {
+            if count == registers {
+                (count, floats) = (count - 1, floats >> 1);
+            }
+            floats |= usize::from(effect.float) << count;
+            count += 1;
+        }
+        (1 << count) - 1 + floats
+    }
 }
 
 /// How many values every op of a cached family pops, then pushes (`cached.pop`,
-/// `cached.push`).
+/// `cached.push`), and whether it pushes floats (`cached.float_results`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StackEffect {
     pub pop: u8,
     pub push: u8,
-}
-
-impl StackEffect {
-    /// The canonical exit state from entry state `entry` with `registers` cache registers:
-    /// the pops take registers first, the pushes fill registers (spilling the bottom one
-    /// when all are full), and nothing is loaded back from memory.
-    pub fn canonical_exit(self, entry: usize, registers: usize) -> usize {
-        (entry.saturating_sub(self.pop as usize) + self.push as usize).min(registers)
-    }
+    pub float: bool,
 }
 
 /// Where a family's list of elements comes from.
@@ -109,6 +141,8 @@ pub struct Family {
     pub effects: BTreeMap<String, StackEffect>,
     /// `cached.glue`: the element whose members move the cache state (spill or fill).
     pub glue: Option<String>,
+    /// `cached.float_results`: the elements whose pushed values are floats (float slots).
+    pub float_results: Vec<String>,
     /// `cached.prune = true`: only the members the selection tables pick are compiled (and
     /// the glue element's, and those matching an entry of `cached.keep`, given here);
     /// `None`: every member (`crate::select::prune`).
@@ -177,10 +211,20 @@ impl Family {
                 format!("CPJIT_CACHED_OP(NAME, {ep}, {xp})"),
             )
         });
+        let float = self.cached.is_some_and(|c| c.float);
         let what = match (annotated, declared) {
-            (Some(a), Some((d, _, _))) if a == d => return Ok(()),
+            (Some((_, _, f)), Some(_)) if f != float => match float {
+                true => "its CPJIT_CACHED_OP has no float cache slots, but the family declares \
+                         `cached.float = true`: add \"CPJIT_FLOAT_CACHE=1\" to its `defines`"
+                    .to_string(),
+                false => "its CPJIT_CACHED_OP has float cache slots (CPJIT_FLOAT_CACHE 1), but \
+                          the family does not declare them: add `float = true` to `cached`, so \
+                          that its states are read as (count, classes)"
+                    .to_string(),
+            },
+            (Some((i, o, _)), Some((d, _, _))) if (i, o) == d => return Ok(()),
             (None, None) => return Ok(()),
-            (Some((i, o)), Some((_, state, call))) => format!(
+            (Some((i, o, _)), Some((_, state, call))) => format!(
                 "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
                  family's `cached` parameters give {state}: pass the parameters to the macro \
                  (`{call}`)"
@@ -189,7 +233,7 @@ impl Family {
                 "has no CPJIT_CACHED_OP annotation (it is not a cached op), but the family's \
                  `cached` parameters give {state}: declare the op with CPJIT_CACHED_OP"
             ),
-            (Some((i, o)), None) => format!(
+            (Some((i, o, _)), None) => format!(
                 "its CPJIT_CACHED_OP annotation states (entry, exit) = ({i}, {o}), but the \
                  family declares no cache state: add `cached = {{ entry = \"<parameter>\", \
                  exit = \"<parameter>\" }}` naming the parameters that hold it, so that the \
@@ -199,24 +243,40 @@ impl Family {
         Err(Error(format!("{at}: {what}")))
     }
 
-    /// Whether the parameter values `combo` (value indices) have the canonical exit state
-    /// for their entry state, when the family states a stack effect (always, otherwise).
-    fn canonical(&self, combo: &[usize]) -> bool {
-        let Some(CacheParams {
-            entry,
-            exit,
-            effect: Some(effect),
-        }) = self.cached
-        else {
+    /// Whether the parameter values `combo` (value indices) of `element`'s member have the
+    /// canonical exit state for their entry state, when the family states one stack effect
+    /// for all (always, otherwise).
+    fn canonical(&self, element: Option<&str>, combo: &[usize]) -> bool {
+        let Some(c) = self.cached.filter(|c| c.effect.is_some()) else {
+            return true;
+        };
+        let Some(effect) = self.effect(element) else {
             return true;
         };
         // `check` admitted only integers as the state parameters' values.
         let state = |p: usize, i: usize| self.params[p].1[i].parse::<usize>().unwrap_or(0);
-        let registers = (0..self.params[exit].1.len())
-            .map(|i| state(exit, i))
+        let entry = state(c.entry, combo[c.entry]);
+        state(c.exit, combo[c.exit]) == c.canonical_exit(effect, entry, self.cache_registers())
+    }
+
+    /// The stack effect the family declares for `element`'s members (its `effects` entry,
+    /// else `pop`/`push`), pushing floats if `float_results` names it.
+    pub fn effect(&self, element: Option<&str>) -> Option<StackEffect> {
+        let named = element.and_then(|e| self.effects.get(e)).copied();
+        let effect = named.or(self.cached?.effect)?;
+        let float = element.is_some_and(|e| self.float_results.iter().any(|f| f == e));
+        Some(StackEffect { float, ..effect })
+    }
+
+    /// The cache slots a cached family's states use: the most values any exit state caches.
+    pub fn cache_registers(&self) -> usize {
+        let Some(c) = self.cached else { return 0 };
+        let values = &self.params[c.exit].1;
+        values
+            .iter()
+            .map(|v| c.count(v.parse::<usize>().unwrap_or(0)))
             .max()
-            .unwrap_or(0);
-        state(exit, combo[exit]) == effect.canonical_exit(state(entry, combo[entry]), registers)
+            .unwrap_or(0)
     }
 
     /// The elements, reading `list_file` relative to `root`.
@@ -312,7 +372,7 @@ impl Family {
                     .skip
                     .iter()
                     .any(|entry| self.matches(entry, *element, &combo));
-                if skipped || !self.canonical(&combo) {
+                if skipped || !self.canonical(*element, &combo) {
                     continue;
                 }
                 let mut name = self.stencil.clone();

@@ -120,7 +120,8 @@ fn cached_names_the_state_parameters_and_gives_each_members_state() {
         Some(CacheParams {
             entry: 0,
             exit: 1,
-            effect: None
+            effect: None,
+            float: false,
         })
     );
     let states: Vec<_> = f
@@ -159,10 +160,15 @@ fn a_stack_effect_keeps_only_canonical_exit_states() {
         ["op_ADD_0_1", "op_ADD_1_1", "op_ADD_2_1", "op_ADD_3_2"]
     );
     // push 2 from 3 registers' worth: capped at the largest exit value (spills).
-    let effect = StackEffect { pop: 0, push: 2 };
+    let effect = StackEffect {
+        pop: 0,
+        push: 2,
+        float: false,
+    };
+    let c = f.cached.unwrap();
     assert_eq!(
         (0..4)
-            .map(|i| effect.canonical_exit(i, 3))
+            .map(|i| c.canonical_exit(effect, i, 3))
             .collect::<Vec<_>>(),
         [2, 3, 3, 3]
     );
@@ -247,4 +253,64 @@ fn list_file_and_errors_name_the_family() {
         let err = family(&format!("{BASE}{text}")).unwrap_err().0;
         assert!(err.contains("`push`") && err.contains(says), "{err}");
     }
+}
+
+/// With float slots (`cached.float`), states number (count, floats) as cpjit.h does, and
+/// the canonical exit keeps each slot's class: pops take the top slots, pushes add slots of
+/// the op's class (`float_results`), a full set spills its bottom slot.
+#[test]
+fn float_slots_keep_each_values_class_in_the_canonical_exit() {
+    let f = family(&format!(
+        "{BASE}stencil = \"op_{{elem}}_{{IN}}_{{OUT}}\"\nlist = [\"fadd\", \"add\"]\n\
+         list_define = \"OP\"\ncached = {{ entry = \"IN\", exit = \"OUT\", pop = 2, \
+         push = 1, float = true, float_results = [\"fadd\"] }}\n[family.params]\n\
+         IN = \"0..=6\"\nOUT = \"0..=6\"\n"
+    ))
+    .unwrap();
+    assert_eq!(f.cache_registers(), 2);
+    let names: Vec<String> = f
+        .members(0, Path::new("/"))
+        .unwrap()
+        .into_iter()
+        .map(|m| m.stencil)
+        .collect();
+    // States: 0 | 1 = int, 2 = float | 3 = int int, 4 = float int, 5 = int float, 6 = two
+    // floats (bit k: slot k, slot 0 the deeper one). fadd from (int, float): one float.
+    assert_eq!(
+        names,
+        [
+            "op_fadd_0_2",
+            "op_fadd_1_2",
+            "op_fadd_2_2",
+            "op_fadd_3_2",
+            "op_fadd_4_2",
+            "op_fadd_5_2",
+            "op_fadd_6_2",
+            "op_add_0_1",
+            "op_add_1_1",
+            "op_add_2_1",
+            "op_add_3_1",
+            "op_add_4_1",
+            "op_add_5_1",
+            "op_add_6_1",
+        ]
+    );
+    let c = f.cached.unwrap();
+    let push = |float| StackEffect {
+        pop: 0,
+        push: 1,
+        float,
+    };
+    // A push onto two slots spills the bottom one: (float, int) + float = (int, float).
+    assert_eq!(c.canonical_exit(push(true), 4, 2), 6 - 1);
+    assert_eq!(c.canonical_exit(push(false), 2, 2), 4);
+    assert_eq!(c.canonical_exit(push(true), 1, 2), 5);
+    assert_eq!(c.count(5), 2);
+    let err = family(&format!(
+        "{BASE}stencil = \"op_{{IN}}_{{OUT}}\"\ncached = {{ entry = \"IN\", exit = \
+         \"OUT\", float_results = [\"x\"] }}\n[family.params]\nIN = \"0..=2\"\nOUT = \"0..=2\"\n"
+    ))
+    .unwrap_err()
+    .0;
+    assert!(err.contains("add `float = true`"), "{err}");
 }

@@ -14,9 +14,15 @@
 //!   (`cached.glue`, a spill or fill) from `s` to the nearest state `t` that has one, then
 //!   the member picked from `t`. Ops with no way from `s` have no transition (a runtime
 //!   refuses them), and so has the glue element itself (it is pushed towards a state).
+//!
+//! With float cache slots (`cached.float`) a state is a number naming each cached slot's
+//! class (`cpjit_model::FloatState`); the canonical exit keeps every class (pushes take the
+//! class `cached.float_results` gives the op), and glue goes to the nearest state by values
+//! spilled or filled, then by values moved between register files.
 
 use crate::error::{Error, Result};
-use crate::family::{Family, Member, StackEffect, Table};
+use crate::family::{CacheParams, Family, Member, StackEffect, Table};
+use cpjit_model::FloatState;
 use std::path::Path;
 
 /// States a selection table covers at most (state values 0 to 15).
@@ -90,10 +96,20 @@ impl Select {
                     ))
                 })
         };
-        let mut effects = vec![c.effect; elements];
-        for (name, effect) in &family.effects {
-            effects[element_index(name, "effects")?] = Some(*effect);
+        for name in family.effects.keys() {
+            element_index(name, "effects")?;
         }
+        for name in &family.float_results {
+            element_index(name, "float_results")?;
+        }
+        let effects: Vec<Option<StackEffect>> = match table.elements.is_empty() {
+            true => vec![family.effect(None)],
+            false => table
+                .elements
+                .iter()
+                .map(|e| family.effect(Some(e)))
+                .collect(),
+        };
         let glue = match &family.glue {
             Some(name) => Some(element_index(name, "glue")?),
             None => None,
@@ -132,14 +148,11 @@ impl Select {
                 }
             }
         }
-        let registers = (0..params[c.exit].1.len())
-            .map(|i| value(c.exit, i))
-            .max()
-            .unwrap_or(0);
+        let registers = family.cache_registers();
         let member = |op: usize, s: usize, x: usize| members[(op * states + s) * states + x];
         // The member picked from state `s`: the canonical exit's, else the lowest exit's.
         let pick = |op: usize, s: usize| -> Option<(u16, usize)> {
-            let canonical = effects[op / combos].map(|e| e.canonical_exit(s, registers));
+            let canonical = effects[op / combos].map(|e| c.canonical_exit(e, s, registers));
             if let Some(x) = canonical.filter(|&x| x < states) {
                 if let Some(m) = member(op, s, x) {
                     return Some((m, x));
@@ -156,7 +169,7 @@ impl Select {
             for s in 0..states {
                 let t = pick(op, s).map(|(m, x)| (m, x, None, s)).or_else(|| {
                     let mut near: Vec<usize> = (0..states).filter(|&t| t != s).collect();
-                    near.sort_by_key(|&t| (t.abs_diff(s), t));
+                    near.sort_by_key(|&t| (distance(&c, s, t), t));
                     near.into_iter().find_map(|t| {
                         let moved = member(glue_op?, s, t)?;
                         pick(op, t).map(|(m, x)| (m, x, Some(moved), t))
@@ -181,6 +194,23 @@ impl Select {
             transitions,
         }))
     }
+}
+
+/// How far glue moves from state `s` to state `t`: values spilled or filled, then (with
+/// float slots) values moved between register files.
+fn distance(c: &CacheParams, s: usize, t: usize) -> (usize, usize) {
+    let moved = c.count(s).abs_diff(c.count(t));
+    if !c.float {
+        return (moved, 0);
+    }
+    let (a, b) = (
+        FloatState::from_number(s as u8),
+        FloatState::from_number(t as u8),
+    );
+    let classes = (0..a.count.min(b.count))
+        .filter(|&k| a.is_float(k) != b.is_float(k))
+        .count();
+    (moved, classes)
 }
 
 /// Which of a `cached.prune` family's `candidates` (every member, in table order) to

@@ -114,6 +114,8 @@ pub fn check(
     let Some((entry, exit)) = family.member_cache_state(member) else {
         return Ok(());
     };
+    // With float slots a state is a number; what moves `sp` is its count of values.
+    let (entry, exit) = (c.count(entry), c.count(exit));
     let element = member.element.as_deref();
     let declared = match element.and_then(|e| family.effects.get(e)) {
         Some(e) => *e,

@@ -13,9 +13,12 @@
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`; any register-sized return, a pointer
 //!   too), the C convention for the entry shim;
 //!   an op declared with `CPJIT_CACHED_OP(NAME, IN, OUT)` (annotation `cpjit.cached IN OUT
-//!   N P`) takes N `i64` cached values after the pointers, with P pinned ones before the last
-//!   (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked; cpjit.h
-//!   says why they go there, [`CacheState::parameter`](cache_state::CacheState::parameter)), and its IR must match its declared
+//!   N P F Q`) takes N `i64` cached values after the pointers, with P pinned ones before the
+//!   last (`CPJIT_PIN_REGS`, the JIT's registers: any op may read or set them, unchecked;
+//!   cpjit.h says why they go there, [`CacheState::parameter`](cache_state::CacheState::parameter)),
+//!   then F `double` float cache registers and Q pinned float ones (`CPJIT_FLOAT_CACHE`: IN
+//!   and OUT then name each slot's class, and the checks below go per class; a target whose
+//!   flags pass no `double` in FP registers is refused), and its IR must match its declared
 //!   cache state: no register past IN is read (it may only be passed on in its own position),
 //!   every continuation or jump gives registers below OUT a value and none past OUT, except
 //!   a jump to a target declared spilled (`CPJIT_DECLARE_SPILLED_TARGET`, annotation
@@ -50,9 +53,10 @@ pub struct IrFacts {
     pub continues: BTreeSet<String>,
     /// Names of the stencil functions defined in the module.
     pub stencils: BTreeSet<String>,
-    /// The declared cache state (entry, exit) of every stencil declared with
-    /// `CPJIT_CACHED_OP`, by name; a family checks it against its `cached` parameters.
-    pub cache_states: BTreeMap<String, (usize, usize)>,
+    /// The declared cache state (entry, exit, whether it has float cache slots) of every
+    /// stencil declared with `CPJIT_CACHED_OP`, by name; a family checks it against its
+    /// `cached` parameters.
+    pub cache_states: BTreeMap<String, (usize, usize, bool)>,
     /// What the IR of every cached op shows of its memory stack, by name; a family checks
     /// its declared stack effects against it (`stack_use.rs`).
     pub stack_uses: BTreeMap<String, crate::stack_use::StackUse>,
@@ -84,7 +88,7 @@ mod ir;
 use cache_state::CacheState;
 use ir::{
     calling_convention_name, function_type_text, is_indirect_musttail, is_no_value, module_symbols,
-    shorten,
+    no_fp_arguments, shorten,
 };
 
 /// Where errors happened: `"<target>: <template>"`.
@@ -143,7 +147,7 @@ pub fn validate(module: &Module, manifest: &Manifest, site: &Site) -> Result<IrF
                         Some(Ok(state)) => {
                             v.facts
                                 .cache_states
-                                .insert(name.clone(), (state.entry, state.exit));
+                                .insert(name.clone(), (state.entry, state.exit, state.floats > 0));
                             if v.signature(f, is_shim, Some(state)) {
                                 v.cache_state(f, state);
                                 let exit = |call| {
@@ -281,7 +285,8 @@ impl Validator<'_> {
             let mut params = vec![std::ptr::null_mut(); count];
             LLVMGetParamTypes(ty, params.as_mut_ptr());
             let want = self.manifest.parameters;
-            let cached = cache.map_or(0, |c| c.registers + c.pinned);
+            let ints = cache.map_or(0, |c| c.registers + c.pinned);
+            let floats = cache.map_or(0, |c| c.floats + c.pinned_floats);
             if is_shim && cache.is_some() {
                 self.error(
                 "the entry shim is declared with CPJIT_CACHED_OP, but it is called from native \
@@ -294,13 +299,30 @@ impl Validator<'_> {
                 LLVMGetTypeKind(p) == LLVMTypeKind::LLVMIntegerTypeKind
                     && LLVMGetIntTypeWidth(p) == 64
             };
-            let params_ok = count == want + cached
+            let is_double = |p: LLVMTypeRef| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMDoubleTypeKind;
+            let params_ok = count == want + ints + floats
                 && params[..want.min(count)]
                     .iter()
                     .all(|&p| LLVMGetTypeKind(p) == LLVMTypeKind::LLVMPointerTypeKind)
-                && params[want.min(count)..].iter().all(|&p| is_i64(p));
+                && params[want.min(count)..count.min(want + ints)]
+                    .iter()
+                    .all(|&p| is_i64(p))
+                && params[count.min(want + ints)..]
+                    .iter()
+                    .all(|&p| is_double(p));
+            if let Some(why) = cache
+                .filter(|c| c.floats + c.pinned_floats > 0)
+                .and_then(|_| no_fp_arguments(f, self.site.target))
+            {
+                self.error(format!(
+                    "has float cache registers (CPJIT_FLOAT_CACHE, CPJIT_PIN_FLOAT_REGS), but \
+                     this target passes no `double` argument in an FP register: {why}; build the \
+                     family without them for this target"
+                ));
+                return false;
+            }
             if let (Some(c), false) = (cache, params_ok && ret_ok) {
-                let wanted = [vec!["ptr"; want], vec!["i64"; c.registers + c.pinned]]
+                let wanted = [vec!["ptr"; want], vec!["i64"; ints], vec!["double"; floats]]
                     .concat()
                     .join(", ");
                 self.error(format!(
@@ -340,7 +362,7 @@ impl Validator<'_> {
         // SAFETY: the caller passes references into a live module (this function's # Safety).
         unsafe {
             let first = self.manifest.parameters;
-            for k in state.entry..state.registers {
+            for k in state.all().filter(|&r| !state.holds(state.entry, r)) {
                 let at = state.parameter(first, k);
                 let param = LLVMGetParam(f, at as u32);
                 let mut u = LLVMGetFirstUse(param);
@@ -348,13 +370,12 @@ impl Validator<'_> {
                     let user = LLVMGetUser(u);
                     if !self.is_pass_on(user, param, at) {
                         self.error(format!(
-                        "reads cached register c{k} (parameter {}), but the op declares IN = {}: \
-                         only the first {} cached register(s) hold stack values on entry: `{}`",
-                        at + 1,
-                        state.entry,
-                        state.entry,
-                        print(user)
-                    ));
+                            "reads cached register {k} (parameter {}), but the op declares {}: \
+                         only the registers of its cached values hold stack values on entry: `{}`",
+                            at + 1,
+                            state.describe("IN", state.entry),
+                            print(user)
+                        ));
                         break;
                     }
                     u = LLVMGetNextUse(u);
@@ -390,7 +411,8 @@ impl Validator<'_> {
         unsafe {
             let first = self.manifest.parameters;
             let args = LLVMGetNumArgOperands(call) as usize;
-            if args != first + state.registers + state.pinned {
+            let all = state.registers + state.pinned + state.floats + state.pinned_floats;
+            if args != first + all {
                 return; // clang's musttail check already requires the op's own signature.
             }
             let spilled = self
@@ -402,14 +424,16 @@ impl Validator<'_> {
             // expression). Past OUT only the former is taken for nothing (a constant there
             // could be a value the op forgot to spill); to a spilled target both are.
             let incoming = |arg: LLVMValueRef| {
-                (0..state.registers)
+                state
+                    .all()
                     .any(|j| LLVMGetParam(f, state.parameter(first, j) as u32) == arg)
             };
-            for k in 0..state.registers {
+            for k in state.all() {
                 let at = state.parameter(first, k);
                 let arg = LLVMGetOperand(call, at as u32);
                 let own = LLVMGetParam(f, at as u32);
-                let nothing = is_no_value(arg) || (arg == own && k >= state.entry);
+                let nothing = is_no_value(arg) || (arg == own && !state.holds(state.entry, k));
+                let live = state.holds(state.exit, k);
                 let known = incoming(arg) || LLVMIsConstant(arg) != 0;
                 // A spilled target is entered with nothing cached: the op's own incoming
                 // registers may pass through (they cost nothing), and so may what the compiler
@@ -417,31 +441,30 @@ impl Validator<'_> {
                 if spilled {
                     if arg != own && !nothing && !known {
                         self.error(format!(
-                    "passes a value in cached register c{k} (argument {}) to `{hole}`, which is \
+                    "passes a value in cached register {k} (argument {}) to `{hole}`, which is \
                      declared spilled (CPJIT_DECLARE_SPILLED_TARGET: entered with nothing \
                      cached): spill every value first (CPJIT_JUMP_SPILLED): `{}`",
                     at + 1,
                         print(call)
                     ));
                     }
-                } else if k < state.exit && nothing {
+                } else if live && nothing {
                     self.error(format!(
-                    "passes no value in cached register c{k} (argument {}) to `{hole}`, but the \
-                     op declares OUT = {}: the first {} cached register(s) must hold stack values \
+                    "passes no value in cached register {k} (argument {}) to `{hole}`, but the \
+                     op declares {}: the registers of its cached values must hold stack values \
                      on exit",
                     at + 1,
-                    state.exit,
-                    state.exit
+                    state.describe("OUT", state.exit),
                 ));
-                } else if k >= state.exit && !nothing && arg != own && !incoming(arg) {
+                } else if !live && !nothing && arg != own && !incoming(arg) {
                     self.error(format!(
-                    "passes a value in cached register c{k} (argument {}) to `{hole}`, but the \
-                     op declares OUT = {}: registers past OUT hold nothing (spill the value, or \
-                     declare a larger OUT): `{}`",
-                    at + 1,
-                    state.exit,
-                    print(call)
-                ));
+                        "passes a value in cached register {k} (argument {}) to `{hole}`, but the \
+                     op declares {}: registers OUT does not cache hold nothing (spill the value, \
+                     or declare a larger OUT): `{}`",
+                        at + 1,
+                        state.describe("OUT", state.exit),
+                        print(call)
+                    ));
                 }
             }
         }

@@ -98,8 +98,11 @@ fn the_kits_cached_family_declares_its_state_parameters() {
         entry,
         exit,
         effect,
+        float,
     } = family.cached.expect("a `cached` key");
     assert_eq!((param(entry), param(exit)), ("IN", "OUT"));
+    // States are counts: its slots hold ints only.
+    assert!(!float);
     // Every (IN, OUT) pair: the test family states no stack effect.
     assert_eq!(effect, None);
     // The family without cached ops declares none (its members would be refused otherwise).

@@ -119,3 +119,32 @@ pub fn run_trace(
         unsafe { trace.entry_fn(shim).unwrap()(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
     Ok((exit as u64, trace))
 }
+
+/// Runs `check` on every generated set, whether or not this process can run it, and fails
+/// naming every set that failed.
+pub fn check_every_set(check: impl Fn(&'static StencilSet<'static>) -> Result<usize, String>) {
+    let failures: Vec<String> = all_sets()
+        .into_iter()
+        .filter_map(|s| check(s).err())
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Runs a trace whose first instance is the shim and whose ops end in a side exit that
+/// returns `sp`: the stack is read back from `memory`.
+pub fn run_spilled(trace: &Trace, memory: &mut [u64]) -> Result<Vec<u64>, String> {
+    let mut frame = [0u64; 4];
+    let entry = trace
+        .entry_fn(cpjit_runtime::InstanceId::from_index(0))
+        .map_err(|e| e.to_string())?;
+    // SAFETY: test ops that ignore the frame and stay within `memory` (the traces keep
+    // fewer than `memory.len()` values).
+    let sp = unsafe { entry(frame.as_mut_ptr().cast(), memory.as_mut_ptr()) };
+    let depth = (sp - memory.as_ptr() as i64) / 8;
+    if !(0..=memory.len() as i64).contains(&depth) {
+        return Err(format!(
+            "the side exit returned sp {sp:#x} outside the stack"
+        ));
+    }
+    Ok(memory[..depth as usize].to_vec())
+}

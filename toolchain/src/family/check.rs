@@ -56,6 +56,12 @@ struct RawCacheParams {
     /// With `prune`: members to compile all the same (partial assignments, as in `skip`).
     #[serde(default)]
     keep: Vec<BTreeMap<String, toml::Value>>,
+    /// Float cache slots: states number each slot's class (`CPJIT_FLOAT_CACHE`).
+    #[serde(default)]
+    float: bool,
+    /// With `float`: the elements whose pushed values are floats.
+    #[serde(default)]
+    float_results: Vec<String>,
 }
 
 /// A parameter's values: a list (`[0, 1, 2]`, `["a", "b"]`) or an integer range
@@ -156,9 +162,9 @@ impl Family {
             }
         }
         let cache = raw.cached.map(|c| cache(c, &params)).transpose()?;
-        let (cached, effects, glue, prune) = match cache {
-            Some(c) => (Some(c.params), c.effects, c.glue, c.prune),
-            None => (None, BTreeMap::new(), None, None),
+        let (cached, effects, glue, prune, float_results) = match cache {
+            Some(c) => (Some(c.params), c.effects, c.glue, c.prune, c.float_results),
+            None => (None, BTreeMap::new(), None, None, Vec::new()),
         };
         Ok(Family {
             manifest: file.to_string(),
@@ -175,6 +181,7 @@ impl Family {
             effects,
             glue,
             prune,
+            float_results,
         })
     }
 }
@@ -259,6 +266,7 @@ struct Cache {
     effects: BTreeMap<String, StackEffect>,
     glue: Option<String>,
     prune: Option<Vec<BTreeMap<String, String>>>,
+    float_results: Vec<String>,
 }
 
 /// Checks `cached` against the family's parameters.
@@ -288,10 +296,24 @@ fn cache(
         .effects
         .unwrap_or_default()
         .into_iter()
-        .map(|(element, [pop, push])| (element, StackEffect { pop, push }))
+        .map(|(element, [pop, push])| {
+            let float = false; // Family::effect sets it from `float_results`.
+            (element, StackEffect { pop, push, float })
+        })
         .collect();
+    if !c.float && !c.float_results.is_empty() {
+        return Err(
+            "`cached.float_results` names ops pushing floats, but the family has no float \
+             cache slots: add `float = true` (and CPJIT_FLOAT_CACHE=1 to `defines`)"
+                .into(),
+        );
+    }
     let effect = match (c.pop, c.push) {
-        (Some(pop), Some(push)) => Some(StackEffect { pop, push }),
+        (Some(pop), Some(push)) => Some(StackEffect {
+            pop,
+            push,
+            float: false,
+        }),
         (None, None) => None,
         _ => {
             return Err(
@@ -316,6 +338,7 @@ fn cache(
             entry,
             exit,
             effect,
+            float: c.float,
         },
         (Err(e), _) | (_, Err(e)) => return Err(e),
     };
@@ -324,6 +347,7 @@ fn cache(
         effects,
         glue: c.glue,
         prune,
+        float_results: c.float_results,
     })
 }
 

@@ -100,3 +100,71 @@ pub(super) unsafe fn is_indirect_musttail(inst: LLVMValueRef) -> bool {
         !callee.is_null() && LLVMIsAGlobalValue(callee).is_null()
     }
 }
+
+/// Why function `f` of a module for `triple` cannot take `double` arguments in FP
+/// registers, if it cannot: a float cache slot would then be passed in general registers
+/// or on the stack (x86-64 without SSE2, AArch64 without FP, RISC-V with an ABI other than
+/// LP64D, whose `double` arguments go in integer registers).
+///
+/// # Safety
+/// `f` is a function of a live module of the calling thread's context.
+pub(super) unsafe fn no_fp_arguments(f: LLVMValueRef, triple: &str) -> Option<String> {
+    // SAFETY: the caller passes a function of a live module (this function's # Safety).
+    unsafe {
+        let key = "target-features";
+        let attr = LLVMGetStringAttributeAtIndex(
+            f,
+            inkwell::llvm_sys::LLVMAttributeFunctionIndex,
+            key.as_ptr().cast(),
+            key.len() as u32,
+        );
+        let features = match attr.is_null() {
+            true => String::new(),
+            false => {
+                let mut len = 0;
+                let text = LLVMGetStringAttributeValue(attr, &mut len);
+                String::from_utf8_lossy(std::slice::from_raw_parts(text.cast(), len as usize))
+                    .into_owned()
+            }
+        };
+        let off = |feature: &str| features.split(',').any(|f| f == feature);
+        if triple.starts_with("x86_64") && off("-sse2") {
+            return Some("SSE2 is off (-sse2 in its target features; drop -mno-sse*)".into());
+        }
+        if triple.starts_with("aarch64") && off("-fp-armv8") {
+            return Some("FP is off (-fp-armv8; drop -mgeneral-regs-only)".into());
+        }
+        if triple.starts_with("riscv64") {
+            let abi = module_flag_text(LLVMGetGlobalParent(f), "target-abi");
+            if abi.as_deref() != Some("lp64d") {
+                return Some(format!(
+                    "its ABI is {} (doubles are passed in FP registers only under lp64d: \
+                     -march=rv64gc -mabi=lp64d)",
+                    abi.unwrap_or_else(|| "not stated".into())
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// A module flag's string value (`!{i32 1, !"target-abi", !"lp64d"}`).
+///
+/// # Safety
+/// `module` is a live module of the calling thread's context.
+unsafe fn module_flag_text(module: LLVMModuleRef, key: &str) -> Option<String> {
+    // SAFETY: the caller passes a live module (this function's # Safety).
+    unsafe {
+        let flag = LLVMGetModuleFlag(module, key.as_ptr().cast(), key.len());
+        if flag.is_null() {
+            return None;
+        }
+        let value = LLVMMetadataAsValue(LLVMGetModuleContext(module), flag);
+        let mut len = 0;
+        let text = LLVMGetMDString(value, &mut len);
+        (!text.is_null()).then(|| {
+            String::from_utf8_lossy(std::slice::from_raw_parts(text.cast(), len as usize))
+                .into_owned()
+        })
+    }
+}

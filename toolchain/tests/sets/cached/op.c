@@ -78,13 +78,13 @@ CPJIT_CACHED_OP(op_value_past_out, 0, 0) {
 }
 
 /* Declared cached but with the uncached signature. */
-CPJIT_CC CPJIT_CACHED_NOTE(1, 1, 3, 0) int64_t op_uncached_signature(struct cpjit_frame *f,
+CPJIT_CC CPJIT_CACHED_NOTE(1, 1, 3, 0, 0, 0) int64_t op_uncached_signature(struct cpjit_frame *f,
                                                                    uint64_t *sp) {
   CPJIT_CONTINUE(f, sp);
 }
 
 /* A cache state that is not a pair of integer literals. */
-CPJIT_CC CPJIT_CACHED_NOTE(1 + 1, 2, 3, 0) int64_t op_state_expression(
+CPJIT_CC CPJIT_CACHED_NOTE(1 + 1, 2, 3, 0, 0, 0) int64_t op_state_expression(
     struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0, uint64_t cpjit_c1,
     uint64_t cpjit_c2) {
   CPJIT_STACK(s, 2);
