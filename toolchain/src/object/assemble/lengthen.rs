@@ -272,9 +272,8 @@ mod tests {
         }
     }
 
-    fn read(obj: &ParsedObject) -> crate::stencil::StencilBuf {
-        let limits = crate::manifest::Limits::default();
-        let opts = ReadOptions {
+    fn options(limits: &crate::manifest::Limits) -> ReadOptions<'_> {
+        ReadOptions {
             target: "x86_64-pc-windows-msvc",
             arch: Arch::X86_64,
             format: ObjectFormat::Coff,
@@ -282,10 +281,14 @@ mod tests {
             hole_prefix: "_JIT_",
             target_suffix: "_TARGET",
             select: &|n: &str| n == "op_t",
-            limits: &limits,
+            limits,
             move_cold_tail: true,
-        };
-        assemble(obj, &opts).unwrap().remove(0)
+        }
+    }
+
+    fn read(obj: &ParsedObject) -> crate::stencil::StencilBuf {
+        let limits = crate::manifest::Limits::default();
+        assemble(obj, &options(&limits)).unwrap().remove(0)
     }
 
     #[test]
@@ -335,6 +338,36 @@ mod tests {
         assert_eq!(l.growth, [(0, 4), (15, 3), (137, 3)]);
         assert_eq!(l.branches.last(), Some(&(144, 5, 16)));
         assert_eq!(&l.bytes[144..149], [0xe9, 0x7b, 0xff, 0xff, 0xff]);
+    }
+
+    #[test]
+    fn a_reference_from_data_keeps_the_function_whole() {
+        // A table in read-only data holding the function's address (with an offset, it
+        // could point anywhere in it).
+        let mut obj = object(&[]);
+        obj.sections.push(ParsedSection {
+            name: ".rdata".into(),
+            kind: SectionKind::ReadOnly,
+            align: 8,
+            size: 8,
+            bytes: vec![0; 8],
+            relocs: vec![ParsedReloc {
+                offset: 0,
+                type_name: "IMAGE_REL_AMD64_ADDR64".into(),
+                kind: Ok(HoleKind::Abs64),
+                target: RelocTarget::Symbol(0),
+                addend: 12,
+            }],
+        });
+        let piece = Piece {
+            section: 0,
+            start: 0,
+            end: obj.sections[0].size,
+            at: 0,
+        };
+        let limits = crate::manifest::Limits::default();
+        let opts = options(&limits);
+        assert!(super::super::tail::split_point(&obj, &opts, &piece).is_none());
     }
 
     #[test]

@@ -18,7 +18,7 @@ use cpjit_model::{Arch, HoleKind, HoleValue, Section};
 use super::lengthen::{lengthen, Lengthened};
 use super::{external, place, relocs_in, External, Piece, Place, RawHole};
 use crate::object::error::ObjectError;
-use crate::object::parsed::ParsedObject;
+use crate::object::parsed::{ParsedObject, ParsedReloc, SectionKind};
 use crate::object::ReadOptions;
 
 /// Where a function splits, and on x86-64 its code with the crossing branches lengthened.
@@ -58,11 +58,21 @@ pub(super) fn split_point(obj: &ParsedObject, opts: &ReadOptions, piece: &Piece)
     if rest.is_empty() || opts.arch == Arch::X86_64 && x86_64::is_padding(rest) {
         return None;
     }
-    let self_reference = relocs_in(obj, piece.section, piece.start, piece.end).any(|r| {
+    // A reference to the function from itself or from data (a jump table, a table of code
+    // addresses) may point into the tail, or past a lengthened branch.
+    let to_self = |r: &ParsedReloc| {
         matches!(place(obj, r), Ok(Place::Function(s, start, _))
             if (s, start) == (piece.section, piece.start))
-    });
-    if self_reference {
+    };
+    let from_data = obj
+        .sections
+        .iter()
+        .filter(|s| s.kind != SectionKind::Code)
+        .flat_map(|s| &s.relocs);
+    if relocs_in(obj, piece.section, piece.start, piece.end)
+        .chain(from_data)
+        .any(to_self)
+    {
         return None;
     }
     match opts.arch {
