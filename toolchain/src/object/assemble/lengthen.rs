@@ -15,7 +15,7 @@
 
 use cpjit_isa::x86_64::{self, DirectBranch};
 
-use super::{relocs_in, Piece};
+use super::{emit_width, relocs_in, Piece};
 use crate::object::parsed::ParsedObject;
 use crate::stencil::grown_before;
 
@@ -159,8 +159,8 @@ fn decode(obj: &ParsedObject, piece: &Piece) -> Option<Vec<Insn>> {
         .chain([(bytes.len() as u64, listing.len())])
         .collect();
     // The function's relocation offsets, sorted: one pass over the section's relocations.
-    let mut relocated: Vec<u64> = relocs_in(obj, piece.section, piece.start, piece.end)
-        .map(|r| r.offset)
+    let mut relocated: Vec<(u64, u64)> = relocs_in(obj, piece.section, piece.start, piece.end)
+        .map(|r| (r.offset, r.offset + emit_width(r)))
         .collect();
     relocated.sort_unstable();
     let mut insns = Vec::with_capacity(listing.len() + 1);
@@ -170,8 +170,16 @@ fn decode(obj: &ParsedObject, piece: &Piece) -> Option<Vec<Insn>> {
             return None;
         }
         let start = piece.start + at;
-        let first = relocated.partition_point(|&o| o < start);
-        if relocated.get(first).is_some_and(|&o| o < start + len) {
+        let first = relocated.partition_point(|&(o, _)| o < start);
+        let inside = relocated[first..]
+            .iter()
+            .take_while(|&&(o, _)| o < start + len);
+        // A field must lie within its instruction, or moving the instruction would move it
+        // away from the bytes it patches.
+        if inside.clone().any(|&(_, end)| end > start + len) {
+            return None;
+        }
+        if inside.count() > 0 {
             insns.push(Insn {
                 at,
                 len,
