@@ -282,7 +282,7 @@ mod tests {
 
     fn options(limits: &crate::manifest::Limits) -> ReadOptions<'_> {
         ReadOptions {
-            target: "x86_64-pc-windows-msvc",
+            target: "t",
             arch: Arch::X86_64,
             format: ObjectFormat::Coff,
             template: "t.c",
