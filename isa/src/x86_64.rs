@@ -1,7 +1,9 @@
 //! x86-64: the instruction forms around a 32-bit displacement field (branch, RIP-relative
 //! operand, GOT reference), the GOT relaxations into direct and immediate forms (as lld's
 //! `relaxGot` and `relaxGotNoPic` in `lld/ELF/Arch/X86_64.cpp` do them), padding, the
-//! `jmp rel32` of continuations and the veneer.
+//! `jmp rel32` of continuations and the veneer; and the direct `jmp`/`jcc` in their `rel8`
+//! and `rel32` forms, decoded and re-encoded whole (the toolchain lengthens the branches
+//! into a moved cold tail).
 //!
 //! A rel32 field holds no other bits, so everything is decided from the bytes *before* it:
 //! the opcode and the ModRM byte of a RIP-relative operand (mod 00, r/m 101: `[rip +
@@ -315,6 +317,72 @@ fn instruction_bytes(code: &mut [u8], offset: usize, before: usize) -> Option<&m
     code.get_mut(start..offset.checked_add(4)?)
 }
 
+/// A direct `jmp` or `jcc` (Intel SDM Vol. 2: `EB cb`, `70+cc cb`, `E9 cd`, `0F 80+cc cd`),
+/// the only relative branches the toolchain re-encodes when it lengthens a function's
+/// branches (`object/assemble/lengthen.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DirectBranch {
+    /// The condition code (`0..=15`) of a `jcc`; `None` for `jmp`.
+    pub condition: Option<u8>,
+    /// Whether the displacement is 8 bits wide (else 32).
+    pub short: bool,
+    /// The displacement, from the end of the instruction.
+    pub displacement: i32,
+}
+
+impl DirectBranch {
+    /// The instruction's length: 2 (rel8), 5 (`jmp rel32`) or 6 (`jcc rel32`).
+    pub const fn encoded_len(&self) -> usize {
+        match (self.short, self.condition) {
+            (true, _) => 2,
+            (false, None) => 5,
+            (false, Some(_)) => 6,
+        }
+    }
+}
+
+/// Decodes `insn`, which must be exactly one whole instruction, as a [`DirectBranch`];
+/// `None` for anything else (including a direct branch with a prefix).
+pub fn decode_direct_branch(insn: &[u8]) -> Option<DirectBranch> {
+    let (condition, short, displacement) = match *insn {
+        [0xeb, d] => (None, true, i32::from(d as i8)),
+        [op @ 0x70..=0x7f, d] => (Some(op & 0xf), true, i32::from(d as i8)),
+        [0xe9, a, b, c, d] => (None, false, i32::from_le_bytes([a, b, c, d])),
+        [0x0f, op @ 0x80..=0x8f, a, b, c, d] => {
+            (Some(op & 0xf), false, i32::from_le_bytes([a, b, c, d]))
+        }
+        _ => return None,
+    };
+    Some(DirectBranch {
+        condition,
+        short,
+        displacement,
+    })
+}
+
+/// Encodes `branch` into the first [`DirectBranch::encoded_len`] bytes of the result; `None` if a
+/// short branch's displacement does not fit 8 bits or the condition is not `0..=15`.
+pub fn encode_direct_branch(branch: DirectBranch) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let d = branch.displacement.to_le_bytes();
+    match (branch.short, branch.condition) {
+        (_, Some(16..)) => return None,
+        (true, c) => {
+            out[0] = c.map_or(0xeb, |c| 0x70 | c);
+            out[1] = i8::try_from(branch.displacement).ok()? as u8;
+        }
+        (false, None) => {
+            out[0] = 0xe9;
+            out[1..5].copy_from_slice(&d);
+        }
+        (false, Some(c)) => {
+            out[..2].copy_from_slice(&[0x0f, 0x80 | c]);
+            out[2..6].copy_from_slice(&d);
+        }
+    }
+    Some(out)
+}
+
 /// A veneer reaching any 64-bit address: `jmp [rip + 0]` (`FF 25 00 00 00 00`), the 8-byte
 /// target, then two `int3` as padding. It needs no register at all.
 pub fn veneer(target: u64) -> [u8; crate::VENEER_SIZE] {
@@ -327,6 +395,78 @@ pub fn veneer(target: u64) -> [u8; crate::VENEER_SIZE] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes from `llvm-mc-19 -triple=x86_64 -filetype=obj` (relaxed by the assembler, read
+    /// back with `llvm-objdump-19 -d`): `jmp .+0x81`, `jne .-0x7e`, `jo .+0x12`,
+    /// `jmp .+0x1234a`, `jle .-0xfa`, `jg .+0x1006`.
+    const LLVM_MC_BRANCHES: [(&[u8], Option<u8>, i32); 6] = [
+        (&[0xeb, 0x7f], None, 0x7f),
+        (&[0x75, 0x80], Some(5), -0x80),
+        (&[0x70, 0x10], Some(0), 0x10),
+        (&[0xe9, 0x45, 0x23, 0x01, 0x00], None, 0x12345),
+        (&[0x0f, 0x8e, 0x00, 0xff, 0xff, 0xff], Some(0xe), -0x100),
+        (&[0x0f, 0x8f, 0x00, 0x10, 0x00, 0x00], Some(0xf), 0x1000),
+    ];
+
+    #[test]
+    fn direct_branches_decode_and_encode_as_llvm_mc_does() {
+        for (bytes, condition, displacement) in LLVM_MC_BRANCHES {
+            let b = decode_direct_branch(bytes).unwrap();
+            assert_eq!(
+                (b.condition, b.displacement, b.encoded_len()),
+                (condition, displacement, bytes.len())
+            );
+            assert_eq!(&encode_direct_branch(b).unwrap()[..b.encoded_len()], bytes);
+        }
+        // The rel32 forms, as llvm-mc encodes `{disp32} jne .-0x7e` and `{disp32} jmp .+0x81`.
+        let long = |b: DirectBranch, d| DirectBranch {
+            short: false,
+            displacement: d,
+            ..b
+        };
+        let jne = decode_direct_branch(&[0x75, 0x80]).unwrap();
+        assert_eq!(
+            encode_direct_branch(long(jne, -0x84)).unwrap(),
+            [0x0f, 0x85, 0x7c, 0xff, 0xff, 0xff]
+        );
+        let jmp = decode_direct_branch(&[0xeb, 0x7f]).unwrap();
+        assert_eq!(
+            &encode_direct_branch(long(jmp, 0x7c)).unwrap()[..5],
+            [0xe9, 0x7c, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn only_whole_unprefixed_jumps_are_direct_branches() {
+        assert_eq!(
+            decode_direct_branch(&[0x3e, 0x74, 0x00]),
+            None,
+            "branch hint prefix"
+        );
+        assert_eq!(decode_direct_branch(&[0xe8, 0, 0, 0, 0]), None, "call");
+        assert_eq!(
+            decode_direct_branch(&[0xe3, 0x10]),
+            None,
+            "jrcxz has no long form"
+        );
+        assert_eq!(decode_direct_branch(&[0xeb]), None, "truncated");
+        assert_eq!(
+            decode_direct_branch(&[0x74, 0, 0x90]),
+            None,
+            "more than one instruction"
+        );
+        let short = DirectBranch {
+            condition: None,
+            short: true,
+            displacement: 0x80,
+        };
+        assert_eq!(encode_direct_branch(short), None, "0x80 does not fit rel8");
+        let bad = DirectBranch {
+            condition: Some(16),
+            ..short
+        };
+        assert_eq!(encode_direct_branch(bad), None);
+    }
 
     #[test]
     fn classifies_rel32_forms() {

@@ -22,7 +22,7 @@ mod eh_frame;
 mod pdata;
 
 use crate::error::{Error, Result};
-use crate::stencil::{CodePiece, StencilBuf};
+use crate::stencil::{grown_before, CodePiece, StencilBuf};
 use crate::target::Target;
 use cpjit_model::{Arch, FrameRow, FrameSave, ObjectFormat};
 
@@ -201,7 +201,7 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -
         let leaf;
         let fde = match fdes
             .iter()
-            .find(|f| f.section == piece.section && f.begin == piece.start)
+            .find(|f| f.section == piece.section && f.begin == piece.function)
         {
             Some(fde) => fde,
             None if missing == Missing::Leaf => {
@@ -213,12 +213,14 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -
         // COFF symbols have no size, so a COFF piece runs to the next symbol and includes
         // the alignment padding after the function; its `.pdata` entry ends at the
         // function's last instruction. ELF pieces are exactly the function (`st_size`).
+        // Lengths from the function's start, before any lengthening (see `place`).
+        let piece_end = piece.end - piece.function;
         let function_len = match missing {
-            Missing::Leaf => fde.len.min(piece.end - piece.start),
-            Missing::Unknown if fde.len < piece.end - piece.start => {
+            Missing::Leaf => fde.len.min(piece_end),
+            Missing::Unknown if fde.len < piece_end => {
                 return unknown(piece.at, "the FDE is shorter than the function")
             }
-            Missing::Unknown => piece.end - piece.start,
+            Missing::Unknown => piece_end,
         };
         let rows = match &fde.rows {
             Ok(rows) => rows,
@@ -240,10 +242,10 @@ fn stencil_frame(triple: &str, s: &StencilBuf, fdes: &[Fde], missing: Missing) -
 /// A leaf function's description: the entry state (x64: `CFA = rsp + 8`, return address
 /// at `CFA - 8`) throughout.
 fn leaf_fde(piece: &CodePiece) -> Fde {
-    let len = piece.end - piece.start;
+    let len = piece.end - piece.function;
     Fde {
         section: piece.section.clone(),
-        begin: piece.start,
+        begin: piece.function,
         len,
         rows: Ok(Rows {
             rows: vec![FrameRow {
@@ -262,25 +264,36 @@ fn leaf_fde(piece: &CodePiece) -> Fde {
 }
 
 /// A function's rows at stencil offsets, cut at the end of the stencil's code (whose
-/// trailing continuation jump may have been removed).
+/// trailing continuation jump may have been removed). `function_len` and the rows are
+/// offsets from the function's start in the object; the piece's copy starts at
+/// `piece.start` (after the function's start for a moved cold tail, whose first row is the
+/// state there) and its instructions before an offset may have grown (`piece.growth`).
 fn place(piece: &CodePiece, function_len: u64, rows: &Rows, code_len: u64) -> DerivedFunction {
+    let grown = |offset: u64| offset + grown_before(&piece.growth, piece.function + offset);
+    let skip = grown(piece.start - piece.function);
+    let at = |offset: u32| (piece.at + grown(u64::from(offset)).saturating_sub(skip)) as u32;
     let start = piece.at as u32;
-    let end = (piece.at + function_len).min(code_len) as u32;
-    let placed_rows = rows
-        .rows
-        .iter()
-        .map(|r| FrameRow {
-            offset: r.offset + start,
+    let end = (piece.at + grown(function_len).saturating_sub(skip)).min(code_len) as u32;
+    let mut placed_rows: Vec<FrameRow> = Vec::with_capacity(rows.rows.len());
+    for r in &rows.rows {
+        let row = FrameRow {
+            offset: at(r.offset),
             ..*r
-        })
-        .filter(|r| r.offset < end)
-        .collect();
+        };
+        // Rows before the piece all land on its start: the last of them holds there.
+        if placed_rows.last().is_some_and(|l| l.offset == row.offset) {
+            placed_rows.pop();
+        }
+        if row.offset < end {
+            placed_rows.push(row);
+        }
+    }
     let saves = rows
         .saves
         .iter()
         .map(|v| FrameSave {
-            from: v.from + start,
-            to: (v.to + start).min(end),
+            from: at(v.from),
+            to: at(v.to).min(end),
             ..*v
         })
         .filter(|v| v.from < v.to)
@@ -355,6 +368,40 @@ pub fn write_frames(o: &mut String, stencils: &[StencilBuf]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cold tail moved off its function (at 10..20 of it, copied to 30) whose function
+    /// grew by 4 bytes at offset 2: the rows before it collapse into the last one, which
+    /// holds from the tail's start; saves and the end move with the growth.
+    #[test]
+    fn a_moved_tail_takes_its_functions_state_where_it_starts() {
+        let piece = CodePiece {
+            section: ".text".into(),
+            start: 10,
+            end: 20,
+            at: 30,
+            function: 0,
+            growth: vec![(2, 4)],
+        };
+        let row = |offset, cfa_offset| FrameRow {
+            offset,
+            cfa_register: 7,
+            cfa_offset,
+        };
+        let save = |from, to| FrameSave {
+            register: 3,
+            cfa_offset: 16,
+            from,
+            to,
+        };
+        let rows = Rows {
+            rows: vec![row(0, 8), row(1, 16), row(5, 48)],
+            saves: vec![save(1, 20), save(0, 3)],
+        };
+        let placed = place(&piece, 20, &rows, 100);
+        assert_eq!((placed.start, placed.end), (30, 40));
+        assert_eq!(placed.rows, [row(30, 48)]);
+        assert_eq!(placed.saves, [save(30, 40)]);
+    }
 
     pub(super) fn row(offset: u32, cfa_register: u8, cfa_offset: u32) -> FrameRow {
         FrameRow {
@@ -435,6 +482,8 @@ mod tests {
             start: 0,
             end: len,
             at,
+            function: 0,
+            growth: Vec::new(),
         };
         // f: push(1) call(5) pop(1) ret(1) = 8 bytes; g at 8 after it.
         let mut stencils = [
@@ -517,6 +566,8 @@ mod tests {
             start,
             end,
             at,
+            function: start,
+            growth: Vec::new(),
         };
         // f: push(1) sub(4) call(5) add(4) pop(1) ret(1) = 16 bytes, padded to g at 32;
         // g: nop, ret; h: ret at 34.

@@ -20,10 +20,10 @@
 //! The splitter uses basic-block sections, which LLVM 19 supports on ELF only (COFF and
 //! Mach-O crash its printer). A function without an entry count is never split.
 //!
-//! On AArch64 COFF and Mach-O ([`moves_cold_tail`]) functions get the same weights but no
-//! entry count: the cold blocks are laid after the hot path's last continuation jump, and
-//! the object reader moves that tail into the stencil's cold part
-//! (`object/assemble/tail.rs`).
+//! On COFF and Mach-O ([`moves_cold_tail`]) functions get the same weights but no entry
+//! count: the cold blocks are laid after the hot path's last continuation jump, and the
+//! object reader moves that tail into the stencil's cold part (`object/assemble/tail.rs`;
+//! on x86-64 after lengthening the branches into it to `rel32`).
 //!
 //! The pass is a heuristic, and on some stencils the code generator's answer to it is worse
 //! than the set's own layout (measured before this check: an x86-64 binary op grew from 155
@@ -74,10 +74,12 @@ pub fn splits_cold(target: &crate::target::Target) -> bool {
 }
 
 /// Whether the object reader moves the cold tail of `target`'s stencils into their cold
-/// part (`object/assemble/tail.rs`): AArch64 COFF and Mach-O, where the splitter cannot run
-/// and the instructions are words the kit decodes (`cpjit_isa::aarch64`).
+/// part (`object/assemble/tail.rs`): AArch64 and x86-64 COFF and Mach-O, where the splitter
+/// cannot run; the branches across the split are decoded by `cpjit_isa` (on x86-64 after
+/// lengthening them to `rel32`, `object/assemble/lengthen.rs`).
 pub fn moves_cold_tail(target: &crate::target::Target) -> bool {
-    !splits_cold(target) && target.arch == cpjit_model::Arch::Aarch64
+    use cpjit_model::Arch;
+    !splits_cold(target) && matches!(target.arch, Arch::Aarch64 | Arch::X86_64)
 }
 
 /// Where a stencil's cold blocks go: the layout pass's part of it ([`favour_continuation`]).

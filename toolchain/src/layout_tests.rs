@@ -217,7 +217,7 @@ fn other_architectures_and_frame_pointers_are_left_alone() {
 
 /// An op of the style "helper call, conditional exit, continue" (the exit path does
 /// work of its own, so it is no conditional tail call): on each splitting target, and
-/// on AArch64 COFF and Mach-O (whose cold tail the reader moves), its exit path becomes
+/// on COFF and Mach-O (whose cold tail the reader moves), its exit path becomes
 /// the stencil's cold part, and its hot path falls through.
 #[test]
 fn a_guarded_helper_call_splits_and_falls_through() {
@@ -255,14 +255,22 @@ next:
             .replace("ATTRS", "uwtable");
         split_and_read(&target, &ir);
     }
-    for format in [ObjectFormat::Coff, ObjectFormat::MachO] {
-        let target = test_target(Arch::Aarch64, format);
+    for (arch, format) in [Arch::Aarch64, Arch::X86_64]
+        .into_iter()
+        .flat_map(|a| [(a, ObjectFormat::Coff), (a, ObjectFormat::MachO)])
+    {
+        let target = test_target(arch, format);
         assert!(!splits_cold(&target) && moves_cold_tail(&target));
-        // Built without unwind tables, as the pipeline builds these formats.
+        // Built with unwind tables where the pipeline reads them (x64 COFF's `.pdata`).
+        let attrs = if crate::frame::reads_unwind_tables(&target) {
+            "uwtable"
+        } else {
+            "nounwind"
+        };
         let ir = IR
             .replace("TRIPLE", target.llvm_triple())
             .replace("CC ", "preserve_nonecc ")
-            .replace("ATTRS", "nounwind");
+            .replace("ATTRS", attrs);
         split_and_read(&target, &ir);
     }
 }
@@ -307,13 +315,22 @@ fn split_and_read(target: &crate::target::Target, ir: &str) {
         panic!("{stencils:?}")
     };
     // Split, both parts have a frame layout (on AArch64 the cold part's call-frame
-    // program continues the hot part's, see `frame::eh_frame`). The formats whose tails
-    // are moved have no layouts read.
+    // program continues the hot part's, see `frame::eh_frame`; a moved x64 COFF tail
+    // takes its function's state after the prologue). The other formats whose tails are
+    // moved have no layouts read.
+    let read = crate::frame::reads_unwind_tables(target);
     match &s.frame {
-        Some(crate::frame::DerivedFrame::Functions(parts)) if split => {
-            assert_eq!(parts.len(), 2, "{parts:?}")
+        Some(crate::frame::DerivedFrame::Functions(parts)) if read => {
+            assert_eq!(parts.len(), 2, "{parts:?}");
+            let cold = &parts[1];
+            assert!(
+                split
+                    || parts[0].rows.last().map(|r| (r.cfa_register, r.cfa_offset))
+                        == cold.rows.first().map(|r| (r.cfa_register, r.cfa_offset)),
+                "{parts:?}"
+            );
         }
-        Some(crate::frame::DerivedFrame::Unknown(_)) if !split => {}
+        Some(crate::frame::DerivedFrame::Unknown(_)) if !read => {}
         other => panic!("{other:?}"),
     }
     assert!(s.cold_len > 0, "{}", s.to_text());

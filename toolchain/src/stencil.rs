@@ -50,13 +50,30 @@ pub struct StencilBuf {
     pub frame: Option<crate::frame::DerivedFrame>,
 }
 
-/// Bytes `start..end` of the object section `section` (by name), copied to code offset `at`.
+/// Bytes `start..end` of the object section `section` (by name), copied to code offset `at`
+/// (lengthened by `growth`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodePiece {
     pub section: String,
     pub start: u64,
     pub end: u64,
     pub at: u64,
+    /// The start of the function the piece belongs to: `start`, or before it for a cold
+    /// tail moved off its function (`object/assemble/tail.rs`).
+    pub function: u64,
+    /// The function's instructions that the reader lengthened (x86-64 cold tails): old
+    /// section offset and bytes added, in order; the piece's copy is the lengthened code.
+    pub growth: Vec<(u64, u64)>,
+}
+
+/// Bytes the instructions before old section offset `offset` grew by, for a
+/// [`CodePiece::growth`] list.
+pub fn grown_before(growth: &[(u64, u64)], offset: u64) -> u64 {
+    growth
+        .iter()
+        .take_while(|&&(at, _)| at < offset)
+        .map(|&(_, by)| by)
+        .sum()
 }
 
 /// A zero-fill section held by a stencil's data: the object's section (by name) and where
@@ -257,6 +274,14 @@ impl Serialize for StencilBuf {
 mod tests {
     use super::*;
     use cpjit_model::HoleKind;
+
+    #[test]
+    fn growth_counts_only_the_instructions_before_an_offset() {
+        let growth = [(4, 4), (10, 3)];
+        assert_eq!(grown_before(&growth, 4), 0);
+        assert_eq!(grown_before(&growth, 5), 4);
+        assert_eq!(grown_before(&growth, 11), 7);
+    }
 
     fn sample() -> StencilBuf {
         StencilBuf {

@@ -34,9 +34,11 @@ use super::ReadOptions;
 use crate::stencil::{CodePiece, StencilBuf, ZeroFillBuf};
 
 mod holes;
+mod lengthen;
 mod tail;
 
 use holes::{collect_holes, index_holes, Indexed};
+use lengthen::Lengthened;
 
 /// Names whose presence means the stencil was compiled with a stack protector.
 const STACK_PROTECTOR_SYMBOLS: &[&str] = &[
@@ -126,18 +128,19 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
     };
     let (mut pieces, data_sections) = discover(obj, symbol, first)?;
     // The cold tail, where the reader moves it (see `tail`), is the first cold piece.
-    let moved = opts.move_cold_tail && opts.arch == Arch::Aarch64;
-    let split = moved
+    let split = opts
+        .move_cold_tail
         .then(|| tail::split_point(obj, opts, &pieces[0]))
         .flatten();
-    if let Some(split) = split {
+    if let Some(split) = &split {
         let tail = Piece {
-            start: split,
+            start: split.at,
             ..pieces[0]
         };
-        pieces[0].end = split;
+        pieces[0].end = split.at;
         pieces.insert(1, tail);
     }
+    let lengthened = split.as_ref().and_then(|s| s.lengthened.as_ref());
 
     // Code layout. The first cold piece starts at the stencil's alignment, so that every
     // cold piece keeps its own alignment relative to the cold part's start (see `split_cold`).
@@ -151,7 +154,12 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         let align = if k == 1 { code_align } else { s.align };
         pad_code(&mut code, align, opts.arch)?;
         piece.at = code.len() as u64;
-        code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]);
+        match lengthened.filter(|l| k < 2 && l.section == piece.section) {
+            Some(l) => code.extend_from_slice(
+                &l.bytes[l.relative(piece.start) as usize..l.relative(piece.end) as usize],
+            ),
+            None => code.extend_from_slice(&s.bytes[piece.start as usize..piece.end as usize]),
+        }
     }
 
     let DataLayout {
@@ -163,9 +171,9 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         zero_fill,
     } = lay_out_data(obj, &data_sections, opts)?;
 
-    let mut raw = collect_holes(obj, opts, &pieces, &ordered, &data_at)?;
+    let mut raw = collect_holes(obj, opts, &pieces, lengthened, &ordered, &data_at)?;
     if split.is_some() {
-        raw.extend(tail::crossing_branches(obj, &pieces)?);
+        raw.extend(tail::crossing_branches(obj, &pieces, lengthened)?);
     }
 
     // Zero each hole's field (validating the instruction form on AArch64).
@@ -185,7 +193,7 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
         symbols,
     } = index_holes(&raw)?;
 
-    let main_end = pieces[0].end - pieces[0].start;
+    let main_end = Lengthened::piece_offset(lengthened, &pieces[0], pieces[0].end);
     let (elided_continue, cold_len) = match pieces.get(1).map(|p| p.at) {
         None => (elide_continue(&mut code, &mut holes, opts.arch, exact), 0),
         Some(cold_start) => {
@@ -198,13 +206,24 @@ fn build(obj: &ParsedObject, opts: &ReadOptions, symbol: usize) -> Result<Stenci
             (elided, code.len() as u64 - hot_len)
         }
     };
+    let function = pieces[0].start;
     let pieces = pieces
         .iter()
-        .map(|p| CodePiece {
+        .enumerate()
+        .map(|(k, p)| CodePiece {
             section: obj.sections[p.section].name.clone(),
             start: p.start,
             end: p.end,
             at: p.at,
+            function: if k == 1 && split.is_some() {
+                function
+            } else {
+                p.start
+            },
+            growth: match lengthened {
+                Some(l) if k < 2 => l.growth.clone(),
+                _ => Vec::new(),
+            },
         })
         .collect();
     Ok(StencilBuf {

@@ -2,6 +2,7 @@
 //! as a hole (its kind checked against the target and the place, its value a name or the
 //! stencil's own code, cold part or data), then names turned into indices.
 
+use super::lengthen::Lengthened;
 use super::{
     emit_width, external, offset_addend, place, reloc_context, relocs_in, External, Piece, Place,
     RawHole,
@@ -19,6 +20,7 @@ pub(super) fn collect_holes(
     obj: &ParsedObject,
     opts: &ReadOptions,
     pieces: &[Piece],
+    lengthened: Option<&Lengthened>,
     ordered: &[usize],
     data_at: &BTreeMap<usize, u64>,
 ) -> Result<Vec<RawHole>, ObjectError> {
@@ -39,7 +41,10 @@ pub(super) fn collect_holes(
                 opts,
                 pieces,
                 data_at,
-                (Section::Code, piece.at + (r.offset - piece.start)),
+                (
+                    Section::Code,
+                    piece.at + Lengthened::piece_offset(lengthened, piece, r.offset),
+                ),
                 piece.section,
                 r,
             )?);

@@ -1,32 +1,49 @@
-//! The cold tail of an AArch64 stencil in a format without split sections (COFF, Mach-O,
-//! where LLVM 19's machine function splitter cannot run): the layout pass puts the blocks
-//! that cannot reach the continuation last (`layout::ColdLayout::Tail`), so the hot path
-//! ends with the function's last continuation jump; what follows it is moved into the
-//! stencil's cold part, as the splitter's `<op>.cold` is on ELF.
+//! The cold tail of a stencil in a format without split sections (COFF, Mach-O, where LLVM
+//! 19's machine function splitter cannot run): the layout pass puts the blocks that cannot
+//! reach the continuation last (`layout::Cold::Tail`), so the hot path ends with the
+//! function's last continuation jump; what follows it is moved into the stencil's cold
+//! part, as the splitter's `<op>.cold` is on ELF.
 //!
 //! The assembler resolved the branches between the two without relocations; each one that
 //! crosses the split becomes a hole (a [`HoleValue::Cold`] branch from the hot part, a
-//! [`HoleValue::Code`] branch back from the tail), decoded by `cpjit_isa::aarch64`. A
-//! function with anything else that could refer across the split (a pc-relative load or
-//! address without a relocation, a relocation against the function itself) is not split.
+//! [`HoleValue::Code`] branch back from the tail), decoded by `cpjit_isa`. On x86-64 those
+//! branches are first lengthened to `rel32` ([`lengthen`]), since a `rel8` cannot reach a
+//! cold part laid after the trace. A function with anything else that could refer across
+//! the split (a pc-relative load or address without a relocation, a relocation against the
+//! function itself) is not split.
 
-use cpjit_isa::aarch64;
-use cpjit_model::{HoleKind, HoleValue, Section};
+use cpjit_isa::{aarch64, continuation_jump, x86_64};
+use cpjit_model::{Arch, HoleKind, HoleValue, Section};
 
+use super::lengthen::{lengthen, Lengthened};
 use super::{external, place, relocs_in, External, Piece, Place, RawHole};
 use crate::object::error::ObjectError;
-use crate::object::parsed::ParsedObject;
+use crate::object::parsed::{ParsedObject, ParsedReloc, SectionKind};
 use crate::object::ReadOptions;
 
-/// Where the function `piece` splits: just after its last continuation jump (`b` to
-/// `<prefix>CONTINUE`), if code follows it and nothing refers across the split but direct
-/// branches.
-pub(super) fn split_point(obj: &ParsedObject, opts: &ReadOptions, piece: &Piece) -> Option<u64> {
+/// Where a function splits, and on x86-64 its code with the crossing branches lengthened.
+pub(super) struct Split {
+    /// The old section offset of the tail's first byte.
+    pub at: u64,
+    pub lengthened: Option<Lengthened>,
+}
+
+/// Where the function `piece` splits: just after its last continuation jump, if code (not
+/// only padding) follows it and nothing refers across the split but direct branches.
+pub(super) fn split_point(obj: &ParsedObject, opts: &ReadOptions, piece: &Piece) -> Option<Split> {
     let section = &obj.sections[piece.section];
     let word = |at: u64| aarch64::read_insn(&section.bytes, at);
-    let jump = relocs_in(obj, piece.section, piece.start, piece.end)
-        .filter(|r| matches!(r.kind, Ok(HoleKind::Aarch64Branch26)) && r.addend == 0)
-        .filter(|r| word(r.offset).is_some_and(aarch64::is_b))
+    let jump = continuation_jump(opts.arch);
+    let is_jump = |at: u64| match opts.arch {
+        Arch::Aarch64 => word(at).is_some_and(aarch64::is_b),
+        Arch::X86_64 => at
+            .checked_sub(jump.field_offset as u64)
+            .and_then(|op| section.bytes.get(op as usize..at as usize))
+            .is_some_and(|op| op == &jump.bytes[..jump.field_offset]),
+        Arch::Riscv64 => false,
+    };
+    let last = relocs_in(obj, piece.section, piece.start, piece.end)
+        .filter(|r| r.kind == Ok(jump.kind) && r.addend == jump.addend && is_jump(r.offset))
         .filter(|r| match place(obj, r) {
             Ok(Place::External(i)) => {
                 external(&obj.symbols[i].name, opts).is_ok_and(|e| e == External::Continue)
@@ -35,19 +52,45 @@ pub(super) fn split_point(obj: &ParsedObject, opts: &ReadOptions, piece: &Piece)
         })
         .map(|r| r.offset)
         .max()?;
-    let split = jump + 4;
-    if split >= piece.end {
+    let split = last + jump.kind.width() as u64;
+    let rest = section.bytes.get(split as usize..piece.end as usize)?;
+    // A COFF function runs to the next symbol: alignment padding after the jump is no tail.
+    if rest.is_empty() || opts.arch == Arch::X86_64 && x86_64::is_padding(rest) {
         return None;
     }
-    let self_reference = relocs_in(obj, piece.section, piece.start, piece.end).any(|r| {
+    // A reference to the function from itself or from data (a jump table, a table of code
+    // addresses) may point into the tail, or past a lengthened branch.
+    let to_self = |r: &ParsedReloc| {
         matches!(place(obj, r), Ok(Place::Function(s, start, _))
             if (s, start) == (piece.section, piece.start))
-    });
-    let unrelocated_data_reference = (piece.start..piece.end).step_by(4).any(|at| {
-        relocs_in(obj, piece.section, at, at + 4).next().is_none()
-            && word(at).is_some_and(aarch64::is_pc_relative_data)
-    });
-    (!self_reference && !unrelocated_data_reference).then_some(split)
+    };
+    let from_data = obj
+        .sections
+        .iter()
+        .filter(|s| s.kind != SectionKind::Code)
+        .flat_map(|s| &s.relocs);
+    if relocs_in(obj, piece.section, piece.start, piece.end)
+        .chain(from_data)
+        .any(to_self)
+    {
+        return None;
+    }
+    match opts.arch {
+        Arch::X86_64 => lengthen(obj, piece, split).map(|l| Split {
+            at: split,
+            lengthened: Some(l),
+        }),
+        _ => {
+            let unrelocated_data_reference = (piece.start..piece.end).step_by(4).any(|at| {
+                relocs_in(obj, piece.section, at, at + 4).next().is_none()
+                    && word(at).is_some_and(aarch64::is_pc_relative_data)
+            });
+            (!unrelocated_data_reference).then_some(Split {
+                at: split,
+                lengthened: None,
+            })
+        }
+    }
 }
 
 /// The holes of the direct branches between the hot part `pieces[0]` and the tail
@@ -56,43 +99,73 @@ pub(super) fn split_point(obj: &ParsedObject, opts: &ReadOptions, piece: &Piece)
 pub(super) fn crossing_branches(
     obj: &ParsedObject,
     pieces: &[Piece],
+    lengthened: Option<&Lengthened>,
 ) -> Result<Vec<RawHole>, ObjectError> {
     let (hot, tail) = (pieces[0], pieces[1]);
-    let section = &obj.sections[hot.section];
+    // Each unrelocated direct branch: its kind, field (new offset in the function) and
+    // target (the same), with the tail's new start.
+    let (branches, tail_start) = match lengthened {
+        Some(l) => (x86_branches(l), l.relative(tail.start)),
+        None => (aarch64_branches(obj, hot, tail)?, tail.start - hot.start),
+    };
     let mut holes = Vec::new();
-    for piece in [hot, tail] {
-        for at in (piece.start..piece.end).step_by(4) {
-            let Some(insn) = aarch64::read_insn(&section.bytes, at) else {
-                return Err(ObjectError::truncated(
-                    "instruction past the function's end",
-                ));
-            };
-            let Some(kind) = aarch64::branch_kind(insn) else {
-                continue;
-            };
-            if relocs_in(obj, hot.section, at, at + 4).next().is_some() {
-                continue;
-            }
-            let target = at.wrapping_add_signed(aarch64::branch_addend(insn, kind));
-            let (from_tail, to_tail) = (at >= tail.start, target >= tail.start);
-            if from_tail == to_tail || !(hot.start..tail.end).contains(&target) {
-                continue;
-            }
-            let (value, addend) = if to_tail {
-                (HoleValue::Cold, target - tail.start)
-            } else {
-                (HoleValue::Code, target - hot.start)
-            };
-            holes.push((
-                Section::Code,
-                piece.at + (at - piece.start),
-                kind,
-                Err(value),
-                addend as i64,
-            ));
+    for (kind, field, target, addend) in branches {
+        let (from_tail, to_tail) = (field >= tail_start, target >= tail_start);
+        if from_tail == to_tail {
+            continue;
         }
+        let (value, target) = if to_tail {
+            (HoleValue::Cold, target - tail_start)
+        } else {
+            (HoleValue::Code, target)
+        };
+        let at = if from_tail {
+            tail.at + (field - tail_start)
+        } else {
+            hot.at + field
+        };
+        holes.push((Section::Code, at, kind, Err(value), target as i64 + addend));
     }
     Ok(holes)
+}
+
+/// An x86-64 function's direct branches (all crossing ones are `rel32` by now): the rel32
+/// field is the instruction's last four bytes, and the addend is −4 (relative to the field).
+fn x86_branches(l: &Lengthened) -> Vec<(HoleKind, u64, u64, i64)> {
+    l.branches
+        .iter()
+        .filter(|&&(_, len, _)| len > 2)
+        .map(|&(at, len, target)| (HoleKind::X86Branch32, at + len - 4, target, -4))
+        .collect()
+}
+
+/// An AArch64 function's unrelocated branches that stay within it, by offset from `hot`'s
+/// start.
+fn aarch64_branches(
+    obj: &ParsedObject,
+    hot: Piece,
+    tail: Piece,
+) -> Result<Vec<(HoleKind, u64, u64, i64)>, ObjectError> {
+    let section = &obj.sections[hot.section];
+    let mut branches = Vec::new();
+    for at in (hot.start..tail.end).step_by(4) {
+        let Some(insn) = aarch64::read_insn(&section.bytes, at) else {
+            return Err(ObjectError::truncated(
+                "instruction past the function's end",
+            ));
+        };
+        let Some(kind) = aarch64::branch_kind(insn) else {
+            continue;
+        };
+        if relocs_in(obj, hot.section, at, at + 4).next().is_some() {
+            continue;
+        }
+        let target = at.wrapping_add_signed(aarch64::branch_addend(insn, kind));
+        if (hot.start..tail.end).contains(&target) {
+            branches.push((kind, at - hot.start, target - hot.start, 0));
+        }
+    }
+    Ok(branches)
 }
 
 #[cfg(test)]
