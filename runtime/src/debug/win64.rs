@@ -55,10 +55,17 @@ struct Code {
 
 /// The `UNWIND_INFO` (version 1, no handler) that says what `f`'s rows and saves say.
 pub(crate) fn unwind_info(f: &FrameFunction<'_>) -> Result<Vec<u8>, String> {
-    let first = f.rows.first();
-    if first.map(|r| (r.offset, r.cfa_register, r.cfa_offset)) != Some((f.start, RSP, 8)) {
-        return Err("the first row is not the entry state (CFA = rsp + 8)".into());
-    }
+    let Some(first) = f
+        .rows
+        .first()
+        .filter(|r| r.offset == f.start && r.cfa_register == RSP && r.cfa_offset >= 8)
+    else {
+        return Err("the first row is not at the function's start with the CFA on rsp (the entry state CFA = rsp + 8, or a cold tail's body state)".into());
+    };
+    // A cold tail the toolchain moved off its function (COFF hot/cold split) starts in its
+    // function's body state: that state becomes prologue codes at offset 0, the prologue's
+    // size stays 0, and the unwinder applies every code at every address of the piece.
+    let body_state_at_start = first.cfa_offset != 8;
     let is_return_address =
         |s: &&cpjit_model::FrameSave| s.register == RETURN_ADDRESS && s.cfa_offset == 8;
     if let Some(s) = f
@@ -71,7 +78,8 @@ pub(crate) fn unwind_info(f: &FrameFunction<'_>) -> Result<Vec<u8>, String> {
             s.register, s.to
         ));
     }
-    let mut offsets: Vec<u32> = f.rows[1..].iter().map(|r| r.offset).collect();
+    let from_row = if body_state_at_start { 0 } else { 1 };
+    let mut offsets: Vec<u32> = f.rows[from_row..].iter().map(|r| r.offset).collect();
     offsets.extend(
         f.saves
             .iter()
@@ -510,6 +518,29 @@ mod tests {
             saves: &saves[..1],
         };
         assert_eq!(unwind_info(&leaf).unwrap(), [1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn a_cold_tail_in_its_functions_body_state_unwinds_from_its_first_byte() {
+        // A tail at 0x40..0x50 moved off a function that pushed rbx and reserved 8 bytes
+        // (CFA = rsp + 24, rbx at CFA - 16): the whole state as codes at offset 0.
+        let rows = [row(0x40, 7, 24)];
+        let saves = [save(16, 8, 0x40, 0x50), save(3, 16, 0x40, 0x50)];
+        let f = FrameFunction {
+            start: 0x40,
+            end: 0x50,
+            rows: &rows,
+            saves: &saves,
+        };
+        // Prologue size 0, 3 slots: SAVE_NONVOL rbx at rsp + 8 (last first), ALLOC_SMALL 16.
+        assert_eq!(
+            unwind_info(&f).unwrap(),
+            [1, 0, 3, 0, 0, 0x34, 1, 0, 0, 0x12, 0, 0]
+        );
+        // A tail whose CFA is on a frame register is not said this way.
+        let rows = [row(0x40, 6, 24)];
+        let e = unwind_info(&FrameFunction { rows: &rows, ..f }).unwrap_err();
+        assert!(e.contains("first row"), "{e}");
     }
 
     #[test]
