@@ -20,6 +20,8 @@ use std::sync::Arc;
 pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_x86_64_unknown_linux_gnu::SET;
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_aarch64_unknown_linux_gnu::SET;
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_riscv64gc_unknown_linux_gnu::SET;
 
 /// `struct cpjit_frame` of `templates/include/ebpf.h`.
 #[repr(C)]
