@@ -14,7 +14,9 @@ use crate::scan::{word, Scan};
 use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
+use std::any::Any;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`).
 pub(crate) const DST_AT: u8 = 0;
@@ -25,8 +27,9 @@ pub(crate) const IDX: u8 = 4;
 pub(crate) const SITE: u8 = 5;
 pub(crate) const VALUE: u8 = 6;
 pub(crate) const FN: u8 = 7;
+pub(crate) const DATA: u8 = 8;
 /// `PIN0_AT`; slot k's is `PIN_AT + k`.
-pub(crate) const PIN_AT: u8 = 8;
+pub(crate) const PIN_AT: u8 = 9;
 /// How many values an instance's operands are picked from.
 pub(crate) const VALUES: usize = PIN_AT as usize + PINS;
 /// The values an instance's operands are picked from (16: an index masked with 15 needs
@@ -57,6 +60,7 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         "SITE" => SITE,
         "VALUE" => VALUE,
         "FN" => FN,
+        "DATA" => DATA,
         "PIN0_AT" => PIN_AT,
         "PIN1_AT" => PIN_AT + 1,
         "PIN2_AT" => PIN_AT + 2,
@@ -85,7 +89,11 @@ impl Compiler {
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
         let scan = Scan::of(prog, &self.table.rows);
         let (pins, len) = scan.pins();
-        self.emit(prog, helpers, &pins[..len], &scan)
+        let mut slots = slots_of(&pins[..len]);
+        if scan.helper_calls {
+            natural_arguments(&mut slots);
+        }
+        self.emit(prog, helpers, slots, &scan)
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
@@ -103,7 +111,8 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        self.emit(prog, helpers, pins, &Scan::of(prog, &self.table.rows))
+        let scan = Scan::of(prog, &self.table.rows);
+        self.emit(prog, helpers, slots_of(pins), &scan)
     }
 
     /// The stages after the scan.
@@ -111,10 +120,10 @@ impl Compiler {
         &self,
         prog: &[u8],
         helpers: &HashMap<u32, Helper>,
-        pins: &[u8],
+        slots: [u8; PINS],
         scan: &Scan,
     ) -> Result<Compiled, Error> {
-        let mut out = Emit::new(self, prog, pins, scan);
+        let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
         out.push(self.table.enter, None)?;
         let mut i = 0;
@@ -126,7 +135,32 @@ impl Compiler {
             trace: out.trace.finish()?,
             entry,
             pin_at: out.pin_at,
+            _helpers: out.kept,
         })
+    }
+}
+
+/// A slot no register is pinned in (`slots_of`).
+const UNUSED: u8 = u8::MAX;
+
+/// The register of each pinned slot for `pins` by rank ([`SLOT_OF_RANK`]).
+fn slots_of(pins: &[u8]) -> [u8; PINS] {
+    let mut slots = [UNUSED; PINS];
+    for (rank, &r) in pins.iter().enumerate() {
+        slots[SLOT_OF_RANK[rank]] = r;
+    }
+    slots
+}
+
+/// Moves pinned r1, r2 and r3 into the slots of the registers a C call passes them in on
+/// x86-64 (3: rdi, 4: rsi, 2: rdx; elsewhere a move each), swapping with what is there: then
+/// a helper call passes them where they are ([`Emit::lean_call`]). Each swap leaves the
+/// slots placed before it alone (they hold their own registers).
+fn natural_arguments(slots: &mut [u8; PINS]) {
+    for (r, natural) in [(1u8, 3usize), (2, 4), (3, 2)] {
+        if let Some(k) = slots.iter().position(|&x| x == r) {
+            slots.swap(k, natural);
+        }
     }
 }
 
@@ -152,11 +186,13 @@ struct Emit<'a, 'j> {
     faults: Vec<Fault>,
     /// Each local call's return site.
     sites: Vec<usize>,
+    /// The state of the helpers with state the trace calls.
+    kept: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 impl<'a, 'j> Emit<'a, 'j> {
     /// The places of the registers and where the instances after the program go.
-    fn new(c: &'j Compiler, prog: &'a [u8], pins: &[u8], scan: &'a Scan) -> Emit<'a, 'j>
+    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Scan) -> Emit<'a, 'j>
     where
         'j: 'a,
     {
@@ -164,10 +200,11 @@ impl<'a, 'j> Emit<'a, 'j> {
         let mut place = [FRAME as u8; 16];
         // Unused slots live in the scratch word r[11].
         let mut pin_at = [11 * 8; PINS];
-        for (rank, &r) in pins.iter().enumerate() {
-            let k = SLOT_OF_RANK[rank];
-            place[usize::from(r)] = k as u8;
-            pin_at[k] = u64::from(r) * 8;
+        for (k, &r) in slots.iter().enumerate() {
+            if r != UNUSED {
+                place[usize::from(r)] = k as u8;
+                pin_at[k] = u64::from(r) * 8;
+            }
         }
         let mut v = [0; 16];
         v[usize::from(PIN_AT)..VALUES].copy_from_slice(&pin_at);
@@ -189,6 +226,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             faults_at: returns + chain,
             faults: Vec::with_capacity(scan.accesses),
             sites: Vec::with_capacity(scan.calls),
+            kept: Vec::new(),
         }
     }
 
@@ -328,12 +366,15 @@ impl<'a, 'j> Emit<'a, 'j> {
         let (src, imm) = ((w >> 12) & 15, (w >> 32) as i32);
         if src == 0 {
             return match helpers.get(&(imm as u32)) {
-                Some(&h) => {
-                    self.v[usize::from(FN)] = h as usize as u64;
-                    let members = if self.lean_call(i) {
-                        &self.table.call_lean
-                    } else {
-                        &self.table.call_helper
+                Some(h) => {
+                    self.v[usize::from(FN)] = h.call as usize as u64;
+                    self.v[usize::from(DATA)] = h.data as u64;
+                    if let Some(owner) = h.owner() {
+                        self.kept.push(owner.clone());
+                    }
+                    let members = match self.lean_call(i) {
+                        Some(args) => &self.table.call_lean[args],
+                        None => &self.table.call_helper,
                     };
                     self.push(members[d][s], None)
                 }
@@ -347,19 +388,23 @@ impl<'a, 'j> Emit<'a, 'j> {
     }
 
     /// Whether helper call `i` may be the lean member (family `call`, templates/families/
-    /// ops.c): slots 0 and 1 hold none of its arguments r2..r5 (it does not store them for
-    /// the frame reads), and the registers in slots 2..4 but r0, which it does not keep, are
-    /// dead after it ([`Emit::dead_after`]).
-    fn lean_call(&self, i: usize) -> bool {
+    /// ops.c), and which (its ARGS): each of r2..r5 lives in the frame or in the slot of its
+    /// argument register (r2 in slot 4: bit 0, r3 in slot 2: bit 1), and the registers in
+    /// slots 2..4 but r0, which it does not keep, are dead after it ([`Emit::dead_after`]).
+    fn lean_call(&self, i: usize) -> Option<usize> {
+        let mut args = 0;
+        for (r, natural, bit) in [(2, 4, 1), (3, 2, 2), (4, PINS, 0), (5, PINS, 0)] {
+            match usize::from(self.place[r]) {
+                FRAME => {}
+                k if k == natural => args |= bit,
+                _ => return None,
+            }
+        }
         // The register in slot k (11, the scratch word, if none).
         let reg = |k: usize| self.pin_at[k] / 8;
-        const ARGS: u16 = 0b11_1100; // r2..r5
-        if (0..2).any(|k| ARGS >> reg(k) & 1 != 0) {
-            return false;
-        }
         const R1_R10: u16 = 0b111_1111_1110;
         let kept = (2..PINS).fold(0u16, |m, k| m | 1 << reg(k)) & R1_R10;
-        kept == 0 || self.dead_after(i + 1, kept)
+        (kept == 0 || self.dead_after(i + 1, kept)).then_some(args)
     }
 
     /// Whether no register of `live` (a bit per register) is read before it is written on

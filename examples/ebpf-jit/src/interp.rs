@@ -224,7 +224,7 @@ pub fn run(
                 let h = helpers
                     .get(&id)
                     .ok_or(Error::UnknownHelper { insn: i, id })?;
-                reg[0] = h(reg[1], reg[2], reg[3], reg[4], reg[5]);
+                reg[0] = h.call(reg[1], reg[2], reg[3], reg[4], reg[5]);
             }
             Kind::Call => {
                 if calls.len() >= MAX_CALL_DEPTH {

@@ -8,16 +8,20 @@
 
 use crate::insn::STACK_SIZE;
 use crate::table::{Table, PINS};
-use crate::{Error, Helper};
+use crate::Error;
 use cpjit_runtime::model::StencilSet;
 use cpjit_runtime::{InstanceId, Jit, JitOptions, Trace};
+use std::any::Any;
 use std::ffi::c_void;
+use std::sync::Arc;
 
 /// The generated stencil set this process can run.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_x86_64_unknown_linux_gnu::SET;
 #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
 pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_aarch64_unknown_linux_gnu::SET;
+#[cfg(all(target_arch = "riscv64", target_os = "linux"))]
+pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_riscv64gc_unknown_linux_gnu::SET;
 
 /// `struct cpjit_frame` of `templates/include/ebpf.h`.
 #[repr(C)]
@@ -36,21 +40,9 @@ struct Frame {
     pin_at: [u64; PINS],
 }
 
-/// `uint64_t ebpf_call_helper(uint64_t r1, .., uint64_t r5, uint64_t fn)`: r0 = fn(r1, .., r5)
-/// (the helper has Rust's ABI, which C cannot call; with the arguments already where it
-/// takes them, this compiles to a jump).
-extern "C" fn ebpf_call_helper(r1: u64, r2: u64, r3: u64, r4: u64, r5: u64, helper: u64) -> u64 {
-    // SAFETY: `helper` is a `Helper` the compiler put into the trace as an operand
-    // (`Compiler::compile_pinned`); fn pointers and usize have the same size.
-    let helper: Helper = unsafe { std::mem::transmute::<usize, Helper>(helper as usize) };
-    helper(r1, r2, r3, r4, r5)
-}
-
-/// The helpers the template set may call (`allowed_symbols` in its manifest).
-fn resolve(symbol: &str) -> Option<u64> {
-    (symbol == "ebpf_call_helper").then_some(
-        ebpf_call_helper as extern "C" fn(u64, u64, u64, u64, u64, u64) -> u64 as usize as u64,
-    )
+/// The symbols the template set may call: none (helpers are operands, `crate::Helper`).
+fn resolve(_: &str) -> Option<u64> {
+    None
 }
 
 /// The slot of the pinned register of each rank (`Compiler::compile_pinned`): slot 2 (c2,
@@ -71,6 +63,8 @@ pub struct Compiled {
     pub(crate) entry: InstanceId,
     /// Where each pinned slot's register lives (the frame's `pin_at`).
     pub(crate) pin_at: [u64; PINS],
+    /// The state of the helpers with state that the trace calls (it holds pointers to it).
+    pub(crate) _helpers: Vec<Arc<dyn Any + Send + Sync>>,
 }
 
 impl Compiler {

@@ -9,6 +9,7 @@
 
 pub mod cli;
 mod emit;
+mod helper;
 mod insn;
 mod interp;
 mod jit;
@@ -16,6 +17,7 @@ mod scan;
 mod table;
 mod verifier;
 
+pub use helper::Helper;
 pub use insn::{
     decode, encode_kind, insn, AluOp, Cond, Insn, Kind, Width, INSN_SIZE,
     LOCAL_FUNCTION_STACK_SIZE, MAX_CALL_DEPTH, PROG_MAX_INSNS, STACK_SIZE,
@@ -24,9 +26,6 @@ pub use jit::{Compiled, Compiler, HOST_SET};
 
 use std::collections::HashMap;
 use std::fmt;
-
-/// A helper: rbpf's `fn(r1, r2, r3, r4, r5) -> r0`.
-pub type Helper = fn(u64, u64, u64, u64, u64) -> u64;
 
 /// Why a program was refused or stopped.
 #[derive(Debug)]
@@ -172,10 +171,14 @@ impl EbpfVm {
         })
     }
 
-    /// Registers helper `id` (replacing one of the same id). Register helpers before
-    /// compiling: a compiled trace calls the helpers registered when it was compiled.
-    pub fn register_helper(&mut self, id: u32, helper: Helper) {
-        self.helpers.insert(id, helper);
+    /// Registers helper `id` (replacing one of the same id): rbpf's `fn(r1, .., r5) -> r0`
+    /// or a closure of that shape. Register helpers before compiling: a compiled trace
+    /// calls the helpers registered when it was compiled.
+    pub fn register_helper<F>(&mut self, id: u32, helper: F)
+    where
+        F: Fn(u64, u64, u64, u64, u64) -> u64 + Send + Sync + 'static,
+    {
+        self.helpers.insert(id, Helper::new(helper));
     }
 
     /// The program's bytecode.

@@ -26,6 +26,8 @@ pub(crate) struct Scan {
     pub uses: [u64; 16],
     /// How many local calls (one `op_ret_case` each).
     pub calls: usize,
+    /// Whether it calls a helper (the compiler then pins r1..r3 where a C call takes them).
+    pub helper_calls: bool,
     /// How many LDX, ST and STX (one fault exit each).
     pub accesses: usize,
     /// The instructions local calls go to (empty without local calls).
@@ -47,6 +49,7 @@ impl Scan {
         let mut scan = Scan {
             uses: [0; 16],
             calls: 0,
+            helper_calls: false,
             accesses: 0,
             call_targets: Vec::new(),
         };
@@ -109,6 +112,7 @@ impl Scan {
                     self.call_targets
                         .push((i as i64 + 1 + i64::from(imm)) as usize);
                 }
+                Action::Call if (w >> 12) & 15 == 0 => self.helper_calls = true,
                 _ => {}
             }
             i += 1;

@@ -142,9 +142,9 @@ pub(crate) struct Table {
     pub end: [[[u16; PLACES]; 3]; 2],
     /// `[place of r0][place of r1]`.
     pub call_helper: [[u16; PLACES]; PLACES],
-    /// The same without keeping the slots a C call clobbers (family `call`, see
+    /// `[ARGS]` the same storing and loading nothing (family `call`, see
     /// `emit::Emit::lean_call`).
-    pub call_lean: [[u16; PLACES]; PLACES],
+    pub call_lean: [[[u16; PLACES]; PLACES]; LEAN_ARGS],
     /// By the place of the base register.
     pub oob_load: [u16; PLACES],
     pub oob_store: [u16; PLACES],
@@ -304,6 +304,16 @@ fn member(name: &str) -> Option<(&str, usize, usize)> {
     }
 }
 
+/// How many lean helper-call members per place of r0 and r1 (family `call`'s ARGS).
+pub(crate) const LEAN_ARGS: usize = 4;
+
+/// A member of family `call`, `op_call_helper_3_<D>_<S>_args<ARGS>`: ARGS and the member.
+fn lean_member(name: &str) -> Option<(usize, (&str, usize, usize))> {
+    let (rest, args) = name.rsplit_once("_args")?;
+    let args = args.parse::<usize>().ok().filter(|&a| a < LEAN_ARGS)?;
+    Some((args, member(rest)?))
+}
+
 fn missing(name: impl Into<String>) -> Error {
     Error::Jit(cpjit_runtime::Error::UnknownStencilName { name: name.into() })
 }
@@ -329,8 +339,8 @@ impl Table {
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
                 .push(operands(s.name, s.operands, !s.targets.is_empty())?);
-            if let Some((_, d, p)) = s.name.strip_suffix("_lean1").and_then(member) {
-                t.call_lean[d][p] = i as u16;
+            if let Some((args, (_, d, p))) = lean_member(s.name) {
+                t.call_lean[args][d][p] = i as u16;
                 continue;
             }
             let Some((elem, d, p)) = member(s.name) else {
@@ -382,7 +392,7 @@ impl Table {
             operands: Vec::new(),
             end: [[[NONE; PLACES]; 3]; 2],
             call_helper: [[NONE; PLACES]; PLACES],
-            call_lean: [[NONE; PLACES]; PLACES],
+            call_lean: [[[NONE; PLACES]; PLACES]; LEAN_ARGS],
             oob_load: [NONE; PLACES],
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
@@ -426,7 +436,7 @@ impl Table {
         let tables = [
             self.end.as_flattened().as_flattened(),
             self.call_helper.as_flattened(),
-            self.call_lean.as_flattened(),
+            self.call_lean.as_flattened().as_flattened(),
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
@@ -484,5 +494,11 @@ mod tests {
         assert_eq!(member("op_ja"), None);
         assert_eq!(member("op_add64_imm_3_9"), None);
         assert_eq!(member("ebpf_entry"), None);
+        assert_eq!(
+            lean_member("op_call_helper_3_1_3_args2"),
+            Some((2, ("call_helper", 1, 3)))
+        );
+        assert_eq!(lean_member("op_call_helper_3_1_3_args4"), None);
+        assert_eq!(lean_member("op_call_helper_3_1_3"), None);
     }
 }

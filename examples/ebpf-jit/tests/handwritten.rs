@@ -588,7 +588,9 @@ fn helper_calls_with_r0_and_r1_in_every_place() {
     let mut vm = ebpf_jit::EbpfVm::new(&prog).unwrap();
     vm.register_helper(1, all_args);
     let expected = vm.interpret(&mut []).unwrap();
-    let helpers = [(1u32, all_args as ebpf_jit::Helper)].into_iter().collect();
+    let helpers = [(1u32, ebpf_jit::Helper::new(all_args))]
+        .into_iter()
+        .collect();
     // The rank whose register goes to slot k (the inverse of src/jit.rs's SLOT_OF_RANK).
     const RANK_OF_SLOT: [usize; 5] = [0, 1, 4, 2, 3];
     let mut combinations = 0;
@@ -618,58 +620,110 @@ fn helper_calls_with_r0_and_r1_in_every_place() {
     assert_eq!(combinations, 31);
 }
 
-/// A helper call after which the registers in the slots a C call clobbers (2, 3, 4) are
-/// dead (written before they are read on every path) takes the lean member, which does not
-/// keep them: in the bench's helper loop (r2 = r6; call; r1 = r0; r6 -= 1), the result is the
-/// interpreter's with either member, and the compiler takes the lean one exactly where it
+/// A helper call whose arguments r2..r5 live in the frame or in the slots of their x86-64
+/// argument registers (r2 in slot 4, r3 in slot 2) and after which the registers in the slots
+/// a C call clobbers (2, 3, 4) are dead (written before they are read on every path) takes a
+/// lean member, which stores and loads nothing: in the bench's helper loop (r2 = r6; call;
+/// r1 = r0; r6 -= 1) and one that also passes r3, the result is the interpreter's with
+/// either member, and the compiler takes the lean one, with the right ARGS, exactly where it
 /// may (pins by rank; the rank's slot is src/jit.rs's SLOT_OF_RANK, [0, 1, 3, 4, 2]).
 #[test]
 fn lean_helper_calls_keep_only_what_is_read_after_them() {
     fn mix(a: u64, b: u64, c: u64, d: u64, e: u64) -> u64 {
         a.wrapping_mul(0x9e37_79b9) ^ b ^ c.rotate_left(7) ^ d.rotate_left(17) ^ e
     }
-    let mut p = Asm::new();
-    p.mov64(6, Src::Imm(40))
-        .mov64(1, Src::Imm(5))
-        .mov64(3, Src::Imm(33))
-        .mov64(2, Src::Reg(6))
-        .call(1)
-        .mov64(1, Src::Reg(0))
-        .alu(AluOp::Sub, true, 6, Src::Imm(1))
-        .jmp(Cond::Ne, true, 6, Src::Imm(0), -5)
-        .exit();
-    let prog = p.bytes();
-    let mut vm = ebpf_jit::EbpfVm::new(&prog).unwrap();
-    vm.register_helper(1, mix);
-    let expected = vm.interpret(&mut []).unwrap();
-    let helpers = [(1u32, mix as ebpf_jit::Helper)].into_iter().collect();
+    // r3 is set once (read by every call) or per iteration (dead after each call).
+    let program = |r3_per_iteration: bool| {
+        let mut p = Asm::new();
+        p.mov64(6, Src::Imm(40))
+            .mov64(1, Src::Imm(5))
+            .mov64(3, Src::Imm(33));
+        p.mov64(2, Src::Reg(6));
+        if r3_per_iteration {
+            p.mov64(3, Src::Reg(6))
+                .alu(AluOp::Xor, true, 3, Src::Imm(7));
+        }
+        let back = if r3_per_iteration { -7 } else { -5 };
+        p.call(1)
+            .mov64(1, Src::Reg(0))
+            .alu(AluOp::Sub, true, 6, Src::Imm(1))
+            .jmp(Cond::Ne, true, 6, Src::Imm(0), back)
+            .exit();
+        p.bytes()
+    };
+    let helpers = [(1u32, ebpf_jit::Helper::new(mix))].into_iter().collect();
     let options = cpjit_runtime::JitOptions {
         listing: true,
         ..ebpf_jit::Compiler::default_options()
     };
     let listed = ebpf_jit::Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap();
-    let cases: [(&[u8], bool); 8] = [
-        // Slots 2..4 hold r7 (never read), r1 and r2 (written first), or r0 (the result).
-        (&[6, 0, 1, 2, 7], true),
-        (&[6, 7, 0, 1, 2], true),
-        (&[0, 6, 2, 1], true),
-        (&[], true),
-        // An argument r2..r5 in slot 0 or 1, or r3 (read by the next call) or r6 (read by
-        // the SUB) in slots 2..4.
-        (&[3, 6, 0, 1, 2], false),
-        (&[6, 0, 3, 1, 2], false),
-        (&[1, 0, 6, 2], false),
-        (&[0, 1, 2, 6, 3], false),
+    let cases: [(bool, &[u8], Option<u8>); 12] = [
+        // Slots 2..4 hold r7 (never read), r1 and r2 (written first) or r0 (the result); r2
+        // in slot 4, r3 in the frame or slot 2.
+        (false, &[6, 0, 1, 2, 7], Some(1)),
+        (false, &[6, 0, 1, 2], Some(1)),
+        (false, &[6, 0, 1], Some(0)),
+        (false, &[], Some(0)),
+        (true, &[6, 0, 1, 2, 3], Some(3)),
+        (true, &[6, 0, 7, 1, 3], Some(2)),
+        // An argument r2..r5 in a slot not its own, or r3 (read by the next call) or r6 (read
+        // by the SUB) in slots 2..4.
+        (false, &[6, 7, 0, 1, 2], None),
+        (false, &[3, 6, 0, 1, 2], None),
+        (false, &[6, 0, 1, 2, 3], None),
+        (false, &[1, 0, 6, 2], None),
+        (false, &[0, 1, 2, 6, 3], None),
+        (true, &[6, 0, 3, 1], None),
     ];
-    for (pins, lean) in cases {
+    for (r3_per_iteration, pins, lean) in cases {
+        let prog = program(r3_per_iteration);
+        let mut vm = ebpf_jit::EbpfVm::new(&prog).unwrap();
+        vm.register_helper(1, mix);
+        let expected = vm.interpret(&mut []).unwrap();
         let compiled = listed.compile_pinned(&prog, &helpers, pins).unwrap();
         let r0 = compiled.run(&mut [], &mut []).unwrap();
         assert_eq!(r0, expected, "pins {pins:?}");
         let listing = compiled.listing().unwrap();
-        assert_eq!(
-            listing.contains("_lean1"),
-            lean,
-            "pins {pins:?}:\n{listing}"
-        );
+        let args = (0..4u8).find(|a| listing.contains(&format!("_args{a} ")));
+        assert_eq!(args, lean, "pins {pins:?}:\n{listing}");
     }
+}
+
+/// Helpers of every kind the API takes run the same in the JIT and the interpreter: a `fn`
+/// item and a closure that captures nothing (zero-sized: no allocation), a `fn` pointer and a
+/// closure with state (kept alive by the compiled program after the VM's own copy is
+/// replaced).
+#[test]
+fn helpers_of_every_kind() {
+    fn add(a: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
+        a.wrapping_add(b)
+    }
+    let mut p = Asm::new();
+    p.mov64(1, Src::Imm(3)).mov64(2, Src::Imm(4)).call(1).exit();
+    let prog = p.bytes();
+    let offset = std::sync::Arc::new(1000u64);
+    let with_state = {
+        let offset = offset.clone();
+        move |a: u64, b: u64, _: u64, _: u64, _: u64| a * b + *offset
+    };
+    let pointer: HelperFn = add;
+    let run = |register: &dyn Fn(&mut ebpf_jit::EbpfVm), expected: u64| {
+        let mut vm = ebpf_jit::EbpfVm::new(&prog).unwrap();
+        register(&mut vm);
+        assert_eq!(vm.interpret(&mut []).unwrap(), expected);
+        vm.jit_compile_with(compiler()).unwrap();
+        // The trace keeps what it calls: replacing the VM's helper frees nothing it needs.
+        vm.register_helper(1, add);
+        assert_eq!(vm.execute_jit(&mut []).unwrap(), expected);
+        std::sync::Arc::strong_count(&offset)
+    };
+    run(&|vm| vm.register_helper(1, add), 7);
+    run(&|vm| vm.register_helper(1, |a, b, _, _, _| a * b), 12);
+    run(&|vm| vm.register_helper(1, pointer), 7);
+    // `offset`, `with_state` and the copy the trace holds.
+    assert_eq!(
+        run(&|vm| vm.register_helper(1, with_state.clone()), 1012),
+        3
+    );
+    assert_eq!(std::sync::Arc::strong_count(&offset), 2);
 }

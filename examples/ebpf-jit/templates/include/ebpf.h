@@ -53,12 +53,12 @@ struct cpjit_frame {
 #define EBPF_FELL_OFF 5
 #define EBPF_INVALID 6
 
-/* Calls the helper `fn` (a Rust `fn(u64, u64, u64, u64, u64) -> u64`) with r1..r5 and
- * returns its result, r0: arguments and result in registers, so that a value a loop passes
- * through a helper (r1 in, r0 out) does not go through the frame. r1..r5 come first, in the
- * registers the helper takes them in (x86-64: rdi, rsi, rdx, rcx, r8), so r1 pinned in p0
- * (rdi) needs no move and the trampoline only jumps to `fn`. */
-extern uint64_t ebpf_call_helper(uint64_t r1, uint64_t r2, uint64_t r3, uint64_t r4,
-                                 uint64_t r5, uint64_t fn);
+/* A helper as the trace calls it (src/lib.rs, `Helper`): a C-ABI function, one per Rust
+ * helper type with the helper's body inlined, taking r1..r5 in the registers a C call passes
+ * them in (x86-64: rdi, rsi, rdx, rcx, r8) and the helper's state, returning r0. Called
+ * directly: r1 pinned in p0 (rdi) and r2 in p1 (rsi) need no move, and there is no
+ * trampoline between the trace and the helper. */
+typedef uint64_t ebpf_helper_fn(uint64_t r1, uint64_t r2, uint64_t r3, uint64_t r4,
+                                uint64_t r5, const void *data);
 
 #endif /* EBPF_H */

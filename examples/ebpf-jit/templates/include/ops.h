@@ -27,6 +27,7 @@ CPJIT_DECLARE_NARROW(PIN3_AT, u16);
 CPJIT_DECLARE_NARROW(PIN4_AT, u16);
 CPJIT_DECLARE_OPERAND(VALUE);
 CPJIT_DECLARE_OPERAND(FN);
+CPJIT_DECLARE_OPERAND(DATA);
 CPJIT_DECLARE_TARGET(JUMP);
 
 /* A byte offset in the frame. On x86-64 ELF the operand's symbol address is the offset
@@ -104,6 +105,11 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
     s.p0 = FRAME_AT(PIN3_AT);                                                \
     s.p1 = FRAME_AT(PIN4_AT);                                                \
   } while (0)
+
+/* r0 = the helper (operands FN, its C-ABI function, and DATA, its state) of r1..r5. */
+#define CALL_HELPER(R1, R2, R3, R4, R5)                                      \
+  ((ebpf_helper_fn *)CPJIT_OPERAND(FN))(R1, R2, R3, R4, R5,                  \
+                                        (const void *)CPJIT_OPERAND(DATA))
 
 /* Leaves the trace with an error status (no register is needed afterwards). */
 #define FAULT(STATUS, ADDR, LEN)                                             \

@@ -17,7 +17,9 @@ pub fn helper_popcount(_: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
 pub fn helper_sub(_: u64, b: u64, c: u64, _: u64, _: u64) -> u64 {
     b.wrapping_sub(c)
 }
-pub const HELPERS: [(u32, ebpf_jit::Helper); 3] =
+/// rbpf's helper type (this crate's `register_helper` takes these and closures).
+pub type HelperFn = fn(u64, u64, u64, u64, u64) -> u64;
+pub const HELPERS: [(u32, HelperFn); 3] =
     [(1, helper_mix), (2, helper_popcount), (0x10000, helper_sub)];
 /// An id neither side registers.
 pub const UNKNOWN_HELPER: u32 = 99;
@@ -147,7 +149,10 @@ pub fn run_ours(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, jit: bool) -> Out
 pub fn run_pinned(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, pins: &[u8]) -> Outcome {
     let (mut mem_guarded, mut mb_guarded) = (Guarded::new(mem), Guarded::new(mbuff.unwrap_or(&[])));
     let (mem, mb) = (mem_guarded.region(), mb_guarded.region());
-    let helpers = HELPERS.iter().copied().collect();
+    let helpers = HELPERS
+        .iter()
+        .map(|&(id, h)| (id, ebpf_jit::Helper::new(h)))
+        .collect();
     let result = ebpf_jit::verify(prog)
         .and_then(|()| compiler().compile_pinned(prog, &helpers, pins))
         .and_then(|c| c.run(mem, mb));

@@ -1,0 +1,87 @@
+//! Helpers as the trace calls them. rbpf's helpers are Rust `fn(r1, .., r5) -> r0`s, whose
+//! ABI C cannot call; a trace's call op calls a C-ABI function directly instead, made here
+//! once per helper *type* ([`Helper::new`], a generic function): for a `fn` item or a closure
+//! the helper's body is inlined into it, so a call from the trace is one direct `call`
+//! (rbpf's JIT: `movabs`, indirect `call` of the Rust `fn`). Before, one C-ABI trampoline
+//! jumped to the `fn` pointer: a call and an indirect jump per helper call.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// `ebpf_helper_fn` of templates/include/ebpf.h: r0 = helper(r1, .., r5), with the helper's
+/// state last.
+pub(crate) type HelperCall = extern "C" fn(u64, u64, u64, u64, u64, *const c_void) -> u64;
+
+/// A helper: rbpf's `fn(r1, r2, r3, r4, r5) -> r0`, or any closure of that shape
+/// ([`Helper::new`]; [`crate::EbpfVm::register_helper`] makes one).
+#[derive(Clone)]
+pub struct Helper {
+    pub(crate) call: HelperCall,
+    /// The helper's state, as `call` reads it.
+    pub(crate) data: *const c_void,
+    /// Keeps a helper with state alive (a `fn` pointer, a closure that captures); `None` for
+    /// a zero-sized one (a `fn` item, a closure that captures nothing): no allocation.
+    owner: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+// SAFETY: `data` points into `owner` (which is Send + Sync) or at a zero-sized helper, which
+// has no bytes to share; `Helper::new` requires the helper itself to be Send + Sync.
+unsafe impl Send for Helper {}
+// SAFETY: as for Send; `call` only reads through `data` (`Fn` takes `&self`).
+unsafe impl Sync for Helper {}
+
+impl Helper {
+    /// The helper `f`.
+    pub fn new<F>(f: F) -> Helper
+    where
+        F: Fn(u64, u64, u64, u64, u64) -> u64 + Send + Sync + 'static,
+    {
+        extern "C" fn call<F: Fn(u64, u64, u64, u64, u64) -> u64>(
+            r1: u64,
+            r2: u64,
+            r3: u64,
+            r4: u64,
+            r5: u64,
+            data: *const c_void,
+        ) -> u64 {
+            // SAFETY: `data` is the `F` that `Helper::new::<F>` paired with this function,
+            // alive as long as any `Helper` (and so any trace) holds it.
+            let f = unsafe { &*data.cast::<F>() };
+            f(r1, r2, r3, r4, r5)
+        }
+        if std::mem::size_of::<F>() == 0 {
+            // A box of a zero-sized value allocates nothing; leaking it gives a pointer that
+            // stays valid (for zero bytes) forever.
+            let f: &'static F = Box::leak(Box::new(f));
+            Helper {
+                call: call::<F>,
+                data: (f as *const F).cast(),
+                owner: None,
+            }
+        } else {
+            let owner = Arc::new(f);
+            Helper {
+                call: call::<F>,
+                data: Arc::as_ptr(&owner).cast(),
+                owner: Some(owner),
+            }
+        }
+    }
+
+    /// r0 = the helper of r1..r5 (the interpreter's call).
+    pub fn call(&self, r1: u64, r2: u64, r3: u64, r4: u64, r5: u64) -> u64 {
+        (self.call)(r1, r2, r3, r4, r5, self.data)
+    }
+
+    /// What keeps the helper alive while a trace may call it, if it needs keeping.
+    pub(crate) fn owner(&self) -> Option<&Arc<dyn Any + Send + Sync>> {
+        self.owner.as_ref()
+    }
+}
+
+impl std::fmt::Debug for Helper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Helper({:p})", self.call as *const ())
+    }
+}
