@@ -302,11 +302,11 @@ impl Backend {
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
             let u = inst.operand_source(trace, &mut glue);
-            let n_operands = plan.operands_of(u, &mut operands)?;
             let n_targets = match inst.uop {
                 Some(_) => plan.n_targets as usize,
                 None => 0,
             };
+            let n_operands = plan.operands_of(u, &mut operands)?;
             for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
                 *target = Target::Instance(lowering.jump_target(*jump, u).instance());
             }
