@@ -298,7 +298,6 @@ impl Backend {
         for inst in &lowering.instances {
             let index = inst.stencil;
             let plan = &self.plans[index];
-            let n_operands = plan.operand_count()?;
             // A spill has no micro-op; PIN and UNPIN name their local like LOAD does; LINK
             // reads its exit's pinned link slot, the word after the one `EXIT_TRACE` reads
             // (`EXIT_TRACE`'s second operand, [`PINNED_LINK_OFFSET`]).
@@ -307,14 +306,7 @@ impl Backend {
                 Some(_) => plan.n_targets as usize,
                 None => 0,
             };
-            for (value, operand) in operands.iter_mut().zip(&plan.operands[..n_operands]) {
-                *value = operand.value(u).ok_or_else(|| {
-                    format!(
-                        "stencil {}: a local's offset overflows (operands {}, {})",
-                        plan.name, u.arg0, u.arg1
-                    )
-                })?;
-            }
+            let n_operands = plan.operands_of(u, &mut operands)?;
             for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
                 *target = Target::Instance(lowering.jump_target(*jump, u).instance());
             }

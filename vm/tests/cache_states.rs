@@ -8,7 +8,7 @@ use crate::common;
 
 use common::{eager, example, gen, record, Recorder};
 use cpjit_vm::cached::CacheState;
-use cpjit_vm::jit::{LoweredId, Lowering};
+use cpjit_vm::jit::{Backend, LoweredId, Lowering};
 use cpjit_vm::{Config, Mode};
 
 #[test]
@@ -332,4 +332,66 @@ fn a_member_compiled_for_one_copy_depth_runs_only_that_depth() {
     deeper.uops[lowering.instances[k].uop.unwrap()].arg0 = depth + 1;
     let err = backend.check_cache_states(&deeper, lowering).unwrap_err();
     assert!(err.contains("does not run micro-op"), "{err}");
+}
+
+/// The compile pushes each instance as it is lowered (jumps and exits to stubs not lowered
+/// yet through the kit's labels): the stitched trace's instances are the lowering's, in
+/// order, each of its jump targets the instance the lowering says (read from the runtime's
+/// listing: every instance's stencil and every patched jump hole's instance).
+#[test]
+fn the_stitched_instances_and_jumps_are_the_lowerings() {
+    let compiler = Recorder::new();
+    for name in ["nbody", "calls", "collatz", "sum", "sieve"] {
+        compiler.run(&example(name, "vm"), eager(Mode::Jit));
+    }
+    let options = cpjit_runtime::JitOptions {
+        listing: true,
+        ..Default::default()
+    };
+    let listing = Backend::host_with(options).expect("host stencils are linked");
+    let set = listing.set();
+    let mut jumps = 0;
+    for (trace, lowering) in compiler.lowerings.borrow().iter() {
+        let text = listing.compile(trace).unwrap().listing();
+        // "[k] name at ..." starts instance k; its holes follow, "... TARGET = 0x.. (instance n)".
+        let mut stitched: Vec<(String, Vec<(String, usize)>)> = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix('[') {
+                let (k, rest) = rest.split_once("] ").expect("[k] name");
+                assert_eq!(k.parse::<usize>().unwrap(), stitched.len(), "{text}");
+                let name = rest.split(' ').next().unwrap().to_string();
+                stitched.push((name, Vec::new()));
+            } else if let Some((_, hole)) = line.split_once("_TARGET = ") {
+                let name = line
+                    .split(": ")
+                    .nth(1)
+                    .unwrap()
+                    .split(" = ")
+                    .next()
+                    .unwrap();
+                let n = hole.split("(instance ").nth(1).expect("an instance");
+                let n = n.split(')').next().unwrap().parse().unwrap();
+                stitched.last_mut().unwrap().1.push((name.to_string(), n));
+            }
+        }
+        assert_eq!(stitched.len(), lowering.instances.len() + 1, "{text}");
+        for (k, inst) in lowering.instances.iter().enumerate() {
+            let (name, targets) = &stitched[LoweredId(k).instance().index()];
+            assert_eq!(
+                name, set.stencils[inst.stencil].name,
+                "instance {k}\n{text}"
+            );
+            for (hole, n) in targets {
+                let u = &trace.uops[inst.uop.expect("glue jumps nowhere")];
+                let want = match hole.as_str() {
+                    "JUMP_TARGET" => lowering.instance_of_uop[u.target as usize],
+                    "EXIT_TARGET" => lowering.exit_instance(u.target as usize),
+                    other => panic!("jump hole {other}"),
+                };
+                assert_eq!(*n, want.instance().index(), "instance {k}: {hole}\n{text}");
+                jumps += 1;
+            }
+        }
+    }
+    assert!(jumps > 100, "{jumps} jumps checked");
 }

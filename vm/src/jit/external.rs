@@ -6,7 +6,7 @@
 
 use super::{
     Backend, CompiledTrace, EntryFn, Jump, LoweredId, LoweredInstance, Lowering, PinnedEntry,
-    PINNED_LINK_OFFSET,
+    MAX_OPERANDS, PINNED_LINK_OFFSET,
 };
 use crate::abi::Inst;
 use crate::pinning::Pins;
@@ -117,21 +117,17 @@ impl Backend {
             .iter()
             .map(|inst| {
                 let plan = &self.plans[inst.stencil];
-                let n_operands = plan.operand_count()?;
                 let stencil = &self.set.stencils[inst.stencil];
                 let mut glue = Inst::default();
                 let u = inst.operand_source(trace, &mut glue);
+                let mut values = [0; MAX_OPERANDS];
+                let n_operands = plan.operands_of(u, &mut values)?;
                 let operands = stencil
                     .operands
                     .iter()
-                    .zip(&plan.operands[..n_operands])
-                    .map(|(&name, operand)| {
-                        let value = operand.value(u).ok_or_else(|| {
-                            format!("stencil {}: a local's offset overflows", plan.name)
-                        })?;
-                        Ok((name, value))
-                    })
-                    .collect::<Result<_, String>>()?;
+                    .copied()
+                    .zip(values[..n_operands].iter().copied())
+                    .collect();
                 // Glue has no micro-op, so no jump targets (as the stitched code).
                 let n_targets = if inst.uop.is_some() {
                     plan.n_targets as usize
