@@ -14,10 +14,11 @@
 //! every word that can hold a value while a generic op runs: each frame on the VM's frame
 //! stack, whole (the generic ops are never register-cached, so the compiled caller's values
 //! are in its frame, and pinned registers hold only tagged ints), the globals and every
-//! list's items. The scan is conservative (a dead slot may keep a cell alive one more
-//! round), and a cell is never deallocated before the heap, only reused, so a stale word
-//! always names a cell. A collection runs after the op's result is computed, so its
-//! operands need not be roots.
+//! list's items; a pinned register holding an int wide is boxed by [`vm_box_wide`], which may
+//! collect too, once the others are written back. The scan is conservative (a dead slot may
+//! keep a cell alive one more round), and a cell is never deallocated before the heap, only
+//! reused, so a stale word always names a cell. A collection runs after the op's result is
+//! computed, so its operands need not be roots.
 
 use crate::abi::{Frame, PAYLOAD_MASK, TAG_BIGINT, TAG_SHIFT};
 #[cfg(test)]
@@ -306,6 +307,22 @@ pub unsafe extern "C" fn vm_bigint(frame: *mut Frame, op: u64, a: u64, b: u64, r
     // SAFETY: `r` is writable (the contract).
     unsafe { *r = value.0 };
     0
+}
+
+/// A pinned register's wide int written back (`vm_box_wide` in vm/templates/vm_abi.h): `x`
+/// boxed, a big int where it leaves the tagged range. May collect first, like [`vm_bigint`]:
+/// the lowering writes wide registers back after every other pinned one, so every value of
+/// the frame is in it.
+///
+/// # Safety
+/// Called only by `UNPIN` stencils, with a frame of a running VM.
+#[no_mangle]
+pub unsafe extern "C" fn vm_box_wide(frame: *mut Frame, x: i64) -> u64 {
+    if let Some(v) = Value::int(x) {
+        return v.0;
+    }
+    // SAFETY: the caller upholds this function's # Safety contract: the frame's VM is running.
+    unsafe { crate::helpers::vm_of(frame).box_wide(i128::from(x)).0 }
 }
 
 #[cfg(test)]
