@@ -242,13 +242,19 @@ unsafe fn narrow(v: Value) -> Option<i64> {
     v.as_int()
 }
 
-/// `+`, `-` and `*` of two i64s, exact in an i128.
+/// `+`, `-`, `*`, `//` and `%` of two i64s, exact in an i128 (Python's floor division and
+/// modulo: the remainder takes the divisor's sign); `None` for a zero divisor (the error is
+/// the arithmetic's) and other ops. `%` of a product beyond the tagged range by a small int
+/// (`calls` at real sizes) no longer divides big ints.
 fn wide_op(op: BigOp, x: i64, y: i64) -> Option<i128> {
     let (x, y) = (i128::from(x), i128::from(y));
+    let floor = |q: i128| q - i128::from(x % y != 0 && ((x < 0) != (y < 0)));
     match op {
         BigOp::Add => Some(x + y),
         BigOp::Sub => Some(x - y),
         BigOp::Mul => Some(x * y),
+        BigOp::FloorDiv if y != 0 => Some(floor(x / y)),
+        BigOp::Mod if y != 0 => Some(x - floor(x / y) * y),
         _ => None,
     }
 }
@@ -357,6 +363,42 @@ mod tests {
         assert_eq!(big_of(again), Some(-(BigInt::from(1) << 100u32)));
         assert_eq!(heap.wide(-(1 << 47)).as_int(), Some(-(1 << 47)));
         assert_eq!(heap.live(), 2);
+    }
+
+    #[test]
+    fn the_i64_shortcut_agrees_with_the_big_int_arithmetic() {
+        let edges = [
+            i64::MIN,
+            i64::MIN + 1,
+            -(1 << 47) - 1,
+            -7,
+            -1,
+            0,
+            1,
+            3,
+            1000,
+            1 << 47,
+        ];
+        let values = edges.iter().chain(&[i64::MAX, 400_000_000_000_003]);
+        for &x in values.clone() {
+            for &y in values.clone() {
+                for op in [
+                    BigOp::Add,
+                    BigOp::Sub,
+                    BigOp::Mul,
+                    BigOp::FloorDiv,
+                    BigOp::Mod,
+                ] {
+                    let num = |v: i64| Num::Int(Cow::Owned(BigInt::from(v)));
+                    let want = match arith::eval(op, &num(x), &num(y)) {
+                        Ok(Out::Int(r)) => Some(r),
+                        _ => None,
+                    };
+                    let got = wide_op(op, x, y).map(BigInt::from);
+                    assert_eq!(got, want, "{op:?} of {x} and {y}");
+                }
+            }
+        }
     }
 
     #[test]
