@@ -14,10 +14,11 @@
 //! every word that can hold a value while a generic op runs: each frame on the VM's frame
 //! stack, whole (the generic ops are never register-cached, so the compiled caller's values
 //! are in its frame, and pinned registers hold only tagged ints), the globals and every
-//! list's items. The scan is conservative (a dead slot may keep a cell alive one more
-//! round), and a cell is never deallocated before the heap, only reused, so a stale word
-//! always names a cell. A collection runs after the op's result is computed, so its
-//! operands need not be roots.
+//! list's items; a pinned register holding an int wide is boxed by [`vm_box_wide`], which may
+//! collect too, once the others are written back. The scan is conservative (a dead slot may
+//! keep a cell alive one more round), and a cell is never deallocated before the heap, only
+//! reused, so a stale word always names a cell. A collection runs after the op's result is
+//! computed, so its operands need not be roots.
 
 use crate::abi::{Frame, PAYLOAD_MASK, TAG_BIGINT, TAG_SHIFT};
 #[cfg(test)]
@@ -241,13 +242,19 @@ unsafe fn narrow(v: Value) -> Option<i64> {
     v.as_int()
 }
 
-/// `+`, `-` and `*` of two i64s, exact in an i128.
+/// `+`, `-`, `*`, `//` and `%` of two i64s, exact in an i128 (Python's floor division and
+/// modulo: the remainder takes the divisor's sign); `None` for a zero divisor (the error is
+/// the arithmetic's) and other ops. `%` of a product beyond the tagged range by a small int
+/// (`calls` at real sizes) no longer divides big ints.
 fn wide_op(op: BigOp, x: i64, y: i64) -> Option<i128> {
     let (x, y) = (i128::from(x), i128::from(y));
+    let floor = |q: i128| q - i128::from(x % y != 0 && ((x < 0) != (y < 0)));
     match op {
         BigOp::Add => Some(x + y),
         BigOp::Sub => Some(x - y),
         BigOp::Mul => Some(x * y),
+        BigOp::FloorDiv if y != 0 => Some(floor(x / y)),
+        BigOp::Mod if y != 0 => Some(x - floor(x / y) * y),
         _ => None,
     }
 }
@@ -308,6 +315,22 @@ pub unsafe extern "C" fn vm_bigint(frame: *mut Frame, op: u64, a: u64, b: u64, r
     0
 }
 
+/// A pinned register's wide int written back (`vm_box_wide` in vm/templates/vm_abi.h): `x`
+/// boxed, a big int where it leaves the tagged range. May collect first, like [`vm_bigint`]:
+/// the lowering writes wide registers back after every other pinned one, so every value of
+/// the frame is in it.
+///
+/// # Safety
+/// Called only by `UNPIN` stencils, with a frame of a running VM.
+#[no_mangle]
+pub unsafe extern "C" fn vm_box_wide(frame: *mut Frame, x: i64) -> u64 {
+    if let Some(v) = Value::int(x) {
+        return v.0;
+    }
+    // SAFETY: the caller upholds this function's # Safety contract: the frame's VM is running.
+    unsafe { crate::helpers::vm_of(frame).box_wide(i128::from(x)).0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +363,42 @@ mod tests {
         assert_eq!(big_of(again), Some(-(BigInt::from(1) << 100u32)));
         assert_eq!(heap.wide(-(1 << 47)).as_int(), Some(-(1 << 47)));
         assert_eq!(heap.live(), 2);
+    }
+
+    #[test]
+    fn the_i64_shortcut_agrees_with_the_big_int_arithmetic() {
+        let edges = [
+            i64::MIN,
+            i64::MIN + 1,
+            -(1 << 47) - 1,
+            -7,
+            -1,
+            0,
+            1,
+            3,
+            1000,
+            1 << 47,
+        ];
+        let values = edges.iter().chain(&[i64::MAX, 400_000_000_000_003]);
+        for &x in values.clone() {
+            for &y in values.clone() {
+                for op in [
+                    BigOp::Add,
+                    BigOp::Sub,
+                    BigOp::Mul,
+                    BigOp::FloorDiv,
+                    BigOp::Mod,
+                ] {
+                    let num = |v: i64| Num::Int(Cow::Owned(BigInt::from(v)));
+                    let want = match arith::eval(op, &num(x), &num(y)) {
+                        Ok(Out::Int(r)) => Some(r),
+                        _ => None,
+                    };
+                    let got = wide_op(op, x, y).map(BigInt::from);
+                    assert_eq!(got, want, "{op:?} of {x} and {y}");
+                }
+            }
+        }
     }
 
     #[test]

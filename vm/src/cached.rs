@@ -13,8 +13,8 @@
 //! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the compile pushes. The families
 //! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
-//! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (that register holds its
-//! local scaled), `PINNED_OPERAND` (which of the op's locals it is, checked against
+//! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (how that register holds its
+//! local: [`Held`]), `PINNED_OPERAND` (which of the op's locals it is, checked against
 //! [`crate::pinning::pinned_operand`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
 //! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN` and `LINK` (enter
 //! an exit's pinned link with the pinned registers live, [`crate::pinning`]). A member that
@@ -23,7 +23,7 @@
 //! takes which one.
 
 use crate::ops;
-use crate::pinning::{self, PIN_REGS};
+use crate::pinning::{self, Held, PIN_REGS};
 use cpjit_model::StencilSet;
 
 /// Cache states ([`CacheState`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
@@ -125,16 +125,16 @@ type ByKind = [ByEntryState; 2];
 pub struct CachedOps {
     /// By op id: its members.
     members: Vec<ByKind>,
-    /// By op id, by pinned register, by whether it holds its local scaled: the members on a
+    /// By op id, by pinned register, by how it holds its local ([`Held`]): the members on a
     /// pinned local.
-    pinned: Vec<[[ByKind; 2]; PIN_REGS]>,
+    pinned: Vec<[[ByKind; Held::COUNT]; PIN_REGS]>,
     /// By entry state: the stencil that spills every cached value.
     spills: [Option<usize>; STATES],
     /// By entry state (scaled): the stencil that boxes the registers, and its exit state.
     boxes: ByEntryState,
-    /// By pinned register, by scaled: the `PIN` and `UNPIN` stencils.
-    pins: [[Option<usize>; 2]; PIN_REGS],
-    unpins: [[Option<usize>; 2]; PIN_REGS],
+    /// By pinned register, by [`Held`]: the `PIN` and `UNPIN` stencils.
+    pins: ByHeld,
+    unpins: ByHeld,
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
     /// By op id: its members compiled for one depth operand (`COPY`), as (scaled, entry
@@ -146,6 +146,9 @@ pub struct CachedOps {
     /// The selectors of the set's `vm_*` families ([`KitOp::family`]).
     selectors: Vec<cpjit_runtime::Selector<'static>>,
 }
+
+/// By pinned register, by [`Held`]: a stencil.
+type ByHeld = [[Option<usize>; Held::COUNT]; PIN_REGS];
 
 /// A member compiled for one depth operand: (scaled, entry state, depth, stencil, exit state).
 type DepthMember = (bool, CacheState, u64, usize, CacheState);
@@ -168,19 +171,19 @@ struct MemberFacts {
     states: Option<(CacheState, CacheState)>,
     /// The op it runs (none for `SPILL`, `BOX`, `PIN`, `UNPIN`, `LINK`).
     op: Option<u32>,
-    /// The pinned register a member on a pinned local runs on, and whether that register
-    /// holds its local scaled.
-    pinned: Option<(usize, bool)>,
+    /// The pinned register a member on a pinned local runs on, and how that register holds
+    /// its local.
+    pinned: Option<(usize, Held)>,
     /// The depth operand a member compiled for one depth takes.
     depth: Option<u64>,
 }
 
-/// A pinned family member's register: which, whether it holds its local scaled, and which
-/// of the op's operands is that local (`PINNED_OPERAND`, 0 unless the family says).
+/// A pinned family member's register: which, how it holds its local, and which of the op's
+/// operands is that local (`PINNED_OPERAND`, 0 unless the family says).
 #[derive(Clone, Copy, Debug)]
 struct PinnedRegister {
     register: usize,
-    scaled: bool,
+    held: Held,
     operand: usize,
 }
 
@@ -236,7 +239,7 @@ impl CachedOps {
     pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
         let mut out = CachedOps {
             members: vec![[[None; STATES]; 2]; ops::OPS.len()],
-            pinned: vec![[[[[None; STATES]; 2]; 2]; PIN_REGS]; ops::OPS.len()],
+            pinned: vec![[[[[None; STATES]; 2]; Held::COUNT]; PIN_REGS]; ops::OPS.len()],
             at_depth: vec![Vec::new(); ops::OPS.len()],
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
@@ -349,7 +352,13 @@ impl CachedOps {
                         let register = match p.pinned {
                             Some(param) => Some(PinnedRegister {
                                 register: number(param, r, PIN_REGS)?,
-                                scaled: flag(p.pinned_scaled, ps)?,
+                                held: match p.pinned_scaled {
+                                    Some(param) => {
+                                        Held::from_index(number(param, ps, Held::COUNT)?)
+                                            .unwrap_or_default()
+                                    }
+                                    None => Held::Boxed,
+                                },
                                 operand: match p.pinned_operand {
                                     Some(param) => number(param, po, 2)?,
                                     None => 0,
@@ -424,7 +433,7 @@ impl CachedOps {
                 "PIN" | "UNPIN",
                 Some(PinnedRegister {
                     register: r,
-                    scaled: ps,
+                    held: ps,
                     operand: 0,
                 }),
             ) => {
@@ -440,7 +449,7 @@ impl CachedOps {
                 } else {
                     &mut self.unpins
                 };
-                table[r][ps as usize] = Some(stencil);
+                table[r][ps.index()] = Some(stencil);
             }
             ("LINK", None) => {
                 if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
@@ -473,12 +482,12 @@ impl CachedOps {
                 _,
                 Some(PinnedRegister {
                     register: r,
-                    scaled: ps,
+                    held: ps,
                     operand,
                 }),
             ) => {
                 let op = pinned_op(at, element, operand)?;
-                self.pinned[op as usize][r][ps as usize][scaled as usize][entry.index()] =
+                self.pinned[op as usize][r][ps.index()][scaled as usize][entry.index()] =
                     Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));
                 self.facts[stencil].op = Some(op);
@@ -566,22 +575,21 @@ impl CachedOps {
         self.facts.get(stencil)?.op
     }
 
-    /// The member of op `op` on the local in pinned register `register` (holding it scaled
-    /// if `pinned_scaled`), entered in state `entry` with registers scaled or not (as for
+    /// The member of op `op` on the local in pinned register `register` (holding it as
+    /// `held`), entered in state `entry` with registers scaled or not (as for
     /// [`CachedOps::member_as`]): its stencil and exit state.
     pub fn pinned_member(
         &self,
         op: u32,
         register: usize,
-        pinned_scaled: bool,
+        held: Held,
         entry: CacheState,
         scaled: bool,
     ) -> Option<(usize, CacheState)> {
         if !entry.fits(scaled) {
             return None;
         }
-        self.pinned.get(op as usize)?.get(register)?[pinned_scaled as usize][scaled as usize]
-            [entry.index()]
+        self.pinned.get(op as usize)?.get(register)?[held.index()][scaled as usize][entry.index()]
     }
 
     /// The pinned register a member on a pinned local runs on.
@@ -589,9 +597,8 @@ impl CachedOps {
         self.facts.get(stencil)?.pinned.map(|(r, _)| r)
     }
 
-    /// The pinned register a member on a pinned local runs on, and whether it takes the local
-    /// scaled.
-    pub fn pinned_register_and_scaled_of(&self, stencil: usize) -> Option<(usize, bool)> {
+    /// The pinned register a member on a pinned local runs on, and how it takes the local.
+    pub fn pinned_register_and_held_of(&self, stencil: usize) -> Option<(usize, Held)> {
         self.facts.get(stencil)?.pinned
     }
 
@@ -605,16 +612,16 @@ impl CachedOps {
         *self.boxes.get(entry.index())?
     }
 
-    /// The stencil that loads pinned register `register` from its local (scaling it if
-    /// `scaled`).
-    pub fn pin(&self, register: usize, scaled: bool) -> Option<usize> {
-        self.pins.get(register)?[scaled as usize]
+    /// The stencil that loads pinned register `register` from its local (to hold it as
+    /// `held`).
+    pub fn pin(&self, register: usize, held: Held) -> Option<usize> {
+        self.pins.get(register)?[held.index()]
     }
 
-    /// The stencil that writes pinned register `register` back to its local (boxing it if
-    /// `scaled`).
-    pub fn unpin(&self, register: usize, scaled: bool) -> Option<usize> {
-        self.unpins.get(register)?[scaled as usize]
+    /// The stencil that writes pinned register `register`, holding its local as `held`, back
+    /// to the local (boxing it).
+    pub fn unpin(&self, register: usize, held: Held) -> Option<usize> {
+        self.unpins.get(register)?[held.index()]
     }
 
     /// The stencil that enters an exit's pinned link slot (its operand) with the pinned
@@ -629,12 +636,12 @@ impl CachedOps {
     }
 
     /// The pinned register, its local's representation, of a `PIN` stencil.
-    pub fn pin_register_of(&self, stencil: usize) -> Option<(usize, bool)> {
+    pub fn pin_register_of(&self, stencil: usize) -> Option<(usize, Held)> {
         find_register(&self.pins, stencil)
     }
 
     /// The pinned register, its local's representation, of an `UNPIN` stencil.
-    pub fn unpin_register_of(&self, stencil: usize) -> Option<(usize, bool)> {
+    pub fn unpin_register_of(&self, stencil: usize) -> Option<(usize, Held)> {
         find_register(&self.unpins, stencil)
     }
 }
@@ -658,11 +665,11 @@ fn pinned_op(at: &str, element: &str, operand: usize) -> Result<u32, String> {
     Ok(op)
 }
 
-fn find_register(table: &[[Option<usize>; 2]; PIN_REGS], stencil: usize) -> Option<(usize, bool)> {
+fn find_register(table: &ByHeld, stencil: usize) -> Option<(usize, Held)> {
     (0..PIN_REGS).find_map(|r| {
-        (0..2)
+        (0..Held::COUNT)
             .find(|&s| table[r][s] == Some(stencil))
-            .map(|s| (r, s == 1))
+            .and_then(|s| Some((r, Held::from_index(s)?)))
     })
 }
 

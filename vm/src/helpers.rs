@@ -212,9 +212,13 @@ pub fn make_list(lists: &mut Vec<Box<ListObject>>, items: Vec<u64>) -> u64 {
 }
 
 /// Every helper's name and address, for resolving stencil holes.
-pub fn symbols() -> [(&'static str, usize); 10] {
+pub fn symbols() -> [(&'static str, usize); 11] {
     [
         ("vm_bigint", crate::bigint::vm_bigint as *const () as usize),
+        (
+            "vm_box_wide",
+            crate::bigint::vm_box_wide as *const () as usize,
+        ),
         ("vm_call", vm_call as *const () as usize),
         ("vm_call_finish", vm_call_finish as *const () as usize),
         ("vm_float_floordiv", vm_float_floordiv as *const () as usize),

@@ -24,7 +24,10 @@
 //! names most (an increment of an
 //! int counting as four). A local the body proves an int where it starts is held scaled
 //! (an int times 2**16: vm/templates/cached/ops.c, "Scaled ints"), so that its increments,
-//! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again.
+//! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again. One the
+//! body only adds into (`ADD_TO_LOCAL_INT`: a sum) is held *wide*, a raw 64-bit int
+//! (cached/wide.h), so that a sum leaving the tagged 48 bits stays in its register; its
+//! `UNPIN` makes a big int of it then, after the other registers are written back.
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
@@ -54,6 +57,38 @@ use std::ops::RangeInclusive;
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
 pub const PIN_REGS: usize = 2;
 
+/// How a pinned register holds its local: the value of the families' `PINNED_SCALED`
+/// (vm/templates/cached/ops.c): boxed (0), scaled (1: an int times 2**16, "Scaled ints") or
+/// wide (2: a raw 64-bit int, cached/wide.h), by index into the tables by representation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Held {
+    #[default]
+    Boxed,
+    Scaled,
+    Wide,
+}
+
+impl Held {
+    /// How many representations there are (the tables' length).
+    pub const COUNT: usize = 3;
+
+    /// The representation of `PINNED_SCALED` value `n`.
+    pub fn from_index(n: usize) -> Option<Held> {
+        [Held::Boxed, Held::Scaled, Held::Wide].get(n).copied()
+    }
+
+    /// Its `PINNED_SCALED` value, the tables' index.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Whether the register holds an int unboxed (scaled or wide): the ops on it need no
+    /// unboxing, which a run of scaled registers keeps.
+    pub fn is_unboxed(self) -> bool {
+        self != Held::Boxed
+    }
+}
+
 /// Locals held in pinned registers: what two traces linked with the registers live must
 /// agree on. At most [`PIN_REGS`] of them, held inline (a trace's pins are copied into its
 /// compiled form and its side traces' without an allocation).
@@ -63,27 +98,27 @@ pub struct Pins {
     /// only what is held).
     len: u8,
     locals: [u64; PIN_REGS],
-    scaled: [bool; PIN_REGS],
+    held: [Held; PIN_REGS],
 }
 
 impl Pins {
-    /// `locals[k]` in pinned register k, held scaled where `scaled[k]`.
+    /// `locals[k]` in pinned register k, held as `held[k]` says.
     ///
     /// # Panics
-    /// With more than [`PIN_REGS`] locals, or another number of `scaled` flags.
-    pub fn new(locals: &[u64], scaled: &[bool]) -> Pins {
+    /// With more than [`PIN_REGS`] locals, or another number of representations.
+    pub fn new(locals: &[u64], held: &[Held]) -> Pins {
         assert!(
-            locals.len() <= PIN_REGS && scaled.len() == locals.len(),
+            locals.len() <= PIN_REGS && held.len() == locals.len(),
             "{} pinned locals with {} representations (at most {PIN_REGS} registers)",
             locals.len(),
-            scaled.len()
+            held.len()
         );
         let mut pins = Pins {
             len: locals.len() as u8,
             ..Pins::default()
         };
         pins.locals[..locals.len()].copy_from_slice(locals);
-        pins.scaled[..scaled.len()].copy_from_slice(scaled);
+        pins.held[..held.len()].copy_from_slice(held);
         pins
     }
 
@@ -92,10 +127,10 @@ impl Pins {
         &self.locals[..self.len as usize]
     }
 
-    /// By pinned register: whether it holds its local as a scaled int (the body proves the
-    /// local an int where it starts; vm/templates/cached/ops.c, "Scaled ints").
-    pub fn scaled(&self) -> &[bool] {
-        &self.scaled[..self.len as usize]
+    /// By pinned register: how it holds its local (scaled or wide only where the body proves
+    /// the local an int where it starts; vm/templates/cached/ops.c, "Scaled ints").
+    pub fn held(&self) -> &[Held] {
+        &self.held[..self.len as usize]
     }
 
     /// How many registers hold a local.
@@ -157,9 +192,9 @@ impl Pinning {
         self.pins.locals()
     }
 
-    /// By pinned register: whether it holds its local scaled.
-    pub fn scaled(&self) -> &[bool] {
-        self.pins.scaled()
+    /// By pinned register: how it holds its local.
+    pub fn held(&self) -> &[Held] {
+        self.pins.held()
     }
 
     /// The body's first micro-op (the back edge's target).
@@ -181,8 +216,20 @@ impl Pinning {
 
     /// Holds every local boxed in its register; `false` if every one already was.
     pub fn box_all(&mut self) -> bool {
-        let changed = self.pins.scaled().contains(&true);
-        self.pins.scaled = [false; PIN_REGS];
+        let changed = self.pins.held().iter().any(|h| h.is_unboxed());
+        self.pins.held = [Held::Boxed; PIN_REGS];
+        changed
+    }
+
+    /// Holds every wide local scaled instead; `false` if none was wide.
+    pub fn narrow_wide(&mut self) -> bool {
+        let mut changed = false;
+        for h in &mut self.pins.held {
+            if *h == Held::Wide {
+                *h = Held::Scaled;
+                changed = true;
+            }
+        }
         changed
     }
 }
@@ -306,6 +353,8 @@ struct Uses {
     count: usize,
     /// A micro-op names it otherwise (it cannot be pinned).
     named_otherwise: bool,
+    /// A micro-op other than `ADD_TO_LOCAL_INT` runs on it (it cannot be held wide).
+    not_only_added: bool,
 }
 
 /// The locals to pin, at most [`PIN_REGS`], from how the body uses them: none named
@@ -395,6 +444,7 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
                 e.read_first = u.op != op::STORE;
             }
             e.written |= !f.reads_only;
+            e.not_only_added |= u.op != op::ADD_TO_LOCAL_INT;
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
             e.count += if f.increments && trace.loop_body_proves_int(local) {
@@ -422,14 +472,22 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     // and the next iteration's load are what pinning takes off the critical path; then by
     // uses. (A temporary the body writes before it reads gains no more than any local.)
     let mut pins = pick(uses);
-    let copies_exist = |k: usize, scaled: bool| {
-        cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
-    };
-    if pins.is_empty() || !(0..pins.len()).all(|k| copies_exist(k, false)) {
+    let copies_exist =
+        |k: usize, held: Held| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some();
+    if pins.is_empty() || !(0..pins.len()).all(|k| copies_exist(k, Held::Boxed)) {
         return None;
     }
     for k in 0..pins.len() {
-        pins.scaled[k] = trace.loop_body_proves_int(pins.locals[k]) && copies_exist(k, true);
+        let local = pins.locals[k];
+        // An accumulator only added into is held wide: its sum may leave the tagged range
+        // (`sum` at real sizes) and stays in its register up to 64 bits.
+        let only_added = uses.iter().any(|(l, u)| *l == local && !u.not_only_added);
+        pins.held[k] = match trace.loop_body_proves_int(local) {
+            false => Held::Boxed,
+            true if only_added && copies_exist(k, Held::Wide) => Held::Wide,
+            true if copies_exist(k, Held::Scaled) => Held::Scaled,
+            true => Held::Boxed,
+        };
     }
     out.fill(trace, pins, start..=end);
     Some(())
@@ -474,16 +532,16 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             return None;
         }
     }
-    let copies_exist =
-        pins.scaled().iter().enumerate().all(|(k, &scaled)| {
-            cached.pin(k, scaled).is_some() && cached.unpin(k, scaled).is_some()
-        });
+    let copies_exist = pins
+        .held()
+        .iter()
+        .enumerate()
+        .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
     copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
 }
 
-/// Which pinned registers hold a local, which, and whether scaled: `live[k] = Some((local,
-/// scaled))`.
-type Live = [Option<(u64, bool)>; PIN_REGS];
+/// Which pinned registers hold a local, which, and how: `live[k] = Some((local, held))`.
+type Live = [Option<(u64, Held)>; PIN_REGS];
 
 /// Checks that `lowering` of `trace` keeps the pinned-register protocol, from the stencils
 /// it chose alone: a pinned member or `UNPIN` of register k runs only where k holds its
@@ -500,7 +558,7 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
     for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
         all_pinned[r] = Some((
             local,
-            lowering.pinned_scaled.get(r).copied().unwrap_or(false),
+            lowering.pinned_held.get(r).copied().unwrap_or_default(),
         ));
     }
     // Liveness along fall-through edges; stubs are entered by exits only.
@@ -530,7 +588,7 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
                 return fail(
                     k,
                     format!(
-                        "UNPIN of register {r} (local {}, scaled: {}) where it does not hold \
+                        "UNPIN of register {r} (local {}, held {:?}) where it does not hold \
                          that local so",
                         held.0, held.1
                     ),
@@ -539,11 +597,11 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             // Written back: from here on the frame holds the local again.
             live[r] = None;
         }
-        if let Some((r, scaled)) = cached.pinned_register_and_scaled_of(inst.stencil) {
+        if let Some((r, held)) = cached.pinned_register_and_held_of(inst.stencil) {
             let u = inst.uop.map(|u| trace.uops[u]);
             let local = u.as_ref().and_then(pinned_local);
-            if local.is_none_or(|l| live[r] != Some((l, scaled))) {
-                return fail(k, format!("a member on pinned register {r} (scaled: {scaled}) where it does not hold the micro-op's local so"));
+            if local.is_none_or(|l| live[r] != Some((l, held))) {
+                return fail(k, format!("a member on pinned register {r} (held {held:?}) where it does not hold the micro-op's local so"));
             }
         }
         if live_at[k].iter().any(Option::is_some) && !cached.is_cached(inst.stencil) {
@@ -610,19 +668,19 @@ fn falls_through_instance(trace: &Trace, inst: &LoweredInstance) -> bool {
         .is_none_or(|u| crate::jit::falls_through(trace.uops[u].op))
 }
 
-fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, bool))> {
-    let (r, scaled) = cached.pin_register_of(inst.stencil)?;
-    Some((r, (inst.local?, scaled)))
+fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, Held))> {
+    let (r, held) = cached.pin_register_of(inst.stencil)?;
+    Some((r, (inst.local?, held)))
 }
 
-fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, bool))> {
-    let (r, scaled) = cached.unpin_register_of(inst.stencil)?;
-    Some((r, (inst.local?, scaled)))
+fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, Held))> {
+    let (r, held) = cached.unpin_register_of(inst.stencil)?;
+    Some((r, (inst.local?, held)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{pick, Uses, PIN_REGS};
+    use super::{pick, Held, Uses, PIN_REGS};
 
     /// `pick` chooses what sorting every candidate chose (the order it replaced): random
     /// uses of up to 8 locals, some named otherwise.
@@ -644,6 +702,7 @@ mod tests {
                         written: next(2) == 0,
                         count: next(4) as usize,
                         named_otherwise: next(5) == 0,
+                        not_only_added: next(2) == 0,
                     };
                     // Distinct locals, in no particular order.
                     (k as u64 * 7 % 11, u)
@@ -658,7 +717,11 @@ mod tests {
             let expected: Vec<u64> = sorted.iter().take(PIN_REGS).map(|&(_, l)| l).collect();
             let pins = pick(&uses);
             assert_eq!(pins.locals(), expected, "round {round}");
-            assert_eq!(pins.scaled(), vec![false; expected.len()], "round {round}");
+            assert_eq!(
+                pins.held(),
+                vec![Held::Boxed; expected.len()],
+                "round {round}"
+            );
         }
     }
 }

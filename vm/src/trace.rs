@@ -246,8 +246,8 @@ pub fn project(
         return Err("empty recording".into());
     }
     let path = Path { code, records, end };
-    let locals = match from.and_then(|(parent, exit)| parent.exit_locals.get(exit)) {
-        Some(types) if types.len() == func.locals.len() => types.clone(),
+    let locals = match from.and_then(|(parent, exit)| parent.exit_types(exit)) {
+        Some(types) if types.len() == func.locals.len() => types,
         _ => vec![Ty::Unknown; func.locals.len()],
     };
     let stored_globals = records

@@ -194,5 +194,8 @@ double vm_float_floordiv(double a, double b);
  * with every value of their frame in memory (they are never register-cached). */
 int64_t vm_bigint(struct cpjit_frame *frame, uint64_t op, uint64_t a, uint64_t b, uint64_t *r);
 double vm_float_mod(double a, double b);
+/* The int x boxed where it does not fit the tagged range: a big int (a pinned register
+ * holding an int wide, written back; cached/wide.h). May collect big ints first. */
+uint64_t vm_box_wide(struct cpjit_frame *frame, int64_t x);
 
 #endif /* VM_ABI_H */

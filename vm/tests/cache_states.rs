@@ -217,15 +217,15 @@ fn int_loops_keep_scaled_ints_in_registers_and_the_checker_refuses_a_mixed_state
         .iter()
         .find(|(_, l)| !l.pinned.is_empty())
         .expect("sum.vm's loop pins its locals");
-    // The loop body's add (`s = s + i`, into the pinned `s` in place) and compare (with the
-    // bound, a constant) run on scaled registers: no tag is extracted or boxed.
+    // The loop body's add (`s = s + i`, into the pinned `s` in place, held wide) and compare
+    // (with the bound, a constant) run on scaled registers: no tag is extracted or boxed.
     let body: Vec<&str> = lowering.instances[lowering.body_entry.unwrap().index()..]
         .iter()
         .take_while(|i| i.uop.is_none_or(|u| u < trace.body_len))
         .map(|i| set.stencils[i.stencil].name)
         .collect();
     for op in [
-        "op_ADD_TO_LOCAL_INT_pinned1_11_",
+        "op_ADD_TO_LOCAL_INT_pinned1_21_",
         "op_LT_INT_CONST_GUARD_TRUE_scaled1_",
     ] {
         assert!(body.iter().any(|n| n.starts_with(op)), "{op} in {body:?}");

@@ -17,3 +17,4 @@ mod pinning;
 mod tierup;
 mod typed_paths;
 mod unwind_windows;
+mod wide;

@@ -7,6 +7,7 @@ use crate::common;
 
 use common::{agree_with, eager, example, gen, record};
 use cpjit_vm::ops::{self, op};
+use cpjit_vm::pinning::Held;
 use cpjit_vm::{Config, Mode, Vm};
 
 /// `text` in jit mode (`adjust` applied to the default configuration): the rendered output
@@ -155,19 +156,24 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
     unloaded.instances[first_pin].stencil = cached.unpin(register, scaled).unwrap();
     assert!(backend.check_cache_states(trace, &unloaded).is_err());
 
-    // sum.vm's locals are ints where its body starts: both registers hold them scaled, and
-    // a PIN that loads one boxed no longer matches the members that take it scaled.
+    // sum.vm's locals are ints where its body starts: the counter is held scaled and the
+    // sum, only added into, wide; a PIN that loads one boxed no longer matches the members
+    // that take it unboxed.
     let pins = &lowering.instances[first_pin..first_pin + 2];
-    assert!(
-        pins.iter().all(|p| cached
-            .pin_register_of(p.stencil)
-            .is_some_and(|(_, scaled)| scaled)),
-        "sum.vm's body pins its locals scaled"
+    let mut held: Vec<Held> = pins
+        .iter()
+        .map(|p| cached.pin_register_of(p.stencil).unwrap().1)
+        .collect();
+    held.sort();
+    assert_eq!(
+        held,
+        [Held::Scaled, Held::Wide],
+        "sum.vm's body pins its locals unboxed"
     );
     let mut boxed = lowering.clone();
-    boxed.instances[first_pin].stencil = cached.pin(register, false).unwrap();
+    boxed.instances[first_pin].stencil = cached.pin(register, Held::Boxed).unwrap();
     let err = backend.check_cache_states(trace, &boxed).unwrap_err();
-    assert!(err.contains("scaled: true"), "{err}");
+    assert!(err.contains(&format!("held {scaled:?}")), "{err}");
 }
 
 /// A loop whose branch taken every fourth iteration (`x = x * 2 + 1`) grows a side trace,
@@ -227,8 +233,8 @@ fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
         .find(|(_, l)| !l.inherited && !l.pinned.is_empty())
         .expect("collatz.vm's loop pins its locals");
     assert_eq!(
-        (&lowering.pinned, &lowering.pinned_scaled),
-        (&parent.pinned, &parent.pinned_scaled)
+        (&lowering.pinned, &lowering.pinned_held),
+        (&parent.pinned, &parent.pinned_held)
     );
     // Entered from Rust through its PINs; by a link past them.
     let entry = lowering
@@ -310,7 +316,7 @@ fn a_loop_counter_used_as_a_list_index_stays_pinned() {
         .position(|&l| l == I)
         .expect("the counter is pinned");
     assert!(
-        lowering.pinned_scaled[register],
+        lowering.pinned_held[register] == Held::Scaled,
         "an int counter is held scaled"
     );
     for item in [op::GETITEM_LOCALS_KNOWN, op::SETITEM_LOCALS_KNOWN] {

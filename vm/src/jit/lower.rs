@@ -6,7 +6,7 @@
 use super::{falls_through, Backend};
 use crate::cached::CacheState;
 use crate::ops;
-use crate::pinning::{self, Pinning};
+use crate::pinning::{self, Held, Pinning};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
@@ -116,8 +116,8 @@ pub struct Lowering {
     pub body_entry: Option<LoweredId>,
     /// The locals the loop body pins, by pinned register (empty: none).
     pub pinned: Vec<u64>,
-    /// By pinned register: whether it holds its local scaled.
-    pub pinned_scaled: Vec<bool>,
+    /// By pinned register: how it holds its local.
+    pub pinned_held: Vec<Held>,
     /// The instance entered with the pinned registers live: a loop body's first micro-op
     /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
     pub pinned_entry: Option<LoweredId>,
@@ -255,6 +255,10 @@ impl Backend {
                 if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
+                // Wide registers have members for fewer ops than scaled ones.
+                if pin.narrow_wide() && self.lower_with(trace, targets, Some(pin), out)? {
+                    return Ok(());
+                }
                 if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
@@ -277,11 +281,8 @@ impl Backend {
         scaled: bool,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled()[r]))) {
-            Some((r, local_scaled)) => {
-                self.cached
-                    .pinned_member(u.op, r, local_scaled, entry, scaled)
-            }
+        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.held()[r]))) {
+            Some((r, held)) => self.cached.pinned_member(u.op, r, held, entry, scaled),
             None => self
                 .cached
                 .member_at_depth(u.op, entry, scaled, u.arg0)
@@ -312,7 +313,7 @@ impl Backend {
             };
             let op = trace.uops[j].op;
             let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled()[r]));
+                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.held()[r].is_unboxed()));
             gains |= on_scaled_local || gains_from_scaled_ints(op);
             if !falls_through(op) {
                 return gains;
@@ -366,13 +367,17 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // PIN (or UNPIN) of every pinned register, with nothing cached.
+        // PIN (or UNPIN) of every pinned register, with nothing cached; wide ones written back
+        // last, since boxing one may collect big ints, which finds the others in the frame.
         let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
-            for (r, (&local, &scaled)) in p.locals().iter().zip(p.scaled()).enumerate() {
+            let registers = p.locals().iter().zip(p.held()).enumerate();
+            let last = |held: Held| unpin && held == Held::Wide;
+            let first = registers.clone().filter(|(_, (_, &h))| !last(h));
+            for (r, (&local, &held)) in first.chain(registers.filter(|(_, (_, &h))| last(h))) {
                 let stencil = if unpin {
-                    self.cached.unpin(r, scaled)
+                    self.cached.unpin(r, held)
                 } else {
-                    self.cached.pin(r, scaled)
+                    self.cached.pin(r, held)
                 };
                 let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
                 instances.push(LoweredInstance::copy(stencil, local));
@@ -453,10 +458,10 @@ impl Backend {
         out.body_entry = body_entry;
         out.pinned_entry = pinned_entry;
         out.pinned.clear();
-        out.pinned_scaled.clear();
+        out.pinned_held.clear();
         if let Some(p) = pinning {
             out.pinned.extend_from_slice(p.locals());
-            out.pinned_scaled.extend_from_slice(p.scaled());
+            out.pinned_held.extend_from_slice(p.held());
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)

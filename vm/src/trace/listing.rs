@@ -34,6 +34,25 @@ impl Trace {
             .is_some_and(|&t| t == Ty::Int)
     }
 
+    /// The locals `exit` of this trace leaves with the types a side trace starts from: those
+    /// the trace proved there, but a sum its loop body adds into (`ADD_TO_LOCAL_INT`) is
+    /// unknown, since the body may hold it wide (vm/src/pinning.rs) and write it back a big
+    /// int.
+    pub(super) fn exit_types(&self, exit: usize) -> Option<Vec<Ty>> {
+        let mut types = self.exit_locals.get(exit)?.clone();
+        let body = self
+            .loop_body_start()
+            .and_then(|at| self.uops.get(at..self.body_len));
+        for u in body.into_iter().flatten() {
+            if u.op == ops::op::ADD_TO_LOCAL_INT {
+                if let Some(t) = types.get_mut(u.arg0 as usize) {
+                    *t = Ty::Unknown;
+                }
+            }
+        }
+        Some(types)
+    }
+
     /// The first micro-op of a peeled loop's body (the target of its `JUMP_TOP`).
     pub fn loop_body_start(&self) -> Option<usize> {
         self.loop_body.as_ref().map(|b| b.at)

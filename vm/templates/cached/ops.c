@@ -53,6 +53,9 @@
  * the bottom register) boxes them first, so memory and the interpreter only ever see boxed
  * values; BOX converts the cached registers in place (a scaled state into the boxed one of
  * the same depth), and PIN and UNPIN of a scaled pinned register scale and box.
+ *
+ * Wide locals (PINNED_SCALED=2): a pinned register holding its local as a raw 64-bit int,
+ * for an accumulator whose sum may leave the tagged range; see wide.h.
  */
 #define CPJIT_PIN_REGS 2
 #include "../stencil.h"
@@ -97,7 +100,9 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
 #define LOCAL1 (PINNED_SCALED ? vm_unscale(VM_PINNED_REG) : VM_PINNED_REG)
 #else
 #undef LOCAL0
-#if PINNED_SCALED
+#if PINNED_SCALED == 2
+#include "wide.h"
+#elif PINNED_SCALED
 #define LOCAL0 vm_unscale(VM_PINNED_REG)
 #define SET_LOCAL0(v) (VM_PINNED_REG = vm_scale(v))
 #define SET_LOCAL0_SCALED(scaled) (VM_PINNED_REG = (uint64_t)(scaled))
@@ -214,12 +219,20 @@ vm_case_BOX:
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 #if defined(PINNED) && PINNED_OPERAND == 0
 vm_case_PIN:
-  /* A scaled pinned local is one the trace proved an int where the body starts. */
+  /* A scaled (wide) pinned local is one the trace proved an int where the body starts. */
+#if PINNED_SCALED == 2
+  VM_PINNED_REG = VM_WIDE_PIN(VM_FRAME_LOCAL(LOCAL0_AT));
+#else
   VM_PINNED_REG = PINNED_SCALED ? (uint64_t)vm_int_scaled(VM_FRAME_LOCAL(LOCAL0_AT))
                                 : VM_FRAME_LOCAL(LOCAL0_AT);
+#endif
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 vm_case_UNPIN:
+#if PINNED_SCALED == 2
+  VM_FRAME_LOCAL(LOCAL0_AT) = VM_WIDE_UNPIN(VM_PINNED_REG);
+#else
   VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;
+#endif
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 #endif
 vm_case_LINK:
