@@ -43,7 +43,24 @@ impl<'f> Selector<'f> {
     /// in the manifest), so has no selection tables.
     pub fn new(family: &'f Family<'f>) -> Result<Selector<'f>, Error> {
         match family.cached {
-            Some(table) => Ok(Selector { family, table }),
+            // Every state a row leads to is one of the table's (so `push_ops` need not check
+            // the state it carries from op to op).
+            Some(table)
+                if table
+                    .transitions
+                    .iter()
+                    .all(|t| t.exit < table.states && t.via < table.states) =>
+            {
+                Ok(Selector { family, table })
+            }
+            Some(table) => Err(Error::Selection {
+                family: family.name.to_string(),
+                reason: format!(
+                    "its selection table leads to a state outside its {} states: the \
+                     stencil crate is damaged; regenerate it (`cargo xtask build-stencils`)",
+                    table.states
+                ),
+            }),
             None => Err(Error::Selection {
                 family: family.name.to_string(),
                 reason: "the family declares no cache state (`cached` in its manifest entry), \
@@ -116,7 +133,7 @@ impl<'f> Selector<'f> {
     }
 
     /// `op`'s name for errors (`element` or `element(values)`).
-    fn op_name(&self, op: u16) -> String {
+    pub(crate) fn op_name(&self, op: u16) -> String {
         let combos = self.table.combos.max(1) as usize;
         let element = self
             .family
@@ -131,7 +148,7 @@ impl<'f> Selector<'f> {
         }
     }
 
-    fn error(&self, reason: String) -> Error {
+    pub(crate) fn error(&self, reason: String) -> Error {
         Error::Selection {
             family: self.family.name.to_string(),
             reason,
