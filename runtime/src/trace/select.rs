@@ -2,7 +2,9 @@
 //! of a family (a generated id, [`cpjit_model::CacheSelect`]) and the kit picks its member
 //! for the cache state the previous instance left, inserting the family's glue (a spill or
 //! fill) where the op has no member for that state. One table read per instance, no
-//! allocation, no string work; names are resolved once, by [`Selector::op`].
+//! allocation, no string work; names are resolved once, by [`Selector::op`]. A straight run
+//! of ops goes in one call, [`TraceBuilder::push_ops`] (`run.rs`), which takes the same path
+//! op by op for glue, jumps and refusals.
 //!
 //! **Jump targets and merge points** are [`Label`]s. A label's cache state is fixed by the
 //! first edge that reaches it in push order: a jump from [`push_op`](TraceBuilder::push_op)
