@@ -1,12 +1,14 @@
 //! The bench's traces ([`TraceSpec`]s of the uncached test ops, `templates/testing/holes.c`)
 //! as a client's *op list* over their register-cached variants (`templates/families/cached.c`,
-//! family `test_cached`), compiled by the kit's selection: [`TraceBuilder::push_op`] picks
-//! each op's member for the cache state the previous instance left, and [`Label`]s carry the
-//! state across jumps (the runtime's `trace/select.rs`). Nothing here tracks the cache state.
+//! family `test_cached`), compiled by the kit's selection: [`TraceBuilder::push_ops`] picks
+//! each op's member for the cache state the previous instance left, a straight run of ops
+//! per call, [`TraceBuilder::push_op`] each jump, and [`Label`]s carry the state across jumps
+//! (the runtime's `trace/select.rs`, `trace/run.rs`). Nothing here tracks the cache state.
 //!
 //! [`ops`] turns a spec into an [`OpList`] once, as a JIT's front end has bytecode at hand:
 //! op ids (names resolved once per set through [`Selector::op`]), operand values in the
-//! members' order, jump targets as label numbers. [`push_ops`] is what a compile costs on top
+//! members' order, jump targets as label numbers, cut into runs where labels are bound and
+//! jumps are. [`push_ops`] is what a compile costs on top
 //! of stitching: it runs inside the bench's end-to-end clock (selection + push + finish).
 //! Stencils the table does not know (the entry shim) are pushed by index; the state is 0 after
 //! the shim.
@@ -41,27 +43,35 @@ pub fn selector(set: &'static StencilSet<'static>) -> Result<Selector<'static>, 
     Selector::new(family).map_err(|e| format!("{}: {e}", set.target))
 }
 
-/// A spec as a client's op list (see the module doc): the shim, then ops.
+/// A spec as a client's op list (see the module doc): the shim, then ops, cut into pieces
+/// each pushed in one call: a run of ops without jumps ([`TraceBuilder::push_ops`]), or one
+/// op that jumps to labels ([`TraceBuilder::push_op`]), each after the label bound there.
 pub struct OpList {
     pub name: String,
     shim: usize,
-    ops: Vec<Op>,
+    /// Op ids, in order.
+    ops: Vec<u16>,
+    /// Every op's operands, flat and in order (each takes its members' count).
     operands: Vec<u64>,
-    /// Label numbers, each op's after the previous op's.
+    /// Label numbers of the jumping ops, in order.
     targets: Vec<u32>,
     /// Labels the trace uses.
     labels: usize,
-}
-
-struct Op {
-    op: u16,
-    operands_end: u32,
-    targets_end: u32,
-    /// The label bound here, [`NO_LABEL`] if none.
-    label: u32,
+    pieces: Vec<Piece>,
 }
 
 const NO_LABEL: u32 = u32::MAX;
+
+/// Ops pushed in one call, and where their operands and targets end in the flat vectors.
+struct Piece {
+    ops_end: u32,
+    operands_end: u32,
+    targets_end: u32,
+    /// The label bound before the piece, [`NO_LABEL`] if none.
+    bind: u32,
+    /// One op that jumps (to labels, its targets), rather than a run.
+    jumps: bool,
+}
 
 /// The op list of `spec` (instance 0 must be the entry shim of `set`).
 pub fn ops(
@@ -95,6 +105,7 @@ pub fn ops(
         operands: Vec::new(),
         targets: Vec::new(),
         labels: labels as usize,
+        pieces: Vec::new(),
     };
     let table = sel.table();
     for (i, x) in spec.instances.iter().enumerate().skip(1) {
@@ -117,18 +128,30 @@ pub fn ops(
         for name in stencil.targets {
             list.targets.push(label[x.target(name, at)?]);
         }
-        list.ops.push(Op {
-            op,
-            operands_end: list.operands.len() as u32,
-            targets_end: list.targets.len() as u32,
-            label: label[i],
-        });
+        list.ops.push(op);
+        // A new piece where a label is bound, for each jumping op and after it.
+        let jumps = !stencil.targets.is_empty();
+        let extend = !jumps && label[i] == NO_LABEL && list.pieces.last().is_some_and(|p| !p.jumps);
+        if !extend {
+            list.pieces.push(Piece {
+                ops_end: 0,
+                operands_end: 0,
+                targets_end: 0,
+                bind: label[i],
+                jumps,
+            });
+        }
+        if let Some(piece) = list.pieces.last_mut() {
+            piece.ops_end = list.ops.len() as u32;
+            piece.operands_end = list.operands.len() as u32;
+            piece.targets_end = list.targets.len() as u32;
+        }
     }
     Ok(list)
 }
 
-/// Pushes `list` into `b` through the kit's selection: the shim, then every op by id, binding
-/// labels where jumps land. `labels` is scratch space (kept by the caller between traces).
+/// Pushes `list` into `b` through the kit's selection: the shim, then its pieces (runs of
+/// ops by id, each jump alone), binding labels where jumps land. `labels` is scratch space (kept by the caller between traces).
 // Inlined into the bench's loops, as a JIT's translation loop would hold it.
 #[inline(always)]
 pub fn push_ops(
@@ -143,25 +166,34 @@ pub fn push_ops(
     for _ in 0..list.labels {
         labels.push(b.label().map_err(|e| fail(e, 0))?);
     }
-    let (mut operands, mut targets) = (0, 0);
+    let (mut ops, mut operands, mut targets) = (0, 0, 0);
     let mut jumps = [Target::Address(0); 2];
-    for (i, x) in list.ops.iter().enumerate() {
-        if x.label != NO_LABEL {
-            b.bind(sel, labels[x.label as usize])
-                .map_err(|e| fail(e, i + 1))?;
+    for (i, x) in list.pieces.iter().enumerate() {
+        if x.bind != NO_LABEL {
+            b.bind(sel, labels[x.bind as usize])
+                .map_err(|e| fail(e, ops + 1))?;
         }
-        let (o, t) = (x.operands_end as usize, x.targets_end as usize);
-        for (j, &l) in jumps.iter_mut().zip(&list.targets[targets..t]) {
-            *j = Target::Label(labels[l as usize]);
+        let (k, o, t) = (
+            x.ops_end as usize,
+            x.operands_end as usize,
+            x.targets_end as usize,
+        );
+        if x.jumps {
+            for (j, &l) in jumps.iter_mut().zip(&list.targets[targets..t]) {
+                *j = Target::Label(labels[l as usize]);
+            }
+            b.push_op(
+                sel,
+                list.ops[ops],
+                &list.operands[operands..o],
+                &jumps[..t - targets],
+            )
+            .map(|_| ())
+        } else {
+            b.push_ops(sel, &list.ops[ops..k], &list.operands[operands..o], &[])
         }
-        b.push_op(
-            sel,
-            x.op,
-            &list.operands[operands..o],
-            &jumps[..t - targets],
-        )
-        .map_err(|e| fail(e, i + 1))?;
-        (operands, targets) = (o, t);
+        .map_err(|e| format!("{}: piece {i} (ops {} to {k}): {e}", list.name, ops + 1))?;
+        (ops, operands, targets) = (k, o, t);
     }
     Ok(())
 }

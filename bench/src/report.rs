@@ -516,7 +516,8 @@ calls; 25 ops per file). CPU = user + system time of the toolchain and its clang
 RX view already exists, so making code executable is amortised over the chunk). The trace \
 description is resolved once into an op list (op ids of the register-cached family, \
 operands, labels), as a JIT's opcode table would be. *End to end*: the timed compile is the \
-kit's member selection and `push` per op (`TraceBuilder::push_op`) and `finish`. \
+kit's member selection and `push` per op (`TraceBuilder::push_ops` per straight run, \
+`push_op` per jump) and `finish`. \
 *Pre-lowered*: the members the kit selected, resolved once into a plan (stencil indices, \
 operands and targets in stencil order), and the timed compile is `push` per instance and \
 `finish`: stitching alone. Traces are dropped outside the timed region. *Floor* rows: a null system call \
@@ -581,7 +582,7 @@ per-stencil modules, the Cranelift `JITModule` and its arena), and freeing the c
 
 | clock | front end (op list → backend input) | code generation | allocation | publish (code made executable) | icache flush | finalize / link |
 |---|---|---|---|---|---|---|
-| copy-and-patch, end to end (the `copy-and-patch` rows; ratios are to it) | the kit's member selection per op (`TraceBuilder::push_op`: one table row per instance, glue, labels) | copy and patch per instance (`finish`) | a block of the warm arena's chunk | one `pwrite` to the chunk's memfd (*alias* rows: stores through the persistent writable view) | yes (a no-op on x86-64) | GOT slots and veneers, in `finish` |
+| copy-and-patch, end to end (the `copy-and-patch` rows; ratios are to it) | the kit's member selection per op (`TraceBuilder::push_ops` per straight run, `push_op` per jump: one table row per instance, glue, labels) | copy and patch per instance (`finish`) | a block of the warm arena's chunk | one `pwrite` to the chunk's memfd (*alias* rows: stores through the persistent writable view) | yes (a no-op on x86-64) | GOT slots and veneers, in `finish` |
 | copy-and-patch, pre-lowered (labelled *pre-lowered*) | none: members selected beforehand, off the clock | as above | as above | as above | as above | as above |
 | LLVM -O0 / -O2 (MCJIT) | each instance's stencil module found by name (a hash look-up, on this clock only) and cloned, holes replaced, modules linked | IR passes (-O2) and code generation | MCJIT's memory manager | MCJIT's `finalizeObject` (page protections) | by MCJIT | relocation by MCJIT |
 | Cranelift none / speed (`cranelift-jit`) | the op list's analysis (stack depths, blocks; names were mapped to ops once, `cranelift::op_list`) and translation with `FunctionBuilder` (`use_var`/`def_var` for *ssa*) | `define_function` | `ArenaMemoryProvider`: space inside one reservation per module | `finalize_definitions` (page protections inside the arena) | by `cranelift-jit` | relocation in `finalize_definitions` |

@@ -11,6 +11,7 @@ mod float_cache;
 mod halves;
 mod narrow;
 mod positions;
+mod push_ops;
 mod selection;
 mod stencil_sets;
 mod three_arguments;

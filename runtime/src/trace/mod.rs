@@ -7,6 +7,7 @@
 
 mod batch;
 pub(crate) mod entry;
+mod run;
 pub(crate) mod select;
 pub(crate) mod stitch;
 

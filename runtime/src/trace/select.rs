@@ -2,7 +2,9 @@
 //! of a family (a generated id, [`cpjit_model::CacheSelect`]) and the kit picks its member
 //! for the cache state the previous instance left, inserting the family's glue (a spill or
 //! fill) where the op has no member for that state. One table read per instance, no
-//! allocation, no string work; names are resolved once, by [`Selector::op`].
+//! allocation, no string work; names are resolved once, by [`Selector::op`]. A straight run
+//! of ops goes in one call, [`TraceBuilder::push_ops`] (`run.rs`), which takes the same path
+//! op by op for glue, jumps and refusals.
 //!
 //! **Jump targets and merge points** are [`Label`]s. A label's cache state is fixed by the
 //! first edge that reaches it in push order: a jump from [`push_op`](TraceBuilder::push_op)
@@ -43,7 +45,24 @@ impl<'f> Selector<'f> {
     /// in the manifest), so has no selection tables.
     pub fn new(family: &'f Family<'f>) -> Result<Selector<'f>, Error> {
         match family.cached {
-            Some(table) => Ok(Selector { family, table }),
+            // Every state a row leads to is one of the table's (so `push_ops` need not check
+            // the state it carries from op to op).
+            Some(table)
+                if table
+                    .transitions
+                    .iter()
+                    .all(|t| t.exit < table.states && t.via < table.states) =>
+            {
+                Ok(Selector { family, table })
+            }
+            Some(table) => Err(Error::Selection {
+                family: family.name.to_string(),
+                reason: format!(
+                    "its selection table leads to a state outside its {} states: the \
+                     stencil crate is damaged; regenerate it (`cargo xtask build-stencils`)",
+                    table.states
+                ),
+            }),
             None => Err(Error::Selection {
                 family: family.name.to_string(),
                 reason: "the family declares no cache state (`cached` in its manifest entry), \
@@ -116,7 +135,7 @@ impl<'f> Selector<'f> {
     }
 
     /// `op`'s name for errors (`element` or `element(values)`).
-    fn op_name(&self, op: u16) -> String {
+    pub(crate) fn op_name(&self, op: u16) -> String {
         let combos = self.table.combos.max(1) as usize;
         let element = self
             .family
@@ -131,7 +150,7 @@ impl<'f> Selector<'f> {
         }
     }
 
-    fn error(&self, reason: String) -> Error {
+    pub(crate) fn error(&self, reason: String) -> Error {
         Error::Selection {
             family: self.family.name.to_string(),
             reason,

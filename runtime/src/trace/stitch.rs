@@ -292,13 +292,20 @@ impl Layout {
         targets: &[Target],
         counted: &mut Counted,
     ) {
+        if self.may_need(p, (wide, far)) {
+            self.count_each(p, operands, targets, counted);
+        }
+    }
+
+    /// Whether an instance of `p` may need a GOT slot or veneer its [`NeedFilter`] cannot
+    /// rule out (`wide`, `far`: as for [`count`](Layout::count)).
+    #[inline(always)]
+    pub fn may_need(&self, p: &Program, (wide, far): (bool, bool)) -> bool {
         let f = &p.filter;
         let may = NeedFilter::ALWAYS
             | if wide { NeedFilter::OPERANDS } else { 0 }
             | if far { NeedFilter::TARGETS } else { 0 };
-        if f.flags & may != 0 || f.symbols & !self.counted_symbols != 0 {
-            self.count_each(p, operands, targets, counted);
-        }
+        f.flags & may != 0 || f.symbols & !self.counted_symbols != 0
     }
 
     /// Counts each need of an instance of `p` (each known one once per trace, in
@@ -306,7 +313,7 @@ impl Layout {
     // Out of line: most instances are ruled out by their filter, and the loop's registers
     // would be taken from `push`'s caller.
     #[inline(never)]
-    fn count_each(
+    pub(crate) fn count_each(
         &mut self,
         p: &Program,
         operands: &[u64],
