@@ -80,79 +80,133 @@ fn bounds(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
 
 type DrawResult = Result<(), Box<dyn std::error::Error>>;
 
-fn compile_vs_run(path: &Path, title: &str, points: &[(String, RGBColor, f64, f64)]) -> DrawResult {
+/// A log–log chart on an SVG drawing area.
+type LogLog<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>;
+
+/// Draws a 720×480 log–log chart into `path`: `axes` are each axis's range and
+/// description, `draw` adds the series, and their legend goes at `legend`.
+fn log_log(
+    path: &Path,
+    caption: &str,
+    axes: [(std::ops::Range<f64>, &str); 2],
+    legend: SeriesLabelPosition,
+    draw: impl FnOnce(&mut LogLog<'_, '_>) -> DrawResult,
+) -> DrawResult {
     let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
     root.fill(&WHITE)?;
-    let x = bounds(points.iter().map(|p| p.2));
-    let y = bounds(points.iter().map(|p| p.3));
+    let [(x, x_desc), (y, y_desc)] = axes;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
+        .caption(caption, ("sans-serif", 18))
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(x.log_scale(), y.log_scale())?;
     chart
         .configure_mesh()
-        .x_desc("compile time (µs, log)")
-        .y_desc("run time per round (ns, log)")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .draw()?;
-    for (name, colour, cx, cy) in points {
-        chart
-            .draw_series(std::iter::once(Circle::new((*cx, *cy), 7, colour.filled())))?
-            .label(name.as_str())
-            .legend(move |(px, py)| Circle::new((px + 8, py), 5, colour.filled()));
-    }
+    draw(&mut chart)?;
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend)
         .draw()?;
     root.present()?;
     Ok(())
 }
 
+/// A backend's mark in the legend.
+fn legend_dot(colour: RGBColor) -> impl Fn((i32, i32)) -> Circle<(i32, i32), i32> {
+    move |(px, py)| Circle::new((px + 8, py), 5, colour.filled())
+}
+
+fn compile_vs_run(path: &Path, title: &str, points: &[(String, RGBColor, f64, f64)]) -> DrawResult {
+    let x = bounds(points.iter().map(|p| p.2));
+    let y = bounds(points.iter().map(|p| p.3));
+    let axes = [
+        (x, "compile time (µs, log)"),
+        (y, "run time per round (ns, log)"),
+    ];
+    log_log(
+        path,
+        title,
+        axes,
+        SeriesLabelPosition::UpperRight,
+        |chart| {
+            for (name, colour, cx, cy) in points {
+                chart
+                    .draw_series(std::iter::once(Circle::new((*cx, *cy), 7, colour.filled())))?
+                    .label(name.as_str())
+                    .legend(legend_dot(*colour));
+            }
+            Ok(())
+        },
+    )
+}
+
 fn compile_by_length(path: &Path, rows: &[&crate::results::PeerRow]) -> DrawResult {
-    let root = SVGBackend::new(path, (720, 480)).into_drawing_area();
-    root.fill(&WHITE)?;
     let x = bounds(rows.iter().map(|p| p.instances as f64));
     let y = bounds(
         rows.iter()
             .filter_map(|p| Some(p.compile.as_ref()?.median_ns / 1e3)),
     );
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Compile time by trace length", ("sans-serif", 18))
-        .margin(16)
-        .x_label_area_size(44)
-        .y_label_area_size(64)
-        .build_cartesian_2d(x.log_scale(), y.log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("stencil instances in the trace (log)")
-        .y_desc("compile time (µs, log)")
-        .draw()?;
-    for (backend, colour) in BACKENDS {
-        if !rows.iter().any(|p| p.label() == backend) {
-            continue;
+    let axes = [
+        (x, "stencil instances in the trace (log)"),
+        (y, "compile time (µs, log)"),
+    ];
+    let caption = "Compile time by trace length";
+    log_log(
+        path,
+        caption,
+        axes,
+        SeriesLabelPosition::UpperLeft,
+        |chart| {
+            for (backend, colour) in BACKENDS {
+                if !rows.iter().any(|p| p.label() == backend) {
+                    continue;
+                }
+                let mut pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|p| p.label() == backend)
+                    .filter_map(|p| Some((p.instances as f64, p.compile.as_ref()?.median_ns / 1e3)))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                chart.draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))?;
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?
+                    .label(backend)
+                    .legend(legend_dot(colour));
+            }
+            Ok(())
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed plots are what this module draws from the committed figures, so a
+    /// change to the drawing shows in the plots it changes (`cpjit-bench --render` redraws
+    /// them).
+    #[test]
+    fn the_committed_plots_are_drawn_from_the_committed_figures() {
+        let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("report");
+        let text = std::fs::read_to_string(report.join("results.json")).unwrap();
+        let r: Results = serde_json::from_str(&text).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let written = write_all(&r, dir.path()).unwrap();
+        assert_eq!(written.len(), 2, "{written:?}");
+        for (file, _) in written {
+            let drawn = std::fs::read_to_string(dir.path().join(&file)).unwrap();
+            let committed = std::fs::read_to_string(report.join(&file)).unwrap();
+            assert!(
+                drawn == committed,
+                "bench/report/{file} differs from what plot.rs draws from results.json: \
+                 run `cpjit-bench --render` and commit the plots"
+            );
         }
-        let mut pts: Vec<(f64, f64)> = rows
-            .iter()
-            .filter(|p| p.label() == backend)
-            .filter_map(|p| Some((p.instances as f64, p.compile.as_ref()?.median_ns / 1e3)))
-            .collect();
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        chart.draw_series(LineSeries::new(pts.clone(), colour.stroke_width(2)))?;
-        chart
-            .draw_series(pts.iter().map(|&p| Circle::new(p, 4, colour.filled())))?
-            .label(backend)
-            .legend(move |(px, py)| Circle::new((px + 8, py), 5, colour.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
-        .draw()?;
-    root.present()?;
-    Ok(())
 }

@@ -80,28 +80,21 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
         CodeWrites::Transient
     })?;
     let spec = spec(&o.trace)?;
-    let plan = Work {
-        plan: copy_patch::plan(&jit, &spec)?,
-        ops: o
-            .select
-            .then(|| copy_patch::Ops::new(&jit, &spec))
-            .transpose()?,
-        labels: std::cell::RefCell::new(Vec::new()),
-    };
     let n = spec.instances.len();
     let traces = if o.batch {
         crate::peer_bench::BATCH
     } else {
         crate::peer_bench::batches(n).0
     };
+    let work = Work::new(&jit, &spec, o.select, traces, o.batch)?;
     // Warm-up as the bench's (two untimed runs), then the rounds.
     for _ in 0..2 {
-        drop(untimed_round(&jit, &plan, traces, o.batch)?);
+        drop(untimed_round(&jit, &work)?);
     }
     let mut per_instance = Vec::with_capacity(o.rounds);
     let start = thread_cpu_ns();
     for _ in 0..o.rounds {
-        let (stitched, t) = time(|| timed_round(&jit, &plan, traces, o.batch));
+        let (stitched, t) = time(|| timed_round(&jit, &work));
         drop(stitched?);
         per_instance.push(t.cpu / (traces * n) as f64);
     }
@@ -135,44 +128,55 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
 /// A warm-up round: [`timed_round`] under another name, so that a profile collecting
 /// `timed_round` leaves it out.
 #[inline(never)]
-fn untimed_round(
-    jit: &Jit<'_>,
-    plan: &Work,
-    traces: usize,
-    batch: bool,
-) -> Result<Vec<Trace>, String> {
-    stitch_round(jit, plan, traces, batch)
+fn untimed_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, work)
 }
 
 /// One of the peer bench's timed runs (see [`stitch_round`]); never inlined, so that a
 /// profile can collect exactly its cost.
 #[inline(never)]
-fn timed_round(
-    jit: &Jit<'_>,
-    plan: &Work,
-    traces: usize,
-    batch: bool,
-) -> Result<Vec<Trace>, String> {
-    stitch_round(jit, plan, traces, batch)
+fn timed_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
+    stitch_round(jit, work)
 }
 
-/// What a round compiles: the pre-lowered plan, or (`--select`) the op list.
+/// What a round compiles: the pre-lowered plan, or (`--select`) the op list; how many times,
+/// and whether as one batch.
 struct Work {
     plan: Plan,
     ops: Option<copy_patch::Ops>,
     labels: std::cell::RefCell<Vec<cpjit_runtime::Label>>,
-}
-
-/// One of the peer bench's timed runs: `traces` compiles of `work` (one batch with `batch`).
-#[inline(always)]
-fn stitch_round(
-    jit: &Jit<'_>,
-    work: &Work,
     traces: usize,
     batch: bool,
-) -> Result<Vec<Trace>, String> {
-    let labels = &mut work.labels.borrow_mut();
-    match (&work.ops, batch) {
+}
+
+impl Work {
+    /// `traces` compiles of `spec` a round (as one batch with `batch`), from its op list
+    /// with `select`.
+    fn new(
+        jit: &Jit<'static>,
+        spec: &TraceSpec,
+        select: bool,
+        traces: usize,
+        batch: bool,
+    ) -> Result<Work, String> {
+        Ok(Work {
+            plan: copy_patch::plan(jit, spec)?,
+            ops: select
+                .then(|| copy_patch::Ops::new(jit, spec))
+                .transpose()?,
+            labels: std::cell::RefCell::new(Vec::new()),
+            traces,
+            batch,
+        })
+    }
+}
+
+/// One of the peer bench's timed runs: `work.traces` compiles of `work` (one batch with
+/// `work.batch`).
+#[inline(always)]
+fn stitch_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
+    let (labels, traces) = (&mut work.labels.borrow_mut(), work.traces);
+    match (&work.ops, work.batch) {
         (Some(ops), true) => copy_patch::select_stitch_batch(jit, ops, traces, labels),
         (Some(ops), false) => (0..traces)
             .map(|_| copy_patch::select_stitch(jit, ops, labels))
@@ -181,5 +185,25 @@ fn stitch_round(
         (None, false) => (0..traces)
             .map(|_| copy_patch::stitch(jit, &work.plan))
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_compiles_the_traces_asked_for_in_every_mode() {
+        let jit = copy_patch::jit_writing(CodeWrites::Transient).unwrap();
+        let spec = straight(5);
+        for (select, batch) in [(false, false), (false, true), (true, false), (true, true)] {
+            let work = Work::new(&jit, &spec, select, 3, batch).unwrap();
+            let traces = timed_round(&jit, &work).unwrap();
+            assert_eq!(traces.len(), 3, "select {select}, batch {batch}");
+            for t in &traces {
+                let instances = t.instance_offsets().len();
+                assert_eq!(instances, spec.instances.len(), "{select} {batch}");
+            }
+        }
     }
 }

@@ -112,6 +112,26 @@ pub struct Stencil<'a> {
 }
 
 impl<'a> Stencil<'a> {
+    /// A stencil with nothing in it: no code, data, holes, operands, targets or symbols,
+    /// byte alignment, and an end that falls through (running it runs into what follows).
+    /// Stencils written by hand (in tests, in sets written without the toolchain) name only
+    /// the fields that set them apart: `Stencil { name, code, holes, ..Stencil::EMPTY }`.
+    pub const EMPTY: Stencil<'a> = Stencil {
+        name: "",
+        code: &[],
+        code_align: 1,
+        init_data: &[],
+        data_len: 0,
+        data_align: 1,
+        zero_fill: &[],
+        holes: &[],
+        operands: &[],
+        targets: &[],
+        symbols: &[],
+        falls_through: true,
+        cold_len: 0,
+    };
+
     /// Bytes of the hot part: `code` before the cold part ([`Stencil::cold_len`]).
     pub fn hot_len(&self) -> usize {
         self.code.len().saturating_sub(self.cold_len as usize)
@@ -546,39 +566,39 @@ mod tests {
     const NOP: Stencil<'static> = Stencil {
         name: "nop",
         code: &[0x90],
-        code_align: 1,
-        init_data: &[],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
         falls_through: false,
-        cold_len: 0,
+        ..Stencil::EMPTY
     };
 
-    #[test]
-    fn set_lookup_is_by_name() {
-        const A: Stencil<'static> = Stencil { name: "a", ..NOP };
-        let b = Stencil { name: "b", ..A };
-        let stencils = [A, b];
-        let set = StencilSet {
+    /// An x86-64 ELF set of `stencils` (with `zero_fill`) for the tests.
+    fn test_set<'a>(
+        stencils: &'a [Stencil<'a>],
+        shim: Option<u16>,
+        zero_fill: &'a [ZeroFill<'a>],
+    ) -> StencilSet<'a> {
+        StencilSet {
             target: "test-target",
             arch: Arch::X86_64,
             format: ObjectFormat::Elf,
             abi: Abi::SysV64,
             reserved_registers: &[],
             nop: &[0x90],
-            shim: Some(0),
-            stencils: &stencils,
+            shim,
+            stencils,
             symbols: &[],
-            zero_fill: &[],
+            zero_fill,
             digest: "",
             format_version: format::VERSION,
             pruned: &[],
-        };
+        }
+    }
+
+    #[test]
+    fn set_lookup_is_by_name() {
+        const A: Stencil<'static> = Stencil { name: "a", ..NOP };
+        let b = Stencil { name: "b", ..A };
+        let stencils = [A, b];
+        let set = test_set(&stencils, Some(0), &[]);
         assert_eq!(set.index_of("b"), Some(1));
         assert!(set.get("c").is_none());
         assert_eq!(set.shim().unwrap().name, "a");
@@ -593,8 +613,6 @@ mod tests {
         }];
         const S: Stencil<'static> = Stencil {
             name: "s",
-            code: &[0x90],
-            code_align: 1,
             init_data: &[1, 2, 3],
             data_len: 24,
             data_align: 8,
@@ -602,29 +620,10 @@ mod tests {
                 section: 0,
                 offset: 8,
             }],
-            holes: &[],
-            operands: &[],
-            targets: &[],
-            symbols: &[],
-            falls_through: false,
-            cold_len: 0,
+            ..NOP
         };
         let stencils = [S];
-        let set = StencilSet {
-            target: "test-target",
-            arch: Arch::X86_64,
-            format: ObjectFormat::Elf,
-            abi: Abi::SysV64,
-            reserved_registers: &[],
-            nop: &[0x90],
-            shim: None,
-            stencils: &stencils,
-            symbols: &[],
-            zero_fill: &ZERO_FILL,
-            digest: "",
-            format_version: format::VERSION,
-            pruned: &[],
-        };
+        let set = test_set(&stencils, None, &ZERO_FILL);
         assert_eq!(S.check_data(&set), Ok(()));
         let mut dst = [0xaau8; 24];
         S.write_data(&mut dst);

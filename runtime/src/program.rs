@@ -595,32 +595,13 @@ pub(crate) const fn code_hole(offset: u32, kind: HoleKind, value: HoleValue, add
     }
 }
 
-/// A stencil with nothing in it, for tests that write stencils by hand and set only the
-/// fields they need (`Stencil { name, code, holes, ..PLAIN_STENCIL }`).
-#[cfg(test)]
-pub(crate) const PLAIN_STENCIL: Stencil<'static> = Stencil {
-    name: "",
-    code: &[],
-    code_align: 1,
-    init_data: &[],
-    data_len: 0,
-    data_align: 1,
-    zero_fill: &[],
-    holes: &[],
-    operands: &[],
-    targets: &[],
-    symbols: &[],
-    falls_through: true,
-    cold_len: 0,
-};
-
 /// An x86-64 `ret` that ends a trace, for tests that write stencils by hand.
 #[cfg(all(test, target_arch = "x86_64"))]
 pub(crate) const X86_RET: Stencil<'static> = Stencil {
     name: "ret",
     code: &[0xc3],
     falls_through: false,
-    ..PLAIN_STENCIL
+    ..Stencil::EMPTY
 };
 
 /// A set of `stencils` for tests that write stencils by hand, which this process can run

@@ -115,16 +115,20 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
             writer::package_name(package, &t.triple)
         );
     }
-    o.push_str("];\n\n/// Every set, sorted by triple (the order of [`TARGETS`]).\n#[rustfmt::skip]\nstatic ALL: &[&StencilSet<'static>] = &[\n");
-    for t in targets {
-        let _ = writeln!(
-            o,
-            "    &{}::SET,",
-            writer::package_name(package, &t.triple).replace('-', "_")
-        );
-    }
+    o.push_str("];\n");
+    // The crates' names as Rust spells them, in the order of `TARGETS`.
+    let crates: Vec<String> = targets
+        .iter()
+        .map(|t| writer::package_name(package, &t.triple).replace('-', "_"))
+        .collect();
+    crate_table(
+        &mut o,
+        "Every set, sorted by triple (the order of [`TARGETS`]).",
+        "ALL: &[&StencilSet<'static>]",
+        &crates,
+        |c| format!("&{c}::SET"),
+    );
     o.push_str(concat!(
-        "];\n",
         "\n",
         "/// Every set, sorted by triple (the order of [`TARGETS`]).\n",
         "pub fn all() -> &'static [&'static StencilSet<'static>] {\n",
@@ -159,33 +163,48 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
         "        .map(|i| FRAMES[i])\n",
         "}\n",
     ));
-    o.push_str("\n/// Each set's frame layouts, in the order of [`ALL`].\n#[rustfmt::skip]\nstatic FRAMES: &[&[StencilFrame<'static>]] = &[\n");
-    for t in targets {
-        let _ = writeln!(
-            o,
-            "    {}::FRAMES,",
-            writer::package_name(package, &t.triple).replace('-', "_")
-        );
-    }
-    o.push_str("];\n");
+    crate_table(
+        &mut o,
+        "Each set's frame layouts, in the order of [`ALL`].",
+        "FRAMES: &[&[StencilFrame<'static>]]",
+        &crates,
+        |c| format!("{c}::FRAMES"),
+    );
     if families {
-        families_fn(&mut o, package, targets);
+        families_fn(&mut o, &crates);
     }
     o
 }
 
-/// `families(set)`: the stencil families of a set of this facade (`cpjit_model::Family`).
-fn families_fn(o: &mut String, package: &str, targets: &[&Target]) {
-    o.push_str("\n/// Every set's stencil families, in the order of [`ALL`].\n#[rustfmt::skip]\nstatic FAMILIES: &[&[cpjit_model::Family<'static>]] = &[\n");
-    for t in targets {
-        let _ = writeln!(
-            o,
-            "    &{}::FAMILIES,",
-            writer::package_name(package, &t.triple).replace('-', "_")
-        );
+/// Appends `static {declaration} = &[...];` under its `doc` line: one `entry` of each
+/// generated crate's name (`crates`, in the order of `TARGETS`), not reformatted.
+fn crate_table(
+    o: &mut String,
+    doc: &str,
+    declaration: &str,
+    crates: &[String],
+    entry: impl Fn(&str) -> String,
+) {
+    let _ = writeln!(
+        o,
+        "\n/// {doc}\n#[rustfmt::skip]\nstatic {declaration} = &["
+    );
+    for c in crates {
+        let _ = writeln!(o, "    {},", entry(c));
     }
+    o.push_str("];\n");
+}
+
+/// `families(set)`: the stencil families of a set of this facade (`cpjit_model::Family`).
+fn families_fn(o: &mut String, crates: &[String]) {
+    crate_table(
+        o,
+        "Every set's stencil families, in the order of [`ALL`].",
+        "FAMILIES: &[&[cpjit_model::Family<'static>]]",
+        crates,
+        |c| format!("&{c}::FAMILIES"),
+    );
     o.push_str(concat!(
-        "];\n",
         "\n",
         "/// The stencil families of `set` (one of [`all`]), as the manifest declares them:\n",
         "/// `families(set)[i].stencil(element, &values)` is a stencil index of `set`.\n",

@@ -128,21 +128,10 @@ fn the_exit_side_of_a_guard_is_unlikely() {
 /// A stencil of `len` bytes, the last `cold` of them its cold part.
 fn sized(name: &str, len: usize, cold: u32, falls_through: bool) -> StencilBuf {
     StencilBuf {
-        name: name.into(),
-        code: vec![0x90; len],
         code_align: 16,
-        init_data: Vec::new(),
-        data_len: 0,
-        data_align: 1,
-        zero_fill: Vec::new(),
-        holes: Vec::new(),
-        operands: Vec::new(),
-        targets: Vec::new(),
-        symbols: Vec::new(),
         elided_continue: falls_through,
         cold_len: cold,
-        pieces: Vec::new(),
-        frame: None,
+        ..StencilBuf::plain(name, vec![0x90; len])
     }
 }
 

@@ -357,21 +357,10 @@ fn entry(out: &mut Vec<u8>, body: &[u8]) {
 
 /// The unwinder's DWARF registration calls (Linux, macOS); nothing elsewhere (Windows x64
 /// registers function tables; on other platforms [`compile`] refuses the option, so no
-/// registration is ever made). [`SUPPORTED`] follows from it.
-#[cfg(any(
-    all(
-        target_os = "linux",
-        any(
-            target_arch = "x86_64",
-            target_arch = "aarch64",
-            target_arch = "riscv64"
-        )
-    ),
-    all(
-        target_os = "macos",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )
-))]
+/// registration is ever made). [`SUPPORTED`] follows from it. By OS alone: on an
+/// architecture the kit has no stencils for (say, Linux on s390x) `Jit::new` refuses every
+/// set before it looks at unwinding.
+#[cfg(any(target_os = "linux", target_os = "macos"))]
 mod platform {
     /// The unwinder takes DWARF call-frame information from us here.
     pub const DWARF: bool = true;
@@ -396,20 +385,7 @@ mod platform {
         unsafe { __deregister_frame(entry) }
     }
 }
-#[cfg(not(any(
-    all(
-        target_os = "linux",
-        any(
-            target_arch = "x86_64",
-            target_arch = "aarch64",
-            target_arch = "riscv64"
-        )
-    ),
-    all(
-        target_os = "macos",
-        any(target_arch = "x86_64", target_arch = "aarch64")
-    )
-)))]
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
 #[allow(dead_code)] // Windows x64 registers a function table instead (see `Registration`)
 mod platform {
     /// No DWARF registration here.

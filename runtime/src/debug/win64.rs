@@ -11,6 +11,9 @@
 //! prologue codes), so they have the prologue shape `UNWIND_INFO` can say: the CFA only
 //! grows on `rsp`, optionally moves once to a frame register, and every save lasts to the
 //! function's end. Windows recognizes epilogues from the code (the ABI fixes their form).
+//! A cold tail the toolchain moved off a function with a frame starts in the function's
+//! body state: that whole state becomes prologue codes at offset 0 with a prologue of size
+//! 0, which the unwinder applies in full from the tail's first byte.
 //! Rows of another shape (e.g. DWARF epilogue rows) are refused with the reason. Code that
 //! no entry covers (padding, the tail jump, veneers) is a leaf for Windows: the return
 //! address at `rsp`, which is exactly the state it runs in.
@@ -441,6 +444,21 @@ mod tests {
         }
     }
 
+    /// The function at `start..end` with its `rows` and `saves`.
+    fn function<'a>(
+        start: u32,
+        end: u32,
+        rows: &'a [FrameRow],
+        saves: &'a [FrameSave],
+    ) -> FrameFunction<'a> {
+        FrameFunction {
+            start,
+            end,
+            rows,
+            saves,
+        }
+    }
+
     fn save(register: u8, cfa_offset: u32, from: u32, to: u32) -> FrameSave {
         FrameSave {
             register,
@@ -466,12 +484,7 @@ mod tests {
             save(3, 24, 0x13, 0x38),
             save(23, 64, 0x1c, 0x38),
         ];
-        let f = FrameFunction {
-            start: 0x10,
-            end: 0x38,
-            rows: &rows,
-            saves: &saves,
-        };
+        let f = function(0x10, 0x38, &rows, &saves);
         let info = unwind_info(&f).unwrap();
         // The bytes the toolchain's reader test starts from (same prologue).
         assert_eq!(
@@ -484,12 +497,7 @@ mod tests {
     fn a_frame_register_and_a_leaf_encode() {
         let rows = [row(0, 7, 8), row(1, 7, 16), row(5, 7, 64), row(10, 6, 32)];
         let saves = [save(16, 8, 0, 30), save(6, 16, 1, 30), save(4, 56, 14, 30)];
-        let f = FrameFunction {
-            start: 0,
-            end: 30,
-            rows: &rows,
-            saves: &saves,
-        };
+        let f = function(0, 30, &rows, &saves);
         assert_eq!(
             unwind_info(&f).unwrap(),
             [
@@ -511,12 +519,7 @@ mod tests {
                 0
             ]
         );
-        let leaf = FrameFunction {
-            start: 0,
-            end: 4,
-            rows: &rows[..1],
-            saves: &saves[..1],
-        };
+        let leaf = function(0, 4, &rows[..1], &saves[..1]);
         assert_eq!(unwind_info(&leaf).unwrap(), [1, 0, 0, 0]);
     }
 
@@ -526,12 +529,7 @@ mod tests {
         // (CFA = rsp + 24, rbx at CFA - 16): the whole state as codes at offset 0.
         let rows = [row(0x40, 7, 24)];
         let saves = [save(16, 8, 0x40, 0x50), save(3, 16, 0x40, 0x50)];
-        let f = FrameFunction {
-            start: 0x40,
-            end: 0x50,
-            rows: &rows,
-            saves: &saves,
-        };
+        let f = function(0x40, 0x50, &rows, &saves);
         // Prologue size 0, 3 slots: SAVE_NONVOL rbx at rsp + 8 (last first), ALLOC_SMALL 16.
         assert_eq!(
             unwind_info(&f).unwrap(),
@@ -547,12 +545,7 @@ mod tests {
     fn epilogue_rows_are_refused_with_the_reason() {
         let rows = [row(0, 7, 8), row(1, 7, 16), row(10, 7, 8)];
         let saves = [save(16, 8, 0, 20), save(3, 16, 1, 10)];
-        let f = FrameFunction {
-            start: 0,
-            end: 20,
-            rows: &rows,
-            saves: &saves,
-        };
+        let f = function(0, 20, &rows, &saves);
         let e = unwind_info(&f).unwrap_err();
         assert!(e.contains("only prologues"), "{e}");
         let f = FrameFunction {

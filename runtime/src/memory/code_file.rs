@@ -12,7 +12,7 @@
 //! The object is made when the arena reserves its first chunk and closed when the arena and
 //! its last chunk are gone.
 
-use super::unix_common::os_error;
+use super::os_error;
 use crate::arena::FreeList;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -12,26 +12,13 @@
 //! only its high-water mark, so committing code is bookkeeping only. Data is reserved
 //! `PROT_NONE` and committed by mapping fresh RW pages over it.
 
-pub(crate) use super::unix_common::commit_data;
-use super::unix_common::os_error;
+use super::os_error;
+use super::unix_common::reserve;
+pub(crate) use super::unix_common::{commit_data, granularity, page_size};
 use super::Region;
 use std::io;
 
 pub(crate) struct Mapping;
-
-pub(crate) fn granularity() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if page > 0 {
-        page as usize
-    } else {
-        16384
-    }
-}
-
-pub(crate) fn page_size() -> usize {
-    granularity()
-}
 
 /// Nothing: the code is written in place once this thread may write `MAP_JIT` memory.
 pub(crate) type Handle = ();
@@ -68,28 +55,24 @@ pub(crate) fn open_window(
     Ok((Window, code_rx + offset))
 }
 
-/// `_object`: nothing is shared, each region has its own code object (and never a
-/// persistent alias: [`super::PERSISTENT_ALIAS`] is false).
-pub(crate) fn map_at(
-    code_len: usize,
-    data_len: usize,
-    at: usize,
-    _object: &super::CodeObject,
-) -> io::Result<Option<Region>> {
-    map(code_len, data_len, at)
-}
-
 pub(crate) fn map_anywhere(
     code_len: usize,
     data_len: usize,
-    _object: &super::CodeObject,
+    object: &super::CodeObject,
 ) -> io::Result<Region> {
-    map(code_len, data_len, 0)?
+    map_at(code_len, data_len, 0, object)?
         .ok_or_else(|| io::Error::other("data could not be mapped within ±2 GiB of the code"))
 }
 
-/// `Ok(None)` when the data could not be placed within reach of the code.
-fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Region>> {
+/// `Ok(None)` when the data could not be placed within reach of the code (mapped near
+/// `hint`, anywhere for 0). `_object`: nothing is shared, each region has its own `MAP_JIT`
+/// mapping (and never a persistent alias: [`super::PERSISTENT_ALIAS`] is false).
+pub(crate) fn map_at(
+    code_len: usize,
+    data_len: usize,
+    hint: usize,
+    _object: &super::CodeObject,
+) -> io::Result<Option<Region>> {
     // SAFETY: fresh mappings; on failure everything mapped so far is unmapped.
     unsafe {
         let code = libc::mmap(
@@ -103,20 +86,13 @@ fn map(code_len: usize, data_len: usize, hint: usize) -> io::Result<Option<Regio
         if code == libc::MAP_FAILED {
             return Err(os_error("mmap (MAP_JIT code)"));
         }
-        let want = code as usize + code_len;
-        let data = libc::mmap(
-            want as *mut libc::c_void,
-            data_len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_NORESERVE,
-            -1,
-            0,
-        );
-        if data == libc::MAP_FAILED {
-            let e = os_error("mmap (data)");
-            libc::munmap(code, code_len);
-            return Err(e);
-        }
+        let data = match reserve(code as usize + code_len, data_len, "mmap (data)") {
+            Ok(data) => data,
+            Err(e) => {
+                libc::munmap(code, code_len);
+                return Err(e);
+            }
+        };
         if (data as usize).abs_diff(code as usize) > (1 << 31) - code_len - data_len {
             libc::munmap(data, data_len);
             libc::munmap(code, code_len);

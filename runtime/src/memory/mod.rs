@@ -381,6 +381,12 @@ pub(crate) fn page_size() -> usize {
     imp::page_size()
 }
 
+/// The last OS error, prefixed with the call that failed.
+fn os_error(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
 fn round_up(x: usize, align: usize) -> usize {
     x.div_ceil(align) * align
 }

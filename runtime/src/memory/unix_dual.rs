@@ -12,8 +12,9 @@
 
 #[cfg(target_os = "linux")]
 use super::code_file::CodeFile;
-pub(crate) use super::unix_common::commit_data;
-use super::unix_common::os_error;
+use super::os_error;
+use super::unix_common::reserve;
+pub(crate) use super::unix_common::{commit_data, granularity, page_size};
 use super::{CodeObject, Region};
 use std::io;
 
@@ -34,20 +35,6 @@ pub(crate) struct Mapping {
 #[cfg(not(target_os = "linux"))]
 pub(crate) struct Mapping {
     fd: libc::c_int,
-}
-
-pub(crate) fn granularity() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if page > 0 {
-        page as usize
-    } else {
-        4096
-    }
-}
-
-pub(crate) fn page_size() -> usize {
-    granularity()
 }
 
 /// What writing code needs on Linux: the shared memory object's descriptor, the file
@@ -337,25 +324,6 @@ fn truncate(fd: libc::c_int, len: usize) -> io::Result<libc::c_int> {
         return Err(e);
     }
     Ok(fd)
-}
-
-/// An inaccessible reservation of `len` bytes at `hint` (or anywhere when 0).
-fn reserve(hint: usize, len: usize, what: &str) -> io::Result<*mut libc::c_void> {
-    // SAFETY: a fresh anonymous mapping; MAP_FIXED is not used, so nothing is replaced.
-    let at = unsafe {
-        libc::mmap(
-            hint as *mut libc::c_void,
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if at == libc::MAP_FAILED {
-        return Err(os_error(what));
-    }
-    Ok(at)
 }
 
 /// Linux: a range of the arena's code object for the code part, the reservation of both

@@ -11,7 +11,7 @@
 //! briefly make pages other threads execute non-executable) is needed. Verified under
 //! wine 8.
 
-use super::Region;
+use super::{os_error, Region};
 use std::io;
 use std::ptr;
 use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
@@ -114,28 +114,12 @@ pub(crate) fn open_window(
     Ok((window, start))
 }
 
-fn os_error(what: &str) -> io::Error {
-    let e = io::Error::last_os_error();
-    io::Error::new(e.kind(), format!("{what}: {e}"))
-}
-
-/// `_object`: nothing is shared, each region has its own code object (and never a
-/// persistent alias: [`super::PERSISTENT_ALIAS`] is false).
-pub(crate) fn map_at(
-    code_len: usize,
-    data_len: usize,
-    at: usize,
-    _object: &super::CodeObject,
-) -> io::Result<Option<Region>> {
-    map(code_len, data_len, at)
-}
-
 pub(crate) fn map_anywhere(
     code_len: usize,
     data_len: usize,
-    _object: &super::CodeObject,
+    object: &super::CodeObject,
 ) -> io::Result<Region> {
-    if let Some(region) = map(code_len, data_len, 0)? {
+    if let Some(region) = map_at(code_len, data_len, 0, object)? {
         return Ok(region);
     }
     // The view landed where its data cannot follow (something is mapped right after it):
@@ -143,7 +127,7 @@ pub(crate) fn map_anywhere(
     // between, so try a few times.
     for _ in 0..16 {
         let at = free_range(code_len + data_len)?;
-        if let Some(region) = map(code_len, data_len, at)? {
+        if let Some(region) = map_at(code_len, data_len, at, object)? {
             return Ok(region);
         }
     }
@@ -166,7 +150,14 @@ fn free_range(len: usize) -> io::Result<usize> {
 }
 
 /// `Ok(None)` when the address range at `at` (or after the RX view) is not free.
-fn map(code_len: usize, data_len: usize, at: usize) -> io::Result<Option<Region>> {
+/// `_object`: nothing is shared, each region has its own section (and never a persistent
+/// alias: [`super::PERSISTENT_ALIAS`] is false).
+pub(crate) fn map_at(
+    code_len: usize,
+    data_len: usize,
+    at: usize,
+    _object: &super::CodeObject,
+) -> io::Result<Option<Region>> {
     let size = code_len as u64;
     // SAFETY: plain Win32 calls; every handle and view is released on each failure path.
     unsafe {

@@ -6,26 +6,18 @@
 //! Relocation semantics: the AArch64 ELF psABI (as lld implements them in
 //! `lld/ELF/Arch/AArch64.cpp`).
 
-use super::{bytes, put, Problem};
+use super::Problem;
 use cpjit_isa::aarch64 as isa;
 use cpjit_model::{Aarch64Hole, HoleKind};
 
-/// Checks the instruction at `code[offset]` and writes the field for `value` into it.
-pub(super) fn patch(
-    kind: HoleKind,
-    code: &mut [u8],
-    offset: usize,
-    place: u64,
-    value: u64,
-) -> Result<(), Problem> {
-    let insn = u32::from_le_bytes(bytes::<4>(code, offset)?);
+/// The instruction word `insn` with the field for `value` written into it, once checked to
+/// be of the class `kind` patches ([`super::patch_word`] reads and writes the word).
+pub(super) fn encode(kind: HoleKind, insn: u32, place: u64, value: u64) -> Result<u32, Problem> {
     isa::check_class(kind, insn).map_err(|expected| Problem::UnexpectedInstruction {
         found: insn,
         expected,
     })?;
-    let field = field(kind, place, value)?;
-    put(code, offset, isa::insert(kind, insn, field).to_le_bytes());
-    Ok(())
+    Ok(isa::insert(kind, insn, field(kind, place, value)?))
 }
 
 /// The value of the kind's immediate field (right-aligned), or why `value` cannot be encoded.

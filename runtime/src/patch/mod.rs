@@ -73,8 +73,15 @@ pub fn patch(
         // Instruction holes: each architecture's module (`HoleKind::arch` decides).
         _ => match kind.arch() {
             Some(Arch::X86_64) => x86_64::patch(kind, code, offset, place, value),
-            Some(Arch::Aarch64) => aarch64::patch(kind, code, offset, place, value),
-            Some(Arch::Riscv64) => riscv64::patch(kind, code, offset, place, value),
+            Some(Arch::Aarch64) => patch_word(code, offset, |insn| {
+                aarch64::encode(kind, insn, place, value)
+            }),
+            Some(Arch::Riscv64) if kind == HoleKind::RiscvCall => {
+                riscv64::patch_call(code, offset, place, value)
+            }
+            Some(Arch::Riscv64) => patch_word(code, offset, |insn| {
+                riscv64::encode(kind, insn, place, value)
+            }),
             // Every kind without an architecture is data, matched above.
             None => Err(Problem::UnexpectedInstruction {
                 found: 0,
@@ -126,6 +133,18 @@ fn bytes<const N: usize>(code: &[u8], offset: usize) -> Result<[u8; N], Problem>
             len: code.len(),
         }),
     }
+}
+
+/// Patches the 32-bit instruction word at `code[offset]` (AArch64, RISC-V): `encode` checks
+/// the word it is given and returns it with the hole's field written.
+fn patch_word(
+    code: &mut [u8],
+    offset: usize,
+    encode: impl FnOnce(u32) -> Result<u32, Problem>,
+) -> Result<(), Problem> {
+    let insn = u32::from_le_bytes(bytes::<4>(code, offset)?);
+    put(code, offset, encode(insn)?.to_le_bytes());
+    Ok(())
 }
 
 /// Writes `value` at `code[offset..]`; the caller has checked the bounds with [`bytes`].

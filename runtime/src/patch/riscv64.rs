@@ -12,31 +12,33 @@ use super::{bytes, put, Problem};
 use cpjit_isa::riscv64 as isa;
 use cpjit_model::HoleKind;
 
-/// Checks the instruction(s) at `code[offset]` and writes the field for `value` into them.
-pub(super) fn patch(
-    kind: HoleKind,
+/// Checks the `auipc` + `jalr` pair of a [`HoleKind::RiscvCall`] at `code[offset]` and
+/// writes the halves of `value - place` into it.
+pub(super) fn patch_call(
     code: &mut [u8],
     offset: usize,
     place: u64,
     value: u64,
 ) -> Result<(), Problem> {
-    let unexpected = |found, expected| Problem::UnexpectedInstruction { found, expected };
-    if kind == HoleKind::RiscvCall {
-        let pair = bytes::<8>(code, offset)?;
-        let auipc = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
-        let jalr = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
-        if !isa::is_call_pair(auipc, jalr) {
-            let found = if isa::is_auipc(auipc) { jalr } else { auipc };
-            return Err(unexpected(found, "auipc rX followed by jalr through rX"));
-        }
-        let (hi20, lo12) = split(place, value)?;
-        put(code, offset, isa::insert_u(auipc, hi20).to_le_bytes());
-        put(code, offset + 4, isa::insert_i(jalr, lo12).to_le_bytes());
-        return Ok(());
+    let pair = bytes::<8>(code, offset)?;
+    let auipc = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+    let jalr = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
+    if !isa::is_call_pair(auipc, jalr) {
+        let found = if isa::is_auipc(auipc) { jalr } else { auipc };
+        return Err(unexpected(found, "auipc rX followed by jalr through rX"));
     }
-    let insn = u32::from_le_bytes(bytes::<4>(code, offset)?);
+    let (hi20, lo12) = split(place, value)?;
+    put(code, offset, isa::insert_u(auipc, hi20).to_le_bytes());
+    put(code, offset + 4, isa::insert_i(jalr, lo12).to_le_bytes());
+    Ok(())
+}
+
+/// The instruction word `insn` of every other kind with the field for `value` written into
+/// it, once checked to be of the class `kind` patches ([`super::patch_word`] reads and
+/// writes the word).
+pub(super) fn encode(kind: HoleKind, insn: u32, place: u64, value: u64) -> Result<u32, Problem> {
     isa::check_class(kind, insn).map_err(|expected| unexpected(insn, expected))?;
-    let patched = match kind {
+    Ok(match kind {
         HoleKind::RiscvPcrelHi20 | HoleKind::RiscvGotHi20 => {
             isa::insert_u(insn, split(place, value)?.0)
         }
@@ -50,9 +52,11 @@ pub(super) fn patch(
         HoleKind::RiscvLo12I => isa::insert_i(insn, absolute(value)?.1),
         // `super::patch` routes only RISC-V kinds here.
         _ => return Err(unexpected(insn, "a RISC-V hole kind")),
-    };
-    put(code, offset, patched.to_le_bytes());
-    Ok(())
+    })
+}
+
+fn unexpected(found: u32, expected: &'static str) -> Problem {
+    Problem::UnexpectedInstruction { found, expected }
 }
 
 /// Whether `value` fits a hole of `kind` at `place` (range and alignment only).

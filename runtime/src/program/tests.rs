@@ -19,7 +19,7 @@ fn steps_pair_got_loads_and_count_slots_and_far_branches() {
         code_align: 4,
         holes: &holes,
         operands: &["A", "B"],
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     };
     let p = Program::new(&stencil, false, 0);
     let actions: Vec<Action> = p.steps.iter().map(|s| s.action).collect();
@@ -90,7 +90,7 @@ fn interleaved_got_loads_pair_by_register() {
             code_align: 4,
             holes: &holes,
             operands: &["V"],
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         };
         let p = Program::new(&stencil, false, 0);
         let steps: Vec<(u16, Action)> = p.steps.iter().map(|s| (s.hole, s.action)).collect();
@@ -170,8 +170,7 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         operands: &["V"],
         symbols: &[0],
         falls_through: false,
-        cold_len: 0,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     };
     let p = Program::new(&stencil, false, 0xcc);
     let fast: Vec<Fast> = p.steps.iter().map(|s| s.fast).collect();

@@ -562,7 +562,7 @@ fn round_up64(x: u64, align: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::{Counted, Layout};
-    use crate::program::{code_hole, NeedFilter, Program, PLAIN_STENCIL};
+    use crate::program::{code_hole, NeedFilter, Program};
     use crate::trace::{InstanceId, Target};
     use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
 
@@ -618,7 +618,7 @@ mod tests {
                     operands: &["A", "B"],
                     targets: &["T"],
                     symbols: &[0, 1],
-                    ..PLAIN_STENCIL
+                    ..Stencil::EMPTY
                 };
                 Program::new(&stencil, false, 0xcc)
             })

@@ -6,7 +6,7 @@
 //! they write what the steps write, and leave a value they cannot take to the steps.
 
 use crate::icache::{FlushIcache, Hardware};
-use crate::program::{host_set, PLAIN_STENCIL};
+use crate::program::host_set;
 use crate::{Error, Jit, JitOptions};
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ static STENCILS: [Stencil<'static>; 2] = [
         code_align: 4,
         holes: &HOLES,
         symbols: &[0],
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     Stencil {
         name: "ret",
@@ -99,7 +99,7 @@ static STENCILS: [Stencil<'static>; 2] = [
         code_align: 4,
         falls_through: false,
         cold_len: 0,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
 ];
 static SET: StencilSet<'static> = host_set(host::ARCH, host::NOP, &STENCILS, &["far"]);
@@ -202,7 +202,7 @@ static ODD_STENCILS: [Stencil<'static>; 2] = [
     Stencil {
         name: "one_nop",
         code: host::NOP,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     Stencil {
         name: "aligned_ret",
@@ -210,7 +210,7 @@ static ODD_STENCILS: [Stencil<'static>; 2] = [
         code_align: host::NOP.len() as u32 * 4,
         falls_through: false,
         cold_len: 0,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
 ];
 static ODD_SET: StencilSet<'static> = StencilSet {
@@ -295,7 +295,7 @@ mod quick {
             code: IMM2,
             holes: &IMM2_HOLES,
             operands: &["A", "B"],
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         },
         Stencil {
             name: "data2",
@@ -304,7 +304,7 @@ mod quick {
             data_len: 8,
             data_align: 8,
             holes: &DATA2_HOLES,
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         },
         X86_RET,
         // One step each: the first instruction and hole of the two above.
@@ -313,7 +313,7 @@ mod quick {
             code: IMM2.split_at(7).0,
             holes: IMM2_HOLES.split_at(1).0,
             operands: &["A"],
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         },
         Stencil {
             name: "data1",
@@ -322,7 +322,7 @@ mod quick {
             data_len: 8,
             data_align: 8,
             holes: DATA2_HOLES.split_at(1).0,
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         },
     ];
     static QUICK_SET: StencilSet<'static> = StencilSet {
@@ -478,7 +478,7 @@ mod cold {
             code_align: 4,
             holes: &GUARD_HOLES,
             cold_len: (GUARD.len() - HOT_LEN) as u32,
-            ..PLAIN_STENCIL
+            ..Stencil::EMPTY
         },
         X86_RET,
     ];

@@ -4,7 +4,7 @@
 //! buffer stays bounded and does not keep a large trace's size.
 
 use crate::memory::{staged_capacity, STAGE_BYTES};
-use crate::program::{host_set, PLAIN_STENCIL, X86_RET};
+use crate::program::{host_set, X86_RET};
 use crate::{CodeWrites, InstanceId, Jit, JitOptions, Target, Trace};
 use cpjit_model::{Arch, Hole, HoleKind, HoleValue, Section, Stencil, StencilSet};
 
@@ -52,7 +52,7 @@ static STENCILS: [Stencil<'static>; 7] = [
         name: "pad",
         code: &PAD,
         code_align: 16,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     // `call far` (through a veneer: `far` is out of reach).
     Stencil {
@@ -60,7 +60,7 @@ static STENCILS: [Stencil<'static>; 7] = [
         code: &[0xe8, 0, 0, 0, 0],
         holes: &CALL_HOLES,
         symbols: &[0],
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     // `jmp target`
     Stencil {
@@ -68,7 +68,7 @@ static STENCILS: [Stencil<'static>; 7] = [
         code: &[0xe9, 0, 0, 0, 0],
         holes: &JUMP_HOLES,
         targets: &["T"],
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     Stencil {
         name: "load_data",
@@ -77,14 +77,14 @@ static STENCILS: [Stencil<'static>; 7] = [
         init_data: &[1, 2, 3, 4, 5, 6, 7, 8],
         data_len: 8,
         data_align: 8,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     Stencil {
         name: "load_operand",
         code: GOT_LOAD,
         holes: &OPERAND_HOLES,
         operands: &["A"],
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
     X86_RET,
     // A cold part (after the trace's hot code, across windows) with a far call.
@@ -94,7 +94,7 @@ static STENCILS: [Stencil<'static>; 7] = [
         holes: &GUARD_HOLES,
         symbols: &[0],
         cold_len: (GUARD.len() - 13) as u32,
-        ..PLAIN_STENCIL
+        ..Stencil::EMPTY
     },
 ];
 

@@ -23,19 +23,9 @@ pub static SET: &StencilSet<'static> = &stencils::SET;
 /// data, no zero fill nor cold part, and until told otherwise no holes and a fall-through end.
 pub const fn hand_written(code_align: u32) -> Stencil<'static> {
     Stencil {
-        name: "",
-        code: &[],
         code_align,
-        init_data: &[],
-        data_len: 0,
         data_align: 8,
-        zero_fill: &[],
-        holes: &[],
-        operands: &[],
-        targets: &[],
-        symbols: &[],
-        falls_through: true,
-        cold_len: 0,
+        ..Stencil::EMPTY
     }
 }
 

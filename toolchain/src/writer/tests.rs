@@ -142,13 +142,7 @@ fn header_digest_is_read_back() {
 fn the_shims_elided_jump_is_not_a_fall_through() {
     use cpjit_model::{Arch, Hole, HoleKind, HoleValue, ObjectFormat, Section};
     let stencil = |name: &str, elided: bool, continues: bool| StencilBuf {
-        name: name.into(),
-        code: vec![0; 8],
         code_align: 4,
-        init_data: vec![],
-        data_len: 0,
-        data_align: 1,
-        zero_fill: vec![],
         holes: continues
             .then_some(Hole {
                 section: Section::Code,
@@ -159,13 +153,8 @@ fn the_shims_elided_jump_is_not_a_fall_through() {
             })
             .into_iter()
             .collect(),
-        operands: vec![],
-        targets: vec![],
-        symbols: vec![],
         elided_continue: elided,
-        cold_len: 0,
-        pieces: vec![],
-        frame: None,
+        ..StencilBuf::plain(name, vec![0; 8])
     };
     let set = BuiltSet {
         target: crate::target::test_target(Arch::Aarch64, ObjectFormat::Elf),

@@ -220,11 +220,8 @@ fn refers_relative(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::assemble::assemble;
-    use crate::object::parsed::{
-        Definition, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget, SectionKind,
-    };
-    use crate::object::ReadOptions;
+    use crate::object::assemble::tail::fixture;
+    use crate::object::parsed::{ParsedReloc, ParsedSection, RelocTarget, SectionKind};
     use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat};
 
     #[test]
@@ -245,63 +242,12 @@ mod tests {
             0xef, 0xc3,
         ];
         bytes.extend_from_slice(extra);
-        let symbol = |name: &str, definition| ParsedSymbol {
-            name: name.into(),
-            definition,
-        };
-        ParsedObject {
-            sections: vec![ParsedSection {
-                name: ".text".into(),
-                kind: SectionKind::Code,
-                align: 1,
-                size: bytes.len() as u64,
-                bytes,
-                relocs: vec![ParsedReloc {
-                    offset: 8,
-                    type_name: "IMAGE_REL_AMD64_REL32".into(),
-                    kind: Ok(HoleKind::X86Branch32),
-                    target: RelocTarget::Symbol(1),
-                    addend: -4,
-                }],
-            }],
-            symbols: vec![
-                symbol(
-                    "op_t",
-                    Some(Definition {
-                        section: 0,
-                        offset: 0,
-                        size: None,
-                        starts_range: true,
-                    }),
-                ),
-                symbol("_JIT_CONTINUE", None),
-            ],
-            unrelocated_locals: vec![],
-        }
-    }
-
-    fn options(limits: &crate::manifest::Limits) -> ReadOptions<'_> {
-        ReadOptions {
-            target: "t",
-            arch: Arch::X86_64,
-            format: ObjectFormat::Coff,
-            template: "t.c",
-            hole_prefix: "_JIT_",
-            target_suffix: "_TARGET",
-            select: &|n: &str| n == "op_t",
-            limits,
-            move_cold_tail: true,
-        }
-    }
-
-    fn read(obj: &ParsedObject) -> crate::stencil::StencilBuf {
-        let limits = crate::manifest::Limits::default();
-        assemble(obj, &options(&limits)).unwrap().remove(0)
+        fixture::object(Arch::X86_64, ObjectFormat::Coff, bytes, 8)
     }
 
     #[test]
     fn branches_across_the_split_grow_to_rel32_holes() {
-        let s = read(&object(&[]));
+        let s = fixture::read(&object(&[]), Arch::X86_64, ObjectFormat::Coff);
         assert!(s.elided_continue, "{}", s.to_text());
         assert_eq!(s.cold_len, 9, "{}", s.to_text());
         // jne rel32 (grown); jmp .+0 (still rel8) | xor; jmp rel32 (grown); ret.
@@ -310,13 +256,8 @@ mod tests {
             0, 0xc3,
         ];
         assert_eq!(s.code, code, "{}", s.to_text());
-        let holes: Vec<_> = s
-            .holes
-            .iter()
-            .map(|h| (h.offset, h.kind, h.value, h.addend))
-            .collect();
         assert_eq!(
-            holes,
+            fixture::holes(&s),
             [
                 (2, HoleKind::X86Branch32, HoleValue::Cold, -4),
                 (15, HoleKind::X86Branch32, HoleValue::Code, -4),
@@ -374,14 +315,18 @@ mod tests {
             at: 0,
         };
         let limits = crate::manifest::Limits::default();
-        let opts = options(&limits);
+        let opts = fixture::options(Arch::X86_64, ObjectFormat::Coff, &limits);
         assert!(super::super::tail::split_point(&obj, &opts, &piece).is_none());
     }
 
     #[test]
     fn an_unrelocated_rip_relative_operand_keeps_the_function_whole() {
         // lea rax, [rip + 0] in the tail: no relocation says what it addresses.
-        let s = read(&object(&[0x48, 0x8d, 0x05, 0, 0, 0, 0]));
+        let s = fixture::read(
+            &object(&[0x48, 0x8d, 0x05, 0, 0, 0, 0]),
+            Arch::X86_64,
+            ObjectFormat::Coff,
+        );
         assert!(!s.elided_continue && s.cold_len == 0, "{}", s.to_text());
     }
 }

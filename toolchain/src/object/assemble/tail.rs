@@ -168,14 +168,113 @@ fn aarch64_branches(
     Ok(branches)
 }
 
+/// The tests' objects: one function `op_t` whose tail the reader moves, in each format the
+/// tests use, and the options that read it.
 #[cfg(test)]
-mod tests {
+pub(super) mod fixture {
+    use crate::manifest::Limits;
     use crate::object::assemble::assemble;
     use crate::object::parsed::{
         Definition, ParsedObject, ParsedReloc, ParsedSection, ParsedSymbol, RelocTarget,
         SectionKind,
     };
     use crate::object::ReadOptions;
+    use crate::stencil::StencilBuf;
+    use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat};
+
+    /// An object of one code section, all of it function `op_t` (`bytes`), whose one
+    /// relocation is its jump to `_JIT_CONTINUE` at `jump_at`, spelt as `format` spells it
+    /// for `arch` (x86-64 COFF or AArch64 Mach-O).
+    pub fn object(arch: Arch, format: ObjectFormat, bytes: Vec<u8>, jump_at: u64) -> ParsedObject {
+        let (section, align, type_name, kind, addend) = match (arch, format) {
+            (Arch::X86_64, ObjectFormat::Coff) => (
+                ".text",
+                1,
+                "IMAGE_REL_AMD64_REL32",
+                HoleKind::X86Branch32,
+                -4,
+            ),
+            (Arch::Aarch64, ObjectFormat::MachO) => (
+                "__TEXT,__text",
+                4,
+                "ARM64_RELOC_BRANCH26",
+                HoleKind::Aarch64Branch26,
+                0,
+            ),
+            other => panic!("no test object for {other:?}"),
+        };
+        let op_t = Definition {
+            section: 0,
+            offset: 0,
+            size: None,
+            starts_range: true,
+        };
+        ParsedObject {
+            sections: vec![ParsedSection {
+                name: section.into(),
+                kind: SectionKind::Code,
+                align,
+                size: bytes.len() as u64,
+                bytes,
+                relocs: vec![ParsedReloc {
+                    offset: jump_at,
+                    type_name: type_name.into(),
+                    kind: Ok(kind),
+                    target: RelocTarget::Symbol(1),
+                    addend,
+                }],
+            }],
+            symbols: vec![
+                ParsedSymbol {
+                    name: "op_t".into(),
+                    definition: Some(op_t),
+                },
+                ParsedSymbol {
+                    name: "_JIT_CONTINUE".into(),
+                    definition: None,
+                },
+            ],
+            unrelocated_locals: vec![],
+        }
+    }
+
+    /// The options that read `op_t` from an object of `arch` and `format`, its cold tail
+    /// moved.
+    pub fn options(arch: Arch, format: ObjectFormat, limits: &Limits) -> ReadOptions<'_> {
+        ReadOptions {
+            target: "t",
+            arch,
+            format,
+            template: "t.c",
+            hole_prefix: "_JIT_",
+            target_suffix: "_TARGET",
+            select: &|n: &str| n == "op_t",
+            limits,
+            move_cold_tail: true,
+        }
+    }
+
+    /// `s`'s holes as `(offset, kind, value, addend)`.
+    pub fn holes(s: &StencilBuf) -> Vec<(u32, HoleKind, HoleValue, i64)> {
+        s.holes
+            .iter()
+            .map(|h| (h.offset, h.kind, h.value, h.addend))
+            .collect()
+    }
+
+    /// The stencil `op_t` of `obj`.
+    pub fn read(obj: &ParsedObject, arch: Arch, format: ObjectFormat) -> StencilBuf {
+        let limits = Limits::default();
+        assemble(obj, &options(arch, format, &limits))
+            .unwrap()
+            .remove(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixture;
+    use crate::object::parsed::ParsedObject;
     use cpjit_model::{Arch, HoleKind, HoleValue, ObjectFormat};
 
     /// `op_t`: `cbz x0, tail`; `b CONTINUE`; tail: `b.eq` back to the `cbz`, `ret`; with
@@ -189,69 +288,16 @@ mod tests {
         ];
         words.extend_from_slice(extra);
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-        let symbol = |name: &str, definition| ParsedSymbol {
-            name: name.into(),
-            definition,
-        };
-        ParsedObject {
-            sections: vec![ParsedSection {
-                name: "__TEXT,__text".into(),
-                kind: SectionKind::Code,
-                align: 4,
-                size: bytes.len() as u64,
-                bytes,
-                relocs: vec![ParsedReloc {
-                    offset: 4,
-                    type_name: "ARM64_RELOC_BRANCH26".into(),
-                    kind: Ok(HoleKind::Aarch64Branch26),
-                    target: RelocTarget::Symbol(1),
-                    addend: 0,
-                }],
-            }],
-            symbols: vec![
-                symbol(
-                    "op_t",
-                    Some(Definition {
-                        section: 0,
-                        offset: 0,
-                        size: None,
-                        starts_range: true,
-                    }),
-                ),
-                symbol("_JIT_CONTINUE", None),
-            ],
-            unrelocated_locals: vec![],
-        }
-    }
-
-    fn read(obj: &ParsedObject) -> crate::stencil::StencilBuf {
-        let limits = crate::manifest::Limits::default();
-        let opts = ReadOptions {
-            target: "t",
-            arch: Arch::Aarch64,
-            format: ObjectFormat::MachO,
-            template: "t.c",
-            hole_prefix: "_JIT_",
-            target_suffix: "_TARGET",
-            select: &|n: &str| n == "op_t",
-            limits: &limits,
-            move_cold_tail: true,
-        };
-        assemble(obj, &opts).unwrap().remove(0)
+        fixture::object(Arch::Aarch64, ObjectFormat::MachO, bytes, 4)
     }
 
     #[test]
     fn the_tail_moves_and_branches_across_become_holes() {
-        let s = read(&object(&[]));
+        let s = fixture::read(&object(&[]), Arch::Aarch64, ObjectFormat::MachO);
         assert!(s.elided_continue, "{}", s.to_text());
         assert_eq!((s.code.len(), s.cold_len), (12, 8), "{}", s.to_text());
-        let holes: Vec<_> = s
-            .holes
-            .iter()
-            .map(|h| (h.offset, h.kind, h.value, h.addend))
-            .collect();
         assert_eq!(
-            holes,
+            fixture::holes(&s),
             [
                 (0, HoleKind::Aarch64Branch19, HoleValue::Cold, 0),
                 (4, HoleKind::Aarch64Branch19, HoleValue::Code, 0),
@@ -264,7 +310,7 @@ mod tests {
     #[test]
     fn a_pc_relative_address_without_relocation_keeps_the_function_whole() {
         // adr x1, .-8 (into the hot part): no relocation says where it points.
-        let s = read(&object(&[0x10ff_ffc1]));
+        let s = fixture::read(&object(&[0x10ff_ffc1]), Arch::Aarch64, ObjectFormat::MachO);
         assert!(!s.elided_continue && s.cold_len == 0, "{}", s.to_text());
     }
 }

@@ -124,7 +124,7 @@ unsafe fn copy_blocks(blocks: &[u8], to: *mut u8) {
 #[cfg(test)]
 mod tests {
     use super::copy_data;
-    use crate::program::{Program, PLAIN_STENCIL};
+    use crate::program::Program;
     use cpjit_model::Stencil;
 
     /// `copy_data` writes the stencil's data exactly and zeros the padding before it, by
@@ -139,7 +139,7 @@ mod tests {
                 init_data: &init[..len],
                 data_len: len as u32,
                 data_align: 1,
-                ..PLAIN_STENCIL
+                ..Stencil::EMPTY
             };
             let p = Program::new(&stencil, false, 0xcc);
             for gap in 0..=40 {
