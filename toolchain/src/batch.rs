@@ -28,10 +28,11 @@
 //! still rejects is compiled unit by unit (see `pipeline`), so a conflict only costs time,
 //! and a real error is reported for the unit's own file and line.
 
+pub(crate) use crate::batch_members::BatchText;
 use crate::cc1;
 use crate::error::{Error, Result};
 use crate::family::Member;
-use crate::pipeline::{template_name, Attempt, Pipeline, PreparedPch, Source, UnitOutput, Work};
+use crate::pipeline::{Attempt, Pipeline, PreparedPch, Source, UnitOutput, Work};
 use crate::target::Target;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -406,27 +407,62 @@ impl Pipeline<'_> {
         attempt: &mut Attempt,
     ) -> Result<std::result::Result<Vec<UnitOutput>, Error>> {
         let start = Instant::now();
-        let crate::manifest::Naming::TranslationUnitEntry(entry) = &self.manifest.naming else {
-            return Err(Error(
-                "batches need translation_unit_entry naming (checked by the manifest)".into(),
-            ));
+        let batch = self.batch_of(target, items)?;
+        // A family batch whose front end is not cached: member by member (`batch_members`).
+        let by_member = if batch.members && !self.front_end_cached(&batch, pch) {
+            self.member_batch_parts(target, items, &batch, pch, attempt)?
+        } else {
+            None
         };
-        let units: Vec<PathBuf> = items.iter().map(|(u, _)| u.clone()).collect();
-        let units = units.as_slice();
-        let defines: Vec<Vec<String>> = items
-            .iter()
-            .map(|(_, m)| m.map(|m| m.defines.clone()).unwrap_or_default())
-            .collect();
-        let text = source_of(&self.manifest.root, units, &defines, entry, &[]);
-        let flags = self.unit_flags(target, None);
-        // The front end only: each unit is optimised on its own after the split.
-        let mut front_end = flags.clone();
-        front_end.extend(FRONT_END_ONLY.iter().map(|f| f.to_string()));
-        let batch = Source::Batch {
-            key: &text,
-            text: &text,
+        let parts = match by_member {
+            Some(parts) => parts,
+            None => match self.batch_parts(target, items, &batch, pch, attempt)? {
+                Ok(parts) => parts,
+                Err(e) => return Ok(Err(e)),
+            },
         };
-        let bitcode = match self.bitcode(batch, &front_end, pch, None, attempt) {
+        let shared = start.elapsed().as_secs_f64() / items.len().max(1) as f64;
+        let mut outputs = Vec::with_capacity(items.len());
+        for ((template, part), (_, member)) in batch.templates.into_iter().zip(parts).zip(items) {
+            let mut output = self.finish_unit(
+                target,
+                template,
+                *member,
+                &self.unit_flags(target, *member),
+                &part,
+                Instant::now(),
+                attempt,
+            )?;
+            output.seconds += shared;
+            outputs.push(output);
+        }
+        Ok(Ok(outputs))
+    }
+
+    /// Whether the batch's front-end bitcode is in the cache.
+    pub(crate) fn front_end_cached(&self, batch: &BatchText, pch: Option<&PreparedPch>) -> bool {
+        let source = Source::Batch {
+            key: &batch.text,
+            text: &batch.text,
+        };
+        self.source_cached(source, &batch.front_end, pch)
+    }
+
+    /// Each unit's optimised bitcode from one front-end run over the whole batch, split:
+    /// `Ok(Err(clang's error))` when clang rejects the batch itself.
+    pub(crate) fn batch_parts(
+        &self,
+        target: &Target,
+        items: &[Item],
+        batch: &BatchText,
+        pch: Option<&PreparedPch>,
+        attempt: &mut Attempt,
+    ) -> Result<std::result::Result<Vec<Vec<u8>>, Error>> {
+        let (units, flags, front_end, text) =
+            (&batch.units, &batch.flags, &batch.front_end, &batch.text);
+        let entry = &batch.entry;
+        let source = Source::Batch { key: text, text };
+        let bitcode = match self.bitcode(source, front_end, pch, None, attempt) {
             Ok(b) => b,
             Err(e) => {
                 // Units that share a header without include guard: once more, that header
@@ -436,22 +472,22 @@ impl Pipeline<'_> {
                 // Clang's MSVC compatibility, on by default for this environment.
                 let msvc = target.llvm_triple().ends_with("-msvc")
                     && !flags.iter().any(|f| f == "-fno-ms-compatibility");
-                let once = preprocess(&front_end, &text, pch_path, limit)
+                let once = preprocess(front_end, text, pch_path, limit)
                     .map(|pp| {
                         let paths: Vec<PathBuf> =
                             units.iter().map(|u| self.manifest.root.join(u)).collect();
-                        once_marks(&pp, &paths, &flags, msvc)
+                        once_marks(&pp, &paths, flags, msvc)
                     })
                     .unwrap_or_default();
                 if once.is_empty() {
                     return Ok(Err(e));
                 }
-                let retry = source_of(&self.manifest.root, units, &defines, entry, &once);
-                let batch = Source::Batch {
-                    key: &text,
+                let retry = source_of(&self.manifest.root, units, &batch.defines, entry, &once);
+                let source = Source::Batch {
+                    key: text,
                     text: &retry,
                 };
-                match self.bitcode(batch, &front_end, pch, None, attempt) {
+                match self.bitcode(source, front_end, pch, None, attempt) {
                     Ok(b) => b,
                     Err(_) => return Ok(Err(e)),
                 }
@@ -460,8 +496,8 @@ impl Pipeline<'_> {
         if let Some(why) = self.defines_reach_headers(items, &attempt.inputs) {
             return Ok(Err(why));
         }
-        let templates: Vec<String> = items.iter().map(|(u, m)| template_name(u, *m)).collect();
-        let members = items.iter().any(|(_, m)| m.is_some());
+        let templates = &batch.templates;
+        let members = batch.members;
         // The Microsoft ABI evaluates call arguments right to left.
         let right_to_left = target.llvm_triple().ends_with("-msvc");
         // The whole batch's optimised parts, by its front-end bitcode: an unchanged batch
@@ -477,49 +513,35 @@ impl Pipeline<'_> {
             .get(self.cache, "optbatch", &parts_key)
             .and_then(|b| decode_parts(&b))
             .filter(|p| p.len() == templates.len());
-        let parts = match cached {
-            Some(parts) => parts,
-            None => {
-                let parts = match split(&bitcode, &templates, entry, right_to_left, members) {
-                    Ok(parts) => parts,
-                    // A template that defines nothing the second time (an include guard).
-                    Err(e) if members => return Ok(Err(e)),
-                    Err(e) => return Err(e.context(format!("{}: batch", target.triple))),
-                };
-                let parts = self
-                    .optimize(&flags, parts, attempt)
-                    .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
-                attempt.put("optbatch", &parts_key, &encode_parts(&parts));
-                parts
-            }
-        };
-        let shared = start.elapsed().as_secs_f64() / units.len().max(1) as f64;
-        let mut outputs = Vec::with_capacity(units.len());
-        for ((template, part), (_, member)) in templates.into_iter().zip(parts).zip(items) {
-            let mut output = self.finish_unit(
-                target,
-                template,
-                *member,
-                &self.unit_flags(target, *member),
-                &part,
-                Instant::now(),
-                attempt,
-            )?;
-            output.seconds += shared;
-            outputs.push(output);
+        if let Some(parts) = cached {
+            return Ok(Ok(parts));
         }
-        Ok(Ok(outputs))
+        let parts = match split(&bitcode, templates, entry, right_to_left, members) {
+            Ok(parts) => parts,
+            // A template that defines nothing the second time (an include guard).
+            Err(e) if members => return Ok(Err(e)),
+            Err(e) => return Err(e.context(format!("{}: batch", target.triple))),
+        };
+        let parts = self
+            .optimize(flags, parts, attempt)
+            .map_err(|e| e.context(format!("{}: batch", target.triple)))?;
+        attempt.put("optbatch", &parts_key, &encode_parts(&parts));
+        Ok(Ok(parts))
     }
 }
 
 /// A unit of a batch: its source, and the family member it is compiled as, if any.
-type Item<'m> = (PathBuf, Option<&'m Member>);
+pub(crate) type Item<'m> = (PathBuf, Option<&'m Member>);
 
 impl Pipeline<'_> {
     /// Why a batch of family members cannot stand for each member alone: a file the batch
     /// read besides the members' templates (a header, parsed once for the whole batch)
     /// names one of the members' defines, so it could read differently per member.
-    fn defines_reach_headers(&self, items: &[Item], inputs: &[PathBuf]) -> Option<Error> {
+    pub(crate) fn defines_reach_headers(
+        &self,
+        items: &[Item],
+        inputs: &[PathBuf],
+    ) -> Option<Error> {
         let names: std::collections::BTreeSet<&str> = items
             .iter()
             .filter_map(|(_, m)| *m)
@@ -579,7 +601,7 @@ fn decode_parts(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
 }
 
 /// Clang flags that stop after the front end (the batch's own run).
-const FRONT_END_ONLY: [&str; 2] = ["-Xclang", "-disable-llvm-passes"];
+pub(crate) const FRONT_END_ONLY: [&str; 2] = ["-Xclang", "-disable-llvm-passes"];
 
 /// The optimiser job for each flag set, asked of the driver once per build process.
 fn optimizer(flags: &[String], limit: std::time::Duration) -> Result<cc1::Optimizer> {

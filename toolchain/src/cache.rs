@@ -15,6 +15,10 @@
 //!   unit's front-end bitcode; value = its optimised bitcode (see `batch_split`).
 //! - `optbatch-<key>`: key = clang version + flags + the units' names + a batch's front-end
 //!   bitcode; value = every unit's optimised bitcode (an unchanged batch is not split again).
+//! - `ppm-<key>`: key = clang version + flags + a family member's name and defines + its
+//!   part of its batch's preprocessed text and the rest of that text without the other
+//!   members' entry bodies; value = the member's optimised bitcode (`batch_members`: one
+//!   changed member of a changed template compiles alone).
 //!
 //! # A trust boundary (issue 42)
 //!

@@ -70,6 +70,16 @@ impl Cc1Command {
         pch: Option<&Path>,
         limit: Duration,
     ) -> Result<Cc1Command> {
+        Self::from_driver_for(flags, pch, limit, &["-emit-llvm", "-c"])
+    }
+
+    /// [`Cc1Command::from_driver`] for the driver's `action` (`-emit-llvm -c`, or `-E`).
+    fn from_driver_for(
+        flags: &[String],
+        pch: Option<&Path>,
+        limit: Duration,
+        action: &[&str],
+    ) -> Result<Cc1Command> {
         let scratch = clang::scratch_dir()?;
         let places = Placeholders {
             input: scratch.path().join("cpjit-placeholder.c"),
@@ -84,7 +94,7 @@ impl Cc1Command {
         if let Some(pch) = pch {
             args.extend(clang::pch_use_flags(pch));
         }
-        args.extend(["-emit-llvm".into(), "-c".into()]);
+        args.extend(action.iter().map(|a| a.to_string()));
         args.extend(clang::depfile_flags(&places.depfile));
         args.extend([
             places.input.display().to_string(),
@@ -157,6 +167,63 @@ impl Cc1Command {
             .filter(|p| !p.starts_with(dir))
             .collect();
         Ok(GroupOutput { bitcode, inputs })
+    }
+}
+
+/// The `clang -cc1 -E` job of a flag set, which preprocesses many inputs in one process
+/// (each its own translation unit), as the driver preprocesses one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preprocessor(Cc1Command);
+
+impl Preprocessor {
+    /// Asks the clang driver for its job preprocessing a C file with `flags` after the
+    /// precompiled header `pch`.
+    pub fn from_driver(flags: &[String], pch: Option<&Path>, limit: Duration) -> Result<Self> {
+        Cc1Command::from_driver_for(flags, pch, limit, &["-E"]).map(Preprocessor)
+    }
+
+    /// The preprocessed text of each of `inputs` (with line markers), in one process within
+    /// `limit`: clang writes them one after the other, each starting with its name's
+    /// line marker.
+    pub fn run(&self, inputs: &[GroupInput], limit: Duration) -> Result<Vec<String>> {
+        let scratch = clang::scratch_dir()?;
+        let dir = scratch.path();
+        for input in inputs {
+            let path = dir.join(&input.name);
+            std::fs::write(&path, &input.text)
+                .map_err(|e| Error(format!("cannot write {}: {e}", path.display())))?;
+        }
+        let mut args = self.0.args.clone();
+        let depfile = dir.join("group.d").display().to_string();
+        args.extend([
+            "-dependency-file".into(),
+            depfile,
+            "-MT".into(),
+            "group".into(),
+        ]);
+        args.extend(inputs.iter().map(|i| i.name.clone()));
+        let out = clang::run_captured(&self.0.program, &args, None, limit, Some(dir))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut starts = Vec::with_capacity(inputs.len());
+        let mut from = 0;
+        for input in inputs {
+            let marker = format!("# 1 \"{}\"\n", input.name);
+            let at = text[from..]
+                .match_indices(&marker)
+                .map(|(at, _)| from + at)
+                .find(|&at| at == 0 || text.as_bytes()[at - 1] == b'\n')
+                .ok_or_else(|| {
+                    Error(format!(
+                        "clang -cc1 -E wrote no text for input {} of a group",
+                        input.name
+                    ))
+                })?;
+            starts.push(at);
+            from = at + marker.len();
+        }
+        Ok((0..starts.len())
+            .map(|i| text[starts[i]..starts.get(i + 1).copied().unwrap_or(text.len())].to_string())
+            .collect())
     }
 }
 

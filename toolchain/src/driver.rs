@@ -206,6 +206,7 @@ fn build_sets(
         llvm_version: &l.llvm_version,
         cache: &opts.cache,
         hashes: crate::cache::FileHashes::for_set(&l.manifest.root),
+        preprocessed: Default::default(),
     };
     let mut outputs = pipeline
         .run_all(&jobs, opts.jobs)

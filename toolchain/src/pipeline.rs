@@ -48,6 +48,8 @@ pub struct Pipeline<'a> {
     pub cache: &'a Cache,
     /// Content hashes of the files units read, each hashed once per build.
     pub hashes: FileHashes,
+    /// Family batches preprocessed before the jobs run (`batch_members`).
+    pub preprocessed: crate::batch_members::Preprocessed,
 }
 
 /// `f` of each distinct target of `targets` (by triple), in parallel: the results by
@@ -176,6 +178,7 @@ impl Pipeline<'_> {
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
         let pchs = pool.install(|| self.prepare_pchs(jobs))?;
+        pool.install(|| self.preprocess_member_batches(jobs, |t| pchs.by_target.get(t)));
         let tasks = pool.install(|| self.plan(jobs, &pchs, threads));
         let commands = pool.install(|| self.cc1_commands(jobs, &tasks, &pchs))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
@@ -398,11 +401,22 @@ impl Pipeline<'_> {
             Work::Member(m) => (&m.source, Some(*m)),
             Work::Batch(_) | Work::MemberBatch(_) => return false,
         };
-        let keys = self.bitcode_keys(
+        self.source_cached(
             Source::File(unit),
             &self.unit_flags(job.target, member),
             pch,
-        );
+        )
+    }
+
+    /// Whether the bitcode of `source` compiled with `flags` is in the cache (its dependency
+    /// list fresh and the bitcode entry present).
+    pub(crate) fn source_cached(
+        &self,
+        source: Source,
+        flags: &[String],
+        pch: Option<&PreparedPch>,
+    ) -> bool {
+        let keys = self.bitcode_keys(source, flags, pch);
         self.cache
             .get(DEPS, &keys.dep())
             .and_then(|bytes| DepList::decode(&bytes))

@@ -30,6 +30,11 @@ fn small_set(batch_size: Option<usize>) -> tempfile::TempDir {
     dir
 }
 
+/// The set at `set` built for `triple` with the cache at `cache`.
+fn cached_build(set: &Path, triple: &str, cache: &Path) -> serde_json::Value {
+    build_json(set, &[triple], Cache::new(cache.to_path_buf()))
+}
+
 fn entries(cache: &Path, kind: &str) -> std::collections::BTreeSet<String> {
     std::fs::read_dir(cache)
         .unwrap()
@@ -89,13 +94,7 @@ fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
     let set = small_set(Some(3));
     let triple = first_target();
     let cache = tempfile::tempdir().unwrap();
-    let build = || {
-        build_json(
-            set.path(),
-            &[&triple],
-            Cache::new(cache.path().to_path_buf()),
-        )
-    };
+    let build = || cached_build(set.path(), &triple, cache.path());
     build();
     let (bitcode, objects) = (entries(cache.path(), "bc2"), entries(cache.path(), "obj"));
     assert_eq!(bitcode.len(), 3, "one bitcode entry per batch: {bitcode:?}");
@@ -129,6 +128,62 @@ fn a_changed_unit_recompiles_its_batch_and_re_emits_only_its_own_object() {
         (1..=2).contains(&new_objects.len()),
         "only op_0004's object (in each layout): {new_objects:?}"
     );
+}
+
+/// Issue 43: a family whose one template changed inside one member's function compiles
+/// that member alone (its batch's other members, and the other batches, are found by their
+/// preprocessed text), also when the change moves the other members' lines; a change
+/// outside the members' functions (a header) rebuilds them all. Every build gives what a
+/// build without the cache gives.
+#[test]
+fn a_family_member_changed_in_its_function_compiles_alone_and_the_rest_is_found() {
+    let set = tempfile::tempdir().unwrap();
+    ScaleSet {
+        batch_size: Some(3),
+        ..SMALL
+    }
+    .write_family(set.path())
+    .unwrap();
+    let triple = first_target();
+    let cache = tempfile::tempdir().unwrap();
+    let build = || cached_build(set.path(), &triple, cache.path());
+    let fresh = || build_json(set.path(), &[&triple], Cache::disabled());
+    build();
+    let members = entries(cache.path(), "ppm");
+    assert_eq!(
+        members.len(),
+        SMALL.ops,
+        "one entry per member: {members:?}"
+    );
+    let template = set.path().join("ops.c");
+    let text = std::fs::read_to_string(&template).unwrap();
+    // op_0004's function: one more line, its constant changed.
+    let edited = text.replacen("_set(o, 4);", "_set(o,\n    4 + 1000);", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&template, &edited).unwrap();
+    let (bitcode, batches) = (
+        entries(cache.path(), "bc2"),
+        entries(cache.path(), "optbatch"),
+    );
+    assert_eq!(build(), fresh());
+    let new_bitcode: Vec<_> = entries(cache.path(), "bc2")
+        .difference(&bitcode)
+        .cloned()
+        .collect();
+    assert_eq!(new_bitcode.len(), 1, "op_0004 alone: {new_bitcode:?}");
+    assert_eq!(
+        entries(cache.path(), "optbatch"),
+        batches,
+        "no batch split again"
+    );
+    assert_eq!(entries(cache.path(), "ppm").len(), SMALL.ops + 1);
+    // A header's change reaches every member.
+    let header = set.path().join("include/scale.h");
+    let h = std::fs::read_to_string(&header).unwrap();
+    std::fs::write(&header, h.replacen("s += OBJ", "s -= OBJ", 1)).unwrap();
+    let before = entries(cache.path(), "ppm").len();
+    assert_eq!(build(), fresh());
+    assert_eq!(entries(cache.path(), "ppm").len(), before + SMALL.ops);
 }
 
 #[test]

@@ -67,6 +67,7 @@ fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target
         llvm_version: &llvm_version,
         cache: &cache,
         hashes: FileHashes::for_set(&manifest.root),
+        preprocessed: Default::default(),
     };
     llvm::initialize();
     let pchs = pipeline.prepare_pchs(&jobs).unwrap();
