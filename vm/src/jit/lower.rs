@@ -4,7 +4,7 @@
 //! a lowering keeps the cache states, independently of how it was made.
 
 use super::{falls_through, Backend};
-use crate::cached::CacheState;
+use crate::cached::{float, CacheState, Kind};
 use crate::ops;
 use crate::pinning::{self, Pinning};
 use crate::trace::Trace;
@@ -265,8 +265,8 @@ impl Backend {
         Ok(())
     }
 
-    /// The member running micro-op `i` entered in state `entry`, with registers scaled or
-    /// not: on its pinned local's register where `pinning` pins it.
+    /// The member running micro-op `i` entered in state `entry`, with registers of kind
+    /// `kind`: on its pinned local's register where `pinning` pins it.
     #[inline(always)]
     fn find_member(
         &self,
@@ -274,31 +274,33 @@ impl Backend {
         pinning: Option<&Pinning>,
         i: usize,
         entry: CacheState,
-        scaled: bool,
+        kind: Kind,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
         match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.scaled()[r]))) {
             Some((r, local_scaled)) => {
                 self.cached
-                    .pinned_member(u.op, r, local_scaled, entry, scaled)
+                    .pinned_member(u.op, r, local_scaled, entry, kind)
             }
             None => self
                 .cached
-                .member_at_depth(u.op, entry, scaled, u.arg0)
-                .or_else(|| self.cached.member_as(u.op, entry, scaled)),
+                .member_at_depth(u.op, entry, kind, u.arg0)
+                .or_else(|| self.cached.member_as(u.op, entry, kind)),
         }
     }
 
-    /// Whether micro-op `i`, entered with nothing cached, should leave its value a scaled
-    /// int: every micro-op from it until nothing is cached again (or a jump target, where
-    /// the lowering spills) has a scaled member for the state it is entered in, and one of
-    /// them gains from it (an int op, a guard, a pinned local), not only moves an int.
-    fn scaled_run(
+    /// Whether micro-op `i`, entered with nothing cached, should leave its value of kind
+    /// `kind` (a scaled int, a float slot): every micro-op from it until nothing is cached
+    /// again (or a jump target, where the lowering spills) has a member of that kind for the
+    /// state it is entered in, and one of them gains from it (scaled: an int op, a guard, a
+    /// pinned local; float slots: float arithmetic or a compare), not only moves a value.
+    fn run_of(
         &self,
         trace: &Trace,
         pinning: Option<&Pinning>,
         targets: &[bool],
         i: usize,
+        kind: Kind,
     ) -> bool {
         let mut s = CacheState::EMPTY;
         let mut gains = false;
@@ -307,13 +309,17 @@ impl Backend {
             if j > i && boundary {
                 return gains;
             }
-            let Some((_, exit)) = self.find_member(trace, pinning, j, s, true) else {
+            let Some((_, exit)) = self.find_member(trace, pinning, j, s, kind) else {
                 return false;
             };
             let op = trace.uops[j].op;
-            let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled()[r]));
-            gains |= on_scaled_local || gains_from_scaled_ints(op);
+            gains |= match kind {
+                Kind::Float => float::gains_from_float_slots(op),
+                _ => {
+                    gains_from_scaled_ints(op)
+                        || pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.scaled()[r]))
+                }
+            };
             if !falls_through(op) {
                 return gains;
             }
@@ -323,6 +329,26 @@ impl Backend {
             }
         }
         false
+    }
+
+    /// The member of micro-op `i` entered with nothing cached: the one starting a run of
+    /// scaled ints or float slots where it pays ([`Backend::run_of`]), else the boxed one.
+    fn member_from_empty(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        targets: &[bool],
+        i: usize,
+    ) -> Option<(usize, CacheState)> {
+        let empty = CacheState::EMPTY;
+        for kind in [Kind::Scaled, Kind::Float] {
+            // (The member, if the run is taken, is the one looked up first.)
+            let member = self.find_member(trace, pinning, i, empty, kind);
+            if member.is_some() && self.run_of(trace, pinning, targets, i, kind) {
+                return member;
+            }
+        }
+        self.find_member(trace, pinning, i, empty, Kind::Boxed)
     }
 
     /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
@@ -404,15 +430,16 @@ impl Backend {
                 }
             }
             let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
-            // The member for the current state; from scaled registers, the boxed state's.
+            // The member for the current state; from scaled registers or float slots, the
+            // boxed state's.
             let mut member = None;
             if state.depth() > 0 {
-                member = self.find_member(trace, pinning, i, state, state.is_scaled());
-                if member.is_none() && state.is_scaled() {
+                member = self.find_member(trace, pinning, i, state, state.kind());
+                if member.is_none() && state.kind() != Kind::Boxed {
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
                         instances.push(LoweredInstance::glue(stencil, state, exit));
                         state = exit;
-                        member = self.find_member(trace, pinning, i, state, false);
+                        member = self.find_member(trace, pinning, i, state, Kind::Boxed);
                     }
                 }
                 if member.is_none() {
@@ -420,13 +447,7 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                // (The scaled member, if the run is taken, is the one just looked up.)
-                let empty = CacheState::EMPTY;
-                let scaled = self.find_member(trace, pinning, i, empty, true);
-                member = match scaled.is_some() && self.scaled_run(trace, pinning, targets, i) {
-                    true => scaled,
-                    false => self.find_member(trace, pinning, i, empty, false),
-                };
+                member = self.member_from_empty(trace, pinning, targets, i);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
