@@ -201,11 +201,12 @@ fn jump_targets(trace: &Trace, targets: &mut Vec<bool>) {
 impl Backend {
     /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
     /// micro-op becomes the member entered in the current state where its op has one, else
-    /// (scaled registers) a `BOX` into the boxed state of the same depth and the member
-    /// entered there, else a spill to state 0 (if anything is cached) and the member entered
-    /// with nothing cached or, if none, the uncached op. With nothing cached, a micro-op that
-    /// pushes starts a run of scaled ints where every micro-op until the stack is back to
-    /// nothing cached has a scaled member ([`Backend::scaled_run`]). Jump targets (the loop
+    /// (scaled registers, float slots) a `BOX` into the boxed state of the same depth and
+    /// the member entered there, else a spill to state 0 (if anything is cached) and the
+    /// member entered with nothing cached or, if none, the uncached op. With nothing cached,
+    /// a micro-op that pushes starts a run of scaled ints or float slots where the micro-ops
+    /// until the stack is back to nothing cached have such members ([`Backend::run_of`],
+    /// [`crate::cached::float`]). Jump targets (the loop
     /// head, exit stubs) are entered in state 0. A loop body whose locals qualify keeps them
     /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
     /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
@@ -292,8 +293,9 @@ impl Backend {
     /// Whether micro-op `i`, entered with nothing cached, should leave its value of kind
     /// `kind` (a scaled int, a float slot): every micro-op from it until nothing is cached
     /// again (or a jump target, where the lowering spills) has a member of that kind for the
-    /// state it is entered in, and one of them gains from it (scaled: an int op, a guard, a
-    /// pinned local; float slots: float arithmetic or a compare), not only moves a value.
+    /// state it is entered in (float slots: until the first that has none), and one of them
+    /// gains from it (scaled: an int op, a guard, a pinned local; float slots: float
+    /// arithmetic or a compare), not only moves a value.
     fn run_of(
         &self,
         trace: &Trace,
@@ -310,7 +312,10 @@ impl Backend {
                 return gains;
             }
             let Some((_, exit)) = self.find_member(trace, pinning, j, s, kind) else {
-                return false;
+                // Float slots hold the boxed values' bits: where a member is missing the
+                // lowering boxes or spills them (a move or store per value), which a gain
+                // before pays for.
+                return kind == Kind::Float && gains;
             };
             let op = trace.uops[j].op;
             gains |= match kind {
@@ -436,10 +441,13 @@ impl Backend {
             if state.depth() > 0 {
                 member = self.find_member(trace, pinning, i, state, state.kind());
                 if member.is_none() && state.kind() != Kind::Boxed {
+                    // (BOX only where a boxed member follows: a spill stores any kind.)
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        instances.push(LoweredInstance::glue(stencil, state, exit));
-                        state = exit;
-                        member = self.find_member(trace, pinning, i, state, Kind::Boxed);
+                        member = self.find_member(trace, pinning, i, exit, Kind::Boxed);
+                        if member.is_some() {
+                            instances.push(LoweredInstance::glue(stencil, state, exit));
+                            state = exit;
+                        }
                     }
                 }
                 if member.is_none() {

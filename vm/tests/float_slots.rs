@@ -1,0 +1,113 @@
+//! Float slots (vm/templates/cached/ops.c, "Float slots"; the families `vm_float_*`): float
+//! chains run on FP registers, a chain that meets an op without a float-slot member boxes
+//! into general registers and goes on, and the checker refuses a boxed member entered where
+//! float slots are live.
+
+use crate::common;
+
+use common::{agree_with, config, example, record, Recorder};
+use cpjit_vm::cached::{CacheState, Kind};
+use cpjit_vm::{Config, Mode};
+
+/// The names of the stencils of every compiled trace's loop body (or whole trace).
+fn body_stencils(recorder: &Recorder) -> Vec<&'static str> {
+    let set = recorder.backend.set();
+    let lowerings = recorder.lowerings.borrow();
+    let mut names = Vec::new();
+    for (trace, lowering) in lowerings.iter() {
+        let start = lowering.body_entry.map_or(0, |b| b.index());
+        let body = lowering.instances[start..]
+            .iter()
+            .take_while(|i| i.uop.is_none_or(|u| u < trace.body_len));
+        names.extend(body.map(|i| set.stencils[i.stencil].name));
+    }
+    names
+}
+
+#[test]
+fn mandelbrots_float_chains_run_on_float_slots_and_the_checker_refuses_a_boxed_member_there() {
+    let (recorder, out) = record(&example("mandelbrot", "vm"));
+    assert_eq!(out, example("mandelbrot", "expected"));
+    let body = body_stencils(&recorder);
+    // The escape test (`zr2 + zi2 <= 4.0`) and the updates of zi and zr: float adds,
+    // multiplies and the compare on FP registers, none on boxed values.
+    for op in [
+        "op_ADD_FLOAT_LOCAL_float1_",
+        "op_MUL_FLOAT_float1_",
+        "op_LE_FLOAT_GUARD_TRUE_float1_",
+        "op_STORE_float1_",
+    ] {
+        assert!(body.iter().any(|n| n.starts_with(op)), "{op} in {body:?}");
+    }
+    for boxed in ["op_MUL_FLOAT_cached_", "op_ADD_FLOAT_LOCAL_cached_"] {
+        assert!(
+            body.iter().all(|n| !n.starts_with(boxed)),
+            "{boxed} in {body:?}"
+        );
+    }
+
+    // A boxed member where the instance before leaves float slots: the same depth, but the
+    // general registers it reads hold nothing.
+    let backend = &recorder.backend;
+    let lowerings = recorder.lowerings.borrow();
+    let (trace, lowering, k) = lowerings
+        .iter()
+        .find_map(|(t, l)| {
+            let k = l.instances.iter().position(|i| {
+                i.uop.is_some()
+                    && i.entry.kind() == Kind::Float
+                    && backend
+                        .cached_ops()
+                        .member(
+                            t.uops[i.uop.unwrap()].op,
+                            CacheState::boxed(i.entry.depth()),
+                        )
+                        .is_some()
+            })?;
+            Some((t, l, k))
+        })
+        .expect("a member entered with float slots whose op has a boxed member too");
+    let inst = lowering.instances[k];
+    let boxed = CacheState::boxed(inst.entry.depth());
+    let (stencil, exit) = backend
+        .cached_ops()
+        .member(trace.uops[inst.uop.unwrap()].op, boxed)
+        .unwrap();
+    let mut mixed = lowering.clone();
+    mixed.instances[k].stencil = stencil;
+    mixed.instances[k].entry = boxed;
+    mixed.instances[k].exit = exit;
+    let err = backend.check_cache_states(trace, &mixed).unwrap_err();
+    assert!(
+        err.contains(&format!("leaves {}f", inst.entry.depth())),
+        "{err}"
+    );
+}
+
+/// `z = x * x * K + z` with K a global: the product is made on float slots, then LOAD_GLOBAL
+/// (no float-slot member) finds them boxed into general registers (`BOX`), and the chain
+/// goes on boxed; every mode prints the same sum.
+#[test]
+fn a_float_chain_meeting_an_op_without_a_float_member_boxes_and_goes_on() {
+    let text = "global K 2.5\n\
+                func main()\n  locals i x z\n\
+                const 0; store i\n  const 1.5; store x\n  const 0.0; store z\n\
+                loop:\n  load i; const 300; lt; jump_if_false done\n\
+                load x; load x; mul; load_global K; mul; load z; add; store z\n\
+                load i; const 1; add; store i\n  jump loop\n\
+                done:\n  load z; print\n  const none; return\nend\n";
+    let (out, _) = agree_with(text, config, |_: &mut Config| {});
+    assert_eq!(out, "675.0\n");
+    let recorder = Recorder::new();
+    let (jit, _) = recorder.run(text, common::eager(Mode::Jit));
+    assert_eq!(jit, out);
+    let body = body_stencils(&recorder);
+    assert!(
+        body.iter().any(|n| n.starts_with("op_MUL_FLOAT_float1_")),
+        "{body:?}"
+    );
+    assert!(
+        body.iter().any(|n| n.starts_with("op_VM_BOX_float1_")),
+        "{body:?}"
+    );
+}
