@@ -112,3 +112,33 @@ fn a_float_chain_meeting_an_op_without_a_float_member_boxes_and_goes_on() {
         assert!(found, "{op} ({kind}) in {body:?}");
     }
 }
+
+/// integrate.vm's `g(x) = x * sqrt(x)`, inlined: the square root of an argument proved a
+/// float is SQRT_FLOAT (no helper call, no spill around it), so the whole statement
+/// `t = t + g(x)` runs on float slots.
+#[test]
+fn an_inlined_square_root_of_a_float_runs_on_float_slots() {
+    let (recorder, out) = record(&example("integrate", "vm"));
+    assert_eq!(out, example("integrate", "expected"));
+    let ops = recorder.ops();
+    assert!(ops.contains(&cpjit_vm::ops::op::SQRT_FLOAT), "{ops:?}");
+    assert!(!ops.contains(&cpjit_vm::ops::op::SQRT), "{ops:?}");
+    let body = body_stencils(&recorder);
+    for op in ["op_SQRT_FLOAT_float1_", "op_COPY_float1_", "op_NIP_float1_"] {
+        assert!(body.iter().any(|n| n.starts_with(op)), "{op} in {body:?}");
+    }
+}
+
+/// A negative argument reaching the inlined SQRT_FLOAT leaves the trace at the call, and the
+/// interpreter raises there as it does in every mode.
+#[test]
+fn a_negative_square_root_in_an_inlined_call_raises_in_every_mode() {
+    let text = "func g(x)\n  load x; sqrt; return\nend\n\
+                func main()\n  locals i s\n  const 0; store i\n  const 0.0; store s\n\
+                loop:\n  load i; const 40; lt; jump_if_false done\n\
+                load s; const 20.5; load i; float; sub; call g; add; store s\n\
+                load i; const 1; add; store i\n  jump loop\n\
+                done:\n  load s; print\n  const none; return\nend\n";
+    let (out, _) = agree_with(text, common::eager, |_: &mut Config| {});
+    assert!(out.contains("ValueError"), "{out}");
+}
