@@ -2,17 +2,19 @@
 //! are entered and left in.
 //!
 //! A cache state says how many top-of-stack values are in registers (0 to 3, cpjit.h's
-//! `CPJIT_CACHE_REGS`) and whether those registers hold boxed values or *scaled ints* (an
-//! int times 2**16: vm/templates/cached/ops.c, "Scaled ints"). It is one byte, [`CacheState`]:
-//! the depth, plus 4 when the registers are scaled; with nothing cached there is one state,
-//! 0, whatever the registers would hold.
+//! `CPJIT_CACHE_REGS`) and what those registers hold ([`Kind`]): boxed values, *scaled ints*
+//! (an int times 2**16: vm/templates/cached/ops.c, "Scaled ints") or values in *float slots*
+//! (FP registers: "Float slots", [`float`]). It is one byte, [`CacheState`]: the depth, plus 4
+//! when the registers are scaled, plus 8 when they are float slots; with nothing cached
+//! there is one state, 0, whatever the registers would hold.
 //!
 //! The members come from the kit's selection tables (`Family::cached`, generated from the
 //! families' `cached` declarations) of the set's families whose name starts with `vm_`: for
 //! each of the VM's ops and each entry state, the member the kit's
 //! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the compile pushes. The families
 //! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
-//! optionally `SCALED` (the registers are scaled), `PINNED` (the op runs on the local in
+//! optionally `SCALED` (the registers are scaled), `FLOATS` (they are float slots, the
+//! states the kit's float-slot numbers, [`float`]), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (how that register holds its
 //! local: [`Held`]), `PINNED_OPERAND` (which of the op's locals it is, checked against
 //! [`crate::pinning::pinned_operand`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
@@ -26,12 +28,38 @@ use crate::ops;
 use crate::pinning::{self, Held, PIN_REGS};
 use cpjit_model::StencilSet;
 
-/// Cache states ([`CacheState`]): depths 0 to 3, boxed or scaled (4 and 0 are the same state).
-pub const STATES: usize = 8;
+pub mod float;
 
-/// A cache state: how many top-of-stack values are in registers and whether they are
-/// scaled ints. One byte, the depth plus 4 when the registers are scaled (the encoding the
-/// tables below index by); with nothing cached there is one state, [`CacheState::EMPTY`].
+/// Cache states ([`CacheState`]): depths 0 to 3, boxed, scaled or float slots (the encodings
+/// with depth 0 all spell the empty state).
+pub const STATES: usize = 16;
+
+/// What the cached registers of a state hold; a member's kind is that of the states it is
+/// entered in (any, with nothing cached) and leaves (but `BOX`'s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// Boxed values in general registers.
+    Boxed,
+    /// Ints times 2**16 in general registers.
+    Scaled,
+    /// Values' bits in FP registers (float slots).
+    Float,
+}
+
+impl Kind {
+    /// The kinds, by [`Kind::index`].
+    const COUNT: usize = 3;
+
+    /// Its index in the tables by kind.
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A cache state: how many top-of-stack values are in registers and what they hold
+/// ([`Kind`]). One byte, the depth plus 4 when the registers are scaled, plus 8 when they are
+/// float slots (the encoding the tables below index by); with nothing cached there is one
+/// state, [`CacheState::EMPTY`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CacheState(u8);
 
@@ -59,14 +87,14 @@ impl CacheState {
         CacheState::new(depth, true)
     }
 
-    /// The state whose encoding is `bits` (depth plus 4 when scaled, below 8), taken as it
-    /// is: 4 is a second spelling of the empty state, which no table holds.
+    /// The state whose encoding is `bits` (see [`CacheState`], below 16), taken as it is: 4,
+    /// 8 and 12 are other spellings of the empty state, which no table holds.
     pub fn from_bits(bits: u8) -> CacheState {
         assert!((bits as usize) < STATES, "no cache state encoded {bits}");
         CacheState(bits)
     }
 
-    /// The encoding: the depth, plus 4 when the registers are scaled.
+    /// The encoding: the depth, plus 4 when the registers are scaled, 8 when float slots.
     pub fn bits(self) -> u8 {
         self.0
     }
@@ -86,18 +114,39 @@ impl CacheState {
         self.0 & 4 != 0
     }
 
+    /// What its registers hold (boxed values with nothing cached).
+    pub fn kind(self) -> Kind {
+        if self.is_scaled() {
+            Kind::Scaled
+        } else if self.is_float() {
+            Kind::Float
+        } else {
+            Kind::Boxed
+        }
+    }
+
+    /// The state of `depth` cached values of kind `kind`.
+    pub fn of_kind(depth: u8, kind: Kind) -> CacheState {
+        match kind {
+            Kind::Boxed => CacheState::boxed(depth),
+            Kind::Scaled => CacheState::scaled(depth),
+            Kind::Float => CacheState::float(depth),
+        }
+    }
+
     /// Its index in the tables by entry state.
     fn index(self) -> usize {
         self.0 as usize
     }
 
-    /// Whether a member whose registers are scaled (or not) can be entered in this state:
-    /// any with nothing cached, else one whose registers hold what this state's do.
-    fn fits(self, scaled: bool) -> bool {
-        self.is_empty() || scaled == self.is_scaled()
+    /// Whether a member of kind `kind` can be entered in this state: any with nothing
+    /// cached, else one whose registers hold what this state's do.
+    fn fits(self, kind: Kind) -> bool {
+        self.is_empty() || kind == self.kind()
     }
 
-    /// The state as text: `2` (two boxed values), `2s` (two scaled ints).
+    /// The state as text: `2` (two boxed values), `2s` (two scaled ints), `2f` (two float
+    /// slots).
     pub fn describe(self) -> String {
         self.to_string()
     }
@@ -109,7 +158,11 @@ impl std::fmt::Display for CacheState {
             f,
             "{}{}",
             self.depth(),
-            if self.is_scaled() { "s" } else { "" }
+            match self.kind() {
+                Kind::Boxed => "",
+                Kind::Scaled => "s",
+                Kind::Float => "f",
+            }
         )
     }
 }
@@ -117,8 +170,8 @@ impl std::fmt::Display for CacheState {
 /// By entry state: a member's stencil index and exit state.
 type ByEntryState = [Option<(usize, CacheState)>; STATES];
 
-/// By member kind (boxed, scaled), then by entry state.
-type ByKind = [ByEntryState; 2];
+/// By member kind ([`Kind::index`]), then by entry state.
+type ByKind = [ByEntryState; Kind::COUNT];
 
 /// The register-cached members of the VM's ops in one set (see the module doc).
 #[derive(Clone, Debug, Default)]
@@ -137,7 +190,7 @@ pub struct CachedOps {
     unpins: ByHeld,
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
-    /// By op id: its members compiled for one depth operand (`COPY`), as (scaled, entry
+    /// By op id: its members compiled for one depth operand (`COPY`), as (kind, entry
     /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
     /// look-up costs one length test there (it was a hash of four fields per micro-op).
     at_depth: Vec<Vec<DepthMember>>,
@@ -150,8 +203,8 @@ pub struct CachedOps {
 /// By pinned register, by [`Held`]: a stencil.
 type ByHeld = [[Option<usize>; Held::COUNT]; PIN_REGS];
 
-/// A member compiled for one depth operand: (scaled, entry state, depth, stencil, exit state).
-type DepthMember = (bool, CacheState, u64, usize, CacheState);
+/// A member compiled for one depth operand: (kind, entry state, depth, stencil, exit state).
+type DepthMember = (Kind, CacheState, u64, usize, CacheState);
 
 /// A cached member's op in the kit's selection tables: the family's selector (index into
 /// [`CachedOps::selectors`]) and the op's id there. The compile pushes the op; the kit
@@ -160,6 +213,9 @@ type DepthMember = (bool, CacheState, u64, usize, CacheState);
 pub struct KitOp {
     pub family: u16,
     pub op: u16,
+    /// Whether the family has float slots: its states are the kit's float-slot numbers
+    /// ([`CacheState::kit_state`]).
+    pub floats: bool,
 }
 
 /// What a cached stencil is (all `None` for an uncached one).
@@ -196,6 +252,7 @@ struct Params {
     pinned_scaled: Option<usize>,
     depth: Option<usize>,
     pinned_operand: Option<usize>,
+    floats: Option<usize>,
 }
 
 impl Params {
@@ -210,6 +267,7 @@ impl Params {
             "PINNED_SCALED",
             "DEPTH",
             "PINNED_OPERAND",
+            "FLOATS",
         ];
         if let Some(other) = names.iter().find(|n| !known.contains(n)) {
             return Err(format!(
@@ -229,6 +287,7 @@ impl Params {
             pinned_scaled: find("PINNED_SCALED"),
             depth: find("DEPTH"),
             pinned_operand: find("PINNED_OPERAND"),
+            floats: find("FLOATS"),
         })
     }
 }
@@ -238,8 +297,8 @@ impl CachedOps {
     /// stays in state 0).
     pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
         let mut out = CachedOps {
-            members: vec![[[None; STATES]; 2]; ops::OPS.len()],
-            pinned: vec![[[[[None; STATES]; 2]; Held::COUNT]; PIN_REGS]; ops::OPS.len()],
+            members: vec![[[None; STATES]; Kind::COUNT]; ops::OPS.len()],
+            pinned: vec![[[[[None; STATES]; Kind::COUNT]; Held::COUNT]; PIN_REGS]; ops::OPS.len()],
             at_depth: vec![Vec::new(); ops::OPS.len()],
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
@@ -277,12 +336,7 @@ impl CachedOps {
                     "{at}: the selection tables' state parameters are not IN and OUT"
                 ));
             }
-            if table.states as usize > 4 {
-                return Err(format!(
-                    "{at}: states 0 to {}, but the VM caches at most 3 values",
-                    table.states - 1
-                ));
-            }
+            float::check_states(&at, table.states, p.floats.is_some())?;
             let selector =
                 cpjit_runtime::Selector::new(family).map_err(|e| format!("{at}: {e}"))?;
             let slot = u16::try_from(out.selectors.len())
@@ -295,8 +349,9 @@ impl CachedOps {
                 p.scaled,
                 p.depth,
                 p.pinned_operand,
+                p.floats,
             ];
-            let mut combos: Vec<[usize; 5]> = vec![[0; 5]];
+            let mut combos: Vec<[usize; 6]> = vec![[0; 6]];
             for (k, param) in optional.iter().enumerate() {
                 let n = param.map_or(1, |i| family.params[i].values.len());
                 combos = combos
@@ -317,7 +372,7 @@ impl CachedOps {
                 for combo in &combos {
                     // The value index of each parameter that is not a state parameter, in
                     // the family's order: the kit's op.
-                    let mut values = [0usize; 5];
+                    let mut values = [0usize; 6];
                     let mut n = 0;
                     for k in (0..family.params.len()).filter(|&k| k != p.entry && k != p.exit) {
                         let at = optional.iter().position(|&o| o == Some(k));
@@ -327,8 +382,15 @@ impl CachedOps {
                     let op = table.op(family, e, &values[..n]).ok_or_else(|| {
                         format!("{at}: {element} {values:?}: no op in the selection tables")
                     })?;
-                    let [r, ps, sc, d, po] = *combo;
-                    let scaled = flag(p.scaled, sc)?;
+                    let [r, ps, sc, d, po, fl] = *combo;
+                    let kind = match (flag(p.scaled, sc)?, flag(p.floats, fl)?) {
+                        (false, false) => Kind::Boxed,
+                        (true, false) => Kind::Scaled,
+                        (false, true) => Kind::Float,
+                        (true, true) => {
+                            return Err(format!("{at}: {element}: both SCALED and FLOATS"))
+                        }
+                    };
                     for s in 0..table.states {
                         // The member the kit pushes for the op entered in state s (a
                         // transition through glue is no member entered there).
@@ -339,16 +401,16 @@ impl CachedOps {
                             continue;
                         }
                         let stencil = t.member as usize;
-                        if stencil >= out.facts.len() || t.exit >= 4 {
+                        let states = float::states_of_kit(s, t.exit, kind, *element == "BOX");
+                        let Some(states) = states.filter(|_| stencil < out.facts.len()) else {
                             return Err(format!(
                                 "{at}: {element}: the selection tables name stencil {stencil} \
-                                 leaving state {} (the set has {} stencils)",
+                                 from state {s} to {}, which the VM does not cache (the set \
+                                 has {} stencils)",
                                 t.exit,
                                 out.facts.len()
                             ));
-                        }
-                        let entry = CacheState::new(s, scaled);
-                        let exit = CacheState::new(t.exit, scaled && *element != "BOX");
+                        };
                         let register = match p.pinned {
                             Some(param) => Some(PinnedRegister {
                                 register: number(param, r, PIN_REGS)?,
@@ -371,15 +433,18 @@ impl CachedOps {
                             }
                             None => None,
                         };
-                        let states = (entry, exit);
                         match p.depth {
                             Some(param) => {
                                 let depth = number(param, d, 1 << 16)? as u64;
-                                out.add_at_depth(&at, element, stencil, states, scaled, depth)?
+                                out.add_at_depth(&at, element, stencil, states, kind, depth)?
                             }
-                            None => out.add(&at, element, stencil, states, scaled, register)?,
+                            None => out.add(&at, element, stencil, states, kind, register)?,
                         }
-                        out.facts[stencil].kit_op = Some(KitOp { family: slot, op });
+                        out.facts[stencil].kit_op = Some(KitOp {
+                            family: slot,
+                            op,
+                            floats: p.floats.is_some(),
+                        });
                     }
                 }
             }
@@ -394,7 +459,7 @@ impl CachedOps {
         element: &str,
         stencil: usize,
         (entry, exit): (CacheState, CacheState),
-        scaled: bool,
+        kind: Kind,
         depth: u64,
     ) -> Result<(), String> {
         let op = ops::by_name(element)
@@ -409,10 +474,10 @@ impl CachedOps {
         let members = &mut self.at_depth[op as usize];
         match members
             .iter_mut()
-            .find(|m| (m.0, m.1, m.2) == (scaled, entry, depth))
+            .find(|m| (m.0, m.1, m.2) == (kind, entry, depth))
         {
             Some(m) => (m.3, m.4) = (stencil, exit),
-            None => members.push((scaled, entry, depth, stencil, exit)),
+            None => members.push((kind, entry, depth, stencil, exit)),
         }
         Ok(())
     }
@@ -424,7 +489,7 @@ impl CachedOps {
         element: &str,
         stencil: usize,
         (entry, exit): (CacheState, CacheState),
-        scaled: bool,
+        kind: Kind,
         register: Option<PinnedRegister>,
     ) -> Result<(), String> {
         self.facts[stencil].states = Some((entry, exit));
@@ -470,9 +535,10 @@ impl CachedOps {
                 self.spills[entry.index()] = Some(stencil);
             }
             ("BOX", None) => {
-                if !entry.is_scaled() || exit.depth() != entry.depth() {
+                if entry.kind() == Kind::Boxed || exit != CacheState::boxed(entry.depth()) {
                     return Err(format!(
-                        "{at}: BOX from {} to {} (it boxes scaled registers in place)",
+                        "{at}: BOX from {} to {} (it boxes scaled registers or float slots in \
+                         place)",
                         entry, exit
                     ));
                 }
@@ -487,7 +553,7 @@ impl CachedOps {
                 }),
             ) => {
                 let op = pinned_op(at, element, operand)?;
-                self.pinned[op as usize][r][ps.index()][scaled as usize][entry.index()] =
+                self.pinned[op as usize][r][ps.index()][kind.index()][entry.index()] =
                     Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));
                 self.facts[stencil].op = Some(op);
@@ -495,7 +561,7 @@ impl CachedOps {
             (_, None) => {
                 let op = ops::by_name(element)
                     .ok_or_else(|| format!("{at}: element {element} is not a VM op"))?;
-                self.members[op as usize][scaled as usize][entry.index()] = Some((stencil, exit));
+                self.members[op as usize][kind.index()][entry.index()] = Some((stencil, exit));
                 self.facts[stencil].op = Some(op);
             }
         }
@@ -505,39 +571,34 @@ impl CachedOps {
     /// The member of op `op` entered in state `entry` that keeps its registers as `entry`
     /// does (boxed from state 0): its stencil and exit state.
     pub fn member(&self, op: u32, entry: CacheState) -> Option<(usize, CacheState)> {
-        self.member_as(op, entry, entry.is_scaled())
+        self.member_as(op, entry, entry.kind())
     }
 
-    /// The member of op `op` entered in state `entry` whose registers are scaled or not:
-    /// `scaled` must be `entry`'s unless nothing is cached on entry.
-    pub fn member_as(
-        &self,
-        op: u32,
-        entry: CacheState,
-        scaled: bool,
-    ) -> Option<(usize, CacheState)> {
-        if !entry.fits(scaled) {
+    /// The member of op `op` entered in state `entry` whose registers hold `kind`: `kind`
+    /// must be `entry`'s unless nothing is cached on entry.
+    pub fn member_as(&self, op: u32, entry: CacheState, kind: Kind) -> Option<(usize, CacheState)> {
+        if !entry.fits(kind) {
             return None;
         }
-        self.members.get(op as usize)?[scaled as usize][entry.index()]
+        self.members.get(op as usize)?[kind.index()][entry.index()]
     }
 
     /// The member of op `op` compiled for operand `depth`, entered in state `entry` with
-    /// registers scaled or not (as for [`CachedOps::member_as`]).
+    /// registers of kind `kind` (as for [`CachedOps::member_as`]).
     pub fn member_at_depth(
         &self,
         op: u32,
         entry: CacheState,
-        scaled: bool,
+        kind: Kind,
         operand: u64,
     ) -> Option<(usize, CacheState)> {
         let members = self.at_depth.get(op as usize)?;
-        if members.is_empty() || !entry.fits(scaled) {
+        if members.is_empty() || !entry.fits(kind) {
             return None;
         }
         members
             .iter()
-            .find(|m| (m.0, m.1, m.2) == (scaled, entry, operand))
+            .find(|m| (m.0, m.1, m.2) == (kind, entry, operand))
             .map(|m| (m.3, m.4))
     }
 
@@ -576,7 +637,7 @@ impl CachedOps {
     }
 
     /// The member of op `op` on the local in pinned register `register` (holding it as
-    /// `held`), entered in state `entry` with registers scaled or not (as for
+    /// `held`), entered in state `entry` with registers of kind `kind` (as for
     /// [`CachedOps::member_as`]): its stencil and exit state.
     pub fn pinned_member(
         &self,
@@ -584,12 +645,12 @@ impl CachedOps {
         register: usize,
         held: Held,
         entry: CacheState,
-        scaled: bool,
+        kind: Kind,
     ) -> Option<(usize, CacheState)> {
-        if !entry.fits(scaled) {
+        if !entry.fits(kind) {
             return None;
         }
-        self.pinned.get(op as usize)?.get(register)?[held.index()][scaled as usize][entry.index()]
+        self.pinned.get(op as usize)?.get(register)?[held.index()][kind.index()][entry.index()]
     }
 
     /// The pinned register a member on a pinned local runs on.
@@ -607,7 +668,8 @@ impl CachedOps {
         *self.spills.get(entry.index())?
     }
 
-    /// The stencil that boxes the scaled registers of state `entry`, and its exit state.
+    /// The stencil that boxes the scaled registers or float slots of state `entry`, and its
+    /// exit state.
     pub fn boxing(&self, entry: CacheState) -> Option<(usize, CacheState)> {
         *self.boxes.get(entry.index())?
     }
@@ -701,9 +763,13 @@ mod tests {
         assert_eq!(CacheState::boxed(2).describe(), "2");
         assert_eq!(CacheState::scaled(3).describe(), "3s");
         assert_eq!(CacheState::EMPTY.describe(), "0");
-        assert!(CacheState::EMPTY.fits(true) && CacheState::EMPTY.fits(false));
-        assert!(CacheState::scaled(1).fits(true) && !CacheState::scaled(1).fits(false));
-        assert!(!CacheState::boxed(1).fits(true));
+        assert!(CacheState::EMPTY.fits(Kind::Scaled) && CacheState::EMPTY.fits(Kind::Float));
+        assert!(CacheState::scaled(1).fits(Kind::Scaled));
+        assert!(!CacheState::scaled(1).fits(Kind::Boxed));
+        assert!(
+            !CacheState::boxed(1).fits(Kind::Scaled) && !CacheState::boxed(1).fits(Kind::Float)
+        );
+        assert!(CacheState::float(2).fits(Kind::Float) && !CacheState::float(2).fits(Kind::Boxed));
     }
 
     #[test]

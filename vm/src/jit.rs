@@ -293,7 +293,9 @@ impl Backend {
         let mut operands = [0u64; MAX_OPERANDS];
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
         let selectors = self.cached.selectors();
-        let mut kit_tracks = false;
+        // (Debug builds: the previous push was the kit's op of a family with float slots or
+        // without, whose numbering the state the kit tracks is in.)
+        let mut kit_tracks: Option<bool> = None;
         let mut glue = Inst::default();
         for inst in &lowering.instances {
             let index = inst.stencil;
@@ -320,9 +322,9 @@ impl Backend {
             let kit_op = plan.kit_op;
             let pushed = match kit_op {
                 Some(k) => {
-                    let depth = inst.entry.depth();
+                    let depth = inst.entry.kit_state(k.floats);
                     debug_assert!(
-                        !kit_tracks || b.cache_state() == depth,
+                        kit_tracks.is_none_or(|f| b.cache_state() == inst.entry.kit_state(f)),
                         "instance {}: the kit tracked state {}, the lowering {depth}",
                         inst.stencil,
                         b.cache_state()
@@ -339,7 +341,9 @@ impl Backend {
                 None => b.push(index, operands, jumps),
             };
             if cfg!(debug_assertions) {
-                kit_tracks = kit_op.is_some() && (inst.uop.is_none() || falls_through(u.op));
+                kit_tracks = kit_op
+                    .filter(|_| inst.uop.is_none() || falls_through(u.op))
+                    .map(|k| k.floats);
             }
             if let Err(e) = pushed {
                 return Err(match inst.uop {

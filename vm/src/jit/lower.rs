@@ -4,7 +4,7 @@
 //! a lowering keeps the cache states, independently of how it was made.
 
 use super::{falls_through, Backend};
-use crate::cached::CacheState;
+use crate::cached::{float, CacheState, Kind};
 use crate::ops;
 use crate::pinning::{self, Held, Pinning};
 use crate::trace::Trace;
@@ -201,11 +201,12 @@ fn jump_targets(trace: &Trace, targets: &mut Vec<bool>) {
 impl Backend {
     /// Lowers `trace` onto the set's stencils, tracking the register-cache state: each
     /// micro-op becomes the member entered in the current state where its op has one, else
-    /// (scaled registers) a `BOX` into the boxed state of the same depth and the member
-    /// entered there, else a spill to state 0 (if anything is cached) and the member entered
-    /// with nothing cached or, if none, the uncached op. With nothing cached, a micro-op that
-    /// pushes starts a run of scaled ints where every micro-op until the stack is back to
-    /// nothing cached has a scaled member ([`Backend::scaled_run`]). Jump targets (the loop
+    /// (scaled registers, float slots) a `BOX` into the boxed state of the same depth and
+    /// the member entered there, else a spill to state 0 (if anything is cached) and the
+    /// member entered with nothing cached or, if none, the uncached op. With nothing cached,
+    /// a micro-op that pushes starts a run of scaled ints or float slots where the micro-ops
+    /// until the stack is back to nothing cached have such members ([`Backend::run_of`],
+    /// [`crate::cached::float`]). Jump targets (the loop
     /// head, exit stubs) are entered in state 0. A loop body whose locals qualify keeps them
     /// in pinned registers ([`crate::pinning`]), scaled where the body proves them ints; if
     /// one of its micro-ops then has no member, it is lowered with them boxed, then without.
@@ -269,8 +270,8 @@ impl Backend {
         Ok(())
     }
 
-    /// The member running micro-op `i` entered in state `entry`, with registers scaled or
-    /// not: on its pinned local's register where `pinning` pins it.
+    /// The member running micro-op `i` entered in state `entry`, with registers of kind
+    /// `kind`: on its pinned local's register where `pinning` pins it.
     #[inline(always)]
     fn find_member(
         &self,
@@ -278,28 +279,31 @@ impl Backend {
         pinning: Option<&Pinning>,
         i: usize,
         entry: CacheState,
-        scaled: bool,
+        kind: Kind,
     ) -> Option<(usize, CacheState)> {
         let u = &trace.uops[i];
         match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.held()[r]))) {
-            Some((r, held)) => self.cached.pinned_member(u.op, r, held, entry, scaled),
+            Some((r, held)) => self.cached.pinned_member(u.op, r, held, entry, kind),
             None => self
                 .cached
-                .member_at_depth(u.op, entry, scaled, u.arg0)
-                .or_else(|| self.cached.member_as(u.op, entry, scaled)),
+                .member_at_depth(u.op, entry, kind, u.arg0)
+                .or_else(|| self.cached.member_as(u.op, entry, kind)),
         }
     }
 
-    /// Whether micro-op `i`, entered with nothing cached, should leave its value a scaled
-    /// int: every micro-op from it until nothing is cached again (or a jump target, where
-    /// the lowering spills) has a scaled member for the state it is entered in, and one of
-    /// them gains from it (an int op, a guard, a pinned local), not only moves an int.
-    fn scaled_run(
+    /// Whether micro-op `i`, entered with nothing cached, should leave its value of kind
+    /// `kind` (a scaled int, a float slot): every micro-op from it until nothing is cached
+    /// again (or a jump target, where the lowering spills) has a member of that kind for the
+    /// state it is entered in (float slots: until the first that has none), and one of them
+    /// gains from it (scaled: an int op, a guard, a pinned local; float slots: float
+    /// arithmetic or a compare), not only moves a value.
+    fn run_of(
         &self,
         trace: &Trace,
         pinning: Option<&Pinning>,
         targets: &[bool],
         i: usize,
+        kind: Kind,
     ) -> bool {
         let mut s = CacheState::EMPTY;
         let mut gains = false;
@@ -308,13 +312,22 @@ impl Backend {
             if j > i && boundary {
                 return gains;
             }
-            let Some((_, exit)) = self.find_member(trace, pinning, j, s, true) else {
-                return false;
+            let Some((_, exit)) = self.find_member(trace, pinning, j, s, kind) else {
+                // Float slots hold the boxed values' bits: where a member is missing the
+                // lowering boxes or spills them (a move or store per value), which a gain
+                // before pays for.
+                return kind == Kind::Float && gains;
             };
             let op = trace.uops[j].op;
-            let on_scaled_local =
-                pinning.is_some_and(|p| p.register_of(j).is_some_and(|r| p.held()[r].is_unboxed()));
-            gains |= on_scaled_local || gains_from_scaled_ints(op);
+            gains |= match kind {
+                Kind::Float => float::gains_from_float_slots(op),
+                _ => {
+                    gains_from_scaled_ints(op)
+                        || pinning.is_some_and(|p| {
+                            p.register_of(j).is_some_and(|r| p.held()[r].is_unboxed())
+                        })
+                }
+            };
             if !falls_through(op) {
                 return gains;
             }
@@ -324,6 +337,26 @@ impl Backend {
             }
         }
         false
+    }
+
+    /// The member of micro-op `i` entered with nothing cached: the one starting a run of
+    /// scaled ints or float slots where it pays ([`Backend::run_of`]), else the boxed one.
+    fn member_from_empty(
+        &self,
+        trace: &Trace,
+        pinning: Option<&Pinning>,
+        targets: &[bool],
+        i: usize,
+    ) -> Option<(usize, CacheState)> {
+        let empty = CacheState::EMPTY;
+        for kind in [Kind::Scaled, Kind::Float] {
+            // (The member, if the run is taken, is the one looked up first.)
+            let member = self.find_member(trace, pinning, i, empty, kind);
+            if member.is_some() && self.run_of(trace, pinning, targets, i, kind) {
+                return member;
+            }
+        }
+        self.find_member(trace, pinning, i, empty, Kind::Boxed)
     }
 
     /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
@@ -409,15 +442,19 @@ impl Backend {
                 }
             }
             let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
-            // The member for the current state; from scaled registers, the boxed state's.
+            // The member for the current state; from scaled registers or float slots, the
+            // boxed state's.
             let mut member = None;
             if state.depth() > 0 {
-                member = self.find_member(trace, pinning, i, state, state.is_scaled());
-                if member.is_none() && state.is_scaled() {
+                member = self.find_member(trace, pinning, i, state, state.kind());
+                if member.is_none() && state.kind() != Kind::Boxed {
+                    // (BOX only where a boxed member follows: a spill stores any kind.)
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        instances.push(LoweredInstance::glue(stencil, state, exit));
-                        state = exit;
-                        member = self.find_member(trace, pinning, i, state, false);
+                        member = self.find_member(trace, pinning, i, exit, Kind::Boxed);
+                        if member.is_some() {
+                            instances.push(LoweredInstance::glue(stencil, state, exit));
+                            state = exit;
+                        }
                     }
                 }
                 if member.is_none() {
@@ -425,13 +462,7 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                // (The scaled member, if the run is taken, is the one just looked up.)
-                let empty = CacheState::EMPTY;
-                let scaled = self.find_member(trace, pinning, i, empty, true);
-                member = match scaled.is_some() && self.scaled_run(trace, pinning, targets, i) {
-                    true => scaled,
-                    false => self.find_member(trace, pinning, i, empty, false),
-                };
+                member = self.member_from_empty(trace, pinning, targets, i);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),

@@ -213,6 +213,13 @@ impl Projector<'_> {
                 self.pop();
                 self.push(Ty::Unknown);
             }
+            op::SQRT if self.slot(0).ty == Ty::Float => {
+                // As in a trace's own code (trace/pass.rs): no helper call; a negative
+                // operand leaves, and the interpreter raises at the call it makes again.
+                self.emit_exiting(op::SQRT_FLOAT, 0, 0, at);
+                self.pop();
+                self.push(Ty::Float);
+            }
             bytecode => self.inline_binary(inst, bytecode, at),
         }
         Ok(())

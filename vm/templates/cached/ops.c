@@ -56,6 +56,12 @@
  *
  * Wide locals (PINNED_SCALED=2): a pinned register holding its local as a raw 64-bit int,
  * for an accumulator whose sum may leave the tagged range; see wide.h.
+ *
+ * Float slots. A member compiled with FLOATS=1 (the families `vm_float_*`, with
+ * CPJIT_FLOAT_CACHE=1) keeps every cached value in a float slot (float.h): states 2, 6 and
+ * 14 in cpjit.h's numbering (one, two, three floats). SPILL stores the slots' bits (a boxed
+ * float is its bits), BOX moves them into the general registers of the boxed state of the
+ * same depth (3, 7: cpjit_settle, in CPJIT_CONTINUE_CACHED).
  */
 #define CPJIT_PIN_REGS 2
 #include "../stencil.h"
@@ -174,9 +180,18 @@ CPJIT_CACHE_INLINE void vm_cached_box(struct cpjit_stack *s) {
 #define PUSH(v) vm_cached_push(&s, (v), 0)
 #define PUSH_INT(v) vm_cached_push(&s, (v), 1)
 #define PUSH_INT_CONST(boxed, scaled) vm_cached_push_register(&s, SCALED ? (scaled) : (boxed))
+#ifndef FLOATS
+#define FLOATS 0
+#endif
+#if FLOATS
+#include "float.h"
+#else
+#define VM_SLOT_CLASSES_DIFFER(OUT) 0
+#endif
 #define NEXT()                                                                  \
   do {                                                                          \
-    if (s.n != OUT) cached_op_ends_in_a_state_other_than_OUT();              \
+    if (s.n != CPJIT_STATE_COUNT(OUT) || VM_SLOT_CLASSES_DIFFER(OUT))            \
+      cached_op_ends_in_a_state_other_than_OUT();                               \
     CPJIT_CONTINUE_CACHED(frame, s, OUT);                                       \
   } while (0)
 #define JUMP() CPJIT_JUMP_CACHED(JUMP, frame, s, OUT)
