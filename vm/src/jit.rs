@@ -48,6 +48,7 @@
 mod external;
 mod lower;
 mod plan;
+mod rows;
 
 use crate::abi::{Frame, Inst};
 use crate::cached::CacheState;
@@ -124,6 +125,8 @@ pub struct Backend {
     /// By stencil index: where its operands and jump targets come from, resolved from their
     /// names once, here, rather than per instance.
     plans: Vec<StencilPlan>,
+    /// The cached ops' members as rows the lowering reads, one per micro-op.
+    rows: rows::MemberRows,
     /// Whether every lowering is checked before it is stitched ([`Backend::check_cache_states`]):
     /// on in debug builds and wherever [`Backend::with_checks`] says (the VM's tests, the
     /// differential runs), off in release, where the lowering's construction is what makes
@@ -208,10 +211,12 @@ impl Backend {
                 ..StencilPlan::of(stencil)
             })
             .collect();
+        let rows = rows::MemberRows::of(&cached, set.stencils.len());
         Ok(Backend {
             jit,
             set,
             stencils,
+            rows,
             cached,
             pin_locals: true,
             plans,

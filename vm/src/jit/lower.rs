@@ -6,7 +6,7 @@
 use super::{falls_through, Backend};
 use crate::cached::{float, CacheState, Kind};
 use crate::ops;
-use crate::pinning::{self, Held, Pinning};
+use crate::pinning::{self, Held, Pinning, PIN_REGS};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
@@ -129,6 +129,9 @@ pub struct Lowering {
     /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
     /// links are worked out from, without a pass over every instance).
     pub links: Vec<usize>,
+    /// By micro-op: its row of members ([`super::rows::MemberRows::row_of`]) under the
+    /// pinning being lowered.
+    rows: Vec<u32>,
 }
 
 impl Lowering {
@@ -139,6 +142,28 @@ impl Lowering {
             .copied()
             .flatten()
             .unwrap_or(self.instance_of_uop[uop])
+    }
+}
+
+/// The `PIN`s or `UNPIN`s of a pinning, in order ([`Backend::copies`]).
+#[derive(Clone, Copy)]
+struct Copies {
+    list: [LoweredInstance; PIN_REGS],
+    len: usize,
+}
+
+impl Default for Copies {
+    fn default() -> Copies {
+        Copies {
+            list: [LoweredInstance::copy(0, 0); PIN_REGS],
+            len: 0,
+        }
+    }
+}
+
+impl Copies {
+    fn as_slice(&self) -> &[LoweredInstance] {
+        &self.list[..self.len]
     }
 }
 
@@ -271,24 +296,17 @@ impl Backend {
     }
 
     /// The member running micro-op `i` entered in state `entry`, with registers of kind
-    /// `kind`: on its pinned local's register where `pinning` pins it.
+    /// `kind`: on its pinned local's register where the pinning pins it (`rows`: each
+    /// micro-op's row under that pinning, [`super::rows::MemberRows::row_of`]).
     #[inline(always)]
     fn find_member(
         &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
+        rows: &[u32],
         i: usize,
         entry: CacheState,
         kind: Kind,
     ) -> Option<(usize, CacheState)> {
-        let u = &trace.uops[i];
-        match pinning.and_then(|p| p.register_of(i).map(|r| (r, p.held()[r]))) {
-            Some((r, held)) => self.cached.pinned_member(u.op, r, held, entry, kind),
-            None => self
-                .cached
-                .member_at_depth(u.op, entry, kind, u.arg0)
-                .or_else(|| self.cached.member_as(u.op, entry, kind)),
-        }
+        self.rows.member(rows[i], entry, kind)
     }
 
     /// Whether micro-op `i`, entered with nothing cached, should leave its value of kind
@@ -301,6 +319,7 @@ impl Backend {
         &self,
         trace: &Trace,
         pinning: Option<&Pinning>,
+        rows: &[u32],
         targets: &[bool],
         i: usize,
         kind: Kind,
@@ -312,7 +331,7 @@ impl Backend {
             if j > i && boundary {
                 return gains;
             }
-            let Some((_, exit)) = self.find_member(trace, pinning, j, s, kind) else {
+            let Some((_, exit)) = self.find_member(rows, j, s, kind) else {
                 // Float slots hold the boxed values' bits: where a member is missing the
                 // lowering boxes or spills them (a move or store per value), which a gain
                 // before pays for.
@@ -345,18 +364,19 @@ impl Backend {
         &self,
         trace: &Trace,
         pinning: Option<&Pinning>,
+        rows: &[u32],
         targets: &[bool],
         i: usize,
     ) -> Option<(usize, CacheState)> {
         let empty = CacheState::EMPTY;
         for kind in [Kind::Scaled, Kind::Float] {
             // (The member, if the run is taken, is the one looked up first.)
-            let member = self.find_member(trace, pinning, i, empty, kind);
-            if member.is_some() && self.run_of(trace, pinning, targets, i, kind) {
+            let member = self.find_member(rows, i, empty, kind);
+            if member.is_some() && self.run_of(trace, pinning, rows, targets, i, kind) {
                 return member;
             }
         }
-        self.find_member(trace, pinning, i, empty, Kind::Boxed)
+        self.find_member(rows, i, empty, Kind::Boxed)
     }
 
     /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
@@ -375,8 +395,12 @@ impl Backend {
             instance_of_uop,
             exit_entry,
             links,
+            rows,
             ..
         } = out;
+        rows.clear();
+        rows.extend((0..trace.uops.len()).map(|i| self.rows.row_of(trace, pinning, i)));
+        let rows = &rows[..];
         instances.clear();
         instance_of_uop.clear();
         links.clear();
@@ -400,21 +424,11 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // PIN (or UNPIN) of every pinned register, with nothing cached; wide ones written back
-        // last, since boxing one may collect big ints, which finds the others in the frame.
-        let copies = |instances: &mut Vec<LoweredInstance>, p: &Pinning, unpin: bool| {
-            let registers = p.locals().iter().zip(p.held()).enumerate();
-            let last = |held: Held| unpin && held == Held::Wide;
-            let first = registers.clone().filter(|(_, (_, &h))| !last(h));
-            for (r, (&local, &held)) in first.chain(registers.filter(|(_, (_, &h))| last(h))) {
-                let stencil = if unpin {
-                    self.cached.unpin(r, held)
-                } else {
-                    self.cached.pin(r, held)
-                };
-                let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
-                instances.push(LoweredInstance::copy(stencil, local));
-            }
+        // The PINs and UNPINs, worked out once: every exit stub repeats the UNPINs (an
+        // iterator chain per stub cost the lowering of nbody 12 instructions per micro-op).
+        let (pins, unpins) = match pinning {
+            Some(p) => (self.copies(p, false), self.copies(p, true)),
+            None => Default::default(),
         };
         for (i, (u, &target)) in trace.uops.iter().zip(targets).enumerate() {
             if target {
@@ -425,7 +439,7 @@ impl Backend {
                 if i == p.body_start() {
                     spill(instances, &mut state)?;
                     body_entry = Some(LoweredId::next(instances));
-                    copies(instances, p, false);
+                    instances.extend_from_slice(pins.as_slice());
                     pinned_entry = Some(LoweredId::next(instances));
                 } else if p.stubs[i] {
                     // (An inheriting side trace's last micro-op is a stub it falls into.)
@@ -438,7 +452,7 @@ impl Backend {
                         instances.push(LoweredInstance::link(link, i));
                         links.push(i);
                     }
-                    copies(instances, p, true);
+                    instances.extend_from_slice(unpins.as_slice());
                 }
             }
             let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
@@ -446,11 +460,11 @@ impl Backend {
             // boxed state's.
             let mut member = None;
             if state.depth() > 0 {
-                member = self.find_member(trace, pinning, i, state, state.kind());
+                member = self.find_member(rows, i, state, state.kind());
                 if member.is_none() && state.kind() != Kind::Boxed {
                     // (BOX only where a boxed member follows: a spill stores any kind.)
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        member = self.find_member(trace, pinning, i, exit, Kind::Boxed);
+                        member = self.find_member(rows, i, exit, Kind::Boxed);
                         if member.is_some() {
                             instances.push(LoweredInstance::glue(stencil, state, exit));
                             state = exit;
@@ -462,7 +476,7 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                member = self.member_from_empty(trace, pinning, targets, i);
+                member = self.member_from_empty(trace, pinning, rows, targets, i);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
@@ -496,6 +510,27 @@ impl Backend {
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)
+    }
+
+    /// The `PIN` (or `UNPIN`) of every register `p` pins, with nothing cached; wide ones
+    /// written back last, since boxing one may collect big ints, which finds the others in
+    /// the frame.
+    fn copies(&self, p: &Pinning, unpin: bool) -> Copies {
+        let mut out = Copies::default();
+        let registers = p.locals().iter().zip(p.held()).enumerate();
+        let last = |held: Held| unpin && held == Held::Wide;
+        let first = registers.clone().filter(|(_, (_, &h))| !last(h));
+        for (r, (&local, &held)) in first.chain(registers.filter(|(_, (_, &h))| last(h))) {
+            let stencil = if unpin {
+                self.cached.unpin(r, held)
+            } else {
+                self.cached.pin(r, held)
+            };
+            let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
+            out.list[out.len] = LoweredInstance::copy(stencil, local);
+            out.len += 1;
+        }
+        out
     }
 
     /// Checks `lowering` of `trace` against the set's families, independently of how it was
