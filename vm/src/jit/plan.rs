@@ -68,6 +68,10 @@ pub(super) struct StencilPlan {
     pub(super) n_operands: u8,
     pub(super) targets: [Jump; MAX_TARGETS],
     pub(super) n_targets: u8,
+    /// A cached member's entry state as the kit numbers it
+    /// ([`crate::cached::CacheState::kit_state`] in its family), which the compile tells
+    /// the kit before pushing the member's op.
+    pub(super) kit_entry: u8,
     /// A name the VM does not know (or too many of them): an error when an instance of it
     /// is pushed, as it was before the names were resolved up front.
     pub(super) unknown: Option<&'static str>,
@@ -85,6 +89,7 @@ impl StencilPlan {
             n_operands: 0,
             targets: [Jump::Jump; MAX_TARGETS],
             n_targets: 0,
+            kit_entry: 0,
             unknown: None,
         };
         for &name in stencil.operands.iter() {
