@@ -54,7 +54,9 @@ fn got_slots_are_deduplicated_per_trace() {
     } else {
         assert!(trace.got_slots() <= 2, "{trace:?}");
     }
-    assert_eq!(trace.data_range().len(), trace.got_slots() * 8);
+    // No instance data: the instances' code offsets (`u32`s), then the GOT slots.
+    let offsets = (4 * trace.instance_offsets().len()).next_multiple_of(8);
+    assert_eq!(trace.data_range().len(), offsets + trace.got_slots() * 8);
     assert_eq!(run(&trace, shim, &mut Frame::default()), 1 + 10 + 12);
 
     // Constants too large for an immediate and far from any code: one slot per value,
@@ -70,7 +72,8 @@ fn got_slots_are_deduplicated_per_trace() {
         ],
     );
     assert_eq!(trace.got_slots(), 2, "slots for BIG and BIG2");
-    assert_eq!(trace.data_range().len(), 2 * 8);
+    let offsets = (4 * trace.instance_offsets().len()).next_multiple_of(8);
+    assert_eq!(trace.data_range().len(), offsets + 2 * 8);
     let expected = BIG.wrapping_mul(2).wrapping_add(BIG2.wrapping_mul(3));
     assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, expected);
 }

@@ -529,71 +529,6 @@ fn check_signature<F: EntrySignature>(shim: &ShimFacts) -> Result<(), Error> {
     })
 }
 
-/// Each instance's code offset in a [`Trace`]: inline for short traces, so that finishing
-/// one allocates nothing (a `malloc` and a `free` were a tenth of a 10-instance trace's
-/// stitching time), on the heap for longer ones.
-pub(crate) enum Offsets {
-    Inline {
-        len: u8,
-        offsets: [u32; INLINE_OFFSETS],
-    },
-    Heap(Vec<u32>),
-}
-
-/// Instances whose offsets a [`Trace`] keeps inline.
-const INLINE_OFFSETS: usize = 16;
-
-impl Offsets {
-    /// No instances.
-    pub fn empty() -> Offsets {
-        Offsets::Inline {
-            len: 0,
-            offsets: [0; INLINE_OFFSETS],
-        }
-    }
-
-    /// Sets these (an empty table's) to the code offsets of `instances`, in place (a short
-    /// trace's are stored straight into the trace: building the table and moving it in was
-    /// 90 instructions of a 10-instance trace); fails with [`Error::AllocationFailed`] if a
-    /// long trace's table cannot be allocated.
-    #[inline]
-    pub fn set(&mut self, instances: &[Instance]) -> Result<(), Error> {
-        if let (Offsets::Inline { len, offsets }, true) =
-            (&mut *self, instances.len() <= INLINE_OFFSETS)
-        {
-            for (to, inst) in offsets.iter_mut().zip(instances) {
-                *to = inst.code_at;
-            }
-            *len = instances.len() as u8;
-            return Ok(());
-        }
-        *self = Offsets::of_heap(instances)?;
-        Ok(())
-    }
-
-    /// The code offsets of a long trace's `instances`, on the heap.
-    #[inline(never)]
-    fn of_heap(instances: &[Instance]) -> Result<Offsets, Error> {
-        {
-            let mut offsets = Vec::new();
-            try_grow(
-                &mut offsets,
-                instances.len(),
-                "the trace's instance offsets",
-            )?;
-            offsets.extend(instances.iter().map(|i| i.code_at));
-            Ok(Offsets::Heap(offsets))
-        }
-    }
-
-    pub fn as_slice(&self) -> &[u32] {
-        match self {
-            Offsets::Inline { len, offsets } => &offsets[..*len as usize],
-            Offsets::Heap(offsets) => offsets,
-        }
-    }
-}
-
 /// The C-ABI signature of the default entry shim (`int64_t cpjit_entry(struct cpjit_frame *,
 /// uint64_t *sp)`); sets whose shim takes other parameters use [`Trace::entry_typed`].
 pub type EntryFn = unsafe extern "C" fn(frame: *mut c_void, sp: *mut u64) -> i64;
@@ -606,7 +541,10 @@ pub struct Trace {
     /// Bytes of code actually used: instances, padding, veneers.
     pub(crate) code_len: usize,
     pub(crate) data_len: usize,
-    pub(crate) instance_offsets: Offsets,
+    /// Instances, and where their code offsets are in the trace's data (`u32`s, written
+    /// with the data by `finish`, never changed after).
+    pub(crate) instances: u32,
+    pub(crate) offsets_at: u32,
     pub(crate) veneers: usize,
     pub(crate) got_slots: usize,
     /// Byte that fills freed code (a trapping instruction), if the options ask for it.
@@ -690,14 +628,24 @@ impl Trace {
         self.block.code_rx..self.block.code_rx + self.code_len
     }
 
-    /// Addresses of the trace's data (instance data, then GOT slots).
+    /// Addresses of the trace's data (instance data, each instance's code offset as a
+    /// `u32`, then GOT slots).
     pub fn data_range(&self) -> Range<usize> {
         self.block.data..self.block.data + self.data_len
     }
 
     /// Offset of each instance's code from the start of the trace, in push order.
     pub fn instance_offsets(&self) -> &[u32] {
-        self.instance_offsets.as_slice()
+        if self.instances == 0 {
+            return &[];
+        }
+        // SAFETY: `finish` wrote `instances` code offsets at `offsets_at` in the trace's data
+        // block (RW memory the trace owns until dropped; 4-aligned: blocks are 16-aligned)
+        // before setting `instances`, and nothing writes them after.
+        unsafe {
+            let at = (self.block.data + self.offsets_at as usize) as *const u32;
+            std::slice::from_raw_parts(at, self.instances as usize)
+        }
     }
 
     /// Veneers placed for out-of-range branches.

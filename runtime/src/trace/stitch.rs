@@ -3,7 +3,9 @@
 //! and patch, in [`write`]) and [`settle`] (publish).
 //!
 //! Layout: `[instance code...][tail jump][cold parts...][veneers]` in a code block,
-//! `[instance data...][GOT slots]` in a data block of the same arena chunk. Instances
+//! `[instance data...][instance code offsets][GOT slots]` in a data block of the same
+//! arena chunk (the offsets, one `u32` per instance, are what
+//! [`Trace::instance_offsets`](crate::Trace::instance_offsets) reads). Instances
 //! follow each other back to back (the toolchain removed each stencil's trailing jump to
 //! its continuation), padded with nops to each stencil's code alignment. The cold parts of
 //! their stencils (`Stencil::cold_len`: blocks that leave the trace, helpers) follow the
@@ -64,7 +66,7 @@ use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
 use crate::program::{Bound, Key, Need, NeedFilter, Program};
 use crate::slots::SlotTable;
-use crate::trace::{Offsets, Target, Trace, TraceBuilder, View};
+use crate::trace::{Target, Trace, TraceBuilder, View};
 use crate::Error;
 use std::cell::RefCell;
 use write::write;
@@ -96,7 +98,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
-    trace.instance_offsets.set(view.instances)?;
+    trace.set_instances(&layout);
     settle(b.jit, &mut trace, &layout);
     b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
     // (Checked here, inline: most JITs register nothing, and the call and the store of
@@ -146,10 +148,7 @@ where
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len();
             trace.got_slots = scratch.got.len();
-            trace
-                .instance_offsets
-                .set(v.instances)
-                .map_err(in_batch(i))?;
+            trace.set_instances(layout);
         }
         writer.publish().map_err(Error::Map)?;
         // Only once published: shrinking frees memory that another thread may then take
@@ -219,7 +218,8 @@ fn allocate_batch(
         |i| (layouts[i].code_at, layouts[i].data_at),
         |block| Trace {
             arena: jit.arena.clone(),
-            instance_offsets: Offsets::empty(),
+            instances: 0,
+            offsets_at: 0,
             veneers: 0,
             got_slots: 0,
             code_len: block.code_len,
@@ -411,6 +411,9 @@ struct Sizes {
     code_len: usize,
     /// Bytes of instance data (with padding).
     data_len: usize,
+    /// Instances in the trace: their code offsets follow the instance data, as `u32`s
+    /// from [`offsets_at`](Sizes::offsets_at), before the GOT slots.
+    instances: usize,
     code_align: usize,
     data_align: usize,
     /// At most this many GOT slots and veneers are needed.
@@ -427,8 +430,15 @@ impl Sizes {
     fn veneer_base(&self) -> usize {
         round_up(self.code_len, GRANULE)
     }
+    /// Where the instances' code offsets start in the trace's data (kept there rather than
+    /// on the heap: a 100-instance trace's table cost a `malloc` and a `free`, 650
+    /// instructions, and a short trace's inline table made every move of a `Trace` a
+    /// `memcpy` call).
+    fn offsets_at(&self) -> usize {
+        round_up(self.data_len, 4)
+    }
     fn got_base(&self) -> usize {
-        round_up(self.data_len, 8)
+        round_up(self.offsets_at() + 4 * self.instances, 8)
     }
 
     /// Counts the [`Bound::Internal`] GOT slots if the trace's code and data could be more
@@ -509,6 +519,7 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
         cold_at,
         code_len: cold_at + cold_len,
         data_len: l.data_len as usize,
+        instances: b.instances.len(),
         code_align: jit.code_align as usize,
         data_align: jit.data_align as usize,
         got_bound: l.got_bound.min(u32::MAX / 16),
@@ -529,7 +540,8 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
     // From here on, dropping the trace (on an error) returns the memory.
     Ok(Trace {
         arena: jit.arena.clone(),
-        instance_offsets: Offsets::empty(),
+        instances: 0,
+        offsets_at: 0,
         veneers: 0,
         got_slots: 0,
         code_len: code_size,
@@ -539,6 +551,16 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
         shim: None,
         block,
     })
+}
+
+impl Trace {
+    /// Records the instances whose code offsets `write` stored in the trace's data (at
+    /// [`Sizes::offsets_at`]), for [`Trace::instance_offsets`].
+    fn set_instances(&mut self, layout: &Sizes) {
+        // (Both fit: `check` refuses data past 2 GiB, and each instance is one offset.)
+        self.offsets_at = layout.offsets_at() as u32;
+        self.instances = layout.instances as u32;
+    }
 }
 
 /// Stage 4 (after the code is published, and the trace's veneer and GOT slot counts are

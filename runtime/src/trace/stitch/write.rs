@@ -18,7 +18,7 @@ use cpjit_model::{HoleKind, Section};
 mod copy;
 mod fast;
 
-use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, write_rel32};
+use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, store_offsets, write_rel32};
 
 /// Stage 3: copies each instance's code and data to its place and runs its patch program:
 /// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
@@ -362,12 +362,13 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         result.map_err(|e| e.error(b, i))
     }
 
-    /// What [`write()`] does after the instances (whose data ends at `data_end`): zeros
-    /// up to the GOT, and the jump to the continuation (in `code`, from `origin`).
+    /// What [`write()`] does after the instances (whose data ends at `data_end`): their code
+    /// offsets and zeros up to the GOT, the jump to the continuation (in `code`, from `origin`).
     fn end(&mut self, layout: &Sizes, data_end: usize, origin: usize) -> Result<(), Error> {
         let b = self.b;
         let (jit, set) = (b.jit, b.jit.set);
-        fill(&mut self.data[data_end..layout.got_base()], 0);
+        let ends = (data_end, layout.offsets_at(), layout.got_base());
+        store_offsets(self.data, ends, b.instances);
         let Some(target) = b.continuation else {
             return Ok(());
         };
