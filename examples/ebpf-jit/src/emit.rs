@@ -9,6 +9,7 @@
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
+use crate::canon;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{word, Scan};
 use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
@@ -87,13 +88,22 @@ impl Compiler {
     /// The eBPF registers kept in machine registers are the five most used ones (see
     /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
-        let scan = Scan::of(prog, &self.table.rows);
+        self.compile_scanned(prog, helpers, &Scan::of(prog))
+    }
+
+    /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier).
+    pub(crate) fn compile_scanned(
+        &self,
+        prog: &[u8],
+        helpers: &HashMap<u32, Helper>,
+        scan: &Scan,
+    ) -> Result<Compiled, Error> {
         let (pins, len) = scan.pins();
         let mut slots = slots_of(&pins[..len]);
         if scan.helper_calls {
             natural_arguments(&mut slots);
         }
-        self.emit(prog, helpers, slots, &scan)
+        self.emit(prog, helpers, slots, scan)
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
@@ -111,8 +121,7 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        let scan = Scan::of(prog, &self.table.rows);
-        self.emit(prog, helpers, slots_of(pins), &scan)
+        self.emit(prog, helpers, slots_of(pins), &Scan::of(prog))
     }
 
     /// The stages after the scan.
@@ -272,9 +281,24 @@ impl<'a, 'j> Emit<'a, 'j> {
     /// Pushes instruction `i`'s instance; returns how many instruction slots it took.
     #[inline(always)]
     fn instruction(&mut self, i: usize, helpers: &HashMap<u32, Helper>) -> Result<usize, Error> {
-        let w = word(self.prog, i);
-        let row = &self.table.rows[w as usize & 255];
-        let (dr, sr) = (row.d.of(w), row.s.of(w));
+        let mut w = word(self.prog, i);
+        let mut row = &self.table.rows[w as usize & 255];
+        let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
+        if row.canon != 0 {
+            // A member the set does not have: an equivalent instruction's (`canon`).
+            let why = if dr == sr {
+                canon::SAME
+            } else if self.place[dr] > self.place[sr] {
+                canon::SWAPPED
+            } else {
+                0
+            };
+            if row.canon & why != 0 {
+                w = canon::rewrite(w, why);
+                row = &self.table.rows[w as usize & 255];
+                (dr, sr) = (row.d.of(w), row.s.of(w));
+            }
+        }
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
         let d = usize::from(self.place[dr]);
         // An op with an immediate in 0..2^31 takes its member for one, if it has one.

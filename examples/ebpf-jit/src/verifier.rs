@@ -2,45 +2,20 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
-use crate::scan::word;
+use crate::scan::{word, Scan};
+use crate::shape::{JUMP, LD_DW, SHAPES, STORE};
 use crate::Error;
 
-/// What the verifier checks of an opcode (`CLASS`): nothing, a jump's target, the second
-/// half and the register of LD_DW and a store (which may name r10), and the rest
-/// (unknown and refused opcodes, LE/BE widths, calls) out of line.
-const PLAIN: u8 = 0;
-const STORE: u8 = 1;
-const JUMP: u8 = 2;
-const LD_DW: u8 = 3;
-const OTHER: u8 = 4;
-
-static CLASS: [u8; 256] = {
-    let mut t = [OTHER; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = match crate::insn::decode_opcode(i as u8) {
-            Some(Kind::St(_) | Kind::Stx(_)) => STORE,
-            Some(Kind::Ja | Kind::Jmp { .. }) => JUMP,
-            Some(Kind::LdDw) => LD_DW,
-            Some(
-                Kind::Alu { .. } | Kind::LdAbs(_) | Kind::LdInd(_) | Kind::Ldx(_) | Kind::Exit,
-            ) => PLAIN,
-            Some(Kind::End { .. } | Kind::Call | Kind::Xadd | Kind::TailCall) | None => OTHER,
-        };
-        i += 1;
-    }
-    t
-};
-
-fn refuse(insn: Option<usize>, reason: impl Into<String>) -> Result<(), Error> {
+fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error> {
     Err(Error::Verifier {
         insn,
         reason: reason.into(),
     })
 }
 
-/// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does.
-pub fn check(prog: &[u8]) -> Result<(), Error> {
+/// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does; on the way, scans it for
+/// the compiler (one pass for both).
+pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
     if !prog.len().is_multiple_of(INSN_SIZE) {
         return refuse(None, "the program's length is not a multiple of 8 bytes");
     }
@@ -73,11 +48,13 @@ pub fn check(prog: &[u8]) -> Result<(), Error> {
         }
         Ok(())
     };
+    let mut scan = Scan::default();
     let mut i = 0;
     while i < n {
         let w = word(prog, i);
-        let (opc, dst, src) = (w as u8, (w >> 8) as u8 & 15, (w >> 12) as u8 & 15);
-        let class = CLASS[usize::from(opc)];
+        let (dst, src) = ((w >> 8) as u8 & 15, (w >> 12) as u8 & 15);
+        let shape = &SHAPES[w as usize & 255];
+        let class = shape.check;
         // The jump's target, then everything else out of line unless the opcode has
         // nothing more to check and the registers are in range (the common case).
         let store = class == STORE || class == LD_DW;
@@ -87,9 +64,10 @@ pub fn check(prog: &[u8]) -> Result<(), Error> {
         if class > JUMP || src > 10 || dst > 10 || (dst == 10 && !store) {
             slow(prog, i, store)?;
         }
-        i += 1 + usize::from(class == LD_DW);
+        i += scan.add(i, w, shape);
     }
-    Ok(())
+    scan.weigh(prog);
+    Ok(scan)
 }
 
 /// Instruction `i`'s checks besides a jump's target, in rbpf's order; `store`: whether it may

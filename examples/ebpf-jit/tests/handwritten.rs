@@ -200,6 +200,13 @@ fn every_jump_condition_on_edge_values() {
                     p.jmp(cond, wide, 2, src, 1).mov64(0, Src::Imm(1)).exit();
                     check(&p.bytes(), &[], None);
                 }
+                // A register compared with itself (src/canon.rs folds it).
+                let mut p = Asm::new();
+                p.lddw(2, a).mov64(0, Src::Imm(0));
+                p.jmp(cond, wide, 2, Src::Reg(2), 1)
+                    .mov64(0, Src::Imm(1))
+                    .exit();
+                check(&p.bytes(), &[], None);
             }
         }
     }
