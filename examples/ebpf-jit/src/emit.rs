@@ -245,36 +245,33 @@ impl<'a, 'j> Emit<'a, 'j> {
     fn push(&mut self, stencil: u16, target: Option<usize>) -> Result<(), Error> {
         let ops = &self.table.operands[usize::from(stencil)];
         let len = usize::from(ops.len);
-        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
-        // Most stencils have at most four operands: picked without a loop.
-        let mut operands = [
-            pick(0),
-            pick(1),
-            pick(2),
-            pick(3),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
-        for (k, o) in operands.iter_mut().enumerate().take(len).skip(4) {
-            *o = pick(k);
-        }
-        let operands = &operands[..len.min(MAX_OPERANDS)];
-        let stencil = usize::from(stencil);
-        match target {
-            Some(t) if ops.jumps => {
-                let t = Target::Instance(InstanceId::from_index(t));
-                self.trace.push(stencil, operands, &[t])?
-            }
-            _ => self.trace.push(stencil, operands, &[])?,
+        let target = match target {
+            Some(t) if ops.jumps => Some(Target::Instance(InstanceId::from_index(t))),
+            _ => None,
         };
+        if len > 4 {
+            return self.push_many(stencil, target);
+        }
+        // Most stencils have at most four operands: picked without a loop.
+        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
+        let operands = [pick(0), pick(1), pick(2), pick(3)];
+        self.trace
+            .push(usize::from(stencil), &operands[..len], target.as_slice())?;
+        Ok(())
+    }
+
+    /// [`Emit::push`] of a stencil with more than four operands (helper calls).
+    #[cold]
+    #[inline(never)]
+    fn push_many(&mut self, stencil: u16, target: Option<Target>) -> Result<(), Error> {
+        let ops = &self.table.operands[usize::from(stencil)];
+        let mut operands = [0; MAX_OPERANDS];
+        for (o, &at) in operands.iter_mut().zip(&ops.at[..usize::from(ops.len)]) {
+            *o = self.v[usize::from(at) & 15];
+        }
+        let operands = &operands[..usize::from(ops.len)];
+        self.trace
+            .push(usize::from(stencil), operands, target.as_slice())?;
         Ok(())
     }
 
@@ -313,7 +310,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(IMM)] = i64::from(imm) as u64;
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
-        let member = row.members[d][s];
+        let member = row.members[d & 7][s & 7];
         // The member and its jump target; one push for all (inlined once).
         let (stencil, target) = match row.action {
             Action::Plain => (member, None),

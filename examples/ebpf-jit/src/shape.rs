@@ -91,6 +91,10 @@ pub(crate) struct Shape {
     pub width: u8,
     /// What the verifier checks ([`PLAIN`] .. [`OTHER`]).
     pub check: u8,
+    /// The destination registers the verifier needs to check nothing more for (a bit per
+    /// register): r0..r9, and r10 for a store; none where it checks more ([`LD_DW`],
+    /// [`OTHER`]).
+    pub fast_dst: u16,
 }
 
 const fn shape(kind: Option<Kind>) -> Shape {
@@ -124,6 +128,11 @@ const fn shape(kind: Option<Kind>) -> Shape {
         s,
         width: width.bytes() as u8,
         check,
+        fast_dst: match check {
+            PLAIN | JUMP => 0x3ff,
+            STORE => 0x7ff,
+            _ => 0,
+        },
     }
 }
 

@@ -34,10 +34,11 @@ pub(crate) struct Row {
     pub s: Role,
     /// Access width in bytes (loads and stores).
     pub width: u8,
-    /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table).
+    /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table);
+    /// 8 × 8, so that an index masked with 7 needs no bounds check (places 6, 7 are none).
     /// An op with an immediate and no S register may also have, at S = [`SMALL_IMM`], the
     /// member for an immediate in `0..2^31` (family `ri`).
-    pub members: [[u16; PLACES]; PLACES],
+    pub members: [[u16; 8]; 8],
     /// Whether it has those members.
     pub small_imm: bool,
     /// What `canon::rewrite` may rewrite (`canon::flags`): the set has no member for it.
@@ -50,7 +51,7 @@ impl Row {
         d: Role::NONE,
         s: Role::NONE,
         width: 0,
-        members: [[NONE; PLACES]; PLACES],
+        members: [[NONE; 8]; 8],
         small_imm: false,
         canon: 0,
     };
@@ -236,7 +237,7 @@ impl Table {
                 by_element.entry(e).or_default().push(opc);
             }
         }
-        t.rows[0x05].members = [[t.ja; PLACES]; PLACES];
+        t.rows[0x05].members = [[t.ja; 8]; 8];
         t.operands.reserve_exact(set.stencils.len());
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
@@ -266,7 +267,7 @@ impl Table {
                     for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
                         let row = &mut t.rows[usize::from(opc)];
                         if d == ANY {
-                            row.members = [[i; PLACES]; PLACES];
+                            row.members = [[i; 8]; 8];
                         } else if p == RI && row.s == Role::NONE {
                             row.members[d][SMALL_IMM] = i;
                             row.small_imm = true;

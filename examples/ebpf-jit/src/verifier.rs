@@ -52,17 +52,15 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
     let mut i = 0;
     while i < n {
         let w = word(prog, i);
-        let (dst, src) = ((w >> 8) as u8 & 15, (w >> 12) as u8 & 15);
+        let (dst, src) = ((w >> 8) as u16 & 15, (w >> 12) as u16 & 15);
         let shape = &SHAPES[w as usize & 255];
-        let class = shape.check;
         // The jump's target, then everything else out of line unless the opcode has
         // nothing more to check and the registers are in range (the common case).
-        let store = class == STORE || class == LD_DW;
-        if class == JUMP {
+        if shape.check == JUMP {
             jump(i, i64::from((w >> 16) as i16))?;
         }
-        if class > JUMP || src > 10 || dst > 10 || (dst == 10 && !store) {
-            slow(prog, i, store)?;
+        if (shape.fast_dst >> dst) & (0x7ff >> src) & 1 == 0 {
+            slow(prog, i)?;
         }
         i += scan.add(i, w, shape);
     }
@@ -70,12 +68,13 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
     Ok(scan)
 }
 
-/// Instruction `i`'s checks besides a jump's target, in rbpf's order; `store`: whether it may
-/// name r10 as its destination.
+/// Instruction `i`'s checks besides a jump's target, in rbpf's order.
 #[cold]
-fn slow(prog: &[u8], i: usize, store: bool) -> Result<(), Error> {
+fn slow(prog: &[u8], i: usize) -> Result<(), Error> {
     let n = prog.len() / INSN_SIZE;
     let ins = insn(prog, i);
+    // Whether it may name r10 as its destination.
+    let store = matches!(SHAPES[usize::from(ins.opc)].check, STORE | LD_DW);
     match decode(ins.opc) {
         None => return refuse(Some(i), format!("unknown opcode {:#04x}", ins.opc)),
         Some(Kind::Xadd) => return refuse(Some(i), "XADD is not supported"),
