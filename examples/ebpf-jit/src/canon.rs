@@ -42,6 +42,16 @@ pub(crate) fn needed(flags: u8, d: usize, s: usize) -> bool {
     !same && !swapped
 }
 
+/// Whether the set needs the helper call for r0 in place `d` and r1 in place `s`, of family
+/// `call` with `args` (`Some(ARGS)`) or else of family `rc`: the compiler moves pinned r1, r2
+/// and r3 into the slots of their argument registers (3, 4, 2: `emit::natural_arguments`),
+/// so r1 is in slot 3 or the frame, and r0 is in none of the slots the others hold.
+pub(crate) fn call_needed(args: Option<usize>, d: usize, s: usize) -> bool {
+    let args = args.unwrap_or(0);
+    let taken = |slot: usize, bit: usize| args & bit != 0 && d == slot;
+    (s == 3 || s == FRAME) && (d != s || d == FRAME) && !taken(4, 1) && !taken(2, 2)
+}
+
 /// The opcode of LE64, which is the nop (`Table::end`), with its width 64 in the immediate.
 const NOP: u64 = 0xd4 | (64 << 32);
 

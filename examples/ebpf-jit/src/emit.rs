@@ -99,16 +99,15 @@ impl Compiler {
         scan: &Scan,
     ) -> Result<Compiled, Error> {
         let (pins, len) = scan.pins();
-        let mut slots = slots_of(&pins[..len]);
-        if scan.helper_calls {
-            natural_arguments(&mut slots);
-        }
-        self.emit(prog, helpers, slots, scan)
+        self.emit(prog, helpers, &pins[..len], scan)
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
     /// ones of r0..r10, most used first: the last of five goes to the slot `mul` and `div`
-    /// clobber on x86-64) in machine registers and the others in the frame.
+    /// clobber on x86-64) in machine registers and the others in the frame. In a program
+    /// that calls a helper, pinned r1, r2 and r3 then move to the slots of the registers a C
+    /// call passes them in, as [`Compiler::compile`] places them (the set has helper calls
+    /// for those places only).
     pub fn compile_pinned(
         &self,
         prog: &[u8],
@@ -121,17 +120,21 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        self.emit(prog, helpers, slots_of(pins), &Scan::of(prog))
+        self.emit(prog, helpers, pins, &Scan::of(prog))
     }
 
-    /// The stages after the scan.
+    /// The stages after the scan, `pins` by rank.
     fn emit(
         &self,
         prog: &[u8],
         helpers: &HashMap<u32, Helper>,
-        slots: [u8; PINS],
+        pins: &[u8],
         scan: &Scan,
     ) -> Result<Compiled, Error> {
+        let mut slots = slots_of(pins);
+        if scan.helper_calls {
+            natural_arguments(&mut slots);
+        }
         let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
         out.push(self.table.enter, None)?;

@@ -336,18 +336,28 @@ impl Table {
                 }
             }
         }
+        for d in 0..PLACES {
+            for s in 0..PLACES {
+                let lean = (0..LEAN_ARGS).map(|a| (Some(a), self.call_lean[a][d][s]));
+                for (args, member) in lean.chain([(None, self.call_helper[d][s])]) {
+                    if canon::call_needed(args, d, s) && member == NONE {
+                        return Err(missing(format!(
+                            "the helper call for r0 in place {d}, r1 in place {s} and \
+                             ARGS {args:?} (families rc and call)"
+                        )));
+                    }
+                }
+            }
+        }
         let tables = [
             self.end.as_flattened().as_flattened(),
-            self.call_helper.as_flattened(),
-            self.call_lean.as_flattened().as_flattened(),
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, call_helper (families rr and call), oob_load, oob_store or \
-                 ret for some place",
+                "a member of le*/be*, oob_load, oob_store or ret for some place",
             ));
         }
         Ok(())
@@ -415,9 +425,20 @@ mod tests {
         Table::new(set).unwrap();
         let mut checked = 0;
         for s in set.stencils {
+            if let Some((args, (_, d, p))) = lean_member(s.name) {
+                assert!(
+                    canon::call_needed(Some(args), d, p),
+                    "{} is never pushed",
+                    s.name
+                );
+                checked += 1;
+            }
             let Some((elem, d, p)) = member(s.name) else {
                 continue;
             };
+            if elem == "call_helper" {
+                assert!(canon::call_needed(None, d, p), "{} is never pushed", s.name);
+            }
             let opcodes: Vec<u8> = (0..=255u8)
                 .filter(|&opc| decode(opc).and_then(element_of).as_deref() == Some(elem))
                 .collect();
