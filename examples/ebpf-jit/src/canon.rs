@@ -107,7 +107,9 @@ pub(crate) fn rewrite(w: u64, why: u8) -> u64 {
 mod tests {
     use super::*;
 
-    fn word(opc: u8, dst: u8, src: u8, off: i16, imm: i32) -> u64 {
+    type Insn = (u8, u8, u8, i16, i32);
+
+    fn word((opc, dst, src, off, imm): Insn) -> u64 {
         u64::from(opc)
             | u64::from(dst) << 8
             | u64::from(src) << 12
@@ -117,51 +119,25 @@ mod tests {
 
     #[test]
     fn rewrites() {
-        // jgt r2, r3, +4 ≡ jlt r3, r2, +4 (JMP32 too).
-        assert_eq!(
-            rewrite(word(0x2d, 2, 3, 4, 9), SWAPPED),
-            word(0xad, 3, 2, 4, 9)
-        );
-        assert_eq!(
-            rewrite(word(0xde, 2, 3, -4, 0), SWAPPED),
-            word(0x7e, 3, 2, -4, 0)
-        );
-        assert_eq!(
-            rewrite(word(0x1d, 2, 3, 4, 0), SWAPPED),
-            word(0x1d, 3, 2, 4, 0)
-        );
-        assert_eq!(
-            rewrite(word(0x3d, 2, 2, -3, 0), SAME),
-            word(0x05, 0, 0, -3, 0)
-        );
-        assert_eq!(
-            rewrite(word(0x5e, 2, 2, 3, 0), SAME),
-            word(0xd4, 2, 0, 0, 64)
-        );
-        assert_eq!(
-            rewrite(word(0x4e, 2, 2, 3, 0), SAME),
-            word(0x56, 2, 0, 3, 0)
-        );
-        assert_eq!(
-            rewrite(word(0x0f, 4, 4, 0, 0), SAME),
-            word(0x67, 4, 0, 0, 1)
-        );
-        assert_eq!(
-            rewrite(word(0x0c, 4, 4, 0, 0), SAME),
-            word(0x64, 4, 0, 0, 1)
-        );
-        assert_eq!(
-            rewrite(word(0xac, 4, 4, 0, 0), SAME),
-            word(0xb7, 4, 0, 0, 0)
-        );
-        assert_eq!(
-            rewrite(word(0xbf, 4, 4, 0, 0), SAME),
-            word(0xd4, 4, 0, 0, 64)
-        );
-        assert_eq!(
-            rewrite(word(0x5c, 4, 4, 0, 0), SAME),
-            word(0x54, 4, 0, 0, -1)
-        );
+        let cases: [(Insn, u8, Insn); 11] = [
+            // jgt r2, r3, +4 ≡ jlt r3, r2, +4 (JMP32 too); jeq is its own mirror.
+            ((0x2d, 2, 3, 4, 9), SWAPPED, (0xad, 3, 2, 4, 9)),
+            ((0xde, 2, 3, -4, 0), SWAPPED, (0x7e, 3, 2, -4, 0)),
+            ((0x1d, 2, 3, 4, 0), SWAPPED, (0x1d, 3, 2, 4, 0)),
+            // jge r, r: JA; jne32 r, r: nothing (LE64); jset32 r, r: jne32 r, 0.
+            ((0x3d, 2, 2, -3, 0), SAME, (0x05, 0, 0, -3, 0)),
+            ((0x5e, 2, 2, 3, 0), SAME, (0xd4, 2, 0, 0, 64)),
+            ((0x4e, 2, 2, 3, 0), SAME, (0x56, 2, 0, 3, 0)),
+            // add64, add32: lsh 1; xor32: mov 0; mov64: nothing; and32: and32 -1.
+            ((0x0f, 4, 4, 0, 0), SAME, (0x67, 4, 0, 0, 1)),
+            ((0x0c, 4, 4, 0, 0), SAME, (0x64, 4, 0, 0, 1)),
+            ((0xac, 4, 4, 0, 0), SAME, (0xb7, 4, 0, 0, 0)),
+            ((0xbf, 4, 4, 0, 0), SAME, (0xd4, 4, 0, 0, 64)),
+            ((0x5c, 4, 4, 0, 0), SAME, (0x54, 4, 0, 0, -1)),
+        ];
+        for (from, why, to) in cases {
+            assert_eq!(rewrite(word(from), why), word(to), "{from:x?}");
+        }
         assert_eq!(flags(0x0f), SAME);
         assert_eq!(flags(0x2f), 0);
         assert_eq!(flags(0x1e), SAME | SWAPPED);
