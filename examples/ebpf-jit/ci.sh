@@ -5,7 +5,7 @@
 # natively as an x86_64-unknown-linux-musl process (--musl: the x86_64-unknown-linux-gnu
 # stencils, whose code objects targets/x86_64-unknown-linux-musl.toml's `same_code_as` says
 # that row's are; building and running the tests there took 54 CPU-s at load 16, wave 25).
-# Its stencils are built once: `--check` trusts no cache entry, and for this set's 1,892
+# Its stencils are built once: `--check` trusts no cache entry, and for this set's 1,759
 # stencils per target costs as much as the build (bf-jit's CI checks that a rebuild is
 # byte-identical). Under qemu its crate is optimised (--optimise-emulated): its tests under
 # qemu-aarch64 took 52.8 and 57.8 s of CPU at opt-level 1 against 103.0 and 111.6 s
