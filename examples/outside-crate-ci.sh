@@ -8,7 +8,7 @@
 # gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross, the two rustup targets).
 #
 # Usage: ../outside-crate-ci.sh NAME [--package-kit] [--check-stencils] [--riscv64]
-#                                      [--optimise-emulated]
+#                                      [--optimise-emulated] [--musl]
 #   NAME              the example's directory and package name
 #   --package-kit     also check that the crates an outside project depends on package
 #   --check-stencils  also check that a rebuild of the stencil crates is byte-identical
@@ -16,6 +16,13 @@
 #   --riscv64         also build riscv64gc-unknown-linux-gnu's stencil crate and run the
 #                     tests under qemu-riscv64 (the example's Cargo.toml must depend on it
 #                     for that target)
+#   --musl            also run the tests natively as an x86_64-unknown-linux-musl process
+#                     (static, LLVM's libunwind), linked by rust-lld as the kit's musl row
+#                     links (targets/x86_64-unknown-linux-musl.toml). Its stencils are the
+#                     x86_64-unknown-linux-gnu crate's: that target file's `same_code_as`
+#                     (ELF, System V ABI, -fpic, small code model: the same code objects),
+#                     and an example selects its crate by target_arch and target_os, which
+#                     musl shares with glibc, so no stencils are built for it
 #   --optimise-emulated  build the example's own crate (its JIT and its tests) at
 #                     opt-level 1 for the runs under qemu, where its unoptimised code would
 #                     take most of the time (the kit's crates have their opt-level from the
@@ -30,11 +37,13 @@ package_kit=false
 check_stencils=false
 riscv64=false
 emulated=()
+musl=false
 for arg in "$@"; do
   case "$arg" in
     --package-kit) package_kit=true ;;
     --check-stencils) check_stencils=true ;;
     --riscv64) riscv64=true ;;
+    --musl) musl=true ;;
     --optimise-emulated) emulated=(--config "profile.dev.package.\"$name\".opt-level=1") ;;
     *) echo "$name: unknown option \`$arg\`" >&2; exit 2 ;;
   esac
@@ -89,12 +98,18 @@ export CARGO_TARGET_DIR="$kit_target/examples"
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER:-aarch64-linux-gnu-gcc}
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu max"}
 export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_LINKER:-riscv64-linux-gnu-gcc}
+export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=${CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER:-rust-lld}
+export CC_x86_64_unknown_linux_musl=${CC_x86_64_unknown_linux_musl:-clang-19}
 export CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_RISCV64GC_UNKNOWN_LINUX_GNU_RUNNER:-"qemu-riscv64 -L /usr/riscv64-linux-gnu -cpu rv64"}
 cargo fmt --check
 cargo test --quiet
 # With --optimise-emulated, the runs under qemu build the example's own crate at opt-level 1.
 CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target aarch64-unknown-linux-gnu ${emulated[@]+"${emulated[@]}"}
 rows="x86_64-unknown-linux-gnu natively, aarch64-unknown-linux-gnu under qemu"
+if $musl; then
+  cargo test --quiet --target x86_64-unknown-linux-musl
+  rows+=", x86_64-unknown-linux-musl natively"
+fi
 if $riscv64; then
   CPJIT_EXAMPLE_QEMU=1 cargo test --quiet --target riscv64gc-unknown-linux-gnu ${emulated[@]+"${emulated[@]}"}
   rows+=", riscv64gc-unknown-linux-gnu under qemu"

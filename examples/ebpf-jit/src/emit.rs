@@ -9,6 +9,7 @@
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
+use crate::canon;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{word, Scan};
 use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
@@ -87,18 +88,26 @@ impl Compiler {
     /// The eBPF registers kept in machine registers are the five most used ones (see
     /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
-        let scan = Scan::of(prog, &self.table.rows);
+        self.compile_scanned(prog, helpers, &Scan::of(prog))
+    }
+
+    /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier).
+    pub(crate) fn compile_scanned(
+        &self,
+        prog: &[u8],
+        helpers: &HashMap<u32, Helper>,
+        scan: &Scan,
+    ) -> Result<Compiled, Error> {
         let (pins, len) = scan.pins();
-        let mut slots = slots_of(&pins[..len]);
-        if scan.helper_calls {
-            natural_arguments(&mut slots);
-        }
-        self.emit(prog, helpers, slots, &scan)
+        self.emit(prog, helpers, &pins[..len], scan)
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
     /// ones of r0..r10, most used first: the last of five goes to the slot `mul` and `div`
-    /// clobber on x86-64) in machine registers and the others in the frame.
+    /// clobber on x86-64) in machine registers and the others in the frame. In a program
+    /// that calls a helper, pinned r1, r2 and r3 then move to the slots of the registers a C
+    /// call passes them in, as [`Compiler::compile`] places them (the set has helper calls
+    /// for those places only).
     pub fn compile_pinned(
         &self,
         prog: &[u8],
@@ -111,18 +120,21 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        let scan = Scan::of(prog, &self.table.rows);
-        self.emit(prog, helpers, slots_of(pins), &scan)
+        self.emit(prog, helpers, pins, &Scan::of(prog))
     }
 
-    /// The stages after the scan.
+    /// The stages after the scan, `pins` by rank.
     fn emit(
         &self,
         prog: &[u8],
         helpers: &HashMap<u32, Helper>,
-        slots: [u8; PINS],
+        pins: &[u8],
         scan: &Scan,
     ) -> Result<Compiled, Error> {
+        let mut slots = slots_of(pins);
+        if scan.helper_calls {
+            natural_arguments(&mut slots);
+        }
         let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
         out.push(self.table.enter, None)?;
@@ -236,45 +248,57 @@ impl<'a, 'j> Emit<'a, 'j> {
     fn push(&mut self, stencil: u16, target: Option<usize>) -> Result<(), Error> {
         let ops = &self.table.operands[usize::from(stencil)];
         let len = usize::from(ops.len);
-        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
-        // Most stencils have at most four operands: picked without a loop.
-        let mut operands = [
-            pick(0),
-            pick(1),
-            pick(2),
-            pick(3),
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
-        for (k, o) in operands.iter_mut().enumerate().take(len).skip(4) {
-            *o = pick(k);
-        }
-        let operands = &operands[..len.min(MAX_OPERANDS)];
-        let stencil = usize::from(stencil);
-        match target {
-            Some(t) if ops.jumps => {
-                let t = Target::Instance(InstanceId::from_index(t));
-                self.trace.push(stencil, operands, &[t])?
-            }
-            _ => self.trace.push(stencil, operands, &[])?,
+        let target = match target {
+            Some(t) if ops.jumps => Some(Target::Instance(InstanceId::from_index(t))),
+            _ => None,
         };
+        if len > 4 {
+            return self.push_many(stencil, target);
+        }
+        // Most stencils have at most four operands: picked without a loop.
+        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
+        let operands = [pick(0), pick(1), pick(2), pick(3)];
+        self.trace
+            .push(usize::from(stencil), &operands[..len], target.as_slice())?;
+        Ok(())
+    }
+
+    /// [`Emit::push`] of a stencil with more than four operands (helper calls).
+    #[cold]
+    #[inline(never)]
+    fn push_many(&mut self, stencil: u16, target: Option<Target>) -> Result<(), Error> {
+        let ops = &self.table.operands[usize::from(stencil)];
+        let mut operands = [0; MAX_OPERANDS];
+        for (o, &at) in operands.iter_mut().zip(&ops.at[..usize::from(ops.len)]) {
+            *o = self.v[usize::from(at) & 15];
+        }
+        let operands = &operands[..usize::from(ops.len)];
+        self.trace
+            .push(usize::from(stencil), operands, target.as_slice())?;
         Ok(())
     }
 
     /// Pushes instruction `i`'s instance; returns how many instruction slots it took.
     #[inline(always)]
     fn instruction(&mut self, i: usize, helpers: &HashMap<u32, Helper>) -> Result<usize, Error> {
-        let w = word(self.prog, i);
-        let row = &self.table.rows[w as usize & 255];
-        let (dr, sr) = (row.d.of(w), row.s.of(w));
+        let mut w = word(self.prog, i);
+        let mut row = &self.table.rows[w as usize & 255];
+        let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
+        if row.canon != 0 {
+            // A member the set does not have: an equivalent instruction's (`canon`).
+            let why = if dr == sr {
+                canon::SAME
+            } else if self.place[dr] > self.place[sr] {
+                canon::SWAPPED
+            } else {
+                0
+            };
+            if row.canon & why != 0 {
+                w = canon::rewrite(w, why);
+                row = &self.table.rows[w as usize & 255];
+                (dr, sr) = (row.d.of(w), row.s.of(w));
+            }
+        }
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
         let d = usize::from(self.place[dr]);
         // An op with an immediate in 0..2^31 takes its member for one, if it has one.
@@ -289,7 +313,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(IMM)] = i64::from(imm) as u64;
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
-        let member = row.members[d][s];
+        let member = row.members[d & 7][s & 7];
         // The member and its jump target; one push for all (inlined once).
         let (stencil, target) = match row.action {
             Action::Plain => (member, None),

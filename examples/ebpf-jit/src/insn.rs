@@ -101,7 +101,7 @@ pub enum Width {
 }
 
 impl Width {
-    pub fn bytes(self) -> usize {
+    pub const fn bytes(self) -> usize {
         match self {
             Width::B => 1,
             Width::H => 2,

@@ -7,6 +7,7 @@
 //! 512-byte stack); an access outside them is an [`Error`], never a crash.
 //! [`EbpfVm::interpret`] runs the same program with this crate's reference interpreter.
 
+mod canon;
 pub mod cli;
 mod emit;
 mod helper;
@@ -14,6 +15,7 @@ mod insn;
 mod interp;
 mod jit;
 mod scan;
+mod shape;
 mod table;
 mod verifier;
 
@@ -150,12 +152,14 @@ impl From<cpjit_runtime::Error> for Error {
 
 /// Verifies `prog` as rbpf 0.4's verifier does.
 pub fn verify(prog: &[u8]) -> Result<(), Error> {
-    verifier::check(prog)
+    verifier::check(prog).map(drop)
 }
 
 /// A verified program, its helpers and, once compiled, its trace.
 pub struct EbpfVm {
     prog: Vec<u8>,
+    /// What the verifier found for the compiler.
+    scan: scan::Scan,
     helpers: HashMap<u32, Helper>,
     compiled: Option<Compiled>,
 }
@@ -163,9 +167,10 @@ pub struct EbpfVm {
 impl EbpfVm {
     /// Verifies `prog` (raw little-endian bytecode) as rbpf does.
     pub fn new(prog: &[u8]) -> Result<EbpfVm, Error> {
-        verify(prog)?;
+        let scan = verifier::check(prog)?;
         Ok(EbpfVm {
             prog: prog.to_vec(),
+            scan,
             helpers: HashMap::new(),
             compiled: None,
         })
@@ -203,7 +208,7 @@ impl EbpfVm {
 
     /// Compiles the program with `compiler` (reuse one for many programs).
     pub fn jit_compile_with(&mut self, compiler: &Compiler) -> Result<(), Error> {
-        self.compiled = Some(compiler.compile(&self.prog, &self.helpers)?);
+        self.compiled = Some(compiler.compile_scanned(&self.prog, &self.helpers, &self.scan)?);
         Ok(())
     }
 

@@ -1,11 +1,14 @@
 //! What compiling needs to know before the first push: which eBPF registers to pin (the
 //! most used, a use under k backward jumps weighing 16^k), how many local calls and memory
 //! accesses there are (the instances after the program are numbered from them), and where
-//! local calls go. One pass over the instructions, reading the compiler's opcode table; a
-//! second, for the loop depths, only if the program jumps backwards.
+//! local calls go. Counted by the verifier as it checks each instruction ([`Scan::add`]:
+//! one pass for both, a table read per instruction), or by [`Scan::of`] for a program
+//! verified elsewhere; a second pass, for the loop depths, only if the program jumps
+//! backwards.
 
 use crate::insn::INSN_SIZE;
-use crate::table::{Action, Row, PINS};
+use crate::shape::{Action, Shape, SHAPES};
+use crate::table::PINS;
 
 /// The weight of a use under k backward jumps, k = 0..=8.
 const LOOP_WEIGHT: [u64; 9] = [
@@ -21,6 +24,7 @@ const LOOP_WEIGHT: [u64; 9] = [
 ];
 
 /// What the scan finds.
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Scan {
     /// Uses of r0..r10 (r11..r14 unused; r15 counts the roles without a register).
     pub uses: [u64; 16],
@@ -32,6 +36,8 @@ pub(crate) struct Scan {
     pub accesses: usize,
     /// The instructions local calls go to (empty without local calls).
     pub call_targets: Vec<usize>,
+    /// Whether a jump goes backwards (then [`Scan::weigh`] counts the uses again).
+    backward: bool,
 }
 
 /// Instruction `i`'s eight bytes as one little-endian word.
@@ -44,80 +50,78 @@ pub(crate) fn word(prog: &[u8], i: usize) -> u64 {
 }
 
 impl Scan {
-    /// Scans a verified program with the opcode table `rows`.
-    pub fn of(prog: &[u8], rows: &[Row; 256]) -> Scan {
-        let mut scan = Scan {
-            uses: [0; 16],
-            calls: 0,
-            helper_calls: false,
-            accesses: 0,
-            call_targets: Vec::new(),
-        };
-        let backward = scan.count(prog, rows, |_| 1, true);
-        if backward {
-            // The loop depth of each instruction as a difference array over the ranges of
-            // backward jumps, then the uses again, weighted.
-            let n = prog.len() / INSN_SIZE;
-            let mut delta = vec![0i32; n + 1];
-            for i in 0..n {
-                let w = word(prog, i);
-                let off = (w >> 16) as i16;
-                if off < 0 && rows[w as usize & 255].action == Action::Jump {
-                    delta[(i as i64 + 1 + i64::from(off)).max(0) as usize] += 1;
-                    delta[i + 1] -= 1;
-                }
-            }
-            let mut depth = 0;
-            let weights: Vec<u64> = delta[..n]
-                .iter()
-                .map(|d| {
-                    depth += d;
-                    LOOP_WEIGHT[depth.clamp(0, 8) as usize]
-                })
-                .collect();
-            scan.uses = [0; 16];
-            scan.count(prog, rows, |i| weights[i], false);
-        }
-        scan
-    }
-
-    /// Adds every instruction's uses at `weight(i)`; with `first`, also counts calls and
-    /// accesses. Returns whether any jump goes backwards.
-    #[inline(always)]
-    fn count(
-        &mut self,
-        prog: &[u8],
-        rows: &[Row; 256],
-        weight: impl Fn(usize) -> u64,
-        first: bool,
-    ) -> bool {
+    /// Scans a verified program.
+    pub fn of(prog: &[u8]) -> Scan {
+        let mut scan = Scan::default();
         let n = prog.len() / INSN_SIZE;
-        let mut backward = false;
         let mut i = 0;
         while i < n {
             let w = word(prog, i);
-            let row = &rows[w as usize & 255];
+            i += scan.add(i, w, &SHAPES[w as usize & 255]);
+        }
+        scan.weigh(prog);
+        scan
+    }
+
+    /// Counts instruction `i` (word `w` of shape `shape`); returns how many instruction
+    /// slots it takes (2 for LD_DW). After the last, [`Scan::weigh`].
+    #[inline(always)]
+    pub fn add(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
+        // At most 2^20 instructions: no overflow.
+        self.uses[shape.d.of(w)] += 1;
+        self.uses[shape.s.of(w)] += 1;
+        match shape.action {
+            Action::Jump => self.backward |= ((w >> 16) as i16) < 0,
+            Action::Load | Action::Store => self.accesses += 1,
+            // The second half is no instruction of its own.
+            Action::LdDw => return 2,
+            Action::Call if (w >> 12) & 15 == 1 => self.local_call(i, w),
+            Action::Call => self.helper_calls = true,
+            _ => {}
+        }
+        1
+    }
+
+    #[cold]
+    fn local_call(&mut self, i: usize, w: u64) {
+        self.calls += 1;
+        let imm = (w >> 32) as i32;
+        self.call_targets
+            .push((i as i64 + 1 + i64::from(imm)) as usize);
+    }
+
+    /// If the program jumps backwards, counts the uses again, each weighted by its loop
+    /// depth: a difference array over the ranges of backward jumps.
+    pub fn weigh(&mut self, prog: &[u8]) {
+        if !self.backward {
+            return;
+        }
+        let n = prog.len() / INSN_SIZE;
+        let mut delta = vec![0i32; n + 1];
+        for i in 0..n {
+            let w = word(prog, i);
+            let off = (w >> 16) as i16;
+            if off < 0 && SHAPES[w as usize & 255].action == Action::Jump {
+                delta[(i as i64 + 1 + i64::from(off)).max(0) as usize] += 1;
+                delta[i + 1] -= 1;
+            }
+        }
+        self.uses = [0; 16];
+        let (mut depth, mut i) = (0, 0);
+        while i < n {
+            depth += delta[i];
+            let w = word(prog, i);
+            let shape = &SHAPES[w as usize & 255];
             // At most 16^8 per instruction and 2^20 instructions: no overflow.
-            let k = weight(i);
-            self.uses[row.d.of(w)] += k;
-            self.uses[row.s.of(w)] += k;
-            match row.action {
-                Action::Jump => backward |= ((w >> 16) as i16) < 0,
-                Action::Load | Action::Store => self.accesses += usize::from(first),
-                // The second half is no instruction of its own.
-                Action::LdDw => i += 1,
-                Action::Call if first && (w >> 12) & 15 == 1 => {
-                    self.calls += 1;
-                    let imm = (w >> 32) as i32;
-                    self.call_targets
-                        .push((i as i64 + 1 + i64::from(imm)) as usize);
-                }
-                Action::Call if (w >> 12) & 15 == 0 => self.helper_calls = true,
-                _ => {}
+            let k = LOOP_WEIGHT[depth.clamp(0, 8) as usize];
+            self.uses[shape.d.of(w)] += k;
+            self.uses[shape.s.of(w)] += k;
+            if shape.action == Action::LdDw {
+                depth += delta[i + 1];
+                i += 1;
             }
             i += 1;
         }
-        backward
     }
 
     /// The eBPF registers to pin, most used first (ties: the lower number).

@@ -6,8 +6,11 @@
 //!
 //! [`Compiler`]: crate::Compiler
 
+use crate::canon;
 use crate::emit::{value_index, VALUES};
 use crate::insn::{decode, AluOp, Cond, Kind, Width};
+use crate::shape::SHAPES;
+pub(crate) use crate::shape::{Action, Role};
 use crate::Error;
 use cpjit_runtime::model::StencilSet;
 use std::collections::HashMap;
@@ -22,73 +25,6 @@ pub(crate) const PLACES: usize = PINS + 1;
 /// No stencil.
 pub(crate) const NONE: u16 = u16::MAX;
 
-/// Which eBPF register a member's D or S is, read from an instruction's word `w` as
-/// `((w >> shift) & mask) + add`: the dst or src field, r0, r1, or `NO_REG` (none), without
-/// a branch or a table per instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Role {
-    shift: u8,
-    mask: u8,
-    add: u8,
-}
-
-/// The register of a member's D or S of role "none": its place is the frame, and no
-/// member reads it (r15: no verified program names it).
-const NO_REG: usize = 15;
-
-impl Role {
-    pub const NONE: Role = Role::fixed(NO_REG as u8);
-    pub const DST: Role = Role::field(8);
-    pub const SRC: Role = Role::field(12);
-    pub const R0: Role = Role::fixed(0);
-    pub const R1: Role = Role::fixed(1);
-
-    const fn field(shift: u8) -> Role {
-        Role {
-            shift,
-            mask: 15,
-            add: 0,
-        }
-    }
-
-    const fn fixed(r: u8) -> Role {
-        Role {
-            shift: 0,
-            mask: 0,
-            add: r,
-        }
-    }
-
-    /// The register of instruction word `w` in this role (0..=15).
-    #[inline(always)]
-    pub fn of(self, w: u64) -> usize {
-        (((w >> self.shift) as usize & usize::from(self.mask)) + usize::from(self.add)) & 15
-    }
-}
-
-/// What the compiler does with an instruction besides pushing its member.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Action {
-    /// Only the member.
-    Plain,
-    /// JA and the conditional jumps: the member jumps to `off`'s instruction.
-    Jump,
-    /// LDX: the member jumps to a fault exit after the program.
-    Load,
-    /// ST and STX: likewise.
-    Store,
-    /// LD_DW: a 64-bit immediate from two instructions.
-    LdDw,
-    /// LE/BE: the member by width ([`Table::end`]).
-    End,
-    /// CALL: a helper's or a local call.
-    Call,
-    /// EXIT.
-    Exit,
-    /// XADD, TAIL_CALL: refused by the verifier.
-    Invalid,
-}
-
 /// One opcode's row.
 #[derive(Clone, Copy)]
 pub(crate) struct Row {
@@ -98,12 +34,15 @@ pub(crate) struct Row {
     pub s: Role,
     /// Access width in bytes (loads and stores).
     pub width: u8,
-    /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table).
+    /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table);
+    /// 8 × 8, so that an index masked with 7 needs no bounds check (places 6, 7 are none).
     /// An op with an immediate and no S register may also have, at S = [`SMALL_IMM`], the
     /// member for an immediate in `0..2^31` (family `ri`).
-    pub members: [[u16; PLACES]; PLACES],
+    pub members: [[u16; 8]; 8],
     /// Whether it has those members.
     pub small_imm: bool,
+    /// What `canon::rewrite` may rewrite (`canon::flags`): the set has no member for it.
+    pub canon: u8,
 }
 
 impl Row {
@@ -112,8 +51,9 @@ impl Row {
         d: Role::NONE,
         s: Role::NONE,
         width: 0,
-        members: [[NONE; PLACES]; PLACES],
+        members: [[NONE; 8]; 8],
         small_imm: false,
+        canon: 0,
     };
 }
 
@@ -204,74 +144,32 @@ fn width_name(w: Width) -> &'static str {
     }
 }
 
-/// An opcode's row (members still empty) and the element of the family its members are
-/// named by (`op_<element>_3_<D>[_<S>]`), if it has any.
-fn row_of(kind: Kind) -> (Row, Option<String>) {
+/// The element of the family an opcode's members are named by (`op_<element>_3_<D>[_<S>]`),
+/// if it has any (the others have tables of their own).
+fn element_of(kind: Kind) -> Option<String> {
     let bits = |wide: bool| if wide { 64 } else { 32 };
     let src = |r: bool| if r { "reg" } else { "imm" };
-    let row = |action, d: Role, s: Role, width: Width| Row {
-        action,
-        d,
-        s,
-        width: width.bytes() as u8,
-        ..Row::UNKNOWN
-    };
-    let plain = |d, s| row(Action::Plain, d, s, Width::B);
-    let (r, name) = match kind {
+    Some(match kind {
         Kind::Alu {
             op: AluOp::Neg,
             wide,
             ..
-        } => (plain(Role::DST, Role::NONE), format!("neg{}", bits(wide))),
-        Kind::Alu { op, wide, reg: r } => (
-            plain(Role::DST, if r { Role::SRC } else { Role::NONE }),
-            format!("{}{}_{}", alu_name(op), bits(wide), src(r)),
-        ),
-        Kind::Jmp { cond, wide, reg: r } => (
-            row(
-                Action::Jump,
-                Role::DST,
-                if r { Role::SRC } else { Role::NONE },
-                Width::B,
-            ),
-            format!(
-                "{}{}_{}",
-                cond_name(cond),
-                if wide { "" } else { "32" },
-                src(r)
-            ),
-        ),
-        Kind::LdDw => (
-            row(Action::LdDw, Role::DST, Role::NONE, Width::B),
-            "lddw".into(),
-        ),
-        Kind::LdAbs(w) => (
-            plain(Role::R0, Role::NONE),
-            format!("ldabs{}", width_name(w)),
-        ),
-        Kind::LdInd(w) => (
-            plain(Role::R0, Role::SRC),
-            format!("ldind{}", width_name(w)),
-        ),
-        Kind::Ldx(w) => (
-            row(Action::Load, Role::DST, Role::SRC, w),
-            format!("ldx{}", width_name(w)),
-        ),
-        Kind::St(w) => (
-            row(Action::Store, Role::DST, Role::NONE, w),
-            format!("st{}", width_name(w)),
-        ),
-        Kind::Stx(w) => (
-            row(Action::Store, Role::DST, Role::SRC, w),
-            format!("stx{}", width_name(w)),
-        ),
-        Kind::End { .. } => return (row(Action::End, Role::DST, Role::NONE, Width::B), None),
-        Kind::Ja => return (row(Action::Jump, Role::NONE, Role::NONE, Width::B), None),
-        Kind::Call => return (row(Action::Call, Role::R0, Role::R1, Width::B), None),
-        Kind::Exit => return (row(Action::Exit, Role::R0, Role::NONE, Width::B), None),
-        Kind::Xadd | Kind::TailCall => return (Row::UNKNOWN, None),
-    };
-    (r, Some(name))
+        } => format!("neg{}", bits(wide)),
+        Kind::Alu { op, wide, reg } => format!("{}{}_{}", alu_name(op), bits(wide), src(reg)),
+        Kind::Jmp { cond, wide, reg } => {
+            let width = if wide { "" } else { "32" };
+            format!("{}{width}_{}", cond_name(cond), src(reg))
+        }
+        Kind::LdDw => "lddw".into(),
+        Kind::LdAbs(w) => format!("ldabs{}", width_name(w)),
+        Kind::LdInd(w) => format!("ldind{}", width_name(w)),
+        Kind::Ldx(w) => format!("ldx{}", width_name(w)),
+        Kind::St(w) => format!("st{}", width_name(w)),
+        Kind::Stx(w) => format!("stx{}", width_name(w)),
+        Kind::End { .. } | Kind::Ja | Kind::Call | Kind::Exit | Kind::Xadd | Kind::TailCall => {
+            return None
+        }
+    })
 }
 
 /// The places of family `x`'s members (one for every place of the registers).
@@ -326,15 +224,20 @@ impl Table {
         // Which opcodes each element's members serve.
         let mut by_element: HashMap<String, Vec<u8>> = HashMap::new();
         for opc in 0..=255u8 {
-            if let Some(kind) = decode(opc) {
-                let (row, element) = row_of(kind);
-                t.rows[usize::from(opc)] = row;
-                if let Some(e) = element {
-                    by_element.entry(e).or_default().push(opc);
-                }
+            let shape = SHAPES[usize::from(opc)];
+            t.rows[usize::from(opc)] = Row {
+                action: shape.action,
+                d: shape.d,
+                s: shape.s,
+                width: shape.width,
+                canon: canon::flags(opc),
+                ..Row::UNKNOWN
+            };
+            if let Some(e) = decode(opc).and_then(element_of) {
+                by_element.entry(e).or_default().push(opc);
             }
         }
-        t.rows[0x05].members = [[t.ja; PLACES]; PLACES];
+        t.rows[0x05].members = [[t.ja; 8]; 8];
         t.operands.reserve_exact(set.stencils.len());
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
@@ -364,7 +267,7 @@ impl Table {
                     for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
                         let row = &mut t.rows[usize::from(opc)];
                         if d == ANY {
-                            row.members = [[i; PLACES]; PLACES];
+                            row.members = [[i; 8]; 8];
                         } else if p == RI && row.s == Role::NONE {
                             row.members[d][SMALL_IMM] = i;
                             row.small_imm = true;
@@ -419,7 +322,7 @@ impl Table {
             );
             for d in ds.clone() {
                 for s in ss.clone() {
-                    if needs && row.members[d][s] == NONE {
+                    if needs && canon::needed(row.canon, d, s) && row.members[d][s] == NONE {
                         return Err(missing(format!(
                             "the member of opcode {opc:#04x} for places {d}, {s}"
                         )));
@@ -433,18 +336,28 @@ impl Table {
                 }
             }
         }
+        for d in 0..PLACES {
+            for s in 0..PLACES {
+                let lean = (0..LEAN_ARGS).map(|a| (Some(a), self.call_lean[a][d][s]));
+                for (args, member) in lean.chain([(None, self.call_helper[d][s])]) {
+                    if canon::call_needed(args, d, s) && member == NONE {
+                        return Err(missing(format!(
+                            "the helper call for r0 in place {d}, r1 in place {s} and \
+                             ARGS {args:?} (families rc and call)"
+                        )));
+                    }
+                }
+            }
+        }
         let tables = [
             self.end.as_flattened().as_flattened(),
-            self.call_helper.as_flattened(),
-            self.call_lean.as_flattened().as_flattened(),
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, call_helper (families rr and call), oob_load, oob_store or \
-                 ret for some place",
+                "a member of le*/be*, oob_load, oob_store or ret for some place",
             ));
         }
         Ok(())
@@ -500,5 +413,44 @@ mod tests {
         );
         assert_eq!(lean_member("op_call_helper_3_1_3_args4"), None);
         assert_eq!(lean_member("op_call_helper_3_1_3"), None);
+    }
+
+    /// The set has every member the compiler may push (`Table::check`, which `Table::new`
+    /// runs, fails otherwise) and none for places it rewrites away (`canon`): a member of
+    /// an opcode's element whose places no opcode of that element needs is dead weight in
+    /// every build of the set.
+    #[test]
+    fn the_host_set_has_exactly_the_members_the_compiler_may_push() {
+        let set = crate::HOST_SET;
+        Table::new(set).unwrap();
+        let mut checked = 0;
+        for s in set.stencils {
+            if let Some((args, (_, d, p))) = lean_member(s.name) {
+                assert!(
+                    canon::call_needed(Some(args), d, p),
+                    "{} is never pushed",
+                    s.name
+                );
+                checked += 1;
+            }
+            let Some((elem, d, p)) = member(s.name) else {
+                continue;
+            };
+            if elem == "call_helper" {
+                assert!(canon::call_needed(None, d, p), "{} is never pushed", s.name);
+            }
+            let opcodes: Vec<u8> = (0..=255u8)
+                .filter(|&opc| decode(opc).and_then(element_of).as_deref() == Some(elem))
+                .collect();
+            if opcodes.is_empty() || p >= PLACES {
+                continue;
+            }
+            let needed = opcodes
+                .iter()
+                .any(|&opc| canon::needed(canon::flags(opc), d, p));
+            assert!(needed, "{} is never pushed (src/canon.rs)", s.name);
+            checked += 1;
+        }
+        assert!(checked > 1000, "{checked} members checked");
     }
 }

@@ -2,45 +2,20 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
-use crate::scan::word;
+use crate::scan::{word, Scan};
+use crate::shape::{JUMP, LD_DW, SHAPES, STORE};
 use crate::Error;
 
-/// What the verifier checks of an opcode (`CLASS`): nothing, a jump's target, the second
-/// half and the register of LD_DW and a store (which may name r10), and the rest
-/// (unknown and refused opcodes, LE/BE widths, calls) out of line.
-const PLAIN: u8 = 0;
-const STORE: u8 = 1;
-const JUMP: u8 = 2;
-const LD_DW: u8 = 3;
-const OTHER: u8 = 4;
-
-static CLASS: [u8; 256] = {
-    let mut t = [OTHER; 256];
-    let mut i = 0;
-    while i < 256 {
-        t[i] = match crate::insn::decode_opcode(i as u8) {
-            Some(Kind::St(_) | Kind::Stx(_)) => STORE,
-            Some(Kind::Ja | Kind::Jmp { .. }) => JUMP,
-            Some(Kind::LdDw) => LD_DW,
-            Some(
-                Kind::Alu { .. } | Kind::LdAbs(_) | Kind::LdInd(_) | Kind::Ldx(_) | Kind::Exit,
-            ) => PLAIN,
-            Some(Kind::End { .. } | Kind::Call | Kind::Xadd | Kind::TailCall) | None => OTHER,
-        };
-        i += 1;
-    }
-    t
-};
-
-fn refuse(insn: Option<usize>, reason: impl Into<String>) -> Result<(), Error> {
+fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error> {
     Err(Error::Verifier {
         insn,
         reason: reason.into(),
     })
 }
 
-/// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does.
-pub fn check(prog: &[u8]) -> Result<(), Error> {
+/// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does; on the way, scans it for
+/// the compiler (one pass for both).
+pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
     if !prog.len().is_multiple_of(INSN_SIZE) {
         return refuse(None, "the program's length is not a multiple of 8 bytes");
     }
@@ -73,31 +48,33 @@ pub fn check(prog: &[u8]) -> Result<(), Error> {
         }
         Ok(())
     };
+    let mut scan = Scan::default();
     let mut i = 0;
     while i < n {
         let w = word(prog, i);
-        let (opc, dst, src) = (w as u8, (w >> 8) as u8 & 15, (w >> 12) as u8 & 15);
-        let class = CLASS[usize::from(opc)];
+        let (dst, src) = ((w >> 8) as u16 & 15, (w >> 12) as u16 & 15);
+        let shape = &SHAPES[w as usize & 255];
         // The jump's target, then everything else out of line unless the opcode has
         // nothing more to check and the registers are in range (the common case).
-        let store = class == STORE || class == LD_DW;
-        if class == JUMP {
+        if shape.check == JUMP {
             jump(i, i64::from((w >> 16) as i16))?;
         }
-        if class > JUMP || src > 10 || dst > 10 || (dst == 10 && !store) {
-            slow(prog, i, store)?;
+        if (shape.fast_dst >> dst) & (0x7ff >> src) & 1 == 0 {
+            slow(prog, i)?;
         }
-        i += 1 + usize::from(class == LD_DW);
+        i += scan.add(i, w, shape);
     }
-    Ok(())
+    scan.weigh(prog);
+    Ok(scan)
 }
 
-/// Instruction `i`'s checks besides a jump's target, in rbpf's order; `store`: whether it may
-/// name r10 as its destination.
+/// Instruction `i`'s checks besides a jump's target, in rbpf's order.
 #[cold]
-fn slow(prog: &[u8], i: usize, store: bool) -> Result<(), Error> {
+fn slow(prog: &[u8], i: usize) -> Result<(), Error> {
     let n = prog.len() / INSN_SIZE;
     let ins = insn(prog, i);
+    // Whether it may name r10 as its destination.
+    let store = matches!(SHAPES[usize::from(ins.opc)].check, STORE | LD_DW);
     match decode(ins.opc) {
         None => return refuse(Some(i), format!("unknown opcode {:#04x}", ins.opc)),
         Some(Kind::Xadd) => return refuse(Some(i), "XADD is not supported"),
