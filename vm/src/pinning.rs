@@ -244,6 +244,7 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
     match op {
         op::LOAD
         | op::LOAD_INT
+        | op::LOAD_INT_FLOAT
         | op::STORE
         | op::INCREMENT_LOCAL_INT
         | op::INCREMENT_LOCAL_INT_KNOWN
@@ -305,6 +306,7 @@ impl OpFacts {
                 op,
                 op::LOAD
                     | op::LOAD_INT
+                    | op::LOAD_INT_FLOAT
                     | op::ADD_FLOAT_LOCAL
                     | op::SUB_FLOAT_LOCAL
                     | op::MUL_FLOAT_LOCAL

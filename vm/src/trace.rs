@@ -19,6 +19,7 @@
 //! `projector`; `peel` projects a loop's body again; `exits` appends the exit stubs;
 //! `listing` is what the VM asks of a trace afterwards.
 
+mod convert;
 mod exits;
 mod fusion;
 mod idioms;

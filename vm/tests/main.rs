@@ -12,6 +12,7 @@ mod debug_flags;
 mod differential;
 mod examples;
 mod families;
+mod float_conversion;
 mod float_slots;
 mod inlining;
 mod pinning;

@@ -82,13 +82,15 @@ pub(super) fn states_of_kit(
 }
 
 /// Whether op `op` does less on float slots than on boxed values: float arithmetic and
-/// compares (no move between register files per operand and result). A load, a constant
-/// or a store costs the same in either.
+/// compares (no move between register files per operand and result), and the conversion of
+/// an int local (its float is made in an FP register). A load, a constant or a store costs
+/// the same in either.
 pub(crate) fn gains_from_float_slots(op: u32) -> bool {
     use ops::op::*;
     matches!(
         op,
         ADD_FLOAT
+            | LOAD_INT_FLOAT
             | SUB_FLOAT
             | MUL_FLOAT
             | DIV_FLOAT

@@ -3,7 +3,7 @@
 //! [`super::fusion`]), which emits its micro-ops and says how many records it consumed.
 
 use super::idioms::{self, Statement, LOAD_RECOGNISERS};
-use super::{fusion, recorded, specialisations, ty_of, Path, Projector, TraceCall, Ty};
+use super::{convert, fusion, recorded, specialisations, ty_of, Path, Projector, TraceCall, Ty};
 use crate::abi::{Inst, TYPE_BIGINT, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
 use crate::value::Value;
@@ -144,6 +144,7 @@ fn step(
             p.pop();
             p.push(Ty::Float);
         }
+        op::FLOAT if types[0] == TYPE_INT && convert::float_of_int_local(p) => {}
         op::SETITEM if types[2] == TYPE_LIST && types[1] == TYPE_INT => {
             p.guard(pc, &[(2, Ty::List), (1, Ty::Int)]);
             p.emit_exiting(op::SETITEM_LIST_INT, 0, 0, pc);

@@ -15,7 +15,8 @@
 #if !CPJIT_FLOAT_CACHE
 #error "a FLOATS member needs CPJIT_FLOAT_CACHE=1 (the family's `defines`)"
 #endif
-#if SCALED || PINNED_SCALED && PINNED_OPERAND == 0
+/* (LOAD_INT_FLOAT reads a scaled pinned local as the int it converts, never as a value.) */
+#if SCALED || PINNED_SCALED && PINNED_OPERAND == 0 && !defined(VM_OP_IS_LOAD_INT_FLOAT)
 #error "a FLOATS member keeps no scaled int in a register it reads as a value"
 #endif
 
