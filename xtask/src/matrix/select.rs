@@ -36,6 +36,37 @@ pub(super) fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
     chosen
 }
 
+/// The rows a self-test breaking `broken` runs (`--self-test`): those whose process can
+/// run `broken`'s stencils ([`Host::runs`]). Such a process could select the broken set, so
+/// each of these rows proves that `CPJIT_BREAK` breaks its named set only; any other
+/// process never selects that set (the conformance tests run only what the host rule
+/// allows), so its rows would rerun what the matrix has just run. Breaking
+/// x86_64-apple-darwin runs the three x86-64 Linux rows natively instead of nine, qemu's
+/// and wine's among them.
+pub(super) fn self_test_rows(
+    rows: &[Row],
+    broken: &crate::targets::TargetFacts,
+) -> Result<Vec<String>, String> {
+    let reserved: Vec<&str> = broken
+        .reserved_registers
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut able = Vec::new();
+    for row in rows {
+        let process = Host::of_triple(&row.rust_target).ok_or_else(|| {
+            format!(
+                "self-test: row {}: no host for its Rust target {}",
+                row.triple, row.rust_target
+            )
+        })?;
+        if process.runs(broken.arch, broken.abi, &reserved) {
+            able.push(row.triple.clone());
+        }
+    }
+    Ok(able)
+}
+
 /// The host's target triple (`rustc -vV`).
 pub fn host_triple() -> Result<String, String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
@@ -114,6 +145,46 @@ pub(super) fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A self-test reruns the rows whose process could select the broken set, and no other.
+    #[test]
+    fn a_self_test_runs_the_rows_whose_process_can_run_the_broken_set() {
+        let m = Matrix::load(&crate::util::root()).unwrap();
+        let facts = crate::targets::load_all(&crate::util::root().join("targets")).unwrap();
+        let rows_breaking = |triple: &str| {
+            let broken = facts.iter().find(|f| f.triple == triple).unwrap();
+            self_test_rows(&m.rows, broken).unwrap()
+        };
+        assert_eq!(
+            rows_breaking("x86_64-apple-darwin"),
+            [
+                "x86_64-apple-darwin",
+                "x86_64-unknown-linux-gnu",
+                "x86_64-unknown-linux-musl"
+            ]
+        );
+        assert_eq!(
+            rows_breaking("aarch64-apple-darwin"),
+            [
+                "aarch64-apple-darwin",
+                "aarch64-pc-windows-msvc",
+                "aarch64-unknown-linux-gnu",
+                "aarch64-unknown-linux-musl"
+            ]
+        );
+        assert_eq!(
+            rows_breaking("x86_64-pc-windows-msvc"),
+            ["x86_64-pc-windows-msvc"]
+        );
+        // Every row is in the self-test of its own set.
+        for row in &m.rows {
+            assert!(
+                rows_breaking(&row.triple).contains(&row.triple),
+                "{}",
+                row.triple
+            );
+        }
+    }
 
     #[test]
     fn native_selection_follows_the_host_rule() {
