@@ -40,9 +40,9 @@ pub(super) fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
 /// run `broken`'s stencils ([`Host::runs`]). Such a process could select the broken set, so
 /// each of these rows proves that `CPJIT_BREAK` breaks its named set only; any other
 /// process never selects that set (the conformance tests run only what the host rule
-/// allows), so its rows would rerun what the matrix has just run. Breaking
-/// x86_64-apple-darwin runs the three x86-64 Linux rows natively instead of nine, qemu's
-/// and wine's among them.
+/// allows), so its rows would rerun what the matrix has just run. Breaking the x86-64
+/// macOS row runs the three x86-64 Linux rows natively instead of nine, qemu's and wine's
+/// among them.
 pub(super) fn self_test_rows(
     rows: &[Row],
     broken: &crate::targets::TargetFacts,
@@ -151,39 +151,40 @@ mod tests {
     fn a_self_test_runs_the_rows_whose_process_can_run_the_broken_set() {
         let m = Matrix::load(&crate::util::root()).unwrap();
         let facts = crate::targets::load_all(&crate::util::root().join("targets")).unwrap();
-        let rows_breaking = |triple: &str| {
-            let broken = facts.iter().find(|f| f.triple == triple).unwrap();
-            self_test_rows(&m.rows, broken).unwrap()
-        };
-        assert_eq!(
-            rows_breaking("x86_64-apple-darwin"),
-            [
-                "x86_64-apple-darwin",
-                "x86_64-unknown-linux-gnu",
-                "x86_64-unknown-linux-musl"
-            ]
-        );
-        assert_eq!(
-            rows_breaking("aarch64-apple-darwin"),
-            [
-                "aarch64-apple-darwin",
-                "aarch64-pc-windows-msvc",
-                "aarch64-unknown-linux-gnu",
-                "aarch64-unknown-linux-musl"
-            ]
-        );
-        assert_eq!(
-            rows_breaking("x86_64-pc-windows-msvc"),
-            ["x86_64-pc-windows-msvc"]
-        );
-        // Every row is in the self-test of its own set.
-        for row in &m.rows {
+        let fact = |triple: &str| facts.iter().find(|f| f.triple == triple).unwrap();
+        for broken in &m.rows {
+            let rows = self_test_rows(&m.rows, fact(&broken.triple)).unwrap();
+            // Its own row, and only rows of processes of the broken set's architecture.
+            assert!(rows.contains(&broken.triple), "{}", broken.triple);
+            for row in &rows {
+                assert_eq!(fact(row).arch, fact(&broken.triple).arch, "{row}");
+            }
+        }
+        // The default break on the host of a native row runs no emulator: the rows of that
+        // architecture's Linux processes (native) and the broken host-abi row.
+        let native = m.rows.iter().find(|r| r.execution == Execution::Native);
+        let broken = m.self_test_row(&native.unwrap().rust_target).unwrap();
+        let rows = self_test_rows(&m.rows, fact(&broken.triple)).unwrap();
+        assert!(rows.len() >= 2, "{rows:?}");
+        for row in &rows {
+            let row = m.row(row).unwrap();
             assert!(
-                rows_breaking(&row.triple).contains(&row.triple),
-                "{}",
-                row.triple
+                row.execution == Execution::Native || row.triple == broken.triple,
+                "{} ({:?})",
+                row.triple,
+                row.execution
             );
         }
+        // The wine row's set (Win64) is run by no Linux process: its self-test is its row.
+        let wine = m
+            .rows
+            .iter()
+            .find(|r| r.execution == Execution::Wine)
+            .unwrap();
+        assert_eq!(
+            self_test_rows(&m.rows, fact(&wine.triple)).unwrap(),
+            std::slice::from_ref(&wine.triple)
+        );
     }
 
     #[test]
