@@ -76,20 +76,33 @@ fn print_report(report: &Report, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs the matrix with `CPJIT_BREAK=<broken row>` and checks that exactly that row fails.
+/// Runs the matrix with `CPJIT_BREAK=<broken row>` on the rows whose process can run the
+/// broken stencils ([`select::self_test_rows`]) and checks that exactly that row fails.
 pub fn self_test(opts: &Options) -> Result<(), String> {
-    let matrix = Matrix::load(&crate::util::root())?;
+    let root = crate::util::root();
+    let matrix = Matrix::load(&root)?;
+    let host = host_triple()?;
     let broken = match opts.targets.first() {
         Some(t) => t.clone(),
-        None => matrix.self_test_row()?.triple.clone(),
+        None => matrix.self_test_row(&host)?.triple.clone(),
     };
+    let facts = crate::targets::load_all(&root.join("targets"))?;
+    let broken_facts = facts
+        .iter()
+        .find(|f| f.triple == broken)
+        .ok_or_else(|| format!("self-test: no target file for {broken}"))?;
     let mut o = opts.clone();
     o.targets.clear();
     o.no_check = true;
+    o.targets = select::self_test_rows(&select_rows(&matrix, &o, &host)?, broken_facts)?;
     if o.suites.is_empty() {
         o.suites = matrix.self_test_suites.clone();
     }
-    eprintln!("self-test: breaking {broken} (CPJIT_BREAK); expecting exactly that row to fail");
+    eprintln!(
+        "self-test: breaking {broken} (CPJIT_BREAK) in the rows whose process can run it ({}); \
+         expecting exactly that row to fail",
+        o.targets.join(", ")
+    );
     let env = BTreeMap::from([("CPJIT_BREAK".to_string(), broken.clone())]);
     let report = run_matrix(&o, &env)?;
     print_report(&report, opts.json)?;

@@ -236,12 +236,19 @@ impl Matrix {
         self.rows.iter().find(|r| r.triple == triple)
     }
 
-    /// The row `--self-test` breaks by default: the first host-abi row, whose stencils
-    /// meet a process of another OS (the case most likely to pass by accident).
-    pub fn self_test_row(&self) -> Result<&Row, String> {
-        self.rows
-            .iter()
-            .find(|r| r.execution == Execution::HostAbi)
+    /// The row `--self-test` breaks by default: a host-abi row, whose stencils meet a
+    /// process of another OS (the case most likely to pass by accident); the first one run
+    /// by a process of the `host`'s own Rust target if any (no emulator: the self-test then
+    /// runs natively, [`super::select::self_test_rows`]), else the first one.
+    pub fn self_test_row(&self, host: &str) -> Result<&Row, String> {
+        let host_abi = || {
+            self.rows
+                .iter()
+                .filter(|r| r.execution == Execution::HostAbi)
+        };
+        host_abi()
+            .find(|r| r.rust_target == host)
+            .or_else(|| host_abi().next())
             .ok_or_else(|| "self-test: no host-abi row to break; pass --target".to_string())
     }
 }
@@ -261,7 +268,17 @@ mod tests {
                 assert_eq!(row.triple, row.rust_target);
             }
         }
-        assert!(m.self_test_row().is_ok());
+        // On the host of a native row, the broken row is one that host's process runs.
+        let native = m.rows.iter().find(|r| r.execution == Execution::Native);
+        let host = &native.unwrap().rust_target;
+        let broken = m.self_test_row(host).unwrap();
+        assert_eq!(
+            (broken.execution, &broken.rust_target),
+            (Execution::HostAbi, host)
+        );
+        // A host without a host-abi row of its own breaks the first one.
+        let first = m.rows.iter().find(|r| r.execution == Execution::HostAbi);
+        assert_eq!(m.self_test_row("no-such-host").ok(), first);
         assert!(!m.check_targets.is_empty());
     }
 

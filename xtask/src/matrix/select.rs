@@ -36,6 +36,37 @@ pub(super) fn stencil_free_rows(rows: &[Row]) -> BTreeMap<&str, &str> {
     chosen
 }
 
+/// The rows a self-test breaking `broken` runs (`--self-test`): those whose process can
+/// run `broken`'s stencils ([`Host::runs`]). Such a process could select the broken set, so
+/// each of these rows proves that `CPJIT_BREAK` breaks its named set only; any other
+/// process never selects that set (the conformance tests run only what the host rule
+/// allows), so its rows would rerun what the matrix has just run. Breaking the x86-64
+/// macOS row runs the three x86-64 Linux rows natively instead of nine, qemu's and wine's
+/// among them.
+pub(super) fn self_test_rows(
+    rows: &[Row],
+    broken: &crate::targets::TargetFacts,
+) -> Result<Vec<String>, String> {
+    let reserved: Vec<&str> = broken
+        .reserved_registers
+        .iter()
+        .map(String::as_str)
+        .collect();
+    let mut able = Vec::new();
+    for row in rows {
+        let process = Host::of_triple(&row.rust_target).ok_or_else(|| {
+            format!(
+                "self-test: row {}: no host for its Rust target {}",
+                row.triple, row.rust_target
+            )
+        })?;
+        if process.runs(broken.arch, broken.abi, &reserved) {
+            able.push(row.triple.clone());
+        }
+    }
+    Ok(able)
+}
+
 /// The host's target triple (`rustc -vV`).
 pub fn host_triple() -> Result<String, String> {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
@@ -114,6 +145,47 @@ pub(super) fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A self-test reruns the rows whose process could select the broken set, and no other.
+    #[test]
+    fn a_self_test_runs_the_rows_whose_process_can_run_the_broken_set() {
+        let m = Matrix::load(&crate::util::root()).unwrap();
+        let facts = crate::targets::load_all(&crate::util::root().join("targets")).unwrap();
+        let fact = |triple: &str| facts.iter().find(|f| f.triple == triple).unwrap();
+        for broken in &m.rows {
+            let rows = self_test_rows(&m.rows, fact(&broken.triple)).unwrap();
+            // Its own row, and only rows of processes of the broken set's architecture.
+            assert!(rows.contains(&broken.triple), "{}", broken.triple);
+            for row in &rows {
+                assert_eq!(fact(row).arch, fact(&broken.triple).arch, "{row}");
+            }
+        }
+        // The default break on the host of a native row runs no emulator: the rows of that
+        // architecture's Linux processes (native) and the broken host-abi row.
+        let native = m.rows.iter().find(|r| r.execution == Execution::Native);
+        let broken = m.self_test_row(&native.unwrap().rust_target).unwrap();
+        let rows = self_test_rows(&m.rows, fact(&broken.triple)).unwrap();
+        assert!(rows.len() >= 2, "{rows:?}");
+        for row in &rows {
+            let row = m.row(row).unwrap();
+            assert!(
+                row.execution == Execution::Native || row.triple == broken.triple,
+                "{} ({:?})",
+                row.triple,
+                row.execution
+            );
+        }
+        // The wine row's set (Win64) is run by no Linux process: its self-test is its row.
+        let wine = m
+            .rows
+            .iter()
+            .find(|r| r.execution == Execution::Wine)
+            .unwrap();
+        assert_eq!(
+            self_test_rows(&m.rows, fact(&wine.triple)).unwrap(),
+            std::slice::from_ref(&wine.triple)
+        );
+    }
 
     #[test]
     fn native_selection_follows_the_host_rule() {
