@@ -19,3 +19,4 @@ mod tierup;
 mod typed_paths;
 mod unwind_windows;
 mod wide;
+mod wide_stack;
