@@ -96,7 +96,7 @@ mod tests {
             state as i64
         });
         for d in [3u64, 7, 10, 1000, 65_535, 12_345] {
-            for x in edges.into_iter().chain(random.clone().take(2_000)) {
+            for x in edges.into_iter().chain(random.take(2_000)) {
                 let want = i128::from(x).div_euclid(i128::from(d));
                 assert_eq!(i128::from(floordiv_by_wide(x, d)), want, "{x} // {d}");
             }
