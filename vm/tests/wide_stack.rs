@@ -12,12 +12,12 @@ use crate::common;
 use common::{agree_with, eager, record};
 use cpjit_vm::cached::Kind;
 
-/// `s = s0; for x in range(start, start + n): s += (c * x + sign * x * x) % d + (sign * x *
-/// x) // e`, then prints s (s0 a multiple of 2**32, made by a product: a big int may be one). The products are the run's wide values: `c * x` is live in a
+/// `s = s0; for x in range(start, start + n): s += (c * x + sign * x * x) % 1000 + (sign * x *
+/// x) // 7`, then prints s (s0 a multiple of 2**32, made by a product: a big int may be one). The products are the run's wide values: `c * x` is live in a
 /// register when `x * x` overflows.
 fn program(s0: i128, start: i64, n: i64, c: i64, negative: bool) -> String {
     let square = if negative {
-        "const 0; load x; sub; load x; mul"
+        "const 0; load x; load x; mul; sub"
     } else {
         "load x; load x; mul"
     };
@@ -98,7 +98,7 @@ fn exits_box_wide_registers_into_big_ints_as_often_as_they_are_taken() {
 }
 
 #[test]
-fn a_product_of_two_ints_keeps_its_run_wide_and_a_product_by_a_constant_scaled() {
+fn a_square_keeps_its_run_wide_and_other_products_scaled() {
     let (recorder, out) = record(&program(0, PAST_48 - 1_500, 3_000, 3, false));
     assert_eq!(out, expected(0, PAST_48 - 1_500, 3_000, 3, false));
     let lowerings = recorder.lowerings.borrow();
@@ -119,10 +119,12 @@ fn a_product_of_two_ints_keeps_its_run_wide_and_a_product_by_a_constant_scaled()
         }
     }
     drop(lowerings);
-    // `3 * n + 1` (collatz) stays scaled.
-    let (recorder, _) = record(&common::example("collatz", "vm"));
-    let lowerings = recorder.lowerings.borrow();
-    let all = lowerings.iter().flat_map(|(_, l)| &l.instances);
-    assert!(all.clone().all(|i| i.exit.kind() != Kind::Wide));
-    assert!(all.clone().any(|i| i.exit.kind() == Kind::Scaled));
+    // `3 * n + 1` (collatz) and `i * j % 7` (nested) stay scaled.
+    for example in ["collatz", "nested"] {
+        let (recorder, _) = record(&common::example(example, "vm"));
+        let lowerings = recorder.lowerings.borrow();
+        let all = lowerings.iter().flat_map(|(_, l)| &l.instances);
+        assert!(all.clone().all(|i| i.exit.kind() != Kind::Wide), "{example}");
+        assert!(all.clone().any(|i| i.exit.kind() == Kind::Scaled), "{example}");
+    }
 }

@@ -1,12 +1,13 @@
 //! Where the lowering keeps stack values *wide* (raw 64-bit ints, [`crate::cached::wide`]):
 //! a run of micro-ops entered with nothing cached that gets back to nothing cached with
 //! every micro-op on a wide member, no jump target or exit stub inside it (the lowering
-//! would spill there, and a wide register is never stored inside a trace), and a product
-//! of two ints neither of which is a constant of the run (`x * x`), the value a scaled
-//! register would overflow on long before 64 bits. A product by a constant (`3 * n + 1`) leaves 48 bits
-//! only for an operand a factor away from it, rare enough that the scaled members, a
-//! shift cheaper on some ops, stay the choice there.
-
+//! would spill there, and a wide register is never stored inside a trace), and a *square*
+//! (`x * x`, both factors loaded from one local), which leaves the tagged 48 bits once x
+//! passes 11.86 M, within reach of a loop counter (`calls` at real sizes). Elsewhere the
+//! scaled members stay the choice: the wide ones cost a shift per load of a scaled local
+//! and a correction step per division by a constant (`nested`'s `i * j % 7`, never past
+//! 48 bits, ran 5 % more instructions wide), and a product of two other ints or by a
+//! constant (`3 * n + 1`) rarely leaves 48 bits.
 use super::super::{falls_through, Backend};
 use crate::cached::{CacheState, Kind};
 use crate::ops::{self, op};
@@ -24,9 +25,11 @@ impl Backend {
         i: usize,
     ) -> bool {
         let mut state = CacheState::EMPTY;
-        let mut multiplies = false;
-        // Bit k: the value k below the top was pushed by a constant in the run.
-        let mut constants = 0u64;
+        let mut squares = false;
+        // The local each value of the run (top last) was loaded from, if it was: at most
+        // the registers' three.
+        let mut loaded: [Option<u64>; 4] = [None; 4];
+        let mut depth = 0usize;
         for (j, &target) in targets.iter().enumerate().skip(i) {
             let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
             if j > i && boundary {
@@ -36,17 +39,19 @@ impl Backend {
                 return false;
             };
             let u = &trace.uops[j];
-            multiplies |= u.op == op::MUL_INT && constants & 3 == 0;
-            constants = match u.op {
-                op::CONST_INT => constants << 1 | 1,
-                _ => {
-                    let info = ops::info(u.op);
-                    let pop = info.pop.count([u.arg0, u.arg1]).min(63);
-                    (constants >> pop) << info.push.count([u.arg0, u.arg1]).min(63)
-                }
-            };
+            if u.op == op::MUL_INT && depth >= 2 {
+                squares |= loaded[depth - 1].is_some() && loaded[depth - 1] == loaded[depth - 2];
+            }
+            let info = ops::info(u.op);
+            let pop = info.pop.count([u.arg0, u.arg1]) as usize;
+            let push = info.push.count([u.arg0, u.arg1]) as usize;
+            depth = depth.saturating_sub(pop);
+            for _ in 0..push.min(loaded.len() - depth) {
+                loaded[depth] = (u.op == op::LOAD_INT).then_some(u.arg0);
+                depth += 1;
+            }
             if !falls_through(u.op) || exit.depth() == 0 {
-                return multiplies && exit.depth() == 0;
+                return squares && exit.depth() == 0;
             }
             state = exit;
         }
