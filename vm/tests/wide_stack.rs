@@ -124,7 +124,13 @@ fn a_square_keeps_its_run_wide_and_other_products_scaled() {
         let (recorder, _) = record(&common::example(example, "vm"));
         let lowerings = recorder.lowerings.borrow();
         let all = lowerings.iter().flat_map(|(_, l)| &l.instances);
-        assert!(all.clone().all(|i| i.exit.kind() != Kind::Wide), "{example}");
-        assert!(all.clone().any(|i| i.exit.kind() == Kind::Scaled), "{example}");
+        assert!(
+            all.clone().all(|i| i.exit.kind() != Kind::Wide),
+            "{example}"
+        );
+        assert!(
+            all.clone().any(|i| i.exit.kind() == Kind::Scaled),
+            "{example}"
+        );
     }
 }
