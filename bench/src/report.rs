@@ -558,9 +558,9 @@ clock has no Cranelift beside it; the synthetic traces of *Peer* do.
 - **Peers: CPython and PyPy** (`pyvm`): every example also exists in Python \
 (`vm/examples/*.py`: the same algorithm and output; float operations in the same order, so the \
 same bits), and runs at its real size (`vm/examples/real-sizes.json`: PyPy runs it for at least \
-0.5 s, except `calls`, labelled: at 20 M rounds PyPy takes about 0.06 s, and at the size where \
-it takes 0.5 s the VM's big-int slow path (its `x * x` leaves the 48-bit tagged range) would \
-take about 15 s a round; output checked against `vm/examples/real/*.expected`, PyPy's). *Start-up* is measured apart: the `cpjit-vm` binary, `python3` and `pypy3` running an \
+0.5 s; `calls`' `x * x` leaves the 48-bit tagged range from 11.86 M rounds on and stays in \
+64-bit registers, vm/templates/cached/wide_stack.h; output checked against \
+`vm/examples/real/*.expected`, PyPy's). *Start-up* is measured apart: the `cpjit-vm` binary, `python3` and `pypy3` running an \
 empty program as fresh processes, spawn to exit. *Steady state*, per example, one round runs \
 in this order: `cpjit jit` (`Vm::run` from a fresh VM in the bench's process, tier-up and \
 compiles included; *compile excluded* less them), `LLVM -O2` (the same with LLVM -O2 as the \

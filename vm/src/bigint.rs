@@ -331,6 +331,28 @@ pub unsafe extern "C" fn vm_box_wide(frame: *mut Frame, x: i64) -> u64 {
     unsafe { crate::helpers::vm_of(frame).box_wide(i128::from(x)).0 }
 }
 
+/// A raw 64-bit stack value written back by an exit (`vm_box_wide_exit` in
+/// vm/templates/vm_abi.h, the `DEOPT` of vm/templates/cached/wide_stack.h): `x` boxed, a big
+/// int where it leaves the tagged range, *without* collecting. The exit boxes its registers
+/// one by one while the others, and the pinned registers, still hold values no frame does
+/// (a big int boxed a moment before, a boxed pinned local): a collection then could free
+/// what they name. The next helper that collects runs with every value in a frame.
+///
+/// # Safety
+/// Called only by stencils, with a frame of a running VM.
+#[no_mangle]
+pub unsafe extern "C" fn vm_box_wide_exit(frame: *mut Frame, x: i64) -> u64 {
+    if let Some(v) = Value::int(x) {
+        return v.0;
+    }
+    // SAFETY: the caller upholds this function's # Safety contract: the frame's VM is running.
+    unsafe {
+        crate::helpers::vm_of(frame)
+            .box_wide_uncollected(i128::from(x))
+            .0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

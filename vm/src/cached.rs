@@ -4,16 +4,17 @@
 //! A cache state says how many top-of-stack values are in registers (0 to 3, cpjit.h's
 //! `CPJIT_CACHE_REGS`) and what those registers hold ([`Kind`]): boxed values, *scaled ints*
 //! (an int times 2**16: vm/templates/cached/ops.c, "Scaled ints") or values in *float slots*
-//! (FP registers: "Float slots", [`float`]). It is one byte, [`CacheState`]: the depth, plus 4
-//! when the registers are scaled, plus 8 when they are float slots; with nothing cached
-//! there is one state, 0, whatever the registers would hold.
+//! (FP registers: "Float slots", [`float`]) or *raw 64-bit ints* ([`wide`]). It is one byte,
+//! [`CacheState`]: the depth, plus 4 when the registers are scaled, 8 when they are float
+//! slots, 12 when they are wide; with nothing cached there is one state, 0, whatever the
+//! registers would hold.
 //!
 //! The members come from the kit's selection tables (`Family::cached`, generated from the
 //! families' `cached` declarations) of the set's families whose name starts with `vm_`: for
 //! each of the VM's ops and each entry state, the member the kit's
 //! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the compile pushes. The families
 //! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
-//! optionally `SCALED` (the registers are scaled), `FLOATS` (they are float slots, the
+//! optionally `SCALED` (the registers are scaled: 1, or wide: 2), `FLOATS` (they are float slots, the
 //! states the kit's float-slot numbers, [`float`]), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (how that register holds its
 //! local: [`Held`]), `PINNED_OPERAND` (which of the op's locals it is, checked against
@@ -29,6 +30,7 @@ use crate::pinning::{self, Held, PIN_REGS};
 use cpjit_model::StencilSet;
 
 pub mod float;
+pub mod wide;
 
 /// Cache states ([`CacheState`]): depths 0 to 3, boxed, scaled or float slots (the encodings
 /// with depth 0 all spell the empty state).
@@ -44,11 +46,13 @@ pub enum Kind {
     Scaled,
     /// Values' bits in FP registers (float slots).
     Float,
+    /// Raw 64-bit ints in general registers ([`wide`]).
+    Wide,
 }
 
 impl Kind {
     /// The kinds, by [`Kind::index`].
-    const COUNT: usize = 3;
+    const COUNT: usize = 4;
 
     /// Its index in the tables by kind.
     fn index(self) -> usize {
@@ -111,12 +115,14 @@ impl CacheState {
 
     /// Whether its registers hold scaled ints.
     pub fn is_scaled(self) -> bool {
-        self.0 & 4 != 0
+        self.0 & 12 == 4
     }
 
     /// What its registers hold (boxed values with nothing cached).
     pub fn kind(self) -> Kind {
-        if self.is_scaled() {
+        if self.is_wide() {
+            Kind::Wide
+        } else if self.is_scaled() {
             Kind::Scaled
         } else if self.is_float() {
             Kind::Float
@@ -131,6 +137,7 @@ impl CacheState {
             Kind::Boxed => CacheState::boxed(depth),
             Kind::Scaled => CacheState::scaled(depth),
             Kind::Float => CacheState::float(depth),
+            Kind::Wide => CacheState::wide(depth),
         }
     }
 
@@ -146,7 +153,7 @@ impl CacheState {
     }
 
     /// The state as text: `2` (two boxed values), `2s` (two scaled ints), `2f` (two float
-    /// slots).
+    /// slots), `2w` (two wide ints).
     pub fn describe(self) -> String {
         self.to_string()
     }
@@ -162,6 +169,7 @@ impl std::fmt::Display for CacheState {
                 Kind::Boxed => "",
                 Kind::Scaled => "s",
                 Kind::Float => "f",
+                Kind::Wide => "w",
             }
         )
     }
@@ -393,11 +401,13 @@ impl CachedOps {
                         format!("{at}: {element} {values:?}: no op in the selection tables")
                     })?;
                     let [r, ps, sc, d, po, fl] = *combo;
-                    let kind = match (flag(p.scaled, sc)?, flag(p.floats, fl)?) {
-                        (false, false) => Kind::Boxed,
-                        (true, false) => Kind::Scaled,
-                        (false, true) => Kind::Float,
-                        (true, true) => {
+                    let scaled = p.scaled.map_or(Ok(0), |param| number(param, sc, 3))?;
+                    let kind = match (scaled, flag(p.floats, fl)?) {
+                        (0, false) => Kind::Boxed,
+                        (1, false) => Kind::Scaled,
+                        (_, false) => Kind::Wide,
+                        (0, true) => Kind::Float,
+                        (_, true) => {
                             return Err(format!("{at}: {element}: both SCALED and FLOATS"))
                         }
                     };

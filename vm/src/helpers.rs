@@ -212,12 +212,16 @@ pub fn make_list(lists: &mut Vec<Box<ListObject>>, items: Vec<u64>) -> u64 {
 }
 
 /// Every helper's name and address, for resolving stencil holes.
-pub fn symbols() -> [(&'static str, usize); 11] {
+pub fn symbols() -> [(&'static str, usize); 12] {
     [
         ("vm_bigint", crate::bigint::vm_bigint as *const () as usize),
         (
             "vm_box_wide",
             crate::bigint::vm_box_wide as *const () as usize,
+        ),
+        (
+            "vm_box_wide_exit",
+            crate::bigint::vm_box_wide_exit as *const () as usize,
         ),
         ("vm_call", vm_call as *const () as usize),
         ("vm_call_finish", vm_call_finish as *const () as usize),

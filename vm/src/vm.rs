@@ -449,6 +449,12 @@ impl Vm {
         self.bigints.borrow_mut().wide(x)
     }
 
+    /// [`Vm::box_wide`] without a collection, whatever the heap's size (an exit boxing
+    /// registers that hold values no frame does yet: [`crate::bigint::vm_box_wide_exit`]).
+    pub(crate) fn box_wide_uncollected(&self, x: i128) -> Value {
+        self.bigints.borrow_mut().wide(x)
+    }
+
     /// Big ints live now, and collections run so far.
     pub fn bigint_stats(&self) -> (usize, u64) {
         let heap = self.bigints.borrow();

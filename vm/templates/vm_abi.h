@@ -197,5 +197,10 @@ double vm_float_mod(double a, double b);
 /* The int x boxed where it does not fit the tagged range: a big int (a pinned register
  * holding an int wide, written back; cached/wide.h). May collect big ints first. */
 uint64_t vm_box_wide(struct cpjit_frame *frame, int64_t x);
+/* vm_box_wide for an exit of a member whose registers hold raw 64-bit ints (a DEOPT of
+ * cached/wide_stack.h): never collects, since other such registers and pinned ones may
+ * still hold values no frame does; the next helper that collects finds the result in the
+ * frame. */
+uint64_t vm_box_wide_exit(struct cpjit_frame *frame, int64_t x);
 
 #endif /* VM_ABI_H */

@@ -20,3 +20,4 @@ mod tierup;
 mod typed_paths;
 mod unwind_windows;
 mod wide;
+mod wide_stack;

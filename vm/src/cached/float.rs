@@ -21,7 +21,7 @@ impl CacheState {
 
     /// Whether its registers are float slots.
     pub fn is_float(self) -> bool {
-        self.0 & 8 != 0
+        self.0 & 12 == 8
     }
 
     /// The state's number in the kit's selection tables of a family with float slots

@@ -10,6 +10,8 @@ use crate::pinning::{self, Held, Pinning, PIN_REGS};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
+mod wide;
+
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
 /// ([`LoweredId::instance`], the one place that knows).
@@ -359,7 +361,8 @@ impl Backend {
     }
 
     /// The member of micro-op `i` entered with nothing cached: the one starting a run of
-    /// scaled ints or float slots where it pays ([`Backend::run_of`]), else the boxed one.
+    /// wide ints where it pays ([`Backend::wide_run`]), of scaled ints or float slots where
+    /// it pays ([`Backend::run_of`]), else the boxed one.
     fn member_from_empty(
         &self,
         trace: &Trace,
@@ -369,6 +372,9 @@ impl Backend {
         i: usize,
     ) -> Option<(usize, CacheState)> {
         let empty = CacheState::EMPTY;
+        if self.wide_run(trace, pinning, targets, i) {
+            return self.find_member(trace, pinning, i, empty, Kind::Wide);
+        }
         for kind in [Kind::Scaled, Kind::Float] {
             // (The member, if the run is taken, is the one looked up first.)
             let member = self.find_member(rows, i, empty, kind);

@@ -55,7 +55,9 @@
  * the same depth), and PIN and UNPIN of a scaled pinned register scale and box.
  *
  * Wide locals (PINNED_SCALED=2): a pinned register holding its local as a raw 64-bit int,
- * for an accumulator whose sum may leave the tagged range; see wide.h.
+ * for an accumulator whose sum may leave the tagged range; see wide.h. Wide stack values
+ * (SCALED=2): cached registers holding raw 64-bit ints, for int arithmetic whose values may
+ * leave the tagged range inside an expression; see wide_stack.h.
  *
  * Float slots. A member compiled with FLOATS=1 (the families `vm_float_*`, with
  * CPJIT_FLOAT_CACHE=1) keeps every cached value in a float slot (float.h): states 2, 6 and
@@ -68,6 +70,15 @@
 
 #ifndef SCALED
 #define SCALED 0
+#endif
+/* SCALED=2: registers holding raw 64-bit ints (wide_stack.h), none of the scaled view's
+ * conversions below. */
+#if SCALED == 2
+#undef SCALED
+#define SCALED 0
+#define VM_WIDE_STACK 1
+#else
+#define VM_WIDE_STACK 0
 #endif
 /* A member for one depth of COPY (families `vm_*copy_at`): the slot is known when it is
  * compiled, so it reads its register or memory directly instead of testing the depth. */
@@ -207,6 +218,9 @@ CPJIT_CACHE_INLINE void vm_cached_box(struct cpjit_stack *s) {
     frame->sp = s.sp;                                                           \
     return VM_EXIT_ERROR;                                                       \
   } while (0)
+#if VM_WIDE_STACK
+#include "wide_stack.h"
+#endif
 #define FOLLOW_LINK(slot) ((void)(slot))
 /* CALL and CALL_JIT hand the stack to helpers and are never cached (a member of theirs
  * would fail on `sp`); stencil.h's call macros let their bodies compile here all the same. */

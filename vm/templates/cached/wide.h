@@ -20,8 +20,8 @@
 extern uint64_t cached_op_reads_a_wide_local_as_a_value;
 
 #define LOCAL0 cached_op_reads_a_wide_local_as_a_value
-#define ADD_TO_LOCAL0_OVERFLOWS(v, sum)                                         \
-  __builtin_add_overflow((int64_t)VM_PINNED_REG, vm_int_of(v), (sum))
+#define ADD_TO_LOCAL0_OVERFLOWS(sum)                                            \
+  __builtin_add_overflow((int64_t)VM_PINNED_REG, VM_INT_RAW(0), (sum))
 #define SET_LOCAL0_SUM(sum) (VM_PINNED_REG = (uint64_t)(sum))
 
 /* The register value of boxed local v, a tagged int. */

@@ -1,0 +1,117 @@
+/* cached/wide_stack.h: the stack view of a member whose cached registers hold *raw 64-bit
+ * ints* (SCALED=2: the families `vm_wide_*` of manifest.toml, "Wide stack values").
+ * cached/ops.c includes it after its own view, whose macros it replaces; the bodies are still
+ * those of ops.def, through its ints' view (VM_INT_AT and the rest), which here is the raw int.
+ *
+ * Why. A scaled register (an int times 2**16) makes the CPU's overflow flag the 48-bit range
+ * check, so a product like x * x with x above 11.86 M leaves the trace, and the interpreter's
+ * big-int path runs it (`calls` at real sizes: three exits and about 2,000 instructions a
+ * round). A raw register overflows at 64 bits: the product stays in its register, and a `%`
+ * or `//` by a constant brings it back (vm_floordiv_by_wide, exact for every int64).
+ *
+ * Where. A wide value never reaches memory inside a trace: the lowering keeps a run of
+ * micro-ops wide only from nothing cached back to nothing cached, every micro-op of it with a
+ * wide member (vm/src/jit/lower/wide.rs), so the memory slots below the registers hold the
+ * boxed ints the trace proved (tagged: a specialised int op never makes a big int), and no
+ * member spills, boxes in place or pushes past the registers (which would store a raw int:
+ * the undefined symbols below name such a member, which then fails to build). Only an exit
+ * stores them: DEOPT and FAIL box each register first, a tagged int while it fits 48 bits,
+ * else a big int (vm_box_wide_exit, which never collects: the other registers still hold
+ * values no frame does).
+ */
+#ifndef VM_CACHED_WIDE_STACK_H
+#define VM_CACHED_WIDE_STACK_H
+
+#if SCALED || FLOATS
+#error "a wide member keeps neither scaled ints nor floats in its registers"
+#endif
+
+/* Referenced only by a member that reads or writes a wide register as a boxed value, pushes
+ * past the registers (spilling a raw int) or adds a wide value into a local not held wide. */
+extern void cached_op_reads_a_wide_register_boxed(void);
+extern void cached_op_spills_a_wide_register(void);
+extern void cached_op_narrows_a_wide_value(void);
+
+/* floor(x / d) for every int64 x and a constant 3 <= d < 2**16 that is not a power of two,
+ * given r = floor(2**64 / d): with n < 2**64 (n as in vm_floordiv_by) and e = 2**64 - r * d
+ * in [0, d), n * r / 2**64 = n / d - n * e / (d * 2**64) lies in (n / d - 1, n / d], so the
+ * high word q of n * r is floor(n / d) or one less, and one compare of the remainder
+ * corrects it. (vm_floordiv_by's r + 1 is exact without it only below 2**48.) */
+CPJIT_CACHE_INLINE int64_t vm_floordiv_by_wide(int64_t x, uint64_t d, uint64_t r) {
+  int64_t t = x >> 63;
+  uint64_t n = (uint64_t)(x ^ t) + (d & (uint64_t)t);
+  uint64_t q = (uint64_t)(((unsigned __int128)n * r) >> 64);
+  q += n - q * d >= d;
+  return ((int64_t)q ^ t) - t;
+}
+
+/* The raw int k below the top: a register as it is, memory a boxed int the trace proved. */
+CPJIT_CACHE_INLINE int64_t vm_wide_at(struct cpjit_stack *s, int k) {
+  uint64_t v = *vm_cached_slot(s, k);
+  return k < s->n ? (int64_t)v : vm_int_of(v);
+}
+/* Stores raw int x k below the top (memory boxes it: it was a tagged int there). */
+CPJIT_CACHE_INLINE void vm_wide_poke(struct cpjit_stack *s, int k, int64_t x) {
+  *vm_cached_slot(s, k) = k < s->n ? (uint64_t)x : vm_box_int(x);
+}
+CPJIT_CACHE_INLINE void vm_wide_push(struct cpjit_stack *s, int64_t x) {
+  if (s->n == CPJIT_CACHE_REGS) cached_op_spills_a_wide_register();
+  cpjit_push(s, (uint64_t)x);
+}
+/* Register value r boxed for an exit: tagged while it fits, else a big int. */
+CPJIT_CACHE_INLINE uint64_t vm_wide_boxed(struct cpjit_frame *frame, uint64_t r) {
+  int64_t x = (int64_t)r;
+  return __builtin_expect(vm_int_fits(x), 1) ? vm_box_int(x) : vm_box_wide_exit(frame, x);
+}
+CPJIT_CACHE_INLINE void vm_wide_box(struct cpjit_frame *frame, struct cpjit_stack *s) {
+  if (s->n > 0) s->v0 = vm_wide_boxed(frame, s->v0);
+  if (s->n > 1) s->v1 = vm_wide_boxed(frame, s->v1);
+  if (s->n > 2) s->v2 = vm_wide_boxed(frame, s->v2);
+}
+
+#undef PEEK
+#undef POKE
+#undef PUSH
+#undef PUSH_INT
+#undef PUSH_INT_CONST
+#define PEEK(k)                                                                 \
+  (VM_IN_REGISTER(k) ? (cached_op_reads_a_wide_register_boxed(), (uint64_t)0)  \
+                     : *vm_cached_slot(&s, (k)))
+#define POKE(k, v)                                                              \
+  do {                                                                          \
+    if (VM_IN_REGISTER(k)) cached_op_reads_a_wide_register_boxed();            \
+    *vm_cached_slot(&s, (k)) = (v);                                             \
+  } while (0)
+#define PUSH(v) (cached_op_reads_a_wide_register_boxed(), (void)(v))
+#define PUSH_INT(v) vm_wide_push(&s, vm_int_of(v))
+#define PUSH_INT_CONST(boxed, scaled) vm_wide_push(&s, (int64_t)(scaled) >> 16)
+
+#define VM_INT_AT(k) vm_wide_at(&s, (k))
+#define VM_INT_RAW(k) vm_wide_at(&s, (k))
+#define VM_POKE_INT_AT(k, x) vm_wide_poke(&s, (k), (x))
+#define VM_PUSH_INT_AT(x) vm_wide_push(&s, (x))
+#define VM_PUSH_INT_RAW(x) vm_wide_push(&s, (x))
+#define VM_FLOORDIV_BY(x, d, r) vm_floordiv_by_wide((x), (d), (r))
+
+/* `s = s + e` into a local held wide is wide.h's; into any other, e would have to narrow. */
+#ifndef ADD_TO_LOCAL0_OVERFLOWS
+#define ADD_TO_LOCAL0_OVERFLOWS(sum) (cached_op_narrows_a_wide_value(), *(sum) = 0, 0)
+#define SET_LOCAL0_SUM(sum) ((void)(sum))
+#endif
+
+#undef DEOPT
+#undef FAIL
+#define DEOPT()                                                                 \
+  do {                                                                          \
+    vm_wide_box(frame, &s);                                                     \
+    CPJIT_JUMP_SPILLED(EXIT, frame, s);                                         \
+  } while (0)
+#define FAIL()                                                                  \
+  do {                                                                          \
+    vm_wide_box(frame, &s);                                                     \
+    cpjit_spill_all(&s);                                                        \
+    frame->sp = s.sp;                                                           \
+    return VM_EXIT_ERROR;                                                       \
+  } while (0)
+
+#endif
