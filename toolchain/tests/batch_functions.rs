@@ -102,11 +102,7 @@ fn batched_functions_members_give_what_each_alone_gives_on_every_target() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("optbatch-"))
         .collect();
-    assert_eq!(
-        optimised.len(),
-        compiled_targets().len(),
-        "{optimised:?}"
-    );
+    assert_eq!(optimised.len(), compiled_targets().len(), "{optimised:?}");
     assert_eq!(a.as_object().unwrap().len(), all_targets().len());
     let mut differing = Vec::new();
     for (triple, stencils) in a.as_object().unwrap() {

@@ -372,8 +372,8 @@ impl Backend {
         i: usize,
     ) -> Option<(usize, CacheState)> {
         let empty = CacheState::EMPTY;
-        if self.wide_run(trace, pinning, targets, i) {
-            return self.find_member(trace, pinning, i, empty, Kind::Wide);
+        if self.wide_run(trace, pinning, rows, targets, i) {
+            return self.find_member(rows, i, empty, Kind::Wide);
         }
         for kind in [Kind::Scaled, Kind::Float] {
             // (The member, if the run is taken, is the one looked up first.)

@@ -21,7 +21,7 @@ type Packed = u32;
 const NONE: Packed = u32::MAX;
 
 /// The kinds, by their index in a row.
-const KINDS: [Kind; 3] = [Kind::Boxed, Kind::Scaled, Kind::Float];
+const KINDS: [Kind; 4] = [Kind::Boxed, Kind::Scaled, Kind::Float, Kind::Wide];
 
 /// By kind (`Kind as usize`), by entry state's bits: the member entered there whose
 /// registers hold that kind.

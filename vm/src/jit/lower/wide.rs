@@ -21,6 +21,7 @@ impl Backend {
         &self,
         trace: &Trace,
         pinning: Option<&Pinning>,
+        rows: &[u32],
         targets: &[bool],
         i: usize,
     ) -> bool {
@@ -35,7 +36,7 @@ impl Backend {
             if j > i && boundary {
                 return false;
             }
-            let Some((_, exit)) = self.find_member(trace, pinning, j, state, Kind::Wide) else {
+            let Some((_, exit)) = self.find_member(rows, j, state, Kind::Wide) else {
                 return false;
             };
             let u = &trace.uops[j];
