@@ -72,7 +72,8 @@ fn consecutive(path: &Path<'_>, i: usize, count: usize) -> bool {
     })
 }
 
-/// `i = i + c` with an int constant: one micro-op updating the local in place.
+/// `i = i + c` (or `i = i - c`, as `i + (-c)`) with an int constant: one micro-op updating
+/// the local in place.
 pub(super) fn increment_local(
     p: &mut Projector<'_>,
     path: &Path<'_>,
@@ -83,11 +84,8 @@ pub(super) fn increment_local(
     }
     let (pc, code) = (path.pc(i) as usize, path.code);
     let local = code[pc].arg0;
-    let c = code[pc + 1];
-    let pattern = c.op == op::CONST
-        && Value(c.arg0).as_int().is_some()
-        && code[pc + 2].op == op::ADD
-        && code[pc + 3].op == op::STORE
+    let c = increment_constant(code[pc + 1], code[pc + 2].op)?;
+    let pattern = code[pc + 3].op == op::STORE
         && code[pc + 3].arg0 == local
         && path.records[i + 2].types[1] == TYPE_INT;
     if !pattern {
@@ -96,7 +94,6 @@ pub(super) fn increment_local(
     // The tag check is left out where the trace has proved the local an int; the constant
     // is passed scaled (`OperandKind::ScaledInt`).
     let known = p.locals[local as usize] == Ty::Int;
-    let c = Value(c.arg0).as_int().unwrap_or(0);
     p.emit_exiting(
         if known {
             op::INCREMENT_LOCAL_INT_KNOWN
@@ -109,6 +106,18 @@ pub(super) fn increment_local(
     );
     p.store_local(local, Ty::Int);
     Some(Recognised::consumed(4))
+}
+
+/// The increment of `const c; add` (c) or `const c; sub` (-c) when c is an int whose
+/// negation is one too (the tagged range is not symmetric: -(-2**47) is not).
+fn increment_constant(c: Inst, arith: u32) -> Option<i64> {
+    let c = (c.op == op::CONST).then(|| Value(c.arg0).as_int())??;
+    let c = match arith {
+        op::ADD => c,
+        op::SUB => -c,
+        _ => return None,
+    };
+    Value::int(c).map(|_| c)
 }
 
 /// Opens a statement at `pc`: every exit until it closes resumes there, with the value
@@ -414,6 +423,28 @@ mod tests {
                 "the increment proves the local an int"
             );
             assert_eq!(p.exit_uses, [(0, 0)], "an overflow resumes at the load");
+        }
+    }
+
+    #[test]
+    fn a_decrement_is_an_increment_by_the_negated_constant() {
+        let prog = function("i", "  load i; const 3; sub; store i");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let mut p = projector(f, &[("i", Ty::Int)]);
+        let r = increment_local(&mut p, &path(f, &rs), 0);
+        assert_eq!(r, Some(Recognised::consumed(4)));
+        assert_eq!(names(&p), ["INCREMENT_LOCAL_INT_KNOWN"]);
+        assert_eq!(p.uops[0].arg1, (-3i64 << 16) as u64, "-3, scaled");
+        // -(-2**47) leaves the tagged range, and `mul` is no increment: both declined.
+        for body in [
+            "  load i; const -140737488355328; sub; store i",
+            "  load i; const 3; mul; store i",
+        ] {
+            let prog = function("i", body);
+            let f = &prog.functions[prog.main];
+            let mut p = projector(f, &[("i", Ty::Int)]);
+            assert_eq!(increment_local(&mut p, &path(f, &rs), 0), None, "{body}");
         }
     }
 
