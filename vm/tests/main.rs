@@ -14,6 +14,7 @@ mod examples;
 mod families;
 mod float_slots;
 mod inlining;
+mod list_items;
 mod pinning;
 mod tierup;
 mod typed_paths;
