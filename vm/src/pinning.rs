@@ -255,7 +255,10 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         op::GETITEM_LOCALS
         | op::GETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS
-        | op::SETITEM_LOCALS_KNOWN => Some(1),
+        | op::SETITEM_LOCALS_KNOWN
+        | op::SETITEM_LOCALS_NEXT
+        | op::SETITEM_LOCALS_NEXT_KNOWN
+        | op::COPY_ITEM_TO_NEXT => Some(1),
         _ => None,
     }
 }

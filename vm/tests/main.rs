@@ -15,6 +15,7 @@ mod families;
 mod float_conversion;
 mod float_slots;
 mod inlining;
+mod list_items;
 mod pinning;
 mod tierup;
 mod typed_paths;

@@ -13,7 +13,8 @@
 //!   the interpreter goes on with a big int: each limit and one beyond, in every mode;
 //! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
 //!   checks only the bounds; `xs[i] = e` for a pure e stores e's value without pushing `xs`
-//!   and `i` (`SETITEM_LOCALS_KNOWN`), every exit resuming at the statement;
+//!   and `i` (`SETITEM_LOCALS_KNOWN`), every exit resuming at the statement (`xs[i + 1] = e`
+//!   and `xs[i + 1] = xs[i]`: tests/list_items.rs);
 //! - `sqrt` of a float is one micro-op (`SQRT_FLOAT`) that leaves on a negative argument;
 //! - `load b; mul` (add, sub) on floats reads local b in place (`MUL_FLOAT_LOCAL`), a guard
 //!   of the other operand moving before the load;

@@ -6,8 +6,8 @@
 //! - `i = i + c`: [`increment_local`] (`INCREMENT_LOCAL_INT`)
 //! - `s = s + e`, e pure: [`accumulation_statement`], closed by [`close_accumulation`]
 //!   (`ADD_TO_LOCAL_INT`, every exit of e resuming at the statement)
-//! - `xs[i] = e`, e pure: [`item_store_statement`], closed by [`close_item_store`]
-//!   (`SETITEM_LOCALS`)
+//! - `xs[i] = e` and `xs[i + 1] = e`, e pure: [`item_store_statement`], closed by
+//!   [`close_item_store`] (`SETITEM_LOCALS`, `SETITEM_LOCALS_NEXT`)
 //! - `s = t + s` on int locals: [`add_local_to_local`] (`LOAD_INT; ADD_TO_LOCAL_INT`)
 //! - `load xs; load i; getitem`: [`item_load`] (`GETITEM_LOCALS`)
 //!
@@ -41,13 +41,18 @@ impl Recognised {
 pub(super) enum Statement {
     /// `s = s + e`: s, the statement's pc, the add's pc.
     Accumulation { local: u64, start: u32, add_at: u32 },
-    /// `xs[i] = e`: xs, i, the statement's pc, the setitem's pc.
-    ItemStore {
-        list: u64,
-        index: u64,
-        start: u32,
-        setitem_at: u32,
-    },
+    /// `xs[i] = e` or `xs[i + 1] = e`.
+    ItemStore(ItemStore),
+}
+
+/// `xs[i] = e`: xs, i, the statement's pc, the setitem's pc; `next`: `xs[i + 1] = e`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct ItemStore {
+    pub list: u64,
+    pub index: u64,
+    pub start: u32,
+    pub setitem_at: u32,
+    pub next: bool,
 }
 
 /// A recogniser of a statement starting with the `load` at record `i`.
@@ -72,7 +77,8 @@ fn consecutive(path: &Path<'_>, i: usize, count: usize) -> bool {
     })
 }
 
-/// `i = i + c` with an int constant: one micro-op updating the local in place.
+/// `i = i + c` (or `i = i - c`, as `i + (-c)`) with an int constant: one micro-op updating
+/// the local in place.
 pub(super) fn increment_local(
     p: &mut Projector<'_>,
     path: &Path<'_>,
@@ -83,11 +89,8 @@ pub(super) fn increment_local(
     }
     let (pc, code) = (path.pc(i) as usize, path.code);
     let local = code[pc].arg0;
-    let c = code[pc + 1];
-    let pattern = c.op == op::CONST
-        && Value(c.arg0).as_int().is_some()
-        && code[pc + 2].op == op::ADD
-        && code[pc + 3].op == op::STORE
+    let c = increment_constant(code[pc + 1], code[pc + 2].op)?;
+    let pattern = code[pc + 3].op == op::STORE
         && code[pc + 3].arg0 == local
         && path.records[i + 2].types[1] == TYPE_INT;
     if !pattern {
@@ -96,7 +99,6 @@ pub(super) fn increment_local(
     // The tag check is left out where the trace has proved the local an int; the constant
     // is passed scaled (`OperandKind::ScaledInt`).
     let known = p.locals[local as usize] == Ty::Int;
-    let c = Value(c.arg0).as_int().unwrap_or(0);
     p.emit_exiting(
         if known {
             op::INCREMENT_LOCAL_INT_KNOWN
@@ -109,6 +111,18 @@ pub(super) fn increment_local(
     );
     p.store_local(local, Ty::Int);
     Some(Recognised::consumed(4))
+}
+
+/// The increment of `const c; add` (c) or `const c; sub` (-c) when c is an int whose
+/// negation is one too (the tagged range is not symmetric: -(-2**47) is not).
+fn increment_constant(c: Inst, arith: u32) -> Option<i64> {
+    let c = (c.op == op::CONST).then(|| Value(c.arg0).as_int())??;
+    let c = match arith {
+        op::ADD => c,
+        op::SUB => -c,
+        _ => return None,
+    };
+    Value::int(c).map(|_| c)
 }
 
 /// Opens a statement at `pc`: every exit until it closes resumes there, with the value
@@ -161,49 +175,77 @@ pub(super) fn close_accumulation(p: &mut Projector<'_>, local: u64, start: u32) 
     2
 }
 
-/// `xs[i] = e` for a pure expression e (see [`item_store`]): like
+/// `xs[i] = e` (or `xs[i + 1] = e`) for a pure expression e (see [`item_store`]): like
 /// [`accumulation_statement`], then one micro-op stores e's value into the item
-/// ([`close_item_store`]). Consumes `load xs; load i`, which push nothing.
+/// ([`close_item_store`]). Consumes `load xs; load i` (and `const 1; add`), which push
+/// nothing.
 pub(super) fn item_store_statement(
     p: &mut Projector<'_>,
     path: &Path<'_>,
     i: usize,
 ) -> Option<Recognised> {
     let inlinable = |f: u64| p.inlinable(f).is_some();
-    let setitem_at = item_store(path.code, path.records, i, inlinable)?;
+    let (setitem_at, next) = item_store(path.code, path.records, i, inlinable)?;
     let pc = path.pc(i);
     open_statement(p, pc);
     Some(Recognised {
-        records: 2,
-        opens: Some(Statement::ItemStore {
+        records: if next { 4 } else { 2 },
+        opens: Some(Statement::ItemStore(ItemStore {
             list: path.code[pc as usize].arg0,
             index: path.code[pc as usize + 1].arg0,
             start: pc,
             setitem_at,
-        }),
+            next,
+        })),
     })
 }
 
 /// The `setitem` closing an [`item_store_statement`]: e's value is on the stack; xs and i
 /// were never pushed. A failed check leaves where the statement starts, with e's value
 /// dropped again. Consumes the setitem.
-pub(super) fn close_item_store(p: &mut Projector<'_>, list: u64, index: u64, start: u32) -> usize {
-    let known = p.locals[list as usize] == Ty::List && p.locals[index as usize] == Ty::Int;
-    p.emit_exiting(
-        if known {
-            op::SETITEM_LOCALS_KNOWN
-        } else {
-            op::SETITEM_LOCALS
-        },
+pub(super) fn close_item_store(p: &mut Projector<'_>, s: ItemStore) -> usize {
+    let ItemStore {
         list,
         index,
         start,
-    );
+        next,
+        ..
+    } = s;
+    let known = p.locals[list as usize] == Ty::List && p.locals[index as usize] == Ty::Int;
+    let store = if copies_to_next(p, s) {
+        // e's read is dropped: the copy reads the item itself (the stack model still has
+        // e's value, which the store pops below).
+        p.uops.pop();
+        p.exit_uses.pop();
+        p.exit_types.pop();
+        op::COPY_ITEM_TO_NEXT
+    } else {
+        match (next, known) {
+            (false, false) => op::SETITEM_LOCALS,
+            (false, true) => op::SETITEM_LOCALS_KNOWN,
+            (true, false) => op::SETITEM_LOCALS_NEXT,
+            (true, true) => op::SETITEM_LOCALS_NEXT_KNOWN,
+        }
+    };
+    p.emit_exiting(store, list, index, start);
     p.pop();
     p.locals[list as usize] = Ty::List;
     p.locals[index as usize] = Ty::Int;
     close_statement(p);
     1
+}
+
+/// Whether the statement `s` is `xs[i + 1] = xs[i]` (`load xs; load i; const 1; add; load
+/// xs; load i; getitem; setitem`) whose e is the one micro-op `GETITEM_LOCALS_KNOWN xs i`,
+/// the last emitted (its exit the last, at the statement): [`close_item_store`] replaces
+/// both with `COPY_ITEM_TO_NEXT`.
+fn copies_to_next(p: &Projector<'_>, s: ItemStore) -> bool {
+    let n = p.uops.len();
+    let read = |u: &Inst| u.op == op::GETITEM_LOCALS_KNOWN && u.arg0 == s.list && u.arg1 == s.index;
+    s.next
+        && s.setitem_at == s.start + 7
+        && p.uops.last().is_some_and(read)
+        && p.exit_uses.last().is_some_and(|&(at, _)| at + 1 == n)
 }
 
 /// `s = t + s` on locals proved ints: push t, then the same in-place add as
@@ -316,27 +358,47 @@ fn accumulation(
     })
 }
 
-/// The pc of the `setitem` if the recording at `i` (a `load xs`) is the statement
-/// `xs[i] = e`: `load xs; load i`, then a pure expression e as [`accumulation`] takes them,
-/// then `setitem`, recorded on a list and an int. Its value is stored by one micro-op
-/// reading xs and i from the frame (or i from a pinned register), and every exit in e, or
-/// the store's own, resumes at the `load xs` (e runs again; it only reads).
+/// The pc of the `setitem`, and whether the index is `i + 1`, if the recording at `i` (a
+/// `load xs`) is the statement `xs[i] = e`: `load xs; load i` (or `load xs; load i; const 1;
+/// add`, recorded on ints), then a pure expression e as [`accumulation`] takes them, then
+/// `setitem`, recorded on a list and an int. Its value is stored by one micro-op reading xs
+/// and i from the frame (or i from a pinned register), and every exit in e, or the store's
+/// own, resumes at the `load xs` (e runs again; it only reads).
 fn item_store(
     code: &[Inst],
     records: &[Record],
     i: usize,
     inlinable: impl Fn(u64) -> bool,
-) -> Option<u32> {
+) -> Option<(u32, bool)> {
     let start = records[i].pc as usize;
     let index_load = records.get(i + 1)?;
     if index_load.pc as usize != start + 1 || code.get(start + 1)?.op != op::LOAD {
         return None;
     }
-    pure_expression(code, records, i, i + 2, inlinable, |k, rec, inst| {
+    let next = next_index(code, records, i);
+    let first = if next { i + 4 } else { i + 2 };
+    let setitem_at = pure_expression(code, records, i, first, inlinable, |k, rec, inst| {
         (inst.op == op::SETITEM).then(|| {
             let typed = rec.types[2] == TYPE_LIST && rec.types[1] == TYPE_INT;
-            (typed && k > i + 2).then_some(rec.pc as u32)
+            (typed && k > first).then_some(rec.pc as u32)
         })
+    })?;
+    Some((setitem_at, next))
+}
+
+/// Whether the `load i` at record `i + 1` is followed by `const 1; add`, recorded on ints at
+/// consecutive pcs: the index `i + 1`.
+fn next_index(code: &[Inst], records: &[Record], i: usize) -> bool {
+    let start = records[i].pc as usize;
+    let one = Value::int(1).map(|v| v.0);
+    records.get(i + 2..i + 4).is_some_and(|rs| {
+        rs[0].pc as usize == start + 2
+            && rs[1].pc as usize == start + 3
+            && code[start + 2].op == op::CONST
+            && Some(code[start + 2].arg0) == one
+            && code[start + 3].op == op::ADD
+            && rs[1].types[0] == TYPE_INT
+            && rs[1].types[1] == TYPE_INT
     })
 }
 
@@ -418,6 +480,28 @@ mod tests {
     }
 
     #[test]
+    fn a_decrement_is_an_increment_by_the_negated_constant() {
+        let prog = function("i", "  load i; const 3; sub; store i");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..4, &[(2, INTS)]);
+        let mut p = projector(f, &[("i", Ty::Int)]);
+        let r = increment_local(&mut p, &path(f, &rs), 0);
+        assert_eq!(r, Some(Recognised::consumed(4)));
+        assert_eq!(names(&p), ["INCREMENT_LOCAL_INT_KNOWN"]);
+        assert_eq!(p.uops[0].arg1, (-3i64 << 16) as u64, "-3, scaled");
+        // -(-2**47) leaves the tagged range, and `mul` is no increment: both declined.
+        for body in [
+            "  load i; const -140737488355328; sub; store i",
+            "  load i; const 3; mul; store i",
+        ] {
+            let prog = function("i", body);
+            let f = &prog.functions[prog.main];
+            let mut p = projector(f, &[("i", Ty::Int)]);
+            assert_eq!(increment_local(&mut p, &path(f, &rs), 0), None, "{body}");
+        }
+    }
+
+    #[test]
     fn an_increment_of_another_local_or_a_float_is_declined() {
         let prog = function("i j", "  load i; const 3; add; store j");
         let f = &prog.functions[prog.main];
@@ -483,6 +567,62 @@ mod tests {
         assert_eq!(ops, ["LOAD", "LOAD", "ADD", "SETITEM_LOCALS"]);
         let known = project(f, &rs, &[("xs", Ty::List), ("i", Ty::Int)]);
         assert_eq!(known.last(), Some(&"SETITEM_LOCALS_KNOWN"));
+    }
+
+    #[test]
+    fn a_store_into_the_next_item_indexes_with_the_local_plus_one() {
+        // `xs[j + 1] = xs[j]`, the shift of an insertion sort.
+        let prog = function(
+            "xs j",
+            "  load xs; load j; const 1; add; load xs; load j; getitem; setitem",
+        );
+        let f = &prog.functions[prog.main];
+        let typed = [
+            (3, INTS),
+            (6, [TYPE_INT, TYPE_LIST, N]),
+            (7, [N, TYPE_INT, TYPE_LIST]),
+        ];
+        let rs = records(0..8, &typed);
+        let mut p = projector(f, &[]);
+        let r = item_store_statement(&mut p, &path(f, &rs), 0);
+        assert_eq!(
+            r.map(|r| r.records),
+            Some(4),
+            "the index's `const 1; add` is taken"
+        );
+        // The item read proves xs a list and j an int before the store.
+        let ops = project(f, &rs, &[]);
+        assert_eq!(ops, ["GETITEM_LOCALS", "SETITEM_LOCALS_NEXT_KNOWN"]);
+        // Proved before, the read and the store are one copy.
+        let known = project(f, &rs, &[("xs", Ty::List), ("j", Ty::Int)]);
+        assert_eq!(known, ["COPY_ITEM_TO_NEXT"]);
+        // `xs[j + 1] = v` checks them itself.
+        let prog = function("xs j v", "  load xs; load j; const 1; add; load v; setitem");
+        let f = &prog.functions[prog.main];
+        let rs = records(0..6, &[(3, INTS), (5, [N, TYPE_INT, TYPE_LIST])]);
+        assert_eq!(project(f, &rs, &[]), ["LOAD", "SETITEM_LOCALS_NEXT"]);
+        // `+ 2`, or an add not recorded on ints, is no next item: the index is computed on
+        // the stack and the plain store declines (its e would pop the index).
+        for (body, types) in [
+            (
+                "  load xs; load j; const 2; add; load xs; load j; getitem; setitem",
+                &typed[..],
+            ),
+            (
+                "  load xs; load j; const 1; add; load xs; load j; getitem; setitem",
+                &typed[1..],
+            ),
+        ] {
+            let prog = function("xs j", body);
+            let f = &prog.functions[prog.main];
+            let rs = records(0..8, types);
+            let mut p = projector(f, &[]);
+            assert_eq!(
+                item_store_statement(&mut p, &path(f, &rs), 0),
+                None,
+                "{body}"
+            );
+        }
     }
 
     #[test]

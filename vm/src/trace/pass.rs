@@ -2,7 +2,7 @@
 //! `load` to the statement recognisers of [`super::idioms`], a typed binary op to those of
 //! [`super::fusion`]), which emits its micro-ops and says how many records it consumed.
 
-use super::idioms::{self, Statement, LOAD_RECOGNISERS};
+use super::idioms::{self, ItemStore, Statement, LOAD_RECOGNISERS};
 use super::{convert, fusion, recorded, specialisations, ty_of, Path, Projector, TraceCall, Ty};
 use crate::abi::{Inst, TYPE_BIGINT, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
@@ -13,8 +13,8 @@ use crate::value::Value;
 struct Open {
     /// `s = s + e`: s, the statement's pc, the add's pc.
     accumulation: Option<(u64, u32, u32)>,
-    /// `xs[i] = e`: xs, i, the statement's pc, the setitem's pc.
-    item_store: Option<(u64, u64, u32, u32)>,
+    /// `xs[i] = e` (or `xs[i + 1] = e`).
+    item_store: Option<ItemStore>,
 }
 
 impl Open {
@@ -25,12 +25,7 @@ impl Open {
                 start,
                 add_at,
             } => self.accumulation = Some((local, start, add_at)),
-            Statement::ItemStore {
-                list,
-                index,
-                start,
-                setitem_at,
-            } => self.item_store = Some((list, index, start, setitem_at)),
+            Statement::ItemStore(s) => self.item_store = Some(s),
         }
     }
 
@@ -41,9 +36,9 @@ impl Open {
             debug_assert_eq!(path.code[add_at as usize + 1].op, op::STORE);
             return Some(idioms::close_accumulation(p, local, start));
         }
-        if let Some((list, index, start, _)) = self.item_store.filter(|s| s.3 == pc) {
+        if let Some(s) = self.item_store.filter(|s| s.setitem_at == pc) {
             self.item_store = None;
-            return Some(idioms::close_item_store(p, list, index, start));
+            return Some(idioms::close_item_store(p, s));
         }
         None
     }

@@ -107,11 +107,15 @@ impl Gen {
     }
 
     /// An index: the counter (so a trace may keep it in a pinned register and store items
-    /// on locals, `SETITEM_LOCALS`), a small constant (negative ones count from the end) or
-    /// the counter's remainder.
-    fn index(&mut self) {
+    /// on locals, `SETITEM_LOCALS`), the counter plus one (`SETITEM_LOCALS_NEXT`; true), a
+    /// small constant (negative ones count from the end) or the counter's remainder.
+    fn index(&mut self) -> bool {
         match self.rng.below(10) {
-            0 | 3 => self.line("load k"),
+            0 => self.line("load k"),
+            3 => {
+                self.line("load k; const 1; add");
+                return true;
+            }
             1 | 2 => {
                 let c = format!("const {}", self.rng.below(12) as i64 - 6);
                 self.line(&c)
@@ -123,6 +127,7 @@ impl Gen {
                 self.line("mod");
             }
         }
+        false
     }
 
     /// A statement (stack-neutral).
@@ -197,13 +202,17 @@ impl Gen {
             }
             6 => {
                 self.line("load lst");
-                self.index();
-                self.expr(1);
+                if self.index() {
+                    // `lst[k + 1] = lst[k]`: the shift of an insertion sort, one micro-op.
+                    self.line("load lst; load k; getitem");
+                } else {
+                    self.expr(1);
+                }
                 self.line("setitem");
             }
             7 => {
                 self.line("load lst");
-                self.index();
+                let _ = self.index();
                 self.line(&format!("getitem; store v{v}"));
             }
             8 => {
