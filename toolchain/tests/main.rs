@@ -4,7 +4,6 @@
 //! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
 
 mod batch;
-mod batch_functions;
 mod cache;
 mod cache_poison;
 mod cache_trust;
