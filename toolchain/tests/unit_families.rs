@@ -196,12 +196,16 @@ fn batched_family_members_give_what_each_alone_gives_on_every_target() {
 fn members_whose_header_names_their_defines_are_compiled_one_by_one() {
     let set = tempfile::tempdir().unwrap();
     write_rich_set(set.path(), Some(4));
-    // The header names `N`: parsed once for a batch, it could read differently per member.
+    // The header reads `N` (a comment naming it would not count): parsed once for a batch,
+    // it could read differently per member.
     let header = set.path().join("include/scale.h");
     let text = std::fs::read_to_string(&header).unwrap();
     std::fs::write(
         &header,
-        text.replace("#endif /* SCALE_H */", "/* N */\n#endif /* SCALE_H */"),
+        text.replace(
+            "#endif /* SCALE_H */",
+            "#if defined(N)\n#define SCALE_SEES_N 1\n#endif\n#endif /* SCALE_H */",
+        ),
     )
     .unwrap();
     let (out, cache) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
