@@ -11,7 +11,7 @@
 
 use crate::canon;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
-use crate::scan::{word, Scan};
+use crate::scan::{words, Scan};
 use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
@@ -19,23 +19,39 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Where an operand's value is in an instruction's [`Values`] (`Table::operands`).
+/// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
+/// kit orders a stencil's operands by name; in this order most stencils' operands are
+/// consecutive values (`[IMM]`, `[DST_AT, IMM]`, `[OFF, SRC_AT]`, `[DATA, FN, PIN0_AT ..
+/// PIN4_AT]`, and with the copies [`DST_AT2`], [`SRC_AT2`] `[DST_AT, SRC_AT]`), which a
+/// push passes as they are (`Operands::window`) instead of picking them one by one.
 pub(crate) const DST_AT: u8 = 0;
-pub(crate) const SRC_AT: u8 = 1;
-pub(crate) const IMM: u8 = 2;
-pub(crate) const OFF: u8 = 3;
+pub(crate) const IMM: u8 = 1;
+pub(crate) const OFF: u8 = 2;
+pub(crate) const SRC_AT: u8 = 3;
 pub(crate) const IDX: u8 = 4;
 pub(crate) const SITE: u8 = 5;
 pub(crate) const VALUE: u8 = 6;
-pub(crate) const FN: u8 = 7;
-pub(crate) const DATA: u8 = 8;
+pub(crate) const DATA: u8 = 7;
+pub(crate) const FN: u8 = 8;
 /// `PIN0_AT`; slot k's is `PIN_AT + k`.
 pub(crate) const PIN_AT: u8 = 9;
+/// Copies of `DST_AT` and `SRC_AT`, written with them.
+pub(crate) const DST_AT2: u8 = 14;
+pub(crate) const SRC_AT2: u8 = 15;
 /// How many values an instance's operands are picked from.
-pub(crate) const VALUES: usize = PIN_AT as usize + PINS;
+pub(crate) const VALUES: usize = 16;
 /// The values an instance's operands are picked from (16: an index masked with 15 needs
 /// no bounds check).
-type Values = [u64; 16];
+type Values = [u64; VALUES];
+
+/// The operand whose value is at `at` in [`Values`] (its own index but for the copies).
+pub(crate) fn value_at(at: usize) -> u8 {
+    match at as u8 {
+        DST_AT2 => DST_AT,
+        SRC_AT2 => SRC_AT,
+        k => k,
+    }
+}
 
 /// The instance of instruction 0 (after the shim and the entry op).
 const FIRST: usize = 2;
@@ -138,9 +154,11 @@ impl Compiler {
         let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
         out.push(self.table.enter, None)?;
+        // A local copy of the instructions: indexed below its length, with no bounds check.
+        let words = out.words;
         let mut i = 0;
-        while i < out.n {
-            i += out.instruction(i, helpers)?;
+        while i < words.len() {
+            i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
         }
         out.epilogue()?;
         Ok(Compiled {
@@ -180,7 +198,8 @@ fn natural_arguments(slots: &mut [u8; PINS]) {
 struct Emit<'a, 'j> {
     trace: TraceBuilder<'j, 'static>,
     table: &'a Table,
-    prog: &'a [u8],
+    /// The program's instructions.
+    words: &'a [[u8; crate::INSN_SIZE]],
     scan: &'a Scan,
     /// Instructions.
     n: usize,
@@ -208,7 +227,8 @@ impl<'a, 'j> Emit<'a, 'j> {
     where
         'j: 'a,
     {
-        let n = prog.len() / crate::INSN_SIZE;
+        let words = words(prog);
+        let n = words.len();
         let mut place = [FRAME as u8; 16];
         // Unused slots live in the scratch word r[11].
         let mut pin_at = [11 * 8; PINS];
@@ -219,15 +239,15 @@ impl<'a, 'j> Emit<'a, 'j> {
             }
         }
         let mut v = [0; 16];
-        v[usize::from(PIN_AT)..VALUES].copy_from_slice(&pin_at);
-        let last = word(prog, n - 1) as u8;
+        v[usize::from(PIN_AT)..usize::from(PIN_AT) + PINS].copy_from_slice(&pin_at);
+        let last = words[n - 1][0];
         let fell_off = last != 0x95 && last != 0x05;
         let returns = FIRST + n + usize::from(fell_off);
         let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
         Emit {
             trace: c.jit.trace(),
             table: &c.table,
-            prog,
+            words,
             scan,
             n,
             place,
@@ -252,10 +272,18 @@ impl<'a, 'j> Emit<'a, 'j> {
             Some(t) if ops.jumps => Some(Target::Instance(InstanceId::from_index(t))),
             _ => None,
         };
+        // Consecutive values are passed as they are (`Operands::window`: out of range, so
+        // `None`, for the others).
+        let window = usize::from(ops.window);
+        if let Some(operands) = self.v.get(window..window + len) {
+            self.trace
+                .push(usize::from(stencil), operands, target.as_slice())?;
+            return Ok(());
+        }
         if len > 4 {
             return self.push_many(stencil, target);
         }
-        // Most stencils have at most four operands: picked without a loop.
+        // The others have at most four operands but for helper calls: picked without a loop.
         let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
         let operands = [pick(0), pick(1), pick(2), pick(3)];
         self.trace
@@ -278,10 +306,20 @@ impl<'a, 'j> Emit<'a, 'j> {
         Ok(())
     }
 
-    /// Pushes instruction `i`'s instance; returns how many instruction slots it took.
+    /// Instruction `i`'s word.
+    fn word(&self, i: usize) -> u64 {
+        u64::from_le_bytes(self.words[i])
+    }
+
+    /// Pushes the instance of instruction `i` (word `w`); returns how many instruction
+    /// slots it took.
     #[inline(always)]
-    fn instruction(&mut self, i: usize, helpers: &HashMap<u32, Helper>) -> Result<usize, Error> {
-        let mut w = word(self.prog, i);
+    fn instruction(
+        &mut self,
+        i: usize,
+        mut w: u64,
+        helpers: &HashMap<u32, Helper>,
+    ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
         let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
         if row.canon != 0 {
@@ -308,8 +346,8 @@ impl<'a, 'j> Emit<'a, 'j> {
             usize::from(self.place[sr])
         };
         let v = &mut self.v;
-        v[usize::from(DST_AT)] = dr as u64 * 8;
-        v[usize::from(SRC_AT)] = sr as u64 * 8;
+        (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (dr as u64 * 8, dr as u64 * 8);
+        (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (sr as u64 * 8, sr as u64 * 8);
         v[usize::from(IMM)] = i64::from(imm) as u64;
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
@@ -367,7 +405,7 @@ impl<'a, 'j> Emit<'a, 'j> {
 
     /// LD_DW `i` (its `member`) and its second half: nothing, unless a local call goes there.
     fn ld_dw(&mut self, i: usize, w: u64, member: u16) -> Result<(), Error> {
-        let hi = (word(self.prog, i + 1) >> 32) as u32;
+        let hi = (self.word(i + 1) >> 32) as u32;
         self.v[usize::from(VALUE)] = u64::from((w >> 32) as u32) | (u64::from(hi) << 32);
         self.push(member, None)?;
         let half = if self.scan.call_targets.contains(&(i + 1)) {
@@ -452,7 +490,7 @@ impl<'a, 'j> Emit<'a, 'j> {
                 if steps > LEAN_STEPS || pc >= self.n {
                     return false;
                 }
-                let w = word(self.prog, pc);
+                let w = self.word(pc);
                 let row = &self.table.rows[w as usize & 255];
                 let (d, s) = (1u16 << row.d.of(w), 1u16 << row.s.of(w));
                 let mut next = pc + 1;
@@ -528,7 +566,8 @@ impl<'a, 'j> Emit<'a, 'j> {
             let f = &self.faults[k];
             let stencil = if f.load { t.oob_load } else { t.oob_store }[usize::from(f.place)];
             let v = &mut self.v;
-            v[usize::from(DST_AT)] = u64::from(f.base) * 8;
+            let base = u64::from(f.base) * 8;
+            (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (base, base);
             v[usize::from(IMM)] = u64::from(f.width);
             v[usize::from(OFF)] = off_operand(f.off);
             v[usize::from(IDX)] = u64::from(f.idx);

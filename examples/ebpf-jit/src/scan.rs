@@ -40,23 +40,27 @@ pub(crate) struct Scan {
     backward: bool,
 }
 
+/// The program's instructions, eight bytes each (a pass indexes them below their count,
+/// with no bounds check left to make).
+#[inline(always)]
+pub(crate) fn words(prog: &[u8]) -> &[[u8; INSN_SIZE]] {
+    prog.as_chunks().0
+}
+
 /// Instruction `i`'s eight bytes as one little-endian word.
 #[inline(always)]
 pub(crate) fn word(prog: &[u8], i: usize) -> u64 {
-    let bytes: [u8; INSN_SIZE] = prog[i * INSN_SIZE..(i + 1) * INSN_SIZE]
-        .try_into()
-        .expect("8 bytes");
-    u64::from_le_bytes(bytes)
+    u64::from_le_bytes(words(prog)[i])
 }
 
 impl Scan {
     /// Scans a verified program.
     pub fn of(prog: &[u8]) -> Scan {
         let mut scan = Scan::default();
-        let n = prog.len() / INSN_SIZE;
+        let words = words(prog);
         let mut i = 0;
-        while i < n {
-            let w = word(prog, i);
+        while i < words.len() {
+            let w = u64::from_le_bytes(words[i]);
             i += scan.add(i, w, &SHAPES[w as usize & 255]);
         }
         scan.weigh(prog);

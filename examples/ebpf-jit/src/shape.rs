@@ -4,47 +4,40 @@
 
 use crate::insn::{decode_opcode, Kind, Width};
 
-/// Which eBPF register a member's D or S is, read from an instruction's word `w` as
-/// `((w >> shift) & mask) + add`: the dst or src field, r0, r1, or `NO_REG` (none), without
-/// a branch or a table per instruction.
+/// Which eBPF register a member's D (`SHIFT` 8) or S (`SHIFT` 12) is, read from an
+/// instruction's word `w` as `((w >> SHIFT) & mask) | fixed`: the dst or src field, r0, r1,
+/// or `NO_REG` (none), without a branch or a table per instruction. The field's shift is
+/// the type's, a constant: a shift by a register and its load cost more than the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Role {
-    shift: u8,
+pub(crate) struct Role<const SHIFT: u32> {
     mask: u8,
-    add: u8,
+    fixed: u8,
 }
+
+/// The role of a member's D register: the dst field or a fixed register.
+pub(crate) type DRole = Role<8>;
+/// The role of a member's S register: the src field or a fixed register.
+pub(crate) type SRole = Role<12>;
 
 /// The register of a member's D or S of role "none": its place is the frame, and no
 /// member reads it (r15: no verified program names it).
 const NO_REG: usize = 15;
 
-impl Role {
-    pub const NONE: Role = Role::fixed(NO_REG as u8);
-    pub const DST: Role = Role::field(8);
-    pub const SRC: Role = Role::field(12);
-    pub const R0: Role = Role::fixed(0);
-    pub const R1: Role = Role::fixed(1);
+impl<const SHIFT: u32> Role<SHIFT> {
+    pub const NONE: Self = Self::fixed(NO_REG as u8);
+    pub const R0: Self = Self::fixed(0);
+    pub const R1: Self = Self::fixed(1);
+    /// The instruction's field (dst for [`DRole`], src for [`SRole`]).
+    pub const FIELD: Self = Role { mask: 15, fixed: 0 };
 
-    const fn field(shift: u8) -> Role {
-        Role {
-            shift,
-            mask: 15,
-            add: 0,
-        }
-    }
-
-    const fn fixed(r: u8) -> Role {
-        Role {
-            shift: 0,
-            mask: 0,
-            add: r,
-        }
+    const fn fixed(r: u8) -> Self {
+        Role { mask: 0, fixed: r }
     }
 
     /// The register of instruction word `w` in this role (0..=15).
     #[inline(always)]
     pub fn of(self, w: u64) -> usize {
-        (((w >> self.shift) as usize & usize::from(self.mask)) + usize::from(self.add)) & 15
+        (((w >> SHIFT) as usize & usize::from(self.mask)) | usize::from(self.fixed)) & 15
     }
 }
 
@@ -85,41 +78,41 @@ pub(crate) const OTHER: u8 = 4;
 pub(crate) struct Shape {
     pub action: Action,
     /// Its D and S registers (those of its members).
-    pub d: Role,
-    pub s: Role,
+    pub d: DRole,
+    pub s: SRole,
     /// Access width in bytes (loads and stores).
     pub width: u8,
     /// What the verifier checks ([`PLAIN`] .. [`OTHER`]).
     pub check: u8,
-    /// The destination registers the verifier needs to check nothing more for (a bit per
-    /// register): r0..r9, and r10 for a store; none where it checks more ([`LD_DW`],
-    /// [`OTHER`]).
-    pub fast_dst: u16,
+    /// The bit of [`REGS`] that says the verifier need check nothing more of the
+    /// instruction's registers: [`REGS_ANY`] (dst r0..r9), [`REGS_STORE`] (also r10); 0 where
+    /// it checks more ([`LD_DW`], [`OTHER`]).
+    pub fast: u8,
 }
 
 const fn shape(kind: Option<Kind>) -> Shape {
-    const fn src(reg: bool) -> Role {
+    const fn src(reg: bool) -> SRole {
         if reg {
-            Role::SRC
+            SRole::FIELD
         } else {
-            Role::NONE
+            SRole::NONE
         }
     }
     let (action, d, s, width, check) = match kind {
-        Some(Kind::Alu { reg, .. }) => (Action::Plain, Role::DST, src(reg), Width::B, PLAIN),
-        Some(Kind::Jmp { reg, .. }) => (Action::Jump, Role::DST, src(reg), Width::B, JUMP),
-        Some(Kind::LdDw) => (Action::LdDw, Role::DST, Role::NONE, Width::B, LD_DW),
-        Some(Kind::LdAbs(_)) => (Action::Plain, Role::R0, Role::NONE, Width::B, PLAIN),
-        Some(Kind::LdInd(_)) => (Action::Plain, Role::R0, Role::SRC, Width::B, PLAIN),
-        Some(Kind::Ldx(w)) => (Action::Load, Role::DST, Role::SRC, w, PLAIN),
-        Some(Kind::St(w)) => (Action::Store, Role::DST, Role::NONE, w, STORE),
-        Some(Kind::Stx(w)) => (Action::Store, Role::DST, Role::SRC, w, STORE),
-        Some(Kind::End { .. }) => (Action::End, Role::DST, Role::NONE, Width::B, OTHER),
-        Some(Kind::Ja) => (Action::Jump, Role::NONE, Role::NONE, Width::B, JUMP),
-        Some(Kind::Call) => (Action::Call, Role::R0, Role::R1, Width::B, OTHER),
-        Some(Kind::Exit) => (Action::Exit, Role::R0, Role::NONE, Width::B, PLAIN),
+        Some(Kind::Alu { reg, .. }) => (Action::Plain, DRole::FIELD, src(reg), Width::B, PLAIN),
+        Some(Kind::Jmp { reg, .. }) => (Action::Jump, DRole::FIELD, src(reg), Width::B, JUMP),
+        Some(Kind::LdDw) => (Action::LdDw, DRole::FIELD, SRole::NONE, Width::B, LD_DW),
+        Some(Kind::LdAbs(_)) => (Action::Plain, DRole::R0, SRole::NONE, Width::B, PLAIN),
+        Some(Kind::LdInd(_)) => (Action::Plain, DRole::R0, SRole::FIELD, Width::B, PLAIN),
+        Some(Kind::Ldx(w)) => (Action::Load, DRole::FIELD, SRole::FIELD, w, PLAIN),
+        Some(Kind::St(w)) => (Action::Store, DRole::FIELD, SRole::NONE, w, STORE),
+        Some(Kind::Stx(w)) => (Action::Store, DRole::FIELD, SRole::FIELD, w, STORE),
+        Some(Kind::End { .. }) => (Action::End, DRole::FIELD, SRole::NONE, Width::B, OTHER),
+        Some(Kind::Ja) => (Action::Jump, DRole::NONE, SRole::NONE, Width::B, JUMP),
+        Some(Kind::Call) => (Action::Call, DRole::R0, SRole::R1, Width::B, OTHER),
+        Some(Kind::Exit) => (Action::Exit, DRole::R0, SRole::NONE, Width::B, PLAIN),
         Some(Kind::Xadd | Kind::TailCall) | None => {
-            (Action::Invalid, Role::NONE, Role::NONE, Width::B, OTHER)
+            (Action::Invalid, DRole::NONE, SRole::NONE, Width::B, OTHER)
         }
     };
     Shape {
@@ -128,9 +121,9 @@ const fn shape(kind: Option<Kind>) -> Shape {
         s,
         width: width.bytes() as u8,
         check,
-        fast_dst: match check {
-            PLAIN | JUMP => 0x3ff,
-            STORE => 0x7ff,
+        fast: match check {
+            PLAIN | JUMP => REGS_ANY,
+            STORE => REGS_STORE,
             _ => 0,
         },
     }
@@ -143,6 +136,26 @@ pub(crate) static SHAPES: [Shape; 256] = {
     while i < 256 {
         t[i] = shape(decode_opcode(i as u8));
         i += 1;
+    }
+    t
+};
+
+/// [`REGS`]' bits: the instruction's dst is in r0..r9 and its src in r0..r10 ...
+pub(crate) const REGS_ANY: u8 = 1;
+/// ... its dst is in r0..r10 (a store may name r10) and its src in r0..r10.
+pub(crate) const REGS_STORE: u8 = 2;
+
+/// Per register byte of an instruction (`dst | src << 4`), which of [`REGS_ANY`] and
+/// [`REGS_STORE`] hold: the verifier's register checks are one table read and a test.
+pub(crate) static REGS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let (dst, src) = (b & 15, b >> 4);
+        if src <= 10 {
+            t[b] = if dst <= 9 { REGS_ANY } else { 0 } | if dst <= 10 { REGS_STORE } else { 0 };
+        }
+        b += 1;
     }
     t
 };

@@ -7,10 +7,10 @@
 //! [`Compiler`]: crate::Compiler
 
 use crate::canon;
-use crate::emit::{value_index, VALUES};
+use crate::emit::{value_at, value_index, VALUES};
 use crate::insn::{decode, AluOp, Cond, Kind, Width};
 use crate::shape::SHAPES;
-pub(crate) use crate::shape::{Action, Role};
+pub(crate) use crate::shape::{Action, DRole, Role, SRole};
 use crate::Error;
 use cpjit_runtime::model::StencilSet;
 use std::collections::HashMap;
@@ -30,8 +30,8 @@ pub(crate) const NONE: u16 = u16::MAX;
 pub(crate) struct Row {
     pub action: Action,
     /// The member's D and S registers.
-    pub d: Role,
-    pub s: Role,
+    pub d: DRole,
+    pub s: SRole,
     /// Access width in bytes (loads and stores).
     pub width: u8,
     /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table);
@@ -48,8 +48,8 @@ pub(crate) struct Row {
 impl Row {
     const UNKNOWN: Row = Row {
         action: Action::Invalid,
-        d: Role::NONE,
-        s: Role::NONE,
+        d: DRole::NONE,
+        s: SRole::NONE,
         width: 0,
         members: [[NONE; 8]; 8],
         small_imm: false,
@@ -61,14 +61,16 @@ impl Row {
 /// register: their general members are at S = [`FRAME`]).
 pub(crate) const SMALL_IMM: usize = 0;
 
-/// The most operands a stencil of the set may have.
-pub(crate) const MAX_OPERANDS: usize = 14;
+/// The most operands a stencil of the set may have (13: [`Operands`] takes 16 bytes).
+pub(crate) const MAX_OPERANDS: usize = 13;
 
 /// A stencil's operands, as indices into an instruction's values (`emit::Values`).
 #[derive(Clone, Copy)]
 pub(crate) struct Operands {
     pub at: [u8; MAX_OPERANDS],
     pub len: u8,
+    /// Where they are consecutive values, the first's index, else [`NO_WINDOW`].
+    pub window: u8,
     /// Whether it has its jump target (a compare of a register with itself folds to always
     /// or never).
     pub jumps: bool,
@@ -268,7 +270,7 @@ impl Table {
                         let row = &mut t.rows[usize::from(opc)];
                         if d == ANY {
                             row.members = [[i; 8]; 8];
-                        } else if p == RI && row.s == Role::NONE {
+                        } else if p == RI && row.s == SRole::NONE {
                             row.members[d][SMALL_IMM] = i;
                             row.small_imm = true;
                         } else if p < PLACES {
@@ -365,7 +367,7 @@ impl Table {
 }
 
 /// The places a register of role `r` may have (the frame only if there is none).
-fn places(r: Role) -> std::ops::Range<usize> {
+fn places<const SHIFT: u32>(r: Role<SHIFT>) -> std::ops::Range<usize> {
     if r == Role::NONE {
         FRAME..PLACES
     } else {
@@ -385,12 +387,22 @@ fn operands(name: &str, names: &[&str], jumps: bool) -> Result<Operands, Error> 
         *a = value_index(o).ok_or_else(|| missing(format!("{name} (operand {o})")))?;
         debug_assert!(usize::from(*a) < VALUES);
     }
+    let len = names.len();
+    // The first run of values that are the operands in order (an empty list's is at 0).
+    let window = (0..=VALUES - len)
+        .find(|&k| (0..len).all(|j| value_at(k + j) == at[j]))
+        .map_or(NO_WINDOW, |k| k as u8);
     Ok(Operands {
         at,
-        len: names.len() as u8,
+        len: len as u8,
+        window,
         jumps,
     })
 }
+
+/// [`Operands::window`] of operands that are not consecutive values: past the end of them,
+/// so that taking the window fails.
+pub(crate) const NO_WINDOW: u8 = u8::MAX;
 
 #[cfg(test)]
 mod tests {

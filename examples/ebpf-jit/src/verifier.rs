@@ -2,8 +2,8 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
-use crate::scan::{word, Scan};
-use crate::shape::{JUMP, LD_DW, SHAPES, STORE};
+use crate::scan::{words, Scan};
+use crate::shape::{JUMP, LD_DW, REGS, SHAPES, STORE};
 use crate::Error;
 
 fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error> {
@@ -49,17 +49,17 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
         Ok(())
     };
     let mut scan = Scan::default();
+    let words = words(prog);
     let mut i = 0;
-    while i < n {
-        let w = word(prog, i);
-        let (dst, src) = ((w >> 8) as u16 & 15, (w >> 12) as u16 & 15);
+    while i < words.len() {
+        let w = u64::from_le_bytes(words[i]);
         let shape = &SHAPES[w as usize & 255];
         // The jump's target, then everything else out of line unless the opcode has
         // nothing more to check and the registers are in range (the common case).
         if shape.check == JUMP {
             jump(i, i64::from((w >> 16) as i16))?;
         }
-        if (shape.fast_dst >> dst) & (0x7ff >> src) & 1 == 0 {
+        if REGS[(w >> 8) as u8 as usize] & shape.fast == 0 {
             slow(prog, i)?;
         }
         i += scan.add(i, w, shape);
