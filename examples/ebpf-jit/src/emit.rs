@@ -17,6 +17,7 @@ use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
@@ -107,11 +108,12 @@ impl Compiler {
         self.compile_scanned(prog, helpers, &Scan::of(prog))
     }
 
-    /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier).
+    /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier)
+    /// and its helpers (which hash by [`crate::helper::IdHasher`]).
     pub(crate) fn compile_scanned(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper>,
+        helpers: &HashMap<u32, Helper, impl BuildHasher>,
         scan: &Scan,
     ) -> Result<Compiled, Error> {
         let (pins, len) = scan.pins();
@@ -143,7 +145,7 @@ impl Compiler {
     fn emit(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper>,
+        helpers: &HashMap<u32, Helper, impl BuildHasher>,
         pins: &[u8],
         scan: &Scan,
     ) -> Result<Compiled, Error> {
@@ -318,7 +320,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         &mut self,
         i: usize,
         mut w: u64,
-        helpers: &HashMap<u32, Helper>,
+        helpers: &HashMap<u32, Helper, impl BuildHasher>,
     ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
         let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
@@ -423,7 +425,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         i: usize,
         w: u64,
         (d, s): (usize, usize),
-        helpers: &HashMap<u32, Helper>,
+        helpers: &HashMap<u32, Helper, impl BuildHasher>,
     ) -> Result<(), Error> {
         let (src, imm) = ((w >> 12) & 15, (w >> 32) as i32);
         if src == 0 {

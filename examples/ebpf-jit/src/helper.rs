@@ -6,8 +6,41 @@
 //! jumped to the `fn` pointer: a call and an indirect jump per helper call.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::ffi::c_void;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+
+/// The helpers an `EbpfVm` holds, by id. Ids are chosen by the program's author, not an
+/// attacker, so they hash by one multiplication ([`IdHasher`]): std's SipHash and its
+/// per-map random keys were about 300 instructions of a 10-instruction program's compile.
+pub(crate) type Helpers = HashMap<u32, Helper, BuildHasherDefault<IdHasher>>;
+
+/// Hashes a helper id by multiplying it with an odd constant (Fibonacci hashing: the top
+/// bits, which the map's control bytes take, mix all of the id's bits; the low bits, its
+/// bucket, differ for ids that differ in theirs).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 << 8 | u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        self.write_u64(u64::from(id));
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
 
 /// `ebpf_helper_fn` of templates/include/ebpf.h: r0 = helper(r1, .., r5), with the helper's
 /// state last.

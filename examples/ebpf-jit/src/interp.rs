@@ -6,6 +6,7 @@ use crate::insn::{
 };
 use crate::{Error, Helper};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 /// The region holding `[addr, addr + len)` and the offset in it, as rbpf's `check_mem`.
 fn find(regions: &[&mut [u8]; 3], addr: u64, len: u64) -> Option<(usize, usize)> {
@@ -104,7 +105,7 @@ pub fn imm_operand(kind: Kind, imm: i32) -> u64 {
 
 pub fn run(
     prog: &[u8],
-    helpers: &HashMap<u32, Helper>,
+    helpers: &HashMap<u32, Helper, impl BuildHasher>,
     mem: &mut [u8],
     mbuff: &mut [u8],
 ) -> Result<u64, Error> {

@@ -26,7 +26,6 @@ pub use insn::{
 };
 pub use jit::{Compiled, Compiler, HOST_SET};
 
-use std::collections::HashMap;
 use std::fmt;
 
 /// Why a program was refused or stopped.
@@ -160,7 +159,7 @@ pub struct EbpfVm {
     prog: Vec<u8>,
     /// What the verifier found for the compiler.
     scan: scan::Scan,
-    helpers: HashMap<u32, Helper>,
+    helpers: helper::Helpers,
     compiled: Option<Compiled>,
 }
 
@@ -171,7 +170,7 @@ impl EbpfVm {
         Ok(EbpfVm {
             prog: prog.to_vec(),
             scan,
-            helpers: HashMap::new(),
+            helpers: helper::Helpers::default(),
             compiled: None,
         })
     }
