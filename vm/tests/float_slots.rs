@@ -130,7 +130,10 @@ fn an_inlined_square_root_of_a_float_runs_on_float_slots() {
         assert!(body.iter().any(|n| n.starts_with(op)), "{op} in {body:?}");
     }
     for op in ["op_COPY_", "op_NIP_"] {
-        assert!(!body.iter().any(|n| n.starts_with(op)), "no {op} in {body:?}");
+        assert!(
+            !body.iter().any(|n| n.starts_with(op)),
+            "no {op} in {body:?}"
+        );
     }
 }
 
