@@ -5,7 +5,8 @@
 //!
 //! - `i = i + c`: [`increment_local`] (`INCREMENT_LOCAL_INT`)
 //! - `s = s + e`, e pure: [`accumulation_statement`], closed by [`close_accumulation`]
-//!   (`ADD_TO_LOCAL_INT`, every exit of e resuming at the statement)
+//!   (`ADD_TO_LOCAL_INT`, every exit of e resuming at the statement); on float locals also
+//!   `s = s * e` (`ADD_FLOAT_LOCAL` or `MUL_FLOAT_LOCAL`, then `STORE`)
 //! - `xs[i] = e` and `xs[i + 1] = e`, e pure: [`item_store_statement`], closed by
 //!   [`close_item_store`] (`SETITEM_LOCALS`, `SETITEM_LOCALS_NEXT`)
 //! - `s = t + s` on int locals: [`add_local_to_local`] (`LOAD_INT; ADD_TO_LOCAL_INT`)
@@ -14,7 +15,7 @@
 //! and otherwise [`plain_load`].
 
 use super::{Path, Projector, Slot, Ty};
-use crate::abi::{Inst, Record, TYPE_INT, TYPE_LIST};
+use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::ops::{self, op};
 use crate::value::Value;
 
@@ -39,8 +40,14 @@ impl Recognised {
 /// A statement whose expression is being projected with every exit resuming at its start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Statement {
-    /// `s = s + e`: s, the statement's pc, the add's pc.
-    Accumulation { local: u64, start: u32, add_at: u32 },
+    /// `s = s + e`: s, the statement's pc, the add's pc, the micro-op that adds into s
+    /// ([`Accumulation`]).
+    Accumulation {
+        local: u64,
+        start: u32,
+        add_at: u32,
+        adds: u32,
+    },
     /// `xs[i] = e` or `xs[i + 1] = e`.
     ItemStore(ItemStore),
 }
@@ -149,7 +156,7 @@ pub(super) fn accumulation_statement(
     i: usize,
 ) -> Option<Recognised> {
     let inlinable = |f: u64| p.inlinable(f).is_some();
-    let add_at = accumulation(path.code, path.records, i, &p.locals, inlinable)?;
+    let (add_at, adds) = accumulation(path.code, path.records, i, &p.locals, inlinable)?;
     let pc = path.pc(i);
     open_statement(p, pc);
     Some(Recognised {
@@ -158,19 +165,35 @@ pub(super) fn accumulation_statement(
             local: path.code[pc as usize].arg0,
             start: pc,
             add_at,
+            adds,
         }),
     })
 }
 
 /// The `add; store s` closing an [`accumulation_statement`], at its add: e's value is on
-/// the stack; s was never pushed. The add leaves where the statement starts, with e's value
-/// dropped again. (A guard on a local's value proves the local too, so a peeled body needs
-/// none.) Consumes the add and the store.
-pub(super) fn close_accumulation(p: &mut Projector<'_>, local: u64, start: u32) -> usize {
-    p.guard(start, &[(0, Ty::Int)]);
-    p.emit_exiting(op::ADD_TO_LOCAL_INT, local, 0, start);
-    p.pop();
-    p.store_local(local, Ty::Int);
+/// the stack; s was never pushed. An int add (`ADD_TO_LOCAL_INT`) leaves where the
+/// statement starts, with e's value dropped again; a float one (`adds` is
+/// `ADD_FLOAT_LOCAL` or `MUL_FLOAT_LOCAL`) cannot fail and reads s where it lives, then
+/// `STORE` puts the result there. (A guard on a local's value proves the local too, so a
+/// peeled body needs none.) Consumes the add and the store.
+pub(super) fn close_accumulation(
+    p: &mut Projector<'_>,
+    local: u64,
+    start: u32,
+    adds: u32,
+) -> usize {
+    if adds == op::ADD_TO_LOCAL_INT {
+        p.guard(start, &[(0, Ty::Int)]);
+        p.emit_exiting(op::ADD_TO_LOCAL_INT, local, 0, start);
+        p.pop();
+        p.store_local(local, Ty::Int);
+    } else {
+        p.guard(start, &[(0, Ty::Float)]);
+        p.emit(adds, local, 0);
+        p.emit(op::STORE, local, 0);
+        p.pop();
+        p.store_local(local, Ty::Float);
+    }
     close_statement(p);
     2
 }
@@ -327,33 +350,46 @@ pub(super) fn plain_load(p: &mut Projector<'_>, local: u64) {
     p.stack.push(Slot::of_local(ty, local));
 }
 
-/// Whether the recording at `i` (a `load s`) is the statement `s = s + e` on ints with `e` a
-/// pure expression ([`pure_expression`]) followed by `add; store s`, where s is proved an int and
-/// both of the add's operands were ints when recorded. Running e again from the statement's
-/// start is then indistinguishable from resuming it in the middle, so every exit in it (and
-/// the add's overflow) resumes at the `load`, with the stack cut back to where it was. The
-/// pc of the `add`.
+/// Whether the recording at `i` (a `load s`) is the statement `s = s + e` with `e` a pure
+/// expression ([`pure_expression`]) followed by `add; store s`, where s is proved an int and
+/// both of the add's operands were ints when recorded, or `add` or `mul` with s proved a
+/// float and both operands floats. Running e again from the statement's start is then
+/// indistinguishable from resuming it in the middle, so every exit in it (and the int add's
+/// overflow) resumes at the `load`, with the stack cut back to where it was. The pc of the
+/// `add` and the micro-op adding into s: `ADD_TO_LOCAL_INT`, or for floats `ADD_FLOAT_LOCAL`
+/// (`MUL_FLOAT_LOCAL`), which computes e + s where the program says s + e: IEEE 754's sum
+/// and product are commutative, and a NaN, whichever payload it keeps, prints as `nan`.
+/// On floats it is what keeps a loop-carried sum off the value stack, where e's values would
+/// push it into memory: `integrate.vm`'s `s = s + f(x)` spilled s and reloaded it every
+/// iteration.
 fn accumulation(
     code: &[Inst],
     records: &[Record],
     i: usize,
     locals: &[Ty],
     inlinable: impl Fn(u64) -> bool,
-) -> Option<u32> {
+) -> Option<(u32, u32)> {
     let start = records[i].pc as usize;
     let local = code[start].arg0;
-    if locals.get(local as usize) != Some(&Ty::Int) {
-        return None;
-    }
+    let (ty, recorded) = match locals.get(local as usize) {
+        Some(Ty::Int) => (Ty::Int, TYPE_INT),
+        Some(Ty::Float) => (Ty::Float, TYPE_FLOAT),
+        _ => return None,
+    };
     pure_expression(code, records, i, i + 1, inlinable, |k, rec, inst| {
-        let add_store = inst.op == op::ADD
-            && code
-                .get(rec.pc as usize + 1)
-                .is_some_and(|s| s.op == op::STORE && s.arg0 == local)
+        let adds = match (ty, inst.op) {
+            (Ty::Int, op::ADD) => op::ADD_TO_LOCAL_INT,
+            (Ty::Float, op::ADD) => op::ADD_FLOAT_LOCAL,
+            (Ty::Float, op::MUL) => op::MUL_FLOAT_LOCAL,
+            _ => return None,
+        };
+        let add_store = code
+            .get(rec.pc as usize + 1)
+            .is_some_and(|s| s.op == op::STORE && s.arg0 == local)
             && records.get(k + 1).is_some_and(|r| r.pc == rec.pc + 1);
         add_store.then(|| {
-            let ints = rec.types[0] == TYPE_INT && rec.types[1] == TYPE_INT;
-            (ints && k > i + 1).then_some(rec.pc as u32)
+            let typed = rec.types[0] == recorded && rec.types[1] == recorded;
+            (typed && k > i + 1).then_some((rec.pc as u32, adds))
         })
     })
 }
@@ -530,6 +566,7 @@ mod tests {
             local: 0,
             start: 0,
             add_at: 4,
+            adds: op::ADD_TO_LOCAL_INT,
         };
         assert_eq!(
             r,
@@ -542,6 +579,51 @@ mod tests {
         // The whole statement: e, then the add into s; every exit resumes at the load.
         let ops = project(f, &rs, &[("s", Ty::Int), ("i", Ty::Int)]);
         assert_eq!(ops, ["LOAD_INT", "LOAD_INT", "MUL_INT", "ADD_TO_LOCAL_INT"]);
+    }
+
+    #[test]
+    fn a_float_accumulation_adds_or_multiplies_into_the_local_where_it_lives() {
+        const FLOATS: [u8; 3] = [TYPE_FLOAT, TYPE_FLOAT, N];
+        let proved = [("s", Ty::Float), ("x", Ty::Float)];
+        for (bytecode, fused) in [("add", "ADD_FLOAT_LOCAL"), ("mul", "MUL_FLOAT_LOCAL")] {
+            let body = format!("  load s; load x; load x; mul; {bytecode}; store s");
+            let prog = function("s x", &body);
+            let f = &prog.functions[prog.main];
+            let rs = records(0..6, &[(3, FLOATS), (4, FLOATS)]);
+            let mut p = projector(f, &proved);
+            let r = accumulation_statement(&mut p, &path(f, &rs), 0);
+            let adds = ops::info(r.and_then(|r| r.opens).map_or(op::NOP, |s| match s {
+                Statement::Accumulation { adds, .. } => adds,
+                Statement::ItemStore(_) => op::NOP,
+            }));
+            assert_eq!(adds.name, fused, "s = s {bytecode} x * x");
+            // s is never pushed: e, then s read in place and stored.
+            let ops = project(f, &rs, &proved);
+            assert_eq!(ops, ["LOAD", "MUL_FLOAT_LOCAL", fused, "STORE"]);
+        }
+    }
+
+    #[test]
+    fn a_float_accumulation_by_sub_or_on_unproved_or_int_operands_is_declined() {
+        const FLOATS: [u8; 3] = [TYPE_FLOAT, TYPE_FLOAT, N];
+        let sub = function("s x", "  load s; load x; load x; mul; sub; store s");
+        let f = &sub.functions[sub.main];
+        let rs = records(0..6, &[(3, FLOATS), (4, FLOATS)]);
+        let proved = [("s", Ty::Float), ("x", Ty::Float)];
+        assert_eq!(
+            accumulation_statement(&mut projector(f, &proved), &path(f, &rs), 0),
+            None
+        );
+        let add = function("s x", "  load s; load x; load x; mul; add; store s");
+        let f = &add.functions[add.main];
+        // s not proved a float where the statement starts.
+        let mut p = projector(f, &[("x", Ty::Float)]);
+        assert_eq!(accumulation_statement(&mut p, &path(f, &rs), 0), None);
+        // An int added to a float local: the add was recorded on an int and a float.
+        let mixed = records(0..6, &[(3, FLOATS), (4, [TYPE_INT, TYPE_FLOAT, N])]);
+        let mut p = projector(f, &proved);
+        assert_eq!(accumulation_statement(&mut p, &path(f, &mixed), 0), None);
+        assert!(p.uops.is_empty() && !p.statement_exits);
     }
 
     #[test]

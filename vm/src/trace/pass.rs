@@ -11,8 +11,8 @@ use crate::value::Value;
 /// The statements open while their expressions are projected (see [`idioms`]).
 #[derive(Default)]
 struct Open {
-    /// `s = s + e`: s, the statement's pc, the add's pc.
-    accumulation: Option<(u64, u32, u32)>,
+    /// `s = s + e`: s, the statement's pc, the add's pc, the micro-op adding into s.
+    accumulation: Option<(u64, u32, u32, u32)>,
     /// `xs[i] = e` (or `xs[i + 1] = e`).
     item_store: Option<ItemStore>,
 }
@@ -24,17 +24,18 @@ impl Open {
                 local,
                 start,
                 add_at,
-            } => self.accumulation = Some((local, start, add_at)),
+                adds,
+            } => self.accumulation = Some((local, start, add_at, adds)),
             Statement::ItemStore(s) => self.item_store = Some(s),
         }
     }
 
     /// At `pc`, the end of an open statement: closes it (the records consumed).
     fn close(&mut self, p: &mut Projector<'_>, path: &Path<'_>, pc: u32) -> Option<usize> {
-        if let Some((local, start, add_at)) = self.accumulation.filter(|a| a.2 == pc) {
+        if let Some((local, start, add_at, adds)) = self.accumulation.filter(|a| a.2 == pc) {
             self.accumulation = None;
             debug_assert_eq!(path.code[add_at as usize + 1].op, op::STORE);
-            return Some(idioms::close_accumulation(p, local, start));
+            return Some(idioms::close_accumulation(p, local, start, adds));
         }
         if let Some(s) = self.item_store.filter(|s| s.setitem_at == pc) {
             self.item_store = None;

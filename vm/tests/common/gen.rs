@@ -142,11 +142,13 @@ impl Gen {
                 // An accumulation `s = s + e` or `s = t + s`: where a trace has proved s an
                 // int and e (a pure expression) or t recorded as one, the value is pushed and
                 // added into s in place (`ADD_TO_LOCAL_INT`), and every exit in e resumes at
-                // the statement's start.
+                // the statement's start; on a float s, also `s = s * e` (`ADD_FLOAT_LOCAL`,
+                // `MUL_FLOAT_LOCAL`: e + s for s + e, NaNs and -0.0 among the constants).
                 if self.rng.chance(50) {
                     self.line(&format!("load v{v}"));
                     self.expr(1);
-                    self.line(&format!("add; store v{v}"));
+                    let op = if self.rng.chance(25) { "mul" } else { "add" };
+                    self.line(&format!("{op}; store v{v}"));
                 } else {
                     let w = self.rng.below(SCALARS as u64);
                     self.line(&format!("load v{w}; load v{v}; add; store v{v}"));
