@@ -254,6 +254,7 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         | op::MUL_FLOAT_LOCAL => Some(0),
         op::GETITEM_LOCALS
         | op::GETITEM_LOCALS_KNOWN
+        | op::GETITEM_INT_LOCALS_KNOWN
         | op::SETITEM_LOCALS
         | op::SETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS_NEXT

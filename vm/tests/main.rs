@@ -18,6 +18,7 @@ mod inlining;
 mod list_items;
 mod pinning;
 mod tierup;
+mod typed_items;
 mod typed_paths;
 mod unwind_windows;
 mod wide;

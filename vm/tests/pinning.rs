@@ -319,7 +319,8 @@ fn a_loop_counter_used_as_a_list_index_stays_pinned() {
         lowering.pinned_held[register] == Held::Scaled,
         "an int counter is held scaled"
     );
-    for item in [op::GETITEM_LOCALS_KNOWN, op::SETITEM_LOCALS_KNOWN] {
+    // (`ys[i] + i` reads its item as an int.)
+    for item in [op::GETITEM_INT_LOCALS_KNOWN, op::SETITEM_LOCALS_KNOWN] {
         let on_register = lowering.instances.iter().any(|inst| {
             inst.uop.is_some_and(|u| trace.uops[u].op == item)
                 && cached.pinned_register_of(inst.stencil) == Some(register)

@@ -11,8 +11,8 @@
 //!   `s = s + e` (`ADD_TO_LOCAL_INT`, e a pure expression whose exits resume at the
 //!   statement) leave the trace exactly where a result leaves the tagged 48-bit range, and
 //!   the interpreter goes on with a big int: each limit and one beyond, in every mode;
-//! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`)
-//!   checks only the bounds; `xs[i] = e` for a pure e stores e's value without pushing `xs`
+//! - `xs[i]` on locals the trace has proved a list and an int (`GETITEM_LOCALS_KNOWN`, or
+//!   `GETITEM_INT_LOCALS_KNOWN` for an item added as an int) checks only the bounds; `xs[i] = e` for a pure e stores e's value without pushing `xs`
 //!   and `i` (`SETITEM_LOCALS_KNOWN`), every exit resuming at the statement (`xs[i + 1] = e`
 //!   and `xs[i + 1] = xs[i]`: tests/list_items.rs);
 //! - `sqrt` of a float is one micro-op (`SQRT_FLOAT`) that leaves on a negative argument;
@@ -580,8 +580,9 @@ fn an_inlined_call_accumulated_into_a_local_reads_its_argument_from_the_callers_
 }
 
 /// `s = s + xs[i]` for i from -n to `end`: after the loop's first iteration has proved `xs` a
-/// list and `i` an int, `GETITEM_LOCALS_KNOWN` checks only the bounds (negative indices
-/// count from the end); an index past the end leaves the trace and the interpreter raises.
+/// list and `i` an int, the read checks only the bounds (negative indices count from the
+/// end) and that the item it adds is an int (`GETITEM_INT_LOCALS_KNOWN`); an index past the
+/// end leaves the trace and the interpreter raises.
 fn indexing(end: i64) -> String {
     format!(
         "func main()
@@ -611,7 +612,7 @@ fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_ever
         let text = indexing(end);
         let what = format!("to {end}");
         assert_every_mode(&text, want, "IndexError", &what);
-        assert!(compiles_with(&text, op::GETITEM_LOCALS_KNOWN), "{what}");
+        assert!(compiles_with(&text, op::GETITEM_INT_LOCALS_KNOWN), "{what}");
     }
 }
 

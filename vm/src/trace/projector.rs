@@ -105,6 +105,12 @@ impl<'a> Projector<'a> {
 
     /// Guards that the slots have the given types (depth 0 = top), unless already known.
     pub(super) fn guard(&mut self, pc: u32, wanted: &[(usize, Ty)]) {
+        // An item just read is checked by its read instead (before the filter below).
+        for &(d, ty) in wanted {
+            if ty == Ty::Int {
+                super::list::typed_item_read(self, d);
+            }
+        }
         let mut missing: Vec<(usize, Ty)> = wanted
             .iter()
             .copied()
