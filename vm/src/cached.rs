@@ -30,6 +30,7 @@ use crate::ops;
 use crate::pinning::{self, Held, PIN_REGS};
 use cpjit_model::StencilSet;
 
+mod exit;
 pub mod float;
 pub mod wide;
 
@@ -200,8 +201,8 @@ pub struct CachedOps {
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
     /// The exit stubs of bodies with pinned locals in one stencil (`LINK`, `UNPIN`s,
-    /// `EXIT_TRACE`: vm/templates/cached/exit.c), by [`exit_slot`].
-    exit_pinned: [Option<usize>; EXIT_SLOTS],
+    /// `EXIT_TRACE`: vm/templates/cached/exit.c), by [`exit::slot`].
+    exit_pinned: [Option<usize>; exit::SLOTS],
     /// By op id: its members compiled for one depth operand (`COPY`), as (kind, entry
     /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
     /// look-up costs one length test there (it was a hash of four fields per micro-op).
@@ -547,7 +548,7 @@ impl CachedOps {
                         entry
                     ));
                 }
-                match exit_slot(element) {
+                match exit::slot(element) {
                     None if element == "LINK" => self.link = Some(stencil),
                     Some(slot) => {
                         self.exit_pinned[slot] = Some(stencil);
@@ -728,28 +729,6 @@ impl CachedOps {
         self.link
     }
 
-    /// The stencil that is a whole exit stub of a body whose pinned registers hold their
-    /// locals as `held` says (`LINK`, the `UNPIN`s, `EXIT_TRACE`).
-    pub fn exit_pinned(&self, held: &[Held]) -> Option<usize> {
-        let code = |h: &Held| match h {
-            Held::Boxed => Some(0),
-            Held::Scaled => Some(1),
-            _ => None,
-        };
-        let slot = match held {
-            _ if held.contains(&Held::Wide) => EXIT_WIDE,
-            [a] => code(a)? * 3 + 2,
-            [a, b] => code(a)? * 3 + code(b)?,
-            _ => return None,
-        };
-        self.exit_pinned[slot]
-    }
-
-    /// Whether `stencil` is a whole exit stub of a body with pinned locals.
-    pub fn is_exit_pinned(&self, stencil: usize) -> bool {
-        self.exit_pinned.contains(&Some(stencil))
-    }
-
     /// Whether `stencil` is the `LINK` stencil.
     pub fn is_link(&self, stencil: usize) -> bool {
         self.link == Some(stencil)
@@ -783,27 +762,6 @@ fn pinned_op(at: &str, element: &str, operand: usize) -> Result<u32, String> {
         ));
     }
     Ok(op)
-}
-
-/// [`CachedOps::exit_pinned`]'s slots: `EXIT_PINNED_<r0><r1>` at 3 times register 0's
-/// code plus register 1's (B 0, S 1, none 2), `EXIT_PINNED_WIDE` last.
-const EXIT_SLOTS: usize = 7;
-const EXIT_WIDE: usize = 6;
-
-/// The slot of whole exit stub `element` ([`EXIT_SLOTS`]), `None` for another name.
-fn exit_slot(element: &str) -> Option<usize> {
-    let letters = element.strip_prefix("EXIT_PINNED_")?;
-    let code = |c: &u8| match c {
-        b'B' => Some(0),
-        b'S' => Some(1),
-        _ => None,
-    };
-    match letters.as_bytes() {
-        b"WIDE" => Some(EXIT_WIDE),
-        [a] => Some(code(a)? * 3 + 2),
-        [a, b] => Some(code(a)? * 3 + code(b)?),
-        _ => None,
-    }
 }
 
 fn find_register(table: &ByHeld, stencil: usize) -> Option<(usize, Held)> {
