@@ -19,8 +19,9 @@
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (how that register holds its
 //! local: [`Held`]), `PINNED_OPERAND` (which of the op's locals it is, checked against
 //! [`crate::pinning::pinned_operand`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
-//! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN` and `LINK` (enter
-//! an exit's pinned link with the pinned registers live, [`crate::pinning`]). A member that
+//! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN`, `LINK` (enter
+//! an exit's pinned link with the pinned registers live, [`crate::pinning`]) and
+//! `EXIT_PINNED_*` (a whole exit stub of a pinned body: the three). A member that
 //! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
 //! says; so an op may have two members entered in state 0, and [`CachedOps::member_as`]
 //! takes which one.
@@ -29,6 +30,7 @@ use crate::ops;
 use crate::pinning::{self, Held, PIN_REGS};
 use cpjit_model::StencilSet;
 
+mod exit;
 pub mod float;
 pub mod wide;
 
@@ -198,6 +200,9 @@ pub struct CachedOps {
     unpins: ByHeld,
     /// The `LINK` stencil: enters an exit's pinned link with the pinned registers live.
     link: Option<usize>,
+    /// The exit stubs of bodies with pinned locals in one stencil (`LINK`, `UNPIN`s,
+    /// `EXIT_TRACE`: vm/templates/cached/exit.c), by [`exit::slot`].
+    exit_pinned: [Option<usize>; exit::SLOTS],
     /// By op id: its members compiled for one depth operand (`COPY`), as (kind, entry
     /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
     /// look-up costs one length test there (it was a hash of four fields per micro-op).
@@ -536,14 +541,26 @@ impl CachedOps {
                 };
                 table[r][ps.index()] = Some(stencil);
             }
-            ("LINK", None) => {
+            (_, None) if element == "LINK" || element.starts_with("EXIT_PINNED_") => {
                 if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
                     return Err(format!(
-                        "{at}: LINK from state {} (it runs with nothing cached)",
+                        "{at}: {element} from state {} (it runs with nothing cached)",
                         entry
                     ));
                 }
-                self.link = Some(stencil);
+                match exit::slot(element) {
+                    None if element == "LINK" => self.link = Some(stencil),
+                    Some(slot) => {
+                        self.exit_pinned[slot] = Some(stencil);
+                        self.facts[stencil].op = Some(ops::op::EXIT_TRACE);
+                    }
+                    None => {
+                        return Err(format!(
+                            "{at}: {element} is no EXIT_PINNED_WIDE, nor EXIT_PINNED_ with B \
+                             (boxed) or S (scaled) for each of one or two pinned registers"
+                        ))
+                    }
+                }
             }
             ("SPILL", None) => {
                 if exit != CacheState::EMPTY {

@@ -32,7 +32,10 @@
 //! Pinned locals ([`crate::pinning`]): in a loop trace's body, up to two locals live in
 //! pinned registers that every cached member passes on; the lowering picks the members on
 //! those registers, puts `PIN`s at the body's entry and `UNPIN`s at the start of the body's
-//! exit stubs, and [`crate::pinning::check`] proves the protocol kept.
+//! exit stubs, and [`crate::pinning::check`] proves the protocol kept. A stub that leaves the
+//! trace (`LINK`, the `UNPIN`s, `EXIT_TRACE`) is one stencil where the set has it
+//! (vm/templates/cached/exit.c): stitching costs per instance, and those were a quarter of
+//! nbody's.
 //!
 //! The stencil set is the host's by default; `CPJIT_STENCILS=<triple>` (or
 //! [`crate::Vm::with_stencils`]) selects any set compiled for this process's ABI, e.g.
@@ -317,7 +320,7 @@ impl Backend {
                 Some(_) => plan.n_targets as usize,
                 None => 0,
             };
-            let n_operands = plan.operands_of(u, &mut operands)?;
+            let n_operands = plan.operands_of(u, lowering.exit_pins, &mut operands)?;
             for (target, jump) in jumps.iter_mut().zip(&plan.targets[..n_targets]) {
                 *target = Target::Instance(lowering.jump_target(*jump, u).instance());
             }

@@ -33,7 +33,8 @@
 //! keeps the protocol, independently of how it was made.
 //!
 //! Inherited pinning. An exit stub of a pinned body that ends in `EXIT_TRACE` starts with
-//! `LINK` (before its `UNPIN`s), which reads the exit's second link slot: if the VM has put
+//! `LINK` (before its `UNPIN`s; the three are one stencil where the set has it,
+//! vm/templates/cached/exit.c), which reads the exit's second link slot: if the VM has put
 //! code there, it is entered with the pinned registers live and nothing is written back. The
 //! VM puts there a side trace grown from that exit and compiled by [`inherit`] (its
 //! `Trace::inherited_pins` are the parent's): the side trace keeps the same locals in the same
@@ -559,14 +560,7 @@ type Live = [Option<(u64, Held)>; PIN_REGS];
 pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(), String> {
     let n = lowering.instances.len();
     let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", LoweredId(k)));
-    // What every register holds while the trace's pinning is live.
-    let mut all_pinned: Live = [None; PIN_REGS];
-    for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
-        all_pinned[r] = Some((
-            local,
-            lowering.pinned_held.get(r).copied().unwrap_or_default(),
-        ));
-    }
+    let all_pinned = all_pinned(lowering);
     // Liveness along fall-through edges; stubs are entered by exits only.
     let mut live_at: Vec<Live> = vec![[None; PIN_REGS]; n];
     let mut live: Live = [None; PIN_REGS];
@@ -578,7 +572,17 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             live = written_back(lowering, k, cached);
         }
         live_at[k] = live;
-        if cached.is_link(inst.stencil) && live != all_pinned {
+        let whole = cached.is_exit_pinned(inst.stencil);
+        if whole && Some(lowering.exit_pins) != exit_pins(&lowering.pinned, &lowering.pinned_held) {
+            return fail(
+                k,
+                format!(
+                    "a whole exit stub whose operand {:#x} is not the pinning's",
+                    lowering.exit_pins
+                ),
+            );
+        }
+        if (whole || cached.is_link(inst.stencil)) && live != all_pinned {
             return fail(
                 k,
                 format!(
@@ -649,10 +653,45 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
     Ok(())
 }
 
+/// The operand `EXIT_PINS` of a whole exit stub (vm/templates/cached/exit.c) writing back
+/// `locals` held as `held` (register k holds `locals[k]`): 16 bits per register, its
+/// local's byte offset in the frame (a multiple of 8) plus [`Held::index`]; `None` where an
+/// offset does not fit or the stub does not write a representation back.
+pub fn exit_pins(locals: &[u64], held: &[Held]) -> Option<u64> {
+    let mut operand = 0;
+    for (r, (&local, &held)) in locals.iter().zip(held).enumerate() {
+        let at = local
+            .checked_mul(8)?
+            .checked_add(crate::abi::FRAME_HEADER_BYTES as u64)
+            .filter(|&at| at < 1 << 16)?;
+        (held.index() <= Held::Wide.index()).then_some(())?;
+        operand |= (at | held.index() as u64) << (16 * r);
+    }
+    Some(operand)
+}
+
+/// What every register holds while `lowering`'s pinning is live.
+fn all_pinned(lowering: &Lowering) -> Live {
+    let mut all: Live = [None; PIN_REGS];
+    for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
+        all[r] = Some((
+            local,
+            lowering.pinned_held.get(r).copied().unwrap_or_default(),
+        ));
+    }
+    all
+}
+
 /// The registers the stub starting at instance `k` (0-based) writes back: its `UNPIN`s,
-/// after its `LINK` if it has one.
+/// after its `LINK` if it has one; every pinned register for a whole stub
+/// (`CachedOps::exit_pinned`, which writes back what [`Lowering::exit_pins`] says: the
+/// lowering's pinning).
 fn written_back(lowering: &Lowering, k: usize, cached: &CachedOps) -> Live {
     let mut written: Live = [None; PIN_REGS];
+    let whole = lowering.instances.get(k);
+    if whole.is_some_and(|i| cached.is_exit_pinned(i.stencil)) {
+        return all_pinned(lowering);
+    }
     let mut j = k;
     if lowering
         .instances

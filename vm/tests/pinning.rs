@@ -127,12 +127,16 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
         .expect("sum.vm's loop pins its locals");
     backend.check_cache_states(trace, lowering).unwrap();
 
-    // An exit from the body straight to its EXIT_TRACE, past the write-back.
-    let stub = (0..trace.uops.len())
-        .find(|&u| lowering.exit_entry[u].is_some())
-        .expect("a stub of the body");
+    // An exit from the body straight to an EXIT_TRACE, past the write-back: the body's
+    // stubs are each one stencil that writes back (LINK, UNPINs, EXIT_TRACE), made the
+    // uncached EXIT_TRACE.
+    let stubs = whole_stubs(lowering, cached);
+    let stub = *stubs.first().expect("a stub of the body");
     let mut skipped = lowering.clone();
-    skipped.exit_entry[stub] = None;
+    skipped.instances[stub].stencil = backend
+        .set()
+        .index_of(ops::info(op::EXIT_TRACE).stencil)
+        .unwrap();
     let err = backend.check_cache_states(trace, &skipped).unwrap_err();
     assert!(err.contains("writes back"), "{err}");
 
@@ -143,8 +147,15 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
         .map(|u| u.target as usize)
         .expect("the preamble has an exit");
     let mut garbage = lowering.clone();
-    garbage.exit_entry[preamble_stub] = lowering.exit_entry[stub];
-    assert!(backend.check_cache_states(trace, &garbage).is_err());
+    garbage.exit_entry[preamble_stub] = Some(cpjit_vm::jit::LoweredId(stub));
+    let err = backend.check_cache_states(trace, &garbage).unwrap_err();
+    assert!(err.contains("writes back"), "{err}");
+
+    // A stub whose operand names other locals than the body pins.
+    let mut other = lowering.clone();
+    other.exit_pins += 8;
+    let err = backend.check_cache_states(trace, &other).unwrap_err();
+    assert!(err.contains("not the pinning's"), "{err}");
 
     // A member on a pinned register before the register is loaded: drop the PINs' effect by
     // turning the first PIN into a spill-free UNPIN of the same register.
@@ -243,30 +254,47 @@ fn collatz_side_traces_inherit_the_pinned_locals_and_their_stubs_link_first() {
     assert!(lowering.instances[..entry.index()]
         .iter()
         .all(|i| cached.pin_register_of(i.stencil).is_some()));
-    // Every stub it leaves through, its end's included, starts with LINK, then writes back.
-    // (By index into the lowering's instances: the stub's LINK, then its UNPINs.)
-    let stubs: Vec<usize> = lowering
-        .exit_entry
+    // Every stub it leaves through, its end's included, is one stencil that links first,
+    // then writes back and leaves (LINK, UNPINs, EXIT_TRACE), entered from the body.
+    let stubs = whole_stubs(lowering, cached);
+    let exits = trace.uops[..trace.body_len]
         .iter()
-        .flatten()
-        .map(|k| k.index())
-        .collect();
-    assert!(!stubs.is_empty());
-    for &k in &stubs {
-        let first = &lowering.instances[k];
-        let exit = first.link.expect("the stub starts with LINK");
-        assert!(cached.is_link(first.stencil));
-        assert_eq!(trace.uops[exit].op, cpjit_vm::ops::op::EXIT_TRACE);
-        assert!(cached
-            .unpin_register_of(lowering.instances[k + 1].stencil)
-            .is_some());
+        .filter(|u| ops::info(u.op).exits)
+        .map(|u| u.target as usize)
+        .chain([trace.body_len - 1]);
+    for exit in exits {
+        let k = lowering.exit_instance(exit).index();
+        assert!(
+            stubs.contains(&k),
+            "micro-op {exit}'s stub is {k}, not one stencil"
+        );
+        assert_eq!(lowering.instances[k].uop, Some(exit));
+        assert_eq!(trace.uops[exit].op, op::EXIT_TRACE);
     }
-    // The checker refuses a LINK where the registers are written back already.
-    let k = stubs[0];
-    let mut late = lowering.clone();
-    late.instances.swap(k, k + 1);
-    let err = backend.check_cache_states(trace, &late).unwrap_err();
-    assert!(err.contains("LINK"), "{err}");
+    assert_eq!(lowering.links.len(), stubs.len());
+    // The checker refuses the trace's end, which the body falls into with the registers
+    // live, as the uncached EXIT_TRACE (which would lose them).
+    let end = lowering.exit_instance(trace.body_len - 1).index();
+    let mut lost = lowering.clone();
+    lost.instances[end].stencil = backend
+        .set()
+        .index_of(ops::info(op::EXIT_TRACE).stencil)
+        .unwrap();
+    let err = backend.check_cache_states(trace, &lost).unwrap_err();
+    assert!(err.contains("uncached stencil"), "{err}");
+}
+
+/// The instances of `lowering` that are a whole exit stub of a pinned body (LINK, UNPINs,
+/// EXIT_TRACE in one stencil), by index.
+fn whole_stubs(
+    lowering: &cpjit_vm::jit::Lowering,
+    cached: &cpjit_vm::jit::CachedOps,
+) -> Vec<usize> {
+    let stubs: Vec<usize> = (0..lowering.instances.len())
+        .filter(|&k| cached.is_exit_pinned(lowering.instances[k].stencil))
+        .collect();
+    assert!(!stubs.is_empty(), "no whole exit stub");
+    stubs
 }
 
 /// A loop summing its counter and storing `xs[i] = ys[i] + i`: the counter names list items,

@@ -121,7 +121,7 @@ impl Backend {
                 let mut glue = Inst::default();
                 let u = inst.operand_source(trace, &mut glue);
                 let mut values = [0; MAX_OPERANDS];
-                let n_operands = plan.operands_of(u, &mut values)?;
+                let n_operands = plan.operands_of(u, lowering.exit_pins, &mut values)?;
                 let operands = stencil
                     .operands
                     .iter()

@@ -131,6 +131,10 @@ pub struct Lowering {
     /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
     /// links are worked out from, without a pass over every instance).
     pub links: Vec<usize>,
+    /// The operand `EXIT_PINS` of the trace's whole exit stubs (`CachedOps::exit_pinned`):
+    /// 16 bits per pinned register (register 0 lowest), its local's byte offset in the
+    /// frame plus how it holds the local ([`Held::index`]); 0 without such stubs.
+    pub exit_pins: u64,
     /// By micro-op: its row of members ([`super::rows::MemberRows::row_of`]) under the
     /// pinning being lowered.
     rows: Vec<u32>,
@@ -402,6 +406,7 @@ impl Backend {
             exit_entry,
             links,
             rows,
+            exit_pins,
             ..
         } = out;
         rows.clear();
@@ -436,10 +441,15 @@ impl Backend {
             Some(p) => (self.copies(p, false), self.copies(p, true)),
             None => Default::default(),
         };
+        // A stub that leaves the trace, once the VM has given the exit its link slots, is one
+        // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
+        let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
+        *exit_pins = whole_stub.map_or(0, |w| w.1);
         for (i, (u, &target)) in trace.uops.iter().zip(targets).enumerate() {
             if target {
                 spill(instances, &mut state)?;
             }
+            let mut whole = None;
             let in_body = pinning.is_some_and(|p| p.in_body(i));
             if let Some(p) = pinning {
                 if i == p.body_start() {
@@ -450,21 +460,26 @@ impl Backend {
                 } else if p.stubs[i] {
                     // (An inheriting side trace's last micro-op is a stub it falls into.)
                     spill(instances, &mut state)?;
-                    exit_entry[i] = Some(LoweredId::next(instances));
                     // A stub that leaves the trace may enter code that keeps the registers.
                     // (Only once the VM has given the exit its link slots.)
-                    let link = self.cached.link().filter(|_| u.arg1 != 0);
-                    if let (ops::op::EXIT_TRACE, Some(link)) = (u.op, link) {
-                        instances.push(LoweredInstance::link(link, i));
+                    let leaves = u.op == ops::op::EXIT_TRACE && u.arg1 != 0;
+                    whole = whole_stub.filter(|_| leaves);
+                    if whole.is_some() {
                         links.push(i);
+                    } else {
+                        exit_entry[i] = Some(LoweredId::next(instances));
+                        if let Some(link) = self.cached.link().filter(|_| leaves) {
+                            instances.push(LoweredInstance::link(link, i));
+                            links.push(i);
+                        }
+                        instances.extend_from_slice(unpins.as_slice());
                     }
-                    instances.extend_from_slice(unpins.as_slice());
                 }
             }
             let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
             // The member for the current state; from scaled registers or float slots, the
             // boxed state's.
-            let mut member = None;
+            let mut member = whole.map(|(stencil, _)| (stencil, CacheState::EMPTY));
             if state.depth() > 0 {
                 member = self.find_member(rows, i, state, state.kind());
                 if member.is_none() && state.kind() != Kind::Boxed {
@@ -516,6 +531,15 @@ impl Backend {
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)
+    }
+
+    /// The stencil of a whole exit stub of `p`'s body (`LINK`, `UNPIN`s, `EXIT_TRACE`) and
+    /// its operand `EXIT_PINS` ([`Lowering::exit_pins`]); `None` where the set has none, or a
+    /// register holds its local in a way the stencil does not write back, or a local's
+    /// offset does not fit 16 bits (the `UNPIN`s then name it, or refuse it).
+    fn whole_exit_stub(&self, p: &Pinning) -> Option<(usize, u64)> {
+        let operand = pinning::exit_pins(p.locals(), p.held())?;
+        Some((self.cached.exit_pinned(p.held())?, operand))
     }
 
     /// The `PIN` (or `UNPIN`) of every register `p` pins, with nothing cached; wide ones

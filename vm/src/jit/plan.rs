@@ -16,6 +16,9 @@ pub(super) enum Operand {
     Local0At,
     /// `LOCAL1_AT`: likewise of local `arg1`.
     Local1At,
+    /// `EXIT_PINS`: the trace's pinned registers, as a whole exit stub of a body with pinned
+    /// locals writes them back ([`super::Lowering::exit_pins`]): not the micro-op's.
+    ExitPins,
 }
 
 impl Operand {
@@ -25,19 +28,22 @@ impl Operand {
             "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
+            "EXIT_PINS" => Some(Operand::ExitPins),
             _ => None,
         }
     }
 
-    /// Its value for micro-op `u`; `None` when a local's offset overflows.
+    /// Its value for micro-op `u` in a trace whose exit stubs take `exit_pins`; `None`
+    /// when a local's offset overflows.
     #[inline(always)]
-    fn value(self, u: &Inst) -> Option<u64> {
+    fn value(self, u: &Inst, exit_pins: u64) -> Option<u64> {
         let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
         match self {
             Operand::Arg0 => Some(u.arg0),
             Operand::Arg1 => Some(u.arg1),
             Operand::Local0At => local_at(u.arg0),
             Operand::Local1At => local_at(u.arg1),
+            Operand::ExitPins => Some(exit_pins),
         }
     }
 }
@@ -131,18 +137,21 @@ impl StencilPlan {
         }
     }
 
-    /// The values of an instance's operands (micro-op `u`'s, as this stencil reads them)
-    /// into `out`: how many. An error for a stencil with a name the VM does not know, or a
-    /// local whose offset overflows.
+    /// The values of an instance's operands (micro-op `u`'s, as this stencil reads them, in
+    /// a trace whose exit stubs take `exit_pins`) into `out`: how many. An error for a
+    /// stencil with a name the VM does not know, or a local whose offset overflows.
     #[inline(always)]
     pub(super) fn operands_of(
         &self,
         u: &Inst,
+        exit_pins: u64,
         out: &mut [u64; MAX_OPERANDS],
     ) -> Result<usize, String> {
         let n = self.operand_count()?;
         for (value, operand) in out.iter_mut().zip(&self.operands[..n]) {
-            *value = operand.value(u).ok_or_else(|| self.overflow_error(u))?;
+            *value = operand
+                .value(u, exit_pins)
+                .ok_or_else(|| self.overflow_error(u))?;
         }
         Ok(n)
     }
@@ -220,10 +229,11 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 /// outside an operand's declared range (`u16`, `u8`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
     if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
-        let v = Operand::of_name(operand)?.value(u)?;
+        let v = Operand::of_name(operand)?.value(u, 0)?;
         return Some(if high { v >> 32 } else { v & 0xffff_ffff });
     }
-    Operand::of_name(name)?.value(u)
+    let operand = Operand::of_name(name).filter(|&o| o != Operand::ExitPins)?;
+    operand.value(u, 0)
 }
 
 #[cfg(test)]
