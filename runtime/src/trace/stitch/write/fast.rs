@@ -103,14 +103,16 @@ impl Writer<'_, '_, '_, '_> {
         code_at: usize,
         sites: [(u32, u16); 2],
     ) -> bool {
-        let operands = &self.b.operands[inst.operands as usize..];
-        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
+        let operands = self.b.operands;
+        let first = inst.operands as usize;
+        debug_assert!(sites.iter().all(|s| first + (s.1 as usize) < operands.len()));
         // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
-        // and `Quick::of` took only sites whose operand is one of them.
+        // from `first` on in the vector, and `Quick::of` took only sites whose operand is
+        // one of them.
         let (a, b) = unsafe {
             (
-                *operands.get_unchecked(sites[0].1 as usize),
-                *operands.get_unchecked(sites[1].1 as usize),
+                *operands.get_unchecked(first + sites[0].1 as usize),
+                *operands.get_unchecked(first + sites[1].1 as usize),
             )
         };
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
