@@ -15,6 +15,7 @@
 
 mod arch;
 mod need;
+mod operand;
 
 use crate::patch;
 pub(crate) use arch::{ArchFacts, WriteVeneer};
@@ -23,6 +24,7 @@ use cpjit_model::{
     Hole, HoleKind, HoleValue, OperandPart, OperandRange, Section, Stencil, StencilSet,
 };
 pub(crate) use need::{Bound, Key, Need, NeedFilter};
+pub(crate) use operand::OperandStep;
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +158,10 @@ pub(crate) enum Quick {
     /// the offset of each site takes `data - place + k`, where `k` is the step's addend less
     /// its offset (the same for every instance). One step's site is there twice.
     DataRel32 { sites: [(u32, i64); 2] },
+    /// Any number of steps that each take an operand ([`Fast::Imm32`], [`Fast::Abs32`],
+    /// [`Fast::Check`]), run from [`Program::operand_steps`] in one loop without a dispatch
+    /// per step (see [`OperandStep`]).
+    Operands,
     /// Anything else: the steps, one by one.
     General,
 }
@@ -201,6 +207,8 @@ pub(crate) struct Program {
     /// Its steps in a quick form, where they have one.
     pub quick: Quick,
     pub steps: Box<[Step]>,
+    /// The steps as [`OperandStep`]s if the program is [`Quick::Operands`] (else empty).
+    pub operand_steps: Box<[OperandStep]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
     /// Whether an instance's needs can count at all (tested by `push` first).
@@ -373,14 +381,19 @@ impl Program {
         }
         let mut data = stencil.init_data.to_vec();
         data.resize((stencil.data_len as usize).next_multiple_of(16), 0);
+        let (code_len, operands) = (stencil.code.len() as u32, stencil.operands.len() as u16);
+        let mut quick = Quick::of(&steps, code_len, operands);
+        let mut operand_steps = Box::default();
+        if quick == Quick::General {
+            if let Some(s) = OperandStep::of(&steps, code_len, operands) {
+                (quick, operand_steps) = (Quick::Operands, s);
+            }
+        }
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             filter: NeedFilter::of(&needs),
-            quick: Quick::of(
-                &steps,
-                stencil.code.len() as u32,
-                stencil.operands.len() as u16,
-            ),
+            quick,
+            operand_steps,
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
             code: code.into_boxed_slice(),

@@ -304,6 +304,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::Operands => self.quick_operands(inst, at, &p.operand_steps),
                 Quick::General => false,
             };
             if !done {

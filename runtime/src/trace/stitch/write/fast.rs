@@ -4,7 +4,7 @@
 //! it calls the out-of-line `step` for anything else.
 
 use super::{index_of, Writer};
-use crate::program::{Fast, Source, Step};
+use crate::program::{Fast, OperandStep, Source, Step};
 use crate::trace::{Instance, Target};
 use cpjit_model::OperandPart;
 
@@ -105,7 +105,9 @@ impl Writer<'_, '_, '_, '_> {
     ) -> bool {
         let operands = self.b.operands;
         let first = inst.operands as usize;
-        debug_assert!(sites.iter().all(|s| first + (s.1 as usize) < operands.len()));
+        debug_assert!(sites
+            .iter()
+            .all(|s| first + (s.1 as usize) < operands.len()));
         // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
         // from `first` on in the vector, and `Quick::of` took only sites whose operand is
         // one of them.
@@ -116,6 +118,40 @@ impl Writer<'_, '_, '_, '_> {
             )
         };
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Runs a [`Quick::Operands`] program of instance `inst` (code at `code_at`, copied):
+    /// `false` if a value is out of its step's range (the fields before it written; the
+    /// steps then write every field again, and report the value).
+    #[inline(always)]
+    pub(super) fn quick_operands(
+        &mut self,
+        inst: &Instance,
+        code_at: usize,
+        steps: &[OperandStep],
+    ) -> bool {
+        let operands = self.b.operands;
+        let first = inst.operands as usize;
+        let code = self.code.as_mut_ptr();
+        for s in steps {
+            debug_assert!(first + (s.operand as usize) < operands.len());
+            // SAFETY: `push` recorded the instance with as many operands as its stencil
+            // takes, from `first` on in the vector, and `OperandStep::of` took only steps
+            // whose operand is one of them.
+            let v = s.biased(unsafe { *operands.get_unchecked(first + s.operand as usize) });
+            if v > s.span {
+                return false;
+            }
+            if s.store {
+                let at = code_at + s.offset as usize;
+                debug_assert!(at + 4 <= self.code.len());
+                let field = (v as u32).wrapping_add(s.lo);
+                // SAFETY: the field lies inside the stencil's code (`OperandStep::of`), which
+                // was copied to `code_at` ([`copy_code`] checked that it fits `code`).
+                unsafe { code.add(at).cast::<u32>().write_unaligned(field.to_le()) };
+            }
+        }
+        true
     }
 
     /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
