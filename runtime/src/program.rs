@@ -159,9 +159,9 @@ pub(crate) enum Quick {
     /// its offset (the same for every instance). One step's site is there twice.
     DataRel32 { sites: [(u32, i64); 2] },
     /// Any number of steps that each take an operand ([`Fast::Imm32`], [`Fast::Abs32`],
-    /// [`Fast::Check`]), run from [`Program::operand_steps`] in one loop without a dispatch
-    /// per step (see [`OperandStep`]).
-    Operands,
+    /// [`Fast::Check`]), run in one loop without a dispatch per step: the [`OperandStep`]s
+    /// `from..from + len` of the JIT's flat array (see [`compile`]).
+    Operands { from: u32, len: u32 },
     /// Anything else: the steps, one by one.
     General,
 }
@@ -207,8 +207,6 @@ pub(crate) struct Program {
     /// Its steps in a quick form, where they have one.
     pub quick: Quick,
     pub steps: Box<[Step]>,
-    /// The steps as [`OperandStep`]s if the program is [`Quick::Operands`] (else empty).
-    pub operand_steps: Box<[OperandStep]>,
     /// The steps that may need a GOT slot or a veneer.
     pub needs: Box<[Need]>,
     /// Whether an instance's needs can count at all (tested by `push` first).
@@ -381,19 +379,14 @@ impl Program {
         }
         let mut data = stencil.init_data.to_vec();
         data.resize((stencil.data_len as usize).next_multiple_of(16), 0);
-        let (code_len, operands) = (stencil.code.len() as u32, stencil.operands.len() as u16);
-        let mut quick = Quick::of(&steps, code_len, operands);
-        let mut operand_steps = Box::default();
-        if quick == Quick::General {
-            if let Some(s) = OperandStep::of(&steps, code_len, operands) {
-                (quick, operand_steps) = (Quick::Operands, s);
-            }
-        }
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             filter: NeedFilter::of(&needs),
-            quick,
-            operand_steps,
+            quick: Quick::of(
+                &steps,
+                stencil.code.len() as u32,
+                stencil.operands.len() as u16,
+            ),
             steps: steps.into_boxed_slice(),
             needs: needs.into_boxed_slice(),
             code: code.into_boxed_slice(),
@@ -420,14 +413,30 @@ impl Program {
     }
 }
 
-/// The programs of every stencil of `set`, by stencil index.
-pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
+/// The programs of every stencil of `set`, by stencil index, and the [`OperandStep`]s of
+/// those that are [`Quick::Operands`] (a program of operand steps alone that is no other
+/// quick form), one flat array.
+pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep]>) {
     let trap = ArchFacts::of(set.arch).trap;
-    set.stencils
+    let mut programs: Box<[Program]> = set
+        .stencils
         .iter()
         .enumerate()
         .map(|(i, s)| Program::new(s, set.shim == Some(i as u16), trap))
-        .collect()
+        .collect();
+    let mut flat = Vec::new();
+    for p in programs.iter_mut().filter(|p| p.quick == Quick::General) {
+        let Some(steps) = OperandStep::of(&p.steps, p.code_len, p.operands) else {
+            continue;
+        };
+        let (from, len) = (flat.len(), steps.len());
+        // (A set's steps are far fewer than 2^32.)
+        if let (Ok(from), Ok(len)) = (u32::try_from(from), u32::try_from(len)) {
+            p.quick = Quick::Operands { from, len };
+            flat.extend_from_slice(&steps);
+        }
+    }
+    (programs, flat.into_boxed_slice())
 }
 
 /// The fast form of hole `h` (see [`Fast`]), and `code` (the program's copy of the

@@ -39,7 +39,8 @@ static SET: StencilSet<'static> = host_set(Arch::X86_64, &[0x90], &STENCILS, &[]
 #[test]
 fn operand_programs_write_what_the_steps_write() {
     let jit = Jit::new(&SET, |_| None).unwrap();
-    assert_eq!(jit.programs[0].quick, Quick::Operands);
+    assert_eq!(jit.programs[0].quick, Quick::Operands { from: 0, len: 3 });
+    assert_eq!(jit.operand_steps.len(), 3);
     let big = 1u64 << 40;
     let pushes = [
         [7, 0x1234, 200],

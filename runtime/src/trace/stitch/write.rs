@@ -263,6 +263,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         let nop = set.nop;
         let (mut code_end, mut data_end, mut cold_end) = ends;
         let programs = &b.jit.programs[..];
+        let operand_steps = &b.jit.operand_steps[..];
         debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
         for inst in instances {
             debug_assert!((inst.stencil as usize) < programs.len());
@@ -304,7 +305,13 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
-                Quick::Operands => self.quick_operands(inst, at, &p.operand_steps),
+                Quick::Operands { from, len } => {
+                    let steps = from as usize..from as usize + len as usize;
+                    debug_assert!(steps.end <= operand_steps.len());
+                    // SAFETY: `compile` made the range inside the flat array.
+                    let steps = unsafe { operand_steps.get_unchecked(steps) };
+                    self.quick_operands(inst, at, steps)
+                }
                 Quick::General => false,
             };
             if !done {
