@@ -290,10 +290,8 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 data_end = at + p.data_len as usize;
                 at
             };
-            // Where its cold part goes (the same computation as `push`'s), for the hot
-            // code's branches into it. Only a stencil with a cold part has holes of its
-            // address (`Jit::new` refuses others): the rest skip it (10 of `write`'s 87
-            // instructions per instance on the bench's straight traces).
+            // Where its cold part goes (as `push` computed it), for the hot code's branches
+            // into it: only a stencil with one has holes of its address (`Jit::new`).
             let cold_at = if p.cold_len == 0 {
                 cold_end
             } else {
@@ -306,11 +304,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
                 Quick::Operands { from, len } => {
-                    let steps = from as usize..from as usize + len as usize;
-                    debug_assert!(steps.end <= operand_steps.len());
-                    // SAFETY: `compile` made the range inside the flat array.
-                    let steps = unsafe { operand_steps.get_unchecked(steps) };
-                    self.quick_operands(inst, at, steps)
+                    self.quick_operands(inst, at, operand_steps, from as usize, len as usize)
                 }
                 Quick::General => false,
             };
@@ -499,17 +493,6 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             }
         }
         self.run(i, inst, step, code_at, data_at)
-    }
-
-    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
-    /// whose [`Fast`] form the program's code holds: the full path starts from them.
-    #[cold]
-    fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
-        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
-        let original = &original[self.restore_at..];
-        let end = step.offset as usize;
-        let start = end.saturating_sub(len);
-        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
     }
 
     /// The value of `source` for instance `i` where the fast forms can take it: `None` for

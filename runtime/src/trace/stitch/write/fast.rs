@@ -93,6 +93,17 @@ impl Writer<'_, '_, '_, '_> {
         }
     }
 
+    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
+    /// whose [`Fast`] form the program's code holds: the full path starts from them.
+    #[cold]
+    pub(super) fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
+        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
+        let original = &original[self.restore_at..];
+        let end = step.offset as usize;
+        let start = end.saturating_sub(len);
+        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
+    }
+
     /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
     /// if an operand does not fit its `imm32` (nothing written; the steps then write every
     /// field again).
@@ -120,16 +131,22 @@ impl Writer<'_, '_, '_, '_> {
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 
-    /// Runs a [`Quick::Operands`] program of instance `inst` (code at `code_at`, copied):
-    /// `false` if a value is out of its step's range (the fields before it written; the
-    /// steps then write every field again, and report the value).
+    /// Runs a [`Quick::Operands`] program of instance `inst` (code at `code_at`, copied),
+    /// steps `from..from + len` of the JIT's flat array `all`: `false` if a value is out of
+    /// its step's range (the fields before it written; the steps then write every field
+    /// again, and report the value).
     #[inline(always)]
     pub(super) fn quick_operands(
         &mut self,
         inst: &Instance,
         code_at: usize,
-        steps: &[OperandStep],
+        all: &[OperandStep],
+        from: usize,
+        len: usize,
     ) -> bool {
+        debug_assert!(from + len <= all.len());
+        // SAFETY: `program::compile` made the range inside the flat array.
+        let steps = unsafe { all.get_unchecked(from..from + len) };
         let operands = self.b.operands;
         let first = inst.operands as usize;
         let code = self.code.as_mut_ptr();
