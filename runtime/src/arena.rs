@@ -175,7 +175,8 @@ impl Arena {
                 continue;
             };
             if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
-                return inner.commit(block);
+                inner.commit(&block)?;
+                return Ok(block);
             }
         }
         // Reserve a new chunk big enough for this request (alignment slack included).
@@ -211,7 +212,7 @@ impl Arena {
         inner.stats.data_reserved += chunk.region.data_len;
         inner.chunks[index] = Some(chunk);
         match block {
-            Some(block) => inner.commit(block),
+            Some(block) => inner.commit(&block).map(|()| block),
             None => unreachable!("a fresh chunk is sized for the request"),
         }
     }
@@ -321,8 +322,9 @@ fn live(chunks: &mut [Option<Chunk>], index: usize) -> &mut Chunk {
 impl Inner {
     /// Commits the chunk's parts up to the end of `block` and counts the block as used; on
     /// failure the block goes back to the free lists (and whatever was committed before the
-    /// failure stays committed and counted).
-    fn commit(&mut self, block: Block) -> Result<Block, Error> {
+    /// failure stays committed and counted). By reference: a `Block` is 88 bytes, and
+    /// moving it in and out was a tenth of `alloc`'s instructions.
+    fn commit(&mut self, block: &Block) -> Result<(), Error> {
         let chunk = live(&mut self.chunks, block.chunk);
         let region = &mut chunk.region;
         let before = (region.code_committed, region.data_committed);
@@ -336,7 +338,7 @@ impl Inner {
             self.stats.code_used += block.code_len;
             self.stats.data_used += block.data_len;
             self.stats.traces += 1;
-            return Ok(block);
+            return Ok(());
         }
         let result = region.commit(block.code_offset + block.code_len, data_end);
         self.stats.code_mapped += region.code_committed - before.0;
@@ -351,7 +353,7 @@ impl Inner {
         self.stats.code_used += block.code_len;
         self.stats.data_used += block.data_len;
         self.stats.traces += 1;
-        Ok(block)
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::arena::{Arena, MemoryStats};
 use crate::icache::{FlushIcache, Hardware};
-use crate::program::{self, ArchFacts, Program};
+use crate::program::{self, ArchFacts, OperandStep, Program};
 use crate::trace::{TraceBatch, TraceBuilder};
 use crate::Error;
 use cpjit_model::{HoleKind, HoleValue, Host, Section, Stencil, StencilSet};
@@ -140,6 +140,10 @@ pub struct Jit<'s> {
     pub(crate) flusher: Arc<dyn FlushIcache>,
     /// Each stencil's patch program, by stencil index (see [`Program`]).
     pub(crate) programs: Box<[Program]>,
+    /// The steps of every [`Quick::Operands`](crate::program::Quick) program, one flat array
+    /// (each program names its range; kept out of [`Program`], whose 192 bytes are three
+    /// cache lines).
+    pub(crate) operand_steps: Box<[OperandStep]>,
     /// The largest code and data alignment of the set's stencils (data at least 8, for GOT
     /// slots): every trace's blocks are aligned to them, so that a push places its
     /// instance without tracking the trace's alignment (in the generated sets all stencils
@@ -226,6 +230,7 @@ impl<'s> Jit<'s> {
         let facts = ArchFacts::of(set.arch);
         let reach = facts.reach;
         let freed_fill = options.trap_freed_code.then_some(facts.trap);
+        let (programs, operand_steps) = program::compile(set);
         Ok(Jit {
             set,
             resolve,
@@ -238,7 +243,8 @@ impl<'s> Jit<'s> {
                 options.idle_chunk_bytes,
             )),
             flusher,
-            programs: program::compile(set),
+            programs,
+            operand_steps,
             code_align: set.stencils.iter().map(|s| s.code_align).max().unwrap_or(1),
             data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,

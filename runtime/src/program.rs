@@ -15,6 +15,7 @@
 
 mod arch;
 mod need;
+mod operand;
 
 use crate::patch;
 pub(crate) use arch::{ArchFacts, WriteVeneer};
@@ -23,6 +24,7 @@ use cpjit_model::{
     Hole, HoleKind, HoleValue, OperandPart, OperandRange, Section, Stencil, StencilSet,
 };
 pub(crate) use need::{Bound, Key, Need, NeedFilter};
+pub(crate) use operand::OperandStep;
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,6 +158,10 @@ pub(crate) enum Quick {
     /// the offset of each site takes `data - place + k`, where `k` is the step's addend less
     /// its offset (the same for every instance). One step's site is there twice.
     DataRel32 { sites: [(u32, i64); 2] },
+    /// Any number of steps that each take an operand ([`Fast::Imm32`], [`Fast::Abs32`],
+    /// [`Fast::Check`]), run in one loop without a dispatch per step: the [`OperandStep`]s
+    /// `from..from + len` of the JIT's flat array (see [`compile`]).
+    Operands { from: u32, len: u32 },
     /// Anything else: the steps, one by one.
     General,
 }
@@ -407,14 +413,30 @@ impl Program {
     }
 }
 
-/// The programs of every stencil of `set`, by stencil index.
-pub(crate) fn compile(set: &StencilSet<'_>) -> Box<[Program]> {
+/// The programs of every stencil of `set`, by stencil index, and the [`OperandStep`]s of
+/// those that are [`Quick::Operands`] (a program of operand steps alone that is no other
+/// quick form), one flat array.
+pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep]>) {
     let trap = ArchFacts::of(set.arch).trap;
-    set.stencils
+    let mut programs: Box<[Program]> = set
+        .stencils
         .iter()
         .enumerate()
         .map(|(i, s)| Program::new(s, set.shim == Some(i as u16), trap))
-        .collect()
+        .collect();
+    let mut flat = Vec::new();
+    for p in programs.iter_mut().filter(|p| p.quick == Quick::General) {
+        let Some(steps) = OperandStep::of(&p.steps, p.code_len, p.operands) else {
+            continue;
+        };
+        let (from, len) = (flat.len(), steps.len());
+        // (A set's steps are far fewer than 2^32.)
+        if let (Ok(from), Ok(len)) = (u32::try_from(from), u32::try_from(len)) {
+            p.quick = Quick::Operands { from, len };
+            flat.extend_from_slice(&steps);
+        }
+    }
+    (programs, flat.into_boxed_slice())
 }
 
 /// The fast form of hole `h` (see [`Fast`]), and `code` (the program's copy of the

@@ -11,6 +11,8 @@ mod run;
 pub(crate) mod select;
 pub(crate) mod stitch;
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod operand_tests;
 #[cfg(test)]
 mod stitch_tests;
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]

@@ -163,7 +163,10 @@ impl TraceBuilder<'_, '_> {
             if p.push_targets != 0 || operands.len() - o < n_o {
                 break;
             }
-            let taken = &operands[o..o + n_o];
+            debug_assert!(o + n_o <= operands.len());
+            // SAFETY: `o <= operands.len()` (it only grows by what was taken) and `n_o` of
+            // them are left, checked just above (a checked slice repeated both tests).
+            let taken = unsafe { operands.get_unchecked(o..o + n_o) };
             // SAFETY: `reserve_run` made room for every operand of the run: operand `o` of
             // the run is element `o + shift` of the vector.
             let wide = unsafe { copy_operands(values.add(o.wrapping_add(shift)), taken, p) };

@@ -31,7 +31,12 @@
 //! commonest whole programs (one or two `imm32` operands, one or two references to the
 //! instance's data) also have a [`Quick`](crate::program::Quick) form: their stores with one range test for all,
 //! no loop and no dispatch per hole (4–5 % fewer instructions and about 4 % less time on
-//! the bench's 1,000-instance trace). What `Jit::new` and `push` established is not checked
+//! the bench's 1,000-instance trace); so do programs of operand steps alone (any number
+//! of `imm32`, absolute 32-bit and range-check fields,
+//! [`Quick::Operands`](crate::program::Quick)): one loop over flat 32-byte
+//! [`OperandStep`](crate::program::OperandStep)s, one range test and one store each (the
+//! eBPF example's 100-instruction compile 47.4k → 41.1k instructions). What `Jit::new` and
+//! `push` established is not checked
 //! again per instance: a recorded stencil index is in the program table and its operands
 //! are in the builder's vector, a quick form's fields lie inside its stencil's code (which
 //! one check per instance places inside the trace's code), so those reads and stores have

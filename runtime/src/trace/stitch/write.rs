@@ -263,6 +263,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         let nop = set.nop;
         let (mut code_end, mut data_end, mut cold_end) = ends;
         let programs = &b.jit.programs[..];
+        let operand_steps = &b.jit.operand_steps[..];
         debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
         for inst in instances {
             debug_assert!((inst.stencil as usize) < programs.len());
@@ -289,14 +290,22 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 data_end = at + p.data_len as usize;
                 at
             };
-            // Where its cold part goes (the same computation as `push`'s), for the hot
-            // code's branches into it.
-            let cold_at = round_up(cold_end, p.cold_align as usize);
-            self.other = self.cold_base + cold_at as u64;
+            // Where its cold part goes (as `push` computed it), for the hot code's branches
+            // into it: only a stencil with one has holes of its address (`Jit::new`).
+            let cold_at = if p.cold_len == 0 {
+                cold_end
+            } else {
+                let cold_at = round_up(cold_end, p.cold_align as usize);
+                self.other = self.cold_base + cold_at as u64;
+                cold_at
+            };
             let done = match p.quick {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::Operands { from, len } => {
+                    self.quick_operands(inst, at, operand_steps, from as usize, len as usize)
+                }
                 Quick::General => false,
             };
             if !done {
@@ -484,17 +493,6 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             }
         }
         self.run(i, inst, step, code_at, data_at)
-    }
-
-    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
-    /// whose [`Fast`] form the program's code holds: the full path starts from them.
-    #[cold]
-    fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
-        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
-        let original = &original[self.restore_at..];
-        let end = step.offset as usize;
-        let start = end.saturating_sub(len);
-        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
     }
 
     /// The value of `source` for instance `i` where the fast forms can take it: `None` for

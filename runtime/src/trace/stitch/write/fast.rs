@@ -4,7 +4,7 @@
 //! it calls the out-of-line `step` for anything else.
 
 use super::{index_of, Writer};
-use crate::program::{Fast, Source, Step};
+use crate::program::{Fast, OperandStep, Source, Step};
 use crate::trace::{Instance, Target};
 use cpjit_model::OperandPart;
 
@@ -93,6 +93,17 @@ impl Writer<'_, '_, '_, '_> {
         }
     }
 
+    /// Puts back the stencil's own instruction bytes (the `len` before the field) of a hole
+    /// whose [`Fast`] form the program's code holds: the full path starts from them.
+    #[cold]
+    pub(super) fn restore(&mut self, inst: &Instance, step: &Step, code_at: usize, len: usize) {
+        let original = self.b.jit.set.stencils[inst.stencil as usize].code;
+        let original = &original[self.restore_at..];
+        let end = step.offset as usize;
+        let start = end.saturating_sub(len);
+        self.code[code_at + start..code_at + end].copy_from_slice(&original[start..end]);
+    }
+
     /// Runs a [`Quick::Imm32`] program of instance `inst` (code at `code_at`, copied): `false`
     /// if an operand does not fit its `imm32` (nothing written; the steps then write every
     /// field again).
@@ -103,17 +114,61 @@ impl Writer<'_, '_, '_, '_> {
         code_at: usize,
         sites: [(u32, u16); 2],
     ) -> bool {
-        let operands = &self.b.operands[inst.operands as usize..];
-        debug_assert!(sites.iter().all(|s| (s.1 as usize) < operands.len()));
+        let operands = self.b.operands;
+        let first = inst.operands as usize;
+        debug_assert!(sites
+            .iter()
+            .all(|s| first + (s.1 as usize) < operands.len()));
         // SAFETY: `push` recorded the instance with as many operands as its stencil takes,
-        // and `Quick::of` took only sites whose operand is one of them.
+        // from `first` on in the vector, and `Quick::of` took only sites whose operand is
+        // one of them.
         let (a, b) = unsafe {
             (
-                *operands.get_unchecked(sites[0].1 as usize),
-                *operands.get_unchecked(sites[1].1 as usize),
+                *operands.get_unchecked(first + sites[0].1 as usize),
+                *operands.get_unchecked(first + sites[1].1 as usize),
             )
         };
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// Runs a [`Quick::Operands`] program of instance `inst` (code at `code_at`, copied),
+    /// steps `from..from + len` of the JIT's flat array `all`: `false` if a value is out of
+    /// its step's range (the fields before it written; the steps then write every field
+    /// again, and report the value).
+    #[inline(always)]
+    pub(super) fn quick_operands(
+        &mut self,
+        inst: &Instance,
+        code_at: usize,
+        all: &[OperandStep],
+        from: usize,
+        len: usize,
+    ) -> bool {
+        debug_assert!(from + len <= all.len());
+        // SAFETY: `program::compile` made the range inside the flat array.
+        let steps = unsafe { all.get_unchecked(from..from + len) };
+        let operands = self.b.operands;
+        let first = inst.operands as usize;
+        let code = self.code.as_mut_ptr();
+        for s in steps {
+            debug_assert!(first + (s.operand as usize) < operands.len());
+            // SAFETY: `push` recorded the instance with as many operands as its stencil
+            // takes, from `first` on in the vector, and `OperandStep::of` took only steps
+            // whose operand is one of them.
+            let v = s.biased(unsafe { *operands.get_unchecked(first + s.operand as usize) });
+            if v > s.span {
+                return false;
+            }
+            if s.store {
+                let at = code_at + s.offset as usize;
+                debug_assert!(at + 4 <= self.code.len());
+                let field = (v as u32).wrapping_add(s.lo);
+                // SAFETY: the field lies inside the stencil's code (`OperandStep::of`), which
+                // was copied to `code_at` ([`copy_code`] checked that it fits `code`).
+                unsafe { code.add(at).cast::<u32>().write_unaligned(field.to_le()) };
+            }
+        }
+        true
     }
 
     /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
