@@ -100,9 +100,9 @@ pub fn run() -> Result<(), String> {
     let clippy = match &lint {
         None => Some(start_clippy(&generated)),
         Some(_) => {
-            notes.push(
-                "workspace lints: by clippy-driver in the dev builds of this fresh target directory (ci/lint-wrapper), no `cargo clippy` of their own".into(),
-            );
+            notes.push(format!(
+                "workspace lints: by clippy-driver in the dev builds of this fresh target directory (ci/lint-wrapper): the toolchain's, `{LINTED_BUILD}`"
+            ));
             None
         }
     };
@@ -121,22 +121,23 @@ pub fn run() -> Result<(), String> {
     );
     stencil_check_beside_clippy(&mut steps, toolchain, clippy, t);
 
-    let linting = |cmd: &mut Command| {
-        if let Some(lint) = &lint {
-            lint.apply(cmd);
-        }
-    };
-    let mut nextest = cargo();
-    linting(&mut nextest);
+    if let Some(lint) = &lint {
+        // Built (and linted) here, so that the tests, some of which run cargo in throwaway
+        // checkouts, do not inherit the wrapper; the run below finds every crate fresh.
+        let t = Start::now();
+        let mut build = cargo();
+        lint.apply(&mut build)
+            .args(["nextest", "run", "--workspace", "--no-run"]);
+        let built = crate::util::run(excluding(&mut build, &generated));
+        steps.push(plain(LINTED_BUILD, built.is_ok(), t));
+    }
     steps.push(nextest_step(
         "cargo nextest run --workspace",
-        excluding(nextest.args(["nextest", "run", "--workspace"]), &generated),
+        excluding(cargo().args(["nextest", "run", "--workspace"]), &generated),
     ));
     let t = Start::now();
-    let mut doc = cargo();
-    linting(&mut doc);
     let doc = crate::util::run(excluding(
-        doc.args(["test", "--workspace", "--doc"]),
+        cargo().args(["test", "--workspace", "--doc"]),
         &generated,
     ));
     steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
@@ -272,6 +273,11 @@ fn package_name(path: &Path) -> Result<String, String> {
 
 /// The clippy step's name.
 const CLIPPY: &str = "cargo clippy --workspace --tests";
+
+/// The name of the test build that lints as it compiles (`ci/lint.rs`), in place of
+/// [`CLIPPY`].
+const LINTED_BUILD: &str =
+    "workspace lints: cargo nextest run --workspace --no-run by clippy-driver";
 
 /// `build-stencils --check` with the `toolchain` built since `t`, then waits for `clippy`.
 /// The toolchain runs no cargo, so clippy's hold on cargo's lock does not stop it.
