@@ -120,7 +120,8 @@ fn has_unwind_tables(set: &StencilSet<'_>) -> bool {
         || (set.format == ObjectFormat::Coff && set.arch == Arch::X86_64)
 }
 
-/// Every stencil of every ELF and x64 COFF set has a derived layout; the Mach-O and ARM64
+/// Every stencil of every linked ELF and x64 COFF set (this architecture's: each in the
+/// matrix's runtime run of its architecture) has a derived layout; the Mach-O and ARM64
 /// COFF sets say why they have none.
 #[test]
 fn every_stencil_with_unwind_tables_has_a_derived_frame_layout() {

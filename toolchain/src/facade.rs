@@ -1,7 +1,12 @@
 //! The generated facade crate (`<out>/facade/`, named by the manifest's `package`, by
 //! default `cpjit-stencils`): every stencil set of the template set with its target's facts,
-//! so that no other crate hand-lists the generated crates. Every set is linked (stencils are data, whatever the architecture); which of them
-//! a process may run is decided by the one host rule, [`cpjit_model::Host::runs_set`].
+//! so that no other crate hand-lists the generated crates. A process links the sets of its
+//! own architecture (a target-specific dependency, `cfg(target_arch)`): no process runs
+//! another architecture's stencils, and each set's static checks run in the test matrix's
+//! rows of its architecture. Linking every set cost the test matrix's archives about
+//! 5 of 9 crates per set and Rust target for nothing (wave 26: see the commit). Which of
+//! the linked sets a process may run is decided by the one host rule,
+//! [`cpjit_model::Host::runs_set`].
 //! "Every set" is every set in the output directory ([`listed`]): a facade depends on no
 //! crate that is not there, so `build-stencils --target A --target B` into a fresh
 //! directory gives a facade of A and B that a crate can use.
@@ -60,15 +65,31 @@ fn cargo_toml(
         ),
         model_path,
     );
+    // One table per architecture, in the order of the architectures' first triples.
+    let mut arches: Vec<&str> = Vec::new();
     for t in targets {
-        let _ = writeln!(
-            o,
-            "{} = {{ path = \"../{}\" }}",
-            writer::package_name(package, &t.triple),
-            t.triple
-        );
+        if !arches.contains(&t.arch.name()) {
+            arches.push(t.arch.name());
+        }
+    }
+    for arch in arches {
+        let _ = write!(o, "\n[target.'cfg({})'.dependencies]\n", linked_on(arch));
+        for t in targets.iter().filter(|t| t.arch.name() == arch) {
+            let _ = writeln!(
+                o,
+                "{} = {{ path = \"../{}\" }}",
+                writer::package_name(package, &t.triple),
+                t.triple
+            );
+        }
     }
     o
+}
+
+/// The `cfg` predicate of the processes that link a set of architecture `arch` (its Rust
+/// name, `cpjit_model::Arch::name`).
+fn linked_on(arch: &str) -> String {
+    format!("target_arch = \"{arch}\"")
 }
 
 fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) -> String {
@@ -76,8 +97,9 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
         "//! {HEADER}\n\
          //!\n\
          //! Every stencil set of template set `{set_name}`: [`TARGETS`] lists each target's facts,\n\
-         //! [`all`] every set, [`runnable`] those this process can run and [`native`] the one\n\
-         //! built for a process like this one.\n\
+         //! [`all`] every set of this process's architecture (the only ones it links),\n\
+         //! [`runnable`] those this process can run and [`native`] the one built for a\n\
+         //! process like this one.\n\
          #![no_std]\n\
          \n\
          use cpjit_model::{{Abi, Arch, Host, ObjectFormat, StencilFrame, StencilSet}};\n\
@@ -116,21 +138,27 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
         );
     }
     o.push_str("];\n");
-    // The crates' names as Rust spells them, in the order of `TARGETS`.
-    let crates: Vec<String> = targets
+    // The crates' names as Rust spells them, in the order of `TARGETS`, each with the
+    // `cfg` predicate of the processes that link it.
+    let crates: Vec<(String, String)> = targets
         .iter()
-        .map(|t| writer::package_name(package, &t.triple).replace('-', "_"))
+        .map(|t| {
+            (
+                linked_on(t.arch.name()),
+                writer::package_name(package, &t.triple).replace('-', "_"),
+            )
+        })
         .collect();
     crate_table(
         &mut o,
-        "Every set, sorted by triple (the order of [`TARGETS`]).",
+        "Every set this process links, sorted by triple (the order of [`TARGETS`]).",
         "ALL: &[&StencilSet<'static>]",
         &crates,
         |c| format!("&{c}::SET"),
     );
     o.push_str(concat!(
         "\n",
-        "/// Every set, sorted by triple (the order of [`TARGETS`]).\n",
+        "/// Every set of this process's architecture (the sets it links), sorted by triple.\n",
         "pub fn all() -> &'static [&'static StencilSet<'static>] {\n",
         "    ALL\n",
         "}\n",
@@ -150,7 +178,7 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
         "    runnable().find(|s| Host::of_triple(s.target) == Some(host))\n",
         "}\n",
         "\n",
-        "/// The set of target `triple`.\n",
+        "/// The set of target `triple`, if this process links it (its architecture's).\n",
         "pub fn get(triple: &str) -> Option<&'static StencilSet<'static>> {\n",
         "    ALL.iter().copied().find(|s| s.target == triple)\n",
         "}\n",
@@ -177,26 +205,27 @@ fn lib_rs(set_name: &str, package: &str, targets: &[&Target], families: bool) ->
 }
 
 /// Appends `static {declaration} = &[...];` under its `doc` line: one `entry` of each
-/// generated crate's name (`crates`, in the order of `TARGETS`), not reformatted.
+/// generated crate's name (`crates`, in the order of `TARGETS`, with the `cfg` predicate
+/// of the processes that link it), not reformatted.
 fn crate_table(
     o: &mut String,
     doc: &str,
     declaration: &str,
-    crates: &[String],
+    crates: &[(String, String)],
     entry: impl Fn(&str) -> String,
 ) {
     let _ = writeln!(
         o,
         "\n/// {doc}\n#[rustfmt::skip]\nstatic {declaration} = &["
     );
-    for c in crates {
-        let _ = writeln!(o, "    {},", entry(c));
+    for (linked_on, c) in crates {
+        let _ = writeln!(o, "    #[cfg({linked_on})] {},", entry(c));
     }
     o.push_str("];\n");
 }
 
 /// `families(set)`: the stencil families of a set of this facade (`cpjit_model::Family`).
-fn families_fn(o: &mut String, crates: &[String]) {
+fn families_fn(o: &mut String, crates: &[(String, String)]) {
     crate_table(
         o,
         "Every set's stencil families, in the order of [`ALL`].",
@@ -305,13 +334,19 @@ mod tests {
         );
         let (cargo, lib) = (&files[0].1, &files[1].1);
         assert!(cargo.starts_with("# Generated by `cpjit build-stencils`, do not edit."));
+        // Each set is linked only by processes of its architecture.
         assert!(cargo.ends_with(
-            "cpjit-stencils-aarch64-test-os = { path = \"../aarch64-test-os\" }\n\
+            "\n[target.'cfg(target_arch = \"aarch64\")'.dependencies]\n\
+             cpjit-stencils-aarch64-test-os = { path = \"../aarch64-test-os\" }\n\
+             \n[target.'cfg(target_arch = \"x86_64\")'.dependencies]\n\
              cpjit-stencils-x86_64-test-os = { path = \"../x86_64-test-os\" }\n"
         ));
         assert!(lib.contains("reserved_registers: &[\"x18\"]"));
-        let arm = lib.find("&cpjit_stencils_aarch64_test_os::SET,").unwrap();
-        assert!(lib.find("&cpjit_stencils_x86_64_test_os::SET,").unwrap() > arm);
+        let arm = lib
+            .find("    #[cfg(target_arch = \"aarch64\")] &cpjit_stencils_aarch64_test_os::SET,")
+            .unwrap();
+        let x86 = "    #[cfg(target_arch = \"x86_64\")] &cpjit_stencils_x86_64_test_os::SET,";
+        assert!(lib.find(x86).unwrap() > arm);
     }
 
     /// A facade names the targets built and those whose crates are already there: built

@@ -24,6 +24,7 @@
 //! features (e.g. `memchr/default`, enabled by xtask's XML reader) and were built twice.
 
 use crate::util::{cargo, root, run};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -126,6 +127,12 @@ fn toolchain(command: &[&str], args: &[String], set: Option<&KitSet>) -> Result<
 
 /// Checks the set-up and builds the toolchain binary (cargo), returning its path.
 pub fn prepared_toolchain() -> Result<PathBuf, String> {
+    prepared_toolchain_with(&[])
+}
+
+/// [`prepared_toolchain`] with `envs` set for cargo (`cargo xtask ci`: the lints in the
+/// build, `ci.rs`).
+pub fn prepared_toolchain_with(envs: &[(&str, OsString)]) -> Result<PathBuf, String> {
     crate::setup::ensure()?;
     let root = root();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -135,7 +142,7 @@ pub fn prepared_toolchain() -> Result<PathBuf, String> {
     if let Some(line) = notice {
         eprintln!("{line}");
     }
-    toolchain_of(&root, notice.is_none())
+    toolchain_of(&root, notice.is_none(), envs)
 }
 
 /// Runs the toolchain `binary`'s `command` on `set` (the default set without one) with
@@ -179,8 +186,9 @@ fn build_command(root: &Path, quiet: bool) -> Command {
 }
 
 /// Builds the toolchain binary and returns its path, as cargo reports it.
-fn build_toolchain(root: &Path, quiet: bool) -> Result<PathBuf, String> {
+fn build_toolchain(root: &Path, quiet: bool, envs: &[(&str, OsString)]) -> Result<PathBuf, String> {
     let mut cmd = build_command(root, quiet);
+    cmd.envs(envs.iter().map(|(k, v)| (k, v)));
     let out = cmd
         .stderr(std::process::Stdio::inherit())
         .output()
@@ -201,8 +209,8 @@ const OTHER_CHECKOUT_STATUS: i32 = 3;
 /// checkout (cargo reuses builds across checkouts that share a target directory, see
 /// `kit.rs`) is rebuilt from `root` once, after touching every workspace member's crate root
 /// (its library dependencies were built there too).
-fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
-    let binary = build_toolchain(root, quiet)?;
+fn toolchain_of(root: &Path, quiet: bool, envs: &[(&str, OsString)]) -> Result<PathBuf, String> {
+    let binary = build_toolchain(root, quiet, envs)?;
     if !compiled_elsewhere(&binary, root)? {
         return Ok(binary);
     }
@@ -212,7 +220,7 @@ fn toolchain_of(root: &Path, quiet: bool) -> Result<PathBuf, String> {
         root.display()
     );
     crate::kit::touch_members(root)?;
-    let binary = build_toolchain(root, false)?;
+    let binary = build_toolchain(root, false, envs)?;
     if compiled_elsewhere(&binary, root)? {
         return Err(format!(
             "cargo still builds a cpjit compiled in another checkout for {}; run `cargo clean \

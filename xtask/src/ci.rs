@@ -12,13 +12,15 @@
 //! last line is `N passed, M failed`: tests counted from nextest's JUnit reports, plus one
 //! per step that has no tests of its own (formatting, stencil check, doctests, compile-only
 //! checks, self-test, example) or that failed without a failing test (a build error).
-//! Clippy runs beside the stencil check, the long runs beside the matrix, and the examples
+//! Clippy runs beside the stencil check (in a fresh target directory it runs inside the dev
+//! builds instead, `ci/lint.rs`), the long runs beside the matrix, and the examples
 //! side by side at the lowest priority beside every step from the stencil check to the
 //! matrix's self-test (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
 mod beside;
+mod lint;
 
 use crate::matrix::{self, Counts, LongRun, Matrix};
 use crate::util::{cargo, children_cpu_seconds, root};
@@ -73,10 +75,6 @@ pub fn run() -> Result<(), String> {
     let fmt = crate::util::run(cargo().args(["fmt", "--all", "--", "--check"]));
     steps.push(plain("cargo fmt --all -- --check", fmt.is_ok(), t));
 
-    // The toolchain first: the stencil check and the examples run it, and clippy holds
-    // cargo's lock for its whole run.
-    let t = Start::now();
-    let toolchain = crate::build_stencils::prepared_toolchain();
     // Left out of the native steps' selection (a failure to read them fails its own step;
     // the steps then select them as before).
     let generated = generated_packages(&root()).unwrap_or_else(|e| {
@@ -84,7 +82,30 @@ pub fn run() -> Result<(), String> {
         steps.push(plain("the generated stencil crates", false, Start::now()));
         Vec::new()
     });
-    let clippy = start_clippy(&generated);
+    // In a fresh target directory the dev builds lint as they compile (`ci/lint.rs`).
+    let lint = lint_in_build().unwrap_or_else(|e| {
+        eprintln!("ci: {e}");
+        steps.push(plain(
+            "the workspace lints in the build",
+            false,
+            Start::now(),
+        ));
+        None
+    });
+    // The toolchain first: the stencil check and the examples run it, and clippy holds
+    // cargo's lock for its whole run.
+    let t = Start::now();
+    let toolchain =
+        crate::build_stencils::prepared_toolchain_with(lint.as_ref().map_or(&[], |l| l.envs()));
+    let clippy = match &lint {
+        None => Some(start_clippy(&generated)),
+        Some(_) => {
+            notes.push(format!(
+                "workspace lints: by clippy-driver in the dev builds of this fresh target directory (ci/lint-wrapper): the toolchain's, `{LINTED_BUILD}`"
+            ));
+            None
+        }
+    };
     // The kit as outside crates use it, each example from its own directory, natively and
     // under qemu (examples/outside-crate-ci.sh): bf-jit (its script also packages the kit's
     // crates), ebpf-jit (checked against rbpf 0.4's interpreter) and stack-jit (ops pushed
@@ -100,6 +121,16 @@ pub fn run() -> Result<(), String> {
     );
     stencil_check_beside_clippy(&mut steps, toolchain, clippy, t);
 
+    if let Some(lint) = &lint {
+        // Built (and linted) here, so that the tests, some of which run cargo in throwaway
+        // checkouts, do not inherit the wrapper; the run below finds every crate fresh.
+        let t = Start::now();
+        let mut build = cargo();
+        lint.apply(&mut build)
+            .args(["nextest", "run", "--workspace", "--no-run"]);
+        let built = crate::util::run(excluding(&mut build, &generated));
+        steps.push(plain(LINTED_BUILD, built.is_ok(), t));
+    }
     steps.push(nextest_step(
         "cargo nextest run --workspace",
         excluding(cargo().args(["nextest", "run", "--workspace"]), &generated),
@@ -188,6 +219,15 @@ fn start_clippy(generated: &[String]) -> Result<beside::Logged, String> {
     beside::Logged::start(CLIPPY, &mut cmd, &beside::log_path(&root(), CLIPPY))
 }
 
+/// Whether this run's dev builds lint as they compile (`ci/lint.rs`), with the generated
+/// crates' directories left unlinted.
+fn lint_in_build() -> Result<Option<lint::LintInBuild>, String> {
+    let root = root();
+    let sets = crate::build_stencils::kit_sets(&root)?;
+    let unlinted: Vec<&Path> = sets.iter().map(|s| s.out.as_path()).collect();
+    lint::LintInBuild::from_env(&root, &unlinted)
+}
+
 /// `cmd` (a cargo command over `--workspace`) without the `generated` packages.
 fn excluding<'a>(cmd: &'a mut Command, generated: &[String]) -> &'a mut Command {
     for name in generated {
@@ -234,12 +274,17 @@ fn package_name(path: &Path) -> Result<String, String> {
 /// The clippy step's name.
 const CLIPPY: &str = "cargo clippy --workspace --tests";
 
+/// The name of the test build that lints as it compiles (`ci/lint.rs`), in place of
+/// [`CLIPPY`].
+const LINTED_BUILD: &str =
+    "workspace lints: cargo nextest run --workspace --no-run by clippy-driver";
+
 /// `build-stencils --check` with the `toolchain` built since `t`, then waits for `clippy`.
 /// The toolchain runs no cargo, so clippy's hold on cargo's lock does not stop it.
 fn stencil_check_beside_clippy(
     steps: &mut Vec<Step>,
     toolchain: Result<std::path::PathBuf, String>,
-    clippy: Result<beside::Logged, String>,
+    clippy: Option<Result<beside::Logged, String>>,
     t: Start,
 ) {
     let stencils = toolchain.and_then(|binary| {
@@ -250,13 +295,14 @@ fn stencil_check_beside_clippy(
     }
     // Taken before clippy is waited for, so without its CPU.
     let check = plain("cargo xtask build-stencils --check", stencils.is_ok(), t);
-    steps.push(match clippy {
-        Ok(clippy) => beside_step(clippy.finish()),
-        Err(e) => {
+    match clippy {
+        None => {}
+        Some(Ok(clippy)) => steps.push(beside_step(clippy.finish())),
+        Some(Err(e)) => {
             eprintln!("ci: {CLIPPY}: {e}");
-            plain(CLIPPY, false, Start::now())
+            steps.push(plain(CLIPPY, false, Start::now()));
         }
-    });
+    }
     steps.push(check);
 }
 

@@ -4,8 +4,8 @@
 use cpjit_model::StencilSet;
 use cpjit_runtime::{Jit, Trace};
 
-/// Every generated set (the facade lists them): each test binary runs the ones its own
-/// process can run.
+/// Every generated set of this process's architecture (the ones the facade links): each
+/// test binary runs the ones its own process can run.
 pub fn all_sets() -> Vec<&'static StencilSet<'static>> {
     cpjit_stencils::all().to_vec()
 }
