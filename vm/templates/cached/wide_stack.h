@@ -45,6 +45,20 @@ CPJIT_CACHE_INLINE int64_t vm_floordiv_by_wide(int64_t x, uint64_t d, uint64_t r
   return ((int64_t)q ^ t) - t;
 }
 
+/* x mod d for the same x, d and r (Python's: never negative), from the remainder m of n by
+ * d that the quotient above leaves rather than from x - q * d (two instructions fewer per
+ * `%` on x86-64, `calls`' `% 1000`): with t = -1 (x < 0), n = d - 1 - x, so
+ * x mod d = d - 1 - m = (m ^ t) + (d & t); with t = 0 it is m. */
+CPJIT_CACHE_INLINE int64_t vm_mod_by_wide(int64_t x, uint64_t d, uint64_t r) {
+  int64_t t = x >> 63;
+  uint64_t dt = d & (uint64_t)t;
+  uint64_t n = (uint64_t)(x ^ t) + dt;
+  uint64_t q = (uint64_t)(((unsigned __int128)n * r) >> 64);
+  uint64_t m = n - q * d;
+  m -= m >= d ? d : 0;
+  return (int64_t)((m ^ (uint64_t)t) + dt);
+}
+
 /* The raw int k below the top: a register as it is, memory a boxed int the trace proved. */
 CPJIT_CACHE_INLINE int64_t vm_wide_at(struct cpjit_stack *s, int k) {
   uint64_t v = *vm_cached_slot(s, k);
@@ -92,6 +106,7 @@ CPJIT_CACHE_INLINE void vm_wide_box(struct cpjit_frame *frame, struct cpjit_stac
 #define VM_PUSH_INT_AT(x) vm_wide_push(&s, (x))
 #define VM_PUSH_INT_RAW(x) vm_wide_push(&s, (x))
 #define VM_FLOORDIV_BY(x, d, r) vm_floordiv_by_wide((x), (d), (r))
+#define VM_MOD_BY(x, d, r) vm_mod_by_wide((x), (d), (r))
 
 /* `s = s + e` into a local held wide is wide.h's; into any other, e would have to narrow. */
 #ifndef ADD_TO_LOCAL0_OVERFLOWS

@@ -74,8 +74,22 @@ mod tests {
         ((q as i64) ^ t) - t
     }
 
+    /// `vm_mod_by_wide` of vm/templates/cached/wide_stack.h, step by step.
+    fn mod_by_wide(x: i64, d: u64) -> i64 {
+        let r = reciprocal(d);
+        let t = x >> 63;
+        let dt = d & t as u64;
+        let n = ((x ^ t) as u64).wrapping_add(dt);
+        let q = ((u128::from(n) * u128::from(r)) >> 64) as u64;
+        let mut m = n - q * d;
+        if m >= d {
+            m -= d;
+        }
+        ((m ^ t as u64).wrapping_add(dt)) as i64
+    }
+
     #[test]
-    fn the_wide_floor_division_by_a_constant_is_exact_for_every_int64() {
+    fn the_wide_floor_division_and_modulo_by_a_constant_are_exact_for_every_int64() {
         let edges = [
             i64::MIN,
             i64::MIN + 1,
@@ -105,6 +119,8 @@ mod tests {
             for x in edges.into_iter().chain(random.take(2_000)) {
                 let want = i128::from(x).div_euclid(i128::from(d));
                 assert_eq!(i128::from(floordiv_by_wide(x, d)), want, "{x} // {d}");
+                let rem = i128::from(x).rem_euclid(i128::from(d));
+                assert_eq!(i128::from(mod_by_wide(x, d)), rem, "{x} % {d}");
             }
         }
     }
