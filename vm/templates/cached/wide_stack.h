@@ -72,10 +72,13 @@ CPJIT_CACHE_INLINE void vm_wide_push(struct cpjit_stack *s, int64_t x) {
   if (s->n == CPJIT_CACHE_REGS) cached_op_spills_a_wide_register();
   cpjit_push(s, (uint64_t)x);
 }
-/* Register value r boxed for an exit: tagged while it fits, else a big int. */
+/* Register value r boxed for an exit: tagged while it fits, else a big int, by the helper
+ * either way. Why no inline fast path: its branch made the exit block one with successors,
+ * and LLVM's branch folding then lays the continuation's tail call last and folds it into the
+ * overflow check (`add; jno next`), with the whole exit between: every wide add took a jump
+ * over about 100 bytes. An exit is rare (an overflow at 64 bits) and dear anyway. */
 CPJIT_CACHE_INLINE uint64_t vm_wide_boxed(struct cpjit_frame *frame, uint64_t r) {
-  int64_t x = (int64_t)r;
-  return __builtin_expect(vm_int_fits(x), 1) ? vm_box_int(x) : vm_box_wide_exit(frame, x);
+  return vm_box_wide_exit(frame, (int64_t)r);
 }
 CPJIT_CACHE_INLINE void vm_wide_box(struct cpjit_frame *frame, struct cpjit_stack *s) {
   if (s->n > 0) s->v0 = vm_wide_boxed(frame, s->v0);
