@@ -8,8 +8,9 @@
 //! and a correction step per division by a constant (`nested`'s `i * j % 7`, never past
 //! 48 bits, ran 5 % more instructions wide), and a product of two other ints or by a
 //! constant (`3 * n + 1`) rarely leaves 48 bits.
-use super::super::{falls_through, Backend};
-use crate::cached::{CacheState, Kind};
+use super::super::Backend;
+use super::RunEnd;
+use crate::cached::Kind;
 use crate::ops::{self, op};
 use crate::pinning::Pinning;
 use crate::trace::Trace;
@@ -25,20 +26,12 @@ impl Backend {
         targets: &[bool],
         i: usize,
     ) -> bool {
-        let mut state = CacheState::EMPTY;
         let mut squares = false;
         // The local each value of the run (top last) was loaded from, if it was: at most
         // the registers' three.
         let mut loaded: [Option<u64>; 4] = [None; 4];
         let mut depth = 0usize;
-        for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
-            if j > i && boundary {
-                return false;
-            }
-            let Some((_, exit)) = self.find_member(rows, j, state, Kind::Wide) else {
-                return false;
-            };
+        let end = self.walk_run(trace, pinning, (rows, targets), i, Kind::Wide, |j| {
             let u = &trace.uops[j];
             if u.op == op::MUL_INT && depth >= 2 {
                 squares |= loaded[depth - 1].is_some() && loaded[depth - 1] == loaded[depth - 2];
@@ -51,12 +44,8 @@ impl Backend {
                 loaded[depth] = (u.op == op::LOAD_INT).then_some(u.arg0);
                 depth += 1;
             }
-            if !falls_through(u.op) || exit.depth() == 0 {
-                return squares && exit.depth() == 0;
-            }
-            state = exit;
-        }
-        false
+        });
+        squares && end == (RunEnd::Ended { empty: true })
     }
 }
 
