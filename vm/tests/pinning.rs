@@ -360,3 +360,48 @@ fn a_loop_counter_used_as_a_list_index_stays_pinned() {
         );
     }
 }
+
+/// Pinned adds that overflow: an increment of a pinned counter (`i += c`), then a sum into a
+/// pinned local held scaled (`s += n`, s also read, so not held wide), each leaving the
+/// tagged range inside its loop's body. Both add in place (vm/templates/ops.def,
+/// `UNDO_LOCAL0_SCALED`): the exit must put the local back from the wrapped sum, so that the
+/// interpreter redoes the add from the value before it, up and down, every mode agreeing
+/// with Python's result computed here.
+#[test]
+fn pinned_adds_that_leave_the_tagged_range_put_their_local_back() {
+    for (start, step) in [((1i64 << 47) - 300, 1i64), (-(1i64 << 47) + 300, -1)] {
+        let text = format!(
+            "func main()
+  locals n i s t
+  const {start}; store i
+  const {start}; store s
+  const 0; store n
+counter:
+  load n; const 600; lt; jump_if_false summed
+  load i; const {step}; add; store i
+  load n; const 1; add; store n
+  jump counter
+summed:
+  const 0; store n
+sum:
+  load n; const 600; lt; jump_if_false done
+  load s; load n; const {step}; mul; add; store s
+  load s; store t
+  load n; const 1; add; store n
+  jump sum
+done:
+  load i; print
+  load s; print
+  load t; print
+  const none; return
+end
+"
+        );
+        let (out, stats, _) = with_and_without_pins(&text);
+        let i = i128::from(start) + 600 * i128::from(step);
+        let s = i128::from(start) + (0..600).map(|n| n * i128::from(step)).sum::<i128>();
+        assert_eq!(out, format!("{i}\n{s}\n{s}\n"), "from {start} by {step}");
+        assert!(stats.pinned_loops >= 2, "{stats:?}");
+        assert!(stats.side_exits >= 2, "{stats:?}");
+    }
+}

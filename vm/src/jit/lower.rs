@@ -10,7 +10,10 @@ use crate::pinning::{self, Held, Pinning, PIN_REGS};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
+mod run;
 mod wide;
+
+use run::RunEnd;
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -330,19 +333,8 @@ impl Backend {
         i: usize,
         kind: Kind,
     ) -> bool {
-        let mut s = CacheState::EMPTY;
         let mut gains = false;
-        for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
-            if j > i && boundary {
-                return gains;
-            }
-            let Some((_, exit)) = self.find_member(rows, j, s, kind) else {
-                // Float slots hold the boxed values' bits: where a member is missing the
-                // lowering boxes or spills them (a move or store per value), which a gain
-                // before pays for.
-                return kind == Kind::Float && gains;
-            };
+        let end = self.walk_run(trace, pinning, (rows, targets), i, kind, |j| {
             let op = trace.uops[j].op;
             gains |= match kind {
                 Kind::Float => float::gains_from_float_slots(op),
@@ -353,15 +345,15 @@ impl Backend {
                         })
                 }
             };
-            if !falls_through(op) {
-                return gains;
-            }
-            s = exit;
-            if s.depth() == 0 {
-                return gains;
-            }
+        });
+        match end {
+            RunEnd::Boundary | RunEnd::Ended { .. } => gains,
+            // Float slots hold the boxed values' bits: where a member is missing the
+            // lowering boxes or spills them (a move or store per value), which a gain
+            // before pays for.
+            RunEnd::Missing => kind == Kind::Float && gains,
+            RunEnd::Exhausted => false,
         }
-        false
     }
 
     /// The member of micro-op `i` entered with nothing cached: the one starting a run of

@@ -123,6 +123,8 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
 #define LOCAL0 vm_unscale(VM_PINNED_REG)
 #define SET_LOCAL0(v) (VM_PINNED_REG = vm_scale(v))
 #define SET_LOCAL0_SCALED(scaled) (VM_PINNED_REG = (uint64_t)(scaled))
+#define UNDO_LOCAL0_SCALED(scaled) SET_LOCAL0_SCALED(scaled)
+#define UNDO_ADD_TO_LOCAL0(sum) (VM_PINNED_REG = (uint64_t)(sum) - (uint64_t)VM_INT_AT(0))
 #else
 #define LOCAL0 VM_PINNED_REG
 #endif

@@ -23,6 +23,10 @@ extern uint64_t cached_op_reads_a_wide_local_as_a_value;
 #define ADD_TO_LOCAL0_OVERFLOWS(sum)                                            \
   __builtin_add_overflow((int64_t)VM_PINNED_REG, VM_INT_RAW(0), (sum))
 #define SET_LOCAL0_SUM(sum) (VM_PINNED_REG = (uint64_t)(sum))
+/* Puts the local back before an overflow leaves (ops.def, UNDO_LOCAL0_SCALED): the add is
+ * then in place. */
+#define UNDO_ADD_TO_LOCAL0(sum) (VM_PINNED_REG = (uint64_t)(sum) - (uint64_t)VM_INT_RAW(0))
+#define UNDO_LOCAL0_SCALED(scaled) ((void)(scaled))
 
 /* The register value of boxed local v, a tagged int. */
 #define VM_WIDE_PIN(v) ((uint64_t)vm_int_of(v))

@@ -8,8 +8,9 @@
 //! and a correction step per division by a constant (`nested`'s `i * j % 7`, never past
 //! 48 bits, ran 5 % more instructions wide), and a product of two other ints or by a
 //! constant (`3 * n + 1`) rarely leaves 48 bits.
-use super::super::{falls_through, Backend};
-use crate::cached::{CacheState, Kind};
+use super::super::Backend;
+use super::RunEnd;
+use crate::cached::Kind;
 use crate::ops::{self, op};
 use crate::pinning::Pinning;
 use crate::trace::Trace;
@@ -25,20 +26,12 @@ impl Backend {
         targets: &[bool],
         i: usize,
     ) -> bool {
-        let mut state = CacheState::EMPTY;
         let mut squares = false;
         // The local each value of the run (top last) was loaded from, if it was: at most
         // the registers' three.
         let mut loaded: [Option<u64>; 4] = [None; 4];
         let mut depth = 0usize;
-        for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
-            if j > i && boundary {
-                return false;
-            }
-            let Some((_, exit)) = self.find_member(rows, j, state, Kind::Wide) else {
-                return false;
-            };
+        let end = self.walk_run(trace, pinning, (rows, targets), i, Kind::Wide, |j| {
             let u = &trace.uops[j];
             if u.op == op::MUL_INT && depth >= 2 {
                 squares |= loaded[depth - 1].is_some() && loaded[depth - 1] == loaded[depth - 2];
@@ -51,12 +44,8 @@ impl Backend {
                 loaded[depth] = (u.op == op::LOAD_INT).then_some(u.arg0);
                 depth += 1;
             }
-            if !falls_through(u.op) || exit.depth() == 0 {
-                return squares && exit.depth() == 0;
-            }
-            state = exit;
-        }
-        false
+        });
+        squares && end == (RunEnd::Ended { empty: true })
     }
 }
 
@@ -74,8 +63,22 @@ mod tests {
         ((q as i64) ^ t) - t
     }
 
+    /// `vm_mod_by_wide` of vm/templates/cached/wide_stack.h, step by step.
+    fn mod_by_wide(x: i64, d: u64) -> i64 {
+        let r = reciprocal(d);
+        let t = x >> 63;
+        let dt = d & t as u64;
+        let n = ((x ^ t) as u64).wrapping_add(dt);
+        let q = ((u128::from(n) * u128::from(r)) >> 64) as u64;
+        let mut m = n - q * d;
+        if m >= d {
+            m -= d;
+        }
+        ((m ^ t as u64).wrapping_add(dt)) as i64
+    }
+
     #[test]
-    fn the_wide_floor_division_by_a_constant_is_exact_for_every_int64() {
+    fn the_wide_floor_division_and_modulo_by_a_constant_are_exact_for_every_int64() {
         let edges = [
             i64::MIN,
             i64::MIN + 1,
@@ -105,6 +108,8 @@ mod tests {
             for x in edges.into_iter().chain(random.take(2_000)) {
                 let want = i128::from(x).div_euclid(i128::from(d));
                 assert_eq!(i128::from(floordiv_by_wide(x, d)), want, "{x} // {d}");
+                let rem = i128::from(x).rem_euclid(i128::from(d));
+                assert_eq!(i128::from(mod_by_wide(x, d)), rem, "{x} % {d}");
             }
         }
     }
