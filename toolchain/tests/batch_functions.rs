@@ -12,8 +12,9 @@ use common::*;
 use cpjit_toolchain::cache::Cache;
 use std::path::Path;
 
-/// Members: 3 elements × N in {1, 2}, in batches of `batch_size`.
-fn write_set(dir: &Path, batch_size: Option<usize>) {
+/// Members: 3 elements × N in {1, 2}, in batches of `batch_size`, each defining the
+/// function `function` (C text: the template's macros may spell it).
+fn write_set(dir: &Path, batch_size: Option<usize>, function: &str) {
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("../templates/include");
     let batch = batch_size.map_or(String::new(), |n| format!("batch_size = {n}\n"));
     let manifest = format!(
@@ -65,13 +66,14 @@ fn write_set(dir: &Path, batch_size: Option<usize>) {
         #define OP_add(a, b) ((a) + (b))\n#define OP_xor(a, b) ((a) ^ (b))\n\
         #define OP_sub(a, b) ((a) - (b))\n#define CAT_(a, b) a##b\n#define CAT(a, b) CAT_(a, b)\n\
         #define OPDEF(name) CPJIT_CC int64_t name(struct cpjit_frame *frame, uint64_t *sp)\n\
-        OPDEF(op_member) {\n\
+        OPDEF(@NAME@) {\n\
         \x20 fam_note(\"shared note\");\n\
         \x20 fam_note(\"element \" STR(ELEM));\n\
         \x20 if ((int64_t)sp[-1] < 0) fam_fatal(__func__, \"negative operand\");\n\
         \x20 if ((int64_t)sp[-2] < 0) fam_fatal(__FUNCTION__, \"negative second operand\");\n\
         \x20 sp[-1] = (uint64_t)CAT(OP_, ELEM)(mix(sp, N), BIAS);\n\
         \x20 CPJIT_CONTINUE(frame, sp);\n}\n";
+    let template = template.replace("@NAME@", function);
     std::fs::write(dir.join("fam.c"), template).unwrap();
     std::fs::write(
         dir.join("plain.c"),
@@ -91,8 +93,8 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
 #[test]
 fn batched_functions_members_give_what_each_alone_gives_on_every_target() {
     let (plain, batched) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    write_set(plain.path(), None);
-    write_set(batched.path(), Some(6));
+    write_set(plain.path(), None, "op_member");
+    write_set(batched.path(), Some(6), "op_member");
     let cache = tempfile::tempdir().unwrap();
     let a = build_json(plain.path(), &[], Cache::disabled());
     let b = build_json(batched.path(), &[], Cache::new(cache.path().to_path_buf()));
@@ -132,5 +134,20 @@ fn batched_functions_members_give_what_each_alone_gives_on_every_target() {
         differing.is_empty(),
         "batched and alone differ: {differing:?}"
     );
+    assert_eq!(a, b);
+}
+
+#[test]
+fn members_defining_other_names_than_their_familys_first_are_compiled_alone() {
+    // The batch learns the function's name from the family's first member (`op_add`);
+    // the `xor` and `sub` members define `op_xor` and `op_sub`, which the batch does not
+    // rename apart: it is compiled member by member, and gives what each alone gives.
+    let (plain, batched) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_set(plain.path(), None, "CAT(op_, ELEM)");
+    write_set(batched.path(), Some(6), "CAT(op_, ELEM)");
+    let triple = first_target();
+    let a = build_json(plain.path(), &[&triple], Cache::disabled());
+    let b = build_json(batched.path(), &[&triple], Cache::disabled());
+    assert_eq!(a[&triple]["stencils"].as_array().unwrap().len(), 7);
     assert_eq!(a, b);
 }
