@@ -95,6 +95,12 @@ pub fn source_of(
         let path = root.join(unit).display().to_string();
         text.push_str(&crate::batch_split::marker_source(i));
         let own = defines.get(i).map_or(&[][..], Vec::as_slice);
+        // The macros the unit's template sets, as the unit alone starts: saved here,
+        // restored after it (`batch_names`).
+        let saved = std::fs::read_to_string(root.join(unit))
+            .map(|t| crate::batch_names::template_macros(&t))
+            .unwrap_or_default();
+        text.push_str(&crate::batch_names::macro_pragmas(&saved, "push_macro"));
         for define in own {
             match define.split_once('=') {
                 Some((name, value)) => text.push_str(&format!("#define {name} {value}\n")),
@@ -110,6 +116,7 @@ pub fn source_of(
             let name = define.split_once('=').map_or(define.as_str(), |(n, _)| n);
             text.push_str(&format!("#undef {name}\n"));
         }
+        text.push_str(&crate::batch_names::macro_pragmas(&saved, "pop_macro"));
         for (_, header, mark) in once.iter().filter(|(first, _, _)| *first == i) {
             match mark {
                 OnceMark::Import => text.push_str(&format!("#import \"{}\"\n", quote(header))),
@@ -384,6 +391,7 @@ impl Pipeline<'_> {
                     .0
                     .lines()
                     .find(|l| l.contains("error"))
+                    .or_else(|| batch_error.0.lines().next())
                     .unwrap_or("");
                 let units: Vec<PathBuf> = items.iter().map(|(u, _)| u.clone()).collect();
                 eprintln!(
@@ -407,7 +415,11 @@ impl Pipeline<'_> {
         attempt: &mut Attempt,
     ) -> Result<std::result::Result<Vec<UnitOutput>, Error>> {
         let start = Instant::now();
-        let batch = self.batch_of(target, items)?;
+        // A batch whose members' function cannot be named is compiled member by member.
+        let batch = match self.batch_of(target, items) {
+            Ok(batch) => batch,
+            Err(e) => return Ok(Err(e)),
+        };
         // A family batch whose front end is not cached: member by member (`batch_members`).
         let by_member = if batch.members && !self.front_end_cached(&batch, pch) {
             self.member_batch_parts(target, items, &batch, pch, attempt)?
@@ -516,7 +528,8 @@ impl Pipeline<'_> {
         if let Some(parts) = cached {
             return Ok(Ok(parts));
         }
-        let parts = match split(&bitcode, templates, entry, right_to_left, members) {
+        let stencil = |name: &str| self.manifest.is_stencil_symbol(name);
+        let parts = match split(&bitcode, templates, entry, right_to_left, members, &stencil) {
             Ok(parts) => parts,
             // A template that defines nothing the second time (an include guard).
             Err(e) if members => return Ok(Err(e)),
@@ -562,9 +575,8 @@ impl Pipeline<'_> {
             let Ok(text) = std::fs::read_to_string(input) else {
                 continue;
             };
-            let words: std::collections::HashSet<&str> = text
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .collect();
+            // A comment or a string naming a define is no use of it.
+            let words = crate::batch_names::code_identifiers(&text);
             if let Some(name) = names.iter().find(|n| words.contains(**n)) {
                 return Some(Error(format!(
                     "{} names `{name}`, a define of the family's members: a batch parses it \

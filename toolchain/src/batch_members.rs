@@ -259,11 +259,20 @@ pub(crate) struct BatchText {
 impl Pipeline<'_> {
     /// What a batch of `items` compiles: its text, flags and the units' names.
     pub(crate) fn batch_of(&self, target: &Target, items: &[Item]) -> Result<BatchText> {
-        let crate::manifest::Naming::TranslationUnitEntry(entry) = &self.manifest.naming else {
-            return Err(Error(
-                "batches need translation_unit_entry naming (checked by the manifest)".into(),
-            ));
+        // The function each unit defines: the set's entry, or the one a `functions`
+        // member defines (`batch_names`), the same for every member of the batch.
+        let entry = match (&self.manifest.naming, items.first()) {
+            (crate::manifest::Naming::TranslationUnitEntry(entry), _) => entry.clone(),
+            (crate::manifest::Naming::Functions(_), Some((_, Some(member)))) => {
+                self.member_function(target, member)?
+            }
+            (crate::manifest::Naming::Functions(_), _) => {
+                return Err(Error(
+                    "with `functions` naming only family members are batched".into(),
+                ))
+            }
         };
+        let entry = &entry;
         let units: Vec<PathBuf> = items.iter().map(|(u, _)| u.clone()).collect();
         let defines: Vec<Vec<String>> = items
             .iter()
@@ -292,12 +301,12 @@ impl Pipeline<'_> {
 pub struct Preprocessed(Mutex<HashMap<String, Arc<String>>>);
 
 impl Preprocessed {
-    fn get(&self, text: &str) -> Option<Arc<String>> {
+    pub(crate) fn get(&self, text: &str) -> Option<Arc<String>> {
         let map = self.0.lock().ok()?;
         map.get(&crate::cache::key(&[text.as_bytes()])).cloned()
     }
 
-    fn insert(&self, text: &str, pp: String) {
+    pub(crate) fn insert(&self, text: &str, pp: String) {
         if let Ok(mut map) = self.0.lock() {
             map.insert(crate::cache::key(&[text.as_bytes()]), Arc::new(pp));
         }

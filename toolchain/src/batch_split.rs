@@ -60,13 +60,16 @@ pub fn marker_source(index: usize) -> String {
 /// `require_entries`: a unit without its entry is an error (a family member's template
 /// included once only). `right_to_left`: whether clang evaluates call arguments right to
 /// left for the target (the Microsoft ABI's order, `*-windows-msvc`), the order it creates
-/// what they name in.
+/// what they name in. `stencil`: which functions are stencils; one defined in the batch
+/// under any name but a unit's alias is an error (a unit that defines a stencil the batch
+/// did not rename apart: alone, only that unit would have it).
 pub fn split(
     bitcode: &[u8],
     templates: &[String],
     entry: &str,
     right_to_left: bool,
     require_entries: bool,
+    stencil: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Vec<u8>>> {
     let context = Context::create();
     let aliases: Vec<String> = (0..templates.len())
@@ -80,12 +83,24 @@ pub fn split(
                 [data, code]
             })
             .chain(aliases.iter().cloned())
+            .chain([ANNOTATIONS.to_string()])
             .collect();
         // SAFETY: the module is alive and only this thread uses it.
         let graph = unsafe { Graph::of(module.as_mut_ptr(), &never_roots) };
         (graph, module.print_to_string().to_string())
     };
     let segments = segments(&text);
+    let stray = segments.iter().find_map(|(name, lines)| {
+        let name = name.as_deref()?;
+        (lines.starts_with("define ") && stencil(name) && !aliases.iter().any(|a| a == name))
+            .then_some(name)
+    });
+    if let Some(name) = stray {
+        return Err(Error(format!(
+            "error: the batch defines the stencil `{name}`, which it did not rename apart as \
+             `{entry}` (a unit that defines another stencil than `{entry}`): compiled alone"
+        )));
+    }
     let mut out = Vec::with_capacity(templates.len());
     for (i, template) in templates.iter().enumerate() {
         let alias = &aliases[i];
@@ -102,10 +117,29 @@ pub fn split(
                  guard or `#pragma once` in the template?)"
             )));
         }
-        let kept = graph.reach(own);
+        let mut kept: HashSet<String> = graph.reach(own).into_iter().map(String::from).collect();
+        if let Some(other) = aliases.iter().find(|a| *a != alias && kept.contains(*a)) {
+            return Err(Error(format!(
+                "error: {template}: its part of the batch reaches `{other}`, another unit's \
+                 `{entry}`: compiled alone"
+            )));
+        }
+        // The annotations of what the part keeps (a cached op's state), and their strings.
+        let annotations = segments
+            .iter()
+            .find(|(n, _)| n.as_deref() == Some(ANNOTATIONS))
+            .and_then(|(_, line)| own_annotations(line, &kept));
+        if let Some((_, names)) = &annotations {
+            kept.extend(names.iter().cloned());
+        }
         let mut part = String::new();
         for (name, lines) in &segments {
-            if name.as_ref().is_none_or(|n| kept.contains(n.as_str())) {
+            if name.as_deref() == Some(ANNOTATIONS) {
+                if let Some((line, _)) = &annotations {
+                    part.push_str(line);
+                    part.push('\n');
+                }
+            } else if name.as_ref().is_none_or(|n| kept.contains(n.as_str())) {
                 part.push_str(lines);
                 part.push('\n');
             }
@@ -133,6 +167,43 @@ pub fn split(
         out.push(module.write_bitcode_to_memory().as_slice().to_vec());
     }
     Ok(out)
+}
+
+/// The global listing every `annotate` attribute's function, string and place (a cached
+/// op's state is one): it names every unit's entry, so each part keeps only its own.
+const ANNOTATIONS: &str = "llvm.global.annotations";
+
+/// The [`ANNOTATIONS`] global's line `line` with only the entries that annotate a value in
+/// `kept`, and the names those entries refer to (their strings); `None` if none is left
+/// (or the line has an unknown shape: then the part has no annotations, which its checks
+/// report).
+fn own_annotations(line: &str, kept: &HashSet<String>) -> Option<(String, Vec<String>)> {
+    const ENTRY: &str = "{ ptr, ptr, ptr, i32, ptr } {";
+    let first = line.find(ENTRY)?;
+    let end = line.rfind("}]")? + 1;
+    let entries: Vec<&str> = line[first..end]
+        .split(ENTRY)
+        .map(|e| e.trim().trim_end_matches(','))
+        .filter(|e| !e.is_empty())
+        .filter(|e| references(e).first().is_some_and(|f| kept.contains(f)))
+        .collect();
+    if entries.is_empty() {
+        return None;
+    }
+    let names = entries.iter().flat_map(|e| references(e)).collect();
+    let head = &line[..first];
+    let count = head.find(" global [")? + " global [".len();
+    let digits = head[count..].find(' ')? + count;
+    let body: Vec<String> = entries.iter().map(|e| format!("{ENTRY} {e}")).collect();
+    let line = format!(
+        "{}{}{}{}{}",
+        &head[..count],
+        entries.len(),
+        &head[digits..],
+        body.join(", "),
+        &line[end..]
+    );
+    Some((line, names))
 }
 
 /// A module's printed IR cut into segments: a global's line, a function's definition
@@ -470,7 +541,7 @@ pub(crate) mod tests {
         .unwrap()
         .bitcode;
         let templates: Vec<String> = files.iter().map(|(n, _)| n.to_string()).collect();
-        split(&bitcode, &templates, "E", false, true).unwrap()
+        split(&bitcode, &templates, "E", false, true, &|n| n == "E").unwrap()
     }
 
     /// The sorted names of `bitcode`'s functions, and with `globals` of its globals too.
@@ -528,6 +599,24 @@ pub(crate) mod tests {
             ["@.own1", "@.shared", "@.own2", "@E()", "@helper()"],
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_part_keeps_the_annotations_of_its_own_entry_only() {
+        let line = "@llvm.global.annotations = appending global [2 x { ptr, ptr, ptr, i32, ptr }] \
+                    [{ ptr, ptr, ptr, i32, ptr } { ptr @E__b_0, ptr @.str, ptr @.str.1, i32 9, ptr null }, \
+                    { ptr, ptr, ptr, i32, ptr } { ptr @E__b_1, ptr @.str, ptr @.str.1, i32 9, ptr null }], \
+                    section \"llvm.metadata\"";
+        let kept: HashSet<String> = ["E__b_1".to_string()].into();
+        let (own, names) = own_annotations(line, &kept).unwrap();
+        assert_eq!(
+            own,
+            "@llvm.global.annotations = appending global [1 x { ptr, ptr, ptr, i32, ptr }] \
+             [{ ptr, ptr, ptr, i32, ptr } { ptr @E__b_1, ptr @.str, ptr @.str.1, i32 9, ptr null }], \
+             section \"llvm.metadata\""
+        );
+        assert_eq!(names, ["E__b_1", ".str", ".str.1"]);
+        assert!(own_annotations(line, &HashSet::new()).is_none());
     }
 
     #[test]

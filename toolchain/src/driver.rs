@@ -163,9 +163,14 @@ fn build_sets(
 ) -> Result<(Vec<BuiltSet>, Vec<String>)> {
     let units = l.manifest.translation_units()?;
     let members = family::all_members(&l.manifest.families, &l.manifest.root)?;
-    // Plain units in one job each, or in batches (`[stencils] batch_size`); either way one
-    // output per unit, in unit order, then one per family member.
-    let plain: Vec<Work> = match l.manifest.batch_size {
+    // Plain units in one job each, or in batches (`[stencils] batch_size`, units of one
+    // `translation_unit_entry` each); either way one output per unit, in unit order, then
+    // one per family member.
+    let unit_batches = match l.manifest.naming {
+        crate::manifest::Naming::TranslationUnitEntry(_) => l.manifest.batch_size,
+        crate::manifest::Naming::Functions(_) => None,
+    };
+    let plain: Vec<Work> = match unit_batches {
         None => units.iter().cloned().map(Work::Unit).collect(),
         Some(size) => crate::batch::batches(&units, size)
             .into_iter()

@@ -15,6 +15,7 @@ pub mod error;
 pub mod advice;
 pub mod batch;
 pub mod batch_members;
+pub mod batch_names;
 pub mod batch_reach;
 pub mod batch_split;
 pub mod cache;

@@ -357,11 +357,14 @@ impl Manifest {
             )));
         }
         if let Some(size) = raw.stencils.batch_size {
-            if !matches!(naming, Naming::TranslationUnitEntry(_)) {
+            // With `functions` naming, only family members are batched: each defines one
+            // function, whose name the batch learns by preprocessing (`batch_names`).
+            if matches!(naming, Naming::Functions(_)) && raw.family.is_empty() {
                 return Err(Error(format!(
-                    "{file}: key `stencils.batch_size` needs `translation_unit_entry` naming (one \
-                     function per unit, renamed apart in a batch); with `functions` naming, put \
-                     the functions in fewer units instead"
+                    "{file}: key `stencils.batch_size` batches units of one function each: \
+                     `translation_unit_entry` units, or the members of `[[family]]` entries \
+                     with `functions` naming; this set has neither, so remove the key (or put \
+                     its functions in fewer units)"
                 )));
             }
             if !(1..=4096).contains(&size) {

@@ -188,7 +188,7 @@ fn layout_is_the_kits_or_the_compilers() {
 }
 
 #[test]
-fn batch_size_needs_one_function_per_unit_and_a_sane_size() {
+fn batch_size_needs_units_of_one_function_and_a_sane_size() {
     let entry =
         "name = \"t\"\nsources = [\"*.c\"]\n[stencils]\ntranslation_unit_entry = \"_JIT_ENTRY\"\n";
     assert_eq!(parse(entry).unwrap().batch_size, None);
@@ -207,9 +207,14 @@ fn batch_size_needs_one_function_per_unit_and_a_sane_size() {
     }
     let err = parse(&format!("{MINIMAL}batch_size = 8\n")).unwrap_err();
     assert!(
-        err.0.contains("stencils.batch_size") && err.0.contains("translation_unit_entry"),
+        err.0.contains("stencils.batch_size") && err.0.contains("[[family]]"),
         "{err}"
     );
+    // With `functions` naming, a set's family members are what a batch holds.
+    let family = "[[family]]\nname = \"f\"\nsource = \"f.c\"\nstencil = \"op_{elem}\"\n\
+                  list = [\"a\"]\nlist_define = \"OP\"\n";
+    let m = parse(&format!("{MINIMAL}batch_size = 8\n{family}")).unwrap();
+    assert_eq!(m.batch_size, Some(8));
 }
 
 #[test]

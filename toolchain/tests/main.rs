@@ -4,6 +4,7 @@
 //! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
 
 mod batch;
+mod batch_functions;
 mod cache;
 mod cache_poison;
 mod cache_trust;
