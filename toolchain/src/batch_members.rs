@@ -19,6 +19,7 @@
 //! the front end; the others are compiled alone (a few) or as a smaller batch.
 
 use crate::batch::{source_of, Item, FRONT_END_ONLY};
+use crate::c_scan::CodeBytes;
 use crate::cc1::{GroupInput, Preprocessor};
 use crate::error::Error;
 use crate::error::Result;
@@ -144,24 +145,9 @@ pub fn without_entry_body(text: &str, name: &str) -> Option<String> {
 /// The end (one past its `}`) of the block that opens at `open`, skipping string and
 /// character literals and directive lines.
 fn body_end(text: &str, open: usize) -> Option<usize> {
-    let bytes = text.as_bytes();
     let mut depth = 0usize;
-    let mut i = open;
-    let mut line_start = false;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if line_start && c == b'#' {
-            i = text[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            continue;
-        }
-        line_start = c == b'\n' || (line_start && (c == b' ' || c == b'\t'));
+    for (i, c) in CodeBytes::new(text, open, false) {
         match c {
-            b'"' | b'\'' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != c && bytes[i] != b'\n' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
             b'{' => depth += 1,
             b'}' => {
                 depth -= 1;
@@ -171,7 +157,6 @@ fn body_end(text: &str, open: usize) -> Option<usize> {
             }
             _ => {}
         }
-        i += 1;
     }
     None
 }

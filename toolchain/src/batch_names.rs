@@ -16,6 +16,7 @@
 //! redefinition warning fires. Headers keep their macros, as their include guard keeps
 //! their declarations (and so does a header's macro a template overrides).
 
+use crate::c_scan::CodeBytes;
 use crate::error::{Error, Result};
 use crate::family::Member;
 use crate::pipeline::Pipeline;
@@ -30,23 +31,10 @@ pub fn defined_functions(pp: &str, wanted: impl Fn(&str) -> bool) -> Vec<String>
     let bytes = pp.as_bytes();
     let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
     let mut found = Vec::new();
-    let (mut depth, mut i) = (0usize, 0usize);
-    let mut line_start = true;
-    while i < bytes.len() {
-        let c = bytes[i];
-        if line_start && c == b'#' {
-            // A line marker or a kept directive (`#pragma`).
-            i = pp[i..].find('\n').map_or(bytes.len(), |n| i + n);
-            continue;
-        }
-        line_start = c == b'\n' || (line_start && (c == b' ' || c == b'\t'));
+    let mut depth = 0usize;
+    let mut code = CodeBytes::new(pp, 0, true);
+    while let Some((i, c)) = code.next() {
         match c {
-            b'"' | b'\'' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != c && bytes[i] != b'\n' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
             b'{' => depth += 1,
             b'}' => depth = depth.saturating_sub(1),
             _ if depth == 0 && word(c) && (i == 0 || !word(bytes[i - 1])) => {
@@ -59,12 +47,10 @@ pub fn defined_functions(pp: &str, wanted: impl Fn(&str) -> bool) -> Vec<String>
                 {
                     found.push(name.to_string());
                 }
-                i = end;
-                continue;
+                code.resume_at(end);
             }
             _ => {}
         }
-        i += 1;
     }
     found
 }

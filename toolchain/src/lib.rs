@@ -18,6 +18,7 @@ pub mod batch_members;
 pub mod batch_names;
 pub mod batch_reach;
 pub mod batch_split;
+pub mod c_scan;
 pub mod cache;
 pub mod cache_deps;
 pub mod cc1;
