@@ -121,26 +121,7 @@ pub fn run() -> Result<(), String> {
     );
     stencil_check_beside_clippy(&mut steps, toolchain, clippy, t);
 
-    if let Some(lint) = &lint {
-        // Built (and linted) here, so that the tests, some of which run cargo in throwaway
-        // checkouts, do not inherit the wrapper; the run below finds every crate fresh.
-        let t = Start::now();
-        let mut build = cargo();
-        lint.apply(&mut build)
-            .args(["nextest", "run", "--workspace", "--no-run"]);
-        let built = crate::util::run(excluding(&mut build, &generated));
-        steps.push(plain(LINTED_BUILD, built.is_ok(), t));
-    }
-    steps.push(nextest_step(
-        "cargo nextest run --workspace",
-        excluding(cargo().args(["nextest", "run", "--workspace"]), &generated),
-    ));
-    let t = Start::now();
-    let doc = crate::util::run(excluding(
-        cargo().args(["test", "--workspace", "--doc"]),
-        &generated,
-    ));
-    steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
+    native_tests(&mut steps, lint.as_ref(), &generated);
 
     let definition = Matrix::load(&root())?;
     let long_runs = start_long_runs(&definition.long);
@@ -204,6 +185,40 @@ pub fn run() -> Result<(), String> {
     ));
 
     finish(&steps, &notes, start)
+}
+
+/// The native workspace tests and the doctests (without the `generated` crates), on the
+/// build that lints as it compiles where there is one (`lint`).
+fn native_tests(steps: &mut Vec<Step>, lint: Option<&lint::LintInBuild>, generated: &[String]) {
+    // With the lints in the build, the test runs use the linted build too (cargo keeps
+    // the builds with and without the wrapper apart: `ci/lint.rs`).
+    let linted = |cmd: &mut Command| {
+        if let Some(lint) = lint {
+            lint.apply(cmd);
+        }
+    };
+    if lint.is_some() {
+        // Built (and linted) as a step of its own, so that a lint's failure is its own line.
+        let t = Start::now();
+        let mut build = cargo();
+        build.args(["nextest", "run", "--workspace", "--no-run"]);
+        linted(&mut build);
+        let built = crate::util::run(excluding(&mut build, generated));
+        steps.push(plain(LINTED_BUILD, built.is_ok(), t));
+    }
+    let mut tests = cargo();
+    tests.args(["nextest", "run", "--workspace"]);
+    linted(&mut tests);
+    steps.push(nextest_step(
+        "cargo nextest run --workspace",
+        excluding(&mut tests, generated),
+    ));
+    let t = Start::now();
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"]);
+    linted(&mut doc);
+    let doc = crate::util::run(excluding(&mut doc, generated));
+    steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
 }
 
 /// Starts `cargo clippy` (the workspace lints) to run beside `build-stencils --check`,

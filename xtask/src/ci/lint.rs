@@ -8,10 +8,18 @@
 //! `RUSTC_WORKSPACE_WRAPPER` when it compiles it, and `ci/lint-wrapper` compiles it with
 //! clippy-driver (rustc with clippy's lints): the builds `.ci/run` and the CI steps make of
 //! the workspace (xtask, the toolchain, the test binaries) then lint each crate as they
-//! compile it, once. Cargo does not count the wrapper in a build's freshness, so a crate
-//! built before without it would not be linted: this holds only in a target directory with
-//! no dev build yet, which `.ci/run` checks before its first build ([`VAR`]); anywhere
-//! else `cargo xtask ci` runs `cargo clippy` as before.
+//! compile it, once.
+//!
+//! Cargo hashes the wrapper into a workspace crate's artifacts: a build with it and one
+//! without are two builds of every workspace crate. So every dev build of the run uses it,
+//! the test runs too ([`LintInBuild::apply`]): wave 26's nextest step, without it, rebuilt
+//! the whole workspace after the linted build (a fresh target directory, load 16-24: the
+//! linted test build 173.9 s of CPU, the plain rebuild after it 106.4 s). The variable
+//! and `--config build.rustc-workspace-wrapper` give the same artifacts (cargo 1.95); the
+//! test runs take the `--config` form, which the tests (some run cargo in throwaway
+//! checkouts) do not inherit. In a target directory with dev builds already, this would
+//! build the workspace a second time: it holds only where `.ci/run` found none ([`VAR`]);
+//! anywhere else `cargo xtask ci` runs `cargo clippy` as before.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -24,6 +32,8 @@ pub const VAR: &str = "CPJIT_CI_LINT_IN_BUILD";
 /// The environment of the dev builds that lint as they compile.
 pub struct LintInBuild {
     envs: Vec<(&'static str, OsString)>,
+    /// `build.rustc-workspace-wrapper="<ci/lint-wrapper>"`, for `--config`.
+    config: String,
 }
 
 impl LintInBuild {
@@ -59,14 +69,25 @@ impl LintInBuild {
             }
             dirs.push(dir);
         }
+        let wrapper = root.join("ci/lint-wrapper");
+        let text = wrapper.to_str().ok_or_else(|| {
+            format!(
+                "{}: a wrapper path that is not UTF-8 cannot be given to cargo's --config; \
+                 move the checkout",
+                wrapper.display()
+            )
+        })?;
+        // A TOML string, quoted and escaped as `--config` reads it.
+        let config = format!(
+            "build.rustc-workspace-wrapper={}",
+            toml::Value::String(text.to_string())
+        );
         Ok(Some(LintInBuild {
             envs: vec![
-                (
-                    "RUSTC_WORKSPACE_WRAPPER",
-                    root.join("ci/lint-wrapper").into_os_string(),
-                ),
+                ("RUSTC_WORKSPACE_WRAPPER", wrapper.into_os_string()),
                 ("CPJIT_UNLINTED", dirs),
             ],
+            config,
         }))
     }
 
@@ -75,9 +96,13 @@ impl LintInBuild {
         &self.envs
     }
 
-    /// `cmd` with [`LintInBuild::envs`].
+    /// `cmd`, a cargo command whose subcommand's arguments are given, with the wrapper as
+    /// `--config` (which the processes it runs, unlike an environment variable, do not
+    /// inherit) and the unlinted directories for the wrapper.
     pub fn apply<'a>(&self, cmd: &'a mut Command) -> &'a mut Command {
-        cmd.envs(self.envs.iter().map(|(k, v)| (k, v)))
+        let unlinted = self.envs.iter().filter(|(k, _)| *k == "CPJIT_UNLINTED");
+        cmd.args(["--config", &self.config])
+            .envs(unlinted.map(|(k, v)| (k, v)))
     }
 }
 
@@ -112,8 +137,8 @@ mod tests {
         );
         let run = |source: &Path| {
             let wrapper = &lint.envs()[0].1;
-            let out = lint
-                .apply(&mut Command::new(wrapper))
+            let out = Command::new(wrapper)
+                .envs(lint.envs().iter().map(|(k, v)| (k, v)))
                 .arg(&rustc)
                 .args(["--crate-name", "c", "--edition=2021"])
                 .arg(source)
@@ -133,6 +158,28 @@ mod tests {
         // A directory's name that only begins like an unlinted one is linted.
         let beside = run(&dir.path().join("stencils-other/src/lib.rs"));
         assert!(beside.starts_with("clippy "), "{beside}");
+    }
+
+    /// The steps that run tests name the wrapper in cargo's `--config` (as a TOML string,
+    /// so any path reads back), never in a variable the tests would inherit.
+    #[test]
+    fn test_runs_name_the_wrapper_in_cargos_config_not_the_environment() {
+        let root = Path::new("/a \"quoted\" checkout");
+        let lint = LintInBuild::from_value(Some("1".into()), root, &[Path::new("/gen")])
+            .unwrap()
+            .unwrap();
+        let mut cmd = Command::new("cargo");
+        lint.apply(cmd.args(["nextest", "run"]));
+        let args: Vec<_> = cmd.get_args().map(|a| a.to_str().unwrap()).collect();
+        assert_eq!(args[..3], ["nextest", "run", "--config"]);
+        let value: toml::Table = toml::from_str(args[3]).unwrap();
+        assert_eq!(
+            value["build"]["rustc-workspace-wrapper"].as_str(),
+            Some("/a \"quoted\" checkout/ci/lint-wrapper")
+        );
+        assert_eq!(args.len(), 4);
+        let envs: Vec<_> = cmd.get_envs().map(|(k, _)| k.to_str().unwrap()).collect();
+        assert_eq!(envs, ["CPJIT_UNLINTED"]);
     }
 
     #[test]
