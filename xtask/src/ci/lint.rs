@@ -8,7 +8,9 @@
 //! `RUSTC_WORKSPACE_WRAPPER` when it compiles it, and `ci/lint-wrapper` compiles it with
 //! clippy-driver (rustc with clippy's lints): the builds `.ci/run` and the CI steps make of
 //! the workspace (xtask, the toolchain, the test binaries) then lint each crate as they
-//! compile it, once.
+//! compile it, once. The lint passes cost about a tenth of a compile: the toolchain's
+//! library rebuilt alternately without and with them took 11.7 against 13.2 and 12.7 s of
+//! CPU (load 20-23, wave 27), so about 11 s on the workspace's 106 s.
 //!
 //! Cargo hashes the wrapper into a workspace crate's artifacts: a build with it and one
 //! without are two builds of every workspace crate. So every dev build of the run uses it,
