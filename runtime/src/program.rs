@@ -245,7 +245,7 @@ pub(crate) struct Program {
     /// and alignment (copied here for `push`). Its steps see the cold part as the
     /// instance's code ([`Source::Code`]) and the hot code as the other part
     /// ([`Source::Cold`]): the writer runs them with the trace's cold area as its code. Its
-    /// needs are counted with this program's (`needs`, `filter`).
+    /// needs are counted with this program's (`needs`, `filter`; its own `needs` is empty).
     pub cold: Option<Box<Program>>,
     pub cold_len: u32,
     pub cold_align: u32,
@@ -265,11 +265,15 @@ impl Program {
 
     /// [`Program::new`] with `scratch`'s buffers.
     fn compile(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+        // The parts append their needs here, the hot part's first.
+        scratch.needs.clear();
         let mut p = if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
             Program::part(stencil, shim, trap, scratch)
         } else {
             Program::split(stencil, shim, trap, scratch)
         };
+        // One allocation of the exact size for the whole stencil's needs.
+        p.needs = Box::from(&scratch.needs[..]);
         p.continues =
             stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);
         p
@@ -332,10 +336,8 @@ impl Program {
         };
         p.steps.iter_mut().for_each(|s| renumber(s, true));
         c.steps.iter_mut().for_each(|s| renumber(s, false));
-        let needs: Vec<Need> = p.needs.iter().chain(c.needs.iter()).copied().collect();
         p.continue_needs += c.continue_needs;
-        p.filter = NeedFilter::of(&needs);
-        p.needs = needs.into_boxed_slice();
+        p.filter = NeedFilter::of(&scratch.needs);
         p.cold_len = c.code_len;
         p.cold_align = c.code_align;
         p.hot_len = hot_len as u32;
@@ -354,7 +356,8 @@ impl Program {
             ..
         } = scratch;
         steps.clear();
-        needs.clear();
+        // (Appended to the needs of the stencil's parts compiled before, see `compile`.)
+        let first_need = needs.len();
         let mut code = padded(stencil.code, trap);
         // The `ldr` holes already taken by their `adrp`'s step.
         paired.clear();
@@ -396,6 +399,7 @@ impl Program {
         let mut data = Vec::with_capacity(data_blocks);
         data.extend_from_slice(stencil.init_data);
         data.resize(data_blocks, 0);
+        let needs = &needs[first_need..];
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
             filter: NeedFilter::of(needs),
@@ -406,7 +410,8 @@ impl Program {
             ),
             // Copied out of the scratch buffers: one allocation each, of the exact size.
             steps: Box::from(&steps[..]),
-            needs: Box::from(&needs[..]),
+            // Set by `compile`, for the whole stencil.
+            needs: Box::default(),
             code: code.into_boxed_slice(),
             data: data.into_boxed_slice(),
             code_len: stencil.code.len() as u32,
