@@ -87,7 +87,7 @@ pub(crate) struct Step {
 }
 
 /// How a hole is written per instance when its value allows it, chosen once per stencil by
-/// [`Program::new`]. Each form writes exactly the bytes the full path ([`Action`], the
+/// [`Program::compile`]. Each form writes exactly the bytes the full path ([`Action`], the
 /// patch functions) would write for such a value; any other value (out of range, an
 /// unknown symbol, a missing instance) takes the full path, which writes the other form or
 /// reports the error.
@@ -124,7 +124,7 @@ pub(crate) enum Fast {
     },
 }
 
-/// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
+/// What [`Program::compile`] checked of a hole's instruction on the stencil's bytes, so that
 /// `finish` only repeats the checks that depend on the value (range, alignment). Holes
 /// checked here are x86-64 rel32 fields, whose instruction bytes (before the field) are the
 /// stencil's own and never change between instances; every other hole, and one whose check
@@ -255,15 +255,15 @@ pub(crate) struct Program {
 }
 
 impl Program {
-    /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
-    /// lies inside its section and refers to an operand, target or symbol that exists);
-    /// `trap` pads the code.
+    /// [`Program::compile`] with buffers of its own, for tests.
     #[cfg(test)]
     pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
         Program::compile(stencil, shim, trap, &mut Scratch::default())
     }
 
-    /// [`Program::new`] with `scratch`'s buffers.
+    /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
+    /// lies inside its section and refers to an operand, target or symbol that exists),
+    /// with `scratch`'s buffers; `trap` pads the code.
     fn compile(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
         // The parts append their needs here, the hot part's first.
         scratch.needs.clear();
