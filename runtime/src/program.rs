@@ -87,7 +87,7 @@ pub(crate) struct Step {
 }
 
 /// How a hole is written per instance when its value allows it, chosen once per stencil by
-/// [`Program::new`]. Each form writes exactly the bytes the full path ([`Action`], the
+/// [`Program::compile`]. Each form writes exactly the bytes the full path ([`Action`], the
 /// patch functions) would write for such a value; any other value (out of range, an
 /// unknown symbol, a missing instance) takes the full path, which writes the other form or
 /// reports the error.
@@ -124,7 +124,7 @@ pub(crate) enum Fast {
     },
 }
 
-/// What [`Program::new`] checked of a hole's instruction on the stencil's bytes, so that
+/// What [`Program::compile`] checked of a hole's instruction on the stencil's bytes, so that
 /// `finish` only repeats the checks that depend on the value (range, alignment). Holes
 /// checked here are x86-64 rel32 fields, whose instruction bytes (before the field) are the
 /// stencil's own and never change between instances; every other hole, and one whose check
@@ -245,7 +245,7 @@ pub(crate) struct Program {
     /// and alignment (copied here for `push`). Its steps see the cold part as the
     /// instance's code ([`Source::Code`]) and the hot code as the other part
     /// ([`Source::Cold`]): the writer runs them with the trace's cold area as its code. Its
-    /// needs are counted with this program's (`needs`, `filter`).
+    /// needs are counted with this program's (`needs`, `filter`; its own `needs` is empty).
     pub cold: Option<Box<Program>>,
     pub cold_len: u32,
     pub cold_align: u32,
@@ -255,15 +255,25 @@ pub(crate) struct Program {
 }
 
 impl Program {
-    /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
-    /// lies inside its section and refers to an operand, target or symbol that exists);
-    /// `trap` pads the code.
+    /// [`Program::compile`] with buffers of its own, for tests.
+    #[cfg(test)]
     pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
+        Program::compile(stencil, shim, trap, &mut Scratch::default())
+    }
+
+    /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
+    /// lies inside its section and refers to an operand, target or symbol that exists),
+    /// with `scratch`'s buffers; `trap` pads the code.
+    fn compile(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+        // The parts append their needs here, the hot part's first.
+        scratch.needs.clear();
         let mut p = if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
-            Program::part(stencil, shim, trap)
+            Program::part(stencil, shim, trap, scratch)
         } else {
-            Program::split(stencil, shim, trap)
+            Program::split(stencil, shim, trap, scratch)
         };
+        // One allocation of the exact size for the whole stencil's needs.
+        p.needs = Box::from(&scratch.needs[..]);
         p.continues =
             stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);
         p
@@ -271,7 +281,7 @@ impl Program {
 
     /// The program of a stencil with a cold part: one for its hot code and data, one for
     /// its cold part (see [`Program::cold`]), whose needs it counts.
-    fn split(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
+    fn split(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
         let hot_len = stencil.hot_len();
         // Holes are sorted by (section, offset): hot code, cold code, then data.
         let holes = stencil.holes;
@@ -283,15 +293,16 @@ impl Program {
             HoleValue::Cold => HoleValue::Code,
             v => v,
         };
-        let hot_holes: Vec<Hole> = holes[..a].iter().chain(&holes[b..]).copied().collect();
-        let cold_holes: Vec<Hole> = holes[a..b]
-            .iter()
-            .map(|h| Hole {
-                offset: h.offset - hot_len as u32,
-                value: other(h.value),
-                ..*h
-            })
-            .collect();
+        // Taken out of `scratch` while the parts are compiled with its other buffers.
+        let (mut hot_holes, mut cold_holes) = std::mem::take(&mut scratch.holes);
+        hot_holes.clear();
+        hot_holes.extend(holes[..a].iter().chain(&holes[b..]));
+        cold_holes.clear();
+        cold_holes.extend(holes[a..b].iter().map(|h| Hole {
+            offset: h.offset - hot_len as u32,
+            value: other(h.value),
+            ..*h
+        }));
         let hot = Stencil {
             code: &stencil.code[..hot_len],
             holes: &hot_holes,
@@ -307,8 +318,9 @@ impl Program {
             cold_len: 0,
             ..*stencil
         };
-        let mut p = Program::part(&hot, shim, trap);
-        let mut c = Program::part(&cold, false, trap);
+        let mut p = Program::part(&hot, shim, trap, scratch);
+        let mut c = Program::part(&cold, false, trap, scratch);
+        scratch.holes = (hot_holes, cold_holes);
         // Steps name their holes (in errors) by index into the stencil's own list.
         let (a16, gap) = (a as u16, (b - a) as u16);
         let renumber = |step: &mut Step, hot: bool| {
@@ -324,10 +336,8 @@ impl Program {
         };
         p.steps.iter_mut().for_each(|s| renumber(s, true));
         c.steps.iter_mut().for_each(|s| renumber(s, false));
-        let needs: Vec<Need> = p.needs.iter().chain(c.needs.iter()).copied().collect();
         p.continue_needs += c.continue_needs;
-        p.filter = NeedFilter::of(&needs);
-        p.needs = needs.into_boxed_slice();
+        p.filter = NeedFilter::of(&scratch.needs);
         p.cold_len = c.code_len;
         p.cold_align = c.code_align;
         p.hot_len = hot_len as u32;
@@ -337,13 +347,21 @@ impl Program {
 
     /// The program of `stencil`'s code (all of it: its cold part is split off by
     /// [`Program::split`] first).
-    fn part(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
-        let mut steps = Vec::with_capacity(stencil.holes.len());
-        let mut needs = Vec::new();
-        let mut code = stencil.code.to_vec();
-        code.resize(stencil.code.len().next_multiple_of(16), trap);
+    fn part(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+        let Scratch {
+            probe,
+            paired,
+            steps,
+            needs,
+            ..
+        } = scratch;
+        steps.clear();
+        // (Appended to the needs of the stencil's parts compiled before, see `compile`.)
+        let first_need = needs.len();
+        let mut code = padded(stencil.code, trap);
         // The `ldr` holes already taken by their `adrp`'s step.
-        let mut paired = vec![false; stencil.holes.len()];
+        paired.clear();
+        paired.resize(stencil.holes.len(), false);
         for (i, h) in stencil.holes.iter().enumerate() {
             if h.kind == HoleKind::EntryParameters || paired[i] {
                 // A marker (the shim's parameter count, see `Jit::shim`): nothing to patch;
@@ -363,8 +381,8 @@ impl Program {
                 _ if h.kind.is_branch() => Action::Branch,
                 _ => Action::Plain,
             };
-            needs.extend(Need::of(stencil, h, action));
-            let checked = checked(stencil, h);
+            needs.extend(Need::of(stencil, h, action, probe));
+            let checked = checked(stencil, h, probe);
             steps.push(Step {
                 offset: h.offset,
                 hole: i as u16,
@@ -374,21 +392,26 @@ impl Program {
                 addend: h.addend,
                 action,
                 checked,
-                fast: fast(&mut code, h, action, checked),
+                fast: fast(&mut code, h, action, checked, probe),
             });
         }
-        let mut data = stencil.init_data.to_vec();
-        data.resize((stencil.data_len as usize).next_multiple_of(16), 0);
+        let data_blocks = (stencil.data_len as usize).next_multiple_of(16);
+        let mut data = Vec::with_capacity(data_blocks);
+        data.extend_from_slice(stencil.init_data);
+        data.resize(data_blocks, 0);
+        let needs = &needs[first_need..];
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
-            filter: NeedFilter::of(&needs),
+            filter: NeedFilter::of(needs),
             quick: Quick::of(
-                &steps,
+                steps,
                 stencil.code.len() as u32,
                 stencil.operands.len() as u16,
             ),
-            steps: steps.into_boxed_slice(),
-            needs: needs.into_boxed_slice(),
+            // Copied out of the scratch buffers: one allocation each, of the exact size.
+            steps: Box::from(&steps[..]),
+            // Set by `compile`, for the whole stencil.
+            needs: Box::default(),
             code: code.into_boxed_slice(),
             data: data.into_boxed_slice(),
             code_len: stencil.code.len() as u32,
@@ -418,22 +441,23 @@ impl Program {
 /// quick form), one flat array.
 pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep]>) {
     let trap = ArchFacts::of(set.arch).trap;
+    let mut scratch = Scratch::default();
     let mut programs: Box<[Program]> = set
         .stencils
         .iter()
         .enumerate()
-        .map(|(i, s)| Program::new(s, set.shim == Some(i as u16), trap))
+        .map(|(i, s)| Program::compile(s, set.shim == Some(i as u16), trap, &mut scratch))
         .collect();
     let mut flat = Vec::new();
     for p in programs.iter_mut().filter(|p| p.quick == Quick::General) {
-        let Some(steps) = OperandStep::of(&p.steps, p.code_len, p.operands) else {
+        let from = flat.len();
+        if !OperandStep::extend(&p.steps, p.code_len, p.operands, &mut flat) {
             continue;
-        };
-        let (from, len) = (flat.len(), steps.len());
+        }
         // (A set's steps are far fewer than 2^32.)
-        if let (Ok(from), Ok(len)) = (u32::try_from(from), u32::try_from(len)) {
-            p.quick = Quick::Operands { from, len };
-            flat.extend_from_slice(&steps);
+        match (u32::try_from(from), u32::try_from(flat.len() - from)) {
+            (Ok(from), Ok(len)) => p.quick = Quick::Operands { from, len },
+            _ => flat.truncate(from),
         }
     }
     (programs, flat.into_boxed_slice())
@@ -443,7 +467,7 @@ pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep
 /// stencil's code) rewritten into the form it writes into. Only x86-64 rel32 fields whose
 /// instruction was checked once qualify; the rewrites are the ISA crate's relaxations, run
 /// once here on the stencil's bytes.
-fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
+fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked, probe: &mut Vec<u8>) -> Fast {
     let offset = h.offset as usize;
     // An operand's abs32 field or range check in the code: a store or a compare (the full
     // path, `Action::Plain`, patches exactly that; its field lies inside the code, which
@@ -466,14 +490,13 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
         (_, Checked::Nothing) => Fast::Full,
         (Action::Plain | Action::Branch, _) => Fast::Rel32,
         (Action::RelaxableGot, Checked::X86GotSite(site)) => {
-            let mut probe = code.to_vec();
-            let immediate = x86::relax_got_to_immediate(&mut probe, offset, site, 0);
+            let immediate = x86::relax_got_to_immediate(copy(probe, code), offset, site, 0);
             match h.value {
                 // An operand (or a half): the immediate form whenever the instruction has one.
                 HoleValue::Operand(_) | HoleValue::OperandHigh(_) | HoleValue::OperandLow(_)
                     if immediate =>
                 {
-                    code.copy_from_slice(&probe);
+                    code.copy_from_slice(probe);
                     let (operand, part) = h.value.operand().expect("an operand value");
                     Fast::Imm32 { operand, part }
                 }
@@ -485,9 +508,8 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked) -> Fast {
                         && matches!(site.usage, x86::GotUse::Mov | x86::GotUse::Call) =>
                 {
                     // `jmp` moves its field one byte earlier: not a plain rel32 store.
-                    let mut probe = code.to_vec();
-                    if x86::relax_got_to_direct(&mut probe, offset, site, 0, 0) {
-                        code.copy_from_slice(&probe);
+                    if x86::relax_got_to_direct(copy(probe, code), offset, site, 0, 0) {
+                        code.copy_from_slice(probe);
                         Fast::Direct
                     } else {
                         Fast::Full
@@ -513,7 +535,7 @@ pub(crate) fn branch_bias(kind: HoleKind) -> u64 {
 /// What can be checked once of hole `h`'s instruction (see [`Checked`]): the patch
 /// function itself is the judge, run on a copy of the stencil's code with a value (0 at
 /// place 0) that is in range for every rel32.
-fn checked(stencil: &Stencil<'_>, h: &Hole) -> Checked {
+fn checked(stencil: &Stencil<'_>, h: &Hole, probe: &mut Vec<u8>) -> Checked {
     let rel32 = matches!(
         h.kind,
         HoleKind::X86Pc32
@@ -525,9 +547,8 @@ fn checked(stencil: &Stencil<'_>, h: &Hole) -> Checked {
     if !rel32 || h.section != Section::Code {
         return Checked::Nothing;
     }
-    let mut probe = stencil.code.to_vec();
     let offset = h.offset as usize;
-    if patch::patch(h.kind, &mut probe, offset, 0, 0).is_err() {
+    if patch::patch(h.kind, copy(probe, stencil.code), offset, 0, 0).is_err() {
         return Checked::Nothing;
     }
     if !h.kind.is_relaxable_x86_got() {
@@ -538,6 +559,36 @@ fn checked(stencil: &Stencil<'_>, h: &Hole) -> Checked {
         Ok(site) => Checked::X86GotSite(site),
         Err(_) => Checked::Nothing,
     }
+}
+
+/// The buffers [`compile`] reuses from stencil to stencil, so that compiling a program
+/// allocates only what the program keeps (allocations were most of `Jit::new`).
+#[derive(Default)]
+pub(crate) struct Scratch {
+    /// A copy of a stencil's code to try a patch or a relaxation on ([`copy`]).
+    probe: Vec<u8>,
+    /// Per hole of the stencil: whether it is the `ldr` of an `adrp`'s GOT pair.
+    paired: Vec<bool>,
+    steps: Vec<Step>,
+    needs: Vec<Need>,
+    /// The hot and the cold part's holes of a split stencil ([`Program::split`]).
+    holes: (Vec<Hole>, Vec<Hole>),
+}
+
+/// `code` copied into `probe`, to be patched there and thrown away.
+pub(crate) fn copy<'p>(probe: &'p mut Vec<u8>, code: &[u8]) -> &'p mut [u8] {
+    probe.clear();
+    probe.extend_from_slice(code);
+    probe
+}
+
+/// `code` padded with `trap` to a multiple of 16 bytes, allocated once at its final size.
+fn padded(code: &[u8], trap: u8) -> Vec<u8> {
+    let len = code.len().next_multiple_of(16);
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(code);
+    out.resize(len, trap);
+    out
 }
 
 fn source(value: HoleValue) -> Source {

@@ -183,14 +183,18 @@ type ByEntryState = [Option<(usize, CacheState)>; STATES];
 /// By member kind ([`Kind::index`]), then by entry state.
 type ByKind = [ByEntryState; Kind::COUNT];
 
+/// By pinned register, by [`Held`], by member kind, then by entry state.
+type ByPinned = [[ByKind; Held::COUNT]; PIN_REGS];
+
 /// The register-cached members of the VM's ops in one set (see the module doc).
 #[derive(Clone, Debug, Default)]
 pub struct CachedOps {
     /// By op id: its members.
     members: Vec<ByKind>,
     /// By op id, by pinned register, by how it holds its local ([`Held`]): the members on a
-    /// pinned local.
-    pinned: Vec<[[ByKind; Held::COUNT]; PIN_REGS]>,
+    /// pinned local. Boxed for the few ops that have such members: a full table per op was
+    /// 0.9 MB that every start-up filled (a third of the empty program's page faults).
+    pinned: Vec<Option<Box<ByPinned>>>,
     /// By entry state: the stencil that spills every cached value.
     spills: [Option<usize>; STATES],
     /// By entry state (scaled): the stencil that boxes the registers, and its exit state.
@@ -334,7 +338,7 @@ impl CachedOps {
     pub fn of_set(set: &'static StencilSet<'static>) -> Result<CachedOps, String> {
         let mut out = CachedOps {
             members: vec![[[None; STATES]; Kind::COUNT]; ops::OPS.len()],
-            pinned: vec![[[[[None; STATES]; Kind::COUNT]; Held::COUNT]; PIN_REGS]; ops::OPS.len()],
+            pinned: vec![None; ops::OPS.len()],
             at_depth: vec![Vec::new(); ops::OPS.len()],
             facts: vec![MemberFacts::default(); set.stencils.len()],
             ..CachedOps::default()
@@ -590,8 +594,10 @@ impl CachedOps {
                 }),
             ) => {
                 let op = pinned_op(at, element, operand)?;
-                self.pinned[op as usize][r][ps.index()][kind.index()][entry.index()] =
-                    Some((stencil, exit));
+                let by_pinned = self.pinned[op as usize].get_or_insert_with(|| {
+                    Box::new([[[[None; STATES]; Kind::COUNT]; Held::COUNT]; PIN_REGS])
+                });
+                by_pinned[r][ps.index()][kind.index()][entry.index()] = Some((stencil, exit));
                 self.facts[stencil].pinned = Some((r, ps));
                 self.facts[stencil].op = Some(op);
             }
@@ -687,7 +693,14 @@ impl CachedOps {
         if !entry.fits(kind) {
             return None;
         }
-        self.pinned.get(op as usize)?.get(register)?[held.index()][kind.index()][entry.index()]
+        self.pinned.get(op as usize)?.as_deref()?.get(register)?[held.index()][kind.index()]
+            [entry.index()]
+    }
+
+    /// Whether op `op` has members on a pinned local at all (otherwise
+    /// [`CachedOps::pinned_member`] finds none for it, whatever it is asked).
+    pub fn has_pinned(&self, op: u32) -> bool {
+        self.pinned.get(op as usize).is_some_and(Option::is_some)
     }
 
     /// The pinned register a member on a pinned local runs on.

@@ -68,12 +68,34 @@ pub struct OpInfo {
 
 include!(concat!(env!("OUT_DIR"), "/ops_generated.rs"));
 
-/// The id of the op called `name`.
+/// The id of the op called `name`, from an index by name built once per process (a scan
+/// of [`OPS`] per look-up, or a binary search, was most of `CachedOps::of_set`, which
+/// looks up each of the set's 1,200 members' op at start-up).
 pub fn by_name(name: &str) -> Option<u32> {
-    OPS.iter().position(|o| o.name == name).map(|i| i as u32)
+    static INDEX: std::sync::OnceLock<std::collections::HashMap<&'static str, u32>> =
+        std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| OPS.iter().zip(0..).map(|(o, id)| (o.name, id)).collect());
+    index.get(name).copied()
 }
 
 /// Metadata of op `id`.
 pub fn info(id: u32) -> &'static OpInfo {
     &OPS[id as usize]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index finds every op by its own name (so names are unique) and nothing
+    /// else.
+    #[test]
+    fn by_name_finds_each_op_and_only_ops() {
+        for (id, op) in OPS.iter().enumerate() {
+            assert_eq!(by_name(op.name), Some(id as u32), "{}", op.name);
+        }
+        for name in ["", "add_int", "ADD_INT_", "ZZZ"] {
+            assert_eq!(by_name(name), None, "{name}");
+        }
+    }
 }

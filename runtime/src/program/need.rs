@@ -3,7 +3,7 @@
 //! slot or veneer is known by ([`Key`]), so that `push` counts each once per trace; a
 //! stencil's [`NeedFilter`] lets `push` skip the count for most instances.
 
-use super::{branch_bias, Action};
+use super::{branch_bias, copy, Action};
 use crate::patch;
 use cpjit_model::{Hole, HoleValue, OperandPart, Section, Stencil};
 
@@ -47,7 +47,13 @@ pub(crate) struct Need {
 
 impl Need {
     /// What the step of hole `h` (patched by `action`) may need, if anything.
-    pub(super) fn of(stencil: &Stencil<'_>, h: &Hole, action: Action) -> Option<Need> {
+    /// `probe` is a buffer to try relaxations in.
+    pub(super) fn of(
+        stencil: &Stencil<'_>,
+        h: &Hole,
+        action: Action,
+        probe: &mut Vec<u8>,
+    ) -> Option<Need> {
         let (got, bound) = match action {
             Action::Plain => return None,
             Action::Branch => (
@@ -62,7 +68,7 @@ impl Need {
                     HoleValue::Code | HoleValue::Cold | HoleValue::Data => Bound::Never,
                 },
             ),
-            _ => (true, got_bound(stencil, h, action)),
+            _ => (true, got_bound(stencil, h, action, probe)),
         };
         if bound == Bound::Never {
             return None;
@@ -180,17 +186,22 @@ impl NeedFilter {
 /// probed once on a copy of the stencil's code: if it relaxes for the value 0, it relaxes
 /// for every value of the same immediate range, and for addresses inside the trace (which
 /// are within reach of a direct reference).
-fn got_bound(stencil: &Stencil<'_>, h: &Hole, action: Action) -> Bound {
-    let mut probe = stencil.code.to_vec();
+fn got_bound(stencil: &Stencil<'_>, h: &Hole, action: Action, probe: &mut Vec<u8>) -> Bound {
     let offset = h.offset as usize;
     let (relaxes, signed32) = match action {
         Action::RelaxableGot if h.section == Section::Code => (
-            patch::relax_x86_got_load_constant(h.kind, &mut probe, offset, 0) == Ok(true),
+            patch::relax_x86_got_load_constant(h.kind, copy(probe, stencil.code), offset, 0)
+                == Ok(true),
             true,
         ),
         Action::GotPair { ldr_offset, .. } => (
-            patch::relax_aarch64_got_pair(&mut probe, offset, ldr_offset as usize, 0, 0)
-                == Ok(true),
+            patch::relax_aarch64_got_pair(
+                copy(probe, stencil.code),
+                offset,
+                ldr_offset as usize,
+                0,
+                0,
+            ) == Ok(true),
             false,
         ),
         _ => return Bound::Always,

@@ -36,11 +36,31 @@ pub(crate) struct OperandStep {
 impl OperandStep {
     /// The operand steps of `steps` (of a stencil of `code_len` bytes of code taking
     /// `operands` operands), if every step is one; `None` otherwise.
+    #[cfg(test)]
     pub fn of(steps: &[Step], code_len: u32, operands: u16) -> Option<Box<[OperandStep]>> {
-        steps
-            .iter()
-            .map(|s| OperandStep::one(s, code_len, operands))
-            .collect()
+        let mut out = Vec::new();
+        OperandStep::extend(steps, code_len, operands, &mut out).then(|| out.into())
+    }
+
+    /// Appends the operand steps of `steps` to `out` if every step is one (and returns
+    /// whether it did; otherwise `out` is as it was): straight into the JIT's flat array.
+    pub fn extend(
+        steps: &[Step],
+        code_len: u32,
+        operands: u16,
+        out: &mut Vec<OperandStep>,
+    ) -> bool {
+        let from = out.len();
+        for s in steps {
+            match OperandStep::one(s, code_len, operands) {
+                Some(step) => out.push(step),
+                None => {
+                    out.truncate(from);
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     fn one(s: &Step, code_len: u32, operands: u16) -> Option<OperandStep> {

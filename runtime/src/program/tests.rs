@@ -231,3 +231,43 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         ]
     );
 }
+
+/// What a program holds, for comparing two compilations of one stencil.
+fn summary(p: &Program) -> String {
+    format!(
+        "{:?} {:?} {:?} {:?} {:?} {} {} {:?}",
+        p.code,
+        p.data,
+        p.steps,
+        p.needs,
+        p.filter,
+        p.continue_needs,
+        p.continues,
+        p.cold.as_deref().map(summary)
+    )
+}
+
+/// `compile` reuses its buffers from stencil to stencil: every program it compiles for the
+/// generated sets is the one the stencil compiled alone gives (nothing of the previous
+/// stencil leaks), and each `Quick::Operands` range of the flat array holds the program's
+/// own operand steps.
+#[test]
+fn a_set_compiles_as_its_stencils_alone() {
+    for set in cpjit_stencils::all() {
+        let (programs, flat) = compile(set);
+        let trap = ArchFacts::of(set.arch).trap;
+        for (i, (p, s)) in programs.iter().zip(set.stencils).enumerate().rev() {
+            let alone = Program::new(s, set.shim == Some(i as u16), trap);
+            assert_eq!(summary(p), summary(&alone), "{} {}", set.target, s.name);
+            match p.quick {
+                Quick::Operands { from, len } => {
+                    let own = OperandStep::of(&p.steps, p.code_len, p.operands);
+                    let range = from as usize..(from + len) as usize;
+                    assert_eq!(own.as_deref(), Some(&flat[range]), "{}", s.name);
+                }
+                quick => assert_eq!(quick, alone.quick, "{} {}", set.target, s.name),
+            }
+        }
+        assert_eq!(programs.len(), set.stencils.len());
+    }
+}

@@ -60,10 +60,13 @@ impl MemberRows {
             let row = out.add(|s, kind| cached.member_as(op, s, kind));
             out.by_op.push(row);
             let mut pinned = [[EMPTY_ROW; Held::COUNT]; PIN_REGS];
-            for (r, by_held) in pinned.iter_mut().enumerate() {
-                for (h, slot) in by_held.iter_mut().enumerate() {
-                    let held = Held::from_index(h).expect("Held::COUNT representations");
-                    *slot = out.add(|s, kind| cached.pinned_member(op, r, held, s, kind));
+            // (Most ops have no member on a pinned local: their rows stay empty.)
+            if cached.has_pinned(op) {
+                for (r, by_held) in pinned.iter_mut().enumerate() {
+                    for (h, slot) in by_held.iter_mut().enumerate() {
+                        let held = Held::from_index(h).expect("Held::COUNT representations");
+                        *slot = out.add(|s, kind| cached.pinned_member(op, r, held, s, kind));
+                    }
                 }
             }
             out.pinned.push(pinned);
