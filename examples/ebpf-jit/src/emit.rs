@@ -12,7 +12,7 @@
 use crate::canon;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{words, Scan};
-use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
+use crate::table::{Action, Member, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
@@ -52,6 +52,11 @@ pub(crate) fn value_at(at: usize) -> u8 {
         SRC_AT2 => SRC_AT,
         k => k,
     }
+}
+
+/// The jump target of instance `t`.
+fn instance(t: usize) -> Target {
+    Target::Instance(InstanceId::from_index(t))
 }
 
 /// The instance of instruction 0 (after the shim and the entry op).
@@ -265,46 +270,45 @@ impl<'a, 'j> Emit<'a, 'j> {
     }
 
     /// Pushes an instance of `stencil`, its operands picked from the values, jumping to
-    /// instance `target` if it has a jump.
-    #[inline(always)]
+    /// instance `target` if it has a jump. (For the instances besides the instructions'
+    /// own, [`Emit::push_member`]: out of line, so that the kit's `push` is inlined once.)
+    #[inline(never)]
     fn push(&mut self, stencil: u16, target: Option<usize>) -> Result<(), Error> {
-        let ops = &self.table.operands[usize::from(stencil)];
-        let len = usize::from(ops.len);
-        let target = match target {
-            Some(t) if ops.jumps => Some(Target::Instance(InstanceId::from_index(t))),
-            _ => None,
+        let m = Member::with(stencil, &self.table.operands[usize::from(stencil)]);
+        match target {
+            Some(t) if m.len & Member::JUMPS != 0 => self.push_counted(m, &[instance(t)]),
+            _ => self.push_counted(m, &[]),
+        }
+    }
+
+    /// Pushes an instance of member `m` with `targets`, whose count the caller knows: the
+    /// kit's `push` (always inlined) then copies them without a loop, and the operands too
+    /// for the commonest counts, consecutive values (`Operands::window`) of at most two.
+    #[inline(always)]
+    fn push_counted(&mut self, m: Member, targets: &[Target]) -> Result<(), Error> {
+        let (v, at, s) = (&self.v, usize::from(m.window), usize::from(m.stencil));
+        match m.len & !Member::JUMPS {
+            0 => self.trace.push(s, &[], targets)?,
+            // (`at` is NO_WINDOW for operands that are not consecutive values.)
+            1 if at < VALUES => self.trace.push(s, &[v[at]], targets)?,
+            2 if at + 1 < VALUES => self.trace.push(s, &[v[at], v[at + 1]], targets)?,
+            _ => return self.push_picked(m.stencil, targets),
         };
-        // Consecutive values are passed as they are (`Operands::window`: out of range, so
-        // `None`, for the others).
-        let window = usize::from(ops.window);
-        if let Some(operands) = self.v.get(window..window + len) {
-            self.trace
-                .push(usize::from(stencil), operands, target.as_slice())?;
-            return Ok(());
-        }
-        if len > 4 {
-            return self.push_many(stencil, target);
-        }
-        // The others have at most four operands but for helper calls: picked without a loop.
-        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
-        let operands = [pick(0), pick(1), pick(2), pick(3)];
-        self.trace
-            .push(usize::from(stencil), &operands[..len], target.as_slice())?;
         Ok(())
     }
 
-    /// [`Emit::push`] of a stencil with more than four operands (helper calls).
+    /// [`Emit::push_counted`] of a stencil whose operands are more than two or not
+    /// consecutive values: picked one by one.
     #[cold]
     #[inline(never)]
-    fn push_many(&mut self, stencil: u16, target: Option<Target>) -> Result<(), Error> {
+    fn push_picked(&mut self, stencil: u16, targets: &[Target]) -> Result<(), Error> {
         let ops = &self.table.operands[usize::from(stencil)];
         let mut operands = [0; MAX_OPERANDS];
         for (o, &at) in operands.iter_mut().zip(&ops.at[..usize::from(ops.len)]) {
             *o = self.v[usize::from(at) & 15];
         }
         let operands = &operands[..usize::from(ops.len)];
-        self.trace
-            .push(usize::from(stencil), operands, target.as_slice())?;
+        self.trace.push(usize::from(stencil), operands, targets)?;
         Ok(())
     }
 
@@ -323,7 +327,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         helpers: &HashMap<u32, Helper, impl BuildHasher>,
     ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
-        let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
+        let (mut dr, mut sr) = row.regs.of(w);
         if row.canon != 0 {
             // A member the set does not have: an equivalent instruction's (`canon`).
             let why = if dr == sr {
@@ -336,7 +340,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             if row.canon & why != 0 {
                 w = canon::rewrite(w, why);
                 row = &self.table.rows[w as usize & 255];
-                (dr, sr) = (row.d.of(w), row.s.of(w));
+                (dr, sr) = row.regs.of(w);
             }
         }
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
@@ -354,14 +358,12 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
         let member = row.members[d & 7][s & 7];
-        // The member and its jump target; one push for all (inlined once).
-        let (stencil, target) = match row.action {
-            Action::Plain => (member, None),
-            Action::Jump => (
-                member,
-                Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
-            ),
-            Action::Load | Action::Store => (member, Some(self.fault(i, w, (d, s), (dr, sr)))),
+        // The member's jump target, if any (instructions whose instance is another table's
+        // are pushed out of line).
+        let target = match row.action {
+            Action::Plain => None,
+            Action::Jump => Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
+            Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
             Action::End => {
                 // BE has the source bit set; the width is the immediate.
                 let be = usize::from(w & 0x08 != 0);
@@ -370,15 +372,24 @@ impl<'a, 'j> Emit<'a, 'j> {
                     32 => 1,
                     _ => 2,
                 };
-                (self.table.end[be][width][d], None)
+                return self.push(self.table.end[be][width][d], None).map(|()| 1);
             }
-            Action::Exit if self.scan.calls == 0 => (self.table.ret[d], None),
-            Action::Exit => (self.table.exit, Some(self.returns)),
-            Action::Invalid => (self.table.invalid, None),
+            Action::Exit if self.scan.calls == 0 => {
+                return self.push(self.table.ret[d], None).map(|()| 1)
+            }
+            Action::Exit => return self.push(self.table.exit, Some(self.returns)).map(|()| 1),
+            Action::Invalid => return self.push(self.table.invalid, None).map(|()| 1),
             Action::Call => return self.call(i, w, (d, s), helpers).map(|()| 1),
-            Action::LdDw => return self.ld_dw(i, w, member).map(|()| 2),
+            Action::LdDw => return self.ld_dw(i, w, member.stencil).map(|()| 2),
         };
-        self.push(stencil, target)?;
+        // One inlined push with no target and one with one (which a compare of a register
+        // with itself may not have).
+        match target {
+            Some(t) if member.len & Member::JUMPS != 0 => {
+                self.push_counted(member, &[instance(t)])?
+            }
+            _ => self.push_counted(member, &[])?,
+        }
         Ok(1)
     }
 
@@ -494,7 +505,8 @@ impl<'a, 'j> Emit<'a, 'j> {
                 }
                 let w = self.word(pc);
                 let row = &self.table.rows[w as usize & 255];
-                let (d, s) = (1u16 << row.d.of(w), 1u16 << row.s.of(w));
+                let (d, s) = row.regs.of(w);
+                let (d, s) = (1u16 << d, 1u16 << s);
                 let mut next = pc + 1;
                 let (reads, writes) = match row.action {
                     // MOV (ALU32 and ALU64 classes) does not read its destination.

@@ -71,9 +71,25 @@ impl Scan {
     /// slots it takes (2 for LD_DW). After the last, [`Scan::weigh`].
     #[inline(always)]
     pub fn add(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
+        self.count_uses(w, shape);
+        if shape.action == Action::Plain {
+            return 1;
+        }
+        self.add_special(i, w, shape)
+    }
+
+    /// Counts the uses of instruction word `w`'s registers (of shape `shape`).
+    #[inline(always)]
+    pub fn count_uses(&mut self, w: u64, shape: &Shape) {
+        let (d, s) = shape.regs.of(w);
         // At most 2^20 instructions: no overflow.
-        self.uses[shape.d.of(w)] += 1;
-        self.uses[shape.s.of(w)] += 1;
+        self.uses[d] += 1;
+        self.uses[s] += 1;
+    }
+
+    /// [`Scan::add`] of an instruction whose action is not `Plain`, its uses counted.
+    #[inline(always)]
+    pub fn add_special(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
         match shape.action {
             Action::Jump => self.backward |= ((w >> 16) as i16) < 0,
             Action::Load | Action::Store => self.accesses += 1,
@@ -118,8 +134,9 @@ impl Scan {
             let shape = &SHAPES[w as usize & 255];
             // At most 16^8 per instruction and 2^20 instructions: no overflow.
             let k = LOOP_WEIGHT[depth.clamp(0, 8) as usize];
-            self.uses[shape.d.of(w)] += k;
-            self.uses[shape.s.of(w)] += k;
+            let (d, s) = shape.regs.of(w);
+            self.uses[d] += k;
+            self.uses[s] += k;
             if shape.action == Action::LdDw {
                 depth += delta[i + 1];
                 i += 1;

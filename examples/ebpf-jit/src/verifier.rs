@@ -3,7 +3,7 @@
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
 use crate::scan::{words, Scan};
-use crate::shape::{JUMP, LD_DW, REGS, SHAPES, STORE};
+use crate::shape::{Action, JUMP, LD_DW, REGS, SHAPES, STORE};
 use crate::Error;
 
 fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error> {
@@ -54,15 +54,24 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
     while i < words.len() {
         let w = u64::from_le_bytes(words[i]);
         let shape = &SHAPES[w as usize & 255];
-        // The jump's target, then everything else out of line unless the opcode has
-        // nothing more to check and the registers are in range (the common case).
+        // Everything out of line unless the opcode has nothing more to check and the
+        // registers are in range (the common case); then a jump's target (first, in rbpf's
+        // order, where both are checked).
+        if REGS[(w >> 8) as u8 as usize] & shape.fast == 0 {
+            if shape.check == JUMP {
+                jump(i, i64::from((w >> 16) as i16))?;
+            }
+            slow(prog, i)?;
+        }
+        scan.count_uses(w, shape);
+        if shape.action == Action::Plain {
+            i += 1;
+            continue;
+        }
         if shape.check == JUMP {
             jump(i, i64::from((w >> 16) as i16))?;
         }
-        if REGS[(w >> 8) as u8 as usize] & shape.fast == 0 {
-            slow(prog, i)?;
-        }
-        i += scan.add(i, w, shape);
+        i += scan.add_special(i, w, shape);
     }
     scan.weigh(prog);
     Ok(scan)
