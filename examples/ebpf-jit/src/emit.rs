@@ -1,23 +1,23 @@
 //! Compiling one program, in stages: the scan (`scan`: which registers to pin, how many
-//! calls and accesses), the places of the registers, the prologue (the shim and the entry
-//! op), one instance per instruction, the epilogue (the fall-off exit, the return chain of
-//! local calls, the accesses' fault exits) and the kit's `finish`.
+//! calls and accesses), the places of the registers, the prologue (the shim, which also
+//! loads the pinned registers), one instance per instruction, the epilogue (the fall-off
+//! exit, the return chain of local calls, the accesses' fault exits) and the kit's `finish`.
 //!
 //! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
-//! `op_nop`, which has no code), so instruction `i` is instance `i + 2` and a jump's target
+//! `op_nop`, which has no code), so instruction `i` is instance `i + 1` and a jump's target
 //! is known without a pass to number them. Short programs are compiled about as often as
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
 use crate::canon;
+use crate::helper::HelperMap;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
-use crate::scan::{words, Scan};
+use crate::scan::{words, Plan, Scan};
 use crate::table::{Action, Member, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
@@ -59,8 +59,8 @@ fn instance(t: usize) -> Target {
     Target::Instance(InstanceId::from_index(t))
 }
 
-/// The instance of instruction 0 (after the shim and the entry op).
-const FIRST: usize = 2;
+/// The instance of instruction 0 (after the shim, which loads the pinned registers).
+const FIRST: usize = 1;
 
 /// How far [`Emit::dead_after`] looks: instructions in all, branches left to follow.
 const LEAN_STEPS: usize = 64;
@@ -114,15 +114,19 @@ impl Compiler {
     }
 
     /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier)
-    /// and its helpers (which hash by [`crate::helper::IdHasher`]).
+    /// and its helpers.
     pub(crate) fn compile_scanned(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
-        scan: &Scan,
+        helpers: &impl HelperMap,
+        scan: &Plan,
     ) -> Result<Compiled, Error> {
-        let (pins, len) = scan.pins();
-        self.emit(prog, helpers, &pins[..len], scan)
+        self.emit(
+            prog,
+            helpers,
+            &scan.pins[..usize::from(scan.pin_count)],
+            scan,
+        )
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
@@ -150,9 +154,9 @@ impl Compiler {
     fn emit(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
         pins: &[u8],
-        scan: &Scan,
+        scan: &Plan,
     ) -> Result<Compiled, Error> {
         let mut slots = slots_of(pins);
         if scan.helper_calls {
@@ -160,7 +164,6 @@ impl Compiler {
         }
         let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
-        out.push(self.table.enter, None)?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
         let mut i = 0;
@@ -207,7 +210,7 @@ struct Emit<'a, 'j> {
     table: &'a Table,
     /// The program's instructions.
     words: &'a [[u8; crate::INSN_SIZE]],
-    scan: &'a Scan,
+    scan: &'a Plan,
     /// Instructions.
     n: usize,
     /// Each register's place: a pinned slot, or `FRAME`.
@@ -230,7 +233,7 @@ struct Emit<'a, 'j> {
 
 impl<'a, 'j> Emit<'a, 'j> {
     /// The places of the registers and where the instances after the program go.
-    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Scan) -> Emit<'a, 'j>
+    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Plan) -> Emit<'a, 'j>
     where
         'j: 'a,
     {
@@ -324,7 +327,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         &mut self,
         i: usize,
         mut w: u64,
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
     ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
@@ -436,11 +439,11 @@ impl<'a, 'j> Emit<'a, 'j> {
         i: usize,
         w: u64,
         (d, s): (usize, usize),
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
     ) -> Result<(), Error> {
         let (src, imm) = ((w >> 12) & 15, (w >> 32) as i32);
         if src == 0 {
-            return match helpers.get(&(imm as u32)) {
+            return match helpers.helper(imm as u32) {
                 Some(h) => {
                     self.v[usize::from(FN)] = h.call as usize as u64;
                     self.v[usize::from(DATA)] = h.data as u64;

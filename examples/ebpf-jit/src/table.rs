@@ -130,7 +130,6 @@ pub(crate) struct Table {
     /// EXIT without local calls, by the place of r0.
     pub ret: [u16; PLACES],
     pub ja: u16,
-    pub enter: u16,
     pub nop: u16,
     pub exit: u16,
     pub call_local: u16,
@@ -348,7 +347,6 @@ impl Table {
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
             ja: get("op_ja")?,
-            enter: get("op_enter")?,
             nop: get("op_nop")?,
             exit: get("op_exit")?,
             call_local: get("op_call_local")?,

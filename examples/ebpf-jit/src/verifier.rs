@@ -2,7 +2,7 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
-use crate::scan::{words, Scan};
+use crate::scan::{words, Plan, Scan};
 use crate::shape::{Action, JUMP, LD_DW, REGS, SHAPES, STORE};
 use crate::Error;
 
@@ -15,7 +15,7 @@ fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error>
 
 /// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does; on the way, scans it for
 /// the compiler (one pass for both).
-pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
+pub(crate) fn check(prog: &[u8]) -> Result<Plan, Error> {
     if !prog.len().is_multiple_of(INSN_SIZE) {
         return refuse(None, "the program's length is not a multiple of 8 bytes");
     }
@@ -73,8 +73,7 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
         }
         i += scan.add_special(i, w, shape);
     }
-    scan.weigh(prog);
-    Ok(scan)
+    Ok(scan.finish(prog))
 }
 
 /// Instruction `i`'s checks besides a jump's target, in rbpf's order.
