@@ -13,7 +13,7 @@ use crate::canon;
 use crate::helper::HelperMap;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
 use crate::scan::{words, Plan, Scan};
-use crate::table::{Action, Member, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
+use crate::table::{Action, Member, Row, Table, FRAME, MAX_OPERANDS, NONE, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
@@ -331,36 +331,23 @@ impl<'a, 'j> Emit<'a, 'j> {
     ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
-        if row.canon != 0 {
+        let (mut d, mut s) = self.places(row, w, (dr, sr));
+        let mut member = row.members[d & 7][s & 7];
+        if member.stencil == NONE && row.canon != 0 {
             // A member the set does not have: an equivalent instruction's (`canon`).
-            let why = if dr == sr {
-                canon::SAME
-            } else if self.place[dr] > self.place[sr] {
-                canon::SWAPPED
-            } else {
-                0
-            };
-            if row.canon & why != 0 {
-                w = canon::rewrite(w, why);
-                row = &self.table.rows[w as usize & 255];
-                (dr, sr) = row.regs.of(w);
-            }
+            w = self.canonical(row, w, (dr, sr));
+            row = &self.table.rows[w as usize & 255];
+            (dr, sr) = row.regs.of(w);
+            (d, s) = self.places(row, w, (dr, sr));
+            member = row.members[d & 7][s & 7];
         }
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
-        let d = usize::from(self.place[dr]);
-        // An op with an immediate in 0..2^31 takes its member for one, if it has one.
-        let s = if row.small_imm && imm >= 0 {
-            SMALL_IMM
-        } else {
-            usize::from(self.place[sr])
-        };
         let v = &mut self.v;
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (dr as u64 * 8, dr as u64 * 8);
         (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (sr as u64 * 8, sr as u64 * 8);
         v[usize::from(IMM)] = i64::from(imm) as u64;
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
-        let member = row.members[d & 7][s & 7];
         // The member's jump target, if any (instructions whose instance is another table's
         // are pushed out of line).
         let target = match row.action {
@@ -394,6 +381,41 @@ impl<'a, 'j> Emit<'a, 'j> {
             _ => self.push_counted(member, &[])?,
         }
         Ok(1)
+    }
+
+    /// The places of instruction word `w`'s D and S registers `dr`, `sr` (of `row`), as
+    /// its row's members are indexed: an op with an immediate in 0..2^31 takes its member
+    /// for one ([`SMALL_IMM`]), if it has one.
+    #[inline(always)]
+    fn places(&self, row: &Row, w: u64, (dr, sr): (usize, usize)) -> (usize, usize) {
+        let d = usize::from(self.place[dr]);
+        let s = if row.small_imm && (w >> 32) as i32 >= 0 {
+            SMALL_IMM
+        } else {
+            usize::from(self.place[sr])
+        };
+        (d, s)
+    }
+
+    /// Instruction word `w` (of `row`, registers `dr`, `sr`), whose member for the places
+    /// of its registers the set does not have, as the equivalent instruction `canon`
+    /// rewrites it into: its registers are one (`SAME`), or its destination's place is
+    /// above its source's (`SWAPPED`, jumps).
+    #[cold]
+    #[inline(never)]
+    fn canonical(&self, row: &Row, w: u64, (dr, sr): (usize, usize)) -> u64 {
+        let why = if dr == sr {
+            canon::SAME
+        } else if self.place[dr] > self.place[sr] {
+            canon::SWAPPED
+        } else {
+            0
+        };
+        if row.canon & why != 0 {
+            canon::rewrite(w, why)
+        } else {
+            w
+        }
     }
 
     /// Records the fault exit of load or store `i` (base register in place `d` or `s`, by
