@@ -109,6 +109,18 @@ pub(crate) struct Shape {
     /// instruction's registers: [`REGS_ANY`] (dst r0..r9), [`REGS_STORE`] (also r10); 0 where
     /// it checks more ([`LD_DW`], [`OTHER`]).
     pub fast: u8,
+    /// `fast` where the action is `Plain`, else 0: the verifier's one test for an
+    /// instruction it has nothing more to do with.
+    pub plain: u8,
+}
+
+/// [`Shape::fast`] of an opcode the verifier checks as `check`.
+const fn fast(check: u8) -> u8 {
+    match check {
+        PLAIN | JUMP => REGS_ANY,
+        STORE => REGS_STORE,
+        _ => 0,
+    }
 }
 
 const fn shape(kind: Option<Kind>) -> Shape {
@@ -143,9 +155,9 @@ const fn shape(kind: Option<Kind>) -> Shape {
         regs: Regs::of_roles(d, s),
         width: width.bytes() as u8,
         check,
-        fast: match check {
-            PLAIN | JUMP => REGS_ANY,
-            STORE => REGS_STORE,
+        fast: fast(check),
+        plain: match action {
+            Action::Plain => fast(check),
             _ => 0,
         },
     }
