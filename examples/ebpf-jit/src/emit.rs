@@ -54,6 +54,10 @@ pub(crate) fn value_at(at: usize) -> u8 {
     }
 }
 
+/// An instruction [`Emit::target`] pushed itself: the instruction slots it took, or why
+/// the kit refused it.
+type Pushed = Result<usize, Error>;
+
 /// The jump target of instance `t`.
 fn instance(t: usize) -> Target {
     Target::Instance(InstanceId::from_index(t))
@@ -349,8 +353,43 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
         // The member's jump target, if any (instructions whose instance is another table's
-        // are pushed out of line).
-        let target = match row.action {
+        // are pushed out of line). Plain ALU instructions, the commonest, by a test before
+        // the match's jump table.
+        let target = if row.action == Action::Plain {
+            None
+        } else {
+            match self.target(i, w, (d, s), (dr, sr), member, helpers) {
+                Ok(t) => t,
+                Err(pushed) => return pushed,
+            }
+        };
+        // One inlined push with no target and one with one (which a compare of a register
+        // with itself may not have).
+        match target {
+            Some(t) if member.len & Member::JUMPS != 0 => {
+                self.push_counted(member, &[instance(t)])?
+            }
+            _ => self.push_counted(member, &[])?,
+        }
+        Ok(1)
+    }
+
+    /// The target of instruction `i` (word `w`, registers `dr`, `sr` in places `d`, `s`,
+    /// member `member`), of an action other than `Plain`; `Err` where it pushed
+    /// the instruction itself ([`Pushed`]).
+    #[inline(always)]
+    fn target(
+        &mut self,
+        i: usize,
+        w: u64,
+        (d, s): (usize, usize),
+        (dr, sr): (usize, usize),
+        member: Member,
+        helpers: &impl HelperMap,
+    ) -> Result<Option<usize>, Pushed> {
+        let row = &self.table.rows[w as usize & 255];
+        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        Ok(match row.action {
             Action::Plain => None,
             Action::Jump => Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
             Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
@@ -362,25 +401,16 @@ impl<'a, 'j> Emit<'a, 'j> {
                     32 => 1,
                     _ => 2,
                 };
-                return self.push(self.table.end[be][width][d], None).map(|()| 1);
+                return Err(self.push(self.table.end[be][width][d], None).map(|()| 1));
             }
             Action::Exit if self.scan.calls == 0 => {
-                return self.push(self.table.ret[d], None).map(|()| 1)
+                return Err(self.push(self.table.ret[d], None).map(|()| 1))
             }
-            Action::Exit => return self.push(self.table.exit, Some(self.returns)).map(|()| 1),
-            Action::Invalid => return self.push(self.table.invalid, None).map(|()| 1),
-            Action::Call => return self.call(i, w, (d, s), helpers).map(|()| 1),
-            Action::LdDw => return self.ld_dw(i, w, member.stencil).map(|()| 2),
-        };
-        // One inlined push with no target and one with one (which a compare of a register
-        // with itself may not have).
-        match target {
-            Some(t) if member.len & Member::JUMPS != 0 => {
-                self.push_counted(member, &[instance(t)])?
-            }
-            _ => self.push_counted(member, &[])?,
-        }
-        Ok(1)
+            Action::Exit => return Err(self.push(self.table.exit, Some(self.returns)).map(|()| 1)),
+            Action::Invalid => return Err(self.push(self.table.invalid, None).map(|()| 1)),
+            Action::Call => return Err(self.call(i, w, (d, s), helpers).map(|()| 1)),
+            Action::LdDw => return Err(self.ld_dw(i, w, member.stencil).map(|()| 2)),
+        })
     }
 
     /// The places of instruction word `w`'s D and S registers `dr`, `sr` (of `row`), as
