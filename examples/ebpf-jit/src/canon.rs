@@ -10,8 +10,9 @@
 //!   mirrored condition (`jgt a, b` ≡ `jlt b, a`): members only for D ≤ S.
 //!
 //! That leaves 16 of 36 members per jump and 31 per such ALU op (the frame's pair stays: two
-//! different registers both in the frame). The compiler asks per instruction through one
-//! flag per opcode ([`flags`]) and rewrites the instruction word, out of line.
+//! registers both in the frame). The compiler asks only where an opcode's row has
+//! no member for the places (one flag per opcode, [`flags`], says what may be rewritten)
+//! and rewrites the instruction word, out of line.
 
 use crate::insn::{decode_opcode, AluOp, Kind};
 use crate::table::FRAME;

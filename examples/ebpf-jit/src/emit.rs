@@ -1,23 +1,23 @@
 //! Compiling one program, in stages: the scan (`scan`: which registers to pin, how many
-//! calls and accesses), the places of the registers, the prologue (the shim and the entry
-//! op), one instance per instruction, the epilogue (the fall-off exit, the return chain of
-//! local calls, the accesses' fault exits) and the kit's `finish`.
+//! calls and accesses), the places of the registers, the prologue (the shim, which also
+//! loads the pinned registers), one instance per instruction, the epilogue (the fall-off
+//! exit, the return chain of local calls, the accesses' fault exits) and the kit's `finish`.
 //!
 //! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
-//! `op_nop`, which has no code), so instruction `i` is instance `i + 2` and a jump's target
+//! `op_nop`, which has no code), so instruction `i` is instance `i + 1` and a jump's target
 //! is known without a pass to number them. Short programs are compiled about as often as
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
 use crate::canon;
+use crate::helper::HelperMap;
 use crate::jit::{Compiled, Compiler, SLOT_OF_RANK};
-use crate::scan::{words, Scan};
-use crate::table::{Action, Table, FRAME, MAX_OPERANDS, PINS, SMALL_IMM};
+use crate::scan::{words, Plan, Scan};
+use crate::table::{Action, Member, Row, Table, FRAME, MAX_OPERANDS, NONE, PINS, SMALL_IMM};
 use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
@@ -54,8 +54,17 @@ pub(crate) fn value_at(at: usize) -> u8 {
     }
 }
 
-/// The instance of instruction 0 (after the shim and the entry op).
-const FIRST: usize = 2;
+/// An instruction [`Emit::target`] pushed itself: the instruction slots it took, or why
+/// the kit refused it.
+type Pushed = Result<usize, Error>;
+
+/// The jump target of instance `t`.
+fn instance(t: usize) -> Target {
+    Target::Instance(InstanceId::from_index(t))
+}
+
+/// The instance of instruction 0 (after the shim, which loads the pinned registers).
+const FIRST: usize = 1;
 
 /// How far [`Emit::dead_after`] looks: instructions in all, branches left to follow.
 const LEAN_STEPS: usize = 64;
@@ -109,15 +118,19 @@ impl Compiler {
     }
 
     /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier)
-    /// and its helpers (which hash by [`crate::helper::IdHasher`]).
+    /// and its helpers.
     pub(crate) fn compile_scanned(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
-        scan: &Scan,
+        helpers: &impl HelperMap,
+        scan: &Plan,
     ) -> Result<Compiled, Error> {
-        let (pins, len) = scan.pins();
-        self.emit(prog, helpers, &pins[..len], scan)
+        self.emit(
+            prog,
+            helpers,
+            &scan.pins[..usize::from(scan.pin_count)],
+            scan,
+        )
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
@@ -145,9 +158,9 @@ impl Compiler {
     fn emit(
         &self,
         prog: &[u8],
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
         pins: &[u8],
-        scan: &Scan,
+        scan: &Plan,
     ) -> Result<Compiled, Error> {
         let mut slots = slots_of(pins);
         if scan.helper_calls {
@@ -155,7 +168,6 @@ impl Compiler {
         }
         let mut out = Emit::new(self, prog, slots, scan);
         let entry = out.trace.push_shim()?;
-        out.push(self.table.enter, None)?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
         let mut i = 0;
@@ -202,7 +214,7 @@ struct Emit<'a, 'j> {
     table: &'a Table,
     /// The program's instructions.
     words: &'a [[u8; crate::INSN_SIZE]],
-    scan: &'a Scan,
+    scan: &'a Plan,
     /// Instructions.
     n: usize,
     /// Each register's place: a pinned slot, or `FRAME`.
@@ -225,7 +237,7 @@ struct Emit<'a, 'j> {
 
 impl<'a, 'j> Emit<'a, 'j> {
     /// The places of the registers and where the instances after the program go.
-    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Scan) -> Emit<'a, 'j>
+    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Plan) -> Emit<'a, 'j>
     where
         'j: 'a,
     {
@@ -265,46 +277,45 @@ impl<'a, 'j> Emit<'a, 'j> {
     }
 
     /// Pushes an instance of `stencil`, its operands picked from the values, jumping to
-    /// instance `target` if it has a jump.
-    #[inline(always)]
+    /// instance `target` if it has a jump. (For the instances besides the instructions'
+    /// own, [`Emit::push_member`]: out of line, so that the kit's `push` is inlined once.)
+    #[inline(never)]
     fn push(&mut self, stencil: u16, target: Option<usize>) -> Result<(), Error> {
-        let ops = &self.table.operands[usize::from(stencil)];
-        let len = usize::from(ops.len);
-        let target = match target {
-            Some(t) if ops.jumps => Some(Target::Instance(InstanceId::from_index(t))),
-            _ => None,
+        let m = Member::with(stencil, &self.table.operands[usize::from(stencil)]);
+        match target {
+            Some(t) if m.len & Member::JUMPS != 0 => self.push_counted(m, &[instance(t)]),
+            _ => self.push_counted(m, &[]),
+        }
+    }
+
+    /// Pushes an instance of member `m` with `targets`, whose count the caller knows: the
+    /// kit's `push` (always inlined) then copies them without a loop, and the operands too
+    /// for the commonest counts, consecutive values (`Operands::window`) of at most two.
+    #[inline(always)]
+    fn push_counted(&mut self, m: Member, targets: &[Target]) -> Result<(), Error> {
+        let (v, at, s) = (&self.v, usize::from(m.window), usize::from(m.stencil));
+        match m.len & !Member::JUMPS {
+            0 => self.trace.push(s, &[], targets)?,
+            // (`at` is NO_WINDOW for operands that are not consecutive values.)
+            1 if at < VALUES => self.trace.push(s, &[v[at]], targets)?,
+            2 if at + 1 < VALUES => self.trace.push(s, &[v[at], v[at + 1]], targets)?,
+            _ => return self.push_picked(m.stencil, targets),
         };
-        // Consecutive values are passed as they are (`Operands::window`: out of range, so
-        // `None`, for the others).
-        let window = usize::from(ops.window);
-        if let Some(operands) = self.v.get(window..window + len) {
-            self.trace
-                .push(usize::from(stencil), operands, target.as_slice())?;
-            return Ok(());
-        }
-        if len > 4 {
-            return self.push_many(stencil, target);
-        }
-        // The others have at most four operands but for helper calls: picked without a loop.
-        let pick = |k: usize| self.v[usize::from(ops.at[k]) & 15];
-        let operands = [pick(0), pick(1), pick(2), pick(3)];
-        self.trace
-            .push(usize::from(stencil), &operands[..len], target.as_slice())?;
         Ok(())
     }
 
-    /// [`Emit::push`] of a stencil with more than four operands (helper calls).
+    /// [`Emit::push_counted`] of a stencil whose operands are more than two or not
+    /// consecutive values: picked one by one.
     #[cold]
     #[inline(never)]
-    fn push_many(&mut self, stencil: u16, target: Option<Target>) -> Result<(), Error> {
+    fn push_picked(&mut self, stencil: u16, targets: &[Target]) -> Result<(), Error> {
         let ops = &self.table.operands[usize::from(stencil)];
         let mut operands = [0; MAX_OPERANDS];
         for (o, &at) in operands.iter_mut().zip(&ops.at[..usize::from(ops.len)]) {
             *o = self.v[usize::from(at) & 15];
         }
         let operands = &operands[..usize::from(ops.len)];
-        self.trace
-            .push(usize::from(stencil), operands, target.as_slice())?;
+        self.trace.push(usize::from(stencil), operands, targets)?;
         Ok(())
     }
 
@@ -320,48 +331,68 @@ impl<'a, 'j> Emit<'a, 'j> {
         &mut self,
         i: usize,
         mut w: u64,
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
     ) -> Result<usize, Error> {
         let mut row = &self.table.rows[w as usize & 255];
-        let (mut dr, mut sr) = (row.d.of(w), row.s.of(w));
-        if row.canon != 0 {
+        let (mut dr, mut sr) = row.regs.of(w);
+        let (mut d, mut s) = self.places(row, w, (dr, sr));
+        let mut member = row.members[d & 7][s & 7];
+        if member.stencil == NONE && row.canon != 0 {
             // A member the set does not have: an equivalent instruction's (`canon`).
-            let why = if dr == sr {
-                canon::SAME
-            } else if self.place[dr] > self.place[sr] {
-                canon::SWAPPED
-            } else {
-                0
-            };
-            if row.canon & why != 0 {
-                w = canon::rewrite(w, why);
-                row = &self.table.rows[w as usize & 255];
-                (dr, sr) = (row.d.of(w), row.s.of(w));
-            }
+            w = self.canonical(row, w, (dr, sr));
+            row = &self.table.rows[w as usize & 255];
+            (dr, sr) = row.regs.of(w);
+            (d, s) = self.places(row, w, (dr, sr));
+            member = row.members[d & 7][s & 7];
         }
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
-        let d = usize::from(self.place[dr]);
-        // An op with an immediate in 0..2^31 takes its member for one, if it has one.
-        let s = if row.small_imm && imm >= 0 {
-            SMALL_IMM
-        } else {
-            usize::from(self.place[sr])
-        };
         let v = &mut self.v;
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (dr as u64 * 8, dr as u64 * 8);
         (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (sr as u64 * 8, sr as u64 * 8);
         v[usize::from(IMM)] = i64::from(imm) as u64;
         v[usize::from(OFF)] = off_operand(off);
         v[usize::from(IDX)] = i as u64;
-        let member = row.members[d & 7][s & 7];
-        // The member and its jump target; one push for all (inlined once).
-        let (stencil, target) = match row.action {
-            Action::Plain => (member, None),
-            Action::Jump => (
-                member,
-                Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
-            ),
-            Action::Load | Action::Store => (member, Some(self.fault(i, w, (d, s), (dr, sr)))),
+        // The member's jump target, if any (instructions whose instance is another table's
+        // are pushed out of line). Plain ALU instructions, the commonest, by a test before
+        // the match's jump table.
+        let target = if row.action == Action::Plain {
+            None
+        } else {
+            match self.target(i, w, (d, s), (dr, sr), member, helpers) {
+                Ok(t) => t,
+                Err(pushed) => return pushed,
+            }
+        };
+        // One inlined push with no target and one with one (which a compare of a register
+        // with itself may not have).
+        match target {
+            Some(t) if member.len & Member::JUMPS != 0 => {
+                self.push_counted(member, &[instance(t)])?
+            }
+            _ => self.push_counted(member, &[])?,
+        }
+        Ok(1)
+    }
+
+    /// The target of instruction `i` (word `w`, registers `dr`, `sr` in places `d`, `s`,
+    /// member `member`), of an action other than `Plain`; `Err` where it pushed
+    /// the instruction itself ([`Pushed`]).
+    #[inline(always)]
+    fn target(
+        &mut self,
+        i: usize,
+        w: u64,
+        (d, s): (usize, usize),
+        (dr, sr): (usize, usize),
+        member: Member,
+        helpers: &impl HelperMap,
+    ) -> Result<Option<usize>, Pushed> {
+        let row = &self.table.rows[w as usize & 255];
+        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        Ok(match row.action {
+            Action::Plain => None,
+            Action::Jump => Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
+            Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
             Action::End => {
                 // BE has the source bit set; the width is the immediate.
                 let be = usize::from(w & 0x08 != 0);
@@ -370,16 +401,51 @@ impl<'a, 'j> Emit<'a, 'j> {
                     32 => 1,
                     _ => 2,
                 };
-                (self.table.end[be][width][d], None)
+                return Err(self.push(self.table.end[be][width][d], None).map(|()| 1));
             }
-            Action::Exit if self.scan.calls == 0 => (self.table.ret[d], None),
-            Action::Exit => (self.table.exit, Some(self.returns)),
-            Action::Invalid => (self.table.invalid, None),
-            Action::Call => return self.call(i, w, (d, s), helpers).map(|()| 1),
-            Action::LdDw => return self.ld_dw(i, w, member).map(|()| 2),
+            Action::Exit if self.scan.calls == 0 => {
+                return Err(self.push(self.table.ret[d], None).map(|()| 1))
+            }
+            Action::Exit => return Err(self.push(self.table.exit, Some(self.returns)).map(|()| 1)),
+            Action::Invalid => return Err(self.push(self.table.invalid, None).map(|()| 1)),
+            Action::Call => return Err(self.call(i, w, (d, s), helpers).map(|()| 1)),
+            Action::LdDw => return Err(self.ld_dw(i, w, member.stencil).map(|()| 2)),
+        })
+    }
+
+    /// The places of instruction word `w`'s D and S registers `dr`, `sr` (of `row`), as
+    /// its row's members are indexed: an op with an immediate in 0..2^31 takes its member
+    /// for one ([`SMALL_IMM`]), if it has one.
+    #[inline(always)]
+    fn places(&self, row: &Row, w: u64, (dr, sr): (usize, usize)) -> (usize, usize) {
+        let d = usize::from(self.place[dr]);
+        let s = if row.small_imm && (w >> 32) as i32 >= 0 {
+            SMALL_IMM
+        } else {
+            usize::from(self.place[sr])
         };
-        self.push(stencil, target)?;
-        Ok(1)
+        (d, s)
+    }
+
+    /// Instruction word `w` (of `row`, registers `dr`, `sr`), whose member for the places
+    /// of its registers the set does not have, as the equivalent instruction `canon`
+    /// rewrites it into: its registers are one (`SAME`), or its destination's place is
+    /// above its source's (`SWAPPED`, jumps).
+    #[cold]
+    #[inline(never)]
+    fn canonical(&self, row: &Row, w: u64, (dr, sr): (usize, usize)) -> u64 {
+        let why = if dr == sr {
+            canon::SAME
+        } else if self.place[dr] > self.place[sr] {
+            canon::SWAPPED
+        } else {
+            0
+        };
+        if row.canon & why != 0 {
+            canon::rewrite(w, why)
+        } else {
+            w
+        }
     }
 
     /// Records the fault exit of load or store `i` (base register in place `d` or `s`, by
@@ -425,11 +491,11 @@ impl<'a, 'j> Emit<'a, 'j> {
         i: usize,
         w: u64,
         (d, s): (usize, usize),
-        helpers: &HashMap<u32, Helper, impl BuildHasher>,
+        helpers: &impl HelperMap,
     ) -> Result<(), Error> {
         let (src, imm) = ((w >> 12) & 15, (w >> 32) as i32);
         if src == 0 {
-            return match helpers.get(&(imm as u32)) {
+            return match helpers.helper(imm as u32) {
                 Some(h) => {
                     self.v[usize::from(FN)] = h.call as usize as u64;
                     self.v[usize::from(DATA)] = h.data as u64;
@@ -494,7 +560,8 @@ impl<'a, 'j> Emit<'a, 'j> {
                 }
                 let w = self.word(pc);
                 let row = &self.table.rows[w as usize & 255];
-                let (d, s) = (1u16 << row.d.of(w), 1u16 << row.s.of(w));
+                let (d, s) = row.regs.of(w);
+                let (d, s) = (1u16 << d, 1u16 << s);
                 let mut next = pc + 1;
                 let (reads, writes) = match row.action {
                     // MOV (ALU32 and ALU64 classes) does not read its destination.

@@ -8,37 +8,42 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// The helpers an `EbpfVm` holds, by id. Ids are chosen by the program's author, not an
-/// attacker, so they hash by one multiplication ([`IdHasher`]): std's SipHash and its
-/// per-map random keys were about 300 instructions of a 10-instruction program's compile.
-pub(crate) type Helpers = HashMap<u32, Helper, BuildHasherDefault<IdHasher>>;
+/// The helpers an `EbpfVm` holds: sorted by id, found by binary search. A program
+/// registers a few: a map's insert (hashing, its first allocation of control bytes and
+/// buckets, a rehash) cost about 320 instructions of a 10-instruction program's compile,
+/// this one's first push one allocation.
+#[derive(Default)]
+pub(crate) struct Helpers(Vec<(u32, Helper)>);
 
-/// Hashes a helper id by multiplying it with an odd constant (Fibonacci hashing: the top
-/// bits, which the map's control bytes take, mix all of the id's bits; the low bits, its
-/// bucket, differ for ids that differ in theirs).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(self.0 << 8 | u64::from(b));
+impl Helpers {
+    /// Registers `helper` as `id`, replacing one of the same id.
+    pub fn insert(&mut self, id: u32, helper: Helper) {
+        match self.0.binary_search_by_key(&id, |&(k, _)| k) {
+            Ok(at) => self.0[at].1 = helper,
+            Err(at) => self.0.insert(at, (id, helper)),
         }
     }
+}
 
-    fn write_u32(&mut self, id: u32) {
-        self.write_u64(u64::from(id));
+/// Helpers by id, as a compile and the interpreter look them up: [`Helpers`], or the map
+/// [`crate::Compiler::compile`] takes.
+pub(crate) trait HelperMap {
+    fn helper(&self, id: u32) -> Option<&Helper>;
+}
+
+impl HelperMap for Helpers {
+    fn helper(&self, id: u32) -> Option<&Helper> {
+        let at = self.0.binary_search_by_key(&id, |&(k, _)| k).ok()?;
+        Some(&self.0[at].1)
     }
+}
 
-    fn write_u64(&mut self, x: u64) {
-        self.0 = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+impl<S: BuildHasher> HelperMap for HashMap<u32, Helper, S> {
+    fn helper(&self, id: u32) -> Option<&Helper> {
+        self.get(&id)
     }
 }
 

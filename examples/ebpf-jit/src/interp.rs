@@ -1,12 +1,11 @@
 //! The reference interpreter: rbpf 0.4's semantics, written from its documented behaviour,
 //! in safe Rust (an access is made through the region slice that holds it).
 
+use crate::helper::HelperMap;
 use crate::insn::{
     decode, insn, AluOp, Cond, Kind, Width, LOCAL_FUNCTION_STACK_SIZE, MAX_CALL_DEPTH, STACK_SIZE,
 };
-use crate::{Error, Helper};
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use crate::Error;
 
 /// The region holding `[addr, addr + len)` and the offset in it, as rbpf's `check_mem`.
 fn find(regions: &[&mut [u8]; 3], addr: u64, len: u64) -> Option<(usize, usize)> {
@@ -105,7 +104,7 @@ pub fn imm_operand(kind: Kind, imm: i32) -> u64 {
 
 pub fn run(
     prog: &[u8],
-    helpers: &HashMap<u32, Helper, impl BuildHasher>,
+    helpers: &impl HelperMap,
     mem: &mut [u8],
     mbuff: &mut [u8],
 ) -> Result<u64, Error> {
@@ -223,7 +222,7 @@ pub fn run(
             Kind::Call if ins.src == 0 => {
                 let id = ins.imm as u32;
                 let h = helpers
-                    .get(&id)
+                    .helper(id)
                     .ok_or(Error::UnknownHelper { insn: i, id })?;
                 reg[0] = h.call(reg[1], reg[2], reg[3], reg[4], reg[5]);
             }

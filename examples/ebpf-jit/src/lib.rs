@@ -154,21 +154,22 @@ pub fn verify(prog: &[u8]) -> Result<(), Error> {
     verifier::check(prog).map(drop)
 }
 
-/// A verified program, its helpers and, once compiled, its trace.
-pub struct EbpfVm {
-    prog: Vec<u8>,
+/// A verified program, its helpers and, once compiled, its trace. It borrows the program,
+/// as rbpf's VMs do (a copy was a tenth of a 10-instruction program's compile).
+pub struct EbpfVm<'a> {
+    prog: &'a [u8],
     /// What the verifier found for the compiler.
-    scan: scan::Scan,
+    scan: scan::Plan,
     helpers: helper::Helpers,
     compiled: Option<Compiled>,
 }
 
-impl EbpfVm {
+impl<'a> EbpfVm<'a> {
     /// Verifies `prog` (raw little-endian bytecode) as rbpf does.
-    pub fn new(prog: &[u8]) -> Result<EbpfVm, Error> {
+    pub fn new(prog: &'a [u8]) -> Result<EbpfVm<'a>, Error> {
         let scan = verifier::check(prog)?;
         Ok(EbpfVm {
-            prog: prog.to_vec(),
+            prog,
             scan,
             helpers: helper::Helpers::default(),
             compiled: None,
@@ -186,8 +187,8 @@ impl EbpfVm {
     }
 
     /// The program's bytecode.
-    pub fn program(&self) -> &[u8] {
-        &self.prog
+    pub fn program(&self) -> &'a [u8] {
+        self.prog
     }
 
     /// Compiles the program into a trace, with this thread's [`Compiler`] (made on the
@@ -207,7 +208,7 @@ impl EbpfVm {
 
     /// Compiles the program with `compiler` (reuse one for many programs).
     pub fn jit_compile_with(&mut self, compiler: &Compiler) -> Result<(), Error> {
-        self.compiled = Some(compiler.compile_scanned(&self.prog, &self.helpers, &self.scan)?);
+        self.compiled = Some(compiler.compile_scanned(self.prog, &self.helpers, &self.scan)?);
         Ok(())
     }
 
@@ -239,6 +240,6 @@ impl EbpfVm {
 
     /// Runs the program with the reference interpreter, with a metadata buffer.
     pub fn interpret_mbuff(&self, mem: &mut [u8], mbuff: &mut [u8]) -> Result<u64, Error> {
-        interp::run(&self.prog, &self.helpers, mem, mbuff)
+        interp::run(self.prog, &self.helpers, mem, mbuff)
     }
 }

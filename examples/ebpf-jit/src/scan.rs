@@ -23,19 +23,30 @@ const LOOP_WEIGHT: [u64; 9] = [
     1 << 32,
 ];
 
-/// What the scan finds.
+/// What the scan finds for the compiler ([`Scan::finish`]); small, so that an `EbpfVm`
+/// holding it moves without a `memcpy` call.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Scan {
-    /// Uses of r0..r10 (r11..r14 unused; r15 counts the roles without a register).
-    pub uses: [u64; 16],
-    /// How many local calls (one `op_ret_case` each).
-    pub calls: usize,
+pub(crate) struct Plan {
+    /// The eBPF registers to pin, most used first ([`Scan::pins`]).
+    pub pins: [u8; PINS],
+    pub pin_count: u8,
     /// Whether it calls a helper (the compiler then pins r1..r3 where a C call takes them).
     pub helper_calls: bool,
+    /// How many local calls (one `op_ret_case` each).
+    pub calls: usize,
     /// How many LDX, ST and STX (one fault exit each).
     pub accesses: usize,
     /// The instructions local calls go to (empty without local calls).
     pub call_targets: Vec<usize>,
+}
+
+/// The scan as it goes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scan {
+    /// Uses of r0..r10 (r11..r14 unused; r15 counts the roles without a register).
+    pub uses: [u64; 16],
+    /// What it finds besides the pins.
+    plan: Plan,
     /// Whether a jump goes backwards (then [`Scan::weigh`] counts the uses again).
     backward: bool,
 }
@@ -55,7 +66,7 @@ pub(crate) fn word(prog: &[u8], i: usize) -> u64 {
 
 impl Scan {
     /// Scans a verified program.
-    pub fn of(prog: &[u8]) -> Scan {
+    pub fn of(prog: &[u8]) -> Plan {
         let mut scan = Scan::default();
         let words = words(prog);
         let mut i = 0;
@@ -63,24 +74,53 @@ impl Scan {
             let w = u64::from_le_bytes(words[i]);
             i += scan.add(i, w, &SHAPES[w as usize & 255]);
         }
-        scan.weigh(prog);
-        scan
+        scan.finish(prog)
+    }
+
+    /// What the scan of `prog` found, after its last instruction: the uses weighed by
+    /// loop depth ([`Scan::weigh`]) and the registers to pin.
+    // (By reference: the scan, its uses included, is too large to move without a `memcpy`
+    // call.)
+    pub fn finish(&mut self, prog: &[u8]) -> Plan {
+        self.weigh(prog);
+        let (pins, len) = self.pins();
+        Plan {
+            pins,
+            pin_count: len as u8,
+            ..std::mem::take(&mut self.plan)
+        }
     }
 
     /// Counts instruction `i` (word `w` of shape `shape`); returns how many instruction
-    /// slots it takes (2 for LD_DW). After the last, [`Scan::weigh`].
+    /// slots it takes (2 for LD_DW). After the last, [`Scan::finish`].
     #[inline(always)]
     pub fn add(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
+        self.count_uses(w, shape);
+        if shape.action == Action::Plain {
+            return 1;
+        }
+        self.add_special(i, w, shape)
+    }
+
+    /// Counts the uses of instruction word `w`'s registers (of shape `shape`).
+    #[inline(always)]
+    pub fn count_uses(&mut self, w: u64, shape: &Shape) {
+        let (d, s) = shape.regs.of(w);
         // At most 2^20 instructions: no overflow.
-        self.uses[shape.d.of(w)] += 1;
-        self.uses[shape.s.of(w)] += 1;
+        self.uses[d] += 1;
+        self.uses[s] += 1;
+    }
+
+    /// [`Scan::add`] of an instruction whose action is not `Plain`, its uses counted.
+    #[inline(always)]
+    pub fn add_special(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
         match shape.action {
             Action::Jump => self.backward |= ((w >> 16) as i16) < 0,
-            Action::Load | Action::Store => self.accesses += 1,
+            Action::Load | Action::Store => self.plan.accesses += 1,
             // The second half is no instruction of its own.
             Action::LdDw => return 2,
             Action::Call if (w >> 12) & 15 == 1 => self.local_call(i, w),
-            Action::Call => self.helper_calls = true,
+            Action::Call => self.plan.helper_calls = true,
             _ => {}
         }
         1
@@ -88,15 +128,16 @@ impl Scan {
 
     #[cold]
     fn local_call(&mut self, i: usize, w: u64) {
-        self.calls += 1;
+        self.plan.calls += 1;
         let imm = (w >> 32) as i32;
-        self.call_targets
+        self.plan
+            .call_targets
             .push((i as i64 + 1 + i64::from(imm)) as usize);
     }
 
     /// If the program jumps backwards, counts the uses again, each weighted by its loop
     /// depth: a difference array over the ranges of backward jumps.
-    pub fn weigh(&mut self, prog: &[u8]) {
+    fn weigh(&mut self, prog: &[u8]) {
         if !self.backward {
             return;
         }
@@ -118,8 +159,9 @@ impl Scan {
             let shape = &SHAPES[w as usize & 255];
             // At most 16^8 per instruction and 2^20 instructions: no overflow.
             let k = LOOP_WEIGHT[depth.clamp(0, 8) as usize];
-            self.uses[shape.d.of(w)] += k;
-            self.uses[shape.s.of(w)] += k;
+            let (d, s) = shape.regs.of(w);
+            self.uses[d] += k;
+            self.uses[s] += k;
             if shape.action == Action::LdDw {
                 depth += delta[i + 1];
                 i += 1;
@@ -129,7 +171,7 @@ impl Scan {
     }
 
     /// The eBPF registers to pin, most used first (ties: the lower number).
-    pub fn pins(&self) -> ([u8; PINS], usize) {
+    fn pins(&self) -> ([u8; PINS], usize) {
         // One pass keeping the best five keys in order, a key being the uses above the
         // register's rank (uses are below 2^54: twice 16^8 per instruction, 2^20 instructions; a
         // lower number ranks higher among equal uses). Five passes picking the best

@@ -4,10 +4,10 @@
 
 use crate::insn::{decode_opcode, Kind, Width};
 
-/// Which eBPF register a member's D (`SHIFT` 8) or S (`SHIFT` 12) is, read from an
-/// instruction's word `w` as `((w >> SHIFT) & mask) | fixed`: the dst or src field, r0, r1,
-/// or `NO_REG` (none), without a branch or a table per instruction. The field's shift is
-/// the type's, a constant: a shift by a register and its load cost more than the rest.
+/// Which eBPF register a member's D (`SHIFT` 8) or S (`SHIFT` 12) is, of an instruction's
+/// word `w`: `((w >> SHIFT) & mask) | fixed`, the dst or src field, r0, r1, or `NO_REG`
+/// (none), without a branch or a table per instruction. A pass reads both roles at once
+/// ([`Regs`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Role<const SHIFT: u32> {
     mask: u8,
@@ -33,11 +33,30 @@ impl<const SHIFT: u32> Role<SHIFT> {
     const fn fixed(r: u8) -> Self {
         Role { mask: 0, fixed: r }
     }
+}
 
-    /// The register of instruction word `w` in this role (0..=15).
+/// Both roles of an opcode at once, on the instruction's register byte (`dst | src << 4`):
+/// `(byte & mask) | fixed` holds D's register in its low and S's in its high four bits
+/// (a pass reads both with one load of the pair and no shift of the word per role).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Regs {
+    mask: u8,
+    fixed: u8,
+}
+
+impl Regs {
+    pub const fn of_roles(d: DRole, s: SRole) -> Regs {
+        Regs {
+            mask: d.mask | s.mask << 4,
+            fixed: d.fixed | s.fixed << 4,
+        }
+    }
+
+    /// The registers (D, S) of instruction word `w`, each 0..=15.
     #[inline(always)]
-    pub fn of(self, w: u64) -> usize {
-        (((w >> SHIFT) as usize & usize::from(self.mask)) | usize::from(self.fixed)) & 15
+    pub fn of(self, w: u64) -> (usize, usize) {
+        let r = ((w >> 8) as u8 & self.mask) | self.fixed;
+        (usize::from(r & 15), usize::from(r >> 4))
     }
 }
 
@@ -80,6 +99,8 @@ pub(crate) struct Shape {
     /// Its D and S registers (those of its members).
     pub d: DRole,
     pub s: SRole,
+    /// Both, as one pass reads them.
+    pub regs: Regs,
     /// Access width in bytes (loads and stores).
     pub width: u8,
     /// What the verifier checks ([`PLAIN`] .. [`OTHER`]).
@@ -88,6 +109,18 @@ pub(crate) struct Shape {
     /// instruction's registers: [`REGS_ANY`] (dst r0..r9), [`REGS_STORE`] (also r10); 0 where
     /// it checks more ([`LD_DW`], [`OTHER`]).
     pub fast: u8,
+    /// `fast` where the action is `Plain`, else 0: the verifier's one test for an
+    /// instruction it has nothing more to do with.
+    pub plain: u8,
+}
+
+/// [`Shape::fast`] of an opcode the verifier checks as `check`.
+const fn fast(check: u8) -> u8 {
+    match check {
+        PLAIN | JUMP => REGS_ANY,
+        STORE => REGS_STORE,
+        _ => 0,
+    }
 }
 
 const fn shape(kind: Option<Kind>) -> Shape {
@@ -119,11 +152,12 @@ const fn shape(kind: Option<Kind>) -> Shape {
         action,
         d,
         s,
+        regs: Regs::of_roles(d, s),
         width: width.bytes() as u8,
         check,
-        fast: match check {
-            PLAIN | JUMP => REGS_ANY,
-            STORE => REGS_STORE,
+        fast: fast(check),
+        plain: match action {
+            Action::Plain => fast(check),
             _ => 0,
         },
     }

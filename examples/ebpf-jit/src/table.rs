@@ -10,7 +10,7 @@ use crate::canon;
 use crate::emit::{value_at, value_index, VALUES};
 use crate::insn::{decode, AluOp, Cond, Kind, Width};
 use crate::shape::SHAPES;
-pub(crate) use crate::shape::{Action, DRole, Role, SRole};
+pub(crate) use crate::shape::{Action, DRole, Regs, Role, SRole};
 use crate::Error;
 use cpjit_runtime::model::StencilSet;
 use std::collections::HashMap;
@@ -32,13 +32,15 @@ pub(crate) struct Row {
     /// The member's D and S registers.
     pub d: DRole,
     pub s: SRole,
+    /// Both, as the compiler reads them.
+    pub regs: Regs,
     /// Access width in bytes (loads and stores).
     pub width: u8,
     /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table);
     /// 8 × 8, so that an index masked with 7 needs no bounds check (places 6, 7 are none).
     /// An op with an immediate and no S register may also have, at S = [`SMALL_IMM`], the
     /// member for an immediate in `0..2^31` (family `ri`).
-    pub members: [[u16; 8]; 8],
+    pub members: [[Member; 8]; 8],
     /// Whether it has those members.
     pub small_imm: bool,
     /// What `canon::rewrite` may rewrite (`canon::flags`): the set has no member for it.
@@ -50,11 +52,46 @@ impl Row {
         action: Action::Invalid,
         d: DRole::NONE,
         s: SRole::NONE,
+        regs: Regs::of_roles(DRole::NONE, SRole::NONE),
         width: 0,
-        members: [[NONE; 8]; 8],
+        members: [[Member::NONE; 8]; 8],
         small_imm: false,
         canon: 0,
     };
+}
+
+/// A member as the compiler pushes it: its stencil and what it reads of the stencil's
+/// [`Operands`] (so that a push reads one word of the row for all of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub stencil: u16,
+    /// The operands' count, and [`Member::JUMPS`] if the stencil has its jump target.
+    pub len: u8,
+    /// `Operands::window`.
+    pub window: u8,
+}
+
+impl Member {
+    const NONE: Member = Member::of(NONE);
+    /// The bit of [`Member::len`] that says the stencil has its jump target.
+    pub const JUMPS: u8 = 0x80;
+
+    /// Stencil `stencil`, its operands not yet known (`Table::new` fills them in).
+    const fn of(stencil: u16) -> Member {
+        Member {
+            stencil,
+            len: 0,
+            window: NO_WINDOW,
+        }
+    }
+
+    pub fn with(stencil: u16, ops: &Operands) -> Member {
+        Member {
+            stencil,
+            len: ops.len | if ops.jumps { Member::JUMPS } else { 0 },
+            window: ops.window,
+        }
+    }
 }
 
 /// The S place of a member for a non-negative immediate (family `ri`, whose ops have no S
@@ -93,7 +130,6 @@ pub(crate) struct Table {
     /// EXIT without local calls, by the place of r0.
     pub ret: [u16; PLACES],
     pub ja: u16,
-    pub enter: u16,
     pub nop: u16,
     pub exit: u16,
     pub call_local: u16,
@@ -231,6 +267,7 @@ impl Table {
                 action: shape.action,
                 d: shape.d,
                 s: shape.s,
+                regs: shape.regs,
                 width: shape.width,
                 canon: canon::flags(opc),
                 ..Row::UNKNOWN
@@ -239,7 +276,7 @@ impl Table {
                 by_element.entry(e).or_default().push(opc);
             }
         }
-        t.rows[0x05].members = [[t.ja; 8]; 8];
+        t.rows[0x05].members = [[Member::of(t.ja); 8]; 8];
         t.operands.reserve_exact(set.stencils.len());
         for (i, s) in set.stencils.iter().enumerate() {
             t.operands
@@ -269,18 +306,26 @@ impl Table {
                     for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
                         let row = &mut t.rows[usize::from(opc)];
                         if d == ANY {
-                            row.members = [[i; 8]; 8];
+                            row.members = [[Member::of(i); 8]; 8];
                         } else if p == RI && row.s == SRole::NONE {
-                            row.members[d][SMALL_IMM] = i;
+                            row.members[d][SMALL_IMM] = Member::of(i);
                             row.small_imm = true;
                         } else if p < PLACES {
-                            row.members[d][p] = i;
+                            row.members[d][p] = Member::of(i);
                         }
                     }
                 }
             }
         }
         t.end[0][2] = [t.nop; PLACES];
+        // Each member with its operands' count and window, read with it.
+        for row in t.rows.iter_mut() {
+            for m in row.members.as_flattened_mut() {
+                if let Some(ops) = t.operands.get(usize::from(m.stencil)) {
+                    *m = Member::with(m.stencil, ops);
+                }
+            }
+        }
         t.check()?;
         Ok(t)
     }
@@ -302,7 +347,6 @@ impl Table {
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
             ja: get("op_ja")?,
-            enter: get("op_enter")?,
             nop: get("op_nop")?,
             exit: get("op_exit")?,
             call_local: get("op_call_local")?,
@@ -324,13 +368,14 @@ impl Table {
             );
             for d in ds.clone() {
                 for s in ss.clone() {
-                    if needs && canon::needed(row.canon, d, s) && row.members[d][s] == NONE {
+                    if needs && canon::needed(row.canon, d, s) && row.members[d][s].stencil == NONE
+                    {
                         return Err(missing(format!(
                             "the member of opcode {opc:#04x} for places {d}, {s}"
                         )));
                     }
                 }
-                if row.small_imm && row.members[d][SMALL_IMM] == NONE {
+                if row.small_imm && row.members[d][SMALL_IMM].stencil == NONE {
                     return Err(missing(format!(
                         "the member of opcode {opc:#04x} for place {d} and an immediate \
                          in 0..2^31 (family ri)"

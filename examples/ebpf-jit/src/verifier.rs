@@ -2,8 +2,8 @@
 //! exactly when rbpf refuses it.
 
 use crate::insn::{decode, insn, Kind, INSN_SIZE, PROG_MAX_INSNS};
-use crate::scan::{words, Scan};
-use crate::shape::{JUMP, LD_DW, REGS, SHAPES, STORE};
+use crate::scan::{words, Plan, Scan};
+use crate::shape::{Action, JUMP, LD_DW, REGS, SHAPES, STORE};
 use crate::Error;
 
 fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error> {
@@ -15,7 +15,7 @@ fn refuse<T>(insn: Option<usize>, reason: impl Into<String>) -> Result<T, Error>
 
 /// Accepts `prog` exactly when rbpf 0.4's `verifier::check` does; on the way, scans it for
 /// the compiler (one pass for both).
-pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
+pub(crate) fn check(prog: &[u8]) -> Result<Plan, Error> {
     if !prog.len().is_multiple_of(INSN_SIZE) {
         return refuse(None, "the program's length is not a multiple of 8 bytes");
     }
@@ -32,40 +32,61 @@ pub(crate) fn check(prog: &[u8]) -> Result<Scan, Error> {
             "the program does not end with an instruction of class JMP",
         );
     }
-    let jump = |i: usize, off: i64| -> Result<(), Error> {
-        if off == -1 {
-            return refuse(Some(i), "infinite loop (a jump to itself)");
-        }
-        let to = i as i64 + 1 + off;
-        if to < 0 || to as usize >= n {
-            return refuse(Some(i), format!("jump out of the program, to #{to}"));
-        }
-        if insn(prog, to as usize).opc == 0 {
-            return refuse(
-                Some(i),
-                format!("jump into the middle of LD_DW #{}", to - 1),
-            );
-        }
-        Ok(())
-    };
     let mut scan = Scan::default();
     let words = words(prog);
     let mut i = 0;
     while i < words.len() {
         let w = u64::from_le_bytes(words[i]);
         let shape = &SHAPES[w as usize & 255];
-        // The jump's target, then everything else out of line unless the opcode has
-        // nothing more to check and the registers are in range (the common case).
-        if shape.check == JUMP {
-            jump(i, i64::from((w >> 16) as i16))?;
+        // One test for the common case, an ALU instruction whose registers are in range;
+        // everything else out of line.
+        if REGS[(w >> 8) as u8 as usize] & shape.plain == 0 {
+            i += special(prog, i, w, &mut scan)?;
+            continue;
         }
-        if REGS[(w >> 8) as u8 as usize] & shape.fast == 0 {
-            slow(prog, i)?;
-        }
-        i += scan.add(i, w, shape);
+        scan.count_uses(w, shape);
+        i += 1;
     }
-    scan.weigh(prog);
-    Ok(scan)
+    Ok(scan.finish(prog))
+}
+
+/// Checks and scans instruction `i` (word `w`) but for a plain one with registers in
+/// range: the jump's target, then ([`slow`]) everything else, in rbpf's order; returns how
+/// many instruction slots it takes.
+#[inline(never)]
+fn special(prog: &[u8], i: usize, w: u64, scan: &mut Scan) -> Result<usize, Error> {
+    let shape = &SHAPES[w as usize & 255];
+    if shape.check == JUMP {
+        jump(prog, i, i64::from((w >> 16) as i16))?;
+    }
+    if REGS[(w >> 8) as u8 as usize] & shape.fast == 0 {
+        slow(prog, i)?;
+    }
+    scan.count_uses(w, shape);
+    Ok(if shape.action == Action::Plain {
+        1
+    } else {
+        scan.add_special(i, w, shape)
+    })
+}
+
+/// Jump `i`'s target, `off` instructions after the next.
+fn jump(prog: &[u8], i: usize, off: i64) -> Result<(), Error> {
+    let n = prog.len() / INSN_SIZE;
+    if off == -1 {
+        return refuse(Some(i), "infinite loop (a jump to itself)");
+    }
+    let to = i as i64 + 1 + off;
+    if to < 0 || to as usize >= n {
+        return refuse(Some(i), format!("jump out of the program, to #{to}"));
+    }
+    if insn(prog, to as usize).opc == 0 {
+        return refuse(
+            Some(i),
+            format!("jump into the middle of LD_DW #{}", to - 1),
+        );
+    }
+    Ok(())
 }
 
 /// Instruction `i`'s checks besides a jump's target, in rbpf's order.

@@ -1,22 +1,10 @@
-/* The ops outside the families: entry, JA, calls, EXIT and the error exits. They move the
- * whole register file through the frame's pin_at (see ops.h, SYNC_OUT), so they have no
- * holes for it. */
+/* The ops outside the families: JA, calls, EXIT and the error exits (shim.c loads the
+ * pinned registers). They move the whole register file through the frame's pin_at (see
+ * ops.h, SYNC_OUT), so they have no holes for it. */
 #include "ops.h"
 
-/* The first op: loads the pinned registers (the shim passes none). */
-CPJIT_CACHED_OP(op_enter, 0, 3) {
-  CPJIT_STACK(s, 0);
-  struct cpjit_frame *f = frame;
-  cpjit_push(&s, PIN_HOME(0));
-  cpjit_push(&s, PIN_HOME(1));
-  cpjit_push(&s, PIN_HOME(2));
-  s.p0 = PIN_HOME(3);
-  s.p1 = PIN_HOME(4);
-  CPJIT_CONTINUE_CACHED(frame, s, 3);
-}
-
 /* Nothing: LE64 and the second half of an LD_DW (so that every instruction is one
- * instance, and instruction i is instance i + 2). Its continuation jump is elided: no
+ * instance, and instruction i is instance i + 1). Its continuation jump is elided: no
  * code. */
 CPJIT_CACHED_OP(op_nop, 3, 3) {
   CPJIT_STACK(s, 3);
