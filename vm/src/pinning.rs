@@ -260,7 +260,8 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         | op::SETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS_NEXT
         | op::SETITEM_LOCALS_NEXT_KNOWN
-        | op::COPY_ITEM_TO_NEXT => Some(1),
+        | op::COPY_ITEM_TO_NEXT
+        | op::COPY_ITEM_TO_NEXT_IF_GT => Some(1),
         _ => None,
     }
 }

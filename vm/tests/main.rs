@@ -7,6 +7,7 @@ mod bigints;
 mod cache_states;
 mod calls;
 mod common;
+mod compare_copy;
 mod compiler_hook;
 mod debug_flags;
 mod differential;

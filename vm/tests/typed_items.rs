@@ -63,6 +63,13 @@ fn agrees(list: &str, j: &str) -> String {
         "{edge}: no GETITEM_INT_LOCALS_KNOWN in {:?}",
         recorder.ops()
     );
+    // The loop's compare and copy are one op there (tests/compare_copy.rs): these edges
+    // are its edges too.
+    assert!(
+        recorder.ops().contains(&op::COPY_ITEM_TO_NEXT_IF_GT),
+        "{edge}: no COPY_ITEM_TO_NEXT_IF_GT in {:?}",
+        recorder.ops()
+    );
     out
 }
 

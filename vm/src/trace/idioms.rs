@@ -241,16 +241,19 @@ pub(super) fn close_item_store(p: &mut Projector<'_>, s: ItemStore) -> usize {
         p.uops.pop();
         p.exit_uses.pop();
         p.exit_types.pop();
-        op::COPY_ITEM_TO_NEXT
+        // After `xs[i] > v`'s branch, the compare takes the copy in (and its exit).
+        (!super::list::compare_and_copy(p, list, index)).then_some(op::COPY_ITEM_TO_NEXT)
     } else {
-        match (next, known) {
+        Some(match (next, known) {
             (false, false) => op::SETITEM_LOCALS,
             (false, true) => op::SETITEM_LOCALS_KNOWN,
             (true, false) => op::SETITEM_LOCALS_NEXT,
             (true, true) => op::SETITEM_LOCALS_NEXT_KNOWN,
-        }
+        })
     };
-    p.emit_exiting(store, list, index, start);
+    if let Some(store) = store {
+        p.emit_exiting(store, list, index, start);
+    }
     p.pop();
     p.locals[list as usize] = Ty::List;
     p.locals[index as usize] = Ty::Int;

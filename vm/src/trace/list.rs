@@ -1,9 +1,11 @@
 //! List reads typed by their use: an item read whose value the trace then guards an int
 //! checks the item itself (`GETITEM_INT_LOCALS_KNOWN`), so that a register-cached member can
 //! leave it scaled and the int op after it needs no tag check (`xs[j] > v` in an insertion
-//! sort's shift compares the item with a pinned scaled `v` without boxing either).
+//! sort's shift compares the item with a pinned scaled `v` without boxing either); and that
+//! shift's compare and copy in one op (`COPY_ITEM_TO_NEXT_IF_GT`, [`compare_and_copy`]).
 
 use super::{Projector, Ty};
+use crate::abi::Inst;
 use crate::ops::op;
 
 /// Whether micro-op `op` pushes one value and cannot leave the trace: what may stand between
@@ -34,13 +36,105 @@ pub(super) fn typed_item_read(p: &mut Projector<'_>, depth: usize) -> bool {
     true
 }
 
+/// `xs[j] > v` then `xs[j + 1] = xs[j]` (an insertion sort's shift): where the copy
+/// (`COPY_ITEM_TO_NEXT xs j`, about to be emitted) follows the compare's three micro-ops,
+/// `GETITEM_INT_LOCALS_KNOWN xs j; LOAD_INT v; GT_INT_GUARD_TRUE`, the last emitted, they
+/// become `LOAD_INT v; COPY_ITEM_TO_NEXT_IF_GT xs j`: one read of the list, its length and
+/// the item where the copy read them all again. The fused op leaves through the read's exit
+/// (the compare's statement, which the interpreter runs again), the compare's false
+/// included: that exit moves from the branch's target to the statement before it, where a
+/// side trace records the compare once more. Whether it did (the copy is then emitted).
+pub(super) fn compare_and_copy(p: &mut Projector<'_>, list: u64, index: u64) -> bool {
+    let n = p.uops.len();
+    let Some(at) = n.checked_sub(3).filter(|&at| at >= p.fusion_floor) else {
+        return false;
+    };
+    let [read, load, compare] = [p.uops[at], p.uops[at + 1], p.uops[at + 2]];
+    let shape = read.op == op::GETITEM_INT_LOCALS_KNOWN
+        && (read.arg0, read.arg1) == (list, index)
+        && load.op == op::LOAD_INT
+        && compare.op == op::GT_INT_GUARD_TRUE;
+    let m = p.exit_uses.len();
+    let exits = m >= 2 && p.exit_uses[m - 2].0 == at && p.exit_uses[m - 1].0 == at + 2;
+    if !(shape && exits) {
+        return false;
+    }
+    p.exit_uses.pop();
+    p.exit_types.pop();
+    p.exit_uses[m - 2].0 = at + 1;
+    p.uops.truncate(at);
+    p.uops.push(load);
+    p.uops.push(Inst {
+        op: op::COPY_ITEM_TO_NEXT_IF_GT,
+        target: 0,
+        arg0: list,
+        arg1: index,
+    });
+    true
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, project, records};
+    use super::super::pass;
+    use super::super::testing::{function, names, path, project, projector, records};
     use super::super::Ty;
     use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE as N};
 
     const PROVED: [(&str, Ty); 3] = [("xs", Ty::List), ("j", Ty::Int), ("v", Ty::Int)];
+
+    /// An insertion sort's shift: `if xs[j] CMP v: xs[K + 1] = xs[K]` (pcs 0 to 13, the
+    /// branch not taken), the program and its records.
+    fn shift(cmp: &str, k: &str) -> (crate::parser::Program, Vec<crate::abi::Record>) {
+        let body = format!(
+            "  load xs; load j; getitem; load v; {cmp}; jump_if_false out\n\
+             \x20 load xs; load {k}; const 1; add; load xs; load {k}; getitem; setitem\nout:"
+        );
+        let prog = function("xs j v k", &body);
+        let rs = records(
+            0..14,
+            &[
+                (2, [TYPE_INT, TYPE_LIST, N]),
+                (4, [TYPE_INT, TYPE_INT, N]),
+                (9, [TYPE_INT, TYPE_INT, N]),
+                (12, [TYPE_INT, TYPE_LIST, N]),
+                (13, [N, TYPE_INT, TYPE_LIST]),
+            ],
+        );
+        (prog, rs)
+    }
+
+    #[test]
+    fn a_shift_compares_and_copies_in_one_op_leaving_at_the_compare() {
+        let (prog, rs) = shift("gt", "j");
+        let f = &prog.functions[prog.main];
+        let mut p = projector(f, &PROVED);
+        pass::pass(&mut p, &path(f, &rs)).unwrap();
+        assert_eq!(names(&p), ["LOAD_INT", "COPY_ITEM_TO_NEXT_IF_GT"]);
+        // One exit, at the compare's statement (not the branch's target, 14, nor the
+        // copy's statement, 6), before which nothing was pushed.
+        assert_eq!(p.exit_uses, [(1, 0)]);
+        assert_eq!(p.exit_types.len(), 1);
+        assert_eq!((p.uops[1].arg0, p.uops[1].arg1), (0, 1), "xs and j");
+    }
+
+    #[test]
+    fn a_shift_keeps_its_ops_where_the_compare_or_the_copy_differs() {
+        // Another compare, a copy of another index, or a read not proved.
+        for (cmp, k, proved) in [("lt", "j", &PROVED[..]), ("gt", "k", &PROVED[..])] {
+            let (prog, rs) = shift(cmp, k);
+            let f = &prog.functions[prog.main];
+            let mut proved = proved.to_vec();
+            proved.push(("k", Ty::Int));
+            let ops = project(f, &rs, &proved);
+            assert_eq!(ops.last(), Some(&"COPY_ITEM_TO_NEXT"), "{cmp} {k}");
+            assert!(ops.contains(&"GETITEM_INT_LOCALS_KNOWN"), "{ops:?}");
+        }
+        let (prog, rs) = shift("gt", "j");
+        let f = &prog.functions[prog.main];
+        let ops = project(f, &rs, &[("v", Ty::Int)]);
+        assert_eq!(ops[0], "GETITEM_LOCALS");
+        assert!(!ops.contains(&"COPY_ITEM_TO_NEXT_IF_GT"), "{ops:?}");
+    }
 
     #[test]
     fn an_item_compared_as_an_int_is_checked_by_its_read() {
