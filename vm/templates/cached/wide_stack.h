@@ -112,6 +112,7 @@ CPJIT_CACHE_INLINE void vm_wide_box(struct cpjit_frame *frame, struct cpjit_stac
 #define VM_PUSH_INT_RAW(x) vm_wide_push(&s, (x))
 #define VM_FLOORDIV_BY(x, d, r) vm_floordiv_by_wide(x)
 #define VM_MOD_BY(x, d, r) vm_mod_by_wide((x), (d))
+#define VM_INT_SHR_AT(k, n) (VM_INT_RAW(k) >> (n))
 
 /* `s = s + e` into a local held wide is wide.h's; into any other, e would have to narrow. */
 #ifndef ADD_TO_LOCAL0_OVERFLOWS
