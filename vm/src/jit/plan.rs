@@ -65,8 +65,11 @@ pub(super) enum Jump {
     Exit,
 }
 
-/// Most operands and jump targets a stencil of the VM takes (every name once).
-pub(super) const MAX_OPERANDS: usize = STENCIL_OPERANDS;
+/// Most operands and jump targets a stencil of the VM takes: 3 operands today, fewer than the
+/// names (a stencil with more is refused when pushed, [`StencilPlan::operand_count`]; a test
+/// checks every stencil of the host's set). Every compiled instance and every plan carries an
+/// array of this length.
+pub(super) const MAX_OPERANDS: usize = 8;
 pub(super) const MAX_TARGETS: usize = 2;
 
 /// A stencil's operands and jump targets, resolved from their names.
@@ -253,6 +256,17 @@ pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::jit::selected_set;
+
+    /// Every stencil of the host's set has a plan: names the VM knows, operands that fit.
+    #[test]
+    fn every_stencil_of_the_set_has_known_names_and_at_most_max_operands() {
+        let set = selected_set().expect("the host's set");
+        for stencil in set.stencils {
+            let plan = StencilPlan::of(stencil);
+            assert_eq!(plan.unknown, None, "{}", stencil.name);
+            assert!(plan.operand_count().is_ok(), "{}", stencil.name);
+        }
+    }
 
     /// A name the VM does not know is refused when an instance is pushed.
     #[test]
