@@ -5,9 +5,10 @@
 //! (`x * x`, both factors loaded from one local), which leaves the tagged 48 bits once x
 //! passes 11.86 M, within reach of a loop counter (`calls` at real sizes). Elsewhere the
 //! scaled members stay the choice: the wide ones cost a shift per load of a scaled local
-//! and a correction step per division by a constant (`nested`'s `i * j % 7`, never past
-//! 48 bits, ran 5 % more instructions wide), and a product of two other ints or by a
-//! constant (`3 * n + 1`) rarely leaves 48 bits.
+//! (`nested`'s `i * j % 7`, never past 48 bits, ran 5 % more instructions wide while a wide
+//! division still took a correction step, wave 26; its division is now the scaled one's
+//! length), and a product of two other ints or by a constant (`3 * n + 1`) rarely leaves
+//! 48 bits.
 use super::super::Backend;
 use super::RunEnd;
 use crate::cached::Kind;
