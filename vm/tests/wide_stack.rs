@@ -12,10 +12,17 @@ use crate::common;
 use common::{agree_with, eager, record};
 use cpjit_vm::cached::Kind;
 
-/// `s = s0; for x in range(start, start + n): s += (c * x + sign * x * x) % 1000 + (sign * x *
-/// x) // 7`, then prints s (s0 a multiple of 2**32, made by a product: a big int may be one). The products are the run's wide values: `c * x` is live in a
+/// `s = s0; for x in range(start, start + n): s += (c * x + sign * x * x) % m + (sign * x *
+/// x) // d` (`m, d` = `by`, [`BY`] but where a test varies them), then prints s (s0 a multiple of 2**32, made by a product: a big int may be one). The products are the run's wide values: `c * x` is live in a
 /// register when `x * x` overflows.
 fn program(s0: i128, start: i64, n: i64, c: i64, negative: bool) -> String {
+    program_by(s0, start, n, c, negative, BY)
+}
+
+/// The divisors of [`program`]: `% 1000` and `// 7`.
+const BY: (i64, i64) = (1000, 7);
+
+fn program_by(s0: i128, start: i64, n: i64, c: i64, negative: bool, by: (i64, i64)) -> String {
     let square = if negative {
         "const 0; load x; load x; mul; sub"
     } else {
@@ -28,8 +35,8 @@ fn program(s0: i128, start: i64, n: i64, c: i64, negative: bool) -> String {
   const {start}; store x
 loop:
   load x; const {end}; lt; jump_if_false done
-  load s; load x; const {c}; mul; {square}; add; const 1000; mod; add; store s
-  load s; {square}; const 7; floordiv; add; store s
+  load s; load x; const {c}; mul; {square}; add; const {m}; mod; add; store s
+  load s; {square}; const {d}; floordiv; add; store s
   load x; const 1; add; store x
   jump loop
 done:
@@ -38,6 +45,8 @@ done:
 end
 ",
         end = start + n,
+        m = by.0,
+        d = by.1,
         // s0 as a product of two tagged ints: a constant is one.
         s0_high = s0 >> 32,
         s0_low = 1i64 << 32,
@@ -46,11 +55,16 @@ end
 
 /// What [`program`] prints, Python's way (floor division and a modulo of the divisor's sign).
 fn expected(s0: i128, start: i64, n: i64, c: i64, negative: bool) -> String {
+    expected_by(s0, start, n, c, negative, BY)
+}
+
+fn expected_by(s0: i128, start: i64, n: i64, c: i64, negative: bool, by: (i64, i64)) -> String {
+    let (m, d) = (i128::from(by.0), i128::from(by.1));
     let mut s = s0;
     for x in i128::from(start)..i128::from(start + n) {
         let square = if negative { -x * x } else { x * x };
-        s += (i128::from(c) * x + square).rem_euclid(1000);
-        s += square.div_euclid(7);
+        s += (i128::from(c) * x + square).rem_euclid(m);
+        s += square.div_euclid(d);
     }
     format!("{s}\n")
 }
@@ -83,6 +97,29 @@ fn products_leaving_48_and_64_bits_are_exact_in_every_mode() {
             "s0 {s0}, start {start}, c {c}, negative {negative}"
         );
         assert!(stats.traces >= 1, "start {start}: no trace: {stats:?}");
+    }
+}
+
+#[test]
+fn divisions_by_constants_of_every_shift_are_exact_in_every_mode() {
+    // The wide divisions' shift is floor(log2 d), 1 to 15: the smallest and largest divisors
+    // of each end, with squares near 2**47 and 2**63 of both signs, whose quotients by
+    // any of them leave 48 bits.
+    for by in [(3, 65_535), (65_533, 3), (10, 12_345), (32_769, 6)] {
+        for (start, c, negative) in [
+            (PAST_48 - 200, 3, false),
+            (-PAST_48 - 200, 3, true),
+            (PAST_64 - 300, 1, false),
+            (-PAST_64 - 300, 1, true),
+        ] {
+            let text = program_by(0, start, 400, c, negative, by);
+            let (out, _) = agree_with(&text, eager, |_| {});
+            assert_eq!(
+                out,
+                expected_by(0, start, 400, c, negative, by),
+                "by {by:?}, start {start}, negative {negative}"
+            );
+        }
     }
 }
 

@@ -12,6 +12,21 @@
 
 use super::CacheState;
 
+/// The operands a wide member's division by the constant `d` takes (vm/templates/cached/
+/// wide_stack.h, `vm_floordiv_by_wide`): `(m, s)` with `s = floor(log2 d)` (`WIDE_SHIFT`) and
+/// `m = ceil(2**(64 + s) / d)` (`WIDE_MAGIC`), with which `floor(n / d)` is the high word of
+/// `n * m` shifted right by `s` for every `n < 2**63`; `None` for a `d` the trace never
+/// divides by so (below 3, a power of two, or from 2**16).
+pub fn wide_magic(d: u64) -> Option<(u64, u8)> {
+    if !(3..1 << 16).contains(&d) || d.is_power_of_two() {
+        return None;
+    }
+    let s = 63 - d.leading_zeros();
+    // d is no power of two, so 2**(64 + s) / d is no integer: its ceiling is the floor + 1.
+    let m = (1u128 << (64 + s)) / u128::from(d) + 1;
+    Some((u64::try_from(m).ok()?, s as u8))
+}
+
 impl CacheState {
     /// `depth` raw 64-bit ints cached.
     pub fn wide(depth: u8) -> CacheState {

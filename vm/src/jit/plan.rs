@@ -16,6 +16,10 @@ pub(super) enum Operand {
     Local0At,
     /// `LOCAL1_AT`: likewise of local `arg1`.
     Local1At,
+    /// `WIDE_MAGIC` and `WIDE_SHIFT`: a wide member's operands of its division by the
+    /// constant `arg0` ([`crate::cached::wide::wide_magic`]).
+    WideMagic,
+    WideShift,
     /// `EXIT_PINS`: the trace's pinned registers, as a whole exit stub of a body with pinned
     /// locals writes them back ([`super::Lowering::exit_pins`]): not the micro-op's.
     ExitPins,
@@ -29,12 +33,14 @@ impl Operand {
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
             "EXIT_PINS" => Some(Operand::ExitPins),
+            "WIDE_MAGIC" => Some(Operand::WideMagic),
+            "WIDE_SHIFT" => Some(Operand::WideShift),
             _ => None,
         }
     }
 
     /// Its value for micro-op `u` in a trace whose exit stubs take `exit_pins`; `None`
-    /// when a local's offset overflows.
+    /// when a local's offset overflows or a wide division's divisor has no magic.
     #[inline(always)]
     fn value(self, u: &Inst, exit_pins: u64) -> Option<u64> {
         let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
@@ -44,6 +50,8 @@ impl Operand {
             Operand::Local0At => local_at(u.arg0),
             Operand::Local1At => local_at(u.arg1),
             Operand::ExitPins => Some(exit_pins),
+            Operand::WideMagic => crate::cached::wide::wide_magic(u.arg0).map(|(m, _)| m),
+            Operand::WideShift => crate::cached::wide::wide_magic(u.arg0).map(|(_, s)| s.into()),
         }
     }
 }
@@ -57,8 +65,11 @@ pub(super) enum Jump {
     Exit,
 }
 
-/// Most operands and jump targets a stencil of the VM takes (every name once).
-pub(super) const MAX_OPERANDS: usize = STENCIL_OPERANDS;
+/// Most operands and jump targets a stencil of the VM takes: 3 operands today, fewer than the
+/// names (a stencil with more is refused when pushed, [`StencilPlan::operand_count`]; a test
+/// checks every stencil of the host's set). Every compiled instance and every plan carries an
+/// array of this length.
+pub(super) const MAX_OPERANDS: usize = 8;
 pub(super) const MAX_TARGETS: usize = 2;
 
 /// A stencil's operands and jump targets, resolved from their names.
@@ -139,7 +150,8 @@ impl StencilPlan {
 
     /// The values of an instance's operands (micro-op `u`'s, as this stencil reads them, in
     /// a trace whose exit stubs take `exit_pins`) into `out`: how many. An error for a
-    /// stencil with a name the VM does not know, or a local whose offset overflows.
+    /// stencil with a name the VM does not know, a local whose offset overflows or a wide
+    /// division's divisor without a magic.
     #[inline(always)]
     pub(super) fn operands_of(
         &self,
@@ -159,7 +171,8 @@ impl StencilPlan {
     #[cold]
     fn overflow_error(&self, u: &Inst) -> String {
         format!(
-            "stencil {}: a local's offset overflows (operands {}, {})",
+            "stencil {}: an operand has no value for operands {}, {}: a local's offset \
+             overflows, or a wide division's divisor is not from 3 to 65535 and no power of two",
             self.name, u.arg0, u.arg1
         )
     }
@@ -177,7 +190,7 @@ impl StencilPlan {
 /// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
 /// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
 /// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 8] = [
+const STENCIL_OPERAND_NAMES: [&str; 10] = [
     "ARG0",
     "ARG1",
     "LOCAL0_AT",
@@ -186,6 +199,8 @@ const STENCIL_OPERAND_NAMES: [&str; 8] = [
     "SHIFT_COUNT",
     "EXIT_AT",
     "LINK_SLOT",
+    "WIDE_MAGIC",
+    "WIDE_SHIFT",
 ];
 const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
 
@@ -224,7 +239,8 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 /// locals they name (the header, then 8 bytes per local), which the stencils use as their
 /// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
 /// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
-/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves; `None` for a name not
+/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves, `WIDE_MAGIC` and
+/// `WIDE_SHIFT` the magic and shift of a division by `ARG0`; `None` for a name not
 /// in [`OPERAND_NAMES`]. The runtime refuses a value
 /// outside an operand's declared range (`u16`, `u8`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
@@ -240,6 +256,17 @@ pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::jit::selected_set;
+
+    /// Every stencil of the host's set has a plan: names the VM knows, operands that fit.
+    #[test]
+    fn every_stencil_of_the_set_has_known_names_and_at_most_max_operands() {
+        let set = selected_set().expect("the host's set");
+        for stencil in set.stencils {
+            let plan = StencilPlan::of(stencil);
+            assert_eq!(plan.unknown, None, "{}", stencil.name);
+            assert!(plan.operand_count().is_ok(), "{}", stencil.name);
+        }
+    }
 
     /// A name the VM does not know is refused when an instance is pushed.
     #[test]

@@ -5,9 +5,10 @@
 //! (`x * x`, both factors loaded from one local), which leaves the tagged 48 bits once x
 //! passes 11.86 M, within reach of a loop counter (`calls` at real sizes). Elsewhere the
 //! scaled members stay the choice: the wide ones cost a shift per load of a scaled local
-//! and a correction step per division by a constant (`nested`'s `i * j % 7`, never past
-//! 48 bits, ran 5 % more instructions wide), and a product of two other ints or by a
-//! constant (`3 * n + 1`) rarely leaves 48 bits.
+//! (`nested`'s `i * j % 7`, never past 48 bits, ran 5 % more instructions wide while a wide
+//! division still took a correction step, wave 26; its division is now the scaled one's
+//! length), and a product of two other ints or by a constant (`3 * n + 1`) rarely leaves
+//! 48 bits.
 use super::super::Backend;
 use super::RunEnd;
 use crate::cached::Kind;
@@ -51,30 +52,32 @@ impl Backend {
 
 #[cfg(test)]
 mod tests {
-    use crate::trace::reciprocal;
+    use crate::cached::wide::wide_magic;
 
     /// `vm_floordiv_by_wide` of vm/templates/cached/wide_stack.h, step by step.
     fn floordiv_by_wide(x: i64, d: u64) -> i64 {
-        let r = reciprocal(d);
-        let t = x >> 63;
-        let n = ((x ^ t) as u64).wrapping_add(d & t as u64);
-        let mut q = ((u128::from(n) * u128::from(r)) >> 64) as u64;
-        q += u64::from(n - q * d >= d);
-        ((q as i64) ^ t) - t
+        let (m, s) = wide_magic(d).expect("a divisor with a magic");
+        let t = (x >> 63) as u64;
+        let n = x as u64 ^ t;
+        let q = (((u128::from(n) * u128::from(m)) >> 64) as u64) >> s;
+        (q ^ t) as i64
     }
 
     /// `vm_mod_by_wide` of vm/templates/cached/wide_stack.h, step by step.
     fn mod_by_wide(x: i64, d: u64) -> i64 {
-        let r = reciprocal(d);
-        let t = x >> 63;
-        let dt = d & t as u64;
-        let n = ((x ^ t) as u64).wrapping_add(dt);
-        let q = ((u128::from(n) * u128::from(r)) >> 64) as u64;
-        let mut m = n - q * d;
-        if m >= d {
-            m -= d;
+        (x as u64).wrapping_sub((floordiv_by_wide(x, d) as u64).wrapping_mul(d)) as i64
+    }
+
+    #[test]
+    fn only_the_divisors_the_trace_divides_by_have_a_magic() {
+        for d in [0, 1, 2, 4, 8, 1 << 15, 1 << 16, (1 << 16) + 1, u64::MAX] {
+            assert_eq!(wide_magic(d), None, "{d}");
         }
-        ((m ^ t as u64).wrapping_add(dt)) as i64
+        // The extremes: the magic's top bit is set, and it fits 64 bits.
+        assert_eq!(wide_magic(3), Some((0xaaaa_aaaa_aaaa_aaab, 1)));
+        let (m, s) = wide_magic(65_535).expect("65535");
+        assert_eq!(s, 15);
+        assert!(m >> 63 == 1, "{m:#x}");
     }
 
     #[test]
@@ -104,8 +107,12 @@ mod tests {
             state ^= state << 17;
             state as i64
         });
-        for d in [3u64, 7, 10, 1000, 65_535, 12_345] {
-            for x in edges.into_iter().chain(random.take(2_000)) {
+        for d in [3u64, 5, 6, 7, 10, 1000, 12_345, 32_769, 65_533, 65_535] {
+            // The multiples of d nearest the ends, and their neighbours: where a quotient
+            // one too small or too large would show.
+            let top = i64::MAX / d as i64 * d as i64;
+            let near = [top - 1, top, top.saturating_add(1), -top - 1, -top, 1 - top];
+            for x in edges.into_iter().chain(near).chain(random.take(2_000)) {
                 let want = i128::from(x).div_euclid(i128::from(d));
                 assert_eq!(i128::from(floordiv_by_wide(x, d)), want, "{x} // {d}");
                 let rem = i128::from(x).rem_euclid(i128::from(d));
