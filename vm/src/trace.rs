@@ -29,6 +29,7 @@ mod listing;
 mod pass;
 mod peel;
 mod projector;
+mod reuse;
 
 pub use fusion::reciprocal;
 
