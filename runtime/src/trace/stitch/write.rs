@@ -356,33 +356,6 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         result
     }
 
-    /// Runs `steps` of instance `inst` (its code at `at`, data at `data_at`) one by one: each
-    /// hole's inline form ([`lean_step`](Writer::lean_step)), else the out-of-line
-    /// [`step`](Writer::step). Out of line itself, for a program with no quick form: inlined
-    /// into the copy loop, its registers were the loop's, and every instance paid for the
-    /// spills (callgrind, end to end: straight-1000 249.3 -> 245.2 instructions per
-    /// instance; the VM's nbody compile, mostly such programs, 840 -> 843).
-    #[inline(never)]
-    fn steps(
-        &mut self,
-        inst: &Instance,
-        steps: &[Step],
-        at: usize,
-        data_at: usize,
-    ) -> Result<(), Error> {
-        let b = self.b;
-        for step in steps {
-            if self.lean_step(inst, step, at, data_at) {
-                continue;
-            }
-            // The instance's index, worked out here rather than counted for every instance.
-            let i = index_of(b.instances, inst);
-            self.step(i, inst, step, at, data_at)
-                .map_err(|e| e.error(b, i))?;
-        }
-        Ok(())
-    }
-
     /// What [`write()`] does after the instances (whose data ends at `data_end`): their code
     /// offsets and zeros up to the GOT, the jump to the continuation (in `code`, from `origin`).
     fn end(&mut self, layout: &Sizes, data_end: usize, origin: usize) -> Result<(), Error> {
