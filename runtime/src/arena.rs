@@ -443,7 +443,24 @@ impl FreeList {
     }
 
     /// First fit: the lowest free range that holds `len` bytes at an `align`ed offset.
+    // Inline: the common case (the first range, aligned, holds it) is a few instructions,
+    // and the call to the search was as many again (about 57 instructions per block).
+    #[inline]
     pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Option<usize> {
+        if let Some((start, size)) = self.ranges.first_mut() {
+            if *start & (align - 1) == 0 && len < *size {
+                let at = *start;
+                (*start, *size) = (at + len, *size - len);
+                return Some(at);
+            }
+        }
+        self.first_fit(len, align)
+    }
+
+    /// [`alloc`](FreeList::alloc) in general: the first range that holds `len` bytes at
+    /// an `align`ed offset, split around them.
+    #[inline(never)]
+    fn first_fit(&mut self, len: usize, align: usize) -> Option<usize> {
         let (i, start) = self
             .ranges
             .iter()

@@ -239,7 +239,11 @@ pub(crate) struct Program {
     /// except that the entry shim's `push_targets` is `usize::MAX`, which no slice's length
     /// equals, so that one comparison per count is the whole check of the common case and
     /// the shim (allowed only as instance 0) is pushed by the cold path.
-    pub push_operands: usize,
+    pub push_operands: u32,
+    /// The operands `push_ops` takes for an instance in a straight run: `push_operands`,
+    /// or `u32::MAX` (more than any run has left, so that one comparison ends the run) for
+    /// a stencil with jump targets and the shim, which it leaves to `push_op`.
+    pub run_operands: u32,
     pub push_targets: usize,
     /// The stencil's cold part ([`Stencil::cold_len`]), compiled on its own, and its length
     /// and alignment (copied here for `push`). Its steps see the cold part as the
@@ -253,6 +257,10 @@ pub(crate) struct Program {
     /// part's hole offsets start).
     pub hot_len: u32,
 }
+
+// Three cache lines: at 208 bytes `push` and `write` were slower (wave 26).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Program>() == 192);
 
 impl Program {
     /// [`Program::compile`] with buffers of its own, for tests.
@@ -422,7 +430,12 @@ impl Program {
             targets: stencil.targets.len() as u16,
             shim,
             continues: false,
-            push_operands: stencil.operands.len(),
+            push_operands: stencil.operands.len() as u32,
+            run_operands: if shim || !stencil.targets.is_empty() {
+                u32::MAX
+            } else {
+                stencil.operands.len() as u32
+            },
             push_targets: if shim {
                 usize::MAX
             } else {

@@ -215,7 +215,10 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         // The counts come from the stencil's program (one table row); the shim and the
         // errors are worked out off the hot path.
         match self.programs.get(stencil) {
-            Some(p) if operands.len() == p.push_operands && targets.len() == p.push_targets => {
+            Some(p)
+                if operands.len() == p.push_operands as usize
+                    && targets.len() == p.push_targets =>
+            {
                 self.record(stencil, p, operands, targets)
             }
             _ => self.push_rest(stencil, operands, targets),

@@ -127,7 +127,7 @@ impl TraceBuilder<'_, '_> {
         selector: &Selector<'_>,
         ops: &[u16],
         operands: &[u64],
-        (k, mut o, t): Cursor,
+        (k, o, t): Cursor,
     ) -> Result<Cursor, Error> {
         let table = selector.table();
         let (states, transitions) = (table.states as usize, table.transitions);
@@ -139,45 +139,53 @@ impl TraceBuilder<'_, '_> {
         let rest = &ops[k..];
         // Room for every op of the run, once; glue (pushed by `push_one`) makes its own.
         self.reserve_run(rest.len(), operands.len() - o)?;
-        let programs = self.programs;
+        // No member ([`Family::NONE`]) lies past this slice, so that one bounds check
+        // rules out both it and a stencil of another set.
+        let programs = &self.programs[..self.programs.len().min(Family::NONE as usize)];
         let mut layout = self.layout;
         let n_inst = self.instances.len();
         let targets_at = self.targets.len() as u32;
-        // Operand `o` of the run goes to `o + shift` in the builder's vector.
-        let shift = self.operands.len().wrapping_sub(o);
+        // The run's operands still to take (`left` of them at `from`), and where the next
+        // goes in the builder's vector (`to`, element `at`).
+        let (mut from, mut left) = (operands[o..].as_ptr(), operands.len() - o);
+        let mut at = self.operands.len();
+        // SAFETY: `at` is the vector's length, within its allocation.
+        let mut to = unsafe { self.operands.as_mut_ptr().add(at) };
         // SAFETY: `n_inst` is the vector's length, within its allocation.
-        let records = unsafe { self.instances.as_mut_ptr().add(n_inst) };
-        let values = self.operands.as_mut_ptr();
-        let mut done = 0;
+        let first = unsafe { self.instances.as_mut_ptr().add(n_inst) };
+        let mut records = first;
         for &op in rest {
             let Some(tr) = transitions.get(op as usize * states + state) else {
                 break;
             };
-            if tr.glue != Family::NONE || tr.member == Family::NONE {
+            if tr.glue != Family::NONE {
                 break;
             }
             let Some(p) = programs.get(tr.member as usize) else {
                 break;
             };
-            let n_o = p.push_operands;
-            if p.push_targets != 0 || operands.len() - o < n_o {
+            // (Also ends the run at a jump: see `Program::run_operands`.)
+            let n_o = p.run_operands as usize;
+            if left < n_o {
                 break;
             }
-            debug_assert!(o + n_o <= operands.len());
-            // SAFETY: `o <= operands.len()` (it only grows by what was taken) and `n_o` of
-            // them are left, checked just above (a checked slice repeated both tests).
-            let taken = unsafe { operands.get_unchecked(o..o + n_o) };
-            // SAFETY: `reserve_run` made room for every operand of the run: operand `o` of
-            // the run is element `o + shift` of the vector.
-            let wide = unsafe { copy_operands(values.add(o.wrapping_add(shift)), taken, p) };
+            // SAFETY: `n_o` operands are left at `from` (checked just above), and
+            // `reserve_run` made room at `to` for every operand of the run.
+            let (taken, wide) = unsafe {
+                let taken = std::slice::from_raw_parts(from, n_o);
+                (taken, copy_operands(to, taken, p))
+            };
             let record = Instance {
                 stencil: tr.member as u32,
-                operands: o.wrapping_add(shift) as u32,
+                operands: at as u32,
                 targets: targets_at,
                 code_at: layout.place(p),
             };
-            // SAFETY: room for one record per op of the run; `done` ops were written.
-            unsafe { records.add(done).write(record) };
+            // SAFETY: room for one record per op of the run, and one more is written here.
+            unsafe {
+                records.write(record);
+                records = records.add(1);
+            }
             if layout.may_need(p, (wide >> 32 != 0, false)) {
                 // Out of line and rare: counted on a copy, so that `layout` stays in
                 // registers.
@@ -186,17 +194,24 @@ impl TraceBuilder<'_, '_> {
                 layout = counted;
             }
             state = tr.exit as usize;
-            o += n_o;
-            done += 1;
+            // SAFETY: within the operands and the room made (see above).
+            unsafe {
+                from = from.add(n_o);
+                to = to.add(n_o);
+            }
+            left -= n_o;
+            at += n_o;
         }
+        // SAFETY: `records` only moved forward from `first`, one record per op.
+        let done = unsafe { records.offset_from(first) } as usize;
         // SAFETY: every element up to the new lengths was written above.
         unsafe {
             self.instances.set_len(n_inst + done);
-            self.operands.set_len(o.wrapping_add(shift));
+            self.operands.set_len(at);
         }
         self.layout = layout;
         self.cache_state = state as u8;
-        Ok((k + done, o, t))
+        Ok((k + done, operands.len() - left, t))
     }
 
     /// Makes room for `instances` more records and `operands` more operands.

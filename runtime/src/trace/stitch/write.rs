@@ -309,16 +309,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::General => false,
             };
             if !done {
-                for step in p.steps.iter() {
-                    if self.lean_step(inst, step, at, data_at) {
-                        continue;
-                    }
-                    // The instance's index, worked out here rather than counted for every
-                    // instance.
-                    let i = index_of(b.instances, inst);
-                    self.step(i, inst, step, at, data_at)
-                        .map_err(|e| e.error(b, i))?;
-                }
+                self.steps(inst, &p.steps, at, data_at)?;
             }
             if let Some(cold) = p.cold.as_deref() {
                 self.cold_part(inst, cold, (at, cold_end, cold_at, data_at), p.hot_len)?;
@@ -353,22 +344,16 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         }
         let len = self.cold.len();
         copy_code(self.cold, cold_at, cold, len);
-        let i = index_of(b.instances, inst);
         self.other = self.code_base + at as u64;
         self.restore_at = hot_len as usize;
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         // The inline forms first, as for the hot code (its exits are rel32 fields).
-        let result = cold.steps.iter().try_for_each(|step| {
-            if self.lean_step(inst, step, cold_at, data_at) {
-                return Ok(());
-            }
-            self.step(i, inst, step, cold_at, data_at)
-        });
+        let result = self.steps(inst, &cold.steps, cold_at, data_at);
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         self.restore_at = 0;
-        result.map_err(|e| e.error(b, i))
+        result
     }
 
     /// What [`write()`] does after the instances (whose data ends at `data_end`): their code
