@@ -27,8 +27,8 @@ use crate::pipeline::template_name;
 use crate::pipeline::{Attempt, Job, Pipeline, PreparedPch, Source, Work};
 use crate::target::Target;
 use rayon::prelude::*;
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 /// The cache kind of a member's optimised bitcode by its preprocessed text.
@@ -182,16 +182,19 @@ pub fn member_keys(
         }
     };
     let head = crate::cache::key(&[norm(head).as_bytes()]);
-    let own: Vec<String> = parts
+    // Each part normalised once; its entry body cut from the normalised text, which gives
+    // the text normalising the cut part would (the body holds the only lines that differ).
+    let normed: Vec<String> = parts.iter().map(|p| norm(p)).collect();
+    let own: Vec<String> = normed
         .iter()
-        .map(|p| crate::cache::key(&[norm(p).as_bytes()]))
+        .map(|p| crate::cache::key(&[p.as_bytes()]))
         .collect();
-    let others: Vec<String> = parts
+    let others: Vec<String> = normed
         .iter()
         .zip(aliases)
         .map(|(p, alias)| match without_entry_body(p, alias) {
-            Some(stripped) => crate::cache::key(&[b"stripped", norm(&stripped).as_bytes()]),
-            None => crate::cache::key(&[b"whole", norm(p).as_bytes()]),
+            Some(stripped) => crate::cache::key(&[b"stripped", stripped.as_bytes()]),
+            None => crate::cache::key(&[b"whole", p.as_bytes()]),
         })
         .collect();
     Some(
@@ -280,21 +283,41 @@ impl Pipeline<'_> {
     }
 }
 
-/// The preprocessed text of family batches by their text, made before any job runs
-/// ([`Pipeline::preprocess_member_batches`]).
+/// What a build learns about its batches once: the preprocessed text of family batches by
+/// their text, made before any job runs ([`Pipeline::preprocess_member_batches`]), and the
+/// code identifiers of each header a batch read (every batch of a family reads the same
+/// ones: `Pipeline::defines_reach_headers`).
 #[derive(Debug, Default)]
-pub struct Preprocessed(Mutex<HashMap<String, Arc<String>>>);
+pub struct Preprocessed {
+    texts: Mutex<HashMap<String, Arc<String>>>,
+    words: Mutex<HashMap<PathBuf, Arc<HashSet<String>>>>,
+}
 
 impl Preprocessed {
     pub(crate) fn get(&self, text: &str) -> Option<Arc<String>> {
-        let map = self.0.lock().ok()?;
+        let map = self.texts.lock().ok()?;
         map.get(&crate::cache::key(&[text.as_bytes()])).cloned()
     }
 
     pub(crate) fn insert(&self, text: &str, pp: String) {
-        if let Ok(mut map) = self.0.lock() {
+        if let Ok(mut map) = self.texts.lock() {
             map.insert(crate::cache::key(&[text.as_bytes()]), Arc::new(pp));
         }
+    }
+
+    /// The identifiers the code of `file` uses (`batch_names::code_identifiers`), read
+    /// once per build; `None` if it cannot be read.
+    pub(crate) fn code_identifiers(&self, file: &Path) -> Option<Arc<HashSet<String>>> {
+        if let Some(words) = self.words.lock().ok()?.get(file) {
+            return Some(words.clone());
+        }
+        let text = std::fs::read_to_string(file).ok()?;
+        let words = Arc::new(crate::batch_names::code_identifiers(&text));
+        self.words
+            .lock()
+            .ok()?
+            .insert(file.to_path_buf(), words.clone());
+        Some(words)
     }
 }
 
@@ -523,6 +546,23 @@ mod tests {
         let moved = PP.replace("\n\n\nint E__b_1", "\n\n\n\n\nint E__b_1");
         assert_eq!(keys(&moved, true), before);
         assert_ne!(keys(&moved, false)[1], keys(PP, false)[1]);
+    }
+
+    #[test]
+    fn cutting_an_entry_body_commutes_with_normalising() {
+        let (_, parts) = member_parts(PP, 2).unwrap();
+        let portable = |t: &str| t.replace("/set/", "$SET/");
+        for (part, alias) in parts.iter().zip(["E__b_0", "E__b_1"]) {
+            let normed = without_locations(&portable(part));
+            let cut_then_normed =
+                without_locations(&portable(&without_entry_body(part, alias).unwrap()));
+            assert_eq!(without_entry_body(&normed, alias).unwrap(), cut_then_normed);
+            let cut_then_portable = portable(&without_entry_body(part, alias).unwrap());
+            assert_eq!(
+                without_entry_body(&portable(part), alias).unwrap(),
+                cut_then_portable
+            );
+        }
     }
 
     #[test]

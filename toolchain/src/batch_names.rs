@@ -141,9 +141,14 @@ pub fn code_identifiers(source: &str) -> std::collections::HashSet<String> {
                 (j + 1).min(bytes.len())
             }
             _ => {
-                let len = source[i..].chars().next().map_or(1, char::len_utf8);
-                code.push_str(&source[i..i + len]);
-                i += len;
+                // The run of code up to the next possible comment or literal, copied whole
+                // (one copy per run, not per character: headers are large).
+                let run = bytes[i + 1..]
+                    .iter()
+                    .position(|b| matches!(b, b'/' | b'"' | b'\''))
+                    .map_or(bytes.len(), |n| i + 1 + n);
+                code.push_str(&source[i..run]);
+                i = run;
                 continue;
             }
         };
@@ -166,12 +171,12 @@ pub fn code_identifiers(source: &str) -> std::collections::HashSet<String> {
             }
             None => Vec::new(),
         };
-        names.extend(
-            words
-                .into_iter()
-                .filter(|w| !params.contains(w))
-                .map(String::from),
-        );
+        for word in words {
+            // Most words repeat: a new String only for a new one.
+            if !params.contains(&word) && !names.contains(word) {
+                names.insert(word.to_string());
+            }
+        }
     }
     names
 }

@@ -101,6 +101,12 @@ pub fn split(
              `{entry}` (a unit that defines another stencil than `{entry}`): compiled alone"
         )));
     }
+    // The batch's annotations read once (every unit's entry has its own): each part's
+    // are picked from them.
+    let all_annotations = segments
+        .iter()
+        .find(|(n, _)| n.as_deref() == Some(ANNOTATIONS))
+        .and_then(|(_, line)| Annotations::read(line));
     let mut out = Vec::with_capacity(templates.len());
     for (i, template) in templates.iter().enumerate() {
         let alias = &aliases[i];
@@ -125,10 +131,7 @@ pub fn split(
             )));
         }
         // The annotations of what the part keeps (a cached op's state), and their strings.
-        let annotations = segments
-            .iter()
-            .find(|(n, _)| n.as_deref() == Some(ANNOTATIONS))
-            .and_then(|(_, line)| own_annotations(line, &kept));
+        let annotations = all_annotations.as_ref().and_then(|a| a.own(&kept));
         if let Some((_, names)) = &annotations {
             kept.extend(names.iter().cloned());
         }
@@ -173,37 +176,70 @@ pub fn split(
 /// op's state is one): it names every unit's entry, so each part keeps only its own.
 const ANNOTATIONS: &str = "llvm.global.annotations";
 
-/// The [`ANNOTATIONS`] global's line `line` with only the entries that annotate a value in
-/// `kept`, and the names those entries refer to (their strings); `None` if none is left
-/// (or the line has an unknown shape: then the part has no annotations, which its checks
-/// report).
-fn own_annotations(line: &str, kept: &HashSet<String>) -> Option<(String, Vec<String>)> {
-    const ENTRY: &str = "{ ptr, ptr, ptr, i32, ptr } {";
-    let first = line.find(ENTRY)?;
-    let end = line.rfind("}]")? + 1;
-    let entries: Vec<&str> = line[first..end]
-        .split(ENTRY)
-        .map(|e| e.trim().trim_end_matches(','))
-        .filter(|e| !e.is_empty())
-        .filter(|e| references(e).first().is_some_and(|f| kept.contains(f)))
-        .collect();
-    if entries.is_empty() {
-        return None;
+/// The [`ANNOTATIONS`] global's line cut into its entries, each with the names it refers
+/// to (the annotated value first), so that each part picks its own without reading the
+/// whole line again.
+struct Annotations<'a> {
+    /// The line up to its entry count, and from after the count to the first entry.
+    head: (&'a str, &'a str),
+    /// What follows the last entry.
+    tail: &'a str,
+    entries: Vec<(&'a str, Vec<String>)>,
+}
+
+impl<'a> Annotations<'a> {
+    const ENTRY: &'static str = "{ ptr, ptr, ptr, i32, ptr } {";
+
+    /// `None` if the line has an unknown shape (then no part has annotations, which its
+    /// checks report).
+    fn read(line: &'a str) -> Option<Self> {
+        let first = line.find(Self::ENTRY)?;
+        let end = line.rfind("}]")? + 1;
+        let head = &line[..first];
+        let count = head.find(" global [")? + " global [".len();
+        let digits = head[count..].find(' ')? + count;
+        let entries = line[first..end]
+            .split(Self::ENTRY)
+            .map(|e| e.trim().trim_end_matches(','))
+            .filter(|e| !e.is_empty())
+            .map(|e| (e, references(e)))
+            .collect();
+        Some(Annotations {
+            head: (&head[..count], &head[digits..]),
+            tail: &line[end..],
+            entries,
+        })
     }
-    let names = entries.iter().flat_map(|e| references(e)).collect();
-    let head = &line[..first];
-    let count = head.find(" global [")? + " global [".len();
-    let digits = head[count..].find(' ')? + count;
-    let body: Vec<String> = entries.iter().map(|e| format!("{ENTRY} {e}")).collect();
-    let line = format!(
-        "{}{}{}{}{}",
-        &head[..count],
-        entries.len(),
-        &head[digits..],
-        body.join(", "),
-        &line[end..]
-    );
-    Some((line, names))
+
+    /// The line with only the entries that annotate a value in `kept`, and the names those
+    /// entries refer to (their strings); `None` if none is left.
+    fn own(&self, kept: &HashSet<String>) -> Option<(String, Vec<String>)> {
+        let entries: Vec<&(&str, Vec<String>)> = self
+            .entries
+            .iter()
+            .filter(|(_, refs)| refs.first().is_some_and(|f| kept.contains(f)))
+            .collect();
+        if entries.is_empty() {
+            return None;
+        }
+        let names = entries
+            .iter()
+            .flat_map(|(_, r)| r.iter().cloned())
+            .collect();
+        let body: Vec<String> = entries
+            .iter()
+            .map(|(e, _)| format!("{} {e}", Self::ENTRY))
+            .collect();
+        let line = format!(
+            "{}{}{}{}{}",
+            self.head.0,
+            entries.len(),
+            self.head.1,
+            body.join(", "),
+            self.tail
+        );
+        Some((line, names))
+    }
 }
 
 /// A module's printed IR cut into segments: a global's line, a function's definition
@@ -608,7 +644,8 @@ pub(crate) mod tests {
                     { ptr, ptr, ptr, i32, ptr } { ptr @E__b_1, ptr @.str, ptr @.str.1, i32 9, ptr null }], \
                     section \"llvm.metadata\"";
         let kept: HashSet<String> = ["E__b_1".to_string()].into();
-        let (own, names) = own_annotations(line, &kept).unwrap();
+        let annotations = Annotations::read(line).unwrap();
+        let (own, names) = annotations.own(&kept).unwrap();
         assert_eq!(
             own,
             "@llvm.global.annotations = appending global [1 x { ptr, ptr, ptr, i32, ptr }] \
@@ -616,7 +653,7 @@ pub(crate) mod tests {
              section \"llvm.metadata\""
         );
         assert_eq!(names, ["E__b_1", ".str", ".str.1"]);
-        assert!(own_annotations(line, &HashSet::new()).is_none());
+        assert!(annotations.own(&HashSet::new()).is_none());
     }
 
     #[test]
