@@ -242,6 +242,20 @@ impl<'a> Annotations<'a> {
     }
 }
 
+/// A function definition's whole text: its `define` line `first` and the lines after it
+/// up to and including its closing `}` (taken from `lines`).
+fn define_block<'a>(first: &str, lines: &mut impl Iterator<Item = &'a str>) -> String {
+    let mut block = first.to_string();
+    for body in lines {
+        block.push('\n');
+        block.push_str(body);
+        if body == "}" {
+            break;
+        }
+    }
+    block
+}
+
 /// A module's printed IR cut into segments: a global's line, a function's definition
 /// (`define` to its closing `}`) or declaration, each with the value's name ([`raw_name`]);
 /// any other line (header, comdat, attributes, metadata) with none, which every part keeps
@@ -254,14 +268,7 @@ fn segments(text: &str) -> Vec<(Option<String>, String)> {
             out.push((Some(raw_name(&name)), line.to_string()));
         } else if line.starts_with("define ") {
             let name = function_name(line).map(|n| raw_name(&n));
-            let mut block = line.to_string();
-            for body in lines.by_ref() {
-                block.push('\n');
-                block.push_str(body);
-                if body == "}" {
-                    break;
-                }
-            }
+            let block = define_block(line, &mut lines);
             out.push((name, block));
         } else if line.starts_with("declare ") {
             out.push((function_name(line).map(|n| raw_name(&n)), line.to_string()));
@@ -463,14 +470,7 @@ pub fn reorder(text: &str, foreign: &HashSet<String>, right_to_left: bool) -> St
             items.push(Item::Global(unquoted(&name), line.to_string()));
         } else if line.starts_with("define ") {
             let name = unquoted(&function_name(line).unwrap_or_default());
-            let mut block = line.to_string();
-            for body in lines.by_ref() {
-                block.push('\n');
-                block.push_str(body);
-                if body == "}" {
-                    break;
-                }
-            }
+            let block = define_block(line, &mut lines);
             items.push(Item::Function(name, block));
         } else {
             items.push(Item::Other(line.to_string()));

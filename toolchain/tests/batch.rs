@@ -331,34 +331,7 @@ fn write_faithfulness_fixture(dir: &Path, batch_size: Option<usize>) {
         ),
     )
     .unwrap();
-    let lanes = 14;
-    let mut mix = String::from(
-        "#ifndef FIXTURE_H\n#define FIXTURE_H\n#include <stdint.h>\n\
-         extern _Noreturn void scale_fatal(const char *where, const char *what);\n\
-         extern void scale_note(const char *what);\n\
-         static const int64_t fixture_weights[8] = {3, 5, 7, 11, 13, 17, 19, 23};\n\
-         static inline int64_t fixture_mix(int64_t *sp, int64_t k) {\n",
-    );
-    for i in 0..lanes {
-        mix.push_str(&format!(
-            "  int64_t a{i} = sp[-{}] * {};\n",
-            i + 1,
-            2 * i + 1
-        ));
-    }
-    mix.push_str("  for (int r = 0; r < 3; r++) {\n");
-    for i in 0..lanes {
-        let (j, l) = ((i + 1) % lanes, (i + 5) % lanes);
-        mix.push_str(&format!(
-            "    a{i} = a{i} * a{j} + (a{l} >> 3) + fixture_weights[(a{j} + k) & 7];\n"
-        ));
-    }
-    mix.push_str("  }\n  return ");
-    let terms: Vec<String> = (0..lanes)
-        .map(|i| format!("a{i} * a{}", (i + 3) % lanes))
-        .collect();
-    mix.push_str(&terms.join(" ^ "));
-    mix.push_str(";\n}\n#endif\n");
+    let mix = register_hungry_header("FIXTURE_H", "scale_", "fixture_mix", "int64_t");
     std::fs::write(dir.join("include/fixture.h"), mix).unwrap();
     for k in 0..SMALL.ops {
         let name = scale_op_name(k);

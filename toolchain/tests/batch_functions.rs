@@ -26,35 +26,7 @@ fn write_set(dir: &Path, batch_size: Option<usize>, function: &str) {
     );
     std::fs::create_dir_all(dir.join("include")).unwrap();
     std::fs::write(dir.join("manifest.toml"), manifest).unwrap();
-    let lanes = 14;
-    let mut mix = String::from(
-        "#ifndef MIX_H\n#define MIX_H\n#include <stdint.h>\n\
-         extern _Noreturn void fam_fatal(const char *where, const char *what);\n\
-         extern void fam_note(const char *what);\n\
-         static const int64_t mix_weights[8] = {3, 5, 7, 11, 13, 17, 19, 23};\n\
-         static inline int64_t mix(uint64_t *sp, int64_t k) {\n",
-    );
-    for i in 0..lanes {
-        mix.push_str(&format!(
-            "  int64_t a{i} = (int64_t)sp[-{}] * {};\n",
-            i + 1,
-            2 * i + 1
-        ));
-    }
-    mix.push_str("  for (int r = 0; r < 3; r++) {\n");
-    for i in 0..lanes {
-        let (j, l) = ((i + 1) % lanes, (i + 5) % lanes);
-        mix.push_str(&format!(
-            "    a{i} = a{i} * a{j} + (a{l} >> 3) + mix_weights[(a{j} + k) & 7];\n"
-        ));
-    }
-    let terms: Vec<String> = (0..lanes)
-        .map(|i| format!("a{i} * a{}", (i + 3) % lanes))
-        .collect();
-    mix.push_str(&format!(
-        "  }}\n  return {};\n}}\n#endif\n",
-        terms.join(" ^ ")
-    ));
+    let mix = register_hungry_header("MIX_H", "fam_", "mix", "uint64_t");
     std::fs::write(dir.join("include/mix.h"), mix).unwrap();
     // EXTRA is the template's own, defined for N = 1 only: leaked into an N = 2 member,
     // it would change that member's code.

@@ -280,3 +280,40 @@ pub fn json_stencil(set: &serde_json::Value, target: &str, name: &str) -> serde_
         .unwrap_or_else(|| panic!("{target}: no {name}"))
         .clone()
 }
+
+/// A shared header whose inline helper `helper(sp, k)` keeps 14 values live through three
+/// rounds of mixing (so callers need every register and spill), with a static table and
+/// two extern functions `{prefix}fatal`/`{prefix}note` for the ops to call; `sp_type` is
+/// the stack element type of the set's ops.
+pub fn register_hungry_header(guard: &str, prefix: &str, helper: &str, sp_type: &str) -> String {
+    let lanes = 14;
+    let mut text = format!(
+        "#ifndef {guard}\n#define {guard}\n#include <stdint.h>\n\
+         extern _Noreturn void {prefix}fatal(const char *where, const char *what);\n\
+         extern void {prefix}note(const char *what);\n\
+         static const int64_t {helper}_weights[8] = {{3, 5, 7, 11, 13, 17, 19, 23}};\n\
+         static inline int64_t {helper}({sp_type} *sp, int64_t k) {{\n"
+    );
+    for i in 0..lanes {
+        text.push_str(&format!(
+            "  int64_t a{i} = (int64_t)sp[-{}] * {};\n",
+            i + 1,
+            2 * i + 1
+        ));
+    }
+    text.push_str("  for (int r = 0; r < 3; r++) {\n");
+    for i in 0..lanes {
+        let (j, l) = ((i + 1) % lanes, (i + 5) % lanes);
+        text.push_str(&format!(
+            "    a{i} = a{i} * a{j} + (a{l} >> 3) + {helper}_weights[(a{j} + k) & 7];\n"
+        ));
+    }
+    let terms: Vec<String> = (0..lanes)
+        .map(|i| format!("a{i} * a{}", (i + 3) % lanes))
+        .collect();
+    text.push_str(&format!(
+        "  }}\n  return {};\n}}\n#endif\n",
+        terms.join(" ^ ")
+    ));
+    text
+}
