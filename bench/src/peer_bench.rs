@@ -9,7 +9,7 @@
 
 use crate::copy_patch;
 use crate::cranelift::{Compiler, Variant};
-use crate::harness::{alternate, cpu_ratios, ratios, time, Measured, Rounds, Timed};
+use crate::harness::{alternate, collect_n, cpu_ratios, ratios, time, Measured, Rounds, Timed};
 use crate::peer::{self, library, Level};
 use crate::results::PeerRow;
 use crate::workload::{self, counting_loop, straight, TraceSpec, LOOP_BODY_INSTANCES};
@@ -357,9 +357,9 @@ fn time_compiles(
         ops.push(
             Timed::new(2, runs, move || {
                 let (traces, t) = time(|| {
-                    (0..cp_batch)
-                        .map(|_| copy_patch::select_stitch(jit, &list, &mut labels))
-                        .collect::<Result<Vec<_>, _>>()
+                    collect_n(cp_batch, || {
+                        copy_patch::select_stitch(jit, &list, &mut labels)
+                    })
                 });
                 traces?;
                 Ok(t / cp_batch as f64)
@@ -371,11 +371,7 @@ fn time_compiles(
     names.push((COPY_AND_PATCH_UNCACHED, cp_batch));
     ops.extend(plans.into_iter().map(|(jit, plan)| {
         Timed::new(2, runs, move || {
-            let (traces, t) = time(|| {
-                (0..cp_batch)
-                    .map(|_| copy_patch::stitch(jit, &plan))
-                    .collect::<Result<Vec<_>, _>>()
-            });
+            let (traces, t) = time(|| collect_n(cp_batch, || copy_patch::stitch(jit, &plan)));
             traces?;
             Ok(t / cp_batch as f64)
         })
@@ -398,11 +394,7 @@ fn time_compiles(
         names.push((cranelift_name(c.variant()), cl_batch));
         ops.push(
             Timed::new(2, runs, move || {
-                let (compiled, t) = time(|| {
-                    (0..cl_batch)
-                        .map(|_| c.compile(cl_list))
-                        .collect::<Result<Vec<_>, _>>()
-                });
+                let (compiled, t) = time(|| collect_n(cl_batch, || c.compile(cl_list)));
                 drop(compiled?);
                 // SAFETY: the traces were just dropped; nothing else of `c` runs.
                 unsafe { c.recycle() }?;

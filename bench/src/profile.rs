@@ -12,7 +12,7 @@
 //! instances stitched (to turn a profile's instruction counts into counts per instance).
 
 use crate::copy_patch::{self, Plan};
-use crate::harness::{thread_cpu_ns, time};
+use crate::harness::{collect_n, thread_cpu_ns, time};
 use crate::workload::{counting_loop, straight, TraceSpec};
 use cpjit_runtime::{CodeWrites, Jit, Trace};
 
@@ -178,13 +178,9 @@ fn stitch_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
     let (labels, traces) = (&mut work.labels.borrow_mut(), work.traces);
     match (&work.ops, work.batch) {
         (Some(ops), true) => copy_patch::select_stitch_batch(jit, ops, traces, labels),
-        (Some(ops), false) => (0..traces)
-            .map(|_| copy_patch::select_stitch(jit, ops, labels))
-            .collect(),
+        (Some(ops), false) => collect_n(traces, || copy_patch::select_stitch(jit, ops, labels)),
         (None, true) => copy_patch::stitch_batch(jit, &work.plan, traces),
-        (None, false) => (0..traces)
-            .map(|_| copy_patch::stitch(jit, &work.plan))
-            .collect(),
+        (None, false) => collect_n(traces, || copy_patch::stitch(jit, &work.plan)),
     }
 }
 

@@ -60,7 +60,64 @@ impl OperandStep {
                 }
             }
         }
+        OperandStep::fold_checks(out, from);
         true
+    }
+
+    /// Folds each range check (a step that stores nothing) of `steps[from..]` into the
+    /// first step there that stores the same part of the same operand, where the values
+    /// both accept are one interval: that step then tests exactly those, and the check
+    /// goes. A value either step refuses, the folded one refuses (and the steps' general
+    /// path reports it, as before); a value both accept is stored as before. A narrow
+    /// immediate or offset is such a pair (its `imm32` field and its declared range): the
+    /// eBPF example's 100-instruction compile ran 1.9 k instructions fewer (issue 36).
+    fn fold_checks(steps: &mut Vec<OperandStep>, from: usize) {
+        let mut k = from;
+        while k < steps.len() {
+            let check = steps[k];
+            let part = (check.operand, check.left, check.right);
+            let store = (from..steps.len()).find(|&j| {
+                let s = &steps[j];
+                s.store && (s.operand, s.left, s.right) == part
+            });
+            let folded = match store.filter(|_| !check.store) {
+                Some(j) => steps[j].within(&check).map(|s| steps[j] = s).is_some(),
+                None => false,
+            };
+            if folded {
+                steps.remove(k);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
+    /// This storing step restricted to the values `check` (of the same operand part) also
+    /// accepts, if they are one interval and not empty; the field stored is unchanged.
+    fn within(&self, check: &OperandStep) -> Option<OperandStep> {
+        // In the check's biased values `y = part + check.bias` (it accepts `0..=check.span`)
+        // this step accepts `t..=t + self.span`, modulo 2^64, with `t` below.
+        let t = check.bias.wrapping_sub(self.bias) as u128;
+        let (span, check_span) = (self.span as u128, check.span as u128);
+        // Both ranges together shorter than 2^64: their meet is at most one interval.
+        if span + check_span >= u64::MAX as u128 {
+            return None;
+        }
+        let (y_lo, y_hi) = if t <= check_span {
+            (t, check_span.min(t + span))
+        } else if t + span >= 1 << 64 {
+            (0, check_span.min(t + span - (1 << 64)))
+        } else {
+            return None;
+        };
+        // `part + bias = y - y_lo`; the field is `part + self.bias + self.lo`, as before.
+        let bias = check.bias.wrapping_sub(y_lo as u64);
+        Some(OperandStep {
+            bias,
+            span: (y_hi - y_lo) as u64,
+            lo: (self.bias.wrapping_sub(bias) as u32).wrapping_add(self.lo),
+            ..*self
+        })
     }
 
     fn one(s: &Step, code_len: u32, operands: u16) -> Option<OperandStep> {
@@ -200,6 +257,102 @@ mod tests {
             }
         }
         assert!(checked > 10_000, "{checked}");
+    }
+
+    /// What `write`'s quick loop does with `steps` for `operand` (operand 1): the fields
+    /// stored, or `None` if a value is out of its step's range.
+    fn run(steps: &[OperandStep], operand: u64) -> Option<Vec<(u32, u32)>> {
+        let mut fields = Vec::new();
+        for s in steps {
+            let v = s.biased(operand);
+            if v > s.span {
+                return None;
+            }
+            if s.store {
+                fields.push((s.offset, (v as u32).wrapping_add(s.lo)));
+            }
+        }
+        Some(fields)
+    }
+
+    /// A check folded into the store of the same operand part refuses every value either
+    /// refused and stores the same field otherwise: every store form and part, every
+    /// check range and part, addends on both, values around every edge; a check of
+    /// another part stays a step of its own.
+    #[test]
+    fn folded_checks_take_what_store_and_check_took() {
+        let parts = [OperandPart::Whole, OperandPart::High, OperandPart::Low];
+        let edges = [
+            0i64, 1, -1, 127, 128, -129, 255, 256, 4095, 4096, 65_535, 65_536,
+        ];
+        let edges = edges.into_iter().chain([
+            -32_769,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            u32::MAX as i64,
+            i64::MIN,
+            i64::MAX,
+        ]);
+        let values: Vec<u64> = edges
+            .flat_map(|e| [e.wrapping_sub(1), e, e.wrapping_add(1)].map(|v| v as u64))
+            .flat_map(|v| {
+                [
+                    v,
+                    v << 32,
+                    v | (7 << 32),
+                    v.wrapping_sub(4),
+                    v.wrapping_add(3),
+                ]
+            })
+            .collect();
+        let (mut folded, mut kept, mut checked) = (0, 0, 0);
+        for store_part in parts {
+            let stores = [
+                Fast::Imm32 {
+                    operand: 1,
+                    part: store_part,
+                },
+                Fast::Abs32 {
+                    operand: 1,
+                    part: store_part,
+                },
+            ];
+            for store in stores {
+                for check_part in parts {
+                    for range in OperandRange::ALL {
+                        let check = Fast::Check {
+                            operand: 1,
+                            part: check_part,
+                            range,
+                        };
+                        for (a, b) in [(0, 0), (-4, 0), (0, -4), (3, -4), (-(1 << 31), 1)] {
+                            let pair = [step(store, a), step(check, b)];
+                            let unfolded: Vec<OperandStep> = pair
+                                .iter()
+                                .map(|s| OperandStep::one(s, 8, 2).expect("an operand form"))
+                                .collect();
+                            let both = OperandStep::of(&pair, 8, 2).expect("operand steps");
+                            if both.len() == 1 {
+                                folded += 1;
+                            } else {
+                                assert_eq!(&both[..], &unfolded[..], "{store:?} {check:?}");
+                                kept += 1;
+                            }
+                            assert!(check_part == store_part || both.len() == 2);
+                            for &v in &values {
+                                let what = format!("{store:?} +{a}, {check:?} +{b}, {v:#x}");
+                                assert_eq!(run(&both, v), run(&unfolded, v), "{what}");
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            folded > 50 && kept > 50 && checked > 100_000,
+            "{folded} {kept} {checked}"
+        );
     }
 
     /// Steps of other forms, fields past the code, and operands the stencil does not take
