@@ -359,6 +359,7 @@ mod tests {
             traces: 1,
             uops: 2,
             compile_ns: 3.0,
+            warm_compile: None,
             code_bytes: 4,
         }
     }

@@ -553,8 +553,16 @@ included), output checked against `vm/examples/*.expected`. *Compile*: the VM's 
 compile of the last run, summed over its traces (wall clock around `Backend::compile`: the \
 lowering onto stencils and the kit's member selection, `push`, `finish` with allocation, \
 publish and icache flush); *per micro-op*: that ÷ the stencil instances stitched (the \
-*micro-ops* column in `jit` mode). The VM's traces have no Cranelift lowering, so this \
-clock has no Cranelift beside it; the synthetic traces of *Peer* do.
+*micro-ops* column in `jit` mode). Each run's compiles are a fresh VM's first, so this \
+figure includes what a first compile meets: cold caches and branch predictors between \
+runs of interpreted code, and the first look at each table (the code arena, its code \
+object and the pinning's op table are made with the VM, its start-up). *Warm compile per \
+micro-op*: the same clock on a warm VM: after the timed rounds, the program once more from \
+a fresh VM, then the traces its executors hold compiled again by that VM's own backend, 50 \
+rounds after an untimed one (`--quick`: 5), per round summed over the traces ÷ their \
+micro-ops, the code dropped outside the clock; median (min – max). The VM's traces have no \
+Cranelift lowering, so this clock has no Cranelift beside it; the synthetic traces of \
+*Peer* do.
 - **Peers: CPython and PyPy** (`pyvm`): every example also exists in Python \
 (`vm/examples/*.py`: the same algorithm and output; float operations in the same order, so the \
 same bits), and runs at its real size (`vm/examples/real-sizes.json`: PyPy runs it for at least \
@@ -587,7 +595,7 @@ per-stencil modules, the Cranelift `JITModule` and its arena), and freeing the c
 | copy-and-patch, pre-lowered (labelled *pre-lowered*) | none: members selected beforehand, off the clock | as above | as above | as above | as above | as above |
 | LLVM -O0 / -O2 (MCJIT) | each instance's stencil module found by name (a hash look-up, on this clock only) and cloned, holes replaced, modules linked | IR passes (-O2) and code generation | MCJIT's memory manager | MCJIT's `finalizeObject` (page protections) | by MCJIT | relocation by MCJIT |
 | Cranelift none / speed (`cranelift-jit`) | the op list's analysis (stack depths, blocks; names were mapped to ops once, `cranelift::op_list`) and translation with `FunctionBuilder` (`use_var`/`def_var` for *ssa*) | `define_function` | `ArenaMemoryProvider`: space inside one reservation per module | `finalize_definitions` (page protections inside the arena) | by `cranelift-jit` | relocation in `finalize_definitions` |
-| the VM's backend compile (*Execution*, per micro-op) | the VM's lowering onto cached ops, then the kit's selection | as copy-and-patch | as copy-and-patch | as copy-and-patch | as copy-and-patch | as copy-and-patch |
+| the VM's backend compile (*Execution*, per micro-op: a fresh VM's compiles, and *warm*: the same traces again on that VM) | the VM's lowering onto cached ops, then the kit's selection | as copy-and-patch | as copy-and-patch | as copy-and-patch | as copy-and-patch | as copy-and-patch |
 ";
 
 #[cfg(test)]

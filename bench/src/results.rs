@@ -173,6 +173,10 @@ pub struct ExecRow {
     pub traces: u64,
     pub uops: u64,
     pub compile_ns: f64,
+    /// `jit` mode: the same clock as `compile_ns` on a warm VM, per micro-op (the last run's
+    /// traces compiled again by its backend, round after round: `exec::warm_compile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_compile: Option<Sample>,
     pub code_bytes: u64,
 }
 
@@ -477,6 +481,7 @@ impl Results {
                 "micro-ops",
                 "compile",
                 "compile per micro-op",
+                "warm compile per micro-op",
                 "code bytes",
             ],
             self.exec
@@ -504,6 +509,11 @@ impl Results {
                         } else {
                             "–".into()
                         },
+                        // The same clock on a warm VM (issue 36's criterion), median and
+                        // range over rounds.
+                        r.warm_compile.as_ref().map_or("–".into(), |w| {
+                            format!("{} ({})", human_ns(w.median_ns), range(w))
+                        }),
                         r.code_bytes.to_string(),
                     ]
                 })

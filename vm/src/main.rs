@@ -158,23 +158,13 @@ fn compile_time(args: &[String]) -> Result<ExitCode, String> {
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
         let program = cpjit_vm::parse(&text).map_err(|e| format!("{file}:{e}"))?;
-        let functions = program.functions.len();
         let config = Config {
             mode: Mode::Jit,
             ..Config::default()
         };
         let vm = Vm::new(program, config)?;
         let _ = vm.run(); // a runtime error (overflow.vm) still leaves its traces
-        let traces: Vec<_> = (0..functions)
-            .flat_map(|f| {
-                vm.function_state(f)
-                    .executors
-                    .borrow()
-                    .iter()
-                    .map(|e| e.trace.clone())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+        let traces = vm.traces();
         let instances: usize = traces.iter().map(|t| t.uops.len() + 1).sum();
         if instances == 0 {
             println!("{file}: no traces");

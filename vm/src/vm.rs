@@ -334,6 +334,18 @@ impl Vm {
         self.output.borrow().clone()
     }
 
+    /// The compiler of traces in `jit` mode (`None` in the other modes).
+    pub fn compiler(&self) -> Option<&dyn TraceCompiler> {
+        self.jit.as_deref()
+    }
+
+    /// The traces the functions' executors hold now, function by function: what
+    /// `cpjit-vm compile-time` and the bench's warm compile compile again.
+    pub fn traces(&self) -> Vec<Trace> {
+        let executors = self.funcs.iter().flat_map(|f| f.executors.borrow().clone());
+        executors.map(|e| e.trace.clone()).collect()
+    }
+
     pub fn stats(&self) -> Stats {
         let mut s = self.stats.borrow().clone();
         s.direct_calls = self.stack().direct_calls;

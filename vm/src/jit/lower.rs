@@ -144,6 +144,19 @@ pub struct Lowering {
 }
 
 impl Lowering {
+    /// An empty lowering whose vectors hold traces of up to `instances` instances (and as
+    /// many micro-ops) without growing.
+    pub fn with_capacity(instances: usize) -> Lowering {
+        Lowering {
+            instances: Vec::with_capacity(instances),
+            instance_of_uop: Vec::with_capacity(instances),
+            exit_entry: Vec::with_capacity(instances),
+            jump_targets: Vec::with_capacity(instances),
+            rows: Vec::with_capacity(instances),
+            ..Lowering::default()
+        }
+    }
+
     /// The instance an exit to micro-op `uop` jumps to.
     pub fn exit_instance(&self, uop: usize) -> LoweredId {
         self.exit_entry
