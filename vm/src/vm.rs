@@ -39,6 +39,7 @@ use std::time::Instant;
 
 mod config;
 mod error;
+mod merge;
 mod tierup;
 
 pub use config::{Config, Mode, Stats};
@@ -109,6 +110,9 @@ pub struct FunctionState {
     pub loop_heads: RefCell<HashMap<u32, usize>>,
     /// Back-edge pc -> recordings of its loop dropped so far.
     backoff: RefCell<HashMap<u32, u32>>,
+    /// Executors replaced by a merged loop trace ([`Vm::merge_into_loop`]): a frame may
+    /// still run their code, which lives as long as the function state.
+    retired: RefCell<Vec<Rc<Executor>>>,
 }
 
 impl FunctionState {
@@ -254,6 +258,7 @@ impl Vm {
                 executors: RefCell::new(Vec::new()),
                 loop_heads: RefCell::new(HashMap::new()),
                 backoff: RefCell::new(HashMap::new()),
+                retired: RefCell::new(Vec::new()),
             })
             .collect();
         let globals = program

@@ -317,7 +317,12 @@ fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
                 keep:\n  load x; const 2; add; store x\n\
                 next:\n  load s; load x; add; store s";
     let text = looped(3000, body);
-    let (out, s) = common::agree_with(&text, config, |_| {});
+    // (Linked, not merged into the loop: merged, the odd path is a block of the body.)
+    let unmerged = |c: &mut Config| c.merge_branches = false;
+    let (merged_out, merged) = common::agree_with(&text, config, |_| {});
+    assert!(merged.merged_branches > 0, "{merged:?}");
+    let (out, s) = common::agree_with(&text, config, unmerged);
+    assert_eq!(merged_out, out);
     // x grows by 5 every 3 iterations, and is a float from 2000 on.
     let (mut x, mut sum) = (0f64, 0f64);
     for i in 0..3000 {
@@ -328,7 +333,7 @@ fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
     assert!(s.loop_body_links > 0, "{s:?}");
     // The same program whose odd path never changes x's type.
     let text = looped(3000, &body.replace("const 2000", "const 5000"));
-    let (out, s) = common::agree_with(&text, config, |_| {});
+    let (out, s) = common::agree_with(&text, config, unmerged);
     assert!(!out.contains('.'), "{out}");
     assert!(s.loop_body_links > 0, "{s:?}");
 }

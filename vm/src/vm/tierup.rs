@@ -114,6 +114,11 @@ impl Vm {
             self.stats.borrow_mut().recordings_abandoned += 1;
             return;
         };
+        if let ExecutorKind::Side { parent, exit } = kind {
+            if self.merge_into_loop(f, parent, exit, &trace) {
+                return;
+            }
+        }
         // Link slots live as long as the executor (never moved: boxed), two per exit.
         let links: Box<[Cell<u64>]> = (0..2 * trace.exit_pcs.len())
             .map(|_| Cell::new(0))
@@ -209,7 +214,7 @@ impl Vm {
 
     /// Points the exits of executor `index`'s trace at their link slots `links` and its calls
     /// at their call sites: the call sites, which live as long as the executor too.
-    fn attach_operands(
+    pub(super) fn attach_operands(
         &self,
         trace: &mut Trace,
         index: usize,
@@ -242,7 +247,11 @@ impl Vm {
 
     /// The trace compiled (`Some(None)` without a JIT); `None` when it does not compile,
     /// after which function `f` never tiers up again.
-    fn compile_or_stop_tiering(&self, f: usize, trace: &Trace) -> Option<Option<CompiledTrace>> {
+    pub(super) fn compile_or_stop_tiering(
+        &self,
+        f: usize,
+        trace: &Trace,
+    ) -> Option<Option<CompiledTrace>> {
         let st = &self.funcs[f];
         let compiled = if self.config.fail_compiles {
             Err("compile failure injected by the test configuration".to_string())
