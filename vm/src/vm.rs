@@ -648,13 +648,20 @@ impl Vm {
         }
     }
 
-    /// Where to continue at the frame's pc: in a loop executor if one starts there.
+    /// Where to continue at the frame's pc: in a loop executor if one starts there, or if
+    /// the pc is the back-edge of a loop that has one (its `ENTER_EXECUTOR`, which the
+    /// interpreter would run next: a path recorded before its loop had an executor ends
+    /// there, and links straight to it instead of through a side trace of one jump).
     fn step_at(&self, f: usize, frame: *mut Frame) -> Step {
         // SAFETY: live frame.
         let pc = unsafe { (*frame).pc } as u32;
-        match self.funcs[f].loop_heads.borrow().get(&pc) {
-            Some(&e) => Step::Executor(e),
-            None => Step::Interp,
+        let st = &self.funcs[f];
+        if let Some(&e) = st.loop_heads.borrow().get(&pc) {
+            return Step::Executor(e);
+        }
+        match st.code.get(pc as usize).map(|_| st.get(pc as usize)) {
+            Some(inst) if inst.op == op::ENTER_EXECUTOR => Step::Executor(inst.arg0 as usize),
+            _ => Step::Interp,
         }
     }
 

@@ -337,3 +337,19 @@ fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
     assert!(!out.contains('.'), "{out}");
     assert!(s.loop_body_links > 0, "{s:?}");
 }
+
+/// A path that ends at a loop's back-edge before that loop had an executor (collatz.vm's
+/// inner loop leaves, adds up the chain and reaches the outer loop's `jump outer` before the
+/// outer loop is traced) links to the loop's executor once it has one: no side trace of
+/// that one jump grows there.
+#[test]
+fn a_path_ending_at_a_back_edge_links_to_its_loops_executor() {
+    let (recorder, out) = common::record(&common::example("collatz", "vm"));
+    assert_eq!(out, common::example("collatz", "expected"));
+    let traces = recorder.traces();
+    let one_jump = traces
+        .iter()
+        .filter(|t| t.body_len == 1 && t.uops[0].op == cpjit_vm::ops::op::EXIT_TRACE)
+        .count();
+    assert_eq!(one_jump, 0, "{} traces", traces.len());
+}
