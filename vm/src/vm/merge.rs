@@ -131,16 +131,8 @@ impl Vm {
             s.code_bytes += compiled.map_or(0, |c| c.code_bytes() as u64);
         }
         if self.config.dump_traces {
-            let func = &self.program.functions[f];
-            let mut d = self.trace_dump.borrow_mut();
-            d.push_str(&format!(
-                "trace {index} of function {} again, exit {exit}'s side trace merged in:\n",
-                func.name
-            ));
-            d.push_str(&merged.dump(func));
-            if let Some(c) = compiled {
-                d.push_str(&c.listing());
-            }
+            let what = format!("again, exit {exit}'s side trace merged in");
+            self.dump_trace(f, &format!("trace {index}"), &what, merged, compiled);
         }
     }
 }

@@ -312,16 +312,13 @@ impl Vm {
             }
         }
         if self.config.dump_traces {
-            let func = &self.program.functions[f];
-            let mut d = self.trace_dump.borrow_mut();
-            d.push_str(&format!(
-                "trace {index} of function {} ({kind:?}):\n",
-                func.name
-            ));
-            d.push_str(&trace.dump(func));
-            if let Some(c) = compiled {
-                d.push_str(&c.listing());
-            }
+            self.dump_trace(
+                f,
+                &format!("trace {index}"),
+                &format!("({kind:?})"),
+                trace,
+                compiled,
+            );
         }
         for &g in &trace.deps {
             self.global_deps
@@ -329,6 +326,25 @@ impl Vm {
                 .entry(g)
                 .or_default()
                 .push((f, index));
+        }
+    }
+
+    /// Lists `trace` of function `f` and its code (`dump_traces`): `name` and `what` on the
+    /// heading, around the function's name.
+    pub(super) fn dump_trace(
+        &self,
+        f: usize,
+        name: &str,
+        what: &str,
+        trace: &Trace,
+        compiled: Option<&CompiledTrace>,
+    ) {
+        let func = &self.program.functions[f];
+        let mut d = self.trace_dump.borrow_mut();
+        d.push_str(&format!("{name} of function {} {what}:\n", func.name));
+        d.push_str(&trace.dump(func));
+        if let Some(c) = compiled {
+            d.push_str(&c.listing());
         }
     }
 
