@@ -23,9 +23,10 @@ const USAGE: &str = "usage: cpjit-vm compile-time FILE... [--rounds N]
        cpjit-vm run FILE [--mode interp|uops|jit] [--stats] [--dump-trace]
                    [--perf-map] [--jitdump] [--gdb] [--unwind]
                    [--backedge-threshold N] [--call-threshold N] [--side-exit-threshold N]
-                   [--no-inline] [--no-pin]
+                   [--no-inline] [--no-pin] [--no-merge]
   --no-inline: traces call small pure functions instead of inlining them
   --no-pin: loop traces keep every local in the frame (no pinned registers)
+  --no-merge: side traces ending at their loop's head are linked, not merged into the loop
   CPJIT_STENCILS=<triple> picks the stencil set for jit mode (default: the host's)";
 
 fn main() -> ExitCode {
@@ -72,6 +73,7 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             "--jitdump" => config.jitdump = true,
             "--no-inline" => config.inline_calls = false,
             "--no-pin" => config.pin_locals = false,
+            "--no-merge" => config.merge_branches = false,
             "--backedge-threshold" => config.backedge_threshold = number(a, it.next())?,
             "--call-threshold" => config.call_threshold = number(a, it.next())?,
             "--side-exit-threshold" => config.side_exit_threshold = number(a, it.next())?,
@@ -105,8 +107,8 @@ fn run(args: Vec<String>) -> Result<ExitCode, String> {
             s.uops, s.side_exits, s.executor_runs, s.invalidations, s.loop_body_links, s.pinned_loops
         );
         eprintln!(
-            "side traces inheriting pinned locals: {}, links with pinned registers live: {}",
-            s.inherited_pins, s.pinned_links
+            "side traces inheriting pinned locals: {}, links with pinned registers live: {}, side traces merged into their loop: {}",
+            s.inherited_pins, s.pinned_links, s.merged_branches
         );
         eprintln!(
             "compile time: {:.3} ms, code bytes: {}, calls from compiled into compiled code: {}, calls inlined: {}",

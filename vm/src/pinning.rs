@@ -18,8 +18,10 @@
 //! an index stays pinned; the list stays in the frame.
 //!
 //! [`choose`] decides which locals, or none: a body qualifies when it has no jump but its
-//! back edge, nothing that can fail through a helper, and no exit stub shared with the
-//! preamble; a local qualifies when only those ops name it in the body, and the
+//! back edges (a branch merged into the body ends in one, and the exits into it keep the
+//! registers live: `trace/merge.rs`), nothing that can fail through a helper, and no exit
+//! stub shared with the preamble; a local qualifies when only those ops name it in the
+//! body, and the
 //! loop-carried locals (the body reads them before it writes them) go first, then those it
 //! names most (an increment of an
 //! int counting as four). A local the body proves an int where it starts is held scaled
@@ -422,11 +424,9 @@ pub fn choose(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
 /// [`choose`], `None` for `false`.
 fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
     let start = trace.loop_body_start()?;
-    let end = (start..trace.body_len).find(|&i| {
-        let u = &trace.uops[i];
-        u.op == op::JUMP_TOP && u.target as usize == start
-    })?;
-    if end + 1 != trace.body_len {
+    let end = trace.body_len.checked_sub(1)?;
+    let back_edge = |u: &Inst| u.op == op::JUMP_TOP && u.target as usize == start;
+    if end < start || !back_edge(&trace.uops[end]) {
         return None;
     }
     out.clear_stubs(trace.uops.len());
@@ -449,15 +449,19 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     for i in start..=end {
         let u = &trace.uops[i];
         let f = facts[u.op as usize];
-        if (f.jumps && i != end) || f.fails {
+        // (A merged branch is a block of the body after a back edge, entered by exits:
+        // crate::trace::merge.)
+        if (f.jumps && !back_edge(u)) || f.fails {
             return None;
         }
         if f.exits {
             let t = u.target as usize;
-            if t < trace.body_len || t >= trace.uops.len() {
-                return None;
+            if !merged_block(trace, t) {
+                if t < trace.body_len || t >= trace.uops.len() {
+                    return None;
+                }
+                stubs[t] = true;
             }
-            stubs[t] = true;
         }
         if let Some(local) = f.pinned_local(u) {
             let at = entry(uses, local);
@@ -515,6 +519,15 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     }
     out.fill(trace, pins, start..=end);
     Some(())
+}
+
+/// Whether micro-op `t` starts a branch merged into a loop body ([`crate::trace::merge`]):
+/// inside the body, after a back edge. Exits into it keep the pinned registers live.
+fn merged_block(trace: &Trace, t: usize) -> bool {
+    let Some(start) = trace.loop_body_start() else {
+        return false;
+    };
+    t > start && t < trace.body_len && trace.uops[t - 1].op == op::JUMP_TOP
 }
 
 /// A side trace's pinning inherited from its parent's exit (`trace.inherited_pins`; see the
@@ -584,9 +597,12 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
     for (k, inst) in lowering.instances.iter().enumerate() {
         let falls_in = k > 0 && falls_through_instance(trace, &lowering.instances[k - 1]);
         if !falls_in {
-            // A stub's leading UNPINs (after its LINK) hold what the exits into it say;
-            // checked below.
-            live = written_back(lowering, k, cached);
+            // A stub's leading UNPINs (after its LINK) hold what the exits into it say, a
+            // merged branch every pinned register; checked below.
+            live = match inst.uop {
+                Some(i) if merged_block(trace, i) => all_pinned,
+                _ => written_back(lowering, k, cached),
+            };
         }
         live_at[k] = live;
         let whole = cached.is_exit_pinned(inst.stencil);
@@ -647,14 +663,14 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
         let u = &trace.uops[i];
         let info = ops::info(u.op);
         let here = live_at[k];
-        if info.exits {
+        if info.exits && !merged_block(trace, u.target as usize) {
             let t = lowering.exit_instance(u.target as usize).index();
             let written = written_back(lowering, t, cached);
             if written != here {
                 return fail(k, format!("exits with pinned registers {here:?} into a stub that writes back {written:?}"));
             }
         }
-        if info.jumps {
+        if info.jumps || (info.exits && merged_block(trace, u.target as usize)) {
             let t = lowering.instance_of_uop[u.target as usize].index();
             if live_at[t] != here {
                 return fail(

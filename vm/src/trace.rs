@@ -26,6 +26,7 @@ mod idioms;
 mod inlined;
 mod list;
 mod listing;
+mod merge;
 mod pass;
 mod peel;
 mod projector;

@@ -39,6 +39,7 @@ use std::time::Instant;
 
 mod config;
 mod error;
+mod merge;
 mod tierup;
 
 pub use config::{Config, Mode, Stats};
@@ -109,6 +110,9 @@ pub struct FunctionState {
     pub loop_heads: RefCell<HashMap<u32, usize>>,
     /// Back-edge pc -> recordings of its loop dropped so far.
     backoff: RefCell<HashMap<u32, u32>>,
+    /// Executors replaced by a merged loop trace ([`Vm::merge_into_loop`]): a frame may
+    /// still run their code, which lives as long as the function state.
+    retired: RefCell<Vec<Rc<Executor>>>,
 }
 
 impl FunctionState {
@@ -254,6 +258,7 @@ impl Vm {
                 executors: RefCell::new(Vec::new()),
                 loop_heads: RefCell::new(HashMap::new()),
                 backoff: RefCell::new(HashMap::new()),
+                retired: RefCell::new(Vec::new()),
             })
             .collect();
         let globals = program
@@ -655,13 +660,20 @@ impl Vm {
         }
     }
 
-    /// Where to continue at the frame's pc: in a loop executor if one starts there.
+    /// Where to continue at the frame's pc: in a loop executor if one starts there, or if
+    /// the pc is the back-edge of a loop that has one (its `ENTER_EXECUTOR`, which the
+    /// interpreter would run next: a path recorded before its loop had an executor ends
+    /// there, and links straight to it instead of through a side trace of one jump).
     fn step_at(&self, f: usize, frame: *mut Frame) -> Step {
         // SAFETY: live frame.
         let pc = unsafe { (*frame).pc } as u32;
-        match self.funcs[f].loop_heads.borrow().get(&pc) {
-            Some(&e) => Step::Executor(e),
-            None => Step::Interp,
+        let st = &self.funcs[f];
+        if let Some(&e) = st.loop_heads.borrow().get(&pc) {
+            return Step::Executor(e);
+        }
+        match st.code.get(pc as usize).map(|_| st.get(pc as usize)) {
+            Some(inst) if inst.op == op::ENTER_EXECUTOR => Step::Executor(inst.arg0 as usize),
+            _ => Step::Interp,
         }
     }
 

@@ -36,16 +36,18 @@ fn check_range(seeds: std::ops::Range<u64>) -> Stats {
         total.direct_calls += s.direct_calls;
         total.finished_calls += s.finished_calls;
         total.inlined_calls += s.inlined_calls;
+        total.merged_branches += s.merged_branches;
     }
     total
 }
 
 /// The programs must exercise what they are meant to: traces, side traces from failing
 /// guards, entry traces, invalidation, calls from compiled code into compiled code, some
-/// of which leave the callee's code (a failing guard, an error), and calls inlined into
-/// traces.
+/// of which leave the callee's code (a failing guard, an error), calls inlined into
+/// traces, and side traces merged into their loops.
 fn assert_coverage(s: &Stats, programs: u64) {
     assert!(s.direct_calls > 0 && s.finished_calls > 0, "{s:?}");
+    assert!(s.merged_branches > 0, "{s:?}");
     assert!(s.inlined_calls > 0, "{s:?}");
     assert!(s.traces >= programs, "too few traces: {s:?}");
     assert!(

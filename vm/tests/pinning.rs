@@ -216,16 +216,35 @@ end
 
 #[test]
 fn a_hot_branch_of_a_pinned_loop_keeps_its_registers_and_leaves_through_their_write_back() {
-    let (out, stats, unpinned) = with_and_without_pins(HOT_BRANCH_OVERFLOWS);
+    // Linked as a side trace (merged into the loop, below, it is a block of the body).
+    let unmerged = |c: &mut Config| c.merge_branches = false;
+    let (out, stats) = agree_with(HOT_BRANCH_OVERFLOWS, eager, unmerged);
     assert_eq!(out, format!("{}\n", (1u128 << 100) - 1));
     assert!(stats.inherited_pins >= 1, "{stats:?}");
     assert!(stats.pinned_links >= 1, "{stats:?}");
+    let (_, unpinned) = agree_with(HOT_BRANCH_OVERFLOWS, eager, |c| {
+        unmerged(c);
+        c.pin_locals = false;
+    });
     assert_eq!(unpinned.inherited_pins, 0, "{unpinned:?}");
     // With fewer doublings, x stays tagged.
     let short = HOT_BRANCH_OVERFLOWS.replace("const 400", "const 120");
-    let (out, stats) = agree_with(&short, eager, |_| {});
+    let (out, stats) = agree_with(&short, eager, unmerged);
     assert_eq!(out, format!("{}\n", (1u64 << 30) - 1));
     assert!(stats.pinned_links >= 1, "{stats:?}");
+}
+
+/// The same hot branch merged into the pinned loop: the block keeps the registers, and its
+/// multiply leaving the tagged range writes them back through the block's own exit.
+#[test]
+fn a_hot_branch_merged_into_a_pinned_loop_keeps_its_registers_and_leaves_through_their_write_back()
+{
+    let (out, stats, unpinned) = with_and_without_pins(HOT_BRANCH_OVERFLOWS);
+    assert_eq!(out, format!("{}\n", (1u128 << 100) - 1));
+    assert_eq!(stats.merged_branches, 1, "{stats:?}");
+    assert_eq!(stats.pinned_loops, 1, "{stats:?}");
+    assert_eq!(unpinned.merged_branches, 1, "{unpinned:?}");
+    assert_eq!(unpinned.pinned_loops, 0, "{unpinned:?}");
 }
 
 #[test]

@@ -317,7 +317,12 @@ fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
                 keep:\n  load x; const 2; add; store x\n\
                 next:\n  load s; load x; add; store s";
     let text = looped(3000, body);
-    let (out, s) = common::agree_with(&text, config, |_| {});
+    // (Linked, not merged into the loop: merged, the odd path is a block of the body.)
+    let unmerged = |c: &mut Config| c.merge_branches = false;
+    let (merged_out, merged) = common::agree_with(&text, config, |_| {});
+    assert!(merged.merged_branches > 0, "{merged:?}");
+    let (out, s) = common::agree_with(&text, config, unmerged);
+    assert_eq!(merged_out, out);
     // x grows by 5 every 3 iterations, and is a float from 2000 on.
     let (mut x, mut sum) = (0f64, 0f64);
     for i in 0..3000 {
@@ -328,7 +333,23 @@ fn side_traces_skip_a_loops_preamble_only_where_they_prove_its_assumptions() {
     assert!(s.loop_body_links > 0, "{s:?}");
     // The same program whose odd path never changes x's type.
     let text = looped(3000, &body.replace("const 2000", "const 5000"));
-    let (out, s) = common::agree_with(&text, config, |_| {});
+    let (out, s) = common::agree_with(&text, config, unmerged);
     assert!(!out.contains('.'), "{out}");
     assert!(s.loop_body_links > 0, "{s:?}");
+}
+
+/// A path that ends at a loop's back-edge before that loop had an executor (collatz.vm's
+/// inner loop leaves, adds up the chain and reaches the outer loop's `jump outer` before the
+/// outer loop is traced) links to the loop's executor once it has one: no side trace of
+/// that one jump grows there.
+#[test]
+fn a_path_ending_at_a_back_edge_links_to_its_loops_executor() {
+    let (recorder, out) = common::record(&common::example("collatz", "vm"));
+    assert_eq!(out, common::example("collatz", "expected"));
+    let traces = recorder.traces();
+    let one_jump = traces
+        .iter()
+        .filter(|t| t.body_len == 1 && t.uops[0].op == cpjit_vm::ops::op::EXIT_TRACE)
+        .count();
+    assert_eq!(one_jump, 0, "{} traces", traces.len());
 }

@@ -218,7 +218,7 @@ fn pow2_multiple_guard(p: &Projector<'_>, uop: u32, truthy: bool) -> Option<(u32
 /// needs b on the stack) into one micro-op reading local b, when the last micro-op is that
 /// load of the value `top` (the op's right operand) or, if `other_guarded`, that load and
 /// then the guard of the other operand, and b is proved a float: the fused op and b.
-fn float_local_op(
+pub(super) fn float_local_op(
     p: &Projector<'_>,
     uop: u32,
     top: Slot,

@@ -249,6 +249,9 @@ impl Projector<'_> {
             self.push(Ty::Int);
             return;
         }
+        if super::reuse::inlined_float_op_on_local(self, uop) {
+            return;
+        }
         self.pop();
         self.pop();
         self.emit_exiting(uop, 0, 0, at);

@@ -67,6 +67,10 @@ pub struct Config {
     /// Copy-and-patch loop traces keep up to two locals of their body in registers
     /// ([`crate::pinning`]; on by default; `run --no-pin` turns it off).
     pub pin_locals: bool,
+    /// A side trace that ends back at its loop's head is merged into the loop trace as a
+    /// block of its body ([`crate::trace::Trace::merge_branch`]) instead of being linked to
+    /// its exit (on by default; `run --no-merge` turns it off).
+    pub merge_branches: bool,
     /// Copy-and-patch checks every lowering against the set's families and the pinning
     /// protocol before stitching it ([`crate::jit::Backend::check_cache_states`]): on by
     /// default in debug builds, off in release builds (the lowering's construction makes
@@ -120,6 +124,7 @@ impl Default for Config {
             fail_compiles: false,
             inline_calls: true,
             pin_locals: true,
+            merge_branches: true,
             check_lowerings: cfg!(debug_assertions),
             compiler: None,
         }
@@ -162,4 +167,7 @@ pub struct Stats {
     pub inherited_pins: u64,
     /// Exits linked with the pinned registers live (a pinned link slot filled).
     pub pinned_links: u64,
+    /// Side traces merged into their loop trace instead of linked
+    /// ([`crate::trace::Trace::merge_branch`]).
+    pub merged_branches: u64,
 }

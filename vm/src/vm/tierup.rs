@@ -114,6 +114,11 @@ impl Vm {
             self.stats.borrow_mut().recordings_abandoned += 1;
             return;
         };
+        if let ExecutorKind::Side { parent, exit } = kind {
+            if self.merge_into_loop(f, parent, exit, &trace) {
+                return;
+            }
+        }
         // Link slots live as long as the executor (never moved: boxed), two per exit.
         let links: Box<[Cell<u64>]> = (0..2 * trace.exit_pcs.len())
             .map(|_| Cell::new(0))
@@ -209,7 +214,7 @@ impl Vm {
 
     /// Points the exits of executor `index`'s trace at their link slots `links` and its calls
     /// at their call sites: the call sites, which live as long as the executor too.
-    fn attach_operands(
+    pub(super) fn attach_operands(
         &self,
         trace: &mut Trace,
         index: usize,
@@ -242,7 +247,11 @@ impl Vm {
 
     /// The trace compiled (`Some(None)` without a JIT); `None` when it does not compile,
     /// after which function `f` never tiers up again.
-    fn compile_or_stop_tiering(&self, f: usize, trace: &Trace) -> Option<Option<CompiledTrace>> {
+    pub(super) fn compile_or_stop_tiering(
+        &self,
+        f: usize,
+        trace: &Trace,
+    ) -> Option<Option<CompiledTrace>> {
         let st = &self.funcs[f];
         let compiled = if self.config.fail_compiles {
             Err("compile failure injected by the test configuration".to_string())
@@ -303,16 +312,13 @@ impl Vm {
             }
         }
         if self.config.dump_traces {
-            let func = &self.program.functions[f];
-            let mut d = self.trace_dump.borrow_mut();
-            d.push_str(&format!(
-                "trace {index} of function {} ({kind:?}):\n",
-                func.name
-            ));
-            d.push_str(&trace.dump(func));
-            if let Some(c) = compiled {
-                d.push_str(&c.listing());
-            }
+            self.dump_trace(
+                f,
+                &format!("trace {index}"),
+                &format!("({kind:?})"),
+                trace,
+                compiled,
+            );
         }
         for &g in &trace.deps {
             self.global_deps
@@ -320,6 +326,25 @@ impl Vm {
                 .entry(g)
                 .or_default()
                 .push((f, index));
+        }
+    }
+
+    /// Lists `trace` of function `f` and its code (`dump_traces`): `name` and `what` on the
+    /// heading, around the function's name.
+    pub(super) fn dump_trace(
+        &self,
+        f: usize,
+        name: &str,
+        what: &str,
+        trace: &Trace,
+        compiled: Option<&CompiledTrace>,
+    ) {
+        let func = &self.program.functions[f];
+        let mut d = self.trace_dump.borrow_mut();
+        d.push_str(&format!("{name} of function {} {what}:\n", func.name));
+        d.push_str(&trace.dump(func));
+        if let Some(c) = compiled {
+            d.push_str(&c.listing());
         }
     }
 
