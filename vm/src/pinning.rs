@@ -261,7 +261,9 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         | op::SETITEM_LOCALS_NEXT
         | op::SETITEM_LOCALS_NEXT_KNOWN
         | op::COPY_ITEM_TO_NEXT
-        | op::COPY_ITEM_TO_NEXT_IF_GT => Some(1),
+        | op::COPY_ITEM_TO_NEXT_IF_GT
+        | op::ADD_FLOAT_TO_ITEM
+        | op::SUB_FLOAT_FROM_ITEM => Some(1),
         _ => None,
     }
 }
