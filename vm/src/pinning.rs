@@ -256,6 +256,7 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         op::GETITEM_LOCALS
         | op::GETITEM_LOCALS_KNOWN
         | op::GETITEM_INT_LOCALS_KNOWN
+        | op::GETITEM_FLOAT_LOCALS_KNOWN
         | op::SETITEM_LOCALS
         | op::SETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS_NEXT

@@ -1,11 +1,12 @@
 //! `xs[i] = xs[i] + e` (or `- e`) on floats in one op. Where an item store's expression is
 //! the item it stores into, read on the list and index the trace proved
-//! (`GETITEM_LOCALS_KNOWN xs i`), then e, a pure expression proved a float, then the item's
-//! float guard and `ADD_FLOAT` (`SUB_FLOAT`), those micro-ops become e's alone and the store
-//! `ADD_FLOAT_TO_ITEM xs i` (`SUB_FLOAT_FROM_ITEM`), which reads the list, its length, the index
-//! and the item once and checks the item a float where it loads it. nbody.vm's six velocity
+//! (`GETITEM_LOCALS_KNOWN xs i`, or `GETITEM_FLOAT_LOCALS_KNOWN`, which checked the item),
+//! then e, a pure expression proved a float, then the item's float guard (none after a read
+//! that checked it) and `ADD_FLOAT` (`SUB_FLOAT`), those micro-ops become e's alone and the
+//! store `ADD_FLOAT_TO_ITEM xs i` (`SUB_FLOAT_FROM_ITEM`), which reads the list, its length,
+//! the index and the item once and checks the item a float where it loads it. nbody.vm's six velocity
 //! updates in its inner loop were 23 x86-64 instructions each past e (an item read of 9, a
-//! guard of 4 moving the item out of its FP register, the sub, a store of 9), now 16.
+//! guard of 4 moving the item out of its FP register, the sub, a store of 9), now 13.
 
 use super::idioms::ItemStore;
 use super::Projector;
@@ -37,16 +38,22 @@ fn float_update(p: &mut Projector<'_>, s: ItemStore, known: bool) -> Option<u32>
         op::SUB_FLOAT => op::SUB_FLOAT_FROM_ITEM,
         _ => return None,
     };
-    // The item's guard alone: e was proved a float before (the fused op checks the item only).
-    if p.uops[n - 2].op != op::GUARD_FLOAT_NOS {
-        return None;
-    }
-    let read = pusher_of(p, n - 2, 1)?;
+    // The item's guard alone (e was proved a float before: the fused op checks the item
+    // only), or none where the read checked the item (a guard of e's stays where it is).
+    let guard = (p.uops[n - 2].op == op::GUARD_FLOAT_NOS).then_some(n - 2);
+    let read = pusher_of(p, guard.unwrap_or(n - 1), 1)?;
     let r = p.uops[read];
-    if r.op != op::GETITEM_LOCALS_KNOWN || (r.arg0, r.arg1) != (s.list, s.index) {
+    let read_op = match guard {
+        Some(_) => op::GETITEM_LOCALS_KNOWN,
+        None => op::GETITEM_FLOAT_LOCALS_KNOWN,
+    };
+    if r.op != read_op || (r.arg0, r.arg1) != (s.list, s.index) {
         return None;
     }
-    remove_uops(p, &[n - 1, n - 2, read]);
+    match guard {
+        Some(g) => remove_uops(p, &[n - 1, g, read]),
+        None => remove_uops(p, &[n - 1, read]),
+    }
     Some(update)
 }
 
@@ -179,16 +186,25 @@ mod tests {
         let (ops, _, _) = project(&body, &rs, &PROVED[2..]);
         stored(&ops, "SETITEM_LOCALS_KNOWN");
         assert_eq!(ops[0], "GETITEM_LOCALS");
-        // Two items: the add's guard checks both (e is not proved a float before it).
+    }
+
+    #[test]
+    fn an_item_its_read_checked_a_float_is_updated_by_one_op_too() {
+        // `xs[i] = xs[i] + xs[j]`: both reads check their items, no guard is left.
         let (body, rs) = statement("i", "i", "add", "j");
-        let (ops, _, _) = project(&body, &rs, &PROVED);
-        stored(&ops, "SETITEM_LOCALS_KNOWN");
-        assert!(ops.contains(&"GUARD_FLOAT_BOTH"), "{ops:?}");
-        // e an unproved local.
+        let (ops, exits, types) = project(&body, &rs, &PROVED);
+        assert_eq!(
+            ops,
+            ["GETITEM_FLOAT_LOCALS_KNOWN", "ADD_FLOAT_TO_ITEM"],
+            "xs[j] is read, then xs[i] updated"
+        );
+        assert_eq!(exits, [(0, 0), (1, 0)]);
+        assert_eq!(types, 2);
+        // e an unproved local: its guard stays, before the update.
         let body = "  load xs; load i; load xs; load i; getitem; load c; add; setitem";
         let rs = records(0..8, &[(4, ITEM), (6, FLOATS), (7, STORE)]);
-        let (ops, _, _) = project(body, &rs, &PROVED);
-        stored(&ops, "SETITEM_LOCALS_KNOWN");
-        assert!(ops.contains(&"GUARD_FLOAT_BOTH"), "{ops:?}");
+        let (ops, exits, _) = project(body, &rs, &PROVED);
+        assert_eq!(ops, ["LOAD", "GUARD_FLOAT_TOS", "ADD_FLOAT_TO_ITEM"]);
+        assert_eq!(exits, [(1, 0), (2, 0)]);
     }
 }
