@@ -267,12 +267,15 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         op::GETITEM_LOCALS
         | op::GETITEM_LOCALS_KNOWN
         | op::GETITEM_INT_LOCALS_KNOWN
+        | op::GETITEM_FLOAT_LOCALS_KNOWN
         | op::SETITEM_LOCALS
         | op::SETITEM_LOCALS_KNOWN
         | op::SETITEM_LOCALS_NEXT
         | op::SETITEM_LOCALS_NEXT_KNOWN
         | op::COPY_ITEM_TO_NEXT
-        | op::COPY_ITEM_TO_NEXT_IF_GT => Some(1),
+        | op::COPY_ITEM_TO_NEXT_IF_GT
+        | op::ADD_FLOAT_TO_ITEM
+        | op::SUB_FLOAT_FROM_ITEM => Some(1),
         _ => None,
     }
 }

@@ -24,6 +24,7 @@ mod exits;
 mod fusion;
 mod idioms;
 mod inlined;
+mod item_update;
 mod list;
 mod listing;
 mod merge;

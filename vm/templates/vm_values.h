@@ -351,6 +351,14 @@ VM_INLINE int vm_len(struct cpjit_frame *frame, uint64_t list, uint64_t *r) {
   *r = vm_box_int(vm_list_of(list)->len);
   return 0;
 }
+/* Whether the value at *slot is a float, from its tag's 16 bits alone, the word's top ones on
+ * every target (all little-endian): x86-64 compares them in memory (`cmp word ptr`), where a
+ * word loaded into a register is compared with a 64-bit immediate it first moves there. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "vm_item_is_float reads a tag's 16 bits");
+typedef uint16_t __attribute__((may_alias)) vm_tag_bits;
+VM_INLINE int vm_item_is_float(const uint64_t *slot) {
+  return ((const vm_tag_bits *)slot)[3] < VM_TAG_INT;
+}
 /* Upper bound on the size of a list created by NEWLIST (protects the host from a typo). */
 #define VM_LIST_MAX_LEN 100000000
 

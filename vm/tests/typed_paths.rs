@@ -940,7 +940,7 @@ end
 ";
 
 #[test]
-fn a_float_op_on_a_local_reads_it_in_place_and_a_guard_before_it_leaves_before_the_load() {
+fn a_float_op_on_a_local_reads_it_in_place_after_an_item_read_that_checks_the_item() {
     let (out, stats) = common::agree_with(FLOAT_LOCALS, eager, |_| {});
     // 29 items of 1.5 and one int 3, each times 0.5, less 0.5 thirty times.
     assert_eq!(out, "8.25\n");
@@ -965,8 +965,11 @@ fn a_float_op_on_a_local_reads_it_in_place_and_a_guard_before_it_leaves_before_t
             cpjit_vm::ops::info(fused).name
         );
     }
-    // The item's guard, on the top of the stack before b is read, right before the multiply.
-    let guard = at(op::GUARD_FLOAT_TOS).expect("the item is guarded");
-    assert_eq!(at(op::MUL_FLOAT_LOCAL), Some(guard + 1), "{body:?}");
-    assert_eq!(at(op::GUARD_FLOAT_NOS), None, "{body:?}");
+    // The item checked a float by its read (the int one leaves there), right before the
+    // multiply: no guard of its own (its guard before b's load: `fusion.rs`'s unit tests).
+    let read = at(op::GETITEM_FLOAT_LOCALS_KNOWN).expect("the item's read checks it");
+    assert_eq!(at(op::MUL_FLOAT_LOCAL), Some(read + 1), "{body:?}");
+    for guard in [op::GUARD_FLOAT_TOS, op::GUARD_FLOAT_NOS] {
+        assert_eq!(at(guard), None, "{body:?}");
+    }
 }

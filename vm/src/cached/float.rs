@@ -98,6 +98,8 @@ pub(crate) fn gains_from_float_slots(op: u32) -> bool {
             | ADD_FLOAT_LOCAL
             | SUB_FLOAT_LOCAL
             | MUL_FLOAT_LOCAL
+            | ADD_FLOAT_TO_ITEM
+            | SUB_FLOAT_FROM_ITEM
             | LT_FLOAT_GUARD_TRUE
             | LT_FLOAT_GUARD_FALSE
             | GT_FLOAT_GUARD_TRUE

@@ -228,11 +228,7 @@ pub(super) fn item_store_statement(
 /// dropped again. Consumes the setitem.
 pub(super) fn close_item_store(p: &mut Projector<'_>, s: ItemStore) -> usize {
     let ItemStore {
-        list,
-        index,
-        start,
-        next,
-        ..
+        list, index, start, ..
     } = s;
     let known = p.locals[list as usize] == Ty::List && p.locals[index as usize] == Ty::Int;
     let store = if copies_to_next(p, s) {
@@ -244,12 +240,7 @@ pub(super) fn close_item_store(p: &mut Projector<'_>, s: ItemStore) -> usize {
         // After `xs[i] > v`'s branch, the compare takes the copy in (and its exit).
         (!super::list::compare_and_copy(p, list, index)).then_some(op::COPY_ITEM_TO_NEXT)
     } else {
-        Some(match (next, known) {
-            (false, false) => op::SETITEM_LOCALS,
-            (false, true) => op::SETITEM_LOCALS_KNOWN,
-            (true, false) => op::SETITEM_LOCALS_NEXT,
-            (true, true) => op::SETITEM_LOCALS_NEXT_KNOWN,
-        })
+        Some(super::item_update::store_op(p, s, known))
     };
     if let Some(store) = store {
         p.emit_exiting(store, list, index, start);

@@ -1,8 +1,10 @@
 //! List reads typed by their use: an item read whose value the trace then guards an int
 //! checks the item itself (`GETITEM_INT_LOCALS_KNOWN`), so that a register-cached member can
 //! leave it scaled and the int op after it needs no tag check (`xs[j] > v` in an insertion
-//! sort's shift compares the item with a pinned scaled `v` without boxing either); and that
-//! shift's compare and copy in one op (`COPY_ITEM_TO_NEXT_IF_GT`, [`compare_and_copy`]).
+//! sort's shift compares the item with a pinned scaled `v` without boxing either), and one
+//! guarded a float likewise (`GETITEM_FLOAT_LOCALS_KNOWN`: the tag compared in memory, the
+//! item loaded straight into its FP register; nbody.vm's `xs[i] - xs[j]`); and that shift's
+//! compare and copy in one op (`COPY_ITEM_TO_NEXT_IF_GT`, [`compare_and_copy`]).
 
 use super::{Projector, Ty};
 use crate::abi::Inst;
@@ -15,24 +17,44 @@ fn plain_push(op: u32) -> bool {
     matches!(op, op::LOAD | op::LOAD_INT | op::CONST | op::CONST_INT)
 }
 
-/// Takes an int guard of stack slot `depth` into the item read that pushed it, if that read
-/// is on a list and an index the trace has proved (`GETITEM_LOCALS_KNOWN`) and only
-/// `depth` plain pushes follow it: the read then checks the item
-/// (`GETITEM_INT_LOCALS_KNOWN`), leaving, as for its bounds, where its statement starts,
-/// before anything after the read has run. Whether it did (the slot is then an int).
-pub(super) fn typed_item_read(p: &mut Projector<'_>, depth: usize) -> bool {
+/// Whether micro-op `op` may stand between a float item's read and its guard: a plain push
+/// ([`plain_push`]) or another item read on proved locals, which cannot fail but at its
+/// bounds or tag, where it leaves for its own statement (so leaving at the earlier read's
+/// instead, before it ran, skips nothing: reads only read). Both operands of
+/// `xs[i] - xs[j]` are then checked by their reads.
+fn pure_push_before_float_guard(op: u32) -> bool {
+    plain_push(op)
+        || matches!(
+            op,
+            op::GETITEM_LOCALS_KNOWN | op::GETITEM_FLOAT_LOCALS_KNOWN
+        )
+}
+
+/// Takes an int (float) guard of stack slot `depth` into the item read that pushed it, if
+/// that read is on a list and an index the trace has proved (`GETITEM_LOCALS_KNOWN`) and
+/// only `depth` plain pushes (for a float, also item reads:
+/// [`pure_push_before_float_guard`]) follow it: the read then checks the item
+/// (`GETITEM_INT_LOCALS_KNOWN`, `GETITEM_FLOAT_LOCALS_KNOWN`), leaving, as for its bounds,
+/// where its statement starts, before anything after the read has run. Whether it did (the
+/// slot is then of that type).
+pub(super) fn typed_item_read(p: &mut Projector<'_>, depth: usize, ty: Ty) -> bool {
+    let (typed, between): (u32, fn(u32) -> bool) = match ty {
+        Ty::Int => (op::GETITEM_INT_LOCALS_KNOWN, plain_push),
+        Ty::Float => (op::GETITEM_FLOAT_LOCALS_KNOWN, pure_push_before_float_guard),
+        _ => return false,
+    };
     let n = p.uops.len();
     let Some(at) = n.checked_sub(depth + 1).filter(|&at| at >= p.fusion_floor) else {
         return false;
     };
-    let read = p.uops[at].op == op::GETITEM_LOCALS_KNOWN
-        && p.uops[at + 1..].iter().all(|u| plain_push(u.op));
+    let read =
+        p.uops[at].op == op::GETITEM_LOCALS_KNOWN && p.uops[at + 1..].iter().all(|u| between(u.op));
     let slot = *p.slot(depth);
     if !read || slot.ty != Ty::Unknown || slot.local.is_some() {
         return false;
     }
-    p.uops[at].op = op::GETITEM_INT_LOCALS_KNOWN;
-    p.refine(depth, Ty::Int);
+    p.uops[at].op = typed;
+    p.refine(depth, ty);
     true
 }
 
@@ -210,7 +232,7 @@ mod tests {
                 "POP"
             ]
         );
-        // A float item keeps the read untyped.
+        // A float item is checked a float by its read.
         let prog = function("xs j", "  load xs; load j; getitem; const 1.5; add; pop");
         let f = &prog.functions[prog.main];
         let rs = records(
@@ -221,6 +243,52 @@ mod tests {
             ],
         );
         let ops = project(f, &rs, &PROVED[..2]);
-        assert_eq!(ops[0], "GETITEM_LOCALS_KNOWN");
+        assert_eq!(
+            ops,
+            ["GETITEM_FLOAT_LOCALS_KNOWN", "CONST", "ADD_FLOAT", "POP"]
+        );
+    }
+
+    #[test]
+    fn two_float_items_are_each_checked_by_their_read() {
+        // `xs[i] - xs[j]`: the second read stands between the first and the guard.
+        let prog = function(
+            "xs i j",
+            "  load xs; load i; getitem; load xs; load j; getitem; sub; pop",
+        );
+        let f = &prog.functions[prog.main];
+        let item = [TYPE_INT, TYPE_LIST, N];
+        let rs = records(
+            0..8,
+            &[(2, item), (5, item), (6, [TYPE_FLOAT, TYPE_FLOAT, N])],
+        );
+        let proved = [("xs", Ty::List), ("i", Ty::Int), ("j", Ty::Int)];
+        let ops = project(f, &rs, &proved);
+        assert_eq!(
+            ops,
+            [
+                "GETITEM_FLOAT_LOCALS_KNOWN",
+                "GETITEM_FLOAT_LOCALS_KNOWN",
+                "SUB_FLOAT",
+                "POP"
+            ]
+        );
+        // An int and a float item: the sub stays generic, neither read is typed.
+        let rs = records(
+            0..8,
+            &[(2, item), (5, item), (6, [TYPE_FLOAT, TYPE_INT, N])],
+        );
+        let ops = project(f, &rs, &proved);
+        assert!(!ops.contains(&"GETITEM_FLOAT_LOCALS_KNOWN"), "{ops:?}");
+        // Unproved list and index: the reads check them, a guard the items.
+        let ops = project(
+            f,
+            &records(
+                0..8,
+                &[(2, item), (5, item), (6, [TYPE_FLOAT, TYPE_FLOAT, N])],
+            ),
+            &[],
+        );
+        assert!(ops.contains(&"GUARD_FLOAT_BOTH"), "{ops:?}");
     }
 }

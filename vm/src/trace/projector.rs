@@ -107,9 +107,7 @@ impl<'a> Projector<'a> {
     pub(super) fn guard(&mut self, pc: u32, wanted: &[(usize, Ty)]) {
         // An item just read is checked by its read instead (before the filter below).
         for &(d, ty) in wanted {
-            if ty == Ty::Int {
-                super::list::typed_item_read(self, d);
-            }
+            super::list::typed_item_read(self, d, ty);
         }
         let mut missing: Vec<(usize, Ty)> = wanted
             .iter()
