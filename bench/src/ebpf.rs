@@ -8,7 +8,10 @@
 //! and reads every run's time from that file: compile time (verify + compile) on
 //! straight-line programs of 10 to 4,000 instructions, run time on loop-heavy programs. The
 //! bench alternates the engines round by round and checks that every engine returns the same
-//! r0; ratios to ebpf-jit are taken round by round here.
+//! r0; ratios to ebpf-jit are taken round by round here. Before it runs, the example's
+//! generated stencil crates must be those of its current templates (their inputs digest, as
+//! `cpjit build-stencils` judges it): a missing or stale one is an error naming it and the
+//! commands that regenerate it, not a run that fails somewhere inside the example.
 
 use crate::harness::{human_ns, Sample};
 use serde::{Deserialize, Serialize};
@@ -50,27 +53,31 @@ struct ReportRow {
     skipped: Option<String>,
 }
 
-/// Runs the example's bench; an example whose stencil crates are not built is a skipped
-/// group (with the command that builds them), not an error.
+/// Runs the example's bench; an example with none of its stencil crates built is a skipped
+/// group (with the command that builds them), one with a crate missing or stale an error
+/// ([`check_fresh`]).
 pub fn run(
     root: &Path,
     quick: bool,
     skipped: &mut Vec<(String, String)>,
 ) -> Result<Vec<EbpfRow>, String> {
     let dir = root.join("examples/ebpf-jit");
-    let host = format!("{}-unknown-linux-gnu", std::env::consts::ARCH);
-    let stencils = dir.join("stencils").join(&host).join("Cargo.toml");
-    if !cfg!(target_os = "linux") || !stencils.is_file() {
+    let crates = stencil_crates(&dir)?;
+    let built = crates
+        .iter()
+        .any(|c| dir.join(&c.path).join("Cargo.toml").is_file());
+    if !cfg!(target_os = "linux") || !built {
         skipped.push((
             "ebpf".into(),
             format!(
-                "{} is missing: build the example's stencil crates first \
-                 (`examples/ebpf-jit/ci.sh`, or its `cpjit build-stencils` step)",
-                stencils.display()
+                "{} has no generated stencil crate: build them first ({})",
+                dir.display(),
+                regenerate(&crates)
             ),
         ));
         return Ok(Vec::new());
     }
+    check_fresh(root, &dir, &crates)?;
     let json = std::env::temp_dir().join(format!("cpjit-bench-ebpf-{}.json", std::process::id()));
     let _ = std::fs::remove_file(&json); // a stale report must not pass for this run's
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
@@ -107,6 +114,110 @@ pub fn run(
     let report: Report =
         serde_json::from_str(&text).map_err(|e| format!("ebpf: {}: {e}", json.display()))?;
     rows(report)
+}
+
+/// A generated stencil crate the example depends on: its package and its directory.
+#[derive(Debug, PartialEq)]
+struct StencilCrate {
+    package: String,
+    /// Relative to the example, `stencils/<triple>`.
+    path: String,
+}
+
+impl StencilCrate {
+    fn triple(&self) -> &str {
+        self.path.trim_start_matches("stencils/")
+    }
+}
+
+/// The stencil crates the example's Cargo.toml depends on (one per target it runs on; cargo
+/// reads every one's manifest whatever the host, so each must exist): its dependency lines
+/// `<package> = { path = "stencils/<triple>" }`.
+fn stencil_crates(dir: &Path) -> Result<Vec<StencilCrate>, String> {
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| format!("ebpf: {}: {e}", manifest.display()))?;
+    let crates: Vec<StencilCrate> = text.lines().filter_map(stencil_crate).collect();
+    if crates.is_empty() {
+        return Err(format!(
+            "ebpf: {} names no stencil crate (a dependency \
+             `<package> = {{ path = \"stencils/<triple>\" }}`)",
+            manifest.display()
+        ));
+    }
+    Ok(crates)
+}
+
+/// The stencil crate of one line of the example's Cargo.toml, if it names one.
+fn stencil_crate(line: &str) -> Option<StencilCrate> {
+    let (package, rest) = line.split_once(" = ")?;
+    let path = rest.split_once("path = \"")?.1.split_once('"')?.0;
+    path.starts_with("stencils/").then(|| StencilCrate {
+        package: package.trim().to_string(),
+        path: path.to_string(),
+    })
+}
+
+/// The commands that regenerate the example's stencil crates, run in `examples/ebpf-jit`.
+fn regenerate(crates: &[StencilCrate]) -> String {
+    let targets: Vec<String> = crates
+        .iter()
+        .map(|c| format!("--target {}", c.triple()))
+        .collect();
+    format!(
+        "in examples/ebpf-jit: `cpjit header --out templates/include && cpjit build-stencils \
+         --templates templates --out stencils --model-path ../../model {}`, with the kit's \
+         `cpjit` (`cargo build -p cpjit-toolchain --bin cpjit`), or `./ci.sh`, which does both",
+        targets.join(" ")
+    )
+}
+
+/// Refuses stencil crates that are missing or were not generated from the example's current
+/// templates with this toolchain (their inputs digest, as `cpjit build-stencils` decides
+/// what to rebuild): run against stale stencils, the example fails in ways that name no
+/// cause (wave 27: `OutOfBounds { insn: 4 }`).
+fn check_fresh(root: &Path, dir: &Path, crates: &[StencilCrate]) -> Result<(), String> {
+    use cpjit_toolchain::cli::{BuildArgs, CommonArgs};
+    let args = BuildArgs {
+        common: CommonArgs {
+            targets: crates.iter().map(|c| c.triple().to_string()).collect(),
+            all: false,
+            templates: "templates".into(),
+            targets_dir: None,
+            kit: Some(root.to_path_buf()),
+            jobs: None,
+            no_cache: false,
+        },
+        out: "stencils".into(),
+        model_path: Some("../../model".into()),
+        check: false,
+        json: None,
+        force: false,
+    };
+    let stale = args
+        .options_with(dir, None)
+        .and_then(|opts| cpjit_toolchain::driver::stale_crates(&opts))
+        .map_err(|e| format!("ebpf: cannot check the example's stencil crates: {}", e.0))?;
+    if stale.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = crates
+        .iter()
+        .filter(|c| stale.iter().any(|t| t == c.triple()))
+        .map(|c| {
+            let state = if dir.join(&c.path).join("Cargo.toml").is_file() {
+                "stale: not generated from the current templates/ with this toolchain"
+            } else {
+                "missing"
+            };
+            format!("{} ({}, {state})", c.package, dir.join(&c.path).display())
+        })
+        .collect();
+    Err(format!(
+        "ebpf: the example's generated stencil crates are not current: {}; regenerate them {}",
+        named.join("; "),
+        regenerate(crates)
+    ))
 }
 
 /// Samples and round-by-round ratios from the bench's runs.
@@ -252,6 +363,73 @@ mod tests {
         markdown(&rows, &mut md);
         assert!(md.contains("– (no backend)"), "{md}");
         assert!(md.contains("1.00× (0.50 – 1.50)"), "{md}");
+    }
+
+    #[test]
+    fn the_stencil_crates_are_read_from_the_examples_manifest() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/ebpf-jit");
+        let crates = stencil_crates(&dir).unwrap();
+        // The x86-64, AArch64 and riscv64 Linux crates.
+        assert_eq!(crates.len(), 3, "{crates:?}");
+        let command = regenerate(&crates);
+        for c in &crates {
+            assert_eq!(c.package, format!("ebpf-stencils-{}", c.triple()), "{c:?}");
+            assert!(
+                command.contains(&format!("--target {}", c.triple())),
+                "{command}"
+            );
+        }
+        assert!(command.contains("cpjit header"), "{command}");
+        assert_eq!(stencil_crate("rbpf = \"0.4\""), None);
+    }
+
+    /// A missing crate, and a crate generated from other inputs than the example's current
+    /// templates, are errors naming the crate and the command that regenerates it: a copy
+    /// of the example's templates with one stencil crate (of the example's first target).
+    #[test]
+    fn a_missing_or_stale_stencil_crate_is_an_error_naming_it_and_the_command() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let example = root.join("examples/ebpf-jit");
+        let c = stencil_crates(&example).unwrap().remove(0);
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let manifest = format!("{} = {{ path = \"{}\" }}\n", c.package, c.path);
+        std::fs::write(dir.join("Cargo.toml"), manifest).unwrap();
+        copy_dir(&example.join("templates"), &dir.join("templates"));
+        let crates = stencil_crates(dir).unwrap();
+        let err = check_fresh(root, dir, &crates).unwrap_err();
+        assert!(err.contains(&c.package) && err.contains("missing"), "{err}");
+        let crate_dir = dir.join(&c.path);
+        std::fs::create_dir_all(crate_dir.join("src")).unwrap();
+        std::fs::write(crate_dir.join("Cargo.toml"), "").unwrap();
+        std::fs::write(crate_dir.join("src/lib.rs"), "").unwrap();
+        let sidecar = format!(
+            "{{\"counts\":{{\"code_bytes\":0,\"cold_bytes\":0,\"continuing\":0,\"data_bytes\":0,\
+             \"elided_jumps\":0,\"holes\":0,\"stencils\":0}},\"files\":{{}},\"format\":1,\
+             \"inputs_digest\":\"sha256:{}\",\"template_set\":\"ebpf\",\"triple\":\"{}\"}}",
+            "0".repeat(64),
+            c.triple()
+        );
+        std::fs::write(crate_dir.join("stencil-set.json"), sidecar).unwrap();
+        let err = check_fresh(root, dir, &crates).unwrap_err();
+        assert!(err.contains(&c.package) && err.contains("stale"), "{err}");
+        assert!(
+            err.contains("cpjit build-stencils --templates templates"),
+            "{err}"
+        );
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let dest = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy_dir(&path, &dest);
+            } else {
+                std::fs::copy(&path, &dest).unwrap();
+            }
+        }
     }
 
     #[test]

@@ -297,6 +297,27 @@ pub fn total_line(job_seconds: &[f64], wall_seconds: f64, threads: usize) -> Str
     )
 }
 
+/// The sidecar of target `t`'s crate in `out` if the crate is fresh: the sidecar records
+/// this inputs digest and the full-content digest of every generated file still matches
+/// (a torn or edited file is rebuilt).
+fn fresh_sidecar(l: &Loaded, out: &Path, t: &Target) -> Option<writer::Sidecar> {
+    let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
+    let crate_dir = out.join(&t.triple);
+    writer::Sidecar::read(&crate_dir).filter(|s| s.is_fresh(&crate_dir, &digest))
+}
+
+/// The targets of `opts` whose crate in `opts.out` is missing or not fresh (what a plain
+/// `build-stencils` with these options would build), compiling nothing: for a client's
+/// build or bench to refuse stale stencils with the command that regenerates them.
+pub fn stale_crates(opts: &BuildOptions) -> Result<Vec<String>> {
+    let l = load(&opts.common)?;
+    Ok(l.targets
+        .iter()
+        .filter(|t| fresh_sidecar(&l, &opts.out, t).is_none())
+        .map(|t| t.triple.clone())
+        .collect())
+}
+
 /// `build-stencils`.
 pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     let start = Instant::now();
@@ -314,12 +335,7 @@ pub fn build_stencils(opts: &BuildOptions) -> Result<Report> {
     }
     let mut todo: Vec<&Target> = Vec::new();
     for t in &l.targets {
-        let digest = digest::compute(&l.files, &l.manifest, t, &l.clang_version, &l.llvm_version);
-        let crate_dir = opts.out.join(&t.triple);
-        // Fresh means: the sidecar records this inputs digest and the full-content digest of
-        // every generated file still matches (a torn or edited file is rebuilt).
-        let fresh = writer::Sidecar::read(&crate_dir).filter(|s| s.is_fresh(&crate_dir, &digest));
-        match fresh {
+        match fresh_sidecar(&l, &opts.out, t) {
             Some(sidecar) if !opts.check && !opts.force && opts.json.is_none() => {
                 let c = sidecar.counts;
                 report.lines.push(format!(

@@ -489,7 +489,10 @@ fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
     let out = tempfile::tempdir().unwrap();
     let target = &t(Arch::Aarch64, ObjectFormat::Elf);
     let opts = options(set("per_unit"), &[target], out.path(), shared_cache());
+    // `stale_crates` names what a plain run would build, building nothing.
+    assert_eq!(driver::stale_crates(&opts).unwrap(), [target.as_str()]);
     driver::build_stencils(&opts).unwrap();
+    assert!(driver::stale_crates(&opts).unwrap().is_empty());
     let crate_dir = out.path().join(target);
     let lib = crate_dir.join("src/lib.rs");
     let cargo = crate_dir.join("Cargo.toml");
@@ -497,6 +500,7 @@ fn torn_or_edited_output_is_rebuilt_by_a_plain_run_and_check_names_the_fix() {
 
     // A torn lib.rs (the header, with its digest, intact).
     std::fs::write(&lib, &good_lib[..good_lib.len() / 2]).unwrap();
+    assert_eq!(driver::stale_crates(&opts).unwrap(), [target.as_str()]);
     let mut check = opts.clone();
     check.check = true;
     let err = driver::build_stencils(&check).unwrap_err().0;

@@ -114,23 +114,24 @@ impl Compiler {
     /// The eBPF registers kept in machine registers are the five most used ones (see
     /// [`Compiler::compile_pinned`]).
     pub fn compile(&self, prog: &[u8], helpers: &HashMap<u32, Helper>) -> Result<Compiled, Error> {
-        self.compile_scanned(prog, helpers, &Scan::of(prog))
+        let mut compiled = None;
+        self.compile_scanned(prog, helpers, &Scan::of(prog), &mut compiled)?;
+        Ok(compiled.expect("set by a compile that succeeded"))
     }
 
     /// [`Compiler::compile`] with the program's scan (`EbpfVm` has it from the verifier)
-    /// and its helpers.
+    /// and its helpers, into `compiled` (replacing what it held): a `Compiled` returned
+    /// through two `Result`s was copied twice, 256 bytes each, about a thirtieth of a
+    /// 10-instruction program's compile.
     pub(crate) fn compile_scanned(
         &self,
         prog: &[u8],
         helpers: &impl HelperMap,
         scan: &Plan,
-    ) -> Result<Compiled, Error> {
-        self.emit(
-            prog,
-            helpers,
-            &scan.pins[..usize::from(scan.pin_count)],
-            scan,
-        )
+        compiled: &mut Option<Compiled>,
+    ) -> Result<(), Error> {
+        let pins = &scan.pins[..usize::from(scan.pin_count)];
+        self.emit(prog, helpers, pins, scan, compiled)
     }
 
     /// Compiles a verified program keeping the eBPF registers `pins` (at most five distinct
@@ -151,17 +152,20 @@ impl Compiler {
                 && (0..pins.len()).all(|i| !pins[..i].contains(&pins[i])),
             "at most five distinct registers r0..r10 can be pinned, not {pins:?}"
         );
-        self.emit(prog, helpers, pins, &Scan::of(prog))
+        let mut compiled = None;
+        self.emit(prog, helpers, pins, &Scan::of(prog), &mut compiled)?;
+        Ok(compiled.expect("set by a compile that succeeded"))
     }
 
-    /// The stages after the scan, `pins` by rank.
+    /// The stages after the scan, `pins` by rank, into `compiled`.
     fn emit(
         &self,
         prog: &[u8],
         helpers: &impl HelperMap,
         pins: &[u8],
         scan: &Plan,
-    ) -> Result<Compiled, Error> {
+        compiled: &mut Option<Compiled>,
+    ) -> Result<(), Error> {
         let mut slots = slots_of(pins);
         if scan.helper_calls {
             natural_arguments(&mut slots);
@@ -175,12 +179,13 @@ impl Compiler {
             i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
         }
         out.epilogue()?;
-        Ok(Compiled {
+        *compiled = Some(Compiled {
             trace: out.trace.finish()?,
             entry,
             pin_at: out.pin_at,
             _helpers: out.kept,
-        })
+        });
+        Ok(())
     }
 }
 
@@ -212,6 +217,8 @@ fn natural_arguments(slots: &mut [u8; PINS]) {
 struct Emit<'a, 'j> {
     trace: TraceBuilder<'j, 'static>,
     table: &'a Table,
+    /// `table.rows`, read per instruction: one load less than through `table`.
+    rows: &'a [Row; 256],
     /// The program's instructions.
     words: &'a [[u8; crate::INSN_SIZE]],
     scan: &'a Plan,
@@ -261,6 +268,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         Emit {
             trace: c.jit.trace(),
             table: &c.table,
+            rows: &c.table.rows,
             words,
             scan,
             n,
@@ -333,24 +341,24 @@ impl<'a, 'j> Emit<'a, 'j> {
         mut w: u64,
         helpers: &impl HelperMap,
     ) -> Result<usize, Error> {
-        let mut row = &self.table.rows[w as usize & 255];
+        let mut row = &self.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
         let (mut d, mut s) = self.places(row, w, (dr, sr));
         let mut member = row.members[d & 7][s & 7];
         if member.stencil == NONE && row.canon != 0 {
             // A member the set does not have: an equivalent instruction's (`canon`).
             w = self.canonical(row, w, (dr, sr));
-            row = &self.table.rows[w as usize & 255];
+            row = &self.rows[w as usize & 255];
             (dr, sr) = row.regs.of(w);
             (d, s) = self.places(row, w, (dr, sr));
             member = row.members[d & 7][s & 7];
         }
-        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let imm = (w >> 32) as i32;
         let v = &mut self.v;
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (dr as u64 * 8, dr as u64 * 8);
         (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (sr as u64 * 8, sr as u64 * 8);
         v[usize::from(IMM)] = i64::from(imm) as u64;
-        v[usize::from(OFF)] = off_operand(off);
+        // (`OFF` only loads and stores read: `Emit::fault` sets it.)
         v[usize::from(IDX)] = i as u64;
         // The member's jump target, if any (instructions whose instance is another table's
         // are pushed out of line). Plain ALU instructions, the commonest, by a test before
@@ -387,7 +395,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         member: Member,
         helpers: &impl HelperMap,
     ) -> Result<Option<usize>, Pushed> {
-        let row = &self.table.rows[w as usize & 255];
+        let row = &self.rows[w as usize & 255];
         let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
         Ok(match row.action {
             Action::Plain => None,
@@ -449,7 +457,7 @@ impl<'a, 'j> Emit<'a, 'j> {
     }
 
     /// Records the fault exit of load or store `i` (base register in place `d` or `s`, by
-    /// its kind) and returns its instance.
+    /// its kind), sets its `OFF` and returns its fault exit's instance.
     fn fault(
         &mut self,
         i: usize,
@@ -457,9 +465,10 @@ impl<'a, 'j> Emit<'a, 'j> {
         (d, s): (usize, usize),
         (dr, sr): (usize, usize),
     ) -> usize {
-        let row = &self.table.rows[w as usize & 255];
+        let row = &self.rows[w as usize & 255];
         let load = row.action == Action::Load;
         let (place, base) = if load { (s, sr) } else { (d, dr) };
+        self.v[usize::from(OFF)] = off_operand((w >> 16) as i16);
         self.faults.push(Fault {
             load,
             place: place as u8,
@@ -559,7 +568,7 @@ impl<'a, 'j> Emit<'a, 'j> {
                     return false;
                 }
                 let w = self.word(pc);
-                let row = &self.table.rows[w as usize & 255];
+                let row = &self.rows[w as usize & 255];
                 let (d, s) = row.regs.of(w);
                 let (d, s) = (1u16 << d, 1u16 << s);
                 let mut next = pc + 1;

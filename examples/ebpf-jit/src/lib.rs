@@ -208,8 +208,7 @@ impl<'a> EbpfVm<'a> {
 
     /// Compiles the program with `compiler` (reuse one for many programs).
     pub fn jit_compile_with(&mut self, compiler: &Compiler) -> Result<(), Error> {
-        self.compiled = Some(compiler.compile_scanned(self.prog, &self.helpers, &self.scan)?);
-        Ok(())
+        compiler.compile_scanned(self.prog, &self.helpers, &self.scan, &mut self.compiled)
     }
 
     /// Runs the compiled program with `mem` (r1 points to it unless it is empty): rbpf's
