@@ -30,6 +30,7 @@ mod pass;
 mod peel;
 mod projector;
 mod reuse;
+mod stored;
 
 pub use fusion::reciprocal;
 
