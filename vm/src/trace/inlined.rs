@@ -249,6 +249,10 @@ impl Projector<'_> {
             self.push(Ty::Int);
             return;
         }
+        // (Its exit resumes at the caller's call, as the typed op's.)
+        if super::multiply::multiply_by_constant(self, uop) {
+            return;
+        }
         self.pop();
         self.pop();
         self.emit_exiting(uop, 0, 0, at);
