@@ -15,7 +15,8 @@
 //!
 //! The projection runs in stages, one module each: `pass` walks the recorded path and
 //! hands each record to a recogniser (`idioms` for the statements a `load` starts,
-//! `fusion` for typed binary ops, `inlined` for inlined calls), all on the state of
+//! `fusion` for typed binary ops, `multiply` for a multiplication by a constant, `inlined`
+//! for inlined calls), all on the state of
 //! `projector`; `peel` projects a loop's body again; `exits` appends the exit stubs;
 //! `listing` is what the VM asks of a trace afterwards.
 
@@ -28,10 +29,12 @@ mod item_update;
 mod list;
 mod listing;
 mod merge;
+mod multiply;
 mod pass;
 mod peel;
 mod projector;
 mod reuse;
+mod stored;
 
 pub use fusion::reciprocal;
 

@@ -47,6 +47,16 @@ CPJIT_DECLARE_NARROW(STACK_DEPTH, u16);
  * targets that have one (a GOT slot read as a byte is no hole kind the kit tests). */
 CPJIT_DECLARE_NARROW(SHIFT_COUNT, u8);
 #define SHIFT0 ((int)CPJIT_NARROW(SHIFT_COUNT, u8))
+/* MUL_INT_CONST's factor (ARG0, 0 to 2**31 - 1): a narrow operand, so that the multiply
+ * takes it as an immediate where the target has one. */
+CPJIT_DECLARE_NARROW(MUL_FACTOR, s32);
+#if defined(__x86_64__) && !defined(__APPLE__)
+/* The symbol's address is the factor (as VM_LOCAL_AT's): CPJIT_NARROW's 32-bit read would
+ * be sign-extended by a `cdqe` after a `mov r32, imm32`, not folded into the multiply. */
+#define FACTOR0 ((int64_t)(intptr_t)&_JIT_MUL_FACTOR)
+#else
+#define FACTOR0 ((int64_t)CPJIT_NARROW(MUL_FACTOR, s32))
+#endif
 /* EXIT_TRACE's operands as halves (ops.def): EXIT_AT is ARG0 (the pc in its high half, the
  * exit in its low half), LINK_SLOT is ARG1 (the link slot's address, rebuilt from its
  * halves): 32-bit immediates rather than two 64-bit operands loaded from GOT slots, which

@@ -17,6 +17,7 @@ mod float_conversion;
 mod float_slots;
 mod inlining;
 mod list_items;
+mod multiply_const;
 mod pinning;
 mod tierup;
 mod typed_items;

@@ -200,6 +200,7 @@ fn gains_from_scaled_ints(op: u32) -> bool {
         ADD_INT
             | SUB_INT
             | MUL_INT
+            | MUL_INT_CONST
             | ADD_TO_LOCAL_INT
             | GUARD_INT_TOS
             | GUARD_INT_NOS

@@ -8,7 +8,7 @@ use crate::abi::{Inst, FRAME_HEADER_BYTES};
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Operand {
-    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `EXIT_AT`.
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `MUL_FACTOR`, `EXIT_AT`.
     Arg0,
     /// `ARG1`, `LINK_SLOT`.
     Arg1,
@@ -28,7 +28,9 @@ pub(super) enum Operand {
 impl Operand {
     fn of_name(name: &str) -> Option<Operand> {
         match name {
-            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "EXIT_AT" => Some(Operand::Arg0),
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "MUL_FACTOR" | "EXIT_AT" => {
+                Some(Operand::Arg0)
+            }
             "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
@@ -190,13 +192,14 @@ impl StencilPlan {
 /// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
 /// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
 /// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 10] = [
+const STENCIL_OPERAND_NAMES: [&str; 11] = [
     "ARG0",
     "ARG1",
     "LOCAL0_AT",
     "LOCAL1_AT",
     "STACK_DEPTH",
     "SHIFT_COUNT",
+    "MUL_FACTOR",
     "EXIT_AT",
     "LINK_SLOT",
     "WIDE_MAGIC",
@@ -237,12 +240,12 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 /// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
 /// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
 /// locals they name (the header, then 8 bytes per local), which the stencils use as their
-/// loads' and stores' displacements, `STACK_DEPTH` and `SHIFT_COUNT` `ARG0` again (a
-/// value-stack depth, a shift count, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
+/// loads' and stores' displacements, `STACK_DEPTH`, `SHIFT_COUNT` and `MUL_FACTOR` `ARG0`
+/// again (a value-stack depth, a shift count, a factor, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
 /// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves, `WIDE_MAGIC` and
 /// `WIDE_SHIFT` the magic and shift of a division by `ARG0`; `None` for a name not
 /// in [`OPERAND_NAMES`]. The runtime refuses a value
-/// outside an operand's declared range (`u16`, `u8`) when it patches.
+/// outside an operand's declared range (`u16`, `u8`, `s32`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {
     if let Some(&(_, operand, high)) = HALF_NAMES.iter().find(|h| h.0 == name) {
         let v = Operand::of_name(operand)?.value(u, 0)?;

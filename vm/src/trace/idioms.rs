@@ -330,9 +330,9 @@ pub(super) fn item_load(p: &mut Projector<'_>, path: &Path<'_>, i: usize) -> Opt
 
 /// A `load` no recogniser took. A local the trace has proved an int is loaded by
 /// `LOAD_INT`, which a run of scaled ints can push without a tag check (vm/src/jit.rs); a
-/// float just stored there is copied instead ([`super::reuse`]).
+/// value just stored there is copied instead ([`super::reuse`], [`super::stored`]).
 pub(super) fn plain_load(p: &mut Projector<'_>, local: u64) {
-    if super::reuse::load_of_stored_float(p, local) {
+    if super::reuse::load_of_stored_float(p, local) || super::stored::load_of_stored(p, local) {
         return;
     }
     let ty = p.locals[local as usize];

@@ -252,6 +252,10 @@ impl Projector<'_> {
         if super::reuse::inlined_float_op_on_local(self, uop) {
             return;
         }
+        // (Its exit resumes at the caller's call, as the typed op's.)
+        if super::multiply::multiply_by_constant(self, uop) {
+            return;
+        }
         self.pop();
         self.pop();
         self.emit_exiting(uop, 0, 0, at);

@@ -195,7 +195,7 @@ fn binary(p: &mut Projector<'_>, path: &Path<'_>, i: usize, inst: Inst) -> Resul
         p.generic(inst, pc);
         return Ok(1);
     };
-    if fusion::divide_by_constant(p, uop) {
+    if fusion::divide_by_constant(p, uop) || super::multiply::multiply_by_constant(p, uop) {
         return Ok(1);
     }
     let top = *p.slot(0);
