@@ -241,8 +241,7 @@ mod tests {
             tail,
             [
                 "LOAD_INT",
-                "CONST_INT",
-                "MUL_INT",
+                "MUL_INT_CONST",
                 "CONST_INT",
                 "ADD_INT",
                 "STORE",
