@@ -29,7 +29,10 @@
 //! compares and adds need no unboxing; `PIN` scales it and `UNPIN` boxes it again. One the
 //! body only adds into (`ADD_TO_LOCAL_INT`: a sum) is held *wide*, a raw 64-bit int
 //! (cached/wide.h), so that a sum leaving the tagged 48 bits stays in its register; its
-//! `UNPIN` makes a big int of it then, after the other registers are written back.
+//! `UNPIN` makes a big int of it then, after the other registers are written back. A loop
+//! counter the body only loads and increments, and bounds by a compare with a constant, is
+//! held wide too where that saves instructions (`pinning/wide.rs`): its loads onto raw
+//! 64-bit registers are then moves, and its bound an immediate.
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
@@ -58,6 +61,7 @@ use crate::trace::Trace;
 use std::ops::RangeInclusive;
 
 mod check;
+mod wide;
 pub use check::check;
 
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
@@ -167,6 +171,9 @@ pub struct Pinning {
     registers: Vec<Option<u8>>,
     /// [`choose`]'s uses by local, kept for its next trace.
     uses: Vec<(u64, Uses)>,
+    /// Bit k: register k holds a bounded loop counter wide ([`wide::wide_counter_gain`]),
+    /// which [`Pinning::narrow_wide_counters`] holds scaled instead.
+    wide_counters: u8,
 }
 
 impl Pinning {
@@ -236,8 +243,22 @@ impl Pinning {
         changed
     }
 
+    /// Holds every loop counter held wide scaled instead (accumulators stay wide); `false`
+    /// if there was none. (A wide counter's loads have members on raw 64-bit registers only,
+    /// which a run of its loop body may lack.)
+    pub fn narrow_wide_counters(&mut self) -> bool {
+        let counters = std::mem::take(&mut self.wide_counters);
+        for (k, h) in self.pins.held.iter_mut().enumerate() {
+            if counters & (1 << k) != 0 {
+                *h = Held::Scaled;
+            }
+        }
+        counters != 0
+    }
+
     /// Holds every wide local scaled instead; `false` if none was wide.
     pub fn narrow_wide(&mut self) -> bool {
+        self.wide_counters = 0;
         let mut changed = false;
         for h in &mut self.pins.held {
             if *h == Held::Wide {
@@ -506,6 +527,7 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     // and the next iteration's load are what pinning takes off the critical path; then by
     // uses. (A temporary the body writes before it reads gains no more than any local.)
     let mut pins = pick(uses);
+    out.wide_counters = 0;
     let copies_exist =
         |k: usize, held: Held| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some();
     if pins.is_empty() || !(0..pins.len()).all(|k| copies_exist(k, Held::Boxed)) {
@@ -519,6 +541,14 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
         pins.held[k] = match trace.loop_body_proves_int(local) {
             false => Held::Boxed,
             true if only_added && copies_exist(k, Held::Wide) => Held::Wide,
+            // A loop counter the body keeps tagged, where a raw register saves
+            // instructions per iteration (pinning/wide.rs).
+            true if copies_exist(k, Held::Wide)
+                && wide::wide_counter_gain(trace, start..=end, local) > 0 =>
+            {
+                out.wide_counters |= 1 << k;
+                Held::Wide
+            }
             true if copies_exist(k, Held::Scaled) => Held::Scaled,
             true => Held::Boxed,
         };
@@ -551,6 +581,8 @@ pub fn inherit(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> bool {
 fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<()> {
     let pins = trace.inherited_pins?;
     cached.link()?;
+    // (A side trace keeps its parent's representations as they are, or no pinning.)
+    out.wide_counters = 0;
     let last = trace.body_len.checked_sub(1)?;
     if last == 0 || trace.uops[last].op != op::EXIT_TRACE {
         return None;

@@ -24,4 +24,5 @@ mod typed_items;
 mod typed_paths;
 mod unwind_windows;
 mod wide;
+mod wide_counters;
 mod wide_stack;

@@ -167,9 +167,9 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
     unloaded.instances[first_pin].stencil = cached.unpin(register, scaled).unwrap();
     assert!(backend.check_cache_states(trace, &unloaded).is_err());
 
-    // sum.vm's locals are ints where its body starts: the counter is held scaled and the
-    // sum, only added into, wide; a PIN that loads one boxed no longer matches the members
-    // that take it unboxed.
+    // sum.vm's locals are ints where its body starts: the sum, only added into, is held
+    // wide, and so is the counter, which the body bounds (vm/src/pinning/wide.rs); a PIN
+    // that loads one boxed no longer matches the members that take it unboxed.
     let pins = &lowering.instances[first_pin..first_pin + 2];
     let mut held: Vec<Held> = pins
         .iter()
@@ -178,7 +178,7 @@ fn the_checker_refuses_a_lowering_that_breaks_the_pinning_protocol() {
     held.sort();
     assert_eq!(
         held,
-        [Held::Scaled, Held::Wide],
+        [Held::Wide, Held::Wide],
         "sum.vm's body pins its locals unboxed"
     );
     let mut boxed = lowering.clone();

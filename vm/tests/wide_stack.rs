@@ -156,17 +156,20 @@ fn a_square_keeps_its_run_wide_and_other_products_scaled() {
         }
     }
     drop(lowerings);
-    // `3 * n + 1` (collatz) and `i * j % 7` (nested) stay scaled.
-    for example in ["collatz", "nested"] {
+    // `3 * n + 1` (collatz) stays scaled; `i * j % 7` (nested) goes wide only because its
+    // loop holds its counter j wide (vm/src/pinning/wide.rs), whose loads have members on raw
+    // registers only.
+    for (example, wide) in [("collatz", false), ("nested", true)] {
         let (recorder, _) = record(&common::example(example, "vm"));
         let lowerings = recorder.lowerings.borrow();
         let all = lowerings.iter().flat_map(|(_, l)| &l.instances);
-        assert!(
-            all.clone().all(|i| i.exit.kind() != Kind::Wide),
+        assert_eq!(
+            all.clone().any(|i| i.exit.kind() == Kind::Wide),
+            wide,
             "{example}"
         );
         assert!(
-            all.clone().any(|i| i.exit.kind() == Kind::Scaled),
+            wide || all.clone().any(|i| i.exit.kind() == Kind::Scaled),
             "{example}"
         );
     }

@@ -13,7 +13,7 @@ use cpjit_runtime::InstanceId;
 mod run;
 mod wide;
 
-use run::RunEnd;
+use run::{RunEnd, RunInput};
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -304,7 +304,11 @@ impl Backend {
                 if self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
-                // Wide registers have members for fewer ops than scaled ones.
+                // Wide registers have members for fewer ops than scaled ones: counters held
+                // wide go scaled first (accumulators keep their 64 bits), then every one.
+                if pin.narrow_wide_counters() && self.lower_with(trace, targets, Some(pin), out)? {
+                    return Ok(());
+                }
                 if pin.narrow_wide() && self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
@@ -338,17 +342,10 @@ impl Backend {
     /// state it is entered in (float slots: until the first that has none), and one of them
     /// gains from it (scaled: an int op, a guard, a pinned local; float slots: float
     /// arithmetic or a compare), not only moves a value.
-    fn run_of(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        rows: &[u32],
-        targets: &[bool],
-        i: usize,
-        kind: Kind,
-    ) -> bool {
+    fn run_of(&self, input: RunInput<'_>, i: usize, kind: Kind) -> bool {
+        let (trace, pinning) = (input.trace, input.pinning);
         let mut gains = false;
-        let end = self.walk_run(trace, pinning, (rows, targets), i, kind, |j| {
+        let end = self.walk_run(input, i, kind, |j| {
             let op = trace.uops[j].op;
             gains |= match kind {
                 Kind::Float => float::gains_from_float_slots(op),
@@ -373,22 +370,15 @@ impl Backend {
     /// The member of micro-op `i` entered with nothing cached: the one starting a run of
     /// wide ints where it pays ([`Backend::wide_run`]), of scaled ints or float slots where
     /// it pays ([`Backend::run_of`]), else the boxed one.
-    fn member_from_empty(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        rows: &[u32],
-        targets: &[bool],
-        i: usize,
-    ) -> Option<(usize, CacheState)> {
-        let empty = CacheState::EMPTY;
-        if self.wide_run(trace, pinning, rows, targets, i) {
+    fn member_from_empty(&self, input: RunInput<'_>, i: usize) -> Option<(usize, CacheState)> {
+        let (empty, rows) = (CacheState::EMPTY, input.rows);
+        if self.wide_run(input, i) {
             return self.find_member(rows, i, empty, Kind::Wide);
         }
         for kind in [Kind::Scaled, Kind::Float] {
             // (The member, if the run is taken, is the one looked up first.)
             let member = self.find_member(rows, i, empty, kind);
-            if member.is_some() && self.run_of(trace, pinning, rows, targets, i, kind) {
+            if member.is_some() && self.run_of(input, i, kind) {
                 return member;
             }
         }
@@ -503,7 +493,13 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                member = self.member_from_empty(trace, pinning, rows, targets, i);
+                let input = RunInput {
+                    trace,
+                    pinning,
+                    rows,
+                    targets,
+                };
+                member = self.member_from_empty(input, i);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),

@@ -12,6 +12,9 @@ pub(super) enum Operand {
     Arg0,
     /// `ARG1`, `LINK_SLOT`.
     Arg1,
+    /// `ARG1_RAW`: the int of `arg1`, an int passed scaled (times 2**16), as a raw 64-bit int
+    /// (the members on raw 64-bit ints, vm/templates/cached/wide.h and wide_stack.h).
+    Arg1Raw,
     /// `LOCAL0_AT`: the byte offset of local `arg0` from the frame.
     Local0At,
     /// `LOCAL1_AT`: likewise of local `arg1`.
@@ -32,6 +35,7 @@ impl Operand {
                 Some(Operand::Arg0)
             }
             "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
+            "ARG1_RAW" => Some(Operand::Arg1Raw),
             "LOCAL0_AT" => Some(Operand::Local0At),
             "LOCAL1_AT" => Some(Operand::Local1At),
             "EXIT_PINS" => Some(Operand::ExitPins),
@@ -49,6 +53,8 @@ impl Operand {
         match self {
             Operand::Arg0 => Some(u.arg0),
             Operand::Arg1 => Some(u.arg1),
+            // (An arithmetic shift: the scaled int's sign is its top bit.)
+            Operand::Arg1Raw => Some(((u.arg1 as i64) >> 16) as u64),
             Operand::Local0At => local_at(u.arg0),
             Operand::Local1At => local_at(u.arg1),
             Operand::ExitPins => Some(exit_pins),
@@ -192,9 +198,10 @@ impl StencilPlan {
 /// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
 /// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
 /// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 11] = [
+const STENCIL_OPERAND_NAMES: [&str; 12] = [
     "ARG0",
     "ARG1",
+    "ARG1_RAW",
     "LOCAL0_AT",
     "LOCAL1_AT",
     "STACK_DEPTH",
@@ -238,7 +245,7 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 };
 
 /// The value of stencil operand (or operand half) `name` for micro-op `u`: `ARG0` and
-/// `ARG1` as they are, `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
+/// `ARG1` as they are, `ARG1_RAW` the raw int of `ARG1` (an int passed scaled), `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
 /// locals they name (the header, then 8 bytes per local), which the stencils use as their
 /// loads' and stores' displacements, `STACK_DEPTH`, `SHIFT_COUNT` and `MUL_FACTOR` `ARG0`
 /// again (a value-stack depth, a shift count, a factor, read as narrow operands), `EXIT_AT` and `LINK_SLOT`

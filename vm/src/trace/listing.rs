@@ -37,7 +37,9 @@ impl Trace {
     /// The locals `exit` of this trace leaves with the types a side trace starts from: those
     /// the trace proved there, but a sum its loop body adds into (`ADD_TO_LOCAL_INT`) is
     /// unknown, since the body may hold it wide (vm/src/pinning.rs) and write it back a big
-    /// int.
+    /// int, and so is a local this trace adds into or increments while it holds it wide as
+    /// its parent did ([`Trace::inherited_pins`]: a loop body bounds its wide counter, its
+    /// side traces do not).
     pub(super) fn exit_types(&self, exit: usize) -> Option<Vec<Ty>> {
         let mut types = self.exit_locals.get(exit)?.clone();
         let body = self
@@ -47,6 +49,24 @@ impl Trace {
             if u.op == ops::op::ADD_TO_LOCAL_INT {
                 if let Some(t) = types.get_mut(u.arg0 as usize) {
                     *t = Ty::Unknown;
+                }
+            }
+        }
+        if let Some(pins) = &self.inherited_pins {
+            let wide = |local: u64| {
+                let at = pins.locals().iter().position(|&l| l == local);
+                at.is_some_and(|r| pins.held()[r] == crate::pinning::Held::Wide)
+            };
+            let adds = [
+                ops::op::ADD_TO_LOCAL_INT,
+                ops::op::INCREMENT_LOCAL_INT,
+                ops::op::INCREMENT_LOCAL_INT_KNOWN,
+            ];
+            for u in &self.uops[..self.body_len] {
+                if adds.contains(&u.op) && wide(u.arg0) {
+                    if let Some(t) = types.get_mut(u.arg0 as usize) {
+                        *t = Ty::Unknown;
+                    }
                 }
             }
         }

@@ -8,6 +8,17 @@ use crate::cached::{CacheState, Kind};
 use crate::pinning::Pinning;
 use crate::trace::Trace;
 
+/// The trace being lowered as a walk over a run reads it: its micro-ops, its pinning, each
+/// micro-op's row of members ([`super::super::rows::MemberRows::row_of`]) and which micro-ops
+/// are jump targets.
+#[derive(Clone, Copy)]
+pub(super) struct RunInput<'a> {
+    pub(super) trace: &'a Trace,
+    pub(super) pinning: Option<&'a Pinning>,
+    pub(super) rows: &'a [u32],
+    pub(super) targets: &'a [bool],
+}
+
 /// How a run walked by [`Backend::walk_run`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum RunEnd {
@@ -23,18 +34,22 @@ pub(super) enum RunEnd {
 }
 
 impl Backend {
-    /// Walks the run starting at micro-op `i` on members of kind `kind` (`rows` and
-    /// `targets` as the lowering has them), calling `visit` with each micro-op that has its
-    /// member, in order, and returns how the run ended.
+    /// Walks the run of `input` starting at micro-op `i` on members of kind `kind`, calling
+    /// `visit` with each micro-op that has its member, in order, and returns how the run
+    /// ended.
     pub(super) fn walk_run(
         &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        (rows, targets): (&[u32], &[bool]),
+        input: RunInput<'_>,
         i: usize,
         kind: Kind,
         mut visit: impl FnMut(usize),
     ) -> RunEnd {
+        let RunInput {
+            trace,
+            pinning,
+            rows,
+            targets,
+        } = input;
         let mut state = CacheState::EMPTY;
         for (j, &target) in targets.iter().enumerate().skip(i) {
             let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);

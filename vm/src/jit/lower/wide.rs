@@ -1,42 +1,41 @@
 //! Where the lowering keeps stack values *wide* (raw 64-bit ints, [`crate::cached::wide`]):
 //! a run of micro-ops entered with nothing cached that gets back to nothing cached with
 //! every micro-op on a wide member, no jump target or exit stub inside it (the lowering
-//! would spill there, and a wide register is never stored inside a trace), and a *square*
-//! (`x * x`, both factors loaded from one local), which leaves the tagged 48 bits once x
-//! passes 11.86 M, within reach of a loop counter (`calls` at real sizes). Elsewhere the
+//! would spill there, and a wide register is never stored inside a trace), and either a
+//! *square* (`x * x`, both factors loaded from one local), which leaves the tagged 48 bits
+//! once x passes 11.86 M, within reach of a loop counter (`calls` at real sizes), or a load
+//! of a local a pinned register holds wide (a loop counter, `crate::pinning`), whose only
+//! members push onto raw 64-bit registers. Elsewhere the
 //! scaled members stay the choice: the wide ones cost a shift per load of a scaled local
 //! (`nested`'s `i * j % 7`, never past 48 bits, ran 5 % more instructions wide while a wide
 //! division still took a correction step, wave 26; its division is now the scaled one's
 //! length), and a product of two other ints or by a constant (`3 * n + 1`) rarely leaves
 //! 48 bits.
 use super::super::Backend;
-use super::RunEnd;
+use super::run::{RunEnd, RunInput};
 use crate::cached::Kind;
 use crate::ops::{self, op};
-use crate::pinning::Pinning;
-use crate::trace::Trace;
+use crate::pinning::Held;
 
 impl Backend {
-    /// Whether micro-op `i`, entered with nothing cached, starts a run to keep wide (see the
-    /// module doc).
-    pub(super) fn wide_run(
-        &self,
-        trace: &Trace,
-        pinning: Option<&Pinning>,
-        rows: &[u32],
-        targets: &[bool],
-        i: usize,
-    ) -> bool {
+    /// Whether micro-op `i` of `input`, entered with nothing cached, starts a run to keep
+    /// wide (see the module doc).
+    pub(super) fn wide_run(&self, input: RunInput<'_>, i: usize) -> bool {
+        let (trace, pinning) = (input.trace, input.pinning);
         let mut squares = false;
+        let mut loads_wide_local = false;
         // The local each value of the run (top last) was loaded from, if it was: at most
         // the registers' three.
         let mut loaded: [Option<u64>; 4] = [None; 4];
         let mut depth = 0usize;
-        let end = self.walk_run(trace, pinning, (rows, targets), i, Kind::Wide, |j| {
+        let end = self.walk_run(input, i, Kind::Wide, |j| {
             let u = &trace.uops[j];
             if u.op == op::MUL_INT && depth >= 2 {
                 squares |= loaded[depth - 1].is_some() && loaded[depth - 1] == loaded[depth - 2];
             }
+            loads_wide_local |= u.op == op::LOAD_INT
+                && pinning
+                    .is_some_and(|p| p.register_of(j).is_some_and(|r| p.held()[r] == Held::Wide));
             let info = ops::info(u.op);
             let pop = info.pop.count([u.arg0, u.arg1]) as usize;
             let push = info.push.count([u.arg0, u.arg1]) as usize;
@@ -46,7 +45,7 @@ impl Backend {
                 depth += 1;
             }
         });
-        squares && end == (RunEnd::Ended { empty: true })
+        (squares || loads_wide_local) && end == (RunEnd::Ended { empty: true })
     }
 }
 
