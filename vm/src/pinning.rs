@@ -32,7 +32,8 @@
 //! `UNPIN` makes a big int of it then, after the other registers are written back. A loop
 //! counter the body only loads and increments, and bounds by a compare with a constant, is
 //! held wide too where that saves instructions (`pinning/wide.rs`): its loads onto raw
-//! 64-bit registers are then moves, and its bound an immediate.
+//! 64-bit registers are then moves, its bound an immediate and its increment unchecked (a
+//! side trace that increments it does not inherit the registers).
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
@@ -606,6 +607,12 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
         if names_otherwise(f, u, pins.locals()) {
             return None;
         }
+        // A counter held wide is incremented without an overflow check, which only its loop
+        // body's bound makes safe (pinning/wide.rs): a side trace stepping it keeps it in
+        // the frame.
+        if f.increments && u.op != op::ADD_TO_LOCAL_INT && held_wide(&pins, u.arg0) {
+            return None;
+        }
     }
     let copies_exist = pins
         .held()
@@ -613,6 +620,12 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
         .enumerate()
         .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
     copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
+}
+
+/// Whether `pins` holds local `local` wide.
+fn held_wide(pins: &Pins, local: u64) -> bool {
+    let at = pins.locals().iter().position(|&l| l == local);
+    at.is_some_and(|r| pins.held()[r] == Held::Wide)
 }
 
 /// The operand `EXIT_PINS` of a whole exit stub (vm/templates/cached/exit.c) writing back

@@ -13,10 +13,12 @@
 //! wide only where the body keeps it in the tagged range itself: it starts as an int the
 //! body proves, the body compares it with a constant before its only increment (by a
 //! positive constant) and leaves where the compare fails, and the largest value that passes
-//! the compare plus the increment is still a tagged int. Its increment's own overflow check
-//! (at 64 bits) stays, so an error in this reasoning could cost a wrong type in a side
-//! trace, never a wrapped int; and the exits of a side trace that inherits the register and
-//! adds into or increments the counter leave its type unknown (`Trace::exit_types`).
+//! the compare plus the increment is still a tagged int. Its increment then cannot overflow
+//! and is compiled without a check (cached/wide.h): `add` where a scaled one is `add; jo`.
+//! A side trace that increments the counter is bounded by nothing, so it does not inherit
+//! the register (`inherit` in the parent module) and increments it in the frame, checked;
+//! and the exits of any side trace holding it wide leave its type unknown
+//! (`Trace::exit_types`).
 //!
 //! Why weighed. Held wide, a counter's exit stubs write it back through a helper that may
 //! make a big int (the generic whole stub, `EXIT_PINNED_WIDE`), and its loads push onto raw
