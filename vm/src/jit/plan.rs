@@ -278,6 +278,18 @@ mod tests {
         }
     }
 
+    /// `ARG1_RAW` is the int of a scaled `ARG1`, negative ones too (an arithmetic shift).
+    #[test]
+    fn the_raw_operand_is_the_int_of_the_scaled_one() {
+        for c in [0i64, 1, -1, 3_000_000, -(1 << 47), (1 << 47) - 1] {
+            let u = Inst {
+                arg1: (c << 16) as u64,
+                ..Inst::default()
+            };
+            assert_eq!(operand_value("ARG1_RAW", &u), Some(c as u64), "{c}");
+        }
+    }
+
     /// A name the VM does not know is refused when an instance is pushed.
     #[test]
     fn a_stencil_with_an_unknown_operand_is_refused_by_its_operand_count() {

@@ -133,3 +133,97 @@ fn bounded(uops: &[Inst], local: u64) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{bounded, is_compare_with_constant, upper_bound};
+    use crate::abi::Inst;
+    use crate::ops::{self, op};
+
+    fn uop(op: u32, arg0: u64, arg1: u64) -> Inst {
+        Inst {
+            op,
+            arg0,
+            arg1,
+            ..Inst::default()
+        }
+    }
+
+    /// An int constant as the ops take it scaled.
+    fn scaled(c: i64) -> u64 {
+        (c << 16) as u64
+    }
+
+    /// The ops read as compares with a constant are exactly ops.def's twelve
+    /// `VM_COMPARE_CONST_GUARD`s, from the op table's metadata alone.
+    #[test]
+    fn the_compares_with_a_constant_are_the_twelve_constant_guards() {
+        let found: Vec<&str> = (0..ops::OPS.len() as u32)
+            .filter(|&o| is_compare_with_constant(&uop(o, 0, 0)))
+            .map(|o| ops::info(o).name)
+            .collect();
+        assert_eq!(found.len(), 12, "{found:?}");
+        assert!(
+            found.iter().all(|n| n.contains("_INT_CONST_GUARD_")),
+            "{found:?}"
+        );
+    }
+
+    /// `i < c`, `i <= c` and their negations bound i from above; the others do not.
+    #[test]
+    fn only_compares_that_hold_below_a_constant_bound_it() {
+        let c = scaled(1000);
+        let bounds = [
+            (op::LT_INT_CONST_GUARD_TRUE, 999),
+            (op::GE_INT_CONST_GUARD_FALSE, 999),
+            (op::LE_INT_CONST_GUARD_TRUE, 1000),
+            (op::GT_INT_CONST_GUARD_FALSE, 1000),
+        ];
+        for (o, bound) in bounds {
+            assert_eq!(
+                upper_bound(&uop(o, 0, c)),
+                Some(bound),
+                "{}",
+                ops::info(o).name
+            );
+        }
+        for o in [op::GT_INT_CONST_GUARD_TRUE, op::NE_INT_CONST_GUARD_TRUE] {
+            assert_eq!(upper_bound(&uop(o, 0, c)), None);
+        }
+    }
+
+    /// A body `LOAD_INT i; i < c; ...; i += step; JUMP_TOP` keeps i tagged exactly when
+    /// c - 1 + step fits 47 bits; a second increment, a store or an increment before the
+    /// compare does not.
+    #[test]
+    fn a_counter_is_bounded_only_by_a_compare_before_its_one_increment() {
+        const I: u64 = 3;
+        let max = (1i64 << 47) - 1;
+        let body = |c: i64, step: i64| {
+            vec![
+                uop(op::LOAD_INT, I, 0),
+                uop(op::LT_INT_CONST_GUARD_TRUE, 0, scaled(c)),
+                uop(op::LOAD_INT, I, 0),
+                uop(op::POP, 0, 0),
+                uop(op::INCREMENT_LOCAL_INT_KNOWN, I, scaled(step)),
+                uop(op::JUMP_TOP, 0, 0),
+            ]
+        };
+        assert!(bounded(&body(max, 1), I));
+        assert!(!bounded(&body(max, 2), I));
+        assert!(bounded(&body(max - 6, 7), I));
+        assert!(!bounded(&body(1000, -1), I), "a negative step");
+        let mut twice = body(1000, 1);
+        twice.insert(4, uop(op::INCREMENT_LOCAL_INT_KNOWN, I, scaled(1)));
+        assert!(!bounded(&twice, I));
+        let mut stored = body(1000, 1);
+        stored[3] = uop(op::STORE, I, 0);
+        assert!(!bounded(&stored, I));
+        // LOAD_INT i; i += 1; LOAD_INT i; i < 1000; POP; JUMP_TOP.
+        let mut early = body(1000, 1);
+        early.swap(1, 4);
+        early.swap(3, 4);
+        assert_eq!(early[3].op, op::LT_INT_CONST_GUARD_TRUE);
+        assert!(!bounded(&early, I), "the compare after the increment");
+    }
+}
