@@ -10,8 +10,7 @@
 //! A loop trace is peeled (`peel`): its first iteration guards what it needs, and the loop
 //! jumps back to a second copy projected from the locals' types the first one proved, so
 //! guards that hold around the loop run once per entry, not once per iteration. Known ints
-//! divided by a positive constant become a shift, a mask or a multiplication by the
-//! divisor's reciprocal (`constant_division`).
+//! divided by a constant become a shift, a mask or a multiplication (`divide`).
 //!
 //! The projection runs in stages, one module each: `pass` walks the recorded path and
 //! hands each record to a recogniser (`idioms` for the statements a `load` starts,
@@ -21,6 +20,7 @@
 //! `listing` is what the VM asks of a trace afterwards.
 
 mod convert;
+mod divide;
 mod exits;
 mod fusion;
 mod idioms;
@@ -36,7 +36,7 @@ mod projector;
 mod reuse;
 mod stored;
 
-pub use fusion::reciprocal;
+pub use divide::{any_magic, division_by, small_magic, DivisorOperands};
 
 use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};
 use crate::inline::Inlining;

@@ -57,6 +57,17 @@ CPJIT_DECLARE_NARROW(MUL_FACTOR, s32);
 #else
 #define FACTOR0 ((int64_t)CPJIT_NARROW(MUL_FACTOR, s32))
 #endif
+/* The operands of a division by a constant (ops.def, VM_DIV_BIAS and the rest), worked out
+ * by the trace compiler (vm/src/trace/divide.rs). The shift is a narrow operand, as
+ * SHIFT_COUNT. */
+CPJIT_DECLARE_OPERAND(DIV_ABS);
+CPJIT_DECLARE_OPERAND(DIV_BIAS);
+CPJIT_DECLARE_OPERAND(DIV_BIAS_QUOTIENT);
+CPJIT_DECLARE_NARROW(DIV_SHIFT, u8);
+#define VM_DIV_ABS(d) CPJIT_OPERAND(DIV_ABS)
+#define VM_DIV_SHIFT(d) ((int)CPJIT_NARROW(DIV_SHIFT, u8) & 63)
+#define VM_DIV_BIAS(d) CPJIT_OPERAND(DIV_BIAS)
+#define VM_DIV_BIAS_QUOTIENT(d) CPJIT_OPERAND(DIV_BIAS_QUOTIENT)
 /* EXIT_TRACE's operands as halves (ops.def): EXIT_AT is ARG0 (the pc in its high half, the
  * exit in its low half), LINK_SLOT is ARG1 (the link slot's address, rebuilt from its
  * halves): 32-bit immediates rather than two 64-bit operands loaded from GOT slots, which

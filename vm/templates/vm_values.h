@@ -59,20 +59,70 @@ VM_INLINE uint64_t vm_box_int(int64_t i) {
 }
 VM_INLINE int vm_int_fits(int64_t i) { return i >= VM_INT_MIN && i <= VM_INT_MAX; }
 
-/* floor(x / d) for an int x (|x| <= 2**47) and a constant 3 <= d < 2**16 that is not a power
- * of two, given r = floor(2**64 / d) (vm/src/trace.rs, `reciprocal`): with magic = r + 1, for
- * every 0 <= n < 2**48, floor(n * magic / 2**64) = floor(n / d), the high word of one 64 x
- * 64-bit multiplication (with n = qd + rem and e = magic * d - 2**64 in (0, d]:
- * n * magic / 2**64 = q + (rem + n * e / 2**64) / d, and n * e <= n * d < 2**64). A
- * negative x is floor-divided as -floor((-x + d - 1) / d), branch-free with t = x >> 63
- * (then n <= 2**47 - 1 + d < 2**48). The operand is r, not magic: the add puts magic in a
- * register, where x86-64 would otherwise multiply by the operand's GOT slot in memory (a GOT
- * use no relocation relaxes). */
-VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t d, uint64_t r) {
-  int64_t t = x >> 63;
-  uint64_t n = (uint64_t)(x ^ t) + (d & (uint64_t)t);
-  int64_t q = (int64_t)(uint64_t)(((unsigned __int128)n * (r + 1)) >> 64);
-  return (q ^ t) - t;
+/* Division by a constant divisor d (vm/src/trace/divide.rs picks the op and computes the
+ * operands): a multiplication in place of a division, with Python's floor semantics.
+ *
+ * The bias. With a = |d| and L = floor(log2 a), B = a * 2**(47 - L) is a multiple of a in
+ * [2**47, 2**48); added to a tagged int y (|y| <= 2**47) it makes n = y + B non-negative
+ * and below 3 * 2**47, and y's floor quotient and remainder by a are n's less K = 2**(47 - L)
+ * and the same: no sign to correct, for every dividend. Both are operands of the stencils;
+ * the interpreters work them out from d here. */
+VM_INLINE int vm_div_log2(uint64_t a) { return 63 - __builtin_clzll(a); }
+VM_INLINE uint64_t vm_div_bias(uint64_t a) { return a << (47 - vm_div_log2(a)); }
+VM_INLINE uint64_t vm_div_bias_quotient(uint64_t a) {
+  return (uint64_t)1 << (47 - vm_div_log2(a));
+}
+/* vm_div_any_quotient's shift for a (below). */
+VM_INLINE int vm_div_shift(uint64_t a) {
+  return vm_div_log2(a) - ((a & (a - 1)) == 0);
+}
+
+/* floor(x / d) for a tagged int x and a constant 3 <= d < 2**15 that is not a power of two,
+ * given m = ceil(2**64 / d): the high word of n * m less K, for n = x + B as above. Exact:
+ * with e = m * d - 2**64 in (0, d) and n = q * d + r, n * m / 2**64 = q + (r + n * e / 2**64)
+ * / d, and n * e < 3 * 2**47 * 2**15 < 2**64, so the excess stays below 1 / d. One
+ * multiplication, no sign fix-ups: the bias made n non-negative. */
+VM_INLINE int64_t vm_floordiv_by(int64_t x, uint64_t m, uint64_t bias, uint64_t quotient) {
+  uint64_t n = (uint64_t)x + bias;
+  return (int64_t)((uint64_t)(((unsigned __int128)n * m) >> 64) - quotient);
+}
+
+/* x mod d for the same x, d and m (Python's: never negative), without the quotient (Lemire,
+ * Kaser and Kurz, "Faster remainder by direct computation", 2019): the low word of n * m is
+ * the fraction n / d in 64 bits, and that fraction times d has the remainder as its high
+ * word, exactly when n * e < 2**64, as above. Two multiplications and an add. */
+VM_INLINE int64_t vm_mod_by(int64_t x, uint64_t d, uint64_t m, uint64_t bias) {
+  uint64_t fraction = ((uint64_t)x + bias) * m;
+  return (int64_t)(uint64_t)(((unsigned __int128)fraction * d) >> 64);
+}
+
+/* floor(y / a) for 0 <= y < 2**63 and any a >= 2: the high word of y * m shifted right by
+ * s, with s = floor(log2 a) and m = ceil(2**(64 + s) / a) when a is no power of two (below
+ * 2**64 since a > 2**s; e = m * a - 2**(64 + s) < a <= 2**(s + 1), so y * e / 2**(64 + s) < 1
+ * and the excess over y / a stays below 1 / a), s = k - 1 and m = 2**63 when a = 2**k. */
+VM_INLINE uint64_t vm_div_any_quotient(uint64_t y, uint64_t m, int s) {
+  return (uint64_t)(((unsigned __int128)y * m) >> 64) >> s;
+}
+/* x as the dividend of a division by a = |d|: x, or -x for a negative d (sign = -1), plus
+ * the bias (|x| <= 2**47: never negative, below 2**63). floor(x / d) = floor(-x / a) for
+ * d < 0, and x mod d = -((-x) mod a). */
+VM_INLINE uint64_t vm_div_any_dividend(int64_t x, int64_t sign, uint64_t bias) {
+  return (uint64_t)((x ^ sign) - sign) + bias;
+}
+/* floor(x / d) and x mod d (the divisor's sign) for a tagged int x and any constant d with
+ * |d| >= 2 (vm_div_any_quotient's m and s for a = |d|; sign = -1 when d < 0, else 0, a
+ * constant of the op): the divisors from 2**15 on and the negative ones, one
+ * multiplication and a shift. */
+VM_INLINE int64_t vm_floordiv_by_any(int64_t x, int64_t sign, uint64_t m, int s,
+                                     uint64_t bias, uint64_t quotient) {
+  uint64_t n = vm_div_any_dividend(x, sign, bias);
+  return (int64_t)(vm_div_any_quotient(n, m, s) - quotient);
+}
+VM_INLINE int64_t vm_mod_by_any(int64_t x, int64_t sign, uint64_t a, uint64_t m, int s,
+                                uint64_t bias) {
+  uint64_t n = vm_div_any_dividend(x, sign, bias);
+  int64_t r = (int64_t)(n - vm_div_any_quotient(n, m, s) * a);
+  return (r ^ sign) - sign;
 }
 
 VM_INLINE double vm_float_of(uint64_t v) {

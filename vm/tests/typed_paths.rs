@@ -1,8 +1,9 @@
 //! Typed fast paths the trace compiler picks from what a trace proves:
-//! - `x // d` and `x % d` on an int it knows, for a constant d > 0, become a shift and a
-//!   mask (`FLOORDIV_INT_POW2`, `MOD_INT_POW2`) or a multiplication by d's reciprocal
-//!   (`FLOORDIV_INT_BY`, `MOD_INT_BY`), with Python's floor semantics for negative dividends
-//!   and at the limits of the int range; negative divisors keep the division;
+//! - `x // d` and `x % d` on an int it knows, for a constant d, become a shift and a mask
+//!   (`FLOORDIV_INT_POW2`, `MOD_INT_POW2`) or multiplications (`FLOORDIV_INT_BY`,
+//!   `MOD_INT_BY`; large and negative divisors `*_BY_LARGE`, `*_BY_NEGATIVE`), with Python's floor semantics
+//!   for negative dividends and divisors and at the limits of the int range; 0 and -1
+//!   keep the division;
 //! - a loop's guards run once: the trace's first iteration is a preamble, and the loop
 //!   jumps back to a copy projected from the types the preamble proved, without guards on
 //!   them; a local whose type changes later fails the preamble's guard on re-entry;
@@ -74,7 +75,7 @@ const SCALE: i64 = 7_036_874_417_766;
 const BIG: i64 = 1 << 46;
 
 const PROGRAM: &str = "func main()
-  locals i x y
+  locals i x y z w
   const 0; store i
 loop:
   load i; const 40; lt; jump_if_false done
@@ -84,6 +85,12 @@ loop:
   load x; const 1; mod; load x; const 2; mod; load x; const 16; mod; load x; const -4; mod; load x; const 7; mod; print 5
   load y; const 1024; floordiv; load y; const 70368744177664; floordiv; load y; const 1024; mod; load y; const 70368744177664; mod; print 4
   load y; const 1000; floordiv; load y; const 1000; mod; load y; const 140737488355327; floordiv; load y; const 7036874417767; mod; print 4
+  load y; const -8; add; store z
+  const -1; load z; sub; store w
+  load z; const -1; floordiv; load z; const -1; mod; load z; const -7; floordiv; load z; const -7; mod; load z; const 32767; mod; print 5
+  load w; const -1; floordiv; load w; const -7; floordiv; load w; const -7; mod; load w; const 32767; floordiv; load w; const 32769; mod; print 5
+  load z; const 1000000007; floordiv; load z; const 1000000007; mod; load w; const 1000000007; floordiv; load w; const -1000000007; mod; load z; const -2; floordiv; print 5
+  load z; const 140737488355327; mod; load w; const 140737488355327; floordiv; load z; const -140737488355328; floordiv; load w; const -140737488355328; mod; load w; const -2; mod; print 5
   load i; const 1; add; store i
   jump loop
 done:
@@ -128,6 +135,36 @@ fn expected() -> String {
             floor_div(y, (1 << 47) - 1),
             floor_mod(y, SCALE + 1),
         ]);
+        // z reaches the least tagged int and w the greatest (at x = -20).
+        let (z, w) = (y - 8, -1 - (y - 8));
+        out += &line(&[
+            floor_div(z, -1),
+            floor_mod(z, -1),
+            floor_div(z, -7),
+            floor_mod(z, -7),
+            floor_mod(z, 32767),
+        ]);
+        out += &line(&[
+            floor_div(w, -1),
+            floor_div(w, -7),
+            floor_mod(w, -7),
+            floor_div(w, 32767),
+            floor_mod(w, 32769),
+        ]);
+        out += &line(&[
+            floor_div(z, 1_000_000_007),
+            floor_mod(z, 1_000_000_007),
+            floor_div(w, 1_000_000_007),
+            floor_mod(w, -1_000_000_007),
+            floor_div(z, -2),
+        ]);
+        out += &line(&[
+            floor_mod(z, (1 << 47) - 1),
+            floor_div(w, (1 << 47) - 1),
+            floor_div(z, -(1 << 47)),
+            floor_mod(w, -(1 << 47)),
+            floor_mod(w, -2),
+        ]);
     }
     out
 }
@@ -143,13 +180,19 @@ fn constant_divisions_are_shifts_masks_and_multiplications_with_floor_semantics_
     let ops = recording.ops.borrow();
     let count = |id: u32| ops.iter().filter(|&&o| o == id).count();
     // Per loop trace: 1, 2, 8, 2**10 and 2**46 divide and take the remainder by shifts and
-    // masks; 3, 7, 1000, 2**47 - 1 and SCALE + 1 by multiplications; -3 and -4 divide.
+    // masks; 3, 7, 1000 and 32767 by one multiplication (two for `%`); 2**15 + 1, 10**9 +
+    // 7, SCALE + 1, 2**47 - 1 and the negative divisors but -1 by a multiplication and a
+    // shift (`*_BY_LARGE`, `*_BY_NEGATIVE`); -1 divides.
     assert!(count(op::FLOORDIV_INT_POW2) >= 5, "{ops:?}");
     assert!(count(op::MOD_INT_POW2) >= 5, "{ops:?}");
-    assert!(count(op::FLOORDIV_INT_BY) >= 3, "{ops:?}");
+    assert!(count(op::FLOORDIV_INT_BY) >= 4, "{ops:?}");
     assert!(count(op::MOD_INT_BY) >= 3, "{ops:?}");
+    assert!(count(op::FLOORDIV_INT_BY_LARGE) >= 3, "{ops:?}");
+    assert!(count(op::MOD_INT_BY_LARGE) >= 4, "{ops:?}");
+    assert!(count(op::FLOORDIV_INT_BY_NEGATIVE) >= 4, "{ops:?}");
+    assert!(count(op::MOD_INT_BY_NEGATIVE) >= 4, "{ops:?}");
     assert!(
-        count(op::FLOORDIV_INT) >= 1 && count(op::MOD_INT) >= 1,
+        count(op::FLOORDIV_INT) >= 2 && count(op::MOD_INT) >= 1,
         "{ops:?}"
     );
 }

@@ -23,6 +23,13 @@ pub(super) enum Operand {
     /// constant `arg0` ([`crate::cached::wide::wide_magic`]).
     WideMagic,
     WideShift,
+    /// `DIV_ABS`, `DIV_SHIFT`, `DIV_BIAS`, `DIV_BIAS_QUOTIENT`: a division's
+    /// operands besides its divisor `arg0` and magic `arg1`
+    /// ([`crate::trace::DivisorOperands`]).
+    DivAbs,
+    DivShift,
+    DivBias,
+    DivBiasQuotient,
     /// `EXIT_PINS`: the trace's pinned registers, as a whole exit stub of a body with pinned
     /// locals writes them back ([`super::Lowering::exit_pins`]): not the micro-op's.
     ExitPins,
@@ -41,12 +48,16 @@ impl Operand {
             "EXIT_PINS" => Some(Operand::ExitPins),
             "WIDE_MAGIC" => Some(Operand::WideMagic),
             "WIDE_SHIFT" => Some(Operand::WideShift),
+            "DIV_ABS" => Some(Operand::DivAbs),
+            "DIV_SHIFT" => Some(Operand::DivShift),
+            "DIV_BIAS" => Some(Operand::DivBias),
+            "DIV_BIAS_QUOTIENT" => Some(Operand::DivBiasQuotient),
             _ => None,
         }
     }
 
     /// Its value for micro-op `u` in a trace whose exit stubs take `exit_pins`; `None`
-    /// when a local's offset overflows or a wide division's divisor has no magic.
+    /// when a local's offset overflows or a division's divisor has no magic or operands.
     #[inline(always)]
     fn value(self, u: &Inst, exit_pins: u64) -> Option<u64> {
         let local_at = |i: u64| i.checked_mul(8)?.checked_add(FRAME_HEADER_BYTES as u64);
@@ -60,8 +71,18 @@ impl Operand {
             Operand::ExitPins => Some(exit_pins),
             Operand::WideMagic => crate::cached::wide::wide_magic(u.arg0).map(|(m, _)| m),
             Operand::WideShift => crate::cached::wide::wide_magic(u.arg0).map(|(_, s)| s.into()),
+            Operand::DivAbs => divisor(u).map(|d| d.abs),
+            Operand::DivShift => divisor(u).map(|d| d.shift.into()),
+            Operand::DivBias => divisor(u).map(|d| d.bias),
+            Operand::DivBiasQuotient => divisor(u).map(|d| d.bias_quotient),
         }
     }
+}
+
+/// The operands of micro-op `u`'s division by its constant `arg0`; `None` for a divisor
+/// without them.
+fn divisor(u: &Inst) -> Option<crate::trace::DivisorOperands> {
+    crate::trace::DivisorOperands::of(u.arg0)
 }
 
 /// Where a stencil jump target goes.
@@ -180,7 +201,8 @@ impl StencilPlan {
     fn overflow_error(&self, u: &Inst) -> String {
         format!(
             "stencil {}: an operand has no value for operands {}, {}: a local's offset \
-             overflows, or a wide division's divisor is not from 3 to 65535 and no power of two",
+             overflows, or a division's divisor has no magic (a wide one: from 3 to 65535, no \
+             power of two; any other: |d| from 2 to 2**47)",
             self.name, u.arg0, u.arg1
         )
     }
@@ -198,7 +220,7 @@ impl StencilPlan {
 /// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
 /// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
 /// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 12] = [
+const STENCIL_OPERAND_NAMES: [&str; 16] = [
     "ARG0",
     "ARG1",
     "ARG1_RAW",
@@ -211,6 +233,10 @@ const STENCIL_OPERAND_NAMES: [&str; 12] = [
     "LINK_SLOT",
     "WIDE_MAGIC",
     "WIDE_SHIFT",
+    "DIV_ABS",
+    "DIV_SHIFT",
+    "DIV_BIAS",
+    "DIV_BIAS_QUOTIENT",
 ];
 const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
 
@@ -250,7 +276,8 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 /// loads' and stores' displacements, `STACK_DEPTH`, `SHIFT_COUNT` and `MUL_FACTOR` `ARG0`
 /// again (a value-stack depth, a shift count, a factor, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
 /// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves, `WIDE_MAGIC` and
-/// `WIDE_SHIFT` the magic and shift of a division by `ARG0`; `None` for a name not
+/// `WIDE_SHIFT` the magic and shift of a division by `ARG0`, `DIV_*` the other operands of
+/// such a division ([`crate::trace::DivisorOperands`]); `None` for a name not
 /// in [`OPERAND_NAMES`]. The runtime refuses a value
 /// outside an operand's declared range (`u16`, `u8`, `s32`) when it patches.
 pub fn operand_value(name: &str, u: &Inst) -> Option<u64> {

@@ -116,11 +116,10 @@ pub(super) struct ConstantDivision {
 }
 
 /// The micro-op (and its operands) that replaces `uop` (`FLOORDIV_INT` or `MOD_INT`) and the
-/// constant pushed just before it, when that constant is a positive int and the dividend
-/// below it was recorded as an int: a power of two shifts or masks (`*_POW2`, the divisor
-/// as operand), any other divisor from 3 to 2**16 - 1 multiplies by its [`reciprocal`]
-/// (`*_BY`). Neither leaves the trace; a dividend of unknown type is guarded before the
-/// constant. A larger divisor keeps the typed division.
+/// constant pushed just before it, when that constant is an int with a form of its own
+/// ([`super::divide::division_by`]: a shift, a mask or a multiplication) and the dividend
+/// below it was recorded as an int. None leaves the trace; a dividend of unknown type is
+/// guarded before the constant. Divisors 0 and -1 keep the typed division.
 pub(super) fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<ConstantDivision> {
     let floor = match uop {
         op::FLOORDIV_INT => true,
@@ -131,45 +130,15 @@ pub(super) fn constant_division(p: &mut Projector<'_>, uop: u32) -> Option<Const
     let (_, const_pc) = p
         .last_const
         .filter(|&(i, _)| i == at && p.uops[at].op == op::CONST)?;
-    let d = Value(p.uops[at].arg0)
-        .as_int()
-        .filter(|&d| d > 0 && (d < RECIPROCAL_LIMIT as i64 || (d as u64).is_power_of_two()))?
-        as u64;
+    let d = Value(p.uops[at].arg0).as_int()?;
+    let (op, arg0, arg1) = super::divide::division_by(d, floor)?;
     let guard_at = (p.slot(1).ty != Ty::Int).then_some(const_pc);
-    let (op, arg1) = match (d.is_power_of_two(), floor) {
-        (true, true) => (op::FLOORDIV_INT_POW2, 0),
-        (true, false) => (op::MOD_INT_POW2, 0),
-        (false, true) => (op::FLOORDIV_INT_BY, reciprocal(d)),
-        (false, false) => (op::MOD_INT_BY, reciprocal(d)),
-    };
-    // The shift takes its count (a shift by a count read from a hole is two instructions;
-    // computing it from d at run time was five).
-    let arg0 = if op == op::FLOORDIV_INT_POW2 {
-        u64::from(d.trailing_zeros())
-    } else {
-        d
-    };
     Some(ConstantDivision {
         op,
         arg0,
         arg1,
         guard_at,
     })
-}
-
-/// Divisors from 3 below this (powers of two aside) are divided by multiplying by their
-/// [`reciprocal`].
-const RECIPROCAL_LIMIT: u64 = 1 << 16;
-
-/// The reciprocal of a divisor `d` (3 <= d < 2**16, not a power of two) that `vm_floordiv_by`
-/// (vm/templates/vm_values.h) takes: floor(2**64 / d), which it multiplies by plus one, so
-/// that the product with any 0 <= n < 2**48 has floor(n / d) as its high word.
-pub fn reciprocal(d: u64) -> u64 {
-    assert!(
-        (3..RECIPROCAL_LIMIT).contains(&d) && !d.is_power_of_two(),
-        "no reciprocal for divisor {d}"
-    );
-    ((1u128 << 64) / u128::from(d)) as u64
 }
 
 /// A comparison fused with the branch after it: (op if the branch goes on when true, op if
@@ -266,9 +235,9 @@ fn constant_compare_guard(p: &Projector<'_>, guard: u32) -> Option<(u32, Value)>
 
 #[cfg(test)]
 mod tests {
+    use super::super::divide::{any_magic, small_magic};
     use super::super::testing::{function, names, path, project, projector, records};
     use super::super::{pass, Ty};
-    use super::reciprocal;
     use crate::abi::{TYPE_FLOAT, TYPE_INT, TYPE_NONE};
     use crate::parser::Function;
 
@@ -305,24 +274,34 @@ mod tests {
             divide("floordiv", 8, Ty::Unknown),
             ["LOAD", "GUARD_INT_TOS", "FLOORDIV_INT_POW2", "POP"]
         );
-        // Divisors out of range keep the typed division.
+        // Large and negative divisors multiply and shift.
         assert_eq!(
             divide("floordiv", 100_000, Ty::Int),
-            ["LOAD_INT", "CONST", "FLOORDIV_INT", "POP"]
+            ["LOAD_INT", "FLOORDIV_INT_BY_LARGE", "POP"]
         );
         assert_eq!(
             divide("mod", -4, Ty::Int),
+            ["LOAD_INT", "MOD_INT_BY_NEGATIVE", "POP"]
+        );
+        // 0 and -1 keep the typed division.
+        assert_eq!(
+            divide("floordiv", -1, Ty::Int),
+            ["LOAD_INT", "CONST", "FLOORDIV_INT", "POP"]
+        );
+        assert_eq!(
+            divide("mod", 0, Ty::Int),
             ["LOAD_INT", "CONST", "MOD_INT", "POP"]
         );
     }
 
     #[test]
-    fn the_division_operands_are_the_shift_count_or_the_divisor_and_its_reciprocal() {
+    fn the_division_operands_are_the_shift_count_or_the_divisor_and_its_magic() {
         for (op, d, arg0, arg1) in [
             ("floordiv", 8, 3, 0),
             ("mod", 8, 8, 0),
-            ("floordiv", 10, 10, reciprocal(10)),
-            ("mod", 7, 7, reciprocal(7)),
+            ("floordiv", 10, 10, small_magic(10)),
+            ("mod", 7, 7, small_magic(7)),
+            ("mod", -7, -7i64 as u64, any_magic(7).0),
         ] {
             let prog = function("x", &format!("  load x; const {d}; {op}; pop"));
             let f = &prog.functions[prog.main];
@@ -400,63 +379,5 @@ mod tests {
         // b not proved a float: the guard and the typed op.
         let ops = project(f, &rs, &[("a", Ty::Float)]);
         assert_eq!(ops, ["LOAD", "LOAD", "GUARD_FLOAT_TOS", "ADD_FLOAT", "POP"]);
-    }
-
-    /// `vm_floordiv_by` of vm/templates/vm_values.h, step by step.
-    fn floordiv_by(x: i64, d: u64, magic: u64) -> i64 {
-        let t = x >> 63;
-        let n = (x ^ t) as u64 + (d & t as u64);
-        let q = ((u128::from(n) * (u128::from(magic) + 1)) >> 64) as u64 as i64;
-        (q ^ t) - t
-    }
-
-    /// Against Rust's floor division, on every dividend kind the VM's 48-bit ints have: the
-    /// ends of the range, around multiples of d, and a spread in between.
-    #[test]
-    fn the_reciprocal_divides_every_int_exactly() {
-        const MAX: i64 = (1 << 47) - 1;
-        let mut divisors: Vec<u64> = (3..2000).filter(|d: &u64| !d.is_power_of_two()).collect();
-        divisors.extend([10_007, 32_769, 46_341, 65_521, 65_533, 65_535]);
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        for &d in &divisors {
-            let magic = reciprocal(d);
-            let di = d as i64;
-            let mut xs = vec![
-                0,
-                1,
-                -1,
-                MAX,
-                -MAX - 1,
-                MAX - 1,
-                -MAX,
-                di,
-                -di,
-                di - 1,
-                1 - di,
-            ];
-            xs.extend([
-                di + 1,
-                -di - 1,
-                MAX / di * di,
-                -(MAX / di) * di,
-                -(MAX / di) * di - 1,
-            ]);
-            for _ in 0..200 {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                xs.push((seed as i64) >> 16);
-            }
-            for x in xs {
-                assert_eq!(floordiv_by(x, d, magic), x.div_euclid(di), "{x} // {d}");
-            }
-        }
-    }
-
-    #[test]
-    fn divisors_without_a_reciprocal_are_refused() {
-        for d in [0, 1, 2, 4, 1024, 1 << 16, (1 << 16) + 1, 1 << 47] {
-            assert!(std::panic::catch_unwind(|| reciprocal(d)).is_err(), "{d}");
-        }
     }
 }

@@ -84,6 +84,12 @@ fn consecutive(path: &Path<'_>, i: usize, count: usize) -> bool {
     })
 }
 
+/// The pc of record `i` and the code, when the three records after it follow it at
+/// consecutive pcs (a four-bytecode statement such as `load; const; add; store`).
+fn statement_of_four<'a>(path: &Path<'a>, i: usize) -> Option<(usize, &'a [Inst])> {
+    consecutive(path, i, 3).then(|| (path.pc(i) as usize, path.code))
+}
+
 /// `i = i + c` (or `i = i - c`, as `i + (-c)`) with an int constant: one micro-op updating
 /// the local in place.
 pub(super) fn increment_local(
@@ -91,10 +97,7 @@ pub(super) fn increment_local(
     path: &Path<'_>,
     i: usize,
 ) -> Option<Recognised> {
-    if !consecutive(path, i, 3) {
-        return None;
-    }
-    let (pc, code) = (path.pc(i) as usize, path.code);
+    let (pc, code) = statement_of_four(path, i)?;
     let local = code[pc].arg0;
     let c = increment_constant(code[pc + 1], code[pc + 2].op)?;
     let pattern = code[pc + 3].op == op::STORE
@@ -272,10 +275,7 @@ pub(super) fn add_local_to_local(
     path: &Path<'_>,
     i: usize,
 ) -> Option<Recognised> {
-    if !consecutive(path, i, 3) {
-        return None;
-    }
-    let (pc, code) = (path.pc(i) as usize, path.code);
+    let (pc, code) = statement_of_four(path, i)?;
     let (second, add, store) = (code[pc + 1], code[pc + 2], code[pc + 3]);
     let (addend, target) = (code[pc].arg0, second.arg0);
     let int = |l: u64| p.locals[l as usize] == Ty::Int;

@@ -26,7 +26,9 @@ impl Trace {
     /// does not jump, and ends at the loop's head (`head`, the pc the body starts at) having
     /// proved what the body assumes there ([`Trace::loop_body_entry`]). The exits keep their
     /// indices; `side`'s exits but its end come after them, its calls after this trace's.
-    /// `exit` stays in the trace, with a stub nothing enters.
+    /// `exit`'s stub, which nothing enters any more, is dropped, but not its index: the
+    /// replaced executor, which a frame may still run, leaves by the old indices, and the
+    /// VM finds each exit's state by its index.
     pub fn merge_branch(&self, exit: usize, side: &Trace, head: u32) -> Option<Trace> {
         let start = self.loop_body_start()?;
         let stub = self.lone_body_stub(exit, start)?;
@@ -45,10 +47,15 @@ impl Trace {
             return None;
         }
         // The block (side's body but its final EXIT_TRACE) and its back edge go between the
-        // body and the stubs: every stub moves by `shift`, side's stubs go last.
+        // body and the stubs: every stub moves by `shift`, less one past the dropped stub of
+        // `exit`; side's stubs go last.
         let block_at = self.body_len;
         let shift = side_last + 1;
-        let side_stubs_at = self.uops.len() + shift;
+        // (Kept where the stub before it falls through into it: RESET_STACK, EXIT_TRACE.)
+        let dropped =
+            usize::from(stub == self.body_len || self.uops[stub - 1].op == op::EXIT_TRACE);
+        let moved = |t: usize| t + shift - dropped * usize::from(t > stub);
+        let side_stubs_at = self.uops.len() + shift - dropped;
         let exits = self.exit_pcs.len() as u64;
         let calls = self.calls.len() as u64;
         let mut uops = Vec::with_capacity(grown);
@@ -57,7 +64,7 @@ impl Trace {
             if has_target(&u) {
                 u.target = match u.target as usize {
                     t if t == stub => block_at as u32,
-                    t if t >= self.body_len => (t + shift) as u32,
+                    t if t >= self.body_len => moved(t) as u32,
                     t => t as u32,
                 };
             }
@@ -76,7 +83,8 @@ impl Trace {
             arg0: 0,
             arg1: 0,
         });
-        uops.extend_from_slice(&self.uops[self.body_len..]);
+        uops.extend_from_slice(&self.uops[self.body_len..stub]);
+        uops.extend_from_slice(&self.uops[stub + dropped..]);
         for u in &side.uops[side.body_len..] {
             let mut u = renumber_calls(*u, calls);
             if u.op == op::EXIT_TRACE {
@@ -231,11 +239,32 @@ mod tests {
             let moved = match old.target as usize {
                 t if !super::has_target(old) => t,
                 t if t == stub => block,
+                t if t > stub => t + shift - 1,
                 t if t >= looped.body_len => t + shift,
                 t => t,
             };
             assert_eq!(new.target as usize, moved);
         }
+        // The stub of `exit` is gone, its index kept: the loop's other stubs follow, then
+        // side's but its end.
+        let stubs = |t: &super::Trace| t.uops[t.body_len..].to_vec();
+        let mut kept = stubs(&looped);
+        kept.remove(stub - looped.body_len);
+        let n_side_stubs = side.uops.len() - side.body_len;
+        assert_eq!(stubs(&merged).len(), kept.len() + n_side_stubs);
+        assert_eq!(stubs(&merged)[..kept.len()], kept[..]);
+        let merged_stubs = stubs(&merged);
+        let exits = |stubs: &[crate::abi::Inst]| -> Vec<usize> {
+            let leaving = stubs.iter().filter(|u| u.op == op::EXIT_TRACE);
+            leaving.map(|u| (u.arg0 & 0xffff) as usize).collect()
+        };
+        assert!(
+            !exits(&merged_stubs).contains(&exit),
+            "no stub leaves by {exit}"
+        );
+        let side_exits = exits(&side.uops[side.body_len..]).len();
+        let wanted = exits(&stubs(&looped)).len() - 1 + side_exits;
+        assert_eq!(exits(&merged_stubs).len(), wanted);
         let tail = &names(&merged)[block..merged.body_len];
         assert_eq!(
             tail,

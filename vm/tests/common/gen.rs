@@ -130,6 +130,46 @@ impl Gen {
         false
     }
 
+    /// `//` and `%` of an int the trace knows (the loop counter, shifted to either
+    /// sign, scaled or moved to the limits) by a constant: in traces, a shift or a
+    /// mask by a power of two, multiplications by another constant but 0 and -1.
+    fn constant_division(&mut self, v: u64) {
+        let scaled = self.rng.pick(&[
+            "const 5; sub",
+            "const 9; mul",
+            "const 3518437208883; mul",
+            "const -70368744177000; add",
+            "const -140737488355300; add",
+            "const 140737488355300; add",
+        ]);
+        let divisor = self.rng.pick(&[
+            "1",
+            "2",
+            "4",
+            "64",
+            "1024",
+            "70368744177664",
+            "3",
+            "7",
+            "1000",
+            "140737488355327",
+            "-2",
+            "0",
+            "-1",
+            "-7",
+            "-1024",
+            "32767",
+            "32769",
+            "1000000007",
+            "-1000000007",
+            "-140737488355328",
+        ]);
+        let op = self.rng.pick(&["floordiv", "mod"]);
+        self.line(&format!(
+            "load k; {scaled}; const {divisor}; {op}; store v{v}"
+        ));
+    }
+
     /// A statement (stack-neutral).
     fn statement(&mut self, depth: u32) {
         let v = self.rng.below(SCALARS as u64);
@@ -154,35 +194,7 @@ impl Gen {
                     self.line(&format!("load v{w}; load v{v}; add; store v{v}"));
                 }
             }
-            3 => {
-                // `//` and `%` of an int the trace knows (the loop counter, shifted to either
-                // sign or scaled towards the limits) by a constant: in traces, a shift or a
-                // mask by a power of two, a multiplication by another positive constant.
-                let scaled = self.rng.pick(&[
-                    "const 5; sub",
-                    "const 9; mul",
-                    "const 3518437208883; mul",
-                    "const -70368744177000; add",
-                ]);
-                let divisor = self.rng.pick(&[
-                    "1",
-                    "2",
-                    "4",
-                    "64",
-                    "1024",
-                    "70368744177664",
-                    "3",
-                    "7",
-                    "1000",
-                    "140737488355327",
-                    "-2",
-                    "0",
-                ]);
-                let op = self.rng.pick(&["floordiv", "mod"]);
-                self.line(&format!(
-                    "load k; {scaled}; const {divisor}; {op}; store v{v}"
-                ));
-            }
+            3 => self.constant_division(v),
             4 if depth > 0 => {
                 let (els, end) = (self.label(), self.label());
                 self.expr(2);
