@@ -93,8 +93,17 @@ pub(super) fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result
             .join(", ")
     };
     for t in &opts.targets {
-        if matrix.row(t).is_none() {
-            return Err(format!("no target `{t}` (targets/*.toml has: {})", known()));
+        if matrix.row(t).is_none() && !matrix.system.iter().any(|s| &s.name == t) {
+            return Err(format!(
+                "no target `{t}` (targets/*.toml has: {}), nor a [[system]] row of ci/matrix.toml ({})",
+                known(),
+                matrix
+                    .system
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
     }
     let mut rows: Vec<Row> = matrix
