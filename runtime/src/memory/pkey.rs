@@ -51,7 +51,9 @@ pub(crate) fn write_key() -> Option<u32> {
 }
 
 /// The process's one key, allocated on first use and never freed: a freed key's number
-/// could be handed to other code while some thread's PKRU still grants it.
+/// could be handed to other code while some thread's PKRU still grants it. `None` also
+/// when a page cannot be tagged with it (a kernel or policy that refuses `pkey_mprotect`):
+/// then the key is given back and code is written without keys.
 fn process_key() -> Option<u32> {
     static KEY: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *KEY.get_or_init(|| {
@@ -66,8 +68,37 @@ fn process_key() -> Option<u32> {
                 PKEY_DISABLE_ACCESS | PKEY_DISABLE_WRITE,
             )
         };
-        u32::try_from(key).ok()
+        let key = u32::try_from(key).ok()?;
+        if tags_a_page(key) {
+            return Some(key);
+        }
+        // SAFETY: the key was allocated above and nothing uses it.
+        unsafe { libc::syscall(libc::SYS_pkey_free, key as libc::c_int) };
+        None
     })
+}
+
+/// Whether a fresh anonymous page can be tagged with `key` (unmapped after).
+fn tags_a_page(key: u32) -> bool {
+    let page = super::page_size();
+    // SAFETY: a fresh private mapping, placed by the kernel, unmapped below.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANON,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return false;
+    }
+    let tagged = protect(at as usize, page, key).is_ok();
+    // SAFETY: our own mapping from above; nothing refers to it.
+    unsafe { libc::munmap(at, page) };
+    tagged
 }
 
 /// Tags `len` bytes at `at` (page-aligned, mapped) readable and writable under `key`, so
