@@ -231,25 +231,13 @@ fn run_matrix_in(
             &archives[row.rust_target.as_str()],
             (&matrix.row_env, extra_env),
         );
-        eprintln!(
-            "matrix: {} {} ({} passed, {} failed)",
-            row.triple,
-            if result.passed() { "ok" } else { "FAILED" },
-            result.counts.passed,
-            result.counts.failed
-        );
+        announce(&result);
         report.rows.push(result);
     }
 
     for system in system::selected(&matrix.system, opts) {
         let result = system::run(&root, &matrix.profile, system);
-        eprintln!(
-            "matrix: {} {} ({} passed, {} failed)",
-            result.triple,
-            if result.passed() { "ok" } else { "FAILED" },
-            result.counts.passed,
-            result.counts.failed
-        );
+        announce(&result);
         report.rows.push(result);
     }
 
@@ -260,6 +248,17 @@ fn run_matrix_in(
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// Says how a row ended, on stderr (its triple or name: the same as `row.triple`).
+fn announce(result: &RowResult) {
+    eprintln!(
+        "matrix: {} {} ({} passed, {} failed)",
+        result.triple,
+        if result.passed() { "ok" } else { "FAILED" },
+        result.counts.passed,
+        result.counts.failed
+    );
 }
 
 /// A suite as one row runs it: the nextest filterset of its tests there.
