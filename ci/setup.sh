@@ -8,6 +8,9 @@
 # under wine, then adds the rustup targets the target files name.
 # `--bench` adds what only `cargo xtask bench` needs: PyPy (`pypy3`, Debian's package), the
 # peer the bench times next to CPython on the examples' Python versions.
+# `--kernel PKG --kernel-dir DIR` (passed by `cargo xtask setup` for each full-system QEMU
+# row of ci/matrix.toml) fetches the kernel that metapackage PKG depends on with
+# `apt-get download` (never installed), unpacks it under DIR and points DIR/current at it.
 # Idempotent and fast when everything is present (a few dpkg/rustup queries).
 # Without root it installs nothing and prints the exact command to run.
 set -euo pipefail
@@ -18,6 +21,8 @@ PACKAGES=(
   python3
 )
 wine=false
+kernels=()
+kernel_dir=""
 while (($#)); do
   case "$1" in
     --bench) PACKAGES+=(pypy3) ;;
@@ -30,7 +35,15 @@ while (($#)); do
       PACKAGES+=("$2")
       shift
       ;;
-    *) echo "setup: unknown argument \`$1\` (known: --bench, --wine, --package P)" >&2; exit 2 ;;
+    --kernel | --kernel-dir)
+      if (($# < 2)) || [[ -z $2 || $2 == -* ]]; then
+        echo "setup: $1 needs a value" >&2
+        exit 2
+      fi
+      if [[ $1 == --kernel ]]; then kernels+=("$2"); else kernel_dir=$2; fi
+      shift
+      ;;
+    *) echo "setup: unknown argument \`$1\` (known: --bench, --wine, --package P, --kernel PKG, --kernel-dir DIR)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -65,6 +78,38 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "setup: cargo install cargo-nextest --locked" >&2
   cargo install cargo-nextest --locked >&2
 fi
+
+# The full-system QEMU rows' kernels: the image of the kernel package a metapackage such as
+# linux-image-amd64 depends on, unpacked once (a marker says it is complete).
+if ((${#kernels[@]})); then
+  if [[ -z $kernel_dir ]]; then
+    echo "setup: --kernel needs --kernel-dir DIR" >&2
+    exit 2
+  fi
+  mkdir -p "$kernel_dir"
+fi
+for meta in "${kernels[@]}"; do
+  name=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }')
+  if [[ -z $name ]]; then
+    echo "setup: apt-cache names no kernel package that $meta depends on; run apt-get update" >&2
+    exit 1
+  fi
+  if [[ ! -e $kernel_dir/$name/.unpacked ]]; then
+    echo "setup: fetching $name (apt-get download) into $kernel_dir/$name" >&2
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -q "$name" >&2)
+    rm -rf "${kernel_dir:?}/$name"
+    dpkg-deb -x "$tmp"/*.deb "$kernel_dir/$name"
+    rm -rf "$tmp"
+    touch "$kernel_dir/$name/.unpacked"
+  fi
+  images=("$kernel_dir/$name"/boot/vmlinuz-*)
+  if [[ ! -f ${images[0]} ]]; then
+    echo "setup: $name has no boot/vmlinuz-* in $kernel_dir/$name" >&2
+    exit 1
+  fi
+  ln -sfn "${images[0]}" "$kernel_dir/current"
+done
 
 if ! $wine; then
   echo "setup: ok" >&2

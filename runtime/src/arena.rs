@@ -100,7 +100,7 @@ pub(crate) struct Arena {
     /// Most reserved bytes idle chunks keep (see the module docs).
     idle_limit: usize,
     /// Where chunks take their code part from (on Linux one memfd for all), and whether
-    /// they map it with a persistent writable alias ([`crate::CodeWrites`]).
+    /// they map it with a persistent writable alias, keyed or not ([`crate::CodeWrites`]).
     object: CodeObject,
 }
 
@@ -118,14 +118,14 @@ struct Chunk {
 
 impl Arena {
     /// `near`: (address, reach) to place chunks close to; `chunk_bytes`: size of each part
-    /// of a normal chunk; `limit`: most bytes (code + data) ever reserved; `alias`: give
-    /// each chunk's code a persistent writable alias ([`crate::CodeWrites::PersistentAlias`]);
+    /// of a normal chunk; `limit`: most bytes (code + data) ever reserved; `object`: where
+    /// chunks take their code from, and how it is written ([`crate::memory::code_object`]);
     /// `idle_limit`: most reserved bytes idle chunks keep.
     pub fn new(
         near: Option<(u64, u64)>,
         chunk_bytes: usize,
         limit: usize,
-        alias: bool,
+        object: CodeObject,
         idle_limit: usize,
     ) -> Arena {
         Arena {
@@ -137,7 +137,7 @@ impl Arena {
             chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
             limit,
             idle_limit,
-            object: CodeObject::new(alias),
+            object,
         }
     }
 
@@ -545,7 +545,7 @@ mod tests {
     #[test]
     fn arena_reuses_freed_blocks_and_respects_its_limit() {
         let g = granularity();
-        let arena = Arena::new(None, g, 4 * g, false, usize::MAX);
+        let arena = Arena::new(None, g, 4 * g, CodeObject::new(false), usize::MAX);
         let a = arena.alloc(100, 16, 40, 8).unwrap();
         let b = arena.alloc(100, 16, 0, 8).unwrap();
         assert_eq!((a.code_len, a.data_len, b.data_len), (112, 48, 0));
@@ -572,7 +572,7 @@ mod tests {
     #[test]
     fn commits_follow_the_high_water_mark_and_survive_frees() {
         let page = crate::memory::page_size();
-        let arena = Arena::new(None, 64 * page, 1 << 30, false, usize::MAX);
+        let arena = Arena::new(None, 64 * page, 1 << 30, CodeObject::new(false), usize::MAX);
         let mut blocks = Vec::new();
         // Blocks of a third of a page: the mapped prefix grows page by page, never more
         // than one page ahead of the last block's end.

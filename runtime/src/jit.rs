@@ -53,8 +53,13 @@ pub struct JitOptions {
     /// ([`debug::unwind`](crate::debug::unwind)), so that debuggers, `std::backtrace` and
     /// panics walk through JIT code. Off (`None`) by default.
     pub unwind: Option<&'static [crate::debug::unwind::StencilFrame<'static>]>,
-    /// How finished code reaches the executable view ([`CodeWrites`]): by default with no
-    /// writable view of code outliving the write.
+    /// How finished code reaches the executable view ([`CodeWrites`]). By default no
+    /// thread can write live code except the one finishing a trace, inside a write window
+    /// that closes before `finish` returns: with memory protection keys where the processor
+    /// and kernel have them (x86-64 Linux with `pku`), else with no writable view of code
+    /// outliving the write. [`CodeWrites::WithoutKeys`], or the environment variable
+    /// `CPJIT_NO_PROTECTION_KEYS=1` for every JIT of the process, forces the latter;
+    /// [`Jit::protection_key`] tells which one a JIT uses.
     pub code_writes: CodeWrites,
     /// Overwrite a freed trace's code with traps, so that a stale pointer into it faults
     /// instead of running whatever is stitched there next. On by default. Off saves a
@@ -66,19 +71,31 @@ pub struct JitOptions {
 }
 
 /// How a [`Jit`] writes code into its executable memory (the crate docs' "Memory").
-/// No view is ever writable and executable at once in either mode.
+/// No view is ever writable and executable at once in any mode.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CodeWrites {
-    /// No writable view of code outlives the write that needs it: on Linux a trace (or a
-    /// batch) is assembled in a private buffer and written with one `pwrite` (one per
-    /// 1 MiB window of a longer trace: the buffer stays that small), on macOS
-    /// x86-64 and Windows through a window mapped for the write, on macOS arm64 with the
-    /// thread's `MAP_JIT` write access toggled. A stray write elsewhere in the process
-    /// cannot reach live code. Costs a system call per trace (per batch in a
-    /// [`TraceBatch`](crate::TraceBatch)): about 0.7 µs, more than stitching a
-    /// 10-instance trace takes.
+    /// Write access to code is the stitching thread's alone, and only until the write is
+    /// done. On x86-64 Linux with memory protection keys (`pku` and `ospke` in
+    /// `/proc/cpuinfo`): the code object is also mapped read-write (never executable) at a
+    /// second address tagged with the process's protection key, which every thread's PKRU
+    /// denies; the thread finishing a trace grants it to itself (`wrpkru`) for the copy and
+    /// patch and denies it again before `finish` returns, on every path. Other threads, and
+    /// signal handlers (which Linux runs with the initial PKRU), cannot write code
+    /// meanwhile; reading code through its executable addresses stays open to every
+    /// thread. No system call per trace; the alias takes as much address space (not
+    /// memory) as the code. Elsewhere, or when `pkey_alloc` fails, or with
+    /// `CPJIT_NO_PROTECTION_KEYS=1` in the environment: as [`CodeWrites::WithoutKeys`].
     #[default]
     Transient,
+    /// No writable view of code outlives the write that needs it, and no protection key is
+    /// used: on Linux a trace (or a batch) is assembled in a private buffer and written
+    /// with one `pwrite` (one per 1 MiB window of a longer trace: the buffer stays that
+    /// small), on macOS x86-64 and Windows through a window mapped for the write, on macOS
+    /// arm64 with the thread's `MAP_JIT` write access toggled. A stray write elsewhere in
+    /// the process cannot reach live code. Costs a system call per trace (per batch in a
+    /// [`TraceBatch`](crate::TraceBatch)): about 0.7 µs, more than stitching a
+    /// 10-instance trace takes. What [`CodeWrites::Transient`] does where keys are missing.
+    WithoutKeys,
     /// Linux only (refused elsewhere with [`Error::Unsupported`]): the code object is also
     /// mapped read-write (never executable) at a second, kernel-chosen address for the
     /// arena's life, and traces are written straight through it: no system call per trace.
@@ -153,6 +170,8 @@ pub struct Jit<'s> {
     pub(crate) facts: ArchFacts,
     /// The byte that fills freed code, `None` to leave it ([`JitOptions::trap_freed_code`]).
     pub(crate) freed_fill: Option<u8>,
+    /// The protection key guarding writes of this JIT's code ([`Jit::protection_key`]).
+    protection_key: Option<u32>,
     pub(crate) debug: crate::debug::Options,
     /// The entry shim's name and parameter count, which each trace entered through it
     /// keeps for [`Trace::entry_as`](crate::Trace::entry_as).
@@ -210,9 +229,10 @@ impl<'s> Jit<'s> {
     ) -> Result<Jit<'s>, Error> {
         validate(set)?;
         options.check()?;
-        let alias = match options.code_writes {
-            CodeWrites::Transient => false,
-            CodeWrites::PersistentAlias if crate::memory::PERSISTENT_ALIAS => true,
+        let (alias, keys) = match options.code_writes {
+            CodeWrites::Transient => (false, true),
+            CodeWrites::WithoutKeys => (false, false),
+            CodeWrites::PersistentAlias if crate::memory::PERSISTENT_ALIAS => (true, false),
             CodeWrites::PersistentAlias => {
                 return Err(Error::Unsupported {
                     option: "JitOptions::code_writes = CodeWrites::PersistentAlias",
@@ -231,6 +251,8 @@ impl<'s> Jit<'s> {
         let reach = facts.reach;
         let freed_fill = options.trap_freed_code.then_some(facts.trap);
         let (programs, operand_steps) = program::compile(set);
+        let object = crate::memory::code_object(alias, keys);
+        let protection_key = object.key();
         Ok(Jit {
             set,
             resolve,
@@ -239,7 +261,7 @@ impl<'s> Jit<'s> {
                 Some((near, reach)),
                 options.chunk_bytes,
                 options.reserve_bytes,
-                alias,
+                object,
                 options.idle_chunk_bytes,
             )),
             flusher,
@@ -249,6 +271,7 @@ impl<'s> Jit<'s> {
             data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,
             freed_fill,
+            protection_key,
             debug: crate::debug::Options::open(&options, set)?,
             shim: set.shim().map(|s| ShimFacts {
                 name: s.name.into(),
@@ -295,10 +318,23 @@ impl<'s> Jit<'s> {
         self.arena.stats()
     }
 
-    /// The address of external symbol `index`, asking the resolver the first time.
+    /// The memory protection key that guards writes of this JIT's code, when it writes
+    /// with per-thread windows ([`CodeWrites::Transient`] on x86-64 Linux with `pku`):
+    /// only a thread inside a window grants it to itself. `None`: code is written without
+    /// keys ([`CodeWrites::WithoutKeys`], [`CodeWrites::PersistentAlias`], keys missing or
+    /// turned off with `CPJIT_NO_PROTECTION_KEYS`). One key serves every JIT of a process.
+    pub fn protection_key(&self) -> Option<u32> {
+        self.protection_key
+    }
+
+    /// The address of external symbol `index`, asking the resolver the first time. The
+    /// resolver is the caller's code and may run during `finish`: it runs with this
+    /// thread's write window closed, so that neither it nor a thread it starts can write
+    /// code.
     pub(crate) fn symbol(&self, index: u16) -> Option<u64> {
         let i = index as usize;
-        *self.symbols[i].get_or_init(|| (self.resolve)(self.set.symbols[i]))
+        *self.symbols[i]
+            .get_or_init(|| crate::memory::closed_while(|| (self.resolve)(self.set.symbols[i])))
     }
 }
 

@@ -47,9 +47,12 @@
 //!
 //! # Memory
 //!
-//! Pages are never writable and executable at once, and by default no writable view of
-//! published code remains after `finish` (the `memory` module documents how code is written
-//! per OS). On Linux a JIT may instead opt for [`CodeWrites::PersistentAlias`]: a read-write
+//! Pages are never writable and executable at once, and by default no thread can write
+//! live code except the one finishing a trace, inside a write window that closes before
+//! `finish` returns: on x86-64 Linux with memory protection keys a per-thread window
+//! (`wrpkru`, no system call), elsewhere with no writable view of code outliving the write
+//! ([`CodeWrites`]; the `memory` module documents how code is written per OS). On Linux a
+//! JIT may instead opt for [`CodeWrites::PersistentAlias`]: a read-write
 //! alias of its code object is kept, and traces are written through it with no system call
 //! per trace (a 10-instance trace then stitches about 3× faster), at the price that code can
 //! be changed through the alias by anything that finds it. Code

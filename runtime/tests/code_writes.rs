@@ -137,7 +137,11 @@ mod linux {
     fn aliased_batches_and_threads_stitch_the_same_code_as_the_default() {
         let _only_aliased_jit = ALIASED_JITS.lock().unwrap_or_else(|e| e.into_inner());
         let aliased = Jit::with_options(SET, resolve, alias_options(1 << 16)).unwrap();
-        let plain = Jit::new(SET, resolve).unwrap();
+        let without_keys = JitOptions {
+            code_writes: CodeWrites::WithoutKeys,
+            ..JitOptions::default()
+        };
+        let plain = Jit::with_options(SET, resolve, without_keys).unwrap();
         // Batches: one write for all their traces, with or without the alias.
         for jit in [&aliased, &plain] {
             let mut batch = jit.batch();
@@ -156,7 +160,8 @@ mod linux {
                 );
             }
         }
-        // The default keeps no writable view of its code object.
+        // Without keys no writable view of the code object is kept (with keys the
+        // default keeps a keyed one: `wx.rs`).
         let (perms, _) = views("memfd:cpjit-code");
         assert!(perms.iter().all(|p| !p.contains('w')), "{perms:?}");
         // Threads stitching at once into one aliased arena (disjoint blocks, no buffer).

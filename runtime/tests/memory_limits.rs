@@ -6,7 +6,7 @@
 
 use crate::common::{resolve, SET};
 use cpjit_runtime::model::{Stencil, StencilSet};
-use cpjit_runtime::{Error, InstanceId, Jit, JitOptions, Target};
+use cpjit_runtime::{CodeWrites, Error, InstanceId, Jit, JitOptions, Target};
 /// 64 KiB of nops (x86-64).
 static PAD: [u8; 64 << 10] = [0x90; 64 << 10];
 
@@ -63,6 +63,9 @@ fn child() {
     let set = set();
     let options = JitOptions {
         reserve_bytes: 8 << 30,
+        // The staged windows are what is tested (with keys, code is written in place
+        // through a keyed alias, whose reservation would double the address space used).
+        code_writes: CodeWrites::WithoutKeys,
         ..JitOptions::default()
     };
     let jit = Jit::with_options(set, resolve, options).unwrap();

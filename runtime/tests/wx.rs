@@ -1,11 +1,128 @@
-//! No page of the process is ever writable and executable at once, and data pages are not
-//! executable: checked in `/proc/self/maps` after every state change (Linux only; qemu-user
-//! emulates the file for the guest).
+//! No page of the process is ever writable and executable at once, data pages are not
+//! executable, and no mapping of a JIT's code is writable except a keyed alias that only a
+//! thread inside a write window may write: checked in `/proc/self/smaps` after every state
+//! change, counting what each check saw (Linux only; qemu-user emulates the file for the
+//! guest).
 #![cfg(target_os = "linux")]
 
 use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions};
+
+/// One mapping of `/proc/self/smaps`: its range, permissions, name and protection key (0
+/// where the kernel shows none: no keys).
+struct Mapping {
+    start: usize,
+    end: usize,
+    perms: String,
+    name: String,
+    key: u32,
+}
+
+fn smaps() -> Vec<Mapping> {
+    let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut out: Vec<Mapping> = Vec::new();
+    for line in text.lines() {
+        if let Some(key) = line.strip_prefix("ProtectionKey:") {
+            out.last_mut().unwrap().key = key.trim().parse().unwrap();
+            continue;
+        }
+        let mut fields = line.split_whitespace();
+        let Some((a, b)) = fields.next().and_then(|range| range.split_once('-')) else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+        else {
+            continue; // a `Key: value` line whose key has a dash
+        };
+        let perms = fields.next().unwrap().to_string();
+        let name = fields.nth(3).unwrap_or("").to_string();
+        out.push(Mapping {
+            start,
+            end,
+            perms,
+            name,
+            key: 0,
+        });
+    }
+    out
+}
+
+/// What audits checked: mappings, those of JIT code objects, and of those the executable
+/// views and the keyed aliases (with the keys seen), summed over `audits` audits.
+#[derive(Debug, Default)]
+struct Audit {
+    audits: usize,
+    mappings: usize,
+    code_mappings: usize,
+    code_views: usize,
+    keyed_aliases: usize,
+    keys: std::collections::BTreeSet<u32>,
+}
+
+impl Audit {
+    /// Checks every mapping of the process: none is writable and executable; a mapping of
+    /// a JIT code object (`memfd:cpjit-code`, or `memfd:cpjit-code-keyed` for one written
+    /// in windows) is an executable view with key 0, a reserved (`---`) range, or, for a
+    /// keyed object only, a read-write alias under a key other than 0 (which every thread's
+    /// PKRU denies outside write windows). Adds what it saw to the counts.
+    fn check(&mut self, when: &str) -> &mut Audit {
+        self.audits += 1;
+        let before = self.mappings;
+        for m in smaps() {
+            self.mappings += 1;
+            let (a, b, p) = (m.start, m.end, &m.perms);
+            assert!(
+                !(p.contains('w') && p.contains('x')),
+                "{when}: {a:#x}-{b:#x} is {p}"
+            );
+            if !m.name.starts_with("/memfd:cpjit-code") {
+                continue;
+            }
+            self.code_mappings += 1;
+            let keyed = m.name.starts_with("/memfd:cpjit-code-keyed");
+            if p.starts_with("r-x") {
+                assert_eq!(
+                    m.key, 0,
+                    "{when}: the executable view {a:#x}-{b:#x} has a key"
+                );
+                self.code_views += 1;
+            } else if p.starts_with("rw-") && keyed && m.key != 0 {
+                self.keyed_aliases += 1;
+                self.keys.insert(m.key);
+            } else if !p.starts_with("---") {
+                panic!(
+                    "{when}: code mapped {p} under key {} at {a:#x}-{b:#x} ({})",
+                    m.key, m.name
+                );
+            }
+        }
+        assert!(self.mappings > before, "{when}: no mappings read");
+        self
+    }
+
+    /// [`check`](Audit::check), and that `jit`'s code is mapped as its mode says: an
+    /// executable view, and a keyed alias exactly when it writes with a key (that key).
+    fn check_jit(&mut self, when: &str, jit: &Jit<'_>) {
+        let (views, aliases) = (self.code_views, self.keyed_aliases);
+        self.check(when);
+        assert!(
+            self.code_views > views,
+            "{when}: no executable view of code"
+        );
+        match jit.protection_key() {
+            Some(key) => {
+                assert!(self.keyed_aliases > aliases, "{when}: no keyed alias");
+                assert_eq!(self.keys, [key].into(), "{when}: the aliases' keys");
+            }
+            None => assert_eq!(self.keyed_aliases, 0, "{when}: a keyed alias without a key"),
+        }
+    }
+}
+
+fn assert_no_wx(when: &str) {
+    Audit::default().check(when);
+}
 
 /// (start, end, permissions) of every mapping.
 fn maps() -> Vec<(usize, usize, String)> {
@@ -33,15 +150,6 @@ fn perms_at(maps: &[(usize, usize, String)], address: usize) -> &str {
         .unwrap_or_else(|| panic!("{address:#x} is not mapped"))
 }
 
-fn assert_no_wx(when: &str) {
-    for (a, b, p) in maps() {
-        assert!(
-            !(p.contains('w') && p.contains('x')),
-            "{when}: {a:#x}-{b:#x} is {p}"
-        );
-    }
-}
-
 #[test]
 fn no_page_is_ever_writable_and_executable() {
     assert_no_wx("at start");
@@ -51,7 +159,8 @@ fn no_page_is_ever_writable_and_executable() {
         ..JitOptions::default()
     };
     let jit = Jit::with_options(SET, resolve, options).unwrap();
-    assert_no_wx("after Jit::new");
+    let mut audit = Audit::default();
+    audit.check("after Jit::new");
     let mut traces = Vec::new();
     for i in 0..120u64 {
         let (trace, shim) = common::returning_trace(
@@ -62,27 +171,29 @@ fn no_page_is_ever_writable_and_executable() {
                 ("op_add_got", &[i, 1]),
             ],
         );
-        assert_no_wx("after finish");
+        audit.check_jit("after finish", &jit);
         let m = maps();
         let code = perms_at(&m, trace.code_range().start);
         assert!(code.starts_with("r-x"), "code mapped {code}");
         let data = perms_at(&m, trace.data_range().start);
         assert!(data.starts_with("rw-"), "data mapped {data}");
         assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, 2 * i + 1);
-        assert_no_wx("after running");
+        audit.check("after running");
         traces.push(trace);
     }
-    assert!(
-        jit.memory_stats().chunks > 1,
-        "the arena grew: {:?}",
-        jit.memory_stats()
-    );
+    let chunks = jit.memory_stats().chunks;
+    assert!(chunks > 1, "the arena grew: {:?}", jit.memory_stats());
     while let Some(trace) = traces.pop() {
         drop(trace);
-        assert_no_wx("after free");
+        audit.check("after free");
     }
     drop(jit);
-    assert_no_wx("after dropping the Jit");
+    audit.check("after dropping the Jit");
+    // Every state change was audited, and the audits saw the arena's chunks: 120 traces'
+    // executable views (keyed aliases too where the JIT writes with a key).
+    assert_eq!(audit.audits, 1 + 120 * 2 + 120 + 1, "{audit:?}");
+    assert!(audit.code_views >= 120, "{audit:?}");
+    eprintln!("audited: {audit:?}");
 }
 
 #[test]
@@ -115,42 +226,23 @@ fn chunks_are_reserved_inaccessible_and_committed_only_as_far_as_used() {
     assert_no_wx("with one trace");
 }
 
-/// Permissions of every mapping of the JIT's code object (the memfd named `cpjit-code`).
-fn code_object_mappings() -> Vec<String> {
-    std::fs::read_to_string("/proc/self/maps")
-        .unwrap()
-        .lines()
-        .filter(|line| line.contains("memfd:cpjit-code"))
-        .map(|line| line.split_whitespace().nth(1).unwrap().to_string())
-        .collect()
-}
-
 #[test]
-fn no_writable_view_of_code_remains_after_finish_or_drop() {
+fn no_writable_view_of_code_remains_after_finish_or_drop_but_a_keyed_alias() {
     let jit = Jit::new(SET, resolve).unwrap();
+    let mut audit = Audit::default();
     let mut traces = Vec::new();
     for i in 0..20u64 {
         let (trace, shim) =
             common::returning_trace(&jit, &[("op_load_got", &[i]), ("op_call_helper", &[])]);
-        let views = code_object_mappings();
-        assert!(
-            views.iter().any(|p| p.starts_with("r-x")),
-            "the code is mapped executable: {views:?}"
-        );
-        assert!(
-            views.iter().all(|p| !p.contains('w')),
-            "after finish, the code object is mapped {views:?}"
-        );
+        audit.check_jit("after finish", &jit);
         assert_eq!(run(&trace, shim, &mut Frame::default()), 1000 + i as i64);
         traces.push(trace);
     }
     // Dropping a trace writes traps over its code, through a window that is gone after.
     traces.truncate(5);
-    let views = code_object_mappings();
-    assert!(
-        views.iter().all(|p| !p.contains('w')),
-        "after drop: {views:?}"
-    );
+    audit.check_jit("after drop", &jit);
+    assert_eq!(audit.audits, 21, "{audit:?}");
+    eprintln!("audited: {audit:?}");
 }
 
 #[test]
@@ -161,6 +253,7 @@ fn batches_keep_code_never_writable_and_data_never_executable() {
         ..JitOptions::default()
     };
     let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let mut audit = Audit::default();
     let mut kept = Vec::new();
     for round in 0..6u64 {
         let mut batch = jit.batch();
@@ -175,12 +268,7 @@ fn batches_keep_code_never_writable_and_data_never_executable() {
             t.push_named("op_return", &[], &[]).unwrap();
         }
         let traces = batch.finish().unwrap();
-        assert_no_wx("after finishing a batch");
-        let views = code_object_mappings();
-        assert!(
-            views.iter().all(|p| !p.contains('w')),
-            "after a batch, the code object is mapped {views:?}"
-        );
+        audit.check_jit("after finishing a batch", &jit);
         let m = maps();
         for (i, trace) in traces.iter().enumerate() {
             let code = perms_at(&m, trace.code_range().start);
@@ -191,11 +279,13 @@ fn batches_keep_code_never_writable_and_data_never_executable() {
             let expected = round * 100 + 2 * i as u64 + 1;
             assert_eq!(run(trace, shim, &mut Frame::default()) as u64, expected);
         }
-        assert_no_wx("after running a batch");
+        audit.check("after running a batch");
         // Half of each batch is freed at once, half kept to the end.
         kept.extend(traces.into_iter().step_by(2));
-        assert_no_wx("after freeing part of a batch");
+        audit.check("after freeing part of a batch");
     }
     drop(kept);
-    assert_no_wx("after freeing every batch");
+    audit.check("after freeing every batch");
+    assert_eq!(audit.audits, 6 * 3 + 1, "{audit:?}");
+    eprintln!("audited: {audit:?}");
 }

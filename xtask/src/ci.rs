@@ -455,7 +455,7 @@ fn start_long_runs(runs: &[LongRun]) -> std::thread::JoinHandle<Vec<(Step, f64)>
 }
 
 /// `name` as a file name: lower-case letters and digits, other runs as one `-`.
-fn slug(name: &str) -> String {
+pub(crate) fn slug(name: &str) -> String {
     let mut out = String::new();
     for c in name.chars() {
         if c.is_ascii_alphanumeric() {

@@ -14,6 +14,7 @@ mod nextest;
 mod own_process;
 mod report;
 mod select;
+mod system;
 mod wine;
 
 pub use config::{LongRun, Matrix};
@@ -21,6 +22,7 @@ pub use nextest::{junit_path, parse_junit, Outcome, PROFILE};
 pub use report::{Counts, Report};
 pub use select::host_triple;
 use select::{check_targets, select_rows, stencil_free_rows};
+pub use system::kernel_dir;
 
 use crate::targets::Execution;
 use config::Row;
@@ -227,15 +229,15 @@ fn run_matrix_in(
             row,
             &row_suites,
             &archives[row.rust_target.as_str()],
-            extra_env,
+            (&matrix.row_env, extra_env),
         );
-        eprintln!(
-            "matrix: {} {} ({} passed, {} failed)",
-            row.triple,
-            if result.passed() { "ok" } else { "FAILED" },
-            result.counts.passed,
-            result.counts.failed
-        );
+        announce(&result);
+        report.rows.push(result);
+    }
+
+    for system in system::selected(&matrix.system, opts) {
+        let result = system::run(&root, &matrix.profile, system);
+        announce(&result);
         report.rows.push(result);
     }
 
@@ -246,6 +248,17 @@ fn run_matrix_in(
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// Says how a row ended, on stderr (its triple or name: the same as `row.triple`).
+fn announce(result: &RowResult) {
+    eprintln!(
+        "matrix: {} {} ({} passed, {} failed)",
+        result.triple,
+        if result.passed() { "ok" } else { "FAILED" },
+        result.counts.passed,
+        result.counts.failed
+    );
 }
 
 /// A suite as one row runs it: the nextest filterset of its tests there.
@@ -260,7 +273,7 @@ fn run_row(
     row: &Row,
     suites: &[RowSuite],
     archive: &Result<PathBuf, String>,
-    extra_env: &BTreeMap<String, String>,
+    (row_env, extra_env): (&BTreeMap<String, String>, &BTreeMap<String, String>),
 ) -> RowResult {
     let mut result = RowResult {
         triple: row.triple.clone(),
@@ -279,7 +292,8 @@ fn run_row(
         }
     };
     let start = Instant::now();
-    let mut env = extra_env.clone();
+    let mut env = row_env.clone();
+    env.extend(extra_env.clone());
     env.insert("CPJIT_STENCILS".into(), row.triple.clone());
     let wine_logs = (row.execution == Execution::Wine).then(|| wine::log_dir(root, &row.triple));
     clear_evidence(root, wine_logs.as_deref());

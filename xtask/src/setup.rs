@@ -1,5 +1,6 @@
 //! `cargo xtask setup`: runs `ci/setup.sh` with the Debian packages the target files name
-//! (each `[test]` table's `packages`, and `--wine` when a row runs under wine), which
+//! (each `[test]` table's `packages`, and `--wine` when a row runs under wine) and the
+//! full-system QEMU rows of `ci/matrix.toml` need (their packages and kernels), which
 //! installs (as root) or names (otherwise) the missing system packages, cargo-nextest and
 //! the wine prefix, then adds the rustup targets the target files name (each `[test]`
 //! table's `rust_target` and `check_target`) and the rustfmt and clippy components.
@@ -30,9 +31,27 @@ fn ensure_with(args: &[&str]) -> Result<(), String> {
     if targets.iter().any(|t| t.test.execution == Execution::Wine) {
         args.push("--wine".into());
     }
+    args.extend(system_rows(&crate::matrix::Matrix::load(&root())?));
     setup_script(&args)?;
     rustup_components()?;
     rustup_targets(&rust_targets)
+}
+
+/// `ci/setup.sh`'s arguments for the full-system QEMU rows: their packages, and each
+/// row's kernel package with the directory it is unpacked in.
+fn system_rows(matrix: &crate::matrix::Matrix) -> Vec<String> {
+    let mut args = Vec::new();
+    for row in &matrix.system {
+        for p in &row.packages {
+            args.extend(["--package".to_string(), p.clone()]);
+        }
+        args.extend(["--kernel".to_string(), row.kernel_package.clone()]);
+    }
+    if !args.is_empty() {
+        let dir = crate::matrix::kernel_dir();
+        args.extend(["--kernel-dir".to_string(), dir.display().to_string()]);
+    }
+    args
 }
 
 /// What the target files need installed: the Rust targets the matrix builds or checks for

@@ -302,7 +302,11 @@ fn build(
     }
     let matrix = match matrix {
         Some((file, m)) => {
-            errors.extend(apply_matrix(&file, &m, &mut reports));
+            // The full-system rows run a package's tests, not a target's stencils.
+            let system: Vec<String> = crate::matrix::Matrix::load(root)
+                .map(|m| m.system.into_iter().map(|s| s.name).collect())
+                .unwrap_or_default();
+            errors.extend(apply_matrix(&file, &m, &system, &mut reports));
             Some(MatrixSummary {
                 file,
                 passed: m.passed,
@@ -325,10 +329,15 @@ fn build(
 }
 
 /// Puts each matrix row's results on its target; returns what does not fit this tree.
-fn apply_matrix(file: &str, m: &MatrixJson, reports: &mut [TargetReport]) -> Vec<String> {
+fn apply_matrix(
+    file: &str,
+    m: &MatrixJson,
+    system: &[String],
+    reports: &mut [TargetReport],
+) -> Vec<String> {
     let mut errors = Vec::new();
     let mut seen = Vec::new();
-    for row in &m.rows {
+    for row in m.rows.iter().filter(|r| !system.contains(&r.target)) {
         if seen.contains(&&row.target) {
             errors.push(format!(
                 "--matrix {file}: row `{}` twice; pass one run's report",

@@ -13,10 +13,17 @@ fn this_checkout() -> PathBuf {
         .to_path_buf()
 }
 
-/// A minimal checkout at `dir`: the kit's marker files, its matrix and one target file.
+/// A minimal checkout at `dir`: the kit's marker files, its matrix (with the full-system
+/// rows it names) and one target file.
 fn checkout(dir: &Path, target_file: &Path) {
     let real = this_checkout();
-    for file in ["Cargo.toml", "toolchain/Cargo.toml", "ci/matrix.toml"] {
+    let files = [
+        "Cargo.toml",
+        "toolchain/Cargo.toml",
+        "ci/matrix.toml",
+        "qemu/system-rows.toml",
+    ];
+    for file in files {
         std::fs::create_dir_all(dir.join(file).parent().unwrap()).unwrap();
         std::fs::copy(real.join(file), dir.join(file)).unwrap();
     }

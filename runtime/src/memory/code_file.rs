@@ -22,6 +22,8 @@ pub(crate) struct CodeObject {
     /// Whether chunks also map their code read-write at a second address
     /// ([`crate::CodeWrites::PersistentAlias`]); the object is named for it.
     pub(crate) alias: bool,
+    /// The protection key that guards writes through the alias (`pkey.rs`), if any.
+    pub(crate) key: Option<u32>,
     file: Mutex<Option<Arc<CodeFile>>>,
 }
 
@@ -29,7 +31,22 @@ impl CodeObject {
     pub(crate) fn new(alias: bool) -> CodeObject {
         CodeObject {
             alias,
+            key: None,
             file: Mutex::new(None),
+        }
+    }
+
+    /// The protection key of the object's alias, if it is keyed.
+    pub(crate) fn key(&self) -> Option<u32> {
+        self.key
+    }
+
+    /// An object whose chunks are written through an alias that only a thread inside a
+    /// write window may write: tagged with `key` ([`super::pkey`]).
+    pub(crate) fn keyed(key: u32) -> CodeObject {
+        CodeObject {
+            key: Some(key),
+            ..CodeObject::new(true)
         }
     }
 
@@ -39,7 +56,12 @@ impl CodeObject {
         if let Some(file) = &*file {
             return Ok(file.clone());
         }
-        let made = Arc::new(CodeFile::create(self.alias)?);
+        let name = match (self.key, self.alias) {
+            (Some(_), _) => c"cpjit-code-keyed",
+            (None, true) => c"cpjit-aliased-code",
+            (None, false) => c"cpjit-code",
+        };
+        let made = Arc::new(CodeFile::create(name)?);
         *file = Some(made.clone());
         Ok(made)
     }
@@ -67,14 +89,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl CodeFile {
-    /// An empty anonymous memfd. Objects with a persistent writable alias get another name,
-    /// so that `/proc/self/maps` tells them apart.
-    fn create(alias: bool) -> io::Result<CodeFile> {
-        let name = if alias {
-            c"cpjit-aliased-code"
-        } else {
-            c"cpjit-code"
-        };
+    /// An empty anonymous memfd named `name`: objects with a persistent writable alias, or
+    /// a keyed one, get their own names, so that `/proc/self/maps` tells them apart.
+    fn create(name: &std::ffi::CStr) -> io::Result<CodeFile> {
         // SAFETY: a NUL-terminated name and valid flags.
         let fd = unsafe { libc::syscall(libc::SYS_memfd_create, name.as_ptr(), libc::MFD_CLOEXEC) }
             as libc::c_int;

@@ -9,12 +9,21 @@
 //! option, and a page that is W and X at once is what W^X forbids. Instead the code part is
 //! one shared memory object mapped as an **RX view** (the addresses that execute) for the
 //! chunk's life, and written only through a [`CodeWriter`] while a trace is finished (or a
-//! freed trace is overwritten with traps, unless `JitOptions::trap_freed_code` is off): a
-//! `pwrite` on Linux, a short-lived writable window elsewhere. No view is ever W+X, and no
-//! writable view of published code outlives the call that writes it, so a stray write
-//! elsewhere in the process cannot find an alias of live code to change it through.
+//! freed trace is overwritten with traps, unless `JitOptions::trap_freed_code` is off).
+//! The invariant: **no thread can write a page of live code except the one stitching
+//! thread inside a write window that closes before the trace is returned; no view of code
+//! is ever W+X, and no view that any other thread could write through persists.** So a
+//! stray write elsewhere in the process cannot change live code.
 //!
-//! - Linux: `memfd_create`, mapped R+X; one memfd per arena, each chunk's code part a range
+//! - Linux x86-64 with memory protection keys (`pku`, `ospke`; the default,
+//!   `CodeWrites::Transient`): the memfd is also mapped read-write, never executable, at a
+//!   second address tagged with the process's one protection key, which every thread's PKRU
+//!   denies outside write windows and signal handlers always deny; a [`CodeWriter`] is a
+//!   *write window*: its thread grants itself the key (`wrpkru`) until the writer is
+//!   dropped, and writes the code in place through the alias, with no system call
+//!   ([`pkey`]). Reads of code go through the RX view (key 0), open to every thread.
+//! - Linux without keys (or with `CodeWrites::WithoutKeys`, or `CPJIT_NO_PROTECTION_KEYS`
+//!   set): `memfd_create`, mapped R+X; one memfd per arena, each chunk's code part a range
 //!   of it (`code_file.rs`), so a JIT holds one descriptor for its code however many chunks
 //!   it has, and a chunk returned to the system punches its pages out of the file. There
 //!   is no writable view at all: a trace is
@@ -49,7 +58,7 @@
 //! 5.4–6.6 µs (both flush the TLB of every thread); `process_vm_writev` and a write to
 //! `/proc/self/mem` are refused on the shared R+X mapping. So the one cheaper path is no
 //! system call at all: the persistent alias (opt-in, weaker), or a per-thread write window
-//! where the processor has protection keys.
+//! where the processor has protection keys ([`pkey`], the default there).
 //!
 //! **Reserve, then commit on demand.** [`Region::map`] only *reserves* address space for
 //! both parts (inaccessible, costing no memory): a chunk must be reserved whole up front so
@@ -62,7 +71,8 @@
 //! - Linux: grow the arena's memfd (`ftruncate`) to the end of the chunk's range committed,
 //!   and map the new file range R+X over the
 //!   `PROT_NONE` reservation of the RX view (`MAP_FIXED`), and RW over the alias's
-//!   reservation if there is one.
+//!   reservation if there is one (a keyed alias: mapped `PROT_NONE`, then made RW under the
+//!   key with `pkey_mprotect`, so that no thread can write it in between).
 //! - macOS x86_64: the same with the `shm_open` object, which is sized once when created
 //!   (macOS refuses to resize it) and is backed only as pages are touched.
 //! - macOS arm64: the `MAP_JIT` region is mapped whole (its pages cost nothing until
@@ -96,6 +106,10 @@ use windows as imp;
 mod code_file;
 #[cfg(target_os = "linux")]
 pub(crate) use code_file::CodeObject;
+#[cfg(target_os = "linux")]
+pub(crate) mod pkey;
+#[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
+mod pkey_tests;
 
 use crate::Error;
 use std::io;
@@ -124,6 +138,34 @@ impl CodeObject {
     pub(crate) fn new(alias: bool) -> CodeObject {
         CodeObject { alias }
     }
+
+    /// No protection keys off Linux.
+    pub(crate) fn key(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// The code object of a new arena: with a persistent alias if `alias`; else, if `keys` and
+/// the process has a protection key for code writes ([`pkey::write_key`], x86-64 Linux),
+/// a keyed alias that only write windows may write; else none (`pwrite` on Linux).
+pub(crate) fn code_object(alias: bool, keys: bool) -> CodeObject {
+    #[cfg(target_os = "linux")]
+    if keys && !alias {
+        if let Some(key) = pkey::write_key() {
+            return CodeObject::keyed(key);
+        }
+    }
+    let _ = keys;
+    CodeObject::new(alias)
+}
+
+/// Runs `f`, the caller's code, with this thread's write window on code closed if one is
+/// open (see [`pkey::closed_while`]; nothing to close without protection keys).
+pub(crate) fn closed_while<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_os = "linux")]
+    return pkey::closed_while(f);
+    #[cfg(not(target_os = "linux"))]
+    return f();
 }
 
 /// One chunk of JIT memory: a code part (executable view, written through short-lived

@@ -6,9 +6,10 @@
 //! code reservation, and fresh private RW pages over the data reservation, with `MAP_FIXED`
 //! (safe: the ranges are ours), which keeps code and data adjacent. No writable alias of
 //! the code outlives a write: on Linux code is assembled in a private buffer and written
-//! to the memfd with `pwrite` (no writable mapping of code ever exists); on macOS x86_64
-//! through a window, the object's pages for the bytes written mapped RW wherever the
-//! kernel puts them and unmapped when the writer is dropped.
+//! to the memfd with `pwrite` (no writable mapping of code ever exists), or, with protection
+//! keys, through a keyed alias that only a thread inside a write window may write
+//! (`pkey.rs`); on macOS x86_64 through a window, the object's pages for the bytes written
+//! mapped RW wherever the kernel puts them and unmapped when the writer is dropped.
 
 #[cfg(target_os = "linux")]
 use super::code_file::CodeFile;
@@ -29,6 +30,8 @@ pub(crate) struct Mapping {
     base: usize,
     /// Start of the persistent RW alias of the code part, or 0.
     alias: usize,
+    /// The protection key of the alias, if only write windows may write it.
+    key: Option<u32>,
 }
 
 /// macOS x86_64: the region's own shared memory object (sized once, so not shared).
@@ -38,13 +41,14 @@ pub(crate) struct Mapping {
 }
 
 /// What writing code needs on Linux: the shared memory object's descriptor, the file
-/// offset of the region's code, and the persistent alias's address (0 if none).
+/// offset of the region's code, the persistent alias's address (0 if none) and its key.
 #[cfg(target_os = "linux")]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Handle {
     fd: libc::c_int,
     base: usize,
     alias: usize,
+    key: Option<u32>,
 }
 
 #[cfg(target_os = "linux")]
@@ -53,6 +57,7 @@ pub(crate) fn handle(mapping: &Mapping) -> Handle {
         fd: mapping.file.fd,
         base: mapping.base,
         alias: mapping.alias,
+        key: mapping.key,
     }
 }
 
@@ -68,7 +73,7 @@ pub(crate) fn handle(mapping: &Mapping) -> Handle {
 /// Linux: a private buffer for code bytes `offset..offset + len`, written to the memfd by
 /// `publish` (staged whole) or window by window by `put`, so that no writable mapping of
 /// the code exists at any time; or, with a persistent alias, nothing (`direct`): the bytes
-/// are written through the alias.
+/// are written through the alias (a keyed one granted to this thread until dropped).
 #[cfg(target_os = "linux")]
 pub(crate) struct Window {
     fd: libc::c_int,
@@ -78,6 +83,8 @@ pub(crate) struct Window {
     /// Bytes staged whole, which `publish` writes (0 when staged in windows).
     whole: usize,
     direct: bool,
+    /// This thread's write access to a keyed alias, closed when the window is dropped.
+    _access: Option<super::pkey::WriteAccess>,
 }
 
 #[cfg(target_os = "linux")]
@@ -199,6 +206,7 @@ pub(crate) fn open_window(
         },
         whole: 0,
         direct,
+        _access: handle.key.map(super::pkey::WriteAccess::open),
     };
     if direct {
         return Ok((window, handle.alias + offset));
@@ -354,12 +362,14 @@ fn map(code_len: usize, data_len: usize, hint: usize, object: &CodeObject) -> io
             return Err(e);
         }
     };
-    Ok(adjacent(
-        at as usize,
-        code_len,
-        data_len,
-        Mapping { file, base, alias },
-    ))
+    let key = object.key;
+    let mapping = Mapping {
+        file,
+        base,
+        alias,
+        key,
+    };
+    Ok(adjacent(at as usize, code_len, data_len, mapping))
 }
 
 /// macOS x86_64: an object of the region's own, and the reservation of both parts.
@@ -423,6 +433,14 @@ pub(crate) fn object_of(region: &Region) -> (libc::c_int, usize, usize) {
     return (region.mapping.fd, 0, 0);
 }
 
+/// The protection key of the region's alias, if it has a keyed one.
+fn key_of(_region: &Region) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    return _region.mapping.key;
+    #[cfg(not(target_os = "linux"))]
+    return None;
+}
+
 /// Commits code bytes `from..to` (page-aligned): grows the object (Linux; macOS sized it
 /// whole), then maps the new range into the RX view. If a step fails, a later commit of the
 /// same range redoes every step (each is idempotent), so nothing is half-usable.
@@ -435,9 +453,18 @@ pub(crate) fn commit_code(region: &Region, from: usize, to: usize) -> io::Result
     let what = "mmap (commit code, RX view)";
     map_object(region.code_rx + from, len, rx, fd, base + from, what)?;
     if alias != 0 {
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        // A keyed alias is mapped inaccessible, then tagged: never writable without the key.
+        let key = key_of(region);
+        let rw = match key {
+            Some(_) => libc::PROT_NONE,
+            None => libc::PROT_READ | libc::PROT_WRITE,
+        };
         let what = "mmap (commit code, writable alias)";
         map_object(alias + from, len, rw, fd, base + from, what)?;
+        #[cfg(target_os = "linux")]
+        if let Some(key) = key {
+            super::pkey::protect(alias + from, len, key)?;
+        }
     }
     Ok(())
 }

@@ -147,7 +147,7 @@ fn bytes(trace: &Trace) -> (Vec<u8>, usize) {
 #[test]
 fn a_trace_longer_than_a_window_is_written_as_if_whole() {
     let instances = 700;
-    let windowed = jit(CodeWrites::Transient);
+    let windowed = jit(CodeWrites::WithoutKeys);
     let whole = jit(CodeWrites::PersistentAlias);
     let build = |jit: &Jit<'static>| {
         let mut t = jit.trace();
@@ -182,7 +182,7 @@ fn a_trace_longer_than_a_window_is_written_as_if_whole() {
 /// keeps no large buffer either.
 #[test]
 fn a_batch_longer_than_a_window_is_written_as_if_whole() {
-    let windowed = jit(CodeWrites::Transient);
+    let windowed = jit(CodeWrites::WithoutKeys);
     let whole = jit(CodeWrites::PersistentAlias);
     let build = |jit: &Jit<'static>| {
         let mut batch = jit.batch();

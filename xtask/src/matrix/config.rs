@@ -117,6 +117,25 @@ struct MatrixFile {
     #[serde(default)]
     long: Vec<LongRun>,
     self_test: SelfTest,
+    #[serde(default)]
+    rows: RowsTable,
+    system: Option<SystemTable>,
+}
+
+/// `[system]`: the file of the full-system QEMU rows.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SystemTable {
+    file: String,
+}
+
+/// `[rows]`: what every row of a target file gets.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RowsTable {
+    /// Environment variables of every row's tests (not of the full-system rows).
+    #[serde(default)]
+    env: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,6 +148,12 @@ pub struct Matrix {
     pub check_targets: Vec<String>,
     pub self_test_suites: Vec<String>,
     pub long: Vec<LongRun>,
+    /// Environment variables of every row's tests (`[rows] env`).
+    pub row_env: BTreeMap<String, String>,
+    /// The file of the full-system QEMU rows (`[system] file`), and its rows, read by
+    /// [`Matrix::load`] (`system.rs`).
+    pub system_file: Option<String>,
+    pub system: Vec<super::system::SystemRow>,
     /// The cargo profile of the test binaries (`--cargo-profile`).
     pub profile: String,
 }
@@ -140,7 +165,10 @@ impl Matrix {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let targets = targets::load_all(&root.join("targets"))?;
-        let matrix = Matrix::new("ci/matrix.toml", &text, &targets)?;
+        let mut matrix = Matrix::new("ci/matrix.toml", &text, &targets)?;
+        if let Some(file) = &matrix.system_file {
+            matrix.system = super::system::load(root, file)?;
+        }
         let manifest = root.join("Cargo.toml");
         let manifest_text = std::fs::read_to_string(&manifest)
             .map_err(|e| format!("cannot read {}: {e}", manifest.display()))?;
@@ -228,6 +256,9 @@ impl Matrix {
             check_targets,
             self_test_suites: raw.self_test.suites,
             long: raw.long,
+            row_env: raw.rows.env,
+            system_file: raw.system.map(|s| s.file),
+            system: Vec::new(),
             profile: raw.build.profile,
         })
     }

@@ -84,17 +84,15 @@ pub fn host_triple() -> Result<String, String> {
 /// target can run ([`Host::runs`]), executed by that process; otherwise the rows as the
 /// target files define them, which need an x86_64 Linux host with qemu and wine.
 pub(super) fn select_rows(matrix: &Matrix, opts: &Options, host: &str) -> Result<Vec<Row>, String> {
-    let known = || {
-        matrix
-            .rows
-            .iter()
-            .map(|r| r.triple.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let listed = |names: &mut dyn Iterator<Item = &str>| names.collect::<Vec<_>>().join(", ");
+    let known = || listed(&mut matrix.rows.iter().map(|r| r.triple.as_str()));
     for t in &opts.targets {
-        if matrix.row(t).is_none() {
-            return Err(format!("no target `{t}` (targets/*.toml has: {})", known()));
+        if matrix.row(t).is_none() && !matrix.system.iter().any(|s| &s.name == t) {
+            return Err(format!(
+                "no target `{t}` (targets/*.toml has: {}), nor a full-system row ({})",
+                known(),
+                listed(&mut matrix.system.iter().map(|s| s.name.as_str())),
+            ));
         }
     }
     let mut rows: Vec<Row> = matrix
