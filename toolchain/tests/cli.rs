@@ -109,6 +109,34 @@ fn relative_paths_are_the_callers() {
     assert!(err.contains("sub/tmpl/manifest.toml"), "{err}");
 }
 
+/// `--list-stale` names the targets whose crates a plain run would build, and builds
+/// nothing: a missing crate, then none after a build, then the crate again once a template
+/// changed (what a client's build script asks to refuse stale crates).
+#[test]
+fn list_stale_names_missing_and_stale_crates_and_builds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    outside_project(dir.path());
+    let triple = &triples()[0];
+    let list = build_args(triple, &["--list-stale"]);
+    assert_eq!(ok(cpjit(dir.path(), &list)), format!("{triple}\n"));
+    assert!(
+        !dir.path().join("gen").exists(),
+        "--list-stale built something"
+    );
+    ok(cpjit(dir.path(), &build_args(triple, &[])));
+    assert_eq!(ok(cpjit(dir.path(), &list)), "");
+    let ops = dir.path().join("tmpl/ops.c");
+    let mut text = std::fs::read_to_string(&ops).unwrap();
+    text.push_str("/* changed */\n");
+    std::fs::write(&ops, text).unwrap();
+    assert_eq!(ok(cpjit(dir.path(), &list)), format!("{triple}\n"));
+    let out = cpjit(
+        dir.path(),
+        &build_args(triple, &["--list-stale", "--check"]),
+    );
+    assert!(!out.status.success(), "--list-stale with --check");
+}
+
 #[test]
 fn model_path_is_relative_to_the_caller_and_recorded_with_the_version() {
     let dir = tempfile::tempdir().unwrap();
