@@ -59,6 +59,9 @@ if [[ -z "${CPJIT:-}" ]]; then
   cargo build --quiet --manifest-path "$kit/Cargo.toml" --workspace --bin cpjit
   CPJIT=$kit_target/debug/cpjit
 fi
+# Exported for an example's build script that asks this cpjit whether its stencil crates
+# are current (examples/ebpf-jit/build.rs).
+export CPJIT
 
 if $package_kit; then
   # The crates an outside project depends on must package (and build from the package).

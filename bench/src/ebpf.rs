@@ -193,6 +193,7 @@ fn check_fresh(root: &Path, dir: &Path, crates: &[StencilCrate]) -> Result<(), S
         check: false,
         json: None,
         force: false,
+        list_stale: false,
     };
     let stale = args
         .options_with(dir, None)

@@ -92,6 +92,11 @@ pub struct BuildArgs {
     /// Rebuild even when a crate's inputs digest is unchanged.
     #[arg(long)]
     pub force: bool,
+    /// Build nothing: print the targets whose crates a plain run would build (missing, or
+    /// not generated from the current inputs with this toolchain), one per line, for a
+    /// client's build script to refuse stale crates.
+    #[arg(long, conflicts_with_all = ["check", "json", "force"])]
+    pub list_stale: bool,
 }
 
 #[derive(Debug, Args)]

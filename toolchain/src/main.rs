@@ -40,6 +40,11 @@ fn run(command: Command) -> Result<()> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error(format!("cannot read the current directory: {e}")))?;
     match command {
+        Command::BuildStencils(args) if args.list_stale => {
+            for triple in driver::stale_crates(&args.options(&cwd)?)? {
+                println!("{triple}");
+            }
+        }
         Command::BuildStencils(args) => {
             let report = driver::build_stencils(&args.options(&cwd)?)?;
             for line in report.lines {

@@ -45,8 +45,11 @@ fn ok(out: Output) -> String {
     text
 }
 
-/// A one-op set in `<dir>/tmpl`, including cpjit.h through `cpjit header`.
-fn outside_project(dir: &Path) {
+/// A temporary project directory with a one-op set in `tmpl/`, including cpjit.h through
+/// `cpjit header`.
+fn outside_project() -> tempfile::TempDir {
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path();
     let t = dir.join("tmpl");
     std::fs::create_dir_all(&t).unwrap();
     std::fs::write(
@@ -63,6 +66,7 @@ fn outside_project(dir: &Path) {
     )
     .unwrap();
     ok(cpjit(dir, &["header", "--out", "tmpl/inc"]));
+    project
 }
 
 /// `build-stencils` of the project's `tmpl/` into `gen/`, relative paths only.
@@ -82,8 +86,7 @@ fn build_args<'a>(target: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 
 #[test]
 fn relative_paths_are_the_callers() {
-    let dir = tempfile::tempdir().unwrap();
-    outside_project(dir.path());
+    let dir = outside_project();
     let triple = &triples()[0];
     let args = build_args(triple, &["--no-cache"]);
     let text = ok(cpjit(dir.path(), &args));
@@ -109,10 +112,36 @@ fn relative_paths_are_the_callers() {
     assert!(err.contains("sub/tmpl/manifest.toml"), "{err}");
 }
 
+/// `--list-stale` names the targets whose crates a plain run would build, and builds
+/// nothing: a missing crate, then none after a build, then the crate again once a template
+/// changed (what a client's build script asks to refuse stale crates).
+#[test]
+fn list_stale_names_missing_and_stale_crates_and_builds_nothing() {
+    let dir = outside_project();
+    let triple = &triples()[0];
+    let list = build_args(triple, &["--list-stale"]);
+    assert_eq!(ok(cpjit(dir.path(), &list)), format!("{triple}\n"));
+    assert!(
+        !dir.path().join("gen").exists(),
+        "--list-stale built something"
+    );
+    ok(cpjit(dir.path(), &build_args(triple, &[])));
+    assert_eq!(ok(cpjit(dir.path(), &list)), "");
+    let ops = dir.path().join("tmpl/ops.c");
+    let mut text = std::fs::read_to_string(&ops).unwrap();
+    text.push_str("/* changed */\n");
+    std::fs::write(&ops, text).unwrap();
+    assert_eq!(ok(cpjit(dir.path(), &list)), format!("{triple}\n"));
+    let out = cpjit(
+        dir.path(),
+        &build_args(triple, &["--list-stale", "--check"]),
+    );
+    assert!(!out.status.success(), "--list-stale with --check");
+}
+
 #[test]
 fn model_path_is_relative_to_the_caller_and_recorded_with_the_version() {
-    let dir = tempfile::tempdir().unwrap();
-    outside_project(dir.path());
+    let dir = outside_project();
     std::fs::create_dir(dir.path().join("model")).unwrap();
     let triple = &triples()[1];
     let args = build_args(triple, &["--model-path", "model"]);

@@ -70,10 +70,14 @@ const FIRST: usize = 1;
 const LEAN_STEPS: usize = 64;
 const LEAN_PATHS: usize = 8;
 
-/// The value of operand `OFF` for offset `off`: a u16 holding `off + 0x8000`, which the ops
-/// subtract again where it folds into a displacement (templates/include/ops.h, `OFF64`).
+/// What operand `OFF` holds besides the offset (templates/include/ops.h, `OFF_BIAS`): a u16
+/// holding `off + OFF_BIAS`, which the ops subtract again where it folds into a
+/// displacement (`OFF64`) and the frame's `mem_biased` cancels in the bounds check.
+pub(crate) const OFF_BIAS: u64 = 0x8000;
+
+/// The value of operand `OFF` for offset `off`.
 fn off_operand(off: i16) -> u64 {
-    (i64::from(off) + 0x8000) as u64
+    (i64::from(off) as u64).wrapping_add(OFF_BIAS)
 }
 
 /// The operand value index of an operand named `name` in the template set.

@@ -56,36 +56,35 @@ pub fn alu(op: AluOp, wide: bool, d: u64, s: u64) -> u64 {
     }
 }
 
+/// Whether condition `c` holds for `d` and `s`. JMP32 (`wide` false) compares the low
+/// halves: widened as the condition reads them (sign-extended for the signed compares,
+/// zero-extended for the others), they compare as 64-bit values exactly as 32-bit ones.
 pub fn cond(c: Cond, wide: bool, d: u64, s: u64) -> bool {
-    if wide {
-        match c {
-            Cond::Eq => d == s,
-            Cond::Gt => d > s,
-            Cond::Ge => d >= s,
-            Cond::Set => d & s != 0,
-            Cond::Ne => d != s,
-            Cond::Sgt => (d as i64) > (s as i64),
-            Cond::Sge => (d as i64) >= (s as i64),
-            Cond::Lt => d < s,
-            Cond::Le => d <= s,
-            Cond::Slt => (d as i64) < (s as i64),
-            Cond::Sle => (d as i64) <= (s as i64),
-        }
+    let (d, s) = if wide {
+        (d, s)
     } else {
-        let (d, s) = (d as u32, s as u32);
-        match c {
-            Cond::Eq => d == s,
-            Cond::Gt => d > s,
-            Cond::Ge => d >= s,
-            Cond::Set => d & s != 0,
-            Cond::Ne => d != s,
-            Cond::Sgt => (d as i32) > (s as i32),
-            Cond::Sge => (d as i32) >= (s as i32),
-            Cond::Lt => d < s,
-            Cond::Le => d <= s,
-            Cond::Slt => (d as i32) < (s as i32),
-            Cond::Sle => (d as i32) <= (s as i32),
-        }
+        let signed = matches!(c, Cond::Sgt | Cond::Sge | Cond::Slt | Cond::Sle);
+        let widen = |x: u64| {
+            if signed {
+                x as u32 as i32 as i64 as u64
+            } else {
+                u64::from(x as u32)
+            }
+        };
+        (widen(d), widen(s))
+    };
+    match c {
+        Cond::Eq => d == s,
+        Cond::Gt => d > s,
+        Cond::Ge => d >= s,
+        Cond::Set => d & s != 0,
+        Cond::Ne => d != s,
+        Cond::Sgt => (d as i64) > (s as i64),
+        Cond::Sge => (d as i64) >= (s as i64),
+        Cond::Lt => d < s,
+        Cond::Le => d <= s,
+        Cond::Slt => (d as i64) < (s as i64),
+        Cond::Sle => (d as i64) <= (s as i64),
     }
 }
 

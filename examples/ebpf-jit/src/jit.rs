@@ -6,6 +6,7 @@
 //! compiles. Written only against `cpjit-runtime`'s public API and the host's generated
 //! stencil crate.
 
+use crate::emit::OFF_BIAS;
 use crate::insn::STACK_SIZE;
 use crate::table::{Table, PINS};
 use crate::Error;
@@ -28,7 +29,11 @@ pub static HOST_SET: &StencilSet<'static> = &ebpf_stencils_riscv64gc_unknown_lin
 struct Frame {
     /// r0..r10, then a scratch word (the home of an unused pinned slot).
     r: [u64; 12],
-    lo: [u64; 3],
+    mem_lo: u64,
+    /// `mem_lo + OFF_BIAS`.
+    mem_biased: u64,
+    /// Each region's start minus `mem_lo`.
+    from_mem: [u64; 3],
     lim: [[u64; 4]; 3],
     depth: u64,
     ret_site: u64,
@@ -117,11 +122,14 @@ impl Compiled {
         let (stack_lo, stack_hi) = region(&mut stack);
         let (mem_lo, mem_hi) = region(mem);
         let (mbuff_lo, mbuff_hi) = region(mbuff);
-        // An access of 1 << k bytes at addr fits region i iff addr - lo < lim[i][k].
+        // An access of 1 << k bytes at addr fits region i iff addr - lo < lim[i][k]
+        // (templates/include/ebpf.h: the ops compute addr - lo as addr - mem_lo - from_mem[i]).
         let lim = |lo: u64, hi: u64| [0u32, 1, 2, 3].map(|k| (hi - lo + 1).saturating_sub(1 << k));
         let mut frame = Frame {
             r: [0; 12],
-            lo: [stack_lo, mem_lo, mbuff_lo],
+            mem_lo,
+            mem_biased: mem_lo.wrapping_add(OFF_BIAS),
+            from_mem: [stack_lo, mem_lo, mbuff_lo].map(|lo| lo.wrapping_sub(mem_lo)),
             lim: [
                 lim(stack_lo, stack_hi),
                 lim(mem_lo, mem_hi),

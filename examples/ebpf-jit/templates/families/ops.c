@@ -170,14 +170,14 @@ STORE(stxdw, u64u, 3, SREG)
   OPDEF(name, uint64_t a = (ADDR);                                           \
         if (!ebpf_in_bounds(f, a, 3)) FAULT(EBPF_OOB_LOAD, a, 8);            \
         DREG = (uint64_t)*(const T *)a)
-LDABS(ldabsb, uint8_t, f->lo[1] + IMM32)
-LDABS(ldabsh, u16u, f->lo[1] + IMM32)
-LDABS(ldabsw, u32u, f->lo[1] + IMM32)
-LDABS(ldabsdw, u64u, f->lo[1] + IMM32)
-LDABS(ldindb, uint8_t, f->lo[1] + SREG + IMM32)
-LDABS(ldindh, u16u, f->lo[1] + SREG + IMM32)
-LDABS(ldindw, u32u, f->lo[1] + SREG + IMM32)
-LDABS(ldinddw, u64u, f->lo[1] + SREG + IMM32)
+LDABS(ldabsb, uint8_t, f->mem_lo + IMM32)
+LDABS(ldabsh, u16u, f->mem_lo + IMM32)
+LDABS(ldabsw, u32u, f->mem_lo + IMM32)
+LDABS(ldabsdw, u64u, f->mem_lo + IMM32)
+LDABS(ldindb, uint8_t, f->mem_lo + SREG + IMM32)
+LDABS(ldindh, u16u, f->mem_lo + SREG + IMM32)
+LDABS(ldindw, u32u, f->mem_lo + SREG + IMM32)
+LDABS(ldinddw, u64u, f->mem_lo + SREG + IMM32)
 
 /* The fault exits of LDX (oob_load) and ST/STX (oob_store), one per such instruction, after
  * the program: D is the place of the base register, OFF the offset, IMM the width. */

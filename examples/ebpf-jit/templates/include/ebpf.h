@@ -23,12 +23,17 @@ struct ebpf_call {
  * (the home of an unused pinned slot). */
 struct cpjit_frame {
   uint64_t r[12];
-  /* The regions a load or store may touch: stack, mem, mbuff, each starting at lo[i].
-   * An access of width 1 << k at addr lies wholly inside region i exactly when
-   * addr - lo[i] < lim[i][k] (unsigned), where lim[i][k] is the region's size minus the
-   * width plus one, or 0 if the width does not fit: one subtraction and one compare, and
-   * no address that wraps around passes. */
-  uint64_t lo[3];
+  /* The regions a load or store may touch: stack, mem, mbuff (i = 0, 1, 2). An access of
+   * width 1 << k at addr lies wholly inside region i exactly when, with rel = addr - mem_lo
+   * (mod 2^64), rel - from_mem[i] < lim[i][k] (unsigned), where from_mem[i] is the region's
+   * start minus mem_lo (0 for the memory) and lim[i][k] the region's size minus the width
+   * plus one, or 0 if the width does not fit: no address that wraps around passes. So the
+   * memory's check, the hot one, is one subtraction and one compare (ops.h,
+   * ebpf_in_bounds), and mem_biased, mem_lo plus OFF's bias (ops.h, OFF_BIAS), lets the
+   * bias fold into the address's computation. */
+  uint64_t mem_lo;
+  uint64_t mem_biased;
+  uint64_t from_mem[3];
   uint64_t lim[3][4];
   /* Local calls: how deep, and the site an EXIT returns to. */
   uint64_t depth;

@@ -15,7 +15,7 @@
 CPJIT_DECLARE_NARROW(DST_AT, u16);
 CPJIT_DECLARE_NARROW(SRC_AT, u16);
 CPJIT_DECLARE_NARROW(IMM, s32);
-CPJIT_DECLARE_NARROW(OFF, u16); /* the offset + 0x8000 */
+CPJIT_DECLARE_NARROW(OFF, u16); /* the offset + OFF_BIAS */
 CPJIT_DECLARE_NARROW(IDX, u32);
 CPJIT_DECLARE_NARROW(SITE, u32);
 /* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused), as
@@ -46,12 +46,13 @@ CPJIT_DECLARE_TARGET(JUMP);
 #define IMM64 ((uint64_t)(int64_t)CPJIT_NARROW(IMM, s32))
 #define IMM32 ((uint32_t)CPJIT_NARROW(IMM, s32))
 #define IMM32X ((uint64_t)IMM32)
-/* The offset, sign-extended. OFF holds it plus 0x8000 as a u16 (src/emit.rs): a signed
+/* The offset, sign-extended. OFF holds it plus OFF_BIAS as a u16 (src/emit.rs): a signed
  * narrow operand is given to LLVM as its low 32 bits and extended by a cast, which costs
- * `mov $off, %eax; movswq %ax, %rax` per access on x86-64, while AT(OFF) - 0x8000 folds into
- * the access's displacement (the hole holds the low 32 bits of off, which the CPU
+ * `mov $off, %eax; movswq %ax, %rax` per access on x86-64, while AT(OFF) - OFF_BIAS folds
+ * into the access's displacement (the hole holds the low 32 bits of off, which the CPU
  * sign-extends). */
-#define OFF64 ((uint64_t)((int64_t)AT(OFF) - 0x8000))
+#define OFF_BIAS 0x8000
+#define OFF64 ((uint64_t)((int64_t)AT(OFF) - OFF_BIAS))
 #define INSN ((uint64_t)CPJIT_NARROW(IDX, u32))
 
 typedef uint16_t u16u __attribute__((aligned(1), may_alias));
@@ -120,14 +121,18 @@ typedef uint64_t u64u __attribute__((aligned(1), may_alias));
     return (STATUS);                                                         \
   } while (0)
 
-/* Whether an access of 1 << K bytes at addr lies inside a region (see lim in ebpf.h). The
- * memory first, expected to hold: its check falls through to the access, and the checks of
- * the stack and then the metadata buffer go to the op's cold part (x86-64 and riscv64 ELF
- * split it off: the hot code is one subtraction, compare and branch per access). */
+/* Whether an access of 1 << K bytes at addr lies inside a region (see from_mem and lim in
+ * ebpf.h). The memory first, expected to hold: its check falls through to the access, and
+ * the checks of the stack and then the metadata buffer go to the op's cold part (x86-64 and
+ * riscv64 ELF split it off). addr - mem_lo is computed as (addr + OFF_BIAS) - mem_biased:
+ * for an LDX, ST or STX addr is SREG or DREG + AT(OFF) - OFF_BIAS, so on x86-64 the hot
+ * code is `lea` (of the register and AT(OFF)), a subtraction, a compare and a branch, and
+ * the cold part needs only rel (not addr, which would take a copy in the hot code). */
 static inline __attribute__((always_inline)) int ebpf_in_bounds(struct cpjit_frame *f,
                                                                 uint64_t addr, int k) {
-  if (__builtin_expect(addr - f->lo[1] < f->lim[1][k], 1)) return 1;
-  return (addr - f->lo[0] < f->lim[0][k]) || (addr - f->lo[2] < f->lim[2][k]);
+  uint64_t rel = (addr + OFF_BIAS) - f->mem_biased;
+  if (__builtin_expect(rel < f->lim[1][k], 1)) return 1;
+  return (rel - f->from_mem[0] < f->lim[0][k]) || (rel - f->from_mem[2] < f->lim[2][k]);
 }
 
 #endif /* EBPF_OPS_H */
