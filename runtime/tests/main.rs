@@ -28,6 +28,7 @@ mod memory_limits;
 mod patch_fixtures;
 mod patch_no_panic;
 mod patch_ranges;
+mod reserve;
 mod stitch_fast;
 mod threads;
 mod wx;
