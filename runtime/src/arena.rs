@@ -146,6 +146,11 @@ impl Arena {
         self.chunk_bytes
     }
 
+    /// The most reserved bytes idle chunks keep (`JitOptions::idle_chunk_bytes`).
+    pub fn idle_limit(&self) -> usize {
+        self.idle_limit
+    }
+
     pub fn stats(&self) -> MemoryStats {
         self.lock().stats
     }

@@ -45,6 +45,12 @@
 //! traces cost more than stitching them. Each trace of a batch is still a [`Trace`] of its
 //! own, freed when it is dropped.
 //!
+//! # Before the first trace
+//!
+//! The first trace also maps the arena's first chunk and grows the stitching thread's
+//! buffers from nothing. A JIT whose first compiles are on the clock makes them ready at
+//! start-up with [`Jit::reserve`], for the largest trace it expects ([`Reservation`]).
+//!
 //! # Memory
 //!
 //! Pages are never writable and executable at once, and by default no thread can write
@@ -71,6 +77,7 @@ mod jit;
 mod memory;
 pub mod patch;
 mod program;
+mod reserve;
 mod slots;
 mod trace;
 
@@ -78,6 +85,7 @@ pub use arena::MemoryStats;
 pub use cpjit_model as model;
 pub use error::Error;
 pub use jit::{CodeWrites, Jit, JitOptions};
+pub use reserve::Reservation;
 pub use trace::entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
 pub use trace::select::{Label, Selector};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

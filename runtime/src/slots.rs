@@ -100,6 +100,28 @@ impl SlotTable {
         }
     }
 
+    /// Grows the table now, so that after a reset, ids below `ids` and up to `values` slots
+    /// in all (by id or by value: they share the numbering) take no allocation
+    /// ([`Jit::reserve`](crate::Jit::reserve)).
+    pub fn reserve(&mut self, ids: usize, values: usize) {
+        if self.ids.len() < ids {
+            self.ids.resize(ids, IdEntry::default());
+        }
+        let len = (2 * values).next_power_of_two().max(64);
+        if values == 0 || len <= self.entries.len() {
+            return;
+        }
+        if self.used == 0 {
+            // Nothing to keep (and `grow` would take a fresh table's entries, of generation
+            // 0, for current ones): one allocation of zeros, which the system maps lazily.
+            self.entries = vec![Entry::default(); len];
+            return;
+        }
+        while len > self.entries.len() {
+            self.grow();
+        }
+    }
+
     /// Doubles the table, keeping the current entries (amortised O(1) per key).
     fn grow(&mut self) {
         let old = std::mem::take(&mut self.entries);
@@ -187,6 +209,30 @@ mod tests {
         assert_eq!(t.slot(7), (0, true));
         assert_eq!(t.slot_of_id(2), (1, true));
         assert_eq!(t.len(), 2);
+    }
+
+    /// After `reserve(ids, values)`, ids below `ids` and `values` slots in all go in without
+    /// the table growing.
+    #[test]
+    fn a_reserved_table_takes_its_keys_without_growing() {
+        let mut t = SlotTable::default();
+        t.reserve(5, 100);
+        let sizes = (t.ids.len(), t.entries.len());
+        assert_eq!(sizes, (5, 256));
+        t.reset();
+        for id in 0..5 {
+            assert_eq!(t.slot_of_id(id), (id as u32, true));
+        }
+        for k in 0..95u64 {
+            assert_eq!(t.slot(k << 40), (k as u32 + 5, true));
+        }
+        assert_eq!((t.ids.len(), t.entries.len()), sizes);
+        assert_eq!(t.slot_of_id(5), (100, true));
+        assert_eq!(
+            t.ids.len(),
+            6,
+            "an id past the reserved ones grows the table"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod patch_fixtures;
 mod patch_no_panic;
 mod patch_ranges;
 mod pkey;
+mod reserve;
 mod stitch_fast;
 mod threads;
 mod wx;

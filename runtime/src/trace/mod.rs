@@ -169,7 +169,34 @@ thread_local! {
 
 /// Vectors larger than this many elements are freed rather than kept (a huge trace should
 /// not pin its memory for the thread's life).
-const SPARE_LIMIT: usize = 1 << 20;
+pub(crate) const SPARE_LIMIT: usize = 1 << 20;
+
+/// Makes this thread's spare vectors, which its next builder takes, hold a trace of
+/// `c` without growing ([`Jit::reserve`]); the labels' vector is left as it is.
+pub(crate) fn reserve_spare(c: &crate::reserve::Capacity) -> Result<(), Error> {
+    fn room<T>(v: &mut Vec<T>, n: usize, what: &'static str) -> Result<(), Error> {
+        match v.capacity() - v.len() < n {
+            true => try_grow(v, n, what),
+            false => Ok(()),
+        }
+    }
+    let mut spare = SPARE
+        .try_with(|s| s.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    room(
+        &mut spare.instances,
+        c.instances,
+        "the trace's instance records",
+    )?;
+    room(&mut spare.operands, c.operands, "the trace's operands")?;
+    room(&mut spare.targets, c.targets, "the trace's jump targets")?;
+    spare.counted.got.reserve(c.symbols, c.got_slots);
+    spare.counted.veneers.reserve(c.symbols, c.veneers);
+    let _ = SPARE.try_with(|s| s.set(Some(spare)));
+    Ok(())
+}
 
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {

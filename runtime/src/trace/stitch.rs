@@ -88,6 +88,15 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
+/// Makes this thread's GOT and veneer tables hold `c`'s slots without growing
+/// ([`Jit::reserve`]).
+pub(crate) fn reserve_scratch(c: &crate::reserve::Capacity) {
+    SCRATCH.with_borrow_mut(|s| {
+        s.got.reserve(c.symbols, c.got_slots);
+        s.veneers.reserve(c.symbols, c.veneers);
+    });
+}
+
 pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let view = b.view();
     check(&view)?;
@@ -367,8 +376,8 @@ impl Layout {
 /// starting a trace costs nothing while no trace has counted anything.
 #[derive(Default)]
 pub(crate) struct Counted {
-    got: SlotTable,
-    veneers: SlotTable,
+    pub(super) got: SlotTable,
+    pub(super) veneers: SlotTable,
 }
 
 impl Counted {
