@@ -385,7 +385,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// another number of arguments than the set's shim declares.
     pub fn push_shim_as<F: EntrySignature>(&mut self) -> Result<Entry<F>, Error> {
         let set = self.jit.set;
-        let (Some(shim), Some(facts)) = (set.shim, &self.jit.shim) else {
+        let (Some(shim), Some(facts)) = (set.shim, &self.jit.arena.trace_facts.shim) else {
             return Err(Error::NoShim {
                 target: set.target.to_string(),
             });
@@ -540,6 +540,11 @@ pub type EntryFn = unsafe extern "C" fn(frame: *mut c_void, sp: *mut u64) -> i64
 
 /// An executable trace. Dropping it returns its memory to the arena: no thread may be
 /// executing it then.
+///
+/// At most 128 bytes (a test checks it): a trace is moved several times on its way out of
+/// `finish` to the caller, and at 184 bytes each move was a `memcpy` call (29 instructions,
+/// six per trace); what it needs of its JIT it finds through its arena
+/// ([`TraceFacts`](crate::arena::TraceFacts)).
 pub struct Trace {
     pub(crate) arena: Arc<Arena>,
     pub(crate) block: Block,
@@ -550,14 +555,13 @@ pub struct Trace {
     /// with the data by `finish`, never changed after).
     pub(crate) instances: u32,
     pub(crate) offsets_at: u32,
-    pub(crate) veneers: usize,
-    pub(crate) got_slots: usize,
-    /// Byte that fills freed code (a trapping instruction), if the options ask for it.
-    pub(crate) trap: Option<u8>,
+    /// Veneers and GOT slots used (each at most `u32::MAX / 16`: `finish` bounds them).
+    pub(crate) veneers: u32,
+    pub(crate) got_slots: u32,
     /// Registrations with debuggers and profilers, if any option asked for them.
     pub(crate) debug: Option<Box<dyn Registrations>>,
-    /// The entry shim, when it is instance 0.
-    pub(crate) shim: Option<ShimFacts>,
+    /// Whether instance 0 is the entry shim (whose facts are the arena's).
+    pub(crate) shim: bool,
 }
 
 impl Trace {
@@ -601,7 +605,8 @@ impl Trace {
     /// it is the trace's first instance and the set's entry shim, and with
     /// [`Error::EntrySignature`] if `F` takes another number of arguments than the shim.
     pub fn entry_as<F: EntrySignature>(&self, id: InstanceId) -> Result<F, Error> {
-        match (&self.shim, self.instance_offsets().first()) {
+        let shim = self.arena.trace_facts.shim.as_ref().filter(|_| self.shim);
+        match (shim, self.instance_offsets().first()) {
             (Some(shim), Some(&offset)) if id.index() == 0 => {
                 check_signature::<F>(shim)?;
                 let code = (self.block.code_rx + offset as usize) as *const u8;
@@ -655,12 +660,12 @@ impl Trace {
 
     /// Veneers placed for out-of-range branches.
     pub fn veneers(&self) -> usize {
-        self.veneers
+        self.veneers as usize
     }
 
     /// GOT slots in the trace's data.
     pub fn got_slots(&self) -> usize {
-        self.got_slots
+        self.got_slots as usize
     }
 }
 
@@ -671,8 +676,8 @@ impl Drop for Trace {
         // Fill the freed code with traps so that a stale pointer into it faults instead of
         // running whatever is stitched there next. If no window can be mapped or staged
         // (out of memory), the bytes stay until the next trace overwrites them.
-        if let Some(trap) = self.trap {
-            if let Ok(mut writer) = self.block.code_writer(self.block.code_len) {
+        if let Some(trap) = self.arena.trace_facts.freed_fill {
+            if let Ok(mut writer) = self.arena.code_writer(&self.block, self.block.code_len) {
                 if writer.fill(trap).is_ok() {
                     let _ = writer.publish();
                 }

@@ -69,6 +69,7 @@ mod write;
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
+use crate::memory::CodeSource;
 use crate::program::{Bound, Key, Need, NeedFilter, Program};
 use crate::slots::SlotTable;
 use crate::trace::{Target, Trace, TraceBuilder, View};
@@ -93,13 +94,13 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     check(&view)?;
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-    let mut trace = allocate(b.jit, &layout)?;
-    let mut writer = trace.block.code_writer(trace.code_len)?;
+    let (mut trace, source) = allocate(b.jit, &layout)?;
+    let mut writer = trace.block.code_writer(&source, trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
     let slots = SCRATCH.with_borrow_mut(|scratch| {
         write(&view, &layout, &mut trace, &mut writer, 0, scratch)
-            .map(|()| (scratch.veneers.len(), scratch.got.len()))
+            .map(|()| (scratch.veneers.len() as u32, scratch.got.len() as u32))
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
@@ -144,15 +145,16 @@ where
             layouts.push(sizes(&v));
         }
         let placed = place_batch(jit, &mut layouts);
-        let mut traces = allocate_batch(jit, &placed, &layouts)?;
+        let (mut traces, source) = allocate_batch(jit, &placed, &layouts)?;
+        // The whole batch's code, from the first trace's block on.
         let (first, code_len) = (&traces[0].block, placed.code_len);
-        let mut writer = first.source.open(first.code_offset, code_len)?;
+        let mut writer = source.open(first.code_offset, code_len)?;
         for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
             let v = view(i);
             write(&v, layout, trace, &mut writer, layout.code_at, scratch).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
-            trace.veneers = scratch.veneers.len();
-            trace.got_slots = scratch.got.len();
+            trace.veneers = scratch.veneers.len() as u32;
+            trace.got_slots = scratch.got.len() as u32;
             trace.set_instances(layout);
         }
         writer.publish().map_err(Error::Map)?;
@@ -207,14 +209,14 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
     p
 }
 
-/// Stage 2 of a batch: one allocation, cut into a block per trace; from here on, dropping
-/// the traces (on an error) frees it.
+/// Stage 2 of a batch: one allocation, cut into a block per trace, and how to write its
+/// code; from here on, dropping the traces (on an error) frees it.
 fn allocate_batch(
     jit: &Jit<'_>,
     p: &BatchPlacement,
     layouts: &[Sizes],
-) -> Result<Vec<Trace>, Error> {
-    let block = jit
+) -> Result<(Vec<Trace>, CodeSource), Error> {
+    let (block, source) = jit
         .arena
         .alloc(p.code_len, p.code_align, p.data_len, p.data_align)?;
     let traces = jit.arena.split(
@@ -229,13 +231,12 @@ fn allocate_batch(
             got_slots: 0,
             code_len: block.code_len,
             data_len: block.data_len,
-            trap: jit.freed_fill,
             debug: None,
-            shim: None,
+            shim: false,
             block,
         },
     );
-    Ok(traces)
+    Ok((traces, source))
 }
 
 /// Stage 1, run by [`TraceBuilder::push`](crate::TraceBuilder::push) as each instance
@@ -536,14 +537,14 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
-/// GOT slot); [`settle`] returns what was not used.
-fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
+/// GOT slot), and how to write the code; [`settle`] returns what was not used.
+fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<(Trace, CodeSource), Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
-    let block = jit
-        .arena
-        .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
+    let (block, source) =
+        jit.arena
+            .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
     // From here on, dropping the trace (on an error) returns the memory.
-    Ok(Trace {
+    let trace = Trace {
         arena: jit.arena.clone(),
         instances: 0,
         offsets_at: 0,
@@ -551,11 +552,11 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
         got_slots: 0,
         code_len: code_size,
         data_len: data_size,
-        trap: jit.freed_fill,
         debug: None,
-        shim: None,
+        shim: false,
         block,
-    })
+    };
+    Ok((trace, source))
 }
 
 impl Trace {
@@ -575,9 +576,9 @@ fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
     trace.code_len = if trace.veneers == 0 {
         layout.code_len
     } else {
-        layout.veneer_base() + trace.veneers * jit.facts.veneer_size
+        layout.veneer_base() + trace.veneers as usize * jit.facts.veneer_size
     };
-    trace.data_len = layout.got_base() + 8 * trace.got_slots;
+    trace.data_len = layout.got_base() + 8 * trace.got_slots as usize;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
 }

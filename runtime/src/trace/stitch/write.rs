@@ -128,11 +128,7 @@ fn start_write<'d>(
     trace: &mut Trace,
     scratch: &mut Scratch,
 ) -> &'d mut [u8] {
-    trace.shim = if b.is_shim(0) {
-        b.jit.shim.clone()
-    } else {
-        None
-    };
+    trace.shim = b.is_shim(0);
     scratch.got.reset();
     scratch.veneers.reset();
     // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
