@@ -75,7 +75,7 @@ use crate::slots::SlotTable;
 use crate::trace::{Target, Trace, TraceBuilder, View};
 use crate::Error;
 use std::cell::RefCell;
-use write::write;
+use write::{write, Job};
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
 /// the trace's own offset table.
@@ -99,7 +99,13 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
     let slots = SCRATCH.with_borrow_mut(|scratch| {
-        write(&view, &layout, &mut trace, &mut writer, 0, scratch)
+        let job = Job {
+            b: &view,
+            layout: &layout,
+            trace: &mut trace,
+            scratch,
+        };
+        write(job, &mut writer, 0)
             .map(|()| (scratch.veneers.len() as u32, scratch.got.len() as u32))
     })?;
     writer.publish().map_err(Error::Map)?;
@@ -151,7 +157,13 @@ where
         let mut writer = source.open(first.code_offset, code_len)?;
         for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
             let v = view(i);
-            write(&v, layout, trace, &mut writer, layout.code_at, scratch).map_err(in_batch(i))?;
+            let job = Job {
+                b: &v,
+                layout,
+                trace,
+                scratch,
+            };
+            write(job, &mut writer, layout.code_at).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
             trace.veneers = scratch.veneers.len() as u32;
             trace.got_slots = scratch.got.len() as u32;
