@@ -202,7 +202,13 @@ impl Arena {
             };
             if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
                 let source = chunk.region.code_source();
-                inner.commit(&block)?;
+                // The common case once a chunk is warm, here rather than through `commit`'s
+                // look-up of the chunk (callgrind: 48 instructions per trace in `commit`).
+                if chunk.committed(&block) {
+                    inner.stats.count(&block);
+                } else {
+                    inner.commit(&block)?;
+                }
                 return Ok((block, source));
             }
         }
@@ -361,23 +367,16 @@ impl Inner {
     /// failure the block goes back to the free lists (and whatever was committed before the
     /// failure stays committed and counted). By reference: a `Block` is 88 bytes, and
     /// moving it in and out was a tenth of `alloc`'s instructions.
+    #[inline(never)]
     fn commit(&mut self, block: &Block) -> Result<(), Error> {
         let chunk = live(&mut self.chunks, block.chunk);
-        let region = &mut chunk.region;
-        let before = (region.code_committed, region.data_committed);
-        let data_end = if block.data_len == 0 {
-            0
-        } else {
-            block.data_offset + block.data_len
-        };
-        // The common case once a chunk is warm: nothing to commit, only to count.
-        if block.code_offset + block.code_len <= before.0 && data_end <= before.1 {
-            self.stats.code_used += block.code_len;
-            self.stats.data_used += block.data_len;
-            self.stats.traces += 1;
+        if chunk.committed(block) {
+            self.stats.count(block);
             return Ok(());
         }
-        let result = region.commit(block.code_offset + block.code_len, data_end);
+        let region = &mut chunk.region;
+        let before = (region.code_committed, region.data_committed);
+        let result = region.commit(block.code_offset + block.code_len, block.data_end());
         self.stats.code_mapped += region.code_committed - before.0;
         self.stats.data_mapped += region.data_committed - before.1;
         if let Err(e) = result {
@@ -387,10 +386,30 @@ impl Inner {
             }
             return Err(Error::Map(e));
         }
-        self.stats.code_used += block.code_len;
-        self.stats.data_used += block.data_len;
-        self.stats.traces += 1;
+        self.stats.count(block);
         Ok(())
+    }
+}
+
+impl MemoryStats {
+    /// Counts `block` as used by a live trace.
+    #[inline]
+    fn count(&mut self, block: &Block) {
+        self.code_used += block.code_len;
+        self.data_used += block.data_len;
+        self.traces += 1;
+    }
+}
+
+impl Block {
+    /// Where the block's data ends in its chunk's data part (0 without data).
+    #[inline]
+    fn data_end(&self) -> usize {
+        if self.data_len == 0 {
+            0
+        } else {
+            self.data_offset + self.data_len
+        }
     }
 }
 
@@ -431,6 +450,17 @@ impl Chunk {
         self.region.code_len + self.region.data_len
     }
 
+    /// Whether `block` (one of this chunk's) lies inside the committed prefixes.
+    #[inline]
+    fn committed(&self, block: &Block) -> bool {
+        let region = &self.region;
+        block.code_offset + block.code_len <= region.code_committed
+            && block.data_end() <= region.data_committed
+    }
+
+    // Inline, as is the check of the committed prefixes in `alloc`: `alloc` with both out
+    // of line was 227 instructions per trace, 160 with both inline (callgrind, straight-10).
+    #[inline]
     fn take(
         &mut self,
         index: usize,
