@@ -1,6 +1,6 @@
 //! [`Jit`]: one stencil set, the caller's symbol table, and the arena its traces live in.
 
-use crate::arena::{Arena, MemoryStats};
+use crate::arena::{Arena, MemoryStats, TraceFacts};
 use crate::icache::{FlushIcache, Hardware};
 use crate::program::{self, ArchFacts, OperandStep, Program};
 use crate::trace::{TraceBatch, TraceBuilder};
@@ -168,17 +168,13 @@ pub struct Jit<'s> {
     pub(crate) code_align: u32,
     pub(crate) data_align: u32,
     pub(crate) facts: ArchFacts,
-    /// The byte that fills freed code, `None` to leave it ([`JitOptions::trap_freed_code`]).
-    pub(crate) freed_fill: Option<u8>,
     /// The protection key guarding writes of this JIT's code ([`Jit::protection_key`]).
     protection_key: Option<u32>,
     pub(crate) debug: crate::debug::Options,
-    /// The entry shim's name and parameter count, which each trace entered through it
-    /// keeps for [`Trace::entry_as`](crate::Trace::entry_as).
-    pub(crate) shim: Option<ShimFacts>,
 }
 
-/// What a [`Trace`](crate::Trace) whose first instance is the entry shim knows of it.
+/// What a [`Trace`](crate::Trace) whose first instance is the entry shim knows of it
+/// (through its arena, [`TraceFacts`](crate::arena::TraceFacts)).
 #[derive(Clone, Debug)]
 pub(crate) struct ShimFacts {
     pub name: Arc<str>,
@@ -257,26 +253,30 @@ impl<'s> Jit<'s> {
             set,
             resolve,
             symbols: set.symbols.iter().map(|_| OnceLock::new()).collect(),
-            arena: Arc::new(Arena::new(
-                Some((near, reach)),
-                options.chunk_bytes,
-                options.reserve_bytes,
-                object,
-                options.idle_chunk_bytes,
-            )),
+            arena: Arc::new(
+                Arena::new(
+                    Some((near, reach)),
+                    options.chunk_bytes,
+                    options.reserve_bytes,
+                    object,
+                    options.idle_chunk_bytes,
+                )
+                .with_trace_facts(TraceFacts {
+                    freed_fill,
+                    shim: set.shim().map(|s| ShimFacts {
+                        name: s.name.into(),
+                        parameters: s.entry_parameters(),
+                    }),
+                }),
+            ),
             flusher,
             programs,
             operand_steps,
             code_align: set.stencils.iter().map(|s| s.code_align).max().unwrap_or(1),
             data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,
-            freed_fill,
             protection_key,
             debug: crate::debug::Options::open(&options, set)?,
-            shim: set.shim().map(|s| ShimFacts {
-                name: s.name.into(),
-                parameters: s.entry_parameters(),
-            }),
         })
     }
 

@@ -67,15 +67,17 @@ impl Jit<'_> {
     pub fn reserve(&self, r: Reservation) -> Result<(), Error> {
         let capacity = self.capacity(&r)?;
         let (code_align, data_align) = (self.code_align as usize, self.data_align as usize);
-        let block = self
-            .arena
-            .alloc(r.code_bytes, code_align, r.data_bytes, data_align)?;
+        let (block, source) =
+            self.arena
+                .alloc(r.code_bytes, code_align, r.data_bytes, data_align)?;
         // Traps, not zeros, in code no trace has taken yet; a staged write grows the
         // thread's staging buffer to the block, which the next trace then reuses.
-        let written = block.code_writer(block.code_len).and_then(|mut w| {
-            w.fill(self.facts.trap)?;
-            w.publish().map_err(Error::Map)
-        });
+        let written = block
+            .code_writer(&source, block.code_len)
+            .and_then(|mut w| {
+                w.fill(self.facts.trap)?;
+                w.publish().map_err(Error::Map)
+            });
         if written.is_ok() {
             // SAFETY: the block's data part is committed RW memory of `data_len` bytes,
             // this block's alone until it is freed below.

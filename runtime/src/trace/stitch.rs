@@ -69,12 +69,13 @@ mod write;
 
 use crate::arena::{round_up, GRANULE};
 use crate::jit::Jit;
+use crate::memory::CodeSource;
 use crate::program::{Bound, Key, Need, NeedFilter, Program};
 use crate::slots::SlotTable;
 use crate::trace::{Target, Trace, TraceBuilder, View};
 use crate::Error;
 use std::cell::RefCell;
-use write::write;
+use write::{write, Job};
 
 /// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
 /// the trace's own offset table.
@@ -102,13 +103,19 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     check(&view)?;
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-    let mut trace = allocate(b.jit, &layout)?;
-    let mut writer = trace.block.code_writer(trace.code_len)?;
+    let (mut trace, source) = allocate(b.jit, &layout)?;
+    let mut writer = trace.block.code_writer(&source, trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
     let slots = SCRATCH.with_borrow_mut(|scratch| {
-        write(&view, &layout, &mut trace, &mut writer, 0, scratch)
-            .map(|()| (scratch.veneers.len(), scratch.got.len()))
+        let job = Job {
+            b: &view,
+            layout: &layout,
+            trace: &mut trace,
+            scratch,
+        };
+        write(job, &mut writer, 0)
+            .map(|()| (scratch.veneers.len() as u32, scratch.got.len() as u32))
     })?;
     writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = slots;
@@ -153,15 +160,22 @@ where
             layouts.push(sizes(&v));
         }
         let placed = place_batch(jit, &mut layouts);
-        let mut traces = allocate_batch(jit, &placed, &layouts)?;
+        let (mut traces, source) = allocate_batch(jit, &placed, &layouts)?;
+        // The whole batch's code, from the first trace's block on.
         let (first, code_len) = (&traces[0].block, placed.code_len);
-        let mut writer = first.source.open(first.code_offset, code_len)?;
+        let mut writer = source.open(first.code_offset, code_len)?;
         for (i, (layout, trace)) in layouts.iter().zip(&mut traces).enumerate() {
             let v = view(i);
-            write(&v, layout, trace, &mut writer, layout.code_at, scratch).map_err(in_batch(i))?;
+            let job = Job {
+                b: &v,
+                layout,
+                trace,
+                scratch,
+            };
+            write(job, &mut writer, layout.code_at).map_err(in_batch(i))?;
             // Each trace's slot tables are its own (its GOT is in its own data).
-            trace.veneers = scratch.veneers.len();
-            trace.got_slots = scratch.got.len();
+            trace.veneers = scratch.veneers.len() as u32;
+            trace.got_slots = scratch.got.len() as u32;
             trace.set_instances(layout);
         }
         writer.publish().map_err(Error::Map)?;
@@ -216,14 +230,14 @@ fn place_batch(jit: &Jit<'_>, layouts: &mut [Sizes]) -> BatchPlacement {
     p
 }
 
-/// Stage 2 of a batch: one allocation, cut into a block per trace; from here on, dropping
-/// the traces (on an error) frees it.
+/// Stage 2 of a batch: one allocation, cut into a block per trace, and how to write its
+/// code; from here on, dropping the traces (on an error) frees it.
 fn allocate_batch(
     jit: &Jit<'_>,
     p: &BatchPlacement,
     layouts: &[Sizes],
-) -> Result<Vec<Trace>, Error> {
-    let block = jit
+) -> Result<(Vec<Trace>, CodeSource), Error> {
+    let (block, source) = jit
         .arena
         .alloc(p.code_len, p.code_align, p.data_len, p.data_align)?;
     let traces = jit.arena.split(
@@ -238,13 +252,12 @@ fn allocate_batch(
             got_slots: 0,
             code_len: block.code_len,
             data_len: block.data_len,
-            trap: jit.freed_fill,
             debug: None,
-            shim: None,
+            shim: false,
             block,
         },
     );
-    Ok(traces)
+    Ok((traces, source))
 }
 
 /// Stage 1, run by [`TraceBuilder::push`](crate::TraceBuilder::push) as each instance
@@ -476,9 +489,11 @@ impl Sizes {
 
 /// Checks what only the whole trace tells: it is not empty, does not run off its end,
 /// is not too large.
+// Inline, its errors made out of line: out of line it was 46 instructions per trace,
+// mostly the frame its error strings needed.
+#[inline]
 fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
     let set = b.jit.set;
-    let n = b.instances.len();
     let Some(last) = b.instances.last() else {
         return Err(Error::EmptyTrace);
     };
@@ -486,10 +501,7 @@ fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
     // said where the trace continues: running off its end would execute the trap filler.
     let stencil = &set.stencils[last.stencil as usize];
     if stencil.falls_through && b.continuation.is_none() {
-        return Err(Error::TraceEndsWithContinue {
-            stencil: stencil.name.to_string(),
-            instance: n - 1,
-        });
+        return Err(ends_with_continue(stencil.name, b.instances.len() - 1));
     }
     let l = &b.layout;
     // Each stencil is < 2 GiB, so offsets (u32) are exact while the totals are below this.
@@ -500,6 +512,17 @@ fn check(b: &View<'_, '_, '_>) -> Result<(), Error> {
         });
     }
     Ok(())
+}
+
+/// [`check`]'s refusal of a trace whose last instance, `instance` of stencil `stencil`,
+/// runs off its end.
+#[cold]
+#[inline(never)]
+fn ends_with_continue(stencil: &str, instance: usize) -> Error {
+    Error::TraceEndsWithContinue {
+        stencil: stencil.to_string(),
+        instance,
+    }
 }
 
 /// Completes the layout the pushes made of a trace that passed [`check`]: the last
@@ -545,14 +568,14 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
 }
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
-/// GOT slot); [`settle`] returns what was not used.
-fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
+/// GOT slot), and how to write the code; [`settle`] returns what was not used.
+fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<(Trace, CodeSource), Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
-    let block = jit
-        .arena
-        .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
+    let (block, source) =
+        jit.arena
+            .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
     // From here on, dropping the trace (on an error) returns the memory.
-    Ok(Trace {
+    let trace = Trace {
         arena: jit.arena.clone(),
         instances: 0,
         offsets_at: 0,
@@ -560,11 +583,11 @@ fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<Trace, Error> {
         got_slots: 0,
         code_len: code_size,
         data_len: data_size,
-        trap: jit.freed_fill,
         debug: None,
-        shim: None,
+        shim: false,
         block,
-    })
+    };
+    Ok((trace, source))
 }
 
 impl Trace {
@@ -584,9 +607,9 @@ fn settle(jit: &Jit<'_>, trace: &mut Trace, layout: &Sizes) {
     trace.code_len = if trace.veneers == 0 {
         layout.code_len
     } else {
-        layout.veneer_base() + trace.veneers * jit.facts.veneer_size
+        layout.veneer_base() + trace.veneers as usize * jit.facts.veneer_size
     };
-    trace.data_len = layout.got_base() + 8 * trace.got_slots;
+    trace.data_len = layout.got_base() + 8 * trace.got_slots as usize;
     jit.arena
         .shrink(&mut trace.block, trace.code_len, trace.data_len);
 }

@@ -3,7 +3,8 @@
 //! observed through the [`FlushIcache`] hook rather than by running code). Also the alignment
 //! padding between instances: whole nops, and refused (naming the stencil) where the set's
 //! nop does not divide it. And on x86-64 the quick forms of patch programs (`Quick`):
-//! they write what the steps write, and leave a value they cannot take to the steps.
+//! they write what the steps write, and leave a value they cannot take to the steps. And
+//! the size of a `Trace`, which is moved by value.
 
 use crate::icache::{FlushIcache, Hardware};
 use crate::program::host_set;
@@ -533,4 +534,13 @@ mod cold {
             assert_eq!(f(0), 42, "through the first instance's cold part");
         }
     }
+}
+
+/// A `Trace` is moved several times between `finish` and its caller: at most 128 bytes,
+/// it is moved by a few vector moves instead of a `memcpy` call each time (at 184 bytes the
+/// calls were six per trace, 29 instructions each).
+#[test]
+fn a_trace_is_at_most_128_bytes() {
+    let size = size_of::<crate::Trace>();
+    assert!(size <= 128, "a Trace is {size} bytes");
 }

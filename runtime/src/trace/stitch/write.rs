@@ -20,37 +20,37 @@ mod fast;
 
 use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, store_offsets, write_rel32};
 
+/// One trace's write: what it reads (its view and sizes) and what it fills (the trace's
+/// memory and counts, the thread's GOT and veneer tables).
+pub(super) struct Job<'a, 'v, 'j, 's> {
+    pub b: &'a View<'v, 'j, 's>,
+    pub layout: &'a Sizes,
+    pub trace: &'a mut Trace,
+    pub scratch: &'a mut Scratch,
+}
+
 /// Stage 3: copies each instance's code and data to its place and runs its patch program:
 /// each hole's [`Fast`] form, or the full path when it has none or the value does not fit
 /// it. The trace's code (`trace.code_len` bytes) is bytes `at..` of `writer`'s range, seen
 /// through the writable view that exists only until the caller publishes it: whole, or (a
 /// trace longer than [`STAGE_BYTES`] written through a staging buffer) window by window.
 pub(super) fn write(
-    b: &View<'_, '_, '_>,
-    layout: &Sizes,
-    trace: &mut Trace,
+    job: Job<'_, '_, '_, '_>,
     writer: &mut CodeWriter,
     at: usize,
-    scratch: &mut Scratch,
 ) -> Result<(), Error> {
     if writer.whole() {
-        let code = &mut writer.bytes()[at..at + trace.code_len];
-        write_whole(b, layout, trace, code, scratch)
+        let code = &mut writer.bytes()[at..at + job.trace.code_len];
+        write_whole(job, code)
     } else {
-        write_windows(b, layout, trace, writer, at, scratch)
+        write_windows(job, writer, at)
     }
 }
 
 /// [`write()`] through a view of the whole trace's code.
-fn write_whole(
-    b: &View<'_, '_, '_>,
-    layout: &Sizes,
-    trace: &mut Trace,
-    code: &mut [u8],
-    scratch: &mut Scratch,
-) -> Result<(), Error> {
-    let trap = b.jit.facts.trap;
-    let data = start_write(b, layout, trace, scratch);
+fn write_whole(mut job: Job<'_, '_, '_, '_>, code: &mut [u8]) -> Result<(), Error> {
+    let data = job.start();
+    let (b, layout, trap) = (job.b, job.layout, job.b.jit.facts.trap);
     let (code, veneers) = code.split_at_mut(layout.veneer_base());
     // Past the instances (and tail jump) and the cold parts: traps, later partly
     // overwritten by veneers.
@@ -60,6 +60,7 @@ fn write_whole(
     let (code, cold) = code.split_at_mut(layout.cold_at);
     let cold = &mut cold[..layout.code_len - layout.cold_at];
     let data_limit = layout.got_base();
+    let (trace, scratch) = (&*job.trace, &mut *job.scratch);
     let mut w = Writer::new(b, layout, trace, 0, code, (cold, veneers), data, scratch);
     let ends = w.instances(b.instances, 0, (0, 0, 0), layout.instances_end, data_limit)?;
     w.end(layout, ends.1, 0)
@@ -70,15 +71,13 @@ fn write_whole(
 /// patched into the buffer and written out before the next. The veneers, which any
 /// instance may add, are assembled beside them and written last.
 fn write_windows(
-    b: &View<'_, '_, '_>,
-    layout: &Sizes,
-    trace: &mut Trace,
+    mut job: Job<'_, '_, '_, '_>,
     writer: &mut CodeWriter,
     at: usize,
-    scratch: &mut Scratch,
 ) -> Result<(), Error> {
+    let data = job.start();
+    let (b, layout, trace) = (job.b, job.layout, &*job.trace);
     let programs = &b.jit.programs[..];
-    let data = start_write(b, layout, trace, scratch);
     // After the tail jump: the trap filler, the cold parts and the veneers.
     let mut after: Vec<u8> = Vec::new();
     let after_len = trace.code_len - layout.hot_end;
@@ -102,7 +101,7 @@ fn write_windows(
             i.code_at as usize + programs[i.stencil as usize].code_len as usize
         };
         let code = writer.stage(at + origin, end - origin)?;
-        let (c, v, d, sc) = (&mut *cold, &mut *veneers, &mut *data, &mut *scratch);
+        let (c, v, d, sc) = (&mut *cold, &mut *veneers, &mut *data, &mut *job.scratch);
         let mut w = Writer::new(b, layout, trace, origin, code, (c, v), d, sc);
         let limit = layout.instances_end.min(end) - origin;
         let ends = (0, data_end, cold_end);
@@ -119,29 +118,24 @@ fn write_windows(
     writer.copy_to(at + layout.hot_end, &after)
 }
 
-/// What [`write()`] does before the instances: the trace's shim, fresh GOT and veneer
-/// tables; returns the trace's data.
-#[inline(always)]
-fn start_write<'d>(
-    b: &View<'_, '_, '_>,
-    layout: &Sizes,
-    trace: &mut Trace,
-    scratch: &mut Scratch,
-) -> &'d mut [u8] {
-    trace.shim = if b.is_shim(0) {
-        b.jit.shim.clone()
-    } else {
-        None
-    };
-    scratch.got.reset();
-    scratch.veneers.reset();
-    // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
-    // their data before the GOT slots, which steps write as they go).
-    assert!(layout.instances_end <= layout.code_len);
-    assert!(layout.got_base() <= trace.data_len);
-    // SAFETY: the arena gave this trace exclusive use of its data block, which is at least
-    // `data_len` bytes long and mapped RW, until the trace is dropped (after the write).
-    unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) }
+impl Job<'_, '_, '_, '_> {
+    /// What [`write()`] does before the instances: the trace's shim, fresh GOT and veneer
+    /// tables; returns the trace's data.
+    #[inline(always)]
+    fn start<'d>(&mut self) -> &'d mut [u8] {
+        let (layout, trace) = (self.layout, &mut *self.trace);
+        trace.shim = self.b.is_shim(0);
+        self.scratch.got.reset();
+        self.scratch.veneers.reset();
+        // What `copy_code` and `copy_data` rely on (the instances end before the tail jump;
+        // their data before the GOT slots, which steps write as they go).
+        assert!(layout.instances_end <= layout.code_len);
+        assert!(layout.got_base() <= trace.data_len);
+        // SAFETY: the arena gave this trace exclusive use of its data block, which is at
+        // least `data_len` bytes long and mapped RW, until the trace is dropped (after the
+        // write).
+        unsafe { std::slice::from_raw_parts_mut(trace.block.data as *mut u8, trace.data_len) }
+    }
 }
 
 /// Why a step failed, before the stencil name is attached.
