@@ -487,12 +487,7 @@ impl CachedOps {
                 table[r][ps.index()] = Some(stencil);
             }
             (_, None) if element == "LINK" || element.starts_with("EXIT_PINNED_") => {
-                if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
-                    return Err(format!(
-                        "{at}: {element} from state {} (it runs with nothing cached)",
-                        entry
-                    ));
-                }
+                runs_with_nothing_cached(at, element, (entry, exit))?;
                 match exit::slot(element) {
                     None if element == "LINK" => self.link = Some(stencil),
                     Some(slot) => {
@@ -697,6 +692,21 @@ impl CachedOps {
     pub fn unpin_register_of(&self, stencil: usize) -> Option<(usize, Held)> {
         find_register(&self.unpins, stencil)
     }
+}
+
+/// An error unless a member of `element` (a copy, a link, a whole exit stub) is entered and
+/// left with nothing cached.
+fn runs_with_nothing_cached(
+    at: &str,
+    element: &str,
+    (entry, exit): (CacheState, CacheState),
+) -> Result<(), String> {
+    if (entry, exit) == (CacheState::EMPTY, CacheState::EMPTY) {
+        return Ok(());
+    }
+    Err(format!(
+        "{at}: {element} from state {entry} to {exit} (it runs with nothing cached)"
+    ))
 }
 
 /// The op of a family element compiled with its operand `operand` in a pinned register: an

@@ -77,18 +77,16 @@ fn mandelbrots_loop_keeps_its_four_carried_floats_in_float_registers() {
     assert_eq!(floats, [4, 5, 6, 7]);
     assert!(lowering.pinned.contains(&8), "{:?}", lowering.pinned);
 
+    // The first instance whose stencil `register_of` names a register, and the register.
+    let first = |register_of: &dyn Fn(usize) -> Option<usize>| {
+        let stencils = lowering.instances.iter().map(|i| i.stencil);
+        stencils
+            .enumerate()
+            .find_map(|(k, s)| Some((k, register_of(s)?)))
+    };
     // A register written back before it is loaded: the first PIN_FLOAT made the UNPIN_FLOAT
     // of the same register.
-    let pin = (0..lowering.instances.len())
-        .find(|&k| {
-            cached
-                .pin_float_register_of(lowering.instances[k].stencil)
-                .is_some()
-        })
-        .expect("a PIN_FLOAT");
-    let q = cached
-        .pin_float_register_of(lowering.instances[pin].stencil)
-        .unwrap();
+    let (pin, q) = first(&|s| cached.pin_float_register_of(s)).expect("a PIN_FLOAT");
     let mut unloaded = lowering.clone();
     unloaded.instances[pin].stencil = cached.unpin_float(q).unwrap();
     let err = backend.check_cache_states(trace, &unloaded).unwrap_err();
@@ -96,16 +94,8 @@ fn mandelbrots_loop_keeps_its_four_carried_floats_in_float_registers() {
 
     // A stub that forgets a float register: its first UNPIN_FLOAT made a PIN_FLOAT (which
     // writes nothing back).
-    let unpin = (0..lowering.instances.len())
-        .find(|&k| {
-            cached
-                .unpin_float_register_of(lowering.instances[k].stencil)
-                .is_some()
-        })
-        .expect("an UNPIN_FLOAT in a stub");
-    let q = cached
-        .unpin_float_register_of(lowering.instances[unpin].stencil)
-        .unwrap();
+    let (unpin, q) =
+        first(&|s| cached.unpin_float_register_of(s)).expect("an UNPIN_FLOAT in a stub");
     let mut forgetting = lowering.clone();
     forgetting.instances[unpin].stencil = cached.pin_float(q).unwrap();
     // (The stub's write-back then ends before its last registers, so the check finds the

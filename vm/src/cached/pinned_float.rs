@@ -2,7 +2,7 @@
 //! vm/templates/cached/pinned_float.h, [`crate::pinning::float`]): by op, float register,
 //! member kind and entry state, and each register's `PIN_FLOAT` and `UNPIN_FLOAT`.
 
-use super::{pinned_op, ByKind, CacheState, CachedOps, Kind, STATES};
+use super::{pinned_op, runs_with_nothing_cached, ByKind, CacheState, CachedOps, Kind, STATES};
 use crate::pinning::{float::float_pinnable, FLOAT_PIN_REGS};
 
 /// By pinned float register: a member table.
@@ -30,17 +30,13 @@ impl CachedOps {
         q: usize,
     ) -> Result<(), String> {
         self.facts[stencil].states = Some((entry, exit));
-        if let "PIN_FLOAT" | "UNPIN_FLOAT" = element {
-            if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
-                return Err(format!(
-                    "{at}: {element} of float register {q} from state {entry} (it runs with \
-                     nothing cached)"
-                ));
-            }
-            let table = match element {
-                "PIN_FLOAT" => &mut self.float_pinned.pins,
-                _ => &mut self.float_pinned.unpins,
-            };
+        let copies = match element {
+            "PIN_FLOAT" => Some(&mut self.float_pinned.pins),
+            "UNPIN_FLOAT" => Some(&mut self.float_pinned.unpins),
+            _ => None,
+        };
+        if let Some(table) = copies {
+            runs_with_nothing_cached(at, element, (entry, exit))?;
             table[q] = Some(stencil);
             return Ok(());
         }
