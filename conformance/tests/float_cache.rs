@@ -1,6 +1,7 @@
 //! Float cache slots (cpjit.h's `CPJIT_FLOAT_CACHE`) over the test family `test_float`
 //! (`templates/families/float.c`): states numbered (count, classes), up to two slots each
-//! an int (`c<k>`) or a float (`f<k>`), and two pinned float registers.
+//! an int (`c<k>`) or a float (`f<k>`), and four pinned float registers (before the slots'
+//! float registers, so that the slots' add below is `f0`'s and `f1`'s: xmm4, xmm5 on x86-64).
 //!
 //! - on every generated set: the selection tables pick, per op and entry state, the member
 //!   whose exit is the canonical one computed here (pops take the top slots, pushes add
@@ -17,7 +18,7 @@ use cpjit_model::{Arch, Family, FloatState, StencilSet};
 use cpjit_runtime::{InstanceId, Jit, Selector, Target, TraceBuilder};
 
 /// The family's ops: stack effect and whether they push floats, as the manifest states.
-const EFFECTS: [(&str, u8, u8, bool); 12] = [
+const EFFECTS: [(&str, u8, u8, bool); 13] = [
     ("push", 0, 1, false),
     ("fpush", 0, 1, true),
     ("add", 2, 1, false),
@@ -27,6 +28,7 @@ const EFFECTS: [(&str, u8, u8, bool); 12] = [
     ("fhelper", 1, 1, true),
     ("facc", 1, 0, false),
     ("fget", 0, 1, true),
+    ("fswap", 0, 0, false),
     ("fzero", 0, 0, false),
     ("fjump_lt", 2, 0, false),
     ("side_exit", 0, 0, false),
@@ -65,11 +67,12 @@ fn canonical(entry: u8, pop: u8, push: u8, float: bool) -> u8 {
 }
 
 /// One FP add of the two float slots into the first: `op_test_float_fadd_6_2`'s whole code.
+/// The slots' registers follow the four pinned float registers.
 fn fp_add(arch: Arch) -> &'static [u8] {
     match arch {
-        Arch::X86_64 => &[0xf2, 0x0f, 0x58, 0xc1], // addsd %xmm1, %xmm0
-        Arch::Aarch64 => &[0x00, 0x28, 0x61, 0x1e], // fadd d0, d0, d1
-        Arch::Riscv64 => &[0x53, 0x75, 0xb5, 0x02], // fadd.d fa0, fa0, fa1
+        Arch::X86_64 => &[0xf2, 0x0f, 0x58, 0xe5], // addsd %xmm5, %xmm4
+        Arch::Aarch64 => &[0x84, 0x28, 0x65, 0x1e], // fadd d4, d4, d5
+        Arch::Riscv64 => &[0x53, 0x77, 0xf7, 0x02], // fadd.d fa4, fa4, fa5
     }
 }
 
@@ -127,8 +130,15 @@ struct Value {
     float: bool,
 }
 
-/// The reference: what `op` (operand `x`) does to `stack` and pinned float `q0`.
-fn reference(op: &str, x: u64, stack: &mut Vec<Value>, q0: &mut f64) {
+/// The pinned float registers the ops use: q0 and q3.
+#[derive(Clone, Copy, Debug, Default)]
+struct Pinned {
+    q0: f64,
+    q3: f64,
+}
+
+/// The reference: what `op` (operand `x`) does to `stack` and the pinned float registers.
+fn reference(op: &str, x: u64, stack: &mut Vec<Value>, q: &mut Pinned) {
     let int = |bits| Value { bits, float: false };
     let float = |v: f64| Value {
         bits: v.to_bits(),
@@ -153,10 +163,14 @@ fn reference(op: &str, x: u64, stack: &mut Vec<Value>, q0: &mut f64) {
         "i2f" => float(pop().to_bits() as i64 as f64),
         "fhelper" => float(cpjit_conformance::exec::cpjit_test_fscale(pop())),
         "facc" => {
-            *q0 += pop();
+            q.q0 += pop();
             return;
         }
-        "fget" => float(*q0),
+        "fget" => float(q.q0),
+        "fswap" => {
+            (q.q0, q.q3) = (q.q3, q.q0);
+            return;
+        }
         _ => unreachable!("no reference for {op}"),
     };
     stack.push(value);
@@ -169,11 +183,11 @@ fn random_op(
     b: &mut TraceBuilder<'_, '_>,
     sel: &Selector<'_>,
     want: &mut Vec<Value>,
-    q0: &mut f64,
+    q: &mut Pinned,
     rng: &mut Rng,
 ) -> Result<(), String> {
     let ops = [
-        "push", "fpush", "add", "fadd", "fmul", "i2f", "fhelper", "facc", "fget",
+        "push", "fpush", "add", "fadd", "fmul", "i2f", "fhelper", "facc", "fget", "fswap",
     ];
     loop {
         let name = ops[rng.below(ops.len() as u64) as usize];
@@ -191,7 +205,7 @@ fn random_op(
         let op = sel.op(name).map_err(|e| e.to_string())?;
         b.push_op(sel, op, operands, &[])
             .map_err(|e| format!("{name}: {e}"))?;
-        reference(name, x, want, q0);
+        reference(name, x, want, q);
         return Ok(());
     }
 }
@@ -204,7 +218,7 @@ fn float_loop(
     b: &mut TraceBuilder<'_, '_>,
     sel: &Selector<'_>,
     want: &mut Vec<Value>,
-    q0: &mut f64,
+    q: &mut Pinned,
     n: u64,
 ) -> Result<usize, String> {
     let op = |name: &str| sel.op(name).map_err(|e| e.to_string());
@@ -230,12 +244,12 @@ fn float_loop(
     let converted = member != sel.table().transition(jump, state).member as usize;
     // do { q0 += 1 } while (q0 < n); q0 is never NaN here, so `>=` ends it as `!(<)` does.
     loop {
-        *q0 += 1.0;
-        if *q0 >= n as f64 {
+        q.q0 += 1.0;
+        if q.q0 >= n as f64 {
             break;
         }
     }
-    reference("fget", 0, want, q0);
+    reference("fget", 0, want, q);
     b.push_op(sel, op("fget")?, &[], &[])
         .map_err(|e| e.to_string())?;
     Ok(usize::from(converted))
@@ -253,7 +267,7 @@ fn traces(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Str
         b.push_shim().map_err(|e| e.to_string())?;
         b.push_op(&sel, op("fzero")?, &[], &[])
             .map_err(|e| e.to_string())?;
-        let (mut want, mut q0) = (Vec::new(), 0.0);
+        let (mut want, mut q) = (Vec::new(), Pinned::default());
         for v in [3, 4] {
             b.push_op(&sel, op("push")?, &[v], &[])
                 .map_err(|e| e.to_string())?;
@@ -264,9 +278,9 @@ fn traces(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Str
         }
         for step in 0..8 {
             if step == 3 {
-                converted += float_loop(&mut b, &sel, &mut want, &mut q0, 1 + rng.below(4))?;
+                converted += float_loop(&mut b, &sel, &mut want, &mut q, 1 + rng.below(4))?;
             } else {
-                random_op(&mut b, &sel, &mut want, &mut q0, &mut rng)?;
+                random_op(&mut b, &sel, &mut want, &mut q, &mut rng)?;
             }
         }
         b.push_op(&sel, op("side_exit")?, &[], &[])

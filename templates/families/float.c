@@ -1,6 +1,6 @@
 /* float.c: test ops with float cache slots (manifest.toml, [[family]] `test_float`; the
  * convention is cpjit.h's "Float cache slots", templates/README.md "Float cache slots").
- * Compiled with CPJIT_FLOAT_CACHE 1 and CPJIT_PIN_FLOAT_REGS 2 once per list element
+ * Compiled with CPJIT_FLOAT_CACHE 1 and CPJIT_PIN_FLOAT_REGS 4 once per list element
  * CPJIT_TEST_OP and cache state: IN on entry, OUT on exit, each a state number 0..=6 (up to
  * two slots, each an int or a float: 2**count - 1 + floats). Every member computes what the
  * op computes on the logical stack of 64-bit values (memory below sp, then the slots; a
@@ -15,7 +15,9 @@
  *              float register but Win64's xmm6-xmm15 and AArch64's d8-d15 across it);
  *   facc       pops a float and adds it to pinned float register q0;
  *   fget       pushes q0 as a float;
- *   fzero      sets q0 and q1 to 0.0 (a trace's first float op: pinned registers start
+ *   fswap      swaps q0 and q3 (q3, the last pinned float register, sits just before the
+ *              float slots' registers: every op, the helper call's too, passes it on);
+ *   fzero      sets q0 to q3 to 0.0 (a trace's first float op: pinned registers start
  *              undefined);
  *   fjump_lt   pops b, a (floats); jumps to JUMP_TARGET if a < b, else continues;
  *   move       no pops or pushes: a spill, fill or class change between states (the glue);
@@ -71,9 +73,14 @@ extern double cpjit_test_fscale(double x);
   cpjit_push_f(&s, s.q0);                                                          \
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 
+#define body_fswap                                                                 \
+  double q0 = s.q0;                                                                \
+  s.q0 = s.q3;                                                                     \
+  s.q3 = q0;                                                                       \
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+
 #define body_fzero                                                                 \
-  s.q0 = 0.0;                                                                      \
-  s.q1 = 0.0;                                                                      \
+  s.q0 = s.q1 = s.q2 = s.q3 = 0.0;                                                 \
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 
 #define body_fjump_lt                                                              \

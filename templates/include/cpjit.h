@@ -246,16 +246,25 @@ extern cpjit_op _JIT_CONTINUE;
  * CPJIT_FLOAT_CACHE 1 before including this header: every cache slot k then has a second
  * register, f<k>, a `double` argument in the target's FP argument registers (xmm0-xmm2 on
  * x86-64 with preserve_none, System V and Windows alike; d0-d2 on AArch64; fa0-fa2 on
- * RISC-V's LP64D), and a cache state says which slots hold a float: state s caches
+ * RISC-V's LP64D; the next ones after pinned float registers, below), and a cache state says which slots hold a float: state s caches
  * CPJIT_STATE_COUNT(s) values, slot k in f<k> where bit k of CPJIT_STATE_FLOATS(s) is set,
  * else in c<k>. States are numbered (count, floats) -> 2**count - 1 + floats: 0 is
  * nothing, 1 and 2 one int or float, 3..6 two values, 7..14 three. The view converts a
  * value (the same 64 bits, moved between register files) only where its class changes:
  * cpjit_pop gives an int, cpjit_pop_f a double, cpjit_push and cpjit_push_f push one of
  * each class, memory holds a float's bits, and settling to a state moves each slot to the
- * state's class. With CPJIT_PIN_FLOAT_REGS 2 the ops take two more `double` arguments after
- * those, the pinned float registers q0 and q1 (the view's s.q0, s.q1), passed on by every
- * continuation and jump like p0 and p1. */
+ * state's class.
+ *
+ * Pinned float registers. With CPJIT_PIN_FLOAT_REGS 2 or 4 the ops take that many more
+ * `double` arguments, the pinned float registers q0..q3 (the view's s.q0 .. s.q3), passed on
+ * by every continuation and jump like p0 and p1: a JIT keeps float locals in them across ops,
+ * so that a loop-carried float never makes a round trip through memory. They come before
+ * the float cache registers, so that they are in the same argument registers whether or not
+ * an op has float slots: a set whose families mix members with and without
+ * CPJIT_FLOAT_CACHE then agrees on them (every target passes the first eight `double`
+ * arguments in FP registers: 4 pinned + 3 cache registers fit). As with p0 and p1, the
+ * toolchain does not check them, and a helper call costs their saves (the C ABI keeps no FP
+ * register across a call but Win64's xmm6-xmm15 and AArch64's d8-d15). */
 #ifndef CPJIT_FLOAT_CACHE
 #define CPJIT_FLOAT_CACHE 0
 #endif
@@ -293,20 +302,27 @@ extern cpjit_op _JIT_CONTINUE;
 #define CPJIT_PIN_FLOAT_FIELDS_ double q0, q1;
 #define CPJIT_PIN_FLOAT_INIT_ , cpjit_q0, cpjit_q1
 #define CPJIT_PIN_FLOAT_ARGS_(S) , (S).q0, (S).q1
+#elif CPJIT_PIN_FLOAT_REGS == 4
+#define CPJIT_PIN_FLOAT_PARAMS_ \
+  , double cpjit_q0, double cpjit_q1, double cpjit_q2, double cpjit_q3
+#define CPJIT_PIN_FLOAT_FIELDS_ double q0, q1, q2, q3;
+#define CPJIT_PIN_FLOAT_INIT_ , cpjit_q0, cpjit_q1, cpjit_q2, cpjit_q3
+#define CPJIT_PIN_FLOAT_ARGS_(S) , (S).q0, (S).q1, (S).q2, (S).q3
 #else
-#error "CPJIT_PIN_FLOAT_REGS must be 0 or 2"
+#error "CPJIT_PIN_FLOAT_REGS must be 0, 2 or 4"
 #endif
 
 /* Every cached op: the frame, the value-stack pointer and CPJIT_CACHE_REGS cached values
- * (the pinned registers, if any, before the last), then the float registers, if any. */
+ * (the pinned registers, if any, before the last), then the pinned float registers and the
+ * float cache registers, if any. */
 typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp, uint64_t c0,
                                          uint64_t c1, CPJIT_PIN_PARAMS_ uint64_t c2
-                                         CPJIT_FLOAT_PARAMS_ CPJIT_PIN_FLOAT_PARAMS_);
+                                         CPJIT_PIN_FLOAT_PARAMS_ CPJIT_FLOAT_PARAMS_);
 /* The arguments of a cached op, in order: sp, the cache registers and the pinned ones, the
- * float cache registers and the pinned float ones. */
+ * pinned float registers and the float cache registers. */
 #define CPJIT_CACHED_CALL_ARGS_(sp, c0, c1, c2, f0, f1, f2, S)                    \
-  (sp), (c0), (c1), CPJIT_PIN_ARGS_(S)(c2) CPJIT_FLOAT_ARGS_(f0, f1, f2)          \
-      CPJIT_PIN_FLOAT_ARGS_(S)
+  (sp), (c0), (c1), CPJIT_PIN_ARGS_(S)(c2) CPJIT_PIN_FLOAT_ARGS_(S)               \
+      CPJIT_FLOAT_ARGS_(f0, f1, f2)
 /* The same, passing the view's float registers on as they are (S's own incoming ones). */
 #define CPJIT_CACHED_CALL_ARGS(sp, c0, c1, c2, S)                                 \
   CPJIT_CACHED_CALL_ARGS_(sp, c0, c1, c2, (S).d0, (S).d1, (S).d2, S)
@@ -324,7 +340,7 @@ typedef CPJIT_CC int64_t cpjit_cached_op(struct cpjit_frame *frame, uint64_t *sp
                              CPJIT_FLOAT_REGS_, CPJIT_PIN_FLOAT_REGS)                \
   int64_t NAME(struct cpjit_frame *frame, uint64_t *sp, uint64_t cpjit_c0,             \
                uint64_t cpjit_c1, CPJIT_PIN_PARAMS_ uint64_t cpjit_c2                 \
-               CPJIT_FLOAT_PARAMS_ CPJIT_PIN_FLOAT_PARAMS_)
+               CPJIT_PIN_FLOAT_PARAMS_ CPJIT_FLOAT_PARAMS_)
 
 /* The view of the value stack inside a cached op: memory up to sp, then v0..v(n-1) (with
  * CPJIT_FLOAT_CACHE, slot k in v<k> or, where bit k of `floats` is set, in d<k>). */

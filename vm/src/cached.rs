@@ -18,8 +18,10 @@
 //! states the kit's float-slot numbers, [`float`]), `PINNED` (the op runs on the local in
 //! that pinned register, [`crate::pinning`]), `PINNED_SCALED` (how that register holds its
 //! local: [`Held`]), `PINNED_OPERAND` (which of the op's locals it is, checked against
-//! [`crate::pinning::pinned_operand`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
-//! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN`, `LINK` (enter
+//! [`crate::pinning::pinned_operand`]), `PINNED_FLOAT` (the op runs on the local in that
+//! pinned float register, [`crate::pinning::float`]) and `DEPTH` (a `COPY` compiled for that depth operand only); elements are ops of `ops.def`, or `SPILL` (store every cached value),
+//! `BOX` (turn scaled registers into boxed ones in place), `PIN`, `UNPIN` (and
+//! `PIN_FLOAT`, `UNPIN_FLOAT` of a pinned float register), `LINK` (enter
 //! an exit's pinned link with the pinned registers live, [`crate::pinning`]) and
 //! `EXIT_PINNED_*` (a whole exit stub of a pinned body: the three). A member that
 //! pushes, entered with nothing cached, leaves its value scaled or boxed as its `SCALED`
@@ -32,7 +34,11 @@ use cpjit_model::StencilSet;
 
 mod exit;
 pub mod float;
+mod params;
+mod pinned_float;
 pub mod wide;
+
+use params::{value_combinations, Params, OPTIONAL};
 
 /// Cache states ([`CacheState`]): depths 0 to 3, boxed, scaled or float slots (the encodings
 /// with depth 0 all spell the empty state).
@@ -207,6 +213,8 @@ pub struct CachedOps {
     /// The exit stubs of bodies with pinned locals in one stencil (`LINK`, `UNPIN`s,
     /// `EXIT_TRACE`: vm/templates/cached/exit.c), by [`exit::slot`].
     exit_pinned: [Option<usize>; exit::SLOTS],
+    /// The members on pinned float registers, their `PIN_FLOAT`s and `UNPIN_FLOAT`s.
+    float_pinned: pinned_float::FloatPinned,
     /// By op id: its members compiled for one depth operand (`COPY`), as (kind, entry
     /// state, depth, stencil, exit state). Empty for almost every op, so that the lowering's
     /// look-up costs one length test there (it was a hash of four fields per micro-op).
@@ -249,6 +257,8 @@ struct MemberFacts {
     pinned: Option<(usize, Held)>,
     /// The depth operand a member compiled for one depth takes.
     depth: Option<u64>,
+    /// The pinned float register a member on a pinned float local runs on.
+    float_pinned: Option<usize>,
 }
 
 /// A pinned family member's register: which, how it holds its local, and which of the op's
@@ -258,78 +268,6 @@ struct PinnedRegister {
     register: usize,
     held: Held,
     operand: usize,
-}
-
-/// A family's parameter indices, by name.
-struct Params {
-    entry: usize,
-    exit: usize,
-    pinned: Option<usize>,
-    scaled: Option<usize>,
-    pinned_scaled: Option<usize>,
-    depth: Option<usize>,
-    pinned_operand: Option<usize>,
-    floats: Option<usize>,
-}
-
-impl Params {
-    fn of(family: &cpjit_model::Family<'_>, at: &str) -> Result<Params, String> {
-        let names: Vec<&str> = family.params.iter().map(|p| p.name).collect();
-        let find = |name: &str| names.iter().position(|&n| n == name);
-        let known = [
-            "IN",
-            "OUT",
-            "PINNED",
-            "SCALED",
-            "PINNED_SCALED",
-            "DEPTH",
-            "PINNED_OPERAND",
-            "FLOATS",
-        ];
-        if let Some(other) = names.iter().find(|n| !known.contains(n)) {
-            return Err(format!(
-                "{at}: parameter `{other}` is none of the cache-state parameters {known:?}"
-            ));
-        }
-        let (Some(entry), Some(exit)) = (find("IN"), find("OUT")) else {
-            return Err(format!(
-                "{at}: parameters {names:?}, expected the cache states \"IN\" and \"OUT\""
-            ));
-        };
-        Ok(Params {
-            entry,
-            exit,
-            pinned: find("PINNED"),
-            scaled: find("SCALED"),
-            pinned_scaled: find("PINNED_SCALED"),
-            depth: find("DEPTH"),
-            pinned_operand: find("PINNED_OPERAND"),
-            floats: find("FLOATS"),
-        })
-    }
-}
-
-/// Every combination of the values of a family's `optional` parameters (one index per
-/// parameter, 0 where the family lacks it).
-fn value_combinations(
-    family: &cpjit_model::Family<'_>,
-    optional: &[Option<usize>; 6],
-) -> Vec<[usize; 6]> {
-    let mut combos: Vec<[usize; 6]> = vec![[0; 6]];
-    for (k, param) in optional.iter().enumerate() {
-        let n = param.map_or(1, |i| family.params[i].values.len());
-        combos = combos
-            .iter()
-            .flat_map(|c| {
-                (0..n).map(move |v| {
-                    let mut c = *c;
-                    c[k] = v;
-                    c
-                })
-            })
-            .collect();
-    }
-    combos
 }
 
 impl CachedOps {
@@ -383,13 +321,14 @@ impl CachedOps {
                 .map_err(|_| format!("{at}: more than 65535 cached families"))?;
             out.selectors.push(selector);
             // Every combination of the optional parameters' values.
-            let optional = [
+            let optional: [Option<usize>; OPTIONAL] = [
                 p.pinned,
                 p.pinned_scaled,
                 p.scaled,
                 p.depth,
                 p.pinned_operand,
                 p.floats,
+                p.pinned_float,
             ];
             let combos = value_combinations(family, &optional);
             let flag = |param: Option<usize>, v: usize| -> Result<bool, String> {
@@ -397,28 +336,22 @@ impl CachedOps {
             };
             for (e, element) in family.elements.iter().enumerate() {
                 for combo in &combos {
-                    // The value index of each parameter that is not a state parameter, in
-                    // the family's order: the kit's op.
-                    let mut values = [0usize; 6];
-                    let mut n = 0;
-                    for k in (0..family.params.len()).filter(|&k| k != p.entry && k != p.exit) {
-                        let at = optional.iter().position(|&o| o == Some(k));
-                        values[n] = at.map_or(0, |at| combo[at]);
-                        n += 1;
-                    }
+                    let (values, n) = p.kit_values(family, &optional, combo);
                     let op = table.op(family, e, &values[..n]).ok_or_else(|| {
                         format!("{at}: {element} {values:?}: no op in the selection tables")
                     })?;
-                    let [r, ps, sc, d, po, fl] = *combo;
+                    let [r, ps, sc, d, po, fl, pf] = *combo;
+                    let float_register = p
+                        .pinned_float
+                        .map(|param| number(param, pf, crate::pinning::FLOAT_PIN_REGS))
+                        .transpose()?;
                     let scaled = p.scaled.map_or(Ok(0), |param| number(param, sc, 3))?;
                     let kind = match (scaled, flag(p.floats, fl)?) {
                         (0, false) => Kind::Boxed,
                         (1, false) => Kind::Scaled,
                         (_, false) => Kind::Wide,
                         (0, true) => Kind::Float,
-                        (_, true) => {
-                            return Err(format!("{at}: {element}: both SCALED and FLOATS"))
-                        }
+                        _ => return Err(format!("{at}: {element}: both SCALED and FLOATS")),
                     };
                     for s in 0..table.states {
                         // The member the kit pushes for the op entered in state s (a
@@ -462,12 +395,20 @@ impl CachedOps {
                             }
                             None => None,
                         };
-                        match p.depth {
-                            Some(param) => {
+                        match (p.depth, float_register) {
+                            (Some(param), _) => {
                                 let depth = number(param, d, 1 << 16)? as u64;
                                 out.add_at_depth(&at, element, stencil, states, kind, depth)?
                             }
-                            None => out.add(&at, element, stencil, states, kind, register)?,
+                            (None, Some(q)) if register.is_none() => {
+                                out.add_pinned_float(&at, element, stencil, states, kind, q)?
+                            }
+                            (None, Some(_)) => {
+                                return Err(format!("{at}: both PINNED and PINNED_FLOAT"))
+                            }
+                            (None, None) => {
+                                out.add(&at, element, stencil, states, kind, register)?
+                            }
                         }
                         out.facts[stencil].kit_op = Some(KitOp {
                             family: slot,
@@ -546,12 +487,7 @@ impl CachedOps {
                 table[r][ps.index()] = Some(stencil);
             }
             (_, None) if element == "LINK" || element.starts_with("EXIT_PINNED_") => {
-                if (entry, exit) != (CacheState::EMPTY, CacheState::EMPTY) {
-                    return Err(format!(
-                        "{at}: {element} from state {} (it runs with nothing cached)",
-                        entry
-                    ));
-                }
+                runs_with_nothing_cached(at, element, (entry, exit))?;
                 match exit::slot(element) {
                     None if element == "LINK" => self.link = Some(stencil),
                     Some(slot) => {
@@ -756,6 +692,21 @@ impl CachedOps {
     pub fn unpin_register_of(&self, stencil: usize) -> Option<(usize, Held)> {
         find_register(&self.unpins, stencil)
     }
+}
+
+/// An error unless a member of `element` (a copy, a link, a whole exit stub) is entered and
+/// left with nothing cached.
+fn runs_with_nothing_cached(
+    at: &str,
+    element: &str,
+    (entry, exit): (CacheState, CacheState),
+) -> Result<(), String> {
+    if (entry, exit) == (CacheState::EMPTY, CacheState::EMPTY) {
+        return Ok(());
+    }
+    Err(format!(
+        "{at}: {element} from state {entry} to {exit} (it runs with nothing cached)"
+    ))
 }
 
 /// The op of a family element compiled with its operand `operand` in a pinned register: an

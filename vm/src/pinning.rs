@@ -50,6 +50,11 @@
 //! loop body past its `PIN`s, and a hot branch of a loop never writes its locals back. The
 //! VM links a pinned slot only between traces whose [`Pins`] are equal.
 //!
+//! Float locals. Up to [`FLOAT_PIN_REGS`] float locals a body carries from iteration to
+//! iteration go into pinned *float* registers instead ([`float`]: `PIN_FLOAT`,
+//! `UNPIN_FLOAT` and members on those registers, with the same protocol), chosen before the
+//! general registers, which the others then compete for.
+//!
 //! Nothing reads the frame while a pinned body runs: it calls no helper that could (a call
 //! or a failing helper keeps the loop unpinned), and every way out writes back first. Only a
 //! debugger stopped inside the body sees a pinned local's frame slot as of the body's entry
@@ -62,8 +67,10 @@ use crate::trace::Trace;
 use std::ops::RangeInclusive;
 
 mod check;
+pub mod float;
 mod wide;
 pub use check::check;
+pub use float::{FloatPins, FLOAT_PIN_REGS};
 
 /// Pinned registers of the VM's cached ops (`CPJIT_PIN_REGS` in vm/templates/cached/ops.c).
 pub const PIN_REGS: usize = 2;
@@ -110,6 +117,8 @@ pub struct Pins {
     len: u8,
     locals: [u64; PIN_REGS],
     held: [Held; PIN_REGS],
+    /// The locals in pinned float registers ([`float`]).
+    floats: FloatPins,
 }
 
 impl Pins {
@@ -144,14 +153,25 @@ impl Pins {
         &self.held[..self.len as usize]
     }
 
-    /// How many registers hold a local.
+    /// How many general registers hold a local.
     pub fn len(&self) -> usize {
         self.len as usize
     }
 
-    /// Whether no register holds a local.
+    /// Whether no register, general or float, holds a local.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len == 0 && self.floats.locals().is_empty()
+    }
+
+    /// These pins with `floats` in the pinned float registers.
+    pub fn with_floats(mut self, floats: FloatPins) -> Pins {
+        self.floats = floats;
+        self
+    }
+
+    /// The locals in pinned float registers.
+    pub fn floats(&self) -> FloatPins {
+        self.floats
     }
 }
 
@@ -170,6 +190,8 @@ pub struct Pinning {
     /// By micro-op: the pinned register holding the local it runs on (a body micro-op
     /// on a pinned local), worked out once per trace for the lowering's many look-ups.
     registers: Vec<Option<u8>>,
+    /// By micro-op: the pinned float register holding the local it runs on ([`float`]).
+    float_registers: Vec<Option<u8>>,
     /// [`choose`]'s uses by local, kept for its next trace.
     uses: Vec<(u64, Uses)>,
     /// Bit k: register k holds a bounded loop counter wide ([`wide::wide_counter_gain`]),
@@ -183,6 +205,7 @@ impl Pinning {
         Pinning {
             stubs: Vec::with_capacity(uops),
             registers: Vec::with_capacity(uops),
+            float_registers: Vec::with_capacity(uops),
             ..Pinning::default()
         }
     }
@@ -201,6 +224,7 @@ impl Pinning {
                 .map(|r| r as u8);
         }
         self.pins = pins;
+        self.fill_floats(trace, body.clone());
         (self.body_start, self.body_end) = body.into_inner();
     }
 
@@ -409,6 +433,9 @@ struct Uses {
     named_otherwise: bool,
     /// A micro-op other than `ADD_TO_LOCAL_INT` runs on it (it cannot be held wide).
     not_only_added: bool,
+    /// A micro-op without members on a pinned float register runs on it
+    /// ([`float::float_pinnable`]).
+    not_float: bool,
 }
 
 /// The locals to pin, at most [`PIN_REGS`], from how the body uses them: none named
@@ -501,6 +528,7 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
             }
             e.written |= !f.reads_only;
             e.not_only_added |= u.op != op::ADD_TO_LOCAL_INT;
+            e.not_float |= !float::float_pinnable(u.op);
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
             e.count += if f.increments && trace.loop_body_proves_int(local) {
@@ -527,7 +555,10 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     // Loop-carried locals (the body reads them before it writes them) first: their store
     // and the next iteration's load are what pinning takes off the critical path; then by
     // uses. (A temporary the body writes before it reads gains no more than any local.)
-    let mut pins = pick(uses);
+    // Float locals first, into the pinned float registers; the rest compete for the general
+    // ones.
+    let floats = float::pick_floats(trace, uses, cached);
+    let mut pins = pick(uses).with_floats(floats);
     out.wide_counters = 0;
     let copies_exist =
         |k: usize, held: Held| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some();
@@ -604,7 +635,7 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             }
             stubs[t] = true;
         }
-        if names_otherwise(f, u, pins.locals()) {
+        if names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()) {
             return None;
         }
         // A counter held wide is incremented without an overflow check, which only its loop
@@ -614,11 +645,14 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             return None;
         }
     }
-    let copies_exist = pins
-        .held()
-        .iter()
-        .enumerate()
-        .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
+    let float_copies_exist = (0..pins.floats.locals().len())
+        .all(|q| cached.pin_float(q).is_some() && cached.unpin_float(q).is_some());
+    let copies_exist = float_copies_exist
+        && pins
+            .held()
+            .iter()
+            .enumerate()
+            .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
     copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
 }
 
@@ -670,6 +704,7 @@ mod tests {
                         count: next(4) as usize,
                         named_otherwise: next(5) == 0,
                         not_only_added: next(2) == 0,
+                        not_float: next(2) == 0,
                     };
                     // Distinct locals, in no particular order.
                     (k as u64 * 7 % 11, u)

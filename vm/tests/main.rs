@@ -18,6 +18,7 @@ mod float_slots;
 mod inlining;
 mod list_items;
 mod multiply_const;
+mod pinned_floats;
 mod pinning;
 mod tierup;
 mod typed_items;

@@ -69,10 +69,12 @@ impl CacheState {
 
     /// The parameter (or call argument) index of cache register `r`, after `first` leading
     /// ones: cpjit.h puts the pinned registers between the second-to-last and the last int
-    /// cache register, and the float ones after all of those.
+    /// cache register, then the pinned float registers, then the float cache registers (so
+    /// that pinned float registers are in the same place in members with and without float
+    /// slots).
     pub(super) fn parameter(&self, first: usize, r: Register) -> usize {
         if r.float {
-            first + self.registers + self.pinned + r.slot
+            first + self.registers + self.pinned + self.pinned_floats + r.slot
         } else if self.pinned > 0 && r.slot + 1 == self.registers {
             first + r.slot + self.pinned
         } else {
@@ -159,16 +161,21 @@ mod tests {
         assert_eq!(at("3,0,3,2"), [2, 3, 6]);
     }
 
-    /// With CPJIT_FLOAT_CACHE, `f0 .. f2` follow every int register (the pinned ones too),
-    /// and a state (count, floats) numbered 2**count - 1 + floats puts each slot in one class.
+    /// With CPJIT_FLOAT_CACHE, `f0 .. f2` follow every int register (the pinned ones too)
+    /// and the pinned float registers, and a state (count, floats) numbered
+    /// 2**count - 1 + floats puts each slot in one class.
     #[test]
     fn float_registers_follow_the_int_ones_and_states_choose_a_class_per_slot() {
-        let want: Vec<(String, usize)> = [("c0", 2), ("c1", 3), ("c2", 6), ("f0", 7)]
-            .into_iter()
-            .chain([("f1", 8), ("f2", 9)])
-            .map(|(n, p)| (n.to_string(), p))
-            .collect();
-        assert_eq!(parameters("5,14,3,2,3,2"), want);
+        let want = |f0: usize| -> Vec<(String, usize)> {
+            [("c0", 2), ("c1", 3), ("c2", 6), ("f0", f0)]
+                .into_iter()
+                .chain([("f1", f0 + 1), ("f2", f0 + 2)])
+                .map(|(n, p)| (n.to_string(), p))
+                .collect()
+        };
+        assert_eq!(parameters("5,14,3,2,3,0"), want(7));
+        assert_eq!(parameters("5,14,3,2,3,2"), want(9));
+        assert_eq!(parameters("5,14,3,2,3,4"), want(11));
         let state = CacheState::parse("5,14,3,0,3,0").unwrap();
         let held = |s: usize| -> Vec<String> {
             state

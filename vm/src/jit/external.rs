@@ -77,7 +77,7 @@ impl Lowering {
     ) -> (Option<u64>, Option<PinnedEntry>, Vec<bool>) {
         let loop_body = self.loop_body(trace).map(&address);
         let pinned = self.pinned_entry.map(|k| PinnedEntry {
-            pins: Pins::new(&self.pinned, &self.pinned_held),
+            pins: Pins::new(&self.pinned, &self.pinned_held).with_floats(self.pinned_floats),
             address: address(k),
             inherited: self.inherited,
         });

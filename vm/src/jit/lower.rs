@@ -6,7 +6,7 @@
 use super::{falls_through, Backend};
 use crate::cached::{float, CacheState, Kind};
 use crate::ops;
-use crate::pinning::{self, Held, Pinning, PIN_REGS};
+use crate::pinning::{self, FloatPins, Held, Pinning, FLOAT_PIN_REGS, PIN_REGS};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
@@ -123,6 +123,8 @@ pub struct Lowering {
     pub pinned: Vec<u64>,
     /// By pinned register: how it holds its local.
     pub pinned_held: Vec<Held>,
+    /// The locals the loop body keeps in pinned float registers.
+    pub pinned_floats: FloatPins,
     /// The instance entered with the pinned registers live: a loop body's first micro-op
     /// (past its `PIN`s), or an inheriting side trace's ([`pinning::inherit`]).
     pub pinned_entry: Option<LoweredId>,
@@ -167,19 +169,27 @@ impl Lowering {
     }
 }
 
-/// The `PIN`s or `UNPIN`s of a pinning, in order ([`Backend::copies`]).
+/// The `PIN`s or `UNPIN`s of a pinning (general and float registers), in order
+/// ([`Backend::copies`]).
 #[derive(Clone, Copy)]
 struct Copies {
-    list: [LoweredInstance; PIN_REGS],
+    list: [LoweredInstance; PIN_REGS + FLOAT_PIN_REGS],
     len: usize,
 }
 
 impl Default for Copies {
     fn default() -> Copies {
         Copies {
-            list: [LoweredInstance::copy(0, 0); PIN_REGS],
+            list: [LoweredInstance::copy(0, 0); PIN_REGS + FLOAT_PIN_REGS],
             len: 0,
         }
+    }
+}
+
+impl Copies {
+    fn push(&mut self, copy: LoweredInstance) {
+        self.list[self.len] = copy;
+        self.len += 1;
     }
 }
 
@@ -313,6 +323,12 @@ impl Backend {
                     return Ok(());
                 }
                 if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
+                    return Ok(());
+                }
+                // A float local's op without a member where it is entered (a load into
+                // boxed registers that gains nothing from float slots, say): keep the
+                // general registers only.
+                if pin.drop_floats() && self.lower_with(trace, targets, Some(pin), out)? {
                     return Ok(());
                 }
             }
@@ -472,7 +488,8 @@ impl Backend {
                     }
                 }
             }
-            let on_pinned = pinning.is_some_and(|p| p.register_of(i).is_some());
+            let on_pinned = pinning
+                .is_some_and(|p| p.register_of(i).is_some() || p.float_register_of(i).is_some());
             // The member for the current state; from scaled registers or float slots, the
             // boxed state's.
             let mut member = whole.map(|(stencil, _)| (stencil, CacheState::EMPTY));
@@ -527,9 +544,11 @@ impl Backend {
         out.pinned_entry = pinned_entry;
         out.pinned.clear();
         out.pinned_held.clear();
+        out.pinned_floats = FloatPins::default();
         if let Some(p) = pinning {
             out.pinned.extend_from_slice(p.locals());
             out.pinned_held.extend_from_slice(p.held());
+            out.pinned_floats = p.pins.floats();
         }
         out.inherited = trace.inherited_pins.is_some() && pinning.is_some();
         Ok(true)
@@ -540,27 +559,43 @@ impl Backend {
     /// register holds its local in a way the stencil does not write back, or a local's
     /// offset does not fit 16 bits (the `UNPIN`s then name it, or refuse it).
     fn whole_exit_stub(&self, p: &Pinning) -> Option<(usize, u64)> {
+        // (It writes back the general registers only.)
+        if !p.float_locals().is_empty() {
+            return None;
+        }
         let operand = pinning::exit_pins(p.locals(), p.held())?;
         Some((self.cached.exit_pinned(p.held())?, operand))
     }
 
-    /// The `PIN` (or `UNPIN`) of every register `p` pins, with nothing cached; wide ones
-    /// written back last, since boxing one may collect big ints, which finds the others in
-    /// the frame.
+    /// The `PIN` (or `UNPIN`) of every register `p` pins, general then float, with nothing
+    /// cached; wide ones written back last, since boxing one may collect big ints, which
+    /// finds the others in the frame.
     fn copies(&self, p: &Pinning, unpin: bool) -> Copies {
         let mut out = Copies::default();
         let registers = p.locals().iter().zip(p.held()).enumerate();
         let last = |held: Held| unpin && held == Held::Wide;
-        let first = registers.clone().filter(|(_, (_, &h))| !last(h));
-        for (r, (&local, &held)) in first.chain(registers.filter(|(_, (_, &h))| last(h))) {
+        let copy = |(r, (&local, &held)): (usize, (&u64, &Held))| {
             let stencil = if unpin {
                 self.cached.unpin(r, held)
             } else {
                 self.cached.pin(r, held)
             };
             let stencil = stencil.expect("pinning::choose checks PIN and UNPIN exist");
-            out.list[out.len] = LoweredInstance::copy(stencil, local);
-            out.len += 1;
+            LoweredInstance::copy(stencil, local)
+        };
+        for r in registers.clone().filter(|(_, (_, &h))| !last(h)) {
+            out.push(copy(r));
+        }
+        for (q, &local) in p.float_locals().iter().enumerate() {
+            let stencil = match unpin {
+                true => self.cached.unpin_float(q),
+                false => self.cached.pin_float(q),
+            };
+            let stencil = stencil.expect("pinning::choose checks PIN_FLOAT and UNPIN_FLOAT exist");
+            out.push(LoweredInstance::copy(stencil, local));
+        }
+        for r in registers.filter(|(_, (_, &h))| last(h)) {
+            out.push(copy(r));
         }
         out
     }
@@ -642,7 +677,9 @@ impl Backend {
             } else {
                 let copy = inst.local.is_some()
                     && (self.cached.pin_register_of(inst.stencil).is_some()
-                        || self.cached.unpin_register_of(inst.stencil).is_some());
+                        || self.cached.unpin_register_of(inst.stencil).is_some()
+                        || self.cached.pin_float_register_of(inst.stencil).is_some()
+                        || self.cached.unpin_float_register_of(inst.stencil).is_some());
                 let glue = self.cached.spill(entry) == Some(inst.stencil)
                     || self.cached.boxing(entry).map(|b| b.0) == Some(inst.stencil);
                 // A LINK reads the pinned slot of an EXIT_TRACE's exit.

@@ -12,7 +12,7 @@
 
 use crate::cached::{CacheState, CachedOps, Kind, STATES};
 use crate::ops;
-use crate::pinning::{Held, Pinning, PIN_REGS};
+use crate::pinning::{Held, Pinning, FLOAT_PIN_REGS, PIN_REGS};
 use crate::trace::Trace;
 
 /// A member packed as its stencil index times 256 plus its exit state's bits; [`NONE`]
@@ -42,6 +42,8 @@ pub(super) struct MemberRows {
     by_op: Vec<u32>,
     /// By op id, by pinned register, by [`Held`]: the row of its members on that register.
     pinned: Vec<[[u32; Held::COUNT]; PIN_REGS]>,
+    /// By op id, by pinned float register: the row of its members on that register.
+    float_pinned: Vec<[u32; FLOAT_PIN_REGS]>,
     /// By op id: (depth operand, row) for the depths it has members compiled for, each row
     /// those members where they exist and the op's own elsewhere (as the lowering looked
     /// them up: the depth's member first).
@@ -70,6 +72,13 @@ impl MemberRows {
                 }
             }
             out.pinned.push(pinned);
+            let mut float_pinned = [EMPTY_ROW; FLOAT_PIN_REGS];
+            if cached.has_float_pinned(op) {
+                for (q, slot) in float_pinned.iter_mut().enumerate() {
+                    *slot = out.add(|s, kind| cached.float_pinned_member(op, q, s, kind));
+                }
+            }
+            out.float_pinned.push(float_pinned);
         }
         out.at_depth = vec![Vec::new(); n_ops as usize];
         for stencil in 0..stencils {
@@ -125,6 +134,9 @@ impl MemberRows {
         let u = &trace.uops[i];
         let op = u.op as usize;
         if let Some(p) = pinning {
+            if let Some(q) = p.float_register_of(i) {
+                return self.float_pinned.get(op).map_or(EMPTY_ROW, |by| by[q]);
+            }
             if let Some(r) = p.register_of(i) {
                 let held = p.held()[r].index();
                 return self.pinned.get(op).map_or(EMPTY_ROW, |by| by[r][held]);
@@ -185,6 +197,10 @@ mod tests {
                             let pinned = cached.pinned_member(op, r, held, s, kind);
                             assert_eq!(rows.member(row, s, kind), pinned, "op {op} on {r}");
                         }
+                    }
+                    for (q, &row) in rows.float_pinned[op as usize].iter().enumerate() {
+                        let pinned = cached.float_pinned_member(op, q, s, kind);
+                        assert_eq!(rows.member(row, s, kind), pinned, "op {op} on q{q}");
                     }
                     for &(depth, row) in &rows.at_depth[op as usize] {
                         depths += 1;

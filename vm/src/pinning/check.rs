@@ -1,13 +1,17 @@
 //! [`check`]: proves that a lowering keeps the pinned-register protocol, from the stencils it
 //! chose alone (see the parent module's documentation).
 
-use super::{exit_pins, merged_block, pinned_local, Held, PIN_REGS};
+use super::{exit_pins, merged_block, pinned_local, Held, FLOAT_PIN_REGS, PIN_REGS};
 use crate::jit::{CachedOps, LoweredId, LoweredInstance, Lowering};
 use crate::ops;
 use crate::trace::Trace;
 
-/// Which pinned registers hold a local, which, and how: `live[k] = Some((local, held))`.
-type Live = [Option<(u64, Held)>; PIN_REGS];
+/// Which pinned registers hold a local, which, and how: `live[k] = Some((local, held))`,
+/// general registers first, then the float ones (held boxed: their locals' bits).
+type Live = [Option<(u64, Held)>; REGS];
+
+/// The pinned registers, general and float.
+const REGS: usize = PIN_REGS + FLOAT_PIN_REGS;
 
 /// Checks that `lowering` of `trace` keeps the pinned-register protocol, from the stencils
 /// it chose alone: a pinned member or `UNPIN` of register k runs only where k holds its
@@ -21,8 +25,8 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
     let fail = |k: usize, what: String| Err(format!("lowered instance {}: {what}", LoweredId(k)));
     let all_pinned = all_pinned(lowering);
     // Liveness along fall-through edges; stubs are entered by exits only.
-    let mut live_at: Vec<Live> = vec![[None; PIN_REGS]; n];
-    let mut live: Live = [None; PIN_REGS];
+    let mut live_at: Vec<Live> = vec![[None; REGS]; n];
+    let mut live: Live = [None; REGS];
     for (k, inst) in lowering.instances.iter().enumerate() {
         let falls_in = k > 0 && falls_through_instance(trace, &lowering.instances[k - 1]);
         if !falls_in {
@@ -69,7 +73,13 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             // Written back: from here on the frame holds the local again.
             live[r] = None;
         }
-        if let Some((r, held)) = cached.pinned_register_and_held_of(inst.stencil) {
+        let on_register = cached
+            .pinned_register_and_held_of(inst.stencil)
+            .or_else(|| {
+                let q = cached.float_pinned_register_of(inst.stencil)?;
+                Some((PIN_REGS + q, Held::Boxed))
+            });
+        if let Some((r, held)) = on_register {
             let u = inst.uop.map(|u| trace.uops[u]);
             let local = u.as_ref().and_then(pinned_local);
             if local.is_none_or(|l| live[r] != Some((l, held))) {
@@ -84,7 +94,7 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
             );
         }
         if !falls_through_instance(trace, inst) {
-            live = [None; PIN_REGS];
+            live = [None; REGS];
         }
     }
     for (k, inst) in lowering.instances.iter().enumerate() {
@@ -117,7 +127,18 @@ pub fn check(trace: &Trace, lowering: &Lowering, cached: &CachedOps) -> Result<(
 
 /// What every register holds while `lowering`'s pinning is live.
 fn all_pinned(lowering: &Lowering) -> Live {
-    let mut all: Live = [None; PIN_REGS];
+    let mut all = general_pinned(lowering);
+    let floats = lowering.pinned_floats.locals().iter();
+    for (q, &local) in floats.enumerate().take(FLOAT_PIN_REGS) {
+        all[PIN_REGS + q] = Some((local, Held::Boxed));
+    }
+    all
+}
+
+/// What the general registers hold while `lowering`'s pinning is live (what a whole exit
+/// stub writes back).
+fn general_pinned(lowering: &Lowering) -> Live {
+    let mut all: Live = [None; REGS];
     for (r, &local) in lowering.pinned.iter().enumerate().take(PIN_REGS) {
         all[r] = Some((
             local,
@@ -132,10 +153,10 @@ fn all_pinned(lowering: &Lowering) -> Live {
 /// (`CachedOps::exit_pinned`, which writes back what [`Lowering::exit_pins`] says: the
 /// lowering's pinning).
 fn written_back(lowering: &Lowering, k: usize, cached: &CachedOps) -> Live {
-    let mut written: Live = [None; PIN_REGS];
+    let mut written: Live = [None; REGS];
     let whole = lowering.instances.get(k);
     if whole.is_some_and(|i| cached.is_exit_pinned(i.stencil)) {
-        return all_pinned(lowering);
+        return general_pinned(lowering);
     }
     let mut j = k;
     if lowering
@@ -159,11 +180,17 @@ fn falls_through_instance(trace: &Trace, inst: &LoweredInstance) -> bool {
 }
 
 fn pin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, Held))> {
-    let (r, held) = cached.pin_register_of(inst.stencil)?;
+    let (r, held) = cached.pin_register_of(inst.stencil).or_else(|| {
+        let q = cached.pin_float_register_of(inst.stencil)?;
+        Some((PIN_REGS + q, Held::Boxed))
+    })?;
     Some((r, (inst.local?, held)))
 }
 
 fn unpin_of(inst: &LoweredInstance, cached: &CachedOps) -> Option<(usize, (u64, Held))> {
-    let (r, held) = cached.unpin_register_of(inst.stencil)?;
+    let (r, held) = cached.unpin_register_of(inst.stencil).or_else(|| {
+        let q = cached.unpin_float_register_of(inst.stencil)?;
+        Some((PIN_REGS + q, Held::Boxed))
+    })?;
     Some((r, (inst.local?, held)))
 }

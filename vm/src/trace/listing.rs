@@ -34,6 +34,14 @@ impl Trace {
             .is_some_and(|&t| t == Ty::Int)
     }
 
+    /// Whether a peeled loop's body assumes local `local` a float where it starts.
+    pub fn loop_body_proves_float(&self, local: u64) -> bool {
+        self.loop_body
+            .as_ref()
+            .and_then(|b| b.assumed.get(local as usize))
+            .is_some_and(|&t| t == Ty::Float)
+    }
+
     /// The locals `exit` of this trace leaves with the types a side trace starts from: those
     /// the trace proved there, but a sum its loop body adds into (`ADD_TO_LOCAL_INT`) is
     /// unknown, since the body may hold it wide (vm/src/pinning.rs) and write it back a big

@@ -15,6 +15,7 @@
  * 2.8 % of nbody.vm's run.
  */
 #define CPJIT_PIN_REGS 2
+#define CPJIT_PIN_FLOAT_REGS 4 /* as cached/ops.c: the members' one signature */
 #include "../stencil.h"
 
 /* A whole operand, not a narrow one: on x86-64 a narrow operand is a constant address, which

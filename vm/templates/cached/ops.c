@@ -54,6 +54,10 @@
  * values; BOX converts the cached registers in place (a scaled state into the boxed one of
  * the same depth), and PIN and UNPIN of a scaled pinned register scale and box.
  *
+ * Pinned float locals (PINNED_FLOAT=k, pinned_float.h): LOCAL0 is pinned float register
+ * q<k> (cpjit.h's CPJIT_PIN_FLOAT_REGS 4), holding the local's bits; PIN_FLOAT and
+ * UNPIN_FLOAT (family `vm_pin_float`) copy it as PIN and UNPIN do.
+ *
  * Wide locals (PINNED_SCALED=2): a pinned register holding its local as a raw 64-bit int,
  * for an accumulator whose sum may leave the tagged range; see wide.h. Wide stack values
  * (SCALED=2): cached registers holding raw 64-bit ints, for int arithmetic whose values may
@@ -66,6 +70,8 @@
  * same depth (3, 7: cpjit_settle, in CPJIT_CONTINUE_CACHED).
  */
 #define CPJIT_PIN_REGS 2
+/* Four pinned float registers, q0..q3 (pinned_float.h): every member passes them on. */
+#define CPJIT_PIN_FLOAT_REGS 4
 #include "../stencil.h"
 
 #ifndef SCALED
@@ -129,6 +135,10 @@ CPJIT_CACHE_INLINE uint64_t vm_scale(uint64_t v) {
 #define LOCAL0 VM_PINNED_REG
 #endif
 #endif
+#endif
+
+#ifdef PINNED_FLOAT
+#include "pinned_float.h"
 #endif
 
 CPJIT_DECLARE_SPILLED_TARGET(EXIT);
@@ -264,6 +274,14 @@ vm_case_UNPIN:
 #else
   VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;
 #endif
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+#endif
+#ifdef PINNED_FLOAT
+vm_case_PIN_FLOAT:
+  VM_PINNED_FLOAT_REG = cpjit_bits_float(VM_FRAME_LOCAL(LOCAL0_AT));
+  CPJIT_CONTINUE_CACHED(frame, s, OUT);
+vm_case_UNPIN_FLOAT:
+  VM_FRAME_LOCAL(LOCAL0_AT) = LOCAL0;
   CPJIT_CONTINUE_CACHED(frame, s, OUT);
 #endif
 vm_case_LINK:
