@@ -309,6 +309,7 @@ pub fn pinned_operand(op: u32) -> Option<usize> {
         | op::STORE
         | op::INCREMENT_LOCAL_INT
         | op::INCREMENT_LOCAL_INT_KNOWN
+        | op::INCREMENT_LOCAL_INT_BOUNDED
         | op::ADD_TO_LOCAL_INT
         | op::ADD_FLOAT_LOCAL
         | op::SUB_FLOAT_LOCAL
@@ -382,7 +383,10 @@ impl OpFacts {
             ) || pinned == Some(1),
             increments: matches!(
                 op,
-                op::INCREMENT_LOCAL_INT | op::INCREMENT_LOCAL_INT_KNOWN | op::ADD_TO_LOCAL_INT
+                op::INCREMENT_LOCAL_INT
+                    | op::INCREMENT_LOCAL_INT_KNOWN
+                    | op::INCREMENT_LOCAL_INT_BOUNDED
+                    | op::ADD_TO_LOCAL_INT
             ),
             other_locals,
         }

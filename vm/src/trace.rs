@@ -17,8 +17,10 @@
 //! `fusion` for typed binary ops, `multiply` for a multiplication by a constant, `inlined`
 //! for inlined calls), all on the state of
 //! `projector`; `peel` projects a loop's body again; `exits` appends the exit stubs;
+//! `bounded` drops the overflow check of increments that guards before them prove in range;
 //! `listing` is what the VM asks of a trace afterwards.
 
+mod bounded;
 mod convert;
 mod divide;
 mod exits;
@@ -269,7 +271,9 @@ pub fn project(
         End::JumpTop => peel::peel(&mut p, &mut |p| pass::pass(p, &path))?,
         _ => None,
     };
-    exits::finish(p, &path, loop_body)
+    let mut trace = exits::finish(p, &path, loop_body)?;
+    bounded::mark(&mut trace);
+    Ok(trace)
 }
 
 /// Small recorded paths for the recognisers' unit tests.

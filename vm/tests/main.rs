@@ -4,6 +4,7 @@
 //! matrix builds (`autotests = false` in `Cargo.toml`: add a new file here).
 
 mod bigints;
+mod bounded_increments;
 mod cache_states;
 mod calls;
 mod common;

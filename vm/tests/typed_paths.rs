@@ -783,26 +783,6 @@ end
     }
 }
 
-/// Counts the steps of `i` from `start` until `i <cmp> bound` fails, `bound` a constant.
-fn bounded_count(start: i64, cmp: &str, bound: i64) -> String {
-    format!(
-        "func main()
-  locals i n
-  const {start}; store i
-  const 0; store n
-loop:
-  load i; const {bound}; {cmp}; jump_if_false done
-  load i; const 1; add; store i
-  load n; const 1; add; store n
-  jump loop
-done:
-  load n; print
-  const none; return
-end
-"
-    )
-}
-
 #[test]
 fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_limits() {
     const MAX: i64 = (1 << 47) - 1;
@@ -816,7 +796,7 @@ fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_lim
         (-30, "ne", 0, 30, op::NE_INT_CONST_GUARD_TRUE),
         (MIN, "ne", MIN + 25, 25, op::NE_INT_CONST_GUARD_TRUE),
     ] {
-        let text = bounded_count(start, cmp, bound);
+        let text = common::counting_loop(start, cmp, bound, 1);
         let what = format!("{start} {cmp} {bound}");
         assert_every_mode(&text, Some(steps.into()), "", &what);
         assert!(

@@ -115,6 +115,27 @@ pub fn agree_with(
     (reference.unwrap(), jit_stats.unwrap())
 }
 
+/// A program that counts the steps of `i` from `start` by `step` until `i <cmp> bound`
+/// fails, `bound` a constant, and prints the count.
+pub fn counting_loop(start: i64, cmp: &str, bound: i64, step: i64) -> String {
+    format!(
+        "func main()
+  locals i n
+  const {start}; store i
+  const 0; store n
+loop:
+  load i; const {bound}; {cmp}; jump_if_false done
+  load i; const {step}; add; store i
+  load n; const 1; add; store n
+  jump loop
+done:
+  load n; print
+  const none; return
+end
+"
+    )
+}
+
 /// `examples/{name}.{ext}` (`ext` "vm" for the program, "expected" for its output).
 pub fn example(name: &str, ext: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,0 +1,167 @@
+//! Increments proved in range: an `INCREMENT_LOCAL_INT_KNOWN` of local `l` by a constant `c`
+//! becomes `INCREMENT_LOCAL_INT_BOUNDED` (no overflow check, no exit) where a guard earlier
+//! in the same straight stretch of the trace compared `l` with a constant on the side `c`
+//! moves it away from, and nothing between changed `l`: after `j >= 0`, `j - 1` is at least
+//! -1; after `i < n` (n a constant), `i + 1` is at most n. An insertion sort's shift loop
+//! (`while j >= 0 and xs[j] > v: ...; j -= 1`) loses one of the 7 compare-and-branch pairs
+//! an iteration that bounded its speed, a counted loop (`while i < n: ...; i += 1`) its
+//! increment's overflow check.
+
+use super::Trace;
+use crate::abi::Inst;
+use crate::ops::{self, op};
+use crate::pinning::pinned_operand;
+
+/// The tagged int range (48 bits).
+const INT_MIN: i64 = -(1 << 47);
+const INT_MAX: i64 = (1 << 47) - 1;
+
+/// What the guards seen so far in a stretch prove of one local: `lower <= l <= upper`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Bounds {
+    lower: Option<i64>,
+    upper: Option<i64>,
+}
+
+/// The bounds guard `guard` (a compare of the value just pushed with a constant) proves of
+/// that value where the trace goes on past it.
+fn proved_by(guard: &Inst) -> Option<Bounds> {
+    use op::*;
+    // ARG1: the constant times 2**16.
+    let k = (guard.arg1 as i64) >> 16;
+    let (lower, upper) = match guard.op {
+        LT_INT_CONST_GUARD_TRUE | GE_INT_CONST_GUARD_FALSE => (None, k.checked_sub(1)),
+        LE_INT_CONST_GUARD_TRUE | GT_INT_CONST_GUARD_FALSE => (None, Some(k)),
+        GT_INT_CONST_GUARD_TRUE | LE_INT_CONST_GUARD_FALSE => (k.checked_add(1), None),
+        GE_INT_CONST_GUARD_TRUE | LT_INT_CONST_GUARD_FALSE => (Some(k), None),
+        EQ_INT_CONST_GUARD_TRUE | NE_INT_CONST_GUARD_FALSE => (Some(k), Some(k)),
+        _ => return None,
+    };
+    Some(Bounds { lower, upper })
+}
+
+/// Whether micro-op `u` may change local `local`: it names it, other than as what a load
+/// pushes or an item op's index (both only read it).
+fn may_change(u: &Inst, local: u64) -> bool {
+    let info = ops::info(u.op);
+    let reads_only = |k: usize| match k {
+        0 => matches!(u.op, op::LOAD | op::LOAD_INT | op::LOAD_INT_FLOAT),
+        _ => pinned_operand(u.op) == Some(1),
+    };
+    info.operands.iter().take(2).enumerate().any(|(k, kind)| {
+        *kind == ops::OperandKind::Local && [u.arg0, u.arg1][k] == local && !reads_only(k)
+    })
+}
+
+/// Turns every increment of `trace` that its guards prove in range into
+/// `INCREMENT_LOCAL_INT_BOUNDED` (see the module doc). A stretch ends at every micro-op
+/// another jumps or exits to (it is entered from elsewhere, knowing nothing) and after every
+/// micro-op that does not fall through.
+pub(super) fn mark(trace: &mut Trace) {
+    let n = trace.uops.len();
+    let mut entered = vec![false; n];
+    for u in &trace.uops {
+        let info = ops::info(u.op);
+        if (info.jumps || info.exits) && (u.target as usize) < n {
+            entered[u.target as usize] = true;
+        }
+    }
+    // By local: its bounds in the current stretch (a trace names a handful of locals).
+    let mut known: Vec<(u64, Bounds)> = Vec::new();
+    let mut falls_in = false;
+    for (i, &entered_here) in entered.iter().enumerate() {
+        if entered_here || !falls_in {
+            known.clear();
+        }
+        let u = trace.uops[i];
+        falls_in = crate::jit::falls_through(u.op);
+        if u.op == op::INCREMENT_LOCAL_INT_KNOWN {
+            let c = (u.arg1 as i64) >> 16;
+            let bounds = known.iter().find(|k| k.0 == u.arg0).map(|k| k.1);
+            if bounds.is_some_and(|b| in_range(b, c)) {
+                trace.uops[i].op = op::INCREMENT_LOCAL_INT_BOUNDED;
+            }
+        }
+        known.retain(|k| !may_change(&u, k.0));
+        let pushed = i.checked_sub(1).map(|p| trace.uops[p]);
+        if let (Some(load), Some(b)) = (pushed, proved_by(&u)) {
+            if load.op == op::LOAD_INT && !entered_here {
+                known.retain(|k| k.0 != load.arg0);
+                known.push((load.arg0, b));
+            }
+        }
+    }
+}
+
+/// Whether a local within `b` plus `c` stays in the tagged int range.
+fn in_range(b: Bounds, c: i64) -> bool {
+    match c {
+        0.. => b
+            .upper
+            .and_then(|u| u.checked_add(c))
+            .is_some_and(|s| s <= INT_MAX),
+        _ => b
+            .lower
+            .and_then(|l| l.checked_add(c))
+            .is_some_and(|s| s >= INT_MIN),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{function, records};
+    use super::super::{project, End};
+    use crate::abi::{TYPE_INT, TYPE_NONE};
+    use crate::ops::{self, op};
+
+    /// The body of a peeled loop `while i CMP k: i += c` (i proved an int), as op names.
+    fn body(cmp: &str, k: i64, c: i64) -> Vec<&'static str> {
+        let text = format!(
+            "loop:\n  load i; const {k}; {cmp}; jump_if_false done\n  load i; const {c}; add; store i\n  jump loop\ndone:"
+        );
+        let prog = function("i", &text);
+        let f = &prog.functions[prog.main];
+        let ints = [TYPE_INT, TYPE_INT, TYPE_NONE];
+        let rs = records(0..9, &[(2, ints), (6, ints)]);
+        let trace = project(f, &f.code, &rs, End::JumpTop, &[], None, None).unwrap();
+        let start = trace.loop_body_start().expect("a peeled loop");
+        trace.uops[start..trace.body_len]
+            .iter()
+            .map(|u| ops::info(u.op).name)
+            .collect()
+    }
+
+    #[test]
+    fn a_guarded_counter_is_incremented_without_an_overflow_check() {
+        let bounded = ops::info(op::INCREMENT_LOCAL_INT_BOUNDED).name;
+        // Up below a constant, down from at least one.
+        assert!(
+            body("lt", 1000, 1).contains(&bounded),
+            "{:?}",
+            body("lt", 1000, 1)
+        );
+        assert!(
+            body("ge", 0, -1).contains(&bounded),
+            "{:?}",
+            body("ge", 0, -1)
+        );
+        assert!(body("gt", 0, -3).contains(&bounded));
+        assert!(body("le", 5, 2).contains(&bounded));
+    }
+
+    #[test]
+    fn an_increment_the_guard_does_not_bound_keeps_its_check() {
+        let checked = ops::info(op::INCREMENT_LOCAL_INT_KNOWN).name;
+        // The guard bounds the other side, or the sum may leave the range.
+        for (cmp, k, c) in [
+            ("lt", 1000, -1),
+            ("ge", 0, 1),
+            ("ne", 7, 1),
+            ("lt", (1 << 47) - 1, 2),
+            ("ge", -(1 << 47), -1),
+        ] {
+            let names = body(cmp, k, c);
+            assert!(names.contains(&checked), "{cmp} {k} {c}: {names:?}");
+        }
+    }
+}
