@@ -56,7 +56,7 @@ fn upper_bound(u: &Inst) -> Option<i64> {
 /// `body` of `trace` (its first micro-op to its last, merged branches included; its first
 /// back edge ends the main path), 0 where the body does not keep it in the tagged range as
 /// the module doc says: the local is named only by `LOAD_INT` and one
-/// `INCREMENT_LOCAL_INT_KNOWN` by a positive constant on the main path, after a `LOAD_INT`
+/// `INCREMENT_LOCAL_INT_KNOWN` (or `_BOUNDED`) by a positive constant on the main path, after a `LOAD_INT`
 /// of it compared with a constant that bounds it so that the increment stays tagged.
 pub fn wide_counter_gain(trace: &Trace, body: RangeInclusive<usize>, local: u64) -> usize {
     if !trace.loop_body_proves_int(local) {
@@ -118,7 +118,11 @@ fn bounded(uops: &[Inst], local: u64) -> bool {
         }
         match u.op {
             op::LOAD_INT => {}
-            op::INCREMENT_LOCAL_INT_KNOWN if increment.is_none() && k < main_end => {
+            // (An increment a guard of its stretch bounds is BOUNDED, vm/src/trace/bounded.rs;
+            // the loop's bound below is what holding it wide needs either way.)
+            op::INCREMENT_LOCAL_INT_KNOWN | op::INCREMENT_LOCAL_INT_BOUNDED
+                if increment.is_none() && k < main_end =>
+            {
                 let step = scaled_int(u.arg1);
                 if step <= 0 {
                     return false;
@@ -210,6 +214,12 @@ mod tests {
             ]
         };
         assert!(bounded(&body(max, 1), I));
+        let mut proved = body(max, 1);
+        proved[4].op = op::INCREMENT_LOCAL_INT_BOUNDED;
+        assert!(
+            bounded(&proved, I),
+            "an increment trace/bounded.rs proved counts too"
+        );
         assert!(!bounded(&body(max, 2), I));
         assert!(bounded(&body(max - 6, 7), I));
         assert!(!bounded(&body(1000, -1), I), "a negative step");
