@@ -1,15 +1,15 @@
 //! No page of the process is ever writable and executable at once, data pages are not
 //! executable, and no mapping of a JIT's code is writable except a keyed alias that only a
-//! thread inside a write window may write: checked in `/proc/self/smaps` after every state
-//! change, counting what each check saw (Linux only; qemu-user emulates the file for the
-//! guest).
+//! thread inside a write window may write: checked in `/proc/self/maps` (keys from
+//! `/proc/self/smaps`) after every state change, counting what each check saw (Linux only;
+//! qemu-user emulates `maps` for the guest).
 #![cfg(target_os = "linux")]
 
 use crate::common;
 use common::{resolve, run, Frame, SET};
 use cpjit_runtime::{Jit, JitOptions};
 
-/// One mapping of `/proc/self/smaps`: its range, permissions, name and protection key (0
+/// One mapping of the process: its range, permissions, name and protection key (0
 /// where the kernel shows none: no keys).
 struct Mapping {
     start: usize,
@@ -19,33 +19,52 @@ struct Mapping {
     key: u32,
 }
 
+/// Every mapping of the process: ranges, permissions and names from `/proc/self/maps`
+/// (which qemu-user emulates for the guest: its `smaps` is the host's, with the emulator's
+/// own read-write-execute translation buffer in it), keys from `/proc/self/smaps` where it
+/// has the same range.
 fn smaps() -> Vec<Mapping> {
-    let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut out: Vec<Mapping> = Vec::new();
-    for line in text.lines() {
-        if let Some(key) = line.strip_prefix("ProtectionKey:") {
-            out.last_mut().unwrap().key = key.trim().parse().unwrap();
-            continue;
-        }
-        let mut fields = line.split_whitespace();
-        let Some((a, b)) = fields.next().and_then(|range| range.split_once('-')) else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-        else {
-            continue; // a `Key: value` line whose key has a dash
-        };
-        let perms = fields.next().unwrap().to_string();
-        let name = fields.nth(3).unwrap_or("").to_string();
-        out.push(Mapping {
-            start,
-            end,
-            perms,
-            name,
-            key: 0,
-        });
+    let keys = keys_by_range();
+    let text = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let mut out: Vec<Mapping> = text.lines().filter_map(mapping_line).collect();
+    for m in &mut out {
+        m.key = keys.get(&(m.start, m.end)).copied().unwrap_or(0);
     }
     out
+}
+
+/// The protection key of each range of `/proc/self/smaps` that shows one.
+fn keys_by_range() -> std::collections::HashMap<(usize, usize), u32> {
+    let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut keys = std::collections::HashMap::new();
+    let mut range = None;
+    for line in text.lines() {
+        if let Some(key) = line.strip_prefix("ProtectionKey:") {
+            keys.insert(range.unwrap(), key.trim().parse().unwrap());
+        } else if let Some(m) = mapping_line(line) {
+            range = Some((m.start, m.end));
+        }
+    }
+    keys
+}
+
+/// A mapping's header line (`start-end perms offset dev inode [name]`), `None` for the
+/// `Key: value` lines of `smaps` (whose keys may have a dash).
+fn mapping_line(line: &str) -> Option<Mapping> {
+    let mut fields = line.split_whitespace();
+    let (a, b) = fields.next()?.split_once('-')?;
+    let (Ok(start), Ok(end)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else {
+        return None;
+    };
+    let perms = fields.next()?.to_string();
+    let name = fields.nth(3).unwrap_or("").to_string();
+    Some(Mapping {
+        start,
+        end,
+        perms,
+        name,
+        key: 0,
+    })
 }
 
 /// What audits checked: mappings, those of JIT code objects, and of those the executable
