@@ -30,10 +30,11 @@
 //! body only adds into (`ADD_TO_LOCAL_INT`: a sum) is held *wide*, a raw 64-bit int
 //! (cached/wide.h), so that a sum leaving the tagged 48 bits stays in its register; its
 //! `UNPIN` makes a big int of it then, after the other registers are written back. A loop
-//! counter the body only loads and increments, and bounds by a compare with a constant, is
-//! held wide too where that saves instructions (`pinning/wide.rs`): its loads onto raw
-//! 64-bit registers are then moves, its bound an immediate and its increment unchecked (a
-//! side trace that increments it does not inherit the registers).
+//! counter the body only loads and increments, every increment proved in range by a guard
+//! before it (`trace/bounded.rs`), is held wide too where that saves instructions
+//! (`pinning/wide.rs`): its loads onto raw 64-bit registers are then moves, its bound an
+//! immediate and its increment unchecked (a side trace that increments it unproved does not
+//! inherit the registers).
 //! The lowering ([`crate::jit::Backend::lower`]) then gives up pinning when a body micro-op
 //! would need an uncached stencil (it would lose the registers). [`check`] proves a lowering
 //! keeps the protocol, independently of how it was made.
@@ -642,10 +643,13 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
         if names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()) {
             return None;
         }
-        // A counter held wide is incremented without an overflow check, which only its loop
-        // body's bound makes safe (pinning/wide.rs): a side trace stepping it keeps it in
-        // the frame.
-        if f.increments && u.op != op::ADD_TO_LOCAL_INT && held_wide(&pins, u.arg0) {
+        // A counter held wide has members for increments proved in range only
+        // (pinning/wide.rs): a side trace stepping it otherwise keeps it in the frame.
+        if f.increments
+            && u.op != op::ADD_TO_LOCAL_INT
+            && !crate::trace::increment_proved_in_range(u)
+            && held_wide(&pins, u.arg0)
+        {
             return None;
         }
     }

@@ -38,6 +38,7 @@ mod projector;
 mod reuse;
 mod stored;
 
+pub(crate) use bounded::increment_proved_in_range;
 pub use divide::{any_magic, division_by, small_magic, DivisorOperands};
 
 use crate::abi::{Inst, Record, TYPE_FLOAT, TYPE_INT, TYPE_LIST};

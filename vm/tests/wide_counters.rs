@@ -1,14 +1,17 @@
 //! Loop counters held wide (vm/src/pinning/wide.rs): a counter the body only loads and
-//! increments, bounded by a compare with a constant, is pinned as a raw 64-bit int where
-//! that saves instructions per iteration, and every mode agrees with Python's result at the
-//! edges of the tagged range: a bound whose last increment would leave it keeps the counter
-//! scaled (its add leaves the trace at 48 bits), and a side trace that inherits the register
-//! and steps the counter past 2**47 writes it back a big int.
+//! increments, every increment proved in range by a compare with a constant before it
+//! (vm/src/trace/bounded.rs), is pinned as a raw 64-bit int where that saves instructions per
+//! iteration, and every mode agrees with Python's result at the edges of the tagged range: a
+//! bound whose last increment would leave it keeps the counter scaled (its add leaves the
+//! trace at 48 bits), a side trace that inherits the register and steps the counter past
+//! 2**47 writes it back a big int, and a side trace keeps the register wide only where its
+//! own increment is proved.
 
 use crate::common;
 
-use common::{agree_with, eager, example, record};
+use common::{agree_with, eager, example, record, Recorder};
 use cpjit_vm::pinning::Held;
+use cpjit_vm::Mode;
 
 const MAX: i128 = (1 << 47) - 1;
 
@@ -132,5 +135,67 @@ fn a_side_trace_stepping_a_wide_counter_past_the_tagged_range_agrees_with_python
         let end: i128 = want.lines().next().unwrap().parse().unwrap();
         assert!(end > MAX, "the loop ends past the tagged range: {end}");
         assert!(stats.side_traces >= 1, "{stats:?}");
+    }
+}
+
+/// `i` from `start` while `i < bound`, by 1, or by `far` instead on every `i` divisible by 97
+/// that a compare of the branch's own, `i < limit`, lets through (a branch rare enough that
+/// the loop's trace is the step by 1 and the far one a side trace); prints i and how often
+/// it went far.
+fn counting_far(start: i128, bound: i128, limit: i128, far: i128) -> (String, String) {
+    let text = format!(
+        "func main()
+  locals i n
+  const 0; store n; const {start}; store i
+loop:
+  load i; const {bound}; lt; jump_if_false done
+  load i; const 97; mod; const 0; eq; jump_if_false step
+  load i; const {limit}; lt; jump_if_false step
+  load n; const 1; add; store n
+  load i; const {far}; add; store i
+  jump loop
+step:
+  load i; const 1; add; store i
+  jump loop
+done:
+  load i; print; load n; print
+  const none; return
+end
+"
+    );
+    let (mut i, mut n) = (start, 0i128);
+    while i < bound {
+        if i % 97 == 0 && i < limit {
+            n += 1;
+            i += far;
+        } else {
+            i += 1;
+        }
+    }
+    (text, format!("{i}\n{n}\n"))
+}
+
+/// A side trace inherits its parent's wide counter only where its own increment of it is one
+/// the trace proved in range (`i < limit` before `i += far`): then it keeps the register,
+/// held wide; where `limit - 1 + far` leaves the tagged range it keeps the counter in the
+/// frame, and every mode agrees with Python either way.
+#[test]
+fn a_side_trace_keeps_a_wide_counter_only_where_its_increment_is_proved() {
+    // Not divisible by 97 where the loop is recorded.
+    let start = MAX - 3_000_000 - (MAX - 3_000_000) % 97 + 50;
+    for (limit, far, inherits) in [(MAX - 1_000, 5, true), (MAX - 1, 5, false)] {
+        let (text, want) = counting_far(start, MAX - 10, limit, far);
+        let (out, stats) = agree_with(&text, eager, |c| c.merge_branches = false);
+        assert_eq!(out, want, "limit {limit} far {far}");
+        assert!(stats.side_traces >= 1, "{stats:?}");
+        let recorder = Recorder::new();
+        let mut config = eager(Mode::Jit);
+        config.merge_branches = false;
+        assert_eq!(recorder.run(&text, config).0, want);
+        let lowerings = recorder.lowerings.borrow();
+        let side_wide = lowerings
+            .iter()
+            .any(|(_, l)| l.inherited && l.pinned_held.contains(&Held::Wide));
+        assert_eq!(side_wide, inherits, "limit {limit} far {far}");
     }
 }

@@ -6,6 +6,11 @@
 //! (`while j >= 0 and xs[j] > v: ...; j -= 1`) loses one of the 7 compare-and-branch pairs
 //! an iteration that bounded its speed, a counted loop (`while i < n: ...; i += 1`) its
 //! increment's overflow check.
+//!
+//! This pass is the one owner of that proof: the op it writes is its verdict, which the
+//! pinning asks through [`increment_proved_in_range`] (a loop counter is held wide only where
+//! every increment of it is proved, vm/src/pinning/wide.rs) instead of proving it again, so
+//! that the two cannot disagree.
 
 use super::Trace;
 use crate::abi::Inst;
@@ -53,14 +58,25 @@ fn may_change(u: &Inst, local: u64) -> bool {
     })
 }
 
+/// Whether micro-op `u` is an increment of an int local that cannot leave the tagged range:
+/// one this pass proved so (see the module doc).
+pub(crate) fn increment_proved_in_range(u: &Inst) -> bool {
+    u.op == op::INCREMENT_LOCAL_INT_BOUNDED
+}
+
 /// Turns every increment of `trace` that its guards prove in range into
-/// `INCREMENT_LOCAL_INT_BOUNDED` (see the module doc). A stretch ends at every micro-op
-/// another jumps or exits to (it is entered from elsewhere, knowing nothing) and after every
-/// micro-op that does not fall through.
+/// `INCREMENT_LOCAL_INT_BOUNDED` (see the module doc).
 pub(super) fn mark(trace: &mut Trace) {
-    let n = trace.uops.len();
+    mark_uops(&mut trace.uops);
+}
+
+/// [`mark`] on micro-ops `uops` (jump and exit targets index them). A stretch ends at every
+/// micro-op another jumps or exits to (it is entered from elsewhere, knowing nothing) and
+/// after every micro-op that does not fall through.
+fn mark_uops(uops: &mut [Inst]) {
+    let n = uops.len();
     let mut entered = vec![false; n];
-    for u in &trace.uops {
+    for u in uops.iter() {
         let info = ops::info(u.op);
         if (info.jumps || info.exits) && (u.target as usize) < n {
             entered[u.target as usize] = true;
@@ -73,17 +89,17 @@ pub(super) fn mark(trace: &mut Trace) {
         if entered_here || !falls_in {
             known.clear();
         }
-        let u = trace.uops[i];
+        let u = uops[i];
         falls_in = crate::jit::falls_through(u.op);
         if u.op == op::INCREMENT_LOCAL_INT_KNOWN {
             let c = (u.arg1 as i64) >> 16;
             let bounds = known.iter().find(|k| k.0 == u.arg0).map(|k| k.1);
             if bounds.is_some_and(|b| in_range(b, c)) {
-                trace.uops[i].op = op::INCREMENT_LOCAL_INT_BOUNDED;
+                uops[i].op = op::INCREMENT_LOCAL_INT_BOUNDED;
             }
         }
         known.retain(|k| !may_change(&u, k.0));
-        let pushed = i.checked_sub(1).map(|p| trace.uops[p]);
+        let pushed = i.checked_sub(1).map(|p| uops[p]);
         if let (Some(load), Some(b)) = (pushed, proved_by(&u)) {
             if load.op == op::LOAD_INT && !entered_here {
                 known.retain(|k| k.0 != load.arg0);
@@ -111,8 +127,134 @@ fn in_range(b: Bounds, c: i64) -> bool {
 mod tests {
     use super::super::testing::{function, records};
     use super::super::{project, End};
-    use crate::abi::{TYPE_INT, TYPE_NONE};
+    use super::{mark_uops, proved_by, Bounds, INT_MAX};
+    use crate::abi::{Inst, TYPE_INT, TYPE_NONE};
     use crate::ops::{self, op};
+
+    /// Micro-op `op` on `arg0`, `arg1`, its exit (if it has one) past the micro-ops of the
+    /// tests (an exit stub, which enters no stretch).
+    fn uop(op: u32, arg0: u64, arg1: u64) -> Inst {
+        Inst {
+            op,
+            target: 1_000,
+            arg0,
+            arg1,
+        }
+    }
+
+    /// An int constant as the ops take it scaled.
+    fn scaled(c: i64) -> u64 {
+        (c << 16) as u64
+    }
+
+    /// Local `I` below: a loop counter.
+    const I: u64 = 3;
+
+    /// A loop body `LOAD_INT i; i < c; LOAD_INT i; POP; i += step; JUMP_TOP`, marked: whether
+    /// its increment is proved.
+    fn proved(body: &mut [Inst]) -> Vec<bool> {
+        mark_uops(body);
+        body.iter()
+            .filter(|u| {
+                u.op == op::INCREMENT_LOCAL_INT_BOUNDED || u.op == op::INCREMENT_LOCAL_INT_KNOWN
+            })
+            .map(super::increment_proved_in_range)
+            .collect()
+    }
+
+    fn counted_loop(c: i64, step: i64) -> Vec<Inst> {
+        vec![
+            uop(op::LOAD_INT, I, 0),
+            uop(op::LT_INT_CONST_GUARD_TRUE, 0, scaled(c)),
+            uop(op::LOAD_INT, I, 0),
+            uop(op::POP, 0, 0),
+            uop(op::INCREMENT_LOCAL_INT_KNOWN, I, scaled(step)),
+            uop(op::JUMP_TOP, 0, 0),
+        ]
+    }
+
+    /// Every compare with a constant bounds the value it pops on the side that passing it
+    /// says, and nothing else does.
+    #[test]
+    fn each_constant_guard_bounds_its_value_on_the_side_it_passes() {
+        let k = 1000;
+        let bounds = |lower, upper| Some(Bounds { lower, upper });
+        let table = [
+            (op::LT_INT_CONST_GUARD_TRUE, bounds(None, Some(k - 1))),
+            (op::GE_INT_CONST_GUARD_FALSE, bounds(None, Some(k - 1))),
+            (op::LE_INT_CONST_GUARD_TRUE, bounds(None, Some(k))),
+            (op::GT_INT_CONST_GUARD_FALSE, bounds(None, Some(k))),
+            (op::GT_INT_CONST_GUARD_TRUE, bounds(Some(k + 1), None)),
+            (op::LE_INT_CONST_GUARD_FALSE, bounds(Some(k + 1), None)),
+            (op::GE_INT_CONST_GUARD_TRUE, bounds(Some(k), None)),
+            (op::LT_INT_CONST_GUARD_FALSE, bounds(Some(k), None)),
+            (op::EQ_INT_CONST_GUARD_TRUE, bounds(Some(k), Some(k))),
+            (op::NE_INT_CONST_GUARD_FALSE, bounds(Some(k), Some(k))),
+            (op::NE_INT_CONST_GUARD_TRUE, None),
+            (op::EQ_INT_CONST_GUARD_FALSE, None),
+            (op::LT_INT_GUARD_TRUE, None),
+        ];
+        for (o, want) in table {
+            assert_eq!(
+                proved_by(&uop(o, 0, scaled(k))),
+                want,
+                "{}",
+                ops::info(o).name
+            );
+        }
+    }
+
+    /// `i < c` before `i += step` proves it exactly when c - 1 + step is a tagged int.
+    #[test]
+    fn an_increment_is_proved_exactly_when_the_bound_plus_the_step_is_tagged() {
+        let max = INT_MAX;
+        assert_eq!(proved(&mut counted_loop(max, 1)), [true]);
+        assert_eq!(proved(&mut counted_loop(max, 2)), [false]);
+        assert_eq!(proved(&mut counted_loop(max - 6, 7)), [true]);
+        assert_eq!(proved(&mut counted_loop(max - 5, 7)), [false]);
+        assert_eq!(
+            proved(&mut counted_loop(1000, -1)),
+            [false],
+            "an upper bound proves no decrement"
+        );
+    }
+
+    /// Only a guard of the same local, in the same stretch, with nothing between that
+    /// changes the local, proves an increment.
+    #[test]
+    fn a_write_an_entry_or_another_local_between_guard_and_increment_breaks_the_proof() {
+        // A second increment: the first one changed i since the guard.
+        let mut twice = counted_loop(1000, 1);
+        twice.insert(4, uop(op::INCREMENT_LOCAL_INT_KNOWN, I, scaled(1)));
+        assert_eq!(proved(&mut twice), [true, false]);
+        // A store of i between.
+        let mut stored = counted_loop(1000, 1);
+        stored[3] = uop(op::STORE, I, 0);
+        assert_eq!(proved(&mut stored), [false]);
+        // The compare after the increment (the next iteration's is another stretch: the
+        // back edge enters the body's start).
+        // LOAD_INT i; i += 1; LOAD_INT i; i < 1000; POP; JUMP_TOP.
+        let mut early = counted_loop(1000, 1);
+        early.swap(1, 4);
+        early.swap(3, 4);
+        assert_eq!(early[3].op, op::LT_INT_CONST_GUARD_TRUE);
+        assert_eq!(proved(&mut early), [false]);
+        // An exit into the micro-op between enters the stretch there, knowing nothing.
+        let mut entered = counted_loop(1000, 1);
+        entered.push(Inst {
+            target: 3,
+            ..uop(op::LT_INT_CONST_GUARD_TRUE, 0, 0)
+        });
+        assert_eq!(proved(&mut entered), [false]);
+        // A guard of another local.
+        let mut other = counted_loop(1000, 1);
+        other[0].arg0 = I + 1;
+        assert_eq!(proved(&mut other), [false]);
+        // A load of i or a list item indexed by it only reads it.
+        let mut read = counted_loop(1000, 1);
+        read[3] = uop(op::GETITEM_LOCALS_KNOWN, 0, I);
+        assert_eq!(proved(&mut read), [true]);
+    }
 
     /// The body of a peeled loop `while i CMP k: i += c` (i proved an int), as op names.
     fn body(cmp: &str, k: i64, c: i64) -> Vec<&'static str> {
