@@ -281,7 +281,7 @@ pub fn project(
 #[cfg(test)]
 mod testing {
     use super::{pass, Path, Projector, Ty};
-    use crate::abi::{Record, TYPE_NONE};
+    use crate::abi::{Inst, Record, TYPE_NONE};
     use crate::ops;
     use crate::parser::{Function, Program};
 
@@ -318,7 +318,37 @@ mod testing {
 
     /// The micro-ops emitted so far, by name.
     pub fn names(p: &Projector<'_>) -> Vec<&'static str> {
-        p.uops.iter().map(|u| ops::info(u.op).name).collect()
+        op_names(&p.uops)
+    }
+
+    /// Micro-ops `uops` by name.
+    pub fn op_names(uops: &[Inst]) -> Vec<&'static str> {
+        uops.iter().map(|u| ops::info(u.op).name).collect()
+    }
+
+    /// The trace of `main` loading `x`, calling `twice(x)` (inlined) and popping the result,
+    /// `x` recorded an int.
+    pub fn inlined_call() -> super::Trace {
+        let text = "func twice(a)\n  load a; load a; add; return\nend\n\
+                    func main()\n  locals x\n  load x; call twice; pop\n  const none; return\nend\n";
+        let prog = crate::parser::parse(text).unwrap();
+        let f = &prog.functions[prog.main];
+        let rs = records(0..3, &[(1, [crate::abi::TYPE_INT, TYPE_NONE, TYPE_NONE])]);
+        let inlining = crate::inline::Inlining::of(&prog);
+        let inliner = super::Inliner {
+            program: &prog,
+            inlining: &inlining,
+        };
+        super::project(
+            f,
+            &f.code,
+            &rs,
+            super::End::Exit(3),
+            &[],
+            None,
+            Some(inliner),
+        )
+        .unwrap()
     }
 
     /// A path over `records` of `func` going on to the record after the last.

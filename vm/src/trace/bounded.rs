@@ -125,7 +125,7 @@ fn in_range(b: Bounds, c: i64) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, records};
+    use super::super::testing::{function, op_names, records};
     use super::super::{project, End};
     use super::{mark_uops, proved_by, Bounds, INT_MAX};
     use crate::abi::{Inst, TYPE_INT, TYPE_NONE};
@@ -267,10 +267,7 @@ mod tests {
         let rs = records(0..9, &[(2, ints), (6, ints)]);
         let trace = project(f, &f.code, &rs, End::JumpTop, &[], None, None).unwrap();
         let start = trace.loop_body_start().expect("a peeled loop");
-        trace.uops[start..trace.body_len]
-            .iter()
-            .map(|u| ops::info(u.op).name)
-            .collect()
+        op_names(&trace.uops[start..trace.body_len])
     }
 
     #[test]

@@ -137,7 +137,7 @@ fn exit_stubs(p: &mut Projector<'_>, loop_start: usize) -> (Vec<u32>, Vec<Vec<Ty
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, records};
+    use super::super::testing::{function, inlined_call, op_names, records};
     use super::super::{project, End};
     use crate::abi::{TYPE_INT, TYPE_NONE};
     use crate::ops::{self, op};
@@ -150,9 +150,8 @@ mod tests {
         let f = &prog.functions[prog.main];
         let rs = records(0..4, &[(2, INTS)]);
         let trace = project(f, &f.code, &rs, End::Exit(4), &[], None, None).unwrap();
-        let names: Vec<_> = trace.uops.iter().map(|u| ops::info(u.op).name).collect();
         assert_eq!(
-            names,
+            op_names(&trace.uops),
             [
                 "LOAD",
                 "LOAD",
@@ -190,17 +189,7 @@ mod tests {
 
     #[test]
     fn a_stub_resuming_at_an_inlined_call_first_cuts_the_stack_back() {
-        let text = "func twice(a)\n  load a; load a; add; return\nend\n\
-                    func main()\n  locals x\n  load x; call twice; pop\n  const none; return\nend\n";
-        let prog = crate::parser::parse(text).unwrap();
-        let f = &prog.functions[prog.main];
-        let rs = records(0..3, &[(1, [TYPE_INT, TYPE_NONE, TYPE_NONE])]);
-        let inlining = crate::inline::Inlining::of(&prog);
-        let inliner = super::super::Inliner {
-            program: &prog,
-            inlining: &inlining,
-        };
-        let trace = project(f, &f.code, &rs, End::Exit(3), &[], None, Some(inliner)).unwrap();
+        let trace = inlined_call();
         let stubs: Vec<_> = trace.uops[trace.body_len..]
             .iter()
             .map(|u| (ops::info(u.op).name, u.arg0))

@@ -179,10 +179,10 @@ fn renumber_calls(mut u: Inst, calls: u64) -> Inst {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, records};
+    use super::super::testing::{function, op_names, records};
     use super::super::{project, End, Ty};
     use crate::abi::{TYPE_INT, TYPE_NONE};
-    use crate::ops::{self, op};
+    use crate::ops::op;
 
     const INTS: [u8; 3] = [TYPE_INT, TYPE_INT, TYPE_NONE];
 
@@ -191,10 +191,6 @@ mod tests {
                         load x; const 2; mod; const 0; eq; jump_if_false odd\n  \
                         load x; const 2; floordiv; store x\n  jump head\n\
                         odd:\n  load x; const 3; mul; const 1; add; store x\n  jump head\ndone:";
-
-    fn names(t: &super::Trace) -> Vec<&'static str> {
-        t.uops.iter().map(|u| ops::info(u.op).name).collect()
-    }
 
     /// The even path as a loop trace and the odd one as a side trace of its exit to `odd`:
     /// (loop, side, the exit).
@@ -265,7 +261,7 @@ mod tests {
         let side_exits = exits(&side.uops[side.body_len..]).len();
         let wanted = exits(&stubs(&looped)).len() - 1 + side_exits;
         assert_eq!(exits(&merged_stubs).len(), wanted);
-        let tail = &names(&merged)[block..merged.body_len];
+        let tail = &op_names(&merged.uops)[block..merged.body_len];
         assert_eq!(
             tail,
             [

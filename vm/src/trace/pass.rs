@@ -216,11 +216,10 @@ fn binary(p: &mut Projector<'_>, path: &Path<'_>, i: usize, inst: Inst) -> Resul
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, names, path, project, projector, records};
-    use super::super::{End, Inliner};
+    use super::super::testing::{
+        function, inlined_call, names, op_names, path, project, projector, records,
+    };
     use crate::abi::{TYPE_BIGINT, TYPE_FLOAT, TYPE_INT, TYPE_LIST, TYPE_NONE};
-    use crate::inline::Inlining;
-    use crate::ops;
 
     const N: u8 = TYPE_NONE;
 
@@ -283,20 +282,11 @@ mod tests {
         // Not inlined: the call, which leaves after it if the callee invalidated executors.
         let ops = project(f, &rs, &[]);
         assert_eq!(ops, ["LOAD", "CALL_JIT", "POP"]);
-        // Inlined: the argument guarded, the body on it, the result in its place.
-        let inlining = Inlining::of(&prog);
-        let inliner = Inliner {
-            program: &prog,
-            inlining: &inlining,
-        };
-        let trace =
-            super::super::project(f, &f.code, &rs, End::Exit(3), &[], None, Some(inliner)).unwrap();
-        let names: Vec<_> = trace.uops[..trace.body_len]
-            .iter()
-            .map(|u| ops::info(u.op).name)
-            .collect();
+        // Inlined (the same program): the argument guarded, the body on it, the result in
+        // its place.
+        let trace = inlined_call();
         assert_eq!(
-            names,
+            op_names(&trace.uops[..trace.body_len]),
             [
                 "LOAD",
                 "GUARD_CALL_DEPTH",

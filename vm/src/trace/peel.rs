@@ -59,10 +59,9 @@ pub(super) fn peel<'a>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{function, records};
+    use super::super::testing::{function, op_names, records};
     use super::super::{project, End};
     use crate::abi::{TYPE_INT, TYPE_NONE};
-    use crate::ops;
 
     #[test]
     fn a_peeled_loop_guards_in_its_preamble_only() {
@@ -72,12 +71,8 @@ mod tests {
         let ints = [TYPE_INT, TYPE_INT, TYPE_NONE];
         let rs = records(0..9, &[(2, ints), (6, ints)]);
         let trace = project(f, &f.code, &rs, End::JumpTop, &[], None, None).unwrap();
-        let names: Vec<_> = trace.uops[..trace.body_len]
-            .iter()
-            .map(|u| ops::info(u.op).name)
-            .collect();
         assert_eq!(
-            names,
+            op_names(&trace.uops[..trace.body_len]),
             [
                 "LOAD",
                 "LOAD",
