@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{eager, record, run_traced, MODES};
+use common::{assert_every_mode, record};
 use cpjit_vm::ops::op;
 
 /// Tagged ints' limits.
@@ -56,13 +56,7 @@ fn a_product_by_a_constant_crosses_the_tagged_range_exactly_in_every_mode() {
         let text = times_constant(a, c);
         let sum: i128 = (0..30).map(|i| i * i128::from(c)).sum();
         let want = format!("{sum}\n{}\n", i128::from(a) * i128::from(c));
-        for mode in MODES {
-            assert_eq!(
-                run_traced(&text, eager(mode)),
-                want,
-                "{a} * {c} in {mode:?}"
-            );
-        }
+        assert_every_mode(&text, Ok(&want), &format!("{a} * {c}"));
         let ops = record(&text).0.ops();
         assert!(ops.contains(&op::MUL_INT_CONST), "{a} * {c}: {ops:?}");
         assert!(!ops.contains(&op::MUL_INT), "{a} * {c}: {ops:?}");
@@ -100,13 +94,7 @@ fn a_wide_product_by_a_constant_leaves_64_bits_exactly_in_every_mode() {
         let text = doubling(n, c);
         let sum: i128 = (0..n).map(|i| 9 + (1i128 << i) * i128::from(c)).sum();
         let want = format!("{sum}\n");
-        for mode in MODES {
-            assert_eq!(
-                run_traced(&text, eager(mode)),
-                want,
-                "{n} doublings in {mode:?}"
-            );
-        }
+        assert_every_mode(&text, Ok(&want), &format!("{n} doublings"));
         let (recorder, out) = record(&text);
         assert_eq!(out, want);
         assert!(recorder.ops().contains(&op::MUL_INT_CONST), "{n} doublings");

@@ -24,7 +24,7 @@
 
 use crate::common;
 
-use common::{eager, run_traced, MODES};
+use common::{assert_every_mode, eager, run_traced};
 use cpjit_vm::jit::{Backend, CompiledTrace, TraceCompiler};
 use cpjit_vm::ops::op;
 use cpjit_vm::trace::Trace;
@@ -172,9 +172,7 @@ fn expected() -> String {
 #[test]
 fn constant_divisions_are_shifts_masks_and_multiplications_with_floor_semantics_in_every_mode() {
     let want = expected();
-    for mode in MODES {
-        assert_eq!(run_traced(PROGRAM, eager(mode)), want, "{mode:?}");
-    }
+    assert_every_mode(PROGRAM, Ok(&want), "the divisions");
     let (recording, out) = record(PROGRAM);
     assert_eq!(out, want);
     let ops = recording.ops.borrow();
@@ -263,13 +261,7 @@ fn a_local_that_changes_type_after_peeling_fails_the_preamble_guard_in_every_mod
             ),
             "change at {change}"
         );
-        for mode in MODES {
-            assert_eq!(
-                run_traced(&text, eager(mode)),
-                want,
-                "{mode:?}, change at {change}"
-            );
-        }
+        assert_every_mode(&text, Ok(&want), &format!("change at {change}"));
         let (recording, out) = record(&text);
         assert_eq!(out, want);
         // With iterations left after the change, the failing guard grows a side trace.
@@ -319,9 +311,7 @@ fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_
         g(-(1 << 47)),
         g((1 << 47) - 1)
     );
-    for mode in MODES {
-        assert_eq!(run_traced(CALLS, eager(mode)), want, "{mode:?}");
-    }
+    assert_every_mode(CALLS, Ok(&want), "the calls");
     let (recording, out) = record(CALLS);
     assert_eq!(out, want);
     let traces = recording.traces.borrow();
@@ -335,21 +325,13 @@ fn a_dividend_of_unknown_type_is_guarded_before_the_fused_division_and_exits_at_
     assert!(ops.contains(&op::MOD_INT_BY), "{ops:?}");
 }
 
-/// Runs `text` in every mode: it prints `want`, Python's result (an int beyond the tagged
+/// [`assert_every_mode`] for a program printing one int: it prints `want`, Python's result (an int beyond the tagged
 /// range is a big int: the typed op leaves the trace and the interpreter's generic op makes
 /// it, and a result back in range is tagged again), or, for `None`, raises an error whose
 /// message contains `error`.
-fn assert_every_mode(text: &str, want: Option<i128>, error: &str, what: &str) {
-    for mode in MODES {
-        let out = run_traced(text, eager(mode));
-        match want {
-            Some(v) => assert_eq!(out, format!("{v}\n"), "{what} in {mode:?}"),
-            None => assert!(
-                out.contains(error),
-                "{what} in {mode:?} should raise {error}: {out}"
-            ),
-        }
-    }
+fn assert_every_mode_prints_int(text: &str, want: Option<i128>, error: &str, what: &str) {
+    let printed = want.map(|v| format!("{v}\n"));
+    assert_every_mode(text, printed.as_deref().ok_or(error), what);
 }
 
 /// Whether jit mode compiles `text` into traces that use micro-op `id`.
@@ -410,7 +392,7 @@ fn int_add_sub_and_mul_cross_the_tagged_range_exactly_in_every_mode() {
     for (op, exact, a, b) in cases {
         let text = limits_program(op, a, b);
         let what = format!("{op} {a} {b}");
-        assert_every_mode(&text, Some(exact(a.into(), b.into())), "", &what);
+        assert_every_mode_prints_int(&text, Some(exact(a.into(), b.into())), "", &what);
         // The compiled `f` is the one that computes it.
         let typed = match op {
             "add" => op::ADD_INT,
@@ -461,7 +443,7 @@ fn a_local_incremented_by_a_constant_crosses_the_range_limits_exactly_in_every_m
         let text = increments(start, c);
         let i = i128::from(start) + 20 * i128::from(c);
         let what = format!("{start} + 20 x {c}");
-        assert_every_mode(&text, Some(i), "", &what);
+        assert_every_mode_prints_int(&text, Some(i), "", &what);
         if compiled {
             assert!(
                 compiles_with(&text, op::INCREMENT_LOCAL_INT_KNOWN),
@@ -519,7 +501,7 @@ fn a_local_accumulating_another_crosses_the_range_limits_exactly_in_every_mode()
             let text = accumulates(start, t, swapped);
             let s = i128::from(start) + 20 * i128::from(t);
             let what = format!("{start} + 20 x {t} (swapped: {swapped})");
-            assert_every_mode(&text, Some(s), "", &what);
+            assert_every_mode_prints_int(&text, Some(s), "", &what);
             assert_eq!(
                 compiles_with(&text, op::ADD_TO_LOCAL_INT),
                 compiled,
@@ -564,7 +546,7 @@ fn an_accumulated_expression_leaves_at_its_statement_when_it_overflows_inside() 
                 .map(|i| (i * i128::from(c)).rem_euclid(3))
                 .sum::<i128>();
         let text = accumulates_an_expression(c);
-        assert_every_mode(&text, Some(s), "", &format!("c = {c}"));
+        assert_every_mode_prints_int(&text, Some(s), "", &format!("c = {c}"));
         assert!(
             compiles_with(&text, op::ADD_TO_LOCAL_INT),
             "c = {c}: no in-place add"
@@ -604,7 +586,7 @@ fn an_inlined_call_accumulated_into_a_local_reads_its_argument_from_the_callers_
     for c in [3, MAX / 13 + 1] {
         let s: i128 = 5 + (0..20i128).map(|i| i * i128::from(c) + i).sum::<i128>();
         let text = accumulates_a_call(c);
-        assert_every_mode(&text, Some(s), "", &format!("c = {c}"));
+        assert_every_mode_prints_int(&text, Some(s), "", &format!("c = {c}"));
         let (recording, _) = record(&text);
         let traces = recording.traces.borrow();
         let body = traces
@@ -654,7 +636,7 @@ fn a_list_item_of_locals_proved_a_list_and_an_int_checks_only_the_bounds_in_ever
     for (end, want) in [(3, Some(140)), (2, Some(100)), (4, None)] {
         let text = indexing(end);
         let what = format!("to {end}");
-        assert_every_mode(&text, want, "IndexError", &what);
+        assert_every_mode_prints_int(&text, want, "IndexError", &what);
         assert!(compiles_with(&text, op::GETITEM_INT_LOCALS_KNOWN), "{what}");
     }
 }
@@ -686,9 +668,7 @@ end
 
 #[test]
 fn a_side_trace_starts_from_the_local_types_its_parent_proved_at_the_exit() {
-    for mode in MODES {
-        assert_eq!(run_traced(FLIPPING, eager(mode)), "60\n", "{mode:?}");
-    }
+    assert_every_mode(FLIPPING, Ok("60\n"), "flipping");
     // (Side traces linked: merged into the loop, those of the body's exits are blocks of it.)
     let recording = recording();
     let unmerged = cpjit_vm::Config {
@@ -774,7 +754,7 @@ end
             s += if fall_through { 1 } else { x };
         }
         let what = format!("x % {k} {cmp} 0, {jump}");
-        assert_every_mode(&text, Some(s.into()), "", &what);
+        assert_every_mode_prints_int(&text, Some(s.into()), "", &what);
         assert!(
             compiles_with(&text, op::GUARD_POW2_MULTIPLE)
                 || compiles_with(&text, op::GUARD_POW2_NOT_MULTIPLE),
@@ -798,7 +778,7 @@ fn an_int_compared_with_a_constant_is_one_guard_and_keeps_the_order_near_the_lim
     ] {
         let text = common::counting_loop(start, cmp, bound, 1);
         let what = format!("{start} {cmp} {bound}");
-        assert_every_mode(&text, Some(steps.into()), "", &what);
+        assert_every_mode_prints_int(&text, Some(steps.into()), "", &what);
         assert!(
             compiles_with(&text, fused),
             "{what}: no constant compare guard"
@@ -876,16 +856,7 @@ fn a_list_item_stored_from_a_pure_expression_leaves_at_its_statement_in_every_mo
         let text = item_stores(end, c, reads);
         let what = format!("to {end}, c = {c}, reads: {reads}");
         let want = stored_items(end, c, reads);
-        for mode in MODES {
-            let out = run_traced(&text, eager(mode));
-            match &want {
-                Ok(items) => assert_eq!(&out, items, "{what} in {mode:?}"),
-                Err(error) => assert!(
-                    out.contains(error),
-                    "{what} in {mode:?} should raise {error}: {out}"
-                ),
-            }
-        }
+        assert_every_mode(&text, want.as_deref().map_err(|e| *e), &what);
         let (recording, _) = record(&text);
         let ops = recording.ops.borrow();
         assert!(

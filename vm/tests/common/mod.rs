@@ -84,6 +84,22 @@ pub fn eager(mode: Mode) -> Config {
 
 pub const MODES: [Mode; 3] = [Mode::Interp, Mode::Uops, Mode::Jit];
 
+/// Checks that `text`, run with eager tier-up, does in every mode what `want` says: prints
+/// exactly `Ok(output)` (the traceback included, [`render`]), or stops with an error whose
+/// rendering holds `Err(error)`. `what` names the case in a failure.
+pub fn assert_every_mode(text: &str, want: Result<&str, &str>, what: &str) {
+    for mode in MODES {
+        let out = run_traced(text, eager(mode));
+        match want {
+            Ok(printed) => assert_eq!(out, printed, "{what} in {mode:?}"),
+            Err(error) => assert!(
+                out.contains(error),
+                "{what} in {mode:?} should raise {error}: {out}"
+            ),
+        }
+    }
+}
+
 /// Runs `text` in every mode, each with `base(mode)` changed by `adjust`; checks that all
 /// modes render the same (output, error, traceback) and leave no frame behind; returns that
 /// rendering and the JIT's statistics.
