@@ -154,6 +154,12 @@ impl Pins {
         &self.held[..self.len as usize]
     }
 
+    /// Whether a general register holds local `local` wide.
+    pub fn holds_wide(&self, local: u64) -> bool {
+        let at = self.locals().iter().position(|&l| l == local);
+        at.is_some_and(|r| self.held()[r] == Held::Wide)
+    }
+
     /// How many general registers hold a local.
     pub fn len(&self) -> usize {
         self.len as usize
@@ -648,7 +654,7 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
         if f.increments
             && u.op != op::ADD_TO_LOCAL_INT
             && !crate::trace::increment_proved_in_range(u)
-            && held_wide(&pins, u.arg0)
+            && pins.holds_wide(u.arg0)
         {
             return None;
         }
@@ -662,12 +668,6 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             .enumerate()
             .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
     copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
-}
-
-/// Whether `pins` holds local `local` wide.
-fn held_wide(pins: &Pins, local: u64) -> bool {
-    let at = pins.locals().iter().position(|&l| l == local);
-    at.is_some_and(|r| pins.held()[r] == Held::Wide)
 }
 
 /// The operand `EXIT_PINS` of a whole exit stub (vm/templates/cached/exit.c) writing back
@@ -689,7 +689,17 @@ pub fn exit_pins(locals: &[u64], held: &[Held]) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::{pick, Held, Uses, PIN_REGS};
+    use super::{pick, Held, Pins, Uses, PIN_REGS};
+
+    /// A local is held wide where its register says so, and only a pinned one.
+    #[test]
+    fn holds_wide_names_the_locals_of_wide_registers_only() {
+        let pins = Pins::new(&[3, 5], &[Held::Scaled, Held::Wide]);
+        assert!(pins.holds_wide(5));
+        assert!(!pins.holds_wide(3), "held scaled");
+        assert!(!pins.holds_wide(7), "not pinned");
+        assert!(!Pins::default().holds_wide(0), "no register holds local 0");
+    }
 
     /// `pick` chooses what sorting every candidate chose (the order it replaced): random
     /// uses of up to 8 locals, some named otherwise.

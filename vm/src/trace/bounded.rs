@@ -13,13 +13,9 @@
 //! that the two cannot disagree.
 
 use super::Trace;
-use crate::abi::Inst;
+use crate::abi::{Inst, INT_MAX, INT_MIN};
 use crate::ops::{self, op};
 use crate::pinning::pinned_operand;
-
-/// The tagged int range (48 bits).
-const INT_MIN: i64 = -(1 << 47);
-const INT_MAX: i64 = (1 << 47) - 1;
 
 /// What the guards seen so far in a stretch prove of one local: `lower <= l <= upper`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -127,8 +123,8 @@ fn in_range(b: Bounds, c: i64) -> bool {
 mod tests {
     use super::super::testing::{function, op_names, records};
     use super::super::{project, End};
-    use super::{mark_uops, proved_by, Bounds, INT_MAX};
-    use crate::abi::{Inst, TYPE_INT, TYPE_NONE};
+    use super::{mark_uops, proved_by, Bounds};
+    use crate::abi::{Inst, INT_MAX, TYPE_INT, TYPE_NONE};
     use crate::ops::{self, op};
 
     /// Micro-op `op` on `arg0`, `arg1`, its exit (if it has one) past the micro-ops of the

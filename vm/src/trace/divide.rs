@@ -113,9 +113,7 @@ impl DivisorOperands {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const MAX: i64 = (1 << 47) - 1;
-    const MIN: i64 = -(1 << 47);
+    use crate::abi::{INT_MAX as MAX, INT_MIN as MIN};
 
     /// Python's `//` and `%`: the remainder has the divisor's sign.
     fn floor_div(x: i64, d: i64) -> i64 {

@@ -61,17 +61,13 @@ impl Trace {
             }
         }
         if let Some(pins) = &self.inherited_pins {
-            let wide = |local: u64| {
-                let at = pins.locals().iter().position(|&l| l == local);
-                at.is_some_and(|r| pins.held()[r] == crate::pinning::Held::Wide)
-            };
             let adds = [
                 ops::op::ADD_TO_LOCAL_INT,
                 ops::op::INCREMENT_LOCAL_INT,
                 ops::op::INCREMENT_LOCAL_INT_KNOWN,
             ];
             for u in &self.uops[..self.body_len] {
-                if adds.contains(&u.op) && wide(u.arg0) {
+                if adds.contains(&u.op) && pins.holds_wide(u.arg0) {
                     if let Some(t) = types.get_mut(u.arg0 as usize) {
                         *t = Ty::Unknown;
                     }
