@@ -45,9 +45,9 @@ impl Trace {
     /// The locals `exit` of this trace leaves with the types a side trace starts from: those
     /// the trace proved there, but a sum its loop body adds into (`ADD_TO_LOCAL_INT`) is
     /// unknown, since the body may hold it wide (vm/src/pinning.rs) and write it back a big
-    /// int, and so is a local this trace adds into or increments while it holds it wide as
-    /// its parent did ([`Trace::inherited_pins`]: a loop body bounds its wide counter, its
-    /// side traces do not).
+    /// int, and so is a local this trace adds into or increments unproved while it holds it
+    /// wide as its parent did ([`Trace::inherited_pins`]; an increment proved in range,
+    /// `INCREMENT_LOCAL_INT_BOUNDED`, keeps it an int: `bounded.rs`).
     pub(super) fn exit_types(&self, exit: usize) -> Option<Vec<Ty>> {
         let mut types = self.exit_locals.get(exit)?.clone();
         let body = self
