@@ -157,9 +157,10 @@ pub fn run() -> Result<(), String> {
                     cpu: None,
                 });
             }
-            let builds: f64 = report.builds.iter().map(|(_, d)| d.as_secs_f64()).sum();
+            let builds: f64 = report.builds.iter().map(|b| b.time.as_secs_f64()).sum();
+            let builds_cpu: f64 = report.builds.iter().map(|b| b.cpu).sum();
             notes.push(format!(
-                "test matrix: {matrix_wall:.1}s, {:.1}s CPU (archive builds {builds:.1}s, rows, checks; not the long runs or examples beside it)",
+                "test matrix: {matrix_wall:.1}s, {:.1}s CPU (archive builds {builds:.1}s, {builds_cpu:.1}s CPU; rows, checks; not the long runs or examples beside it)",
                 t.cpu() - beside_cpu
             ));
         }

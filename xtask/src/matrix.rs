@@ -26,7 +26,7 @@ pub use system::kernel_dir;
 
 use crate::targets::Execution;
 use config::Row;
-pub use report::{CheckResult, RowResult};
+pub use report::{ArchiveBuild, CheckResult, RowResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -194,8 +194,12 @@ fn run_matrix_in(
         );
         let t = Instant::now();
         let built = nextest::archive(&root, target, &host, &matrix.profile, &packages);
-        archives.insert(target, built);
-        report.builds.push((target.to_string(), t.elapsed()));
+        report.builds.push(ArchiveBuild {
+            rust_target: target.to_string(),
+            time: t.elapsed(),
+            cpu: built.as_ref().map_or(0.0, |(_, cpu)| *cpu),
+        });
+        archives.insert(target, built.map(|(path, _)| path));
     }
 
     let stencil_free_row = stencil_free_rows(&rows);

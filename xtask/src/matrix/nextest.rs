@@ -5,6 +5,7 @@
 
 use quick_xml::events::{BytesStart, Event};
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 
@@ -20,15 +21,16 @@ fn cargo(root: &Path) -> std::process::Command {
 }
 
 /// Builds the test binaries of `packages` for `rust_target` in the cargo `profile` into an
-/// archive and returns its path. The host's binaries are built without `--target`, so that
-/// they share artifacts with the native runs of `cargo xtask ci`.
+/// archive and returns its path and the CPU seconds the build took. The host's binaries are
+/// built without `--target`, so that they share artifacts with the native runs of `cargo
+/// xtask ci`.
 pub fn archive(
     root: &Path,
     rust_target: &str,
     host: &str,
     profile: &str,
     packages: &[String],
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, f64), String> {
     let path = root
         .join("target/nextest-archives")
         .join(format!("{rust_target}.tar.zst"));
@@ -44,9 +46,42 @@ pub fn archive(
     for p in packages {
         cmd.args(["-p", p]);
     }
-    crate::util::run(&mut cmd)
+    let cpu = run_counting_cpu(&mut cmd)
         .map_err(|e| format!("building the nextest archive for {rust_target}: {e}"))?;
-    Ok(path)
+    Ok((path, cpu))
+}
+
+/// Runs `cmd` to its end and returns the CPU seconds (user + system) of its process tree
+/// (cargo and the rustc, linker and build-script processes it waited for), from `wait4`:
+/// the CI's matrix step runs the long runs beside it, so the CPU of all xtask's children
+/// would not say what the builds cost. Fails with the command line and exit status if it
+/// does not succeed.
+fn run_counting_cpu(cmd: &mut std::process::Command) -> Result<f64, String> {
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let pid = libc::pid_t::try_from(child.id()).map_err(|e| format!("process id: {e}"))?;
+    let mut status = 0;
+    let usage = loop {
+        // SAFETY: `usage` is a zeroed `rusage` that wait4 fills; `status` is a valid int.
+        let (got, usage) = unsafe {
+            let mut usage: libc::rusage = std::mem::zeroed();
+            (libc::wait4(pid, &mut status, 0, &mut usage), usage)
+        };
+        if got == pid {
+            break usage;
+        }
+        let error = std::io::Error::last_os_error();
+        if error.kind() != std::io::ErrorKind::Interrupted {
+            return Err(format!("waiting for {cmd:?}: wait4: {error}"));
+        }
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(seconds(usage.ru_utime) + seconds(usage.ru_stime))
+    } else {
+        Err(format!("{cmd:?} failed: {}", ExitStatus::from_raw(status)))
+    }
 }
 
 /// What one `cargo nextest run` reported.

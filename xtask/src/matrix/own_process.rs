@@ -122,7 +122,7 @@ fn a_new_target_file_with_its_own_rust_target_runs_as_its_own_process() {
     let matrix = Matrix::load(dir).unwrap();
     let report = run_matrix_in(dir, &matrix, &opts, &BTreeMap::new()).unwrap();
     assert_eq!(report.builds.len(), 1, "{:?}", report.builds);
-    assert_eq!(report.builds[0].0, own.test.rust_target);
+    assert_eq!(report.builds[0].rust_target, own.test.rust_target);
     let [row] = report.rows.as_slice() else {
         panic!("one row expected: {:?}", report.rows)
     };

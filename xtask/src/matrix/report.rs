@@ -67,12 +67,21 @@ pub struct CheckResult {
     pub error: Option<String>,
 }
 
+/// The build of one Rust target's test archive.
+#[derive(Clone, Debug)]
+pub struct ArchiveBuild {
+    pub rust_target: String,
+    pub time: Duration,
+    /// User plus system CPU seconds of the build's processes (cargo, rustc, the linkers).
+    pub cpu: f64,
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Report {
     pub rows: Vec<RowResult>,
     pub checks: Vec<CheckResult>,
-    /// Wall time of building the test archives, per Rust target.
-    pub builds: Vec<(String, Duration)>,
+    /// The test archives built, one per Rust target.
+    pub builds: Vec<ArchiveBuild>,
     pub total_time: Duration,
 }
 
@@ -191,7 +200,7 @@ impl Report {
         let builds: Vec<String> = self
             .builds
             .iter()
-            .map(|(t, d)| format!("{t} {}", secs(*d)))
+            .map(|b| format!("{} {} ({:.1}s CPU)", b.rust_target, secs(b.time), b.cpu))
             .collect();
         if !builds.is_empty() {
             let _ = writeln!(out, "test archives built: {}", builds.join(", "));
@@ -284,7 +293,11 @@ mod tests {
                 time: Duration::from_secs(2),
                 error: None,
             }],
-            builds: vec![],
+            builds: vec![ArchiveBuild {
+                rust_target: "one".into(),
+                time: Duration::from_millis(2500),
+                cpu: 4.0,
+            }],
             total_time: Duration::from_secs(5),
         }
     }
@@ -315,6 +328,10 @@ mod tests {
         assert!(lines[1].starts_with("one ") && lines[1].ends_with("ok"));
         assert!(lines[2].starts_with("two ") && lines[2].ends_with("FAILED"));
         assert!(t.contains("two: stencil crate"));
+        assert!(
+            t.contains("test archives built: one 2.5s (4.0s CPU)\n"),
+            "{t}"
+        );
         // 10 tests + 1 check passed; the failed row without failed tests counts as one.
         assert!(
             t.ends_with("matrix: 1/2 rows passed; 11 passed, 1 failed; total 5.0s\n"),
