@@ -31,12 +31,6 @@ extern uint64_t cached_op_reads_a_wide_local_as_a_value;
 CPJIT_DECLARE_OPERAND(ARG1_RAW);
 #define VM_INT_ARG1 ((int64_t)CPJIT_OPERAND(ARG1_RAW))
 #define VM_LOCAL0_INT ((int64_t)VM_PINNED_REG)
-/* INCREMENT_LOCAL_INT_KNOWN of a counter held wide cannot overflow: the pinning holds a
- * counter so only where its loop body keeps it in the tagged range (a compare with a
- * constant before its one increment; vm/src/pinning/wide.rs), and a side trace that
- * increments it does not inherit the register (vm/src/pinning.rs, `inherit`): an add
- * without its `jo`, one instruction of sum.vm's 9 an iteration. */
-#define VM_INCREMENT_OVERFLOWS(x, c, sum) (*(sum) = (int64_t)((uint64_t)(x) + (uint64_t)(c)), 0)
 /* The sum in place, and the local put back from it before an overflow leaves (none here;
  * ADD_TO_LOCAL_INT's below). */
 #define SET_LOCAL0_SCALED(sum) (VM_PINNED_REG = (uint64_t)(sum))
