@@ -48,6 +48,7 @@
 //! frame fields, and reachable from other traces' link slots at a body address that takes
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
+mod exit_bits;
 mod external;
 mod lower;
 mod plan;
@@ -465,9 +466,8 @@ pub struct CompiledTrace {
     pinned_locals: usize,
     /// Where the trace is entered with its locals pinned, if it pins any.
     pinned: Option<PinnedEntry>,
-    /// By exit index: whether the exit's stub starts with `LINK` (it reads the exit's
-    /// pinned link slot).
-    links_pinned: Vec<bool>,
+    /// The exits whose stub starts with `LINK` (it reads the exit's pinned link slot).
+    links_pinned: exit_bits::ExitBits,
     code: Code,
 }
 
@@ -524,7 +524,7 @@ impl CompiledTrace {
             loop_body_address: None,
             pinned_locals: 0,
             pinned: None,
-            links_pinned: Vec::new(),
+            links_pinned: exit_bits::ExitBits::default(),
             code: Code::External {
                 body_address,
                 code_bytes,
@@ -542,7 +542,7 @@ impl CompiledTrace {
     /// Whether exit `exit`'s stub enters the exit's pinned link slot with the pinned
     /// registers live, when the VM fills it.
     pub fn links_pinned(&self, exit: usize) -> bool {
-        self.links_pinned.get(exit).copied().unwrap_or(false)
+        self.links_pinned.contains(exit)
     }
 
     /// Runs the trace on `frame` from its first micro-op.
