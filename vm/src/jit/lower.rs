@@ -605,7 +605,8 @@ impl Backend {
     /// (0, 0)); each instance that falls through leaves the state the next one is entered
     /// in (depth and whether the registers are scaled); the first instance, every jump and
     /// exit target, and every uncached op are entered with nothing cached; each micro-op's
-    /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
+    /// stencil runs its op, a cached one being the member the kit's table picks for the op
+    /// in its entry state (the compile pushes it by its index); the micro-ops appear in order, each once; an instance without one
     /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
     pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
         let fail =
@@ -656,6 +657,7 @@ impl Backend {
                 let op = trace.uops[u].op;
                 let runs_op = if self.cached.is_cached(inst.stencil) {
                     self.cached.op_of(inst.stencil) == Some(op)
+                        && self.kit_picks(inst.stencil)
                         && self
                             .cached
                             .depth_of(inst.stencil)
