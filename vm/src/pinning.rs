@@ -639,7 +639,10 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             }
             stubs[t] = true;
         }
-        if names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()) {
+        // (Most ops name no other local: tested first, it spares the two searches.)
+        if f.other_locals != 0
+            && (names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()))
+        {
             return None;
         }
         // A counter held wide is incremented without an overflow check, which only its loop
