@@ -12,7 +12,7 @@
 //! The members come from the kit's selection tables (`Family::cached`, generated from the
 //! families' `cached` declarations) of the set's families whose name starts with `vm_`: for
 //! each of the VM's ops and each entry state, the member the kit's
-//! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the compile pushes. The families
+//! `TraceBuilder::push_op` picks, and the kit's op ([`KitOp`]) the checks look it up by. The families
 //! (vm/templates/manifest.toml): parameters `IN` and `OUT` (the depths on entry and exit),
 //! optionally `SCALED` (the registers are scaled: 1, or wide: 2), `FLOATS` (they are float slots, the
 //! states the kit's float-slot numbers, [`float`]), `PINNED` (the op runs on the local in
@@ -232,8 +232,8 @@ type ByHeld = [[Option<usize>; Held::COUNT]; PIN_REGS];
 type DepthMember = (Kind, CacheState, u64, usize, CacheState);
 
 /// A cached member's op in the kit's selection tables: the family's selector (index into
-/// [`CachedOps::selectors`]) and the op's id there. The compile pushes the op; the kit
-/// picks the member for the state it tracks ([`cpjit_runtime::TraceBuilder::push_op`]).
+/// [`CachedOps::selectors`]) and the op's id there: the lowering takes the member the
+/// kit's table picks for the state it tracks, and its checks compare the two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KitOp {
     pub family: u16,

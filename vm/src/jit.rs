@@ -6,10 +6,12 @@
 //! cacheable op once per entry state (0 to 3 top-of-stack values in registers), each member
 //! ending in its canonical exit state. The kit's selection tables for those families
 //! (`Family::cached`) say which member an op takes in each state; [`crate::cached`] resolves
-//! the VM's ops to the kit's once per set, and the compile pushes each cached micro-op as
-//! the kit's op (`TraceBuilder::push_op`), so that the kit picks its member. [`Backend::lower`]
-//! tracks the state through the trace (the depth as the kit does, and whether the registers
-//! hold scaled ints, which op the VM asks for) and plans the member the kit will pick; where an op has none, it first spills
+//! the VM's ops to the kit's once per set and reads those tables into rows of members.
+//! [`Backend::lower`] tracks the state through the trace (the depth as the kit does, and
+//! whether the registers hold scaled ints, which op the VM asks for) and takes the member
+//! the kit's table picks, which the compile pushes by its stencil index (a push of the op,
+//! `TraceBuilder::push_op`, would look up again what the lowering knows: 5 % of the
+//! compile); [`Backend::check_cache_states`] checks that each is the kit's pick. Where an op has none, it first spills
 //! to state 0 and takes the op's member for nothing cached or, without one, the uncached op
 //! (calls, exits, `RETURN`, ...); a jump target (the loop head, an exit stub) is entered in
 //! state 0 too, the state of the memory stack the interpreter and uncached ops see. A cached member's side exit spills before it jumps, so every exit
@@ -48,6 +50,7 @@
 //! frame fields, and reachable from other traces' link slots at a body address that takes
 //! the ops' own calling convention ([`CompiledTrace::from_external`]).
 
+mod exit_bits;
 mod external;
 mod lower;
 mod plan;
@@ -344,10 +347,6 @@ impl Backend {
     ) -> Result<(), String> {
         let mut operands = [0u64; MAX_OPERANDS];
         let mut jumps = [Target::Instance(InstanceId::from_index(0)); MAX_TARGETS];
-        let selectors = self.cached.selectors();
-        // (Debug builds: the previous push was the kit's op of a family with float slots or
-        // without, whose numbering the state the kit tracks is in.)
-        let mut kit_tracks: Option<bool> = None;
         let mut glue = Inst::default();
         for inst in &lowering.instances {
             let index = inst.stencil;
@@ -365,41 +364,20 @@ impl Backend {
                 *target = Target::Instance(lowering.jump_target(*jump, u).instance());
             }
             let (operands, jumps) = (&operands[..n_operands], &jumps[..n_targets]);
-            // A cached member is pushed as the kit's op: the kit picks the member for the
-            // state it is told (the member's entry state, the lowering's choice made from the
-            // same tables; kept with its plan: working it out per instance cost 6 to 11
-            // instructions per micro-op). The state is said before every cached push (one
-            // store: cheaper than working out where the kit's own tracking stops, after an
-            // uncached op or an instance that does not fall through); along a chain of cached
-            // members that fall through it is the state the last one left, as debug builds
-            // check.
-            let kit_op = plan.kit_op;
-            let pushed = match kit_op {
-                Some(k) => {
-                    let depth = plan.kit_entry;
-                    debug_assert_eq!(depth, inst.entry.kit_state(k.floats));
-                    debug_assert!(
-                        kit_tracks.is_none_or(|f| b.cache_state() == inst.entry.kit_state(f)),
-                        "instance {}: the kit tracked state {}, the lowering {depth}",
-                        inst.stencil,
-                        b.cache_state()
-                    );
-                    b.set_cache_state(depth);
-                    let selector = &selectors[k.family as usize];
-                    debug_assert_eq!(
-                        selector.table().transition(k.op, depth).member as usize,
-                        index,
-                        "the kit picks another member than the lowering"
-                    );
-                    b.push_op(selector, k.op, operands, jumps)
-                }
-                None => b.push(index, operands, jumps),
-            };
-            if cfg!(debug_assertions) {
-                kit_tracks = kit_op
-                    .filter(|_| inst.uop.is_none() || falls_through(u.op))
-                    .map(|k| k.floats);
-            }
+            // The member the lowering chose is pushed as it is. The lowering reads the
+            // kit's selection tables for it (`rows`, made from `Family::cached` once per
+            // set) and needs each member's exit state to go on (runs, pinned registers, the
+            // depth a member is compiled for), so a push of the op would have the kit look
+            // up again what the lowering already knows: 40 to 46 instructions per micro-op
+            // (`Selector` row, state store, transition), 5 % of the compile. Debug builds
+            // check that the kit's table picks the same member in the same state (as
+            // [`Backend::check_cache_states`] does wherever the VM's checks are on).
+            debug_assert!(
+                self.kit_picks(index),
+                "{}: the kit picks another member than the lowering",
+                plan.name
+            );
+            let pushed = b.push(index, operands, jumps);
             if let Err(e) = pushed {
                 return Err(match inst.uop {
                     Some(i) => format!("micro-op {i} ({}): {e}", ops::info(u.op).name),
@@ -408,6 +386,16 @@ impl Backend {
             }
         }
         Ok(())
+    }
+
+    /// Whether `stencil` is what the kit's selection table picks for its op in its entry
+    /// state (as `TraceBuilder::push_op` would push it); true for an uncached stencil.
+    fn kit_picks(&self, stencil: usize) -> bool {
+        let plan = &self.plans[stencil];
+        plan.kit_op.is_none_or(|k| {
+            let table = self.cached.selectors()[k.family as usize].table();
+            table.transition(k.op, plan.kit_entry).member as usize == stencil
+        })
     }
 
     /// Each lowered instance's name for listings: its micro-op's where it runs one with
@@ -465,9 +453,8 @@ pub struct CompiledTrace {
     pinned_locals: usize,
     /// Where the trace is entered with its locals pinned, if it pins any.
     pinned: Option<PinnedEntry>,
-    /// By exit index: whether the exit's stub starts with `LINK` (it reads the exit's
-    /// pinned link slot).
-    links_pinned: Vec<bool>,
+    /// The exits whose stub starts with `LINK` (it reads the exit's pinned link slot).
+    links_pinned: exit_bits::ExitBits,
     code: Code,
 }
 
@@ -524,7 +511,7 @@ impl CompiledTrace {
             loop_body_address: None,
             pinned_locals: 0,
             pinned: None,
-            links_pinned: Vec::new(),
+            links_pinned: exit_bits::ExitBits::default(),
             code: Code::External {
                 body_address,
                 code_bytes,
@@ -542,7 +529,7 @@ impl CompiledTrace {
     /// Whether exit `exit`'s stub enters the exit's pinned link slot with the pinned
     /// registers live, when the VM fills it.
     pub fn links_pinned(&self, exit: usize) -> bool {
-        self.links_pinned.get(exit).copied().unwrap_or(false)
+        self.links_pinned.contains(exit)
     }
 
     /// Runs the trace on `frame` from its first micro-op.

@@ -557,11 +557,11 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     }
     // A stub the preamble (or another stub) also jumps to would write back registers that
     // hold nothing there.
-    let outside = trace.uops[..start].iter().chain(&trace.uops[end + 1..]);
-    for u in outside {
-        if facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true) {
-            return None;
-        }
+    // (`any` runs the two halves as two loops; a `for` over the chain tested which half
+    // per micro-op: 4.6 instructions more per micro-op of sum's whole compile.)
+    let mut outside = trace.uops[..start].iter().chain(&trace.uops[end + 1..]);
+    if outside.any(|u| facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true)) {
+        return None;
     }
     // Loop-carried locals (the body reads them before it writes them) first: their store
     // and the next iteration's load are what pinning takes off the critical path; then by
@@ -646,7 +646,10 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             }
             stubs[t] = true;
         }
-        if names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()) {
+        // (Most ops name no other local: tested first, it spares the two searches.)
+        if f.other_locals != 0
+            && (names_otherwise(f, u, pins.locals()) || names_otherwise(f, u, pins.floats.locals()))
+        {
             return None;
         }
         // A counter held wide has members for increments proved in range only

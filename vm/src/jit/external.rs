@@ -4,6 +4,7 @@
 //! code runs; and the trace it compiles entered where the VM enters a stitched one
 //! ([`CompiledTrace::from_external_lowering`]: loop body, pinned entry, pinned links).
 
+use super::exit_bits::ExitBits;
 use super::{
     Backend, CompiledTrace, EntryFn, Jump, LoweredId, LoweredInstance, Lowering, PinnedEntry,
     MAX_OPERANDS, PINNED_LINK_OFFSET,
@@ -74,22 +75,19 @@ impl Lowering {
         &self,
         trace: &Trace,
         address: impl Fn(LoweredId) -> u64,
-    ) -> (Option<u64>, Option<PinnedEntry>, Vec<bool>) {
+    ) -> (Option<u64>, Option<PinnedEntry>, ExitBits) {
         let loop_body = self.loop_body(trace).map(&address);
         let pinned = self.pinned_entry.map(|k| PinnedEntry {
             pins: Pins::new(&self.pinned, &self.pinned_held).with_floats(self.pinned_floats),
             address: address(k),
             inherited: self.inherited,
         });
-        // Only a trace with pinned locals has LINKs: the others' table stays empty (no
-        // allocation).
-        let mut links_pinned = Vec::new();
+        // Only a trace with pinned locals has LINKs.
+        let mut links_pinned = ExitBits::default();
         for &exit in &self.links {
-            if links_pinned.is_empty() {
-                links_pinned = vec![false; trace.exit_pcs.len()];
-            }
-            if let Some(l) = links_pinned.get_mut((trace.uops[exit].arg0 & 0xffff) as usize) {
-                *l = true;
+            let index = (trace.uops[exit].arg0 & 0xffff) as usize;
+            if index < trace.exit_pcs.len() {
+                links_pinned.insert(index);
             }
         }
         (loop_body, pinned, links_pinned)

@@ -447,12 +447,11 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // The PINs and UNPINs, worked out once: every exit stub repeats the UNPINs (an
-        // iterator chain per stub cost the lowering of nbody 12 instructions per micro-op).
-        let (pins, unpins) = match pinning {
-            Some(p) => (self.copies(p, false), self.copies(p, true)),
-            None => Default::default(),
-        };
+        // The UNPINs, worked out at the first stub that takes them: every such stub repeats
+        // them (an iterator chain per stub cost the lowering of nbody 12 instructions per
+        // micro-op), and a body whose stubs are whole (below) takes none. (Made up front,
+        // with the PINs, they cost sum's lowering 21 instructions per micro-op.)
+        let mut unpins: Option<Copies> = None;
         // A stub that leaves the trace, once the VM has given the exit its link slots, is one
         // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
         let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
@@ -467,7 +466,7 @@ impl Backend {
                 if i == p.body_start() {
                     spill(instances, &mut state)?;
                     body_entry = Some(LoweredId::next(instances));
-                    instances.extend_from_slice(pins.as_slice());
+                    instances.extend_from_slice(self.copies(p, false).as_slice());
                     pinned_entry = Some(LoweredId::next(instances));
                 } else if p.stubs[i] {
                     // (An inheriting side trace's last micro-op is a stub it falls into.)
@@ -484,6 +483,7 @@ impl Backend {
                             instances.push(LoweredInstance::link(link, i));
                             links.push(i);
                         }
+                        let unpins = unpins.get_or_insert_with(|| self.copies(p, true));
                         instances.extend_from_slice(unpins.as_slice());
                     }
                 }
@@ -605,7 +605,8 @@ impl Backend {
     /// (0, 0)); each instance that falls through leaves the state the next one is entered
     /// in (depth and whether the registers are scaled); the first instance, every jump and
     /// exit target, and every uncached op are entered with nothing cached; each micro-op's
-    /// stencil runs its op; the micro-ops appear in order, each once; an instance without one
+    /// stencil runs its op, a cached one being the member the kit's table picks for the op
+    /// in its entry state (the compile pushes it by its index); the micro-ops appear in order, each once; an instance without one
     /// is a spill, a `BOX`, a `PIN`/`UNPIN` of a local or the `LINK` of an exit.
     pub fn check_cache_states(&self, trace: &Trace, lowering: &Lowering) -> Result<(), String> {
         let fail =
@@ -656,6 +657,7 @@ impl Backend {
                 let op = trace.uops[u].op;
                 let runs_op = if self.cached.is_cached(inst.stencil) {
                     self.cached.op_of(inst.stencil) == Some(op)
+                        && self.kit_picks(inst.stencil)
                         && self
                             .cached
                             .depth_of(inst.stencil)

@@ -106,7 +106,8 @@ pub(super) const MAX_TARGETS: usize = 2;
 pub(super) struct StencilPlan {
     /// The stencil's name (for listings, without a look-up in the set's large records).
     pub(super) name: &'static str,
-    /// The kit's op of a cached member ([`crate::cached::KitOp`]), pushed by op.
+    /// The kit's op of a cached member ([`crate::cached::KitOp`]), whose table's pick the
+    /// checks compare with the member.
     pub(super) kit_op: Option<crate::cached::KitOp>,
     pub(super) operands: [Operand; MAX_OPERANDS],
     /// How many operands, [`UNKNOWN`] when `unknown` is set (so that one test per
@@ -115,8 +116,8 @@ pub(super) struct StencilPlan {
     pub(super) targets: [Jump; MAX_TARGETS],
     pub(super) n_targets: u8,
     /// A cached member's entry state as the kit numbers it
-    /// ([`crate::cached::CacheState::kit_state`] in its family), which the compile tells
-    /// the kit before pushing the member's op.
+    /// ([`crate::cached::CacheState::kit_state`] in its family), where the checks look the
+    /// kit's pick up.
     pub(super) kit_entry: u8,
     /// A name the VM does not know (or too many of them): an error when an instance of it
     /// is pushed, as it was before the names were resolved up front.
