@@ -308,9 +308,12 @@ impl<'a, 'j> Emit<'a, 'j> {
         let (v, at, s) = (&self.v, usize::from(m.window), usize::from(m.stencil));
         match m.len & !Member::JUMPS {
             0 => self.trace.push(s, &[], targets)?,
-            // (`at` is NO_WINDOW for operands that are not consecutive values.)
-            1 if at < VALUES => self.trace.push(s, &[v[at]], targets)?,
-            2 if at + 1 < VALUES => self.trace.push(s, &[v[at], v[at + 1]], targets)?,
+            // (A window of `len` values starts at `VALUES - len` at the latest, so the masks
+            // change no index: they only spare the bounds checks.)
+            1 => self.trace.push(s, &[v[at & 15]], targets)?,
+            2 => self
+                .trace
+                .push(s, &[v[at & 15], v[(at + 1) & 15]], targets)?,
             _ => return self.push_picked(m.stencil, targets),
         };
         Ok(())
@@ -348,14 +351,15 @@ impl<'a, 'j> Emit<'a, 'j> {
         let mut row = &self.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
         let (mut d, mut s) = self.places(row, w, (dr, sr));
-        let mut member = row.members[d & 7][s & 7];
+        // (Row-major 8 x 8: one shift and one mask, no bounds check.)
+        let mut member = row.members.as_flattened()[(d << 3 | s) & 63];
         if member.stencil == NONE && row.canon != 0 {
             // A member the set does not have: an equivalent instruction's (`canon`).
             w = self.canonical(row, w, (dr, sr));
             row = &self.rows[w as usize & 255];
             (dr, sr) = row.regs.of(w);
             (d, s) = self.places(row, w, (dr, sr));
-            member = row.members[d & 7][s & 7];
+            member = row.members.as_flattened()[(d << 3 | s) & 63];
         }
         let imm = (w >> 32) as i32;
         let v = &mut self.v;
@@ -364,16 +368,30 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(IMM)] = i64::from(imm) as u64;
         // (`OFF` only loads and stores read: `Emit::fault` sets it.)
         v[usize::from(IDX)] = i as u64;
-        // The member's jump target, if any (instructions whose instance is another table's
-        // are pushed out of line). Plain ALU instructions, the commonest, by a test before
-        // the match's jump table.
-        let target = if row.action == Action::Plain {
-            None
-        } else {
-            match self.target(i, w, (d, s), (dr, sr), member, helpers) {
-                Ok(t) => t,
-                Err(pushed) => return pushed,
-            }
+        // Plain ALU instructions, the commonest, pushed here; the others out of line, so
+        // that the loop keeps its values in registers.
+        if row.action != Action::Plain {
+            return self.special(i, w, (d, s), (dr, sr), member, helpers);
+        }
+        self.push_counted(member, &[])?;
+        Ok(1)
+    }
+
+    /// [`Emit::instruction`] of an action other than `Plain`, its values set: pushes its
+    /// member with its jump target, or ([`Emit::target`]) another table's instance.
+    #[inline(never)]
+    fn special(
+        &mut self,
+        i: usize,
+        w: u64,
+        places: (usize, usize),
+        regs: (usize, usize),
+        member: Member,
+        helpers: &impl HelperMap,
+    ) -> Result<usize, Error> {
+        let target = match self.target(i, w, places, regs, member, helpers) {
+            Ok(t) => t,
+            Err(pushed) => return pushed,
         };
         // One inlined push with no target and one with one (which a compare of a register
         // with itself may not have).

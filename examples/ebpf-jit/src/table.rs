@@ -85,10 +85,22 @@ impl Member {
         }
     }
 
+    /// [`Member::len`] of a member whose operands are not consecutive values (no
+    /// `Operands::window`): pushed with its operands picked one by one.
+    pub const PICKED: u8 = 0x7f;
+
+    /// Stencil `stencil` with `ops`: `len` is [`Member::PICKED`] unless the operands are a
+    /// window, so that a push by window needs no test of it (a window's values end at
+    /// `VALUES` at the latest).
     pub fn with(stencil: u16, ops: &Operands) -> Member {
+        let len = if ops.window == NO_WINDOW {
+            Member::PICKED
+        } else {
+            ops.len
+        };
         Member {
             stencil,
-            len: ops.len | if ops.jumps { Member::JUMPS } else { 0 },
+            len: len | if ops.jumps { Member::JUMPS } else { 0 },
             window: ops.window,
         }
     }
