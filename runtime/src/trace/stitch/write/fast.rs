@@ -40,7 +40,7 @@ impl Writer<'_, '_, '_, '_> {
     /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
     /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field (of the
     /// operand or a half) or range check, a rel32 to a jump target of the trace, the next
-    /// instance, the instance's data or either part of its code. `false`, with nothing
+    /// instance, the instance's data, either part of its code or a resolved symbol. `false`, with nothing
     /// written, for every other hole and for a value its form cannot take:
     /// [`step`](Writer::step) (out of line) then writes it. (On the reference
     /// VM's traces, where most programs have no quick form, the call per step was two
@@ -79,7 +79,9 @@ impl Writer<'_, '_, '_, '_> {
                 part: OperandPart::Whole,
                 range,
             } => return range.contains(operand(k).wrapping_add(step.addend as u64)),
-            Fast::Rel32 => {
+            // `Direct`: a GOT reference the program's code holds in its direct form (a
+            // helper's `call`, a `lea` of data), the same field.
+            Fast::Rel32 | Fast::Direct => {
                 let to = match step.source {
                     Source::Data => self.data_base + data_at as u64,
                     // The instance's other part (a hot path's branch into its cold part, or
@@ -100,6 +102,11 @@ impl Writer<'_, '_, '_, '_> {
                             }
                         }
                         _ => return false,
+                    },
+                    // A symbol resolved already (the first use resolves it, out of line).
+                    Source::Symbol(sym) => match self.b.jit.resolved(sym) {
+                        Some(address) => address,
+                        None => return false,
                     },
                     _ => return false,
                 };
