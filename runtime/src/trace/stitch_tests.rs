@@ -176,6 +176,51 @@ fn a_batch_is_flushed_once_over_all_its_traces() {
     assert_eq!(start, traces[0].code_range().start);
 }
 
+/// A program of one rel32 call to a symbol has the quick form `Quick::Symbol`: once the
+/// symbol is resolved (by the first trace, through the steps), a symbol in reach (a
+/// function of this binary, which the arena is placed near) is patched by it, and one out
+/// of reach goes on to the steps, which route the call through a veneer.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_call_to_a_symbol_is_quick_in_reach_and_gets_a_veneer_out_of_reach() {
+    use crate::program::Quick;
+    let near =
+        a_call_to_a_symbol_is_quick_in_reach_and_gets_a_veneer_out_of_reach as fn() as usize as u64;
+    for (address, veneers) in [(near, 0), (super::out_of_reach(), 1)] {
+        let jit = Jit::new(&SET, move |_| Some(address)).unwrap();
+        assert_eq!(
+            jit.programs[0].quick,
+            Quick::Symbol {
+                offset: 1,
+                symbol: 0,
+                k: -5
+            }
+        );
+        // The first trace resolves the symbol; the second takes the quick form's test.
+        for round in 0..2 {
+            let mut t = jit.trace();
+            t.push(0, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            let trace = t.finish().unwrap();
+            assert_eq!(trace.veneers(), veneers, "{address:#x}, trace {round}");
+            let at = trace.code_range().start;
+            // SAFETY: the trace's code is mapped readable until it is dropped.
+            let rel = unsafe { ((at + 1) as *const i32).read_unaligned() };
+            let callee = (at as u64 + 5).wrapping_add(rel as i64 as u64);
+            if veneers == 0 {
+                assert_eq!(callee, address, "trace {round}");
+            } else {
+                // Into the veneer, after the instances in the trace's code.
+                let code = trace.code_range();
+                assert!(
+                    callee as usize >= at + 8 && code.contains(&(callee as usize)),
+                    "trace {round}: {callee:#x} in {code:x?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn alignment_padding_is_filled_with_nops() {
     let recorder = Arc::new(Recorder::default());

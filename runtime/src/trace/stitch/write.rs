@@ -297,6 +297,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::Symbol { offset, symbol, k } => self.quick_symbol(at, offset, symbol, k),
                 Quick::Operands { from, len } => {
                     self.quick_operands(inst, at, operand_steps, from as usize, len as usize)
                 }

@@ -225,6 +225,27 @@ impl Writer<'_, '_, '_, '_> {
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 
+    /// Runs a [`Quick::Symbol`] program of an instance (code at `code_at`, copied): `false`
+    /// if the symbol is not resolved yet or out of the rel32 field's reach (nothing
+    /// written; the steps then resolve it, or route the call through a veneer, or report).
+    #[inline(always)]
+    pub(super) fn quick_symbol(
+        &mut self,
+        code_at: usize,
+        offset: u32,
+        symbol: u16,
+        k: i64,
+    ) -> bool {
+        let Some(address) = self.b.jit.resolved(symbol) else {
+            return false;
+        };
+        // `symbol + addend - place` is `symbol - code + k` (`k`: addend - offset).
+        let value = address
+            .wrapping_add(k as u64)
+            .wrapping_sub(self.code_base.wrapping_add(code_at as u64));
+        self.store_pair(code_at, (offset, value), (offset, value))
+    }
+
     /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
     /// from `code_at`, if both are sign-extended 32-bit values: `false` otherwise, with
     /// nothing written. The sites are a quick form's, each field inside the stencil's code
