@@ -166,6 +166,10 @@ pub(crate) enum Quick {
     /// field at `offset` takes `symbol - code + k`, where `k` is the step's addend less
     /// `offset`, once the symbol is resolved (its first use resolves it, out of line).
     Symbol { offset: u32, symbol: u16, k: i64 },
+    /// One [`Fast::Rel32`] step to jump target `target` (a branch's), the same field: it
+    /// takes `to - code + k` when the target is an instance of the trace; another target
+    /// (an address) goes to the steps.
+    Target { offset: u32, target: u16, k: i64 },
     /// Anything else: the steps, one by one.
     General,
 }
@@ -203,6 +207,14 @@ impl Quick {
                 return Quick::Symbol {
                     offset: s.offset,
                     symbol,
+                    k,
+                };
+            }
+            if let (Fast::Rel32, Source::Target(target), true) = (s.fast, s.source, inside(s)) {
+                let k = s.addend.wrapping_sub(s.offset as i64);
+                return Quick::Target {
+                    offset: s.offset,
+                    target,
                     k,
                 };
             }

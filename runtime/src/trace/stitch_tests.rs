@@ -581,6 +581,77 @@ mod cold {
     }
 }
 
+/// A program of one rel32 branch to a jump target has the quick form `Quick::Target`: a
+/// target that is an instance of the trace is patched by it; an address out of reach goes
+/// on to the steps, which route the branch through a veneer.
+#[cfg(target_arch = "x86_64")]
+mod branch {
+    use super::*;
+    use crate::program::{Quick, X86_RET};
+    use crate::{InstanceId, Target};
+
+    /// `test rdi, rdi; je target` (falls through).
+    const JZ: &[u8] = &[0x48, 0x85, 0xff, 0x0f, 0x84, 0, 0, 0, 0];
+    static JZ_HOLES: [Hole; 1] = [Hole {
+        section: Section::Code,
+        offset: 5,
+        kind: HoleKind::X86Branch32,
+        value: HoleValue::Target(0),
+        addend: -4,
+    }];
+    static STENCILS: [Stencil<'static>; 2] = [
+        Stencil {
+            name: "jz",
+            code: JZ,
+            targets: &["JUMP_TARGET"],
+            holes: &JZ_HOLES,
+            ..Stencil::EMPTY
+        },
+        X86_RET,
+    ];
+    static BRANCH_SET: StencilSet<'static> = StencilSet {
+        stencils: &STENCILS,
+        symbols: &[],
+        nop: &[0x90],
+        ..SET
+    };
+
+    #[test]
+    fn a_branch_to_an_instance_is_quick_and_to_a_far_address_gets_a_veneer() {
+        let jit = Jit::new(&BRANCH_SET, |_| None).unwrap();
+        let k = -9;
+        assert_eq!(
+            jit.programs[0].quick,
+            Quick::Target {
+                offset: 5,
+                target: 0,
+                k
+            }
+        );
+        let far = Target::Address(super::super::out_of_reach());
+        for (target, veneers) in [(Target::Instance(InstanceId::from_index(2)), 0), (far, 1)] {
+            let mut t = jit.trace();
+            t.push(0, &[], &[target]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            let trace = t.finish().unwrap();
+            assert_eq!(trace.veneers(), veneers, "{target:?}");
+            let code = trace.code_bytes();
+            let rel = i32::from_le_bytes(code[5..9].try_into().unwrap());
+            let to = 9 + i64::from(rel);
+            let third = i64::from(trace.instance_offsets()[2]);
+            if veneers == 0 {
+                assert_eq!(to, third, "the third instance");
+            } else {
+                assert!(
+                    to > third && to < code.len() as i64,
+                    "into the veneer: {to}"
+                );
+            }
+        }
+    }
+}
+
 /// A `Trace` is moved several times between `finish` and its caller: at most 128 bytes,
 /// it is moved by a few vector moves instead of a `memcpy` call each time (at 184 bytes the
 /// calls were six per trace, 29 instructions each).

@@ -94,14 +94,9 @@ impl Writer<'_, '_, '_, '_> {
                             None => return false,
                         }
                     }
-                    Source::Target(k) => match self.b.targets[inst.targets as usize + k as usize] {
-                        Target::Instance(id) if id.0 != 0 || !self.shim_first => {
-                            match self.instances.get(id.index()) {
-                                Some(to) => self.trace_base + to.code_at as u64,
-                                None => return false,
-                            }
-                        }
-                        _ => return false,
+                    Source::Target(k) => match self.target_code(inst, k) {
+                        Some(to) => to,
+                        None => return false,
                     },
                     // A symbol resolved already (the first use resolves it, out of line).
                     Source::Symbol(sym) => match self.b.jit.resolved(sym) {
@@ -225,22 +220,37 @@ impl Writer<'_, '_, '_, '_> {
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
     }
 
-    /// Runs a [`Quick::Symbol`] program of an instance (code at `code_at`, copied): `false`
-    /// if the symbol is not resolved yet or out of the rel32 field's reach (nothing
-    /// written; the steps then resolve it, or route the call through a veneer, or report).
+    /// The address of jump target `k` of instance `inst` if it is an instance of the trace
+    /// (never the shim, which is no jump target).
     #[inline(always)]
-    pub(super) fn quick_symbol(
+    pub(super) fn target_code(&self, inst: &Instance, k: u16) -> Option<u64> {
+        match self.b.targets[inst.targets as usize + k as usize] {
+            Target::Instance(id) if id.0 != 0 || !self.shim_first => self
+                .instances
+                .get(id.index())
+                .map(|to| self.trace_base + to.code_at as u64),
+            _ => None,
+        }
+    }
+
+    /// Runs a [`Quick::Symbol`] or [`Quick::Target`] program of an instance (code at
+    /// `code_at`, copied): stores `to - code + k` (`to`: the symbol's or target's address,
+    /// `k`: the step's addend less its offset) in the rel32 field at `offset`. `false`,
+    /// nothing written, if `to` is `None` (a symbol not resolved yet, a target that is no
+    /// instance of the trace) or out of the field's reach: the steps then resolve it, route
+    /// it through a veneer, or report it.
+    #[inline(always)]
+    pub(super) fn quick_rel32(
         &mut self,
         code_at: usize,
         offset: u32,
-        symbol: u16,
+        to: Option<u64>,
         k: i64,
     ) -> bool {
-        let Some(address) = self.b.jit.resolved(symbol) else {
+        let Some(to) = to else {
             return false;
         };
-        // `symbol + addend - place` is `symbol - code + k` (`k`: addend - offset).
-        let value = address
+        let value = to
             .wrapping_add(k as u64)
             .wrapping_sub(self.code_base.wrapping_add(code_at as u64));
         self.store_pair(code_at, (offset, value), (offset, value))
