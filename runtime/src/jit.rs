@@ -327,6 +327,14 @@ impl<'s> Jit<'s> {
         self.protection_key
     }
 
+    /// Symbol `index`'s address if it was resolved already and has one (no call to the
+    /// resolver): for the write loop's inline forms, which leave the first use to
+    /// [`symbol`](Jit::symbol).
+    #[inline(always)]
+    pub(crate) fn resolved(&self, index: u16) -> Option<u64> {
+        self.symbols.get(index as usize).and_then(|s| *s.get()?)
+    }
+
     /// The address of external symbol `index`, asking the resolver the first time. The
     /// resolver is the caller's code and may run during `finish`: it runs with this
     /// thread's write window closed, so that neither it nor a thread it starts can write

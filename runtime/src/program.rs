@@ -162,6 +162,14 @@ pub(crate) enum Quick {
     /// [`Fast::Check`]), run in one loop without a dispatch per step: the [`OperandStep`]s
     /// `from..from + len` of the JIT's flat array (see [`compile`]).
     Operands { from: u32, len: u32 },
+    /// One [`Fast::Rel32`] or [`Fast::Direct`] step to a symbol (a helper's `call`): the
+    /// field at `offset` takes `symbol - code + k`, where `k` is the step's addend less
+    /// `offset`, once the symbol is resolved (its first use resolves it, out of line).
+    Symbol { offset: u32, symbol: u16, k: i64 },
+    /// One [`Fast::Rel32`] step to jump target `target` (a branch's), the same field: it
+    /// takes `to - code + k` when the target is an instance of the trace; another target
+    /// (an address) goes to the steps.
+    Target { offset: u32, target: u16, k: i64 },
     /// Anything else: the steps, one by one.
     General,
 }
@@ -191,6 +199,26 @@ impl Quick {
             (s.fast == Fast::Rel32 && s.source == Source::Data && inside(s))
                 .then(|| (s.offset, s.addend.wrapping_sub(s.offset as i64)))
         };
+        if let [s] = steps {
+            if let (Fast::Rel32 | Fast::Direct, Source::Symbol(symbol), true) =
+                (s.fast, s.source, inside(s))
+            {
+                let k = s.addend.wrapping_sub(s.offset as i64);
+                return Quick::Symbol {
+                    offset: s.offset,
+                    symbol,
+                    k,
+                };
+            }
+            if let (Fast::Rel32, Source::Target(target), true) = (s.fast, s.source, inside(s)) {
+                let k = s.addend.wrapping_sub(s.offset as i64);
+                return Quick::Target {
+                    offset: s.offset,
+                    target,
+                    k,
+                };
+            }
+        }
         let last = steps.len() - 1;
         if let (Some(a), Some(b)) = (imm32(&steps[0]), imm32(&steps[last])) {
             return Quick::Imm32 { sites: [a, b] };

@@ -176,6 +176,51 @@ fn a_batch_is_flushed_once_over_all_its_traces() {
     assert_eq!(start, traces[0].code_range().start);
 }
 
+/// A program of one rel32 call to a symbol has the quick form `Quick::Symbol`: once the
+/// symbol is resolved (by the first trace, through the steps), a symbol in reach (a
+/// function of this binary, which the arena is placed near) is patched by it, and one out
+/// of reach goes on to the steps, which route the call through a veneer.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_call_to_a_symbol_is_quick_in_reach_and_gets_a_veneer_out_of_reach() {
+    use crate::program::Quick;
+    let near =
+        a_call_to_a_symbol_is_quick_in_reach_and_gets_a_veneer_out_of_reach as fn() as usize as u64;
+    for (address, veneers) in [(near, 0), (super::out_of_reach(), 1)] {
+        let jit = Jit::new(&SET, move |_| Some(address)).unwrap();
+        assert_eq!(
+            jit.programs[0].quick,
+            Quick::Symbol {
+                offset: 1,
+                symbol: 0,
+                k: -5
+            }
+        );
+        // The first trace resolves the symbol; the second takes the quick form's test.
+        for round in 0..2 {
+            let mut t = jit.trace();
+            t.push(0, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            let trace = t.finish().unwrap();
+            assert_eq!(trace.veneers(), veneers, "{address:#x}, trace {round}");
+            let at = trace.code_range().start;
+            // SAFETY: the trace's code is mapped readable until it is dropped.
+            let rel = unsafe { ((at + 1) as *const i32).read_unaligned() };
+            let callee = (at as u64 + 5).wrapping_add(rel as i64 as u64);
+            if veneers == 0 {
+                assert_eq!(callee, address, "trace {round}");
+            } else {
+                // Into the veneer, after the instances in the trace's code.
+                let code = trace.code_range();
+                assert!(
+                    callee as usize >= at + 8 && code.contains(&(callee as usize)),
+                    "trace {round}: {callee:#x} in {code:x?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn alignment_padding_is_filled_with_nops() {
     let recorder = Arc::new(Recorder::default());
@@ -532,6 +577,77 @@ mod cold {
             let f: extern "sysv64" fn(u64) -> u64 = unsafe { std::mem::transmute(entry) };
             assert_eq!(f(5), 10);
             assert_eq!(f(0), 42, "through the first instance's cold part");
+        }
+    }
+}
+
+/// A program of one rel32 branch to a jump target has the quick form `Quick::Target`: a
+/// target that is an instance of the trace is patched by it; an address out of reach goes
+/// on to the steps, which route the branch through a veneer.
+#[cfg(target_arch = "x86_64")]
+mod branch {
+    use super::*;
+    use crate::program::{Quick, X86_RET};
+    use crate::{InstanceId, Target};
+
+    /// `test rdi, rdi; je target` (falls through).
+    const JZ: &[u8] = &[0x48, 0x85, 0xff, 0x0f, 0x84, 0, 0, 0, 0];
+    static JZ_HOLES: [Hole; 1] = [Hole {
+        section: Section::Code,
+        offset: 5,
+        kind: HoleKind::X86Branch32,
+        value: HoleValue::Target(0),
+        addend: -4,
+    }];
+    static STENCILS: [Stencil<'static>; 2] = [
+        Stencil {
+            name: "jz",
+            code: JZ,
+            targets: &["JUMP_TARGET"],
+            holes: &JZ_HOLES,
+            ..Stencil::EMPTY
+        },
+        X86_RET,
+    ];
+    static BRANCH_SET: StencilSet<'static> = StencilSet {
+        stencils: &STENCILS,
+        symbols: &[],
+        nop: &[0x90],
+        ..SET
+    };
+
+    #[test]
+    fn a_branch_to_an_instance_is_quick_and_to_a_far_address_gets_a_veneer() {
+        let jit = Jit::new(&BRANCH_SET, |_| None).unwrap();
+        let k = -9;
+        assert_eq!(
+            jit.programs[0].quick,
+            Quick::Target {
+                offset: 5,
+                target: 0,
+                k
+            }
+        );
+        let far = Target::Address(super::super::out_of_reach());
+        for (target, veneers) in [(Target::Instance(InstanceId::from_index(2)), 0), (far, 1)] {
+            let mut t = jit.trace();
+            t.push(0, &[], &[target]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            t.push(1, &[], &[]).unwrap();
+            let trace = t.finish().unwrap();
+            assert_eq!(trace.veneers(), veneers, "{target:?}");
+            let code = trace.code_bytes();
+            let rel = i32::from_le_bytes(code[5..9].try_into().unwrap());
+            let to = 9 + i64::from(rel);
+            let third = i64::from(trace.instance_offsets()[2]);
+            if veneers == 0 {
+                assert_eq!(to, third, "the third instance");
+            } else {
+                assert!(
+                    to > third && to < code.len() as i64,
+                    "into the veneer: {to}"
+                );
+            }
         }
     }
 }

@@ -297,6 +297,12 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 Quick::Nothing => true,
                 Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
                 Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+                Quick::Symbol { offset, symbol, k } => {
+                    self.quick_rel32(at, offset, b.jit.resolved(symbol), k)
+                }
+                Quick::Target { offset, target, k } => {
+                    self.quick_rel32(at, offset, self.target_code(inst, target), k)
+                }
                 Quick::Operands { from, len } => {
                     self.quick_operands(inst, at, operand_steps, from as usize, len as usize)
                 }

@@ -40,7 +40,7 @@ impl Writer<'_, '_, '_, '_> {
     /// The commonest fast forms of a hole of instance `inst` (code at `code_at`, data at
     /// `data_at`), inline in the copy loop: an operand's `imm32`, abs32 field (of the
     /// operand or a half) or range check, a rel32 to a jump target of the trace, the next
-    /// instance, the instance's data or either part of its code. `false`, with nothing
+    /// instance, the instance's data, either part of its code or a resolved symbol. `false`, with nothing
     /// written, for every other hole and for a value its form cannot take:
     /// [`step`](Writer::step) (out of line) then writes it. (On the reference
     /// VM's traces, where most programs have no quick form, the call per step was two
@@ -79,7 +79,9 @@ impl Writer<'_, '_, '_, '_> {
                 part: OperandPart::Whole,
                 range,
             } => return range.contains(operand(k).wrapping_add(step.addend as u64)),
-            Fast::Rel32 => {
+            // `Direct`: a GOT reference the program's code holds in its direct form (a
+            // helper's `call`, a `lea` of data), the same field.
+            Fast::Rel32 | Fast::Direct => {
                 let to = match step.source {
                     Source::Data => self.data_base + data_at as u64,
                     // The instance's other part (a hot path's branch into its cold part, or
@@ -92,14 +94,14 @@ impl Writer<'_, '_, '_, '_> {
                             None => return false,
                         }
                     }
-                    Source::Target(k) => match self.b.targets[inst.targets as usize + k as usize] {
-                        Target::Instance(id) if id.0 != 0 || !self.shim_first => {
-                            match self.instances.get(id.index()) {
-                                Some(to) => self.trace_base + to.code_at as u64,
-                                None => return false,
-                            }
-                        }
-                        _ => return false,
+                    Source::Target(k) => match self.target_code(inst, k) {
+                        Some(to) => to,
+                        None => return false,
+                    },
+                    // A symbol resolved already (the first use resolves it, out of line).
+                    Source::Symbol(sym) => match self.b.jit.resolved(sym) {
+                        Some(address) => address,
+                        None => return false,
                     },
                     _ => return false,
                 };
@@ -216,6 +218,42 @@ impl Writer<'_, '_, '_, '_> {
         let a = to_data.wrapping_add(sites[0].1 as u64);
         let b = to_data.wrapping_add(sites[1].1 as u64);
         self.store_pair(code_at, (sites[0].0, a), (sites[1].0, b))
+    }
+
+    /// The address of jump target `k` of instance `inst` if it is an instance of the trace
+    /// (never the shim, which is no jump target).
+    #[inline(always)]
+    pub(super) fn target_code(&self, inst: &Instance, k: u16) -> Option<u64> {
+        match self.b.targets[inst.targets as usize + k as usize] {
+            Target::Instance(id) if id.0 != 0 || !self.shim_first => self
+                .instances
+                .get(id.index())
+                .map(|to| self.trace_base + to.code_at as u64),
+            _ => None,
+        }
+    }
+
+    /// Runs a [`Quick::Symbol`] or [`Quick::Target`] program of an instance (code at
+    /// `code_at`, copied): stores `to - code + k` (`to`: the symbol's or target's address,
+    /// `k`: the step's addend less its offset) in the rel32 field at `offset`. `false`,
+    /// nothing written, if `to` is `None` (a symbol not resolved yet, a target that is no
+    /// instance of the trace) or out of the field's reach: the steps then resolve it, route
+    /// it through a veneer, or report it.
+    #[inline(always)]
+    pub(super) fn quick_rel32(
+        &mut self,
+        code_at: usize,
+        offset: u32,
+        to: Option<u64>,
+        k: i64,
+    ) -> bool {
+        let Some(to) = to else {
+            return false;
+        };
+        let value = to
+            .wrapping_add(k as u64)
+            .wrapping_sub(self.code_base.wrapping_add(code_at as u64));
+        self.store_pair(code_at, (offset, value), (offset, value))
     }
 
     /// Stores the low 32 bits of two values (the same site twice for one) at their offsets
