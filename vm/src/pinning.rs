@@ -268,6 +268,12 @@ impl Pinning {
         self.registers.get(i).copied().flatten().map(usize::from)
     }
 
+    /// By micro-op: the pinned register holding the local it runs on ([`Pinning::register_of`]
+    /// of each), for a pass over every micro-op.
+    pub(crate) fn registers(&self) -> &[Option<u8>] {
+        &self.registers
+    }
+
     /// Holds every local boxed in its register; `false` if every one already was.
     pub fn box_all(&mut self) -> bool {
         let changed = self.pins.held().iter().any(|h| h.is_unboxed());

@@ -11,9 +11,11 @@ use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
 mod run;
+mod step;
 mod wide;
 
 use run::{RunEnd, RunInput};
+use step::Step;
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -140,9 +142,9 @@ pub struct Lowering {
     /// 16 bits per pinned register (register 0 lowest), its local's byte offset in the
     /// frame plus how it holds the local ([`Held::index`]); 0 without such stubs.
     pub exit_pins: u64,
-    /// By micro-op: its row of members ([`super::rows::MemberRows::row_of`]) under the
-    /// pinning being lowered.
-    rows: Vec<u32>,
+    /// By micro-op: its row of members and flags under the pinning being lowered
+    /// ([`Step`]).
+    steps: Vec<Step>,
 }
 
 impl Lowering {
@@ -154,7 +156,7 @@ impl Lowering {
             instance_of_uop: Vec::with_capacity(instances),
             exit_entry: Vec::with_capacity(instances),
             jump_targets: Vec::with_capacity(instances),
-            rows: Vec::with_capacity(instances),
+            steps: Vec::with_capacity(instances),
             ..Lowering::default()
         }
     }
@@ -338,18 +340,17 @@ impl Backend {
         Ok(())
     }
 
-    /// The member running micro-op `i` entered in state `entry`, with registers of kind
-    /// `kind`: on its pinned local's register where the pinning pins it (`rows`: each
-    /// micro-op's row under that pinning, [`super::rows::MemberRows::row_of`]).
+    /// The member running micro-op `step` entered in state `entry`, with registers of kind
+    /// `kind`: on its pinned local's register where the pinning pins it (its row under that
+    /// pinning, [`Step`]).
     #[inline(always)]
     fn find_member(
         &self,
-        rows: &[u32],
-        i: usize,
+        step: Step,
         entry: CacheState,
         kind: Kind,
     ) -> Option<(usize, CacheState)> {
-        self.rows.member(rows[i], entry, kind)
+        self.rows.member(step.row, entry, kind)
     }
 
     /// Whether micro-op `i`, entered with nothing cached, should leave its value of kind
@@ -359,18 +360,13 @@ impl Backend {
     /// gains from it (scaled: an int op, a guard, a pinned local; float slots: float
     /// arithmetic or a compare), not only moves a value.
     fn run_of(&self, input: RunInput<'_>, i: usize, kind: Kind) -> bool {
-        let (trace, pinning) = (input.trace, input.pinning);
+        let (trace, steps) = (input.trace, input.steps);
         let mut gains = false;
         let end = self.walk_run(input, i, kind, |j| {
             let op = trace.uops[j].op;
             gains |= match kind {
                 Kind::Float => float::gains_from_float_slots(op),
-                _ => {
-                    gains_from_scaled_ints(op)
-                        || pinning.is_some_and(|p| {
-                            p.register_of(j).is_some_and(|r| p.held()[r].is_unboxed())
-                        })
-                }
+                _ => gains_from_scaled_ints(op) || steps[j].on_unboxed(),
             };
         });
         match end {
@@ -387,18 +383,18 @@ impl Backend {
     /// wide ints where it pays ([`Backend::wide_run`]), of scaled ints or float slots where
     /// it pays ([`Backend::run_of`]), else the boxed one.
     fn member_from_empty(&self, input: RunInput<'_>, i: usize) -> Option<(usize, CacheState)> {
-        let (empty, rows) = (CacheState::EMPTY, input.rows);
+        let (empty, step) = (CacheState::EMPTY, input.steps[i]);
         if self.wide_run(input, i) {
-            return self.find_member(rows, i, empty, Kind::Wide);
+            return self.find_member(step, empty, Kind::Wide);
         }
         for kind in [Kind::Scaled, Kind::Float] {
             // (The member, if the run is taken, is the one looked up first.)
-            let member = self.find_member(rows, i, empty, kind);
+            let member = self.find_member(step, empty, kind);
             if member.is_some() && self.run_of(input, i, kind) {
                 return member;
             }
         }
-        self.find_member(rows, i, empty, Kind::Boxed)
+        self.find_member(step, empty, Kind::Boxed)
     }
 
     /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
@@ -417,13 +413,13 @@ impl Backend {
             instance_of_uop,
             exit_entry,
             links,
-            rows,
+            steps,
             exit_pins,
             ..
         } = out;
-        rows.clear();
-        rows.extend((0..trace.uops.len()).map(|i| self.rows.row_of(trace, pinning, i)));
-        let rows = &rows[..];
+        // (One pass: the loop below and every walk over a run read one record per micro-op.)
+        Step::fill(steps, self, trace, targets, pinning);
+        let steps = &steps[..];
         instances.clear();
         instance_of_uop.clear();
         links.clear();
@@ -456,21 +452,19 @@ impl Backend {
         // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
         let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
         *exit_pins = whole_stub.map_or(0, |w| w.1);
-        for (i, (u, &target)) in trace.uops.iter().zip(targets).enumerate() {
-            if target {
+        for (i, (u, &step)) in trace.uops.iter().zip(steps).enumerate() {
+            if step.boundary() {
                 spill(instances, &mut state)?;
             }
             let mut whole = None;
-            let in_body = pinning.is_some_and(|p| p.in_body(i));
-            if let Some(p) = pinning {
+            if let Some(p) = pinning.filter(|_| step.pin_point()) {
                 if i == p.body_start() {
-                    spill(instances, &mut state)?;
                     body_entry = Some(LoweredId::next(instances));
                     instances.extend_from_slice(self.copies(p, false).as_slice());
                     pinned_entry = Some(LoweredId::next(instances));
-                } else if p.stubs[i] {
-                    // (An inheriting side trace's last micro-op is a stub it falls into.)
-                    spill(instances, &mut state)?;
+                } else {
+                    // An exit stub. (An inheriting side trace's last micro-op is a stub it
+                    // falls into.)
                     // A stub that leaves the trace may enter code that keeps the registers.
                     // (Only once the VM has given the exit its link slots.)
                     let leaves = u.op == ops::op::EXIT_TRACE && u.arg1 != 0;
@@ -488,17 +482,15 @@ impl Backend {
                     }
                 }
             }
-            let on_pinned = pinning
-                .is_some_and(|p| p.register_of(i).is_some() || p.float_register_of(i).is_some());
             // The member for the current state; from scaled registers or float slots, the
             // boxed state's.
             let mut member = whole.map(|(stencil, _)| (stencil, CacheState::EMPTY));
             if state.depth() > 0 {
-                member = self.find_member(rows, i, state, state.kind());
+                member = self.find_member(step, state, state.kind());
                 if member.is_none() && state.kind() != Kind::Boxed {
                     // (BOX only where a boxed member follows: a spill stores any kind.)
                     if let Some((stencil, exit)) = self.cached.boxing(state) {
-                        member = self.find_member(rows, i, exit, Kind::Boxed);
+                        member = self.find_member(step, exit, Kind::Boxed);
                         if member.is_some() {
                             instances.push(LoweredInstance::glue(stencil, state, exit));
                             state = exit;
@@ -513,14 +505,13 @@ impl Backend {
                 let input = RunInput {
                     trace,
                     pinning,
-                    rows,
-                    targets,
+                    steps,
                 };
                 member = self.member_from_empty(input, i);
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
-                None if in_body || on_pinned => return Ok(false),
+                None if step.keeps_pins() => return Ok(false),
                 None => {
                     let stencil = self.stencils[u.op as usize].ok_or_else(|| {
                         format!(
@@ -534,7 +525,7 @@ impl Backend {
             };
             instance_of_uop.push(LoweredId::next(instances));
             instances.push(LoweredInstance::uop(stencil, i, entry, exit));
-            state = if falls_through(u.op) {
+            state = if step.falls() {
                 exit
             } else {
                 CacheState::EMPTY

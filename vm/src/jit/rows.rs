@@ -2,7 +2,8 @@
 //! member comes from (its op's members, those compiled for its depth operand, those on a
 //! pinned local's register) made, once per backend, into rows of one flat table by kind and
 //! entry state ([`MemberRows`]); a lowering picks each micro-op's row once
-//! ([`MemberRows::row_of`]), and every later look-up of that micro-op (the lowering asks up
+//! ([`MemberRows::row_of`], [`MemberRows::pinned_row`], [`MemberRows::float_pinned_row`]),
+//! and every later look-up of that micro-op (the lowering asks up
 //! to four, for the state it is in and for the runs of scaled ints and float slots it
 //! weighs) is one read ([`MemberRows::member`]).
 //!
@@ -10,10 +11,10 @@
 //! [`CachedOps`] (the pinning's register, the depth members' list, the kind's fit, each an
 //! `Option`) were about a quarter of the lowering's instructions.
 
+use crate::abi::Inst;
 use crate::cached::{CacheState, CachedOps, Kind, STATES};
 use crate::ops;
-use crate::pinning::{Held, Pinning, FLOAT_PIN_REGS, PIN_REGS};
-use crate::trace::Trace;
+use crate::pinning::{Held, FLOAT_PIN_REGS, PIN_REGS};
 
 /// A member packed as its stencil index times 256 plus its exit state's bits; [`NONE`]
 /// where there is none.
@@ -127,21 +128,11 @@ impl MemberRows {
         self.rows.len() as u32 - 1
     }
 
-    /// The row of micro-op `i` of `trace`: on its pinned local's register where `pinning`
-    /// pins it, else its op's members (those compiled for its depth operand first).
-    #[inline]
-    pub(super) fn row_of(&self, trace: &Trace, pinning: Option<&Pinning>, i: usize) -> u32 {
-        let u = &trace.uops[i];
+    /// The row of micro-op `u` where nothing pins its local: its op's members (those
+    /// compiled for its depth operand first).
+    #[inline(always)]
+    pub(super) fn row_of(&self, u: &Inst) -> u32 {
         let op = u.op as usize;
-        if let Some(p) = pinning {
-            if let Some(q) = p.float_register_of(i) {
-                return self.float_pinned.get(op).map_or(EMPTY_ROW, |by| by[q]);
-            }
-            if let Some(r) = p.register_of(i) {
-                let held = p.held()[r].index();
-                return self.pinned.get(op).map_or(EMPTY_ROW, |by| by[r][held]);
-            }
-        }
         let row = self.by_op.get(op).copied().unwrap_or(EMPTY_ROW);
         if row & HAS_DEPTHS == 0 {
             return row;
@@ -150,6 +141,22 @@ impl MemberRows {
             .iter()
             .find(|d| d.0 == u.arg0)
             .map_or(row & !HAS_DEPTHS, |d| d.1)
+    }
+
+    /// The row of op `op`'s members on pinned register `r` holding its local as `held`.
+    #[inline(always)]
+    pub(super) fn pinned_row(&self, op: u32, r: usize, held: Held) -> u32 {
+        self.pinned
+            .get(op as usize)
+            .map_or(EMPTY_ROW, |by| by[r][held.index()])
+    }
+
+    /// The row of op `op`'s members on pinned float register `q`.
+    #[inline(always)]
+    pub(super) fn float_pinned_row(&self, op: u32, q: usize) -> u32 {
+        self.float_pinned
+            .get(op as usize)
+            .map_or(EMPTY_ROW, |by| by[q])
     }
 
     /// The member of row `row` entered in state `entry` whose registers hold `kind`: its

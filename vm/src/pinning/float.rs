@@ -146,6 +146,12 @@ impl Pinning {
             .map(usize::from)
     }
 
+    /// By micro-op: the pinned float register holding the local it runs on
+    /// ([`Pinning::float_register_of`] of each), for a pass over every micro-op.
+    pub(crate) fn float_registers(&self) -> &[Option<u8>] {
+        &self.float_registers
+    }
+
     /// The locals in pinned float registers.
     pub fn float_locals(&self) -> &[u64] {
         self.pins.floats.locals()

@@ -3,20 +3,19 @@
 //! it whether a run pays in scaled ints or float slots ([`Backend::run_of`]) and whether it
 //! goes wide ([`Backend::wide_run`]); each looks at the micro-ops on the way (`visit`) and at
 //! how the run ended.
-use super::super::{falls_through, Backend};
+use super::super::Backend;
+use super::step::Step;
 use crate::cached::{CacheState, Kind};
 use crate::pinning::Pinning;
 use crate::trace::Trace;
 
-/// The trace being lowered as a walk over a run reads it: its micro-ops, its pinning, each
-/// micro-op's row of members ([`super::super::rows::MemberRows::row_of`]) and which micro-ops
-/// are jump targets.
+/// The trace being lowered as a walk over a run reads it: its micro-ops, its pinning and
+/// each micro-op's row of members and flags ([`Step`]).
 #[derive(Clone, Copy)]
 pub(super) struct RunInput<'a> {
     pub(super) trace: &'a Trace,
     pub(super) pinning: Option<&'a Pinning>,
-    pub(super) rows: &'a [u32],
-    pub(super) targets: &'a [bool],
+    pub(super) steps: &'a [Step],
 }
 
 /// How a run walked by [`Backend::walk_run`] ended.
@@ -44,23 +43,16 @@ impl Backend {
         kind: Kind,
         mut visit: impl FnMut(usize),
     ) -> RunEnd {
-        let RunInput {
-            trace,
-            pinning,
-            rows,
-            targets,
-        } = input;
         let mut state = CacheState::EMPTY;
-        for (j, &target) in targets.iter().enumerate().skip(i) {
-            let boundary = target || pinning.is_some_and(|p| j == p.body_start() || p.stubs[j]);
-            if j > i && boundary {
+        for (j, &step) in input.steps.iter().enumerate().skip(i) {
+            if j > i && step.boundary() {
                 return RunEnd::Boundary;
             }
-            let Some((_, exit)) = self.find_member(rows, j, state, kind) else {
+            let Some((_, exit)) = self.find_member(step, state, kind) else {
                 return RunEnd::Missing;
             };
             visit(j);
-            if !falls_through(trace.uops[j].op) || exit.depth() == 0 {
+            if !step.falls() || exit.depth() == 0 {
                 return RunEnd::Ended {
                     empty: exit.depth() == 0,
                 };

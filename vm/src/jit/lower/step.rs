@@ -1,0 +1,119 @@
+//! What the lowering asks of each micro-op, worked out in one pass per lowering attempt
+//! ([`Step::fill`]): its row of members under the pinning being lowered
+//! ([`super::super::rows::MemberRows::row_of`]) and the facts its loop and every walk over a
+//! run test (jump target, pinned body's entry or exit stub, falls through, on a pinned
+//! register), so that each test is one bit of one record rather than a look-up in the
+//! targets, the pinning's stubs and registers and the op's table, each bounds-checked.
+//!
+//! Measured (callgrind, `cpjit-vm compile-time`, `Backend::compile` per micro-op): see the
+//! commit that made it.
+
+use super::super::{falls_through, Backend};
+use crate::abi::Inst;
+use crate::pinning::Pinning;
+use crate::trace::Trace;
+
+/// One micro-op as the lowering reads it: its row of members and its flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Step {
+    /// Its row of members ([`super::super::rows::MemberRows::row_of`]).
+    pub(super) row: u32,
+    flags: u8,
+}
+
+/// A jump or exit target, or a pinned body's first micro-op or one of its exit stubs: the
+/// lowering spills before it, and a run ends there.
+const BOUNDARY: u8 = 1;
+/// A pinned body's first micro-op or one of its exit stubs (the lowering puts `PIN`s or
+/// `UNPIN`s before it).
+const PIN_POINT: u8 = 2;
+/// In a pinned body, or on a pinned register: it must have a member (an uncached stencil
+/// would lose the pinned registers).
+const KEEPS_PINS: u8 = 4;
+/// It goes on to the next instance when it does not jump or leave ([`falls_through`]).
+const FALLS: u8 = 8;
+/// On a pinned register that holds its local unboxed (scaled or wide).
+const ON_UNBOXED: u8 = 16;
+
+impl Step {
+    /// Makes `steps` the steps of `trace`'s micro-ops, whose jump targets are `targets`,
+    /// under `pinning`: one pass over the trace and the pinning's vectors side by side.
+    pub(super) fn fill(
+        steps: &mut Vec<Step>,
+        backend: &Backend,
+        trace: &Trace,
+        targets: &[bool],
+        pinning: Option<&Pinning>,
+    ) {
+        steps.clear();
+        let rows = &backend.rows;
+        let flags = |u: &Inst, target: bool| {
+            (if target { BOUNDARY } else { 0 }) | (if falls_through(u.op) { FALLS } else { 0 })
+        };
+        let Some(p) = pinning else {
+            steps.extend(trace.uops.iter().zip(targets).map(|(u, &target)| Step {
+                row: rows.row_of(u),
+                flags: flags(u, target),
+            }));
+            return;
+        };
+        let held = p.held();
+        let (registers, floats) = (p.registers(), p.float_registers());
+        let n = trace.uops.len();
+        assert!(
+            targets.len() == n && p.stubs.len() == n && registers.len() == n && floats.len() == n,
+            "a pinning and jump targets of this trace"
+        );
+        for (i, u) in trace.uops.iter().enumerate() {
+            let mut flags = flags(u, targets[i]);
+            if i == p.body_start() || p.stubs[i] {
+                flags |= BOUNDARY | PIN_POINT;
+            }
+            if p.in_body(i) || registers[i].is_some() || floats[i].is_some() {
+                flags |= KEEPS_PINS;
+            }
+            let row = match (floats[i], registers[i]) {
+                (Some(q), _) => rows.float_pinned_row(u.op, q as usize),
+                (None, Some(r)) => {
+                    let held = held[r as usize];
+                    if held.is_unboxed() {
+                        flags |= ON_UNBOXED;
+                    }
+                    rows.pinned_row(u.op, r as usize, held)
+                }
+                (None, None) => rows.row_of(u),
+            };
+            steps.push(Step { row, flags });
+        }
+    }
+
+    /// Whether the lowering spills before it and a run ends there ([`BOUNDARY`]).
+    #[inline(always)]
+    pub(super) fn boundary(self) -> bool {
+        self.flags & BOUNDARY != 0
+    }
+
+    /// Whether it is a pinned body's first micro-op or one of its exit stubs.
+    #[inline(always)]
+    pub(super) fn pin_point(self) -> bool {
+        self.flags & PIN_POINT != 0
+    }
+
+    /// Whether it must have a member ([`KEEPS_PINS`]).
+    #[inline(always)]
+    pub(super) fn keeps_pins(self) -> bool {
+        self.flags & KEEPS_PINS != 0
+    }
+
+    /// Whether it falls through ([`falls_through`]).
+    #[inline(always)]
+    pub(super) fn falls(self) -> bool {
+        self.flags & FALLS != 0
+    }
+
+    /// Whether it runs on a pinned register that holds its local unboxed.
+    #[inline(always)]
+    pub(super) fn on_unboxed(self) -> bool {
+        self.flags & ON_UNBOXED != 0
+    }
+}
