@@ -169,10 +169,12 @@ impl MemberRows {
         kind: Kind,
     ) -> Option<(usize, CacheState)> {
         let packed = self.rows[row as usize][kind as usize][entry.bits() as usize % STATES];
+        // (Masked to the 4 bits a state has, which `add` stored: the mask lets the compiler
+        // drop `from_bits`' range check from every look-up.)
         (packed != NONE).then(|| {
             (
                 (packed >> 8) as usize,
-                CacheState::from_bits((packed & 0xff) as u8),
+                CacheState::from_bits((packed & 0xf) as u8),
             )
         })
     }

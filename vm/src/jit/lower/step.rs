@@ -5,8 +5,9 @@
 //! register), so that each test is one bit of one record rather than a look-up in the
 //! targets, the pinning's stubs and registers and the op's table, each bounds-checked.
 //!
-//! Measured (callgrind, `cpjit-vm compile-time`, `Backend::compile` per micro-op): see the
-//! commit that made it.
+//! Measured (callgrind, `cpjit-vm compile-time`, `Backend::compile` per micro-op): nbody
+//! 716.6 -> 689.6, calls 798.2 -> 777.3, sum 846.4 -> 817.0, collatz 765.3 -> 739.1
+//! instructions, against a pass of rows alone and the tests where the lowering made them.
 
 use super::super::{falls_through, Backend};
 use crate::abi::Inst;
