@@ -6,7 +6,7 @@
 use super::{falls_through, Backend};
 use crate::cached::{float, CacheState, Kind};
 use crate::ops;
-use crate::pinning::{self, FloatPins, Held, Pinning, FLOAT_PIN_REGS, PIN_REGS};
+use crate::pinning::{self, FloatPins, Held, Pinning};
 use crate::trace::Trace;
 use cpjit_runtime::InstanceId;
 
@@ -168,36 +168,6 @@ impl Lowering {
             .copied()
             .flatten()
             .unwrap_or(self.instance_of_uop[uop])
-    }
-}
-
-/// The `PIN`s or `UNPIN`s of a pinning (general and float registers), in order
-/// ([`Backend::copies`]).
-#[derive(Clone, Copy)]
-struct Copies {
-    list: [LoweredInstance; PIN_REGS + FLOAT_PIN_REGS],
-    len: usize,
-}
-
-impl Default for Copies {
-    fn default() -> Copies {
-        Copies {
-            list: [LoweredInstance::copy(0, 0); PIN_REGS + FLOAT_PIN_REGS],
-            len: 0,
-        }
-    }
-}
-
-impl Copies {
-    fn push(&mut self, copy: LoweredInstance) {
-        self.list[self.len] = copy;
-        self.len += 1;
-    }
-}
-
-impl Copies {
-    fn as_slice(&self) -> &[LoweredInstance] {
-        &self.list[..self.len]
     }
 }
 
@@ -443,11 +413,12 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // The UNPINs, worked out at the first stub that takes them: every such stub repeats
-        // them (an iterator chain per stub cost the lowering of nbody 12 instructions per
-        // micro-op), and a body whose stubs are whole (below) takes none. (Made up front,
-        // with the PINs, they cost sum's lowering 21 instructions per micro-op.)
-        let mut unpins: Option<Copies> = None;
+        // The UNPINs, pushed at the first stub that takes them and copied from there into
+        // every later one: worked out per stub, an iterator chain cost the lowering of nbody
+        // 12 instructions per micro-op; made up front, with the PINs, they cost sum's 21, and
+        // a body whose stubs are whole (below) takes none. (Made into an array of their own
+        // and copied from it, they cost the compile 3 to 7 instructions per micro-op more.)
+        let mut unpins: Option<std::ops::Range<usize>> = None;
         // A stub that leaves the trace, once the VM has given the exit its link slots, is one
         // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
         let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
@@ -460,7 +431,7 @@ impl Backend {
             if let Some(p) = pinning.filter(|_| step.pin_point()) {
                 if i == p.body_start() {
                     body_entry = Some(LoweredId::next(instances));
-                    instances.extend_from_slice(self.copies(p, false).as_slice());
+                    self.push_copies(p, false, instances);
                     pinned_entry = Some(LoweredId::next(instances));
                 } else {
                     // An exit stub. (An inheriting side trace's last micro-op is a stub it
@@ -477,8 +448,14 @@ impl Backend {
                             instances.push(LoweredInstance::link(link, i));
                             links.push(i);
                         }
-                        let unpins = unpins.get_or_insert_with(|| self.copies(p, true));
-                        instances.extend_from_slice(unpins.as_slice());
+                        match unpins.clone() {
+                            Some(first) => instances.extend_from_within(first),
+                            None => {
+                                let at = instances.len();
+                                self.push_copies(p, true, instances);
+                                unpins = Some(at..instances.len());
+                            }
+                        }
                     }
                 }
             }
@@ -558,11 +535,10 @@ impl Backend {
         Some((self.cached.exit_pinned(p.held())?, operand))
     }
 
-    /// The `PIN` (or `UNPIN`) of every register `p` pins, general then float, with nothing
-    /// cached; wide ones written back last, since boxing one may collect big ints, which
-    /// finds the others in the frame.
-    fn copies(&self, p: &Pinning, unpin: bool) -> Copies {
-        let mut out = Copies::default();
+    /// Pushes onto `out` the `PIN` (or `UNPIN`) of every register `p` pins, general then
+    /// float, with nothing cached; wide ones written back last, since boxing one may collect
+    /// big ints, which finds the others in the frame.
+    fn push_copies(&self, p: &Pinning, unpin: bool, out: &mut Vec<LoweredInstance>) {
         let registers = p.locals().iter().zip(p.held()).enumerate();
         let last = |held: Held| unpin && held == Held::Wide;
         let copy = |(r, (&local, &held)): (usize, (&u64, &Held))| {
@@ -588,7 +564,6 @@ impl Backend {
         for r in registers.filter(|(_, (_, &h))| last(h)) {
             out.push(copy(r));
         }
-        out
     }
 
     /// Checks `lowering` of `trace` against the set's families, independently of how it was
