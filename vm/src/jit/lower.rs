@@ -15,7 +15,7 @@ mod step;
 mod wide;
 
 use run::{RunEnd, RunInput};
-use step::Step;
+use step::{Step, BOUNDARY, FALLS, KEEPS_PINS, ON_UNBOXED, PIN_POINT};
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -336,7 +336,7 @@ impl Backend {
             let op = trace.uops[j].op;
             gains |= match kind {
                 Kind::Float => float::gains_from_float_slots(op),
-                _ => gains_from_scaled_ints(op) || steps[j].on_unboxed(),
+                _ => gains_from_scaled_ints(op) || steps[j].is(ON_UNBOXED),
             };
         });
         match end {
@@ -424,11 +424,11 @@ impl Backend {
         let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
         *exit_pins = whole_stub.map_or(0, |w| w.1);
         for (i, (u, &step)) in trace.uops.iter().zip(steps).enumerate() {
-            if step.boundary() {
+            if step.is(BOUNDARY) {
                 spill(instances, &mut state)?;
             }
             let mut whole = None;
-            if let Some(p) = pinning.filter(|_| step.pin_point()) {
+            if let Some(p) = pinning.filter(|_| step.is(PIN_POINT)) {
                 if i == p.body_start() {
                     body_entry = Some(LoweredId::next(instances));
                     self.push_copies(p, false, instances);
@@ -488,7 +488,7 @@ impl Backend {
             }
             let (stencil, entry, exit) = match member {
                 Some((stencil, exit)) => (stencil, state, exit),
-                None if step.keeps_pins() => return Ok(false),
+                None if step.is(KEEPS_PINS) => return Ok(false),
                 None => {
                     let stencil = self.stencils[u.op as usize].ok_or_else(|| {
                         format!(
@@ -502,7 +502,7 @@ impl Backend {
             };
             instance_of_uop.push(LoweredId::next(instances));
             instances.push(LoweredInstance::uop(stencil, i, entry, exit));
-            state = if step.falls() {
+            state = if step.is(FALLS) {
                 exit
             } else {
                 CacheState::EMPTY

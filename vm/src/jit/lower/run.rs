@@ -4,7 +4,7 @@
 //! goes wide ([`Backend::wide_run`]); each looks at the micro-ops on the way (`visit`) and at
 //! how the run ended.
 use super::super::Backend;
-use super::step::Step;
+use super::step::{Step, BOUNDARY, FALLS};
 use crate::cached::{CacheState, Kind};
 use crate::pinning::Pinning;
 use crate::trace::Trace;
@@ -45,14 +45,14 @@ impl Backend {
     ) -> RunEnd {
         let mut state = CacheState::EMPTY;
         for (j, &step) in input.steps.iter().enumerate().skip(i) {
-            if j > i && step.boundary() {
+            if j > i && step.is(BOUNDARY) {
                 return RunEnd::Boundary;
             }
             let Some((_, exit)) = self.find_member(step, state, kind) else {
                 return RunEnd::Missing;
             };
             visit(j);
-            if !step.falls() || exit.depth() == 0 {
+            if !step.is(FALLS) || exit.depth() == 0 {
                 return RunEnd::Ended {
                     empty: exit.depth() == 0,
                 };

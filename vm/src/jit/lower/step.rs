@@ -24,17 +24,17 @@ pub(super) struct Step {
 
 /// A jump or exit target, or a pinned body's first micro-op or one of its exit stubs: the
 /// lowering spills before it, and a run ends there.
-const BOUNDARY: u8 = 1;
+pub(super) const BOUNDARY: u8 = 1;
 /// A pinned body's first micro-op or one of its exit stubs (the lowering puts `PIN`s or
 /// `UNPIN`s before it).
-const PIN_POINT: u8 = 2;
+pub(super) const PIN_POINT: u8 = 2;
 /// In a pinned body, or on a pinned register: it must have a member (an uncached stencil
 /// would lose the pinned registers).
-const KEEPS_PINS: u8 = 4;
+pub(super) const KEEPS_PINS: u8 = 4;
 /// It goes on to the next instance when it does not jump or leave ([`falls_through`]).
-const FALLS: u8 = 8;
+pub(super) const FALLS: u8 = 8;
 /// On a pinned register that holds its local unboxed (scaled or wide).
-const ON_UNBOXED: u8 = 16;
+pub(super) const ON_UNBOXED: u8 = 16;
 
 impl Step {
     /// Makes `steps` the steps of `trace`'s micro-ops, whose jump targets are `targets`,
@@ -88,33 +88,10 @@ impl Step {
         }
     }
 
-    /// Whether the lowering spills before it and a run ends there ([`BOUNDARY`]).
+    /// Whether it has flag `flag` ([`BOUNDARY`], [`PIN_POINT`], [`KEEPS_PINS`], [`FALLS`],
+    /// [`ON_UNBOXED`]).
     #[inline(always)]
-    pub(super) fn boundary(self) -> bool {
-        self.flags & BOUNDARY != 0
-    }
-
-    /// Whether it is a pinned body's first micro-op or one of its exit stubs.
-    #[inline(always)]
-    pub(super) fn pin_point(self) -> bool {
-        self.flags & PIN_POINT != 0
-    }
-
-    /// Whether it must have a member ([`KEEPS_PINS`]).
-    #[inline(always)]
-    pub(super) fn keeps_pins(self) -> bool {
-        self.flags & KEEPS_PINS != 0
-    }
-
-    /// Whether it falls through ([`falls_through`]).
-    #[inline(always)]
-    pub(super) fn falls(self) -> bool {
-        self.flags & FALLS != 0
-    }
-
-    /// Whether it runs on a pinned register that holds its local unboxed.
-    #[inline(always)]
-    pub(super) fn on_unboxed(self) -> bool {
-        self.flags & ON_UNBOXED != 0
+    pub(super) fn is(self, flag: u8) -> bool {
+        self.flags & flag != 0
     }
 }
