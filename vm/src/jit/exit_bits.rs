@@ -16,7 +16,9 @@ pub(crate) struct ExitBits {
 }
 
 impl ExitBits {
-    /// Adds exit `exit`.
+    /// Adds exit `exit`. (Inline: a call per `LINK` was 22 instructions, most of it the
+    /// call's.)
+    #[inline]
     pub(crate) fn insert(&mut self, exit: usize) {
         let (word, bit) = (exit / WORD, 1u64 << (exit % WORD));
         match self.inline.get_mut(word) {
