@@ -36,7 +36,9 @@ pub(crate) fn check(prog: &[u8]) -> Result<Plan, Error> {
     let words = words(prog);
     let mut i = 0;
     while i < words.len() {
-        let w = u64::from_le_bytes(words[i]);
+        i = plain_pairs(words, i, &mut scan);
+        let Some(&w) = words.get(i) else { break };
+        let w = u64::from_le_bytes(w);
         let shape = &SHAPES[w as usize & 255];
         // One test for the common case, an ALU instruction whose registers are in range;
         // everything else out of line.
@@ -48,6 +50,32 @@ pub(crate) fn check(prog: &[u8]) -> Result<Plan, Error> {
         i += 1;
     }
     Ok(scan.finish(prog))
+}
+
+/// Checks and scans the instructions from `i` on, two at a time, while both are ALU
+/// instructions with registers in range (one test for the two); returns where it stopped.
+/// (Straight 100: 214 instructions of the verifier's 2,350 less than one at a time.)
+#[inline(always)]
+fn plain_pairs(words: &[[u8; INSN_SIZE]], mut i: usize, scan: &mut Scan) -> usize {
+    while i + 1 < words.len() {
+        let (w, x) = (
+            u64::from_le_bytes(words[i]),
+            u64::from_le_bytes(words[i + 1]),
+        );
+        let (shape_w, shape_x) = (&SHAPES[w as usize & 255], &SHAPES[x as usize & 255]);
+        // (`plain` is REGS_ANY or 0: the AND of the four is REGS_ANY iff both pass.)
+        let plain = REGS[(w >> 8) as u8 as usize]
+            & shape_w.plain
+            & REGS[(x >> 8) as u8 as usize]
+            & shape_x.plain;
+        if plain == 0 {
+            break;
+        }
+        scan.count_uses(w, shape_w);
+        scan.count_uses(x, shape_x);
+        i += 2;
+    }
+    i
 }
 
 /// Checks and scans instruction `i` (word `w`) but for a plain one with registers in
