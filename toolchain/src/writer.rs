@@ -345,7 +345,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
         "    reserved_registers: &[{}],",
         string_list(&t.reserved_registers)
     );
-    let _ = writeln!(o, "    nop: &[{}],", byte_list(&t.nop));
+    let _ = writeln!(o, "    nop: {},", byte_string(&t.nop, "        "));
     match set.shim {
         Some(i) => _ = writeln!(o, "    shim: Some({i}),"),
         None => o.push_str("    shim: None,\n"),
@@ -432,6 +432,7 @@ fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
         let _ = writeln!(o, "    pub const {}: usize = {i};", ident(&f.name)?);
     }
     o.push_str("}\n\n");
+    absence_constants(o, set);
     let _ = writeln!(
         o,
         "/// The stencil families: stencil indices by element and parameter values.\n#[rustfmt::skip]\npub static FAMILIES: [Family<'static>; {}] = [",
@@ -457,7 +458,7 @@ fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
         for row in f.stencils.chunks(16) {
             let cells: Vec<String> = row
                 .iter()
-                .map(|s| s.map_or("Family::NONE".to_string(), |i| i.to_string()))
+                .map(|s| s.map_or("NONE".to_string(), |i| i.to_string()))
                 .collect();
             let _ = writeln!(o, "            {},", cells.join(", "));
         }
@@ -469,13 +470,42 @@ fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
     op_constants(o, set)
 }
 
+/// `NONE` and `NO_TRANSITION`, the family tables' short names of [`cpjit_model::Family::NONE`]
+/// and [`cpjit_model::Transition::NONE`], each written only if the tables use it (an unused
+/// constant is a warning): rustc resolves a path through a type while type checking, once
+/// per use, and the VM's tables have 36,000 (issue 38: 0.8 of 3.3 CPU-s of its x86-64 crate).
+fn absence_constants(o: &mut String, set: &BuiltSet) {
+    let selects = || set.families.iter().filter_map(|f| f.select.as_ref());
+    let none = set
+        .families
+        .iter()
+        .any(|f| f.stencils.iter().any(Option::is_none))
+        || selects().any(|s| {
+            s.glue.is_none()
+                || s.members.iter().any(Option::is_none)
+                || s.transitions.iter().flatten().any(|t| t.glue.is_none())
+        });
+    let no_transition = selects().any(|s| s.transitions.iter().any(Option::is_none));
+    if none {
+        o.push_str("/// A table's cell with no stencil.\nconst NONE: u16 = Family::NONE;\n");
+    }
+    if no_transition {
+        o.push_str(
+            "/// An op's entry with no way from a state.\nconst NO_TRANSITION: Transition = Transition::NONE;\n",
+        );
+    }
+    if none || no_transition {
+        o.push('\n');
+    }
+}
+
 /// A family's `cached` field: its selection tables (`crate::select`), or `None`.
 fn cache_select(o: &mut String, f: &crate::family::Table) {
     let Some(s) = &f.select else {
         o.push_str("        cached: None,\n");
         return;
     };
-    let id = |m: Option<u16>| m.map_or("Family::NONE".to_string(), |i| i.to_string());
+    let id = |m: Option<u16>| m.map_or("NONE".to_string(), |i| i.to_string());
     let _ = writeln!(
         o,
         "        cached: Some(CacheSelect {{\n            entry_param: {},\n            exit_param: {},\n            states: {},\n            combos: {},\n            glue: {},",
@@ -505,7 +535,7 @@ fn cache_select(o: &mut String, f: &crate::family::Table) {
         let cells: Vec<String> = row
             .iter()
             .map(|t| match t {
-                None => "Transition::NONE".to_string(),
+                None => "NO_TRANSITION".to_string(),
                 Some(t) => format!(
                     "Transition {{ member: {}, glue: {}, via: {}, exit: {} }}",
                     t.member,
@@ -630,25 +660,38 @@ fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) 
     Ok(())
 }
 
-/// `code: &[\n 0x.., (16 a line)\n],` or `code: &[],`.
+/// `code: b"\x..",` (16 bytes a line, continued with `\`) or `code: &[],`: one literal
+/// where a list of integers is one expression per byte for rustc to check (issue 38).
 fn bytes_field(o: &mut String, field: &str, bytes: &[u8]) {
     if bytes.is_empty() {
         let _ = writeln!(o, "        {field}: &[],");
         return;
     }
-    let _ = writeln!(o, "        {field}: &[");
-    for chunk in bytes.chunks(16) {
-        let _ = writeln!(o, "            {},", byte_list(chunk));
-    }
-    o.push_str("        ],\n");
+    let _ = writeln!(
+        o,
+        "        {field}: {},",
+        byte_string(bytes, "            ")
+    );
 }
 
-fn byte_list(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("0x{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// `bytes` as a byte-string literal of `\x` escapes, on one line up to 16 bytes, else
+/// 16 a line after a `\` that ends the line (so the new line and `indent` are not in it).
+fn byte_string(bytes: &[u8], indent: &str) -> String {
+    let escaped = |chunk: &[u8]| {
+        chunk
+            .iter()
+            .map(|b| format!("\\x{b:02x}"))
+            .collect::<String>()
+    };
+    if bytes.len() <= 16 {
+        return format!("b\"{}\"", escaped(bytes));
+    }
+    let mut s = String::from("b\"");
+    for chunk in bytes.chunks(16) {
+        let _ = write!(s, "\\\n{indent}{}", escaped(chunk));
+    }
+    s.push('"');
+    s
 }
 
 fn string_list(items: &[String]) -> String {

@@ -28,7 +28,7 @@ fn a_family_builds_on_every_format_with_its_table_and_the_stencils_of_hand_writt
         let table = "pub static FAMILIES: [Family<'static>; 1] = [\n    Family {\n        \
                      name: \"fam\",\n        elements: &[\"add\", \"xor\"],\n        params: &[\n            \
                      FamilyParam { name: \"N\", values: &[\"1\", \"2\"] },\n        ],\n        \
-                     stencils: &[\n            0, 1, 2, Family::NONE,\n        ],\n        \
+                     stencils: &[\n            0, 1, 2, NONE,\n        ],\n        \
                      cached: None,\n    },\n];";
         assert!(lib.contains(table), "{}: {lib}", t.triple);
         assert!(lib.contains("pub mod family {\n    pub const fam: usize = 0;\n}"));

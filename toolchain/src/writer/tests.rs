@@ -177,3 +177,14 @@ fn the_shims_elided_jump_is_not_a_fall_through() {
     let counts = Sidecar::describe(&set, &[]).counts;
     assert_eq!((counts.elided_jumps, counts.continuing), (1, 2));
 }
+
+#[test]
+fn bytes_are_one_byte_string_of_escapes_sixteen_a_line() {
+    assert_eq!(byte_string(&[0x90, 0x0a], "  "), r#"b"\x90\x0a""#);
+    let bytes: Vec<u8> = (0..18).collect();
+    let expected = "b\"\\\n  \\x00\\x01\\x02\\x03\\x04\\x05\\x06\\x07\\x08\\x09\\x0a\\x0b\\x0c\\x0d\\x0e\\x0f\\\n  \\x10\\x11\"";
+    assert_eq!(byte_string(&bytes, "  "), expected);
+    let mut o = String::new();
+    bytes_field(&mut o, "init_data", &[]);
+    assert_eq!(o, "        init_data: &[],\n");
+}
