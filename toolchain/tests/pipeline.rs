@@ -198,9 +198,10 @@ fn check_detects_a_stale_crate_and_up_to_date_crates_are_skipped() {
     let text = std::fs::read_to_string(&lib).unwrap();
     let marker = "    pub const op_test_add: Stencil<'static> = Stencil {";
     let at = text.find(marker).unwrap();
-    let byte = at + text[at..].find("0x").unwrap();
+    // The first byte of the stencil's code (a byte string: `code: b"\x49…`).
+    let byte = at + text[at..].find("code: b\"\\x").unwrap() + "code: b\"".len();
     let changed = format!(
-        "{}0x{}{}",
+        "{}\\x{}{}",
         &text[..byte],
         if &text[byte + 2..byte + 4] == "ff" {
             "00"
