@@ -46,10 +46,12 @@
 //! later fails parsing or validation ([`Cache::reject`]), is a miss: removed, rebuilt and
 //! replaced, with a one-line notice on stderr naming the entry and why (for entries of the
 //! unkeyed format 1, which a cache made before issue 42 holds by the thousand, only the
-//! first is named; none is ever trusted). Entries are written to a unique temporary file,
-//! synced and renamed, so concurrent builds never see a partial file; the pipeline stores
-//! an entry only after the output that came from it has passed validation, so a compiler
-//! that exits 0 with garbage never poisons the cache.
+//! first is named; none is ever trusted). Entries are written to a unique temporary file
+//! and renamed, so concurrent builds never see a partial file; they are not synced: an
+//! entry a crash leaves empty or torn fails its tag like any damaged one (a miss, rebuilt),
+//! and one `fsync` per entry (thousands per cold build) cost ext4 a journal commit each.
+//! The pipeline stores an entry only after the output that came from it has passed
+//! validation, so a compiler that exits 0 with garbage never poisons the cache.
 
 pub use crate::cache_deps::{DepEntry, DepList, FileHashes};
 use hmac::{Hmac, Mac};
@@ -314,7 +316,8 @@ impl Cache {
         let _ = std::fs::remove_file(&path);
     }
 
-    /// Stores `value` as entry `kind-key` (temporary file, fsync, rename).
+    /// Stores `value` as entry `kind-key` (temporary file, rename; not synced, see the
+    /// module doc).
     pub fn put(&self, kind: &str, key: &str, value: &[u8]) {
         let State::Open { dir, key: secret } = &self.state else {
             return;
@@ -326,10 +329,8 @@ impl Cache {
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));
-        let written = std::fs::File::create(&tmp).and_then(|mut f| {
-            f.write_all(&encode_entry(secret, &name, value))?;
-            f.sync_all()
-        });
+        let written = std::fs::File::create(&tmp)
+            .and_then(|mut f| f.write_all(&encode_entry(secret, &name, value)));
         if written.is_err() || std::fs::rename(&tmp, dir.join(&name)).is_err() {
             let _ = std::fs::remove_file(&tmp);
         }

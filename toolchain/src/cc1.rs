@@ -15,9 +15,9 @@
 //! are not; templates do not use them). A wrapper's name is derived from the unit alone
 //! ([`input_name`]), so a unit's bitcode (whose `source_filename` is that name) does not
 //! depend on the group it was compiled in. clang writes one bitcode file per input beside
-//! it, and one dependency file naming what every input read: the group's union, which the
-//! pipeline records for each unit of the group (a change to any of them rebuilds the unit,
-//! which is safe). A group clang rejects is compiled unit by unit by the pipeline, so an
+//! it, and dependency lists on stdout whose union names what every input read (not a
+//! file: `-cc1` rewrites it n(n+1)/2 times for n inputs), which the pipeline records for
+//! each unit of the group (a change to any of them rebuilds the unit, which is safe). A group clang rejects is compiled unit by unit by the pipeline, so an
 //! error names the unit's own file and line.
 
 use crate::clang;
@@ -131,11 +131,13 @@ impl Cc1Command {
             std::fs::write(&path, &input.text)
                 .map_err(|e| Error(format!("cannot write {}: {e}", path.display())))?;
         }
-        let depfile = dir.join("group.d");
         let mut args = self.args.clone();
+        // On stdout, not in a file: `-cc1` adds a dependency writer per input that writes at
+        // the end of every later input (n(n+1)/2 writes for n inputs, the last the union),
+        // which as a file is an `O_TRUNC` rewrite each time; on the pipe it is text to parse.
         args.extend([
             "-dependency-file".into(),
-            depfile.display().to_string(),
+            "-".into(),
             "-MT".into(),
             "group".into(),
         ]);
@@ -160,7 +162,12 @@ impl Cc1Command {
             })?;
             bitcode.push(bytes);
         }
-        let read = clang::read_depfile(&depfile, Path::new("a group of units"))?;
+        let read = clang::parse_depfile(&String::from_utf8_lossy(&out.stdout)).map_err(|why| {
+            Error(format!(
+                "cannot read the dependency lists clang -cc1 wrote for a group of units \
+                 (its stdout): {why}"
+            ))
+        })?;
         let inputs = read
             .into_iter()
             .map(|p| if p.is_absolute() { p } else { dir.join(p) })
@@ -193,14 +200,9 @@ impl Preprocessor {
             std::fs::write(&path, &input.text)
                 .map_err(|e| Error(format!("cannot write {}: {e}", path.display())))?;
         }
+        // No dependency file: nothing reads one here (the batch's text is the key), and
+        // `-cc1` would rewrite it n(n+1)/2 times for n inputs (see `compile_group`).
         let mut args = self.0.args.clone();
-        let depfile = dir.join("group.d").display().to_string();
-        args.extend([
-            "-dependency-file".into(),
-            depfile,
-            "-MT".into(),
-            "group".into(),
-        ]);
         args.extend(inputs.iter().map(|i| i.name.clone()));
         let out = clang::run_captured(&self.0.program, &args, None, limit, Some(dir))?;
         let text = String::from_utf8_lossy(&out.stdout);

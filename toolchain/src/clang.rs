@@ -311,10 +311,10 @@ pub(crate) fn scratch_dir() -> Result<tempfile::TempDir> {
 }
 
 /// Where scratch directories go when `$TMPDIR` does not say: Linux's `/dev/shm` (tmpfs).
-/// A `clang -cc1` group of n inputs rewrites its dependency file n(n+1)/2 times (each input
-/// adds a writer that writes at the end of every later input: 528 times for 32), each an
-/// `O_TRUNC` that ext4 writes back to disk on close; and every wrapper and bitcode file
-/// costs an ext4 inode allocation, slow after many deletions. In memory none of it is I/O.
+/// Every wrapper and bitcode file of a group costs an ext4 inode allocation, slow after
+/// many deletions, and a write-back; in memory none of it is I/O. (A group's dependency
+/// lists, which `clang -cc1` writes n(n+1)/2 times for n inputs, go to its stdout: see
+/// `cc1::Cc1Command::compile_group`.)
 fn ram_scratch_root() -> Option<&'static Path> {
     let shm = Path::new("/dev/shm");
     (cfg!(target_os = "linux") && std::env::var_os("TMPDIR").is_none() && shm.is_dir())
