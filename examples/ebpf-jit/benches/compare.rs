@@ -8,7 +8,8 @@
 //! to ebpf-jit's JIT are taken round by round. Every run's r0 must agree across engines.
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 //! For profiling: `--profile-compile N ROUNDS [rbpf]` only compiles `straight N`, and
-//! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`).
+//! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`) or of
+//! `straightN` (e.g. `straight100`, the compile bench's program of N instructions).
 
 use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
@@ -376,18 +377,29 @@ fn run_programs() -> [(&'static str, Vec<u8>, usize); 5] {
     ]
 }
 
-/// `--listing NAME`: prints the trace of run-time program NAME (e.g. `sieve`) in hex with
-/// its instances' stencils and holes (pipe the bytes to `llvm-mc --disassemble`).
+/// `--listing NAME`: prints the trace of run-time program NAME (e.g. `sieve`) or of
+/// `straightN` in hex with its instances' stencils and holes (pipe the bytes to
+/// `llvm-mc --disassemble`).
 fn print_listing(name: &str) {
     let options = JitOptions {
         listing: true,
         ..JitOptions::default()
     };
     let compiler = Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap();
-    let (_, prog, _) = run_programs()
-        .into_iter()
-        .find(|(n, _, _)| n.starts_with(name))
-        .unwrap_or_else(|| panic!("--listing {name}: no run-time program of that name"));
+    let prog = match name.strip_prefix("straight") {
+        // The compile bench's programs: `straight100` is what `--profile-compile 100` stitches.
+        Some(n) => match n.trim().parse::<usize>() {
+            Ok(n) if n > 0 => straight_program(n),
+            _ => panic!("--listing {name}: `straight` takes an instruction count of 1 or more, e.g. straight100"),
+        },
+        None => {
+            run_programs()
+                .into_iter()
+                .find(|(n, _, _)| n.starts_with(name))
+                .unwrap_or_else(|| panic!("--listing {name}: no run-time program of that name"))
+                .1
+        }
+    };
     let mut vm = EbpfVm::new(&prog).unwrap();
     vm.register_helper(1, helper);
     vm.jit_compile_with(&compiler).unwrap();
