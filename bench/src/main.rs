@@ -62,7 +62,8 @@ usage: cpjit-bench [--quick] [--report] [--only GROUP[,GROUP...]] [--toolchain P
                     copy-and-patch as the peer bench times it, N rounds (default 200), for a
                     profiler (`--alias`: through the persistent alias; `--select`: end to
                     end from the op list, the kit's selection + push + finish; `--batch`:
-                    batches of 100 traces); prints thread CPU time per instance
+                    batches of 100 traces); prints thread CPU time per instance and
+                    the instances stitched, timed and in all (2 warm-up rounds)
 ";
 
 /// The kit's groups (its toolchain, runtime and peers on the same synthetic traces).

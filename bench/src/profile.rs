@@ -9,7 +9,10 @@
 //! dropped after the round, untimed, as there. `--alias` writes code through the persistent
 //! alias; `--select` compiles end to end from the op list (the kit's selection + push +
 //! finish) instead of stitching the pre-lowered plan. Prints the median and range of the thread CPU time per instance, and the number of
-//! instances stitched (to turn a profile's instruction counts into counts per instance).
+//! instances stitched (to turn a profile's instruction counts into counts per instance):
+//! those of the timed rounds (what `--toggle-collect` collects) and those of the whole run,
+//! the warm-up rounds included (what a profile without it collects, and what callgrind's
+//! call counts always count: they go on while collection is off).
 
 use crate::copy_patch::{self, Plan};
 use crate::harness::{collect_n, thread_cpu_ns, time};
@@ -72,6 +75,9 @@ fn spec(name: &str) -> Result<TraceSpec, String> {
     }
 }
 
+/// Untimed rounds before the timed ones, as the bench runs them.
+const WARM_UP_ROUNDS: usize = 2;
+
 /// Runs the rounds and prints the thread CPU time per instance.
 pub fn run(o: &ProfileOptions) -> Result<(), String> {
     let jit = copy_patch::jit_writing(if o.alias {
@@ -88,7 +94,7 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
     };
     let work = Work::new(&jit, &spec, o.select, traces, o.batch)?;
     // Warm-up as the bench's (two untimed runs), then the rounds.
-    for _ in 0..2 {
+    for _ in 0..WARM_UP_ROUNDS {
         drop(untimed_round(&jit, &work)?);
     }
     let mut per_instance = Vec::with_capacity(o.rounds);
@@ -101,8 +107,10 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
     let total = thread_cpu_ns() - start;
     per_instance.sort_by(f64::total_cmp);
     println!(
-        "{} ({}{}{}): {} rounds × {traces} traces × {n} instances = {} instances stitched; \
-         thread CPU per instance: median {:.2} ns ({:.2}–{:.2}); {:.0} ms in all",
+        "{} ({}{}{}): {} rounds × {traces} traces × {n} instances = {} instances stitched \
+         in the timed rounds (`--toggle-collect='*profile::timed_round'`), {} in the whole \
+         run ({} traces; the {WARM_UP_ROUNDS} warm-up rounds included); thread CPU per \
+         instance: median {:.2} ns ({:.2}–{:.2}); {:.0} ms in all",
         spec.name,
         if o.alias {
             "persistent alias"
@@ -117,6 +125,8 @@ pub fn run(o: &ProfileOptions) -> Result<(), String> {
         if o.batch { ", batch" } else { "" },
         o.rounds,
         o.rounds * traces * n,
+        (o.rounds + WARM_UP_ROUNDS) * traces * n,
+        (o.rounds + WARM_UP_ROUNDS) * traces,
         per_instance[per_instance.len() / 2],
         per_instance[0],
         per_instance[per_instance.len() - 1],
