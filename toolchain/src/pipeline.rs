@@ -66,18 +66,25 @@ fn per_target<T: Send>(
         .par_iter()
         .map(|t| f(t).map(|v| (t.triple.clone(), v)))
         .collect();
-    let mut by_target = std::collections::HashMap::new();
+    all_or_errors(results)
+}
+
+/// The keyed values of `results`, or every error at once.
+fn all_or_errors<K: std::hash::Hash + Eq, V>(
+    results: Vec<Result<(K, V)>>,
+) -> Result<std::collections::HashMap<K, V>> {
+    let mut values = std::collections::HashMap::new();
     let mut errors = Vec::new();
     for r in results {
         match r {
-            Ok((triple, v)) => {
-                by_target.insert(triple, v);
+            Ok((k, v)) => {
+                values.insert(k, v);
             }
             Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
-        Ok(by_target)
+        Ok(values)
     } else {
         Err(Error::many(errors))
     }
@@ -326,21 +333,7 @@ impl Pipeline<'_> {
                     .map_err(|e| e.context(&t.triple))
             })
             .collect();
-        let mut errors = Vec::new();
-        let mut commands = std::collections::HashMap::new();
-        for r in results {
-            match r {
-                Ok((k, c)) => {
-                    commands.insert(k, c);
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        if errors.is_empty() {
-            Ok(commands)
-        } else {
-            Err(Error::many(errors))
-        }
+        all_or_errors(results)
     }
 
     /// A group of jobs (indices into `jobs`, one target): one `clang -cc1` run, then each

@@ -59,10 +59,17 @@ fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target
             }))
         })
         .collect();
+    with_pipeline(&manifest, |pipeline| {
+        grouped_equal_alone(pipeline, &jobs, targets.len())
+    });
+}
+
+/// A pipeline of `manifest` without a cache, given to `f`.
+fn with_pipeline(manifest: &Manifest, f: impl FnOnce(&Pipeline)) {
     let cache = Cache::disabled();
     let (clang_version, llvm_version) = (clang::version().unwrap(), llvm::version().unwrap());
     let pipeline = Pipeline {
-        manifest: &manifest,
+        manifest,
         clang_version: &clang_version,
         llvm_version: &llvm_version,
         cache: &cache,
@@ -70,15 +77,21 @@ fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target
         preprocessed: Default::default(),
     };
     llvm::initialize();
-    let pchs = pipeline.prepare_pchs(&jobs).unwrap();
+    f(&pipeline);
+}
+
+/// The units and members of `jobs` (on `targets` targets) planned and compiled in groups,
+/// each against the job compiled alone.
+fn grouped_equal_alone(pipeline: &Pipeline, jobs: &[Job], targets: usize) {
+    let pchs = pipeline.prepare_pchs(jobs).unwrap();
     // One thread: per target, 3 units and 4 members in groups of 4, units and members
     // together in the first.
-    let prefixes = pipeline.prepare_prefixes(&jobs).unwrap();
+    let prefixes = pipeline.prepare_prefixes(jobs).unwrap();
     assert!(
         prefixes.list.is_empty(),
         "a set's own PCH leaves no room for prefixes"
     );
-    let (tasks, _) = pipeline.plan(&jobs, &pchs, &prefixes, 1);
+    let (tasks, _) = pipeline.plan(jobs, &pchs, &prefixes, 1);
     let groups: Vec<&Vec<usize>> = tasks
         .iter()
         .map(|t| match t {
@@ -86,10 +99,10 @@ fn grouped_units_and_members_give_what_each_gives_compiled_alone_on_every_target
             Task::Job(i) => panic!("job {i} not in a group without a cache"),
         })
         .collect();
-    assert_eq!(groups.len(), 2 * targets.len());
+    assert_eq!(groups.len(), 2 * targets);
     assert!(matches!(jobs[groups[0][0]].work, Work::Unit(_)));
     assert!(matches!(jobs[groups[0][3]].work, Work::Member(_)));
-    let grouped = pipeline.run_all(&jobs, 1).unwrap();
+    let grouped = pipeline.run_all(jobs, 1).unwrap();
     assert_eq!(grouped.len(), jobs.len());
     for (job, together) in jobs.iter().zip(&grouped) {
         let pch = pchs.by_target.get(&job.target.triple);
@@ -179,18 +192,7 @@ fn with_member_jobs(manifest: &Manifest, f: impl FnOnce(&Pipeline, &[Job])) {
             work: Work::Member(m),
         })
         .collect();
-    let cache = Cache::disabled();
-    let (clang_version, llvm_version) = (clang::version().unwrap(), llvm::version().unwrap());
-    let pipeline = Pipeline {
-        manifest,
-        clang_version: &clang_version,
-        llvm_version: &llvm_version,
-        cache: &cache,
-        hashes: FileHashes::for_set(&manifest.root),
-        preprocessed: Default::default(),
-    };
-    llvm::initialize();
-    f(&pipeline, &jobs);
+    with_pipeline(manifest, |pipeline| f(pipeline, &jobs));
 }
 
 #[test]
