@@ -40,6 +40,7 @@ pub mod manifest;
 pub mod narrow;
 pub mod object;
 pub mod pipeline;
+pub mod prefix;
 pub mod progress;
 pub mod scale_set;
 pub mod select;

@@ -15,11 +15,13 @@
 mod attempt;
 mod emit;
 mod pch;
+mod prefix;
 mod unit;
 
 pub(crate) use attempt::Attempt;
 use pch::Pchs;
 pub use pch::PreparedPch;
+use prefix::Prefixes;
 pub use unit::check_reserved_registers;
 
 use crate::cache::{self, Cache, DepEntry, DepList, FileHashes};
@@ -64,18 +66,25 @@ fn per_target<T: Send>(
         .par_iter()
         .map(|t| f(t).map(|v| (t.triple.clone(), v)))
         .collect();
-    let mut by_target = std::collections::HashMap::new();
+    all_or_errors(results)
+}
+
+/// The keyed values of `results`, or every error at once.
+fn all_or_errors<K: std::hash::Hash + Eq, V>(
+    results: Vec<Result<(K, V)>>,
+) -> Result<std::collections::HashMap<K, V>> {
+    let mut values = std::collections::HashMap::new();
     let mut errors = Vec::new();
     for r in results {
         match r {
-            Ok((triple, v)) => {
-                by_target.insert(triple, v);
+            Ok((k, v)) => {
+                values.insert(k, v);
             }
             Err(e) => errors.push(e),
         }
     }
     if errors.is_empty() {
-        Ok(by_target)
+        Ok(values)
     } else {
         Err(Error::many(errors))
     }
@@ -151,6 +160,10 @@ enum Task {
     Group(Vec<usize>),
 }
 
+/// What a group's `clang -cc1` command is for: a target (its triple) and the family prefix
+/// (an index into `Prefixes::list`) its units compile after, if any.
+type CommandKey = (String, Option<usize>);
+
 /// A unit's bitcode compiled by its group, and every file the group read.
 pub struct Prebuilt {
     pub bitcode: Vec<u8>,
@@ -178,9 +191,12 @@ impl Pipeline<'_> {
             .build()
             .map_err(|e| Error(format!("cannot start worker threads: {e}")))?;
         let pchs = pool.install(|| self.prepare_pchs(jobs))?;
+        let mut prefixes = pool.install(|| self.prepare_prefixes(jobs))?;
         pool.install(|| self.preprocess_member_batches(jobs, |t| pchs.by_target.get(t)));
-        let tasks = pool.install(|| self.plan(jobs, &pchs, threads));
-        let commands = pool.install(|| self.cc1_commands(jobs, &tasks, &pchs))?;
+        let (tasks, needed) = pool.install(|| self.plan(jobs, &pchs, &prefixes, threads));
+        pool.install(|| self.build_needed(&mut prefixes, &needed))?;
+        let prefixes = prefixes;
+        let commands = pool.install(|| self.cc1_commands(jobs, &tasks, &pchs, &prefixes))?;
         let progress = Progress::new(std::io::stderr().is_terminal(), Instant::now(), jobs.len());
         let finished = AtomicBool::new(false);
         let results: Vec<(usize, Result<Vec<UnitOutput>>)> = std::thread::scope(|scope| {
@@ -200,7 +216,7 @@ impl Pipeline<'_> {
                 let job = &jobs[index];
                 let what = format!("{} {}", job.target.triple, job.work.describe());
                 progress.begin(&what);
-                let pch = pchs.by_target.get(&job.target.triple);
+                let pch = prefixes.pch(&pchs, jobs, index);
                 let r = self.run_job(job, pch, prebuilt);
                 progress.end(&what, 1);
                 (index, r)
@@ -212,7 +228,7 @@ impl Pipeline<'_> {
                         Task::Job(index) => vec![run_one(*index, None)],
                         Task::Group(group) => {
                             let triple = &jobs[group[0]].target.triple;
-                            let command = &commands[triple];
+                            let command = &commands[&(triple.clone(), prefixes.by_job[group[0]])];
                             self.run_group(jobs, group, command, &progress, &run_one)
                         }
                     })
@@ -243,59 +259,81 @@ impl Pipeline<'_> {
     }
 
     /// The order of work: every job whose bitcode is not in the cache and that can be a
-    /// group input joins a group of its target (one `clang -cc1` process each, see `cc1`),
-    /// the others run alone. A target's misses are cut into groups of at most
-    /// [`MAX_GROUP`], and into at least two per thread when there are few, so every thread
-    /// has work.
-    fn plan(&self, jobs: &[Job], pchs: &Pchs, threads: usize) -> Vec<Task> {
-        let groupable: Vec<bool> = jobs
-            .par_iter()
-            .map(|job| {
-                let pch = pchs.by_target.get(&job.target.triple);
-                self.group_input(job).is_some() && !self.bitcode_cached(job, pch)
+    /// group input joins a group of its target and family prefix (one `clang -cc1` process
+    /// each, see `cc1`), the others run alone. A target's misses are cut into groups of at
+    /// most [`MAX_GROUP`], and into at least two per thread when there are few, so every
+    /// thread has work. Also which prefixes a missed job compiles after.
+    fn plan(
+        &self,
+        jobs: &[Job],
+        pchs: &Pchs,
+        prefixes: &Prefixes,
+        threads: usize,
+    ) -> (Vec<Task>, Vec<bool>) {
+        let missed: Vec<bool> = (0..jobs.len())
+            .into_par_iter()
+            .map(|index| {
+                let pch = prefixes.pch(pchs, jobs, index);
+                !self.bitcode_cached(&jobs[index], pch)
             })
             .collect();
+        let mut needed = vec![false; prefixes.list.len()];
         let mut tasks = Vec::new();
-        let mut misses: Vec<(&str, Vec<usize>)> = Vec::new();
+        let mut misses: Vec<(CommandKey, Vec<usize>)> = Vec::new();
         for (index, job) in jobs.iter().enumerate() {
-            if !groupable[index] {
+            let prefix = prefixes.by_job[index];
+            if let (Some(p), true) = (prefix, missed[index]) {
+                needed[p] = true;
+            }
+            if !missed[index] || self.group_input(job).is_none() {
                 tasks.push(Task::Job(index));
                 continue;
             }
-            let triple = job.target.triple.as_str();
-            match misses.iter_mut().find(|(t, _)| *t == triple) {
+            let key = (job.target.triple.clone(), prefix);
+            match misses.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, list)) => list.push(index),
-                None => misses.push((triple, vec![index])),
+                None => misses.push((key, vec![index])),
             }
         }
         for (_, list) in misses {
             let size = list.len().div_ceil(2 * threads).clamp(1, MAX_GROUP);
             tasks.extend(list.chunks(size).map(|c| Task::Group(c.to_vec())));
         }
-        tasks
+        (tasks, needed)
     }
 
-    /// The `-cc1` command of every target that has a group, asked of the driver once each
-    /// (the target's flags and precompiled header; a member's defines are in its input).
+    /// The `-cc1` command of every target and family prefix that has a group, asked of the
+    /// driver once each (the target's flags and precompiled header; a member's defines are
+    /// in its input).
     fn cc1_commands(
         &self,
         jobs: &[Job],
         tasks: &[Task],
         pchs: &Pchs,
-    ) -> Result<std::collections::HashMap<String, Cc1Command>> {
-        let targets: Vec<&Target> = tasks
+        prefixes: &Prefixes,
+    ) -> Result<std::collections::HashMap<CommandKey, Cc1Command>> {
+        let mut kinds: Vec<(&Target, Option<usize>, usize)> = tasks
             .iter()
             .filter_map(|task| match task {
-                Task::Group(group) => Some(jobs[group[0]].target),
+                Task::Group(group) => {
+                    Some((jobs[group[0]].target, prefixes.by_job[group[0]], group[0]))
+                }
                 Task::Job(_) => None,
             })
             .collect();
-        per_target(targets, |t| {
-            let pch = pchs.by_target.get(&t.triple).map(|p| p.path.as_path());
-            let flags = self.unit_flags(t, None);
-            Cc1Command::from_driver(&flags, pch, self.manifest.limits.clang_time())
-                .map_err(|e| e.context(&t.triple))
-        })
+        kinds.sort_by(|a, b| (&a.0.triple, a.1).cmp(&(&b.0.triple, b.1)));
+        kinds.dedup_by(|a, b| (&a.0.triple, a.1) == (&b.0.triple, b.1));
+        let results: Vec<Result<(CommandKey, Cc1Command)>> = kinds
+            .par_iter()
+            .map(|&(t, prefix, index)| {
+                let pch = prefixes.pch(pchs, jobs, index).map(|p| p.path.as_path());
+                let flags = self.unit_flags(t, None);
+                Cc1Command::from_driver(&flags, pch, self.manifest.limits.clang_time())
+                    .map(|c| ((t.triple.clone(), prefix), c))
+                    .map_err(|e| e.context(&t.triple))
+            })
+            .collect();
+        all_or_errors(results)
     }
 
     /// A group of jobs (indices into `jobs`, one target): one `clang -cc1` run, then each
@@ -583,6 +621,11 @@ impl Pipeline<'_> {
                 }
             }
         };
+        let mut compiled = compiled;
+        // A family prefix's generated header is gone after the build; its text is in the key.
+        if let Some(generated) = pch.and_then(|p| p.generated.as_ref()) {
+            compiled.inputs.retain(|p| p != generated);
+        }
         attempt.inputs.clone_from(&compiled.inputs);
         // A listed file that cannot be read (removed meanwhile): nothing to key a cache entry
         // on, so the bitcode is used but not stored.

@@ -12,6 +12,10 @@ pub struct PreparedPch {
     /// `cache_deps::portable`): the part of its units' bitcode keys. The header itself is
     /// built per checkout: it names the files it was built from by their paths.
     pub portable: String,
+    /// The header the toolchain generated for a family's prefix (`prefix.rs`), in a
+    /// scratch directory: left out of the dependency lists of the units compiled after it
+    /// (its text is in `portable`).
+    pub generated: Option<PathBuf>,
 }
 
 /// The precompiled headers of one build, by target triple, in a directory that lives as
@@ -90,6 +94,7 @@ impl Pipeline<'_> {
                     path: out,
                     key,
                     portable,
+                    generated: None,
                 });
             }
         }
@@ -106,6 +111,7 @@ impl Pipeline<'_> {
                 path: out,
                 portable: key.clone(),
                 key,
+                generated: None,
             });
         };
         let key = pch_key(&entry);
@@ -121,6 +127,7 @@ impl Pipeline<'_> {
             path: out,
             key,
             portable,
+            generated: None,
         })
     }
 }
