@@ -257,6 +257,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         let nop = set.nop;
         let (mut code_end, mut data_end, mut cold_end) = ends;
         let programs = &b.jit.programs[..];
+        let operand_steps = &b.jit.operand_steps[..];
         debug_assert!(code_limit <= self.code.len() && data_limit <= self.data.len());
         for inst in instances {
             debug_assert!((inst.stencil as usize) < programs.len());
@@ -292,7 +293,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 self.other = self.cold_base + cold_at as u64;
                 cold_at
             };
-            let done = self.quick(inst, p, at, data_at);
+            let done = self.quick(inst, p, (at, data_at), operand_steps);
             if !done {
                 self.steps(inst, &p.steps, at, data_at)?;
             }
@@ -335,7 +336,8 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         // Its quick form, else the inline forms first, as for the hot code (its exits are
         // rel32 fields).
-        let result = match self.quick(inst, cold, cold_at, data_at) {
+        let flat = &b.jit.operand_steps[..];
+        let result = match self.quick(inst, cold, (cold_at, data_at), flat) {
             true => Ok(()),
             false => self.steps(inst, &cold.steps, cold_at, data_at),
         };

@@ -11,17 +11,17 @@ use cpjit_model::OperandPart;
 
 impl Writer<'_, '_, '_, '_> {
     /// Runs program `p`'s [`Quick`] form for instance `inst` (its code at `at`, copied; data
-    /// at `data_at`): `false` if it has none or a value does not fit it (the steps then
-    /// write every field). For a cold part, `self.code` is the cold area.
+    /// at `data_at`; `flat`: the JIT's operand steps, loaded once per trace by the caller):
+    /// `false` if it has none or a value does not fit it (the steps then write every
+    /// field). For a cold part, `self.code` is the cold area.
     #[inline(always)]
     pub(super) fn quick(
         &mut self,
         inst: &Instance,
         p: &Program,
-        at: usize,
-        data_at: usize,
+        (at, data_at): (usize, usize),
+        flat: &[OperandStep],
     ) -> bool {
-        let flat = &self.b.jit.operand_steps[..];
         match p.quick {
             Quick::Nothing => true,
             Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
