@@ -16,6 +16,7 @@
 mod arch;
 mod need;
 mod operand;
+mod rel;
 
 use crate::patch;
 pub(crate) use arch::{ArchFacts, WriteVeneer};
@@ -25,6 +26,8 @@ use cpjit_model::{
 };
 pub(crate) use need::{Bound, Key, Need, NeedFilter};
 pub(crate) use operand::OperandStep;
+use rel::flat_quick;
+pub(crate) use rel::{RelSite, RelTo, MIXED_SITES};
 
 /// Where a hole's value comes from, per instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +173,16 @@ pub(crate) enum Quick {
     /// takes `to - code + k` when the target is an instance of the trace; another target
     /// (an address) goes to the steps.
     Target { offset: u32, target: u16, k: i64 },
+    /// Operand steps (`from..from + len` of the flat array, as [`Quick::Operands`]) and
+    /// `count` (1 to [`MIXED_SITES`]) rel32 fields ([`RelSite`]): branches into the cold
+    /// part, to jump targets and the next instance, references to data, code and symbols
+    /// (see [`rel`]).
+    Mixed {
+        from: u32,
+        len: u16,
+        count: u8,
+        sites: [RelSite; MIXED_SITES],
+    },
     /// Anything else: the steps, one by one.
     General,
 }
@@ -478,8 +491,8 @@ impl Program {
 }
 
 /// The programs of every stencil of `set`, by stencil index, and the [`OperandStep`]s of
-/// those that are [`Quick::Operands`] (a program of operand steps alone that is no other
-/// quick form), one flat array.
+/// those (and of their cold parts) that are [`Quick::Operands`] or [`Quick::Mixed`] (see
+/// [`flat_quick`]), one flat array.
 pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep]>) {
     let trap = ArchFacts::of(set.arch).trap;
     let mut scratch = Scratch::default();
@@ -490,15 +503,11 @@ pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep
         .map(|(i, s)| Program::compile(s, set.shim == Some(i as u16), trap, &mut scratch))
         .collect();
     let mut flat = Vec::new();
-    for p in programs.iter_mut().filter(|p| p.quick == Quick::General) {
-        let from = flat.len();
-        if !OperandStep::extend(&p.steps, p.code_len, p.operands, &mut flat) {
-            continue;
-        }
-        // (A set's steps are far fewer than 2^32.)
-        match (u32::try_from(from), u32::try_from(flat.len() - from)) {
-            (Ok(from), Ok(len)) => p.quick = Quick::Operands { from, len },
-            _ => flat.truncate(from),
+    let mut operand_steps = Vec::new();
+    for p in programs.iter_mut() {
+        p.quick = flat_quick(p, false, &mut flat, &mut operand_steps);
+        if let Some(cold) = p.cold.as_deref_mut() {
+            cold.quick = flat_quick(cold, true, &mut flat, &mut operand_steps);
         }
     }
     (programs, flat.into_boxed_slice())
@@ -752,5 +761,7 @@ pub(crate) const fn host_set(
     }
 }
 
+#[cfg(all(test, target_arch = "x86_64"))]
+mod mixed_tests;
 #[cfg(test)]
 mod tests;

@@ -120,7 +120,8 @@ impl OperandStep {
         })
     }
 
-    fn one(s: &Step, code_len: u32, operands: u16) -> Option<OperandStep> {
+    /// The operand step of `s`, if it is one (see [`OperandStep::extend`]).
+    pub(super) fn one(s: &Step, code_len: u32, operands: u16) -> Option<OperandStep> {
         // (lo, hi) of the value, the addend added to the part, whether the field is stored.
         let (operand, part, (lo, hi), addend, store) = match s.fast {
             // `step`'s `imm32` form: the part itself, a sign-extended 32-bit immediate.

@@ -249,8 +249,8 @@ fn summary(p: &Program) -> String {
 
 /// `compile` reuses its buffers from stencil to stencil: every program it compiles for the
 /// generated sets is the one the stencil compiled alone gives (nothing of the previous
-/// stencil leaks), and each `Quick::Operands` range of the flat array holds the program's
-/// own operand steps.
+/// stencil leaks), and each program and cold part has the flat form (`Quick::Operands`,
+/// `Quick::Mixed`) it has alone, its range of the flat array holding its own operand steps.
 #[test]
 fn a_set_compiles_as_its_stencils_alone() {
     for set in cpjit_stencils::all() {
@@ -259,13 +259,42 @@ fn a_set_compiles_as_its_stencils_alone() {
         for (i, (p, s)) in programs.iter().zip(set.stencils).enumerate().rev() {
             let alone = Program::new(s, set.shim == Some(i as u16), trap);
             assert_eq!(summary(p), summary(&alone), "{} {}", set.target, s.name);
-            match p.quick {
-                Quick::Operands { from, len } => {
-                    let own = OperandStep::of(&p.steps, p.code_len, p.operands);
-                    let range = from as usize..(from + len) as usize;
-                    assert_eq!(own.as_deref(), Some(&flat[range]), "{}", s.name);
-                }
-                quick => assert_eq!(quick, alone.quick, "{} {}", set.target, s.name),
+            let cold = p.cold.as_deref().zip(alone.cold.as_deref());
+            for (p, alone, cold) in [(p, &alone, false)]
+                .into_iter()
+                .chain(cold.map(|(p, a)| (p, a, true)))
+            {
+                // The stencil's program alone, its flat forms worked out on a flat array
+                // of its own: the same form, and the same operand steps.
+                let (mut own, mut scratch) = (Vec::new(), Vec::new());
+                let expected = flat_quick(alone, cold, &mut own, &mut scratch);
+                let (quick, range) = match (p.quick, expected) {
+                    (Quick::Operands { from, len }, Quick::Operands { len: l, .. }) => {
+                        (Quick::Operands { from: 0, len }, from..from + l)
+                    }
+                    (
+                        Quick::Mixed {
+                            from,
+                            len,
+                            count,
+                            sites,
+                        },
+                        Quick::Mixed { len: l, .. },
+                    ) => (
+                        Quick::Mixed {
+                            from: 0,
+                            len,
+                            count,
+                            sites,
+                        },
+                        from..from + l as u32,
+                    ),
+                    (quick, _) => (quick, 0..0),
+                };
+                let what = format!("{} {} (cold part: {cold})", set.target, s.name);
+                assert_eq!(quick, expected, "{what}");
+                let range = range.start as usize..range.end as usize;
+                assert_eq!(&flat[range], &own[..], "{what}");
             }
         }
         assert_eq!(programs.len(), set.stencils.len());

@@ -8,7 +8,7 @@ use crate::arena::round_up;
 use crate::error::try_grow;
 use crate::memory::{CodeWriter, STAGE_BYTES};
 use crate::patch::{self, PatchError};
-use crate::program::{branch_bias, Action, Checked, Fast, Program, Quick, Source, Step};
+use crate::program::{branch_bias, Action, Checked, Fast, Program, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, View};
 use crate::Error;
@@ -293,21 +293,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 self.other = self.cold_base + cold_at as u64;
                 cold_at
             };
-            let done = match p.quick {
-                Quick::Nothing => true,
-                Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
-                Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
-                Quick::Symbol { offset, symbol, k } => {
-                    self.quick_rel32(at, offset, b.jit.resolved(symbol), k)
-                }
-                Quick::Target { offset, target, k } => {
-                    self.quick_rel32(at, offset, self.target_code(inst, target), k)
-                }
-                Quick::Operands { from, len } => {
-                    self.quick_operands(inst, at, operand_steps, from as usize, len as usize)
-                }
-                Quick::General => false,
-            };
+            let done = self.quick(inst, p, (at, data_at), operand_steps);
             if !done {
                 self.steps(inst, &p.steps, at, data_at)?;
             }
@@ -348,8 +334,13 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
         self.restore_at = hot_len as usize;
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        // The inline forms first, as for the hot code (its exits are rel32 fields).
-        let result = self.steps(inst, &cold.steps, cold_at, data_at);
+        // Its quick form, else the inline forms first, as for the hot code (its exits are
+        // rel32 fields).
+        let flat = &b.jit.operand_steps[..];
+        let result = match self.quick(inst, cold, (cold_at, data_at), flat) {
+            true => Ok(()),
+            false => self.steps(inst, &cold.steps, cold_at, data_at),
+        };
         std::mem::swap(&mut self.code, &mut self.cold);
         std::mem::swap(&mut self.code_base, &mut self.cold_base);
         self.restore_at = 0;

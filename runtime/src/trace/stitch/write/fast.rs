@@ -4,12 +4,100 @@
 //! before it calls the out-of-line `step` for anything else.
 
 use super::{index_of, Writer};
-use crate::program::{Fast, OperandStep, Source, Step};
+use crate::program::{Fast, OperandStep, Program, Quick, RelSite, RelTo, Source, Step};
 use crate::trace::{Instance, Target};
 use crate::Error;
 use cpjit_model::OperandPart;
 
 impl Writer<'_, '_, '_, '_> {
+    /// Runs program `p`'s [`Quick`] form for instance `inst` (its code at `at`, copied; data
+    /// at `data_at`; `flat`: the JIT's operand steps, loaded once per trace by the caller):
+    /// `false` if it has none or a value does not fit it (the steps then write every
+    /// field). For a cold part, `self.code` is the cold area.
+    #[inline(always)]
+    pub(super) fn quick(
+        &mut self,
+        inst: &Instance,
+        p: &Program,
+        (at, data_at): (usize, usize),
+        flat: &[OperandStep],
+    ) -> bool {
+        match p.quick {
+            Quick::Nothing => true,
+            Quick::Imm32 { sites } => self.quick_imm32(inst, at, sites),
+            Quick::DataRel32 { sites } => self.quick_data(at, data_at, sites),
+            Quick::Symbol { offset, symbol, k } => {
+                self.quick_rel32(at, offset, self.b.jit.resolved(symbol), k)
+            }
+            Quick::Target { offset, target, k } => {
+                self.quick_rel32(at, offset, self.target_code(inst, target), k)
+            }
+            Quick::Operands { from, len } => {
+                self.quick_operands(inst, at, flat, from as usize, len as usize)
+            }
+            Quick::Mixed {
+                from,
+                len,
+                count,
+                sites,
+            } => {
+                self.quick_operands(inst, at, flat, from as usize, len as usize)
+                    && self.quick_sites(inst, at, data_at, &sites[..count as usize])
+            }
+            Quick::General => false,
+        }
+    }
+
+    /// Runs the rel32 sites of a [`Quick::Mixed`] program of instance `inst` (code at
+    /// `code_at`, copied; data at `data_at`): `false` if a destination is not known inline
+    /// or out of reach (the sites before it written; the steps then write every field).
+    #[inline(always)]
+    fn quick_sites(
+        &mut self,
+        inst: &Instance,
+        code_at: usize,
+        data_at: usize,
+        sites: &[RelSite],
+    ) -> bool {
+        let code = self.code.as_mut_ptr();
+        let place = self.code_base.wrapping_add(code_at as u64);
+        for site in sites {
+            let to = match site.to {
+                RelTo::Cold => self.other,
+                RelTo::Target(k) => match self.target_code(inst, k) {
+                    Some(to) => to,
+                    None => return false,
+                },
+                RelTo::Code => place,
+                RelTo::Data => self.data_base + data_at as u64,
+                RelTo::Continue => match self.instances.get(index_of(self.instances, inst) + 1) {
+                    Some(next) => self.trace_base + next.code_at as u64,
+                    None => return false,
+                },
+                RelTo::Symbol(sym) => match self.b.jit.resolved(sym) {
+                    Some(address) => address,
+                    None => return false,
+                },
+            };
+            let value = to
+                .wrapping_add(site.addend as u64)
+                .wrapping_sub(place.wrapping_add(site.offset as u64));
+            if value.wrapping_add(1 << 31) >> 32 != 0 {
+                return false;
+            }
+            let at = code_at + site.offset as usize;
+            debug_assert!(at + 4 <= self.code.len());
+            // SAFETY: the field lies inside the stencil's code (`RelSite::of`), which was
+            // copied to `code_at` ([`copy_code`] checked that it fits `code`).
+            unsafe {
+                code.add(at)
+                    .cast::<u32>()
+                    .write_unaligned((value as u32).to_le())
+            };
+        }
+        true
+    }
+
     /// Runs `steps` of instance `inst` (its code at `at`, data at `data_at`) one by one: each
     /// hole's inline form ([`lean_step`](Writer::lean_step)), else the out-of-line
     /// [`step`](Writer::step). Out of line itself, for a program with no quick form: inlined
