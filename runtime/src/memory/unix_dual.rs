@@ -78,8 +78,18 @@ pub(crate) fn handle(mapping: &Mapping) -> Handle {
 pub(crate) struct Window {
     fd: libc::c_int,
     offset: usize,
-    /// The thread's buffer: the whole range's bytes, or the current window's.
-    buffer: Vec<u8>,
+    /// The buffer: the thread's ([`STAGING`], lent to this window until it is dropped) or
+    /// `_own`'s; null when `direct`. (Pointers, not the buffer moved in and out of the
+    /// thread's local: the moves were about a third of the 200 instructions a trace spent
+    /// opening and closing its window.)
+    buffer: *mut Vec<u8>,
+    /// Where the thread's buffer is marked lent (null if this window has its own).
+    lent: *const std::cell::Cell<bool>,
+    /// A window's own buffer, where the thread's is lent already (a window opened while
+    /// another is) or gone (the thread's locals being destroyed): boxed, so that `buffer`
+    /// stays valid when the window moves.
+    #[allow(clippy::box_collection)]
+    _own: Option<Box<Vec<u8>>>,
     /// Bytes staged whole, which `publish` writes (0 when staged in windows).
     whole: usize,
     direct: bool,
@@ -87,10 +97,22 @@ pub(crate) struct Window {
     _access: Option<super::pkey::WriteAccess>,
 }
 
+/// A thread's staging buffer, reused from trace to trace, and whether a window has it.
+#[cfg(target_os = "linux")]
+struct Staging {
+    buffer: std::cell::UnsafeCell<Vec<u8>>,
+    lent: std::cell::Cell<bool>,
+}
+
 #[cfg(target_os = "linux")]
 thread_local! {
-    /// One buffer per thread, reused from trace to trace.
-    static BUFFER: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    /// One buffer per thread, lent to one window at a time.
+    static STAGING: Staging = const {
+        Staging {
+            buffer: std::cell::UnsafeCell::new(Vec::new()),
+            lent: std::cell::Cell::new(false),
+        }
+    };
 }
 
 /// A thread keeps a buffer of at most this many bytes (windows are at most
@@ -102,33 +124,74 @@ const KEEP_BYTES: usize = 2 * super::STAGE_BYTES;
 /// The capacity of this thread's staging buffer (what it keeps between traces).
 #[cfg(all(test, target_os = "linux", target_arch = "x86_64"))]
 pub(crate) fn staged_capacity() -> usize {
-    let buffer = BUFFER.take();
-    let capacity = buffer.capacity();
-    BUFFER.set(buffer);
-    capacity
+    STAGING.with(|s| {
+        assert!(!s.lent.get(), "asked while a window is open");
+        // SAFETY: no window of this thread has the buffer (`lent` is false), so nothing
+        // else refers to it.
+        unsafe { &*s.buffer.get() }.capacity()
+    })
 }
 
 #[cfg(target_os = "linux")]
 impl Window {
+    /// A window on `offset..` of `fd` staging in the thread's buffer, or (if a window of
+    /// this thread has it, or the thread's locals are gone) in a buffer of its own.
+    fn staged(fd: libc::c_int, offset: usize) -> Window {
+        let lent = STAGING.try_with(|s| (!s.lent.replace(true)).then_some(s as *const Staging));
+        let (buffer, lent, own) = match lent {
+            Ok(Some(s)) => {
+                // SAFETY: the thread's staging, alive for the thread's life, which this
+                // window (not `Send`) does not outlive: it lives inside one call on it.
+                let s = unsafe { &*s };
+                (s.buffer.get(), &s.lent as *const _, None)
+            }
+            _ => {
+                let mut own = Box::new(Vec::new());
+                (&mut *own as *mut Vec<u8>, std::ptr::null(), Some(own))
+            }
+        };
+        Window {
+            fd,
+            offset,
+            buffer,
+            lent,
+            _own: own,
+            whole: 0,
+            direct: false,
+            _access: None,
+        }
+    }
+
+    /// The buffer this window stages in.
+    fn buffer(&mut self) -> &mut Vec<u8> {
+        debug_assert!(!self.direct);
+        // SAFETY: the thread's buffer, lent to this window alone until it is dropped, or
+        // the window's own boxed one (the field `buffer`); `&mut self` makes the borrow
+        // unique.
+        unsafe { &mut *self.buffer }
+    }
+
     /// The first `len` bytes of the buffer, grown if needed (fallibly: a window is bounded,
     /// but the process may be out of memory); with `whole`, `publish` writes them.
     pub(crate) fn stage(&mut self, len: usize, whole: bool) -> Result<&mut [u8], crate::Error> {
+        let buffer = self.buffer();
         // Not cleared: callers write every byte, and stale code bytes are not secret. Not
         // shortened either, so that only growth past the largest window yet is zero-filled.
-        if self.buffer.len() < len {
-            let more = len - self.buffer.len();
-            crate::error::try_grow(&mut self.buffer, more, "staging the trace's code")?;
-            self.buffer.resize(len, 0);
+        if buffer.len() < len {
+            let more = len - buffer.len();
+            crate::error::try_grow(buffer, more, "staging the trace's code")?;
+            buffer.resize(len, 0);
         }
         if whole {
             self.whole = len;
         }
-        Ok(&mut self.buffer[..len])
+        Ok(&mut self.buffer()[..len])
     }
 
     /// Writes the buffer's first `len` bytes at byte `from` of the window's range.
     pub(crate) fn put(&mut self, from: usize, len: usize) -> io::Result<()> {
-        pwrite_all(self.fd, &self.buffer[..len], self.offset + from)
+        let at = self.offset + from;
+        pwrite_all(self.fd, &self.buffer()[..len], at)
     }
 
     /// Writes the bytes staged whole to the object (the pages the RX view maps).
@@ -137,7 +200,8 @@ impl Window {
             // Already in the object's pages (through the alias, or window by window).
             return Ok(());
         }
-        pwrite_all(self.fd, &self.buffer[..self.whole], self.offset)
+        let (whole, at) = (self.whole, self.offset);
+        pwrite_all(self.fd, &self.buffer()[..whole], at)
     }
 }
 
@@ -177,11 +241,16 @@ fn pwrite_all(fd: libc::c_int, bytes: &[u8], offset: usize) -> io::Result<()> {
 #[cfg(target_os = "linux")]
 impl Drop for Window {
     fn drop(&mut self) {
-        if !self.direct && self.buffer.capacity() <= KEEP_BYTES {
-            // (Not kept if the thread's locals are being destroyed.)
-            let buffer = std::mem::take(&mut self.buffer);
-            let _ = BUFFER.try_with(|b| b.set(buffer));
+        if self.lent.is_null() {
+            // Direct, or the window's own buffer (freed with it).
+            return;
         }
+        let buffer = self.buffer();
+        if buffer.capacity() > KEEP_BYTES {
+            *buffer = Vec::new();
+        }
+        // SAFETY: the thread's staging (see `Window::staged`), still alive.
+        unsafe { &*self.lent }.set(false);
     }
 }
 
@@ -198,24 +267,22 @@ pub(crate) fn open_window(
     offset: usize,
     len: usize,
 ) -> io::Result<(Window, usize)> {
-    let direct = handle.alias != 0;
+    let _ = len;
+    let offset_in_file = handle.base + offset;
+    if handle.alias == 0 {
+        return Ok((Window::staged(handle.fd, offset_in_file), 0));
+    }
     let window = Window {
         fd: handle.fd,
-        offset: handle.base + offset,
-        buffer: if direct {
-            Vec::new()
-        } else {
-            BUFFER.try_with(|b| b.take()).unwrap_or_default()
-        },
+        offset: offset_in_file,
+        buffer: std::ptr::null_mut(),
+        lent: std::ptr::null(),
+        _own: None,
         whole: 0,
-        direct,
+        direct: true,
         _access: handle.key.map(super::pkey::WriteAccess::open),
     };
-    if direct {
-        return Ok((window, handle.alias + offset));
-    }
-    let _ = len;
-    Ok((window, 0))
+    Ok((window, handle.alias + offset))
 }
 
 /// macOS x86_64: a writable mapping of some of the object's pages, unmapped on drop (POSIX
