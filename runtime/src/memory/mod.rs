@@ -508,29 +508,41 @@ mod tests {
     #[test]
     fn a_short_write_after_a_long_one_writes_only_its_own_bytes() {
         for alias in [false, PERSISTENT_ALIAS] {
-            let g = granularity();
-            let mut r = Region::map(g, g, None, &CodeObject::new(alias)).unwrap();
-            r.commit(1024, 0).unwrap();
-            let mut w = r.code_source().open(0, 256).unwrap();
-            w.bytes().fill(0xaa);
-            w.publish().unwrap();
-            let mut w = r.code_source().open(512, 16).unwrap();
-            w.bytes().fill(0xbb);
-            w.publish().unwrap();
-            // SAFETY: the first 1024 bytes of the RX view are committed; nothing writes them.
-            let code = unsafe { std::slice::from_raw_parts(r.code_rx as *const u8, 1024) };
+            let r = region_of_1024(alias);
+            for (at, len, byte) in [(0, 256, 0xaa), (512, 16, 0xbb)] {
+                let mut w = r.code_source().open(at, len).unwrap();
+                w.bytes().fill(byte);
+                w.publish().unwrap();
+            }
             let runs = [
                 (0, 256, 0xaa),
                 (256, 512, 0),
                 (512, 528, 0xbb),
                 (528, 1024, 0),
             ];
-            for (from, to, byte) in runs {
-                assert!(
-                    code[from..to].iter().all(|&b| b == byte),
-                    "bytes {from}..{to} are not {byte:#x} (alias: {alias})"
-                );
-            }
+            assert_code(&r, &runs, alias);
+        }
+    }
+
+    /// A region whose first 1024 code bytes are committed (`alias`: written through a
+    /// persistent alias).
+    fn region_of_1024(alias: bool) -> Region {
+        let g = granularity();
+        let mut r = Region::map(g, g, None, &CodeObject::new(alias)).unwrap();
+        r.commit(1024, 0).unwrap();
+        r
+    }
+
+    /// Asserts that each run `(from, to, byte)` of `r`'s code (its committed first 1024
+    /// bytes) holds `byte` only.
+    fn assert_code(r: &Region, runs: &[(usize, usize, u8)], alias: bool) {
+        // SAFETY: the first 1024 bytes of the RX view are committed; nothing writes them.
+        let code = unsafe { std::slice::from_raw_parts(r.code_rx as *const u8, 1024) };
+        for &(from, to, byte) in runs {
+            assert!(
+                code[from..to].iter().all(|&b| b == byte),
+                "bytes {from}..{to} are not {byte:#x} (alias: {alias})"
+            );
         }
     }
 
@@ -540,9 +552,7 @@ mod tests {
     #[test]
     fn writers_open_at_once_each_publish_their_own_bytes() {
         for alias in [false, PERSISTENT_ALIAS] {
-            let g = granularity();
-            let mut r = Region::map(g, g, None, &CodeObject::new(alias)).unwrap();
-            r.commit(1024, 0).unwrap();
+            let r = region_of_1024(alias);
             let mut first = r.code_source().open(0, 64).unwrap();
             first.bytes().fill(0xaa);
             let mut second = r.code_source().open(128, 64).unwrap();
@@ -553,8 +563,6 @@ mod tests {
             let mut third = r.code_source().open(256, 8).unwrap();
             third.bytes().fill(0xcc);
             third.publish().unwrap();
-            // SAFETY: the first 1024 bytes of the RX view are committed; nothing writes them.
-            let code = unsafe { std::slice::from_raw_parts(r.code_rx as *const u8, 1024) };
             let runs = [
                 (0, 1, 0xa0),
                 (1, 64, 0xaa),
@@ -564,12 +572,7 @@ mod tests {
                 (256, 264, 0xcc),
                 (264, 1024, 0),
             ];
-            for (from, to, byte) in runs {
-                assert!(
-                    code[from..to].iter().all(|&b| b == byte),
-                    "bytes {from}..{to} are not {byte:#x} (alias: {alias})"
-                );
-            }
+            assert_code(&r, &runs, alias);
         }
     }
 
