@@ -167,13 +167,12 @@ fn plain_pushes_jump_to_labels() {
 #[test]
 fn a_trace_continues_at_a_label() {
     let jit = Jit::new(SET, resolve).unwrap();
-    let mut t = jit.trace();
+    let (mut t, last) = (jit.trace(), Target::Instance(InstanceId::from_index(5)));
     let shim = t.push_shim().unwrap();
     t.push_named("op_load_got", &[0], &[]).unwrap();
     let again = t.label().unwrap();
     t.place(again).unwrap();
     t.push_named("op_add_got", &[3, 4], &[]).unwrap();
-    let last = Target::Instance(InstanceId::from_index(5));
     t.push_named("op_dec_jump_nz", &[], &[last]).unwrap();
     t.push_named("op_return", &[], &[]).unwrap();
     t.push_named("op_add_got", &[100, 0], &[]).unwrap();
