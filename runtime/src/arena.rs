@@ -256,6 +256,20 @@ impl Arena {
         }
     }
 
+    /// The addresses from the first to the end of the last code part of the arena's
+    /// chunks (`None` before the first): what a symbol must be in reach of to be
+    /// presumed direct ([`DirectSymbols`](crate::trace::stitch::direct::DirectSymbols)).
+    pub fn code_span(&self) -> Option<std::ops::Range<u64>> {
+        let inner = self.lock();
+        let parts = inner.chunks.iter().flatten().map(|c| {
+            let start = c.region.code_rx as u64;
+            (start, start + c.region.code_len as u64)
+        });
+        parts
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+            .map(|(a, b)| a..b)
+    }
+
     /// A writable view of the first `len` code bytes of `block` (a live block of this
     /// arena), for a trace that no longer has its chunk's [`CodeSource`] (freed code
     /// overwritten with traps).

@@ -3,6 +3,7 @@
 use crate::arena::{Arena, MemoryStats, TraceFacts};
 use crate::icache::{FlushIcache, Hardware};
 use crate::program::{self, ArchFacts, OperandStep, Program};
+use crate::trace::stitch::direct::DirectSymbols;
 use crate::trace::{TraceBatch, TraceBuilder};
 use crate::Error;
 use cpjit_model::{HoleKind, HoleValue, Host, Section, Stencil, StencilSet};
@@ -153,6 +154,8 @@ pub struct Jit<'s> {
     resolve: Resolver<'s>,
     /// Resolved lazily, once, by index into `set.symbols` (`None`: unknown to the caller).
     symbols: Box<[OnceLock<Option<u64>>]>,
+    /// The resolved symbols whose direct branches a trace presumes need no veneer.
+    pub(crate) direct: DirectSymbols,
     pub(crate) arena: Arc<Arena>,
     pub(crate) flusher: Arc<dyn FlushIcache>,
     /// Each stencil's patch program, by stencil index (see [`Program`]).
@@ -253,6 +256,7 @@ impl<'s> Jit<'s> {
             set,
             resolve,
             symbols: set.symbols.iter().map(|_| OnceLock::new()).collect(),
+            direct: DirectSymbols::of(set.stencils),
             arena: Arc::new(
                 Arena::new(
                     Some((near, reach)),
@@ -341,8 +345,11 @@ impl<'s> Jit<'s> {
     /// code.
     pub(crate) fn symbol(&self, index: u16) -> Option<u64> {
         let i = index as usize;
-        *self.symbols[i]
-            .get_or_init(|| crate::memory::closed_while(|| (self.resolve)(self.set.symbols[i])))
+        *self.symbols[i].get_or_init(|| {
+            let address = crate::memory::closed_while(|| (self.resolve)(self.set.symbols[i]));
+            self.direct.note(i, address, || self.arena.code_span());
+            address
+        })
     }
 }
 

@@ -162,6 +162,31 @@ fn plain_pushes_jump_to_labels() {
     }
 }
 
+/// A trace may continue at a label (`continue_at`), resolved by `finish` like a jump's:
+/// here the last instance, reached by a jump, continues at a label placed earlier.
+#[test]
+fn a_trace_continues_at_a_label() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let (mut t, last) = (jit.trace(), Target::Instance(InstanceId::from_index(5)));
+    let shim = t.push_shim().unwrap();
+    t.push_named("op_load_got", &[0], &[]).unwrap();
+    let again = t.label().unwrap();
+    t.place(again).unwrap();
+    t.push_named("op_add_got", &[3, 4], &[]).unwrap();
+    t.push_named("op_dec_jump_nz", &[], &[last]).unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    t.push_named("op_add_got", &[100, 0], &[]).unwrap();
+    t.continue_at(Target::Label(again));
+    let trace = t.finish().unwrap();
+    let mut frame = Frame {
+        counter: 2,
+        ..Frame::default()
+    };
+    // 7, the jump to the last instance (100), back at the label (7), then the return.
+    assert_eq!(run(&trace, shim, &mut frame), 114);
+    assert_eq!(frame.counter, 0);
+}
+
 /// Label mistakes of a plain-pushing client: placed twice, another trace's, never placed.
 #[test]
 fn plain_label_mistakes_are_refused() {

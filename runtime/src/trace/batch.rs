@@ -81,12 +81,12 @@ impl<'j, 's> TraceBatch<'j, 's> {
             self.failed.get_or_insert((self.closed.len(), e));
         }
         b.labels.clear();
-        (b.unbound, b.cache_state) = (0, 0);
+        (b.unbound, b.cache_state, b.labels_given) = (0, 0, false);
         let end = b.instances.len() as u32;
         self.closed.push(Closed {
             instances: b.start..end,
             continuation: b.continuation.take(),
-            layout: std::mem::take(&mut b.layout),
+            layout: std::mem::replace(&mut b.layout, Layout::starting(b.jit)),
         });
         b.spare.counted.reset();
         b.start = end;

@@ -142,6 +142,9 @@ pub struct TraceBuilder<'j, 's> {
     /// The current trace's labels ([`select`]), and how many jumps wait for one unbound.
     pub(crate) labels: ManuallyDrop<Vec<LabelSlot>>,
     pub(crate) unbound: u32,
+    /// Whether `push` or `continue_at` was given a [`Target::Label`] in the current trace:
+    /// only then has `finish` labels to resolve (`push_op` rewrites its own in place).
+    pub(crate) labels_given: bool,
     /// Index in `instances` of the current trace's first instance: 0, except in a
     /// [`TraceBatch`], whose traces share the vectors one after another.
     pub(crate) start: u32,
@@ -203,6 +206,9 @@ pub(crate) fn reserve_spare(c: &crate::reserve::Capacity) -> Result<(), Error> {
 
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
+        // (Read first: read between the vectors' moves and the builder, it made the
+        // builder be built on the stack and copied, 17 instructions per trace.)
+        let layout = Layout::starting(jit);
         let mut spare = SPARE
             .try_with(|s| s.take())
             .ok()
@@ -228,10 +234,11 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             operands,
             targets,
             continuation: None,
-            layout: Layout::default(),
+            layout,
             cache_state: 0,
             labels,
             unbound: 0,
+            labels_given: false,
             start: 0,
             spare: ManuallyDrop::new(spare),
         }
@@ -254,6 +261,19 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
+        self.push_noting::<true>(stencil, operands, targets)
+    }
+
+    /// [`push`](TraceBuilder::push), noting a [`Target::Label`] among `targets` with
+    /// `LABELS` (`push_op`, which rewrites each label it pushes in place, leaves none for
+    /// `finish` to resolve).
+    #[inline(always)]
+    fn push_noting<const LABELS: bool>(
+        &mut self,
+        stencil: usize,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
         // The counts come from the stencil's program (one table row); the shim and the
         // errors are worked out off the hot path.
         match self.programs.get(stencil) {
@@ -261,7 +281,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                 if operands.len() == p.push_operands as usize
                     && targets.len() == p.push_targets =>
             {
-                self.record(stencil, p, operands, targets)
+                self.record::<LABELS>(stencil, p, operands, targets)
             }
             _ => self.push_rest(stencil, operands, targets),
         }
@@ -284,16 +304,18 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                     && operands.len() == p.operands as usize
                     && targets.len() == p.targets as usize =>
             {
-                self.record(stencil, p, operands, targets)
+                self.record::<true>(stencil, p, operands, targets)
             }
             _ => Err(self.push_error(stencil, operands.len(), targets.len())),
         }
     }
 
     /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
-    /// were checked. Fails, recording nothing, only if the builder's vectors cannot grow.
+    /// were checked; with `LABELS`, notes a [`Target::Label`] among `targets`
+    /// ([`labels_given`](TraceBuilder::labels_given)). Fails, recording nothing, only if
+    /// the builder's vectors cannot grow.
     #[inline(always)]
-    fn record(
+    fn record<const LABELS: bool>(
         &mut self,
         stencil: usize,
         p: &'j Program,
@@ -329,9 +351,15 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             // SAFETY: there is room, checked or made just above.
             unsafe {
                 append(&mut self.targets, targets, |t| {
-                    far |= matches!(t, Target::Address(_))
+                    // (With `LABELS`, an address or a label is told apart out of line, so
+                    // that an instance costs one test, as before labels were noted.)
+                    far |= !matches!(t, Target::Instance(_))
+                        && (LABELS || matches!(t, Target::Address(_)))
                 })
             };
+            if LABELS && far {
+                far = self.note_labels(targets);
+            }
         }
         if self.instances.len() == self.instances.capacity() {
             self.grow_or_undo(0, (operands_at, targets_at))?;
@@ -440,6 +468,7 @@ impl<'j, 's> TraceBuilder<'j, 's> {
     /// fails with [`Error::TraceEndsWithContinue`]).
     pub fn continue_at(&mut self, target: Target) -> &mut Self {
         self.continuation = Some(target);
+        self.labels_given |= matches!(target, Target::Label(_));
         self
     }
 
@@ -509,6 +538,7 @@ impl<'j, 's> View<'_, 'j, 's> {
             cache_state: 0,
             labels: ManuallyDrop::new(Vec::new()),
             unbound: 0,
+            labels_given: false,
             start: 0,
             spare: Default::default(),
         };

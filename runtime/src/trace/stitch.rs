@@ -65,6 +65,7 @@
 //! operand slots unconditionally, placing empty data without a test) added instructions
 //! and saved no time; not kept.
 
+pub(crate) mod direct;
 mod write;
 
 use crate::arena::{round_up, GRANULE};
@@ -74,6 +75,7 @@ use crate::program::{Bound, Key, Need, NeedFilter, Program};
 use crate::slots::SlotTable;
 use crate::trace::{Target, Trace, TraceBuilder, View};
 use crate::Error;
+use direct::{place_again, place_and_allocate_batch};
 use std::cell::RefCell;
 use write::{write, Job};
 
@@ -103,7 +105,18 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     check(&view)?;
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-    let (mut trace, source) = allocate(b.jit, &layout)?;
+    let (mut trace, mut source) = allocate(b.jit, &layout)?;
+    // The veneers of the symbols presumed direct are not reserved: checked here, once the
+    // code is placed (with the trace in place: moved through a call, it was a copy).
+    let presumed = b.jit.direct.in_trace(view.layout.counted_symbols);
+    if presumed != 0
+        && !b
+            .jit
+            .direct
+            .covers(trace.block.code_rx as u64, trace.code_len)
+    {
+        (trace, source) = place_again(b.jit, &mut layout, presumed, trace)?;
+    }
     let mut writer = trace.block.code_writer(&source, trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
     // the closure: a tenth of a 10-instance trace's instructions were such moves).
@@ -159,8 +172,8 @@ where
             check(&v).map_err(in_batch(i))?;
             layouts.push(sizes(&v));
         }
-        let placed = place_batch(jit, &mut layouts);
-        let (mut traces, source) = allocate_batch(jit, &placed, &layouts)?;
+        let presumed = |i: usize| jit.direct.in_trace(view(i).layout.counted_symbols);
+        let (placed, mut traces, source) = place_and_allocate_batch(jit, &mut layouts, presumed)?;
         // The whole batch's code, from the first trace's block on.
         let (first, code_len) = (&traces[0].block, placed.code_len);
         let mut writer = source.open(first.code_offset, code_len)?;
@@ -279,7 +292,8 @@ pub(crate) struct Layout {
     /// be far apart ([`Bound::Internal`]); see [`Sizes::reserve_internal`].
     pub internal: u32,
     /// The symbols whose GOT slot or veneer this trace has counted, as bits of
-    /// [`NeedFilter::symbols`].
+    /// [`NeedFilter::symbols`]; from the start, the veneers of the symbols presumed
+    /// direct ([`DirectSymbols`](direct::DirectSymbols), checked by `finish`).
     pub counted_symbols: u64,
     /// Bytes of the instances' cold parts, each at its alignment from the start of the
     /// trace's cold area (which `finish` aligns to [`Jit::code_align`]).
@@ -287,6 +301,15 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The layout of a trace of `jit` before its first push.
+    #[inline(always)]
+    pub fn starting(jit: &Jit<'_>) -> Layout {
+        Layout {
+            counted_symbols: jit.direct.presumed(),
+            ..Layout::default()
+        }
+    }
+
     /// Places an instance of `p`: returns its code offset and adds its data to the trace's
     /// (at the data alignment of `p`).
     // Its one caller is `push`, itself always inlined.
@@ -367,7 +390,7 @@ impl Layout {
                     false
                 }
             };
-            if counts && counted.first(need, operands) {
+            if counts && counted.first(need, operands, self.counted_symbols) {
                 let bound = if need.got {
                     &mut self.got_bound
                 } else {
@@ -401,11 +424,13 @@ impl Counted {
         self.veneers.reset();
     }
 
-    /// Whether `need`'s GOT slot or veneer is counted for the first time in this trace.
+    /// Whether `need`'s GOT slot or veneer is counted for the first time in this trace: a
+    /// symbol's with a bit, unless `symbols` ([`Layout::counted_symbols`]) has it (counted,
+    /// or presumed direct), others in a table.
     // Inlined into `count_each`, which is itself out of line (inlined into `push` it cost
     // the loop registers: 90.2 against 87.2 instructions per instance of push).
     #[inline(always)]
-    fn first(&mut self, need: &Need, operands: &[u64]) -> bool {
+    fn first(&mut self, need: &Need, operands: &[u64], symbols: u64) -> bool {
         let table = if need.got {
             &mut self.got
         } else {
@@ -422,7 +447,10 @@ impl Counted {
                     .slot(part.of(operands[operand as usize]).wrapping_add(bias))
                     .1
             }
-            Key::Symbol(id) => table.slot_of_id(id).1,
+            Key::Symbol(id) => match NeedFilter::symbol_bit(need.got, id) {
+                Some(bit) => symbols & bit == 0,
+                None => table.slot_of_id(id).1,
+            },
         }
     }
 }
