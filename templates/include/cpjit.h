@@ -158,6 +158,17 @@ typedef uint64_t cpjit_narrow_raw; /* the low 32 bits, zero-extended */
   CPJIT_NARROW_HOLE const struct cpjit_operand_lo _JIT_##NAME##_LO
 #define CPJIT_OPERAND_HI(NAME) CPJIT_NARROW(NAME##_HI, u32)
 #define CPJIT_OPERAND_LO(NAME) CPJIT_NARROW(NAME##_LO, u32)
+
+/* An opaque-value barrier: CPJIT_OPAQUE(x) leaves the variable x (an integer of at most 64
+ * bits or a pointer) as it is and emits no instruction, but from there on the compiler knows
+ * nothing of x's value. Use it where LLVM would otherwise rematerialise what it knows, e.g.
+ * a compare of a copy `c = d; CPJIT_OPAQUE(c); if (c == K) ...` does not tell it d == K on
+ * the taken path, so it passes d's register on as it is instead of loading K into it in a
+ * cold stub (at the price of the copy, a register move on every path where d stays live).
+ * It is the one inline assembly the toolchain admits besides CPJIT_NARROW's: an empty
+ * template, x read and written in one register, not volatile (an unused result is
+ * dropped). */
+#define CPJIT_OPAQUE(x) __asm__("" : "+r"(x))
 #if defined(CPJIT_NARROW_SYMBOL)
 #define CPJIT_OPERAND_HALVES(NAME) \
   (((uint64_t)CPJIT_OPERAND_HI(NAME) << 32) | (uint64_t)CPJIT_OPERAND_LO(NAME))

@@ -186,6 +186,53 @@ pub unsafe fn value_name(value: inkwell::llvm_sys::prelude::LLVMValueRef) -> Str
     }
 }
 
+/// An inline-asm value's template and constraint string, as the IR spells them (the
+/// validator admits `cpjit.h`'s forms by them: `narrow.rs`, `validate/opaque.rs`).
+///
+/// # Safety
+/// `asm` must be an inline-asm value of a live module.
+pub unsafe fn inline_asm_strings(asm: LLVMValueRef) -> (String, String) {
+    // SAFETY: the caller passes an inline-asm value of a live module (this function's # Safety).
+    unsafe {
+        let text =
+            |get: unsafe extern "C" fn(LLVMValueRef, *mut usize) -> *const std::ffi::c_char| {
+                let mut len = 0usize;
+                let ptr = get(asm, &mut len);
+                if ptr.is_null() {
+                    return String::new();
+                }
+                String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
+                    .into_owned()
+            };
+        (
+            text(inkwell::llvm_sys::core::LLVMGetInlineAsmAsmString),
+            text(inkwell::llvm_sys::core::LLVMGetInlineAsmConstraintString),
+        )
+    }
+}
+
+/// For tests of the inline-asm checks: `judge(call, callee)` of each call in the first block
+/// of function `f` of the IR text `ir`, in order.
+#[cfg(test)]
+pub fn call_verdicts(ir: &str, judge: impl Fn(LLVMValueRef, LLVMValueRef) -> bool) -> Vec<bool> {
+    use inkwell::values::{AsValueRef, InstructionOpcode};
+    let context = Context::create();
+    let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t.ll");
+    let module = context.create_module_from_ir(buffer).unwrap();
+    let function = module.get_function("f").unwrap();
+    let block = function.get_first_basic_block().unwrap();
+    block
+        .get_instructions()
+        .filter(|i| i.get_opcode() == InstructionOpcode::Call)
+        .map(|call| {
+            // SAFETY: `call` is a call instruction of `module`, alive for the test.
+            let callee =
+                unsafe { inkwell::llvm_sys::core::LLVMGetCalledValue(call.as_value_ref()) };
+            judge(call.as_value_ref(), callee)
+        })
+        .collect()
+}
+
 /// The globals annotated `__attribute__((annotate("<prefix>...")))`, with the text after
 /// the prefix (the last such annotation of each).
 ///

@@ -172,18 +172,7 @@ const NARROW_ASM: [(&str, &str); 5] = [
 pub unsafe fn is_narrow_asm(call: LLVMValueRef, asm: LLVMValueRef, hole_prefix: &str) -> bool {
     // SAFETY: the caller passes references into a live module (this function's # Safety).
     unsafe {
-        let text =
-            |get: unsafe extern "C" fn(LLVMValueRef, *mut usize) -> *const std::ffi::c_char| {
-                let mut len = 0usize;
-                let ptr = get(asm, &mut len);
-                if ptr.is_null() {
-                    return String::new();
-                }
-                String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len))
-                    .into_owned()
-            };
-        let template = text(LLVMGetInlineAsmAsmString);
-        let constraints = text(LLVMGetInlineAsmConstraintString);
+        let (template, constraints) = crate::llvm::inline_asm_strings(asm);
         if !NARROW_ASM
             .iter()
             .any(|(t, c)| *t == template && *c == constraints)
@@ -383,9 +372,6 @@ fn fold_halves(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use inkwell::context::Context;
-    use inkwell::memory_buffer::MemoryBuffer;
-    use inkwell::values::InstructionOpcode;
 
     #[test]
     fn a_halves_hole_names_its_operand_and_half() {
@@ -448,22 +434,10 @@ define i64 @f() {
   ret i64 0
 }
 "#;
-        let context = Context::create();
-        let buffer = MemoryBuffer::create_from_memory_range_copy(ir.as_bytes(), "t.ll");
-        let module = context.create_module_from_ir(buffer).unwrap();
-        let function = module.get_function("f").unwrap();
-        let block = function.get_first_basic_block().unwrap();
-        let verdicts: Vec<bool> = block
-            .get_instructions()
-            .filter(|i| i.get_opcode() == InstructionOpcode::Call)
-            .map(|call| {
-                // SAFETY: `call` is a call instruction of `module`, alive for the test.
-                unsafe {
-                    let callee = LLVMGetCalledValue(call.as_value_ref());
-                    is_narrow_asm(call.as_value_ref(), callee, "_JIT_")
-                }
-            })
-            .collect();
+        let verdicts = crate::llvm::call_verdicts(ir, |call, callee| {
+            // SAFETY: `call` is a call of the inline assembly `callee`, in a live module.
+            unsafe { is_narrow_asm(call, callee, "_JIT_") }
+        });
         let mut want = [true; 5].to_vec();
         want.extend([false; 6]);
         // The declaration renamed by LLVM (another module of the context had the tag first)

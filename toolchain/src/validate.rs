@@ -8,7 +8,8 @@
 //! - no thread-local globals, no stack-protector attributes;
 //! - no inline assembly (call-site `asm(...)` or module-level `asm`): its bytes never pass
 //!   through the checks below, so a stray `ret` or clobbered register would go unnoticed
-//!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`);
+//!   (except `cpjit.h`'s narrow-operand reads, recognised exactly by `narrow.rs`, and its
+//!   opaque-value barrier `CPJIT_OPAQUE`, an empty template, by `validate/opaque.rs`);
 //! - the stencil's calling convention and signature are the set's ABI: `preserve_none`
 //!   `i64 (ptr, ptr)` for ops (cpjit.h's `cpjit_op`; any register-sized return, a pointer
 //!   too), the C convention for the entry shim;
@@ -84,6 +85,7 @@ use crate::target::OpCallingConvention;
 
 mod cache_state;
 mod ir;
+mod opaque;
 
 use cache_state::CacheState;
 use ir::{
@@ -596,13 +598,18 @@ impl Validator<'_> {
         unsafe {
             let callee = LLVMGetCalledValue(inst);
             if !callee.is_null() && !LLVMIsAInlineAsm(callee).is_null() {
-                // `cpjit.h`'s narrow-operand reads are the one exception (see `narrow.rs`).
-                if crate::narrow::is_narrow_asm(inst, callee, &self.manifest.hole_prefix) {
+                // `cpjit.h`'s narrow-operand reads (see `narrow.rs`) and its opaque-value
+                // barrier, whose template is empty (`validate/opaque.rs`), are the exceptions.
+                if crate::narrow::is_narrow_asm(inst, callee, &self.manifest.hole_prefix)
+                    || opaque::is_opaque_asm(inst, callee)
+                {
                     return;
                 }
                 self.error(format!(
                 "inline assembly is not allowed in stencils (the toolchain cannot check code it \
-                 did not generate: a `ret`, a jump or a reserved register would go unnoticed): `{}`",
+                 did not generate: a `ret`, a jump or a reserved register would go unnoticed): `{}`; \
+                 fix: write the op in C (to hide a value from the compiler without an instruction, \
+                 `CPJIT_OPAQUE(x)` of cpjit.h)",
                 print(inst)
             ));
                 return;
