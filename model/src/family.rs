@@ -2,6 +2,9 @@
 //! `[[family]]` by element and parameter values) and, for register-cached families, the
 //! selection tables [`CacheSelect`] a runtime picks members and glue from.
 
+mod table;
+pub use table::StencilIndices;
+
 #[cfg(doc)]
 use crate::StencilSet;
 
@@ -19,7 +22,7 @@ pub struct Family<'a> {
     /// The stencil index (into [`StencilSet::stencils`]) of every combination, row-major:
     /// element first, then each parameter's value index in `params` order;
     /// [`Family::NONE`] where the manifest skipped the combination.
-    pub stencils: &'a [u16],
+    pub stencils: StencilIndices<'a>,
     /// For a family of register-cached ops (`cached` in the manifest): what a runtime needs
     /// to pick each op's member and the glue between them itself.
     pub cached: Option<CacheSelect<'a>>,
@@ -48,7 +51,7 @@ pub struct CacheSelect<'a> {
     pub effects: &'a [[u8; 2]],
     /// `(op * states + entry) * states + exit` → stencil index, [`Family::NONE`] if the
     /// family has no such member.
-    pub members: &'a [u16],
+    pub members: StencilIndices<'a>,
     /// `op * states + entry` → what to push for the op in that state.
     pub transitions: &'a [Transition],
 }
@@ -126,7 +129,7 @@ impl<'a> CacheSelect<'a> {
             return Family::NONE;
         }
         let at = (op as usize * s + entry as usize) * s + exit as usize;
-        self.members.get(at).copied().unwrap_or(Family::NONE)
+        self.members.get(at).unwrap_or(Family::NONE)
     }
 
     /// The glue element's op for `op` (same values of the other parameters), if the family
@@ -206,7 +209,7 @@ impl<'a> Family<'a> {
             at = at * p.values.len() + v;
         }
         match self.stencils.get(at) {
-            Some(&i) if i != Family::NONE => Some(i as usize),
+            Some(i) if i != Family::NONE => Some(i as usize),
             _ => None,
         }
     }

@@ -11,17 +11,18 @@
 
 /// The format of generated crates this model reads. Raised whenever a crate written in the
 /// previous format would not compile against the model or would mean something else.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Named by the first item of every generated crate. If that line does not compile, the
 /// crate was generated for another `cpjit-model`: regenerate it with `cpjit build-stencils`
 /// (in the kit, `cargo xtask build-stencils`).
 pub mod regenerate_with_cpjit_build_stencils {
-    /// Format 2 (format 1 had no `StencilSet::pruned` and no cold parts: `Stencil::cold_len`,
-    /// `HoleValue::Cold`). When [`super::VERSION`] is raised, this item is renamed with it
+    /// Format 3 (format 2 wrote the family tables' stencil indices as arrays, not
+    /// [`crate::StencilIndices`] over byte strings; format 1 had no `StencilSet::pruned` and
+    /// no cold parts: `Stencil::cold_len`, `HoleValue::Cold`). When [`super::VERSION`] is raised, this item is renamed with it
     /// (the test below fails until it is), so that crates of the old format stop compiling
     /// here.
-    pub const FORMAT_2: u32 = 2;
+    pub const FORMAT_3: u32 = 3;
 }
 
 #[cfg(test)]
@@ -29,7 +30,7 @@ mod tests {
     #[test]
     fn the_item_generated_crates_name_is_the_current_format() {
         assert_eq!(
-            super::regenerate_with_cpjit_build_stencils::FORMAT_2,
+            super::regenerate_with_cpjit_build_stencils::FORMAT_3,
             super::VERSION
         );
     }

@@ -21,7 +21,7 @@ pub mod format;
 mod frame;
 mod hole;
 mod host;
-pub use family::{CacheSelect, Family, FamilyParam, FloatState, Transition};
+pub use family::{CacheSelect, Family, FamilyParam, FloatState, StencilIndices, Transition};
 pub use frame::{
     FrameFunction, FrameLayout, FrameRow, FrameSave, StencilFrame, X64_DWARF_XMM0,
     X64_UNWIND_DWARF_REGISTERS,
@@ -508,7 +508,9 @@ mod tests {
                     values: &["0", "1"],
                 },
             ],
-            stencils: &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, Family::NONE],
+            stencils: StencilIndices::from_le_bytes(
+                b"\0\0\x01\0\x02\0\x03\0\x04\0\x05\0\x06\0\x07\0\x08\0\x09\0\x0a\0\xff\xff",
+            ),
             cached: None,
         };
         assert_eq!(f.stencil(0, &[0, 1]), Some(1));
@@ -521,7 +523,7 @@ mod tests {
         assert_eq!(f.value_index("OUT", "1"), Some(1));
         let no_list = Family {
             elements: &[],
-            stencils: &[7; 6],
+            stencils: StencilIndices::from_le_bytes(&[7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0]),
             cached: None,
             ..f
         };

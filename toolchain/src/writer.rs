@@ -20,6 +20,8 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
+mod families;
+
 /// The sidecar's file name in each crate directory.
 pub const SIDECAR: &str = "stencil-set.json";
 
@@ -380,7 +382,7 @@ fn lib_rs(set: &BuiltSet) -> Result<String> {
     o.push_str("};\n\n");
     crate::frame::write_frames(&mut o, &set.stencils);
 
-    families(&mut o, set)?;
+    families::families(&mut o, set)?;
     o.push_str("/// The stencils, one constant each (listings show code with its holes).\n#[rustfmt::skip]\nmod def {\n    use cpjit_model::*;\n");
     for (s, template) in set.stencils.iter().zip(&set.templates) {
         o.push('\n');
@@ -412,173 +414,6 @@ fn pruned(o: &mut String, set: &BuiltSet) {
         );
     }
     o.push_str("    ],\n");
-}
-
-/// The family tables (`FAMILIES`, `mod family`), written only when the set has families,
-/// so a set without them generates exactly what it did before families existed.
-fn families(o: &mut String, set: &BuiltSet) -> Result<()> {
-    if set.families.is_empty() {
-        return Ok(());
-    }
-    let list = |items: &[String]| {
-        items
-            .iter()
-            .map(|i| string_literal(i))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    o.push_str("/// Index of each stencil family in [`FAMILIES`], by name.\n#[rustfmt::skip]\npub mod family {\n");
-    for (i, f) in set.families.iter().enumerate() {
-        let _ = writeln!(o, "    pub const {}: usize = {i};", ident(&f.name)?);
-    }
-    o.push_str("}\n\n");
-    absence_constants(o, set);
-    let _ = writeln!(
-        o,
-        "/// The stencil families: stencil indices by element and parameter values.\n#[rustfmt::skip]\npub static FAMILIES: [Family<'static>; {}] = [",
-        set.families.len()
-    );
-    for f in &set.families {
-        let _ = writeln!(
-            o,
-            "    Family {{\n        name: {},",
-            string_literal(&f.name)
-        );
-        let _ = writeln!(o, "        elements: &[{}],", list(&f.elements));
-        o.push_str("        params: &[\n");
-        for (name, values) in &f.params {
-            let _ = writeln!(
-                o,
-                "            FamilyParam {{ name: {}, values: &[{}] }},",
-                string_literal(name),
-                list(values)
-            );
-        }
-        o.push_str("        ],\n        stencils: &[\n");
-        for row in f.stencils.chunks(16) {
-            let cells: Vec<String> = row
-                .iter()
-                .map(|s| s.map_or("NONE".to_string(), |i| i.to_string()))
-                .collect();
-            let _ = writeln!(o, "            {},", cells.join(", "));
-        }
-        o.push_str("        ],\n");
-        cache_select(o, f);
-        o.push_str("    },\n");
-    }
-    o.push_str("];\n\n");
-    op_constants(o, set)
-}
-
-/// `NONE` and `NO_TRANSITION`, the family tables' short names of [`cpjit_model::Family::NONE`]
-/// and [`cpjit_model::Transition::NONE`], each written only if the tables use it (an unused
-/// constant is a warning): rustc resolves a path through a type while type checking, once
-/// per use, and the VM's tables have 36,000 (issue 38: 0.8 of 3.3 CPU-s of its x86-64 crate).
-fn absence_constants(o: &mut String, set: &BuiltSet) {
-    let selects = || set.families.iter().filter_map(|f| f.select.as_ref());
-    let none = set
-        .families
-        .iter()
-        .any(|f| f.stencils.iter().any(Option::is_none))
-        || selects().any(|s| {
-            s.glue.is_none()
-                || s.members.iter().any(Option::is_none)
-                || s.transitions.iter().flatten().any(|t| t.glue.is_none())
-        });
-    let no_transition = selects().any(|s| s.transitions.iter().any(Option::is_none));
-    if none {
-        o.push_str("/// A table's cell with no stencil.\nconst NONE: u16 = Family::NONE;\n");
-    }
-    if no_transition {
-        o.push_str(
-            "/// An op's entry with no way from a state.\nconst NO_TRANSITION: Transition = Transition::NONE;\n",
-        );
-    }
-    if none || no_transition {
-        o.push('\n');
-    }
-}
-
-/// A family's `cached` field: its selection tables (`crate::select`), or `None`.
-fn cache_select(o: &mut String, f: &crate::family::Table) {
-    let Some(s) = &f.select else {
-        o.push_str("        cached: None,\n");
-        return;
-    };
-    let id = |m: Option<u16>| m.map_or("NONE".to_string(), |i| i.to_string());
-    let _ = writeln!(
-        o,
-        "        cached: Some(CacheSelect {{\n            entry_param: {},\n            exit_param: {},\n            states: {},\n            combos: {},\n            glue: {},",
-        s.entry_param,
-        s.exit_param,
-        s.states,
-        s.combos,
-        id(s.glue.map(|g| g as u16))
-    );
-    let effects: Vec<String> = s
-        .effects
-        .iter()
-        .map(|e| {
-            e.map_or("CacheSelect::NO_EFFECT".to_string(), |e| {
-                format!("[{}, {}]", e.pop, e.push)
-            })
-        })
-        .collect();
-    let _ = writeln!(o, "            effects: &[{}],", effects.join(", "));
-    o.push_str("            members: &[\n");
-    for row in s.members.chunks(s.states.max(1) * s.states.max(1)) {
-        let cells: Vec<String> = row.iter().map(|&m| id(m)).collect();
-        let _ = writeln!(o, "                {},", cells.join(", "));
-    }
-    o.push_str("            ],\n            transitions: &[\n");
-    for row in s.transitions.chunks(s.states.max(1)) {
-        let cells: Vec<String> = row
-            .iter()
-            .map(|t| match t {
-                None => "NO_TRANSITION".to_string(),
-                Some(t) => format!(
-                    "Transition {{ member: {}, glue: {}, via: {}, exit: {} }}",
-                    t.member,
-                    id(t.glue),
-                    t.via,
-                    t.exit
-                ),
-            })
-            .collect();
-        let _ = writeln!(o, "                {},", cells.join(", "));
-    }
-    o.push_str("            ],\n        }),\n");
-}
-
-/// `mod op`: per cached family whose only parameters are its state parameters, one
-/// constant per element naming its op (`op::test_cached::PUSH`), the same on every target.
-fn op_constants(o: &mut String, set: &BuiltSet) -> Result<()> {
-    let plain: Vec<_> = set
-        .families
-        .iter()
-        .filter(|f| f.select.as_ref().is_some_and(|s| s.combos == 1) && !f.elements.is_empty())
-        .collect();
-    if plain.is_empty() {
-        return Ok(());
-    }
-    o.push_str("/// The ops of the cached families, by element (`CacheSelect::op`).\n#[rustfmt::skip]\npub mod op {\n");
-    for f in plain {
-        let _ = writeln!(
-            o,
-            "    /// Family `{}`.\n    pub mod {} {{",
-            f.name,
-            ident(&f.name)?
-        );
-        for (i, e) in f.elements.iter().enumerate() {
-            let name = e.to_ascii_uppercase();
-            if crate::set::is_identifier(&name) {
-                let _ = writeln!(o, "        pub const {}: u16 = {i};", ident(&name)?);
-            }
-        }
-        o.push_str("    }\n");
-    }
-    o.push_str("}\n\n");
-    Ok(())
 }
 
 fn stencil_item(o: &mut String, set: &BuiltSet, s: &StencilBuf, template: &str) -> Result<()> {

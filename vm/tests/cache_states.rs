@@ -94,7 +94,7 @@ fn the_kit_picks_every_cached_member_the_lowering_plans() {
     let families = cpjit_vm_stencils::families(set);
     let mut members = 0;
     for family in families.iter().filter(|f| f.name.starts_with("vm_")) {
-        for &stencil in family.stencils.iter().filter(|&&s| s != u16::MAX) {
+        for stencil in family.stencils.iter().filter(|&s| s != u16::MAX) {
             let name = set.stencils[stencil as usize].name;
             assert!(cached.kit_op(stencil as usize).is_some(), "{name}");
             members += 1;
