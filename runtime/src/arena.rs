@@ -27,6 +27,9 @@ use crate::memory::{granularity, CodeObject, CodeSource, CodeWriter, Region};
 use crate::Error;
 use std::sync::Mutex;
 
+mod free_list;
+pub(crate) use free_list::FreeList;
+
 /// Blocks are multiples of this many bytes and aligned to it (at least).
 pub(crate) const GRANULE: usize = 16;
 
@@ -36,6 +39,9 @@ pub(crate) const GRANULE: usize = 16;
 #[derive(Debug)]
 pub(crate) struct Block {
     pub chunk: u32,
+    /// Bytes before `code_offset` that the block also holds: those skipped to place its
+    /// code on the fewest pages ([`FreeList::alloc_on_fewest_pages`]), returned with it.
+    pub code_lead: u32,
     pub code_offset: usize,
     pub code_len: usize,
     pub data_offset: usize,
@@ -104,6 +110,11 @@ pub(crate) struct Arena {
     /// Where chunks take their code part from (on Linux one memfd for all), and whether
     /// they map it with a persistent writable alias, keyed or not ([`crate::CodeWrites`]).
     object: CodeObject,
+    /// The page size if code is written page by page through the system (a `pwrite` on
+    /// Linux, a mapped window elsewhere), so that a block is placed on the fewest pages
+    /// ([`FreeList::alloc_on_fewest_pages`]); 0 where code is written in place (through an
+    /// alias, or `MAP_JIT` on macOS arm64), where a page boundary costs nothing.
+    code_page: usize,
     /// What a finished trace asks of its JIT, kept here because a trace holds its arena
     /// and nothing else of the JIT (see [`Arena::with_trace_facts`]).
     pub(crate) trace_facts: TraceFacts,
@@ -152,6 +163,11 @@ impl Arena {
             chunk_bytes: round_up(chunk_bytes.max(1), granularity()),
             limit,
             idle_limit,
+            code_page: if object.alias || cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+                0
+            } else {
+                crate::memory::page_size()
+            },
             object,
             trace_facts: TraceFacts::default(),
         }
@@ -205,7 +221,12 @@ impl Arena {
             let Some(chunk) = &mut inner.chunks[index] else {
                 continue;
             };
-            if let Some(block) = chunk.take(index, code_len, code_align, data_len, data_align) {
+            if let Some(block) = chunk.take(
+                index,
+                (code_len, code_align, self.code_page),
+                data_len,
+                data_align,
+            ) {
                 let source = chunk.region.code_source();
                 // The common case once a chunk is warm, here rather than through `commit`'s
                 // look-up of the chunk (callgrind: 48 instructions per trace in `commit`).
@@ -244,7 +265,12 @@ impl Arena {
                 inner.chunks.len() - 1
             }
         };
-        let block = chunk.take(index, code_len, code_align, data_len, data_align);
+        let block = chunk.take(
+            index,
+            (code_len, code_align, self.code_page),
+            data_len,
+            data_align,
+        );
         let source = chunk.region.code_source();
         inner.stats.chunks += 1;
         inner.stats.code_reserved += chunk.region.code_len;
@@ -330,6 +356,7 @@ impl Arena {
                 debug_assert!(code % GRANULE == 0 && code < code_end && data <= data_end);
                 make(Block {
                     chunk: block.chunk,
+                    code_lead: if i == 0 { block.code_lead } else { 0 },
                     code_offset: block.code_offset + code,
                     code_len: code_end - code,
                     data_offset: block.data_offset + data,
@@ -349,12 +376,13 @@ impl Arena {
         let mut inner = self.lock();
         let chunk = live(&mut inner.chunks, block.chunk);
         chunk.region.retire_code(block.code_offset, block.code_len);
-        chunk.code_free.free(block.code_offset, block.code_len);
+        let (held_at, held) = block.code_held();
+        chunk.code_free.free(held_at, held);
         if block.data_len != 0 {
             chunk.data_free.free(block.data_offset, block.data_len);
         }
         let idle = chunk.idle();
-        inner.stats.code_used -= block.code_len;
+        inner.stats.code_used -= held;
         inner.stats.data_used -= block.data_len;
         inner.stats.traces -= 1;
         let released = if idle {
@@ -411,7 +439,8 @@ impl Inner {
         self.stats.code_mapped += region.code_committed - before.0;
         self.stats.data_mapped += region.data_committed - before.1;
         if let Err(e) = result {
-            chunk.code_free.free(block.code_offset, block.code_len);
+            let (held_at, held) = block.code_held();
+            chunk.code_free.free(held_at, held);
             if block.data_len != 0 {
                 chunk.data_free.free(block.data_offset, block.data_len);
             }
@@ -426,13 +455,20 @@ impl MemoryStats {
     /// Counts `block` as used by a live trace.
     #[inline]
     fn count(&mut self, block: &Block) {
-        self.code_used += block.code_len;
+        self.code_used += block.code_len + block.code_lead as usize;
         self.data_used += block.data_len;
         self.traces += 1;
     }
 }
 
 impl Block {
+    /// The code bytes the block holds, its lead included: (first offset, length).
+    #[inline]
+    fn code_held(&self) -> (usize, usize) {
+        let lead = self.code_lead as usize;
+        (self.code_offset - lead, self.code_len + lead)
+    }
+
     /// Where the block's data ends in its chunk's data part (0 without data).
     #[inline]
     fn data_end(&self) -> usize {
@@ -473,7 +509,7 @@ impl Chunk {
     /// Whether no block of the chunk is in use (every block has code, so then its code
     /// part is one free range).
     fn idle(&self) -> bool {
-        self.code_free.ranges[..] == [(0, self.region.code_len)]
+        self.code_free.is_whole(self.region.code_len)
     }
 
     /// Bytes reserved for both parts.
@@ -490,33 +526,41 @@ impl Chunk {
     }
 
     // Inline, as is the check of the committed prefixes in `alloc`: `alloc` with both out
-    // of line was 227 instructions per trace, 160 with both inline (callgrind, straight-10).
-    #[inline]
+    // of line was 227 instructions per trace, 160 with both inline (callgrind, straight-10);
+    // always, since the page rule made the compiler leave it out of line (+40).
+    #[inline(always)]
     fn take(
         &mut self,
         index: usize,
-        code_len: usize,
-        code_align: usize,
+        (code_len, code_align, code_page): (usize, usize, usize),
         data_len: usize,
         data_align: usize,
     ) -> Option<Block> {
         // Alignment is of the run-time address, so align relative to the part's start
         // (parts start page-aligned, and alignments beyond a page are not supported).
-        let code_offset = self.code_free.alloc(code_len, code_align)?;
+        // Off the fewest pages rather than not at all: the rule never costs a new chunk.
+        let (code_offset, code_lead) = match code_page {
+            0 => self.code_free.alloc(code_len, code_align).map(|at| (at, 0)),
+            page => (self.code_free)
+                .alloc_on_fewest_pages(code_len, code_align, page)
+                .or_else(|| Some((self.code_free.alloc(code_len, code_align)?, 0))),
+        }?;
         let data_offset = if data_len == 0 {
             0
         } else {
             match self.data_free.alloc(data_len, data_align) {
                 Some(offset) => offset,
                 None => {
-                    self.code_free.free(code_offset, code_len);
+                    self.code_free
+                        .free(code_offset - code_lead, code_len + code_lead);
                     return None;
                 }
             }
         };
         Some(Block {
-            // (Chunks are at least a page each: their count fits.)
+            // (Chunks are at least a page each: their count fits; a lead is under a page.)
             chunk: index as u32,
+            code_lead: code_lead as u32,
             code_offset,
             code_len,
             data_offset,
@@ -527,114 +571,6 @@ impl Chunk {
     }
 }
 
-/// Free ranges `(start, len)` of one part, sorted by start, never adjacent (coalesced).
-/// (Also the free file offsets of an arena's code object, `memory/code_file.rs`.)
-pub(crate) struct FreeList {
-    ranges: Vec<(usize, usize)>,
-}
-
-impl FreeList {
-    pub(crate) fn new(len: usize) -> FreeList {
-        FreeList {
-            ranges: vec![(0, len)],
-        }
-    }
-
-    /// First fit: the lowest free range that holds `len` bytes at an `align`ed offset.
-    // Inline: the common case (the first range, aligned, holds it) is a few instructions,
-    // and the call to the search was as many again (about 57 instructions per block).
-    #[inline]
-    pub(crate) fn alloc(&mut self, len: usize, align: usize) -> Option<usize> {
-        if let Some((start, size)) = self.ranges.first_mut() {
-            if *start & (align - 1) == 0 && len < *size {
-                let at = *start;
-                (*start, *size) = (at + len, *size - len);
-                return Some(at);
-            }
-        }
-        self.first_fit(len, align)
-    }
-
-    /// [`alloc`](FreeList::alloc) in general: the first range that holds `len` bytes at
-    /// an `align`ed offset, split around them.
-    #[inline(never)]
-    fn first_fit(&mut self, len: usize, align: usize) -> Option<usize> {
-        let (i, start) = self
-            .ranges
-            .iter()
-            .enumerate()
-            .find_map(|(i, &(start, size))| {
-                let aligned = round_up(start, align);
-                (aligned + len <= start + size).then_some((i, aligned))
-            })?;
-        let (range_start, range_len) = self.ranges[i];
-        let range_end = range_start + range_len;
-        let before = (range_start, start - range_start);
-        let after = (start + len, range_end - (start + len));
-        match (before.1 != 0, after.1 != 0) {
-            (false, false) => {
-                self.ranges.remove(i);
-            }
-            (true, false) => self.ranges[i] = before,
-            (false, true) => self.ranges[i] = after,
-            (true, true) => {
-                self.ranges[i] = before;
-                self.ranges.insert(i + 1, after);
-            }
-        }
-        Some(start)
-    }
-
-    /// The highest free range.
-    #[cfg(target_os = "linux")]
-    pub(crate) fn last(&self) -> Option<(usize, usize)> {
-        self.ranges.last().copied()
-    }
-
-    /// [`free`](FreeList::free) for the unused tail of a block ([`Arena::shrink`]), whose
-    /// commonest case is first and inline: a block just taken from the front of the first
-    /// range ends where that range starts (no range lies below it, so none merges from
-    /// there); else the search.
-    #[inline]
-    fn free_tail(&mut self, start: usize, len: usize) {
-        if let Some(first) = self.ranges.first_mut() {
-            if start + len == first.0 {
-                (first.0, first.1) = (start, first.1 + len);
-                return;
-            }
-        }
-        self.free(start, len);
-    }
-
-    /// Returns `start..start + len` (free of any range) to the list, merged with its
-    /// neighbours.
-    pub(crate) fn free(&mut self, start: usize, len: usize) {
-        let i = self.ranges.partition_point(|&(s, _)| s < start);
-        let merges_prev = i > 0 && {
-            let (s, l) = self.ranges[i - 1];
-            debug_assert!(s + l <= start, "double free at {start:#x}");
-            s + l == start
-        };
-        let merges_next = i < self.ranges.len() && {
-            debug_assert!(start + len <= self.ranges[i].0, "double free at {start:#x}");
-            start + len == self.ranges[i].0
-        };
-        match (merges_prev, merges_next) {
-            (true, true) => {
-                let next_len = self.ranges[i].1;
-                self.ranges[i - 1].1 += len + next_len;
-                self.ranges.remove(i);
-            }
-            (true, false) => self.ranges[i - 1].1 += len,
-            (false, true) => {
-                self.ranges[i].0 = start;
-                self.ranges[i].1 += len;
-            }
-            (false, false) => self.ranges.insert(i, (start, len)),
-        }
-    }
-}
-
 pub(crate) fn round_up(x: usize, align: usize) -> usize {
     (x + align - 1) & !(align - 1)
 }
@@ -642,31 +578,6 @@ pub(crate) fn round_up(x: usize, align: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn free_list_first_fit_splits_and_coalesces() {
-        let mut f = FreeList::new(256);
-        assert_eq!(f.alloc(16, 16), Some(0));
-        assert_eq!(f.alloc(32, 64), Some(64));
-        assert_eq!(f.ranges, vec![(16, 48), (96, 160)]);
-        assert_eq!(f.alloc(48, 16), Some(16));
-        assert_eq!(f.alloc(512, 16), None);
-        f.free(16, 48);
-        f.free(0, 16);
-        f.free(64, 32);
-        assert_eq!(f.ranges, vec![(0, 256)]);
-        // A block's tail returned (a shrunk trace) where the first range starts, and
-        // where a range lies below the block: merged into the range above it either way.
-        assert_eq!(f.alloc(64, 16), Some(0));
-        f.free_tail(48, 16);
-        assert_eq!(f.ranges, vec![(48, 208)]);
-        assert_eq!(f.alloc(32, 16), Some(48));
-        f.free(16, 16);
-        f.free_tail(64, 16);
-        assert_eq!(f.ranges, vec![(16, 16), (64, 192)]);
-        f.free_tail(32, 16);
-        assert_eq!(f.ranges, vec![(16, 32), (64, 192)]);
-    }
 
     #[test]
     fn arena_reuses_freed_blocks_and_respects_its_limit() {
@@ -748,5 +659,33 @@ mod tests {
             arena.free(b);
         }
         assert_eq!(arena.stats().used(), 0);
+    }
+
+    /// Where code is written by the page (a `pwrite` here), a block that fits in a page is
+    /// not split across two: it starts on the next page and holds the bytes skipped, which
+    /// are counted as used and freed with it; through a persistent alias (written in place)
+    /// blocks stay packed.
+    #[test]
+    fn code_written_by_the_page_is_placed_on_the_fewest_pages() {
+        let page = crate::memory::page_size();
+        let half = page / 2 + GRANULE;
+        for (alias, second_at) in [(false, page), (crate::memory::PERSISTENT_ALIAS, half)] {
+            let arena = Arena::new(None, 4 * page, 1 << 30, CodeObject::new(alias), 1 << 30);
+            let (a, _) = arena.alloc(half, 16, 16, 16).unwrap();
+            let (b, _) = arena.alloc(half, 16, 16, 16).unwrap();
+            assert_eq!(
+                (a.code_offset, b.code_offset),
+                (0, second_at),
+                "alias: {alias}"
+            );
+            assert_eq!(arena.stats().code_used, second_at + half);
+            arena.free(&b);
+            arena.free(&a);
+            assert_eq!(arena.stats().used(), 0);
+            // Every byte came back: a block of the whole part fits again.
+            let (whole, _) = arena.alloc(4 * page - GRANULE, 16, 0, 16).unwrap();
+            assert_eq!((whole.code_offset, arena.stats().chunks), (0, 1));
+            arena.free(&whole);
+        }
     }
 }
