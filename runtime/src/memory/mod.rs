@@ -269,6 +269,8 @@ pub(crate) struct CodeSource {
 impl CodeSource {
     /// A writable view of code bytes `offset..offset + len` of the region, until dropped.
     /// The region must outlive the writer, and nothing else may write those bytes meanwhile.
+    // Inline: the writer is then made in its caller's frame, not returned through memory.
+    #[inline]
     pub fn open(&self, offset: usize, len: usize) -> Result<CodeWriter, Error> {
         // (On macOS arm64 the handle is `()`: the thread's write access is all it takes.)
         #[allow(clippy::unit_arg)]

@@ -205,14 +205,52 @@ impl Window {
     }
 }
 
-/// Writes all of `bytes` to `fd` at `offset`.
+/// Writes all of `bytes` to `fd` at `offset`: one `pwrite`, inline (the common case: all
+/// written at once), then [`pwrite_rest`] for a short write, an interruption or an error.
 #[cfg(target_os = "linux")]
+#[inline]
 fn pwrite_all(fd: libc::c_int, bytes: &[u8], offset: usize) -> io::Result<()> {
-    let mut done = 0;
-    while done < bytes.len() {
+    // SAFETY: a valid buffer and a descriptor we own; the range was committed.
+    let n = unsafe {
+        libc::pwrite(
+            fd,
+            bytes.as_ptr() as *const libc::c_void,
+            bytes.len(),
+            offset as libc::off_t,
+        )
+    };
+    if n as usize == bytes.len() {
+        return Ok(());
+    }
+    pwrite_rest(fd, bytes, offset, n)
+}
+
+/// What [`pwrite_all`]'s first `pwrite` (which returned `first`) left to do.
+#[cfg(target_os = "linux")]
+#[cold]
+#[inline(never)]
+fn pwrite_rest(fd: libc::c_int, bytes: &[u8], offset: usize, first: isize) -> io::Result<()> {
+    let (mut done, mut n) = (0, first);
+    loop {
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
+            }
+        } else if n == 0 && done < bytes.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "pwrite (code) wrote nothing",
+            ));
+        } else {
+            done += n as usize;
+        }
+        if done >= bytes.len() {
+            return Ok(());
+        }
         let rest = &bytes[done..];
-        // SAFETY: a valid buffer and a descriptor we own; the range was committed.
-        let n = unsafe {
+        // SAFETY: as in `pwrite_all`.
+        n = unsafe {
             libc::pwrite(
                 fd,
                 rest.as_ptr() as *const libc::c_void,
@@ -220,22 +258,7 @@ fn pwrite_all(fd: libc::c_int, bytes: &[u8], offset: usize) -> io::Result<()> {
                 (offset + done) as libc::off_t,
             )
         };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(io::Error::new(e.kind(), format!("pwrite (code): {e}")));
-        }
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "pwrite (code) wrote nothing",
-            ));
-        }
-        done += n as usize;
     }
-    Ok(())
 }
 
 #[cfg(target_os = "linux")]
