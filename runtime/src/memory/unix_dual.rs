@@ -628,3 +628,31 @@ pub(crate) fn retire_code(region: &Region, offset: usize, len: usize) {
     any(target_arch = "aarch64", target_arch = "riscv64")
 )))]
 pub(crate) fn retire_code(_region: &Region, _offset: usize, _len: usize) {}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::pwrite_all;
+
+    /// A write over several pages at an offset arrives whole; a failed one is an error that
+    /// names the call and the system's reason.
+    #[test]
+    fn pwrite_all_writes_every_byte_or_names_the_error() {
+        // SAFETY: a NUL-terminated name and valid flags.
+        let fd = unsafe { libc::syscall(libc::SYS_memfd_create, c"t".as_ptr(), 0) } as i32;
+        assert!(fd >= 0);
+        let bytes: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        pwrite_all(fd, &bytes, 100).unwrap();
+        let mut back = vec![0u8; bytes.len()];
+        // SAFETY: a buffer of the length read, a descriptor this test owns.
+        let n = unsafe { libc::pread(fd, back.as_mut_ptr().cast(), back.len(), 100) };
+        assert_eq!((n as usize, &back), (bytes.len(), &bytes));
+        let e = pwrite_all(-1, &bytes, 0).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.starts_with("pwrite (code): ") && text.contains("os error 9"),
+            "{text}"
+        );
+        // SAFETY: closed once, here.
+        unsafe { libc::close(fd) };
+    }
+}
