@@ -76,8 +76,9 @@ pub struct MemoryStats {
     /// page-rounded high-water mark per part.
     pub code_mapped: usize,
     pub data_mapped: usize,
-    /// Bytes in live blocks (trace code with veneers; trace data with GOT), rounded up to
-    /// the 16-byte granule.
+    /// Bytes in live blocks (trace code with veneers, and the bytes skipped before it to
+    /// keep it on the fewest pages where code is written by the page; trace data with
+    /// GOT), rounded up to the 16-byte granule.
     pub code_used: usize,
     pub data_used: usize,
     /// Chunks reserved and traces alive.
