@@ -17,6 +17,7 @@ use cpjit_model::{HoleKind, Section};
 
 mod copy;
 mod fast;
+mod got;
 
 use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, store_offsets, write_rel32};
 
@@ -399,7 +400,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     ) -> Result<(), StepError> {
         let offset = code_at + step.offset as usize;
         match step.fast {
-            Fast::Full => {}
+            Fast::Full | Fast::Got { .. } => {}
             Fast::Rel32 | Fast::Direct => {
                 // The instance's own data and code and a symbol, the usual sources of a
                 // rel32 field, here; the others through `fast_value`.

@@ -117,6 +117,13 @@ impl Writer<'_, '_, '_, '_> {
             if self.lean_step(inst, step, at, data_at) {
                 continue;
             }
+            // An operand too wide for its instruction's immediate: its GOT slot, out of
+            // line (the full path's relaxations and look-ups cost 200 instructions more).
+            if matches!(step.fast, Fast::Imm32 { .. } | Fast::Got { .. })
+                && self.operand_slot(inst, step, at)
+            {
+                continue;
+            }
             // The instance's index, worked out here rather than counted for every instance.
             let i = index_of(b.instances, inst);
             self.step(i, inst, step, at, data_at)
