@@ -125,6 +125,12 @@ pub(crate) enum Fast {
         part: OperandPart,
         range: OperandRange,
     },
+    /// An x86-64 GOT load of an operand by an instruction with no immediate form
+    /// ([`Action::Got`] on a checked rel32 field, such as `mul r/m64`): the operand's GOT
+    /// slot (one per value and trace, as the full path shares it) and a 4-byte store of the
+    /// slot's displacement; the full path if the displacement does not fit. (A client's
+    /// 64-bit constants: the reference VM's division magic numbers.)
+    Got { operand: u16, part: OperandPart },
 }
 
 /// What [`Program::compile`] checked of a hole's instruction on the stencil's bytes, so that
@@ -539,6 +545,10 @@ fn fast(code: &mut [u8], h: &Hole, action: Action, checked: Checked, probe: &mut
     match (action, checked) {
         (_, Checked::Nothing) => Fast::Full,
         (Action::Plain | Action::Branch, _) => Fast::Rel32,
+        (Action::Got, Checked::Rel32) => match h.value.operand() {
+            Some((operand, part)) => Fast::Got { operand, part },
+            None => Fast::Full,
+        },
         (Action::RelaxableGot, Checked::X86GotSite(site)) => {
             let immediate = x86::relax_got_to_immediate(copy(probe, code), offset, site, 0);
             match h.value {

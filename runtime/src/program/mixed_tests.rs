@@ -28,7 +28,17 @@ static HOLES: [Hole; 6] = [
     // Back to the hot `jmp`.
     hole(23, HoleKind::X86Branch32, HoleValue::Code, 11 - 4),
 ];
-static STENCILS: [Stencil<'static>; 2] = [
+/// A guard: `jne cold+0`, its cold part one `jmp` to its target (an exit).
+#[rustfmt::skip]
+const GUARD: &[u8] = &[
+    0x0f, 0x85, 0, 0, 0, 0,       //  0: jne cold+0
+    0xe9, 0, 0, 0, 0,             //  6: jmp target 0 (the cold part)
+];
+static GUARD_HOLES: [Hole; 2] = [
+    hole(2, HoleKind::X86Branch32, HoleValue::Cold, -4),
+    hole(7, HoleKind::X86Branch32, HoleValue::Target(0), -4),
+];
+static STENCILS: [Stencil<'static>; 3] = [
     Stencil {
         name: "mixed",
         code: CODE,
@@ -40,6 +50,14 @@ static STENCILS: [Stencil<'static>; 2] = [
         ..Stencil::EMPTY
     },
     X86_RET,
+    Stencil {
+        name: "guard",
+        code: GUARD,
+        holes: &GUARD_HOLES,
+        targets: &["EXIT"],
+        cold_len: 5,
+        ..Stencil::EMPTY
+    },
 ];
 static SET: StencilSet<'static> = host_set(Arch::X86_64, &[0x90], &STENCILS, &[]);
 
@@ -48,9 +66,11 @@ static SET: StencilSet<'static> = host_set(Arch::X86_64, &[0x90], &STENCILS, &[]
 fn jits() -> (Jit<'static>, Jit<'static>) {
     let quick = Jit::new(&SET, |_| None).unwrap();
     let mut steps = Jit::new(&SET, |_| None).unwrap();
-    let p = &mut steps.programs[0];
-    p.quick = Quick::General;
-    p.cold.as_deref_mut().unwrap().quick = Quick::General;
+    for p in [0, 2] {
+        let p = &mut steps.programs[p];
+        p.quick = Quick::General;
+        p.cold.as_deref_mut().unwrap().quick = Quick::General;
+    }
     (quick, steps)
 }
 
@@ -112,5 +132,38 @@ fn mixed_programs_write_what_the_steps_write() {
             stencil, instance, ..
         } => assert_eq!((stencil.as_str(), instance), ("mixed", 1)),
         e => panic!("{e}"),
+    }
+}
+
+/// A cold part of one branch to a jump target (a guard's exit) takes the mixed form of one
+/// site, which `write` runs inline for cold parts; it writes what the steps write, for a
+/// target in the trace and one out of reach (the steps' veneer, after the inline form
+/// declined).
+#[test]
+fn a_guards_exit_is_a_mixed_cold_part_of_one_site() {
+    let (quick, steps) = jits();
+    let cold = quick.programs[2].cold.as_deref().unwrap().quick;
+    assert_eq!(mixed(cold), (0, vec![RelTo::Target(0)]));
+    let ret = Target::Instance(InstanceId::from_index(3));
+    let far = Target::Address(0x7f00_0000_0000 ^ 0x1234_5678);
+    for exits in [[ret, ret, ret], [ret, far, ret], [far, far, far]] {
+        let code = |jit: &Jit<'_>| {
+            let mut t = jit.trace();
+            for exit in exits {
+                t.push(2, &[], &[exit]).unwrap();
+            }
+            t.push(1, &[], &[]).unwrap();
+            t.finish().unwrap().code_bytes().to_vec()
+        };
+        let q = code(&quick);
+        assert_eq!(q, code(&steps), "exits {exits:?}");
+        // The first guard's branch leads to its cold part's `jmp`, which reaches the `ret`
+        // (at 18, after three guards) when that is the target.
+        let rel = |at: usize| i32::from_le_bytes(q[at..at + 4].try_into().unwrap()) as i64;
+        let cold = (6 + rel(2)) as usize;
+        assert_eq!(q[cold], 0xe9);
+        if exits[0] == ret {
+            assert_eq!(cold as i64 + 5 + rel(cold + 1), 18, "exits {exits:?}");
+        }
     }
 }

@@ -96,6 +96,9 @@ pub(super) fn flat_quick(
     let keep = match p.quick {
         Quick::General => Quick::General,
         Quick::DataRel32 { .. } if cold => Quick::General,
+        // A cold part's one branch (a guard's exit to a jump target) as a mixed program of
+        // one site: the cold part `write` runs inline.
+        quick @ Quick::Target { .. } if cold => quick,
         quick => return quick,
     };
     let mut sites = [RelSite {

@@ -192,7 +192,11 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
             Fast::Full, // `jmp` moves its field
             Fast::Full, // a symbol may take the immediate form
             Fast::Direct,
-            Fast::Full, // GOTPCREL is never relaxed
+            // GOTPCREL is never relaxed: the operand's GOT slot
+            Fast::Got {
+                operand: 0,
+                part: OperandPart::Whole
+            },
         ]
     );
     // Prepared once: `mov rax, imm32`, `add r13, imm32`, `addr32 call`, `lea rcx`;

@@ -8,15 +8,17 @@ use crate::arena::round_up;
 use crate::error::try_grow;
 use crate::memory::{CodeWriter, STAGE_BYTES};
 use crate::patch::{self, PatchError};
-use crate::program::{branch_bias, Action, Checked, Fast, Program, Source, Step};
+use crate::program::{branch_bias, Action, Checked, Fast, Source, Step};
 use crate::slots::SlotTable;
 use crate::trace::{Instance, Target, Trace, View};
 use crate::Error;
 use cpjit_isa::x86_64 as x86;
 use cpjit_model::{HoleKind, Section};
 
+mod cold;
 mod copy;
 mod fast;
+mod got;
 
 use copy::{copy_code, copy_data, fill, index_of, pad_with_nops, store_offsets, write_rel32};
 
@@ -62,7 +64,12 @@ fn write_whole(mut job: Job<'_, '_, '_, '_>, code: &mut [u8]) -> Result<(), Erro
     let data_limit = layout.got_base();
     let (trace, scratch) = (&*job.trace, &mut *job.scratch);
     let mut w = Writer::new(b, layout, trace, 0, code, (cold, veneers), data, scratch);
-    let ends = w.instances(b.instances, 0, (0, 0, 0), layout.instances_end, data_limit)?;
+    let (instances, limit) = (b.instances, layout.instances_end);
+    // A trace without cold parts (the kit's straight traces) runs the loop without them.
+    let ends = match layout.cold_at == layout.code_len {
+        true => w.instances::<false>(instances, 0, (0, 0, 0), limit, data_limit)?,
+        false => w.instances::<true>(instances, 0, (0, 0, 0), limit, data_limit)?,
+    };
     w.end(layout, ends.1, 0)
 }
 
@@ -105,7 +112,8 @@ fn write_windows(
         let mut w = Writer::new(b, layout, trace, origin, code, (c, v), d, sc);
         let limit = layout.instances_end.min(end) - origin;
         let ends = (0, data_end, cold_end);
-        (_, data_end, cold_end) = w.instances(&rest[..n], origin, ends, limit, data_limit)?;
+        (_, data_end, cold_end) =
+            w.instances::<true>(&rest[..n], origin, ends, limit, data_limit)?;
         if last {
             w.end(layout, data_end, origin)?;
         }
@@ -241,10 +249,11 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     /// Copies and patches `instances` (a run of the trace's, whose code starts at
     /// `ends.0`, data at `ends.1` and cold parts at `ends.2` after the previous one's): code
     /// up to `code_limit` (relative to `origin`) in whole 16-byte blocks, data up to
-    /// `data_limit`. Returns where their code, data and cold parts end.
+    /// `data_limit`. Returns where their code, data and cold parts end. `COLD`: whether
+    /// an instance may have a cold part (`false` only if none has).
     // Always inlined: for a whole trace `origin` is 0 and the loop is what it always was.
     #[inline(always)]
-    fn instances(
+    fn instances<const COLD: bool>(
         &mut self,
         instances: &[Instance],
         origin: usize,
@@ -286,7 +295,8 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             };
             // Where its cold part goes (as `push` computed it), for the hot code's branches
             // into it: only a stencil with one has holes of its address (`Jit::new`).
-            let cold_at = if p.cold_len == 0 {
+            debug_assert!(COLD || p.cold.is_none());
+            let cold_at = if !COLD || p.cold_len == 0 {
                 cold_end
             } else {
                 let cold_at = round_up(cold_end, p.cold_align as usize);
@@ -297,54 +307,14 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             if !done {
                 self.steps(inst, &p.steps, at, data_at)?;
             }
-            if let Some(cold) = p.cold.as_deref() {
-                self.cold_part(inst, cold, (at, cold_end, cold_at, data_at), p.hot_len)?;
+            if let (true, Some(cold)) = (COLD, p.cold.as_deref()) {
+                if cold_at != cold_end || !self.guard_exit(inst, cold, at, cold_at, data_at) {
+                    self.cold_part(inst, cold, (at, cold_end, cold_at, data_at), p.hot_len)?;
+                }
                 cold_end = cold_at + cold.code_len as usize;
             }
         }
         Ok((code_end, data_end, cold_end))
-    }
-
-    /// Copies the cold part `cold` of instance `inst` (whose hot code is at `at`) to
-    /// `cold_at` in the cold area (after the previous one's, which ends at `cold_end`) and
-    /// runs its steps there, with the cold area as the code they patch and the hot code as
-    /// the instance's other part.
-    #[inline(never)]
-    fn cold_part(
-        &mut self,
-        inst: &Instance,
-        cold: &Program,
-        (at, cold_end, cold_at, data_at): (usize, usize, usize, usize),
-        hot_len: u32,
-    ) -> Result<(), Error> {
-        let b = self.b;
-        // (Most cold parts need no padding: no division by the nop's length then.)
-        if cold_at != cold_end {
-            let name = || b.jit.set.stencils[inst.stencil as usize].name.to_string();
-            pad_with_nops(&mut self.cold[cold_end..cold_at], b.jit.set.nop).map_err(|reason| {
-                Error::InvalidStencil {
-                    stencil: name(),
-                    reason: format!("its cold part: {reason}"),
-                }
-            })?;
-        }
-        let len = self.cold.len();
-        copy_code(self.cold, cold_at, cold, len);
-        self.other = self.code_base + at as u64;
-        self.restore_at = hot_len as usize;
-        std::mem::swap(&mut self.code, &mut self.cold);
-        std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        // Its quick form, else the inline forms first, as for the hot code (its exits are
-        // rel32 fields).
-        let flat = &b.jit.operand_steps[..];
-        let result = match self.quick(inst, cold, (cold_at, data_at), flat) {
-            true => Ok(()),
-            false => self.steps(inst, &cold.steps, cold_at, data_at),
-        };
-        std::mem::swap(&mut self.code, &mut self.cold);
-        std::mem::swap(&mut self.code_base, &mut self.cold_base);
-        self.restore_at = 0;
-        result
     }
 
     /// What [`write()`] does after the instances (whose data ends at `data_end`): their code
@@ -399,7 +369,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
     ) -> Result<(), StepError> {
         let offset = code_at + step.offset as usize;
         match step.fast {
-            Fast::Full => {}
+            Fast::Full | Fast::Got { .. } => {}
             Fast::Rel32 | Fast::Direct => {
                 // The instance's own data and code and a symbol, the usual sources of a
                 // rel32 field, here; the others through `fast_value`.

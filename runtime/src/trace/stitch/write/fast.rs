@@ -52,18 +52,38 @@ impl Writer<'_, '_, '_, '_> {
     /// `code_at`, copied; data at `data_at`): `false` if a destination is not known inline
     /// or out of reach (the sites before it written; the steps then write every field).
     #[inline(always)]
-    fn quick_sites(
+    pub(super) fn quick_sites(
         &mut self,
         inst: &Instance,
         code_at: usize,
         data_at: usize,
         sites: &[RelSite],
     ) -> bool {
-        let code = self.code.as_mut_ptr();
-        let place = self.code_base.wrapping_add(code_at as u64);
+        let code = (self.code.as_mut_ptr(), self.code_base, self.other);
+        // SAFETY: `code` is `self.code` and its run-time address.
+        unsafe { self.sites_in(code, inst, code_at, data_at, sites) }
+    }
+
+    /// [`quick_sites`](Writer::quick_sites) in `code` (a pointer to the code the sites
+    /// patch, its run-time address and that of the instance's other part): the trace's
+    /// hot code, or its cold area for a cold part.
+    ///
+    /// # Safety
+    /// `code.0` is `self.code` or `self.cold`, and the program's code was copied to
+    /// `code_at` there ([`copy_code`] checked that it fits).
+    #[inline(always)]
+    pub(super) unsafe fn sites_in(
+        &self,
+        (code, code_base, other): (*mut u8, u64, u64),
+        inst: &Instance,
+        code_at: usize,
+        data_at: usize,
+        sites: &[RelSite],
+    ) -> bool {
+        let place = code_base.wrapping_add(code_at as u64);
         for site in sites {
             let to = match site.to {
-                RelTo::Cold => self.other,
+                RelTo::Cold => other,
                 RelTo::Target(k) => match self.target_code(inst, k) {
                     Some(to) => to,
                     None => return false,
@@ -86,9 +106,8 @@ impl Writer<'_, '_, '_, '_> {
                 return false;
             }
             let at = code_at + site.offset as usize;
-            debug_assert!(at + 4 <= self.code.len());
             // SAFETY: the field lies inside the stencil's code (`RelSite::of`), which was
-            // copied to `code_at` ([`copy_code`] checked that it fits `code`).
+            // copied to `code_at` (the caller's promise).
             unsafe {
                 code.add(at)
                     .cast::<u32>()
@@ -115,6 +134,13 @@ impl Writer<'_, '_, '_, '_> {
         let b = self.b;
         for step in steps {
             if self.lean_step(inst, step, at, data_at) {
+                continue;
+            }
+            // An operand too wide for its instruction's immediate: its GOT slot, out of
+            // line (the full path's relaxations and look-ups cost 200 instructions more).
+            if matches!(step.fast, Fast::Imm32 { .. } | Fast::Got { .. })
+                && self.operand_slot(inst, step, at)
+            {
                 continue;
             }
             // The instance's index, worked out here rather than counted for every instance.
