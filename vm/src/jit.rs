@@ -133,6 +133,9 @@ pub struct Backend {
     plans: Vec<StencilPlan>,
     /// The cached ops' members as rows the lowering reads, one per micro-op.
     rows: rows::MemberRows,
+    /// By op id: the flags the lowering's steps take from the op alone
+    /// ([`lower::op_flags`]).
+    op_flags: Vec<u8>,
     /// Whether every lowering is checked before it is stitched ([`Backend::check_cache_states`]):
     /// on in debug builds and wherever [`Backend::with_checks`] says (the VM's tests, the
     /// differential runs), off in release, where the lowering's construction is what makes
@@ -259,6 +262,7 @@ impl Backend {
             set,
             stencils,
             rows,
+            op_flags: lower::op_flags(),
             cached,
             pin_locals: true,
             plans,

@@ -15,6 +15,7 @@ mod step;
 mod wide;
 
 use run::{RunEnd, RunInput};
+pub(super) use step::op_flags;
 use step::{Step, BOUNDARY, FALLS, KEEPS_PINS, ON_UNBOXED, PIN_POINT};
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
@@ -132,9 +133,6 @@ pub struct Lowering {
     pub pinned_entry: Option<LoweredId>,
     /// Whether the pinning is inherited from the trace's parent (a side trace).
     pub inherited: bool,
-    /// By micro-op: whether another micro-op jumps or exits to it (it is entered with
-    /// nothing cached).
-    pub jump_targets: Vec<bool>,
     /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
     /// links are worked out from, without a pass over every instance).
     pub links: Vec<usize>,
@@ -155,7 +153,6 @@ impl Lowering {
             instances: Vec::with_capacity(instances),
             instance_of_uop: Vec::with_capacity(instances),
             exit_entry: Vec::with_capacity(instances),
-            jump_targets: Vec::with_capacity(instances),
             steps: Vec::with_capacity(instances),
             ..Lowering::default()
         }
@@ -252,60 +249,45 @@ impl Backend {
         self.lower_reusing(trace, out, &mut Pinning::default())
     }
 
-    /// [`Backend::lower_into`] deciding the pinning in `pinning`, whose vectors are reused
-    /// too (the compile keeps one from trace to trace).
+    /// [`Backend::lower_into`] deciding the pinning in `pin`, whose vectors are reused too
+    /// (the compile keeps one from trace to trace): pinned, else with the pinning boxed,
+    /// else unpinned.
     pub(super) fn lower_reusing(
         &self,
         trace: &Trace,
-        out: &mut Lowering,
-        pinning: &mut Pinning,
-    ) -> Result<(), String> {
-        let mut targets = std::mem::take(&mut out.jump_targets);
-        jump_targets(trace, &mut targets);
-        let lowered = self.lower_pinned(trace, &targets, out, pinning);
-        out.jump_targets = targets;
-        lowered
-    }
-
-    /// [`Backend::lower_into`] with the jump targets known: pinned, else with the pinning
-    /// boxed, else unpinned.
-    fn lower_pinned(
-        &self,
-        trace: &Trace,
-        targets: &[bool],
         out: &mut Lowering,
         pin: &mut Pinning,
     ) -> Result<(), String> {
         if self.pin_locals {
             // A side trace keeps its parent's pinned registers as they are, or none.
             if pinning::inherit(trace, &self.cached, pin) {
-                if self.lower_with(trace, targets, Some(pin), out)? {
+                if self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
             } else if pinning::choose(trace, &self.cached, pin) {
-                if self.lower_with(trace, targets, Some(pin), out)? {
+                if self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
                 // Wide registers have members for fewer ops than scaled ones: counters held
                 // wide go scaled first (accumulators keep their 64 bits), then every one.
-                if pin.narrow_wide_counters() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.narrow_wide_counters() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
-                if pin.narrow_wide() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.narrow_wide() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
-                if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.box_all() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
                 // A float local's op without a member where it is entered (a load into
                 // boxed registers that gains nothing from float slots, say): keep the
                 // general registers only.
-                if pin.drop_floats() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.drop_floats() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
             }
         }
-        let lowered = self.lower_with(trace, targets, None, out)?;
+        let lowered = self.lower_with(trace, None, out)?;
         assert!(lowered, "a lowering without pinned locals always exists");
         Ok(())
     }
@@ -367,14 +349,13 @@ impl Backend {
         self.find_member(step, empty, Kind::Boxed)
     }
 
-    /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
+    /// [`Backend::lower`] with the given pinned locals, into `out` (its
     /// vectors reused); `false` when a body micro-op would need an uncached stencil (it
     /// would lose the pinned registers) or a pinned local's op has no member where it is
     /// entered.
     fn lower_with(
         &self,
         trace: &Trace,
-        targets: &[bool],
         pinning: Option<&Pinning>,
         out: &mut Lowering,
     ) -> Result<bool, String> {
@@ -388,7 +369,7 @@ impl Backend {
             ..
         } = out;
         // (One pass: the loop below and every walk over a run read one record per micro-op.)
-        Step::fill(steps, self, trace, targets, pinning);
+        Step::fill(steps, self, trace, pinning);
         let steps = &steps[..];
         instances.clear();
         instance_of_uop.clear();
