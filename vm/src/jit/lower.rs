@@ -12,11 +12,14 @@ use cpjit_runtime::InstanceId;
 
 mod run;
 mod step;
+mod tail;
 mod wide;
 
 use run::{RunEnd, RunInput};
 pub(super) use step::op_flags;
 use step::{Step, BOUNDARY, FALLS, KEEPS_PINS, ON_UNBOXED, PIN_POINT};
+use tail::Stubs;
+pub(super) use tail::TailStencils;
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -368,8 +371,10 @@ impl Backend {
             exit_pins,
             ..
         } = out;
+        // The exit stubs at the end are lowered by a loop of their own (`lower_tail`).
+        let tail = self.tail_start(trace);
         // (One pass: the loop below and every walk over a run read one record per micro-op.)
-        Step::fill(steps, self, trace, pinning);
+        Step::fill(steps, self, trace, pinning, tail);
         let steps = &steps[..];
         instances.clear();
         instance_of_uop.clear();
@@ -394,17 +399,12 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // The UNPINs, pushed at the first stub that takes them and copied from there into
-        // every later one: worked out per stub, an iterator chain cost the lowering of nbody
-        // 12 instructions per micro-op; made up front, with the PINs, they cost sum's 21, and
-        // a body whose stubs are whole (below) takes none. (Made into an array of their own
-        // and copied from it, they cost the compile 3 to 7 instructions per micro-op more.)
-        let mut unpins: Option<std::ops::Range<usize>> = None;
-        // A stub that leaves the trace, once the VM has given the exit its link slots, is one
-        // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
-        let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
-        *exit_pins = whole_stub.map_or(0, |w| w.1);
-        for (i, (u, &step)) in trace.uops.iter().zip(steps).enumerate() {
+        let mut stubs = Stubs {
+            whole: pinning.and_then(|p| self.whole_exit_stub(p)),
+            unpins: None,
+        };
+        *exit_pins = stubs.whole.map_or(0, |w| w.1);
+        for (i, (u, &step)) in trace.uops[..tail].iter().zip(steps).enumerate() {
             if step.is(BOUNDARY) {
                 spill(instances, &mut state)?;
             }
@@ -417,27 +417,7 @@ impl Backend {
                 } else {
                     // An exit stub. (An inheriting side trace's last micro-op is a stub it
                     // falls into.)
-                    // A stub that leaves the trace may enter code that keeps the registers.
-                    // (Only once the VM has given the exit its link slots.)
-                    let leaves = u.op == ops::op::EXIT_TRACE && u.arg1 != 0;
-                    whole = whole_stub.filter(|_| leaves);
-                    if whole.is_some() {
-                        links.push(i);
-                    } else {
-                        exit_entry[i] = Some(LoweredId::next(instances));
-                        if let Some(link) = self.cached.link().filter(|_| leaves) {
-                            instances.push(LoweredInstance::link(link, i));
-                            links.push(i);
-                        }
-                        match unpins.clone() {
-                            Some(first) => instances.extend_from_within(first),
-                            None => {
-                                let at = instances.len();
-                                self.push_copies(p, true, instances);
-                                unpins = Some(at..instances.len());
-                            }
-                        }
-                    }
+                    whole = self.open_stub(p, i, u, &mut stubs, instances, links, exit_entry);
                 }
             }
             // The member for the current state; from scaled registers or float slots, the
@@ -488,6 +468,11 @@ impl Backend {
             } else {
                 CacheState::EMPTY
             };
+        }
+        if tail < trace.uops.len() {
+            spill(instances, &mut state)?;
+            let parts = (instances, instance_of_uop, links, exit_entry);
+            self.lower_tail(trace, tail, pinning, &mut stubs, parts);
         }
         out.body_entry = body_entry;
         out.pinned_entry = pinned_entry;

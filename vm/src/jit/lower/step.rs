@@ -69,12 +69,15 @@ impl Step {
     /// trace and the pinning's vectors side by side, which also marks each jump or exit
     /// target a [`BOUNDARY`] (flags are or-ed in, so a target before or after its jump is
     /// marked alike; a pass of its own over the trace for the targets cost 15 instructions
-    /// per micro-op of nbody's compile).
+    /// per micro-op of nbody's compile). The tail of exit stubs from micro-op `tail` on
+    /// ([`Backend::lower_tail`], which reads no step) gets its flags and target marks only,
+    /// for the walks over runs, and the row of no member, which is its ops' in every table.
     pub(super) fn fill(
         steps: &mut Vec<Step>,
         backend: &Backend,
         trace: &Trace,
         pinning: Option<&Pinning>,
+        tail: usize,
     ) {
         let n = trace.uops.len();
         steps.clear();
@@ -90,8 +93,13 @@ impl Step {
             }
             flags & !NAMES_TARGET
         };
+        for (i, u) in trace.uops.iter().enumerate().skip(tail) {
+            let flags = flags_of(steps, u);
+            steps[i].flags |= flags;
+        }
+        let uops = &trace.uops[..tail];
         let Some(p) = pinning else {
-            for (i, u) in trace.uops.iter().enumerate() {
+            for (i, u) in uops.iter().enumerate() {
                 let flags = flags_of(steps, u);
                 let step = &mut steps[i];
                 step.row = rows.row_of(u);
@@ -105,7 +113,7 @@ impl Step {
             p.stubs.len() == n && registers.len() == n && floats.len() == n,
             "a pinning of this trace"
         );
-        for (i, u) in trace.uops.iter().enumerate() {
+        for (i, u) in uops.iter().enumerate() {
             let mut flags = flags_of(steps, u);
             if i == p.body_start() || p.stubs[i] {
                 flags |= BOUNDARY | PIN_POINT;
