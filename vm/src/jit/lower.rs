@@ -440,11 +440,7 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                let input = RunInput {
-                    trace,
-                    pinning,
-                    steps,
-                };
+                let input = RunInput { trace, steps };
                 member = self.member_from_empty(input, i);
             }
             let (stencil, entry, exit) = match member {

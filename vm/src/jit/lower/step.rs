@@ -16,7 +16,7 @@
 use super::super::{falls_through, Backend};
 use crate::abi::Inst;
 use crate::ops;
-use crate::pinning::Pinning;
+use crate::pinning::{Held, Pinning};
 use crate::trace::Trace;
 
 /// One micro-op as the lowering reads it: its row of members and its flags.
@@ -40,6 +40,8 @@ pub(super) const KEEPS_PINS: u8 = 4;
 pub(super) const FALLS: u8 = 8;
 /// On a pinned register that holds its local unboxed (scaled or wide).
 pub(super) const ON_UNBOXED: u8 = 16;
+/// On a pinned register that holds its local wide ([`crate::pinning::Held::Wide`]).
+pub(super) const ON_WIDE: u8 = 32;
 
 /// In [`op_flags`] only: the op jumps or exits to its micro-op's `target`, which is then
 /// a [`BOUNDARY`].
@@ -107,26 +109,26 @@ impl Step {
             }
             return;
         };
-        let held = p.held();
-        let (registers, floats) = (p.registers(), p.float_registers());
-        assert!(
-            p.stubs.len() == n && registers.len() == n && floats.len() == n,
-            "a pinning of this trace"
-        );
+        let (held, registers) = (p.held(), p.registers());
+        assert!(p.stubs.len() == n, "a pinning of this trace");
         for (i, u) in uops.iter().enumerate() {
             let mut flags = flags_of(steps, u);
             if i == p.body_start() || p.stubs[i] {
                 flags |= BOUNDARY | PIN_POINT;
             }
-            if p.in_body(i) || registers[i].is_some() || floats[i].is_some() {
+            let (register, float) = registers.of(i, u);
+            if p.in_body(i) {
                 flags |= KEEPS_PINS;
             }
-            let row = match (floats[i], registers[i]) {
+            let row = match (float, register) {
                 (Some(q), _) => rows.float_pinned_row(u.op, q as usize),
                 (None, Some(r)) => {
                     let held = held[r as usize];
                     if held.is_unboxed() {
                         flags |= ON_UNBOXED;
+                    }
+                    if held == Held::Wide {
+                        flags |= ON_WIDE;
                     }
                     rows.pinned_row(u.op, r as usize, held)
                 }
