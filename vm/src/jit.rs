@@ -133,6 +133,12 @@ pub struct Backend {
     plans: Vec<StencilPlan>,
     /// The cached ops' members as rows the lowering reads, one per micro-op.
     rows: rows::MemberRows,
+    /// By op id: the flags the lowering's steps take from the op alone
+    /// ([`lower::op_flags`]).
+    op_flags: Vec<u8>,
+    /// The stencils of a trace's tail of exit stubs, lowered without look-ups of members
+    /// (`None`: the set gives their ops members, and the general loop lowers them).
+    tail_stencils: Option<lower::TailStencils>,
     /// Whether every lowering is checked before it is stitched ([`Backend::check_cache_states`]):
     /// on in debug builds and wherever [`Backend::with_checks`] says (the VM's tests, the
     /// differential runs), off in release, where the lowering's construction is what makes
@@ -238,7 +244,7 @@ impl Backend {
         // than by the first compile (see `RESERVATION`).
         jit.reserve(RESERVATION)
             .map_err(|e| format!("stencil set {}: preparing the code arena: {e}", set.target))?;
-        let stencils = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
+        let stencils: Vec<_> = ops::OPS.iter().map(|o| set.index_of(o.stencil)).collect();
         let cached = CachedOps::of_set(set)?;
         let plans = set
             .stencils
@@ -254,11 +260,14 @@ impl Backend {
             })
             .collect();
         let rows = rows::MemberRows::of(&cached, set.stencils.len());
+        let tail_stencils = lower::TailStencils::of_set(&stencils, &rows);
         let backend = Backend {
             jit,
             set,
             stencils,
             rows,
+            op_flags: lower::op_flags(),
+            tail_stencils,
             cached,
             pin_locals: true,
             plans,

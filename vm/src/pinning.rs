@@ -194,11 +194,6 @@ pub struct Pinning {
     body_end: usize,
     /// By micro-op: whether it is an exit stub the body leaves through.
     pub stubs: Vec<bool>,
-    /// By micro-op: the pinned register holding the local it runs on (a body micro-op
-    /// on a pinned local), worked out once per trace for the lowering's many look-ups.
-    registers: Vec<Option<u8>>,
-    /// By micro-op: the pinned float register holding the local it runs on ([`float`]).
-    float_registers: Vec<Option<u8>>,
     /// [`choose`]'s uses by local, kept for its next trace.
     uses: Vec<(u64, Uses)>,
     /// Bit k: register k holds a bounded loop counter wide ([`wide::wide_counter_gain`]),
@@ -211,27 +206,14 @@ impl Pinning {
     pub fn with_capacity(uops: usize) -> Pinning {
         Pinning {
             stubs: Vec::with_capacity(uops),
-            registers: Vec::with_capacity(uops),
-            float_registers: Vec::with_capacity(uops),
             ..Pinning::default()
         }
     }
 
     /// Makes this the pinning of `pins` in `trace`'s micro-ops `body`, its stubs already
     /// marked in `self.stubs`.
-    fn fill(&mut self, trace: &Trace, pins: Pins, body: RangeInclusive<usize>) {
-        self.registers.clear();
-        self.registers.resize(trace.uops.len(), None);
-        let facts = op_facts();
-        for i in body.clone() {
-            let u = &trace.uops[i];
-            self.registers[i] = facts[u.op as usize]
-                .pinned_local(u)
-                .and_then(|local| pins.locals().iter().position(|&l| l == local))
-                .map(|r| r as u8);
-        }
+    fn fill(&mut self, pins: Pins, body: RangeInclusive<usize>) {
         self.pins = pins;
-        self.fill_floats(trace, body.clone());
         (self.body_start, self.body_end) = body.into_inner();
     }
 
@@ -261,17 +243,12 @@ impl Pinning {
         (self.body_start..=self.body_end).contains(&i)
     }
 
-    /// The pinned register holding the local micro-op `i` names, if `i` is a body micro-op
-    /// that runs on a pinned local.
-    #[inline]
-    pub fn register_of(&self, i: usize) -> Option<usize> {
-        self.registers.get(i).copied().flatten().map(usize::from)
-    }
-
-    /// By micro-op: the pinned register holding the local it runs on ([`Pinning::register_of`]
-    /// of each), for a pass over every micro-op.
-    pub(crate) fn registers(&self) -> &[Option<u8>] {
-        &self.registers
+    /// Which pinned registers hold the locals the body's micro-ops run on ([`Registers`]).
+    pub(crate) fn registers(&self) -> Registers<'_> {
+        Registers {
+            pinning: self,
+            facts: op_facts(),
+        }
     }
 
     /// Holds every local boxed in its register; `false` if every one already was.
@@ -305,6 +282,37 @@ impl Pinning {
             }
         }
         changed
+    }
+}
+
+/// The pinned registers holding the locals of a pinning's body micro-ops
+/// ([`Pinning::registers`]), worked out where the lowering's step pass reads each micro-op
+/// anyway: two vectors filled per trace for that pass cost nbody's compile 13 instructions
+/// per micro-op.
+pub(crate) struct Registers<'p> {
+    pinning: &'p Pinning,
+    facts: &'static [OpFacts],
+}
+
+impl Registers<'_> {
+    /// The pinned register and the pinned float register holding the local micro-op `u`,
+    /// the trace's `i`th, runs on, if it is a body micro-op on a pinned local.
+    #[inline(always)]
+    pub(crate) fn of(&self, i: usize, u: &Inst) -> (Option<u8>, Option<u8>) {
+        let p = self.pinning;
+        let local = match p.in_body(i) {
+            true => self
+                .facts
+                .get(u.op as usize)
+                .and_then(|f| f.pinned_local(u)),
+            false => None,
+        };
+        let Some(local) = local else {
+            return (None, None);
+        };
+        let general = p.pins.locals().iter().position(|&l| l == local);
+        let float = p.pins.floats.register_of(local);
+        (general.map(|r| r as u8), float.map(|q| q as u8))
     }
 }
 
@@ -602,7 +610,7 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
             true => Held::Boxed,
         };
     }
-    out.fill(trace, pins, start..=end);
+    out.fill(pins, start..=end);
     Some(())
 }
 
@@ -676,7 +684,7 @@ fn inherit_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<
             .iter()
             .enumerate()
             .all(|(k, &held)| cached.pin(k, held).is_some() && cached.unpin(k, held).is_some());
-    copies_exist.then(|| out.fill(trace, pins, 0..=last - 1))
+    copies_exist.then(|| out.fill(pins, 0..=last - 1))
 }
 
 /// The operand `EXIT_PINS` of a whole exit stub (vm/templates/cached/exit.c) writing back

@@ -12,10 +12,14 @@ use cpjit_runtime::InstanceId;
 
 mod run;
 mod step;
+mod tail;
 mod wide;
 
 use run::{RunEnd, RunInput};
+pub(super) use step::op_flags;
 use step::{Step, BOUNDARY, FALLS, KEEPS_PINS, ON_UNBOXED, PIN_POINT};
+use tail::Stubs;
+pub(super) use tail::TailStencils;
 
 /// A lowered instance: its index in [`Lowering::instances`]. The stitched trace has the
 /// entry shim before them, so that the instance it stitches is one further on
@@ -132,9 +136,6 @@ pub struct Lowering {
     pub pinned_entry: Option<LoweredId>,
     /// Whether the pinning is inherited from the trace's parent (a side trace).
     pub inherited: bool,
-    /// By micro-op: whether another micro-op jumps or exits to it (it is entered with
-    /// nothing cached).
-    pub jump_targets: Vec<bool>,
     /// The `EXIT_TRACE` micro-op of each `LINK`, in order (what a compiled trace's pinned
     /// links are worked out from, without a pass over every instance).
     pub links: Vec<usize>,
@@ -155,7 +156,6 @@ impl Lowering {
             instances: Vec::with_capacity(instances),
             instance_of_uop: Vec::with_capacity(instances),
             exit_entry: Vec::with_capacity(instances),
-            jump_targets: Vec::with_capacity(instances),
             steps: Vec::with_capacity(instances),
             ..Lowering::default()
         }
@@ -252,60 +252,45 @@ impl Backend {
         self.lower_reusing(trace, out, &mut Pinning::default())
     }
 
-    /// [`Backend::lower_into`] deciding the pinning in `pinning`, whose vectors are reused
-    /// too (the compile keeps one from trace to trace).
+    /// [`Backend::lower_into`] deciding the pinning in `pin`, whose vectors are reused too
+    /// (the compile keeps one from trace to trace): pinned, else with the pinning boxed,
+    /// else unpinned.
     pub(super) fn lower_reusing(
         &self,
         trace: &Trace,
-        out: &mut Lowering,
-        pinning: &mut Pinning,
-    ) -> Result<(), String> {
-        let mut targets = std::mem::take(&mut out.jump_targets);
-        jump_targets(trace, &mut targets);
-        let lowered = self.lower_pinned(trace, &targets, out, pinning);
-        out.jump_targets = targets;
-        lowered
-    }
-
-    /// [`Backend::lower_into`] with the jump targets known: pinned, else with the pinning
-    /// boxed, else unpinned.
-    fn lower_pinned(
-        &self,
-        trace: &Trace,
-        targets: &[bool],
         out: &mut Lowering,
         pin: &mut Pinning,
     ) -> Result<(), String> {
         if self.pin_locals {
             // A side trace keeps its parent's pinned registers as they are, or none.
             if pinning::inherit(trace, &self.cached, pin) {
-                if self.lower_with(trace, targets, Some(pin), out)? {
+                if self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
             } else if pinning::choose(trace, &self.cached, pin) {
-                if self.lower_with(trace, targets, Some(pin), out)? {
+                if self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
                 // Wide registers have members for fewer ops than scaled ones: counters held
                 // wide go scaled first (accumulators keep their 64 bits), then every one.
-                if pin.narrow_wide_counters() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.narrow_wide_counters() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
-                if pin.narrow_wide() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.narrow_wide() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
-                if pin.box_all() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.box_all() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
                 // A float local's op without a member where it is entered (a load into
                 // boxed registers that gains nothing from float slots, say): keep the
                 // general registers only.
-                if pin.drop_floats() && self.lower_with(trace, targets, Some(pin), out)? {
+                if pin.drop_floats() && self.lower_with(trace, Some(pin), out)? {
                     return Ok(());
                 }
             }
         }
-        let lowered = self.lower_with(trace, targets, None, out)?;
+        let lowered = self.lower_with(trace, None, out)?;
         assert!(lowered, "a lowering without pinned locals always exists");
         Ok(())
     }
@@ -367,14 +352,13 @@ impl Backend {
         self.find_member(step, empty, Kind::Boxed)
     }
 
-    /// [`Backend::lower`] with the given pinned locals and jump targets, into `out` (its
+    /// [`Backend::lower`] with the given pinned locals, into `out` (its
     /// vectors reused); `false` when a body micro-op would need an uncached stencil (it
     /// would lose the pinned registers) or a pinned local's op has no member where it is
     /// entered.
     fn lower_with(
         &self,
         trace: &Trace,
-        targets: &[bool],
         pinning: Option<&Pinning>,
         out: &mut Lowering,
     ) -> Result<bool, String> {
@@ -387,8 +371,10 @@ impl Backend {
             exit_pins,
             ..
         } = out;
+        // The exit stubs at the end are lowered by a loop of their own (`lower_tail`).
+        let tail = self.tail_start(trace);
         // (One pass: the loop below and every walk over a run read one record per micro-op.)
-        Step::fill(steps, self, trace, targets, pinning);
+        Step::fill(steps, self, trace, pinning, tail);
         let steps = &steps[..];
         instances.clear();
         instance_of_uop.clear();
@@ -413,17 +399,12 @@ impl Backend {
             *state = CacheState::EMPTY;
             Ok::<(), String>(())
         };
-        // The UNPINs, pushed at the first stub that takes them and copied from there into
-        // every later one: worked out per stub, an iterator chain cost the lowering of nbody
-        // 12 instructions per micro-op; made up front, with the PINs, they cost sum's 21, and
-        // a body whose stubs are whole (below) takes none. (Made into an array of their own
-        // and copied from it, they cost the compile 3 to 7 instructions per micro-op more.)
-        let mut unpins: Option<std::ops::Range<usize>> = None;
-        // A stub that leaves the trace, once the VM has given the exit its link slots, is one
-        // stencil where the set has it: LINK, UNPINs and EXIT_TRACE were 2 + n instances.
-        let whole_stub = pinning.and_then(|p| self.whole_exit_stub(p));
-        *exit_pins = whole_stub.map_or(0, |w| w.1);
-        for (i, (u, &step)) in trace.uops.iter().zip(steps).enumerate() {
+        let mut stubs = Stubs {
+            whole: pinning.and_then(|p| self.whole_exit_stub(p)),
+            unpins: None,
+        };
+        *exit_pins = stubs.whole.map_or(0, |w| w.1);
+        for (i, (u, &step)) in trace.uops[..tail].iter().zip(steps).enumerate() {
             if step.is(BOUNDARY) {
                 spill(instances, &mut state)?;
             }
@@ -436,27 +417,7 @@ impl Backend {
                 } else {
                     // An exit stub. (An inheriting side trace's last micro-op is a stub it
                     // falls into.)
-                    // A stub that leaves the trace may enter code that keeps the registers.
-                    // (Only once the VM has given the exit its link slots.)
-                    let leaves = u.op == ops::op::EXIT_TRACE && u.arg1 != 0;
-                    whole = whole_stub.filter(|_| leaves);
-                    if whole.is_some() {
-                        links.push(i);
-                    } else {
-                        exit_entry[i] = Some(LoweredId::next(instances));
-                        if let Some(link) = self.cached.link().filter(|_| leaves) {
-                            instances.push(LoweredInstance::link(link, i));
-                            links.push(i);
-                        }
-                        match unpins.clone() {
-                            Some(first) => instances.extend_from_within(first),
-                            None => {
-                                let at = instances.len();
-                                self.push_copies(p, true, instances);
-                                unpins = Some(at..instances.len());
-                            }
-                        }
-                    }
+                    whole = self.open_stub(p, i, u, &mut stubs, instances, links, exit_entry);
                 }
             }
             // The member for the current state; from scaled registers or float slots, the
@@ -479,11 +440,7 @@ impl Backend {
                 }
             }
             if member.is_none() {
-                let input = RunInput {
-                    trace,
-                    pinning,
-                    steps,
-                };
+                let input = RunInput { trace, steps };
                 member = self.member_from_empty(input, i);
             }
             let (stencil, entry, exit) = match member {
@@ -507,6 +464,11 @@ impl Backend {
             } else {
                 CacheState::EMPTY
             };
+        }
+        if tail < trace.uops.len() {
+            spill(instances, &mut state)?;
+            let parts = (instances, instance_of_uop, links, exit_entry);
+            self.lower_tail(trace, tail, pinning, &mut stubs, parts);
         }
         out.body_entry = body_entry;
         out.pinned_entry = pinned_entry;

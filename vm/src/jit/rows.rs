@@ -143,6 +143,22 @@ impl MemberRows {
             .map_or(row & !HAS_DEPTHS, |d| d.1)
     }
 
+    /// Whether op `op` has no member in any table: its own, at a depth, on a pinned register
+    /// (general or float).
+    pub(super) fn has_none(&self, op: u32) -> bool {
+        let op = op as usize;
+        let empty = |row: &u32| *row == EMPTY_ROW;
+        self.by_op.get(op).is_none_or(empty)
+            && self
+                .pinned
+                .get(op)
+                .is_none_or(|by| by.iter().flatten().all(empty))
+            && self
+                .float_pinned
+                .get(op)
+                .is_none_or(|by| by.iter().all(empty))
+    }
+
     /// The row of op `op`'s members on pinned register `r` holding its local as `held`.
     #[inline(always)]
     pub(super) fn pinned_row(&self, op: u32, r: usize, held: Held) -> u32 {

@@ -119,39 +119,6 @@ pub(super) fn pick_floats(
 }
 
 impl Pinning {
-    /// Works out, by micro-op of `trace`'s body, the pinned float register holding the local
-    /// it runs on ([`Pinning::float_register_of`]).
-    pub(super) fn fill_floats(&mut self, trace: &Trace, body: std::ops::RangeInclusive<usize>) {
-        self.float_registers.clear();
-        self.float_registers.resize(trace.uops.len(), None);
-        let floats = self.pins.floats;
-        if floats.locals().is_empty() {
-            return;
-        }
-        for i in body {
-            self.float_registers[i] = super::pinned_local(&trace.uops[i])
-                .and_then(|local| floats.register_of(local))
-                .map(|q| q as u8);
-        }
-    }
-
-    /// The pinned float register holding the local micro-op `i` names, if `i` is a body
-    /// micro-op that runs on a pinned float local.
-    #[inline]
-    pub fn float_register_of(&self, i: usize) -> Option<usize> {
-        self.float_registers
-            .get(i)
-            .copied()
-            .flatten()
-            .map(usize::from)
-    }
-
-    /// By micro-op: the pinned float register holding the local it runs on
-    /// ([`Pinning::float_register_of`] of each), for a pass over every micro-op.
-    pub(crate) fn float_registers(&self) -> &[Option<u8>] {
-        &self.float_registers
-    }
-
     /// The locals in pinned float registers.
     pub fn float_locals(&self) -> &[u64] {
         self.pins.floats.locals()
@@ -163,7 +130,6 @@ impl Pinning {
             return false;
         }
         self.pins.floats = FloatPins::default();
-        self.float_registers.iter_mut().for_each(|r| *r = None);
         true
     }
 }

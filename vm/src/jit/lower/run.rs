@@ -6,15 +6,13 @@
 use super::super::Backend;
 use super::step::{Step, BOUNDARY, FALLS};
 use crate::cached::{CacheState, Kind};
-use crate::pinning::Pinning;
 use crate::trace::Trace;
 
-/// The trace being lowered as a walk over a run reads it: its micro-ops, its pinning and
+/// The trace being lowered as a walk over a run reads it: its micro-ops and
 /// each micro-op's row of members and flags ([`Step`]).
 #[derive(Clone, Copy)]
 pub(super) struct RunInput<'a> {
     pub(super) trace: &'a Trace,
-    pub(super) pinning: Option<&'a Pinning>,
     pub(super) steps: &'a [Step],
 }
 

@@ -13,9 +13,9 @@
 //! 48 bits.
 use super::super::Backend;
 use super::run::{RunEnd, RunInput};
+use super::step::ON_WIDE;
 use crate::cached::Kind;
 use crate::ops::{self, op};
-use crate::pinning::Held;
 
 impl Backend {
     /// Whether micro-op `i` of `input`, entered with nothing cached, starts a run to keep
@@ -30,7 +30,7 @@ impl Backend {
         {
             return false;
         }
-        let (trace, pinning) = (input.trace, input.pinning);
+        let (trace, steps) = (input.trace, input.steps);
         let mut squares = false;
         let mut loads_wide_local = false;
         // The local each value of the run (top last) was loaded from, if it was: at most
@@ -42,9 +42,7 @@ impl Backend {
             if u.op == op::MUL_INT && depth >= 2 {
                 squares |= loaded[depth - 1].is_some() && loaded[depth - 1] == loaded[depth - 2];
             }
-            loads_wide_local |= u.op == op::LOAD_INT
-                && pinning
-                    .is_some_and(|p| p.register_of(j).is_some_and(|r| p.held()[r] == Held::Wide));
+            loads_wide_local |= u.op == op::LOAD_INT && steps[j].is(ON_WIDE);
             let info = ops::info(u.op);
             let pop = info.pop.count([u.arg0, u.arg1]) as usize;
             let push = info.push.count([u.arg0, u.arg1]) as usize;
