@@ -5,7 +5,8 @@
 //!
 //! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
 //! `op_nop`, which has no code), so instruction `i` is instance `i + 1` and a jump's target
-//! is known without a pass to number them. Short programs are compiled about as often as
+//! is known without a pass to number them; in a program with loops, past the guards of
+//! the loops before it (`loops`, [`Emit::at`]). Short programs are compiled about as often as
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
@@ -19,6 +20,9 @@ use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod loops;
+pub(crate) use loops::{unchecked_index, UNCHECKED};
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
 /// kit orders a stencil's operands by name; in this order most stencils' operands are
@@ -89,6 +93,8 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         "OFF" => OFF,
         "IDX" => IDX,
         "SITE" => SITE,
+        // A loop guard's (emit/loops.rs): it has no SITE.
+        "SPAN" => SITE,
         "VALUE" => VALUE,
         "FN" => FN,
         "DATA" => DATA,
@@ -178,9 +184,18 @@ impl Compiler {
         let entry = out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
-        let mut i = 0;
-        while i < words.len() {
-            i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+        let (mut i, mut k) = (0, 0);
+        loop {
+            // Up to the next guarded loop's head, where its guard goes.
+            let stop = out.loops.get(k).map_or(words.len(), |l| l.head);
+            while i < stop {
+                i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+            }
+            if k == out.loops.len() {
+                break;
+            }
+            out.guard(k)?;
+            k += 1;
         }
         out.epilogue()?;
         *compiled = Some(Compiled {
@@ -244,6 +259,10 @@ struct Emit<'a, 'j> {
     sites: Vec<usize>,
     /// The state of the helpers with state the trace calls.
     kept: Vec<Arc<dyn Any + Send + Sync>>,
+    /// The guarded loops (`loops`; none in a program without backward jumps) and the
+    /// first instance of their copies, after the fault exits.
+    loops: Vec<loops::Loop>,
+    copies_at: usize,
 }
 
 impl<'a, 'j> Emit<'a, 'j> {
@@ -267,8 +286,14 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(PIN_AT)..usize::from(PIN_AT) + PINS].copy_from_slice(&pin_at);
         let last = words[n - 1][0];
         let fell_off = last != 0x95 && last != 0x05;
-        let returns = FIRST + n + usize::from(fell_off);
+        let loops = if scan.backward {
+            loops::find(prog)
+        } else {
+            Vec::new()
+        };
+        let returns = FIRST + n + loops.len() + usize::from(fell_off);
         let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
+        let faults_at = returns + chain;
         Emit {
             trace: c.jit.trace(),
             table: &c.table,
@@ -281,10 +306,12 @@ impl<'a, 'j> Emit<'a, 'j> {
             v,
             fell_off,
             returns,
-            faults_at: returns + chain,
+            faults_at,
             faults: Vec::with_capacity(scan.accesses),
             sites: Vec::with_capacity(scan.calls),
             kept: Vec::new(),
+            loops,
+            copies_at: faults_at + scan.accesses,
         }
     }
 
@@ -342,12 +369,23 @@ impl<'a, 'j> Emit<'a, 'j> {
     /// Pushes the instance of instruction `i` (word `w`); returns how many instruction
     /// slots it took.
     #[inline(always)]
-    fn instruction(
-        &mut self,
-        i: usize,
-        mut w: u64,
-        helpers: &impl HelperMap,
-    ) -> Result<usize, Error> {
+    fn instruction(&mut self, i: usize, w: u64, helpers: &impl HelperMap) -> Result<usize, Error> {
+        let (w, places, member) = self.member_of(i, w);
+        let row = &self.rows[w as usize & 255];
+        // Plain ALU instructions, the commonest, pushed here; the others out of line, so
+        // that the loop keeps its values in registers.
+        if row.action != Action::Plain {
+            let regs = row.regs.of(w);
+            return self.special(i, w, places, regs, member, helpers);
+        }
+        self.push_counted(member, &[])?;
+        Ok(1)
+    }
+
+    /// Instruction `i` (word `w`) as pushed: its word (`canonical`), the places of its D and
+    /// S and its member, with its values set.
+    #[inline(always)]
+    fn member_of(&mut self, i: usize, mut w: u64) -> (u64, (usize, usize), Member) {
         let mut row = &self.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
         let (mut d, mut s) = self.places(row, w, (dr, sr));
@@ -368,13 +406,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(IMM)] = i64::from(imm) as u64;
         // (`OFF` only loads and stores read: `Emit::fault` sets it.)
         v[usize::from(IDX)] = i as u64;
-        // Plain ALU instructions, the commonest, pushed here; the others out of line, so
-        // that the loop keeps its values in registers.
-        if row.action != Action::Plain {
-            return self.special(i, w, (d, s), (dr, sr), member, helpers);
-        }
-        self.push_counted(member, &[])?;
-        Ok(1)
+        (w, (d, s), member)
     }
 
     /// [`Emit::instruction`] of an action other than `Plain`, its values set: pushes its
@@ -418,21 +450,12 @@ impl<'a, 'j> Emit<'a, 'j> {
         helpers: &impl HelperMap,
     ) -> Result<Option<usize>, Pushed> {
         let row = &self.rows[w as usize & 255];
-        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let off = (w >> 16) as i16;
         Ok(match row.action {
             Action::Plain => None,
-            Action::Jump => Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
+            Action::Jump => Some(self.at(i, (i as i64 + 1 + i64::from(off)) as usize)),
             Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
-            Action::End => {
-                // BE has the source bit set; the width is the immediate.
-                let be = usize::from(w & 0x08 != 0);
-                let width = match imm {
-                    16 => 0,
-                    32 => 1,
-                    _ => 2,
-                };
-                return Err(self.push(self.table.end[be][width][d], None).map(|()| 1));
-            }
+            Action::End => return Err(self.end(w, d).map(|()| 1)),
             Action::Exit if self.scan.calls == 0 => {
                 return Err(self.push(self.table.ret[d], None).map(|()| 1))
             }
@@ -441,6 +464,18 @@ impl<'a, 'j> Emit<'a, 'j> {
             Action::Call => return Err(self.call(i, w, (d, s), helpers).map(|()| 1)),
             Action::LdDw => return Err(self.ld_dw(i, w, member.stencil).map(|()| 2)),
         })
+    }
+
+    /// Pushes LE/BE of word `w`, its D in place `d`.
+    fn end(&mut self, w: u64, d: usize) -> Result<(), Error> {
+        // BE has the source bit set; the width is the immediate.
+        let be = usize::from(w & 0x08 != 0);
+        let width = match (w >> 32) as i32 {
+            16 => 0,
+            32 => 1,
+            _ => 2,
+        };
+        self.push(self.table.end[be][width][d], None)
     }
 
     /// The places of instruction word `w`'s D and S registers `dr`, `sr` (of `row`), as
@@ -544,7 +579,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         }
         self.v[usize::from(SITE)] = (i + 1) as u64;
         self.sites.push(i + 1);
-        let callee = FIRST + (i as i64 + 1 + i64::from(imm)) as usize;
+        let callee = self.at(i, (i as i64 + 1 + i64::from(imm)) as usize);
         self.push(self.table.call_local, Some(callee))
     }
 
@@ -646,7 +681,8 @@ impl<'a, 'j> Emit<'a, 'j> {
         true
     }
 
-    /// What follows the program: op_fell_off, the return chain and the fault exits.
+    /// What follows the program: op_fell_off, the return chain, the fault exits and the
+    /// guarded loops' copies.
     fn epilogue(&mut self) -> Result<(), Error> {
         let t = self.table;
         self.v[usize::from(IDX)] = self.n as u64;
@@ -657,7 +693,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             for k in 0..self.sites.len() {
                 let site = self.sites[k];
                 self.v[usize::from(SITE)] = site as u64;
-                self.push(t.ret_case, Some(FIRST + site))?;
+                self.push(t.ret_case, Some(self.at(usize::MAX, site)))?;
             }
             // The end of the return chain, never reached (every popped site is in it).
             self.push(t.invalid, None)?;
@@ -672,6 +708,9 @@ impl<'a, 'j> Emit<'a, 'j> {
             v[usize::from(OFF)] = off_operand(f.off);
             v[usize::from(IDX)] = u64::from(f.idx);
             self.push(stencil, None)?;
+        }
+        for k in 0..self.loops.len() {
+            self.copy(k)?;
         }
         Ok(())
     }

@@ -1,0 +1,315 @@
+//! Loops whose memory checks one guard at the loop's entry can prove: a loop `head: ...
+//! jlt p, q, head` whose body runs straight through, moves its pointer p by one `add p, STEP`
+//! (STEP > 0) per iteration, never writes p otherwise nor q, and whose every access is at p
+//! plus a constant. The iterations that run see p at the accesses take the values
+//! `p0 + k STEP` below q (p0 at the entry; past the `add`, STEP more), the last of them
+//! `p0 + last`, so the accesses lie in `[p0 + lo, p0 + last + lo + span)`: one test of that
+//! range at the entry (`op_loop_guard`, templates/families/ops.c) proves
+//! them all inside the memory. The compiler pushes the guard before the loop's head and, after
+//! the program, a copy of the loop whose accesses are unchecked (`<op>_u`), which the guard
+//! jumps to when it holds; otherwise the loop runs as written, every access checked, so an
+//! access that faults still faults at its instruction with the same error (issue 39).
+//!
+//! A guard is one more instance before its head: instruction `t` is instance `FIRST + t`
+//! plus the guards before it ([`Emit::at`]). Jumps to a head go to its guard, but the loop's
+//! own backward jump, which goes to the checked head.
+
+use super::SRC_AT2;
+use super::{instance, off_operand, Emit, DST_AT, DST_AT2, FIRST, IMM, OFF, SITE, SRC_AT};
+use crate::scan::word;
+use crate::shape::{Action, SHAPES};
+use crate::table::Member;
+use crate::Error;
+
+/// JLT of two registers (64-bit), and JGT, the same with them swapped.
+const JLT_REG: u64 = 0xad;
+const JGT_REG: u64 = 0x2d;
+/// ALU64 ADD of an immediate.
+const ADD64_IMM: u64 = 0x07;
+/// LD_DW's first half (a loop's head must not be its second).
+const LD_DW: u8 = 0x18;
+
+/// A loop the compiler guards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loop {
+    /// Its first instruction and its backward jump.
+    pub head: usize,
+    pub end: usize,
+    /// The pointer and the bound registers.
+    pub p: u8,
+    pub q: u8,
+    /// What the `add` adds to p (at least 1).
+    pub step: u32,
+    /// The lowest access's offset from p at the iteration's start (past the `add`, its
+    /// offset plus STEP).
+    pub lo: i16,
+    /// From the lowest access's start to the highest access's end, in bytes.
+    pub span: u32,
+    /// Where its copy starts among the copies after the program (its length: the body, its
+    /// jump and a JA back).
+    pub copy_at: usize,
+}
+
+impl Loop {
+    /// The instances of its copy.
+    fn copy_len(&self) -> usize {
+        self.end - self.head + 2
+    }
+}
+
+/// The loops of `prog` (instructions `words`) the compiler guards, by their heads (they
+/// cannot overlap: a guarded loop's body has no jump).
+pub(crate) fn find(prog: &[u8]) -> Vec<Loop> {
+    let mut loops: Vec<Loop> = Vec::new();
+    let mut copy_at = 0;
+    for end in 0..prog.len() / crate::INSN_SIZE {
+        let w = word(prog, end);
+        let off = (w >> 16) as i16;
+        if off >= 0 || !matches!(w & 0xff, JLT_REG | JGT_REG) {
+            continue;
+        }
+        let head = (end as i64 + 1 + i64::from(off)) as usize;
+        if let Some(mut l) = guarded(prog, head, end, w) {
+            l.copy_at = copy_at;
+            copy_at += l.copy_len();
+            loops.push(l);
+        }
+    }
+    loops
+}
+
+/// The loop `head..=end` closed by jump `w`, if a guard can prove its accesses.
+fn guarded(prog: &[u8], head: usize, end: usize, w: u64) -> Option<Loop> {
+    let (d, s) = (((w >> 8) & 15) as u8, ((w >> 12) & 15) as u8);
+    let (p, q) = if w & 0xff == JLT_REG { (d, s) } else { (s, d) };
+    if p == q || (head > 0 && word(prog, head - 1) as u8 == LD_DW) {
+        return None;
+    }
+    let mut step: Option<i64> = None;
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for j in head..end {
+        let w = word(prog, j);
+        let shape = &SHAPES[w as usize & 255];
+        let (dr, sr) = shape.regs.of(w);
+        let (dr, sr) = (dr as u8, sr as u8);
+        let base = match shape.action {
+            Action::Plain | Action::End => {
+                if dr == q || (dr == p && step.is_some()) {
+                    return None;
+                }
+                if dr == p {
+                    let c = (w >> 32) as i32;
+                    if w & 0xff != ADD64_IMM || c < 1 {
+                        return None;
+                    }
+                    step = Some(i64::from(c));
+                }
+                continue;
+            }
+            Action::Load if dr != p && dr != q => sr,
+            Action::Store => dr,
+            _ => return None,
+        };
+        if base != p {
+            return None;
+        }
+        let at = i64::from((w >> 16) as i16) + step.unwrap_or(0);
+        lo = lo.min(at);
+        hi = hi.max(at + i64::from(shape.width));
+    }
+    Some(Loop {
+        head,
+        end,
+        p,
+        q,
+        step: u32::try_from(step?).ok()?,
+        lo: i16::try_from(lo).ok()?,
+        span: u32::try_from(hi - lo).ok()?,
+        copy_at: 0,
+    })
+}
+
+impl Emit<'_, '_> {
+    /// The instance of instruction `t` as jump `from`'s target ([`super::loops`]: after
+    /// the guards before it; a head is its guard's, but for the head's own loop's jump).
+    #[inline(always)]
+    pub(super) fn at(&self, from: usize, t: usize) -> usize {
+        if self.loops.is_empty() {
+            FIRST + t
+        } else {
+            self.at_guarded(from, t)
+        }
+    }
+
+    /// [`Emit::at`] in a program with guarded loops.
+    #[cold]
+    #[inline(never)]
+    fn at_guarded(&self, from: usize, t: usize) -> usize {
+        let below = self.loops.iter().take_while(|l| l.head < t).count();
+        let own = self
+            .loops
+            .get(below)
+            .is_some_and(|l| l.head == t && l.end == from);
+        FIRST + t + below + usize::from(own)
+    }
+
+    /// Pushes guarded loop `k`'s guard (before its head).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn guard(&mut self, k: usize) -> Result<(), Error> {
+        let l = self.loops[k];
+        let (p, q) = (usize::from(l.p), usize::from(l.q));
+        let v = &mut self.v;
+        (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (p as u64 * 8, p as u64 * 8);
+        (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (q as u64 * 8, q as u64 * 8);
+        v[usize::from(IMM)] = u64::from(l.step);
+        v[usize::from(OFF)] = off_operand(l.lo);
+        v[usize::from(SITE)] = u64::from(l.span);
+        let stencil = self.table.loop_guard[usize::from(self.place[p])][usize::from(self.place[q])];
+        self.push(stencil, Some(self.copies_at + l.copy_at))
+    }
+
+    /// Pushes guarded loop `k`'s copy (after the fault exits): its accesses unchecked, its
+    /// jump to the copy's head, then a JA to the instruction after the loop.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn copy(&mut self, k: usize) -> Result<(), Error> {
+        let l = self.loops[k];
+        let start = self.copies_at + l.copy_at;
+        for j in l.head..=l.end {
+            let (w, (d, _), member) = self.member_of(j, self.word(j));
+            let row = &self.rows[w as usize & 255];
+            match row.action {
+                Action::Load | Action::Store => {
+                    self.v[usize::from(OFF)] = off_operand((w >> 16) as i16);
+                    let (dr, sr) = row.regs.of(w);
+                    let (d, s) = (self.place[dr], self.place[sr]);
+                    let m = self.table.unchecked[unchecked_index(w as u8)][usize::from(d) & 7]
+                        [usize::from(s) & 7];
+                    self.push_counted(m, &[])?;
+                }
+                Action::End => self.end(w, d)?,
+                Action::Jump if member.len & Member::JUMPS != 0 => {
+                    self.push_counted(member, &[instance(start)])?
+                }
+                _ => {
+                    debug_assert!(row.action == Action::Plain, "{:?} guarded", row.action);
+                    self.push_counted(member, &[])?
+                }
+            }
+        }
+        let after = self.at(usize::MAX, l.end + 1);
+        self.push(self.table.ja, Some(after))
+    }
+}
+
+/// The index of an LDX, ST or STX opcode in `Table::unchecked`: its class (1: LDX, 2: ST,
+/// 3: STX) and size field.
+pub(crate) fn unchecked_index(opc: u8) -> usize {
+    (usize::from(opc & 7) - 1) * 4 + usize::from(opc >> 3 & 3)
+}
+
+/// How many [`unchecked_index`]es there are.
+pub(crate) const UNCHECKED: usize = 12;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asm(insns: &[(u8, u8, u8, i16, i32)]) -> Vec<u8> {
+        insns
+            .iter()
+            .flat_map(|&(opc, dst, src, off, imm)| {
+                let mut b = vec![opc, (src << 4) | dst];
+                b.extend(off.to_le_bytes());
+                b.extend(imm.to_le_bytes());
+                b
+            })
+            .collect()
+    }
+
+    /// The checksum loop of benches/compare.rs, with a second load past the `add`.
+    const CHECKSUM: [(u8, u8, u8, i16, i32); 7] = [
+        (0xbf, 2, 1, 0, 0),  // mov r2, r1
+        (0x69, 4, 2, 0, 0),  // loop: ldxh r4, [r2]
+        (0x0f, 0, 4, 0, 0),  // add r0, r4
+        (0x07, 2, 0, 0, 2),  // add r2, 2
+        (0x71, 5, 2, -3, 0), // ldxb r5, [r2 - 3]
+        (0xad, 2, 3, -5, 0), // jlt r2, r3, loop
+        (0x95, 0, 0, 0, 0),  // exit
+    ];
+
+    #[test]
+    fn a_pointer_loop_is_guarded_with_its_accesses_extent() {
+        let loops = find(&asm(&CHECKSUM));
+        // Accesses at p + 0 (2 bytes) and p + 2 - 3 (1 byte): [p - 1, p + 2).
+        assert_eq!(
+            loops,
+            [Loop {
+                head: 1,
+                end: 5,
+                p: 2,
+                q: 3,
+                step: 2,
+                lo: -1,
+                span: 3,
+                copy_at: 0
+            }]
+        );
+        let mut swapped = CHECKSUM;
+        swapped[5] = (0x2d, 3, 2, -5, 0); // jgt r3, r2, loop
+        assert_eq!(find(&asm(&swapped)), loops);
+    }
+
+    #[test]
+    fn loops_a_guard_cannot_prove_are_not_guarded() {
+        let changed = |k: usize, insn| {
+            let mut p = CHECKSUM;
+            p[k] = insn;
+            find(&asm(&p))
+        };
+        for (k, insn, why) in [
+            (3, (0x07, 2, 0, 0, 0), "a step of 0"),
+            (3, (0x07, 2, 0, 0, -2), "a negative step"),
+            (3, (0x04, 2, 0, 0, 2), "a 32-bit add"),
+            (2, (0x0f, 3, 4, 0, 0), "q written"),
+            (2, (0x0f, 2, 4, 0, 0), "p written twice"),
+            (1, (0x69, 4, 1, 0, 0), "an access at another base"),
+            (1, (0x69, 2, 2, 0, 0), "p loaded"),
+            (2, (0x55, 4, 0, 1, 0), "a jump in the body"),
+            (2, (0x85, 0, 0, 0, 1), "a call in the body"),
+            (5, (0xad, 2, 2, -5, 0), "p compared with itself"),
+            (5, (0xa5, 2, 0, -5, 9), "a bound that is an immediate"),
+            (5, (0xcd, 2, 3, -5, 0), "a signed compare"),
+        ] {
+            assert_eq!(changed(k, insn), [], "{why}");
+        }
+        // No `add` at all.
+        let mut p = CHECKSUM.to_vec();
+        p.remove(3);
+        p[4].3 = -4;
+        assert_eq!(find(&asm(&p)), [], "no add");
+    }
+
+    #[test]
+    fn copies_follow_each_other() {
+        let mut p = CHECKSUM.to_vec();
+        p.pop();
+        p.extend_from_slice(&CHECKSUM);
+        let loops = find(&asm(&p));
+        assert_eq!(loops.len(), 2);
+        assert_eq!((loops[1].head, loops[1].copy_at), (7, 6));
+    }
+
+    #[test]
+    fn unchecked_indices_cover_every_access_opcode_once() {
+        let mut seen = [false; UNCHECKED];
+        for opc in [
+            0x61, 0x69, 0x71, 0x79, 0x62, 0x6a, 0x72, 0x7a, 0x63, 0x6b, 0x73, 0x7b,
+        ] {
+            let k = unchecked_index(opc);
+            assert!(!seen[k], "{opc:#x}");
+            seen[k] = true;
+        }
+    }
+}
