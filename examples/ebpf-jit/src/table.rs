@@ -143,6 +143,8 @@ pub(crate) struct Table {
     pub ret: [u16; PLACES],
     /// A guarded loop's guard by the places of its pointer and bound (`emit/loops.rs`).
     pub loop_guard: [[u16; PLACES]; PLACES],
+    /// An index loop's guard by the place of its base.
+    pub index_guard: [u16; PLACES],
     /// The unchecked LDX, ST and STX (`<op>_u`) by `loops::unchecked_index` and the places
     /// of D and S (as `Row::members`), for the copies of guarded loops.
     pub unchecked: [[[Member; 8]; 8]; UNCHECKED],
@@ -320,6 +322,7 @@ impl Table {
                 "oob_store" => t.oob_store[d] = i,
                 "ret" => t.ret[d] = i,
                 "loop_guard" => t.loop_guard[d][p] = i,
+                "index_guard" => t.index_guard[d] = i,
                 _ if elem.ends_with("_u") => {
                     let checked = &elem[..elem.len() - 2];
                     for &opc in by_element.get(checked).map_or(&[][..], Vec::as_slice) {
@@ -377,6 +380,7 @@ impl Table {
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
             loop_guard: [[NONE; PLACES]; PLACES],
+            index_guard: [NONE; PLACES],
             unchecked: [[[Member::NONE; 8]; 8]; UNCHECKED],
             ja: get("op_ja")?,
             nop: get("op_nop")?,
@@ -434,10 +438,12 @@ impl Table {
             &self.oob_store[..],
             &self.ret[..],
             self.loop_guard.as_flattened(),
+            &self.index_guard[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, oob_load, oob_store, ret or loop_guard for some place",
+                "a member of le*/be*, oob_load, oob_store, ret, loop_guard or index_guard for \
+                 some place",
             ));
         }
         // The unchecked accesses: every place of D and of S (an ST's S is the frame).

@@ -414,6 +414,71 @@ impl Gen {
         });
     }
 
+    /// A loop `head: jge r8, N, out; ... ja head` whose accesses are at `r9 = base + r8`
+    /// plus an offset, base r1 (mostly) or r10: the other loops the compiler guards once at
+    /// the entry (src/emit/loops.rs). N and the offsets aim at the region's edges; r8 starts
+    /// below N and moves up by a step (before the address, in a tenth of them, which the
+    /// compiler then does not guard).
+    fn index_loop(&mut self, out: &mut Vec<Insn>) {
+        let (base, lo, hi) = if self.r1_len > 0 && self.rng.chance(75) {
+            (1, 0, self.r1_len)
+        } else {
+            (10, -512, 0)
+        };
+        let step = self.rng.pick(&[1, 1, 2, 3]);
+        let add = |dst, imm| raw(0x07, dst, 0, 0, imm);
+        let mut accesses = Vec::new();
+        let mut extent = (i64::MAX, i64::MIN);
+        for _ in 0..self.rng.range(1, 3) {
+            let w = self.width();
+            let off = lo + self.rng.range(-1, 2);
+            extent = (extent.0.min(off), extent.1.max(off + w.bytes() as i64));
+            let (dst, src) = (self.data(), self.data());
+            let off = off as i16;
+            accesses.push(match self.rng.below(3) {
+                0 => op(Kind::Ldx(w), dst, 9, off, 0),
+                1 => op(Kind::Stx(w), 9, src, off, 0),
+                _ => op(Kind::St(w), 9, 0, off, self.imm()),
+            });
+        }
+        // The N whose last index's accesses end at the region's end: mostly it, else one
+        // more (one byte or more past it) or fewer.
+        let inside = hi - extent.1 + 1;
+        let n = match self.rng.below(20) {
+            0..=11 => inside,
+            12..=15 => inside + 1,
+            _ => inside - self.rng.range(1, 8),
+        }
+        .max(0);
+        let early = self.rng.chance(10);
+        out.push(raw(0xb7, 8, 0, 0, self.rng.range(0, 3) as i32));
+        let head = out.len();
+        let mut body = Vec::new();
+        if early {
+            body.push(add(8, step));
+        }
+        body.extend([raw(0xbf, 9, base, 0, 0), raw(0x0f, 9, 8, 0, 0)]);
+        body.extend(accesses);
+        for _ in 0..self.rng.below(3) {
+            let (dst, src) = (self.data(), self.data());
+            if let Item::Code(v) = self.alu_item(dst, src) {
+                body.extend(v);
+            }
+        }
+        if !early {
+            body.push(add(8, step));
+        }
+        out.push(raw(0x35, 8, 0, body.len() as i16 + 1, n as i32));
+        out.extend(body);
+        out.push(raw(
+            0x05,
+            0,
+            0,
+            (head as i64 - (out.len() as i64 + 1)) as i16,
+            0,
+        ));
+    }
+
     fn straight(&mut self, fun: Option<usize>, max: u64) -> Vec<Item> {
         let n = 1 + self.rng.below(max);
         (0..n).map(|_| self.item(fun)).collect()
@@ -529,6 +594,8 @@ fn program(seed: u64) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
             ));
         } else if g.rng.chance(15) {
             g.pointer_loop(&mut out);
+        } else if g.rng.chance(12) {
+            g.index_loop(&mut out);
         } else {
             let items = g.straight(None, 12);
             lay(items, &mut out, &mut g);
@@ -564,7 +631,8 @@ fn generated_programs_agree_with_rbpf() {
     let seed = env("EBPF_JIT_SEED", 0x0eb9_f00d);
     let mut ok = 0u64;
     let (mut insns, mut loops, mut local_calls, mut helper_calls, mut with_mbuff) = (0, 0, 0, 0, 0);
-    // Programs with a pointer loop (`Gen::pointer_loop`): how many returned, how many faulted.
+    // Programs with a pointer or index loop (`Gen::pointer_loop`, `Gen::index_loop`): how
+    // many returned, how many faulted.
     let (mut pointer_ok, mut pointer_faults) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeMap::new();
     for i in 0..count {
@@ -583,7 +651,7 @@ fn generated_programs_agree_with_rbpf() {
         local_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 1));
         helper_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 0));
         with_mbuff += u64::from(mbuff.is_some());
-        if has(&|i| matches!(i.opc, 0xad | 0x2d) && i.off < 0) {
+        if has(&|i| matches!(i.opc, 0xad | 0x2d | 0x05) && i.off < 0) {
             match o.result {
                 Ok(_) => pointer_ok += 1,
                 Err(_) => pointer_faults += 1,
@@ -597,7 +665,8 @@ fn generated_programs_agree_with_rbpf() {
     println!(
         "{count} generated programs (seed {seed:#x}, {insns} instructions; {loops} with loops, \
          {local_calls} with local calls, {helper_calls} with helper calls, {with_mbuff} with an \
-         mbuff; pointer loops: {pointer_ok} returned, {pointer_faults} stopped): {ok} returned r0, \
+         mbuff; pointer and index loops: {pointer_ok} returned, {pointer_faults} stopped): {ok} \
+         returned r0, \
          errors {kinds:?}"
     );
     // The mix stays meaningful: most programs run to their end, and faults happen.

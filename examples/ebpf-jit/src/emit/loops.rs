@@ -1,14 +1,22 @@
-//! Loops whose memory checks one guard at the loop's entry can prove: a loop `head: ...
-//! jlt p, q, head` whose body runs straight through, moves its pointer p by one `add p, STEP`
-//! (STEP > 0) per iteration, never writes p otherwise nor q, and whose every access is at p
-//! plus a constant. The iterations that run see p at the accesses take the values
-//! `p0 + k STEP` below q (p0 at the entry; past the `add`, STEP more), the last of them
-//! `p0 + last`, so the accesses lie in `[p0 + lo, p0 + last + lo + span)`: one test of that
-//! range at the entry (`op_loop_guard`, templates/families/ops.c) proves
-//! them all inside the memory. The compiler pushes the guard before the loop's head and, after
-//! the program, a copy of the loop whose accesses are unchecked (`<op>_u`), which the guard
-//! jumps to when it holds; otherwise the loop runs as written, every access checked, so an
-//! access that faults still faults at its instruction with the same error (issue 39).
+//! Loops whose memory checks one guard at the loop's entry can prove, of two shapes:
+//!
+//! - *Pointer loops*: `head: ... jlt p, q, head` whose body runs straight through, moves
+//!   its pointer p by one `add p, STEP` (STEP > 0) per iteration, never writes p otherwise
+//!   nor q, and whose every access is at p plus a constant. The iterations that run see p
+//!   at the accesses take the values `p0 + k STEP` below q (p0 at the entry; past the
+//!   `add`, STEP more), the last of them `p0 + last`, so the accesses lie in
+//!   `[p0 + lo, p0 + last + lo + span)` (`op_loop_guard`, templates/families/ops.c).
+//! - *Index loops*: `head: jge i, N, out; ... ja head` whose body runs straight through
+//!   and whose every access is at `b + i` plus a constant, `b + i` computed in the body
+//!   (`mov x, b; add x, i`) from i as the head tested it (below N) and a base b the loop
+//!   never writes: the accesses lie in `[b + lo, b + N - 1 + lo + span)`
+//!   (`op_index_guard`), whatever i starts at and however the body moves it.
+//!
+//! One test of that range at the entry proves every access inside the memory. The
+//! compiler pushes the guard before the loop's head and, after the program, a copy of the
+//! loop whose accesses are unchecked (`<op>_u`), which the guard jumps to when it holds;
+//! otherwise the loop runs as written, every access checked, so an access that faults
+//! still faults at its instruction with the same error (issue 39).
 //!
 //! A guard is one more instance before its head: instruction `t` is instance `FIRST + t`
 //! plus the guards before it ([`Emit::at`]). Jumps to a head go to its guard, but the loop's
@@ -24,10 +32,24 @@ use crate::Error;
 /// JLT of two registers (64-bit), and JGT, the same with them swapped.
 const JLT_REG: u64 = 0xad;
 const JGT_REG: u64 = 0x2d;
-/// ALU64 ADD of an immediate.
+/// JGE of an immediate (64-bit), JA.
+const JGE_IMM: u64 = 0x35;
+const JA: u64 = 0x05;
+/// ALU64 ADD of an immediate and of a register, MOV of a register.
 const ADD64_IMM: u64 = 0x07;
+const ADD64_REG: u64 = 0x0f;
+const MOV64_REG: u64 = 0xbf;
 /// LD_DW's first half (a loop's head must not be its second).
 const LD_DW: u8 = 0x18;
+
+/// What bounds a guarded loop's accesses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// A pointer loop's bound register q and step.
+    Pointer { q: u8, step: u32 },
+    /// An index loop's N (the JGE's immediate, zero-extended as the JGE reads it).
+    Index { n: i32 },
+}
 
 /// A loop the compiler guards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,41 +57,49 @@ pub(crate) struct Loop {
     /// Its first instruction and its backward jump.
     pub head: usize,
     pub end: usize,
-    /// The pointer and the bound registers.
+    /// The register the accesses are at: a pointer loop's p, an index loop's base b.
     pub p: u8,
-    pub q: u8,
-    /// What the `add` adds to p (at least 1).
-    pub step: u32,
-    /// The lowest access's offset from p at the iteration's start (past the `add`, its
-    /// offset plus STEP).
+    pub bound: Bound,
+    /// The lowest access's offset from p or `b + i` (in a pointer loop at the iteration's
+    /// start: past the `add`, its offset plus STEP).
     pub lo: i16,
     /// From the lowest access's start to the highest access's end, in bytes.
     pub span: u32,
-    /// Where its copy starts among the copies after the program (its length: the body, its
-    /// jump and a JA back).
+    /// Where its copy starts among the copies after the program.
     pub copy_at: usize,
 }
 
 impl Loop {
-    /// The instances of its copy.
+    /// The instances of its copy: the loop, and after a pointer loop a JA to the
+    /// instruction after it (an index loop leaves by its head).
     fn copy_len(&self) -> usize {
-        self.end - self.head + 2
+        let ja = matches!(self.bound, Bound::Pointer { .. });
+        self.end - self.head + 1 + usize::from(ja)
     }
 }
 
-/// The loops of `prog` (instructions `words`) the compiler guards, by their heads (they
-/// cannot overlap: a guarded loop's body has no jump).
+/// The loops of `prog` the compiler guards, by their heads (they cannot overlap: a guarded
+/// loop's body has no jump).
 pub(crate) fn find(prog: &[u8]) -> Vec<Loop> {
     let mut loops: Vec<Loop> = Vec::new();
     let mut copy_at = 0;
     for end in 0..prog.len() / crate::INSN_SIZE {
         let w = word(prog, end);
         let off = (w >> 16) as i16;
-        if off >= 0 || !matches!(w & 0xff, JLT_REG | JGT_REG) {
+        // (A backward jump's target: the offset of anything else means no such thing.)
+        if off >= 0 || !matches!(w & 0xff, JLT_REG | JGT_REG | JA) {
             continue;
         }
         let head = (end as i64 + 1 + i64::from(off)) as usize;
-        if let Some(mut l) = guarded(prog, head, end, w) {
+        if head > 0 && word(prog, head - 1) as u8 == LD_DW {
+            continue;
+        }
+        let found = match w & 0xff {
+            JLT_REG | JGT_REG => pointer_loop(prog, head, end, w),
+            JA => index_loop(prog, head, end),
+            _ => None,
+        };
+        if let Some(mut l) = found {
             l.copy_at = copy_at;
             copy_at += l.copy_len();
             loops.push(l);
@@ -78,15 +108,46 @@ pub(crate) fn find(prog: &[u8]) -> Vec<Loop> {
     loops
 }
 
-/// The loop `head..=end` closed by jump `w`, if a guard can prove its accesses.
-fn guarded(prog: &[u8], head: usize, end: usize, w: u64) -> Option<Loop> {
+/// The lowest start and highest end of accesses, from a register.
+struct Extent {
+    lo: i64,
+    hi: i64,
+}
+
+impl Extent {
+    const NONE: Extent = Extent {
+        lo: i64::MAX,
+        hi: i64::MIN,
+    };
+
+    fn add(&mut self, at: i64, width: u8) {
+        self.lo = self.lo.min(at);
+        self.hi = self.hi.max(at + i64::from(width));
+    }
+
+    /// The loop with this extent (`None` without accesses or out of the operands' ranges).
+    fn of(self, head: usize, end: usize, p: u8, bound: Bound) -> Option<Loop> {
+        Some(Loop {
+            head,
+            end,
+            p,
+            bound,
+            lo: i16::try_from(self.lo).ok()?,
+            span: u32::try_from(self.hi.checked_sub(self.lo)?).ok()?,
+            copy_at: 0,
+        })
+    }
+}
+
+/// The pointer loop `head..=end` closed by jump `w`, if a guard can prove its accesses.
+fn pointer_loop(prog: &[u8], head: usize, end: usize, w: u64) -> Option<Loop> {
     let (d, s) = (((w >> 8) & 15) as u8, ((w >> 12) & 15) as u8);
     let (p, q) = if w & 0xff == JLT_REG { (d, s) } else { (s, d) };
-    if p == q || (head > 0 && word(prog, head - 1) as u8 == LD_DW) {
+    if p == q {
         return None;
     }
     let mut step: Option<i64> = None;
-    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    let mut extent = Extent::NONE;
     for j in head..end {
         let w = word(prog, j);
         let shape = &SHAPES[w as usize & 255];
@@ -113,20 +174,88 @@ fn guarded(prog: &[u8], head: usize, end: usize, w: u64) -> Option<Loop> {
         if base != p {
             return None;
         }
-        let at = i64::from((w >> 16) as i16) + step.unwrap_or(0);
-        lo = lo.min(at);
-        hi = hi.max(at + i64::from(shape.width));
+        extent.add(i64::from((w >> 16) as i16) + step.unwrap_or(0), shape.width);
     }
-    Some(Loop {
+    let step = u32::try_from(step?).ok()?;
+    extent.of(head, end, p, Bound::Pointer { q, step })
+}
+
+/// What a register holds in an index loop's body, as far as the guard needs: unknown,
+/// i as the head tested it, an invariant register's value (the register), or the sum
+/// of both.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Value {
+    Unknown,
+    Index,
+    Invariant(u8),
+    BasePlusIndex(u8),
+}
+
+/// The index loop `head..=end` (`end` a JA back to `head`), if a guard can prove its
+/// accesses.
+fn index_loop(prog: &[u8], head: usize, end: usize) -> Option<Loop> {
+    let w = word(prog, head);
+    let exit = head as i64 + 1 + i64::from((w >> 16) as i16);
+    if w & 0xff != JGE_IMM || exit <= end as i64 {
+        return None;
+    }
+    let i = ((w >> 8) & 15) as usize;
+    // The registers the body writes (straight through, or none of it is guarded).
+    let mut written = 0u16;
+    for j in head + 1..end {
+        let w = word(prog, j);
+        let shape = &SHAPES[w as usize & 255];
+        match shape.action {
+            Action::Plain | Action::End | Action::Load => written |= 1 << shape.regs.of(w).0,
+            Action::Store => {}
+            _ => return None,
+        }
+    }
+    let mut value = [Value::Unknown; 16];
+    for (r, v) in value.iter_mut().enumerate().take(11) {
+        if r == i {
+            *v = Value::Index;
+        } else if written & 1 << r == 0 {
+            *v = Value::Invariant(r as u8);
+        }
+    }
+    let (mut base, mut extent) = (None, Extent::NONE);
+    for j in head + 1..end {
+        let w = word(prog, j);
+        let shape = &SHAPES[w as usize & 255];
+        let (dr, sr) = shape.regs.of(w);
+        let at = match shape.action {
+            Action::Load => sr,
+            Action::Store => dr,
+            _ => {
+                value[dr] = match (w & 0xff, value[dr], value[sr]) {
+                    (MOV64_REG, _, v) => v,
+                    (ADD64_REG, Value::Invariant(b), Value::Index)
+                    | (ADD64_REG, Value::Index, Value::Invariant(b)) => Value::BasePlusIndex(b),
+                    _ => Value::Unknown,
+                };
+                continue;
+            }
+        };
+        let Value::BasePlusIndex(b) = value[at] else {
+            return None;
+        };
+        if *base.get_or_insert(b) != b {
+            return None;
+        }
+        extent.add(i64::from((w >> 16) as i16), shape.width);
+        if shape.action == Action::Load {
+            value[dr] = Value::Unknown;
+        }
+    }
+    extent.of(
         head,
         end,
-        p,
-        q,
-        step: u32::try_from(step?).ok()?,
-        lo: i16::try_from(lo).ok()?,
-        span: u32::try_from(hi - lo).ok()?,
-        copy_at: 0,
-    })
+        base?,
+        Bound::Index {
+            n: (w >> 32) as i32,
+        },
+    )
 }
 
 impl Emit<'_, '_> {
@@ -158,19 +287,28 @@ impl Emit<'_, '_> {
     #[inline(never)]
     pub(super) fn guard(&mut self, k: usize) -> Result<(), Error> {
         let l = self.loops[k];
-        let (p, q) = (usize::from(l.p), usize::from(l.q));
+        let p = usize::from(l.p);
+        let (q, imm) = match l.bound {
+            Bound::Pointer { q, step } => (usize::from(q), u64::from(step)),
+            Bound::Index { n } => (p, i64::from(n) as u64),
+        };
         let v = &mut self.v;
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (p as u64 * 8, p as u64 * 8);
         (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (q as u64 * 8, q as u64 * 8);
-        v[usize::from(IMM)] = u64::from(l.step);
+        v[usize::from(IMM)] = imm;
         v[usize::from(OFF)] = off_operand(l.lo);
         v[usize::from(SITE)] = u64::from(l.span);
-        let stencil = self.table.loop_guard[usize::from(self.place[p])][usize::from(self.place[q])];
+        let d = usize::from(self.place[p]);
+        let stencil = match l.bound {
+            Bound::Pointer { .. } => self.table.loop_guard[d][usize::from(self.place[q])],
+            Bound::Index { .. } => self.table.index_guard[d],
+        };
         self.push(stencil, Some(self.copies_at + l.copy_at))
     }
 
     /// Pushes guarded loop `k`'s copy (after the fault exits): its accesses unchecked, its
-    /// jump to the copy's head, then a JA to the instruction after the loop.
+    /// jumps to its head to the copy's head, the others where the loop's go; after a
+    /// pointer loop, a JA to the instruction after it.
     #[cold]
     #[inline(never)]
     pub(super) fn copy(&mut self, k: usize) -> Result<(), Error> {
@@ -190,7 +328,9 @@ impl Emit<'_, '_> {
                 }
                 Action::End => self.end(w, d)?,
                 Action::Jump if member.len & Member::JUMPS != 0 => {
-                    self.push_counted(member, &[instance(start)])?
+                    let to = (j as i64 + 1 + i64::from((w >> 16) as i16)) as usize;
+                    let to = if to == l.head { start } else { self.at(j, to) };
+                    self.push_counted(member, &[instance(to)])?
                 }
                 _ => {
                     debug_assert!(row.action == Action::Plain, "{:?} guarded", row.action);
@@ -198,8 +338,11 @@ impl Emit<'_, '_> {
                 }
             }
         }
-        let after = self.at(usize::MAX, l.end + 1);
-        self.push(self.table.ja, Some(after))
+        if let Bound::Pointer { .. } = l.bound {
+            let after = self.at(usize::MAX, l.end + 1);
+            self.push(self.table.ja, Some(after))?;
+        }
+        Ok(())
     }
 }
 
@@ -249,8 +392,7 @@ mod tests {
                 head: 1,
                 end: 5,
                 p: 2,
-                q: 3,
-                step: 2,
+                bound: Bound::Pointer { q: 3, step: 2 },
                 lo: -1,
                 span: 3,
                 copy_at: 0
@@ -289,6 +431,63 @@ mod tests {
         p.remove(3);
         p[4].3 = -4;
         assert_eq!(find(&asm(&p)), [], "no add");
+    }
+
+    /// The sieve's inner loop of benches/compare.rs, with a load past the store.
+    const SIEVE: [(u8, u8, u8, i16, i32); 9] = [
+        (0xbf, 5, 2, 0, 0),     // mov r5, r2
+        (0x35, 5, 0, 6, 16384), // inner: jge r5, N, next
+        (0xbf, 3, 1, 0, 0),     // mov r3, r1
+        (0x0f, 3, 5, 0, 0),     // add r3, r5
+        (0x72, 3, 0, 0, 1),     // stb [r3], 1
+        (0x0f, 5, 2, 0, 0),     // add r5, r2
+        (0x61, 4, 3, -2, 0),    // ldxw r4, [r3 - 2]
+        (0x05, 0, 0, -7, 0),    // ja inner
+        (0x95, 0, 0, 0, 0),     // next: exit
+    ];
+
+    #[test]
+    fn an_index_loop_is_guarded_with_its_base_and_bound() {
+        // Accesses at r1 + r5 + 0 (1 byte) and - 2 (4 bytes): [b + i - 2, b + i + 2).
+        assert_eq!(
+            find(&asm(&SIEVE)),
+            [Loop {
+                head: 1,
+                end: 7,
+                p: 1,
+                bound: Bound::Index { n: 16384 },
+                lo: -2,
+                span: 4,
+                copy_at: 0
+            }]
+        );
+        let mut swapped = SIEVE;
+        swapped[3] = (0x0f, 3, 1, 0, 0); // mov r3, r5; add r3, r1
+        swapped[2] = (0xbf, 3, 5, 0, 0);
+        assert_eq!(find(&asm(&swapped)).len(), 1);
+    }
+
+    #[test]
+    fn index_loops_a_guard_cannot_prove_are_not_guarded() {
+        let changed = |k: usize, insn| {
+            let mut p = SIEVE;
+            p[k] = insn;
+            find(&asm(&p))
+        };
+        for (k, insn, why) in [
+            (5, (0x0f, 1, 2, 0, 0), "the base written"),
+            (2, (0xbf, 3, 4, 0, 0), "a base the loop writes (r4, loaded)"),
+            (3, (0x07, 3, 0, 0, 1), "no index added"),
+            (3, (0x1f, 3, 5, 0, 0), "the index subtracted"),
+            (2, (0x07, 5, 0, 0, 1), "the index moved before the address"),
+            (1, (0x3d, 5, 2, 6, 0), "a bound in a register"),
+            (1, (0x35, 5, 0, 1, 16384), "an exit inside the loop"),
+            (1, (0x75, 5, 0, 6, 16384), "a signed bound"),
+            (6, (0x71, 4, 10, -2, 0), "an access at another base"),
+            (6, (0x55, 4, 0, 0, 0), "a jump in the body"),
+        ] {
+            assert_eq!(changed(k, insn), [], "{why}");
+        }
     }
 
     #[test]

@@ -199,6 +199,17 @@ JDEF(loop_guard, uint64_t p = DREG; uint64_t q = SREG; uint64_t n = q - p;
      uint64_t last = (step & (step - 1)) == 0 ? (n - 1) & (0 - step) : (n - 1) - (n - 1) % step,
      p < q && q <= 0 - step && n <= size && rel <= size && rel + last + span <= size)
 
+/* The guard of a loop `head: jge i, N, out; ... ja head` whose accesses are all at b + i
+ * plus a constant, with b (D) a register the loop never writes and b + i computed from i
+ * as the head tested it (src/emit/loops.rs): i is below N at every access, so the accesses
+ * lie in [b + lo, b + N - 1 + lo + SPAN) (b + lo: OFF, biased as an access's offset). If
+ * that range lies inside the memory it jumps to the loop's unchecked copy; else the loop
+ * runs as written. N - 1 < size and rel <= size keep the sum from wrapping. */
+JDEF(index_guard, uint64_t n = IMM32X; uint64_t size = f->lim[1][0];
+     uint64_t rel = (DREG + AT(OFF)) - f->mem_biased;
+     uint64_t span = (uint64_t)CPJIT_NARROW(SPAN, u32),
+     n - 1 < size && rel <= size && rel + (n - 1) + span <= size)
+
 /* LD_ABS / LD_IND: D is where r0 lives, S the index register. rbpf checks 8 bytes. */
 #define LDABS(name, T, ADDR)                                                 \
   OPDEF(name, uint64_t a = (ADDR);                                           \
