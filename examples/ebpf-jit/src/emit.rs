@@ -184,20 +184,15 @@ impl Compiler {
         let entry = out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
-        let (mut i, mut k) = (0, 0);
-        loop {
-            // Up to the next guarded loop's head, where its guard goes.
-            let stop = out.loops.get(k).map_or(words.len(), |l| l.head);
-            while i < stop {
+        if out.loops.is_empty() {
+            let mut i = 0;
+            while i < words.len() {
                 i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
             }
-            if k == out.loops.len() {
-                break;
-            }
-            out.guard(k)?;
-            k += 1;
+        } else {
+            out.guarded_instructions(helpers)?;
         }
-        out.epilogue()?;
+        out.epilogue(helpers)?;
         *compiled = Some(Compiled {
             trace: out.trace.finish()?,
             entry,
@@ -263,6 +258,10 @@ struct Emit<'a, 'j> {
     /// first instance of their copies, after the fault exits.
     loops: Vec<loops::Loop>,
     copies_at: usize,
+    /// While a guarded loop's copy is pushed (its accesses unchecked), the instruction its
+    /// backward jump goes to and that instruction's instance in the copy; else
+    /// `usize::MAX` (`loops`, `Emit::copy`).
+    copying: (usize, usize),
 }
 
 impl<'a, 'j> Emit<'a, 'j> {
@@ -312,6 +311,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             kept: Vec::new(),
             loops,
             copies_at: faults_at + scan.accesses,
+            copying: (usize::MAX, 0),
         }
     }
 
@@ -366,26 +366,33 @@ impl<'a, 'j> Emit<'a, 'j> {
         u64::from_le_bytes(self.words[i])
     }
 
+    /// Pushes the instances of the instructions of a program with guarded loops, a guard
+    /// before each head: a loop of its own, so that a program without them pays no test
+    /// per instruction.
+    #[inline(never)]
+    fn guarded_instructions(&mut self, helpers: &impl HelperMap) -> Result<(), Error> {
+        let words = self.words;
+        let mut i = 0;
+        // Where the next guarded loop's head is.
+        let mut head = self.loops.first().map_or(usize::MAX, |l| l.head);
+        while i < words.len() {
+            if i == head {
+                head = self.guard(i)?;
+            }
+            i += self.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+        }
+        Ok(())
+    }
+
     /// Pushes the instance of instruction `i` (word `w`); returns how many instruction
     /// slots it took.
     #[inline(always)]
-    fn instruction(&mut self, i: usize, w: u64, helpers: &impl HelperMap) -> Result<usize, Error> {
-        let (w, places, member) = self.member_of(i, w);
-        let row = &self.rows[w as usize & 255];
-        // Plain ALU instructions, the commonest, pushed here; the others out of line, so
-        // that the loop keeps its values in registers.
-        if row.action != Action::Plain {
-            let regs = row.regs.of(w);
-            return self.special(i, w, places, regs, member, helpers);
-        }
-        self.push_counted(member, &[])?;
-        Ok(1)
-    }
-
-    /// Instruction `i` (word `w`) as pushed: its word (`canonical`), the places of its D and
-    /// S and its member, with its values set.
-    #[inline(always)]
-    fn member_of(&mut self, i: usize, mut w: u64) -> (u64, (usize, usize), Member) {
+    fn instruction(
+        &mut self,
+        i: usize,
+        mut w: u64,
+        helpers: &impl HelperMap,
+    ) -> Result<usize, Error> {
         let mut row = &self.rows[w as usize & 255];
         let (mut dr, mut sr) = row.regs.of(w);
         let (mut d, mut s) = self.places(row, w, (dr, sr));
@@ -406,7 +413,13 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(IMM)] = i64::from(imm) as u64;
         // (`OFF` only loads and stores read: `Emit::fault` sets it.)
         v[usize::from(IDX)] = i as u64;
-        (w, (d, s), member)
+        // Plain ALU instructions, the commonest, pushed here; the others out of line, so
+        // that the loop keeps its values in registers.
+        if row.action != Action::Plain {
+            return self.special(i, w, (d, s), (dr, sr), member, helpers);
+        }
+        self.push_counted(member, &[])?;
+        Ok(1)
     }
 
     /// [`Emit::instruction`] of an action other than `Plain`, its values set: pushes its
@@ -454,7 +467,11 @@ impl<'a, 'j> Emit<'a, 'j> {
         Ok(match row.action {
             Action::Plain => None,
             Action::Jump => Some(self.at(i, (i as i64 + 1 + i64::from(off)) as usize)),
-            Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
+            Action::Load | Action::Store if self.copying.0 == usize::MAX => {
+                Some(self.fault(i, w, (d, s), (dr, sr)))
+            }
+            // In a guarded loop's copy (`loops`): unchecked.
+            Action::Load | Action::Store => return Err(self.unchecked(w, (dr, sr)).map(|()| 1)),
             Action::End => return Err(self.end(w, d).map(|()| 1)),
             Action::Exit if self.scan.calls == 0 => {
                 return Err(self.push(self.table.ret[d], None).map(|()| 1))
@@ -683,7 +700,7 @@ impl<'a, 'j> Emit<'a, 'j> {
 
     /// What follows the program: op_fell_off, the return chain, the fault exits and the
     /// guarded loops' copies.
-    fn epilogue(&mut self) -> Result<(), Error> {
+    fn epilogue(&mut self, helpers: &impl HelperMap) -> Result<(), Error> {
         let t = self.table;
         self.v[usize::from(IDX)] = self.n as u64;
         if self.fell_off {
@@ -710,7 +727,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             self.push(stencil, None)?;
         }
         for k in 0..self.loops.len() {
-            self.copy(k)?;
+            self.copy(k, helpers)?;
         }
         Ok(())
     }

@@ -23,17 +23,18 @@
 //! own backward jump, which goes to the checked head.
 
 use super::SRC_AT2;
-use super::{instance, off_operand, Emit, DST_AT, DST_AT2, FIRST, IMM, OFF, SITE, SRC_AT};
+use super::{off_operand, Emit, DST_AT, DST_AT2, FIRST, IMM, OFF, SITE, SRC_AT};
+use crate::helper::HelperMap;
 use crate::scan::word;
 use crate::shape::{Action, SHAPES};
-use crate::table::Member;
 use crate::Error;
 
 /// JLT of two registers (64-bit), and JGT, the same with them swapped.
 const JLT_REG: u64 = 0xad;
 const JGT_REG: u64 = 0x2d;
-/// JGE of an immediate (64-bit), JA.
+/// JGE and JLT of an immediate (64-bit), JA.
 const JGE_IMM: u64 = 0x35;
+const JLT_IMM: u64 = 0xa5;
 const JA: u64 = 0x05;
 /// ALU64 ADD of an immediate and of a register, MOV of a register.
 const ADD64_IMM: u64 = 0x07;
@@ -70,11 +71,11 @@ pub(crate) struct Loop {
 }
 
 impl Loop {
-    /// The instances of its copy: the loop, and after a pointer loop a JA to the
-    /// instruction after it (an index loop leaves by its head).
+    /// The instances of its copy: the loop (an index loop's rotated: its head, its body,
+    /// the head's test inverted jumping back to the body) and a JA to the instruction after
+    /// it.
     fn copy_len(&self) -> usize {
-        let ja = matches!(self.bound, Bound::Pointer { .. });
-        self.end - self.head + 1 + usize::from(ja)
+        self.end - self.head + 2
     }
 }
 
@@ -274,6 +275,9 @@ impl Emit<'_, '_> {
     #[cold]
     #[inline(never)]
     fn at_guarded(&self, from: usize, t: usize) -> usize {
+        if t == self.copying.0 {
+            return self.copying.1;
+        }
         let below = self.loops.iter().take_while(|l| l.head < t).count();
         let own = self
             .loops
@@ -282,10 +286,12 @@ impl Emit<'_, '_> {
         FIRST + t + below + usize::from(own)
     }
 
-    /// Pushes guarded loop `k`'s guard (before its head).
+    /// Pushes the guard of the guarded loop whose head is instruction `head` (before it);
+    /// returns the next one's head (`usize::MAX` after the last).
     #[cold]
     #[inline(never)]
-    pub(super) fn guard(&mut self, k: usize) -> Result<(), Error> {
+    pub(super) fn guard(&mut self, head: usize) -> Result<usize, Error> {
+        let k = self.loops.partition_point(|l| l.head < head);
         let l = self.loops[k];
         let p = usize::from(l.p);
         let (q, imm) = match l.bound {
@@ -303,46 +309,58 @@ impl Emit<'_, '_> {
             Bound::Pointer { .. } => self.table.loop_guard[d][usize::from(self.place[q])],
             Bound::Index { .. } => self.table.index_guard[d],
         };
-        self.push(stencil, Some(self.copies_at + l.copy_at))
+        self.push(stencil, Some(self.copies_at + l.copy_at))?;
+        Ok(self.loops.get(k + 1).map_or(usize::MAX, |l| l.head))
     }
 
-    /// Pushes guarded loop `k`'s copy (after the fault exits): its accesses unchecked, its
-    /// jumps to its head to the copy's head, the others where the loop's go; after a
-    /// pointer loop, a JA to the instruction after it.
+    /// Pushes guarded loop `k`'s copy (after the fault exits), its instructions pushed as
+    /// the program's but for `copying` (`Emit::target`: its accesses unchecked, [`Emit::at`]:
+    /// its jumps to its head to the copy's), then a JA to the instruction after the loop.
+    /// An index loop's copy is rotated: its head's `jge i, N, out` once, then the body and
+    /// `jlt i, N` back to the body's start instead of the JA back to the head, so that an
+    /// iteration takes one branch, not two.
     #[cold]
     #[inline(never)]
-    pub(super) fn copy(&mut self, k: usize) -> Result<(), Error> {
+    pub(super) fn copy(&mut self, k: usize, helpers: &impl HelperMap) -> Result<(), Error> {
         let l = self.loops[k];
         let start = self.copies_at + l.copy_at;
-        for j in l.head..=l.end {
-            let (w, (d, _), member) = self.member_of(j, self.word(j));
-            let row = &self.rows[w as usize & 255];
-            match row.action {
-                Action::Load | Action::Store => {
-                    self.v[usize::from(OFF)] = off_operand((w >> 16) as i16);
-                    let (dr, sr) = row.regs.of(w);
-                    let (d, s) = (self.place[dr], self.place[sr]);
-                    let m = self.table.unchecked[unchecked_index(w as u8)][usize::from(d) & 7]
-                        [usize::from(s) & 7];
-                    self.push_counted(m, &[])?;
-                }
-                Action::End => self.end(w, d)?,
-                Action::Jump if member.len & Member::JUMPS != 0 => {
-                    let to = (j as i64 + 1 + i64::from((w >> 16) as i16)) as usize;
-                    let to = if to == l.head { start } else { self.at(j, to) };
-                    self.push_counted(member, &[instance(to)])?
-                }
-                _ => {
-                    debug_assert!(row.action == Action::Plain, "{:?} guarded", row.action);
-                    self.push_counted(member, &[])?
-                }
+        let (back, after) = match l.bound {
+            Bound::Pointer { .. } => (l.head, l.end + 1),
+            Bound::Index { .. } => {
+                let head = self.word(l.head);
+                (
+                    l.head + 1,
+                    (l.head as i64 + 1 + i64::from((head >> 16) as i16)) as usize,
+                )
             }
+        };
+        self.copying = (back, start + back - l.head);
+        let mut j = l.head;
+        while j < l.end {
+            j += self.instruction(j, self.word(j), helpers)?;
         }
-        if let Bound::Pointer { .. } = l.bound {
-            let after = self.at(usize::MAX, l.end + 1);
-            self.push(self.table.ja, Some(after))?;
-        }
-        Ok(())
+        let end = match l.bound {
+            Bound::Pointer { .. } => self.word(l.end),
+            // JLT of the head's register and immediate, to the body's start.
+            Bound::Index { .. } => {
+                let head = self.word(l.head);
+                let to_body = (l.head as i64 - l.end as i64) as u16;
+                JLT_IMM | (head & 0x0f00) | u64::from(to_body) << 16 | (head >> 32) << 32
+            }
+        };
+        self.instruction(l.end, end, helpers)?;
+        self.copying = (usize::MAX, 0);
+        let after = self.at(usize::MAX, after);
+        self.push(self.table.ja, Some(after))
+    }
+
+    /// Pushes the unchecked member of load or store word `w` (registers `dr`, `sr`), in a
+    /// guarded loop's copy.
+    pub(super) fn unchecked(&mut self, w: u64, (dr, sr): (usize, usize)) -> Result<(), Error> {
+        self.v[usize::from(OFF)] = off_operand((w >> 16) as i16);
+        let (d, s) = (usize::from(self.place[dr]), usize::from(self.place[sr]));
+        let m = self.table.unchecked[unchecked_index(w as u8)][d & 7][s & 7];
+        self.push_counted(m, &[])
     }
 }
 
