@@ -377,20 +377,29 @@ pub(crate) const UNCHECKED: usize = 12;
 mod tests {
     use super::*;
 
-    fn asm(insns: &[(u8, u8, u8, i16, i32)]) -> Vec<u8> {
-        insns
-            .iter()
-            .flat_map(|&(opc, dst, src, off, imm)| {
-                let mut b = vec![opc, (src << 4) | dst];
-                b.extend(off.to_le_bytes());
-                b.extend(imm.to_le_bytes());
-                b
-            })
-            .collect()
+    type Raw = (u8, u8, u8, i16, i32);
+
+    /// The loops found in `prog` with instruction `k` replaced by `insn`.
+    fn find_changed(prog: &[Raw], k: usize, insn: Raw) -> Vec<Loop> {
+        let mut p = prog.to_vec();
+        p[k] = insn;
+        find(&asm(&p))
+    }
+
+    /// The bytecode of (opcode, dst, src, off, imm) tuples.
+    fn asm(insns: &[Raw]) -> Vec<u8> {
+        let insn = |&(opc, dst, src, off, imm)| crate::Insn {
+            opc,
+            dst,
+            src,
+            off,
+            imm,
+        };
+        insns.iter().flat_map(|i| insn(i).encode()).collect()
     }
 
     /// The checksum loop of benches/compare.rs, with a second load past the `add`.
-    const CHECKSUM: [(u8, u8, u8, i16, i32); 7] = [
+    const CHECKSUM: [Raw; 7] = [
         (0xbf, 2, 1, 0, 0),  // mov r2, r1
         (0x69, 4, 2, 0, 0),  // loop: ldxh r4, [r2]
         (0x0f, 0, 4, 0, 0),  // add r0, r4
@@ -423,11 +432,6 @@ mod tests {
 
     #[test]
     fn loops_a_guard_cannot_prove_are_not_guarded() {
-        let changed = |k: usize, insn| {
-            let mut p = CHECKSUM;
-            p[k] = insn;
-            find(&asm(&p))
-        };
         for (k, insn, why) in [
             (3, (0x07, 2, 0, 0, 0), "a step of 0"),
             (3, (0x07, 2, 0, 0, -2), "a negative step"),
@@ -442,7 +446,7 @@ mod tests {
             (5, (0xa5, 2, 0, -5, 9), "a bound that is an immediate"),
             (5, (0xcd, 2, 3, -5, 0), "a signed compare"),
         ] {
-            assert_eq!(changed(k, insn), [], "{why}");
+            assert_eq!(find_changed(&CHECKSUM, k, insn), [], "{why}");
         }
         // No `add` at all.
         let mut p = CHECKSUM.to_vec();
@@ -452,7 +456,7 @@ mod tests {
     }
 
     /// The sieve's inner loop of benches/compare.rs, with a load past the store.
-    const SIEVE: [(u8, u8, u8, i16, i32); 9] = [
+    const SIEVE: [Raw; 9] = [
         (0xbf, 5, 2, 0, 0),     // mov r5, r2
         (0x35, 5, 0, 6, 16384), // inner: jge r5, N, next
         (0xbf, 3, 1, 0, 0),     // mov r3, r1
@@ -487,11 +491,6 @@ mod tests {
 
     #[test]
     fn index_loops_a_guard_cannot_prove_are_not_guarded() {
-        let changed = |k: usize, insn| {
-            let mut p = SIEVE;
-            p[k] = insn;
-            find(&asm(&p))
-        };
         for (k, insn, why) in [
             (5, (0x0f, 1, 2, 0, 0), "the base written"),
             (2, (0xbf, 3, 4, 0, 0), "a base the loop writes (r4, loaded)"),
@@ -504,7 +503,7 @@ mod tests {
             (6, (0x71, 4, 10, -2, 0), "an access at another base"),
             (6, (0x55, 4, 0, 0, 0), "a jump in the body"),
         ] {
-            assert_eq!(changed(k, insn), [], "{why}");
+            assert_eq!(find_changed(&SIEVE, k, insn), [], "{why}");
         }
     }
 
