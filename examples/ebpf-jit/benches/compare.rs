@@ -10,6 +10,10 @@
 //! For profiling: `--profile-compile N ROUNDS [rbpf]` only compiles `straight N`, and
 //! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`) or of
 //! `straightN` (e.g. `straight100`, the compile bench's program of N instructions).
+//! `--placements N ROUNDS [NAME]` runs each run-time program (or those whose name starts
+//! with NAME) at N placements, behind 0..N `ja +0`, ebpf-jit and rbpf's JIT alternated
+//! ROUNDS times at each: where the code lands moves both engines' times by up to a
+//! quarter (issue 39), so a change must hold at every placement, not at one.
 
 use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
@@ -282,16 +286,18 @@ fn compile_rows(
 
 /// Run time of every engine on `prog` with a fresh memory of `mem` bytes (filled by
 /// `fill`), `rounds` alternated rounds; r0 must agree.
+/// Fills a run-time program's memory (the sieve's with zeros).
+fn fill(name: &str, m: &mut [u8]) {
+    for (i, b) in m.iter_mut().enumerate() {
+        *b = if name == "sieve" {
+            0
+        } else {
+            (i.wrapping_mul(2_654_435_761) >> 13) as u8
+        };
+    }
+}
+
 fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compiler) -> Vec<Row> {
-    let fill = |m: &mut Vec<u8>| {
-        for (i, b) in m.iter_mut().enumerate() {
-            *b = if name == "sieve" {
-                0
-            } else {
-                (i.wrapping_mul(2_654_435_761) >> 13) as u8
-            };
-        }
-    };
     let mut ours = EbpfVm::new(prog).unwrap();
     ours.register_helper(1, helper);
     ours.jit_compile_with(compiler).unwrap();
@@ -322,7 +328,7 @@ fn run_rows(name: &str, prog: &[u8], mem: usize, rounds: usize, compiler: &Compi
             if row.skipped.is_some() {
                 continue;
             }
-            fill(&mut m);
+            fill(name, &mut m);
             let (ns, r0) = elapsed_ns(|| match k {
                 0 => ours.execute_jit(&mut m).unwrap(),
                 1 => ours.interpret(&mut m).unwrap(),
@@ -406,6 +412,77 @@ fn print_listing(name: &str) {
     print!("{}", vm.listing().expect("the compiler keeps listings"));
 }
 
+/// `--placements N ROUNDS [NAME]` (module docs): per program and placement the median
+/// time of each engine and of the per-round ratio rbpf's JIT ÷ ebpf-jit (the order of the
+/// two swapped every round), then the median and the minimum of those ratios over the
+/// placements.
+#[cfg(all(target_arch = "x86_64", unix))]
+fn placements(args: &[String], compiler: &Compiler) {
+    let arg = |k: usize| -> usize {
+        args.get(k)
+            .and_then(|a| a.parse().ok())
+            .expect("--placements N ROUNDS [NAME]: N and ROUNDS are counts")
+    };
+    let (n, rounds) = (arg(0), arg(1));
+    let only = args.get(2).map_or("", String::as_str);
+    for (name, prog, mem) in run_programs() {
+        if !name.starts_with(only) {
+            continue;
+        }
+        let mut per_placement = Vec::new();
+        for lead in 0..n {
+            let mut p = asm(&vec![(0x05, 0, 0, 0, 0); lead]);
+            p.extend(&prog);
+            let mut ours = EbpfVm::new(&p).unwrap();
+            ours.register_helper(1, helper);
+            ours.jit_compile_with(compiler).unwrap();
+            let mut rvm = rbpf::EbpfVmRaw::new(Some(&p)).unwrap();
+            rvm.register_helper(1, helper).unwrap();
+            rvm.jit_compile().unwrap();
+            let mut m = vec![0u8; mem];
+            let (mut ours_ns, mut rbpf_ns, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+            for round in 0..=rounds {
+                let mut time = |rbpf: bool| {
+                    fill(name, &mut m);
+                    elapsed_ns(|| {
+                        if rbpf {
+                            // SAFETY: the program stays inside its memory (ebpf-jit checks it).
+                            unsafe { rvm.execute_program_jit(&mut m).unwrap() }
+                        } else {
+                            ours.execute_jit(&mut m).unwrap()
+                        }
+                    })
+                };
+                let (a, b) = if round % 2 == 0 {
+                    let a = time(false);
+                    (a, time(true))
+                } else {
+                    let b = time(true);
+                    (time(false), b)
+                };
+                assert_eq!(a.1, b.1, "{name} behind {lead} ja: the engines disagree");
+                if round > 0 {
+                    ours_ns.push(a.0);
+                    rbpf_ns.push(b.0);
+                    ratios.push(b.0 / a.0);
+                }
+            }
+            let r = median(&ratios);
+            println!(
+                "{name:<18} +{lead:<2} ebpf-jit {:>9} rbpf JIT {:>9} rbpf JIT ÷ ebpf-jit {r:.3}",
+                human(median(&ours_ns)),
+                human(median(&rbpf_ns))
+            );
+            per_placement.push(r);
+        }
+        let min = per_placement.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{name:<18} over {n} placements: rbpf JIT ÷ ebpf-jit median {:.3}, min {min:.3}",
+            median(&per_placement)
+        );
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
@@ -417,6 +494,12 @@ fn main() {
         return print_listing(args.get(i + 1).expect("--listing needs a program name"));
     }
     let compiler = Compiler::new().unwrap();
+    if let Some(i) = args.iter().position(|a| a == "--placements") {
+        #[cfg(all(target_arch = "x86_64", unix))]
+        return placements(&args[i + 1..], &compiler);
+        #[cfg(not(all(target_arch = "x86_64", unix)))]
+        panic!("--placements {i}: rbpf's JIT runs on x86-64 Unix only");
+    }
     // `--profile-compile N ROUNDS [rbpf]`: only compile `straight N` ROUNDS times (for a
     // profiler), with ebpf-jit or rbpf's JIT.
     if let Some(i) = args.iter().position(|a| a == "--profile-compile") {

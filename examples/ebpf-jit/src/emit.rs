@@ -5,7 +5,8 @@
 //!
 //! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
 //! `op_nop`, which has no code), so instruction `i` is instance `i + 1` and a jump's target
-//! is known without a pass to number them. Short programs are compiled about as often as
+//! is known without a pass to number them; in a program with loops, past the guards of
+//! the loops before it (`loops`, [`Emit::at`]). Short programs are compiled about as often as
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
 //! compile allocates only for the fault exits and local calls it has.
 
@@ -19,6 +20,9 @@ use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
+
+mod loops;
+pub(crate) use loops::{unchecked_index, UNCHECKED};
 
 /// Where an operand's value is in an instruction's [`Values`] (`Table::operands`). The
 /// kit orders a stencil's operands by name; in this order most stencils' operands are
@@ -89,6 +93,8 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         "OFF" => OFF,
         "IDX" => IDX,
         "SITE" => SITE,
+        // A loop guard's (emit/loops.rs): it has no SITE.
+        "SPAN" => SITE,
         "VALUE" => VALUE,
         "FN" => FN,
         "DATA" => DATA,
@@ -178,11 +184,15 @@ impl Compiler {
         let entry = out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
-        let mut i = 0;
-        while i < words.len() {
-            i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+        if out.loops.is_empty() {
+            let mut i = 0;
+            while i < words.len() {
+                i += out.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+            }
+        } else {
+            out.guarded_instructions(helpers)?;
         }
-        out.epilogue()?;
+        out.epilogue(helpers)?;
         *compiled = Some(Compiled {
             trace: out.trace.finish()?,
             entry,
@@ -244,6 +254,14 @@ struct Emit<'a, 'j> {
     sites: Vec<usize>,
     /// The state of the helpers with state the trace calls.
     kept: Vec<Arc<dyn Any + Send + Sync>>,
+    /// The guarded loops (`loops`; none in a program without backward jumps) and the
+    /// first instance of their copies, after the fault exits.
+    loops: Vec<loops::Loop>,
+    copies_at: usize,
+    /// While a guarded loop's copy is pushed (its accesses unchecked), the instruction its
+    /// backward jump goes to and that instruction's instance in the copy; else
+    /// `usize::MAX` (`loops`, `Emit::copy`).
+    copying: (usize, usize),
 }
 
 impl<'a, 'j> Emit<'a, 'j> {
@@ -267,8 +285,14 @@ impl<'a, 'j> Emit<'a, 'j> {
         v[usize::from(PIN_AT)..usize::from(PIN_AT) + PINS].copy_from_slice(&pin_at);
         let last = words[n - 1][0];
         let fell_off = last != 0x95 && last != 0x05;
-        let returns = FIRST + n + usize::from(fell_off);
+        let loops = if scan.backward {
+            loops::find(prog)
+        } else {
+            Vec::new()
+        };
+        let returns = FIRST + n + loops.len() + usize::from(fell_off);
         let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
+        let faults_at = returns + chain;
         Emit {
             trace: c.jit.trace(),
             table: &c.table,
@@ -281,10 +305,13 @@ impl<'a, 'j> Emit<'a, 'j> {
             v,
             fell_off,
             returns,
-            faults_at: returns + chain,
+            faults_at,
             faults: Vec::with_capacity(scan.accesses),
             sites: Vec::with_capacity(scan.calls),
             kept: Vec::new(),
+            loops,
+            copies_at: faults_at + scan.accesses,
+            copying: (usize::MAX, 0),
         }
     }
 
@@ -337,6 +364,24 @@ impl<'a, 'j> Emit<'a, 'j> {
     /// Instruction `i`'s word.
     fn word(&self, i: usize) -> u64 {
         u64::from_le_bytes(self.words[i])
+    }
+
+    /// Pushes the instances of the instructions of a program with guarded loops, a guard
+    /// before each head: a loop of its own, so that a program without them pays no test
+    /// per instruction.
+    #[inline(never)]
+    fn guarded_instructions(&mut self, helpers: &impl HelperMap) -> Result<(), Error> {
+        let words = self.words;
+        let mut i = 0;
+        // Where the next guarded loop's head is.
+        let mut head = self.loops.first().map_or(usize::MAX, |l| l.head);
+        while i < words.len() {
+            if i == head {
+                head = self.guard(i)?;
+            }
+            i += self.instruction(i, u64::from_le_bytes(words[i]), helpers)?;
+        }
+        Ok(())
     }
 
     /// Pushes the instance of instruction `i` (word `w`); returns how many instruction
@@ -418,21 +463,16 @@ impl<'a, 'j> Emit<'a, 'j> {
         helpers: &impl HelperMap,
     ) -> Result<Option<usize>, Pushed> {
         let row = &self.rows[w as usize & 255];
-        let (off, imm) = ((w >> 16) as i16, (w >> 32) as i32);
+        let off = (w >> 16) as i16;
         Ok(match row.action {
             Action::Plain => None,
-            Action::Jump => Some(FIRST + (i as i64 + 1 + i64::from(off)) as usize),
-            Action::Load | Action::Store => Some(self.fault(i, w, (d, s), (dr, sr))),
-            Action::End => {
-                // BE has the source bit set; the width is the immediate.
-                let be = usize::from(w & 0x08 != 0);
-                let width = match imm {
-                    16 => 0,
-                    32 => 1,
-                    _ => 2,
-                };
-                return Err(self.push(self.table.end[be][width][d], None).map(|()| 1));
+            Action::Jump => Some(self.at(i, (i as i64 + 1 + i64::from(off)) as usize)),
+            Action::Load | Action::Store if self.copying.0 == usize::MAX => {
+                Some(self.fault(i, w, (d, s), (dr, sr)))
             }
+            // In a guarded loop's copy (`loops`): unchecked.
+            Action::Load | Action::Store => return Err(self.unchecked(w, (dr, sr)).map(|()| 1)),
+            Action::End => return Err(self.end(w, d).map(|()| 1)),
             Action::Exit if self.scan.calls == 0 => {
                 return Err(self.push(self.table.ret[d], None).map(|()| 1))
             }
@@ -441,6 +481,18 @@ impl<'a, 'j> Emit<'a, 'j> {
             Action::Call => return Err(self.call(i, w, (d, s), helpers).map(|()| 1)),
             Action::LdDw => return Err(self.ld_dw(i, w, member.stencil).map(|()| 2)),
         })
+    }
+
+    /// Pushes LE/BE of word `w`, its D in place `d`.
+    fn end(&mut self, w: u64, d: usize) -> Result<(), Error> {
+        // BE has the source bit set; the width is the immediate.
+        let be = usize::from(w & 0x08 != 0);
+        let width = match (w >> 32) as i32 {
+            16 => 0,
+            32 => 1,
+            _ => 2,
+        };
+        self.push(self.table.end[be][width][d], None)
     }
 
     /// The places of instruction word `w`'s D and S registers `dr`, `sr` (of `row`), as
@@ -544,7 +596,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         }
         self.v[usize::from(SITE)] = (i + 1) as u64;
         self.sites.push(i + 1);
-        let callee = FIRST + (i as i64 + 1 + i64::from(imm)) as usize;
+        let callee = self.at(i, (i as i64 + 1 + i64::from(imm)) as usize);
         self.push(self.table.call_local, Some(callee))
     }
 
@@ -646,8 +698,9 @@ impl<'a, 'j> Emit<'a, 'j> {
         true
     }
 
-    /// What follows the program: op_fell_off, the return chain and the fault exits.
-    fn epilogue(&mut self) -> Result<(), Error> {
+    /// What follows the program: op_fell_off, the return chain, the fault exits and the
+    /// guarded loops' copies.
+    fn epilogue(&mut self, helpers: &impl HelperMap) -> Result<(), Error> {
         let t = self.table;
         self.v[usize::from(IDX)] = self.n as u64;
         if self.fell_off {
@@ -657,7 +710,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             for k in 0..self.sites.len() {
                 let site = self.sites[k];
                 self.v[usize::from(SITE)] = site as u64;
-                self.push(t.ret_case, Some(FIRST + site))?;
+                self.push(t.ret_case, Some(self.at(usize::MAX, site)))?;
             }
             // The end of the return chain, never reached (every popped site is in it).
             self.push(t.invalid, None)?;
@@ -672,6 +725,9 @@ impl<'a, 'j> Emit<'a, 'j> {
             v[usize::from(OFF)] = off_operand(f.off);
             v[usize::from(IDX)] = u64::from(f.idx);
             self.push(stencil, None)?;
+        }
+        for k in 0..self.loops.len() {
+            self.copy(k, helpers)?;
         }
         Ok(())
     }

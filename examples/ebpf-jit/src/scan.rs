@@ -38,6 +38,9 @@ pub(crate) struct Plan {
     pub accesses: usize,
     /// The instructions local calls go to (empty without local calls).
     pub call_targets: Vec<usize>,
+    /// Whether a jump goes backwards (only then does the compiler look for loops to guard,
+    /// `emit/loops.rs`).
+    pub backward: bool,
 }
 
 /// The scan as it goes.
@@ -87,6 +90,7 @@ impl Scan {
         Plan {
             pins,
             pin_count: len as u8,
+            backward: self.backward,
             ..std::mem::take(&mut self.plan)
         }
     }

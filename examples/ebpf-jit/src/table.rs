@@ -7,7 +7,7 @@
 //! [`Compiler`]: crate::Compiler
 
 use crate::canon;
-use crate::emit::{value_at, value_index, VALUES};
+use crate::emit::{unchecked_index, value_at, value_index, UNCHECKED, VALUES};
 use crate::insn::{decode, AluOp, Cond, Kind, Width};
 use crate::shape::SHAPES;
 pub(crate) use crate::shape::{Action, DRole, Regs, Role, SRole};
@@ -141,6 +141,13 @@ pub(crate) struct Table {
     pub oob_store: [u16; PLACES],
     /// EXIT without local calls, by the place of r0.
     pub ret: [u16; PLACES],
+    /// A guarded loop's guard by the places of its pointer and bound (`emit/loops.rs`).
+    pub loop_guard: [[u16; PLACES]; PLACES],
+    /// An index loop's guard by the place of its base.
+    pub index_guard: [u16; PLACES],
+    /// The unchecked LDX, ST and STX (`<op>_u`) by `loops::unchecked_index` and the places
+    /// of D and S (as `Row::members`), for the copies of guarded loops.
+    pub unchecked: [[[Member; 8]; 8]; UNCHECKED],
     pub ja: u16,
     pub nop: u16,
     pub exit: u16,
@@ -314,6 +321,14 @@ impl Table {
                 "oob_load" => t.oob_load[d] = i,
                 "oob_store" => t.oob_store[d] = i,
                 "ret" => t.ret[d] = i,
+                "loop_guard" => t.loop_guard[d][p] = i,
+                "index_guard" => t.index_guard[d] = i,
+                _ if elem.ends_with("_u") => {
+                    let checked = &elem[..elem.len() - 2];
+                    for &opc in by_element.get(checked).map_or(&[][..], Vec::as_slice) {
+                        t.unchecked[unchecked_index(opc)][d][p] = Member::of(i);
+                    }
+                }
                 _ => {
                     for &opc in by_element.get(elem).map_or(&[][..], Vec::as_slice) {
                         let row = &mut t.rows[usize::from(opc)];
@@ -331,8 +346,14 @@ impl Table {
         }
         t.end[0][2] = [t.nop; PLACES];
         // Each member with its operands' count and window, read with it.
-        for row in t.rows.iter_mut() {
-            for m in row.members.as_flattened_mut() {
+        let unchecked = t.unchecked.as_flattened_mut().as_flattened_mut();
+        for m in t
+            .rows
+            .iter_mut()
+            .flat_map(|r| r.members.as_flattened_mut())
+            .chain(unchecked)
+        {
+            {
                 if let Some(ops) = t.operands.get(usize::from(m.stencil)) {
                     *m = Member::with(m.stencil, ops);
                 }
@@ -358,6 +379,9 @@ impl Table {
             oob_load: [NONE; PLACES],
             oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
+            loop_guard: [[NONE; PLACES]; PLACES],
+            index_guard: [NONE; PLACES],
+            unchecked: [[[Member::NONE; 8]; 8]; UNCHECKED],
             ja: get("op_ja")?,
             nop: get("op_nop")?,
             exit: get("op_exit")?,
@@ -413,11 +437,25 @@ impl Table {
             &self.oob_load[..],
             &self.oob_store[..],
             &self.ret[..],
+            self.loop_guard.as_flattened(),
+            &self.index_guard[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, oob_load, oob_store or ret for some place",
+                "a member of le*/be*, oob_load, oob_store, ret, loop_guard or index_guard for \
+                 some place",
             ));
+        }
+        // The unchecked accesses: every place of D and of S (an ST's S is the frame).
+        for (k, by_place) in self.unchecked.iter().enumerate() {
+            let ss = if k / 4 == 1 { FRAME..PLACES } else { 0..PLACES };
+            for (d, by_s) in by_place.iter().enumerate().take(PLACES) {
+                if ss.clone().any(|s| by_s[s].stencil == NONE) {
+                    return Err(missing(format!(
+                        "an unchecked access (`<op>_u`, {k}) for D in place {d}"
+                    )));
+                }
+            }
         }
         Ok(())
     }

@@ -324,6 +324,161 @@ impl Gen {
         }
     }
 
+    /// A loop moving r9 by a constant step towards the bound r8 (`jlt r9, r8, head`, or
+    /// `jgt r8, r9`), every access at r9 plus an offset: the loops whose checks the compiler
+    /// proves once at the entry (src/emit/loops.rs), mostly over the region r1 points to,
+    /// else over the stack. Start, bound and offsets aim at the region's edges, so that a
+    /// guard that proved too much would let an access through that rbpf faults on. A tenth
+    /// of them the compiler does not guard.
+    fn pointer_loop(&mut self, out: &mut Vec<Insn>) {
+        let (base, lo, hi) = if self.r1_len > 0 && self.rng.chance(75) {
+            (1, 0, self.r1_len)
+        } else {
+            (10, -512, 0)
+        };
+        let step = self.rng.pick(&[1, 1, 2, 3, 4, 8]);
+        let add = |dst, imm| raw(0x07, dst, 0, 0, imm as i32);
+        // Groups of instructions (an LD_DW is two), the `add` between two of them; and the
+        // accesses' extent from r9 at the iteration's start (past the `add`, `step` more).
+        let mut body: Vec<Vec<Insn>> = Vec::new();
+        for _ in 0..self.rng.range(1, 3) {
+            let w = self.width();
+            let off = if self.rng.chance(70) {
+                0
+            } else {
+                self.rng.range(-2, 2) as i16
+            };
+            let (dst, src) = (self.data(), self.data());
+            body.push(vec![match self.rng.below(3) {
+                0 => op(Kind::Ldx(w), dst, 9, off, 0),
+                1 => op(Kind::Stx(w), 9, src, off, 0),
+                _ => op(Kind::St(w), 9, 0, off, self.imm()),
+            }]);
+        }
+        for _ in 0..self.rng.below(3) {
+            let (dst, src) = (self.data(), self.data());
+            if let Item::Code(v) = self.alu_item(dst, src) {
+                body.push(v);
+            }
+        }
+        if self.rng.chance(10) {
+            // What the compiler does not guard: a jump (to the next instruction) or a
+            // second `add`. (No random item: one that sets r9 from the stack would compare
+            // addresses of two regions, which differ between the engines.)
+            let (dst, src) = (self.data(), self.data());
+            body.push(vec![match self.jump_item(dst, src) {
+                Item::Jump(j) if self.rng.chance(50) => j,
+                _ => add(9, step),
+            }]);
+        }
+        let at = self.rng.range(0, body.len() as i64) as usize;
+        body.insert(at, vec![add(9, step)]);
+        let (mut first, mut last) = (i64::MAX, i64::MIN);
+        for (k, group) in body.iter().enumerate() {
+            for i in group
+                .iter()
+                .filter(|i| matches!(i.opc & 7, 1..=3) && i.opc != 0x18)
+            {
+                let from = i64::from(i.off) + if k > at { step } else { 0 };
+                // The size field: W, H, B, DW.
+                let width = [4, 2, 1, 8][usize::from(i.opc >> 3 & 3)];
+                first = first.min(from);
+                last = last.max(from + width);
+            }
+        }
+        // The start and bound that keep every access inside, with its first access at the
+        // region's start and its last ending at its end; mostly those, else one byte
+        // outside, inside, or anywhere.
+        let (inside_start, inside_bound) = (lo - first, hi - last + 1);
+        let start = match self.rng.below(20) {
+            0..=9 => inside_start,
+            10..=12 => inside_start - 1,
+            13..=15 => inside_start + step * self.rng.range(1, 4),
+            _ => self.rng.range(lo, hi),
+        };
+        let bound = match self.rng.below(20) {
+            0..=9 => inside_bound,
+            10..=12 => inside_bound + 1,
+            13..=15 => inside_bound - self.rng.range(1, 8),
+            _ => start + step * self.rng.range(0, 4),
+        };
+        out.extend([raw(0xbf, 9, base, 0, 0), add(9, start)]);
+        out.extend([raw(0xbf, 8, base, 0, 0), add(8, bound)]);
+        let head = out.len();
+        out.extend(body.into_iter().flatten());
+        let off = (head as i64 - (out.len() as i64 + 1)) as i16;
+        out.push(if self.rng.chance(80) {
+            raw(0xad, 9, 8, off, 0)
+        } else {
+            raw(0x2d, 8, 9, off, 0)
+        });
+    }
+
+    /// A loop `head: jge r8, N, out; ... ja head` whose accesses are at `r9 = base + r8`
+    /// plus an offset, base r1 (mostly) or r10: the other loops the compiler guards once at
+    /// the entry (src/emit/loops.rs). N and the offsets aim at the region's edges; r8 starts
+    /// below N and moves up by a step (before the address, in a tenth of them, which the
+    /// compiler then does not guard).
+    fn index_loop(&mut self, out: &mut Vec<Insn>) {
+        let (base, lo, hi) = if self.r1_len > 0 && self.rng.chance(75) {
+            (1, 0, self.r1_len)
+        } else {
+            (10, -512, 0)
+        };
+        let step = self.rng.pick(&[1, 1, 2, 3]);
+        let add = |dst, imm| raw(0x07, dst, 0, 0, imm);
+        let mut accesses = Vec::new();
+        let mut extent = (i64::MAX, i64::MIN);
+        for _ in 0..self.rng.range(1, 3) {
+            let w = self.width();
+            let off = lo + self.rng.range(-1, 2);
+            extent = (extent.0.min(off), extent.1.max(off + w.bytes() as i64));
+            let (dst, src) = (self.data(), self.data());
+            let off = off as i16;
+            accesses.push(match self.rng.below(3) {
+                0 => op(Kind::Ldx(w), dst, 9, off, 0),
+                1 => op(Kind::Stx(w), 9, src, off, 0),
+                _ => op(Kind::St(w), 9, 0, off, self.imm()),
+            });
+        }
+        // The N whose last index's accesses end at the region's end: mostly it, else one
+        // more (one byte or more past it) or fewer.
+        let inside = hi - extent.1 + 1;
+        let n = match self.rng.below(20) {
+            0..=11 => inside,
+            12..=15 => inside + 1,
+            _ => inside - self.rng.range(1, 8),
+        }
+        .max(0);
+        let early = self.rng.chance(10);
+        out.push(raw(0xb7, 8, 0, 0, self.rng.range(0, 3) as i32));
+        let head = out.len();
+        let mut body = Vec::new();
+        if early {
+            body.push(add(8, step));
+        }
+        body.extend([raw(0xbf, 9, base, 0, 0), raw(0x0f, 9, 8, 0, 0)]);
+        body.extend(accesses);
+        for _ in 0..self.rng.below(3) {
+            let (dst, src) = (self.data(), self.data());
+            if let Item::Code(v) = self.alu_item(dst, src) {
+                body.extend(v);
+            }
+        }
+        if !early {
+            body.push(add(8, step));
+        }
+        out.push(raw(0x35, 8, 0, body.len() as i16 + 1, n as i32));
+        out.extend(body);
+        out.push(raw(
+            0x05,
+            0,
+            0,
+            (head as i64 - (out.len() as i64 + 1)) as i16,
+            0,
+        ));
+    }
+
     fn straight(&mut self, fun: Option<usize>, max: u64) -> Vec<Item> {
         let n = 1 + self.rng.below(max);
         (0..n).map(|_| self.item(fun)).collect()
@@ -437,6 +592,10 @@ fn program(seed: u64) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
                 off as i16,
                 0,
             ));
+        } else if g.rng.chance(15) {
+            g.pointer_loop(&mut out);
+        } else if g.rng.chance(12) {
+            g.index_loop(&mut out);
         } else {
             let items = g.straight(None, 12);
             lay(items, &mut out, &mut g);
@@ -472,6 +631,9 @@ fn generated_programs_agree_with_rbpf() {
     let seed = env("EBPF_JIT_SEED", 0x0eb9_f00d);
     let mut ok = 0u64;
     let (mut insns, mut loops, mut local_calls, mut helper_calls, mut with_mbuff) = (0, 0, 0, 0, 0);
+    // Programs with a pointer or index loop (`Gen::pointer_loop`, `Gen::index_loop`): how
+    // many returned, how many faulted.
+    let (mut pointer_ok, mut pointer_faults) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeMap::new();
     for i in 0..count {
         let (prog, mem, mbuff) = program(seed.wrapping_add(i.wrapping_mul(0x9e37_79b9)));
@@ -489,6 +651,12 @@ fn generated_programs_agree_with_rbpf() {
         local_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 1));
         helper_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 0));
         with_mbuff += u64::from(mbuff.is_some());
+        if has(&|i| matches!(i.opc, 0xad | 0x2d | 0x05) && i.off < 0) {
+            match o.result {
+                Ok(_) => pointer_ok += 1,
+                Err(_) => pointer_faults += 1,
+            }
+        }
         match o.result {
             Ok(_) => ok += 1,
             Err((kind, _)) => *kinds.entry(format!("{kind:?}")).or_insert(0u64) += 1,
@@ -497,7 +665,9 @@ fn generated_programs_agree_with_rbpf() {
     println!(
         "{count} generated programs (seed {seed:#x}, {insns} instructions; {loops} with loops, \
          {local_calls} with local calls, {helper_calls} with helper calls, {with_mbuff} with an \
-         mbuff): {ok} returned r0, errors {kinds:?}"
+         mbuff; pointer and index loops: {pointer_ok} returned, {pointer_faults} stopped): {ok} \
+         returned r0, \
+         errors {kinds:?}"
     );
     // The mix stays meaningful: most programs run to their end, and faults happen.
     assert!(ok * 2 >= count, "only {ok} of {count} returned");
@@ -506,5 +676,6 @@ fn generated_programs_agree_with_rbpf() {
         assert!(kinds.get("OutOfBoundsStore").is_some_and(|&n| n > 0));
         assert!(kinds.get("UnknownHelper").is_some_and(|&n| n > 0));
         assert!(!kinds.contains_key(&format!("{:?}", ErrorKind::Verifier)));
+        assert!(pointer_ok * 10 >= count / 20 && pointer_faults * 10 >= count / 20);
     }
 }

@@ -165,6 +165,51 @@ STORE(stxb, uint8_t, 0, SREG)
 STORE(stxh, u16u, 1, SREG)
 STORE(stxw, u32u, 2, SREG)
 STORE(stxdw, u64u, 3, SREG)
+/* The same without the check (`<op>_u`), for the copy of a loop whose guard (below) proved
+ * every access of the copy inside the memory (src/loops.rs). */
+#define LDXU(name, T) OPDEF(name##_u, DREG = (uint64_t)*(const T *)(SREG + OFF64))
+LDXU(ldxb, uint8_t)
+LDXU(ldxh, u16u)
+LDXU(ldxw, u32u)
+LDXU(ldxdw, u64u)
+#define STOREU(name, T, VAL) OPDEF(name##_u, *(T *)(DREG + OFF64) = (T)(VAL))
+STOREU(stb, uint8_t, IMM32)
+STOREU(sth, u16u, IMM32)
+STOREU(stw, u32u, IMM32)
+STOREU(stdw, u64u, IMM64)
+STOREU(stxb, uint8_t, SREG)
+STOREU(stxh, u16u, SREG)
+STOREU(stxw, u32u, SREG)
+STOREU(stxdw, u64u, SREG)
+
+/* The guard of a loop `head: ... add p, STEP ... jlt p, q, head` whose accesses are all at
+ * p plus a constant (src/emit/loops.rs): with p (D) and q (S) at the loop's entry, p at the
+ * accesses takes the values p + k STEP below q, the last of them p + last, so the accesses
+ * lie in [p + lo, p + last + lo + SPAN) (p + lo: OFF, biased as an access's offset). If
+ * p < q, q + STEP does not wrap (p stays below q + STEP) and that range lies inside the
+ * memory (size: lim[1][0]), it jumps to the loop's unchecked copy; else the loop runs as
+ * written, every access checked. Each test keeps the next one's sum from wrapping:
+ * n = q - p <= size and rel <= size, with size below 2^63 (a slice's). */
+JDEF(loop_guard, uint64_t p = DREG; uint64_t q = SREG; uint64_t n = q - p;
+     uint64_t step = IMM64; uint64_t size = f->lim[1][0];
+     uint64_t rel = (p + AT(OFF)) - f->mem_biased;
+     uint64_t span = (uint64_t)CPJIT_NARROW(SPAN, u32);
+     /* (n - 1) rounded down to a multiple of the step, without a division for a power
+      * of two. */
+     uint64_t last = (step & (step - 1)) == 0 ? (n - 1) & (0 - step) : (n - 1) - (n - 1) % step,
+     p < q && q <= 0 - step && n <= size && rel <= size && rel + last + span <= size)
+
+/* The guard of a loop `head: jge i, N, out; ... ja head` whose accesses are all at b + i
+ * plus a constant, with b (D) a register the loop never writes and b + i computed from i
+ * as the head tested it (src/emit/loops.rs): i is below N at every access, so the accesses
+ * lie in [b + lo, b + N - 1 + lo + SPAN) (b + lo: OFF, biased as an access's offset). If
+ * that range lies inside the memory it jumps to the loop's unchecked copy; else the loop
+ * runs as written. N - 1 < size and rel <= size keep the sum from wrapping. */
+JDEF(index_guard, uint64_t n = IMM32X; uint64_t size = f->lim[1][0];
+     uint64_t rel = (DREG + AT(OFF)) - f->mem_biased;
+     uint64_t span = (uint64_t)CPJIT_NARROW(SPAN, u32),
+     n - 1 < size && rel <= size && rel + (n - 1) + span <= size)
+
 /* LD_ABS / LD_IND: D is where r0 lives, S the index register. rbpf checks 8 bytes. */
 #define LDABS(name, T, ADDR)                                                 \
   OPDEF(name, uint64_t a = (ADDR);                                           \
