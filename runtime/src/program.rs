@@ -327,7 +327,9 @@ impl Program {
         } else {
             Program::split(stencil, shim, trap, scratch)
         };
-        // One allocation of the exact size for the whole stencil's needs.
+        // One allocation of the exact size for the whole stencil's needs, one per slot or
+        // veneer (its filter, of every need, rules out no less).
+        need::merge_shared(&mut scratch.needs);
         p.needs = Box::from(&scratch.needs[..]);
         p.continues =
             stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);

@@ -91,6 +91,37 @@ impl Need {
     }
 }
 
+/// Merges the needs of one stencil that name the same GOT slot or veneer (equal `got` and
+/// [`Key`], not [`Key::Unknown`]) into one, which counts when either did (the one that
+/// always does, if either does): `push` then looks up an instance's operand loaded at
+/// several holes once. (Counting an operand's slot per instance without the look-up, a
+/// third of `count_each` on the reference VM's calls trace, reserved more than traces keep:
+/// the arena test `one_chunk_commits_more_as_it_fills_and_reuses_before_growing` failed.)
+pub(super) fn merge_shared(needs: &mut Vec<Need>) {
+    let mut kept = 0;
+    for i in 0..needs.len() {
+        let n = needs[i];
+        let shared = needs[..kept].iter_mut().find(|m| {
+            m.got == n.got
+                && m.key == n.key
+                && n.key != Key::Unknown
+                && (m.bound == n.bound || m.bound == Bound::Always || n.bound == Bound::Always)
+                && ![m.bound, n.bound]
+                    .iter()
+                    .any(|b| matches!(b, Bound::Never | Bound::Continue | Bound::Internal))
+        });
+        match shared {
+            Some(m) if n.bound == Bound::Always => m.bound = Bound::Always,
+            Some(_) => {}
+            None => {
+                needs[kept] = n;
+                kept += 1;
+            }
+        }
+    }
+    needs.truncate(kept);
+}
+
 /// What a GOT slot or veneer is known by when its instance is pushed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Key {

@@ -37,7 +37,8 @@ fn steps_pair_got_loads_and_count_slots_and_far_branches() {
         ]
     );
     // The code is zeros, not an `adrp`: the pair does not relax, so it always needs a
-    // slot; the branch to the instance's own code never needs a veneer.
+    // slot; the branch to the instance's own code never needs a veneer. Operand 1's two
+    // lone GOT loads share its slot: one need.
     let needs: Vec<(bool, Bound)> = p.needs.iter().map(|n| (n.got, n.bound)).collect();
     assert_eq!(
         needs,
@@ -45,7 +46,6 @@ fn steps_pair_got_loads_and_count_slots_and_far_branches() {
             (true, Bound::Always),
             (false, Bound::Always),
             (true, Bound::Always),
-            (true, Bound::Always)
         ]
     );
     assert_eq!(p.steps[1].hole, 2);
@@ -213,7 +213,7 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         &[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     );
     // The helper's call and loads count one GOT slot and one veneer by its id; the
-    // operand loads by the operand's value.
+    // operand loads share one slot: one need (the internal load's is its own).
     let keys: Vec<(bool, Key)> = p.needs.iter().map(|n| (n.got, n.key)).collect();
     let operand = Key::Operand {
         operand: 0,
@@ -225,13 +225,53 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         [
             (false, Key::Symbol(0)),
             (true, operand),
-            (true, operand),
-            (true, operand),
-            (true, Key::Symbol(0)),
-            (true, Key::Symbol(0)),
             (true, Key::Symbol(0)),
             (true, Key::Unknown),
-            (true, operand),
+        ]
+    );
+}
+
+/// Needs that name one slot or veneer merge into the one that counts when either did;
+/// others (an unknown key, another operand, part or kind, an incomparable bound) stay.
+#[test]
+fn needs_of_one_slot_merge_into_one() {
+    let operand = |operand| Key::Operand {
+        operand,
+        part: OperandPart::Whole,
+        bias: 0,
+    };
+    let above = |operand, signed32| Bound::OperandAbove {
+        operand,
+        part: OperandPart::Whole,
+        signed32,
+    };
+    let need = |got, bound, key| Need { got, bound, key };
+    let mut needs = vec![
+        need(true, above(0, true), operand(0)),
+        need(true, above(0, true), operand(0)),
+        need(true, above(0, false), operand(0)),
+        need(true, above(1, true), operand(1)),
+        need(false, Bound::Always, operand(1)),
+        need(true, Bound::Always, operand(1)),
+        need(true, Bound::Always, Key::Symbol(3)),
+        need(true, Bound::Always, Key::Symbol(3)),
+        need(false, Bound::Target(0), Key::Unknown),
+        need(false, Bound::Target(0), Key::Unknown),
+        need(true, Bound::Internal, Key::Unknown),
+    ];
+    need::merge_shared(&mut needs);
+    let merged: Vec<(bool, Bound, Key)> = needs.iter().map(|n| (n.got, n.bound, n.key)).collect();
+    assert_eq!(
+        merged,
+        [
+            (true, above(0, true), operand(0)),
+            (true, above(0, false), operand(0)),
+            (true, Bound::Always, operand(1)),
+            (false, Bound::Always, operand(1)),
+            (true, Bound::Always, Key::Symbol(3)),
+            (false, Bound::Target(0), Key::Unknown),
+            (false, Bound::Target(0), Key::Unknown),
+            (true, Bound::Internal, Key::Unknown),
         ]
     );
 }

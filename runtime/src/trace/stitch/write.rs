@@ -388,7 +388,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                 }
                 if step.fast == Fast::Direct {
                     // `lea` changed the opcode, `addr32 call` the opcode and ModRM.
-                    self.restore(inst, step, code_at, 2);
+                    self.restore::<2>(inst, step, code_at);
                 }
             }
             Fast::Imm32 { operand, part } => {
@@ -401,7 +401,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     return Ok(());
                 }
                 // REX prefix, opcode and ModRM.
-                self.restore(inst, step, code_at, 3);
+                self.restore::<3>(inst, step, code_at);
                 // An operand (from outside the trace, always a value) too wide for the
                 // immediate: the full path's relaxable GOT load, without its look-up of the
                 // value (a 64-bit address an exit loads, for the reference VM).

@@ -39,7 +39,7 @@ impl Writer<'_, '_, '_, '_> {
             if fits || direct {
                 return false;
             }
-            self.restore(inst, step, code_at, 3);
+            self.restore::<3>(inst, step, code_at);
         }
         let (slot, new) = self.got.slot(value);
         let at = self.got_base + 8 * slot as usize;
