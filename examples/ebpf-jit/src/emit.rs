@@ -258,10 +258,10 @@ struct Emit<'a, 'j> {
     /// first instance of their copies, after the fault exits.
     loops: Vec<loops::Loop>,
     copies_at: usize,
-    /// While a guarded loop's copy is pushed (its accesses unchecked), the instruction its
-    /// backward jump goes to and that instruction's instance in the copy; else
-    /// `usize::MAX` (`loops`, `Emit::copy`).
-    copying: (usize, usize),
+    /// While a guarded loop's copy is pushed (its accesses unchecked), the loop's first and
+    /// last instruction and the first one's instance in the copy (jumps into the loop go
+    /// to the copy's instances); else `usize::MAX` (`loops`, `Emit::copy`).
+    copying: (usize, usize, usize),
 }
 
 impl<'a, 'j> Emit<'a, 'j> {
@@ -311,7 +311,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             kept: Vec::new(),
             loops,
             copies_at: faults_at + scan.accesses,
-            copying: (usize::MAX, 0),
+            copying: (usize::MAX, 0, 0),
         }
     }
 

@@ -427,29 +427,7 @@ impl Gen {
         };
         let step = self.rng.pick(&[1, 1, 2, 3]);
         let add = |dst, imm| raw(0x07, dst, 0, 0, imm);
-        let mut accesses = Vec::new();
-        let mut extent = (i64::MAX, i64::MIN);
-        for _ in 0..self.rng.range(1, 3) {
-            let w = self.width();
-            let off = lo + self.rng.range(-1, 2);
-            extent = (extent.0.min(off), extent.1.max(off + w.bytes() as i64));
-            let (dst, src) = (self.data(), self.data());
-            let off = off as i16;
-            accesses.push(match self.rng.below(3) {
-                0 => op(Kind::Ldx(w), dst, 9, off, 0),
-                1 => op(Kind::Stx(w), 9, src, off, 0),
-                _ => op(Kind::St(w), 9, 0, off, self.imm()),
-            });
-        }
-        // The N whose last index's accesses end at the region's end: mostly it, else one
-        // more (one byte or more past it) or fewer.
-        let inside = hi - extent.1 + 1;
-        let n = match self.rng.below(20) {
-            0..=11 => inside,
-            12..=15 => inside + 1,
-            _ => inside - self.rng.range(1, 8),
-        }
-        .max(0);
+        let (accesses, n) = self.edge_accesses(lo, hi, &DATA);
         let early = self.rng.chance(10);
         out.push(raw(0xb7, 8, 0, 0, self.rng.range(0, 3) as i32));
         let head = out.len();
@@ -476,6 +454,96 @@ impl Gen {
             0,
             (head as i64 - (out.len() as i64 + 1)) as i16,
             0,
+        ));
+    }
+
+    /// One to three accesses at r9 plus offsets around `lo` (loads into `data`), and the N
+    /// whose last index's accesses end at the region's end `hi`: mostly it, else one more
+    /// (one byte or more past it) or fewer.
+    fn edge_accesses(&mut self, lo: i64, hi: i64, data: &[u8]) -> (Vec<Insn>, i64) {
+        let mut accesses = Vec::new();
+        let mut end = i64::MIN;
+        for _ in 0..self.rng.range(1, 3) {
+            let w = self.width();
+            let off = lo + self.rng.range(-1, 2);
+            end = end.max(off + w.bytes() as i64);
+            let (dst, src) = (self.rng.pick(data), self.rng.pick(data));
+            let off = off as i16;
+            accesses.push(match self.rng.below(3) {
+                0 => op(Kind::Ldx(w), dst, 9, off, 0),
+                1 => op(Kind::Stx(w), 9, src, off, 0),
+                _ => op(Kind::St(w), 9, 0, off, self.imm()),
+            });
+        }
+        let inside = hi - end + 1;
+        let n = match self.rng.below(20) {
+            0..=11 => inside,
+            12..=15 => inside + 1,
+            _ => inside - self.rng.range(1, 8),
+        };
+        (accesses, n.max(0))
+    }
+
+    /// A nest like the sieve's outer loop (src/emit/loops.rs): `head: r9 = base + r8;
+    /// accesses; jcc data, imm, next; r7 = r8; inner: jge r7, N', next; r9 = base + r7;
+    /// accesses; add r7, step'; ja inner; next: add r8, step; jlt r8, N, head`, N and N'
+    /// at the region's edges (N below N' in a third of them); r8 starts below N or (a fifth of them) at or past it, where
+    /// the first iteration's accesses must fault as written. The loads keep off r7.
+    fn nest(&mut self, out: &mut Vec<Insn>) {
+        let (base, lo, hi) = if self.r1_len > 0 && self.rng.chance(75) {
+            (1, 0, self.r1_len)
+        } else {
+            (10, -512, 0)
+        };
+        const NOT_R7: [u8; 6] = [0, 2, 3, 4, 5, 6];
+        let (outer, mut n) = self.edge_accesses(lo, hi, &NOT_R7);
+        let (inner, n_inner) = self.edge_accesses(lo, hi, &NOT_R7);
+        if self.rng.chance(30) {
+            // An outer bound below the inner one: a guard must take the larger.
+            n = (n_inner - self.rng.range(2, 8)).max(0);
+        }
+        let start = match self.rng.below(10) {
+            // (Over the stack, from near the top: the inner loop runs from r8 to N'.)
+            0..=5 if base == 1 => self.rng.range(0, 2),
+            0..=7 => (n - self.rng.range(1, 4)).max(0),
+            _ => n + self.rng.pick(&[0, 1, 5]),
+        };
+        let address = |index| [raw(0xbf, 9, base, 0, 0), raw(0x0f, 9, index, 0, 0)];
+        out.push(raw(0xb7, 8, 0, 0, start as i32));
+        let head = out.len();
+        out.extend(address(8));
+        out.extend(outer);
+        let skip = out.len();
+        out.push(raw(
+            0x55,
+            self.rng.pick(&NOT_R7),
+            0,
+            0,
+            self.rng.range(0, 3) as i32,
+        ));
+        out.push(raw(0xbf, 7, 8, 0, 0));
+        let inner_head = out.len();
+        out.push(raw(0x35, 7, 0, 0, n_inner as i32));
+        out.extend(address(7));
+        out.extend(inner);
+        out.push(raw(0x07, 7, 0, 0, self.rng.pick(&[1, 1, 2])));
+        out.push(raw(
+            0x05,
+            0,
+            0,
+            (inner_head as i64 - out.len() as i64 - 1) as i16,
+            0,
+        ));
+        let next = out.len() as i64;
+        out[skip].off = (next - skip as i64 - 1) as i16;
+        out[inner_head].off = (next - inner_head as i64 - 1) as i16;
+        out.push(raw(0x07, 8, 0, 0, self.rng.pick(&[1, 1, 2])));
+        out.push(raw(
+            0xa5,
+            8,
+            0,
+            (head as i64 - out.len() as i64 - 1) as i16,
+            n as i32,
         ));
     }
 
@@ -596,6 +664,8 @@ fn program(seed: u64) -> (Vec<u8>, Vec<u8>, Option<Vec<u8>>) {
             g.pointer_loop(&mut out);
         } else if g.rng.chance(12) {
             g.index_loop(&mut out);
+        } else if g.rng.chance(5) {
+            g.nest(&mut out);
         } else {
             let items = g.straight(None, 12);
             lay(items, &mut out, &mut g);
@@ -631,7 +701,8 @@ fn generated_programs_agree_with_rbpf() {
     let seed = env("EBPF_JIT_SEED", 0x0eb9_f00d);
     let mut ok = 0u64;
     let (mut insns, mut loops, mut local_calls, mut helper_calls, mut with_mbuff) = (0, 0, 0, 0, 0);
-    // Programs with a pointer or index loop (`Gen::pointer_loop`, `Gen::index_loop`): how
+    // Programs with a pointer or index loop or a nest (`Gen::pointer_loop`, `Gen::index_loop`,
+    // `Gen::nest`): how
     // many returned, how many faulted.
     let (mut pointer_ok, mut pointer_faults) = (0u64, 0u64);
     let mut kinds = std::collections::BTreeMap::new();
@@ -651,7 +722,7 @@ fn generated_programs_agree_with_rbpf() {
         local_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 1));
         helper_calls += u64::from(has(&|i| i.opc == 0x85 && i.src == 0));
         with_mbuff += u64::from(mbuff.is_some());
-        if has(&|i| matches!(i.opc, 0xad | 0x2d | 0x05) && i.off < 0) {
+        if has(&|i| matches!(i.opc, 0xad | 0x2d | 0x05 | 0xa5) && i.off < 0) {
             match o.result {
                 Ok(_) => pointer_ok += 1,
                 Err(_) => pointer_faults += 1,
@@ -665,7 +736,7 @@ fn generated_programs_agree_with_rbpf() {
     println!(
         "{count} generated programs (seed {seed:#x}, {insns} instructions; {loops} with loops, \
          {local_calls} with local calls, {helper_calls} with helper calls, {with_mbuff} with an \
-         mbuff; pointer and index loops: {pointer_ok} returned, {pointer_faults} stopped): {ok} \
+         mbuff; pointer and index loops and nests: {pointer_ok} returned, {pointer_faults} stopped): {ok} \
          returned r0, \
          errors {kinds:?}"
     );

@@ -11,6 +11,12 @@
 //!   (`mov x, b; add x, i`) from i as the head tested it (below N) and a base b the loop
 //!   never writes: the accesses lie in `[b + lo, b + N - 1 + lo + span)`
 //!   (`op_index_guard`), whatever i starts at and however the body moves it.
+//! - *Nests*: `head: ... jlt i, N, head` whose body may jump forwards inside itself and
+//!   hold index loops ([`index_loop`]), every access at `b + i` plus a constant (i as the
+//!   iteration started: the body does not write i before it) or in one of those loops at
+//!   the same base b: i starts every iteration below N (its copy tests i once before the
+//!   first), so the accesses lie in `[b + lo, b + M - 1 + lo + span)`, M the largest of N
+//!   and the index loops' bounds (`op_index_guard` again). The sieve's outer loop.
 //!
 //! One test of that range at the entry proves every access inside the memory. The
 //! compiler pushes the guard before the loop's head and, after the program, a copy of the
@@ -50,6 +56,9 @@ pub(crate) enum Bound {
     Pointer { q: u8, step: u32 },
     /// An index loop's N (the JGE's immediate, zero-extended as the JGE reads it).
     Index { n: i32 },
+    /// A nest's index register i and N (the JLT's), and the largest bound of its accesses'
+    /// indices (N or an inner index loop's) as the guard reads it.
+    Nest { i: u8, n: i32, most: i32 },
 }
 
 /// A loop the compiler guards.
@@ -71,24 +80,28 @@ pub(crate) struct Loop {
 }
 
 impl Loop {
-    /// The instances of its copy: the loop (an index loop's rotated: its head, its body,
-    /// the head's test inverted jumping back to the body) and a JA to the instruction after
-    /// it.
+    /// The instances of its copy: a nest's test of i before the first iteration, the loop
+    /// (an index loop's rotated: its head, its body, the head's test inverted jumping back
+    /// to the body) and a JA to the instruction after it.
     fn copy_len(&self) -> usize {
-        self.end - self.head + 2
+        self.end - self.head + 2 + self.lead()
+    }
+
+    /// The instances of its copy before its head's: a nest's test of i.
+    fn lead(&self) -> usize {
+        usize::from(matches!(self.bound, Bound::Nest { .. }))
     }
 }
 
-/// The loops of `prog` the compiler guards, by their heads (they cannot overlap: a guarded
-/// loop's body has no jump).
+/// The loops of `prog` the compiler guards, by their heads (they cannot overlap but for
+/// a nest's index loops: a pointer or index loop's body has no jump).
 pub(crate) fn find(prog: &[u8]) -> Vec<Loop> {
     let mut loops: Vec<Loop> = Vec::new();
-    let mut copy_at = 0;
     for end in 0..prog.len() / crate::INSN_SIZE {
         let w = word(prog, end);
         let off = (w >> 16) as i16;
         // (A backward jump's target: the offset of anything else means no such thing.)
-        if off >= 0 || !matches!(w & 0xff, JLT_REG | JGT_REG | JA) {
+        if off >= 0 || !matches!(w & 0xff, JLT_REG | JGT_REG | JA | JLT_IMM) {
             continue;
         }
         let head = (end as i64 + 1 + i64::from(off)) as usize;
@@ -98,13 +111,18 @@ pub(crate) fn find(prog: &[u8]) -> Vec<Loop> {
         let found = match w & 0xff {
             JLT_REG | JGT_REG => pointer_loop(prog, head, end, w),
             JA => index_loop(prog, head, end),
-            _ => None,
+            _ => nest(prog, head, end, &loops),
         };
-        if let Some(mut l) = found {
-            l.copy_at = copy_at;
-            copy_at += l.copy_len();
-            loops.push(l);
-        }
+        loops.extend(found);
+    }
+    // (Found by their ends: a nest after the loops it holds.)
+    if loops.windows(2).any(|w| w[0].head > w[1].head) {
+        loops.sort_by_key(|l| l.head);
+    }
+    let mut copy_at = 0;
+    for l in &mut loops {
+        l.copy_at = copy_at;
+        copy_at += l.copy_len();
     }
     loops
 }
@@ -222,32 +240,7 @@ fn index_loop(prog: &[u8], head: usize, end: usize) -> Option<Loop> {
     }
     let (mut base, mut extent) = (None, Extent::NONE);
     for j in head + 1..end {
-        let w = word(prog, j);
-        let shape = &SHAPES[w as usize & 255];
-        let (dr, sr) = shape.regs.of(w);
-        let at = match shape.action {
-            Action::Load => sr,
-            Action::Store => dr,
-            _ => {
-                value[dr] = match (w & 0xff, value[dr], value[sr]) {
-                    (MOV64_REG, _, v) => v,
-                    (ADD64_REG, Value::Invariant(b), Value::Index)
-                    | (ADD64_REG, Value::Index, Value::Invariant(b)) => Value::BasePlusIndex(b),
-                    _ => Value::Unknown,
-                };
-                continue;
-            }
-        };
-        let Value::BasePlusIndex(b) = value[at] else {
-            return None;
-        };
-        if *base.get_or_insert(b) != b {
-            return None;
-        }
-        extent.add(i64::from((w >> 16) as i16), shape.width);
-        if shape.action == Action::Load {
-            value[dr] = Value::Unknown;
-        }
+        visit(word(prog, j), &mut value, &mut base, &mut extent)?;
     }
     extent.of(
         head,
@@ -257,6 +250,153 @@ fn index_loop(prog: &[u8], head: usize, end: usize) -> Option<Loop> {
             n: (w >> 32) as i32,
         },
     )
+}
+
+/// Where index loop `l` exits to (its head's JGE's target).
+fn exit_of(prog: &[u8], l: &Loop) -> usize {
+    (l.head as i64 + 1 + i64::from((word(prog, l.head) >> 16) as i16)) as usize
+}
+
+/// The nest `head..=end` (`end` a JLT of an immediate back to `head`), if a guard can
+/// prove its accesses; `found`: the loops that end before it.
+fn nest(prog: &[u8], head: usize, end: usize, found: &[Loop]) -> Option<Loop> {
+    let w = word(prog, end);
+    let i = ((w >> 8) & 15) as usize;
+    let n = (w >> 32) as i32;
+    let inner: Vec<&Loop> = found.iter().filter(|l| l.end >= head).collect();
+    // Its index loops lie inside its body, exit inside it, and leave i alone.
+    for l in &inner {
+        let Bound::Index { .. } = l.bound else {
+            return None;
+        };
+        if l.head <= head || exit_of(prog, l) > end || writes(prog, l.head..l.end + 1, i) {
+            return None;
+        }
+    }
+    // The registers the body writes; the places its jumps (and its loops' exits) land on.
+    let mut written = 0u16;
+    let mut labels = vec![false; end - head + 1];
+    for j in head..end {
+        let w = word(prog, j);
+        let shape = &SHAPES[w as usize & 255];
+        match shape.action {
+            Action::Plain | Action::End | Action::Load => written |= 1 << shape.regs.of(w).0,
+            Action::Store => {}
+            Action::Jump => {
+                let t = j as i64 + 1 + i64::from((w >> 16) as i16);
+                let inside = inner.iter().any(|l| l.head <= j && j <= l.end);
+                if !inside && (t <= j as i64 || t > end as i64) {
+                    return None;
+                }
+                labels[(t as usize).max(head) - head] = true;
+            }
+            _ => return None,
+        }
+    }
+    let mut value = [Value::Unknown; 16];
+    for (r, v) in value.iter_mut().enumerate().take(11) {
+        if r == i {
+            *v = Value::Index;
+        } else if written & 1 << r == 0 {
+            *v = Value::Invariant(r as u8);
+        }
+    }
+    let (mut base, mut extent, mut most) = (None, Extent::NONE, i64::from(n) as u64);
+    let mut j = head;
+    while j < end {
+        if labels[j - head] {
+            // Reached from elsewhere: only invariants and i (if unwritten so far) known.
+            let index = !writes(prog, head..j, i);
+            for (r, v) in value.iter_mut().enumerate() {
+                *v = match r {
+                    _ if r == i && index => Value::Index,
+                    0..=10 if r != i && written & 1 << r == 0 => Value::Invariant(r as u8),
+                    _ => Value::Unknown,
+                };
+            }
+        }
+        if let Some(l) = inner.iter().find(|l| l.head == j) {
+            if *base.get_or_insert(l.p) != l.p {
+                return None;
+            }
+            extent.lo = extent.lo.min(i64::from(l.lo));
+            extent.hi = extent.hi.max(i64::from(l.lo) + i64::from(l.span));
+            let Bound::Index { n } = l.bound else {
+                return None;
+            };
+            most = most.max(i64::from(n) as u64);
+            for (r, v) in value.iter_mut().enumerate() {
+                if writes(prog, l.head..l.end + 1, r) {
+                    *v = Value::Unknown;
+                }
+            }
+            j = l.end + 1;
+            continue;
+        }
+        let w = word(prog, j);
+        if SHAPES[w as usize & 255].action != Action::Jump {
+            visit(w, &mut value, &mut base, &mut extent)?;
+        }
+        j += 1;
+    }
+    let most = most as i64 as i32;
+    extent.of(
+        head,
+        end,
+        base?,
+        Bound::Nest {
+            i: i as u8,
+            n,
+            most,
+        },
+    )
+}
+
+/// Whether an instruction of `range` writes register `r`.
+fn writes(prog: &[u8], range: std::ops::Range<usize>, r: usize) -> bool {
+    range.into_iter().any(|j| {
+        let w = word(prog, j);
+        let shape = &SHAPES[w as usize & 255];
+        matches!(shape.action, Action::Plain | Action::End | Action::Load)
+            && shape.regs.of(w).0 == r
+    })
+}
+
+/// Instruction `w` of an index loop's or a nest's body, not a jump: an access's extent
+/// (`None` where it is not at `b + i` plus a constant, `base` b for every access), else
+/// what it leaves in its destination.
+fn visit(
+    w: u64,
+    value: &mut [Value; 16],
+    base: &mut Option<u8>,
+    extent: &mut Extent,
+) -> Option<()> {
+    let shape = &SHAPES[w as usize & 255];
+    let (dr, sr) = shape.regs.of(w);
+    let at = match shape.action {
+        Action::Load => sr,
+        Action::Store => dr,
+        _ => {
+            value[dr] = match (w & 0xff, value[dr], value[sr]) {
+                (MOV64_REG, _, v) => v,
+                (ADD64_REG, Value::Invariant(b), Value::Index)
+                | (ADD64_REG, Value::Index, Value::Invariant(b)) => Value::BasePlusIndex(b),
+                _ => Value::Unknown,
+            };
+            return Some(());
+        }
+    };
+    let Value::BasePlusIndex(b) = value[at] else {
+        return None;
+    };
+    if *base.get_or_insert(b) != b {
+        return None;
+    }
+    extent.add(i64::from((w >> 16) as i16), shape.width);
+    if shape.action == Action::Load {
+        value[dr] = Value::Unknown;
+    }
+    Some(())
 }
 
 impl Emit<'_, '_> {
@@ -275,8 +415,9 @@ impl Emit<'_, '_> {
     #[cold]
     #[inline(never)]
     fn at_guarded(&self, from: usize, t: usize) -> usize {
-        if t == self.copying.0 {
-            return self.copying.1;
+        let (head, end, at) = self.copying;
+        if (head..=end).contains(&t) {
+            return at + t - head;
         }
         let below = self.loops.iter().take_while(|l| l.head < t).count();
         let own = self
@@ -296,7 +437,7 @@ impl Emit<'_, '_> {
         let p = usize::from(l.p);
         let (q, imm) = match l.bound {
             Bound::Pointer { q, step } => (usize::from(q), u64::from(step)),
-            Bound::Index { n } => (p, i64::from(n) as u64),
+            Bound::Index { n } | Bound::Nest { most: n, .. } => (p, i64::from(n) as u64),
         };
         let v = &mut self.v;
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (p as u64 * 8, p as u64 * 8);
@@ -307,7 +448,7 @@ impl Emit<'_, '_> {
         let d = usize::from(self.place[p]);
         let stencil = match l.bound {
             Bound::Pointer { .. } => self.table.loop_guard[d][usize::from(self.place[q])],
-            Bound::Index { .. } => self.table.index_guard[d],
+            Bound::Index { .. } | Bound::Nest { .. } => self.table.index_guard[d],
         };
         self.push(stencil, Some(self.copies_at + l.copy_at))?;
         Ok(self.loops.get(k + 1).map_or(usize::MAX, |l| l.head))
@@ -318,40 +459,60 @@ impl Emit<'_, '_> {
     /// its jumps to its head to the copy's), then a JA to the instruction after the loop.
     /// An index loop's copy is rotated: its head's `jge i, N, out` once, then the body and
     /// `jlt i, N` back to the body's start instead of the JA back to the head, so that an
-    /// iteration takes one branch, not two.
+    /// iteration takes one branch, not two; so are a nest's index loops in its copy where
+    /// they exit to the instruction after them. A nest's copy starts with `jge i, N` to
+    /// its checked head: i below N is what its guard assumed of the first iteration.
     #[cold]
     #[inline(never)]
     pub(super) fn copy(&mut self, k: usize, helpers: &impl HelperMap) -> Result<(), Error> {
         let l = self.loops[k];
         let start = self.copies_at + l.copy_at;
-        let (back, after) = match l.bound {
-            Bound::Pointer { .. } => (l.head, l.end + 1),
-            Bound::Index { .. } => {
-                let head = self.word(l.head);
-                (
-                    l.head + 1,
-                    (l.head as i64 + 1 + i64::from((head >> 16) as i16)) as usize,
-                )
-            }
+        let after = match l.bound {
+            Bound::Index { .. } => self.exit(l.head),
+            Bound::Pointer { .. } | Bound::Nest { .. } => l.end + 1,
         };
-        self.copying = (back, start + back - l.head);
+        if let Bound::Nest { i, n, .. } = l.bound {
+            // i below N before the first iteration too, else the loop as written: the test
+            // jumps as the loop's own backward jump does, to its checked head.
+            let to_head = (l.head as i64 - l.end as i64 - 1) as u16;
+            let test = JGE_IMM | u64::from(i) << 8 | u64::from(to_head) << 16;
+            self.instruction(l.end, test | u64::from(n as u32) << 32, helpers)?;
+        }
+        self.copying = (l.head, l.end, start + l.lead());
         let mut j = l.head;
         while j < l.end {
-            j += self.instruction(j, self.word(j), helpers)?;
+            // A nest's index loops rotated too, where they exit to the instruction after.
+            let inner = self.loops[k + 1..]
+                .iter()
+                .take_while(|m| m.head < l.end)
+                .find(|m| m.end == j && self.exit(m.head) == j + 1);
+            let w = match inner {
+                Some(m) => self.rotated(m.head, m.end),
+                None => self.word(j),
+            };
+            j += self.instruction(j, w, helpers)?;
         }
         let end = match l.bound {
-            Bound::Pointer { .. } => self.word(l.end),
-            // JLT of the head's register and immediate, to the body's start.
-            Bound::Index { .. } => {
-                let head = self.word(l.head);
-                let to_body = (l.head as i64 - l.end as i64) as u16;
-                JLT_IMM | (head & 0x0f00) | u64::from(to_body) << 16 | (head >> 32) << 32
-            }
+            Bound::Index { .. } => self.rotated(l.head, l.end),
+            Bound::Pointer { .. } | Bound::Nest { .. } => self.word(l.end),
         };
         self.instruction(l.end, end, helpers)?;
-        self.copying = (usize::MAX, 0);
+        self.copying = (usize::MAX, 0, 0);
         let after = self.at(usize::MAX, after);
         self.push(self.table.ja, Some(after))
+    }
+
+    /// Where the index loop whose head is `head` exits to (its JGE's target).
+    fn exit(&self, head: usize) -> usize {
+        (head as i64 + 1 + i64::from((self.word(head) >> 16) as i16)) as usize
+    }
+
+    /// The backward jump of the index loop `head..=end` rotated: a JLT of the head's
+    /// register and immediate, to the body's start.
+    fn rotated(&self, head: usize, end: usize) -> u64 {
+        let w = self.word(head);
+        let to_body = (head as i64 - end as i64) as u16;
+        JLT_IMM | (w & 0x0f00) | u64::from(to_body) << 16 | (w >> 32) << 32
     }
 
     /// Pushes the unchecked member of load or store word `w` (registers `dr`, `sr`), in a
@@ -374,158 +535,4 @@ pub(crate) fn unchecked_index(opc: u8) -> usize {
 pub(crate) const UNCHECKED: usize = 12;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    type Raw = (u8, u8, u8, i16, i32);
-
-    /// The loops found in `prog` with instruction `k` replaced by `insn`.
-    fn find_changed(prog: &[Raw], k: usize, insn: Raw) -> Vec<Loop> {
-        let mut p = prog.to_vec();
-        p[k] = insn;
-        find(&asm(&p))
-    }
-
-    /// The bytecode of (opcode, dst, src, off, imm) tuples.
-    fn asm(insns: &[Raw]) -> Vec<u8> {
-        let insn = |&(opc, dst, src, off, imm)| crate::Insn {
-            opc,
-            dst,
-            src,
-            off,
-            imm,
-        };
-        insns.iter().flat_map(|i| insn(i).encode()).collect()
-    }
-
-    /// The checksum loop of benches/compare.rs, with a second load past the `add`.
-    const CHECKSUM: [Raw; 7] = [
-        (0xbf, 2, 1, 0, 0),  // mov r2, r1
-        (0x69, 4, 2, 0, 0),  // loop: ldxh r4, [r2]
-        (0x0f, 0, 4, 0, 0),  // add r0, r4
-        (0x07, 2, 0, 0, 2),  // add r2, 2
-        (0x71, 5, 2, -3, 0), // ldxb r5, [r2 - 3]
-        (0xad, 2, 3, -5, 0), // jlt r2, r3, loop
-        (0x95, 0, 0, 0, 0),  // exit
-    ];
-
-    #[test]
-    fn a_pointer_loop_is_guarded_with_its_accesses_extent() {
-        let loops = find(&asm(&CHECKSUM));
-        // Accesses at p + 0 (2 bytes) and p + 2 - 3 (1 byte): [p - 1, p + 2).
-        assert_eq!(
-            loops,
-            [Loop {
-                head: 1,
-                end: 5,
-                p: 2,
-                bound: Bound::Pointer { q: 3, step: 2 },
-                lo: -1,
-                span: 3,
-                copy_at: 0
-            }]
-        );
-        let mut swapped = CHECKSUM;
-        swapped[5] = (0x2d, 3, 2, -5, 0); // jgt r3, r2, loop
-        assert_eq!(find(&asm(&swapped)), loops);
-    }
-
-    #[test]
-    fn loops_a_guard_cannot_prove_are_not_guarded() {
-        for (k, insn, why) in [
-            (3, (0x07, 2, 0, 0, 0), "a step of 0"),
-            (3, (0x07, 2, 0, 0, -2), "a negative step"),
-            (3, (0x04, 2, 0, 0, 2), "a 32-bit add"),
-            (2, (0x0f, 3, 4, 0, 0), "q written"),
-            (2, (0x0f, 2, 4, 0, 0), "p written twice"),
-            (1, (0x69, 4, 1, 0, 0), "an access at another base"),
-            (1, (0x69, 2, 2, 0, 0), "p loaded"),
-            (2, (0x55, 4, 0, 1, 0), "a jump in the body"),
-            (2, (0x85, 0, 0, 0, 1), "a call in the body"),
-            (5, (0xad, 2, 2, -5, 0), "p compared with itself"),
-            (5, (0xa5, 2, 0, -5, 9), "a bound that is an immediate"),
-            (5, (0xcd, 2, 3, -5, 0), "a signed compare"),
-        ] {
-            assert_eq!(find_changed(&CHECKSUM, k, insn), [], "{why}");
-        }
-        // No `add` at all.
-        let mut p = CHECKSUM.to_vec();
-        p.remove(3);
-        p[4].3 = -4;
-        assert_eq!(find(&asm(&p)), [], "no add");
-    }
-
-    /// The sieve's inner loop of benches/compare.rs, with a load past the store.
-    const SIEVE: [Raw; 9] = [
-        (0xbf, 5, 2, 0, 0),     // mov r5, r2
-        (0x35, 5, 0, 6, 16384), // inner: jge r5, N, next
-        (0xbf, 3, 1, 0, 0),     // mov r3, r1
-        (0x0f, 3, 5, 0, 0),     // add r3, r5
-        (0x72, 3, 0, 0, 1),     // stb [r3], 1
-        (0x0f, 5, 2, 0, 0),     // add r5, r2
-        (0x61, 4, 3, -2, 0),    // ldxw r4, [r3 - 2]
-        (0x05, 0, 0, -7, 0),    // ja inner
-        (0x95, 0, 0, 0, 0),     // next: exit
-    ];
-
-    #[test]
-    fn an_index_loop_is_guarded_with_its_base_and_bound() {
-        // Accesses at r1 + r5 + 0 (1 byte) and - 2 (4 bytes): [b + i - 2, b + i + 2).
-        assert_eq!(
-            find(&asm(&SIEVE)),
-            [Loop {
-                head: 1,
-                end: 7,
-                p: 1,
-                bound: Bound::Index { n: 16384 },
-                lo: -2,
-                span: 4,
-                copy_at: 0
-            }]
-        );
-        let mut swapped = SIEVE;
-        swapped[3] = (0x0f, 3, 1, 0, 0); // mov r3, r5; add r3, r1
-        swapped[2] = (0xbf, 3, 5, 0, 0);
-        assert_eq!(find(&asm(&swapped)).len(), 1);
-    }
-
-    #[test]
-    fn index_loops_a_guard_cannot_prove_are_not_guarded() {
-        for (k, insn, why) in [
-            (5, (0x0f, 1, 2, 0, 0), "the base written"),
-            (2, (0xbf, 3, 4, 0, 0), "a base the loop writes (r4, loaded)"),
-            (3, (0x07, 3, 0, 0, 1), "no index added"),
-            (3, (0x1f, 3, 5, 0, 0), "the index subtracted"),
-            (2, (0x07, 5, 0, 0, 1), "the index moved before the address"),
-            (1, (0x3d, 5, 2, 6, 0), "a bound in a register"),
-            (1, (0x35, 5, 0, 1, 16384), "an exit inside the loop"),
-            (1, (0x75, 5, 0, 6, 16384), "a signed bound"),
-            (6, (0x71, 4, 10, -2, 0), "an access at another base"),
-            (6, (0x55, 4, 0, 0, 0), "a jump in the body"),
-        ] {
-            assert_eq!(find_changed(&SIEVE, k, insn), [], "{why}");
-        }
-    }
-
-    #[test]
-    fn copies_follow_each_other() {
-        let mut p = CHECKSUM.to_vec();
-        p.pop();
-        p.extend_from_slice(&CHECKSUM);
-        let loops = find(&asm(&p));
-        assert_eq!(loops.len(), 2);
-        assert_eq!((loops[1].head, loops[1].copy_at), (7, 6));
-    }
-
-    #[test]
-    fn unchecked_indices_cover_every_access_opcode_once() {
-        let mut seen = [false; UNCHECKED];
-        for opc in [
-            0x61, 0x69, 0x71, 0x79, 0x62, 0x6a, 0x72, 0x7a, 0x63, 0x6b, 0x73, 0x7b,
-        ] {
-            let k = unchecked_index(opc);
-            assert!(!seen[k], "{opc:#x}");
-            seen[k] = true;
-        }
-    }
-}
+mod tests;
