@@ -19,7 +19,8 @@ const uint64_t vm_abi_constants[] = {
     VM_ERR_INDEX, VM_ERR_VALUE, VM_ERR_PROPAGATED, VM_ERR_INTERNAL,
     sizeof(struct cpjit_frame), sizeof(struct vm_inst), sizeof(struct vm_record),
     sizeof(struct vm_list), sizeof(struct vm_frame_link), sizeof(struct vm_frame_stack),
-    sizeof(struct vm_callee), sizeof(struct vm_call_site)};
+    sizeof(struct vm_callee), sizeof(struct vm_call_site), VM_LINK_WORDS, VM_LINK_PINNED,
+    VM_LINK_EXIT_AT};
 
 #define ARG0 (inst->arg0)
 #define ARG1 (inst->arg1)

@@ -2,6 +2,7 @@
 //! list), with compile-time size and offset checks; the C side has matching
 //! `_Static_assert`s, and a test compares the constants with the C compiler's values.
 
+use std::cell::Cell;
 use std::mem::{offset_of, size_of};
 
 pub const TAG_SHIFT: u32 = 48;
@@ -121,6 +122,23 @@ pub struct Callee {
     pub frame_words: i64,
 }
 
+/// An exit's link block (`vm_abi.h`, `VM_LINK_*`; [`crate::vm::Executor::links`]): what
+/// compiled code reads through the address `EXIT_TRACE`'s `arg1` holds. Never moved while
+/// its executor lives (boxed).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct ExitLink {
+    /// 0 or the code the exit continues in (its `EXIT_TRACE` jumps there).
+    pub link: Cell<u64>,
+    /// 0 or the code entered with the exit's pinned registers live (its `LINK` jumps there;
+    /// [`crate::pinning`], "Inherited pinning").
+    pub pinned: Cell<u64>,
+    /// The exit's `EXIT_TRACE` `arg0` (its pc << 32 | executor << 16 | exit), which the
+    /// stencils read here when they leave to the interpreter rather than as operands: two
+    /// holes fewer in every exit stub.
+    pub exit_at: Cell<u64>,
+}
+
 /// `struct vm_call_site`: one `CALL_JIT` of a trace.
 #[repr(C)]
 #[derive(Debug)]
@@ -154,7 +172,7 @@ const _: () = assert!(offset_of!(VmList, items) == 16);
 
 extern "C" {
     /// Constants as the C compiler sees them (see `vm_abi_constants` in csrc/interp.c).
-    pub static vm_abi_constants: [u64; 30];
+    pub static vm_abi_constants: [u64; 33];
     pub fn vm_interp(frame: *mut Frame, sp: *mut u64, code: *mut Inst) -> i64;
     pub fn vm_record(
         frame: *mut Frame,
@@ -170,7 +188,7 @@ extern "C" {
 }
 
 /// The constants Rust expects `vm_abi_constants` to hold, in its order.
-pub fn expected_abi_constants() -> [u64; 30] {
+pub fn expected_abi_constants() -> [u64; 33] {
     [
         crate::ops::OPS.len() as u64,
         TAG_INT,
@@ -203,6 +221,9 @@ pub fn expected_abi_constants() -> [u64; 30] {
         size_of::<FrameStack>() as u64,
         size_of::<Callee>() as u64,
         size_of::<CallSite>() as u64,
+        (size_of::<ExitLink>() / size_of::<u64>()) as u64,
+        offset_of!(ExitLink, pinned) as u64,
+        offset_of!(ExitLink, exit_at) as u64,
     ]
 }
 

@@ -189,9 +189,9 @@ const RESERVATION: cpjit_runtime::Reservation = cpjit_runtime::Reservation {
 };
 
 /// Where an exit's pinned link slot is, from its link slot's address (`EXIT_TRACE`'s
-/// second operand): the VM keeps the two side by side ([`crate::pinning`], "Inherited
-/// pinning").
-pub const PINNED_LINK_OFFSET: u64 = 8;
+/// second operand): the VM keeps the two side by side in the exit's link block
+/// ([`crate::abi::ExitLink`]; [`crate::pinning`], "Inherited pinning").
+pub const PINNED_LINK_OFFSET: u64 = std::mem::offset_of!(crate::abi::ExitLink, pinned) as u64;
 
 /// Whether micro-op `op` goes on to the next instance when it does not jump or leave.
 pub(crate) fn falls_through(op: u32) -> bool {

@@ -77,12 +77,12 @@ pub struct Executor {
     pub kind: ExecutorKind,
     /// 0 for loop and entry traces, parent's + 1 for side traces.
     pub depth: u32,
-    /// Two link slots per exit (`2 * exit` and the word after it): the one compiled
-    /// `EXIT_TRACE`s read, 0 or the address of the compiled trace the exit continues in;
-    /// and the pinned one the exit's `LINK` reads (exit stubs of pinned bodies), 0 or the
-    /// address of code entered with the same locals pinned ([`crate::pinning`], "Inherited
-    /// pinning").
-    pub links: Box<[Cell<u64>]>,
+    /// One link block per exit ([`ExitLink`]): the link slot compiled `EXIT_TRACE`s read, 0
+    /// or the address of the compiled trace the exit continues in; the pinned one the exit's
+    /// `LINK` reads (exit stubs of pinned bodies), 0 or the address of code entered with the
+    /// same locals pinned ([`crate::pinning`], "Inherited pinning"); and the exit's pc and
+    /// number, which its stub reads when it leaves to the interpreter.
+    pub links: Box<[ExitLink]>,
     /// Exits of other executors (executor, exit) linked to this one.
     pub linked_from: RefCell<Vec<(usize, usize)>>,
     /// Where side traces grown from this executor stop: the root loop's head, or -1.

@@ -68,15 +68,19 @@ CPJIT_DECLARE_NARROW(DIV_SHIFT, u8);
 #define VM_DIV_SHIFT(d) ((int)CPJIT_NARROW(DIV_SHIFT, u8) & 63)
 #define VM_DIV_BIAS(d) CPJIT_OPERAND(DIV_BIAS)
 #define VM_DIV_BIAS_QUOTIENT(d) CPJIT_OPERAND(DIV_BIAS_QUOTIENT)
-/* EXIT_TRACE's operands as halves (ops.def): EXIT_AT is ARG0 (the pc in its high half, the
- * exit in its low half), LINK_SLOT is ARG1 (the link slot's address, rebuilt from its
- * halves): 32-bit immediates rather than two 64-bit operands loaded from GOT slots, which
- * cost an exit about 390 instructions to stitch. */
-CPJIT_DECLARE_OPERAND_HALVES(EXIT_AT);
+/* EXIT_TRACE's link slot (ARG1, ops.def) as halves: LINK_SLOT, the link slot's address
+ * rebuilt from two 32-bit immediates rather than a 64-bit operand loaded from a GOT slot,
+ * which cost an exit about 390 instructions to stitch. Its pc and exit (ARG0) are no
+ * operands of the stencils: the VM keeps them in the exit's link block, VM_LINK_EXIT_AT
+ * bytes past the link slot (vm_abi.h), where a stub reads them when it leaves to the
+ * interpreter; as halves of an operand they were two holes more in every exit stub. */
 CPJIT_DECLARE_OPERAND_HALVES(LINK_SLOT);
-#define EXIT_PC ((int64_t)CPJIT_OPERAND_HI(EXIT_AT))
-#define EXIT_AUX ((int64_t)CPJIT_OPERAND_LO(EXIT_AT))
+#define VM_EXIT_AT_OF(link) (*(const uint64_t *)(uintptr_t)((link) + VM_LINK_EXIT_AT))
+#define VM_EXIT_PC_OF(link) ((int64_t)(VM_EXIT_AT_OF(link) >> 32))
+#define VM_EXIT_AUX_OF(link) ((int64_t)(VM_EXIT_AT_OF(link) & 0xffffffffu))
 #define EXIT_LINK CPJIT_OPERAND_HALVES(LINK_SLOT)
+#define EXIT_PC VM_EXIT_PC_OF(EXIT_LINK)
+#define EXIT_AUX VM_EXIT_AUX_OF(EXIT_LINK)
 /* Errors and invalidation leave through the exit: the interpreter raises, identically in
  * every mode. */
 #define RAISE(e, a, b) DEOPT()

@@ -63,6 +63,15 @@
 #define VM_ERR_PROPAGATED 6    /* a callee failed; the error is already recorded by Rust */
 #define VM_ERR_INTERNAL 7      /* an op that cannot occur here (a guard in bytecode) */
 
+/* An exit's link block (vm/src/vm.rs, `Executor::links`), VM_LINK_WORDS words per exit from
+ * the link slot EXIT_TRACE's ARG1 points to: the link slot (0 or the code the exit continues
+ * in), the pinned link slot VM_LINK_PINNED bytes past it (code entered with the pinned
+ * registers live), and VM_LINK_EXIT_AT bytes past it the exit's pc << 32 | exit (EXIT_TRACE's
+ * ARG0), which the stencils read when they leave to the interpreter. */
+#define VM_LINK_WORDS 3
+#define VM_LINK_PINNED 8
+#define VM_LINK_EXIT_AT 16
+
 /* The operations of the big-int slow path (vm_bigint's `op`). */
 #define VM_BIG_ADD 0
 #define VM_BIG_SUB 1

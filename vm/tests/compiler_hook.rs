@@ -145,7 +145,7 @@ fn side_traces_of_an_outside_compiler_are_linked() {
     let executors = vm.function_state(0).executors.borrow().clone();
     let linked: Vec<u64> = executors
         .iter()
-        .flat_map(|e| e.links.iter().map(Cell::get))
+        .flat_map(|e| e.links.iter().flat_map(|l| [l.link.get(), l.pinned.get()]))
         .filter(|&a| a != 0)
         .collect();
     assert!(!linked.is_empty(), "no exit was linked: {s:?}");

@@ -4,6 +4,8 @@
 use crate::common;
 
 use common::{config, run, MODES};
+use cpjit_vm::abi::ExitLink;
+use cpjit_vm::ops::op;
 use cpjit_vm::{Config, Mode, Vm};
 
 /// `main` with a counted loop of `n` iterations around `body`, printing `s` at the end.
@@ -111,7 +113,26 @@ fn side_exit_resumes_at_the_right_instruction() {
         assert_eq!(v.output(), reference, "{mode:?}");
         let s = v.stats();
         assert!(s.side_exits > 0 && s.side_traces > 0, "{mode:?}: {s:?}");
+        assert_link_blocks_hold_their_exits(&v);
     }
+}
+
+/// Every `EXIT_TRACE` of `v`'s first function points at its exit's link block, which holds
+/// the exit's `arg0` (its pc, executor and exit), where the stencils read it when they leave
+/// to the interpreter.
+fn assert_link_blocks_hold_their_exits(v: &Vm) {
+    let executors = v.function_state(0).executors.borrow();
+    let mut exits = 0;
+    for e in executors.iter() {
+        let stubs = e.trace.uops.iter().filter(|u| u.op == op::EXIT_TRACE);
+        for u in stubs {
+            let link = &e.links[(u.arg0 & 0xffff) as usize];
+            assert_eq!(u.arg1, link as *const ExitLink as u64, "{:#x}", u.arg0);
+            assert_eq!(link.exit_at.get(), u.arg0);
+            exits += 1;
+        }
+    }
+    assert!(exits > 0, "no exit stub");
 }
 
 #[test]

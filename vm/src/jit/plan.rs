@@ -8,7 +8,7 @@ use crate::abi::{Inst, FRAME_HEADER_BYTES};
 /// Where the value of a stencil operand comes from ([`OPERAND_NAMES`], [`operand_value`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Operand {
-    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `MUL_FACTOR`, `EXIT_AT`.
+    /// `ARG0`, `STACK_DEPTH`, `SHIFT_COUNT`, `MUL_FACTOR`.
     Arg0,
     /// `ARG1`, `LINK_SLOT`.
     Arg1,
@@ -38,9 +38,7 @@ pub(super) enum Operand {
 impl Operand {
     fn of_name(name: &str) -> Option<Operand> {
         match name {
-            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "MUL_FACTOR" | "EXIT_AT" => {
-                Some(Operand::Arg0)
-            }
+            "ARG0" | "STACK_DEPTH" | "SHIFT_COUNT" | "MUL_FACTOR" => Some(Operand::Arg0),
             "ARG1" | "LINK_SLOT" => Some(Operand::Arg1),
             "ARG1_RAW" => Some(Operand::Arg1Raw),
             "LOCAL0_AT" => Some(Operand::Local0At),
@@ -219,9 +217,10 @@ impl StencilPlan {
 }
 
 /// Every operand name of the VM's stencils (vm/templates/stencil.h), as the kit lists a
-/// stencil's operands: `EXIT_AT` and `LINK_SLOT` are each read as two 32-bit halves, holes
-/// of their own ([`HALF_NAMES`]).
-const STENCIL_OPERAND_NAMES: [&str; 16] = [
+/// stencil's operands: `LINK_SLOT` is read as two 32-bit halves, holes of their own
+/// ([`HALF_NAMES`]). (`EXIT_TRACE`'s `ARG0` is no operand of theirs: they read it from the
+/// exit's link block, [`crate::abi::ExitLink`].)
+const STENCIL_OPERAND_NAMES: [&str; 15] = [
     "ARG0",
     "ARG1",
     "ARG1_RAW",
@@ -230,7 +229,6 @@ const STENCIL_OPERAND_NAMES: [&str; 16] = [
     "STACK_DEPTH",
     "SHIFT_COUNT",
     "MUL_FACTOR",
-    "EXIT_AT",
     "LINK_SLOT",
     "WIDE_MAGIC",
     "WIDE_SHIFT",
@@ -242,14 +240,12 @@ const STENCIL_OPERAND_NAMES: [&str; 16] = [
 const STENCIL_OPERANDS: usize = STENCIL_OPERAND_NAMES.len();
 
 /// The holes of the operands the stencils read as halves (`CPJIT_DECLARE_OPERAND_HALVES`):
-/// each operand's high and low 32 bits. Only the exits' operands: rebuilding a 64-bit
+/// each operand's high and low 32 bits. Only the exits' link slot: rebuilding a 64-bit
 /// value from halves costs 3 to 4 ALU instructions per execution where a GOT slot costs one
 /// load, so the wide operands of hot ops (`CONST_INT`'s boxed int, the divisions'
 /// reciprocal, `GUARD_CALL_DEPTH`'s call site) stay whole: as halves they saved the compile
 /// of calls.vm 55 instructions per micro-op and cost its run 8.8 % more instructions.
-const HALF_NAMES: [(&str, &str, bool); 4] = [
-    ("EXIT_AT_HI", "EXIT_AT", true),
-    ("EXIT_AT_LO", "EXIT_AT", false),
+const HALF_NAMES: [(&str, &str, bool); 2] = [
     ("LINK_SLOT_HI", "LINK_SLOT", true),
     ("LINK_SLOT_LO", "LINK_SLOT", false),
 ];
@@ -275,8 +271,8 @@ pub const OPERAND_NAMES: [&str; STENCIL_OPERANDS + HALF_NAMES.len()] = {
 /// `ARG1` as they are, `ARG1_RAW` the raw int of `ARG1` (an int passed scaled), `LOCAL0_AT` and `LOCAL1_AT` the byte offsets from the frame of the
 /// locals they name (the header, then 8 bytes per local), which the stencils use as their
 /// loads' and stores' displacements, `STACK_DEPTH`, `SHIFT_COUNT` and `MUL_FACTOR` `ARG0`
-/// again (a value-stack depth, a shift count, a factor, read as narrow operands), `EXIT_AT` and `LINK_SLOT`
-/// `ARG0` and `ARG1` again, `<NAME>_HI` and `<NAME>_LO` their halves, `WIDE_MAGIC` and
+/// again (a value-stack depth, a shift count, a factor, read as narrow operands), `LINK_SLOT`
+/// `ARG1` again, `<NAME>_HI` and `<NAME>_LO` its halves, `WIDE_MAGIC` and
 /// `WIDE_SHIFT` the magic and shift of a division by `ARG0`, `DIV_*` the other operands of
 /// such a division ([`crate::trace::DivisorOperands`]); `None` for a name not
 /// in [`OPERAND_NAMES`]. The runtime refuses a value

@@ -37,8 +37,8 @@ impl Vm {
         let Some(mut merged) = detached.merge_branch(exit, side, head) else {
             return false;
         };
-        let links: Box<[Cell<u64>]> = (0..2 * merged.exit_pcs.len())
-            .map(|_| Cell::new(0))
+        let links: Box<[ExitLink]> = (0..merged.exit_pcs.len())
+            .map(|_| ExitLink::default())
             .collect();
         let call_sites = self.attach_operands(&mut merged, parent, &links);
         st.compiles.set(st.compiles.get() + 1);
@@ -84,8 +84,10 @@ impl Vm {
                 .or_default()
                 .push((f, parent));
         }
+        // (Its exits' pcs stay: the old code may still be running, and leaves through them.)
         for link in old.links.iter() {
-            link.set(0);
+            link.link.set(0);
+            link.pinned.set(0);
         }
         old.valid.set(false);
         self.relink(f, parent, &old);
@@ -103,8 +105,8 @@ impl Vm {
             }
             {
                 let src = &executors.borrow()[from];
-                src.links[2 * k].set(0);
-                src.links[2 * k + 1].set(0);
+                src.links[k].link.set(0);
+                src.links[k].pinned.set(0);
             }
             self.link(f, from, k, index);
         }

@@ -119,9 +119,9 @@ impl Vm {
                 return;
             }
         }
-        // Link slots live as long as the executor (never moved: boxed), two per exit.
-        let links: Box<[Cell<u64>]> = (0..2 * trace.exit_pcs.len())
-            .map(|_| Cell::new(0))
+        // Link blocks live as long as the executor (never moved: boxed), one per exit.
+        let links: Box<[ExitLink]> = (0..trace.exit_pcs.len())
+            .map(|_| ExitLink::default())
             .collect();
         let index = st.executors.borrow().len();
         if index > 0xffff {
@@ -212,17 +212,20 @@ impl Vm {
         Some(trace)
     }
 
-    /// Points the exits of executor `index`'s trace at their link slots `links` and its calls
-    /// at their call sites: the call sites, which live as long as the executor too.
+    /// Points the exits of executor `index`'s trace at their link blocks `links` (which then
+    /// hold each exit's `arg0`, read there by the stencils) and its calls at their call
+    /// sites: the call sites, which live as long as the executor too.
     pub(super) fn attach_operands(
         &self,
         trace: &mut Trace,
         index: usize,
-        links: &[Cell<u64>],
+        links: &[ExitLink],
     ) -> Box<[CallSite]> {
         for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
-            u.arg1 = &links[2 * (u.arg0 & 0xffff) as usize] as *const Cell<u64> as u64;
+            let link = &links[(u.arg0 & 0xffff) as usize];
+            u.arg1 = link as *const ExitLink as u64;
             u.arg0 |= (index as u64) << 16;
+            link.exit_at.set(u.arg0);
         }
         // CALL_JIT's operand points to its own call site.
         let call_sites: Box<[CallSite]> = trace
@@ -387,7 +390,7 @@ impl Vm {
     pub(super) fn link(&self, f: usize, from: usize, exit: usize, to: usize) {
         let executors = self.funcs[f].executors.borrow();
         let (src, dst) = (&executors[from], &executors[to]);
-        if src.links[2 * exit].get() != 0 || !dst.valid.get() {
+        if src.links[exit].link.get() != 0 || !dst.valid.get() {
             return;
         }
         if let (Some(source), Some(target)) = (&src.compiled, &dst.compiled) {
@@ -400,7 +403,9 @@ impl Vm {
             if body.is_some() {
                 self.stats.borrow_mut().loop_body_links += 1;
             }
-            src.links[2 * exit].set(body.unwrap_or_else(|| target.body_address()));
+            src.links[exit]
+                .link
+                .set(body.unwrap_or_else(|| target.body_address()));
             // With the registers live: into the loop body past its PINs, or into a side
             // trace of this exit that inherited them, where both hold the same locals alike.
             let pinned = match (source.pinned_entry(), target.pinned_entry()) {
@@ -414,7 +419,7 @@ impl Vm {
                 _ => None,
             };
             if let Some(address) = pinned {
-                src.links[2 * exit + 1].set(address);
+                src.links[exit].pinned.set(address);
                 self.stats.borrow_mut().pinned_links += 1;
             }
             dst.linked_from.borrow_mut().push((from, exit));
@@ -468,8 +473,8 @@ impl Vm {
         }
         let executors = st.executors.borrow();
         for &(from, exit) in exec.linked_from.borrow().iter() {
-            executors[from].links[2 * exit].set(0);
-            executors[from].links[2 * exit + 1].set(0);
+            executors[from].links[exit].link.set(0);
+            executors[from].links[exit].pinned.set(0);
         }
         self.stack().epoch += 1;
         self.stats.borrow_mut().invalidations += 1;

@@ -82,9 +82,9 @@ CPJIT_CACHED_OP(op_vm_exit_pinned, IN, OUT) {
    * code (taken on every iteration of a loop whose hot branch is a side trace) from 4
    * instructions to 8, 9 % more of collatz.vm's run. */
   uint64_t link = ARG1;
-  /* LINK: the exit's pinned link slot, the word after its link slot (vm/src/jit.rs,
-   * PINNED_LINK_OFFSET), names code entered with the registers live, nothing written back. */
-  cpjit_cached_op *pinned = *(cpjit_cached_op *const *)(uintptr_t)(link + 8);
+  /* LINK: the exit's pinned link slot, the word after its link slot (vm_abi.h,
+   * VM_LINK_PINNED), names code entered with the registers live, nothing written back. */
+  cpjit_cached_op *pinned = *(cpjit_cached_op *const *)(uintptr_t)(link + VM_LINK_PINNED);
   if (__builtin_expect(pinned != 0, 0))
     CPJIT_MUSTTAIL return pinned(frame,
                                  CPJIT_CACHED_CALL_ARGS(s.sp, cpjit_c0, cpjit_c1, cpjit_c2, s));
@@ -107,8 +107,8 @@ CPJIT_CACHED_OP(op_vm_exit_pinned, IN, OUT) {
     CPJIT_MUSTTAIL return next(frame,
                                CPJIT_CACHED_CALL_ARGS(s.sp, cpjit_c0, cpjit_c1, cpjit_c2, s));
   }
-  frame->pc = EXIT_PC;
-  frame->aux = EXIT_AUX;
+  frame->pc = VM_EXIT_PC_OF(link);
+  frame->aux = VM_EXIT_AUX_OF(link);
   frame->sp = s.sp;
   return VM_EXIT_SIDE;
 }
