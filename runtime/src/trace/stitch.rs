@@ -365,6 +365,10 @@ impl Layout {
     #[inline(always)]
     pub fn may_need(&self, p: &Program, (wide, far): (bool, bool)) -> bool {
         let f = &p.filter;
+        if f.flags == 0 {
+            // Nothing can count (no symbols either): one test.
+            return false;
+        }
         let may = NeedFilter::ALWAYS
             | if wide { NeedFilter::OPERANDS } else { 0 }
             | if far { NeedFilter::TARGETS } else { 0 };

@@ -73,21 +73,22 @@ fn need_filters_say_what_can_count() {
         .iter()
         .map(|p| (p.filter.flags, p.filter.operand_bias, p.filter.symbols))
         .collect();
-    let (o, t, a) = (
+    let (o, t, a, s) = (
         NeedFilter::OPERANDS,
         NeedFilter::TARGETS,
         NeedFilter::ALWAYS,
+        NeedFilter::SYMBOLS,
     );
     let veneer0 = 1 << 32;
     assert_eq!(
         filters,
         [
             (o, 1 << 31, 0),
-            (0, 0, veneer0 | 0b10),
+            (s, 0, veneer0 | 0b10),
             (t, 0, 0),
             (a, 0, 0),
             (a, 0, 0),
-            (o | t, 1 << 31, (1 << 33) | 0b01),
+            (o | t | s, 1 << 31, (1 << 33) | 0b01),
         ]
     );
 }
