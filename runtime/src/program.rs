@@ -282,6 +282,10 @@ pub(crate) struct Program {
     /// or has a continue hole (its cold part's included); for `bind`, which reads it here
     /// rather than in the stencil's own (colder) record.
     pub continues: bool,
+    /// Whether an instance is placed by its code length alone: no data, no cold part, code
+    /// alignment 1 (every x86-64 stencil of the repository's sets but those with data or a
+    /// cold part). `push` and `write` then skip the rounding and the tests of both parts.
+    pub plain: bool,
     /// The operand and jump-target counts `push` accepts on its fast path: the stencil's,
     /// except that the entry shim's `push_targets` is `usize::MAX`, which no slice's length
     /// equals, so that one comparison per count is the whole check of the common case and
@@ -333,6 +337,7 @@ impl Program {
         p.needs = Box::from(&scratch.needs[..]);
         p.continues =
             stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);
+        p.plain = p.code_align <= 1 && p.data_len == 0 && p.cold_len == 0;
         p
     }
 
@@ -479,6 +484,8 @@ impl Program {
             targets: stencil.targets.len() as u16,
             shim,
             continues: false,
+            // Set by `compile`, once the cold part is known.
+            plain: false,
             push_operands: stencil.operands.len() as u32,
             run_operands: if shim || !stencil.targets.is_empty() {
                 u32::MAX

@@ -147,7 +147,8 @@ pub(crate) enum Key {
 pub(crate) struct NeedFilter {
     /// Which needs count for an instance of this stencil unless ruled out: bits
     /// [`NeedFilter::ALWAYS`] (needs this filter cannot rule out), [`NeedFilter::OPERANDS`]
-    /// (whole operands against one immediate range), [`NeedFilter::TARGETS`].
+    /// (whole operands against one immediate range), [`NeedFilter::TARGETS`], and
+    /// [`NeedFilter::SYMBOLS`] (`symbols` has a bit): 0 when nothing can count.
     pub flags: u8,
     /// Added to each operand before its upper 32 bits are tested (wrapping): `2^31` when the
     /// stencil's operand needs take a sign-extended 32-bit immediate, 0 when an unsigned
@@ -165,6 +166,9 @@ impl NeedFilter {
     pub const OPERANDS: u8 = 2;
     /// A jump target that is an address (outside the trace) may count.
     pub const TARGETS: u8 = 4;
+    /// [`NeedFilter::symbols`] is not empty: so that `flags == 0` says that nothing can
+    /// count, in one test (most stencils).
+    pub const SYMBOLS: u8 = 8;
 
     /// The bit of symbol `id`'s GOT slot (`got`) or veneer in [`NeedFilter::symbols`], if
     /// the id has one.
@@ -209,6 +213,9 @@ impl NeedFilter {
             }
         }
         f.operand_bias = if signed == Some(true) { 1 << 31 } else { 0 };
+        if f.symbols != 0 {
+            f.flags |= NeedFilter::SYMBOLS;
+        }
         f
     }
 }

@@ -336,13 +336,12 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             if self.operands.capacity() - operands_at < operands.len() {
                 try_grow(&mut self.operands, operands.len(), "the trace's operands")?;
             }
-            let bias = p.filter.operand_bias;
-            // SAFETY: there is room, checked or made just above.
+            // SAFETY: there is room, checked or made just above; the length then covers
+            // what was written. (One or two operands without a loop, as `push_ops` does.)
             unsafe {
-                append(&mut self.operands, operands, |o| {
-                    wide |= o.wrapping_add(bias)
-                })
-            };
+                wide = run::copy_operands(self.operands.as_mut_ptr().add(operands_at), operands, p);
+                self.operands.set_len(operands_at + operands.len());
+            }
         }
         if !targets.is_empty() {
             if self.targets.capacity() - targets_at < targets.len() {

@@ -238,7 +238,11 @@ impl TraceBuilder<'_, '_> {
 /// # Safety
 /// `to` has room for `operands.len()` values.
 #[inline(always)]
-unsafe fn copy_operands(to: *mut u64, operands: &[u64], p: &crate::program::Program) -> u64 {
+pub(super) unsafe fn copy_operands(
+    to: *mut u64,
+    operands: &[u64],
+    p: &crate::program::Program,
+) -> u64 {
     let bias = p.filter.operand_bias;
     // SAFETY: room for every operand (the caller's promise).
     unsafe {

@@ -273,36 +273,44 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
             // SAFETY: `push` records only instances of stencils it found in `programs`.
             let p = unsafe { programs.get_unchecked(inst.stencil as usize) };
             let at = inst.code_at as usize - origin;
-            if at != code_end {
-                pad_with_nops(&mut self.code[code_end..at], nop).map_err(|reason| {
-                    Error::InvalidStencil {
-                        stencil: set.stencils[inst.stencil as usize].name.to_string(),
-                        reason,
-                    }
-                })?;
-            }
+            let (data_at, cold_at) = if p.plain {
+                // Right after the previous instance (alignment 1), no data, no cold part.
+                debug_assert_eq!(at, code_end);
+                (data_end, cold_end)
+            } else {
+                if at != code_end {
+                    pad_with_nops(&mut self.code[code_end..at], nop).map_err(|reason| {
+                        Error::InvalidStencil {
+                            stencil: set.stencils[inst.stencil as usize].name.to_string(),
+                            reason,
+                        }
+                    })?;
+                }
+                // The instance's data where its push placed it (the same computation, in
+                // the same order: each at its alignment after the previous one's).
+                let data_at = if p.data_len == 0 {
+                    data_end
+                } else {
+                    let at = round_up(data_end, p.data_align as usize);
+                    copy_data(self.data, data_end, at, p, data_limit);
+                    data_end = at + p.data_len as usize;
+                    at
+                };
+                // Where its cold part goes (as `push` computed it), for the hot code's
+                // branches into it: only a stencil with one has holes of its address
+                // (`Jit::new`).
+                debug_assert!(COLD || p.cold.is_none());
+                let cold_at = if !COLD || p.cold_len == 0 {
+                    cold_end
+                } else {
+                    let cold_at = round_up(cold_end, p.cold_align as usize);
+                    self.other = self.cold_base + cold_at as u64;
+                    cold_at
+                };
+                (data_at, cold_at)
+            };
             copy_code(self.code, at, p, code_limit);
             code_end = at + p.code_len as usize;
-            // The instance's data where its push placed it (the same computation, in the
-            // same order: each at its alignment after the previous one's).
-            let data_at = if p.data_len == 0 {
-                data_end
-            } else {
-                let at = round_up(data_end, p.data_align as usize);
-                copy_data(self.data, data_end, at, p, data_limit);
-                data_end = at + p.data_len as usize;
-                at
-            };
-            // Where its cold part goes (as `push` computed it), for the hot code's branches
-            // into it: only a stencil with one has holes of its address (`Jit::new`).
-            debug_assert!(COLD || p.cold.is_none());
-            let cold_at = if !COLD || p.cold_len == 0 {
-                cold_end
-            } else {
-                let cold_at = round_up(cold_end, p.cold_align as usize);
-                self.other = self.cold_base + cold_at as u64;
-                cold_at
-            };
             let done = self.quick(inst, p, (at, data_at), operand_steps);
             if !done {
                 self.steps(inst, &p.steps, at, data_at)?;
