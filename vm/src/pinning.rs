@@ -196,7 +196,7 @@ pub struct Pinning {
     pub stubs: Vec<bool>,
     /// [`choose`]'s uses by local, kept for its next trace.
     uses: Vec<(u64, Uses)>,
-    /// Bit k: register k holds a bounded loop counter wide ([`wide::wide_counter_gain`]),
+    /// Bit k: register k holds a bounded loop counter wide ([`wide::CounterUses::gain`]),
     /// which [`Pinning::narrow_wide_counters`] holds scaled instead.
     wide_counters: u8,
 }
@@ -461,6 +461,8 @@ struct Uses {
     /// A micro-op without members on a pinned float register runs on it
     /// ([`float::float_pinnable`]).
     not_float: bool,
+    /// What holding it wide gains ([`wide::CounterUses`]).
+    counter: wide::CounterUses,
 }
 
 /// The locals to pin, at most [`PIN_REGS`], from how the body uses them: none named
@@ -554,6 +556,8 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
             e.written |= !f.reads_only;
             e.not_only_added |= u.op != op::ADD_TO_LOCAL_INT;
             e.not_float |= !float::float_pinnable(u.op);
+            // (The body ends in its back edge: a micro-op on a local has one after it.)
+            e.counter.see(u, trace.uops.get(i + 1));
             // An increment of a local held scaled is add/jo, of one in the frame a load, an
             // unbox, the add, a box and a store: it counts as much as four other uses.
             e.count += if f.increments && trace.loop_body_proves_int(local) {
@@ -571,10 +575,11 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
     }
     // A stub the preamble (or another stub) also jumps to would write back registers that
     // hold nothing there.
-    // (`any` runs the two halves as two loops; a `for` over the chain tested which half
-    // per micro-op: 4.6 instructions more per micro-op of sum's whole compile.)
-    let mut outside = trace.uops[..start].iter().chain(&trace.uops[end + 1..]);
-    if outside.any(|u| facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true)) {
+    // (Two `any`s over slices, inlined: `any` over their chain was a call of its own, a
+    // `for` over it tested which half per micro-op.)
+    let to_stub =
+        |u: &Inst| facts[u.op as usize].exits && stubs.get(u.target as usize) == Some(&true);
+    if trace.uops[..start].iter().any(to_stub) || trace.uops[end + 1..].iter().any(to_stub) {
         return None;
     }
     // Loop-carried locals (the body reads them before it writes them) first: their store
@@ -594,15 +599,15 @@ fn choose_pins(trace: &Trace, cached: &CachedOps, out: &mut Pinning) -> Option<(
         let local = pins.locals[k];
         // An accumulator only added into is held wide: its sum may leave the tagged range
         // (`sum` at real sizes) and stays in its register up to 64 bits.
-        let only_added = uses.iter().any(|(l, u)| *l == local && !u.not_only_added);
+        // (`pick` took it from `uses`.)
+        let used = uses.iter().find(|(l, _)| *l == local).map(|&(_, u)| u);
+        let only_added = used.is_some_and(|u| !u.not_only_added);
         pins.held[k] = match trace.loop_body_proves_int(local) {
             false => Held::Boxed,
             true if only_added && copies_exist(k, Held::Wide) => Held::Wide,
             // A loop counter the body keeps tagged, where a raw register saves
             // instructions per iteration (pinning/wide.rs).
-            true if copies_exist(k, Held::Wide)
-                && wide::wide_counter_gain(trace, start..=end, local) > 0 =>
-            {
+            true if copies_exist(k, Held::Wide) && used.is_some_and(|u| u.counter.gain() > 0) => {
                 out.wide_counters |= 1 << k;
                 Held::Wide
             }
@@ -740,6 +745,7 @@ mod tests {
                         named_otherwise: next(5) == 0,
                         not_only_added: next(2) == 0,
                         not_float: next(2) == 0,
+                        ..Uses::default()
                     };
                     // Distinct locals, in no particular order.
                     (k as u64 * 7 % 11, u)

@@ -79,9 +79,9 @@ pub(super) fn pick_floats(
     uses: &mut [(u64, Uses)],
     cached: &CachedOps,
 ) -> FloatPins {
-    let copies = (0..FLOAT_PIN_REGS)
-        .take_while(|&q| cached.pin_float(q).is_some() && cached.unpin_float(q).is_some())
-        .count();
+    // The registers with both copies, looked up at the first local that qualifies: most
+    // bodies have none, and then nothing here costs more than a test per local.
+    let mut copies = None;
     let mut chosen = [(0usize, 0u64); FLOAT_PIN_REGS];
     let mut len = 0;
     for &(local, u) in uses.iter() {
@@ -93,6 +93,11 @@ pub(super) fn pick_floats(
         if !qualifies {
             continue;
         }
+        let copies = *copies.get_or_insert_with(|| {
+            (0..FLOAT_PIN_REGS)
+                .take_while(|&q| cached.pin_float(q).is_some() && cached.unpin_float(q).is_some())
+                .count()
+        });
         // Most used first, ties to the lower local (a body names a handful).
         let at = chosen[..len]
             .iter()
@@ -105,6 +110,9 @@ pub(super) fn pick_floats(
             }
             chosen[at] = (u.count, local);
         }
+    }
+    if len == 0 {
+        return FloatPins::default();
     }
     let mut locals = [0u64; FLOAT_PIN_REGS];
     for (l, c) in locals.iter_mut().zip(&chosen[..len]) {

@@ -1,5 +1,5 @@
 //! Loop counters held *wide* (a raw 64-bit int, vm/templates/cached/wide.h) rather than
-//! scaled: [`wide_counter_gain`] says which locals qualify, and what they gain.
+//! scaled: [`CounterUses::gain`] says which locals qualify, and what they gain.
 //!
 //! Why. A counter held scaled (an int times 2**16) costs a shift back at every use as an
 //! operand of a run of raw 64-bit ints (`calls`: four per iteration), and its compare with a
@@ -22,48 +22,60 @@
 //! Why weighed. Held wide, a counter's exit stubs write it back through a helper that may
 //! make a big int (the generic whole stub, `EXIT_PINNED_WIDE`), and its loads push onto raw
 //! registers only; so it is held wide only where that saves instructions per iteration:
-//! [`wide_counter_gain`] counts the loads used as operands (a shift saved in a run of raw
+//! [`CounterUses::gain`] counts the loads used as operands (a shift saved in a run of raw
 //! ints, nothing lost in another: the run goes raw) and a bound whose scaled form fits no
 //! imm32 (a GOT load saved). `mandelbrot`'s `it < 1000`, the counter loaded only for its
 //! compare, gains nothing and stays scaled.
 
 use crate::abi::Inst;
 use crate::ops::{op, OperandKind};
-use crate::trace::{increment_proved_in_range, Trace};
-use std::ops::RangeInclusive;
+use crate::trace::increment_proved_in_range;
 
-/// How many instructions per iteration holding int local `local` wide saves in loop body
-/// `body` of `trace` (its first micro-op to its last, merged branches included), 0 where the body does not keep it in the tagged range as
-/// the module doc says: the local is named only by `LOAD_INT` and increments the trace
-/// proved in range, at least one.
-pub fn wide_counter_gain(trace: &Trace, body: RangeInclusive<usize>, local: u64) -> usize {
-    if !trace.loop_body_proves_int(local) {
-        return 0;
-    }
-    let uops = &trace.uops[body];
-    // The loads used as operands (not only compared with a constant), and a constant
-    // compared with that no imm32 holds scaled.
-    let mut gain = 0;
-    for (k, u) in uops.iter().enumerate() {
-        if u.op == op::LOAD_INT && u.arg0 == local {
-            match uops
-                .get(k + 1)
-                .filter(|next| is_compare_with_constant(next))
-            {
-                Some(next) => gain += usize::from(i32::try_from(next.arg1 as i64).is_err()),
-                None => gain += 1,
-            }
-        }
-    }
-    if gain == 0 || !kept_tagged(uops, local) {
-        return 0;
-    }
-    gain
+/// How a loop body uses one int local, as far as holding it wide goes: gathered micro-op by
+/// micro-op in the parent module's one pass over the body (`choose`), where a separate pass
+/// per candidate local cost sum's compile 10 instructions per micro-op.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct CounterUses {
+    /// Instructions per iteration its loads save held wide (see [`CounterUses::gain`]).
+    loads_gain: u32,
+    /// A body micro-op increments it, proved in range.
+    incremented: bool,
+    /// A body micro-op on it is neither a `LOAD_INT` nor an increment proved in range.
+    otherwise: bool,
 }
 
-/// Whether `u` compares the top of the stack with a constant before a branch: an op that
-/// pops one value and pushes none, leaves where the compare fails, and takes the constant
-/// boxed and scaled (ops.def, `VM_COMPARE_CONST_GUARD`).
+impl CounterUses {
+    /// Notes body micro-op `u`, which runs on the local (its pinned operand names it), and
+    /// `next`, the body's micro-op after it, if any.
+    #[inline]
+    pub(super) fn see(&mut self, u: &Inst, next: Option<&Inst>) {
+        match u.op {
+            op::LOAD_INT => match next.filter(|n| is_compare_with_constant(n)) {
+                Some(compare) => {
+                    self.loads_gain += u32::from(i32::try_from(compare.arg1 as i64).is_err())
+                }
+                None => self.loads_gain += 1,
+            },
+            _ if increment_proved_in_range(u) => self.incremented = true,
+            _ => self.otherwise = true,
+        }
+    }
+
+    /// How many instructions per iteration holding the local wide saves in the body (its
+    /// first micro-op to its last, merged branches included), 0 where the body does not
+    /// keep it in the tagged range as the module doc says: the local is named only by
+    /// `LOAD_INT` and increments the trace proved in range, at least one. (The caller
+    /// checks that the body proves it an int where it starts.)
+    pub(super) fn gain(self) -> usize {
+        match self.incremented && !self.otherwise {
+            true => self.loads_gain as usize,
+            false => 0,
+        }
+    }
+}
+
+/// Whether `u` compares the int on top of the stack with its constant operand and exits
+/// (`LT_INT_CONST_GUARD_TRUE` and the like), its operand the scaled constant.
 fn is_compare_with_constant(u: &Inst) -> bool {
     let info = crate::ops::info(u.op);
     let args = [u.arg0, u.arg1];
@@ -72,30 +84,28 @@ fn is_compare_with_constant(u: &Inst) -> bool {
         && (info.pop.count(args), info.push.count(args)) == (1, 0)
 }
 
-/// Whether the body's micro-ops `uops` keep `local` tagged (see [`wide_counter_gain`]):
-/// every micro-op that runs on it loads it or increments it in range, and one increments it.
-fn kept_tagged(uops: &[Inst], local: u64) -> bool {
-    let mut incremented = false;
-    // (A pinned local is named only through the operand its members take from the register:
-    // `choose` picks no other.)
-    for u in uops
-        .iter()
-        .filter(|u| crate::pinning::pinned_local(u) == Some(local))
-    {
-        match u.op {
-            op::LOAD_INT => {}
-            _ if increment_proved_in_range(u) => incremented = true,
-            _ => return false,
-        }
-    }
-    incremented
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{is_compare_with_constant, kept_tagged};
+    use super::{is_compare_with_constant, CounterUses};
     use crate::abi::Inst;
     use crate::ops::{self, op};
+
+    /// What holding `local` wide gains in `body`, fed to [`CounterUses`] as the parent
+    /// module's pass does: the micro-ops on the local, each with the next.
+    fn gain_of(body: &[Inst], local: u64) -> usize {
+        let mut uses = CounterUses::default();
+        for (k, u) in body.iter().enumerate() {
+            if crate::pinning::pinned_local(u) == Some(local) {
+                uses.see(u, body.get(k + 1));
+            }
+        }
+        uses.gain()
+    }
+
+    /// Whether `body` keeps `local` in the tagged range with a gain.
+    fn kept_tagged(body: &[Inst], local: u64) -> bool {
+        gain_of(body, local) > 0
+    }
 
     fn uop(op: u32, arg0: u64, arg1: u64) -> Inst {
         Inst {
@@ -153,5 +163,31 @@ mod tests {
         let mut loaded_only = body(proved);
         loaded_only[4] = uop(op::POP, 0, 0);
         assert!(!kept_tagged(&loaded_only, I), "no increment");
+    }
+
+    /// A load gains one instruction where it is an operand, and where it is compared with a
+    /// constant only if the constant scaled fits no imm32; the body's order is what counts.
+    #[test]
+    fn a_load_gains_as_an_operand_or_before_a_bound_past_an_imm32() {
+        const I: u64 = 3;
+        let one = (1i64 << 16) as u64;
+        let gain = |bound: u64, operand_load: bool| {
+            let mut body = vec![
+                uop(op::LOAD_INT, I, 0),
+                uop(op::LT_INT_CONST_GUARD_TRUE, 0, bound * one),
+            ];
+            if operand_load {
+                body.extend([uop(op::LOAD_INT, I, 0), uop(op::POP, 0, 0)]);
+            }
+            body.extend([
+                uop(op::INCREMENT_LOCAL_INT_BOUNDED, I, one),
+                uop(op::JUMP_TOP, 0, 0),
+            ]);
+            gain_of(&body, I)
+        };
+        assert_eq!(gain(1000, false), 0, "a bound that fits an imm32 scaled");
+        assert_eq!(gain(3_000_000, false), 1, "a bound past an imm32 scaled");
+        assert_eq!(gain(1000, true), 1, "an operand load");
+        assert_eq!(gain(3_000_000, true), 2, "both");
     }
 }
