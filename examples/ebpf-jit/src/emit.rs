@@ -96,6 +96,9 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         // A loop guard's (emit/loops.rs): it has no SITE.
         "SPAN" => SITE,
         "VALUE" => VALUE,
+        // A fault exit's (`fault_operand`), before its OFF: set after the program, where
+        // no instruction's IMM is left to keep.
+        "FAULT" => IMM,
         "FN" => FN,
         "DATA" => DATA,
         "PIN0_AT" => PIN_AT,
@@ -105,6 +108,15 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         "PIN4_AT" => PIN_AT + 4,
         _ => return None,
     })
+}
+
+/// The value of a fault exit's operand `FAULT` (templates/families/ops.c, `oob_load`):
+/// instruction `idx` (bits 0..19: at most [`crate::PROG_MAX_INSNS`], below 2^20), the
+/// access `width` in bytes (20..23) and the byte offset in the frame of register `base`
+/// (24..31, read where the base lives in the frame).
+fn fault_operand(idx: u32, width: u8, base: u8) -> u64 {
+    const _: () = assert!(crate::PROG_MAX_INSNS <= 1 << 20);
+    u64::from(idx) | u64::from(width) << 20 | (u64::from(base) * 8) << 24
 }
 
 /// A load's or store's fault exit, pushed after the program.
@@ -719,11 +731,8 @@ impl<'a, 'j> Emit<'a, 'j> {
             let f = &self.faults[k];
             let stencil = if f.load { t.oob_load } else { t.oob_store }[usize::from(f.place)];
             let v = &mut self.v;
-            let base = u64::from(f.base) * 8;
-            (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (base, base);
-            v[usize::from(IMM)] = u64::from(f.width);
+            v[usize::from(IMM)] = fault_operand(f.idx, f.width, f.base);
             v[usize::from(OFF)] = off_operand(f.off);
-            v[usize::from(IDX)] = u64::from(f.idx);
             self.push(stencil, None)?;
         }
         for k in 0..self.loops.len() {

@@ -540,7 +540,8 @@ fn faults_name_the_instruction_address_and_width() {
         &[3, 0, 1, 2, 4],
     ];
     for w in [Width::B, Width::H, Width::W, Width::Dw] {
-        for off in [16 - w.bytes() as i16 + 1, -1] {
+        // (The offset's extremes too: the fault exits take it as an operand.)
+        for off in [16 - w.bytes() as i16 + 1, -1, i16::MIN, i16::MAX] {
             for access in 0..3 {
                 let mut p = Asm::new();
                 p.mov64(3, Src::Reg(1)).mov64(4, Src::Imm(5));

@@ -225,9 +225,28 @@ LDABS(ldindw, u32u, f->mem_lo + SREG + IMM32)
 LDABS(ldinddw, u64u, f->mem_lo + SREG + IMM32)
 
 /* The fault exits of LDX (oob_load) and ST/STX (oob_store), one per such instruction, after
- * the program: D is the place of the base register, OFF the offset, IMM the width. */
-XDEF(oob_load, FAULT(EBPF_OOB_LOAD, DREG + OFF64, IMM32X))
-XDEF(oob_store, FAULT(EBPF_OOB_STORE, DREG + OFF64, IMM32X))
+ * the program: D is the place of the base register, OFF the offset, and the u32 FAULT
+ * (src/emit.rs, `fault_operand`) the instruction's index (bits 0..19), the access width
+ * (20..23) and, for a base in the frame, its byte offset there (24..31): two narrow
+ * operands where three or four were (each a range check and a store to patch), and
+ * consecutive values for the compiler's push. */
+#if D == 5
+#define FAULT_BASE(w) (*(uint64_t *)((char *)f + ((w) >> 24)))
+#else
+#define FAULT_BASE(w) DREG
+#endif
+/* (The barrier: LLVM would load the constant once per use, each a hole to patch.) */
+#define FAULT_EXIT(STATUS)                                                   \
+  do {                                                                       \
+    uint32_t w = CPJIT_NARROW(FAULT, u32);                                   \
+    CPJIT_OPAQUE(w);                                                         \
+    f->fault_insn = w & 0xfffff;                                             \
+    f->fault_addr = FAULT_BASE(w) + OFF64;                                   \
+    f->fault_len = (w >> 20) & 15;                                           \
+    return (STATUS);                                                         \
+  } while (0)
+XDEF(oob_load, FAULT_EXIT(EBPF_OOB_LOAD))
+XDEF(oob_store, FAULT_EXIT(EBPF_OOB_STORE))
 
 /* ---- EXIT in a program without local calls: r0 (D its place) into the frame, and leave. */
 #if D == 5
