@@ -67,7 +67,7 @@ pub(crate) enum Action {
     Plain,
     /// JA and the conditional jumps: the member jumps to `off`'s instruction.
     Jump,
-    /// LDX: the member jumps to a fault exit after the program.
+    /// LDX: the member leaves the trace itself where the access faults (operand `IDX`).
     Load,
     /// ST and STX: likewise.
     Store,

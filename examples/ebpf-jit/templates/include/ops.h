@@ -18,8 +18,6 @@ CPJIT_DECLARE_NARROW(IMM, s32);
 CPJIT_DECLARE_NARROW(OFF, u16); /* the offset + OFF_BIAS */
 CPJIT_DECLARE_NARROW(IDX, u32);
 CPJIT_DECLARE_NARROW(SITE, u32);
-/* A fault exit's (families/ops.c, oob_load and oob_store) instruction, width and base. */
-CPJIT_DECLARE_NARROW(FAULT, u32);
 /* A loop guard's extent of the accesses past the lowest one (src/loops.rs). */
 CPJIT_DECLARE_NARROW(SPAN, u32);
 /* Where slot k's eBPF register lives in the frame (the scratch word r[11] if unused), as
