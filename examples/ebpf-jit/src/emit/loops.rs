@@ -525,7 +525,7 @@ impl Emit<'_, '_> {
         Ok(self.loops.get(k + 1).map_or(usize::MAX, |l| l.head))
     }
 
-    /// Pushes guarded loop `k`'s copy (after the fault exits), its instructions pushed as
+    /// Pushes guarded loop `k`'s copy (after the return chain), its instructions pushed as
     /// the program's but for `copying` (`Emit::target`: its accesses unchecked, [`Emit::at`]:
     /// its jumps to its head to the copy's), then a JA to the instruction after the loop.
     /// An index loop's copy is rotated: its head's `jge i, N, out` once, then the body and
