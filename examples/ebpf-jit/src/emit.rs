@@ -1,14 +1,15 @@
 //! Compiling one program, in stages: the scan (`scan`: which registers to pin, how many
-//! calls and accesses), the places of the registers, the prologue (the shim, which also
-//! loads the pinned registers), one instance per instruction, the epilogue (the fall-off
-//! exit, the return chain of local calls, the accesses' fault exits) and the kit's `finish`.
+//! local calls), the places of the registers, the prologue (the shim, which also loads the
+//! pinned registers), one instance per instruction (a load or store leaves the trace
+//! itself where it faults), the epilogue (the fall-off exit, the return chain of local
+//! calls, the guarded loops' copies) and the kit's `finish`.
 //!
 //! Every instruction is exactly one instance (LE64 and the second half of an LD_DW are
 //! `op_nop`, which has no code), so instruction `i` is instance `i + 1` and a jump's target
 //! is known without a pass to number them; in a program with loops, past the guards of
 //! the loops before it (`loops`, [`Emit::at`]). Short programs are compiled about as often as
 //! they run, so an instruction costs a few table reads ([`Table`]) and one `push`, and a
-//! compile allocates only for the fault exits and local calls it has.
+//! compile allocates only for the local calls it has.
 
 use crate::canon;
 use crate::helper::HelperMap;
@@ -105,18 +106,6 @@ pub(crate) fn value_index(name: &str) -> Option<u8> {
         "PIN4_AT" => PIN_AT + 4,
         _ => return None,
     })
-}
-
-/// A load's or store's fault exit, pushed after the program.
-struct Fault {
-    load: bool,
-    /// The place and number of the base register, the access width in bytes, the offset,
-    /// the instruction index.
-    place: u8,
-    base: u8,
-    width: u8,
-    off: i16,
-    idx: u32,
 }
 
 impl Compiler {
@@ -246,16 +235,14 @@ struct Emit<'a, 'j> {
     v: Values,
     /// Whether `op_fell_off` follows the program (unless it ends with EXIT or JA).
     fell_off: bool,
-    /// The first `op_ret_case` (one per local call) and the first fault exit.
+    /// The first `op_ret_case` (one per local call).
     returns: usize,
-    faults_at: usize,
-    faults: Vec<Fault>,
     /// Each local call's return site.
     sites: Vec<usize>,
     /// The state of the helpers with state the trace calls.
     kept: Vec<Arc<dyn Any + Send + Sync>>,
     /// The guarded loops (`loops`; none in a program without backward jumps) and the
-    /// first instance of their copies, after the fault exits.
+    /// first instance of their copies, after the return chain.
     loops: Vec<loops::Loop>,
     copies_at: usize,
     /// While a guarded loop's copy is pushed (its accesses unchecked), the loop's first and
@@ -292,7 +279,6 @@ impl<'a, 'j> Emit<'a, 'j> {
         };
         let returns = FIRST + n + loops.len() + usize::from(fell_off);
         let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
-        let faults_at = returns + chain;
         Emit {
             trace: c.jit.trace(),
             table: &c.table,
@@ -305,12 +291,10 @@ impl<'a, 'j> Emit<'a, 'j> {
             v,
             fell_off,
             returns,
-            faults_at,
-            faults: Vec::with_capacity(scan.accesses),
             sites: Vec::with_capacity(scan.calls),
             kept: Vec::new(),
             loops,
-            copies_at: faults_at + scan.accesses,
+            copies_at: returns + chain,
             copying: (usize::MAX, 0, 0),
         }
     }
@@ -411,7 +395,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (dr as u64 * 8, dr as u64 * 8);
         (v[usize::from(SRC_AT)], v[usize::from(SRC_AT2)]) = (sr as u64 * 8, sr as u64 * 8);
         v[usize::from(IMM)] = i64::from(imm) as u64;
-        // (`OFF` only loads and stores read: `Emit::fault` sets it.)
+        // (`OFF` only loads and stores read: `Emit::target` sets it.)
         v[usize::from(IDX)] = i as u64;
         // Plain ALU instructions, the commonest, pushed here; the others out of line, so
         // that the loop keeps its values in registers.
@@ -467,8 +451,10 @@ impl<'a, 'j> Emit<'a, 'j> {
         Ok(match row.action {
             Action::Plain => None,
             Action::Jump => Some(self.at(i, (i as i64 + 1 + i64::from(off)) as usize)),
+            // Its member leaves the trace itself where the access faults (IDX is set).
             Action::Load | Action::Store if self.copying.0 == usize::MAX => {
-                Some(self.fault(i, w, (d, s), (dr, sr)))
+                self.v[usize::from(OFF)] = off_operand(off);
+                None
             }
             // In a guarded loop's copy (`loops`): unchecked.
             Action::Load | Action::Store => return Err(self.unchecked(w, (dr, sr)).map(|()| 1)),
@@ -528,30 +514,6 @@ impl<'a, 'j> Emit<'a, 'j> {
         } else {
             w
         }
-    }
-
-    /// Records the fault exit of load or store `i` (base register in place `d` or `s`, by
-    /// its kind), sets its `OFF` and returns its fault exit's instance.
-    fn fault(
-        &mut self,
-        i: usize,
-        w: u64,
-        (d, s): (usize, usize),
-        (dr, sr): (usize, usize),
-    ) -> usize {
-        let row = &self.rows[w as usize & 255];
-        let load = row.action == Action::Load;
-        let (place, base) = if load { (s, sr) } else { (d, dr) };
-        self.v[usize::from(OFF)] = off_operand((w >> 16) as i16);
-        self.faults.push(Fault {
-            load,
-            place: place as u8,
-            base: base as u8,
-            width: row.width,
-            off: (w >> 16) as i16,
-            idx: i as u32,
-        });
-        self.faults_at + self.faults.len() - 1
     }
 
     /// LD_DW `i` (its `member`) and its second half: nothing, unless a local call goes there.
@@ -698,7 +660,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         true
     }
 
-    /// What follows the program: op_fell_off, the return chain, the fault exits and the
+    /// What follows the program: op_fell_off, the return chain and the
     /// guarded loops' copies.
     fn epilogue(&mut self, helpers: &impl HelperMap) -> Result<(), Error> {
         let t = self.table;
@@ -714,17 +676,6 @@ impl<'a, 'j> Emit<'a, 'j> {
             }
             // The end of the return chain, never reached (every popped site is in it).
             self.push(t.invalid, None)?;
-        }
-        for k in 0..self.faults.len() {
-            let f = &self.faults[k];
-            let stencil = if f.load { t.oob_load } else { t.oob_store }[usize::from(f.place)];
-            let v = &mut self.v;
-            let base = u64::from(f.base) * 8;
-            (v[usize::from(DST_AT)], v[usize::from(DST_AT2)]) = (base, base);
-            v[usize::from(IMM)] = u64::from(f.width);
-            v[usize::from(OFF)] = off_operand(f.off);
-            v[usize::from(IDX)] = u64::from(f.idx);
-            self.push(stencil, None)?;
         }
         for k in 0..self.loops.len() {
             self.copy(k, helpers)?;

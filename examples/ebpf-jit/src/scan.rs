@@ -1,7 +1,6 @@
 //! What compiling needs to know before the first push: which eBPF registers to pin (the
-//! most used, a use under k backward jumps weighing 16^k), how many local calls and memory
-//! accesses there are (the instances after the program are numbered from them), and where
-//! local calls go. Counted by the verifier as it checks each instruction ([`Scan::add`]:
+//! most used, a use under k backward jumps weighing 16^k), how many local calls there are
+//! (the instances after the program are numbered from them), and where they go. Counted by the verifier as it checks each instruction ([`Scan::add`]:
 //! one pass for both, a table read per instruction), or by [`Scan::of`] for a program
 //! verified elsewhere; a second pass, for the loop depths, only if the program jumps
 //! backwards.
@@ -34,8 +33,6 @@ pub(crate) struct Plan {
     pub helper_calls: bool,
     /// How many local calls (one `op_ret_case` each).
     pub calls: usize,
-    /// How many LDX, ST and STX (one fault exit each).
-    pub accesses: usize,
     /// The instructions local calls go to (empty without local calls).
     pub call_targets: Vec<usize>,
     /// Whether a jump goes backwards (only then does the compiler look for loops to guard,
@@ -120,7 +117,6 @@ impl Scan {
     pub fn add_special(&mut self, i: usize, w: u64, shape: &Shape) -> usize {
         match shape.action {
             Action::Jump => self.backward |= ((w >> 16) as i16) < 0,
-            Action::Load | Action::Store => self.plan.accesses += 1,
             // The second half is no instruction of its own.
             Action::LdDw => return 2,
             Action::Call if (w >> 12) & 15 == 1 => self.local_call(i, w),

@@ -67,7 +67,7 @@ pub(crate) enum Action {
     Plain,
     /// JA and the conditional jumps: the member jumps to `off`'s instruction.
     Jump,
-    /// LDX: the member jumps to a fault exit after the program.
+    /// LDX: the member leaves the trace itself where the access faults (operand `IDX`).
     Load,
     /// ST and STX: likewise.
     Store,
@@ -111,8 +111,9 @@ pub(crate) struct Shape {
     /// instruction's registers: [`REGS_ANY`] (dst r0..r9), [`REGS_STORE`] (also r10); 0 where
     /// it checks more ([`LD_DW`], [`OTHER`]).
     pub fast: u8,
-    /// `fast` where the action is `Plain`, else 0: the verifier's one test for an
-    /// instruction it has nothing more to do with.
+    /// `fast` where the action is `Plain`, `Load` or `Store`, else 0: the verifier's one
+    /// test for an instruction it has nothing more to do with (the scan counts nothing of
+    /// an access since it is one instance with no target, `Emit::target`).
     pub plain: u8,
 }
 
@@ -159,7 +160,7 @@ const fn shape(kind: Option<Kind>) -> Shape {
         check,
         fast: fast(check),
         plain: match action {
-            Action::Plain => fast(check),
+            Action::Plain | Action::Load | Action::Store => fast(check),
             _ => 0,
         },
     }

@@ -34,8 +34,6 @@ pub(crate) struct Row {
     pub s: SRole,
     /// Both, as the compiler reads them.
     pub regs: Regs,
-    /// Access width in bytes (loads and stores).
-    pub width: u8,
     /// `[place of D][place of S]` → stencil, [`NONE`] where no member (or by another table);
     /// 8 × 8, so that an index masked with 7 needs no bounds check (places 6, 7 are none).
     /// An op with an immediate and no S register may also have, at S = [`SMALL_IMM`], the
@@ -53,7 +51,6 @@ impl Row {
         d: DRole::NONE,
         s: SRole::NONE,
         regs: Regs::of_roles(DRole::NONE, SRole::NONE),
-        width: 0,
         members: [[Member::NONE; 8]; 8],
         small_imm: false,
         canon: 0,
@@ -136,9 +133,6 @@ pub(crate) struct Table {
     /// `[ARGS]` the same storing and loading nothing (family `call`, see
     /// `emit::Emit::lean_call`).
     pub call_lean: [[[u16; PLACES]; PLACES]; LEAN_ARGS],
-    /// By the place of the base register.
-    pub oob_load: [u16; PLACES],
-    pub oob_store: [u16; PLACES],
     /// EXIT without local calls, by the place of r0.
     pub ret: [u16; PLACES],
     /// A guarded loop's guard by the places of its pointer and bound (`emit/loops.rs`).
@@ -287,7 +281,6 @@ impl Table {
                 d: shape.d,
                 s: shape.s,
                 regs: shape.regs,
-                width: shape.width,
                 canon: canon::flags(opc),
                 ..Row::UNKNOWN
             };
@@ -318,8 +311,6 @@ impl Table {
                     t.end[usize::from(elem.starts_with("be"))][w][d] = i;
                 }
                 "call_helper" => t.call_helper[d][p] = i,
-                "oob_load" => t.oob_load[d] = i,
-                "oob_store" => t.oob_store[d] = i,
                 "ret" => t.ret[d] = i,
                 "loop_guard" => t.loop_guard[d][p] = i,
                 "index_guard" => t.index_guard[d] = i,
@@ -376,8 +367,6 @@ impl Table {
             end: [[[NONE; PLACES]; 3]; 2],
             call_helper: [[NONE; PLACES]; PLACES],
             call_lean: [[[NONE; PLACES]; PLACES]; LEAN_ARGS],
-            oob_load: [NONE; PLACES],
-            oob_store: [NONE; PLACES],
             ret: [NONE; PLACES],
             loop_guard: [[NONE; PLACES]; PLACES],
             index_guard: [NONE; PLACES],
@@ -434,15 +423,13 @@ impl Table {
         }
         let tables = [
             self.end.as_flattened().as_flattened(),
-            &self.oob_load[..],
-            &self.oob_store[..],
             &self.ret[..],
             self.loop_guard.as_flattened(),
             &self.index_guard[..],
         ];
         if tables.iter().any(|t| t.contains(&NONE)) {
             return Err(missing(
-                "a member of le*/be*, oob_load, oob_store, ret, loop_guard or index_guard for \
+                "a member of le*/be*, ret, loop_guard or index_guard for \
                  some place",
             ));
         }

@@ -485,7 +485,7 @@ impl Gen {
     }
 
     /// A nest like the sieve's outer loop (src/emit/loops.rs): `head: r9 = base + r8;
-    /// accesses; jcc data, imm, next; r7 = r8; inner: jge r7, N', next; r9 = base + r7;
+    /// accesses; jcc data, imm, next (JNE and others); r7 = r8; inner: jge r7, N', next; r9 = base + r7;
     /// accesses; add r7, step'; ja inner; next: add r8, step; jlt r8, N, head`, N and N'
     /// at the region's edges (N below N' in a third of them); r8 starts below N or (a fifth of them) at or past it, where
     /// the first iteration's accesses must fault as written. The loads keep off r7.
@@ -514,8 +514,10 @@ impl Gen {
         out.extend(address(8));
         out.extend(outer);
         let skip = out.len();
+        // (JNE as the sieve's; others the compiler inverts in the copy, JSET it cannot.)
+        const SKIPS: [u8; 7] = [0x55, 0x55, 0x15, 0x25, 0xb5, 0x56, 0x45];
         out.push(raw(
-            0x55,
+            self.rng.pick(&SKIPS),
             self.rng.pick(&NOT_R7),
             0,
             0,

@@ -520,7 +520,7 @@ fn the_verifier_refuses_what_rbpf_refuses() {
     assert_eq!(accepted, (13 * 2 * 2 - 2 + 2) + (11 * 2 * 2 + 3) + 21);
 }
 
-/// A load or store outside the regions leaves through its fault exit, which recomputes the
+/// A load or store outside the regions leaves the trace from its cold part, which recomputes the
 /// address from the base register: the JIT's error names the same instruction, address,
 /// width and direction as the interpreter's, with the base pinned (in every slot) or in the
 /// frame and with a negative offset.
@@ -540,7 +540,8 @@ fn faults_name_the_instruction_address_and_width() {
         &[3, 0, 1, 2, 4],
     ];
     for w in [Width::B, Width::H, Width::W, Width::Dw] {
-        for off in [16 - w.bytes() as i16 + 1, -1] {
+        // (The offset's extremes too: a faulting access recomputes its address from it.)
+        for off in [16 - w.bytes() as i16 + 1, -1, i16::MIN, i16::MAX] {
             for access in 0..3 {
                 let mut p = Asm::new();
                 p.mov64(3, Src::Reg(1)).mov64(4, Src::Imm(5));

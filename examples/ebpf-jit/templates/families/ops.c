@@ -140,13 +140,25 @@ OPDEF(be64, DREG = __builtin_bswap64(DREG))
 OPDEF(lddw, DREG = CPJIT_OPERAND(VALUE))
 
 /* ---- Memory: every access checked against the three regions first. An access outside
- * them jumps, registers unchanged, to JUMP: this instruction's oob_load / oob_store (below),
- * which recomputes the address and leaves the trace. So the op's fault path is a single
- * conditional branch and its continuation falls through. ---- */
+ * them leaves the trace from the op's cold part (registers unchanged: the address is
+ * recomputed from the base), with the instruction's index (IDX), the address and the
+ * width. So the op's fault path is a single conditional branch, its continuation falls
+ * through, and an access is one instance (a fault exit after the program was a second,
+ * with its jump target). ---- */
+/* An access's fault at BASE + OFF64 of 1 << K bytes. The base read again behind the
+ * barrier: without it LLVM reshapes the hot check to share the address with this cold
+ * code (on x86-64 `mov`, `neg`, `add`, `add` where `lea`, `sub` check it). */
+#define ACCESS_FAULT(STATUS, BASE, K)                                        \
+  do {                                                                       \
+    uint64_t base = (BASE);                                                  \
+    CPJIT_OPAQUE(base);                                                      \
+    FAULT(STATUS, base + OFF64, 1u << (K));                                  \
+  } while (0)
 /* LDX: D the destination, S the base. */
 #define LDX(name, T, K)                                                      \
   OPDEF(name, uint64_t a = SREG + OFF64;                                     \
-        if (!ebpf_in_bounds(f, a, K)) EBPF_JUMP();                            \
+        if (!ebpf_in_bounds(f, a, K))                                        \
+            ACCESS_FAULT(EBPF_OOB_LOAD, SREG, K);                           \
         DREG = (uint64_t)*(const T *)a)
 LDX(ldxb, uint8_t, 0)
 LDX(ldxh, u16u, 1)
@@ -155,7 +167,8 @@ LDX(ldxdw, u64u, 3)
 /* ST / STX: D the base, S the value. */
 #define STORE(name, T, K, VAL)                                               \
   OPDEF(name, uint64_t a = DREG + OFF64;                                     \
-        if (!ebpf_in_bounds(f, a, K)) EBPF_JUMP();                            \
+        if (!ebpf_in_bounds(f, a, K))                                        \
+            ACCESS_FAULT(EBPF_OOB_STORE, DREG, K);                          \
         *(T *)a = (T)(VAL))
 STORE(stb, uint8_t, 0, IMM32)
 STORE(sth, u16u, 1, IMM32)
@@ -223,11 +236,6 @@ LDABS(ldindb, uint8_t, f->mem_lo + SREG + IMM32)
 LDABS(ldindh, u16u, f->mem_lo + SREG + IMM32)
 LDABS(ldindw, u32u, f->mem_lo + SREG + IMM32)
 LDABS(ldinddw, u64u, f->mem_lo + SREG + IMM32)
-
-/* The fault exits of LDX (oob_load) and ST/STX (oob_store), one per such instruction, after
- * the program: D is the place of the base register, OFF the offset, IMM the width. */
-XDEF(oob_load, FAULT(EBPF_OOB_LOAD, DREG + OFF64, IMM32X))
-XDEF(oob_store, FAULT(EBPF_OOB_STORE, DREG + OFF64, IMM32X))
 
 /* ---- EXIT in a program without local calls: r0 (D its place) into the frame, and leave. */
 #if D == 5

@@ -48,7 +48,8 @@ fn a_pointer_loop_is_guarded_with_its_accesses_extent() {
             bound: Bound::Pointer { q: 3, step: 2 },
             lo: -1,
             span: 3,
-            copy_at: 0
+            copy_at: 0,
+            split: None,
         }]
     );
     let mut swapped = CHECKSUM;
@@ -106,7 +107,8 @@ fn an_index_loop_is_guarded_with_its_base_and_bound() {
             bound: Bound::Index { n: 16384 },
             lo: -2,
             span: 4,
-            copy_at: 0
+            copy_at: 0,
+            split: None,
         }]
     );
     let mut swapped = SIEVE;
@@ -157,6 +159,7 @@ const NEST: [Raw; 18] = [
 
 #[test]
 fn a_nest_is_guarded_with_its_index_loops_bounds() {
+    // The block of the JNE at 5 (to 15) holds the inner loop: laid out of line.
     let nest = |n, most| Loop {
         head: 2,
         end: 16,
@@ -165,10 +168,11 @@ fn a_nest_is_guarded_with_its_index_loops_bounds() {
         lo: 0,
         span: 1,
         copy_at: 0,
+        split: Some(Split { from: 5, to: 15 }),
     };
     let inner = |n| Loop {
         bound: Bound::Index { n },
-        copy_at: 17,
+        copy_at: 18,
         ..SIEVE_INNER
     };
     assert_eq!(find(&asm(&NEST)), [nest(16384, 16384), inner(16384)]);
@@ -221,6 +225,32 @@ fn nests_a_guard_cannot_prove_are_not_guarded() {
     );
 }
 
+#[test]
+fn a_nest_lays_the_block_holding_its_index_loop_out_of_line() {
+    let nest = find(&asm(&NEST))[0];
+    // Its copy: 2..=5 (the JNE inverted), 15..=16, the JA out, the block 6..=14, the JA
+    // back to 15.
+    let order: Vec<usize> = (2..=16).map(|t| nest.copy_offset(t)).collect();
+    assert_eq!(order, [0, 1, 2, 3, 7, 8, 9, 10, 11, 12, 13, 14, 15, 4, 5]);
+    assert_eq!(nest.copy_len(), 1 + 15 + 1 + 1);
+    // Any condition with an inverse, JMP32's too; JSET has none.
+    for opc in [
+        0x15, 0x25, 0x35, 0xa5, 0xb5, 0x65, 0x75, 0xc5, 0xd5, 0x5d, 0x56,
+    ] {
+        let changed = find_changed(&NEST, 5, (opc, 4, 0, 9, 0));
+        assert_eq!(changed[0].split, nest.split, "{opc:#x}");
+    }
+    let jset = find_changed(&NEST, 5, (0x45, 4, 0, 9, 1));
+    assert_eq!((jset.len(), jset[0].split), (2, None), "JSET");
+    // A skipped block without the index loop: nothing laid out of line.
+    let short = find_changed(&NEST, 5, (0x55, 4, 0, 2, 0));
+    assert_eq!(
+        (short.len(), short[0].split),
+        (2, None),
+        "a block without a loop"
+    );
+}
+
 /// [`NEST`]'s inner loop guarded on its own.
 const SIEVE_INNER: Loop = Loop {
     head: 9,
@@ -230,6 +260,7 @@ const SIEVE_INNER: Loop = Loop {
     lo: 0,
     span: 1,
     copy_at: 0,
+    split: None,
 };
 
 #[test]
