@@ -4,8 +4,13 @@
 //! over a 64 KiB packet, a sieve, a hash over 64 KiB, a load/ALU/store loop, helper calls).
 //! Engines: ebpf-jit's JIT and interpreter, rbpf's interpreter, its hand-written JIT
 //! (x86-64 only; it checks no memory access) and its Cranelift JIT. Rounds alternate the
-//! engines; every timed compile directly follows an untimed one of the same engine; ratios
-//! to ebpf-jit's JIT are taken round by round. Every run's r0 must agree across engines.
+//! engines (Cranelift's compile rounds after the others'); a round's compile time is the
+//! mean of a batch of compiles (`compile_batch`) right after an untimed one of the same
+//! engine, each `EbpfVm::new` (verify), one helper
+//! registered, the compile (ours: lower, the kit's push and `finish`, its `pwrite`; rbpf's
+//! JIT: a 4 KiB page from the heap, its `mprotect`, the compile) and the drop of that VM and
+//! its code; ratios to ebpf-jit's JIT are taken round by round. Every run's r0 must agree
+//! across engines.
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 //! A run the scheduler preempted is done again (`unpreempted`): on a loaded machine its wall
 //! time counts other processes' time slices, not the engine's.
@@ -245,8 +250,9 @@ fn rbpf_jit_runs() -> bool {
     cfg!(all(target_arch = "x86_64", unix))
 }
 
-/// Compile time of each compiling engine on `prog`, `rounds` alternated rounds; `alias`:
-/// ebpf-jit writing code through the kit's persistent alias (Linux).
+/// Compile time of each compiling engine on `prog`, `rounds` alternated rounds, each the
+/// mean of a batch ([`compile_batch`]); `alias`: ebpf-jit writing code through the kit's
+/// persistent alias (Linux).
 fn compile_rows(
     name: &str,
     prog: &[u8],
@@ -254,6 +260,7 @@ fn compile_rows(
     compiler: &Compiler,
     alias: Option<&Compiler>,
 ) -> Vec<Row> {
+    let batch = compile_batch(prog.len() / 8);
     let engines: [&'static str; 4] = [
         "ebpf-jit",
         "rbpf JIT",
@@ -294,36 +301,54 @@ fn compile_rows(
         }
         std::panic::set_hook(hook);
     }
-    for _ in 0..rounds {
-        for (k, row) in rows.iter_mut().enumerate() {
-            if row.skipped.is_some() {
-                continue;
+    // Cranelift's rounds come after the others': its compiles leave the heap's pages
+    // re-protected and the caches full of its own, which cost the next rbpf JIT compile of
+    // `straight 10` about 55 ns of 455 even in a batch (its ratio is 100× or more, so it
+    // needs no alternation with ebpf-jit).
+    for cranelift in [false, true] {
+        for _ in 0..rounds {
+            for (k, row) in rows.iter_mut().enumerate() {
+                if row.skipped.is_some() || (k == 2) != cranelift {
+                    continue;
+                }
+                let once = || match k {
+                    0 | 3 => {
+                        let mut vm = EbpfVm::new(prog).unwrap();
+                        vm.register_helper(1, helper);
+                        let c = if k == 0 { compiler } else { alias.unwrap() };
+                        vm.jit_compile_with(c).unwrap();
+                        drop(vm);
+                    }
+                    1 => drop(rbpf_jit().unwrap()),
+                    #[cfg(feature = "cranelift")]
+                    _ => {
+                        let mut vm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
+                        vm.register_helper(1, helper).unwrap();
+                        vm.cranelift_compile().unwrap();
+                        drop(vm);
+                    }
+                    #[cfg(not(feature = "cranelift"))]
+                    _ => unreachable!("the Cranelift row is skipped"),
+                };
+                once(); // untimed: the same engine warms up right before
+                let (ns, ()) = elapsed_ns(|| (0..batch).for_each(|_| once()));
+                row.times_ns.push(ns / batch as f64);
             }
-            let once = || match k {
-                0 | 3 => {
-                    let mut vm = EbpfVm::new(prog).unwrap();
-                    vm.register_helper(1, helper);
-                    let c = if k == 0 { compiler } else { alias.unwrap() };
-                    vm.jit_compile_with(c).unwrap();
-                    drop(vm);
-                }
-                1 => drop(rbpf_jit().unwrap()),
-                #[cfg(feature = "cranelift")]
-                _ => {
-                    let mut vm = rbpf::EbpfVmRaw::new(Some(prog)).unwrap();
-                    vm.register_helper(1, helper).unwrap();
-                    vm.cranelift_compile().unwrap();
-                    drop(vm);
-                }
-                #[cfg(not(feature = "cranelift"))]
-                _ => unreachable!("the Cranelift row is skipped"),
-            };
-            once(); // untimed: the same engine warms up right before
-            let (ns, ()) = elapsed_ns(once);
-            row.times_ns.push(ns);
         }
     }
     rows
+}
+
+/// Compiles timed together per round and engine in [`compile_rows`] (their mean is the
+/// round's time): one compile alone measured the heap another engine left behind, not the
+/// engine. After a Cranelift compile, rbpf's next 4 KiB page often lands elsewhere in the
+/// heap or on a page Cranelift re-protected and pays a real `mprotect` (a split mapping):
+/// its timed compile of `straight 10` took 0.9–1.0 µs against 0.47 µs in a loop, which put
+/// rbpf JIT ÷ ebpf-jit at 1.33–1.45 instead of 0.85–0.89 (README, wave 35). In a batch
+/// every compile but the first finds the heap its own previous compile left, as a program
+/// compiling many does; about 30 µs of compiling per engine and round, at least 2.
+fn compile_batch(instructions: usize) -> usize {
+    (3_000 / instructions).clamp(2, 32)
 }
 
 /// Run time of every engine on `prog` with a fresh memory of `mem` bytes (filled by
