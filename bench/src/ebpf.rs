@@ -269,8 +269,59 @@ fn rows(report: Report) -> Result<Vec<EbpfRow>, String> {
     Ok(out)
 }
 
-/// The group's table: one line per program and measure, one column pair per engine.
+/// Issue 39's targets, judged on this run's round-by-round ratios (engine ÷ ebpf-jit; above
+/// 1 ebpf-jit is faster): compile faster than rbpf's JIT wherever that JIT compiles the
+/// program (it refuses programs longer than its one code page) and ≥ 50× faster than rbpf's
+/// Cranelift JIT; run time within 1.2× of rbpf's JIT and ≥ 10× faster than rbpf's
+/// interpreter, on every program.
+fn targets(rows: &[EbpfRow], out: &mut String) {
+    let judged = [
+        ("compile", "rbpf JIT", 1.0, "compile faster than rbpf's hand-written JIT (rbpf JIT ÷ ebpf-jit > 1)"),
+        ("compile", "rbpf Cranelift", 50.0, "compile ≥ 50× faster than rbpf's Cranelift JIT"),
+        ("run", "rbpf JIT", 1.0 / 1.2, "run time within 1.2× of rbpf's hand-written JIT (rbpf JIT ÷ ebpf-jit ≥ 0.83; rbpf's JIT checks no memory access)"),
+        ("run", "rbpf interpreter", 10.0, "run time ≥ 10× faster than rbpf's interpreter"),
+    ];
+    let mut lines = String::new();
+    for (measure, engine, floor, what) in judged {
+        let mine: Vec<&EbpfRow> = rows
+            .iter()
+            .filter(|r| r.measure == measure && r.engine == engine)
+            .collect();
+        let ratios: Vec<(&str, f64)> = mine
+            .iter()
+            .filter_map(|r| Some((r.program.as_str(), r.vs_ebpf_jit.as_ref()?.median_ns)))
+            .collect();
+        if ratios.is_empty() {
+            continue;
+        }
+        let mut cells: Vec<String> = ratios.iter().map(|(p, x)| format!("{p} {x:.2}×")).collect();
+        let refused = mine.iter().filter(|r| r.skipped.is_some()).count();
+        if refused > 0 {
+            cells.push(format!(
+                "{refused} program(s) {engine} does not compile or run"
+            ));
+        }
+        // A strict "faster than" for the compile target, "at least" for the others.
+        let met = ratios
+            .iter()
+            .all(|(_, x)| if floor == 1.0 { *x > 1.0 } else { *x >= floor });
+        lines.push_str(&format!(
+            "| {what} (medians) | {} | {} |\n",
+            cells.join(", "),
+            if met { "met" } else { "**missed**" }
+        ));
+    }
+    if !lines.is_empty() {
+        out.push_str("| target (issue 39) | this run | verdict |\n|---|---|---|\n");
+        out.push_str(&lines);
+        out.push('\n');
+    }
+}
+
+/// The group's table: one line per program and measure, one column pair per engine,
+/// after issue 39's targets judged on it.
 pub fn markdown(rows: &[EbpfRow], out: &mut String) {
+    targets(rows, out);
     let mut engines: Vec<&str> = Vec::new();
     let mut programs: Vec<(&str, &str)> = Vec::new();
     for r in rows {
@@ -373,6 +424,41 @@ mod tests {
         markdown(&rows, &mut md);
         assert!(md.contains("– (no backend)"), "{md}");
         assert!(md.contains("1.00× (0.50 – 1.50)"), "{md}");
+        // rbpf's JIT runs `p` as fast as ebpf-jit (median 1.00 ≥ 0.83): met; its Cranelift
+        // JIT is skipped, so it judges nothing.
+        assert!(
+            md.contains("| run time within 1.2× of rbpf's hand-written JIT (rbpf JIT ÷ ebpf-jit ≥ 0.83; rbpf's JIT checks no memory access) (medians) | p 1.00× | met |"),
+            "{md}"
+        );
+        assert!(!md.contains("rbpf's interpreter (medians)"), "{md}");
+    }
+
+    #[test]
+    fn compile_targets_need_a_strictly_faster_compile_and_count_refused_programs() {
+        let compile =
+            |program: &str, engine: &str, times: &[f64], skipped: Option<&str>| ReportRow {
+                program: program.into(),
+                measure: "compile".into(),
+                ..row(engine, times, skipped)
+            };
+        let report = Report {
+            target: "x86_64-linux".into(),
+            rows: vec![
+                compile("straight 10", "ebpf-jit", &[10.0, 10.0], None),
+                compile("straight 10", "rbpf JIT", &[10.0, 10.0], None),
+                compile("straight 1000", "ebpf-jit", &[100.0, 100.0], None),
+                compile("straight 1000", "rbpf JIT", &[], Some("panics")),
+            ],
+        };
+        let mut md = String::new();
+        markdown(&rows(report).unwrap(), &mut md);
+        // Parity is not "faster": missed, and the refused program is counted, not judged.
+        assert!(
+            md.contains(
+                "| straight 10 1.00×, 1 program(s) rbpf JIT does not compile or run | **missed** |"
+            ),
+            "{md}"
+        );
     }
 
     #[test]
