@@ -169,7 +169,8 @@ pub(crate) enum Quick {
     DataRel32 { sites: [(u32, i64); 2] },
     /// Any number of steps that each take an operand ([`Fast::Imm32`], [`Fast::Abs32`],
     /// [`Fast::Check`]), run in one loop without a dispatch per step: the [`OperandStep`]s
-    /// `from..from + len` of the JIT's flat array (see [`compile`]).
+    /// `from..from + len` of the JIT's flat array (see [`compile`]): at least one, each
+    /// storing its field (a program with a range check of its own is [`Quick::Mixed`]).
     Operands { from: u32, len: u32 },
     /// One [`Fast::Rel32`] or [`Fast::Direct`] step to a symbol (a helper's `call`): the
     /// field at `offset` takes `symbol - code + k`, where `k` is the step's addend less
@@ -180,7 +181,7 @@ pub(crate) enum Quick {
     /// (an address) goes to the steps.
     Target { offset: u32, target: u16, k: i64 },
     /// Operand steps (`from..from + len` of the flat array, as [`Quick::Operands`]) and
-    /// `count` (1 to [`MIXED_SITES`]) rel32 fields ([`RelSite`]): branches into the cold
+    /// `count` (0 to [`MIXED_SITES`]) rel32 fields ([`RelSite`]): branches into the cold
     /// part, to jump targets and the next instance, references to data, code and symbols
     /// (see [`rel`]).
     Mixed {

@@ -17,7 +17,7 @@ use cpjit_model::OperandPart;
 /// One step of a [`Quick::Operands`](super::Quick::Operands) program: the field at
 /// `offset` in the instance's code takes the low 32 bits of `part(operand) + addend`
 /// (`store`), which must lie in `lo..=lo + span`; a check stores nothing. The part is
-/// `(operand << left) >> right`.
+/// `(operand >> right) & mask`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OperandStep {
     /// The step's addend less the range's lowest value: `part + bias - ... <= span` is the
@@ -27,8 +27,10 @@ pub(crate) struct OperandStep {
     /// The low 32 bits of the range's lowest value (what the field adds back).
     pub lo: u32,
     pub offset: u32,
+    /// The part's bits, after the shift (one `and` rather than a second shift by a
+    /// loaded count).
+    pub mask: u64,
     pub operand: u16,
-    pub left: u8,
     pub right: u8,
     pub store: bool,
 }
@@ -75,10 +77,10 @@ impl OperandStep {
         let mut k = from;
         while k < steps.len() {
             let check = steps[k];
-            let part = (check.operand, check.left, check.right);
+            let part = (check.operand, check.mask, check.right);
             let store = (from..steps.len()).find(|&j| {
                 let s = &steps[j];
-                s.store && (s.operand, s.left, s.right) == part
+                s.store && (s.operand, s.mask, s.right) == part
             });
             let folded = match store.filter(|_| !check.store) {
                 Some(j) => steps[j].within(&check).map(|s| steps[j] = s).is_some(),
@@ -148,18 +150,18 @@ impl OperandStep {
         if operand >= operands || (store && !inside) {
             return None;
         }
-        let (left, right) = match part {
-            OperandPart::Whole => (0, 0),
-            OperandPart::High => (0, 32),
-            OperandPart::Low => (32, 32),
+        let (mask, right) = match part {
+            OperandPart::Whole => (u64::MAX, 0),
+            OperandPart::High => (u64::MAX, 32),
+            OperandPart::Low => (u32::MAX as u64, 0),
         };
         Some(OperandStep {
             bias: (addend as u64).wrapping_sub(lo as u64),
             span: hi.wrapping_sub(lo) as u64,
             lo: lo as u32,
             offset: s.offset,
+            mask,
             operand,
-            left,
             right,
             store,
         })
@@ -168,7 +170,7 @@ impl OperandStep {
     /// The step's part of `operand` plus its bias: in range exactly when at most `span`.
     #[inline(always)]
     pub fn biased(&self, operand: u64) -> u64 {
-        ((operand << self.left) >> self.right).wrapping_add(self.bias)
+        ((operand >> self.right) & self.mask).wrapping_add(self.bias)
     }
 }
 

@@ -125,13 +125,18 @@ pub(super) fn flat_quick(
     if !OperandStep::extend(scratch, p.code_len, p.operands, flat) {
         return keep;
     }
-    // (A set's steps are far fewer than 2^32, a program's than 2^16.)
+    // A program whose steps all store is the operands form, whose loop tests no step for a
+    // store (3 instructions a step); one with a check of its own (of an operand with no
+    // field) is mixed, of no sites or some. `write` runs the first operand step untested:
+    // none at all is `Quick::Nothing`, returned above. (A set's steps are far fewer than
+    // 2^32, a program's than 2^16.)
+    let all_store = flat[from..].iter().all(|s| s.store);
     match (u32::try_from(from), u16::try_from(flat.len() - from), count) {
-        (Ok(from), Ok(len), 0) => Quick::Operands {
+        (Ok(from), Ok(len @ 1..), 0) if all_store => Quick::Operands {
             from,
             len: len.into(),
         },
-        (Ok(from), Ok(len), _) => Quick::Mixed {
+        (Ok(from), Ok(len @ 1..), _) | (Ok(from), Ok(len), 1..) => Quick::Mixed {
             from,
             len,
             count: count as u8,

@@ -33,7 +33,7 @@ impl Writer<'_, '_, '_, '_> {
                 self.quick_rel32(at, offset, self.target_code(inst, target), k)
             }
             Quick::Operands { from, len } => {
-                self.quick_operands(inst, at, flat, from as usize, len as usize)
+                self.quick_operands::<true>(inst, at, flat, from as usize, len as usize)
             }
             Quick::Mixed {
                 from,
@@ -41,7 +41,8 @@ impl Writer<'_, '_, '_, '_> {
                 count,
                 sites,
             } => {
-                self.quick_operands(inst, at, flat, from as usize, len as usize)
+                (len == 0
+                    || self.quick_operands::<false>(inst, at, flat, from as usize, len as usize))
                     && self.quick_sites(inst, at, data_at, &sites[..count as usize])
             }
             Quick::General => false,
@@ -288,11 +289,12 @@ impl Writer<'_, '_, '_, '_> {
     }
 
     /// Runs a [`Quick::Operands`] program of instance `inst` (code at `code_at`, copied),
-    /// steps `from..from + len` of the JIT's flat array `all`: `false` if a value is out of
-    /// its step's range (the fields before it written; the steps then write every field
-    /// again, and report the value).
+    /// steps `from..from + len` of the JIT's flat array `all`, `len` at least 1 (`STORES`:
+    /// every one of them stores its field, as in an operands form): `false` if a value is
+    /// out of its step's range (the fields before it written; the steps then write every
+    /// field again, and report the value).
     #[inline(always)]
-    pub(super) fn quick_operands(
+    pub(super) fn quick_operands<const STORES: bool>(
         &mut self,
         inst: &Instance,
         code_at: usize,
@@ -300,31 +302,42 @@ impl Writer<'_, '_, '_, '_> {
         from: usize,
         len: usize,
     ) -> bool {
-        debug_assert!(from + len <= all.len());
-        // SAFETY: `program::compile` made the range inside the flat array.
-        let steps = unsafe { all.get_unchecked(from..from + len) };
+        debug_assert!(len >= 1 && from + len <= all.len());
         let operands = self.b.operands;
         let first = inst.operands as usize;
         let code = self.code.as_mut_ptr();
-        for s in steps {
-            debug_assert!(first + (s.operand as usize) < operands.len());
+        // SAFETY: `program::compile` made the range inside the flat array.
+        let mut s = unsafe { all.as_ptr().add(from) };
+        // SAFETY: as above.
+        let end = unsafe { s.add(len) };
+        // Tested at the bottom: a program has at least one step (most of the eBPF
+        // example's have one, and the test before the first cost 4 instructions each).
+        loop {
+            // SAFETY: `s` is below `end` (tested below, `len >= 1` before the first).
+            let step = unsafe { &*s };
+            debug_assert!(!STORES || step.store);
+            debug_assert!(first + (step.operand as usize) < operands.len());
             // SAFETY: `push` recorded the instance with as many operands as its stencil
             // takes, from `first` on in the vector, and `OperandStep::of` took only steps
             // whose operand is one of them.
-            let v = s.biased(unsafe { *operands.get_unchecked(first + s.operand as usize) });
-            if v > s.span {
+            let v = step.biased(unsafe { *operands.get_unchecked(first + step.operand as usize) });
+            if v > step.span {
                 return false;
             }
-            if s.store {
-                let at = code_at + s.offset as usize;
+            if STORES || step.store {
+                let at = code_at + step.offset as usize;
                 debug_assert!(at + 4 <= self.code.len());
-                let field = (v as u32).wrapping_add(s.lo);
+                let field = (v as u32).wrapping_add(step.lo);
                 // SAFETY: the field lies inside the stencil's code (`OperandStep::of`), which
                 // was copied to `code_at` ([`copy_code`] checked that it fits `code`).
                 unsafe { code.add(at).cast::<u32>().write_unaligned(field.to_le()) };
             }
+            // SAFETY: at most one past the range's last step.
+            s = unsafe { s.add(1) };
+            if s == end {
+                return true;
+            }
         }
-        true
     }
 
     /// Runs a [`Quick::DataRel32`] program of an instance (code at `code_at`, copied; data
