@@ -378,9 +378,12 @@ pub fn markdown(rows: &[EbpfRow], out: &mut String) {
          of one engine's compiles (32 at 10 instructions, 30 at 100, 3 at 1,000, 2 at \
          4,000) right after an untimed one of the same engine (Cranelift's rounds after \
          the others'), each `EbpfVm::new` (verify) + register a helper + compile + drop of \
-         that VM and its code, bytecode to callable, each engine's; rbpf's JIT takes and \
-         `mprotect`s a heap page per compile, ebpf-jit writes into its kit's arena (one \
-         `pwrite` without `pku`, or through the persistent alias). One compile timed alone \
+         that VM and its code, bytecode to callable, each engine's; rbpf's JIT takes a heap \
+         page per compile and `mprotect`s it writable and executable (`PROT_WRITE | \
+         PROT_EXEC`: its code stays writable for its life, and the drop hands the page back \
+         to the heap so), ebpf-jit keeps W^X: it writes into its kit's arena by one `pwrite` \
+         without `pku` (no writable view of code), or through the persistent alias (opt-in, \
+         a writable view at another address). One compile timed alone \
          after the other engines (until wave 35) measured the heap Cranelift's compiles \
          left, not rbpf's JIT: its `straight 10` took 0.9–1.0 µs against 0.47 µs in a \
          batch, rbpf JIT ÷ ebpf-jit 1.33–1.45 against 0.85–0.89. Above 1 in a ÷ column: \
