@@ -170,7 +170,7 @@ impl Compiler {
             natural_arguments(&mut slots);
         }
         let mut out = Emit::new(self, prog, slots, scan);
-        let entry = out.trace.push_shim()?;
+        out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
         if out.loops.is_empty() {
@@ -184,9 +184,8 @@ impl Compiler {
         out.epilogue(helpers)?;
         *compiled = Some(Compiled {
             trace: out.trace.finish()?,
-            entry,
-            pin_at: out.pin_at,
-            _helpers: out.kept,
+            pinned: out.pin_at.map(|at| (at / 8) as u8),
+            _helpers: (!out.kept.is_empty()).then(|| Box::new(out.kept)),
         });
         Ok(())
     }
@@ -253,6 +252,7 @@ struct Emit<'a, 'j> {
 
 impl<'a, 'j> Emit<'a, 'j> {
     /// The places of the registers and where the instances after the program go.
+    #[inline(always)]
     fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Plan) -> Emit<'a, 'j>
     where
         'j: 'a,
