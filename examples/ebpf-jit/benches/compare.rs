@@ -14,7 +14,8 @@
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 //! A run the scheduler preempted is done again (`unpreempted`): on a loaded machine its wall
 //! time counts other processes' time slices, not the engine's.
-//! For profiling: `--profile-compile N ROUNDS [rbpf]` only compiles `straight N`, and
+//! For profiling: `--profile-compile N ROUNDS [ENGINE]` only compiles `straight N` (or,
+//! with `versus`, alternates engines in batches and compares their thread CPU time), and
 //! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`) or of
 //! `straightN` (e.g. `straight100`, the compile bench's program of N instructions).
 //! `--placements N ROUNDS [NAME]` runs each run-time program (or those whose name starts
@@ -452,6 +453,131 @@ fn run_programs() -> [(&'static str, Vec<u8>, usize); 5] {
     ]
 }
 
+/// The compiling engines of `--profile-compile`.
+#[derive(Clone, Copy, PartialEq)]
+enum Compiling {
+    Ours,
+    /// Ours writing code through the kit's persistent alias (no system call per compile).
+    Alias,
+    Rbpf,
+}
+
+/// This thread's CPU time in ns (Linux; elsewhere the wall clock since the first call).
+fn thread_cpu_ns() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `t` is plain data that clock_gettime fills.
+        let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        assert_eq!(status, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+        t.tv_sec as f64 * 1e9 + t.tv_nsec as f64
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as f64
+    }
+}
+
+/// `--profile-compile N ROUNDS [ours|alias|rbpf|versus]`: compiles `straight N` ROUNDS times
+/// with one engine (for a profiler; ebpf-jit by default) and prints the wall and thread CPU
+/// time per compile; `versus` alternates batches of 1,000 compiles of ebpf-jit, rbpf's JIT
+/// and ebpf-jit through the persistent alias in one process (the order rotated per round)
+/// and prints each one's median thread CPU time per compile (range) and rbpf JIT ÷ ebpf-jit
+/// per round: the same heap and caches for all, and a preempted batch costs no CPU time.
+fn profile_compile(args: &[String], compiler: &Compiler) {
+    const USAGE: &str = "--profile-compile N ROUNDS [ours|alias|rbpf|versus]";
+    let count = |k: usize| -> usize {
+        args.get(k)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("{USAGE}: N and ROUNDS are counts"))
+    };
+    let (prog, rounds) = (straight_program(count(0)), count(1));
+    let alias = || {
+        let options = JitOptions {
+            code_writes: CodeWrites::PersistentAlias,
+            ..Compiler::default_options()
+        };
+        Compiler::with_options(ebpf_jit::HOST_SET, options).unwrap()
+    };
+    let compile = |engine: Compiling, alias: Option<&Compiler>| match engine {
+        Compiling::Rbpf => {
+            let mut vm = rbpf::EbpfVmRaw::new(Some(&prog)).unwrap();
+            vm.register_helper(1, helper).unwrap();
+            #[cfg(all(target_arch = "x86_64", unix))]
+            vm.jit_compile().unwrap();
+        }
+        _ => {
+            let mut vm = EbpfVm::new(&prog).unwrap();
+            vm.register_helper(1, helper);
+            vm.jit_compile_with(alias.unwrap_or(compiler)).unwrap();
+        }
+    };
+    let engine = match args.get(2).map_or("ours", String::as_str) {
+        "ours" => Compiling::Ours,
+        "alias" => Compiling::Alias,
+        "rbpf" => Compiling::Rbpf,
+        "versus" => return profile_versus(rounds, compiler, &alias(), compile),
+        other => panic!("{USAGE}: no engine {other:?}"),
+    };
+    let alias = (engine == Compiling::Alias).then(alias);
+    let (t, cpu) = (Instant::now(), thread_cpu_ns());
+    for _ in 0..rounds {
+        compile(engine, alias.as_ref());
+    }
+    let cpu = (thread_cpu_ns() - cpu) / rounds as f64;
+    let wall = t.elapsed().as_nanos() as f64 / rounds as f64;
+    println!("{wall:.0} ns per compile ({cpu:.0} ns of thread CPU)");
+}
+
+/// `--profile-compile N ROUNDS versus` ([`profile_compile`]).
+fn profile_versus(
+    rounds: usize,
+    compiler: &Compiler,
+    alias: &Compiler,
+    compile: impl Fn(Compiling, Option<&Compiler>),
+) {
+    const BATCH: usize = 1_000;
+    let engines = [
+        (Compiling::Ours, Some(compiler), "ebpf-jit"),
+        (Compiling::Rbpf, None, "rbpf JIT"),
+        (Compiling::Alias, Some(alias), "ebpf-jit (persistent alias)"),
+    ];
+    let mut times = [const { Vec::new() }; 3];
+    for round in 0..=rounds.div_ceil(BATCH) {
+        for k in 0..3 {
+            let (engine, c, _) = engines[(k + round) % 3];
+            compile(engine, c); // untimed: the same engine warms up right before
+            let cpu = thread_cpu_ns();
+            for _ in 0..BATCH {
+                compile(engine, c);
+            }
+            if round > 0 {
+                times[(k + round) % 3].push((thread_cpu_ns() - cpu) / BATCH as f64);
+            }
+        }
+    }
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{:.0} ns ({lo:.0}–{hi:.0})", median(v))
+    };
+    for (k, (_, _, name)) in engines.iter().enumerate() {
+        println!("{name:<28} {} of thread CPU per compile", range(&times[k]));
+    }
+    let ratios: Vec<f64> = times[1].iter().zip(&times[0]).map(|(r, o)| r / o).collect();
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    println!(
+        "rbpf JIT ÷ ebpf-jit per round: median {:.3} ({lo:.3}–{hi:.3}), {} rounds",
+        median(&ratios),
+        ratios.len()
+    );
+}
+
 /// `--listing NAME`: prints the trace of run-time program NAME (e.g. `sieve`) or of
 /// `straightN` in hex with its instances' stencils and holes (pipe the bytes to
 /// `llvm-mc --disassemble`).
@@ -575,30 +701,8 @@ fn main() {
         #[cfg(not(all(target_arch = "x86_64", unix)))]
         panic!("--placements {i}: rbpf's JIT runs on x86-64 Unix only");
     }
-    // `--profile-compile N ROUNDS [rbpf]`: only compile `straight N` ROUNDS times (for a
-    // profiler), with ebpf-jit or rbpf's JIT.
     if let Some(i) = args.iter().position(|a| a == "--profile-compile") {
-        let arg = |k: usize| -> usize { args[i + k].parse().expect("--profile-compile N ROUNDS") };
-        let prog = straight_program(arg(1));
-        let rbpf = args.get(i + 3).is_some_and(|a| a == "rbpf");
-        let t = Instant::now();
-        for _ in 0..arg(2) {
-            if rbpf {
-                let mut vm = rbpf::EbpfVmRaw::new(Some(&prog)).unwrap();
-                vm.register_helper(1, helper).unwrap();
-                #[cfg(all(target_arch = "x86_64", unix))]
-                vm.jit_compile().unwrap();
-                continue;
-            }
-            let mut vm = EbpfVm::new(&prog).unwrap();
-            vm.register_helper(1, helper);
-            vm.jit_compile_with(&compiler).unwrap();
-        }
-        println!(
-            "{:.0} ns per compile",
-            t.elapsed().as_nanos() as f64 / arg(2) as f64
-        );
-        return;
+        return profile_compile(&args[i + 1..], &compiler);
     }
     let alias = cfg!(target_os = "linux").then(|| {
         let options = JitOptions {

@@ -170,7 +170,7 @@ impl Compiler {
             natural_arguments(&mut slots);
         }
         let mut out = Emit::new(self, prog, slots, scan);
-        let entry = out.trace.push_shim()?;
+        out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
         if out.loops.is_empty() {
@@ -184,9 +184,8 @@ impl Compiler {
         out.epilogue(helpers)?;
         *compiled = Some(Compiled {
             trace: out.trace.finish()?,
-            entry,
-            pin_at: out.pin_at,
-            _helpers: out.kept,
+            pinned: out.pin_at.map(|at| (at / 8) as u8),
+            _helpers: (!out.kept.is_empty()).then(|| Box::new(out.kept)),
         });
         Ok(())
     }
@@ -253,6 +252,7 @@ struct Emit<'a, 'j> {
 
 impl<'a, 'j> Emit<'a, 'j> {
     /// The places of the registers and where the instances after the program go.
+    #[inline(always)]
     fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Plan) -> Emit<'a, 'j>
     where
         'j: 'a,
@@ -291,7 +291,9 @@ impl<'a, 'j> Emit<'a, 'j> {
             v,
             fell_off,
             returns,
-            sites: Vec::with_capacity(scan.calls),
+            // (Reserved by the first local call: `with_capacity` tests its count here, and
+            // most programs have none.)
+            sites: Vec::new(),
             kept: Vec::new(),
             loops,
             copies_at: returns + chain,
@@ -459,9 +461,10 @@ impl<'a, 'j> Emit<'a, 'j> {
             // In a guarded loop's copy (`loops`): unchecked.
             Action::Load | Action::Store => return Err(self.unchecked(w, (dr, sr)).map(|()| 1)),
             Action::End => return Err(self.end(w, d).map(|()| 1)),
-            Action::Exit if self.scan.calls == 0 => {
-                return Err(self.push(self.table.ret[d], None).map(|()| 1))
-            }
+            // Without local calls its row's member (`ret` by the place of r0), pushed by
+            // `Emit::special` with no target: an out-of-line push of `ret[d]` cost 40
+            // instructions a program more.
+            Action::Exit if self.scan.calls == 0 => None,
             Action::Exit => return Err(self.push(self.table.exit, Some(self.returns)).map(|()| 1)),
             Action::Invalid => return Err(self.push(self.table.invalid, None).map(|()| 1)),
             Action::Call => return Err(self.call(i, w, (d, s), helpers).map(|()| 1)),
@@ -557,6 +560,7 @@ impl<'a, 'j> Emit<'a, 'j> {
             };
         }
         self.v[usize::from(SITE)] = (i + 1) as u64;
+        self.sites.reserve_exact(self.scan.calls);
         self.sites.push(i + 1);
         let callee = self.at(i, (i as i64 + 1 + i64::from(imm)) as usize);
         self.push(self.table.call_local, Some(callee))

@@ -65,11 +65,14 @@ pub struct Compiler {
 /// A compiled program.
 pub struct Compiled {
     pub(crate) trace: Trace,
-    pub(crate) entry: InstanceId,
-    /// Where each pinned slot's register lives (the frame's `pin_at`).
-    pub(crate) pin_at: [u64; PINS],
-    /// The state of the helpers with state that the trace calls (it holds pointers to it).
-    pub(crate) _helpers: Vec<Arc<dyn Any + Send + Sync>>,
+    /// The register in each pinned slot (the frame's `pin_at` is eight times it).
+    pub(crate) pinned: [u8; PINS],
+    /// The state of the helpers with state that the trace calls (it holds pointers to it);
+    /// boxed, so that a `Compiled` fits in 128 bytes, which a compile moves with a few
+    /// vector stores instead of a `memcpy` call (a `Vec` is three words, the box one; only
+    /// a program calling a helper with state allocates it).
+    #[allow(clippy::box_collection)]
+    pub(crate) _helpers: Option<Box<Vec<Arc<dyn Any + Send + Sync>>>>,
 }
 
 impl Compiler {
@@ -141,7 +144,7 @@ impl Compiled {
             fault_addr: 0,
             fault_len: 0,
             calls: [[0; 5]; crate::MAX_CALL_DEPTH],
-            pin_at: self.pin_at,
+            pin_at: self.pinned.map(|r| u64::from(r) * 8),
         };
         frame.r[10] = stack_hi;
         if mbuff_hi > mbuff_lo {
@@ -151,7 +154,7 @@ impl Compiled {
         }
         let entry = self
             .trace
-            .entry_fn(self.entry)
+            .entry_fn(InstanceId::from_index(0))
             .expect("compile pushes the set's shim first, so its entry is a C-ABI entry");
         // SAFETY: the trace was stitched from this crate's template set, whose ops read the
         // frame as `Frame` and touch memory only inside [lo, hi) of its three regions

@@ -111,9 +111,10 @@ pub(crate) struct Shape {
     /// instruction's registers: [`REGS_ANY`] (dst r0..r9), [`REGS_STORE`] (also r10); 0 where
     /// it checks more ([`LD_DW`], [`OTHER`]).
     pub fast: u8,
-    /// `fast` where the action is `Plain`, `Load` or `Store`, else 0: the verifier's one
-    /// test for an instruction it has nothing more to do with (the scan counts nothing of
-    /// an access since it is one instance with no target, `Emit::target`).
+    /// `fast` where the action is `Plain`, `Load`, `Store` or `Exit`, else 0: the verifier's
+    /// one test for an instruction it has nothing more to do with (the scan counts nothing
+    /// of an access since it is one instance with no target, `Emit::target`, nor of an
+    /// EXIT, which every program has: out of line it cost about 40 instructions).
     pub plain: u8,
 }
 
@@ -160,7 +161,7 @@ const fn shape(kind: Option<Kind>) -> Shape {
         check,
         fast: fast(check),
         plain: match action {
-            Action::Plain | Action::Load | Action::Store => fast(check),
+            Action::Plain | Action::Load | Action::Store | Action::Exit => fast(check),
             _ => 0,
         },
     }

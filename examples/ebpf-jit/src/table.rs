@@ -336,6 +336,11 @@ impl Table {
             }
         }
         t.end[0][2] = [t.nop; PLACES];
+        // EXIT's member where the program has no local calls, by the place of r0, pushed
+        // as a plain instruction's (`Emit::instruction`).
+        for (d, members) in t.rows[0x95].members.iter_mut().enumerate().take(PLACES) {
+            *members = [Member::of(t.ret[d]); 8];
+        }
         // Each member with its operands' count and window, read with it.
         let unchecked = t.unchecked.as_flattened_mut().as_flattened_mut();
         for m in t

@@ -58,11 +58,9 @@ pub(crate) fn check(prog: &[u8]) -> Result<Plan, Error> {
 /// (Straight 100: 214 instructions of the verifier's 2,350 less than one at a time.)
 #[inline(always)]
 fn plain_pairs(words: &[[u8; INSN_SIZE]], mut i: usize, scan: &mut Scan) -> usize {
-    while i + 1 < words.len() {
-        let (w, x) = (
-            u64::from_le_bytes(words[i]),
-            u64::from_le_bytes(words[i + 1]),
-        );
+    // (A pair as one slice: one bounds test for both words.)
+    while let Some(&[w, x]) = words.get(i..i + 2) {
+        let (w, x) = (u64::from_le_bytes(w), u64::from_le_bytes(x));
         let (shape_w, shape_x) = (&SHAPES[w as usize & 255], &SHAPES[x as usize & 255]);
         // (`plain` is REGS_ANY, REGS_STORE (ST, STX) or 0: the AND of the four is not 0 iff
         // both pass, or 0 for a store beside another instruction, which then takes the
