@@ -70,7 +70,9 @@ impl Lowering {
 
     /// Where the VM enters the compiled lowering, by the address `address` gives each
     /// instance: a peeled loop's body, the pinned entry, and by exit whether its stub
-    /// starts with a `LINK`.
+    /// starts with a `LINK`. (Measured and dropped, wave 36: set in place in the compiled
+    /// trace rather than returned and moved, the compile took 0.18 to 0.44 % more
+    /// instructions.)
     pub(super) fn entry_points(
         &self,
         trace: &Trace,

@@ -57,6 +57,11 @@ impl std::fmt::Display for LoweredId {
 }
 
 /// One instance of a lowered trace (the entry shim, instance 0, is not listed).
+///
+/// Measured and dropped (wave 36): a 24-byte record instead of 64 (the micro-op a `u32`,
+/// a `PIN`'s local and a `LINK`'s exit one word told apart by a tag): the compile's
+/// instructions (callgrind, `cpjit-vm compile-time`) nbody -0.20 %, calls -0.20 %, sum -0.13 %,
+/// collatz -0.08 %; the lowering's time goes to its look-ups, not to these stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoweredInstance {
     /// Index into the set's stencils.
@@ -336,7 +341,8 @@ impl Backend {
 
     /// The member of micro-op `i` entered with nothing cached: the one starting a run of
     /// wide ints where it pays ([`Backend::wide_run`]), of scaled ints or float slots where
-    /// it pays ([`Backend::run_of`]), else the boxed one.
+    /// it pays ([`Backend::run_of`]), else the boxed one. (Kept inline: out of line, to
+    /// spare the loop's registers, the compile took 1.1 to 2.3 % more instructions, wave 36.)
     fn member_from_empty(&self, input: RunInput<'_>, i: usize) -> Option<(usize, CacheState)> {
         let (empty, step) = (CacheState::EMPTY, input.steps[i]);
         if self.wide_run(input, i) {
