@@ -75,7 +75,7 @@
 pub(crate) mod direct;
 mod write;
 
-use crate::arena::{round_up, GRANULE};
+use crate::arena::{round_up, Block, GRANULE};
 use crate::jit::Jit;
 use crate::memory::CodeSource;
 use crate::program::{Bound, Key, Need, NeedFilter, Program};
@@ -112,7 +112,8 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     check(&view)?;
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-    let (mut trace, mut source) = allocate(b.jit, &layout)?;
+    let mut trace = Trace::unallocated(b.jit);
+    let mut source = allocate(b.jit, &layout, &mut trace)?;
     // The veneers of the symbols presumed direct are not reserved: checked here, once the
     // code is placed (with the trace in place: moved through a call, it was a copy).
     let presumed = b.jit.direct.in_trace(view.layout.counted_symbols);
@@ -122,7 +123,7 @@ pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
             .direct
             .covers(trace.block.code_rx as u64, trace.code_len)
     {
-        (trace, source) = place_again(b.jit, &mut layout, presumed, trace)?;
+        source = place_again(b.jit, &mut layout, presumed, &mut trace)?;
     }
     let mut writer = trace.block.code_writer(&source, trace.code_len)?;
     // Only the write borrows the scratch tables (the trace is not moved in and out of
@@ -614,25 +615,37 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
 /// GOT slot), and how to write the code; [`settle`] returns what was not used.
-fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<(Trace, CodeSource), Error> {
+// Always inline: the block is taken in place (see `Arena::alloc_into`), and the trace
+// is not moved in and out of a `Result` (which copied it three times per trace).
+#[inline(always)]
+fn allocate(jit: &Jit<'_>, layout: &Sizes, trace: &mut Trace) -> Result<CodeSource, Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
-    let (block, source) =
-        jit.arena
-            .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
-    // From here on, dropping the trace (on an error) returns the memory.
-    let trace = Trace {
-        arena: jit.arena.clone(),
-        instances: 0,
-        offsets_at: 0,
-        veneers: 0,
-        got_slots: 0,
-        code_len: code_size,
-        data_len: data_size,
-        debug: None,
-        shim: false,
-        block,
-    };
-    Ok((trace, source))
+    (trace.code_len, trace.data_len) = (code_size, data_size);
+    jit.arena.alloc_into(
+        &mut trace.block,
+        (code_size, layout.code_align),
+        (data_size, layout.data_align),
+    )
+}
+
+impl Trace {
+    /// A trace of `jit` without memory yet ([`Block::UNALLOCATED`]): [`allocate`] gives it
+    /// its blocks, which dropping it (on an error) then returns.
+    #[inline(always)]
+    fn unallocated(jit: &Jit<'_>) -> Trace {
+        Trace {
+            arena: jit.arena.clone(),
+            instances: 0,
+            offsets_at: 0,
+            veneers: 0,
+            got_slots: 0,
+            code_len: 0,
+            data_len: 0,
+            debug: None,
+            shim: false,
+            block: Block::UNALLOCATED,
+        }
+    }
 }
 
 impl Trace {
