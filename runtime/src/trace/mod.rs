@@ -447,22 +447,24 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         self.len() == 0
     }
 
-    /// The current trace's instances, operands, targets and continuation.
-    pub(crate) fn view(&self) -> View<'_, 'j, 's> {
-        View {
+    /// The current trace's instances, operands, targets and continuation, and the GOT
+    /// and veneer tables its write fills.
+    pub(crate) fn view_and_scratch(&mut self) -> (View<'_, 'j, 's>, &mut stitch::Scratch) {
+        let view = View {
             jit: self.jit,
             instances: &self.instances[self.start as usize..],
             operands: &self.operands,
             targets: &self.targets,
             continuation: self.continuation,
-            layout: self.layout,
-        }
+            layout: &self.layout,
+        };
+        (view, &mut self.spare.scratch)
     }
 
     /// Lays out, copies and patches the instances into executable memory.
     pub fn finish(mut self) -> Result<Trace, Error> {
         self.resolve_labels()?;
-        stitch::finish(&self)
+        stitch::finish(&mut self)
     }
 
     /// Refuses a trace with jumps to labels never bound.
@@ -485,7 +487,8 @@ pub(crate) struct View<'a, 'j, 's> {
     pub operands: &'a [u64],
     pub targets: &'a [Target],
     pub continuation: Option<Target>,
-    pub layout: Layout,
+    /// (By reference: a copy was a tenth of `finish`'s own instructions.)
+    pub layout: &'a Layout,
 }
 
 impl<'j, 's> View<'_, 'j, 's> {
@@ -500,7 +503,7 @@ impl<'j, 's> View<'_, 'j, 's> {
             operands: ManuallyDrop::new(Vec::new()),
             targets: ManuallyDrop::new(Vec::new()),
             continuation: self.continuation,
-            layout: self.layout,
+            layout: *self.layout,
             cache_state: 0,
             labels: ManuallyDrop::new(Vec::new()),
             unbound: 0,

@@ -2,7 +2,7 @@
 //! takes them when it starts and puts them back when it is dropped.
 
 use super::select::LabelSlot;
-use super::stitch::Counted;
+use super::stitch::{Counted, Scratch};
 use super::{Instance, Target, TraceBuilder};
 use crate::error::try_grow;
 use crate::Error;
@@ -18,6 +18,8 @@ pub(crate) struct Spare {
     pub targets: Vec<Target>,
     pub labels: Vec<LabelSlot>,
     pub counted: Counted,
+    /// The GOT and veneer tables of the current trace's write.
+    pub scratch: Scratch,
 }
 
 thread_local! {
@@ -31,7 +33,7 @@ thread_local! {
 /// not pin its memory for the thread's life).
 pub(crate) const SPARE_LIMIT: usize = 1 << 20;
 
-/// Makes this thread's spare vectors, which its next builder takes, hold a trace of
+/// Makes this thread's spare vectors and tables, which its next builder takes, hold a trace of
 /// `c` without growing ([`Jit::reserve`](crate::Jit::reserve)); the labels' vector is left
 /// as it is.
 pub(crate) fn reserve_spare(c: &crate::reserve::Capacity) -> Result<(), Error> {
@@ -51,6 +53,8 @@ pub(crate) fn reserve_spare(c: &crate::reserve::Capacity) -> Result<(), Error> {
     room(&mut spare.targets, c.targets, "the trace's jump targets")?;
     spare.counted.got.reserve(c.symbols, c.got_slots);
     spare.counted.veneers.reserve(c.symbols, c.veneers);
+    spare.scratch.got.reserve(c.symbols, c.got_slots);
+    spare.scratch.veneers.reserve(c.symbols, c.veneers);
     let _ = SPARE.try_with(|s| s.set(Some(spare)));
     Ok(())
 }
