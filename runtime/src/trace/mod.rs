@@ -589,14 +589,12 @@ impl Trace {
     ///
     /// # Panics
     /// If `id` does not belong to this trace (an id from another builder).
+    // Inline, its panic out of line: a client asks it once per entry point of a trace.
+    #[inline]
     pub fn entry(&self, id: InstanceId) -> *const u8 {
         match self.instance_offsets().get(id.index()) {
             Some(&offset) => (self.block.code_rx + offset as usize) as *const u8,
-            None => panic!(
-                "instance {} is not in this trace ({} instances)",
-                id.index(),
-                self.instance_offsets().len()
-            ),
+            None => not_in_trace(id, self.instances),
         }
     }
 
@@ -665,6 +663,7 @@ impl Trace {
     }
 
     /// Offset of each instance's code from the start of the trace, in push order.
+    #[inline]
     pub fn instance_offsets(&self) -> &[u32] {
         if self.instances == 0 {
             return &[];
@@ -687,6 +686,16 @@ impl Trace {
     pub fn got_slots(&self) -> usize {
         self.got_slots as usize
     }
+}
+
+/// [`Trace::entry`]'s panic: `id` is not one of the trace's `instances`.
+#[cold]
+#[inline(never)]
+fn not_in_trace(id: InstanceId, instances: u32) -> ! {
+    panic!(
+        "instance {} is not in this trace ({instances} instances)",
+        id.index()
+    )
 }
 
 impl Drop for Trace {
