@@ -589,12 +589,14 @@ impl Trace {
     ///
     /// # Panics
     /// If `id` does not belong to this trace (an id from another builder).
-    // Inline, its panic out of line: a client asks it once per entry point of a trace.
-    #[inline]
     pub fn entry(&self, id: InstanceId) -> *const u8 {
         match self.instance_offsets().get(id.index()) {
             Some(&offset) => (self.block.code_rx + offset as usize) as *const u8,
-            None => not_in_trace(id, self.instances),
+            None => panic!(
+                "instance {} is not in this trace ({} instances)",
+                id.index(),
+                self.instance_offsets().len()
+            ),
         }
     }
 
@@ -663,7 +665,6 @@ impl Trace {
     }
 
     /// Offset of each instance's code from the start of the trace, in push order.
-    #[inline]
     pub fn instance_offsets(&self) -> &[u32] {
         if self.instances == 0 {
             return &[];
@@ -686,16 +687,6 @@ impl Trace {
     pub fn got_slots(&self) -> usize {
         self.got_slots as usize
     }
-}
-
-/// [`Trace::entry`]'s panic: `id` is not one of the trace's `instances`.
-#[cold]
-#[inline(never)]
-fn not_in_trace(id: InstanceId, instances: u32) -> ! {
-    panic!(
-        "instance {} is not in this trace ({instances} instances)",
-        id.index()
-    )
 }
 
 impl Drop for Trace {
