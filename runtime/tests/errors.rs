@@ -397,6 +397,21 @@ fn the_entry_shim_is_only_an_entry() {
         by_index,
         Err(Error::ShimNotFirst { instance: 1, .. })
     ));
+    // First, but with an operand it does not take: refused by its counts, nothing pushed.
+    let mut t = jit.trace();
+    let counted = t.push(SET.shim.unwrap() as usize, &[7], &[]);
+    assert!(
+        matches!(
+            counted,
+            Err(Error::OperandCount {
+                expected: 0,
+                got: 1,
+                ..
+            })
+        ),
+        "{counted:?}"
+    );
+    assert!(t.is_empty());
 
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();

@@ -253,23 +253,23 @@ impl<'j, 's> TraceBuilder<'j, 's> {
                 if operands.is_empty() && p.operands == 0 && targets.is_empty() && p.targets == 0 {
                     return self.record::<false>(stencil, p, &[], &[]);
                 }
-                self.record_shim(stencil, p, operands, targets)
+                self.record_shim(stencil, operands, targets)
             }
             _ => Err(self.push_error(stencil, operands.len(), targets.len())),
         }
     }
 
-    /// [`push_rest`](TraceBuilder::push_rest) for a shim with operands or targets (or the
-    /// wrong counts of them).
+    /// [`push_rest`](TraceBuilder::push_rest) for the shim `stencil` (pushed first) with
+    /// operands or targets (or the wrong counts of them).
     #[cold]
     #[inline(never)]
     fn record_shim(
         &mut self,
         stencil: usize,
-        p: &'j Program,
         operands: &[u64],
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
+        let p = &self.programs[stencil];
         if operands.len() == p.operands as usize && targets.len() == p.targets as usize {
             return self.record::<true>(stencil, p, operands, targets);
         }
