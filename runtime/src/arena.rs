@@ -52,6 +52,25 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    /// No block: what [`Arena::alloc_into`] writes over, and what a
+    /// [`Trace`](crate::Trace) that never got its block holds (its drop frees nothing).
+    pub const UNALLOCATED: Block = Block {
+        chunk: u32::MAX,
+        code_lead: 0,
+        code_offset: 0,
+        code_len: 0,
+        data_offset: 0,
+        data_len: 0,
+        code_rx: 0,
+        data: 0,
+    };
+
+    /// Whether the block was allocated (is not [`Block::UNALLOCATED`]).
+    #[inline]
+    pub fn allocated(&self) -> bool {
+        self.chunk != u32::MAX
+    }
+
     /// A writable view of the block's first `len` code bytes through `source` (its
     /// chunk's, as [`Arena::alloc`] returned it), until dropped: the only way code is
     /// written (no writable view of code exists otherwise).
@@ -213,6 +232,20 @@ impl Arena {
         data_len: usize,
         data_align: usize,
     ) -> Result<(Block, CodeSource), Error> {
+        let mut block = Block::UNALLOCATED;
+        let source = self.alloc_into(&mut block, (code_len, code_align), (data_len, data_align))?;
+        Ok((block, source))
+    }
+
+    /// [`alloc`](Arena::alloc) into `out` (left as it is on an error): a `finish` takes
+    /// its trace's block in place (moved out of a returned `Result`, into the trace and
+    /// out of another `Result`, a block was copied four times per trace).
+    pub fn alloc_into(
+        &self,
+        out: &mut Block,
+        (code_len, code_align): (usize, usize),
+        (data_len, data_align): (usize, usize),
+    ) -> Result<CodeSource, Error> {
         let code_len = round_up(code_len.max(1), GRANULE);
         let data_len = round_up(data_len, GRANULE);
         let code_align = code_align.max(GRANULE);
@@ -222,21 +255,19 @@ impl Arena {
             let Some(chunk) = &mut inner.chunks[index] else {
                 continue;
             };
-            if let Some(block) = chunk.take(
-                index,
-                (code_len, code_align, self.code_page),
-                data_len,
-                data_align,
-            ) {
+            let sizes = (code_len, code_align, self.code_page);
+            if chunk.take(index, sizes, data_len, data_align, out) {
                 let source = chunk.region.code_source();
                 // The common case once a chunk is warm, here rather than through `commit`'s
                 // look-up of the chunk (callgrind: 48 instructions per trace in `commit`).
-                if chunk.committed(&block) {
-                    inner.stats.count(&block);
-                } else {
-                    inner.commit(&block)?;
+                if chunk.committed(out) {
+                    inner.stats.count(out);
+                } else if let Err(e) = inner.commit(out) {
+                    // (`commit` returned the block to the free lists.)
+                    *out = Block::UNALLOCATED;
+                    return Err(e);
                 }
-                return Ok((block, source));
+                return Ok(source);
             }
         }
         // Reserve a new chunk big enough for this request (alignment slack included).
@@ -266,20 +297,25 @@ impl Arena {
                 inner.chunks.len() - 1
             }
         };
-        let block = chunk.take(
+        let mut block = Block::UNALLOCATED;
+        let taken = chunk.take(
             index,
             (code_len, code_align, self.code_page),
             data_len,
             data_align,
+            &mut block,
         );
         let source = chunk.region.code_source();
         inner.stats.chunks += 1;
         inner.stats.code_reserved += chunk.region.code_len;
         inner.stats.data_reserved += chunk.region.data_len;
         inner.chunks[index] = Some(chunk);
-        match block {
-            Some(block) => inner.commit(&block).map(|()| (block, source)),
-            None => unreachable!("a fresh chunk is sized for the request"),
+        match taken {
+            true => inner.commit(&block).map(|()| {
+                *out = block;
+                source
+            }),
+            false => unreachable!("a fresh chunk is sized for the request"),
         }
     }
 
@@ -378,22 +414,21 @@ impl Arena {
         let chunk = live(&mut inner.chunks, block.chunk);
         chunk.region.retire_code(block.code_offset, block.code_len);
         let (held_at, held) = block.code_held();
-        chunk.code_free.free(held_at, held);
+        chunk.code_free.free_front(held_at, held);
         if block.data_len != 0 {
-            chunk.data_free.free(block.data_offset, block.data_len);
+            chunk
+                .data_free
+                .free_front(block.data_offset, block.data_len);
         }
         let idle = chunk.idle();
         inner.stats.code_used -= held;
         inner.stats.data_used -= block.data_len;
         inner.stats.traces -= 1;
-        let released = if idle {
-            inner.release_if_over(block.chunk as usize, self.idle_limit)
-        } else {
-            None
-        };
-        // Unmapped once the lock is released.
-        drop(inner);
-        drop(released);
+        // Idle chunks can hold more than the limit only if all chunks do (one test: a JIT
+        // freeing its only trace leaves its only chunk idle, usually within the limit).
+        if idle && inner.stats.reserved() > self.idle_limit {
+            release_if_over(inner, block.chunk as usize, self.idle_limit);
+        }
     }
 }
 
@@ -408,7 +443,7 @@ fn shrink_part(
 ) {
     if new_len < *len {
         let tail = *len - new_len;
-        free.free_tail(offset + new_len, tail);
+        free.free_front(offset + new_len, tail);
         *used -= tail;
         *len = new_len;
     }
@@ -481,29 +516,35 @@ impl Block {
     }
 }
 
-impl Inner {
-    /// Takes idle chunk `index` out of the table (for the caller to drop, which unmaps it)
-    /// if keeping it would make the idle chunks hold more than `limit` reserved bytes.
-    fn release_if_over(&mut self, index: usize, limit: usize) -> Option<Chunk> {
-        let idle: usize = self
-            .chunks
-            .iter()
-            .flatten()
-            .filter(|c| c.idle())
-            .map(Chunk::reserved)
-            .sum();
-        if idle <= limit {
-            return None;
-        }
-        let chunk = self.chunks[index].take()?;
-        let s = &mut self.stats;
-        s.chunks -= 1;
-        s.code_reserved -= chunk.region.code_len;
-        s.data_reserved -= chunk.region.data_len;
-        s.code_mapped -= chunk.region.code_committed;
-        s.data_mapped -= chunk.region.data_committed;
-        Some(chunk)
+/// Takes idle chunk `index` out of the table and unmaps it, once `inner`'s lock is
+/// released, if keeping it would make the idle chunks hold more than `limit` reserved
+/// bytes. (Out of line, the chunk moved only here: inline, its moves were 16 instructions
+/// of every free.)
+#[cold]
+#[inline(never)]
+fn release_if_over(mut inner: std::sync::MutexGuard<'_, Inner>, index: usize, limit: usize) {
+    let idle: usize = inner
+        .chunks
+        .iter()
+        .flatten()
+        .filter(|c| c.idle())
+        .map(Chunk::reserved)
+        .sum();
+    if idle <= limit {
+        return;
     }
+    let Some(chunk) = inner.chunks[index].take() else {
+        return;
+    };
+    let s = &mut inner.stats;
+    s.chunks -= 1;
+    s.code_reserved -= chunk.region.code_len;
+    s.data_reserved -= chunk.region.data_len;
+    s.code_mapped -= chunk.region.code_committed;
+    s.data_mapped -= chunk.region.data_committed;
+    // Unmapped once the lock is released.
+    drop(inner);
+    drop(chunk);
 }
 
 impl Chunk {
@@ -529,6 +570,8 @@ impl Chunk {
     // Inline, as is the check of the committed prefixes in `alloc`: `alloc` with both out
     // of line was 227 instructions per trace, 160 with both inline (callgrind, straight-10);
     // always, since the page rule made the compiler leave it out of line (+40).
+    // Into `out` (written only if it returns `true`): a block returned and then stored was
+    // built on the stack and copied, 10 instructions per trace.
     #[inline(always)]
     fn take(
         &mut self,
@@ -536,16 +579,20 @@ impl Chunk {
         (code_len, code_align, code_page): (usize, usize, usize),
         data_len: usize,
         data_align: usize,
-    ) -> Option<Block> {
+        out: &mut Block,
+    ) -> bool {
         // Alignment is of the run-time address, so align relative to the part's start
         // (parts start page-aligned, and alignments beyond a page are not supported).
         // Off the fewest pages rather than not at all: the rule never costs a new chunk.
-        let (code_offset, code_lead) = match code_page {
+        let code = match code_page {
             0 => self.code_free.alloc(code_len, code_align).map(|at| (at, 0)),
             page => (self.code_free)
                 .alloc_on_fewest_pages(code_len, code_align, page)
                 .or_else(|| Some((self.code_free.alloc(code_len, code_align)?, 0))),
-        }?;
+        };
+        let Some((code_offset, code_lead)) = code else {
+            return false;
+        };
         let data_offset = if data_len == 0 {
             0
         } else {
@@ -554,11 +601,11 @@ impl Chunk {
                 None => {
                     self.code_free
                         .free(code_offset - code_lead, code_len + code_lead);
-                    return None;
+                    return false;
                 }
             }
         };
-        Some(Block {
+        *out = Block {
             // (Chunks are at least a page each: their count fits; a lead is under a page.)
             chunk: index as u32,
             code_lead: code_lead as u32,
@@ -568,7 +615,8 @@ impl Chunk {
             data_len,
             code_rx: self.region.code_rx + code_offset,
             data: self.region.data + data_offset,
-        })
+        };
+        true
     }
 }
 

@@ -174,6 +174,8 @@ pub struct Jit<'s> {
     /// The protection key guarding writes of this JIT's code ([`Jit::protection_key`]).
     protection_key: Option<u32>,
     pub(crate) debug: crate::debug::Options,
+    /// `debug.any()`, worked out once: `finish` asks it per trace (five loads and tests).
+    registers_traces: bool,
 }
 
 /// What a [`Trace`](crate::Trace) whose first instance is the entry shim knows of it
@@ -187,8 +189,9 @@ pub(crate) struct ShimFacts {
 impl<'s> Jit<'s> {
     /// Whether finished traces are registered with debuggers or profilers (any debug
     /// option is on).
+    #[inline(always)]
     pub(crate) fn registers_traces(&self) -> bool {
-        self.debug.any()
+        self.registers_traces
     }
 
     /// The publish stage's hook into the debug support: registers the just-finished
@@ -252,6 +255,7 @@ impl<'s> Jit<'s> {
         let (programs, operand_steps) = program::compile(set);
         let object = crate::memory::code_object(alias, keys);
         let protection_key = object.key();
+        let debug = crate::debug::Options::open(&options, set)?;
         Ok(Jit {
             set,
             resolve,
@@ -280,7 +284,8 @@ impl<'s> Jit<'s> {
             data_align: set.stencils.iter().map(|s| s.data_align).fold(8, u32::max),
             facts,
             protection_key,
-            debug: crate::debug::Options::open(&options, set)?,
+            registers_traces: debug.any(),
+            debug,
         })
     }
 

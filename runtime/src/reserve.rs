@@ -85,9 +85,7 @@ impl Jit<'_> {
         }
         self.arena.free(&block);
         written?;
-        crate::trace::reserve_spare(&capacity)?;
-        crate::trace::stitch::reserve_scratch(&capacity);
-        Ok(())
+        crate::trace::reserve_spare(&capacity)
     }
 
     /// `r` checked against the arena's chunk size and idle limit, and what it asks of the

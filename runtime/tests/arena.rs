@@ -269,6 +269,73 @@ fn idle_chunks_beyond_the_limit_are_returned_to_the_system() {
     );
 }
 
+/// A JIT dropped before its traces (several chunks' worth, one batch among them): each
+/// trace keeps running and is freed on its own, and the last one freed frees the arena:
+/// on x86-64 Linux, measured in a child process, its code object's descriptor and its code
+/// mappings are then gone, and not before.
+#[test]
+fn traces_outlive_their_jit_and_the_last_frees_the_arena() {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    common::in_child(
+        "arena::traces_outlive_their_jit_and_the_last_frees_the_arena",
+        traces_outliving_their_jit,
+    );
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    traces_outliving_their_jit();
+}
+
+fn traces_outliving_their_jit() {
+    /// Open descriptors, and mappings of JIT code objects (none counted off Linux).
+    fn resources() -> (usize, usize) {
+        if !cfg!(target_os = "linux") {
+            return (0, 0);
+        }
+        let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        (
+            fds,
+            maps.lines().filter(|l| l.contains("cpjit-code")).count(),
+        )
+    }
+    let before = resources();
+    let options = JitOptions {
+        chunk_bytes: 4096,
+        ..JitOptions::default()
+    };
+    let jit = Jit::with_options(SET, resolve, options).unwrap();
+    let mut traces: Vec<_> = (0..6).map(|k| adding(&jit, k, 300).unwrap()).collect();
+    let mut batch = jit.batch();
+    for _ in 0..3 {
+        let t = batch.trace();
+        t.push_shim().unwrap();
+        t.push_named("op_load_got", &[7], &[]).unwrap();
+        t.push_named("op_return", &[], &[]).unwrap();
+    }
+    let batched = batch.finish().unwrap();
+    assert!(jit.memory_stats().chunks > 1, "{:?}", jit.memory_stats());
+    drop(jit);
+    let held = resources();
+    // Dropped in turns, the batch's traces among the others; every survivor still runs.
+    for (k, t) in batched.into_iter().enumerate() {
+        let shim = cpjit_runtime::InstanceId::from_index(0);
+        assert_eq!(run(&t, shim, &mut Frame::default()), 7, "batched trace {k}");
+        drop(t);
+        traces.remove(0);
+        for (trace, shim) in &traces {
+            let start = run(trace, *shim, &mut Frame::default()) - 900;
+            assert!(start < 6, "trace loading {start}");
+        }
+        assert_eq!(
+            resources(),
+            held,
+            "the arena is held by {} traces",
+            traces.len()
+        );
+    }
+    drop(traces);
+    assert_eq!(resources(), before, "the last trace freed the arena");
+}
+
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 fn idle_chunks_in_a_child() {
     /// Open descriptors, and mappings of JIT code objects.

@@ -397,6 +397,21 @@ fn the_entry_shim_is_only_an_entry() {
         by_index,
         Err(Error::ShimNotFirst { instance: 1, .. })
     ));
+    // First, but with an operand it does not take: refused by its counts, nothing pushed.
+    let mut t = jit.trace();
+    let counted = t.push(SET.shim.unwrap() as usize, &[7], &[]);
+    assert!(
+        matches!(
+            counted,
+            Err(Error::OperandCount {
+                expected: 0,
+                got: 1,
+                ..
+            })
+        ),
+        "{counted:?}"
+    );
+    assert!(t.is_empty());
 
     let mut t = jit.trace();
     let shim = t.push_shim().unwrap();
@@ -552,6 +567,30 @@ fn entry_fn_refuses_every_instance_but_the_shim() {
     assert!(no_shim
         .entry_as::<cpjit_runtime::EntryFn>(InstanceId::from_index(0))
         .is_err());
+}
+
+/// `Trace::entry` of an id that is not the trace's panics, naming the id and the trace's
+/// instance count (as its docs say).
+#[test]
+fn entry_of_an_instance_past_the_trace_panics_naming_it() {
+    let jit = Jit::new(SET, resolve).unwrap();
+    let mut t = jit.trace();
+    t.push_shim().unwrap();
+    t.push_named("op_return", &[], &[]).unwrap();
+    let trace = t.finish().unwrap();
+    assert_eq!(trace.entry(InstanceId::from_index(1)), entry_at(&trace, 1));
+    let past = std::panic::AssertUnwindSafe(|| trace.entry(InstanceId::from_index(2)));
+    let panic = std::panic::catch_unwind(past);
+    let payload = panic.expect_err("an id past the trace");
+    let text = payload
+        .downcast_ref::<String>()
+        .expect("a formatted message");
+    assert_eq!(text, "instance 2 is not in this trace (2 instances)");
+}
+
+/// Instance `index`'s address from the trace's offsets (what `entry` must give).
+fn entry_at(trace: &cpjit_runtime::Trace, index: usize) -> *const u8 {
+    (trace.code_range().start + trace.instance_offsets()[index] as usize) as *const u8
 }
 
 /// A set generated in another crate format is refused before anything of it is read, and

@@ -400,6 +400,7 @@ impl CodeWriter {
     /// Makes what was written the code's content (on Linux: one `pwrite` to the code
     /// object, unless every window was written by `put`; elsewhere the bytes are already
     /// in place), then closes the view.
+    #[inline]
     pub fn publish(mut self) -> io::Result<()> {
         self.window.publish()
     }

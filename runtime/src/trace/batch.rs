@@ -104,19 +104,21 @@ impl<'j, 's> TraceBatch<'j, 's> {
                 source: Box::new(e),
             });
         }
-        let b = &self.builder;
+        let b = &mut self.builder;
         let closed = &self.closed[..];
-        stitch::finish_batch(b.jit, closed.len(), |i| {
+        let (jit, instances, operands, targets) = (b.jit, &b.instances, &b.operands, &b.targets);
+        let view = |i: usize| {
             let c = &closed[i];
             let range = c.instances.start as usize..c.instances.end as usize;
             View {
-                jit: b.jit,
-                instances: &b.instances[range],
-                operands: &b.operands,
-                targets: &b.targets,
+                jit,
+                instances: &instances[range],
+                operands,
+                targets,
                 continuation: c.continuation,
-                layout: c.layout,
+                layout: &c.layout,
             }
-        })
+        };
+        stitch::finish_batch(jit, closed.len(), view, &mut b.spare.scratch)
     }
 }

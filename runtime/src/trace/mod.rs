@@ -9,6 +9,7 @@ mod batch;
 pub(crate) mod entry;
 mod run;
 pub(crate) mod select;
+mod spare;
 pub(crate) mod stitch;
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -36,10 +37,12 @@ use crate::Error;
 pub use batch::TraceBatch;
 use entry::{Entry, EntrySignature};
 use select::{Label, LabelSlot};
+use spare::Spare;
+pub(crate) use spare::{reserve_spare, SPARE_LIMIT};
 use std::ffi::c_void;
 use std::mem::ManuallyDrop;
 use std::ops::Range;
-use stitch::{Counted, Layout};
+use stitch::Layout;
 
 /// What the debug support keeps for a finished trace: its registrations with debuggers and
 /// profilers, released when the trace is dropped (before its code is trapped). The trace
@@ -154,67 +157,12 @@ pub struct TraceBuilder<'j, 's> {
     spare: ManuallyDrop<Box<Spare>>,
 }
 
-/// The vectors of a finished or dropped builder, kept per thread for the next builder:
-/// a JIT stitching trace after trace then pushes into memory it already has, without
-/// growing (reallocating and copying) its vectors per trace.
-#[derive(Default)]
-struct Spare {
-    instances: Vec<Instance>,
-    operands: Vec<u64>,
-    targets: Vec<Target>,
-    labels: Vec<LabelSlot>,
-    counted: Counted,
-}
-
-thread_local! {
-    /// Boxed, so that a builder takes and returns it as one pointer and moves only the
-    /// vectors' headers (moving the whole struct in and out of a `RefCell` was a tenth of
-    /// a 10-instance trace's stitching time).
-    static SPARE: std::cell::Cell<Option<Box<Spare>>> = const { std::cell::Cell::new(None) };
-}
-
-/// Vectors larger than this many elements are freed rather than kept (a huge trace should
-/// not pin its memory for the thread's life).
-pub(crate) const SPARE_LIMIT: usize = 1 << 20;
-
-/// Makes this thread's spare vectors, which its next builder takes, hold a trace of
-/// `c` without growing ([`Jit::reserve`]); the labels' vector is left as it is.
-pub(crate) fn reserve_spare(c: &crate::reserve::Capacity) -> Result<(), Error> {
-    fn room<T>(v: &mut Vec<T>, n: usize, what: &'static str) -> Result<(), Error> {
-        match v.capacity() - v.len() < n {
-            true => try_grow(v, n, what),
-            false => Ok(()),
-        }
-    }
-    let mut spare = SPARE
-        .try_with(|s| s.take())
-        .ok()
-        .flatten()
-        .unwrap_or_default();
-    room(
-        &mut spare.instances,
-        c.instances,
-        "the trace's instance records",
-    )?;
-    room(&mut spare.operands, c.operands, "the trace's operands")?;
-    room(&mut spare.targets, c.targets, "the trace's jump targets")?;
-    spare.counted.got.reserve(c.symbols, c.got_slots);
-    spare.counted.veneers.reserve(c.symbols, c.veneers);
-    let _ = SPARE.try_with(|s| s.set(Some(spare)));
-    Ok(())
-}
-
 impl<'j, 's> TraceBuilder<'j, 's> {
     pub(crate) fn new(jit: &'j Jit<'s>) -> TraceBuilder<'j, 's> {
         // (Read first: read between the vectors' moves and the builder, it made the
         // builder be built on the stack and copied, 17 instructions per trace.)
         let layout = Layout::starting(jit);
-        let mut spare = SPARE
-            .try_with(|s| s.take())
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        spare.counted.reset();
+        let spare = Spare::take();
         // SAFETY: the vectors are moved out; the spare set's copies are stale until `drop`
         // writes the vectors back over them (or empty ones, before the set is dropped), and
         // nothing reads or drops them meanwhile.
@@ -298,16 +246,34 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         targets: &[Target],
     ) -> Result<InstanceId, Error> {
         match self.jit.programs.get(stencil) {
-            Some(p)
-                if p.shim
-                    && self.is_empty()
-                    && operands.len() == p.operands as usize
-                    && targets.len() == p.targets as usize =>
-            {
-                self.record::<true>(stencil, p, operands, targets)
+            Some(p) if p.shim && self.is_empty() => {
+                // The shim of the kit's sets takes no operands and no targets: recorded
+                // here with nothing to copy (a few instructions; the general record inline
+                // made this function's frame 81 instructions per trace).
+                if operands.is_empty() && p.operands == 0 && targets.is_empty() && p.targets == 0 {
+                    return self.record::<false>(stencil, p, &[], &[]);
+                }
+                self.record_shim(stencil, operands, targets)
             }
             _ => Err(self.push_error(stencil, operands.len(), targets.len())),
         }
+    }
+
+    /// [`push_rest`](TraceBuilder::push_rest) for the shim `stencil` (pushed first) with
+    /// operands or targets (or the wrong counts of them).
+    #[cold]
+    #[inline(never)]
+    fn record_shim(
+        &mut self,
+        stencil: usize,
+        operands: &[u64],
+        targets: &[Target],
+    ) -> Result<InstanceId, Error> {
+        let p = &self.programs[stencil];
+        if operands.len() == p.operands as usize && targets.len() == p.targets as usize {
+            return self.record::<true>(stencil, p, operands, targets);
+        }
+        Err(self.push_error(stencil, operands.len(), targets.len()))
     }
 
     /// Lays out and appends an instance of stencil `stencil` (program `p`), whose counts
@@ -460,7 +426,15 @@ impl<'j, 's> TraceBuilder<'j, 's> {
             });
         };
         check_signature::<F>(facts)?;
-        self.push(shim as usize, &[], &[]).map(Entry::new)
+        // (`Jit::new` checked the index.) A shim of no operands and no targets as first
+        // instance is recorded here, with nothing to copy; the others, and every refusal,
+        // in `push_rest` (`push`'s fast path refuses the shim). Through `push_rest` it was
+        // 71 instructions per trace more.
+        let (stencil, p) = (shim as usize, &self.programs[shim as usize]);
+        if self.is_empty() && p.operands == 0 && p.targets == 0 {
+            return self.record::<false>(stencil, p, &[], &[]).map(Entry::new);
+        }
+        self.push_rest(stencil, &[], &[]).map(Entry::new)
     }
 
     /// Where the last instance continues, if it has a continue hole (otherwise finishing
@@ -480,22 +454,24 @@ impl<'j, 's> TraceBuilder<'j, 's> {
         self.len() == 0
     }
 
-    /// The current trace's instances, operands, targets and continuation.
-    pub(crate) fn view(&self) -> View<'_, 'j, 's> {
-        View {
+    /// The current trace's instances, operands, targets and continuation, and the GOT
+    /// and veneer tables its write fills.
+    pub(crate) fn view_and_scratch(&mut self) -> (View<'_, 'j, 's>, &mut stitch::Scratch) {
+        let view = View {
             jit: self.jit,
             instances: &self.instances[self.start as usize..],
             operands: &self.operands,
             targets: &self.targets,
             continuation: self.continuation,
-            layout: self.layout,
-        }
+            layout: &self.layout,
+        };
+        (view, &mut self.spare.scratch)
     }
 
     /// Lays out, copies and patches the instances into executable memory.
     pub fn finish(mut self) -> Result<Trace, Error> {
         self.resolve_labels()?;
-        stitch::finish(&self)
+        stitch::finish(&mut self)
     }
 
     /// Refuses a trace with jumps to labels never bound.
@@ -518,7 +494,8 @@ pub(crate) struct View<'a, 'j, 's> {
     pub operands: &'a [u64],
     pub targets: &'a [Target],
     pub continuation: Option<Target>,
-    pub layout: Layout,
+    /// (By reference: a copy was a tenth of `finish`'s own instructions.)
+    pub layout: &'a Layout,
 }
 
 impl<'j, 's> View<'_, 'j, 's> {
@@ -533,7 +510,7 @@ impl<'j, 's> View<'_, 'j, 's> {
             operands: ManuallyDrop::new(Vec::new()),
             targets: ManuallyDrop::new(Vec::new()),
             continuation: self.continuation,
-            layout: self.layout,
+            layout: *self.layout,
             cache_state: 0,
             labels: ManuallyDrop::new(Vec::new()),
             unbound: 0,
@@ -561,56 +538,6 @@ impl<'j, 's> View<'_, 'j, 's> {
     /// Whether instance `index` is the entry shim (which can only be instance 0).
     pub(crate) fn is_shim(&self, index: usize) -> bool {
         index == 0 && self.jit.set.shim.map(u32::from) == self.instances.first().map(|i| i.stencil)
-    }
-}
-
-impl Drop for TraceBuilder<'_, '_> {
-    // The vectors are moved back over the spare set's stale copies (`new` moved them out
-    // without writing empty ones in), not taken and then dropped: 115 -> 48 instructions
-    // per trace, drop glue included.
-    fn drop(&mut self) {
-        // SAFETY: each `ManuallyDrop` field is taken or dropped exactly once, here; none is
-        // used after it.
-        let mut spare = unsafe { ManuallyDrop::take(&mut self.spare) };
-        if self.instances.capacity() > SPARE_LIMIT
-            || self.operands.capacity() > SPARE_LIMIT
-            || self.targets.capacity() > SPARE_LIMIT
-        {
-            // SAFETY: see above; the spare set's stale copies are overwritten with empty
-            // vectors, unread and undropped, before the set is dropped.
-            unsafe {
-                ManuallyDrop::drop(&mut self.instances);
-                ManuallyDrop::drop(&mut self.operands);
-                ManuallyDrop::drop(&mut self.targets);
-                ManuallyDrop::drop(&mut self.labels);
-                std::ptr::write(&mut spare.instances, Vec::new());
-                std::ptr::write(&mut spare.operands, Vec::new());
-                std::ptr::write(&mut spare.targets, Vec::new());
-                std::ptr::write(&mut spare.labels, Vec::new());
-            }
-            return;
-        }
-        self.instances.clear();
-        self.operands.clear();
-        self.targets.clear();
-        self.labels.clear();
-        // SAFETY: see above; the spare set's stale copies (see `new`) are overwritten.
-        unsafe {
-            std::ptr::write(&mut spare.labels, ManuallyDrop::take(&mut self.labels));
-            std::ptr::write(
-                &mut spare.instances,
-                ManuallyDrop::take(&mut self.instances),
-            );
-            std::ptr::write(&mut spare.operands, ManuallyDrop::take(&mut self.operands));
-            std::ptr::write(&mut spare.targets, ManuallyDrop::take(&mut self.targets));
-        }
-        // A builder dropped while another is alive on this thread: the larger set stays.
-        let _ = SPARE.try_with(|cell| match cell.take() {
-            Some(other) if other.instances.capacity() > spare.instances.capacity() => {
-                cell.set(Some(other))
-            }
-            _ => cell.set(Some(spare)),
-        });
     }
 }
 
@@ -769,14 +696,16 @@ impl Drop for Trace {
         // Fill the freed code with traps so that a stale pointer into it faults instead of
         // running whatever is stitched there next. If no window can be mapped or staged
         // (out of memory), the bytes stay until the next trace overwrites them.
-        if let Some(trap) = self.arena.trace_facts.freed_fill {
+        if let (Some(trap), true) = (self.arena.trace_facts.freed_fill, self.block.allocated()) {
             if let Ok(mut writer) = self.arena.code_writer(&self.block, self.block.code_len) {
                 if writer.fill(trap).is_ok() {
                     let _ = writer.publish();
                 }
             }
         }
-        self.arena.free(&self.block);
+        if self.block.allocated() {
+            self.arena.free(&self.block);
+        }
     }
 }
 

@@ -75,7 +75,7 @@
 pub(crate) mod direct;
 mod write;
 
-use crate::arena::{round_up, GRANULE};
+use crate::arena::{round_up, Block, GRANULE};
 use crate::jit::Jit;
 use crate::memory::CodeSource;
 use crate::program::{Bound, Key, Need, NeedFilter, Program};
@@ -83,69 +83,52 @@ use crate::slots::SlotTable;
 use crate::trace::{Target, Trace, TraceBuilder, View};
 use crate::Error;
 use direct::{place_again, place_and_allocate_batch};
-use std::cell::RefCell;
 use write::{write, Job};
 
-/// GOT and veneer tables, kept per thread so that finishing a trace allocates nothing but
-/// the trace's own offset table.
+/// The GOT and veneer tables a trace's write fills, kept with the builder's vectors
+/// ([`Spare`](super::spare::Spare), per thread) so that finishing a trace allocates
+/// nothing (in a thread local of their own, their borrow was 8 instructions per trace).
 #[derive(Default)]
-struct Scratch {
-    got: SlotTable,
-    veneers: SlotTable,
+pub(crate) struct Scratch {
+    pub(super) got: SlotTable,
+    pub(super) veneers: SlotTable,
 }
 
-thread_local! {
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
-}
-
-/// Makes this thread's GOT and veneer tables hold `c`'s slots without growing
-/// ([`Jit::reserve`]).
-pub(crate) fn reserve_scratch(c: &crate::reserve::Capacity) {
-    SCRATCH.with_borrow_mut(|s| {
-        s.got.reserve(c.symbols, c.got_slots);
-        s.veneers.reserve(c.symbols, c.veneers);
-    });
-}
-
-pub(crate) fn finish(b: &TraceBuilder<'_, '_>) -> Result<Trace, Error> {
-    let view = b.view();
+pub(crate) fn finish(b: &mut TraceBuilder<'_, '_>) -> Result<Trace, Error> {
+    let jit = b.jit;
+    let (view, scratch) = b.view_and_scratch();
     check(&view)?;
     let mut layout = sizes(&view);
-    layout.reserve_internal(layout.code_len + layout.data_len, b.jit);
-    let (mut trace, mut source) = allocate(b.jit, &layout)?;
+    layout.reserve_internal(layout.code_len + layout.data_len, jit);
+    let mut trace = Trace::unallocated(jit);
+    let mut source = allocate(jit, &layout, &mut trace)?;
     // The veneers of the symbols presumed direct are not reserved: checked here, once the
     // code is placed (with the trace in place: moved through a call, it was a copy).
-    let presumed = b.jit.direct.in_trace(view.layout.counted_symbols);
+    let presumed = jit.direct.in_trace(view.layout.counted_symbols);
     if presumed != 0
-        && !b
-            .jit
+        && !jit
             .direct
             .covers(trace.block.code_rx as u64, trace.code_len)
     {
-        (trace, source) = place_again(b.jit, &mut layout, presumed, trace)?;
+        source = place_again(jit, &mut layout, presumed, &mut trace)?;
     }
     let mut writer = trace.block.code_writer(&source, trace.code_len)?;
-    // Only the write borrows the scratch tables (the trace is not moved in and out of
-    // the closure: a tenth of a 10-instance trace's instructions were such moves).
-    let slots = SCRATCH.with_borrow_mut(|scratch| {
-        let job = Job {
-            b: &view,
-            layout: &layout,
-            trace: &mut trace,
-            scratch,
-        };
-        write(job, &mut writer, 0)
-            .map(|()| (scratch.veneers.len() as u32, scratch.got.len() as u32))
-    })?;
+    let job = Job {
+        b: &view,
+        layout: &layout,
+        trace: &mut trace,
+        scratch,
+    };
+    write(job, &mut writer, 0)?;
     writer.publish().map_err(Error::Map)?;
-    (trace.veneers, trace.got_slots) = slots;
+    (trace.veneers, trace.got_slots) = (scratch.veneers.len() as u32, scratch.got.len() as u32);
     trace.set_instances(&layout);
-    settle(b.jit, &mut trace, &layout);
-    b.jit.flusher.flush(trace.block.code_rx, trace.code_len);
+    settle(jit, &mut trace, &layout);
+    jit.flusher.flush(trace.block.code_rx, trace.code_len);
     // (Checked here, inline: most JITs register nothing, and the call and the store of
     // `None` were 20 instructions per trace.)
-    if b.jit.registers_traces() {
-        trace.debug = b.jit.register_trace(b, &trace)?;
+    if jit.registers_traces() {
+        trace.debug = jit.register_trace(b, &trace)?;
     }
     Ok(trace)
 }
@@ -158,6 +141,7 @@ pub(crate) fn finish_batch<'a, 'j, 's>(
     jit: &'j Jit<'s>,
     count: usize,
     view: impl Fn(usize) -> View<'a, 'j, 's>,
+    scratch: &mut Scratch,
 ) -> Result<Vec<Trace>, Error>
 where
     'j: 'a,
@@ -172,7 +156,7 @@ where
             source: Box::new(e),
         }
     };
-    SCRATCH.with_borrow_mut(|scratch| {
+    {
         let mut layouts = Vec::with_capacity(count);
         for i in 0..count {
             let v = view(i);
@@ -213,7 +197,7 @@ where
             }
         }
         Ok(traces)
-    })
+    }
 }
 
 /// Where the traces of a batch go together: the sizes and alignments of the batch's code
@@ -614,25 +598,37 @@ fn sizes(b: &View<'_, '_, '_>) -> Sizes {
 
 /// Stage 2: code and data blocks at their largest possible size (every possible veneer and
 /// GOT slot), and how to write the code; [`settle`] returns what was not used.
-fn allocate(jit: &Jit<'_>, layout: &Sizes) -> Result<(Trace, CodeSource), Error> {
+// Always inline: the block is taken in place (see `Arena::alloc_into`), and the trace
+// is not moved in and out of a `Result` (which copied it three times per trace).
+#[inline(always)]
+fn allocate(jit: &Jit<'_>, layout: &Sizes, trace: &mut Trace) -> Result<CodeSource, Error> {
     let (code_size, data_size) = layout.reserved_sizes(jit);
-    let (block, source) =
-        jit.arena
-            .alloc(code_size, layout.code_align, data_size, layout.data_align)?;
-    // From here on, dropping the trace (on an error) returns the memory.
-    let trace = Trace {
-        arena: jit.arena.clone(),
-        instances: 0,
-        offsets_at: 0,
-        veneers: 0,
-        got_slots: 0,
-        code_len: code_size,
-        data_len: data_size,
-        debug: None,
-        shim: false,
-        block,
-    };
-    Ok((trace, source))
+    (trace.code_len, trace.data_len) = (code_size, data_size);
+    jit.arena.alloc_into(
+        &mut trace.block,
+        (code_size, layout.code_align),
+        (data_size, layout.data_align),
+    )
+}
+
+impl Trace {
+    /// A trace of `jit` without memory yet ([`Block::UNALLOCATED`]): [`allocate`] gives it
+    /// its blocks, which dropping it (on an error) then returns.
+    #[inline(always)]
+    fn unallocated(jit: &Jit<'_>) -> Trace {
+        Trace {
+            arena: jit.arena.clone(),
+            instances: 0,
+            offsets_at: 0,
+            veneers: 0,
+            got_slots: 0,
+            code_len: 0,
+            data_len: 0,
+            debug: None,
+            shim: false,
+            block: Block::UNALLOCATED,
+        }
+    }
 }
 
 impl Trace {

@@ -221,6 +221,34 @@ fn a_call_to_a_symbol_is_quick_in_reach_and_gets_a_veneer_out_of_reach() {
     }
 }
 
+/// A trace whose code block lies outside the window of the symbols presumed direct is
+/// placed again (`place_again`): its first block goes back to the arena unwritten, the
+/// second has room for a veneer to each presumed symbol out of reach, and the arena counts
+/// one live trace, nothing once it is dropped. (The presumption is set up by hand: the
+/// symbol noted in reach of code beside it, 1 TiB from the arena.)
+#[test]
+fn a_trace_outside_the_presumed_window_is_placed_again_with_its_veneers() {
+    let recorder = Arc::new(Recorder::default());
+    let jit = jit(&recorder);
+    let far = super::out_of_reach();
+    jit.direct.note(0, Some(far), || Some(far..far + 16));
+    assert_ne!(jit.direct.presumed(), 0, "symbol 0 presumed direct");
+    // The first trace places itself again before the symbol is resolved (its write asks
+    // the resolver), the second after.
+    for round in 0..2 {
+        let mut t = jit.trace();
+        t.push(0, &[], &[]).unwrap();
+        t.push(1, &[], &[]).unwrap();
+        let trace = t.finish().unwrap();
+        assert_eq!(trace.veneers(), 1, "trace {round}");
+        let stats = jit.memory_stats();
+        assert_eq!((stats.traces, stats.chunks), (1, 1), "trace {round}");
+        assert!(stats.code_used >= trace.code_range().len(), "trace {round}");
+        drop(trace);
+        assert_eq!(jit.memory_stats().used(), 0, "trace {round}");
+    }
+}
+
 #[test]
 fn alignment_padding_is_filled_with_nops() {
     let recorder = Arc::new(Recorder::default());

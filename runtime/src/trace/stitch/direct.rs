@@ -11,6 +11,7 @@
 //! straight-100: the count in `push`, the filler, the arena's `give_back`).
 
 use super::{allocate, allocate_batch, place_batch, BatchPlacement, Sizes};
+use crate::arena::Block;
 use crate::jit::Jit;
 use crate::memory::CodeSource;
 use crate::patch;
@@ -143,8 +144,8 @@ impl DirectSymbols {
 }
 
 /// What `finish` does when a trace's code block is not in the window of the symbols
-/// presumed direct (`presumed`, as veneer bits): keeps `placed` if each is in its branches'
-/// reach from the whole block, else places the trace again with a veneer for each (in
+/// presumed direct (`presumed`, as veneer bits): places `placed` again, where it was if
+/// each is in its branches' reach from the whole block, else with a veneer for each (in
 /// `layout`).
 #[cold]
 #[inline(never)]
@@ -152,18 +153,19 @@ pub(super) fn place_again(
     jit: &Jit<'_>,
     layout: &mut Sizes,
     presumed: u64,
-    placed: Trace,
-) -> Result<(Trace, CodeSource), Error> {
+    placed: &mut Trace,
+) -> Result<CodeSource, Error> {
     let start = placed.block.code_rx as u64;
     let code = start..start + placed.code_len as u64;
     let reached = jit.direct.reach(presumed, |id| jit.resolved(id), code);
-    // Either way the block goes back to the arena as `placed` is dropped, and the same
-    // block (first fit) is taken again when the trace needs nothing more.
-    drop(placed);
+    // Either way the block goes back to the arena (nothing was written to it), and the
+    // same block (first fit) is taken again when the trace needs nothing more.
+    jit.arena.free(&placed.block);
+    placed.block = Block::UNALLOCATED;
     if !reached {
         layout.veneer_bound = layout.veneer_bound.saturating_add(presumed.count_ones());
     }
-    allocate(jit, layout)
+    allocate(jit, layout, placed)
 }
 
 /// Stages 1 and 2 of a batch, with the check of [`allocate_direct`] on the batch's whole
