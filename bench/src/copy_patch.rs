@@ -14,7 +14,7 @@ use crate::cached::OpList;
 use crate::workload::TraceSpec;
 use cpjit_runtime::model::StencilSet;
 use cpjit_runtime::{
-    CodeWrites, InstanceId, Jit, JitOptions, Label, Selector, Target, Trace, TraceBuilder,
+    CodeWrites, InstanceId, Jit, JitOptions, Label, RunTable, Target, Trace, TraceBuilder,
 };
 
 /// The generated stencil set the benches stitch: the one built for a process like this one.
@@ -81,7 +81,7 @@ struct Planned {
 pub fn plan(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Plan, String> {
     let ops = Ops::new(jit, spec)?;
     let mut b = jit.trace();
-    crate::cached::push_ops(&mut b, &ops.selector, &ops.list, &mut Vec::new())?;
+    crate::cached::push_ops(&mut b, &ops.table.selector(), &ops.list, &mut Vec::new())?;
     let mut plan = Plan {
         name: spec.name.clone(),
         instances: Vec::with_capacity(b.len()),
@@ -103,19 +103,21 @@ pub fn plan(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Plan, String> {
     Ok(plan)
 }
 
-/// A spec as a client's op list with the selector of the cached test family: the input of
-/// the end-to-end rows, which time the kit's selection + push + finish ([`select_stitch`]).
-pub struct Ops {
-    selector: Selector<'static>,
+/// A spec as a client's op list with the cached test family's selection rows for the JIT
+/// (a [`RunTable`], made once as a client makes it): the input of the end-to-end rows, which
+/// time the kit's selection + push + finish ([`select_stitch`]).
+pub struct Ops<'j> {
+    table: RunTable<'j>,
     list: OpList,
 }
 
-impl Ops {
-    pub fn new(jit: &Jit<'static>, spec: &TraceSpec) -> Result<Ops, String> {
+impl<'j> Ops<'j> {
+    pub fn new(jit: &'j Jit<'static>, spec: &TraceSpec) -> Result<Ops<'j>, String> {
         let set = jit.stencil_set();
         let selector = crate::cached::selector(set)?;
         let list = crate::cached::ops(set, &selector, spec)?;
-        Ok(Ops { selector, list })
+        let table = RunTable::new(jit, &selector);
+        Ok(Ops { table, list })
     }
 }
 
@@ -123,7 +125,7 @@ impl Ops {
 /// pushes, then `finish`. `labels` is scratch kept between traces.
 pub fn select_stitch(jit: &Jit<'_>, ops: &Ops, labels: &mut Vec<Label>) -> Result<Trace, String> {
     let mut b = jit.trace();
-    crate::cached::push_ops(&mut b, &ops.selector, &ops.list, labels)?;
+    crate::cached::push_ops(&mut b, &ops.table.selector(), &ops.list, labels)?;
     b.finish().map_err(|e| format!("{}: {e}", ops.list.name))
 }
 
@@ -135,8 +137,9 @@ pub fn select_stitch_batch(
     labels: &mut Vec<Label>,
 ) -> Result<Vec<Trace>, String> {
     let mut batch = jit.batch();
+    let selector = ops.table.selector();
     for _ in 0..count {
-        crate::cached::push_ops(batch.trace(), &ops.selector, &ops.list, labels)?;
+        crate::cached::push_ops(batch.trace(), &selector, &ops.list, labels)?;
     }
     batch
         .finish()

@@ -145,30 +145,30 @@ fn untimed_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
 /// One of the peer bench's timed runs (see [`stitch_round`]); never inlined, so that a
 /// profile can collect exactly its cost.
 #[inline(never)]
-fn timed_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
+fn timed_round(jit: &Jit<'_>, work: &Work<'_>) -> Result<Vec<Trace>, String> {
     stitch_round(jit, work)
 }
 
 /// What a round compiles: the pre-lowered plan, or (`--select`) the op list; how many times,
 /// and whether as one batch.
-struct Work {
+struct Work<'j> {
     plan: Plan,
-    ops: Option<copy_patch::Ops>,
+    ops: Option<copy_patch::Ops<'j>>,
     labels: std::cell::RefCell<Vec<cpjit_runtime::Label>>,
     traces: usize,
     batch: bool,
 }
 
-impl Work {
+impl<'j> Work<'j> {
     /// `traces` compiles of `spec` a round (as one batch with `batch`), from its op list
     /// with `select`.
     fn new(
-        jit: &Jit<'static>,
+        jit: &'j Jit<'static>,
         spec: &TraceSpec,
         select: bool,
         traces: usize,
         batch: bool,
-    ) -> Result<Work, String> {
+    ) -> Result<Work<'j>, String> {
         Ok(Work {
             plan: copy_patch::plan(jit, spec)?,
             ops: select
@@ -184,7 +184,7 @@ impl Work {
 /// One of the peer bench's timed runs: `work.traces` compiles of `work` (one batch with
 /// `work.batch`).
 #[inline(always)]
-fn stitch_round(jit: &Jit<'_>, work: &Work) -> Result<Vec<Trace>, String> {
+fn stitch_round(jit: &Jit<'_>, work: &Work<'_>) -> Result<Vec<Trace>, String> {
     let (labels, traces) = (&mut work.labels.borrow_mut(), work.traces);
     match (&work.ops, work.batch) {
         (Some(ops), true) => copy_patch::select_stitch_batch(jit, ops, traces, labels),

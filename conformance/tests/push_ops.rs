@@ -3,7 +3,8 @@
 //!
 //! - random op lists, cut into random runs (labels bound and jumps pushed between them, some
 //!   jumps inside a run), record exactly the instances `push_op` one by one records (members,
-//!   glue, operands, targets), and the traces compute what the Rust reference computes;
+//!   glue, operands, targets), with the family's transitions and with a `RunTable`'s rows,
+//!   and the traces compute what the Rust reference computes;
 //! - bad input is refused naming the op's position and why: an op id the family does not have
 //!   (as from another set), a state with no member, operands that run out or are left over.
 
@@ -11,7 +12,7 @@ use crate::common;
 
 use cpjit_conformance::rng::Rng;
 use cpjit_model::StencilSet;
-use cpjit_runtime::{Error, InstanceId, Jit, Selector, Target, TraceBuilder};
+use cpjit_runtime::{Error, InstanceId, Jit, RunTable, Selector, Target, TraceBuilder};
 
 /// The straight ops the random lists take, with their operand counts and stack effects.
 const STRAIGHT: [(&str, usize, usize, usize); 7] = [
@@ -154,6 +155,10 @@ fn records(b: &TraceBuilder<'_, '_>) -> Vec<(usize, Vec<u64>, Vec<Target>)> {
 fn runs(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, String> {
     let target = set.target;
     let sel = selector(set)?;
+    let table = RunTable::new(jit, &sel);
+    // Another JIT's rows: its builders read the transitions (the same records).
+    let other = Jit::new(set, |_| None).map_err(|e| format!("{target}: {e}"))?;
+    let foreign = RunTable::new(&other, &sel);
     let mut rng = Rng::new(0x9a5_0f5);
     for round in 0..200 {
         let (pieces, want) = random_trace(&sel, &mut rng)?;
@@ -164,7 +169,17 @@ fn runs(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Strin
         let mut by_run = jit.trace();
         by_run.push_shim().map_err(at)?;
         push_pieces(&mut by_run, &sel, &pieces, true).map_err(at)?;
-        if records(&by_run) != records(&by_op) {
+        let mut by_table = jit.trace();
+        by_table.push_shim().map_err(at)?;
+        push_pieces(&mut by_table, &table.selector(), &pieces, true).map_err(at)?;
+        let mut by_foreign = jit.trace();
+        by_foreign.push_shim().map_err(at)?;
+        push_pieces(&mut by_foreign, &foreign.selector(), &pieces, true).map_err(at)?;
+        let by_op = records(&by_op);
+        if [&by_run, &by_table, &by_foreign]
+            .iter()
+            .any(|b| records(b) != by_op)
+        {
             return Err(format!(
                 "{target}: round {round}: push_ops recorded other instances than push_op"
             ));
@@ -182,9 +197,8 @@ fn runs(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, Strin
 }
 
 /// Bad input refused, naming the op and why.
-fn refusals(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, String> {
-    let target = set.target;
-    let sel = selector(set)?;
+fn refusals(jit: &Jit<'_>, sel: &Selector<'_>, target: &str) -> Result<usize, String> {
+    let sel = *sel;
     let op = |n: &str| sel.op(n).map_err(|e| e.to_string());
     let (push, add, mv) = (op("push")?, op("add")?, op("move")?);
     let says = |r: Result<(), Error>, what: &[&str]| match r {
@@ -232,6 +246,10 @@ fn refusals(jit: &Jit<'_>, set: &'static StencilSet<'static>) -> Result<usize, S
 fn runs_pushed_by_push_ops_record_what_push_op_records() {
     common::check_every_executable_set("push_ops", |set| {
         let jit = Jit::new(set, |_| None).map_err(|e| format!("{}: {e}", set.target))?;
-        Ok(runs(&jit, set)? + refusals(&jit, set)?)
+        let sel = selector(set)?;
+        let table = RunTable::new(&jit, &sel);
+        let refused =
+            refusals(&jit, &sel, set.target)? + refusals(&jit, &table.selector(), set.target)?;
+        Ok(runs(&jit, set)? + refused)
     });
 }

@@ -87,5 +87,5 @@ pub use error::Error;
 pub use jit::{CodeWrites, Jit, JitOptions};
 pub use reserve::Reservation;
 pub use trace::entry::{Entry, EntryArgument, EntryReturn, EntrySignature};
-pub use trace::select::{Label, Selector};
+pub use trace::select::{Label, RunTable, Selector};
 pub use trace::{EntryFn, InstanceId, Target, Trace, TraceBatch, TraceBuilder};

@@ -87,6 +87,10 @@ pub(crate) struct Step {
     pub checked: Checked,
     /// The per-instance fast form, if the hole has one.
     pub fast: Fast,
+    /// The stencil's 3 bytes before the field: for [`Fast::Imm32`], its GOT load's REX, opcode
+    /// and ModRM, put back for an operand too wide for the immediate form without a look at
+    /// the stencil (a cold call, 41 instructions per such operand in the VM's calls trace).
+    pub before: [u8; 3],
 }
 
 /// How a hole is written per instance when its value allows it, chosen once per stencil by
@@ -446,6 +450,12 @@ impl Program {
             };
             needs.extend(Need::of(stencil, h, action, probe));
             let checked = checked(stencil, h, probe);
+            // The stencil's own bytes, as `fast` may rewrite the program's code.
+            let at = (h.offset as usize).wrapping_sub(3);
+            let before = match stencil.code.get(at..at.wrapping_add(3)) {
+                Some(&[a, b, c]) if h.section == Section::Code => [a, b, c],
+                _ => [0; 3],
+            };
             steps.push(Step {
                 offset: h.offset,
                 hole: i as u16,
@@ -456,6 +466,7 @@ impl Program {
                 action,
                 checked,
                 fast: fast(&mut code, h, action, checked, probe),
+                before,
             });
         }
         let data_blocks = (stencil.data_len as usize).next_multiple_of(16);

@@ -192,6 +192,7 @@ mod tests {
             action: Action::Plain,
             checked: Checked::Nothing,
             fast,
+            before: [0; 3],
         }
     }
 

@@ -208,6 +208,9 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
     expected[52] = 0x8d;
     expected.resize(80, 0xcc);
     assert_eq!(&p.code[..], &expected[..]);
+    // The `imm32` forms keep the stencil's REX, opcode and ModRM for a wider operand.
+    let before: Vec<[u8; 3]> = p.steps[2..4].iter().map(|s| s.before).collect();
+    assert_eq!(before, [[0x48, 0x8b, 0x05], [0x4c, 0x03, 0x2d]]);
     assert_eq!(
         &p.data[..],
         &[1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]

@@ -10,17 +10,31 @@
 //! bench's straight runs pushed by `push_ops` and its jumps by `push_op`, against every op by
 //! `push_op`): straight-10 4,328 -> 4,080 instructions per trace, straight-100 302 -> 271 and
 //! straight-1000 284 -> 254 per instance.
+//!
+//! A [`RunTable`] (a family's rows joined with a JIT's programs, [`RunRow`]) makes the
+//! loop read one 16-byte row per op instead of the op's transition and then its member's
+//! program, whose fields the loop reads lie on two of its three cache lines; a lean member
+//! (plain, nothing to count but a wide operand) needs no program at all. Measured against
+//! the transitions (the bench's straight-N end to end, `--select`): callgrind straight-10
+//! 5,995,306 -> 5,907,306 instructions (-1.5 %), straight-100 -2.0 %, straight-1000
+//! -2.0 %; thread CPU, 8 alternated pairs at load 12 to 18: straight-10 -2.7 %,
+//! straight-100 10.79 -> 10.46 ns per instance (-3.5 %), straight-1000 -4.4 %. The same
+//! loop over the transitions (no table: [`Joined`]) runs 0.6 % more instructions and 3.5 %
+//! more time than the loop it replaced did (straight-100); a client of `push_ops` makes
+//! its table once.
 
 use super::select::Selector;
+use super::stitch::Layout;
 use super::{Instance, Target, TraceBuilder};
 use crate::error::try_grow;
-use crate::Error;
-use cpjit_model::Family;
+use crate::program::{NeedFilter, Program};
+use crate::{Error, Jit};
+use cpjit_model::{Family, Transition};
 
 /// Where a run stands: the next op, and the next operand and target of the flat slices.
 type Cursor = (usize, usize, usize);
 
-impl TraceBuilder<'_, '_> {
+impl<'j> TraceBuilder<'j, '_> {
     /// Pushes the ops `ops` of `selector`'s family one after another, as
     /// [`push_op`](TraceBuilder::push_op) would one by one: each op's member for the cache
     /// state the previous instance left, glue where the family needs it. The operands and
@@ -43,14 +57,23 @@ impl TraceBuilder<'_, '_> {
         operands: &[u64],
         targets: &[Target],
     ) -> Result<(), Error> {
-        let mut at: Cursor = (0, 0, 0);
-        loop {
-            at = self.push_run(selector, ops, operands, at)?;
-            if at.0 == ops.len() {
-                break;
+        let table = selector.table();
+        let states = table.states as usize;
+        // No member ([`Family::NONE`]) lies past this slice, so that one bounds check
+        // rules out both it and a stencil of another set.
+        let all: &'j [Program] = self.programs;
+        let programs = &all[..all.len().min(Family::NONE as usize)];
+        let at = match selector.run_table() {
+            // Built for this builder's JIT: one row per op.
+            Some(run) if std::ptr::eq(run.programs, self.programs) => {
+                let rows = Built(&run.rows, states);
+                self.push_runs(selector, ops, operands, targets, rows)?
             }
-            at = self.push_one(selector, ops, operands, targets, at)?;
-        }
+            _ => {
+                let rows = Joined(table.transitions, programs, states);
+                self.push_runs(selector, ops, operands, targets, rows)?
+            }
+        };
         if (at.1, at.2) != (operands.len(), targets.len()) {
             return Err(selector.error(format!(
                 "push_ops: the {} ops took {} of the {} operands and {} of the {} targets: give \
@@ -63,6 +86,27 @@ impl TraceBuilder<'_, '_> {
             )));
         }
         Ok(())
+    }
+
+    /// The runs of [`push_ops`](TraceBuilder::push_ops) and the ops between them, each op's
+    /// row from `rows`; returns where the ops, operands and targets ended.
+    #[inline(always)]
+    fn push_runs(
+        &mut self,
+        selector: &Selector<'_>,
+        ops: &[u16],
+        operands: &[u64],
+        targets: &[Target],
+        rows: impl Rows<'j>,
+    ) -> Result<Cursor, Error> {
+        let mut at: Cursor = (0, 0, 0);
+        loop {
+            at = self.push_run(&rows, ops, operands, at)?;
+            if at.0 == ops.len() {
+                return Ok(at);
+            }
+            at = self.push_one(selector, ops, operands, targets, at)?;
+        }
     }
 
     /// Op `at.0` of [`push_ops`](TraceBuilder::push_ops) through
@@ -127,24 +171,20 @@ impl TraceBuilder<'_, '_> {
     #[inline(always)]
     fn push_run(
         &mut self,
-        selector: &Selector<'_>,
+        rows: &impl Rows<'j>,
         ops: &[u16],
         operands: &[u64],
         (k, o, t): Cursor,
     ) -> Result<Cursor, Error> {
-        let table = selector.table();
-        let (states, transitions) = (table.states as usize, table.transitions);
         let mut state = self.cache_state as usize;
-        if state >= states {
+        if state >= rows.states() {
             // `push_one` reports it.
             return Ok((k, o, t));
         }
         let rest = &ops[k..];
         // Room for every op of the run, once; glue (pushed by `push_one`) makes its own.
         self.reserve_run(rest.len(), operands.len() - o)?;
-        // No member ([`Family::NONE`]) lies past this slice, so that one bounds check
-        // rules out both it and a stencil of another set.
-        let programs = &self.programs[..self.programs.len().min(Family::NONE as usize)];
+        let programs: &'j [Program] = self.programs;
         let mut layout = self.layout;
         let n_inst = self.instances.len();
         let targets_at = self.targets.len() as u32;
@@ -158,45 +198,53 @@ impl TraceBuilder<'_, '_> {
         let first = unsafe { self.instances.as_mut_ptr().add(n_inst) };
         let mut records = first;
         for &op in rest {
-            let Some(tr) = transitions.get(op as usize * states + state) else {
+            // (No row ends the run: glue, no member, a jump; see `RunRow::of`.)
+            let Some(row) = rows.row(op, state) else {
                 break;
             };
-            if tr.glue != Family::NONE {
-                break;
-            }
-            let Some(p) = programs.get(tr.member as usize) else {
-                break;
-            };
-            // (Also ends the run at a jump: see `Program::run_operands`.)
-            let n_o = p.run_operands as usize;
+            let n_o = row.operands();
             if left < n_o {
                 break;
             }
             // SAFETY: `n_o` operands are left at `from` (checked just above), and
             // `reserve_run` made room at `to` for every operand of the run.
-            let (taken, wide) = unsafe {
-                let taken = std::slice::from_raw_parts(from, n_o);
-                (taken, copy_operands(to, taken, p))
+            let taken = unsafe { std::slice::from_raw_parts(from, n_o) };
+            // Out of line and rare, the counts: on a copy, so that `layout` stays in registers.
+            let code_at = if let Some(len) = row.lean_len() {
+                // SAFETY: as above.
+                let wide = unsafe { copy_biased(to, taken, row.bias()) };
+                let code_at = layout.code_len;
+                layout.code_len = code_at + len as u64;
+                if row.lean_may_count(&layout, wide) {
+                    let mut counted = layout;
+                    counted.count_each(row.program(programs), taken, &[], &mut self.spare.counted);
+                    layout = counted;
+                }
+                code_at as u32
+            } else {
+                let p = row.program(programs);
+                // SAFETY: as above.
+                let wide = unsafe { copy_operands(to, taken, p) };
+                let code_at = layout.place(p);
+                if layout.may_need(p, (wide >> 32 != 0, false)) {
+                    let mut counted = layout;
+                    counted.count_each(p, taken, &[], &mut self.spare.counted);
+                    layout = counted;
+                }
+                code_at
             };
             let record = Instance {
-                stencil: tr.member as u32,
+                stencil: row.member() as u32,
                 operands: at as u32,
                 targets: targets_at,
-                code_at: layout.place(p),
+                code_at,
             };
             // SAFETY: room for one record per op of the run, and one more is written here.
             unsafe {
                 records.write(record);
                 records = records.add(1);
             }
-            if layout.may_need(p, (wide >> 32 != 0, false)) {
-                // Out of line and rare: counted on a copy, so that `layout` stays in
-                // registers.
-                let mut counted = layout;
-                counted.count_each(p, taken, &[], &mut self.spare.counted);
-                layout = counted;
-            }
-            state = tr.exit as usize;
+            state = row.exit() as usize;
             // SAFETY: within the operands and the room made (see above).
             unsafe {
                 from = from.add(n_o);
@@ -234,19 +282,25 @@ impl TraceBuilder<'_, '_> {
 }
 
 /// Writes `operands` (of an instance of `p`) to `to`, and returns them or-ed after the need
-/// filter's bias (whether one is too wide for its immediates: its upper 32 bits). Most ops
+/// filter's bias ([`copy_biased`]).
+///
+/// # Safety
+/// `to` has room for `operands.len()` values.
+#[inline(always)]
+pub(super) unsafe fn copy_operands(to: *mut u64, operands: &[u64], p: &Program) -> u64 {
+    // SAFETY: the caller's promise.
+    unsafe { copy_biased(to, operands, p.filter.operand_bias) }
+}
+
+/// Writes `operands` (of an instance) to `to`, and returns them or-ed after `bias`, its
+/// program's need filter's (whether one is too wide for its immediates: its upper 32 bits). Most ops
 /// take at most two operands: those are written without a loop (the loop's set-up was a
 /// tenth of `push_run`'s instructions per op).
 ///
 /// # Safety
 /// `to` has room for `operands.len()` values.
 #[inline(always)]
-pub(super) unsafe fn copy_operands(
-    to: *mut u64,
-    operands: &[u64],
-    p: &crate::program::Program,
-) -> u64 {
-    let bias = p.filter.operand_bias;
+unsafe fn copy_biased(to: *mut u64, operands: &[u64], bias: u64) -> u64 {
     // SAFETY: room for every operand (the caller's promise).
     unsafe {
         match *operands {
@@ -269,5 +323,248 @@ pub(super) unsafe fn copy_operands(
                 wide
             }
         }
+    }
+}
+
+/// What [`push_ops`](TraceBuilder::push_ops)' loop needs of an op in a state, in one
+/// 16-byte row: its member, the state it leaves, its operands, and, for a *lean* member
+/// (placed by its code length alone, nothing to count unless an operand is too wide for
+/// its immediates: a plain program whose need filter has at most its operands' bit), that
+/// length and the filter's operand test, so that the loop reads no program for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RunRow {
+    /// A lean member's code length, else [`RunRow::NOT_LEAN`]: its program is placed and
+    /// counted as `push` does.
+    lean_len: u32,
+    /// A lean member's need filter's operand bias ([`NeedFilter::operand_bias`], 0 or
+    /// `2^31`), and whether an operand too wide for it counts (the filter's operands bit).
+    bias: u32,
+    /// The member, [`Family::NONE`] where the loop stops (glue first, no member, a jump or
+    /// the shim, more than 255 operands): `push_op` takes the op.
+    member: u16,
+    exit: u8,
+    operands: u8,
+    counts: bool,
+}
+
+impl RunRow {
+    const NOT_LEAN: u32 = u32::MAX;
+    const STOP: RunRow = RunRow {
+        lean_len: RunRow::NOT_LEAN,
+        bias: 0,
+        member: Family::NONE,
+        exit: 0,
+        operands: 0,
+        counts: false,
+    };
+
+    /// The row of transition `tr`, its member one of `programs` (which holds no index from
+    /// [`Family::NONE`] on), or [`RunRow::STOP`].
+    #[inline(always)]
+    fn of(tr: &Transition, programs: &[Program]) -> RunRow {
+        let p = match programs.get(tr.member as usize) {
+            Some(p) if tr.glue == Family::NONE => p,
+            _ => return RunRow::STOP,
+        };
+        // (A jump's and the shim's `run_operands` is `u32::MAX`: see `Program`.)
+        let Ok(operands) = u8::try_from(p.run_operands) else {
+            return RunRow::STOP;
+        };
+        let f = &p.filter;
+        let lean = p.plain && f.flags & !NeedFilter::OPERANDS == 0 && p.code_len != u32::MAX;
+        RunRow {
+            lean_len: if lean { p.code_len } else { RunRow::NOT_LEAN },
+            // (0 or `2^31`: `NeedFilter::of`.)
+            bias: f.operand_bias as u32,
+            member: tr.member,
+            exit: tr.exit,
+            operands,
+            counts: f.flags != 0,
+        }
+    }
+}
+
+/// Where `push_run` finds what it needs of each op ([`Row`]): read as it goes from the
+/// family's transitions and the programs ([`Joined`]), or from a [`RunTable`] ([`Built`]).
+pub(super) trait Rows<'p> {
+    type Row: Row<'p>;
+    /// The number of cache states (rows per op).
+    fn states(&self) -> usize;
+    /// Op `op`'s row in state `state` (below [`Rows::states`]): `None` where the run stops
+    /// (glue first, no member, a jump or the shim, an op past the table).
+    fn row(&self, op: u16, state: usize) -> Option<Self::Row>;
+}
+
+/// What `push_run` reads of an op's row (the fields of [`RunRow`]); `'p`: the programs'.
+pub(super) trait Row<'p> {
+    fn member(&self) -> u16;
+    fn exit(&self) -> u8;
+    fn operands(&self) -> usize;
+    /// The member's code length if it is placed by it alone (see [`RunRow`]).
+    fn lean_len(&self) -> Option<u32>;
+    /// The member's need filter's operand bias ([`NeedFilter::operand_bias`]).
+    fn bias(&self) -> u64;
+    /// For a member with a [`Row::lean_len`]: whether the instance may need a GOT slot or
+    /// veneer its filter cannot rule out ([`Layout::may_need`]; `wide`: its operands or-ed
+    /// after [`Row::bias`]).
+    fn lean_may_count(&self, layout: &Layout, wide: u64) -> bool;
+    /// The member's program, one of `programs` (the builder's).
+    fn program(&self, programs: &'p [Program]) -> &'p Program;
+}
+
+/// Rows read as the loop goes: the transitions, the programs (sliced below
+/// [`Family::NONE`]), the number of states.
+pub(super) struct Joined<'t, 'p>(&'t [Transition], &'p [Program], usize);
+
+impl<'t, 'p> Rows<'p> for Joined<'t, 'p> {
+    type Row = (&'t Transition, &'p Program);
+    fn states(&self) -> usize {
+        self.2
+    }
+    #[inline(always)]
+    fn row(&self, op: u16, state: usize) -> Option<Self::Row> {
+        let tr = self.0.get(op as usize * self.2 + state)?;
+        if tr.glue != Family::NONE {
+            return None;
+        }
+        let p = self.1.get(tr.member as usize)?;
+        Some((tr, p))
+    }
+}
+
+impl<'p> Row<'p> for (&Transition, &'p Program) {
+    #[inline(always)]
+    fn member(&self) -> u16 {
+        self.0.member
+    }
+    #[inline(always)]
+    fn exit(&self) -> u8 {
+        self.0.exit
+    }
+    #[inline(always)]
+    fn operands(&self) -> usize {
+        // (`u32::MAX` for a jump and the shim, more than any run has left.)
+        self.1.run_operands as usize
+    }
+    #[inline(always)]
+    fn lean_len(&self) -> Option<u32> {
+        let (p, f) = (self.1, &self.1.filter);
+        (p.plain && f.flags & !NeedFilter::OPERANDS == 0).then_some(p.code_len)
+    }
+    #[inline(always)]
+    fn bias(&self) -> u64 {
+        self.1.filter.operand_bias
+    }
+    #[inline(always)]
+    fn lean_may_count(&self, _: &Layout, wide: u64) -> bool {
+        // (As `RunRow`'s: the same filters are lean.)
+        wide >> 32 != 0 && self.1.filter.flags != 0
+    }
+    #[inline(always)]
+    fn program(&self, _: &'p [Program]) -> &'p Program {
+        self.1
+    }
+}
+
+/// Rows read from a [`RunTable`]'s, and the number of states.
+pub(super) struct Built<'a>(&'a [RunRow], usize);
+
+impl<'p> Rows<'p> for Built<'_> {
+    type Row = RunRow;
+    fn states(&self) -> usize {
+        self.1
+    }
+    #[inline(always)]
+    fn row(&self, op: u16, state: usize) -> Option<RunRow> {
+        let row = self.0.get(op as usize * self.1 + state)?;
+        (row.member != Family::NONE).then_some(*row)
+    }
+}
+
+impl<'p> Row<'p> for RunRow {
+    #[inline(always)]
+    fn member(&self) -> u16 {
+        self.member
+    }
+    #[inline(always)]
+    fn exit(&self) -> u8 {
+        self.exit
+    }
+    #[inline(always)]
+    fn operands(&self) -> usize {
+        self.operands as usize
+    }
+    #[inline(always)]
+    fn lean_len(&self) -> Option<u32> {
+        (self.lean_len != RunRow::NOT_LEAN).then_some(self.lean_len)
+    }
+    #[inline(always)]
+    fn bias(&self) -> u64 {
+        self.bias as u64
+    }
+    #[inline(always)]
+    fn lean_may_count(&self, _: &Layout, wide: u64) -> bool {
+        // (A lean row's filter has at most its operands' bit: `RunRow::of`.)
+        wide >> 32 != 0 && self.counts
+    }
+    #[inline(always)]
+    fn program(&self, programs: &'p [Program]) -> &'p Program {
+        // (One of them: `RunRow::of` made the row from it.)
+        &programs[self.member as usize]
+    }
+}
+
+/// A cached family's selection table joined with a [`Jit`]'s programs, one 16-byte row per
+/// op and cache state (member, exit state, operand count, code length), so that
+/// [`push_ops`](TraceBuilder::push_ops) reads one row per op rather than the family's
+/// transition and then the member's program. Built once per JIT and family (a row per
+/// transition, no system call); push with [`RunTable::selector`]. A selector without one
+/// pushes the same instances, reading the transitions and programs op by op (the bench's
+/// straight-100 end to end with the table: 3.5 % less time, see `run.rs`). A table made
+/// for another JIT is not used: its builders read the transitions.
+///
+/// ```no_run
+/// # fn demo(jit: &cpjit_runtime::Jit<'_>, family: &cpjit_model::Family<'_>) -> Result<(), cpjit_runtime::Error> {
+/// use cpjit_runtime::{RunTable, Selector};
+/// let selector = Selector::new(family)?;
+/// let table = RunTable::new(jit, &selector);
+/// let selector = table.selector();
+/// let mut b = jit.trace();
+/// let push = selector.op("push")?;
+/// b.push_ops(&selector, &[push, push], &[1, 2], &[])?;
+/// # Ok(()) }
+/// ```
+pub struct RunTable<'j> {
+    selector: Selector<'j>,
+    /// The JIT's programs the rows were made from: a builder of another JIT reads the
+    /// transitions instead.
+    pub(super) programs: &'j [Program],
+    pub(super) rows: Box<[RunRow]>,
+}
+
+impl<'j> RunTable<'j> {
+    /// The rows of `selector`'s family for `jit`'s programs.
+    pub fn new(jit: &'j Jit<'_>, selector: &Selector<'j>) -> RunTable<'j> {
+        let programs = &jit.programs[..jit.programs.len().min(Family::NONE as usize)];
+        let rows = selector.table().transitions;
+        RunTable {
+            selector: *selector,
+            programs: &jit.programs,
+            rows: rows.iter().map(|tr| RunRow::of(tr, programs)).collect(),
+        }
+    }
+
+    /// The selector to push with: the one this table was made from, reading its rows.
+    pub fn selector(&self) -> Selector<'_> {
+        self.selector.with_run_table(self)
+    }
+}
+
+impl std::fmt::Debug for RunTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunTable")
+            .field("family", &self.selector.family().name)
+            .field("rows", &self.rows.len())
+            .finish()
     }
 }

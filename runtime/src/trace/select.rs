@@ -27,6 +27,7 @@
 //! resolved when the trace is finished, so `push` pays
 //! nothing for them.
 
+pub use super::run::RunTable;
 use super::{InstanceId, Target, TraceBuilder};
 use crate::error::try_grow;
 use crate::Error;
@@ -38,6 +39,9 @@ use cpjit_model::{CacheSelect, Family, Transition};
 pub struct Selector<'f> {
     family: &'f Family<'f>,
     table: CacheSelect<'f>,
+    /// The family's rows joined with a JIT's programs, if it came from
+    /// [`RunTable::selector`].
+    run: Option<&'f RunTable<'f>>,
 }
 
 impl<'f> Selector<'f> {
@@ -53,7 +57,11 @@ impl<'f> Selector<'f> {
                     .iter()
                     .all(|t| t.exit < table.states && t.via < table.states) =>
             {
-                Ok(Selector { family, table })
+                Ok(Selector {
+                    family,
+                    table,
+                    run: None,
+                })
             }
             Some(table) => Err(Error::Selection {
                 family: family.name.to_string(),
@@ -78,6 +86,22 @@ impl<'f> Selector<'f> {
 
     pub fn table(&self) -> &CacheSelect<'f> {
         &self.table
+    }
+
+    /// The run table this selector carries (see [`RunTable`]).
+    pub(crate) fn run_table(&self) -> Option<&'f RunTable<'f>> {
+        self.run
+    }
+
+    /// This selector carrying `run` (built from it).
+    pub(crate) fn with_run_table<'r>(&self, run: &'r RunTable<'r>) -> Selector<'r>
+    where
+        'f: 'r,
+    {
+        Selector {
+            run: Some(run),
+            ..*self
+        }
     }
 
     /// The op of element `element` (a family whose only parameters are its state

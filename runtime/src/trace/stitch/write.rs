@@ -409,7 +409,7 @@ impl<'a, 'v, 'j, 's> Writer<'a, 'v, 'j, 's> {
                     return Ok(());
                 }
                 // REX prefix, opcode and ModRM.
-                self.restore::<3>(inst, step, code_at);
+                self.restore_before(inst, step, code_at);
                 // An operand (from outside the trace, always a value) too wide for the
                 // immediate: the full path's relaxable GOT load, without its look-up of the
                 // value (a 64-bit address an exit loads, for the reference VM).
