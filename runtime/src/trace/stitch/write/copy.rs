@@ -25,6 +25,8 @@ pub(super) fn write_rel32(buf: &mut [u8], offset: usize, place: u64, value: u64)
 /// Fills `bytes` with `byte`, without a call when there are none (most traces have no
 /// cold parts, no veneers and no padding before their GOT: two to four `memset` calls of
 /// nothing were 40 instructions of a 10-instance trace).
+// (Short lengths by two overlapping stores instead of `memset`: +24 instructions per
+// straight-10 trace here, +34 at the code's padding to its veneers alone; dropped.)
 #[inline(always)]
 pub(super) fn fill(bytes: &mut [u8], byte: u8) {
     if !bytes.is_empty() {
