@@ -20,6 +20,7 @@
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
 
 mod beside;
+pub(crate) mod disk;
 mod lint;
 
 use crate::matrix::{self, Counts, LongRun, Matrix};
@@ -500,6 +501,12 @@ fn finish(steps: &[Step], notes: &[String], start: Start) -> Result<(), String> 
         start.wall.elapsed().as_secs_f64(),
         start.cpu()
     );
+    if steps.iter().any(|s| !s.ok) {
+        let dirs = disk::written_dirs(&root());
+        if let Some(full) = disk::full_disk_line("ci: failed steps", &dirs, false) {
+            println!("{full}");
+        }
+    }
     println!("{passed} passed, {failed} failed");
     if failed == 0 && steps.iter().all(|s| s.ok) {
         Ok(())
