@@ -5,6 +5,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -85,6 +86,62 @@ pub fn bytes(n: u64) -> String {
     )
 }
 
+/// Whether this run builds a fresh clone once (`CI=true` or `1`, as `.ci/run` reads it):
+/// what a step leaves that no later step reads is then written, never read again.
+pub fn built_once() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// Runs `cmd`, a `cargo nextest run --no-run`, with cargo's messages as JSON on a pipe
+/// (diagnostics still rendered to stderr) and returns the test executables it built or
+/// found fresh.
+pub fn build_listing_test_binaries(cmd: &mut Command) -> Result<Vec<PathBuf>, String> {
+    let mut child = cmd
+        .args(["--cargo-message-format", "json-render-diagnostics"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
+    let mut messages = String::new();
+    let read = child
+        .stdout
+        .take()
+        .expect("stdout is piped")
+        .read_to_string(&mut messages);
+    let status = child
+        .wait()
+        .map_err(|e| format!("waiting for {cmd:?}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{cmd:?} failed: {status}"));
+    }
+    read.map_err(|e| format!("reading cargo's messages: {e}"))?;
+    Ok(test_executables(&messages))
+}
+
+/// The executables of test targets among cargo's JSON messages (`compiler-artifact` of
+/// a `test` profile; other lines are skipped).
+pub fn test_executables(messages: &str) -> Vec<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["profile"]["test"] == true)
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .collect()
+}
+
+/// Deletes `files` (those already gone are skipped) and returns the bytes freed.
+pub fn remove_files(files: &[PathBuf]) -> u64 {
+    let mut freed = 0;
+    for file in files {
+        let size = std::fs::metadata(file).map_or(0, |m| m.len());
+        match std::fs::remove_file(file) {
+            Ok(()) => freed += size,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("ci: cannot remove {}: {e}", file.display()),
+        }
+    }
+    freed
+}
+
 /// Copies `from` (a child's stderr) to this process's stderr line by line and sets the
 /// flag it returns if a line says [`NO_SPACE`]; the copy runs on its own thread, which
 /// ends with the stream.
@@ -143,6 +200,31 @@ mod tests {
         let low = free_bytes(dir.path()).unwrap() < LOW;
         assert_eq!(full_disk_line("x", &dirs, false).is_some(), low);
         assert_eq!(full_disk_line("x", &[], true), None);
+    }
+
+    #[test]
+    fn test_executables_come_from_test_profile_artifacts_only() {
+        let messages = r#"{"reason":"compiler-artifact","profile":{"test":true},"executable":"/t/deps/a-1","fresh":true}
+{"reason":"compiler-artifact","profile":{"test":false},"executable":"/t/cpjit"}
+{"reason":"compiler-artifact","profile":{"test":true},"executable":null}
+{"reason":"build-finished","success":true}
+not json
+{"reason":"compiler-artifact","profile":{"test":true},"executable":"/t/deps/b-2"}"#;
+        assert_eq!(
+            test_executables(messages),
+            [PathBuf::from("/t/deps/a-1"), PathBuf::from("/t/deps/b-2")]
+        );
+    }
+
+    #[test]
+    fn removed_files_count_their_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, [0u8; 1000]).unwrap();
+        std::fs::write(&b, [0u8; 24]).unwrap();
+        let gone = dir.path().join("gone");
+        assert_eq!(remove_files(&[a.clone(), gone, b.clone()]), 1024);
+        assert!(!a.exists() && !b.exists());
     }
 
     #[test]
