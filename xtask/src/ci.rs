@@ -18,6 +18,7 @@
 //! matrix's self-test (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
+//! What no later step reads is deleted, and a failure on a full disk names it (`ci/disk.rs`).
 
 mod beside;
 pub(crate) mod disk;
