@@ -18,8 +18,10 @@
 //! matrix's self-test (`ci/beside.rs`), each still with its own line.
 //! Each step's line has its wall time and the CPU time (user + system) of its processes:
 //! on a machine of few cores CPU time is what a change of the suite saves or costs.
+//! What no later step reads is deleted, and a failure on a full disk names it (`ci/disk.rs`).
 
 mod beside;
+pub(crate) mod disk;
 mod lint;
 
 use crate::matrix::{self, Counts, LongRun, Matrix};
@@ -198,14 +200,19 @@ fn native_tests(steps: &mut Vec<Step>, lint: Option<&lint::LintInBuild>, generat
             lint.apply(cmd);
         }
     };
+    let mut test_binaries = Vec::new();
     if lint.is_some() {
         // Built (and linted) as a step of its own, so that a lint's failure is its own line.
         let t = Start::now();
         let mut build = cargo();
         build.args(["nextest", "run", "--workspace", "--no-run"]);
         linted(&mut build);
-        let built = crate::util::run(excluding(&mut build, generated));
+        let built = disk::build_listing_test_binaries(excluding(&mut build, generated));
         steps.push(plain(LINTED_BUILD, built.is_ok(), t));
+        match built {
+            Ok(built) => test_binaries = built,
+            Err(e) => eprintln!("ci: {LINTED_BUILD}: {e}"),
+        }
     }
     let mut tests = cargo();
     tests.args(["nextest", "run", "--workspace"]);
@@ -220,6 +227,16 @@ fn native_tests(steps: &mut Vec<Step>, lint: Option<&lint::LintInBuild>, generat
     linted(&mut doc);
     let doc = crate::util::run(excluding(&mut doc, generated));
     steps.push(plain("cargo test --workspace --doc", doc.is_ok(), t));
+    // A CI run builds a fresh clone once (`.ci/run`): no later step reads these (the long
+    // runs and the matrix build their own profile, the examples their own directory).
+    if disk::built_once() {
+        let freed = disk::remove_files(&test_binaries);
+        eprintln!(
+            "ci: removed the {} native test binaries, read by no later step: {} freed",
+            test_binaries.len(),
+            disk::bytes(freed)
+        );
+    }
 }
 
 /// Starts `cargo clippy` (the workspace lints) to run beside `build-stencils --check`,
@@ -500,6 +517,12 @@ fn finish(steps: &[Step], notes: &[String], start: Start) -> Result<(), String> 
         start.wall.elapsed().as_secs_f64(),
         start.cpu()
     );
+    if steps.iter().any(|s| !s.ok) {
+        let dirs = disk::written_dirs(&root());
+        if let Some(full) = disk::full_disk_line("ci: failed steps", &dirs, false) {
+            println!("{full}");
+        }
+    }
     println!("{passed} passed, {failed} failed");
     if failed == 0 && steps.iter().all(|s| s.ok) {
         Ok(())

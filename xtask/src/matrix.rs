@@ -112,6 +112,18 @@ pub fn self_test(opts: &Options) -> Result<(), String> {
 }
 
 fn check_self_test(report: &Report, broken: &str) -> Result<(), String> {
+    // Rows that could not run prove nothing either way: say why, not which rows failed.
+    let unbuilt: Vec<String> = report
+        .builds
+        .iter()
+        .filter_map(|b| b.error.as_ref().map(|e| format!("{}: {e}", b.rust_target)))
+        .collect();
+    if !unbuilt.is_empty() {
+        return Err(format!(
+            "self-test: proves nothing, a test archive did not build ({})",
+            unbuilt.join("; ")
+        ));
+    }
     if report.rows.iter().all(|r| r.triple != broken) {
         return Err(format!("self-test: row {broken} did not run"));
     }
@@ -120,6 +132,19 @@ fn check_self_test(report: &Report, broken: &str) -> Result<(), String> {
         .iter()
         .filter(|r| !r.passed())
         .map(|r| r.triple.as_str())
+        .collect();
+    // A row that failed without a failed test failed for another reason: name it.
+    let reasons: Vec<String> = report
+        .rows
+        .iter()
+        .filter(|r| !r.passed() && r.counts.failed == 0)
+        .filter_map(|r| {
+            let first = r.problems.first()?.lines().next()?;
+            Some(format!(
+                "; {} failed without a failed test: {first}",
+                r.triple
+            ))
+        })
         .collect();
     // A broken row counts only if a test failed: a crash or missing crate proves nothing.
     let caught = report
@@ -131,8 +156,9 @@ fn check_self_test(report: &Report, broken: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "self-test: expected exactly {broken} to fail with failed tests, but failed rows are [{}]",
-            failed.join(", ")
+            "self-test: expected exactly {broken} to fail with failed tests, but failed rows are [{}]{}",
+            failed.join(", "),
+            reasons.concat()
         ))
     }
 }
@@ -198,12 +224,18 @@ fn run_matrix_in(
             rust_target: target.to_string(),
             time: t.elapsed(),
             cpu: built.as_ref().map_or(0.0, |(_, cpu)| *cpu),
+            error: built.as_ref().err().cloned(),
         });
         archives.insert(target, built.map(|(path, _)| path));
     }
 
     let stencil_free_row = stencil_free_rows(&rows);
-    for row in &rows {
+    let last_rows = last_row_of_each(&rows);
+    for (i, row) in rows.iter().enumerate() {
+        // Its archive is written, never read again, once its Rust target's last row ran.
+        if i > 0 && last_rows.get(rows[i - 1].rust_target.as_str()) == Some(&(i - 1)) {
+            remove_archive(&archives[rows[i - 1].rust_target.as_str()]);
+        }
         let runs_stencil_free = stencil_free_row[row.rust_target.as_str()] == row.triple;
         let row_suites: Vec<RowSuite> = suites
             .iter()
@@ -238,6 +270,9 @@ fn run_matrix_in(
         announce(&result);
         report.rows.push(result);
     }
+    if let Some(last) = rows.last() {
+        remove_archive(&archives[last.rust_target.as_str()]);
+    }
 
     for system in system::selected(&matrix.system, opts) {
         let result = system::run(&root, &matrix.profile, system);
@@ -252,6 +287,28 @@ fn run_matrix_in(
     }
     report.total_time = start.elapsed();
     Ok(report)
+}
+
+/// The index of each Rust target's last row in `rows`.
+fn last_row_of_each(rows: &[Row]) -> BTreeMap<&str, usize> {
+    let mut last = BTreeMap::new();
+    for (i, row) in rows.iter().enumerate() {
+        last.insert(row.rust_target.as_str(), i);
+    }
+    last
+}
+
+/// Deletes a test archive that no row will read again: each run writes its own, the
+/// test binaries stay in `target/` (cargo's build), and until the self-test's archive is
+/// written the matrix's all stay on a disk that may be filling (`ci/disk.rs`).
+fn remove_archive(archive: &Result<PathBuf, String>) {
+    if let Ok(path) = archive {
+        if let Err(e) = std::fs::remove_file(path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                eprintln!("matrix: cannot remove {}: {e}", path.display());
+            }
+        }
+    }
 }
 
 /// Says how a row ended, on stderr (its triple or name: the same as `row.triple`).
@@ -318,7 +375,18 @@ fn run_row(
     let filters: Vec<&str> = suites.iter().map(|s| s.filter.as_str()).collect();
     let named: Vec<(&String, &str)> = suites.iter().map(|s| (s.name, s.package)).collect();
     match nextest::run_archive(root, archive, &filters, &env) {
-        Ok(outcome) => judge(&mut result, &named, &outcome),
+        Ok(outcome) => {
+            judge(&mut result, &named, &outcome);
+            // nextest extracts the archive into the temporary directory for each row.
+            let saw_no_space = outcome.log.contains(crate::ci::disk::NO_SPACE);
+            let dirs = crate::ci::disk::written_dirs(root);
+            if !result.passed() {
+                let what = format!("row {}", row.triple);
+                result
+                    .problems
+                    .extend(crate::ci::disk::full_disk_line(&what, &dirs, saw_no_space));
+            }
+        }
         Err(e) => result.problems.push(e),
     }
     if let Some(hold) = hold {
@@ -641,6 +709,29 @@ mod tests {
         assert_eq!(early.problems[1], "no nextest report was written");
     }
 
+    /// An archive goes once its Rust target's last row ran, rows of other targets between.
+    #[test]
+    fn each_archive_is_removed_after_its_last_row() {
+        let row = |triple: &str, rust_target: &str| Row {
+            triple: triple.into(),
+            execution: Execution::Native,
+            rust_target: rust_target.into(),
+            check_target: None,
+            suites: None,
+        };
+        let rows = [row("a", "x"), row("b", "y"), row("c", "x"), row("d", "y")];
+        let last = last_row_of_each(&rows);
+        assert_eq!(last, BTreeMap::from([("x", 2), ("y", 3)]));
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("x.tar.zst");
+        std::fs::write(&archive, "archive").unwrap();
+        remove_archive(&Ok(archive.clone()));
+        assert!(!archive.exists());
+        // Gone already, or never built: nothing to say.
+        remove_archive(&Ok(archive));
+        remove_archive(&Err("not built".into()));
+    }
+
     #[test]
     fn self_test_requires_exactly_the_broken_row_to_fail_a_test() {
         let row = |t: &str, failed: u64, problems: &[&str]| RowResult {
@@ -674,5 +765,33 @@ mod tests {
             ..Default::default()
         };
         assert!(check_self_test(&crashed, "b").is_err());
+        // A row failing for another reason than its tests is named with that reason.
+        let why = check_self_test(
+            &Report {
+                rows: vec![row("a", 0, &["no space\nmore"]), row("b", 1, &["x"])],
+                ..Default::default()
+            },
+            "b",
+        )
+        .unwrap_err();
+        assert!(
+            why.ends_with("failed rows are [a, b]; a failed without a failed test: no space"),
+            "{why}"
+        );
+        // An archive that did not build is the reason, whatever the rows say.
+        let unbuilt = Report {
+            rows: vec![row("a", 0, &["e"]), row("b", 0, &["e"])],
+            builds: vec![report::ArchiveBuild {
+                rust_target: "t".into(),
+                time: std::time::Duration::ZERO,
+                cpu: 0.0,
+                error: Some("the disk is full".into()),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            check_self_test(&unbuilt, "b").unwrap_err(),
+            "self-test: proves nothing, a test archive did not build (t: the disk is full)"
+        );
     }
 }

@@ -144,6 +144,11 @@ impl Logged {
         print!("{}", String::from_utf8_lossy(&log));
         if !ended.0 {
             eprintln!("ci: {} failed (log above)", self.name);
+            let saw_no_space = super::disk::contains(&log, super::disk::NO_SPACE.as_bytes());
+            let dirs = super::disk::written_dirs(&crate::util::root());
+            if let Some(full) = super::disk::full_disk_line(&self.name, &dirs, saw_no_space) {
+                eprintln!("ci: {full}");
+            }
         }
         Some(Finished {
             name: self.name.clone(),

@@ -46,8 +46,15 @@ pub fn archive(
     for p in packages {
         cmd.args(["-p", p]);
     }
-    let cpu = run_counting_cpu(&mut cmd)
-        .map_err(|e| format!("building the nextest archive for {rust_target}: {e}"))?;
+    let what = format!("building the nextest archive for {rust_target}");
+    let (cpu, saw_no_space) = run_counting_cpu(&mut cmd);
+    let cpu = cpu.map_err(|e| {
+        let dirs = [dir.to_path_buf(), std::env::temp_dir()];
+        match crate::ci::disk::full_disk_line(&what, &dirs, saw_no_space) {
+            Some(full) => format!("{full}\n{what}: {e}"),
+            None => format!("{what}: {e}"),
+        }
+    })?;
     Ok((path, cpu))
 }
 
@@ -55,12 +62,24 @@ pub fn archive(
 /// (cargo and the rustc, linker and build-script processes it waited for), from `wait4`:
 /// the CI's matrix step runs the long runs beside it, so the CPU of all xtask's children
 /// would not say what the builds cost. Fails with the command line and exit status if it
-/// does not succeed.
-fn run_counting_cpu(cmd: &mut std::process::Command) -> Result<f64, String> {
-    let child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {cmd:?}: {e}"))?;
-    let pid = libc::pid_t::try_from(child.id()).map_err(|e| format!("process id: {e}"))?;
+/// does not succeed. Its stderr is passed on as it comes; the flag returned beside says
+/// whether it said "No space left on device" (`ci/disk.rs`).
+fn run_counting_cpu(cmd: &mut std::process::Command) -> (Result<f64, String>, bool) {
+    let mut child = match cmd.stderr(Stdio::piped()).spawn() {
+        Ok(child) => child,
+        Err(e) => return (Err(format!("cannot start {cmd:?}: {e}")), false),
+    };
+    let (saw_no_space, copier) =
+        crate::ci::disk::forward_watching(child.stderr.take().expect("stderr is piped"));
+    let cpu = wait_counting_cpu(cmd, child.id());
+    // The copy ends when the tree's last writer of the pipe does.
+    let _ = copier.join();
+    (cpu, saw_no_space.load(std::sync::atomic::Ordering::Relaxed))
+}
+
+/// Waits for process `pid` (started by `cmd`) with `wait4`: the CPU seconds of its tree.
+fn wait_counting_cpu(cmd: &std::process::Command, pid: u32) -> Result<f64, String> {
+    let pid = libc::pid_t::try_from(pid).map_err(|e| format!("process id: {e}"))?;
     let mut status = 0;
     let usage = loop {
         // SAFETY: `usage` is a zeroed `rusage` that wait4 fills; `status` is a valid int.

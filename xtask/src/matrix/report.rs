@@ -74,6 +74,8 @@ pub struct ArchiveBuild {
     pub time: Duration,
     /// User plus system CPU seconds of the build's processes (cargo, rustc, the linkers).
     pub cpu: f64,
+    /// Why it failed, if it did (every row of its Rust target then fails with it).
+    pub error: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -297,6 +299,7 @@ mod tests {
                 rust_target: "one".into(),
                 time: Duration::from_millis(2500),
                 cpu: 4.0,
+                error: None,
             }],
             total_time: Duration::from_secs(5),
         }
