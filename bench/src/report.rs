@@ -586,12 +586,13 @@ and `cpjit interp` take minutes per run at these sizes and run start-up only.
 
 Every compile row starts from the same input: the trace's op list with its names already \
 mapped to each backend's own ids once per trace (a JIT's opcode table), and ends with \
-callable code. Outside every clock: that mapping, creating the backend (`Jit`, LLVM's \
-per-stencil modules, the Cranelift `JITModule` and its arena), and freeing the code.
+callable code. Outside every clock: that mapping, creating the backend (`Jit` and the \
+family's `RunTable` for it, LLVM's per-stencil modules, the Cranelift `JITModule` and its \
+arena), and freeing the code.
 
 | clock | front end (op list → backend input) | code generation | allocation | publish (code made executable) | icache flush | finalize / link |
 |---|---|---|---|---|---|---|
-| copy-and-patch, end to end (the `copy-and-patch` rows; ratios are to it) | the kit's member selection per op (`TraceBuilder::push_ops` per straight run, `push_op` per jump: one table row per instance, glue, labels) | copy and patch per instance (`finish`) | a block of the warm arena's chunk | one `pwrite` to the chunk's memfd (*alias* rows: stores through the persistent writable view) | yes (a no-op on x86-64) | GOT slots and veneers, in `finish` |
+| copy-and-patch, end to end (the `copy-and-patch` rows; ratios are to it) | the kit's member selection per op (`TraceBuilder::push_ops` per straight run, one `RunTable` row per op, `push_op` per jump: glue, labels) | copy and patch per instance (`finish`) | a block of the warm arena's chunk | one `pwrite` to the chunk's memfd (*alias* rows: stores through the persistent writable view) | yes (a no-op on x86-64) | GOT slots and veneers, in `finish` |
 | copy-and-patch, pre-lowered (labelled *pre-lowered*) | none: members selected beforehand, off the clock | as above | as above | as above | as above | as above |
 | LLVM -O0 / -O2 (MCJIT) | each instance's stencil module found by name (a hash look-up, on this clock only) and cloned, holes replaced, modules linked | IR passes (-O2) and code generation | MCJIT's memory manager | MCJIT's `finalizeObject` (page protections) | by MCJIT | relocation by MCJIT |
 | Cranelift none / speed (`cranelift-jit`) | the op list's analysis (stack depths, blocks; names were mapped to ops once, `cranelift::op_list`) and translation with `FunctionBuilder` (`use_var`/`def_var` for *ssa*) | `define_function` | `ArenaMemoryProvider`: space inside one reservation per module | `finalize_definitions` (page protections inside the arena) | by `cranelift-jit` | relocation in `finalize_definitions` |
