@@ -399,11 +399,9 @@ impl CodeWriter {
 
     /// Makes what was written the code's content (on Linux: one `pwrite` to the code
     /// object, unless every window was written by `put`; elsewhere the bytes are already
-    /// in place). The view closes when the writer is dropped.
-    // By reference: taken by value, the writer was copied to a new stack slot (ten moves
-    // per trace in `finish`).
+    /// in place), then closes the view.
     #[inline]
-    pub fn publish(&mut self) -> io::Result<()> {
+    pub fn publish(mut self) -> io::Result<()> {
         self.window.publish()
     }
 }

@@ -94,10 +94,8 @@ pub(crate) struct Scratch {
     pub(super) veneers: SlotTable,
 }
 
-// Matches, not `?`, on the code source and writer: `?` copied each out of its `Result`
-// twice (12 instructions per trace for the writer alone). (The trace made inside an
-// `Ok` returned whole, to spare its copy into the result: the same code.)
-#[allow(clippy::question_mark)]
+// (The trace made inside an `Ok` and returned whole, to spare its copy into the result:
+// the same code.)
 pub(crate) fn finish(b: &mut TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let jit = b.jit;
     let (view, scratch) = b.view_and_scratch();
@@ -105,10 +103,7 @@ pub(crate) fn finish(b: &mut TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     let mut layout = sizes(&view);
     layout.reserve_internal(layout.code_len + layout.data_len, jit);
     let mut trace = Trace::unallocated(jit);
-    let mut source = match allocate(jit, &layout, &mut trace) {
-        Ok(source) => source,
-        Err(e) => return Err(e),
-    };
+    let mut source = allocate(jit, &layout, &mut trace)?;
     // The veneers of the symbols presumed direct are not reserved: checked here, once the
     // code is placed (with the trace in place: moved through a call, it was a copy).
     let presumed = jit.direct.in_trace(view.layout.counted_symbols);
@@ -119,21 +114,15 @@ pub(crate) fn finish(b: &mut TraceBuilder<'_, '_>) -> Result<Trace, Error> {
     {
         source = place_again(jit, &mut layout, presumed, &mut trace)?;
     }
-    {
-        let mut writer = match trace.block.code_writer(&source, trace.code_len) {
-            Ok(writer) => writer,
-            Err(e) => return Err(e),
-        };
-        let job = Job {
-            b: &view,
-            layout: &layout,
-            trace: &mut trace,
-            scratch,
-        };
-        write(job, &mut writer, 0)?;
-        writer.publish().map_err(Error::Map)?;
-        // The view closes here, dropped in place (`drop(writer)` copied it first).
-    }
+    let mut writer = trace.block.code_writer(&source, trace.code_len)?;
+    let job = Job {
+        b: &view,
+        layout: &layout,
+        trace: &mut trace,
+        scratch,
+    };
+    write(job, &mut writer, 0)?;
+    writer.publish().map_err(Error::Map)?;
     (trace.veneers, trace.got_slots) = (scratch.veneers.len() as u32, scratch.got.len() as u32);
     trace.set_instances(&layout);
     settle(jit, &mut trace, &layout);
@@ -196,7 +185,6 @@ where
             trace.set_instances(layout);
         }
         writer.publish().map_err(Error::Map)?;
-        drop(writer);
         // Only once published: shrinking frees memory that another thread may then take
         // and write, which this batch's write must not overwrite.
         for (trace, layout) in traces.iter_mut().zip(&layouts) {
