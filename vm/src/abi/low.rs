@@ -240,7 +240,10 @@ mod tests {
         let b = LinkBlocks::new(N, |_| ExitLink::default());
         assert_eq!((a.len(), b.len()), (N, N));
         assert_ne!(a.as_ptr(), b.as_ptr());
-        assert_eq!(a.reachable_by_imm32(), LOW);
+        // (Elsewhere the heap may lie low too: wine's did in one run of the matrix.)
+        if LOW {
+            assert!(a.reachable_by_imm32());
+        }
         assert!(a.iter().all(zeroed));
         for (k, link) in a.iter().enumerate() {
             link.link.set(k as u64 + 1);
