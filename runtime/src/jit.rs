@@ -2,7 +2,7 @@
 
 use crate::arena::{Arena, MemoryStats, TraceFacts};
 use crate::icache::{FlushIcache, Hardware};
-use crate::program::{self, ArchFacts, OperandStep, Program};
+use crate::program::{self, ArchFacts, OperandStep, Programs};
 use crate::trace::stitch::direct::DirectSymbols;
 use crate::trace::{TraceBatch, TraceBuilder};
 use crate::Error;
@@ -158,10 +158,10 @@ pub struct Jit<'s> {
     pub(crate) direct: DirectSymbols,
     pub(crate) arena: Arc<Arena>,
     pub(crate) flusher: Arc<dyn FlushIcache>,
-    /// Each stencil's patch program, by stencil index (see [`Program`]).
-    pub(crate) programs: Box<[Program]>,
+    /// Each stencil's patch program, by stencil index (see [`Program`](program::Program)), and the buffer they point into.
+    pub(crate) programs: Programs,
     /// The steps of every [`Quick::Operands`](crate::program::Quick) program, one flat array
-    /// (each program names its range; kept out of [`Program`], whose 192 bytes are three
+    /// (each program names its range; kept out of [`Program`](program::Program), whose 192 bytes are three
     /// cache lines).
     pub(crate) operand_steps: Box<[OperandStep]>,
     /// The largest code and data alignment of the set's stencils (data at least 8, for GOT

@@ -12,10 +12,16 @@
 //! behind a [`NeedFilter`]. The per-architecture facts `finish` needs (trap byte, tail
 //! jump, veneer builder) are gathered once in [`ArchFacts`], so that the stitcher has no
 //! `match` on the architecture.
+//!
+//! A set's programs keep their code, data, steps, needs and cold parts in one buffer each
+//! ([`pool`]), not an allocation each.
 
 mod arch;
+#[cfg(test)]
+mod fixtures;
 mod need;
 mod operand;
+mod pool;
 mod rel;
 
 use crate::patch;
@@ -24,8 +30,16 @@ use cpjit_isa::x86_64 as x86;
 use cpjit_model::{
     Hole, HoleKind, HoleValue, OperandPart, OperandRange, Section, Stencil, StencilSet,
 };
+#[cfg(all(test, target_arch = "x86_64"))]
+pub(crate) use fixtures::X86_RET;
+#[cfg(test)]
+pub(crate) use fixtures::{code_hole, host_set};
 pub(crate) use need::{Bound, Key, Need, NeedFilter};
 pub(crate) use operand::OperandStep;
+#[cfg(test)]
+pub(crate) use pool::Alone;
+use pool::Pool;
+pub(crate) use pool::{Pooled, PooledCold, Programs};
 use rel::flat_quick;
 pub(crate) use rel::{RelSite, RelTo, MIXED_SITES};
 
@@ -258,9 +272,9 @@ impl Quick {
 pub(crate) struct Program {
     /// Its steps in a quick form, where they have one.
     pub quick: Quick,
-    pub steps: Box<[Step]>,
+    pub steps: Pooled<Step>,
     /// The steps that may need a GOT slot or a veneer.
-    pub needs: Box<[Need]>,
+    pub needs: Pooled<Need>,
     /// Whether an instance's needs can count at all (tested by `push` first).
     pub filter: NeedFilter,
     /// How many of `needs` are [`Bound::Continue`] (counted by `finish` for the last
@@ -268,10 +282,10 @@ pub(crate) struct Program {
     pub continue_needs: u16,
     /// The stencil's code with its holes' [`Fast`] forms applied, padded with the trap byte
     /// to a multiple of 16 bytes: copied in 16-byte blocks.
-    pub code: Box<[u8]>,
+    pub code: Pooled<u8>,
     /// The stencil's data: initialized bytes, then zeros (its zero-fill), `data_len` bytes,
     /// padded with zeros to a multiple of 16 bytes: copied in 16-byte blocks.
-    pub data: Box<[u8]>,
+    pub data: Pooled<u8>,
     /// The stencil's code and data sizes and alignments (copied here so that laying out a
     /// trace reads one table).
     pub code_len: u32,
@@ -306,7 +320,7 @@ pub(crate) struct Program {
     /// instance's code ([`Source::Code`]) and the hot code as the other part
     /// ([`Source::Cold`]): the writer runs them with the trace's cold area as its code. Its
     /// needs are counted with this program's (`needs`, `filter`; its own `needs` is empty).
-    pub cold: Option<Box<Program>>,
+    pub cold: Option<PooledCold>,
     pub cold_len: u32,
     pub cold_align: u32,
     /// Bytes of the hot code before the cold part in the stencil's code (where the cold
@@ -321,25 +335,27 @@ const _: () = assert!(std::mem::size_of::<Program>() == 192);
 impl Program {
     /// [`Program::compile`] with buffers of its own, for tests.
     #[cfg(test)]
-    pub fn new(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Program {
-        Program::compile(stencil, shim, trap, &mut Scratch::default())
+    pub fn alone(stencil: &Stencil<'_>, shim: bool, trap: u8) -> Alone {
+        let mut c = Compiler::new(std::slice::from_ref(stencil), trap);
+        let p = Program::compile(stencil, shim, &mut c);
+        Alone(Programs::new(Box::new([p]), c.pool))
     }
 
     /// Compiles `stencil`'s holes, which [`Jit::new`](crate::Jit::new) has validated (each
     /// lies inside its section and refers to an operand, target or symbol that exists),
-    /// with `scratch`'s buffers; `trap` pads the code.
-    fn compile(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+    /// with `c`'s buffers, into its pool.
+    fn compile(stencil: &Stencil<'_>, shim: bool, c: &mut Compiler) -> Program {
         // The parts append their needs here, the hot part's first.
-        scratch.needs.clear();
+        c.scratch.needs.clear();
         let mut p = if stencil.cold_len == 0 || stencil.cold_len as usize > stencil.code.len() {
-            Program::part(stencil, shim, trap, scratch)
+            Program::part(stencil, shim, Renumber::NONE, c)
         } else {
-            Program::split(stencil, shim, trap, scratch)
+            Program::split(stencil, shim, c)
         };
-        // One allocation of the exact size for the whole stencil's needs, one per slot or
-        // veneer (its filter, of every need, rules out no less).
-        need::merge_shared(&mut scratch.needs);
-        p.needs = Box::from(&scratch.needs[..]);
+        // The whole stencil's needs, one per slot or veneer (its filter, of every need,
+        // rules out no less).
+        need::merge_shared(&mut c.scratch.needs);
+        p.needs = c.pool.needs(&c.scratch.needs);
         p.continues =
             stencil.falls_through || stencil.holes.iter().any(|h| h.value == HoleValue::Continue);
         p.plain = p.code_align <= 1 && p.data_len == 0 && p.cold_len == 0;
@@ -348,7 +364,7 @@ impl Program {
 
     /// The program of a stencil with a cold part: one for its hot code and data, one for
     /// its cold part (see [`Program::cold`]), whose needs it counts.
-    fn split(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+    fn split(stencil: &Stencil<'_>, shim: bool, c: &mut Compiler) -> Program {
         let hot_len = stencil.hot_len();
         // Holes are sorted by (section, offset): hot code, cold code, then data.
         let holes = stencil.holes;
@@ -361,7 +377,7 @@ impl Program {
             v => v,
         };
         // Taken out of `scratch` while the parts are compiled with its other buffers.
-        let (mut hot_holes, mut cold_holes) = std::mem::take(&mut scratch.holes);
+        let (mut hot_holes, mut cold_holes) = std::mem::take(&mut c.scratch.holes);
         hot_holes.clear();
         hot_holes.extend(holes[..a].iter().chain(&holes[b..]));
         cold_holes.clear();
@@ -385,47 +401,42 @@ impl Program {
             cold_len: 0,
             ..*stencil
         };
-        let mut p = Program::part(&hot, shim, trap, scratch);
-        let mut c = Program::part(&cold, false, trap, scratch);
-        scratch.holes = (hot_holes, cold_holes);
         // Steps name their holes (in errors) by index into the stencil's own list.
         let (a16, gap) = (a as u16, (b - a) as u16);
-        let renumber = |step: &mut Step, hot: bool| {
-            let map = |i: u16| match hot {
-                true if i >= a16 => i + gap,
-                true => i,
-                false => i + a16,
-            };
-            step.hole = map(step.hole);
-            if let Action::GotPair { ldr_hole, .. } = &mut step.action {
-                *ldr_hole = map(*ldr_hole);
-            }
+        let hot_holes_at = Renumber {
+            from: a16,
+            add: gap,
         };
-        p.steps.iter_mut().for_each(|s| renumber(s, true));
-        c.steps.iter_mut().for_each(|s| renumber(s, false));
-        p.continue_needs += c.continue_needs;
-        p.filter = NeedFilter::of(&scratch.needs);
-        p.cold_len = c.code_len;
-        p.cold_align = c.code_align;
+        let mut p = Program::part(&hot, shim, hot_holes_at, c);
+        let cold_holes_at = Renumber { from: 0, add: a16 };
+        let part = Program::part(&cold, false, cold_holes_at, c);
+        c.scratch.holes = (hot_holes, cold_holes);
+        p.continue_needs += part.continue_needs;
+        p.filter = NeedFilter::of(&c.scratch.needs);
+        p.cold_len = part.code_len;
+        p.cold_align = part.code_align;
         p.hot_len = hot_len as u32;
-        p.cold = Some(Box::new(c));
+        p.cold = Some(c.pool.cold(part));
         p
     }
 
     /// The program of `stencil`'s code (all of it: its cold part is split off by
-    /// [`Program::split`] first).
-    fn part(stencil: &Stencil<'_>, shim: bool, trap: u8, scratch: &mut Scratch) -> Program {
+    /// [`Program::split`] first); its steps name their holes `holes_at` of the stencil's.
+    fn part(stencil: &Stencil<'_>, shim: bool, holes_at: Renumber, c: &mut Compiler) -> Program {
+        let (trap, pool) = (c.trap, &mut c.pool);
         let Scratch {
             probe,
             paired,
             steps,
             needs,
+            code,
             ..
-        } = scratch;
+        } = &mut c.scratch;
         steps.clear();
         // (Appended to the needs of the stencil's parts compiled before, see `compile`.)
         let first_need = needs.len();
-        let mut code = padded(stencil.code, trap);
+        // Padded as `pool.bytes` pads it: `fast` sees the program's code.
+        padded(code, stencil.code, trap);
         // The `ldr` holes already taken by their `adrp`'s step.
         paired.clear();
         paired.resize(stencil.holes.len(), false);
@@ -439,7 +450,7 @@ impl Program {
                 Some(j) => {
                     paired[j] = true;
                     Action::GotPair {
-                        ldr_hole: j as u16,
+                        ldr_hole: holes_at.map(j as u16),
                         ldr_offset: stencil.holes[j].offset,
                     }
                 }
@@ -458,21 +469,17 @@ impl Program {
             };
             steps.push(Step {
                 offset: h.offset,
-                hole: i as u16,
+                hole: holes_at.map(i as u16),
                 section: h.section,
                 kind: h.kind,
                 source: source(h.value),
                 addend: h.addend,
                 action,
                 checked,
-                fast: fast(&mut code, h, action, checked, probe),
+                fast: fast(code, h, action, checked, probe),
                 before,
             });
         }
-        let data_blocks = (stencil.data_len as usize).next_multiple_of(16);
-        let mut data = Vec::with_capacity(data_blocks);
-        data.extend_from_slice(stencil.init_data);
-        data.resize(data_blocks, 0);
         let needs = &needs[first_need..];
         Program {
             continue_needs: needs.iter().filter(|n| n.bound == Bound::Continue).count() as u16,
@@ -482,12 +489,12 @@ impl Program {
                 stencil.code.len() as u32,
                 stencil.operands.len() as u16,
             ),
-            // Copied out of the scratch buffers: one allocation each, of the exact size.
-            steps: Box::from(&steps[..]),
+            // Copied out of the scratch buffers into the set's pool.
+            steps: pool.steps(steps),
             // Set by `compile`, for the whole stencil.
-            needs: Box::default(),
-            code: code.into_boxed_slice(),
-            data: data.into_boxed_slice(),
+            needs: pool.needs(&[]),
+            code: pool.bytes(code, trap, code.len()),
+            data: pool.bytes(stencil.init_data, 0, stencil.data_len as usize),
             code_len: stencil.code.len() as u32,
             data_len: stencil.data_len,
             code_align: stencil.code_align,
@@ -520,24 +527,47 @@ impl Program {
 /// The programs of every stencil of `set`, by stencil index, and the [`OperandStep`]s of
 /// those (and of their cold parts) that are [`Quick::Operands`] or [`Quick::Mixed`] (see
 /// [`flat_quick`]), one flat array.
-pub(crate) fn compile(set: &StencilSet<'_>) -> (Box<[Program]>, Box<[OperandStep]>) {
-    let trap = ArchFacts::of(set.arch).trap;
-    let mut scratch = Scratch::default();
+pub(crate) fn compile(set: &StencilSet<'_>) -> (Programs, Box<[OperandStep]>) {
+    let mut c = Compiler::new(set.stencils, ArchFacts::of(set.arch).trap);
     let mut programs: Box<[Program]> = set
         .stencils
         .iter()
         .enumerate()
-        .map(|(i, s)| Program::compile(s, set.shim == Some(i as u16), trap, &mut scratch))
+        .map(|(i, s)| {
+            let shim = set.shim == Some(i as u16);
+            Program::compile(s, shim, &mut c)
+        })
         .collect();
     let mut flat = Vec::new();
     let mut operand_steps = Vec::new();
     for p in programs.iter_mut() {
         p.quick = flat_quick(p, false, &mut flat, &mut operand_steps);
-        if let Some(cold) = p.cold.as_deref_mut() {
+        if let Some(cold) = p.cold.as_mut().map(PooledCold::get_mut) {
             cold.quick = flat_quick(cold, true, &mut flat, &mut operand_steps);
         }
     }
-    (programs, flat.into_boxed_slice())
+    (Programs::new(programs, c.pool), flat.into_boxed_slice())
+}
+
+/// Where the steps of a part of a stencil find their holes in the stencil's own list: hole
+/// `i` of the part is the stencil's `i + add` from `from` on (see [`Program::split`]).
+#[derive(Clone, Copy)]
+struct Renumber {
+    from: u16,
+    add: u16,
+}
+
+impl Renumber {
+    /// A whole stencil's holes.
+    const NONE: Renumber = Renumber { from: 0, add: 0 };
+
+    fn map(self, i: u16) -> u16 {
+        if i >= self.from {
+            i + self.add
+        } else {
+            i
+        }
+    }
 }
 
 /// The fast form of hole `h` (see [`Fast`]), and `code` (the program's copy of the
@@ -642,6 +672,25 @@ fn checked(stencil: &Stencil<'_>, h: &Hole, probe: &mut Vec<u8>) -> Checked {
     }
 }
 
+/// What [`Program::compile`] compiles with: the byte that pads code, the buffers it reuses
+/// from stencil to stencil, and the pool it puts the programs' parts in.
+struct Compiler {
+    trap: u8,
+    scratch: Scratch,
+    pool: Pool,
+}
+
+impl Compiler {
+    /// For `stencils` (the pool's size) of an architecture whose trap byte is `trap`.
+    fn new(stencils: &[Stencil<'_>], trap: u8) -> Compiler {
+        Compiler {
+            trap,
+            scratch: Scratch::default(),
+            pool: Pool::for_stencils(stencils),
+        }
+    }
+}
+
 /// The buffers [`compile`] reuses from stencil to stencil, so that compiling a program
 /// allocates only what the program keeps (allocations were most of `Jit::new`).
 #[derive(Default)]
@@ -652,6 +701,8 @@ pub(crate) struct Scratch {
     paired: Vec<bool>,
     steps: Vec<Step>,
     needs: Vec<Need>,
+    /// The program's code, padded, as its fast forms rewrite it ([`padded`]).
+    code: Vec<u8>,
     /// The hot and the cold part's holes of a split stencil ([`Program::split`]).
     holes: (Vec<Hole>, Vec<Hole>),
 }
@@ -663,13 +714,11 @@ pub(crate) fn copy<'p>(probe: &'p mut Vec<u8>, code: &[u8]) -> &'p mut [u8] {
     probe
 }
 
-/// `code` padded with `trap` to a multiple of 16 bytes, allocated once at its final size.
-fn padded(code: &[u8], trap: u8) -> Vec<u8> {
-    let len = code.len().next_multiple_of(16);
-    let mut out = Vec::with_capacity(len);
+/// `code` padded with `trap` to a multiple of 16 bytes, into `out`.
+fn padded(out: &mut Vec<u8>, code: &[u8], trap: u8) {
+    out.clear();
     out.extend_from_slice(code);
-    out.resize(len, trap);
-    out
+    out.resize(code.len().next_multiple_of(16), trap);
 }
 
 fn source(value: HoleValue) -> Source {
@@ -735,61 +784,6 @@ pub(crate) fn got_pair_ldr(stencil: &Stencil<'_>, i: usize) -> Option<usize> {
         next += 4;
     }
     None
-}
-
-/// A hole in a stencil's code, for tests that write stencils by hand.
-#[cfg(test)]
-pub(crate) const fn code_hole(offset: u32, kind: HoleKind, value: HoleValue, addend: i64) -> Hole {
-    Hole {
-        section: Section::Code,
-        offset,
-        kind,
-        value,
-        addend,
-    }
-}
-
-/// An x86-64 `ret` that ends a trace, for tests that write stencils by hand.
-#[cfg(all(test, target_arch = "x86_64"))]
-pub(crate) const X86_RET: Stencil<'static> = Stencil {
-    name: "ret",
-    code: &[0xc3],
-    falls_through: false,
-    ..Stencil::EMPTY
-};
-
-/// A set of `stencils` for tests that write stencils by hand, which this process can run
-/// (the host's ABI and reserved registers: `Jit::new`'s host check passes), as ELF.
-#[cfg(test)]
-pub(crate) const fn host_set(
-    arch: cpjit_model::Arch,
-    nop: &'static [u8],
-    stencils: &'static [Stencil<'static>],
-    symbols: &'static [&'static str],
-) -> StencilSet<'static> {
-    use cpjit_model::{Abi, Host};
-    StencilSet {
-        target: "host",
-        arch,
-        format: cpjit_model::ObjectFormat::Elf,
-        abi: match Host::current() {
-            Some(h) => h.abi(),
-            None => Abi::SysV64,
-        },
-        // Hand-written stencils touch no register any OS reserves.
-        reserved_registers: match Host::current() {
-            Some(h) => h.reserved_registers(),
-            None => &[],
-        },
-        nop,
-        shim: None,
-        stencils,
-        symbols,
-        zero_fill: &[],
-        digest: "",
-        format_version: cpjit_model::format::VERSION,
-        pruned: &[],
-    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]

@@ -69,7 +69,7 @@ fn jits() -> (Jit<'static>, Jit<'static>) {
     for p in [0, 2] {
         let p = &mut steps.programs[p];
         p.quick = Quick::General;
-        p.cold.as_deref_mut().unwrap().quick = Quick::General;
+        p.cold.as_mut().unwrap().get_mut().quick = Quick::General;
     }
     (quick, steps)
 }

@@ -21,7 +21,7 @@ fn steps_pair_got_loads_and_count_slots_and_far_branches() {
         operands: &["A", "B"],
         ..Stencil::EMPTY
     };
-    let p = Program::new(&stencil, false, 0);
+    let p = Program::alone(&stencil, false, 0);
     let actions: Vec<Action> = p.steps.iter().map(|s| s.action).collect();
     assert_eq!(
         actions,
@@ -92,7 +92,7 @@ fn interleaved_got_loads_pair_by_register() {
             operands: &["V"],
             ..Stencil::EMPTY
         };
-        let p = Program::new(&stencil, false, 0);
+        let p = Program::alone(&stencil, false, 0);
         let steps: Vec<(u16, Action)> = p.steps.iter().map(|s| (s.hole, s.action)).collect();
         let needs: Vec<Bound> = p.needs.iter().map(|n| n.bound).collect();
         (steps, needs)
@@ -172,7 +172,7 @@ fn x86_holes_get_their_fast_forms_and_the_code_its_prepared_instructions() {
         falls_through: false,
         ..Stencil::EMPTY
     };
-    let p = Program::new(&stencil, false, 0xcc);
+    let p = Program::alone(&stencil, false, 0xcc);
     let fast: Vec<Fast> = p.steps.iter().map(|s| s.fast).collect();
     assert_eq!(
         fast,
@@ -304,10 +304,10 @@ fn a_set_compiles_as_its_stencils_alone() {
         let (programs, flat) = compile(set);
         let trap = ArchFacts::of(set.arch).trap;
         for (i, (p, s)) in programs.iter().zip(set.stencils).enumerate().rev() {
-            let alone = Program::new(s, set.shim == Some(i as u16), trap);
+            let alone = Program::alone(s, set.shim == Some(i as u16), trap);
             assert_eq!(summary(p), summary(&alone), "{} {}", set.target, s.name);
             let cold = p.cold.as_deref().zip(alone.cold.as_deref());
-            for (p, alone, cold) in [(p, &alone, false)]
+            for (p, alone, cold) in [(p, &*alone, false)]
                 .into_iter()
                 .chain(cold.map(|(p, a)| (p, a, true)))
             {

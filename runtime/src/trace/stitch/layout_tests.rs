@@ -3,7 +3,7 @@
 //! equals counting every need.
 
 use super::{Counted, Layout};
-use crate::program::{code_hole, NeedFilter, Program};
+use crate::program::{code_hole, Alone, NeedFilter, Program};
 use crate::trace::{InstanceId, Target};
 use cpjit_model::{Hole, HoleKind, HoleValue, Stencil};
 
@@ -15,7 +15,7 @@ const fn hole(offset: u32, kind: HoleKind, value: HoleValue) -> Hole {
 /// x86-64 stencils with every kind of need: operand loads that relax to an `imm32`, a
 /// GOTPCREL load that never does, calls and loads of symbols, a jump target, a load of
 /// the instance's own data.
-fn programs() -> Vec<Program> {
+fn programs() -> Vec<Alone> {
     use HoleKind::{X86Branch32, X86GotPc32, X86RexGotPc32Relaxable as RexGot};
     use HoleValue::{Data, Operand, Symbol, Target};
     #[rustfmt::skip]
@@ -61,7 +61,7 @@ fn programs() -> Vec<Program> {
                 symbols: &[0, 1],
                 ..Stencil::EMPTY
             };
-            Program::new(&stencil, false, 0xcc)
+            Program::alone(&stencil, false, 0xcc)
         })
         .collect()
 }
@@ -191,7 +191,7 @@ fn plain_programs_are_placed_as_the_general_rule_places_them() {
         ),
     ];
     for (what, stencil, plain) in cases {
-        let mut p = Program::new(&stencil, false, 0xcc);
+        let mut p = Program::alone(&stencil, false, 0xcc);
         assert_eq!(p.plain, plain, "{what}");
         for before in 0..=40u64 {
             let start = Layout {

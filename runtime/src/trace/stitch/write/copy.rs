@@ -174,7 +174,7 @@ mod tests {
                 data_align: 1,
                 ..Stencil::EMPTY
             };
-            let p = Program::new(&stencil, false, 0xcc);
+            let p = Program::alone(&stencil, false, 0xcc);
             for gap in 0..=40 {
                 for slack in [0, 1, 15, 16, 17, 40] {
                     let (end, at) = (5, 5 + gap);
