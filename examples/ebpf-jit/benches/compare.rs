@@ -14,7 +14,10 @@
 //! across engines.
 //! `--json` writes every run's time for `cargo xtask bench --only ebpf` (bench/src/ebpf.rs).
 //! A run the scheduler preempted is done again (`unpreempted`): on a loaded machine its wall
-//! time counts other processes' time slices, not the engine's.
+//! time counts other processes' time slices, not the engine's. A run shorter than 1 ms is
+//! timed five times back to back, the median kept: one entered right after a system call
+//! (the preemption count's) can run a call-heavy loop up to 2× slower on the AMD guest
+//! (`compare/timing.rs`; `--after-syscall ROUNDS` shows it on the helper-calls loop).
 //! For profiling: `--profile-compile N ROUNDS [ENGINE]` only compiles `straight N` (or,
 //! with `versus`, alternates engines in batches and compares their thread CPU time), and
 //! `--listing NAME` prints the stitched trace of a run-time program (e.g. `sieve`) or of
@@ -28,9 +31,14 @@
 #[path = "compare/together.rs"]
 mod together;
 
+// Timing a run: preempted runs redone, short runs timed back to back.
+#[path = "compare/timing.rs"]
+mod timing;
+
 use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
 use std::time::Instant;
+use timing::{unpreempted, RUN_ATTEMPTS};
 
 fn helper(a: u64, b: u64, _: u64, _: u64, _: u64) -> u64 {
     a.wrapping_add(b)
@@ -201,46 +209,6 @@ fn elapsed_ns<T>(f: impl FnOnce() -> T) -> (f64, T) {
     let t = Instant::now();
     let r = f();
     (t.elapsed().as_nanos() as f64, r)
-}
-
-/// How many times the scheduler has taken the CPU from this thread so far (its involuntary
-/// context switches; Linux only, elsewhere always 0, so nothing is redone).
-fn preemptions() -> i64 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `rusage` is plain data that getrusage fills; RUSAGE_THREAD is Linux's.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let status = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
-        assert_eq!(status, 0, "getrusage(RUSAGE_THREAD) failed");
-        usage.ru_nivcsw
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
-}
-
-/// Attempts of one timed run before `unpreempted` keeps a preempted one.
-const RUN_ATTEMPTS: usize = 5;
-
-/// `timed` (which prepares its input and returns the time of one run and its result), done
-/// again while the thread was preempted during it: at most `RUN_ATTEMPTS` times, then the
-/// fastest attempt is kept. On a loaded machine a preempted run's wall time includes other
-/// processes' time slices (4 ms steps here): wave 34's `loop 1M` at 5.3-13.3 ms instead of
-/// 1.25 was such runs, with the thread's CPU time at 1.25 ms in every one of them. Returns
-/// the time, the result and whether the kept attempt was preempted.
-fn unpreempted<T>(mut timed: impl FnMut() -> (f64, T)) -> (f64, T, bool) {
-    let mut fastest: Option<(f64, T)> = None;
-    for _ in 0..RUN_ATTEMPTS {
-        let before = preemptions();
-        let (ns, r) = timed();
-        if preemptions() == before {
-            return (ns, r, false);
-        }
-        if fastest.as_ref().is_none_or(|f| ns < f.0) {
-            fastest = Some((ns, r));
-        }
-    }
-    let (ns, r) = fastest.expect("RUN_ATTEMPTS is at least 1");
-    (ns, r, true)
 }
 
 /// Why the rbpf Cranelift rows are empty, if they are: the bench was built without the
@@ -705,6 +673,13 @@ fn main() {
         return placements(&args[i + 1..], &compiler);
         #[cfg(not(all(target_arch = "x86_64", unix)))]
         panic!("--placements {i}: rbpf's JIT runs on x86-64 Unix only");
+    }
+    if let Some(i) = args.iter().position(|a| a == "--after-syscall") {
+        let prog = calls_program(200_000);
+        let mut vm = EbpfVm::new(&prog).unwrap();
+        vm.register_helper(1, helper);
+        vm.jit_compile_with(&compiler).unwrap();
+        return timing::after_syscall(&args[i + 1..], &vm);
     }
     if let Some(i) = args.iter().position(|a| a == "--profile-compile") {
         return profile_compile(&args[i + 1..], &compiler);
