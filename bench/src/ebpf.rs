@@ -394,8 +394,12 @@ pub fn markdown(rows: &[EbpfRow], out: &mut String) {
          program; `ebpf-jit` compiles them into one batch (`EbpfVm::jit_compile_batch_with`: \
          one publish of the 100, one `pwrite` without `pku`), `ebpf-jit one by one` with its \
          per-program API; rbpf has no batch API, so its JIT compiles the same 100 one by one \
-         (each a heap page of its own, `mprotect`ed RWX while the set lives). Above 1 in a \
-         ÷ column: ebpf-jit is faster.\n\n"
+         (each a heap page of its own, `mprotect`ed RWX while the set lives). Run time: \
+         per round each engine runs the program once; a run shorter than 1 ms is timed \
+         five times back to back and the median kept, for every engine alike (on the \
+         wave-37 machine a call loop started right after a system call, the bench's own \
+         `getrusage`, ran 1.1–2× slower for the whole run: helper calls 244–502 µs instead \
+         of 237–244). Above 1 in a ÷ column: ebpf-jit is faster.\n\n"
     ));
 }
 
