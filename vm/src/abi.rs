@@ -5,6 +5,9 @@
 use std::cell::Cell;
 use std::mem::{offset_of, size_of};
 
+mod low;
+pub use low::{CallSites, LinkBlocks, LowSlice};
+
 pub const TAG_SHIFT: u32 = 48;
 pub const TAG_INT: u64 = 0xFFF9;
 pub const TAG_BOOL: u64 = 0xFFFA;
@@ -124,7 +127,7 @@ pub struct Callee {
 
 /// An exit's link block (`vm_abi.h`, `VM_LINK_*`; [`crate::vm::Executor::links`]): what
 /// compiled code reads through the address `EXIT_TRACE`'s `arg1` holds. Never moved while
-/// its executor lives (boxed).
+/// its executor lives ([`LinkBlocks`]).
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct ExitLink {

@@ -82,7 +82,7 @@ pub struct Executor {
     /// `LINK` reads (exit stubs of pinned bodies), 0 or the address of code entered with the
     /// same locals pinned ([`crate::pinning`], "Inherited pinning"); and the exit's pc and
     /// number, which its stub reads when it leaves to the interpreter.
-    pub links: Box<[ExitLink]>,
+    pub links: LinkBlocks,
     /// Exits of other executors (executor, exit) linked to this one.
     pub linked_from: RefCell<Vec<(usize, usize)>>,
     /// Where side traces grown from this executor stop: the root loop's head, or -1.
@@ -91,8 +91,9 @@ pub struct Executor {
     pub exits: Vec<ExitState>,
     pub compiled: Option<crate::jit::CompiledTrace>,
     pub valid: Cell<bool>,
-    /// The call sites of the trace's `CALL_JIT`s (their `arg0` points here; never moved).
-    pub call_sites: Box<[CallSite]>,
+    /// The call sites of the trace's `CALL_JIT`s (their `arg0` points here; never moved;
+    /// [`CallSites`]).
+    pub call_sites: CallSites,
 }
 
 /// Per-function tier-up state.

@@ -1,6 +1,7 @@
 //! `cargo bench --bench compare [-- --quick] [-- --json FILE]`: this JIT against rbpf 0.4's
 //! engines. Compile time (verify + compile, bytecode to callable) on straight-line programs
-//! of 10, 100, 1,000 and 4,000 instructions; run time on loop-heavy programs (a checksum
+//! of 10, 100, 1,000 and 4,000 instructions, and 100 of them loaded together (`together`:
+//! ebpf-jit's batch against rbpf's JIT one by one); run time on loop-heavy programs (a checksum
 //! over a 64 KiB packet, a sieve, a hash over 64 KiB, a load/ALU/store loop, helper calls).
 //! Engines: ebpf-jit's JIT and interpreter, rbpf's interpreter, its hand-written JIT
 //! (x86-64 only; it checks no memory access) and its Cranelift JIT. Rounds alternate the
@@ -22,6 +23,10 @@
 //! with NAME) at N placements, behind 0..N `ja +0`, ebpf-jit and rbpf's JIT alternated
 //! ROUNDS times at each: where the code lands moves both engines' times by up to a
 //! quarter (issue 39), so a change must hold at every placement, not at one.
+
+// Programs loaded together (`100 × straight N`).
+#[path = "compare/together.rs"]
+mod together;
 
 use cpjit_runtime::{CodeWrites, JitOptions};
 use ebpf_jit::{Compiler, EbpfVm};
@@ -723,6 +728,7 @@ fn main() {
             alias.as_ref(),
         ));
     }
+    rows.extend(together::rows(&[10, 100], compile_rounds, &compiler));
     for (name, prog, mem) in &run_programs() {
         rows.extend(run_rows(name, prog, *mem, run_rounds, &compiler));
     }

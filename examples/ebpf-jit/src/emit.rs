@@ -20,6 +20,7 @@ use crate::{Error, Helper};
 use cpjit_runtime::{InstanceId, Target, TraceBuilder};
 use std::any::Any;
 use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 mod loops;
@@ -165,11 +166,37 @@ impl Compiler {
         scan: &Plan,
         compiled: &mut Option<Compiled>,
     ) -> Result<(), Error> {
+        let own = || Own(self.jit.trace());
+        self.lower(prog, helpers, pins, scan, own, |own, pinned, kept| {
+            *compiled = Some(Compiled {
+                trace: own.0.finish()?,
+                pinned,
+                _helpers: kept,
+            });
+            Ok(())
+        })
+    }
+
+    /// The stages after the scan, `pins` by rank, pushed into the builder `trace` makes (the
+    /// compile's own, or a batch's: `crate::batch`), then `done` with the builder, the
+    /// register in each pinned slot and the helpers' state the trace holds pointers to. (The
+    /// builder is made in `Emit::new`: one made here and passed in was copied, a `memcpy`
+    /// call of 29 instructions a compile.)
+    #[inline(always)]
+    pub(crate) fn lower<'j, B: DerefMut<Target = TraceBuilder<'j, 'static>>>(
+        &'j self,
+        prog: &[u8],
+        helpers: &impl HelperMap,
+        pins: &[u8],
+        scan: &Plan,
+        trace: impl FnOnce() -> B,
+        done: impl FnOnce(B, [u8; PINS], Kept) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let mut slots = slots_of(pins);
         if scan.helper_calls {
             natural_arguments(&mut slots);
         }
-        let mut out = Emit::new(self, prog, slots, scan);
+        let mut out = Emit::new(self, prog, slots, scan, trace);
         out.trace.push_shim()?;
         // A local copy of the instructions: indexed below its length, with no bounds check.
         let words = out.words;
@@ -182,12 +209,31 @@ impl Compiler {
             out.guarded_instructions(helpers)?;
         }
         out.epilogue(helpers)?;
-        *compiled = Some(Compiled {
-            trace: out.trace.finish()?,
-            pinned: out.pin_at.map(|at| (at / 8) as u8),
-            _helpers: (!out.kept.is_empty()).then(|| Box::new(out.kept)),
-        });
-        Ok(())
+        let kept = (!out.kept.is_empty()).then(|| Box::new(out.kept));
+        done(out.trace, out.pin_at.map(|at| (at / 8) as u8), kept)
+    }
+}
+
+/// The state of the helpers with state that a trace calls ([`Compiled`]'s `_helpers`).
+#[allow(clippy::box_collection)]
+pub(crate) type Kept = Option<Box<Vec<Arc<dyn Any + Send + Sync>>>>;
+
+/// A compile's own builder ([`Emit`] pushes through `DerefMut`, as into a batch's
+/// `&mut TraceBuilder`).
+struct Own<'j>(TraceBuilder<'j, 'static>);
+
+impl<'j> Deref for Own<'j> {
+    type Target = TraceBuilder<'j, 'static>;
+    #[inline(always)]
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl DerefMut for Own<'_> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
     }
 }
 
@@ -215,9 +261,9 @@ fn natural_arguments(slots: &mut [u8; PINS]) {
     }
 }
 
-/// One compile's state.
-struct Emit<'a, 'j> {
-    trace: TraceBuilder<'j, 'static>,
+/// One compile's state, pushing into `B` (the compile's own builder or a batch's).
+struct Emit<'a, B> {
+    trace: B,
     table: &'a Table,
     /// `table.rows`, read per instruction: one load less than through `table`.
     rows: &'a [Row; 256],
@@ -250,10 +296,16 @@ struct Emit<'a, 'j> {
     copying: (usize, usize, usize),
 }
 
-impl<'a, 'j> Emit<'a, 'j> {
+impl<'a, 'j, B: DerefMut<Target = TraceBuilder<'j, 'static>>> Emit<'a, B> {
     /// The places of the registers and where the instances after the program go.
     #[inline(always)]
-    fn new(c: &'j Compiler, prog: &'a [u8], slots: [u8; PINS], scan: &'a Plan) -> Emit<'a, 'j>
+    fn new(
+        c: &'j Compiler,
+        prog: &'a [u8],
+        slots: [u8; PINS],
+        scan: &'a Plan,
+        trace: impl FnOnce() -> B,
+    ) -> Emit<'a, B>
     where
         'j: 'a,
     {
@@ -280,7 +332,7 @@ impl<'a, 'j> Emit<'a, 'j> {
         let returns = FIRST + n + loops.len() + usize::from(fell_off);
         let chain = if scan.calls > 0 { scan.calls + 1 } else { 0 };
         Emit {
-            trace: c.jit.trace(),
+            trace: trace(),
             table: &c.table,
             rows: &c.table.rows,
             words,

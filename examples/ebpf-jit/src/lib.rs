@@ -6,7 +6,10 @@
 //! store is checked against the program's regions (the memory, the metadata buffer and the
 //! 512-byte stack); an access outside them is an [`Error`], never a crash.
 //! [`EbpfVm::interpret`] runs the same program with this crate's reference interpreter.
+//! [`Compiler::compile_batch`] and [`EbpfVm::jit_compile_batch`] compile many programs
+//! together, with one publish of their code (`batch`).
 
+mod batch;
 mod canon;
 pub mod cli;
 mod emit;
@@ -52,6 +55,9 @@ pub enum Error {
     NotCompiled,
     /// The kit refused the trace.
     Jit(cpjit_runtime::Error),
+    /// Program `program` of a batch ([`Compiler::compile_batch`]) was refused, for `source`;
+    /// the batch compiled none of its programs.
+    InBatch { program: usize, source: Box<Error> },
 }
 
 /// The kind of an [`Error`], what the differential tests compare.
@@ -80,6 +86,7 @@ impl Error {
             Error::InvalidInstruction { .. } => ErrorKind::InvalidInstruction,
             Error::NotCompiled => ErrorKind::NotCompiled,
             Error::Jit(_) => ErrorKind::Jit,
+            Error::InBatch { source, .. } => source.kind(),
         }
     }
 
@@ -93,6 +100,15 @@ impl Error {
             | Error::FellOffEnd { insn }
             | Error::InvalidInstruction { insn } => Some(insn),
             Error::NotCompiled | Error::Jit(_) => None,
+            Error::InBatch { ref source, .. } => source.insn(),
+        }
+    }
+
+    /// The index in its batch of the program the error is about, if it is about a batch.
+    pub fn program(&self) -> Option<usize> {
+        match *self {
+            Error::InBatch { program, .. } => Some(program),
+            _ => None,
         }
     }
 }
@@ -137,6 +153,9 @@ impl fmt::Display for Error {
             ),
             Error::NotCompiled => write!(f, "the program is not compiled (call jit_compile)"),
             Error::Jit(e) => write!(f, "the JIT refused the trace: {e}"),
+            Error::InBatch { program, source } => {
+                write!(f, "program #{program} of the batch: {source}")
+            }
         }
     }
 }
@@ -152,6 +171,20 @@ impl From<cpjit_runtime::Error> for Error {
 /// Verifies `prog` as rbpf 0.4's verifier does.
 pub fn verify(prog: &[u8]) -> Result<(), Error> {
     verifier::check(prog).map(drop)
+}
+
+/// `f` with this thread's [`Compiler`], made on the thread's first compile.
+#[inline(always)]
+fn with_thread_compiler(f: impl FnOnce(&Compiler) -> Result<(), Error>) -> Result<(), Error> {
+    thread_local! {
+        static COMPILER: std::cell::OnceCell<Compiler> = const { std::cell::OnceCell::new() };
+    }
+    COMPILER.with(|cell| {
+        if cell.get().is_none() {
+            let _ = cell.set(Compiler::new()?);
+        }
+        f(cell.get().expect("set above"))
+    })
 }
 
 /// A verified program, its helpers and, once compiled, its trace. It borrows the program,
@@ -195,15 +228,7 @@ impl<'a> EbpfVm<'a> {
     /// thread's first compile: its stencil tables and executable memory are built once, so a
     /// compile costs what the program costs).
     pub fn jit_compile(&mut self) -> Result<(), Error> {
-        thread_local! {
-            static COMPILER: std::cell::OnceCell<Compiler> = const { std::cell::OnceCell::new() };
-        }
-        COMPILER.with(|cell| {
-            if cell.get().is_none() {
-                let _ = cell.set(Compiler::new()?);
-            }
-            self.jit_compile_with(cell.get().expect("set above"))
-        })
+        with_thread_compiler(|c| self.jit_compile_with(c))
     }
 
     /// Compiles the program with `compiler` (reuse one for many programs).

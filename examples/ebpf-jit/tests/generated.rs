@@ -15,6 +15,9 @@
 //! emulated rows stay within CI's budget) and `EBPF_JIT_SEED` change the run.
 
 mod common;
+// The same programs compiled in batches (`EbpfVm::jit_compile_batch`).
+#[path = "generated/batched.rs"]
+mod batched;
 
 use common::*;
 use ebpf_jit::{AluOp, Cond, ErrorKind, Insn, Kind, Width};

@@ -11,6 +11,76 @@
 //!
 //! The object is made when the arena reserves its first chunk and closed when the arena and
 //! its last chunk are gone.
+//!
+//! **Why one `pwrite` per trace is the floor without protection keys** (wave 37: an AMD EPYC
+//! firecracker guest, 2 cores, kernel 6.18, no `pku`, load 10–12). Thread CPU per write of a
+//! 300-byte trace into a page the file already holds, the C loop `publish_paths.c` beside
+//! this file, every path once per round in rotated order, 11 rounds: median [min–max], and
+//! the median [min–max] of the per-round ratios to `pwrite`:
+//!
+//! | path | ns | ÷ `pwrite` |
+//! |---|---|---|
+//! | `pwrite` to the memfd (this module) | 498 [482–505] | 1 |
+//! | the same as a raw `syscall` | 498 [482–518] | 1.01 [0.96–1.04] |
+//! | 64 B / a whole aligned page | 484 / 513 | 0.97 / 1.05 |
+//! | memfd 1 GiB long, sealed (shrink, grow), `O_NOATIME`; a `/dev/shm` file; a file on a `huge=always` tmpfs (one 2 MiB folio) | 502–506 | 1.01–1.03 |
+//! | `O_DIRECT` (tmpfs takes it and writes through the page cache; 4 KiB) | 522 | 1.05 |
+//! | `pwritev2`, flags 0 / `RWF_HIPRI` / `RWF_DSYNC` (the iovec import) | 575 / 570 / 572 | 1.14–1.15 |
+//! | `pwritev2` `RWF_NOWAIT`, `RWF_DONTCACHE` | refused (`EOPNOTSUPP` on shmem) | |
+//! | AIO `io_submit` (runs the write inline; completion read from the ring) | 815 | 1.64 |
+//! | io_uring `WRITE`, `io_uring_enter(1, 1)`; fixed file and buffer; `DEFER_TASKRUN` | 2,825 / 2,809 / 2,517 | 5.0–5.8 |
+//! | `/proc/self/mem` at a private R+X mapping | 979 | 1.97 |
+//! | a fresh private RW page per trace, `mprotect`ed R+X | 1,176 | 2.35 |
+//! | private R+X page: `mprotect` RW, copy, `mprotect` R+X | 4,869 | 9.9 |
+//! | a fresh page made R+X and `mremap`ped over the code page | 12,260 | 24.6 |
+//! | `process_vm_writev`; `/proc/self/mem` at the shared R+X view | refused (`EFAULT`; `EIO`) | |
+//! | a memfd with `MFD_HUGETLB` (no huge pages reserved here) | `pwrite` refused (`EINVAL`) | |
+//! | bare `getppid` / `memcpy` of the 300 bytes | 136 / 7 | 0.27 / 0.01 |
+//!
+//! None is cheaper: each is a system call at least, and the memfd's flags, size and pages
+//! change nothing. What the others do to the write invariant (ARCHITECTURE.md, invariant 7)
+//! and to other threads: the memfd paths keep it (no writable view; the descriptor is the
+//! only way in); io_uring punts every write to a kernel worker of the process (shmem has no
+//! non-blocking write: process CPU 5.0–5.7 µs, twice the thread's), and a polling thread
+//! would only move the work off the clock; `/proc/self/mem` needs private code pages; the
+//! `mprotect` flips make the page non-executable for every thread meanwhile (a thread
+//! running an earlier trace there faults) and shoot down the TLB of every CPU running the
+//! process (with a second thread spinning: 5,113 [4,759–6,654] ns); a fresh page per trace
+//! wastes most of a page per short trace. Only for a trace that starts a page the file does
+//! not hold yet is there a cheaper call: `UFFDIO_COPY` of the whole page into a view
+//! registered with a userfaultfd, 1,781 [1,721–2,224] ns against `pwrite`'s 1,996
+//! [1,912–2,168] into a hole (per-round ratio 0.89 [0.85–1.12]). It is not used: it saves
+//! once per new page (placement keeps pages warm, and [`crate::Jit::reserve`] fills them
+//! ahead), it writes whole pages only (no second trace on that page), and a thread touching
+//! a page not yet written would block on the userfaultfd instead of reading zeros.
+//!
+//! Where the 498 ns go (`perf record -e cpu-clock -g`, 67,332 samples of a `pwrite` loop;
+//! this kernel has no `function_graph` tracer): a bare system call costs 136 (`getppid`).
+//! Of the whole call: entry, exit, the libc wrapper and the loop ≈ 17 %; `fdget` and the
+//! checks (`rw_verify_area` with the LSM hook, `generic_write_checks`) ≈ 11 %; `vfs_write`
+//! and `shmem_file_write_iter` themselves ≈ 13.5 %; the inode lock ≈ 3 %; the mtime/ctime
+//! update ≈ 5 %; privileges ≈ 1 %; and `generic_perform_write` ≈ 48.5 %: the page-cache
+//! look-up and folio lock (`shmem_write_begin`) 22 %, the copy 4.5 %, dirtying and
+//! unlocking the folio (`shmem_write_end`) 10.5 %, dirty-page throttling 1.4 %, the loop
+//! 9.6 %. No fsnotify (no watchers). The caller chooses none of it beyond the bytes and the
+//! page: tmpfs cannot skip the time stamps (`S_NOCMTIME` is a file system's to set) nor the
+//! folio lock. The same path cost 195–205 ns on the machine of waves 28–36 (a bare call 63);
+//! probably because this kernel returns through the SRSO "Safe RET" thunk
+//! (`srso_return_thunk` in the profile) and calls indirectly through retpolines, which the
+//! path's few dozen returns and its indirect calls (`write_iter`, `write_begin`,
+//! `write_end`, `dirty_folio`, the LSM hook) pay.
+//!
+//! Inside a client the call costs more than in the C loop, whose kernel path stays warm.
+//! `examples/ebpf-jit`'s `--profile-compile N 11000 versus` (batches of 1,000 compiles and
+//! drops, the engines alternated; three runs, load 3–5), thread CPU per compile, median: 10
+//! instructions 1,206 / 970 / 907 ns, through the persistent alias 363 / 283 / 262, rbpf's
+//! JIT 968 / 859 / 728; 100 instructions 2,845 / 1,848 / 1,830, through the alias 1,997 /
+//! 1,175 / 1,193. So the one `pwrite` (one per compile, `strace -c`) costs ≈ 640–840 ns
+//! there: perf puts the call at 57 % of the compile at 10, the rest is the client's own code
+//! running slower after it. `cargo xtask bench --only stitch,peer`: straight-10 669 ns, 147
+//! through the alias. So on a machine without keys, cheaper publication means no system
+//! call at all: the persistent alias (opt-in, weaker: [`crate::CodeWrites::PersistentAlias`]);
+//! with keys, the default write window (`pkey.rs`).
 
 use super::os_error;
 use crate::arena::FreeList;

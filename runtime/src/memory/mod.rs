@@ -87,6 +87,11 @@
 //! it writes. So placement keeps each write on as few pages as it can
 //! (`arena/free_list.rs`).
 //!
+//! Every path the kernel offers instead, measured again on an AMD EPYC guest where the
+//! `pwrite` costs 445–500 ns (wave 37; io_uring, AIO, `pwritev2` flags, tmpfs and huge
+//! pages, `O_DIRECT`, `mprotect`, `mremap`, `/proc/self/mem`, `UFFDIO_COPY`), and where its
+//! time goes in the kernel: `code_file.rs`. None is cheaper.
+//!
 //! [`Jit::reserve`]: crate::Jit::reserve
 //!
 //! **Reserve, then commit on demand.** [`Region::map`] only *reserves* address space for

@@ -37,9 +37,7 @@ impl Vm {
         let Some(mut merged) = detached.merge_branch(exit, side, head) else {
             return false;
         };
-        let links: Box<[ExitLink]> = (0..merged.exit_pcs.len())
-            .map(|_| ExitLink::default())
-            .collect();
+        let links = LinkBlocks::new(merged.exit_pcs.len(), |_| ExitLink::default());
         let call_sites = self.attach_operands(&mut merged, parent, &links);
         st.compiles.set(st.compiles.get() + 1);
         let Some(compiled) = self.compile_or_stop_tiering(f, &merged) else {

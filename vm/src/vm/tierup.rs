@@ -119,10 +119,9 @@ impl Vm {
                 return;
             }
         }
-        // Link blocks live as long as the executor (never moved: boxed), one per exit.
-        let links: Box<[ExitLink]> = (0..trace.exit_pcs.len())
-            .map(|_| ExitLink::default())
-            .collect();
+        // Link blocks live as long as the executor (never moved), one per exit: below 2 GiB
+        // where the target allows, so that the exit stubs take their address as an `imm32`.
+        let links = LinkBlocks::new(trace.exit_pcs.len(), |_| ExitLink::default());
         let index = st.executors.borrow().len();
         if index > 0xffff {
             // Exits name their executor in 16 bits.
@@ -220,23 +219,21 @@ impl Vm {
         trace: &mut Trace,
         index: usize,
         links: &[ExitLink],
-    ) -> Box<[CallSite]> {
+    ) -> CallSites {
         for u in trace.uops.iter_mut().filter(|u| u.op == op::EXIT_TRACE) {
             let link = &links[(u.arg0 & 0xffff) as usize];
             u.arg1 = link as *const ExitLink as u64;
             u.arg0 |= (index as u64) << 16;
             link.exit_at.set(u.arg0);
         }
-        // CALL_JIT's operand points to its own call site.
-        let call_sites: Box<[CallSite]> = trace
-            .calls
-            .iter()
-            .map(|c| CallSite {
-                callee: self.callee(c.func as usize),
-                pc: c.pc as i64,
-                argc: c.argc as i64,
-            })
-            .collect();
+        // CALL_JIT's operand points to its own call site (below 2 GiB where the target allows,
+        // as the link blocks).
+        let calls = &trace.calls;
+        let call_sites = CallSites::new(calls.len(), |k| CallSite {
+            callee: self.callee(calls[k].func as usize),
+            pc: calls[k].pc as i64,
+            argc: calls[k].argc as i64,
+        });
         // (`GUARD_CALL_DEPTH` names the site of the call it checks for.)
         for u in trace
             .uops

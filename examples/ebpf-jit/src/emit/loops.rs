@@ -40,6 +40,8 @@ use crate::helper::HelperMap;
 use crate::scan::word;
 use crate::shape::{Action, SHAPES};
 use crate::Error;
+use cpjit_runtime::TraceBuilder;
+use std::ops::DerefMut;
 
 /// JLT of two registers (64-bit), and JGT, the same with them swapped.
 const JLT_REG: u64 = 0xad;
@@ -469,7 +471,7 @@ fn visit(
     Some(())
 }
 
-impl Emit<'_, '_> {
+impl<'j, B: DerefMut<Target = TraceBuilder<'j, 'static>>> Emit<'_, B> {
     /// The instance of instruction `t` as jump `from`'s target ([`super::loops`]: after
     /// the guards before it; a head is its guard's, but for the head's own loop's jump).
     #[inline(always)]

@@ -163,9 +163,25 @@ pub fn run_pinned(prog: &[u8], mem: &[u8], mbuff: Option<&[u8]>, pins: &[u8]) ->
     }
 }
 
+/// Runs a compiled program (e.g. one compiled in a batch) with `mem` and `mbuff`:
+/// `run(mem, mbuff)` with guarded copies of both.
+pub fn run_with(
+    mem: &[u8],
+    mbuff: Option<&[u8]>,
+    run: impl FnOnce(&mut [u8], &mut [u8]) -> Result<u64, ebpf_jit::Error>,
+) -> Outcome {
+    let (mut mem_guarded, mut mb_guarded) = (Guarded::new(mem), Guarded::new(mbuff.unwrap_or(&[])));
+    let result = run(mem_guarded.region(), mb_guarded.region());
+    Outcome {
+        result: result.map_err(|e| (e.kind(), e.insn())),
+        mem: mem_guarded.into_bytes(),
+        mbuff: mb_guarded.into_bytes(),
+    }
+}
+
 /// Whether two outcomes agree: r0 and memory exactly, errors by kind and by instruction
 /// where rbpf names one.
-fn agree(ours: &Outcome, reference: &Outcome) -> bool {
+pub fn agree(ours: &Outcome, reference: &Outcome) -> bool {
     let results = match (&ours.result, &reference.result) {
         (Ok(a), Ok(b)) => a == b,
         (Err((ka, ia)), Err((kb, ib))) => ka == kb && (ib.is_none() || ia == ib),
