@@ -1,6 +1,7 @@
 //! RISC-V (RV64GC): the instruction formats and immediate fields of every RISC-V hole kind,
 //! the hi20/lo12 split of a PC-relative distance, the continuation jump (`auipc t1` +
-//! `jr t1`, what clang emits for a `musttail` call), `nop` and the veneer.
+//! `jr t1`, what clang emits for a `musttail` call), a call pair relaxed to `jal` + `nop`
+//! and back, `nop` and the veneer.
 //!
 //! Encodings from the RISC-V Unprivileged ISA (chapter 2, "RV32I Base Integer Instruction
 //! Set", and chapter 34, "RV32/64G Instruction Set Listings"); relocation semantics from the
@@ -136,6 +137,39 @@ pub const fn is_ld(insn: u32) -> bool {
 /// `auipc rd` followed by `jalr _, _(rd)`: the pair a `R_RISCV_CALL*` relocates.
 pub const fn is_call_pair(auipc: u32, jalr: u32) -> bool {
     is_auipc(auipc) && is_jalr(jalr) && rs1(jalr) == rd(auipc)
+}
+
+/// `jal rd, offset`: a direct call (`rd` = `ra`) or jump (`rd` = `zero`) within ±1 MiB;
+/// `offset` is even and is truncated to 21 bits, as [`insert_j`] does.
+pub const fn jal(rd: u32, offset: i32) -> u32 {
+    insert_j(opcode::JAL | (rd & 0x1f) << 7, offset)
+}
+
+/// A call pair (`auipc rX` + `jalr rd, rX`) whose target is within a `jal`'s reach, relaxed
+/// as lld relaxes `R_RISCV_CALL[_PLT]` without compressed instructions: `jal rd, offset`,
+/// then a `nop` where lld would delete the `jalr` (code is never moved here). `rX` is no
+/// longer written: only the `auipc` of the pair set it, for the `jalr` alone.
+pub const fn relaxed_call(rd: u32, offset: i32) -> [u32; 2] {
+    [jal(rd, offset), NOP]
+}
+
+/// `jal` + `nop`: a call pair as [`relaxed_call`] leaves it.
+pub const fn is_relaxed_call(first: u32, second: u32) -> bool {
+    is_jal(first) && second == NOP
+}
+
+/// The call pair a relaxed call `jal rd` expands back into when its new target is out of
+/// the `jal`'s reach, fields zero: `auipc rd` + `jalr rd, 0(rd)` for a call (as clang
+/// writes `call`: the `jalr` reads `rd` before writing it), and for a jump (`rd` = `zero`)
+/// `auipc t1` + `jr t1`, the continuation jump, through [`VENEER_REGISTER`], which the
+/// veneer already clobbers at any call or jump of a stencil.
+pub const fn unrelaxed_call(jal: u32) -> [u32; 2] {
+    let link = rd(jal);
+    let via = if link == 0 { VENEER_REGISTER } else { link };
+    [
+        opcode::AUIPC | via << 7,
+        opcode::JALR | link << 7 | via << 15,
+    ]
 }
 
 /// Whether `insn` is the instruction class a hole of `kind` patches (for
@@ -374,6 +408,33 @@ mod tests {
             assert_eq!(decode_b(insert_b(beq, o)), o);
             assert_eq!(insert_b(beq, o) & 0x01ff_f07f, beq);
         }
+    }
+
+    /// `jal` as llvm-mc-19 encodes it (`llvm-mc-19 -triple=riscv64 -show-encoding` on
+    /// `jal ra, 0xffffe`, `jal zero, -0x100000`, `jal t0, 0x800`, `jal ra, -2`, `j 0`).
+    #[test]
+    fn jal_matches_llvm_mc() {
+        assert_eq!(jal(1, 0xffffe), 0x7fff_f0ef);
+        assert_eq!(jal(0, -0x10_0000), 0x8000_006f);
+        assert_eq!(jal(5, 0x800), 0x0010_02ef);
+        assert_eq!(jal(1, -2), 0xffff_f0ef);
+        assert_eq!(jal(0, 0), 0x0000_006f);
+        assert_eq!(relaxed_call(1, 0x800), [0x0010_00ef, NOP]);
+        assert!(is_relaxed_call(jal(0, 8), NOP));
+        assert!(!is_relaxed_call(jal(0, 8), JR_T1_ZERO));
+        assert!(!is_relaxed_call(AUIPC_T1_ZERO, NOP));
+    }
+
+    /// A relaxed jump expands back to the continuation jump, a relaxed call to `auipc ra` +
+    /// `jalr ra, 0(ra)` (llvm-mc-19: `97 00 00 00` and `e7 80 00 00`, what `call` is with its
+    /// fields zero).
+    #[test]
+    fn relaxed_calls_expand_back_to_call_pairs() {
+        assert_eq!(unrelaxed_call(jal(0, 0x1234)), [AUIPC_T1_ZERO, JR_T1_ZERO]);
+        assert_eq!(unrelaxed_call(jal(1, -0x40)), [0x0000_0097, 0x0000_80e7]);
+        let [auipc, jalr] = unrelaxed_call(jal(5, 2));
+        assert!(is_call_pair(auipc, jalr));
+        assert_eq!((rd(auipc), rd(jalr), rs1(jalr)), (5, 5, 5));
     }
 
     #[test]

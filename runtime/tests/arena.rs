@@ -457,3 +457,62 @@ fn many_chunks_fit_under_a_small_descriptor_limit() {
         },
     );
 }
+
+/// A trace built again where a freed one was (a JIT that compiles and drops programs one
+/// after another) costs one write system call, and two with `trap_freed_code` (the freed
+/// block overwritten with traps), and no page: the block's page stays in the code object
+/// between the two (`mincore` on its executable view), so the write never makes the kernel
+/// allocate and clear a page again (about 1.1 µs more per write, `memory/mod.rs`). Wave 37
+/// found the one `pwrite` to be the whole of the default's cost over the persistent alias
+/// in the ebpf-jit example's compile; this keeps it one, on a page the file holds. Counted
+/// on this thread (`syscw` of `/proc/thread-self/io`), with `CodeWrites::WithoutKeys` so
+/// that every machine writes code with `pwrite`.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+#[test]
+fn a_trace_built_again_in_a_freed_block_costs_one_write_and_no_new_page() {
+    /// Write system calls this thread has made so far.
+    fn writes() -> u64 {
+        let io = std::fs::read_to_string("/proc/thread-self/io").unwrap();
+        let line = io.lines().find(|l| l.starts_with("syscw:")).unwrap();
+        line["syscw:".len()..].trim().parse().unwrap()
+    }
+    /// Whether the code object holds the page at `page` (its executable view).
+    fn resident(page: usize) -> bool {
+        let mut held = 0u8;
+        // SAFETY: `page` is page-aligned and mapped (the chunk stays while the JIT lives);
+        // mincore writes one byte for one page.
+        let status = unsafe { libc::mincore(page as *mut _, 1, &mut held) };
+        assert_eq!(status, 0, "mincore: {}", std::io::Error::last_os_error());
+        held & 1 == 1
+    }
+    for trap in [false, true] {
+        let options = JitOptions {
+            code_writes: cpjit_runtime::CodeWrites::WithoutKeys,
+            trap_freed_code: trap,
+            ..JitOptions::default()
+        };
+        let jit = Jit::with_options(SET, resolve, options).unwrap();
+        let first = adding(&jit, 0, 3).unwrap().0;
+        let page = first.code_range().start & !(page_size() - 1);
+        drop(first);
+        let before = writes();
+        for k in 1..=50u64 {
+            let (trace, shim) = adding(&jit, k, 3).unwrap();
+            let start = trace.code_range().start;
+            assert_eq!(
+                start & !(page_size() - 1),
+                page,
+                "trace {k} moved to {start:#x}"
+            );
+            assert_eq!(run(&trace, shim, &mut Frame::default()) as u64, k + 9);
+            drop(trace);
+            assert!(resident(page), "trace {k}'s page left the code object");
+        }
+        let per_trace = 1 + u64::from(trap);
+        assert_eq!(
+            writes() - before,
+            50 * per_trace,
+            "write system calls for 50 traces built and freed (trap_freed_code: {trap})"
+        );
+    }
+}

@@ -28,6 +28,7 @@ mod memory_limits;
 mod patch_fixtures;
 mod patch_no_panic;
 mod patch_ranges;
+mod patch_riscv_relax;
 mod pkey;
 mod reserve;
 mod stitch_fast;

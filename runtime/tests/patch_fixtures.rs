@@ -33,7 +33,7 @@ macro_rules! case {
     };
 }
 
-fn cases() -> [Case; 12] {
+fn cases() -> [Case; 13] {
     [
         case!("elf_x86_64"),
         case!("elf_x86_64_abs32"),
@@ -43,6 +43,7 @@ fn cases() -> [Case; 12] {
         case!("elf_aarch64_relax"),
         case!("a64_const"),
         case!("elf_riscv64"),
+        case!("elf_riscv64_relax"),
         case!("coff_x86_64"),
         case!("coff_aarch64"),
         case!("macho_x86_64"),
@@ -303,6 +304,20 @@ fn fixtures_cover_every_relaxation_outcome() {
             .any(|op| matches!(op, Op::RelaxA64Got(.., e) if *e == expected)));
     }
     assert!(ops.iter().any(|op| matches!(op, Op::RelaxX86Got(.., true))));
+}
+
+/// The RISC-V relaxation fixture holds what lld decided at each edge of a `jal`'s reach:
+/// calls and jumps at +0xffffe, -0x100000 and a `jal t0` relaxed (`jal` + the `nop` the
+/// fixture puts where lld deleted the `jalr`), +0x100000 and -0x100002 kept as pairs.
+#[test]
+fn riscv_relaxation_fixture_has_both_outcomes_at_each_edge() {
+    let case = case!("elf_riscv64_relax");
+    let relaxed: Vec<bool> = case
+        .linked
+        .chunks(8)
+        .map(|site| site[0] & 0x7f == 0x6f && site[4..] == [0x13, 0, 0, 0])
+        .collect();
+    assert_eq!(relaxed, [true, false, true, false, true]);
 }
 
 #[test]

@@ -7,6 +7,8 @@
 //! out-of-range address through a GOT slot. The relaxations ([`relax_x86_got_load`],
 //! [`relax_x86_got_load_constant`], [`relax_aarch64_got_pair`]) turn a GOT load into a direct
 //! address or constant when the value allows it, removing a memory load.
+//! [`patch`] itself relaxes a RISC-V call pair (`auipc` + `jalr`) to `jal` + `nop` when
+//! the target is within the `jal`'s ±1 MiB, as lld relaxes `call` and `tail`.
 //!
 //! Conventions shared by every function here:
 //! - `place` is the run-time address of `code[offset]`; `value` is the final target: `S + A`
@@ -19,6 +21,8 @@
 //!   stencil name. Nothing is written unless every check passes.
 //! - Every field is cleared before it is written, so a hole can be re-patched with another
 //!   value (and implicit addends left in the bytes by COFF/Mach-O objects are overwritten).
+//!   A RISC-V call pair relaxed to `jal` + `nop` (a target within ±1 MiB) is re-patched from
+//!   that form too (expanded back to a pair when the new target is out of the `jal`'s reach).
 //!
 //! Instruction knowledge (classes, fields, relaxed forms, veneers) comes from `cpjit-isa`,
 //! which the toolchain shares; this module adds ranges, bounds and errors. The encodings

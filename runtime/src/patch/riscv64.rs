@@ -1,6 +1,7 @@
-//! RISC-V instruction holes: the `auipc`+`jalr` call pair, `auipc` hi20 (direct and GOT),
-//! the paired I- and S-type lo12, `jal` and conditional branches, and the absolute
-//! `lui` hi20 / `addi[w]` lo12 of narrow operands.
+//! RISC-V instruction holes: the `auipc`+`jalr` call pair (relaxed to `jal` + `nop` within
+//! a `jal`'s reach), `auipc` hi20 (direct and GOT), the paired I- and S-type lo12, `jal`
+//! and conditional branches, and the absolute `lui` hi20 / `addi[w]` lo12 of narrow
+//! operands.
 //!
 //! Each kind has a range function (what [`super::in_range`] checks); instruction classes
 //! and field insertion are `cpjit_isa::riscv64`'s. Relocation semantics: the RISC-V ELF
@@ -12,8 +13,14 @@ use super::{bytes, put, Problem};
 use cpjit_isa::riscv64 as isa;
 use cpjit_model::HoleKind;
 
-/// Checks the `auipc` + `jalr` pair of a [`HoleKind::RiscvCall`] at `code[offset]` and
-/// writes the halves of `value - place` into it.
+/// Checks the call pair of a [`HoleKind::RiscvCall`] at `code[offset]` and points it at
+/// `value`: as `jal rd` + `nop` when `value - place` is within the `jal`'s ±1 MiB (what
+/// `ld.lld --relax` writes, but for the `nop`: one instruction fetched and no `auipc`
+/// result waited on), else as `auipc rX` + `jalr rd, rX` with the halves of the distance.
+///
+/// The site may hold either form, so that it can be patched again: a relaxed one expands
+/// back into the pair [`isa::unrelaxed_call`] gives (its `rX` is gone; a jump's becomes
+/// `t1`, which the veneer also clobbers at every call or jump).
 pub(super) fn patch_call(
     code: &mut [u8],
     offset: usize,
@@ -21,11 +28,23 @@ pub(super) fn patch_call(
     value: u64,
 ) -> Result<(), Problem> {
     let pair = bytes::<8>(code, offset)?;
-    let auipc = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
-    let jalr = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
-    if !isa::is_call_pair(auipc, jalr) {
-        let found = if isa::is_auipc(auipc) { jalr } else { auipc };
-        return Err(unexpected(found, "auipc rX followed by jalr through rX"));
+    let first = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+    let second = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
+    let [auipc, jalr] = if isa::is_call_pair(first, second) {
+        [first, second]
+    } else if isa::is_relaxed_call(first, second) {
+        isa::unrelaxed_call(first)
+    } else {
+        let found = if isa::is_auipc(first) { second } else { first };
+        let expected = "auipc rX followed by jalr through rX (or jal followed by nop)";
+        return Err(unexpected(found, expected));
+    };
+    // An odd distance (never a stencil's) keeps the pair, as before relaxation.
+    if let Ok(distance) = branch(place, value, 21) {
+        let [jal, nop] = isa::relaxed_call(jalr >> 7 & 0x1f, distance);
+        put(code, offset, jal.to_le_bytes());
+        put(code, offset + 4, nop.to_le_bytes());
+        return Ok(());
     }
     let (hi20, lo12) = split(place, value)?;
     put(code, offset, isa::insert_u(auipc, hi20).to_le_bytes());
